@@ -1,0 +1,64 @@
+# The verbs a newcomer types. Everything installs what it needs into .venv and .cache/.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+UV_VERSION := 0.13.9
+CACHE := .cache
+STAMP := $(VENV)/.installed
+
+.PHONY: help setup system-deps demo test test-unit test-integration test-e2e lint bench lock stack-up stack-down stack-status clean
+
+help: ## list the verbs
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+system-deps: ## Debian packages the pipeline uses (fpack/funpack reference, PostgreSQL, Java for Kafka)
+	@bash infra/local/system-deps.sh
+
+$(STAMP): pyproject.toml requirements.lock
+	@bash infra/local/system-deps.sh
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
+	@$(VENV)/bin/uv pip sync -q --python $(PY) requirements.lock
+	@$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
+	@touch $(STAMP)
+
+setup: $(STAMP) ## create the project virtualenv with pinned dependencies
+
+demo: $(STAMP) ## run the whole pipeline on embedded defaults (3 exposures x 9 CCDs)
+	$(VENV)/bin/obsingest demo
+
+test: $(STAMP) ## every test: unit, integration on the real local services, end-to-end
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest tests
+
+test-unit: $(STAMP) ## unit tests only, no services, seconds
+	$(PY) -m pytest -m unit tests/unit
+
+test-integration: $(STAMP) ## integration tests against the real local services
+	$(PY) -m pytest -m integration tests/integration
+
+test-e2e: $(STAMP) ## end-to-end tests
+	$(PY) -m pytest -m e2e tests/e2e
+
+lint: $(STAMP) ## ruff
+	$(VENV)/bin/ruff check .
+
+bench: $(STAMP) ## every benchmark; writes benchmarks/results/*.json and benchmarks/README.md
+	$(PY) -m benchmarks.run_all
+
+lock: ## re-resolve requirements.lock from pyproject.toml
+	@test -x $(VENV)/bin/uv || { $(PYTHON) -m venv $(VENV) && $(PY) -m pip install -q uv==$(UV_VERSION); }
+	$(VENV)/bin/uv pip compile -q --python-version 3.11 --extra dev pyproject.toml -o requirements.lock --custom-compile-command "make lock"
+
+stack-up: $(STAMP) ## start Kafka, Pub/Sub, GCS, PostgreSQL locally (native processes)
+	$(VENV)/bin/obsingest stack up
+
+stack-down: $(STAMP) ## stop exactly what stack-up started
+	$(VENV)/bin/obsingest stack down
+
+stack-status: $(STAMP) ## health of the local services
+	$(VENV)/bin/obsingest stack status
+
+clean: ## remove demo output and run state (keeps the artefact cache)
+	rm -rf demo-output .run

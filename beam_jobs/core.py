@@ -1,0 +1,236 @@
+"""Per-exposure latency and completeness: the pure computation both pipeline modes share.
+
+Nothing here imports Beam, so the rules can be tested with hand-computed answers and the batch
+GroupByKey path and the streaming stateful path cannot drift apart: both end in
+:func:`summarize_exposure`.
+
+Rules (see ``beam_jobs/README.md`` for the whole policy):
+
+* latency of a CCD = ``published_time - readout_time`` of its ArrivalEvent, in seconds;
+* duplicates (same ``dataset_id``) count once, keeping the earliest ``published_time``; two
+  different dataset ids for one detector (e.g. two runs) also count that detector once, earliest
+  publication wins;
+* p50/p95 use numpy's default linear interpolation between closest ranks;
+* a CCD is over budget when its latency is strictly greater than the budget;
+* arrivals for detectors the manifest does not list are *not* part of the exposure: they are left
+  out of ``arrived``, completeness, latencies and ``over_budget`` (reported via
+  :attr:`ArrivalSet.unexpected` and a log/metric), so completeness never exceeds 1;
+* status precedence: NO_MANIFEST, else INCOMPLETE (a listed detector is missing), else
+  OVER_BUDGET (a CCD over budget), else OK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
+
+import numpy as np
+
+from obsingest.messages import ArrivalEvent, ExposureManifest, ExposureSummary, SummaryStatus, utcnow
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICRO = timedelta(microseconds=1)
+
+#: Triggers, as written into ExposureSummary.trigger.
+TRIGGER_BATCH = "batch"
+TRIGGER_ALL_ARRIVED = "all-arrived"
+TRIGGER_DEADLINE = "deadline"
+TRIGGER_LATE = "late-arrival"
+
+#: Statuses that are budget breaches and also go to the ``budget-alerts`` output.
+BREACH_STATUSES = frozenset({SummaryStatus.OVER_BUDGET, SummaryStatus.INCOMPLETE})
+
+ExposureKey = tuple[str, int]
+
+
+def to_micros(value: datetime) -> int:
+    """Microseconds since the epoch (the wire precision of timestamp-micros)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return (value - EPOCH) // _MICRO
+
+
+def from_micros(micros: int) -> datetime:
+    return EPOCH + timedelta(microseconds=micros)
+
+
+class Arrival(NamedTuple):
+    """The part of an ArrivalEvent the summary needs, as primitives (cheap to shuffle in Beam)."""
+
+    dataset_id: str
+    instrument: str
+    exposure: int
+    detector: int
+    day_obs: int
+    readout_us: int
+    published_us: int
+
+    @property
+    def key(self) -> ExposureKey:
+        return (self.instrument, self.exposure)
+
+    @property
+    def latency(self) -> float:
+        return (self.published_us - self.readout_us) / 1e6
+
+    @classmethod
+    def from_event(cls, event: ArrivalEvent) -> Arrival:
+        return cls(
+            str(event.dataset_id),
+            event.instrument,
+            int(event.exposure),
+            int(event.detector),
+            int(event.day_obs),
+            to_micros(event.readout_time),
+            to_micros(event.published_time),
+        )
+
+    @classmethod
+    def from_record(cls, record: dict) -> Arrival:
+        """From the dict fastavro (or Beam's ReadFromAvro) yields for an ArrivalEvent."""
+        return cls(
+            str(record["dataset_id"]),
+            record["instrument"],
+            int(record["exposure"]),
+            int(record["detector"]),
+            int(record["day_obs"]),
+            _micros_of(record["readout_time"]),
+            _micros_of(record["published_time"]),
+        )
+
+
+def _micros_of(value: datetime | int) -> int:
+    return value if isinstance(value, int) else to_micros(value)
+
+
+def as_arrival(item: ArrivalEvent | Arrival) -> Arrival:
+    return item if isinstance(item, Arrival) else Arrival.from_event(item)
+
+
+def manifest_key(manifest: ExposureManifest) -> ExposureKey:
+    return (manifest.instrument, int(manifest.exposure))
+
+
+@dataclass(frozen=True)
+class ArrivalSet:
+    """Arrivals of one exposure after deduplication, split by whether the manifest expects them."""
+
+    counted: dict[int, Arrival]
+    unexpected: dict[int, Arrival]
+    duplicates: int
+
+
+def dedupe(arrivals: Iterable[ArrivalEvent | Arrival], expected: Iterable[int] | None) -> ArrivalSet:
+    """One arrival per detector: earliest publication wins, over dataset ids and over runs."""
+    by_dataset: dict[str, Arrival] = {}
+    total = 0
+    for item in arrivals:
+        arrival = as_arrival(item)
+        total += 1
+        seen = by_dataset.get(arrival.dataset_id)
+        if seen is None or (arrival.published_us, arrival.readout_us) < (
+            seen.published_us,
+            seen.readout_us,
+        ):
+            by_dataset[arrival.dataset_id] = arrival
+    by_detector: dict[int, Arrival] = {}
+    for arrival in sorted(by_dataset.values(), key=lambda a: (a.published_us, a.dataset_id)):
+        by_detector.setdefault(arrival.detector, arrival)
+    wanted = None if expected is None else set(expected)
+    counted = {d: a for d, a in by_detector.items() if wanted is None or d in wanted}
+    unexpected = {d: a for d, a in by_detector.items() if d not in counted}
+    return ArrivalSet(counted, unexpected, total - len(by_detector))
+
+
+def summarize_exposure(
+    manifest: ExposureManifest | None,
+    arrivals: Iterable[ArrivalEvent | Arrival],
+    budget: float = 5.0,
+    *,
+    key: ExposureKey | None = None,
+    revision: int = 0,
+    trigger: str = TRIGGER_BATCH,
+    emitted_time: datetime | None = None,
+) -> ExposureSummary:
+    """The ExposureSummary of one exposure from its manifest (or None) and its arrivals.
+
+    ``key`` (instrument, exposure) is only needed when there is neither a manifest nor an arrival.
+    """
+    arrivals = [as_arrival(a) for a in arrivals]
+    expected = sorted(set(manifest.detectors)) if manifest is not None else None
+    arrival_set = dedupe(arrivals, expected)
+    counted = arrival_set.counted
+    if manifest is not None:
+        instrument, exposure = manifest_key(manifest)
+        day_obs: int | None = int(manifest.day_obs)
+    elif arrivals:
+        instrument, exposure = arrivals[0].key
+        day_obs = arrivals[0].day_obs
+    elif key is not None:
+        instrument, exposure = key
+        day_obs = None
+    else:
+        raise ValueError("summarize_exposure needs a manifest, an arrival or a key")
+
+    latencies = {d: a.latency for d, a in counted.items()}
+    values = np.fromiter(latencies.values(), dtype=float, count=len(latencies))
+    over = sorted(d for d, lat in latencies.items() if lat > budget)
+    missing = [d for d in expected if d not in counted] if expected is not None else []
+    if expected is None:
+        status = SummaryStatus.NO_MANIFEST
+    elif missing:
+        status = SummaryStatus.INCOMPLETE
+    elif over:
+        status = SummaryStatus.OVER_BUDGET
+    else:
+        status = SummaryStatus.OK
+    has = values.size > 0
+    return ExposureSummary(
+        instrument=instrument,
+        exposure=int(exposure),
+        day_obs=day_obs,
+        expected=len(expected) if expected is not None else None,
+        arrived=len(counted),
+        completeness=_completeness(len(counted), expected),
+        latency_p50=float(np.percentile(values, 50)) if has else None,
+        latency_p95=float(np.percentile(values, 95)) if has else None,
+        latency_max=float(values.max()) if has else None,
+        budget_seconds=float(budget),
+        over_budget=over,
+        missing_detectors=missing,
+        status=status,
+        first_readout=from_micros(min(a.readout_us for a in counted.values())) if counted else None,
+        last_arrival=from_micros(max(a.published_us for a in counted.values())) if counted else None,
+        revision=revision,
+        trigger=trigger,
+        emitted_time=emitted_time or utcnow(),
+    )
+
+
+def _completeness(arrived: int, expected: list[int] | None) -> float | None:
+    """arrived / expected; None without a manifest; 1.0 for a manifest that expects nothing."""
+    if expected is None:
+        return None
+    return arrived / len(expected) if expected else 1.0
+
+
+def is_breach(summary: ExposureSummary) -> bool:
+    """Whether the summary belongs on the ``budget-alerts`` output."""
+    return summary.status in BREACH_STATUSES
+
+
+_VOLATILE = ("revision", "trigger", "emitted_time")
+
+
+def content(summary: ExposureSummary) -> dict:
+    """The summary without when/why it was emitted: what batch and streaming must agree on."""
+    record = summary.to_record()
+    for name in _VOLATILE:
+        record.pop(name)
+    return record
+
+
+def same_content(a: ExposureSummary, b: ExposureSummary) -> bool:
+    return content(a) == content(b)

@@ -1,0 +1,279 @@
+"""Human-facing views of the summaries: a per-exposure table and PNG plots (matplotlib, Agg).
+
+Used by ``obsingest demo`` (``format_summary_table``, ``plot_latency``) and ``obsingest report``
+(``write_report``: latency histogram with the budget line, p95/max per exposure over the night,
+focal-plane map of per-detector latency for one exposure).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from glob import glob
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from beam_jobs.core import Arrival, as_arrival, dedupe  # noqa: E402
+from beam_jobs.sinks import read_summaries  # noqa: E402
+from obsingest import codec  # noqa: E402
+from obsingest.messages import ArrivalEvent, ExposureSummary  # noqa: E402
+
+_COLUMNS = (
+    "exposure", "expected", "arrived", "complete", "p50 s", "p95 s", "max s", "over budget",
+    "missing", "status",
+)
+
+
+def _fmt(value: float | None, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def compact_ranges(values: Sequence[int], limit: int = 40) -> str:
+    """[1,2,3,7] -> '1-3,7' (truncated with '...' past ``limit`` characters)."""
+    if not values:
+        return "-"
+    parts: list[str] = []
+    items = sorted(values)
+    start = prev = items[0]
+    for v in [*items[1:], None]:
+        if v is not None and v == prev + 1:
+            prev = v
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if v is not None:
+            start = prev = v
+    text = ",".join(parts)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def format_summary_table(summaries: Iterable[ExposureSummary]) -> str:
+    """Fixed-width table, one row per summary (sorted by instrument, exposure, revision)."""
+    rows = [
+        (
+            str(s.exposure),
+            "?" if s.expected is None else str(s.expected),
+            str(s.arrived),
+            "-" if s.completeness is None else f"{s.completeness:.0%}",
+            _fmt(s.latency_p50),
+            _fmt(s.latency_p95),
+            _fmt(s.latency_max),
+            str(len(s.over_budget)),
+            compact_ranges(s.missing_detectors),
+            s.status if s.revision == 0 else f"{s.status} (rev {s.revision})",
+        )
+        for s in sorted(summaries, key=lambda s: (s.instrument, s.exposure, s.revision))
+    ]
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(_COLUMNS)]
+    lines = [_row(_COLUMNS, widths), _row(["-" * w for w in widths], widths)]
+    lines += [_row(r, widths) for r in rows]
+    return "\n".join(lines)
+
+
+def _row(values: Sequence[str], widths: Sequence[int]) -> str:
+    return "  ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)).rstrip()
+
+
+def _per_ccd(arrivals: Iterable[ArrivalEvent | Arrival]) -> list[Arrival]:
+    """Deduplicated arrivals (one per detector and exposure), sorted by exposure, detector."""
+    by_exposure: dict[tuple[str, int], list[Arrival]] = {}
+    for item in arrivals:
+        a = as_arrival(item)
+        by_exposure.setdefault(a.key, []).append(a)
+    out: list[Arrival] = []
+    for key in sorted(by_exposure):
+        out += sorted(dedupe(by_exposure[key], None).counted.values(), key=lambda a: a.detector)
+    return out
+
+
+def _budget_line(ax: plt.Axes, budget: float, horizontal: bool = True) -> None:
+    line = ax.axhline if horizontal else ax.axvline
+    line(budget, color="tab:red", linestyle="--", linewidth=1.2, label=f"budget {budget:g} s")
+
+
+def plot_latency(arrivals: list[ArrivalEvent], budget: float, path: Path) -> Path:
+    """Per-CCD latency (readout -> published) against the budget line, one colour per exposure."""
+    ccds = _per_ccd(arrivals)
+    fig, ax = plt.subplots(figsize=(10, 4.5), layout="constrained")
+    exposures = sorted({a.exposure for a in ccds})
+    cmap = plt.get_cmap("tab10")
+    for i, exposure in enumerate(exposures):
+        idx = [n for n, a in enumerate(ccds) if a.exposure == exposure]
+        lat = [ccds[n].latency for n in idx]
+        ax.scatter(idx, lat, s=14, color=cmap(i % 10), label=str(exposure) if i < 10 else None)
+    over = [(n, a.latency) for n, a in enumerate(ccds) if a.latency > budget]
+    if over:
+        ax.scatter(*zip(*over, strict=True), marker="x", s=40, color="tab:red", label="over budget")
+    _budget_line(ax, budget)
+    ax.set_xlabel("CCD (ordered by exposure, detector)")
+    ax.set_ylabel("latency, readout -> published [s]")
+    ax.set_title(f"Per-CCD latency: {len(ccds)} CCDs, {len(over)} over the {budget:g} s budget")
+    ax.set_ylim(bottom=0, top=max([budget * 1.2, *(a.latency * 1.05 for a in ccds)]))
+    ax.legend(fontsize="small", loc="upper left", ncols=2)
+    return _save(fig, path)
+
+
+def plot_latency_histogram(
+    arrivals: list[ArrivalEvent] | list[Arrival], budget: float, path: Path
+) -> Path:
+    latencies = np.array([a.latency for a in _per_ccd(arrivals)])
+    fig, ax = plt.subplots(figsize=(8, 4.5), layout="constrained")
+    top = max(budget * 1.3, float(latencies.max()) if latencies.size else 0.0)
+    ax.hist(latencies, bins=np.linspace(0, top, 60), color="tab:blue")
+    _budget_line(ax, budget, horizontal=False)
+    over = int((latencies > budget).sum())
+    ax.set_xlabel("latency, readout -> published [s]")
+    ax.set_ylabel("CCDs")
+    ax.set_title(f"Latency of {latencies.size} CCDs ({over} over budget)")
+    ax.legend()
+    return _save(fig, path)
+
+
+def plot_night(summaries: list[ExposureSummary], path: Path) -> Path:
+    """p95 and max latency per exposure over the night, with the budget line."""
+    rows = sorted(_final(summaries), key=lambda s: s.exposure)
+    fig, ax = plt.subplots(figsize=(10, 4.5), layout="constrained")
+    x = np.arange(len(rows))
+    p95 = [np.nan if s.latency_p95 is None else s.latency_p95 for s in rows]
+    mx = [np.nan if s.latency_max is None else s.latency_max for s in rows]
+    ax.plot(x, p95, marker=".", linewidth=1, label="p95")
+    ax.plot(x, mx, marker=".", linewidth=1, alpha=0.7, label="max")
+    bad = [i for i, s in enumerate(rows) if s.status != "OK"]
+    if bad:
+        ax.scatter(bad, [mx[i] if not math.isnan(mx[i]) else 0 for i in bad], marker="o",
+                   facecolors="none", edgecolors="tab:red", s=60, label="not OK")
+    if rows:
+        _budget_line(ax, rows[0].budget_seconds)
+    ax.set_xlabel("exposure (in order of exposure id)")
+    ax.set_ylabel("latency [s]")
+    ax.set_title(f"Per-exposure p95/max latency, {len(rows)} exposures")
+    ax.legend(fontsize="small")
+    return _save(fig, path)
+
+
+def focal_plane_positions(instrument: str, detectors: Iterable[int]) -> dict[int, tuple[int, int]]:
+    """A simple grid layout: LSSTCam = 5x5 rafts without the 4 corners (21 science rafts), 3x3
+    sensors each (detector = raft * 9 + sensor, rafts row-major); other instruments one square
+    grid (ComCam: 3x3). Positions are (column, row)."""
+    dets = sorted(detectors)
+    if instrument == "LSSTCam":
+        rafts = [(c, r) for r in range(5) for c in range(5) if (c, r) not in
+                 {(0, 0), (4, 0), (0, 4), (4, 4)}]
+        out = {}
+        for d in dets:
+            raft, sensor = divmod(d, 9)
+            rc, rr = rafts[raft % len(rafts)]
+            out[d] = (rc * 3 + sensor % 3, rr * 3 + sensor // 3)
+        return out
+    side = max(1, math.ceil(math.sqrt(max(dets, default=0) + 1)))
+    return {d: (d % side, d // side) for d in dets}
+
+
+def plot_focal_plane(
+    summary: ExposureSummary, arrivals: list[ArrivalEvent] | list[Arrival], path: Path,
+    detectors: Sequence[int] | None = None,
+) -> Path:
+    """Per-detector latency of one exposure on the focal plane; missing detectors hatched grey."""
+    ccds = {a.detector: a.latency for a in _per_ccd(arrivals)
+            if a.key == (summary.instrument, summary.exposure)}
+    known = set(detectors or ()) | set(ccds) | set(summary.missing_detectors)
+    pos = focal_plane_positions(summary.instrument, known)
+    width = max((c for c, _ in pos.values()), default=0) + 1
+    height = max((r for _, r in pos.values()), default=0) + 1
+    grid = np.full((height, width), np.nan)
+    for d, (c, r) in pos.items():
+        if d in ccds:
+            grid[r, c] = ccds[d]
+    budget = summary.budget_seconds
+    fig, ax = plt.subplots(figsize=(7, 6), layout="constrained")
+    img = ax.imshow(grid, origin="lower", cmap="magma_r",
+                    vmin=0, vmax=max(budget * 1.5, np.nanmax(grid) if ccds else budget))
+    for d in summary.missing_detectors:
+        if d in pos:
+            c, r = pos[d]
+            ax.add_patch(plt.Rectangle((c - 0.5, r - 0.5), 1, 1, facecolor="lightgrey",
+                                       hatch="xx", edgecolor="grey"))
+    for d, lat in ccds.items():
+        if lat > budget:
+            c, r = pos[d]
+            ax.add_patch(plt.Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False,
+                                       edgecolor="tab:red", linewidth=1.5))
+    if width <= 5:
+        for d, (c, r) in pos.items():
+            label = f"{d}\n{ccds[d]:.2f} s" if d in ccds else f"{d}\nmissing"
+            ax.text(c, r, label, ha="center", va="center", fontsize=9,
+                    bbox={"facecolor": "white", "alpha": 0.7, "edgecolor": "none"})
+    fig.colorbar(img, ax=ax, label="latency [s] (red frame: over budget; grey: missing)")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_title(f"{summary.instrument} exposure {summary.exposure}: {summary.status}")
+    return _save(fig, path)
+
+
+def _final(summaries: Iterable[ExposureSummary]) -> list[ExposureSummary]:
+    """The newest revision per exposure."""
+    best: dict[tuple[str, int], ExposureSummary] = {}
+    for s in summaries:
+        key = (s.instrument, s.exposure)
+        if key not in best or s.revision > best[key].revision:
+            best[key] = s
+    return list(best.values())
+
+
+def _save(fig: plt.Figure, path: Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def expand(patterns: Sequence[str]) -> list[str]:
+    """Shell-style globs -> file names (a pattern that matches nothing is kept, to fail loudly)."""
+    out: list[str] = []
+    for pattern in patterns:
+        out += sorted(glob(pattern)) or [pattern]
+    return out
+
+
+def load_arrivals(paths: Sequence[str]) -> list[ArrivalEvent]:
+    return [
+        ArrivalEvent.from_record(r)
+        for path in expand(paths)
+        for r in codec.read_container(Path(path), ArrivalEvent.SCHEMA)
+    ]
+
+
+def load_summaries(paths: Sequence[str]) -> list[ExposureSummary]:
+    return [s for path in expand(paths) for s in read_summaries(path)]
+
+
+def write_report(
+    summaries: list[ExposureSummary],
+    arrivals: list[ArrivalEvent],
+    output_dir: Path,
+    exposure: int | None = None,
+) -> dict[str, Path]:
+    """Write the report plots; returns {name: path}. Plots that need arrivals are skipped without
+    them. The focal-plane map shows ``exposure`` or else the exposure with the worst max latency."""
+    output_dir = Path(output_dir)
+    written = {"night": plot_night(summaries, output_dir / "night_p95_max.png")}
+    final = _final(summaries)
+    if arrivals:
+        budget = final[0].budget_seconds if final else 5.0
+        written["histogram"] = plot_latency_histogram(
+            arrivals, budget, output_dir / "latency_histogram.png"
+        )
+    if final:
+        chosen = next((s for s in final if s.exposure == exposure), None) if exposure else None
+        if chosen is None:
+            chosen = max(final, key=lambda s: (s.latency_max or -1.0, s.exposure))
+        written["focal_plane"] = plot_focal_plane(
+            chosen, arrivals, output_dir / f"focal_plane_{chosen.exposure}.png"
+        )
+    return written

@@ -1,0 +1,143 @@
+"""Where ExposureSummaries go: files (JSON lines or Avro), Pub/Sub, BigQuery.
+
+JSON lines carry ``ExposureSummary.to_json_dict()`` (ISO timestamps), one summary per line; an
+output name ending in ``.avro`` writes an Avro object container file with the ExposureSummary
+schema instead. Pub/Sub messages are single-object-encoded Avro, like every message here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+import schemas
+from obsingest import codec
+from obsingest.messages import ExposureSummary
+
+#: BigQuery table schema for ExposureSummary (the BigQuery option; documented, not run here).
+#: Avro -> BigQuery: string->STRING, long/int->INTEGER, double->FLOAT, array<int>->INTEGER
+#: REPEATED, timestamp-micros->TIMESTAMP, nullable unions -> NULLABLE.
+BIGQUERY_SCHEMA: dict[str, list[dict[str, str]]] = {
+    "fields": [
+        {"name": "instrument", "type": "STRING", "mode": "REQUIRED"},
+        {"name": "exposure", "type": "INTEGER", "mode": "REQUIRED"},
+        {"name": "day_obs", "type": "INTEGER", "mode": "NULLABLE"},
+        {"name": "expected", "type": "INTEGER", "mode": "NULLABLE"},
+        {"name": "arrived", "type": "INTEGER", "mode": "REQUIRED"},
+        {"name": "completeness", "type": "FLOAT", "mode": "NULLABLE"},
+        {"name": "latency_p50", "type": "FLOAT", "mode": "NULLABLE"},
+        {"name": "latency_p95", "type": "FLOAT", "mode": "NULLABLE"},
+        {"name": "latency_max", "type": "FLOAT", "mode": "NULLABLE"},
+        {"name": "budget_seconds", "type": "FLOAT", "mode": "REQUIRED"},
+        {"name": "over_budget", "type": "INTEGER", "mode": "REPEATED"},
+        {"name": "missing_detectors", "type": "INTEGER", "mode": "REPEATED"},
+        {"name": "status", "type": "STRING", "mode": "REQUIRED"},
+        {"name": "first_readout", "type": "TIMESTAMP", "mode": "NULLABLE"},
+        {"name": "last_arrival", "type": "TIMESTAMP", "mode": "NULLABLE"},
+        {"name": "revision", "type": "INTEGER", "mode": "REQUIRED"},
+        {"name": "trigger", "type": "STRING", "mode": "REQUIRED"},
+        {"name": "emitted_time", "type": "TIMESTAMP", "mode": "REQUIRED"},
+    ]
+}
+
+
+def is_avro(path: str) -> bool:
+    return path.endswith(".avro")
+
+
+def to_json_line(summary: ExposureSummary) -> str:
+    return json.dumps(summary.to_json_dict(), separators=(",", ":"))
+
+
+def to_bigquery_row(summary: ExposureSummary) -> dict[str, Any]:
+    """A row for BIGQUERY_SCHEMA (ISO timestamps are accepted for TIMESTAMP columns)."""
+    return summary.to_json_dict()
+
+
+class WriteSummaryFile(beam.PTransform):
+    """Batch: every summary into exactly one file ``path`` (no shard suffix), sorted by
+    (instrument, exposure, revision) so the file reads like the night."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path
+
+    def expand(self, summaries: beam.PCollection) -> Any:
+        ordered = (
+            summaries
+            | "Collect" >> beam.combiners.ToList()
+            | "Sort"
+            >> beam.FlatMap(lambda xs: sorted(xs, key=lambda s: (s.instrument, s.exposure, s.revision)))
+        )
+        if is_avro(self.path):
+            return (
+                ordered
+                | "ToRecord" >> beam.Map(lambda s: s.to_record())
+                | "WriteAvro"
+                >> beam.io.WriteToAvro(
+                    self.path,
+                    schema=schemas.latest(ExposureSummary.SCHEMA).raw,
+                    num_shards=1,
+                    shard_name_template="",
+                )
+            )
+        return (
+            ordered
+            | "ToJson" >> beam.Map(to_json_line)
+            | "WriteJsonl"
+            >> beam.io.WriteToText(self.path, num_shards=1, shard_name_template="")
+        )
+
+
+class AppendSummariesToLocalFile(beam.DoFn):
+    """Streaming file sink for single-worker runs (DirectRunner/Prism): appends each bundle to a
+    local JSON-lines or Avro container file. On a distributed runner use Pub/Sub or BigQuery
+    (or fileio.WriteToFiles with windowing) instead: workers do not share a local disk."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._buffer: list[ExposureSummary] = []
+
+    def start_bundle(self) -> None:
+        self._buffer = []
+
+    def process(self, summary: ExposureSummary) -> Iterator[ExposureSummary]:
+        self._buffer.append(summary)
+        yield summary
+
+    def finish_bundle(self) -> None:
+        if not self._buffer:
+            return
+        path = Path(self.path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if is_avro(self.path):
+            import fastavro
+
+            parsed = schemas.latest(ExposureSummary.SCHEMA).parsed
+            records = [s.to_record() for s in self._buffer]
+            if path.exists() and path.stat().st_size > 0:
+                with path.open("a+b") as out:
+                    fastavro.writer(out, parsed, records)
+            else:
+                with path.open("wb") as out:
+                    fastavro.writer(out, parsed, records, codec="deflate")
+        else:
+            with path.open("a", encoding="utf-8") as out:
+                out.writelines(to_json_line(s) + "\n" for s in self._buffer)
+        self._buffer = []
+
+
+def read_summaries(path: str) -> list[ExposureSummary]:
+    """Summaries from a JSON-lines or Avro file (local or any Beam filesystem, e.g. gs://)."""
+    with FileSystems.open(path) as fh:
+        if is_avro(path):
+            return [
+                ExposureSummary.from_record(r) for r in codec.read_container(fh, ExposureSummary.SCHEMA)
+            ]
+        text = fh.read().decode("utf-8")
+    return [ExposureSummary.from_json_dict(json.loads(line)) for line in text.splitlines() if line]

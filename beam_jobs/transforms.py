@@ -1,0 +1,352 @@
+"""The one pipeline definition: per-exposure summaries from manifests and arrivals.
+
+:class:`ExposureSummaries` is used by both modes. Its input is a dict of two PCollections,
+``manifests`` (:class:`ExposureManifest`) and ``arrivals`` (:class:`beam_jobs.core.Arrival`); it
+keys both by (instrument, exposure) and then
+
+* batch: groups each exposure once (GroupByKey) and summarizes it, trigger ``batch``;
+* streaming: runs :class:`ExposureStateFn`, a stateful DoFn with an event-time timer that emits
+  when every expected detector has arrived or at the deadline, and revises after late arrivals.
+
+Either way the numbers come from :func:`beam_jobs.core.summarize_exposure`. The output is a
+DoOutputsTuple with ``summaries`` (every emitted ExposureSummary) and ``alerts`` (the subset that
+breaches the budget: OVER_BUDGET or INCOMPLETE).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.coders import PickleCoder, StrUtf8Coder, TupleCoder, VarIntCoder
+from apache_beam import typehints
+from apache_beam.metrics import Metrics
+from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.transforms.userstate import (
+    BagStateSpec,
+    ReadModifyWriteStateSpec,
+    TimerSpec,
+    on_timer,
+)
+from apache_beam.utils.timestamp import Timestamp
+
+from beam_jobs.core import (
+    TRIGGER_ALL_ARRIVED,
+    TRIGGER_BATCH,
+    TRIGGER_DEADLINE,
+    TRIGGER_LATE,
+    Arrival,
+    ExposureKey,
+    is_breach,
+    manifest_key,
+    same_content,
+    summarize_exposure,
+    to_micros,
+)
+from obsingest.errors import BadMessage
+from obsingest.logs import get_logger, log_event
+from obsingest.messages import ArrivalEvent, ExposureManifest, ExposureSummary
+
+log = get_logger("beam_jobs")
+
+SUMMARIES = "summaries"
+ALERTS = "alerts"
+BAD = "bad"
+
+MANIFEST = "m"
+ARRIVAL = "a"
+
+NAMESPACE = "obsingest.beam"
+
+#: (instrument, exposure) -> (kind, payload); the type hint gives the stateful DoFn and the
+#: GroupByKey a deterministic key coder.
+KeyedElement = typehints.Tuple[typehints.Tuple[str, int], typehints.Any]
+
+
+@dataclass(frozen=True)
+class SummaryConfig:
+    """Budget and timing policy of the summaries (seconds)."""
+
+    #: per-CCD budget, readout -> published
+    budget: float = 5.0
+    #: extra wait after first readout + budget before a summary is forced out
+    grace: float = 5.0
+    #: how long after the deadline late arrivals still revise the summary; state is then dropped
+    allowed_lateness: float = 600.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs: records or messages -> typed elements with event time
+
+
+def manifest_from_record(record: dict[str, Any]) -> ExposureManifest:
+    return ExposureManifest.from_record(record)
+
+
+def with_event_time(element: ExposureManifest | Arrival) -> beam.window.TimestampedValue:
+    """Event time = readout time for arrivals, shutter open (obs_start) for manifests."""
+    micros = (
+        element.readout_us if isinstance(element, Arrival) else to_micros(element.obs_start)
+    )
+    return beam.window.TimestampedValue(element, Timestamp(micros=micros))
+
+
+class DecodeMessages(beam.DoFn):
+    """Single-object-encoded Avro message bodies -> Arrival / ExposureManifest, stamped with
+    event time. Undecodable messages go to the ``bad`` output (logged, counted), never crash."""
+
+    def __init__(self, contract: str) -> None:
+        if contract not in (ArrivalEvent.SCHEMA, ExposureManifest.SCHEMA):
+            raise ValueError(f"cannot decode {contract}")
+        self.contract = contract
+        self.bad = Metrics.counter(NAMESPACE, f"bad_{contract}")
+
+    def process(self, message: bytes) -> Iterator[Any]:
+        data = message if isinstance(message, bytes) else getattr(message, "data", message)
+        try:
+            if self.contract == ArrivalEvent.SCHEMA:
+                element: Any = Arrival.from_event(ArrivalEvent.decode(data))
+            else:
+                element = ExposureManifest.decode(data)
+        except BadMessage as exc:
+            self.bad.inc()
+            log_event(log, "bad_message", logging.WARNING, contract=self.contract, reason=str(exc))
+            yield beam.pvalue.TaggedOutput(BAD, data)
+            return
+        yield with_event_time(element)
+
+
+# ---------------------------------------------------------------------------------------------
+# Keying
+
+
+def key_manifest(manifest: ExposureManifest) -> tuple[ExposureKey, tuple[str, Any]]:
+    return (manifest_key(manifest), (MANIFEST, manifest))
+
+
+def key_arrival(arrival: Arrival) -> tuple[ExposureKey, tuple[str, Any]]:
+    return ((arrival.instrument, arrival.exposure), (ARRIVAL, tuple(arrival)))
+
+
+def first_manifest(manifests: Iterable[ExposureManifest]) -> ExposureManifest | None:
+    """A re-published manifest is a duplicate: the earliest published one defines the exposure."""
+    return min(manifests, key=lambda m: m.published, default=None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Batch: one group per exposure
+
+
+class SummarizeGroupFn(beam.DoFn):
+    """(key, tagged values) of one exposure -> its ExposureSummary, trigger ``batch``."""
+
+    def __init__(self, config: SummaryConfig) -> None:
+        self.config = config
+        self.unexpected = Metrics.counter(NAMESPACE, "unexpected_detector_arrivals")
+
+    def process(self, element: tuple[ExposureKey, Iterable[tuple[str, Any]]]) -> Iterator[Any]:
+        key, values = element
+        manifests: list[ExposureManifest] = []
+        arrivals: list[Arrival] = []
+        for kind, payload in values:
+            if kind == MANIFEST:
+                manifests.append(payload)
+            else:
+                arrivals.append(Arrival(*payload))
+        manifest = first_manifest(manifests)
+        summary = summarize_exposure(
+            manifest, arrivals, self.config.budget, key=key, trigger=TRIGGER_BATCH
+        )
+        yield from _emit(summary, manifest, arrivals, self.unexpected)
+
+
+def _emit(
+    summary: ExposureSummary,
+    manifest: ExposureManifest | None,
+    arrivals: list[Arrival],
+    unexpected_counter: Any,
+) -> Iterator[Any]:
+    if manifest is not None:
+        wanted = set(manifest.detectors)
+        extra = sorted({a.detector for a in arrivals} - wanted)
+        if extra:
+            unexpected_counter.inc(len(extra))
+            log_event(
+                log,
+                "unexpected_detectors",
+                logging.WARNING,
+                instrument=summary.instrument,
+                exposure=summary.exposure,
+                detectors=extra,
+            )
+    log_event(
+        log,
+        "exposure_summary",
+        logging.DEBUG,
+        instrument=summary.instrument,
+        exposure=summary.exposure,
+        status=summary.status,
+        revision=summary.revision,
+        trigger=summary.trigger,
+    )
+    yield summary
+    if is_breach(summary):
+        yield beam.pvalue.TaggedOutput(ALERTS, summary)
+
+
+# ---------------------------------------------------------------------------------------------
+# Streaming: stateful per exposure, event-time timer
+
+ARRIVAL_CODER = TupleCoder(
+    [StrUtf8Coder(), StrUtf8Coder()] + [VarIntCoder() for _ in range(5)]
+)
+
+
+def deadline_micros(
+    manifest: ExposureManifest | None, arrivals: list[Arrival], config: SummaryConfig
+) -> int:
+    """first readout + budget + grace; before any arrival, the expected readout (obs_start +
+    exposure time) stands in for the first readout so a manifest alone still times out."""
+    if arrivals:
+        anchor = min(a.readout_us for a in arrivals)
+    elif manifest is not None:
+        anchor = to_micros(manifest.obs_start) + round(manifest.exposure_time * 1e6)
+    else:
+        raise ValueError("no manifest and no arrivals")
+    return anchor + round((config.budget + config.grace) * 1e6)
+
+
+class ExposureStateFn(beam.DoFn):
+    """Holds one exposure's manifest and arrivals until it can be summarized.
+
+    * emits revision 0 when the manifest is there and every listed detector has arrived
+      (trigger ``all-arrived``), or when the watermark passes the deadline (``deadline``),
+      whichever comes first — also for arrivals without any manifest (status NO_MANIFEST);
+    * arrivals that come before their manifest are kept in state, never dropped;
+    * after emission, anything that changes the summary (a new detector, an earlier duplicate,
+      a late manifest) emits revision + 1 at once (``late-arrival``); pure duplicates emit nothing;
+    * state is garbage-collected when the watermark passes deadline + allowed lateness.
+    """
+
+    MANIFEST_STATE = ReadModifyWriteStateSpec("manifest", PickleCoder())
+    ARRIVALS_STATE = BagStateSpec("arrivals", ARRIVAL_CODER)
+    EMITTED_STATE = ReadModifyWriteStateSpec("emitted", PickleCoder())
+    DEADLINE_STATE = ReadModifyWriteStateSpec("deadline", VarIntCoder())
+    TIMER = TimerSpec("deadline", TimeDomain.WATERMARK)
+
+    def __init__(self, config: SummaryConfig) -> None:
+        self.config = config
+        self.unexpected = Metrics.counter(NAMESPACE, "unexpected_detector_arrivals")
+        self.revisions = Metrics.counter(NAMESPACE, "revisions")
+        self.collected = Metrics.counter(NAMESPACE, "exposures_garbage_collected")
+
+    def process(
+        self,
+        element: tuple[ExposureKey, tuple[str, Any]],
+        manifest_state: Any = beam.DoFn.StateParam(MANIFEST_STATE),
+        arrivals_state: Any = beam.DoFn.StateParam(ARRIVALS_STATE),
+        emitted_state: Any = beam.DoFn.StateParam(EMITTED_STATE),
+        deadline_state: Any = beam.DoFn.StateParam(DEADLINE_STATE),
+        timer: Any = beam.DoFn.TimerParam(TIMER),
+    ) -> Iterator[Any]:
+        key, (kind, payload) = element
+        if kind == MANIFEST:
+            held = manifest_state.read()
+            if held is not None and held.published <= payload.published:
+                return
+            manifest_state.write(payload)
+        else:
+            arrivals_state.add(tuple(payload))
+        manifest = manifest_state.read()
+        arrivals = [Arrival(*t) for t in arrivals_state.read()]
+        emitted: ExposureSummary | None = emitted_state.read()
+        if emitted is not None:
+            revised = summarize_exposure(
+                manifest,
+                arrivals,
+                self.config.budget,
+                key=key,
+                revision=emitted.revision + 1,
+                trigger=TRIGGER_LATE,
+            )
+            if not same_content(revised, emitted):
+                self.revisions.inc()
+                emitted_state.write(revised)
+                yield from _emit(revised, manifest, arrivals, self.unexpected)
+            return
+        deadline = deadline_micros(manifest, arrivals, self.config)
+        if manifest is not None and set(manifest.detectors) <= {a.detector for a in arrivals}:
+            summary = summarize_exposure(
+                manifest, arrivals, self.config.budget, key=key, trigger=TRIGGER_ALL_ARRIVED
+            )
+            emitted_state.write(summary)
+            deadline_state.write(deadline)
+            timer.set(Timestamp(micros=deadline + self._lateness_us))
+            yield from _emit(summary, manifest, arrivals, self.unexpected)
+            return
+        if deadline_state.read() != deadline:
+            deadline_state.write(deadline)
+            timer.set(Timestamp(micros=deadline))
+
+    @property
+    def _lateness_us(self) -> int:
+        return round(self.config.allowed_lateness * 1e6)
+
+    @on_timer(TIMER)
+    def on_deadline(
+        self,
+        key: Any = beam.DoFn.KeyParam,
+        fired: Any = beam.DoFn.TimestampParam,
+        manifest_state: Any = beam.DoFn.StateParam(MANIFEST_STATE),
+        arrivals_state: Any = beam.DoFn.StateParam(ARRIVALS_STATE),
+        emitted_state: Any = beam.DoFn.StateParam(EMITTED_STATE),
+        deadline_state: Any = beam.DoFn.StateParam(DEADLINE_STATE),
+        timer: Any = beam.DoFn.TimerParam(TIMER),
+    ) -> Iterator[Any]:
+        if emitted_state.read() is not None:
+            for state in (manifest_state, arrivals_state, emitted_state, deadline_state):
+                state.clear()
+            self.collected.inc()
+            log_event(log, "exposure_state_collected", instrument=key[0], exposure=key[1])
+            return
+        manifest = manifest_state.read()
+        arrivals = [Arrival(*t) for t in arrivals_state.read()]
+        if manifest is None and not arrivals:
+            return  # a timer of state that was already collected: nothing to report
+        summary = summarize_exposure(
+            manifest, arrivals, self.config.budget, key=tuple(key), trigger=TRIGGER_DEADLINE
+        )
+        emitted_state.write(summary)
+        timer.set(Timestamp(micros=fired.micros + self._lateness_us))
+        yield from _emit(summary, manifest, arrivals, self.unexpected)
+
+
+# ---------------------------------------------------------------------------------------------
+# The composite
+
+
+class ExposureSummaries(beam.PTransform):
+    """{"manifests": PCollection[ExposureManifest], "arrivals": PCollection[Arrival]} ->
+    DoOutputsTuple with ``summaries`` and ``alerts`` (PCollections of ExposureSummary)."""
+
+    def __init__(self, config: SummaryConfig, streaming: bool) -> None:
+        super().__init__()
+        self.config = config
+        self.streaming = streaming
+
+    def expand(self, inputs: dict[str, beam.PCollection]) -> Any:
+        keyed_manifests = inputs["manifests"] | "KeyManifests" >> beam.Map(key_manifest)
+        keyed_arrivals = inputs["arrivals"] | "KeyArrivals" >> beam.Map(key_arrival)
+        keyed = (keyed_manifests, keyed_arrivals) | "Merge" >> beam.Flatten().with_output_types(
+            KeyedElement
+        )
+        if self.streaming:
+            fn: beam.DoFn = ExposureStateFn(self.config)
+            grouped = keyed
+        else:
+            fn = SummarizeGroupFn(self.config)
+            grouped = keyed | "GroupByExposure" >> beam.GroupByKey()
+        return grouped | "Summarize" >> beam.ParDo(fn).with_outputs(ALERTS, main=SUMMARIES)

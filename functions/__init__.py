@@ -1,0 +1,1 @@
+"""Cloud Functions (functions-framework entry points) and the Kafka chunk assembler service."""

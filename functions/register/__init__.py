@@ -1,0 +1,1 @@
+"""Register-on-finalize: object stored -> dataset registered -> ArrivalEvent published."""

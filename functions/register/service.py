@@ -1,0 +1,249 @@
+"""Orchestration of one finalize event, with I/O behind injected adapters.
+
+Order matters for at-least-once with idempotent effects: validate, register (idempotent), then
+publish the ArrivalEvent, and only then let the transport ack. A failure after registering makes
+the transport redeliver; the second registration is a no-op and the event is published again.
+Subscribers deduplicate on the deterministic dataset id.
+
+Permanent problems (bad name, corrupt file, conflicting bytes, ...) are quarantined with their
+reason and reported as handled, so one bad object never blocks the stream behind it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from obsingest import fitsinfo
+from obsingest.bus.base import Publisher
+from obsingest.checksums import checksum_from_crc32c_b64, checksum_str, crc32c_b64
+from obsingest.dataid import DataId, parse_object_name
+from obsingest.errors import ChecksumMismatch, HeaderMismatch, PermanentError
+from obsingest.logs import get_logger, log_event
+from obsingest.messages import ArrivalEvent, utcnow
+from obsingest.notifications import MetadataKeys, ObjectEvent
+from obsingest.registry import ExposureRecord, FileRecord, QuarantineEntry, Registry
+from obsingest.store.base import ObjectStore, StoredObject
+
+log = get_logger("obsingest.register")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # registered | duplicate | quarantined | ignored
+    object_name: str
+    data_id: DataId | None = None
+    arrival: ArrivalEvent | None = None
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass
+class RegisterService:
+    store: ObjectStore
+    registry: Registry
+    publisher: Publisher
+    arrivals_topic: str = "ccd-arrivals"
+    prefix: str = "raw/"
+    quarantine_prefix: str = "quarantine/"
+
+    def handle(self, event: ObjectEvent) -> Outcome:
+        """Handle one event. Raises only RetriableError (or unexpected errors): retry those."""
+        obj = event.obj
+        if not event.is_finalize:
+            return Outcome("ignored", obj.name, reason=f"event type {event.event_type}")
+        started = time.perf_counter()
+        data_id: DataId | None = None
+        try:
+            if obj.name.startswith(self.quarantine_prefix):
+                return self._record_producer_quarantine(obj)
+            data_id = parse_object_name(obj.name, self.prefix)
+            outcome = self._register(obj, data_id)
+        except PermanentError as exc:
+            return self._quarantine(obj, data_id, exc)
+        log_event(
+            log,
+            "ccd." + outcome.status,
+            object=obj.name,
+            data_id=data_id.key,
+            dataset_id=str(outcome.arrival.dataset_id) if outcome.arrival else None,
+            latency_s=round(outcome.arrival.latency, 6) if outcome.arrival else None,
+            handle_ms=round((time.perf_counter() - started) * 1000, 2),
+        )
+        return outcome
+
+    def _register(self, obj: StoredObject, data_id: DataId) -> Outcome:
+        data = self.store.read(obj.name)
+        actual_crc = crc32c_b64(data)
+        if len(data) != obj.size or (obj.crc32c and actual_crc != obj.crc32c):
+            raise ChecksumMismatch(
+                f"object {obj.name!r}: stored bytes ({len(data)} B, crc32c {actual_crc}) differ "
+                f"from the event ({obj.size} B, crc32c {obj.crc32c}); replaced or corrupted"
+            )
+        checksum = checksum_str(data)
+        claimed = obj.metadata.get(MetadataKeys.CHECKSUM)
+        if claimed and claimed != checksum:
+            raise ChecksumMismatch(
+                f"object {obj.name!r}: producer checksum {claimed} != stored {checksum}"
+            )
+        exposure = self._check_header(obj.name, data, data_id)
+        readout = _meta_time(obj, MetadataKeys.READOUT_TIME) or obj.time_created
+        registration = self.registry.register(
+            FileRecord(
+                data_id=data_id,
+                uri=self.store.uri(obj.name),
+                size=len(data),
+                checksum=checksum,
+                md5=obj.md5_hash,
+                readout_time=readout,
+                compressed_time=_meta_time(obj, MetadataKeys.COMPRESSED_TIME),
+                stored_time=obj.time_created,
+                transport=obj.metadata.get(MetadataKeys.TRANSPORT, "direct"),
+            ),
+            exposure,
+        )
+        arrival = ArrivalEvent(
+            dataset_id=registration.dataset_id,
+            dataset_type=registration.dataset_type,
+            run=registration.run,
+            instrument=data_id.instrument,
+            exposure=data_id.exposure,
+            detector=data_id.detector,
+            day_obs=data_id.day_obs,
+            uri=registration.uri,
+            size=len(data),
+            checksum=checksum,
+            transport=obj.metadata.get(MetadataKeys.TRANSPORT, "direct"),
+            readout_time=readout,
+            compressed_time=_meta_time(obj, MetadataKeys.COMPRESSED_TIME),
+            stored_time=obj.time_created,
+            registered_time=registration.registered_time,
+            published_time=utcnow(),
+        )
+        self.publisher.publish(
+            self.arrivals_topic,
+            arrival.encode(),
+            key=f"{data_id.instrument}/{data_id.exposure}",
+            attributes={
+                "instrument": data_id.instrument,
+                "exposure": str(data_id.exposure),
+                "detector": str(data_id.detector),
+                "dataset_id": str(registration.dataset_id),
+                "schema": "ArrivalEvent",
+            },
+        )
+        status = "registered" if registration.created else "duplicate"
+        return Outcome(status, obj.name, data_id, arrival)
+
+    def _check_header(self, name: str, data: bytes, data_id: DataId) -> ExposureRecord:
+        """Refuse truncated/garbled files and files whose header names another CCD."""
+        info = fitsinfo.inspect(data, f"object {name!r}")
+        header = info.primary
+        expected = {
+            "INSTRUME": data_id.instrument,
+            "EXPID": data_id.exposure,
+            "DETECTOR": data_id.detector,
+        }
+        for key, value in expected.items():
+            if header.get(key) != value:
+                raise HeaderMismatch(
+                    f"object {name!r}: header {key}={header.get(key)!r} but the name says {value!r}"
+                )
+        obs_start = header.get("DATE-OBS")
+        exptime = header.get("EXPTIME")
+        physical_filter = header.get("FILTER")
+        return ExposureRecord(
+            instrument=data_id.instrument,
+            exposure=data_id.exposure,
+            day_obs=data_id.day_obs,
+            obs_start=_parse_iso(obs_start) if isinstance(obs_start, str) else None,
+            exposure_time=float(exptime) if isinstance(exptime, (int, float)) else None,
+            physical_filter=physical_filter if isinstance(physical_filter, str) else None,
+        )
+
+    def _quarantine(
+        self, obj: StoredObject, data_id: DataId | None, exc: PermanentError
+    ) -> Outcome:
+        checksum = checksum_from_crc32c_b64(obj.crc32c) if obj.crc32c else ""
+        self.registry.quarantine(
+            QuarantineEntry(
+                object_uri=self.store.uri(obj.name),
+                reason=exc.reason,
+                message=str(exc),
+                checksum=checksum,
+                data_id=data_id,
+                size=obj.size,
+            )
+        )
+        log_event(
+            log,
+            "ccd.quarantined",
+            logging.WARNING,
+            object=obj.name,
+            data_id=data_id.key if data_id else None,
+            reason=exc.reason,
+            error=str(exc),
+        )
+        return Outcome("quarantined", obj.name, data_id, reason=exc.reason, message=str(exc))
+
+    def quarantine_message(self, source: str, exc: PermanentError) -> Outcome:
+        """A delivery that is not a notification at all: keep the reason, ack it."""
+        self.registry.quarantine(
+            QuarantineEntry(object_uri=source, reason=exc.reason, message=str(exc))
+        )
+        log_event(
+            log,
+            "event.quarantined",
+            logging.WARNING,
+            source=source,
+            reason=exc.reason,
+            error=str(exc),
+        )
+        return Outcome("quarantined", source, reason=exc.reason, message=str(exc))
+
+    def _record_producer_quarantine(self, obj: StoredObject) -> Outcome:
+        """Producer-parked bytes (quarantine prefix): record why, register nothing."""
+        reason = obj.metadata.get(MetadataKeys.QUARANTINE_REASON, "quarantined-by-producer")
+        original = obj.metadata.get(MetadataKeys.QUARANTINE_ORIGINAL, "")
+        data_id = None
+        if original:
+            try:
+                data_id = parse_object_name(original, self.prefix)
+            except PermanentError:
+                data_id = None
+        message = f"producer refused {original or obj.name!r}: {reason}; bytes kept at {obj.name!r}"
+        self.registry.quarantine(
+            QuarantineEntry(
+                object_uri=self.store.uri(obj.name),
+                reason=reason,
+                message=message,
+                checksum=checksum_from_crc32c_b64(obj.crc32c) if obj.crc32c else "",
+                data_id=data_id,
+                size=obj.size,
+            )
+        )
+        log_event(
+            log,
+            "ccd.quarantined",
+            logging.WARNING,
+            object=obj.name,
+            reason=reason,
+            data_id=data_id.key if data_id else None,
+            error=message,
+        )
+        return Outcome("quarantined", obj.name, data_id, reason=reason, message=message)
+
+
+def _parse_iso(value: str) -> datetime | None:
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _meta_time(obj: StoredObject, key: str) -> datetime | None:
+    value = obj.metadata.get(key)
+    return _parse_iso(value) if value else None

@@ -1,0 +1,1 @@
+"""Message-bus adapters behind one small publishing interface (in-memory, Pub/Sub, Kafka)."""

@@ -1,0 +1,36 @@
+"""Checksums as the object store computes them, so producer, store and registry compare like
+with like: CRC32C (GCS always has it) and MD5 (GCS has it for non-composite objects)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+import google_crc32c
+
+
+def crc32c(data: bytes) -> int:
+    return google_crc32c.value(data)
+
+
+def crc32c_b64(data: bytes) -> str:
+    """Base64 of the big-endian CRC32C, GCS's ``crc32c`` field format."""
+    return base64.b64encode(crc32c(data).to_bytes(4, "big")).decode()
+
+
+def md5_b64(data: bytes) -> str:
+    """Base64 MD5, GCS's ``md5Hash`` field format."""
+    return base64.b64encode(hashlib.md5(data, usedforsecurity=False).digest()).decode()
+
+
+def checksum_str(data: bytes) -> str:
+    """The canonical checksum string carried in messages and the registry: ``crc32c:<8 hex>``."""
+    return f"crc32c:{crc32c(data):08x}"
+
+
+def checksum_from_crc32c_b64(value: str) -> str:
+    """Canonical string from GCS's base64 crc32c field."""
+    raw = base64.b64decode(value)
+    if len(raw) != 4:
+        raise ValueError(f"crc32c field {value!r} is not 4 bytes")
+    return f"crc32c:{int.from_bytes(raw, 'big'):08x}"

@@ -1,0 +1,1 @@
+"""The `obsingest` command line: one module per subcommand group, wired in `main`."""

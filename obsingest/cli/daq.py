@@ -1,0 +1,78 @@
+"""``obsingest daq``: the DAQ simulator on the command line (write realistic raw CCDs)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+DESCRIPTION = """\
+Simulate the camera's data acquisition: write raw CCD readouts as multi-extension FITS
+(header-only primary + 16 int32 amplifier segments with bias, sky, read noise, stars and cosmic
+rays), deterministic by data id and seed."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "daq", help="simulate the camera DAQ: write raw CCD FITS files", description=DESCRIPTION
+    )
+    daq_sub = parser.add_subparsers(dest="daq_command", metavar="ACTION")
+    write = daq_sub.add_parser(
+        "write",
+        help="write one raw CCD to a FITS file",
+        description="Write one simulated raw CCD (atomically: temp file + rename).",
+    )
+    write.add_argument("output", metavar="OUT.fits", type=Path, help="file to write")
+    write.add_argument(
+        "--instrument", default="LSSTCam", help="LSSTCam or LSSTComCam (default: LSSTCam)"
+    )
+    write.add_argument(
+        "--exposure",
+        type=int,
+        required=True,
+        help="exposure id, day_obs * 100000 + seq_num (e.g. 2026112200012)",
+    )
+    write.add_argument("--detector", type=int, required=True, help="detector id (LSSTCam 0..188)")
+    write.add_argument(
+        "--size",
+        choices=("full", "small"),
+        default="full",
+        help="full = 16 x 2048x576 int32 amplifiers (75.6 MB); small = same structure, 64x32",
+    )
+    write.add_argument("--filter", default="r", help="filter band (default: r)")
+    write.add_argument(
+        "--exptime", type=float, default=30.0, help="exposure time, seconds (default: 30)"
+    )
+    write.add_argument(
+        "--obs-start",
+        default=None,
+        help="ISO start time with timezone (default: now, UTC)",
+    )
+    write.add_argument("--seed", type=int, default=0, help="simulator seed (default: 0)")
+    write.set_defaults(func=run_write)
+    parser.set_defaults(func=lambda _args: parser.print_help() or 2)
+
+
+def run_write(args: argparse.Namespace) -> int:
+    from producers.daq.simulator import CcdSpec, write_raw_ccd
+
+    try:
+        start = datetime.fromisoformat(args.obs_start) if args.obs_start else datetime.now(UTC)
+        spec = CcdSpec(
+            instrument=args.instrument,
+            exposure=args.exposure,
+            detector=args.detector,
+            day_obs=args.exposure // 100_000,
+            obs_start=start,
+            exposure_time=args.exptime,
+            filter=args.filter,
+            size=args.size,
+            seed=args.seed,
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    path = write_raw_ccd(spec, args.output)
+    print(f"wrote {path} ({path.stat().st_size:,} bytes)")
+    return 0

@@ -1,0 +1,309 @@
+"""The demo: the whole flow of DESIGN.md on one machine, on embedded defaults.
+
+DAQ simulator -> manifest on "exposures" -> readout -> edge workers (compress, upload create-once
+to the local store) -> finalize notifications (durable outbox) -> register function (in-process
+CloudEvent delivery) -> registry (SQLite) -> ArrivalEvents on "ccd-arrivals" -> Beam batch job ->
+per-exposure summaries, table and latency plot.
+
+This module is part of the CLI, the composition root: the one place that wires producers,
+functions and beam_jobs together.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import threading
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TextIO
+
+from obsingest import codec, logs
+from obsingest.bus.memory import InMemoryBus, Message
+from obsingest.dataid import INSTRUMENTS, DataId, make_exposure_id
+from obsingest.messages import ArrivalEvent, ExposureManifest, ExposureSummary, utcnow
+from obsingest.registry import Registry
+from obsingest.settings import BusSettings, RegistrySettings, StoreSettings
+from obsingest.store.dispatch import OutboxDispatcher
+from obsingest.store.local import LocalDirStore
+
+FILTERS = ("u", "g", "r", "i", "z", "y")
+OUTPUTS = (
+    "registry.sqlite3",
+    "registry.sqlite3-wal",
+    "registry.sqlite3-shm",
+    "store",
+    "daq",
+    "arrivals.avro",
+    "manifests.avro",
+    "summaries.jsonl",
+    "latency.png",
+    "demo.log",
+    "ship.jsonl",
+)
+
+
+@dataclass
+class DemoConfig:
+    exposures: int = 3
+    detectors: int = 9
+    ccd_size: str = "full"
+    workdir: Path = Path("demo-output")
+    instrument: str = "LSSTComCam"
+    workers: int = 2
+    seed: int = 0
+    interval: float = 0.0
+    budget: float = 5.0
+    inject_bad: bool = False
+    day_obs: int | None = None
+
+
+@dataclass
+class DemoResult:
+    registered: int
+    summaries: list[ExposureSummary]
+    arrivals: list[ArrivalEvent]
+    quarantined: list[dict]
+    dead_lettered: int
+    outputs: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.summaries) and all(s.completeness == 1.0 for s in self.summaries)
+
+
+class Progress:
+    """One status line per stage, rewritten in place on a terminal, appended otherwise."""
+
+    def __init__(self, stream: TextIO = sys.stderr) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+
+    def update(self, text: str, final: bool = False) -> None:
+        if self.tty:
+            self.stream.write("\r\033[K" + text + ("\n" if final else ""))
+        elif final:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+
+class DemoPipeline:
+    def __init__(self, config: DemoConfig, progress: Progress | None = None) -> None:
+        self.config = config
+        self.progress = progress or Progress()
+        count = INSTRUMENTS[config.instrument]
+        if not 1 <= config.detectors <= count:
+            raise ValueError(f"--detectors must be 1..{count} for {config.instrument}")
+        self.workdir = config.workdir.resolve()
+        self.arrivals: list[ArrivalEvent] = []
+        self.manifests: list[ExposureManifest] = []
+        self._lock = threading.Lock()
+
+    # set-up ----------------------------------------------------------------------------------
+    def _reset_workdir(self) -> None:
+        """Start from nothing so '27 CCDs registered exactly once' is about this run only."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        for name in OUTPUTS:
+            path = self.workdir / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+
+    def _on_arrival(self, message: Message) -> None:
+        event = ArrivalEvent.decode(message.data)
+        with self._lock:
+            self.arrivals.append(event)
+
+    def _on_manifest(self, message: Message) -> None:
+        with self._lock:
+            self.manifests.append(ExposureManifest.decode(message.data))
+
+    # run -------------------------------------------------------------------------------------
+    def run(self) -> DemoResult:
+        from functions.register import main as register_function
+        from functions.register import wiring
+        from functions.register.service import RegisterService
+
+        cfg = self.config
+        self._reset_workdir()
+        log_file = (self.workdir / "demo.log").open("a")
+        logs.configure(stream=log_file)
+        store_settings = StoreSettings(url=f"file://{self.workdir / 'store'}")
+        bus_settings = BusSettings()
+        registry = Registry.open(
+            RegistrySettings(url=f"sqlite:///{self.workdir / 'registry.sqlite3'}")
+        )
+        store = LocalDirStore(self.workdir / "store")
+        bus = InMemoryBus()
+        bus.subscribe(bus_settings.arrivals_topic, self._on_arrival)
+        bus.subscribe(bus_settings.exposures_topic, self._on_manifest)
+        wiring.configure(
+            RegisterService(
+                store=store,
+                registry=registry,
+                publisher=bus,
+                arrivals_topic=bus_settings.arrivals_topic,
+                prefix=store_settings.prefix,
+                quarantine_prefix=store_settings.quarantine_prefix,
+            )
+        )
+        from cloudevents.http import from_dict
+
+        dispatcher = OutboxDispatcher(
+            store.outbox(), lambda event: register_function.on_object_finalized(from_dict(event))
+        )
+        dispatcher.start()
+        day_obs = cfg.day_obs or int(datetime.now(UTC).strftime("%Y%m%d"))
+        ship_log = (self.workdir / "ship.jsonl").open("w")
+        try:
+            from producers.edge import warm_pool
+
+            self.progress.update(f"starting {cfg.workers} edge workers ...")
+            with warm_pool(cfg.workers) as pool:
+                for index in range(cfg.exposures):
+                    exposure = make_exposure_id(day_obs, index + 1)
+                    self._run_exposure(
+                        pool, bus, bus_settings, store_settings, exposure, day_obs, index, ship_log
+                    )
+                    if cfg.inject_bad and index == 0:
+                        from obsingest.cli.demo_faults import inject_bad_inputs
+
+                        inject_bad_inputs(store, self.workdir, DataId(cfg.instrument, exposure, 0))
+                    if cfg.interval and index + 1 < cfg.exposures:
+                        time.sleep(cfg.interval)
+            self.progress.update("waiting for the last registrations ...")
+            dispatcher.stop(drain=True)
+        finally:
+            ship_log.close()
+            wiring.configure(None)
+        result = self._summarize(registry, dispatcher.dead_lettered)
+        registry.close()
+        log_file.close()
+        return result
+
+    def _run_exposure(
+        self,
+        pool: ProcessPoolExecutor,
+        bus: InMemoryBus,
+        bus_settings: BusSettings,
+        store_settings: StoreSettings,
+        exposure: int,
+        day_obs: int,
+        index: int,
+        ship_log: TextIO,
+    ) -> None:
+        from producers.daq.simulator import CcdSpec, write_raw_ccd
+        from producers.edge import ShipJob, ship_ccd
+
+        cfg = self.config
+        label = f"exposure {index + 1}/{cfg.exposures} ({exposure})"
+        detectors = list(range(cfg.detectors))
+        obs_start = utcnow()
+        flt = FILTERS[index % len(FILTERS)]
+        manifest = ExposureManifest(
+            instrument=cfg.instrument,
+            exposure=exposure,
+            day_obs=day_obs,
+            detectors=detectors,
+            obs_start=obs_start,
+            exposure_time=15.0,
+            filter=flt,
+            published=utcnow(),
+        )
+        bus.publish(
+            bus_settings.exposures_topic, manifest.encode(), key=f"{cfg.instrument}/{exposure}"
+        )
+        raw_dir = self.workdir / "daq" / str(exposure)
+        specs = [
+            CcdSpec(
+                cfg.instrument, exposure, det, day_obs, obs_start, 15.0, flt, cfg.ccd_size, cfg.seed
+            )
+            for det in detectors
+        ]
+        futures = [pool.submit(write_raw_ccd, s, raw_dir / f"{s.detector:03d}.fits") for s in specs]
+        for done, fut in enumerate(futures, 1):
+            fut.result()
+            self.progress.update(f"{label}: DAQ wrote {done}/{len(specs)} raw CCDs")
+        # The camera reads every CCD of an exposure out at once: one readout time for all.
+        readout = utcnow()
+        jobs = [
+            ShipJob(
+                str(raw_dir / f"{det:03d}.fits"),
+                cfg.instrument,
+                exposure,
+                det,
+                readout,
+                store_settings.url,
+                store_settings.prefix,
+                store_settings.quarantine_prefix,
+            )
+            for det in detectors
+        ]
+        shipped: list[Future] = [pool.submit(ship_ccd, job) for job in jobs]
+        for done, fut in enumerate(shipped, 1):
+            res = fut.result()
+            ship_log.write(
+                json.dumps(
+                    {
+                        **res.__dict__,
+                        "readout_time": res.readout_time.isoformat(),
+                        "compressed_time": res.compressed_time.isoformat(),
+                    }
+                )
+                + "\n"
+            )
+            self.progress.update(f"{label}: compressed and stored {done}/{len(jobs)}")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with self._lock:
+                arrived = {a.detector for a in self.arrivals if a.exposure == exposure}
+            self.progress.update(
+                f"{label}: registered and announced {len(arrived)}/{len(detectors)}"
+            )
+            if len(arrived) >= len(detectors):
+                break
+            time.sleep(0.05)
+        self.progress.update(f"{label}: {len(arrived)}/{len(detectors)} CCDs announced", final=True)
+
+    def _summarize(self, registry: Registry, dead_lettered: int) -> DemoResult:
+        from beam_jobs.report import plot_latency
+        from beam_jobs.summarize import run_batch
+
+        arrivals_path = self.workdir / "arrivals.avro"
+        manifests_path = self.workdir / "manifests.avro"
+        codec.write_container(arrivals_path, "ArrivalEvent", [a.to_record() for a in self.arrivals])
+        codec.write_container(
+            manifests_path, "ExposureManifest", [m.to_record() for m in self.manifests]
+        )
+        self.progress.update("Beam batch job: per-exposure latency and completeness ...")
+        summaries_path = self.workdir / "summaries.jsonl"
+        summaries = run_batch(
+            [str(arrivals_path)],
+            [str(manifests_path)],
+            str(summaries_path),
+            budget=self.config.budget,
+        )
+        self.progress.update("Beam batch job: done", final=True)
+        plot_path = self.workdir / "latency.png"
+        plot_latency(self.arrivals, self.config.budget, plot_path)
+        return DemoResult(
+            registered=registry.count_datasets(),
+            summaries=summaries,
+            arrivals=list(self.arrivals),
+            quarantined=registry.quarantined(),
+            dead_lettered=dead_lettered,
+            outputs={
+                "registry": self.workdir / "registry.sqlite3",
+                "store": self.workdir / "store",
+                "arrivals": arrivals_path,
+                "manifests": manifests_path,
+                "summaries": summaries_path,
+                "plot": plot_path,
+                "log": self.workdir / "demo.log",
+            },
+        )

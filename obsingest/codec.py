@@ -1,0 +1,78 @@
+"""Avro single-object encoding (Avro spec: magic C3 01, 8-byte CRC-64-AVRO fingerprint, body).
+
+Every message names the schema that wrote it, so any Avro library can decode it and readers on a
+newer schema resolve old messages to their own version.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import fastavro
+
+import schemas
+from obsingest.errors import BadMessage
+
+MAGIC = b"\xc3\x01"
+HEADER_SIZE = 10
+
+
+def encode(name: str, record: dict[str, Any]) -> bytes:
+    """Encode ``record`` with the newest version of contract ``name``."""
+    sv = schemas.latest(name)
+    buf = io.BytesIO()
+    buf.write(MAGIC)
+    buf.write(sv.fingerprint)
+    try:
+        fastavro.schemaless_writer(buf, sv.parsed, record)
+    except (ValueError, TypeError, AttributeError, KeyError) as exc:
+        raise BadMessage(f"record does not match {sv.label}: {exc}") from exc
+    return buf.getvalue()
+
+
+def writer_schema(message: bytes) -> schemas.SchemaVersion:
+    """Which schema wrote ``message`` (raises BadMessage when the header is not ours)."""
+    if len(message) < HEADER_SIZE or message[:2] != MAGIC:
+        raise BadMessage("not Avro single-object encoded (missing C3 01 magic)")
+    sv = schemas.by_fingerprint().get(message[2:HEADER_SIZE])
+    if sv is None:
+        raise BadMessage(f"unknown schema fingerprint {message[2:HEADER_SIZE].hex()}")
+    return sv
+
+
+def decode(message: bytes, expect: str | None = None) -> tuple[str, dict[str, Any]]:
+    """Decode to (contract name, record), resolving old writer versions to the newest reader."""
+    writer = writer_schema(message)
+    if expect is not None and writer.name != expect:
+        raise BadMessage(f"expected a {expect} message, got {writer.label}")
+    reader = schemas.latest(writer.name)
+    try:
+        record = fastavro.schemaless_reader(
+            io.BytesIO(message[HEADER_SIZE:]), writer.parsed, reader.parsed
+        )
+    except Exception as exc:  # fastavro raises a variety of types on garbage input
+        raise BadMessage(f"undecodable {writer.label} body: {exc}") from exc
+    return writer.name, record
+
+
+def write_container(path: Path | BinaryIO, name: str, records: Iterable[dict[str, Any]]) -> None:
+    """Write an Avro object container file (the archive format: schema in the header)."""
+    sv = schemas.latest(name)
+    if isinstance(path, Path):
+        with path.open("wb") as out:
+            fastavro.writer(out, sv.parsed, records, codec="deflate")
+    else:
+        fastavro.writer(path, sv.parsed, records, codec="deflate")
+
+
+def read_container(path: Path | BinaryIO, name: str | None = None) -> Iterator[dict[str, Any]]:
+    """Read an Avro container file, resolving to the newest version of ``name`` when given."""
+    reader_schema = schemas.latest(name).parsed if name else None
+    if isinstance(path, Path):
+        with path.open("rb") as fh:
+            yield from fastavro.reader(fh, reader_schema)
+    else:
+        yield from fastavro.reader(path, reader_schema)

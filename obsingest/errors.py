@@ -1,0 +1,86 @@
+"""Error classes with meaning: whether retrying can help decides what every caller does.
+
+Retriable errors make a function return non-2xx (the message is redelivered) and make clients back
+off and retry. Permanent errors are quarantined with their reason and acknowledged, so one bad
+input never blocks the stream behind it.
+"""
+
+from __future__ import annotations
+
+
+class ObsIngestError(Exception):
+    """Base of every error this project raises on purpose."""
+
+    retriable: bool = False
+    #: short machine-readable reason, stored in quarantine records and dead-letter attributes
+    reason: str = "error"
+
+
+class RetriableError(ObsIngestError):
+    """Transient: the same input may succeed later (network, 5xx, 429, pool exhausted, ...)."""
+
+    retriable = True
+    reason = "transient"
+
+
+class PermanentError(ObsIngestError):
+    """The input itself is wrong; retrying cannot help. Quarantine it with the reason."""
+
+    retriable = False
+    reason = "permanent"
+
+
+class BadObjectName(PermanentError):
+    """An object name does not parse as a data id, or escapes the expected prefix."""
+
+    reason = "bad-object-name"
+
+
+class UnknownInstrument(BadObjectName):
+    reason = "unknown-instrument"
+
+
+class CorruptFile(PermanentError):
+    """The bytes are not a valid (compressed) FITS file: truncated, garbled, wrong headers."""
+
+    reason = "corrupt-file"
+
+
+class HeaderMismatch(PermanentError):
+    """The FITS header names a different data id than the object name."""
+
+    reason = "header-mismatch"
+
+
+class ObjectMissing(PermanentError):
+    """An event refers to an object that no longer exists in the store."""
+
+    reason = "object-missing"
+
+
+class ChecksumConflict(PermanentError):
+    """The same data id arrived again with different bytes: never silently overwritten."""
+
+    reason = "checksum-conflict"
+
+
+class ChecksumMismatch(PermanentError):
+    """Bytes do not match the checksum that travelled with them (corruption in transit)."""
+
+    reason = "checksum-mismatch"
+
+
+class BadMessage(PermanentError):
+    """A message does not decode: unknown schema fingerprint, wrong magic, invalid Avro."""
+
+    reason = "bad-message"
+
+
+class ObjectExists(ObsIngestError):
+    """Create-once write found the object already there (resolved by comparing checksums)."""
+
+    reason = "object-exists"
+
+
+class ServiceUnavailable(RetriableError):
+    reason = "service-unavailable"

@@ -1,0 +1,173 @@
+"""Typed views of the Avro contracts in ``schemas/``.
+
+Field names and types mirror the newest schema version one to one; ``to_record``/``from_record``
+convert to and from the plain dicts fastavro reads and writes, and ``encode``/``decode`` add the
+single-object header. Timestamps are tz-aware UTC datetimes (microsecond precision, as on the wire).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, ClassVar, Self
+
+from obsingest import codec
+from obsingest.dataid import DataId
+
+
+def utcnow() -> datetime:
+    """Now, UTC, truncated to what timestamp-micros carries."""
+    return datetime.now(UTC)
+
+
+def seconds_between(start: datetime, end: datetime) -> float:
+    return (end - start).total_seconds()
+
+
+class _Message:
+    SCHEMA: ClassVar[str]
+
+    def to_record(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Self:
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in record.items() if k in names})
+
+    def encode(self) -> bytes:
+        return codec.encode(self.SCHEMA, self.to_record())
+
+    @classmethod
+    def decode(cls, message: bytes) -> Self:
+        _, record = codec.decode(message, expect=cls.SCHEMA)
+        return cls.from_record(record)
+
+
+@dataclass(frozen=True)
+class ExposureManifest(_Message):
+    SCHEMA: ClassVar[str] = "ExposureManifest"
+
+    instrument: str
+    exposure: int
+    day_obs: int
+    detectors: list[int]
+    obs_start: datetime
+    exposure_time: float
+    filter: str
+    published: datetime
+
+
+@dataclass(frozen=True)
+class CcdChunk(_Message):
+    SCHEMA: ClassVar[str] = "CcdChunk"
+
+    instrument: str
+    exposure: int
+    detector: int
+    day_obs: int
+    chunk_index: int
+    chunk_count: int
+    total_size: int
+    file_checksum: str
+    chunk_checksum: str
+    readout_time: datetime
+    payload: bytes
+    compressed_time: datetime | None = None
+    producer: str = ""
+
+    @property
+    def data_id(self) -> DataId:
+        return DataId(self.instrument, self.exposure, self.detector)
+
+
+@dataclass(frozen=True)
+class ArrivalEvent(_Message):
+    SCHEMA: ClassVar[str] = "ArrivalEvent"
+
+    dataset_id: uuid.UUID
+    dataset_type: str
+    run: str
+    instrument: str
+    exposure: int
+    detector: int
+    day_obs: int
+    uri: str
+    size: int
+    checksum: str
+    transport: str
+    readout_time: datetime
+    registered_time: datetime
+    published_time: datetime
+    compressed_time: datetime | None = None
+    stored_time: datetime | None = None
+
+    @property
+    def data_id(self) -> DataId:
+        return DataId(self.instrument, self.exposure, self.detector)
+
+    @property
+    def latency(self) -> float:
+        """Seconds from readout to announcement: the figure the 5 s budget is about."""
+        return seconds_between(self.readout_time, self.published_time)
+
+    def to_record(self) -> dict[str, Any]:
+        record = super().to_record()
+        record["dataset_id"] = str(self.dataset_id)
+        return record
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Self:
+        event = super().from_record(record)
+        if not isinstance(event.dataset_id, uuid.UUID):
+            event = dataclasses.replace(event, dataset_id=uuid.UUID(str(event.dataset_id)))
+        return event
+
+
+class SummaryStatus:
+    OK = "OK"
+    OVER_BUDGET = "OVER_BUDGET"
+    INCOMPLETE = "INCOMPLETE"
+    NO_MANIFEST = "NO_MANIFEST"
+
+
+@dataclass(frozen=True)
+class ExposureSummary(_Message):
+    SCHEMA: ClassVar[str] = "ExposureSummary"
+
+    instrument: str
+    exposure: int
+    arrived: int
+    budget_seconds: float
+    status: str
+    emitted_time: datetime
+    day_obs: int | None = None
+    expected: int | None = None
+    completeness: float | None = None
+    latency_p50: float | None = None
+    latency_p95: float | None = None
+    latency_max: float | None = None
+    over_budget: list[int] = field(default_factory=list)
+    missing_detectors: list[int] = field(default_factory=list)
+    first_readout: datetime | None = None
+    last_arrival: datetime | None = None
+    revision: int = 0
+    trigger: str = "batch"
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """JSON-friendly form (ISO timestamps) for JSON-lines output."""
+        out = self.to_record()
+        for key, value in out.items():
+            if isinstance(value, datetime):
+                out[key] = value.isoformat()
+        return out
+
+    @classmethod
+    def from_json_dict(cls, data: dict[str, Any]) -> Self:
+        fixed = dict(data)
+        for key in ("emitted_time", "first_readout", "last_arrival"):
+            if isinstance(fixed.get(key), str):
+                fixed[key] = datetime.fromisoformat(fixed[key])
+        return cls.from_record(fixed)

@@ -1,0 +1,56 @@
+"""Engine construction: one bounded pool per process, tuned per backend.
+
+PostgreSQL: a small fixed pool (``pool_size`` + ``max_overflow``) with pre-ping, so a burst of
+invocations queues for a connection instead of exhausting ``max_connections``, and a connection
+the server closed is replaced rather than failing a registration.
+SQLite: WAL journal, a busy timeout, and transactions that begin IMMEDIATE so concurrent writers
+wait for the lock instead of failing on upgrade.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+
+from obsingest.settings import RegistrySettings
+
+
+def make_engine(settings: RegistrySettings) -> Engine:
+    url = settings.url
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://") :]
+    if url.startswith("sqlite"):
+        engine = create_engine(
+            url,
+            connect_args={"timeout": 30, "check_same_thread": False},
+            pool_size=settings.pool_size,
+            max_overflow=settings.max_overflow,
+            pool_timeout=settings.pool_timeout,
+        )
+        _sqlite_tuning(engine)
+        return engine
+    return create_engine(
+        url,
+        pool_size=settings.pool_size,
+        max_overflow=settings.max_overflow,
+        pool_timeout=settings.pool_timeout,
+        pool_pre_ping=True,
+        pool_recycle=1800,
+    )
+
+
+def _sqlite_tuning(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")

@@ -1,0 +1,84 @@
+"""Versioned registry schema migrations.
+
+Each migration runs once, in order, in its own transaction, and records itself in
+``obsingest_schema_version``. Concurrent starters (many function instances at once) serialise on
+an advisory lock on PostgreSQL and on SQLite's write lock, so exactly one applies each step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import Connection, Engine, insert, inspect, select, text
+
+from obsingest.dataid import INSTRUMENTS
+from obsingest.registry import tables
+
+_LOCK_KEY = 0x0B5_1_6E57  # arbitrary constant for pg_advisory_xact_lock
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    apply: Callable[[Connection], None]
+
+
+def _initial(conn: Connection) -> None:
+    tables.metadata.create_all(conn, checkfirst=True)
+
+
+def _seed_dimensions(conn: Connection) -> None:
+    """Instruments and their detectors are static dimension records: seed them once."""
+    for name, count in INSTRUMENTS.items():
+        conn.execute(insert(tables.instrument).values(name=name, detector_max=count))
+        conn.execute(insert(tables.detector), [{"instrument": name, "id": i} for i in range(count)])
+    conn.execute(
+        insert(tables.dataset_type).values(
+            name="raw", dimensions="instrument,exposure,detector", storage_class="Exposure"
+        )
+    )
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial tables", _initial),
+    Migration(2, "seed instruments, detectors and the raw dataset type", _seed_dimensions),
+)
+
+LATEST = MIGRATIONS[-1].version
+
+
+def current_version(conn: Connection) -> int:
+    if not inspect(conn).has_table(tables.schema_version.name):
+        return 0
+    value = conn.execute(
+        select(tables.schema_version.c.version)
+        .order_by(tables.schema_version.c.version.desc())
+        .limit(1)
+    ).scalar()
+    return int(value or 0)
+
+
+def migrate(engine: Engine) -> int:
+    """Bring the schema to LATEST; returns the number of migrations applied."""
+    applied = 0
+    for migration in MIGRATIONS:
+        with engine.begin() as conn:
+            # SQLite transactions begin IMMEDIATE (see registry.engine), which serialises too.
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LOCK_KEY})
+            tables.schema_version.create(conn, checkfirst=True)
+            if current_version(conn) >= migration.version:
+                continue
+            migration.apply(conn)
+            conn.execute(
+                insert(tables.schema_version).values(
+                    version=migration.version,
+                    description=migration.description,
+                    applied_at=datetime.now(UTC),
+                )
+            )
+            applied += 1
+    return applied

@@ -1,0 +1,285 @@
+"""The dataset registry adapter: the one place where idempotency is decided.
+
+``register`` inserts dimension records, the dataset and its datastore record in one transaction
+with INSERT ... ON CONFLICT DO NOTHING, so concurrent or repeated deliveries of the same file give
+exactly one row, and a worker killed mid-transaction leaves nothing half-written. When the data id
+already exists, the stored checksum decides: same bytes -> the existing dataset is returned;
+different bytes -> ChecksumConflict, and the caller quarantines.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+from obsingest.dataid import DataId, dataset_id
+from obsingest.errors import ChecksumConflict, RetriableError
+from obsingest.registry import tables
+from obsingest.registry.engine import make_engine
+from obsingest.registry.migrations import migrate
+from obsingest.settings import RegistrySettings, run_name
+
+T = TypeVar("T")
+
+
+class RegistryUnavailable(RetriableError):
+    """The database could not be reached or stayed busy through every retry."""
+
+    reason = "registry-unavailable"
+
+
+@dataclass(frozen=True)
+class ExposureRecord:
+    instrument: str
+    exposure: int
+    day_obs: int
+    obs_start: datetime | None = None
+    exposure_time: float | None = None
+    physical_filter: str | None = None
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """One stored file to register."""
+
+    data_id: DataId
+    uri: str
+    size: int
+    checksum: str
+    md5: str = ""
+    readout_time: datetime | None = None
+    compressed_time: datetime | None = None
+    stored_time: datetime | None = None
+    transport: str = "direct"
+
+
+@dataclass(frozen=True)
+class Registration:
+    dataset_id: uuid.UUID
+    dataset_type: str
+    run: str
+    created: bool  # False: this file was already registered (re-delivery)
+    registered_time: datetime
+    uri: str
+
+
+@dataclass(frozen=True)
+class QuarantineEntry:
+    object_uri: str
+    reason: str
+    message: str
+    checksum: str = ""
+    data_id: DataId | None = None
+    size: int | None = None
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Registry:
+    """Registry on a SQLAlchemy engine (SQLite or PostgreSQL)."""
+
+    def __init__(self, engine: Engine, settings: RegistrySettings) -> None:
+        self.engine = engine
+        self.settings = settings
+        self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+
+    @classmethod
+    def open(cls, settings: RegistrySettings, migrate_schema: bool = True) -> Registry:
+        registry = cls(make_engine(settings), settings)
+        if migrate_schema:
+            registry._retrying(lambda: migrate(registry.engine))
+        return registry
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # retries ---------------------------------------------------------------------------------
+    def _retrying(self, fn: Callable[[], T]) -> T:
+        """Retry transient database failures with exponential backoff and full jitter."""
+        attempts = self.settings.retry_attempts
+        for attempt in range(1, attempts + 1):
+            try:
+                return fn()
+            except (OperationalError, PoolTimeout) as exc:
+                last: Exception = exc
+            except DBAPIError as exc:
+                if not exc.connection_invalidated:
+                    raise
+                last = exc
+            if attempt < attempts:
+                time.sleep(random.uniform(0, self.settings.retry_base_delay * 2**attempt))
+        raise RegistryUnavailable(
+            f"registry unavailable after {attempts} attempts: {last}"
+        ) from last
+
+    # writes ----------------------------------------------------------------------------------
+    def upsert_exposure(self, record: ExposureRecord) -> None:
+        """Insert the exposure dimension record, filling fields that are still unknown."""
+        self._retrying(lambda: self._in_tx(lambda c: self._upsert_exposure(c, record)))
+
+    def _in_tx(self, fn: Callable[[Connection], T]) -> T:
+        with self.engine.begin() as conn:
+            return fn(conn)
+
+    def _upsert_exposure(self, conn: Connection, record: ExposureRecord) -> None:
+        values = {
+            "instrument": record.instrument,
+            "id": record.exposure,
+            "day_obs": record.day_obs,
+            "obs_start": _utc(record.obs_start),
+            "exposure_time": record.exposure_time,
+            "physical_filter": record.physical_filter,
+        }
+        stmt = self._insert(tables.exposure).values(**values)
+        exp = tables.exposure
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[exp.c.instrument, exp.c.id],
+            set_={
+                name: func.coalesce(getattr(exp.c, name), getattr(stmt.excluded, name))
+                for name in ("obs_start", "exposure_time", "physical_filter")
+            },
+        )
+        conn.execute(stmt)
+
+    def register(self, record: FileRecord, exposure: ExposureRecord | None = None) -> Registration:
+        """Register one file; idempotent for the same bytes, ChecksumConflict for different ones."""
+        return self._retrying(lambda: self._in_tx(lambda c: self._register(c, record, exposure)))
+
+    def _register(
+        self, conn: Connection, record: FileRecord, exposure: ExposureRecord | None
+    ) -> Registration:
+        data_id = record.data_id
+        dtype = self.settings.dataset_type
+        run = run_name(self.settings.run, data_id.instrument)
+        ds_id = dataset_id(data_id, dtype, run)
+        now = datetime.now(UTC)
+        conn.execute(self._insert(tables.run).values(name=run).on_conflict_do_nothing())
+        self._upsert_exposure(
+            conn, exposure or ExposureRecord(data_id.instrument, data_id.exposure, data_id.day_obs)
+        )
+        inserted = conn.execute(
+            self._insert(tables.dataset)
+            .values(
+                id=ds_id,
+                dataset_type=dtype,
+                run=run,
+                instrument=data_id.instrument,
+                exposure=data_id.exposure,
+                detector=data_id.detector,
+                ingest_time=now,
+            )
+            .on_conflict_do_nothing()
+        ).rowcount
+        if inserted:
+            conn.execute(
+                self._insert(tables.datastore_record).values(
+                    dataset_id=ds_id,
+                    uri=record.uri,
+                    size=record.size,
+                    checksum=record.checksum,
+                    md5=record.md5,
+                    readout_time=_utc(record.readout_time),
+                    compressed_time=_utc(record.compressed_time),
+                    stored_time=_utc(record.stored_time),
+                    transport=record.transport,
+                )
+            )
+            return Registration(ds_id, dtype, run, True, now, record.uri)
+        row = (
+            conn.execute(
+                select(tables.dataset.c.ingest_time, tables.datastore_record)
+                .join(
+                    tables.datastore_record,
+                    tables.datastore_record.c.dataset_id == tables.dataset.c.id,
+                )
+                .where(tables.dataset.c.id == ds_id)
+            )
+            .mappings()
+            .one()
+        )
+        if row["checksum"] != record.checksum or row["size"] != record.size:
+            raise ChecksumConflict(
+                f"{data_id.key}: already registered as {row['uri']} with {row['checksum']} "
+                f"({row['size']} bytes); refusing {record.uri} with {record.checksum} "
+                f"({record.size} bytes)"
+            )
+        return Registration(ds_id, dtype, run, False, _utc(row["ingest_time"]) or now, row["uri"])
+
+    def quarantine(self, entry: QuarantineEntry) -> None:
+        """Record a refused input; a repeat of (object, reason, checksum) is counted once."""
+        self._retrying(lambda: self._in_tx(lambda c: self._quarantine(c, entry)))
+
+    def _quarantine(self, conn: Connection, entry: QuarantineEntry) -> None:
+        now = datetime.now(UTC)
+        q = tables.quarantine
+        stmt = self._insert(q).values(
+            object_uri=entry.object_uri,
+            reason=entry.reason,
+            message=entry.message,
+            checksum=entry.checksum,
+            instrument=entry.data_id.instrument if entry.data_id else None,
+            exposure=entry.data_id.exposure if entry.data_id else None,
+            detector=entry.data_id.detector if entry.data_id else None,
+            size=entry.size,
+            first_seen=now,
+            last_seen=now,
+            occurrences=1,
+        )
+        conn.execute(
+            stmt.on_conflict_do_update(
+                index_elements=[q.c.object_uri, q.c.reason, q.c.checksum],
+                set_={"last_seen": now, "occurrences": q.c.occurrences + 1},
+            )
+        )
+
+    # reads -----------------------------------------------------------------------------------
+    def datasets(
+        self, instrument: str | None = None, exposure: int | None = None
+    ) -> list[dict[str, Any]]:
+        d, r = tables.dataset, tables.datastore_record
+        query = select(d, r.c.uri, r.c.size, r.c.checksum, r.c.transport, r.c.readout_time).join(
+            r, r.c.dataset_id == d.c.id
+        )
+        if instrument:
+            query = query.where(d.c.instrument == instrument)
+        if exposure:
+            query = query.where(d.c.exposure == exposure)
+        query = query.order_by(d.c.instrument, d.c.exposure, d.c.detector)
+        with self.engine.connect() as conn:
+            return [_jsonable(dict(row)) for row in conn.execute(query).mappings()]
+
+    def quarantined(self) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(tables.quarantine).order_by(tables.quarantine.c.id)
+            ).mappings()
+            return [_jsonable(dict(row)) for row in rows]
+
+    def count_datasets(self) -> int:
+        with self.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(tables.dataset)).scalar() or 0)
+
+
+def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for key, value in row.items():
+        if isinstance(value, datetime):
+            value = _utc(value).isoformat()  # type: ignore[union-attr]
+        elif isinstance(value, uuid.UUID):
+            value = str(value)
+        out[key] = value
+    return out

@@ -1,0 +1,85 @@
+"""Typed settings, one group per concern. Read at startup (``load()``), never at import time.
+
+Every setting has a default that works locally on embedded defaults and an environment variable
+(``OBSINGEST_<GROUP>_<NAME>``, e.g. ``OBSINGEST_REGISTRY_URL``) so deployments change behaviour
+without code.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class RegistrySettings(BaseSettings):
+    """Dataset registry connection. SQLite file by default; any PostgreSQL URL works."""
+
+    model_config = SettingsConfigDict(env_prefix="OBSINGEST_REGISTRY_", extra="ignore")
+
+    url: str = "sqlite:///registry.sqlite3"
+    #: One pool per process, bounded, so thousands of invocations cannot exhaust max_connections.
+    pool_size: int = Field(default=4, ge=1)
+    max_overflow: int = Field(default=0, ge=0)
+    pool_timeout: float = Field(default=10.0, gt=0)
+    #: Transient OperationalError retries (killed connections, failover, locked SQLite).
+    retry_attempts: int = Field(default=5, ge=1)
+    retry_base_delay: float = Field(default=0.05, gt=0)
+    run: str = "{instrument}/raw/all"
+    dataset_type: str = "raw"
+
+
+class StoreSettings(BaseSettings):
+    """Object store. ``file://DIR`` (local directory, embedded default) or ``gs://BUCKET``."""
+
+    model_config = SettingsConfigDict(env_prefix="OBSINGEST_STORE_", extra="ignore")
+
+    url: str = "file://./store"
+    prefix: str = "raw/"
+    quarantine_prefix: str = "quarantine/"
+
+
+class BusSettings(BaseSettings):
+    """Topic names shared by producers, functions and jobs."""
+
+    model_config = SettingsConfigDict(env_prefix="OBSINGEST_BUS_", extra="ignore")
+
+    #: Where ArrivalEvents go: "memory" (in-process), "pubsub", "kafka", or "pubsub,kafka".
+    backend: str = "memory"
+    pubsub_project: str = "obsingest-local"
+    kafka_bootstrap_servers: str = "127.0.0.1:9092"
+
+    exposures_topic: str = "exposures"
+    chunks_topic: str = "ccd-chunks"
+    chunks_dlq_topic: str = "ccd-chunks-dlq"
+    objects_topic: str = "ccd-objects"
+    objects_dlq_topic: str = "ccd-objects-dlq"
+    arrivals_topic: str = "ccd-arrivals"
+    summaries_topic: str = "exposure-summaries"
+    alerts_topic: str = "budget-alerts"
+
+
+class PipelineSettings(BaseSettings):
+    """What the pipeline promises: the per-CCD budget from readout to announcement."""
+
+    model_config = SettingsConfigDict(env_prefix="OBSINGEST_", extra="ignore")
+
+    budget_seconds: float = Field(default=5.0, gt=0)
+    log_level: str = "INFO"
+
+
+def run_name(template: str, instrument: str) -> str:
+    """The run collection a raw CCD is ingested into, e.g. ``LSSTCam/raw/all``."""
+    return template.format(instrument=instrument)
+
+
+class FunctionSettings(BaseSettings):
+    """The register function's HTTP (push) endpoint security."""
+
+    model_config = SettingsConfigDict(env_prefix="OBSINGEST_FUNCTION_", extra="ignore")
+
+    #: Verify the Google-signed OIDC token on push requests (on in production).
+    push_auth: bool = False
+    #: Expected ``aud`` claim: the function's URL.
+    push_audience: str = ""
+    #: Service account the push subscription signs as; empty accepts any verified Google identity.
+    push_service_account: str = ""

@@ -1,0 +1,285 @@
+"""Background processes with recorded pids: spawn, recognise, stop, read their logs.
+
+Each service runs in its own session (process group == leader pid), so stopping kills the whole
+group and leaves nothing behind. The pid file also records the kernel start time of the leader,
+so a recycled pid is never mistaken for our service (and never killed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class PidRecord:
+    """What we know about a process we started: enough to find and stop exactly it."""
+
+    service: str
+    pid: int
+    pgid: int
+    start_ticks: int | None
+    argv: list[str]
+    log: str
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> PidRecord:
+        data = json.loads(text)
+        return cls(
+            service=str(data["service"]),
+            pid=int(data["pid"]),
+            pgid=int(data.get("pgid", data["pid"])),
+            start_ticks=None if data.get("start_ticks") is None else int(data["start_ticks"]),
+            argv=[str(a) for a in data.get("argv", [])],
+            log=str(data.get("log", "")),
+        )
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """Start time of ``pid`` in clock ticks since boot (Linux /proc), None if unknown/absent."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # comm (field 2) may contain spaces and parentheses: split after the last ')'.
+    fields = stat.rsplit(")", 1)[1].split()
+    # fields[0] is field 3 (state); starttime is field 22.
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def pid_alive(pid: int) -> bool:
+    """True if a (non-zombie) process with this pid exists."""
+    _reap(pid)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not _is_zombie(pid)
+
+
+def record_alive(record: PidRecord) -> bool:
+    """True if the recorded process is still the one we started (pid not recycled)."""
+    if not pid_alive(record.pid):
+        return False
+    if record.start_ticks is None:
+        return True
+    return process_start_ticks(record.pid) == record.start_ticks
+
+
+def group_alive(pgid: int) -> bool:
+    """True if any non-zombie process remains in the process group."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # killpg(0) also succeeds for zombies; look for a live member in /proc.
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        rest = stat.rsplit(")", 1)[1].split()
+        if len(rest) > 2 and rest[2] == str(pgid) and rest[0] != "Z":
+            return True
+    return not Path("/proc").is_dir()
+
+
+def _reap(pid: int) -> None:
+    """Collect our own exited child so it does not linger as a zombie."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def read_pid_file(path: Path) -> PidRecord | None:
+    try:
+        return PidRecord.from_json(path.read_text())
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def write_pid_file(path: Path, record: PidRecord) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(record.to_json())
+    tmp.replace(path)
+
+
+def spawn(
+    service: str,
+    argv: Sequence[str],
+    *,
+    log_path: Path,
+    pid_path: Path,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    user: str | None = None,
+) -> PidRecord:
+    """Start ``argv`` detached in a new session, output appended to ``log_path``; record its pid."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    with open(log_path, "ab") as log:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+        log.write(f"\n=== {stamp} starting: {' '.join(argv)}\n".encode())
+        log.flush()
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+            cwd=str(cwd) if cwd else None,
+            start_new_session=True,
+            close_fds=True,
+            user=user,
+            group=_primary_group(user) if user else None,
+            extra_groups=[] if user else None,
+        )
+    # The Popen object is dropped on purpose: the service outlives this process. Popen's
+    # __del__ does not kill; a later stop() reaps it via waitpid if we are still its parent.
+    record = PidRecord(
+        service=service,
+        pid=proc.pid,
+        pgid=proc.pid,
+        start_ticks=process_start_ticks(proc.pid),
+        argv=list(argv),
+        log=str(log_path),
+    )
+    write_pid_file(pid_path, record)
+    return record
+
+
+def _primary_group(user: str) -> int:
+    import pwd
+
+    return pwd.getpwnam(user).pw_gid
+
+
+def descendants(pid: int) -> dict[int, int | None]:
+    """Every live descendant of ``pid`` with its start ticks (Linux /proc; empty elsewhere).
+
+    Needed because some services (postgres) put their children in new sessions, out of reach
+    of a process-group kill.
+    """
+    children: dict[int, list[int]] = {}
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            rest = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(rest[1]), []).append(int(entry.name))
+    out: dict[int, int | None] = {}
+    stack = list(children.get(pid, []))
+    while stack:
+        child = stack.pop()
+        if child in out:
+            continue
+        out[child] = process_start_ticks(child)
+        stack.extend(children.get(child, []))
+    return out
+
+
+def _kill_leftovers(pgid: int, family: dict[int, int | None]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    for pid, ticks in family.items():
+        if ticks is not None and process_start_ticks(pid) == ticks:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _family_alive(family: dict[int, int | None]) -> bool:
+    return any(
+        ticks is not None and process_start_ticks(pid) == ticks and not _is_zombie(pid)
+        for pid, ticks in family.items()
+    )
+
+
+def stop_record(record: PidRecord, sig: int = signal.SIGTERM, timeout: float = 15.0) -> bool:
+    """Stop the recorded process, its group and its descendants: ``sig``, then SIGKILL.
+
+    Returns True if something was running. A recycled pid (different start time) is left alone.
+    """
+    if not record_alive(record):
+        # the leader is gone; clean up any orphans still in its group
+        if group_alive(record.pgid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(record.pgid, signal.SIGKILL)
+        return False
+    family = descendants(record.pid)
+
+    def gone() -> bool:
+        _reap(record.pid)
+        return not (pid_alive(record.pid) or group_alive(record.pgid) or _family_alive(family))
+
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(record.pid, sig)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if gone():
+            return True
+        time.sleep(0.1)
+    family.update(descendants(record.pid))
+    _kill_leftovers(record.pgid, family)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(record.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not gone():
+        time.sleep(0.05)
+    return True
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    """Last ``lines`` lines of a log file (empty if missing), for error messages."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 64 * 1024))
+            data = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(data.splitlines()[-lines:])
+
+
+def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
+    """True if something accepts TCP connections on host:port."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False

@@ -1,0 +1,71 @@
+"""The object-store contract shared by producers (writers) and functions (readers).
+
+Writes are create-once: a CCD is immutable once stored. A second write of the same bytes is a
+no-op that returns the existing object; a second write of different bytes raises
+ChecksumConflict carrying both versions, so nothing is silently overwritten.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from obsingest.errors import ChecksumConflict
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """What the store knows about one object (the fields GCS's object resource has)."""
+
+    bucket: str
+    name: str
+    size: int
+    crc32c: str  # base64, big-endian, as GCS
+    md5_hash: str  # base64
+    generation: int
+    time_created: datetime
+    metadata: dict[str, str] = field(default_factory=dict)
+    uri: str = ""
+
+    def same_bytes(self, other: StoredObject) -> bool:
+        return (
+            self.size == other.size
+            and self.crc32c == other.crc32c
+            and (not self.md5_hash or not other.md5_hash or self.md5_hash == other.md5_hash)
+        )
+
+
+@dataclass(frozen=True)
+class PutResult:
+    obj: StoredObject
+    created: bool  # False: the same bytes were already there (idempotent retry)
+
+
+class ObjectConflict(ChecksumConflict):
+    """Create-once write of different bytes under an existing name."""
+
+    def __init__(self, message: str, existing: StoredObject, attempted_crc32c: str) -> None:
+        super().__init__(message)
+        self.existing = existing
+        self.attempted_crc32c = attempted_crc32c
+
+
+class ObjectStore(Protocol):
+    """Minimal store API the pipeline needs; local directory and GCS implement it."""
+
+    bucket: str
+
+    def put(self, name: str, data: bytes, metadata: dict[str, str] | None = None) -> PutResult:
+        """Create-once write: same bytes again -> created=False; different -> ObjectConflict."""
+        ...
+
+    def stat(self, name: str) -> StoredObject:
+        """Metadata of an existing object; ObjectMissing when absent."""
+        ...
+
+    def read(self, name: str) -> bytes:
+        """Whole object; ObjectMissing when absent."""
+        ...
+
+    def uri(self, name: str) -> str: ...

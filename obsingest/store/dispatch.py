@@ -1,0 +1,103 @@
+"""Deliver the local store's finalize notifications to a handler, as Eventarc/Pub/Sub would.
+
+At-least-once: an event is deleted from the outbox only after the handler returned. A handler
+that raises is retried with exponential backoff; after ``max_attempts`` the event moves to the
+dead-letter directory with the reason, and the dispatcher carries on with the rest.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from obsingest.logs import get_logger, log_event
+from obsingest.store.local import LocalOutbox
+
+log = get_logger("obsingest.dispatch")
+
+Handler = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class OutboxDispatcher:
+    outbox: LocalOutbox
+    handler: Handler
+    max_attempts: int = 5
+    base_delay: float = 0.05
+    poll_interval: float = 0.02
+    delivered: int = 0
+    dead_lettered: int = 0
+    _attempts: dict[Path, int] = field(default_factory=dict)
+    _not_before: dict[Path, float] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def drain_once(self) -> int:
+        """Try every due event once; returns how many were handled (acked or dead-lettered)."""
+        handled = 0
+        now = time.monotonic()
+        for path, event in self.outbox.pending():
+            if self._not_before.get(path, 0.0) > now:
+                continue
+            try:
+                self.handler(event)
+            except Exception as exc:  # any failure is retried; the handler classifies its own
+                attempts = self._attempts.get(path, 0) + 1
+                self._attempts[path] = attempts
+                name = event.get("data", {}).get("name")
+                if attempts >= self.max_attempts:
+                    self.outbox.dead_letter(path, f"{type(exc).__name__}: {exc}", attempts)
+                    self.dead_lettered += 1
+                    handled += 1
+                    log_event(
+                        log,
+                        "dispatch.dead_lettered",
+                        logging.ERROR,
+                        object=name,
+                        attempts=attempts,
+                        error=str(exc),
+                    )
+                    self._forget(path)
+                else:
+                    self._not_before[path] = now + self.base_delay * 2 ** (attempts - 1)
+                    log_event(
+                        log,
+                        "dispatch.retry",
+                        logging.WARNING,
+                        object=name,
+                        attempts=attempts,
+                        error=str(exc),
+                    )
+                continue
+            self.outbox.ack(path)
+            self._forget(path)
+            self.delivered += 1
+            handled += 1
+        return handled
+
+    def _forget(self, path: Path) -> None:
+        self._attempts.pop(path, None)
+        self._not_before.pop(path, None)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="outbox-dispatcher", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if not self.drain_once():
+                self._stop.wait(self.poll_interval)
+
+    def stop(self, drain: bool = True, timeout: float = 60.0) -> None:
+        """Stop the thread; with ``drain``, first wait until the outbox is empty (or timeout)."""
+        deadline = time.monotonic() + timeout
+        while drain and self.outbox.pending() and time.monotonic() < deadline:
+            time.sleep(self.poll_interval)
+        self._stop.set()
+        if self._thread:
+            self._thread.join()

@@ -1,0 +1,220 @@
+"""Local-directory object store: the embedded default, with GCS's semantics where they matter.
+
+- Writes are atomic (temp file, then ``link``, which unlike ``rename`` fails if the name exists:
+  that is create-once without a race) and fsynced.
+- Object metadata (size, crc32c, md5, generation, custom metadata) lives in a JSON sidecar.
+- After each new object, a ``google.cloud.storage.object.v1.finalized`` CloudEvent is written to a
+  durable outbox directory (transactional-outbox style: staged before the link, promoted after),
+  so a crash can never leave a stored object whose notification is lost. A consumer acks an
+  event by deleting its file: at-least-once delivery, like Pub/Sub.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from obsingest.checksums import crc32c_b64, md5_b64
+from obsingest.errors import BadObjectName, ObjectMissing
+from obsingest.notifications import storage_cloudevent
+from obsingest.store.base import ObjectConflict, PutResult, StoredObject
+
+META_DIR = ".meta"
+OUTBOX_DIR = ".notifications"
+DLQ_DIR = ".notifications-dlq"
+TMP_DIR = ".tmp"
+
+
+class LocalDirStore:
+    """A bucket as a directory. Safe for concurrent writers in several processes on one host."""
+
+    def __init__(self, root: Path | str, bucket: str = "local", notify: bool = True) -> None:
+        self.root = Path(root).resolve()
+        self.bucket = bucket
+        self.notify = notify
+        for sub in (META_DIR, OUTBOX_DIR, DLQ_DIR, TMP_DIR):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        self._recover()
+
+    # paths -----------------------------------------------------------------------------------
+    def _object_path(self, name: str) -> Path:
+        if not name or name.startswith("/") or ".." in name.split("/") or name.startswith("."):
+            raise BadObjectName(f"object {name!r}: not a valid object name for a local store")
+        return self.root / name
+
+    def _meta_path(self, name: str) -> Path:
+        return self.root / META_DIR / f"{name}.json"
+
+    def uri(self, name: str) -> str:
+        """The object's URI. Not validated: it also names refused objects in quarantine reports."""
+        return f"{self.root.as_uri()}/{name}"
+
+    @contextmanager
+    def _lock(self) -> Iterator[None]:
+        with open(self.root / ".lock", "a+") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    # API -------------------------------------------------------------------------------------
+    def put(self, name: str, data: bytes, metadata: dict[str, str] | None = None) -> PutResult:
+        target = self._object_path(name)
+        crc, md5 = crc32c_b64(data), md5_b64(data)
+        tmp = self.root / TMP_DIR / f"{uuid.uuid4().hex}.part"
+        _write_synced(tmp, data)
+        try:
+            with self._lock():
+                if target.exists():
+                    existing = self.stat(name)
+                    if existing.size == len(data) and existing.crc32c == crc:
+                        return PutResult(existing, created=False)
+                    raise ObjectConflict(
+                        f"object {name!r} already exists with different bytes "
+                        f"(stored crc32c {existing.crc32c}, new {crc})",
+                        existing,
+                        crc,
+                    )
+                generation = time.time_ns() // 1000
+                obj = StoredObject(
+                    bucket=self.bucket,
+                    name=name,
+                    size=len(data),
+                    crc32c=crc,
+                    md5_hash=md5,
+                    generation=generation,
+                    time_created=datetime.now(UTC),
+                    metadata=dict(metadata or {}),
+                    uri=self.uri(name),
+                )
+                staged = self._stage_notification(obj) if self.notify else None
+                meta_path = self._meta_path(name)
+                meta_path.parent.mkdir(parents=True, exist_ok=True)
+                _write_synced(meta_path, json.dumps(_obj_to_json(obj)).encode(), atomic=True)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.link(tmp, target)
+                if staged:
+                    staged.rename(staged.with_suffix(".json"))
+                return PutResult(obj, created=True)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def stat(self, name: str) -> StoredObject:
+        target = self._object_path(name)
+        meta = self._meta_path(name)
+        if not target.exists() or not meta.exists():
+            raise ObjectMissing(f"object {name!r} does not exist in {self.root.as_uri()}")
+        return _obj_from_json(json.loads(meta.read_text()))
+
+    def read(self, name: str) -> bytes:
+        target = self._object_path(name)
+        try:
+            return target.read_bytes()
+        except FileNotFoundError:
+            raise ObjectMissing(f"object {name!r} does not exist in {self.root.as_uri()}") from None
+
+    def delete(self, name: str) -> None:
+        """Remove an object (tests and operators only: the pipeline never deletes)."""
+        with self._lock():
+            self._object_path(name).unlink(missing_ok=True)
+            self._meta_path(name).unlink(missing_ok=True)
+
+    # notifications ---------------------------------------------------------------------------
+    def _stage_notification(self, obj: StoredObject) -> Path:
+        event = storage_cloudevent(obj)
+        staged = self.root / OUTBOX_DIR / f"{time.time_ns():020d}-{uuid.uuid4().hex}.pending"
+        _write_synced(staged, json.dumps(event).encode(), atomic=True)
+        return staged
+
+    def _recover(self) -> None:
+        """Promote staged notifications whose object made it; drop those whose write did not."""
+        with self._lock():
+            for staged in (self.root / OUTBOX_DIR).glob("*.pending"):
+                event = json.loads(staged.read_text())
+                name = event["data"]["name"]
+                try:
+                    current = self.stat(name)
+                except (ObjectMissing, BadObjectName):
+                    staged.unlink(missing_ok=True)
+                    continue
+                if str(current.generation) == event["data"]["generation"]:
+                    staged.rename(staged.with_suffix(".json"))
+                else:
+                    staged.unlink(missing_ok=True)
+
+    def outbox(self) -> LocalOutbox:
+        return LocalOutbox(self.root / OUTBOX_DIR, self.root / DLQ_DIR)
+
+
+class LocalOutbox:
+    """Consumer side of the notification outbox: list, ack (delete), dead-letter with a reason."""
+
+    def __init__(self, directory: Path, dlq: Path) -> None:
+        self.directory = directory
+        self.dlq = dlq
+
+    def pending(self) -> list[tuple[Path, dict]]:
+        out = []
+        for path in sorted(self.directory.glob("*.json")):
+            try:
+                out.append((path, json.loads(path.read_text())))
+            except FileNotFoundError:
+                continue  # acked by a concurrent consumer
+        return out
+
+    def ack(self, path: Path) -> None:
+        path.unlink(missing_ok=True)
+
+    def dead_letter(self, path: Path, reason: str, attempts: int) -> Path:
+        event = json.loads(path.read_text())
+        event["deadLetter"] = {"reason": reason, "attempts": attempts}
+        target = self.dlq / path.name
+        _write_synced(target, json.dumps(event).encode(), atomic=True)
+        path.unlink(missing_ok=True)
+        return target
+
+
+def _write_synced(path: Path, data: bytes, atomic: bool = False) -> None:
+    dest = path.with_name(path.name + ".tmp") if atomic else path
+    with open(dest, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    if atomic:
+        os.replace(dest, path)
+
+
+def _obj_to_json(obj: StoredObject) -> dict:
+    return {
+        "bucket": obj.bucket,
+        "name": obj.name,
+        "size": obj.size,
+        "crc32c": obj.crc32c,
+        "md5Hash": obj.md5_hash,
+        "generation": obj.generation,
+        "timeCreated": obj.time_created.isoformat(),
+        "metadata": obj.metadata,
+        "uri": obj.uri,
+    }
+
+
+def _obj_from_json(data: dict) -> StoredObject:
+    return StoredObject(
+        bucket=data["bucket"],
+        name=data["name"],
+        size=int(data["size"]),
+        crc32c=data["crc32c"],
+        md5_hash=data["md5Hash"],
+        generation=int(data["generation"]),
+        time_created=datetime.fromisoformat(data["timeCreated"]),
+        metadata=data.get("metadata") or {},
+        uri=data.get("uri", ""),
+    )

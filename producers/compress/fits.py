@@ -1,0 +1,207 @@
+"""Minimal, strict FITS structure reader and writer helpers (header cards and block layout).
+
+The compressor only needs the block structure of a file (where each header and data unit is, and
+the handful of keywords that size them), so it reads that by hand: fast, and every way the bytes
+can be wrong becomes a :class:`~obsingest.errors.CorruptFile` naming the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from obsingest.errors import CorruptFile
+
+BLOCK = 2880
+CARD = 80
+END_CARD = b"END".ljust(CARD)
+BLANK_CARD = b" " * CARD
+_KEY = re.compile(rb"^[A-Z0-9_-]{0,8} *$")
+
+
+@dataclass(frozen=True)
+class Hdu:
+    """One header-data unit: its header cards (END excluded) and where its data lies."""
+
+    index: int
+    cards: tuple[bytes, ...]
+    data_offset: int
+    data_size: int
+
+    def value(self, key: str) -> str | None:
+        """Raw value text of the first card named ``key`` (strings keep their quotes)."""
+        return card_value(self.cards, key)
+
+    def int_value(self, key: str, default: int | None = None) -> int:
+        text = self.value(key)
+        if text is None:
+            if default is not None:
+                return default
+            raise CorruptFile(f"HDU {self.index}: missing required keyword {key}")
+        try:
+            return int(text)
+        except ValueError:
+            raise CorruptFile(
+                f"HDU {self.index}: keyword {key} is not an integer: {text!r}"
+            ) from None
+
+    def str_value(self, key: str) -> str | None:
+        text = self.value(key)
+        if text is None:
+            return None
+        return _parse_string(text) if text.startswith("'") else text
+
+    @property
+    def is_primary(self) -> bool:
+        return self.index == 0
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Image axes in FITS order (NAXIS1 first)."""
+        naxis = self.int_value("NAXIS")
+        return tuple(self.int_value(f"NAXIS{i}") for i in range(1, naxis + 1))
+
+
+def _parse_string(text: str) -> str:
+    out, i = [], 1
+    while i < len(text):
+        ch = text[i]
+        if ch == "'":
+            if text[i + 1 : i + 2] == "'":
+                out.append("'")
+                i += 2
+                continue
+            break
+        out.append(ch)
+        i += 1
+    return "".join(out).rstrip()
+
+
+def card_key(card: bytes) -> str:
+    return card[:8].decode("ascii", "replace").rstrip()
+
+
+def card_value(cards: tuple[bytes, ...] | list[bytes], key: str) -> str | None:
+    """Value text of the first ``KEY = value`` card, comment stripped (None if absent)."""
+    k = key.encode("ascii").ljust(8)
+    for card in cards:
+        if card[:8] == k and card[8:10] == b"= ":
+            text = card[10:].decode("ascii", "replace").strip()
+            if text.startswith("'"):
+                end = _string_end(text)
+                return text[:end]
+            return text.split("/", 1)[0].strip()
+    return None
+
+
+def _string_end(text: str) -> int:
+    i = 1
+    while i < len(text):
+        if text[i] == "'":
+            if text[i + 1 : i + 2] == "'":
+                i += 2
+                continue
+            return i + 1
+        i += 1
+    return len(text)
+
+
+def read_header(buf: memoryview, offset: int, index: int) -> tuple[tuple[bytes, ...], int]:
+    """Cards of the header starting at ``offset`` and the offset of its data unit."""
+    cards: list[bytes] = []
+    pos = offset
+    size = len(buf)
+    while True:
+        if pos + BLOCK > size:
+            raise CorruptFile(
+                f"truncated: header of HDU {index} at byte {offset} has no END card "
+                f"before end of file ({size} bytes)"
+            )
+        block = bytes(buf[pos : pos + BLOCK])
+        pos += BLOCK
+        for i in range(0, BLOCK, CARD):
+            card = block[i : i + CARD]
+            if card == END_CARD:
+                return tuple(cards), pos
+            if not _KEY.match(card[:8]):
+                raise CorruptFile(
+                    f"HDU {index}: invalid header card at byte {pos - BLOCK + i}: {card[:20]!r}"
+                )
+            cards.append(card)
+
+
+def parse_fits(data: bytes | memoryview) -> list[Hdu]:
+    """Every HDU of a FITS file, validated for structure; raises CorruptFile on bad bytes."""
+    buf = memoryview(data)
+    size = len(buf)
+    if size == 0:
+        raise CorruptFile("empty file: 0 bytes")
+    if bytes(buf[:10]) != b"SIMPLE  = ":
+        raise CorruptFile("not a FITS file: does not start with SIMPLE =")
+    hdus: list[Hdu] = []
+    offset = 0
+    while offset < size:
+        index = len(hdus)
+        if index and bytes(buf[offset : offset + 10]) != b"XTENSION= ":
+            if not bytes(buf[offset:]).strip(b"\0 "):
+                break  # trailing blank blocks are allowed after the last HDU
+            raise CorruptFile(f"HDU {index} at byte {offset} does not start with XTENSION")
+        cards, data_offset = read_header(buf, offset, index)
+        hdu = Hdu(index, cards, data_offset, 0)
+        bitpix = hdu.int_value("BITPIX")
+        if bitpix not in (8, 16, 32, 64, -32, -64):
+            raise CorruptFile(f"HDU {index}: invalid BITPIX {bitpix}")
+        naxis = hdu.int_value("NAXIS")
+        if not 0 <= naxis <= 999:
+            raise CorruptFile(f"HDU {index}: invalid NAXIS {naxis}")
+        pixels = 0
+        if naxis:
+            pixels = 1
+            for n in hdu.shape:
+                if n < 0:
+                    raise CorruptFile(f"HDU {index}: negative axis length {n}")
+                pixels *= n
+        pcount = hdu.int_value("PCOUNT", 0)
+        gcount = hdu.int_value("GCOUNT", 1)
+        data_size = abs(bitpix) // 8 * gcount * (pcount + pixels) if naxis else 0
+        if data_offset + data_size > size:
+            raise CorruptFile(
+                f"truncated: HDU {index} needs {data_size} data bytes at byte {data_offset}, "
+                f"file has only {size - data_offset}"
+            )
+        hdus.append(Hdu(index, cards, data_offset, data_size))
+        offset = data_offset + padded(data_size)
+    return hdus
+
+
+def padded(n: int) -> int:
+    """``n`` rounded up to whole 2880-byte FITS blocks."""
+    return n + (-n % BLOCK)
+
+
+def make_card(key: str, value: object, comment: str = "") -> bytes:
+    """One fixed-format 80-byte header card."""
+    if isinstance(value, bool):
+        text = f"{'T' if value else 'F':>20}"
+    elif isinstance(value, int):
+        text = f"{value:>20d}"
+    elif isinstance(value, str):
+        quoted = "'" + value.replace("'", "''").ljust(8) + "'"
+        text = f"{quoted:<20}"
+    else:
+        raise TypeError(f"unsupported FITS value {value!r}")
+    line = f"{key:<8}= {text}"
+    if comment:
+        line = f"{line} / {comment}"
+    return line[:CARD].ljust(CARD).encode("ascii")
+
+
+def header_bytes(cards: list[bytes] | tuple[bytes, ...]) -> bytes:
+    """Cards + END, padded with blanks to whole blocks."""
+    raw = b"".join([*cards, END_CARD])
+    return raw + b" " * (-len(raw) % BLOCK)
+
+
+def rename_card(card: bytes, new_key: str) -> bytes:
+    """The same card under another keyword (value and comment kept byte for byte)."""
+    return new_key.encode("ascii").ljust(8) + card[8:]

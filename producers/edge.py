@@ -1,0 +1,129 @@
+"""The edge worker: one CCD from the DAQ buffer to the data facility.
+
+read raw -> compress (tiled Rice) -> send through a transport. Runs in a worker process, so it
+takes and returns plain picklable records and keeps one transport client per process (connection
+reuse is what makes per-CCD latency low after the first transfer).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from obsingest.dataid import DataId
+from obsingest.messages import utcnow
+from obsingest.settings import StoreSettings
+from obsingest.store import open_store
+from producers.compress import compress_fits
+from producers.uploader import DirectUploader
+
+
+@dataclass(frozen=True)
+class ShipJob:
+    raw_path: str
+    instrument: str
+    exposure: int
+    detector: int
+    readout_time: datetime
+    store_url: str
+    prefix: str = "raw/"
+    quarantine_prefix: str = "quarantine/"
+    compress_threads: int = 1
+
+
+@dataclass(frozen=True)
+class ShipResult:
+    data_id: str
+    status: str
+    object_name: str
+    raw_size: int
+    size: int
+    checksum: str
+    compress_seconds: float
+    send_seconds: float
+    readout_time: datetime
+    compressed_time: datetime
+
+
+@cache
+def _uploader(store_url: str, prefix: str, quarantine_prefix: str) -> DirectUploader:
+    store = open_store(
+        StoreSettings(url=store_url, prefix=prefix, quarantine_prefix=quarantine_prefix)
+    )
+    return DirectUploader(store, prefix, quarantine_prefix, producer=f"edge-{os.getpid()}")
+
+
+def warm_up() -> None:
+    """Process-pool initializer: import and exercise the codec once, as a long-running edge
+    service would have, so the first CCD's latency is not an interpreter start-up figure."""
+    import numpy as np
+
+    from producers.compress import decompress_fits
+
+    header = b"".join(
+        f"{card:<80}".encode()
+        for card in (
+            "SIMPLE  =                    T",
+            "BITPIX  =                   32",
+            "NAXIS   =                    2",
+            "NAXIS1  =                    8",
+            "NAXIS2  =                    8",
+            "END",
+        )
+    )
+    header += b" " * (-len(header) % 2880)
+    pixels = np.arange(64, dtype=">i4").tobytes()
+    decompress_fits(compress_fits(header + pixels + bytes(-len(pixels) % 2880), threads=1))
+
+
+def _start_worker(barrier: Any) -> None:
+    warm_up()
+    barrier.wait(timeout=300)
+
+
+def warm_pool(workers: int) -> ProcessPoolExecutor:
+    """A process pool whose every worker has started and warmed up before this returns.
+
+    ProcessPoolExecutor spawns workers lazily, so without this the first exposure would wait
+    for interpreter start-up and imports (~2 s) inside its latency figures.
+    """
+    ctx = get_context("spawn")
+    barrier = ctx.Barrier(workers)
+    pool = ProcessPoolExecutor(
+        workers, mp_context=ctx, initializer=_start_worker, initargs=(barrier,)
+    )
+    for future in [pool.submit(os.getpid) for _ in range(workers)]:
+        future.result()
+    return pool
+
+
+def ship_ccd(job: ShipJob) -> ShipResult:
+    data_id = DataId(job.instrument, job.exposure, job.detector)
+    raw = Path(job.raw_path).read_bytes()
+    t0 = time.perf_counter()
+    fz = compress_fits(raw, threads=job.compress_threads)
+    t1 = time.perf_counter()
+    compressed_time = utcnow()
+    result = _uploader(job.store_url, job.prefix, job.quarantine_prefix).send(
+        data_id, fz, job.readout_time, compressed_time
+    )
+    t2 = time.perf_counter()
+    return ShipResult(
+        data_id=data_id.key,
+        status=result.status,
+        object_name=result.obj.name,
+        raw_size=len(raw),
+        size=len(fz),
+        checksum=result.checksum,
+        compress_seconds=t1 - t0,
+        send_seconds=t2 - t1,
+        readout_time=job.readout_time,
+        compressed_time=compressed_time,
+    )

@@ -1,0 +1,99 @@
+"""Direct upload of a compressed CCD to the object store (DESIGN.md transport (a)).
+
+Create-once: a retry after a lost acknowledgement finds its own bytes already there and succeeds;
+different bytes under the same name are never overwritten. They are parked under the quarantine
+prefix with the reason in their metadata, so the conflict is recorded (the register function
+files it in the registry's quarantine) and the bytes are kept for an operator.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from obsingest.checksums import checksum_str
+from obsingest.dataid import DataId
+from obsingest.errors import ChecksumConflict
+from obsingest.logs import get_logger, log_event
+from obsingest.notifications import MetadataKeys
+from obsingest.store.base import ObjectConflict, ObjectStore, StoredObject
+
+log = get_logger("obsingest.producer.upload")
+
+
+@dataclass(frozen=True)
+class UploadResult:
+    status: str  # stored | exists | conflict
+    obj: StoredObject
+    checksum: str
+
+
+def object_metadata(
+    checksum: str, readout: datetime, compressed: datetime | None, transport: str, producer: str
+) -> dict[str, str]:
+    meta = {
+        MetadataKeys.CHECKSUM: checksum,
+        MetadataKeys.READOUT_TIME: readout.isoformat(),
+        MetadataKeys.TRANSPORT: transport,
+        MetadataKeys.PRODUCER: producer,
+    }
+    if compressed is not None:
+        meta[MetadataKeys.COMPRESSED_TIME] = compressed.isoformat()
+    return meta
+
+
+@dataclass
+class DirectUploader:
+    store: ObjectStore
+    prefix: str = "raw/"
+    quarantine_prefix: str = "quarantine/"
+    producer: str = "edge"
+    transport: str = "direct"
+
+    def send(
+        self,
+        data_id: DataId,
+        data: bytes,
+        readout_time: datetime,
+        compressed_time: datetime | None = None,
+    ) -> UploadResult:
+        name = data_id.object_name(self.prefix)
+        checksum = checksum_str(data)
+        meta = object_metadata(
+            checksum, readout_time, compressed_time, self.transport, self.producer
+        )
+        try:
+            result = self.store.put(name, data, meta)
+        except ObjectConflict as conflict:
+            return self._park_conflict(data_id, name, data, meta, conflict)
+        status = "stored" if result.created else "exists"
+        log_event(log, f"upload.{status}", data_id=data_id.key, object=name, size=len(data))
+        return UploadResult(status, result.obj, checksum)
+
+    def _park_conflict(
+        self,
+        data_id: DataId,
+        name: str,
+        data: bytes,
+        meta: dict[str, str],
+        conflict: ChecksumConflict,
+    ) -> UploadResult:
+        checksum = meta[MetadataKeys.CHECKSUM]
+        parked = f"{self.quarantine_prefix}{name}/{checksum.replace(':', '-')}.fits.fz"
+        meta = {
+            **meta,
+            MetadataKeys.QUARANTINE_REASON: conflict.reason,
+            MetadataKeys.QUARANTINE_ORIGINAL: name,
+        }
+        result = self.store.put(parked, data, meta)
+        log_event(
+            log,
+            "upload.conflict",
+            logging.ERROR,
+            data_id=data_id.key,
+            object=name,
+            parked=parked,
+            error=str(conflict),
+        )
+        return UploadResult("conflict", result.obj, checksum)

@@ -1,0 +1,157 @@
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from obsingest.errors import RetriableError
+from obsingest.notifications import MetadataKeys, from_storage_cloudevent, storage_cloudevent
+from producers.uploader import DirectUploader
+
+from .conftest import small_ccd
+
+pytestmark = pytest.mark.unit
+
+READOUT = datetime(2026, 11, 22, 3, 0, 30, tzinfo=UTC)
+
+
+def _upload(env, did, data=None):
+    uploader = DirectUploader(env.store)
+    return uploader.send(
+        did,
+        data or small_ccd(did.exposure, did.detector),
+        READOUT,
+        READOUT + timedelta(seconds=0.3),
+    )
+
+
+def test_good_ccd_is_registered_and_announced_with_every_stage_time(env, did):
+    _upload(env, did)
+    [outcome] = env.deliver_all()
+    assert outcome.status == "registered"
+    [arrival] = env.arrivals()
+    assert arrival.data_id == did and arrival.transport == "direct"
+    assert arrival.readout_time == READOUT
+    assert arrival.compressed_time == READOUT + timedelta(seconds=0.3)
+    assert arrival.readout_time <= arrival.compressed_time <= arrival.stored_time
+    assert arrival.stored_time <= arrival.registered_time <= arrival.published_time
+    assert arrival.uri.startswith("file://") and arrival.uri.endswith(did.object_name())
+    [row] = env.registry.datasets()
+    assert row["id"] == str(arrival.dataset_id) and row["checksum"] == arrival.checksum
+    msg = env.bus.topics["ccd-arrivals"][0]
+    assert msg.attributes["detector"] == "3" and msg.key == f"LSSTComCam/{did.exposure}"
+
+
+def test_redelivered_event_is_a_noop_that_republishes_the_same_dataset(env, did):
+    _upload(env, did)
+    env.deliver_all()
+    event = storage_cloudevent(env.store.stat(did.object_name()))
+    outcome = env.service.handle(from_storage_cloudevent(event, event["data"]))
+    assert outcome.status == "duplicate"
+    first, second = env.arrivals()
+    assert first.dataset_id == second.dataset_id
+    assert first.registered_time == second.registered_time
+    assert env.registry.count_datasets() == 1
+
+
+def test_publish_failure_fails_the_invocation_and_redelivery_recovers(env, did, monkeypatch):
+    _upload(env, did)
+    [(_path, event)] = env.store.outbox().pending()
+    original = env.bus.publish
+
+    def broken(*args, **kwargs):
+        raise RetriableError("Pub/Sub unavailable")
+
+    monkeypatch.setattr(env.bus, "publish", broken)
+    with pytest.raises(RetriableError):
+        env.service.handle(from_storage_cloudevent(event, event["data"]))
+    monkeypatch.setattr(env.bus, "publish", original)
+    assert env.service.handle(from_storage_cloudevent(event, event["data"])).status == "duplicate"
+    assert len(env.arrivals()) == 1 and env.registry.count_datasets() == 1
+
+
+def _quarantined(env):
+    return {
+        (row["reason"], row["object_uri"].rsplit("/", 1)[-1]) for row in env.registry.quarantined()
+    }
+
+
+def test_garbage_and_truncated_files_are_quarantined(env, did):
+    good = small_ccd(did.exposure, did.detector)
+    DirectUploader(env.store).send(did, good[: len(good) // 2], READOUT)
+    other = type(did)(did.instrument, did.exposure, 4)
+    DirectUploader(env.store).send(other, b"SIMPLE  = no" + bytes(100), READOUT)
+    outcomes = env.deliver_all()
+    assert [o.status for o in outcomes] == ["quarantined", "quarantined"]
+    assert {o.reason for o in outcomes} == {"corrupt-file"}
+    assert "truncated" in outcomes[0].message and did.object_name() in outcomes[0].message
+    assert env.registry.count_datasets() == 0 and env.arrivals() == []
+
+
+def test_header_naming_another_ccd_is_quarantined(env, did):
+    other = type(did)(did.instrument, did.exposure, 5)
+    DirectUploader(env.store).send(other, small_ccd(did.exposure, did.detector), READOUT)
+    [outcome] = env.deliver_all()
+    assert outcome.reason == "header-mismatch" and "DETECTOR=3" in outcome.message
+
+
+def test_bad_names_are_quarantined_not_raised(env):
+    env.store.put("raw/Nonesuch/20261122/2026112200001/Nonesuch_2026112200001_000.fits.fz", b"x")
+    env.store.put("elsewhere/file.txt", b"x")
+    outcomes = env.deliver_all()
+    assert sorted(o.reason for o in outcomes) == ["bad-object-name", "unknown-instrument"]
+    assert len(env.registry.quarantined()) == 2
+
+
+def test_event_for_a_missing_object_is_quarantined(env, did):
+    _upload(env, did)
+    [(_path, event)] = env.store.outbox().pending()
+    env.store.delete(did.object_name())
+    outcome = env.service.handle(from_storage_cloudevent(event, event["data"]))
+    assert outcome.reason == "object-missing"
+
+
+def test_different_bytes_for_a_registered_ccd_are_parked_and_quarantined(env, did):
+    _upload(env, did)
+    env.deliver_all()
+    good = small_ccd(did.exposure, did.detector)
+    result = _upload(env, did, good[:-2880] + bytes(2880))
+    assert result.status == "conflict" and result.obj.name.startswith("quarantine/")
+    [outcome] = env.deliver_all()
+    assert outcome.status == "quarantined" and outcome.reason == "checksum-conflict"
+    assert outcome.data_id == did
+    [row] = env.registry.quarantined()
+    assert row["detector"] == did.detector
+    assert env.registry.count_datasets() == 1
+    assert env.store.read(did.object_name()) == good
+
+
+def test_registry_level_conflict_is_quarantined(env, did):
+    """Defence in depth: a file deleted and re-uploaded with other bytes never overwrites."""
+    _upload(env, did)
+    env.deliver_all()
+    env.store.delete(did.object_name())
+    good = small_ccd(did.exposure, did.detector)
+    _upload(env, did, good[:-2880] + bytes(2880))
+    [outcome] = env.deliver_all()
+    assert outcome.reason == "checksum-conflict" and "refusing" in outcome.message
+
+
+def test_producer_checksum_mismatch_is_quarantined(env, did):
+    data = small_ccd(did.exposure, did.detector)
+    env.store.put(did.object_name(), data, {MetadataKeys.CHECKSUM: "crc32c:deadbeef"})
+    [outcome] = env.deliver_all()
+    assert outcome.reason == "checksum-mismatch"
+
+
+def test_retriable_registry_failure_propagates(env, did, monkeypatch):
+    from obsingest.registry import RegistryUnavailable
+
+    _upload(env, did)
+    [(_path, event)] = env.store.outbox().pending()
+
+    def down(*a, **k):
+        raise RegistryUnavailable("too many connections")
+
+    monkeypatch.setattr(env.registry, "register", down)
+    with pytest.raises(RegistryUnavailable):
+        env.service.handle(from_storage_cloudevent(event, event["data"]))
+    assert env.registry.quarantined() == []

@@ -1,0 +1,155 @@
+"""DAQ simulator: layout, headers, determinism by seed, plausible pixel statistics."""
+
+from __future__ import annotations
+
+import io
+import warnings
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+from astropy.io import fits
+
+from producers.daq.simulator import (
+    AMP_NAMES,
+    LAYOUTS,
+    CcdSpec,
+    detector_name,
+    exposure_id,
+    generate_raw_ccd,
+    write_raw_ccd,
+)
+
+pytestmark = pytest.mark.unit
+
+START = datetime(2026, 11, 23, 3, 4, 5, 250000, tzinfo=UTC)
+SPEC = CcdSpec(
+    instrument="LSSTCam",
+    exposure=2026112200012,
+    detector=94,
+    day_obs=20261122,
+    obs_start=START,
+    exposure_time=30.0,
+    filter="r",
+    size="small",
+    seed=7,
+)
+
+
+def _open(data: bytes) -> fits.HDUList:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        hdus = fits.open(io.BytesIO(data))
+        hdus.verify("exception")
+    return hdus
+
+
+def test_same_spec_gives_same_bytes() -> None:
+    assert generate_raw_ccd(SPEC) == generate_raw_ccd(SPEC)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"seed": 8}, {"detector": 95}, {"exposure": 2026112200013}, {"instrument": "LSSTComCam"}],
+)
+def test_any_data_id_or_seed_change_gives_other_pixels(change: dict) -> None:
+    if change.get("instrument") == "LSSTComCam":
+        change = {**change, "detector": 4}
+    a = _open(generate_raw_ccd(SPEC))
+    b = _open(generate_raw_ccd(replace(SPEC, **change)))
+    assert not np.array_equal(a[1].data, b[1].data)
+
+
+def test_small_layout_and_headers() -> None:
+    hdus = _open(generate_raw_ccd(SPEC))
+    assert len(hdus) == 1 + len(AMP_NAMES) == 17
+    primary = hdus[0].header
+    assert hdus[0].data is None
+    assert primary["INSTRUME"] == "LSSTCam"
+    assert primary["DAYOBS"] == "20261122"
+    assert primary["EXPID"] == 2026112200012
+    assert primary["SEQNUM"] == 12
+    assert primary["DETECTOR"] == 94
+    assert primary["DETNAME"] == "R22_S11"
+    assert primary["DATE-OBS"] == "2026-11-23T03:04:05.250"
+    assert primary["EXPTIME"] == 30.0
+    assert primary["FILTER"] == "r"
+    assert primary["OBSID"] == "MC_O_20261122_000012"
+    lay = LAYOUTS["small"]
+    assert [h.header["EXTNAME"] for h in hdus[1:]] == list(AMP_NAMES)
+    for hdu in hdus[1:]:
+        assert hdu.header["BITPIX"] == 32
+        assert hdu.data.shape == (lay.rows, lay.cols)
+        assert hdu.data.dtype.kind == "i"
+        assert hdu.header["DATASEC"] == f"[4:{3 + lay.data_cols},1:{lay.data_rows}]"
+        assert hdu.header["BIASSEC"] == f"[{4 + lay.data_cols}:{lay.cols},1:{lay.data_rows}]"
+
+
+def test_bias_is_fixed_per_amplifier_not_per_exposure() -> None:
+    a = _open(generate_raw_ccd(SPEC))
+    b = _open(generate_raw_ccd(replace(SPEC, exposure=2026112200099)))
+    levels = [h.header["BIASLVL"] for h in a[1:]]
+    assert levels == [h.header["BIASLVL"] for h in b[1:]]
+    assert len(set(levels)) == len(levels)
+    assert all(1_000 <= v <= 20_000 for v in levels)
+
+
+def test_full_size_is_the_reference_ccd() -> None:
+    spec = replace(SPEC, size="full")
+    data = generate_raw_ccd(spec)
+    assert len(data) == 75_582_720
+    hdus = _open(data)
+    assert sum(h.data.nbytes for h in hdus[1:]) == 16 * 2048 * 576 * 4
+    amp = hdus[1].data.astype(np.float64)
+    bias, read_noise = hdus[1].header["BIASLVL"], hdus[1].header["RDNOISE"]
+    overscan = amp[:2000, 512:]
+    assert abs(np.median(overscan) - bias) < 1
+    assert abs(overscan.std() - read_noise) < 0.2
+    sky = 3.5 * 30.0
+    imaging = amp[:2000, 3:512]
+    assert abs(np.median(imaging) - bias - sky) < 2
+    assert abs(np.std(imaging[np.abs(imaging - bias - sky) < 100]) - np.sqrt(sky + 25)) < 0.5
+    # stars and cosmic rays exist somewhere on the CCD
+    assert max(int(h.data.max()) - h.header["BIASLVL"] for h in hdus[1:]) > 1_000
+
+
+def test_bias_frame_has_no_sky() -> None:
+    hdus = _open(generate_raw_ccd(replace(SPEC, exposure_time=0.0, size="full")))
+    amp = hdus[3].data[:2000, 3:512]
+    assert abs(np.median(amp) - hdus[3].header["BIASLVL"]) < 1
+    assert hdus[0].header["IMGTYPE"] == "BIAS"
+
+
+def test_write_is_atomic_and_equals_generate(tmp_path) -> None:
+    path = write_raw_ccd(SPEC, tmp_path / "sub" / "raw.fits")
+    assert path.read_bytes() == generate_raw_ccd(SPEC)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["raw.fits"]
+
+
+def test_ids_and_names() -> None:
+    assert exposure_id(20261122, 12) == 2026112200012
+    assert detector_name("LSSTCam", 0) == "R01_S00"
+    assert detector_name("LSSTCam", 94) == "R22_S11"
+    assert detector_name("LSSTCam", 188) == "R43_S22"
+    assert detector_name("LSSTComCam", 8) == "R22_S22"
+    with pytest.raises(ValueError):
+        detector_name("LSSTCam", 189)
+    with pytest.raises(ValueError):
+        exposure_id(20261122, 100_000)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"instrument": "HSC"},
+        {"detector": 9, "instrument": "LSSTComCam"},
+        {"obs_start": datetime(2026, 11, 23, 3, 4, 5)},  # naive: no timezone
+        {"exposure": 2026112100012},  # not on day_obs
+        {"size": "huge"},
+        {"exposure_time": -1.0},
+    ],
+)
+def test_invalid_specs_are_rejected(change: dict) -> None:
+    with pytest.raises(ValueError):
+        replace(SPEC, **change)
