@@ -28,7 +28,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from obsingest.messages import ArrivalEvent, ExposureManifest, ExposureSummary, SummaryStatus, utcnow
+from obsingest.messages import (
+    ArrivalEvent,
+    ExposureManifest,
+    ExposureSummary,
+    SummaryStatus,
+    utcnow,
+)
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
@@ -122,7 +128,9 @@ class ArrivalSet:
     duplicates: int
 
 
-def dedupe(arrivals: Iterable[ArrivalEvent | Arrival], expected: Iterable[int] | None) -> ArrivalSet:
+def dedupe(
+    arrivals: Iterable[ArrivalEvent | Arrival], expected: Iterable[int] | None
+) -> ArrivalSet:
     """One arrival per detector: earliest publication wins, over dataset ids and over runs."""
     by_dataset: dict[str, Arrival] = {}
     total = 0
@@ -174,6 +182,7 @@ def summarize_exposure(
     else:
         raise ValueError("summarize_exposure needs a manifest, an arrival or a key")
 
+    ccds = list(counted.values())
     latencies = {d: a.latency for d, a in counted.items()}
     values = np.fromiter(latencies.values(), dtype=float, count=len(latencies))
     over = sorted(d for d, lat in latencies.items() if lat > budget)
@@ -201,8 +210,8 @@ def summarize_exposure(
         over_budget=over,
         missing_detectors=missing,
         status=status,
-        first_readout=from_micros(min(a.readout_us for a in counted.values())) if counted else None,
-        last_arrival=from_micros(max(a.published_us for a in counted.values())) if counted else None,
+        first_readout=from_micros(min(a.readout_us for a in ccds)) if ccds else None,
+        last_arrival=from_micros(max(a.published_us for a in ccds)) if ccds else None,
         revision=revision,
         trigger=trigger,
         emitted_time=emitted_time or utcnow(),

@@ -16,13 +16,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from beam_jobs.core import Arrival, as_arrival, dedupe  # noqa: E402
-from beam_jobs.sinks import read_summaries  # noqa: E402
-from obsingest import codec  # noqa: E402
-from obsingest.messages import ArrivalEvent, ExposureSummary  # noqa: E402
+from beam_jobs.core import Arrival, as_arrival, dedupe
+from beam_jobs.sinks import read_summaries
+from obsingest import codec
+from obsingest.messages import ArrivalEvent, ExposureSummary
 
 _COLUMNS = (
     "exposure", "expected", "arrived", "complete", "p50 s", "p95 s", "max s", "over budget",

@@ -59,6 +59,10 @@ def to_bigquery_row(summary: ExposureSummary) -> dict[str, Any]:
     return summary.to_json_dict()
 
 
+def _order(summary: ExposureSummary) -> tuple[str, int, int]:
+    return (summary.instrument, summary.exposure, summary.revision)
+
+
 class WriteSummaryFile(beam.PTransform):
     """Batch: every summary into exactly one file ``path`` (no shard suffix), sorted by
     (instrument, exposure, revision) so the file reads like the night."""
@@ -72,7 +76,7 @@ class WriteSummaryFile(beam.PTransform):
             summaries
             | "Collect" >> beam.combiners.ToList()
             | "Sort"
-            >> beam.FlatMap(lambda xs: sorted(xs, key=lambda s: (s.instrument, s.exposure, s.revision)))
+            >> beam.FlatMap(lambda xs: sorted(xs, key=_order))
         )
         if is_avro(self.path):
             return (
@@ -136,8 +140,7 @@ def read_summaries(path: str) -> list[ExposureSummary]:
     """Summaries from a JSON-lines or Avro file (local or any Beam filesystem, e.g. gs://)."""
     with FileSystems.open(path) as fh:
         if is_avro(path):
-            return [
-                ExposureSummary.from_record(r) for r in codec.read_container(fh, ExposureSummary.SCHEMA)
-            ]
+            records = codec.read_container(fh, ExposureSummary.SCHEMA)
+            return [ExposureSummary.from_record(r) for r in records]
         text = fh.read().decode("utf-8")
     return [ExposureSummary.from_json_dict(json.loads(line)) for line in text.splitlines() if line]

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import apache_beam as beam
-from apache_beam.coders import PickleCoder, StrUtf8Coder, TupleCoder, VarIntCoder
 from apache_beam import typehints
+from apache_beam.coders import PickleCoder, StrUtf8Coder, TupleCoder, VarIntCoder
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import (

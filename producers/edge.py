@@ -19,10 +19,8 @@ from typing import Any
 
 from obsingest.dataid import DataId
 from obsingest.messages import utcnow
-from obsingest.settings import StoreSettings
-from obsingest.store import open_store
 from producers.compress import compress_fits
-from producers.uploader import DirectUploader
+from producers.sender import Sender, open_sender
 
 
 @dataclass(frozen=True)
@@ -32,7 +30,7 @@ class ShipJob:
     exposure: int
     detector: int
     readout_time: datetime
-    store_url: str
+    sender_url: str  # file://DIR, gs://BUCKET or kafka://HOST:PORT/TOPIC
     prefix: str = "raw/"
     quarantine_prefix: str = "quarantine/"
     compress_threads: int = 1
@@ -53,11 +51,9 @@ class ShipResult:
 
 
 @cache
-def _uploader(store_url: str, prefix: str, quarantine_prefix: str) -> DirectUploader:
-    store = open_store(
-        StoreSettings(url=store_url, prefix=prefix, quarantine_prefix=quarantine_prefix)
-    )
-    return DirectUploader(store, prefix, quarantine_prefix, producer=f"edge-{os.getpid()}")
+def _sender(url: str, prefix: str, quarantine_prefix: str) -> Sender:
+    """One sender per process and destination: connections stay warm between CCDs."""
+    return open_sender(url, prefix, quarantine_prefix, producer=f"edge-{os.getpid()}")
 
 
 def warm_up() -> None:
@@ -111,14 +107,14 @@ def ship_ccd(job: ShipJob) -> ShipResult:
     fz = compress_fits(raw, threads=job.compress_threads)
     t1 = time.perf_counter()
     compressed_time = utcnow()
-    result = _uploader(job.store_url, job.prefix, job.quarantine_prefix).send(
+    result = _sender(job.sender_url, job.prefix, job.quarantine_prefix).send(
         data_id, fz, job.readout_time, compressed_time
     )
     t2 = time.perf_counter()
     return ShipResult(
         data_id=data_id.key,
         status=result.status,
-        object_name=result.obj.name,
+        object_name=result.object_name,
         raw_size=len(raw),
         size=len(fz),
         checksum=result.checksum,

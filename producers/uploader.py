@@ -28,6 +28,10 @@ class UploadResult:
     obj: StoredObject
     checksum: str
 
+    @property
+    def object_name(self) -> str:
+        return self.obj.name
+
 
 def object_metadata(
     checksum: str, readout: datetime, compressed: datetime | None, transport: str, producer: str

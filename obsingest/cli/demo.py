@@ -53,6 +53,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also inject bad inputs and show they are quarantined without loss",
     )
+    p.add_argument(
+        "--stack",
+        choices=["embedded", "local"],
+        default="embedded",
+        help="embedded: no services (default); local: GCS and Pub/Sub emulators and "
+        "PostgreSQL from `obsingest stack up`",
+    )
+    p.add_argument(
+        "--transport",
+        choices=["direct", "kafka"],
+        default="direct",
+        help="direct: upload to the store (default); kafka: chunked Avro over Kafka, "
+        "reassembled by the assembler service",
+    )
     p.set_defaults(func=run)
 
 
@@ -71,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
         interval=args.interval,
         budget=args.budget,
         inject_bad=args.inject_bad,
+        stack=args.stack,
+        transport=args.transport,
     )
     result = DemoPipeline(config).run()
     print(format_summary_table(result.summaries))

@@ -9,16 +9,15 @@ re-delivered notification, and different bytes uploaded under an existing data i
 
 from __future__ import annotations
 
-import json
-import uuid
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from obsingest.dataid import DataId, make_exposure_id
 from obsingest.messages import utcnow
-from obsingest.notifications import storage_cloudevent
 from obsingest.store.base import StoredObject
-from obsingest.store.local import OUTBOX_DIR, LocalDirStore
 from producers.uploader import DirectUploader
+
+if TYPE_CHECKING:
+    from obsingest.cli.demo_envs import DemoEnvironment
 
 #: reason each injected input must be quarantined with (or "duplicate" for a no-op)
 EXPECTED_REASONS: dict[str, str] = {
@@ -34,32 +33,32 @@ EXPECTED_REASONS: dict[str, str] = {
 }
 
 
-def _raw_event(store: LocalDirStore, name: str, data: bytes = b"x") -> None:
-    """Write a notification as a buggy or hostile notifier would, bypassing the store's checks."""
-    obj = StoredObject(
-        bucket=store.bucket,
+def _fake_object(env: DemoEnvironment, name: str) -> StoredObject:
+    """A notification as a buggy or hostile notifier would send it, for an object never stored."""
+    return StoredObject(
+        bucket=env.store.bucket,
         name=name,
-        size=len(data),
+        size=1,
         crc32c="",
         md5_hash="",
         generation=1,
         time_created=utcnow(),
         metadata={},
     )
-    event = storage_cloudevent(obj)
-    path = store.root / OUTBOX_DIR / f"99999999999999999999-{uuid.uuid4().hex}.json"
-    path.write_text(json.dumps(event))
 
 
-def inject_bad_inputs(store: LocalDirStore, workdir: Path, good: DataId) -> dict[str, str]:
+def inject_bad_inputs(env: DemoEnvironment, good: DataId) -> dict[str, str]:
     """Inject every bad input next to the good CCD ``good`` (already stored)."""
+    store = env.store
     uploader = DirectUploader(store, producer="fault-injector")
     day_obs = good.day_obs
     good_name = good.object_name()
     good_bytes = store.read(good_name)
     now = utcnow()
 
-    _raw_event(store, f"raw/{good.instrument}/{day_obs}/../../../etc/passwd.fits.fz")
+    env.inject_notification(
+        _fake_object(env, f"raw/{good.instrument}/{day_obs}/../../../etc/passwd.fits.fz")
+    )
     store.put("misc/README.txt", b"not a CCD")
     unknown = f"raw/Nonesuch/{day_obs}/{good.exposure}/Nonesuch_{good.exposure}_000.fits.fz"
     store.put(unknown, good_bytes)
@@ -75,10 +74,9 @@ def inject_bad_inputs(store: LocalDirStore, workdir: Path, good: DataId) -> dict
     mismatch = DataId(good.instrument, make_exposure_id(day_obs, 903), 0)
     uploader.send(mismatch, good_bytes, now)
     gone = DataId(good.instrument, make_exposure_id(day_obs, 904), 0)
-    _raw_event(store, gone.object_name())
+    env.inject_notification(_fake_object(env, gone.object_name()))
     # a re-delivered notification for the good CCD: must be a no-op
-    path = store.root / OUTBOX_DIR / f"99999999999999999998-{uuid.uuid4().hex}.json"
-    path.write_text(json.dumps(storage_cloudevent(store.stat(good_name))))
+    env.inject_notification(store.stat(good_name))
     # different bytes under the good CCD's data id: refused, parked, quarantined
     uploader.send(good, good_bytes[:-2880] + bytes(2880), now)
     return EXPECTED_REASONS

@@ -20,16 +20,15 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from obsingest import codec, logs
-from obsingest.bus.memory import InMemoryBus, Message
 from obsingest.dataid import INSTRUMENTS, DataId, make_exposure_id
 from obsingest.messages import ArrivalEvent, ExposureManifest, ExposureSummary, utcnow
 from obsingest.registry import Registry
-from obsingest.settings import BusSettings, RegistrySettings, StoreSettings
-from obsingest.store.dispatch import OutboxDispatcher
-from obsingest.store.local import LocalDirStore
+
+if TYPE_CHECKING:
+    from obsingest.cli.demo_envs import DemoEnvironment
 
 FILTERS = ("u", "g", "r", "i", "z", "y")
 OUTPUTS = (
@@ -59,6 +58,8 @@ class DemoConfig:
     interval: float = 0.0
     budget: float = 5.0
     inject_bad: bool = False
+    stack: str = "embedded"
+    transport: str = "direct"
     day_obs: int | None = None
 
 
@@ -114,84 +115,60 @@ class DemoPipeline:
             else:
                 path.unlink(missing_ok=True)
 
-    def _on_arrival(self, message: Message) -> None:
-        event = ArrivalEvent.decode(message.data)
+    def _on_arrival(self, event: ArrivalEvent) -> None:
         with self._lock:
             self.arrivals.append(event)
 
-    def _on_manifest(self, message: Message) -> None:
+    def _on_manifest(self, manifest: ExposureManifest) -> None:
         with self._lock:
-            self.manifests.append(ExposureManifest.decode(message.data))
+            self.manifests.append(manifest)
 
     # run -------------------------------------------------------------------------------------
     def run(self) -> DemoResult:
-        from functions.register import main as register_function
-        from functions.register import wiring
-        from functions.register.service import RegisterService
+        from obsingest.cli.demo_envs import make_environment
+        from obsingest.cli.demo_transports import make_transport
+        from producers.edge import warm_pool
 
         cfg = self.config
         self._reset_workdir()
         log_file = (self.workdir / "demo.log").open("a")
         logs.configure(stream=log_file)
-        store_settings = StoreSettings(url=f"file://{self.workdir / 'store'}")
-        bus_settings = BusSettings()
-        registry = Registry.open(
-            RegistrySettings(url=f"sqlite:///{self.workdir / 'registry.sqlite3'}")
-        )
-        store = LocalDirStore(self.workdir / "store")
-        bus = InMemoryBus()
-        bus.subscribe(bus_settings.arrivals_topic, self._on_arrival)
-        bus.subscribe(bus_settings.exposures_topic, self._on_manifest)
-        wiring.configure(
-            RegisterService(
-                store=store,
-                registry=registry,
-                publisher=bus,
-                arrivals_topic=bus_settings.arrivals_topic,
-                prefix=store_settings.prefix,
-                quarantine_prefix=store_settings.quarantine_prefix,
-            )
-        )
-        from cloudevents.http import from_dict
-
-        dispatcher = OutboxDispatcher(
-            store.outbox(), lambda event: register_function.on_object_finalized(from_dict(event))
-        )
-        dispatcher.start()
+        env = make_environment(cfg.stack, self.workdir)
+        transport = make_transport(cfg.transport, env)
         day_obs = cfg.day_obs or int(datetime.now(UTC).strftime("%Y%m%d"))
         ship_log = (self.workdir / "ship.jsonl").open("w")
         try:
-            from producers.edge import warm_pool
-
+            env.start(self._on_arrival, self._on_manifest)
+            transport.start()
             self.progress.update(f"starting {cfg.workers} edge workers ...")
             with warm_pool(cfg.workers) as pool:
                 for index in range(cfg.exposures):
                     exposure = make_exposure_id(day_obs, index + 1)
                     self._run_exposure(
-                        pool, bus, bus_settings, store_settings, exposure, day_obs, index, ship_log
+                        pool, env, transport.sender_url, exposure, day_obs, index, ship_log
                     )
                     if cfg.inject_bad and index == 0:
                         from obsingest.cli.demo_faults import inject_bad_inputs
 
-                        inject_bad_inputs(store, self.workdir, DataId(cfg.instrument, exposure, 0))
+                        inject_bad_inputs(env, DataId(cfg.instrument, exposure, 0))
                     if cfg.interval and index + 1 < cfg.exposures:
                         time.sleep(cfg.interval)
             self.progress.update("waiting for the last registrations ...")
-            dispatcher.stop(drain=True)
+            transport.finish(timeout=120)
+            dead_lettered = env.finish(timeout=120)
+            result = self._summarize(env.registry, dead_lettered)
         finally:
             ship_log.close()
-            wiring.configure(None)
-        result = self._summarize(registry, dispatcher.dead_lettered)
-        registry.close()
-        log_file.close()
+            transport.close()
+            env.close()
+            log_file.close()
         return result
 
     def _run_exposure(
         self,
         pool: ProcessPoolExecutor,
-        bus: InMemoryBus,
-        bus_settings: BusSettings,
-        store_settings: StoreSettings,
+        env: DemoEnvironment,
+        sender_url: str,
         exposure: int,
         day_obs: int,
         index: int,
@@ -215,9 +192,7 @@ class DemoPipeline:
             filter=flt,
             published=utcnow(),
         )
-        bus.publish(
-            bus_settings.exposures_topic, manifest.encode(), key=f"{cfg.instrument}/{exposure}"
-        )
+        env.publish_manifest(manifest)
         raw_dir = self.workdir / "daq" / str(exposure)
         specs = [
             CcdSpec(
@@ -238,9 +213,9 @@ class DemoPipeline:
                 exposure,
                 det,
                 readout,
-                store_settings.url,
-                store_settings.prefix,
-                store_settings.quarantine_prefix,
+                sender_url,
+                env.store_settings.prefix,
+                env.store_settings.quarantine_prefix,
             )
             for det in detectors
         ]

@@ -18,12 +18,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "one with the worst max latency)."
         ),
     )
-    parser.add_argument("--summaries", nargs="+", required=True, metavar="FILE",
-                        help="ExposureSummary files: JSON lines or .avro (globs ok)")
-    parser.add_argument("--arrivals", nargs="+", default=[], metavar="FILE",
-                        help="ArrivalEvent Avro container files (globs ok) for per-CCD plots")
-    parser.add_argument("--output-dir", type=Path, default=Path("report"),
-                        help="where to write the PNG files (default ./report)")
+    parser.add_argument(
+        "--summaries",
+        nargs="+",
+        required=True,
+        metavar="FILE",
+        help="ExposureSummary files: JSON lines or .avro (globs ok)",
+    )
+    parser.add_argument(
+        "--arrivals",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="ArrivalEvent Avro container files (globs ok) for per-CCD plots",
+    )
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        default=Path("report"),
+        help="where to write the PNG files (default ./report)",
+    )
     parser.add_argument("--exposure", type=int, help="exposure id for the focal-plane map")
     parser.set_defaults(func=run)
 

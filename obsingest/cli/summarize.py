@@ -27,40 +27,79 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="per-exposure latency/completeness summaries with the Beam job (batch or streaming)",
         description=DESCRIPTION,
     )
-    parser.add_argument("--arrivals", nargs="+", default=[], metavar="FILE",
-                        help="ArrivalEvent Avro container files or globs (batch)")
-    parser.add_argument("--manifests", nargs="+", default=[], metavar="FILE",
-                        help="ExposureManifest Avro container files or globs (batch)")
-    parser.add_argument("--output", metavar="FILE",
-                        help="summaries file: JSON lines, or Avro if it ends in .avro")
-    parser.add_argument("--alerts-output", metavar="FILE",
-                        help="also write budget breaches (OVER_BUDGET/INCOMPLETE) here")
-    parser.add_argument("--budget", type=float, default=5.0,
-                        help="per-CCD budget in seconds, readout -> published (default 5)")
+    parser.add_argument(
+        "--arrivals",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="ArrivalEvent Avro container files or globs (batch)",
+    )
+    parser.add_argument(
+        "--manifests",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="ExposureManifest Avro container files or globs (batch)",
+    )
+    parser.add_argument(
+        "--output", metavar="FILE", help="summaries file: JSON lines, or Avro if it ends in .avro"
+    )
+    parser.add_argument(
+        "--alerts-output",
+        metavar="FILE",
+        help="also write budget breaches (OVER_BUDGET/INCOMPLETE) here",
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=5.0,
+        help="per-CCD budget in seconds, readout -> published (default 5)",
+    )
     stream = parser.add_argument_group("streaming")
-    stream.add_argument("--streaming", action="store_true",
-                        help="run the streaming job instead of batch")
-    stream.add_argument("--project", default=os.environ.get("PUBSUB_PROJECT_ID", "obsingest-local"),
-                        help="Pub/Sub project for short names (default $PUBSUB_PROJECT_ID or "
-                        "obsingest-local)")
-    stream.add_argument("--arrivals-subscription", default="ccd-arrivals-beam",
-                        help="subscription on ccd-arrivals (short name or full path)")
-    stream.add_argument("--manifests-subscription", default="exposures-beam",
-                        help="subscription on exposures (short name or full path)")
-    stream.add_argument("--summaries-topic", default="exposure-summaries",
-                        help="topic for summaries ('' for none)")
-    stream.add_argument("--alerts-topic", default="budget-alerts",
-                        help="topic for budget breaches ('' for none)")
+    stream.add_argument(
+        "--streaming", action="store_true", help="run the streaming job instead of batch"
+    )
+    stream.add_argument(
+        "--project",
+        default=os.environ.get("PUBSUB_PROJECT_ID", "obsingest-local"),
+        help="Pub/Sub project for short names (default $PUBSUB_PROJECT_ID or obsingest-local)",
+    )
+    stream.add_argument(
+        "--arrivals-subscription",
+        default="ccd-arrivals-beam",
+        help="subscription on ccd-arrivals (short name or full path)",
+    )
+    stream.add_argument(
+        "--manifests-subscription",
+        default="exposures-beam",
+        help="subscription on exposures (short name or full path)",
+    )
+    stream.add_argument(
+        "--summaries-topic", default="exposure-summaries", help="topic for summaries ('' for none)"
+    )
+    stream.add_argument(
+        "--alerts-topic", default="budget-alerts", help="topic for budget breaches ('' for none)"
+    )
     stream.add_argument("--kafka-bootstrap", help="also read from Kafka (needs Java expansion)")
     stream.add_argument("--bigquery-table", help="also write summaries to PROJECT:DATASET.TABLE")
-    stream.add_argument("--grace", type=float, default=5.0,
-                        help="seconds after first readout + budget before forcing a summary")
-    stream.add_argument("--allowed-lateness", type=float, default=600.0,
-                        help="seconds after the deadline that late arrivals revise a summary")
-    stream.add_argument("--run-for", type=float,
-                        help="stop the streaming job after this many seconds")
-    parser.add_argument("beam_args", nargs=argparse.REMAINDER,
-                        help="after '--': options passed to Beam unchanged")
+    stream.add_argument(
+        "--grace",
+        type=float,
+        default=5.0,
+        help="seconds after first readout + budget before forcing a summary",
+    )
+    stream.add_argument(
+        "--allowed-lateness",
+        type=float,
+        default=600.0,
+        help="seconds after the deadline that late arrivals revise a summary",
+    )
+    stream.add_argument(
+        "--run-for", type=float, help="stop the streaming job after this many seconds"
+    )
+    parser.add_argument(
+        "beam_args", nargs=argparse.REMAINDER, help="after '--': options passed to Beam unchanged"
+    )
     parser.set_defaults(func=run)
 
 
@@ -104,7 +143,11 @@ def run(args: argparse.Namespace) -> int:
     from beam_jobs.summarize import run_batch
 
     summaries = run_batch(
-        args.arrivals, args.manifests, args.output, args.budget, beam_args,
+        args.arrivals,
+        args.manifests,
+        args.output,
+        args.budget,
+        beam_args,
         alerts_output=args.alerts_output,
     )
     print(format_summary_table(summaries))

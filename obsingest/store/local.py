@@ -170,6 +170,12 @@ class LocalOutbox:
                 continue  # acked by a concurrent consumer
         return out
 
+    def inject(self, event: dict) -> Path:
+        """Queue an arbitrary event, as a (possibly buggy) notifier would: fault injection."""
+        path = self.directory / f"{time.time_ns():020d}-{uuid.uuid4().hex}.json"
+        _write_synced(path, json.dumps(event).encode(), atomic=True)
+        return path
+
     def ack(self, path: Path) -> None:
         path.unlink(missing_ok=True)
 

@@ -14,7 +14,13 @@ import pytest
 
 from beam_jobs.streaming import StreamingSettings, run_streaming
 from obsingest.dataid import DataId, dataset_id
-from obsingest.messages import ArrivalEvent, ExposureManifest, ExposureSummary, SummaryStatus, utcnow
+from obsingest.messages import (
+    ArrivalEvent,
+    ExposureManifest,
+    ExposureSummary,
+    SummaryStatus,
+    utcnow,
+)
 from tests.integration.fixtures.handles import PubSubService
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,13 @@ from apache_beam.testing.test_stream import TestStream
 from apache_beam.utils.timestamp import Timestamp
 
 from beam_jobs.core import Arrival, to_micros
-from beam_jobs.transforms import ALERTS, SUMMARIES, ExposureSummaries, SummaryConfig, with_event_time
+from beam_jobs.transforms import (
+    ALERTS,
+    SUMMARIES,
+    ExposureSummaries,
+    SummaryConfig,
+    with_event_time,
+)
 from obsingest.dataid import DataId, dataset_id
 from obsingest.messages import ArrivalEvent, ExposureManifest, ExposureSummary
 

@@ -153,3 +153,14 @@ def test_ids_and_names() -> None:
 def test_invalid_specs_are_rejected(change: dict) -> None:
     with pytest.raises(ValueError):
         replace(SPEC, **change)
+
+
+def test_faint_sky_is_poisson() -> None:
+    """Below 50 e- the sky is drawn exactly (CDF inversion): mean and variance both ~ the mean."""
+    spec = replace(SPEC, filter="u", exposure_time=10.0, size="full")
+    hdus = _open(generate_raw_ccd(spec))
+    amp = hdus[2].data[:2000, 3:512].astype(np.float64) - hdus[2].header["BIASLVL"]
+    rn = hdus[2].header["RDNOISE"]
+    core = amp[np.abs(amp) < 60]
+    assert abs(core.mean() - 10.0) < 0.2
+    assert abs(core.var() - (10.0 + rn**2)) < 1.0

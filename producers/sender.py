@@ -1,0 +1,49 @@
+"""The edge's one verb: send a compressed CCD towards the data facility.
+
+Two implementations: ``producers.uploader.DirectUploader`` (object store, transport (a)) and
+``producers.kafka`` (chunked Avro over Kafka, transport (b)). ``open_sender`` picks one from a URL
+so edge workers, the demo and the transfer harness share one code path.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Protocol
+
+from obsingest.dataid import DataId
+
+
+class SendResult(Protocol):
+    status: str  # stored | exists | conflict (direct); acked (kafka)
+    checksum: str
+
+    @property
+    def object_name(self) -> str: ...
+
+
+class Sender(Protocol):
+    def send(
+        self,
+        data_id: DataId,
+        data: bytes,
+        readout_time: datetime,
+        compressed_time: datetime | None = None,
+    ) -> SendResult: ...
+
+
+def open_sender(url: str, prefix: str, quarantine_prefix: str, producer: str) -> Sender:
+    """``file://DIR`` or ``gs://BUCKET`` (direct upload), ``kafka://HOST:PORT/TOPIC`` (chunks)."""
+    if url.startswith(("file://", "gs://")):
+        from obsingest.settings import StoreSettings
+        from obsingest.store import open_store
+        from producers.uploader import DirectUploader
+
+        store = open_store(
+            StoreSettings(url=url, prefix=prefix, quarantine_prefix=quarantine_prefix)
+        )
+        return DirectUploader(store, prefix, quarantine_prefix, producer=producer)
+    if url.startswith("kafka://"):
+        from producers.kafka import open_kafka_sender
+
+        return open_kafka_sender(url, producer=producer)
+    raise ValueError(f"unsupported destination {url!r} (file://, gs://, kafka://)")
