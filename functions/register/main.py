@@ -25,6 +25,8 @@ from obsingest.errors import BadMessage, RetriableError
 from obsingest.logs import get_logger, log_event
 
 log = get_logger("obsingest.register.http")
+
+
 @functions_framework.cloud_event
 def on_object_finalized(event: CloudEvent) -> None:
     """Raise on retriable failure (the trigger redelivers); return normally otherwise."""

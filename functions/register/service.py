@@ -16,11 +16,11 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from obsingest import fitsinfo
 from obsingest.bus.base import Publisher
 from obsingest.checksums import checksum_from_crc32c_b64, checksum_str, crc32c_b64
 from obsingest.dataid import DataId, parse_object_name
-from obsingest.errors import ChecksumMismatch, HeaderMismatch, PermanentError
+from obsingest.errors import ChecksumMismatch, CorruptFile, HeaderMismatch, PermanentError
+from obsingest.fits import parse_fits
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ArrivalEvent, utcnow
 from obsingest.notifications import MetadataKeys, ObjectEvent
@@ -139,28 +139,34 @@ class RegisterService:
 
     def _check_header(self, name: str, data: bytes, data_id: DataId) -> ExposureRecord:
         """Refuse truncated/garbled files and files whose header names another CCD."""
-        info = fitsinfo.inspect(data, f"object {name!r}")
-        header = info.primary
+        try:
+            primary = parse_fits(data)[0]
+            found = {
+                "INSTRUME": primary.str_value("INSTRUME"),
+                "EXPID": primary.int_value("EXPID", -1),
+                "DETECTOR": primary.int_value("DETECTOR", -1),
+            }
+            exptime = primary.float_value("EXPTIME")
+        except CorruptFile as exc:
+            raise CorruptFile(f"object {name!r}: {exc}") from None
         expected = {
             "INSTRUME": data_id.instrument,
             "EXPID": data_id.exposure,
             "DETECTOR": data_id.detector,
         }
         for key, value in expected.items():
-            if header.get(key) != value:
+            if found[key] != value:
                 raise HeaderMismatch(
-                    f"object {name!r}: header {key}={header.get(key)!r} but the name says {value!r}"
+                    f"object {name!r}: header {key}={found[key]!r} but the name says {value!r}"
                 )
-        obs_start = header.get("DATE-OBS")
-        exptime = header.get("EXPTIME")
-        physical_filter = header.get("FILTER")
+        obs_start = primary.str_value("DATE-OBS")
         return ExposureRecord(
             instrument=data_id.instrument,
             exposure=data_id.exposure,
             day_obs=data_id.day_obs,
-            obs_start=_parse_iso(obs_start) if isinstance(obs_start, str) else None,
-            exposure_time=float(exptime) if isinstance(exptime, (int, float)) else None,
-            physical_filter=physical_filter if isinstance(physical_filter, str) else None,
+            obs_start=_parse_iso(obs_start) if obs_start else None,
+            exposure_time=exptime,
+            physical_filter=primary.str_value("FILTER"),
         )
 
     def _quarantine(

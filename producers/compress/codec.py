@@ -41,8 +41,7 @@ from astropy.io.fits.hdu.compressed._compression import (
 )
 
 from obsingest.errors import CorruptFile
-from obsingest.logs import get_logger, log_event
-from producers.compress.fits import (
+from obsingest.fits import (
     BLANK_CARD,
     BLOCK,
     Hdu,
@@ -53,6 +52,7 @@ from producers.compress.fits import (
     parse_fits,
     rename_card,
 )
+from obsingest.logs import get_logger, log_event
 
 __all__ = [
     "BLOCKSIZE",

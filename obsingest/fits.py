@@ -1,8 +1,9 @@
 """Minimal, strict FITS structure reader and writer helpers (header cards and block layout).
 
-The compressor only needs the block structure of a file (where each header and data unit is, and
-the handful of keywords that size them), so it reads that by hand: fast, and every way the bytes
-can be wrong becomes a :class:`~obsingest.errors.CorruptFile` naming the reason.
+The compressor and the register function only need the block structure of a file (where each
+header and data unit is, and the handful of keywords that size them), so it is read by hand:
+headers only, in milliseconds, and every way the bytes can be wrong (truncated, garbled, trailing
+garbage) becomes a :class:`~obsingest.errors.CorruptFile` naming the reason.
 """
 
 from __future__ import annotations
@@ -43,6 +44,17 @@ class Hdu:
         except ValueError:
             raise CorruptFile(
                 f"HDU {self.index}: keyword {key} is not an integer: {text!r}"
+            ) from None
+
+    def float_value(self, key: str) -> float | None:
+        text = self.value(key)
+        if text is None:
+            return None
+        try:
+            return float(text.replace("D", "E"))
+        except ValueError:
+            raise CorruptFile(
+                f"HDU {self.index}: keyword {key} is not a number: {text!r}"
             ) from None
 
     def str_value(self, key: str) -> str | None:
@@ -138,6 +150,10 @@ def parse_fits(data: bytes | memoryview) -> list[Hdu]:
         raise CorruptFile("empty file: 0 bytes")
     if bytes(buf[:10]) != b"SIMPLE  = ":
         raise CorruptFile("not a FITS file: does not start with SIMPLE =")
+    if size % BLOCK:
+        raise CorruptFile(
+            f"truncated: {size} bytes is not a whole number of {BLOCK}-byte FITS blocks"
+        )
     hdus: list[Hdu] = []
     offset = 0
     while offset < size:

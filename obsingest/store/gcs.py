@@ -1,0 +1,311 @@
+"""Google Cloud Storage behind ``ObjectStore``: create-once writes, verified bytes, bounded retries.
+
+- One ``storage.Client`` per store, and one store per process (see ``producers.edge``): its HTTP
+  session keeps connections warm, which is most of a small upload's latency.
+- ``put`` sends the CRC32C (computed by the client) and the MD5 in the object resource, so the
+  service refuses bytes corrupted in transit, and writes with ``ifGenerationMatch=0``: a 412
+  means "already there", resolved by comparing checksums (same bytes: idempotent success;
+  different bytes: ObjectConflict, which the uploader parks under ``quarantine/``).
+- Retries are ours (``obsingest.retry``), not the library's, so they stop at the 5 s budget and
+  retry only what can heal: 429, 408, 5xx, connection resets/aborts, timeouts, and at most
+  ``auth_retries`` times a 403 (production saw transient 403s on object HEAD). Everything else
+  surfaces at once as a PermanentError subclass.
+- With ``STORAGE_EMULATOR_HOST`` set (fake-gcs-server) the client uses anonymous credentials.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import requests
+from google.api_core import exceptions as api_exceptions
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from obsingest.checksums import crc32c_b64, md5_b64
+from obsingest.errors import ObjectMissing, PermanentError
+from obsingest.logs import get_logger, log_event
+from obsingest.retry import Attempt, RetryPolicy, Transient, call_with_retries
+from obsingest.store.base import ObjectConflict, PutResult, StoredObject
+
+log = get_logger("obsingest.store.gcs")
+
+T = TypeVar("T")
+
+CONTENT_TYPE = "application/fits"
+
+
+class GcsSettings(BaseSettings):
+    """GCS client behaviour (``OBSINGEST_GCS_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="OBSINGEST_GCS_", extra="ignore")
+
+    #: Project for the client; with an emulator any name works.
+    project: str = "obsingest-local"
+    #: Total time one store call may take, retries included: the per-CCD budget.
+    deadline_seconds: float = Field(default=5.0, gt=0)
+    #: Upper bound of a single HTTP request (also bounded by what is left of the deadline).
+    request_timeout: float = Field(default=5.0, gt=0)
+    max_attempts: int = Field(default=6, ge=1)
+    base_delay: float = Field(default=0.05, ge=0)
+    max_delay: float = Field(default=1.0, ge=0)
+    #: Extra tries for a 403: a transient auth failure heals fast or is not transient.
+    auth_retries: int = Field(default=2, ge=0)
+    #: HTTP connections kept per host (parallel uploads/reads from one process).
+    pool_connections: int = Field(default=32, ge=1)
+
+    def policy(self) -> RetryPolicy:
+        return RetryPolicy(
+            max_attempts=self.max_attempts,
+            base_delay=self.base_delay,
+            max_delay=self.max_delay,
+            deadline=self.deadline_seconds,
+        )
+
+
+# -- errors -----------------------------------------------------------------------------------
+class StoreRequestRefused(PermanentError):
+    """The store refused the request itself (400, 401, 404 bucket, 405, ...): retrying cannot help."""
+
+    reason = "store-request-refused"
+
+
+class BucketMissing(StoreRequestRefused):
+    reason = "bucket-missing"
+
+
+class StorePermissionDenied(StoreRequestRefused):
+    reason = "store-permission-denied"
+
+
+_RETRIABLE_STATUS = {408, 429, 500, 502, 503, 504}
+
+
+def _status_of(exc: BaseException) -> int | None:
+    code = getattr(exc, "code", None)
+    if isinstance(code, int):
+        return code
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def classify_gcs_error(exc: BaseException, auth_retries: int = 2) -> Transient | None:
+    """Transient (with its kind) for errors a retry can fix; None for permanent ones.
+
+    A 412 is neither: it is create-once's "already there" and is handled by ``put``, so it is
+    classified permanent here (no retry) and caught by the caller.
+    """
+    from google.auth.exceptions import TransportError
+
+    if isinstance(exc, api_exceptions.GoogleAPICallError):
+        status = _status_of(exc)
+        if status in _RETRIABLE_STATUS:
+            return Transient(f"http-{status}")
+        if status == 403:
+            return Transient("http-403", max_retries=auth_retries)
+        return None
+    if isinstance(exc, (requests.Timeout, TimeoutError)):
+        return Transient("timeout")
+    if isinstance(
+        exc,
+        (
+            requests.ConnectionError,
+            requests.exceptions.ChunkedEncodingError,
+            ConnectionError,
+            TransportError,
+        ),
+    ):
+        return Transient("connection")
+    if type(exc).__name__ == "DataCorruption":  # checksum mismatch in transit: send again
+        return Transient("data-corruption")
+    return None
+
+
+def _permanent(exc: BaseException, bucket: str, what: str) -> PermanentError | None:
+    """The PermanentError a non-retriable library error means, or None (not ours to map)."""
+    status = _status_of(exc) if isinstance(exc, api_exceptions.GoogleAPICallError) else None
+    if status is None:
+        return None
+    if status == 404:
+        return BucketMissing(f"{what}: bucket {bucket!r} not found ({exc})")
+    if status in (401, 403):
+        return StorePermissionDenied(f"{what}: permission denied ({exc})")
+    return StoreRequestRefused(f"{what}: refused with HTTP {status} ({exc})")
+
+
+# -- client -----------------------------------------------------------------------------------
+def make_client(settings: GcsSettings) -> Any:
+    """A storage client with a pooled session; anonymous against an emulator."""
+    from google.cloud import storage
+    from requests.adapters import HTTPAdapter
+
+    emulator = os.environ.get("STORAGE_EMULATOR_HOST")
+    if emulator:
+        from google.auth.credentials import AnonymousCredentials
+        from google.auth.transport.requests import AuthorizedSession
+
+        credentials: Any = AnonymousCredentials()
+        session = AuthorizedSession(credentials)
+        client = storage.Client(
+            project=settings.project,
+            credentials=credentials,
+            client_options={"api_endpoint": emulator},
+            _http=session,
+        )
+    else:
+        import google.auth
+        from google.auth.transport.requests import AuthorizedSession
+
+        credentials, project = google.auth.default()
+        session = AuthorizedSession(credentials)
+        client = storage.Client(project=project or settings.project, _http=session)
+    adapter = HTTPAdapter(
+        pool_connections=settings.pool_connections, pool_maxsize=settings.pool_connections
+    )
+    session.mount("https://", adapter)
+    session.mount("http://", adapter)
+    return client
+
+
+def _stored(blob: Any, bucket: str) -> StoredObject:
+    created = blob.time_created or datetime.now(UTC)
+    return StoredObject(
+        bucket=bucket,
+        name=blob.name,
+        size=int(blob.size or 0),
+        crc32c=blob.crc32c or "",
+        md5_hash=blob.md5_hash or "",
+        generation=int(blob.generation or 0),
+        time_created=created if created.tzinfo else created.replace(tzinfo=UTC),
+        metadata={str(k): str(v) for k, v in (blob.metadata or {}).items()},
+        uri=f"gs://{bucket}/{blob.name}",
+    )
+
+
+class GcsStore:
+    """A GCS bucket as an ``ObjectStore``. Thread-safe; share one per process."""
+
+    def __init__(
+        self, bucket: str, client: Any = None, settings: GcsSettings | None = None
+    ) -> None:
+        self.settings = settings or GcsSettings()
+        self.bucket = bucket
+        self.client = client or make_client(self.settings)
+        self._bucket = self.client.bucket(bucket)
+        self.policy = self.settings.policy()
+
+    def uri(self, name: str) -> str:
+        return f"gs://{self.bucket}/{name}"
+
+    def _timeout(self, remaining: float) -> float:
+        return max(0.05, min(self.settings.request_timeout, remaining))
+
+    def _retrying(self, what: str, name: str, fn: Callable[[float], T]) -> T:
+        def on_retry(attempt: Attempt) -> None:
+            log_event(
+                log,
+                "gcs.retry",
+                logging.WARNING,
+                op=what,
+                object=name,
+                attempt=attempt.number,
+                kind=attempt.kind,
+                delay_s=round(attempt.delay, 4),
+                error=str(attempt.error)[:300],
+            )
+
+        auth_retries = self.settings.auth_retries
+        return call_with_retries(
+            fn,
+            lambda exc: classify_gcs_error(exc, auth_retries),
+            self.policy,
+            what=f"gcs {what} gs://{self.bucket}/{name}",
+            on_retry=on_retry,
+        )
+
+    # API -------------------------------------------------------------------------------------
+    def put(self, name: str, data: bytes, metadata: dict[str, str] | None = None) -> PutResult:
+        """Create-once upload; same bytes already there -> created=False; else ObjectConflict."""
+        crc, md5 = crc32c_b64(data), md5_b64(data)
+
+        def upload(remaining: float) -> StoredObject:
+            blob = self._bucket.blob(name)
+            blob.metadata = dict(metadata or {})
+            blob.md5_hash = md5  # the service verifies it; crc32c is added by checksum=
+            blob.upload_from_string(
+                data,
+                content_type=CONTENT_TYPE,
+                if_generation_match=0,
+                checksum="crc32c",
+                retry=None,
+                timeout=self._timeout(remaining),
+            )
+            return _stored(blob, self.bucket)
+
+        try:
+            obj = self._retrying("put", name, upload)
+        except api_exceptions.PreconditionFailed:
+            existing = self.stat(name)
+            if existing.size == len(data) and existing.crc32c == crc:
+                log_event(log, "gcs.put.exists", object=name, size=len(data))
+                return PutResult(existing, created=False)
+            raise ObjectConflict(
+                f"object {self.uri(name)!r} already exists with different bytes "
+                f"(stored crc32c {existing.crc32c}, {existing.size} B; new {crc}, {len(data)} B)",
+                existing,
+                crc,
+            ) from None
+        except api_exceptions.GoogleAPICallError as exc:
+            raise _permanent(exc, self.bucket, f"put {name!r}") or exc from exc
+        return PutResult(obj, created=True)
+
+    def stat(self, name: str) -> StoredObject:
+        """Object metadata (a GET of the resource: GCS's HEAD). 403s are retried, bounded."""
+
+        def head(remaining: float) -> Any:
+            return self._bucket.get_blob(name, retry=None, timeout=self._timeout(remaining))
+
+        try:
+            blob = self._retrying("stat", name, head)
+        except api_exceptions.GoogleAPICallError as exc:
+            raise _permanent(exc, self.bucket, f"stat {name!r}") or exc from exc
+        if blob is None:
+            raise ObjectMissing(f"object {self.uri(name)!r} does not exist")
+        return _stored(blob, self.bucket)
+
+    def read(self, name: str) -> bytes:
+        """Whole object, CRC32C-verified by the client; ObjectMissing when absent."""
+
+        def download(remaining: float) -> bytes:
+            blob = self._bucket.blob(name)
+            data: bytes = blob.download_as_bytes(
+                checksum="crc32c", retry=None, timeout=self._timeout(remaining)
+            )
+            return data
+
+        try:
+            return self._retrying("read", name, download)
+        except api_exceptions.NotFound as exc:
+            raise ObjectMissing(f"object {self.uri(name)!r} does not exist") from exc
+        except api_exceptions.GoogleAPICallError as exc:
+            raise _permanent(exc, self.bucket, f"read {name!r}") or exc from exc
+
+    def delete(self, name: str) -> None:
+        """Remove an object (tests and operators only: the pipeline never deletes)."""
+        self._bucket.blob(name).delete()
+
+
+__all__ = [
+    "BucketMissing",
+    "GcsSettings",
+    "GcsStore",
+    "StorePermissionDenied",
+    "StoreRequestRefused",
+    "classify_gcs_error",
+    "make_client",
+]
