@@ -36,7 +36,7 @@ def test_reads_structure_and_primary_header():
     [
         (lambda d: d[: len(d) - 10], "truncated"),
         (lambda d: d[:2000], "not a whole number"),
-        (lambda d: d[:2880] + bytes(2880), "does not start with XTENSION"),
+        (lambda d: d[:2880] + b"X" * 2880, "does not start with XTENSION"),
         (lambda d: b"GARBAGE" + d, "not a FITS file"),
         (lambda d: d + b"trailing junk" + bytes(2867), "does not start with XTENSION"),
         (
