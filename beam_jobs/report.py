@@ -25,8 +25,16 @@ from obsingest import codec
 from obsingest.messages import ArrivalEvent, ExposureSummary
 
 _COLUMNS = (
-    "exposure", "expected", "arrived", "complete", "p50 s", "p95 s", "max s", "over budget",
-    "missing", "status",
+    "exposure",
+    "expected",
+    "arrived",
+    "complete",
+    "p50 s",
+    "p95 s",
+    "max s",
+    "over budget",
+    "missing",
+    "status",
 )
 
 
@@ -145,8 +153,15 @@ def plot_night(summaries: list[ExposureSummary], path: Path) -> Path:
     ax.plot(x, mx, marker=".", linewidth=1, alpha=0.7, label="max")
     bad = [i for i, s in enumerate(rows) if s.status != "OK"]
     if bad:
-        ax.scatter(bad, [mx[i] if not math.isnan(mx[i]) else 0 for i in bad], marker="o",
-                   facecolors="none", edgecolors="tab:red", s=60, label="not OK")
+        ax.scatter(
+            bad,
+            [mx[i] if not math.isnan(mx[i]) else 0 for i in bad],
+            marker="o",
+            facecolors="none",
+            edgecolors="tab:red",
+            s=60,
+            label="not OK",
+        )
     if rows:
         _budget_line(ax, rows[0].budget_seconds)
     ax.set_xlabel("exposure (in order of exposure id)")
@@ -162,8 +177,12 @@ def focal_plane_positions(instrument: str, detectors: Iterable[int]) -> dict[int
     grid (ComCam: 3x3). Positions are (column, row)."""
     dets = sorted(detectors)
     if instrument == "LSSTCam":
-        rafts = [(c, r) for r in range(5) for c in range(5) if (c, r) not in
-                 {(0, 0), (4, 0), (0, 4), (4, 4)}]
+        rafts = [
+            (c, r)
+            for r in range(5)
+            for c in range(5)
+            if (c, r) not in {(0, 0), (4, 0), (0, 4), (4, 4)}
+        ]
         out = {}
         for d in dets:
             raft, sensor = divmod(d, 9)
@@ -175,12 +194,17 @@ def focal_plane_positions(instrument: str, detectors: Iterable[int]) -> dict[int
 
 
 def plot_focal_plane(
-    summary: ExposureSummary, arrivals: list[ArrivalEvent] | list[Arrival], path: Path,
+    summary: ExposureSummary,
+    arrivals: list[ArrivalEvent] | list[Arrival],
+    path: Path,
     detectors: Sequence[int] | None = None,
 ) -> Path:
     """Per-detector latency of one exposure on the focal plane; missing detectors hatched grey."""
-    ccds = {a.detector: a.latency for a in _per_ccd(arrivals)
-            if a.key == (summary.instrument, summary.exposure)}
+    ccds = {
+        a.detector: a.latency
+        for a in _per_ccd(arrivals)
+        if a.key == (summary.instrument, summary.exposure)
+    }
     known = set(detectors or ()) | set(ccds) | set(summary.missing_detectors)
     pos = focal_plane_positions(summary.instrument, known)
     width = max((c for c, _ in pos.values()), default=0) + 1
@@ -191,23 +215,41 @@ def plot_focal_plane(
             grid[r, c] = ccds[d]
     budget = summary.budget_seconds
     fig, ax = plt.subplots(figsize=(7, 6), layout="constrained")
-    img = ax.imshow(grid, origin="lower", cmap="magma_r",
-                    vmin=0, vmax=max(budget * 1.5, np.nanmax(grid) if ccds else budget))
+    img = ax.imshow(
+        grid,
+        origin="lower",
+        cmap="magma_r",
+        vmin=0,
+        vmax=max(budget * 1.5, np.nanmax(grid) if ccds else budget),
+    )
     for d in summary.missing_detectors:
         if d in pos:
             c, r = pos[d]
-            ax.add_patch(plt.Rectangle((c - 0.5, r - 0.5), 1, 1, facecolor="lightgrey",
-                                       hatch="xx", edgecolor="grey"))
+            ax.add_patch(
+                plt.Rectangle(
+                    (c - 0.5, r - 0.5), 1, 1, facecolor="lightgrey", hatch="xx", edgecolor="grey"
+                )
+            )
     for d, lat in ccds.items():
         if lat > budget:
             c, r = pos[d]
-            ax.add_patch(plt.Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False,
-                                       edgecolor="tab:red", linewidth=1.5))
+            ax.add_patch(
+                plt.Rectangle(
+                    (c - 0.5, r - 0.5), 1, 1, fill=False, edgecolor="tab:red", linewidth=1.5
+                )
+            )
     if width <= 5:
         for d, (c, r) in pos.items():
             label = f"{d}\n{ccds[d]:.2f} s" if d in ccds else f"{d}\nmissing"
-            ax.text(c, r, label, ha="center", va="center", fontsize=9,
-                    bbox={"facecolor": "white", "alpha": 0.7, "edgecolor": "none"})
+            ax.text(
+                c,
+                r,
+                label,
+                ha="center",
+                va="center",
+                fontsize=9,
+                bbox={"facecolor": "white", "alpha": 0.7, "edgecolor": "none"},
+            )
     fig.colorbar(img, ax=ax, label="latency [s] (red frame: over budget; grey: missing)")
     ax.set_xticks([])
     ax.set_yticks([])

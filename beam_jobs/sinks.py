@@ -75,8 +75,7 @@ class WriteSummaryFile(beam.PTransform):
         ordered = (
             summaries
             | "Collect" >> beam.combiners.ToList()
-            | "Sort"
-            >> beam.FlatMap(lambda xs: sorted(xs, key=_order))
+            | "Sort" >> beam.FlatMap(lambda xs: sorted(xs, key=_order))
         )
         if is_avro(self.path):
             return (
@@ -93,8 +92,7 @@ class WriteSummaryFile(beam.PTransform):
         return (
             ordered
             | "ToJson" >> beam.Map(to_json_line)
-            | "WriteJsonl"
-            >> beam.io.WriteToText(self.path, num_shards=1, shard_name_template="")
+            | "WriteJsonl" >> beam.io.WriteToText(self.path, num_shards=1, shard_name_template="")
         )
 
 

@@ -4,7 +4,8 @@
 ``manifests`` (:class:`ExposureManifest`) and ``arrivals`` (:class:`beam_jobs.core.Arrival`); it
 keys both by (instrument, exposure) and then
 
-* batch: groups each exposure once (GroupByKey) and summarizes it, trigger ``batch``;
+* batch: folds each exposure once (CombinePerKey, lifted before the shuffle) and summarizes
+  it, trigger ``batch``;
 * streaming: runs :class:`ExposureStateFn`, a stateful DoFn with an event-time timer that emits
   when every expected detector has arrived or at the deadline, and revises after late arrivals.
 
@@ -88,9 +89,7 @@ def manifest_from_record(record: dict[str, Any]) -> ExposureManifest:
 
 def with_event_time(element: ExposureManifest | Arrival) -> beam.window.TimestampedValue:
     """Event time = readout time for arrivals, shutter open (obs_start) for manifests."""
-    micros = (
-        element.readout_us if isinstance(element, Arrival) else to_micros(element.obs_start)
-    )
+    micros = element.readout_us if isinstance(element, Arrival) else to_micros(element.obs_start)
     return beam.window.TimestampedValue(element, Timestamp(micros=micros))
 
 
@@ -131,32 +130,63 @@ def key_arrival(arrival: Arrival) -> tuple[ExposureKey, tuple[str, Any]]:
     return ((arrival.instrument, arrival.exposure), (ARRIVAL, tuple(arrival)))
 
 
-def first_manifest(manifests: Iterable[ExposureManifest]) -> ExposureManifest | None:
-    """A re-published manifest is a duplicate: the earliest published one defines the exposure."""
-    return min(manifests, key=lambda m: m.published, default=None)
-
-
 # ---------------------------------------------------------------------------------------------
 # Batch: one group per exposure
 
 
+class FoldExposure(beam.CombineFn):
+    """Batch: fold one exposure's tagged elements into [earliest manifest, best arrival per
+    detector].
+
+    This is the reduction :func:`beam_jobs.core.dedupe` makes (per detector, the earliest
+    publication wins; ties by dataset id, then readout), done as a CombineFn so the runner folds
+    each bundle *before* the shuffle: one small accumulator per exposure crosses it instead of
+    every arrival. The accumulator is mutated in place, which Beam allows.
+    """
+
+    def create_accumulator(self) -> list[Any]:
+        return [None, {}]
+
+    def add_input(self, acc: list[Any], element: tuple[str, Any]) -> list[Any]:
+        kind, payload = element
+        if kind == MANIFEST:
+            if acc[0] is None or payload.published < acc[0].published:
+                acc[0] = payload
+            return acc
+        best: dict[int, tuple] = acc[1]
+        current = best.get(payload[3])
+        if current is None or _rank(payload) < _rank(current):
+            best[payload[3]] = payload
+        return acc
+
+    def merge_accumulators(self, accumulators: Iterable[list[Any]]) -> list[Any]:
+        merged = self.create_accumulator()
+        for manifest, best in accumulators:
+            if manifest is not None:
+                self.add_input(merged, (MANIFEST, manifest))
+            for arrival in best.values():
+                self.add_input(merged, (ARRIVAL, arrival))
+        return merged
+
+    def extract_output(self, acc: list[Any]) -> list[Any]:
+        return acc
+
+
+def _rank(arrival: tuple) -> tuple[int, str, int]:
+    """Which of two arrivals of one detector counts: (published_us, dataset_id, readout_us)."""
+    return (arrival[6], arrival[0], arrival[5])
+
+
 class SummarizeGroupFn(beam.DoFn):
-    """(key, tagged values) of one exposure -> its ExposureSummary, trigger ``batch``."""
+    """(key, folded exposure) -> its ExposureSummary, trigger ``batch``."""
 
     def __init__(self, config: SummaryConfig) -> None:
         self.config = config
         self.unexpected = Metrics.counter(NAMESPACE, "unexpected_detector_arrivals")
 
-    def process(self, element: tuple[ExposureKey, Iterable[tuple[str, Any]]]) -> Iterator[Any]:
-        key, values = element
-        manifests: list[ExposureManifest] = []
-        arrivals: list[Arrival] = []
-        for kind, payload in values:
-            if kind == MANIFEST:
-                manifests.append(payload)
-            else:
-                arrivals.append(Arrival(*payload))
-        manifest = first_manifest(manifests)
+    def process(self, element: tuple[ExposureKey, list[Any]]) -> Iterator[Any]:
+        key, (manifest, best) = element
+        arrivals = [Arrival(*payload) for payload in best.values()]
         summary = summarize_exposure(
             manifest, arrivals, self.config.budget, key=key, trigger=TRIGGER_BATCH
         )
@@ -200,9 +230,7 @@ def _emit(
 # ---------------------------------------------------------------------------------------------
 # Streaming: stateful per exposure, event-time timer
 
-ARRIVAL_CODER = TupleCoder(
-    [StrUtf8Coder(), StrUtf8Coder()] + [VarIntCoder() for _ in range(5)]
-)
+ARRIVAL_CODER = TupleCoder([StrUtf8Coder(), StrUtf8Coder()] + [VarIntCoder() for _ in range(5)])
 
 
 def deadline_micros(
@@ -348,5 +376,5 @@ class ExposureSummaries(beam.PTransform):
             grouped = keyed
         else:
             fn = SummarizeGroupFn(self.config)
-            grouped = keyed | "GroupByExposure" >> beam.GroupByKey()
+            grouped = keyed | "FoldByExposure" >> beam.CombinePerKey(FoldExposure())
         return grouped | "Summarize" >> beam.ParDo(fn).with_outputs(ALERTS, main=SUMMARIES)
