@@ -1,7 +1,7 @@
 """Per-exposure latency and completeness: the pure computation both pipeline modes share.
 
 Nothing here imports Beam, so the rules can be tested with hand-computed answers and the batch
-GroupByKey path and the streaming stateful path cannot drift apart: both end in
+CombinePerKey path and the streaming stateful path cannot drift apart: both end in
 :func:`summarize_exposure`.
 
 Rules (see ``beam_jobs/README.md`` for the whole policy):

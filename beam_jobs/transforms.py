@@ -63,7 +63,7 @@ ARRIVAL = "a"
 NAMESPACE = "obsingest.beam"
 
 #: (instrument, exposure) -> (kind, payload); the type hint gives the stateful DoFn and the
-#: GroupByKey a deterministic key coder.
+#: CombinePerKey a deterministic key coder.
 KeyedElement = typehints.Tuple[typehints.Tuple[str, int], typehints.Any]
 
 

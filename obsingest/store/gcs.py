@@ -69,7 +69,7 @@ class GcsSettings(BaseSettings):
 
 # -- errors -----------------------------------------------------------------------------------
 class StoreRequestRefused(PermanentError):
-    """The store refused the request itself (400, 401, 404 bucket, 405, ...): retrying cannot help."""
+    """The store refused the request itself (400, 401, 404 bucket, ...): retrying cannot help."""
 
     reason = "store-request-refused"
 
@@ -108,6 +108,9 @@ def classify_gcs_error(exc: BaseException, auth_retries: int = 2) -> Transient |
             return Transient(f"http-{status}")
         if status == 403:
             return Transient("http-403", max_retries=auth_retries)
+        if status == 400 and "hash" in str(exc).lower() and "match" in str(exc).lower():
+            # the service computed another checksum than we sent: bytes damaged in transit
+            return Transient("checksum-mismatch", max_retries=1)
         return None
     if isinstance(exc, (requests.Timeout, TimeoutError)):
         return Transient("timeout")
