@@ -1,9 +1,9 @@
 """Batch mode: summaries of a night from archived ArrivalEvents and ExposureManifests.
 
 Reads Avro container files (globs allowed, any Beam filesystem), runs :class:`ExposureSummaries`
-in batch mode (one lifted CombinePerKey per exposure, revision 0, trigger ``batch``) and writes one JSON
-lines file, or an Avro container when the output name ends in ``.avro``. Runner options pass
-through (``--runner=DataflowRunner --project=... --region=... --temp_location=gs://...``);
+in batch mode (one lifted CombinePerKey per exposure, revision 0, trigger ``batch``) and writes
+one JSON lines file, or an Avro container when the output name ends in ``.avro``. Runner options
+pass through (``--runner=DataflowRunner --project=... --region=... --temp_location=gs://...``);
 DirectRunner is the default, in its in-memory mode (not multi_threading, which lost events on
 Beam 2.77).
 """
