@@ -196,17 +196,22 @@ def padded(n: int) -> int:
 
 
 def make_card(key: str, value: object, comment: str = "") -> bytes:
-    """One fixed-format 80-byte header card."""
+    """One fixed-format 80-byte header card; a too-long comment is cut, a too-long value is an
+    error (it would change the value)."""
     if isinstance(value, bool):
         text = f"{'T' if value else 'F':>20}"
     elif isinstance(value, int):
         text = f"{value:>20d}"
+    elif isinstance(value, float):
+        text = f"{value:>20.6f}" if abs(value) < 1e12 else f"{value:>20.10E}"
     elif isinstance(value, str):
         quoted = "'" + value.replace("'", "''").ljust(8) + "'"
         text = f"{quoted:<20}"
     else:
         raise TypeError(f"unsupported FITS value {value!r}")
     line = f"{key:<8}= {text}"
+    if len(line) > CARD:
+        raise ValueError(f"card too long: {line!r}")
     if comment:
         line = f"{line} / {comment}"
     return line[:CARD].ljust(CARD).encode("ascii")

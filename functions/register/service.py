@@ -172,13 +172,18 @@ class RegisterService:
     def _quarantine(
         self, obj: StoredObject, data_id: DataId | None, exc: PermanentError
     ) -> Outcome:
-        checksum = checksum_from_crc32c_b64(obj.crc32c) if obj.crc32c else ""
+        return self._file_quarantine(obj, data_id, exc.reason, str(exc))
+
+    def _file_quarantine(
+        self, obj: StoredObject, data_id: DataId | None, reason: str, message: str
+    ) -> Outcome:
+        """Record a refused object with its reason; a repeat is counted, not duplicated."""
         self.registry.quarantine(
             QuarantineEntry(
                 object_uri=self.store.uri(obj.name),
-                reason=exc.reason,
-                message=str(exc),
-                checksum=checksum,
+                reason=reason,
+                message=message,
+                checksum=checksum_from_crc32c_b64(obj.crc32c) if obj.crc32c else "",
                 data_id=data_id,
                 size=obj.size,
             )
@@ -189,10 +194,10 @@ class RegisterService:
             logging.WARNING,
             object=obj.name,
             data_id=data_id.key if data_id else None,
-            reason=exc.reason,
-            error=str(exc),
+            reason=reason,
+            error=message,
         )
-        return Outcome("quarantined", obj.name, data_id, reason=exc.reason, message=str(exc))
+        return Outcome("quarantined", obj.name, data_id, reason=reason, message=message)
 
     def quarantine_message(self, source: str, exc: PermanentError) -> Outcome:
         """A delivery that is not a notification at all: keep the reason, ack it."""
@@ -220,26 +225,7 @@ class RegisterService:
             except PermanentError:
                 data_id = None
         message = f"producer refused {original or obj.name!r}: {reason}; bytes kept at {obj.name!r}"
-        self.registry.quarantine(
-            QuarantineEntry(
-                object_uri=self.store.uri(obj.name),
-                reason=reason,
-                message=message,
-                checksum=checksum_from_crc32c_b64(obj.crc32c) if obj.crc32c else "",
-                data_id=data_id,
-                size=obj.size,
-            )
-        )
-        log_event(
-            log,
-            "ccd.quarantined",
-            logging.WARNING,
-            object=obj.name,
-            reason=reason,
-            data_id=data_id.key if data_id else None,
-            error=message,
-        )
-        return Outcome("quarantined", obj.name, data_id, reason=reason, message=message)
+        return self._file_quarantine(obj, data_id, reason, message)
 
 
 def _parse_iso(value: str) -> datetime | None:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from obsingest.checksums import crc32c_b64, md5_b64
 from obsingest.errors import BadObjectName, ObjectMissing
+from obsingest.fileio import write_atomic
 from obsingest.notifications import storage_cloudevent
 from obsingest.store.base import ObjectConflict, PutResult, StoredObject
 
@@ -98,7 +99,7 @@ class LocalDirStore:
                 staged = self._stage_notification(obj) if self.notify else None
                 meta_path = self._meta_path(name)
                 meta_path.parent.mkdir(parents=True, exist_ok=True)
-                _write_synced(meta_path, json.dumps(_obj_to_json(obj)).encode(), atomic=True)
+                write_atomic(meta_path, json.dumps(_obj_to_json(obj)).encode(), fsync=True)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 os.link(tmp, target)
                 if staged:
@@ -131,7 +132,7 @@ class LocalDirStore:
     def _stage_notification(self, obj: StoredObject) -> Path:
         event = storage_cloudevent(obj)
         staged = self.root / OUTBOX_DIR / f"{time.time_ns():020d}-{uuid.uuid4().hex}.pending"
-        _write_synced(staged, json.dumps(event).encode(), atomic=True)
+        write_atomic(staged, json.dumps(event).encode(), fsync=True)
         return staged
 
     def _recover(self) -> None:
@@ -173,7 +174,7 @@ class LocalOutbox:
     def inject(self, event: dict) -> Path:
         """Queue an arbitrary event, as a (possibly buggy) notifier would: fault injection."""
         path = self.directory / f"{time.time_ns():020d}-{uuid.uuid4().hex}.json"
-        _write_synced(path, json.dumps(event).encode(), atomic=True)
+        write_atomic(path, json.dumps(event).encode(), fsync=True)
         return path
 
     def ack(self, path: Path) -> None:
@@ -183,19 +184,17 @@ class LocalOutbox:
         event = json.loads(path.read_text())
         event["deadLetter"] = {"reason": reason, "attempts": attempts}
         target = self.dlq / path.name
-        _write_synced(target, json.dumps(event).encode(), atomic=True)
+        write_atomic(target, json.dumps(event).encode(), fsync=True)
         path.unlink(missing_ok=True)
         return target
 
 
-def _write_synced(path: Path, data: bytes, atomic: bool = False) -> None:
-    dest = path.with_name(path.name + ".tmp") if atomic else path
-    with open(dest, "wb") as fh:
+def _write_synced(path: Path, data: bytes) -> None:
+    """Write and fsync a file that is not visible under its final name yet."""
+    with open(path, "wb") as fh:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
-    if atomic:
-        os.replace(dest, path)
 
 
 def _obj_to_json(obj: StoredObject) -> dict:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -41,6 +40,7 @@ from astropy.io.fits.hdu.compressed._compression import (
 )
 
 from obsingest.errors import CorruptFile
+from obsingest.fileio import write_atomic
 from obsingest.fits import (
     BLANK_CARD,
     BLOCK,
@@ -373,15 +373,7 @@ def compress_file(
     with _MappedFile(Path(src)) as mapped:
         parts = _compress_parts(mapped.map, threads, tile_rows, checksum)
         raw_bytes = mapped.size
-    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "wb") as fh:
-            fh.writelines(parts)
-        os.replace(tmp, dst)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(dst, parts)
     result = CompressionResult(
         raw_bytes=raw_bytes,
         compressed_bytes=sum(len(p) for p in parts),

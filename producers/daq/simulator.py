@@ -26,8 +26,6 @@ pixel dominates), so a simulator can keep pace with a 17 s cadence for many CCDs
 
 from __future__ import annotations
 
-import os
-import tempfile
 import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -35,6 +33,9 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
+
+from obsingest.fileio import write_atomic
+from obsingest.fits import header_bytes, make_card
 
 __all__ = [
     "AMP_NAMES",
@@ -188,31 +189,6 @@ def _instrument(name: str) -> InstrumentInfo:
 # --- FITS header cards, written by hand: fast, and byte-for-byte under our control ---------------
 
 
-def _card(key: str, value: object, comment: str = "") -> bytes:
-    if isinstance(value, bool):
-        text = f"{'T' if value else 'F':>20}"
-    elif isinstance(value, int):
-        text = f"{value:>20d}"
-    elif isinstance(value, float):
-        text = f"{value:>20.6f}" if abs(value) < 1e12 else f"{value:>20.10E}"
-    elif isinstance(value, str):
-        quoted = "'" + value.replace("'", "''").ljust(8) + "'"
-        text = f"{quoted:<20}"
-    else:
-        raise TypeError(f"unsupported FITS value {value!r}")
-    line = f"{key:<8}= {text}"
-    if comment:
-        line = f"{line} / {comment}"
-    if len(line) > CARD:
-        raise ValueError(f"card too long: {line!r}")
-    return line.ljust(CARD).encode("ascii")
-
-
-def _header(cards: list[bytes]) -> bytes:
-    raw = b"".join([*cards, b"END".ljust(CARD)])
-    return raw + b" " * (-len(raw) % BLOCK)
-
-
 def _isot(t: datetime) -> str:
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
 
@@ -231,33 +207,33 @@ def _primary_header(spec: CcdSpec) -> bytes:
     obsid = f"{info.obsid_prefix}_O_{spec.day_obs}_{spec.seq_num:06d}"
     raft, sensor = detector_name(spec.instrument, spec.detector).split("_")
     cards = [
-        _card("SIMPLE", True, "conforms to FITS standard"),
-        _card("BITPIX", 8, "header-only primary HDU"),
-        _card("NAXIS", 0),
-        _card("EXTEND", True, "amplifier segments follow"),
-        _card("ORIGIN", "obsingest DAQ simulator"),
-        _card("TELESCOP", "Simonyi Survey Telescope"),
-        _card("INSTRUME", spec.instrument, "camera"),
-        _card("OBSID", obsid, "observation id"),
-        _card("IMGTYPE", "OBJECT" if spec.exposure_time > 0 else "BIAS"),
-        _card("DAYOBS", str(spec.day_obs), "observing day, YYYYMMDD"),
-        _card("SEQNUM", spec.seq_num, "sequence number within the day"),
-        _card("EXPID", spec.exposure, "exposure id: DAYOBS * 100000 + SEQNUM"),
-        _card("DETECTOR", spec.detector, "detector id"),
-        _card("DETNAME", f"{raft}_{sensor}"),
-        _card("RAFTBAY", raft),
-        _card("CCDSLOT", sensor),
-        _card("DATE-OBS", _isot(start), "UTC start of exposure"),
-        _card("DATE-BEG", _isot(start), "UTC start of exposure"),
-        _card("DATE-END", _isot(end), "UTC end of exposure"),
-        _card("MJD-OBS", round(_mjd(start), 8), "MJD (UTC) of DATE-OBS"),
-        _card("TIMESYS", "UTC"),
-        _card("EXPTIME", float(spec.exposure_time), "exposure time [s]"),
-        _card("DARKTIME", float(spec.exposure_time) + 0.5, "dark time [s]"),
-        _card("FILTER", spec.filter, "filter band"),
-        _card("CCDSIZE", spec.size, "simulator layout"),
-        _card("DETSIZE", f"[1:{det_cols},1:{det_rows}]"),
-        _card("SIMSEED", spec.seed, "simulator seed"),
+        make_card("SIMPLE", True, "conforms to FITS standard"),
+        make_card("BITPIX", 8, "header-only primary HDU"),
+        make_card("NAXIS", 0),
+        make_card("EXTEND", True, "amplifier segments follow"),
+        make_card("ORIGIN", "obsingest DAQ simulator"),
+        make_card("TELESCOP", "Simonyi Survey Telescope"),
+        make_card("INSTRUME", spec.instrument, "camera"),
+        make_card("OBSID", obsid, "observation id"),
+        make_card("IMGTYPE", "OBJECT" if spec.exposure_time > 0 else "BIAS"),
+        make_card("DAYOBS", str(spec.day_obs), "observing day, YYYYMMDD"),
+        make_card("SEQNUM", spec.seq_num, "sequence number within the day"),
+        make_card("EXPID", spec.exposure, "exposure id: DAYOBS * 100000 + SEQNUM"),
+        make_card("DETECTOR", spec.detector, "detector id"),
+        make_card("DETNAME", f"{raft}_{sensor}"),
+        make_card("RAFTBAY", raft),
+        make_card("CCDSLOT", sensor),
+        make_card("DATE-OBS", _isot(start), "UTC start of exposure"),
+        make_card("DATE-BEG", _isot(start), "UTC start of exposure"),
+        make_card("DATE-END", _isot(end), "UTC end of exposure"),
+        make_card("MJD-OBS", round(_mjd(start), 8), "MJD (UTC) of DATE-OBS"),
+        make_card("TIMESYS", "UTC"),
+        make_card("EXPTIME", float(spec.exposure_time), "exposure time [s]"),
+        make_card("DARKTIME", float(spec.exposure_time) + 0.5, "dark time [s]"),
+        make_card("FILTER", spec.filter, "filter band"),
+        make_card("CCDSIZE", spec.size, "simulator layout"),
+        make_card("DETSIZE", f"[1:{det_cols},1:{det_rows}]"),
+        make_card("SIMSEED", spec.seed, "simulator seed"),
         *_observation_cards(spec),
     ]
     # Real raws carry ~4 blocks of primary header (pointing, environment, camera state); pad with
@@ -265,7 +241,7 @@ def _primary_header(spec: CcdSpec) -> bytes:
     # 75,582,720 bytes.
     blank = b" " * CARD
     cards += [blank] * (_PRIMARY_HEADER_BLOCKS * BLOCK // CARD - 1 - len(cards))
-    return _header(cards)
+    return header_bytes(cards)
 
 
 def _observation_cards(spec: CcdSpec) -> list[bytes]:
@@ -274,22 +250,22 @@ def _observation_cards(spec: CcdSpec) -> list[bytes]:
     alt = rng.uniform(35.0, 85.0)
     manufacturer = "ITL" if spec.instrument == "LSSTComCam" or spec.detector % 2 else "E2V"
     return [
-        _card("RA", round(rng.uniform(0.0, 360.0), 6), "pointing RA [deg]"),
-        _card("DEC", round(rng.uniform(-80.0, 10.0), 6), "pointing Dec [deg]"),
-        _card("ROTPA", round(rng.uniform(-90.0, 90.0), 4), "rotator position angle [deg]"),
-        _card("AZSTART", round(rng.uniform(0.0, 360.0), 4), "azimuth at start [deg]"),
-        _card("ELSTART", round(alt, 4), "elevation at start [deg]"),
-        _card("AMSTART", round(1.0 / np.sin(np.radians(alt)), 4), "airmass at start"),
-        _card("AIRTEMP", round(rng.uniform(5.0, 15.0), 2), "outside air temperature [C]"),
-        _card("PRESSURE", round(rng.uniform(740.0, 750.0), 2), "air pressure [hPa]"),
-        _card("HUMIDITY", round(rng.uniform(10.0, 40.0), 1), "relative humidity [%]"),
-        _card("WINDSPD", round(rng.uniform(0.0, 12.0), 2), "wind speed [m/s]"),
-        _card("CCD_MANU", manufacturer, "CCD manufacturer"),
-        _card("CCDTEMP", round(rng.uniform(-101.0, -99.0), 3), "CCD temperature [C]"),
-        _card("FILTBAND", spec.filter[:1]),
-        _card("CONTRLLR", "O", "controller: O = OCS"),
-        _card("PROGRAM", "obsingest-sim"),
-        _card("OBSANNOT", "simulated readout"),
+        make_card("RA", round(rng.uniform(0.0, 360.0), 6), "pointing RA [deg]"),
+        make_card("DEC", round(rng.uniform(-80.0, 10.0), 6), "pointing Dec [deg]"),
+        make_card("ROTPA", round(rng.uniform(-90.0, 90.0), 4), "rotator position angle [deg]"),
+        make_card("AZSTART", round(rng.uniform(0.0, 360.0), 4), "azimuth at start [deg]"),
+        make_card("ELSTART", round(alt, 4), "elevation at start [deg]"),
+        make_card("AMSTART", round(1.0 / np.sin(np.radians(alt)), 4), "airmass at start"),
+        make_card("AIRTEMP", round(rng.uniform(5.0, 15.0), 2), "outside air temperature [C]"),
+        make_card("PRESSURE", round(rng.uniform(740.0, 750.0), 2), "air pressure [hPa]"),
+        make_card("HUMIDITY", round(rng.uniform(10.0, 40.0), 1), "relative humidity [%]"),
+        make_card("WINDSPD", round(rng.uniform(0.0, 12.0), 2), "wind speed [m/s]"),
+        make_card("CCD_MANU", manufacturer, "CCD manufacturer"),
+        make_card("CCDTEMP", round(rng.uniform(-101.0, -99.0), 3), "CCD temperature [C]"),
+        make_card("FILTBAND", spec.filter[:1]),
+        make_card("CONTRLLR", "O", "controller: O = OCS"),
+        make_card("PROGRAM", "obsingest-sim"),
+        make_card("OBSANNOT", "simulated readout"),
     ]
 
 
@@ -301,25 +277,25 @@ def _amp_header(spec: CcdSpec, index: int, name: str, bias: float, read_noise: f
     dx0 = col_block * lay.data_cols + 1
     dy0 = row_block * lay.data_rows + 1
     cards = [
-        _card("XTENSION", "IMAGE", "image extension"),
-        _card("BITPIX", 32, "int32 pixels"),
-        _card("NAXIS", 2),
-        _card("NAXIS1", lay.cols),
-        _card("NAXIS2", lay.rows),
-        _card("PCOUNT", 0),
-        _card("GCOUNT", 1),
-        _card("EXTNAME", name, "amplifier segment"),
-        _card("CHANNEL", index + 1),
-        _card("DATASEC", f"[{x0}:{x1},1:{lay.data_rows}]", "imaging section"),
-        _card("BIASSEC", f"[{x1 + 1}:{lay.cols},1:{lay.data_rows}]", "serial overscan"),
-        _card("PRESCAN", f"[1:{lay.prescan},1:{lay.data_rows}]", "serial prescan"),
-        _card("DETSEC", f"[{dx0}:{dx0 + lay.data_cols - 1},{dy0}:{dy0 + lay.data_rows - 1}]"),
-        _card("BIASLVL", round(bias, 3), "simulated bias level [ADU]"),
-        _card("RDNOISE", round(read_noise, 3), "simulated read noise [ADU]"),
-        _card("GAIN", 1.0, "[e-/ADU]"),
-        _card("BUNIT", "adu"),
+        make_card("XTENSION", "IMAGE", "image extension"),
+        make_card("BITPIX", 32, "int32 pixels"),
+        make_card("NAXIS", 2),
+        make_card("NAXIS1", lay.cols),
+        make_card("NAXIS2", lay.rows),
+        make_card("PCOUNT", 0),
+        make_card("GCOUNT", 1),
+        make_card("EXTNAME", name, "amplifier segment"),
+        make_card("CHANNEL", index + 1),
+        make_card("DATASEC", f"[{x0}:{x1},1:{lay.data_rows}]", "imaging section"),
+        make_card("BIASSEC", f"[{x1 + 1}:{lay.cols},1:{lay.data_rows}]", "serial overscan"),
+        make_card("PRESCAN", f"[1:{lay.prescan},1:{lay.data_rows}]", "serial prescan"),
+        make_card("DETSEC", f"[{dx0}:{dx0 + lay.data_cols - 1},{dy0}:{dy0 + lay.data_rows - 1}]"),
+        make_card("BIASLVL", round(bias, 3), "simulated bias level [ADU]"),
+        make_card("RDNOISE", round(read_noise, 3), "simulated read noise [ADU]"),
+        make_card("GAIN", 1.0, "[e-/ADU]"),
+        make_card("BUNIT", "adu"),
     ]
-    return _header(cards)
+    return header_bytes(cards)
 
 
 # --- pixels ---------------------------------------------------------------------------------------
@@ -417,16 +393,4 @@ def generate_raw_ccd(spec: CcdSpec) -> bytes:
 
 def write_raw_ccd(spec: CcdSpec, path: Path) -> Path:
     """Write the raw CCD to ``path`` atomically (temp file in the same folder, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = generate_raw_ccd(spec)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(Path(path), generate_raw_ccd(spec))
