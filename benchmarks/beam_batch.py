@@ -47,28 +47,43 @@ def _events(exposures: int) -> tuple[list[ExposureManifest], list[dict[str, Any]
     for seq in range(1, exposures + 1):
         exposure = DAY * 100_000 + seq
         start = T0 + timedelta(seconds=17 * seq)
-        manifests.append(ExposureManifest("LSSTCam", exposure, DAY, list(range(DETECTORS)),
-                                          start, 15.0, "r", start))
+        manifests.append(
+            ExposureManifest(
+                "LSSTCam", exposure, DAY, list(range(DETECTORS)), start, 15.0, "r", start
+            )
+        )
         readout = start + timedelta(seconds=15)
         latencies = rng.gamma(6.0, 0.3, DETECTORS)
         for det in range(DETECTORS):
             published = readout + timedelta(seconds=float(latencies[det]))
-            records.append({
-                "dataset_id": str(dataset_id(DataId("LSSTCam", exposure, det))),
-                "dataset_type": "raw", "run": "bench", "instrument": "LSSTCam",
-                "exposure": exposure, "detector": det, "day_obs": DAY,
-                "uri": f"file:///bench/{exposure}/{det}", "size": 15_137_280,
-                "checksum": "crc32c:00000000", "transport": "direct",
-                "readout_time": readout, "compressed_time": None, "stored_time": None,
-                "registered_time": published, "published_time": published,
-            })
+            records.append(
+                {
+                    "dataset_id": str(dataset_id(DataId("LSSTCam", exposure, det))),
+                    "dataset_type": "raw",
+                    "run": "bench",
+                    "instrument": "LSSTCam",
+                    "exposure": exposure,
+                    "detector": det,
+                    "day_obs": DAY,
+                    "uri": f"file:///bench/{exposure}/{det}",
+                    "size": 15_137_280,
+                    "checksum": "crc32c:00000000",
+                    "transport": "direct",
+                    "readout_time": readout,
+                    "compressed_time": None,
+                    "stored_time": None,
+                    "registered_time": published,
+                    "published_time": published,
+                }
+            )
     return manifests, records
 
 
 def _write_inputs(workdir: Path) -> tuple[list[str], list[str], int]:
     manifests, records = _events(EXPOSURES)
-    codec.write_container(workdir / "manifests.avro", "ExposureManifest",
-                          [m.to_record() for m in manifests])
+    codec.write_container(
+        workdir / "manifests.avro", "ExposureManifest", [m.to_record() for m in manifests]
+    )
     shards = 4
     for i in range(shards):
         codec.write_container(workdir / f"arrivals-{i}.avro", "ArrivalEvent", records[i::shards])
@@ -78,8 +93,16 @@ def _write_inputs(workdir: Path) -> tuple[list[str], list[str], int]:
 def _percentiles(item: tuple[tuple[str, int], list[float]]) -> str:
     key, values = item
     arr = np.asarray(values)
-    return json.dumps([key[0], key[1], len(arr), float(np.percentile(arr, 50)),
-                       float(np.percentile(arr, 95)), float(arr.max())])
+    return json.dumps(
+        [
+            key[0],
+            key[1],
+            len(arr),
+            float(np.percentile(arr, 50)),
+            float(np.percentile(arr, 95)),
+            float(arr.max()),
+        ]
+    )
 
 
 def _plain(arrivals: list[str], output: str) -> None:
@@ -89,8 +112,12 @@ def _plain(arrivals: list[str], output: str) -> None:
         _ = (
             p
             | beam.io.ReadFromAvro(arrivals[0])
-            | beam.Map(lambda r: ((r["instrument"], r["exposure"]),
-                                  (r["published_time"] - r["readout_time"]).total_seconds()))
+            | beam.Map(
+                lambda r: (
+                    (r["instrument"], r["exposure"]),
+                    (r["published_time"] - r["readout_time"]).total_seconds(),
+                )
+            )
             | beam.GroupByKey()
             | beam.Map(_percentiles)
             | beam.io.WriteToText(output, num_shards=1, shard_name_template="")
@@ -160,10 +187,13 @@ def run() -> dict[str, Any]:
         started = time.perf_counter()
         arrivals, manifests, events = _write_inputs(workdir)
         write_s = time.perf_counter() - started
-        ours = [_timed(lambda: run_batch(arrivals, manifests, str(workdir / "s.jsonl")))
-                for _ in range(REPEATS)]
-        plain = [_timed(lambda: _plain(arrivals, str(workdir / "plain.jsonl")))
-                 for _ in range(REPEATS)]
+        ours = [
+            _timed(lambda: run_batch(arrivals, manifests, str(workdir / "s.jsonl")))
+            for _ in range(REPEATS)
+        ]
+        plain = [
+            _timed(lambda: _plain(arrivals, str(workdir / "plain.jsonl"))) for _ in range(REPEATS)
+        ]
     lag = streaming_lag()
     result = {
         "benchmark": "beam_batch",

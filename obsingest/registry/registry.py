@@ -10,6 +10,7 @@ different bytes -> ChecksumConflict, and the caller quarantines.
 from __future__ import annotations
 
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -83,6 +84,9 @@ class QuarantineEntry:
     size: int | None = None
 
 
+_EXPOSURE_FIELDS = ("obs_start", "exposure_time", "physical_filter")
+
+
 def _utc(value: datetime | None) -> datetime | None:
     if value is None:
         return None
@@ -96,6 +100,11 @@ class Registry:
         self.engine = engine
         self.settings = settings
         self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+        # Dimension rows this process has seen committed (rows are never deleted): a repeat
+        # registration skips their upserts, two of the round trips of a one-event transaction.
+        self._known_runs: set[str] = set()
+        self._known_exposures: dict[tuple[str, int], frozenset[str]] = {}
+        self._known_lock = threading.Lock()
 
     @classmethod
     def open(cls, settings: RegistrySettings, migrate_schema: bool = True) -> Registry:
@@ -157,20 +166,58 @@ class Registry:
 
     def register(self, record: FileRecord, exposure: ExposureRecord | None = None) -> Registration:
         """Register one file; idempotent for the same bytes, ChecksumConflict for different ones."""
-        return self._retrying(lambda: self._in_tx(lambda c: self._register(c, record, exposure)))
+        data_id = record.data_id
+        exposure = exposure or ExposureRecord(data_id.instrument, data_id.exposure, data_id.day_obs)
+        run = run_name(self.settings.run, data_id.instrument)
+        try:
+            result = self._retrying(
+                lambda: self._in_tx(lambda c: self._register(c, record, exposure))
+            )
+        except ChecksumConflict:
+            self._remember(run, exposure)  # the dimension rows were committed before
+            raise
+        except Exception:
+            self._forget(run, exposure)
+            raise
+        self._remember(run, exposure)
+        return result
+
+    def _exposure_fields(self, record: ExposureRecord) -> frozenset[str]:
+        return frozenset(n for n in _EXPOSURE_FIELDS if getattr(record, n) is not None)
+
+    def _needs_exposure_upsert(self, record: ExposureRecord) -> bool:
+        """False when this process already committed the row with every field ``record`` has
+        (the upsert only fills unknown fields, so it would change nothing)."""
+        with self._known_lock:
+            known = self._known_exposures.get((record.instrument, record.exposure))
+        return known is None or not self._exposure_fields(record) <= known
+
+    def _remember(self, run: str, record: ExposureRecord) -> None:
+        key = (record.instrument, record.exposure)
+        with self._known_lock:
+            self._known_runs.add(run)
+            if len(self._known_exposures) > 10_000:
+                self._known_exposures.clear()
+            known = self._known_exposures.get(key, frozenset())
+            self._known_exposures[key] = known | self._exposure_fields(record)
+
+    def _forget(self, run: str, record: ExposureRecord) -> None:
+        with self._known_lock:
+            self._known_runs.discard(run)
+            self._known_exposures.pop((record.instrument, record.exposure), None)
 
     def _register(
-        self, conn: Connection, record: FileRecord, exposure: ExposureRecord | None
+        self, conn: Connection, record: FileRecord, exposure: ExposureRecord
     ) -> Registration:
         data_id = record.data_id
         dtype = self.settings.dataset_type
         run = run_name(self.settings.run, data_id.instrument)
         ds_id = dataset_id(data_id, dtype, run)
         now = datetime.now(UTC)
-        conn.execute(self._insert(tables.run).values(name=run).on_conflict_do_nothing())
-        self._upsert_exposure(
-            conn, exposure or ExposureRecord(data_id.instrument, data_id.exposure, data_id.day_obs)
-        )
+        if run not in self._known_runs:
+            conn.execute(self._insert(tables.run).values(name=run).on_conflict_do_nothing())
+        if self._needs_exposure_upsert(exposure):
+            self._upsert_exposure(conn, exposure)
         inserted = conn.execute(
             self._insert(tables.dataset)
             .values(
@@ -183,8 +230,11 @@ class Registry:
                 ingest_time=now,
             )
             .on_conflict_do_nothing()
-        ).rowcount
-        if inserted:
+            # RETURNING, not rowcount: psycopg 3 under SQLAlchemy 2.1 reports rowcount -1 here,
+            # which made every redelivery on PostgreSQL look like a first insert.
+            .returning(tables.dataset.c.id)
+        ).first()
+        if inserted is not None:
             conn.execute(
                 self._insert(tables.datastore_record).values(
                     dataset_id=ds_id,

@@ -1,0 +1,229 @@
+"""Per-stage latency of the direct-upload path on the local stack, with full-size CCDs.
+
+DAQ simulator (full-size raw CCDs, 75.6 MB) -> edge workers (``producers.edge.ship_ccd``:
+compress with tiled Rice, upload create-once to the GCS emulator) -> bucket notification on
+Pub/Sub -> relay (in-process push to the register function's ``on_push``) -> register
+(GcsStore read + verify, PostgreSQL registry) -> ArrivalEvent on Pub/Sub -> a subscriber.
+
+Per CCD, from the ArrivalEvent's timestamps: readout -> compressed -> stored -> registered ->
+published, plus published -> received by the subscriber; p50 / p95 / max of each stage and of
+the total, against the 5 s budget. The camera reads all CCDs of an exposure out at once, so one
+readout time per exposure and every CCD queued at that instant (the worst case for the last
+one). The stack is started if it is not up.
+
+Run: ``python -m benchmarks.direct_path [--exposures N] [--detectors N] [--workers N]``;
+writes benchmarks/results/direct_path.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results" / "direct_path.json"
+INSTRUMENT = "LSSTComCam"
+BUDGET_SECONDS = 5.0
+STAGES = ("compress", "store", "register", "publish", "receive", "total")
+
+
+def ensure_stack() -> dict[str, str]:
+    """Start Pub/Sub, GCS and PostgreSQL if needed; export their endpoints."""
+    from obsingest.stack import Stack
+
+    stack = Stack(only=["pubsub", "gcs", "postgres"])
+    stack.up()
+    env = stack.env()
+    for key in ("PUBSUB_EMULATOR_HOST", "STORAGE_EMULATOR_HOST"):
+        os.environ[key] = env[key]
+    return env
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (what a latency SLO means by 'p95')."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def summarize(samples: list[float]) -> dict[str, float]:
+    return {
+        "p50": round(percentile(samples, 50), 4),
+        "p95": round(percentile(samples, 95), 4),
+        "max": round(max(samples), 4),
+    }
+
+
+def stage_samples(arrival: Any, received: datetime) -> dict[str, float]:
+    def delta(a: datetime, b: datetime) -> float:
+        return (b - a).total_seconds()
+
+    return {
+        "compress": delta(arrival.readout_time, arrival.compressed_time),
+        "store": delta(arrival.compressed_time, arrival.stored_time),
+        "register": delta(arrival.stored_time, arrival.registered_time),
+        "publish": delta(arrival.registered_time, arrival.published_time),
+        "receive": delta(arrival.published_time, received),
+        "total": delta(arrival.readout_time, received),
+    }
+
+
+class DirectPath:
+    """One isolated deployment of the path on the stack: own project, bucket and database."""
+
+    def __init__(self, admin_url: str) -> None:
+        from obsingest.bus.pubsub import PubSubPublisher
+        from obsingest.cli.demo_env_local import create_database
+        from obsingest.registry import Registry
+        from obsingest.settings import BusSettings, RegistrySettings
+        from obsingest.store.gcs import GcsSettings, GcsStore
+
+        run_id = uuid.uuid4().hex[:10]
+        self.project = f"bench-direct-{run_id}"
+        self.bucket = f"bench-direct-{run_id}"
+        os.environ["OBSINGEST_GCS_PROJECT"] = self.project  # for the spawned edge workers
+        self.bus = BusSettings(backend="pubsub", pubsub_project=self.project)
+        self.registry_url = create_database(admin_url, "bench_direct")
+        self.registry = Registry.open(RegistrySettings(url=self.registry_url))
+        self.store = GcsStore(self.bucket, settings=GcsSettings(project=self.project))
+        self.publisher = PubSubPublisher(self.project)
+        self.received: dict[str, tuple[Any, datetime]] = {}
+        self._lock = threading.Lock()
+        self.relay: Any = None
+        self.subscriber: Any = None
+
+    def _on_arrival(self, delivery: Any) -> None:
+        from obsingest.messages import ArrivalEvent, utcnow
+
+        now = utcnow()
+        event = ArrivalEvent.decode(delivery.data)
+        with self._lock:
+            self.received.setdefault(str(event.dataset_id), (event, now))
+
+    def start(self) -> None:
+        from functions.register import main as register_function
+        from functions.register import wiring
+        from functions.register.service import RegisterService
+        from obsingest.cli.arrivals import ensure_subscription
+        from obsingest.cli.relay import build_relay
+        from obsingest.cli.setup import setup
+        from obsingest.relay import InProcessTarget, RelaySettings
+        from obsingest.relay.pubsub import SubscriberThread
+
+        setup(self.bucket, self.bus, storage_client=self.store.client)
+        ensure_subscription(self.project, self.bus.arrivals_topic, "bench-arrivals")
+        self.subscriber = SubscriberThread(self.project, "bench-arrivals", self._on_arrival)
+        self.subscriber.start()
+        wiring.configure(
+            RegisterService(self.store, self.registry, self.publisher, self.bus.arrivals_topic)
+        )
+        self.relay = build_relay(
+            RelaySettings(min_backoff=0.0, max_backoff=2.0, concurrency=4),
+            self.bus,
+            target=InProcessTarget(register_function.on_push),
+        )
+        self.relay.start()
+
+    def close(self) -> None:
+        from functions.register import wiring
+
+        if self.relay is not None:
+            self.relay.stop()
+        if self.subscriber is not None:
+            self.subscriber.stop()
+        wiring.configure(None)
+        self.publisher.close()
+        self.registry.close()
+
+
+def run(exposures: int = 2, detectors: int = 9, workers: int = 2) -> dict[str, Any]:
+    from obsingest.dataid import make_exposure_id
+    from obsingest.messages import utcnow
+    from producers.daq.simulator import CcdSpec, write_raw_ccd
+    from producers.edge import ShipJob, ship_ccd, warm_pool
+
+    env = ensure_stack()
+    path = DirectPath(env["OBSINGEST_REGISTRY_URL"])
+    day_obs = int(datetime.now(UTC).strftime("%Y%m%d"))
+    tmp = Path(tempfile.mkdtemp(prefix="bench-direct-"))
+    ship_seconds: list[float] = []
+    try:
+        path.start()
+        with warm_pool(workers) as pool:
+            for index in range(exposures):
+                exposure = make_exposure_id(day_obs, 500 + index)
+                raw_dir = tmp / str(exposure)
+                obs_start = utcnow()
+                specs = [
+                    CcdSpec(INSTRUMENT, exposure, d, day_obs, obs_start, 15.0, "r", "full")
+                    for d in range(detectors)
+                ]
+                paths = [raw_dir / f"{s.detector:03d}.fits" for s in specs]
+                list(pool.map(write_raw_ccd, specs, paths))
+                readout = utcnow()
+                jobs = [
+                    ShipJob(str(p), INSTRUMENT, exposure, s.detector, readout, path.store.uri(""))
+                    for s, p in zip(specs, paths, strict=True)
+                ]
+                results = list(pool.map(ship_ccd, jobs))
+                ship_seconds += [r.compress_seconds + r.send_seconds for r in results]
+                deadline = time.monotonic() + 120
+                while len(path.received) < (index + 1) * detectors:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"only {len(path.received)} arrivals after 120 s")
+                    time.sleep(0.02)
+                shutil.rmtree(raw_dir)
+        registered = path.registry.count_datasets()
+        samples = [stage_samples(e, received) for e, received in path.received.values()]
+    finally:
+        path.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    totals = [s["total"] for s in samples]
+    return {
+        "benchmark": "direct_path",
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_1min": round(os.getloadavg()[0], 2),
+        },
+        "method": (
+            f"{exposures} exposures x {detectors} full-size {INSTRUMENT} CCDs (75.6 MB raw), "
+            f"{workers} edge worker processes; all CCDs of an exposure read out at once; "
+            "GCS and Pub/Sub emulators, PostgreSQL registry, in-process relay to on_push; "
+            "seconds from the ArrivalEvent's stage timestamps and the subscriber's receipt"
+        ),
+        "ccds": len(samples),
+        "registered": registered,
+        "budget_seconds": BUDGET_SECONDS,
+        "over_budget": sum(t > BUDGET_SECONDS for t in totals),
+        "stages": {stage: summarize([s[stage] for s in samples]) for stage in STAGES},
+        "edge_compress_plus_upload": summarize(ship_seconds),
+        "dead_lettered": path.relay.stats.dead_lettered if path.relay else None,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--exposures", type=int, default=2)
+    parser.add_argument("--detectors", type=int, default=9)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    args = parser.parse_args(argv)
+    report = run(args.exposures, args.detectors, args.workers)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps({k: report[k] for k in ("ccds", "over_budget", "stages")}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

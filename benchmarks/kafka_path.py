@@ -1,0 +1,339 @@
+"""Kafka path benchmark: produce -> assemble -> store, next to Kafka's ProducerPerformance.
+
+Same broker, same run. For each chunk size (256 KiB, 1 MiB, 4 MiB, 8 MiB):
+
+- **chunked path**: full-size compressed CCDs (DAQ simulator + our compressor, generated once
+  and cached in ``.cache/bench-kafka-path/``) sent by one ``KafkaChunkSender`` shared by two edge
+  threads, into a fresh 6-partition topic, assembled by ``obsingest assembler`` running as its
+  own process and stored create-once (fsynced) in a local store. MB/s = CCD bytes / (last CCD
+  stored - first send); per-CCD latency = stored - handed to the sender (the assembler logs it).
+- **ProducerPerformance** (``org.apache.kafka.tools.ProducerPerformance``, kafka-tools 4.3.1)
+  producing the same volume with records of the same size as an encoded chunk, ``acks=all``,
+  steady state (``--warmup-records``, as our warm-up CCD): the ceiling of producing alone.
+
+Every figure is the median of ``repeats`` batches. MB/s are 10**6 bytes per second (we convert
+ProducerPerformance's records/s ourselves). Goal: chunked path >= 70% of ProducerPerformance
+at the default chunk size.
+
+Run: ``python -m benchmarks.kafka_path [--repeats N] [--ccds N]``; writes
+benchmarks/results/kafka_path.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "kafka_path.json"
+CCD_CACHE = ROOT / ".cache" / "bench-kafka-path"
+CHUNK_SIZES = (256 * 1024, 1024 * 1024, 4 * 1024 * 1024, 8 * 1024 * 1024)
+GOAL_RATIO = 0.70
+PARTITIONS = 6
+DISTINCT_CCDS = 3
+MAX_RECORD = 16 * 1024 * 1024
+_PP_STEADY = re.compile(r"(\d+) steady state records sent, ([\d.]+) records/sec")
+
+
+def _ccds() -> list[bytes]:
+    """A few full-size compressed CCDs, generated once and reused."""
+    from producers.compress import compress_fits
+    from producers.daq.simulator import CcdSpec, generate_raw_ccd
+
+    CCD_CACHE.mkdir(parents=True, exist_ok=True)
+    out = []
+    for det in range(DISTINCT_CCDS):
+        path = CCD_CACHE / f"LSSTCam_{det:03d}.fits.fz"
+        if not path.exists():
+            spec = CcdSpec(
+                "LSSTCam",
+                2026112200001,
+                det,
+                20261122,
+                datetime(2026, 11, 22, 3, tzinfo=UTC),
+                30.0,
+                "r",
+                "full",
+            )
+            tmp = path.with_suffix(".tmp")
+            tmp.write_bytes(compress_fits(generate_raw_ccd(spec), threads=2))
+            tmp.replace(path)
+        out.append(path.read_bytes())
+    return out
+
+
+def _bootstrap() -> str:
+    from obsingest.stack import Stack, load_settings
+
+    settings = load_settings()
+    stack = Stack(settings, only=["kafka"])
+    stack.up()
+    return os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or f"{settings.host}:{settings.kafka_port}"
+
+
+def _create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    cfg = {"max.message.bytes": str(MAX_RECORD)}
+    fut = admin.create_topics([NewTopic(name, partitions, 1, config=cfg)], operation_timeout=30)
+    fut[name].result(30)
+
+
+def _delete_topics(bootstrap: str, names: list[str]) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.delete_topics(names, operation_timeout=30).values():
+        try:
+            fut.result(30)
+        except Exception as exc:
+            if "UNKNOWN_TOPIC" not in str(exc):  # a DLQ nobody wrote to was never created
+                print(f"  (topic cleanup: {exc})", file=sys.stderr)
+
+
+def _events(log: Path, event: str) -> list[dict[str, Any]]:
+    out = []
+    for line in log.read_text().splitlines():
+        if f'"event":"{event}"' in line:
+            out.append(json.loads(line))
+    return out
+
+
+def _wait(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"benchmark: timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def _chunked(
+    bootstrap: str, ccds: list[bytes], chunk_size: int, per_batch: int, repeats: int, work: Path
+) -> dict[str, Any]:
+    """Run the assembler process once, send ``repeats`` batches, measure each batch."""
+    from obsingest.dataid import DataId
+    from producers.kafka import KafkaChunkSender, KafkaProducerSettings
+
+    topic = f"bench-chunks-{uuid.uuid4().hex[:10]}"
+    _create_topic(bootstrap, topic, PARTITIONS)
+    store = work / f"store-{chunk_size}"
+    log = work / f"assembler-{chunk_size}.log"
+    argv = [
+        sys.executable,
+        "-m",
+        "obsingest",
+        "assembler",
+        "--bootstrap-servers",
+        bootstrap,
+        "--topic",
+        topic,
+        "--dlq-topic",
+        f"{topic}-dlq",
+        "--group",
+        f"{topic}-group",
+        "--store",
+        f"file://{store}",
+    ]
+    settings = KafkaProducerSettings(bootstrap_servers=bootstrap, chunk_size=chunk_size)
+    sender = KafkaChunkSender(settings, topic, producer_name="bench-edge")
+    batches = []
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(argv, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT)
+    try:
+        _wait(lambda: _events(log, "assembler.assigned"), 60, "the assembler to join")
+        # warm-up: one CCD through the whole path (connections, idempotence PID, page cache)
+        sender.send(DataId("LSSTCam", 2026112299999, 0), ccds[0], datetime.now(UTC))
+        _wait(lambda: len(_events(log, "assembler.stored")) >= 1, 60, "the warm-up CCD")
+        for batch in range(repeats):
+            exposure = 2026112200001 + batch
+            jobs = [(DataId("LSSTCam", exposure, i), ccds[i % len(ccds)]) for i in range(per_batch)]
+            seen = len(_events(log, "assembler.stored"))
+            started = datetime.now(UTC)
+            with ThreadPoolExecutor(2) as pool:
+                list(pool.map(lambda j: sender.send(j[0], j[1], datetime.now(UTC)), jobs))
+            _wait(
+                lambda s=seen: len(_events(log, "assembler.stored")) >= s + per_batch,
+                120,
+                "the batch to be stored",
+            )
+            stored = _events(log, "assembler.stored")[seen : seen + per_batch]
+            last = max(datetime.fromisoformat(e["ts"]) for e in stored)
+            seconds = (last - started).total_seconds()
+            total = sum(len(d) for _, d in jobs)
+            batches.append(
+                {
+                    "seconds": seconds,
+                    "mb_per_s": total / seconds / 1e6,
+                    "latencies": sorted(e["latency_s"] for e in stored),
+                    "bytes": total,
+                }
+            )
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        sender.close()
+        shutil.rmtree(store, ignore_errors=True)
+        _delete_topics(bootstrap, [topic, f"{topic}-dlq"])
+    lat = sorted(x for b in batches for x in b["latencies"])
+    record = len(_record_for(chunk_size))
+    return {
+        "chunk_size": chunk_size,
+        "record_size": record,
+        "ccds_per_batch": per_batch,
+        "ccd_bytes": statistics.median(len(c) for c in ccds),
+        "mb_per_s": statistics.median(b["mb_per_s"] for b in batches),
+        "mb_per_s_runs": [round(b["mb_per_s"], 1) for b in batches],
+        "latency_p50_s": _pct(lat, 50),
+        "latency_p95_s": _pct(lat, 95),
+        "latency_max_s": lat[-1],
+    }
+
+
+def _record_for(chunk_size: int) -> bytes:
+    from obsingest.dataid import DataId
+    from producers.kafka import encode_chunk, iter_chunks
+
+    data = bytes(chunk_size)
+    [first] = iter_chunks(
+        DataId("LSSTCam", 2026112200001, 0), data, datetime.now(UTC), None, "bench-edge", chunk_size
+    )
+    return encode_chunk(first)
+
+
+def _pct(values: list[float], q: float) -> float:
+    index = min(len(values) - 1, max(0, round(q / 100 * (len(values) - 1))))
+    return values[index]
+
+
+def _producer_performance(bootstrap: str, record_size: int, total_bytes: int, repeats: int):
+    """Kafka's own producer benchmark, same record size, same volume, acks=all."""
+    from obsingest.stack import load_settings
+
+    settings = load_settings()
+    java = settings.java_bin() or "java"
+    libs = settings.cache_dir / "kafka-4.3.1" / "libs"
+    # Same volume as one measured batch, after a warm-up (metadata, connections, JVM JIT) that
+    # ProducerPerformance leaves out of its steady-state line, as our warm-up CCD is left out.
+    records = max(10, total_bytes // record_size)
+    warmup = max(2, records // 4)
+    runs = []
+    for _ in range(repeats):
+        topic = f"bench-pp-{uuid.uuid4().hex[:10]}"
+        _create_topic(bootstrap, topic, PARTITIONS)
+        argv = [
+            java,
+            "-Xmx512m",
+            "-cp",
+            f"{libs}/*",
+            "org.apache.kafka.tools.ProducerPerformance",
+            "--topic",
+            topic,
+            "--num-records",
+            str(records + warmup),
+            "--warmup-records",
+            str(warmup),
+            "--record-size",
+            str(record_size),
+            "--throughput",
+            "-1",
+            "--producer-props",
+            f"bootstrap.servers={bootstrap}",
+            "acks=all",
+            f"max.request.size={MAX_RECORD}",
+            "compression.type=none",
+            f"batch.size={MAX_RECORD}",
+            "linger.ms=2",
+        ]
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True)
+        finally:
+            _delete_topics(bootstrap, [topic])
+        match = _PP_STEADY.findall(out.stdout)
+        if not match:
+            raise RuntimeError(f"ProducerPerformance printed no summary:\n{out.stdout[-2000:]}")
+        _sent, rate = match[-1]
+        runs.append(float(rate) * record_size / 1e6)
+    return {
+        "record_size": record_size,
+        "records": records,
+        "mb_per_s": statistics.median(runs),
+        "mb_per_s_runs": [round(r, 1) for r in runs],
+    }
+
+
+def run(repeats: int = 3, ccds_per_batch: int = 8, chunk_sizes: tuple[int, ...] = CHUNK_SIZES):
+    """Measure every chunk size; returns the result dict (also written to RESULTS)."""
+    from producers.kafka import default_chunk_size
+
+    bootstrap = _bootstrap()
+    ccds = _ccds()
+    default = default_chunk_size(MAX_RECORD)
+    sweep = []
+    with tempfile.TemporaryDirectory(prefix="bench-kafka-") as tmp:
+        for size in chunk_sizes:
+            print(f"chunk size {size // 1024} KiB ...", file=sys.stderr)
+            ours = _chunked(bootstrap, ccds, size, ccds_per_batch, repeats, Path(tmp))
+            pp = _producer_performance(
+                bootstrap, ours["record_size"], ccds_per_batch * int(ours["ccd_bytes"]), repeats
+            )
+            ours["producer_performance_mb_per_s"] = pp["mb_per_s"]
+            ours["producer_performance_runs"] = pp["mb_per_s_runs"]
+            ours["ratio"] = ours["mb_per_s"] / pp["mb_per_s"]
+            sweep.append(ours)
+            print(
+                f"  chunked {ours['mb_per_s']:.1f} MB/s, ProducerPerformance "
+                f"{pp['mb_per_s']:.1f} MB/s, ratio {ours['ratio']:.2f}, latency p50 "
+                f"{ours['latency_p50_s']:.3f} s p95 {ours['latency_p95_s']:.3f} s",
+                file=sys.stderr,
+            )
+    at_default = next((s for s in sweep if s["chunk_size"] == default), sweep[-1])
+    result = {
+        "benchmark": "kafka_path",
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "cpus": os.cpu_count(),
+        "load_avg_1m": os.getloadavg()[0],
+        "bootstrap": bootstrap,
+        "partitions": PARTITIONS,
+        "repeats": repeats,
+        "units": "MB/s = 10**6 bytes/s of compressed CCD bytes (chunked) or record bytes (PP)",
+        "default_chunk_size": default,
+        "goal_ratio": GOAL_RATIO,
+        "ratio_at_default": at_default["ratio"],
+        "goal_met": at_default["ratio"] >= GOAL_RATIO,
+        "sweep": sweep,
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--ccds", type=int, default=8, help="CCDs per measured batch")
+    parser.add_argument("--chunk-sizes", default=",".join(str(s) for s in CHUNK_SIZES))
+    args = parser.parse_args(argv)
+    sizes = tuple(int(s) for s in args.chunk_sizes.split(","))
+    result = run(args.repeats, args.ccds, sizes)
+    print(json.dumps({k: v for k, v in result.items() if k != "sweep"}, indent=2))
+    return 0 if result["goal_met"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""Registrations per second, one event per call, on PostgreSQL (the local stack's) and SQLite.
+
+Two figures per backend:
+
+- ``service``: ``RegisterService.handle`` end to end for a pre-stored small CCD: read the object,
+  verify size and checksum, parse the FITS header, register (one transaction), build and publish
+  the ArrivalEvent (in-memory bus, so the bus is not what is measured);
+- ``registry``: the bare ``Registry.register`` call.
+
+Each call is one CCD, sequentially, as one function invocation handles one event. Reference:
+the Rubin Data Butler registers one file per call at ~25 ms on SQLite (40/s); the goal is at
+least 10x that (400/s) per event on both backends. Each figure is the median of ``repeats`` runs,
+every run on a fresh database. The stack is started if it is not up.
+
+Run: ``python -m benchmarks.registry [--repeats N] [--ccds N]``; writes
+benchmarks/results/registry.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results" / "registry.json"
+REFERENCE_PER_SECOND = 40.0  # Rubin Butler, one file per call on SQLite (~25 ms)
+GOAL_FACTOR = 10.0
+INSTRUMENT = "LSSTCam"
+DAY_OBS = 20261122
+
+
+def ensure_stack() -> str:
+    """The stack's PostgreSQL admin URL, starting the services if needed."""
+    from obsingest.stack import Stack
+
+    stack = Stack(only=["postgres"])
+    stack.up()
+    return stack.env()["OBSINGEST_REGISTRY_URL"]
+
+
+def prepare_store(root: Path, exposure: int, count: int) -> tuple[Any, list[Any]]:
+    """``count`` small CCDs of one exposure in a local store; their finalize events."""
+    from obsingest.dataid import DataId
+    from obsingest.messages import utcnow
+    from obsingest.notifications import GCS_NOTIFICATION_FINALIZE, ObjectEvent
+    from obsingest.store.local import LocalDirStore
+    from producers.compress import compress_fits
+    from producers.daq.simulator import CcdSpec, generate_raw_ccd
+    from producers.uploader import DirectUploader
+
+    store = LocalDirStore(root, notify=False)
+    uploader = DirectUploader(store, producer="bench")
+    obs_start = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
+    events = []
+    for detector in range(count):
+        spec = CcdSpec(INSTRUMENT, exposure, detector, DAY_OBS, obs_start, 15.0, "r", "small")
+        data_id = DataId(INSTRUMENT, exposure, detector)
+        result = uploader.send(data_id, compress_fits(generate_raw_ccd(spec), threads=1), utcnow())
+        events.append(ObjectEvent(f"e{detector}", GCS_NOTIFICATION_FINALIZE, result.obj))
+    return store, events
+
+
+def _rate(calls: list[Callable[[], Any]]) -> float:
+    start = time.perf_counter()
+    for call in calls:
+        call()
+    return len(calls) / (time.perf_counter() - start)
+
+
+def _measure(
+    open_registry: Callable[[], Any], store: Any, events: list[Any], kind: str
+) -> tuple[float, float]:
+    """(calls per second, mean ms per call) for one run on a fresh database."""
+    from functions.register.service import RegisterService
+    from obsingest.bus.memory import InMemoryBus
+    from obsingest.checksums import checksum_from_crc32c_b64
+    from obsingest.dataid import parse_object_name
+    from obsingest.registry import FileRecord
+
+    registry = open_registry()
+    try:
+        # warm-up outside the timing: pool connection, prepared statements, dimension rows
+        warm = registry.register(
+            FileRecord(parse_object_name(events[0].obj.name), "warm", 1, "crc32c:00000000")
+        )
+        assert warm.created
+        from obsingest.registry import tables
+
+        with registry.engine.begin() as conn:
+            conn.execute(tables.datastore_record.delete())
+            conn.execute(tables.dataset.delete())
+        if kind == "service":
+            service = RegisterService(store, registry, InMemoryBus())
+            calls = [lambda e=e: _expect(service.handle(e).status, "registered") for e in events]
+        else:
+            records = [
+                FileRecord(
+                    parse_object_name(e.obj.name),
+                    store.uri(e.obj.name),
+                    e.obj.size,
+                    checksum_from_crc32c_b64(e.obj.crc32c),
+                )
+                for e in events
+            ]
+            calls = [lambda r=r: registry.register(r) for r in records]
+        rate = _rate(calls)
+        assert registry.count_datasets() == len(events)
+    finally:
+        registry.close()
+    return rate, 1000.0 / rate
+
+
+def _expect(value: str, expected: str) -> None:
+    if value != expected:
+        raise AssertionError(f"expected {expected}, got {value}")
+
+
+def run(repeats: int = 3, ccds: int = 189) -> dict[str, Any]:
+    from obsingest.cli.demo_env_local import create_database
+    from obsingest.dataid import make_exposure_id
+    from obsingest.registry import Registry
+    from obsingest.settings import RegistrySettings
+
+    admin_url = ensure_stack()
+    exposure = make_exposure_id(DAY_OBS, 77)
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-registry-") as tmp:
+        tmpdir = Path(tmp)
+        store, events = prepare_store(tmpdir / "store", exposure, ccds)
+        counter = iter(range(10_000))
+
+        def sqlite() -> Any:
+            path = tmpdir / f"registry-{next(counter)}.sqlite3"
+            return Registry.open(RegistrySettings(url=f"sqlite:///{path}"))
+
+        def postgres() -> Any:
+            return Registry.open(RegistrySettings(url=create_database(admin_url, "bench_reg")))
+
+        for backend, opener in (("postgresql", postgres), ("sqlite", sqlite)):
+            for kind in ("service", "registry"):
+                samples = [_measure(opener, store, events, kind) for _ in range(repeats)]
+                rates = [s[0] for s in samples]
+                median = statistics.median(rates)
+                results[f"{backend}.{kind}"] = {
+                    "per_second_median": round(median, 1),
+                    "ms_per_call_median": round(1000.0 / median, 3),
+                    "per_second_samples": [round(r, 1) for r in rates],
+                    "vs_reference": round(median / REFERENCE_PER_SECOND, 1),
+                    "goal_met": median >= REFERENCE_PER_SECOND * GOAL_FACTOR,
+                }
+    return {
+        "benchmark": "registry",
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_1min": round(os.getloadavg()[0], 2),
+        },
+        "method": (
+            f"{ccds} small {INSTRUMENT} CCDs of one exposure, one event per call, sequential; "
+            f"median of {repeats} runs, each on a fresh database; service = "
+            "RegisterService.handle (read, verify, parse header, register, publish to an "
+            "in-memory bus); registry = bare Registry.register"
+        ),
+        "reference": {
+            "what": "Rubin Data Butler, one file per call on SQLite",
+            "per_second": REFERENCE_PER_SECOND,
+            "goal_per_second": REFERENCE_PER_SECOND * GOAL_FACTOR,
+        },
+        "results": results,
+        "all_goals_met": all(r["goal_met"] for r in results.values()),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--ccds", type=int, default=189, help="CCDs (events) per run, <= 189")
+    args = parser.parse_args(argv)
+    report = run(args.repeats, args.ccds)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report["results"], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

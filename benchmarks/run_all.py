@@ -1,0 +1,352 @@
+"""``make bench``: every benchmark of the project in one go, then ``benchmarks/README.md``.
+
+Discovers each ``benchmarks/<name>.py`` with a top-level ``run`` function (by reading its source,
+so nothing heavy is imported here), starts the local service stack if it is not up, and runs
+each benchmark in its own process with a timeout: one that fails or hangs is recorded and the
+others still run. Each benchmark writes its own ``benchmarks/results/<name>.json``; this script
+then writes the README: machine, versions, date, one short table per benchmark (medians of
+repeats, ratio to the reference measured in the same run, goal met or not) and a plot of the
+transfer harness next to the observatory's published figures.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "benchmarks"
+RESULTS = BENCH / "results"
+README = BENCH / "README.md"
+PLOT = RESULTS / "transfer.png"
+
+#: Run first, in this order (the goals of issue 7); the rest follow alphabetically.
+FIRST = ("compression", "transfer")
+#: Seconds each benchmark may take; the whole run stays well under 15 minutes on 2 cores.
+TIMEOUTS = {"compression": 240, "transfer": 600, "beam_batch": 300}
+DEFAULT_TIMEOUT = 240
+TOTAL_BUDGET = 14 * 60
+PACKAGES = (
+    "numpy", "astropy", "fitsio", "apache-beam", "confluent-kafka", "google-cloud-storage",
+    "google-cloud-pubsub", "fastavro", "sqlalchemy", "psycopg", "matplotlib",
+)  # fmt: skip
+
+
+def discover() -> list[str]:
+    """Names of benchmark modules that define a top-level ``run`` function."""
+    names = []
+    for path in sorted(BENCH.glob("*.py")):
+        if path.stem in ("__init__", "run_all"):
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        if any(isinstance(n, ast.FunctionDef) and n.name == "run" for n in tree.body):
+            names.append(path.stem)
+    first = [n for n in FIRST if n in names]
+    return first + [n for n in names if n not in first]
+
+
+def ensure_stack() -> dict[str, Any]:
+    """``obsingest stack up`` (idempotent); export its endpoints for the benchmarks."""
+    from obsingest.stack import Stack
+
+    stack = Stack()
+    outcome = stack.up()
+    for key, value in stack.env().items():
+        os.environ.setdefault(key, value)
+    return {"started": outcome.started, "already_running": outcome.already_running}
+
+
+_RUNNER = (
+    "import json, sys\n"
+    "from importlib import import_module\n"
+    "result = import_module('benchmarks.' + sys.argv[1]).run()\n"
+    "with open(sys.argv[2], 'w') as fh:\n"
+    "    json.dump(result, fh, default=str)\n"
+)
+
+
+def run_benchmark(name: str, timeout: float) -> dict[str, Any]:
+    """Run ``benchmarks.<name>.run()`` in its own process; its result or its failure.
+
+    The benchmark's stderr (its progress) is passed through as it comes and its tail kept for
+    the README if it fails; a watchdog kills it at the timeout.
+    """
+    print(f"\n=== {name} (timeout {timeout:.0f} s) ===", file=sys.stderr, flush=True)
+    started = time.monotonic()
+    tail: deque[str] = deque(maxlen=30)
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        out = Path(tmp) / "result.json"
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _RUNNER, name, str(out)],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        watchdog = threading.Timer(timeout, proc.kill)
+        watchdog.start()
+        try:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                sys.stderr.write(line)
+                tail.append(line)
+            code = proc.wait()
+        finally:
+            watchdog.cancel()
+        seconds = round(time.monotonic() - started, 1)
+        if code == 0:
+            error = None
+        elif seconds >= timeout:
+            error = f"timed out after {timeout:.0f} s"
+        else:
+            error = f"exit {code}"
+        result = json.loads(out.read_text()) if out.exists() and not error else None
+    status = "ok" if error is None else f"FAILED ({error})"
+    print(f"=== {name}: {status} in {seconds} s ===", file=sys.stderr, flush=True)
+    return {
+        "name": name,
+        "seconds": seconds,
+        "error": error,
+        "tail": "".join(tail),
+        "result": result,
+    }
+
+
+# --- machine and versions -------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": cpu,
+        "memory_gib": round(mem_gb, 1),
+        "platform": platform.platform(),
+        "loadavg": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def versions() -> dict[str, str]:
+    from obsingest.stack.settings import FAKE_GCS_SERVER_VERSION, KAFKA_VERSION, PSTEST_VERSION
+
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    try:
+        import confluent_kafka
+
+        out["librdkafka"] = confluent_kafka.libversion()[0]
+    except ImportError:
+        pass
+    fpack = subprocess.run(["fpack", "-V"], capture_output=True, text=True, check=False)
+    out["fpack"] = (fpack.stdout or fpack.stderr).strip() or "not found"
+    out["kafka"] = KAFKA_VERSION
+    out["fake-gcs-server"] = FAKE_GCS_SERVER_VERSION
+    out["pstest"] = PSTEST_VERSION
+    pg = subprocess.run(["psql", "--version"], capture_output=True, text=True, check=False)
+    out["postgresql"] = pg.stdout.strip() or "not found"
+    return out
+
+
+# --- README sections ------------------------------------------------------------------------
+
+
+def _compression(result: dict[str, Any]) -> str:
+    from benchmarks.compression import format_table
+
+    return (
+        f"Reference raw CCD ({result['input']['bytes']:,} bytes), file -> file, median of "
+        f"{result['repeats']} round-robin repeats; ratios against fpack measured in the same "
+        "run.\n\n" + format_table(result)
+    )
+
+
+def _transfer(result: dict[str, Any]) -> str:
+    from benchmarks.transfer import format_stages, format_table
+
+    paths = "; ".join(f"**{k}**: {v}" for k, v in result["paths"].items())
+    text = [
+        f"`obsingest bench transfer --compress --end-to-end`, {result['ccd_size']}-size CCDs, "
+        f"{result['numexp']} exposures per row (the first, connection warm-up, is excluded and "
+        f"shown in the last column). {paths}. Transfer = read raw + compress + send (the "
+        f"report's copy + compress + upload); send = the upload alone; announced = readout -> "
+        f"ArrivalEvent published. Published = the observatory's figures for one compressed "
+        f"CCD per process over a 10 Gbit/s link (their max for copy + compress + send of one "
+        f"CCD: {result['published_copy_compress_send_max']} s).",
+        "",
+        format_table(result),
+        "",
+        "Where the time goes, " + format_stages(result),
+        "",
+        f"![max transfer time vs CCDs]({PLOT.name})" if PLOT.exists() else "",
+    ]
+    return "\n".join(text)
+
+
+def _beam(result: dict[str, Any]) -> str:
+    ours, plain = result["summarize_events_per_s"], result["plain_gbk_events_per_s"]
+    lag = result.get("streaming_lag", {})
+    return "\n".join([
+        f"{result['events']:,} ArrivalEvents ({result['exposures']} exposures x "
+        f"{result['detectors']} CCDs), {result['runner']}, median of {result['repeats']}.",
+        "",
+        "| pipeline | seconds | events/s | vs plain GroupByKey |",
+        "| --- | ---: | ---: | ---: |",
+        f"| ours (summaries) | {result['summarize_s_median']} | {ours:,} | {ours / plain:.2f}x |",
+        f"| plain GroupByKey + percentiles | {result['plain_gbk_s_median']} | {plain:,} | 1.00x |",
+        "",
+        f"Reference figure: {result.get('reference_plain_gbk_events_per_s', '-'):,} events/s. "
+        f"Streaming lag, last arrival -> summary: p50 {lag.get('lag_ms_p50', '-')} ms, max "
+        f"{lag.get('lag_ms_max', '-')} ms ({lag.get('method', '')}).",
+    ])  # fmt: skip
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (int, float, str, bool)) or value is None
+
+
+def _generic(result: dict[str, Any]) -> str:
+    """Benchmarks without a dedicated section: their rows (if any), scalars and goal."""
+    lines = []
+    rows = result.get("rows")
+    if isinstance(rows, list) and rows and all(isinstance(r, dict) for r in rows):
+        keys = [k for k in rows[0] if all(_scalar(r.get(k)) for r in rows)][:10]
+        lines += ["| " + " | ".join(keys) + " |", "|" + " --- |" * len(keys)]
+        lines += ["| " + " | ".join(str(r.get(k, "")) for k in keys) + " |" for r in rows]
+        lines.append("")
+    scalars = {k: v for k, v in result.items() if _scalar(v) and k not in ("benchmark",)}
+    if scalars:
+        lines += ["| figure | value |", "| --- | --- |"]
+        lines += [f"| {k} | {v} |" for k, v in scalars.items()]
+    goal = result.get("goal")
+    if isinstance(goal, dict) and "met" in goal:
+        lines += ["", f"Goal: {'met' if goal['met'] else 'NOT met'} ({json.dumps(goal)})"]
+    return "\n".join(lines) or "(no figures)"
+
+
+SECTIONS = {"compression": _compression, "transfer": _transfer, "beam_batch": _beam}
+
+
+def plot_transfer(result: dict[str, Any], path: Path = PLOT) -> Path | None:
+    """Max transfer and max readout -> announced vs CCDs per exposure, ours vs published."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in result["rows"] if r.get("steady")]
+    if not rows:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    published = sorted((int(k), v["max"]) for k, v in result["published"].items())
+    ax.plot(*zip(*published, strict=True), "k--o", label="published: max send (10 Gbit/s WAN)")
+    for name in sorted({r["path"] for r in rows}):
+        mine = sorted((r["ccds"], r) for r in rows if r["path"] == name)
+        xs = [n for n, _ in mine]
+        ax.plot(xs, [r["steady"]["max"] for _, r in mine], "-o",
+                label=f"{name}: max read + compress + send")  # fmt: skip
+        ax.plot(xs, [r["steady"]["send_max"] for _, r in mine], ":o",
+                label=f"{name}: max send")  # fmt: skip
+        announced = [(n, r["latency"]["steady"]["max"]) for n, r in mine if r.get("latency")]
+        if announced:
+            ax.plot(*zip(*announced, strict=True), "-s", label=f"{name}: max readout -> announced")
+    ax.axhline(result["budget_seconds"], color="red", lw=1, label="5 s budget")
+    ax.set_xlabel("CCDs per exposure (one process each)")
+    ax.set_ylabel("seconds per CCD")
+    ax.set_title(f"Transfer harness on {os.cpu_count()} cores vs observatory figures")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_readme(runs: list[dict[str, Any]], info: dict[str, Any]) -> None:
+    vers = info["versions"]
+    mach = info["machine"]
+    lines = [
+        "# Benchmarks",
+        "",
+        "Written by `make bench` (`python -m benchmarks.run_all`); do not edit by hand. Every "
+        "figure is from the run below; JSON in `results/`.",
+        "",
+        f"- date: {info['date']} (total {info['total_seconds']:.0f} s)",
+        f"- machine: {mach['cpus']} cores, {mach['cpu_model']}, {mach['memory_gib']} GiB, "
+        f"{mach['platform']}; load average (1/5/15 min) before {info['load_before']}, after "
+        f"{mach['loadavg']} (a shared, noisy machine: medians and same-run ratios matter)",
+        "- versions: " + ", ".join(f"{k} {v}" for k, v in vers.items()),
+        f"- local stack: {json.dumps(info['stack'])}",
+        "",
+        "| benchmark | status | seconds |",
+        "| --- | --- | ---: |",
+    ]
+    lines += [f"| {r['name']} | {r['error'] or 'ok'} | {r['seconds']} |" for r in runs]
+    for r in runs:
+        lines += ["", f"## {r['name']}", ""]
+        if r["result"] is None:
+            tail = (r["tail"] or "").strip().splitlines()[-8:]
+            lines += [f"Failed: {r['error']}.", "", "```", *tail, "```"]
+            continue
+        lines.append(SECTIONS.get(r["name"], _generic)(r["result"]))
+    README.write_text("\n".join(lines).rstrip() + "\n")
+
+
+def main() -> int:
+    t0 = time.monotonic()
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    try:
+        stack = ensure_stack()
+    except Exception as exc:  # the benchmarks that need it will fail and say so
+        stack = {"error": str(exc)}
+        print(f"local stack not available: {exc}", file=sys.stderr)
+    runs = []
+    for name in discover():
+        remaining = TOTAL_BUDGET - (time.monotonic() - t0)
+        if remaining < 30:
+            runs.append({"name": name, "seconds": 0, "error": "skipped: out of time budget",
+                         "tail": "", "result": None})  # fmt: skip
+            continue
+        runs.append(run_benchmark(name, min(TIMEOUTS.get(name, DEFAULT_TIMEOUT), remaining)))
+    transfer = next((r["result"] for r in runs if r["name"] == "transfer" and r["result"]), None)
+    if transfer:
+        plot_transfer(transfer)
+    info = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "versions": versions(),
+        "stack": stack,
+        "load_before": load_before,
+        "total_seconds": time.monotonic() - t0,
+    }
+    write_readme(runs, info)
+    print(f"\nwritten {README}", file=sys.stderr)
+    return 0 if all(r["error"] is None for r in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,568 @@
+"""The assembler service: Kafka consumer group -> Reassembler -> object store, DLQ, commits.
+
+One loop per instance, single-threaded on purpose: it polls a batch, feeds every record to the
+``Reassembler``, acts on each verdict (store the file create-once, dead-letter poison, recover a
+file dropped for memory), and only then commits the offsets the Reassembler calls safe. A crash
+anywhere in between leaves the commit behind every unfinished file, so the next owner re-reads
+it; a file re-stored after a crash hits create-once with the same bytes: a no-op, no second
+finalize notification, no second registration.
+
+Rebalances (more instances in the group, cooperative-sticky assignment): ``on_revoke`` drops the
+revoked partitions' partial files and commits their safe offsets, synchronously, before the
+partitions move; the new owner resumes from those offsets.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from functions.assembler.reassembly import (
+    ChunkPoison,
+    Completed,
+    Ignored,
+    Incomplete,
+    Poison,
+    PoisonReason,
+    Reassembler,
+    Recover,
+    Verdict,
+    decode_chunk,
+)
+from functions.assembler.settings import AssemblerSettings
+from obsingest.errors import ObsIngestError, PermanentError, RetriableError
+from obsingest.logs import get_logger, log_event
+from obsingest.messages import utcnow
+from obsingest.notifications import MetadataKeys
+from obsingest.store.base import ObjectConflict, ObjectStore, PutResult
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer, Message, Producer, TopicPartition
+
+log = get_logger("obsingest.assembler")
+
+TRANSPORT = "kafka"
+TP = tuple[str, int]
+
+
+class AssemblerError(ObsIngestError):
+    """Base of the assembler's own errors."""
+
+    reason = "assembler"
+
+
+class StoreUnavailable(RetriableError):
+    """The store kept failing: stop without committing; a restart resumes from the commit."""
+
+    reason = "store-unavailable"
+
+
+class DeadLetterFailed(RetriableError):
+    """A DLQ record was not acknowledged: offsets past it must not be committed."""
+
+    reason = "dlq-failed"
+
+
+class RecoveryFailed(RetriableError):
+    """Re-reading a file dropped from memory did not yield it; a restart re-reads it."""
+
+    reason = "recovery-failed"
+
+
+class ConsumerFailed(PermanentError):
+    """librdkafka reported a fatal consumer error."""
+
+    reason = "consumer-fatal"
+
+
+def object_metadata(completed: Completed) -> dict[str, str]:
+    """Object metadata the register function reads (same keys and format as direct uploads,
+    ``producers.uploader.object_metadata``; functions/ may not import producers/)."""
+    meta = {
+        MetadataKeys.CHECKSUM: completed.checksum,
+        MetadataKeys.READOUT_TIME: completed.readout_time.isoformat(),
+        MetadataKeys.TRANSPORT: TRANSPORT,
+        MetadataKeys.PRODUCER: completed.producer,
+    }
+    if completed.compressed_time is not None:
+        meta[MetadataKeys.COMPRESSED_TIME] = completed.compressed_time.isoformat()
+    return meta
+
+
+def consumer_config(settings: AssemblerSettings, group_id: str | None = None) -> dict[str, Any]:
+    """librdkafka consumer settings (reasons in functions/assembler/README.md)."""
+    return {
+        "bootstrap.servers": settings.bootstrap_servers,
+        "group.id": group_id or settings.group_id,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "isolation.level": "read_committed",
+        "partition.assignment.strategy": "cooperative-sticky",
+        "session.timeout.ms": settings.session_timeout_ms,
+        "heartbeat.interval.ms": max(1000, settings.session_timeout_ms // 5),
+        "max.partition.fetch.bytes": settings.max_record_bytes,
+        "fetch.max.bytes": settings.fetch_max_bytes,
+        "receive.message.max.bytes": settings.fetch_max_bytes + 1024 * 1024,
+        "queued.max.messages.kbytes": settings.prefetch_kbytes,
+        "fetch.wait.max.ms": 50,
+        **settings.extra,
+    }
+
+
+def dlq_producer_config(settings: AssemblerSettings) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": settings.bootstrap_servers,
+        "enable.idempotence": True,
+        "acks": "all",
+        "compression.type": "none",
+        "message.max.bytes": settings.max_record_bytes + 64 * 1024,
+        "linger.ms": 0,
+    }
+
+
+@dataclass
+class AssemblerStats:
+    stored: int = 0
+    existing: int = 0
+    conflicts: int = 0
+    poison: int = 0
+    incomplete: int = 0
+    ignored: int = 0
+    recovered: int = 0
+    records: int = 0
+    bytes: int = 0
+    last_record: float = field(default_factory=time.monotonic)
+
+    def as_dict(self) -> dict[str, int]:
+        return {k: v for k, v in self.__dict__.items() if k != "last_record"}
+
+
+StoredCallback = Callable[[Completed, PutResult], None]
+
+
+class AssemblerService:
+    """One assembler instance: ``run()`` until stopped, or drive ``poll_once()`` yourself."""
+
+    def __init__(
+        self,
+        settings: AssemblerSettings,
+        store: ObjectStore | None = None,
+        on_stored: StoredCallback | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        from confluent_kafka import Consumer, Producer
+
+        from obsingest.settings import StoreSettings
+        from obsingest.store import open_store
+
+        self.settings = settings
+        self.store = store or open_store(
+            StoreSettings(
+                url=settings.store_url,
+                prefix=settings.prefix,
+                quarantine_prefix=settings.quarantine_prefix,
+            )
+        )
+        self.on_stored = on_stored
+        self.stats = AssemblerStats()
+        self.reassembler = Reassembler(
+            settings.memory_limit_bytes, settings.incomplete_timeout_s, clock=clock
+        )
+        self._consumer: Consumer = Consumer(consumer_config(settings))
+        self._dlq: Producer = Producer(dlq_producer_config(settings))
+        self._assigned: set[TP] = set()
+        self._committed: dict[TP, int] = {}
+        self._lock = threading.Lock()
+        self._subscribed = False
+        self._closed = False
+        #: set once this instance owns at least one partition (tests and the demo wait on it)
+        self.assigned = threading.Event()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def subscribe(self) -> None:
+        if not self._subscribed:
+            self._consumer.subscribe(
+                [self.settings.topic],
+                on_assign=self._on_assign,
+                on_revoke=self._on_revoke,
+                on_lost=self._on_lost,
+            )
+            self._subscribed = True
+            log_event(
+                log, "assembler.subscribed", topic=self.settings.topic, group=self.settings.group_id
+            )
+
+    def run(self, stop: threading.Event | None = None, idle_exit_s: float | None = None) -> None:
+        """Poll until ``stop`` is set (or, with ``idle_exit_s``, until idle that long with no
+        open file); always closes cleanly, committing what is safe."""
+        stop = stop or threading.Event()
+        self.subscribe()
+        try:
+            while not stop.is_set():
+                self.poll_once(0.2)
+                if idle_exit_s is not None and self.idle_for() >= idle_exit_s:
+                    break
+        finally:
+            self.close()
+
+    def idle_for(self) -> float:
+        """Seconds since the last record, or 0 while any file is open."""
+        if self.reassembler.open_files():
+            return 0.0
+        return time.monotonic() - self.stats.last_record
+
+    def close(self) -> None:
+        """Commit safe offsets, leave the group (its revoke commits again), flush the DLQ."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._commit()
+        finally:
+            self._consumer.close()
+            self._dlq.flush(10)
+            log_event(log, "assembler.closed", **self.stats.as_dict())
+
+    # -- the loop -----------------------------------------------------------------------------
+    def poll_once(self, timeout: float = 0.2) -> int:
+        """One batch: feed, act on every verdict, then commit. Returns records handled."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        self.subscribe()
+        messages = self._consumer.consume(self.settings.batch_records, timeout)
+        handled = 0
+        for msg in messages:
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    continue
+                if err.fatal():
+                    raise ConsumerFailed(f"fatal consumer error: {err.str()}")
+                log_event(log, "assembler.consumer_error", logging.WARNING, error=err.str())
+                continue
+            tp = (msg.topic(), msg.partition())
+            if tp not in self._assigned:
+                continue  # fetched before a revoke; the new owner reads it
+            handled += 1
+            value = msg.value()
+            self.stats.records += 1
+            self.stats.bytes += len(value or b"")
+            self.stats.last_record = time.monotonic()
+            for verdict in self.reassembler.feed(value, tp, msg.offset()):
+                self._act(verdict, msg)
+        for verdict in self.reassembler.expire():
+            self._act(verdict, None)
+        try:
+            self._commit()
+        except KafkaException as exc:  # e.g. rebalance in progress: the next batch retries
+            log_event(log, "assembler.commit_failed", logging.WARNING, error=str(exc))
+        return handled
+
+    def _commit(self) -> None:
+        from confluent_kafka import TopicPartition
+
+        with self._lock:
+            offsets = [
+                TopicPartition(t, p, off)
+                for (t, p), off in self.reassembler.safe_offsets().items()
+                if (t, p) in self._assigned and off > self._committed.get((t, p), -1)
+            ]
+            if not offsets:
+                return
+            self._consumer.commit(offsets=offsets, asynchronous=False)
+            for tp in offsets:
+                self._committed[(tp.topic, tp.partition)] = tp.offset
+
+    # -- verdicts -----------------------------------------------------------------------------
+    def _act(self, verdict: Verdict, msg: Message | None) -> None:
+        if isinstance(verdict, Completed):
+            self._store(verdict)
+        elif isinstance(verdict, Poison):
+            self._poison(verdict, msg)
+        elif isinstance(verdict, Incomplete):
+            self._incomplete(verdict)
+        elif isinstance(verdict, Recover):
+            self._recover(verdict)
+        elif isinstance(verdict, Ignored):
+            self.stats.ignored += 1
+            log_event(
+                log,
+                "assembler.ignored",
+                logging.DEBUG,
+                data_id=verdict.data_id,
+                partition=verdict.partition[1],
+                offset=verdict.offset,
+                why=verdict.why,
+            )
+
+    def _store(self, done: Completed) -> None:
+        name = done.data_id.object_name(self.settings.prefix)
+        meta = object_metadata(done)
+        delay = self.settings.store_backoff_s
+        for attempt in range(1, self.settings.store_attempts + 1):
+            try:
+                result = self.store.put(name, done.data, meta)
+                status = "stored" if result.created else "exists"
+                break
+            except ObjectConflict as conflict:
+                result = self._park_conflict(done, name, meta, conflict)
+                status = "conflict"
+                break
+            except PermanentError:
+                raise
+            except Exception as exc:  # network, 5xx, disk: retry, then stop without committing
+                log_event(
+                    log,
+                    "assembler.store_retry",
+                    logging.WARNING,
+                    data_id=done.data_id.key,
+                    attempt=attempt,
+                    error=str(exc),
+                )
+                if attempt == self.settings.store_attempts:
+                    raise StoreUnavailable(f"{name}: {exc}") from exc
+                time.sleep(delay)
+                delay *= 2
+        counter = {"stored": "stored", "exists": "existing", "conflict": "conflicts"}[status]
+        setattr(self.stats, counter, getattr(self.stats, counter) + 1)
+        log_event(
+            log,
+            f"assembler.{status}",
+            data_id=done.data_id.key,
+            object=result.obj.name,
+            size=len(done.data),
+            chunks=done.chunk_count,
+            partition=done.partition[1],
+            first_offset=done.first_offset,
+            last_offset=done.last_offset,
+            latency_s=round((utcnow() - done.readout_time).total_seconds(), 6),
+        )
+        if self.on_stored is not None:
+            self.on_stored(done, result)
+
+    def _park_conflict(
+        self, done: Completed, name: str, meta: dict[str, str], conflict: ObjectConflict
+    ) -> PutResult:
+        """Different bytes under an existing name: park them, as direct uploads do."""
+        parked = (
+            f"{self.settings.quarantine_prefix}{name}/{done.checksum.replace(':', '-')}.fits.fz"
+        )
+        meta = {
+            **meta,
+            MetadataKeys.QUARANTINE_REASON: conflict.reason,
+            MetadataKeys.QUARANTINE_ORIGINAL: name,
+        }
+        log_event(
+            log,
+            "assembler.conflict_parked",
+            logging.ERROR,
+            data_id=done.data_id.key,
+            object=name,
+            parked=parked,
+            error=str(conflict),
+        )
+        return self.store.put(parked, done.data, meta)
+
+    def _poison(self, p: Poison, msg: Message | None) -> None:
+        self.stats.poison += 1
+        topic, partition = p.partition
+        headers = {
+            "dlq_reason": p.reason,
+            "dlq_error": p.error,
+            "original_topic": topic,
+            "original_partition": str(partition),
+            "original_offset": str(p.offset),
+        }
+        if p.first_offset is not None:
+            headers["first_offset"] = str(p.first_offset)
+        value = p.value
+        if value is None:  # a file-level verdict: a report instead of one record
+            value = json.dumps({"data_id": p.data_id, **headers}).encode()
+        key = p.data_id.encode() if p.data_id else (msg.key() if msg is not None else None)
+        self._dead_letter(key, value, headers)
+        log_event(
+            log,
+            "assembler.poison",
+            logging.ERROR,
+            data_id=p.data_id,
+            reason=p.reason,
+            error=p.error,
+            partition=partition,
+            offset=p.offset,
+        )
+
+    def _incomplete(self, inc: Incomplete) -> None:
+        topic, partition = inc.partition
+        fields = dict(
+            data_id=inc.data_id,
+            cause=inc.cause,
+            missing=inc.missing,
+            received=inc.received,
+            chunk_count=inc.chunk_count,
+            partition=partition,
+            first_offset=inc.first_offset,
+            last_offset=inc.last_offset,
+            final=inc.final,
+        )
+        if not inc.final:  # dropped for memory: offsets held, recovered once all chunks passed
+            log_event(log, "assembler.evicted", logging.WARNING, **fields)
+            return
+        self.stats.incomplete += 1
+        headers = {
+            "dlq_reason": PoisonReason.INCOMPLETE,
+            "dlq_error": f"{inc.data_id}: {inc.received}/{inc.chunk_count} chunks after "
+            f"{inc.cause}; missing {inc.missing}",
+            "original_topic": topic,
+            "original_partition": str(partition),
+            "original_offset": str(inc.first_offset),
+            "first_offset": str(inc.first_offset),
+            "last_offset": str(inc.last_offset),
+            "missing_chunks": ",".join(map(str, inc.missing)),
+            "file_checksum": inc.file_checksum,
+        }
+        report = {"report": "incomplete", **fields, "file_checksum": inc.file_checksum}
+        self._dead_letter(inc.data_id.encode(), json.dumps(report).encode(), headers)
+        log_event(log, "assembler.incomplete", logging.ERROR, **fields)
+
+    def _dead_letter(self, key: bytes | None, value: bytes, headers: dict[str, str]) -> None:
+        errors: list[Any] = []
+        self._dlq.produce(
+            self.settings.dlq_topic,
+            value=value,
+            key=key,
+            headers=[(k, v.encode()) for k, v in headers.items()],
+            on_delivery=lambda err, _m: errors.append(err) if err else None,
+        )
+        if self._dlq.flush(30) or errors:
+            raise DeadLetterFailed(f"DLQ {self.settings.dlq_topic}: {errors or 'not flushed'}")
+
+    def _recover(self, rec: Recover) -> None:
+        """Re-read one dropped file with a private, group-less consumer and finish it."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        topic, partition = rec.partition
+        cfg = consumer_config(
+            self.settings, group_id=f"{self.settings.group_id}-recovery-{uuid.uuid4().hex[:8]}"
+        )
+        cfg.pop("partition.assignment.strategy")
+        reader = Consumer(cfg)
+        fresh = Reassembler(memory_limit_bytes=1 << 62, incomplete_timeout_s=float("inf"))
+        verdicts: list[Verdict] = []
+        key = rec.data_id.encode()
+        deadline = time.monotonic() + 60
+        try:
+            reader.assign([TopicPartition(topic, partition, rec.first_offset)])
+            position = rec.first_offset
+            while position <= rec.last_offset:
+                if time.monotonic() > deadline:
+                    raise RecoveryFailed(
+                        f"{rec.data_id}: offsets {position}..{rec.last_offset} "
+                        "not re-read within 60 s"
+                    )
+                msg = reader.poll(0.5)
+                if msg is None or msg.error() is not None:
+                    continue
+                position = msg.offset() + 1
+                if msg.key() == key or _names(msg.value(), rec.data_id):
+                    verdicts += fresh.feed(msg.value(), rec.partition, msg.offset())
+        finally:
+            reader.close()
+        finished = [v for v in verdicts if isinstance(v, (Completed, Poison))]
+        if not any(isinstance(v, Completed) for v in finished) and not any(
+            isinstance(v, Poison) and v.value is None for v in finished
+        ):
+            raise RecoveryFailed(f"{rec.data_id}: re-read did not complete the file")
+        self.stats.recovered += 1
+        log_event(
+            log,
+            "assembler.recovered",
+            data_id=rec.data_id,
+            partition=partition,
+            first_offset=rec.first_offset,
+            last_offset=rec.last_offset,
+        )
+        for verdict in finished:
+            if isinstance(verdict, Completed) or verdict.value is None:
+                self._act(verdict, None)
+
+    # -- rebalance ----------------------------------------------------------------------------
+    def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        with self._lock:
+            for tp in partitions:
+                self._assigned.add((tp.topic, tp.partition))
+            if self._assigned:
+                self.assigned.set()
+        log_event(log, "assembler.assigned", partitions=[tp.partition for tp in partitions])
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        revoked = [(tp.topic, tp.partition) for tp in partitions]
+        with self._lock:
+            safe = self.reassembler.revoke(revoked)
+            offsets = [
+                TopicPartition(t, p, off)
+                for (t, p), off in safe.items()
+                if off > self._committed.get((t, p), -1)
+            ]
+            try:
+                if offsets:
+                    consumer.commit(offsets=offsets, asynchronous=False)
+            except KafkaException as exc:  # the next owner re-reads a little more: harmless
+                log_event(log, "assembler.revoke_commit_failed", logging.WARNING, error=str(exc))
+            for tp in revoked:
+                self._assigned.discard(tp)
+                self._committed.pop(tp, None)
+        log_event(
+            log,
+            "assembler.revoked",
+            partitions=[p for _, p in revoked],
+            committed={str(p): o for (_, p), o in safe.items()},
+        )
+
+    def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        revoked = [(tp.topic, tp.partition) for tp in partitions]
+        with self._lock:
+            self.reassembler.revoke(revoked)
+            for tp in revoked:
+                self._assigned.discard(tp)
+                self._committed.pop(tp, None)
+        log_event(log, "assembler.lost", logging.WARNING, partitions=[p for _, p in revoked])
+
+
+def _names(value: bytes | None, data_id: str) -> bool:
+    """Whether a record keyed otherwise is still a chunk of ``data_id`` (the key is a
+    convention of our producers, not something correctness may depend on)."""
+    try:
+        return decode_chunk(value).data_id.key == data_id
+    except (ChunkPoison, ObsIngestError):
+        return False
+
+
+def group_lag(bootstrap_servers: str, group_id: str, topic: str, timeout: float = 10.0) -> int:
+    """Records of ``topic`` not yet committed by ``group_id`` (0: every file is stored or
+    dead-lettered, since commits never pass an unfinished file)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    probe = Consumer(
+        {"bootstrap.servers": bootstrap_servers, "group.id": group_id, "enable.auto.commit": False}
+    )
+    try:
+        meta = probe.list_topics(topic, timeout=timeout)
+        parts = [TopicPartition(topic, p) for p in meta.topics[topic].partitions]
+        committed = probe.committed(parts, timeout=timeout)
+        lag = 0
+        for tp in committed:
+            low, high = probe.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout)
+            start = tp.offset if tp.offset >= 0 else low
+            lag += max(0, high - start)
+        return lag
+    finally:
+        probe.close()

@@ -1,0 +1,50 @@
+"""Assembler settings, read once at start-up (``OBSINGEST_ASSEMBLER_<FIELD>``)."""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_MAX_RECORD_BYTES = 16 * 1024 * 1024
+
+
+class AssemblerSettings(BaseSettings):
+    """Where chunks come from, where files go, and the bounds that keep one instance healthy."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="OBSINGEST_ASSEMBLER_", extra="ignore", populate_by_name=True
+    )
+
+    bootstrap_servers: str = Field(
+        default="127.0.0.1:19092",
+        validation_alias=AliasChoices(
+            "OBSINGEST_ASSEMBLER_BOOTSTRAP_SERVERS", "KAFKA_BOOTSTRAP_SERVERS"
+        ),
+    )
+    topic: str = "ccd-chunks"
+    dlq_topic: str = "ccd-chunks-dlq"
+    group_id: str = "ccd-assembler"
+    #: Object store the files go to: file://DIR or gs://BUCKET.
+    store_url: str = "file://./store"
+    prefix: str = "raw/"
+    quarantine_prefix: str = "quarantine/"
+    #: Payload bytes held for incomplete files before the youngest are dropped from memory.
+    #: Must exceed the largest file (a recovery re-reads one whole file).
+    memory_limit_bytes: int = Field(default=512 * 1024 * 1024, ge=1024 * 1024)
+    #: An open file that received nothing for this long is dead-lettered as incomplete.
+    #: Must exceed the producers' delivery timeout (OBSINGEST_KAFKA_DELIVERY_TIMEOUT_S, 60 s).
+    incomplete_timeout_s: float = Field(default=300.0, gt=0)
+    #: Largest record the broker accepts (message.max.bytes): sizes the fetches.
+    max_record_bytes: int = Field(default=DEFAULT_MAX_RECORD_BYTES, ge=1024 * 1024)
+    #: fetch.max.bytes: one fetch response brings up to this much (several chunks).
+    fetch_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024 * 1024)
+    #: librdkafka's per-partition prefetch queue (queued.max.messages.kbytes), in KiB.
+    prefetch_kbytes: int = Field(default=64 * 1024, ge=1024)
+    #: Most records handled per poll (bounds time between commits).
+    batch_records: int = Field(default=64, ge=1)
+    #: Store writes retried this often (exponential backoff) before the service gives up.
+    store_attempts: int = Field(default=5, ge=1)
+    store_backoff_s: float = Field(default=0.2, gt=0)
+    session_timeout_ms: int = Field(default=10_000, ge=1000)
+    #: Extra librdkafka consumer properties.
+    extra: dict[str, str | int | float | bool] = Field(default_factory=dict)

@@ -1,0 +1,98 @@
+"""Publish to Kafka (confluent-kafka / librdkafka) with the durability the pipeline relies on.
+
+``acks=all`` and idempotence: a message is confirmed only when every in-sync replica has it, and
+librdkafka's own retries cannot duplicate or reorder it. ``publish`` waits for the delivery report
+of *its* message (not a flush of everyone's), so concurrent callers do not wait for each other.
+Keys are the exposure (``instrument/exposure``): all arrivals of an exposure land in one
+partition, in order, which is what per-exposure stream processors want.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from obsingest.bus.pubsub import PublishFailed
+from obsingest.logs import get_logger, log_event
+
+log = get_logger("obsingest.bus.kafka")
+
+
+class KafkaPublisher:
+    """One producer per process; thread-safe."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        timeout: float = 5.0,
+        linger_ms: int = 1,
+        config: dict[str, Any] | None = None,
+    ) -> None:
+        from confluent_kafka import Producer
+
+        self.timeout = timeout
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": linger_ms,
+                "delivery.timeout.ms": int(timeout * 1000),
+                "request.timeout.ms": max(1000, int(timeout * 1000) - 100),
+                **(config or {}),
+            }
+        )
+
+    def publish(
+        self,
+        topic: str,
+        data: bytes,
+        *,
+        key: str | None = None,
+        attributes: dict[str, str] | None = None,
+    ) -> str:
+        """Produce and wait for this message's delivery report; returns ``topic/partition@offset``.
+
+        Attributes travel as record headers.
+        """
+        from confluent_kafka import KafkaException
+
+        done = threading.Event()
+        outcome: dict[str, Any] = {}
+
+        def on_delivery(err: Any, msg: Any) -> None:
+            outcome["err"], outcome["msg"] = err, msg
+            done.set()
+
+        headers = [(k, str(v).encode()) for k, v in (attributes or {}).items()]
+        deadline = time.monotonic() + self.timeout
+        try:
+            while True:
+                try:
+                    self.producer.produce(
+                        topic, value=data, key=key, headers=headers, on_delivery=on_delivery
+                    )
+                    break
+                except BufferError:  # local queue full: serve callbacks, then try again
+                    if time.monotonic() > deadline:
+                        raise
+                    self.producer.poll(0.01)
+            while not done.is_set():
+                if time.monotonic() > deadline:
+                    raise PublishFailed(f"kafka {topic}: no delivery report in {self.timeout} s")
+                self.producer.poll(0.01)
+        except (KafkaException, BufferError) as exc:
+            log_event(log, "kafka.publish_failed", logging.WARNING, topic=topic, error=str(exc))
+            raise PublishFailed(f"kafka {topic}: {exc}") from exc
+        err, msg = outcome["err"], outcome["msg"]
+        if err is not None:
+            log_event(log, "kafka.publish_failed", logging.WARNING, topic=topic, error=str(err))
+            raise PublishFailed(f"kafka {topic}: {err}")
+        return f"{msg.topic()}/{msg.partition()}@{msg.offset()}"
+
+    def close(self) -> None:
+        """Deliver what is queued (bounded by the timeout)."""
+        self.producer.flush(self.timeout)

@@ -1,0 +1,80 @@
+"""``obsingest assembler``: run one Kafka chunk assembler (functions/assembler) until stopped.
+
+Start more with the same ``--group`` to scale out; SIGTERM/SIGINT stop it cleanly (safe offsets
+committed, group left). A SIGKILL loses nothing either: the next start re-reads every file that
+was not yet stored from the committed offset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from typing import Any
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "assembler",
+        help="run the Kafka chunk assembler (CcdChunk records -> files in the object store)",
+        description=(
+            "Consume CcdChunk records, reassemble and verify each CCD, store it create-once, "
+            "dead-letter poison records with the reason, then commit offsets. Every option "
+            "defaults to its OBSINGEST_ASSEMBLER_* environment variable (see "
+            "functions/assembler/README.md)."
+        ),
+    )
+    p.add_argument(
+        "--bootstrap-servers", help="Kafka bootstrap servers (or KAFKA_BOOTSTRAP_SERVERS)"
+    )
+    p.add_argument("--topic", help="chunks topic (default ccd-chunks)")
+    p.add_argument("--dlq-topic", help="dead-letter topic (default ccd-chunks-dlq)")
+    p.add_argument("--group", dest="group_id", help="consumer group id (default ccd-assembler)")
+    p.add_argument("--store", dest="store_url", help="file://DIR or gs://BUCKET")
+    p.add_argument(
+        "--memory-limit",
+        dest="memory_limit_bytes",
+        type=int,
+        help="payload bytes held for incomplete files",
+    )
+    p.add_argument(
+        "--incomplete-timeout",
+        dest="incomplete_timeout_s",
+        type=float,
+        help="seconds an open file may idle before it is dead-lettered",
+    )
+    p.add_argument(
+        "--idle-exit",
+        type=float,
+        default=None,
+        help="exit after this many seconds without records and no open file",
+    )
+    p.add_argument("--log-level", default="INFO")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from functions.assembler.service import AssemblerService
+    from functions.assembler.settings import AssemblerSettings
+    from obsingest import logs
+
+    logs.configure(args.log_level)
+    overrides: dict[str, Any] = {
+        name: getattr(args, name)
+        for name in (
+            "bootstrap_servers",
+            "topic",
+            "dlq_topic",
+            "group_id",
+            "store_url",
+            "memory_limit_bytes",
+            "incomplete_timeout_s",
+        )
+        if getattr(args, name) is not None
+    }
+    settings = AssemblerSettings(**overrides)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    AssemblerService(settings).run(stop, idle_exit_s=args.idle_exit)
+    return 0

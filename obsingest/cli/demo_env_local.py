@@ -1,0 +1,206 @@
+"""The demo on the real local stack: GCS emulator -> Pub/Sub notifications -> relay -> register
+function -> PostgreSQL registry -> ArrivalEvents on Pub/Sub.
+
+Every run gets its own namespace so "registered exactly once" is about this run only: a fresh
+bucket, a fresh Pub/Sub project (the emulator creates projects on first use) and a fresh
+PostgreSQL database (kept afterwards for inspection; its URL is written to
+``<workdir>/registry-url.txt``).
+
+The relay delivers in-process to the register function's HTTP entry point ``on_push`` (the same
+code a functions-framework server runs), configured with GcsStore, Registry(PostgreSQL) and
+PubSubPublisher.
+
+The demo's notification config covers the whole bucket (production: ``raw/`` and
+``quarantine/``), so ``--inject-bad``'s object outside the prefix reaches the function and shows
+that the function itself refuses it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from obsingest.cli.demo_envs import ArrivalCallback, ManifestCallback
+from obsingest.messages import ArrivalEvent, ExposureManifest
+from obsingest.registry import Registry
+from obsingest.settings import BusSettings, RegistrySettings, StoreSettings
+from obsingest.store.base import StoredObject
+
+STACK_SERVICES = ("pubsub", "gcs", "postgres")
+
+
+class StackNotRunning(RuntimeError):
+    """The local stack is not up: the demo cannot run on it."""
+
+
+def stack_endpoints(services: tuple[str, ...] = STACK_SERVICES) -> dict[str, str]:
+    """Environment of the running local stack; StackNotRunning naming what is down."""
+    from obsingest.stack import Stack
+
+    stack = Stack(only=list(services))
+    down = [svc.name for svc in stack.services if not svc.healthy()]
+    if down:
+        raise StackNotRunning(
+            f"local stack service(s) not answering: {', '.join(down)}. "
+            "Start the stack first: `obsingest stack up`"
+        )
+    return stack.env()
+
+
+def use_stack_environment(services: tuple[str, ...] = STACK_SERVICES) -> dict[str, str]:
+    """Export the stack's endpoints into os.environ (variables already set win)."""
+    env = stack_endpoints(services)
+    for key, value in env.items():
+        os.environ.setdefault(key, value)
+    return {key: os.environ[key] for key in env}
+
+
+def create_database(admin_url: str, prefix: str) -> str:
+    """CREATE DATABASE <prefix>_<hex> on the server of ``admin_url``; its SQLAlchemy URL."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    url = make_url(admin_url)
+    conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return url.set(database=name).render_as_string(hide_password=False)
+
+
+def gcs_notification_message(obj: StoredObject) -> tuple[bytes, dict[str, str]]:
+    """A Pub/Sub message exactly as a GCS notification config publishes it (JSON_API_V1)."""
+    from obsingest.notifications import object_resource
+
+    attributes = {
+        "payloadFormat": "JSON_API_V1",
+        "eventType": "OBJECT_FINALIZE",
+        "bucketId": obj.bucket,
+        "objectId": obj.name,
+        "objectGeneration": str(obj.generation),
+        "eventTime": obj.time_created.isoformat().replace("+00:00", "Z"),
+        "notificationConfig": "injected",
+    }
+    return json.dumps(object_resource(obj)).encode(), attributes
+
+
+class LocalStackEnvironment:
+    """``obsingest demo --stack local``: the direct-upload path on real services."""
+
+    def __init__(self, workdir: Path, *, whole_bucket_notifications: bool = True) -> None:
+        from obsingest.bus.pubsub import PubSubPublisher
+        from obsingest.store.gcs import GcsSettings, GcsStore
+
+        env = use_stack_environment()
+        run_id = uuid.uuid4().hex[:10]
+        self.project = f"obsingest-demo-{run_id}"
+        self.bucket = f"obsingest-demo-{run_id}"
+        self.prefixes: tuple[str, ...] = ("",) if whole_bucket_notifications else ()
+        admin_url = os.environ.get("OBSINGEST_REGISTRY_URL") or env["OBSINGEST_REGISTRY_URL"]
+        if not admin_url.startswith("postgresql"):
+            admin_url = env["OBSINGEST_REGISTRY_URL"]
+        self.registry_url = create_database(admin_url, "obsingest_demo")
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "registry-url.txt").write_text(self.registry_url + "\n")
+
+        self.store_url = f"gs://{self.bucket}"
+        self.store_settings = StoreSettings(url=self.store_url)
+        self.bus_settings = BusSettings(backend="pubsub", pubsub_project=self.project)
+        # Edge workers are spawned processes: they read the project from the environment.
+        os.environ["OBSINGEST_GCS_PROJECT"] = self.project
+        self.registry = Registry.open(RegistrySettings(url=self.registry_url))
+        self.store = GcsStore(self.bucket, settings=GcsSettings(project=self.project))
+        self.publisher = PubSubPublisher(self.project)
+        self.relay: Any = None
+        self._subscribers: list[Any] = []
+
+    # lifecycle -------------------------------------------------------------------------------
+    def start(self, on_arrival: ArrivalCallback, on_manifest: ManifestCallback) -> None:
+        from functions.register import main as register_function
+        from functions.register import wiring
+        from functions.register.service import RegisterService
+        from obsingest.cli.relay import build_relay
+        from obsingest.cli.setup import setup
+        from obsingest.relay.core import RelaySettings
+        from obsingest.relay.pubsub import SubscriberThread
+        from obsingest.relay.push import InProcessTarget
+
+        bus = self.bus_settings
+        prefixes = self.prefixes or ("raw/", "quarantine/")
+        setup(self.bucket, bus, prefixes=prefixes, storage_client=self.store.client)
+        _create_subscription(self.project, "demo-arrivals", bus.arrivals_topic)
+        _create_subscription(self.project, "demo-exposures", bus.exposures_topic)
+        self._subscribers = [
+            SubscriberThread(
+                self.project,
+                "demo-arrivals",
+                lambda d: on_arrival(ArrivalEvent.decode(d.data)),
+                name="demo-arrivals",
+            ).start(),
+            SubscriberThread(
+                self.project,
+                "demo-exposures",
+                lambda d: on_manifest(ExposureManifest.decode(d.data)),
+                name="demo-exposures",
+            ).start(),
+        ]
+        wiring.configure(
+            RegisterService(
+                store=self.store,
+                registry=self.registry,
+                publisher=self.publisher,
+                arrivals_topic=bus.arrivals_topic,
+                prefix=self.store_settings.prefix,
+                quarantine_prefix=self.store_settings.quarantine_prefix,
+            )
+        )
+        self.relay = build_relay(
+            RelaySettings(min_backoff=0.0, max_backoff=2.0, max_attempts=5),
+            bus,
+            target=InProcessTarget(register_function.on_push),
+        )
+        self.relay.start()
+
+    def publish_manifest(self, manifest: ExposureManifest) -> None:
+        self.publisher.publish(
+            self.bus_settings.exposures_topic,
+            manifest.encode(),
+            key=f"{manifest.instrument}/{manifest.exposure}",
+            attributes={"instrument": manifest.instrument, "exposure": str(manifest.exposure)},
+        )
+
+    def inject_notification(self, obj: StoredObject) -> None:
+        data, attributes = gcs_notification_message(obj)
+        self.publisher.publish(self.bus_settings.objects_topic, data, attributes=attributes)
+
+    def finish(self, timeout: float) -> int:
+        """Wait for the relay to drain (quiet, nothing in flight or awaiting retry) and for the
+        subscribers to have received what was published; returns the dead-lettered count."""
+        if self.relay is None:
+            return 0
+        deadline = time.monotonic() + timeout
+        self.relay.wait_idle(quiet=1.5, timeout=timeout)
+        while time.monotonic() < deadline and any(s.idle_for() < 1.0 for s in self._subscribers):
+            time.sleep(0.05)
+        return int(self.relay.stats.dead_lettered)
+
+    def close(self) -> None:
+        from functions.register import wiring
+
+        if self.relay is not None:
+            self.relay.stop()
+        for subscriber in self._subscribers:
+            subscriber.stop()
+        wiring.configure(None)
+        self.publisher.close()
+        self.registry.close()
+
+
+def _create_subscription(project: str, name: str, topic: str) -> None:
+    from obsingest.cli.arrivals import ensure_subscription
+
+    ensure_subscription(project, topic, name)

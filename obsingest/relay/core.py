@@ -1,0 +1,332 @@
+"""The relay's decisions: pull -> push -> ack / nack with backoff / dead-letter, with fake edges.
+
+Pub/Sub push delivery does not exist in the emulator, so ``obsingest relay`` does what Pub/Sub
+push would: POST each message to the function as a push envelope and treat 2xx as ack, anything
+else (or no answer) as a nack with backoff, until ``max_attempts``; then the message is published
+to the dead-letter topic with the reason in its attributes and the original is acked, so one
+poisoned message never blocks the subscription.
+
+The three edges (where messages come from, where they are pushed, where dead letters go) are
+protocols, so every decision is unit-tested with fakes.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from obsingest.logs import get_logger, log_event
+
+log = get_logger("obsingest.relay")
+
+
+class RelaySettings(BaseSettings):
+    """``OBSINGEST_RELAY_*``: how the relay pulls, pushes and gives up."""
+
+    model_config = SettingsConfigDict(env_prefix="OBSINGEST_RELAY_", extra="ignore")
+
+    subscription: str = "ccd-objects-relay"
+    push_url: str = "http://127.0.0.1:8080/"
+    #: attempts (pushes) before a message is dead-lettered
+    max_attempts: int = Field(default=5, ge=1)
+    #: nack backoff: the message is redelivered after min(max, min * 2**(attempt-1)) seconds
+    min_backoff: float = Field(default=1.0, ge=0)
+    max_backoff: float = Field(default=60.0, ge=0)
+    #: pushes in flight at once
+    concurrency: int = Field(default=8, ge=1)
+    max_messages: int = Field(default=32, ge=1)
+    push_timeout: float = Field(default=30.0, gt=0)
+    #: OIDC: sign pushes with an ID token for this audience (empty: no Authorization header)
+    oidc_audience: str = ""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One pulled message, as the relay sees it."""
+
+    ack_id: str
+    message_id: str
+    data: bytes
+    attributes: dict[str, str] = field(default_factory=dict)
+    publish_time: datetime | None = None
+    #: Pub/Sub's own count when the subscription has a dead-letter policy, else 0
+    delivery_attempt: int = 0
+
+
+@dataclass(frozen=True)
+class PushResult:
+    """What the push endpoint answered: an HTTP status, or None when it did not answer."""
+
+    status: int | None
+    body: str = ""
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status is not None and 200 <= self.status < 300
+
+    def describe(self) -> str:
+        if self.status is None:
+            return f"no response: {self.error}"[:500]
+        return f"HTTP {self.status}: {self.body}"[:500]
+
+
+class Action(enum.Enum):
+    ACK = "ack"
+    NACK = "nack"
+    DEAD_LETTER = "dead-letter"
+
+
+class PullSource(Protocol):
+    def pull(self, max_messages: int, timeout: float) -> list[Delivery]: ...
+
+    def ack(self, ack_ids: list[str]) -> None: ...
+
+    def nack(self, ack_ids: list[str], delay_seconds: int) -> None:
+        """Make the messages redeliverable after ``delay_seconds`` (modify ack deadline)."""
+
+
+class PushTarget(Protocol):
+    def push(self, envelope: dict[str, Any]) -> PushResult: ...
+
+
+class DeadLetterSink(Protocol):
+    def publish(self, data: bytes, attributes: dict[str, str]) -> str: ...
+
+
+def decide(result: PushResult, attempts: int, max_attempts: int) -> Action:
+    """2xx acks; any other answer retries until ``max_attempts`` pushes, then dead-letters."""
+    if result.ok:
+        return Action.ACK
+    return Action.DEAD_LETTER if attempts >= max_attempts else Action.NACK
+
+
+def backoff_seconds(attempts: int, min_backoff: float, max_backoff: float) -> int:
+    """Redelivery delay after ``attempts`` failed pushes (whole seconds: what Pub/Sub takes)."""
+    delay = min(max_backoff, min_backoff * 2 ** max(attempts - 1, 0))
+    return min(600, int(delay + 0.999))
+
+
+def push_envelope(delivery: Delivery, subscription: str) -> dict[str, Any]:
+    """The JSON body Pub/Sub push POSTs (message data base64-encoded)."""
+    published = (delivery.publish_time or datetime.now(UTC)).astimezone(UTC)
+    return {
+        "message": {
+            "data": base64.b64encode(delivery.data).decode(),
+            "attributes": dict(delivery.attributes),
+            "messageId": delivery.message_id,
+            "message_id": delivery.message_id,
+            "publishTime": published.isoformat().replace("+00:00", "Z"),
+        },
+        "subscription": subscription,
+        "deliveryAttempt": delivery.delivery_attempt or None,
+    }
+
+
+def dead_letter_attributes(delivery: Delivery, result: PushResult, attempts: int) -> dict[str, str]:
+    """The original attributes plus why and after how many attempts it was given up."""
+    return {
+        **delivery.attributes,
+        "dlq_reason": result.describe(),
+        "dlq_attempts": str(attempts),
+        "dlq_status": str(result.status) if result.status is not None else "none",
+        "dlq_message_id": delivery.message_id,
+    }
+
+
+@dataclass
+class RelayStats:
+    pulled: int = 0
+    acked: int = 0
+    nacked: int = 0
+    dead_lettered: int = 0
+
+
+class Relay:
+    """Pull -> push -> settle, ``concurrency`` pushes at once. Thread-safe counters."""
+
+    def __init__(
+        self,
+        source: PullSource,
+        target: PushTarget,
+        dead_letters: DeadLetterSink,
+        settings: RelaySettings | None = None,
+        subscription_path: str = "",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.source = source
+        self.target = target
+        self.dead_letters = dead_letters
+        self.settings = settings or RelaySettings()
+        self.subscription_path = subscription_path or self.settings.subscription
+        self.stats = RelayStats()
+        self._clock = clock
+        self._lock = threading.Lock()
+        #: failed pushes per message id: our own count (the emulator keeps none)
+        self._attempts: dict[str, int] = {}
+        self._in_flight = 0
+        self._last_activity = clock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pool: ThreadPoolExecutor | None = None
+
+    # one message -----------------------------------------------------------------------------
+    def handle(self, delivery: Delivery) -> Action:
+        """Push one message and settle it (ack, nack with backoff, or dead-letter + ack)."""
+        envelope = push_envelope(delivery, self.subscription_path)
+        try:
+            result = self.target.push(envelope)
+        except Exception as exc:  # a target bug must not lose the message: nack it
+            result = PushResult(None, error=f"{type(exc).__name__}: {exc}")
+        with self._lock:
+            attempts = self._attempts.get(delivery.message_id, 0) + 1
+            attempts = max(attempts, delivery.delivery_attempt)
+            self._attempts[delivery.message_id] = attempts
+        action = decide(result, attempts, self.settings.max_attempts)
+        fields = {
+            "message_id": delivery.message_id,
+            "object": delivery.attributes.get("objectId"),
+            "attempts": attempts,
+            "status": result.status,
+        }
+        if action is Action.ACK:
+            self.source.ack([delivery.ack_id])
+            self._forget(delivery.message_id)
+            with self._lock:
+                self.stats.acked += 1
+            log_event(log, "relay.acked", logging.DEBUG, **fields)
+        elif action is Action.NACK:
+            delay = backoff_seconds(attempts, self.settings.min_backoff, self.settings.max_backoff)
+            self.source.nack([delivery.ack_id], delay)
+            with self._lock:
+                self.stats.nacked += 1
+            log_event(
+                log,
+                "relay.nacked",
+                logging.WARNING,
+                delay_s=delay,
+                error=result.describe(),
+                **fields,
+            )
+        else:
+            attrs = dead_letter_attributes(delivery, result, attempts)
+            try:
+                self.dead_letters.publish(delivery.data, attrs)
+            except Exception as exc:  # DLQ down: keep the message, try again later
+                delay = backoff_seconds(
+                    attempts, self.settings.min_backoff, self.settings.max_backoff
+                )
+                self.source.nack([delivery.ack_id], delay)
+                log_event(log, "relay.dead_letter_failed", logging.ERROR, error=str(exc), **fields)
+                return Action.NACK
+            self.source.ack([delivery.ack_id])
+            self._forget(delivery.message_id)
+            with self._lock:
+                self.stats.dead_lettered += 1
+            log_event(
+                log, "relay.dead_lettered", logging.ERROR, reason=attrs["dlq_reason"], **fields
+            )
+        return action
+
+    def _forget(self, message_id: str) -> None:
+        with self._lock:
+            self._attempts.pop(message_id, None)
+
+    # loop ------------------------------------------------------------------------------------
+    def run_once(self, timeout: float = 1.0) -> int:
+        """Pull one batch and handle it (concurrently), waiting for all; returns its size."""
+        deliveries = self.source.pull(self.settings.max_messages, timeout)
+        with self._lock:
+            self.stats.pulled += len(deliveries)
+        if not deliveries:
+            return 0
+        with ThreadPoolExecutor(self.settings.concurrency) as pool:
+            list(pool.map(self.handle, deliveries))
+        self._touch()
+        return len(deliveries)
+
+    def _touch(self) -> None:
+        with self._lock:
+            self._last_activity = self._clock()
+
+    def _settle_async(self, delivery: Delivery) -> None:
+        try:
+            self.handle(delivery)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                self._last_activity = self._clock()
+
+    def start(self) -> None:
+        """Relay in a background thread until ``stop``: messages are pushed as they come."""
+        self._pool = ThreadPoolExecutor(self.settings.concurrency, thread_name_prefix="relay-push")
+        self._thread = threading.Thread(target=self._run, name="relay", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        assert self._pool is not None
+        while not self._stop.is_set():
+            with self._lock:
+                free = self.settings.concurrency * 2 - self._in_flight
+            if free <= 0:
+                self._stop.wait(0.01)
+                continue
+            try:
+                deliveries = self.source.pull(min(free, self.settings.max_messages), 2.0)
+            except Exception as exc:  # emulator restart, network: keep relaying
+                log_event(log, "relay.pull_failed", logging.WARNING, error=str(exc))
+                self._stop.wait(0.5)
+                continue
+            if not deliveries:
+                continue
+            with self._lock:
+                self.stats.pulled += len(deliveries)
+                self._in_flight += len(deliveries)
+                self._last_activity = self._clock()
+            for delivery in deliveries:
+                self._pool.submit(self._settle_async, delivery)
+
+    @property
+    def in_flight(self) -> int:
+        with self._lock:
+            return self._in_flight
+
+    @property
+    def pending_retries(self) -> int:
+        """Messages that failed at least once and are neither acked nor dead-lettered yet."""
+        with self._lock:
+            return len(self._attempts)
+
+    def idle_for(self) -> float:
+        """Seconds since the last pulled or settled message (0 while pushes are in flight)."""
+        with self._lock:
+            if self._in_flight:
+                return 0.0
+            return self._clock() - self._last_activity
+
+    def wait_idle(self, quiet: float, timeout: float) -> bool:
+        """Block until nothing is in flight or awaiting retry and nothing came for ``quiet`` s."""
+        deadline = self._clock() + timeout
+        while self._clock() < deadline:
+            if self.pending_retries == 0 and self.idle_for() >= quiet:
+                return True
+            time.sleep(0.05)
+        return False
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)

@@ -1,0 +1,147 @@
+"""Splitting a compressed CCD into CcdChunk records: pure arithmetic, no Kafka.
+
+Record size arithmetic (why the default chunk size fits ``message.max.bytes``):
+
+    encoded CcdChunk = 10                    single-object header (C3 01 + 8-byte fingerprint)
+                     + fields before payload  <= 100 + len(instrument) + len(producer)
+                       (6 ints/longs <= 45, two 'crc32c:xxxxxxxx' strings 32, two timestamps
+                       <= 21, two string lengths <= 4)
+                     + varint(len(payload))  <= 10
+                     + payload
+    Kafka record     = encoded value + key (data id, <= 64 bytes) + record framing (<= 30 bytes)
+    Kafka batch      = record + record-batch header (61 bytes); a chunk bigger than batch.size
+                       travels in a batch of its own, which is what message.max.bytes limits.
+
+``RECORD_RESERVE`` (4 KiB) bounds everything but the payload with a wide margin (instrument and
+producer names are capped at 1 KiB each), so ``chunk_size <= message_max_bytes - RECORD_RESERVE``
+always fits. The default payload is the largest power of two below that bound, capped at
+``PREFERRED_CHUNK_SIZE`` (the benchmark's best; see ``benchmarks/kafka_path.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from datetime import datetime
+
+from obsingest.checksums import checksum_str
+from obsingest.codec import HEADER_SIZE
+from obsingest.dataid import DataId
+from obsingest.messages import CcdChunk
+
+#: Everything in a Kafka record batch besides the chunk payload, generously bounded.
+RECORD_RESERVE = 4 * 1024
+#: Longest instrument / producer name the reserve allows for.
+MAX_NAME_BYTES = 1024
+#: Upper bound of the default chunk payload (bigger buys no throughput, costs memory/latency).
+PREFERRED_CHUNK_SIZE = 8 * 1024 * 1024
+#: Smallest chunk we accept: below this the per-record overhead dominates.
+MIN_CHUNK_SIZE = 4 * 1024
+
+
+class ChunkSizeError(ValueError):
+    """A chunk size that cannot fit the record limit (a configuration error, caught at start)."""
+
+
+def max_chunk_size(message_max_bytes: int) -> int:
+    """Largest payload whose encoded record still fits ``message_max_bytes``."""
+    return message_max_bytes - RECORD_RESERVE
+
+
+def default_chunk_size(message_max_bytes: int) -> int:
+    """Largest power of two that fits the record limit, at most PREFERRED_CHUNK_SIZE."""
+    limit = max_chunk_size(message_max_bytes)
+    if limit < MIN_CHUNK_SIZE:
+        raise ChunkSizeError(f"message.max.bytes {message_max_bytes} is too small for chunks")
+    size = MIN_CHUNK_SIZE
+    while size * 2 <= min(limit, PREFERRED_CHUNK_SIZE):
+        size *= 2
+    return size
+
+
+def resolve_chunk_size(chunk_size: int, message_max_bytes: int) -> int:
+    """The configured chunk size (0 = default), refused if an encoded record could not fit."""
+    if chunk_size == 0:
+        return default_chunk_size(message_max_bytes)
+    if not MIN_CHUNK_SIZE <= chunk_size <= max_chunk_size(message_max_bytes):
+        raise ChunkSizeError(
+            f"chunk size {chunk_size} outside {MIN_CHUNK_SIZE}..{max_chunk_size(message_max_bytes)}"
+            f" (message.max.bytes {message_max_bytes} minus {RECORD_RESERVE} bytes of framing)"
+        )
+    return chunk_size
+
+
+def chunk_count(total_size: int, chunk_size: int) -> int:
+    """Chunks needed for ``total_size`` bytes; an empty file still travels as one empty chunk."""
+    return max(1, -(-total_size // chunk_size))
+
+
+def _varint(value: int) -> bytes:
+    """Avro long encoding (zig-zag varint) of a non-negative ``value``."""
+    n = value << 1
+    out = bytearray()
+    while n & ~0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def iter_chunks(
+    data_id: DataId,
+    data: bytes,
+    readout_time: datetime,
+    compressed_time: datetime | None,
+    producer: str,
+    chunk_size: int,
+    file_checksum: str | None = None,
+) -> Iterator[CcdChunk]:
+    """The CcdChunk records of one file, in order (payloads are slices of ``data``)."""
+    if len(data_id.instrument.encode()) > MAX_NAME_BYTES or len(producer.encode()) > MAX_NAME_BYTES:
+        raise ChunkSizeError(f"instrument/producer name longer than {MAX_NAME_BYTES} bytes")
+    count = chunk_count(len(data), chunk_size)
+    checksum = file_checksum or checksum_str(data)
+    view = memoryview(data)
+    for index in range(count):
+        payload = bytes(view[index * chunk_size : (index + 1) * chunk_size])
+        yield CcdChunk(
+            instrument=data_id.instrument,
+            exposure=data_id.exposure,
+            detector=data_id.detector,
+            day_obs=data_id.day_obs,
+            chunk_index=index,
+            chunk_count=count,
+            total_size=len(data),
+            file_checksum=checksum,
+            chunk_checksum=checksum_str(payload),
+            readout_time=readout_time,
+            compressed_time=compressed_time,
+            producer=producer,
+            payload=payload,
+        )
+
+
+def encode_chunk(chunk: CcdChunk) -> bytes:
+    """Single-object encoding of ``chunk``, identical to ``chunk.encode()`` but one payload copy.
+
+    ``payload`` is the schema's last field, so the record is the encoding of every other field
+    (made by fastavro with an empty payload, whose length varint is the single byte 00), then the
+    payload's length and bytes. ``tests/unit/producers/kafka`` proves byte equality.
+    """
+    head = dataclasses.replace(chunk, payload=b"").encode()
+    return b"".join((head[:-1], _varint(len(chunk.payload)), chunk.payload))
+
+
+__all__ = [
+    "HEADER_SIZE",
+    "MIN_CHUNK_SIZE",
+    "PREFERRED_CHUNK_SIZE",
+    "RECORD_RESERVE",
+    "ChunkSizeError",
+    "chunk_count",
+    "default_chunk_size",
+    "encode_chunk",
+    "iter_chunks",
+    "max_chunk_size",
+    "resolve_chunk_size",
+]

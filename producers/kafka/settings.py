@@ -1,0 +1,45 @@
+"""Producer settings of the Kafka chunk transport, read once at start-up.
+
+Every field has an environment variable ``OBSINGEST_KAFKA_<FIELD>`` (for example
+``OBSINGEST_KAFKA_CHUNK_SIZE=1048576``); the bootstrap servers also honour the conventional
+``KAFKA_BOOTSTRAP_SERVERS`` that ``obsingest stack env`` exports.
+"""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+#: The broker's ``message.max.bytes`` on the local stack (obsingest.stack.settings) and the
+#: value we ask production clusters for: a 16 MiB record limit leaves room for 8 MiB chunks.
+DEFAULT_MESSAGE_MAX_BYTES = 16 * 1024 * 1024
+
+
+class KafkaProducerSettings(BaseSettings):
+    """How edge producers talk to Kafka. ``chunk_size=0`` means "derive from the record limit"."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="OBSINGEST_KAFKA_", extra="ignore", populate_by_name=True
+    )
+
+    bootstrap_servers: str = Field(
+        default="127.0.0.1:19092",
+        validation_alias=AliasChoices(
+            "OBSINGEST_KAFKA_BOOTSTRAP_SERVERS", "KAFKA_BOOTSTRAP_SERVERS"
+        ),
+    )
+    chunks_topic: str = "ccd-chunks"
+    exposures_topic: str = "exposures"
+    #: Payload bytes per CcdChunk; 0 = ``default_chunk_size(message_max_bytes)``.
+    chunk_size: int = Field(default=0, ge=0)
+    #: Must not exceed the broker's/topic's record limit; the chunk size is derived from it.
+    message_max_bytes: int = Field(default=DEFAULT_MESSAGE_MAX_BYTES, ge=64 * 1024)
+    #: A little batching lets librdkafka pipeline a CCD's chunks; CCDs are sent as a burst.
+    linger_ms: float = Field(default=2.0, ge=0)
+    #: librdkafka batch.size; a record larger than this is sent in a batch of its own.
+    batch_size: int = Field(default=16 * 1024 * 1024, ge=1024)
+    #: How long librdkafka may retry one chunk before reporting failure (delivery.timeout.ms).
+    #: The assembler's incomplete-file timeout must be longer than this (see its README).
+    delivery_timeout_s: float = Field(default=60.0, gt=0)
+    #: Extra librdkafka properties, e.g. ``{"security.protocol": "SASL_SSL"}`` (JSON in env).
+    extra: dict[str, str | int | float | bool] = Field(default_factory=dict)

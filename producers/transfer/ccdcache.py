@@ -1,0 +1,72 @@
+"""The CCD files the harness reads: generated once per size and detector, then reused.
+
+A full-size raw CCD costs ~0.3 s to simulate and ~0.15 s to compress; doing that inside a
+measurement would measure the simulator. So every detector's raw file and its compressed twin are
+written once into a cache directory (atomically, so an interrupted run leaves no half file) and
+each later run, and each exposure of a run, reads them back; only the primary header's exposure
+cards change per exposure (see ``fitsheader``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from datetime import UTC, datetime
+from multiprocessing import get_context
+from pathlib import Path
+
+from obsingest.logs import get_logger, log_event
+
+log = get_logger("obsingest.producer.transfer")
+
+INSTRUMENT = "LSSTCam"
+#: The exposure the cached files are generated for; retargeted per exposure when read.
+CACHE_EXPOSURE = 2026112200001
+_OBS_START = datetime(2026, 11, 23, 3, 0, 0, tzinfo=UTC)
+
+
+def ccd_paths(cache_dir: Path, size: str, detector: int) -> tuple[Path, Path]:
+    """(raw ``.fits``, compressed ``.fits.fz``) of one detector in the cache."""
+    stem = cache_dir / size / f"{INSTRUMENT}_{detector:03d}"
+    return stem.with_suffix(".fits"), stem.with_suffix(".fits.fz")
+
+
+def _make(cache_dir: str, size: str, detector: int) -> int:
+    from producers.compress import compress_file
+    from producers.daq.simulator import CcdSpec, write_raw_ccd
+
+    raw, fz = ccd_paths(Path(cache_dir), size, detector)
+    if not raw.exists():
+        spec = CcdSpec(
+            INSTRUMENT, CACHE_EXPOSURE, detector, CACHE_EXPOSURE // 100_000, _OBS_START,
+            30.0, "r", size,  # type: ignore[arg-type]
+        )  # fmt: skip
+        write_raw_ccd(spec, raw)
+    if not fz.exists():
+        compress_file(raw, fz, threads=1)
+    return detector
+
+
+def ensure_ccd_files(
+    cache_dir: Path,
+    size: str,
+    detectors: list[int],
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[int, tuple[Path, Path]]:
+    """Make sure every detector's raw and compressed file is in the cache; return their paths."""
+    paths = {d: ccd_paths(cache_dir, size, d) for d in detectors}
+    missing = [d for d, (raw, fz) in paths.items() if not (raw.exists() and fz.exists())]
+    if missing:
+        (cache_dir / size).mkdir(parents=True, exist_ok=True)
+        log_event(log, "transfer.cache.generate", size=size, detectors=missing)
+        ctx = get_context("spawn")
+        procs = min(len(missing), workers or os.cpu_count() or 1)
+        with ProcessPoolExecutor(procs, mp_context=ctx) as pool:
+            futures = [pool.submit(_make, str(cache_dir), size, d) for d in missing]
+            for done, future in enumerate(futures, 1):
+                future.result()
+                if progress:
+                    progress(done, len(missing))
+    return paths

@@ -1,0 +1,101 @@
+"""What a harness run will do, decided before any process starts: pure and unit-tested.
+
+Where to send (the ``--destination`` URL in the form ``open_sender`` takes), when each exposure
+is read out (one shared wall-clock schedule, so N processes start every exposure together, as a
+camera reads all CCDs out at once), and which exposure ids to use (fresh per run, so a
+create-once store or a registry that outlives the run never answers "exists" instead of moving
+the bytes).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+from obsingest.dataid import EXPOSURE_SEQ_FACTOR, make_exposure_id
+
+Scheme = Literal["file", "gs", "kafka"]
+
+#: Used when ``kafka://TOPIC`` names no broker and KAFKA_BOOTSTRAP_SERVERS is unset (the stack's).
+DEFAULT_KAFKA_BOOTSTRAP = "127.0.0.1:19092"
+DEFAULT_PREFIX = "raw/"
+
+
+@dataclass(frozen=True)
+class Destination:
+    """A parsed ``--destination``: the URL for ``open_sender`` and the object-name prefix."""
+
+    scheme: Scheme
+    sender_url: str
+    prefix: str = DEFAULT_PREFIX
+    #: file: the directory; gs: the bucket; kafka: the topic
+    target: str = ""
+
+
+def parse_destination(text: str, environ: dict[str, str] | None = None) -> Destination:
+    """``file://DIR``, ``gs://BUCKET[/PREFIX]`` or ``kafka://[HOST:PORT/]TOPIC``.
+
+    A GCS prefix becomes the object-name prefix (``gs://b/bench`` -> ``bench/LSSTCam/...``).
+    ``kafka://TOPIC`` takes its broker from KAFKA_BOOTSTRAP_SERVERS (as exported by
+    ``obsingest stack env``), else the local stack's port.
+    """
+    env = os.environ if environ is None else environ
+    scheme, sep, rest = text.partition("://")
+    if not sep or not rest:
+        raise ValueError(f"destination {text!r}: expected file://DIR, gs://BUCKET or kafka://TOPIC")
+    if scheme == "file":
+        directory = os.path.abspath(rest)
+        return Destination("file", f"file://{directory}", DEFAULT_PREFIX, directory)
+    if scheme == "gs":
+        bucket, _, prefix = rest.partition("/")
+        if not bucket:
+            raise ValueError(f"destination {text!r}: no bucket")
+        prefix = prefix.strip("/")
+        return Destination(
+            "gs", f"gs://{bucket}", f"{prefix}/" if prefix else DEFAULT_PREFIX, bucket
+        )
+    if scheme == "kafka":
+        host, slash, topic = rest.rpartition("/")
+        if not slash:
+            host, topic = "", rest
+        if not topic:
+            raise ValueError(f"destination {text!r}: no topic")
+        bootstrap = host or env.get("KAFKA_BOOTSTRAP_SERVERS", DEFAULT_KAFKA_BOOTSTRAP)
+        return Destination("kafka", f"kafka://{bootstrap}/{topic}", DEFAULT_PREFIX, topic)
+    raise ValueError(f"destination {text!r}: unsupported scheme {scheme!r} (file, gs, kafka)")
+
+
+def parse_starttime(text: str) -> datetime:
+    """ISO 8601; a time without zone is UTC (the observatory's convention)."""
+    value = datetime.fromisoformat(text)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def readout_times(start: datetime, interval: float, count: int) -> list[datetime]:
+    """The wall-clock readout moment of each exposure: ``start + k * interval``."""
+    if count < 1:
+        raise ValueError("at least one exposure")
+    if interval < 0:
+        raise ValueError("interval must be >= 0")
+    return [start + timedelta(seconds=interval * k) for k in range(count)]
+
+
+def exposure_ids(start: datetime, count: int) -> list[int]:
+    """``count`` consecutive Rubin-style exposure ids starting at the run's second of day.
+
+    Two runs get disjoint ids unless they start within ``count`` seconds of each other, which a
+    run of ``count`` exposures at an interval of a second or more cannot do.
+    """
+    utc = start.astimezone(UTC)
+    day_obs = int(utc.strftime("%Y%m%d"))
+    first = utc.hour * 3600 + utc.minute * 60 + utc.second + 1
+    if first + count > EXPOSURE_SEQ_FACTOR:
+        raise ValueError(f"{count} exposures do not fit in one observing day's sequence numbers")
+    return [make_exposure_id(day_obs, first + k) for k in range(count)]
+
+
+def compress_threads(ccds: int, cpus: int) -> int:
+    """Threads per worker: share the cores among the CCDs compressed at once, at least one."""
+    return max(1, cpus // max(1, ccds))

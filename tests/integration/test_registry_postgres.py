@@ -1,0 +1,202 @@
+"""The registry on a real PostgreSQL: idempotency under concurrency, bounded pool, recovery."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from multiprocessing import get_context
+from typing import Any
+
+import psycopg
+import pytest
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+
+from obsingest.dataid import DataId
+from obsingest.errors import ChecksumConflict
+from obsingest.registry import ExposureRecord, FileRecord, Registry
+from obsingest.registry.migrations import LATEST
+from obsingest.settings import RegistrySettings
+
+pytestmark = pytest.mark.integration
+
+DID = DataId("LSSTComCam", 2026112200007, 3)
+
+
+def record(data_id: DataId = DID, checksum: str = "crc32c:0000abcd", size: int = 100) -> FileRecord:
+    return FileRecord(
+        data_id=data_id, uri=f"gs://b/{data_id.object_name()}", size=size, checksum=checksum
+    )
+
+
+def conninfo(url: str) -> str:
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def open_registry(url: str, **settings: Any) -> Registry:
+    return Registry.open(RegistrySettings(url=url, **settings))
+
+
+# -- helpers run in other processes (module level: picklable under spawn) -------------------------
+def _register_many(url: str, threads: int) -> list[tuple[str, bool]]:
+    registry = open_registry(url, pool_size=4)
+    try:
+        with ThreadPoolExecutor(threads) as pool:
+            results = list(pool.map(lambda _: registry.register(record()), range(threads)))
+        return [(str(r.dataset_id), r.created) for r in results]
+    finally:
+        registry.close()
+
+
+def _migrate(url: str, barrier: Any) -> int:
+    barrier.wait(timeout=60)
+    registry = open_registry(url)
+    try:
+        return registry.count_datasets()
+    finally:
+        registry.close()
+
+
+# -- tests ------------------------------------------------------------------------------------
+def test_round_trip(postgres: str) -> None:
+    registry = open_registry(postgres)
+    try:
+        exposure = ExposureRecord("LSSTComCam", DID.exposure, DID.day_obs, exposure_time=15.0)
+        first = registry.register(record(), exposure)
+        again = registry.register(record())
+        assert first.created and not again.created
+        assert first.dataset_id == again.dataset_id
+        assert again.registered_time == first.registered_time
+        [row] = registry.datasets()
+        assert row["id"] == str(first.dataset_id)
+        assert (row["instrument"], row["exposure"], row["detector"]) == (
+            "LSSTComCam",
+            DID.exposure,
+            3,
+        )
+        assert row["checksum"] == "crc32c:0000abcd" and row["size"] == 100
+    finally:
+        registry.close()
+
+
+def test_same_data_id_with_different_bytes_is_a_conflict(postgres: str) -> None:
+    registry = open_registry(postgres)
+    try:
+        registry.register(record())
+        with pytest.raises(ChecksumConflict):
+            registry.register(record(checksum="crc32c:ffffffff"))
+        assert registry.datasets()[0]["checksum"] == "crc32c:0000abcd"
+    finally:
+        registry.close()
+
+
+def test_concurrent_duplicate_deliveries_from_threads_and_processes_give_one_row(
+    postgres: str,
+) -> None:
+    ctx = get_context("spawn")
+    with ProcessPoolExecutor(2, mp_context=ctx) as procs:
+        remote = [procs.submit(_register_many, postgres, 8) for _ in range(2)]
+        local = _register_many(postgres, 16)
+        results = local + [r for f in remote for r in f.result(timeout=120)]
+    assert len(results) == 32
+    assert len({dataset_id for dataset_id, _ in results}) == 1
+    assert sum(created for _, created in results) == 1
+    registry = open_registry(postgres)
+    try:
+        assert registry.count_datasets() == 1
+    finally:
+        registry.close()
+
+
+def _backends(url: str) -> int:
+    database = make_url(url).database
+    admin = make_url(url).set(database="postgres")
+    with psycopg.connect(conninfo(admin.render_as_string(hide_password=False))) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (database,)
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_pool_stays_bounded_under_fifty_concurrent_registrations(postgres: str) -> None:
+    registry = open_registry(postgres, pool_size=2, max_overflow=0, pool_timeout=60)
+    peak = 0
+    stop = threading.Event()
+
+    def watch() -> None:
+        nonlocal peak
+        while not stop.is_set():
+            peak = max(peak, _backends(postgres))
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        ids = [DataId("LSSTCam", 2026112200008, d) for d in range(50)]
+        with ThreadPoolExecutor(50) as pool:
+            results = list(pool.map(lambda d: registry.register(record(d)), ids))
+    finally:
+        stop.set()
+        watcher.join()
+    try:
+        assert all(r.created for r in results)
+        assert registry.count_datasets() == 50
+        assert 1 <= peak <= 2, peak
+    finally:
+        registry.close()
+
+
+def test_a_connection_killed_mid_transaction_is_recovered_by_retry(postgres: str) -> None:
+    registry = open_registry(postgres, retry_base_delay=0.01)
+    killed: list[int] = []
+
+    @event.listens_for(registry.engine, "before_cursor_execute")
+    def kill_first_insert(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if killed or not statement.startswith("INSERT INTO dataset "):
+            return
+        pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+        with psycopg.connect(conninfo(postgres), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        killed.append(pid)
+
+    try:
+        result = registry.register(record())
+        assert killed, "the hook never fired: the test did not kill anything"
+        assert result.created
+        assert registry.count_datasets() == 1
+        # and the registry keeps working on a fresh connection
+        assert not registry.register(record()).created
+    finally:
+        registry.close()
+
+
+def test_pooled_connections_closed_by_the_server_are_replaced(postgres: str) -> None:
+    """ "server closed the connection": idle pooled connections killed between two calls."""
+    registry = open_registry(postgres, pool_size=2, retry_base_delay=0.01)
+    try:
+        registry.register(record())
+        database = make_url(postgres).database
+        with psycopg.connect(conninfo(postgres), autocommit=True) as admin:
+            killed = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = %s AND pid <> pg_backend_pid()",
+                (database,),
+            ).fetchone()
+        assert killed is not None and killed[0] >= 1
+        assert not registry.register(record()).created
+        assert registry.register(record(DataId("LSSTComCam", DID.exposure, 4))).created
+    finally:
+        registry.close()
+
+
+def test_migrations_from_two_processes_at_once(postgres: str) -> None:
+    ctx = get_context("spawn")
+    barrier = ctx.Manager().Barrier(2)
+    with ProcessPoolExecutor(2, mp_context=ctx) as procs:
+        futures = [procs.submit(_migrate, postgres, barrier) for _ in range(2)]
+        counts = [f.result(timeout=120) for f in futures]
+    assert counts == [0, 0]
+    with psycopg.connect(conninfo(postgres)) as conn:
+        versions = [r[0] for r in conn.execute("SELECT version FROM obsingest_schema_version")]
+        instruments = conn.execute("SELECT count(*) FROM instrument").fetchone()
+    assert sorted(versions) == list(range(1, LATEST + 1))
+    assert instruments is not None and instruments[0] == 3

@@ -1,0 +1,136 @@
+"""The sender's delivery tracking and error classes, against an in-process fake producer."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+
+import pytest
+from confluent_kafka import KafkaError
+
+from obsingest.checksums import checksum_str
+from obsingest.dataid import DataId
+from obsingest.errors import PermanentError, RetriableError
+from obsingest.messages import CcdChunk
+from producers.kafka import (
+    ChunkDeliveryFailed,
+    ChunkRejected,
+    KafkaChunkSender,
+    KafkaProducerSettings,
+    open_kafka_sender,
+    parse_kafka_url,
+    producer_config,
+)
+
+pytestmark = pytest.mark.unit
+
+DATA_ID = DataId("LSSTComCam", 2026112200001, 4)
+READOUT = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
+
+
+class FakeMessage:
+    def __init__(self, partition: int, offset: int) -> None:
+        self._p, self._o = partition, offset
+
+    def partition(self) -> int:
+        return self._p
+
+    def offset(self) -> int:
+        return self._o
+
+
+class FakeProducer:
+    """Records produce() calls; delivery reports are served on poll(), like librdkafka."""
+
+    def __init__(self, fail_at: int | None = None, error: KafkaError | None = None) -> None:
+        self.records: list[tuple[str, bytes, bytes]] = []
+        self.pending: list = []
+        self.fail_at, self.error = fail_at, error
+
+    def produce(self, topic, value, key, on_delivery):
+        index = len(self.records)
+        self.records.append((topic, key, value))
+        err = self.error if index == self.fail_at else None
+        self.pending.append((on_delivery, err, FakeMessage(2, 100 + index)))
+
+    def poll(self, _timeout=0):
+        served, self.pending = self.pending, []
+        for callback, err, msg in served:
+            callback(err, msg)
+        return len(served)
+
+    def flush(self, _timeout=0):
+        self.poll()
+        return 0
+
+
+def sender(fake: FakeProducer, chunk_size: int = 4096) -> KafkaChunkSender:
+    settings = KafkaProducerSettings(chunk_size=chunk_size, delivery_timeout_s=1)
+    return KafkaChunkSender(settings, topic="chunks", producer_name="edge-7", producer=fake)
+
+
+def test_send_returns_acked_only_after_every_chunk_is_acknowledged():
+    fake = FakeProducer()
+    data = os.urandom(10_000)
+    result = sender(fake).send(DATA_ID, data, READOUT)
+    assert result.status == "acked"
+    assert result.checksum == checksum_str(data)
+    assert result.object_name == DATA_ID.object_name()
+    assert (result.chunks, result.partition, result.first_offset, result.last_offset) == (
+        3,
+        2,
+        100,
+        102,
+    )
+    assert {key for _, key, _ in fake.records} == {DATA_ID.key.encode()}
+    decoded = [CcdChunk.decode(value) for _, _, value in fake.records]
+    assert b"".join(c.payload for c in decoded) == data
+    assert {c.producer for c in decoded} == {"edge-7"}
+
+
+def test_a_retriable_delivery_error_raises_a_retriable_error():
+    fake = FakeProducer(fail_at=1, error=KafkaError(KafkaError._MSG_TIMED_OUT))
+    with pytest.raises(ChunkDeliveryFailed) as info:
+        sender(fake).send(DATA_ID, os.urandom(10_000), READOUT)
+    assert isinstance(info.value, RetriableError)
+    assert DATA_ID.key in str(info.value)
+
+
+def test_a_refused_record_raises_a_permanent_error():
+    fake = FakeProducer(fail_at=0, error=KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
+    with pytest.raises(ChunkRejected) as info:
+        sender(fake).send(DATA_ID, os.urandom(5000), READOUT)
+    assert isinstance(info.value, PermanentError)
+
+
+def test_url_parsing_and_chunk_size_option():
+    assert parse_kafka_url("kafka://h1:9092,h2:9092/ccd-chunks?chunk_size=65536") == (
+        "h1:9092,h2:9092",
+        "ccd-chunks",
+        {"chunk_size": "65536"},
+    )
+    with pytest.raises(ValueError):
+        parse_kafka_url("kafka://h:1/t?linger=5")
+    with pytest.raises(ValueError):
+        parse_kafka_url("file:///tmp")
+    s = open_kafka_sender("kafka://127.0.0.1:1/my-topic?chunk_size=65536", producer="p")
+    try:
+        assert (s.topic, s.chunk_size, s.settings.bootstrap_servers) == (
+            "my-topic",
+            65536,
+            "127.0.0.1:1",
+        )
+    finally:
+        s.flush(0)
+
+
+def test_producer_config_is_idempotent_acks_all_uncompressed(monkeypatch):
+    monkeypatch.setenv("OBSINGEST_KAFKA_LINGER_MS", "7")
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "broker:1")
+    cfg = producer_config(KafkaProducerSettings(), "edge")
+    assert cfg["enable.idempotence"] is True
+    assert cfg["acks"] == "all"
+    assert cfg["compression.type"] == "none"
+    assert cfg["message.max.bytes"] == 16 * 1024 * 1024
+    assert cfg["linger.ms"] == 7
+    assert cfg["bootstrap.servers"] == "broker:1"
