@@ -7,7 +7,7 @@ UV_VERSION := 0.13.9
 CACHE := .cache
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup system-deps demo test test-unit test-integration test-e2e lint bench lock stack-up stack-down stack-status clean
+.PHONY: help setup system-deps demo test test-unit test-integration test-e2e lint bench lock stack-up stack-down stack-status prism clean
 
 help: ## list the verbs
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -59,6 +59,10 @@ stack-down: $(STAMP) ## stop exactly what stack-up started
 
 stack-status: $(STAMP) ## health of the local services
 	$(VENV)/bin/obsingest stack status
+
+prism: ## build Beam's Prism runner (Go) into .cache/bin for --runner=PrismRunner
+	GOPATH=$(abspath $(CACHE))/go GOBIN=$(abspath $(CACHE))/bin GOFLAGS=-mod=mod \
+		$${GO:-$$(command -v go || echo /usr/local/go/bin/go)} install github.com/apache/beam/sdks/v2/go/cmd/prism@v2.77.0
 
 clean: ## remove demo output and run state (keeps the artefact cache)
 	rm -rf demo-output .run
