@@ -9,7 +9,7 @@ garbage) becomes a :class:`~obsingest.errors.CorruptFile` naming the reason.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from obsingest.errors import CorruptFile
 
@@ -18,6 +18,10 @@ CARD = 80
 END_CARD = b"END".ljust(CARD)
 BLANK_CARD = b" " * CARD
 _KEY = re.compile(rb"^[A-Z0-9_-]{0,8} *$")
+#: a run of valid 8-byte keyword fields: k keyword characters then 8 - k spaces
+_KEYS = re.compile(
+    rb"(?:" + rb"|".join(rb"[A-Z0-9_-]{%d} {%d}" % (k, 8 - k) for k in range(8, -1, -1)) + rb")*"
+)
 
 
 @dataclass(frozen=True)
@@ -28,10 +32,17 @@ class Hdu:
     cards: tuple[bytes, ...]
     data_offset: int
     data_size: int
+    #: first ``KEY = value`` card per padded keyword: lookups in O(1), not a scan per keyword
+    keywords: dict[bytes, bytes] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.keywords and self.cards:
+            self.keywords.update(keyword_index(self.cards))
 
     def value(self, key: str) -> str | None:
         """Raw value text of the first card named ``key`` (strings keep their quotes)."""
-        return card_value(self.cards, key)
+        card = self.keywords.get(key.encode("ascii").ljust(8))
+        return None if card is None else _card_text(card)
 
     def int_value(self, key: str, default: int | None = None) -> int:
         text = self.value(key)
@@ -93,17 +104,26 @@ def card_key(card: bytes) -> str:
     return card[:8].decode("ascii", "replace").rstrip()
 
 
+def keyword_index(cards: tuple[bytes, ...] | list[bytes]) -> dict[bytes, bytes]:
+    """First ``KEY = value`` card of each keyword, keyed by the padded 8-byte keyword."""
+    index: dict[bytes, bytes] = {}
+    for card in cards:
+        if card[8:10] == b"= ":
+            index.setdefault(card[:8], card)
+    return index
+
+
 def card_value(cards: tuple[bytes, ...] | list[bytes], key: str) -> str | None:
     """Value text of the first ``KEY = value`` card, comment stripped (None if absent)."""
-    k = key.encode("ascii").ljust(8)
-    for card in cards:
-        if card[:8] == k and card[8:10] == b"= ":
-            text = card[10:].decode("ascii", "replace").strip()
-            if text.startswith("'"):
-                end = _string_end(text)
-                return text[:end]
-            return text.split("/", 1)[0].strip()
-    return None
+    card = keyword_index(cards).get(key.encode("ascii").ljust(8))
+    return None if card is None else _card_text(card)
+
+
+def _card_text(card: bytes) -> str:
+    text = card[10:].decode("ascii", "replace").strip()
+    if text.startswith("'"):
+        return text[: _string_end(text)]
+    return text.split("/", 1)[0].strip()
 
 
 def _string_end(text: str) -> int:
@@ -131,15 +151,22 @@ def read_header(buf: memoryview, offset: int, index: int) -> tuple[tuple[bytes, 
             )
         block = bytes(buf[pos : pos + BLOCK])
         pos += BLOCK
-        for i in range(0, BLOCK, CARD):
-            card = block[i : i + CARD]
-            if card == END_CARD:
-                return tuple(cards), pos
-            if not _KEY.match(card[:8]):
-                raise CorruptFile(
-                    f"HDU {index}: invalid header card at byte {pos - BLOCK + i}: {card[:20]!r}"
-                )
-            cards.append(card)
+        block_cards = [block[i : i + CARD] for i in range(0, BLOCK, CARD)]
+        try:
+            end = block_cards.index(END_CARD)
+        except ValueError:
+            end = len(block_cards)
+        # One regex over the block's keyword fields; the per-card scan runs only to name a bad one.
+        if not _KEYS.fullmatch(b"".join(card[:8] for card in block_cards[:end])):
+            for i, card in enumerate(block_cards[:end]):
+                if not _KEY.match(card[:8]):
+                    raise CorruptFile(
+                        f"HDU {index}: invalid header card at byte {pos - BLOCK + i * CARD}: "
+                        f"{card[:20]!r}"
+                    )
+        cards += block_cards[:end]
+        if end < len(block_cards):
+            return tuple(cards), pos
 
 
 def parse_fits(data: bytes | memoryview) -> list[Hdu]:
@@ -185,7 +212,7 @@ def parse_fits(data: bytes | memoryview) -> list[Hdu]:
                 f"truncated: HDU {index} needs {data_size} data bytes at byte {data_offset}, "
                 f"file has only {size - data_offset}"
             )
-        hdus.append(Hdu(index, cards, data_offset, data_size))
+        hdus.append(Hdu(index, cards, data_offset, data_size, hdu.keywords))
         offset = data_offset + padded(data_size)
     return hdus
 

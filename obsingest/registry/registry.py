@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy import Connection, Engine, bindparam, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -100,6 +100,25 @@ class Registry:
         self.engine = engine
         self.settings = settings
         self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+        # Statements built once and executed with parameters: SQLAlchemy's compiled cache then
+        # serves every call, instead of building and hashing a new statement per registration.
+        self._insert_run = self._insert(tables.run).on_conflict_do_nothing()
+        self._insert_dataset = (
+            self._insert(tables.dataset)
+            .on_conflict_do_nothing()
+            # RETURNING, not rowcount: psycopg 3 under SQLAlchemy 2.1 reports rowcount -1 here,
+            # which made every redelivery on PostgreSQL look like a first insert.
+            .returning(tables.dataset.c.id)
+        )
+        self._insert_datastore = self._insert(tables.datastore_record)
+        self._select_existing = (
+            select(tables.dataset.c.ingest_time, tables.datastore_record)
+            .join(
+                tables.datastore_record,
+                tables.datastore_record.c.dataset_id == tables.dataset.c.id,
+            )
+            .where(tables.dataset.c.id == bindparam("ds_id"))
+        )
         # Dimension rows this process has seen committed (rows are never deleted): a repeat
         # registration skips their upserts, two of the round trips of a one-event transaction.
         self._known_runs: set[str] = set()
@@ -215,52 +234,38 @@ class Registry:
         ds_id = dataset_id(data_id, dtype, run)
         now = datetime.now(UTC)
         if run not in self._known_runs:
-            conn.execute(self._insert(tables.run).values(name=run).on_conflict_do_nothing())
+            conn.execute(self._insert_run, {"name": run})
         if self._needs_exposure_upsert(exposure):
             self._upsert_exposure(conn, exposure)
         inserted = conn.execute(
-            self._insert(tables.dataset)
-            .values(
-                id=ds_id,
-                dataset_type=dtype,
-                run=run,
-                instrument=data_id.instrument,
-                exposure=data_id.exposure,
-                detector=data_id.detector,
-                ingest_time=now,
-            )
-            .on_conflict_do_nothing()
-            # RETURNING, not rowcount: psycopg 3 under SQLAlchemy 2.1 reports rowcount -1 here,
-            # which made every redelivery on PostgreSQL look like a first insert.
-            .returning(tables.dataset.c.id)
+            self._insert_dataset,
+            {
+                "id": ds_id,
+                "dataset_type": dtype,
+                "run": run,
+                "instrument": data_id.instrument,
+                "exposure": data_id.exposure,
+                "detector": data_id.detector,
+                "ingest_time": now,
+            },
         ).first()
         if inserted is not None:
             conn.execute(
-                self._insert(tables.datastore_record).values(
-                    dataset_id=ds_id,
-                    uri=record.uri,
-                    size=record.size,
-                    checksum=record.checksum,
-                    md5=record.md5,
-                    readout_time=_utc(record.readout_time),
-                    compressed_time=_utc(record.compressed_time),
-                    stored_time=_utc(record.stored_time),
-                    transport=record.transport,
-                )
+                self._insert_datastore,
+                {
+                    "dataset_id": ds_id,
+                    "uri": record.uri,
+                    "size": record.size,
+                    "checksum": record.checksum,
+                    "md5": record.md5,
+                    "readout_time": _utc(record.readout_time),
+                    "compressed_time": _utc(record.compressed_time),
+                    "stored_time": _utc(record.stored_time),
+                    "transport": record.transport,
+                },
             )
             return Registration(ds_id, dtype, run, True, now, record.uri)
-        row = (
-            conn.execute(
-                select(tables.dataset.c.ingest_time, tables.datastore_record)
-                .join(
-                    tables.datastore_record,
-                    tables.datastore_record.c.dataset_id == tables.dataset.c.id,
-                )
-                .where(tables.dataset.c.id == ds_id)
-            )
-            .mappings()
-            .one()
-        )
+        row = conn.execute(self._select_existing, {"ds_id": ds_id}).mappings().one()
         if row["checksum"] != record.checksum or row["size"] != record.size:
             raise ChecksumConflict(
                 f"{data_id.key}: already registered as {row['uri']} with {row['checksum']} "
