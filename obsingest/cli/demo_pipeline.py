@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, TextIO
 from obsingest import codec, logs
 from obsingest.dataid import INSTRUMENTS, DataId, make_exposure_id
 from obsingest.messages import ArrivalEvent, ExposureManifest, ExposureSummary, utcnow
-from obsingest.registry import Registry
 
 if TYPE_CHECKING:
     from obsingest.cli.demo_envs import DemoEnvironment
@@ -70,7 +69,8 @@ class DemoResult:
     arrivals: list[ArrivalEvent]
     quarantined: list[dict]
     dead_lettered: int
-    outputs: dict[str, Path] = field(default_factory=dict)
+    #: what the run wrote and where: registry URL, store URL, files
+    outputs: dict[str, str] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -156,7 +156,7 @@ class DemoPipeline:
             self.progress.update("waiting for the last registrations ...")
             transport.finish(timeout=120)
             dead_lettered = env.finish(timeout=120)
-            result = self._summarize(env.registry, dead_lettered)
+            result = self._summarize(env, dead_lettered)
         finally:
             ship_log.close()
             transport.close()
@@ -245,7 +245,7 @@ class DemoPipeline:
             time.sleep(0.05)
         self.progress.update(f"{label}: {len(arrived)}/{len(detectors)} CCDs announced", final=True)
 
-    def _summarize(self, registry: Registry, dead_lettered: int) -> DemoResult:
+    def _summarize(self, env: DemoEnvironment, dead_lettered: int) -> DemoResult:
         from beam_jobs.report import plot_latency
         from beam_jobs.summarize import run_batch
 
@@ -266,6 +266,7 @@ class DemoPipeline:
         self.progress.update("Beam batch job: done", final=True)
         plot_path = self.workdir / "latency.png"
         plot_latency(self.arrivals, self.config.budget, plot_path)
+        registry = env.registry
         return DemoResult(
             registered=registry.count_datasets(),
             summaries=summaries,
@@ -273,12 +274,12 @@ class DemoPipeline:
             quarantined=registry.quarantined(),
             dead_lettered=dead_lettered,
             outputs={
-                "registry": self.workdir / "registry.sqlite3",
-                "store": self.workdir / "store",
-                "arrivals": arrivals_path,
-                "manifests": manifests_path,
-                "summaries": summaries_path,
-                "plot": plot_path,
-                "log": self.workdir / "demo.log",
+                "registry": registry.engine.url.render_as_string(hide_password=True),
+                "store": env.store_url,
+                "arrivals": str(arrivals_path),
+                "manifests": str(manifests_path),
+                "summaries": str(summaries_path),
+                "plot": str(plot_path),
+                "log": str(self.workdir / "demo.log"),
             },
         )
