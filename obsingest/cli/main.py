@@ -40,13 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"obsingest.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"obsingest.cli.{name}":
-                continue
-            raise
-        module.register(subparsers)
+        importlib.import_module(f"obsingest.cli.{name}").register(subparsers)
     return parser
 
 
