@@ -3,7 +3,7 @@
 Same broker, same run. For each chunk size (256 KiB, 1 MiB, 4 MiB, 8 MiB):
 
 - **chunked path**: full-size compressed CCDs (DAQ simulator + our compressor, generated once
-  and cached in ``.cache/bench-kafka-path/``) sent by one ``KafkaChunkSender`` shared by two edge
+  and cached in ``.cache/bench-kafka-path/``) sent by one ``KafkaChunkSender`` shared by four edge
   threads, into a fresh 6-partition topic, assembled by ``obsingest assembler`` running as its
   own process and stored create-once (fsynced) in a local store. MB/s = CCD bytes / (last CCD
   stored - first send); per-CCD latency = stored - handed to the sender (the assembler logs it).
@@ -45,6 +45,8 @@ CHUNK_SIZES = (256 * 1024, 1024 * 1024, 4 * 1024 * 1024, 8 * 1024 * 1024)
 GOAL_RATIO = 0.70
 PARTITIONS = 6
 DISTINCT_CCDS = 3
+#: Edge threads sharing one sender (an edge node ships many CCDs of an exposure at once)
+EDGE_THREADS = 4
 MAX_RECORD = 16 * 1024 * 1024
 _PP_STEADY = re.compile(r"(\d+) steady state records sent, ([\d.]+) records/sec")
 
@@ -164,7 +166,7 @@ def _chunked(
             jobs = [(DataId("LSSTCam", exposure, i), ccds[i % len(ccds)]) for i in range(per_batch)]
             seen = len(_events(log, "assembler.stored"))
             started = datetime.now(UTC)
-            with ThreadPoolExecutor(2) as pool:
+            with ThreadPoolExecutor(EDGE_THREADS) as pool:
                 list(pool.map(lambda j: sender.send(j[0], j[1], datetime.now(UTC)), jobs))
             _wait(
                 lambda s=seen: len(_events(log, "assembler.stored")) >= s + per_batch,
