@@ -141,7 +141,12 @@ class DemoPipeline:
             env.start(self._on_arrival, self._on_manifest)
             transport.start()
             self.progress.update(f"starting {cfg.workers} edge workers ...")
-            with warm_pool(cfg.workers) as pool:
+            with warm_pool(
+                cfg.workers,
+                transport.sender_url,
+                env.store_settings.prefix,
+                env.store_settings.quarantine_prefix,
+            ) as pool:
                 for index in range(cfg.exposures):
                     exposure = make_exposure_id(day_obs, index + 1)
                     self._run_exposure(
