@@ -7,7 +7,7 @@ UV_VERSION := 0.13.9
 CACHE := .cache
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup system-deps demo test test-unit test-integration test-e2e lint bench lock stack-up stack-down stack-status prism clean
+.PHONY: help setup system-deps demo test test-unit test-integration test-e2e lint bench lock stack-up stack-down stack-status prism function-zip clean
 
 help: ## list the verbs
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -63,6 +63,9 @@ stack-status: $(STAMP) ## health of the local services
 prism: ## build Beam's Prism runner (Go) into .cache/bin for --runner=PrismRunner
 	GOPATH=$(abspath $(CACHE))/go GOBIN=$(abspath $(CACHE))/bin GOFLAGS=-mod=mod \
 		$${GO:-$$(command -v go || echo /usr/local/go/bin/go)} install github.com/apache/beam/sdks/v2/go/cmd/prism@v2.77.0
+
+function-zip: $(STAMP) ## source archive of the register function for Cloud Functions (infra/terraform)
+	$(PY) infra/gcf/build.py build/register-function.zip
 
 clean: ## remove demo output and run state (keeps the artefact cache)
 	rm -rf demo-output .run

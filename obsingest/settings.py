@@ -7,7 +7,7 @@ without code.
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -83,3 +83,10 @@ class FunctionSettings(BaseSettings):
     push_audience: str = ""
     #: Service account the push subscription signs as; empty accepts any verified Google identity.
     push_service_account: str = ""
+
+    @model_validator(mode="after")
+    def _audience_required(self) -> FunctionSettings:
+        """A token is only proof for this function if its audience is checked."""
+        if self.push_auth and not self.push_audience:
+            raise ValueError("OBSINGEST_FUNCTION_PUSH_AUTH needs OBSINGEST_FUNCTION_PUSH_AUDIENCE")
+        return self

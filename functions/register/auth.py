@@ -32,7 +32,7 @@ def verify_push_request(
 
     try:
         claims = id_token.verify_oauth2_token(
-            token, google_requests.Request(), audience=settings.push_audience or None
+            token, google_requests.Request(), audience=settings.push_audience
         )
     except (ValueError, GoogleAuthError) as exc:
         log_event(log, "push.forbidden", error=str(exc))

@@ -80,3 +80,13 @@ def test_cloudevent_entry_point(wired, did):
     )
     assert response.status_code == 200
     assert wired.registry.count_datasets() == 1
+
+
+def test_push_auth_without_an_audience_is_a_configuration_error(monkeypatch):
+    from pydantic import ValidationError
+
+    from obsingest.settings import FunctionSettings
+
+    monkeypatch.setenv("OBSINGEST_FUNCTION_PUSH_AUTH", "true")
+    with pytest.raises(ValidationError, match="PUSH_AUDIENCE"):
+        FunctionSettings()
