@@ -35,7 +35,7 @@ PLOT = RESULTS / "transfer.png"
 #: Run first, in this order (the goals of issue 7); the rest follow alphabetically.
 FIRST = ("compression", "transfer")
 #: Seconds each benchmark may take; the whole run stays well under 15 minutes on 2 cores.
-TIMEOUTS = {"compression": 240, "transfer": 600, "beam_batch": 300}
+TIMEOUTS = {"compression": 240, "transfer": 660, "beam_batch": 300}
 DEFAULT_TIMEOUT = 240
 TOTAL_BUDGET = 14 * 60
 PACKAGES = (
@@ -185,7 +185,7 @@ def _compression(result: dict[str, Any]) -> str:
 
 
 def _transfer(result: dict[str, Any]) -> str:
-    from benchmarks.transfer import format_stages, format_table
+    from benchmarks.transfer import format_cpu, format_stages, format_table
 
     paths = "; ".join(f"**{k}**: {v}" for k, v in result["paths"].items())
     text = [
@@ -200,6 +200,11 @@ def _transfer(result: dict[str, Any]) -> str:
         format_table(result),
         "",
         "Where the time goes, " + format_stages(result),
+        "",
+        "Who used the cores (CPU seconds per exposure over the run, from /proc; the window "
+        "includes the idle time between exposures, so `others` is other users' load):",
+        "",
+        format_cpu(result),
         "",
         f"![max transfer time vs CCDs]({PLOT.name})" if PLOT.exists() else "",
     ]
@@ -228,22 +233,44 @@ def _scalar(value: Any) -> bool:
     return isinstance(value, (int, float, str, bool)) or value is None
 
 
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)
+
+
+def _table(rows: list[tuple[str, dict[str, Any]]], first: str) -> list[str]:
+    """Markdown table of (label, figures) rows; scalar columns only, at most 10."""
+    keys: list[str] = []
+    for _, figures in rows:
+        keys += [k for k, v in figures.items() if _scalar(v) and k not in keys]
+    keys = keys[:10]
+    lines = [f"| {first} | " + " | ".join(keys) + " |", "| --- |" + " ---: |" * len(keys)]
+    for label, figures in rows:
+        lines.append(f"| {label} | " + " | ".join(_cell(figures.get(k, "")) for k in keys) + " |")
+    return lines
+
+
 def _generic(result: dict[str, Any]) -> str:
-    """Benchmarks without a dedicated section: their rows (if any), scalars and goal."""
-    lines = []
-    rows = result.get("rows")
-    if isinstance(rows, list) and rows and all(isinstance(r, dict) for r in rows):
-        keys = [k for k in rows[0] if all(_scalar(r.get(k)) for r in rows)][:10]
-        lines += ["| " + " | ".join(keys) + " |", "|" + " --- |" * len(keys)]
-        lines += ["| " + " | ".join(str(r.get(k, "")) for k in keys) + " |" for r in rows]
-        lines.append("")
-    scalars = {k: v for k, v in result.items() if _scalar(v) and k not in ("benchmark",)}
-    if scalars:
-        lines += ["| figure | value |", "| --- | --- |"]
-        lines += [f"| {k} | {v} |" for k, v in scalars.items()]
+    """Benchmarks without a dedicated section: their scalars, then one table per list of
+    records or mapping of records, then the goal."""
+    scalars = {
+        k: v for k, v in result.items() if _scalar(v) and k not in ("benchmark", "when", "host")
+    }
+    lines = [f"- {k}: {_cell(v)}" for k, v in scalars.items()]
+    for key, value in result.items():
+        if isinstance(value, list) and value and all(isinstance(r, dict) for r in value):
+            lines += [
+                "",
+                f"{key}:",
+                "",
+                *_table([(str(i + 1), r) for i, r in enumerate(value)], "#"),
+            ]
+        elif isinstance(value, dict) and value and all(isinstance(r, dict) for r in value.values()):
+            lines += ["", f"{key}:", "", *_table(list(value.items()), key)]
     goal = result.get("goal")
     if isinstance(goal, dict) and "met" in goal:
-        lines += ["", f"Goal: {'met' if goal['met'] else 'NOT met'} ({json.dumps(goal)})"]
+        lines += ["", f"Goal: {'met' if goal['met'] else 'NOT met'}"]
     return "\n".join(lines) or "(no figures)"
 
 
@@ -263,16 +290,18 @@ def plot_transfer(result: dict[str, Any], path: Path = PLOT) -> Path | None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     published = sorted((int(k), v["max"]) for k, v in result["published"].items())
     ax.plot(*zip(*published, strict=True), "k--o", label="published: max send (10 Gbit/s WAN)")
-    for name in sorted({r["path"] for r in rows}):
-        mine = sorted((r["ccds"], r) for r in rows if r["path"] == name)
+    for index, name in enumerate(sorted({r["path"] for r in rows})):
+        color = f"C{index}"
+        mine = sorted(((r["ccds"], r) for r in rows if r["path"] == name), key=lambda x: x[0])
         xs = [n for n, _ in mine]
-        ax.plot(xs, [r["steady"]["max"] for _, r in mine], "-o",
+        ax.plot(xs, [r["steady"]["max"] for _, r in mine], "-o", color=color,
                 label=f"{name}: max read + compress + send")  # fmt: skip
-        ax.plot(xs, [r["steady"]["send_max"] for _, r in mine], ":o",
+        ax.plot(xs, [r["steady"]["send_max"] for _, r in mine], ":o", color=color,
                 label=f"{name}: max send")  # fmt: skip
         announced = [(n, r["latency"]["steady"]["max"]) for n, r in mine if r.get("latency")]
         if announced:
-            ax.plot(*zip(*announced, strict=True), "-s", label=f"{name}: max readout -> announced")
+            ax.plot(*zip(*announced, strict=True), "--s", color=color,
+                    label=f"{name}: max readout -> announced")  # fmt: skip
     ax.axhline(result["budget_seconds"], color="red", lw=1, label="5 s budget")
     ax.set_xlabel("CCDs per exposure (one process each)")
     ax.set_ylabel("seconds per CCD")

@@ -179,8 +179,40 @@ def format_stages(result: dict[str, Any]) -> str:
     return f"{top} CCDs per exposure:\n\n" + "\n".join(lines)
 
 
+def format_cpu(result: dict[str, Any]) -> str:
+    """CPU seconds per exposure by role at the largest CCD count, and the floor they imply."""
+    top = max(r["ccds"] for r in result["rows"])
+    rows = [r for r in result["rows"] if r["ccds"] == top and r.get("cpu", {}).get("per_exposure")]
+    if not rows:
+        return "(no CPU figures)"
+    roles = list(rows[0]["cpu"]["per_exposure"])
+    lines = [
+        "| role | " + " | ".join(f"{r['path']} CPU s / exposure" for r in rows) + " |",
+        "| --- |" + " ---: |" * len(rows),
+    ]
+    for role in roles:
+        cells = [f"{r['cpu']['per_exposure'].get(role, 0):.1f}" for r in rows]
+        lines.append(f"| {role} | " + " | ".join(cells) + " |")
+    notes = []
+    for r in rows:
+        per = r["cpu"]["per_exposure"]
+        ours = sum(v for k, v in per.items() if k not in ("others", "machine"))
+        cores = r["cpu"]["cores"] or 1
+        notes.append(
+            f"{r['path']}: the pipeline's own processes used {ours:.1f} CPU s per exposure "
+            f"(averaged over the run, warm-up included; edge p50 {r['cpu']['edge_per_ccd_p50']} "
+            f"CPU s per CCD), i.e. ~{ours / cores:.1f} s of all {cores} cores per exposure: "
+            f"roughly the floor of the last CCD's readout -> announced on this machine, however "
+            f"it is scheduled; other processes took {per.get('others', 0):.1f} CPU s per "
+            f"exposure on top"
+        )
+    return "\n".join(lines) + "\n\n" + "\n".join(f"- {n}." for n in notes)
+
+
 if __name__ == "__main__":
     outcome = run()
     print(format_table(outcome))
     print()
     print(format_stages(outcome))
+    print()
+    print(format_cpu(outcome))

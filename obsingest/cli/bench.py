@@ -193,6 +193,15 @@ def prepare_destination(destination: str) -> None:
                 future.result(timeout=30)
 
 
+def stack_service_pids(destination: str, stack: str | None) -> dict[str, list[int]]:
+    """Pids of the local stack's services a run uses, for the CPU-by-role report."""
+    if destination.startswith("file://") and stack != "local":
+        return {}
+    from obsingest.stack import Stack
+
+    return {r.name: [r.pid] for r in Stack().status() if r.pid}
+
+
 def _progress() -> Callable[[str, bool], None]:
     from obsingest.cli.demo_pipeline import Progress
 
@@ -233,6 +242,10 @@ def format_report(result: dict[str, Any]) -> str:
             f"p50 {p50} s, max {mx} s, {lat['over_budget']} over the {lat['budget']} s "
             f"budget: {verdict} budget"
         )
+    cpu = result.get("cpu", {}).get("per_exposure")
+    if cpu:
+        roles = ", ".join(f"{k} {v:.1f}" for k, v in cpu.items())
+        lines.append(f"\nCPU seconds per exposure ({result['cpu']['cores']} cores): {roles}")
     if result["failed"]:
         failed = [r for r in result["records"] if r["error"]]
         lines.append(f"\n{result['failed']} transfers failed, e.g. {failed[0]['error']}")
@@ -267,7 +280,8 @@ def run_transfer(args: argparse.Namespace) -> int:
         else:
             e2e = None
             prepare_destination(args.destination)
-        result = run_harness(config, e2e, _progress()).to_json()
+        services = stack_service_pids(args.destination, args.stack)
+        result = run_harness(config, e2e, _progress(), services).to_json()
     except (ValueError, RuntimeError, TimeoutError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ArrivalEvent
-from producers.transfer import stats
+from producers.transfer import cpu, stats
 from producers.transfer.ccdcache import INSTRUMENT, ensure_ccd_files
 from producers.transfer.plan import (
     Destination,
@@ -85,6 +85,9 @@ class HarnessResult:
     end_to_end: bool = False
     worker_errors: list[str] = field(default_factory=list)
     log_path: Path | None = None
+    #: CPU seconds by role over the run window (see ``cpu.delta_seconds``)
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
+    window_seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         """The run as JSON: configuration, the table rows, stage breakdown and every record."""
@@ -109,6 +112,7 @@ class HarnessResult:
             "statuses": sorted({r.status for r in self.records}),
             "worker_errors": self.worker_errors,
             "log": str(self.log_path) if self.log_path else None,
+            "cpu": self._cpu_json(),
         }
         if self.end_to_end:
             first = min(self.exposures)
@@ -130,6 +134,17 @@ class HarnessResult:
             out["arrivals"] = [a.to_json() for a in self.arrivals]
         out["records"] = [r.to_json() for r in self.records]
         return out
+
+    def _cpu_json(self) -> dict[str, Any]:
+        """CPU seconds per exposure by role, and per CCD for the edge workers."""
+        n = max(1, self.config.numexp)
+        edge = [r.cpu_seconds for r in self.records if r.ok]
+        return {
+            "cores": os.cpu_count(),
+            "window_seconds": round(self.window_seconds, 2),
+            "per_exposure": {k: round(v / n, 2) for k, v in self.cpu_seconds.items()},
+            "edge_per_ccd_p50": round(stats.percentile(edge, 50), 3) if edge else None,
+        }
 
 
 def _arrival(event: ArrivalEvent, received: datetime) -> stats.Arrival:
@@ -174,9 +189,16 @@ def _quiet(_text: str, _final: bool = False) -> None:
 
 
 def run_harness(
-    config: HarnessConfig, end_to_end: EndToEnd | None = None, progress: Progress | None = None
+    config: HarnessConfig,
+    end_to_end: EndToEnd | None = None,
+    progress: Progress | None = None,
+    services: dict[str, list[int]] | None = None,
 ) -> HarnessResult:
-    """Run the whole measurement; raises if workers cannot start or die before finishing."""
+    """Run the whole measurement; raises if workers cannot start or die before finishing.
+
+    ``services``: role -> pids of the processes serving the run (emulators, broker, database),
+    whose CPU time is reported next to the edge workers' and this process's (the facility side).
+    """
     show = progress or _quiet
     if not 1 <= config.ccds <= 189:
         raise ValueError("--ccds must be 1..189 (LSSTCam science detectors)")
@@ -221,9 +243,9 @@ def run_harness(
     ]
     arrivals = _Arrivals(set(exposures))
     ctx = get_context("spawn")
-    ready, start_q, results = ctx.Queue(), ctx.Queue(), ctx.Queue()
+    ready, start_q, results, stop = ctx.Queue(), ctx.Queue(), ctx.Queue(), ctx.Event()
     procs = [
-        ctx.Process(target=worker_main, args=(s, ready, start_q, results), daemon=True)
+        ctx.Process(target=worker_main, args=(s, ready, start_q, results, stop), daemon=True)
         for s in specs
     ]
     records: list[stats.TransferRecord] = []
@@ -241,6 +263,13 @@ def run_harness(
         log_event(log, "transfer.run.start", run_id=run_id, start=start.isoformat(),
                   ccds=config.ccds, numexp=config.numexp, interval=config.interval,
                   compress=config.compress, sender_url=sender_url)  # fmt: skip
+        roles = {
+            "edge_workers": [p.pid for p in procs if p.pid],
+            "facility_process": [os.getpid()],
+            **(services or {}),
+        }
+        cpu_before = cpu.sample(roles)
+        window_start = time.monotonic()
         for _ in procs:
             start_q.put(start.isoformat())
         readouts = readout_times(start, config.interval, config.numexp)
@@ -248,8 +277,11 @@ def run_harness(
                  arrivals, show)  # fmt: skip
         if end_to_end is not None:
             _wait_arrivals(arrivals, records, config, show)
+        cpu_used = cpu.delta_seconds(cpu_before, cpu.sample(roles))
+        window = time.monotonic() - window_start
         finished = True
     finally:
+        stop.set()
         for p in procs:
             # After a failure workers may still wait for a start time that never comes.
             p.join(timeout=30 if finished else 0)
@@ -270,6 +302,8 @@ def run_harness(
         end_to_end=end_to_end is not None,
         worker_errors=errors,
         log_path=log_path,
+        cpu_seconds=cpu_used,
+        window_seconds=window,
     )
     log_event(log, "transfer.run.done", run_id=run_id, transfers=len(records),
               failed=sum(not r.ok for r in records), announced=len(result.arrivals))  # fmt: skip

@@ -42,6 +42,8 @@ class TransferRecord:
     raw_bytes: int
     status: str
     error: str = ""
+    #: CPU seconds the worker process used for this CCD (all its threads)
+    cpu_seconds: float = 0.0
 
     @property
     def seconds(self) -> float:

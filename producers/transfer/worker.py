@@ -87,6 +87,7 @@ def transfer_one(
     exposure = spec.exposures[index]
     data_id = DataId(spec.instrument, exposure, spec.detector)
     start = datetime.now(UTC)
+    cpu_start = time.process_time()
     raw_bytes = size = 0
     read_end = compressed = start
     try:
@@ -118,6 +119,7 @@ def transfer_one(
         raw_bytes=raw_bytes,
         status=status,
         error=error,
+        cpu_seconds=round(time.process_time() - cpu_start, 4),
     )
     logs.log_event(
         log,
@@ -131,12 +133,12 @@ def transfer_one(
     return record
 
 
-def worker_main(spec: WorkerSpec, ready: Any, start_times: Any, results: Any) -> None:
+def worker_main(spec: WorkerSpec, ready: Any, start_times: Any, results: Any, stop: Any) -> None:
     """Process entry point: warm up, report ready, wait for the start, run every exposure."""
     with Path(spec.log_path).open("a", buffering=1) as log_file:
         logs.configure(stream=log_file)
         try:
-            _run(spec, ready, start_times, results)
+            _run(spec, ready, start_times, results, stop)
         except Exception as exc:
             logs.log_event(
                 log, "transfer.worker_failed", logging.ERROR, worker=spec.index, error=str(exc)
@@ -145,7 +147,7 @@ def worker_main(spec: WorkerSpec, ready: Any, start_times: Any, results: Any) ->
             raise
 
 
-def _run(spec: WorkerSpec, ready: Any, start_times: Any, results: Any) -> None:
+def _run(spec: WorkerSpec, ready: Any, start_times: Any, results: Any, stop: Any) -> None:
     from producers.edge import warm_up
     from producers.sender import open_sender
 
@@ -168,6 +170,8 @@ def _run(spec: WorkerSpec, ready: Any, start_times: Any, results: Any) -> None:
             readout=readout.isoformat(),
         )
         results.put(transfer_one(spec, sender, index, readout, buffer).to_json())
+    # Stay alive until the parent has read our CPU time from /proc (see ``cpu``).
+    stop.wait(timeout=600)
     close = getattr(sender, "close", None)
     if callable(close):
         close()

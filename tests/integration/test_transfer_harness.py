@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,7 @@ def test_file_end_to_end_announces_every_ccd(tmp_path: Path) -> None:
 def test_gcs_destination_uploads_to_the_emulator(tmp_path: Path, gcs: Any) -> None:
     from obsingest.store.gcs import GcsSettings, make_client
 
-    bucket = f"bench-{tmp_path.name[-20:].lower().replace('_', '-')}"
+    bucket = f"bench-{uuid.uuid4().hex[:12]}"
     result = run_bench(tmp_path, f"gs://{bucket}/bench/run1", "--compress")
     assert result["sender_url"] == f"gs://{bucket}"
     blobs = list(make_client(GcsSettings()).list_blobs(bucket, prefix="bench/run1/"))
@@ -108,7 +109,7 @@ def test_gcs_end_to_end_announces_every_ccd(
 
 
 def test_kafka_destination_acks_every_ccd(tmp_path: Path, kafka: Any) -> None:
-    topic = f"bench-{tmp_path.name[-20:].lower().replace('_', '-')}"
+    topic = f"bench-{uuid.uuid4().hex[:12]}"
     result = run_bench(tmp_path, f"kafka://{topic}")
     assert result["sender_url"] == f"kafka://{kafka.bootstrap_servers}/{topic}"
     assert result["statuses"] == ["acked"]
