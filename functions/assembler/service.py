@@ -20,6 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -238,6 +239,7 @@ class AssemblerService:
         self.subscribe()
         messages = self._consumer.consume(self.settings.batch_records, timeout)
         handled = 0
+        completed: list[Completed] = []
         for msg in messages:
             err = msg.error()
             if err is not None:
@@ -256,9 +258,13 @@ class AssemblerService:
             self.stats.bytes += len(value or b"")
             self.stats.last_record = time.monotonic()
             for verdict in self.reassembler.feed(value, tp, msg.offset()):
-                self._act(verdict, msg)
+                if isinstance(verdict, Completed):
+                    completed.append(verdict)
+                else:
+                    self._act(verdict, msg)
         for verdict in self.reassembler.expire():
             self._act(verdict, None)
+        self._store_all(completed)
         try:
             self._commit()
         except KafkaException as exc:  # e.g. rebalance in progress: the next batch retries
@@ -302,6 +308,17 @@ class AssemblerService:
                 why=verdict.why,
             )
 
+    def _store_all(self, completed: list[Completed]) -> None:
+        """Store a batch's completed files, several at once (each write mostly waits on the
+        store); any failure propagates before the batch's offsets are committed."""
+        if len(completed) <= 1 or self.settings.store_concurrency == 1:
+            for done in completed:
+                self._store(done)
+            return
+        with ThreadPoolExecutor(min(self.settings.store_concurrency, len(completed))) as pool:
+            for future in [pool.submit(self._store, done) for done in completed]:
+                future.result()
+
     def _store(self, done: Completed) -> None:
         name = done.data_id.object_name(self.settings.prefix)
         meta = object_metadata(done)
@@ -331,7 +348,8 @@ class AssemblerService:
                 time.sleep(delay)
                 delay *= 2
         counter = {"stored": "stored", "exists": "existing", "conflict": "conflicts"}[status]
-        setattr(self.stats, counter, getattr(self.stats, counter) + 1)
+        with self._lock:  # stores run on several threads
+            setattr(self.stats, counter, getattr(self.stats, counter) + 1)
         log_event(
             log,
             f"assembler.{status}",

@@ -45,6 +45,9 @@ class AssemblerSettings(BaseSettings):
     #: Store writes retried this often (exponential backoff) before the service gives up.
     store_attempts: int = Field(default=5, ge=1)
     store_backoff_s: float = Field(default=0.2, gt=0)
+    #: Files of one poll batch written to the store at once. The batch's offsets are committed
+    #: only after all of them are stored, so concurrency never commits past an unwritten file.
+    store_concurrency: int = Field(default=4, ge=1)
     session_timeout_ms: int = Field(default=10_000, ge=1000)
     #: Extra librdkafka consumer properties.
     extra: dict[str, str | int | float | bool] = Field(default_factory=dict)
