@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from obsingest.errors import CorruptFile
 
 BLOCK = 2880
@@ -253,3 +255,40 @@ def header_bytes(cards: list[bytes] | tuple[bytes, ...]) -> bytes:
 def rename_card(card: bytes, new_key: str) -> bytes:
     """The same card under another keyword (value and comment kept byte for byte)."""
     return new_key.encode("ascii").ljust(8) + card[8:]
+
+
+# --- FITS checksums (CHECKSUM / DATASUM cards) ---------------------------------------------
+
+
+def checksum_words(data: bytes | np.ndarray, start: int = 0) -> int:
+    """Ones'-complement sum of big-endian 32-bit words (FITS checksum convention)."""
+    arr = np.frombuffer(data, dtype=np.uint8)
+    if extra := arr.size % 4:
+        arr = np.concatenate([arr, np.zeros(4 - extra, np.uint8)])
+    s = start + int(arr.view(">u4").sum(dtype=np.uint64))
+    while hi := s >> 32:
+        s = (s & 0xFFFFFFFF) + hi
+    return s
+
+
+_EXCLUDE = frozenset(range(0x3A, 0x41)) | frozenset(range(0x5B, 0x61))
+
+
+def encode_checksum(value: int) -> str:
+    """FITS checksum ASCII encoding (Seaman et al., FITS checksum proposal, A.7.2)."""
+    asc = [0] * 16
+    for i in range(4):
+        byte = (value >> (24 - 8 * i)) & 0xFF
+        quotient, remainder = byte // 4 + ord("0"), byte % 4
+        ch = [quotient + remainder, quotient, quotient, quotient]
+        again = True
+        while again:
+            again = False
+            for j in (0, 2):
+                while ch[j] in _EXCLUDE or ch[j + 1] in _EXCLUDE:
+                    ch[j] += 1
+                    ch[j + 1] -= 1
+                    again = True
+        for j in range(4):
+            asc[4 * j + i] = ch[j]
+    return bytes(asc[15:] + asc[:15]).decode("ascii")

@@ -46,6 +46,8 @@ from obsingest.fits import (
     BLOCK,
     Hdu,
     card_key,
+    checksum_words,
+    encode_checksum,
     header_bytes,
     make_card,
     padded,
@@ -130,40 +132,6 @@ def _is_rice_image(hdu: Hdu) -> bool:
     return hdu.int_value("GCOUNT", 1) == 1 and hdu.int_value("PCOUNT", 0) == 0
 
 
-def _checksum_words(data: bytes | np.ndarray, start: int = 0) -> int:
-    """Ones'-complement sum of big-endian 32-bit words (FITS checksum convention)."""
-    arr = np.frombuffer(data, dtype=np.uint8)
-    if extra := arr.size % 4:
-        arr = np.concatenate([arr, np.zeros(4 - extra, np.uint8)])
-    s = start + int(arr.view(">u4").sum(dtype=np.uint64))
-    while hi := s >> 32:
-        s = (s & 0xFFFFFFFF) + hi
-    return s
-
-
-_EXCLUDE = frozenset(range(0x3A, 0x41)) | frozenset(range(0x5B, 0x61))
-
-
-def _encode_checksum(value: int) -> str:
-    """FITS checksum ASCII encoding (Seaman et al., FITS checksum proposal, A.7.2)."""
-    asc = [0] * 16
-    for i in range(4):
-        byte = (value >> (24 - 8 * i)) & 0xFF
-        quotient, remainder = byte // 4 + ord("0"), byte % 4
-        ch = [quotient + remainder, quotient, quotient, quotient]
-        again = True
-        while again:
-            again = False
-            for j in (0, 2):
-                while ch[j] in _EXCLUDE or ch[j + 1] in _EXCLUDE:
-                    ch[j] += 1
-                    ch[j + 1] -= 1
-                    again = True
-        for j in range(4):
-            asc[4 * j + i] = ch[j]
-    return bytes(asc[15:] + asc[:15]).decode("ascii")
-
-
 def _with_checksums(cards: list[bytes], data_parts: list[bytes]) -> bytes:
     """Header bytes with DATASUM and CHECKSUM cards computed for these data bytes."""
     datasum = 0
@@ -171,7 +139,7 @@ def _with_checksums(cards: list[bytes], data_parts: list[bytes]) -> bytes:
     for part in data_parts:
         if offset % 4:
             raise AssertionError("data parts must be 4-byte aligned")
-        datasum = _checksum_words(part, datasum)
+        datasum = checksum_words(part, datasum)
         offset += len(part)
     cards = _without_checksums(cards)
     # Like CFITSIO: new cards take the place of trailing blank cards, so the header keeps its size.
@@ -183,8 +151,8 @@ def _with_checksums(cards: list[bytes], data_parts: list[bytes]) -> bytes:
         make_card("CHECKSUM", "0" * 16, "HDU checksum"),
         make_card("DATASUM", str(datasum), "data unit checksum"),
     ]
-    total = _checksum_words(header_bytes(cards), datasum)
-    cards[at] = make_card("CHECKSUM", _encode_checksum(~total & 0xFFFFFFFF), "HDU checksum")
+    total = checksum_words(header_bytes(cards), datasum)
+    cards[at] = make_card("CHECKSUM", encode_checksum(~total & 0xFFFFFFFF), "HDU checksum")
     return header_bytes(cards)
 
 

@@ -10,42 +10,7 @@ checksum is recomputed so the file stays valid for funpack/astropy. Pure bytes i
 
 from __future__ import annotations
 
-BLOCK = 2880
-CARD = 80
-
-_EXCLUDED = frozenset(b":;<=>?@[\\]^_`")
-
-
-def _ones_complement_sum(data: bytes | bytearray | memoryview) -> int:
-    """32-bit ones' complement sum of big-endian words (the FITS checksum arithmetic)."""
-    total = 0
-    view = memoryview(data)
-    for i in range(0, len(view), 4):
-        total += int.from_bytes(view[i : i + 4], "big")
-    while total >> 32:
-        total = (total & 0xFFFFFFFF) + (total >> 32)
-    return total
-
-
-def encode_checksum(value: int) -> str:
-    """ASCII encoding of a 32-bit checksum (FITS checksum convention, Seaman et al.)."""
-    chars = [0] * 16
-    for i in range(4):
-        byte = (value >> (24 - 8 * i)) & 0xFF
-        quotient, remainder = divmod(byte, 4)
-        group = [quotient + 0x30] * 4
-        group[0] += remainder
-        changed = True
-        while changed:
-            changed = False
-            for j in (0, 2):
-                while group[j] in _EXCLUDED or group[j + 1] in _EXCLUDED:
-                    group[j] += 1
-                    group[j + 1] -= 1
-                    changed = True
-        for j in range(4):
-            chars[4 * j + i] = group[j]
-    return bytes(chars[-1:] + chars[:-1]).decode("ascii")
+from obsingest.fits import BLOCK, CARD, checksum_words, encode_checksum, make_card
 
 
 def _card_key(card: bytes | bytearray) -> str:
@@ -67,19 +32,6 @@ def _comment(card: bytes | bytearray) -> str:
             break
     slash = text.find("/", start)
     return text[slash + 1 :].strip() if slash >= 0 else ""
-
-
-def format_card(key: str, value: int | str, comment: str = "") -> bytes:
-    """One fixed-format 80-byte card (integers right-aligned, strings quoted, in 20 columns)."""
-    if isinstance(value, int):
-        text = f"{value:>20d}"
-    else:
-        quoted = "'" + value.replace("'", "''").ljust(8) + "'"
-        text = f"{quoted:<20}"
-    line = f"{key:<8}= {text}"
-    if comment:
-        line = f"{line} / {comment}"
-    return line[:CARD].ljust(CARD).encode("ascii")
 
 
 def _primary_header_end(buf: bytearray) -> int:
@@ -115,7 +67,7 @@ def retarget_primary_header(buf: bytearray, values: dict[str, int | str]) -> Non
         raise KeyError(f"primary header lacks {sorted(missing)}")
     for key, value in values.items():
         at = positions[key]
-        buf[at : at + CARD] = format_card(key, value, _comment(buf[at : at + CARD]))
+        buf[at : at + CARD] = make_card(key, value, _comment(buf[at : at + CARD]))
     if "CHECKSUM" not in positions:
         return
     if (
@@ -125,6 +77,6 @@ def retarget_primary_header(buf: bytearray, values: dict[str, int | str]) -> Non
         raise ValueError("primary HDU has data; only header-only primaries are retargeted")
     at = positions["CHECKSUM"]
     comment = _comment(buf[at : at + CARD])
-    buf[at : at + CARD] = format_card("CHECKSUM", "0" * 16, comment)
-    total = _ones_complement_sum(buf[:end])
-    buf[at : at + CARD] = format_card("CHECKSUM", encode_checksum(~total & 0xFFFFFFFF), comment)
+    buf[at : at + CARD] = make_card("CHECKSUM", "0" * 16, comment)
+    total = checksum_words(buf[:end])
+    buf[at : at + CARD] = make_card("CHECKSUM", encode_checksum(~total & 0xFFFFFFFF), comment)

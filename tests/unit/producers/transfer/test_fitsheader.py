@@ -9,12 +9,11 @@ from datetime import UTC, datetime
 import pytest
 from astropy.io import fits
 
+from obsingest.fits import encode_checksum, make_card
 from producers.compress import compress_fits, decompress_fits
 from producers.daq.simulator import CcdSpec, generate_raw_ccd
 from producers.transfer.fitsheader import (
-    encode_checksum,
     exposure_cards,
-    format_card,
     retarget_primary_header,
 )
 
@@ -97,7 +96,7 @@ def test_checksum_encoding_uses_only_alphanumerics(value):
 
 
 def test_format_card_is_fixed_width():
-    card = format_card("EXPID", 2026112300077, "exposure id")
+    card = make_card("EXPID", 2026112300077, "exposure id")
     assert len(card) == 80
     assert card.decode().startswith("EXPID   =        2026112300077 / exposure id")
-    assert format_card("OBSID", "MC_O_1").decode().startswith("OBSID   = 'MC_O_1  '")
+    assert make_card("OBSID", "MC_O_1").decode().startswith("OBSID   = 'MC_O_1  '")
