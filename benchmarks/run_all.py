@@ -12,9 +12,11 @@ transfer harness next to the observatory's published figures.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -77,6 +79,11 @@ _RUNNER = (
 )
 
 
+def _kill_group(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
 def run_benchmark(name: str, timeout: float) -> dict[str, Any]:
     """Run ``benchmarks.<name>.run()`` in its own process; its result or its failure.
 
@@ -94,8 +101,9 @@ def run_benchmark(name: str, timeout: float) -> dict[str, Any]:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
+            start_new_session=True,  # its worker processes too: the watchdog kills the group
         )
-        watchdog = threading.Timer(timeout, proc.kill)
+        watchdog = threading.Timer(timeout, _kill_group, args=(proc,))
         watchdog.start()
         try:
             assert proc.stderr is not None

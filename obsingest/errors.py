@@ -52,6 +52,12 @@ class HeaderMismatch(PermanentError):
     reason = "header-mismatch"
 
 
+class ForeignBucket(PermanentError):
+    """A notification for an object in a bucket this deployment does not ingest from."""
+
+    reason = "foreign-bucket"
+
+
 class ObjectMissing(PermanentError):
     """An event refers to an object that no longer exists in the store."""
 

@@ -7,6 +7,7 @@ reuse is what makes per-CCD latency low after the first transfer).
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -18,9 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from obsingest.dataid import DataId
+from obsingest.errors import RetriableError
+from obsingest.logs import get_logger, log_event
 from obsingest.messages import utcnow
 from producers.compress import compress_fits
-from producers.sender import Sender, open_sender
+from producers.sender import Sender, SendResult, open_sender
+
+log = get_logger("obsingest.edge")
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,35 @@ def warm_pool(
     return pool
 
 
+#: sends of one CCD before the edge gives up on it (each send already retries within its budget)
+SEND_ATTEMPTS = 4
+
+
+def _send_with_retries(
+    job: ShipJob, data_id: DataId, data: bytes, compressed_time: datetime
+) -> SendResult:
+    """A CCD late is still a CCD: after a send gave up (its own retries bounded by the budget),
+    send again with backoff. Safe to repeat: the store is create-once and the assembler ignores
+    duplicate chunks."""
+    sender = _sender(job.sender_url, job.prefix, job.quarantine_prefix)
+    for attempt in range(1, SEND_ATTEMPTS + 1):
+        try:
+            return sender.send(data_id, data, job.readout_time, compressed_time)
+        except RetriableError as exc:
+            if attempt == SEND_ATTEMPTS:
+                raise
+            log_event(
+                log,
+                "edge.send_retry",
+                logging.WARNING,
+                data_id=data_id.key,
+                attempt=attempt,
+                error=str(exc),
+            )
+            time.sleep(0.5 * 2 ** (attempt - 1))
+    raise AssertionError("unreachable")
+
+
 def ship_ccd(job: ShipJob) -> ShipResult:
     data_id = DataId(job.instrument, job.exposure, job.detector)
     raw = Path(job.raw_path)
@@ -117,9 +151,7 @@ def ship_ccd(job: ShipJob) -> ShipResult:
     fz = compress_fits(raw, threads=job.compress_threads)
     t1 = time.perf_counter()
     compressed_time = utcnow()
-    result = _sender(job.sender_url, job.prefix, job.quarantine_prefix).send(
-        data_id, fz, job.readout_time, compressed_time
-    )
+    result = _send_with_retries(job, data_id, fz, compressed_time)
     t2 = time.perf_counter()
     return ShipResult(
         data_id=data_id.key,

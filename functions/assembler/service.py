@@ -145,6 +145,7 @@ class AssemblerStats:
         return {k: v for k, v in self.__dict__.items() if k != "last_record"}
 
 
+#: called after each store write, from the store threads (several at once): must be thread-safe
 StoredCallback = Callable[[Completed, PutResult], None]
 
 
@@ -183,6 +184,8 @@ class AssemblerService:
         self._lock = threading.Lock()
         self._subscribed = False
         self._closed = False
+        #: set when a batch failed part-way: committing anything after that could skip files
+        self._failed = False
         #: set once this instance owns at least one partition (tests and the demo wait on it)
         self.assigned = threading.Event()
 
@@ -240,31 +243,41 @@ class AssemblerService:
         messages = self._consumer.consume(self.settings.batch_records, timeout)
         handled = 0
         completed: list[Completed] = []
-        for msg in messages:
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
+        try:
+            for msg in messages:
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    if err.fatal():
+                        raise ConsumerFailed(f"fatal consumer error: {err.str()}")
+                    log_event(log, "assembler.consumer_error", logging.WARNING, error=err.str())
                     continue
-                if err.fatal():
-                    raise ConsumerFailed(f"fatal consumer error: {err.str()}")
-                log_event(log, "assembler.consumer_error", logging.WARNING, error=err.str())
-                continue
-            tp = (msg.topic(), msg.partition())
-            if tp not in self._assigned:
-                continue  # fetched before a revoke; the new owner reads it
-            handled += 1
-            value = msg.value()
-            self.stats.records += 1
-            self.stats.bytes += len(value or b"")
-            self.stats.last_record = time.monotonic()
-            for verdict in self.reassembler.feed(value, tp, msg.offset()):
-                if isinstance(verdict, Completed):
-                    completed.append(verdict)
-                else:
-                    self._act(verdict, msg)
-        for verdict in self.reassembler.expire():
-            self._act(verdict, None)
-        self._store_all(completed)
+                tp = (msg.topic(), msg.partition())
+                if tp not in self._assigned:
+                    continue  # fetched before a revoke; the new owner reads it
+                handled += 1
+                value = msg.value()
+                self.stats.records += 1
+                self.stats.bytes += len(value or b"")
+                self.stats.last_record = time.monotonic()
+                for verdict in self.reassembler.feed(value, tp, msg.offset()):
+                    if isinstance(verdict, Completed):
+                        completed.append(verdict)
+                        if len(completed) >= self.settings.store_concurrency:
+                            self._store_all(completed)  # bounds the memory of finished files
+                            completed.clear()
+                    else:
+                        self._act(verdict, msg)
+            for verdict in self.reassembler.expire():
+                self._act(verdict, None)
+            self._store_all(completed)
+        except BaseException:
+            # Files of this batch may be complete (gone from the reassembler's state) but not
+            # stored: from now on nothing may be committed, not even on close or revoke. The
+            # restarted service re-reads from the last commit.
+            self._failed = True
+            raise
         try:
             self._commit()
         except KafkaException as exc:  # e.g. rebalance in progress: the next batch retries
@@ -274,6 +287,8 @@ class AssemblerService:
     def _commit(self) -> None:
         from confluent_kafka import TopicPartition
 
+        if self._failed:
+            return
         with self._lock:
             offsets = [
                 TopicPartition(t, p, off)
@@ -522,6 +537,9 @@ class AssemblerService:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         from confluent_kafka import KafkaException, TopicPartition
 
+        if self._failed:
+            self._on_lost(consumer, partitions)
+            return
         revoked = [(tp.topic, tp.partition) for tp in partitions]
         with self._lock:
             safe = self.reassembler.revoke(revoked)

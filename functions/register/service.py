@@ -19,7 +19,13 @@ from datetime import UTC, datetime
 from obsingest.bus.base import Publisher
 from obsingest.checksums import checksum_from_crc32c_b64, checksum_str, crc32c_b64
 from obsingest.dataid import DataId, parse_object_name
-from obsingest.errors import ChecksumMismatch, CorruptFile, HeaderMismatch, PermanentError
+from obsingest.errors import (
+    ChecksumMismatch,
+    CorruptFile,
+    ForeignBucket,
+    HeaderMismatch,
+    PermanentError,
+)
 from obsingest.fits import parse_fits
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ArrivalEvent, utcnow
@@ -57,6 +63,11 @@ class RegisterService:
         started = time.perf_counter()
         data_id: DataId | None = None
         try:
+            if obj.bucket != self.store.bucket:
+                raise ForeignBucket(
+                    f"object {obj.name!r} is in bucket {obj.bucket!r}, "
+                    f"not {self.store.bucket!r} that this function ingests from"
+                )
             if obj.name.startswith(self.quarantine_prefix):
                 return self._record_producer_quarantine(obj)
             data_id = parse_object_name(obj.name, self.prefix)
@@ -172,15 +183,21 @@ class RegisterService:
     def _quarantine(
         self, obj: StoredObject, data_id: DataId | None, exc: PermanentError
     ) -> Outcome:
-        return self._file_quarantine(obj, data_id, exc.reason, str(exc))
+        uri = f"{obj.bucket}/{obj.name}" if isinstance(exc, ForeignBucket) else None
+        return self._file_quarantine(obj, data_id, exc.reason, str(exc), uri)
 
     def _file_quarantine(
-        self, obj: StoredObject, data_id: DataId | None, reason: str, message: str
+        self,
+        obj: StoredObject,
+        data_id: DataId | None,
+        reason: str,
+        message: str,
+        uri: str | None = None,
     ) -> Outcome:
         """Record a refused object with its reason; a repeat is counted, not duplicated."""
         self.registry.quarantine(
             QuarantineEntry(
-                object_uri=self.store.uri(obj.name),
+                object_uri=uri or self.store.uri(obj.name),
                 reason=reason,
                 message=message,
                 checksum=checksum_from_crc32c_b64(obj.crc32c) if obj.crc32c else "",

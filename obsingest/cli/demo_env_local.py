@@ -183,7 +183,8 @@ class LocalStackEnvironment:
         if self.relay is None:
             return 0
         deadline = time.monotonic() + timeout
-        self.relay.wait_idle(quiet=1.5, timeout=timeout)
+        if not self.relay.wait_idle(quiet=1.5, timeout=timeout):
+            raise TimeoutError(f"relay still busy after {timeout} s: notifications not drained")
         while time.monotonic() < deadline and any(s.idle_for() < 1.0 for s in self._subscribers):
             time.sleep(0.05)
         return int(self.relay.stats.dead_lettered)

@@ -116,6 +116,8 @@ class EmbeddedEnvironment:
     def close(self) -> None:
         from functions.register import wiring
 
+        if self._dispatcher is not None:  # stop delivering before the service goes away
+            self._dispatcher.stop(drain=False)
         wiring.configure(None)
         self.registry.close()
 

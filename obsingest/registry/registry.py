@@ -193,7 +193,10 @@ class Registry:
                 lambda: self._in_tx(lambda c: self._register(c, record, exposure))
             )
         except ChecksumConflict:
-            self._remember(run, exposure)  # the dimension rows were committed before
+            # The transaction rolled back: the run row existed before (the conflicting dataset
+            # references it), but this call's exposure fields may not have been written.
+            with self._known_lock:
+                self._known_runs.add(run)
             raise
         except Exception:
             self._forget(run, exposure)

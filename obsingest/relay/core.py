@@ -201,14 +201,14 @@ class Relay:
             "status": result.status,
         }
         if action is Action.ACK:
-            self.source.ack([delivery.ack_id])
             self._forget(delivery.message_id)
+            self._settle(lambda: self.source.ack([delivery.ack_id]), fields)
             with self._lock:
                 self.stats.acked += 1
             log_event(log, "relay.acked", logging.DEBUG, **fields)
         elif action is Action.NACK:
             delay = backoff_seconds(attempts, self.settings.min_backoff, self.settings.max_backoff)
-            self.source.nack([delivery.ack_id], delay)
+            self._settle(lambda: self.source.nack([delivery.ack_id], delay), fields)
             with self._lock:
                 self.stats.nacked += 1
             log_event(
@@ -230,14 +230,22 @@ class Relay:
                 self.source.nack([delivery.ack_id], delay)
                 log_event(log, "relay.dead_letter_failed", logging.ERROR, error=str(exc), **fields)
                 return Action.NACK
-            self.source.ack([delivery.ack_id])
             self._forget(delivery.message_id)
+            self._settle(lambda: self.source.ack([delivery.ack_id]), fields)
             with self._lock:
                 self.stats.dead_lettered += 1
             log_event(
                 log, "relay.dead_lettered", logging.ERROR, reason=attrs["dlq_reason"], **fields
             )
         return action
+
+    def _settle(self, call: Callable[[], None], fields: dict[str, Any]) -> None:
+        """Ack or nack; a failure only means the message comes back after its ack deadline,
+        which idempotent effects absorb, so it is logged rather than raised."""
+        try:
+            call()
+        except Exception as exc:
+            log_event(log, "relay.settle_failed", logging.WARNING, error=str(exc), **fields)
 
     def _forget(self, message_id: str) -> None:
         with self._lock:
@@ -263,6 +271,14 @@ class Relay:
     def _settle_async(self, delivery: Delivery) -> None:
         try:
             self.handle(delivery)
+        except Exception as exc:  # never silent: the message is redelivered after its deadline
+            log_event(
+                log,
+                "relay.handle_failed",
+                logging.ERROR,
+                message_id=delivery.message_id,
+                error=str(exc),
+            )
         finally:
             with self._lock:
                 self._in_flight -= 1

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from obsingest.bus.pubsub import topic_path
+from obsingest.errors import PermanentError
 from obsingest.logs import get_logger, log_event
 from obsingest.relay.core import Delivery
 
@@ -148,6 +149,15 @@ class SubscriberThread:
             for delivery in deliveries:
                 try:
                     self.callback(delivery)
+                except PermanentError as exc:  # undecodable: redelivery cannot help
+                    log_event(
+                        log,
+                        "subscriber.message_dropped",
+                        logging.ERROR,
+                        message_id=delivery.message_id,
+                        reason=exc.reason,
+                        error=str(exc),
+                    )
                 except Exception as exc:
                     log_event(
                         log,
@@ -161,7 +171,10 @@ class SubscriberThread:
             if deliveries:
                 self.received += len(deliveries)
                 self._last = self._clock()
-            self.source.ack(done)
+            try:
+                self.source.ack(done)
+            except Exception as exc:  # they come back after the ack deadline: keep running
+                log_event(log, "subscriber.ack_failed", logging.WARNING, error=str(exc))
 
     def idle_for(self) -> float:
         """Seconds since the last message arrived."""

@@ -49,7 +49,8 @@ class OutboxDispatcher:
             except Exception as exc:  # any failure is retried; the handler classifies its own
                 attempts = self._attempts.get(path, 0) + 1
                 self._attempts[path] = attempts
-                name = event.get("data", {}).get("name")
+                data = event.get("data")
+                name = data.get("name") if isinstance(data, dict) else None
                 if attempts >= self.max_attempts:
                     self.outbox.dead_letter(path, f"{type(exc).__name__}: {exc}", attempts)
                     self.dead_lettered += 1
@@ -90,7 +91,12 @@ class OutboxDispatcher:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            if not self.drain_once():
+            try:
+                handled = self.drain_once()
+            except Exception as exc:  # one unreadable event must not stop every delivery
+                log_event(log, "dispatch.failed", logging.ERROR, error=str(exc))
+                handled = 0
+            if not handled:
                 self._stop.wait(self.poll_interval)
 
     def stop(self, drain: bool = True, timeout: float = 60.0) -> None:

@@ -27,7 +27,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from obsingest.checksums import crc32c_b64, md5_b64
-from obsingest.errors import ObjectMissing, PermanentError
+from obsingest.errors import ObjectMissing, PermanentError, RetriableError
 from obsingest.logs import get_logger, log_event
 from obsingest.retry import Attempt, RetryPolicy, Transient, call_with_retries
 from obsingest.store.base import ObjectConflict, PutResult, StoredObject
@@ -80,6 +80,21 @@ class BucketMissing(StoreRequestRefused):
 
 class StorePermissionDenied(StoreRequestRefused):
     reason = "store-permission-denied"
+
+
+class StoreUnavailable(RetriableError):
+    """Reading failed for a reason that is not the object's fault (credentials, permissions,
+    a wrong or missing bucket): the event must be redelivered, never quarantined."""
+
+    reason = "store-unavailable"
+
+
+def _read_error(exc: api_exceptions.GoogleAPICallError, bucket: str, what: str) -> Exception:
+    """Facility-side reads: only a missing *object* is the input's fault."""
+    text = str(exc).lower()
+    if _status_of(exc) == 404 and "bucket" not in text:
+        return ObjectMissing(f"{what}: object does not exist in gs://{bucket}")
+    return StoreUnavailable(f"{what}: {exc}")
 
 
 _RETRIABLE_STATUS = {408, 429, 500, 502, 503, 504}
@@ -276,7 +291,7 @@ class GcsStore:
         try:
             blob = self._retrying("stat", name, head)
         except api_exceptions.GoogleAPICallError as exc:
-            raise _permanent(exc, self.bucket, f"stat {name!r}") or exc from exc
+            raise _read_error(exc, self.bucket, f"stat {name!r}") from exc
         if blob is None:
             raise ObjectMissing(f"object {self.uri(name)!r} does not exist")
         return _stored(blob, self.bucket)
@@ -293,10 +308,8 @@ class GcsStore:
 
         try:
             return self._retrying("read", name, download)
-        except api_exceptions.NotFound as exc:
-            raise ObjectMissing(f"object {self.uri(name)!r} does not exist") from exc
         except api_exceptions.GoogleAPICallError as exc:
-            raise _permanent(exc, self.bucket, f"read {name!r}") or exc from exc
+            raise _read_error(exc, self.bucket, f"read {self.uri(name)!r}") from exc
 
     def delete(self, name: str) -> None:
         """Remove an object (tests and operators only: the pipeline never deletes)."""
@@ -309,6 +322,7 @@ __all__ = [
     "GcsStore",
     "StorePermissionDenied",
     "StoreRequestRefused",
+    "StoreUnavailable",
     "classify_gcs_error",
     "make_client",
 ]

@@ -90,3 +90,56 @@ def test_push_auth_without_an_audience_is_a_configuration_error(monkeypatch):
     monkeypatch.setenv("OBSINGEST_FUNCTION_PUSH_AUTH", "true")
     with pytest.raises(ValidationError, match="PUSH_AUDIENCE"):
         FunctionSettings()
+
+
+def _jwt(claims: dict) -> str:
+    def part(obj: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+
+    return f"{part({'alg': 'RS256', 'typ': 'JWT'})}.{part(claims)}.c2ln"
+
+
+class _Request:
+    def __init__(self, token: str) -> None:
+        self.headers = {"Authorization": f"Bearer {token}"}
+
+
+AUDIENCE = "obsingest-register"
+PUSHER = "push@example.iam.gserviceaccount.com"
+
+
+def _settings():
+    from obsingest.settings import FunctionSettings
+
+    return FunctionSettings(push_auth=True, push_audience=AUDIENCE, push_service_account=PUSHER)
+
+
+def test_push_auth_decisions_without_the_network(monkeypatch):
+    """Each branch of the token check, with Google's verification replaced."""
+    from google.auth.exceptions import TransportError
+    from google.oauth2 import id_token
+
+    from functions.register.auth import verify_push_request
+
+    def fetched(claims=None, error=None):
+        def verify(token, request, audience):
+            assert audience == AUDIENCE
+            if error:
+                raise error
+            return claims
+
+        return verify
+
+    wrong_audience = _Request(_jwt({"aud": "someone-else", "email": PUSHER}))
+    assert verify_push_request(wrong_audience, _settings())[1] == 403
+    good = _Request(_jwt({"aud": AUDIENCE, "email": PUSHER}))
+    monkeypatch.setattr(id_token, "verify_oauth2_token", fetched(error=TransportError("dns")))
+    assert verify_push_request(good, _settings())[1] == 503
+    monkeypatch.setattr(id_token, "verify_oauth2_token", fetched(error=ValueError("bad sig")))
+    assert verify_push_request(good, _settings())[1] == 403
+    other = {"aud": AUDIENCE, "email": "intruder@example.com", "email_verified": True}
+    monkeypatch.setattr(id_token, "verify_oauth2_token", fetched(claims=other))
+    assert verify_push_request(good, _settings())[1] == 403
+    ours = {"aud": AUDIENCE, "email": PUSHER, "email_verified": True}
+    monkeypatch.setattr(id_token, "verify_oauth2_token", fetched(claims=ours))
+    assert verify_push_request(good, _settings()) is None

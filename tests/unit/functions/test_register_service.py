@@ -155,3 +155,17 @@ def test_retriable_registry_failure_propagates(env, did, monkeypatch):
     with pytest.raises(RegistryUnavailable):
         env.service.handle(from_storage_cloudevent(event, event["data"]))
     assert env.registry.quarantined() == []
+
+
+def test_event_for_another_bucket_is_quarantined_not_registered(env, did):
+    import dataclasses
+
+    _upload(env, did)
+    [(_, event)] = env.store.outbox().pending()
+    foreign = from_storage_cloudevent(event, event["data"])
+    foreign = dataclasses.replace(foreign, obj=dataclasses.replace(foreign.obj, bucket="elsewhere"))
+    outcome = env.service.handle(foreign)
+    assert outcome.status == "quarantined" and outcome.reason == "foreign-bucket"
+    assert env.registry.count_datasets() == 0
+    [row] = env.registry.quarantined()
+    assert row["object_uri"] == f"elsewhere/{did.object_name()}"

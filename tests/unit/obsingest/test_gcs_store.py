@@ -17,6 +17,7 @@ from obsingest.store.gcs import (
     GcsStore,
     StorePermissionDenied,
     StoreRequestRefused,
+    StoreUnavailable,
     classify_gcs_error,
 )
 
@@ -209,3 +210,24 @@ def test_permanent_put_errors_surface_at_once(store, status, error):
         store.put("raw/x", b"abc")
     assert isinstance(info.value, PermanentError)
     assert bucket.calls.count(("put", "raw/x")) == 1
+
+
+@pytest.mark.parametrize(
+    ("status", "text"),
+    [(401, "unauthorized"), (403, "forbidden"), (400, "bad request"), (404, "bucket not found")],
+)
+def test_facility_side_read_errors_that_are_not_the_objects_fault_are_retriable(
+    store, status, text
+):
+    """A wrong credential or bucket must make the event redeliver, never quarantine a CCD."""
+    store.put("raw/x", b"abc")
+    bucket = store.client.the_bucket
+    bucket.failures["read"] = [http(status, text) for _ in range(10)]
+    bucket.failures["stat"] = [http(status, text) for _ in range(10)]
+    with pytest.raises(RetriableError) as info:
+        store.read("raw/x")
+    assert not isinstance(info.value, PermanentError)
+    if status != 403:  # 403 is retried first (transient auth), then gives up as retriable
+        assert isinstance(info.value, StoreUnavailable)
+    with pytest.raises(RetriableError):
+        store.stat("raw/x")

@@ -1,0 +1,100 @@
+"""The service's commit rule when something fails part-way: nothing may be committed past a
+file that was completed but not stored, not on the failing batch, not on close, not on revoke."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from functions.assembler.service import AssemblerService, StoreUnavailable
+from functions.assembler.settings import AssemblerSettings
+from obsingest.dataid import DataId
+from obsingest.store.local import LocalDirStore
+from producers.kafka import encode_chunk, iter_chunks
+
+pytestmark = pytest.mark.unit
+
+TOPIC = "ccd-chunks"
+
+
+class Msg:
+    def __init__(self, partition: int, offset: int, value: bytes) -> None:
+        self._p, self._o, self._v = partition, offset, value
+
+    def error(self):
+        return None
+
+    def topic(self):
+        return TOPIC
+
+    def partition(self):
+        return self._p
+
+    def offset(self):
+        return self._o
+
+    def value(self):
+        return self._v
+
+    def key(self):
+        return b"k"
+
+
+class FakeConsumer:
+    def __init__(self, messages: list[Msg]) -> None:
+        self.messages, self.commits = messages, []
+
+    def subscribe(self, *args, **kwargs) -> None:
+        pass
+
+    def consume(self, count: int, timeout: float) -> list[Msg]:
+        out, self.messages = self.messages[:count], self.messages[count:]
+        return out
+
+    def commit(self, offsets, asynchronous: bool) -> None:
+        self.commits += [(o.partition, o.offset) for o in offsets]
+
+    def close(self) -> None:
+        pass
+
+
+class BrokenStore(LocalDirStore):
+    def put(self, name, data, metadata=None):
+        raise OSError("destination disk full")
+
+
+def _service(tmp_path, store) -> tuple[AssemblerService, FakeConsumer]:
+    settings = AssemblerSettings(
+        bootstrap_servers="127.0.0.1:1",
+        store_attempts=2,
+        store_backoff_s=0.001,
+        store_url=f"file://{tmp_path}",
+    )
+    service = AssemblerService(settings, store=store)
+    service._consumer.close()
+    records = [
+        encode_chunk(c)
+        for c in iter_chunks(
+            DataId("LSSTComCam", 2026112200001, 0), b"x" * 10000, datetime.now(UTC), None, "t", 4096
+        )
+    ]
+    consumer = FakeConsumer([Msg(0, i, v) for i, v in enumerate(records)])
+    service._consumer = consumer
+    service._assigned.add((TOPIC, 0))
+    service._subscribed = True
+    return service, consumer
+
+
+def test_a_failed_store_commits_nothing_even_on_close(tmp_path):
+    service, consumer = _service(tmp_path, BrokenStore(tmp_path / "store"))
+    with pytest.raises(StoreUnavailable, match="disk full"):
+        service.run()
+    assert consumer.commits == []
+
+
+def test_a_stored_file_is_committed_past(tmp_path):
+    store = LocalDirStore(tmp_path / "store")
+    service, consumer = _service(tmp_path, store)
+    service.poll_once(0)
+    service.close()
+    assert consumer.commits and max(o for _, o in consumer.commits) == 3
+    assert store.read(DataId("LSSTComCam", 2026112200001, 0).object_name()) == b"x" * 10000
