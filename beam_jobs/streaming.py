@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import apache_beam as beam
+from apache_beam.io.gcp.pubsub import PubsubMessage
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.runners.runner import PipelineResult
 
@@ -55,6 +56,8 @@ class StreamingSettings:
     manifests_subscription: str | None = None
     summaries_topic: str | None = None
     alerts_topic: str | None = None
+    #: undecodable input messages go here, body unchanged, reason in attribute ``dlq_reason``
+    dead_letter_topic: str | None = None
     #: local JSONL (or .avro) file of summaries / alerts (single-worker runners only)
     output: str | None = None
     alerts_output: str | None = None
@@ -76,10 +79,20 @@ class StreamingSettings:
         return SummaryConfig(self.budget, self.grace, self.allowed_lateness)
 
 
-def _decode(pcoll: beam.PCollection, label: str, contract: str) -> beam.PCollection:
+def _decode(
+    pcoll: beam.PCollection, label: str, contract: str, settings: StreamingSettings
+) -> beam.PCollection:
     decoded = pcoll | f"Decode{label}" >> beam.ParDo(DecodeMessages(contract)).with_outputs(
         BAD, main="ok"
     )
+    if settings.dead_letter_topic:
+        _ = (
+            decoded[BAD]
+            | f"DeadLetter{label}"
+            >> beam.Map(lambda bad: PubsubMessage(bad[0], {"dlq_reason": bad[1][:1000]}))
+            | f"PublishDeadLetter{label}"
+            >> beam.io.WriteToPubSub(settings.dead_letter_topic, with_attributes=True)
+        )
     return decoded.ok
 
 
@@ -91,7 +104,7 @@ def _source(p: beam.Pipeline, settings: StreamingSettings, what: str) -> beam.PC
     parts = []
     if subscription:
         raw = p | f"ReadPubSub{what}" >> beam.io.ReadFromPubSub(subscription=subscription)
-        parts.append(_decode(raw, f"PubSub{what}", contract))
+        parts.append(_decode(raw, f"PubSub{what}", contract, settings))
     if settings.kafka_bootstrap:
         from apache_beam.io.kafka import ReadFromKafka
 
@@ -107,7 +120,7 @@ def _source(p: beam.Pipeline, settings: StreamingSettings, what: str) -> beam.PC
             )
             | f"KafkaValue{what}" >> beam.Map(lambda kv: kv[1])
         )
-        parts.append(_decode(raw, f"Kafka{what}", contract))
+        parts.append(_decode(raw, f"Kafka{what}", contract, settings))
     if not parts:
         raise ValueError(f"no source for {what.lower()}: give a subscription or kafka_bootstrap")
     if len(parts) == 1:

@@ -95,7 +95,8 @@ def with_event_time(element: ExposureManifest | Arrival) -> beam.window.Timestam
 
 class DecodeMessages(beam.DoFn):
     """Single-object-encoded Avro message bodies -> Arrival / ExposureManifest, stamped with
-    event time. Undecodable messages go to the ``bad`` output (logged, counted), never crash."""
+    event time. Undecodable messages go to the ``bad`` output as (body, reason) — logged,
+    counted, dead-lettered by the streaming job — and never crash or stall it."""
 
     def __init__(self, contract: str) -> None:
         if contract not in (ArrivalEvent.SCHEMA, ExposureManifest.SCHEMA):
@@ -106,6 +107,8 @@ class DecodeMessages(beam.DoFn):
     def process(self, message: bytes) -> Iterator[Any]:
         data = message if isinstance(message, bytes) else getattr(message, "data", message)
         try:
+            if not isinstance(data, bytes):
+                raise BadMessage(f"message body is {type(data).__name__}, not bytes")
             if self.contract == ArrivalEvent.SCHEMA:
                 element: Any = Arrival.from_event(ArrivalEvent.decode(data))
             else:
@@ -113,7 +116,8 @@ class DecodeMessages(beam.DoFn):
         except BadMessage as exc:
             self.bad.inc()
             log_event(log, "bad_message", logging.WARNING, contract=self.contract, reason=str(exc))
-            yield beam.pvalue.TaggedOutput(BAD, data)
+            body = data if isinstance(data, bytes) else b""
+            yield beam.pvalue.TaggedOutput(BAD, (body, f"{self.contract}: {exc}"))
             return
         yield with_event_time(element)
 

@@ -80,6 +80,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     stream.add_argument(
         "--alerts-topic", default="budget-alerts", help="topic for budget breaches ('' for none)"
     )
+    stream.add_argument(
+        "--dead-letter-topic",
+        default="exposure-events-dlq",
+        help="topic for undecodable input messages, reason in attribute dlq_reason ('' for none)",
+    )
     stream.add_argument("--kafka-bootstrap", help="also read from Kafka (needs Java expansion)")
     stream.add_argument("--bigquery-table", help="also write summaries to PROJECT:DATASET.TABLE")
     stream.add_argument(
@@ -124,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
             ),
             summaries_topic=_path(args.project, "topics", args.summaries_topic),
             alerts_topic=_path(args.project, "topics", args.alerts_topic),
+            dead_letter_topic=_path(args.project, "topics", args.dead_letter_topic),
             output=args.output,
             alerts_output=args.alerts_output,
             kafka_bootstrap=args.kafka_bootstrap,

@@ -73,12 +73,15 @@ def test_streaming_job_on_pubsub_emulator(pubsub: PubSubService, tmp_path) -> No
     manifests_sub = pubsub.new_subscription(manifests_topic, "beam-exposures")
     summaries_sub = pubsub.new_subscription(summaries_topic, "summaries")
     alerts_sub = pubsub.new_subscription(alerts_topic, "alerts")
+    dlq_topic = pubsub.new_topic("exposure-events-dlq")
+    dlq_sub = pubsub.new_subscription(dlq_topic, "dlq")
 
     settings = StreamingSettings(
         arrivals_subscription=arrivals_sub,
         manifests_subscription=manifests_sub,
         summaries_topic=summaries_topic,
         alerts_topic=alerts_topic,
+        dead_letter_topic=dlq_topic,
         output=str(tmp_path / "summaries.jsonl"),
         budget=5.0,
         grace=1.0,
@@ -97,7 +100,12 @@ def test_streaming_job_on_pubsub_emulator(pubsub: PubSubService, tmp_path) -> No
 
     received = _pull_all(pubsub, summaries_sub, want=3, wait=25)
     alerts = _pull_all(pubsub, alerts_sub, want=1, wait=5)
+    dead = pubsub.subscriber().pull(request={"subscription": dlq_sub, "max_messages": 10},
+                                    timeout=10).received_messages
     job.join(timeout=60)
+    assert not job.is_alive()
+    assert [m.message.data for m in dead] == [b"not avro"]
+    assert "ArrivalEvent" in dead[0].message.attributes["dlq_reason"]
 
     summaries = {s.exposure % 100_000: s for s in map(ExposureSummary.decode, received)}
     assert sorted(summaries) == [1, 2, 3]
