@@ -37,6 +37,35 @@ class MetadataKeys:
     QUARANTINE_ORIGINAL = "obsingest-quarantine-original"
 
 
+def object_metadata(
+    checksum: str, readout: datetime, compressed: datetime | None, transport: str, producer: str
+) -> dict[str, str]:
+    """Custom metadata every writer of a raw CCD sets (direct uploader, Kafka assembler): the
+    stage timestamps and checksum the register function carries into the ArrivalEvent."""
+    meta = {
+        MetadataKeys.CHECKSUM: checksum,
+        MetadataKeys.READOUT_TIME: readout.isoformat(),
+        MetadataKeys.TRANSPORT: transport,
+        MetadataKeys.PRODUCER: producer,
+    }
+    if compressed is not None:
+        meta[MetadataKeys.COMPRESSED_TIME] = compressed.isoformat()
+    return meta
+
+
+def parked_copy(
+    quarantine_prefix: str, name: str, checksum: str, meta: dict[str, str], reason: str
+) -> tuple[str, dict[str, str]]:
+    """Where and with what metadata refused bytes for ``name`` are parked (never overwriting
+    the stored object); the register function files them in the registry's quarantine."""
+    parked = f"{quarantine_prefix}{name}/{checksum.replace(':', '-')}.fits.fz"
+    return parked, {
+        **meta,
+        MetadataKeys.QUARANTINE_REASON: reason,
+        MetadataKeys.QUARANTINE_ORIGINAL: name,
+    }
+
+
 @dataclass(frozen=True)
 class ObjectEvent:
     """One 'this object now exists' event, whatever envelope it came in."""

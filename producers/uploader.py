@@ -16,7 +16,7 @@ from obsingest.checksums import checksum_str
 from obsingest.dataid import DataId
 from obsingest.errors import ChecksumConflict
 from obsingest.logs import get_logger, log_event
-from obsingest.notifications import MetadataKeys
+from obsingest.notifications import MetadataKeys, object_metadata, parked_copy
 from obsingest.store.base import ObjectConflict, ObjectStore, StoredObject
 
 log = get_logger("obsingest.producer.upload")
@@ -31,20 +31,6 @@ class UploadResult:
     @property
     def object_name(self) -> str:
         return self.obj.name
-
-
-def object_metadata(
-    checksum: str, readout: datetime, compressed: datetime | None, transport: str, producer: str
-) -> dict[str, str]:
-    meta = {
-        MetadataKeys.CHECKSUM: checksum,
-        MetadataKeys.READOUT_TIME: readout.isoformat(),
-        MetadataKeys.TRANSPORT: transport,
-        MetadataKeys.PRODUCER: producer,
-    }
-    if compressed is not None:
-        meta[MetadataKeys.COMPRESSED_TIME] = compressed.isoformat()
-    return meta
 
 
 @dataclass
@@ -84,13 +70,10 @@ class DirectUploader:
         conflict: ChecksumConflict,
     ) -> UploadResult:
         checksum = meta[MetadataKeys.CHECKSUM]
-        parked = f"{self.quarantine_prefix}{name}/{checksum.replace(':', '-')}.fits.fz"
-        meta = {
-            **meta,
-            MetadataKeys.QUARANTINE_REASON: conflict.reason,
-            MetadataKeys.QUARANTINE_ORIGINAL: name,
-        }
-        result = self.store.put(parked, data, meta)
+        parked, parked_meta = parked_copy(
+            self.quarantine_prefix, name, checksum, meta, conflict.reason
+        )
+        result = self.store.put(parked, data, parked_meta)
         log_event(
             log,
             "upload.conflict",

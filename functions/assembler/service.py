@@ -40,7 +40,7 @@ from functions.assembler.settings import AssemblerSettings
 from obsingest.errors import ObsIngestError, PermanentError, RetriableError
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import utcnow
-from obsingest.notifications import MetadataKeys
+from obsingest.notifications import object_metadata, parked_copy
 from obsingest.store.base import ObjectConflict, ObjectStore, PutResult
 
 if TYPE_CHECKING:
@@ -80,20 +80,6 @@ class ConsumerFailed(PermanentError):
     """librdkafka reported a fatal consumer error."""
 
     reason = "consumer-fatal"
-
-
-def object_metadata(completed: Completed) -> dict[str, str]:
-    """Object metadata the register function reads (same keys and format as direct uploads,
-    ``producers.uploader.object_metadata``; functions/ may not import producers/)."""
-    meta = {
-        MetadataKeys.CHECKSUM: completed.checksum,
-        MetadataKeys.READOUT_TIME: completed.readout_time.isoformat(),
-        MetadataKeys.TRANSPORT: TRANSPORT,
-        MetadataKeys.PRODUCER: completed.producer,
-    }
-    if completed.compressed_time is not None:
-        meta[MetadataKeys.COMPRESSED_TIME] = completed.compressed_time.isoformat()
-    return meta
 
 
 def consumer_config(settings: AssemblerSettings, group_id: str | None = None) -> dict[str, Any]:
@@ -336,7 +322,9 @@ class AssemblerService:
 
     def _store(self, done: Completed) -> None:
         name = done.data_id.object_name(self.settings.prefix)
-        meta = object_metadata(done)
+        meta = object_metadata(
+            done.checksum, done.readout_time, done.compressed_time, TRANSPORT, done.producer
+        )
         delay = self.settings.store_backoff_s
         for attempt in range(1, self.settings.store_attempts + 1):
             try:
@@ -384,14 +372,9 @@ class AssemblerService:
         self, done: Completed, name: str, meta: dict[str, str], conflict: ObjectConflict
     ) -> PutResult:
         """Different bytes under an existing name: park them, as direct uploads do."""
-        parked = (
-            f"{self.settings.quarantine_prefix}{name}/{done.checksum.replace(':', '-')}.fits.fz"
+        parked, parked_meta = parked_copy(
+            self.settings.quarantine_prefix, name, done.checksum, meta, conflict.reason
         )
-        meta = {
-            **meta,
-            MetadataKeys.QUARANTINE_REASON: conflict.reason,
-            MetadataKeys.QUARANTINE_ORIGINAL: name,
-        }
         log_event(
             log,
             "assembler.conflict_parked",
@@ -401,7 +384,7 @@ class AssemblerService:
             parked=parked,
             error=str(conflict),
         )
-        return self.store.put(parked, done.data, meta)
+        return self.store.put(parked, done.data, parked_meta)
 
     def _poison(self, p: Poison, msg: Message | None) -> None:
         self.stats.poison += 1

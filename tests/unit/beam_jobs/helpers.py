@@ -33,17 +33,32 @@ def exposure_id(seq: int) -> int:
 
 
 def manifest(
-    seq: int, detectors: Sequence[int] = range(9), start: float = 0.0, exptime: float = 15.0,
+    seq: int,
+    detectors: Sequence[int] = range(9),
+    start: float = 0.0,
+    exptime: float = 15.0,
     instrument: str = INSTRUMENT,
 ) -> ExposureManifest:
     """Exposure ``seq``; shutter opens at T0 + start, so nominal readout is start + exptime."""
     opened = T0 + timedelta(seconds=start)
-    return ExposureManifest(instrument, exposure_id(seq), DAY, list(detectors), opened, exptime,
-                            "r", opened - timedelta(seconds=1))
+    return ExposureManifest(
+        instrument,
+        exposure_id(seq),
+        DAY,
+        list(detectors),
+        opened,
+        exptime,
+        "r",
+        opened - timedelta(seconds=1),
+    )
 
 
 def arrival(
-    seq: int, detector: int, readout: float, latency: float, run: str = "run1",
+    seq: int,
+    detector: int,
+    readout: float,
+    latency: float,
+    run: str = "run1",
     instrument: str = INSTRUMENT,
 ) -> ArrivalEvent:
     """CCD ``detector`` of exposure ``seq`` read out at T0 + readout, published latency s later."""
@@ -51,9 +66,22 @@ def arrival(
     ro = T0 + timedelta(seconds=readout)
     pub = ro + timedelta(seconds=latency)
     return ArrivalEvent(
-        dataset_id(data_id, run=run), "raw", run, instrument, exposure_id(seq), detector, DAY,
-        f"file:///store/{data_id.key}", 1, "crc32c:00000000", "direct", ro,
-        pub - timedelta(seconds=0.1), pub, ro, ro,
+        dataset_id(data_id, run=run),
+        "raw",
+        run,
+        instrument,
+        exposure_id(seq),
+        detector,
+        DAY,
+        f"file:///store/{data_id.key}",
+        1,
+        "crc32c:00000000",
+        "direct",
+        ro,
+        pub - timedelta(seconds=0.1),
+        pub,
+        ro,
+        ro,
     )
 
 
@@ -91,10 +119,12 @@ def run_stream(
     stream = TestStream()
     for step in steps:
         if step.elements:
-            stream.add_elements([
-                with_event_time(e if isinstance(e, ExposureManifest) else Arrival.from_event(e))
-                for e in step.elements
-            ])
+            stream.add_elements(
+                [
+                    with_event_time(e if isinstance(e, ExposureManifest) else Arrival.from_event(e))
+                    for e in step.elements
+                ]
+            )
         if step.watermark is not None:
             stream.advance_watermark_to(at(step.watermark))
     stream.advance_watermark_to_infinity()

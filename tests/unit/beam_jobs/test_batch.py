@@ -23,8 +23,9 @@ pytestmark = pytest.mark.unit
 def night() -> tuple[list[ExposureManifest], list[ArrivalEvent]]:
     """Five exposures 17 s apart: complete, missing one, over budget, duplicates + detector 8 not
     in its manifest (0..7), and one without a manifest."""
-    manifests = [manifest(seq, range(8 if seq == 4 else 9), start=17.0 * seq)
-                 for seq in range(1, 5)]
+    manifests = [
+        manifest(seq, range(8 if seq == 4 else 9), start=17.0 * seq) for seq in range(1, 5)
+    ]
     arrivals: list[ArrivalEvent] = []
     for seq in range(1, 6):
         readout = 17.0 * seq + 15.0
@@ -39,13 +40,16 @@ def night() -> tuple[list[ExposureManifest], list[ArrivalEvent]]:
 
 def write_inputs(tmp_path: Path) -> tuple[str, str]:
     manifests, arrivals = night()
-    codec.write_container(tmp_path / "manifests.avro", "ExposureManifest",
-                          [m.to_record() for m in manifests])
+    codec.write_container(
+        tmp_path / "manifests.avro", "ExposureManifest", [m.to_record() for m in manifests]
+    )
     half = len(arrivals) // 2
-    codec.write_container(tmp_path / "arrivals-1.avro", "ArrivalEvent",
-                          [a.to_record() for a in arrivals[:half]])
-    codec.write_container(tmp_path / "arrivals-2.avro", "ArrivalEvent",
-                          [a.to_record() for a in arrivals[half:]])
+    codec.write_container(
+        tmp_path / "arrivals-1.avro", "ArrivalEvent", [a.to_record() for a in arrivals[:half]]
+    )
+    codec.write_container(
+        tmp_path / "arrivals-2.avro", "ArrivalEvent", [a.to_record() for a in arrivals[half:]]
+    )
     return str(tmp_path / "arrivals-*.avro"), str(tmp_path / "manifests.avro")
 
 
@@ -66,15 +70,19 @@ def test_batch_jsonl_and_avro_outputs_and_equality_with_streaming(tmp_path: Path
     alerts = tmp_path / "alerts.jsonl"
     batch = run_batch([arrivals_glob], [manifests_path], str(out), 5.0, alerts_output=str(alerts))
 
-    got = {s.exposure - exposure_id(0): (s.status, s.arrived, s.missing_detectors, s.over_budget)
-           for s in batch}
+    got = {
+        s.exposure - exposure_id(0): (s.status, s.arrived, s.missing_detectors, s.over_budget)
+        for s in batch
+    }
     assert got == expected_by_hand()
     assert all((s.revision, s.trigger) == (0, "batch") for s in batch)
     assert [s.exposure for s in batch] == sorted(s.exposure for s in batch)
     lines = out.read_text().splitlines()
     assert len(lines) == 5 and json.loads(lines[0])["exposure"] == exposure_id(1)
     assert {s.status for s in read_summaries(str(alerts))} == {
-        SummaryStatus.INCOMPLETE, SummaryStatus.OVER_BUDGET}
+        SummaryStatus.INCOMPLETE,
+        SummaryStatus.OVER_BUDGET,
+    }
     four = next(s for s in batch if s.exposure == exposure_id(4))
     # det 1: the rerun published after 0.5 s wins; det 8 (latency 3 s) is not in the manifest
     assert four.latency_max == pytest.approx(2.75)
@@ -93,8 +101,10 @@ def test_batch_jsonl_and_avro_outputs_and_equality_with_streaming(tmp_path: Path
     rng = random.Random(7)
     events: list = [*manifests, *arrivals]
     rng.shuffle(events)
-    steps = [Step(events[i:i + 7], watermark=10.0 + 12 * n)
-             for n, i in enumerate(range(0, len(events), 7))]
+    steps = [
+        Step(events[i : i + 7], watermark=10.0 + 12 * n)
+        for n, i in enumerate(range(0, len(events), 7))
+    ]
     summaries, _ = run_stream(steps)
     final: dict[int, object] = {}
     for s in summaries:
@@ -111,18 +121,45 @@ def test_batch_jsonl_and_avro_outputs_and_equality_with_streaming(tmp_path: Path
 def test_cli_summarize_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     arrivals_glob, manifests_path = write_inputs(tmp_path)
     out = tmp_path / "s.jsonl"
-    code = main(["summarize", "--arrivals", arrivals_glob, "--manifests", manifests_path,
-                 "--output", str(out), "--budget", "5", "--", "--runner=DirectRunner"])
+    code = main(
+        [
+            "summarize",
+            "--arrivals",
+            arrivals_glob,
+            "--manifests",
+            manifests_path,
+            "--output",
+            str(out),
+            "--budget",
+            "5",
+            "--",
+            "--runner=DirectRunner",
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     assert "INCOMPLETE" in printed and "NO_MANIFEST" in printed and str(exposure_id(3)) in printed
     report_dir = tmp_path / "report"
-    code = main(["report", "--summaries", str(out), "--arrivals", arrivals_glob,
-                 "--output-dir", str(report_dir), "--exposure", str(exposure_id(2))])
+    code = main(
+        [
+            "report",
+            "--summaries",
+            str(out),
+            "--arrivals",
+            arrivals_glob,
+            "--output-dir",
+            str(report_dir),
+            "--exposure",
+            str(exposure_id(2)),
+        ]
+    )
     assert code == 0
     pngs = sorted(p.name for p in report_dir.glob("*.png"))
-    assert pngs == [f"focal_plane_{exposure_id(2)}.png", "latency_histogram.png",
-                    "night_p95_max.png"]
+    assert pngs == [
+        f"focal_plane_{exposure_id(2)}.png",
+        "latency_histogram.png",
+        "night_p95_max.png",
+    ]
     assert all((report_dir / n).read_bytes()[:4] == b"\x89PNG" for n in pngs)
 
 

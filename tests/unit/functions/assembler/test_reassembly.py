@@ -17,12 +17,10 @@ from functions.assembler.reassembly import (
     Reassembler,
     Recover,
 )
-from functions.assembler.service import object_metadata
 from obsingest.checksums import checksum_str
 from obsingest.dataid import DataId
 from obsingest.messages import ArrivalEvent, CcdChunk
 from producers.kafka.chunker import encode_chunk, iter_chunks
-from producers.uploader import object_metadata as upload_metadata
 
 pytestmark = pytest.mark.unit
 
@@ -365,12 +363,3 @@ def test_revoke_drops_partial_files_and_returns_only_safe_offsets():
     owner = Reassembler()
     verdicts = [v for off, rec in enumerate(b, start=3) for v in owner.feed(rec, P0, off)]
     assert only(verdicts, Completed).first_offset == 3
-
-
-def test_object_metadata_matches_direct_uploads():
-    r = Reassembler()
-    _, _, records = ccd(1, size=100, chunk=4096)
-    done = only(r.feed(records[0], P0, 0), Completed)
-    assert object_metadata(done) == upload_metadata(
-        done.checksum, READOUT, COMPRESSED, transport="kafka", producer="edge"
-    )
