@@ -20,10 +20,12 @@ class RegistrySettings(BaseSettings):
     #: One pool per process, bounded, so thousands of invocations cannot exhaust max_connections.
     pool_size: int = Field(default=4, ge=1)
     max_overflow: int = Field(default=0, ge=0)
-    pool_timeout: float = Field(default=10.0, gt=0)
+    pool_timeout: float = Field(default=5.0, gt=0)
     #: Transient OperationalError retries (killed connections, failover, locked SQLite).
     retry_attempts: int = Field(default=5, ge=1)
     retry_base_delay: float = Field(default=0.05, gt=0)
+    #: Give up retrying after this long (seconds): past it, redelivery is the better retry.
+    retry_deadline: float = Field(default=10.0, gt=0)
     run: str = "{instrument}/raw/all"
     dataset_type: str = "raw"
 

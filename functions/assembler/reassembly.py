@@ -189,7 +189,13 @@ class Reassembler:
     def open_files(self, partition: Partition | None = None) -> list[str]:
         """Data ids of files open or held (in one partition, or all)."""
         parts = [partition] if partition is not None else list(self._partitions)
-        return sorted(k for p in parts if p in self._partitions for k in self._partitions[p].files)
+        names: list[str] = []
+        for p in parts:
+            state = self._partitions.get(p)
+            if state is not None:
+                # list() copies in one step: safe to call while the service thread feeds
+                names += list(state.files)
+        return sorted(names)
 
     def partitions(self) -> list[Partition]:
         return list(self._partitions)

@@ -133,6 +133,8 @@ class KafkaTransport:
                 raise RuntimeError(f"the assembler failed: {self._error}") from self._error
             lag = self.lag()
             if lag == 0:
+                if self._error is not None:  # it may have failed right after a commit
+                    raise RuntimeError(f"the assembler failed: {self._error}") from self._error
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"assembler still {lag} records behind after {timeout} s")

@@ -139,6 +139,7 @@ class Registry:
     def _retrying(self, fn: Callable[[], T]) -> T:
         """Retry transient database failures with exponential backoff and full jitter."""
         attempts = self.settings.retry_attempts
+        give_up_at = time.monotonic() + self.settings.retry_deadline
         for attempt in range(1, attempts + 1):
             try:
                 return fn()
@@ -148,10 +149,12 @@ class Registry:
                 if not exc.connection_invalidated:
                     raise
                 last = exc
-            if attempt < attempts:
-                time.sleep(random.uniform(0, self.settings.retry_base_delay * 2**attempt))
+            pause = random.uniform(0, self.settings.retry_base_delay * 2**attempt)
+            if attempt == attempts or time.monotonic() + pause > give_up_at:
+                break  # bounded in time too: the caller's redelivery is the next retry
+            time.sleep(pause)
         raise RegistryUnavailable(
-            f"registry unavailable after {attempts} attempts: {last}"
+            f"registry unavailable after {attempt} attempts: {last}"
         ) from last
 
     # writes ----------------------------------------------------------------------------------

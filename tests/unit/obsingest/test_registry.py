@@ -130,3 +130,28 @@ def test_persistent_failure_becomes_registry_unavailable(registry, monkeypatch):
     with pytest.raises(RegistryUnavailable) as info:
         registry.register(_file())
     assert info.value.retriable
+
+
+def test_retries_stop_at_the_deadline_not_only_the_attempt_count(tmp_path, monkeypatch):
+    from sqlalchemy.exc import OperationalError
+
+    from obsingest.registry import RegistryUnavailable
+
+    settings = RegistrySettings(
+        url=f"sqlite:///{tmp_path / 'd.sqlite3'}",
+        retry_attempts=50,
+        retry_base_delay=0.2,
+        retry_deadline=0.05,
+    )
+    reg = Registry.open(settings)
+    calls = {"n": 0}
+
+    def down(conn, record, exposure):
+        calls["n"] += 1
+        raise OperationalError("INSERT", {}, Exception("connection slots are reserved"))
+
+    monkeypatch.setattr(reg, "_register", down)
+    with pytest.raises(RegistryUnavailable):
+        reg.register(_file())
+    reg.close()
+    assert calls["n"] < 50
