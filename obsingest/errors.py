@@ -82,11 +82,5 @@ class BadMessage(PermanentError):
     reason = "bad-message"
 
 
-class ObjectExists(ObsIngestError):
-    """Create-once write found the object already there (resolved by comparing checksums)."""
-
-    reason = "object-exists"
-
-
 class ServiceUnavailable(RetriableError):
     reason = "service-unavailable"

@@ -28,13 +28,6 @@ class StoredObject:
     metadata: dict[str, str] = field(default_factory=dict)
     uri: str = ""
 
-    def same_bytes(self, other: StoredObject) -> bool:
-        return (
-            self.size == other.size
-            and self.crc32c == other.crc32c
-            and (not self.md5_hash or not other.md5_hash or self.md5_hash == other.md5_hash)
-        )
-
 
 @dataclass(frozen=True)
 class PutResult:

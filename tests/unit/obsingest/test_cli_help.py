@@ -23,7 +23,7 @@ def test_every_command_module_is_wired():
     assert set(COMMAND_MODULES) <= commands
 
 
-def test_every_subcommand_has_a_description_and_runs(capsys):
+def test_every_subcommand_has_a_description_and_an_action():
     for path, sub in _walk(build_parser()):
         text = sub.format_help()
         assert sub.description, f"obsingest {' '.join(path)} has no description"
