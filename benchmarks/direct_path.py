@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import tempfile
 import threading
@@ -29,6 +28,8 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from benchmarks.common import run_header
 
 RESULTS = Path(__file__).resolve().parent / "results" / "direct_path.json"
 INSTRUMENT = "LSSTComCam"
@@ -189,13 +190,7 @@ def run(exposures: int = 2, detectors: int = 9, workers: int = 2) -> dict[str, A
         shutil.rmtree(tmp, ignore_errors=True)
     totals = [s["total"] for s in samples]
     return {
-        "benchmark": "direct_path",
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "load_1min": round(os.getloadavg()[0], 2),
-        },
+        **run_header("direct_path"),
         "method": (
             f"{exposures} exposures x {detectors} full-size {INSTRUMENT} CCDs (75.6 MB raw), "
             f"{workers} edge worker processes; all CCDs of an exposure read out at once; "

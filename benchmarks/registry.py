@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import tempfile
 import time
@@ -29,6 +27,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from benchmarks.common import run_header
 
 RESULTS = Path(__file__).resolve().parent / "results" / "registry.json"
 REFERENCE_PER_SECOND = 40.0  # Rubin Butler, one file per call on SQLite (~25 ms)
@@ -157,13 +157,7 @@ def run(repeats: int = 3, ccds: int = 189) -> dict[str, Any]:
                     "goal_met": median >= REFERENCE_PER_SECOND * GOAL_FACTOR,
                 }
     return {
-        "benchmark": "registry",
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "load_1min": round(os.getloadavg()[0], 2),
-        },
+        **run_header("registry"),
         "method": (
             f"{ccds} small {INSTRUMENT} CCDs of one exposure, one event per call, sequential; "
             f"median of {repeats} runs, each on a fresh database; service = "
