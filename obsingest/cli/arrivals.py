@@ -75,18 +75,18 @@ class Deduplicator:
 
 
 def ensure_subscription(project: str, topic: str, subscription: str) -> str:
-    from google.api_core import exceptions as api_exceptions
+    """Create the subscription if absent (Pub/Sub's default 10 s ack deadline); its path."""
     from google.cloud import pubsub_v1
 
     from obsingest.bus.pubsub import topic_path
+    from obsingest.cli.setup import SetupReport
+    from obsingest.cli.setup import ensure_subscription as create_if_absent
     from obsingest.relay.pubsub import subscription_path
 
     path = subscription_path(project, subscription)
     client = pubsub_v1.SubscriberClient()
     try:
-        client.create_subscription(request={"name": path, "topic": topic_path(project, topic)})
-    except api_exceptions.AlreadyExists:
-        pass
+        create_if_absent(client, path, topic_path(project, topic), SetupReport(), ack_deadline=10)
     finally:
         client.close()
     return path
