@@ -15,7 +15,7 @@ help: ## list the verbs
 system-deps: ## Debian packages the pipeline uses (fpack/funpack reference, PostgreSQL, Java for Kafka)
 	@bash infra/local/system-deps.sh
 
-$(STAMP): pyproject.toml requirements.lock
+$(STAMP): pyproject.toml requirements.lock producers/compress/_rice.c
 	@bash infra/local/system-deps.sh
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)

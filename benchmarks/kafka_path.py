@@ -9,9 +9,13 @@ Same broker, same run. For each chunk size (256 KiB, 1 MiB, 4 MiB, 8 MiB):
   stored - first send); per-CCD latency = stored - handed to the sender (the assembler logs it).
 - **ProducerPerformance** (``org.apache.kafka.tools.ProducerPerformance``, kafka-tools 4.3.1)
   producing the same volume with records of the same size as an encoded chunk, ``acks=all``,
-  steady state (``--warmup-records``, as our warm-up CCD): the ceiling of producing alone.
+  no compression, steady state (``--warmup-records``, as our warm-up CCD), client settings as
+  ``PP_BATCH_SIZE`` / ``PP_BUFFER_MEMORY`` below: the ceiling of producing alone.
 
-Every figure is the median of ``repeats`` batches. MB/s are 10**6 bytes per second (we convert
+Runs are paired: each measured batch of ours is followed at once by one ProducerPerformance run,
+so both see the same moment of this shared, noisy machine (ProducerPerformance alone has swung
+between 73 and 255 MB/s from one minute to the next here). The ratio is the median of the paired
+ratios; MB/s figures are medians of ``repeats``. MB/s are 10**6 bytes per second (we convert
 ProducerPerformance's records/s ourselves). Goal: chunked path >= 70% of ProducerPerformance
 at the default chunk size.
 
@@ -33,6 +37,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,6 +53,13 @@ DISTINCT_CCDS = 3
 #: Edge threads sharing one sender (an edge node ships many CCDs of an exposure at once)
 EDGE_THREADS = 4
 MAX_RECORD = 16 * 1024 * 1024
+#: ProducerPerformance's client settings: the best of those we tried (batch.size 16 KiB, 1 MiB,
+#: 16 MiB). Records above 1 MiB travel in a batch of their own, as ours do; smaller ones share
+#: batches. buffer.memory matches our librdkafka queue's order of magnitude: with the default
+#: 32 MiB (or 16 MiB batches, which the Java client allocates whole) it could keep only two or
+#: three 8 MiB records in flight and would be throttled by its own buffer, not the broker.
+PP_BATCH_SIZE = 1024 * 1024
+PP_BUFFER_MEMORY = 256 * 1024 * 1024
 _PP_STEADY = re.compile(r"(\d+) steady state records sent, ([\d.]+) records/sec")
 
 
@@ -125,9 +137,16 @@ def _wait(predicate: Any, timeout: float, what: str) -> None:
 
 
 def _chunked(
-    bootstrap: str, ccds: list[bytes], chunk_size: int, per_batch: int, repeats: int, work: Path
+    bootstrap: str,
+    ccds: list[bytes],
+    chunk_size: int,
+    per_batch: int,
+    repeats: int,
+    work: Path,
+    after_batch: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """Run the assembler process once, send ``repeats`` batches, measure each batch."""
+    """Run the assembler process once, send ``repeats`` batches, measure each batch; call
+    ``after_batch(total bytes)`` after each (the paired reference run)."""
     from obsingest.dataid import DataId
     from producers.kafka import KafkaChunkSender, KafkaProducerSettings
 
@@ -185,6 +204,8 @@ def _chunked(
                     "bytes": total,
                 }
             )
+            if after_batch is not None:
+                after_batch(total)
     finally:
         proc.terminate()
         proc.wait(30)
@@ -200,6 +221,7 @@ def _chunked(
         "ccd_bytes": statistics.median(len(c) for c in ccds),
         "mb_per_s": statistics.median(b["mb_per_s"] for b in batches),
         "mb_per_s_runs": [round(b["mb_per_s"], 1) for b in batches],
+        "runs": [b["mb_per_s"] for b in batches],
         "latency_p50_s": _pct(lat, 50),
         "latency_p95_s": _pct(lat, 95),
         "latency_max_s": lat[-1],
@@ -222,8 +244,9 @@ def _pct(values: list[float], q: float) -> float:
     return values[index]
 
 
-def _producer_performance(bootstrap: str, record_size: int, total_bytes: int, repeats: int):
-    """Kafka's own producer benchmark, same record size, same volume, acks=all."""
+def _producer_performance(bootstrap: str, record_size: int, total_bytes: int) -> float:
+    """One run of Kafka's own producer benchmark, same record size, same volume, acks=all;
+    its steady-state MB/s."""
     from obsingest.stack import load_settings
 
     settings = load_settings()
@@ -233,49 +256,42 @@ def _producer_performance(bootstrap: str, record_size: int, total_bytes: int, re
     # ProducerPerformance leaves out of its steady-state line, as our warm-up CCD is left out.
     records = max(10, total_bytes // record_size)
     warmup = max(2, records // 4)
-    runs = []
-    for _ in range(repeats):
-        topic = f"bench-pp-{uuid.uuid4().hex[:10]}"
-        _create_topic(bootstrap, topic, PARTITIONS)
-        argv = [
-            java,
-            "-Xmx512m",
-            "-cp",
-            f"{libs}/*",
-            "org.apache.kafka.tools.ProducerPerformance",
-            "--topic",
-            topic,
-            "--num-records",
-            str(records + warmup),
-            "--warmup-records",
-            str(warmup),
-            "--record-size",
-            str(record_size),
-            "--throughput",
-            "-1",
-            "--producer-props",
-            f"bootstrap.servers={bootstrap}",
-            "acks=all",
-            f"max.request.size={MAX_RECORD}",
-            "compression.type=none",
-            f"batch.size={MAX_RECORD}",
-            "linger.ms=2",
-        ]
-        try:
-            out = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True)
-        finally:
-            _delete_topics(bootstrap, [topic])
-        match = _PP_STEADY.findall(out.stdout)
-        if not match:
-            raise RuntimeError(f"ProducerPerformance printed no summary:\n{out.stdout[-2000:]}")
-        _sent, rate = match[-1]
-        runs.append(float(rate) * record_size / 1e6)
-    return {
-        "record_size": record_size,
-        "records": records,
-        "mb_per_s": statistics.median(runs),
-        "mb_per_s_runs": [round(r, 1) for r in runs],
-    }
+    topic = f"bench-pp-{uuid.uuid4().hex[:10]}"
+    _create_topic(bootstrap, topic, PARTITIONS)
+    argv = [
+        java,
+        "-Xmx512m",
+        "-cp",
+        f"{libs}/*",
+        "org.apache.kafka.tools.ProducerPerformance",
+        "--topic",
+        topic,
+        "--num-records",
+        str(records + warmup),
+        "--warmup-records",
+        str(warmup),
+        "--record-size",
+        str(record_size),
+        "--throughput",
+        "-1",
+        "--producer-props",
+        f"bootstrap.servers={bootstrap}",
+        "acks=all",
+        f"max.request.size={MAX_RECORD}",
+        "compression.type=none",
+        f"batch.size={PP_BATCH_SIZE}",
+        f"buffer.memory={PP_BUFFER_MEMORY}",
+        "linger.ms=2",
+    ]
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True)
+    finally:
+        _delete_topics(bootstrap, [topic])
+    match = _PP_STEADY.findall(out.stdout)
+    if not match:
+        raise RuntimeError(f"ProducerPerformance printed no summary:\n{out.stdout[-2000:]}")
+    _sent, rate = match[-1]
+    return float(rate) * record_size / 1e6
 
 
 def run(repeats: int = 3, ccds_per_batch: int = 8, chunk_sizes: tuple[int, ...] = CHUNK_SIZES):
@@ -289,18 +305,30 @@ def run(repeats: int = 3, ccds_per_batch: int = 8, chunk_sizes: tuple[int, ...] 
     with tempfile.TemporaryDirectory(prefix="bench-kafka-") as tmp:
         for size in chunk_sizes:
             print(f"chunk size {size // 1024} KiB ...", file=sys.stderr)
-            ours = _chunked(bootstrap, ccds, size, ccds_per_batch, repeats, Path(tmp))
-            pp = _producer_performance(
-                bootstrap, ours["record_size"], ccds_per_batch * int(ours["ccd_bytes"]), repeats
+            record_size = len(_record_for(size))
+            pp_runs: list[float] = []
+            ours = _chunked(
+                bootstrap,
+                ccds,
+                size,
+                ccds_per_batch,
+                repeats,
+                Path(tmp),
+                after_batch=lambda total, r=record_size, runs=pp_runs: runs.append(
+                    _producer_performance(bootstrap, r, total)
+                ),
             )
-            ours["producer_performance_mb_per_s"] = pp["mb_per_s"]
-            ours["producer_performance_runs"] = pp["mb_per_s_runs"]
-            ours["ratio"] = ours["mb_per_s"] / pp["mb_per_s"]
+            paired = [a / b for a, b in zip(ours.pop("runs"), pp_runs, strict=True)]
+            ours["producer_performance_mb_per_s"] = statistics.median(pp_runs)
+            ours["producer_performance_runs"] = [round(r, 1) for r in pp_runs]
+            ours["ratio"] = statistics.median(paired)
+            ours["ratio_runs"] = [round(r, 3) for r in paired]
             sweep.append(ours)
             print(
                 f"  chunked {ours['mb_per_s']:.1f} MB/s, ProducerPerformance "
-                f"{pp['mb_per_s']:.1f} MB/s, ratio {ours['ratio']:.2f}, latency p50 "
-                f"{ours['latency_p50_s']:.3f} s p95 {ours['latency_p95_s']:.3f} s",
+                f"{ours['producer_performance_mb_per_s']:.1f} MB/s, paired ratio "
+                f"{ours['ratio']:.2f}, latency p50 {ours['latency_p50_s']:.3f} s "
+                f"p95 {ours['latency_p95_s']:.3f} s",
                 file=sys.stderr,
             )
     at_default = next((s for s in sweep if s["chunk_size"] == default), sweep[-1])

@@ -185,13 +185,16 @@ def format_cpu(result: dict[str, Any]) -> str:
     rows = [r for r in result["rows"] if r["ccds"] == top and r.get("cpu", {}).get("per_exposure")]
     if not rows:
         return "(no CPU figures)"
-    roles = list(rows[0]["cpu"]["per_exposure"])
+    roles = list(dict.fromkeys(role for r in rows for role in r["cpu"]["per_exposure"]))
     lines = [
         "| role | " + " | ".join(f"{r['path']} CPU s / exposure" for r in rows) + " |",
         "| --- |" + " ---: |" * len(rows),
     ]
     for role in roles:
-        cells = [f"{r['cpu']['per_exposure'].get(role, 0):.1f}" for r in rows]
+        cells = [
+            f"{r['cpu']['per_exposure'][role]:.1f}" if role in r["cpu"]["per_exposure"] else "-"
+            for r in rows
+        ]
         lines.append(f"| {role} | " + " | ".join(cells) + " |")
     notes = []
     for r in rows:

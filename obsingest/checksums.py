@@ -1,10 +1,10 @@
 """Checksums as the object store computes them, so producer, store and registry compare like
-with like: CRC32C (GCS always has it) and MD5 (GCS has it for non-composite objects)."""
+with like: CRC32C, which GCS always has (it has no MD5 for composite objects, and the local
+store computes none)."""
 
 from __future__ import annotations
 
 import base64
-import hashlib
 
 import google_crc32c
 
@@ -16,11 +16,6 @@ def crc32c(data: bytes) -> int:
 def crc32c_b64(data: bytes) -> str:
     """Base64 of the big-endian CRC32C, GCS's ``crc32c`` field format."""
     return base64.b64encode(crc32c(data).to_bytes(4, "big")).decode()
-
-
-def md5_b64(data: bytes) -> str:
-    """Base64 MD5, GCS's ``md5Hash`` field format."""
-    return base64.b64encode(hashlib.md5(data, usedforsecurity=False).digest()).decode()
 
 
 def checksum_str(data: bytes) -> str:

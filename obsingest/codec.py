@@ -49,10 +49,10 @@ def decode(message: bytes, expect: str | None = None) -> tuple[str, dict[str, An
     if expect is not None and writer.name != expect:
         raise BadMessage(f"expected a {expect} message, got {writer.label}")
     reader = schemas.latest(writer.name)
+    body = io.BytesIO(message)  # shares the bytes (no copy of a multi-MiB chunk payload)
+    body.seek(HEADER_SIZE)
     try:
-        record = fastavro.schemaless_reader(
-            io.BytesIO(message[HEADER_SIZE:]), writer.parsed, reader.parsed
-        )
+        record = fastavro.schemaless_reader(body, writer.parsed, reader.parsed)
     except Exception as exc:  # fastavro raises a variety of types on garbage input
         raise BadMessage(f"undecodable {writer.label} body: {exc}") from exc
     return writer.name, record

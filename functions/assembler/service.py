@@ -1,15 +1,17 @@
 """The assembler service: Kafka consumer group -> Reassembler -> object store, DLQ, commits.
 
-One loop per instance, single-threaded on purpose: it polls a batch, feeds every record to the
-``Reassembler``, acts on each verdict (store the file create-once, dead-letter poison, recover a
-file dropped for memory), and only then commits the offsets the Reassembler calls safe. A crash
-anywhere in between leaves the commit behind every unfinished file, so the next owner re-reads
-it; a file re-stored after a crash hits create-once with the same bytes: a no-op, no second
-finalize notification, no second registration.
+One consumer loop per instance drives the ``Reassembler`` (single-threaded on purpose): it takes
+what has been fetched, feeds every record, and acts on each verdict (dead-letter poison, recover
+a file dropped for memory, store a completed file). Stores run on a small thread pool *while the
+loop keeps consuming*, so one CCD's write never holds back the next CCD's chunks; a commit never
+passes the first offset of a file that is still open, held or being stored. A crash anywhere
+leaves the commit behind every unfinished file, so the next owner re-reads it; a file re-stored
+after a crash hits create-once with the same bytes: a no-op, no second finalize notification, no
+second registration. A failed store marks the instance failed: nothing is committed after it.
 
-Rebalances (more instances in the group, cooperative-sticky assignment): ``on_revoke`` drops the
-revoked partitions' partial files and commits their safe offsets, synchronously, before the
-partitions move; the new owner resumes from those offsets.
+Rebalances (more instances in the group, cooperative-sticky assignment): ``on_revoke`` waits for
+the stores in flight, drops the revoked partitions' partial files and commits their safe offsets,
+synchronously, before the partitions move; the new owner resumes from those offsets.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -172,6 +174,13 @@ class AssemblerService:
         self._closed = False
         #: set when a batch failed part-way: committing anything after that could skip files
         self._failed = False
+        #: the store failure that made the instance fail, raised by the next poll
+        self._store_error: BaseException | None = None
+        #: completed files being written: they hold their partition's commit back
+        self._stores = ThreadPoolExecutor(
+            settings.store_concurrency, thread_name_prefix="assembler-store"
+        )
+        self._pending: dict[Future[None], Completed] = {}
         #: set once this instance owns at least one partition (tests and the demo wait on it)
         self.assigned = threading.Event()
 
@@ -203,8 +212,8 @@ class AssemblerService:
             self.close()
 
     def idle_for(self) -> float:
-        """Seconds since the last record, or 0 while any file is open."""
-        if self.reassembler.open_files():
+        """Seconds since the last record, or 0 while any file is open or being stored."""
+        if self.reassembler.open_files() or self._pending:
             return 0.0
         return time.monotonic() - self.stats.last_record
 
@@ -214,21 +223,28 @@ class AssemblerService:
             return
         self._closed = True
         try:
-            self._commit()
+            if self._failed:  # let the writes finish; nothing more is committed
+                wait(list(self._pending))
+            else:
+                self._drain()
+                self._commit()
         finally:
+            self._stores.shutdown(wait=True)
             self._consumer.close()
             self._dlq.flush(10)
             log_event(log, "assembler.closed", **self.stats.as_dict())
 
     # -- the loop -----------------------------------------------------------------------------
     def poll_once(self, timeout: float = 0.2) -> int:
-        """One batch: feed, act on every verdict, then commit. Returns records handled."""
+        """One batch: feed, act on every verdict (stores start in the background), then commit
+        what is safe. Returns records handled."""
         from confluent_kafka import KafkaError, KafkaException
 
         self.subscribe()
-        messages = self._consumer.consume(self.settings.batch_records, timeout)
+        if self._store_error is not None:
+            raise self._store_error
+        messages = self._consume(timeout)
         handled = 0
-        completed: list[Completed] = []
         try:
             for msg in messages:
                 err = msg.error()
@@ -249,19 +265,16 @@ class AssemblerService:
                 self.stats.last_record = time.monotonic()
                 for verdict in self.reassembler.feed(value, tp, msg.offset()):
                     if isinstance(verdict, Completed):
-                        completed.append(verdict)
-                        if len(completed) >= self.settings.store_concurrency:
-                            self._store_all(completed)  # bounds the memory of finished files
-                            completed.clear()
+                        self._store_async(verdict)
                     else:
                         self._act(verdict, msg)
             for verdict in self.reassembler.expire():
                 self._act(verdict, None)
-            self._store_all(completed)
+            self._reap(block=False)
         except BaseException:
-            # Files of this batch may be complete (gone from the reassembler's state) but not
-            # stored: from now on nothing may be committed, not even on close or revoke. The
-            # restarted service re-reads from the last commit.
+            # Files may be complete (gone from the reassembler's state) but not stored: from
+            # now on nothing may be committed, not even on close or revoke. The restarted
+            # service re-reads from the last commit.
             self._failed = True
             raise
         try:
@@ -270,15 +283,66 @@ class AssemblerService:
             log_event(log, "assembler.commit_failed", logging.WARNING, error=str(exc))
         return handled
 
+    def _consume(self, timeout: float) -> list[Message]:
+        """Wait up to ``timeout`` for the first record, then take what is already fetched:
+        a batch never waits for records that are not there (``consume(n, t)`` would wait the
+        whole ``t`` for ``n``). While stores run, the wait is short so they are reaped soon."""
+        if self._pending:
+            timeout = min(timeout, 0.01)
+        first = self._consumer.consume(1, timeout)
+        if not first:
+            return first
+        return first + self._consumer.consume(self.settings.batch_records - 1, 0)
+
+    # -- stores in flight -----------------------------------------------------------------------
+    def _store_async(self, done: Completed) -> None:
+        """Start writing ``done``; with the pool's queue full (bounded memory of finished
+        files), first wait for a store to finish."""
+        while len(self._pending) >= 2 * self.settings.store_concurrency:
+            self._reap(block=True)
+        self._pending[self._stores.submit(self._store, done)] = done
+
+    def _reap(self, block: bool) -> None:
+        """Forget finished stores (waiting for at least one if ``block``); a failure marks the
+        instance failed and propagates."""
+        if block and self._pending:
+            wait(list(self._pending), return_when=FIRST_COMPLETED)
+        for future in [f for f in self._pending if f.done()]:
+            del self._pending[future]
+            error = future.exception()
+            if error is not None:
+                self._failed = True
+                self._store_error = error
+                raise error
+
+    def _drain(self) -> None:
+        """Wait for every store in flight (before a revoke's or close's commit)."""
+        if self._pending:
+            wait(list(self._pending))
+            self._reap(block=False)
+
+    def _held_back(self) -> dict[TP, int]:
+        """Per partition, the first offset of the oldest file still being stored."""
+        held: dict[TP, int] = {}
+        for done in self._pending.values():
+            tp = done.partition
+            held[tp] = min(held.get(tp, done.first_offset), done.first_offset)
+        return held
+
     def _commit(self) -> None:
         from confluent_kafka import TopicPartition
 
         if self._failed:
             return
+        held = self._held_back()
         with self._lock:
+            safe = {
+                tp: min(off, held.get(tp, off))
+                for tp, off in self.reassembler.safe_offsets().items()
+            }
             offsets = [
                 TopicPartition(t, p, off)
-                for (t, p), off in self.reassembler.safe_offsets().items()
+                for (t, p), off in safe.items()
                 if (t, p) in self._assigned and off > self._committed.get((t, p), -1)
             ]
             if not offsets:
@@ -308,17 +372,6 @@ class AssemblerService:
                 offset=verdict.offset,
                 why=verdict.why,
             )
-
-    def _store_all(self, completed: list[Completed]) -> None:
-        """Store a batch's completed files, several at once (each write mostly waits on the
-        store); any failure propagates before the batch's offsets are committed."""
-        if len(completed) <= 1 or self.settings.store_concurrency == 1:
-            for done in completed:
-                self._store(done)
-            return
-        with ThreadPoolExecutor(min(self.settings.store_concurrency, len(completed))) as pool:
-            for future in [pool.submit(self._store, done) for done in completed]:
-                future.result()
 
     def _store(self, done: Completed) -> None:
         name = done.data_id.object_name(self.settings.prefix)
@@ -520,6 +573,11 @@ class AssemblerService:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         from confluent_kafka import KafkaException, TopicPartition
 
+        if not self._failed:
+            try:
+                self._drain()  # a file being stored must not be committed past, nor re-read
+            except Exception as exc:  # surfaced by the next poll; nothing more is committed
+                log_event(log, "assembler.store_failed", logging.ERROR, error=str(exc))
         if self._failed:
             self._on_lost(consumer, partitions)
             return

@@ -45,8 +45,8 @@ class AssemblerSettings(BaseSettings):
     #: Store writes retried this often (exponential backoff) before the service gives up.
     store_attempts: int = Field(default=5, ge=1)
     store_backoff_s: float = Field(default=0.2, gt=0)
-    #: Files of one poll batch written to the store at once. The batch's offsets are committed
-    #: only after all of them are stored, so concurrency never commits past an unwritten file.
+    #: Files written to the store at once, while consuming goes on (twice as many may wait,
+    #: which bounds the memory of finished files). Commits never pass a file being written.
     store_concurrency: int = Field(default=4, ge=1)
     session_timeout_ms: int = Field(default=10_000, ge=1000)
     #: Extra librdkafka consumer properties.

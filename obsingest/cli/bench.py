@@ -120,6 +120,9 @@ class EnvironmentEndToEnd:
             )
         )
 
+    def processes(self) -> dict[str, list[int]]:
+        return self.transport.processes()
+
     def close(self) -> None:
         try:
             self.transport.finish(timeout=30)

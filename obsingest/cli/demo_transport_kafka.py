@@ -1,4 +1,4 @@
-"""Demo transport (b): edge workers stream chunks to Kafka; an assembler thread stores files.
+"""Demo transport (b): edge workers stream chunks to Kafka; an assembler process stores files.
 
 Each run gets its own chunks and DLQ topics and consumer group, so runs never see each other's
 records; the topics are deleted on close. The assembler writes to the environment's store, whose
@@ -7,11 +7,16 @@ finalize notifications register the files through the normal path.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
-import threading
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
 import uuid
+from pathlib import Path
 
 from obsingest.cli.demo_envs import DemoEnvironment
 from obsingest.errors import ServiceUnavailable
@@ -58,7 +63,13 @@ def require_kafka(bootstrap: str, timeout: float = 5.0) -> None:
 
 
 class KafkaTransport:
-    """``DemoTransport`` over Kafka: sender URL, assembler lifecycle, wait-until-stored."""
+    """``DemoTransport`` over Kafka: sender URL, assembler lifecycle, wait-until-stored.
+
+    The assembler runs as its own process (``obsingest assembler``), as it does in production:
+    its work is not serialised with the facility process's relay and register function behind
+    one interpreter lock, and a crash of one does not take down the other. Its JSON log goes to
+    a file whose tail is shown if it fails.
+    """
 
     def __init__(self, env: DemoEnvironment, bootstrap: str | None = None) -> None:
         self.env = env
@@ -68,16 +79,12 @@ class KafkaTransport:
         self.dlq_topic = f"{self.topic}-dlq"
         self.group_id = f"ccd-assembler-demo-{run}"
         self.sender_url = f"kafka://{self.bootstrap}/{self.topic}"
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._service = None
-        self._error: BaseException | None = None
+        self._logdir = Path(tempfile.mkdtemp(prefix="obsingest-assembler-"))
+        self.log_path = self._logdir / "assembler.log"
+        self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic
-
-        from functions.assembler.service import AssemblerService
-        from functions.assembler.settings import AssemblerSettings
 
         require_kafka(self.bootstrap)
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
@@ -93,31 +100,70 @@ class KafkaTransport:
         )
         for future in futures.values():
             future.result(timeout=30)
-        settings = AssemblerSettings(
-            bootstrap_servers=self.bootstrap,
-            topic=self.topic,
-            dlq_topic=self.dlq_topic,
-            group_id=self.group_id,
-            store_url=self.env.store_url,
-            prefix=self.env.store_settings.prefix,
-            quarantine_prefix=self.env.store_settings.quarantine_prefix,
-        )
-        self._service = AssemblerService(settings)
-        self._thread = threading.Thread(target=self._run, name="kafka-assembler", daemon=True)
-        self._thread.start()
+        argv = [
+            sys.executable, "-m", "obsingest", "assembler",
+            "--bootstrap-servers", self.bootstrap,
+            "--topic", self.topic,
+            "--dlq-topic", self.dlq_topic,
+            "--group", self.group_id,
+            "--store", self.env.store_url,
+        ]  # fmt: skip
+        env = {
+            **os.environ,
+            "OBSINGEST_ASSEMBLER_PREFIX": self.env.store_settings.prefix,
+            "OBSINGEST_ASSEMBLER_QUARANTINE_PREFIX": self.env.store_settings.quarantine_prefix,
+        }
+        with open(self.log_path, "wb") as log_file:
+            self._proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, env=env)
         # Edge workers start sending right away: join the group first, so the first exposure's
         # latency is not a consumer-group rebalance figure.
-        if not self._service.assigned.wait(timeout=30):
-            raise KafkaNotRunning(f"the assembler got no partition of {self.topic} within 30 s")
-        log_event(log, "demo.kafka.started", topic=self.topic, bootstrap=self.bootstrap)
+        deadline = time.monotonic() + 30
+        while not self._assigned():
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise KafkaNotRunning(
+                    f"the assembler got no partition of {self.topic} within 30 s{self._log_tail()}"
+                )
+            time.sleep(0.05)
+        log_event(
+            log,
+            "demo.kafka.started",
+            topic=self.topic,
+            bootstrap=self.bootstrap,
+            assembler_pid=self._proc.pid,
+            assembler_log=str(self.log_path),
+        )
 
-    def _run(self) -> None:
-        assert self._service is not None
+    def _assigned(self) -> bool:
+        """Whether the assembler logged an assignment with at least one partition."""
         try:
-            self._service.run(self._stop)
-        except BaseException as exc:  # surfaced by finish()
-            self._error = exc
-            log_event(log, "demo.kafka.assembler_failed", logging.ERROR, error=str(exc))
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return False
+        for line in lines:
+            if '"assembler.assigned"' in line:
+                try:
+                    if json.loads(line).get("partitions"):
+                        return True
+                except ValueError:
+                    continue
+        return False
+
+    def _log_tail(self, lines: int = 20) -> str:
+        try:
+            tail = self.log_path.read_text(errors="replace").splitlines()[-lines:]
+        except FileNotFoundError:
+            return ""
+        return "; assembler log tail:\n" + "\n".join(tail)
+
+    def _check_alive(self) -> None:
+        if self._proc is not None and self._proc.poll() is not None:
+            raise RuntimeError(
+                f"the assembler exited with status {self._proc.returncode}{self._log_tail()}"
+            )
+
+    def processes(self) -> dict[str, list[int]]:
+        return {"assembler": [self._proc.pid]} if self._proc is not None else {}
 
     def lag(self) -> int:
         from functions.assembler.service import group_lag
@@ -129,23 +175,30 @@ class KafkaTransport:
         commits never pass an unfinished file, every CCD sent is then stored (or dead-lettered)."""
         deadline = time.monotonic() + timeout
         while True:
-            if self._error is not None:
-                raise RuntimeError(f"the assembler failed: {self._error}") from self._error
+            self._check_alive()
             lag = self.lag()
             if lag == 0:
-                if self._error is not None:  # it may have failed right after a commit
-                    raise RuntimeError(f"the assembler failed: {self._error}") from self._error
+                self._check_alive()  # it may have failed right after a commit
                 return
             if time.monotonic() > deadline:
-                raise TimeoutError(f"assembler still {lag} records behind after {timeout} s")
+                raise TimeoutError(
+                    f"assembler still {lag} records behind after {timeout} s{self._log_tail()}"
+                )
             time.sleep(0.1)
 
     def close(self) -> None:
+        """Stop the assembler cleanly (SIGTERM: it commits what is safe and leaves the group),
+        then delete the run's topics."""
         from confluent_kafka.admin import AdminClient
 
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        shutil.rmtree(self._logdir, ignore_errors=True)
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         try:
             for future in admin.delete_topics(

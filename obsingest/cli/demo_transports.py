@@ -19,6 +19,9 @@ class DemoTransport(Protocol):
     def finish(self, timeout: float) -> None:
         """Wait until everything sent has reached the store."""
 
+    def processes(self) -> dict[str, list[int]]:
+        """Facility services it runs as processes of their own (role -> pids)."""
+
     def close(self) -> None: ...
 
 
@@ -33,6 +36,9 @@ class DirectTransport:
 
     def finish(self, timeout: float) -> None:
         """Uploads are synchronous: nothing in flight."""
+
+    def processes(self) -> dict[str, list[int]]:
+        return {}
 
     def close(self) -> None:
         """Nothing to stop."""

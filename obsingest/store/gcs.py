@@ -2,8 +2,8 @@
 
 - One ``storage.Client`` per store, and one store per process (see ``producers.edge``): its HTTP
   session keeps connections warm, which is most of a small upload's latency.
-- ``put`` sends the CRC32C (computed by the client) and the MD5 in the object resource, so the
-  service refuses bytes corrupted in transit, and writes with ``ifGenerationMatch=0``: a 412
+- ``put`` sends the CRC32C (computed by the client) in the object resource, so the service
+  refuses bytes corrupted in transit, and writes with ``ifGenerationMatch=0``: a 412
   means "already there", resolved by comparing checksums (same bytes: idempotent success;
   different bytes: ObjectConflict, which the uploader parks under ``quarantine/``).
 - Retries are ours (``obsingest.retry``), not the library's, so they stop at the 5 s budget and
@@ -26,7 +26,7 @@ from google.api_core import exceptions as api_exceptions
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from obsingest.checksums import crc32c_b64, md5_b64
+from obsingest.checksums import crc32c_b64
 from obsingest.errors import ObjectMissing, PermanentError, RetriableError
 from obsingest.logs import get_logger, log_event
 from obsingest.retry import Attempt, RetryPolicy, Transient, call_with_retries
@@ -249,12 +249,14 @@ class GcsStore:
     # API -------------------------------------------------------------------------------------
     def put(self, name: str, data: bytes, metadata: dict[str, str] | None = None) -> PutResult:
         """Create-once upload; same bytes already there -> created=False; else ObjectConflict."""
-        crc, md5 = crc32c_b64(data), md5_b64(data)
+        crc = crc32c_b64(data)
 
         def upload(remaining: float) -> StoredObject:
+            # CRC32C alone guards the transfer (added by checksum=, verified by the service).
+            # No client MD5: it would cost ~20 ms of CPU per CCD on the edge for the same
+            # protection; the service still computes md5Hash for the object resource.
             blob = self._bucket.blob(name)
             blob.metadata = dict(metadata or {})
-            blob.md5_hash = md5  # the service verifies it; crc32c is added by checksum=
             blob.upload_from_string(
                 data,
                 content_type=CONTENT_TYPE,

@@ -2,10 +2,11 @@
 
 Why not just astropy or fpack: both compress one tile after another on one core, and astropy's
 default (one tile per row) spends most of its time in Python per tile. Here the 16 amplifier
-HDUs of a raw CCD are independent, so each one is compressed in its own task on a thread pool,
-calling the RICE_1 coder of CFITSIO that ships inside astropy
-(``astropy.io.fits.hdu.compressed._compression.compress_rice_1_c``). That function releases the
-GIL while it codes, and the byte swap before it is a numpy cast (which also releases the GIL),
+HDUs of a raw CCD are independent, so each one is compressed in its own task on a thread pool.
+32-bit images go through our RICE_1 coder (``producers/compress/_rice.c``, built by
+``make setup``): byte-identical to CFITSIO's, 2.5x faster, and it reads the big-endian pixels in
+place. 16-bit images (and 32-bit ones if the extension was not built) use the coder of CFITSIO
+that ships inside astropy (``compress_rice_1_c``) after a numpy byte swap. Both release the GIL,
 so two threads use two cores. The file structure (headers, tile descriptors, heap, checksums) is
 written here directly, in the layout fpack writes, then assembled in HDU order.
 
@@ -40,6 +41,11 @@ from astropy.io.fits.hdu.compressed._compression import (
 )
 
 from obsingest.errors import CorruptFile
+
+try:
+    from producers.compress._rice import compress_be32
+except ImportError:  # not built (no C compiler at install): CFITSIO's coder does it all
+    compress_be32 = None
 from obsingest.fileio import write_atomic
 from obsingest.fits import (
     BLANK_CARD,
@@ -165,8 +171,20 @@ def _without_checksums(cards: list[bytes]) -> list[bytes]:
     return kept
 
 
-def _rice_tiles(native: np.ndarray, tile_rows: int, bytepix: int) -> Iterator[bytes]:
-    for r0 in range(0, native.shape[0], tile_rows):
+def _rice_tiles(
+    buf: memoryview, hdu: Hdu, ncols: int, nrows: int, tile_rows: int, bytepix: int
+) -> Iterator[bytes]:
+    """The RICE_1-coded tiles of one image HDU, ``tile_rows`` rows each."""
+    if bytepix == 4 and compress_be32 is not None:
+        row_bytes = ncols * 4
+        for r0 in range(0, nrows, tile_rows):
+            start = hdu.data_offset + r0 * row_bytes
+            stop = hdu.data_offset + min(nrows, r0 + tile_rows) * row_bytes
+            yield compress_be32(buf[start:stop], BLOCKSIZE)
+        return
+    image = np.frombuffer(buf, dtype=f">i{bytepix}", count=ncols * nrows, offset=hdu.data_offset)
+    native = image.reshape(nrows, ncols).astype(f"=i{bytepix}")
+    for r0 in range(0, nrows, tile_rows):
         yield compress_rice_1_c(native[r0 : r0 + tile_rows], BLOCKSIZE, bytepix)
 
 
@@ -180,9 +198,7 @@ def _compress_image(
     ncols = shape[0]
     nrows = shape[1] if len(shape) == 2 else 1
     rows_per_tile = min(tile_rows or nrows, nrows)
-    image = np.frombuffer(buf, dtype=f">i{bytepix}", count=ncols * nrows, offset=hdu.data_offset)
-    native = image.reshape(nrows, ncols).astype(f"=i{bytepix}")
-    tiles = list(_rice_tiles(native, rows_per_tile, bytepix))
+    tiles = list(_rice_tiles(buf, hdu, ncols, nrows, rows_per_tile, bytepix))
     descriptors = np.empty((len(tiles), 2), dtype=">i4")
     lengths = np.fromiter((len(t) for t in tiles), dtype=np.int64, count=len(tiles))
     descriptors[:, 0] = lengths

@@ -53,6 +53,10 @@ class EndToEnd(Protocol):
     def announce_exposure(self, exposure: int, detectors: list[int], obs_start: datetime) -> None:
         """Publish the exposure's manifest before readout, as the camera would."""
 
+    def processes(self) -> dict[str, list[int]]:
+        """Facility services running as processes of their own (role -> pids), for the
+        CPU-by-role report; this process is the rest of the facility side."""
+
     def close(self) -> None: ...
 
 
@@ -265,6 +269,8 @@ def run_harness(
                   compress=config.compress, sender_url=sender_url)  # fmt: skip
         roles = {
             "edge_workers": [p.pid for p in procs if p.pid],
+            # before facility_process: a pid counts under the first role whose tree has it
+            **(end_to_end.processes() if end_to_end is not None else {}),
             "facility_process": [os.getpid()],
             **(services or {}),
         }

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from datetime import UTC, datetime
 
 import pytest
 import requests
 from google.api_core import exceptions as api_exceptions
 
-from obsingest.checksums import crc32c_b64, md5_b64
+from obsingest.checksums import crc32c_b64
 from obsingest.errors import ObjectMissing, PermanentError, RetriableError
 from obsingest.store.base import ObjectConflict
 from obsingest.store.gcs import (
@@ -78,14 +80,15 @@ class FakeBlob:
         self.crc32c = self.size = self.generation = self.time_created = None
 
     def _fill(self, data: bytes, metadata: dict) -> FakeBlob:
-        self.size, self.crc32c, self.md5_hash = len(data), crc32c_b64(data), md5_b64(data)
+        self.size, self.crc32c = len(data), crc32c_b64(data)
+        self.md5_hash = base64.b64encode(hashlib.md5(data).digest()).decode()  # as the service
         self.generation, self.time_created = 7, datetime(2026, 1, 1, tzinfo=UTC)
         self.metadata = metadata
         return self
 
     def upload_from_string(self, data, *, if_generation_match, checksum, retry, timeout, **kw):
         assert if_generation_match == 0 and checksum == "crc32c" and retry is None
-        assert self.md5_hash == md5_b64(data)  # MD5 sent for the service to verify
+        assert self.md5_hash is None  # CRC32C (checksum=) guards the transfer; no client MD5
         self.bucket.calls.append(("put", self.name))
         self.bucket.fail("put")
         if self.name in self.bucket.objects:

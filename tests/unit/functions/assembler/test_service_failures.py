@@ -1,6 +1,8 @@
 """The service's commit rule when something fails part-way: nothing may be committed past a
 file that was completed but not stored, not on the failing batch, not on close, not on revoke."""
 
+import threading
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -88,7 +90,8 @@ def test_a_failed_store_commits_nothing_even_on_close(tmp_path):
     service, consumer = _service(tmp_path, BrokenStore(tmp_path / "store"))
     with pytest.raises(StoreUnavailable, match="disk full"):
         service.run()
-    assert consumer.commits == []
+    # the file starts at offset 0: a commit may say "start at 0", never anything past it
+    assert all(offset == 0 for _, offset in consumer.commits)
 
 
 def test_a_stored_file_is_committed_past(tmp_path):
@@ -97,4 +100,31 @@ def test_a_stored_file_is_committed_past(tmp_path):
     service.poll_once(0)
     service.close()
     assert consumer.commits and max(o for _, o in consumer.commits) == 3
+    assert store.read(DataId("LSSTComCam", 2026112200001, 0).object_name()) == b"x" * 10000
+
+
+class SlowStore(LocalDirStore):
+    """A store whose writes wait until the test lets them finish."""
+
+    def __init__(self, root) -> None:
+        super().__init__(root)
+        self.release = threading.Event()
+
+    def put(self, name, data, metadata=None):
+        assert self.release.wait(10), "the test never released the write"
+        return super().put(name, data, metadata)
+
+
+def test_consuming_goes_on_while_a_file_is_stored_but_commits_wait_for_it(tmp_path):
+    store = SlowStore(tmp_path / "store")
+    service, consumer = _service(tmp_path, store)
+    service.poll_once(0)  # the file completes; its write starts and blocks
+    assert service.idle_for() == 0.0  # a write in flight is work, not idleness
+    assert all(offset == 0 for _, offset in consumer.commits)
+    store.release.set()
+    deadline = time.monotonic() + 10
+    while not any(offset == 3 for _, offset in consumer.commits) and time.monotonic() < deadline:
+        service.poll_once(0.01)
+    assert max(o for _, o in consumer.commits) == 3
+    service.close()
     assert store.read(DataId("LSSTComCam", 2026112200001, 0).object_name()) == b"x" * 10000
