@@ -4,7 +4,8 @@ function -> PostgreSQL registry -> ArrivalEvents on Pub/Sub.
 Every run gets its own namespace so "registered exactly once" is about this run only: a fresh
 bucket, a fresh Pub/Sub project (the emulator creates projects on first use) and a fresh
 PostgreSQL database (kept afterwards for inspection; its URL is written to
-``<workdir>/registry-url.txt``).
+``<workdir>/registry-url.txt``). The bucket is kept too, unless the caller says otherwise (the
+transfer benchmark deletes its gigabytes of CCDs on close).
 
 The relay delivers in-process to the register function's HTTP entry point ``on_push`` (the same
 code a functions-framework server runs), configured with GcsStore, Registry(PostgreSQL) and
@@ -18,6 +19,7 @@ that the function itself refuses it.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 import uuid
@@ -25,10 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from obsingest.cli.demo_envs import ArrivalCallback, ManifestCallback
+from obsingest.logs import get_logger, log_event
 from obsingest.messages import ArrivalEvent, ExposureManifest
 from obsingest.registry import Registry
 from obsingest.settings import BusSettings, RegistrySettings, StoreSettings
 from obsingest.store.base import StoredObject
+
+log = get_logger("obsingest.demo.local")
 
 STACK_SERVICES = ("pubsub", "gcs", "postgres")
 
@@ -91,7 +96,9 @@ def gcs_notification_message(obj: StoredObject) -> tuple[bytes, dict[str, str]]:
 class LocalStackEnvironment:
     """``obsingest demo --stack local``: the direct-upload path on real services."""
 
-    def __init__(self, workdir: Path, *, whole_bucket_notifications: bool = True) -> None:
+    def __init__(
+        self, workdir: Path, *, whole_bucket_notifications: bool = True, keep_objects: bool = True
+    ) -> None:
         from obsingest.bus.pubsub import PubSubPublisher
         from obsingest.store.gcs import GcsSettings, GcsStore
 
@@ -115,6 +122,7 @@ class LocalStackEnvironment:
         self.registry = Registry.open(RegistrySettings(url=self.registry_url))
         self.store = GcsStore(self.bucket, settings=GcsSettings(project=self.project))
         self.publisher = PubSubPublisher(self.project)
+        self.keep_objects = keep_objects
         self.relay: Any = None
         self._subscribers: list[Any] = []
 
@@ -199,6 +207,24 @@ class LocalStackEnvironment:
         wiring.configure(None)
         self.publisher.close()
         self.registry.close()
+        if not self.keep_objects:
+            self._delete_bucket()
+
+    def _delete_bucket(self) -> None:
+        """Delete the run's objects and bucket (best effort: a leftover is only disk space)."""
+        bucket = self.store.client.bucket(self.bucket)
+        deleted = 0
+        try:
+            for blob in self.store.client.list_blobs(self.bucket):
+                blob.delete()
+                deleted += 1
+            bucket.delete()
+        except Exception as exc:
+            log_event(
+                log, "demo.cleanup_failed", logging.WARNING, bucket=self.bucket, error=str(exc)
+            )
+            return
+        log_event(log, "demo.bucket_deleted", bucket=self.bucket, objects=deleted)
 
 
 def _create_subscription(project: str, name: str, topic: str) -> None:

@@ -58,11 +58,10 @@ class StackSettings(BaseSettings):
 
     gcs_port: int = 14443
     gcs_backend: Literal["filesystem", "memory"] = Field(
-        "memory",
-        description="fake-gcs-server backend. memory (as compose.yaml): throwaway like the "
-        "fsync-off PostgreSQL. filesystem keeps objects across restarts, but serialises every "
-        "upload behind one lock and an fsync, and costs twice the CPU per upload (measured: "
-        "0.18 vs 0.09 CPU s per 15 MB CCD), which real GCS does not cost us",
+        "filesystem",
+        description="fake-gcs-server backend. filesystem: objects on disk, across restarts. "
+        "memory (as compose.yaml) needs half the CPU per upload but holds every object in RAM "
+        "until deleted (a day of benchmarks got it OOM-killed at 20 GB)",
     )
 
     postgres_port: int = 15432

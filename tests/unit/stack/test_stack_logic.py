@@ -41,10 +41,10 @@ def _props(text: str) -> dict[str, str]:
 
 def test_settings_are_read_from_env_at_load_time(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OBSINGEST_STACK_KAFKA_PORT", "29092")
-    monkeypatch.setenv("OBSINGEST_STACK_GCS_BACKEND", "filesystem")
+    monkeypatch.setenv("OBSINGEST_STACK_GCS_BACKEND", "memory")
     settings = load_settings()
     assert settings.kafka_port == 29092
-    assert settings.gcs_backend == "filesystem"
+    assert settings.gcs_backend == "memory"
     monkeypatch.delenv("OBSINGEST_STACK_KAFKA_PORT")
     assert load_settings().kafka_port == StackSettings.model_fields["kafka_port"].default
 
