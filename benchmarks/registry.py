@@ -124,7 +124,7 @@ def _expect(value: str, expected: str) -> None:
 
 
 def run(repeats: int = 3, ccds: int = 189) -> dict[str, Any]:
-    from obsingest.cli.demo_env_local import create_database
+    from obsingest.cli.demo_env_local import create_database, drop_database
     from obsingest.dataid import make_exposure_id
     from obsingest.registry import Registry
     from obsingest.settings import RegistrySettings
@@ -141,21 +141,28 @@ def run(repeats: int = 3, ccds: int = 189) -> dict[str, Any]:
             path = tmpdir / f"registry-{next(counter)}.sqlite3"
             return Registry.open(RegistrySettings(url=f"sqlite:///{path}"))
 
-        def postgres() -> Any:
-            return Registry.open(RegistrySettings(url=create_database(admin_url, "bench_reg")))
+        made: list[str] = []
 
-        for backend, opener in (("postgresql", postgres), ("sqlite", sqlite)):
-            for kind in ("service", "registry"):
-                samples = [_measure(opener, store, events, kind) for _ in range(repeats)]
-                rates = [s[0] for s in samples]
-                median = statistics.median(rates)
-                results[f"{backend}.{kind}"] = {
-                    "per_second_median": round(median, 1),
-                    "ms_per_call_median": round(1000.0 / median, 3),
-                    "per_second_samples": [round(r, 1) for r in rates],
-                    "vs_reference": round(median / REFERENCE_PER_SECOND, 1),
-                    "goal_met": median >= REFERENCE_PER_SECOND * GOAL_FACTOR,
-                }
+        def postgres() -> Any:
+            made.append(create_database(admin_url, "bench_reg"))
+            return Registry.open(RegistrySettings(url=made[-1]))
+
+        try:
+            for backend, opener in (("postgresql", postgres), ("sqlite", sqlite)):
+                for kind in ("service", "registry"):
+                    samples = [_measure(opener, store, events, kind) for _ in range(repeats)]
+                    rates = [s[0] for s in samples]
+                    median = statistics.median(rates)
+                    results[f"{backend}.{kind}"] = {
+                        "per_second_median": round(median, 1),
+                        "ms_per_call_median": round(1000.0 / median, 3),
+                        "per_second_samples": [round(r, 1) for r in rates],
+                        "vs_reference": round(median / REFERENCE_PER_SECOND, 1),
+                        "goal_met": median >= REFERENCE_PER_SECOND * GOAL_FACTOR,
+                    }
+        finally:
+            for url in made:  # throwaway databases: do not let them pile up in the stack
+                drop_database(admin_url, url)
     return {
         **run_header("registry"),
         "method": (

@@ -290,7 +290,7 @@ class AssemblerService:
         if self._pending:
             timeout = min(timeout, 0.01)
         first = self._consumer.consume(1, timeout)
-        if not first:
+        if not first or self.settings.batch_records == 1:
             return first
         return first + self._consumer.consume(self.settings.batch_records - 1, 0)
 

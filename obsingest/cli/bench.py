@@ -147,7 +147,7 @@ def make_end_to_end(destination: str, stack: str | None, workdir: Path) -> Envir
         env = make_environment("embedded", Path(dest.target))
         return EnvironmentEndToEnd(env, make_transport("direct", env))
     workdir.mkdir(parents=True, exist_ok=True)
-    env = make_environment(stack or "local", workdir, keep_objects=False)
+    env = make_environment(stack or "local", workdir, keep=False)
     transport = make_transport("kafka" if dest.scheme == "kafka" else "direct", env)
     return EnvironmentEndToEnd(env, transport)
 

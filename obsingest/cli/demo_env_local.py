@@ -4,8 +4,8 @@ function -> PostgreSQL registry -> ArrivalEvents on Pub/Sub.
 Every run gets its own namespace so "registered exactly once" is about this run only: a fresh
 bucket, a fresh Pub/Sub project (the emulator creates projects on first use) and a fresh
 PostgreSQL database (kept afterwards for inspection; its URL is written to
-``<workdir>/registry-url.txt``). The bucket is kept too, unless the caller says otherwise (the
-transfer benchmark deletes its gigabytes of CCDs on close).
+``<workdir>/registry-url.txt``). The bucket is kept too. With ``keep=False`` (the transfer
+benchmark: gigabytes of CCDs nobody looks at again) both are deleted on close.
 
 The relay delivers in-process to the register function's HTTP entry point ``on_push`` (the same
 code a functions-framework server runs), configured with GcsStore, Registry(PostgreSQL) and
@@ -77,6 +77,17 @@ def create_database(admin_url: str, prefix: str) -> str:
     return url.set(database=name).render_as_string(hide_password=False)
 
 
+def drop_database(admin_url: str, url: str) -> None:
+    """DROP DATABASE of ``url`` (made by ``create_database``) on the server of ``admin_url``."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    name = make_url(url).database
+    conninfo = make_url(admin_url).set(drivername="postgresql")
+    with psycopg.connect(conninfo.render_as_string(hide_password=False), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def gcs_notification_message(obj: StoredObject) -> tuple[bytes, dict[str, str]]:
     """A Pub/Sub message exactly as a GCS notification config publishes it (JSON_API_V1)."""
     from obsingest.notifications import object_resource
@@ -97,7 +108,7 @@ class LocalStackEnvironment:
     """``obsingest demo --stack local``: the direct-upload path on real services."""
 
     def __init__(
-        self, workdir: Path, *, whole_bucket_notifications: bool = True, keep_objects: bool = True
+        self, workdir: Path, *, whole_bucket_notifications: bool = True, keep: bool = True
     ) -> None:
         from obsingest.bus.pubsub import PubSubPublisher
         from obsingest.store.gcs import GcsSettings, GcsStore
@@ -110,6 +121,7 @@ class LocalStackEnvironment:
         admin_url = os.environ.get("OBSINGEST_REGISTRY_URL") or env["OBSINGEST_REGISTRY_URL"]
         if not admin_url.startswith("postgresql"):
             admin_url = env["OBSINGEST_REGISTRY_URL"]
+        self.admin_url = admin_url
         self.registry_url = create_database(admin_url, "obsingest_demo")
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "registry-url.txt").write_text(self.registry_url + "\n")
@@ -122,7 +134,7 @@ class LocalStackEnvironment:
         self.registry = Registry.open(RegistrySettings(url=self.registry_url))
         self.store = GcsStore(self.bucket, settings=GcsSettings(project=self.project))
         self.publisher = PubSubPublisher(self.project)
-        self.keep_objects = keep_objects
+        self.keep = keep
         self.relay: Any = None
         self._subscribers: list[Any] = []
 
@@ -207,11 +219,12 @@ class LocalStackEnvironment:
         wiring.configure(None)
         self.publisher.close()
         self.registry.close()
-        if not self.keep_objects:
-            self._delete_bucket()
+        if not self.keep:
+            self._delete_run_data()
 
-    def _delete_bucket(self) -> None:
-        """Delete the run's objects and bucket (best effort: a leftover is only disk space)."""
+    def _delete_run_data(self) -> None:
+        """Delete the run's objects, bucket and database (best effort: a leftover is only disk
+        space)."""
         bucket = self.store.client.bucket(self.bucket)
         deleted = 0
         try:
@@ -219,12 +232,13 @@ class LocalStackEnvironment:
                 blob.delete()
                 deleted += 1
             bucket.delete()
+            drop_database(self.admin_url, self.registry_url)
         except Exception as exc:
             log_event(
                 log, "demo.cleanup_failed", logging.WARNING, bucket=self.bucket, error=str(exc)
             )
             return
-        log_event(log, "demo.bucket_deleted", bucket=self.bucket, objects=deleted)
+        log_event(log, "demo.run_data_deleted", bucket=self.bucket, objects=deleted)
 
 
 def _create_subscription(project: str, name: str, topic: str) -> None:

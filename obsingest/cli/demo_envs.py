@@ -122,15 +122,15 @@ class EmbeddedEnvironment:
         self.registry.close()
 
 
-def make_environment(stack: str, workdir: Path, keep_objects: bool = True) -> DemoEnvironment:
-    """``keep_objects=False``: the local stack's per-run bucket is deleted on close (benchmark
-    runs store gigabytes nobody looks at again)."""
+def make_environment(stack: str, workdir: Path, keep: bool = True) -> DemoEnvironment:
+    """``keep=False``: the local stack's per-run bucket and database are deleted on close
+    (benchmark runs store gigabytes nobody looks at again)."""
     if stack == "embedded":
         return EmbeddedEnvironment(workdir)
     if stack == "local":
         from obsingest.cli.demo_env_local import LocalStackEnvironment
 
-        return LocalStackEnvironment(workdir, keep_objects=keep_objects)
+        return LocalStackEnvironment(workdir, keep=keep)
     raise ValueError(f"unknown --stack {stack!r} (embedded, local)")
 
 
