@@ -185,7 +185,12 @@ def format_cpu(result: dict[str, Any]) -> str:
     rows = [r for r in result["rows"] if r["ccds"] == top and r.get("cpu", {}).get("per_exposure")]
     if not rows:
         return "(no CPU figures)"
-    roles = list(dict.fromkeys(role for r in rows for role in r["cpu"]["per_exposure"]))
+    widest = max(rows, key=lambda r: len(r["cpu"]["per_exposure"]))  # its order, then the rest
+    roles = list(
+        dict.fromkeys(
+            [*widest["cpu"]["per_exposure"], *(k for r in rows for k in r["cpu"]["per_exposure"])]
+        )
+    )
     lines = [
         "| role | " + " | ".join(f"{r['path']} CPU s / exposure" for r in rows) + " |",
         "| --- |" + " ---: |" * len(rows),

@@ -8,7 +8,7 @@ Against Pub/Sub a pull long-polls: it returns as soon as a message arrives. The 
 (pstest's) long poll instead sleeps a fixed 500 ms when the subscription is empty, so every hop
 would add up to half a second to a CCD's 5 s budget. With ``PUBSUB_EMULATOR_HOST`` set (the
 client's own switch to the emulator) the source therefore polls with ``return_immediately``:
-every 20 ms while messages flow, backing off to every 200 ms when idle (the client warns that
+every 20 ms while messages flow, backing off to every 400 ms when idle (the client warns that
 the flag is deprecated, as it is for Pub/Sub itself; Python hides DeprecationWarnings outside
 ``__main__`` and pyproject's pytest settings filter it). Polling every 50 ms
 throughout was measured to cost ~1 CPU s per 17 s exposure (emulator and client) on two cores;
@@ -49,7 +49,7 @@ def _publish_time(message: Any) -> datetime | None:
 #: Poll period against the emulator (see the module docstring): right after a message, and
 #: the most it backs off to (doubling per empty poll).
 EMULATOR_POLL_SECONDS = 0.02
-EMULATOR_POLL_MAX_SECONDS = 0.2
+EMULATOR_POLL_MAX_SECONDS = 0.4
 
 
 class PubSubPullSource:
