@@ -147,6 +147,7 @@ def _chunked(
 ) -> dict[str, Any]:
     """Run the assembler process once, send ``repeats`` batches, measure each batch; call
     ``after_batch(total bytes)`` after each (the paired reference run)."""
+    from obsingest.cli.assembler import command
     from obsingest.dataid import DataId
     from producers.kafka import KafkaChunkSender, KafkaProducerSettings
 
@@ -154,22 +155,7 @@ def _chunked(
     _create_topic(bootstrap, topic, PARTITIONS)
     store = work / f"store-{chunk_size}"
     log = work / f"assembler-{chunk_size}.log"
-    argv = [
-        sys.executable,
-        "-m",
-        "obsingest",
-        "assembler",
-        "--bootstrap-servers",
-        bootstrap,
-        "--topic",
-        topic,
-        "--dlq-topic",
-        f"{topic}-dlq",
-        "--group",
-        f"{topic}-group",
-        "--store",
-        f"file://{store}",
-    ]
+    argv = command(bootstrap, topic, f"{topic}-dlq", f"{topic}-group", f"file://{store}")
     settings = KafkaProducerSettings(bootstrap_servers=bootstrap, chunk_size=chunk_size)
     sender = KafkaChunkSender(settings, topic, producer_name="bench-edge")
     batches = []

@@ -9,8 +9,21 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 import threading
 from typing import Any
+
+
+def command(bootstrap: str, topic: str, dlq_topic: str, group: str, store_url: str) -> list[str]:
+    """The argv that runs one assembler as its own process (demo, harness, tests, benchmarks)."""
+    return [
+        sys.executable, "-m", "obsingest", "assembler",
+        "--bootstrap-servers", bootstrap,
+        "--topic", topic,
+        "--dlq-topic", dlq_topic,
+        "--group", group,
+        "--store", store_url,
+    ]  # fmt: skip
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -180,20 +180,14 @@ def prepare_destination(destination: str) -> None:
         if client.lookup_bucket(dest.target) is None:
             client.create_bucket(dest.target)
     elif dest.scheme == "kafka":
-        from confluent_kafka.admin import AdminClient, NewTopic
+        from confluent_kafka.admin import AdminClient
 
-        from obsingest.cli.demo_transport_kafka import MAX_RECORD_BYTES, PARTITIONS
+        from obsingest.cli.demo_transport_kafka import PARTITIONS, create_chunk_topics
 
         bootstrap = dest.sender_url[len("kafka://") :].rsplit("/", 1)[0]
         admin = AdminClient({"bootstrap.servers": bootstrap})
         if dest.target not in admin.list_topics(timeout=10).topics:
-            futures = admin.create_topics(
-                [NewTopic(dest.target, num_partitions=PARTITIONS, replication_factor=1,
-                          config={"max.message.bytes": str(MAX_RECORD_BYTES)})],
-                operation_timeout=30,
-            )  # fmt: skip
-            for future in futures.values():
-                future.result(timeout=30)
+            create_chunk_topics(bootstrap, {dest.target: PARTITIONS})
 
 
 def stack_service_pids(destination: str, stack: str | None) -> dict[str, list[int]]:

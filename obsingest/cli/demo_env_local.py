@@ -64,28 +64,30 @@ def use_stack_environment(services: tuple[str, ...] = STACK_SERVICES) -> dict[st
     return {key: os.environ[key] for key in env}
 
 
-def create_database(admin_url: str, prefix: str) -> str:
-    """CREATE DATABASE <prefix>_<hex> on the server of ``admin_url``; its SQLAlchemy URL."""
+def _admin(admin_url: str, sql: str) -> None:
+    """Run ``sql`` outside a transaction on the server of ``admin_url`` (CREATE/DROP DATABASE)."""
     import psycopg
     from sqlalchemy.engine import make_url
 
+    conninfo = make_url(admin_url).set(drivername="postgresql")
+    with psycopg.connect(conninfo.render_as_string(hide_password=False), autocommit=True) as conn:
+        conn.execute(sql)
+
+
+def create_database(admin_url: str, prefix: str) -> str:
+    """CREATE DATABASE <prefix>_<hex> on the server of ``admin_url``; its SQLAlchemy URL."""
+    from sqlalchemy.engine import make_url
+
     name = f"{prefix}_{uuid.uuid4().hex[:10]}"
-    url = make_url(admin_url)
-    conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return url.set(database=name).render_as_string(hide_password=False)
+    _admin(admin_url, f'CREATE DATABASE "{name}"')
+    return make_url(admin_url).set(database=name).render_as_string(hide_password=False)
 
 
 def drop_database(admin_url: str, url: str) -> None:
     """DROP DATABASE of ``url`` (made by ``create_database``) on the server of ``admin_url``."""
-    import psycopg
     from sqlalchemy.engine import make_url
 
-    name = make_url(url).database
-    conninfo = make_url(admin_url).set(drivername="postgresql")
-    with psycopg.connect(conninfo.render_as_string(hide_password=False), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    _admin(admin_url, f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)')
 
 
 def gcs_notification_message(obj: StoredObject) -> tuple[bytes, dict[str, str]]:

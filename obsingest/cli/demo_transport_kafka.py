@@ -12,7 +12,6 @@ import logging
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -62,6 +61,21 @@ def require_kafka(bootstrap: str, timeout: float = 5.0) -> None:
         raise KafkaNotRunning(f"Kafka at {bootstrap} lists no broker; run `obsingest stack up`")
 
 
+def create_chunk_topics(bootstrap: str, partitions: dict[str, int]) -> None:
+    """Create topics (name -> partitions) that take whole chunk records."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    config = {"max.message.bytes": str(MAX_RECORD_BYTES)}
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=n, replication_factor=1, config=config)
+         for name, n in partitions.items()],
+        operation_timeout=30,
+    )  # fmt: skip
+    for future in futures.values():
+        future.result(timeout=30)
+
+
 class KafkaTransport:
     """``DemoTransport`` over Kafka: sender URL, assembler lifecycle, wait-until-stored.
 
@@ -84,30 +98,13 @@ class KafkaTransport:
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        from confluent_kafka.admin import AdminClient, NewTopic
+        from obsingest.cli.assembler import command
 
         require_kafka(self.bootstrap)
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        config = {"max.message.bytes": str(MAX_RECORD_BYTES)}
-        futures = admin.create_topics(
-            [
-                NewTopic(
-                    self.topic, num_partitions=PARTITIONS, replication_factor=1, config=config
-                ),
-                NewTopic(self.dlq_topic, num_partitions=1, replication_factor=1, config=config),
-            ],
-            operation_timeout=30,
+        create_chunk_topics(self.bootstrap, {self.topic: PARTITIONS, self.dlq_topic: 1})
+        argv = command(
+            self.bootstrap, self.topic, self.dlq_topic, self.group_id, self.env.store_url
         )
-        for future in futures.values():
-            future.result(timeout=30)
-        argv = [
-            sys.executable, "-m", "obsingest", "assembler",
-            "--bootstrap-servers", self.bootstrap,
-            "--topic", self.topic,
-            "--dlq-topic", self.dlq_topic,
-            "--group", self.group_id,
-            "--store", self.env.store_url,
-        ]  # fmt: skip
         env = {
             **os.environ,
             "OBSINGEST_ASSEMBLER_PREFIX": self.env.store_settings.prefix,

@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ import pytest
 from functions.assembler.service import AssemblerService, group_lag
 from functions.assembler.settings import AssemblerSettings
 from obsingest.checksums import checksum_str
+from obsingest.cli.assembler import command
 from obsingest.dataid import DataId
 from obsingest.errors import ObjectMissing
 from obsingest.messages import CcdChunk
@@ -135,22 +135,13 @@ class Deployment:
                 raise failures[0]
 
     def subprocess_assembler(self, log_path: Path) -> subprocess.Popen:
-        argv = [
-            sys.executable,
-            "-m",
-            "obsingest",
-            "assembler",
-            "--bootstrap-servers",
+        argv = command(
             self.kafka.bootstrap_servers,
-            "--topic",
             self.topic,
-            "--dlq-topic",
             self.dlq,
-            "--group",
             self.group,
-            "--store",
             f"file://{self.store_dir}",
-        ]
+        )
         with open(log_path, "ab") as log:
             return subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
 
