@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from obsingest.bus.base import Publisher
-from obsingest.checksums import checksum_from_crc32c_b64, checksum_str, crc32c_b64
+from obsingest.checksums import checksum_from_crc32c_b64, crc32c_b64
 from obsingest.dataid import DataId, parse_object_name
 from obsingest.errors import (
     ChecksumMismatch,
@@ -93,7 +93,7 @@ class RegisterService:
                 f"object {obj.name!r}: stored bytes ({len(data)} B, crc32c {actual_crc}) differ "
                 f"from the event ({obj.size} B, crc32c {obj.crc32c}); replaced or corrupted"
             )
-        checksum = checksum_str(data)
+        checksum = checksum_from_crc32c_b64(actual_crc)  # the same CRC, not a second pass
         claimed = obj.metadata.get(MetadataKeys.CHECKSUM)
         if claimed and claimed != checksum:
             raise ChecksumMismatch(
