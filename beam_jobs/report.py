@@ -21,7 +21,7 @@ import numpy as np
 
 from beam_jobs.core import Arrival, as_arrival, dedupe
 from beam_jobs.sinks import read_summaries
-from obsingest import codec
+from obsingest import avro
 from obsingest.messages import ArrivalEvent, ExposureSummary
 
 _COLUMNS = (
@@ -287,7 +287,7 @@ def load_arrivals(paths: Sequence[str]) -> list[ArrivalEvent]:
     return [
         ArrivalEvent.from_record(r)
         for path in expand(paths)
-        for r in codec.read_container(Path(path), ArrivalEvent.SCHEMA)
+        for r in avro.read_container(Path(path), ArrivalEvent.SCHEMA)
     ]
 
 

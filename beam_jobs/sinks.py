@@ -16,7 +16,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 import schemas
-from obsingest import codec
+from obsingest import avro
 from obsingest.messages import ExposureSummary
 
 #: BigQuery table schema for ExposureSummary (the BigQuery option; documented, not run here).
@@ -138,7 +138,7 @@ def read_summaries(path: str) -> list[ExposureSummary]:
     """Summaries from a JSON-lines or Avro file (local or any Beam filesystem, e.g. gs://)."""
     with FileSystems.open(path) as fh:
         if is_avro(path):
-            records = codec.read_container(fh, ExposureSummary.SCHEMA)
+            records = avro.read_container(fh, ExposureSummary.SCHEMA)
             return [ExposureSummary.from_record(r) for r in records]
         text = fh.read().decode("utf-8")
     return [ExposureSummary.from_json_dict(json.loads(line)) for line in text.splitlines() if line]

@@ -28,7 +28,7 @@ from apache_beam.testing.test_stream import TestStream
 from beam_jobs.core import Arrival
 from beam_jobs.summarize import run_batch
 from beam_jobs.transforms import SUMMARIES, ExposureSummaries, SummaryConfig, with_event_time
-from obsingest import codec
+from obsingest import avro
 from obsingest.dataid import DataId, dataset_id
 from obsingest.messages import ExposureManifest
 
@@ -81,12 +81,12 @@ def _events(exposures: int) -> tuple[list[ExposureManifest], list[dict[str, Any]
 
 def _write_inputs(workdir: Path) -> tuple[list[str], list[str], int]:
     manifests, records = _events(EXPOSURES)
-    codec.write_container(
+    avro.write_container(
         workdir / "manifests.avro", "ExposureManifest", [m.to_record() for m in manifests]
     )
     shards = 4
     for i in range(shards):
-        codec.write_container(workdir / f"arrivals-{i}.avro", "ArrivalEvent", records[i::shards])
+        avro.write_container(workdir / f"arrivals-{i}.avro", "ArrivalEvent", records[i::shards])
     return [str(workdir / "arrivals-*.avro")], [str(workdir / "manifests.avro")], len(records)
 
 

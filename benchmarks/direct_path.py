@@ -39,7 +39,7 @@ STAGES = ("compress", "store", "register", "publish", "receive", "total")
 
 def ensure_stack() -> dict[str, str]:
     """Start Pub/Sub, GCS and PostgreSQL if needed; export their endpoints."""
-    from obsingest.stack import Stack
+    from infra.local.stack import Stack
 
     stack = Stack(only=["pubsub", "gcs", "postgres"])
     stack.up()
@@ -82,8 +82,8 @@ class DirectPath:
     """One isolated deployment of the path on the stack: own project, bucket and database."""
 
     def __init__(self, admin_url: str) -> None:
+        from infra.local.provision import create_database
         from obsingest.bus.pubsub import PubSubPublisher
-        from obsingest.cli.demo_env_local import create_database
         from obsingest.registry import Registry
         from obsingest.settings import BusSettings, RegistrySettings
         from obsingest.store.gcs import GcsSettings, GcsStore
@@ -113,19 +113,20 @@ class DirectPath:
     def start(self) -> None:
         from functions.register import main as register_function
         from functions.register import wiring
-        from functions.register.service import RegisterService
-        from obsingest.cli.arrivals import ensure_subscription
-        from obsingest.cli.relay import build_relay
-        from obsingest.cli.setup import setup
-        from obsingest.relay import InProcessTarget, RelaySettings
-        from obsingest.relay.pubsub import SubscriberThread
+        from infra.local.provision import setup, subscribe
+        from infra.local.relay import InProcessTarget, RelaySettings
+        from infra.local.relay.wiring import build_relay
+        from obsingest.bus.pull import SubscriberThread
+        from obsingest.settings import StoreSettings
 
         setup(self.bucket, self.bus, storage_client=self.store.client)
-        ensure_subscription(self.project, self.bus.arrivals_topic, "bench-arrivals")
+        subscribe(self.project, self.bus.arrivals_topic, "bench-arrivals")
         self.subscriber = SubscriberThread(self.project, "bench-arrivals", self._on_arrival)
         self.subscriber.start()
         wiring.configure(
-            RegisterService(self.store, self.registry, self.publisher, self.bus.arrivals_topic)
+            wiring.build_service(
+                self.store, self.registry, self.publisher, StoreSettings(), self.bus
+            )
         )
         self.relay = build_relay(
             RelaySettings(min_backoff=0.0, max_backoff=2.0, concurrency=4),

@@ -91,7 +91,7 @@ def _ccds() -> list[bytes]:
 
 
 def _bootstrap() -> str:
-    from obsingest.stack import Stack, load_settings
+    from infra.local.stack import Stack, load_settings
 
     settings = load_settings()
     stack = Stack(settings, only=["kafka"])
@@ -100,12 +100,9 @@ def _bootstrap() -> str:
 
 
 def _create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from infra.local.provision import create_chunk_topics
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    cfg = {"max.message.bytes": str(MAX_RECORD)}
-    fut = admin.create_topics([NewTopic(name, partitions, 1, config=cfg)], operation_timeout=30)
-    fut[name].result(30)
+    create_chunk_topics(bootstrap, {name: partitions})
 
 
 def _delete_topics(bootstrap: str, names: list[str]) -> None:
@@ -147,7 +144,7 @@ def _chunked(
 ) -> dict[str, Any]:
     """Run the assembler process once, send ``repeats`` batches, measure each batch; call
     ``after_batch(total bytes)`` after each (the paired reference run)."""
-    from obsingest.cli.assembler import command
+    from functions.assembler.main import command
     from obsingest.dataid import DataId
     from producers.kafka import KafkaChunkSender, KafkaProducerSettings
 
@@ -233,7 +230,7 @@ def _pct(values: list[float], q: float) -> float:
 def _producer_performance(bootstrap: str, record_size: int, total_bytes: int) -> float:
     """One run of Kafka's own producer benchmark, same record size, same volume, acks=all;
     its steady-state MB/s."""
-    from obsingest.stack import load_settings
+    from infra.local.stack import load_settings
 
     settings = load_settings()
     java = settings.java_bin() or "java"

@@ -39,7 +39,7 @@ DAY_OBS = 20261122
 
 def ensure_stack() -> str:
     """The stack's PostgreSQL admin URL, starting the services if needed."""
-    from obsingest.stack import Stack
+    from infra.local.stack import Stack
 
     stack = Stack(only=["postgres"])
     stack.up()
@@ -50,8 +50,8 @@ def prepare_store(root: Path, exposure: int, count: int) -> tuple[Any, list[Any]
     """``count`` small CCDs of one exposure in a local store; their finalize events."""
     from obsingest.dataid import DataId
     from obsingest.messages import utcnow
-    from obsingest.notifications import GCS_NOTIFICATION_FINALIZE, ObjectEvent
     from obsingest.store.local import LocalDirStore
+    from obsingest.store.notifications import GCS_NOTIFICATION_FINALIZE, ObjectEvent
     from producers.compress import compress_fits
     from producers.daq.simulator import CcdSpec, generate_raw_ccd
     from producers.uploader import DirectUploader
@@ -124,7 +124,7 @@ def _expect(value: str, expected: str) -> None:
 
 
 def run(repeats: int = 3, ccds: int = 189) -> dict[str, Any]:
-    from obsingest.cli.demo_env_local import create_database, drop_database
+    from infra.local.provision import create_database, drop_database
     from obsingest.dataid import make_exposure_id
     from obsingest.registry import Registry
     from obsingest.settings import RegistrySettings

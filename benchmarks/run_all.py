@@ -61,7 +61,7 @@ def discover() -> list[str]:
 
 def ensure_stack() -> dict[str, Any]:
     """``obsingest stack up`` (idempotent); export its endpoints for the benchmarks."""
-    from obsingest.stack import Stack
+    from infra.local.stack import Stack
 
     stack = Stack()
     outcome = stack.up()
@@ -155,7 +155,7 @@ def machine() -> dict[str, Any]:
 
 
 def versions() -> dict[str, str]:
-    from obsingest.stack.settings import FAKE_GCS_SERVER_VERSION, KAFKA_VERSION, PSTEST_VERSION
+    from infra.local.stack.settings import FAKE_GCS_SERVER_VERSION, KAFKA_VERSION, PSTEST_VERSION
 
     out = {"python": platform.python_version()}
     for name in PACKAGES:

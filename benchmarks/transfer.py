@@ -61,7 +61,7 @@ def run_one(path: str, ccds: int, numexp: int, ccd_size: str, timeout: float) ->
     with tempfile.TemporaryDirectory(prefix="bench-transfer-") as tmp:
         out = Path(tmp) / "result.json"
         cmd = [
-            sys.executable, "-m", "obsingest", "bench", "transfer",
+            sys.executable, "-m", "obsingest_cli", "bench", "transfer",
             "--destination", destination, "--ccds", str(ccds), "--numexp", str(numexp),
             "--interval", str(interval), "--compress", "--end-to-end",
             "--ccd-size", ccd_size, "--run-dir", str(RUN_DIR), "--json", str(out),

@@ -1,16 +1,27 @@
 """Structured logging: one JSON object per line, one event per line.
 
-Every log call names an ``event`` and, where there is one, the data id, so an operator can grep a
-night's logs for one CCD across every process that touched it.
+Every log call names an ``event``. The data id (and object name) of the CCD being handled is set
+once, with ``logging_context``, around the work on that CCD, and stamped on every line logged
+inside it, so an operator can grep a night's logs for one CCD across every process that touched
+it without each call passing the data id along.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
+
+#: Fields stamped on every line logged in the current context (thread / task).
+#: Never mutated in place: ``logging_context`` sets a new dict and resets the old one.
+_CONTEXT: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "obsingest_log_context", default=None
+)
 
 _RESERVED = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 
@@ -25,6 +36,7 @@ class JsonLineFormatter(logging.Formatter):
             "logger": record.name,
             "event": record.getMessage(),
         }
+        payload.update(_CONTEXT.get() or {})
         for key, value in record.__dict__.items():
             if key not in _RESERVED and not key.startswith("_"):
                 payload[key] = value
@@ -49,3 +61,23 @@ def get_logger(name: str) -> logging.Logger:
 def log_event(logger: logging.Logger, event: str, level: int = logging.INFO, **fields: Any) -> None:
     """Log ``event`` with structured ``fields`` (data id parts, sizes, durations, reasons)."""
     logger.log(level, event, extra=fields)
+
+
+@contextmanager
+def logging_context(**fields: Any) -> Iterator[None]:
+    """Stamp ``fields`` (e.g. ``data_id=``, ``object=``) on every log line inside the block.
+
+    Nested contexts add to the outer one; fields given to a log call itself win. None values are
+    left out. The context is per thread (``contextvars``), so concurrent CCDs never mix.
+    """
+    merged = {**(_CONTEXT.get() or {}), **{k: v for k, v in fields.items() if v is not None}}
+    token = _CONTEXT.set(merged)
+    try:
+        yield
+    finally:
+        _CONTEXT.reset(token)
+
+
+def current_context() -> dict[str, Any]:
+    """The fields the current logging context stamps (a copy)."""
+    return dict(_CONTEXT.get() or {})

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Self
 
-from obsingest import codec
+from obsingest import avro
 from obsingest.dataid import DataId
 
 
@@ -38,11 +38,11 @@ class _Message:
         return cls(**{k: v for k, v in record.items() if k in names})
 
     def encode(self) -> bytes:
-        return codec.encode(self.SCHEMA, self.to_record())
+        return avro.encode(self.SCHEMA, self.to_record())
 
     @classmethod
     def decode(cls, message: bytes) -> Self:
-        _, record = codec.decode(message, expect=cls.SCHEMA)
+        _, record = avro.decode(message, expect=cls.SCHEMA)
         return cls.from_record(record)
 
 

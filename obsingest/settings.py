@@ -7,8 +7,10 @@ without code.
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from obsingest import defaults
 
 
 class RegistrySettings(BaseSettings):
@@ -16,7 +18,7 @@ class RegistrySettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="OBSINGEST_REGISTRY_", extra="ignore")
 
-    url: str = "sqlite:///registry.sqlite3"
+    url: str = defaults.REGISTRY_URL
     #: One pool per process, bounded, so thousands of invocations cannot exhaust max_connections.
     pool_size: int = Field(default=4, ge=1)
     max_overflow: int = Field(default=0, ge=0)
@@ -26,8 +28,8 @@ class RegistrySettings(BaseSettings):
     retry_base_delay: float = Field(default=0.05, gt=0)
     #: Give up retrying after this long (seconds): past it, redelivery is the better retry.
     retry_deadline: float = Field(default=10.0, gt=0)
-    run: str = "{instrument}/raw/all"
-    dataset_type: str = "raw"
+    run: str = defaults.RUN_TEMPLATE
+    dataset_type: str = defaults.RAW_DATASET_TYPE
 
 
 class StoreSettings(BaseSettings):
@@ -35,29 +37,39 @@ class StoreSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="OBSINGEST_STORE_", extra="ignore")
 
-    url: str = "file://./store"
-    prefix: str = "raw/"
-    quarantine_prefix: str = "quarantine/"
+    url: str = defaults.STORE_URL
+    prefix: str = defaults.RAW_PREFIX
+    quarantine_prefix: str = defaults.QUARANTINE_PREFIX
 
 
 class BusSettings(BaseSettings):
     """Topic names shared by producers, functions and jobs."""
 
-    model_config = SettingsConfigDict(env_prefix="OBSINGEST_BUS_", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="OBSINGEST_BUS_", extra="ignore", populate_by_name=True
+    )
 
     #: Where ArrivalEvents go: "memory" (in-process), "pubsub", "kafka", or "pubsub,kafka".
     backend: str = "memory"
-    pubsub_project: str = "obsingest-local"
-    kafka_bootstrap_servers: str = "127.0.0.1:9092"
+    pubsub_project: str = defaults.LOCAL_PROJECT
+    #: The conventional KAFKA_BOOTSTRAP_SERVERS (what `obsingest stack env` exports) is honoured,
+    #: so the arrivals publisher talks to the same broker as everything else.
+    kafka_bootstrap_servers: str = Field(
+        default=defaults.KAFKA_BOOTSTRAP,
+        validation_alias=AliasChoices(
+            "OBSINGEST_BUS_KAFKA_BOOTSTRAP_SERVERS",
+            "KAFKA_BOOTSTRAP_SERVERS",
+        ),
+    )
 
-    exposures_topic: str = "exposures"
-    chunks_topic: str = "ccd-chunks"
-    chunks_dlq_topic: str = "ccd-chunks-dlq"
-    objects_topic: str = "ccd-objects"
-    objects_dlq_topic: str = "ccd-objects-dlq"
-    arrivals_topic: str = "ccd-arrivals"
-    summaries_topic: str = "exposure-summaries"
-    alerts_topic: str = "budget-alerts"
+    exposures_topic: str = defaults.EXPOSURES_TOPIC
+    chunks_topic: str = defaults.CHUNKS_TOPIC
+    chunks_dlq_topic: str = defaults.CHUNKS_DLQ_TOPIC
+    objects_topic: str = defaults.OBJECTS_TOPIC
+    objects_dlq_topic: str = defaults.OBJECTS_DLQ_TOPIC
+    arrivals_topic: str = defaults.ARRIVALS_TOPIC
+    summaries_topic: str = defaults.SUMMARIES_TOPIC
+    alerts_topic: str = defaults.ALERTS_TOPIC
 
 
 class PipelineSettings(BaseSettings):
@@ -65,7 +77,7 @@ class PipelineSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="OBSINGEST_", extra="ignore")
 
-    budget_seconds: float = Field(default=5.0, gt=0)
+    budget_seconds: float = Field(default=defaults.BUDGET_SECONDS, gt=0)
     log_level: str = "INFO"
 
 

@@ -12,12 +12,13 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 
+from obsingest import defaults
 from obsingest.checksums import checksum_str
 from obsingest.dataid import DataId
 from obsingest.errors import ChecksumConflict
 from obsingest.logs import get_logger, log_event
-from obsingest.notifications import MetadataKeys, object_metadata, parked_copy
 from obsingest.store.base import ObjectConflict, ObjectStore, StoredObject
+from obsingest.store.notifications import MetadataKeys, object_metadata, parked_copy
 
 log = get_logger("obsingest.producer.upload")
 
@@ -36,8 +37,8 @@ class UploadResult:
 @dataclass
 class DirectUploader:
     store: ObjectStore
-    prefix: str = "raw/"
-    quarantine_prefix: str = "quarantine/"
+    prefix: str = defaults.RAW_PREFIX
+    quarantine_prefix: str = defaults.QUARANTINE_PREFIX
     producer: str = "edge"
     transport: str = "direct"
 

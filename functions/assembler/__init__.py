@@ -1,35 +1,9 @@
 """The Kafka chunk assembler: CcdChunk records -> verified files in the object store.
 
 ``reassembly`` is the pure state machine (testable without Kafka); ``service`` is the consumer
-group member that drives it; ``obsingest assembler`` runs one instance.
+group member that drives it, with its Kafka client configuration (``kafka_clients``), dead-letter
+policy (``dlq``) and re-read of files dropped for memory (``recovery``) in modules of their own;
+``main`` is the process entry point (``python -m functions.assembler``, ``obsingest assembler``).
+
+Nothing is imported here: ``main`` must load without Kafka or Avro so ``--help`` stays instant.
 """
-
-from functions.assembler.reassembly import (
-    ChunkPoison,
-    Completed,
-    Ignored,
-    Incomplete,
-    Poison,
-    PoisonReason,
-    Reassembler,
-    Recover,
-    Verdict,
-    decode_chunk,
-    validate_chunk,
-)
-from functions.assembler.settings import AssemblerSettings
-
-__all__ = [
-    "AssemblerSettings",
-    "ChunkPoison",
-    "Completed",
-    "Ignored",
-    "Incomplete",
-    "Poison",
-    "PoisonReason",
-    "Reassembler",
-    "Recover",
-    "Verdict",
-    "decode_chunk",
-    "validate_chunk",
-]

@@ -438,12 +438,12 @@ class Reassembler:
 # -- record validation (pure functions) -------------------------------------------------------
 def decode_chunk(value: bytes | None) -> CcdChunk:
     """Decode one record; ChunkPoison(undecodable | wrong-schema) if it is not a CcdChunk."""
-    from obsingest import codec
+    from obsingest import avro
 
     if not value:
         raise ChunkPoison(PoisonReason.UNDECODABLE, "empty record")
     try:
-        writer = codec.writer_schema(value)
+        writer = avro.writer_schema(value)
     except BadMessage as exc:
         raise ChunkPoison(PoisonReason.UNDECODABLE, str(exc)) from None
     if writer.name != CcdChunk.SCHEMA:

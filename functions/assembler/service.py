@@ -16,37 +16,35 @@ synchronously, before the partitions move; the new owner resumes from those offs
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from functions.assembler.dlq import DeadLetterFailed, DeadLetters, incomplete_fields
+from functions.assembler.kafka_clients import consumer_config, group_lag
 from functions.assembler.reassembly import (
-    ChunkPoison,
     Completed,
     Ignored,
     Incomplete,
     Poison,
-    PoisonReason,
     Reassembler,
     Recover,
     Verdict,
-    decode_chunk,
 )
+from functions.assembler.recovery import RecoveryFailed, reread
 from functions.assembler.settings import AssemblerSettings
 from obsingest.errors import ObsIngestError, PermanentError, RetriableError
-from obsingest.logs import get_logger, log_event
+from obsingest.logs import get_logger, log_event, logging_context
 from obsingest.messages import utcnow
-from obsingest.notifications import object_metadata, parked_copy
 from obsingest.store.base import ObjectConflict, ObjectStore, PutResult
+from obsingest.store.notifications import object_metadata, parked_copy
 
 if TYPE_CHECKING:
-    from confluent_kafka import Consumer, Message, Producer, TopicPartition
+    from confluent_kafka import Consumer, Message, TopicPartition
 
 log = get_logger("obsingest.assembler")
 
@@ -66,54 +64,10 @@ class StoreUnavailable(RetriableError):
     reason = "store-unavailable"
 
 
-class DeadLetterFailed(RetriableError):
-    """A DLQ record was not acknowledged: offsets past it must not be committed."""
-
-    reason = "dlq-failed"
-
-
-class RecoveryFailed(RetriableError):
-    """Re-reading a file dropped from memory did not yield it; a restart re-reads it."""
-
-    reason = "recovery-failed"
-
-
 class ConsumerFailed(PermanentError):
     """librdkafka reported a fatal consumer error."""
 
     reason = "consumer-fatal"
-
-
-def consumer_config(settings: AssemblerSettings, group_id: str | None = None) -> dict[str, Any]:
-    """librdkafka consumer settings (reasons in functions/assembler/README.md)."""
-    return {
-        "bootstrap.servers": settings.bootstrap_servers,
-        "group.id": group_id or settings.group_id,
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "auto.offset.reset": "earliest",
-        "isolation.level": "read_committed",
-        "partition.assignment.strategy": "cooperative-sticky",
-        "session.timeout.ms": settings.session_timeout_ms,
-        "heartbeat.interval.ms": max(1000, settings.session_timeout_ms // 5),
-        "max.partition.fetch.bytes": settings.max_record_bytes,
-        "fetch.max.bytes": settings.fetch_max_bytes,
-        "receive.message.max.bytes": settings.fetch_max_bytes + 1024 * 1024,
-        "queued.max.messages.kbytes": settings.prefetch_kbytes,
-        "fetch.wait.max.ms": 50,
-        **settings.extra,
-    }
-
-
-def dlq_producer_config(settings: AssemblerSettings) -> dict[str, Any]:
-    return {
-        "bootstrap.servers": settings.bootstrap_servers,
-        "enable.idempotence": True,
-        "acks": "all",
-        "compression.type": "none",
-        "message.max.bytes": settings.max_record_bytes + 64 * 1024,
-        "linger.ms": 0,
-    }
 
 
 @dataclass
@@ -147,7 +101,7 @@ class AssemblerService:
         on_stored: StoredCallback | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        from confluent_kafka import Consumer, Producer
+        from confluent_kafka import Consumer
 
         from obsingest.settings import StoreSettings
         from obsingest.store import open_store
@@ -166,7 +120,7 @@ class AssemblerService:
             settings.memory_limit_bytes, settings.incomplete_timeout_s, clock=clock
         )
         self._consumer: Consumer = Consumer(consumer_config(settings))
-        self._dlq: Producer = Producer(dlq_producer_config(settings))
+        self.dead_letters = DeadLetters(settings)
         self._assigned: set[TP] = set()
         self._committed: dict[TP, int] = {}
         self._lock = threading.Lock()
@@ -231,7 +185,7 @@ class AssemblerService:
         finally:
             self._stores.shutdown(wait=True)
             self._consumer.close()
-            self._dlq.flush(10)
+            self.dead_letters.close()
             log_event(log, "assembler.closed", **self.stats.as_dict())
 
     # -- the loop -----------------------------------------------------------------------------
@@ -356,7 +310,8 @@ class AssemblerService:
         if isinstance(verdict, Completed):
             self._store(verdict)
         elif isinstance(verdict, Poison):
-            self._poison(verdict, msg)
+            self.stats.poison += 1
+            self.dead_letters.poison(verdict, msg.key() if msg is not None else None)
         elif isinstance(verdict, Incomplete):
             self._incomplete(verdict)
         elif isinstance(verdict, Recover):
@@ -374,6 +329,10 @@ class AssemblerService:
             )
 
     def _store(self, done: Completed) -> None:
+        with logging_context(data_id=done.data_id.key):
+            self._store_file(done)
+
+    def _store_file(self, done: Completed) -> None:
         name = done.data_id.object_name(self.settings.prefix)
         meta = object_metadata(
             done.checksum, done.readout_time, done.compressed_time, TRANSPORT, done.producer
@@ -392,12 +351,7 @@ class AssemblerService:
                 raise
             except Exception as exc:  # network, 5xx, disk: retry, then stop without committing
                 log_event(
-                    log,
-                    "assembler.store_retry",
-                    logging.WARNING,
-                    data_id=done.data_id.key,
-                    attempt=attempt,
-                    error=str(exc),
+                    log, "assembler.store_retry", logging.WARNING, attempt=attempt, error=str(exc)
                 )
                 if attempt == self.settings.store_attempts:
                     raise StoreUnavailable(f"{name}: {exc}") from exc
@@ -409,7 +363,6 @@ class AssemblerService:
         log_event(
             log,
             f"assembler.{status}",
-            data_id=done.data_id.key,
             object=result.obj.name,
             size=len(done.data),
             chunks=done.chunk_count,
@@ -432,134 +385,33 @@ class AssemblerService:
             log,
             "assembler.conflict_parked",
             logging.ERROR,
-            data_id=done.data_id.key,
             object=name,
             parked=parked,
             error=str(conflict),
         )
         return self.store.put(parked, done.data, parked_meta)
 
-    def _poison(self, p: Poison, msg: Message | None) -> None:
-        self.stats.poison += 1
-        topic, partition = p.partition
-        headers = {
-            "dlq_reason": p.reason,
-            "dlq_error": p.error,
-            "original_topic": topic,
-            "original_partition": str(partition),
-            "original_offset": str(p.offset),
-        }
-        if p.first_offset is not None:
-            headers["first_offset"] = str(p.first_offset)
-        value = p.value
-        if value is None:  # a file-level verdict: a report instead of one record
-            value = json.dumps({"data_id": p.data_id, **headers}).encode()
-        key = p.data_id.encode() if p.data_id else (msg.key() if msg is not None else None)
-        self._dead_letter(key, value, headers)
-        log_event(
-            log,
-            "assembler.poison",
-            logging.ERROR,
-            data_id=p.data_id,
-            reason=p.reason,
-            error=p.error,
-            partition=partition,
-            offset=p.offset,
-        )
-
     def _incomplete(self, inc: Incomplete) -> None:
-        topic, partition = inc.partition
-        fields = dict(
-            data_id=inc.data_id,
-            cause=inc.cause,
-            missing=inc.missing,
-            received=inc.received,
-            chunk_count=inc.chunk_count,
-            partition=partition,
-            first_offset=inc.first_offset,
-            last_offset=inc.last_offset,
-            final=inc.final,
-        )
         if not inc.final:  # dropped for memory: offsets held, recovered once all chunks passed
-            log_event(log, "assembler.evicted", logging.WARNING, **fields)
+            log_event(log, "assembler.evicted", logging.WARNING, **incomplete_fields(inc))
             return
         self.stats.incomplete += 1
-        headers = {
-            "dlq_reason": PoisonReason.INCOMPLETE,
-            "dlq_error": f"{inc.data_id}: {inc.received}/{inc.chunk_count} chunks after "
-            f"{inc.cause}; missing {inc.missing}",
-            "original_topic": topic,
-            "original_partition": str(partition),
-            "original_offset": str(inc.first_offset),
-            "first_offset": str(inc.first_offset),
-            "last_offset": str(inc.last_offset),
-            "missing_chunks": ",".join(map(str, inc.missing)),
-            "file_checksum": inc.file_checksum,
-        }
-        report = {"report": "incomplete", **fields, "file_checksum": inc.file_checksum}
-        self._dead_letter(inc.data_id.encode(), json.dumps(report).encode(), headers)
-        log_event(log, "assembler.incomplete", logging.ERROR, **fields)
-
-    def _dead_letter(self, key: bytes | None, value: bytes, headers: dict[str, str]) -> None:
-        errors: list[Any] = []
-        self._dlq.produce(
-            self.settings.dlq_topic,
-            value=value,
-            key=key,
-            headers=[(k, v.encode()) for k, v in headers.items()],
-            on_delivery=lambda err, _m: errors.append(err) if err else None,
-        )
-        if self._dlq.flush(30) or errors:
-            raise DeadLetterFailed(f"DLQ {self.settings.dlq_topic}: {errors or 'not flushed'}")
+        self.dead_letters.incomplete(inc)
 
     def _recover(self, rec: Recover) -> None:
-        """Re-read one dropped file with a private, group-less consumer and finish it."""
-        from confluent_kafka import Consumer, TopicPartition
-
-        topic, partition = rec.partition
-        cfg = consumer_config(
-            self.settings, group_id=f"{self.settings.group_id}-recovery-{uuid.uuid4().hex[:8]}"
-        )
-        cfg.pop("partition.assignment.strategy")
-        reader = Consumer(cfg)
-        fresh = Reassembler(memory_limit_bytes=1 << 62, incomplete_timeout_s=float("inf"))
-        verdicts: list[Verdict] = []
-        key = rec.data_id.encode()
-        deadline = time.monotonic() + 60
-        try:
-            reader.assign([TopicPartition(topic, partition, rec.first_offset)])
-            position = rec.first_offset
-            while position <= rec.last_offset:
-                if time.monotonic() > deadline:
-                    raise RecoveryFailed(
-                        f"{rec.data_id}: offsets {position}..{rec.last_offset} "
-                        "not re-read within 60 s"
-                    )
-                msg = reader.poll(0.5)
-                if msg is None or msg.error() is not None:
-                    continue
-                position = msg.offset() + 1
-                if msg.key() == key or _names(msg.value(), rec.data_id):
-                    verdicts += fresh.feed(msg.value(), rec.partition, msg.offset())
-        finally:
-            reader.close()
-        finished = [v for v in verdicts if isinstance(v, (Completed, Poison))]
-        if not any(isinstance(v, Completed) for v in finished) and not any(
-            isinstance(v, Poison) and v.value is None for v in finished
-        ):
-            raise RecoveryFailed(f"{rec.data_id}: re-read did not complete the file")
+        """Re-read one dropped file (``recovery``) and act on its verdicts here."""
+        finished = reread(self.settings, rec)
         self.stats.recovered += 1
         log_event(
             log,
             "assembler.recovered",
             data_id=rec.data_id,
-            partition=partition,
+            partition=rec.partition[1],
             first_offset=rec.first_offset,
             last_offset=rec.last_offset,
         )
         for verdict in finished:
-            if isinstance(verdict, Completed) or verdict.value is None:
-                self._act(verdict, None)
+            self._act(verdict, None)
 
     # -- rebalance ----------------------------------------------------------------------------
     def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -614,32 +466,11 @@ class AssemblerService:
         log_event(log, "assembler.lost", logging.WARNING, partitions=[p for _, p in revoked])
 
 
-def _names(value: bytes | None, data_id: str) -> bool:
-    """Whether a record keyed otherwise is still a chunk of ``data_id`` (the key is a
-    convention of our producers, not something correctness may depend on)."""
-    try:
-        return decode_chunk(value).data_id.key == data_id
-    except (ChunkPoison, ObsIngestError):
-        return False
-
-
-def group_lag(bootstrap_servers: str, group_id: str, topic: str, timeout: float = 10.0) -> int:
-    """Records of ``topic`` not yet committed by ``group_id`` (0: every file is stored or
-    dead-lettered, since commits never pass an unfinished file)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    probe = Consumer(
-        {"bootstrap.servers": bootstrap_servers, "group.id": group_id, "enable.auto.commit": False}
-    )
-    try:
-        meta = probe.list_topics(topic, timeout=timeout)
-        parts = [TopicPartition(topic, p) for p in meta.topics[topic].partitions]
-        committed = probe.committed(parts, timeout=timeout)
-        lag = 0
-        for tp in committed:
-            low, high = probe.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout)
-            start = tp.offset if tp.offset >= 0 else low
-            lag += max(0, high - start)
-        return lag
-    finally:
-        probe.close()
+__all__ = [
+    "AssemblerService",
+    "ConsumerFailed",
+    "DeadLetterFailed",
+    "RecoveryFailed",
+    "StoreUnavailable",
+    "group_lag",
+]

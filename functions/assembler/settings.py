@@ -5,6 +5,8 @@ from __future__ import annotations
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from obsingest import defaults
+
 DEFAULT_MAX_RECORD_BYTES = 16 * 1024 * 1024
 
 
@@ -16,18 +18,18 @@ class AssemblerSettings(BaseSettings):
     )
 
     bootstrap_servers: str = Field(
-        default="127.0.0.1:19092",
+        default=defaults.KAFKA_BOOTSTRAP,
         validation_alias=AliasChoices(
             "OBSINGEST_ASSEMBLER_BOOTSTRAP_SERVERS", "KAFKA_BOOTSTRAP_SERVERS"
         ),
     )
-    topic: str = "ccd-chunks"
-    dlq_topic: str = "ccd-chunks-dlq"
-    group_id: str = "ccd-assembler"
+    topic: str = defaults.CHUNKS_TOPIC
+    dlq_topic: str = defaults.CHUNKS_DLQ_TOPIC
+    group_id: str = defaults.ASSEMBLER_GROUP
     #: Object store the files go to: file://DIR or gs://BUCKET.
-    store_url: str = "file://./store"
-    prefix: str = "raw/"
-    quarantine_prefix: str = "quarantine/"
+    store_url: str = defaults.STORE_URL
+    prefix: str = defaults.RAW_PREFIX
+    quarantine_prefix: str = defaults.QUARANTINE_PREFIX
     #: Payload bytes held for incomplete files before the youngest are dropped from memory.
     #: Must exceed the largest file (a recovery re-reads one whole file).
     memory_limit_bytes: int = Field(default=512 * 1024 * 1024, ge=1024 * 1024)

@@ -20,9 +20,9 @@ from cloudevents.http import CloudEvent
 
 from functions.register.service import Outcome
 from functions.register.wiring import get_service
-from obsingest import notifications
 from obsingest.errors import BadMessage, RetriableError
 from obsingest.logs import get_logger, log_event
+from obsingest.store import notifications
 
 log = get_logger("obsingest.register.http")
 

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from obsingest import defaults
 from obsingest.bus.base import Publisher
 from obsingest.checksums import checksum_from_crc32c_b64, crc32c_b64
 from obsingest.dataid import DataId, parse_object_name
@@ -27,11 +28,11 @@ from obsingest.errors import (
     PermanentError,
 )
 from obsingest.fits import parse_fits
-from obsingest.logs import get_logger, log_event
+from obsingest.logs import get_logger, log_event, logging_context
 from obsingest.messages import ArrivalEvent, utcnow
-from obsingest.notifications import MetadataKeys, ObjectEvent
 from obsingest.registry import ExposureRecord, FileRecord, QuarantineEntry, Registry
 from obsingest.store.base import ObjectStore, StoredObject
+from obsingest.store.notifications import MetadataKeys, ObjectEvent
 
 log = get_logger("obsingest.register")
 
@@ -51,15 +52,19 @@ class RegisterService:
     store: ObjectStore
     registry: Registry
     publisher: Publisher
-    arrivals_topic: str = "ccd-arrivals"
-    prefix: str = "raw/"
-    quarantine_prefix: str = "quarantine/"
+    arrivals_topic: str = defaults.ARRIVALS_TOPIC
+    prefix: str = defaults.RAW_PREFIX
+    quarantine_prefix: str = defaults.QUARANTINE_PREFIX
 
     def handle(self, event: ObjectEvent) -> Outcome:
         """Handle one event. Raises only RetriableError (or unexpected errors): retry those."""
         obj = event.obj
         if not event.is_finalize:
             return Outcome("ignored", obj.name, reason=f"event type {event.event_type}")
+        with logging_context(object=obj.name, event_id=event.event_id or None):
+            return self._handle(obj)
+
+    def _handle(self, obj: StoredObject) -> Outcome:
         started = time.perf_counter()
         data_id: DataId | None = None
         try:
@@ -71,18 +76,17 @@ class RegisterService:
             if obj.name.startswith(self.quarantine_prefix):
                 return self._record_producer_quarantine(obj)
             data_id = parse_object_name(obj.name, self.prefix)
-            outcome = self._register(obj, data_id)
+            with logging_context(data_id=data_id.key):
+                outcome = self._register(obj, data_id)
+                log_event(
+                    log,
+                    "ccd." + outcome.status,
+                    dataset_id=str(outcome.arrival.dataset_id) if outcome.arrival else None,
+                    latency_s=round(outcome.arrival.latency, 6) if outcome.arrival else None,
+                    handle_ms=round((time.perf_counter() - started) * 1000, 2),
+                )
         except PermanentError as exc:
             return self._quarantine(obj, data_id, exc)
-        log_event(
-            log,
-            "ccd." + outcome.status,
-            object=obj.name,
-            data_id=data_id.key,
-            dataset_id=str(outcome.arrival.dataset_id) if outcome.arrival else None,
-            latency_s=round(outcome.arrival.latency, 6) if outcome.arrival else None,
-            handle_ms=round((time.perf_counter() - started) * 1000, 2),
-        )
         return outcome
 
     def _register(self, obj: StoredObject, data_id: DataId) -> Outcome:
@@ -205,15 +209,8 @@ class RegisterService:
                 size=obj.size,
             )
         )
-        log_event(
-            log,
-            "ccd.quarantined",
-            logging.WARNING,
-            object=obj.name,
-            data_id=data_id.key if data_id else None,
-            reason=reason,
-            error=message,
-        )
+        with logging_context(data_id=data_id.key if data_id else None):
+            log_event(log, "ccd.quarantined", logging.WARNING, reason=reason, error=message)
         return Outcome("quarantined", obj.name, data_id, reason=reason, message=message)
 
     def quarantine_message(self, source: str, exc: PermanentError) -> Outcome:

@@ -10,22 +10,42 @@ from __future__ import annotations
 import threading
 
 from functions.register.service import RegisterService
+from obsingest.bus.base import Publisher
 from obsingest.bus.factory import open_publisher
 from obsingest.registry import Registry
 from obsingest.settings import BusSettings, RegistrySettings, StoreSettings
-from obsingest.store import open_store
+from obsingest.store import ObjectStore, open_store
 
 
-def service_from_settings() -> RegisterService:
-    store_settings = StoreSettings()
-    bus = BusSettings()
+def build_service(
+    store: ObjectStore,
+    registry: Registry,
+    publisher: Publisher,
+    store_settings: StoreSettings,
+    bus: BusSettings,
+) -> RegisterService:
+    """The register service on given adapters: topic and prefixes come from the settings, so
+    every deployment (function, demo, tests) agrees on them."""
     return RegisterService(
-        store=open_store(store_settings),
-        registry=Registry.open(RegistrySettings()),
-        publisher=open_publisher(bus),
+        store=store,
+        registry=registry,
+        publisher=publisher,
         arrivals_topic=bus.arrivals_topic,
         prefix=store_settings.prefix,
         quarantine_prefix=store_settings.quarantine_prefix,
+    )
+
+
+def service_from_settings() -> RegisterService:
+    """Adapters picked from settings (``OBSINGEST_STORE_*``, ``_REGISTRY_*``, ``_BUS_*``)."""
+    store_settings = StoreSettings()
+    bus = BusSettings()
+    return build_service(
+        open_store(store_settings),
+        Registry.open(RegistrySettings()),
+        open_publisher(bus),
+        store_settings,
+        bus,
     )
 
 

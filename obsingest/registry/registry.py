@@ -323,6 +323,14 @@ class Registry:
         with self.engine.connect() as conn:
             return [_jsonable(dict(row)) for row in conn.execute(query).mappings()]
 
+    def exposure(self, instrument: str, exposure: int) -> dict[str, Any] | None:
+        """The exposure dimension record, or None when nothing of it is registered."""
+        e = tables.exposure
+        query = select(e).where(e.c.instrument == instrument, e.c.id == exposure)
+        with self.engine.connect() as conn:
+            row = conn.execute(query).mappings().first()
+        return _jsonable(dict(row)) if row is not None else None
+
     def quarantined(self) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
             rows = conn.execute(

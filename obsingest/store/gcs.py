@@ -26,6 +26,7 @@ from google.api_core import exceptions as api_exceptions
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from obsingest import defaults
 from obsingest.checksums import crc32c_b64
 from obsingest.errors import ObjectMissing, PermanentError, RetriableError
 from obsingest.logs import get_logger, log_event
@@ -45,7 +46,7 @@ class GcsSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="OBSINGEST_GCS_", extra="ignore")
 
     #: Project for the client; with an emulator any name works.
-    project: str = "obsingest-local"
+    project: str = defaults.LOCAL_PROJECT
     #: Total time one store call may take, retries included: the per-CCD budget.
     deadline_seconds: float = Field(default=5.0, gt=0)
     #: Upper bound of a single HTTP request (also bounded by what is left of the deadline).

@@ -26,8 +26,8 @@ from pathlib import Path
 from obsingest.checksums import crc32c_b64
 from obsingest.errors import BadObjectName, ObjectMissing
 from obsingest.fileio import write_atomic
-from obsingest.notifications import storage_cloudevent
 from obsingest.store.base import ObjectConflict, PutResult, StoredObject
+from obsingest.store.notifications import storage_cloudevent
 
 META_DIR = ".meta"
 OUTBOX_DIR = ".notifications"

@@ -4,15 +4,7 @@
 calls; the assembler service in ``functions/assembler`` rebuilds the files at the facility.
 """
 
-from producers.kafka.chunker import (
-    ChunkSizeError,
-    chunk_count,
-    default_chunk_size,
-    encode_chunk,
-    iter_chunks,
-    resolve_chunk_size,
-)
-from producers.kafka.sender import (
+from producers.kafka.chunk_sender import (
     ChunkDeliveryFailed,
     ChunkRejected,
     KafkaChunkSender,
@@ -22,6 +14,14 @@ from producers.kafka.sender import (
     parse_kafka_url,
     producer_config,
     publish_manifest,
+)
+from producers.kafka.chunker import (
+    ChunkSizeError,
+    chunk_count,
+    default_chunk_size,
+    encode_chunk,
+    iter_chunks,
+    resolve_chunk_size,
 )
 from producers.kafka.settings import KafkaProducerSettings
 

@@ -24,8 +24,8 @@ import dataclasses
 from collections.abc import Iterator
 from datetime import datetime
 
+from obsingest.avro import HEADER_SIZE
 from obsingest.checksums import checksum_str
-from obsingest.codec import HEADER_SIZE
 from obsingest.dataid import DataId
 from obsingest.messages import CcdChunk
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-#: The broker's ``message.max.bytes`` on the local stack (obsingest.stack.settings) and the
+from obsingest import defaults
+
+#: The broker's ``message.max.bytes`` on the local stack (infra.local.stack.settings) and the
 #: value we ask production clusters for: a 16 MiB record limit leaves room for 8 MiB chunks.
 DEFAULT_MESSAGE_MAX_BYTES = 16 * 1024 * 1024
 
@@ -23,13 +25,13 @@ class KafkaProducerSettings(BaseSettings):
     )
 
     bootstrap_servers: str = Field(
-        default="127.0.0.1:19092",
+        default=defaults.KAFKA_BOOTSTRAP,
         validation_alias=AliasChoices(
             "OBSINGEST_KAFKA_BOOTSTRAP_SERVERS", "KAFKA_BOOTSTRAP_SERVERS"
         ),
     )
-    chunks_topic: str = "ccd-chunks"
-    exposures_topic: str = "exposures"
+    chunks_topic: str = defaults.CHUNKS_TOPIC
+    exposures_topic: str = defaults.EXPOSURES_TOPIC
     #: Payload bytes per CcdChunk; 0 = ``default_chunk_size(message_max_bytes)``.
     chunk_size: int = Field(default=0, ge=0)
     #: Must not exceed the broker's/topic's record limit; the chunk size is derived from it.

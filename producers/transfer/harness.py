@@ -23,6 +23,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Protocol
 
+from obsingest import defaults
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ArrivalEvent
 from producers.transfer import cpu, stats
@@ -74,7 +75,7 @@ class HarnessConfig:
     lead_seconds: float = 3.0
     ready_timeout: float = 300.0
     arrival_timeout: float = 60.0
-    budget: float = 5.0
+    budget: float = defaults.BUDGET_SECONDS
 
 
 @dataclass
@@ -219,7 +220,7 @@ def run_harness(
         show(f"generating {config.ccd_size} CCD files in the cache: {done}/{total}", done == total)
 
     paths = ensure_ccd_files(run_dir / "cache", config.ccd_size, detectors, progress=cache_progress)
-    sender_url, prefix, quarantine = dest.sender_url, dest.prefix, "quarantine/"
+    sender_url, prefix, quarantine = dest.sender_url, dest.prefix, defaults.QUARANTINE_PREFIX
     if end_to_end is not None:
         sender_url, prefix = end_to_end.sender_url, end_to_end.prefix
         quarantine = end_to_end.quarantine_prefix

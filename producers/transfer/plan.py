@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
+from obsingest import defaults
 from obsingest.dataid import EXPOSURE_SEQ_FACTOR, make_exposure_id
 
 Scheme = Literal["file", "gs", "kafka"]
 
 #: Used when ``kafka://TOPIC`` names no broker and KAFKA_BOOTSTRAP_SERVERS is unset (the stack's).
-DEFAULT_KAFKA_BOOTSTRAP = "127.0.0.1:19092"
-DEFAULT_PREFIX = "raw/"
+DEFAULT_KAFKA_BOOTSTRAP = defaults.KAFKA_BOOTSTRAP
+DEFAULT_PREFIX = defaults.RAW_PREFIX
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,11 @@ import sys
 
 import pytest
 
-from obsingest import codec
-from obsingest.cli.demo_faults import EXPECTED_REASONS
+from obsingest import avro
 from obsingest.messages import ExposureSummary
 from obsingest.registry import Registry
 from obsingest.settings import RegistrySettings
+from obsingest_cli.demo.faults import EXPECTED_REASONS
 
 pytestmark = pytest.mark.e2e
 
@@ -22,7 +22,7 @@ def demo(tmp_path_factory):
         [
             sys.executable,
             "-m",
-            "obsingest",
+            "obsingest_cli",
             "demo",
             "--exposures",
             "3",
@@ -67,7 +67,7 @@ def test_three_complete_summaries(demo):
 
 def test_arrivals_archive_and_plot(demo):
     workdir, _ = demo
-    arrivals = list(codec.read_container(workdir / "arrivals.avro", "ArrivalEvent"))
+    arrivals = list(avro.read_container(workdir / "arrivals.avro", "ArrivalEvent"))
     # 27 first announcements + 1 republished by the injected re-delivery (same dataset id)
     assert len(arrivals) == 28
     assert len({a["dataset_id"] for a in arrivals}) == 27
@@ -75,7 +75,7 @@ def test_arrivals_archive_and_plot(demo):
         assert a["readout_time"] <= a["compressed_time"] <= a["stored_time"]
         assert a["stored_time"] <= a["registered_time"] <= a["published_time"]
     assert (workdir / "latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert len(list(codec.read_container(workdir / "manifests.avro", "ExposureManifest"))) == 3
+    assert len(list(avro.read_container(workdir / "manifests.avro", "ExposureManifest"))) == 3
 
 
 def test_every_bad_input_quarantined_with_its_reason(demo):
@@ -95,7 +95,7 @@ def test_registry_list_cli(demo):
         [
             sys.executable,
             "-m",
-            "obsingest",
+            "obsingest_cli",
             "registry",
             "list",
             "--json",

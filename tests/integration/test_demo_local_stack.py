@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from obsingest.cli.demo_faults import EXPECTED_REASONS
 from obsingest.messages import ExposureSummary
 from obsingest.registry import Registry
 from obsingest.settings import RegistrySettings
+from obsingest_cli.demo.faults import EXPECTED_REASONS
 
 pytestmark = pytest.mark.integration
 
@@ -23,7 +23,7 @@ def test_demo_on_the_local_stack(transport, kafka, pubsub, gcs, postgres_server,
         [
             sys.executable,
             "-m",
-            "obsingest",
+            "obsingest_cli",
             "demo",
             "--stack",
             "local",

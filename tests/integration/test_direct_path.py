@@ -24,22 +24,22 @@ from typing import Any
 import pytest
 import requests
 
+from infra.local.provision import dlq_subscription, setup
+from infra.local.relay import HttpPushTarget, Relay, RelaySettings, push_envelope
+from infra.local.relay.dead_letter import PubSubDeadLetter
 from obsingest.bus.pubsub import PubSubPublisher, topic_path
-from obsingest.cli.demo_env_local import gcs_notification_message
-from obsingest.cli.setup import dlq_subscription, setup
-from obsingest.dataid import DataId, make_exposure_id
-from obsingest.messages import ArrivalEvent, utcnow
-from obsingest.registry import Registry
-from obsingest.relay import HttpPushTarget, Relay, RelaySettings, push_envelope
-from obsingest.relay.core import Delivery
-from obsingest.relay.pubsub import (
-    PubSubDeadLetter,
+from obsingest.bus.pull import (
+    Delivery,
     PubSubPullSource,
     SubscriberThread,
     subscription_path,
 )
+from obsingest.dataid import DataId, make_exposure_id
+from obsingest.messages import ArrivalEvent, utcnow
+from obsingest.registry import Registry
 from obsingest.settings import BusSettings, RegistrySettings
 from obsingest.store.gcs import GcsSettings, GcsStore
+from obsingest.store.notifications import gcs_notification_message
 from producers.uploader import DirectUploader
 from tests.integration.fixtures.handles import (
     GcsService,

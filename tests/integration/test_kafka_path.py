@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pytest
 
+from functions.assembler.main import command
 from functions.assembler.service import AssemblerService, group_lag
 from functions.assembler.settings import AssemblerSettings
 from obsingest.checksums import checksum_str
-from obsingest.cli.assembler import command
 from obsingest.dataid import DataId
 from obsingest.errors import ObjectMissing
 from obsingest.messages import CcdChunk
-from obsingest.notifications import MetadataKeys
 from obsingest.store.local import LocalDirStore
+from obsingest.store.notifications import MetadataKeys
 from producers.kafka import KafkaChunkSender, KafkaProducerSettings, encode_chunk, iter_chunks
 from tests.integration.fixtures.handles import KafkaService, unique_name
 
@@ -316,10 +316,10 @@ def _register_all(dep: Deployment, tmp_path: Path, expected: dict[DataId, bytes]
     """The local store's finalize notifications through the real register function."""
     from functions.register.service import RegisterService
     from obsingest.bus.memory import InMemoryBus
-    from obsingest.notifications import from_storage_cloudevent
     from obsingest.registry import Registry
     from obsingest.settings import RegistrySettings
     from obsingest.store.dispatch import OutboxDispatcher
+    from obsingest.store.notifications import from_storage_cloudevent
 
     registry = Registry.open(RegistrySettings(url=f"sqlite:///{tmp_path / 'registry.sqlite3'}"))
     bus = InMemoryBus()

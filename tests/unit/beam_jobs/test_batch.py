@@ -12,9 +12,9 @@ from beam_jobs.core import content, summarize_exposure
 from beam_jobs.report import format_summary_table, plot_latency, write_report
 from beam_jobs.sinks import read_summaries
 from beam_jobs.summarize import run_batch
-from obsingest import codec
-from obsingest.cli.main import main
+from obsingest import avro
 from obsingest.messages import ArrivalEvent, ExposureManifest, SummaryStatus
+from obsingest_cli.main import main
 from tests.unit.beam_jobs.helpers import Step, arrival, exposure_id, manifest, run_stream
 
 pytestmark = pytest.mark.unit
@@ -40,14 +40,14 @@ def night() -> tuple[list[ExposureManifest], list[ArrivalEvent]]:
 
 def write_inputs(tmp_path: Path) -> tuple[str, str]:
     manifests, arrivals = night()
-    codec.write_container(
+    avro.write_container(
         tmp_path / "manifests.avro", "ExposureManifest", [m.to_record() for m in manifests]
     )
     half = len(arrivals) // 2
-    codec.write_container(
+    avro.write_container(
         tmp_path / "arrivals-1.avro", "ArrivalEvent", [a.to_record() for a in arrivals[:half]]
     )
-    codec.write_container(
+    avro.write_container(
         tmp_path / "arrivals-2.avro", "ArrivalEvent", [a.to_record() for a in arrivals[half:]]
     )
     return str(tmp_path / "arrivals-*.avro"), str(tmp_path / "manifests.avro")

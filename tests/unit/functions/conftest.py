@@ -45,7 +45,7 @@ class Env:
         return [ArrivalEvent.decode(m.data) for m in self.bus.topics["ccd-arrivals"]]
 
     def deliver_all(self):
-        from obsingest.notifications import from_storage_cloudevent
+        from obsingest.store.notifications import from_storage_cloudevent
 
         outcomes = []
         outbox = self.store.outbox()

@@ -9,7 +9,7 @@ from functions_framework import create_app
 
 from functions.register import main, wiring
 from obsingest.messages import utcnow
-from obsingest.notifications import object_resource
+from obsingest.store.notifications import object_resource
 from producers.uploader import DirectUploader
 
 from .conftest import small_ccd

@@ -3,7 +3,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from obsingest.errors import RetriableError
-from obsingest.notifications import MetadataKeys, from_storage_cloudevent, storage_cloudevent
+from obsingest.store.notifications import MetadataKeys, from_storage_cloudevent, storage_cloudevent
 from producers.uploader import DirectUploader
 
 from .conftest import small_ccd

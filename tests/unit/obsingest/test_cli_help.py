@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from obsingest.cli.main import COMMAND_MODULES, build_parser
+from obsingest_cli.main import COMMAND_MODULES, build_parser
 
 pytestmark = pytest.mark.unit
 

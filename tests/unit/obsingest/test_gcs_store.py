@@ -12,7 +12,6 @@ from google.api_core import exceptions as api_exceptions
 
 from obsingest.checksums import crc32c_b64
 from obsingest.errors import ObjectMissing, PermanentError, RetriableError
-from obsingest.store.base import ObjectConflict
 from obsingest.store.gcs import (
     BucketMissing,
     GcsSettings,
@@ -139,23 +138,6 @@ class FakeClient:
 def store():
     settings = GcsSettings(base_delay=0.0, max_delay=0.0, deadline_seconds=5.0)
     return GcsStore("b", client=FakeClient(), settings=settings)
-
-
-def test_put_creates_then_same_bytes_is_an_idempotent_success(store):
-    first = store.put("raw/x", b"abc", {"k": "v"})
-    again = store.put("raw/x", b"abc", {"k": "v"})
-    assert first.created and not again.created
-    assert again.obj.crc32c == crc32c_b64(b"abc") and again.obj.metadata == {"k": "v"}
-    assert first.obj.uri == "gs://b/raw/x"
-
-
-def test_put_of_different_bytes_under_an_existing_name_is_a_conflict(store):
-    store.put("raw/x", b"abc")
-    with pytest.raises(ObjectConflict) as info:
-        store.put("raw/x", b"abd")
-    assert info.value.existing.crc32c == crc32c_b64(b"abc")
-    assert info.value.attempted_crc32c == crc32c_b64(b"abd")
-    assert store.read("raw/x") == b"abc"
 
 
 def test_put_retries_503_and_connection_resets(store):

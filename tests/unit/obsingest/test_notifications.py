@@ -4,8 +4,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from obsingest import notifications as n
 from obsingest.errors import BadMessage
+from obsingest.store import notifications as n
 from obsingest.store.base import StoredObject
 
 pytestmark = pytest.mark.unit

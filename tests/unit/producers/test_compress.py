@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from astropy.io import fits
 
-from obsingest.cli.main import main as cli_main
 from obsingest.errors import CorruptFile
+from obsingest_cli.main import main as cli_main
 from producers.compress import compress_file, compress_fits, decompress_fits
 from producers.daq.simulator import CcdSpec, generate_raw_ccd
 

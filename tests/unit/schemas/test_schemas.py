@@ -9,7 +9,7 @@ import pytest
 from fastavro.schema import fingerprint
 
 import schemas
-from obsingest import codec
+from obsingest import avro
 from obsingest.errors import BadMessage
 from obsingest.messages import ArrivalEvent, CcdChunk, ExposureManifest, ExposureSummary
 from schemas.compat import check_full_compatibility
@@ -118,25 +118,25 @@ def test_plain_fastavro_decodes_single_object_messages():
 
 def test_decode_rejects_garbage_and_unknown_fingerprints():
     with pytest.raises(BadMessage, match="magic"):
-        codec.decode(b"hello world")
+        avro.decode(b"hello world")
     with pytest.raises(BadMessage, match="unknown schema fingerprint"):
-        codec.decode(b"\xc3\x01" + bytes(8) + b"xx")
+        avro.decode(b"\xc3\x01" + bytes(8) + b"xx")
     good = _examples()[0].encode()
     with pytest.raises(BadMessage, match="expected a ArrivalEvent"):
         ArrivalEvent.decode(good)
     with pytest.raises(BadMessage, match="undecodable"):
-        codec.decode(good[:14])
+        avro.decode(good[:14])
 
 
 def test_encode_rejects_records_that_do_not_match():
     with pytest.raises(BadMessage, match=r"ExposureManifest\.v1"):
-        codec.encode("ExposureManifest", {"instrument": "LSSTCam"})
+        avro.encode("ExposureManifest", {"instrument": "LSSTCam"})
 
 
 def test_container_round_trip(tmp_path):
     records = [m.to_record() for m in _examples()[:1]]
-    codec.write_container(tmp_path / "m.avro", "ExposureManifest", records)
-    assert list(codec.read_container(tmp_path / "m.avro", "ExposureManifest")) == records
+    avro.write_container(tmp_path / "m.avro", "ExposureManifest", records)
+    assert list(avro.read_container(tmp_path / "m.avro", "ExposureManifest")) == records
 
 
 # compatibility ---------------------------------------------------------------------------------

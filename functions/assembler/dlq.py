@@ -1,0 +1,126 @@
+"""The assembler's dead-letter policy: what goes to the DLQ topic, with which headers, and the
+rule that a dead letter must be acknowledged before any offset past it is committed.
+
+Poison records go there one by one (the original bytes, reason in headers); a file-level verdict
+(a file given up as incomplete, or refused as a whole) goes as a JSON report naming the data id,
+the offsets it spans and what was missing, so an operator can re-read or resend exactly that.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from functions.assembler.kafka_clients import dlq_producer_config
+from functions.assembler.reassembly import Incomplete, Poison, PoisonReason
+from functions.assembler.settings import AssemblerSettings
+from obsingest.errors import RetriableError
+from obsingest.logs import get_logger, log_event
+
+if TYPE_CHECKING:
+    from confluent_kafka import Producer
+
+log = get_logger("obsingest.assembler")
+
+
+class DeadLetterFailed(RetriableError):
+    """A DLQ record was not acknowledged: offsets past it must not be committed."""
+
+    reason = "dlq-failed"
+
+
+def poison_headers(p: Poison) -> dict[str, str]:
+    topic, partition = p.partition
+    headers = {
+        "dlq_reason": p.reason,
+        "dlq_error": p.error,
+        "original_topic": topic,
+        "original_partition": str(partition),
+        "original_offset": str(p.offset),
+    }
+    if p.first_offset is not None:
+        headers["first_offset"] = str(p.first_offset)
+    return headers
+
+
+def incomplete_headers(inc: Incomplete) -> dict[str, str]:
+    topic, partition = inc.partition
+    return {
+        "dlq_reason": PoisonReason.INCOMPLETE,
+        "dlq_error": f"{inc.data_id}: {inc.received}/{inc.chunk_count} chunks after "
+        f"{inc.cause}; missing {inc.missing}",
+        "original_topic": topic,
+        "original_partition": str(partition),
+        "original_offset": str(inc.first_offset),
+        "first_offset": str(inc.first_offset),
+        "last_offset": str(inc.last_offset),
+        "missing_chunks": ",".join(map(str, inc.missing)),
+        "file_checksum": inc.file_checksum,
+    }
+
+
+def incomplete_fields(inc: Incomplete) -> dict[str, Any]:
+    """The facts of an incomplete file, for its report and its log line."""
+    return dict(
+        data_id=inc.data_id,
+        cause=inc.cause,
+        missing=inc.missing,
+        received=inc.received,
+        chunk_count=inc.chunk_count,
+        partition=inc.partition[1],
+        first_offset=inc.first_offset,
+        last_offset=inc.last_offset,
+        final=inc.final,
+    )
+
+
+class DeadLetters:
+    """An idempotent producer on the DLQ topic; every send waits for its acknowledgement."""
+
+    def __init__(self, settings: AssemblerSettings, producer: Producer | None = None) -> None:
+        from confluent_kafka import Producer
+
+        self.topic = settings.dlq_topic
+        self._producer = producer or Producer(dlq_producer_config(settings))
+
+    def poison(self, p: Poison, fallback_key: bytes | None) -> None:
+        """One poison record (or a file-level refusal, as a report)."""
+        headers = poison_headers(p)
+        value = p.value
+        if value is None:  # a file-level verdict: a report instead of one record
+            value = json.dumps({"data_id": p.data_id, **headers}).encode()
+        key = p.data_id.encode() if p.data_id else fallback_key
+        self.send(key, value, headers)
+        log_event(
+            log,
+            "assembler.poison",
+            logging.ERROR,
+            data_id=p.data_id,
+            reason=p.reason,
+            error=p.error,
+            partition=p.partition[1],
+            offset=p.offset,
+        )
+
+    def incomplete(self, inc: Incomplete) -> None:
+        """A file given up as incomplete: a JSON report of what was received and missing."""
+        fields = incomplete_fields(inc)
+        report = {"report": "incomplete", **fields, "file_checksum": inc.file_checksum}
+        self.send(inc.data_id.encode(), json.dumps(report).encode(), incomplete_headers(inc))
+        log_event(log, "assembler.incomplete", logging.ERROR, **fields)
+
+    def send(self, key: bytes | None, value: bytes, headers: dict[str, str]) -> None:
+        errors: list[Any] = []
+        self._producer.produce(
+            self.topic,
+            value=value,
+            key=key,
+            headers=[(k, v.encode()) for k, v in headers.items()],
+            on_delivery=lambda err, _m: errors.append(err) if err else None,
+        )
+        if self._producer.flush(30) or errors:
+            raise DeadLetterFailed(f"DLQ {self.topic}: {errors or 'not flushed'}")
+
+    def close(self) -> None:
+        self._producer.flush(10)

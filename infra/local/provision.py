@@ -1,0 +1,293 @@
+"""Provisioning: create, idempotently, the topics, subscriptions, bucket, bucket notification
+configs, Kafka topics and databases the pipeline uses on the local stack (and on a development
+project; production gets the same from Terraform, ``infra/terraform``).
+
+One module for all of it, so the CLI (``obsingest setup``), the demo, the tests and the
+benchmarks create things the same way. Order matters: GCS (and fake-gcs-server) publishes only
+to topics that already exist, so topics come before notification configs. Running anything here
+twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from obsingest import defaults
+from obsingest.errors import ServiceUnavailable
+from obsingest.logs import get_logger, log_event
+from obsingest.settings import BusSettings
+
+log = get_logger("obsingest.provision")
+
+#: Kafka record limit of topics that carry whole ~8 MiB chunk records.
+MAX_RECORD_BYTES = 16 * 1024 * 1024
+#: Partitions of a chunks topic: room for several assembler instances.
+CHUNK_TOPIC_PARTITIONS = 6
+
+
+@dataclass
+class SetupReport:
+    """What exists now, and which of it this run created."""
+
+    created: list[str] = field(default_factory=list)
+    existing: list[str] = field(default_factory=list)
+
+    def note(self, what: str, created: bool) -> None:
+        (self.created if created else self.existing).append(what)
+        log_event(log, "setup.created" if created else "setup.exists", resource=what)
+
+
+# -- Pub/Sub ----------------------------------------------------------------------------------
+def dlq_subscription(bus: BusSettings) -> str:
+    """The subscription that keeps dead letters (a topic without one would drop them)."""
+    return f"{bus.objects_dlq_topic}-hold"
+
+
+def topics_of(bus: BusSettings) -> list[str]:
+    return [
+        bus.objects_topic,
+        bus.objects_dlq_topic,
+        bus.arrivals_topic,
+        bus.exposures_topic,
+        bus.summaries_topic,
+        bus.alerts_topic,
+    ]
+
+
+def ensure_topic(publisher: Any, path: str, report: SetupReport) -> None:
+    from google.api_core import exceptions as api_exceptions
+
+    try:
+        publisher.create_topic(request={"name": path})
+        report.note(path, True)
+    except api_exceptions.AlreadyExists:
+        report.note(path, False)
+
+
+def ensure_subscription(
+    subscriber: Any, path: str, topic: str, report: SetupReport, ack_deadline: int = 60
+) -> None:
+    from google.api_core import exceptions as api_exceptions
+
+    try:
+        subscriber.create_subscription(
+            request={"name": path, "topic": topic, "ack_deadline_seconds": ack_deadline}
+        )
+        report.note(path, True)
+    except api_exceptions.AlreadyExists:
+        report.note(path, False)
+
+
+def subscribe(project: str, topic: str, subscription: str, ack_deadline: int = 10) -> str:
+    """Create the pull subscription ``subscription`` on ``topic`` if absent; its path.
+
+    A new subscription sees only messages published after it exists: create it first.
+    """
+    from google.cloud import pubsub_v1
+
+    from obsingest.bus.pubsub import topic_path
+    from obsingest.bus.pull import subscription_path
+
+    path = subscription_path(project, subscription)
+    client = pubsub_v1.SubscriberClient()
+    try:
+        ensure_subscription(
+            client, path, topic_path(project, topic), SetupReport(), ack_deadline=ack_deadline
+        )
+    finally:
+        client.close()
+    return path
+
+
+# -- GCS --------------------------------------------------------------------------------------
+def ensure_bucket(client: Any, name: str, report: SetupReport) -> Any:
+    bucket = client.lookup_bucket(name)
+    if bucket is None:
+        from google.api_core import exceptions as api_exceptions
+
+        try:
+            bucket = client.create_bucket(name)
+            report.note(f"gs://{name}", True)
+            return bucket
+        except api_exceptions.Conflict:
+            bucket = client.bucket(name)
+    report.note(f"gs://{name}", False)
+    return bucket
+
+
+def ensure_notification(
+    bucket: Any, project: str, topic: str, prefix: str, report: SetupReport
+) -> None:
+    """One OBJECT_FINALIZE notification config per prefix ('' = the whole bucket)."""
+    from google.cloud.storage.notification import (
+        JSON_API_V1_PAYLOAD_FORMAT,
+        OBJECT_FINALIZE_EVENT_TYPE,
+    )
+
+    label = f"notification gs://{bucket.name}/{prefix}* -> {topic}"
+    for existing in bucket.list_notifications():
+        if (
+            existing.topic_name == topic
+            and (existing.blob_name_prefix or "") == prefix
+            and OBJECT_FINALIZE_EVENT_TYPE in (existing.event_types or [])
+        ):
+            report.note(label, False)
+            return
+    bucket.notification(
+        topic_name=topic,
+        topic_project=project,
+        event_types=[OBJECT_FINALIZE_EVENT_TYPE],
+        payload_format=JSON_API_V1_PAYLOAD_FORMAT,
+        blob_name_prefix=prefix or None,
+    ).create()
+    report.note(label, True)
+
+
+# -- Kafka ------------------------------------------------------------------------------------
+def ensure_kafka_topics(
+    bootstrap: str,
+    partitions: dict[str, int],
+    report: SetupReport | None = None,
+    config: dict[str, str] | None = None,
+) -> SetupReport:
+    """Create each topic (name -> partitions) unless it exists; wait until created."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    report = report or SetupReport()
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # referenced until futures resolve
+    futures = admin.create_topics(
+        [
+            NewTopic(name, num_partitions=n, replication_factor=1, config=dict(config or {}))
+            for name, n in partitions.items()
+        ],
+        operation_timeout=30,
+    )
+    for name, future in futures.items():
+        try:
+            future.result(timeout=30)
+            report.note(f"kafka:{name}", True)
+        except KafkaException as exc:
+            if exc.args and exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                report.note(f"kafka:{name}", False)
+            else:
+                raise
+    return report
+
+
+def create_chunk_topics(bootstrap: str, partitions: dict[str, int]) -> SetupReport:
+    """Topics (name -> partitions) that take whole chunk records."""
+    return ensure_kafka_topics(
+        bootstrap, partitions, config={"max.message.bytes": str(MAX_RECORD_BYTES)}
+    )
+
+
+def delete_kafka_topics(bootstrap: str, names: list[str]) -> None:
+    """Delete topics (raises the first failure: callers decide whether leftovers matter)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_topics(names, operation_timeout=10).values():
+        future.result(timeout=10)
+
+
+class KafkaNotRunning(ServiceUnavailable):
+    """No broker answers at the bootstrap address."""
+
+    reason = "kafka-unavailable"
+
+
+def require_kafka(bootstrap: str, timeout: float = 5.0) -> None:
+    """Fail clearly, naming the fix, when no broker answers."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000, "log_level": 0})
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except Exception as exc:
+        raise KafkaNotRunning(
+            f"Kafka is not reachable at {bootstrap} ({exc}); run `obsingest stack up` "
+            "(or set KAFKA_BOOTSTRAP_SERVERS)"
+        ) from None
+    if not metadata.brokers:
+        raise KafkaNotRunning(f"Kafka at {bootstrap} lists no broker; run `obsingest stack up`")
+
+
+# -- PostgreSQL -------------------------------------------------------------------------------
+def _admin_sql(admin_url: str, sql: str) -> None:
+    """Run ``sql`` outside a transaction on the server of ``admin_url`` (CREATE/DROP DATABASE)."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    conninfo = make_url(admin_url).set(drivername="postgresql")
+    with psycopg.connect(conninfo.render_as_string(hide_password=False), autocommit=True) as conn:
+        conn.execute(sql)
+
+
+def create_database(admin_url: str, prefix: str) -> str:
+    """CREATE DATABASE <prefix>_<hex> on the server of ``admin_url``; its SQLAlchemy URL."""
+    from sqlalchemy.engine import make_url
+
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    _admin_sql(admin_url, f'CREATE DATABASE "{name}"')
+    return make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+
+
+def drop_database(admin_url: str, url: str) -> None:
+    """DROP DATABASE of ``url`` (made by ``create_database``) on the server of ``admin_url``."""
+    from sqlalchemy.engine import make_url
+
+    _admin_sql(admin_url, f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)')
+
+
+# -- everything the direct path needs -----------------------------------------------------------
+def setup(
+    bucket: str,
+    bus: BusSettings | None = None,
+    *,
+    prefixes: tuple[str, ...] = defaults.NOTIFIED_PREFIXES,
+    relay_subscription: str = defaults.RELAY_SUBSCRIPTION,
+    kafka_bootstrap: str | None = None,
+    storage_client: Any = None,
+) -> SetupReport:
+    """Topics (objects, its DLQ, arrivals, exposures, summaries, alerts), the relay's pull
+    subscription and the one that keeps dead letters, the bucket and its notification configs,
+    and Kafka's arrivals topic when ``kafka_bootstrap`` is given."""
+    from google.cloud import pubsub_v1
+
+    from obsingest.bus.pubsub import topic_path
+    from obsingest.bus.pull import subscription_path
+    from obsingest.store.gcs import GcsSettings, make_client
+
+    bus = bus or BusSettings()
+    project = bus.pubsub_project
+    report = SetupReport()
+    publisher = pubsub_v1.PublisherClient()
+    subscriber = pubsub_v1.SubscriberClient()
+    try:
+        for topic in topics_of(bus):
+            ensure_topic(publisher, topic_path(project, topic), report)
+        ensure_subscription(
+            subscriber,
+            subscription_path(project, relay_subscription),
+            topic_path(project, bus.objects_topic),
+            report,
+        )
+        ensure_subscription(
+            subscriber,
+            subscription_path(project, dlq_subscription(bus)),
+            topic_path(project, bus.objects_dlq_topic),
+            report,
+        )
+    finally:
+        subscriber.close()
+        publisher.stop()
+    client = storage_client or make_client(GcsSettings(project=project))
+    gcs_bucket = ensure_bucket(client, bucket, report)
+    for prefix in prefixes:
+        ensure_notification(gcs_bucket, project, bus.objects_topic, prefix, report)
+    if kafka_bootstrap:
+        ensure_kafka_topics(kafka_bootstrap, {bus.arrivals_topic: 6}, report)
+    return report

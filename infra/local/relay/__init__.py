@@ -1,0 +1,34 @@
+"""Pub/Sub push for emulators, which never push: pull a subscription, POST each message as push
+would, ack on 2xx, nack with backoff otherwise, dead-letter after N attempts.
+
+``policy`` decides (pure), ``loop`` runs the relay, ``push`` and ``dead_letter`` are the edges,
+``wiring`` builds them on Pub/Sub, ``main`` is the process (``obsingest relay``).
+"""
+
+from infra.local.relay.loop import Relay
+from infra.local.relay.policy import (
+    Action,
+    PushResult,
+    backoff_seconds,
+    dead_letter_attributes,
+    decide,
+    push_envelope,
+)
+from infra.local.relay.push import HttpPushTarget, InProcessTarget, PushRequest
+from infra.local.relay.settings import RelaySettings
+from obsingest.bus.pull import Delivery
+
+__all__ = [
+    "Action",
+    "Delivery",
+    "HttpPushTarget",
+    "InProcessTarget",
+    "PushRequest",
+    "PushResult",
+    "Relay",
+    "RelaySettings",
+    "backoff_seconds",
+    "dead_letter_attributes",
+    "decide",
+    "push_envelope",
+]

@@ -1,0 +1,31 @@
+"""Where the relay puts messages it gave up on: the dead-letter topic, reason in attributes."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from obsingest.bus.pubsub import topic_path
+from obsingest.logs import get_logger, log_event
+
+log = get_logger("obsingest.relay")
+
+
+class PubSubDeadLetter:
+    """Publishes given-up messages to the dead-letter topic, waiting for the message id."""
+
+    def __init__(self, project: str, topic: str, client: Any = None, timeout: float = 10.0) -> None:
+        from google.cloud import pubsub_v1
+
+        self.path = topic_path(project, topic)
+        self.client = client or pubsub_v1.PublisherClient()
+        self.timeout = timeout
+
+    def publish(self, data: bytes, attributes: dict[str, str]) -> str:
+        message_id: str = self.client.publish(self.path, data, **attributes).result(
+            timeout=self.timeout
+        )
+        log_event(log, "relay.dlq_published", logging.INFO, topic=self.path, id=message_id)
+        return message_id
+
+

@@ -1,0 +1,255 @@
+"""The relay loop: pull -> push -> ack / nack with backoff / dead-letter (policy in ``policy``).
+
+Pub/Sub push delivery does not exist in the emulator, so ``obsingest relay`` does what Pub/Sub
+push would: POST each message to the function as a push envelope and treat 2xx as ack, anything
+else (or no answer) as a nack with backoff, until ``max_attempts``; then the message is published
+to the dead-letter topic with the reason in its attributes and the original is acked, so one
+poisoned message never blocks the subscription.
+
+The three edges (where messages come from, where they are pushed, where dead letters go) are
+protocols, so every decision is unit-tested with fakes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from infra.local.relay.policy import (
+    Action,
+    PushResult,
+    backoff_seconds,
+    dead_letter_attributes,
+    decide,
+    push_envelope,
+)
+from infra.local.relay.settings import RelaySettings
+from obsingest.bus.pull import Delivery
+from obsingest.logs import get_logger, log_event
+
+log = get_logger("obsingest.relay")
+
+
+class PullSource(Protocol):
+    def pull(self, max_messages: int, timeout: float) -> list[Delivery]: ...
+
+    def ack(self, ack_ids: list[str]) -> None: ...
+
+    def nack(self, ack_ids: list[str], delay_seconds: int) -> None:
+        """Make the messages redeliverable after ``delay_seconds`` (modify ack deadline)."""
+
+
+class PushTarget(Protocol):
+    def push(self, envelope: dict[str, Any]) -> PushResult: ...
+
+
+class DeadLetterSink(Protocol):
+    def publish(self, data: bytes, attributes: dict[str, str]) -> str: ...
+
+
+@dataclass
+class RelayStats:
+    pulled: int = 0
+    acked: int = 0
+    nacked: int = 0
+    dead_lettered: int = 0
+
+
+class Relay:
+    """Pull -> push -> settle, ``concurrency`` pushes at once. Thread-safe counters."""
+
+    def __init__(
+        self,
+        source: PullSource,
+        target: PushTarget,
+        dead_letters: DeadLetterSink,
+        settings: RelaySettings | None = None,
+        subscription_path: str = "",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.source = source
+        self.target = target
+        self.dead_letters = dead_letters
+        self.settings = settings or RelaySettings()
+        self.subscription_path = subscription_path or self.settings.subscription
+        self.stats = RelayStats()
+        self._clock = clock
+        self._lock = threading.Lock()
+        #: failed pushes per message id: our own count (the emulator keeps none)
+        self._attempts: dict[str, int] = {}
+        self._in_flight = 0
+        self._last_activity = clock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pool: ThreadPoolExecutor | None = None
+
+    # one message -----------------------------------------------------------------------------
+    def handle(self, delivery: Delivery) -> Action:
+        """Push one message and settle it (ack, nack with backoff, or dead-letter + ack)."""
+        envelope = push_envelope(delivery, self.subscription_path)
+        try:
+            result = self.target.push(envelope)
+        except Exception as exc:  # a target bug must not lose the message: nack it
+            result = PushResult(None, error=f"{type(exc).__name__}: {exc}")
+        with self._lock:
+            attempts = self._attempts.get(delivery.message_id, 0) + 1
+            attempts = max(attempts, delivery.delivery_attempt)
+            self._attempts[delivery.message_id] = attempts
+        action = decide(result, attempts, self.settings.max_attempts)
+        fields = {
+            "message_id": delivery.message_id,
+            "object": delivery.attributes.get("objectId"),
+            "attempts": attempts,
+            "status": result.status,
+        }
+        if action is Action.ACK:
+            self._forget(delivery.message_id)
+            self._settle(lambda: self.source.ack([delivery.ack_id]), fields)
+            with self._lock:
+                self.stats.acked += 1
+            log_event(log, "relay.acked", logging.DEBUG, **fields)
+        elif action is Action.NACK:
+            delay = backoff_seconds(attempts, self.settings.min_backoff, self.settings.max_backoff)
+            self._settle(lambda: self.source.nack([delivery.ack_id], delay), fields)
+            with self._lock:
+                self.stats.nacked += 1
+            log_event(
+                log,
+                "relay.nacked",
+                logging.WARNING,
+                delay_s=delay,
+                error=result.describe(),
+                **fields,
+            )
+        else:
+            attrs = dead_letter_attributes(delivery, result, attempts)
+            try:
+                self.dead_letters.publish(delivery.data, attrs)
+            except Exception as exc:  # DLQ down: keep the message, try again later
+                delay = backoff_seconds(
+                    attempts, self.settings.min_backoff, self.settings.max_backoff
+                )
+                self.source.nack([delivery.ack_id], delay)
+                log_event(log, "relay.dead_letter_failed", logging.ERROR, error=str(exc), **fields)
+                return Action.NACK
+            self._forget(delivery.message_id)
+            self._settle(lambda: self.source.ack([delivery.ack_id]), fields)
+            with self._lock:
+                self.stats.dead_lettered += 1
+            log_event(
+                log, "relay.dead_lettered", logging.ERROR, reason=attrs["dlq_reason"], **fields
+            )
+        return action
+
+    def _settle(self, call: Callable[[], None], fields: dict[str, Any]) -> None:
+        """Ack or nack; a failure only means the message comes back after its ack deadline,
+        which idempotent effects absorb, so it is logged rather than raised."""
+        try:
+            call()
+        except Exception as exc:
+            log_event(log, "relay.settle_failed", logging.WARNING, error=str(exc), **fields)
+
+    def _forget(self, message_id: str) -> None:
+        with self._lock:
+            self._attempts.pop(message_id, None)
+
+    # loop ------------------------------------------------------------------------------------
+    def run_once(self, timeout: float = 1.0) -> int:
+        """Pull one batch and handle it (concurrently), waiting for all; returns its size."""
+        deliveries = self.source.pull(self.settings.max_messages, timeout)
+        with self._lock:
+            self.stats.pulled += len(deliveries)
+        if not deliveries:
+            return 0
+        with ThreadPoolExecutor(self.settings.concurrency) as pool:
+            list(pool.map(self.handle, deliveries))
+        self._touch()
+        return len(deliveries)
+
+    def _touch(self) -> None:
+        with self._lock:
+            self._last_activity = self._clock()
+
+    def _settle_async(self, delivery: Delivery) -> None:
+        try:
+            self.handle(delivery)
+        except Exception as exc:  # never silent: the message is redelivered after its deadline
+            log_event(
+                log,
+                "relay.handle_failed",
+                logging.ERROR,
+                message_id=delivery.message_id,
+                error=str(exc),
+            )
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                self._last_activity = self._clock()
+
+    def start(self) -> None:
+        """Relay in a background thread until ``stop``: messages are pushed as they come."""
+        self._pool = ThreadPoolExecutor(self.settings.concurrency, thread_name_prefix="relay-push")
+        self._thread = threading.Thread(target=self._run, name="relay", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        assert self._pool is not None
+        while not self._stop.is_set():
+            with self._lock:
+                free = self.settings.concurrency * 2 - self._in_flight
+            if free <= 0:
+                self._stop.wait(0.01)
+                continue
+            try:
+                deliveries = self.source.pull(min(free, self.settings.max_messages), 2.0)
+            except Exception as exc:  # emulator restart, network: keep relaying
+                log_event(log, "relay.pull_failed", logging.WARNING, error=str(exc))
+                self._stop.wait(0.5)
+                continue
+            if not deliveries:
+                continue
+            with self._lock:
+                self.stats.pulled += len(deliveries)
+                self._in_flight += len(deliveries)
+                self._last_activity = self._clock()
+            for delivery in deliveries:
+                self._pool.submit(self._settle_async, delivery)
+
+    @property
+    def in_flight(self) -> int:
+        with self._lock:
+            return self._in_flight
+
+    @property
+    def pending_retries(self) -> int:
+        """Messages that failed at least once and are neither acked nor dead-lettered yet."""
+        with self._lock:
+            return len(self._attempts)
+
+    def idle_for(self) -> float:
+        """Seconds since the last pulled or settled message (0 while pushes are in flight)."""
+        with self._lock:
+            if self._in_flight:
+                return 0.0
+            return self._clock() - self._last_activity
+
+    def wait_idle(self, quiet: float, timeout: float) -> bool:
+        """Block until nothing is in flight or awaiting retry and nothing came for ``quiet`` s."""
+        deadline = self._clock() + timeout
+        while self._clock() < deadline:
+            if self.pending_retries == 0 and self.idle_for() >= quiet:
+                return True
+            time.sleep(0.05)
+        return False
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)

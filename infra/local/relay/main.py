@@ -1,0 +1,35 @@
+"""The relay as a process: relay until SIGTERM/Ctrl-C, or until idle for a while."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+from infra.local.relay.loop import RelayStats
+from infra.local.relay.settings import RelaySettings
+from infra.local.relay.wiring import build_relay
+from obsingest import logs
+from obsingest.settings import BusSettings
+
+
+def run(settings: RelaySettings, until_idle: float = 0.0) -> RelayStats:
+    """Relay ``settings.subscription`` to its push URL; returns the final counts.
+
+    ``until_idle`` > 0: return once nothing was pulled or awaits retry for that many seconds.
+    """
+    logs.configure()
+    relay = build_relay(settings, BusSettings())
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    relay.start()
+    try:
+        while not stop.is_set():
+            stop.wait(0.2)
+            idle = relay.pending_retries == 0 and relay.idle_for() >= until_idle
+            if until_idle and idle:
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        relay.stop()
+    return relay.stats

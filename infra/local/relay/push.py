@@ -1,0 +1,99 @@
+"""Where the relay pushes: the function's URL over HTTP, or a handler in this process.
+
+HTTP is what production does (Pub/Sub push to a Cloud Function); the in-process target calls the
+very same entry point with a request-shaped object, for the demo and tests that should not need a
+server. Both answer a PushResult, so the relay's decisions are the same.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import requests
+
+from infra.local.relay.policy import PushResult
+
+
+class HttpPushTarget:
+    """POST the envelope as JSON; optionally with a Google-signed OIDC ID token."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 30.0,
+        oidc_audience: str = "",
+        session: requests.Session | None = None,
+    ) -> None:
+        from requests.adapters import HTTPAdapter
+
+        self.url = url
+        self.timeout = timeout
+        self.oidc_audience = oidc_audience
+        self.session = session or requests.Session()
+        self.session.mount("http://", HTTPAdapter(pool_connections=4, pool_maxsize=32))
+        self.session.mount("https://", HTTPAdapter(pool_connections=4, pool_maxsize=32))
+        self._credentials: Any = None
+
+    def _bearer(self) -> str | None:
+        """An ID token for the audience, refreshed by google-auth when close to expiry."""
+        if not self.oidc_audience:
+            return None
+        import google.auth.transport.requests
+        from google.oauth2 import id_token
+
+        request = google.auth.transport.requests.Request()
+        if self._credentials is None:
+            self._credentials = id_token.fetch_id_token_credentials(
+                self.oidc_audience, request=request
+            )
+        if not self._credentials.valid:
+            self._credentials.refresh(request)
+        return str(self._credentials.token)
+
+    def push(self, envelope: dict[str, Any]) -> PushResult:
+        headers = {"Content-Type": "application/json"}
+        try:
+            token = self._bearer()
+            if token:
+                headers["Authorization"] = f"Bearer {token}"
+            response = self.session.post(
+                self.url, data=json.dumps(envelope), headers=headers, timeout=self.timeout
+            )
+        except (requests.RequestException, OSError) as exc:
+            return PushResult(None, error=f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # token fetch failures come in many google-auth types
+            return PushResult(None, error=f"{type(exc).__name__}: {exc}")
+        return PushResult(response.status_code, response.text[:1000])
+
+
+class PushRequest:
+    """The little of a Flask request the push entry point reads: headers, JSON body, address."""
+
+    def __init__(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        self._body = body
+        self.headers = dict(headers or {})
+        self.remote_addr = "in-process"
+
+    def get_json(self, silent: bool = False) -> Any:
+        return self._body
+
+
+PushHandler = Callable[[Any], "tuple[str, int]"]
+
+
+class InProcessTarget:
+    """Call a functions-framework HTTP entry point (e.g. ``on_push``) directly."""
+
+    def __init__(self, handler: PushHandler, headers: dict[str, str] | None = None) -> None:
+        self.handler = handler
+        self.headers = headers or {}
+
+    def push(self, envelope: dict[str, Any]) -> PushResult:
+        try:
+            body, status = self.handler(PushRequest(envelope, self.headers))
+        except Exception as exc:  # an uncaught error is a 500, as the framework would answer
+            return PushResult(500, f"{type(exc).__name__}: {exc}")
+        return PushResult(int(status), str(body)[:1000])

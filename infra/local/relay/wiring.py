@@ -1,0 +1,29 @@
+"""Build a relay on Pub/Sub from settings: the one place that picks the relay's concrete edges
+(used by ``obsingest relay``, the demo on the local stack, tests and benchmarks)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra.local.relay.loop import Relay
+from infra.local.relay.settings import RelaySettings
+from obsingest.settings import BusSettings
+
+
+def build_relay(settings: RelaySettings, bus: BusSettings, target: Any = None) -> Relay:
+    """A relay on the settings' subscription, pushing to ``target`` (default: HTTP push URL)."""
+    from infra.local.relay.dead_letter import PubSubDeadLetter
+    from infra.local.relay.push import HttpPushTarget
+    from obsingest.bus.pull import PubSubPullSource
+
+    source = PubSubPullSource(bus.pubsub_project, settings.subscription)
+    return Relay(
+        source=source,
+        target=target
+        or HttpPushTarget(
+            settings.push_url, timeout=settings.push_timeout, oidc_audience=settings.oidc_audience
+        ),
+        dead_letters=PubSubDeadLetter(bus.pubsub_project, bus.objects_dlq_topic),
+        settings=settings,
+        subscription_path=source.path,
+    )

@@ -1,0 +1,191 @@
+"""The shape every local service shares: fetch once, start detached, probe, stop by pid."""
+
+from __future__ import annotations
+
+import signal
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from infra.local.stack import process
+from infra.local.stack.errors import StackError
+from infra.local.stack.process import PidRecord
+from infra.local.stack.settings import StackSettings
+from obsingest.logs import get_logger, log_event
+
+_log = get_logger("obsingest.stack")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to run a service: argv, extra environment, and the OS user to run as (None = us)."""
+
+    argv: list[str]
+    env: Mapping[str, str]
+    user: str | None = None
+    cwd: Path | None = None
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    name: str
+    running: bool
+    healthy: bool
+    pid: int | None
+    endpoint: str
+    detail: str = ""
+
+
+class Service(ABC):
+    """One local service. Subclasses say how to fetch, prepare, launch and probe it."""
+
+    name: ClassVar[str]
+    stop_signal: ClassVar[int] = signal.SIGTERM
+    stop_timeout: ClassVar[float] = 20.0
+
+    def __init__(self, settings: StackSettings) -> None:
+        self.settings = settings
+
+    # -- to implement ---------------------------------------------------------------------------
+    @abstractmethod
+    def fetch(self) -> None:
+        """Put the pinned artefacts into the cache (no-op when already there)."""
+
+    @abstractmethod
+    def launch(self) -> Launch:
+        """The command line, after :meth:`prepare` has run."""
+
+    @abstractmethod
+    def probe(self) -> None:
+        """Raise if the service does not answer a real request; return quietly if it does."""
+
+    @abstractmethod
+    def env(self) -> dict[str, str]:
+        """Environment variables clients need to reach this service."""
+
+    @abstractmethod
+    def ports(self) -> list[int]:
+        """TCP ports the service listens on (checked free before start)."""
+
+    @property
+    @abstractmethod
+    def endpoint(self) -> str:
+        """Human-readable address for status output."""
+
+    def prepare(self) -> None:  # noqa: B027 - optional hook
+        """One-time data initialisation (format storage, initdb); default: nothing."""
+
+    # -- shared behaviour ----------------------------------------------------------------------
+    @property
+    def log_path(self) -> Path:
+        return self.settings.log_file(self.name)
+
+    @property
+    def pid_path(self) -> Path:
+        return self.settings.pid_file(self.name)
+
+    def log_tail(self, lines: int = 40) -> str:
+        return process.tail(self.log_path, lines)
+
+    def record(self) -> PidRecord | None:
+        """The pid record of our running instance, or None (stale records are removed)."""
+        rec = process.read_pid_file(self.pid_path)
+        if rec is None:
+            return None
+        if process.record_alive(rec):
+            return rec
+        self.pid_path.unlink(missing_ok=True)
+        return None
+
+    def running(self) -> bool:
+        return self.record() is not None
+
+    def healthy(self) -> bool:
+        """True if the service answers a real request right now."""
+        try:
+            self.probe()
+        except Exception:
+            return False
+        return True
+
+    def start(self) -> bool:
+        """Start the service unless ours is already running. Returns True if it was started."""
+        if self.running():
+            return False
+        busy = [p for p in self.ports() if process.port_open(self.settings.host, p)]
+        if busy:
+            raise StackError(
+                self.name,
+                f"port(s) {busy} on {self.settings.host} are taken by a process this stack did "
+                f"not start; stop it or set OBSINGEST_STACK_{self.name.upper()}_PORT",
+            )
+        self.fetch()
+        self.settings.run_dir.mkdir(parents=True, exist_ok=True)
+        self.prepare()
+        spec = self.launch()
+        rec = process.spawn(
+            self.name,
+            spec.argv,
+            log_path=self.log_path,
+            pid_path=self.pid_path,
+            env=spec.env,
+            user=spec.user,
+            cwd=spec.cwd,
+        )
+        log_event(_log, "stack.service.started", service=self.name, pid=rec.pid)
+        return True
+
+    def wait_healthy(self, timeout: float | None = None) -> None:
+        """Block until :meth:`probe` passes; raise StackError with the log tail otherwise."""
+        timeout = self.settings.startup_timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        while True:
+            try:
+                self.probe()
+                return
+            except Exception as exc:
+                last = exc
+            rec = process.read_pid_file(self.pid_path)
+            if rec is not None and not process.record_alive(rec):
+                self.pid_path.unlink(missing_ok=True)
+                raise StackError(self.name, "process exited during start-up", self.log_tail())
+            if time.monotonic() > deadline:
+                raise StackError(
+                    self.name,
+                    f"not healthy after {timeout:.0f} s (last probe error: {last!r})",
+                    self.log_tail(),
+                )
+            time.sleep(0.2)
+
+    def stop(self) -> bool:
+        """Stop our instance (whole process group) by recorded pid. True if one was running."""
+        rec = process.read_pid_file(self.pid_path)
+        if rec is None:
+            return False
+        was_running = process.stop_record(rec, self.stop_signal, self.stop_timeout)
+        self.pid_path.unlink(missing_ok=True)
+        if was_running:
+            log_event(_log, "stack.service.stopped", service=self.name, pid=rec.pid)
+        return was_running
+
+    def status(self) -> ServiceStatus:
+        rec = self.record()
+        detail = ""
+        ok = False
+        try:
+            self.probe()
+            ok = True
+        except Exception as exc:
+            detail = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        return ServiceStatus(
+            name=self.name,
+            running=rec is not None,
+            healthy=ok,
+            pid=rec.pid if rec else None,
+            endpoint=self.endpoint,
+            detail=detail,
+        )

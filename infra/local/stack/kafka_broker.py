@@ -1,0 +1,204 @@
+"""Kafka 4.3.1, single node in KRaft mode (broker + controller), from Maven Central jars."""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+from infra.local.stack.base import Launch, Service
+from infra.local.stack.errors import FetchError, StackError
+from infra.local.stack.process import port_open
+from infra.local.stack.settings import KAFKA_VERSION, StackSettings
+
+
+def render_server_properties(settings: StackSettings, log_dir: Path | None) -> str:
+    """server.properties for a one-node KRaft cluster sized for a 2-core test machine.
+
+    Record limits are raised so ~8 MiB chunk records pass; internal topics have replication 1
+    because there is one broker; auto topic creation stays on for convenience in tests.
+    """
+    host = settings.host
+    max_bytes = settings.kafka_max_message_bytes
+    props = {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.voters": f"1@{host}:{settings.kafka_controller_port}",
+        "listeners": (
+            f"PLAINTEXT://{host}:{settings.kafka_port},CONTROLLER://{host}:"
+            f"{settings.kafka_controller_port}"
+        ),
+        "advertised.listeners": f"PLAINTEXT://{host}:{settings.kafka_port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "num.partitions": str(settings.kafka_partitions),
+        "auto.create.topics.enable": "true",
+        "delete.topic.enable": "true",
+        "default.replication.factor": "1",
+        "min.insync.replicas": "1",
+        "offsets.topic.replication.factor": "1",
+        "offsets.topic.num.partitions": "3",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "transaction.state.log.num.partitions": "3",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        "group.initial.rebalance.delay.ms": "0",
+        "message.max.bytes": str(max_bytes),
+        "replica.fetch.max.bytes": str(max_bytes),
+        "replica.fetch.response.max.bytes": str(max(max_bytes, 10 * 1024 * 1024)),
+        "fetch.max.bytes": str(max(max_bytes * 4, 57671680)),
+        "socket.request.max.bytes": str(max(max_bytes * 4, 104857600)),
+        "num.network.threads": "2",
+        "num.io.threads": "4",
+        "num.recovery.threads.per.data.dir": "1",
+        "log.retention.hours": "24",
+        "log.segment.bytes": str(256 * 1024 * 1024),
+    }
+    if log_dir is not None:
+        props["log.dirs"] = str(log_dir)
+    lines = ["# written by obsingest stack; edit StackSettings instead"]
+    lines += [f"{k}={v}" for k, v in props.items()]
+    return "\n".join(lines) + "\n"
+
+
+def new_cluster_id() -> str:
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (as random-uuid)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class Kafka(Service):
+    name = "kafka"
+    stop_timeout = 30.0
+
+    @property
+    def home(self) -> Path:
+        return self.settings.cache_dir / f"kafka-{KAFKA_VERSION}"
+
+    @property
+    def libs(self) -> Path:
+        return self.home / "libs"
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.settings.host}:{self.settings.kafka_port}"
+
+    def ports(self) -> list[int]:
+        return [self.settings.kafka_port, self.settings.kafka_controller_port]
+
+    def env(self) -> dict[str, str]:
+        return {"KAFKA_BOOTSTRAP_SERVERS": self.endpoint}
+
+    def _java(self) -> str:
+        java = self.settings.java_bin()
+        if not java:
+            raise FetchError(self.name, "java not found (make system-deps; OBSINGEST_STACK_JAVA)")
+        return java
+
+    def fetch(self) -> None:
+        """Copy the broker's runtime dependency closure from Maven Central, once."""
+        stamp = self.libs / ".complete"
+        if stamp.exists():
+            return
+        mvn = self.settings.mvn_bin()
+        if not mvn:
+            raise FetchError(
+                self.name, "mvn not found (apt-get install maven; OBSINGEST_STACK_MVN)"
+            )
+        pom = self.settings.infra_dir / "kafka" / "pom.xml"
+        staging = self.home / "libs.partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        argv = [
+            mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
+            "-DincludeScope=runtime",
+            f"-Dmaven.repo.local={self.settings.cache_dir / 'm2'}",
+            f"-DoutputDirectory={staging}",
+        ]  # fmt: skip
+        result = subprocess.run(argv, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise FetchError(self.name, "maven could not fetch the broker jars",
+                             (result.stdout + result.stderr)[-4000:])  # fmt: skip
+        shutil.rmtree(self.libs, ignore_errors=True)
+        staging.rename(self.libs)
+        stamp.write_text(f"kafka {KAFKA_VERSION}\n")
+
+    @property
+    def config_path(self) -> Path:
+        return self.settings.data_dir(self.name) / "server.properties"
+
+    @property
+    def log_dirs(self) -> Path:
+        return self.settings.data_dir(self.name) / "data"
+
+    def _jvm(self) -> list[str]:
+        return [
+            self._java(),
+            f"-Xmx{self.settings.kafka_heap}",
+            "-Xms128m",
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-Djava.awt.headless=true",
+            "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
+            "-Dorg.slf4j.simpleLogger.showDateTime=true",
+            "-cp",
+            f"{self.libs}/*",
+        ]
+
+    def prepare(self) -> None:
+        """Write server.properties; format the storage directory the first time."""
+        data = self.settings.data_dir(self.name)
+        data.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(render_server_properties(self.settings, self.log_dirs))
+        if (self.log_dirs / "meta.properties").exists():
+            return
+        argv = [
+            *self._jvm(), "kafka.tools.StorageTool", "format",
+            "--config", str(self.config_path),
+            "--cluster-id", new_cluster_id(),
+            "--ignore-formatted",
+        ]  # fmt: skip
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            result = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT)
+        if result.returncode != 0:
+            raise StackError(self.name, "kafka storage format failed", self.log_tail())
+
+    def launch(self) -> Launch:
+        return Launch(argv=[*self._jvm(), "kafka.Kafka", str(self.config_path)], env={})
+
+    def probe(self) -> None:
+        """A metadata request through librdkafka, as every client will make."""
+        from confluent_kafka.admin import AdminClient
+
+        if not port_open(self.settings.host, self.settings.kafka_port):
+            raise StackError(self.name, f"nothing listens on {self.endpoint}")
+        admin = AdminClient(
+            {"bootstrap.servers": self.endpoint, "socket.timeout.ms": 2000, "log_level": 0}
+        )
+        md = admin.list_topics(timeout=2)
+        if not md.brokers:
+            raise StackError(self.name, "metadata response lists no broker")
+
+
+def properties_to_docker_env(
+    properties: str, drop: tuple[str, ...] = ("log.dirs",)
+) -> dict[str, str]:
+    """Turn server.properties text into the apache/kafka image's ``KAFKA_*`` variables.
+
+    The image maps ``KAFKA_A_B`` to ``a.b``, with ``__`` for a literal underscore and ``___`` for
+    a dash; this lets the Testcontainers backend reuse the native broker's configuration.
+    """
+    env: dict[str, str] = {}
+    for raw in properties.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, value = line.split("=", 1)
+        if key in drop:
+            continue
+        name = key.replace("_", "__").replace("-", "___").replace(".", "_").upper()
+        env[f"KAFKA_{name}"] = value
+    return env

@@ -1,0 +1,164 @@
+"""PostgreSQL 15 from Debian: a throwaway cluster in the run directory, fsync off.
+
+postgres refuses to run as root, so when we are root the cluster is owned and run by an
+unprivileged OS user (``postgres`` if Debian's package created it, else ``nobody``). Unix sockets
+are disabled: clients use TCP on the loopback, and deep checkouts cannot overflow sun_path.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+from infra.local.stack.base import Launch, Service
+from infra.local.stack.errors import FetchError, StackError
+from infra.local.stack.process import port_open
+
+SUPERUSER = "postgres"
+
+
+def run_as_user(configured: str) -> str | None:
+    """OS user to own and run the cluster: None when we are not root (run as ourselves)."""
+    if os.geteuid() != 0:
+        return None
+    for candidate in (configured, "postgres", "nobody"):
+        if not candidate:
+            continue
+        try:
+            pwd.getpwnam(candidate)
+        except KeyError:
+            continue
+        return candidate
+    raise StackError("postgres", "running as root and no unprivileged user found to run postgres")
+
+
+def server_options(port: int, host: str) -> list[str]:
+    """``-c`` settings for a fast, disposable test cluster (durability traded for speed)."""
+    settings = {
+        "port": str(port),
+        "listen_addresses": host,
+        "unix_socket_directories": "",
+        "fsync": "off",
+        "synchronous_commit": "off",
+        "full_page_writes": "off",
+        "max_connections": "200",
+        "shared_buffers": "128MB",
+        "log_min_messages": "warning",
+        "log_connections": "off",
+    }
+    out: list[str] = []
+    for key, value in settings.items():
+        out += ["-c", f"{key}={value}"]
+    return out
+
+
+def registry_url(host: str, port: int, database: str = "postgres") -> str:
+    """SQLAlchemy URL of a database on this cluster (trust auth: no password)."""
+    return f"postgresql+psycopg://{SUPERUSER}@{host}:{port}/{database}"
+
+
+class Postgres(Service):
+    name = "postgres"
+    stop_signal = signal.SIGINT  # "fast" shutdown: do not wait for clients to disconnect
+    stop_timeout = 20.0
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.settings.host}:{self.settings.postgres_port}"
+
+    @property
+    def pgdata(self) -> Path:
+        return self.settings.data_dir(self.name) / "data"
+
+    def ports(self) -> list[int]:
+        return [self.settings.postgres_port]
+
+    def env(self) -> dict[str, str]:
+        return {
+            "OBSINGEST_REGISTRY_URL": registry_url(self.settings.host, self.settings.postgres_port)
+        }
+
+    def _bin(self, tool: str) -> str:
+        bindir = self.settings.pg_bin()
+        if bindir is None or not (bindir / tool).exists():
+            raise FetchError(
+                self.name,
+                f"PostgreSQL server binary {tool!r} not found (make system-deps installs Debian's "
+                "postgresql; or set OBSINGEST_STACK_PG_BIN_DIR)",
+            )
+        return str(bindir / tool)
+
+    def fetch(self) -> None:
+        """Nothing to download: Debian's server package provides the binaries. Check for them."""
+        self._bin("initdb")
+        self._bin("postgres")
+
+    def prepare(self) -> None:
+        """initdb the cluster the first time, owned by the user that will run it."""
+        user = run_as_user(self.settings.postgres_user)
+        base = self.settings.data_dir(self.name)
+        base.mkdir(parents=True, exist_ok=True)
+        if user:
+            shutil.chown(base, user)
+        if (self.pgdata / "PG_VERSION").exists():
+            if user:
+                _chown_tree(self.pgdata, user)
+            return
+        shutil.rmtree(self.pgdata, ignore_errors=True)
+        argv = [
+            self._bin("initdb"), "-D", str(self.pgdata), "-U", SUPERUSER, "--auth=trust",
+            "--encoding=UTF8", "--locale=C", "--no-sync",
+        ]  # fmt: skip
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        group = pwd.getpwnam(user).pw_gid if user else None
+        with open(self.log_path, "ab") as log:
+            result = subprocess.run(
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                user=user,
+                group=group,
+                extra_groups=[] if user else None,
+                cwd=str(base),
+            )
+        if result.returncode != 0:
+            raise StackError(self.name, "initdb failed", self.log_tail())
+
+    def launch(self) -> Launch:
+        s = self.settings
+        user = run_as_user(s.postgres_user)
+        argv = [
+            self._bin("postgres"), "-D", str(self.pgdata), *server_options(s.postgres_port, s.host)
+        ]  # fmt: skip
+        cwd = self.settings.data_dir(self.name)
+        return Launch(argv=argv, env={"LC_ALL": "C"}, user=user, cwd=cwd)
+
+    def probe(self) -> None:
+        """``SELECT 1`` over TCP."""
+        import psycopg
+
+        if not port_open(self.settings.host, self.settings.postgres_port):
+            raise StackError(self.name, f"nothing listens on {self.endpoint}")
+        with psycopg.connect(
+            host=self.settings.host,
+            port=self.settings.postgres_port,
+            user=SUPERUSER,
+            dbname="postgres",
+            connect_timeout=2,
+        ) as conn:
+            conn.execute("SELECT 1").fetchone()
+
+
+def _chown_tree(path: Path, user: str) -> None:
+    """Re-own a data dir (e.g. after the configured user changed); cheap when already right."""
+    entry = pwd.getpwnam(user)
+    if path.stat().st_uid == entry.pw_uid:
+        return
+    for root, dirs, files in os.walk(path):
+        for name in [*dirs, *files]:
+            os.chown(os.path.join(root, name), entry.pw_uid, entry.pw_gid)
+    os.chown(path, entry.pw_uid, entry.pw_gid)

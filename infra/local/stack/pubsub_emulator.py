@@ -1,0 +1,89 @@
+"""Pub/Sub emulator: Google's pstest fake served by infra/local/pstest-server (10 MB messages).
+
+pstest has no push delivery: push subscriptions are accepted but never delivered, so push must
+be relayed by a puller.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from infra.local.stack.base import Launch, Service
+from infra.local.stack.errors import StackError
+from infra.local.stack.golang import run_go
+from infra.local.stack.process import port_open
+from infra.local.stack.settings import PSTEST_VERSION
+
+
+class PubSub(Service):
+    name = "pubsub"
+
+    @property
+    def source_dir(self) -> Path:
+        return self.settings.infra_dir / "pstest-server"
+
+    def source_digest(self) -> str:
+        """Short hash of the server's sources: a changed go.mod/main.go means a rebuild."""
+        h = hashlib.sha256()
+        for name in ("go.mod", "go.sum", "main.go"):
+            path = self.source_dir / name
+            h.update(name.encode())
+            h.update(path.read_bytes() if path.exists() else b"")
+        return h.hexdigest()[:12]
+
+    @property
+    def binary(self) -> Path:
+        return (
+            self.settings.cache_dir / "bin"
+            / f"pstest-server-{PSTEST_VERSION}-{self.source_digest()}" / "pstest-server"
+        )  # fmt: skip
+
+    @property
+    def emulator_host(self) -> str:
+        return f"{self.settings.host}:{self.settings.pubsub_port}"
+
+    @property
+    def endpoint(self) -> str:
+        return self.emulator_host
+
+    def ports(self) -> list[int]:
+        return [self.settings.pubsub_port]
+
+    def env(self) -> dict[str, str]:
+        project = self.settings.pubsub_project_id
+        return {
+            "PUBSUB_EMULATOR_HOST": self.emulator_host,
+            "PUBSUB_PROJECT_ID": project,
+            "GOOGLE_CLOUD_PROJECT": project,
+        }
+
+    def fetch(self) -> None:
+        """Build the in-repo pstest server into the cache (rebuilt only when sources change)."""
+        if self.binary.exists():
+            return
+        self.binary.parent.mkdir(parents=True, exist_ok=True)
+        run_go(self.settings, self.name, ["build", "-o", str(self.binary), "."],
+               cwd=self.source_dir)  # fmt: skip
+
+    def launch(self) -> Launch:
+        s = self.settings
+        return Launch(argv=[str(self.binary), "-host", s.host, "-port", str(s.pubsub_port)], env={})
+
+    def probe(self) -> None:
+        """A ListTopics call over gRPC, as the Pub/Sub client makes."""
+        import grpc
+        from google.pubsub_v1.services.publisher import PublisherClient
+        from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
+
+        if not port_open(self.settings.host, self.settings.pubsub_port):
+            raise StackError(self.name, f"nothing listens on {self.emulator_host}")
+        channel = grpc.insecure_channel(self.emulator_host)
+        try:
+            client = PublisherClient(transport=PublisherGrpcTransport(channel=channel))
+            pager = client.list_topics(
+                request={"project": f"projects/{self.settings.pubsub_project_id}"}, timeout=2
+            )
+            list(pager)
+        finally:
+            channel.close()

@@ -1,1 +1,0 @@
-"""The `obsingest` command line: one module per subcommand group, wired in `main`."""

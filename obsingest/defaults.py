@@ -1,0 +1,52 @@
+"""One source for every default the pipeline's parts must agree on.
+
+Object-name prefixes, topic and subscription names, the per-CCD budget, the local stack's Kafka
+address. Settings classes, deployment units, the CLI and the local stack take their defaults from
+here, so changing one never leaves another part publishing where nothing listens.
+
+Plain constants only: this module is imported by ``obsingest --help`` and must stay instant.
+"""
+
+from __future__ import annotations
+
+# -- object store ----------------------------------------------------------------------------
+#: Where raw CCDs are stored: raw/{instrument}/{day_obs}/{exposure}/{instrument}_{exp}_{det}.fits.fz
+RAW_PREFIX = "raw/"
+#: Where refused bytes are parked (never overwriting the stored object), reason in metadata.
+QUARANTINE_PREFIX = "quarantine/"
+#: Prefixes that carry finalize notifications to the register function.
+NOTIFIED_PREFIXES: tuple[str, ...] = (RAW_PREFIX, QUARANTINE_PREFIX)
+#: The embedded default store.
+STORE_URL = "file://./store"
+
+# -- registry ----------------------------------------------------------------------------------
+REGISTRY_URL = "sqlite:///registry.sqlite3"
+RAW_DATASET_TYPE = "raw"
+#: Run collection template, Butler's convention for raws.
+RUN_TEMPLATE = "{instrument}/raw/all"
+
+# -- topics and subscriptions (Pub/Sub and Kafka share the names) ------------------------------
+EXPOSURES_TOPIC = "exposures"
+CHUNKS_TOPIC = "ccd-chunks"
+CHUNKS_DLQ_TOPIC = "ccd-chunks-dlq"
+OBJECTS_TOPIC = "ccd-objects"
+OBJECTS_DLQ_TOPIC = "ccd-objects-dlq"
+ARRIVALS_TOPIC = "ccd-arrivals"
+SUMMARIES_TOPIC = "exposure-summaries"
+ALERTS_TOPIC = "budget-alerts"
+#: The emulator push relay's pull subscription on OBJECTS_TOPIC.
+RELAY_SUBSCRIPTION = "ccd-objects-relay"
+#: Kafka consumer group of the chunk assemblers.
+ASSEMBLER_GROUP = "ccd-assembler"
+
+# -- services --------------------------------------------------------------------------------
+#: Pub/Sub / GCS project on the emulators.
+LOCAL_PROJECT = "obsingest-local"
+LOCAL_HOST = "127.0.0.1"
+#: The local stack's Kafka port and address (``obsingest stack up``); KAFKA_BOOTSTRAP_SERVERS wins.
+LOCAL_KAFKA_PORT = 19092
+KAFKA_BOOTSTRAP = f"{LOCAL_HOST}:{LOCAL_KAFKA_PORT}"
+
+# -- the promise -----------------------------------------------------------------------------
+#: Seconds from readout to announcement, per CCD.
+BUDGET_SECONDS = 5.0

@@ -1,0 +1,41 @@
+"""``obsingest arrivals tail``: print ArrivalEvents from Pub/Sub ``ccd-arrivals`` as they come.
+
+Creates its own pull subscription if absent, deduplicates on dataset id (delivery is
+at-least-once) and prints one line per CCD: data id, dataset id, latency readout -> published
+and the per-stage deltas.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+DEFAULT_SUBSCRIPTION = "ccd-arrivals-tail"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "arrivals",
+        help="follow ArrivalEvents on Pub/Sub",
+        description="Follow the ArrivalEvents the register function publishes to ccd-arrivals.",
+    )
+    sub = p.add_subparsers(dest="arrivals_command", metavar="SUBCOMMAND")
+    p.set_defaults(func=lambda _args: (p.print_help(), 2)[1])
+    t = sub.add_parser(
+        "tail",
+        help="print arrivals as they come, one line per CCD (deduplicated on dataset id)",
+        description=(
+            "Subscribe to ccd-arrivals (creating the subscription if absent) and print each "
+            "new CCD: data id, dataset id, latency readout -> published, per-stage deltas."
+        ),
+    )
+    t.add_argument("--subscription", default=DEFAULT_SUBSCRIPTION, help="subscription to use")
+    t.add_argument("--project", help="Pub/Sub project (default: OBSINGEST_BUS_PUBSUB_PROJECT)")
+    t.add_argument("--json", action="store_true", help="JSON lines instead of text")
+    t.add_argument("--limit", type=int, default=0, help="exit after N unique arrivals")
+    t.set_defaults(func=run_tail)
+
+
+def run_tail(args: argparse.Namespace) -> int:
+    from obsingest_cli.script.arrivals import run_tail as tail
+
+    return tail(args.project, args.subscription, args.json, args.limit)

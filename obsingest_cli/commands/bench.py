@@ -1,0 +1,93 @@
+"""``obsingest bench transfer``: the observatory transfer test, on our transports.
+
+N worker processes (one per CCD) start in step and, every interval, each reads its CCD from disk,
+compresses it (``--compress``; else sends the pre-compressed file) and sends it to ``file://``,
+``gs://`` or ``kafka://``. Prints the observatory report's table (CCDs, min, mean, max seconds,
+aggregate Mbit/s), the first exposure apart. ``--end-to-end`` also runs the facility side (the
+demo's environments and transports: register function, registry, announcements; the Kafka
+assembler) and waits for every CCD's ArrivalEvent, so the figure is readout -> announced, with a
+per-stage breakdown of where the time goes.
+
+The work is in ``obsingest_cli.script.bench_transfer``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from obsingest import defaults
+
+DESCRIPTION = __doc__.split("\n\n", 1)[1].rsplit("\n\n", 1)[0]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``bench`` and its ``transfer`` subcommand."""
+    parser = subparsers.add_parser(
+        "bench", help="benchmarks: the transfer harness", description=DESCRIPTION
+    )
+    sub = parser.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
+    parser.set_defaults(func=lambda _args: (parser.print_help(), 2)[1])
+    p = sub.add_parser(
+        "transfer",
+        help="N CCDs per exposure, in step, to file://, gs:// or kafka://; the report's table",
+        description=DESCRIPTION,
+    )
+    p.add_argument(
+        "--destination",
+        required=True,
+        metavar="URL",
+        help="file://DIR, gs://BUCKET[/PREFIX] (GCS emulator via STORAGE_EMULATOR_HOST) or "
+        "kafka://[HOST:PORT/]TOPIC (broker from KAFKA_BOOTSTRAP_SERVERS by default)",
+    )
+    p.add_argument("--ccds", type=int, default=1, help="CCDs per exposure = worker processes")
+    p.add_argument("--numexp", type=int, default=3, help="exposures (the first is warm-up)")
+    p.add_argument("--interval", type=float, default=17.0, help="seconds between readouts")
+    p.add_argument(
+        "--compress",
+        action="store_true",
+        help="read the raw CCD and compress it in the loop (else send the pre-compressed file)",
+    )
+    p.add_argument(
+        "--starttime",
+        metavar="ISO",
+        help="first readout (UTC if no zone); default: a few seconds after all workers are warm",
+    )
+    p.add_argument(
+        "--end-to-end",
+        action="store_true",
+        help="also run the facility side and wait for each CCD's ArrivalEvent "
+        "(readout -> announced). file://DIR then holds the embedded store and registry; gs:// "
+        "and kafka:// get the demo environment's fresh per-run bucket / topic instead",
+    )
+    p.add_argument(
+        "--stack",
+        choices=["embedded", "local"],
+        default=None,
+        help="end-to-end environment (default: embedded for file://, local for gs:// and kafka://)",
+    )
+    p.add_argument("--json", type=Path, metavar="FILE", help="write the full result as JSON")
+    p.add_argument("--ccd-size", choices=["full", "small"], default="full")
+    p.add_argument(
+        "--run-dir",
+        type=Path,
+        default=Path(".run/bench/transfer"),
+        help="CCD file cache and JSON-lines transfer logs (default .run/bench/transfer)",
+    )
+    p.add_argument("--threads", type=int, default=None, help="compression threads per worker")
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=defaults.BUDGET_SECONDS,
+        help="seconds, readout -> announced (default %(default)s)",
+    )
+    p.add_argument(
+        "--arrival-timeout", type=float, default=60.0, help="seconds to wait for announcements"
+    )
+    p.set_defaults(func=run_transfer)
+
+
+def run_transfer(args: argparse.Namespace) -> int:
+    from obsingest_cli.script.bench_transfer import run_transfer as run
+
+    return run(args)

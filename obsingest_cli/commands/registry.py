@@ -1,0 +1,66 @@
+"""`obsingest registry ...`: look into the dataset registry."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "registry",
+        help="inspect the dataset registry (registered datasets, quarantine)",
+        description="Inspect the dataset registry: what was registered, what was refused, why.",
+    )
+    sub = p.add_subparsers(dest="registry_command", metavar="SUBCOMMAND", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--registry",
+        default=None,
+        help="SQLAlchemy URL, e.g. sqlite:///demo-output/registry.sqlite3 or "
+        "postgresql://user@host:port/db (default: $OBSINGEST_REGISTRY_URL)",
+    )
+    common.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    ls = sub.add_parser(
+        "list",
+        parents=[common],
+        help="list registered datasets",
+        description="List registered datasets with their datastore records.",
+    )
+    ls.add_argument("--instrument", help="only this instrument")
+    ls.add_argument("--exposure", type=int, help="only this exposure id")
+    ls.set_defaults(func=_list)
+
+    q = sub.add_parser(
+        "quarantine",
+        parents=[common],
+        help="list refused inputs and the reasons",
+        description="List quarantined inputs: object, reason, message, occurrences.",
+    )
+    q.set_defaults(func=_quarantine)
+
+    m = sub.add_parser(
+        "migrate",
+        parents=[common],
+        help="create or upgrade the registry schema",
+        description="Apply pending schema migrations (idempotent).",
+    )
+    m.set_defaults(func=_migrate)
+
+
+def _list(args: argparse.Namespace) -> int:
+    from obsingest_cli.script.registry import list_datasets
+
+    return list_datasets(args.registry, args.instrument, args.exposure, args.json)
+
+
+def _quarantine(args: argparse.Namespace) -> int:
+    from obsingest_cli.script.registry import list_quarantine
+
+    return list_quarantine(args.registry, args.json)
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from obsingest_cli.script.registry import migrate
+
+    return migrate(args.registry)

@@ -1,0 +1,45 @@
+"""``obsingest relay``: Pub/Sub push for emulators (which never push), ``infra/local/relay``."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "relay",
+        help="pull a Pub/Sub subscription and POST each message to a push URL (emulator push)",
+        description=(
+            "Deliver a pull subscription to an HTTP push endpoint exactly as Pub/Sub push would "
+            "(JSON envelope, base64 data), ack only after a 2xx, nack with exponential backoff "
+            "otherwise, and after N attempts publish to the dead-letter topic with the reason "
+            "in attributes. Settings: OBSINGEST_RELAY_* (see infra/local/relay/settings.py)."
+        ),
+    )
+    p.add_argument("--subscription", help="subscription (default: ccd-objects-relay)")
+    p.add_argument("--push-url", help="the function's URL (default: http://127.0.0.1:8080/)")
+    p.add_argument("--max-attempts", type=int, help="pushes before dead-lettering (default 5)")
+    p.add_argument("--concurrency", type=int, help="pushes in flight at once (default 8)")
+    p.add_argument("--oidc-audience", help="sign pushes with an ID token for this audience")
+    p.add_argument(
+        "--until-idle",
+        type=float,
+        default=0.0,
+        help="exit after this many seconds without messages (default: run until Ctrl-C)",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from obsingest_cli.script.relay import run_relay
+
+    return run_relay(
+        {
+            "subscription": args.subscription,
+            "push_url": args.push_url,
+            "max_attempts": args.max_attempts,
+            "concurrency": args.concurrency,
+            "oidc_audience": args.oidc_audience,
+        },
+        args.until_idle,
+    )

@@ -1,0 +1,50 @@
+"""``obsingest setup``: create, idempotently, everything the direct-upload path needs."""
+
+from __future__ import annotations
+
+import argparse
+
+from obsingest import defaults
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "setup",
+        help="create topics, subscriptions, the bucket and its notification configs (idempotent)",
+        description=(
+            "Create, if missing: Pub/Sub topics ccd-objects, ccd-objects-dlq, ccd-arrivals, "
+            "exposures, exposure-summaries, budget-alerts; the relay's pull subscription; the "
+            "bucket; OBJECT_FINALIZE notification configs for raw/ and quarantine/ to "
+            "ccd-objects; Kafka topic ccd-arrivals when Kafka is a bus backend. Uses "
+            "PUBSUB_EMULATOR_HOST / STORAGE_EMULATOR_HOST when set (`obsingest stack env`)."
+        ),
+    )
+    p.add_argument("--bucket", help="bucket name (default: from OBSINGEST_STORE_URL=gs://BUCKET)")
+    p.add_argument("--project", help="Pub/Sub project (default: OBSINGEST_BUS_PUBSUB_PROJECT)")
+    p.add_argument(
+        "--prefix",
+        action="append",
+        dest="prefixes",
+        help="notification prefix, repeatable (default: raw/ and quarantine/)",
+    )
+    p.add_argument(
+        "--subscription", default=defaults.RELAY_SUBSCRIPTION, help="relay subscription name"
+    )
+    p.add_argument(
+        "--kafka", help="Kafka bootstrap servers (default: when OBSINGEST_BUS_BACKEND has kafka)"
+    )
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from obsingest_cli.script.setup import run_setup
+
+    return run_setup(
+        bucket=args.bucket,
+        project=args.project,
+        prefixes=tuple(args.prefixes) if args.prefixes else defaults.NOTIFIED_PREFIXES,
+        subscription=args.subscription,
+        kafka=args.kafka,
+        as_json=args.json,
+    )

@@ -1,0 +1,33 @@
+"""Pick the demo's environment and transport by name (``--stack``, ``--transport``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from obsingest_cli.demo.environment import DemoEnvironment, DemoTransport
+
+
+def make_environment(stack: str, workdir: Path, keep: bool = True) -> DemoEnvironment:
+    """``keep=False``: the local stack's per-run bucket and database are deleted on close
+    (benchmark runs store gigabytes nobody looks at again)."""
+    if stack == "embedded":
+        from obsingest_cli.demo.embedded import EmbeddedEnvironment
+
+        return EmbeddedEnvironment(workdir)
+    if stack == "local":
+        from obsingest_cli.demo.local_stack import LocalStackEnvironment
+
+        return LocalStackEnvironment(workdir, keep=keep)
+    raise ValueError(f"unknown --stack {stack!r} (embedded, local)")
+
+
+def make_transport(name: str, env: DemoEnvironment) -> DemoTransport:
+    if name == "direct":
+        from obsingest_cli.demo.transports import DirectTransport
+
+        return DirectTransport(env)
+    if name == "kafka":
+        from obsingest_cli.demo.kafka_transport import KafkaTransport
+
+        return KafkaTransport(env)
+    raise ValueError(f"unknown --transport {name!r} (direct, kafka)")

@@ -1,0 +1,88 @@
+"""The embedded environment: no services at all (``make demo``'s default).
+
+SQLite registry, local-directory store, in-process bus; the store's durable finalize outbox is
+delivered by ``OutboxDispatcher`` to the register function's CloudEvent entry point, the very
+code Cloud Functions would call.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from obsingest.bus.memory import InMemoryBus
+from obsingest.messages import ArrivalEvent, ExposureManifest
+from obsingest.registry import Registry
+from obsingest.settings import BusSettings, RegistrySettings, StoreSettings
+from obsingest.store.base import StoredObject
+from obsingest.store.notifications import storage_cloudevent
+from obsingest_cli.demo.environment import ArrivalCallback, ManifestCallback
+
+
+class EmbeddedEnvironment:
+    """No services at all: the default of ``make demo``."""
+
+    def __init__(self, workdir: Path) -> None:
+        from obsingest.store.local import LocalDirStore
+
+        self.store_url = f"file://{workdir / 'store'}"
+        self.store_settings = StoreSettings(url=self.store_url)
+        self.bus_settings = BusSettings()
+        self.registry = Registry.open(
+            RegistrySettings(url=f"sqlite:///{workdir / 'registry.sqlite3'}")
+        )
+        self.store = LocalDirStore(workdir / "store")
+        self.bus = InMemoryBus()
+        self._dispatcher = None
+        self._lock = threading.Lock()
+
+    def start(self, on_arrival: ArrivalCallback, on_manifest: ManifestCallback) -> None:
+        from cloudevents.http import from_dict
+
+        from functions.register import main as register_function
+        from functions.register import wiring
+        from obsingest.store.dispatch import OutboxDispatcher
+
+        self.bus.subscribe(
+            self.bus_settings.arrivals_topic,
+            lambda m: on_arrival(ArrivalEvent.decode(m.data)),
+        )
+        self.bus.subscribe(
+            self.bus_settings.exposures_topic,
+            lambda m: on_manifest(ExposureManifest.decode(m.data)),
+        )
+        wiring.configure(
+            wiring.build_service(
+                self.store, self.registry, self.bus, self.store_settings, self.bus_settings
+            )
+        )
+        # In-process delivery to the very entry point Cloud Functions would call.
+        self._dispatcher = OutboxDispatcher(
+            self.store.outbox(),
+            lambda event: register_function.on_object_finalized(from_dict(event)),
+        )
+        self._dispatcher.start()
+
+    def publish_manifest(self, manifest: ExposureManifest) -> None:
+        self.bus.publish(
+            self.bus_settings.exposures_topic,
+            manifest.encode(),
+            key=f"{manifest.instrument}/{manifest.exposure}",
+        )
+
+    def inject_notification(self, obj: StoredObject) -> None:
+        self.store.outbox().inject(storage_cloudevent(obj))
+
+    def finish(self, timeout: float) -> int:
+        if self._dispatcher is None:
+            return 0
+        self._dispatcher.stop(drain=True, timeout=timeout)
+        return self._dispatcher.dead_lettered
+
+    def close(self) -> None:
+        from functions.register import wiring
+
+        if self._dispatcher is not None:  # stop delivering before the service goes away
+            self._dispatcher.stop(drain=False)
+        wiring.configure(None)
+        self.registry.close()

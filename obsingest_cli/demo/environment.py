@@ -1,0 +1,62 @@
+"""What the demo needs from a deployment of the pipeline (``DemoEnvironment``) and from a way of
+moving CCDs (``DemoTransport``).
+
+Environments: ``embedded`` (no services: SQLite registry, local-directory store whose finalize
+notifications are delivered in-process to the register function, in-process bus) and ``local``
+(the same flow on the real local stack: GCS emulator, Pub/Sub emulator, PostgreSQL). Transports:
+direct upload, or chunked Avro over Kafka with an assembler process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from obsingest.messages import ArrivalEvent, ExposureManifest
+from obsingest.registry import Registry
+from obsingest.settings import BusSettings, StoreSettings
+from obsingest.store.base import ObjectStore, StoredObject
+
+ArrivalCallback = Callable[[ArrivalEvent], None]
+ManifestCallback = Callable[[ExposureManifest], None]
+
+
+class DemoEnvironment(Protocol):
+    """What the demo needs from a deployment of the pipeline."""
+
+    #: where edge workers upload (file://DIR or gs://BUCKET); also where assemblers write
+    store_url: str
+    store_settings: StoreSettings
+    bus_settings: BusSettings
+    store: ObjectStore
+    registry: Registry
+
+    def start(self, on_arrival: ArrivalCallback, on_manifest: ManifestCallback) -> None:
+        """Bring up delivery (finalize -> register function) and the demo's subscribers."""
+
+    def publish_manifest(self, manifest: ExposureManifest) -> None: ...
+
+    def inject_notification(self, obj: StoredObject) -> None:
+        """Deliver a finalize notification for ``obj`` as the store's notifier would (tests)."""
+
+    def finish(self, timeout: float) -> int:
+        """Wait until every pending notification is handled; returns the dead-lettered count."""
+
+    def close(self) -> None: ...
+
+
+class DemoTransport(Protocol):
+    """How edge workers move CCDs: the ``sender_url`` they send to, and whatever must run at the
+    data facility for it (the Kafka assembler) while the demo runs."""
+
+    sender_url: str
+
+    def start(self) -> None: ...
+
+    def finish(self, timeout: float) -> None:
+        """Wait until everything sent has reached the store."""
+
+    def processes(self) -> dict[str, list[int]]:
+        """Facility services it runs as processes of their own (role -> pids)."""
+
+    def close(self) -> None: ...

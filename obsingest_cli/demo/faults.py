@@ -1,0 +1,82 @@
+"""Bad inputs the demo can inject (``--inject-bad``) to show they are quarantined with a reason
+while every good CCD is still registered exactly once.
+
+Each one is what production saw or what a buggy or malicious client could send: unparseable and
+escaping object names, an unknown instrument, a non-numeric detector, garbage and truncated FITS,
+a header that names another CCD, a notification for an object that no longer exists, a
+re-delivered notification, and different bytes uploaded under an existing data id.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from obsingest.dataid import DataId, make_exposure_id
+from obsingest.messages import utcnow
+from obsingest.store.base import StoredObject
+from producers.uploader import DirectUploader
+
+if TYPE_CHECKING:
+    from obsingest_cli.demo.environment import DemoEnvironment
+
+#: reason each injected input must be quarantined with (or "duplicate" for a no-op)
+EXPECTED_REASONS: dict[str, str] = {
+    "escaping-name": "bad-object-name",
+    "outside-prefix": "bad-object-name",
+    "unknown-instrument": "unknown-instrument",
+    "non-numeric-detector": "bad-object-name",
+    "garbage-fits": "corrupt-file",
+    "truncated-fits": "corrupt-file",
+    "header-mismatch": "header-mismatch",
+    "missing-object": "object-missing",
+    "different-bytes": "checksum-conflict",
+}
+
+
+def _fake_object(env: DemoEnvironment, name: str) -> StoredObject:
+    """A notification as a buggy or hostile notifier would send it, for an object never stored."""
+    return StoredObject(
+        bucket=env.store.bucket,
+        name=name,
+        size=1,
+        crc32c="",
+        md5_hash="",
+        generation=1,
+        time_created=utcnow(),
+        metadata={},
+    )
+
+
+def inject_bad_inputs(env: DemoEnvironment, good: DataId) -> dict[str, str]:
+    """Inject every bad input next to the good CCD ``good`` (already stored)."""
+    store = env.store
+    uploader = DirectUploader(store, producer="fault-injector")
+    day_obs = good.day_obs
+    good_name = good.object_name()
+    good_bytes = store.read(good_name)
+    now = utcnow()
+
+    env.inject_notification(
+        _fake_object(env, f"raw/{good.instrument}/{day_obs}/../../../etc/passwd.fits.fz")
+    )
+    store.put("misc/README.txt", b"not a CCD")
+    unknown = f"raw/Nonesuch/{day_obs}/{good.exposure}/Nonesuch_{good.exposure}_000.fits.fz"
+    store.put(unknown, good_bytes)
+    non_numeric = (
+        f"raw/{good.instrument}/{day_obs}/{good.exposure}/"
+        f"{good.instrument}_{good.exposure}_0x1.fits.fz"
+    )
+    store.put(non_numeric, good_bytes)
+    garbage = DataId(good.instrument, make_exposure_id(day_obs, 901), 0)
+    uploader.send(garbage, b"SIMPLE  = garbage" + bytes(5000), now)
+    truncated = DataId(good.instrument, make_exposure_id(day_obs, 902), 0)
+    uploader.send(truncated, good_bytes[: len(good_bytes) // 2], now)
+    mismatch = DataId(good.instrument, make_exposure_id(day_obs, 903), 0)
+    uploader.send(mismatch, good_bytes, now)
+    gone = DataId(good.instrument, make_exposure_id(day_obs, 904), 0)
+    env.inject_notification(_fake_object(env, gone.object_name()))
+    # a re-delivered notification for the good CCD: must be a no-op
+    env.inject_notification(store.stat(good_name))
+    # different bytes under the good CCD's data id: refused, parked, quarantined
+    uploader.send(good, good_bytes[:-2880] + bytes(2880), now)
+    return EXPECTED_REASONS

@@ -1,0 +1,197 @@
+"""The demo on the real local stack: GCS emulator -> Pub/Sub notifications -> relay -> register
+function -> PostgreSQL registry -> ArrivalEvents on Pub/Sub.
+
+Every run gets its own namespace so "registered exactly once" is about this run only: a fresh
+bucket, a fresh Pub/Sub project (the emulator creates projects on first use) and a fresh
+PostgreSQL database (kept afterwards for inspection; its URL is written to
+``<workdir>/registry-url.txt``). The bucket is kept too. With ``keep=False`` (the transfer
+benchmark: gigabytes of CCDs nobody looks at again) both are deleted on close.
+
+The relay delivers in-process to the register function's HTTP entry point ``on_push`` (the same
+code a functions-framework server runs), configured with GcsStore, Registry(PostgreSQL) and
+PubSubPublisher.
+
+The demo's notification config covers the whole bucket (production: ``raw/`` and
+``quarantine/``), so ``--inject-bad``'s object outside the prefix reaches the function and shows
+that the function itself refuses it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from infra.local import provision
+from obsingest import defaults
+from obsingest.logs import get_logger, log_event
+from obsingest.messages import ArrivalEvent, ExposureManifest
+from obsingest.registry import Registry
+from obsingest.settings import BusSettings, RegistrySettings, StoreSettings
+from obsingest.store.base import StoredObject
+from obsingest.store.notifications import gcs_notification_message
+from obsingest_cli.demo.environment import ArrivalCallback, ManifestCallback
+
+log = get_logger("obsingest.demo.local")
+
+STACK_SERVICES = ("pubsub", "gcs", "postgres")
+
+
+class StackNotRunning(RuntimeError):
+    """The local stack is not up: the demo cannot run on it."""
+
+
+def stack_endpoints(services: tuple[str, ...] = STACK_SERVICES) -> dict[str, str]:
+    """Environment of the running local stack; StackNotRunning naming what is down."""
+    from infra.local.stack import Stack
+
+    stack = Stack(only=list(services))
+    down = [svc.name for svc in stack.services if not svc.healthy()]
+    if down:
+        raise StackNotRunning(
+            f"local stack service(s) not answering: {', '.join(down)}. "
+            "Start the stack first: `obsingest stack up`"
+        )
+    return stack.env()
+
+
+def use_stack_environment(services: tuple[str, ...] = STACK_SERVICES) -> dict[str, str]:
+    """Export the stack's endpoints into os.environ (variables already set win)."""
+    env = stack_endpoints(services)
+    for key, value in env.items():
+        os.environ.setdefault(key, value)
+    return {key: os.environ[key] for key in env}
+
+
+class LocalStackEnvironment:
+    """``obsingest demo --stack local``: the direct-upload path on real services."""
+
+    def __init__(
+        self, workdir: Path, *, whole_bucket_notifications: bool = True, keep: bool = True
+    ) -> None:
+        from obsingest.bus.pubsub import PubSubPublisher
+        from obsingest.store.gcs import GcsSettings, GcsStore
+
+        env = use_stack_environment()
+        run_id = uuid.uuid4().hex[:10]
+        self.project = f"obsingest-demo-{run_id}"
+        self.bucket = f"obsingest-demo-{run_id}"
+        self.prefixes: tuple[str, ...] = ("",) if whole_bucket_notifications else ()
+        admin_url = os.environ.get("OBSINGEST_REGISTRY_URL") or env["OBSINGEST_REGISTRY_URL"]
+        if not admin_url.startswith("postgresql"):
+            admin_url = env["OBSINGEST_REGISTRY_URL"]
+        self.admin_url = admin_url
+        self.registry_url = provision.create_database(admin_url, "obsingest_demo")
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "registry-url.txt").write_text(self.registry_url + "\n")
+
+        self.store_url = f"gs://{self.bucket}"
+        self.store_settings = StoreSettings(url=self.store_url)
+        self.bus_settings = BusSettings(backend="pubsub", pubsub_project=self.project)
+        # Edge workers are spawned processes: they read the project from the environment.
+        os.environ["OBSINGEST_GCS_PROJECT"] = self.project
+        self.registry = Registry.open(RegistrySettings(url=self.registry_url))
+        self.store = GcsStore(self.bucket, settings=GcsSettings(project=self.project))
+        self.publisher = PubSubPublisher(self.project)
+        self.keep = keep
+        self.relay: Any = None
+        self._subscribers: list[Any] = []
+
+    # lifecycle -------------------------------------------------------------------------------
+    def start(self, on_arrival: ArrivalCallback, on_manifest: ManifestCallback) -> None:
+        from functions.register import main as register_function
+        from functions.register import wiring
+        from infra.local.provision import setup, subscribe
+        from infra.local.relay.push import InProcessTarget
+        from infra.local.relay.settings import RelaySettings
+        from infra.local.relay.wiring import build_relay
+        from obsingest.bus.pull import SubscriberThread
+
+        bus = self.bus_settings
+        prefixes = self.prefixes or defaults.NOTIFIED_PREFIXES
+        setup(self.bucket, bus, prefixes=prefixes, storage_client=self.store.client)
+        subscribe(self.project, bus.arrivals_topic, "demo-arrivals")
+        subscribe(self.project, bus.exposures_topic, "demo-exposures")
+        self._subscribers = [
+            SubscriberThread(
+                self.project,
+                "demo-arrivals",
+                lambda d: on_arrival(ArrivalEvent.decode(d.data)),
+                name="demo-arrivals",
+            ).start(),
+            SubscriberThread(
+                self.project,
+                "demo-exposures",
+                lambda d: on_manifest(ExposureManifest.decode(d.data)),
+                name="demo-exposures",
+            ).start(),
+        ]
+        wiring.configure(
+            wiring.build_service(
+                self.store, self.registry, self.publisher, self.store_settings, bus
+            )
+        )
+        self.relay = build_relay(
+            RelaySettings(min_backoff=0.0, max_backoff=2.0, max_attempts=5),
+            bus,
+            target=InProcessTarget(register_function.on_push),
+        )
+        self.relay.start()
+
+    def publish_manifest(self, manifest: ExposureManifest) -> None:
+        self.publisher.publish(
+            self.bus_settings.exposures_topic,
+            manifest.encode(),
+            key=f"{manifest.instrument}/{manifest.exposure}",
+            attributes={"instrument": manifest.instrument, "exposure": str(manifest.exposure)},
+        )
+
+    def inject_notification(self, obj: StoredObject) -> None:
+        data, attributes = gcs_notification_message(obj)
+        self.publisher.publish(self.bus_settings.objects_topic, data, attributes=attributes)
+
+    def finish(self, timeout: float) -> int:
+        """Wait for the relay to drain (quiet, nothing in flight or awaiting retry) and for the
+        subscribers to have received what was published; returns the dead-lettered count."""
+        if self.relay is None:
+            return 0
+        deadline = time.monotonic() + timeout
+        if not self.relay.wait_idle(quiet=1.5, timeout=timeout):
+            raise TimeoutError(f"relay still busy after {timeout} s: notifications not drained")
+        while time.monotonic() < deadline and any(s.idle_for() < 1.0 for s in self._subscribers):
+            time.sleep(0.05)
+        return int(self.relay.stats.dead_lettered)
+
+    def close(self) -> None:
+        from functions.register import wiring
+
+        if self.relay is not None:
+            self.relay.stop()
+        for subscriber in self._subscribers:
+            subscriber.stop()
+        wiring.configure(None)
+        self.publisher.close()
+        self.registry.close()
+        if not self.keep:
+            self._delete_run_data()
+
+    def _delete_run_data(self) -> None:
+        """Delete the run's objects, bucket and database (best effort: a leftover is only disk
+        space)."""
+        bucket = self.store.client.bucket(self.bucket)
+        deleted = 0
+        try:
+            for blob in self.store.client.list_blobs(self.bucket):
+                blob.delete()
+                deleted += 1
+            bucket.delete()
+            provision.drop_database(self.admin_url, self.registry_url)
+        except Exception as exc:
+            log_event(
+                log, "demo.cleanup_failed", logging.WARNING, bucket=self.bucket, error=str(exc)
+            )
+            return
+        log_event(log, "demo.run_data_deleted", bucket=self.bucket, objects=deleted)

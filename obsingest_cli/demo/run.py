@@ -1,0 +1,308 @@
+"""The demo: the whole flow of DESIGN.md on one machine, on embedded defaults.
+
+DAQ simulator -> manifest on "exposures" -> readout -> edge workers (compress, upload create-once
+to the local store) -> finalize notifications (durable outbox) -> register function (in-process
+CloudEvent delivery) -> registry (SQLite) -> ArrivalEvents on "ccd-arrivals" -> Beam batch job ->
+per-exposure summaries, table and latency plot.
+
+This module is part of the composition root: the one place that wires producers, functions and
+beam_jobs together. ``run_demo`` is what ``obsingest demo`` calls.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import threading
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from obsingest import avro, defaults, logs
+from obsingest.dataid import INSTRUMENTS, DataId, make_exposure_id
+from obsingest.messages import ArrivalEvent, ExposureManifest, ExposureSummary, utcnow
+
+if TYPE_CHECKING:
+    from obsingest_cli.demo.environment import DemoEnvironment
+
+FILTERS = ("u", "g", "r", "i", "z", "y")
+OUTPUTS = (
+    "registry.sqlite3",
+    "registry.sqlite3-wal",
+    "registry.sqlite3-shm",
+    "store",
+    "daq",
+    "arrivals.avro",
+    "manifests.avro",
+    "summaries.jsonl",
+    "latency.png",
+    "demo.log",
+    "ship.jsonl",
+)
+
+
+@dataclass
+class DemoConfig:
+    exposures: int = 3
+    detectors: int = 9
+    ccd_size: str = "full"
+    workdir: Path = Path("demo-output")
+    instrument: str = "LSSTComCam"
+    workers: int = 2
+    seed: int = 0
+    interval: float = 0.0
+    budget: float = defaults.BUDGET_SECONDS
+    inject_bad: bool = False
+    stack: str = "embedded"
+    transport: str = "direct"
+    day_obs: int | None = None
+
+
+@dataclass
+class DemoResult:
+    registered: int
+    summaries: list[ExposureSummary]
+    arrivals: list[ArrivalEvent]
+    quarantined: list[dict]
+    dead_lettered: int
+    #: what the run wrote and where: registry URL, store URL, files
+    outputs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.summaries) and all(s.completeness == 1.0 for s in self.summaries)
+
+
+class Progress:
+    """One status line per stage, rewritten in place on a terminal, appended otherwise."""
+
+    def __init__(self, stream: TextIO = sys.stderr) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+
+    def update(self, text: str, final: bool = False) -> None:
+        if self.tty:
+            self.stream.write("\r\033[K" + text + ("\n" if final else ""))
+        elif final:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+
+class DemoPipeline:
+    def __init__(self, config: DemoConfig, progress: Progress | None = None) -> None:
+        self.config = config
+        self.progress = progress or Progress()
+        count = INSTRUMENTS[config.instrument]
+        if not 1 <= config.detectors <= count:
+            raise ValueError(f"--detectors must be 1..{count} for {config.instrument}")
+        self.workdir = config.workdir.resolve()
+        self.arrivals: list[ArrivalEvent] = []
+        self.manifests: list[ExposureManifest] = []
+        self._lock = threading.Lock()
+
+    # set-up ----------------------------------------------------------------------------------
+    def _reset_workdir(self) -> None:
+        """Start from nothing so '27 CCDs registered exactly once' is about this run only."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        for name in OUTPUTS:
+            path = self.workdir / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+
+    def _on_arrival(self, event: ArrivalEvent) -> None:
+        with self._lock:
+            self.arrivals.append(event)
+
+    def _on_manifest(self, manifest: ExposureManifest) -> None:
+        with self._lock:
+            self.manifests.append(manifest)
+
+    # run -------------------------------------------------------------------------------------
+    def run(self) -> DemoResult:
+        from obsingest_cli.demo.by_name import make_environment, make_transport
+        from producers.edge import warm_pool
+
+        cfg = self.config
+        self._reset_workdir()
+        log_file = (self.workdir / "demo.log").open("a")
+        logs.configure(stream=log_file)
+        env = make_environment(cfg.stack, self.workdir)
+        transport = make_transport(cfg.transport, env)
+        day_obs = cfg.day_obs or int(datetime.now(UTC).strftime("%Y%m%d"))
+        ship_log = (self.workdir / "ship.jsonl").open("w")
+        try:
+            env.start(self._on_arrival, self._on_manifest)
+            transport.start()
+            self.progress.update(f"starting {cfg.workers} edge workers ...")
+            with warm_pool(
+                cfg.workers,
+                transport.sender_url,
+                env.store_settings.prefix,
+                env.store_settings.quarantine_prefix,
+            ) as pool:
+                for index in range(cfg.exposures):
+                    exposure = make_exposure_id(day_obs, index + 1)
+                    self._run_exposure(
+                        pool, env, transport.sender_url, exposure, day_obs, index, ship_log
+                    )
+                    if cfg.inject_bad and index == 0:
+                        from obsingest_cli.demo.faults import inject_bad_inputs
+
+                        inject_bad_inputs(env, DataId(cfg.instrument, exposure, 0))
+                    if cfg.interval and index + 1 < cfg.exposures:
+                        time.sleep(cfg.interval)
+            self.progress.update("waiting for the last registrations ...")
+            transport.finish(timeout=120)
+            dead_lettered = env.finish(timeout=120)
+            result = self._summarize(env, dead_lettered)
+        finally:
+            ship_log.close()
+            transport.close()
+            env.close()
+            log_file.close()
+        return result
+
+    def _run_exposure(
+        self,
+        pool: ProcessPoolExecutor,
+        env: DemoEnvironment,
+        sender_url: str,
+        exposure: int,
+        day_obs: int,
+        index: int,
+        ship_log: TextIO,
+    ) -> None:
+        from producers.daq.simulator import CcdSpec, write_raw_ccd
+        from producers.edge import ShipJob, ship_ccd
+
+        cfg = self.config
+        label = f"exposure {index + 1}/{cfg.exposures} ({exposure})"
+        detectors = list(range(cfg.detectors))
+        obs_start = utcnow()
+        flt = FILTERS[index % len(FILTERS)]
+        manifest = ExposureManifest(
+            instrument=cfg.instrument,
+            exposure=exposure,
+            day_obs=day_obs,
+            detectors=detectors,
+            obs_start=obs_start,
+            exposure_time=15.0,
+            filter=flt,
+            published=utcnow(),
+        )
+        env.publish_manifest(manifest)
+        raw_dir = self.workdir / "daq" / str(exposure)
+        specs = [
+            CcdSpec(
+                cfg.instrument, exposure, det, day_obs, obs_start, 15.0, flt, cfg.ccd_size, cfg.seed
+            )
+            for det in detectors
+        ]
+        futures = [pool.submit(write_raw_ccd, s, raw_dir / f"{s.detector:03d}.fits") for s in specs]
+        for done, fut in enumerate(futures, 1):
+            fut.result()
+            self.progress.update(f"{label}: DAQ wrote {done}/{len(specs)} raw CCDs")
+        # The camera reads every CCD of an exposure out at once: one readout time for all.
+        readout = utcnow()
+        jobs = [
+            ShipJob(
+                str(raw_dir / f"{det:03d}.fits"),
+                cfg.instrument,
+                exposure,
+                det,
+                readout,
+                sender_url,
+                env.store_settings.prefix,
+                env.store_settings.quarantine_prefix,
+            )
+            for det in detectors
+        ]
+        shipped: list[Future] = [pool.submit(ship_ccd, job) for job in jobs]
+        for done, fut in enumerate(shipped, 1):
+            res = fut.result()
+            ship_log.write(
+                json.dumps(
+                    {
+                        **res.__dict__,
+                        "readout_time": res.readout_time.isoformat(),
+                        "compressed_time": res.compressed_time.isoformat(),
+                    }
+                )
+                + "\n"
+            )
+            self.progress.update(f"{label}: compressed and stored {done}/{len(jobs)}")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with self._lock:
+                arrived = {a.detector for a in self.arrivals if a.exposure == exposure}
+            self.progress.update(
+                f"{label}: registered and announced {len(arrived)}/{len(detectors)}"
+            )
+            if len(arrived) >= len(detectors):
+                break
+            time.sleep(0.05)
+        self.progress.update(f"{label}: {len(arrived)}/{len(detectors)} CCDs announced", final=True)
+
+    def _summarize(self, env: DemoEnvironment, dead_lettered: int) -> DemoResult:
+        from beam_jobs.report import plot_latency
+        from beam_jobs.summarize import run_batch
+
+        arrivals_path = self.workdir / "arrivals.avro"
+        manifests_path = self.workdir / "manifests.avro"
+        avro.write_container(arrivals_path, "ArrivalEvent", [a.to_record() for a in self.arrivals])
+        avro.write_container(
+            manifests_path, "ExposureManifest", [m.to_record() for m in self.manifests]
+        )
+        self.progress.update("Beam batch job: per-exposure latency and completeness ...")
+        summaries_path = self.workdir / "summaries.jsonl"
+        summaries = run_batch(
+            [str(arrivals_path)],
+            [str(manifests_path)],
+            str(summaries_path),
+            budget=self.config.budget,
+        )
+        self.progress.update("Beam batch job: done", final=True)
+        plot_path = self.workdir / "latency.png"
+        plot_latency(self.arrivals, self.config.budget, plot_path)
+        registry = env.registry
+        return DemoResult(
+            registered=registry.count_datasets(),
+            summaries=summaries,
+            arrivals=list(self.arrivals),
+            quarantined=registry.quarantined(),
+            dead_lettered=dead_lettered,
+            outputs={
+                "registry": registry.engine.url.render_as_string(hide_password=True),
+                "store": env.store_url,
+                "arrivals": str(arrivals_path),
+                "manifests": str(manifests_path),
+                "summaries": str(summaries_path),
+                "plot": str(plot_path),
+                "log": str(self.workdir / "demo.log"),
+            },
+        )
+
+
+def run_demo(config: DemoConfig) -> int:
+    """Run the demo, print the per-exposure table, what was quarantined and where everything
+    is; 0 when every exposure is complete and nothing was dead-lettered."""
+    from beam_jobs.report import format_summary_table
+
+    result = DemoPipeline(config).run()
+    print(format_summary_table(result.summaries))
+    print()
+    print(f"registered datasets: {result.registered}")
+    print(f"quarantined inputs:  {len(result.quarantined)}")
+    for entry in result.quarantined:
+        print(f"  - {entry['reason']}: {entry['message']}")
+    if result.dead_lettered:
+        print(f"dead-lettered notifications: {result.dead_lettered}")
+    for label, path in result.outputs.items():
+        print(f"{label:>10}: {path}")
+    return 0 if result.complete and not result.dead_lettered else 1

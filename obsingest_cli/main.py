@@ -1,0 +1,58 @@
+"""Entry point of the ``obsingest`` command.
+
+The CLI is the composition root: the one place allowed to import the deployment units
+(``producers/``, ``functions/``, ``beam_jobs/``), the kernel and the local stack. It does so
+lazily inside each command's ``run`` so that ``obsingest --help`` stays fast and a unit's heavy
+dependencies load only when used.
+
+Each subcommand lives in its own module under ``obsingest_cli/commands/`` and exposes
+``register(subparsers)``; add the module name to ``COMMAND_MODULES`` to wire it in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMAND_MODULES: tuple[str, ...] = (
+    "demo",
+    "registry",
+    "compress",
+    "daq",
+    "stack",
+    "summarize",
+    "report",
+    "relay",
+    "arrivals",
+    "assembler",
+    "setup",
+    "bench",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="obsingest",
+        description=(
+            "Ingest observatory CCD images: compress at the edge, move to the data facility, "
+            "register, announce arrivals, and report per-exposure latency against the 5 s budget."
+        ),
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"obsingest_cli.commands.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""``obsingest arrivals tail``'s work: print ArrivalEvents from Pub/Sub ``ccd-arrivals``.
+
+Creates its own pull subscription if absent (a new subscription sees only messages published
+after it exists), deduplicates on dataset id (delivery is at-least-once and a redelivered
+notification republishes the same event), and prints one line per CCD: data id, dataset id,
+latency readout -> published and the per-stage deltas.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
+
+from obsingest.messages import ArrivalEvent
+
+
+def stage_deltas(event: ArrivalEvent) -> dict[str, float | None]:
+    """Seconds spent in each stage: readout->compressed->stored->registered->published."""
+    stamps = [
+        ("compress", event.compressed_time),
+        ("store", event.stored_time),
+        ("register", event.registered_time),
+        ("publish", event.published_time),
+    ]
+    out: dict[str, float | None] = {}
+    previous = event.readout_time
+    for name, stamp in stamps:
+        if stamp is None:
+            out[name] = None
+            continue
+        out[name] = round((stamp - previous).total_seconds(), 6)
+        previous = stamp
+    return out
+
+
+def format_line(event: ArrivalEvent) -> str:
+    deltas = " ".join(
+        f"{k}={v:.3f}s" if v is not None else f"{k}=?" for k, v in stage_deltas(event).items()
+    )
+    return (
+        f"{event.data_id.key}  {event.dataset_id}  latency={event.latency:.3f}s  {deltas}  "
+        f"{event.transport}  {event.uri}"
+    )
+
+
+def as_json(event: ArrivalEvent) -> dict[str, Any]:
+    record = event.to_record()
+    out = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in record.items()}
+    out["latency_s"] = round(event.latency, 6)
+    out["stages_s"] = stage_deltas(event)
+    return out
+
+
+class Deduplicator:
+    """Remembers the dataset ids seen (bounded), so each CCD is reported once."""
+
+    def __init__(self, limit: int = 1_000_000) -> None:
+        self.limit = limit
+        self._seen: dict[str, None] = {}
+
+    def first_time(self, dataset_id: str) -> bool:
+        if dataset_id in self._seen:
+            return False
+        self._seen[dataset_id] = None
+        if len(self._seen) > self.limit:
+            self._seen.pop(next(iter(self._seen)))
+        return True
+
+
+def pull_arrivals(
+    path: str, stop: Callable[[], bool], max_messages: int = 100
+) -> Iterator[tuple[ArrivalEvent | None, bytes]]:
+    """Yield (event or None if undecodable, raw data) for every message; acks after yielding."""
+    from google.api_core import exceptions as api_exceptions
+    from google.cloud import pubsub_v1
+
+    from obsingest.errors import BadMessage
+
+    client = pubsub_v1.SubscriberClient()
+    try:
+        while not stop():
+            try:
+                response = client.pull(
+                    request={"subscription": path, "max_messages": max_messages}, timeout=5
+                )
+            except api_exceptions.DeadlineExceeded:
+                continue
+            for received in response.received_messages:
+                data = bytes(received.message.data)
+                try:
+                    yield ArrivalEvent.decode(data), data
+                except BadMessage:
+                    yield None, data
+            if response.received_messages:
+                client.acknowledge(
+                    request={
+                        "subscription": path,
+                        "ack_ids": [m.ack_id for m in response.received_messages],
+                    }
+                )
+    finally:
+        client.close()
+
+
+def tail(
+    project: str,
+    topic: str,
+    subscription: str,
+    *,
+    as_json_lines: bool = False,
+    limit: int = 0,
+    out: TextIO = sys.stdout,
+) -> int:
+    """Print arrivals until ``limit`` unique ones (0: forever); returns how many were printed."""
+    from infra.local.provision import subscribe
+
+    path = subscribe(project, topic, subscription)
+    dedup = Deduplicator()
+    printed = 0
+    for event, data in pull_arrivals(path, lambda: False):
+        if event is None:
+            print(f"undecodable message ({len(data)} bytes)", file=sys.stderr)
+            continue
+        if not dedup.first_time(str(event.dataset_id)):
+            continue
+        line = json.dumps(as_json(event)) if as_json_lines else format_line(event)
+        print(line, file=out, flush=True)
+        printed += 1
+        if limit and printed >= limit:
+            break
+    return printed
+
+
+
+
+def run_tail(project: str | None, subscription: str, as_json_lines: bool, limit: int) -> int:
+    """``tail`` on the configured arrivals topic until Ctrl-C or ``limit``."""
+    import contextlib
+
+    from obsingest.settings import BusSettings
+
+    bus = BusSettings()
+    with contextlib.suppress(KeyboardInterrupt):
+        tail(
+            project or bus.pubsub_project,
+            bus.arrivals_topic,
+            subscription,
+            as_json_lines=as_json_lines,
+            limit=limit,
+        )
+    return 0

@@ -1,0 +1,225 @@
+"""``obsingest bench transfer``'s work: the harness (``producers.transfer``) wired to the demo's
+environments and transports for the facility side (``--end-to-end``).
+
+This module is composition root: it wires ``producers.transfer`` to the demo environments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from obsingest.messages import ArrivalEvent
+    from obsingest_cli.demo.environment import DemoEnvironment, DemoTransport
+
+
+class EnvironmentEndToEnd:
+    """The demo's environment and transport as the harness's facility side."""
+
+    def __init__(self, env: DemoEnvironment, transport: DemoTransport) -> None:
+        self.env = env
+        self.transport = transport
+        self.sender_url = transport.sender_url
+        self.prefix = env.store_settings.prefix
+        self.quarantine_prefix = env.store_settings.quarantine_prefix
+
+    def start(self, on_arrival: Callable[[ArrivalEvent], None]) -> None:
+        self.env.start(on_arrival, lambda _manifest: None)
+        self.transport.start()
+
+    def announce_exposure(self, exposure: int, detectors: list[int], obs_start: datetime) -> None:
+        from obsingest.messages import ExposureManifest, utcnow
+
+        self.env.publish_manifest(
+            ExposureManifest(
+                instrument="LSSTCam",
+                exposure=exposure,
+                day_obs=exposure // 100_000,
+                detectors=detectors,
+                obs_start=obs_start,
+                exposure_time=15.0,
+                filter="r",
+                published=utcnow(),
+            )
+        )
+
+    def processes(self) -> dict[str, list[int]]:
+        return self.transport.processes()
+
+    def close(self) -> None:
+        try:
+            self.transport.finish(timeout=30)
+            self.env.finish(timeout=30)
+        finally:
+            self.transport.close()
+            self.env.close()
+
+
+def make_end_to_end(destination: str, stack: str | None, workdir: Path) -> EnvironmentEndToEnd:
+    """file:// -> embedded environment in DIR; gs:// -> the local stack, direct upload;
+    kafka:// -> the Kafka transport (assembler) on the chosen environment."""
+    from obsingest_cli.demo.by_name import make_environment, make_transport
+    from producers.transfer.plan import parse_destination
+
+    dest = parse_destination(destination)
+    if dest.scheme == "file":
+        if stack == "local":
+            raise ValueError("file:// is the embedded environment; use gs:// for the local stack")
+        Path(dest.target).mkdir(parents=True, exist_ok=True)
+        env = make_environment("embedded", Path(dest.target))
+        return EnvironmentEndToEnd(env, make_transport("direct", env))
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = make_environment(stack or "local", workdir, keep=False)
+    transport = make_transport("kafka" if dest.scheme == "kafka" else "direct", env)
+    return EnvironmentEndToEnd(env, transport)
+
+
+def use_stack_endpoints(destination: str) -> None:
+    """gs:// and kafka:// without explicit endpoints talk to the local stack (as
+    ``eval "$(obsingest stack env)"`` would set up); variables already set win."""
+    import os
+
+    from infra.local.stack import Stack
+
+    scheme = destination.partition("://")[0]
+    services = {"gs": ["pubsub", "gcs"], "kafka": ["kafka"]}.get(scheme)
+    if not services:
+        return
+    for key, value in Stack(only=services).env().items():
+        os.environ.setdefault(key, value)
+
+
+def prepare_destination(destination: str) -> None:
+    """Without --end-to-end nothing else creates the bucket or topic: create them if missing
+    (the topic with room for whole chunks, like the Kafka transport's)."""
+    from producers.transfer.plan import parse_destination
+
+    dest = parse_destination(destination)
+    if dest.scheme == "gs":
+        from obsingest.store.gcs import GcsSettings, make_client
+
+        client = make_client(GcsSettings())
+        if client.lookup_bucket(dest.target) is None:
+            client.create_bucket(dest.target)
+    elif dest.scheme == "kafka":
+        from confluent_kafka.admin import AdminClient
+
+        from infra.local.provision import CHUNK_TOPIC_PARTITIONS, create_chunk_topics
+
+        bootstrap = dest.sender_url[len("kafka://") :].rsplit("/", 1)[0]
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        if dest.target not in admin.list_topics(timeout=10).topics:
+            create_chunk_topics(bootstrap, {dest.target: CHUNK_TOPIC_PARTITIONS})
+
+
+def stack_service_pids(destination: str, stack: str | None) -> dict[str, list[int]]:
+    """Pids of the local stack's services a run uses, for the CPU-by-role report."""
+    if destination.startswith("file://") and stack != "local":
+        return {}
+    from infra.local.stack import Stack
+
+    return {r.name: [r.pid] for r in Stack().status() if r.pid}
+
+
+def _progress() -> Callable[[str, bool], None]:
+    from obsingest_cli.demo.run import Progress
+
+    bar = Progress(sys.stderr)
+    return lambda text, final=False: bar.update(text, final)
+
+
+def format_report(result: dict[str, Any]) -> str:
+    """The harness's printed report: warm-up, the table, and end to end where measured."""
+    from producers.transfer.stats import StageRow, TransferRow, format_stage_table
+    from producers.transfer.stats import format_transfer_table as table
+
+    what = "read + compress + send" if result["compress"] else "read + send (pre-compressed)"
+    lines = [
+        f"{result['ccds']} CCDs x {result['numexp']} exposures every {result['interval']} s "
+        f"-> {result['sender_url']} ({what}, {result['ccd_size']} CCDs)",
+        "",
+        "first exposure (connection warm-up):",
+        table([TransferRow(**result["warmup"])]) if result["warmup"] else "(none)",
+        "",
+        "remaining exposures:",
+        table([TransferRow(**result["steady"])]) if result["steady"] else "(none: --numexp 1)",
+    ]
+    if result["end_to_end"]:
+        lat = result["latency"]["steady"] if result["numexp"] > 1 else result["latency"]["all"]
+        stages = result["stages"] if result["numexp"] > 1 else result["stages_warmup"]
+        lines += ["", "end to end, per CCD (warm-up exposure excluded when there are others):"]
+        lines.append(format_stage_table([StageRow(**r) for r in stages]))
+        verdict = (
+            "within"
+            if lat["announced"] == lat["expected"] and not lat["over_budget"]
+            else ("NOT within")
+        )
+        p50 = "-" if lat["p50"] is None else f"{lat['p50']:.2f}"
+        mx = "-" if lat["max"] is None else f"{lat['max']:.2f}"
+        lines.append(
+            f"\nreadout -> announced: {lat['announced']}/{lat['expected']} announced, "
+            f"p50 {p50} s, max {mx} s, {lat['over_budget']} over the {lat['budget']} s "
+            f"budget: {verdict} budget"
+        )
+    cpu = result.get("cpu", {}).get("per_exposure")
+    if cpu:
+        roles = ", ".join(f"{k} {v:.1f}" for k, v in cpu.items())
+        lines.append(f"\nCPU seconds per exposure ({result['cpu']['cores']} cores): {roles}")
+    if result["failed"]:
+        failed = [r for r in result["records"] if r["error"]]
+        lines.append(f"\n{result['failed']} transfers failed, e.g. {failed[0]['error']}")
+    return "\n".join(lines)
+
+
+def run_transfer(args: argparse.Namespace) -> int:
+    """The harness with ``args`` (``obsingest bench transfer``'s options): print the report,
+    write the JSON; 0 when every transfer (and, end to end, every announcement) succeeded."""
+    from obsingest import logs
+    from producers.transfer import HarnessConfig, run_harness
+    from producers.transfer.plan import parse_starttime
+
+    config = HarnessConfig(
+        destination=args.destination,
+        ccds=args.ccds,
+        numexp=args.numexp,
+        interval=args.interval,
+        compress=args.compress,
+        starttime=parse_starttime(args.starttime) if args.starttime else None,
+        ccd_size=args.ccd_size,
+        run_dir=args.run_dir,
+        threads=args.threads,
+        arrival_timeout=args.arrival_timeout,
+        budget=args.budget,
+    )
+    args.run_dir.mkdir(parents=True, exist_ok=True)
+    log_file = (args.run_dir / "bench.log").open("a")
+    logs.configure(stream=log_file)
+    try:
+        use_stack_endpoints(args.destination)
+        if args.end_to_end:
+            e2e = make_end_to_end(args.destination, args.stack, args.run_dir / "e2e")
+        else:
+            e2e = None
+            prepare_destination(args.destination)
+        services = stack_service_pids(args.destination, args.stack)
+        result = run_harness(config, e2e, _progress(), services).to_json()
+    except (ValueError, RuntimeError, TimeoutError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        log_file.close()
+    print(format_report(result))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"\nwritten {args.json}")
+    complete = not result["failed"] and not result["worker_errors"]
+    if result["end_to_end"]:
+        complete = complete and result["latency"]["all"]["announced"] == args.ccds * args.numexp
+    return 0 if complete else 1

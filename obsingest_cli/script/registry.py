@@ -1,0 +1,57 @@
+"""``obsingest registry``'s work: open the registry from a URL or settings, print what it holds."""
+
+from __future__ import annotations
+
+import json
+
+from obsingest.registry import Registry
+from obsingest.settings import RegistrySettings
+
+
+def _open(url: str | None) -> Registry:
+    settings = RegistrySettings(url=url) if url else RegistrySettings()
+    return Registry.open(settings)
+
+
+def list_datasets(
+    url: str | None, instrument: str | None, exposure: int | None, as_json: bool
+) -> int:
+    """Registered datasets with their datastore records, as a table or JSON."""
+    registry = _open(url)
+    rows = registry.datasets(instrument, exposure)
+    if as_json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(f"{'instrument':<12} {'exposure':>14} {'det':>4} {'size':>10}  dataset id / uri")
+        for r in rows:
+            print(
+                f"{r['instrument']:<12} {r['exposure']:>14} {r['detector']:>4} {r['size']:>10}  "
+                f"{r['id']}  {r['uri']}"
+            )
+        print(f"{len(rows)} datasets")
+    registry.close()
+    return 0
+
+
+def list_quarantine(url: str | None, as_json: bool) -> int:
+    """Refused inputs: object, reason, message, occurrences."""
+    registry = _open(url)
+    rows = registry.quarantined()
+    if as_json:
+        print(json.dumps(rows, indent=2))
+    else:
+        for r in rows:
+            print(f"{r['reason']:<20} x{r['occurrences']:<3} {r['object_uri']}\n    {r['message']}")
+        print(f"{len(rows)} quarantined")
+    registry.close()
+    return 0
+
+
+def migrate(url: str | None) -> int:
+    """Apply pending schema migrations (opening the registry does)."""
+    registry = _open(url)
+    print(
+        f"registry schema up to date at {registry.engine.url.render_as_string(hide_password=True)}"
+    )
+    registry.close()
+    return 0

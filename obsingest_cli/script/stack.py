@@ -1,0 +1,69 @@
+"""``obsingest stack``'s work: drive ``infra.local.stack`` and print what it did."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from infra.local.stack import Stack
+
+
+def _stack(args: argparse.Namespace) -> Stack:
+    return Stack(only=list(args.services) or None)
+
+
+def _fail(exc: Exception) -> int:
+    print(f"error: {exc}", file=sys.stderr)
+    return 1
+
+
+def up(args: argparse.Namespace) -> int:
+    from infra.local.stack import StackError, render_status_table
+
+    t0 = time.monotonic()
+    stack = _stack(args)
+    try:
+        result = stack.up(timeout=args.timeout)
+    except StackError as exc:
+        return _fail(exc)
+    took = time.monotonic() - t0
+    started = ", ".join(result.started) or "none"
+    print(f"started: {started}; already running: {', '.join(result.already_running) or 'none'}"
+          f" ({took:.1f} s)")  # fmt: skip
+    rows = stack.status()
+    print(render_status_table(rows), end="")
+    return 0 if all(r.healthy for r in rows) else 1
+
+
+def down(args: argparse.Namespace) -> int:
+    stack = _stack(args)
+    stopped = stack.down(purge=args.purge)
+    print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+    return 0
+
+
+def status(args: argparse.Namespace) -> int:
+    from infra.local.stack import render_status_table
+
+    rows = _stack(args).status()
+    print(render_status_table(rows), end="")
+    return 0 if all(r.healthy for r in rows) else 1
+
+
+def env(args: argparse.Namespace) -> int:
+    from infra.local.stack import render_exports
+
+    print(render_exports(_stack(args).env()), end="")
+    return 0
+
+
+def fetch(args: argparse.Namespace) -> int:
+    from infra.local.stack import StackError
+
+    try:
+        _stack(args).fetch()
+    except StackError as exc:
+        return _fail(exc)
+    print("artefacts are in the cache")
+    return 0

@@ -1,0 +1,291 @@
+"""The edge's Kafka sender: one compressed CCD -> its CcdChunk records, acknowledged.
+
+``send`` returns only when the broker has acknowledged every chunk of the CCD (``acks=all``), so
+an edge worker that got a result knows the CCD is durable in Kafka and will be assembled; if any
+chunk fails, ``send`` raises and the caller retries the whole CCD (the assembler ignores the
+duplicate chunks). The producer is idempotent, so librdkafka's own retries never duplicate or
+reorder a chunk inside its partition; the key (the data id) puts every chunk of a CCD in one
+partition, in order, which is what lets the assembler reason about offsets.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
+
+from obsingest import defaults
+from obsingest.checksums import checksum_str
+from obsingest.dataid import DataId
+from obsingest.errors import PermanentError, RetriableError
+from obsingest.logs import get_logger, log_event
+from obsingest.messages import ExposureManifest
+from producers.kafka.chunker import encode_chunk, iter_chunks, resolve_chunk_size
+from producers.kafka.settings import KafkaProducerSettings
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError, Message, Producer
+
+log = get_logger("obsingest.producer.kafka")
+
+
+class ChunkDeliveryFailed(RetriableError):
+    """A chunk was not acknowledged (broker down, timeout): resend the whole CCD."""
+
+    reason = "chunk-delivery-failed"
+
+
+class ChunkRejected(PermanentError):
+    """The broker refused a chunk for good (record too large, topic authorisation, ...)."""
+
+    reason = "chunk-rejected"
+
+
+class ProducerFenced(PermanentError):
+    """librdkafka reported a fatal error: this producer instance can no longer send."""
+
+    reason = "producer-fatal"
+
+
+@dataclass(frozen=True)
+class KafkaSendResult:
+    """What the edge learns about one CCD sent over Kafka."""
+
+    status: str  # "acked": every chunk acknowledged by all in-sync replicas
+    checksum: str
+    object_name: str  # where the assembler stores it
+    size: int
+    chunks: int
+    partition: int
+    first_offset: int
+    last_offset: int
+
+
+@dataclass
+class _Delivery:
+    """Delivery reports of one CCD's chunks; callbacks may run on any thread that polls."""
+
+    expected: int
+    acked: int = 0
+    errors: list[KafkaError] = field(default_factory=list)
+    offsets: list[tuple[int, int]] = field(default_factory=list)
+    done: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def on_delivery(self, err: KafkaError | None, msg: Message) -> None:
+        with self.lock:
+            if err is not None:
+                self.errors.append(err)
+            else:
+                self.acked += 1
+                self.offsets.append((msg.partition(), msg.offset()))
+            if self.acked + len(self.errors) >= self.expected:
+                self.done.set()
+
+
+def producer_config(settings: KafkaProducerSettings, client_id: str) -> dict[str, Any]:
+    """librdkafka settings for chunk producers (the reasons are in producers/kafka/README.md)."""
+    return {
+        "bootstrap.servers": settings.bootstrap_servers,
+        "client.id": client_id,
+        "enable.idempotence": True,
+        "acks": "all",
+        "compression.type": "none",  # payload is already Rice-compressed
+        "message.max.bytes": settings.message_max_bytes,
+        "batch.size": settings.batch_size,
+        "linger.ms": settings.linger_ms,
+        "delivery.timeout.ms": int(settings.delivery_timeout_s * 1000),
+        "queue.buffering.max.kbytes": 1024 * 1024,
+        "partitioner": "murmur2_random",  # the Java client's choice: same key -> same partition
+        **settings.extra,
+    }
+
+
+class KafkaChunkSender:
+    """A ``producers.sender.Sender`` streaming CCDs as chunks to one topic. Thread-safe."""
+
+    transport = "kafka"
+
+    def __init__(
+        self,
+        settings: KafkaProducerSettings,
+        topic: str | None = None,
+        producer_name: str = "edge",
+        prefix: str = defaults.RAW_PREFIX,
+        producer: Producer | None = None,
+    ) -> None:
+        from confluent_kafka import Producer
+
+        self.settings = settings
+        self.topic = topic or settings.chunks_topic
+        self.producer_name = producer_name
+        self.prefix = prefix
+        self.chunk_size = resolve_chunk_size(settings.chunk_size, settings.message_max_bytes)
+        self._producer = producer or Producer(producer_config(settings, producer_name))
+        self._fatal: str | None = None
+
+    def send(
+        self,
+        data_id: DataId,
+        data: bytes,
+        readout_time: datetime,
+        compressed_time: datetime | None = None,
+    ) -> KafkaSendResult:
+        """Send every chunk of one CCD; return once all are acknowledged, else raise."""
+        from confluent_kafka import KafkaException
+
+        started = time.perf_counter()
+        checksum = checksum_str(data)
+        chunks = list(
+            iter_chunks(
+                data_id,
+                data,
+                readout_time,
+                compressed_time,
+                self.producer_name,
+                self.chunk_size,
+                file_checksum=checksum,
+            )
+        )
+        delivery = _Delivery(expected=len(chunks))
+        key = data_id.key.encode()
+        for chunk in chunks:
+            value = encode_chunk(chunk)
+            while True:
+                try:
+                    self._producer.produce(
+                        self.topic, value=value, key=key, on_delivery=delivery.on_delivery
+                    )
+                    break
+                except BufferError:  # local queue full: serve delivery reports, then retry
+                    self._producer.poll(0.05)
+                except KafkaException as exc:
+                    raise self._classify(exc.args[0], data_id) from exc
+        self._wait(delivery, data_id)
+        partitions = {p for p, _ in delivery.offsets}
+        offsets = sorted(o for _, o in delivery.offsets)
+        result = KafkaSendResult(
+            status="acked",
+            checksum=checksum,
+            object_name=data_id.object_name(self.prefix),
+            size=len(data),
+            chunks=len(chunks),
+            partition=partitions.pop(),
+            first_offset=offsets[0],
+            last_offset=offsets[-1],
+        )
+        log_event(
+            log,
+            "kafka.sent",
+            data_id=data_id.key,
+            topic=self.topic,
+            size=len(data),
+            chunks=len(chunks),
+            partition=result.partition,
+            first_offset=result.first_offset,
+            send_ms=round((time.perf_counter() - started) * 1000, 2),
+        )
+        return result
+
+    def _wait(self, delivery: _Delivery, data_id: DataId) -> None:
+        deadline = time.monotonic() + self.settings.delivery_timeout_s + 10
+        while not delivery.done.is_set():
+            if time.monotonic() > deadline:
+                raise ChunkDeliveryFailed(
+                    f"{data_id.key}: {delivery.acked}/{delivery.expected} chunks acknowledged "
+                    f"within {self.settings.delivery_timeout_s} s"
+                )
+            self._producer.poll(0.01)
+        if delivery.errors:
+            raise self._classify(delivery.errors[0], data_id)
+
+    def _classify(self, err: KafkaError, data_id: DataId) -> Exception:
+        """Retriable when Kafka says so (or the chunk merely timed out); else permanent."""
+        from confluent_kafka import KafkaError
+
+        message = f"{data_id.key}: chunk not delivered to {self.topic}: {err.str()}"
+        log_event(log, "kafka.send_failed", logging.ERROR, data_id=data_id.key, error=err.str())
+        if err.fatal():
+            self._fatal = err.str()
+            return ProducerFenced(message)
+        transient = {KafkaError._MSG_TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN}
+        if err.retriable() or err.code() in transient:
+            return ChunkDeliveryFailed(message)
+        return ChunkRejected(message)
+
+    def publish_manifest(self, manifest: ExposureManifest, timeout: float = 30.0) -> None:
+        """Publish ``manifest`` to the exposures topic and wait for its acknowledgement."""
+        publish_manifest(self._producer, manifest, self.settings.exposures_topic, timeout)
+
+    def flush(self, timeout: float = 30.0) -> int:
+        return self._producer.flush(timeout)
+
+    def close(self) -> None:
+        self._producer.flush(30)
+
+
+def publish_manifest(
+    producer: Producer,
+    manifest: ExposureManifest,
+    topic: str = defaults.EXPOSURES_TOPIC,
+    timeout: float = 30.0,
+) -> None:
+    """ExposureManifest -> ``topic`` (key instrument/exposure), acknowledged before returning.
+
+    Published before readout, it is what completeness is measured against, so it must not be
+    fire-and-forget: a lost manifest would make a complete exposure look like NO_MANIFEST.
+    """
+    errors: list[Any] = []
+    done = threading.Event()
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+        done.set()
+
+    producer.produce(
+        topic,
+        value=manifest.encode(),
+        key=f"{manifest.instrument}/{manifest.exposure}".encode(),
+        on_delivery=on_delivery,
+    )
+    deadline = time.monotonic() + timeout
+    while not done.is_set() and time.monotonic() < deadline:
+        producer.poll(0.01)
+    if errors or not done.is_set():
+        reason = errors[0].str() if errors else f"no acknowledgement within {timeout} s"
+        raise ChunkDeliveryFailed(f"manifest {manifest.instrument}/{manifest.exposure}: {reason}")
+
+
+def parse_kafka_url(url: str) -> tuple[str, str, dict[str, str]]:
+    """``kafka://HOST:PORT[,HOST:PORT]/TOPIC[?chunk_size=N]`` -> (bootstrap, topic, options)."""
+    parts = urlsplit(url)
+    if parts.scheme != "kafka" or not parts.netloc:
+        raise ValueError(f"not a kafka://HOST:PORT/TOPIC URL: {url!r}")
+    topic = parts.path.lstrip("/")
+    options = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    unknown = set(options) - {"chunk_size"}
+    if unknown:
+        raise ValueError(f"{url!r}: unknown option(s) {sorted(unknown)} (known: chunk_size)")
+    return parts.netloc, topic, options
+
+
+def open_kafka_sender(
+    url: str,
+    producer: str = "edge",
+    prefix: str = defaults.RAW_PREFIX,
+    settings: KafkaProducerSettings | None = None,
+) -> KafkaChunkSender:
+    """Sender for ``kafka://HOST:PORT/TOPIC``; other settings from ``OBSINGEST_KAFKA_*``."""
+    bootstrap, topic, options = parse_kafka_url(url)
+    base = settings or KafkaProducerSettings()
+    update: dict[str, Any] = {"bootstrap_servers": bootstrap}
+    if "chunk_size" in options:
+        update["chunk_size"] = int(options["chunk_size"])
+    return KafkaChunkSender(
+        base.model_copy(update=update), topic=topic or None, producer_name=producer, prefix=prefix
+    )

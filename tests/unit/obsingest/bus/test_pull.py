@@ -1,0 +1,68 @@
+"""PubSubPullSource: long-poll against Pub/Sub, short polls against the emulator (whose long
+poll sleeps a fixed 500 ms instead of waking when a message arrives)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from obsingest.bus.pull import EMULATOR_POLL_SECONDS, PubSubPullSource
+
+pytestmark = pytest.mark.unit
+
+
+def _received(n: int) -> SimpleNamespace:
+    message = SimpleNamespace(message_id=f"m{n}", data=b"x", attributes={}, publish_time=None)
+    return SimpleNamespace(ack_id=f"a{n}", message=message, delivery_attempt=0)
+
+
+class FakeSubscriber:
+    """Empty for ``empty_pulls`` pulls, then one message per pull."""
+
+    def __init__(self, empty_pulls: int) -> None:
+        self.empty_pulls = empty_pulls
+        self.requests: list[dict] = []
+
+    def pull(self, request: dict, timeout: float) -> SimpleNamespace:
+        self.requests.append(request)
+        if len(self.requests) <= self.empty_pulls:
+            return SimpleNamespace(received_messages=[])
+        return SimpleNamespace(received_messages=[_received(len(self.requests))])
+
+
+def test_against_pubsub_one_long_poll_per_call(monkeypatch):
+    monkeypatch.delenv("PUBSUB_EMULATOR_HOST", raising=False)
+    client = FakeSubscriber(empty_pulls=1)
+    source = PubSubPullSource("p", "s", client=client)
+    assert source.poll_interval is None
+    assert source.pull(10, 2.0) == []  # the service's long poll came back empty
+    assert client.requests == [{"subscription": "projects/p/subscriptions/s", "max_messages": 10}]
+
+
+def test_against_the_emulator_polls_until_a_message_is_there(monkeypatch):
+    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", "127.0.0.1:1")
+    client = FakeSubscriber(empty_pulls=3)
+    source = PubSubPullSource("p", "s", client=client)
+    assert source.poll_interval == EMULATOR_POLL_SECONDS
+    got = source.pull(10, 5.0)
+    assert [d.message_id for d in got] == ["m4"]
+    assert len(client.requests) == 4
+    assert all(r["return_immediately"] for r in client.requests)
+
+
+def test_polling_gives_up_at_the_timeout(monkeypatch):
+    client = FakeSubscriber(empty_pulls=10**6)
+    source = PubSubPullSource("p", "s", client=client, poll_interval=0.01)
+    assert source.pull(10, 0.2) == []
+    assert len(client.requests) >= 2  # it polled again, then stopped: the call returned
+
+
+def test_polls_back_off_while_idle_and_speed_up_after_a_message():
+    client = FakeSubscriber(empty_pulls=10**6)
+    source = PubSubPullSource("p", "s", client=client, poll_interval=0.001, max_poll_interval=0.004)
+    assert source.pull(10, 0.1) == []  # empty polls, 1 + 2 + 4 + 4 ... ms apart
+    assert source._wait == 0.004  # backed off to the ceiling
+    client.empty_pulls = 0
+    assert source.pull(10, 5.0)  # a message at last
+    assert source._wait == 0.001  # next polls are quick again
