@@ -1,97 +1,331 @@
-"""Avro schema-resolution compatibility, following the specification's resolution rules.
+"""Avro schema compatibility, decided by the specification's schema-resolution rules.
 
-A change is allowed only if it is *fully* compatible: new readers can read data written with the
-previous schema (backward) and readers still on the previous schema can read new data (forward).
-That is what lets producers and subscribers upgrade in any order.
+A contract version is released only if it is *fully* compatible with the one before it: new
+readers can read data written with the previous schema (backward) and readers still on the
+previous schema can read new data (forward), so producers and subscribers upgrade in any order.
+"Can read" is exactly the specification's "Schema Resolution" section, applied statically to
+every value a writer schema allows (every union branch, every enum symbol):
+
+- the two schemas must *match*: the same primitive, or a promotion (int -> long/float/double,
+  long -> float/double, float -> double, string <-> bytes); both arrays / both maps (resolved on
+  items / values); both records, enums or fixed whose unqualified names are equal, or whose
+  writer full name is one of the reader's aliases (aliases resolve against the reader's own
+  namespace: alias "Old" of "org.x.New" is "org.x.Old"); fixed sizes equal;
+- records: fields are matched by name or by a reader field's alias; writer fields the reader
+  lacks are skipped; a reader field the writer lacks needs a default;
+- enums: a writer symbol the reader lacks needs the reader enum's ``default``;
+- unions: each writer branch is resolved against the first reader branch that matches it (or
+  the reader itself if it is not a union); a branch that matches nothing is an error;
+- logical types ride on their underlying type, except that two ``decimal`` schemas match only
+  with equal precision and scale (an invalid decimal is ignored, as the specification says).
+
+Why our own code: no maintained Python library implements the resolution check (fastavro
+resolves only while reading data, and is laxer in two places: it ignores the namespace of
+reader aliases and decimal precision/scale; tests/unit/schemas/test_compat_corpus.py pins both).
+Default values are not checked here: ``schemas._load_file`` parses every file with fastavro,
+which rejects defaults that do not fit their field's type.
+
+Problems read "<path>: <reason>", the path starting at the reader's root name and following
+reader field names ("ArrivalEvent.readout_time: a string cannot be read as a long"), ``[]`` for
+array items and ``{}`` for map values.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, field
 from typing import Any
 
-_PROMOTIONS = {
-    "int": {"int", "long", "float", "double"},
-    "long": {"long", "float", "double"},
-    "float": {"float", "double"},
-    "string": {"string", "bytes"},
-    "bytes": {"bytes", "string"},
+PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
+#: writer type -> reader types it may be read as (the specification's promotions)
+PROMOTIONS: dict[str, frozenset[str]] = {
+    "int": frozenset({"int", "long", "float", "double"}),
+    "long": frozenset({"long", "float", "double"}),
+    "float": frozenset({"float", "double"}),
+    "string": frozenset({"string", "bytes"}),
+    "bytes": frozenset({"bytes", "string"}),
 }
-_PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
+_NAMED = frozenset({"record", "error", "enum", "fixed"})
 
 
-def _kind(schema: Any) -> str:
-    if isinstance(schema, list):
-        return "union"
-    if isinstance(schema, str):
-        return schema if schema in _PRIMITIVES else "named"
-    return (
-        schema["type"]
-        if schema["type"] in _PRIMITIVES | {"record", "enum", "array", "map", "fixed"}
-        else _kind(schema["type"])
-    )
+class SchemaSyntaxError(ValueError):
+    """A schema the compatibility check cannot interpret (unknown name, missing attribute)."""
 
 
-def _primitive_name(schema: Any) -> str:
-    return schema if isinstance(schema, str) else schema["type"]
+# -- a resolved model of a schema: named references become the same object --------------------
+@dataclass(eq=False)
+class _Primitive:
+    type: str
+    decimal: tuple[int, int] | None = None  # (precision, scale) of a valid decimal
 
 
-def can_read(reader: Any, writer: Any, path: str = "") -> list[str]:
-    """Problems a reader with schema ``reader`` has decoding data written with ``writer``."""
-    rk, wk = _kind(reader), _kind(writer)
-    where = path or "<root>"
-    if wk == "union":
-        problems = []
-        for branch in writer:
-            problems += can_read(reader, branch, path)
-        return problems
-    if rk == "union":
-        for branch in reader:
-            if not can_read(branch, writer, path):
-                return []
-        return [f"{where}: writer type {_describe(writer)} matches no branch of reader union"]
-    if rk in _PRIMITIVES and wk in _PRIMITIVES:
-        if rk in _PROMOTIONS.get(wk, {wk}):
+@dataclass(eq=False)
+class _Field:
+    name: str
+    aliases: tuple[str, ...]
+    type: _Node
+    has_default: bool
+
+
+@dataclass(eq=False)
+class _Named:
+    kind: str  # record | enum | fixed
+    fullname: str
+    aliases: frozenset[str]
+    fields: list[_Field] = field(default_factory=list)
+    symbols: tuple[str, ...] = ()
+    default: str | None = None
+    size: int = 0
+    decimal: tuple[int, int] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.fullname.rpartition(".")[2]
+
+
+@dataclass(eq=False)
+class _Array:
+    items: _Node
+
+
+@dataclass(eq=False)
+class _Map:
+    values: _Node
+
+
+@dataclass(eq=False)
+class _Union:
+    branches: list[_Node]
+
+
+_Node = _Primitive | _Named | _Array | _Map | _Union
+
+
+def _fullname(name: str, namespace: str | None) -> str:
+    if "." in name or not namespace:
+        return name
+    return f"{namespace}.{name}"
+
+
+def _decimal(schema: dict[str, Any], size: int | None = None) -> tuple[int, int] | None:
+    """(precision, scale) of a valid decimal logical type, else None (the type is ignored)."""
+    if schema.get("logicalType") != "decimal":
+        return None
+    precision, scale = schema.get("precision"), schema.get("scale", 0)
+    if type(precision) is not int or type(scale) is not int or not 0 <= scale <= precision:
+        return None
+    if precision < 1:
+        return None
+    if size is not None and precision > math.floor(math.log10(2 ** (8 * size - 1) - 1)):
+        return None
+    return precision, scale
+
+
+class _Parser:
+    """Turns one schema's JSON into nodes, resolving names as the specification's "Names"
+    section says (a simple name takes the namespace of the most tightly enclosing named type)."""
+
+    def __init__(self) -> None:
+        self.named: dict[str, _Named] = {}
+
+    def parse(self, schema: Any, namespace: str | None) -> _Node:
+        if isinstance(schema, list):
+            return _Union([self.parse(branch, namespace) for branch in schema])
+        if isinstance(schema, str):
+            return self._reference(schema, namespace)
+        if not isinstance(schema, dict) or "type" not in schema:
+            raise SchemaSyntaxError(f"not an Avro schema: {schema!r}")
+        kind = schema["type"]
+        if kind in PRIMITIVES:
+            return _Primitive(kind, _decimal(schema) if kind == "bytes" else None)
+        if kind in _NAMED:
+            return self._named(schema, namespace)
+        if kind == "array":
+            return _Array(self.parse(schema["items"], namespace))
+        if kind == "map":
+            return _Map(self.parse(schema["values"], namespace))
+        # {"type": "SomeName"} or {"type": {...}}: a wrapped schema
+        return self.parse(kind, namespace)
+
+    def _reference(self, name: str, namespace: str | None) -> _Node:
+        if name in PRIMITIVES:
+            return _Primitive(name)
+        for candidate in (_fullname(name, namespace), name):
+            if candidate in self.named:
+                return self.named[candidate]
+        raise SchemaSyntaxError(f"unknown type name {name!r}")
+
+    def _named(self, schema: dict[str, Any], namespace: str | None) -> _Named:
+        name = schema.get("name")
+        if not isinstance(name, str) or not name:
+            raise SchemaSyntaxError(f"a {schema['type']} without a name: {schema!r}")
+        own = schema.get("namespace", namespace) if "." not in name else None
+        fullname = _fullname(name, own)
+        space = fullname.rpartition(".")[0] or None
+        aliases = frozenset(_fullname(a, space) for a in schema.get("aliases", []))
+        kind = "record" if schema["type"] == "error" else schema["type"]
+        node = _Named(kind, fullname, aliases)
+        self.named[fullname] = node  # before the fields: a record may refer to itself
+        if kind == "record":
+            node.fields = [
+                _Field(
+                    f["name"],
+                    tuple(f.get("aliases", [])),
+                    self.parse(f["type"], space),
+                    "default" in f,
+                )
+                for f in schema["fields"]
+            ]
+        elif kind == "enum":
+            node.symbols = tuple(schema["symbols"])
+            node.default = schema.get("default")
+        else:
+            node.size = int(schema["size"])
+            node.decimal = _decimal(schema, node.size)
+        return node
+
+
+def _parse(schema: Any) -> _Node:
+    return _Parser().parse(schema, None)
+
+
+# -- matching and resolution ------------------------------------------------------------------
+def _describe(node: _Node) -> str:
+    if isinstance(node, _Primitive):
+        article = "an" if node.type[0] in "aeiou" else "a"
+        if node.decimal:
+            return f"{article} {node.type} decimal({node.decimal[0]},{node.decimal[1]})"
+        return f"{article} {node.type}"
+    if isinstance(node, _Named):
+        return f"{'an' if node.kind == 'enum' else 'a'} {node.kind} {node.fullname}"
+    if isinstance(node, _Array):
+        return "an array"
+    if isinstance(node, _Map):
+        return "a map"
+    return "a union"
+
+
+def _decimal_mismatch(reader: tuple[int, int] | None, writer: tuple[int, int] | None) -> str | None:
+    if reader is not None and writer is not None and reader != writer:
+        return (
+            f"decimal precision/scale {writer[0]}/{writer[1]} cannot be read as "
+            f"{reader[0]}/{reader[1]}"
+        )
+    return None
+
+
+def _mismatch(reader: _Node, writer: _Node) -> str | None:
+    """Why ``writer`` does not *match* ``reader`` (the specification's first step), or None.
+    Arrays and maps match here whatever their items: resolution reports those precisely."""
+    if isinstance(reader, _Union) or isinstance(writer, _Union):
+        return None
+    if isinstance(reader, _Primitive) and isinstance(writer, _Primitive):
+        if reader.type not in PROMOTIONS.get(writer.type, frozenset({writer.type})):
+            return f"{_describe(writer)} cannot be read as {_describe(reader)}"
+        return _decimal_mismatch(reader.decimal, writer.decimal)
+    if isinstance(reader, _Array) and isinstance(writer, _Array):
+        return None
+    if isinstance(reader, _Map) and isinstance(writer, _Map):
+        return None
+    if isinstance(reader, _Named) and isinstance(writer, _Named) and reader.kind == writer.kind:
+        if reader.name != writer.name and writer.fullname not in reader.aliases:
+            aliases = sorted(reader.aliases)
+            return (
+                f"{_describe(writer)} cannot be read as {reader.kind} {reader.fullname}: "
+                f"the names differ and {writer.fullname} is not among the reader's aliases "
+                f"{aliases}"
+            )
+        if reader.kind == "fixed":
+            if reader.size != writer.size:
+                return f"fixed size {writer.size} cannot be read as size {reader.size}"
+            return _decimal_mismatch(reader.decimal, writer.decimal)
+        return None
+    return f"{_describe(writer)} cannot be read as {_describe(reader)}"
+
+
+class _Resolver:
+    def __init__(self) -> None:
+        #: record pairs being resolved: a recursive type is resolved once (coinductively)
+        self._active: set[tuple[int, int]] = set()
+
+    def resolve(self, reader: _Node, writer: _Node, path: str) -> list[str]:
+        if isinstance(writer, _Union):
+            problems: list[str] = []
+            for branch in writer.branches:
+                for problem in self.resolve(reader, branch, path):
+                    if problem not in problems:
+                        problems.append(problem)
+            return problems
+        if isinstance(reader, _Union):
+            for branch in reader.branches:
+                if _mismatch(branch, writer) is None:
+                    return self.resolve(branch, writer, path)
+            options = ", ".join(_describe(b) for b in reader.branches)
+            return [
+                f"{path}: {_describe(writer)} matches no branch of the reader's union ({options})"
+            ]
+        why = _mismatch(reader, writer)
+        if why is not None:
+            return [f"{path}: {why}"]
+        if isinstance(reader, _Array):
+            assert isinstance(writer, _Array)
+            return self.resolve(reader.items, writer.items, f"{path}[]")
+        if isinstance(reader, _Map):
+            assert isinstance(writer, _Map)
+            return self.resolve(reader.values, writer.values, f"{path}{{}}")
+        if isinstance(reader, _Named) and isinstance(writer, _Named):
+            if reader.kind == "record":
+                return self._record(reader, writer, path)
+            if reader.kind == "enum":
+                return self._enum(reader, writer, path)
+        return []
+
+    def _record(self, reader: _Named, writer: _Named, path: str) -> list[str]:
+        key = (id(reader), id(writer))
+        if key in self._active:
             return []
-        return [f"{where}: cannot read {wk} as {rk}"]
-    if rk != wk:
-        return [f"{where}: cannot read {wk} as {rk}"]
-    if rk == "record":
-        if reader.get("name") != writer.get("name"):
-            return [f"{where}: record name {writer.get('name')} != {reader.get('name')}"]
-        problems = []
-        writer_fields = {f["name"]: f for f in writer["fields"]}
-        for field in reader["fields"]:
-            sub = f"{path}.{field['name']}" if path else field["name"]
-            match = writer_fields.get(field["name"])
-            if match is None:
-                for alias in field.get("aliases", []):
-                    match = writer_fields.get(alias)
-                    if match:
-                        break
-            if match is None:
-                if "default" not in field:
-                    problems.append(f"{sub}: new field without a default")
-                continue
-            problems += can_read(field["type"], match["type"], sub)
-        return problems
-    if rk == "enum":
-        extra = set(writer["symbols"]) - set(reader["symbols"])
-        if extra and "default" not in reader:
-            return [f"{where}: enum symbols {sorted(extra)} unknown to reader (and no default)"]
+        self._active.add(key)
+        try:
+            written = {f.name: f for f in writer.fields}
+            problems: list[str] = []
+            for rf in reader.fields:
+                sub = f"{path}.{rf.name}"
+                wf = written.get(rf.name)
+                if wf is None:
+                    wf = next((written[a] for a in rf.aliases if a in written), None)
+                if wf is None:
+                    if not rf.has_default:
+                        also = f" (nor any of its aliases {list(rf.aliases)})" if rf.aliases else ""
+                        problems.append(
+                            f"{sub}: the writer has no field {rf.name!r}{also} and the "
+                            "reader's field has no default"
+                        )
+                    continue
+                problems += self.resolve(rf.type, wf.type, sub)
+            return problems
+        finally:
+            self._active.discard(key)
+
+    @staticmethod
+    def _enum(reader: _Named, writer: _Named, path: str) -> list[str]:
+        unknown = [s for s in writer.symbols if s not in reader.symbols]
+        if unknown and reader.default is None:
+            return [
+                f"{path}: the writer's symbols {unknown} are not in the reader's enum "
+                f"{reader.fullname}, which has no default"
+            ]
         return []
-    if rk == "array":
-        return can_read(reader["items"], writer["items"], f"{path}[]")
-    if rk == "map":
-        return can_read(reader["values"], writer["values"], f"{path}{{}}")
-    if rk == "fixed":
-        if reader.get("size") != writer.get("size"):
-            return [f"{where}: fixed size {writer.get('size')} != {reader.get('size')}"]
-        return []
-    return []
 
 
-def _describe(schema: Any) -> str:
-    return schema if isinstance(schema, str) else str(schema.get("type"))
+def _root_path(node: _Node) -> str:
+    return node.name if isinstance(node, _Named) else "<root>"
+
+
+def can_read(reader: Any, writer: Any) -> list[str]:
+    """Problems a reader with schema ``reader`` has with any data written with ``writer``
+    (both as JSON: dict, list or str); empty means every such datum resolves."""
+    reader_node, writer_node = _parse(reader), _parse(writer)
+    return _Resolver().resolve(reader_node, writer_node, _root_path(reader_node))
 
 
 def check_full_compatibility(previous: Any, current: Any) -> list[str]:

@@ -12,6 +12,20 @@ to files that were completed, dead-lettered or ignored, so a consumer restarting
 every chunk of every unfinished file and nothing else of consequence; files it sees complete
 again are rewritten create-once, i.e. a no-op. **Callers must act on every verdict (store,
 dead-letter, recover) before committing the offsets computed after it.**
+
+Copies: an edge that lost its producer mid-file resends the whole CCD, possibly cut with another
+chunk size. Every open file is therefore a set of *copies* of one data id, all with the same
+bytes (size and file checksum; a chunk naming other bytes while a copy is open is
+``file-metadata-changed``, as before). A chunk joins the copy with its layout (chunk count and
+stride, the length of every chunk but the last, as ``producers.kafka.chunker`` cuts them) that
+still lacks its index; a chunk whose layout no copy has opens a new copy. The first copy to
+complete wins: the others are dropped (``Ignored``) and their offsets released, which is safe
+because the winner's own offsets hold the commit until it is stored. A copy that times out
+while another copy of the file is still open is dropped quietly too; only the last one is
+reported ``Incomplete``, so a CCD gets one dead-letter report, not one per attempt.
+
+One cohesive concept, hence its length: the state machine of open files, their copies and the
+offsets they hold; record-level checks live in ``chunks``.
 """
 
 from __future__ import annotations
@@ -22,35 +36,20 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+# ChunkPoison, PoisonReason, decode_chunk, validate_chunk: also imported from here by callers
+from functions.assembler.chunks import (
+    ChunkPoison,
+    PoisonReason,
+    chunk_key,
+    chunk_stride,
+    decode_chunk,
+    validate_chunk,
+)
 from obsingest.checksums import checksum_str
 from obsingest.dataid import DataId
-from obsingest.errors import BadMessage, BadObjectName, ObsIngestError, PermanentError
 from obsingest.messages import CcdChunk
 
 Partition = Hashable
-
-
-class PoisonReason:
-    """``dlq_reason`` header values of dead-lettered records."""
-
-    UNDECODABLE = "undecodable"
-    WRONG_SCHEMA = "wrong-schema"
-    BAD_DATA_ID = "bad-data-id"
-    BAD_CHUNK = "bad-chunk"  # index out of range, count < 1, negative size
-    CHUNK_CHECKSUM = "chunk-checksum-mismatch"
-    CHUNK_CONFLICT = "chunk-conflict"  # same index again with different bytes
-    FILE_CHANGED = "file-metadata-changed"  # count / size / file checksum changed mid-file
-    FILE_CHECKSUM = "file-checksum-mismatch"
-    FILE_SIZE = "file-size-mismatch"
-    INCOMPLETE = "incomplete"
-
-
-class ChunkPoison(PermanentError):
-    """One record (or one assembled file) that can never become a valid CCD."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -126,7 +125,7 @@ Verdict = Completed | Poison | Incomplete | Recover | Ignored
 
 @dataclass
 class _File:
-    """One file being reassembled; ``parts`` is None once dropped from memory (held)."""
+    """One copy of a file being reassembled; ``parts`` is None once dropped from memory (held)."""
 
     data_id: DataId
     chunk_count: int
@@ -139,6 +138,7 @@ class _File:
     last_offset: int
     last_seen: float
     started: int  # feed sequence number: younger files are evicted first
+    stride: int | None = None  # length of every chunk but the last; None until known
     chunk_checksums: dict[int, str] = field(default_factory=dict)
     parts: dict[int, bytes] | None = field(default_factory=dict)
 
@@ -153,10 +153,16 @@ class _File:
     def missing(self) -> list[int]:
         return [i for i in range(self.chunk_count) if i not in self.chunk_checksums]
 
+    def fits(self, chunk_count: int, stride: int | None) -> bool:
+        """Whether a chunk cut this way can belong to this copy."""
+        known = self.stride is None or stride is None or self.stride == stride
+        return self.chunk_count == chunk_count and known
+
 
 @dataclass
 class _PartitionState:
-    files: dict[str, _File] = field(default_factory=dict)
+    #: data id -> its open or held copies, oldest first (all with the same size and checksum)
+    files: dict[str, list[_File]] = field(default_factory=dict)
     next_offset: int | None = None
     #: data id -> file checksum of recently completed files: late duplicates are ignored
     completed: OrderedDict[str, str] = field(default_factory=OrderedDict)
@@ -205,7 +211,7 @@ class Reassembler:
         state = self._partitions.get(partition)
         if state is None or state.next_offset is None:
             return None
-        firsts = [f.first_offset for f in state.files.values()]
+        firsts = [f.first_offset for copies in state.files.values() for f in copies]
         return min([*firsts, state.next_offset])
 
     def safe_offsets(self) -> dict[Partition, int]:
@@ -245,19 +251,17 @@ class Reassembler:
         try:
             data_id = validate_chunk(chunk)
         except ChunkPoison as exc:
-            key = _safe_key(chunk)
+            key = chunk_key(chunk)
             return [Poison(partition, offset, exc.reason, str(exc), key, value)]
         key = data_id.key
-        current = state.files.get(key)
-        if current is None:
+        copies = state.files.get(key)
+        if not copies:
             if state.completed.get(key) == chunk.file_checksum:
                 return [Ignored(partition, offset, key, "chunk of a file already completed")]
-            current = self._open(state, chunk, data_id, offset, now)
-        elif (current.chunk_count, current.total_size, current.file_checksum) != (
-            chunk.chunk_count,
-            chunk.total_size,
-            chunk.file_checksum,
-        ):
+            new = self._open(state, chunk, data_id, offset, now)
+            return self._add(partition, state, new, chunk, offset, now)
+        first = copies[0]
+        if (first.total_size, first.file_checksum) != (chunk.total_size, chunk.file_checksum):
             return [
                 Poison(
                     partition,
@@ -265,17 +269,23 @@ class Reassembler:
                     PoisonReason.FILE_CHANGED,
                     f"{key}: chunk {chunk.chunk_index} says {chunk.chunk_count} chunks, "
                     f"{chunk.total_size} bytes, {chunk.file_checksum}; the file began at offset "
-                    f"{current.first_offset} with {current.chunk_count} chunks, "
-                    f"{current.total_size} bytes, {current.file_checksum}",
+                    f"{first.first_offset} with {first.chunk_count} chunks, "
+                    f"{first.total_size} bytes, {first.file_checksum}",
                     key,
                     value,
                 )
             ]
-        known = current.chunk_checksums.get(chunk.chunk_index)
-        if known is not None:
-            if known == chunk.chunk_checksum:
-                current.last_seen = now
+        stride = chunk_stride(chunk)
+        same_layout = [c for c in copies if c.fits(chunk.chunk_count, stride)]
+        for c in same_layout:
+            if c.chunk_checksums.get(chunk.chunk_index) == chunk.chunk_checksum:
+                c.last_seen = now
                 return [Ignored(partition, offset, key, f"duplicate chunk {chunk.chunk_index}")]
+        lacking = [c for c in same_layout if chunk.chunk_index not in c.chunk_checksums]
+        if lacking:
+            return self._add(partition, state, lacking[-1], chunk, offset, now)
+        if same_layout:
+            known = same_layout[-1].chunk_checksums[chunk.chunk_index]
             return [
                 Poison(
                     partition,
@@ -287,20 +297,38 @@ class Reassembler:
                     value,
                 )
             ]
+        # the same bytes cut another way: a resend with another chunk size starts a new copy
+        new = self._open(state, chunk, data_id, offset, now)
+        return self._add(partition, state, new, chunk, offset, now)
+
+    def _add(
+        self,
+        partition: Partition,
+        state: _PartitionState,
+        current: _File,
+        chunk: CcdChunk,
+        offset: int,
+        now: float,
+    ) -> list[Verdict]:
+        """Put ``chunk`` (whose index ``current`` lacks) into that copy."""
         current.chunk_checksums[chunk.chunk_index] = chunk.chunk_checksum
         current.last_offset = offset
         current.last_seen = now
+        if current.stride is None:
+            current.stride = chunk_stride(chunk)
         if current.held:
             if current.missing():
                 return []
-            del state.files[key]
+            key = current.data_id.key
+            self._forget(state, current)
+            superseded = self._drop_copies(partition, state, key, "being recovered")
             self._remember(state, key, current.file_checksum)
-            return [Recover(partition, key, current.first_offset, current.last_offset)]
+            return [Recover(partition, key, current.first_offset, current.last_offset), *superseded]
         assert current.parts is not None
         current.parts[chunk.chunk_index] = chunk.payload
         self._memory += len(chunk.payload)
         if len(current.parts) == current.chunk_count:
-            return [self._complete(partition, state, current)]
+            return self._complete(partition, state, current)
         return self._enforce_memory(partition)
 
     def _open(
@@ -320,39 +348,71 @@ class Reassembler:
             last_seen=now,
             started=self._seq,
         )
-        state.files[data_id.key] = new
+        state.files.setdefault(data_id.key, []).append(new)
         return new
 
-    def _complete(self, partition: Partition, state: _PartitionState, f: _File) -> Verdict:
+    def _forget(self, state: _PartitionState, f: _File) -> None:
+        """Remove one copy (and its payload) from the open files."""
+        key = f.data_id.key
+        self._memory -= f.nbytes
+        if f.parts is not None:
+            f.parts = {}
+        copies = state.files.get(key, [])
+        copies[:] = [c for c in copies if c is not f]
+        if not copies:
+            state.files.pop(key, None)
+
+    def _drop_copies(
+        self, partition: Partition, state: _PartitionState, key: str, winner: str
+    ) -> list[Verdict]:
+        """Drop every remaining copy of ``key``: another copy won."""
+        out: list[Verdict] = []
+        for f in list(state.files.get(key, [])):
+            self._forget(state, f)
+            out.append(
+                Ignored(
+                    partition,
+                    f.first_offset,
+                    key,
+                    f"partial copy dropped ({len(f.chunk_checksums)}/{f.chunk_count} chunks "
+                    f"from offset {f.first_offset}): another copy is {winner}",
+                )
+            )
+        return out
+
+    def _complete(self, partition: Partition, state: _PartitionState, f: _File) -> list[Verdict]:
         assert f.parts is not None
         data = b"".join(f.parts[i] for i in range(f.chunk_count))
-        self._memory -= f.nbytes
-        f.parts = {}
+        self._forget(state, f)
         key = f.data_id.key
-        del state.files[key]
         if len(data) != f.total_size:
-            return Poison(
-                partition,
-                f.last_offset,
-                PoisonReason.FILE_SIZE,
-                f"{key}: chunks add up to {len(data)} bytes, total_size says {f.total_size}",
-                key,
-                None,
-                f.first_offset,
-            )
+            return [
+                Poison(
+                    partition,
+                    f.last_offset,
+                    PoisonReason.FILE_SIZE,
+                    f"{key}: chunks add up to {len(data)} bytes, total_size says {f.total_size}",
+                    key,
+                    None,
+                    f.first_offset,
+                )
+            ]
         actual = checksum_str(data)
         if actual != f.file_checksum:
-            return Poison(
-                partition,
-                f.last_offset,
-                PoisonReason.FILE_CHECKSUM,
-                f"{key}: assembled file has {actual}, chunks say {f.file_checksum}",
-                key,
-                None,
-                f.first_offset,
-            )
+            return [
+                Poison(
+                    partition,
+                    f.last_offset,
+                    PoisonReason.FILE_CHECKSUM,
+                    f"{key}: assembled file has {actual}, chunks say {f.file_checksum}",
+                    key,
+                    None,
+                    f.first_offset,
+                )
+            ]
+        superseded = self._drop_copies(partition, state, key, "complete")
         self._remember(state, key, f.file_checksum)
-        return Completed(
+        done = Completed(
             partition,
             f.data_id,
             data,
@@ -364,6 +424,7 @@ class Reassembler:
             f.first_offset,
             f.last_offset,
         )
+        return [done, *superseded]
 
     def _remember(self, state: _PartitionState, key: str, file_checksum: str) -> None:
         state.completed[key] = file_checksum
@@ -373,13 +434,14 @@ class Reassembler:
 
     # -- memory and time bounds ---------------------------------------------------------------
     def _enforce_memory(self, partition: Partition) -> list[Verdict]:
-        """Over the limit: drop the youngest open files' payloads (their offsets stay held)."""
+        """Over the limit: drop the youngest open copies' payloads (their offsets stay held)."""
         out: list[Verdict] = []
         while self._memory > self.memory_limit_bytes:
             candidates = [
                 (f.started, p, f)
                 for p, s in self._partitions.items()
-                for f in s.files.values()
+                for copies in s.files.values()
+                for f in copies
                 if not f.held
             ]
             if not candidates:
@@ -391,15 +453,24 @@ class Reassembler:
         return out
 
     def expire(self, now: float | None = None) -> list[Verdict]:
-        """Dead-letter files idle for longer than the timeout; their offsets are released."""
+        """Dead-letter files idle for longer than the timeout; their offsets are released. A
+        copy that times out while another copy of its file is open is dropped quietly."""
         now = self.clock() if now is None else now
         out: list[Verdict] = []
         for partition, state in self._partitions.items():
-            for key, f in list(state.files.items()):
-                if now - f.last_seen >= self.incomplete_timeout_s:
-                    self._memory -= f.nbytes
-                    del state.files[key]
-                    out.append(self._incomplete(partition, f, "timeout", final=True))
+            for key, copies in list(state.files.items()):
+                for f in list(copies):
+                    if now - f.last_seen < self.incomplete_timeout_s:
+                        continue
+                    self._forget(state, f)
+                    if state.files.get(key):
+                        why = (
+                            f"partial copy timed out ({len(f.chunk_checksums)}/{f.chunk_count} "
+                            f"chunks from offset {f.first_offset}) while another copy is open"
+                        )
+                        out.append(Ignored(partition, f.first_offset, key, why))
+                    else:
+                        out.append(self._incomplete(partition, f, "timeout", final=True))
         return out
 
     def revoke(self, partitions: Iterable[Partition]) -> dict[Partition, int]:
@@ -415,7 +486,7 @@ class Reassembler:
                 safe[partition] = offset
             state = self._partitions.pop(partition, None)
             if state is not None:
-                self._memory -= sum(f.nbytes for f in state.files.values())
+                self._memory -= sum(f.nbytes for c in state.files.values() for f in c)
         return safe
 
     @staticmethod
@@ -433,61 +504,3 @@ class Reassembler:
             final,
             f.file_checksum,
         )
-
-
-# -- record validation (pure functions) -------------------------------------------------------
-def decode_chunk(value: bytes | None) -> CcdChunk:
-    """Decode one record; ChunkPoison(undecodable | wrong-schema) if it is not a CcdChunk."""
-    from obsingest import avro
-
-    if not value:
-        raise ChunkPoison(PoisonReason.UNDECODABLE, "empty record")
-    try:
-        writer = avro.writer_schema(value)
-    except BadMessage as exc:
-        raise ChunkPoison(PoisonReason.UNDECODABLE, str(exc)) from None
-    if writer.name != CcdChunk.SCHEMA:
-        raise ChunkPoison(PoisonReason.WRONG_SCHEMA, f"a {writer.label} record, not a CcdChunk")
-    try:
-        return CcdChunk.decode(value)
-    except (BadMessage, TypeError, ValueError) as exc:
-        raise ChunkPoison(PoisonReason.UNDECODABLE, str(exc)) from None
-
-
-def validate_chunk(chunk: CcdChunk) -> DataId:
-    """Record-level checks that need no other chunk: data id, ranges, payload checksum."""
-    try:
-        data_id = DataId(chunk.instrument, chunk.exposure, chunk.detector)
-    except (BadObjectName, ObsIngestError) as exc:
-        raise ChunkPoison(PoisonReason.BAD_DATA_ID, str(exc)) from None
-    key = data_id.key
-    if chunk.day_obs != data_id.day_obs:
-        raise ChunkPoison(
-            PoisonReason.BAD_DATA_ID, f"{key}: day_obs {chunk.day_obs} does not match exposure"
-        )
-    if chunk.chunk_count < 1 or chunk.total_size < 0:
-        raise ChunkPoison(
-            PoisonReason.BAD_CHUNK,
-            f"{key}: chunk_count {chunk.chunk_count}, total_size {chunk.total_size}",
-        )
-    if not 0 <= chunk.chunk_index < chunk.chunk_count:
-        raise ChunkPoison(
-            PoisonReason.BAD_CHUNK,
-            f"{key}: chunk_index {chunk.chunk_index} outside 0..{chunk.chunk_count - 1}",
-        )
-    if len(chunk.payload) > chunk.total_size:
-        raise ChunkPoison(
-            PoisonReason.BAD_CHUNK,
-            f"{key}: chunk of {len(chunk.payload)} bytes in a file of {chunk.total_size}",
-        )
-    actual = checksum_str(chunk.payload)
-    if actual != chunk.chunk_checksum:
-        raise ChunkPoison(
-            PoisonReason.CHUNK_CHECKSUM,
-            f"{key}: chunk {chunk.chunk_index} has {actual}, record says {chunk.chunk_checksum}",
-        )
-    return data_id
-
-
-def _safe_key(chunk: CcdChunk) -> str | None:
-    return f"{chunk.instrument}/{chunk.exposure}/{chunk.detector:03d}"
