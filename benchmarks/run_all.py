@@ -70,6 +70,17 @@ def ensure_stack() -> dict[str, Any]:
     return {"started": outcome.started, "already_running": outcome.already_running}
 
 
+def stop_started(stack: dict[str, Any]) -> None:
+    """Leave no service running that this run started (ones already up stay up)."""
+    started = stack.get("started") or []
+    if not started:
+        return
+    from infra.local.stack import Stack
+
+    stopped = Stack().down(names=list(started))
+    print(f"stopped the services this run started: {', '.join(stopped)}", file=sys.stderr)
+
+
 _RUNNER = (
     "import json, sys\n"
     "from importlib import import_module\n"
@@ -382,6 +393,7 @@ def main() -> int:
     }
     write_readme(runs, info)
     print(f"\nwritten {README}", file=sys.stderr)
+    stop_started(stack)
     return 0 if all(r["error"] is None for r in runs) else 1
 
 
