@@ -17,14 +17,12 @@ from functions.assembler.reassembly import (
 from obsingest.checksums import checksum_str
 from obsingest.dataid import DataId
 from producers.kafka.chunker import encode_chunk, iter_chunks
-from tests.unit.functions.assembler.reassembly_helpers import (  # noqa: F401
+from tests.unit.functions.assembler.reassembly_helpers import (
     COMPRESSED,
     P0,
-    P1,
     READOUT,
     Feeder,
     ccd,
-    decode,
     only,
     reencode,
 )
