@@ -8,7 +8,8 @@ one exact provider release, and the package's jsii assembly keeps every resource
 source's arguments, nested blocks and which of them are required. No maintained tool checks HCL
 against that assembly, hence this small one. It checks what validate checks statically: every
 argument and block exists in the schema (computed-only attributes are not arguments), required
-ones are present, single blocks appear once. It does not evaluate expressions.
+ones are present, single blocks appear once, references name declared resources, variables
+and locals and attributes their type has. It does not evaluate expressions.
 
 Two steps, both plain Python: ``convert`` turns the 100 MB assembly into a compact schema JSON
 (once, cached); ``check`` parses the .tf files with python-hcl2 (present in checkov's
@@ -80,7 +81,15 @@ def convert(jsii_path: Path, out: Path) -> None:
         if len(kinds) != 1:
             continue  # the provider's own configuration, or not a resource
         kind, name = kinds.pop()
-        schema["resource" if kind == "resources" else "data"][f"google_{name}"] = _body(fqn, types)
+        body = _body(fqn, types)
+        # Every attribute an expression may read (arguments and computed ones): the getters of
+        # the resource's class, e.g. ServiceAccount.member, SqlDatabaseInstance.privateIpAddress.
+        getters = types.get(fqn[: -len("Config")], {}).get("properties", [])
+        readable = {_snake(p["name"]) for p in getters if not p.get("static")}
+        body["readable"] = sorted(
+            n for n in readable if not (n.endswith("_input") and n[: -len("_input")] in readable)
+        )
+        schema["resource" if kind == "resources" else "data"][f"google_{name}"] = body
     out.write_text(json.dumps(schema, separators=(",", ":"), sort_keys=True))
 
 
@@ -132,6 +141,52 @@ def parse(tf_dir: Path) -> dict[str, list[Any]]:
     return merged
 
 
+REFERENCE = re.compile(
+    r"(?<![\w.])(data\.)?(google_[a-z0-9_]+)\.([a-z0-9_]+)(?:\[[^\]]*\])?\.([a-z0-9_]+)"
+)
+NAMED = re.compile(r"(?<![\w.])(var|local)\.([a-z0-9_]+)")
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def check_references(schema: dict[str, Any], config: dict[str, list[Any]]) -> list[str]:
+    """References to undeclared resources, variables, locals, or attributes a type lacks."""
+    declared: dict[str, set[tuple[str, str]]] = {"resource": set(), "data": set()}
+    for section in declared:
+        for item in config.get(section, []):
+            for rtype, named in item.items():
+                if rtype != "__file__":
+                    declared[section].update((rtype, name) for name in named)
+    names = {
+        "var": {n for item in config.get("variable", []) for n in item if n != "__file__"},
+        "local": {n for item in config.get("locals", []) for n in item if n != "__file__"},
+    }
+    problems: list[str] = []
+    for section in ("resource", "data", "output", "locals", "module"):
+        for item in config.get(section, []):
+            where = item.get("__file__", "?")
+            for text in _strings({k: v for k, v in item.items() if k != "__file__"}):
+                for ref in REFERENCE.finditer(text):
+                    kind = "data" if ref.group(1) else "resource"
+                    rtype, name, attr = ref.group(2), ref.group(3), ref.group(4)
+                    if (rtype, name) not in declared[kind]:
+                        problems.append(f"{where}: reference to undeclared {kind} {rtype}.{name}")
+                    elif attr not in schema[kind].get(rtype, {}).get("readable", [attr]):
+                        problems.append(f"{where}: {rtype} has no attribute {attr!r}")
+                for ref in NAMED.finditer(text):
+                    if ref.group(2) not in names[ref.group(1)]:
+                        problems.append(f"{where}: reference to undeclared {ref.group(0)}")
+    return sorted(set(problems))
+
+
 def check(schema_path: Path, tf_dir: Path) -> list[str]:
     """Problems found in the .tf files of ``tf_dir``, as 'file: type.name.block: what' lines."""
     schema = json.loads(schema_path.read_text())
@@ -150,7 +205,7 @@ def check(schema_path: Path, tf_dir: Path) -> list[str]:
                         problems.append(f"{where}: unknown {kind} type {rtype!r}")
                         continue
                     problems += _check_body(where, body, spec, True)
-    return problems
+    return problems + check_references(schema, config)
 
 
 def main(argv: list[str]) -> int:

@@ -3,7 +3,8 @@
 - checkov (pinned, its own virtualenv under .cache/, offline) finds no failed check, and every
   skip is justified next to its resource;
 - every resource and data source matches the Google provider's schema (the pinned release's,
-  from its published CDK bindings): no unknown argument or block, nothing required missing;
+  from its published CDK bindings): no unknown argument or block, nothing required missing,
+  references only to declared things and to attributes their type has;
 - the configuration keeps its own promises: every deployed piece is there, push subscriptions
   are retried and dead-lettered, dead letters are kept, one identity per piece with grants on
   resources rather than the project, images come from variables;
@@ -149,6 +150,14 @@ resource "google_cloud_run_v2_service" "svc" {
   }
 }
 resource "google_nonexistent_thing" "n" {}
+resource "google_service_account" "sa" {
+  account_id = "sa"
+}
+resource "google_pubsub_topic_iam_member" "m" {
+  topic  = google_pubsub_topic.missing.id
+  role   = local.nope
+  member = "serviceAccount:${google_service_account.sa.emial}:${var.nope}"
+}
 """
     )
     problems = "\n".join(tools.schema_problems(tmp_path))
@@ -158,6 +167,10 @@ resource "google_nonexistent_thing" "n" {}
     assert "ip_configuration: unsupported argument or block 'require_ssl'" in problems
     assert "google_cloud_run_v2_service.svc: unsupported argument or block 'uri'" in problems
     assert "unknown resource type 'google_nonexistent_thing'" in problems
+    assert "reference to undeclared resource google_pubsub_topic.missing" in problems
+    assert "google_service_account has no attribute 'emial'" in problems
+    assert "reference to undeclared local.nope" in problems
+    assert "reference to undeclared var.nope" in problems
 
 
 # -- the configuration's own promises --------------------------------------------------------
