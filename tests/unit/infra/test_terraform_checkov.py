@@ -9,8 +9,8 @@
   are retried and dead-lettered, dead letters are kept, one identity per piece with grants on
   resources rather than the project, images come from variables;
 - with OBSINGEST_TERRAFORM_BUILD=1 (`make terraform-check`): `terraform fmt -check` with
-  Terraform built from the Go module proxy (a cold build takes ~10 minutes, so `make test`
-  leaves it out).
+  Terraform built from the Go module proxy (a cold build took 10-15 minutes here, so
+  `make test` leaves it out).
 
 The tools are fetched on first use (checkov ~10 s, the schema ~20 s); later runs reuse them.
 """
@@ -271,7 +271,7 @@ def test_images_are_variables_pinned_by_digest(config: dict[str, list[Any]]) -> 
 
 # -- Terraform itself (make terraform-check) --------------------------------------------------
 
-if os.environ.get("OBSINGEST_TERRAFORM_BUILD") == "1":  # ~10 min cold build: not in make test
+if os.environ.get("OBSINGEST_TERRAFORM_BUILD") == "1":  # 10-15 min cold build: not in make test
 
     def test_terraform_fmt_check() -> None:
         assert shutil.which("go") or Path("/usr/local/go/bin/go").exists()
