@@ -70,3 +70,7 @@ function-zip: $(STAMP) ## source archive of the register function for Cloud Func
 
 clean: ## remove demo output and run state (keeps the artefact cache)
 	rm -rf demo-output .run
+
+.PHONY: terraform-check
+terraform-check: $(STAMP) ## infra/terraform: checkov, Google provider schema, terraform fmt (first run builds Terraform from the Go module proxy, 10-15 min)
+	OBSINGEST_TERRAFORM_BUILD=1 $(PY) -m pytest tests/unit/infra/test_terraform_checkov.py

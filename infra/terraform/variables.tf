@@ -4,18 +4,33 @@ variable "project" {
 }
 
 variable "region" {
-  description = "Region of the bucket, the function and the Pub/Sub push endpoint."
+  description = "Region of the bucket, the workloads, the registry and the Pub/Sub push endpoint."
   type        = string
   default     = "us-central1"
 }
 
 variable "bucket" {
-  description = "Bucket the edge uploads raw CCDs to (raw/...) and parks refused bytes in (quarantine/...)."
+  description = "Bucket the edge and the assembler write raw CCDs to (raw/...), refused bytes to (quarantine/...); reconcile writes its canaries under canary/."
   type        = string
 }
 
+variable "images" {
+  description = "Container images, pinned by digest (NAME@sha256:...). One obsingest image may serve every piece; `beam` is the Dataflow SDK container (obsingest, schemas and beam_jobs installed)."
+  type = object({
+    assembler = string
+    reconcile = string
+    redrive   = string
+    presence  = string
+    beam      = string
+  })
+  validation {
+    condition     = alltrue([for image in values(var.images) : can(regex("@sha256:[0-9a-f]{64}$", image))])
+    error_message = "Every image must be pinned by digest (NAME@sha256:<64 hex>): a tag can move under a running deployment."
+  }
+}
+
 variable "function_source_bucket" {
-  description = "Bucket holding the zipped function source (`make function-zip` output uploaded there)."
+  description = "Bucket holding the zipped register function source (`make function-zip` output uploaded there)."
   type        = string
 }
 
@@ -24,25 +39,119 @@ variable "function_source_object" {
   type        = string
 }
 
-variable "registry_url_secret" {
-  description = "Secret Manager secret id whose latest version is the PostgreSQL SQLAlchemy URL of the registry."
-  type        = string
-}
-
 variable "max_instances" {
-  description = "Upper bound on function instances. With registry_pool_size this bounds DB connections: keep max_instances * registry_pool_size below the server's max_connections."
+  description = "Upper bound on register function instances. With registry_pool_size this bounds DB connections: keep max_instances * registry_pool_size plus the other pieces' pools below registry_max_connections."
   type        = number
   default     = 50
 }
 
 variable "registry_pool_size" {
-  description = "Registry connections per function instance (OBSINGEST_REGISTRY_POOL_SIZE)."
+  description = "Registry connections per process (OBSINGEST_REGISTRY_POOL_SIZE) of the register function, reconcile and the presence API."
   type        = number
   default     = 2
 }
 
 variable "max_delivery_attempts" {
-  description = "Push deliveries of one notification before it goes to ccd-objects-dlq."
+  description = "Push deliveries of one notification before Pub/Sub moves it to ccd-objects-dlq (Pub/Sub allows 5..100)."
   type        = number
   default     = 10
+  validation {
+    condition     = var.max_delivery_attempts >= 5 && var.max_delivery_attempts <= 100
+    error_message = "Pub/Sub accepts 5..100 delivery attempts."
+  }
+}
+
+variable "push_min_backoff" {
+  description = "Push retry policy, first redelivery delay (the relay's OBSINGEST_RELAY_MIN_BACKOFF mirrors it)."
+  type        = string
+  default     = "1s"
+}
+
+variable "push_max_backoff" {
+  description = "Push retry policy, largest redelivery delay (the relay's OBSINGEST_RELAY_MAX_BACKOFF mirrors it). 1 s doubling to 60 s over 10 attempts rides out a ~4-minute outage before dead-lettering."
+  type        = string
+  default     = "60s"
+}
+
+variable "noncurrent_version_days" {
+  description = "Days a deleted or replaced raw object stays recoverable as a noncurrent version."
+  type        = number
+  default     = 30
+}
+
+variable "network_cidr" {
+  description = "Primary range of the workloads' subnet (Cloud Run direct VPC egress, Dataflow workers)."
+  type        = string
+  default     = "10.20.0.0/20"
+}
+
+variable "connector_cidr" {
+  description = "/28 range for the Serverless VPC Access connector of the register function."
+  type        = string
+  default     = "10.20.16.0/28"
+}
+
+variable "registry_tier" {
+  description = "Cloud SQL machine tier of the registry."
+  type        = string
+  default     = "db-custom-2-7680"
+}
+
+variable "registry_max_connections" {
+  description = "PostgreSQL max_connections of the registry (see max_instances)."
+  type        = number
+  default     = 200
+}
+
+variable "registry_deletion_protection" {
+  description = "Refuse to destroy the registry instance (Terraform and API level)."
+  type        = bool
+  default     = true
+}
+
+variable "kafka_bootstrap_servers" {
+  description = "Kafka bootstrap servers of the chunked transport (ccd-chunks), reachable from the VPC (private ranges)."
+  type        = string
+}
+
+variable "kafka_client_secret" {
+  description = "Optional Secret Manager secret id whose latest version is a JSON object of extra librdkafka properties for the assembler (SASL/TLS), read as OBSINGEST_ASSEMBLER_EXTRA. null: none."
+  type        = string
+  default     = null
+}
+
+variable "assembler_instances" {
+  description = "Assembler instances (one consumer each in group ccd-assembler); more than the partitions of ccd-chunks would idle."
+  type        = number
+  default     = 2
+}
+
+variable "reconcile_every_seconds" {
+  description = "Seconds between reconcile rounds (bucket vs registry, canary written and awaited)."
+  type        = number
+  default     = 60
+}
+
+variable "redrive_schedule" {
+  description = "Cron schedule (UTC) of the redrive job: dead-lettered notifications back to ccd-objects."
+  type        = string
+  default     = "*/5 * * * *"
+}
+
+variable "presence_invokers" {
+  description = "IAM members allowed to call the presence API (e.g. serviceAccount:prompt-processing@P.iam.gserviceaccount.com)."
+  type        = list(string)
+  default     = []
+}
+
+variable "presence_max_instances" {
+  description = "Upper bound on presence API instances (each holds registry_pool_size read-only connections)."
+  type        = number
+  default     = 10
+}
+
+variable "metrics_sidecar_image" {
+  description = "Optional Managed Service for Prometheus sidecar image for Cloud Run; when set, each long-running container's /metrics is scraped per instance into Cloud Monitoring. null: no sidecar."
+  type        = string
+  default     = null
 }

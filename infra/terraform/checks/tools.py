@@ -1,0 +1,196 @@
+"""The pinned tools that check infra/terraform offline, each fetched once into the cache.
+
+- checkov (PyPI, checkov.lock with hashes) in its own virtualenv: its pins clash with the
+  project lock (cachetools<6 against our 6.x), so it never enters .venv.
+- The Google provider's schema: from the pinned @cdktf/provider-google npm package (generated
+  from that provider release's `terraform providers schema -json`), compacted by
+  provider_schema.py. Its integrity is checked against the pin below.
+- Terraform v1.5.7, built from the Go module proxy (`go install`; the last release whose go.mod
+  has no replace directives, which `go install module@version` refuses). Used for `terraform fmt
+  -check`; `terraform validate` cannot run here (README.md, "What is checked here").
+
+Cache root: $OBSINGEST_STACK_CACHE_DIR, else .cache/ at the repository root (as the stack's).
+Run as a script for the Makefile: ``python infra/terraform/checks/tools.py checkov|schema|fmt``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TERRAFORM_DIR = HERE.parent
+ROOT = TERRAFORM_DIR.parents[1]
+
+CHECKOV_LOCK = HERE / "checkov.lock"
+PROVIDER_PACKAGE = "@cdktf/provider-google"
+PROVIDER_PACKAGE_VERSION = "16.12.1"  # bindings of hashicorp/google 6.50.0
+PROVIDER_VERSION = "6.50.0"
+PROVIDER_PACKAGE_INTEGRITY = (  # npm's dist.integrity of that version
+    "sha512-KqNA/5RiFT07r0PSZ6/07cJ2zESUgbj1JchVj21iBFBZ"
+    "VUbD+578xA/k8eq/r0cbyEgLmg9eYWeVslaYah4DCQ=="
+)
+TERRAFORM_MODULE = "github.com/hashicorp/terraform"
+TERRAFORM_VERSION = "v1.5.7"
+
+
+class ToolError(RuntimeError):
+    """A tool could not be fetched or built; the message carries its output."""
+
+
+def cache_root() -> Path:
+    configured = os.environ.get("OBSINGEST_STACK_CACHE_DIR")
+    return Path(configured).resolve() if configured else ROOT / ".cache"
+
+
+def _run(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(args, capture_output=True, text=True, **kwargs)  # type: ignore[call-overload]
+    if result.returncode != 0:
+        raise ToolError(f"`{' '.join(args)}` failed:\n{(result.stdout + result.stderr)[-4000:]}")
+    return result
+
+
+def _uv() -> str:
+    beside = Path(sys.executable).parent / "uv"
+    found = str(beside) if beside.exists() else shutil.which("uv")
+    if not found:
+        raise ToolError("uv not found (make setup installs it into .venv)")
+    return found
+
+
+def checkov_env(cache: Path | None = None) -> Path:
+    """The virtualenv holding the locked checkov (created on first use); returns its python."""
+    digest = hashlib.sha256(CHECKOV_LOCK.read_bytes()).hexdigest()[:12]
+    venv = (cache or cache_root()) / "checkov" / digest
+    python = venv / "bin" / "python"
+    if (venv / ".complete").exists():
+        return python
+    shutil.rmtree(venv, ignore_errors=True)
+    _run([_uv(), "venv", "-q", "--python", sys.executable, str(venv)])
+    _run([_uv(), "pip", "sync", "-q", "--python", str(python), str(CHECKOV_LOCK)])
+    (venv / ".complete").touch()
+    return python
+
+
+def run_checkov(tf_dir: Path = TERRAFORM_DIR, cache: Path | None = None) -> dict[str, object]:
+    """checkov's JSON report of ``tf_dir``: offline (no guideline download, no platform key)."""
+    python = checkov_env(cache)
+    env = {k: v for k, v in os.environ.items() if k not in ("BC_API_KEY", "PRISMA_API_URL")}
+    result = subprocess.run(
+        [str(python), "-m", "checkov.main", "--directory", str(tf_dir), "--framework",
+         "terraform", "--skip-download", "--compact", "--output", "json"],
+        capture_output=True, text=True, env=env, cwd=tf_dir,
+    )  # fmt: skip
+    if result.returncode not in (0, 1):  # 1 = failed checks, reported in the JSON
+        raise ToolError(f"checkov exited {result.returncode}:\n{result.stderr[-4000:]}")
+    report = json.loads(result.stdout)
+    return report[0] if isinstance(report, list) else report
+
+
+def provider_schema(cache: Path | None = None) -> Path:
+    """The compact schema JSON of the pinned Google provider release (built on first use)."""
+    out = (cache or cache_root()) / "terraform-schema" / f"google-{PROVIDER_VERSION}.json"
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    npm = shutil.which("npm")
+    if not npm:
+        raise ToolError("npm not found (Debian package npm, or Node.js)")
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        spec = f"{PROVIDER_PACKAGE}@{PROVIDER_PACKAGE_VERSION}"
+        packed = json.loads(
+            _run([npm, "pack", spec, "--json", "--silent", "--pack-destination", tmp]).stdout
+        )[0]
+        tarball = Path(tmp) / packed["filename"]
+        digest = base64.b64encode(hashlib.sha512(tarball.read_bytes()).digest()).decode()
+        if f"sha512-{digest}" != PROVIDER_PACKAGE_INTEGRITY:
+            raise ToolError(f"{spec}: integrity sha512-{digest} is not the pinned one")
+        with tarfile.open(tarball) as archive:
+            archive.extract("package/.jsii", tmp, filter="data")
+        partial = out.with_suffix(".partial")
+        _run([sys.executable, str(HERE / "provider_schema.py"), "convert",
+              str(Path(tmp) / "package" / ".jsii"), str(partial)])  # fmt: skip
+        partial.replace(out)
+    return out
+
+
+def schema_problems(tf_dir: Path = TERRAFORM_DIR, cache: Path | None = None) -> list[str]:
+    """What the provider schema refuses in ``tf_dir`` (empty when everything is known)."""
+    schema = provider_schema(cache)
+    python = checkov_env(cache)  # python-hcl2 comes with checkov
+    script = str(HERE / "provider_schema.py")
+    return json.loads(_run([str(python), script, "check", str(schema), str(tf_dir)]).stdout)
+
+
+def parsed_config(tf_dir: Path = TERRAFORM_DIR, cache: Path | None = None) -> dict[str, list]:
+    """The .tf files of ``tf_dir`` as python-hcl2 parses them (see provider_schema.parse)."""
+    python = checkov_env(cache)
+    return json.loads(
+        _run([str(python), str(HERE / "provider_schema.py"), "dump", str(tf_dir)]).stdout
+    )
+
+
+def terraform(cache: Path | None = None) -> Path:
+    """Terraform built from the Go module proxy into <cache>/bin/terraform-<version>/."""
+    root = cache or cache_root()
+    target = root / "bin" / f"terraform-{TERRAFORM_VERSION}"
+    binary = target / "terraform"
+    if binary.exists():
+        return binary
+    go = shutil.which("go") or next(
+        (p for p in ("/usr/local/go/bin/go", "/usr/lib/go/bin/go") if Path(p).exists()), None
+    )
+    if not go:
+        raise ToolError("go not found (Go >= 1.21)")
+    gocache = root / "go"
+    env = dict(os.environ, GOPATH=str(gocache / "path"), GOMODCACHE=str(gocache / "mod"),
+               GOCACHE=str(gocache / "build"), GOFLAGS="-mod=mod -modcacherw -buildvcs=false",
+               CGO_ENABLED="0", GOBIN=str(target))  # fmt: skip
+    _run([go, "install", "-trimpath", "-ldflags=-s -w", f"{TERRAFORM_MODULE}@{TERRAFORM_VERSION}"],
+         env=env)  # fmt: skip
+    return binary
+
+
+def terraform_fmt_problems(tf_dir: Path = TERRAFORM_DIR, cache: Path | None = None) -> str:
+    """`terraform fmt -check -diff` output; empty when every file is formatted."""
+    result = subprocess.run(
+        [str(terraform(cache)), "fmt", "-check", "-diff", "-recursive", str(tf_dir)],
+        capture_output=True, text=True, env=dict(os.environ, TF_CLI_CONFIG_FILE="/dev/null"),
+    )  # fmt: skip
+    return "" if result.returncode == 0 else (result.stdout + result.stderr)
+
+
+def main(argv: list[str]) -> int:
+    what = argv[0] if argv else "all"
+    failed = False
+    if what in ("checkov", "all"):
+        report = run_checkov()
+        summary = report.get("summary", {})
+        print(f"checkov: {summary}")
+        for check in report.get("results", {}).get("failed_checks", []):
+            failed = True
+            print(f"  FAILED {check['check_id']} {check['resource']} {check['file_path']}")
+    if what in ("schema", "all"):
+        problems = schema_problems()
+        print(f"google {PROVIDER_VERSION} schema: {len(problems)} problem(s)")
+        for problem in problems:
+            print(f"  {problem}")
+        failed = failed or bool(problems)
+    if what in ("fmt", "all"):
+        diff = terraform_fmt_problems()
+        print(f"terraform {TERRAFORM_VERSION} fmt -check: {'ok' if not diff else 'NOT formatted'}")
+        print(diff, end="")
+        failed = failed or bool(diff)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
