@@ -7,7 +7,7 @@ UV_VERSION := 0.13.9
 CACHE := .cache
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup system-deps demo test test-unit test-integration test-e2e lint bench lock stack-up stack-down stack-status prism function-zip clean
+.PHONY: help setup system-deps demo test test-unit test-integration test-e2e test-tools lint bench lock stack-up stack-down stack-status prism function-zip clean
 
 help: ## list the verbs
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -42,6 +42,9 @@ test-integration: $(STAMP) ## integration tests against the real local services
 test-e2e: $(STAMP) ## end-to-end tests
 	$(PY) -m pytest -m e2e tests/e2e
 
+test-tools: $(STAMP) ## checks by pinned external tools: checkov, promtool (fetched into .cache)
+	$(PY) -m pytest -m tools tests/tools
+
 lint: $(STAMP) ## ruff
 	$(VENV)/bin/ruff check .
 
@@ -73,4 +76,4 @@ clean: ## remove demo output and run state (keeps the artefact cache)
 
 .PHONY: terraform-check
 terraform-check: $(STAMP) ## infra/terraform: checkov, Google provider schema, terraform fmt (first run builds Terraform from the Go module proxy, 10-15 min)
-	OBSINGEST_TERRAFORM_BUILD=1 $(PY) -m pytest tests/unit/infra/test_terraform_checkov.py
+	OBSINGEST_TERRAFORM_BUILD=1 $(PY) -m pytest tests/tools/test_terraform.py

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.unit
+pytestmark = pytest.mark.tools
 
 ROOT = Path(__file__).resolve().parents[3]
 TF = ROOT / "infra" / "terraform"
