@@ -28,7 +28,7 @@ import pytest
 
 pytestmark = pytest.mark.tools
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 TF = ROOT / "infra" / "terraform"
 
 
