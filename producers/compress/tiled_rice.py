@@ -2,25 +2,25 @@
 
 Why not just astropy or fpack: both compress one tile after another on one core, and astropy's
 default (one tile per row) spends most of its time in Python per tile. Here the 16 amplifier
-HDUs of a raw CCD are independent, so each one is compressed in its own task on a thread pool.
-32-bit images go through our RICE_1 coder (``producers/compress/_rice.c``, built by
-``make setup``): byte-identical to CFITSIO's, 2.5x faster, and it reads the big-endian pixels in
-place. 16-bit images (and 32-bit ones if the extension was not built) use the coder of CFITSIO
-that ships inside astropy (``compress_rice_1_c``) after a numpy byte swap. Both release the GIL,
-so two threads use two cores. The file structure (headers, tile descriptors, heap, checksums) is
-written here directly, in the layout fpack writes, then assembled in HDU order.
+HDUs of a raw CCD are independent, so each one is compressed in its own task on a thread pool,
+by our RICE_1 coder (``producers/compress/_rice.c``, built by ``make setup``): byte-identical to
+CFITSIO's for 16- and 32-bit pixels, 2.5x faster, it reads the big-endian pixels in place, codes
+a whole HDU per call and releases the GIL, so two threads use two cores. The file structure
+(headers, tile descriptors, heap, checksums) is written here directly, in the layout fpack
+writes, then assembled in HDU order. Nothing here imports numpy or astropy: the command-line
+path (``obsingest compress``, an fpack drop-in) must start in tens of milliseconds.
 
 Tile shape (documented choice): by default one tile per image HDU, i.e. one whole amplifier
-(2048 x 576) per tile. Measured on the reference CCD the Rice output is then slightly *smaller*
-than fpack's one-row tiles (no per-row 4-byte seed pixel and block restart), and each tile is one
-call into C. ``tile_rows=N`` gives fpack-style row tiles of N rows (``tile_rows=1`` is exactly
-fpack's default tiling) for readers that want to decompress a few rows at a time.
+(2048 x 576) per tile, as fpack's ``-w``. Measured on the reference CCD the Rice output is then
+slightly *smaller* than fpack's one-row tiles (no per-row first pixel and block restart), and
+each tile is one call into C. A ``Tiling`` (fpack's ``-t``) or ``tile_rows=N`` gives other tiles
+(``tile_rows=1`` is exactly fpack's default tiling) for readers that decompress a few rows.
 
 The output is deterministic: same input bytes -> same output bytes (the CHECKSUM comments carry
 no timestamp), so a re-sent CCD has the same checksum and a registry can treat it as a no-op.
-Integer images (BITPIX 16, 32) are compressed losslessly; other HDUs (the header-only primary,
-tables, float or 64-bit images) are copied unchanged, which keeps float data lossless where
-fpack would quantize it.
+Integer images (BITPIX 16, 32; NAXIS 1 or 2) are compressed losslessly; other HDUs (the
+header-only primary, tables, 8-bit, float or 64-bit images, cubes) are copied unchanged, which
+keeps float data lossless where fpack would quantize it.
 """
 
 from __future__ import annotations
@@ -29,52 +29,52 @@ import contextlib
 import mmap
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-
-import numpy as np
-from astropy.io.fits.hdu.compressed._compression import (
-    compress_rice_1_c,
-    decompress_rice_1_c,
-)
+from typing import TypeVar
 
 from obsingest.errors import CorruptFile
-
-try:
-    from producers.compress._rice import compress_be32
-except ImportError:  # not built (no C compiler at install): CFITSIO's coder does it all
-    compress_be32 = None
-from obsingest.fileio import write_atomic
-from obsingest.fits import (
+from producers.compress import _rice
+from producers.compress.output import publish
+from producers.compress.structure import (
     BLANK_CARD,
     BLOCK,
     Hdu,
     card_key,
-    checksum_words,
     encode_checksum,
     header_bytes,
     make_card,
     padded,
-    parse_fits,
+    parse,
     rename_card,
 )
-from obsingest.logs import get_logger, log_event
 
 __all__ = [
     "BLOCKSIZE",
     "CompressionResult",
+    "Tiling",
     "compress_file",
     "compress_fits",
     "decompress_fits",
+    "plan",
+    "run_jobs",
+    "verify_plan",
 ]
-
-log = get_logger(__name__)
 
 #: Rice block size in pixels: FITS/fpack default.
 BLOCKSIZE = 32
 _RICE_BITPIX = (16, 32)
+
+#: fpack's tile specification (``-t``): sizes per axis, first axis first. A first axis <= 0 or
+#: another axis < 0 means the whole axis, 0 on another axis means 1, unnamed axes are 1 (so
+#: ``(0, 1)`` is fpack's default, row by row). ``None``: one tile per image (fpack's ``-w``).
+Tiling = tuple[int, ...] | None
+#: one piece of work: returns the byte parts of one output HDU
+Job = Callable[[], list[bytes]]
+T = TypeVar("T")
 
 # Image keywords that become Z-keywords in the compressed header (fpack's mapping).
 _TO_Z = {
@@ -127,10 +127,11 @@ class CompressionResult:
         return self.raw_bytes / 1e6 / self.seconds if self.seconds > 0 else float("inf")
 
 
-# --- compression ----------------------------------------------------------------------------------
+# --- compression ----------------------------------------------------------------------------
 
 
-def _is_rice_image(hdu: Hdu) -> bool:
+def is_rice_image(hdu: Hdu) -> bool:
+    """Whether we compress this HDU (else it is copied unchanged)."""
     if hdu.int_value("BITPIX") not in _RICE_BITPIX or hdu.data_size == 0:
         return False
     if hdu.int_value("NAXIS") not in (1, 2):
@@ -138,16 +139,34 @@ def _is_rice_image(hdu: Hdu) -> bool:
     return hdu.int_value("GCOUNT", 1) == 1 and hdu.int_value("PCOUNT", 0) == 0
 
 
-def _with_checksums(cards: list[bytes], data_parts: list[bytes]) -> bytes:
+def tile_shape(tiling: Tiling, axes: Sequence[int]) -> tuple[int, int]:
+    """(columns, rows) of one tile of an image with these axes, fpack's rules, clipped to it."""
+    ncols, nrows = axes[0], (axes[1] if len(axes) == 2 else 1)
+    if tiling is None:
+        return ncols, nrows
+    cols = tiling[0] if tiling and tiling[0] > 0 else ncols
+    rows = tiling[1] if len(tiling) > 1 else 1
+    rows = nrows if rows < 0 else max(rows, 1)
+    return min(cols, ncols), min(rows, nrows)
+
+
+def rows_tiling(tile_rows: int | None) -> Tiling:
+    """The ``tile_rows`` of the library API as a Tiling: whole rows, N at a time."""
+    if tile_rows is None:
+        return None
+    if tile_rows < 1:
+        raise ValueError(f"tile_rows must be >= 1, not {tile_rows}")
+    return (0, tile_rows)
+
+
+def _checksum_header(cards: list[bytes], data_parts: Sequence[bytes]) -> bytes:
     """Header bytes with DATASUM and CHECKSUM cards computed for these data bytes."""
     datasum = 0
-    offset = 0
     for part in data_parts:
-        if offset % 4:
+        if len(part) % 4 and part is not data_parts[-1]:
             raise AssertionError("data parts must be 4-byte aligned")
-        datasum = checksum_words(part, datasum)
-        offset += len(part)
-    cards = _without_checksums(cards)
+        datasum = _rice.checksum(part, datasum)
+    cards = without_checksums(cards)
     # Like CFITSIO: new cards take the place of trailing blank cards, so the header keeps its size.
     at = len(cards)
     while at > 0 and cards[at - 1] == BLANK_CARD and len(cards) - at < 2:
@@ -157,12 +176,12 @@ def _with_checksums(cards: list[bytes], data_parts: list[bytes]) -> bytes:
         make_card("CHECKSUM", "0" * 16, "HDU checksum"),
         make_card("DATASUM", str(datasum), "data unit checksum"),
     ]
-    total = checksum_words(header_bytes(cards), datasum)
+    total = _rice.checksum(header_bytes(cards), datasum)
     cards[at] = make_card("CHECKSUM", encode_checksum(~total & 0xFFFFFFFF), "HDU checksum")
     return header_bytes(cards)
 
 
-def _without_checksums(cards: list[bytes]) -> list[bytes]:
+def without_checksums(cards: Sequence[bytes]) -> list[bytes]:
     """Cards minus CHECKSUM/DATASUM; blank cards refill their place if the header ends in blanks
     (the inverse of CFITSIO writing them over trailing blanks, so round trips are byte-exact)."""
     kept = [c for c in cards if card_key(c) not in ("CHECKSUM", "DATASUM")]
@@ -171,57 +190,31 @@ def _without_checksums(cards: list[bytes]) -> list[bytes]:
     return kept
 
 
-def _rice_tiles(
-    buf: memoryview, hdu: Hdu, ncols: int, nrows: int, tile_rows: int, bytepix: int
-) -> Iterator[bytes]:
-    """The RICE_1-coded tiles of one image HDU, ``tile_rows`` rows each."""
-    if bytepix == 4 and compress_be32 is not None:
-        row_bytes = ncols * 4
-        for r0 in range(0, nrows, tile_rows):
-            start = hdu.data_offset + r0 * row_bytes
-            stop = hdu.data_offset + min(nrows, r0 + tile_rows) * row_bytes
-            yield compress_be32(buf[start:stop], BLOCKSIZE)
-        return
-    image = np.frombuffer(buf, dtype=f">i{bytepix}", count=ncols * nrows, offset=hdu.data_offset)
-    native = image.reshape(nrows, ncols).astype(f"=i{bytepix}")
-    for r0 in range(0, nrows, tile_rows):
-        yield compress_rice_1_c(native[r0 : r0 + tile_rows], BLOCKSIZE, bytepix)
-
-
-def _compress_image(
-    buf: memoryview, hdu: Hdu, tile_rows: int | None, checksum: bool
-) -> list[bytes]:
+def _pack_image(buf: memoryview, hdu: Hdu, tiling: Tiling, checksum: bool) -> list[bytes]:
     """One image HDU -> [header, table, heap, padding] of its compressed BINTABLE HDU."""
-    bitpix = hdu.int_value("BITPIX")
-    bytepix = bitpix // 8
+    bytepix = hdu.int_value("BITPIX") // 8
     shape = hdu.shape
-    ncols = shape[0]
-    nrows = shape[1] if len(shape) == 2 else 1
-    rows_per_tile = min(tile_rows or nrows, nrows)
-    tiles = list(_rice_tiles(buf, hdu, ncols, nrows, rows_per_tile, bytepix))
-    descriptors = np.empty((len(tiles), 2), dtype=">i4")
-    lengths = np.fromiter((len(t) for t in tiles), dtype=np.int64, count=len(tiles))
-    descriptors[:, 0] = lengths
-    descriptors[:, 1] = np.concatenate([[0], np.cumsum(lengths[:-1])])
-    heap = b"".join(tiles)
-    table = descriptors.tobytes()
-
+    ncols, nrows = shape[0], (shape[1] if len(shape) == 2 else 1)
+    tile_cols, tile_rows = tile_shape(tiling, shape)
+    table, heap, longest = _rice.pack_image(
+        buf, hdu.data_offset, bytepix, ncols, nrows, tile_cols, tile_rows, BLOCKSIZE
+    )
     cards = [
         make_card("XTENSION", "BINTABLE", "binary table extension"),
         make_card("BITPIX", 8, "8-bit bytes"),
         make_card("NAXIS", 2, "2-dimensional binary table"),
         make_card("NAXIS1", 8, "width of table in bytes"),
-        make_card("NAXIS2", len(tiles), "number of rows in table"),
+        make_card("NAXIS2", len(table) // 8, "number of rows in table"),
         make_card("PCOUNT", len(heap), "size of special data area"),
         make_card("GCOUNT", 1, "one data group (required keyword)"),
         make_card("TFIELDS", 1, "number of fields in each row"),
         make_card("TTYPE1", "COMPRESSED_DATA", "label for field   1"),
-        make_card("TFORM1", f"1PB({int(lengths.max())})", "data format of field: variable array"),
+        make_card("TFORM1", f"1PB({longest})", "data format of field: variable array"),
         make_card("ZIMAGE", True, "extension contains compressed image"),
-        make_card("ZTILE1", ncols, "size of tiles to be compressed"),
+        make_card("ZTILE1", tile_cols, "size of tiles to be compressed"),
     ]
     if len(shape) == 2:
-        cards.append(make_card("ZTILE2", rows_per_tile, "size of tiles to be compressed"))
+        cards.append(make_card("ZTILE2", tile_rows, "size of tiles to be compressed"))
     cards += [
         make_card("ZCMPTYPE", "RICE_1", "compression algorithm"),
         make_card("ZNAME1", "BLOCKSIZE", "compression block size"),
@@ -240,7 +233,7 @@ def _compress_image(
         else:
             cards.append(card)
     pad = b"\0" * (-(len(table) + len(heap)) % BLOCK)
-    head = _with_checksums(cards, [table, heap]) if checksum else header_bytes(cards)
+    head = _checksum_header(cards, [table, heap]) if checksum else header_bytes(cards)
     return [head, table, heap, pad]
 
 
@@ -256,72 +249,93 @@ def _copy_hdu(buf: memoryview, hdu: Hdu, checksum: bool, as_primary: bool = Fals
             make_card("EXTEND", True, "FITS dataset may contain extensions"),
         ]
         data, pad = b"", b""
-    head = _with_checksums(cards, [data]) if checksum else header_bytes(cards)
+    head = _checksum_header(cards, [data]) if checksum else header_bytes(cards)
     return [head, data, pad]
 
 
-def _compress_parts(
-    data: bytes | bytearray | memoryview | mmap.mmap,
-    threads: int | None,
-    tile_rows: int | None,
-    checksum: bool,
-) -> list[bytes]:
-    """The output file as a list of byte strings, in order (joined or written by the caller)."""
-    if tile_rows is not None and tile_rows < 1:
-        raise ValueError(f"tile_rows must be >= 1, not {tile_rows}")
-    buf = memoryview(data)
-    try:
-        hdus = parse_fits(buf)
-        workers = _workers(threads)
-
-        def job(hdu: Hdu) -> list[bytes]:
-            if _is_rice_image(hdu):
-                return _compress_image(buf, hdu, tile_rows, checksum)
-            return _copy_hdu(buf, hdu, checksum)
-
-        parts: list[bytes] = []
-        if _is_rice_image(hdus[0]):
-            # fpack moves a primary image into extension 1 behind an empty primary HDU.
-            parts += _copy_hdu(buf, hdus[0], checksum, as_primary=True)
-        if workers == 1 or len(hdus) == 1:
-            results = [job(h) for h in hdus]
-        else:
-            with ThreadPoolExecutor(max_workers=min(workers, len(hdus))) as pool:
-                results = list(pool.map(job, hdus))
-        for hdu_parts in results:
-            parts += hdu_parts
-        return parts
-    finally:
-        with contextlib.suppress(BufferError):  # arrays held by a traceback keep it exported
-            buf.release()
+def _hdu_job(buf: memoryview, hdu: Hdu, tiling: Tiling, checksum: bool) -> list[bytes]:
+    if is_rice_image(hdu):
+        return _pack_image(buf, hdu, tiling, checksum)
+    return _copy_hdu(buf, hdu, checksum)
 
 
-def _workers(threads: int | None) -> int:
+def plan(
+    buf: memoryview, tiling: Tiling = None, checksum: bool = True
+) -> tuple[list[Hdu], list[Job]]:
+    """The HDUs of a FITS file and the output ``.fits.fz`` as independent jobs, in file order:
+    each returns the byte parts of one output HDU. Raises FitsFormatError (a CorruptFile) if the
+    bytes are not valid FITS; the jobs may run on any threads."""
+    hdus = parse(buf)
+    jobs: list[Job] = []
+    if is_rice_image(hdus[0]):
+        # fpack moves a primary image into extension 1 behind an empty primary HDU.
+        jobs.append(partial(_copy_hdu, buf, hdus[0], checksum, as_primary=True))
+    jobs += [partial(_hdu_job, buf, hdu, tiling, checksum) for hdu in hdus]
+    return hdus, jobs
+
+
+def workers(threads: int | None) -> int:
     if threads is not None and threads < 1:
         raise ValueError(f"threads must be >= 1, not {threads}")
     return threads or os.cpu_count() or 1
 
 
-class _MappedFile:
-    """A read-only memory map of a file (no copy of the raw CCD into the Python heap)."""
+def run_jobs(jobs: Sequence[Callable[[], T]], threads: int | None) -> list[T]:
+    """Results of ``jobs`` in order, on up to ``threads`` threads (default: CPU count)."""
+    count = min(workers(threads), len(jobs))
+    if count <= 1:
+        return [job() for job in jobs]
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        return list(pool.map(lambda job: job(), jobs))
+
+
+def _compress_parts(
+    data: bytes | bytearray | memoryview | mmap.mmap,
+    threads: int | None,
+    tiling: Tiling,
+    checksum: bool,
+) -> list[bytes]:
+    buf = memoryview(data)
+    try:
+        _, jobs = plan(buf, tiling, checksum)
+        return [part for parts in run_jobs(jobs, threads) for part in parts]
+    finally:
+        with contextlib.suppress(BufferError):  # arrays held by a traceback keep it exported
+            buf.release()
+
+
+class MappedFile:
+    """A read-only memory map of a file (no copy of the raw CCD into the Python heap), its pages
+    mapped in one call (MAP_POPULATE) rather than one fault per 4 KiB page."""
 
     def __init__(self, path: Path) -> None:
         try:
             self._fh = open(path, "rb")  # noqa: SIM115 - closed in close()
         except FileNotFoundError:
             raise CorruptFile(f"input file does not exist: {path}") from None
-        size = os.fstat(self._fh.fileno()).st_size
-        self.size = size
-        self.map = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        try:
+            self.size = os.fstat(self._fh.fileno()).st_size
+            flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+            self.map: mmap.mmap | bytes = (
+                mmap.mmap(self._fh.fileno(), 0, flags=flags, prot=mmap.PROT_READ)
+                if self.size
+                else b""
+            )
+        except BaseException:
+            self._fh.close()
+            raise
 
-    def __enter__(self) -> _MappedFile:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
+    def close(self) -> None:
         if isinstance(self.map, mmap.mmap):
             with contextlib.suppress(BufferError):  # a traceback may still hold a view
                 self.map.close()
         self._fh.close()
+
+    def __enter__(self) -> MappedFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def compress_fits(
@@ -337,10 +351,11 @@ def compress_fits(
     the whole HDU, one tile per amplifier). ``checksum``: write CHECKSUM/DATASUM like fpack does.
     Raises CorruptFile if the input is not a structurally valid FITS file.
     """
+    tiling = rows_tiling(tile_rows)
     if isinstance(raw, (str, Path)):
-        with _MappedFile(Path(raw)) as mapped:
-            return b"".join(_compress_parts(mapped.map, threads, tile_rows, checksum))
-    return b"".join(_compress_parts(raw, threads, tile_rows, checksum))
+        with MappedFile(Path(raw)) as mapped:
+            return b"".join(_compress_parts(mapped.map, threads, tiling, checksum))
+    return b"".join(_compress_parts(raw, threads, tiling, checksum))
 
 
 def compress_file(
@@ -352,21 +367,24 @@ def compress_file(
     checksum: bool = True,
 ) -> CompressionResult:
     """Compress file ``src`` into ``dst`` (atomic: temp + rename); timed read+compress+write."""
+    from obsingest.logs import get_logger, log_event  # not needed by the command line path
+
     start = time.perf_counter()
-    dst = Path(dst)
-    with _MappedFile(Path(src)) as mapped:
-        parts = _compress_parts(mapped.map, threads, tile_rows, checksum)
+    tiling = rows_tiling(tile_rows)
+    with MappedFile(Path(src)) as mapped:
+        parts = _compress_parts(mapped.map, threads, tiling, checksum)
         raw_bytes = mapped.size
-    write_atomic(dst, parts)
+    Path(dst).parent.mkdir(parents=True, exist_ok=True)
+    written = publish(Path(dst), parts)
     result = CompressionResult(
         raw_bytes=raw_bytes,
-        compressed_bytes=sum(len(p) for p in parts),
+        compressed_bytes=written,
         seconds=time.perf_counter() - start,
-        threads=_workers(threads),
+        threads=workers(threads),
         tile_rows=tile_rows,
     )
     log_event(
-        log,
+        get_logger(__name__),
         "compressed",
         src=str(src),
         dst=str(dst),
@@ -379,10 +397,10 @@ def compress_file(
     return result
 
 
-# --- decompression --------------------------------------------------------------------------------
+# --- decompression and verification ---------------------------------------------------------
 
 
-def _is_compressed_image(hdu: Hdu) -> bool:
+def is_compressed_image(hdu: Hdu) -> bool:
     return (
         not hdu.is_primary
         and hdu.str_value("XTENSION") == "BINTABLE"
@@ -390,8 +408,8 @@ def _is_compressed_image(hdu: Hdu) -> bool:
     )
 
 
-def _decompress_image(buf: memoryview, hdu: Hdu) -> tuple[list[bytes], bool]:
-    """A compressed BINTABLE HDU -> (parts of the plain image HDU, whether it was primary)."""
+def unpack_data(buf: memoryview, hdu: Hdu) -> bytes:
+    """The image data unit (big-endian pixels, unpadded) of a RICE_1 compressed image HDU."""
     where = f"HDU {hdu.index}"
     algorithm = hdu.str_value("ZCMPTYPE")
     if algorithm != "RICE_1":
@@ -401,9 +419,8 @@ def _decompress_image(buf: memoryview, hdu: Hdu) -> tuple[list[bytes], bool]:
     ):
         raise CorruptFile(f"{where}: expected COMPRESSED_DATA as 1PB descriptors in column 1")
     bitpix = hdu.int_value("ZBITPIX")
-    if bitpix not in (16, 32):
+    if bitpix not in _RICE_BITPIX:
         raise CorruptFile(f"{where}: unsupported ZBITPIX {bitpix}")
-    bytepix = bitpix // 8
     naxis = hdu.int_value("ZNAXIS")
     if naxis not in (1, 2):
         raise CorruptFile(f"{where}: unsupported ZNAXIS {naxis}")
@@ -417,28 +434,25 @@ def _decompress_image(buf: memoryview, hdu: Hdu) -> tuple[list[bytes], bool]:
             blocksize = hdu.int_value(f"ZVAL{i}")
     row_bytes = hdu.int_value("NAXIS1")
     ntiles = hdu.int_value("NAXIS2")
-    heap_start = hdu.data_offset + hdu.int_value("THEAP", row_bytes * ntiles)
-    heap_end = hdu.data_offset + hdu.data_size
-    table = np.frombuffer(buf, dtype=">i4", count=ntiles * row_bytes // 4, offset=hdu.data_offset)
-    descriptors = table.reshape(ntiles, row_bytes // 4)[:, :2]
-    image = np.empty((nrows, ncols), dtype=f">i{bytepix}")
-    grid = [(r0, c0) for r0 in range(0, nrows, tile_rows) for c0 in range(0, ncols, tile_cols)]
-    if len(grid) != ntiles:
-        raise CorruptFile(f"{where}: {ntiles} tiles in table, image needs {len(grid)}")
-    for (r0, c0), (length, offset) in zip(grid, descriptors.tolist(), strict=True):
-        start = heap_start + offset
-        if length < 0 or offset < 0 or start + length > heap_end:
-            raise CorruptFile(f"{where}: tile descriptor points outside the heap")
-        h, w = min(tile_rows, nrows - r0), min(tile_cols, ncols - c0)
-        try:
-            raw = decompress_rice_1_c(bytes(buf[start : start + length]), blocksize, bytepix, h * w)
-        except Exception as exc:
-            raise CorruptFile(f"{where}: Rice tile at row {r0} does not decode: {exc}") from exc
-        tile = np.frombuffer(raw, dtype=f"=i{bytepix}")
-        if tile.size != h * w:
-            raise CorruptFile(f"{where}: tile at row {r0} decodes to {tile.size} pixels")
-        image[r0 : r0 + h, c0 : c0 + w] = tile.reshape(h, w)
+    heap_offset = hdu.data_offset + hdu.int_value("THEAP", row_bytes * ntiles)
+    heap_size = hdu.data_offset + hdu.data_size - heap_offset
+    if ncols < 1 or nrows < 1 or not (0 < tile_cols <= ncols and 0 < tile_rows <= nrows):
+        raise CorruptFile(f"{where}: tiles of {tile_cols} x {tile_rows} for {ncols} x {nrows}")
+    needed = -(-ncols // tile_cols) * -(-nrows // tile_rows)
+    if ntiles != needed:
+        raise CorruptFile(f"{where}: {ntiles} tiles in table, image needs {needed}")
+    try:
+        return _rice.unpack_image(
+            buf, hdu.data_offset, row_bytes, heap_offset, heap_size, bitpix // 8,
+            ncols, nrows, tile_cols, tile_rows, blocksize,
+        )  # fmt: skip
+    except ValueError as exc:
+        raise CorruptFile(f"{where}: RICE_1 data does not decode: {exc}") from None
 
+
+def _decompress_image(buf: memoryview, hdu: Hdu) -> tuple[list[bytes], bool]:
+    """A compressed BINTABLE HDU -> (parts of the plain image HDU, whether it was primary)."""
+    data = unpack_data(buf, hdu)
     was_primary = hdu.value("ZSIMPLE") is not None
     cards: list[bytes] = []
     rest: list[bytes] = []
@@ -460,10 +474,8 @@ def _decompress_image(buf: memoryview, hdu: Hdu) -> tuple[list[bytes], bool]:
         (c for c in cards if card_key(c) in order), key=lambda c: order.index(card_key(c))
     )
     others = [c for c in cards if card_key(c) not in order]
-    data = image.tobytes()
-    return [header_bytes(mandatory + others + rest), data, b"\0" * (-len(data) % BLOCK)], (
-        was_primary
-    )
+    head = header_bytes(mandatory + others + rest)
+    return [head, data, b"\0" * (-len(data) % BLOCK)], was_primary
 
 
 def decompress_fits(fz: bytes, threads: int | None = None) -> bytes:
@@ -473,24 +485,56 @@ def decompress_fits(fz: bytes, threads: int | None = None) -> bytes:
     when the bytes are not a valid compressed file. Checksum cards are dropped (plain output).
     """
     buf = memoryview(fz)
-    hdus = parse_fits(buf)
+    hdus = parse(buf)
 
     def job(hdu: Hdu) -> tuple[list[bytes], bool]:
-        if _is_compressed_image(hdu):
+        if is_compressed_image(hdu):
             return _decompress_image(buf, hdu)
         data = bytes(buf[hdu.data_offset : hdu.data_offset + padded(hdu.data_size)])
         data = data.ljust(padded(hdu.data_size), b"\0")
-        return [header_bytes(_without_checksums(list(hdu.cards))), data], False
+        return [header_bytes(without_checksums(list(hdu.cards))), data], False
 
-    workers = _workers(threads)
-    if workers == 1 or len(hdus) == 1:
-        results = [job(h) for h in hdus]
-    else:
-        with ThreadPoolExecutor(max_workers=min(workers, len(hdus))) as pool:
-            results = list(pool.map(job, hdus))
+    results = run_jobs([partial(job, hdu) for hdu in hdus], threads)
     parts: list[bytes] = []
     for index, (hdu_parts, was_primary) in enumerate(results):
         if was_primary and index == 1:
             parts = []  # the image was fpack'ed out of the primary HDU: put it back there
         parts += hdu_parts
     return b"".join(parts)
+
+
+def _check_hdu(packed: memoryview, out: Hdu, original: memoryview, src: Hdu | None) -> None:
+    """One written HDU: its FITS checksum holds, and its data decode to the source's data."""
+    where = f"written HDU {out.index}"
+    if out.value("CHECKSUM") is not None:
+        start = out.data_offset - padded(80 * (len(out.cards) + 1))
+        end = out.data_offset + padded(out.data_size)
+        if _rice.checksum(packed[start:end]) != 0xFFFFFFFF:
+            raise CorruptFile(f"{where}: CHECKSUM does not match its bytes")
+    if src is None:
+        return
+    expected = original[src.data_offset : src.data_offset + src.data_size]
+    if is_rice_image(src):
+        if not is_compressed_image(out):
+            raise CorruptFile(f"{where}: expected a compressed image")
+        got: bytes | memoryview = unpack_data(packed, out)
+    else:
+        got = packed[out.data_offset : out.data_offset + out.data_size]
+    if not _rice.same_bytes(got, expected):
+        raise CorruptFile(f"{where}: data differ from input HDU {src.index}")
+
+
+def verify_plan(
+    packed: memoryview, original: memoryview, original_hdus: list[Hdu]
+) -> list[Callable[[], None]]:
+    """Jobs that together prove ``packed`` (a written .fits.fz) restores ``original`` exactly:
+    every HDU's checksum holds and its data decode to the input's data. CorruptFile if not."""
+    out_hdus = parse(packed)
+    moved = is_rice_image(original_hdus[0])  # the primary image went to extension 1
+    sources: list[Hdu | None] = [None] * moved + list(original_hdus)
+    if len(out_hdus) != len(sources):
+        raise CorruptFile(f"written file has {len(out_hdus)} HDUs, expected {len(sources)}")
+    return [
+        partial(_check_hdu, packed, out, original, src)
+        for out, src in zip(out_hdus, sources, strict=True)
+    ]
