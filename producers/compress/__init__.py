@@ -4,11 +4,7 @@ Light on purpose (no numpy, no astropy): ``obsingest compress`` / ``python -m pr
 (``fpack_cli``) import this package and must start in tens of milliseconds.
 """
 
-from producers.compress.tiled_rice import (
-    CompressionResult,
-    compress_file,
-    compress_fits,
-    decompress_fits,
-)
+from producers.compress.restore import decompress_fits
+from producers.compress.tiled_rice import CompressionResult, compress_file, compress_fits
 
 __all__ = ["CompressionResult", "compress_file", "compress_fits", "decompress_fits"]

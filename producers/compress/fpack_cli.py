@@ -19,6 +19,7 @@ shows it).
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import sys
 from collections import deque
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import TextIO
 
 from obsingest.errors import CorruptFile
-from producers.compress import tiled_rice
+from producers.compress import restore, tiled_rice
 from producers.compress.fpack_args import (
     HELP,
     CommandLineError,
@@ -38,7 +39,7 @@ from producers.compress.fpack_args import (
     preflight,
 )
 from producers.compress.output import publish, sync_directory
-from producers.compress.structure import STATUS_TEXT, FitsFormatError
+from producers.compress.structure import STATUS_TEXT, FitsFormatError, Hdu
 
 #: CFITSIO's DATA_COMPRESSION_ERR: what fpack exits with when compressing an HDU fails
 COMPRESSION_FAILED = 413
@@ -52,10 +53,10 @@ class _Input:
     name: str  # as given (fpack's infits), for messages
     source: str  # what is read: the name, its .gz, or "-" for stdin
     target: str  # output file, or "-" for stdout
-    data: object = None  # mmap, bytes, or None once closed
+    data: bytes | mmap.mmap | None = None  # None once closed
     closer: Callable[[], None] | None = None
-    hdus: list = field(default_factory=list)
-    futures: list[Future] = field(default_factory=list)
+    hdus: list[Hdu] = field(default_factory=list)
+    futures: list[Future[list[bytes]]] = field(default_factory=list)
 
 
 class _Run:
@@ -154,9 +155,10 @@ class _Run:
             self.fail(COMPRESSION_FAILED, f"Error: {item.target} does not restore "
                       f"{item.name}: {exc}\n" + "Input file is unchanged.\n")  # fmt: skip
             return
-        except OSError as exc:
-            self.fail(105, "Input file is unchanged.\n", f"\nFITSIO status = 105: "
-                      f"{STATUS_TEXT[105]}\n{item.target}: {exc.strerror or exc}\n")  # fmt: skip
+        except OSError as exc:  # fpack's report when it cannot create the output
+            self.fail(105, f"Error processing file: {item.name}\n  in HDU number 1\n",
+                      f"\nFITSIO status = 105: {STATUS_TEXT[105]}\n"
+                      f"{item.target}: {exc.strerror or exc}\n")  # fmt: skip
             return
         if destroys_input and item.target != item.source:
             try:
@@ -175,7 +177,7 @@ class _Run:
         with tiled_rice.MappedFile(path) as written:
             packed = memoryview(written.map)
             try:
-                jobs = tiled_rice.verify_plan(packed, memoryview(item.data), item.hdus)
+                jobs = restore.verify_plan(packed, memoryview(item.data), item.hdus)
                 for future in [self.pool.submit(job) for job in jobs]:
                     future.result()
             finally:

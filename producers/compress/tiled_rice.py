@@ -47,7 +47,6 @@ from producers.compress.structure import (
     encode_checksum,
     header_bytes,
     make_card,
-    padded,
     parse,
     rename_card,
 )
@@ -58,15 +57,13 @@ __all__ = [
     "Tiling",
     "compress_file",
     "compress_fits",
-    "decompress_fits",
     "plan",
     "run_jobs",
-    "verify_plan",
 ]
 
 #: Rice block size in pixels: FITS/fpack default.
 BLOCKSIZE = 32
-_RICE_BITPIX = (16, 32)
+RICE_BITPIX = (16, 32)
 
 #: fpack's tile specification (``-t``): sizes per axis, first axis first. A first axis <= 0 or
 #: another axis < 0 means the whole axis, 0 on another axis means 1, unnamed axes are 1 (so
@@ -77,7 +74,7 @@ Job = Callable[[], list[bytes]]
 T = TypeVar("T")
 
 # Image keywords that become Z-keywords in the compressed header (fpack's mapping).
-_TO_Z = {
+TO_Z = {
     "SIMPLE": "ZSIMPLE",
     "XTENSION": "ZTENSION",
     "BITPIX": "ZBITPIX",
@@ -88,23 +85,6 @@ _TO_Z = {
     "CHECKSUM": "ZHECKSUM",
     "DATASUM": "ZDATASUM",
 }
-_FROM_Z = {v: k for k, v in _TO_Z.items()}
-_BINTABLE_ONLY = {
-    "XTENSION",
-    "BITPIX",
-    "NAXIS",
-    "PCOUNT",
-    "GCOUNT",
-    "TFIELDS",
-    "THEAP",
-    "ZIMAGE",
-    "ZCMPTYPE",
-    "ZQUANTIZ",
-    "ZDITHER0",
-    "CHECKSUM",
-    "DATASUM",
-}
-_BINTABLE_PREFIXES = ("NAXIS", "TTYPE", "TFORM", "TUNIT", "ZTILE", "ZNAME", "ZVAL")
 
 
 @dataclass(frozen=True)
@@ -132,7 +112,7 @@ class CompressionResult:
 
 def is_rice_image(hdu: Hdu) -> bool:
     """Whether we compress this HDU (else it is copied unchanged)."""
-    if hdu.int_value("BITPIX") not in _RICE_BITPIX or hdu.data_size == 0:
+    if hdu.int_value("BITPIX") not in RICE_BITPIX or hdu.data_size == 0:
         return False
     if hdu.int_value("NAXIS") not in (1, 2):
         return False
@@ -228,8 +208,8 @@ def _pack_image(buf: memoryview, hdu: Hdu, tiling: Tiling, checksum: bool) -> li
         key = card_key(card)
         if key.startswith("NAXIS"):
             cards.append(rename_card(card, "Z" + key))
-        elif key in _TO_Z:
-            cards.append(rename_card(card, _TO_Z[key]))
+        elif key in TO_Z:
+            cards.append(rename_card(card, TO_Z[key]))
         else:
             cards.append(card)
     pad = b"\0" * (-(len(table) + len(heap)) % BLOCK)
@@ -395,146 +375,3 @@ def compress_file(
         tile_rows=tile_rows,
     )
     return result
-
-
-# --- decompression and verification ---------------------------------------------------------
-
-
-def is_compressed_image(hdu: Hdu) -> bool:
-    return (
-        not hdu.is_primary
-        and hdu.str_value("XTENSION") == "BINTABLE"
-        and hdu.value("ZIMAGE") == "T"
-    )
-
-
-def unpack_data(buf: memoryview, hdu: Hdu) -> bytes:
-    """The image data unit (big-endian pixels, unpadded) of a RICE_1 compressed image HDU."""
-    where = f"HDU {hdu.index}"
-    algorithm = hdu.str_value("ZCMPTYPE")
-    if algorithm != "RICE_1":
-        raise CorruptFile(f"{where}: unsupported compression {algorithm!r} (only RICE_1)")
-    if hdu.str_value("TTYPE1") != "COMPRESSED_DATA" or not (
-        (hdu.str_value("TFORM1") or "").startswith(("1PB", "PB"))
-    ):
-        raise CorruptFile(f"{where}: expected COMPRESSED_DATA as 1PB descriptors in column 1")
-    bitpix = hdu.int_value("ZBITPIX")
-    if bitpix not in _RICE_BITPIX:
-        raise CorruptFile(f"{where}: unsupported ZBITPIX {bitpix}")
-    naxis = hdu.int_value("ZNAXIS")
-    if naxis not in (1, 2):
-        raise CorruptFile(f"{where}: unsupported ZNAXIS {naxis}")
-    axes = [hdu.int_value(f"ZNAXIS{i}") for i in range(1, naxis + 1)]
-    ncols, nrows = axes[0], (axes[1] if naxis == 2 else 1)
-    tile_cols = hdu.int_value("ZTILE1", ncols)
-    tile_rows = hdu.int_value("ZTILE2", 1) if naxis == 2 else 1
-    blocksize = BLOCKSIZE
-    for i in (1, 2, 3):
-        if hdu.str_value(f"ZNAME{i}") == "BLOCKSIZE":
-            blocksize = hdu.int_value(f"ZVAL{i}")
-    row_bytes = hdu.int_value("NAXIS1")
-    ntiles = hdu.int_value("NAXIS2")
-    heap_offset = hdu.data_offset + hdu.int_value("THEAP", row_bytes * ntiles)
-    heap_size = hdu.data_offset + hdu.data_size - heap_offset
-    if ncols < 1 or nrows < 1 or not (0 < tile_cols <= ncols and 0 < tile_rows <= nrows):
-        raise CorruptFile(f"{where}: tiles of {tile_cols} x {tile_rows} for {ncols} x {nrows}")
-    needed = -(-ncols // tile_cols) * -(-nrows // tile_rows)
-    if ntiles != needed:
-        raise CorruptFile(f"{where}: {ntiles} tiles in table, image needs {needed}")
-    try:
-        return _rice.unpack_image(
-            buf, hdu.data_offset, row_bytes, heap_offset, heap_size, bitpix // 8,
-            ncols, nrows, tile_cols, tile_rows, blocksize,
-        )  # fmt: skip
-    except ValueError as exc:
-        raise CorruptFile(f"{where}: RICE_1 data does not decode: {exc}") from None
-
-
-def _decompress_image(buf: memoryview, hdu: Hdu) -> tuple[list[bytes], bool]:
-    """A compressed BINTABLE HDU -> (parts of the plain image HDU, whether it was primary)."""
-    data = unpack_data(buf, hdu)
-    was_primary = hdu.value("ZSIMPLE") is not None
-    cards: list[bytes] = []
-    rest: list[bytes] = []
-    for card in hdu.cards:
-        key = card_key(card)
-        if key in _BINTABLE_ONLY or key.startswith(_BINTABLE_PREFIXES):
-            continue
-        if key.startswith("ZNAXIS"):
-            cards.append(rename_card(card, key[1:]))
-        elif key in ("ZHECKSUM", "ZDATASUM"):
-            continue
-        elif key in _FROM_Z:
-            cards.append(rename_card(card, _FROM_Z[key]))
-        else:
-            rest.append(card)
-    order = ("SIMPLE", "XTENSION", "BITPIX", "NAXIS", *(f"NAXIS{i}" for i in (1, 2)))
-    order += ("EXTEND",) if was_primary else ("PCOUNT", "GCOUNT")
-    mandatory = sorted(
-        (c for c in cards if card_key(c) in order), key=lambda c: order.index(card_key(c))
-    )
-    others = [c for c in cards if card_key(c) not in order]
-    head = header_bytes(mandatory + others + rest)
-    return [head, data, b"\0" * (-len(data) % BLOCK)], was_primary
-
-
-def decompress_fits(fz: bytes, threads: int | None = None) -> bytes:
-    """Restore a plain FITS file from ``.fits.fz`` bytes (RICE_1 integer images; rest copied).
-
-    HDUs are decoded in parallel on ``threads`` threads (default: CPU count). Raises CorruptFile
-    when the bytes are not a valid compressed file. Checksum cards are dropped (plain output).
-    """
-    buf = memoryview(fz)
-    hdus = parse(buf)
-
-    def job(hdu: Hdu) -> tuple[list[bytes], bool]:
-        if is_compressed_image(hdu):
-            return _decompress_image(buf, hdu)
-        data = bytes(buf[hdu.data_offset : hdu.data_offset + padded(hdu.data_size)])
-        data = data.ljust(padded(hdu.data_size), b"\0")
-        return [header_bytes(without_checksums(list(hdu.cards))), data], False
-
-    results = run_jobs([partial(job, hdu) for hdu in hdus], threads)
-    parts: list[bytes] = []
-    for index, (hdu_parts, was_primary) in enumerate(results):
-        if was_primary and index == 1:
-            parts = []  # the image was fpack'ed out of the primary HDU: put it back there
-        parts += hdu_parts
-    return b"".join(parts)
-
-
-def _check_hdu(packed: memoryview, out: Hdu, original: memoryview, src: Hdu | None) -> None:
-    """One written HDU: its FITS checksum holds, and its data decode to the source's data."""
-    where = f"written HDU {out.index}"
-    if out.value("CHECKSUM") is not None:
-        start = out.data_offset - padded(80 * (len(out.cards) + 1))
-        end = out.data_offset + padded(out.data_size)
-        if _rice.checksum(packed[start:end]) != 0xFFFFFFFF:
-            raise CorruptFile(f"{where}: CHECKSUM does not match its bytes")
-    if src is None:
-        return
-    expected = original[src.data_offset : src.data_offset + src.data_size]
-    if is_rice_image(src):
-        if not is_compressed_image(out):
-            raise CorruptFile(f"{where}: expected a compressed image")
-        got: bytes | memoryview = unpack_data(packed, out)
-    else:
-        got = packed[out.data_offset : out.data_offset + out.data_size]
-    if not _rice.same_bytes(got, expected):
-        raise CorruptFile(f"{where}: data differ from input HDU {src.index}")
-
-
-def verify_plan(
-    packed: memoryview, original: memoryview, original_hdus: list[Hdu]
-) -> list[Callable[[], None]]:
-    """Jobs that together prove ``packed`` (a written .fits.fz) restores ``original`` exactly:
-    every HDU's checksum holds and its data decode to the input's data. CorruptFile if not."""
-    out_hdus = parse(packed)
-    moved = is_rice_image(original_hdus[0])  # the primary image went to extension 1
-    sources: list[Hdu | None] = [None] * moved + list(original_hdus)
-    if len(out_hdus) != len(sources):
-        raise CorruptFile(f"written file has {len(out_hdus)} HDUs, expected {len(sources)}")
-    return [
-        partial(_check_hdu, packed, out, original, src)
-        for out, src in zip(out_hdus, sources, strict=True)
-    ]

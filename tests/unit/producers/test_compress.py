@@ -19,8 +19,8 @@ from astropy.io import fits
 from obsingest.cli.main import main as cli_main
 from obsingest.errors import CorruptFile
 from producers.compress import compress_file, compress_fits, decompress_fits
+from producers.compress.restore import verify_plan
 from producers.compress.structure import padded, parse
-from producers.compress.tiled_rice import verify_plan
 from producers.daq.simulator import CcdSpec, generate_raw_ccd
 
 pytestmark = pytest.mark.unit
