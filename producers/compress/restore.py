@@ -89,8 +89,10 @@ def unpack_data(buf: memoryview, hdu: Hdu) -> bytes:
     ntiles = hdu.int_value("NAXIS2")
     heap_offset = hdu.data_offset + hdu.int_value("THEAP", row_bytes * ntiles)
     heap_size = hdu.data_offset + hdu.data_size - heap_offset
-    if ncols < 1 or nrows < 1 or not (0 < tile_cols <= ncols and 0 < tile_rows <= nrows):
+    if ncols < 1 or nrows < 1 or tile_cols < 1 or tile_rows < 1:
         raise CorruptFile(f"{where}: tiles of {tile_cols} x {tile_rows} for {ncols} x {nrows}")
+    # CFITSIO writes a requested tile larger than the image as is (fpack -t 1000,1000)
+    tile_cols, tile_rows = min(tile_cols, ncols), min(tile_rows, nrows)
     needed = -(-ncols // tile_cols) * -(-nrows // tile_rows)
     if ntiles != needed:
         raise CorruptFile(f"{where}: {ntiles} tiles in table, image needs {needed}")

@@ -274,10 +274,11 @@ def test_cli_daq_then_compress(tmp_path, capsys) -> None:
 
 
 @needs_fpack
-def test_we_decompress_fpack_tiles_narrower_than_the_image(small_raw, tmp_path) -> None:
+@pytest.mark.parametrize("tile", ["20,7", "1000,1000", "5"])  # narrower; larger than the image
+def test_we_decompress_fpack_tilings(small_raw, tmp_path, tile) -> None:
     src = tmp_path / "raw.fits"
     src.write_bytes(small_raw)
-    subprocess.run(["fpack", "-t", "20,7", "-O", str(tmp_path / "t.fz"), str(src)], check=True)
+    subprocess.run(["fpack", "-t", tile, "-O", str(tmp_path / "t.fz"), str(src)], check=True)
     _assert_same_fits(small_raw, decompress_fits((tmp_path / "t.fz").read_bytes()))
 
 
