@@ -228,3 +228,6 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(exc.message)
         sys.stdout.flush()
         return exc.code
+    except BrokenPipeError:  # -S into a pipe closed early (`| head`): fpack dies of SIGPIPE
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13

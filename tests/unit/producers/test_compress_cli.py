@@ -329,6 +329,28 @@ def test_S_with_D_keeps_the_input_like_fpack(raw, ccd, tmp_path) -> None:
     assert ccd.read_bytes() == raw
 
 
+def _read_100_bytes_then_close(argv: list[str], cwd: Path) -> tuple[int, bytes]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.read(100)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    return proc.wait(), err
+
+
+def test_S_into_a_closed_pipe_ends_like_fpack(raw, tmp_path) -> None:
+    names = [f"c{i}.fits" for i in range(40)]  # more than a pipe buffer of output
+    for name in names:
+        (tmp_path / name).write_bytes(raw)
+    mine = _read_100_bytes_then_close(
+        [sys.executable, "-m", "producers.compress", "-S", *names], tmp_path
+    )
+    theirs = _read_100_bytes_then_close(["fpack", "-S", *names], tmp_path)
+    assert theirs == (-13, b"")  # killed by SIGPIPE, nothing said
+    assert mine == (141, b"")  # 128 + SIGPIPE, as a shell reports fpack's, no traceback
+
+
 def test_stdin_input(raw, tmp_path) -> None:
     result = ours("-S", "-", cwd=tmp_path, stdin=raw)
     assert result.returncode == 0 and result.stdout == compress_fits(raw)
