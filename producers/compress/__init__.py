@@ -1,10 +1,10 @@
-"""Tiled Rice compression of raw CCDs into fpack-compatible ``.fits.fz``, amplifiers in parallel."""
+"""Tiled Rice compression of raw CCDs into fpack-compatible ``.fits.fz``, amplifiers in parallel.
 
-from producers.compress.codec import (
-    CompressionResult,
-    compress_file,
-    compress_fits,
-    decompress_fits,
-)
+Light on purpose (no numpy, no astropy): ``obsingest compress`` / ``python -m producers.compress``
+(``fpack_cli``) import this package and must start in tens of milliseconds.
+"""
+
+from producers.compress.restore import decompress_fits
+from producers.compress.tiled_rice import CompressionResult, compress_file, compress_fits
 
 __all__ = ["CompressionResult", "compress_file", "compress_fits", "decompress_fits"]

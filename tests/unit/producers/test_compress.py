@@ -19,6 +19,8 @@ from astropy.io import fits
 from obsingest.errors import CorruptFile
 from obsingest_cli.main import main as cli_main
 from producers.compress import compress_file, compress_fits, decompress_fits
+from producers.compress.restore import verify_plan
+from producers.compress.structure import padded, parse
 from producers.daq.simulator import CcdSpec, generate_raw_ccd
 
 pytestmark = pytest.mark.unit
@@ -261,11 +263,49 @@ def test_cli_daq_then_compress(tmp_path, capsys) -> None:
     args = ["daq", "write", "--instrument", "LSSTComCam", "--exposure", "2026112200012"]
     args += ["--detector", "4", "--size", "small", "--obs-start", "2026-11-23T03:04:05+00:00"]
     assert cli_main([*args, str(raw)]) == 0
-    assert cli_main(["compress", str(raw), str(out), "--threads", "2"]) == 0
-    printed = capsys.readouterr().out
-    assert "MB/s" in printed and f"{raw.stat().st_size:,}" in printed
+    assert cli_main(["compress", "--threads", "2", "-v", str(raw)]) == 0
+    assert capsys.readouterr().out.endswith(f"{raw} -> {out}\n")
     assert decompress_fits(out.read_bytes()) == raw.read_bytes()
     bad = tmp_path / "bad.fits"
     bad.write_bytes(raw.read_bytes()[:5000])
-    assert cli_main(["compress", str(bad), str(tmp_path / "bad.fits.fz")]) == 1
+    assert cli_main(["compress", str(bad)]) == 107  # CFITSIO's END_OF_FILE, as fpack exits
     assert "truncated" in capsys.readouterr().err
+    assert not (tmp_path / "bad.fits.fz").exists()
+
+
+@needs_fpack
+@pytest.mark.parametrize("tile", ["20,7", "1000,1000", "5"])  # narrower; larger than the image
+def test_we_decompress_fpack_tilings(small_raw, tmp_path, tile) -> None:
+    src = tmp_path / "raw.fits"
+    src.write_bytes(small_raw)
+    subprocess.run(["fpack", "-t", tile, "-O", str(tmp_path / "t.fz"), str(src)], check=True)
+    _assert_same_fits(small_raw, decompress_fits((tmp_path / "t.fz").read_bytes()))
+
+
+def _verify(fz: bytes, raw: bytes) -> None:
+    hdus = parse(memoryview(raw))
+    for job in verify_plan(memoryview(fz), memoryview(raw), hdus):
+        job()
+
+
+def test_verify_plan_accepts_our_output_and_catches_every_corruption(small_raw) -> None:
+    fz = compress_fits(small_raw)
+    _verify(fz, small_raw)
+    _verify(compress_fits(small_raw, tile_rows=3, checksum=False), small_raw)
+    with fits.open(io.BytesIO(fz), disable_image_compression=True) as packed:
+        heap = packed[2]._data_offset + 8 * packed[2].header["NAXIS2"]
+    flipped = bytearray(fz)
+    flipped[heap + 20] ^= 0x10
+    with pytest.raises(CorruptFile, match="CHECKSUM does not match"):
+        _verify(bytes(flipped), small_raw)
+    unchecked = bytearray(compress_fits(small_raw, checksum=False))
+    unchecked[heap + 20] ^= 0x10
+    with pytest.raises(CorruptFile, match=r"(data differ|does not decode)"):
+        _verify(bytes(unchecked), small_raw)
+    other = bytearray(small_raw)
+    other[parse(small_raw)[16].data_offset + 10] ^= 1  # the written file does not restore it
+    with pytest.raises(CorruptFile, match="data differ from input HDU 16"):
+        _verify(fz, bytes(other))
+    second = parse(fz)[1]
+    with pytest.raises(CorruptFile, match="written file has 2 HDUs, expected 17"):
+        _verify(fz[: second.data_offset + padded(second.data_size)], small_raw)

@@ -1,0 +1,282 @@
+"""FITS block structure and header cards for the compressor, without numpy.
+
+Why not ``obsingest.fits``: it imports numpy at module level (for its checksum), and that import
+alone costs more wall time than fpack needs for a whole CCD, while ``obsingest compress`` has to
+start in tens of milliseconds to be an fpack drop-in. This module reads the same structure with
+the same strictness and the same messages (tests/unit/producers/test_compress_structure.py runs
+both readers on the same good and bad inputs) and adds, per fault, the CFITSIO status that fpack
+exits with for it, so the command can exit with fpack's code. Checksums come from the C
+extension (``_rice.checksum``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from obsingest.errors import CorruptFile
+
+BLOCK = 2880
+CARD = 80
+END_CARD = b"END".ljust(CARD)
+BLANK_CARD = b" " * CARD
+_KEY = re.compile(rb"^[A-Z0-9_-]{0,8} *$")
+#: a run of valid 8-byte keyword fields: k keyword characters then 8 - k spaces
+_KEYS = re.compile(
+    rb"(?:" + rb"|".join(rb"[A-Z0-9_-]{%d} {%d}" % (k, 8 - k) for k in range(8, -1, -1)) + rb")*"
+)
+
+#: CFITSIO status codes (fitsio.h) and the text fpack prints for them (ffgerr)
+STATUS_TEXT = {
+    104: "could not open the named file",
+    105: "couldn't create the named file",
+    107: "tried to move past end of file",
+    108: "error reading from FITS file",
+    202: "keyword not found in header",
+    207: "illegal character in keyword",
+    211: "illegal BITPIX keyword value",
+    212: "illegal NAXIS keyword value",
+    213: "illegal NAXISn keyword value",
+    214: "illegal PCOUNT keyword value",
+    215: "illegal GCOUNT keyword value",
+    252: "1st key not SIMPLE or XTENSION",
+    403: "keyword value not integer",
+}
+_INT_STATUS = {"BITPIX": 211, "NAXIS": 212, "PCOUNT": 214, "GCOUNT": 215}
+
+
+class FitsFormatError(CorruptFile):
+    """The bytes are not valid FITS; ``status`` is the CFITSIO status fpack reports for it and
+    ``hdu`` the 0-based HDU it was found in (None: the file as a whole)."""
+
+    def __init__(self, message: str, status: int, hdu: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.hdu = hdu
+
+
+@dataclass(frozen=True)
+class Hdu:
+    """One header-data unit: its header cards (END excluded) and where its data lies."""
+
+    index: int
+    cards: tuple[bytes, ...]
+    data_offset: int
+    data_size: int
+    #: first ``KEY = value`` card per padded keyword
+    keywords: dict[bytes, bytes] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.keywords and self.cards:
+            for card in self.cards:
+                if card[8:10] == b"= ":
+                    self.keywords.setdefault(card[:8], card)
+
+    def value(self, key: str) -> str | None:
+        """Raw value text of the first card named ``key`` (strings keep their quotes)."""
+        card = self.keywords.get(key.encode("ascii").ljust(8))
+        return None if card is None else _card_text(card)
+
+    def int_value(self, key: str, default: int | None = None) -> int:
+        text = self.value(key)
+        status = _INT_STATUS.get(key, 213 if key.startswith("NAXIS") else 403)
+        if text is None:
+            if default is not None:
+                return default
+            raise FitsFormatError(
+                f"HDU {self.index}: missing required keyword {key}", 202, self.index
+            )
+        try:
+            return int(text)
+        except ValueError:
+            raise FitsFormatError(
+                f"HDU {self.index}: keyword {key} is not an integer: {text!r}", status, self.index
+            ) from None
+
+    def str_value(self, key: str) -> str | None:
+        text = self.value(key)
+        if text is None or not text.startswith("'"):
+            return text
+        out, i = [], 1
+        while i < len(text):
+            if text[i] == "'":
+                if text[i + 1 : i + 2] != "'":
+                    break
+                i += 1
+            out.append(text[i])
+            i += 1
+        return "".join(out).rstrip()
+
+    @property
+    def is_primary(self) -> bool:
+        return self.index == 0
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Image axes in FITS order (NAXIS1 first)."""
+        naxis = self.int_value("NAXIS")
+        return tuple(self.int_value(f"NAXIS{i}") for i in range(1, naxis + 1))
+
+
+def card_key(card: bytes) -> str:
+    return card[:8].decode("ascii", "replace").rstrip()
+
+
+def _card_text(card: bytes) -> str:
+    text = card[10:].decode("ascii", "replace").strip()
+    if text.startswith("'"):
+        i = 1
+        while i < len(text):
+            if text[i] == "'":
+                if text[i + 1 : i + 2] == "'":
+                    i += 2
+                    continue
+                return text[: i + 1]
+            i += 1
+        return text
+    return text.split("/", 1)[0].strip()
+
+
+def _read_header(buf: memoryview, offset: int, index: int) -> tuple[tuple[bytes, ...], int]:
+    """Cards of the header starting at ``offset`` and the offset of its data unit."""
+    cards: list[bytes] = []
+    pos = offset
+    size = len(buf)
+    while True:
+        if pos + BLOCK > size:
+            raise FitsFormatError(
+                f"truncated: header of HDU {index} at byte {offset} has no END card "
+                f"before end of file ({size} bytes)",
+                107,
+                index,
+            )
+        block = bytes(buf[pos : pos + BLOCK])
+        pos += BLOCK
+        block_cards = [block[i : i + CARD] for i in range(0, BLOCK, CARD)]
+        try:
+            end = block_cards.index(END_CARD)
+        except ValueError:
+            end = len(block_cards)
+        if not _KEYS.fullmatch(b"".join(card[:8] for card in block_cards[:end])):
+            for i, card in enumerate(block_cards[:end]):
+                if not _KEY.match(card[:8]):
+                    raise FitsFormatError(
+                        f"HDU {index}: invalid header card at byte {pos - BLOCK + i * CARD}: "
+                        f"{card[:20]!r}",
+                        207,
+                        index,
+                    )
+        cards += block_cards[:end]
+        if end < len(block_cards):
+            return tuple(cards), pos
+
+
+def parse(data: bytes | bytearray | memoryview) -> list[Hdu]:
+    """Every HDU of a FITS file, validated for structure; FitsFormatError on bad bytes."""
+    buf = memoryview(data)
+    size = len(buf)
+    if size == 0:
+        raise FitsFormatError("empty file: 0 bytes", 107)
+    # CFITSIO reads a whole block before it looks at the first card: shorter files are 108
+    short = 108 if size < BLOCK else None
+    if bytes(buf[:10]) != b"SIMPLE  = ":
+        raise FitsFormatError("not a FITS file: does not start with SIMPLE =", short or 252)
+    if size % BLOCK:
+        raise FitsFormatError(
+            f"truncated: {size} bytes is not a whole number of {BLOCK}-byte FITS blocks",
+            short or 107,
+        )
+    hdus: list[Hdu] = []
+    offset = 0
+    while offset < size:
+        index = len(hdus)
+        if index and bytes(buf[offset : offset + 10]) != b"XTENSION= ":
+            if not bytes(buf[offset:]).strip(b"\0 "):
+                break  # trailing blank blocks are allowed after the last HDU
+            raise FitsFormatError(
+                f"HDU {index} at byte {offset} does not start with XTENSION", 252, index
+            )
+        cards, data_offset = _read_header(buf, offset, index)
+        hdu = Hdu(index, cards, data_offset, 0)
+        bitpix = hdu.int_value("BITPIX")
+        if bitpix not in (8, 16, 32, 64, -32, -64):
+            raise FitsFormatError(f"HDU {index}: invalid BITPIX {bitpix}", 211, index)
+        naxis = hdu.int_value("NAXIS")
+        if not 0 <= naxis <= 999:
+            raise FitsFormatError(f"HDU {index}: invalid NAXIS {naxis}", 212, index)
+        pixels = 0
+        if naxis:
+            pixels = 1
+            for n in hdu.shape:
+                if n < 0:
+                    raise FitsFormatError(f"HDU {index}: negative axis length {n}", 213, index)
+                pixels *= n
+        pcount = hdu.int_value("PCOUNT", 0)
+        gcount = hdu.int_value("GCOUNT", 1)
+        data_size = abs(bitpix) // 8 * gcount * (pcount + pixels) if naxis else 0
+        if data_offset + data_size > size:
+            raise FitsFormatError(
+                f"truncated: HDU {index} needs {data_size} data bytes at byte {data_offset}, "
+                f"file has only {size - data_offset}",
+                107,
+                index,
+            )
+        hdus.append(Hdu(index, cards, data_offset, data_size, hdu.keywords))
+        offset = data_offset + padded(data_size)
+    return hdus
+
+
+def padded(n: int) -> int:
+    """``n`` rounded up to whole 2880-byte FITS blocks."""
+    return n + (-n % BLOCK)
+
+
+def make_card(key: str, value: bool | int | str, comment: str = "") -> bytes:
+    """One fixed-format 80-byte header card (a too-long comment is cut)."""
+    if isinstance(value, bool):
+        text = f"{'T' if value else 'F':>20}"
+    elif isinstance(value, int):
+        text = f"{value:>20d}"
+    else:
+        quoted = "'" + value.replace("'", "''").ljust(8) + "'"
+        text = f"{quoted:<20}"
+    line = f"{key:<8}= {text}"
+    if len(line) > CARD:
+        raise ValueError(f"card too long: {line!r}")
+    if comment:
+        line = f"{line} / {comment}"
+    return line[:CARD].ljust(CARD).encode("ascii")
+
+
+def header_bytes(cards: list[bytes] | tuple[bytes, ...]) -> bytes:
+    """Cards + END, padded with blanks to whole blocks."""
+    raw = b"".join([*cards, END_CARD])
+    return raw + b" " * (-len(raw) % BLOCK)
+
+
+def rename_card(card: bytes, new_key: str) -> bytes:
+    """The same card under another keyword (value and comment kept byte for byte)."""
+    return new_key.encode("ascii").ljust(8) + card[8:]
+
+
+_EXCLUDE = frozenset(range(0x3A, 0x41)) | frozenset(range(0x5B, 0x61))
+
+
+def encode_checksum(value: int) -> str:
+    """FITS checksum ASCII encoding (Seaman et al., FITS checksum proposal, A.7.2)."""
+    asc = [0] * 16
+    for i in range(4):
+        byte = (value >> (24 - 8 * i)) & 0xFF
+        quotient, remainder = byte // 4 + ord("0"), byte % 4
+        ch = [quotient + remainder, quotient, quotient, quotient]
+        again = True
+        while again:
+            again = False
+            for j in (0, 2):
+                while ch[j] in _EXCLUDE or ch[j + 1] in _EXCLUDE:
+                    ch[j] += 1
+                    ch[j + 1] -= 1
+                    again = True
+        for j in range(4):
+            asc[4 * j + i] = ch[j]
+    return bytes(asc[15:] + asc[:15]).decode("ascii")
