@@ -250,7 +250,7 @@ def _write_demo_ccds(work: Path) -> list[str]:
 def _obsingest_command() -> list[str]:
     """The ``obsingest`` entry point a user runs (the console script beside this Python)."""
     script = Path(sys.executable).with_name("obsingest")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "obsingest.cli.main"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "obsingest_cli"]
 
 
 def _median_processes(

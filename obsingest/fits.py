@@ -3,17 +3,22 @@
 The compressor and the register function only need the block structure of a file (where each
 header and data unit is, and the handful of keywords that size them), so it is read by hand:
 headers only, in milliseconds, and every way the bytes can be wrong (truncated, garbled, trailing
-garbage) becomes a :class:`~obsingest.errors.CorruptFile` naming the reason.
+garbage) becomes a :class:`FitsFormatError` (a :class:`~obsingest.errors.CorruptFile`) naming
+the reason, with the CFITSIO status fpack exits with for that fault, so ``obsingest compress`` can
+behave as the fpack drop-in it is. numpy is imported only by the checksum helper: this module
+is on the start-up path of that command, which must start in tens of milliseconds.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from obsingest.errors import CorruptFile
+
+if TYPE_CHECKING:
+    import numpy as np
 
 BLOCK = 2880
 CARD = 80
@@ -24,6 +29,37 @@ _KEY = re.compile(rb"^[A-Z0-9_-]{0,8} *$")
 _KEYS = re.compile(
     rb"(?:" + rb"|".join(rb"[A-Z0-9_-]{%d} {%d}" % (k, 8 - k) for k in range(8, -1, -1)) + rb")*"
 )
+
+#: CFITSIO status codes (fitsio.h) and the text fpack prints for them (ffgerr)
+STATUS_TEXT = {
+    104: "could not open the named file",
+    105: "couldn't create the named file",
+    107: "tried to move past end of file",
+    108: "error reading from FITS file",
+    202: "keyword not found in header",
+    207: "illegal character in keyword",
+    211: "illegal BITPIX keyword value",
+    212: "illegal NAXIS keyword value",
+    213: "illegal NAXISn keyword value",
+    214: "illegal PCOUNT keyword value",
+    215: "illegal GCOUNT keyword value",
+    252: "1st key not SIMPLE or XTENSION",
+    403: "keyword value not integer",
+}
+_INT_STATUS = {"BITPIX": 211, "NAXIS": 212, "PCOUNT": 214, "GCOUNT": 215}
+
+
+class FitsFormatError(CorruptFile):
+    """The bytes are not valid FITS; ``status`` is the CFITSIO status fpack reports for it and
+    ``hdu`` the 0-based HDU it was found in (None: the file as a whole)."""
+
+    def __init__(self, message: str, status: int = 108, hdu: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.hdu = hdu
+
+    def __reduce__(self) -> tuple[object, ...]:  # crosses process boundaries intact
+        return (type(self), (str(self), self.status, self.hdu))
 
 
 @dataclass(frozen=True)
@@ -51,12 +87,15 @@ class Hdu:
         if text is None:
             if default is not None:
                 return default
-            raise CorruptFile(f"HDU {self.index}: missing required keyword {key}")
+            raise FitsFormatError(
+                f"HDU {self.index}: missing required keyword {key}", 202, self.index
+            )
         try:
             return int(text)
         except ValueError:
-            raise CorruptFile(
-                f"HDU {self.index}: keyword {key} is not an integer: {text!r}"
+            status = _INT_STATUS.get(key, 213 if key.startswith("NAXIS") else 403)
+            raise FitsFormatError(
+                f"HDU {self.index}: keyword {key} is not an integer: {text!r}", status, self.index
             ) from None
 
     def float_value(self, key: str) -> float | None:
@@ -66,8 +105,8 @@ class Hdu:
         try:
             return float(text.replace("D", "E"))
         except ValueError:
-            raise CorruptFile(
-                f"HDU {self.index}: keyword {key} is not a number: {text!r}"
+            raise FitsFormatError(
+                f"HDU {self.index}: keyword {key} is not a number: {text!r}", 403, self.index
             ) from None
 
     def str_value(self, key: str) -> str | None:
@@ -147,9 +186,11 @@ def read_header(buf: memoryview, offset: int, index: int) -> tuple[tuple[bytes, 
     size = len(buf)
     while True:
         if pos + BLOCK > size:
-            raise CorruptFile(
+            raise FitsFormatError(
                 f"truncated: header of HDU {index} at byte {offset} has no END card "
-                f"before end of file ({size} bytes)"
+                f"before end of file ({size} bytes)",
+                107,
+                index,
             )
         block = bytes(buf[pos : pos + BLOCK])
         pos += BLOCK
@@ -162,26 +203,31 @@ def read_header(buf: memoryview, offset: int, index: int) -> tuple[tuple[bytes, 
         if not _KEYS.fullmatch(b"".join(card[:8] for card in block_cards[:end])):
             for i, card in enumerate(block_cards[:end]):
                 if not _KEY.match(card[:8]):
-                    raise CorruptFile(
+                    raise FitsFormatError(
                         f"HDU {index}: invalid header card at byte {pos - BLOCK + i * CARD}: "
-                        f"{card[:20]!r}"
+                        f"{card[:20]!r}",
+                        207,
+                        index,
                     )
         cards += block_cards[:end]
         if end < len(block_cards):
             return tuple(cards), pos
 
 
-def parse_fits(data: bytes | memoryview) -> list[Hdu]:
-    """Every HDU of a FITS file, validated for structure; raises CorruptFile on bad bytes."""
+def parse_fits(data: bytes | bytearray | memoryview) -> list[Hdu]:
+    """Every HDU of a FITS file, validated for structure; FitsFormatError on bad bytes."""
     buf = memoryview(data)
     size = len(buf)
     if size == 0:
-        raise CorruptFile("empty file: 0 bytes")
+        raise FitsFormatError("empty file: 0 bytes", 107)
+    # CFITSIO reads a whole block before it looks at the first card: shorter files are 108
+    short = 108 if size < BLOCK else None
     if bytes(buf[:10]) != b"SIMPLE  = ":
-        raise CorruptFile("not a FITS file: does not start with SIMPLE =")
+        raise FitsFormatError("not a FITS file: does not start with SIMPLE =", short or 252)
     if size % BLOCK:
-        raise CorruptFile(
-            f"truncated: {size} bytes is not a whole number of {BLOCK}-byte FITS blocks"
+        raise FitsFormatError(
+            f"truncated: {size} bytes is not a whole number of {BLOCK}-byte FITS blocks",
+            short or 107,
         )
     hdus: list[Hdu] = []
     offset = 0
@@ -190,29 +236,33 @@ def parse_fits(data: bytes | memoryview) -> list[Hdu]:
         if index and bytes(buf[offset : offset + 10]) != b"XTENSION= ":
             if not bytes(buf[offset:]).strip(b"\0 "):
                 break  # trailing blank blocks are allowed after the last HDU
-            raise CorruptFile(f"HDU {index} at byte {offset} does not start with XTENSION")
+            raise FitsFormatError(
+                f"HDU {index} at byte {offset} does not start with XTENSION", 252, index
+            )
         cards, data_offset = read_header(buf, offset, index)
         hdu = Hdu(index, cards, data_offset, 0)
         bitpix = hdu.int_value("BITPIX")
         if bitpix not in (8, 16, 32, 64, -32, -64):
-            raise CorruptFile(f"HDU {index}: invalid BITPIX {bitpix}")
+            raise FitsFormatError(f"HDU {index}: invalid BITPIX {bitpix}", 211, index)
         naxis = hdu.int_value("NAXIS")
         if not 0 <= naxis <= 999:
-            raise CorruptFile(f"HDU {index}: invalid NAXIS {naxis}")
+            raise FitsFormatError(f"HDU {index}: invalid NAXIS {naxis}", 212, index)
         pixels = 0
         if naxis:
             pixels = 1
             for n in hdu.shape:
                 if n < 0:
-                    raise CorruptFile(f"HDU {index}: negative axis length {n}")
+                    raise FitsFormatError(f"HDU {index}: negative axis length {n}", 213, index)
                 pixels *= n
         pcount = hdu.int_value("PCOUNT", 0)
         gcount = hdu.int_value("GCOUNT", 1)
         data_size = abs(bitpix) // 8 * gcount * (pcount + pixels) if naxis else 0
         if data_offset + data_size > size:
-            raise CorruptFile(
+            raise FitsFormatError(
                 f"truncated: HDU {index} needs {data_size} data bytes at byte {data_offset}, "
-                f"file has only {size - data_offset}"
+                f"file has only {size - data_offset}",
+                107,
+                index,
             )
         hdus.append(Hdu(index, cards, data_offset, data_size, hdu.keywords))
         offset = data_offset + padded(data_size)
@@ -262,6 +312,8 @@ def rename_card(card: bytes, new_key: str) -> bytes:
 
 def checksum_words(data: bytes | np.ndarray, start: int = 0) -> int:
     """Ones'-complement sum of big-endian 32-bit words (FITS checksum convention)."""
+    import numpy as np
+
     arr = np.frombuffer(data, dtype=np.uint8)
     if extra := arr.size % 4:
         arr = np.concatenate([arr, np.zeros(4 - extra, np.uint8)])

@@ -31,7 +31,8 @@ COMMAND_MODULES: tuple[str, ...] = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(names: tuple[str, ...] = COMMAND_MODULES) -> argparse.ArgumentParser:
+    """The parser with the subcommands of ``names`` (every one by default)."""
     parser = argparse.ArgumentParser(
         prog="obsingest",
         description=(
@@ -40,13 +41,17 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in names:
         importlib.import_module(f"obsingest_cli.commands.{name}").register(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    """Run one command. ``obsingest CMD ...`` builds only CMD's parser: a command run as often
+    as ``compress`` (an fpack drop-in) should not pay for importing every other one."""
+    argv = sys.argv[1:] if argv is None else argv
+    only = (argv[0],) if argv and argv[0] in COMMAND_MODULES else COMMAND_MODULES
+    parser = build_parser(only)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

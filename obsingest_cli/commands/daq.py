@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 DESCRIPTION = """\
@@ -55,6 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_write(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
     from producers.daq.simulator import CcdSpec, write_raw_ccd
 
     try:

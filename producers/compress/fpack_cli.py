@@ -12,8 +12,8 @@ A drop-in for ``fpack`` on integer images: the same flags, output names, message
   - the default tile is the whole image (fpack's ``-w``), not row by row.
 
 Start-up is most of the wall time for one CCD, so this path imports only the standard library,
-the C coder and our numpy-free FITS structure code (``python -X importtime -m producers.compress``
-shows it).
+the C coder and the kernel's FITS structure reader, which loads numpy only for checksums
+(``python -X importtime -m producers.compress`` shows it).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TextIO
 
 from obsingest.errors import CorruptFile
+from obsingest.fits import STATUS_TEXT, FitsFormatError, Hdu
 from producers.compress import restore, tiled_rice
 from producers.compress.fpack_args import (
     HELP,
@@ -39,7 +40,6 @@ from producers.compress.fpack_args import (
     preflight,
 )
 from producers.compress.output import publish, sync_directory
-from producers.compress.structure import STATUS_TEXT, FitsFormatError, Hdu
 
 #: CFITSIO's DATA_COMPRESSION_ERR: what fpack exits with when compressing an HDU fails
 COMPRESSION_FAILED = 413

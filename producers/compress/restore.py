@@ -12,16 +12,16 @@ from collections.abc import Callable
 from functools import partial
 
 from obsingest.errors import CorruptFile
-from producers.compress import _rice
-from producers.compress.structure import (
+from obsingest.fits import (
     BLOCK,
     Hdu,
     card_key,
     header_bytes,
     padded,
-    parse,
+    parse_fits,
     rename_card,
 )
+from producers.compress import _rice
 from producers.compress.tiled_rice import (
     BLOCKSIZE,
     RICE_BITPIX,
@@ -140,7 +140,7 @@ def decompress_fits(fz: bytes, threads: int | None = None) -> bytes:
     when the bytes are not a valid compressed file. Checksum cards are dropped (plain output).
     """
     buf = memoryview(fz)
-    hdus = parse(buf)
+    hdus = parse_fits(buf)
 
     def job(hdu: Hdu) -> tuple[list[bytes], bool]:
         if is_compressed_image(hdu):
@@ -184,7 +184,7 @@ def verify_plan(
 ) -> list[Callable[[], None]]:
     """Jobs that together prove ``packed`` (a written .fits.fz) restores ``original`` exactly:
     every HDU's checksum holds and its data decode to the input's data. CorruptFile if not."""
-    out_hdus = parse(packed)
+    out_hdus = parse_fits(packed)
     moved = is_rice_image(original_hdus[0])  # the primary image went to extension 1
     sources: list[Hdu | None] = [None] * moved + list(original_hdus)
     if len(out_hdus) != len(sources):

@@ -37,9 +37,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from obsingest.errors import CorruptFile
-from producers.compress import _rice
-from producers.compress.output import publish
-from producers.compress.structure import (
+from obsingest.fits import (
     BLANK_CARD,
     BLOCK,
     Hdu,
@@ -47,9 +45,11 @@ from producers.compress.structure import (
     encode_checksum,
     header_bytes,
     make_card,
-    parse,
+    parse_fits,
     rename_card,
 )
+from producers.compress import _rice
+from producers.compress.output import publish
 
 __all__ = [
     "BLOCKSIZE",
@@ -245,7 +245,7 @@ def plan(
     """The HDUs of a FITS file and the output ``.fits.fz`` as independent jobs, in file order:
     each returns the byte parts of one output HDU. Raises FitsFormatError (a CorruptFile) if the
     bytes are not valid FITS; the jobs may run on any threads."""
-    hdus = parse(buf)
+    hdus = parse_fits(buf)
     jobs: list[Job] = []
     if is_rice_image(hdus[0]):
         # fpack moves a primary image into extension 1 behind an empty primary HDU.

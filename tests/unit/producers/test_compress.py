@@ -17,10 +17,10 @@ import pytest
 from astropy.io import fits
 
 from obsingest.errors import CorruptFile
+from obsingest.fits import padded, parse_fits
 from obsingest_cli.main import main as cli_main
 from producers.compress import compress_file, compress_fits, decompress_fits
 from producers.compress.restore import verify_plan
-from producers.compress.structure import padded, parse
 from producers.daq.simulator import CcdSpec, generate_raw_ccd
 
 pytestmark = pytest.mark.unit
@@ -283,7 +283,7 @@ def test_we_decompress_fpack_tilings(small_raw, tmp_path, tile) -> None:
 
 
 def _verify(fz: bytes, raw: bytes) -> None:
-    hdus = parse(memoryview(raw))
+    hdus = parse_fits(memoryview(raw))
     for job in verify_plan(memoryview(fz), memoryview(raw), hdus):
         job()
 
@@ -303,9 +303,9 @@ def test_verify_plan_accepts_our_output_and_catches_every_corruption(small_raw) 
     with pytest.raises(CorruptFile, match=r"(data differ|does not decode)"):
         _verify(bytes(unchecked), small_raw)
     other = bytearray(small_raw)
-    other[parse(small_raw)[16].data_offset + 10] ^= 1  # the written file does not restore it
+    other[parse_fits(small_raw)[16].data_offset + 10] ^= 1  # the written file does not restore it
     with pytest.raises(CorruptFile, match="data differ from input HDU 16"):
         _verify(fz, bytes(other))
-    second = parse(fz)[1]
+    second = parse_fits(fz)[1]
     with pytest.raises(CorruptFile, match="written file has 2 HDUs, expected 17"):
         _verify(fz[: second.data_offset + padded(second.data_size)], small_raw)

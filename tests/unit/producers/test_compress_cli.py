@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from astropy.io import fits
 
-from obsingest.cli.main import main as cli_main
+from obsingest_cli.main import main as cli_main
 from producers.compress import compress_fits, decompress_fits, fpack_cli, tiled_rice
 from producers.daq.simulator import CcdSpec, generate_raw_ccd
 
@@ -427,7 +427,7 @@ def test_command_path_imports_neither_numpy_nor_astropy(ccd, tmp_path) -> None:
     library, the C coder and numpy-free FITS code (the rest of the CLI is the lead's)."""
     code = (
         "import sys\n"
-        "import obsingest.cli.compress as wrapper\n"
+        "import obsingest_cli.commands.compress as wrapper\n"
         "assert not [m for m in sys.modules if m.startswith('producers')], 'wrapper is not thin'\n"
         "from producers.compress.fpack_cli import main\n"
         "status = main(['-D', 'ccd.fits'])\n"
