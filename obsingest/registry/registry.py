@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -41,12 +41,32 @@ class RegistryUnavailable(RetriableError):
 
 @dataclass(frozen=True)
 class ExposureRecord:
+    """The exposure dimension record, as the raw headers give it (``registry.headers``); the
+    fields are the Butler's exposure record's (``obs_start``/``obs_end``: its timespan)."""
+
     instrument: str
     exposure: int
     day_obs: int
     obs_start: datetime | None = None
     exposure_time: float | None = None
     physical_filter: str | None = None
+    obs_id: str | None = None
+    group_name: str | None = None
+    seq_num: int | None = None
+    band: str | None = None
+    observation_type: str | None = None
+    observation_reason: str | None = None
+    dark_time: float | None = None
+    obs_end: datetime | None = None
+    tracking_ra: float | None = None
+    tracking_dec: float | None = None
+    sky_angle: float | None = None
+    azimuth: float | None = None
+    zenith_angle: float | None = None
+    science_program: str | None = None
+    target_name: str | None = None
+    has_simulated: bool | None = None
+    can_see_sky: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -84,7 +104,8 @@ class QuarantineEntry:
     size: int | None = None
 
 
-_EXPOSURE_FIELDS = ("obs_start", "exposure_time", "physical_filter")
+#: every optional field of ExposureRecord: an upsert fills those still unknown
+_EXPOSURE_FIELDS = tuple(f.name for f in fields(ExposureRecord))[3:]
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -167,21 +188,21 @@ class Registry:
             return fn(conn)
 
     def _upsert_exposure(self, conn: Connection, record: ExposureRecord) -> None:
-        values = {
+        values: dict[str, Any] = {
             "instrument": record.instrument,
             "id": record.exposure,
             "day_obs": record.day_obs,
-            "obs_start": _utc(record.obs_start),
-            "exposure_time": record.exposure_time,
-            "physical_filter": record.physical_filter,
         }
+        for name in _EXPOSURE_FIELDS:
+            value = getattr(record, name)
+            values[name] = _utc(value) if isinstance(value, datetime) else value
         stmt = self._insert(tables.exposure).values(**values)
         exp = tables.exposure
         stmt = stmt.on_conflict_do_update(
             index_elements=[exp.c.instrument, exp.c.id],
             set_={
                 name: func.coalesce(getattr(exp.c, name), getattr(stmt.excluded, name))
-                for name in ("obs_start", "exposure_time", "physical_filter")
+                for name in _EXPOSURE_FIELDS
             },
         )
         conn.execute(stmt)
