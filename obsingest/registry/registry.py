@@ -13,7 +13,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -148,6 +148,12 @@ class Registry:
 
     @classmethod
     def open(cls, settings: RegistrySettings, migrate_schema: bool = True) -> Registry:
+        """The registry at ``settings.url``: SQLite or PostgreSQL, or with ``butler:<repo>`` a
+        real daf_butler repository (``registry.butler``, needs ``obsingest[butler]``)."""
+        if settings.url.startswith("butler:") and cls is Registry:
+            from obsingest.registry.butler import ButlerRegistry
+
+            return ButlerRegistry.open(settings, migrate_schema)
         registry = cls(make_engine(settings), settings)
         if migrate_schema:
             registry._retrying(lambda: migrate(registry.engine))
@@ -252,17 +258,56 @@ class Registry:
             self._known_runs.discard(run)
             self._known_exposures.pop((record.instrument, record.exposure), None)
 
+    def register_many(
+        self, items: Sequence[tuple[FileRecord, ExposureRecord | None]]
+    ) -> list[Registration | ChecksumConflict]:
+        """Register several files in one transaction (one commit for a whole batch); per file the
+        same outcome as ``register``, a ChecksumConflict returned in its place, not raised."""
+        full = [
+            (r, e or ExposureRecord(r.data_id.instrument, r.data_id.exposure, r.data_id.day_obs))
+            for r, e in items
+        ]
+
+        def tx(conn: Connection) -> list[Registration | ChecksumConflict]:
+            done: set[tuple[str, ...]] = set()
+            out: list[Registration | ChecksumConflict] = []
+            for record, exposure in full:
+                run = run_name(self.settings.run, record.data_id.instrument)
+                key = (run, exposure.instrument, str(exposure.exposure))
+                try:
+                    out.append(self._register(conn, record, exposure, key in done))
+                except ChecksumConflict as exc:
+                    out.append(exc)
+                done.add(key)
+            return out
+
+        runs = {run_name(self.settings.run, r.data_id.instrument) for r, _ in full}
+        try:
+            results = self._retrying(lambda: self._in_tx(tx))
+        except Exception:
+            for run in runs:
+                for _, exposure in full:
+                    self._forget(run, exposure)
+            raise
+        for record, exposure in full:
+            self._remember(run_name(self.settings.run, record.data_id.instrument), exposure)
+        return results
+
     def _register(
-        self, conn: Connection, record: FileRecord, exposure: ExposureRecord
+        self,
+        conn: Connection,
+        record: FileRecord,
+        exposure: ExposureRecord,
+        dimensions_written: bool = False,
     ) -> Registration:
         data_id = record.data_id
         dtype = self.settings.dataset_type
         run = run_name(self.settings.run, data_id.instrument)
         ds_id = dataset_id(data_id, dtype, run)
         now = datetime.now(UTC)
-        if run not in self._known_runs:
+        if not dimensions_written and run not in self._known_runs:
             conn.execute(self._insert_run, {"name": run})
-        if self._needs_exposure_upsert(exposure):
+        if not dimensions_written and self._needs_exposure_upsert(exposure):
             self._upsert_exposure(conn, exposure)
         inserted = conn.execute(
             self._insert_dataset,
