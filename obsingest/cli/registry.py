@@ -50,6 +50,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     m.set_defaults(func=_migrate)
 
+    x = sub.add_parser(
+        "export",
+        parents=[common],
+        help="write the registry as an export `butler import` loads",
+        description="Write dimension records, runs, the dataset type and every dataset (same ids, "
+        "same URIs) as a Butler export file (needs obsingest[butler]).",
+    )
+    x.add_argument("--format", choices=["butler"], default="butler", help="export format")
+    x.add_argument("file", help="output file, e.g. export.yaml")
+    x.set_defaults(func=_export)
+
 
 def _open(args: argparse.Namespace):
     from obsingest.registry import Registry
@@ -94,4 +105,16 @@ def _migrate(args: argparse.Namespace) -> int:
         f"registry schema up to date at {registry.engine.url.render_as_string(hide_password=True)}"
     )
     registry.close()
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from obsingest.registry.butler_export import export_butler
+
+    registry = _open(args)
+    try:
+        counts = export_butler(registry, args.file)
+    finally:
+        registry.close()
+    print(json.dumps(counts) if args.json else f"wrote {args.file}: {counts}")
     return 0

@@ -511,6 +511,7 @@ def _timespan(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _naive_utc(t: datetime) -> datetime:
+    """Naive UTC for astropy; a naive value (SQLite gives them back) is UTC already."""
     from datetime import UTC
 
-    return t.astimezone(UTC).replace(tzinfo=None)
+    return t if t.tzinfo is None else t.astimezone(UTC).replace(tzinfo=None)
