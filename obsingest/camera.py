@@ -308,9 +308,7 @@ INSTRUMENTS: dict[str, Instrument] = {
         exposure_max=_EXPOSURE_MAX,
         visit_max=_EXPOSURE_MAX,
         visit_system=_BY_SEQ_START_END,
-        detectors=(
-            Detector(0, "RXX", "S00", SCIENCE, SENSOR_TYPES["ITL"], 41.735, 42.195, 0.0),
-        ),
+        detectors=(Detector(0, "RXX", "S00", SCIENCE, SENSOR_TYPES["ITL"], 41.735, 42.195, 0.0),),
         filters={b: f"SDSS{b}_65mm~empty" for b in "ugrizy"},
         raw_formatter="lsst.obs.lsst.rawFormatter.LatissRawFormatter",
         has_rafts=False,

@@ -50,14 +50,14 @@ class DemoEnvironment(Protocol):
 class EmbeddedEnvironment:
     """No services at all: the default of ``make demo``."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, registry_url: str | None = None) -> None:
         from obsingest.store.local import LocalDirStore
 
         self.store_url = f"file://{workdir / 'store'}"
         self.store_settings = StoreSettings(url=self.store_url)
         self.bus_settings = BusSettings()
         self.registry = Registry.open(
-            RegistrySettings(url=f"sqlite:///{workdir / 'registry.sqlite3'}")
+            RegistrySettings(url=registry_url or f"sqlite:///{workdir / 'registry.sqlite3'}")
         )
         self.store = LocalDirStore(workdir / "store")
         self.bus = InMemoryBus()
@@ -122,11 +122,16 @@ class EmbeddedEnvironment:
         self.registry.close()
 
 
-def make_environment(stack: str, workdir: Path, keep: bool = True) -> DemoEnvironment:
+def make_environment(
+    stack: str, workdir: Path, keep: bool = True, registry_url: str | None = None
+) -> DemoEnvironment:
     """``keep=False``: the local stack's per-run bucket and database are deleted on close
-    (benchmark runs store gigabytes nobody looks at again)."""
+    (benchmark runs store gigabytes nobody looks at again). ``registry_url``: the embedded
+    stack's registry (e.g. ``butler:<repo>``) instead of SQLite in the workdir."""
     if stack == "embedded":
-        return EmbeddedEnvironment(workdir)
+        return EmbeddedEnvironment(workdir, registry_url)
+    if registry_url:
+        raise ValueError("--registry applies to the embedded stack only")
     if stack == "local":
         from obsingest.cli.demo_env_local import LocalStackEnvironment
 
