@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml requirements.lock producers/compress/_rice.c
 	@$(PY) -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
 	@$(VENV)/bin/uv pip sync -q --python $(PY) requirements.lock
 	@# compat mode: a plain .pth path entry; the default import-hook finder costs ~80 ms per start
-	@$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -C editable_mode=compat -e .
+	@$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -C editable_mode=compat -e ".[butler]"
 	@touch $(STAMP)
 
 setup: $(STAMP) ## create the project virtualenv with pinned dependencies
@@ -53,7 +53,7 @@ bench: $(STAMP) ## every benchmark; writes benchmarks/results/*.json and benchma
 
 lock: ## re-resolve requirements.lock from pyproject.toml
 	@test -x $(VENV)/bin/uv || { $(PYTHON) -m venv $(VENV) && $(PY) -m pip install -q uv==$(UV_VERSION); }
-	$(VENV)/bin/uv pip compile -q --python-version 3.11 --extra dev pyproject.toml -o requirements.lock --custom-compile-command "make lock"
+	$(VENV)/bin/uv pip compile -q --python-version 3.11 --extra dev --extra butler pyproject.toml -o requirements.lock --custom-compile-command "make lock"
 
 stack-up: $(STAMP) ## start Kafka, Pub/Sub, GCS, PostgreSQL locally (native processes)
 	$(VENV)/bin/obsingest stack up

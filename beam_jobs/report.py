@@ -2,7 +2,9 @@
 
 Used by ``obsingest demo`` (``format_summary_table``, ``plot_latency``) and ``obsingest report``
 (``write_report``: latency histogram with the budget line, p95/max per exposure over the night,
-focal-plane map of per-detector latency for one exposure).
+focal-plane map of per-detector latency for one exposure: every detector of the instrument in its
+obs_lsst place and size, LSSTCam's 189 science CCDs and its wavefront and guider sensors in the
+corner rafts, with raft boundaries and names).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import numpy as np
 
 from beam_jobs.core import Arrival, as_arrival, dedupe
 from beam_jobs.sinks import read_summaries
-from obsingest import avro
+from obsingest import avro, camera
 from obsingest.messages import ArrivalEvent, ExposureSummary
 
 _COLUMNS = (
@@ -171,26 +173,21 @@ def plot_night(summaries: list[ExposureSummary], path: Path) -> Path:
     return _save(fig, path)
 
 
-def focal_plane_positions(instrument: str, detectors: Iterable[int]) -> dict[int, tuple[int, int]]:
-    """A simple grid layout: LSSTCam = 5x5 rafts without the 4 corners (21 science rafts), 3x3
-    sensors each (detector = raft * 9 + sensor, rafts row-major); other instruments one square
-    grid (ComCam: 3x3). Positions are (column, row)."""
-    dets = sorted(detectors)
-    if instrument == "LSSTCam":
-        rafts = [
-            (c, r)
-            for r in range(5)
-            for c in range(5)
-            if (c, r) not in {(0, 0), (4, 0), (0, 4), (4, 4)}
-        ]
-        out = {}
-        for d in dets:
-            raft, sensor = divmod(d, 9)
-            rc, rr = rafts[raft % len(rafts)]
-            out[d] = (rc * 3 + sensor % 3, rr * 3 + sensor // 3)
-        return out
-    side = max(1, math.ceil(math.sqrt(max(dets, default=0) + 1)))
-    return {d: (d % side, d // side) for d in dets}
+def focal_plane_positions(
+    instrument: str, detectors: Iterable[int]
+) -> dict[int, tuple[float, float, float, float]]:
+    """Where each detector sits, as obs_lsst places it: (x, y, width, height) in mm on the focal
+    plane, the footprint already turned by the sensor's yaw (``obsingest.camera``). Detectors the
+    camera does not know are left out."""
+    out = {}
+    for d in sorted(detectors):
+        try:
+            det = camera.detector(instrument, d)
+        except KeyError:
+            continue
+        w, h = det.footprint_mm
+        out[d] = (det.x_mm, det.y_mm, w, h)
+    return out
 
 
 def plot_focal_plane(
@@ -199,62 +196,129 @@ def plot_focal_plane(
     path: Path,
     detectors: Sequence[int] | None = None,
 ) -> Path:
-    """Per-detector latency of one exposure on the focal plane; missing detectors hatched grey."""
+    """Per-detector latency of one exposure on the focal plane, every detector in its place with
+    its true size (science, wavefront, guider), raft boundaries and names; missing detectors
+    hatched grey, detectors over budget framed red."""
+    from matplotlib.collections import PatchCollection
+    from matplotlib.colors import Normalize
+
     ccds = {
         a.detector: a.latency
         for a in _per_ccd(arrivals)
         if a.key == (summary.instrument, summary.exposure)
     }
-    known = set(detectors or ()) | set(ccds) | set(summary.missing_detectors)
+    try:
+        inst = camera.instrument(summary.instrument)
+        every = set(inst.detector_ids)
+    except KeyError:
+        inst, every = None, set()
+    known = every | set(detectors or ()) | set(ccds) | set(summary.missing_detectors)
     pos = focal_plane_positions(summary.instrument, known)
-    width = max((c for c, _ in pos.values()), default=0) + 1
-    height = max((r for _, r in pos.values()), default=0) + 1
-    grid = np.full((height, width), np.nan)
-    for d, (c, r) in pos.items():
-        if d in ccds:
-            grid[r, c] = ccds[d]
     budget = summary.budget_seconds
-    fig, ax = plt.subplots(figsize=(7, 6), layout="constrained")
-    img = ax.imshow(
-        grid,
-        origin="lower",
-        cmap="magma_r",
-        vmin=0,
-        vmax=max(budget * 1.5, np.nanmax(grid) if ccds else budget),
-    )
-    for d in summary.missing_detectors:
-        if d in pos:
-            c, r = pos[d]
+    vmax = max(budget * 1.5, max(ccds.values(), default=budget))
+    norm = Normalize(vmin=0, vmax=vmax)
+    cmap = plt.get_cmap("magma_r")
+    big = len(pos) > 20
+    fig, ax = plt.subplots(figsize=(9, 8.2) if big else (7, 6), layout="constrained")
+    missing = set(summary.missing_detectors)
+    patches, values = [], []
+    for d, (x, y, w, h) in pos.items():
+        rect = plt.Rectangle((x - w / 2, y - h / 2), w, h)
+        if d in ccds:
+            patches.append(rect)
+            values.append(ccds[d])
+        else:
+            hatched = d in missing
             ax.add_patch(
                 plt.Rectangle(
-                    (c - 0.5, r - 0.5), 1, 1, facecolor="lightgrey", hatch="xx", edgecolor="grey"
+                    (x - w / 2, y - h / 2),
+                    w,
+                    h,
+                    facecolor="lightgrey" if hatched else "whitesmoke",
+                    hatch="xx" if hatched else None,
+                    edgecolor="grey",
+                    linewidth=0.4,
                 )
             )
+    collection = PatchCollection(patches, cmap=cmap, norm=norm, edgecolor="white", linewidth=0.3)
+    collection.set_array(np.array(values))
+    ax.add_collection(collection)
     for d, lat in ccds.items():
-        if lat > budget:
-            c, r = pos[d]
+        if lat > budget and d in pos:
+            x, y, w, h = pos[d]
             ax.add_patch(
                 plt.Rectangle(
-                    (c - 0.5, r - 0.5), 1, 1, fill=False, edgecolor="tab:red", linewidth=1.5
+                    (x - w / 2, y - h / 2), w, h, fill=False, edgecolor="tab:red", linewidth=1.2
                 )
             )
-    if width <= 5:
-        for d, (c, r) in pos.items():
-            label = f"{d}\n{ccds[d]:.2f} s" if d in ccds else f"{d}\nmissing"
+    _raft_outlines(ax, summary.instrument, pos)
+    for d, (x, y, _w, _h) in pos.items():
+        det = camera.detector(summary.instrument, d)
+        if big:
+            label = det.name_in_raft
+            ax.text(x, y, label, ha="center", va="center", fontsize=3.6, color="dimgrey")
+        else:
+            state = f"{ccds[d]:.2f} s" if d in ccds else "missing"
             ax.text(
-                c,
-                r,
-                label,
+                x,
+                y,
+                f"{det.full_name}\n{d}: {state}",
                 ha="center",
                 va="center",
-                fontsize=9,
+                fontsize=8,
                 bbox={"facecolor": "white", "alpha": 0.7, "edgecolor": "none"},
             )
-    fig.colorbar(img, ax=ax, label="latency [s] (red frame: over budget; grey: missing)")
-    ax.set_xticks([])
-    ax.set_yticks([])
-    ax.set_title(f"{summary.instrument} exposure {summary.exposure}: {summary.status}")
+    if pos:
+        xs = [x - w / 2 for x, _, w, _ in pos.values()] + [x + w / 2 for x, _, w, _ in pos.values()]
+        ys = [y - h / 2 for _, y, _, h in pos.values()] + [y + h / 2 for _, y, _, h in pos.values()]
+        pad = 8.0
+        ax.set_xlim(min(xs) - pad, max(xs) + pad)
+        ax.set_ylim(min(ys) - pad, max(ys) + pad)
+    ax.set_aspect("equal")
+    fig.colorbar(
+        plt.cm.ScalarMappable(norm=norm, cmap=cmap),
+        ax=ax,
+        label="latency [s] (red frame: over budget; grey: missing)",
+        shrink=0.8,
+    )
+    ax.set_xlabel("focal plane x [mm]")
+    ax.set_ylabel("focal plane y [mm]")
+    counts = ""
+    if inst is not None:
+        purposes: dict[str, int] = {}
+        for d in ccds:
+            purpose = camera.detector(summary.instrument, d).purpose
+            purposes[purpose] = purposes.get(purpose, 0) + 1
+        counts = ", ".join(f"{n} {p.lower()}" for p, n in sorted(purposes.items()))
+    ax.set_title(
+        f"{summary.instrument} exposure {summary.exposure}: {summary.status}, "
+        f"{len(ccds)}/{len(pos)} detectors\n{counts}",
+        fontsize=10,
+    )
     return _save(fig, path)
+
+
+def _raft_outlines(
+    ax: plt.Axes, instrument: str, pos: dict[int, tuple[float, float, float, float]]
+) -> None:
+    """A frame around each raft's detectors and the raft's name above it."""
+    rafts: dict[str, list[tuple[float, float, float, float]]] = {}
+    for d, box in pos.items():
+        det = camera.detector(instrument, d)
+        rafts.setdefault(det.raft, []).append(box)
+    for raft, boxes in rafts.items():
+        x0 = min(x - w / 2 for x, _, w, _ in boxes) - 1.5
+        x1 = max(x + w / 2 for x, _, w, _ in boxes) + 1.5
+        y0 = min(y - h / 2 for _, y, _, h in boxes) - 1.5
+        y1 = max(y + h / 2 for _, y, _, h in boxes) + 1.5
+        ax.add_patch(
+            plt.Rectangle(
+                (x0, y0), x1 - x0, y1 - y0, fill=False, edgecolor="steelblue", linewidth=0.9
+            )
+        )
+        ax.text(
+            (x0 + x1) / 2, y1 + 0.8, raft, ha="center", va="bottom", fontsize=6, color="steelblue"
+        )
 
 
 def _final(summaries: Iterable[ExposureSummary]) -> list[ExposureSummary]:

@@ -37,12 +37,12 @@ PLOT = RESULTS / "transfer.png"
 #: Run first, in this order (the goals of issue 7); the rest follow alphabetically.
 FIRST = ("compression", "transfer")
 #: Seconds each benchmark may take; the whole run stays well under 15 minutes on 2 cores.
-TIMEOUTS = {"compression": 300, "transfer": 660, "beam_batch": 300}
+TIMEOUTS = {"compression": 300, "transfer": 660, "beam_batch": 300, "butler": 300}
 DEFAULT_TIMEOUT = 240
 TOTAL_BUDGET = 14 * 60
 PACKAGES = (
     "numpy", "astropy", "fitsio", "apache-beam", "confluent-kafka", "google-cloud-storage",
-    "google-cloud-pubsub", "fastavro", "sqlalchemy", "psycopg", "matplotlib",
+    "google-cloud-pubsub", "fastavro", "sqlalchemy", "psycopg", "matplotlib", "lsst-daf-butler",
 )  # fmt: skip
 
 
@@ -304,7 +304,44 @@ def _generic(result: dict[str, Any]) -> str:
     return "\n".join(lines) or "(no figures)"
 
 
-SECTIONS = {"compression": _compression, "transfer": _transfer, "beam_batch": _beam}
+def _butler(result: dict[str, Any]) -> str:
+    med, rates = result["median_seconds"], result["rates_per_s"]
+    goal = result["goal"]
+    tx = result["obsingest_transactions_per_exposure"]
+    return "\n".join([
+        f"{result['repository']}; run `LSSTCam/raw/all`; small LSSTCam CCDs; median of "
+        f"{result['repeats']} runs on fresh exposures; load average at the start "
+        f"{result['machine']['load_1min']}.",
+        "",
+        "| registration | seconds | files/s | vs Butler one file per call |",
+        "| --- | ---: | ---: | ---: |",
+        f"| obsingest, one event at a time (per CCD) | {med['obsingest_per_ccd_s']} | "
+        f"{rates['obsingest_per_ccd_per_s']:,} | "
+        f"{rates['obsingest_per_ccd_per_s'] / rates['butler_per_file_per_s']:.1f}x |",
+        f"| obsingest, a {result['detectors']}-CCD exposure arriving at once (group commit) | "
+        f"{med['obsingest_exposure_s']} | {rates['obsingest_exposure_per_s']:,} | "
+        f"{result['factor_vs_butler_per_file']}x |",
+        f"| Butler `ingest`, one file per call | {med['butler_per_file_s']} | "
+        f"{rates['butler_per_file_per_s']:,} | 1.0x |",
+        f"| Butler `ingest`, one call per exposure | {med['butler_per_exposure_s']} | "
+        f"{rates['butler_per_exposure_per_s']:,} | "
+        f"{rates['butler_per_exposure_per_s'] / rates['butler_per_file_per_s']:.1f}x |",
+        "",
+        "Butler transactions per obsingest exposure: "
+        + "; ".join(f"{t['transactions']} (largest {t['largest']})" for t in tx),
+        "",
+        f"Goal (exposure registered within {goal['exposure_within_s']} s of its last CCD, "
+        f">= {goal['factor']:g}x Butler's one-file-per-call rate): "
+        f"{'met' if goal['met'] else 'NOT met'}",
+    ])  # fmt: skip
+
+
+SECTIONS = {
+    "compression": _compression,
+    "transfer": _transfer,
+    "beam_batch": _beam,
+    "butler": _butler,
+}
 
 
 def plot_transfer(result: dict[str, Any], path: Path = PLOT) -> Path | None:

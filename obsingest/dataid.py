@@ -11,10 +11,13 @@ import re
 import uuid
 from dataclasses import dataclass
 
+from obsingest import camera
 from obsingest.errors import BadObjectName, UnknownInstrument
 
-#: Science detectors per instrument (detector ids are 0..n-1).
-INSTRUMENTS: dict[str, int] = {"LSSTCam": 189, "LSSTComCam": 9, "LATISS": 1}
+#: Detectors read out per exposure, per instrument, numbered as obs_lsst numbers them
+#: (``obsingest.camera``): LSSTCam 205 (189 science + 8 wavefront + 8 guider, ids 0..204),
+#: LSSTComCam 9, LATISS 1.
+INSTRUMENTS: dict[str, int] = {name: len(i.detectors) for name, i in camera.INSTRUMENTS.items()}
 
 #: Rubin-style exposure ids: day_obs * 100000 + sequence number.
 EXPOSURE_SEQ_FACTOR = 100_000
@@ -81,9 +84,14 @@ def validate_instrument(instrument: str) -> int:
 
 
 def validate_detector(instrument: str, detector: int) -> None:
-    count = validate_instrument(instrument)
-    if not 0 <= detector < count:
-        raise BadObjectName(f"detector {detector} out of range 0..{count - 1} for {instrument}")
+    validate_instrument(instrument)
+    try:
+        camera.detector(instrument, detector)
+    except KeyError:
+        ids = camera.INSTRUMENTS[instrument].detector_ids
+        raise BadObjectName(
+            f"detector {detector} out of range {min(ids)}..{max(ids)} for {instrument}"
+        ) from None
 
 
 def validate_day_obs(day_obs: int, what: str) -> None:

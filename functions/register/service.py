@@ -31,6 +31,7 @@ from obsingest.fits import parse_fits
 from obsingest.logs import get_logger, log_event, logging_context
 from obsingest.messages import ArrivalEvent, utcnow
 from obsingest.registry import ExposureRecord, FileRecord, QuarantineEntry, Registry
+from obsingest.registry.headers import exposure_from_header
 from obsingest.store.base import ObjectStore, StoredObject
 from obsingest.store.notifications import MetadataKeys, ObjectEvent
 
@@ -161,7 +162,6 @@ class RegisterService:
                 "EXPID": primary.int_value("EXPID", -1),
                 "DETECTOR": primary.int_value("DETECTOR", -1),
             }
-            exptime = primary.float_value("EXPTIME")
         except CorruptFile as exc:
             raise CorruptFile(f"object {name!r}: {exc}") from None
         expected = {
@@ -174,15 +174,8 @@ class RegisterService:
                 raise HeaderMismatch(
                     f"object {name!r}: header {key}={found[key]!r} but the name says {value!r}"
                 )
-        obs_start = primary.str_value("DATE-OBS")
-        return ExposureRecord(
-            instrument=data_id.instrument,
-            exposure=data_id.exposure,
-            day_obs=data_id.day_obs,
-            obs_start=_parse_iso(obs_start) if obs_start else None,
-            exposure_time=exptime,
-            physical_filter=primary.str_value("FILTER"),
-        )
+        # the Butler's exposure record, validated (DETNAME, DAYOBS, SEQNUM, times, pointing, ...)
+        return exposure_from_header(primary, data_id, name)
 
     def _quarantine(
         self, obj: StoredObject, data_id: DataId | None, exc: PermanentError

@@ -12,7 +12,7 @@ import threading
 from functions.register.service import RegisterService
 from obsingest.bus.base import Publisher
 from obsingest.bus.factory import open_publisher
-from obsingest.registry import Registry
+from obsingest.registry import Registry, open_registry
 from obsingest.settings import BusSettings, RegistrySettings, StoreSettings
 from obsingest.store import ObjectStore, open_store
 
@@ -42,7 +42,7 @@ def service_from_settings() -> RegisterService:
     bus = BusSettings()
     return build_service(
         open_store(store_settings),
-        Registry.open(RegistrySettings()),
+        open_registry(RegistrySettings()),
         open_publisher(bus),
         store_settings,
         bus,

@@ -1,5 +1,7 @@
-"""Butler-like dataset registry: SQLite file by default, PostgreSQL in production."""
+"""Butler-like dataset registry: SQLite file by default, PostgreSQL in production, or a real
+daf_butler repository (``butler:<repo>``). ``open_registry`` opens whichever a URL names."""
 
+from obsingest.registry.backends import open_registry
 from obsingest.registry.registry import (
     ExposureRecord,
     FileRecord,
@@ -16,4 +18,5 @@ __all__ = [
     "Registration",
     "Registry",
     "RegistryUnavailable",
+    "open_registry",
 ]

@@ -11,8 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, Engine, insert, inspect, select, text
+from sqlalchemy import Connection, Engine, Table, insert, inspect, select, text, update
 
+from obsingest import camera
 from obsingest.dataid import INSTRUMENTS
 from obsingest.registry import tables
 
@@ -34,6 +35,7 @@ def _seed_dimensions(conn: Connection) -> None:
     """Instruments and their detectors are static dimension records: seed them once."""
     for name, count in INSTRUMENTS.items():
         conn.execute(insert(tables.instrument).values(name=name, detector_max=count))
+        # (migration 3 completes these records; LSSTCam's count is 205 since it)
         conn.execute(insert(tables.detector), [{"instrument": name, "id": i} for i in range(count)])
     conn.execute(
         insert(tables.dataset_type).values(
@@ -42,9 +44,54 @@ def _seed_dimensions(conn: Connection) -> None:
     )
 
 
+def _add_missing_columns(conn: Connection, table: Table) -> None:
+    """ALTER TABLE ... ADD COLUMN for columns of the current definition the database lacks (a
+    registry created before them); a fresh one already has them from ``create_all``."""
+    have = {c["name"] for c in inspect(conn).get_columns(table.name)}
+    for column in table.columns:
+        if column.name not in have:
+            kind = column.type.compile(dialect=conn.dialect)
+            conn.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}'))
+
+
+def _butler_dimensions(conn: Connection) -> None:
+    """Butler's dimension data: the new instrument/detector/exposure columns, and the instrument
+    and detector records as obs_lsst registers them (LSSTCam's corner rafts, ids 189..204,
+    were missing before)."""
+    for table in (tables.instrument, tables.detector, tables.exposure):
+        _add_missing_columns(conn, table)
+    for inst in camera.INSTRUMENTS.values():
+        record = inst.record()
+        exists = conn.execute(
+            select(tables.instrument.c.name).where(tables.instrument.c.name == inst.name)
+        ).first()
+        i = tables.instrument
+        if exists:
+            conn.execute(update(i).where(i.c.name == inst.name).values(record))
+        else:
+            conn.execute(insert(tables.instrument).values(record))
+        have = set(
+            conn.execute(
+                select(tables.detector.c.id).where(tables.detector.c.instrument == inst.name)
+            ).scalars()
+        )
+        for det in inst.detectors:
+            values = inst.detector_record(det.id)
+            if det.id in have:
+                d = tables.detector
+                conn.execute(
+                    update(d)
+                    .where(d.c.instrument == inst.name, d.c.id == det.id)
+                    .values({k: v for k, v in values.items() if k not in ("instrument", "id")})
+                )
+            else:
+                conn.execute(insert(tables.detector).values(values))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial tables", _initial),
     Migration(2, "seed instruments, detectors and the raw dataset type", _seed_dimensions),
+    Migration(3, "Butler dimension records: instrument, detector, exposure", _butler_dimensions),
 )
 
 LATEST = MIGRATIONS[-1].version

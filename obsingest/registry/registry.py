@@ -13,8 +13,8 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -41,12 +41,32 @@ class RegistryUnavailable(RetriableError):
 
 @dataclass(frozen=True)
 class ExposureRecord:
+    """The exposure dimension record, as the raw headers give it (``registry.headers``); the
+    fields are the Butler's exposure record's (``obs_start``/``obs_end``: its timespan)."""
+
     instrument: str
     exposure: int
     day_obs: int
     obs_start: datetime | None = None
     exposure_time: float | None = None
     physical_filter: str | None = None
+    obs_id: str | None = None
+    group_name: str | None = None
+    seq_num: int | None = None
+    band: str | None = None
+    observation_type: str | None = None
+    observation_reason: str | None = None
+    dark_time: float | None = None
+    obs_end: datetime | None = None
+    tracking_ra: float | None = None
+    tracking_dec: float | None = None
+    sky_angle: float | None = None
+    azimuth: float | None = None
+    zenith_angle: float | None = None
+    science_program: str | None = None
+    target_name: str | None = None
+    has_simulated: bool | None = None
+    can_see_sky: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -84,7 +104,8 @@ class QuarantineEntry:
     size: int | None = None
 
 
-_EXPOSURE_FIELDS = ("obs_start", "exposure_time", "physical_filter")
+#: every optional field of ExposureRecord: an upsert fills those still unknown
+_EXPOSURE_FIELDS = tuple(f.name for f in fields(ExposureRecord))[3:]
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -127,6 +148,12 @@ class Registry:
 
     @classmethod
     def open(cls, settings: RegistrySettings, migrate_schema: bool = True) -> Registry:
+        """The SQLite or PostgreSQL registry at ``settings.url``. To open whatever backend a URL
+        names (``butler:<repo>`` included), use ``obsingest.registry.open_registry``."""
+        if settings.url.startswith("butler:") and cls is Registry:
+            raise ValueError(
+                f"{settings.url!r} names a Butler repository: open it with open_registry()"
+            )
         registry = cls(make_engine(settings), settings)
         if migrate_schema:
             registry._retrying(lambda: migrate(registry.engine))
@@ -167,21 +194,21 @@ class Registry:
             return fn(conn)
 
     def _upsert_exposure(self, conn: Connection, record: ExposureRecord) -> None:
-        values = {
+        values: dict[str, Any] = {
             "instrument": record.instrument,
             "id": record.exposure,
             "day_obs": record.day_obs,
-            "obs_start": _utc(record.obs_start),
-            "exposure_time": record.exposure_time,
-            "physical_filter": record.physical_filter,
         }
+        for name in _EXPOSURE_FIELDS:
+            value = getattr(record, name)
+            values[name] = _utc(value) if isinstance(value, datetime) else value
         stmt = self._insert(tables.exposure).values(**values)
         exp = tables.exposure
         stmt = stmt.on_conflict_do_update(
             index_elements=[exp.c.instrument, exp.c.id],
             set_={
                 name: func.coalesce(getattr(exp.c, name), getattr(stmt.excluded, name))
-                for name in ("obs_start", "exposure_time", "physical_filter")
+                for name in _EXPOSURE_FIELDS
             },
         )
         conn.execute(stmt)
@@ -231,17 +258,56 @@ class Registry:
             self._known_runs.discard(run)
             self._known_exposures.pop((record.instrument, record.exposure), None)
 
+    def register_many(
+        self, items: Sequence[tuple[FileRecord, ExposureRecord | None]]
+    ) -> list[Registration | ChecksumConflict]:
+        """Register several files in one transaction (one commit for a whole batch); per file the
+        same outcome as ``register``, a ChecksumConflict returned in its place, not raised."""
+        full = [
+            (r, e or ExposureRecord(r.data_id.instrument, r.data_id.exposure, r.data_id.day_obs))
+            for r, e in items
+        ]
+
+        def tx(conn: Connection) -> list[Registration | ChecksumConflict]:
+            done: set[tuple[str, ...]] = set()
+            out: list[Registration | ChecksumConflict] = []
+            for record, exposure in full:
+                run = run_name(self.settings.run, record.data_id.instrument)
+                key = (run, exposure.instrument, str(exposure.exposure))
+                try:
+                    out.append(self._register(conn, record, exposure, key in done))
+                except ChecksumConflict as exc:
+                    out.append(exc)
+                done.add(key)
+            return out
+
+        runs = {run_name(self.settings.run, r.data_id.instrument) for r, _ in full}
+        try:
+            results = self._retrying(lambda: self._in_tx(tx))
+        except Exception:
+            for run in runs:
+                for _, exposure in full:
+                    self._forget(run, exposure)
+            raise
+        for record, exposure in full:
+            self._remember(run_name(self.settings.run, record.data_id.instrument), exposure)
+        return results
+
     def _register(
-        self, conn: Connection, record: FileRecord, exposure: ExposureRecord
+        self,
+        conn: Connection,
+        record: FileRecord,
+        exposure: ExposureRecord,
+        dimensions_written: bool = False,
     ) -> Registration:
         data_id = record.data_id
         dtype = self.settings.dataset_type
         run = run_name(self.settings.run, data_id.instrument)
         ds_id = dataset_id(data_id, dtype, run)
         now = datetime.now(UTC)
-        if run not in self._known_runs:
+        if not dimensions_written and run not in self._known_runs:
             conn.execute(self._insert_run, {"name": run})
-        if self._needs_exposure_upsert(exposure):
+        if not dimensions_written and self._needs_exposure_upsert(exposure):
             self._upsert_exposure(conn, exposure)
         inserted = conn.execute(
             self._insert_dataset,

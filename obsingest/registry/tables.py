@@ -1,13 +1,22 @@
 """Registry tables (Butler-like): dimensions, dataset types, runs, datasets, datastore records,
 and a quarantine of what was refused and why.
 
+The dimension tables keep what the Butler's dimension records need (daf_butler's
+``dimensions.yaml``, universe 8), so the registry can be handed to a Butler (``butler_export``):
+instrument (class name, id maxima, visit system), detector (full name, raft, name in raft,
+purpose) and exposure (obs id, group, sequence number, filter, observation type, times, pointing)
+as the raw headers give them.
+
 Definitions here are the *current* schema; ``migrations.py`` is what creates and evolves it.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     Float,
@@ -24,6 +33,27 @@ from sqlalchemy import (
 
 metadata = MetaData()
 
+#: exposure columns added by migration 3 (Butler's exposure record; obs_start/obs_end = timespan)
+EXPOSURE_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("obs_id", String(64)),
+    ("group_name", String(64)),
+    ("seq_num", Integer),
+    ("band", String(32)),
+    ("observation_type", String(16)),
+    ("observation_reason", String(68)),
+    ("dark_time", Float),
+    ("obs_end", DateTime(timezone=True)),
+    ("tracking_ra", Float),
+    ("tracking_dec", Float),
+    ("sky_angle", Float),
+    ("azimuth", Float),
+    ("zenith_angle", Float),
+    ("science_program", String(64)),
+    ("target_name", String(64)),
+    ("has_simulated", Boolean),
+    ("can_see_sky", Boolean),
+)
+
 schema_version = Table(
     "obsingest_schema_version",
     metadata,
@@ -37,6 +67,10 @@ instrument = Table(
     metadata,
     Column("name", String(32), primary_key=True),
     Column("detector_max", Integer, nullable=False),
+    Column("class_name", String(64), nullable=True),
+    Column("visit_max", BigInteger, nullable=True),
+    Column("exposure_max", BigInteger, nullable=True),
+    Column("visit_system", Integer, nullable=True),
 )
 
 detector = Table(
@@ -44,6 +78,10 @@ detector = Table(
     metadata,
     Column("instrument", String(32), ForeignKey("instrument.name"), primary_key=True),
     Column("id", Integer, primary_key=True),
+    Column("full_name", String(32), nullable=True),
+    Column("raft", String(32), nullable=True),
+    Column("name_in_raft", String(32), nullable=True),
+    Column("purpose", String(32), nullable=True),
 )
 
 exposure = Table(
@@ -55,6 +93,7 @@ exposure = Table(
     Column("obs_start", DateTime(timezone=True), nullable=True),
     Column("exposure_time", Float, nullable=True),
     Column("physical_filter", String(64), nullable=True),
+    *[Column(name, type_, nullable=True) for name, type_ in EXPOSURE_COLUMNS],
 )
 
 dataset_type = Table(

@@ -74,6 +74,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="direct: upload to the store (default); kafka: chunked Avro over Kafka, "
         "reassembled by the assembler service",
     )
+    p.add_argument(
+        "--registry",
+        default=None,
+        help="registry URL instead of the workdir's SQLite file, e.g. butler:///path/to/repo "
+        "to register into a daf_butler repository (obsingest[butler]); embedded stack only",
+    )
     p.set_defaults(func=run)
 
 
@@ -94,5 +100,6 @@ def run(args: argparse.Namespace) -> int:
             inject_bad=args.inject_bad,
             stack=args.stack,
             transport=args.transport,
+            registry=args.registry,
         )
     )

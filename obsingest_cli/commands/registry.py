@@ -47,6 +47,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     m.set_defaults(func=_migrate)
 
+    x = sub.add_parser(
+        "export",
+        parents=[common],
+        help="write the registry as an export `butler import` loads",
+        description="Write dimension records, runs, the dataset type and every dataset (same ids, "
+        "same URIs) as a Butler export file (needs obsingest[butler]).",
+    )
+    x.add_argument("--format", choices=["butler"], default="butler", help="export format")
+    x.add_argument("file", help="output file, e.g. export.yaml")
+    x.set_defaults(func=_export)
+
 
 def _list(args: argparse.Namespace) -> int:
     from obsingest_cli.script.registry import list_datasets
@@ -64,3 +75,9 @@ def _migrate(args: argparse.Namespace) -> int:
     from obsingest_cli.script.registry import migrate
 
     return migrate(args.registry)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from obsingest_cli.script.registry import export
+
+    return export(args.registry, args.format, args.file, args.json)

@@ -7,13 +7,18 @@ from pathlib import Path
 from obsingest_cli.demo.environment import DemoEnvironment, DemoTransport
 
 
-def make_environment(stack: str, workdir: Path, keep: bool = True) -> DemoEnvironment:
+def make_environment(
+    stack: str, workdir: Path, keep: bool = True, registry_url: str | None = None
+) -> DemoEnvironment:
     """``keep=False``: the local stack's per-run bucket and database are deleted on close
-    (benchmark runs store gigabytes nobody looks at again)."""
+    (benchmark runs store gigabytes nobody looks at again). ``registry_url``: the embedded
+    stack's registry (e.g. ``butler:<repo>``) instead of SQLite in the workdir."""
     if stack == "embedded":
         from obsingest_cli.demo.embedded import EmbeddedEnvironment
 
-        return EmbeddedEnvironment(workdir)
+        return EmbeddedEnvironment(workdir, registry_url)
+    if registry_url:
+        raise ValueError("--registry applies to the embedded stack only")
     if stack == "local":
         from obsingest_cli.demo.local_stack import LocalStackEnvironment
 

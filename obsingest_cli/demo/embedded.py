@@ -12,7 +12,7 @@ from pathlib import Path
 
 from obsingest.bus.memory import InMemoryBus
 from obsingest.messages import ArrivalEvent, ExposureManifest
-from obsingest.registry import Registry
+from obsingest.registry import open_registry
 from obsingest.settings import BusSettings, RegistrySettings, StoreSettings
 from obsingest.store.base import StoredObject
 from obsingest.store.notifications import storage_cloudevent
@@ -22,14 +22,14 @@ from obsingest_cli.demo.environment import ArrivalCallback, ManifestCallback
 class EmbeddedEnvironment:
     """No services at all: the default of ``make demo``."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, registry_url: str | None = None) -> None:
         from obsingest.store.local import LocalDirStore
 
         self.store_url = f"file://{workdir / 'store'}"
         self.store_settings = StoreSettings(url=self.store_url)
         self.bus_settings = BusSettings()
-        self.registry = Registry.open(
-            RegistrySettings(url=f"sqlite:///{workdir / 'registry.sqlite3'}")
+        self.registry = open_registry(
+            RegistrySettings(url=registry_url or f"sqlite:///{workdir / 'registry.sqlite3'}")
         )
         self.store = LocalDirStore(workdir / "store")
         self.bus = InMemoryBus()

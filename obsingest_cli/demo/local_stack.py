@@ -29,7 +29,7 @@ from infra.local import provision
 from obsingest import defaults
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ArrivalEvent, ExposureManifest
-from obsingest.registry import Registry
+from obsingest.registry import open_registry
 from obsingest.settings import BusSettings, RegistrySettings, StoreSettings
 from obsingest.store.base import StoredObject
 from obsingest.store.notifications import gcs_notification_message
@@ -93,7 +93,7 @@ class LocalStackEnvironment:
         self.bus_settings = BusSettings(backend="pubsub", pubsub_project=self.project)
         # Edge workers are spawned processes: they read the project from the environment.
         os.environ["OBSINGEST_GCS_PROJECT"] = self.project
-        self.registry = Registry.open(RegistrySettings(url=self.registry_url))
+        self.registry = open_registry(RegistrySettings(url=self.registry_url))
         self.store = GcsStore(self.bucket, settings=GcsSettings(project=self.project))
         self.publisher = PubSubPublisher(self.project)
         self.keep = keep

@@ -40,6 +40,7 @@ OUTPUTS = (
     "manifests.avro",
     "summaries.jsonl",
     "latency.png",
+    "focal_plane.png",
     "demo.log",
     "ship.jsonl",
 )
@@ -60,6 +61,8 @@ class DemoConfig:
     stack: str = "embedded"
     transport: str = "direct"
     day_obs: int | None = None
+    #: registry URL for the embedded stack (default: SQLite in the workdir); butler:<repo> too
+    registry: str | None = None
 
 
 @dataclass
@@ -132,7 +135,7 @@ class DemoPipeline:
         self._reset_workdir()
         log_file = (self.workdir / "demo.log").open("a")
         logs.configure(stream=log_file)
-        env = make_environment(cfg.stack, self.workdir)
+        env = make_environment(cfg.stack, self.workdir, registry_url=cfg.registry)
         transport = make_transport(cfg.transport, env)
         day_obs = cfg.day_obs or int(datetime.now(UTC).strftime("%Y%m%d"))
         ship_log = (self.workdir / "ship.jsonl").open("w")
@@ -250,7 +253,7 @@ class DemoPipeline:
         self.progress.update(f"{label}: {len(arrived)}/{len(detectors)} CCDs announced", final=True)
 
     def _summarize(self, env: DemoEnvironment, dead_lettered: int) -> DemoResult:
-        from beam_jobs.report import plot_latency
+        from beam_jobs.report import plot_focal_plane, plot_latency
         from beam_jobs.summarize import run_batch
 
         arrivals_path = self.workdir / "arrivals.avro"
@@ -270,6 +273,10 @@ class DemoPipeline:
         self.progress.update("Beam batch job: done", final=True)
         plot_path = self.workdir / "latency.png"
         plot_latency(self.arrivals, self.config.budget, plot_path)
+        focal_plane = self.workdir / "focal_plane.png"
+        if summaries:  # the last exposure, every detector of the camera in its place
+            last = max(summaries, key=lambda s: (s.exposure, s.revision))
+            plot_focal_plane(last, self.arrivals, focal_plane)
         registry = env.registry
         return DemoResult(
             registered=registry.count_datasets(),
@@ -284,6 +291,7 @@ class DemoPipeline:
                 "manifests": str(manifests_path),
                 "summaries": str(summaries_path),
                 "plot": str(plot_path),
+                "focal plane": str(focal_plane),
                 "log": str(self.workdir / "demo.log"),
             },
         )

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
-from obsingest.registry import Registry
+from obsingest.registry import Registry, open_registry
 from obsingest.settings import RegistrySettings
 
 
 def _open(url: str | None) -> Registry:
     settings = RegistrySettings(url=url) if url else RegistrySettings()
-    return Registry.open(settings)
+    return open_registry(settings)
 
 
 def list_datasets(
@@ -54,4 +54,19 @@ def migrate(url: str | None) -> int:
         f"registry schema up to date at {registry.engine.url.render_as_string(hide_password=True)}"
     )
     registry.close()
+    return 0
+
+
+def export(url: str | None, fmt: str, path: str, as_json: bool) -> int:
+    """Write the registry as an export file (``butler``: what ``butler import`` loads)."""
+    from obsingest.registry.butler_export import export_butler
+
+    if fmt != "butler":
+        raise ValueError(f"unknown export format {fmt!r} (butler)")
+    registry = _open(url)
+    try:
+        counts = export_butler(registry, path)
+    finally:
+        registry.close()
+    print(json.dumps(counts) if as_json else f"wrote {path}: {counts}")
     return 0

@@ -6,6 +6,14 @@ serial overscan, plus parallel overscan rows. The full layout (16 x 2048 x 576 x
 75,582,720 pixel bytes) matches the reference CCD of the observatory transfer reports, so the
 compression and transfer figures measured on it are comparable.
 
+Detectors are the observatory's (``obsingest.camera``, from obs_lsst): every LSSTCam detector
+0..204 can be simulated, with its sensor's geometry: ITL amplifiers (imaging 509 x 2000 after a
+3-column prescan) or e2v ones (512 x 2002 after 10 columns), and half-height wavefront sensors of
+8 amplifiers (a 37.8 MB raw). The primary header carries what the Butler's dimension records are
+made from, with the keywords LSST raws use: OBSID, IMGTYPE, DAYOBS, SEQNUM, GROUPID, DETNAME,
+RAFTBAY, CCDSLOT, DATE-BEG/END, EXPTIME, DARKTIME, FILTER (physical filter) and FILTBAND,
+RASTART/DECSTART (tracking), ROTPA, AZSTART, ELSTART, PROGRAM, REASON, OBJECT.
+
 Pixel model, in ADU (gain 1):
 
 * bias: one level per amplifier in 1,000-20,000 ADU, fixed by (seed, instrument, detector, amp)
@@ -34,6 +42,7 @@ from typing import Literal
 
 import numpy as np
 
+from obsingest import camera
 from obsingest.fileio import write_atomic
 from obsingest.fits import header_bytes, make_card
 
@@ -43,17 +52,19 @@ __all__ = [
     "LAYOUTS",
     "AmpLayout",
     "CcdSpec",
-    "InstrumentInfo",
+    "amp_layout",
     "detector_name",
     "exposure_id",
     "generate_raw_ccd",
+    "physical_filter",
     "write_raw_ccd",
 ]
 
 BLOCK = 2880
 CARD = 80
 
-#: LSST amplifier segment names, in the order they are stored in a raw file.
+#: LSST amplifier segment names, in the order they are stored in a raw file (16-amplifier
+#: sensors). Wavefront sensors have the first 8 only (C10..C17, obs_lsst ``CCD_ITL_WF``).
 AMP_NAMES: tuple[str, ...] = tuple(f"Segment1{i}" for i in range(8)) + tuple(
     f"Segment0{i}" for i in range(7, -1, -1)
 )
@@ -79,40 +90,29 @@ class AmpLayout:
         return self.rows * self.cols * 4
 
 
-#: ``full`` is the reference CCD; ``small`` keeps the same structure for fast tests.
+def _full(amp: camera.AmpGeometry) -> AmpLayout:
+    return AmpLayout(amp.raw_rows, amp.raw_cols, amp.prescan, amp.data_cols, amp.data_rows)
+
+
+#: ``full`` is the reference CCD (an ITL amplifier as obs_lsst describes it); ``small`` keeps the
+#: same structure for fast tests. Per-sensor layouts: ``amp_layout``.
 LAYOUTS: dict[str, AmpLayout] = {
-    "full": AmpLayout(rows=2048, cols=576, prescan=3, data_cols=509, data_rows=2000),
+    "full": _full(camera.SENSOR_TYPES["ITL"].amp),
     "small": AmpLayout(rows=64, cols=32, prescan=3, data_cols=21, data_rows=56),
 }
+#: small e2v amplifiers: the e2v proportions (wider prescan, taller imaging section) kept
+_SMALL_E2V = AmpLayout(rows=64, cols=32, prescan=5, data_cols=22, data_rows=57)
 
 
-@dataclass(frozen=True)
-class InstrumentInfo:
-    """What the simulator needs to know about a camera."""
-
-    name: str
-    detectors: int
-    obsid_prefix: str
-    rafts: tuple[str, ...]
+def amp_layout(sensor: camera.SensorType, size: str) -> AmpLayout:
+    """Amplifier layout of a sensor type at a simulator size (e2v and ITL amplifiers differ)."""
+    if size == "full":
+        return _full(sensor.amp)
+    return _SMALL_E2V if sensor.manufacturer == "E2V" else LAYOUTS["small"]
 
 
-_SENSORS = ("S00", "S01", "S02", "S10", "S11", "S12", "S20", "S21", "S22")
-#: The 21 science rafts, in detector-id order (corner rafts carry no science detectors).
-_LSSTCAM_RAFTS = (
-    "R01",
-    "R02",
-    "R03",
-    *(f"R{row}{col}" for row in (1, 2, 3) for col in range(5)),
-    "R41",
-    "R42",
-    "R43",
-)
-
-#: Supported cameras: LSSTCam's 189 science CCDs (ids 0..188) and LSSTComCam's one raft (0..8).
-INSTRUMENTS: dict[str, InstrumentInfo] = {
-    "LSSTCam": InstrumentInfo("LSSTCam", 189, "MC", _LSSTCAM_RAFTS),
-    "LSSTComCam": InstrumentInfo("LSSTComCam", 9, "CC", ("R22",)),
-}
+#: Supported cameras, as the observatory numbers their detectors (``obsingest.camera``).
+INSTRUMENTS: dict[str, camera.Instrument] = camera.INSTRUMENTS
 
 #: Sky brightness per filter, electrons per pixel per second. Scaled so that a 30 s r-band full CCD
 #: compresses with fpack to ~15.2 MB, within 0.5% of the reference CCD's 15,137,280 bytes: the
@@ -133,12 +133,27 @@ def exposure_id(day_obs: int, seq_num: int) -> int:
 
 
 def detector_name(instrument: str, detector: int) -> str:
-    """Raft/sensor name of a science detector, e.g. LSSTCam 94 -> ``R22_S11``."""
-    info = _instrument(instrument)
-    if not 0 <= detector < info.detectors:
-        raise ValueError(f"{instrument} has detectors 0..{info.detectors - 1}, not {detector}")
-    raft, sensor = divmod(detector, len(_SENSORS))
-    return f"{info.rafts[raft]}_{_SENSORS[sensor]}"
+    """obs_lsst's name of a detector, e.g. LSSTCam 94 -> ``R22_S11``, 191 -> ``R00_SW0``."""
+    return _detector(instrument, detector).full_name
+
+
+def _detector(instrument: str, detector: int) -> camera.Detector:
+    _instrument(instrument)
+    try:
+        return camera.detector(instrument, detector)
+    except KeyError as exc:
+        raise ValueError(str(exc.args[0])) from None
+
+
+def physical_filter(instrument: str, band_or_filter: str) -> tuple[str, str]:
+    """(physical filter, band) for a band (``r`` -> LSSTCam ``r_57``) or a physical filter name."""
+    filters = _instrument(instrument).filters
+    if band_or_filter in filters:
+        return filters[band_or_filter], band_or_filter
+    for band, name in filters.items():
+        if name == band_or_filter:
+            return name, band
+    return band_or_filter, band_or_filter[:1]
 
 
 @dataclass(frozen=True)
@@ -175,11 +190,19 @@ class CcdSpec:
         return self.exposure % _SEQ_MOD
 
     @property
+    def detector_info(self) -> camera.Detector:
+        return _detector(self.instrument, self.detector)
+
+    @property
     def layout(self) -> AmpLayout:
-        return LAYOUTS[self.size]
+        return amp_layout(self.detector_info.sensor, self.size)
+
+    @property
+    def amp_names(self) -> tuple[str, ...]:
+        return AMP_NAMES[: self.detector_info.sensor.amplifiers]
 
 
-def _instrument(name: str) -> InstrumentInfo:
+def _instrument(name: str) -> camera.Instrument:
     try:
         return INSTRUMENTS[name]
     except KeyError:
@@ -199,13 +222,16 @@ def _mjd(t: datetime) -> float:
 
 def _primary_header(spec: CcdSpec) -> bytes:
     info = _instrument(spec.instrument)
+    det = spec.detector_info
     start = spec.obs_start.astimezone(UTC)
     end = start + timedelta(seconds=spec.exposure_time)
     layout = spec.layout
+    amps = len(spec.amp_names)
     det_cols = layout.data_cols * 8
-    det_rows = layout.data_rows * 2
+    det_rows = layout.data_rows * (amps // 8)
     obsid = f"{info.obsid_prefix}_O_{spec.day_obs}_{spec.seq_num:06d}"
-    raft, sensor = detector_name(spec.instrument, spec.detector).split("_")
+    flt, band = physical_filter(spec.instrument, spec.filter)
+    science = spec.exposure_time > 0
     cards = [
         make_card("SIMPLE", True, "conforms to FITS standard"),
         make_card("BITPIX", 8, "header-only primary HDU"),
@@ -215,22 +241,31 @@ def _primary_header(spec: CcdSpec) -> bytes:
         make_card("TELESCOP", "Simonyi Survey Telescope"),
         make_card("INSTRUME", spec.instrument, "camera"),
         make_card("OBSID", obsid, "observation id"),
-        make_card("IMGTYPE", "OBJECT" if spec.exposure_time > 0 else "BIAS"),
+        make_card("IMGTYPE", "OBJECT" if science else "BIAS", "BIAS, DARK, FLAT, OBJECT, ..."),
+        make_card("REASON", "science" if science else "calibration", "why it was taken"),
+        make_card("OBJECT", "simulated field" if science else "bias", "target name"),
         make_card("DAYOBS", str(spec.day_obs), "observing day, YYYYMMDD"),
         make_card("SEQNUM", spec.seq_num, "sequence number within the day"),
+        make_card("GROUPID", _isot(start), "group of observations: start of the first"),
         make_card("EXPID", spec.exposure, "exposure id: DAYOBS * 100000 + SEQNUM"),
-        make_card("DETECTOR", spec.detector, "detector id"),
-        make_card("DETNAME", f"{raft}_{sensor}"),
-        make_card("RAFTBAY", raft),
-        make_card("CCDSLOT", sensor),
+        make_card("DETECTOR", spec.detector, "detector id (obs_lsst numbering)"),
+        make_card("DETNAME", det.full_name, "RAFTBAY_CCDSLOT"),
+        make_card("RAFTBAY", det.raft),
+        make_card("CCDSLOT", det.name_in_raft),
+        make_card("DETPURP", det.purpose, "SCIENCE, WAVEFRONT or GUIDER"),
+        make_card("CCD_TYPE", det.sensor.name, "obs_lsst physical type"),
+        make_card("CCD_MANU", det.sensor.manufacturer, "CCD manufacturer"),
         make_card("DATE-OBS", _isot(start), "UTC start of exposure"),
         make_card("DATE-BEG", _isot(start), "UTC start of exposure"),
         make_card("DATE-END", _isot(end), "UTC end of exposure"),
         make_card("MJD-OBS", round(_mjd(start), 8), "MJD (UTC) of DATE-OBS"),
+        make_card("MJD-BEG", round(_mjd(start), 8), "MJD (UTC) of DATE-BEG"),
+        make_card("MJD-END", round(_mjd(end), 8), "MJD (UTC) of DATE-END"),
         make_card("TIMESYS", "UTC"),
         make_card("EXPTIME", float(spec.exposure_time), "exposure time [s]"),
         make_card("DARKTIME", float(spec.exposure_time) + 0.5, "dark time [s]"),
-        make_card("FILTER", spec.filter, "filter band"),
+        make_card("FILTER", flt, "physical filter"),
+        make_card("FILTBAND", band, "filter band"),
         make_card("CCDSIZE", spec.size, "simulator layout"),
         make_card("DETSIZE", f"[1:{det_cols},1:{det_rows}]"),
         make_card("SIMSEED", spec.seed, "simulator seed"),
@@ -245,13 +280,16 @@ def _primary_header(spec: CcdSpec) -> bytes:
 
 
 def _observation_cards(spec: CcdSpec) -> list[bytes]:
-    """Telescope pointing, environment and camera state: plausible values, fixed by the spec."""
+    """Telescope pointing, environment and camera state: plausible values, fixed by the spec and
+    the same on every CCD of an exposure (the Butler's exposure record comes from any of them)."""
     rng = np.random.default_rng([*_seed_words(spec)[:2], spec.exposure & 0xFFFFFFFF, 0x0B5])
     alt = rng.uniform(35.0, 85.0)
-    manufacturer = "ITL" if spec.instrument == "LSSTComCam" or spec.detector % 2 else "E2V"
+    ra, dec = round(rng.uniform(0.0, 360.0), 6), round(rng.uniform(-80.0, 10.0), 6)
     return [
-        make_card("RA", round(rng.uniform(0.0, 360.0), 6), "pointing RA [deg]"),
-        make_card("DEC", round(rng.uniform(-80.0, 10.0), 6), "pointing Dec [deg]"),
+        make_card("RA", ra, "pointing RA [deg]"),
+        make_card("DEC", dec, "pointing Dec [deg]"),
+        make_card("RASTART", ra, "tracking RA at start, ICRS [deg]"),
+        make_card("DECSTART", dec, "tracking Dec at start, ICRS [deg]"),
         make_card("ROTPA", round(rng.uniform(-90.0, 90.0), 4), "rotator position angle [deg]"),
         make_card("AZSTART", round(rng.uniform(0.0, 360.0), 4), "azimuth at start [deg]"),
         make_card("ELSTART", round(alt, 4), "elevation at start [deg]"),
@@ -260,11 +298,9 @@ def _observation_cards(spec: CcdSpec) -> list[bytes]:
         make_card("PRESSURE", round(rng.uniform(740.0, 750.0), 2), "air pressure [hPa]"),
         make_card("HUMIDITY", round(rng.uniform(10.0, 40.0), 1), "relative humidity [%]"),
         make_card("WINDSPD", round(rng.uniform(0.0, 12.0), 2), "wind speed [m/s]"),
-        make_card("CCD_MANU", manufacturer, "CCD manufacturer"),
         make_card("CCDTEMP", round(rng.uniform(-101.0, -99.0), 3), "CCD temperature [C]"),
-        make_card("FILTBAND", spec.filter[:1]),
         make_card("CONTRLLR", "O", "controller: O = OCS"),
-        make_card("PROGRAM", "obsingest-sim"),
+        make_card("PROGRAM", "obsingest-sim", "science program"),
         make_card("OBSANNOT", "simulated readout"),
     ]
 
@@ -272,8 +308,7 @@ def _observation_cards(spec: CcdSpec) -> list[bytes]:
 def _amp_header(spec: CcdSpec, index: int, name: str, bias: float, read_noise: float) -> bytes:
     lay = spec.layout
     x0, x1 = lay.prescan + 1, lay.prescan + lay.data_cols
-    half = len(AMP_NAMES) // 2
-    col_block, row_block = index % half, index // half
+    col_block, row_block = index % 8, index // 8  # 8 amplifiers per row of the sensor
     dx0 = col_block * lay.data_cols + 1
     dy0 = row_block * lay.data_rows + 1
     cards = [
@@ -310,7 +345,7 @@ def _amp_pixels(
 ) -> np.ndarray:
     """One amplifier's pixels as big-endian int32 (FITS order), ready to write."""
     lay = spec.layout
-    rate = _SKY_RATE.get(spec.filter.lower()[:1], _DEFAULT_SKY_RATE)
+    rate = _SKY_RATE.get(physical_filter(spec.instrument, spec.filter)[1], _DEFAULT_SKY_RATE)
     sky = rate * spec.exposure_time
     img = rng.standard_normal((lay.rows, lay.cols), dtype=np.float32)
     img *= np.float32(read_noise)
@@ -377,13 +412,14 @@ def generate_raw_ccd(spec: CcdSpec) -> bytes:
     """Return the whole raw FITS file for ``spec`` (deterministic: same spec -> same bytes)."""
     words = _seed_words(spec)
     amp_rng = np.random.default_rng(np.random.SeedSequence([*words, 0xB1A5]))
-    biases = amp_rng.uniform(1_000, 20_000, size=len(AMP_NAMES))
-    noises = amp_rng.uniform(4.5, 5.5, size=len(AMP_NAMES))
+    names = spec.amp_names
+    biases = amp_rng.uniform(1_000, 20_000, size=len(AMP_NAMES))[: len(names)]
+    noises = amp_rng.uniform(4.5, 5.5, size=len(AMP_NAMES))[: len(names)]
     pixel_seed = np.random.SeedSequence([*words, spec.exposure & 0xFFFFFFFF, spec.exposure >> 32])
-    rngs = [np.random.default_rng(s) for s in pixel_seed.spawn(len(AMP_NAMES))]
+    rngs = [np.random.default_rng(s) for s in pixel_seed.spawn(len(names))]
     parts = [_primary_header(spec)]
     pad = b"\0" * (-spec.layout.pixel_bytes % BLOCK)
-    for i, name in enumerate(AMP_NAMES):
+    for i, name in enumerate(names):
         bias, rn = float(biases[i]), float(noises[i])
         parts.append(_amp_header(spec, i, name, bias, rn))
         parts.append(_amp_pixels(spec, rngs[i], bias, rn).tobytes())

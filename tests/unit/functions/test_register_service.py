@@ -169,3 +169,30 @@ def test_event_for_another_bucket_is_quarantined_not_registered(env, did):
     assert env.registry.count_datasets() == 0
     [row] = env.registry.quarantined()
     assert row["object_uri"] == f"elsewhere/{did.object_name()}"
+
+
+def test_the_exposure_record_is_kept_from_the_header_and_a_wrong_detname_is_refused(env, did):
+    from sqlalchemy import select
+
+    from obsingest.fits import make_card
+    from obsingest.registry import tables
+    from producers.compress import compress_fits, decompress_fits
+
+    DirectUploader(env.store).send(did, small_ccd(did.exposure, did.detector), READOUT)
+    raw = decompress_fits(small_ccd(did.exposure, 4))
+    start = raw.index(b"DETNAME = ")
+    raw = raw[:start] + make_card("DETNAME", "R22_S22") + raw[start + 80 :]
+    other = type(did)(did.instrument, did.exposure, 4)
+    DirectUploader(env.store).send(other, compress_fits(raw, threads=1), READOUT)
+    outcomes = env.deliver_all()
+    assert [o.status for o in outcomes] == ["registered", "quarantined"]
+    assert outcomes[1].reason == "header-mismatch"
+    assert "DETNAME='R22_S22' but detector 4 of LSSTComCam is R22_S11" in outcomes[1].message
+    with env.registry.engine.connect() as conn:
+        row = conn.execute(select(tables.exposure)).mappings().one()
+    assert (row["obs_id"], row["physical_filter"], row["band"]) == (
+        "CC_O_20261122_000001",
+        "r_03",
+        "r",
+    )
+    assert (row["observation_type"], row["seq_num"], row["dark_time"]) == ("science", 1, 15.5)

@@ -27,7 +27,8 @@ def test_round_trip_of_a_good_name():
         ("raw/LSSTCam/20261122/2026112200042/LSSTCam_2026112200042_117.fits", "does not match"),
         ("raw/LSSTCam/20261122/2026112200042/LSSTCam_2026112200043_117.fits.fz", "disagree"),
         ("raw/LSSTCam/20261121/2026112200042/LSSTCam_2026112200042_117.fits.fz", "day_obs"),
-        ("raw/LSSTCam/20261122/2026112200042/LSSTCam_2026112200042_189.fits.fz", "out of range"),
+        ("raw/LSSTCam/20261122/2026112200042/LSSTCam_2026112200042_205.fits.fz", "out of range"),
+        ("raw/LATISS/20261122/2026112200042/LATISS_2026112200042_001.fits.fz", "out of range"),
         ("raw/LSSTCam/20261399/2026139900042/LSSTCam_2026139900042_001.fits.fz", "YYYYMMDD"),
     ],
 )
@@ -58,3 +59,10 @@ def test_exposure_ids():
     assert make_exposure_id(20261122, 7) == 2026112200007
     with pytest.raises(ValueError):
         make_exposure_id(20261122, 100000)
+
+
+@pytest.mark.parametrize("detector", [189, 190, 191, 198, 204])
+def test_lsstcam_corner_rafts_are_accepted(detector):
+    """Guider (189, 190, ...) and wavefront (191, 192, ...) sensors flow like science CCDs."""
+    name = f"raw/LSSTCam/20261122/2026112200042/LSSTCam_2026112200042_{detector:03d}.fits.fz"
+    assert parse_object_name(name).detector == detector

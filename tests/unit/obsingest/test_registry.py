@@ -4,7 +4,7 @@ import pytest
 from sqlalchemy import func, select
 
 from obsingest.dataid import DataId
-from obsingest.registry import FileRecord, Registry, tables
+from obsingest.registry import ExposureRecord, FileRecord, Registry, tables
 from obsingest.registry.migrations import LATEST, current_version
 from obsingest.settings import RegistrySettings
 from tests.contracts.registry import RegistryContract
@@ -43,8 +43,76 @@ def test_migrations_are_versioned_and_idempotent(tmp_path):
             conn.execute(select(func.count()).select_from(tables.schema_version)).scalar() == LATEST
         )
         assert (
-            conn.execute(select(func.count()).select_from(tables.detector)).scalar() == 189 + 9 + 1
+            conn.execute(select(func.count()).select_from(tables.detector)).scalar() == 205 + 9 + 1
         )
+    reg.close()
+
+
+def test_migration_3_upgrades_a_version_2_registry_in_place(tmp_path):
+    """A registry made before the Butler's dimension data (v2: 189 LSSTCam detectors, no names,
+    narrow exposure table) keeps its datasets and gains the columns and the corner rafts."""
+    import sqlite3
+
+    from obsingest.registry import migrations
+
+    path = tmp_path / "old.sqlite3"
+    settings = RegistrySettings(url=f"sqlite:///{path}")
+    reg = Registry.open(settings, migrate_schema=False)
+    with reg.engine.begin() as conn:
+        conn.exec_driver_sql(
+            "CREATE TABLE obsingest_schema_version (version INTEGER PRIMARY KEY, "
+            "description VARCHAR(200) NOT NULL, applied_at DATETIME NOT NULL)"
+        )
+        conn.exec_driver_sql(
+            "CREATE TABLE instrument (name VARCHAR(32) PRIMARY KEY, detector_max INTEGER NOT NULL)"
+        )
+        conn.exec_driver_sql(
+            "CREATE TABLE detector (instrument VARCHAR(32) REFERENCES "
+            "instrument(name), id INTEGER, PRIMARY KEY (instrument, id))"
+        )
+        conn.exec_driver_sql(
+            "CREATE TABLE exposure (instrument VARCHAR(32), id BIGINT, "
+            "day_obs INTEGER NOT NULL, obs_start DATETIME, exposure_time FLOAT, "
+            "physical_filter VARCHAR(64), PRIMARY KEY (instrument, id))"
+        )
+        conn.exec_driver_sql("INSERT INTO instrument VALUES ('LSSTCam', 189)")
+        for i in range(189):
+            conn.exec_driver_sql(f"INSERT INTO detector VALUES ('LSSTCam', {i})")
+        conn.exec_driver_sql(
+            "INSERT INTO exposure VALUES ('LSSTCam', 2026112200001, 20261122, NULL, 15.0, 'r')"
+        )
+        for version in (1, 2):
+            conn.exec_driver_sql(
+                f"INSERT INTO obsingest_schema_version VALUES ({version}, 'old', '2026-01-01')"
+            )
+    # the rest of v1's tables exist in a real v2 registry
+    tables.metadata.create_all(reg.engine, checkfirst=True)
+    reg.close()
+    assert migrations.migrate(Registry.open(settings, migrate_schema=False).engine) == 1
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT count(*) FROM detector WHERE instrument='LSSTCam'").fetchone() == (
+        205,
+    )
+    assert db.execute(
+        "SELECT full_name, raft, name_in_raft, purpose FROM detector WHERE id = 191 "
+        "AND instrument = 'LSSTCam'"
+    ).fetchone() == ("R00_SW0", "R00", "SW0", "WAVEFRONT")
+    assert db.execute(
+        "SELECT class_name, detector_max FROM instrument WHERE name='LSSTCam'"
+    ).fetchone() == ("lsst.obs.lsst.LsstCam", 1000)
+    assert db.execute("SELECT exposure_time, obs_id FROM exposure").fetchone() == (15.0, None)
+    db.close()
+    reg = Registry.open(settings)  # and it is usable: a full exposure record fills the new fields
+    reg.upsert_exposure(
+        ExposureRecord("LSSTCam", 2026112200001, 20261122, obs_id="MC_O_20261122_000001")
+    )
+    with reg.engine.connect() as conn:
+        row = conn.execute(select(tables.exposure)).mappings().one()
+    assert (row["obs_id"], row["exposure_time"], row["physical_filter"]) == (
+        "MC_O_20261122_000001",
+        15.0,
+        "r",
+    )
     reg.close()
 
 

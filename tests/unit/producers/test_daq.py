@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 from astropy.io import fits
 
+from obsingest import camera
 from producers.daq.simulator import (
     AMP_NAMES,
-    LAYOUTS,
     CcdSpec,
+    amp_layout,
     detector_name,
     exposure_id,
     generate_raw_ccd,
@@ -74,16 +75,52 @@ def test_small_layout_and_headers() -> None:
     assert primary["DETNAME"] == "R22_S11"
     assert primary["DATE-OBS"] == "2026-11-23T03:04:05.250"
     assert primary["EXPTIME"] == 30.0
-    assert primary["FILTER"] == "r"
+    assert primary["FILTER"] == "r_57"
+    assert primary["FILTBAND"] == "r"
     assert primary["OBSID"] == "MC_O_20261122_000012"
-    lay = LAYOUTS["small"]
+    assert (primary["RAFTBAY"], primary["CCDSLOT"], primary["DETPURP"]) == ("R22", "S11", "SCIENCE")
+    assert primary["IMGTYPE"] == "OBJECT"
+    assert primary["GROUPID"] == "2026-11-23T03:04:05.250"
+    assert primary["DARKTIME"] == 30.5
+    assert primary["CCD_MANU"] == "E2V"  # R22 is an e2v raft in obs_lsst
+    assert -90 <= primary["DECSTART"] <= 90 and 0 <= primary["RASTART"] < 360
+    lay = SPEC.layout
+    assert lay == amp_layout(camera.SENSOR_TYPES["E2V"], "small")
     assert [h.header["EXTNAME"] for h in hdus[1:]] == list(AMP_NAMES)
+    p = lay.prescan
     for hdu in hdus[1:]:
         assert hdu.header["BITPIX"] == 32
         assert hdu.data.shape == (lay.rows, lay.cols)
         assert hdu.data.dtype.kind == "i"
-        assert hdu.header["DATASEC"] == f"[4:{3 + lay.data_cols},1:{lay.data_rows}]"
-        assert hdu.header["BIASSEC"] == f"[{4 + lay.data_cols}:{lay.cols},1:{lay.data_rows}]"
+        assert hdu.header["DATASEC"] == f"[{p + 1}:{p + lay.data_cols},1:{lay.data_rows}]"
+        assert hdu.header["BIASSEC"] == f"[{p + 1 + lay.data_cols}:{lay.cols},1:{lay.data_rows}]"
+
+
+@pytest.mark.parametrize(
+    ("detector", "amps", "name", "purpose"),
+    [(191, 8, "R00_SW0", "WAVEFRONT"), (189, 16, "R00_SG0", "GUIDER"), (0, 16, "R01_S00", None)],
+)
+def test_corner_sensors_have_their_geometry(detector, amps, name, purpose) -> None:
+    spec = replace(SPEC, detector=detector, size="full")
+    data = generate_raw_ccd(spec)
+    hdus = _open(data)
+    assert len(hdus) == 1 + amps
+    assert hdus[0].header["DETNAME"] == name
+    assert hdus[0].header["DETPURP"] == (purpose or "SCIENCE")
+    assert hdus[0].header["DETSIZE"] == ("[1:4072,1:2000]" if amps == 8 else "[1:4072,1:4000]")
+    # every amplifier is an ITL one (576 x 2048 raw, imaging 509 x 2000 after 3 prescan columns)
+    assert all(h.data.shape == (2048, 576) for h in hdus[1:])
+    assert hdus[1].header["DATASEC"] == "[4:512,1:2000]"
+    # a wavefront raw is half the size of a science one
+    amp_bytes = 2880 + -(-2048 * 576 * 4 // 2880) * 2880  # header block + padded pixels
+    assert len(data) == 4 * 2880 + amps * amp_bytes
+    assert len(data) == (75_582_720 if amps == 16 else 37_797_120)
+
+
+def test_e2v_amplifiers_have_the_e2v_imaging_section() -> None:
+    hdus = _open(generate_raw_ccd(replace(SPEC, size="full")))
+    assert hdus[1].header["DATASEC"] == "[11:522,1:2002]"
+    assert hdus[1].header["BIASSEC"] == "[523:576,1:2002]"
 
 
 def test_bias_is_fixed_per_amplifier_not_per_exposure() -> None:
@@ -103,11 +140,13 @@ def test_full_size_is_the_reference_ccd() -> None:
     assert sum(h.data.nbytes for h in hdus[1:]) == 16 * 2048 * 576 * 4
     amp = hdus[1].data.astype(np.float64)
     bias, read_noise = hdus[1].header["BIASLVL"], hdus[1].header["RDNOISE"]
-    overscan = amp[:2000, 512:]
+    lay = spec.layout  # detector 94 is an e2v sensor: imaging [10:522, 0:2002]
+    x0, x1 = lay.prescan, lay.prescan + lay.data_cols
+    overscan = amp[: lay.data_rows, x1:]
     assert abs(np.median(overscan) - bias) < 1
     assert abs(overscan.std() - read_noise) < 0.2
     sky = 3.5 * 30.0
-    imaging = amp[:2000, 3:512]
+    imaging = amp[: lay.data_rows, x0:x1]
     assert abs(np.median(imaging) - bias - sky) < 2
     assert abs(np.std(imaging[np.abs(imaging - bias - sky) < 100]) - np.sqrt(sky + 25)) < 0.5
     # stars and cosmic rays exist somewhere on the CCD
@@ -133,8 +172,10 @@ def test_ids_and_names() -> None:
     assert detector_name("LSSTCam", 94) == "R22_S11"
     assert detector_name("LSSTCam", 188) == "R43_S22"
     assert detector_name("LSSTComCam", 8) == "R22_S22"
+    assert detector_name("LSSTCam", 189) == "R00_SG0"
+    assert detector_name("LSSTCam", 204) == "R44_SW1"
     with pytest.raises(ValueError):
-        detector_name("LSSTCam", 189)
+        detector_name("LSSTCam", 205)
     with pytest.raises(ValueError):
         exposure_id(20261122, 100_000)
 
@@ -159,8 +200,24 @@ def test_faint_sky_is_poisson() -> None:
     """Below 50 e- the sky is drawn exactly (CDF inversion): mean and variance both ~ the mean."""
     spec = replace(SPEC, filter="u", exposure_time=10.0, size="full")
     hdus = _open(generate_raw_ccd(spec))
-    amp = hdus[2].data[:2000, 3:512].astype(np.float64) - hdus[2].header["BIASLVL"]
+    lay = spec.layout
+    imaging = hdus[2].data[: lay.data_rows, lay.prescan : lay.prescan + lay.data_cols]
+    amp = imaging.astype(np.float64) - hdus[2].header["BIASLVL"]
     rn = hdus[2].header["RDNOISE"]
     core = amp[np.abs(amp) < 60]
     assert abs(core.mean() - 10.0) < 0.2
     assert abs(core.var() - (10.0 + rn**2)) < 1.0
+
+
+def test_manifest_lists_the_whole_focal_plane_by_default() -> None:
+    from producers.daq import expected_detectors, exposure_manifest
+
+    manifest = exposure_manifest("LSSTCam", 2026112200012, 20261122, START, 30.0, "r")
+    assert manifest.detectors == list(range(205))
+    assert manifest.filter == "r_57"
+    assert expected_detectors("LSSTComCam") == list(range(9))
+    assert expected_detectors("LSSTCam", 9) == list(range(9))
+    with pytest.raises(ValueError, match=r"1\.\.205"):
+        expected_detectors("LSSTCam", 206)
+    with pytest.raises(KeyError, match="no detector 300"):
+        exposure_manifest("LSSTCam", 2026112200012, 20261122, START, 30.0, "r", [0, 300])

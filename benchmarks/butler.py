@@ -1,0 +1,233 @@
+"""Registration into a real daf_butler repository through obsingest, next to Butler's own ingest.
+
+One SQLite Butler repository (``obsingest.registry.butler.make_repo``), one run collection
+(``LSSTCam/raw/all``), small LSSTCam CCDs from the DAQ simulator in a local store. Four figures,
+each the median of ``repeats`` runs on fresh exposures:
+
+- ``obsingest_per_ccd``: ``RegisterService.handle`` for one finalize event at a time (read,
+  verify, parse the header, companion + Butler registration, ArrivalEvent), sequentially: what
+  one event costs when nothing else arrives;
+- ``obsingest_exposure``: the 205 events of a whole LSSTCam exposure delivered at once, 205
+  concurrent handlers (as an ingest service gathering an exposure's files, or Cloud Functions
+  concurrency), group-committed into Butler transactions; ``seconds`` is from the moment every
+  CCD has arrived to the last registration: the goal is <= 1 s;
+- ``butler_per_file``: ``Butler.ingest(FileDataset, transfer="direct")``, one file per call
+  (dimension records inserted beforehand, not timed);
+- ``butler_per_exposure``: one ``Butler.ingest`` call with the 205 files of an exposure.
+
+Goal: a 205-CCD exposure registered within 1 s of its last CCD arriving, and an obsingest rate
+(205 / exposure seconds) at least 10x Butler's one-file-per-call rate.
+
+Run: ``python -m benchmarks.butler [--repeats N] [--per-call N]``; writes
+benchmarks/results/butler.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import run_header
+
+RESULTS = Path(__file__).resolve().parent / "results" / "butler.json"
+INSTRUMENT = "LSSTCam"
+DAY_OBS = 20261122
+RUN = "LSSTCam/raw/all"
+DETECTORS = 205
+GOAL_EXPOSURE_SECONDS = 1.0
+GOAL_FACTOR = 10.0
+
+
+def _raw(exposure: int, detector: int) -> bytes:
+    from producers.compress import compress_fits
+    from producers.daq.simulator import CcdSpec, generate_raw_ccd
+
+    start = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
+    spec = CcdSpec(INSTRUMENT, exposure, detector, DAY_OBS, start, 15.0, "r", "small", seed=1)
+    return compress_fits(generate_raw_ccd(spec), threads=1)
+
+
+def _stored_events(store: Any, exposure: int, detectors: range) -> list[Any]:
+    """Store the CCDs of ``exposure``; their finalize events (no notification outbox)."""
+    from obsingest.dataid import DataId
+    from obsingest.messages import utcnow
+    from obsingest.store.notifications import GCS_NOTIFICATION_FINALIZE, ObjectEvent
+    from producers.uploader import DirectUploader
+
+    uploader = DirectUploader(store, producer="bench")
+    events = []
+    for det in detectors:
+        result = uploader.send(DataId(INSTRUMENT, exposure, det), _raw(exposure, det), utcnow())
+        events.append(ObjectEvent(f"e{exposure}-{det}", GCS_NOTIFICATION_FINALIZE, result.obj))
+    return events
+
+
+def _butler_files(root: Path, exposure: int, count: int) -> list[Path]:
+    """Files for Butler's own ingest: the same bytes as obsingest's CCDs, other names."""
+    folder = root / f"butler-own/{exposure}"
+    folder.mkdir(parents=True)
+    paths = []
+    for det in range(count):
+        path = folder / f"{INSTRUMENT}_{exposure}_{det:03d}.fits.fz"
+        path.write_bytes(_raw(DAY_OBS * 100_000 + 1, det % DETECTORS))
+        paths.append(path)
+    return paths
+
+
+def _exposure_record(exposure: int) -> Any:
+    from obsingest.dataid import DataId
+    from obsingest.fits import parse_fits
+    from obsingest.registry.headers import exposure_from_header
+    from producers.compress import decompress_fits
+
+    raw = decompress_fits(_raw(exposure, 0))
+    return exposure_from_header(parse_fits(raw)[0], DataId(INSTRUMENT, exposure, 0), "bench")
+
+
+def _butler_own(butler: Any, registry: Any, paths: list[Path], exposure: int, one_call: bool):
+    """Butler's own ingest of ``paths`` as detectors of ``exposure``; seconds."""
+    from lsst.daf.butler import DatasetIdGenEnum, DatasetRef, FileDataset
+
+    from obsingest.registry.butler_repo import raw_formatter
+
+    registry._exposure_records(_exposure_record(exposure))  # records first, not timed
+    dtype = butler.get_dataset_type("raw")
+    datasets = [
+        FileDataset(
+            str(path),
+            [
+                DatasetRef(
+                    dtype,
+                    {"instrument": INSTRUMENT, "exposure": exposure, "detector": det},
+                    run=RUN,
+                    id_generation_mode=DatasetIdGenEnum.DATAID_TYPE_RUN,
+                )
+            ],
+            formatter=raw_formatter(INSTRUMENT),
+        )
+        for det, path in enumerate(paths)
+    ]
+    started = time.perf_counter()
+    if one_call:
+        butler.ingest(*datasets, transfer="direct")
+    else:
+        for dataset in datasets:
+            butler.ingest(dataset, transfer="direct")
+    return time.perf_counter() - started
+
+
+def run(repeats: int = 3, per_call: int = 40) -> dict[str, Any]:
+    from lsst.daf.butler import Butler
+
+    from functions.register.service import RegisterService
+    from obsingest.bus.memory import InMemoryBus
+    from obsingest.registry import open_registry
+    from obsingest.registry.butler_repo import make_repo, repo_of
+    from obsingest.settings import RegistrySettings
+    from obsingest.store.local import LocalDirStore
+
+    figures: dict[str, list[float]] = {
+        "obsingest_per_ccd_s": [],
+        "obsingest_exposure_s": [],
+        "butler_per_file_s": [],
+        "butler_per_exposure_s": [],
+    }
+    batches: list[dict[str, float]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-butler-") as tmp:
+        root = Path(tmp)
+        url = make_repo(root / "repo")
+        store = LocalDirStore(root / "store", notify=False)
+        registry = open_registry(RegistrySettings(url=url))
+        service = RegisterService(store, registry, InMemoryBus())
+        butler = Butler.from_config(repo_of(url), writeable=True)
+        seq = 0
+        try:
+            # warm-up: imports, instrument and detector records, the dataset type
+            seq += 1
+            for event in _stored_events(store, DAY_OBS * 100_000 + seq, range(2)):
+                service.handle(event)
+            for _ in range(repeats):
+                seq += 1
+                events = _stored_events(store, DAY_OBS * 100_000 + seq, range(per_call))
+                started = time.perf_counter()
+                statuses = {service.handle(e).status for e in events}
+                assert statuses == {"registered"}, statuses
+                figures["obsingest_per_ccd_s"].append((time.perf_counter() - started) / per_call)
+
+                seq += 1
+                events = _stored_events(store, DAY_OBS * 100_000 + seq, range(DETECTORS))
+                before = dict(registry.batch_stats())
+                with ThreadPoolExecutor(DETECTORS) as pool:
+                    started = time.perf_counter()  # every CCD of the exposure has arrived
+                    outcomes = list(pool.map(service.handle, events))
+                    figures["obsingest_exposure_s"].append(time.perf_counter() - started)
+                assert {o.status for o in outcomes} == {"registered"}
+                after = registry.batch_stats()
+                made = after["batches"] - before["batches"]
+                batches.append(
+                    {
+                        "transactions": made,
+                        "largest": after["largest_batch"],
+                        "mean": round((after["files"] - before["files"]) / max(made, 1), 1),
+                    }
+                )
+
+                seq += 1
+                paths = _butler_files(root, DAY_OBS * 100_000 + seq, per_call)
+                seconds = _butler_own(butler, registry, paths, DAY_OBS * 100_000 + seq, False)
+                figures["butler_per_file_s"].append(seconds / per_call)
+
+                seq += 1
+                paths = _butler_files(root, DAY_OBS * 100_000 + seq, DETECTORS)
+                seconds = _butler_own(butler, registry, paths, DAY_OBS * 100_000 + seq, True)
+                figures["butler_per_exposure_s"].append(seconds)
+        finally:
+            butler.close()
+            registry.close()
+    med = {k: statistics.median(v) for k, v in figures.items()}
+    rates = {
+        "obsingest_per_ccd_per_s": round(1 / med["obsingest_per_ccd_s"], 1),
+        "obsingest_exposure_per_s": round(DETECTORS / med["obsingest_exposure_s"], 1),
+        "butler_per_file_per_s": round(1 / med["butler_per_file_s"], 1),
+        "butler_per_exposure_per_s": round(DETECTORS / med["butler_per_exposure_s"], 1),
+    }
+    factor = rates["obsingest_exposure_per_s"] / rates["butler_per_file_per_s"]
+    result = {
+        **run_header("butler"),
+        "repository": "daf_butler, SQLite registry, local files, transfer=direct",
+        "detectors": DETECTORS,
+        "per_call_files": per_call,
+        "repeats": repeats,
+        "median_seconds": {k: round(v, 4) for k, v in med.items()},
+        "runs": {k: [round(x, 4) for x in v] for k, v in figures.items()},
+        "rates_per_s": rates,
+        "obsingest_transactions_per_exposure": batches,
+        "factor_vs_butler_per_file": round(factor, 1),
+        "goal": {
+            "exposure_within_s": GOAL_EXPOSURE_SECONDS,
+            "factor": GOAL_FACTOR,
+            "met": med["obsingest_exposure_s"] <= GOAL_EXPOSURE_SECONDS and factor >= GOAL_FACTOR,
+        },
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--per-call", type=int, default=40, help="files of the per-file figures")
+    args = parser.parse_args()
+    print(json.dumps(run(args.repeats, args.per_call), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,354 @@
+"""Instruments and detectors as the observatory numbers them (obs_lsst's camera descriptions).
+
+Why a table here rather than obs_lsst itself: the science pipelines' ``lsst.obs.lsst`` is not on
+PyPI and pulls in the whole stack (afw, C++), while every part of the pipeline (name parsing, the
+DAQ simulator, completeness, the focal-plane plot, the registry's dimension records) needs the
+numbering. The values below are transcribed from lsst/obs_lsst ``policy/`` and checked by
+``tests/unit/obsingest/test_camera.py``:
+
+- ``policy/rafts.yaml``: raft offsets, yaws and ``id0`` (the id of the raft's first sensor:
+  science rafts R01..R43 give ids 0..188; the corner rafts R00, R00W, R04, R04W, R40, R40W, R44,
+  R44W give 189..204, two sensors each);
+- ``policy/cameraHeader.yaml``: sensor types and geometry (``CCD_ITL`` 4072x4000 and ``CCD_E2V``
+  4096x4004 pixels with 16 amplifiers; guider sensors ``CCD_ITL_G`` identical to ``CCD_ITL``;
+  wavefront sensors ``CCD_ITL_WF`` half height, 4072x2000, 8 amplifiers), the amplifier layouts
+  (raw 576x2048 per amplifier; ITL data [3:512, 0:2000], E2V data [10:522, 0:2002]) and the
+  per-slot offsets inside a raft;
+- ``policy/lsstCam/R*.yaml``: sensor type per raft, ``sensorTypes`` (2 = GUIDER, 3 = WAVEFRONT) and
+  ``geometryWithinRaft`` of the corner sensors;
+- ``python/lsst/obs/lsst/_instrument.py`` and the translators: the instrument records
+  (``detector_max``, ``exposure_max``, ``visit_system``, class names) and detector records
+  (``full_name`` ``R22_S11``, ``raft``, ``name_in_raft``, ``purpose``; LATISS has no raft);
+- ``python/lsst/obs/lsst/filters.py``: physical filter names per band.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cache
+
+__all__ = [
+    "INSTRUMENTS",
+    "SENSOR_TYPES",
+    "AmpGeometry",
+    "Detector",
+    "Instrument",
+    "SensorType",
+    "detector",
+    "detector_by_name",
+    "instrument",
+]
+
+#: Purposes as the Butler's detector records name them (afw ``DetectorType`` names).
+SCIENCE, WAVEFRONT, GUIDER = "SCIENCE", "WAVEFRONT", "GUIDER"
+
+
+@dataclass(frozen=True)
+class AmpGeometry:
+    """One amplifier segment of a raw file: ``raw_cols`` x ``raw_rows`` pixels, of which the
+    imaging section starts after ``prescan`` columns and spans ``data_cols`` x ``data_rows``."""
+
+    raw_cols: int
+    raw_rows: int
+    prescan: int
+    data_cols: int
+    data_rows: int
+
+
+@dataclass(frozen=True)
+class SensorType:
+    """A kind of sensor: obs_lsst's ``physicalType`` with its geometry."""
+
+    name: str
+    manufacturer: str
+    width: int  #: assembled pixels, serial direction
+    height: int  #: assembled pixels, parallel direction
+    amplifiers: int
+    amp: AmpGeometry
+    pixel_mm: float = 0.010
+
+    @property
+    def width_mm(self) -> float:
+        return self.width * self.pixel_mm
+
+    @property
+    def height_mm(self) -> float:
+        return self.height * self.pixel_mm
+
+
+_AMP_ITL = AmpGeometry(raw_cols=576, raw_rows=2048, prescan=3, data_cols=509, data_rows=2000)
+_AMP_E2V = AmpGeometry(raw_cols=576, raw_rows=2048, prescan=10, data_cols=512, data_rows=2002)
+
+SENSOR_TYPES: dict[str, SensorType] = {
+    "ITL": SensorType("ITL", "ITL", 4072, 4000, 16, _AMP_ITL),
+    "E2V": SensorType("E2V", "E2V", 4096, 4004, 16, _AMP_E2V),
+    # Guide sensors are ITL-3800C devices identical to CCD_ITL (cameraHeader.yaml).
+    "ITL_G": SensorType("ITL_G", "ITL", 4072, 4000, 16, _AMP_ITL),
+    # Wavefront sensors: the lower or upper half of an ITL sensor, 8 amplifiers C10..C17.
+    "ITL_WF": SensorType("ITL_WF", "ITL", 4072, 2000, 8, _AMP_ITL),
+}
+
+
+@dataclass(frozen=True)
+class Detector:
+    """One detector: its obs_lsst id, names, purpose, sensor type and place on the focal plane."""
+
+    id: int
+    raft: str
+    name_in_raft: str
+    purpose: str
+    sensor: SensorType
+    #: centre on the focal plane [mm] and rotation in the focal plane [degrees]
+    x_mm: float
+    y_mm: float
+    yaw: float
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.raft}_{self.name_in_raft}"
+
+    @property
+    def footprint_mm(self) -> tuple[float, float]:
+        """(width, height) on the focal plane, after the sensor's rotation."""
+        turned = round(self.yaw / 90.0) % 2 == 1
+        w, h = self.sensor.width_mm, self.sensor.height_mm
+        return (h, w) if turned else (w, h)
+
+
+@dataclass(frozen=True)
+class Instrument:
+    """An instrument as the Butler's ``instrument`` dimension record describes it."""
+
+    name: str
+    class_name: str
+    obsid_prefix: str
+    detector_max: int
+    exposure_max: int
+    visit_max: int
+    visit_system: int
+    detectors: tuple[Detector, ...]
+    #: band -> physical filter name
+    filters: dict[str, str]
+    #: obs_lsst's raw formatter, used when ``lsst.obs.lsst`` is importable
+    raw_formatter: str
+    #: LATISS's detector record has no raft (obs_lsst ``Latiss.extractDetectorRecord``)
+    has_rafts: bool = True
+
+    @property
+    def detector_ids(self) -> tuple[int, ...]:
+        return tuple(d.id for d in self.detectors)
+
+    def detector(self, detector_id: int) -> Detector:
+        return _by_id(self.name)[detector_id]
+
+    def detector_record(self, detector_id: int) -> dict[str, object]:
+        """The Butler ``detector`` dimension record, as obs_lsst's instrument registers it."""
+        det = self.detector(detector_id)
+        return {
+            "instrument": self.name,
+            "id": det.id,
+            "full_name": det.full_name,
+            "name_in_raft": det.name_in_raft if self.has_rafts else det.full_name,
+            "raft": det.raft if self.has_rafts else None,
+            "purpose": det.purpose,
+        }
+
+    def record(self) -> dict[str, object]:
+        """The Butler ``instrument`` dimension record."""
+        return {
+            "name": self.name,
+            "visit_max": self.visit_max,
+            "visit_system": self.visit_system,
+            "exposure_max": self.exposure_max,
+            "detector_max": self.detector_max,
+            "class_name": self.class_name,
+        }
+
+
+# --- LSSTCam --------------------------------------------------------------------------------------
+_SLOTS = ("S00", "S01", "S02", "S10", "S11", "S12", "S20", "S21", "S22")
+_SLOT_OFFSET = 42.25  # mm between sensor centres in a raft (cameraHeader.yaml RAFT_*)
+
+#: science rafts: (offset x, offset y) [mm], id0, sensor type
+_SCIENCE_RAFTS: dict[str, tuple[float, float, int, str]] = {
+    "R01": (-127.0, -254.0, 0, "ITL"),
+    "R02": (0.0, -254.0, 9, "ITL"),
+    "R03": (127.0, -254.0, 18, "ITL"),
+    "R10": (-254.0, -127.0, 27, "ITL"),
+    "R11": (-127.0, -127.0, 36, "E2V"),
+    "R12": (0.0, -127.0, 45, "E2V"),
+    "R13": (127.0, -127.0, 54, "E2V"),
+    "R14": (254.0, -127.0, 63, "E2V"),
+    "R20": (-254.0, 0.0, 72, "ITL"),
+    "R21": (-127.0, 0.0, 81, "E2V"),
+    "R22": (0.0, 0.0, 90, "E2V"),
+    "R23": (127.0, 0.0, 99, "E2V"),
+    "R24": (254.0, 0.0, 108, "E2V"),
+    "R30": (-254.0, 127.0, 117, "E2V"),
+    "R31": (-127.0, 127.0, 126, "E2V"),
+    "R32": (0.0, 127.0, 135, "E2V"),
+    "R33": (127.0, 127.0, 144, "E2V"),
+    "R34": (254.0, 127.0, 153, "E2V"),
+    "R41": (-127.0, 254.0, 162, "ITL"),
+    "R42": (0.0, 254.0, 171, "ITL"),
+    "R43": (127.0, 254.0, 180, "ITL"),
+}
+
+#: corner rafts: raft (the W rafts are named as their raft), (x, y) [mm], raft yaw, id0, kind
+_CORNER_RAFTS: tuple[tuple[str, float, float, float, int, str], ...] = (
+    ("R00", -254.0, -254.0, 180.0, 189, "G"),
+    ("R00", -254.0, -254.0, 180.0, 191, "W"),
+    ("R04", 254.0, -254.0, 270.0, 193, "G"),
+    ("R04", 254.0, -254.0, 270.0, 195, "W"),
+    ("R40", -254.0, 254.0, 90.0, 197, "G"),
+    ("R40", -254.0, 254.0, 90.0, 199, "W"),
+    ("R44", 254.0, 254.0, 0.0, 201, "G"),
+    ("R44", 254.0, 254.0, 0.0, 203, "W"),
+)
+
+#: corner sensors: slot -> (layout offset, geometryWithinRaft offset, sensor yaw in the raft)
+_Slot = tuple[str, tuple[float, float], tuple[float, float], float]
+_CORNER_SLOTS: dict[str, tuple[_Slot, ...]] = {
+    "G": (
+        ("SG0", (-42.25, 0.0), (0.49, 4.74), 270.0),
+        ("SG1", (0.0, -42.25), (4.74, 0.49), 0.0),
+    ),
+    "W": (
+        ("SW0", (-42.25, -52.8125), (2.5, 1.4375), 0.0),
+        ("SW1", (-42.25, -31.6875), (2.5, 3.5625), 180.0),
+    ),
+}
+
+
+def _rotate(x: float, y: float, degrees: float) -> tuple[float, float]:
+    """generateCamera.applyRaftYaw: a raft's yaw turns the sensor offsets inside it."""
+    if not degrees:
+        return x, y
+    c, s = math.cos(math.radians(degrees)), math.sin(math.radians(degrees))
+    return c * x - s * y, s * x + c * y
+
+
+def _science_raft(raft: str, x0: float, y0: float, id0: int, kind: str) -> list[Detector]:
+    out = []
+    for i, slot in enumerate(_SLOTS):
+        row, col = divmod(i, 3)
+        out.append(
+            Detector(
+                id=id0 + i,
+                raft=raft,
+                name_in_raft=slot,
+                purpose=SCIENCE,
+                sensor=SENSOR_TYPES[kind],
+                x_mm=x0 + (col - 1) * _SLOT_OFFSET,
+                y_mm=y0 + (row - 1) * _SLOT_OFFSET,
+                yaw=0.0,
+            )
+        )
+    return out
+
+
+def _lsstcam_detectors() -> tuple[Detector, ...]:
+    dets = []
+    for raft, (x0, y0, id0, kind) in _SCIENCE_RAFTS.items():
+        dets += _science_raft(raft, x0, y0, id0, kind)
+    for raft, x0, y0, raft_yaw, id0, kind in _CORNER_RAFTS:
+        for i, (slot, (lx, ly), (dx, dy), yaw) in enumerate(_CORNER_SLOTS[kind]):
+            x, y = _rotate(lx + dx, ly + dy, raft_yaw)
+            dets.append(
+                Detector(
+                    id=id0 + i,
+                    raft=raft,
+                    name_in_raft=slot,
+                    purpose=GUIDER if kind == "G" else WAVEFRONT,
+                    sensor=SENSOR_TYPES["ITL_G" if kind == "G" else "ITL_WF"],
+                    x_mm=round(x0 + x, 4),
+                    y_mm=round(y0 + y, 4),
+                    yaw=(yaw + raft_yaw) % 360.0,
+                )
+            )
+    return tuple(sorted(dets, key=lambda d: d.id))
+
+
+#: obs_lsst LsstBaseTranslator.max_exposure_id(): day_obs up to 2050-12-31, 6 controllers.
+_EXPOSURE_MAX = 7050123199999
+#: lsst.obs.base.VisitSystem.BY_SEQ_START_END, LSSTCam's (and its subclasses') visit system
+_BY_SEQ_START_END = 2
+
+INSTRUMENTS: dict[str, Instrument] = {
+    "LSSTCam": Instrument(
+        name="LSSTCam",
+        class_name="lsst.obs.lsst.LsstCam",
+        obsid_prefix="MC",
+        detector_max=1000,
+        exposure_max=_EXPOSURE_MAX,
+        visit_max=_EXPOSURE_MAX,
+        visit_system=_BY_SEQ_START_END,
+        detectors=_lsstcam_detectors(),
+        filters={"u": "u_24", "g": "g_6", "r": "r_57", "i": "i_39", "z": "z_20", "y": "y_10"},
+        raw_formatter="lsst.obs.lsst.rawFormatter.LsstCamRawFormatter",
+    ),
+    "LSSTComCam": Instrument(
+        name="LSSTComCam",
+        class_name="lsst.obs.lsst.LsstComCam",
+        obsid_prefix="CC",
+        detector_max=1000,
+        exposure_max=_EXPOSURE_MAX,
+        visit_max=_EXPOSURE_MAX,
+        visit_system=_BY_SEQ_START_END,
+        detectors=tuple(_science_raft("R22", 0.0, 0.0, 0, "ITL")),
+        filters={"u": "u_02", "g": "g_01", "r": "r_03", "i": "i_06", "z": "z_03", "y": "y_04"},
+        raw_formatter="lsst.obs.lsst.rawFormatter.LsstComCamRawFormatter",
+    ),
+    "LATISS": Instrument(
+        name="LATISS",
+        class_name="lsst.obs.lsst.Latiss",
+        obsid_prefix="AT",
+        detector_max=1,
+        exposure_max=_EXPOSURE_MAX,
+        visit_max=_EXPOSURE_MAX,
+        visit_system=_BY_SEQ_START_END,
+        detectors=(Detector(0, "RXX", "S00", SCIENCE, SENSOR_TYPES["ITL"], 41.735, 42.195, 0.0),),
+        filters={b: f"SDSS{b}_65mm~empty" for b in "ugrizy"},
+        raw_formatter="lsst.obs.lsst.rawFormatter.LatissRawFormatter",
+        has_rafts=False,
+    ),
+}
+
+
+def instrument(name: str) -> Instrument:
+    """The instrument called ``name``; KeyError naming the known ones otherwise."""
+    try:
+        return INSTRUMENTS[name]
+    except KeyError:
+        raise KeyError(f"unknown instrument {name!r} (known: {', '.join(INSTRUMENTS)})") from None
+
+
+@cache
+def _by_id(name: str) -> dict[int, Detector]:
+    return {d.id: d for d in INSTRUMENTS[name].detectors}
+
+
+@cache
+def _by_name(name: str) -> dict[str, Detector]:
+    return {d.full_name: d for d in INSTRUMENTS[name].detectors}
+
+
+def detector(instrument_name: str, detector_id: int) -> Detector:
+    """Detector ``detector_id`` of an instrument; KeyError saying which ids exist otherwise."""
+    ids = _by_id(instrument(instrument_name).name)
+    try:
+        return ids[detector_id]
+    except KeyError:
+        raise KeyError(
+            f"{instrument_name} has no detector {detector_id} (ids {min(ids)}..{max(ids)})"
+        ) from None
+
+
+def detector_by_name(instrument_name: str, full_name: str) -> Detector:
+    """Detector by its full name, e.g. ``R22_S11`` or ``R00_SW0``."""
+    names = _by_name(instrument(instrument_name).name)
+    try:
+        return names[full_name]
+    except KeyError:
+        raise KeyError(f"{instrument_name} has no detector named {full_name!r}") from None

@@ -1,0 +1,138 @@
+"""Export obsingest's registry as a Butler export file that ``butler import`` loads.
+
+Written with daf_butler's own ``YamlRepoExportBackend`` (the format ``butler export`` writes), so
+the file is whatever the installed daf_butler reads: the dimension records (instrument,
+detector, physical_filter, group, day_obs, exposure), the run collections, the ``raw`` dataset
+type and every dataset with its obsingest dataset id (= the Butler's DATAID_TYPE_RUN id) and its
+object URI, absolute, so ``butler import REPO FILE --transfer direct`` points the new repository
+at the objects where they are.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+
+from obsingest.registry import butler_records, tables
+from obsingest.registry.registry import ExposureRecord, Registry
+
+
+def export_butler(
+    registry: Registry,
+    path: str | Path,
+    storage_class: str | None = None,
+    formatter: str | None = None,
+) -> dict[str, int]:
+    """Write the Butler export of ``registry`` to ``path``; returns what it holds, by kind.
+
+    ``storage_class`` of the raw dataset type (default: ``OBSINGEST_BUTLER_STORAGE_CLASS``,
+    ``Exposure`` as in production repositories); ``formatter`` recorded per file (default: the
+    instrument's obs_lsst raw formatter where ``lsst.obs.lsst`` is importable, else obsingest's
+    RawFitsFormatter, which ``butler import`` must be able to import).
+    """
+    from lsst.daf.butler import (
+        DatasetIdGenEnum,
+        DatasetRef,
+        DatasetType,
+        DimensionUniverse,
+        FileDataset,
+    )
+    from lsst.daf.butler.registry.interfaces import RunRecord
+    from lsst.daf.butler.transfers import YamlRepoExportBackend
+
+    from obsingest.registry.butler import _timespan
+    from obsingest.registry.butler_repo import RAW_DIMENSIONS, ButlerSettings, raw_formatter
+
+    settings = ButlerSettings()
+    universe = DimensionUniverse()
+    datasets, exposures = _read(registry)
+    instruments = sorted({row["instrument"] for row in datasets})
+    records: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for name in instruments:
+        instrument, detectors = butler_records.instrument_records(name)
+        records["instrument"].append(instrument)
+        records["detector"] += detectors
+    seen: dict[str, set] = defaultdict(set)
+    for exposure in exposures:
+        for element, record in butler_records.exposure_records(exposure).items():
+            key = tuple(v for k, v in record.items() if k in ("instrument", "id", "name"))
+            if key not in seen[element]:
+                seen[element].add(key)
+                records[element].append(_timespan(record))
+    dtype = DatasetType(
+        registry.settings.dataset_type,
+        RAW_DIMENSIONS,
+        storage_class or settings.storage_class,
+        universe=universe,
+    )
+    by_run: dict[str, list[Any]] = defaultdict(list)
+    for row in datasets:
+        ref = DatasetRef(
+            dtype,
+            {k: row[k] for k in RAW_DIMENSIONS},
+            run=row["run"],
+            id=row["id"],
+        )
+        check = DatasetRef(
+            dtype, ref.dataId, run=row["run"], id_generation_mode=DatasetIdGenEnum.DATAID_TYPE_RUN
+        )
+        if check.id != ref.id:
+            raise ValueError(
+                f"dataset {row['id']} ({row['instrument']} {row['exposure']} {row['detector']}): "
+                f"not the Butler's DATAID_TYPE_RUN id {check.id} for run {row['run']!r}"
+            )
+        fmt = formatter or raw_formatter(row["instrument"], settings.formatter)
+        by_run[row["run"]].append(FileDataset(row["uri"], [ref], formatter=fmt))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as stream:
+        backend = YamlRepoExportBackend(stream, universe)
+        # dependency order: what a record refers to comes first
+        for element in (
+            "instrument",
+            "detector",
+            "physical_filter",
+            "group",
+            "day_obs",
+            "exposure",
+        ):
+            if records[element]:
+                cls = universe[element].RecordClass
+                backend.saveDimensionData(universe[element], *(cls(**r) for r in records[element]))
+        for run in sorted(by_run):
+            backend.saveCollection(RunRecord(key=run, name=run), None)
+        for run in sorted(by_run):
+            backend.saveDatasets(dtype, run, *by_run[run])
+        backend.finish()
+    counts = {element: len(rows) for element, rows in records.items()}
+    counts.update({"runs": len(by_run), "datasets": len(datasets)})
+    return counts
+
+
+def _read(registry: Registry) -> tuple[list[dict[str, Any]], list[ExposureRecord]]:
+    """Datasets (with their URI) and the exposures they belong to, from obsingest's tables."""
+    d, r, e = tables.dataset, tables.datastore_record, tables.exposure
+    query = (
+        select(d.c.id, d.c.run, d.c.instrument, d.c.exposure, d.c.detector, r.c.uri)
+        .join(r, r.c.dataset_id == d.c.id)
+        .where(d.c.dataset_type == registry.settings.dataset_type)
+        .order_by(d.c.instrument, d.c.exposure, d.c.detector)
+    )
+    names = [c.name for c in e.columns if c.name not in ("instrument", "id", "day_obs")]
+    with registry.engine.connect() as conn:
+        datasets = [dict(row) for row in conn.execute(query).mappings()]
+        wanted = {(row["instrument"], row["exposure"]) for row in datasets}
+        exposures = [
+            ExposureRecord(
+                instrument=row["instrument"],
+                exposure=row["id"],
+                day_obs=row["day_obs"],
+                **{name: row[name] for name in names},
+            )
+            for row in conn.execute(select(e).order_by(e.c.instrument, e.c.id)).mappings()
+            if (row["instrument"], row["id"]) in wanted
+        ]
+    return datasets, exposures

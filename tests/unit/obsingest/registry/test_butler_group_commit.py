@@ -1,0 +1,97 @@
+"""Group commit of the Butler backend: concurrent registrations share Butler transactions, every
+caller gets its own outcome, a failure reaches exactly the callers of its batch. The Butler side
+is replaced by a recorder (the logic under test is the batching; the real Butler is exercised by
+tests/integration/test_butler_*.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from obsingest.dataid import DataId
+from obsingest.errors import ChecksumConflict
+from obsingest.registry import FileRecord
+from obsingest.registry.butler import ButlerRegistry
+from obsingest.registry.butler_repo import ButlerSettings
+from obsingest.registry.engine import make_engine
+from obsingest.registry.migrations import migrate
+from obsingest.registry.registry import RegistryUnavailable
+from obsingest.settings import RegistrySettings
+
+pytestmark = pytest.mark.unit
+
+
+class Recorder:
+    def __init__(self, seconds: float = 0.05, fail_exposure: int | None = None) -> None:
+        self.batches: list[list[int]] = []
+        self.seconds = seconds
+        self.fail_exposure = fail_exposure
+        self.lock = threading.Lock()
+
+    def __call__(self, ok):
+        with self.lock:
+            self.batches.append([p.record.data_id.detector for p, _ in ok])
+        time.sleep(self.seconds)
+        if self.fail_exposure and any(p.exposure.exposure == self.fail_exposure for p, _ in ok):
+            raise OSError("datastore unreachable")
+        return {}
+
+
+@pytest.fixture
+def registry(tmp_path, monkeypatch):
+    settings = RegistrySettings(url=f"sqlite:///{tmp_path / 'companion.sqlite3'}")
+    engine = make_engine(settings)
+    migrate(engine)
+    reg = ButlerRegistry(engine, settings, ButlerSettings(), butler=None, repo="test")
+    yield reg
+    reg.engine.dispose()
+
+
+def _record(det: int, exposure: int = 2026112200001, checksum: str = "crc32c:00000001"):
+    did = DataId("LSSTCam", exposure, det)
+    return FileRecord(did, f"file:///s/{did.object_name()}", 10, checksum)
+
+
+def test_concurrent_registrations_share_transactions_and_each_gets_its_own(registry):
+    recorder = Recorder()
+    registry._in_butler = recorder
+    with ThreadPoolExecutor(64) as pool:
+        results = list(pool.map(lambda d: registry.register(_record(d)), range(205)))
+    assert sorted(r.dataset_id for r in results) == sorted({r.dataset_id for r in results})
+    assert all(r.created for r in results)
+    assert sorted(d for b in recorder.batches for d in b) == list(range(205))
+    assert len(recorder.batches) < 205 / 4  # batched, not one transaction per file
+    assert registry.batch_stats()["largest_batch"] > 1
+
+
+def test_a_lone_caller_is_ingested_at_once(registry):
+    registry._in_butler = Recorder(seconds=0.0)
+    started = time.perf_counter()
+    assert registry.register(_record(3)).created
+    assert time.perf_counter() - started < 2.0
+    again = registry.register(_record(3))
+    assert not again.created  # redelivery: the same dataset, no new row
+
+
+def test_a_companion_conflict_fails_only_its_caller(registry):
+    registry._in_butler = Recorder(seconds=0.0)
+    registry.register(_record(7))
+    with ThreadPoolExecutor(8) as pool:
+        futures = [pool.submit(registry.register, _record(d)) for d in range(8)]
+        futures.append(pool.submit(registry.register, _record(7, checksum="crc32c:00000002")))
+        outcomes = [f.exception() or f.result() for f in futures]
+    assert isinstance(outcomes[-1], ChecksumConflict)
+    assert not any(isinstance(o, Exception) for o in outcomes[:-1])
+
+
+def test_a_butler_failure_is_retriable_and_reaches_only_its_batch(registry):
+    registry._in_butler = Recorder(seconds=0.0, fail_exposure=2026112200002)
+    assert registry.register(_record(1, 2026112200001)).created
+    with pytest.raises(RegistryUnavailable, match="datastore unreachable"):
+        registry.register(_record(1, 2026112200002))
+    # the companion kept it: a redelivery after the Butler is back completes it
+    registry._in_butler = Recorder(seconds=0.0)
+    assert registry.register(_record(1, 2026112200002)).created is False

@@ -1,0 +1,104 @@
+"""The Butler's exposure record from raw headers: read, validated against the data id."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import pytest
+
+from obsingest.dataid import DataId
+from obsingest.errors import HeaderMismatch
+from obsingest.fits import make_card, parse_fits
+from obsingest.registry.headers import BadHeader, exposure_from_header
+from producers.daq.simulator import CcdSpec, generate_raw_ccd
+
+pytestmark = pytest.mark.unit
+
+START = datetime(2026, 11, 23, 3, 4, 5, 250000, tzinfo=UTC)
+SPEC = CcdSpec("LSSTCam", 2026112200012, 191, 20261122, START, 30.0, "r", "small", seed=3)
+DID = DataId("LSSTCam", 2026112200012, 191)
+
+
+def _primary(raw: bytes):
+    return parse_fits(raw)[0]
+
+
+def _with_card(raw: bytes, key: str, value: object) -> bytes:
+    """The raw with the value of ``key`` replaced (the card keeps its place)."""
+    start = raw.index(key.encode().ljust(8) + b"= ")
+    return raw[:start] + make_card(key, value) + raw[start + 80 :]
+
+
+def test_every_field_of_the_butler_exposure_record_comes_from_the_header():
+    record = exposure_from_header(_primary(generate_raw_ccd(SPEC)), DID, "x")
+    assert record.obs_id == "MC_O_20261122_000012"
+    assert record.group_name == "2026-11-23T03:04:05.250"
+    assert (record.day_obs, record.seq_num) == (20261122, 12)
+    assert (record.physical_filter, record.band) == ("r_57", "r")
+    assert (record.observation_type, record.observation_reason) == ("science", "science")
+    assert (record.exposure_time, record.dark_time) == (30.0, 30.5)
+    assert record.obs_start == START.replace(microsecond=250000)
+    assert (record.obs_end - record.obs_start).total_seconds() == 30.0
+    assert 0 <= record.tracking_ra < 360 and -90 <= record.tracking_dec <= 10
+    assert record.sky_angle is not None and 5 <= record.zenith_angle <= 55
+    assert (record.science_program, record.target_name) == ("obsingest-sim", "simulated field")
+    assert (record.has_simulated, record.can_see_sky) == (False, True)
+
+
+def test_every_ccd_of_an_exposure_gives_the_same_record():
+    records = {
+        exposure_from_header(
+            _primary(generate_raw_ccd(replace(SPEC, detector=d))), replace(DID, detector=d), "x"
+        )
+        for d in (0, 94, 189, 191, 204)
+    }
+    assert len(records) == 1
+
+
+def test_a_bias_cannot_see_the_sky():
+    raw = generate_raw_ccd(replace(SPEC, exposure_time=0.0))
+    record = exposure_from_header(_primary(raw), DID, "x")
+    assert (record.observation_type, record.can_see_sky) == ("bias", False)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "error", "words"),
+    [
+        ("DETNAME", "R00_SW1", HeaderMismatch, "DETNAME='R00_SW1' but detector 191 of LSSTCam"),
+        ("CCDSLOT", "SG0", HeaderMismatch, "is R00_SW0"),
+        ("DAYOBS", "20261123", HeaderMismatch, "day_obs 20261122"),
+        ("SEQNUM", 13, HeaderMismatch, "seq_num 12"),
+        ("DECSTART", 95.0, BadHeader, "DECSTART=95.0 is outside -90.0..90.0"),
+        ("EXPTIME", -1.0, BadHeader, "EXPTIME=-1.0"),
+        ("DATE-END", "2026-11-23T03:00:00.000", BadHeader, "precedes"),
+        ("DATE-BEG", "yesterday", BadHeader, "not an ISO time"),
+        ("OBSID", "X" * 65, BadHeader, "OBSID is 65 characters"),
+        ("DARKTIME", "'soon'", BadHeader, "DARKTIME"),
+    ],
+)
+def test_contradicting_or_unusable_values_are_refused_naming_the_keyword(key, value, error, words):
+    raw = _with_card(generate_raw_ccd(SPEC), key, value)
+    with pytest.raises(error, match=".*".join(map(_escape, words.split()))) as info:
+        exposure_from_header(_primary(raw), DID, "raw/the-object")
+    assert "raw/the-object" in str(info.value)
+    assert info.value.reason == ("bad-header" if error is BadHeader else "header-mismatch")
+
+
+def _escape(word: str) -> str:
+    import re
+
+    return re.escape(word)
+
+
+def test_absent_keywords_fall_back_as_the_translator_defaults_do():
+    raw = generate_raw_ccd(SPEC)
+    for key in ("OBSID", "GROUPID", "FILTBAND", "DARKTIME", "DATE-END"):
+        start = raw.index(key.encode().ljust(8) + b"= ")
+        raw = raw[:start] + b"COMMENT".ljust(80) + raw[start + 80 :]
+    record = exposure_from_header(_primary(raw), DID, "x")
+    assert record.obs_id == "MC_O_20261122_000012"
+    assert record.group_name == "2026112200012"
+    assert record.band == "r"
+    assert record.dark_time == record.exposure_time == 30.0
+    assert (record.obs_end - record.obs_start).total_seconds() == 30.0
