@@ -1,11 +1,12 @@
 """Batch mode: summaries of a night from archived ArrivalEvents and ExposureManifests.
 
-Reads Avro container files (globs allowed, any Beam filesystem), runs :class:`ExposureSummaries`
-in batch mode (one lifted CombinePerKey per exposure, revision 0, trigger ``batch``) and writes
-one JSON lines file, or an Avro container when the output name ends in ``.avro``. Runner options
-pass through (``--runner=DataflowRunner --project=... --region=... --temp_location=gs://...``);
-DirectRunner is the default, in its in-memory mode (not multi_threading, which lost events on
-Beam 2.77).
+Reads Avro container files (globs allowed, any Beam filesystem) in one
+:class:`beam_jobs.sources.ReadExposureEvents` (keyed elements straight into the fold), runs
+:class:`ExposureSummaries` in batch mode (one lifted CombinePerKey per exposure, revision 0,
+trigger ``batch``) and writes one JSON lines file, or an Avro container when the output name ends
+in ``.avro``. Runner options pass through (``--runner=DataflowRunner --project=... --region=...
+--temp_location=gs://...``); DirectRunner is the default, in its in-memory mode (not
+multi_threading, which lost events on Beam 2.77).
 """
 
 from __future__ import annotations
@@ -17,23 +18,13 @@ from collections.abc import Sequence
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-from beam_jobs.core import Arrival
 from beam_jobs.sinks import WriteSummaryFile, read_summaries
+from beam_jobs.sources import ReadExposureEvents
 from beam_jobs.transforms import ALERTS, SUMMARIES, ExposureSummaries, SummaryConfig
-from beam_jobs.transforms import manifest_from_record as _manifest_from_record
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ExposureSummary
 
 log = get_logger("beam_jobs.summarize")
-
-
-def _read_avro(p: beam.Pipeline, label: str, patterns: Sequence[str]) -> beam.PCollection:
-    if not patterns:
-        return p | f"No{label}" >> beam.Create([])
-    reads = [
-        p | f"Read{label}{i}" >> beam.io.ReadFromAvro(pattern) for i, pattern in enumerate(patterns)
-    ]
-    return tuple(reads) | f"Flatten{label}" >> beam.Flatten()
 
 
 def build_batch(
@@ -45,13 +36,8 @@ def build_batch(
     alerts_output: str | None = None,
 ) -> None:
     """Add the batch job to ``p`` (separate from running it, so tests and benchmarks reuse it)."""
-    inputs = {
-        "arrivals": _read_avro(p, "Arrivals", arrivals)
-        | "ToArrival" >> beam.Map(Arrival.from_record),
-        "manifests": _read_avro(p, "Manifests", manifests)
-        | "ToManifest" >> beam.Map(_manifest_from_record),
-    }
-    result = inputs | "ExposureSummaries" >> ExposureSummaries(config, streaming=False)
+    events = p | "ReadEvents" >> ReadExposureEvents([*arrivals, *manifests])
+    result = events | "ExposureSummaries" >> ExposureSummaries(config, streaming=False)
     _ = result[SUMMARIES] | "WriteSummaries" >> WriteSummaryFile(output)
     if alerts_output:
         _ = result[ALERTS] | "WriteAlerts" >> WriteSummaryFile(alerts_output)

@@ -243,20 +243,32 @@ def _transfer(result: dict[str, Any]) -> str:
 
 def _beam(result: dict[str, Any]) -> str:
     ours, plain = result["summarize_events_per_s"], result["plain_gbk_events_per_s"]
+    ratio = result.get("ratio_events_per_s", round(ours / plain, 2))
+    cpu_ours, cpu_plain = result.get("summarize_cpu_s_median"), result.get("plain_gbk_cpu_s_median")
+    cpu_ratio = result.get("ratio_cpu")
+    per_repeat = ", ".join(f"{r:.2f}x" for r in result.get("ratio_per_repeat", []))
     lag = result.get("streaming_lag", {})
     return "\n".join([
         f"{result['events']:,} ArrivalEvents ({result['exposures']} exposures x "
-        f"{result['detectors']} CCDs), {result['runner']}, median of {result['repeats']}.",
+        f"{result['detectors']} CCDs), {result['runner']}, median of {result['repeats']} "
+        "alternated repeats; ratios are of medians from the same run.",
         "",
-        "| pipeline | seconds | events/s | vs plain GroupByKey |",
-        "| --- | ---: | ---: | ---: |",
-        f"| ours (summaries) | {result['summarize_s_median']} | {ours:,} | {ours / plain:.2f}x |",
-        f"| plain GroupByKey + percentiles | {result['plain_gbk_s_median']} | {plain:,} | 1.00x |",
+        "| pipeline | seconds | CPU seconds | events/s | vs plain GroupByKey |",
+        "| --- | ---: | ---: | ---: | ---: |",
+        f"| ours (summaries) | {result['summarize_s_median']} | {_dash(cpu_ours)} | {ours:,} | "
+        f"{ratio:.2f}x{f' (CPU {cpu_ratio:.2f}x)' if cpu_ratio else ''} |",
+        f"| plain GroupByKey + percentiles | {result['plain_gbk_s_median']} | {_dash(cpu_plain)} | "
+        f"{plain:,} | 1.00x |",
         "",
-        f"Reference figure: {result.get('reference_plain_gbk_events_per_s', '-'):,} events/s. "
+        (f"Ratio per repeat: {per_repeat}. " if per_repeat else "")
+        + f"Reference figure: {result.get('reference_plain_gbk_events_per_s', '-'):,} events/s. "
         f"Streaming lag, last arrival -> summary: p50 {lag.get('lag_ms_p50', '-')} ms, max "
         f"{lag.get('lag_ms_max', '-')} ms ({lag.get('method', '')}).",
     ])  # fmt: skip
+
+
+def _dash(value: Any) -> str:
+    return "-" if value is None else str(value)
 
 
 def _scalar(value: Any) -> bool:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+
+import numpy as np
 import pytest
 
 from beam_jobs.core import Arrival, dedupe, is_breach, same_content, summarize_exposure
@@ -91,3 +94,52 @@ def test_arrival_record_round_trip_and_content_comparison() -> None:
     a = summarize_exposure(manifest(1, [0]), [event], trigger="batch", revision=0)
     b = summarize_exposure(manifest(1, [0]), [compact], trigger="deadline", revision=3)
     assert same_content(a, b)
+
+
+def _dedupe_by_the_rule(arrivals: list[Arrival], expected: list[int] | None) -> tuple:
+    """The rule spelled out, slowly: per dataset id the earliest (published, readout); then per
+    detector the earliest publication, ties by dataset id."""
+    by_dataset: dict[str, Arrival] = {}
+    for a in arrivals:
+        seen = by_dataset.get(a.dataset_id)
+        if seen is None or (a.published_us, a.readout_us) < (seen.published_us, seen.readout_us):
+            by_dataset[a.dataset_id] = a
+    by_detector: dict[int, Arrival] = {}
+    for a in sorted(by_dataset.values(), key=lambda a: (a.published_us, a.dataset_id)):
+        by_detector.setdefault(a.detector, a)
+    counted = {d: a for d, a in by_detector.items() if expected is None or d in expected}
+    unexpected = {d: a for d, a in by_detector.items() if d not in counted}
+    return counted, unexpected, len(arrivals) - len(by_detector)
+
+
+def test_dedupe_and_percentiles_match_the_rule_on_random_exposures() -> None:
+    rng = random.Random(2)
+    for _ in range(500):
+        events = [
+            arrival(
+                1,
+                rng.randrange(9),
+                15.0 + rng.choice([0.0, 0.01]),
+                rng.choice([1.0, 2.0, 6.0, round(rng.uniform(0, 8), 4)]),
+                run=rng.choice(["run1", "run2", "run3"]),
+            )
+            for _ in range(rng.randint(1, 25))
+        ]
+        arrivals = [Arrival.from_event(e) for e in events]
+        expected = sorted(rng.sample(range(9), rng.randint(0, 9))) if rng.random() < 0.8 else None
+        got = dedupe(events, expected)
+        assert (got.counted, got.unexpected, got.duplicates) == _dedupe_by_the_rule(
+            arrivals, expected
+        )
+        m = manifest(1, expected) if expected is not None else None
+        s = summarize_exposure(m, arrivals)
+        values = [a.latency for a in got.counted.values()]
+        if values:
+            assert (s.latency_p50, s.latency_p95, s.latency_max) == (
+                float(np.percentile(values, 50)),
+                float(np.percentile(values, 95)),
+                max(values),
+            )
+            assert s.over_budget == sorted(d for d, a in got.counted.items() if a.latency > 5.0)
+        else:
+            assert s.latency_p50 is None and s.over_budget == []

@@ -1,0 +1,275 @@
+"""Batch input: archived ArrivalEvent and ExposureManifest Avro container files, read as keyed
+elements ready for the per-exposure fold.
+
+Why not ``beam.io.ReadFromAvro`` (measured on 200,000 events, ``benchmarks/beam_batch.py``):
+
+* Its records carry fastavro's logical types: a ``uuid.UUID`` per dataset id and tz-aware
+  datetimes for every timestamp, which :class:`beam_jobs.core.Arrival` then turns back into a
+  string and integer microseconds. That round trip was about half of the Avro decode CPU. Here an
+  ArrivalEvent block is decoded against its writer schema with the logical-type annotations
+  removed: a logical type only annotates the primitive underneath it (Avro specification), so
+  the same bytes read as the uuid's string and the timestamps' microseconds, with no objects
+  built and thrown away. Writer schemas whose fields are not those primitives take the ordinary
+  path (logical types, then ``Arrival.from_record``).
+* Manifests and arrivals were two reads joined by ``Flatten``; the DirectRunner (FnApiRunner)
+  materializes a Flatten between fused stages, so every keyed arrival was encoded and decoded
+  once more before the fold. One read of every file (Beam's :class:`ReadAllFiles`, the
+  extension point its own ReadAllFromAvro/ReadAllFromText use) feeds the lifted CombinePerKey
+  in the same fused stage instead. Each file says which contract it holds in its header.
+* Elements leave already keyed: ``((instrument, exposure), (kind, payload))`` with the payload
+  an ``Arrival`` tuple or an ``ExposureManifest`` — no separate conversion and keying steps.
+
+A file holding another contract, or records missing a field the summary needs, is an error
+that names the file and the reason.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from copy import deepcopy
+from typing import Any
+
+import apache_beam as beam
+import fastavro
+from apache_beam.io.filebasedsource import FileBasedSource, ReadAllFiles
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.io.iobase import RangeTracker
+from fastavro.read import SYNC_SIZE
+
+from beam_jobs.core import Arrival
+from beam_jobs.transforms import ARRIVAL, MANIFEST
+from obsingest.errors import PermanentError
+from obsingest.messages import ArrivalEvent, ExposureManifest
+
+#: ArrivalEvent fields the summary reads, with the (type, logicalType) the raw fast path needs.
+_RAW_ARRIVAL_FIELDS: dict[str, tuple[set[str], str | None]] = {
+    "dataset_id": ({"string"}, "uuid"),
+    "instrument": ({"string"}, None),
+    "exposure": ({"int", "long"}, None),
+    "detector": ({"int", "long"}, None),
+    "day_obs": ({"int", "long"}, None),
+    "readout_time": ({"long"}, "timestamp-micros"),
+    "published_time": ({"long"}, "timestamp-micros"),
+}
+
+_DESIRED_BUNDLE_BYTES = 64 << 20
+_MIN_BUNDLE_BYTES = 1 << 20
+_SCAN_BYTES = 10_000
+
+
+class BadInputFile(PermanentError, ValueError):
+    """An input file that is not an ArrivalEvent or ExposureManifest container, or whose records
+    lack what the summary needs."""
+
+    reason = "bad-input-file"
+
+
+def contract_of(writer_schema: dict[str, Any]) -> str:
+    """The contract name in a container's writer schema (``org.obsingest.ArrivalEvent`` ->
+    ``ArrivalEvent``)."""
+    return str(writer_schema.get("name", "")).rsplit(".", 1)[-1]
+
+
+def _primitive(field_type: Any) -> tuple[str | None, str | None]:
+    if isinstance(field_type, str):
+        return field_type, None
+    if isinstance(field_type, dict) and isinstance(field_type.get("type"), str):
+        return field_type["type"], field_type.get("logicalType")
+    return None, None  # unions, records, arrays: not a raw primitive
+
+
+def raw_arrival_schema(writer_schema: dict[str, Any]) -> Any | None:
+    """The writer schema with logical types removed, or None when a field the summary reads is
+    not the primitive the raw path expects (then records are decoded the ordinary way)."""
+    fields = {f["name"]: f["type"] for f in writer_schema.get("fields", [])}
+    for name, (types, logical) in _RAW_ARRIVAL_FIELDS.items():
+        kind, found = _primitive(fields.get(name))
+        if kind not in types or found != logical:
+            return None
+    raw = deepcopy(writer_schema)
+    _strip_logical_types(raw)
+    return fastavro.parse_schema(raw)  # marked as parsed: schemaless_reader skips re-parsing
+
+
+def _strip_logical_types(node: Any) -> None:
+    if isinstance(node, dict):
+        node.pop("logicalType", None)
+        for value in node.values():
+            _strip_logical_types(value)
+    elif isinstance(node, list):
+        for value in node:
+            _strip_logical_types(value)
+
+
+def keyed_arrival(arrival: tuple) -> tuple[tuple[str, int], tuple[str, tuple]]:
+    return ((arrival[1], arrival[2]), (ARRIVAL, arrival))
+
+
+def keyed_manifest(manifest: ExposureManifest) -> tuple[tuple[str, int], tuple[str, Any]]:
+    return ((manifest.instrument, int(manifest.exposure)), (MANIFEST, manifest))
+
+
+class ExposureEventFiles(FileBasedSource):
+    """Avro container files of ArrivalEvents or ExposureManifests -> keyed elements; splittable
+    at Avro block boundaries like Beam's own Avro source."""
+
+    def __init__(self, file_pattern: str, min_bundle_size: int = 0, validate: bool = False) -> None:
+        super().__init__(
+            file_pattern,
+            min_bundle_size=min_bundle_size,
+            compression_type=CompressionTypes.UNCOMPRESSED,
+            validate=validate,
+        )
+
+    def read_records(self, file_name: str, range_tracker: RangeTracker) -> Iterator[Any]:
+        next_block_start = -1
+
+        def split_points_unclaimed(stop_position: int) -> int:
+            if next_block_start >= stop_position:
+                return 0
+            return RangeTracker.SPLIT_POINTS_UNKNOWN
+
+        range_tracker.set_split_points_unclaimed_callback(split_points_unclaimed)
+        start_offset = range_tracker.start_position() or 0
+        with self.open_file(file_name) as f:
+            try:
+                blocks = fastavro.block_reader(f)
+            except Exception as exc:  # fastavro raises several types on a bad header
+                raise BadInputFile(f"{file_name}: not an Avro container file: {exc}") from exc
+            header_end = f.tell()
+            f.seek(header_end - SYNC_SIZE)  # the header ends with the file's sync marker
+            sync_marker = f.read(SYNC_SIZE)
+            decode = self._decoder(file_name, blocks.writer_schema)
+            # Start at the first block after ``start_offset``; back up over a sync marker the
+            # previous range may have ended inside.
+            f.seek(max(0, start_offset - SYNC_SIZE))
+            _advance_past_sync_marker(f, sync_marker)
+            next_block_start = f.tell()
+            while range_tracker.try_claim(next_block_start):
+                try:
+                    block = next(blocks)
+                except Exception as exc:  # a truncated or corrupt block: zlib, EOF, ...
+                    raise BadInputFile(
+                        f"{file_name}: unreadable Avro block at byte {next_block_start}: {exc!r}"
+                    ) from exc
+                next_block_start = block.offset + block.size
+                yield from decode(block)
+
+    @staticmethod
+    def _decoder(file_name: str, writer_schema: dict[str, Any]) -> Any:
+        contract = contract_of(writer_schema)
+        if contract == ArrivalEvent.SCHEMA:
+            raw = raw_arrival_schema(writer_schema)
+            if raw is not None:
+                return lambda block: _raw_arrivals(file_name, block, raw)
+            return lambda block: _logical_arrivals(file_name, block)
+        if contract == ExposureManifest.SCHEMA:
+            return lambda block: _manifests(file_name, block)
+        raise BadInputFile(
+            f"{file_name}: holds {contract or 'an unnamed schema'}, expected "
+            f"{ArrivalEvent.SCHEMA} or {ExposureManifest.SCHEMA} records"
+        )
+
+
+def _raw_arrivals(file_name: str, block: Any, raw_schema: Any) -> Iterator[tuple]:
+    data = block.bytes_
+    read = fastavro.schemaless_reader
+    for index in range(block.num_records):
+        try:
+            r = read(data, raw_schema, None)
+        except Exception as exc:  # fastavro raises several types on bad bytes
+            raise BadInputFile(
+                f"{file_name}: record {index} of the block at byte {block.offset} does not "
+                f"decode: {exc!r}"
+            ) from exc
+        arrival = (
+            r["dataset_id"].lower(),  # as str(uuid.UUID(...)) spells it, whatever the writer did
+            r["instrument"],
+            r["exposure"],
+            r["detector"],
+            r["day_obs"],
+            r["readout_time"],
+            r["published_time"],
+        )
+        yield ((arrival[1], arrival[2]), (ARRIVAL, arrival))
+
+
+def _block_records(file_name: str, block: Any) -> Iterator[dict[str, Any]]:
+    """The block's records with fastavro's logical types, bad bytes reported like the raw path."""
+    records = iter(block)
+    for index in range(block.num_records):
+        try:
+            record = next(records)
+        except Exception as exc:  # fastavro raises several types on bad bytes
+            raise BadInputFile(
+                f"{file_name}: record {index} of the block at byte {block.offset} does not "
+                f"decode: {exc!r}"
+            ) from exc
+        yield record
+
+
+def _logical_arrivals(file_name: str, block: Any) -> Iterator[tuple]:
+    for record in _block_records(file_name, block):
+        try:
+            arrival = tuple(Arrival.from_record(record))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BadInputFile(f"{file_name}: ArrivalEvent record unusable: {exc!r}") from exc
+        yield keyed_arrival(arrival)
+
+
+def _manifests(file_name: str, block: Any) -> Iterator[tuple]:
+    for record in _block_records(file_name, block):
+        try:
+            manifest = ExposureManifest.from_record(record)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BadInputFile(f"{file_name}: ExposureManifest record unusable: {exc!r}") from exc
+        yield keyed_manifest(manifest)
+
+
+def _advance_past_sync_marker(f: Any, sync_marker: bytes) -> None:
+    data = f.read(_SCAN_BYTES)
+    while data:
+        pos = data.find(sync_marker)
+        if pos >= 0:
+            f.seek(-(len(data) - pos - len(sync_marker)), os.SEEK_CUR)
+            return
+        if len(data) >= len(sync_marker):
+            f.seek(-(len(sync_marker) - 1), os.SEEK_CUR)  # the marker may straddle two reads
+        data = f.read(_SCAN_BYTES)
+
+
+def _patterns(_: bytes, patterns: list[str]) -> list[str]:
+    return patterns
+
+
+class ReadExposureEvents(beam.PTransform):
+    """Every file matched by ``patterns`` (globs, any Beam filesystem) -> keyed elements
+    ``((instrument, exposure), (kind, payload))``. A pattern that matches nothing is an error at
+    construction, as with ``beam.io.ReadFromAvro``."""
+
+    def __init__(self, patterns: Sequence[str], validate: bool = True) -> None:
+        super().__init__()
+        self.patterns = list(patterns)
+        if validate:
+            for pattern in self.patterns:
+                if not FileSystems.match([pattern], limits=[1])[0].metadata_list:
+                    raise OSError(f"No files found based on the file pattern {pattern}")
+
+    def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
+        return (
+            pbegin
+            # Impulse + FlatMap rather than Create: Create reshuffles more than one element, and
+            # ReadAllFiles reshuffles the file ranges anyway.
+            | "Impulse" >> beam.Impulse()
+            | "Patterns" >> beam.FlatMap(_patterns, self.patterns)
+            | "ReadFiles"
+            >> ReadAllFiles(
+                splittable=True,
+                compression_type=CompressionTypes.UNCOMPRESSED,
+                desired_bundle_size=_DESIRED_BUNDLE_BYTES,
+                min_bundle_size=_MIN_BUNDLE_BYTES,
+                source_from_file=ExposureEventFiles,
+            )
+        )
