@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from obsingest import defaults
 from obsingest.messages import (
     ArrivalEvent,
     ExposureManifest,
@@ -166,7 +167,7 @@ def _publication_order(arrival: Arrival) -> tuple[int, str]:
 def summarize_exposure(
     manifest: ExposureManifest | None,
     arrivals: Iterable[ArrivalEvent | Arrival],
-    budget: float = 5.0,
+    budget: float = defaults.BUDGET_SECONDS,
     *,
     key: ExposureKey | None = None,
     revision: int = 0,

@@ -23,7 +23,7 @@ import numpy as np
 
 from beam_jobs.core import Arrival, as_arrival, dedupe
 from beam_jobs.sinks import read_summaries
-from obsingest import avro, camera
+from obsingest import avro, camera, defaults
 from obsingest.messages import ArrivalEvent, ExposureSummary
 
 _COLUMNS = (
@@ -371,7 +371,7 @@ def write_report(
     written = {"night": plot_night(summaries, output_dir / "night_p95_max.png")}
     final = _final(summaries)
     if arrivals:
-        budget = final[0].budget_seconds if final else 5.0
+        budget = final[0].budget_seconds if final else defaults.BUDGET_SECONDS
         written["histogram"] = plot_latency_histogram(
             arrivals, budget, output_dir / "latency_histogram.png"
         )

@@ -36,13 +36,14 @@ from beam_jobs.transforms import (
     ExposureSummaries,
     SummaryConfig,
 )
+from obsingest import defaults
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ArrivalEvent, ExposureManifest
 
 log = get_logger("beam_jobs.streaming")
 
-SUMMARIES_TOPIC = "exposure-summaries"
-ALERTS_TOPIC = "budget-alerts"
+SUMMARIES_TOPIC = defaults.SUMMARIES_TOPIC
+ALERTS_TOPIC = defaults.ALERTS_TOPIC
 
 
 @dataclass
@@ -63,11 +64,11 @@ class StreamingSettings:
     alerts_output: str | None = None
     #: Kafka source instead of (or as well as) Pub/Sub; needs the Java expansion service
     kafka_bootstrap: str | None = None
-    kafka_arrivals_topic: str = "ccd-arrivals"
-    kafka_manifests_topic: str = "exposures"
+    kafka_arrivals_topic: str = defaults.ARRIVALS_TOPIC
+    kafka_manifests_topic: str = defaults.EXPOSURES_TOPIC
     #: BigQuery table ``project:dataset.table`` (GCP only; schema in beam_jobs.sinks)
     bigquery_table: str | None = None
-    budget: float = 5.0
+    budget: float = defaults.BUDGET_SECONDS
     grace: float = 5.0
     allowed_lateness: float = 600.0
     #: stop (cancel) after this many seconds; None runs until the runner stops it

@@ -21,6 +21,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from beam_jobs.sinks import WriteSummaryFile, read_summaries
 from beam_jobs.sources import ReadExposureEvents
 from beam_jobs.transforms import ALERTS, SUMMARIES, ExposureSummaries, SummaryConfig
+from obsingest import defaults
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ExposureSummary
 
@@ -47,7 +48,7 @@ def run_batch(
     arrivals: list[str],
     manifests: list[str],
     output: str,
-    budget: float = 5.0,
+    budget: float = defaults.BUDGET_SECONDS,
     pipeline_args: list[str] | None = None,
     alerts_output: str | None = None,
 ) -> list[ExposureSummary]:

@@ -48,6 +48,7 @@ from beam_jobs.core import (
     summarize_exposure,
     to_micros,
 )
+from obsingest import defaults
 from obsingest.errors import BadMessage
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ArrivalEvent, ExposureManifest, ExposureSummary
@@ -73,7 +74,7 @@ class SummaryConfig:
     """Budget and timing policy of the summaries (seconds)."""
 
     #: per-CCD budget, readout -> published
-    budget: float = 5.0
+    budget: float = defaults.BUDGET_SECONDS
     #: extra wait after first readout + budget before a summary is forced out
     grace: float = 5.0
     #: how long after the deadline late arrivals still revise the summary; state is then dropped

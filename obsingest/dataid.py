@@ -11,7 +11,7 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from obsingest import camera
+from obsingest import camera, defaults
 from obsingest.errors import BadObjectName, UnknownInstrument
 
 #: Detectors read out per exposure, per instrument, numbered as obs_lsst numbers them
@@ -22,8 +22,8 @@ INSTRUMENTS: dict[str, int] = {name: len(i.detectors) for name, i in camera.INST
 #: Rubin-style exposure ids: day_obs * 100000 + sequence number.
 EXPOSURE_SEQ_FACTOR = 100_000
 
-RAW_DATASET_TYPE = "raw"
-DEFAULT_PREFIX = "raw/"
+RAW_DATASET_TYPE = defaults.RAW_DATASET_TYPE
+DEFAULT_PREFIX = defaults.RAW_PREFIX
 
 #: Namespace of Butler-like deterministic dataset ids (uuid5 of "key=value" pairs).
 DATASET_ID_NAMESPACE = uuid.UUID("840b31d9-05cd-5161-b2c8-00d32b280d0f")

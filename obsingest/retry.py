@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from obsingest import defaults
 from obsingest.errors import RetriableError
 
 T = TypeVar("T")
@@ -45,7 +46,7 @@ class RetryPolicy:
     base_delay: float = 0.05
     max_delay: float = 1.0
     multiplier: float = 2.0
-    deadline: float = 5.0
+    deadline: float = defaults.BUDGET_SECONDS
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:

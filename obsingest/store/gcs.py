@@ -48,7 +48,7 @@ class GcsSettings(BaseSettings):
     #: Project for the client; with an emulator any name works.
     project: str = defaults.LOCAL_PROJECT
     #: Total time one store call may take, retries included: the per-CCD budget.
-    deadline_seconds: float = Field(default=5.0, gt=0)
+    deadline_seconds: float = Field(default=defaults.BUDGET_SECONDS, gt=0)
     #: Upper bound of a single HTTP request (also bounded by what is left of the deadline).
     request_timeout: float = Field(default=5.0, gt=0)
     max_attempts: int = Field(default=6, ge=1)
