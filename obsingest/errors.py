@@ -76,6 +76,12 @@ class ChecksumMismatch(PermanentError):
     reason = "checksum-mismatch"
 
 
+class BadMetadata(PermanentError):
+    """Custom object metadata the register function carries on is not what a producer writes."""
+
+    reason = "bad-metadata"
+
+
 class BadMessage(PermanentError):
     """A message does not decode: unknown schema fingerprint, wrong magic, invalid Avro."""
 
@@ -84,3 +90,38 @@ class BadMessage(PermanentError):
 
 class ServiceUnavailable(RetriableError):
     reason = "service-unavailable"
+
+
+class UnstorableInput(PermanentError):
+    """The registry cannot hold this input (a value out of range or too long for its column,
+    an integrity violation): retrying the same input cannot help, so it is quarantined."""
+
+    reason = "unstorable-input"
+
+
+class RequestRefused(PermanentError):
+    """An HTTP request that is not a delivery at all (no envelope, too big, nested too deep):
+    answered 4xx with the reason; there is nothing to quarantine."""
+
+    reason = "request-refused"
+    #: the HTTP status it is answered with
+    status = 400
+
+
+class NotADelivery(RequestRefused):
+    """The body is not a Pub/Sub push envelope or a CloudEvent."""
+
+    reason = "not-a-delivery"
+
+
+class RequestTooLarge(RequestRefused):
+    """The body is over the endpoint's size limit; refused before it is read."""
+
+    reason = "request-too-large"
+    status = 413
+
+
+class NestingTooDeep(RequestRefused):
+    """JSON nested deeper than any notification is; refused before it is parsed."""
+
+    reason = "nesting-too-deep"

@@ -2,11 +2,20 @@
 
 When enabled, a request without a bearer token gets 401, one with an invalid token, wrong
 audience or wrong service account gets 403, before any work is done.
+
+Google's token signing keys are fetched once and kept for as long as the response's
+Cache-Control allows (hours; Google publishes a rotated key well before signing with it), not
+fetched on every request: google-auth's ``id_token`` fetches on every call unless its transport
+caches. google-auth's documentation suggests wrapping the session in CacheControl; that would be
+a new dependency for one URL, so ``KeyCache`` below does the same for GET responses only.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
@@ -16,12 +25,66 @@ from obsingest.settings import FunctionSettings
 log = get_logger("obsingest.register.auth")
 
 
+class KeyCache:
+    """A google-auth transport ``Request`` that keeps successful GET responses for their
+    Cache-Control ``max-age`` (minus ``Age``); ``no-store``/``no-cache`` or no max-age: not kept.
+    Anything else is passed through."""
+
+    def __init__(self, inner: Any, clock: Callable[[], float] = time.monotonic) -> None:
+        self._inner = inner
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._kept: dict[str, tuple[float, Any]] = {}
+
+    def __call__(
+        self,
+        url: str,
+        method: str = "GET",
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        if method != "GET" or body is not None:
+            return self._inner(url, method=method, body=body, headers=headers, timeout=timeout,
+                               **kwargs)  # fmt: skip
+        now = self._clock()
+        with self._lock:
+            kept = self._kept.get(url)
+        if kept is not None and kept[0] > now:
+            return kept[1]
+        response = self._inner(url, method="GET", headers=headers, timeout=timeout, **kwargs)
+        lifetime = fresh_for(getattr(response, "headers", None) or {})
+        if getattr(response, "status", None) == 200 and lifetime > 0:
+            with self._lock:
+                self._kept[url] = (now + lifetime, response)
+        return response
+
+
+def fresh_for(headers: Mapping[str, str]) -> float:
+    """Seconds a response stays fresh by its Cache-Control max-age and Age (RFC 9111); 0 when
+    it must not be reused."""
+    lowered = {str(k).lower(): str(v) for k, v in headers.items()}
+    directives = [d.strip().lower() for d in lowered.get("cache-control", "").split(",")]
+    if "no-store" in directives or "no-cache" in directives:
+        return 0.0
+    for directive in directives:
+        if directive.startswith("max-age="):
+            try:
+                max_age = int(directive.split("=", 1)[1].strip('"'))
+                age = int(lowered.get("age", "0") or 0)
+            except ValueError:
+                return 0.0
+            return float(max(0, max_age - max(0, age)))
+    return 0.0
+
+
 @cache
 def _request() -> Any:
-    """One HTTP session per process for fetching Google's token signing keys."""
+    """One HTTP session per process for fetching Google's token signing keys, cached."""
     from google.auth.transport import requests as google_requests
 
-    return google_requests.Request()
+    return KeyCache(google_requests.Request())
 
 
 def verify_push_request(

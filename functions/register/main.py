@@ -4,8 +4,10 @@
   CloudEvent wrapping a GCS notification.
 - ``on_push``: HTTP trigger for Pub/Sub push (and ``obsingest relay``), JSON envelope.
 
-Transport semantics: a retriable failure raises / returns 5xx so the platform redelivers; a
-permanent one is quarantined by the service and acknowledged (2xx).
+Transport semantics: a permanent problem with a delivery is quarantined by the service with its
+reason and acknowledged (2xx); a retriable failure is answered 503 with Retry-After so the
+platform redelivers; a request that is not a delivery at all gets a 4xx. ``http_errors`` is the
+one place that maps errors to replies; its body guard bounds every request before it is read.
 
 Dependencies are built on first use from settings (never at import time), once per process, so
 one bounded registry pool serves every invocation of an instance (see ``wiring``).
@@ -13,23 +15,24 @@ one bounded registry pool serves every invocation of an instance (see ``wiring``
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 import functions_framework
 from cloudevents.http import CloudEvent
 
+from functions.register import http_errors
 from functions.register.service import Outcome
 from functions.register.wiring import get_service
-from obsingest.errors import BadMessage, RetriableError
-from obsingest.logs import get_logger, log_event
+from obsingest.errors import BadMessage, NotADelivery
 from obsingest.store import notifications
-
-log = get_logger("obsingest.register.http")
 
 
 @functions_framework.cloud_event
 def on_object_finalized(event: CloudEvent) -> None:
-    """Raise on retriable failure (the trigger redelivers); return normally otherwise."""
+    """Raise on retriable failure (answered 503: the trigger redelivers); return otherwise."""
+    http_errors.entered()
     handle_cloudevent(event)
 
 
@@ -38,35 +41,68 @@ def handle_cloudevent(event: CloudEvent) -> Outcome:
     try:
         parsed = notifications.parse_cloudevent(attributes.get("type", ""), attributes, event.data)
     except BadMessage as exc:
-        return get_service().quarantine_message(f"cloudevent:{attributes.get('id', '')}", exc)
+        source = f"cloudevent:{_source_id(attributes.get('id'), attributes)}"
+        return get_service().quarantine_message(source, exc)
     return get_service().handle(parsed)
 
 
 @functions_framework.http
 def on_push(request: Any) -> tuple[str, int]:
-    """Pub/Sub push endpoint: 2xx acks, 5xx makes Pub/Sub (or the relay) retry."""
+    """Pub/Sub push endpoint: 2xx acks, 503 makes Pub/Sub (or the relay) retry, 4xx refuses a
+    request that is not a push delivery."""
+    http_errors.entered()
+    try:
+        return _push(request)
+    except Exception as exc:  # every error is answered by the one mapping, never a raw 500
+        return http_errors.reply_for(exc)
+
+
+def _push(request: Any) -> tuple[str, int]:
     from functions.register.auth import verify_push_request
 
+    if getattr(request, "method", "POST") != "POST":
+        return "only POST delivers a push message", 405
     denied = verify_push_request(request)
     if denied is not None:
         return denied
     body = request.get_json(silent=True)
+    if not isinstance(body, dict) or not isinstance(body.get("message"), dict):
+        raise NotADelivery(
+            "request body is not a Pub/Sub push envelope "
+            '{"message": {"data": ..., "attributes": ..., "messageId": ...}, "subscription": ...}'
+        )
+    message = body["message"]
     try:
         parsed = notifications.from_push_envelope(body)
     except BadMessage as exc:
-        message_id = (
-            ((body or {}).get("message") or {}).get("messageId", "")
-            if isinstance(body, dict)
-            else ""
-        )
-        try:
-            outcome = get_service().quarantine_message(f"pubsub:{message_id}", exc)
-        except RetriableError as retry:
-            return f"retriable: {retry}", 503
-        return f"{outcome.status}: {exc}", 200
+        source = f"pubsub:{_source_id(notifications.message_id(message), message)}"
+        outcome = get_service().quarantine_message(source, exc)
+        return f"{outcome.status}: {outcome.reason}: {notifications.clip(str(exc), 500)}", 200
+    outcome = get_service().handle(parsed)
+    name, reason = notifications.clip(outcome.object_name, 200), outcome.reason[:100]
+    return f"{outcome.status} {name} {reason}".strip(), 200
+
+
+def _source_id(given: Any, content: Any) -> str:
+    """The delivery's own id, else a digest of its content: distinct bad deliveries without an
+    id stay distinct quarantine records."""
+    if isinstance(given, (str, int)) and not isinstance(given, bool) and str(given):
+        return str(given)
     try:
-        outcome = get_service().handle(parsed)
-    except RetriableError as exc:
-        log_event(log, "push.retry", object=parsed.obj.name, reason=exc.reason, error=str(exc))
-        return f"retriable: {exc}", 503
-    return f"{outcome.status} {outcome.object_name} {outcome.reason}".strip(), 200
+        canonical = json.dumps(content, sort_keys=True, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        canonical = repr(type(content))
+    return "sha256-" + hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _install_on_framework_app() -> None:
+    """functions-framework executes this module inside its Flask app's context: put the body
+    guard and the error mapping on that app. A plain import (tests, in-process delivery) has no
+    app and installs nothing."""
+    import flask
+
+    if flask.has_app_context():
+        http_errors.install(flask.current_app._get_current_object())  # type: ignore[attr-defined]
+
+
+_install_on_framework_app()

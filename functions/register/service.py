@@ -12,6 +12,7 @@ reason and reported as handled, so one bad object never blocks the stream behind
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,6 +22,7 @@ from obsingest.bus.base import Publisher
 from obsingest.checksums import checksum_from_crc32c_b64, crc32c_b64
 from obsingest.dataid import DataId, parse_object_name
 from obsingest.errors import (
+    BadMetadata,
     ChecksumMismatch,
     CorruptFile,
     ForeignBucket,
@@ -36,6 +38,10 @@ from obsingest.store.base import ObjectStore, StoredObject
 from obsingest.store.notifications import MetadataKeys, ObjectEvent
 
 log = get_logger("obsingest.register")
+
+#: What a producer writes as ``obsingest-transport`` ("direct", "kafka"): a short slug, stored in
+#: a 16-character column and sent in every ArrivalEvent.
+_TRANSPORT = re.compile(r"[a-z][a-z0-9-]{0,15}")
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,12 @@ class RegisterService:
         return outcome
 
     def _register(self, obj: StoredObject, data_id: DataId) -> Outcome:
+        transport = obj.metadata.get(MetadataKeys.TRANSPORT, "direct")
+        if not _TRANSPORT.fullmatch(transport):
+            raise BadMetadata(
+                f"object {obj.name!r}: metadata {MetadataKeys.TRANSPORT}={transport[:40]!r} "
+                "is not a transport name (a lowercase slug of at most 16 characters)"
+            )
         data = self.store.read(obj.name)
         actual_crc = crc32c_b64(data)
         if len(data) != obj.size or (obj.crc32c and actual_crc != obj.crc32c):
@@ -116,7 +128,7 @@ class RegisterService:
                 readout_time=readout,
                 compressed_time=_meta_time(obj, MetadataKeys.COMPRESSED_TIME),
                 stored_time=obj.time_created,
-                transport=obj.metadata.get(MetadataKeys.TRANSPORT, "direct"),
+                transport=transport,
             ),
             exposure,
         )
@@ -131,7 +143,7 @@ class RegisterService:
             uri=registration.uri,
             size=len(data),
             checksum=checksum,
-            transport=obj.metadata.get(MetadataKeys.TRANSPORT, "direct"),
+            transport=transport,
             readout_time=readout,
             compressed_time=_meta_time(obj, MetadataKeys.COMPRESSED_TIME),
             stored_time=obj.time_created,

@@ -20,12 +20,10 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, bindparam, func, select
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import DBAPIError, OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from obsingest.dataid import DataId, dataset_id
-from obsingest.errors import ChecksumConflict, RetriableError
-from obsingest.registry import tables
+from obsingest.errors import ChecksumConflict, RetriableError, UnstorableInput
+from obsingest.registry import db_errors, tables
 from obsingest.registry.engine import make_engine
 from obsingest.registry.migrations import migrate
 from obsingest.settings import RegistrySettings, run_name
@@ -164,18 +162,22 @@ class Registry:
 
     # retries ---------------------------------------------------------------------------------
     def _retrying(self, fn: Callable[[], T]) -> T:
-        """Retry transient database failures with exponential backoff and full jitter."""
+        """Retry transient database failures with exponential backoff and full jitter; a
+        failure the input causes (db_errors.classify) is UnstorableInput at once."""
         attempts = self.settings.retry_attempts
         give_up_at = time.monotonic() + self.settings.retry_deadline
         for attempt in range(1, attempts + 1):
             try:
                 return fn()
-            except (OperationalError, PoolTimeout) as exc:
-                last: Exception = exc
-            except DBAPIError as exc:
-                if not exc.connection_invalidated:
+            except Exception as exc:
+                verdict = db_errors.classify(exc)
+                if verdict is db_errors.Verdict.PERMANENT:
+                    raise UnstorableInput(
+                        f"the registry cannot store this input: {db_errors.describe(exc)}"
+                    ) from exc
+                if verdict is not db_errors.Verdict.TRANSIENT:
                     raise
-                last = exc
+                last: Exception = exc
             pause = random.uniform(0, self.settings.retry_base_delay * 2**attempt)
             if attempt == attempts or time.monotonic() + pause > give_up_at:
                 break  # bounded in time too: the caller's redelivery is the next retry
@@ -351,13 +353,17 @@ class Registry:
         self._retrying(lambda: self._in_tx(lambda c: self._quarantine(c, entry)))
 
     def _quarantine(self, conn: Connection, entry: QuarantineEntry) -> None:
+        """Text is made storable first (db_errors.storable): a refused input's name, reason and
+        message are untrusted, and the record of why it was refused must always be written."""
         now = datetime.now(UTC)
         q = tables.quarantine
         stmt = self._insert(q).values(
-            object_uri=entry.object_uri,
-            reason=entry.reason,
-            message=entry.message,
-            checksum=entry.checksum,
+            # the unique key (uri, reason, checksum) stays under PostgreSQL's 2,704-byte
+            # index row limit: 1,536 + 4 * 64 + 64 bytes of text
+            object_uri=db_errors.storable(entry.object_uri, 1024, max_bytes=1536),
+            reason=db_errors.storable(entry.reason, 64),
+            message=db_errors.storable(entry.message, 4096),
+            checksum=db_errors.storable(entry.checksum, 64, max_bytes=64),
             instrument=entry.data_id.instrument if entry.data_id else None,
             exposure=entry.data_id.exposure if entry.data_id else None,
             detector=entry.data_id.detector if entry.data_id else None,

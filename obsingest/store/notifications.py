@@ -10,9 +10,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from obsingest.errors import BadMessage
@@ -127,48 +128,68 @@ def storage_cloudevent(obj: StoredObject) -> dict[str, Any]:
     }
 
 
-def parse_object_resource(data: dict[str, Any], event_id: str, event_type: str) -> ObjectEvent:
+def parse_object_resource(data: Any, event_id: str, event_type: str) -> ObjectEvent:
+    """The GCS object resource of a notification, every field checked for type and range.
+
+    A notification is untrusted input: a field of the wrong type or an impossible value is a
+    BadMessage naming the field and why, never an AttributeError further down the line.
+    """
     from obsingest.store.base import StoredObject
 
-    try:
-        bucket, name = data["bucket"], data["name"]
-        obj = StoredObject(
-            bucket=bucket,
-            name=name,
-            size=int(data["size"]),
-            crc32c=data.get("crc32c", ""),
-            md5_hash=data.get("md5Hash", ""),
-            generation=int(data.get("generation", 0)),
-            time_created=_parse_time(data["timeCreated"]),
-            metadata={str(k): str(v) for k, v in (data.get("metadata") or {}).items()},
-            uri=f"gs://{bucket}/{name}",
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise BadMessage(f"event {event_id}: not a GCS object resource ({exc!r})") from exc
+    where = f"event {clip(event_id)}"
+    if not isinstance(data, dict):
+        raise BadMessage(f"{where}: payload is {_kind(data)}, not a GCS object resource")
+    bucket = _bucket(data, where)
+    name = _object_name(data, where)
+    obj = StoredObject(
+        bucket=bucket,
+        name=name,
+        size=_int64(data, "size", where, required=True),
+        crc32c=_digest(data, "crc32c", 4, where),
+        md5_hash=_digest(data, "md5Hash", None, where),
+        generation=_int64(data, "generation", where, required=False),
+        time_created=_time(data, "timeCreated", where),
+        metadata=_metadata(data.get("metadata"), where),
+        uri=f"gs://{bucket}/{name}",
+    )
     return ObjectEvent(event_id=event_id, event_type=event_type, obj=obj)
 
 
 def from_storage_cloudevent(attributes: dict[str, Any], data: Any) -> ObjectEvent:
-    event_id = str(attributes.get("id", ""))
+    event_id = _event_id(attributes.get("id", ""))
     if isinstance(data, (bytes, str)):
         data = _json(data, event_id)
     if not isinstance(data, dict):
-        raise BadMessage(f"event {event_id}: storage CloudEvent without an object resource")
+        raise BadMessage(
+            f"event {clip(event_id)}: storage CloudEvent data is {_kind(data)}, "
+            "not an object resource"
+        )
     return parse_object_resource(data, event_id, GCS_NOTIFICATION_FINALIZE)
 
 
-def from_pubsub_message(message: dict[str, Any]) -> ObjectEvent:
+def from_pubsub_message(message: Any) -> ObjectEvent:
     """A GCS notification as a Pub/Sub message ({data: base64 JSON, attributes: {...}})."""
-    attributes = message.get("attributes") or {}
-    event_id = str(message.get("messageId") or message.get("message_id") or "")
+    if not isinstance(message, dict):
+        raise BadMessage(f"Pub/Sub message is {_kind(message)}, not an object")
+    event_id = message_id(message)
+    where = f"message {clip(event_id)}"
+    attributes = message.get("attributes")
+    if attributes is None:
+        attributes = {}
+    if not isinstance(attributes, dict):
+        raise BadMessage(f"{where}: attributes is {_kind(attributes)}, not an object")
     event_type = attributes.get("eventType", "")
     if not event_type:
-        raise BadMessage(f"message {event_id}: no eventType attribute (not a GCS notification)")
+        raise BadMessage(f"{where}: no eventType attribute (not a GCS notification)")
+    if not isinstance(event_type, str) or len(event_type) > 64:
+        raise BadMessage(f"{where}: eventType {clip(event_type)} is not a GCS event type")
     raw = message.get("data", "")
+    if not isinstance(raw, str):
+        raise BadMessage(f"{where}: data is {_kind(raw)}, not a base64 string")
     try:
-        payload = base64.b64decode(raw, validate=True) if isinstance(raw, str) else raw
-    except binascii.Error as exc:
-        raise BadMessage(f"message {event_id}: data is not base64") from exc
+        payload = base64.b64decode(raw, validate=True)
+    except (binascii.Error, ValueError) as exc:  # ValueError: non-ASCII characters
+        raise BadMessage(f"{where}: data is not base64 ({exc})") from None
     return parse_object_resource(_json(payload, event_id), event_id, event_type)
 
 
@@ -195,16 +216,180 @@ def parse_cloudevent(event_type: str, attributes: dict[str, Any], data: Any) -> 
     if event_type == PUBSUB_PUBLISHED:
         return from_pubsub_cloudevent(data)
     raise BadMessage(
-        f"event {attributes.get('id', '')}: unsupported CloudEvent type {event_type!r}"
+        f"event {clip(attributes.get('id', ''))}: unsupported CloudEvent type {clip(event_type)}"
     )
 
 
+def message_id(message: Any) -> str:
+    """The Pub/Sub message id of a (possibly malformed) message, '' when it has none."""
+    if not isinstance(message, dict):
+        return ""
+    return _event_id(message.get("messageId") or message.get("message_id") or "")
+
+
+# -- field checks ------------------------------------------------------------------------------
+#: Deeper than any notification nests (an object resource is 3 levels inside its envelopes).
+MAX_JSON_DEPTH = 32
+#: GCS's own limits: object names are 1..1024 bytes of UTF-8 without CR/LF; bucket names <= 222.
+MAX_OBJECT_NAME_BYTES = 1024
+MAX_BUCKET_NAME = 222
+_INT64_MAX = 2**63 - 1
+#: JSON strings, skipped whole (even an unterminated one, which runs to the end): a possessive
+#: loop, so every byte is looked at once whatever the quotes and backslashes.
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.?)*+(?:"|\Z)', re.DOTALL)
+_BRACKETS = bytes.maketrans(b"{}", b"[]")
+_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+
+
+def json_nesting_exceeds(raw: bytes | str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """True when ``raw`` nests arrays/objects deeper than ``limit``, decided before parsing
+    (json.loads recurses once per level: 100k levels cost a RecursionError, or worse).
+
+    Linear and in C: strings are removed, the brackets kept, then innermost ``[]`` pairs are
+    removed ``limit`` times; a pair still there was deeper than ``limit``.
+    """
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else bytes(raw)
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False
+    brackets = _JSON_STRING.sub(b"", data).translate(_BRACKETS, _NOT_BRACKETS)
+    for _ in range(limit):
+        reduced = brackets.replace(b"[]", b"")
+        if reduced == brackets:
+            break
+        brackets = reduced
+    # a surviving pair, or a run of unclosed openers the parser would descend into
+    return b"[]" in brackets or brackets.count(b"[") > limit
+
+
+def clip(value: Any, limit: int = 120) -> str:
+    """``repr`` of an untrusted value for an error message, at most ``limit`` characters."""
+    text = repr(value) if isinstance(value, str) else f"<{_kind(value)}>"
+    return text if len(text) <= limit else f"{text[: limit - 20]}...' ({len(value)} chars)"
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    name = {"dict": "object", "list": "array", "str": "string"}.get(type(value).__name__)
+    name = name or type(value).__name__
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
+def _event_id(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        return ""
+    return str(value)[:256]
+
+
+def _valid_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (JSON can escape one): not Unicode text
+        return False
+    return True
+
+
+def _bucket(data: dict[str, Any], where: str) -> str:
+    bucket = data.get("bucket")
+    if not isinstance(bucket, str) or not bucket:
+        raise BadMessage(f"{where}: field 'bucket' is {_kind(bucket)}, not a bucket name")
+    if len(bucket) > MAX_BUCKET_NAME or not _valid_text(bucket) or not bucket.isprintable():
+        raise BadMessage(f"{where}: bucket {clip(bucket)} is not a bucket name")
+    return bucket
+
+
+def _object_name(data: dict[str, Any], where: str) -> str:
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        raise BadMessage(f"{where}: field 'name' is {_kind(name)}, not an object name")
+    if not _valid_text(name):
+        raise BadMessage(f"{where}: object name {clip(name)} is not valid Unicode")
+    size = len(name.encode("utf-8"))
+    if size > MAX_OBJECT_NAME_BYTES:
+        raise BadMessage(
+            f"{where}: object name {clip(name)} is {size} bytes, over GCS's "
+            f"{MAX_OBJECT_NAME_BYTES}-byte limit"
+        )
+    if "\r" in name or "\n" in name:
+        raise BadMessage(f"{where}: object name {clip(name)} contains a line break")
+    return name
+
+
+def _int64(data: dict[str, Any], key: str, where: str, required: bool) -> int:
+    """GCS sends int64 fields as decimal strings; plain integers are accepted too."""
+    value = data.get(key)
+    if value is None and not required:
+        return 0
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 19:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadMessage(f"{where}: field {key!r} is {clip(value)}, not a non-negative integer")
+    if not 0 <= value <= _INT64_MAX:
+        raise BadMessage(f"{where}: field {key!r} = {value} is out of range 0..2^63-1")
+    return value
+
+
+def _digest(data: dict[str, Any], key: str, size: int | None, where: str) -> str:
+    """A base64 digest field; ``size`` bytes exactly when the value is used (crc32c), else only
+    short printable ASCII (md5Hash is carried to the registry, never compared)."""
+    value = data.get(key)
+    if value is None or value == "":
+        return ""
+    if (
+        not isinstance(value, str)
+        or len(value) > 64
+        or not (value.isascii() and value.isprintable())
+    ):
+        raise BadMessage(f"{where}: field {key!r} is {clip(value)}, not a base64 digest")
+    if size is None:
+        return value
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) != size:
+        raise BadMessage(f"{where}: field {key!r} = {clip(value)} is not {size} bytes of base64")
+    return value
+
+
+def _time(data: dict[str, Any], key: str, where: str) -> datetime:
+    value = data.get(key)
+    if not isinstance(value, str):
+        raise BadMessage(f"{where}: field {key!r} is {_kind(value)}, not an RFC 3339 time")
+    try:
+        return _parse_time(value)
+    except ValueError:
+        raise BadMessage(
+            f"{where}: field {key!r} = {clip(value)} is not an RFC 3339 time"
+        ) from None
+
+
+def _metadata(value: Any, where: str) -> dict[str, str]:
+    """Custom metadata: GCS's is a map of strings to strings."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BadMessage(f"{where}: field 'metadata' is {_kind(value)}, not an object")
+    for key, item in value.items():
+        if not isinstance(item, str):
+            raise BadMessage(f"{where}: metadata {clip(key)} is {_kind(item)}, not a string")
+        if not _valid_text(key) or not _valid_text(item):
+            raise BadMessage(f"{where}: metadata {clip(key)} is not valid Unicode")
+    return dict(value)
+
+
 def _json(raw: bytes | str, event_id: str) -> Any:
+    if json_nesting_exceeds(raw):
+        raise BadMessage(
+            f"event {clip(event_id)}: payload JSON nests deeper than {MAX_JSON_DEPTH} levels"
+        )
     try:
         return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadMessage(f"event {event_id}: payload is not JSON") from exc
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise BadMessage(f"event {clip(event_id)}: payload is not JSON ({exc})") from None
 
 
 def _parse_time(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    """RFC 3339 as GCS writes it; a time without an offset is taken as UTC."""
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

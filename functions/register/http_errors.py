@@ -1,0 +1,120 @@
+"""The one place where an error becomes an HTTP reply, for both entry points.
+
+| error | reply | the sender does |
+| --- | --- | --- |
+| ``RetriableError`` (registry down, publish failed, ...) | 503 + ``Retry-After`` | redelivers |
+| ``RequestRefused`` (not a delivery, too large, nested too deep) | its 4xx | gives up / DLQ |
+| other ``PermanentError`` that could not be quarantined | 400 | gives up / DLQ |
+| the framework cannot read the request as a CloudEvent | 400 | gives up / DLQ |
+| ``werkzeug`` HTTP errors (405, ...) | their own status | |
+| anything else: a bug | 500, logged with its traceback | redelivers |
+
+A permanent problem with a delivery never reaches this table: the service quarantines it with
+its reason and the entry point acknowledges it (2xx). The scheme follows lsst-dm/
+prompt_processing (``RetriableError`` -> ``ServiceUnavailable(retry_after=...)``, a 500 handler
+that logs), with the request-level refusals the endpoints need before any work is done.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from functions.register.request_guard import BodyGuard
+from obsingest.errors import PermanentError, RequestRefused, RetriableError
+from obsingest.logs import get_logger, log_event
+
+log = get_logger("obsingest.register.http")
+
+#: Set on ``flask.g`` when an entry point starts: an error before it is the framework failing
+#: to read the request (a malformed CloudEvent), not a failure of the delivery's work.
+STARTED = "obsingest_entry_point_started"
+
+
+class EndpointSettings(BaseSettings):
+    """Limits of the register function's HTTP endpoints (``OBSINGEST_FUNCTION_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="OBSINGEST_FUNCTION_", extra="ignore")
+
+    #: Largest request body accepted. A GCS notification is a few KiB (custom metadata is capped
+    #: at 8 KiB by GCS); 1 MiB leaves room and bounds memory per request.
+    max_request_bytes: int = Field(default=1024 * 1024, ge=1024)
+    #: ``Retry-After`` on 503 replies (seconds).
+    retry_after_seconds: int = Field(default=10, ge=0)
+
+
+def reply_for(exc: BaseException, before_entry: bool = False) -> tuple[str, int]:
+    """(body, status) for an error raised while serving a request."""
+    from werkzeug.exceptions import HTTPException
+
+    if isinstance(exc, RetriableError):
+        log_event(log, "request.retry", logging.WARNING, reason=exc.reason, error=_short(exc))
+        return f"retriable: {exc.reason}: {_short(exc)}", 503
+    if isinstance(exc, RequestRefused):
+        log_event(log, "request.refused", logging.WARNING, reason=exc.reason, error=_short(exc))
+        return f"{exc.reason}: {_short(exc)}", exc.status
+    if isinstance(exc, PermanentError):
+        log_event(log, "request.refused", logging.WARNING, reason=exc.reason, error=_short(exc))
+        return f"{exc.reason}: {_short(exc)}", 400
+    if isinstance(exc, HTTPException):
+        return f"{exc.code} {exc.name}: {exc.description}", int(exc.code or 500)
+    if before_entry or _is_cloudevent_error(exc) or isinstance(exc, RecursionError):
+        error = f"{type(exc).__name__}: {_short(exc)}"
+        log_event(log, "request.refused", logging.WARNING, reason="not-a-delivery", error=error)
+        return f"not-a-delivery: cannot read the request: {error}", 400
+    log.error("unexpected error serving a request", exc_info=exc)
+    return f"internal error: {type(exc).__name__}", 500
+
+
+def install(app: Any) -> None:
+    """Put the body guard in front of the framework's Flask ``app`` and route every error and
+    503 through this module. Idempotent per app."""
+    if getattr(app, "_obsingest_installed", False):
+        return
+    app._obsingest_installed = True
+    settings: list[EndpointSettings] = []
+
+    def current() -> EndpointSettings:
+        if not settings:
+            settings.append(EndpointSettings())
+        return settings[0]
+
+    app.wsgi_app = BodyGuard(app.wsgi_app, lambda: current().max_request_bytes, reply_for)
+
+    def on_error(exc: Exception) -> Any:
+        from flask import g
+        from werkzeug.exceptions import HTTPException
+
+        if isinstance(exc, HTTPException):
+            return exc  # the framework's own rendering, with its headers (Allow, ...)
+        return reply_for(exc, before_entry=not g.get(STARTED, False))
+
+    def retry_after(response: Any) -> Any:
+        if response.status_code == 503 and "Retry-After" not in response.headers:
+            response.headers["Retry-After"] = str(current().retry_after_seconds)
+        return response
+
+    app.register_error_handler(Exception, on_error)
+    app.after_request(retry_after)
+
+
+def entered() -> None:
+    """Mark that an entry point runs (see STARTED); a no-op outside a Flask request."""
+    from flask import g, has_app_context
+
+    if has_app_context():
+        g.setdefault(STARTED, True)
+
+
+def _is_cloudevent_error(exc: BaseException) -> bool:
+    from cloudevents.exceptions import GenericException
+
+    return isinstance(exc, GenericException)
+
+
+def _short(exc: BaseException, limit: int = 500) -> str:
+    text = str(exc)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} chars)"

@@ -1,0 +1,119 @@
+"""Request bodies bounded before anything reads or parses them (WSGI middleware).
+
+Flask's MAX_CONTENT_LENGTH alone is not enough under functions-framework: the framework's
+``after_request`` hook reads the whole body after the function answered, so a refusal raised by
+the size check is raised a second time there and turns into a 500, and the CloudEvent view
+parses the body before the function runs. Checking in front of the Flask app covers both entry
+points and bodies with or without a Content-Length:
+
+- Content-Length over the limit: answered 413 at once, nothing read (gunicorn discards the rest
+  of the body in 8 KiB pieces before the next request on the connection; memory stays flat);
+- no Content-Length (chunked): read up to limit + 1 bytes, 413 beyond;
+- JSON nested deeper than any notification: 400 before a parser descends into it;
+- a body shorter than its Content-Length (client gone): 400.
+
+The accepted body is handed on as an in-memory stream with its exact length, so whatever reads
+it later (the framework, ``get_json``, the after-request drain) reads at most the limit.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from obsingest.errors import NestingTooDeep, NotADelivery, RequestRefused, RequestTooLarge
+from obsingest.store.notifications import MAX_JSON_DEPTH, json_nesting_exceeds
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+#: (body, status) for a refused request: the one error-to-reply mapping (``http_errors``)
+Refuse = Callable[[Exception], "tuple[str, int]"]
+
+_READ_CHUNK = 64 * 1024
+
+
+class BodyGuard:
+    """Wraps a WSGI app; ``max_bytes`` is called once, on the first request (settings are read
+    at start-up, not when the module is imported)."""
+
+    def __init__(self, app: WsgiApp, max_bytes: Callable[[], int], refuse: Refuse) -> None:
+        self.app = app
+        self._max_bytes = max_bytes
+        self._limit: int | None = None
+        self._refuse = refuse
+
+    @property
+    def limit(self) -> int:
+        if self._limit is None:
+            self._limit = self._max_bytes()
+        return self._limit
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        try:
+            body = read_bounded(environ, self.limit)
+            if json_nesting_exceeds(body):
+                raise NestingTooDeep(
+                    f"request body nests JSON deeper than {MAX_JSON_DEPTH} levels; "
+                    "no notification does"
+                )
+        except RequestRefused as exc:
+            text, status = self._refuse(exc)
+            payload = text.encode("utf-8", "backslashreplace")
+            headers = [
+                ("Content-Type", "text/plain; charset=utf-8"),
+                ("Content-Length", str(len(payload))),
+            ]
+            start_response(f"{status} {_PHRASES.get(status, 'Refused')}", headers)
+            return [payload]
+        environ["wsgi.input"] = io.BytesIO(body)
+        environ["CONTENT_LENGTH"] = str(len(body))
+        environ["wsgi.input_terminated"] = True
+        environ.pop("HTTP_TRANSFER_ENCODING", None)
+        return self.app(environ, start_response)
+
+
+_PHRASES = {400: "Bad Request", 413: "Content Too Large"}
+
+
+def read_bounded(environ: dict[str, Any], limit: int) -> bytes:
+    """The request body, at most ``limit`` bytes; RequestTooLarge beyond, before reading when
+    the length is declared."""
+    stream = environ.get("wsgi.input")
+    declared = environ.get("CONTENT_LENGTH") or ""
+    if declared.strip():
+        try:
+            length = int(declared)
+        except ValueError:
+            raise NotADelivery(f"Content-Length {declared[:40]!r} is not a number") from None
+        if length < 0:
+            raise NotADelivery(f"Content-Length {length} is negative")
+        if length > limit:
+            raise RequestTooLarge(
+                f"request body of {length} bytes is over the {limit}-byte limit; not read"
+            )
+        body = _read(stream, length)
+        if len(body) < length:
+            raise NotADelivery(
+                f"request body ended after {len(body)} of its {length} declared bytes"
+            )
+        return body
+    if not environ.get("wsgi.input_terminated"):
+        return b""  # WSGI: no length and a stream that may not end means no body
+    body = _read(stream, limit + 1)
+    if len(body) > limit:
+        raise RequestTooLarge(f"streamed request body is over the {limit}-byte limit")
+    return body
+
+
+def _read(stream: Any, size: int) -> bytes:
+    if stream is None:
+        return b""
+    parts: list[bytes] = []
+    remaining = size
+    while remaining > 0:
+        chunk = stream.read(min(_READ_CHUNK, remaining))
+        if not chunk:
+            break
+        parts.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(parts)

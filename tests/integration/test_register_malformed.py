@@ -1,0 +1,249 @@
+"""The malformed-notification corpus replayed against the real register function.
+
+Both entry points are served by functions-framework (gunicorn) in subprocesses, on the GCS
+emulator, PostgreSQL and a Pub/Sub arrivals topic. Every request of the corpus (wrong types,
+missing fields, NUL bytes, over-long names and reasons, deep nesting, bad base64, non-JSON,
+wrong event types, foreign buckets, huge bodies, ...) must be answered 2xx or 4xx, never 5xx;
+every one expected to be quarantined has its own record with its reason; the function's memory
+stays flat under four concurrent 100 MB bodies (413 without reading them); and the good CCD
+sent in between is registered exactly once.
+
+Also here: the registry's database-error classification and quarantine sanitising on a real
+PostgreSQL, compared with SQLite.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import requests
+
+from obsingest.errors import UnstorableInput
+from obsingest.messages import utcnow
+from obsingest.registry import FileRecord, QuarantineEntry, Registry
+from obsingest.registry.db_errors import storable
+from obsingest.settings import BusSettings, RegistrySettings
+from obsingest.store.base import StoredObject
+from obsingest.store.gcs import GcsSettings, GcsStore
+from producers.uploader import DirectUploader
+from tests.integration.fixtures.handles import GcsService, PostgresServer, PubSubService
+from tests.integration.malformed_corpus import (
+    CE_JSON,
+    GOOD,
+    MB,
+    Blank,
+    Case,
+    chunks,
+    corpus,
+)
+from tests.integration.test_direct_path import free_port, function_env, small_ccd
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class ServedFunction:
+    """One entry point served by functions-framework in a subprocess: real HTTP, gunicorn."""
+
+    def __init__(self, target: str, signature: str, env: dict[str, str], log: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self._log = log.open("wb")
+        self.log = log
+        self.proc = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "functions-framework"),
+                *("--target", target, "--signature-type", signature),
+                *("--source", str(ROOT / "functions" / "register" / "main.py")),
+                *("--host", "127.0.0.1", "--port", str(self.port)),
+            ],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "WORKERS": "1", **env},
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"{target} exited:\n{log.read_text()[-3000:]}")
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{target} not listening:\n{log.read_text()[-3000:]}")
+            time.sleep(0.1)
+
+    def peak_rss(self) -> int:
+        """Highest resident memory (bytes) any process of the server reached so far."""
+        peaks = []
+        for pid in [self.proc.pid, *_children(self.proc.pid)]:
+            status = Path(f"/proc/{pid}/status").read_text()
+            kb = next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM"))
+            peaks.append(int(kb) * 1024)
+        return max(peaks)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        out += [int(c) for c in (task / "children").read_text().split()]
+    return out
+
+
+# -- fixtures -----------------------------------------------------------------------------------
+@dataclass
+class Deployment:
+    good: StoredObject
+    registry: Registry
+    push: ServedFunction
+    ce: ServedFunction
+
+    def send(self, case: Case) -> requests.Response:
+        url = (self.push if case.endpoint == "push" else self.ce).url
+        body = case.body() if callable(case.body) else case.body
+        return requests.request(case.method, url, data=body, headers=case.headers, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def deployment(
+    gcs: GcsService,
+    pubsub: PubSubService,
+    postgres_server: PostgresServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Deployment]:
+    bucket = gcs.new_bucket("malformed")
+    arrivals = pubsub.new_topic("arrivals").rsplit("/", 1)[1]
+    store = GcsStore(bucket, settings=GcsSettings(project=pubsub.project_id))
+    good = DirectUploader(store).send(GOOD, small_ccd(GOOD.exposure, GOOD.detector), utcnow()).obj
+    registry_url = postgres_server.create_database("malformed")
+    registry = Registry.open(RegistrySettings(url=registry_url))
+    env = function_env(
+        pubsub.project_id, BusSettings(arrivals_topic=arrivals), bucket, registry_url
+    )
+    logs = tmp_path_factory.mktemp("malformed")
+    servers = [
+        ServedFunction("on_push", "http", env, logs / "push.log"),
+        ServedFunction("on_object_finalized", "cloudevent", env, logs / "ce.log"),
+    ]
+    try:
+        yield Deployment(good, registry, *servers)
+    finally:
+        for server in servers:
+            server.stop()
+        registry.close()
+        postgres_server.drop_database(registry_url)
+
+
+# -- tests --------------------------------------------------------------------------------------
+def test_every_malformed_request_is_answered_and_accounted_for(deployment: Deployment) -> None:
+    cases = corpus(deployment.good)
+    assert len(cases) >= 93 and len({c.name for c in cases}) == len(cases)
+    wrong = []
+    for case in cases:
+        response = deployment.send(case)
+        status, text = response.status_code, response.text[:300]
+        if case.expect.startswith("4xx:"):
+            ok = status == int(case.expect[4:])
+        elif case.endpoint == "ce":
+            ok = status == 200
+        elif case.expect.startswith("q:"):
+            ok = status == 200 and text.startswith("quarantined")
+        else:
+            ok = status == 200 and text.startswith(case.expect)
+        if not ok:
+            wrong.append(f"{case.name[:40]}: expected {case.expect[:40]!r}, got {status} {text!r}")
+    assert not wrong, "\n".join(wrong)
+
+    rows = deployment.registry.quarantined()
+    expected = Counter(storable(c.expect[2:], 64) for c in cases if c.expect.startswith("q:"))
+    assert Counter(row["reason"] for row in rows) == expected
+    assert all(row["occurrences"] == 1 and row["message"] for row in rows)
+    uris = {row["object_uri"] for row in rows}
+    assert "pubsub:p-data-not-base64" in uris and "cloudevent:c-type" in uris
+    assert f"gs://{deployment.good.bucket}/raw/s3\\x00.fits.fz" in uris
+    assert f"someone-elses-bucket/{deployment.good.name}" in uris
+
+    [dataset] = deployment.registry.datasets()
+    assert (dataset["instrument"], dataset["exposure"], dataset["detector"]) == (
+        GOOD.instrument,
+        GOOD.exposure,
+        GOOD.detector,
+    )
+
+
+def test_huge_bodies_are_refused_unread_with_flat_memory(deployment: Deployment) -> None:
+    before = {s: s.peak_rss() for s in (deployment.push, deployment.ce)}
+    big = [
+        Case("m-length-1", "push", "4xx:413", lambda: Blank(100 * MB)),
+        Case("m-length-2", "push", "4xx:413", lambda: Blank(100 * MB)),
+        Case("m-chunked-1", "push", "4xx:413", lambda: chunks(100 * MB)),
+        Case("m-chunked-2", "push", "4xx:413", lambda: chunks(100 * MB)),
+        Case("m-ce", "ce", "4xx:413", lambda: Blank(100 * MB), CE_JSON),
+    ]
+    with ThreadPoolExecutor(len(big)) as pool:
+        statuses = list(pool.map(lambda c: deployment.send(c).status_code, big))
+    assert statuses == [413] * len(big)
+    for server, peak in before.items():
+        grown = server.peak_rss() - peak
+        assert grown < 64 * MB, f"{server.url}: peak memory grew {grown / MB:.0f} MiB"
+    assert deployment.registry.count_datasets() <= 1
+
+
+def _entries() -> list[QuarantineEntry]:
+    return [
+        QuarantineEntry("gs://b/raw/a\x00b", "bad-object-name", "name 'a\x00b'", "crc32c:1\x00"),
+        QuarantineEntry("gs://b/quarantine/a", "r" * 300, "reason from metadata"),
+        QuarantineEntry("gs://b/" + os.urandom(2000).hex(), "bad-object-name", "m" * 100_000),
+        QuarantineEntry("pubsub:\ud800", "bad-message", "lone surrogate \udfff"),
+    ]
+
+
+def test_quarantine_text_is_stored_alike_on_postgresql_and_sqlite(
+    postgres: str, tmp_path: Path
+) -> None:
+    """NUL, over-long reasons, 4,000-byte URIs (over PostgreSQL's 2,704-byte index row) and
+    lone surrogates: the same sanitised row on both backends, none of them an error."""
+    tables, entries = [], _entries()
+    for url in (postgres, f"sqlite:///{tmp_path / 'r.sqlite3'}"):
+        registry = Registry.open(RegistrySettings(url=url, retry_attempts=1))
+        for entry in entries:
+            registry.quarantine(entry)
+        keys = ("object_uri", "reason", "message", "checksum", "occurrences")
+        tables.append([tuple(row[k] for k in keys) for row in registry.quarantined()])
+        registry.close()
+    assert tables[0] == tables[1] and len(tables[0]) == 4
+
+
+def test_values_postgresql_refuses_are_permanent_not_retried(postgres: str) -> None:
+    """Before: ProgramLimitExceeded and friends were "transient" and looped to the DLQ."""
+    registry = Registry.open(RegistrySettings(url=postgres, retry_attempts=5))
+    record = FileRecord(
+        GOOD, "gs://b/x", 1, "crc32c:00000000", md5="m" * 100, readout_time=datetime.now(UTC)
+    )
+    started = time.monotonic()
+    with pytest.raises(UnstorableInput, match="StringDataRightTruncation") as info:
+        registry.register(record)
+    assert not info.value.retriable and time.monotonic() - started < 5
+    assert registry.count_datasets() == 0
+    registry.close()
