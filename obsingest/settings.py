@@ -97,6 +97,11 @@ class FunctionSettings(BaseSettings):
     push_audience: str = ""
     #: Service account the push subscription signs as; empty accepts any verified Google identity.
     push_service_account: str = ""
+    #: Largest request body accepted. A GCS notification is a few KiB (custom metadata is capped
+    #: at 8 KiB by GCS); 1 MiB leaves room and bounds memory per request (larger: 413).
+    max_request_bytes: int = Field(default=1024 * 1024, ge=1024)
+    #: ``Retry-After`` on 503 replies (seconds).
+    retry_after_seconds: int = Field(default=10, ge=0)
 
     @model_validator(mode="after")
     def _audience_required(self) -> FunctionSettings:

@@ -20,30 +20,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
-
 from functions.register.request_guard import BodyGuard
 from obsingest.errors import PermanentError, RequestRefused, RetriableError
 from obsingest.logs import get_logger, log_event
+from obsingest.settings import FunctionSettings
 
 log = get_logger("obsingest.register.http")
 
 #: Set on ``flask.g`` when an entry point starts: an error before it is the framework failing
 #: to read the request (a malformed CloudEvent), not a failure of the delivery's work.
 STARTED = "obsingest_entry_point_started"
-
-
-class EndpointSettings(BaseSettings):
-    """Limits of the register function's HTTP endpoints (``OBSINGEST_FUNCTION_*``)."""
-
-    model_config = SettingsConfigDict(env_prefix="OBSINGEST_FUNCTION_", extra="ignore")
-
-    #: Largest request body accepted. A GCS notification is a few KiB (custom metadata is capped
-    #: at 8 KiB by GCS); 1 MiB leaves room and bounds memory per request.
-    max_request_bytes: int = Field(default=1024 * 1024, ge=1024)
-    #: ``Retry-After`` on 503 replies (seconds).
-    retry_after_seconds: int = Field(default=10, ge=0)
 
 
 def reply_for(exc: BaseException, before_entry: bool = False) -> tuple[str, int]:
@@ -75,11 +61,11 @@ def install(app: Any) -> None:
     if getattr(app, "_obsingest_installed", False):
         return
     app._obsingest_installed = True
-    settings: list[EndpointSettings] = []
+    settings: list[FunctionSettings] = []  # read at the first request, not at import
 
-    def current() -> EndpointSettings:
+    def current() -> FunctionSettings:
         if not settings:
-            settings.append(EndpointSettings())
+            settings.append(FunctionSettings())
         return settings[0]
 
     app.wsgi_app = BodyGuard(app.wsgi_app, lambda: current().max_request_bytes, reply_for)

@@ -95,7 +95,7 @@ def _source_id(given: Any, content: Any) -> str:
     return "sha256-" + hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def _install_on_framework_app() -> None:
+def install_on_framework_app() -> None:
     """functions-framework executes this module inside its Flask app's context: put the body
     guard and the error mapping on that app. A plain import (tests, in-process delivery) has no
     app and installs nothing."""
@@ -105,4 +105,4 @@ def _install_on_framework_app() -> None:
         http_errors.install(flask.current_app._get_current_object())  # type: ignore[attr-defined]
 
 
-_install_on_framework_app()
+install_on_framework_app()
