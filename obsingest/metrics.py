@@ -291,7 +291,7 @@ class Metrics:
             return value
         if self.strict:
             raise ValueError(f"metric label {label}={value!r} is not one of {sorted(allowed)}")
-        if (label, value) not in self._warned:
+        if (label, value) not in self._warned and len(self._warned) < 256:  # bounded memory
             self._warned.add((label, value))
             log.warning("metrics.label_outside_set", extra={"label": label, "value": value[:200]})
         return OTHER
