@@ -1,0 +1,557 @@
+"""Every Prometheus metric of the pipeline, defined once, and the helpers that expose them.
+
+Why one catalogue: the edge, relay, register function, assembler, reconcile and presence API
+record through the same definitions, so names, units, labels and buckets cannot drift between
+processes, the alert rules (``infra/prometheus/alerts.yml``) and the dashboard
+(``infra/grafana/obsingest.json``); unit tests walk ``CATALOGUE`` to hold the conventions and to
+check that rules and dashboard only name metrics defined here.
+
+Conventions (prometheus.io/docs/practices/naming): ``obsingest_`` prefix, base units in names
+(``_seconds``, ``_bytes``), counters end in ``_total``, instants are ``_timestamp_seconds``.
+Every label takes values from a closed set (``LABEL_VALUES``): a value outside it is recorded as
+``other`` and logged once (``strict=True`` raises instead, for tests), so neither a bug nor
+hostile input can mint unbounded series. A data id, object name, exposure or detector is never a
+label; those live in the logs and the registry.
+
+Processes with worker pools (the edge ships CCDs from a ``ProcessPoolExecutor``) use parent-side
+aggregation, not prometheus_client's multiprocess mode: a worker fills a picklable
+``Observations`` (no prometheus in the worker) and returns it with its result; the parent calls
+``Metrics.apply``. Why: the results already travel back to the parent, gauges stay ordinary
+(callback gauges such as the canary age work), and nothing depends on ``PROMETHEUS_MULTIPROC_DIR``
+being set before import or on cleaning per-pid files after a worker dies of SIGBUS or ``kill -9``
+(the edge replaces broken pools). Do not set ``PROMETHEUS_MULTIPROC_DIR`` for obsingest processes.
+
+Import cost: only this module imports prometheus_client; other kernel modules import it lazily
+where they record, so ``import obsingest.<anything else>`` stays free of it (a unit test checks).
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    make_wsgi_app,
+    start_http_server,
+)
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from obsingest.errors import PermanentError
+
+log = logging.getLogger("obsingest.metrics")
+
+#: readout -> stored / registered / announced: the observatory's SLA-aligned buckets plus
+#: sub-second ones (the budget is 5 s per CCD; later than 30 s counts as late).
+LATENCY_BUCKETS: tuple[float, ...] = (
+    0.25, 0.5, 1, 2, 3, 5, 6, 7, 8, 9, 10, 12, 14, 16, 18, 20, 25, 30, 45, 60,
+)  # fmt: skip
+#: registry operations and presence API requests: milliseconds to seconds.
+FAST_BUCKETS: tuple[float, ...] = (
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+)  # fmt: skip
+
+OTHER = "other"
+
+#: Which CCD outcomes each component counts (``obsingest_ccds_total``).
+COMPONENT_OUTCOMES: dict[str, frozenset[str]] = {
+    "edge": frozenset(
+        {"seen", "compressed", "sent", "acknowledged", "refused", "quarantined", "retried"}
+    ),
+    "assembler": frozenset({"stored", "duplicate", "quarantined", "dead_lettered"}),
+    "relay": frozenset({"delivered", "retried", "dead_lettered", "redriven"}),
+    "register": frozenset({"registered", "duplicate", "quarantined", "ignored", "retried"}),
+    "reconcile": frozenset({"registered", "missing_object"}),
+}
+
+#: Every ``reason`` a quarantine, dead letter or registry error can carry: the ``reason`` strings
+#: of obsingest/errors.py and of the units' errors, the assembler's dead-letter reasons, and the
+#: relay's push failures by class. A unit test reads the code and fails when one is missing here.
+REASONS: frozenset[str] = frozenset(
+    {
+        # obsingest/errors.py
+        "error", "transient", "permanent", "bad-object-name", "unknown-instrument",
+        "corrupt-file", "header-mismatch", "foreign-bucket", "object-missing",
+        "checksum-conflict", "checksum-mismatch", "bad-message", "service-unavailable",
+        # kernel adapters
+        "publish-failed", "registry-unavailable", "retries-exhausted", "store-request-refused",
+        "bucket-missing", "store-permission-denied", "store-unavailable",
+        "metrics-port-unavailable",
+        # producers (edge, chunk producer)
+        "quarantined-by-producer", "chunk-delivery-failed", "chunk-rejected", "producer-fatal",
+        # assembler errors and dead-letter (dlq_reason) values
+        "assembler", "dlq-failed", "recovery-failed", "consumer-fatal", "undecodable",
+        "wrong-schema", "bad-data-id", "bad-chunk", "chunk-checksum-mismatch", "chunk-conflict",
+        "file-metadata-changed", "file-checksum-mismatch", "file-size-mismatch", "incomplete",
+        # relay push failures, by class (the full answer is in the dead letter's attributes)
+        "http-4xx", "http-5xx", "no-response",
+    }
+)  # fmt: skip
+
+#: The closed set of values of every label in the catalogue (``other`` is always allowed).
+LABEL_VALUES: dict[str, frozenset[str]] = {
+    "component": frozenset(COMPONENT_OUTCOMES) | {"presence"},
+    "outcome": frozenset().union(*COMPONENT_OUTCOMES.values()),
+    "reason": REASONS,
+    "transport": frozenset({"direct", "kafka"}),
+    "instrument": frozenset({"LSSTCam", "LSSTComCam", "LATISS"}),
+    "stage": frozenset({"compress", "send"}),
+    "state": frozenset({"seen", "compressed", "sent", "acknowledged", "quarantined"}),
+    "refusal": frozenset({"spool-full", "source-unreadable"}),
+    "operation": frozenset({"register", "quarantine", "query"}),
+    "event": frozenset({"written", "seen"}),
+    "source": frozenset({"notifications", "chunks"}),
+    "result": frozenset({"redriven", "failed", "skipped"}),
+    "status": frozenset({"ok", "over_budget", "incomplete"}),
+    "route": frozenset({"ccd", "dataset", "exposure", "night", "health", "openapi"}),
+    "code": frozenset({"2xx", "3xx", "4xx", "5xx"}),
+}
+#: Labels whose one value per process is fixed at start-up (build info), not a closed set.
+CONSTANT_LABELS = frozenset({"version", "python_version"})
+#: Never labels: unbounded, and they belong in logs and the registry.
+FORBIDDEN_LABELS = frozenset(
+    {"data_id", "dataset_id", "object", "object_name", "uri", "exposure", "detector", "ccd",
+     "path", "message", "error"}
+)  # fmt: skip
+
+EDGE, ASSEMBLER, RELAY, REGISTER, RECONCILE, PRESENCE = (
+    "edge", "assembler", "relay", "register", "reconcile", "presence",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric: exposed ``name`` (counters with ``_total``, info with ``_info``)."""
+
+    name: str
+    kind: str  # counter | gauge | histogram | info
+    help: str
+    labels: tuple[str, ...] = ()
+    exported_by: tuple[str, ...] = ()
+    buckets: tuple[float, ...] = ()
+
+
+_LAT = ("transport", "instrument")
+#: register closes an exposure on its last CCD; reconcile closes it at its deadline
+_CLOSERS = (REGISTER, RECONCILE)
+
+CATALOGUE: tuple[MetricSpec, ...] = (
+    MetricSpec("obsingest_ccds_total", "counter",
+               "CCDs by outcome per component (COMPONENT_OUTCOMES lists each one's outcomes).",
+               ("component", "outcome"), (EDGE, ASSEMBLER, RELAY, REGISTER, RECONCILE)),
+    MetricSpec("obsingest_ccds_quarantined_total", "counter",
+               "CCDs (or messages) quarantined, by component and reason.",
+               ("component", "reason"), (EDGE, ASSEMBLER, REGISTER)),
+    MetricSpec("obsingest_ccds_dead_lettered_total", "counter",
+               "Messages dead-lettered after their retries, by component and reason.",
+               ("component", "reason"), (ASSEMBLER, RELAY)),
+    MetricSpec("obsingest_readout_to_stored_seconds", "histogram",
+               "End of readout -> object stored (the object's creation time), any transport.",
+               _LAT, (REGISTER,), LATENCY_BUCKETS),
+    MetricSpec("obsingest_readout_to_registered_seconds", "histogram",
+               "End of readout -> dataset registered.", _LAT, (REGISTER,), LATENCY_BUCKETS),
+    MetricSpec("obsingest_readout_to_announced_seconds", "histogram",
+               "End of readout -> ArrivalEvent published.", _LAT, (REGISTER,), LATENCY_BUCKETS),
+    MetricSpec("obsingest_edge_stage_seconds", "histogram",
+               "Time an edge worker spends per CCD in one stage (compress, send).",
+               ("stage",), (EDGE,), LATENCY_BUCKETS),
+    MetricSpec("obsingest_edge_spool_ccds", "gauge",
+               "CCDs in the edge journal, by journal state.", ("state",), (EDGE,)),
+    MetricSpec("obsingest_edge_oldest_unacknowledged_age_seconds", "gauge",
+               "Age since readout of the oldest CCD not yet acknowledged (0 when none).",
+               (), (EDGE,)),
+    MetricSpec("obsingest_edge_spool_free_bytes", "gauge",
+               "Free bytes on the spool's file system.", (), (EDGE,)),
+    MetricSpec("obsingest_edge_refusing_new_work", "gauge",
+               "1 while the edge refuses new CCDs, by refusal reason; 0 otherwise.",
+               ("refusal",), (EDGE,)),
+    MetricSpec("obsingest_assembler_consumer_lag_messages", "gauge",
+               "Chunk records behind the partitions' high watermarks (sum over assigned ones).",
+               (), (ASSEMBLER,)),
+    MetricSpec("obsingest_assembler_open_files", "gauge",
+               "CCDs being reassembled (some chunks held, not yet stored).", (), (ASSEMBLER,)),
+    MetricSpec("obsingest_assembler_held_payload_bytes", "gauge",
+               "Chunk payload bytes held in memory by open files.", (), (ASSEMBLER,)),
+    MetricSpec("obsingest_assembler_held_payload_limit_bytes", "gauge",
+               "The configured bound on held payload bytes.", (), (ASSEMBLER,)),
+    MetricSpec("obsingest_registry_operation_seconds", "histogram",
+               "Registry operation latency, by operation.", ("operation",),
+               (REGISTER, RECONCILE, PRESENCE), FAST_BUCKETS),
+    MetricSpec("obsingest_registry_errors_total", "counter",
+               "Registry operations that raised, by operation and reason.",
+               ("operation", "reason"), (REGISTER, RECONCILE, PRESENCE)),
+    MetricSpec("obsingest_notification_canaries_total", "counter",
+               "Canary objects written, and their notifications seen.", ("event",), (RECONCILE,)),
+    MetricSpec("obsingest_notification_canary_last_seen_timestamp_seconds", "gauge",
+               "Unix time the last canary notification was seen (process start before the first).",
+               (), (RECONCILE,)),
+    MetricSpec("obsingest_notification_canary_age_seconds", "gauge",
+               "Seconds since the last canary notification was seen (NaN before the first).",
+               (), (RECONCILE,)),
+    MetricSpec("obsingest_dead_letters_waiting", "gauge",
+               "Dead-lettered messages waiting for redrive, by source.", ("source",),
+               (RELAY, ASSEMBLER)),
+    MetricSpec("obsingest_redrive_attempts_total", "counter",
+               "Dead letters redriven, by source and result.", ("source", "result"),
+               (RELAY, ASSEMBLER)),
+    MetricSpec("obsingest_exposures_completed_total", "counter",
+               "Exposures closed, by status (ok, over_budget, incomplete at its deadline).",
+               ("instrument", "status"), _CLOSERS),
+    MetricSpec("obsingest_last_exposure_max_latency_seconds", "gauge",
+               "Max readout -> announced latency of the last closed exposure.",
+               ("instrument",), _CLOSERS),
+    MetricSpec("obsingest_last_exposure_missing_ccds", "gauge",
+               "Expected CCDs missing from the last closed exposure.", ("instrument",), _CLOSERS),
+    MetricSpec("obsingest_last_exposure_completed_timestamp_seconds", "gauge",
+               "Unix time the last exposure was closed.", ("instrument",), _CLOSERS),
+    MetricSpec("obsingest_presence_requests_total", "counter",
+               "Presence API requests, by route and status class.", ("route", "code"),
+               (PRESENCE,)),
+    MetricSpec("obsingest_presence_request_seconds", "histogram",
+               "Presence API request latency, by route.", ("route",), (PRESENCE,), FAST_BUCKETS),
+    MetricSpec("obsingest_build_info", "info",
+               "obsingest version and Python of this process, and which component it runs.",
+               ("component", "version", "python_version"),
+               (EDGE, ASSEMBLER, RELAY, REGISTER, RECONCILE, PRESENCE)),
+)  # fmt: skip
+
+SPECS: dict[str, MetricSpec] = {spec.name: spec for spec in CATALOGUE}
+
+
+def reason_label(reason: str) -> str:
+    """The ``reason`` label for an error reason or a relay push failure (``HTTP 503: ...``)."""
+    if reason in REASONS:
+        return reason
+    if reason.startswith("HTTP 4"):
+        return "http-4xx"
+    if reason.startswith("HTTP 5"):
+        return "http-5xx"
+    if reason.startswith("no response"):
+        return "no-response"
+    return OTHER
+
+
+def status_class(status_code: int) -> str:
+    """``2xx`` .. ``5xx`` for an HTTP status code (``other`` outside 200..599)."""
+    return f"{status_code // 100}xx" if 200 <= status_code <= 599 else OTHER
+
+
+class MetricsPortUnavailable(PermanentError):
+    """The configured metrics port cannot be bound (in use, or privileged)."""
+
+    reason = "metrics-port-unavailable"
+
+
+def _create(spec: MetricSpec, registry: CollectorRegistry) -> Any:
+    if spec.kind == "counter":
+        return Counter(spec.name.removesuffix("_total"), spec.help, spec.labels, registry=registry)
+    if spec.kind == "gauge":
+        return Gauge(spec.name, spec.help, spec.labels, registry=registry)
+    if spec.kind == "histogram":
+        return Histogram(
+            spec.name, spec.help, spec.labels, registry=registry, buckets=spec.buckets
+        )
+    if spec.kind == "info":
+        return Info(spec.name.removesuffix("_info"), spec.help, registry=registry)
+    raise ValueError(f"metric {spec.name}: unknown kind {spec.kind!r}")
+
+
+class Metrics:
+    """The catalogue registered in one ``CollectorRegistry``, with checked recording methods."""
+
+    def __init__(self, registry: CollectorRegistry | None = None, *, strict: bool = False) -> None:
+        self.registry = REGISTRY if registry is None else registry
+        self.strict = strict
+        self._families = {spec.name: _create(spec, self.registry) for spec in CATALOGUE}
+        self._warned: set[tuple[str, str]] = set()
+        self._canary_last_seen: float | None = None
+        self._families["obsingest_notification_canary_age_seconds"].set_function(
+            self._canary_age
+        )
+
+    def family(self, name: str) -> Any:
+        """The prometheus_client object of a catalogue metric, for what the methods don't cover."""
+        return self._families[name]
+
+    def _value(self, label: str, value: str) -> str:
+        allowed = LABEL_VALUES[label]
+        if value in allowed or value == OTHER:
+            return value
+        if self.strict:
+            raise ValueError(f"metric label {label}={value!r} is not one of {sorted(allowed)}")
+        if (label, value) not in self._warned and len(self._warned) < 256:  # bounded memory
+            self._warned.add((label, value))
+            log.warning("metrics.label_outside_set", extra={"label": label, "value": value[:200]})
+        return OTHER
+
+    def _child(self, name: str, **labels: str) -> Any:
+        checked = {k: self._value(k, v) for k, v in labels.items()}
+        return self._families[name].labels(**checked)
+
+    # --- CCD outcomes -------------------------------------------------------------------------
+    def ccd(self, component: str, outcome: str, reason: str | None = None, n: int = 1) -> None:
+        """Count ``n`` CCDs with an outcome; quarantines and dead letters also by reason."""
+        component = self._value("component", component)
+        outcome = self._value("outcome", outcome)
+        if outcome not in COMPONENT_OUTCOMES.get(component, ()) and outcome != OTHER:
+            if self.strict:
+                raise ValueError(f"component {component!r} has no outcome {outcome!r}")
+            outcome = OTHER
+        self._child("obsingest_ccds_total", component=component, outcome=outcome).inc(n)
+        by_reason = {
+            "quarantined": "obsingest_ccds_quarantined_total",
+            "dead_lettered": "obsingest_ccds_dead_lettered_total",
+        }.get(outcome)
+        if by_reason:
+            label = reason_label(reason or "error")
+            self._child(by_reason, component=component, reason=label).inc(n)
+
+    def readout_latency(self, stage: str, seconds: float, transport: str, instrument: str) -> None:
+        """Observe readout -> ``stage`` (stored, registered or announced) for one CCD."""
+        name = f"obsingest_readout_to_{stage}_seconds"
+        if name not in SPECS:
+            raise ValueError(f"no readout latency for stage {stage!r}")
+        self._child(name, transport=transport, instrument=instrument).observe(seconds)
+
+    def edge_stage(self, stage: str, seconds: float) -> None:
+        self._child("obsingest_edge_stage_seconds", stage=stage).observe(seconds)
+
+    # --- state gauges -------------------------------------------------------------------------
+    def edge_spool(
+        self,
+        depths: Mapping[str, int],
+        oldest_unacknowledged_age_seconds: float,
+        free_bytes: int,
+        refusing: str | None = None,
+    ) -> None:
+        """Set the spool gauges; states missing from ``depths`` are 0, as are other refusals."""
+        for state in LABEL_VALUES["state"]:
+            self._child("obsingest_edge_spool_ccds", state=state).set(depths.get(state, 0))
+        self._families["obsingest_edge_oldest_unacknowledged_age_seconds"].set(
+            oldest_unacknowledged_age_seconds
+        )
+        self._families["obsingest_edge_spool_free_bytes"].set(free_bytes)
+        current = self._value("refusal", refusing) if refusing else None
+        for refusal in LABEL_VALUES["refusal"] | ({current} if current else set()):
+            self._child("obsingest_edge_refusing_new_work", refusal=refusal).set(
+                1 if refusal == current else 0
+            )
+
+    def assembler_state(
+        self, lag_messages: int, open_files: int, held_payload_bytes: int, held_limit_bytes: int
+    ) -> None:
+        f = self._families
+        f["obsingest_assembler_consumer_lag_messages"].set(lag_messages)
+        f["obsingest_assembler_open_files"].set(open_files)
+        f["obsingest_assembler_held_payload_bytes"].set(held_payload_bytes)
+        f["obsingest_assembler_held_payload_limit_bytes"].set(held_limit_bytes)
+
+    def dead_letters_waiting(self, source: str, count: int) -> None:
+        self._child("obsingest_dead_letters_waiting", source=source).set(count)
+
+    def redrive(self, source: str, result: str, n: int = 1) -> None:
+        self._child("obsingest_redrive_attempts_total", source=source, result=result).inc(n)
+
+    # --- registry -----------------------------------------------------------------------------
+    @contextmanager
+    def registry_operation(self, operation: str) -> Iterator[None]:
+        """Time a registry call; an exception is counted by its ``reason`` and re-raised."""
+        started = time.perf_counter()
+        try:
+            yield
+        except Exception as exc:
+            reason = reason_label(getattr(exc, "reason", "error"))
+            self._child("obsingest_registry_errors_total", operation=operation, reason=reason).inc()
+            raise
+        finally:
+            self._child("obsingest_registry_operation_seconds", operation=operation).observe(
+                time.perf_counter() - started
+            )
+
+    # --- canary -------------------------------------------------------------------------------
+    def canary(self, event: str, at: float | None = None) -> None:
+        """A canary object ``written``, or its notification ``seen`` (at Unix time ``at``)."""
+        event = self._value("event", event)
+        self._child("obsingest_notification_canaries_total", event=event).inc()
+        if event == "seen":
+            self._canary_last_seen = time.time() if at is None else at
+            self._families["obsingest_notification_canary_last_seen_timestamp_seconds"].set(
+                self._canary_last_seen
+            )
+
+    def _canary_age(self) -> float:
+        seen = self._canary_last_seen
+        return float("nan") if seen is None else max(0.0, time.time() - seen)
+
+    # --- exposures ----------------------------------------------------------------------------
+    def exposure_completed(
+        self,
+        instrument: str,
+        status: str,
+        max_latency_seconds: float,
+        missing_ccds: int = 0,
+        at: float | None = None,
+    ) -> None:
+        """One exposure closed: counted by status; the ``last_exposure`` gauges follow it."""
+        name = "obsingest_exposures_completed_total"
+        self._child(name, instrument=instrument, status=status).inc()
+        for name, value in (
+            ("obsingest_last_exposure_max_latency_seconds", max_latency_seconds),
+            ("obsingest_last_exposure_missing_ccds", missing_ccds),
+            ("obsingest_last_exposure_completed_timestamp_seconds", at or time.time()),
+        ):
+            self._child(name, instrument=instrument).set(value)
+
+    # --- presence API -------------------------------------------------------------------------
+    def presence_request(self, route: str, status_code: int, seconds: float) -> None:
+        code = status_class(status_code)
+        self._child("obsingest_presence_requests_total", route=route, code=code).inc()
+        self._child("obsingest_presence_request_seconds", route=route).observe(seconds)
+
+    # --- identity -----------------------------------------------------------------------------
+    def start(self, component: str) -> None:
+        """Call once at process start: build info, and this component's series created at 0.
+
+        Series that exist from the start make ``rate()``/``increase()`` see their first
+        increment, and the canary clock of reconcile starts now (no canary within the alert's
+        window after start-up is already an alert).
+        """
+        from importlib.metadata import PackageNotFoundError, version
+
+        component = self._value("component", component)
+        try:
+            ours = version("obsingest")
+        except PackageNotFoundError:
+            ours = "unknown"
+        self._families["obsingest_build_info"].info(
+            {"component": component, "version": ours, "python_version": platform.python_version()}
+        )
+        for outcome in COMPONENT_OUTCOMES.get(component, ()):
+            self._child("obsingest_ccds_total", component=component, outcome=outcome)
+        if component in _CLOSERS:
+            for instrument in LABEL_VALUES["instrument"]:
+                for status in LABEL_VALUES["status"]:
+                    name = "obsingest_exposures_completed_total"
+                    self._child(name, instrument=instrument, status=status)
+        if component == RECONCILE and self._canary_last_seen is None:
+            self._canary_last_seen = time.time()
+            self._families["obsingest_notification_canary_last_seen_timestamp_seconds"].set(
+                self._canary_last_seen
+            )
+
+    def apply(self, observations: Observations) -> None:
+        """Record what a worker process observed (parent-side aggregation)."""
+        for method, args, kwargs in observations.calls:
+            getattr(self, method)(*args, **kwargs)
+
+
+@dataclass
+class Observations:
+    """Picklable record of a worker's observations; the parent replays it with ``apply``.
+
+    Only per-event metrics (counters, histograms) can be recorded here; gauges describe the
+    parent's state and are set by the parent.
+    """
+
+    calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = field(default_factory=list)
+
+    def ccd(self, component: str, outcome: str, reason: str | None = None, n: int = 1) -> None:
+        self.calls.append(("ccd", (component, outcome), {"reason": reason, "n": n}))
+
+    def readout_latency(self, stage: str, seconds: float, transport: str, instrument: str) -> None:
+        self.calls.append(("readout_latency", (stage, seconds, transport, instrument), {}))
+
+    def edge_stage(self, stage: str, seconds: float) -> None:
+        self.calls.append(("edge_stage", (stage, seconds), {}))
+
+
+_default: Metrics | None = None
+_default_lock = threading.Lock()
+
+
+def get_metrics() -> Metrics:
+    """The process-wide catalogue on prometheus_client's default registry (created once)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Metrics()
+        return _default
+
+
+# --- exposing /metrics --------------------------------------------------------------------------
+class MetricsSettings(BaseSettings):
+    """Where a long-running process serves ``/metrics`` (``OBSINGEST_METRICS_PORT``, 0 = off)."""
+
+    model_config = SettingsConfigDict(env_prefix="OBSINGEST_METRICS_", extra="ignore")
+
+    port: int = Field(default=0, ge=0, le=65535)
+    #: All interfaces by default: Prometheus scrapes from another host.
+    addr: str = "0.0.0.0"
+
+
+@dataclass
+class MetricsServer:
+    """A background ``/metrics`` HTTP server (daemon thread); ``close()`` stops it."""
+
+    server: Any
+    thread: threading.Thread
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_port)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+def serve_metrics(
+    settings: MetricsSettings | None = None, registry: CollectorRegistry | None = None
+) -> MetricsServer | None:
+    """Serve ``/metrics`` in a background thread on the configured port; None when port is 0."""
+    settings = MetricsSettings() if settings is None else settings
+    if settings.port == 0:
+        return None
+    try:
+        server, thread = start_http_server(
+            settings.port, settings.addr, REGISTRY if registry is None else registry
+        )
+    except OSError as exc:
+        raise MetricsPortUnavailable(
+            f"cannot serve /metrics on {settings.addr}:{settings.port} "
+            f"(OBSINGEST_METRICS_PORT): {exc}"
+        ) from exc
+    return MetricsServer(server, thread)
+
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def with_metrics_endpoint(
+    app: WsgiApp, registry: CollectorRegistry | None = None, path: str = "/metrics"
+) -> WsgiApp:
+    """Wrap a WSGI app so ``path`` answers with the metrics, on the app's own port.
+
+    Flask (and functions-framework's app): ``app.wsgi_app = with_metrics_endpoint(app.wsgi_app)``.
+    """
+    metrics_app = make_wsgi_app(REGISTRY if registry is None else registry)
+
+    def dispatch(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == path:
+            return metrics_app(environ, start_response)
+        return app(environ, start_response)
+
+    return dispatch
