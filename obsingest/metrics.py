@@ -21,7 +21,9 @@ aggregation, not prometheus_client's multiprocess mode: a worker fills a picklab
 being set before import or on cleaning per-pid files after a worker dies of SIGBUS or ``kill -9``
 (the edge replaces broken pools). Do not set ``PROMETHEUS_MULTIPROC_DIR`` for obsingest processes.
 
-Import cost: only this module imports prometheus_client; other kernel modules import it lazily
+Serving ``/metrics`` (a port of its own, or a path on a WSGI app's port) is ``metrics_http``.
+
+Import cost: only these modules import prometheus_client; other kernel modules import it lazily
 where they record, so ``import obsingest.<anything else>`` stays free of it (a unit test checks).
 """
 
@@ -31,7 +33,7 @@ import logging
 import platform
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,13 +45,7 @@ from prometheus_client import (
     Gauge,
     Histogram,
     Info,
-    make_wsgi_app,
-    start_http_server,
 )
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
-
-from obsingest.errors import PermanentError
 
 log = logging.getLogger("obsingest.metrics")
 
@@ -85,6 +81,10 @@ REASONS: frozenset[str] = frozenset(
         "error", "transient", "permanent", "bad-object-name", "unknown-instrument",
         "corrupt-file", "header-mismatch", "foreign-bucket", "object-missing",
         "checksum-conflict", "checksum-mismatch", "bad-message", "service-unavailable",
+        "bad-metadata", "unstorable-input", "request-refused", "not-a-delivery",
+        "request-too-large", "nesting-too-deep",
+        # registry backends
+        "butler-conflict", "bad-header",
         # kernel adapters
         "publish-failed", "registry-unavailable", "retries-exhausted", "store-request-refused",
         "bucket-missing", "store-permission-denied", "store-unavailable",
@@ -246,12 +246,6 @@ def reason_label(reason: str) -> str:
 def status_class(status_code: int) -> str:
     """``2xx`` .. ``5xx`` for an HTTP status code (``other`` outside 200..599)."""
     return f"{status_code // 100}xx" if 200 <= status_code <= 599 else OTHER
-
-
-class MetricsPortUnavailable(PermanentError):
-    """The configured metrics port cannot be bound (in use, or privileged)."""
-
-    reason = "metrics-port-unavailable"
 
 
 def _create(spec: MetricSpec, registry: CollectorRegistry) -> Any:
@@ -488,70 +482,3 @@ def get_metrics() -> Metrics:
         if _default is None:
             _default = Metrics()
         return _default
-
-
-# --- exposing /metrics --------------------------------------------------------------------------
-class MetricsSettings(BaseSettings):
-    """Where a long-running process serves ``/metrics`` (``OBSINGEST_METRICS_PORT``, 0 = off)."""
-
-    model_config = SettingsConfigDict(env_prefix="OBSINGEST_METRICS_", extra="ignore")
-
-    port: int = Field(default=0, ge=0, le=65535)
-    #: All interfaces by default: Prometheus scrapes from another host.
-    addr: str = "0.0.0.0"
-
-
-@dataclass
-class MetricsServer:
-    """A background ``/metrics`` HTTP server (daemon thread); ``close()`` stops it."""
-
-    server: Any
-    thread: threading.Thread
-
-    @property
-    def port(self) -> int:
-        return int(self.server.server_port)
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
-
-
-def serve_metrics(
-    settings: MetricsSettings | None = None, registry: CollectorRegistry | None = None
-) -> MetricsServer | None:
-    """Serve ``/metrics`` in a background thread on the configured port; None when port is 0."""
-    settings = MetricsSettings() if settings is None else settings
-    if settings.port == 0:
-        return None
-    try:
-        server, thread = start_http_server(
-            settings.port, settings.addr, REGISTRY if registry is None else registry
-        )
-    except OSError as exc:
-        raise MetricsPortUnavailable(
-            f"cannot serve /metrics on {settings.addr}:{settings.port} "
-            f"(OBSINGEST_METRICS_PORT): {exc}"
-        ) from exc
-    return MetricsServer(server, thread)
-
-
-WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
-
-
-def with_metrics_endpoint(
-    app: WsgiApp, registry: CollectorRegistry | None = None, path: str = "/metrics"
-) -> WsgiApp:
-    """Wrap a WSGI app so ``path`` answers with the metrics, on the app's own port.
-
-    Flask (and functions-framework's app): ``app.wsgi_app = with_metrics_endpoint(app.wsgi_app)``.
-    """
-    metrics_app = make_wsgi_app(REGISTRY if registry is None else registry)
-
-    def dispatch(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") == path:
-            return metrics_app(environ, start_response)
-        return app(environ, start_response)
-
-    return dispatch

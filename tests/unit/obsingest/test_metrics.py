@@ -27,10 +27,12 @@ from obsingest.metrics import (
     LABEL_VALUES,
     REASONS,
     Metrics,
-    MetricsPortUnavailable,
-    MetricsSettings,
     Observations,
     reason_label,
+)
+from obsingest.metrics_http import (
+    MetricsPortUnavailable,
+    MetricsSettings,
     serve_metrics,
     with_metrics_endpoint,
 )
