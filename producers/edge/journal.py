@@ -19,6 +19,7 @@ with what is already journalled.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import sqlite3
 import threading
@@ -145,13 +146,13 @@ class Journal:
                 db.execute("BEGIN IMMEDIATE")
                 try:
                     yield db
+                    db.execute("COMMIT")
                 except BaseException:
-                    db.execute("ROLLBACK")
+                    if db.in_transaction:
+                        with contextlib.suppress(sqlite3.Error):
+                            db.execute("ROLLBACK")
                     raise
-                db.execute("COMMIT")
             except sqlite3.Error as exc:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
                 raise _spool_error(exc, self.path) from exc
             finally:
                 if durable:
