@@ -558,6 +558,8 @@ class EdgeService:
         self._last_check = now
         if self._refusing is not None:
             self._try_resume(now)
+        else:
+            self._space_ok()  # refuse before new work arrives, not only when it does
         if (
             self._refusing is not None
             and self.settings.max_refusing_seconds
