@@ -166,7 +166,8 @@ class _Run:
                 updates.append((r.key, "quarantined", {"reason": r.reason, "error": r.error}))
                 self.report.failed[r.key] = f"{r.reason}: {r.error}"
                 log_event(log, "backfill.failed", object=r.key, reason=r.reason, error=r.error)
-        self.journal.mark_many(updates, durable=True)
+        # not durable: a lost ack after a power cut only means a re-put answered "exists"
+        self.journal.mark_many(updates)
         if self.bar is not None:
             self.bar.update(sent)
             self.bar.set_postfix(files=self.report.verified, failed=len(self.report.failed),
@@ -190,9 +191,12 @@ def run_backfill(config: BackfillConfig, out: TextIO = sys.stderr) -> BackfillRe
         log_event(log, "backfill.start", files=len(files), todo=len(todo),
                   destination=config.destination, parallel=config.parallel)  # fmt: skip
         run = _Run(config, journal, report, None)
-        pool = WorkerPool(min(config.parallel, max(1, len(todo))),
-                          WorkerInit("producers.backfill.transfer:UploadWorker", (store_url,)),
-                          run.on_result, name="backfill")  # fmt: skip
+        pool = WorkerPool(
+            min(config.parallel, max(1, len(todo))),
+            WorkerInit("producers.backfill.transfer:UploadWorker", (store_url,)),
+            run.on_result, name="backfill", start_method="forkserver",
+            preload=("producers.backfill.transfer", "google.cloud.storage"),
+        )  # fmt: skip
         bar = None
         if todo:
             pool.start()
