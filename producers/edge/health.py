@@ -56,3 +56,39 @@ def _handler(report: Callable[[], dict[str, Any]]) -> type[BaseHTTPRequestHandle
             """Quiet: health probes every few seconds would drown the service's log."""
 
     return Handler
+
+
+def service_report(service: Any) -> dict[str, Any]:
+    """The health document of an ``EdgeService``."""
+    from producers.edge.errors import SpoolFull, SpoolUnavailable
+
+    reasons = []
+    if service.refusal.reason:
+        reasons.append(service.refusal.reason)
+    if service._source_problem:
+        reasons.append(service._source_problem)
+    scheduler = service.scheduler
+    if scheduler.destination_down:
+        reasons.append(f"destination-unreachable: {scheduler.dest_failures} failed attempt(s) "
+                       "in a row, retrying")  # fmt: skip
+    status = service.state
+    if status == "ready" and reasons:
+        status = "degraded"
+    counts: dict[str, int] = {}
+    if service.journal is not None and service.state != "stopped":
+        try:
+            counts = service.journal.counts()
+        except (SpoolFull, SpoolUnavailable):
+            counts = {}
+    return {
+        "status": status,
+        "reasons": reasons,
+        "refusing_new_work": service.refusal.refusing,
+        "journal": counts,
+        "destination": {
+            "url": service.settings.destination,
+            "down": scheduler.destination_down,
+            "failures": scheduler.dest_failures,
+        },
+        "stats": service.stats.snapshot(),
+    }

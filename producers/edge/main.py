@@ -120,6 +120,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: cannot use the spool: {exc}", file=sys.stderr)
         service.stop(timeout=5)
         return EXIT_SPOOL
+    except OSError as exc:  # e.g. the health port is taken
+        print(f"error: cannot start: {exc}", file=sys.stderr)
+        service.stop(timeout=5)
+        return EXIT_USAGE
     while not stop.is_set() and not service.wait_stopped(0.2):
         pass
     service.stop()

@@ -20,15 +20,12 @@ the ack's) and two pipe messages.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import queue
-import shutil
 import threading
 import time
 from concurrent.futures import Future
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +50,16 @@ from producers.edge.errors import (
     UnexpectedError,
     WorkerCrashed,
 )
-from producers.edge.handoff import QUARANTINE_DIR, Found, HandoffIntake
+from producers.edge.files import (
+    manifest_json,
+    move_to_quarantine,
+    read_manifest,
+    readout_from_manifest,
+    release_raw,
+)
+from producers.edge.handoff import Found, HandoffIntake
 from producers.edge.journal import Entry, Journal
+from producers.edge.refusal import Refusal
 from producers.edge.scheduler import Backoff, Scheduler
 from producers.edge.settings import EdgeSettings
 from producers.edge.stats import EdgeStats
@@ -90,9 +95,7 @@ class EdgeService:
         self._events: queue.Queue[tuple[Any, ...]] = queue.Queue()
         self._futures: dict[str, list[Future[Outcome]]] = {}
         self._failures: dict[str, int] = {}
-        self._refusing: str | None = None
-        self._refusing_since = 0.0
-        self._last_refusal_log = 0.0
+        self.refusal = Refusal(self.spool, settings.min_free_bytes)
         self._source_problem: str | None = None
         self._draining = False
         self._engine: threading.Thread | None = None
@@ -110,6 +113,12 @@ class EdgeService:
                 self.stats.add("resumed")
         if self.stats.resumed:
             log_event(log, "edge.resumed_from_journal", ccds=self.stats.resumed)
+        if s.health_port >= 0:  # up first: "starting" (503) while the workers warm up
+            from producers.edge.health import HealthServer
+
+            self.health_server = HealthServer(self.health, s.health_host, s.health_port)
+            self.health_server.start()
+            (self.spool / "health.port").write_text(f"{self.health_server.port}\n")
         self.pool = WorkerPool(
             s.workers,
             WorkerInit("producers.edge.ccd:CcdWorker", (s.destination, s.prefix,
@@ -119,12 +128,6 @@ class EdgeService:
         self.pool.start()
         self._engine = threading.Thread(target=self._run, name="edge-engine", daemon=True)
         self._engine.start()
-        if s.health_port >= 0:
-            from producers.edge.health import HealthServer
-
-            self.health_server = HealthServer(self.health, s.health_host, s.health_port)
-            self.health_server.start()
-            (self.spool / "health.port").write_text(f"{self.health_server.port}\n")
         if self.handoff is not None:
             self.intake = HandoffIntake(
                 self.handoff, self._on_found, self._on_source_problem, mode=s.complete,
@@ -201,23 +204,21 @@ class EdgeService:
     def submit_manifest(self, manifest: ExposureManifest) -> None:
         """Record an exposure's manifest (readout time and expected detectors)."""
         assert self.journal is not None
-        record = manifest.to_record()
-        text = json.dumps({k: v.isoformat() if isinstance(v, datetime) else v
-                           for k, v in record.items()})  # fmt: skip
-        self.journal.record_exposure(manifest.instrument, manifest.exposure, text)
+        self.journal.record_exposure(manifest.instrument, manifest.exposure,
+                                     manifest_json(manifest))  # fmt: skip
 
     def _accept(self, entry: Entry, future: Future[Outcome] | None = None) -> bool:
         assert self.journal is not None
         if self.state in ("draining", "stopped"):
             raise SpoolUnavailable("the edge service is stopping: no new work taken")
-        if not self._space_ok():
+        if not self.refusal.space_ok():
             self.stats.add("refused")
-            raise SpoolFull(f"refused {entry.key}: {self._refusing}")
+            raise SpoolFull(f"refused {entry.key}: {self.refusal.reason}")
         try:
             existing = self.journal.add(entry)
         except (SpoolFull, SpoolUnavailable) as exc:
             self.stats.add("refused")
-            self._refuse(exc.reason, str(exc))
+            self.refusal.refuse(exc.reason, str(exc))
             raise
         if existing is None:
             self.stats.add("accepted")
@@ -257,26 +258,12 @@ class EdgeService:
         """The exposure manifest's end of exposure if it is known, else the file's mtime."""
         assert self.journal is not None and found.data_id is not None
         text = self.journal.exposure_manifest(found.data_id.instrument, found.data_id.exposure)
-        if text:
-            doc = json.loads(text)
-            start = datetime.fromisoformat(doc["obs_start"])
-            return (start + timedelta(seconds=float(doc["exposure_time"]))).timestamp()
-        return found.mtime
+        return readout_from_manifest(text) if text else found.mtime
 
     def _take_manifest(self, path: Path) -> None:
-        try:
-            doc = json.loads(path.read_text())
-            manifest = ExposureManifest(
-                instrument=str(doc["instrument"]), exposure=int(doc["exposure"]),
-                day_obs=int(doc["day_obs"]), detectors=[int(d) for d in doc["detectors"]],
-                obs_start=datetime.fromisoformat(doc["obs_start"]),
-                exposure_time=float(doc["exposure_time"]), filter=str(doc["filter"]),
-                published=datetime.fromisoformat(doc.get("published") or doc["obs_start"]),
-            )  # fmt: skip
-        except FileNotFoundError:
+        manifest = read_manifest(path)
+        if manifest is None:
             return
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise BadManifest(f"{path}: not an ExposureManifest as JSON: {exc!r}") from None
         self.submit_manifest(manifest)
         log_event(log, "edge.manifest", instrument=manifest.instrument,
                   exposure=manifest.exposure, detectors=len(manifest.detectors))  # fmt: skip
@@ -398,11 +385,11 @@ class EdgeService:
         if outcome is not None:
             values["attempts"] = outcome.attempts
             if outcome.journal_error:
-                self._refuse("spool-full", outcome.journal_error)
+                self.refusal.refuse("spool-full", outcome.journal_error)
         try:
             self.journal.mark(key, None, **values)
         except (SpoolFull, SpoolUnavailable) as exc:
-            self._refuse(exc.reason, str(exc))
+            self.refusal.refuse(exc.reason, str(exc))
 
     def _acked(self, key: str, outcome: Outcome) -> None:
         assert self.journal is not None
@@ -417,7 +404,7 @@ class EdgeService:
         latency = outcome.latency
         extra: dict[str, Any] = {}
         if outcome.journal_error:
-            self._refuse("spool-full", outcome.journal_error)
+            self.refusal.refuse("spool-full", outcome.journal_error)
         if latency is not None and latency > self.settings.budget_seconds:
             self.stats.add("over_budget")
             extra["over_budget"] = 1
@@ -433,7 +420,7 @@ class EdgeService:
             try:
                 self.journal.mark(key, None, **extra)
             except (SpoolFull, SpoolUnavailable) as exc:
-                self._refuse(exc.reason, str(exc))
+                self.refusal.refuse(exc.reason, str(exc))
         log_event(log, "edge.acked", data_id=key, status=outcome.status,
                   object=outcome.object_name, size=outcome.size, attempts=outcome.attempts,
                   latency_s=round(latency, 4) if latency is not None else None)  # fmt: skip
@@ -443,28 +430,12 @@ class EdgeService:
 
     def _after_ack(self, key: str) -> None:
         """on_ack: delete or move the raw file (and its sidecar) once its CCD is acknowledged."""
-        mode = self.settings.on_ack
-        if mode == "keep" or self.handoff is None or self.journal is None:
+        if self.settings.on_ack == "keep" or self.handoff is None or self.journal is None:
             return
         entry = self.journal.get(key)
-        if entry is None or entry.state != "acked":
-            return
-        for name in (entry.source, entry.sidecar):
-            if not name or not _inside(Path(name), self.handoff):
-                continue
-            path = Path(name)
-            try:
-                if mode == "delete":
-                    path.unlink(missing_ok=True)
-                else:
-                    target_root = self.settings.done_dir or self.handoff / "done"
-                    target = Path(target_root) / path.relative_to(self.handoff)
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    if path.exists():
-                        shutil.move(path, target)
-            except OSError as exc:
-                log_event(log, "edge.after_ack_failed", logging.WARNING, data_id=key,
-                          path=str(path), error=str(exc))  # fmt: skip
+        if entry is not None and entry.state == "acked":
+            release_raw(self.handoff, self.settings.on_ack, self.settings.done_dir,
+                        [p for p in (entry.source, entry.sidecar) if p])  # fmt: skip
 
     def _quarantine(self, key: str, error: ObsIngestError) -> None:
         """The CCD cannot succeed: journal why (durably), move its file aside, tell the caller."""
@@ -478,12 +449,12 @@ class EdgeService:
             self.journal.mark(key, "quarantined", durable=True, reason=error.reason,
                               error=str(error)[:2000])  # fmt: skip
         except (SpoolFull, SpoolUnavailable) as exc:
-            self._refuse(exc.reason, str(exc))
+            self.refusal.refuse(exc.reason, str(exc))
         entry = self.journal.get(key)
         if entry is not None:
-            self._move_to_quarantine(Path(entry.source), error)
+            move_to_quarantine(self.handoff, Path(entry.source), error)
             if entry.sidecar:
-                self._move_to_quarantine(Path(entry.sidecar), error, note=False)
+                move_to_quarantine(self.handoff, Path(entry.sidecar), error, note=False)
         self._resolve(key, Outcome(key=key, state="quarantined", reason=error.reason,
                                    error=str(error)))  # fmt: skip
 
@@ -501,23 +472,8 @@ class EdgeService:
             self.journal.mark(key, "quarantined", durable=True, reason=error.reason,
                               error=str(error)[:2000])  # fmt: skip
         except (SpoolFull, SpoolUnavailable) as exc:
-            self._refuse(exc.reason, str(exc))
-        self._move_to_quarantine(path, error)
-
-    def _move_to_quarantine(self, path: Path, error: ObsIngestError, note: bool = True) -> None:
-        if self.handoff is None or not _inside(path, self.handoff) or not path.exists():
-            return
-        target = self.handoff / QUARANTINE_DIR / path.relative_to(self.handoff)
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(path, target)
-            if note:
-                target.with_name(target.name + ".reason.json").write_text(json.dumps(
-                    {"reason": error.reason, "error": str(error), "file": str(path),
-                     "time": datetime.now(UTC).isoformat()}, indent=1) + "\n")  # fmt: skip
-        except OSError as exc:
-            log_event(log, "edge.quarantine_move_failed", logging.WARNING, path=str(path),
-                      error=str(exc))  # fmt: skip
+            self.refusal.refuse(exc.reason, str(exc))
+        move_to_quarantine(self.handoff, path, error)
 
     def _resolve(self, key: str, outcome: Outcome) -> None:
         for future in self._futures.pop(key, []):
@@ -525,111 +481,41 @@ class EdgeService:
                 future.set_result(outcome)
 
     # refusing new work ------------------------------------------------------------------------
-    def _space_ok(self) -> bool:
-        try:
-            st = os.statvfs(self.spool)
-        except OSError as exc:
-            self._refuse("spool-unavailable", f"spool {self.spool}: {exc}")
-            return False
-        free = st.f_bavail * st.f_frsize
-        if free < self.settings.min_free_bytes:
-            self._refuse("spool-full", f"spool {self.spool}: {free:,} bytes free, below the "
-                         f"{self.settings.min_free_bytes:,}-byte floor")  # fmt: skip
-            return False
-        return self._refusing is None
-
-    def _refuse(self, reason: str, message: str) -> None:
-        now = time.monotonic()
-        if self._refusing is None:
-            self._refusing_since = now
-            self._last_refusal_log = now
-            log_event(log, "edge.refusing_new_work", logging.ERROR, reason=reason,
-                      error=message)  # fmt: skip
-        elif now - self._last_refusal_log > 10:
-            self._last_refusal_log = now
-            log_event(log, "edge.still_refusing", logging.ERROR, reason=reason, error=message,
-                      seconds=round(now - self._refusing_since, 1))  # fmt: skip
-        self._refusing = f"{reason}: {message}"
-
     def _periodic(self) -> None:
         now = time.monotonic()
         if now - self._last_check < 0.5:
             return
         self._last_check = now
-        if self._refusing is not None:
-            self._try_resume(now)
-        else:
-            self._space_ok()  # refuse before new work arrives, not only when it does
-        if (
-            self._refusing is not None
-            and self.settings.max_refusing_seconds
-            and now - self._refusing_since > self.settings.max_refusing_seconds
-            and self.exit_code == 0
-        ):
-            log_event(log, "edge.giving_up", logging.CRITICAL, refusing=self._refusing,
+        if not self.refusal.refusing:
+            self.refusal.space_ok()  # refuse before new work arrives, not only when it does
+        elif self.refusal.can_resume():
+            assert self.journal is not None
+            try:
+                self.journal.touch()  # the journal takes writes again
+            except (SpoolFull, SpoolUnavailable):
+                return
+            self.refusal.resumed()
+            if self.intake is not None:
+                self.intake.request_rescan()
+        limit = self.settings.max_refusing_seconds
+        if limit and self.refusal.refusing_for() > limit and self.exit_code == 0:
+            log_event(log, "edge.giving_up", logging.CRITICAL, refusing=self.refusal.reason,
                       exit_code=EXIT_REFUSING)  # fmt: skip
             self.exit_code = EXIT_REFUSING
             threading.Thread(target=self.stop, daemon=True).start()
 
-    def _try_resume(self, now: float) -> None:
-        assert self.journal is not None
-        try:
-            st = os.statvfs(self.spool)
-            if st.f_bavail * st.f_frsize < self.settings.min_free_bytes:
-                return
-            self.journal.touch()
-        except (OSError, SpoolFull, SpoolUnavailable):
-            return
-        log_event(log, "edge.resumed_new_work", after_s=round(now - self._refusing_since, 1))
-        self._refusing = None
-        if self.intake is not None:
-            self.intake.request_rescan()
-
     # health ----------------------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
         """ready | degraded (with reasons) | starting | draining | stopped, and the counts."""
-        reasons = []
-        if self._refusing:
-            reasons.append(self._refusing)
-        if self._source_problem:
-            reasons.append(self._source_problem)
-        if self.scheduler.destination_down:
-            reasons.append(f"destination-unreachable: {self.scheduler.dest_failures} failed "
-                           f"attempt(s) in a row, retrying")  # fmt: skip
-        status = self.state
-        if status == "ready" and reasons:
-            status = "degraded"
-        counts: dict[str, int] = {}
-        if self.journal is not None and self.state != "stopped":
-            try:
-                counts = self.journal.counts()
-            except (SpoolFull, SpoolUnavailable):
-                counts = {}
-        return {
-            "status": status,
-            "reasons": reasons,
-            "refusing_new_work": self._refusing is not None,
-            "journal": counts,
-            "destination": {
-                "url": self.settings.destination,
-                "down": self.scheduler.destination_down,
-                "failures": self.scheduler.dest_failures,
-            },
-            "stats": self.stats.snapshot(),
-        }
+        from producers.edge.health import service_report
+
+        return service_report(self)
 
     def _counts_for_log(self) -> dict[str, Any]:
         snap = self.stats.snapshot()
-        return {k: snap[k] for k in ("accepted", "resumed", "acked", "refused", "quarantined",
-                                     "worker_crashes", "over_budget")}  # fmt: skip
-
-
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        path.resolve().relative_to(root)
-    except ValueError:
-        return False
-    return True
+        keys = ("accepted", "resumed", "acked", "refused", "quarantined", "worker_crashes",
+                "over_budget")  # fmt: skip
+        return {k: snap[k] for k in keys}
 
 
 def _outcome_of(entry: Entry) -> Outcome:

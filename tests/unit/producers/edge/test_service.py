@@ -3,6 +3,7 @@ duplicates, over-budget reported not dropped, quarantine, the health endpoint, r
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -80,14 +81,18 @@ def test_health_endpoint_reports_counts(edge: EdgeService) -> None:
 
 
 def test_below_the_free_space_floor_new_work_is_refused(edge: EdgeService, tmp_path: Path) -> None:
-    floor = edge.settings.min_free_bytes
-    edge.settings.min_free_bytes = 1 << 60
+    floor = edge.refusal.min_free_bytes
+    edge.refusal.min_free_bytes = 1 << 60
     try:
         with pytest.raises(SpoolFull, match="below"):
             edge.submit(ccd(tmp_path, 5))
         health = edge.health()
         assert health["status"] == "degraded" and health["refusing_new_work"]
+        assert any(r.startswith("spool-full") for r in health["reasons"])
     finally:
-        edge.settings.min_free_bytes = floor
-    edge._try_resume(0.0)
+        edge.refusal.min_free_bytes = floor
+    deadline = time.monotonic() + 10
+    while edge.refusal.refusing and time.monotonic() < deadline:
+        time.sleep(0.1)  # the engine checks twice a second and resumes by itself
+    assert edge.health()["status"] == "ready"
     assert edge.submit(ccd(tmp_path, 5)).result(timeout=60).ok
