@@ -163,7 +163,8 @@ class CcdWorker:
     """A worker process's handler: warm codec, one sender, one journal connection, one buffer."""
 
     def __init__(self, destination: str, prefix: str, quarantine_prefix: str, spool: str,
-                 threads: int = 1, warm: bool = True) -> None:  # fmt: skip
+                 threads: int = 1, warm: bool = True,
+                 durable_ack: bool = False) -> None:  # fmt: skip
         from producers.sender import open_sender
 
         if warm:
@@ -175,6 +176,8 @@ class CcdWorker:
         self.sender = open_sender(destination, prefix, quarantine_prefix,
                                   producer=f"edge-{os.getpid()}")  # fmt: skip
         self.journal = Journal(self.spool)
+        #: fsync the ack: only needed when the raw file is released after it (on_ack)
+        self.durable_ack = durable_ack
         self.buffer: bytearray | None = None
 
     def close(self) -> None:
@@ -259,7 +262,7 @@ class CcdWorker:
             raise SendFailed(exc, outcome) from exc
         acked = utcnow()
         send_s = time.perf_counter() - t2
-        self._mark(job.key, "acked", notes, durable=True, status=result.status,
+        self._mark(job.key, "acked", notes, durable=self.durable_ack, status=result.status,
                    object=result.object_name, acked_at=acked.timestamp(),
                    checksum=checksum)  # fmt: skip
         if spooled:

@@ -9,9 +9,10 @@ end ``quarantined`` with a reason.
 
 Why SQLite: one file, transactions, crash safety and concurrent writers in several processes
 (the service and its worker processes) out of the standard library. WAL with
-``synchronous=NORMAL`` costs no fsync per commit and survives a killed process; the commits
-after which something irreversible happens (acked: the raw file may be deleted; quarantined)
-are made durable against power loss with ``synchronous=FULL``.
+``synchronous=NORMAL`` costs no fsync per commit and survives a killed process (a commit lost to
+a power cut only means a resend the store answers "exists"); the commits after which something
+irreversible happens (acked when the raw file is then deleted or moved; quarantined) are made
+durable with ``synchronous=FULL``.
 
 A full spool surfaces as ``SpoolFull`` (retriable): the caller refuses new work and keeps going
 with what is already journalled.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import sqlite3
 import threading
 import time
@@ -124,6 +126,10 @@ class Journal:
                 raise SpoolFull(f"spool {spool}: {exc}") from exc
             raise SpoolUnavailable(f"spool {spool}: {exc}") from exc
         self._lock = threading.RLock()
+        # Writers in several processes queue on this lock in the kernel and are woken the moment
+        # it is free; SQLite's own busy handler would sleep 1..100 ms between polls instead,
+        # which 16 workers committing at once turn into seconds.
+        self._write_lock = open(self.path.with_suffix(".lock"), "a+")  # noqa: SIM115 - close()
         try:
             self._db = sqlite3.connect(
                 self.path, timeout=timeout, isolation_level=None, check_same_thread=False
@@ -138,7 +144,7 @@ class Journal:
     # transactions ----------------------------------------------------------------------------
     @contextmanager
     def _tx(self, durable: bool = False) -> Iterator[sqlite3.Connection]:
-        with self._lock:
+        with self._lock, _flocked(self._write_lock):
             db = self._db
             try:
                 if durable:
@@ -161,6 +167,7 @@ class Journal:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+            self._write_lock.close()
 
     # items -----------------------------------------------------------------------------------
     def add(self, entry: Entry) -> Entry | None:
@@ -261,6 +268,15 @@ class Journal:
             ).fetchall()
         return {r[0] or "unknown": r[1] for r in rows}
 
+    def purge_acked(self, older_than: float) -> int:
+        """Forget items acked before ``older_than`` (epoch seconds); how many. Kept until then so
+        that a late second hand-off of the same CCD is recognised as already sent."""
+        with self._tx() as db:
+            cursor = db.execute(
+                "DELETE FROM items WHERE state = 'acked' AND acked_at < ?", (older_than,)
+            )
+            return cursor.rowcount
+
     # exposures and meta ----------------------------------------------------------------------
     def record_exposure(self, instrument: str, exposure: int, manifest_json: str) -> None:
         with self._tx() as db:
@@ -284,6 +300,15 @@ class Journal:
             db.execute(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES ('alive', ?)", (str(time.time()),)
             )
+
+
+@contextmanager
+def _flocked(fh: Any) -> Iterator[None]:
+    fcntl.flock(fh, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _entry(row: sqlite3.Row) -> Entry:

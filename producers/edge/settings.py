@@ -47,6 +47,8 @@ class EdgeSettings(BaseSettings):
     #: exit with code 75 after refusing new work this long (0: stay up, degraded, until space
     #: returns)
     max_refusing_seconds: float = Field(default=0.0, ge=0)
+    #: acked journal rows older than this are purged at start-up (days)
+    keep_days: float = Field(default=30.0, gt=0)
     #: readout -> acknowledged above this is reported (never dropped)
     budget_seconds: float = Field(default=5.0, gt=0)
     health_host: str = "127.0.0.1"

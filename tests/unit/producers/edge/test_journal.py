@@ -66,3 +66,13 @@ def test_a_full_disk_is_spool_full(tmp_path: Path) -> None:
     j._db.execute("PRAGMA max_page_count = 1")  # the file may not grow: as on a full disk
     with pytest.raises(SpoolFull, match="no space"):
         j.add_many([Entry(key=f"k{i}", source="x" * 500) for i in range(200)])
+
+
+def test_old_acked_rows_are_purged_pending_ones_never(tmp_path: Path) -> None:
+    j = Journal(tmp_path)
+    for key in ("old", "new", "waiting"):
+        j.add(Entry(key=key, source=key))
+    j.mark("old", "acked", acked_at=100.0)
+    j.mark("new", "acked", acked_at=10_000.0)
+    assert j.purge_acked(older_than=5_000.0) == 1
+    assert [e.key for e in j.items()] == ["new", "waiting"]
