@@ -173,19 +173,27 @@ class Journal:
     def add(self, entry: Entry) -> Entry | None:
         """Journal a new item (state ``seen``). Returns None if it is new, else the row that was
         already there (unchanged): a second hand-off of the same data id is not new work."""
+        return self.add_batch([entry])[0]
+
+    def add_batch(self, entries: list[Entry]) -> list[Entry | None]:
+        """``add`` for several items in one transaction (one commit for a whole readout)."""
         now = time.time()
-        entry.seen_at = entry.seen_at or now
-        entry.updated_at = now
+        out: list[Entry | None] = []
         with self._tx() as db:
-            existing = db.execute("SELECT * FROM items WHERE key = ?", (entry.key,)).fetchone()
-            if existing is not None:
-                return _entry(existing)
-            db.execute(
-                f"INSERT INTO items ({', '.join(_COLUMNS)}) "
-                f"VALUES ({', '.join('?' * len(_COLUMNS))})",
-                tuple(getattr(entry, c) for c in _COLUMNS),
-            )
-        return None
+            for entry in entries:
+                entry.seen_at = entry.seen_at or now
+                entry.updated_at = now
+                row = db.execute("SELECT * FROM items WHERE key = ?", (entry.key,)).fetchone()
+                if row is not None:
+                    out.append(_entry(row))
+                    continue
+                db.execute(
+                    f"INSERT INTO items ({', '.join(_COLUMNS)}) "
+                    f"VALUES ({', '.join('?' * len(_COLUMNS))})",
+                    tuple(getattr(entry, c) for c in _COLUMNS),
+                )
+                out.append(None)
+        return out
 
     def add_many(self, entries: Iterable[Entry]) -> int:
         """Journal many new items in one transaction (existing keys are left alone); how many

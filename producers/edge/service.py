@@ -203,13 +203,19 @@ class EdgeService:
         Raises SpoolFull / SpoolUnavailable (retriable) while the service refuses new work, and
         BadObjectName for an impossible data id: nothing was journalled then.
         """
-        future: Future[Outcome] = Future()
-        readout = ccd.readout_time or datetime.now(UTC)
-        entry = Entry(key=ccd.data_id.key, source=str(Path(ccd.path).resolve()),
-                      priority=ccd.exposure, readout=readout.timestamp(),
-                      sidecar=ccd.sidecar)  # fmt: skip
-        self._accept(entry, future)
-        return future
+        return self.submit_many([ccd])[0]
+
+    def submit_many(self, ccds: list[CcdFile]) -> list[Future[Outcome]]:
+        """``submit`` for a whole readout, journalled in one commit (all or none)."""
+        futures: list[Future[Outcome]] = [Future() for _ in ccds]
+        entries = []
+        for ccd in ccds:
+            readout = ccd.readout_time or datetime.now(UTC)
+            entries.append(Entry(key=ccd.data_id.key, source=str(Path(ccd.path).resolve()),
+                                 priority=ccd.exposure, readout=readout.timestamp(),
+                                 sidecar=ccd.sidecar))  # fmt: skip
+        self._accept(entries, futures)
+        return futures
 
     def submit_manifest(self, manifest: ExposureManifest) -> None:
         """Record an exposure's manifest (readout time and expected detectors)."""
@@ -217,31 +223,34 @@ class EdgeService:
         self.journal.record_exposure(manifest.instrument, manifest.exposure,
                                      manifest_json(manifest))  # fmt: skip
 
-    def _accept(self, entry: Entry, future: Future[Outcome] | None = None) -> bool:
+    def _accept(self, entries: list[Entry],
+                futures: list[Future[Outcome]] | None = None) -> bool:  # fmt: skip
         assert self.journal is not None
         if self.state in ("draining", "stopped"):
             raise SpoolUnavailable("the edge service is stopping: no new work taken")
         if not self.refusal.space_ok():
-            self.stats.add("refused")
-            raise SpoolFull(f"refused {entry.key}: {self.refusal.reason}")
+            self.stats.add("refused", len(entries))
+            raise SpoolFull(f"refused {entries[0].key}: {self.refusal.reason}")
         try:
-            existing = self.journal.add(entry)
+            existing = self.journal.add_batch(entries)
         except (SpoolFull, SpoolUnavailable) as exc:
-            self.stats.add("refused")
+            self.stats.add("refused", len(entries))
             self.refusal.refuse(exc.reason, str(exc))
             raise
-        if existing is None:
-            self.stats.add("accepted")
-            log_event(log, "edge.accepted", data_id=entry.key, source=entry.source)
-        else:
-            self.stats.add("duplicates")
-            if existing.terminal:
-                if existing.state == "acked":
-                    self._after_ack(entry.key)  # a crash may have come between ack and release
-                if future is not None:
-                    future.set_result(_outcome_of(existing))
-                return True
-        self._events.put(("add", entry.key, entry.priority, future))
+        for i, (entry, known) in enumerate(zip(entries, existing, strict=True)):
+            future = futures[i] if futures else None
+            if known is None:
+                self.stats.add("accepted")
+                log_event(log, "edge.accepted", data_id=entry.key, source=entry.source)
+            else:
+                self.stats.add("duplicates")
+                if known.terminal:
+                    if known.state == "acked":
+                        self._after_ack(entry.key)  # a crash may have come between ack and release
+                    if future is not None:
+                        future.set_result(_outcome_of(known))
+                    continue
+            self._events.put(("add", entry.key, entry.priority, future))
         return True
 
     def _on_found(self, found: Found) -> bool:
@@ -253,7 +262,7 @@ class EdgeService:
                               priority=found.data_id.exposure,
                               readout=self._readout_of(found),
                               sidecar=str(found.sidecar) if found.sidecar else None)  # fmt: skip
-                return self._accept(entry)
+                return self._accept([entry])
             if found.kind == "manifest":
                 self._take_manifest(found.path)
                 return True

@@ -96,3 +96,10 @@ def test_below_the_free_space_floor_new_work_is_refused(edge: EdgeService, tmp_p
         time.sleep(0.1)  # the engine checks twice a second and resumes by itself
     assert edge.health()["status"] == "ready"
     assert edge.submit(ccd(tmp_path, 5)).result(timeout=60).ok
+
+
+def test_a_whole_readout_is_journalled_at_once(edge: EdgeService, tmp_path: Path) -> None:
+    futures = edge.submit_many([ccd(tmp_path, det) for det in (6, 7, 8)])
+    outcomes = [f.result(timeout=60) for f in futures]
+    assert [o.ok for o in outcomes] == [True, True, True]
+    assert [o.key for o in outcomes] == [f"LSSTCam/{EXPOSURE}/{d:03d}" for d in (6, 7, 8)]
