@@ -129,7 +129,12 @@ class Journal:
         # Writers in several processes queue on this lock in the kernel and are woken the moment
         # it is free; SQLite's own busy handler would sleep 1..100 ms between polls instead,
         # which 16 workers committing at once turn into seconds.
-        self._write_lock = open(self.path.with_suffix(".lock"), "a+")  # noqa: SIM115 - close()
+        try:
+            self._write_lock = open(self.path.with_suffix(".lock"), "a+")  # noqa: SIM115 - close()
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise SpoolFull(f"spool {spool}: {exc}") from exc
+            raise SpoolUnavailable(f"spool {spool}: {exc}") from exc
         try:
             self._db = sqlite3.connect(
                 self.path, timeout=timeout, isolation_level=None, check_same_thread=False

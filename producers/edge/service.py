@@ -126,7 +126,10 @@ class EdgeService:
 
             self.health_server = HealthServer(self.health, s.health_host, s.health_port)
             self.health_server.start()
-            (self.spool / "health.port").write_text(f"{self.health_server.port}\n")
+            try:
+                (self.spool / "health.port").write_text(f"{self.health_server.port}\n")
+            except OSError as exc:  # a full spool must not stop the service from starting
+                log_event(log, "edge.health_port_unwritten", logging.WARNING, error=str(exc))
         self.pool = WorkerPool(
             s.workers,
             WorkerInit("producers.edge.ccd:CcdWorker", (s.destination, s.prefix,

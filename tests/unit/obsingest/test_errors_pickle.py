@@ -17,6 +17,7 @@ import pytest
 from obsingest.errors import ObsIngestError, RetriableError
 from obsingest.retry import RetriesExhausted
 from obsingest.store.base import ObjectConflict, StoredObject
+from producers.edge.ccd import Outcome, SendFailed
 
 pytestmark = pytest.mark.unit
 
@@ -53,6 +54,10 @@ SPECIAL: dict[str, ObsIngestError] = {
         "put: gave up", "connection", 4, ConnectionResetError("reset by peer")
     ),
     "obsingest.store.base.ObjectConflict": ObjectConflict("different bytes", _OBJ, "BBBBBB=="),
+    "producers.edge.ccd.SendFailed": SendFailed(
+        RetriesExhausted("put: gave up", "timeout", 6, TimeoutError("read timed out")),
+        Outcome(key="LSSTCam/2026112200001/000", state="retry", spooled="/spool/ccd/x.fits.fz"),
+    ),
 }
 
 
@@ -79,7 +84,7 @@ def test_every_error_class_round_trips_through_pickle(cls: type[ObsIngestError])
     assert copy.retriable == error.retriable
     for key, value in vars(error).items():
         if isinstance(value, BaseException):
-            assert str(vars(copy)[key]) == str(value)
+            assert type(vars(copy)[key]) is type(value) and str(vars(copy)[key]) == str(value)
         else:
             assert vars(copy)[key] == value
 
