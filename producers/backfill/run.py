@@ -20,6 +20,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from importlib import import_module
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -191,11 +192,17 @@ def run_backfill(config: BackfillConfig, out: TextIO = sys.stderr) -> BackfillRe
         log_event(log, "backfill.start", files=len(files), todo=len(todo),
                   destination=config.destination, parallel=config.parallel)  # fmt: skip
         run = _Run(config, journal, report, None)
+        # Workers are forks of this process, started before it has any other thread: they
+        # inherit the store client library imported here once (a fork server or spawned
+        # workers would each import it again: seconds on a loaded machine, a large share of a
+        # small backfill). A worker that dies is replaced by a spawned one.
+        if store_url.startswith("gs://"):
+            import_module("google.cloud.storage")
+        import_module("producers.backfill.transfer")
         pool = WorkerPool(
             min(config.parallel, max(1, len(todo))),
             WorkerInit("producers.backfill.transfer:UploadWorker", (store_url,)),
-            run.on_result, name="backfill", start_method="forkserver",
-            preload=("producers.backfill.transfer", "google.cloud.storage"),
+            run.on_result, name="backfill", start_method="fork", respawn_method="spawn",
         )  # fmt: skip
         bar = None
         if todo:

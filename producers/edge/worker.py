@@ -115,10 +115,13 @@ class WorkerPool:
 
     def __init__(self, size: int, init: WorkerInit, on_result: ResultCallback,
                  name: str = "edge", log_level: str = "INFO", start_method: str = "spawn",
-                 preload: tuple[str, ...] = ()) -> None:  # fmt: skip
+                 preload: tuple[str, ...] = (),
+                 respawn_method: str | None = None) -> None:  # fmt: skip
         """``start_method="forkserver"`` with ``preload`` modules starts workers as forks of a
-        server that imported them once: many workers in a fraction of a second, where spawning
-        costs each one the imports (seconds on a loaded machine)."""
+        server that imported them once, where spawning costs each worker the imports (seconds
+        on a loaded machine). ``"fork"`` is faster still (the caller's imports are inherited)
+        but only safe while the caller has no other threads, i.e. at ``start``: replacements
+        for crashed workers are then started with ``respawn_method`` (e.g. ``"spawn"``)."""
         if size < 1:
             raise ValueError("a pool needs at least one worker")
         self.size = size
@@ -130,6 +133,7 @@ class WorkerPool:
         self._ctx = get_context(start_method)
         if preload and start_method == "forkserver":
             self._ctx.set_forkserver_preload(list(preload))
+        self._respawn_ctx = get_context(respawn_method) if respawn_method else self._ctx
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._workers: list[_Worker] = []
@@ -137,9 +141,10 @@ class WorkerPool:
         self._collector: threading.Thread | None = None
 
     # lifecycle -------------------------------------------------------------------------------
-    def _spawn(self, index: int) -> _Worker:
-        parent, child = self._ctx.Pipe(duplex=True)
-        process = self._ctx.Process(
+    def _spawn(self, index: int, respawn: bool = False) -> _Worker:
+        ctx = self._respawn_ctx if respawn else self._ctx
+        parent, child = ctx.Pipe(duplex=True)
+        process = ctx.Process(
             target=worker_main, args=(child, self.init, self.log_level),
             name=f"{self.name}-worker-{index}", daemon=True,
         )  # fmt: skip
@@ -285,7 +290,7 @@ class WorkerPool:
                 self._workers.remove(worker)
             stopping = self._stopping
             if not stopping:
-                replacement = self._spawn(worker.index)
+                replacement = self._spawn(worker.index, respawn=True)
                 self._workers.append(replacement)
                 self.stats.restarts += 1
             self._changed.notify_all()

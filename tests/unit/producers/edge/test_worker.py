@@ -107,3 +107,19 @@ def test_errors_cross_the_process_boundary_intact(pool_and_results) -> None:
     stand_in = results.items[4][1]
     assert isinstance(stand_in, UnexpectedError) and "holds a lock" in str(stand_in)
     pickle.dumps(stand_in)
+
+
+def test_forked_workers_are_replaced_by_spawned_ones() -> None:
+    results = Results()
+    pool = WorkerPool(1, WorkerInit(f"{__name__}:Handler"), results, name="test",
+                      start_method="fork", respawn_method="spawn")  # fmt: skip
+    pool.start(timeout=60)
+    try:
+        run_jobs(pool, [(1, "sigbus")])
+        results.wait(1)
+        assert isinstance(results.items[1][1], WorkerCrashed)
+        run_jobs(pool, [(2, "after")])
+        results.wait(2)
+        assert results.items[2][0] and pool.stats.restarts == 1
+    finally:
+        pool.stop(timeout=10)
