@@ -7,13 +7,44 @@ input never blocks the stream behind it.
 
 from __future__ import annotations
 
+import pickle
+from typing import Any
+
 
 class ObsIngestError(Exception):
-    """Base of every error this project raises on purpose."""
+    """Base of every error this project raises on purpose.
+
+    Every subclass crosses a process boundary intact (worker pools pickle what a worker raised):
+    ``__reduce__`` rebuilds the error from its ``args`` and attributes without calling a
+    subclass's ``__init__``, whose own signature Python's default pickling cannot know (it would
+    call ``cls(*args)``, e.g. ``RetriesExhausted(message)`` without its other arguments).
+    """
 
     retriable: bool = False
     #: short machine-readable reason, stored in quarantine records and dead-letter attributes
     reason: str = "error"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = {key: _picklable(value) for key, value in self.__dict__.items()}
+        return (_rebuild_error, (type(self), self.args), state)
+
+
+def _rebuild_error(cls: type[ObsIngestError], args: tuple[Any, ...]) -> ObsIngestError:
+    error = cls.__new__(cls)
+    error.args = args
+    return error
+
+
+def _picklable(value: Any) -> Any:
+    """``value``, or a stand-in naming it when it cannot be pickled (e.g. a library error that
+    holds a socket): an error's attributes must never stop the error itself from travelling."""
+    try:
+        pickle.dumps(value)
+    except Exception:
+        if isinstance(value, BaseException):
+            return RuntimeError(f"{type(value).__name__}: {value}")
+        return repr(value)
+    return value
 
 
 class RetriableError(ObsIngestError):

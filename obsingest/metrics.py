@@ -91,6 +91,9 @@ REASONS: frozenset[str] = frozenset(
         "metrics-port-unavailable",
         # producers (edge, chunk producer)
         "quarantined-by-producer", "chunk-delivery-failed", "chunk-rejected", "producer-fatal",
+        "source-vanished", "never-completed", "bad-file-name", "bad-manifest",
+        "source-unreadable", "spool-full", "spool-unavailable", "worker-crashed",
+        "unexpected-error",
         # assembler errors and dead-letter (dlq_reason) values
         "assembler", "dlq-failed", "recovery-failed", "consumer-fatal", "undecodable",
         "wrong-schema", "bad-data-id", "bad-chunk", "chunk-checksum-mismatch", "chunk-conflict",

@@ -20,6 +20,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "registry",
     "compress",
     "daq",
+    "edge",
+    "backfill",
     "stack",
     "summarize",
     "report",

@@ -50,7 +50,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     write.add_argument("--seed", type=int, default=0, help="simulator seed (default: 0)")
     write.set_defaults(func=run_write)
+    night = daq_sub.add_parser(
+        "night",
+        help="play a night into an edge hand-off directory at the summit's cadence",
+        description="Every --interval seconds, write one exposure's manifest and raw CCDs into "
+        "HANDOFF (temp name, then rename: the edge's hand-off convention).",
+    )
+    night.add_argument("handoff", type=Path, metavar="HANDOFF", help="hand-off directory")
+    night.add_argument("--instrument", default="LSSTCam", help="LSSTCam or LSSTComCam")
+    night.add_argument("--exposures", type=int, default=10, help="exposures (default 10)")
+    night.add_argument("--detectors", type=int, default=9, help="CCDs per exposure (default 9)")
+    night.add_argument("--interval", type=float, default=17.0, help="seconds between exposures")
+    night.add_argument("--size", choices=("full", "small"), default="small", help="CCD size")
+    night.add_argument("--day-obs", type=int, default=None, help="YYYYMMDD (default: today)")
+    night.add_argument("--first-seq", type=int, default=1, help="first sequence number")
+    night.add_argument("--seed", type=int, default=0, help="simulator seed")
+    night.set_defaults(func=run_night)
     parser.set_defaults(func=lambda _args: parser.print_help() or 2)
+
+
+def run_night(args: argparse.Namespace) -> int:
+    from producers.daq.night import NightPlan, play_night
+
+    plan = NightPlan(args.handoff, args.instrument, args.exposures, args.detectors,
+                     args.interval, args.size, args.day_obs, args.first_seq, seed=args.seed)
+    try:
+        played = play_night(plan, lambda e: print(f"exposure {e.exposure}: {len(e.files)} CCDs"))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {sum(len(e.files) for e in played)} CCDs in {len(played)} exposures")
+    return 0
 
 
 def run_write(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""The edge worker: one CCD from the DAQ buffer to the data facility.
+"""One-shot shipping of one CCD (before the edge service): read raw -> compress -> send.
 
 read raw -> compress (tiled Rice) -> send through a transport. Runs in a worker process, so it
 takes and returns plain picklable records and keeps one transport client per process (connection

@@ -1,0 +1,22 @@
+"""``obsingest backfill``: bulk, resumable, verified transfer of an archive (producers/backfill)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from producers.backfill.main import DESCRIPTION, add_arguments  # standard library only
+
+    parser = subparsers.add_parser(
+        "backfill", help="upload an archive (tree, glob, list) journalled, verified, resumable",
+        description=DESCRIPTION,
+    )  # fmt: skip
+    add_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from producers.backfill.main import run as run_backfill
+
+    return run_backfill(args)

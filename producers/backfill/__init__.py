@@ -1,0 +1,29 @@
+"""Backfill: bulk transfer of an archive (file lists, directory trees, globs) to the object store,
+journalled (resumable after any crash), every file verified by checksum after upload.
+
+``obsingest backfill SRC... --to gs://BUCKET/PREFIX [--parallel N]`` is the command line
+(``producers.backfill.main``); ``run_backfill`` is the library call. Names resolve lazily so the
+command line's option module loads without the store clients.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "BackfillConfig": "producers.backfill.run",
+    "BackfillReport": "producers.backfill.run",
+    "run_backfill": "producers.backfill.run",
+    "SourceFile": "producers.backfill.sources",
+    "expand_sources": "producers.backfill.sources",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'producers.backfill' has no attribute {name!r}")
+    return getattr(import_module(module), name)

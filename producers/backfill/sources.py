@@ -1,0 +1,81 @@
+"""What to back up: expand ``SRC`` arguments into (file, object name) pairs.
+
+- a directory: every file below it; object name = prefix + path relative to the directory
+- a glob (``*``, ``?``, ``[``; ``**`` recurses): object name = prefix + path relative to the
+  glob's fixed leading directories
+- ``@LIST``: a text file with one path per line (``#`` comments); object name = prefix + path
+  relative to the list's common parent directory
+- a file: object name = prefix + its name
+Hidden files and directories (``.``-prefixed) are skipped: they are tools' state, not archive.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: Path
+    name: str  # object name, prefix included
+    size: int
+
+
+def _hidden(rel: Path) -> bool:
+    return any(part.startswith(".") for part in rel.parts)
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            if not name.startswith("."):
+                yield Path(dirpath) / name
+
+
+def _glob_base(pattern: str) -> Path:
+    parts = []
+    for part in Path(pattern).parts:
+        if glob.has_magic(part):
+            break
+        parts.append(part)
+    return Path(*parts) if parts else Path(".")
+
+
+def expand_sources(sources: list[str], prefix: str = "") -> list[SourceFile]:
+    """Every file the sources name, once (first mention wins), in a stable order."""
+    pairs: list[tuple[Path, Path]] = []  # (file, relative name)
+    for src in sources:
+        if src.startswith("@"):
+            listed = [
+                Path(line.strip()).resolve()
+                for line in Path(src[1:]).read_text().splitlines()
+                if line.strip() and not line.lstrip().startswith("#")
+            ]
+            base = Path(os.path.commonpath([str(p.parent) for p in listed])) if listed else None
+            pairs += [(p, p.relative_to(base)) for p in listed if base is not None]
+        elif glob.has_magic(src):
+            base = _glob_base(src).resolve()
+            for match in sorted(glob.glob(src, recursive=True)):
+                path = Path(match).resolve()
+                rel = path.relative_to(base)
+                if path.is_file() and not _hidden(rel):
+                    pairs.append((path, rel))
+        elif Path(src).is_dir():
+            root = Path(src).resolve()
+            pairs += [(p, p.relative_to(root)) for p in _walk(root)]
+        elif Path(src).is_file():
+            path = Path(src).resolve()
+            pairs.append((path, Path(path.name)))
+        else:
+            raise FileNotFoundError(f"backfill source {src!r}: no such file, directory or match")
+    out: dict[str, SourceFile] = {}
+    for path, rel in pairs:
+        name = prefix + rel.as_posix()
+        if name not in out:
+            out[name] = SourceFile(path, name, path.stat().st_size)
+    return list(out.values())

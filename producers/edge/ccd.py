@@ -1,0 +1,296 @@
+"""What one edge worker does to one CCD: read -> compress -> spool if it must wait -> send.
+
+The raw file is read with plain ``read`` calls into a buffer the worker keeps (as the transfer
+harness does), never memory-mapped: a file truncated under a memory map kills the reader with
+SIGBUS, while a short read is an ordinary ``CorruptFile`` naming the file and the bytes missing.
+(Anything that still kills a worker is contained by ``producers.edge.worker``.)
+
+Journal states are written by the worker itself, before each step: ``compressed`` (size and
+checksum) before sending, ``sent`` (attempt count) before the send call, ``acked`` (durably)
+after the destination acknowledged. A send that fails transiently leaves the compressed bytes in
+the spool (``SPOOL/ccd/``), so the retry needs neither the raw file nor the CPU again; a spooled
+copy whose checksum no longer matches the journal is discarded and the CCD compressed anew.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from obsingest.checksums import checksum_str
+from obsingest.dataid import DataId
+from obsingest.errors import CorruptFile, ObsIngestError
+from obsingest.fileio import write_atomic
+from obsingest.logs import get_logger, log_event
+from obsingest.messages import utcnow
+from producers.edge.errors import SourceUnreadable, SourceVanished, SpoolFull, SpoolUnavailable
+from producers.edge.journal import Journal
+
+log = get_logger("obsingest.edge")
+
+SPOOL_CCD_DIR = "ccd"
+
+
+@dataclass(frozen=True)
+class CcdFile:
+    """A CCD handed to the edge: where its raw FITS file is and which CCD it is."""
+
+    path: str
+    instrument: str
+    exposure: int
+    detector: int
+    #: when the camera read it out (UTC); None: from the exposure manifest or the file's mtime
+    readout_time: datetime | None = None
+    #: optional Rubin-style JSON header sidecar, merged into the primary header
+    sidecar: str | None = None
+
+    @property
+    def data_id(self) -> DataId:
+        return DataId(self.instrument, self.exposure, self.detector)
+
+
+@dataclass(frozen=True)
+class CcdJob:
+    """One attempt at one CCD, as a worker receives it (picklable)."""
+
+    key: str
+    source: str
+    instrument: str
+    exposure: int
+    detector: int
+    readout: float
+    attempts: int = 0
+    sidecar: str | None = None
+    spooled: str | None = None
+    checksum: str | None = None
+    compressed_at: float | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one CCD (or one attempt at it)."""
+
+    key: str
+    state: str  # acked | quarantined | retry
+    status: str = ""  # stored | exists | conflict | acked (kafka)
+    object_name: str = ""
+    raw_size: int = 0
+    size: int = 0
+    checksum: str = ""
+    read_seconds: float = 0.0
+    compress_seconds: float = 0.0
+    send_seconds: float = 0.0
+    readout_time: datetime | None = None
+    compressed_time: datetime | None = None
+    acked_time: datetime | None = None
+    spooled: str | None = None
+    attempts: int = 0
+    reason: str = ""
+    error: str = ""
+    #: the journal could not be written during this attempt (spool full): the CCD still went
+    journal_error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "acked"
+
+    @property
+    def latency(self) -> float | None:
+        """Readout -> acknowledged, seconds."""
+        if self.readout_time is None or self.acked_time is None:
+            return None
+        return (self.acked_time - self.readout_time).total_seconds()
+
+
+class SendFailed(ObsIngestError):
+    """Carries a transient send failure back to the service with the spooled copy's path."""
+
+    def __init__(self, error: ObsIngestError, outcome: Outcome) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.outcome = outcome
+        self.retriable = error.retriable
+        self.reason = error.reason
+
+
+def read_exact(path: str, buf: bytearray | None = None) -> bytearray:
+    """The whole file into ``buf`` (reused when it has the file's size).
+
+    Raises SourceVanished (gone), SourceUnreadable (permissions, I/O) or CorruptFile when the
+    file shrank while it was read (truncated mid-read).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise SourceVanished(f"{path}: vanished before it was read") from None
+    except OSError as exc:
+        raise SourceUnreadable(f"{path}: cannot open: {exc.strerror or exc}") from None
+    try:
+        size = os.fstat(fd).st_size
+        if buf is None or len(buf) != size:
+            buf = bytearray(size)
+        view = memoryview(buf)
+        got = 0
+        try:
+            while got < size:
+                n = os.readv(fd, [view[got:]])
+                if n == 0:
+                    raise CorruptFile(
+                        f"{path}: truncated while being read: got {got} of {size} bytes"
+                    )
+                got += n
+        except OSError as exc:
+            if exc.errno == errno.EIO:
+                raise SourceUnreadable(f"{path}: I/O error while reading: {exc}") from None
+            raise SourceUnreadable(f"{path}: read failed: {exc}") from None
+        finally:
+            view.release()
+        return buf
+    finally:
+        os.close(fd)
+
+
+def spool_path(spool: Path, key: str) -> Path:
+    return spool / SPOOL_CCD_DIR / (key.replace("/", "_") + ".fits.fz")
+
+
+class CcdWorker:
+    """A worker process's handler: warm codec, one sender, one journal connection, one buffer."""
+
+    def __init__(self, destination: str, prefix: str, quarantine_prefix: str, spool: str,
+                 threads: int = 1, warm: bool = True,
+                 durable_ack: bool = False) -> None:  # fmt: skip
+        from producers.sender import open_sender
+
+        if warm:
+            from producers.edge.ship import warm_up
+
+            warm_up()
+        self.spool = Path(spool)
+        self.threads = threads
+        self.sender = open_sender(destination, prefix, quarantine_prefix,
+                                  producer=f"edge-{os.getpid()}")  # fmt: skip
+        self.journal = Journal(self.spool)
+        #: fsync the ack: only needed when the raw file is released after it (on_ack)
+        self.durable_ack = durable_ack
+        self.buffer: bytearray | None = None
+
+    def close(self) -> None:
+        close = getattr(self.sender, "close", None)
+        if callable(close):
+            close()
+        self.journal.close()
+
+    def _mark(self, key: str, state: str, notes: list[str], durable: bool = False,
+              **values: object) -> None:  # fmt: skip
+        try:
+            self.journal.mark(key, state, durable=durable, **values)
+        except (SpoolFull, SpoolUnavailable) as exc:
+            notes.append(str(exc))
+            log_event(log, "edge.journal_failed", logging.ERROR, key=key, state=state,
+                      error=str(exc))  # fmt: skip
+
+    def _spooled(self, job: CcdJob) -> bytes | None:
+        if not job.spooled or not job.checksum:
+            return None
+        try:
+            data = Path(job.spooled).read_bytes()
+        except OSError:
+            return None
+        if checksum_str(data) != job.checksum:
+            log_event(log, "edge.spool_discarded", logging.WARNING, key=job.key,
+                      path=job.spooled, reason="checksum-mismatch")  # fmt: skip
+            return None
+        return data
+
+    def _spill(self, key: str, data: bytes, notes: list[str]) -> str | None:
+        path = spool_path(self.spool, key)
+        try:
+            write_atomic(path, data)
+        except OSError as exc:
+            notes.append(f"spool {path}: {exc.strerror or exc}")
+            log_event(log, "edge.spill_failed", logging.ERROR, key=key, error=str(exc))
+            return None
+        return str(path)
+
+    def __call__(self, job: CcdJob) -> Outcome:
+        data_id = DataId(job.instrument, job.exposure, job.detector)
+        readout = datetime.fromtimestamp(job.readout, UTC)
+        notes: list[str] = []
+        t0 = time.perf_counter()
+        data = self._spooled(job)
+        raw_size = 0
+        read_s = compress_s = 0.0
+        if data is not None:
+            compressed_at = job.compressed_at or time.time()
+            spooled = job.spooled
+        else:
+            data = self._compress(job, data_id, notes)
+            raw_size = self._raw_size
+            t1 = time.perf_counter()
+            read_s, compress_s = self._read_s, t1 - t0 - self._read_s
+            compressed_at = time.time()
+            spooled = None
+            self._mark(job.key, "compressed", notes, size=len(data),
+                       checksum=checksum_str(data), compressed_at=compressed_at,
+                       spooled=None)  # fmt: skip
+        checksum = checksum_str(data)
+        attempts = job.attempts + 1
+        self._mark(job.key, "sent", notes, attempts=attempts)
+        compressed_time = datetime.fromtimestamp(compressed_at, UTC)
+        t2 = time.perf_counter()
+        try:
+            result = self.sender.send(data_id, data, readout, compressed_time)
+        except ObsIngestError as exc:
+            if not exc.retriable:
+                raise
+            if spooled is None:
+                spooled = self._spill(job.key, data, notes)
+                if spooled:
+                    self._mark(job.key, "compressed", notes, spooled=spooled)
+            outcome = Outcome(
+                key=job.key, state="retry", raw_size=raw_size, size=len(data),
+                checksum=checksum, readout_time=readout, compressed_time=compressed_time,
+                spooled=spooled, attempts=attempts, reason=exc.reason, error=str(exc),
+                journal_error="; ".join(notes),
+            )  # fmt: skip
+            raise SendFailed(exc, outcome) from exc
+        acked = utcnow()
+        send_s = time.perf_counter() - t2
+        self._mark(job.key, "acked", notes, durable=self.durable_ack, status=result.status,
+                   object=result.object_name, acked_at=acked.timestamp(),
+                   checksum=checksum)  # fmt: skip
+        if spooled:
+            Path(spooled).unlink(missing_ok=True)
+        return Outcome(
+            key=job.key, state="acked", status=result.status, object_name=result.object_name,
+            raw_size=raw_size, size=len(data), checksum=checksum, read_seconds=read_s,
+            compress_seconds=compress_s, send_seconds=send_s, readout_time=readout,
+            compressed_time=compressed_time, acked_time=acked, attempts=attempts,
+            journal_error="; ".join(notes),
+        )  # fmt: skip
+
+    _raw_size = 0
+    _read_s = 0.0
+
+    def _compress(self, job: CcdJob, data_id: DataId, notes: list[str]) -> bytes:
+        from producers.compress import compress_fits
+
+        t0 = time.perf_counter()
+        self.buffer = read_exact(job.source, self.buffer)
+        raw: bytearray = self.buffer
+        self._raw_size = len(raw)
+        if job.sidecar:
+            from producers.edge.sidecar import merge_sidecar
+
+            raw = merge_sidecar(raw, Path(job.sidecar), data_id)
+        self._read_s = time.perf_counter() - t0
+        try:
+            return compress_fits(raw, threads=self.threads)
+        except CorruptFile as exc:
+            raise CorruptFile(f"{job.source}: {exc}") from None

@@ -1,0 +1,99 @@
+"""What the edge does to files in the hand-off directory: read manifests, move bad files aside
+with their reason, delete or move raw files once acknowledged. Only files inside the hand-off
+directory are ever touched: a DAQ calling the Python API keeps its own files."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from obsingest.errors import ObsIngestError
+from obsingest.logs import get_logger, log_event
+from obsingest.messages import ExposureManifest
+from producers.edge.errors import BadManifest
+from producers.edge.handoff import DONE_DIR, QUARANTINE_DIR
+
+log = get_logger("obsingest.edge")
+
+
+def inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root)
+    except ValueError:
+        return False
+    return True
+
+
+def read_manifest(path: Path) -> ExposureManifest | None:
+    """The ExposureManifest in ``path`` (None if it vanished); BadManifest if it is not one."""
+    try:
+        doc = json.loads(path.read_text())
+        return ExposureManifest(
+            instrument=str(doc["instrument"]), exposure=int(doc["exposure"]),
+            day_obs=int(doc["day_obs"]), detectors=[int(d) for d in doc["detectors"]],
+            obs_start=datetime.fromisoformat(doc["obs_start"]),
+            exposure_time=float(doc["exposure_time"]), filter=str(doc["filter"]),
+            published=datetime.fromisoformat(doc.get("published") or doc["obs_start"]),
+        )  # fmt: skip
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise BadManifest(f"{path}: not an ExposureManifest as JSON: {exc!r}") from None
+
+
+def manifest_json(manifest: ExposureManifest) -> str:
+    record = manifest.to_record()
+    return json.dumps({k: v.isoformat() if isinstance(v, datetime) else v
+                       for k, v in record.items()})  # fmt: skip
+
+
+def readout_from_manifest(text: str) -> float:
+    """End of exposure (epoch seconds) from a journalled manifest: the CCDs' readout time."""
+    doc = json.loads(text)
+    start = datetime.fromisoformat(doc["obs_start"])
+    if start.tzinfo is None:
+        start = start.replace(tzinfo=UTC)
+    return (start + timedelta(seconds=float(doc["exposure_time"]))).timestamp()
+
+
+def move_to_quarantine(handoff: Path | None, path: Path, error: ObsIngestError,
+                       note: bool = True) -> None:  # fmt: skip
+    """``HANDOFF/quarantine/<same relative path>`` plus ``<name>.reason.json``."""
+    if handoff is None or not inside(path, handoff) or not path.exists():
+        return
+    target = handoff / QUARANTINE_DIR / path.resolve().relative_to(handoff)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+        if note:
+            target.with_name(target.name + ".reason.json").write_text(json.dumps(
+                {"reason": error.reason, "error": str(error), "file": str(path),
+                 "time": datetime.now(UTC).isoformat()}, indent=1) + "\n")  # fmt: skip
+    except OSError as exc:
+        log_event(log, "edge.quarantine_move_failed", logging.WARNING, path=str(path),
+                  error=str(exc))  # fmt: skip
+
+
+def release_raw(handoff: Path, mode: str, done_dir: Path | None, paths: list[str]) -> None:
+    """on_ack ``delete`` or ``move`` (to ``done_dir``, default HANDOFF/done) for a CCD's raw
+    file and sidecar, once its acknowledgement is durable in the journal."""
+    if mode == "keep":
+        return
+    for name in paths:
+        path = Path(name)
+        if not inside(path, handoff):
+            continue
+        try:
+            if mode == "delete":
+                path.unlink(missing_ok=True)
+            elif path.exists():
+                target = Path(done_dir or handoff / DONE_DIR) / path.resolve().relative_to(handoff)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(path, target)
+        except OSError as exc:
+            log_event(log, "edge.after_ack_failed", logging.WARNING, path=str(path),
+                      error=str(exc))  # fmt: skip

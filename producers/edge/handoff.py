@@ -1,0 +1,334 @@
+"""The DAQ's hand-off directory: what a file there means, when it is complete, and noticing it.
+
+Convention (see producers/edge/README.md), anywhere below the hand-off root (sub-directories such
+as ``<day_obs>/<exposure>/`` are fine; names carry the identity):
+
+- ``{instrument}_{exposure}_{detector:03d}.fits``: one raw CCD, e.g.
+  ``LSSTCam_2026112200012_094.fits``
+- ``{instrument}_{exposure}_{detector:03d}.json``: optional header sidecar of that CCD, written
+  before the CCD itself
+- ``{instrument}_{exposure}.manifest.json``: the exposure's ExposureManifest as JSON (optional;
+  it gives the readout time and the detectors expected)
+- ``*.tmp`` / ``*.part`` (dot-files too): files being written; ignored until renamed, and
+  quarantined as never completed once older than the timeout
+- ``quarantine/`` and ``done/`` at the root, and hidden directories, are the edge's own: skipped.
+
+Completeness: in ``rename`` mode (the default) a file is complete once it appears under its final
+name by a rename, or when its writer closes it; in ``settle`` mode (for a DAQ that cannot rename)
+once its size and mtime have not changed for ``settle`` seconds. A file that only appeared
+(created, not renamed, not closed) is also taken after ``settle`` quiet seconds.
+
+Files are noticed by watchdog (inotify on Linux) and by a scan at start-up (nothing written while
+the edge was down is missed) repeated every ``rescan_interval`` as a safety net; all of it is
+handled on one thread, so this class needs no locks.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from obsingest.dataid import DataId
+from obsingest.errors import BadObjectName, PermanentError
+from obsingest.logs import get_logger, log_event
+from producers.edge.errors import BadHandoffFile, NeverCompleted
+
+log = get_logger("obsingest.edge.handoff")
+
+CCD_NAME = re.compile(
+    r"^(?P<instrument>[A-Za-z][A-Za-z0-9]*)_(?P<exposure>[0-9]{1,18})_(?P<detector>[0-9]{3})"
+    r"\.fits$"
+)
+MANIFEST_NAME = re.compile(r"^(?P<instrument>[A-Za-z][A-Za-z0-9]*)_(?P<exposure>[0-9]{1,18})"
+                           r"\.manifest\.json$")  # fmt: skip
+IN_PROGRESS = (".tmp", ".part")
+QUARANTINE_DIR = "quarantine"
+DONE_DIR = "done"
+_OWN_DIRS = (QUARANTINE_DIR, DONE_DIR)
+
+Kind = Literal["ccd", "manifest", "incomplete", "bad"]
+
+
+@dataclass(frozen=True)
+class Found:
+    """A complete file (or a bad one) in the hand-off directory."""
+
+    kind: Kind
+    path: Path
+    data_id: DataId | None = None
+    sidecar: Path | None = None
+    mtime: float = 0.0
+    error: PermanentError | None = None
+
+    @property
+    def relpath(self) -> str:
+        return str(self.path)
+
+
+def classify(path: Path) -> tuple[Kind, DataId | None, PermanentError | None] | None:
+    """What the file at ``path`` is by its name; None for files the edge ignores (sidecars:
+    taken with their CCD; anything else: not the DAQ's)."""
+    name = path.name
+    if name.endswith(IN_PROGRESS):
+        return "incomplete", None, None
+    if name.endswith(".manifest.json"):
+        if not MANIFEST_NAME.match(name):
+            return "bad", None, BadHandoffFile(
+                f"{path}: manifest name is not {{instrument}}_{{exposure}}.manifest.json"
+            )
+        return "manifest", None, None
+    if name.endswith(".fits"):
+        match = CCD_NAME.match(name)
+        if not match:
+            return "bad", None, BadHandoffFile(
+                f"{path}: raw CCD name is not {{instrument}}_{{exposure}}_{{detector:03d}}.fits"
+            )
+        try:
+            data_id = DataId(match["instrument"], int(match["exposure"]), int(match["detector"]))
+        except BadObjectName as exc:
+            return "bad", None, type(exc)(f"{path}: {exc}")
+        return "ccd", data_id, None
+    return None
+
+
+def sidecar_of(path: Path) -> Path | None:
+    candidate = path.with_suffix(".json")
+    return candidate if candidate.exists() else None
+
+
+@dataclass
+class _Tracked:
+    size: int
+    mtime: float
+    quiet_since: float
+
+
+class HandoffIntake:
+    """Finds complete files under ``root`` and passes each to ``on_found`` once.
+
+    ``on_found`` returns False when it could not take the file now (spool full): the file is
+    offered again by a later scan. ``on_problem`` hears "source-unreadable" problems (None when
+    the directory reads again).
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        on_found: Callable[[Found], bool],
+        on_problem: Callable[[str | None], None] = lambda _p: None,
+        *,
+        mode: Literal["rename", "settle"] = "rename",
+        settle: float = 2.0,
+        incomplete_timeout: float = 600.0,
+        rescan_interval: float = 30.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.root = Path(root).resolve()
+        self.on_found = on_found
+        self.on_problem = on_problem
+        self.mode = mode
+        self.settle = settle
+        self.incomplete_timeout = incomplete_timeout
+        self.rescan_interval = rescan_interval
+        self.clock = clock
+        self._events: queue.Queue[tuple[str, str, str]] = queue.Queue()
+        self._tracked: dict[Path, _Tracked] = {}
+        self._incomplete: dict[Path, float] = {}
+        self._taken: dict[Path, float] = {}  # path -> mtime offered and accepted
+        self._problem: str | None = None
+        self._next_scan = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._observer: Any = None
+
+    # lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        from watchdog.observers import Observer
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.scan()
+        self._observer = Observer()
+        self._observer.schedule(_Handler(self._events), str(self.root), recursive=True)
+        self._observer.start()
+        self._thread = threading.Thread(target=self._run, name="edge-handoff", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(timeout=5)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def request_rescan(self) -> None:
+        self._events.put(("rescan", "", ""))
+
+    # the intake thread -----------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                kind, src, dest = self._events.get(timeout=0.1)
+            except queue.Empty:
+                kind = ""
+            try:
+                if kind == "rescan":
+                    self.scan()
+                elif kind:
+                    self._event(kind, Path(src), Path(dest) if dest else None)
+                self.tick()
+            except Exception as exc:  # the intake must outlive any one odd file
+                log_event(log, "handoff.failed", logging.ERROR, error=repr(exc))
+
+    def _event(self, kind: str, src: Path, dest: Path | None) -> None:
+        if kind == "moved":
+            self._forget(src)
+            if dest is not None and not self._skipped(dest):
+                self._consider(dest, complete=self.mode == "rename")
+        elif kind == "deleted":
+            self._forget(src)
+        elif not self._skipped(src):
+            if kind == "closed":
+                self._consider(src, complete=self.mode == "rename")
+            elif kind in ("created", "modified"):
+                self._consider(src, complete=False)
+
+    def _forget(self, path: Path) -> None:
+        self._tracked.pop(path, None)
+        self._incomplete.pop(path, None)
+        self._taken.pop(path, None)
+
+    def _skipped(self, path: Path) -> bool:
+        try:
+            parts = path.relative_to(self.root).parts
+        except ValueError:
+            return True
+        if not parts:
+            return True
+        if parts[0] in _OWN_DIRS:
+            return True
+        return any(p.startswith(".") for p in parts[:-1])
+
+    def scan(self) -> None:
+        """Offer every complete file under the root (start-up, and every rescan_interval)."""
+        self._next_scan = self.clock() + self.rescan_interval
+        try:
+            if not os.access(self.root, os.R_OK | os.X_OK):
+                raise PermissionError(f"{self.root}: not readable")
+            for dirpath, dirnames, filenames in os.walk(self.root, onerror=_raise):
+                here = Path(dirpath)
+                dirnames[:] = sorted(
+                    d for d in dirnames
+                    if not d.startswith(".") and not (here == self.root and d in _OWN_DIRS)
+                )  # fmt: skip
+                for name in sorted(filenames):
+                    self._consider(here / name, complete=self.mode == "rename", scan=True)
+        except OSError as exc:
+            self._set_problem(f"source-unreadable: hand-off directory {self.root}: {exc}")
+            return
+        self._set_problem(None)
+
+    def _set_problem(self, problem: str | None) -> None:
+        if problem != self._problem:
+            self._problem = problem
+            if problem:
+                log_event(log, "handoff.unreadable", logging.ERROR, error=problem)
+            else:
+                log_event(log, "handoff.readable", root=str(self.root))
+            self.on_problem(problem)
+
+    def _consider(self, path: Path, complete: bool, scan: bool = False) -> None:
+        what = classify(path)
+        if what is None:
+            return
+        kind, data_id, error = what
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            self._forget(path)
+            return
+        except OSError as exc:
+            self._set_problem(f"source-unreadable: {path}: {exc}")
+            return
+        if self._taken.get(path) == st.st_mtime:
+            return
+        if kind == "incomplete":
+            self._incomplete.setdefault(path, st.st_mtime)
+            return
+        if kind == "bad" or complete:
+            self._offer(Found(kind, path, data_id, None, st.st_mtime, error), st.st_mtime)
+            return
+        now = self.clock()
+        tracked = self._tracked.get(path)
+        if tracked is None or (tracked.size, tracked.mtime) != (st.st_size, st.st_mtime):
+            self._tracked[path] = _Tracked(st.st_size, st.st_mtime, now)
+
+    def _offer(self, found: Found, mtime: float) -> None:
+        if found.kind == "ccd":
+            found = Found("ccd", found.path, found.data_id, sidecar_of(found.path), found.mtime)
+        self._tracked.pop(found.path, None)
+        if self.on_found(found):
+            self._taken[found.path] = mtime
+
+    def tick(self) -> None:
+        """Settle checks, never-completed timeouts and the periodic rescan."""
+        now = self.clock()
+        for path, tracked in list(self._tracked.items()):
+            try:
+                st = path.stat()
+            except OSError:
+                self._tracked.pop(path, None)
+                continue
+            if (st.st_size, st.st_mtime) != (tracked.size, tracked.mtime):
+                self._tracked[path] = _Tracked(st.st_size, st.st_mtime, now)
+            elif now - tracked.quiet_since >= self.settle:
+                what = classify(path)
+                if what is not None:
+                    kind, data_id, error = what
+                    self._offer(Found(kind, path, data_id, None, st.st_mtime, error), st.st_mtime)
+        for path, mtime in list(self._incomplete.items()):
+            try:
+                mtime = path.stat().st_mtime
+            except OSError:
+                self._incomplete.pop(path, None)
+                continue
+            if now - mtime >= self.incomplete_timeout:
+                self._incomplete.pop(path, None)
+                error = NeverCompleted(
+                    f"{path}: still in progress {now - mtime:.0f} s after its last write "
+                    f"(timeout {self.incomplete_timeout:g} s): the writer never finished it"
+                )
+                self._offer(Found("incomplete", path, None, None, mtime, error), mtime)
+        if now >= self._next_scan:
+            self.scan()
+
+
+def _raise(exc: OSError) -> None:
+    raise exc
+
+
+class _Handler:
+    """watchdog callbacks -> the intake thread's queue (nothing else happens on watchdog's
+    thread)."""
+
+    def __init__(self, events: queue.Queue[tuple[str, str, str]]) -> None:
+        self.events = events
+
+    def dispatch(self, event: Any) -> None:
+        if event.is_directory:
+            if event.event_type in ("moved", "created"):
+                self.events.put(("rescan", "", ""))
+            return
+        kind = event.event_type
+        if kind not in ("created", "modified", "moved", "deleted", "closed"):
+            return
+        dest = getattr(event, "dest_path", "") or ""
+        self.events.put((kind, os.fsdecode(event.src_path), os.fsdecode(dest)))

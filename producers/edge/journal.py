@@ -1,0 +1,328 @@
+"""The edge's durable journal: every item's state, in SQLite (WAL mode) inside the spool directory.
+
+An item is a CCD (edge service) or a file (backfill). Its state moves seen -> compressed -> sent
+-> acked, and each state is written *before* the next step is taken, so after ``kill -9`` or a
+reboot every item that is not acked is redone: from its spooled compressed copy if there is a
+valid one (checksum in the journal), else from the source. The destination is create-once, so a
+redo of something that did arrive is harmless (it answers "exists"). Items that cannot succeed
+end ``quarantined`` with a reason.
+
+Why SQLite: one file, transactions, crash safety and concurrent writers in several processes
+(the service and its worker processes) out of the standard library. WAL with
+``synchronous=NORMAL`` costs no fsync per commit and survives a killed process (a commit lost to
+a power cut only means a resend the store answers "exists"); the commits after which something
+irreversible happens (acked when the raw file is then deleted or moved; quarantined) are made
+durable with ``synchronous=FULL``.
+
+A full spool surfaces as ``SpoolFull`` (retriable): the caller refuses new work and keeps going
+with what is already journalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from producers.edge.errors import SpoolFull, SpoolUnavailable
+
+JOURNAL_NAME = "journal.sqlite3"
+STATES = ("seen", "compressed", "sent", "acked", "quarantined")
+TERMINAL = ("acked", "quarantined")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS items (
+    key TEXT PRIMARY KEY,
+    source TEXT NOT NULL,
+    target TEXT NOT NULL DEFAULT '',
+    priority INTEGER NOT NULL DEFAULT 0,
+    state TEXT NOT NULL,
+    readout REAL,
+    sidecar TEXT,
+    spooled TEXT,
+    size INTEGER,
+    checksum TEXT,
+    compressed_at REAL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    reason TEXT,
+    error TEXT,
+    status TEXT,
+    object TEXT,
+    seen_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    acked_at REAL,
+    over_budget INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS items_state ON items (state, priority DESC);
+CREATE TABLE IF NOT EXISTS exposures (
+    instrument TEXT NOT NULL,
+    exposure INTEGER NOT NULL,
+    manifest TEXT NOT NULL,
+    seen_at REAL NOT NULL,
+    PRIMARY KEY (instrument, exposure)
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+@dataclass
+class Entry:
+    """One journalled item (a row of ``items``)."""
+
+    key: str
+    source: str
+    state: str = "seen"
+    target: str = ""
+    priority: int = 0
+    readout: float | None = None
+    sidecar: str | None = None
+    spooled: str | None = None
+    size: int | None = None
+    checksum: str | None = None
+    compressed_at: float | None = None
+    attempts: int = 0
+    reason: str | None = None
+    error: str | None = None
+    status: str | None = None
+    object: str | None = None
+    seen_at: float = 0.0
+    updated_at: float = 0.0
+    acked_at: float | None = None
+    over_budget: int = 0
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL
+
+
+_COLUMNS = tuple(f.name for f in fields(Entry))
+_UPDATABLE = frozenset(_COLUMNS) - {"key", "seen_at"}
+
+
+def _spool_error(exc: sqlite3.Error, path: Path) -> Exception:
+    text = str(exc).lower()
+    if "full" in text or getattr(exc, "sqlite_errorcode", None) == 13:  # SQLITE_FULL
+        return SpoolFull(f"spool {path.parent}: no space left for the journal ({exc})")
+    return SpoolUnavailable(f"journal {path}: {exc}")
+
+
+class Journal:
+    """The journal of one spool directory. Thread-safe; open one per process."""
+
+    def __init__(self, spool: Path, name: str = JOURNAL_NAME, timeout: float = 30.0) -> None:
+        self.path = Path(spool) / name
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise SpoolFull(f"spool {spool}: {exc}") from exc
+            raise SpoolUnavailable(f"spool {spool}: {exc}") from exc
+        self._lock = threading.RLock()
+        # Writers in several processes queue on this lock in the kernel and are woken the moment
+        # it is free; SQLite's own busy handler would sleep 1..100 ms between polls instead,
+        # which 16 workers committing at once turn into seconds.
+        try:
+            self._write_lock = open(self.path.with_suffix(".lock"), "a+")  # noqa: SIM115 - close()
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise SpoolFull(f"spool {spool}: {exc}") from exc
+            raise SpoolUnavailable(f"spool {spool}: {exc}") from exc
+        try:
+            self._db = sqlite3.connect(
+                self.path, timeout=timeout, isolation_level=None, check_same_thread=False
+            )
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise _spool_error(exc, self.path) from exc
+
+    # transactions ----------------------------------------------------------------------------
+    @contextmanager
+    def _tx(self, durable: bool = False) -> Iterator[sqlite3.Connection]:
+        with self._lock, _flocked(self._write_lock):
+            db = self._db
+            try:
+                if durable:
+                    db.execute("PRAGMA synchronous=FULL")
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield db
+                    db.execute("COMMIT")
+                except BaseException:
+                    if db.in_transaction:
+                        with contextlib.suppress(sqlite3.Error):
+                            db.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise _spool_error(exc, self.path) from exc
+            finally:
+                if durable:
+                    db.execute("PRAGMA synchronous=NORMAL")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+            self._write_lock.close()
+
+    # items -----------------------------------------------------------------------------------
+    def add(self, entry: Entry) -> Entry | None:
+        """Journal a new item (state ``seen``). Returns None if it is new, else the row that was
+        already there (unchanged): a second hand-off of the same data id is not new work."""
+        return self.add_batch([entry])[0]
+
+    def add_batch(self, entries: list[Entry]) -> list[Entry | None]:
+        """``add`` for several items in one transaction (one commit for a whole readout)."""
+        now = time.time()
+        out: list[Entry | None] = []
+        with self._tx() as db:
+            for entry in entries:
+                entry.seen_at = entry.seen_at or now
+                entry.updated_at = now
+                row = db.execute("SELECT * FROM items WHERE key = ?", (entry.key,)).fetchone()
+                if row is not None:
+                    out.append(_entry(row))
+                    continue
+                db.execute(
+                    f"INSERT INTO items ({', '.join(_COLUMNS)}) "
+                    f"VALUES ({', '.join('?' * len(_COLUMNS))})",
+                    tuple(getattr(entry, c) for c in _COLUMNS),
+                )
+                out.append(None)
+        return out
+
+    def add_many(self, entries: Iterable[Entry]) -> int:
+        """Journal many new items in one transaction (existing keys are left alone); how many
+        were new."""
+        now = time.time()
+        rows = []
+        for e in entries:
+            e.seen_at = e.seen_at or now
+            e.updated_at = now
+            rows.append(tuple(getattr(e, c) for c in _COLUMNS))
+        with self._tx() as db:
+            before = db.total_changes
+            db.executemany(
+                f"INSERT OR IGNORE INTO items ({', '.join(_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * len(_COLUMNS))})",
+                rows,
+            )
+            return db.total_changes - before
+
+    def mark(self, key: str, state: str | None = None, *, durable: bool = False,
+             **values: Any) -> None:  # fmt: skip
+        """Set ``state`` (and any other columns) of one item."""
+        self.mark_many([(key, state, values)], durable=durable)
+
+    def mark_many(
+        self, updates: Iterable[tuple[str, str | None, dict[str, Any]]], *, durable: bool = False
+    ) -> None:
+        """Several ``mark`` calls in one transaction (one commit for a batch of results)."""
+        now = time.time()
+        with self._tx(durable=durable) as db:
+            for key, state, values in updates:
+                cols = dict(values)
+                if state is not None:
+                    if state not in STATES:
+                        raise ValueError(f"unknown journal state {state!r}")
+                    cols["state"] = state
+                bad = set(cols) - _UPDATABLE
+                if bad:
+                    raise ValueError(f"not journal columns: {sorted(bad)}")
+                cols["updated_at"] = now
+                assignments = ", ".join(f"{c} = ?" for c in cols)
+                db.execute(f"UPDATE items SET {assignments} WHERE key = ?", (*cols.values(), key))
+
+    def get(self, key: str) -> Entry | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM items WHERE key = ?", (key,)).fetchone()
+        return _entry(row) if row is not None else None
+
+    def pending(self) -> list[Entry]:
+        """Every item not yet acked or quarantined, newest (highest priority) first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT * FROM items WHERE state NOT IN ('acked', 'quarantined') "
+                "ORDER BY priority DESC, key"
+            ).fetchall()
+        return [_entry(r) for r in rows]
+
+    def items(self, state: str | None = None) -> list[Entry]:
+        with self._lock:
+            if state is None:
+                rows = self._db.execute("SELECT * FROM items ORDER BY key").fetchall()
+            else:
+                rows = self._db.execute(
+                    "SELECT * FROM items WHERE state = ? ORDER BY key", (state,)
+                ).fetchall()
+        return [_entry(r) for r in rows]
+
+    def counts(self) -> dict[str, int]:
+        """Items by state (every state present, zeros included)."""
+        with self._lock:
+            rows = self._db.execute("SELECT state, COUNT(*) FROM items GROUP BY state").fetchall()
+        out = dict.fromkeys(STATES, 0)
+        out.update({r[0]: r[1] for r in rows})
+        return out
+
+    def quarantine_reasons(self) -> dict[str, int]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT reason, COUNT(*) FROM items WHERE state = 'quarantined' GROUP BY reason"
+            ).fetchall()
+        return {r[0] or "unknown": r[1] for r in rows}
+
+    def purge_acked(self, older_than: float) -> int:
+        """Forget items acked before ``older_than`` (epoch seconds); how many. Kept until then so
+        that a late second hand-off of the same CCD is recognised as already sent."""
+        with self._tx() as db:
+            cursor = db.execute(
+                "DELETE FROM items WHERE state = 'acked' AND acked_at < ?", (older_than,)
+            )
+            return cursor.rowcount
+
+    # exposures and meta ----------------------------------------------------------------------
+    def record_exposure(self, instrument: str, exposure: int, manifest_json: str) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO exposures (instrument, exposure, manifest, seen_at) "
+                "VALUES (?, ?, ?, ?)",
+                (instrument, exposure, manifest_json, time.time()),
+            )
+
+    def exposure_manifest(self, instrument: str, exposure: int) -> str | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT manifest FROM exposures WHERE instrument = ? AND exposure = ?",
+                (instrument, exposure),
+            ).fetchone()
+        return row[0] if row else None
+
+    def touch(self) -> None:
+        """A small write: proves the spool takes writes again (after it was full)."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('alive', ?)", (str(time.time()),)
+            )
+
+
+@contextmanager
+def _flocked(fh: Any) -> Iterator[None]:
+    fcntl.flock(fh, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _entry(row: sqlite3.Row) -> Entry:
+    return Entry(**{c: row[c] for c in _COLUMNS})

@@ -1,0 +1,136 @@
+"""The edge service's process entry point: ``python -m producers.edge`` / ``obsingest edge``.
+
+Runs until SIGTERM or SIGINT, then drains in-flight sends and exits. Exit codes (documented for
+supervisors such as systemd, see producers/edge/README.md):
+
+- 0: stopped by SIGTERM/SIGINT after draining; every CCD not yet acknowledged stays journalled
+- 2: bad command line or settings
+- 73: the spool cannot be used at start-up (cannot create the directory or open the journal)
+- 75: refused new work (spool full, journal unwritable) longer than ``--max-refusing``
+- 70: internal error (the engine failed; journalled work is kept)
+
+This module imports only the standard library at import time: ``obsingest --help`` builds its
+parser from ``add_arguments``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+DESCRIPTION = """\
+The edge service: take the DAQ's raw CCD files from a hand-off directory (watched, plus a scan at
+start-up), journal each one in the spool (SQLite WAL: seen -> compressed -> sent -> acked),
+compress it (tiled Rice) and send it to the destination, newest exposure first. It resumes every
+unacknowledged CCD after a crash, retries a destination outage for as long as it lasts, quarantines
+bad files with their reason and refuses new work loudly while the spool is full. GET /health on
+the health port gives ready/degraded and counts."""
+
+EXIT_USAGE = 2
+EXIT_SPOOL = 73
+
+#: flag -> EdgeSettings field, for flags given on the command line (None: not given)
+_FIELDS = {
+    "to": "destination", "spool": "spool", "handoff": "handoff", "workers": "workers",
+    "threads": "threads", "prefix": "prefix", "complete": "complete", "settle": "settle_seconds",
+    "incomplete_timeout": "incomplete_timeout", "rescan_interval": "rescan_interval",
+    "on_ack": "on_ack", "done_dir": "done_dir", "retry_max_delay": "retry_max_delay",
+    "min_free_mb": "min_free_bytes", "max_refusing": "max_refusing_seconds",
+    "budget": "budget_seconds", "health_port": "health_port", "health_host": "health_host",
+}  # fmt: skip
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The edge's options (every one also settable as OBSINGEST_EDGE_<FIELD>)."""
+    parser.add_argument("--to", metavar="URL",
+                        help="destination: gs://BUCKET, file://DIR or kafka://HOST:PORT/TOPIC")
+    parser.add_argument("--spool", type=Path, metavar="DIR",
+                        help="spool directory: journal + compressed CCDs waiting to be sent")
+    parser.add_argument("--handoff", type=Path, metavar="DIR",
+                        help="the DAQ's hand-off directory to watch (see the README)")
+    parser.add_argument("--workers", type=int, help="worker processes (default 2)")
+    parser.add_argument("--threads", type=int, help="compression threads per worker (default 1)")
+    parser.add_argument("--prefix", help="object name prefix (default raw/)")
+    parser.add_argument("--complete", choices=("rename", "settle"),
+                        help="completeness rule: final name after rename (default) or size-stable")
+    parser.add_argument("--settle", type=float, metavar="S",
+                        help="seconds a file must stay unchanged in settle mode (default 2)")
+    parser.add_argument("--incomplete-timeout", type=float, metavar="S",
+                        help="quarantine *.tmp/*.part files older than this (default 600)")
+    parser.add_argument("--rescan-interval", type=float, metavar="S",
+                        help="full rescan of the hand-off directory every S seconds (default 30)")
+    parser.add_argument("--on-ack", choices=("keep", "delete", "move"),
+                        help="what to do with a raw file once acknowledged (default keep)")
+    parser.add_argument("--done-dir", type=Path, help="target of --on-ack move (HANDOFF/done)")
+    parser.add_argument("--retry-max-delay", type=float, metavar="S",
+                        help="cap of the destination backoff (default 10)")
+    parser.add_argument("--min-free-mb", type=float, metavar="MB",
+                        help="refuse new work below this much free spool space (default 512)")
+    parser.add_argument("--max-refusing", type=float, metavar="S",
+                        help="exit 75 after refusing new work this long (default: never)")
+    parser.add_argument("--budget", type=float, metavar="S",
+                        help="readout -> acknowledged budget; later CCDs are reported (5)")
+    parser.add_argument("--health-host", help="health endpoint address (default 127.0.0.1)")
+    parser.add_argument("--health-port", type=int,
+                        help="health endpoint port (default 8089; 0: any free, -1: off)")
+    parser.add_argument("--log-level", default="INFO", help="log level (default INFO)")  # fmt: skip
+
+
+def settings_from_args(args: argparse.Namespace) -> Any:
+    """EdgeSettings from the environment, overridden by the flags given."""
+    from producers.edge.settings import EdgeSettings
+
+    overrides: dict[str, Any] = {}
+    for flag, name in _FIELDS.items():
+        value = getattr(args, flag, None)
+        if value is None:
+            continue
+        if flag == "min_free_mb":
+            value = int(value * 1024 * 1024)
+        overrides[name] = value
+    return EdgeSettings(**overrides)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the service until SIGTERM/SIGINT; the exit code (see the module docstring)."""
+    from pydantic import ValidationError
+
+    from obsingest import logs
+    from producers.edge.errors import SpoolFull, SpoolUnavailable
+
+    logs.configure(level=args.log_level)
+    try:
+        settings = settings_from_args(args)
+    except ValidationError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    from producers.edge.service import EdgeService
+
+    service = EdgeService(settings, log_level=args.log_level)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        service.start()
+    except (SpoolFull, SpoolUnavailable) as exc:
+        print(f"error: cannot use the spool: {exc}", file=sys.stderr)
+        service.stop(timeout=5)
+        return EXIT_SPOOL
+    except OSError as exc:  # e.g. the health port is taken
+        print(f"error: cannot start: {exc}", file=sys.stderr)
+        service.stop(timeout=5)
+        return EXIT_USAGE
+    while not stop.is_set() and not service.wait_stopped(0.2):
+        pass
+    service.stop()
+    return service.exit_code
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m producers.edge", description=DESCRIPTION)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

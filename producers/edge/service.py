@@ -1,0 +1,557 @@
+"""The edge service: journal every CCD, send the newest first, retry outages for as long as they
+last, quarantine what cannot succeed, refuse new work loudly when the spool is full.
+
+One engine thread owns the scheduler and decides what runs; crash-isolated worker processes
+(``producers.edge.worker``) do the reading, compressing and sending (``producers.edge.ccd``); the
+hand-off directory intake (``producers.edge.handoff``) and the Python API (``submit``) journal
+new CCDs and queue them. State that must survive a crash is in the journal before each step;
+everything in memory is rebuilt from it at start-up.
+
+In-process API, for a DAQ that calls in directly (and for the demo and ``bench transfer``)::
+
+    with EdgeService(EdgeSettings(destination="gs://bucket", spool=Path("spool"))) as edge:
+        future = edge.submit(CcdFile("/daq/LSSTCam_2026112200012_094.fits", "LSSTCam",
+                                     2026112200012, 94, readout_time))
+        outcome = future.result()   # Outcome: acked (status, object, timings) or quarantined
+
+The per-CCD cost over calling ``ship_ccd`` directly is a few journal commits (WAL, no fsync but
+the ack's) and two pipe messages.
+
+One cohesive concept, hence its length: the engine's event loop and every journal transition it
+makes, kept together so each state change is read in one place; its policies live apart
+(``scheduler``, ``refusal``, ``files``, ``health``).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from obsingest.errors import (
+    BadObjectName,
+    ChecksumConflict,
+    CorruptFile,
+    HeaderMismatch,
+    ObsIngestError,
+)
+from obsingest.logs import get_logger, log_event
+from obsingest.messages import ExposureManifest
+from producers.edge.ccd import CcdFile, CcdJob, Outcome, SendFailed
+from producers.edge.errors import (
+    BadHandoffFile,
+    BadManifest,
+    NeverCompleted,
+    SourceUnreadable,
+    SourceVanished,
+    SpoolFull,
+    SpoolUnavailable,
+    UnexpectedError,
+    WorkerCrashed,
+)
+from producers.edge.files import (
+    manifest_json,
+    move_to_quarantine,
+    read_manifest,
+    readout_from_manifest,
+    release_raw,
+)
+from producers.edge.handoff import Found, HandoffIntake
+from producers.edge.journal import Entry, Journal
+from producers.edge.refusal import Refusal
+from producers.edge.scheduler import Backoff, Scheduler
+from producers.edge.settings import EdgeSettings
+from producers.edge.stats import EdgeStats
+from producers.edge.worker import WorkerInit, WorkerPool
+
+log = get_logger("obsingest.edge")
+
+#: errors that are the input's fault: the CCD is quarantined with the reason
+INPUT_FAULTS: tuple[type[ObsIngestError], ...] = (
+    CorruptFile, HeaderMismatch, SourceVanished, NeverCompleted, BadHandoffFile, BadManifest,
+    BadObjectName, ChecksumConflict,
+)  # fmt: skip
+#: exit code after refusing new work longer than max_refusing_seconds (EX_TEMPFAIL)
+EXIT_REFUSING = 75
+#: exit code when the engine itself failed (EX_SOFTWARE)
+EXIT_INTERNAL = 70
+#: imported once by the pool's fork server: workers (and replacements after a crash) start as
+#: forks of it in milliseconds instead of seconds of imports each
+WORKER_PRELOAD = ("producers.edge.ccd", "producers.edge.ship", "producers.compress",
+                  "producers.sender", "producers.uploader", "obsingest.store.gcs",
+                  "obsingest.store.local")  # fmt: skip
+
+
+class EdgeService:
+    def __init__(self, settings: EdgeSettings, log_level: str = "INFO") -> None:
+        self.settings = settings
+        self.log_level = log_level
+        self.spool = Path(settings.spool).resolve()
+        self.handoff = Path(settings.handoff).resolve() if settings.handoff else None
+        self.stats = EdgeStats()
+        self.scheduler = Scheduler(Backoff(settings.retry_base_delay, settings.retry_max_delay))
+        self.journal: Journal | None = None
+        self.pool: WorkerPool | None = None
+        self.intake: HandoffIntake | None = None
+        self.health_server: Any = None
+        self.state = "starting"
+        self.exit_code = 0
+        self._events: queue.Queue[tuple[Any, ...]] = queue.Queue()
+        self._futures: dict[str, list[Future[Outcome]]] = {}
+        self._failures: dict[str, int] = {}
+        self.refusal = Refusal(self.spool, settings.min_free_bytes)
+        self._source_problem: str | None = None
+        self._draining = False
+        self._engine: threading.Thread | None = None
+        self._stopped = threading.Event()
+        self._idle = threading.Condition()
+        self._last_check = 0.0
+
+    # lifecycle -------------------------------------------------------------------------------
+    def start(self) -> EdgeService:
+        """Open the journal, resume what it holds, warm the workers, then take new work."""
+        s = self.settings
+        self.journal = Journal(self.spool)  # SpoolFull / SpoolUnavailable: cannot start
+        purged = self.journal.purge_acked(older_than=time.time() - s.keep_days * 86400)
+        if purged:
+            log_event(log, "edge.journal_purged", rows=purged, keep_days=s.keep_days)
+        for entry in self.journal.pending():
+            if self.scheduler.add(entry.key, entry.priority):
+                self.stats.add("resumed")
+        if self.stats.resumed:
+            log_event(log, "edge.resumed_from_journal", ccds=self.stats.resumed)
+        if s.health_port >= 0:  # up first: "starting" (503) while the workers warm up
+            from producers.edge.health import HealthServer
+
+            self.health_server = HealthServer(self.health, s.health_host, s.health_port)
+            self.health_server.start()
+            try:
+                (self.spool / "health.port").write_text(f"{self.health_server.port}\n")
+            except OSError as exc:  # a full spool must not stop the service from starting
+                log_event(log, "edge.health_port_unwritten", logging.WARNING, error=str(exc))
+        self.pool = WorkerPool(
+            s.workers,
+            WorkerInit("producers.edge.ccd:CcdWorker", (s.destination, s.prefix,
+                       s.quarantine_prefix, str(self.spool), s.threads, True,
+                       s.on_ack != "keep")),
+            self._on_result, log_level=self.log_level, start_method="forkserver",
+            preload=WORKER_PRELOAD,
+        )  # fmt: skip
+        self.pool.start()
+        self._engine = threading.Thread(target=self._run, name="edge-engine", daemon=True)
+        self._engine.start()
+        if self.handoff is not None:
+            self.intake = HandoffIntake(
+                self.handoff, self._on_found, self._on_source_problem, mode=s.complete,
+                settle=s.settle_seconds, incomplete_timeout=s.incomplete_timeout,
+                rescan_interval=s.rescan_interval,
+            )  # fmt: skip
+            self.intake.start()
+        self.state = "ready"
+        log_event(log, "edge.started", destination=s.destination, spool=str(self.spool),
+                  handoff=str(self.handoff) if self.handoff else None, workers=s.workers,
+                  pending=len(self.scheduler), pids=self.pool.pids())  # fmt: skip
+        return self
+
+    def stop(self, timeout: float = 120.0) -> None:
+        """Take no new work, let in-flight sends finish (up to ``timeout``), stop. Everything
+        not yet acknowledged stays journalled for the next start."""
+        if self.state == "stopped":
+            return
+        self.state = "draining"
+        if self.intake is not None:
+            self.intake.stop()
+        self._events.put(("drain",))
+        if self._engine is not None:
+            self._engine.join(timeout=timeout)
+        if self.pool is not None:
+            self.pool.stop(timeout=max(1.0, timeout))
+        if self.health_server is not None:
+            self.health_server.stop()
+        if self.journal is not None:
+            self.journal.close()
+        self.state = "stopped"
+        for futures in self._futures.values():
+            for future in futures:
+                if not future.done():
+                    future.cancel()
+        log_event(log, "edge.stopped", exit_code=self.exit_code, **self._counts_for_log())
+        self._stopped.set()
+
+    def __enter__(self) -> EdgeService:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def wait_stopped(self, timeout: float | None = None) -> bool:
+        return self._stopped.wait(timeout)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Until nothing is queued or in flight (True), or ``timeout`` (False)."""
+        deadline = time.monotonic() + timeout
+        with self._idle:
+            while len(self.scheduler) or not self._events.empty():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._idle.wait(min(left, 0.2))
+        return True
+
+    # intake: the Python API and the hand-off directory --------------------------------------
+    def submit(self, ccd: CcdFile) -> Future[Outcome]:
+        """Journal one CCD and queue it; the future resolves when it is acked or quarantined.
+
+        Raises SpoolFull / SpoolUnavailable (retriable) while the service refuses new work, and
+        BadObjectName for an impossible data id: nothing was journalled then.
+        """
+        return self.submit_many([ccd])[0]
+
+    def submit_many(self, ccds: list[CcdFile]) -> list[Future[Outcome]]:
+        """``submit`` for a whole readout, journalled in one commit (all or none)."""
+        futures: list[Future[Outcome]] = [Future() for _ in ccds]
+        entries = []
+        for ccd in ccds:
+            readout = ccd.readout_time or datetime.now(UTC)
+            entries.append(Entry(key=ccd.data_id.key, source=str(Path(ccd.path).resolve()),
+                                 priority=ccd.exposure, readout=readout.timestamp(),
+                                 sidecar=ccd.sidecar))  # fmt: skip
+        self._accept(entries, futures)
+        return futures
+
+    def submit_manifest(self, manifest: ExposureManifest) -> None:
+        """Record an exposure's manifest (readout time and expected detectors)."""
+        assert self.journal is not None
+        self.journal.record_exposure(manifest.instrument, manifest.exposure,
+                                     manifest_json(manifest))  # fmt: skip
+
+    def _accept(self, entries: list[Entry],
+                futures: list[Future[Outcome]] | None = None) -> bool:  # fmt: skip
+        assert self.journal is not None
+        if self.state in ("draining", "stopped"):
+            raise SpoolUnavailable("the edge service is stopping: no new work taken")
+        if not self.refusal.space_ok():
+            self.stats.add("refused", len(entries))
+            raise SpoolFull(f"refused {entries[0].key}: {self.refusal.reason}")
+        try:
+            existing = self.journal.add_batch(entries)
+        except (SpoolFull, SpoolUnavailable) as exc:
+            self.stats.add("refused", len(entries))
+            self.refusal.refuse(exc.reason, str(exc))
+            raise
+        for i, (entry, known) in enumerate(zip(entries, existing, strict=True)):
+            future = futures[i] if futures else None
+            if known is None:
+                self.stats.add("accepted")
+                log_event(log, "edge.accepted", data_id=entry.key, source=entry.source)
+            else:
+                self.stats.add("duplicates")
+                if known.terminal:
+                    if known.state == "acked":
+                        self._after_ack(entry.key)  # a crash may have come between ack and release
+                    if future is not None:
+                        future.set_result(_outcome_of(known))
+                    continue
+            self._events.put(("add", entry.key, entry.priority, future))
+        return True
+
+    def _on_found(self, found: Found) -> bool:
+        """The intake found a complete file (or a bad one): journal it or quarantine it."""
+        try:
+            if found.kind == "ccd":
+                assert found.data_id is not None
+                entry = Entry(key=found.data_id.key, source=str(found.path),
+                              priority=found.data_id.exposure,
+                              readout=self._readout_of(found),
+                              sidecar=str(found.sidecar) if found.sidecar else None)  # fmt: skip
+                return self._accept([entry])
+            if found.kind == "manifest":
+                self._take_manifest(found.path)
+                return True
+            error = found.error or BadHandoffFile(f"{found.path}: not a file the edge takes")
+            self._quarantine_file(found.path, error)
+            return True
+        except (SpoolFull, SpoolUnavailable):
+            return False
+        except ObsIngestError as exc:
+            self._quarantine_file(found.path, exc)
+            return True
+
+    def _readout_of(self, found: Found) -> float:
+        """The exposure manifest's end of exposure if it is known, else the file's mtime."""
+        assert self.journal is not None and found.data_id is not None
+        text = self.journal.exposure_manifest(found.data_id.instrument, found.data_id.exposure)
+        return readout_from_manifest(text) if text else found.mtime
+
+    def _take_manifest(self, path: Path) -> None:
+        manifest = read_manifest(path)
+        if manifest is None:
+            return
+        self.submit_manifest(manifest)
+        log_event(log, "edge.manifest", instrument=manifest.instrument,
+                  exposure=manifest.exposure, detectors=len(manifest.detectors))  # fmt: skip
+
+    def _on_source_problem(self, problem: str | None) -> None:
+        self._source_problem = problem
+
+    # the engine ------------------------------------------------------------------------------
+    def _on_result(self, key: str, ok: bool, value: Any) -> None:
+        self._events.put(("result", key, ok, value))
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception as exc:
+            log_event(log, "edge.engine_failed", logging.CRITICAL, error=repr(exc))
+            self.exit_code = EXIT_INTERNAL
+            threading.Thread(target=self.stop, daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            self._dispatch()
+            if self._draining and not self.scheduler.in_flight:
+                return
+            wait = self.scheduler.wait_time()
+            timeout = 0.25 if wait is None else min(0.25, max(wait, 0.001))
+            try:
+                event = self._events.get(timeout=timeout)
+            except queue.Empty:
+                event = None
+            while event is not None:
+                self._handle(event)
+                try:
+                    event = self._events.get_nowait()
+                except queue.Empty:
+                    event = None
+            self._periodic()
+            self.stats.set(pending=self.scheduler.queued, in_flight=len(self.scheduler.in_flight))
+            with self._idle:
+                self._idle.notify_all()
+
+    def _handle(self, event: tuple[Any, ...]) -> None:
+        kind = event[0]
+        if kind == "add":
+            _, key, priority, future = event
+            if future is not None:
+                self._futures.setdefault(key, []).append(future)
+            self.scheduler.add(key, priority)
+        elif kind == "result":
+            _, key, ok, value = event
+            self._result(key, ok, value)
+        elif kind == "drain":
+            self._draining = True
+            dropped = self.scheduler.drop_queued()
+            log_event(log, "edge.draining", in_flight=len(self.scheduler.in_flight),
+                      left_in_journal=len(dropped))  # fmt: skip
+
+    def _dispatch(self) -> None:
+        assert self.pool is not None and self.journal is not None
+        while not self._draining and self.pool.idle():
+            key = self.scheduler.pop_due()
+            if key is None:
+                return
+            entry = self.journal.get(key)
+            if entry is None or entry.terminal:
+                self.scheduler.finished(key)
+                continue
+            job = CcdJob(
+                key=key, source=entry.source, instrument=key.split("/")[0],
+                exposure=int(key.split("/")[1]), detector=int(key.split("/")[2]),
+                readout=entry.readout or time.time(), attempts=entry.attempts,
+                sidecar=entry.sidecar, spooled=entry.spooled, checksum=entry.checksum,
+                compressed_at=entry.compressed_at,
+            )  # fmt: skip
+            if not self.pool.submit(key, job):
+                self.scheduler.requeue(key)
+                return
+
+    def _result(self, key: str, ok: bool, value: Any) -> None:
+        if ok:
+            self._acked(key, value)
+            return
+        error = value
+        outcome = None
+        if isinstance(error, SendFailed):
+            outcome, error = error.outcome, error.error
+        if isinstance(error, INPUT_FAULTS):
+            self._quarantine(key, error)
+            return
+        if isinstance(error, (WorkerCrashed, UnexpectedError)) or not isinstance(
+            error, ObsIngestError
+        ):
+            if not isinstance(error, ObsIngestError):
+                error = UnexpectedError(f"{type(error).__name__}: {error}")
+            if isinstance(error, WorkerCrashed):
+                self.stats.add("worker_crashes")
+            failures = self._failures.get(key, 0) + 1
+            self._failures[key] = failures
+            if failures >= self.settings.crash_limit:
+                self._quarantine(key, error)
+                return
+            self._note_failure(key, error, outcome)
+            self.scheduler.requeue(key)
+            return
+        # transient (or the destination refusing): keep it, back off, try again
+        source_fault = isinstance(error, (SourceUnreadable, SpoolFull, SpoolUnavailable))
+        if isinstance(error, SourceUnreadable):
+            self._source_problem = f"source-unreadable: {error}"
+        self._note_failure(key, error, outcome)
+        wait = self.scheduler.retry(key, destination_fault=not source_fault)
+        log_event(log, "edge.retry", logging.WARNING, data_id=key, reason=error.reason,
+                  error=str(error)[:500], retry_in_s=round(wait, 2),
+                  spooled=bool(outcome and outcome.spooled))  # fmt: skip
+
+    def _note_failure(self, key: str, error: ObsIngestError, outcome: Outcome | None) -> None:
+        assert self.journal is not None
+        self.stats.count("retries", error.reason)
+        values: dict[str, Any] = {"reason": error.reason, "error": str(error)[:2000]}
+        if outcome is not None:
+            values["attempts"] = outcome.attempts
+            if outcome.journal_error:
+                self.refusal.refuse("spool-full", outcome.journal_error)
+        try:
+            self.journal.mark(key, None, **values)
+        except (SpoolFull, SpoolUnavailable) as exc:
+            self.refusal.refuse(exc.reason, str(exc))
+
+    def _acked(self, key: str, outcome: Outcome) -> None:
+        assert self.journal is not None
+        self.scheduler.done(key)
+        self._failures.pop(key, None)
+        if self._source_problem and self.intake is None:
+            self._source_problem = None
+        self.stats.add("acked")
+        self.stats.count("statuses", outcome.status)
+        self.stats.add("raw_bytes", outcome.raw_size)
+        self.stats.add("sent_bytes", outcome.size)
+        latency = outcome.latency
+        extra: dict[str, Any] = {}
+        if outcome.journal_error:
+            self.refusal.refuse("spool-full", outcome.journal_error)
+        if latency is not None and latency > self.settings.budget_seconds:
+            self.stats.add("over_budget")
+            extra["over_budget"] = 1
+            log_event(log, "edge.over_budget", logging.WARNING, data_id=key,
+                      seconds=round(latency, 3), budget=self.settings.budget_seconds,
+                      attempts=outcome.attempts)  # fmt: skip
+        if outcome.status == "conflict":
+            extra.update(reason="checksum-conflict",
+                         error=f"different bytes already stored; parked as {outcome.object_name}")
+            log_event(log, "edge.conflict", logging.ERROR, data_id=key,
+                      parked=outcome.object_name)  # fmt: skip
+        if extra:
+            try:
+                self.journal.mark(key, None, **extra)
+            except (SpoolFull, SpoolUnavailable) as exc:
+                self.refusal.refuse(exc.reason, str(exc))
+        log_event(log, "edge.acked", data_id=key, status=outcome.status,
+                  object=outcome.object_name, size=outcome.size, attempts=outcome.attempts,
+                  latency_s=round(latency, 4) if latency is not None else None)  # fmt: skip
+        if outcome.status != "conflict":
+            self._after_ack(key)
+        self._resolve(key, outcome)
+
+    def _after_ack(self, key: str) -> None:
+        """on_ack: delete or move the raw file (and its sidecar) once its CCD is acknowledged."""
+        if self.settings.on_ack == "keep" or self.handoff is None or self.journal is None:
+            return
+        entry = self.journal.get(key)
+        if entry is not None and entry.state == "acked":
+            release_raw(self.handoff, self.settings.on_ack, self.settings.done_dir,
+                        [p for p in (entry.source, entry.sidecar) if p])  # fmt: skip
+
+    def _quarantine(self, key: str, error: ObsIngestError) -> None:
+        """The CCD cannot succeed: journal why (durably), move its file aside, tell the caller."""
+        assert self.journal is not None
+        self.scheduler.finished(key)
+        self._failures.pop(key, None)
+        self.stats.count("quarantined", error.reason)
+        log_event(log, "edge.quarantined", logging.ERROR, data_id=key, reason=error.reason,
+                  error=str(error)[:500])  # fmt: skip
+        try:
+            self.journal.mark(key, "quarantined", durable=True, reason=error.reason,
+                              error=str(error)[:2000])  # fmt: skip
+        except (SpoolFull, SpoolUnavailable) as exc:
+            self.refusal.refuse(exc.reason, str(exc))
+        entry = self.journal.get(key)
+        if entry is not None:
+            move_to_quarantine(self.handoff, Path(entry.source), error)
+            if entry.sidecar:
+                move_to_quarantine(self.handoff, Path(entry.sidecar), error, note=False)
+        self._resolve(key, Outcome(key=key, state="quarantined", reason=error.reason,
+                                   error=str(error)))  # fmt: skip
+
+    def _quarantine_file(self, path: Path, error: ObsIngestError) -> None:
+        """A hand-off file that is no CCD the edge can take (bad name, never completed, bad
+        manifest): journalled under ``file:<path>`` and moved aside with its reason."""
+        assert self.journal is not None
+        key = f"file:{path}"
+        self.stats.count("quarantined", error.reason)
+        log_event(log, "edge.quarantined", logging.ERROR, file=str(path), reason=error.reason,
+                  error=str(error)[:500])  # fmt: skip
+        try:
+            self.journal.add(Entry(key=key, source=str(path), state="quarantined",
+                                   reason=error.reason, error=str(error)[:2000]))  # fmt: skip
+            self.journal.mark(key, "quarantined", durable=True, reason=error.reason,
+                              error=str(error)[:2000])  # fmt: skip
+        except (SpoolFull, SpoolUnavailable) as exc:
+            self.refusal.refuse(exc.reason, str(exc))
+        move_to_quarantine(self.handoff, path, error)
+
+    def _resolve(self, key: str, outcome: Outcome) -> None:
+        for future in self._futures.pop(key, []):
+            if not future.done():
+                future.set_result(outcome)
+
+    # refusing new work ------------------------------------------------------------------------
+    def _periodic(self) -> None:
+        now = time.monotonic()
+        if now - self._last_check < 0.5:
+            return
+        self._last_check = now
+        if not self.refusal.refusing:
+            self.refusal.space_ok()  # refuse before new work arrives, not only when it does
+        elif self.refusal.can_resume():
+            assert self.journal is not None
+            try:
+                self.journal.touch()  # the journal takes writes again
+            except (SpoolFull, SpoolUnavailable):
+                return
+            self.refusal.resumed()
+            if self.intake is not None:
+                self.intake.request_rescan()
+        limit = self.settings.max_refusing_seconds
+        if limit and self.refusal.refusing_for() > limit and self.exit_code == 0:
+            log_event(log, "edge.giving_up", logging.CRITICAL, refusing=self.refusal.reason,
+                      exit_code=EXIT_REFUSING)  # fmt: skip
+            self.exit_code = EXIT_REFUSING
+            threading.Thread(target=self.stop, daemon=True).start()
+
+    # health ----------------------------------------------------------------------------------
+    def health(self) -> dict[str, Any]:
+        """ready | degraded (with reasons) | starting | draining | stopped, and the counts."""
+        from producers.edge.health import service_report
+
+        return service_report(self)
+
+    def _counts_for_log(self) -> dict[str, Any]:
+        snap = self.stats.snapshot()
+        keys = ("accepted", "resumed", "acked", "refused", "quarantined", "worker_crashes",
+                "over_budget")  # fmt: skip
+        return {k: snap[k] for k in keys}
+
+
+def _outcome_of(entry: Entry) -> Outcome:
+    """What the journal says became of an item already finished."""
+    return Outcome(
+        key=entry.key, state=entry.state, status=entry.status or "", object_name=entry.object or "",
+        size=entry.size or 0, checksum=entry.checksum or "", attempts=entry.attempts,
+        reason=entry.reason or "", error=entry.error or "",
+        readout_time=datetime.fromtimestamp(entry.readout, UTC) if entry.readout else None,
+        acked_time=datetime.fromtimestamp(entry.acked_at, UTC) if entry.acked_at else None,
+    )  # fmt: skip

@@ -1,0 +1,107 @@
+"""Rubin-style JSON header sidecars: header cards the camera's header service writes beside a raw.
+
+Convention: ``<stem>.json`` next to ``<stem>.fits``, a JSON object of FITS keyword -> scalar
+value, either flat or under ``"PRIMARY"`` (other HDU sections are ignored). The cards are merged
+into the raw file's primary header before compression, so the stored CCD is self-describing and
+downstream (register function, Butler ingest) reads one file. Keys that are not FITS keywords
+(1-8 of ``A-Z0-9_-``) and non-scalar values are skipped (and logged). A sidecar naming another
+CCD (``INSTRUME``, ``EXPID``, ``DETECTOR``) is a ``HeaderMismatch``: the CCD is quarantined.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from obsingest.dataid import DataId
+from obsingest.errors import HeaderMismatch
+from obsingest.fits import BLANK_CARD, BLOCK, CARD, END_CARD, card_key, header_bytes, make_card
+from obsingest.logs import get_logger, log_event
+from producers.edge.errors import BadManifest, SourceVanished
+
+log = get_logger("obsingest.edge")
+
+_KEYWORD = re.compile(r"^[A-Z0-9_-]{1,8}$")
+_RESERVED = frozenset({"SIMPLE", "BITPIX", "NAXIS", "NAXIS1", "NAXIS2", "EXTEND", "END",
+                       "CHECKSUM", "DATASUM"})  # fmt: skip
+Scalar = str | int | float | bool
+
+
+def load_sidecar(path: Path) -> dict[str, Scalar]:
+    """The sidecar's primary-header cards; BadManifest if it is not such a JSON object."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise SourceVanished(f"{path}: header sidecar vanished before it was read") from None
+    except (OSError, ValueError) as exc:
+        raise BadManifest(f"{path}: header sidecar is not valid JSON: {exc}") from None
+    if isinstance(doc, dict) and isinstance(doc.get("PRIMARY"), dict):
+        doc = doc["PRIMARY"]
+    if not isinstance(doc, dict):
+        raise BadManifest(f"{path}: header sidecar must be a JSON object of keyword -> value")
+    cards: dict[str, Scalar] = {}
+    skipped = []
+    for key, value in doc.items():
+        if (
+            isinstance(key, str)
+            and _KEYWORD.match(key)
+            and key not in _RESERVED
+            and isinstance(value, (str, int, float, bool))
+        ):
+            cards[key] = value
+        elif key != "PRIMARY":
+            skipped.append(str(key)[:40])
+    if skipped:
+        log_event(log, "edge.sidecar_skipped", path=str(path), keys=skipped[:20])
+    return cards
+
+
+def _check_identity(cards: dict[str, Scalar], data_id: DataId, path: Path) -> None:
+    expected = {"INSTRUME": data_id.instrument, "EXPID": data_id.exposure,
+                "DETECTOR": data_id.detector}  # fmt: skip
+    for key, want in expected.items():
+        if key in cards and str(cards[key]).strip() != str(want):
+            raise HeaderMismatch(
+                f"{path}: sidecar says {key} = {cards[key]!r}, the file name says {want!r}"
+            )
+
+
+def merge_sidecar(raw: bytearray, path: Path, data_id: DataId) -> bytearray:
+    """``raw`` with the sidecar's cards set in its primary header (existing cards replaced, new
+    ones taking blank cards or new header blocks)."""
+    cards = load_sidecar(path)
+    _check_identity(cards, data_id, path)
+    if not cards:
+        return raw
+    header: list[bytes] = []
+    end_at = None
+    for offset in range(0, len(raw) - CARD + 1, CARD):
+        card = bytes(raw[offset : offset + CARD])
+        if card == END_CARD:
+            end_at = offset
+            break
+        header.append(card)
+    if end_at is None:
+        return raw  # not FITS: the compressor will say so with the file's name
+    old_size = end_at - end_at % BLOCK + BLOCK
+    while header and header[-1] == BLANK_CARD:
+        header.pop()
+    position = {card_key(c): i for i, c in enumerate(header)}
+    for key, value in cards.items():
+        try:
+            card = make_card(key, value, "from header sidecar")
+        except (ValueError, TypeError):
+            continue  # a value too long for one card: keep the file's own
+        if key in position:
+            header[position[key]] = card
+        else:
+            position[key] = len(header)
+            header.append(card)
+    new = header_bytes(header)
+    if len(new) <= old_size:
+        # same size as before (blank cards before END): the data stays where it is, no copy
+        new = header_bytes(header + [BLANK_CARD] * ((old_size - len(new)) // CARD))
+        raw[:old_size] = new
+        return raw
+    return bytearray(new) + raw[old_size:]

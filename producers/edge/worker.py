@@ -1,0 +1,320 @@
+"""Crash-isolated worker processes: one bad input kills at most its own worker, never the pool.
+
+``concurrent.futures.ProcessPoolExecutor`` marks the whole pool broken when one worker dies
+(``BrokenProcessPool``: every queued and running job fails), which is what a SIGBUS in one CCD's
+read did to every other CCD. This pool keeps one pipe per worker instead: when a worker dies, the
+job it held (and only that job) is reported as ``WorkerCrashed`` naming the signal, a fresh
+worker takes its place, and the others never notice.
+
+Each worker builds its handler once (``target`` names a class, built with ``args``: it keeps its
+connections and buffers warm across jobs) and then answers one job at a time. Jobs are handed
+out only to idle workers, so the caller decides at the last moment what runs next (the
+scheduler's newest-first order). Workers ignore SIGINT/SIGTERM: the parent decides when they
+stop (after draining), and a worker whose parent died exits when its pipe closes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pickle
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import import_module
+from multiprocessing import get_context
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from obsingest.logs import get_logger, log_event
+from producers.edge.errors import UnexpectedError, WorkerCrashed
+
+log = get_logger("obsingest.edge.worker")
+
+#: ``on_result(job_id, ok, value)``: value is the handler's return (ok) or the error (not ok)
+ResultCallback = Callable[[Any, bool, Any], None]
+
+
+@dataclass(frozen=True)
+class WorkerInit:
+    """What every worker builds once: ``module:Class`` called with ``args``."""
+
+    target: str
+    args: tuple[Any, ...] = ()
+
+
+def _resolve(target: str) -> Any:
+    module, _, name = target.partition(":")
+    return getattr(import_module(module), name)
+
+
+def _send_safely(conn: Connection, message: Any) -> bool:
+    try:
+        conn.send(message)
+    except (BrokenPipeError, EOFError, ConnectionResetError):
+        return False
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        job_id, (_, error) = message
+        stand_in = UnexpectedError(f"{type(error).__name__}: {error} (unpicklable: {exc})")
+        conn.send((job_id, (False, stand_in)))
+    return True
+
+
+def worker_main(conn: Connection, init: WorkerInit, log_level: str = "INFO") -> None:
+    """Entry point of a worker process."""
+    from obsingest import logs
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    logs.configure(level=log_level)
+    handler = _resolve(init.target)(*init.args)
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return  # the parent is gone
+        if message is None:
+            break
+        job_id, payload = message
+        try:
+            reply: tuple[bool, Any] = (True, handler(payload))
+        except Exception as exc:  # reported to the parent, which classifies it
+            reply = (False, exc)
+        if not _send_safely(conn, (job_id, reply)):
+            return
+    close = getattr(handler, "close", None)
+    if callable(close):
+        close()
+
+
+@dataclass
+class _Worker:
+    index: int
+    process: Any
+    conn: Connection
+    ready: bool = False
+    job: Any = None
+    job_started: float = 0.0
+    pid: int = 0
+
+
+@dataclass
+class PoolStats:
+    crashes: int = 0
+    restarts: int = 0
+    signals: dict[str, int] = field(default_factory=dict)
+
+
+class WorkerPool:
+    """``size`` worker processes; ``submit`` hands a job to an idle one, ``on_result`` hears
+    back (from the pool's collector thread)."""
+
+    def __init__(self, size: int, init: WorkerInit, on_result: ResultCallback,
+                 name: str = "edge", log_level: str = "INFO", start_method: str = "spawn",
+                 preload: tuple[str, ...] = (),
+                 respawn_method: str | None = None) -> None:  # fmt: skip
+        """``start_method="forkserver"`` with ``preload`` modules starts workers as forks of a
+        server that imported them once, where spawning costs each worker the imports (seconds
+        on a loaded machine). ``"fork"`` is faster still (the caller's imports are inherited)
+        but only safe while the caller has no other threads, i.e. at ``start``: replacements
+        for crashed workers are then started with ``respawn_method`` (e.g. ``"spawn"``)."""
+        if size < 1:
+            raise ValueError("a pool needs at least one worker")
+        self.size = size
+        self.init = init
+        self.on_result = on_result
+        self.name = name
+        self.log_level = log_level
+        self.stats = PoolStats()
+        self._ctx = get_context(start_method)
+        if preload and start_method == "forkserver":
+            self._ctx.set_forkserver_preload(list(preload))
+        self._respawn_ctx = get_context(respawn_method) if respawn_method else self._ctx
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._workers: list[_Worker] = []
+        self._stopping = False
+        self._collector: threading.Thread | None = None
+
+    # lifecycle -------------------------------------------------------------------------------
+    def _spawn(self, index: int, respawn: bool = False) -> _Worker:
+        ctx = self._respawn_ctx if respawn else self._ctx
+        parent, child = ctx.Pipe(duplex=True)
+        process = ctx.Process(
+            target=worker_main, args=(child, self.init, self.log_level),
+            name=f"{self.name}-worker-{index}", daemon=True,
+        )  # fmt: skip
+        process.start()
+        child.close()
+        return _Worker(index, process, parent, pid=process.pid or 0)
+
+    def start(self, timeout: float = 300.0) -> None:
+        """Start every worker and wait until each has built its handler (warm)."""
+        self._workers = [self._spawn(i) for i in range(self.size)]
+        self._collector = threading.Thread(
+            target=self._collect, name=f"{self.name}-pool", daemon=True
+        )
+        self._collector.start()
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not all(w.ready for w in self._workers):
+                dead = [w for w in self._workers if not w.process.is_alive() and not w.ready]
+                if dead and self.stats.restarts > 3 * self.size:
+                    raise RuntimeError(f"{self.name} workers keep dying while starting up")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"{self.name} workers not ready after {timeout} s")
+                self._changed.wait(min(left, 0.5))
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Let running jobs finish (up to ``timeout``), then stop every worker."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            self._stopping = True
+            while any(w.job is not None for w in self._workers):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._changed.wait(min(left, 0.5))
+            workers = list(self._workers)
+        for w in workers:
+            with contextlib.suppress(OSError, BrokenPipeError):
+                w.conn.send(None)
+        for w in workers:
+            w.process.join(timeout=max(0.1, deadline - time.monotonic()))
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join()
+        if self._collector is not None:
+            self._collector.join(timeout=5)
+        for w in workers:
+            w.conn.close()
+
+    # jobs ------------------------------------------------------------------------------------
+    def idle(self) -> int:
+        with self._lock:
+            return sum(w.ready and w.job is None for w in self._workers)
+
+    def busy(self) -> int:
+        with self._lock:
+            return sum(w.job is not None for w in self._workers)
+
+    def pids(self) -> list[int]:
+        with self._lock:
+            return [w.pid for w in self._workers]
+
+    def submit(self, job_id: Any, payload: Any) -> bool:
+        """Give ``payload`` to an idle worker; False if none is idle (or the pool is stopping)."""
+        with self._lock:
+            if self._stopping:
+                return False
+            worker = next((w for w in self._workers if w.ready and w.job is None), None)
+            if worker is None:
+                return False
+            worker.job = job_id
+            worker.job_started = time.monotonic()
+            # if the worker died between jobs, the collector reports the crash for this job
+            with contextlib.suppress(BrokenPipeError, OSError):
+                worker.conn.send((job_id, payload))
+            return True
+
+    # collector -------------------------------------------------------------------------------
+    def _collect(self) -> None:
+        while True:
+            with self._lock:
+                if self._stopping and all(not w.process.is_alive() for w in self._workers):
+                    return
+                waitables: dict[Any, _Worker] = {}
+                for w in self._workers:
+                    waitables[w.conn] = w
+                    waitables[w.process.sentinel] = w
+            try:
+                ready = wait(list(waitables), timeout=0.5)
+            except OSError:
+                ready = []
+            for item in ready:
+                worker = waitables[item]
+                if item is worker.conn:
+                    self._receive(worker)
+                else:
+                    self._died(worker)
+
+    def _receive(self, worker: _Worker) -> None:
+        try:
+            message = worker.conn.recv()
+        except (EOFError, OSError):
+            worker.process.join(timeout=0.1)  # exiting: let the sentinel tell, without spinning
+            return
+        self._handle(worker, message)
+
+    def _handle(self, worker: _Worker, message: Any) -> None:
+        if message[0] == "ready":
+            with self._changed:
+                worker.ready = True
+                self._changed.notify_all()
+            return
+        job_id, (ok, value) = message
+        with self._changed:
+            if worker.job == job_id:
+                worker.job = None
+            self._changed.notify_all()
+        self._deliver(job_id, ok, value)
+
+    def _deliver(self, job_id: Any, ok: bool, value: Any) -> None:
+        try:
+            self.on_result(job_id, ok, value)
+        except Exception as exc:  # a bug in the callback must not stop the collector
+            log_event(log, "pool.callback_failed", logging.ERROR, error=repr(exc))
+
+    def _died(self, worker: _Worker) -> None:
+        # A result may have been sent just before the end: take it first.
+        while True:
+            try:
+                if not worker.conn.poll():
+                    break
+                message = worker.conn.recv()
+            except (EOFError, OSError):
+                break
+            self._handle(worker, message)
+        worker.process.join(timeout=1)
+        code = worker.process.exitcode
+        what = _describe_exit(code)
+        with self._changed:
+            job = worker.job
+            worker.job = None
+            if worker in self._workers:
+                self._workers.remove(worker)
+            stopping = self._stopping
+            if not stopping:
+                replacement = self._spawn(worker.index, respawn=True)
+                self._workers.append(replacement)
+                self.stats.restarts += 1
+            self._changed.notify_all()
+        with contextlib.suppress(OSError):
+            worker.conn.close()
+        if job is not None:
+            self.stats.crashes += 1
+            self.stats.signals[what] = self.stats.signals.get(what, 0) + 1
+            log_event(log, "pool.worker_crashed", logging.ERROR, pid=worker.pid, exit=what,
+                      job=str(job))  # fmt: skip
+            self._deliver(
+                job, False,
+                WorkerCrashed(f"worker pid {worker.pid} died ({what}) while handling {job}"),
+            )  # fmt: skip
+        elif not stopping:
+            log_event(log, "pool.worker_exited", logging.WARNING, pid=worker.pid, exit=what)
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"

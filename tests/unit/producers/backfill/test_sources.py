@@ -1,0 +1,62 @@
+"""Backfill sources: trees, globs and lists become (file, object name) pairs, once each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from producers.backfill.run import BackfillReport
+from producers.backfill.sources import expand_sources
+from producers.backfill.transfer import split_destination
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    for rel in ("a/1.fz", "a/b/2.fz", "a/b/3.txt", "a/.hidden/4.fz", "a/.5.fz", "c.fz"):
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(rel.encode())
+    return tmp_path
+
+
+def test_a_directory_tree_skips_hidden_files(tree: Path) -> None:
+    got = expand_sources([str(tree / "a")], "archive/")
+    assert [f.name for f in got] == ["archive/1.fz", "archive/b/2.fz", "archive/b/3.txt"]
+    assert got[0].size == len(b"a/1.fz") and got[0].path == tree / "a" / "1.fz"
+
+
+def test_a_glob_names_objects_below_its_fixed_part(tree: Path) -> None:
+    got = expand_sources([str(tree / "a" / "**" / "*.fz")])
+    assert sorted(f.name for f in got) == ["1.fz", "b/2.fz"]
+
+
+def test_a_list_file_and_duplicates(tree: Path) -> None:
+    listing = tree / "list.txt"
+    listing.write_text(f"# archive\n{tree / 'a/1.fz'}\n\n{tree / 'a/b/2.fz'}\n")
+    got = expand_sources([f"@{listing}", str(tree / "a" / "1.fz")], "p/")
+    assert [f.name for f in got] == ["p/1.fz", "p/b/2.fz"]  # the single file is the same name
+
+
+def test_a_missing_source_is_an_error_naming_it(tree: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="nope"):
+        expand_sources([str(tree / "nope")])
+
+
+def test_destinations() -> None:
+    assert split_destination("gs://b/x/y/") == ("gs://b", "x/y/")
+    assert split_destination("gs://b") == ("gs://b", "")
+    assert split_destination("file:///tmp/s") == ("file:///tmp/s", "")
+    with pytest.raises(ValueError, match="unsupported"):
+        split_destination("s3://b")
+
+
+def test_the_report_table_and_rates() -> None:
+    report = BackfillReport(files=10, already_done=2, stored=6, exists=1, bytes=8_000_000,
+                            seconds=2.0, failed={"x": "source-vanished: gone"})  # fmt: skip
+    assert report.verified == 7 and report.files_s == 3.5 and report.gbit_s == 0.032
+    table = report.table()
+    assert "failed: source-vanished" in table and "Gbit/s" in table
+    assert "x: source-vanished" in table

@@ -1,0 +1,78 @@
+"""The journal: states survive reopening (a new process), duplicates are not new work, a full
+disk is SpoolFull."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from producers.edge.errors import SpoolFull
+from producers.edge.journal import Entry, Journal
+
+pytestmark = pytest.mark.unit
+
+
+def test_states_survive_reopening_and_pending_is_newest_first(tmp_path: Path) -> None:
+    j = Journal(tmp_path)
+    for exposure in (1, 3, 2):
+        assert j.add(Entry(key=f"LSSTCam/{exposure}/000", source=f"/x/{exposure}",
+                           priority=exposure)) is None  # fmt: skip
+    j.mark("LSSTCam/1/000", "compressed", size=10, checksum="crc32c:00000001")
+    j.mark("LSSTCam/2/000", "acked", durable=True, status="stored", object="raw/x")
+    j.close()
+    again = Journal(tmp_path)
+    assert [e.key for e in again.pending()] == ["LSSTCam/3/000", "LSSTCam/1/000"]
+    one = again.get("LSSTCam/1/000")
+    assert one is not None and (one.state, one.size, one.checksum) == (
+        "compressed", 10, "crc32c:00000001")  # fmt: skip
+    assert again.counts() == {"seen": 1, "compressed": 1, "sent": 0, "acked": 1,
+                              "quarantined": 0}  # fmt: skip
+
+
+def test_a_second_hand_off_returns_the_existing_row(tmp_path: Path) -> None:
+    j = Journal(tmp_path)
+    assert j.add(Entry(key="k", source="/a")) is None
+    j.mark("k", "acked")
+    existing = j.add(Entry(key="k", source="/b"))
+    assert existing is not None and existing.state == "acked" and existing.source == "/a"
+
+
+def test_add_many_counts_only_new_rows(tmp_path: Path) -> None:
+    j = Journal(tmp_path)
+    assert j.add_many([Entry(key=str(i), source=str(i)) for i in range(5)]) == 5
+    assert j.add_many([Entry(key=str(i), source=str(i)) for i in range(3, 8)]) == 3
+
+
+def test_unknown_state_and_column_are_refused(tmp_path: Path) -> None:
+    j = Journal(tmp_path)
+    j.add(Entry(key="k", source="/a"))
+    with pytest.raises(ValueError, match="state"):
+        j.mark("k", "lost")
+    with pytest.raises(ValueError, match="columns"):
+        j.mark("k", None, nonsense=1)
+
+
+def test_quarantine_reasons(tmp_path: Path) -> None:
+    j = Journal(tmp_path)
+    for key, reason in [("a", "corrupt-file"), ("b", "corrupt-file"), ("c", "source-vanished")]:
+        j.add(Entry(key=key, source=key))
+        j.mark(key, "quarantined", reason=reason)
+    assert j.quarantine_reasons() == {"corrupt-file": 2, "source-vanished": 1}
+
+
+def test_a_full_disk_is_spool_full(tmp_path: Path) -> None:
+    j = Journal(tmp_path)
+    j._db.execute("PRAGMA max_page_count = 1")  # the file may not grow: as on a full disk
+    with pytest.raises(SpoolFull, match="no space"):
+        j.add_many([Entry(key=f"k{i}", source="x" * 500) for i in range(200)])
+
+
+def test_old_acked_rows_are_purged_pending_ones_never(tmp_path: Path) -> None:
+    j = Journal(tmp_path)
+    for key in ("old", "new", "waiting"):
+        j.add(Entry(key=key, source=key))
+    j.mark("old", "acked", acked_at=100.0)
+    j.mark("new", "acked", acked_at=10_000.0)
+    assert j.purge_acked(older_than=5_000.0) == 1
+    assert [e.key for e in j.items()] == ["new", "waiting"]
