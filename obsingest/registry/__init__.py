@@ -1,6 +1,8 @@
 """Butler-like dataset registry: SQLite file by default, PostgreSQL in production."""
 
+from obsingest.registry.outbox import OutboxMessage
 from obsingest.registry.registry import (
+    Announcer,
     ExposureRecord,
     FileRecord,
     QuarantineEntry,
@@ -10,8 +12,10 @@ from obsingest.registry.registry import (
 )
 
 __all__ = [
+    "Announcer",
     "ExposureRecord",
     "FileRecord",
+    "OutboxMessage",
     "QuarantineEntry",
     "Registration",
     "Registry",
