@@ -146,11 +146,14 @@ class ArrivalOutbox:
         )
         if self._postgres:
             candidates = candidates.with_for_update(skip_locked=True)
-        # The lease condition is repeated on the UPDATE itself: PostgreSQL re-checks it on a row
-        # a concurrent drain claimed first, so that row is skipped, never claimed twice.
+        # A materialized CTE, not ``IN (subquery)``: PostgreSQL may run a LIMIT ... SKIP LOCKED
+        # subquery more than once inside an UPDATE and so claim more than ``limit`` rows. The
+        # lease condition is repeated on the UPDATE: a row a concurrent drain claimed first is
+        # re-checked by PostgreSQL and skipped, never claimed twice.
+        chosen = candidates.cte("outbox_claim").prefix_with("MATERIALIZED", dialect="postgresql")
         stmt = (
             update(o)
-            .where(o.c.id.in_(candidates.scalar_subquery()), o.c.published_at.is_(None), free)
+            .where(o.c.id == chosen.c.id, o.c.published_at.is_(None), free)
             .values(lease_until=now + timedelta(seconds=lease_seconds))
             .returning(*o.c)
         )

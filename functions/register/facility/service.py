@@ -58,8 +58,10 @@ class PassReport:
 
 @dataclass
 class FacilityService:
-    reconciler: Reconciler
+    """Each stage is optional but the outbox drain (``announcer``)."""
+
     announcer: ArrivalAnnouncer
+    reconciler: Reconciler | None = None
     canary: CanaryWatch | None = None
     redriver: Redriver | None = None
     #: re-ensure topics, subscriptions and notification configs (None: not ours to repair)
@@ -88,9 +90,11 @@ class FacilityService:
                     report.repaired = self._repair(report, report.canary)
                     if report.canary.broken_since is not None:
                         since = min(since, report.canary.broken_since - OUTAGE_MARGIN)
-        report.reconcile = self._guard(report, "reconcile", lambda: self.reconciler.run(since))
-        if report.reconcile is not None:
-            self._reconcile_stats(report.reconcile)
+        if self.reconciler is not None:
+            reconciler = self.reconciler
+            report.reconcile = self._guard(report, "reconcile", lambda: reconciler.run(since))
+            if report.reconcile is not None:
+                self._reconcile_stats(report.reconcile)
         report.drained = self._guard(report, "outbox", self._drain) or 0
         if self.redriver is not None:
             report.redrive = self._guard(report, "redrive", self.redriver.run_pass)
