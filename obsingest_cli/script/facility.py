@@ -70,11 +70,12 @@ def reconcile(
     service_mode = bool(every) and not dry_run
     overrides["canary"] = canary and service_mode
     hook = local_stack_repair(StoreSettings(), BusSettings()) if repair else None
-    facility = facility_from_settings(hook, **overrides)
+    # one pass reconciles and drains; redriving is the service's or `obsingest redrive`'s
+    facility = facility_from_settings(hook, redrive=service_mode, **overrides)
     if service_mode:
         print(f"reconcile: a pass every {facility.every:g} s until stopped (Ctrl-C)", flush=True)
         return serve(facility)
-    facility.redriver = None  # one pass reconciles and drains; `obsingest redrive` redrives
+    assert facility.reconciler is not None
     settings = ReconcileSettings(**overrides)
     if dry_run:
         since = utcnow() - timedelta(seconds=facility.window)

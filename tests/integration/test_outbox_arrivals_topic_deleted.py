@@ -32,11 +32,11 @@ def test_ccds_registered_while_the_arrivals_topic_was_gone_are_all_announced_onc
     ccds = small_ccds(CCDS, first_seq=21)
     pipe = build_pipeline(postgres_server.admin_url, tag="outbox", arrivals_subscriber=False)
     drain = FacilityService(announcer=pipe.service.announcer, every=5.0)
-    pipe.closers.append(drain.stop)
+    pipe.closers.append(lambda: drain.stop())
     arrivals_topic = topic_path(pipe.project, pipe.bus.arrivals_topic)
     admin = pubsub.publisher()
     try:
-        drain.start()
+        thread = drain.start()
         admin.delete_topic(request={"topic": arrivals_topic})
         gone_at = time.monotonic()
         assert pipe.upload(ccds) == ["stored"] * CCDS
@@ -44,8 +44,14 @@ def test_ccds_registered_while_the_arrivals_topic_was_gone_are_all_announced_onc
         wait_for(lambda: pipe.registered() >= CCDS, 25, f"{CCDS} registrations")
         assert pipe.registry.outbox.status().pending == CCDS
         time.sleep(max(0.0, TOPIC_GONE_SECONDS - (time.monotonic() - gone_at)))
+        # The topic comes back with a subscription (a subscriber re-subscribes): what is
+        # published before that reaches nobody, so the drain is held while both are made.
+        drain.stop()
+        thread.join()
         admin.create_topic(request={"name": arrivals_topic})
-        pipe.subscribe_arrivals()  # subscribers re-subscribe to the new topic
+        pipe.subscribe_arrivals()
+        drain = FacilityService(announcer=pipe.service.announcer, every=5.0)
+        drain.start()
         took = wait_for(lambda: len(pipe.arrivals) >= CCDS, 60, f"{CCDS} arrivals")
         assert pipe.relay.wait_idle(quiet=2.0, timeout=30)
         time.sleep(6)  # one more drain interval: nothing more may come

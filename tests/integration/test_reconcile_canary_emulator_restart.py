@@ -80,8 +80,10 @@ def _outage(emulators: PrivateStack, postgres_server: PostgresServer, restart: s
             registered_after = time.monotonic() - back_at
             # notifications found broken, repaired, and flowing again: a canary comes back
             wait_for(
-                lambda: facility.stats.snapshot()["repairs"] >= 1
-                and facility.stats.snapshot()["notifications_healthy"] == 1,
+                lambda: (
+                    facility.stats.snapshot()["repairs"] >= 1
+                    and facility.stats.snapshot()["notifications_healthy"] == 1
+                ),
                 180,
                 "the canary to find notifications broken, the repair, and a canary seen again",
             )

@@ -85,12 +85,14 @@ def build_facility(
 
 
 def facility_from_settings(
-    repair: Callable[[], Any] | None = None, **overrides: Any
+    repair: Callable[[], Any] | None = None, redrive: bool = True, **overrides: Any
 ) -> FacilityService:
-    """From ``OBSINGEST_STORE_* / _REGISTRY_* / _BUS_* / _RECONCILE_* / _REDRIVE_*``."""
+    """From ``OBSINGEST_STORE_* / _REGISTRY_* / _BUS_* / _RECONCILE_* / _REDRIVE_*``;
+    ``redrive=False`` leaves the redrive out (no Pub/Sub client is made)."""
     from functions.register.wiring import service_from_settings
 
     settings = ReconcileSettings(**overrides)
+    redrive_settings = RedriveSettings() if redrive else RedriveSettings(enabled=False)
     return build_facility(
-        service_from_settings(), BusSettings(), settings, RedriveSettings(), repair=repair
+        service_from_settings(), BusSettings(), settings, redrive_settings, repair=repair
     )
