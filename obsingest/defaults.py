@@ -14,8 +14,11 @@ from __future__ import annotations
 RAW_PREFIX = "raw/"
 #: Where refused bytes are parked (never overwriting the stored object), reason in metadata.
 QUARANTINE_PREFIX = "quarantine/"
+#: Where the reconcile service writes its canary: an object that must come back as a finalize
+#: event, proving notifications still flow. Never a dataset.
+CANARY_PREFIX = "canary/"
 #: Prefixes that carry finalize notifications to the register function.
-NOTIFIED_PREFIXES: tuple[str, ...] = (RAW_PREFIX, QUARANTINE_PREFIX)
+NOTIFIED_PREFIXES: tuple[str, ...] = (RAW_PREFIX, QUARANTINE_PREFIX, CANARY_PREFIX)
 #: The embedded default store.
 STORE_URL = "file://./store"
 
@@ -36,6 +39,12 @@ SUMMARIES_TOPIC = "exposure-summaries"
 ALERTS_TOPIC = "budget-alerts"
 #: The emulator push relay's pull subscription on OBJECTS_TOPIC.
 RELAY_SUBSCRIPTION = "ccd-objects-relay"
+#: Suffix of the subscription that keeps a dead-letter topic's messages (``ccd-objects-dlq-hold``):
+#: a topic without a subscription drops what is published to it.
+HOLD_SUFFIX = "-hold"
+#: Suffix of the topic where redrive parks a dead letter it gave up on, for a human
+#: (``ccd-objects-dlq-parked``, kept by ``ccd-objects-dlq-parked-hold``).
+PARKED_SUFFIX = "-parked"
 #: Kafka consumer group of the chunk assemblers.
 ASSEMBLER_GROUP = "ccd-assembler"
 

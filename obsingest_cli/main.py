@@ -26,6 +26,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "summarize",
     "report",
     "relay",
+    "redrive",
+    "reconcile",
     "arrivals",
     "assembler",
     "setup",

@@ -1,9 +1,15 @@
 """Orchestration of one finalize event, with I/O behind injected adapters.
 
-Order matters for at-least-once with idempotent effects: validate, register (idempotent), then
-publish the ArrivalEvent, and only then let the transport ack. A failure after registering makes
-the transport redeliver; the second registration is a no-op and the event is published again.
+Order matters for at-least-once with idempotent effects: validate, register (idempotent) with
+the ArrivalEvent written to the registry's outbox in the same transaction, publish it, and only
+then let the transport ack. Once the dataset is committed its announcement belongs to the
+outbox: if publishing fails, the row stays pending and is published by a later drain (this
+service's next invocations, the reconcile service), so the notification is acked all the same.
+A redelivered notification finds the dataset registered (a no-op) and publishes the event again.
 Subscribers deduplicate on the deterministic dataset id.
+
+Canary objects (``canary/``, written by the reconcile service to prove notifications flow) are
+recorded as seen and never become datasets.
 
 Permanent problems (bad name, corrupt file, conflicting bytes, ...) are quarantined with their
 reason and reported as handled, so one bad object never blocks the stream behind it.
@@ -14,9 +20,10 @@ from __future__ import annotations
 import logging
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from functions.register.announce import ArrivalAnnouncer, PeriodicDrain, arrival_message
 from obsingest import defaults
 from obsingest.bus.base import Publisher
 from obsingest.checksums import checksum_from_crc32c_b64, crc32c_b64
@@ -28,11 +35,19 @@ from obsingest.errors import (
     ForeignBucket,
     HeaderMismatch,
     PermanentError,
+    RetriableError,
 )
 from obsingest.fits import parse_fits
 from obsingest.logs import get_logger, log_event, logging_context
 from obsingest.messages import ArrivalEvent, utcnow
-from obsingest.registry import ExposureRecord, FileRecord, QuarantineEntry, Registry
+from obsingest.registry import (
+    ExposureRecord,
+    FileRecord,
+    OutboxMessage,
+    QuarantineEntry,
+    Registration,
+    Registry,
+)
 from obsingest.registry.headers import exposure_from_header
 from obsingest.store.base import ObjectStore, StoredObject
 from obsingest.store.notifications import MetadataKeys, ObjectEvent
@@ -46,7 +61,7 @@ _TRANSPORT = re.compile(r"[a-z][a-z0-9-]{0,15}")
 
 @dataclass(frozen=True)
 class Outcome:
-    status: str  # registered | duplicate | quarantined | ignored
+    status: str  # registered | duplicate | quarantined | ignored | canary
     object_name: str
     data_id: DataId | None = None
     arrival: ArrivalEvent | None = None
@@ -62,6 +77,15 @@ class RegisterService:
     arrivals_topic: str = defaults.ARRIVALS_TOPIC
     prefix: str = defaults.RAW_PREFIX
     quarantine_prefix: str = defaults.QUARANTINE_PREFIX
+    canary_prefix: str = defaults.CANARY_PREFIX
+    #: seconds between two outbox drains run by this process's invocations
+    drain_every: float = 5.0
+    announcer: ArrivalAnnouncer = field(init=False, repr=False)
+    _drain: PeriodicDrain = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.announcer = ArrivalAnnouncer(self.registry, self.publisher)
+        self._drain = PeriodicDrain(self.announcer, every=self.drain_every)
 
     def handle(self, event: ObjectEvent) -> Outcome:
         """Handle one event. Raises only RetriableError (or unexpected errors): retry those."""
@@ -69,7 +93,9 @@ class RegisterService:
         if not event.is_finalize:
             return Outcome("ignored", obj.name, reason=f"event type {event.event_type}")
         with logging_context(object=obj.name, event_id=event.event_id or None):
-            return self._handle(obj)
+            outcome = self._handle(obj)
+        self._drain.maybe_drain()  # announce what an earlier outage left in the outbox
+        return outcome
 
     def _handle(self, obj: StoredObject) -> Outcome:
         started = time.perf_counter()
@@ -80,6 +106,8 @@ class RegisterService:
                     f"object {obj.name!r} is in bucket {obj.bucket!r}, "
                     f"not {self.store.bucket!r} that this function ingests from"
                 )
+            if obj.name.startswith(self.canary_prefix):
+                return self._record_canary(obj)
             if obj.name.startswith(self.quarantine_prefix):
                 return self._record_producer_quarantine(obj)
             data_id = parse_object_name(obj.name, self.prefix)
@@ -118,52 +146,54 @@ class RegisterService:
             )
         exposure = self._check_header(obj.name, data, data_id)
         readout = _meta_time(obj, MetadataKeys.READOUT_TIME) or obj.time_created
-        registration = self.registry.register(
-            FileRecord(
-                data_id=data_id,
-                uri=self.store.uri(obj.name),
-                size=len(data),
-                checksum=checksum,
-                md5=obj.md5_hash,
-                readout_time=readout,
-                compressed_time=_meta_time(obj, MetadataKeys.COMPRESSED_TIME),
-                stored_time=obj.time_created,
-                transport=transport,
-            ),
-            exposure,
-        )
-        arrival = ArrivalEvent(
-            dataset_id=registration.dataset_id,
-            dataset_type=registration.dataset_type,
-            run=registration.run,
-            instrument=data_id.instrument,
-            exposure=data_id.exposure,
-            detector=data_id.detector,
-            day_obs=data_id.day_obs,
-            uri=registration.uri,
+        record = FileRecord(
+            data_id=data_id,
+            uri=self.store.uri(obj.name),
             size=len(data),
             checksum=checksum,
-            transport=transport,
+            md5=obj.md5_hash,
             readout_time=readout,
             compressed_time=_meta_time(obj, MetadataKeys.COMPRESSED_TIME),
             stored_time=obj.time_created,
-            registered_time=registration.registered_time,
-            published_time=utcnow(),
+            transport=transport,
         )
-        self.publisher.publish(
-            self.arrivals_topic,
-            arrival.encode(),
-            key=f"{data_id.instrument}/{data_id.exposure}",
-            attributes={
-                "instrument": data_id.instrument,
-                "exposure": str(data_id.exposure),
-                "detector": str(data_id.detector),
-                "dataset_id": str(registration.dataset_id),
-                "schema": "ArrivalEvent",
-            },
-        )
-        status = "registered" if registration.created else "duplicate"
-        return Outcome(status, obj.name, data_id, arrival)
+        built: list[tuple[ArrivalEvent, OutboxMessage]] = []
+
+        def announce(registration: Registration) -> OutboxMessage:
+            arrival = _arrival(registration, record)
+            message = arrival_message(arrival, self.arrivals_topic)
+            built.append((arrival, message))
+            return message
+
+        registration = self.registry.register(record, exposure, announce=announce)
+        if registration.created:
+            arrival, message = built[-1]
+            sent = self.announcer.publish_new(registration.outbox_id, message, arrival)
+            return Outcome(
+                "registered",
+                obj.name,
+                data_id,
+                sent or arrival,
+                message="" if sent else "announcement pending in the outbox",
+            )
+        return Outcome("duplicate", obj.name, data_id, self._announce_again(registration, record))
+
+    def _announce_again(self, registration: Registration, record: FileRecord) -> ArrivalEvent:
+        """A redelivery: publish the event again (what an at-least-once subscriber expects),
+        from the outbox row if it is still pending. Only a dataset without an outbox row
+        (registered before the outbox existed) must fail the delivery when publishing fails."""
+        pending = self.registry.outbox.claim_dataset(registration.dataset_id)
+        if pending is not None:
+            sent = self.announcer.publish_row(pending)
+            return sent or ArrivalEvent.decode(pending.message.payload)
+        arrival = _arrival(registration, record)
+        message = arrival_message(arrival, self.arrivals_topic)
+        try:
+            return self.announcer.send(message, arrival)
+        except RetriableError:
+            if self.registry.outbox.row(registration.dataset_id) is None:
+                raise
+            return arrival  # announced already: the outbox row is marked published
 
     def _check_header(self, name: str, data: bytes, data_id: DataId) -> ExposureRecord:
         """Refuse truncated/garbled files and files whose header names another CCD."""
@@ -233,6 +263,12 @@ class RegisterService:
         )
         return Outcome("quarantined", source, reason=exc.reason, message=str(exc))
 
+    def _record_canary(self, obj: StoredObject) -> Outcome:
+        """The reconcile service's canary came back as an event: notifications flow."""
+        self.registry.audit.canary_seen(obj.name, utcnow())
+        log_event(log, "canary.seen", logging.DEBUG, created=obj.time_created.isoformat())
+        return Outcome("canary", obj.name, reason="canary")
+
     def _record_producer_quarantine(self, obj: StoredObject) -> Outcome:
         """Producer-parked bytes (quarantine prefix): record why, register nothing."""
         reason = obj.metadata.get(MetadataKeys.QUARANTINE_REASON, "quarantined-by-producer")
@@ -245,6 +281,29 @@ class RegisterService:
                 data_id = None
         message = f"producer refused {original or obj.name!r}: {reason}; bytes kept at {obj.name!r}"
         return self._file_quarantine(obj, data_id, reason, message)
+
+
+def _arrival(registration: Registration, record: FileRecord) -> ArrivalEvent:
+    """The ArrivalEvent of a registration (``published_time`` is stamped when it is sent)."""
+    data_id = record.data_id
+    return ArrivalEvent(
+        dataset_id=registration.dataset_id,
+        dataset_type=registration.dataset_type,
+        run=registration.run,
+        instrument=data_id.instrument,
+        exposure=data_id.exposure,
+        detector=data_id.detector,
+        day_obs=data_id.day_obs,
+        uri=registration.uri,
+        size=record.size,
+        checksum=record.checksum,
+        transport=record.transport,
+        readout_time=record.readout_time or registration.registered_time,
+        compressed_time=record.compressed_time,
+        stored_time=record.stored_time,
+        registered_time=registration.registered_time,
+        published_time=registration.registered_time,
+    )
 
 
 def _parse_iso(value: str) -> datetime | None:

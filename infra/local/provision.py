@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from obsingest import defaults
 from obsingest.errors import ServiceUnavailable
 from obsingest.logs import get_logger, log_event
 from obsingest.settings import BusSettings
+
+if TYPE_CHECKING:
+    from infra.local.relay.settings import RelaySettings
 
 log = get_logger("obsingest.provision")
 
@@ -42,13 +45,23 @@ class SetupReport:
 # -- Pub/Sub ----------------------------------------------------------------------------------
 def dlq_subscription(bus: BusSettings) -> str:
     """The subscription that keeps dead letters (a topic without one would drop them)."""
-    return f"{bus.objects_dlq_topic}-hold"
+    return f"{bus.objects_dlq_topic}{defaults.HOLD_SUFFIX}"
+
+
+def parked_topic(bus: BusSettings) -> str:
+    """Where redrive parks dead letters it gave up on, for a human."""
+    return f"{bus.objects_dlq_topic}{defaults.PARKED_SUFFIX}"
+
+
+def parked_subscription(bus: BusSettings) -> str:
+    return f"{parked_topic(bus)}{defaults.HOLD_SUFFIX}"
 
 
 def topics_of(bus: BusSettings) -> list[str]:
     return [
         bus.objects_topic,
         bus.objects_dlq_topic,
+        parked_topic(bus),
         bus.arrivals_topic,
         bus.exposures_topic,
         bus.summaries_topic,
@@ -66,18 +79,85 @@ def ensure_topic(publisher: Any, path: str, report: SetupReport) -> None:
         report.note(path, False)
 
 
+#: Pub/Sub's own limits on a subscription's delivery policy (dead_letter_policy and
+#: retry_policy): attempts 5..100, backoffs 0..600 s.
+PUBSUB_MIN_DELIVERY_ATTEMPTS = 5
+PUBSUB_MAX_DELIVERY_ATTEMPTS = 100
+PUBSUB_MAX_BACKOFF_SECONDS = 600
+
+
+@dataclass(frozen=True)
+class DeliveryPolicy:
+    """A push subscription's delivery policy, as Pub/Sub keeps it: after ``max_attempts``
+    deliveries a message goes to ``dead_letter_topic``; redeliveries back off exponentially
+    between ``min_backoff`` and ``max_backoff`` seconds. With a dead-letter policy Pub/Sub also
+    counts every message's ``delivery_attempt``, which is how the relay's counts survive its
+    own restarts."""
+
+    dead_letter_topic: str
+    max_attempts: int
+    min_backoff: float
+    max_backoff: float
+
+    def request_fields(self) -> dict[str, Any]:
+        """The subscription fields, clamped to the range Pub/Sub accepts."""
+        attempts = min(
+            max(self.max_attempts, PUBSUB_MIN_DELIVERY_ATTEMPTS), PUBSUB_MAX_DELIVERY_ATTEMPTS
+        )
+        low = min(max(self.min_backoff, 0.0), PUBSUB_MAX_BACKOFF_SECONDS)
+        high = min(max(self.max_backoff, low), PUBSUB_MAX_BACKOFF_SECONDS)
+        return {
+            "dead_letter_policy": {
+                "dead_letter_topic": self.dead_letter_topic,
+                "max_delivery_attempts": attempts,
+            },
+            "retry_policy": {
+                "minimum_backoff": {"seconds": int(low), "nanos": int(low % 1 * 1e9)},
+                "maximum_backoff": {"seconds": int(high), "nanos": int(high % 1 * 1e9)},
+            },
+        }
+
+
+def relay_delivery_policy(bus: BusSettings, relay: RelaySettings) -> DeliveryPolicy:
+    """The relay subscription's policy, from the relay's own settings (so the relay always
+    dead-letters first, with its reason, before the emulator would without one)."""
+    from obsingest.bus.pubsub import topic_path
+
+    return DeliveryPolicy(
+        dead_letter_topic=topic_path(bus.pubsub_project, bus.objects_dlq_topic),
+        max_attempts=relay.max_attempts,
+        min_backoff=relay.min_backoff,
+        max_backoff=relay.max_backoff,
+    )
+
+
 def ensure_subscription(
-    subscriber: Any, path: str, topic: str, report: SetupReport, ack_deadline: int = 60
+    subscriber: Any,
+    path: str,
+    topic: str,
+    report: SetupReport,
+    ack_deadline: int = 60,
+    policy: DeliveryPolicy | None = None,
 ) -> None:
+    """Create the pull subscription unless it exists; with ``policy``, make an existing one's
+    dead-letter and retry policy match."""
     from google.api_core import exceptions as api_exceptions
 
+    fields = policy.request_fields() if policy else {}
     try:
         subscriber.create_subscription(
-            request={"name": path, "topic": topic, "ack_deadline_seconds": ack_deadline}
+            request={"name": path, "topic": topic, "ack_deadline_seconds": ack_deadline, **fields}
         )
         report.note(path, True)
     except api_exceptions.AlreadyExists:
         report.note(path, False)
+        if fields:
+            subscriber.update_subscription(
+                request={
+                    "subscription": {"name": path, **fields},
+                    "update_mask": {"paths": list(fields)},
+                }
+            )
 
 
 def subscribe(project: str, topic: str, subscription: str, ack_deadline: int = 10) -> str:
@@ -251,12 +331,18 @@ def setup(
     relay_subscription: str = defaults.RELAY_SUBSCRIPTION,
     kafka_bootstrap: str | None = None,
     storage_client: Any = None,
+    relay: RelaySettings | None = None,
 ) -> SetupReport:
-    """Topics (objects, its DLQ, arrivals, exposures, summaries, alerts), the relay's pull
-    subscription and the one that keeps dead letters, the bucket and its notification configs,
-    and Kafka's arrivals topic when ``kafka_bootstrap`` is given."""
+    """Topics (objects, its DLQ and parking, arrivals, exposures, summaries, alerts), the
+    relay's pull subscription (with the delivery policy of ``relay``, default: the relay's
+    settings), the ones that keep dead letters and parked ones, the bucket and its notification
+    configs, and Kafka's arrivals topic when ``kafka_bootstrap`` is given.
+
+    Idempotent, and also the repair after an emulator restart lost topics, subscriptions or
+    notification configs (the reconcile service calls it when its canary stops coming back)."""
     from google.cloud import pubsub_v1
 
+    from infra.local.relay.settings import RelaySettings
     from obsingest.bus.pubsub import topic_path
     from obsingest.bus.pull import subscription_path
     from obsingest.store.gcs import GcsSettings, make_client
@@ -274,11 +360,18 @@ def setup(
             subscription_path(project, relay_subscription),
             topic_path(project, bus.objects_topic),
             report,
+            policy=relay_delivery_policy(bus, relay or RelaySettings()),
         )
         ensure_subscription(
             subscriber,
             subscription_path(project, dlq_subscription(bus)),
             topic_path(project, bus.objects_dlq_topic),
+            report,
+        )
+        ensure_subscription(
+            subscriber,
+            subscription_path(project, parked_subscription(bus)),
+            topic_path(project, parked_topic(bus)),
             report,
         )
     finally:

@@ -2,7 +2,9 @@
 daf_butler repository (``butler:<repo>``). ``open_registry`` opens whichever a URL names."""
 
 from obsingest.registry.backends import open_registry
+from obsingest.registry.outbox import OutboxMessage
 from obsingest.registry.registry import (
+    Announcer,
     ExposureRecord,
     FileRecord,
     QuarantineEntry,
@@ -12,8 +14,10 @@ from obsingest.registry.registry import (
 )
 
 __all__ = [
+    "Announcer",
     "ExposureRecord",
     "FileRecord",
+    "OutboxMessage",
     "QuarantineEntry",
     "Registration",
     "Registry",

@@ -47,6 +47,7 @@ from obsingest.registry.butler_repo import (
 from obsingest.registry.engine import make_engine
 from obsingest.registry.migrations import migrate
 from obsingest.registry.registry import (
+    Announcer,
     ExposureRecord,
     FileRecord,
     Registration,
@@ -129,8 +130,17 @@ class ButlerRegistry(Registry):
         self.butler.close()
 
     # registration: group commit ----------------------------------------------------------------
-    def register(self, record: FileRecord, exposure: ExposureRecord | None = None) -> Registration:
-        """Register one file in the companion and the Butler; returns once the Butler has it."""
+    def register(
+        self,
+        record: FileRecord,
+        exposure: ExposureRecord | None = None,
+        announce: Announcer | None = None,
+    ) -> Registration:
+        """Register one file in the companion and the Butler; returns once the Butler has it.
+
+        ``announce``: the arrivals-outbox row is written (companion) only after the Butler has
+        the dataset, so no drain can announce a dataset the Butler lacks; a crash in between
+        leaves the notification unacked, and its redelivery announces the duplicate."""
         data_id = record.data_id
         exposure = exposure or ExposureRecord(data_id.instrument, data_id.exposure, data_id.day_obs)
         item = _Pending(record, exposure)
@@ -145,7 +155,12 @@ class ButlerRegistry(Registry):
         if item.error is not None:
             raise item.error
         assert item.result is not None
-        return item.result
+        if announce is None or not item.result.created:
+            return item.result
+        result = item.result
+        return self._retrying(
+            lambda: self._in_tx(lambda c: self._with_outbox_row(c, result, announce))
+        )
 
     def _lead(self, mine: _Pending) -> None:
         """Flush batches until ``mine`` is done; then hand leadership to a waiting caller."""

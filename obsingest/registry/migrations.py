@@ -15,7 +15,7 @@ from sqlalchemy import Connection, Engine, Table, insert, inspect, select, text,
 
 from obsingest import camera
 from obsingest.dataid import INSTRUMENTS
-from obsingest.registry import tables
+from obsingest.registry import facility_tables, tables
 
 _LOCK_KEY = 0x0B5_1_6E57  # arbitrary constant for pg_advisory_xact_lock
 
@@ -86,12 +86,18 @@ def _butler_dimensions(conn: Connection) -> None:
                 )
             else:
                 conn.execute(insert(tables.detector).values(values))
+def _facility_tables(conn: Connection) -> None:
+    """The arrivals outbox and the canary log (``facility_tables``): new tables only, so an
+    existing registry gains them without touching its datasets."""
+    facility_metadata = facility_tables.metadata
+    facility_metadata.create_all(conn, checkfirst=True)
 
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial tables", _initial),
     Migration(2, "seed instruments, detectors and the raw dataset type", _seed_dimensions),
     Migration(3, "Butler dimension records: instrument, detector, exposure", _butler_dimensions),
+    Migration(4, "arrivals outbox and canary log", _facility_tables),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -9,6 +9,7 @@ different bytes -> ChecksumConflict, and the caller quarantines.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 import time
@@ -16,6 +17,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, bindparam, func, select
@@ -24,8 +26,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from obsingest.dataid import DataId, dataset_id
 from obsingest.errors import ChecksumConflict, RetriableError, UnstorableInput
 from obsingest.registry import db_errors, tables
+from obsingest.registry.audit import RegistryAudit
 from obsingest.registry.engine import make_engine
 from obsingest.registry.migrations import migrate
+from obsingest.registry.outbox import ArrivalOutbox, OutboxMessage, insert_row
 from obsingest.settings import RegistrySettings, run_name
 
 T = TypeVar("T")
@@ -90,6 +94,15 @@ class Registration:
     created: bool  # False: this file was already registered (re-delivery)
     registered_time: datetime
     uri: str
+    #: the arrivals-outbox row written with the dataset (None: no announcement was asked for)
+    outbox_id: int | None = None
+
+
+#: Builds the announcement of a new dataset, written to the outbox in the registering transaction.
+Announcer = Callable[[Registration], OutboxMessage]
+
+#: Seconds the registering process holds the new outbox row for its immediate publish.
+OUTBOX_LEASE_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -215,14 +228,26 @@ class Registry:
         )
         conn.execute(stmt)
 
-    def register(self, record: FileRecord, exposure: ExposureRecord | None = None) -> Registration:
-        """Register one file; idempotent for the same bytes, ChecksumConflict for different ones."""
+    def register(
+        self,
+        record: FileRecord,
+        exposure: ExposureRecord | None = None,
+        announce: Announcer | None = None,
+    ) -> Registration:
+        """Register one file; idempotent for the same bytes, ChecksumConflict for different ones.
+
+        ``announce``: the announcement of a new dataset, written to the arrivals outbox in the
+        same transaction (see ``_with_outbox_row``)."""
         data_id = record.data_id
         exposure = exposure or ExposureRecord(data_id.instrument, data_id.exposure, data_id.day_obs)
         run = run_name(self.settings.run, data_id.instrument)
         try:
             result = self._retrying(
-                lambda: self._in_tx(lambda c: self._register(c, record, exposure))
+                lambda: self._in_tx(
+                    lambda c: self._with_outbox_row(
+                        c, self._register(c, record, exposure), announce
+                    )
+                )
             )
         except ChecksumConflict:
             # The transaction rolled back: the run row existed before (the conflicting dataset
@@ -347,6 +372,32 @@ class Registry:
                 f"({record.size} bytes)"
             )
         return Registration(ds_id, dtype, run, False, _utc(row["ingest_time"]) or now, row["uri"])
+
+    # facility: arrivals outbox, reconcile queries, canary (outbox.py, audit.py) ---------------
+    def _with_outbox_row(
+        self, conn: Connection, registration: Registration, announce: Announcer | None
+    ) -> Registration:
+        """In the registering transaction: a new dataset gets its outbox row, or neither exists."""
+        if announce is None or not registration.created:
+            return registration
+        row_id = insert_row(
+            conn,
+            registration.dataset_id,
+            announce(registration),
+            registration.registered_time,
+            OUTBOX_LEASE_SECONDS,
+        )
+        return dataclasses.replace(registration, outbox_id=row_id)
+
+    @cached_property
+    def outbox(self) -> ArrivalOutbox:
+        """Drain-side operations on the arrivals outbox (claim, mark, status, purge)."""
+        return ArrivalOutbox(self.engine, self._retrying)
+
+    @cached_property
+    def audit(self) -> RegistryAudit:
+        """Reconcile and canary queries."""
+        return RegistryAudit(self.engine, self._retrying)
 
     def quarantine(self, entry: QuarantineEntry) -> None:
         """Record a refused input; a repeat of (object, reason, checksum) is counted once."""

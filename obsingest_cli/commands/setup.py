@@ -12,9 +12,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "setup",
         help="create topics, subscriptions, the bucket and its notification configs (idempotent)",
         description=(
-            "Create, if missing: Pub/Sub topics ccd-objects, ccd-objects-dlq, ccd-arrivals, "
-            "exposures, exposure-summaries, budget-alerts; the relay's pull subscription; the "
-            "bucket; OBJECT_FINALIZE notification configs for raw/ and quarantine/ to "
+            "Create, if missing: Pub/Sub topics ccd-objects, ccd-objects-dlq, "
+            "ccd-objects-dlq-parked, ccd-arrivals, exposures, exposure-summaries, budget-alerts; "
+            "the relay's pull subscription (with the dead-letter and retry policy of "
+            "OBSINGEST_RELAY_*) and the ones keeping dead and parked letters; the bucket; "
+            "OBJECT_FINALIZE notification configs for raw/, quarantine/ and canary/ to "
             "ccd-objects; Kafka topic ccd-arrivals when Kafka is a bus backend. Uses "
             "PUBSUB_EMULATOR_HOST / STORAGE_EMULATOR_HOST when set (`obsingest stack env`)."
         ),
@@ -25,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--prefix",
         action="append",
         dest="prefixes",
-        help="notification prefix, repeatable (default: raw/ and quarantine/)",
+        help="notification prefix, repeatable (default: raw/, quarantine/ and canary/)",
     )
     p.add_argument(
         "--subscription", default=defaults.RELAY_SUBSCRIPTION, help="relay subscription name"

@@ -4,7 +4,8 @@ Pub/Sub push delivery does not exist in the emulator, so ``obsingest relay`` doe
 push would: POST each message to the function as a push envelope and treat 2xx as ack, anything
 else (or no answer) as a nack with backoff, until ``max_attempts``; then the message is published
 to the dead-letter topic with the reason in its attributes and the original is acked, so one
-poisoned message never blocks the subscription.
+poisoned message never blocks the subscription. Dead letters do not stay there: the redrive
+(``functions/register/facility``) publishes them back once their cause had time to clear.
 
 The three edges (where messages come from, where they are pushed, where dead letters go) are
 protocols, so every decision is unit-tested with fakes.
@@ -80,7 +81,9 @@ class Relay:
         self.stats = RelayStats()
         self._clock = clock
         self._lock = threading.Lock()
-        #: failed pushes per message id: our own count (the emulator keeps none)
+        #: failed pushes per message id. Only a fallback: when the subscription has a
+        #: dead-letter policy (``obsingest setup`` gives the relay's one), Pub/Sub and the
+        #: emulator count ``delivery_attempt`` themselves, so counts survive a relay restart.
         self._attempts: dict[str, int] = {}
         self._in_flight = 0
         self._last_activity = clock()

@@ -1,11 +1,31 @@
-"""``OBSINGEST_RELAY_*``: how the emulator push relay pulls, pushes and gives up."""
+"""``OBSINGEST_RELAY_*``: how the emulator push relay pulls, pushes and gives up.
+
+The delivery policy mirrors a Pub/Sub push subscription's (and stays within its limits:
+``dead_letter_policy.max_delivery_attempts`` at most 100, ``retry_policy`` backoffs 0..600 s),
+so a function behaves the same behind the relay and behind Pub/Sub. Defaults are those of the
+production subscription (``infra/terraform``): 10 attempts, backoff doubling from 1 s to 60 s.
+The redeliveries then span 1+2+4+8+16+32+60+60+60 = 243 s, so an outage of the function or the
+registry of a few minutes costs no dead letter at all; a longer one is dead-lettered with its
+reason and brought back by the redrive (``functions/register/facility``), still no manual step.
+
+Pub/Sub refuses fewer than 5 attempts on a subscription; the relay accepts 1..100 so a test can
+dead-letter fast (the subscription's own policy is then provisioned at 5, and the relay, which
+counts the same deliveries, always gives up first, with its reason).
+"""
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Self
+
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from infra.local.relay.policy import backoff_seconds
 from obsingest import defaults
+
+#: Pub/Sub's limits on a subscription's delivery policy.
+MAX_DELIVERY_ATTEMPTS = 100
+MAX_BACKOFF_SECONDS = 600.0
 
 
 class RelaySettings(BaseSettings):
@@ -15,14 +35,34 @@ class RelaySettings(BaseSettings):
 
     subscription: str = defaults.RELAY_SUBSCRIPTION
     push_url: str = "http://127.0.0.1:8080/"
-    #: attempts (pushes) before a message is dead-lettered
-    max_attempts: int = Field(default=5, ge=1)
+    #: pushes of one message before it is dead-lettered (Pub/Sub: max_delivery_attempts)
+    max_attempts: int = Field(default=10, ge=1, le=MAX_DELIVERY_ATTEMPTS)
     #: nack backoff: the message is redelivered after min(max, min * 2**(attempt-1)) seconds
-    min_backoff: float = Field(default=1.0, ge=0)
-    max_backoff: float = Field(default=60.0, ge=0)
+    #: (Pub/Sub: retry_policy minimum_backoff / maximum_backoff)
+    min_backoff: float = Field(default=1.0, ge=0, le=MAX_BACKOFF_SECONDS)
+    max_backoff: float = Field(default=60.0, ge=0, le=MAX_BACKOFF_SECONDS)
     #: pushes in flight at once
     concurrency: int = Field(default=8, ge=1)
     max_messages: int = Field(default=32, ge=1)
     push_timeout: float = Field(default=30.0, gt=0)
     #: OIDC: sign pushes with an ID token for this audience (empty: no Authorization header)
     oidc_audience: str = ""
+
+    @model_validator(mode="after")
+    def _backoff_range(self) -> Self:
+        if self.max_backoff < self.min_backoff:
+            raise ValueError(
+                f"OBSINGEST_RELAY_MAX_BACKOFF ({self.max_backoff}) is below "
+                f"OBSINGEST_RELAY_MIN_BACKOFF ({self.min_backoff})"
+            )
+        return self
+
+    def redelivery_window(self) -> float:
+        """Seconds from a message's first failed push to its last push: how long an outage the
+        policy rides out before dead-lettering."""
+        return float(
+            sum(
+                backoff_seconds(attempt, self.min_backoff, self.max_backoff)
+                for attempt in range(1, self.max_attempts)
+            )
+        )

@@ -1,8 +1,19 @@
-"""PostgreSQL 15 from Debian: a throwaway cluster in the run directory, fsync off.
+"""PostgreSQL 15 from Debian: a cluster in the run directory, durable unless told otherwise.
+
+Durable by default (``fsync``, ``synchronous_commit``, ``full_page_writes`` on): the registry acks
+a notification only after its commit, so a commit the server lost in a crash would be a CCD
+registered, acked and announced, then gone (4-8 of 300 were, with durability off, after
+``pg_ctl restart -m immediate``). ``OBSINGEST_STACK_POSTGRES_DURABLE=false`` trades that for
+speed where nothing matters after the run (test fixtures that say so).
 
 postgres refuses to run as root, so when we are root the cluster is owned and run by an
 unprivileged OS user (``postgres`` if Debian's package created it, else ``nobody``). Unix sockets
 are disabled: clients use TCP on the loopback, and deep checkouts cannot overflow sun_path.
+
+A postmaster restarted behind our back (``pg_ctl restart``) has another pid than the one
+recorded at start; ``record`` adopts it from the cluster's own ``postmaster.pid`` (checked to be
+a live postgres serving this data directory), so ``obsingest stack status/down`` keep managing
+it.
 """
 
 from __future__ import annotations
@@ -14,9 +25,10 @@ import signal
 import subprocess
 from pathlib import Path
 
+from infra.local.stack import process
 from infra.local.stack.base import Launch, Service
 from infra.local.stack.errors import FetchError, StackError
-from infra.local.stack.process import port_open
+from infra.local.stack.process import PidRecord, port_open
 
 SUPERUSER = "postgres"
 
@@ -36,15 +48,16 @@ def run_as_user(configured: str) -> str | None:
     raise StackError("postgres", "running as root and no unprivileged user found to run postgres")
 
 
-def server_options(port: int, host: str) -> list[str]:
-    """``-c`` settings for a fast, disposable test cluster (durability traded for speed)."""
+def server_options(port: int, host: str, durable: bool = True) -> list[str]:
+    """``-c`` settings of the cluster; ``durable=False`` trades crash safety for speed."""
+    durability = "on" if durable else "off"
     settings = {
         "port": str(port),
         "listen_addresses": host,
         "unix_socket_directories": "",
-        "fsync": "off",
-        "synchronous_commit": "off",
-        "full_page_writes": "off",
+        "fsync": durability,
+        "synchronous_commit": durability,
+        "full_page_writes": durability,
         "max_connections": "200",
         "shared_buffers": "128MB",
         "log_min_messages": "warning",
@@ -132,10 +145,36 @@ class Postgres(Service):
         s = self.settings
         user = run_as_user(s.postgres_user)
         argv = [
-            self._bin("postgres"), "-D", str(self.pgdata), *server_options(s.postgres_port, s.host)
+            self._bin("postgres"), "-D", str(self.pgdata),
+            *server_options(s.postgres_port, s.host, s.postgres_durable),
         ]  # fmt: skip
         cwd = self.settings.data_dir(self.name)
         return Launch(argv=argv, env={"LC_ALL": "C"}, user=user, cwd=cwd)
+
+    def record(self) -> PidRecord | None:
+        """Our running postmaster: the recorded one, or one restarted in our data directory."""
+        return super().record() or self._adopt_restarted()
+
+    def stop(self) -> bool:
+        self.record()  # a restarted postmaster is adopted first, so it is the one stopped
+        return super().stop()
+
+    def _adopt_restarted(self) -> PidRecord | None:
+        """Record the postmaster named by ``postmaster.pid`` if it is alive and serves our data
+        directory (``pg_ctl restart`` starts a new one, in a new session, with a new pid)."""
+        pid = postmaster_pid(self.pgdata)
+        if pid is None:
+            return None
+        rec = PidRecord(
+            service=self.name,
+            pid=pid,
+            pgid=_pgid(pid),
+            start_ticks=process.process_start_ticks(pid),
+            argv=_cmdline(pid),
+            log=str(self.log_path),
+        )
+        process.write_pid_file(self.pid_path, rec)
+        return rec
 
     def probe(self) -> None:
         """``SELECT 1`` over TCP."""
@@ -151,6 +190,40 @@ class Postgres(Service):
             connect_timeout=2,
         ) as conn:
             conn.execute("SELECT 1").fetchone()
+
+
+def postmaster_pid(pgdata: Path) -> int | None:
+    """The live postmaster serving ``pgdata``, from its ``postmaster.pid`` (line 1: pid, line 2:
+    data directory), or None. A stale file (crashed server, recycled pid) names no live
+    postgres process of this directory and gives None."""
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+        pid = int(lines[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    if len(lines) < 2 or Path(lines[1]).resolve() != pgdata.resolve():
+        return None
+    if not process.pid_alive(pid):
+        return None
+    argv = _cmdline(pid)
+    if not argv or not Path(argv[0]).name.startswith("postgres"):
+        return None
+    return pid
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def _pgid(pid: int) -> int:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return pid
 
 
 def _chown_tree(path: Path, user: str) -> None:

@@ -67,6 +67,12 @@ class StackSettings(BaseSettings):
     )
 
     postgres_port: int = 15432
+    postgres_durable: bool = Field(
+        True,
+        description="fsync, synchronous_commit and full_page_writes on: a commit the registry "
+        "acknowledged survives a crash. Test fixtures may turn it off for speed "
+        "(OBSINGEST_STACK_POSTGRES_DURABLE=false) and say so",
+    )
     postgres_user: str = Field(
         "",
         description="OS user that runs the cluster when we are root (postgres refuses root); "

@@ -52,7 +52,9 @@ def test_redelivered_event_is_a_noop_that_republishes_the_same_dataset(env, did)
     assert env.registry.count_datasets() == 1
 
 
-def test_publish_failure_fails_the_invocation_and_redelivery_recovers(env, did, monkeypatch):
+def test_publish_failure_leaves_the_announcement_in_the_outbox_and_redelivery_publishes_it(
+    env, did, monkeypatch
+):
     _upload(env, did)
     [(_path, event)] = env.store.outbox().pending()
     original = env.bus.publish
@@ -61,11 +63,18 @@ def test_publish_failure_fails_the_invocation_and_redelivery_recovers(env, did, 
         raise RetriableError("Pub/Sub unavailable")
 
     monkeypatch.setattr(env.bus, "publish", broken)
-    with pytest.raises(RetriableError):
-        env.service.handle(from_storage_cloudevent(event, event["data"]))
+    outcome = env.service.handle(from_storage_cloudevent(event, event["data"]))
+    # registered and acked: the outbox owns the announcement now
+    assert outcome.status == "registered" and "outbox" in outcome.message
+    status = env.registry.outbox.status()
+    assert (status.pending, status.published) == (1, 0)
+    row = env.registry.outbox.row(outcome.arrival.dataset_id)
+    assert row["attempts"] == 1 and "Pub/Sub unavailable" in row["last_error"]
     monkeypatch.setattr(env.bus, "publish", original)
     assert env.service.handle(from_storage_cloudevent(event, event["data"])).status == "duplicate"
     assert len(env.arrivals()) == 1 and env.registry.count_datasets() == 1
+    assert env.registry.outbox.status().pending == 0
+    assert env.service.announcer.drain().published == 0  # nothing published twice
 
 
 def _quarantined(env):

@@ -48,7 +48,7 @@ def test_migrations_are_versioned_and_idempotent(tmp_path):
     reg.close()
 
 
-def test_migration_3_upgrades_a_version_2_registry_in_place(tmp_path):
+def test_migrations_upgrade_a_version_2_registry_in_place(tmp_path):
     """A registry made before the Butler's dimension data (v2: 189 LSSTCam detectors, no names,
     narrow exposure table) keeps its datasets and gains the columns and the corner rafts."""
     import sqlite3
@@ -88,7 +88,8 @@ def test_migration_3_upgrades_a_version_2_registry_in_place(tmp_path):
     # the rest of v1's tables exist in a real v2 registry
     tables.metadata.create_all(reg.engine, checkfirst=True)
     reg.close()
-    assert migrations.migrate(Registry.open(settings, migrate_schema=False).engine) == 1
+    # migrations 3 (Butler dimensions) and 4 (arrivals outbox, canary log) apply
+    assert migrations.migrate(Registry.open(settings, migrate_schema=False).engine) == 2
     db = sqlite3.connect(path)
     assert db.execute("SELECT count(*) FROM detector WHERE instrument='LSSTCam'").fetchone() == (
         205,

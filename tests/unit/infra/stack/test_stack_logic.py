@@ -142,7 +142,7 @@ def test_postgres_options_and_url() -> None:
     pairs = dict(o.split("=", 1) for o in opts[1::2])
     assert opts[0::2] == ["-c"] * len(pairs)
     assert pairs["port"] == "5555"
-    assert pairs["fsync"] == "off"
+    assert pairs["fsync"] == "on"  # durable by default
     assert pairs["unix_socket_directories"] == ""
     assert int(pairs["max_connections"]) >= 200
     assert registry_url("h", 1, "db") == "postgresql+psycopg://postgres@h:1/db"

@@ -1,0 +1,183 @@
+"""Announcing arrivals through the registry's outbox (``obsingest.registry.outbox``).
+
+The ArrivalEvent of a new dataset is written to the outbox in the registering transaction; this
+module publishes it: at once after the commit (``publish_new``: the latency path), and later for
+whatever is still pending (``drain``: run by the register function on its next invocations and by
+the reconcile service). Every publish stamps ``published_time`` with the moment it is sent, so a
+late announcement reports its real latency.
+
+A publish that fails leaves the row pending with the reason; the notification is still acked,
+because the outbox now owns the announcement. A drain stops at its first failure: the bus is
+down, and trying the rest now would only spend each one's timeout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from obsingest.bus.base import Publisher
+from obsingest.errors import ObsIngestError
+from obsingest.logs import get_logger, log_event
+from obsingest.messages import ArrivalEvent, utcnow
+from obsingest.registry import OutboxMessage, Registry
+from obsingest.registry.outbox import OutboxRow
+
+log = get_logger("obsingest.register.announce")
+
+#: Seconds before a drain may retry a row whose publish failed. 0: at once, paced by the drains'
+#: own cadence (each stops at its first failure), and a redelivery may publish it right away.
+RETRY_AFTER_SECONDS = 0.0
+#: Published rows are kept this long for inspection, then purged.
+RETENTION = timedelta(days=7)
+
+
+def arrival_attributes(arrival: ArrivalEvent) -> dict[str, str]:
+    """What subscribers filter on without decoding the Avro body."""
+    return {
+        "instrument": arrival.instrument,
+        "exposure": str(arrival.exposure),
+        "detector": str(arrival.detector),
+        "dataset_id": str(arrival.dataset_id),
+        "schema": "ArrivalEvent",
+    }
+
+
+def arrival_message(arrival: ArrivalEvent, topic: str) -> OutboxMessage:
+    """The outbox row's content for ``arrival`` (re-stamped when it is actually published)."""
+    return OutboxMessage(
+        topic=topic,
+        payload=arrival.encode(),
+        key=f"{arrival.instrument}/{arrival.exposure}",
+        attributes=arrival_attributes(arrival),
+    )
+
+
+@dataclass
+class DrainResult:
+    published: int = 0
+    failed: int = 0
+    error: str = ""
+
+
+@dataclass
+class ArrivalAnnouncer:
+    """Publishes outbox rows of one registry on one publisher. Thread-safe."""
+
+    registry: Registry
+    publisher: Publisher
+    retry_after: float = RETRY_AFTER_SECONDS
+    #: monotonic time of the last failed publish (drains skip while the bus was just down)
+    failed_at: float = float("-inf")
+    _drain_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def send(self, message: OutboxMessage, arrival: ArrivalEvent) -> ArrivalEvent:
+        """Publish ``arrival`` stamped now, bypassing the outbox; raises what the bus raises."""
+        sent = dataclasses.replace(arrival, published_time=utcnow())
+        self.publisher.publish(
+            message.topic, sent.encode(), key=message.key, attributes=message.attributes
+        )
+        return sent
+
+    def publish_new(
+        self, row_id: int | None, message: OutboxMessage, arrival: ArrivalEvent
+    ) -> ArrivalEvent | None:
+        """Publish a just-registered dataset's event; None when it stays in the outbox."""
+        try:
+            sent = self.send(message, arrival)
+        except Exception as exc:  # any publisher failure: the row stays, with the reason
+            self._failed(row_id, exc, arrival)
+            return None
+        self._mark([row_id] if row_id is not None else [])
+        return sent
+
+    def publish_row(self, row: OutboxRow) -> ArrivalEvent | None:
+        """Publish one claimed row; None (row kept, reason recorded) when publishing failed."""
+        arrival = ArrivalEvent.decode(row.message.payload)
+        return self.publish_new(row.id, row.message, arrival)
+
+    def _failed(self, row_id: int | None, exc: Exception, arrival: ArrivalEvent) -> None:
+        reason = getattr(exc, "reason", "publish-failed")
+        self.failed_at = time.monotonic()
+        log_event(
+            log,
+            "arrival.publish_deferred",
+            logging.WARNING,
+            dataset_id=str(arrival.dataset_id),
+            reason=reason,
+            error=str(exc),
+        )
+        if row_id is None:
+            return
+        try:
+            self.registry.outbox.mark_failed(row_id, f"{reason}: {exc}", self.retry_after)
+        except ObsIngestError as mark_exc:  # the lease expires by itself: a drain retries
+            log_event(log, "outbox.mark_failed_failed", logging.WARNING, error=str(mark_exc))
+
+    def _mark(self, row_ids: list[int]) -> None:
+        try:
+            self.registry.outbox.mark_published(row_ids)
+        except ObsIngestError as exc:
+            # Published but not marked: a drain publishes it once more after the lease; the
+            # subscribers' deduplication on dataset id absorbs that.
+            log_event(log, "outbox.mark_failed", logging.WARNING, rows=row_ids, error=str(exc))
+
+    def drain(self, limit: int = 100) -> DrainResult:
+        """Publish up to ``limit`` pending rows, stopping at the first failure. One drain per
+        process at a time (a concurrent call returns at once with nothing done)."""
+        result = DrainResult()
+        if not self._drain_lock.acquire(blocking=False):
+            return result
+        try:
+            rows = self.registry.outbox.claim(limit=limit)
+            for index, row in enumerate(rows):
+                if self.publish_row(row) is None:
+                    result.failed += 1
+                    result.error = "publish failed"
+                    # the bus is down: give the rest of the batch back for the next drain
+                    rest = [r.id for r in rows[index + 1 :]]
+                    self.registry.outbox.release(rest, self.retry_after)
+                    break
+                result.published += 1
+        finally:
+            self._drain_lock.release()
+        if result.published or result.failed:
+            log_event(
+                log,
+                "outbox.drained",
+                logging.WARNING if result.failed else logging.INFO,
+                published=result.published,
+                failed=result.failed,
+            )
+        return result
+
+    def purge(self, retention: timedelta = RETENTION) -> int:
+        return self.registry.outbox.purge(retention)
+
+
+@dataclass
+class PeriodicDrain:
+    """Drain at most once per ``every`` seconds, from a caller that runs often (the function's
+    invocations): the cost is one query per interval per process, not one per request."""
+
+    announcer: ArrivalAnnouncer
+    every: float = 5.0
+    limit: int = 50
+    _next: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def maybe_drain(self) -> DrainResult | None:
+        now = time.monotonic()
+        with self._lock:
+            if now < self._next or now - self.announcer.failed_at < self.every:
+                return None
+            self._next = now + self.every
+        try:
+            return self.announcer.drain(self.limit)
+        except ObsIngestError as exc:  # the registry is down: the next invocation tries again
+            log_event(log, "outbox.drain_failed", logging.WARNING, error=str(exc))
+            return None

@@ -1,0 +1,133 @@
+"""The canary: proof that object notifications still flow, end to end.
+
+Every ``every`` seconds a tiny object is written under its own prefix (``canary/``). Its finalize
+notification travels the same way as a CCD's (bucket notification config -> topic ->
+subscription -> push or relay -> register function), and the register function records the
+sighting in the registry instead of registering a dataset. A canary written more than
+``timeout`` seconds ago and not seen, with no later canary seen either, means notifications
+have stopped: a bucket's notification config lost ("disabled for unknown reasons"), a deleted
+subscription, an emulator restarted. The watch then reports the pipeline broken since that
+canary was written, which the service turns into a log line, a metric, a non-zero health, a
+repair where one is wired, and a reconcile window reaching back to the start of the outage.
+
+A canary lost while later ones came back (a blip) is counted but does not make the pipeline
+broken. Seen canary objects are deleted; their rows are kept a day.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from obsingest.logs import get_logger, log_event
+from obsingest.messages import utcnow
+from obsingest.registry.audit import RegistryAudit
+from obsingest.store.base import ObjectStore
+
+log = get_logger("obsingest.canary")
+
+#: canary rows older than this are purged
+KEEP = timedelta(days=1)
+CANARY_METADATA_KEY = "obsingest-canary-written"
+
+
+@dataclass(frozen=True)
+class CanaryState:
+    healthy: bool
+    #: when the first canary that never came back was written (the outage's start), if broken
+    broken_since: datetime | None
+    last_written: datetime | None
+    last_seen: datetime | None
+    #: canaries overdue and not seen within the lookback (broken or blips)
+    overdue: int
+
+    def seen_age(self, now: datetime) -> float | None:
+        return (now - self.last_seen).total_seconds() if self.last_seen else None
+
+
+@dataclass
+class CanaryWatch:
+    store: ObjectStore
+    audit: RegistryAudit
+    prefix: str
+    every: float = 30.0
+    timeout: float = 60.0
+    clock: Callable[[], datetime] = utcnow
+    written: int = 0
+    write_failures: int = 0
+    _last_written: datetime | None = None
+    _mine: list[str] = field(default_factory=list)
+
+    def tick(self) -> CanaryState:
+        """Write a canary when one is due, then judge from the registry's canary log."""
+        now = self.clock()
+        if self._last_written is None or now - self._last_written >= timedelta(seconds=self.every):
+            self._write(now)
+        state = self.state(now)
+        self._tidy(now)
+        return state
+
+    def _write(self, now: datetime) -> None:
+        name = f"{self.prefix}{now:%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:8]}"
+        try:
+            # the row first: the sighting can then never arrive before its canary is known
+            self.audit.canary_written(name, now)
+            self.store.put(
+                name,
+                f"obsingest canary {now.isoformat()}\n".encode(),
+                {CANARY_METADATA_KEY: now.isoformat()},
+            )
+        except Exception as exc:  # the store or registry is down: judged by older canaries
+            self.write_failures += 1
+            log_event(log, "canary.write_failed", logging.WARNING, canary=name, error=str(exc))
+            self._last_written = now  # try again at the next interval, not every pass
+            return
+        self._last_written = now
+        self._mine.append(name)
+        self.written += 1
+        log_event(log, "canary.written", logging.DEBUG, canary=name)
+
+    def state(self, now: datetime | None = None) -> CanaryState:
+        """Healthy unless the newest canary old enough to be judged never came back."""
+        now = now or self.clock()
+        lookback = max(timedelta(seconds=self.timeout * 20), timedelta(hours=1))
+        rows = self.audit.canaries(since=now - lookback)
+        cutoff = now - timedelta(seconds=self.timeout)
+        seen = [r for r in rows if r.seen_at is not None and r.written_at is not None]
+        last_seen = max((r.seen_at for r in seen), default=None)  # type: ignore[type-var]
+        latest_seen_written = max((r.written_at for r in seen), default=None)  # type: ignore[type-var]
+        overdue = [r for r in rows if r.seen_at is None and r.written_at and r.written_at <= cutoff]
+        stopped = [
+            r
+            for r in overdue
+            if latest_seen_written is None or r.written_at > latest_seen_written  # type: ignore[operator]
+        ]
+        broken_since = min((r.written_at for r in stopped), default=None)  # type: ignore[type-var]
+        last_written = max((r.written_at for r in rows if r.written_at), default=None)
+        return CanaryState(
+            healthy=not stopped,
+            broken_since=broken_since,
+            last_written=last_written,
+            last_seen=last_seen,
+            overdue=len(overdue),
+        )
+
+    def _tidy(self, now: datetime) -> None:
+        """Delete this watch's canary objects once seen; purge old rows (best effort)."""
+        if not self._mine:
+            return
+        try:
+            rows = {r.name: r for r in self.audit.canaries(since=now - KEEP)}
+            delete = getattr(self.store, "delete", None)
+            for name in list(self._mine):
+                row = rows.get(name)
+                if row is None or row.seen_at is not None:
+                    if row is not None and delete is not None:
+                        delete(name)
+                    self._mine.remove(name)
+            self.audit.purge_canaries(KEEP, now)
+        except Exception as exc:  # the store's delete raises its library's own errors
+            log_event(log, "canary.tidy_failed", logging.WARNING, error=str(exc))

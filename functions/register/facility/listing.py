@@ -1,0 +1,95 @@
+"""Listing a bucket for reconciliation, on the stores the pipeline runs on (GCS, a local dir).
+
+The ``ObjectStore`` protocol has no listing (the ingest path never lists), so this module lists
+each concrete store with its own means: GCS's ``list_blobs`` (one paged request per 1,000
+objects; the object resources carry size, CRC32C, metadata and creation time, so no further
+request is needed per object) and a directory walk of the local store with its metadata
+sidecars. Listing is by prefix; the time window is applied here, on ``time_created``: GCS cannot
+filter by time, so a pass costs one listing of the prefix (narrow it with a longer prefix, e.g.
+``raw/LSSTCam/20261122/``, on a bucket holding years of data).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from obsingest.errors import ObsIngestError, RetriableError
+from obsingest.store.base import ObjectStore, StoredObject
+
+
+class ListingFailed(RetriableError):
+    """The bucket could not be listed (store down, network): the next pass tries again."""
+
+    reason = "listing-failed"
+
+
+def _from_blob(blob: Any, bucket: str) -> StoredObject:
+    created = blob.time_created or datetime.now(UTC)
+    return StoredObject(
+        bucket=bucket,
+        name=blob.name,
+        size=int(blob.size or 0),
+        crc32c=blob.crc32c or "",
+        md5_hash=blob.md5_hash or "",
+        generation=int(blob.generation or 0),
+        time_created=created if created.tzinfo else created.replace(tzinfo=UTC),
+        metadata={str(k): str(v) for k, v in (blob.metadata or {}).items()},
+        uri=f"gs://{bucket}/{blob.name}",
+    )
+
+
+def _list_gcs(store: Any, prefix: str) -> Iterator[StoredObject]:
+    for blob in store.client.list_blobs(store.bucket, prefix=prefix or None):
+        yield _from_blob(blob, store.bucket)
+
+
+def _list_local(store: Any, prefix: str) -> Iterator[StoredObject]:
+    root: Path = store.root
+    start = root / prefix if not prefix or prefix.endswith("/") else (root / prefix).parent
+    if not start.is_dir():
+        return
+    for directory, dirs, files in os.walk(start):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for filename in sorted(files):
+            name = Path(directory, filename).relative_to(root).as_posix()
+            if not name.startswith(prefix):
+                continue
+            try:
+                yield store.stat(name)
+            except ObsIngestError:  # written half-way (no sidecar yet) or just deleted
+                continue
+
+
+def list_objects(
+    store: ObjectStore,
+    prefix: str,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> list[StoredObject]:
+    """Objects under ``prefix`` created in [since, until); ListingFailed when the store cannot
+    be listed."""
+    from obsingest.store.gcs import GcsStore
+    from obsingest.store.local import LocalDirStore
+
+    if isinstance(store, GcsStore):
+        lister = _list_gcs
+    elif isinstance(store, LocalDirStore):
+        lister = _list_local
+    else:
+        raise TypeError(f"cannot list a {type(store).__name__}: reconcile lists GCS or local dirs")
+    try:
+        found = list(lister(store, prefix))
+    except ObsIngestError:
+        raise
+    except Exception as exc:  # google-api-core, requests, OSError: all "try again later"
+        raise ListingFailed(f"listing {store.uri(prefix)!r}: {type(exc).__name__}: {exc}") from exc
+    return [
+        obj
+        for obj in found
+        if (since is None or obj.time_created >= since)
+        and (until is None or obj.time_created < until)
+    ]

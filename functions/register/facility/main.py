@@ -1,0 +1,33 @@
+"""The facility service as a process: passes every ``OBSINGEST_RECONCILE_EVERY`` seconds until
+SIGTERM or Ctrl-C; the exit code is its health (0 healthy, 1 degraded, 2 notifications broken).
+
+This entry point is the deployment's own (e.g. a Cloud Run job or a VM service next to the
+function); it repairs nothing itself, since production's topics and notification configs
+belong to Terraform: a broken canary is logged, counted and returned as health. On the local
+stack ``obsingest reconcile --every`` runs the same service with the re-provisioning hook.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from functions.register.facility.service import FacilityService
+from functions.register.facility.wiring import facility_from_settings
+from obsingest import logs
+
+
+def serve(service: FacilityService) -> int:
+    """Run ``service`` until SIGTERM/Ctrl-C; its health at the end."""
+    signal.signal(signal.SIGTERM, lambda *_: service.stop())
+    try:
+        return service.run_forever()
+    except KeyboardInterrupt:
+        service.stop()
+        return service.stats.health()
+
+
+def main(repair: Callable[[], Any] | None = None) -> int:
+    logs.configure()
+    return serve(facility_from_settings(repair))

@@ -1,0 +1,314 @@
+"""Redrive: dead-lettered notifications go back to the objects topic once their cause had time
+to clear; bounded, and then parked for a human with their whole history.
+
+Dead letters are kept by the dead-letter topic's hold subscription. A pass pulls them all, and
+for each one decides (``decide``, pure):
+
+- REDRIVE when it is due: ``first_delay * 2**n`` seconds (at most ``max_delay``) after its
+  latest dead-lettering, n being how often it was redriven already. It is published back to the
+  objects topic, carrying ``redrive_count`` and one ``redrive_history_<n>`` attribute per earlier
+  dead-lettering (when, why, after how many pushes), then acked here.
+- PARK once it was redriven ``max_redrives`` times: published to the parked topic with its
+  history and ``parked_reason``, then acked here. A human looks (``obsingest redrive --parked``).
+- WAIT otherwise; and letters a manual pass's filter does not select are left alone too. Both
+  are released (nacked) when the pass ends, so between passes every letter is visible to the
+  next pass, whoever runs it.
+
+State lives in the messages themselves (attributes), so the redrive keeps none: it can be
+killed at any time. If it dies between publishing and acking, the letter is redriven twice;
+the register function is idempotent and subscribers deduplicate on the dataset id.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from obsingest.bus.base import Publisher
+from obsingest.bus.pull import Delivery
+from obsingest.logs import get_logger, log_event
+from obsingest.messages import utcnow
+
+log = get_logger("obsingest.redrive")
+
+REDRIVE_COUNT = "redrive_count"
+HISTORY_PREFIX = "redrive_history_"
+PARKED_REASON = "parked_reason"
+PARKED_AT = "parked_at"
+#: attributes set by whoever dead-lettered the message (the relay: ``dlq_*``; Pub/Sub itself:
+#: ``CloudPubSubDeadLetterSource*``); they describe one dead-lettering and move into the history
+_DEAD_LETTER_PREFIXES = ("dlq_", "CloudPubSubDeadLetterSource", PARKED_REASON, PARKED_AT)
+#: Pub/Sub's limit on one attribute value
+_ATTRIBUTE_BYTES = 1024
+
+
+class DeadLetterSource(Protocol):
+    """The hold subscription of a dead-letter topic (``obsingest.bus.pull.PubSubPullSource``)."""
+
+    def pull(self, max_messages: int, timeout: float) -> list[Delivery]: ...
+
+    def ack(self, ack_ids: list[str]) -> None: ...
+
+    def nack(self, ack_ids: list[str], delay_seconds: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class RedrivePolicy:
+    max_redrives: int = 5
+    first_delay: float = 30.0
+    max_delay: float = 1800.0
+
+    def delay(self, redrives: int) -> float:
+        """Seconds after its latest dead-lettering a letter redriven ``redrives`` times is due."""
+        return min(self.max_delay, self.first_delay * 2**redrives)
+
+
+class Decision(enum.Enum):
+    REDRIVE = "redrive"
+    WAIT = "wait"
+    PARK = "park"
+
+
+def redrives_so_far(attributes: dict[str, str]) -> int:
+    try:
+        return max(int(attributes.get(REDRIVE_COUNT, "0")), 0)
+    except ValueError:
+        return 0
+
+
+def reason_of(attributes: dict[str, str]) -> str:
+    """Why the message was dead-lettered, as the one who did it said."""
+    if attributes.get("dlq_reason"):
+        return attributes["dlq_reason"]
+    count = attributes.get("CloudPubSubDeadLetterSourceDeliveryCount")
+    if count:
+        return f"dead-lettered by Pub/Sub after {count} delivery attempts"
+    return "unknown (no reason attribute)"
+
+
+def matches(attributes: dict[str, str], wanted: str | None) -> bool:
+    """Filter of a manual redrive: ``wanted`` found (case-insensitively) in the reason or equal
+    to the HTTP status (``503``, ``none`` for no answer)."""
+    if not wanted:
+        return True
+    needle = wanted.lower()
+    return needle in reason_of(attributes).lower() or needle == attributes.get("dlq_status", "")
+
+
+def decide(
+    attributes: dict[str, str],
+    dead_lettered_at: datetime,
+    now: datetime,
+    policy: RedrivePolicy,
+    force: bool = False,
+) -> Decision:
+    """What to do with one letter now. ``force`` (a human asked): redrive, whatever its count."""
+    count = redrives_so_far(attributes)
+    if force:
+        return Decision.REDRIVE
+    if count >= policy.max_redrives:
+        return Decision.PARK
+    due = dead_lettered_at + timedelta(seconds=policy.delay(count))
+    return Decision.REDRIVE if now >= due else Decision.WAIT
+
+
+def _history_entry(attributes: dict[str, str], dead_lettered_at: datetime) -> str:
+    entry = {
+        "at": dead_lettered_at.astimezone(UTC).isoformat(),
+        "attempts": attributes.get("dlq_attempts")
+        or attributes.get("CloudPubSubDeadLetterSourceDeliveryCount"),
+        "status": attributes.get("dlq_status"),
+        "reason": reason_of(attributes),
+    }
+    text = json.dumps(entry, separators=(",", ":"))
+    while len(text.encode()) > _ATTRIBUTE_BYTES:  # keep within Pub/Sub's attribute limit
+        entry["reason"] = str(entry["reason"])[: max(len(str(entry["reason"])) - 64, 0)]
+        text = json.dumps(entry, separators=(",", ":"))
+    return text
+
+
+def history(attributes: dict[str, str]) -> list[dict[str, Any]]:
+    """Every earlier dead-lettering of this notification, oldest first."""
+    entries = []
+    for key, value in attributes.items():
+        if key.startswith(HISTORY_PREFIX):
+            try:
+                entries.append((int(key[len(HISTORY_PREFIX) :]), json.loads(value)))
+            except ValueError:
+                continue
+    return [entry for _, entry in sorted(entries, key=lambda e: e[0])]
+
+
+def _recorded(attributes: dict[str, str], dead_lettered_at: datetime) -> dict[str, str]:
+    """The attributes without this dead-lettering's own fields, which move into the history."""
+    number = len(history(attributes)) + 1
+    kept = {k: v for k, v in attributes.items() if not k.startswith(_DEAD_LETTER_PREFIXES)}
+    kept[f"{HISTORY_PREFIX}{number}"] = _history_entry(attributes, dead_lettered_at)
+    return kept
+
+
+def redriven_attributes(attributes: dict[str, str], dead_lettered_at: datetime) -> dict[str, str]:
+    out = _recorded(attributes, dead_lettered_at)
+    out[REDRIVE_COUNT] = str(redrives_so_far(attributes) + 1)
+    return out
+
+
+def parked_attributes(
+    attributes: dict[str, str], dead_lettered_at: datetime, now: datetime
+) -> dict[str, str]:
+    out = _recorded(attributes, dead_lettered_at)
+    out[PARKED_AT] = now.astimezone(UTC).isoformat()
+    out[PARKED_REASON] = (
+        f"dead-lettered {len(history(out))} times, redriven {redrives_so_far(attributes)} "
+        f"times; last reason: {reason_of(attributes)}"
+    )[:_ATTRIBUTE_BYTES]
+    return out
+
+
+@dataclass
+class RedriveReport:
+    scanned: int = 0
+    redriven: int = 0
+    parked: int = 0
+    waiting: int = 0
+    skipped: int = 0  # not selected by the filter
+    failed: int = 0  # could not be republished: left for the next pass
+    by_reason: Counter[str] = field(default_factory=Counter)
+    next_due: datetime | None = None
+    dry_run: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "scanned": self.scanned,
+            "redriven": self.redriven,
+            "parked": self.parked,
+            "waiting": self.waiting,
+            "skipped": self.skipped,
+            "failed": self.failed,
+            "dry_run": self.dry_run,
+            "next_due": self.next_due.isoformat() if self.next_due else None,
+            "by_reason": dict(self.by_reason.most_common()),
+        }
+
+
+@dataclass
+class Redriver:
+    """One dead-letter hold subscription -> the objects topic (or the parked topic)."""
+
+    source: DeadLetterSource
+    publisher: Publisher
+    objects_topic: str
+    parked_topic: str
+    policy: RedrivePolicy = field(default_factory=RedrivePolicy)
+    max_per_pass: int = 1000
+    pull_timeout: float = 1.0
+    clock: Callable[[], datetime] = utcnow
+
+    def run_pass(
+        self, *, reason: str | None = None, dry_run: bool = False, force: bool = False
+    ) -> RedriveReport:
+        """Look at every letter once; redrive the due ones (all selected ones with ``force``),
+        park the exhausted ones, leave the rest. ``dry_run``: decide and count, change nothing."""
+        report = RedriveReport(dry_run=dry_run)
+        seen: set[str] = set()
+        held: list[str] = []
+        try:
+            while report.scanned < self.max_per_pass:
+                batch = self.source.pull(min(100, self.max_per_pass), self.pull_timeout)
+                fresh = [d for d in batch if d.message_id not in seen]
+                held += [d.ack_id for d in batch if d.message_id in seen]
+                if not fresh:
+                    break
+                for delivery in fresh:
+                    seen.add(delivery.message_id)
+                    if not self._one(delivery, report, reason, dry_run, force):
+                        held.append(delivery.ack_id)
+        finally:
+            self._release(held)
+        if report.scanned:
+            log_event(log, "redrive.pass", logging.INFO, **report.as_dict())
+        return report
+
+    def _one(
+        self,
+        delivery: Delivery,
+        report: RedriveReport,
+        reason: str | None,
+        dry_run: bool,
+        force: bool,
+    ) -> bool:
+        """Handle one letter; True when it left the subscription (redriven or parked)."""
+        report.scanned += 1
+        attributes = dict(delivery.attributes)
+        if not matches(attributes, reason):
+            report.skipped += 1
+            return False
+        report.by_reason[_short(reason_of(attributes))] += 1
+        now = self.clock()
+        lettered = delivery.publish_time or now
+        decision = decide(attributes, lettered, now, self.policy, force=force)
+        if decision is Decision.WAIT:
+            report.waiting += 1
+            due = lettered + timedelta(seconds=self.policy.delay(redrives_so_far(attributes)))
+            report.next_due = min(report.next_due or due, due)
+            return False
+        if dry_run:
+            if decision is Decision.REDRIVE:
+                report.redriven += 1
+            else:
+                report.parked += 1
+            return False
+        if decision is Decision.REDRIVE:
+            topic, attrs = self.objects_topic, redriven_attributes(attributes, lettered)
+        else:
+            topic, attrs = self.parked_topic, parked_attributes(attributes, lettered, now)
+        try:
+            self.publisher.publish(topic, delivery.data, attributes=attrs)
+        except Exception as exc:  # the topic is down: the letter stays for the next pass
+            report.failed += 1
+            log_event(
+                log,
+                "redrive.publish_failed",
+                logging.WARNING,
+                message_id=delivery.message_id,
+                topic=topic,
+                error=str(exc),
+            )
+            return False
+        try:
+            self.source.ack([delivery.ack_id])
+        except Exception as exc:  # comes back after its deadline: redriven twice, idempotent
+            log_event(log, "redrive.ack_failed", logging.WARNING, error=str(exc))
+        fields = {
+            "message_id": delivery.message_id,
+            "object": attributes.get("objectId"),
+            "redrives": redrives_so_far(attrs) if decision is Decision.REDRIVE else None,
+            "reason": reason_of(attributes),
+        }
+        if decision is Decision.REDRIVE:
+            report.redriven += 1
+            log_event(log, "redrive.redriven", logging.WARNING, **fields)
+        else:
+            report.parked += 1
+            log_event(log, "redrive.parked", logging.ERROR, **fields)
+        return True
+
+    def _release(self, ack_ids: list[str]) -> None:
+        if not ack_ids:
+            return
+        try:
+            self.source.nack(ack_ids, 0)
+        except Exception as exc:  # they come back after the ack deadline anyway
+            log_event(log, "redrive.release_failed", logging.WARNING, error=str(exc))
+
+
+def _short(reason: str) -> str:
+    """A reason without its details, to count letters by cause (``HTTP 503``, ``no response``)."""
+    head = reason.split(":", 1)[0].strip()
+    return head[:60] or "unknown"

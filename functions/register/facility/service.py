@@ -1,0 +1,209 @@
+"""The facility service: one pass every ``every`` seconds of canary, repair, reconcile, outbox
+drain and redrive, each guarded so that one failing never stops the others or the loop.
+
+Order within a pass: the canary first (its verdict sets the reconcile window: after an outage
+the window reaches back to when the first unseen canary was written), the repair if
+notifications are broken (re-provisioning, where a hook is wired: the local stack), then the
+reconcile (register what the outage missed), the outbox drain (announce what a bus outage left
+unannounced), and the redrive (bring back dead letters that are due).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from functions.register.announce import ArrivalAnnouncer
+from functions.register.facility.canary import CanaryState, CanaryWatch
+from functions.register.facility.reconcile import Reconciler, ReconcileReport
+from functions.register.facility.redrive import Redriver, RedriveReport
+from functions.register.facility.stats import FacilityStats
+from obsingest.logs import get_logger, log_event
+from obsingest.messages import utcnow
+
+log = get_logger("obsingest.facility")
+
+#: how far before the first unseen canary the reconcile window starts after an outage
+OUTAGE_MARGIN = timedelta(minutes=2)
+
+
+@dataclass
+class PassReport:
+    canary: CanaryState | None = None
+    repaired: bool = False
+    reconcile: ReconcileReport | None = None
+    drained: int = 0
+    redrive: RedriveReport | None = None
+    errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        canary = self.canary
+        return {
+            "notifications_healthy": canary.healthy if canary else None,
+            "broken_since": canary.broken_since.isoformat()
+            if canary and canary.broken_since
+            else None,
+            "repaired": self.repaired,
+            "reconcile": self.reconcile.as_dict() if self.reconcile else None,
+            "drained": self.drained,
+            "redrive": self.redrive.as_dict() if self.redrive else None,
+            "errors": self.errors,
+        }
+
+
+@dataclass
+class FacilityService:
+    """Each stage is optional but the outbox drain (``announcer``)."""
+
+    announcer: ArrivalAnnouncer
+    reconciler: Reconciler | None = None
+    canary: CanaryWatch | None = None
+    redriver: Redriver | None = None
+    #: re-ensure topics, subscriptions and notification configs (None: not ours to repair)
+    repair: Callable[[], Any] | None = None
+    window: float = 6 * 3600.0
+    every: float = 30.0
+    repair_every: float = 60.0
+    drain_limit: int = 1000
+    outbox_retention: timedelta = timedelta(days=7)
+    clock: Callable[[], datetime] = utcnow
+    stats: FacilityStats = field(default_factory=FacilityStats)
+    _last_repair: float = float("-inf")
+    _last_purge: float = float("-inf")
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    # one pass ----------------------------------------------------------------------------------
+    def run_pass(self) -> PassReport:
+        report = PassReport()
+        now = self.clock()
+        since = now - timedelta(seconds=self.window)
+        if self.canary is not None:
+            report.canary = self._guard(report, "canary", self.canary.tick)
+            if report.canary is not None:
+                self._canary_stats(report.canary, now)
+                if not report.canary.healthy:
+                    report.repaired = self._repair(report, report.canary)
+                    if report.canary.broken_since is not None:
+                        since = min(since, report.canary.broken_since - OUTAGE_MARGIN)
+        if self.reconciler is not None:
+            reconciler = self.reconciler
+            report.reconcile = self._guard(report, "reconcile", lambda: reconciler.run(since))
+            if report.reconcile is not None:
+                self._reconcile_stats(report.reconcile)
+        report.drained = self._guard(report, "outbox", self._drain) or 0
+        if self.redriver is not None:
+            report.redrive = self._guard(report, "redrive", self.redriver.run_pass)
+            if report.redrive is not None:
+                self.stats.add(redriven=report.redrive.redriven, parked=report.redrive.parked)
+                self.stats.set(dead_letters_waiting=report.redrive.waiting)
+        self._guard(report, "outbox-status", self._outbox_stats)
+        ok = not report.errors and (report.reconcile is None or report.reconcile.consistent)
+        self.stats.add(passes=1, failed_passes=0 if ok else 1)
+        self.stats.set(last_pass_ok=int(ok))
+        level = (
+            logging.INFO
+            if ok and (report.canary is None or report.canary.healthy)
+            else (logging.WARNING)
+        )
+        log_event(log, "facility.pass", level, **report.as_dict())
+        return report
+
+    def _guard(self, report: PassReport, what: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except Exception as exc:  # one stage failing never stops the others or the loop
+            report.errors.append(f"{what}: {type(exc).__name__}: {exc}"[:500])
+            log_event(log, "facility.stage_failed", logging.ERROR, stage=what, error=str(exc))
+            return None
+
+    def _canary_stats(self, state: CanaryState, now: datetime) -> None:
+        assert self.canary is not None
+        self.stats.set(
+            notifications_healthy=int(state.healthy),
+            canaries_overdue=state.overdue,
+            canary_seen_age_seconds=state.seen_age(now),
+            canaries_written=self.canary.written,
+            canary_write_failures=self.canary.write_failures,
+        )
+        if not state.healthy:
+            log_event(
+                log,
+                "notifications.broken",
+                logging.ERROR,
+                since=state.broken_since.isoformat() if state.broken_since else None,
+                last_seen=state.last_seen.isoformat() if state.last_seen else None,
+            )
+
+    def _repair(self, report: PassReport, state: CanaryState) -> bool:
+        if self.repair is None:
+            return False
+        now = time.monotonic()
+        if now - self._last_repair < self.repair_every:
+            return False
+        self._last_repair = now
+        try:
+            self.repair()
+        except Exception as exc:  # e.g. the emulator is still down: the next pass tries again
+            report.errors.append(f"repair: {type(exc).__name__}: {exc}"[:500])
+            log_event(log, "notifications.repair_failed", logging.ERROR, error=str(exc))
+            return False
+        self.stats.add(repairs=1)
+        log_event(
+            log,
+            "notifications.repaired",
+            logging.WARNING,
+            broken_since=state.broken_since.isoformat() if state.broken_since else None,
+        )
+        return True
+
+    def _reconcile_stats(self, rec: ReconcileReport) -> None:
+        self.stats.add(
+            objects_listed=rec.listed,
+            missing_found=rec.missing,
+            registered_by_reconcile=rec.outcomes.get("registered", 0),
+            quarantined_by_reconcile=rec.outcomes.get("quarantined", 0),
+            reconcile_failures=rec.failed,
+            objects_gone=len(rec.gone),
+        )
+
+    def _drain(self) -> int:
+        published = 0
+        while published < self.drain_limit:
+            result = self.announcer.drain(limit=min(100, self.drain_limit - published))
+            published += result.published
+            if result.failed or not result.published:
+                break
+        self.stats.add(outbox_published=published)
+        now = time.monotonic()
+        if now - self._last_purge > 3600:
+            self._last_purge = now
+            self.announcer.purge(self.outbox_retention)
+        return published
+
+    def _outbox_stats(self) -> None:
+        status = self.announcer.registry.outbox.status()
+        self.stats.set(
+            outbox_pending=status.pending, outbox_oldest_pending_seconds=status.oldest_pending_age
+        )
+
+    # the loop ----------------------------------------------------------------------------------
+    def run_forever(self) -> int:
+        """Pass after pass until ``stop``; returns the health at the end."""
+        while not self._stop.is_set():
+            started = time.monotonic()
+            self.run_pass()
+            self._stop.wait(max(0.0, self.every - (time.monotonic() - started)))
+        return self.stats.health()
+
+    def start(self) -> threading.Thread:
+        thread = threading.Thread(target=self.run_forever, name="facility", daemon=True)
+        thread.start()
+        return thread
+
+    def stop(self) -> None:
+        self._stop.set()

@@ -1,0 +1,74 @@
+"""``OBSINGEST_RECONCILE_*`` and ``OBSINGEST_REDRIVE_*``: typed settings of the facility service,
+read at start-up.
+
+Defaults are chosen for the promise "every CCD lost to a notification outage is registered
+within 2 minutes of the outage ending, with no manual step": a pass every 30 s registers any
+object older than the 15 s grace that the registry lacks, so a CCD whose notification was lost
+is registered 15-45 s after it was stored, whatever broke; a canary every 30 s that has not come
+back after 60 s says notifications are broken (and triggers the repair where one is wired).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from obsingest import defaults
+
+
+class ReconcileSettings(BaseSettings):
+    """The bucket-vs-registry pass, the canary and the outbox drain."""
+
+    model_config = SettingsConfigDict(env_prefix="OBSINGEST_RECONCILE_", extra="ignore")
+
+    #: seconds between passes of the service (``obsingest reconcile --every``)
+    every: float = Field(default=30.0, gt=0)
+    #: prefixes listed (raw CCDs and producer-parked bytes: both carry notifications)
+    prefixes: tuple[str, ...] = (defaults.RAW_PREFIX, defaults.QUARANTINE_PREFIX)
+    #: objects created this long ago at most are compared (seconds); a notification outage
+    #: detected by the canary widens the window back to its start
+    window: float = Field(default=6 * 3600.0, gt=0)
+    #: objects younger than this are left to their notification (seconds)
+    grace: float = Field(default=15.0, ge=0)
+    #: canary: write one every ``canary_every`` s; not seen after ``canary_timeout`` s = broken
+    canary: bool = True
+    canary_prefix: str = defaults.CANARY_PREFIX
+    canary_every: float = Field(default=30.0, gt=0)
+    canary_timeout: float = Field(default=60.0, gt=0)
+    #: at most one repair (re-provisioning) per this many seconds while broken
+    repair_every: float = Field(default=60.0, gt=0)
+    #: outbox rows published per pass at most; published rows kept this many days
+    drain_limit: int = Field(default=1000, ge=1)
+    outbox_retention_days: float = Field(default=7.0, gt=0)
+
+
+class RedriveSettings(BaseSettings):
+    """Bring dead-lettered notifications back: spaced exponentially, bounded, then parked.
+
+    A letter is redriven ``first_delay * 2**n`` seconds (at most ``max_delay``) after its n-th
+    dead-lettering, at most ``max_redrives`` times; the defaults (30 s doubling, 5 times) span
+    about 15 minutes of redrives, each followed by the relay's own ~4 minutes of redeliveries,
+    so an outage of about half an hour still needs no manual step.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="OBSINGEST_REDRIVE_", extra="ignore")
+
+    enabled: bool = True
+    max_redrives: int = Field(default=5, ge=0)
+    first_delay: float = Field(default=30.0, ge=0)
+    max_delay: float = Field(default=1800.0, ge=0)
+    #: letters looked at per pass at most
+    max_per_pass: int = Field(default=1000, ge=1)
+    #: the subscription keeping dead letters; empty: ``<objects dlq topic>-hold``
+    subscription: str = ""
+    #: where letters given up on are parked; empty: ``<objects dlq topic>-parked``
+    parked_topic: str = ""
+
+    def dead_letter_subscription(self, dlq_topic: str) -> str:
+        return self.subscription or f"{dlq_topic}{defaults.HOLD_SUFFIX}"
+
+    def parked(self, dlq_topic: str) -> str:
+        return self.parked_topic or f"{dlq_topic}{defaults.PARKED_SUFFIX}"
+
+    def parked_subscription(self, dlq_topic: str) -> str:
+        return f"{self.parked(dlq_topic)}{defaults.HOLD_SUFFIX}"

@@ -1,0 +1,98 @@
+"""Build the facility service and the redriver from settings: the one place that picks their
+concrete edges (the register function's own service, Pub/Sub for dead letters)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from functions.register.facility.canary import CanaryWatch
+from functions.register.facility.reconcile import Reconciler
+from functions.register.facility.redrive import RedrivePolicy, Redriver
+from functions.register.facility.service import FacilityService
+from functions.register.facility.settings import ReconcileSettings, RedriveSettings
+from functions.register.service import RegisterService
+from obsingest.bus.base import Publisher
+from obsingest.settings import BusSettings
+
+
+def build_redriver(
+    bus: BusSettings,
+    settings: RedriveSettings,
+    *,
+    parked: bool = False,
+    publisher: Publisher | None = None,
+    source: Any = None,
+) -> Redriver:
+    """A redriver on the dead-letter hold subscription (``parked``: on the parked one)."""
+    from obsingest.bus.pubsub import PubSubPublisher
+    from obsingest.bus.pull import PubSubPullSource
+
+    dlq = bus.objects_dlq_topic
+    subscription = (
+        settings.parked_subscription(dlq) if parked else settings.dead_letter_subscription(dlq)
+    )
+    return Redriver(
+        source=source or PubSubPullSource(bus.pubsub_project, subscription),
+        publisher=publisher or PubSubPublisher(bus.pubsub_project),
+        objects_topic=bus.objects_topic,
+        parked_topic=settings.parked(dlq),
+        policy=RedrivePolicy(settings.max_redrives, settings.first_delay, settings.max_delay),
+        max_per_pass=settings.max_per_pass,
+    )
+
+
+def build_facility(
+    service: RegisterService,
+    bus: BusSettings,
+    settings: ReconcileSettings,
+    redrive: RedriveSettings | None = None,
+    *,
+    repair: Callable[[], Any] | None = None,
+    redriver: Redriver | None = None,
+) -> FacilityService:
+    """The service on a register service. Redrive runs when dead letters live on Pub/Sub (a GCS
+    bucket's notifications) and ``redrive.enabled``."""
+    from obsingest.store.gcs import GcsStore
+
+    redrive = redrive or RedriveSettings()
+    if redriver is None and redrive.enabled and isinstance(service.store, GcsStore):
+        redriver = build_redriver(bus, redrive)
+    canary = (
+        CanaryWatch(
+            service.store,
+            service.registry.audit,
+            settings.canary_prefix,
+            every=settings.canary_every,
+            timeout=settings.canary_timeout,
+        )
+        if settings.canary
+        else None
+    )
+    return FacilityService(
+        reconciler=Reconciler(service, tuple(settings.prefixes), grace=settings.grace),
+        announcer=service.announcer,
+        canary=canary,
+        redriver=redriver,
+        repair=repair,
+        window=settings.window,
+        every=settings.every,
+        repair_every=settings.repair_every,
+        drain_limit=settings.drain_limit,
+        outbox_retention=timedelta(days=settings.outbox_retention_days),
+    )
+
+
+def facility_from_settings(
+    repair: Callable[[], Any] | None = None, redrive: bool = True, **overrides: Any
+) -> FacilityService:
+    """From ``OBSINGEST_STORE_* / _REGISTRY_* / _BUS_* / _RECONCILE_* / _REDRIVE_*``;
+    ``redrive=False`` leaves the redrive out (no Pub/Sub client is made)."""
+    from functions.register.wiring import service_from_settings
+
+    settings = ReconcileSettings(**overrides)
+    redrive_settings = RedriveSettings() if redrive else RedriveSettings(enabled=False)
+    return build_facility(
+        service_from_settings(), BusSettings(), settings, redrive_settings, repair=repair
+    )

@@ -1,0 +1,153 @@
+"""Registry queries of the reconcile service: what the registry holds for a set of objects, which
+registered objects fall in a time window, and the canary log.
+
+Reconciliation compares the bucket with the registry. Listing is the store's side; these are
+the registry's: batched lookups by URI (registered? quarantined?), the rows whose object was
+stored in a window (to find objects that are gone), and the canary rows (written by the
+reconcile service, marked seen by the register function when the canary's finalize event
+arrives).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, delete, func, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from obsingest.registry import tables
+from obsingest.registry.facility_tables import canary
+
+T = TypeVar("T")
+
+#: URIs per IN (...) lookup: far below every backend's parameter limit.
+_BATCH = 500
+
+
+@dataclass(frozen=True)
+class CanaryRecord:
+    name: str
+    written_at: datetime | None
+    seen_at: datetime | None
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _chunks(items: list[str], size: int = _BATCH) -> Iterable[list[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class RegistryAudit:
+    """Read-mostly queries for reconciliation and the canary, on one registry engine."""
+
+    def __init__(
+        self, engine: Engine, retrying: Callable[[Callable[[], Any]], Any] | None = None
+    ) -> None:
+        self.engine = engine
+        self._retrying = retrying or (lambda fn: fn())
+        self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+
+    def _read(self, fn: Callable[[Connection], T]) -> T:
+        def run() -> T:
+            with self.engine.connect() as conn:
+                return fn(conn)
+
+        result: T = self._retrying(run)
+        return result
+
+    def _write(self, fn: Callable[[Connection], T]) -> T:
+        def run() -> T:
+            with self.engine.begin() as conn:
+                return fn(conn)
+
+        result: T = self._retrying(run)
+        return result
+
+    # bucket vs registry ----------------------------------------------------------------------
+    def registered_uris(self, uris: Iterable[str]) -> set[str]:
+        """Which of ``uris`` have a datastore record."""
+        r = tables.datastore_record
+        wanted = sorted(set(uris))
+
+        def query(conn: Connection) -> set[str]:
+            found: set[str] = set()
+            for chunk in _chunks(wanted):
+                found.update(conn.execute(select(r.c.uri).where(r.c.uri.in_(chunk))).scalars())
+            return found
+
+        return self._read(query) if wanted else set()
+
+    def quarantined_uris(self, uris: Iterable[str]) -> set[str]:
+        """Which of ``uris`` were refused with a reason (a quarantine record names them)."""
+        q = tables.quarantine
+        wanted = sorted(set(uris))
+
+        def query(conn: Connection) -> set[str]:
+            found: set[str] = set()
+            for chunk in _chunks(wanted):
+                found.update(
+                    conn.execute(select(q.c.object_uri).where(q.c.object_uri.in_(chunk))).scalars()
+                )
+            return found
+
+        return self._read(query) if wanted else set()
+
+    def stored_between(
+        self, start: datetime, end: datetime, uri_prefix: str = ""
+    ) -> list[dict[str, Any]]:
+        """Registered files whose object was stored in [start, end) (and whose URI starts with
+        ``uri_prefix``): dataset id, data id and URI."""
+        d, r = tables.dataset, tables.datastore_record
+        query = (
+            select(d.c.id, d.c.instrument, d.c.exposure, d.c.detector, r.c.uri, r.c.stored_time)
+            .join(r, r.c.dataset_id == d.c.id)
+            .where(r.c.stored_time >= start, r.c.stored_time < end)
+            .order_by(r.c.stored_time)
+        )
+        if uri_prefix:
+            query = query.where(r.c.uri.startswith(uri_prefix, autoescape=True))
+        return self._read(lambda c: [dict(m) for m in c.execute(query).mappings()])
+
+    # canary ----------------------------------------------------------------------------------
+    def canary_written(self, name: str, at: datetime) -> None:
+        """Record a canary about to be written (before the object: its event cannot come first)."""
+        stmt = self._insert(canary).values(name=name, written_at=at, seen_at=None)
+        stmt = stmt.on_conflict_do_update(index_elements=[canary.c.name], set_={"written_at": at})
+        self._write(lambda c: c.execute(stmt))
+
+    def canary_seen(self, name: str, at: datetime) -> None:
+        """The register function saw the canary's finalize event (first sighting wins)."""
+        stmt = self._insert(canary).values(name=name, written_at=None, seen_at=at)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[canary.c.name],
+            set_={"seen_at": func.coalesce(canary.c.seen_at, stmt.excluded.seen_at)},
+        )
+        self._write(lambda c: c.execute(stmt))
+
+    def canaries(self, since: datetime) -> list[CanaryRecord]:
+        """Canaries written since ``since``, oldest first."""
+        query = select(canary).where(canary.c.written_at >= since).order_by(canary.c.written_at)
+        rows = self._read(lambda c: list(c.execute(query).mappings()))
+        return [
+            CanaryRecord(row["name"], _utc(row["written_at"]), _utc(row["seen_at"])) for row in rows
+        ]
+
+    def last_canary_seen(self) -> datetime | None:
+        """When a canary was last seen by the register function (any writer's)."""
+        value = self._read(lambda c: c.execute(select(func.max(canary.c.seen_at))).scalar())
+        return _utc(value)
+
+    def purge_canaries(self, older_than: timedelta, now: datetime | None = None) -> int:
+        now = now or datetime.now(UTC)
+        cutoff = now - older_than
+        stmt = delete(canary).where(func.coalesce(canary.c.written_at, canary.c.seen_at) < cutoff)
+        deleted = self._write(lambda c: c.execute(stmt).rowcount)
+        return max(int(deleted or 0), 0)

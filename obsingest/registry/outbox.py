@@ -1,0 +1,259 @@
+"""The arrivals outbox: "registered" and "to be announced" commit together, or not at all.
+
+The register path writes the ArrivalEvent into ``arrival_outbox`` in the same transaction as the
+dataset (``insert_row``, called from ``Registry._register``), then publishes it right after the
+commit (latency) and marks the row published. Whatever could not be published then (the topic
+was gone, the bus down, the process killed between commit and publish) stays pending, and a
+drain (``claim`` -> publish -> ``mark_published``) publishes it later: from the register
+function's next invocations and from the reconcile service. So "registered but not announced"
+cannot outlive an outage of the arrivals topic.
+
+Claims are leases (``lease_until``), not open transactions: a row is claimed by one statement
+(``UPDATE ... WHERE lease expired ... RETURNING``, with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL)
+and nobody else takes it until the lease expires, so no two processes publish one row at once
+when things go well; if a publisher dies mid-way, its lease expires and the row is published
+again (subscribers deduplicate on the dataset id). The row inserted with a dataset starts
+leased to the process that registered it, for its immediate publish.
+
+Published rows are kept ``retention`` long (for inspection), then purged in bounded batches.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, delete, func, or_, select, update
+
+from obsingest.registry.facility_tables import arrival_outbox
+
+T = TypeVar("T")
+
+#: Longest error text kept on a row (the reason a publish failed, for the operator).
+_ERROR_CHARS = 500
+
+
+@dataclass(frozen=True)
+class OutboxMessage:
+    """What to publish once the dataset is committed: topic, body, key and attributes."""
+
+    topic: str
+    payload: bytes
+    key: str | None = None
+    attributes: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OutboxRow:
+    id: int
+    dataset_id: uuid.UUID
+    message: OutboxMessage
+    created_at: datetime
+    attempts: int = 0
+
+
+@dataclass(frozen=True)
+class OutboxStatus:
+    """What an operator (or a metric) wants to know: how much is waiting, and for how long."""
+
+    pending: int
+    oldest_pending_age: float | None  # seconds, None when nothing is pending
+    published: int
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def insert_row(
+    conn: Connection,
+    dataset_id: uuid.UUID,
+    message: OutboxMessage,
+    now: datetime,
+    lease_seconds: float,
+) -> int:
+    """Add the announcement of ``dataset_id`` inside the caller's (registration) transaction,
+    leased to the caller for its immediate publish; returns the row id."""
+    row_id = conn.execute(
+        arrival_outbox.insert()
+        .values(
+            dataset_id=dataset_id,
+            topic=message.topic,
+            message_key=message.key,
+            attributes=json.dumps(message.attributes, sort_keys=True),
+            payload=message.payload,
+            created_at=now,
+            lease_until=now + timedelta(seconds=lease_seconds),
+            attempts=0,
+            last_error="",
+        )
+        .returning(arrival_outbox.c.id)
+    ).scalar_one()
+    return int(row_id)
+
+
+def _row(mapping: Any) -> OutboxRow:
+    return OutboxRow(
+        id=int(mapping["id"]),
+        dataset_id=mapping["dataset_id"],
+        message=OutboxMessage(
+            topic=mapping["topic"],
+            payload=bytes(mapping["payload"]),
+            key=mapping["message_key"],
+            attributes=json.loads(mapping["attributes"] or "{}"),
+        ),
+        created_at=_utc(mapping["created_at"]) or datetime.now(UTC),
+        attempts=int(mapping["attempts"] or 0),
+    )
+
+
+class ArrivalOutbox:
+    """Drain-side operations on the outbox of one registry engine.
+
+    ``retrying`` wraps each transaction (the registry's own retry of transient database errors).
+    """
+
+    def __init__(
+        self, engine: Engine, retrying: Callable[[Callable[[], Any]], Any] | None = None
+    ) -> None:
+        self.engine = engine
+        self._retrying = retrying or (lambda fn: fn())
+        self._postgres = engine.dialect.name == "postgresql"
+
+    def _tx(self, fn: Callable[[Connection], T]) -> T:
+        def run() -> T:
+            with self.engine.begin() as conn:
+                return fn(conn)
+
+        result: T = self._retrying(run)
+        return result
+
+    def claim(
+        self, limit: int = 100, lease_seconds: float = 30.0, now: datetime | None = None
+    ) -> list[OutboxRow]:
+        """Lease up to ``limit`` unpublished rows whose lease expired (oldest first)."""
+        now = now or datetime.now(UTC)
+        o = arrival_outbox
+        free = or_(o.c.lease_until.is_(None), o.c.lease_until < now)
+        candidates = (
+            select(o.c.id).where(o.c.published_at.is_(None), free).order_by(o.c.id).limit(limit)
+        )
+        if self._postgres:
+            candidates = candidates.with_for_update(skip_locked=True)
+        # A materialized CTE, not ``IN (subquery)``: PostgreSQL may run a LIMIT ... SKIP LOCKED
+        # subquery more than once inside an UPDATE and so claim more than ``limit`` rows. The
+        # lease condition is repeated on the UPDATE: a row a concurrent drain claimed first is
+        # re-checked by PostgreSQL and skipped, never claimed twice.
+        chosen = candidates.cte("outbox_claim").prefix_with("MATERIALIZED", dialect="postgresql")
+        stmt = (
+            update(o)
+            .where(o.c.id == chosen.c.id, o.c.published_at.is_(None), free)
+            .values(lease_until=now + timedelta(seconds=lease_seconds))
+            .returning(*o.c)
+        )
+        rows = self._tx(lambda c: [_row(m) for m in c.execute(stmt).mappings()])
+        return sorted(rows, key=lambda r: r.id)
+
+    def claim_dataset(
+        self, dataset_id: uuid.UUID, lease_seconds: float = 30.0, now: datetime | None = None
+    ) -> OutboxRow | None:
+        """Lease the row of one dataset if it is unpublished and free (a redelivery found the
+        dataset registered but not announced); None otherwise."""
+        now = now or datetime.now(UTC)
+        o = arrival_outbox
+        stmt = (
+            update(o)
+            .where(
+                o.c.dataset_id == dataset_id,
+                o.c.published_at.is_(None),
+                or_(o.c.lease_until.is_(None), o.c.lease_until < now),
+            )
+            .values(lease_until=now + timedelta(seconds=lease_seconds))
+            .returning(*o.c)
+        )
+        found = self._tx(lambda c: [_row(m) for m in c.execute(stmt).mappings()])
+        return found[0] if found else None
+
+    def mark_published(self, row_ids: list[int], at: datetime | None = None) -> None:
+        if not row_ids:
+            return
+        at = at or datetime.now(UTC)
+        o = arrival_outbox
+        stmt = (
+            update(o)
+            .where(o.c.id.in_(row_ids), o.c.published_at.is_(None))
+            .values(published_at=at, lease_until=None, last_error="")
+        )
+        self._tx(lambda c: c.execute(stmt))
+
+    def mark_failed(
+        self, row_id: int, error: str, retry_after: float, now: datetime | None = None
+    ) -> None:
+        """Keep the row pending with the reason; no drain takes it for ``retry_after`` s."""
+        now = now or datetime.now(UTC)
+        o = arrival_outbox
+        stmt = (
+            update(o)
+            .where(o.c.id == row_id, o.c.published_at.is_(None))
+            .values(
+                lease_until=now + timedelta(seconds=retry_after),
+                attempts=o.c.attempts + 1,
+                last_error=error[:_ERROR_CHARS],
+            )
+        )
+        self._tx(lambda c: c.execute(stmt))
+
+    def release(self, row_ids: list[int], retry_after: float, now: datetime | None = None) -> None:
+        """Give claimed rows back, to be taken again in ``retry_after`` seconds."""
+        if not row_ids:
+            return
+        now = now or datetime.now(UTC)
+        o = arrival_outbox
+        stmt = (
+            update(o)
+            .where(o.c.id.in_(row_ids), o.c.published_at.is_(None))
+            .values(lease_until=now + timedelta(seconds=retry_after))
+        )
+        self._tx(lambda c: c.execute(stmt))
+
+    def status(self, now: datetime | None = None) -> OutboxStatus:
+        now = now or datetime.now(UTC)
+        o = arrival_outbox
+        with self.engine.connect() as conn:
+            pending, oldest = conn.execute(
+                select(func.count(), func.min(o.c.created_at)).where(o.c.published_at.is_(None))
+            ).one()
+            published = conn.execute(
+                select(func.count()).where(o.c.published_at.is_not(None))
+            ).scalar_one()
+        oldest_utc = _utc(oldest)
+        age = (now - oldest_utc).total_seconds() if oldest_utc else None
+        return OutboxStatus(int(pending), age, int(published))
+
+    def row(self, dataset_id: uuid.UUID) -> dict[str, Any] | None:
+        """The outbox row of one dataset (for tests and inspection)."""
+        o = arrival_outbox
+        with self.engine.connect() as conn:
+            found = conn.execute(select(o).where(o.c.dataset_id == dataset_id)).mappings().first()
+        return dict(found) if found is not None else None
+
+    def purge(self, older_than: timedelta, batch: int = 1000, now: datetime | None = None) -> int:
+        """Delete up to ``batch`` rows published more than ``older_than`` ago (bounded
+        retention, in bounded transactions); returns how many were deleted."""
+        now = now or datetime.now(UTC)
+        o = arrival_outbox
+        old = (
+            select(o.c.id)
+            .where(o.c.published_at.is_not(None), o.c.published_at < now - older_than)
+            .order_by(o.c.id)
+            .limit(batch)
+        )
+        stmt = delete(o).where(o.c.id.in_(old.scalar_subquery()))
+        deleted = self._tx(lambda c: c.execute(stmt).rowcount)
+        return max(int(deleted or 0), 0)

@@ -1,0 +1,119 @@
+"""Announcing through the outbox: immediate publish, drain after a bus outage, the canary path."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from functions.register.announce import PeriodicDrain
+from obsingest.dataid import DataId
+from obsingest.errors import RetriableError
+from obsingest.store.notifications import from_storage_cloudevent, storage_cloudevent
+from producers.uploader import DirectUploader
+from tests.unit.functions.conftest import small_ccd
+
+pytestmark = pytest.mark.unit
+
+READOUT = datetime(2026, 11, 22, 3, 0, 30, tzinfo=UTC)
+
+
+def upload(env, detector: int) -> DataId:
+    did = DataId("LSSTComCam", 2026112200001, detector)
+    DirectUploader(env.store).send(did, small_ccd(did.exposure, detector), READOUT)
+    return did
+
+
+class BusDown:
+    """The arrivals topic is gone: every publish fails, as PubSubPublisher's PublishFailed."""
+
+    def __init__(self, env, monkeypatch):
+        self.env, self.monkeypatch = env, monkeypatch
+        self.original = env.bus.publish
+
+    def __enter__(self):
+        def down(*args, **kwargs):
+            raise RetriableError("publish to projects/p/topics/ccd-arrivals: 404 topic not found")
+
+        self.monkeypatch.setattr(self.env.bus, "publish", down)
+        return self
+
+    def __exit__(self, *exc):
+        self.monkeypatch.setattr(self.env.bus, "publish", self.original)
+
+
+def test_happy_path_publishes_once_and_marks_the_row(env):
+    upload(env, 1)
+    [outcome] = env.deliver_all()
+    assert outcome.status == "registered" and outcome.message == ""
+    status = env.registry.outbox.status()
+    assert (status.pending, status.published) == (0, 1)
+    assert env.service.announcer.drain().published == 0
+    assert len(env.arrivals()) == 1
+
+
+def test_everything_registered_during_a_bus_outage_is_announced_by_a_later_drain(env, monkeypatch):
+    for detector in range(4):
+        upload(env, detector)
+    with BusDown(env, monkeypatch):
+        outcomes = env.deliver_all()
+        assert {o.status for o in outcomes} == {"registered"}  # acked: the outbox owns them
+        assert env.service.announcer.drain().failed == 1  # stops at the first failure
+    assert env.arrivals() == [] and env.registry.outbox.status().pending == 4
+    result = env.service.announcer.drain()
+    assert (result.published, result.failed) == (4, 0)
+    arrivals = env.arrivals()
+    assert sorted(a.detector for a in arrivals) == [0, 1, 2, 3]
+    # each is stamped when it was actually published: its latency is the real one
+    assert all(a.published_time > a.registered_time for a in arrivals)
+    assert env.registry.outbox.status().pending == 0
+    assert env.service.announcer.drain().published == 0  # never twice
+
+
+def test_the_function_drains_on_its_next_invocation(env, monkeypatch):
+    upload(env, 1)
+    with BusDown(env, monkeypatch):
+        env.deliver_all()
+    env.service._drain = PeriodicDrain(env.service.announcer, every=0.0)
+    env.service.announcer.failed_at = float("-inf")  # the outage was long ago
+    upload(env, 2)
+    env.deliver_all()  # detector 2's invocation also announces detector 1
+    assert sorted(a.detector for a in env.arrivals()) == [1, 2]
+
+
+def test_a_drain_skips_while_the_bus_was_just_down(env, monkeypatch):
+    upload(env, 1)
+    with BusDown(env, monkeypatch):
+        env.deliver_all()
+    drain = PeriodicDrain(env.service.announcer, every=60.0)
+    assert drain.maybe_drain() is None  # the failure was a moment ago: not hammered
+    env.service.announcer.failed_at -= 120
+    assert drain.maybe_drain().published == 1
+    assert drain.maybe_drain() is None  # once per interval
+
+
+def test_the_canary_is_recorded_as_seen_and_never_becomes_a_dataset(env):
+    env.registry.audit.canary_written("canary/20261122T030000-abc", READOUT)
+    env.store.put("canary/20261122T030000-abc", b"canary")
+    [outcome] = env.deliver_all()
+    assert outcome.status == "canary"
+    [row] = env.registry.audit.canaries(since=READOUT - timedelta(hours=1))
+    assert row.seen_at is not None
+    assert env.registry.count_datasets() == 0 and env.registry.quarantined() == []
+    assert env.arrivals() == []
+
+
+def test_a_redelivery_of_a_dataset_announced_before_the_outbox_existed_still_fails_loudly(
+    env, monkeypatch
+):
+    did = upload(env, 3)
+    env.deliver_all()
+    from sqlalchemy import delete
+
+    from obsingest.registry.facility_tables import arrival_outbox
+
+    with env.registry.engine.begin() as conn:  # as registered before migration 3
+        conn.execute(delete(arrival_outbox))
+    event = storage_cloudevent(env.store.stat(did.object_name()))
+    with BusDown(env, monkeypatch), pytest.raises(RetriableError):
+        env.service.handle(from_storage_cloudevent(event, event["data"]))

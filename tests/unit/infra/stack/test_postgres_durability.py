@@ -1,0 +1,74 @@
+"""The local PostgreSQL is durable unless told otherwise, and a postmaster restarted behind the
+stack's back (new pid, own session) is adopted so `stack status/down` keep managing it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from infra.local.stack.postgres_server import Postgres, postmaster_pid, server_options
+from infra.local.stack.process import process_start_ticks, read_pid_file
+from infra.local.stack.settings import load_settings
+
+pytestmark = pytest.mark.unit
+
+
+def _options(durable: bool) -> dict[str, str]:
+    argv = server_options(15432, "127.0.0.1", durable)
+    return dict(arg.split("=", 1) for arg in argv if arg != "-c")
+
+
+def test_durable_by_default_and_switchable_for_throwaway_clusters(monkeypatch):
+    assert load_settings().postgres_durable is True
+    on = _options(True)
+    assert (on["fsync"], on["synchronous_commit"], on["full_page_writes"]) == ("on", "on", "on")
+    off = _options(False)
+    assert (off["fsync"], off["synchronous_commit"]) == ("off", "off")
+    monkeypatch.setenv("OBSINGEST_STACK_POSTGRES_DURABLE", "false")
+    assert load_settings().postgres_durable is False
+
+
+@pytest.fixture
+def fake_postmaster(tmp_path: Path):
+    """A live process whose argv[0] is named postgres, in its own session, like pg_ctl's."""
+    exe = tmp_path / "bin" / "postgres"
+    exe.parent.mkdir()
+    exe.symlink_to("/bin/sleep")
+    proc = subprocess.Popen([str(exe), "60"], start_new_session=True)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_a_restarted_postmaster_is_adopted_from_postmaster_pid(tmp_path, fake_postmaster):
+    settings = load_settings(run_dir=tmp_path / "run")
+    pg = Postgres(settings)
+    pg.pgdata.mkdir(parents=True)
+    assert pg.record() is None and postmaster_pid(pg.pgdata) is None
+    (pg.pgdata / "postmaster.pid").write_text(f"{fake_postmaster.pid}\n{pg.pgdata}\n1700000000\n")
+    rec = pg.record()
+    assert rec is not None and rec.pid == fake_postmaster.pid
+    assert rec.pgid == fake_postmaster.pid
+    assert rec.start_ticks == process_start_ticks(fake_postmaster.pid)
+    assert read_pid_file(pg.pid_path) == rec  # recorded: `down` finds it
+    assert pg.stop() is True
+    deadline = time.monotonic() + 10
+    while fake_postmaster.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert fake_postmaster.poll() is not None
+
+
+def test_a_stale_or_foreign_postmaster_pid_is_not_adopted(tmp_path, fake_postmaster):
+    pg = Postgres(load_settings(run_dir=tmp_path / "run"))
+    pg.pgdata.mkdir(parents=True)
+    pid_file = pg.pgdata / "postmaster.pid"
+    pid_file.write_text(f"{fake_postmaster.pid}\n/somewhere/else\n")
+    assert postmaster_pid(pg.pgdata) is None  # another cluster's
+    pid_file.write_text(f"{os.getpid()}\n{pg.pgdata}\n")
+    assert postmaster_pid(pg.pgdata) is None  # alive, but not a postgres
+    pid_file.write_text("garbage\n")
+    assert postmaster_pid(pg.pgdata) is None
