@@ -113,7 +113,7 @@ LABEL_VALUES: dict[str, frozenset[str]] = {
     "instrument": frozenset({"LSSTCam", "LSSTComCam", "LATISS"}),
     "stage": frozenset({"compress", "send"}),
     "state": frozenset({"seen", "compressed", "sent", "acknowledged", "quarantined"}),
-    "refusal": frozenset({"spool-full", "source-unreadable"}),
+    "refusal": frozenset({"spool-full", "spool-unavailable", "source-unreadable"}),
     "operation": frozenset({"register", "quarantine", "query"}),
     "event": frozenset({"written", "seen"}),
     "source": frozenset({"notifications", "chunks"}),

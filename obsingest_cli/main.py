@@ -60,7 +60,13 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return int(args.func(args) or 0)
+    from obsingest.errors import ObsIngestError
+
+    try:
+        return int(args.func(args) or 0)
+    except ObsIngestError as exc:  # an error we named: its message, not a traceback
+        print(f"obsingest {args.command}: error ({exc.reason}): {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

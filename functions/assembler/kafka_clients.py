@@ -63,3 +63,21 @@ def group_lag(bootstrap_servers: str, group_id: str, topic: str, timeout: float 
         return lag
     finally:
         probe.close()
+
+
+def committed_lag(consumer: Any, assigned: list[tuple[str, int]], committed: dict) -> int:
+    """Records past this instance's committed offsets on its partitions, from the watermarks
+    the consumer already holds (``cached=True``: no broker round trip per call)."""
+    from confluent_kafka import TopicPartition
+
+    lag = 0
+    for topic, partition in assigned:
+        try:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), cached=True
+            )
+        except Exception:  # nothing fetched yet on this partition
+            continue
+        if high >= 0:
+            lag += max(0, high - committed.get((topic, partition), max(low, 0)))
+    return lag

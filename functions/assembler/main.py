@@ -61,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
     from functions.assembler.service import AssemblerService
     from functions.assembler.settings import AssemblerSettings
     from obsingest import logs
+    from obsingest.metrics import get_metrics
+    from obsingest.metrics_http import serve_metrics
 
     logs.configure(args.log_level)
     overrides: dict[str, Any] = {
@@ -70,7 +72,14 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    AssemblerService(settings).run(stop, idle_exit_s=args.idle_exit)
+    metrics = get_metrics()
+    metrics.start("assembler")
+    metrics_server = serve_metrics()  # /metrics on OBSINGEST_METRICS_PORT (0: off)
+    try:
+        AssemblerService(settings, metrics=metrics).run(stop, idle_exit_s=args.idle_exit)
+    finally:
+        if metrics_server is not None:
+            metrics_server.close()
     return 0
 
 

@@ -25,12 +25,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from functions.assembler.dlq import DeadLetterFailed, DeadLetters, incomplete_fields
-from functions.assembler.kafka_clients import consumer_config, group_lag
+from functions.assembler.kafka_clients import committed_lag, consumer_config, group_lag
 from functions.assembler.reassembly import (
     Completed,
     Ignored,
     Incomplete,
     Poison,
+    PoisonReason,
     Reassembler,
     Recover,
     Verdict,
@@ -46,9 +47,13 @@ from obsingest.store.notifications import object_metadata, parked_copy
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message, TopicPartition
 
+    from obsingest.metrics import Metrics
+
 log = get_logger("obsingest.assembler")
 
 TRANSPORT = "kafka"
+#: seconds between refreshes of the lag / open files / memory gauges
+GAUGE_SECONDS = 2.0
 TP = tuple[str, int]
 
 
@@ -100,6 +105,7 @@ class AssemblerService:
         store: ObjectStore | None = None,
         on_stored: StoredCallback | None = None,
         clock: Callable[[], float] = time.monotonic,
+        metrics: Metrics | None = None,
     ) -> None:
         from confluent_kafka import Consumer
 
@@ -107,6 +113,9 @@ class AssemblerService:
         from obsingest.store import open_store
 
         self.settings = settings
+        #: the Prometheus catalogue (``obsingest.metrics``); None records nothing
+        self.metrics = metrics
+        self._gauges_at = 0.0
         self.store = store or open_store(
             StoreSettings(
                 url=settings.store_url,
@@ -235,7 +244,31 @@ class AssemblerService:
             self._commit()
         except KafkaException as exc:  # e.g. rebalance in progress: the next batch retries
             log_event(log, "assembler.commit_failed", logging.WARNING, error=str(exc))
+        self._update_gauges()
         return handled
+
+    def _update_gauges(self) -> None:
+        """Lag (records past the committed offsets, from watermarks the consumer already has),
+        open files and held payload, every few seconds."""
+        now = time.monotonic()
+        if self.metrics is None or now - self._gauges_at < GAUGE_SECONDS:
+            return
+        self._gauges_at = now
+        with self._lock:
+            assigned, committed = sorted(self._assigned), dict(self._committed)
+        try:
+            self.metrics.assembler_state(
+                committed_lag(self._consumer, assigned, committed),
+                len(self.reassembler.open_files()),
+                self.reassembler.memory_bytes,
+                self.settings.memory_limit_bytes,
+            )
+        except Exception as exc:  # metrics must never stop the assembler
+            log_event(log, "assembler.metrics_failed", logging.WARNING, error=str(exc))
+
+    def _count(self, outcome: str, reason: str | None = None) -> None:
+        if self.metrics is not None:
+            self.metrics.ccd("assembler", outcome, reason=reason)
 
     def _consume(self, timeout: float) -> list[Message]:
         """Wait up to ``timeout`` for the first record, then take what is already fetched:
@@ -312,6 +345,7 @@ class AssemblerService:
         elif isinstance(verdict, Poison):
             self.stats.poison += 1
             self.dead_letters.poison(verdict, msg.key() if msg is not None else None)
+            self._count("dead_lettered", verdict.reason)
         elif isinstance(verdict, Incomplete):
             self._incomplete(verdict)
         elif isinstance(verdict, Recover):
@@ -360,6 +394,10 @@ class AssemblerService:
         counter = {"stored": "stored", "exists": "existing", "conflict": "conflicts"}[status]
         with self._lock:  # stores run on several threads
             setattr(self.stats, counter, getattr(self.stats, counter) + 1)
+        self._count(
+            {"stored": "stored", "exists": "duplicate", "conflict": "quarantined"}[status],
+            "checksum-conflict" if status == "conflict" else None,
+        )
         log_event(
             log,
             f"assembler.{status}",
@@ -397,6 +435,7 @@ class AssemblerService:
             return
         self.stats.incomplete += 1
         self.dead_letters.incomplete(inc)
+        self._count("dead_lettered", PoisonReason.INCOMPLETE)
 
     def _recover(self, rec: Recover) -> None:
         """Re-read one dropped file (``recovery``) and act on its verdicts here."""

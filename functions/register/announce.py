@@ -17,6 +17,7 @@ import dataclasses
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -73,6 +74,8 @@ class ArrivalAnnouncer:
     retry_after: float = RETRY_AFTER_SECONDS
     #: monotonic time of the last failed publish (drains skip while the bus was just down)
     failed_at: float = float("-inf")
+    #: told of every dataset's first announcement (now or by a drain): latency metrics
+    on_announced: Callable[[ArrivalEvent], None] | None = None
     _drain_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def send(self, message: OutboxMessage, arrival: ArrivalEvent) -> ArrivalEvent:
@@ -93,6 +96,8 @@ class ArrivalAnnouncer:
             self._failed(row_id, exc, arrival)
             return None
         self._mark([row_id] if row_id is not None else [])
+        if self.on_announced is not None:
+            self.on_announced(sent)
         return sent
 
     def publish_row(self, row: OutboxRow) -> ArrivalEvent | None:

@@ -56,8 +56,8 @@ def reply_for(exc: BaseException, before_entry: bool = False) -> tuple[str, int]
 
 
 def install(app: Any) -> None:
-    """Put the body guard in front of the framework's Flask ``app`` and route every error and
-    503 through this module. Idempotent per app."""
+    """Put the body guard in front of the framework's Flask ``app``, route every error and
+    503 through this module, and answer ``/metrics``. Idempotent per app."""
     if getattr(app, "_obsingest_installed", False):
         return
     app._obsingest_installed = True
@@ -69,6 +69,10 @@ def install(app: Any) -> None:
         return settings[0]
 
     app.wsgi_app = BodyGuard(app.wsgi_app, lambda: current().max_request_bytes, reply_for)
+    # GET /metrics on the function's own port, ahead of the guard and the entry points
+    from obsingest.metrics_http import with_metrics_endpoint
+
+    app.wsgi_app = with_metrics_endpoint(app.wsgi_app)
 
     def on_error(exc: Exception) -> Any:
         from flask import g

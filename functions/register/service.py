@@ -20,8 +20,10 @@ from __future__ import annotations
 import logging
 import re
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from functions.register.announce import ArrivalAnnouncer, PeriodicDrain, arrival_message
 from obsingest import defaults
@@ -52,7 +54,13 @@ from obsingest.registry.headers import exposure_from_header
 from obsingest.store.base import ObjectStore, StoredObject
 from obsingest.store.notifications import MetadataKeys, ObjectEvent
 
+if TYPE_CHECKING:
+    from obsingest.metrics import Metrics
+
 log = get_logger("obsingest.register")
+
+#: this unit's ``component`` label in the metrics
+COMPONENT = "register"
 
 #: What a producer writes as ``obsingest-transport`` ("direct", "kafka"): a short slug, stored in
 #: a 16-character column and sent in every ArrivalEvent.
@@ -80,22 +88,60 @@ class RegisterService:
     canary_prefix: str = defaults.CANARY_PREFIX
     #: seconds between two outbox drains run by this process's invocations
     drain_every: float = 5.0
+    #: the Prometheus catalogue (``obsingest.metrics``); None records nothing (unit tests)
+    metrics: Metrics | None = None
     announcer: ArrivalAnnouncer = field(init=False, repr=False)
     _drain: PeriodicDrain = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.announcer = ArrivalAnnouncer(self.registry, self.publisher)
+        self.announcer = ArrivalAnnouncer(
+            self.registry, self.publisher, on_announced=self._announced
+        )
         self._drain = PeriodicDrain(self.announcer, every=self.drain_every)
 
     def handle(self, event: ObjectEvent) -> Outcome:
         """Handle one event. Raises only RetriableError (or unexpected errors): retry those."""
         obj = event.obj
         if not event.is_finalize:
-            return Outcome("ignored", obj.name, reason=f"event type {event.event_type}")
+            outcome = Outcome("ignored", obj.name, reason=f"event type {event.event_type}")
+            self._count(outcome)
+            return outcome
         with logging_context(object=obj.name, event_id=event.event_id or None):
-            outcome = self._handle(obj)
+            try:
+                outcome = self._handle(obj)
+            except RetriableError:
+                if self.metrics is not None:
+                    self.metrics.ccd(COMPONENT, "retried")
+                raise
+        self._count(outcome)
         self._drain.maybe_drain()  # announce what an earlier outage left in the outbox
         return outcome
+
+    # metrics ---------------------------------------------------------------------------------
+    def _count(self, outcome: Outcome) -> None:
+        """CCD outcome and, for a new dataset, readout -> stored and -> registered."""
+        m = self.metrics
+        if m is None or outcome.status == "canary":  # canaries are counted by reconcile
+            return
+        m.ccd(COMPONENT, outcome.status, reason=outcome.reason or None)
+        arrival = outcome.arrival
+        if outcome.status == "registered" and arrival is not None:
+            labels = {"transport": arrival.transport, "instrument": arrival.instrument}
+            if arrival.stored_time is not None:
+                stored = (arrival.stored_time - arrival.readout_time).total_seconds()
+                m.readout_latency("stored", stored, **labels)
+            registered = (arrival.registered_time - arrival.readout_time).total_seconds()
+            m.readout_latency("registered", registered, **labels)
+
+    def _announced(self, arrival: ArrivalEvent) -> None:
+        """A dataset announced for the first time (at once, or later by an outbox drain)."""
+        if self.metrics is not None:
+            self.metrics.readout_latency(
+                "announced", arrival.latency, arrival.transport, arrival.instrument
+            )
+
+    def _timed(self, operation: str) -> AbstractContextManager[None]:
+        return nullcontext() if self.metrics is None else self.metrics.registry_operation(operation)
 
     def _handle(self, obj: StoredObject) -> Outcome:
         started = time.perf_counter()
@@ -165,7 +211,8 @@ class RegisterService:
             built.append((arrival, message))
             return message
 
-        registration = self.registry.register(record, exposure, announce=announce)
+        with self._timed("register"):
+            registration = self.registry.register(record, exposure, announce=announce)
         if registration.created:
             arrival, message = built[-1]
             sent = self.announcer.publish_new(registration.outbox_id, message, arrival)
@@ -234,25 +281,29 @@ class RegisterService:
         uri: str | None = None,
     ) -> Outcome:
         """Record a refused object with its reason; a repeat is counted, not duplicated."""
-        self.registry.quarantine(
-            QuarantineEntry(
-                object_uri=uri or self.store.uri(obj.name),
-                reason=reason,
-                message=message,
-                checksum=checksum_from_crc32c_b64(obj.crc32c) if obj.crc32c else "",
-                data_id=data_id,
-                size=obj.size,
+        with self._timed("quarantine"):
+            self.registry.quarantine(
+                QuarantineEntry(
+                    object_uri=uri or self.store.uri(obj.name),
+                    reason=reason,
+                    message=message,
+                    checksum=checksum_from_crc32c_b64(obj.crc32c) if obj.crc32c else "",
+                    data_id=data_id,
+                    size=obj.size,
+                )
             )
-        )
         with logging_context(data_id=data_id.key if data_id else None):
             log_event(log, "ccd.quarantined", logging.WARNING, reason=reason, error=message)
         return Outcome("quarantined", obj.name, data_id, reason=reason, message=message)
 
     def quarantine_message(self, source: str, exc: PermanentError) -> Outcome:
         """A delivery that is not a notification at all: keep the reason, ack it."""
-        self.registry.quarantine(
-            QuarantineEntry(object_uri=source, reason=exc.reason, message=str(exc))
-        )
+        with self._timed("quarantine"):
+            self.registry.quarantine(
+                QuarantineEntry(object_uri=source, reason=exc.reason, message=str(exc))
+            )
+        if self.metrics is not None:
+            self.metrics.ccd(COMPONENT, "quarantined", reason=exc.reason)
         log_event(
             log,
             "event.quarantined",

@@ -25,7 +25,12 @@ def build_service(
     bus: BusSettings,
 ) -> RegisterService:
     """The register service on given adapters: topic and prefixes come from the settings, so
-    every deployment (function, demo, tests) agrees on them."""
+    every deployment (function, demo, tests) agrees on them; it records into the process's
+    Prometheus catalogue."""
+    from obsingest.metrics import get_metrics
+
+    metrics = get_metrics()
+    metrics.start("register")
     return RegisterService(
         store=store,
         registry=registry,
@@ -33,6 +38,7 @@ def build_service(
         arrivals_topic=bus.arrivals_topic,
         prefix=store_settings.prefix,
         quarantine_prefix=store_settings.quarantine_prefix,
+        metrics=metrics,
     )
 
 

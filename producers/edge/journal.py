@@ -274,6 +274,14 @@ class Journal:
         out.update({r[0]: r[1] for r in rows})
         return out
 
+    def oldest_unacknowledged_readout(self) -> float | None:
+        """Readout time (epoch seconds) of the oldest CCD neither acked nor quarantined."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT MIN(readout) FROM items WHERE state NOT IN ('acked', 'quarantined')"
+            ).fetchone()
+        return None if row is None or row[0] is None else float(row[0])
+
     def quarantine_reasons(self) -> dict[str, int]:
         with self._lock:
             rows = self._db.execute(

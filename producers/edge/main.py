@@ -108,9 +108,15 @@ def run(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    from obsingest.metrics_http import MetricsPortUnavailable, serve_metrics
     from producers.edge.service import EdgeService
 
     service = EdgeService(settings, log_level=args.log_level)
+    try:
+        metrics_server = serve_metrics()  # /metrics on OBSINGEST_METRICS_PORT (0: off)
+    except MetricsPortUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -127,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
     while not stop.is_set() and not service.wait_stopped(0.2):
         pass
     service.stop()
+    if metrics_server is not None:
+        metrics_server.close()
     return service.exit_code
 
 

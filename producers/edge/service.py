@@ -93,7 +93,11 @@ class EdgeService:
         self.log_level = log_level
         self.spool = Path(settings.spool).resolve()
         self.handoff = Path(settings.handoff).resolve() if settings.handoff else None
-        self.stats = EdgeStats()
+        from obsingest.metrics import get_metrics
+        from producers.edge.exporter import EdgeExporter
+
+        self.exporter = EdgeExporter(get_metrics())
+        self.stats = EdgeStats(listener=self.exporter.stat)
         self.scheduler = Scheduler(Backoff(settings.retry_base_delay, settings.retry_max_delay))
         self.journal: Journal | None = None
         self.pool: WorkerPool | None = None
@@ -426,6 +430,7 @@ class EdgeService:
         if self._source_problem and self.intake is None:
             self._source_problem = None
         self.stats.add("acked")
+        self.exporter.outcome(outcome)
         self.stats.count("statuses", outcome.status)
         self.stats.add("raw_bytes", outcome.raw_size)
         self.stats.add("sent_bytes", outcome.size)
@@ -514,6 +519,7 @@ class EdgeService:
         if now - self._last_check < 0.5:
             return
         self._last_check = now
+        self.exporter.refresh(self)
         if not self.refusal.refusing:
             self.refusal.space_ok()  # refuse before new work arrives, not only when it does
         elif self.refusal.can_resume():

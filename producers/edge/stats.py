@@ -4,6 +4,7 @@ metrics (``obsingest/metrics.py``) will export, one counter or gauge per field, 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -33,15 +34,23 @@ class EdgeStats:
     pending: int = 0
     in_flight: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    #: told of every change (``name``, ``key`` or None, amount): the Prometheus export
+    listener: Callable[[str, str | None, int], None] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def add(self, name: str, amount: int = 1) -> None:
         with self._lock:
             setattr(self, name, getattr(self, name) + amount)
+        if self.listener is not None:
+            self.listener(name, None, amount)
 
     def count(self, name: str, key: str, amount: int = 1) -> None:
         with self._lock:
             table: dict[str, int] = getattr(self, name)
             table[key] = table.get(key, 0) + amount
+        if self.listener is not None:
+            self.listener(name, key, amount)
 
     def set(self, **gauges: int) -> None:
         with self._lock:
@@ -53,5 +62,5 @@ class EdgeStats:
             return {
                 f.name: dict(v) if isinstance(v := getattr(self, f.name), dict) else v
                 for f in fields(self)
-                if not f.name.startswith("_")
+                if not f.name.startswith("_") and f.name != "listener"
             }

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from infra.local.relay.policy import (
     Action,
@@ -32,6 +32,9 @@ from infra.local.relay.policy import (
 from infra.local.relay.settings import RelaySettings
 from obsingest.bus.pull import Delivery
 from obsingest.logs import get_logger, log_event
+
+if TYPE_CHECKING:
+    from obsingest.metrics import Metrics
 
 log = get_logger("obsingest.relay")
 
@@ -72,8 +75,11 @@ class Relay:
         settings: RelaySettings | None = None,
         subscription_path: str = "",
         clock: Callable[[], float] = time.monotonic,
+        metrics: Metrics | None = None,
     ) -> None:
         self.source = source
+        #: the Prometheus catalogue (``obsingest.metrics``); None records nothing
+        self.metrics = metrics
         self.target = target
         self.dead_letters = dead_letters
         self.settings = settings or RelaySettings()
@@ -115,12 +121,14 @@ class Relay:
             self._settle(lambda: self.source.ack([delivery.ack_id]), fields)
             with self._lock:
                 self.stats.acked += 1
+            self._count("delivered")
             log_event(log, "relay.acked", logging.DEBUG, **fields)
         elif action is Action.NACK:
             delay = backoff_seconds(attempts, self.settings.min_backoff, self.settings.max_backoff)
             self._settle(lambda: self.source.nack([delivery.ack_id], delay), fields)
             with self._lock:
                 self.stats.nacked += 1
+            self._count("retried")
             log_event(
                 log,
                 "relay.nacked",
@@ -144,10 +152,15 @@ class Relay:
             self._settle(lambda: self.source.ack([delivery.ack_id]), fields)
             with self._lock:
                 self.stats.dead_lettered += 1
+            self._count("dead_lettered", attrs["dlq_reason"])
             log_event(
                 log, "relay.dead_lettered", logging.ERROR, reason=attrs["dlq_reason"], **fields
             )
         return action
+
+    def _count(self, outcome: str, reason: str | None = None) -> None:
+        if self.metrics is not None:
+            self.metrics.ccd("relay", outcome, reason=reason)
 
     def _settle(self, call: Callable[[], None], fields: dict[str, Any]) -> None:
         """Ack or nack; a failure only means the message comes back after its ack deadline,

@@ -17,8 +17,11 @@ def run(settings: RelaySettings, until_idle: float = 0.0) -> RelayStats:
 
     ``until_idle`` > 0: return once nothing was pulled or awaits retry for that many seconds.
     """
+    from obsingest.metrics_http import serve_metrics
+
     logs.configure()
     relay = build_relay(settings, BusSettings())
+    metrics_server = serve_metrics()  # /metrics on OBSINGEST_METRICS_PORT (0: off)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     relay.start()
@@ -32,4 +35,6 @@ def run(settings: RelaySettings, until_idle: float = 0.0) -> RelayStats:
         pass
     finally:
         relay.stop()
+        if metrics_server is not None:
+            metrics_server.close()
     return relay.stats

@@ -15,6 +15,10 @@ def build_relay(settings: RelaySettings, bus: BusSettings, target: Any = None) -
     from infra.local.relay.dead_letter import PubSubDeadLetter
     from infra.local.relay.push import HttpPushTarget
     from obsingest.bus.pull import PubSubPullSource
+    from obsingest.metrics import get_metrics
+
+    metrics = get_metrics()
+    metrics.start("relay")
 
     source = PubSubPullSource(bus.pubsub_project, settings.subscription)
     return Relay(
@@ -26,4 +30,5 @@ def build_relay(settings: RelaySettings, bus: BusSettings, target: Any = None) -
         dead_letters=PubSubDeadLetter(bus.pubsub_project, bus.objects_dlq_topic),
         settings=settings,
         subscription_path=source.path,
+        metrics=metrics,
     )
