@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from functions.assembler.dlq import DeadLetterFailed, DeadLetters, incomplete_fields
-from functions.assembler.kafka_clients import committed_lag, consumer_config, group_lag
+from functions.assembler.exporter import AssemblerExporter
+from functions.assembler.kafka_clients import consumer_config, group_lag
 from functions.assembler.reassembly import (
     Completed,
     Ignored,
@@ -52,8 +53,6 @@ if TYPE_CHECKING:
 log = get_logger("obsingest.assembler")
 
 TRANSPORT = "kafka"
-#: seconds between refreshes of the lag / open files / memory gauges
-GAUGE_SECONDS = 2.0
 TP = tuple[str, int]
 
 
@@ -113,9 +112,8 @@ class AssemblerService:
         from obsingest.store import open_store
 
         self.settings = settings
-        #: the Prometheus catalogue (``obsingest.metrics``); None records nothing
-        self.metrics = metrics
-        self._gauges_at = 0.0
+        #: Prometheus export (``exporter``); None records nothing
+        self.exporter = AssemblerExporter(metrics) if metrics is not None else None
         self.store = store or open_store(
             StoreSettings(
                 url=settings.store_url,
@@ -248,27 +246,12 @@ class AssemblerService:
         return handled
 
     def _update_gauges(self) -> None:
-        """Lag (records past the committed offsets, from watermarks the consumer already has),
-        open files and held payload, every few seconds."""
-        now = time.monotonic()
-        if self.metrics is None or now - self._gauges_at < GAUGE_SECONDS:
-            return
-        self._gauges_at = now
-        with self._lock:
-            assigned, committed = sorted(self._assigned), dict(self._committed)
-        try:
-            self.metrics.assembler_state(
-                committed_lag(self._consumer, assigned, committed),
-                len(self.reassembler.open_files()),
-                self.reassembler.memory_bytes,
-                self.settings.memory_limit_bytes,
-            )
-        except Exception as exc:  # metrics must never stop the assembler
-            log_event(log, "assembler.metrics_failed", logging.WARNING, error=str(exc))
+        if self.exporter is not None:
+            self.exporter.refresh(self)
 
     def _count(self, outcome: str, reason: str | None = None) -> None:
-        if self.metrics is not None:
-            self.metrics.ccd("assembler", outcome, reason=reason)
+        if self.exporter is not None:
+            self.exporter.count(outcome, reason)
 
     def _consume(self, timeout: float) -> list[Message]:
         """Wait up to ``timeout`` for the first record, then take what is already fetched:

@@ -19,13 +19,20 @@ from obsingest import logs
 
 
 def serve(service: FacilityService) -> int:
-    """Run ``service`` until SIGTERM/Ctrl-C; its health at the end."""
+    """Run ``service`` until SIGTERM/Ctrl-C, serving ``/metrics`` on OBSINGEST_METRICS_PORT
+    (0: off); its health at the end."""
+    from obsingest.metrics_http import serve_metrics
+
     signal.signal(signal.SIGTERM, lambda *_: service.stop())
+    metrics_server = serve_metrics()
     try:
         return service.run_forever()
     except KeyboardInterrupt:
         service.stop()
         return service.stats.health()
+    finally:
+        if metrics_server is not None:
+            metrics_server.close()
 
 
 def main(repair: Callable[[], Any] | None = None) -> int:

@@ -20,6 +20,7 @@ from typing import Any
 
 from functions.register.announce import ArrivalAnnouncer
 from functions.register.facility.canary import CanaryState, CanaryWatch
+from functions.register.facility.exporter import FacilityExporter
 from functions.register.facility.reconcile import Reconciler, ReconcileReport
 from functions.register.facility.redrive import Redriver, RedriveReport
 from functions.register.facility.stats import FacilityStats
@@ -73,6 +74,8 @@ class FacilityService:
     outbox_retention: timedelta = timedelta(days=7)
     clock: Callable[[], datetime] = utcnow
     stats: FacilityStats = field(default_factory=FacilityStats)
+    #: Prometheus export of ``stats`` after each pass (None: not exported)
+    exporter: FacilityExporter | None = None
     _last_repair: float = float("-inf")
     _last_purge: float = float("-inf")
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -105,6 +108,9 @@ class FacilityService:
         ok = not report.errors and (report.reconcile is None or report.reconcile.consistent)
         self.stats.add(passes=1, failed_passes=0 if ok else 1)
         self.stats.set(last_pass_ok=int(ok))
+        if self.exporter is not None:
+            last_seen = report.canary.last_seen if report.canary is not None else None
+            self._guard(report, "metrics", lambda: self.exporter.sync(self.stats, last_seen))
         level = (
             logging.INFO
             if ok and (report.canary is None or report.canary.healthy)
