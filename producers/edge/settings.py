@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from obsingest import defaults
+
 
 class EdgeSettings(BaseSettings):
     """How the edge takes, keeps and sends CCDs. Defaults suit a summit node; tests shrink them."""
@@ -15,7 +17,7 @@ class EdgeSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="OBSINGEST_EDGE_", extra="ignore")
 
     #: file://DIR, gs://BUCKET[/PREFIX] or kafka://HOST:PORT/TOPIC
-    destination: str = "file://./store"
+    destination: str = defaults.STORE_URL
     #: holds the journal (journal.sqlite3) and compressed copies of CCDs waiting to be sent
     spool: Path = Path("./edge-spool")
     #: the DAQ's hand-off directory; None: only the Python API feeds the service
@@ -23,8 +25,8 @@ class EdgeSettings(BaseSettings):
     workers: int = Field(default=2, ge=1)
     #: compression threads per worker
     threads: int = Field(default=1, ge=1)
-    prefix: str = "raw/"
-    quarantine_prefix: str = "quarantine/"
+    prefix: str = defaults.RAW_PREFIX
+    quarantine_prefix: str = defaults.QUARANTINE_PREFIX
     #: "rename": a file is complete once it has its final name (the DAQ writes *.tmp, then
     #: renames); "settle": once its size and mtime have not changed for ``settle_seconds``
     complete: Literal["rename", "settle"] = "rename"
@@ -50,7 +52,7 @@ class EdgeSettings(BaseSettings):
     #: acked journal rows older than this are purged at start-up (days)
     keep_days: float = Field(default=30.0, gt=0)
     #: readout -> acknowledged above this is reported (never dropped)
-    budget_seconds: float = Field(default=5.0, gt=0)
+    budget_seconds: float = Field(default=defaults.BUDGET_SECONDS, gt=0)
     health_host: str = "127.0.0.1"
     #: HTTP health endpoint port; 0 picks a free one (written to SPOOL/health.port), -1 disables
     health_port: int = Field(default=8089, ge=-1)

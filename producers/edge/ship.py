@@ -18,6 +18,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+from obsingest import defaults
 from obsingest.dataid import DataId
 from obsingest.errors import RetriableError
 from obsingest.logs import get_logger, log_event
@@ -36,8 +37,8 @@ class ShipJob:
     detector: int
     readout_time: datetime
     sender_url: str  # file://DIR, gs://BUCKET or kafka://HOST:PORT/TOPIC
-    prefix: str = "raw/"
-    quarantine_prefix: str = "quarantine/"
+    prefix: str = defaults.RAW_PREFIX
+    quarantine_prefix: str = defaults.QUARANTINE_PREFIX
     compress_threads: int = 1
 
 
@@ -94,8 +95,8 @@ def _start_worker(barrier: Any, destination: tuple[str, str, str] | None) -> Non
 def warm_pool(
     workers: int,
     sender_url: str | None = None,
-    prefix: str = "raw/",
-    quarantine_prefix: str = "quarantine/",
+    prefix: str = defaults.RAW_PREFIX,
+    quarantine_prefix: str = defaults.QUARANTINE_PREFIX,
 ) -> ProcessPoolExecutor:
     """A process pool whose every worker has started, warmed up and (given ``sender_url``)
     opened its sender before this returns.
