@@ -10,6 +10,7 @@ locals {
   topics = {
     "ccd-objects"         = null
     "ccd-objects-dlq"     = null
+    "ccd-objects-dlq-parked" = null
     "ccd-arrivals"        = "604800s"
     "exposures"           = "604800s"
     "exposures-ingested"  = "604800s"
@@ -55,13 +56,12 @@ resource "google_pubsub_subscription" "events_dlq_hold" {
   }
 }
 
-# Canary notifications only, for reconcile: written under canary/, they must come back here.
-resource "google_pubsub_subscription" "canary" {
-  name                       = "ccd-objects-canary"
-  topic                      = google_pubsub_topic.topic["ccd-objects"].id
-  filter                     = "hasPrefix(attributes.objectId, \"canary/\")"
-  ack_deadline_seconds       = 10
-  message_retention_duration = "600s"
+# Dead letters given up after their last redrive, kept with their history for an operator.
+resource "google_pubsub_subscription" "objects_dlq_parked_hold" {
+  name                       = "ccd-objects-dlq-parked-hold"
+  topic                      = google_pubsub_topic.topic["ccd-objects-dlq-parked"].id
+  ack_deadline_seconds       = 60
+  message_retention_duration = local.week
 
   expiration_policy {
     ttl = ""

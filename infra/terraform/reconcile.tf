@@ -1,8 +1,8 @@
 # Reconcile (`obsingest reconcile --every N`) as one always-on process in a Cloud Run worker pool.
 #
 # Why a long-running service rather than a one-shot Cloud Run job on Cloud Scheduler: the canary
-# check is a comparison over time (canary written at t, its notification seen at t' on
-# ccd-objects-canary), and the canary age and the objects-missing counts are metrics Prometheus
+# check is a comparison over time (canary written at t, its sighting recorded by the register
+# function at t' in the registry), and the canary age and the objects-missing counts are metrics Prometheus
 # scrapes from a live process; a job starting every minute would pay interpreter start-up each
 # round, could not run rounds shorter than Scheduler's one minute, and would leave nothing to
 # scrape between runs. One instance: two would do the same work twice (harmlessly, registration
@@ -20,21 +20,16 @@ resource "google_storage_bucket_iam_member" "reconcile_lists_and_reads" {
   }
 }
 
+# Writes canaries and deletes them once seen (objectUser: create, read, delete), canary/ only.
 resource "google_storage_bucket_iam_member" "reconcile_writes_canaries" {
   bucket = google_storage_bucket.raw.name
-  role   = "roles/storage.objectCreator"
+  role   = "roles/storage.objectUser"
   member = google_service_account.piece["reconcile"].member
 
   condition {
     title      = "canary-only"
     expression = "resource.name.startsWith(\"${local.objects}/canary/\")"
   }
-}
-
-resource "google_pubsub_subscription_iam_member" "reconcile_reads_canaries" {
-  subscription = google_pubsub_subscription.canary.id
-  role         = "roles/pubsub.subscriber"
-  member       = google_service_account.piece["reconcile"].member
 }
 
 # Registers what the registry lacks through the register path: announces like the function.
@@ -98,8 +93,9 @@ resource "google_cloud_run_v2_worker_pool" "reconcile" {
         value = "canary/"
       }
       env {
-        name  = "OBSINGEST_RECONCILE_CANARY_SUBSCRIPTION"
-        value = google_pubsub_subscription.canary.id
+        # dead letters are the redrive job's (redrive.tf): this pool has no access to them
+        name  = "OBSINGEST_REDRIVE_ENABLED"
+        value = "false"
       }
       env {
         name  = "OBSINGEST_REGISTRY_POOL_SIZE"

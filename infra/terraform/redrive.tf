@@ -10,10 +10,12 @@ resource "google_pubsub_subscription_iam_member" "redrive_drains_dead_letters" {
   member       = google_service_account.piece["redrive"].member
 }
 
+# Republishes due dead letters to ccd-objects; parks those past their last redrive.
 resource "google_pubsub_topic_iam_member" "redrive_republishes" {
-  topic  = google_pubsub_topic.topic["ccd-objects"].id
-  role   = "roles/pubsub.publisher"
-  member = google_service_account.piece["redrive"].member
+  for_each = toset(["ccd-objects", "ccd-objects-dlq-parked"])
+  topic    = google_pubsub_topic.topic[each.value].id
+  role     = "roles/pubsub.publisher"
+  member   = google_service_account.piece["redrive"].member
 }
 
 resource "google_cloud_run_v2_job" "redrive" {
@@ -50,6 +52,10 @@ resource "google_cloud_run_v2_job" "redrive" {
         env {
           name  = "OBSINGEST_REDRIVE_SUBSCRIPTION"
           value = google_pubsub_subscription.objects_dlq_hold.id
+        }
+        env {
+          name  = "OBSINGEST_REDRIVE_PARKED_TOPIC"
+          value = google_pubsub_topic.topic["ccd-objects-dlq-parked"].name
         }
       }
     }

@@ -141,8 +141,8 @@ resource "google_pubsub_subscription" "register_push" {
   topic                      = google_pubsub_topic.topic["ccd-objects"].id
   ack_deadline_seconds       = 60
   message_retention_duration = "604800s"
-  # Canaries are reconcile's (subscription ccd-objects-canary), never the function's.
-  filter = "NOT hasPrefix(attributes.objectId, \"canary/\")"
+  # No filter: canary notifications take the CCDs' own path to the function, which records each
+  # sighting in the registry (and registers nothing); reconcile reads those sightings.
 
   push_config {
     push_endpoint = google_cloudfunctions2_function.register.service_config[0].uri

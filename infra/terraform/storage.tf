@@ -62,7 +62,7 @@ resource "google_pubsub_topic_iam_member" "gcs_publishes_objects" {
 }
 
 # raw/ and quarantine/ go to the register function; canary/ goes the same way (same topic, same
-# publisher grant, so a canary proves the CCDs' path) and is split off by subscription filters.
+# subscription, same function), so a canary seen proves the CCDs' whole path.
 resource "google_storage_notification" "finalize" {
   for_each           = toset(["raw/", "quarantine/", "canary/"])
   bucket             = google_storage_bucket.raw.name

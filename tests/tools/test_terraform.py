@@ -190,8 +190,8 @@ def test_every_deployed_piece_is_declared(config: dict[str, list[Any]]) -> None:
     assert presence["ingress"] == ["INGRESS_TRAFFIC_INTERNAL_ONLY"]
     topics = first(next(i for i in config["locals"] if "topics" in i), "topics")
     assert set(topics) == {
-        "ccd-objects", "ccd-objects-dlq", "ccd-arrivals", "exposures", "exposures-ingested",
-        "exposure-summaries", "budget-alerts", "exposure-events-dlq",
+        "ccd-objects", "ccd-objects-dlq", "ccd-objects-dlq-parked", "ccd-arrivals", "exposures",
+        "exposures-ingested", "exposure-summaries", "budget-alerts", "exposure-events-dlq",
     }  # fmt: skip
     assert "beam" in resources(config, "google_pubsub_subscription")
 
