@@ -28,6 +28,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "assembler",
     "setup",
     "bench",
+    "serve",
+    "status",
 )
 
 
