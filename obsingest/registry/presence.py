@@ -388,7 +388,7 @@ class PresenceReader:
     ) -> ExposurePresence:
         key = {"inst": instrument, "exp": exposure}
         manifest = conn.execute(self._q_manifest, key).first()
-        rows = conn.execute(self._q_rows, {**ours, "exp": exposure}).tuples().all()
+        rows = [tuple(row) for row in conn.execute(self._q_rows, {**ours, "exp": exposure})]
         first, last = conn.execute(self._q_times, {**ours, "exp": exposure}).one()
         if manifest is not None:
             expected = [int(x) for x in manifest.detectors.split(",") if x]
@@ -437,11 +437,8 @@ class PresenceReader:
         q = tables.quarantine
         where = [q.c.last_seen >= since] if since is not None else []
         with self.engine.connect() as conn:
-            by_reason = dict(
-                conn.execute(select(q.c.reason, func.count()).where(*where).group_by(q.c.reason))
-                .tuples()
-                .all()
-            )
+            counts = select(q.c.reason, func.count()).where(*where).group_by(q.c.reason)
+            by_reason = {reason: n for reason, n in conn.execute(counts)}
             latest = conn.execute(
                 select(q.c.object_uri, q.c.reason, q.c.message, q.c.last_seen, q.c.occurrences)
                 .where(*where)
