@@ -62,8 +62,13 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     422: {"model": InvalidRequest, "description": "a parameter out of its type or range"},
     503: {"model": ApiError, "description": "the registry cannot answer now: retry later"},
 }
-_NOT_FOUND = {404: {"model": ApiError, "description": "no such detector / exposure"}}
-_BAD = {400: {"model": ApiError, "description": "an id that cannot exist (not a date, ...)"}}
+_NOT_FOUND = {
+    404: {
+        "model": ApiError,
+        "description": "nothing by that id: an unknown detector, dataset or exposure, or an id "
+        "no exposure or night can have (its day_obs is not a date)",
+    }
+}
 
 ExposureId = Annotated[
     int, Path(ge=1, le=INT64_MAX, description="day_obs * 100000 + sequence number")
@@ -92,7 +97,7 @@ def create_app(
     @app.get(
         "/v1/ccds/{instrument}/{exposure}/{detector}",
         response_model=Ccd,
-        responses={**_BAD, **_NOT_FOUND, **_ERRORS},
+        responses={**_NOT_FOUND, **_ERRORS},
         summary="Is this CCD registered? (by data id)",
     )
     async def ccd_by_data_id(
@@ -117,7 +122,7 @@ def create_app(
     @app.get(
         "/v1/exposures/{instrument}/{exposure}",
         response_model=Exposure,
-        responses={**_BAD, **_NOT_FOUND, **_ERRORS},
+        responses={**_NOT_FOUND, **_ERRORS},
         summary="An exposure: expected, registered, missing, latencies, status",
     )
     async def exposure(instrument: Instrument, exposure: ExposureId) -> Response:
@@ -134,7 +139,7 @@ def create_app(
     @app.get(
         "/v1/nights/{instrument}/{day_obs}",
         response_model=Night,
-        responses={**_BAD, **_ERRORS},
+        responses={**_NOT_FOUND, **_ERRORS},
         summary="A night's exposures with their counts, paginated",
     )
     def night(

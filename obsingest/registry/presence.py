@@ -102,8 +102,8 @@ def check_exposure(exposure: int) -> int:
     day_obs = exposure // EXPOSURE_SEQ_FACTOR
     try:
         validate_day_obs(day_obs, f"exposure id {exposure}")
-    except BadObjectName as exc:
-        raise QueryRefused("bad-exposure-id", str(exc)) from None
+    except BadObjectName as exc:  # well-formed, but no exposure can have it
+        raise QueryRefused("bad-exposure-id", str(exc), 404) from None
     return day_obs
 
 
@@ -125,8 +125,8 @@ def check_detector(instrument: camera.Instrument, detector: int) -> None:
 def check_day_obs(day_obs: int) -> None:
     try:
         validate_day_obs(day_obs, "night")
-    except BadObjectName as exc:
-        raise QueryRefused("bad-day-obs", str(exc)) from None
+    except BadObjectName as exc:  # a number, but no night has it
+        raise QueryRefused("bad-day-obs", str(exc), 404) from None
 
 
 def _latency(dialect: str) -> ColumnElement[float]:
@@ -346,6 +346,8 @@ class PresenceReader:
         hi = lo + EXPOSURE_SEQ_FACTOR - 1
         if after is not None:
             lo = max(lo, after + 1)
+        if lo > hi:  # past the night's last possible exposure
+            return NightPage(instrument, day_obs, [], None)
         found = self._answers(instrument, lo, hi, limit + 1)
         more = len(found) > limit
         found = found[:limit]

@@ -64,13 +64,13 @@ def test_exposure_and_night(client):
         ("/v1/ccds/LSSTComCam/2026112200001/9", 404, "unknown-detector", "no detector 9"),
         ("/v1/ccds/LSSTComCam/2026112200001/205", 422, "invalid-request", "path detector"),
         ("/v1/ccds/LSSTComCam/2026112200001/-1", 422, "invalid-request", "path detector"),
-        ("/v1/ccds/LSSTComCam/12/1", 400, "bad-exposure-id", "day_obs 0 is not"),
+        ("/v1/ccds/LSSTComCam/12/1", 404, "bad-exposure-id", "day_obs 0 is not"),
         ("/v1/ccds/LSSTComCam/" + "9" * 40 + "/1", 422, "invalid-request", "path exposure"),
         ("/v1/ccds/LSSTComCam/1e5/1", 422, "invalid-request", "path exposure"),
         ("/v1/datasets/not-a-uuid", 422, "invalid-request", "path dataset_id"),
         ("/v1/datasets/00000000-0000-0000-0000-000000000000", 404, "unknown-dataset", "no dataset"),
         (f"/v1/exposures/LSSTComCam/{E3 + 1}", 404, "unknown-exposure", "no manifest and no"),
-        ("/v1/nights/LSSTComCam/20261399", 400, "bad-day-obs", "not a YYYYMMDD date"),
+        ("/v1/nights/LSSTComCam/20261399", 404, "bad-day-obs", "not a YYYYMMDD date"),
         ("/v1/nights/LSSTComCam/2026", 422, "invalid-request", "path day_obs"),
         (f"/v1/nights/LSSTComCam/{DAY_OBS}?limit=11", 422, "invalid-request", "query limit"),
         (f"/v1/nights/LSSTComCam/{DAY_OBS}?after=-1", 422, "invalid-request", "query after"),
@@ -112,7 +112,7 @@ def test_openapi_describes_every_route_and_its_errors(client):
         "/metrics",
     }
     ccd = paths["/v1/ccds/{instrument}/{exposure}/{detector}"]["get"]
-    assert {"200", "400", "404", "422", "503"} <= set(ccd["responses"])
+    assert {"200", "404", "422", "503"} <= set(ccd["responses"])
     assert spec["components"]["schemas"]["Instrument"]["enum"] == [
         "LSSTCam",
         "LSSTComCam",

@@ -107,10 +107,10 @@ def test_answers_follow_new_registrations_and_manifests(night, reader):
         (lambda r: r.ccd("HSC", E1, 0), "unknown-instrument", 404, "unknown instrument 'HSC'"),
         (lambda r: r.ccd("LSSTComCam\u00e9", E1, 0), "unknown-instrument", 404, "\\xe9"),
         (lambda r: r.ccd("LSSTComCam", E1, 9), "unknown-detector", 404, "no detector 9 (ids 0..8)"),
-        (lambda r: r.ccd("LSSTComCam", 5, 0), "bad-exposure-id", 400, "day_obs 0 is not"),
+        (lambda r: r.ccd("LSSTComCam", 5, 0), "bad-exposure-id", 404, "day_obs 0 is not"),
         (lambda r: r.ccd("LSSTComCam", 2**70, 0), "bad-exposure-id", 400, "64-bit"),
         (lambda r: r.exposure("LSSTComCam", 0), "bad-exposure-id", 400, "positive"),
-        (lambda r: r.night("LSSTComCam", 20261340), "bad-day-obs", 400, "not a YYYYMMDD date"),
+        (lambda r: r.night("LSSTComCam", 20261340), "bad-day-obs", 404, "not a YYYYMMDD date"),
     ],
 )
 def test_questions_that_cannot_be_answered_say_why(reader, call, reason, status, words):
