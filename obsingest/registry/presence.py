@@ -134,12 +134,15 @@ def _latency(dialect: str) -> ColumnElement[float]:
     d, r = tables.dataset, tables.datastore_record
     if dialect == "postgresql":
         return cast(extract("epoch", d.c.ingest_time - r.c.readout_time), Float)
-    # SQLite keeps datetimes as 'YYYY-MM-DD HH:MM:SS.ffffff' text: whole seconds by strftime,
-    # microseconds from the fraction (julianday() would round to milliseconds)
+    # SQLite keeps datetimes as 'YYYY-MM-DD HH:MM:SS.ffffff' text: whole seconds by strftime
+    # of the text without its fraction (SQLite's date functions round to milliseconds, so .9996
+    # would become the next second), microseconds from the fraction (julianday() would round too)
     ingest, readout = cast(d.c.ingest_time, String), cast(r.c.readout_time, String)
-    seconds = func.strftime("%s", ingest) - func.strftime("%s", readout)
+    whole = func.strftime("%s", func.substr(ingest, 1, 19)) - func.strftime(
+        "%s", func.substr(readout, 1, 19)
+    )
     fraction = cast(func.substr(ingest, 20), Float) - cast(func.substr(readout, 20), Float)
-    return cast(seconds, Float) + fraction
+    return cast(whole, Float) + fraction
 
 
 class PresenceReader:

@@ -154,3 +154,40 @@ def test_quarantine_counts_by_reason_and_shows_the_latest(night, reader):
     assert q["total"] == 3 and q["by_reason"] == {"bad-object-name": 1, "corrupt-file": 2}
     assert q["recent"][0]["object_uri"] == "c"
     assert reader.quarantine(since=datetime.now(UTC) + timedelta(hours=1))["total"] == 0
+
+
+@pytest.mark.parametrize(
+    ("readout", "registered"),
+    [
+        ("2026-11-22 03:00:00.000000", "2026-11-22 03:00:02.999936"),  # rounds up in SQLite
+        ("2026-11-22 03:00:00.999999", "2026-11-22 03:00:01.000001"),
+        ("2026-11-22 23:59:59.500000", "2026-11-23 00:00:04.250000"),  # across midnight
+    ],
+)
+def test_latency_is_exact_to_the_microsecond(tmp_path, readout, registered):
+    from sqlalchemy import insert
+
+    from obsingest.registry import tables
+
+    url = f"sqlite:///{tmp_path / 'r.sqlite3'}"
+    registry = Registry.open(RegistrySettings(url=url))
+    register(registry, E1, 0, 1.0)  # the run and exposure rows
+    t0, t1 = (datetime.fromisoformat(t).replace(tzinfo=UTC) for t in (readout, registered))
+    ds = dataset_id(DataId("LSSTComCam", E1, 1), "raw", "LSSTComCam/raw/all")
+    with registry.engine.begin() as conn:
+        conn.execute(insert(tables.dataset).values(
+            id=ds, dataset_type="raw", run="LSSTComCam/raw/all", instrument="LSSTComCam",
+            exposure=E1, detector=1, ingest_time=t1))  # fmt: skip
+        conn.execute(insert(tables.datastore_record).values(
+            dataset_id=ds, uri="u", size=1, checksum="c", readout_time=t0))  # fmt: skip
+    registry.close()
+    reader = PresenceReader.open(RegistrySettings(url=url), 5.0)
+    try:
+        expected = (t1 - t0).total_seconds()
+        assert reader.ccd("LSSTComCam", E1, 1).latency_seconds == pytest.approx(expected, abs=1e-9)
+        other = reader.ccd("LSSTComCam", E1, 0).latency_seconds
+        e = reader.exposure("LSSTComCam", E1)  # the same arithmetic over the exposure's rows
+        assert e.latency_max == pytest.approx(max(expected, other), abs=1e-9)
+        assert e.latency_p50 == pytest.approx((expected + other) / 2, abs=1e-9)
+    finally:
+        reader.close()
