@@ -93,13 +93,13 @@ def request_mix(night: Any, count: int, seed: int = 7) -> list[tuple[str, str]]:
 class Server:
     """``obsingest serve`` as a process of its own."""
 
-    def __init__(self, registry_url: str, port: int, log: Path) -> None:
+    def __init__(self, registry_url: str, port: int, log: Path, workers: int = 1) -> None:
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self._log = log.open("w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "obsingest_cli", "serve", "--registry", registry_url,
-             "--port", str(port)],
+             "--port", str(port), "--workers", str(workers)],
             cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
 

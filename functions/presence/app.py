@@ -89,6 +89,9 @@ def create_app(
         description="Is a CCD registered, how complete and how late is an exposure, what did a "
         "night bring: read-only, from the dataset registry. Latency is readout -> registered; "
         f"the budget is {reader.budget_seconds:g} s per CCD.",
+        # metrics are Prometheus (/metrics); FastAPI's OpenTelemetry hooks would cost a check on
+        # every request for nothing
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.reader, app.state.stats, app.state.settings = reader, stats, settings
     _install_errors(app)

@@ -45,13 +45,16 @@ def serve(
     host: str | None = None,
     port: int | None = None,
     budget_seconds: float | None = None,
+    workers: int | None = None,
 ) -> int:
     """Serve until interrupted; returns the exit status."""
     import uvicorn
 
     settings = PresenceSettings()
-    updates = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+    updates = {k: v for k, v in (("host", host), ("port", port), ("workers", workers)) if v}
     settings = settings.model_copy(update=updates)
+    if settings.workers > 1:
+        return _serve_workers(settings, registry_url, budget_seconds)
     app = build_app(registry_url, budget_seconds, settings)
     reader: PresenceReader = app.state.reader
     where = reader.source
@@ -76,6 +79,41 @@ def serve(
         )
     finally:
         reader.close()
+    return 0
+
+
+def _serve_workers(
+    settings: PresenceSettings, registry_url: str | None, budget_seconds: float | None
+) -> int:
+    """Several uvicorn worker processes on one port: each builds its app from the environment
+    (``app_from_settings``), so what the command line said is passed on through it."""
+    import os
+
+    import uvicorn
+
+    if registry_url:
+        os.environ["OBSINGEST_REGISTRY_URL"] = registry_url
+    if budget_seconds is not None:
+        os.environ["OBSINGEST_BUDGET_SECONDS"] = str(budget_seconds)
+    build_app().state.reader.close()  # fail here, once, if the registry cannot be read
+    print(
+        f"presence API on http://{settings.host}:{settings.port}/ with {settings.workers} "
+        "worker processes",
+        file=sys.stderr,
+        flush=True,
+    )
+    uvicorn.run(
+        "functions.presence.main:app_from_settings",
+        factory=True,
+        workers=settings.workers,
+        host=settings.host,
+        port=settings.port,
+        loop="uvloop",
+        http="httptools",
+        access_log=settings.access_log,
+        log_level="warning",
+        timeout_keep_alive=75,
+    )
     return 0
 
 

@@ -9,6 +9,8 @@ a registry of their own (not prometheus_client's global one), so several apps in
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 #: sub-millisecond to a second: where a presence lookup's latency lives
@@ -38,9 +40,16 @@ class PresenceStats:
             registry=self.registry,
         )
 
+        # label children by key: routes are a handful, and a lookup through labels() takes a lock
+        self._children: dict[tuple[str, int], tuple[Any, Any]] = {}
+
     def observe(self, route: str, code: int, seconds: float) -> None:
-        self.requests.labels(route, status_class(code)).inc()
-        self.seconds.labels(route).observe(seconds)
+        children = self._children.get((route, code))
+        if children is None:
+            children = (self.requests.labels(route, status_class(code)), self.seconds.labels(route))
+            self._children[(route, code)] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def count(self, route: str, code_class: str) -> float:
         return self.requests.labels(route, code_class)._value.get()

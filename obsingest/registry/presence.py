@@ -36,7 +36,7 @@ from sqlalchemy import (
     select,
     union,
 )
-from sqlalchemy.engine import Row, make_url
+from sqlalchemy.engine import make_url
 
 from obsingest import camera
 from obsingest.dataid import EXPOSURE_SEQ_FACTOR, validate_day_obs
@@ -50,6 +50,7 @@ from obsingest.registry.completeness import (
     NightPage,
     summarize,
 )
+from obsingest.registry.prepared import Prepared, db_datetime, db_uuid, uuid_param
 from obsingest.registry.readonly import make_readonly_engine, require_tables
 from obsingest.settings import RegistrySettings, run_name
 
@@ -138,10 +139,12 @@ def _latency(dialect: str) -> ColumnElement[float]:
     # of the text without its fraction (SQLite's date functions round to milliseconds, so .9996
     # would become the next second), microseconds from the fraction (julianday() would round too)
     ingest, readout = cast(d.c.ingest_time, String), cast(r.c.readout_time, String)
-    whole = func.strftime("%s", func.substr(ingest, 1, 19)) - func.strftime(
-        "%s", func.substr(readout, 1, 19)
+    # constants as SQL text, not bound parameters: fewer values to bind on every execution
+    seconds, one, nineteen, twenty = (literal_column(v) for v in ("'%s'", "1", "19", "20"))
+    whole = func.strftime(seconds, func.substr(ingest, one, nineteen)) - func.strftime(
+        seconds, func.substr(readout, one, nineteen)
     )
-    fraction = cast(func.substr(ingest, 20), Float) - cast(func.substr(readout, 20), Float)
+    fraction = cast(func.substr(ingest, twenty), Float) - cast(func.substr(readout, twenty), Float)
     return cast(whole, Float) + fraction
 
 
@@ -169,6 +172,7 @@ class PresenceReader:
         #: the registry URL as given (password hidden), for humans
         self.source = engine.url.render_as_string(hide_password=True)
         self._build_statements(engine.dialect.name)
+        self._prepare()
 
     @classmethod
     def open(cls, settings: RegistrySettings, budget_seconds: float) -> PresenceReader:
@@ -282,6 +286,12 @@ class PresenceReader:
             .limit(bindparam("n"))
         )
 
+    def _prepare(self) -> None:
+        """The statements every request runs, on the driver's cursor (``prepared``)."""
+        self._p_ccd = Prepared(self.engine, self._q_ccd)
+        self._p_dataset = Prepared(self.engine, self._q_dataset)
+        self._p_state = Prepared(self.engine, self._q_state)
+
     def _ours(self, instrument: str) -> dict[str, Any]:
         return {
             "dt": self.dataset_type,
@@ -295,37 +305,37 @@ class PresenceReader:
         inst = check_instrument(instrument)
         day_obs = check_exposure(exposure)
         check_detector(inst, detector)
-        with self.engine.connect() as conn:
-            row = conn.execute(
-                self._q_ccd, {**self._ours(instrument), "exp": exposure, "det": detector}
-            ).first()
+        rows = self._p_ccd.rows({**self._ours(instrument), "exp": exposure, "det": detector})
+        row = rows[0] if rows else None
         if row is None:
             return CcdPresence(instrument, exposure, detector, day_obs, registered=False)
         return self._ccd_of(row)
 
     def dataset(self, dataset_id: uuid.UUID) -> CcdPresence | None:
         """The CCD registered under ``dataset_id`` (any run), None when there is none."""
-        with self.engine.connect() as conn:
-            row = conn.execute(self._q_dataset, {"id": dataset_id}).first()
-        return self._ccd_of(row) if row is not None else None
+        rows = self._p_dataset.rows({"id": uuid_param(self.engine, dataset_id)})
+        return self._ccd_of(rows[0]) if rows else None
 
-    def _ccd_of(self, row: Row[Any]) -> CcdPresence:
-        latency = row.latency
+    def _ccd_of(self, row: tuple[Any, ...]) -> CcdPresence:
+        """A row of ``_q_ccd`` / ``_q_dataset`` (columns in ``ccd_cols`` order) as the driver
+        gives it."""
+        (ds_id, dtype, run, instrument, exposure, detector, ingest_time, uri, size, checksum,
+         transport, readout_time, latency) = row  # fmt: skip
         return CcdPresence(
-            instrument=row.instrument,
-            exposure=row.exposure,
-            detector=row.detector,
-            day_obs=row.exposure // EXPOSURE_SEQ_FACTOR,
+            instrument=instrument,
+            exposure=exposure,
+            detector=detector,
+            day_obs=exposure // EXPOSURE_SEQ_FACTOR,
             registered=True,
-            dataset_id=str(row.id),
-            dataset_type=row.dataset_type,
-            run=row.run,
-            uri=row.uri,
-            size=row.size,
-            checksum=row.checksum,
-            transport=row.transport,
-            readout_time=_utc(row.readout_time),
-            registered_time=_utc(row.ingest_time),
+            dataset_id=str(db_uuid(ds_id)),
+            dataset_type=dtype,
+            run=run,
+            uri=uri,
+            size=size,
+            checksum=checksum,
+            transport=transport,
+            readout_time=db_datetime(readout_time),
+            registered_time=db_datetime(ingest_time),
             latency_seconds=latency,
             over_budget=None if latency is None else latency > self.budget_seconds,
         )
@@ -374,19 +384,21 @@ class PresenceReader:
         """Answers for the first ``n`` exposures with ids in [lo, hi], ascending: from the
         cache when their version is unchanged, computed otherwise."""
         ours = self._ours(instrument)
-        with self.engine.connect() as conn:
-            states = conn.execute(
-                self._q_state, {"inst": instrument, "lo": lo, "hi": hi, "n": n}
-            ).all()
-            out = []
-            for exposure, digest, datasets in states:
-                version = (datasets, digest)
-                answer = self._cached((instrument, exposure), version)
-                if answer is None:
+        states = self._p_state.rows({"inst": instrument, "lo": lo, "hi": hi, "n": n})
+        out: list[ExposurePresence | None] = []
+        stale = []
+        for exposure, digest, datasets in states:
+            version = (datasets, digest)
+            out.append(self._cached((instrument, exposure), version))
+            if out[-1] is None:
+                stale.append((len(out) - 1, exposure, version))
+        if stale:  # computed from the rows: an exposure still arriving, or not asked before
+            with self.engine.connect() as conn:
+                for index, exposure, version in stale:
                     answer = self._summary(conn, ours, instrument, exposure)
                     self._store((instrument, exposure), version, answer)
-                out.append(answer)
-        return out
+                    out[index] = answer
+        return [a for a in out if a is not None]
 
     def _summary(
         self, conn: Any, ours: dict[str, Any], instrument: str, exposure: int

@@ -24,6 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default 8080)")
+    p.add_argument("--workers", type=int, help="server processes sharing the port (default 1)")
     p.add_argument(
         "--budget", type=float, help="seconds per CCD (default 5, $OBSINGEST_BUDGET_SECONDS)"
     )
@@ -33,4 +34,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     from functions.presence.main import serve
 
-    return serve(args.registry, args.host, args.port, args.budget)
+    return serve(args.registry, args.host, args.port, args.budget, args.workers)
