@@ -37,12 +37,15 @@ PLOT = RESULTS / "transfer.png"
 #: Run first, in this order (the goals of issue 7); the rest follow alphabetically.
 FIRST = ("compression", "transfer")
 #: Seconds each benchmark may take; the whole run stays well under 15 minutes on 2 cores.
-TIMEOUTS = {"compression": 300, "transfer": 660, "beam_batch": 300, "butler": 300}
+TIMEOUTS = {
+    "compression": 300, "transfer": 660, "beam_batch": 300, "butler": 300, "presence": 300,
+}  # fmt: skip
 DEFAULT_TIMEOUT = 240
 TOTAL_BUDGET = 14 * 60
 PACKAGES = (
     "numpy", "astropy", "fitsio", "apache-beam", "confluent-kafka", "google-cloud-storage",
     "google-cloud-pubsub", "fastavro", "sqlalchemy", "psycopg", "matplotlib", "lsst-daf-butler",
+    "fastapi", "uvicorn",
 )  # fmt: skip
 
 
@@ -348,11 +351,35 @@ def _butler(result: dict[str, Any]) -> str:
     ])  # fmt: skip
 
 
+def _presence(result: dict[str, Any]) -> str:
+    from benchmarks.presence import format_table
+
+    goal = result["goal"]
+    first = next(iter(result["backends"].values()))
+    lag = "; ".join(
+        f"{name} p99 {b['send_lag']['p99_ms']} ms" for name, b in result["backends"].items()
+    )
+    return "\n".join([
+        f"`obsingest serve` on a night of LSSTCam ({first['exposures']} exposures, "
+        f"{first['datasets']:,} datasets), {goal['rate_per_s']:g} requests/s from a second "
+        f"process (open loop, latency from the intended send time), mix {result['mix']}; load "
+        f"average at the start {result['machine']['load_1min']}.",
+        "",
+        format_table(result),
+        "",
+        f"Load generator's own send lag (how late it sent; counted in the figures): {lag}.",
+        "",
+        f"Goal (p99 < {goal['p99_ms_below']:g} ms at {goal['rate_per_s']:g} requests/s): "
+        f"{'met' if goal['met'] else 'NOT met'} (worst p99 {goal['worst_p99_ms']} ms)",
+    ])  # fmt: skip
+
+
 SECTIONS = {
     "compression": _compression,
     "transfer": _transfer,
     "beam_batch": _beam,
     "butler": _butler,
+    "presence": _presence,
 }
 
 

@@ -30,8 +30,7 @@ def build_app(
     settings = settings or PresenceSettings()
     registry = RegistrySettings(url=registry_url) if registry_url else RegistrySettings()
     budget = budget_seconds if budget_seconds is not None else PipelineSettings().budget_seconds
-    reader = PresenceReader.open(registry, budget)
-    reader._cache_size = settings.cache_exposures
+    reader = PresenceReader.open(registry, budget, settings.cache_exposures)
     return create_app(reader, settings)
 
 

@@ -175,7 +175,9 @@ class PresenceReader:
         self._prepare()
 
     @classmethod
-    def open(cls, settings: RegistrySettings, budget_seconds: float) -> PresenceReader:
+    def open(
+        cls, settings: RegistrySettings, budget_seconds: float, cache_size: int = 20_000
+    ) -> PresenceReader:
         """A reader on ``settings.url`` (SQLite, PostgreSQL or ``butler:``), read-only."""
         engine = make_readonly_engine(settings)
         try:
@@ -188,6 +190,7 @@ class PresenceReader:
             dataset_type=settings.dataset_type,
             run_template=settings.run,
             budget_seconds=budget_seconds,
+            cache_size=cache_size,
         )
         reader.source = shown_url(settings.url)
         return reader

@@ -80,6 +80,9 @@ def make_readonly_engine(settings: RegistrySettings) -> Engine:
         return create_engine(
             url,
             connect_args={"options": "-c default_transaction_read_only=on"},
+            # one round trip a query: no BEGIN before it, no ROLLBACK when the connection goes
+            # back to the pool (each statement is its own read-only transaction)
+            isolation_level="AUTOCOMMIT",
             pool_recycle=1800,
             **pool,
         )

@@ -191,3 +191,15 @@ def test_latency_is_exact_to_the_microsecond(tmp_path, readout, registered):
         assert e.latency_p50 == pytest.approx((expected + other) / 2, abs=1e-9)
     finally:
         reader.close()
+
+
+def test_a_butler_registry_is_read_through_its_companion_tables(tmp_path, monkeypatch):
+    from obsingest.registry.readonly import readonly_url
+
+    monkeypatch.delenv("OBSINGEST_BUTLER_COMPANION_URL", raising=False)
+    assert readonly_url(f"butler://{tmp_path}/repo") == (
+        f"sqlite:///{tmp_path / 'repo' / 'obsingest.sqlite3'}"
+    )
+    monkeypatch.setenv("OBSINGEST_BUTLER_COMPANION_URL", "postgresql://ro@db/companion")
+    assert readonly_url("butler:s3://bucket/repo") == "postgresql://ro@db/companion"
+    assert readonly_url("sqlite:///x.sqlite3") == "sqlite:///x.sqlite3"
