@@ -57,7 +57,6 @@ from obsingest.settings import RegistrySettings
 
 log = get_logger("obsingest.registry.butler")
 
-
 class ButlerConflict(PermanentError):
     """The Butler already holds a different definition (an exposure record, a dataset type)."""
 
