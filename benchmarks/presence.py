@@ -4,9 +4,10 @@ For SQLite (a file) and PostgreSQL (the local stack's, in a fresh database dropp
 
 1. write a night of LSSTCam into a fresh registry (``presence_night``: 1,000 exposures x 205
    CCDs = ~205,000 datasets, bulk insert);
-2. start ``obsingest serve`` on it as a process of its own;
+2. start ``obsingest serve`` on it as a process of its own, one worker process per core (2);
 3. walk the night's listing once (an operator's first look; it computes and caches every
-   exposure's answer) and report how long that took;
+   exposure's answer) and report how long that took (then again per other worker: each worker
+   process keeps its own answers);
 4. drive a constant 500 requests/s from a second process (``presence_load``: open-loop,
    latencies from the intended send time) for ``duration`` seconds after a warm-up: the mix a
    night sees, mostly downstream processing asking for CCDs, some exposure summaries from
@@ -46,6 +47,8 @@ RATE = 500.0
 MIX = {"ccd": 0.50, "dataset": 0.20, "exposure": 0.25, "night": 0.05}
 INSTRUMENT = "LSSTCam"
 DAY_OBS = 20261123
+#: server processes: one per core of this machine (2), as uvicorn deployments run
+WORKERS = min(2, os.cpu_count() or 1)
 
 
 def free_port() -> int:
@@ -150,21 +153,31 @@ def walk_night(server: Server) -> tuple[float, int]:
 
 
 def measure(
-    registry_url: str, night: Any, rate: float, duration: float, warmup: float, work: Path
+    registry_url: str,
+    night: Any,
+    rate: float,
+    duration: float,
+    warmup: float,
+    work: Path,
+    workers: int,
 ) -> dict[str, Any]:
-    server = Server(registry_url, free_port(), work / "serve.log")
+    server = Server(registry_url, free_port(), work / "serve.log", workers)
     try:
         server.wait_ready()
         walk_s, listed = walk_night(server)
+        for _ in range(workers - 1):  # new connections: the kernel spreads them over workers
+            walk_night(server)
         paths = work / "paths.json"
         paths.write_text(json.dumps(request_mix(night, int((duration + warmup) * rate) + 100)))
         out = work / "load.json"
+        cpu_before = _cpu_seconds(server.proc.pid)
         subprocess.run(
             [sys.executable, "-m", "benchmarks.presence_load", "--url", server.url,
              "--paths", str(paths), "--rate", str(rate), "--duration", str(duration),
              "--warmup", str(warmup), "--out", str(out)],
             cwd=ROOT, check=True, timeout=duration + warmup + 120,
         )  # fmt: skip
+        cpu = _cpu_seconds(server.proc.pid) - cpu_before
         load = json.loads(out.read_text())
         check = server.get(f"/v1/exposures/{INSTRUMENT}/{night.exposures[0]}")
     finally:
@@ -173,8 +186,22 @@ def measure(
         "first_night_walk_s": round(walk_s, 2),
         "exposures_listed": listed,
         "first_exposure_status": check["status"],
+        "server_workers": workers,
+        # what a request costs the server, whatever the machine's load does to the latencies:
+        # CPU seconds of the server process over the run / requests sent
+        "server_cpu_ms_per_request": round(cpu * 1000 / int((duration + warmup) * rate), 3),
         **load,
     }
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds so far of process ``pid`` and its children (the uvicorn
+    workers), from Linux's /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    total = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        total += sum(_cpu_seconds(int(c)) for c in children.read_text().split())
+    return total
 
 
 def _postgres_admin() -> str:
@@ -187,7 +214,7 @@ def _postgres_admin() -> str:
 
 
 def run_backend(
-    backend: str, exposures: int, rate: float, duration: float, warmup: float
+    backend: str, exposures: int, rate: float, duration: float, warmup: float, workers: int
 ) -> dict[str, Any]:
     from infra.local import provision
 
@@ -209,7 +236,7 @@ def run_backend(
                 f"{rate:g} req/s for {duration:g} s",
                 file=sys.stderr,
             )
-            result = measure(url, night, rate, duration, warmup, work)
+            result = measure(url, night, rate, duration, warmup, work, workers)
         finally:
             if admin is not None:
                 provision.drop_database(admin, url)
@@ -223,6 +250,7 @@ def run(
     exposures: int = 1000,
     backends: tuple[str, ...] = ("sqlite", "postgresql"),
     warmup: float = 5.0,
+    workers: int = WORKERS,
 ) -> dict[str, Any]:
     result: dict[str, Any] = {
         **run_header("presence"),
@@ -230,7 +258,9 @@ def run(
         "backends": {},
     }
     for backend in backends:
-        result["backends"][backend] = run_backend(backend, exposures, rate, duration, warmup)
+        result["backends"][backend] = run_backend(
+            backend, exposures, rate, duration, warmup, workers
+        )
     worst = max(b["overall"]["p99_ms"] for b in result["backends"].values())
     achieved = min(b["rate_achieved_per_s"] for b in result["backends"].values())
     result["goal"] = {
@@ -245,7 +275,7 @@ def run(
 
 
 def format_table(result: dict[str, Any]) -> str:
-    """The README section: one row per backend and request kind."""
+    """The README section: one row per backend and request kind, then the server's CPU."""
     lines = [
         "| backend | requests | achieved req/s | p50 ms | p95 ms | p99 ms | max ms |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
@@ -258,6 +288,12 @@ def format_table(result: dict[str, Any]) -> str:
                 f"| {backend} | {kind} | {rate} | {p['p50_ms']} | {p['p95_ms']} | "
                 f"{p['p99_ms']} | {p['max_ms']} |"
             )
+    lines.append("")
+    lines += [
+        f"- {backend}: server CPU {b['server_cpu_ms_per_request']} ms a request (one process: "
+        f"~{1000 / max(b['server_cpu_ms_per_request'], 1e-3):,.0f} requests/s per free core)"
+        for backend, b in result["backends"].items()
+    ]
     return "\n".join(lines)
 
 
@@ -268,9 +304,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exposures", type=int, default=1000)
     parser.add_argument("--warmup", type=float, default=5.0)
     parser.add_argument("--backends", default="sqlite,postgresql")
+    parser.add_argument("--workers", type=int, default=WORKERS)
     args = parser.parse_args(argv)
     result = run(
-        args.duration, args.rate, args.exposures, tuple(args.backends.split(",")), args.warmup
+        args.duration,
+        args.rate,
+        args.exposures,
+        tuple(args.backends.split(",")),
+        args.warmup,
+        args.workers,
     )
     print(format_table(result))
     print(json.dumps(result["goal"]))
