@@ -91,7 +91,7 @@ REASONS: frozenset[str] = frozenset(
         "metrics-port-unavailable",
         # producers (edge, chunk producer)
         "quarantined-by-producer", "chunk-delivery-failed", "chunk-rejected", "producer-fatal",
-        "listing-failed",
+        "listing-failed", "manifest-conflict", "registry-not-readable",
         "source-vanished", "never-completed", "bad-file-name", "bad-manifest",
         "source-unreadable", "spool-full", "spool-unavailable", "worker-crashed",
         "unexpected-error",

@@ -32,6 +32,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "assembler",
     "setup",
     "bench",
+    "serve",
+    "status",
 )
 
 

@@ -3,6 +3,8 @@
 - ``on_object_finalized``: CloudEvent trigger; accepts a storage finalize CloudEvent or a Pub/Sub
   CloudEvent wrapping a GCS notification.
 - ``on_push``: HTTP trigger for Pub/Sub push (and ``obsingest relay``), JSON envelope.
+- ``on_manifest``: HTTP trigger for Pub/Sub push of the ``exposures`` topic: each
+  ExposureManifest recorded in the registry once (``manifest_push``), the basis of completeness.
 
 Transport semantics: a permanent problem with a delivery is quarantined by the service with its
 reason and acknowledged (2xx); a retriable failure is answered 503 with Retry-After so the
@@ -81,6 +83,29 @@ def _push(request: Any) -> tuple[str, int]:
     outcome = get_service().handle(parsed)
     name, reason = notifications.clip(outcome.object_name, 200), outcome.reason[:100]
     return f"{outcome.status} {name} {reason}".strip(), 200
+
+
+@functions_framework.http
+def on_manifest(request: Any) -> tuple[str, int]:
+    """Pub/Sub push endpoint of the ``exposures`` topic: 2xx acks (recorded, already recorded,
+    or quarantined with its reason), 503 makes Pub/Sub retry, 4xx refuses a non-delivery."""
+    http_errors.entered()
+    try:
+        return _manifest(request)
+    except Exception as exc:  # the one mapping answers every error, never a raw 500
+        return http_errors.reply_for(exc)
+
+
+def _manifest(request: Any) -> tuple[str, int]:
+    from functions.register.auth import verify_push_request
+    from functions.register.manifest_push import handle_push
+
+    if getattr(request, "method", "POST") != "POST":
+        return "only POST delivers a push message", 405
+    denied = verify_push_request(request)
+    if denied is not None:
+        return denied
+    return handle_push(request.get_json(silent=True), get_service().registry)
 
 
 def _source_id(given: Any, content: Any) -> str:

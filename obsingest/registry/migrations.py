@@ -93,11 +93,20 @@ def _facility_tables(conn: Connection) -> None:
     facility_metadata.create_all(conn, checkfirst=True)
 
 
+def _manifests_and_presence_indexes(conn: Connection) -> None:
+    """The exposure_manifest table and the indexes of the presence reads. ``create_all`` in
+    migration 1 already made them on a registry created since: checkfirst, both."""
+    tables.exposure_manifest.create(conn, checkfirst=True)
+    for index in tables.PRESENCE_INDEXES:
+        index.create(conn, checkfirst=True)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial tables", _initial),
     Migration(2, "seed instruments, detectors and the raw dataset type", _seed_dimensions),
     Migration(3, "Butler dimension records: instrument, detector, exposure", _butler_dimensions),
     Migration(4, "arrivals outbox and canary log", _facility_tables),
+    Migration(5, "exposure manifests; presence indexes", _manifests_and_presence_indexes),
 )
 
 LATEST = MIGRATIONS[-1].version

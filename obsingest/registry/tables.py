@@ -7,6 +7,10 @@ instrument (class name, id maxima, visit system), detector (full name, raft, nam
 purpose) and exposure (obs id, group, sequence number, filter, observation type, times, pointing)
 as the raw headers give them.
 
+``exposure_manifest`` keeps each exposure's ExposureManifest (what the DAQ said to expect), the
+basis of completeness for the presence API and ``obsingest status`` (``manifests.py`` writes it,
+``presence.py`` reads it); ``PRESENCE_INDEXES`` are what those reads need.
+
 Definitions here are the *current* schema; ``migrations.py`` is what creates and evolves it.
 """
 
@@ -22,6 +26,7 @@ from sqlalchemy import (
     Float,
     ForeignKey,
     ForeignKeyConstraint,
+    Index,
     Integer,
     MetaData,
     String,
@@ -158,4 +163,33 @@ quarantine = Table(
     Column("last_seen", DateTime(timezone=True), nullable=False),
     Column("occurrences", Integer, nullable=False, default=1),
     UniqueConstraint("object_uri", "reason", "checksum", name="uq_quarantine_object"),
+)
+
+exposure_manifest = Table(
+    "exposure_manifest",
+    metadata,
+    Column("instrument", String(32), ForeignKey("instrument.name"), primary_key=True),
+    Column("exposure", BigInteger, primary_key=True),
+    Column("day_obs", Integer, nullable=False),
+    #: expected detector ids, ascending, comma-separated ("0,1,2"): read whole, never queried into
+    Column("detectors", Text, nullable=False),
+    Column("expected", Integer, nullable=False),
+    Column("obs_start", DateTime(timezone=True), nullable=True),
+    Column("exposure_time", Float, nullable=True),
+    Column("physical_filter", String(64), nullable=True),
+    Column("published", DateTime(timezone=True), nullable=True),
+    Column("recorded_time", DateTime(timezone=True), nullable=False),
+    #: SHA-256 of the manifest's content (``published`` excluded): same digest = a redelivery
+    Column("digest", String(64), nullable=False),
+)
+
+#: Indexes the presence reads need beyond the keys (migration 4). A CCD, or an exposure's CCDs, is
+#: a prefix of ``uq_dataset_dataid``; a night's exposures the id range [day_obs * 100000,
+#: day_obs * 100000 + 99999] of the exposure and manifest primary keys. What is left:
+PRESENCE_INDEXES: tuple[Index, ...] = (
+    # how many datasets each exposure of a page has, from a small integer index: the version of
+    # the presence reader's cached answers (a night page of 50 exposures: ~10,000 entries)
+    Index("ix_dataset_exposure", dataset.c.exposure),
+    # the status view's recently quarantined inputs
+    Index("ix_quarantine_last_seen", quarantine.c.last_seen),
 )

@@ -2,21 +2,27 @@
 
 SQLite registry, local-directory store, in-process bus; the store's durable finalize outbox is
 delivered by ``OutboxDispatcher`` to the register function's CloudEvent entry point, the very
-code Cloud Functions would call.
+code Cloud Functions would call. Each ExposureManifest published on the bus is pushed, as Pub/Sub
+push would, to the register function's ``on_manifest``, which records it in the registry.
 """
 
 from __future__ import annotations
 
+import base64
+import logging
 import threading
 from pathlib import Path
 
-from obsingest.bus.memory import InMemoryBus
+from obsingest.bus.memory import InMemoryBus, Message
+from obsingest.logs import get_logger, log_event
 from obsingest.messages import ArrivalEvent, ExposureManifest
 from obsingest.registry import open_registry
 from obsingest.settings import BusSettings, RegistrySettings, StoreSettings
 from obsingest.store.base import StoredObject
 from obsingest.store.notifications import storage_cloudevent
 from obsingest_cli.demo.environment import ArrivalCallback, ManifestCallback
+
+log = get_logger("obsingest.demo.embedded")
 
 
 class EmbeddedEnvironment:
@@ -51,6 +57,7 @@ class EmbeddedEnvironment:
             self.bus_settings.exposures_topic,
             lambda m: on_manifest(ExposureManifest.decode(m.data)),
         )
+        self.bus.subscribe(self.bus_settings.exposures_topic, self._record_manifest)
         wiring.configure(
             wiring.build_service(
                 self.store, self.registry, self.bus, self.store_settings, self.bus_settings
@@ -69,6 +76,23 @@ class EmbeddedEnvironment:
             manifest.encode(),
             key=f"{manifest.instrument}/{manifest.exposure}",
         )
+
+    def _record_manifest(self, message: Message) -> None:
+        """Push the manifest to the register function's ``on_manifest`` (Pub/Sub push body)."""
+        from functions.register import main as register_function
+        from infra.local.relay.push import PushRequest
+
+        envelope = {
+            "message": {
+                "data": base64.b64encode(message.data).decode(),
+                "attributes": message.attributes,
+                "messageId": message.message_id,
+            },
+            "subscription": "embedded-exposures",
+        }
+        body, status = register_function.on_manifest(PushRequest(envelope))
+        if status >= 300:
+            log_event(log, "demo.manifest_not_recorded", logging.WARNING, status=status, reply=body)
 
     def inject_notification(self, obj: StoredObject) -> None:
         self.store.outbox().inject(storage_cloudevent(obj))

@@ -9,7 +9,8 @@ benchmark: gigabytes of CCDs nobody looks at again) both are deleted on close.
 
 The relay delivers in-process to the register function's HTTP entry point ``on_push`` (the same
 code a functions-framework server runs), configured with GcsStore, Registry(PostgreSQL) and
-PubSubPublisher.
+PubSubPublisher. A second relay pushes the ``exposures`` topic to its ``on_manifest``, which
+records each ExposureManifest in the registry (as a push subscription does in production).
 
 The demo's notification config covers the whole bucket (production: ``raw/`` and
 ``quarantine/``), so ``--inject-bad``'s object outside the prefix reaches the function and shows
@@ -38,6 +39,8 @@ from obsingest_cli.demo.environment import ArrivalCallback, ManifestCallback
 log = get_logger("obsingest.demo.local")
 
 STACK_SERVICES = ("pubsub", "gcs", "postgres")
+#: the pull subscription the manifests relay delivers to ``on_manifest``
+MANIFESTS_SUBSCRIPTION = "exposures-register"
 
 
 class StackNotRunning(RuntimeError):
@@ -98,6 +101,7 @@ class LocalStackEnvironment:
         self.publisher = PubSubPublisher(self.project)
         self.keep = keep
         self.relay: Any = None
+        self.manifest_relay: Any = None
         self._subscribers: list[Any] = []
 
     # lifecycle -------------------------------------------------------------------------------
@@ -140,6 +144,32 @@ class LocalStackEnvironment:
             target=InProcessTarget(register_function.on_push),
         )
         self.relay.start()
+        self.manifest_relay = self._manifest_relay(register_function.on_manifest)
+        self.manifest_relay.start()
+
+    def _manifest_relay(self, handler: Any) -> Any:
+        """``exposures`` -> the register function's ``on_manifest``; what it gives up on goes to
+        the objects dead-letter topic, with the reason, like every other push of the demo."""
+        from infra.local.provision import subscribe
+        from infra.local.relay.dead_letter import PubSubDeadLetter
+        from infra.local.relay.loop import Relay
+        from infra.local.relay.push import InProcessTarget
+        from infra.local.relay.settings import RelaySettings
+        from obsingest.bus.pull import PubSubPullSource
+
+        bus = self.bus_settings
+        subscribe(self.project, bus.exposures_topic, MANIFESTS_SUBSCRIPTION)
+        source = PubSubPullSource(self.project, MANIFESTS_SUBSCRIPTION)
+        return Relay(
+            source=source,
+            target=InProcessTarget(handler),
+            dead_letters=PubSubDeadLetter(self.project, bus.objects_dlq_topic),
+            settings=RelaySettings(
+                subscription=MANIFESTS_SUBSCRIPTION, min_backoff=0.0, max_backoff=2.0,
+                max_attempts=5, concurrency=2,
+            ),
+            subscription_path=source.path,
+        )  # fmt: skip
 
     def publish_manifest(self, manifest: ExposureManifest) -> None:
         self.publisher.publish(
@@ -161,15 +191,21 @@ class LocalStackEnvironment:
         deadline = time.monotonic() + timeout
         if not self.relay.wait_idle(quiet=1.5, timeout=timeout):
             raise TimeoutError(f"relay still busy after {timeout} s: notifications not drained")
+        left = max(1.0, deadline - time.monotonic())
+        if self.manifest_relay and not self.manifest_relay.wait_idle(quiet=1.0, timeout=left):
+            raise TimeoutError(f"manifests relay still busy after {timeout} s")
         while time.monotonic() < deadline and any(s.idle_for() < 1.0 for s in self._subscribers):
             time.sleep(0.05)
-        return int(self.relay.stats.dead_lettered)
+        lost = self.manifest_relay.stats.dead_lettered if self.manifest_relay else 0
+        return int(self.relay.stats.dead_lettered) + int(lost)
 
     def close(self) -> None:
         from functions.register import wiring
 
         if self.relay is not None:
             self.relay.stop()
+        if self.manifest_relay is not None:
+            self.manifest_relay.stop()
         for subscriber in self._subscribers:
             subscriber.stop()
         wiring.configure(None)

@@ -107,3 +107,28 @@ def test_registry_list_cli(demo):
         check=True,
     )
     assert len(json.loads(proc.stdout)) == 27
+
+
+def test_manifests_land_in_the_registry_and_presence_sees_complete_exposures(demo):
+    from obsingest.registry.presence import PresenceReader
+
+    workdir, _ = demo
+    url = f"sqlite:///{workdir / 'registry.sqlite3'}"
+    reader = PresenceReader.open(RegistrySettings(url=url), budget_seconds=5.0)
+    try:
+        exposures = reader.latest(10)
+    finally:
+        reader.close()
+    assert len(exposures) == 3
+    for e in exposures:
+        assert (e.expected_source, e.expected, e.registered, e.missing) == ("manifest", 9, 9, ())
+        assert e.status in {"complete", "over_budget"} and e.latency_max > 0
+    proc = subprocess.run(
+        [sys.executable, "-m", "obsingest_cli", "status", "--registry", url, "--once", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    snapshot = json.loads(proc.stdout)
+    assert proc.returncode == (0 if exposures[0].status == "complete" else 1)
+    assert snapshot["exit_code"] == proc.returncode

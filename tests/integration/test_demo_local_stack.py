@@ -62,3 +62,14 @@ def test_demo_on_the_local_stack(transport, kafka, pubsub, gcs, postgres_server,
     ]
     assert [(s.expected, s.arrived, s.missing_detectors) for s in summaries] == [(9, 9, [])] * 2
     assert "dead-lettered" not in proc.stdout
+    # the manifests went through the register function's on_manifest into PostgreSQL
+    from obsingest.registry.presence import PresenceReader
+
+    reader = PresenceReader.open(RegistrySettings(url=url), budget_seconds=5.0)
+    try:
+        answers = reader.latest(10)
+    finally:
+        reader.close()
+    assert [(a.expected_source, a.expected, a.registered, a.missing) for a in answers] == [
+        ("manifest", 9, 9, ())
+    ] * 2

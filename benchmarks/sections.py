@@ -1,0 +1,222 @@
+"""The README section of each benchmark: its figures as a short table, the reference measured in
+the same run, and the goal met or not. ``generic`` renders a benchmark without its own section."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+#: the transfer plot, written by run_all next to the results
+PLOT = Path(__file__).resolve().parent / "results" / "transfer.png"
+
+
+
+def _compression(result: dict[str, Any]) -> str:
+    from benchmarks.compression import format_table
+
+    text = (
+        f"Reference raw CCD ({result['input']['bytes']:,} bytes), file -> file, median of "
+        f"{result['repeats']} round-robin repeats; ratios against fpack measured in the same "
+        "run. First the library (in-process, started and warm), then whole processes as a "
+        "person runs them (a fresh process per call, start-up and imports included): `fpack`, "
+        "`obsingest compress` (the CLI entry point) and `python -m producers.compress` (the same "
+        "function without the CLI), one CCD per call and the demo's 27 CCDs in one call."
+    )
+    process = result.get("whole_process")
+    if process:
+        repeats = ", ".join(f"{n} ({scenario})" for scenario, n in process["repeats"].items())
+        text += (
+            f" Whole-process repeats: {repeats}; 1-minute load average before/after "
+            f"{process['loadavg_1min_before_after']}."
+        )
+    return text + "\n\n" + format_table(result)
+
+
+def _transfer(result: dict[str, Any]) -> str:
+    from benchmarks.transfer import format_cpu, format_stages, format_table
+
+    paths = "; ".join(f"**{k}**: {v}" for k, v in result["paths"].items())
+    text = [
+        f"`obsingest bench transfer --compress --end-to-end`, {result['ccd_size']}-size CCDs, "
+        f"{result['numexp']} exposures per row (the first, connection warm-up, is excluded and "
+        f"shown in the last column). {paths}. Transfer = read raw + compress + send (the "
+        f"report's copy + compress + upload); send = the upload alone; announced = readout -> "
+        f"ArrivalEvent published. Published = the observatory's figures for one compressed "
+        f"CCD per process over a 10 Gbit/s link (their max for copy + compress + send of one "
+        f"CCD: {result['published_copy_compress_send_max']} s).",
+        "",
+        format_table(result),
+        "",
+        "Where the time goes, " + format_stages(result),
+        "",
+        "Who used the cores (CPU seconds per exposure over the run, from /proc; the window "
+        "includes the idle time between exposures, so `others` is other users' load):",
+        "",
+        format_cpu(result),
+        "",
+        f"![max transfer time vs CCDs]({PLOT.name})" if PLOT.exists() else "",
+    ]
+    return "\n".join(text)
+
+
+def _beam(result: dict[str, Any]) -> str:
+    ours, plain = result["summarize_events_per_s"], result["plain_gbk_events_per_s"]
+    ratio = result.get("ratio_events_per_s", round(ours / plain, 2))
+    cpu_ours, cpu_plain = result.get("summarize_cpu_s_median"), result.get("plain_gbk_cpu_s_median")
+    cpu_ratio = result.get("ratio_cpu")
+    per_repeat = ", ".join(f"{r:.2f}x" for r in result.get("ratio_per_repeat", []))
+    lag = result.get("streaming_lag", {})
+    return "\n".join([
+        f"{result['events']:,} ArrivalEvents ({result['exposures']} exposures x "
+        f"{result['detectors']} CCDs), {result['runner']}, median of {result['repeats']} "
+        "alternated repeats; ratios are of medians from the same run.",
+        "",
+        "| pipeline | seconds | CPU seconds | events/s | vs plain GroupByKey |",
+        "| --- | ---: | ---: | ---: | ---: |",
+        f"| ours (summaries) | {result['summarize_s_median']} | {_dash(cpu_ours)} | {ours:,} | "
+        f"{ratio:.2f}x{f' (CPU {cpu_ratio:.2f}x)' if cpu_ratio else ''} |",
+        f"| plain GroupByKey + percentiles | {result['plain_gbk_s_median']} | {_dash(cpu_plain)} | "
+        f"{plain:,} | 1.00x |",
+        "",
+        (f"Ratio per repeat: {per_repeat}. " if per_repeat else "")
+        + f"Reference figure: {result.get('reference_plain_gbk_events_per_s', '-'):,} events/s. "
+        f"Streaming lag, last arrival -> summary: p50 {lag.get('lag_ms_p50', '-')} ms, max "
+        f"{lag.get('lag_ms_max', '-')} ms ({lag.get('method', '')}).",
+    ])  # fmt: skip
+
+
+def _dash(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (int, float, str, bool)) or value is None
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)
+
+
+def _table(rows: list[tuple[str, dict[str, Any]]], first: str) -> list[str]:
+    """Markdown table of (label, figures) rows; scalar columns only, at most 10."""
+    keys: list[str] = []
+    for _, figures in rows:
+        keys += [k for k, v in figures.items() if _scalar(v) and k not in keys]
+    keys = keys[:10]
+    lines = [f"| {first} | " + " | ".join(keys) + " |", "| --- |" + " ---: |" * len(keys)]
+    for label, figures in rows:
+        lines.append(f"| {label} | " + " | ".join(_cell(figures.get(k, "")) for k in keys) + " |")
+    return lines
+
+
+def generic(result: dict[str, Any]) -> str:
+    """Benchmarks without a dedicated section: their scalars, then one table per list of
+    records or mapping of records, then the goal."""
+    scalars = {
+        k: v for k, v in result.items() if _scalar(v) and k not in ("benchmark", "when", "host")
+    }
+    lines = [f"- {k}: {_cell(v)}" for k, v in scalars.items()]
+    for key, value in result.items():
+        if isinstance(value, list) and value and all(isinstance(r, dict) for r in value):
+            lines += [
+                "",
+                f"{key}:",
+                "",
+                *_table([(str(i + 1), r) for i, r in enumerate(value)], "#"),
+            ]
+        elif isinstance(value, dict) and value and all(isinstance(r, dict) for r in value.values()):
+            lines += ["", f"{key}:", "", *_table(list(value.items()), key)]
+    goal = result.get("goal")
+    if isinstance(goal, dict) and "met" in goal:
+        lines += ["", f"Goal: {'met' if goal['met'] else 'NOT met'}"]
+    return "\n".join(lines) or "(no figures)"
+
+
+def _butler(result: dict[str, Any]) -> str:
+    med, rates = result["median_seconds"], result["rates_per_s"]
+    goal = result["goal"]
+    tx = result["obsingest_transactions_per_exposure"]
+    return "\n".join([
+        f"{result['repository']}; run `LSSTCam/raw/all`; small LSSTCam CCDs; median of "
+        f"{result['repeats']} runs on fresh exposures; load average at the start "
+        f"{result['machine']['load_1min']}.",
+        "",
+        "| registration | seconds | files/s | vs Butler one file per call |",
+        "| --- | ---: | ---: | ---: |",
+        f"| obsingest, one event at a time (per CCD) | {med['obsingest_per_ccd_s']} | "
+        f"{rates['obsingest_per_ccd_per_s']:,} | "
+        f"{rates['obsingest_per_ccd_per_s'] / rates['butler_per_file_per_s']:.1f}x |",
+        f"| obsingest, a {result['detectors']}-CCD exposure arriving at once (group commit) | "
+        f"{med['obsingest_exposure_s']} | {rates['obsingest_exposure_per_s']:,} | "
+        f"{result['factor_vs_butler_per_file']}x |",
+        f"| Butler `ingest`, one file per call | {med['butler_per_file_s']} | "
+        f"{rates['butler_per_file_per_s']:,} | 1.0x |",
+        f"| Butler `ingest`, one call per exposure | {med['butler_per_exposure_s']} | "
+        f"{rates['butler_per_exposure_per_s']:,} | "
+        f"{rates['butler_per_exposure_per_s'] / rates['butler_per_file_per_s']:.1f}x |",
+        "",
+        "Butler transactions per obsingest exposure: "
+        + "; ".join(f"{t['transactions']} (largest {t['largest']})" for t in tx),
+        "",
+        f"Goal (exposure registered within {goal['exposure_within_s']} s of its last CCD, "
+        f">= {goal['factor']:g}x Butler's one-file-per-call rate): "
+        f"{'met' if goal['met'] else 'NOT met'}",
+    ])  # fmt: skip
+def _edge(result: dict[str, Any]) -> str:
+    from benchmarks.edge import format_table
+
+    return (
+        f"{result['ccds_per_exposure']} {result['ccd_size']}-size CCDs per exposure, "
+        f"{result['exposures_per_run']} exposures per run (the first excluded), "
+        f"{result['repeats']} alternating rounds; {result['what']}. harness = today's "
+        "`bench transfer` path (one process per CCD); edge = the edge service through its "
+        "in-process API (journal, worker pool, durable ack).\n\n" + format_table(result)
+    )
+
+
+def _backfill(result: dict[str, Any]) -> str:
+    from benchmarks.backfill import format_table
+
+    return (
+        f"{result['files']:,} files of {result['file_bytes']:,} bytes to the "
+        f"{result['destination']}, a fresh bucket per run. Ours: {result['ours']}. Reference, "
+        f"same files, same run: {result['reference']}.\n\n" + format_table(result)
+    )
+
+
+def _presence(result: dict[str, Any]) -> str:
+    from benchmarks.presence import format_table
+
+    goal = result["goal"]
+    first = next(iter(result["backends"].values()))
+    lag = "; ".join(
+        f"{name} p99 {b['send_lag']['p99_ms']} ms" for name, b in result["backends"].items()
+    )
+    return "\n".join([
+        f"`obsingest serve` on a night of LSSTCam ({first['exposures']} exposures, "
+        f"{first['datasets']:,} datasets), {goal['rate_per_s']:g} requests/s from a second "
+        f"process (open loop, latency from the intended send time), mix {result['mix']}; load "
+        f"average at the start {result['machine']['load_1min']}.",
+        "",
+        format_table(result),
+        "",
+        f"Load generator's own send lag (how late it sent; counted in the figures): {lag}.",
+        "",
+        f"Goal (p99 < {goal['p99_ms_below']:g} ms at {goal['rate_per_s']:g} requests/s): "
+        f"{'met' if goal['met'] else 'NOT met'} (worst p99 {goal['worst_p99_ms']} ms)",
+    ])  # fmt: skip
+
+
+SECTIONS = {
+    "compression": _compression,
+    "transfer": _transfer,
+    "beam_batch": _beam,
+    "butler": _butler,
+    "edge": _edge,
+    "backfill": _backfill,
+    "presence": _presence,
+}
+
+

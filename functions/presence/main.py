@@ -1,0 +1,120 @@
+"""Process entry point of the presence API: ``obsingest serve`` / ``python -m functions.presence``
+(one uvicorn worker; run more instances behind a load balancer to scale, as Cloud Run does with
+infra/terraform/presence.tf).
+
+uvicorn with httptools and uvloop (its "standard" parser and loop): the fastest of the mainstream
+ASGI servers for small JSON answers, and what FastAPI deployments run.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from fastapi import FastAPI
+
+from functions.presence.app import create_app
+from functions.presence.settings import PresenceSettings
+from obsingest.logs import get_logger, log_event
+from obsingest.registry.presence import PresenceReader
+from obsingest.settings import PipelineSettings, RegistrySettings
+
+log = get_logger("obsingest.presence")
+
+
+def build_app(
+    registry_url: str | None = None,
+    budget_seconds: float | None = None,
+    settings: PresenceSettings | None = None,
+) -> FastAPI:
+    """The app on the registry at ``registry_url`` (default ``OBSINGEST_REGISTRY_URL``)."""
+    settings = settings or PresenceSettings()
+    registry = RegistrySettings(url=registry_url) if registry_url else RegistrySettings()
+    budget = budget_seconds if budget_seconds is not None else PipelineSettings().budget_seconds
+    reader = PresenceReader.open(registry, budget, settings.cache_exposures)
+    return create_app(reader, settings)
+
+
+def app_from_settings() -> FastAPI:
+    """Factory for ``uvicorn --factory functions.presence.main:app_from_settings``."""
+    return build_app()
+
+
+def serve(
+    registry_url: str | None = None,
+    host: str | None = None,
+    port: int | None = None,
+    budget_seconds: float | None = None,
+    workers: int | None = None,
+) -> int:
+    """Serve until interrupted; returns the exit status."""
+    import uvicorn
+
+    settings = PresenceSettings()
+    updates = {k: v for k, v in (("host", host), ("port", port), ("workers", workers)) if v}
+    settings = settings.model_copy(update=updates)
+    if settings.workers > 1:
+        return _serve_workers(settings, registry_url, budget_seconds)
+    app = build_app(registry_url, budget_seconds, settings)
+    reader: PresenceReader = app.state.reader
+    where = reader.source
+    log_event(log, "presence.serving", host=settings.host, port=settings.port, registry=where)
+    print(
+        f"presence API on http://{settings.host}:{settings.port}/ (OpenAPI: /openapi.json) "
+        f"reading {where}",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        uvicorn.run(
+            app,
+            host=settings.host,
+            port=settings.port,
+            loop="uvloop",
+            http="httptools",
+            access_log=settings.access_log,
+            log_level="warning",
+            # a load balancer in front keeps connections open: the server must not close first
+            timeout_keep_alive=75,
+        )
+    finally:
+        reader.close()
+    return 0
+
+
+def _serve_workers(
+    settings: PresenceSettings, registry_url: str | None, budget_seconds: float | None
+) -> int:
+    """Several uvicorn worker processes on one port: each builds its app from the environment
+    (``app_from_settings``), so what the command line said is passed on through it."""
+    import os
+
+    import uvicorn
+
+    if registry_url:
+        os.environ["OBSINGEST_REGISTRY_URL"] = registry_url
+    if budget_seconds is not None:
+        os.environ["OBSINGEST_BUDGET_SECONDS"] = str(budget_seconds)
+    build_app().state.reader.close()  # fail here, once, if the registry cannot be read
+    print(
+        f"presence API on http://{settings.host}:{settings.port}/ with {settings.workers} "
+        "worker processes",
+        file=sys.stderr,
+        flush=True,
+    )
+    uvicorn.run(
+        "functions.presence.main:app_from_settings",
+        factory=True,
+        workers=settings.workers,
+        host=settings.host,
+        port=settings.port,
+        loop="uvloop",
+        http="httptools",
+        access_log=settings.access_log,
+        log_level="warning",
+        timeout_keep_alive=75,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(serve())

@@ -1,0 +1,28 @@
+"""``OBSINGEST_PRESENCE_*``: where the presence API listens and how much it answers at once.
+
+Read at start-up (``PresenceSettings()``), never at import. The registry comes from
+``OBSINGEST_REGISTRY_*`` (a read-only role in production), the budget from
+``OBSINGEST_BUDGET_SECONDS``, like every other part of the pipeline.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class PresenceSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="OBSINGEST_PRESENCE_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    #: exposures per night page unless the caller asks for fewer or more, and the most it may
+    page_size: int = Field(default=50, ge=1)
+    max_page_size: int = Field(default=500, ge=1)
+    #: exposure answers kept (each is validated against the registry on every use; ~1 KiB each)
+    cache_exposures: int = Field(default=20_000, ge=0)
+    #: server processes (uvicorn workers) sharing the port; each has its own cache and its own
+    #: /metrics (scrape each, or run one per container and scale containers, as Cloud Run does)
+    workers: int = Field(default=1, ge=1)
+    #: one log line per request (off: at hundreds of requests/s the log is the cost)
+    access_log: bool = False

@@ -1,0 +1,83 @@
+"""ExposureManifests into the registry: the work of the register function's ``on_manifest``
+entry point (Pub/Sub push of the ``exposures`` topic).
+
+The same transport rules as the object notifications: a manifest recorded, or already recorded
+(a redelivery), is acknowledged; a permanent problem (the body is not an ExposureManifest, the
+manifest cannot describe a real exposure, or it differs from the one already recorded for its
+exposure) is quarantined with its reason and acknowledged, so it never blocks the topic; a
+retriable one (registry down) propagates and is answered 503; a request that is not a push
+delivery at all is refused 4xx (``http_errors``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+from typing import Any
+
+from obsingest.errors import BadMessage, NotADelivery, PermanentError
+from obsingest.logs import get_logger, log_event
+from obsingest.messages import ExposureManifest
+from obsingest.registry import Registry
+from obsingest.registry.manifests import manifest_digest, quarantine_manifest, record_manifest
+from obsingest.store.notifications import clip, message_id
+
+log = get_logger("obsingest.register.manifests")
+
+
+def decode_push(body: Any) -> ExposureManifest:
+    """The manifest in a Pub/Sub push envelope; ``NotADelivery`` if ``body`` is no envelope,
+    ``BadMessage`` if its data is not an ExposureManifest."""
+    if not isinstance(body, dict) or not isinstance(body.get("message"), dict):
+        raise NotADelivery(
+            "request body is not a Pub/Sub push envelope "
+            '{"message": {"data": ..., "messageId": ...}, "subscription": ...}'
+        )
+    message = body["message"]
+    where = f"message {clip(message_id(message)) or '(no id)'}"
+    raw = message.get("data", "")
+    if not isinstance(raw, str) or not raw:
+        raise BadMessage(f"{where}: no base64 data (an ExposureManifest was expected)")
+    try:
+        data = base64.b64decode(raw, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise BadMessage(f"{where}: data is not base64 ({exc})") from None
+    try:
+        return ExposureManifest.decode(data)
+    except BadMessage as exc:
+        raise BadMessage(f"{where}: {exc}") from None
+    except Exception as exc:  # a body that decodes to values the typed view refuses
+        raise BadMessage(
+            f"{where}: not an ExposureManifest ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def handle_push(body: Any, registry: Registry) -> tuple[str, int]:
+    """(reply body, status) for one push delivery of the ``exposures`` topic."""
+    try:
+        manifest = decode_push(body)
+    except BadMessage as exc:
+        source = f"pubsub:{message_id(body.get('message')) or 'no-id'}"
+        quarantine_manifest(registry, source, exc)
+        log_event(log, "manifest.quarantined", logging.WARNING, source=source, reason=exc.reason,
+                  error=str(exc))  # fmt: skip
+        return f"quarantined: {exc.reason}: {clip(str(exc), 300)}", 200
+    name = f"{manifest.instrument[:40]}/{manifest.exposure}"
+    try:
+        outcome = record_manifest(registry, manifest)
+    except PermanentError as exc:
+        source = f"manifest/{name}"
+        quarantine_manifest(registry, source, exc, _digest(manifest))
+        log_event(log, "manifest.quarantined", logging.WARNING, source=source, reason=exc.reason,
+                  error=str(exc))  # fmt: skip
+        return f"quarantined: {exc.reason}: {clip(str(exc), 300)}", 200
+    log_event(log, f"manifest.{outcome.status}", manifest=name, expected=outcome.expected)
+    return f"{outcome.status} manifest {name} ({outcome.expected} detectors)", 200
+
+
+def _digest(manifest: ExposureManifest) -> str:
+    try:
+        return manifest_digest(manifest)
+    except Exception:  # a manifest too broken to digest still gets its quarantine record
+        return ""

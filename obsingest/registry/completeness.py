@@ -1,0 +1,159 @@
+"""What the registry says about a CCD and an exposure: the presence answers, pure logic.
+
+Kept apart from the queries (``presence.py``) so the rules are tested without a database:
+
+- *expected*: the exposure's manifest's detectors; without a manifest, every detector of the
+  instrument (``obsingest.camera``), and the answer says so (``expected_source``, ``note``);
+- *latency* of a CCD: readout -> registered (the dataset's ``ingest_time`` minus the readout time
+  the edge stamped); p50/p95 by linear interpolation between closest ranks, numpy's default and
+  the Beam summaries' (beam_jobs/README.md), so the two agree on the same CCDs;
+- *status*, Beam's precedence with the presence API's words: ``incomplete`` (an expected detector
+  is not registered) > ``over_budget`` (a registered CCD took longer than the budget) >
+  ``complete``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+COMPLETE = "complete"
+INCOMPLETE = "incomplete"
+OVER_BUDGET = "over_budget"
+STATUSES = (COMPLETE, INCOMPLETE, OVER_BUDGET)
+
+FROM_MANIFEST = "manifest"
+FROM_INSTRUMENT = "instrument"
+
+
+@dataclass(frozen=True)
+class CcdPresence:
+    """Is this CCD registered, and if so where, when and how late."""
+
+    instrument: str
+    exposure: int
+    detector: int
+    day_obs: int
+    registered: bool
+    dataset_id: str | None = None
+    dataset_type: str | None = None
+    run: str | None = None
+    uri: str | None = None
+    size: int | None = None
+    checksum: str | None = None
+    transport: str | None = None
+    readout_time: datetime | None = None
+    registered_time: datetime | None = None
+    latency_seconds: float | None = None
+    over_budget: bool | None = None
+
+
+@dataclass(frozen=True)
+class ExposurePresence:
+    """One exposure: expected against registered, latencies, status."""
+
+    instrument: str
+    exposure: int
+    day_obs: int
+    expected: int
+    expected_source: str
+    registered: int
+    missing: tuple[int, ...]
+    budget_seconds: float
+    status: str
+    #: registered detectors the manifest did not list (counted in ``registered``)
+    unexpected: tuple[int, ...] = ()
+    #: registered detectors whose latency is over the budget
+    over_budget: tuple[int, ...] = ()
+    latency_p50: float | None = None
+    latency_p95: float | None = None
+    latency_max: float | None = None
+    #: registered CCDs without a readout time (no latency): not in the percentiles
+    latency_unknown: int = 0
+    first_readout: datetime | None = None
+    last_registered: datetime | None = None
+    physical_filter: str | None = None
+    obs_start: datetime | None = None
+    exposure_time: float | None = None
+    note: str = ""
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+    @property
+    def made_budget(self) -> bool:
+        return self.status == COMPLETE
+
+
+@dataclass(frozen=True)
+class NightPage:
+    """A page of a night's exposures, ascending; ``next_after`` continues it (None: last)."""
+
+    instrument: str
+    day_obs: int
+    exposures: list[ExposurePresence] = field(default_factory=list)
+    next_after: int | None = None
+
+
+def percentile(ordered: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100) of ascending ``ordered``: linear interpolation between the
+    closest ranks, as ``numpy.percentile``'s default."""
+    if not ordered:
+        raise ValueError("percentile of no values")
+    rank = (len(ordered) - 1) * q / 100.0
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def status_of(missing: Iterable[int], over_budget: Iterable[int]) -> str:
+    if any(True for _ in missing):
+        return INCOMPLETE
+    if any(True for _ in over_budget):
+        return OVER_BUDGET
+    return COMPLETE
+
+
+def summarize(
+    instrument: str,
+    exposure: int,
+    day_obs: int,
+    expected: Sequence[int],
+    expected_source: str,
+    registered: Sequence[tuple[int, float | None]],
+    budget_seconds: float,
+    **details: object,
+) -> ExposurePresence:
+    """The exposure's answer from its expected detectors and the (detector, latency) of each
+    registered CCD; ``details`` fill the descriptive fields (times, filter, note)."""
+    have = {det for det, _ in registered}
+    want = set(expected)
+    latencies = sorted(lat for _, lat in registered if lat is not None)
+    late = tuple(sorted(det for det, lat in registered if lat is not None and lat > budget_seconds))
+    missing = tuple(sorted(want - have))
+    if expected_source == FROM_INSTRUMENT and not details.get("note"):
+        details["note"] = (
+            f"no manifest recorded for this exposure: expected is every detector of "
+            f"{instrument} ({len(want)})"
+        )
+    return ExposurePresence(
+        instrument=instrument,
+        exposure=exposure,
+        day_obs=day_obs,
+        expected=len(want),
+        expected_source=expected_source,
+        registered=len(have),
+        missing=missing,
+        unexpected=tuple(sorted(have - want)),
+        over_budget=late,
+        budget_seconds=budget_seconds,
+        status=status_of(missing, late),
+        latency_p50=percentile(latencies, 50) if latencies else None,
+        latency_p95=percentile(latencies, 95) if latencies else None,
+        latency_max=latencies[-1] if latencies else None,
+        latency_unknown=sum(1 for _, lat in registered if lat is None),
+        **details,  # type: ignore[arg-type]
+    )

@@ -1,0 +1,168 @@
+"""ExposureManifests in the registry: what is expected of each exposure, recorded once.
+
+Why here: completeness ("expected" against "registered") is asked of the registry by the
+presence API, ``obsingest status`` and the exposures-ingested event; on the ``exposures`` topic
+alone a manifest is seen only by whoever consumes it at that moment.
+
+Idempotent, first manifest wins: a redelivery (same content, ``published`` aside: a DAQ that
+republishes after a restart says nothing new) is a no-op; a *different* manifest for an exposure
+already recorded raises ``ManifestConflict`` and the first stays; the caller quarantines the
+second with that reason. A manifest that names an unknown instrument, detectors out of range or an
+exposure id that disagrees with its day_obs raises ``BadManifest`` (``UnknownInstrument``), and
+is quarantined the same way, never recorded.
+
+Written through the ``Registry``'s engine and retry (same package): SQLite, PostgreSQL, and the
+companion tables of a ``butler:`` registry alike.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from obsingest import camera
+from obsingest.dataid import EXPOSURE_SEQ_FACTOR, validate_day_obs, validate_instrument
+from obsingest.errors import BadObjectName, PermanentError
+from obsingest.messages import ExposureManifest
+from obsingest.registry import tables
+from obsingest.registry.registry import QuarantineEntry, Registry
+
+#: the registry's physical_filter column holds 64 characters
+_MAX_FILTER = 64
+_INT64_MAX = 2**63 - 1
+
+
+class BadManifest(PermanentError):
+    """A manifest that cannot describe a real exposure (detectors out of range, ids that
+    disagree, ...): quarantined, never recorded."""
+
+    reason = "bad-manifest"
+
+
+class ManifestConflict(PermanentError):
+    """A different manifest for an exposure whose manifest is already recorded: the first is
+    kept, this one quarantined."""
+
+    reason = "manifest-conflict"
+
+
+@dataclass(frozen=True)
+class ManifestOutcome:
+    status: str  # recorded | duplicate
+    instrument: str
+    exposure: int
+    expected: int
+    digest: str
+
+
+def validate_manifest(manifest: ExposureManifest) -> tuple[int, ...]:
+    """The manifest's detectors, sorted; ``BadManifest`` (or ``UnknownInstrument``) naming the
+    exposure and what is wrong otherwise."""
+    where = f"manifest of {manifest.instrument!r} exposure {manifest.exposure}"
+    validate_instrument(manifest.instrument)
+    if not 0 < manifest.exposure <= _INT64_MAX:
+        raise BadManifest(f"{where}: exposure id must be a positive 64-bit integer")
+    try:
+        validate_day_obs(manifest.day_obs, where)
+    except BadObjectName as exc:
+        raise BadManifest(str(exc)) from None
+    if manifest.exposure // EXPOSURE_SEQ_FACTOR != manifest.day_obs:
+        raise BadManifest(
+            f"{where}: exposure id is of day_obs {manifest.exposure // EXPOSURE_SEQ_FACTOR}, "
+            f"the manifest says {manifest.day_obs}"
+        )
+    detectors = sorted(manifest.detectors)
+    if not detectors:
+        raise BadManifest(f"{where}: expects no detector at all")
+    if len(set(detectors)) != len(detectors):
+        twice = sorted({d for d in detectors if detectors.count(d) > 1})
+        raise BadManifest(f"{where}: detectors listed twice: {twice[:10]}")
+    known = set(camera.INSTRUMENTS[manifest.instrument].detector_ids)
+    unknown = [d for d in detectors if d not in known]
+    if unknown:
+        raise BadManifest(
+            f"{where}: {manifest.instrument} has no detector(s) {unknown[:10]} "
+            f"(ids {min(known)}..{max(known)})"
+        )
+    if not (math.isfinite(manifest.exposure_time) and manifest.exposure_time >= 0):
+        raise BadManifest(f"{where}: exposure_time {manifest.exposure_time!r} is not >= 0 s")
+    if len(manifest.filter) > _MAX_FILTER:
+        raise BadManifest(f"{where}: filter name longer than {_MAX_FILTER} characters")
+    return tuple(detectors)
+
+
+def manifest_digest(manifest: ExposureManifest) -> str:
+    """SHA-256 of what the manifest says (every field but ``published``), canonical JSON."""
+    content = {
+        "instrument": manifest.instrument,
+        "exposure": manifest.exposure,
+        "day_obs": manifest.day_obs,
+        "detectors": sorted(manifest.detectors),
+        "obs_start": _utc(manifest.obs_start).isoformat(),
+        "exposure_time": manifest.exposure_time,
+        "filter": manifest.filter,
+    }
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def record_manifest(registry: Registry, manifest: ExposureManifest) -> ManifestOutcome:
+    """Record ``manifest`` once (see module doc). Raises ``BadManifest``/``UnknownInstrument``,
+    ``ManifestConflict`` (permanent: quarantine it), or ``RegistryUnavailable`` (retry)."""
+    detectors = validate_manifest(manifest)
+    digest = manifest_digest(manifest)
+    m = tables.exposure_manifest
+    values: dict[str, Any] = {
+        "instrument": manifest.instrument,
+        "exposure": manifest.exposure,
+        "day_obs": manifest.day_obs,
+        "detectors": ",".join(str(d) for d in detectors),
+        "expected": len(detectors),
+        "obs_start": _utc(manifest.obs_start),
+        "exposure_time": manifest.exposure_time,
+        "physical_filter": manifest.filter,
+        "published": _utc(manifest.published),
+        "recorded_time": datetime.now(UTC),
+        "digest": digest,
+    }
+    insert = registry._insert(m).values(values).on_conflict_do_nothing().returning(m.c.exposure)
+
+    def tx(conn: Connection) -> str:
+        if conn.execute(insert).first() is not None:
+            return "recorded"
+        kept = conn.execute(
+            select(m.c.digest, m.c.expected, m.c.physical_filter).where(
+                m.c.instrument == manifest.instrument, m.c.exposure == manifest.exposure
+            )
+        ).one()
+        if kept.digest != digest:
+            raise ManifestConflict(
+                f"manifest of {manifest.instrument} exposure {manifest.exposure} differs from the "
+                f"one recorded first (kept: {kept.expected} detectors, filter "
+                f"{kept.physical_filter!r}, digest {kept.digest[:12]}; refused: {len(detectors)} "
+                f"detectors, filter {manifest.filter!r}, digest {digest[:12]})"
+            )
+        return "duplicate"
+
+    status = registry._retrying(lambda: registry._in_tx(tx))
+    return ManifestOutcome(status, manifest.instrument, manifest.exposure, len(detectors), digest)
+
+
+def quarantine_manifest(
+    registry: Registry, source: str, exc: PermanentError, digest: str = ""
+) -> QuarantineEntry:
+    """Keep a refused manifest's reason in the quarantine (a repeat is counted, not doubled).
+    ``source`` names it: ``manifest/<instrument>/<exposure>`` or the delivery's id."""
+    entry = QuarantineEntry(object_uri=source, reason=exc.reason, message=str(exc), checksum=digest)
+    registry.quarantine(entry)
+    return entry
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

@@ -1,0 +1,480 @@
+"""Presence reads: is a CCD registered, how complete and how late is an exposure, what did a night
+bring. Served to the presence API (``functions/presence``) and ``obsingest status``.
+
+Read-only (``readonly.make_readonly_engine``), and fast on a night of LSSTCam (~1,000 exposures x
+205 CCDs): every query is a primary-key or index-prefix lookup (``uq_dataset_dataid`` leads with
+(dataset_type, run, instrument, exposure, detector); a night is the exposure-id range
+[day_obs * 100000, day_obs * 100000 + 99999]); latencies are computed by the database.
+
+Exposure answers are cached per exposure, keyed by a version the database gives cheaply: the
+number of the exposure's datasets and its manifest's digest. Datasets are only ever inserted
+(create-once, redelivery a no-op) and a manifest is recorded once, so an unchanged version means
+an unchanged answer: a cached answer is never stale, and a night listing costs one grouped count
+instead of reading 205 rows per exposure. The cache is bounded (LRU).
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import OrderedDict
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Engine,
+    Float,
+    String,
+    and_,
+    bindparam,
+    cast,
+    extract,
+    func,
+    literal_column,
+    select,
+    union,
+)
+from sqlalchemy.engine import make_url
+
+from obsingest import camera
+from obsingest.dataid import EXPOSURE_SEQ_FACTOR, validate_day_obs
+from obsingest.errors import BadObjectName, PermanentError
+from obsingest.registry import tables
+from obsingest.registry.completeness import (
+    FROM_INSTRUMENT,
+    FROM_MANIFEST,
+    CcdPresence,
+    ExposurePresence,
+    NightPage,
+    summarize,
+)
+from obsingest.registry.prepared import Prepared, db_datetime, db_uuid, uuid_param
+from obsingest.registry.readonly import make_readonly_engine, require_tables
+from obsingest.settings import RegistrySettings, run_name
+
+_INT64_MAX = 2**63 - 1
+#: tables a presence reader needs (``exposure_manifest`` since schema migration 4)
+TABLES = ("dataset", "datastore_record", "exposure", "exposure_manifest", "quarantine")
+
+
+class QueryRefused(PermanentError):
+    """A question the registry cannot answer as asked: ``status`` is its HTTP status (400 bad
+    input, 404 nothing by that name), ``reason`` a short slug, the message names the input."""
+
+    def __init__(self, reason: str, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.status = status
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """An untrusted input as it can be quoted in an error: ASCII-escaped, clipped."""
+    text = ascii(value)
+    return text if len(text) <= limit else text[:limit] + "...'"
+
+
+def shown_url(url: str) -> str:
+    """A registry URL fit to print: password hidden (``butler:`` URLs have none)."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url
+
+
+def check_instrument(name: str) -> camera.Instrument:
+    try:
+        return camera.INSTRUMENTS[name]
+    except KeyError:
+        raise QueryRefused(
+            "unknown-instrument",
+            f"unknown instrument {shown(name)} (known: {', '.join(camera.INSTRUMENTS)})",
+            404,
+        ) from None
+
+
+def check_exposure(exposure: int) -> int:
+    """The exposure's day_obs; QueryRefused unless it is a positive id of a real day."""
+    if not 0 < exposure <= _INT64_MAX:
+        raise QueryRefused(
+            "bad-exposure-id", f"exposure id {shown(exposure)} is not a positive 64-bit integer"
+        )
+    day_obs = exposure // EXPOSURE_SEQ_FACTOR
+    try:
+        validate_day_obs(day_obs, f"exposure id {exposure}")
+    except BadObjectName as exc:  # well-formed, but no exposure can have it
+        raise QueryRefused("bad-exposure-id", str(exc), 404) from None
+    return day_obs
+
+
+@cache
+def _detector_ids(instrument: str) -> frozenset[int]:
+    return frozenset(camera.INSTRUMENTS[instrument].detector_ids)
+
+
+def check_detector(instrument: camera.Instrument, detector: int) -> None:
+    if detector not in _detector_ids(instrument.name):
+        ids = instrument.detector_ids
+        raise QueryRefused(
+            "unknown-detector",
+            f"{instrument.name} has no detector {shown(detector)} (ids {min(ids)}..{max(ids)})",
+            404,
+        )
+
+
+def check_day_obs(day_obs: int) -> None:
+    try:
+        validate_day_obs(day_obs, "night")
+    except BadObjectName as exc:  # a number, but no night has it
+        raise QueryRefused("bad-day-obs", str(exc), 404) from None
+
+
+def _latency(dialect: str) -> ColumnElement[float]:
+    """Seconds from readout to registration, computed by the database (NULL without readout)."""
+    d, r = tables.dataset, tables.datastore_record
+    if dialect == "postgresql":
+        return cast(extract("epoch", d.c.ingest_time - r.c.readout_time), Float)
+    # SQLite keeps datetimes as 'YYYY-MM-DD HH:MM:SS.ffffff' text: whole seconds by strftime
+    # of the text without its fraction (SQLite's date functions round to milliseconds, so .9996
+    # would become the next second), microseconds from the fraction (julianday() would round too)
+    ingest, readout = cast(d.c.ingest_time, String), cast(r.c.readout_time, String)
+    # constants as SQL text, not bound parameters: fewer values to bind on every execution
+    seconds, one, nineteen, twenty = (literal_column(v) for v in ("'%s'", "1", "19", "20"))
+    whole = func.strftime(seconds, func.substr(ingest, one, nineteen)) - func.strftime(
+        seconds, func.substr(readout, one, nineteen)
+    )
+    fraction = cast(func.substr(ingest, twenty), Float) - cast(func.substr(readout, twenty), Float)
+    return cast(whole, Float) + fraction
+
+
+class PresenceReader:
+    """Presence queries on a (read-only) registry engine."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        dataset_type: str,
+        run_template: str,
+        budget_seconds: float,
+        cache_size: int = 20_000,
+    ) -> None:
+        self.engine = engine
+        self.dataset_type = dataset_type
+        self.run_template = run_template
+        self.budget_seconds = budget_seconds
+        self._cache: OrderedDict[tuple[str, int], tuple[tuple[Any, ...], ExposurePresence]] = (
+            OrderedDict()
+        )
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+        #: the registry URL as given (password hidden), for humans
+        self.source = engine.url.render_as_string(hide_password=True)
+        self._build_statements(engine.dialect.name)
+        self._prepare()
+
+    @classmethod
+    def open(
+        cls, settings: RegistrySettings, budget_seconds: float, cache_size: int = 20_000
+    ) -> PresenceReader:
+        """A reader on ``settings.url`` (SQLite, PostgreSQL or ``butler:``), read-only."""
+        engine = make_readonly_engine(settings)
+        try:
+            require_tables(engine, TABLES)
+        except Exception:
+            engine.dispose()
+            raise
+        reader = cls(
+            engine,
+            dataset_type=settings.dataset_type,
+            run_template=settings.run,
+            budget_seconds=budget_seconds,
+            cache_size=cache_size,
+        )
+        reader.source = shown_url(settings.url)
+        return reader
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def ping(self) -> None:
+        with self.engine.connect() as conn:
+            conn.execute(select(literal_column("1"))).scalar()
+
+    # statements, built once (SQLAlchemy's compiled cache then serves every call) -------------
+    def _build_statements(self, dialect: str) -> None:
+        d, r, e, m = (
+            tables.dataset,
+            tables.datastore_record,
+            tables.exposure,
+            tables.exposure_manifest,
+        )
+        latency = _latency(dialect).label("latency")
+        ccd_cols = (d.c.id, d.c.dataset_type, d.c.run, d.c.instrument, d.c.exposure, d.c.detector)
+        ccd_cols += (d.c.ingest_time, r.c.uri, r.c.size, r.c.checksum, r.c.transport)
+        joined = d.join(r, r.c.dataset_id == d.c.id)
+        ours = (d.c.dataset_type == bindparam("dt"), d.c.run == bindparam("run"))
+        ours += (d.c.instrument == bindparam("inst"),)
+        self._q_ccd = (
+            select(*ccd_cols, r.c.readout_time, latency)
+            .select_from(joined)
+            .where(*ours, d.c.exposure == bindparam("exp"), d.c.detector == bindparam("det"))
+        )
+        self._q_dataset = (
+            select(*ccd_cols, r.c.readout_time, latency)
+            .select_from(joined)
+            .where(d.c.id == bindparam("id"))
+        )
+        self._q_rows = (
+            select(d.c.detector, latency)
+            .select_from(joined)
+            .where(*ours, d.c.exposure == bindparam("exp"))
+        )
+        self._q_times = (
+            select(func.min(r.c.readout_time), func.max(d.c.ingest_time))
+            .select_from(joined)
+            .where(*ours, d.c.exposure == bindparam("exp"))
+        )
+        self._q_manifest = select(m).where(
+            m.c.instrument == bindparam("inst"), m.c.exposure == bindparam("exp")
+        )
+        self._q_exposure = select(e.c.physical_filter, e.c.obs_start, e.c.exposure_time).where(
+            e.c.instrument == bindparam("inst"), e.c.id == bindparam("exp")
+        )
+        # The exposures of an id window (those with an exposure record or a manifest), each with
+        # the version of its answer in one round trip: its manifest's digest and the number of
+        # datasets with its id (any run or instrument, ix_dataset_exposure: any registration
+        # changes it, which is all a version must do).
+        ids = union(
+            select(e.c.id.label("exposure")).where(
+                e.c.instrument == bindparam("inst"),
+                bindparam("lo") <= e.c.id,
+                e.c.id <= bindparam("hi"),
+            ),
+            select(m.c.exposure.label("exposure")).where(
+                m.c.instrument == bindparam("inst"),
+                bindparam("lo") <= m.c.exposure,
+                m.c.exposure <= bindparam("hi"),
+            ),
+        ).subquery("ids")
+        # the page first, then the versions of its exposures only
+        page = (
+            select(ids.c.exposure).order_by(ids.c.exposure).limit(bindparam("n")).subquery("page")
+        )
+        kept = m.alias("kept")
+        datasets = (
+            select(func.count()).select_from(d).where(d.c.exposure == page.c.exposure)
+        ).scalar_subquery()
+        self._q_state = (
+            select(page.c.exposure, kept.c.digest, datasets.label("datasets"))
+            .select_from(
+                page.outerjoin(
+                    kept,
+                    and_(
+                        kept.c.instrument == bindparam("inst"),
+                        kept.c.exposure == page.c.exposure,
+                    ),
+                )
+            )
+            .order_by(page.c.exposure)
+        )
+        latest = union(
+            select(e.c.instrument, e.c.id.label("exposure")),
+            select(m.c.instrument, m.c.exposure.label("exposure")),
+        ).subquery()
+        self._q_latest = (
+            select(latest.c.instrument, latest.c.exposure)
+            .order_by(latest.c.exposure.desc())
+            .limit(bindparam("n"))
+        )
+
+    def _prepare(self) -> None:
+        """The statements every request runs, on the driver's cursor (``prepared``)."""
+        self._p_ccd = Prepared(self.engine, self._q_ccd)
+        self._p_dataset = Prepared(self.engine, self._q_dataset)
+        self._p_state = Prepared(self.engine, self._q_state)
+
+    def _ours(self, instrument: str) -> dict[str, Any]:
+        return {
+            "dt": self.dataset_type,
+            "run": run_name(self.run_template, instrument),
+            "inst": instrument,
+        }
+
+    # CCDs ------------------------------------------------------------------------------------
+    def ccd(self, instrument: str, exposure: int, detector: int) -> CcdPresence:
+        """Whether this CCD is registered (in the configured dataset type and run)."""
+        inst = check_instrument(instrument)
+        day_obs = check_exposure(exposure)
+        check_detector(inst, detector)
+        rows = self._p_ccd.rows({**self._ours(instrument), "exp": exposure, "det": detector})
+        row = rows[0] if rows else None
+        if row is None:
+            return CcdPresence(instrument, exposure, detector, day_obs, registered=False)
+        return self._ccd_of(row)
+
+    def dataset(self, dataset_id: uuid.UUID) -> CcdPresence | None:
+        """The CCD registered under ``dataset_id`` (any run), None when there is none."""
+        rows = self._p_dataset.rows({"id": uuid_param(self.engine, dataset_id)})
+        return self._ccd_of(rows[0]) if rows else None
+
+    def _ccd_of(self, row: tuple[Any, ...]) -> CcdPresence:
+        """A row of ``_q_ccd`` / ``_q_dataset`` (columns in ``ccd_cols`` order) as the driver
+        gives it."""
+        (ds_id, dtype, run, instrument, exposure, detector, ingest_time, uri, size, checksum,
+         transport, readout_time, latency) = row  # fmt: skip
+        return CcdPresence(
+            instrument=instrument,
+            exposure=exposure,
+            detector=detector,
+            day_obs=exposure // EXPOSURE_SEQ_FACTOR,
+            registered=True,
+            dataset_id=str(db_uuid(ds_id)),
+            dataset_type=dtype,
+            run=run,
+            uri=uri,
+            size=size,
+            checksum=checksum,
+            transport=transport,
+            readout_time=db_datetime(readout_time),
+            registered_time=db_datetime(ingest_time),
+            latency_seconds=latency,
+            over_budget=None if latency is None else latency > self.budget_seconds,
+        )
+
+    # exposures -------------------------------------------------------------------------------
+    def exposure(self, instrument: str, exposure: int) -> ExposurePresence | None:
+        """Expected, registered, missing, latencies and status; None when the registry knows
+        nothing of the exposure (no manifest, no exposure record)."""
+        check_instrument(instrument)
+        check_exposure(exposure)
+        found = self._answers(instrument, exposure, exposure, 1)
+        return found[0] if found else None
+
+    def night(
+        self, instrument: str, day_obs: int, limit: int = 100, after: int | None = None
+    ) -> NightPage:
+        """The night's exposures (manifest or datasets) in id order, ``limit`` per page."""
+        check_instrument(instrument)
+        check_day_obs(day_obs)
+        lo = day_obs * EXPOSURE_SEQ_FACTOR
+        hi = lo + EXPOSURE_SEQ_FACTOR - 1
+        if after is not None:
+            lo = max(lo, after + 1)
+        if lo > hi:  # past the night's last possible exposure
+            return NightPage(instrument, day_obs, [], None)
+        found = self._answers(instrument, lo, hi, limit + 1)
+        more = len(found) > limit
+        found = found[:limit]
+        return NightPage(instrument, day_obs, found, found[-1].exposure if more else None)
+
+    def latest(self, limit: int = 10) -> list[ExposurePresence]:
+        """The ``limit`` newest exposures (highest ids) of any instrument, newest first."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(self._q_latest, {"n": limit}).all()
+        by_instrument: dict[str, list[int]] = {}
+        for row in rows:
+            by_instrument.setdefault(row.instrument, []).append(row.exposure)
+        out = []
+        for inst, ids in by_instrument.items():
+            wanted = set(ids)
+            answers = self._answers(inst, min(ids), max(ids), len(ids))
+            out += [a for a in answers if a.exposure in wanted]
+        return sorted(out, key=lambda s: s.exposure, reverse=True)
+
+    def _answers(self, instrument: str, lo: int, hi: int, n: int) -> list[ExposurePresence]:
+        """Answers for the first ``n`` exposures with ids in [lo, hi], ascending: from the
+        cache when their version is unchanged, computed otherwise."""
+        ours = self._ours(instrument)
+        states = self._p_state.rows({"inst": instrument, "lo": lo, "hi": hi, "n": n})
+        out: list[ExposurePresence | None] = []
+        stale = []
+        for exposure, digest, datasets in states:
+            version = (datasets, digest)
+            out.append(self._cached((instrument, exposure), version))
+            if out[-1] is None:
+                stale.append((len(out) - 1, exposure, version))
+        if stale:  # computed from the rows: an exposure still arriving, or not asked before
+            with self.engine.connect() as conn:
+                for index, exposure, version in stale:
+                    answer = self._summary(conn, ours, instrument, exposure)
+                    self._store((instrument, exposure), version, answer)
+                    out[index] = answer
+        return [a for a in out if a is not None]
+
+    def _summary(
+        self, conn: Any, ours: dict[str, Any], instrument: str, exposure: int
+    ) -> ExposurePresence:
+        key = {"inst": instrument, "exp": exposure}
+        manifest = conn.execute(self._q_manifest, key).first()
+        rows = [tuple(row) for row in conn.execute(self._q_rows, {**ours, "exp": exposure})]
+        first, last = conn.execute(self._q_times, {**ours, "exp": exposure}).one()
+        if manifest is not None:
+            expected = [int(x) for x in manifest.detectors.split(",") if x]
+            source = FROM_MANIFEST
+            about = (manifest.physical_filter, manifest.obs_start, manifest.exposure_time)
+        else:
+            expected = sorted(_detector_ids(instrument))
+            source = FROM_INSTRUMENT
+            about = conn.execute(self._q_exposure, key).first() or (None, None, None)
+        flt, start, exptime = about
+        return summarize(
+            instrument,
+            exposure,
+            exposure // EXPOSURE_SEQ_FACTOR,
+            expected,
+            source,
+            rows,
+            self.budget_seconds,
+            first_readout=_utc(first),
+            last_registered=_utc(last),
+            physical_filter=flt,
+            obs_start=_utc(start),
+            exposure_time=exptime,
+        )
+
+    def _cached(self, key: tuple[str, int], version: tuple[Any, ...]) -> ExposurePresence | None:
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is None or hit[0] != version:
+                return None
+            self._cache.move_to_end(key)
+            return hit[1]
+
+    def _store(
+        self, key: tuple[str, int], version: tuple[Any, ...], value: ExposurePresence
+    ) -> None:
+        with self._lock:
+            self._cache[key] = (version, value)
+            self._cache.move_to_end(key)
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+
+    # quarantine ------------------------------------------------------------------------------
+    def quarantine(self, since: datetime | None = None, recent: int = 5) -> dict[str, Any]:
+        """Quarantined inputs (seen since ``since``): counts by reason and the latest few."""
+        q = tables.quarantine
+        where = [q.c.last_seen >= since] if since is not None else []
+        with self.engine.connect() as conn:
+            counts = select(q.c.reason, func.count()).where(*where).group_by(q.c.reason)
+            by_reason = {reason: n for reason, n in conn.execute(counts)}
+            latest = conn.execute(
+                select(q.c.object_uri, q.c.reason, q.c.message, q.c.last_seen, q.c.occurrences)
+                .where(*where)
+                .order_by(q.c.last_seen.desc())
+                .limit(recent)
+            ).all()
+        return {
+            "total": sum(by_reason.values()),
+            "by_reason": dict(sorted(by_reason.items())),
+            "recent": [{**row._asdict(), "last_seen": _utc(row.last_seen)} for row in latest],
+        }
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    from datetime import UTC
+
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

@@ -1,0 +1,103 @@
+"""A read-only engine on the registry, for readers that must never write (the presence API,
+``obsingest status``).
+
+Read-only at the database where the database can say so, not only by the code's good manners:
+SQLite is opened with ``mode=ro`` (and ``query_only``), PostgreSQL sessions start with
+``default_transaction_read_only`` (production also gives the presence API a role that can only
+SELECT: ``registry-url-readonly`` in infra/terraform). A ``butler:<repo>`` URL reads the Butler
+backend's companion tables, which hold every dataset with its checksum and stage times: no
+Butler is opened. No migration is run: ``require_tables`` says what is missing instead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy.engine import make_url
+
+from obsingest.errors import PermanentError
+from obsingest.registry.butler_repo import (
+    ButlerSettings,
+    default_companion_url,
+    is_butler_url,
+    repo_of,
+)
+from obsingest.settings import RegistrySettings
+
+#: how much of a SQLite registry a reader maps into memory (a night of LSSTCam: ~150 MB)
+SQLITE_MMAP_BYTES = 1 << 30
+
+
+class RegistryNotReadable(PermanentError):
+    """The registry cannot be read: no such database, or a schema older than the reader's."""
+
+    reason = "registry-not-readable"
+
+
+def readonly_url(url: str) -> str:
+    """The database URL a reader opens for registry URL ``url`` (``butler:`` -> companion)."""
+    if is_butler_url(url):
+        return ButlerSettings().companion_url or default_companion_url(repo_of(url))
+    return url
+
+
+def make_readonly_engine(settings: RegistrySettings) -> Engine:
+    """A pooled engine that cannot write (see module doc)."""
+    url = readonly_url(settings.url)
+    pool: dict[str, Any] = {
+        "pool_size": settings.pool_size,
+        "max_overflow": settings.max_overflow,
+        "pool_timeout": settings.pool_timeout,
+    }
+    if url.startswith("sqlite"):
+        path = make_url(url).database
+        if not path or path == ":memory:":
+            raise RegistryNotReadable(f"{url!r}: an in-memory SQLite registry has nothing to read")
+        file = Path(path)
+        if not file.is_file():
+            raise RegistryNotReadable(f"no registry database at {file} (from {url!r})")
+        # file: URI so that mode=ro reaches SQLite; the WAL's -shm must be there or creatable
+        uri = f"sqlite:///file:{quote(str(file.resolve()))}?mode=ro&uri=true"
+        engine = create_engine(uri, connect_args={"check_same_thread": False}, **pool)
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA query_only=ON")
+            cur.execute("PRAGMA busy_timeout=5000")
+            # Reads of random CCDs touch pages all over a ~100 MB night: map the file (the OS
+            # page cache, shared by every connection) instead of a read() per page miss
+            cur.execute(f"PRAGMA mmap_size={SQLITE_MMAP_BYTES}")
+            cur.close()
+
+        return engine
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://") :]
+    if url.startswith("postgresql"):
+        return create_engine(
+            url,
+            connect_args={"options": "-c default_transaction_read_only=on"},
+            # one round trip a query: no BEGIN before it, no ROLLBACK when the connection goes
+            # back to the pool (each statement is its own read-only transaction)
+            isolation_level="AUTOCOMMIT",
+            pool_recycle=1800,
+            **pool,
+        )
+    raise RegistryNotReadable(f"{url!r}: not a SQLite, PostgreSQL or butler: registry URL")
+
+
+def require_tables(engine: Engine, names: tuple[str, ...]) -> None:
+    """RegistryNotReadable naming the tables ``engine``'s database lacks (an older schema: run
+    ``obsingest registry migrate`` with a writing role)."""
+    with engine.connect() as conn:
+        have = set(inspect(conn).get_table_names())
+    missing = [n for n in names if n not in have]
+    if missing:
+        where = engine.url.render_as_string(hide_password=True)
+        raise RegistryNotReadable(
+            f"registry {where} has no table(s) {', '.join(missing)}: its schema is older than "
+            "this reader (run `obsingest registry migrate` against it first)"
+        )

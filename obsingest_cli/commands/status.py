@@ -1,0 +1,56 @@
+"""``obsingest status``: the night at a glance, live in the terminal or once for scripts."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "status",
+        help="live view of the night: exposures against the budget, quarantine, dead letters",
+        description=(
+            "A live terminal view of the night from the registry (read-only): the newest "
+            "exposures with completeness, p50/p95/max readout -> registered latency against the "
+            "budget and status, and what was quarantined; with --metrics, what each running "
+            "process's /metrics says (dead-lettered, waiting, spooled at the edge, consumer lag). "
+            "--once prints it and exits: 0 the last exposure made the budget, 1 it did not, "
+            "2 no exposure to judge (or the registry cannot be read)."
+        ),
+    )
+    p.add_argument(
+        "--registry",
+        help="registry URL: sqlite:///FILE, postgresql://USER@HOST:PORT/DB or butler:REPO "
+        "(default: $OBSINGEST_REGISTRY_URL)",
+    )
+    p.add_argument(
+        "--metrics",
+        nargs="+",
+        default=[],
+        metavar="URL",
+        help="Prometheus endpoints of running processes, e.g. http://127.0.0.1:8000/metrics",
+    )
+    p.add_argument("--once", action="store_true", help="print one snapshot and exit")
+    p.add_argument("--json", action="store_true", help="with --once: the snapshot as JSON")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
+    p.add_argument("--exposures", type=int, default=10, help="newest exposures shown (10)")
+    p.add_argument("--since-hours", type=float, default=24.0, help="quarantine window, hours (24)")
+    p.add_argument(
+        "--budget", type=float, help="seconds per CCD (default 5, $OBSINGEST_BUDGET_SECONDS)"
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from obsingest_cli.script.status import run_status
+
+    return run_status(
+        args.registry,
+        args.metrics,
+        once=args.once,
+        as_json_output=args.json,
+        interval=args.interval,
+        exposures=args.exposures,
+        since_hours=args.since_hours,
+        budget=args.budget,
+    )

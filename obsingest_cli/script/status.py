@@ -1,0 +1,78 @@
+"""``obsingest status``: the live terminal view of the night (rich), or one snapshot printed for
+scripts with an exit status that says whether the last exposure made the budget (see
+``status_snapshot`` for what is shown and the exit codes, ``status_view`` for how).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import timedelta
+from typing import Any
+
+from obsingest.registry.presence import PresenceReader
+from obsingest.settings import PipelineSettings, RegistrySettings
+from obsingest_cli.script.status_snapshot import NOTHING_TO_JUDGE, as_json, take
+from obsingest_cli.script.status_view import render
+
+
+def run_status(
+    registry_url: str | None,
+    metrics_urls: list[str],
+    *,
+    once: bool,
+    as_json_output: bool,
+    interval: float,
+    exposures: int,
+    since_hours: float,
+    budget: float | None,
+) -> int:
+    """The live view until Ctrl-C, or one snapshot printed (``once``) with its exit code."""
+    from rich.console import Console
+
+    settings = RegistrySettings(url=registry_url) if registry_url else RegistrySettings()
+    budget_seconds = budget if budget is not None else PipelineSettings().budget_seconds
+    console = Console()
+    if not console.is_terminal:  # a script's pipe or file: room for every column
+        console = Console(width=150)
+    try:
+        reader = PresenceReader.open(settings, budget_seconds)
+    except Exception as exc:
+        print(f"obsingest status: cannot read the registry: {exc}", file=sys.stderr)
+        return NOTHING_TO_JUDGE
+    since = timedelta(hours=since_hours)
+    try:
+        if once:
+            snapshot = take(reader, metrics_urls, exposures, since)
+            if as_json_output:
+                print(as_json(snapshot))
+            else:
+                console.print(render(snapshot))
+            if snapshot.error:
+                print(f"obsingest status: {snapshot.error}", file=sys.stderr)
+                return NOTHING_TO_JUDGE
+            return snapshot.exit_code
+        return _live(console, reader, metrics_urls, exposures, since, interval)
+    finally:
+        reader.close()
+
+
+def _live(
+    console: Any,
+    reader: PresenceReader,
+    metrics_urls: list[str],
+    exposures: int,
+    since: timedelta,
+    interval: float,
+) -> int:
+    from rich.live import Live
+
+    snapshot = take(reader, metrics_urls, exposures, since)
+    try:
+        with Live(render(snapshot), console=console, auto_refresh=False, screen=False) as live:
+            while True:
+                time.sleep(interval)
+                snapshot = take(reader, metrics_urls, exposures, since)
+                live.update(render(snapshot), refresh=True)
+    except KeyboardInterrupt:
+        return 0

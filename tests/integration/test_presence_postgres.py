@@ -1,0 +1,113 @@
+"""The presence API on PostgreSQL (the local stack's, a fresh database per test): the same
+night written to PostgreSQL and to SQLite gets the same answers from ``obsingest serve`` on
+either; the reader cannot write; manifests are recorded once on PostgreSQL too."""
+
+import math
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+
+from benchmarks.presence import Server, free_port
+from benchmarks.presence_night import write_night
+from obsingest.registry import Registry
+from obsingest.registry.manifests import ManifestConflict, record_manifest
+from obsingest.registry.presence import PresenceReader
+from obsingest.settings import RegistrySettings
+from tests.unit.obsingest.registry.conftest import E1, manifest, register
+
+pytestmark = pytest.mark.integration
+
+DAY_OBS = 20261123
+NIGHT = {"day_obs": DAY_OBS, "exposures": 24, "incomplete_every": 6, "no_manifest_every": 5}
+
+
+def _write(url: str):
+    registry = Registry.open(RegistrySettings(url=url))
+    try:
+        return write_night(registry, **NIGHT)
+    finally:
+        registry.close()
+
+
+def _same(a, b, where=""):
+    """Equal JSON, floats to a microsecond (each database does its own time arithmetic)."""
+    if isinstance(a, float) or isinstance(b, float):
+        assert math.isclose(a, b, abs_tol=2e-6), f"{where}: {a} != {b}"
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), where
+        for key in a:
+            _same(a[key], b[key], f"{where}.{key}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+def test_postgresql_and_sqlite_give_the_same_answers(postgres, tmp_path):
+    night = _write(postgres)
+    sqlite_url = f"sqlite:///{tmp_path / 'registry.sqlite3'}"
+    assert _write(sqlite_url).dataset_ids == night.dataset_ids
+    paths = [f"/v1/exposures/LSSTCam/{e}" for e in night.exposures]
+    paths += [f"/v1/ccds/LSSTCam/{e}/{d}" for e in night.exposures[::5] for d in (0, 100, 204)]
+    paths += [f"/v1/datasets/{i}" for i in night.dataset_ids[::997]]
+    paths += [f"/v1/nights/LSSTCam/{DAY_OBS}?limit=7", f"/v1/nights/LSSTCam/{DAY_OBS}?limit=500"]
+    answers = {}
+    for name, url in (("postgresql", postgres), ("sqlite", sqlite_url)):
+        server = Server(url, free_port(), tmp_path / f"{name}.log")
+        try:
+            server.wait_ready()
+            answers[name] = {p: server.get(p) for p in paths}
+        finally:
+            server.stop()
+    for path in paths:
+        _same(answers["postgresql"][path], answers["sqlite"][path], path)
+    pg = answers["postgresql"]
+    # what was written is what is answered
+    for exposure in night.exposures:
+        body = pg[f"/v1/exposures/LSSTCam/{exposure}"]
+        registered = night.registered[exposure]
+        assert body["registered"] == len(registered) and len(body["missing"]) == 205 - len(
+            registered
+        )
+        source = "instrument" if exposure in night.without_manifest else "manifest"
+        assert body["expected_source"] == source
+    listed = pg[f"/v1/nights/LSSTCam/{DAY_OBS}?limit=500"]
+    assert [e["exposure"] for e in listed["exposures"]] == night.exposures
+    assert listed["next_after"] is None
+
+
+def test_the_reader_on_postgresql_cannot_write(postgres):
+    _write(postgres)
+    reader = PresenceReader.open(RegistrySettings(url=postgres), budget_seconds=5.0)
+    try:
+        with (
+            pytest.raises(DBAPIError, match="read-only transaction"),
+            reader.engine.begin() as conn,
+        ):
+            conn.execute(text("DELETE FROM exposure_manifest"))
+        assert reader.night("LSSTCam", DAY_OBS, limit=500).exposures
+    finally:
+        reader.close()
+
+
+def test_manifests_and_new_registrations_on_postgresql(postgres):
+    registry = Registry.open(RegistrySettings(url=postgres))
+    reader = PresenceReader.open(RegistrySettings(url=postgres), budget_seconds=5.0)
+    try:
+        assert record_manifest(registry, manifest(E1, [0, 1, 2])).status == "recorded"
+        assert record_manifest(registry, manifest(E1, [2, 1, 0])).status == "duplicate"
+        with pytest.raises(ManifestConflict):
+            record_manifest(registry, manifest(E1, [0, 1]))
+        e = reader.exposure("LSSTComCam", E1)
+        assert (e.expected, e.registered, e.missing, e.status) == (3, 0, (0, 1, 2), "incomplete")
+        for det in (0, 1, 2):
+            register(registry, E1, det, 1.5)
+        e = reader.exposure("LSSTComCam", E1)
+        assert (e.registered, e.missing, e.status) == (3, (), "complete")
+        assert 1.5 <= e.latency_max < 5.0
+    finally:
+        reader.close()
+        registry.close()
