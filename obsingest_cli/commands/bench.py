@@ -1,12 +1,14 @@
 """``obsingest bench transfer``: the observatory transfer test, on our transports.
 
-N worker processes (one per CCD) start in step and, every interval, each reads its CCD from disk,
-compresses it (``--compress``; else sends the pre-compressed file) and sends it to ``file://``,
-``gs://`` or ``kafka://``. Prints the observatory report's table (CCDs, min, mean, max seconds,
-aggregate Mbit/s), the first exposure apart. ``--end-to-end`` also runs the facility side (the
-demo's environments and transports: register function, registry, announcements; the Kafka
-assembler) and waits for every CCD's ArrivalEvent, so the figure is readout -> announced, with a
-per-stage breakdown of where the time goes.
+Every interval the camera reads out N CCDs at once: the harness, as the DAQ, hands the
+exposure's N files (written before the start, each with its exposure's header) to the edge
+service (the code ``obsingest edge`` runs), whose warm worker processes read each CCD, compress
+it (``--compress``; else the DAQ's files are already ``.fits.fz`` and are sent as they are) and
+send it to ``file://``, ``gs://`` or ``kafka://``. Prints the observatory report's table (CCDs,
+min, mean, max seconds, aggregate Mbit/s), the first exposure apart. ``--end-to-end`` also runs
+the facility side (the demo's environments and transports: register function, registry,
+announcements; the Kafka assembler) and waits for every CCD's ArrivalEvent, so the figure is
+readout -> announced, with a per-stage breakdown of where the time goes.
 
 The work is in ``obsingest_cli.script.bench_transfer``.
 """
@@ -40,7 +42,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="file://DIR, gs://BUCKET[/PREFIX] (GCS emulator via STORAGE_EMULATOR_HOST) or "
         "kafka://[HOST:PORT/]TOPIC (broker from KAFKA_BOOTSTRAP_SERVERS by default)",
     )
-    p.add_argument("--ccds", type=int, default=1, help="CCDs per exposure = worker processes")
+    p.add_argument("--ccds", type=int, default=1, help="CCDs per exposure")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="edge worker processes (default: CCDs per exposure, at most 2 per core)",
+    )
     p.add_argument("--numexp", type=int, default=3, help="exposures (the first is warm-up)")
     p.add_argument("--interval", type=float, default=17.0, help="seconds between readouts")
     p.add_argument(

@@ -142,7 +142,10 @@ def format_report(result: dict[str, Any]) -> str:
     what = "read + compress + send" if result["compress"] else "read + send (pre-compressed)"
     lines = [
         f"{result['ccds']} CCDs x {result['numexp']} exposures every {result['interval']} s "
-        f"-> {result['sender_url']} ({what}, {result['ccd_size']} CCDs)",
+        f"-> {result['sender_url']} ({what}, {result['ccd_size']} CCDs; edge service, "
+        f"{result.get('workers', '?')} workers x {result.get('threads', '?')} threads; the DAQ "
+        f"wrote every exposure's files in {result.get('staging_seconds', 0):.1f} s before the "
+        "start)",
         "",
         "first exposure (connection warm-up):",
         table([TransferRow(**result["warmup"])]) if result["warmup"] else "(none)",
@@ -194,6 +197,7 @@ def run_transfer(args: argparse.Namespace) -> int:
         ccd_size=args.ccd_size,
         run_dir=args.run_dir,
         threads=args.threads,
+        workers=args.workers,
         arrival_timeout=args.arrival_timeout,
         budget=args.budget,
     )

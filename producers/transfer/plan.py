@@ -100,3 +100,9 @@ def exposure_ids(start: datetime, count: int) -> list[int]:
 def compress_threads(ccds: int, cpus: int) -> int:
     """Threads per worker: share the cores among the CCDs compressed at once, at least one."""
     return max(1, cpus // max(1, ccds))
+
+
+def edge_workers(ccds: int, cpus: int) -> int:
+    """Edge worker processes for ``ccds`` CCDs per exposure on ``cpus`` cores (see
+    ``benchmarks/README.md``, transfer: what moved each figure)."""
+    return max(1, min(ccds, cpus * 2))
