@@ -179,8 +179,8 @@ class LocalStackEnvironment:
             self._delete_run_data()
 
     def _delete_run_data(self) -> None:
-        """Delete the run's objects, bucket and database (best effort: a leftover is only disk
-        space)."""
+        """Delete the run's objects, bucket, database and Pub/Sub topics and subscriptions (best
+        effort: a leftover is only disk space or emulator memory)."""
         bucket = self.store.client.bucket(self.bucket)
         deleted = 0
         try:
@@ -189,9 +189,33 @@ class LocalStackEnvironment:
                 deleted += 1
             bucket.delete()
             provision.drop_database(self.admin_url, self.registry_url)
+            delete_pubsub_project(self.project)
         except Exception as exc:
             log_event(
                 log, "demo.cleanup_failed", logging.WARNING, bucket=self.bucket, error=str(exc)
             )
             return
         log_event(log, "demo.run_data_deleted", bucket=self.bucket, objects=deleted)
+
+
+def delete_pubsub_project(project: str) -> int:
+    """Delete every subscription and topic of a per-run Pub/Sub project (the emulator keeps
+    them in memory until it stops); returns how many were deleted."""
+    from google.cloud import pubsub_v1
+
+    publisher = pubsub_v1.PublisherClient()
+    subscriber = pubsub_v1.SubscriberClient()
+    deleted = 0
+    try:
+        for sub in subscriber.list_subscriptions(request={"project": f"projects/{project}"}):
+            subscriber.delete_subscription(request={"subscription": sub.name})
+            deleted += 1
+        for topic in publisher.list_topics(request={"project": f"projects/{project}"}):
+            publisher.delete_topic(request={"topic": topic.name})
+            deleted += 1
+    finally:
+        subscriber.close()
+        transport = getattr(publisher, "transport", None)
+        if transport is not None:
+            transport.close()
+    return deleted

@@ -30,7 +30,6 @@ from producers.transfer.harness import (
     HarnessConfig,
     HarnessResult,
     show_progress,
-    wait_arrivals,
 )
 from producers.transfer.plan import (
     compress_threads,
@@ -105,6 +104,11 @@ class Run:
         self._done: queue.Queue[tuple[int, int, Future[Any]]] = queue.Queue()
         self._submit_cpu = 0.0
         self._log: TextIO | None = None
+        #: CPU samples at each readout and when each exposure is complete (see ``phases``)
+        self._roles: dict[str, list[int]] = {}
+        self._tids: list[int] = []
+        self._marks: list[tuple[str, int, float, cpu.CpuSample, float]] = []
+        self._completed: set[int] = set()
 
     # the run ----------------------------------------------------------------------------------
     def run(self) -> HarnessResult:
@@ -142,17 +146,15 @@ class Run:
                 "facility_process": [os.getpid()],
                 **self.services,
             }
-            tids = _edge_threads(edge)
-            before = cpu.sample(roles), cpu.thread_ticks(os.getpid(), tids)
-            window_start = time.monotonic()
+            self._roles, self._tids = roles, _edge_threads(edge)
+            self._mark("start", -1)
             readouts = readout_times(start, config.interval, config.numexp)
             self._play(edge, staged, readouts, {pid: i for i, pid in enumerate(pids)})
             if self.e2e is not None:
-                wait_arrivals(self.arrivals, self.records, config, self.show)
-            used = cpu.delta_seconds(before[0], cpu.sample(roles))
-            service = cpu.ticks_to_seconds(cpu.thread_ticks(os.getpid(), tids) - before[1])
-            used = _split_edge_service(used, service + self._submit_cpu)
-            window = time.monotonic() - window_start
+                self._wait_announced()
+            self._mark("end", -1)
+            used = self._delta(self._marks[0], self._marks[-1])
+            window = self._marks[-1][2] - self._marks[0][2]
             crashes = edge.stats.snapshot().get("worker_crashes", 0)
             if crashes:
                 self.errors.append(f"{crashes} edge worker(s) crashed (the CCDs were retried)")
@@ -171,7 +173,7 @@ class Run:
             exposures=self.exposures, records=self.records, arrivals=self.arrivals.all(),
             end_to_end=self.e2e is not None, worker_errors=self.errors, log_path=self.log_path,
             cpu_seconds=used, window_seconds=window, workers=self.workers, threads=self.threads,
-            staging_seconds=self._staging_seconds,
+            staging_seconds=self._staging_seconds, cpu_phases=self.phases(),
         )  # fmt: skip
         log_event(log, "transfer.run.done", run_id=self.run_id, transfers=len(self.records),
                   failed=sum(not r.ok for r in self.records),
@@ -214,10 +216,11 @@ class Run:
         for index, readout in enumerate(readouts):
             while (now := datetime.now(UTC)) < readout:
                 announced = self._announce(announced, readouts, now)
-                self._collect(min(0.2, (readout - now).total_seconds()), readouts, workers)
+                self._collect(min(0.05, (readout - now).total_seconds()), readouts, workers)
             exposure = self.exposures[index]
             ccds = [CcdFile(str(staged[index][d]), INSTRUMENT, exposure, d, readout)
                     for d in self.detectors]  # fmt: skip
+            self._mark("readout", index)
             t0 = time.thread_time()
             futures = edge.submit_many(ccds)
             self._submit_cpu += time.thread_time() - t0
@@ -232,7 +235,62 @@ class Run:
                 raise TimeoutError(f"only {len(self.records)}/{expected} transfers by {deadline}")
             if edge.state == "stopped":
                 raise RuntimeError(f"the edge stopped after {len(self.records)}/{expected}")
-            self._collect(0.2, readouts, workers)
+            self._collect(0.05, readouts, workers)
+
+    def _wait_announced(self) -> None:
+        """Until every CCD that was sent is announced (or the timeout); show the count."""
+        expected = sum(r.ok for r in self.records)
+        deadline = time.monotonic() + self.config.arrival_timeout
+        while self.arrivals.count() < expected and time.monotonic() < deadline:
+            self.show(f"waiting for announcements: {self.arrivals.count()}/{expected}", False)
+            self._check_complete()
+            time.sleep(0.05)
+        self._check_complete()
+        self.show(f"announced: {self.arrivals.count()}/{expected}", True)
+
+    # CPU by phase -----------------------------------------------------------------------------
+    def _mark(self, kind: str, index: int) -> None:
+        ticks = cpu.thread_ticks(os.getpid(), self._tids)
+        service = cpu.ticks_to_seconds(ticks) + self._submit_cpu
+        self._marks.append((kind, index, time.monotonic(), cpu.sample(self._roles), service))
+
+    def _delta(self, a: tuple[Any, ...], b: tuple[Any, ...]) -> dict[str, float]:
+        return _split_edge_service(cpu.delta_seconds(a[3], b[3]), b[4] - a[4])
+
+    def _check_complete(self) -> None:
+        """Mark each exposure complete once all its CCDs are back (and, end to end, announced)."""
+        for index, exposure in enumerate(self.exposures):
+            if index in self._completed:
+                continue
+            mine = [r for r in self.records if r.exposure_index == index]
+            if len(mine) < self.config.ccds:
+                return
+            if self.e2e is not None and self.arrivals.count(exposure) < sum(r.ok for r in mine):
+                return
+            self._completed.add(index)
+            self._mark("complete", index)
+
+    def phases(self) -> list[dict[str, Any]]:
+        """Per exposure: ``busy`` (readout -> its last CCD back or announced) and ``idle`` (-> the
+        next readout) windows with CPU seconds by role, so busy work per CCD and idle rates
+        (polling services, other users) can be told apart (``capacity``)."""
+        at = {(m[0], m[1]): m for m in self._marks}
+        out = []
+        for index in range(len(self.exposures)):
+            readout, done = at.get(("readout", index)), at.get(("complete", index))
+            if readout is None or done is None:
+                continue
+            phase: dict[str, Any] = {
+                "index": index,
+                "busy_seconds": round(done[2] - readout[2], 3),
+                "busy": {k: round(v, 3) for k, v in self._delta(readout, done).items()},
+            }
+            following = at.get(("readout", index + 1))
+            if following is not None and following[2] > done[2]:
+                phase["idle_seconds"] = round(following[2] - done[2], 3)
+                phase["idle"] = {k: round(v, 3) for k, v in self._delta(done, following).items()}
+            out.append(phase)
+        return out
 
     def _announce(self, announced: int, readouts: list[datetime], now: datetime) -> int:
         """Publish each exposure's manifest shortly before its readout (end to end)."""
@@ -247,7 +305,7 @@ class Run:
         try:
             item = self._done.get(timeout=max(0.0, timeout))
         except queue.Empty:
-            return
+            item = None
         while item is not None:
             index, detector, future = item
             outcome = future.result() if not future.cancelled() else None
@@ -266,6 +324,7 @@ class Run:
                 item = self._done.get_nowait()
             except queue.Empty:
                 item = None
+        self._check_complete()
 
     def _line(self, event: str, **fields: Any) -> None:
         """One JSON line per transfer event in the run's log (data id, start, end)."""

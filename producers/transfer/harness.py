@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -92,6 +91,8 @@ class HarnessResult:
     threads: int = 0
     #: seconds the DAQ's writes of every exposure's files took, before the start
     staging_seconds: float = 0.0
+    #: per exposure: CPU by role while it was in flight (busy) and after (idle)
+    cpu_phases: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The run as JSON: configuration, the table rows, stage breakdown and every record."""
@@ -157,6 +158,7 @@ class HarnessResult:
             "edge_per_ccd_p50": p50([r.cpu_seconds for r in done]),
             "edge_compress_per_ccd_p50": p50([r.compress_cpu_seconds for r in done]),
             "edge_send_per_ccd_p50": p50([r.send_cpu_seconds for r in done]),
+            "phases": self.cpu_phases,
         }
 
 
@@ -224,16 +226,3 @@ def show_progress(
     if this:
         text += f", max {max(r.seconds for r in this):.2f} s"
     show(text, final)
-
-
-def wait_arrivals(
-    arrivals: Arrivals, records: list[stats.TransferRecord], config: HarnessConfig,
-    show: Progress,
-) -> None:  # fmt: skip
-    """Wait until every CCD that was sent is announced (or the timeout); show the count."""
-    expected = sum(r.ok for r in records)
-    deadline = time.monotonic() + config.arrival_timeout
-    while arrivals.count() < expected and time.monotonic() < deadline:
-        show(f"waiting for announcements: {arrivals.count()}/{expected}", False)
-        time.sleep(0.1)
-    show(f"announced: {arrivals.count()}/{expected}", True)
