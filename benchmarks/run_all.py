@@ -223,50 +223,15 @@ def _compression(result: dict[str, Any]) -> str:
 
 
 def _transfer(result: dict[str, Any]) -> str:
-    from benchmarks.transfer import format_cpu, format_stages, format_table
+    from benchmarks.transfer import format_section
 
-    paths = "; ".join(f"**{k}**: {v}" for k, v in result["paths"].items())
-    text = [
-        f"`obsingest bench transfer --compress --end-to-end`, {result['ccd_size']}-size CCDs, "
-        f"{result['numexp']} exposures per row (the first, connection warm-up, is excluded and "
-        f"shown in the last column). {paths}. Transfer = read raw + compress + send (the "
-        f"report's copy + compress + upload); send = the upload alone; announced = readout -> "
-        f"ArrivalEvent published. Published = the observatory's figures for one compressed "
-        f"CCD per process over a 10 Gbit/s link (their max for copy + compress + send of one "
-        f"CCD: {result['published_copy_compress_send_max']} s).",
-        "",
-        format_table(result),
-        "",
-        "Where the time goes, " + format_stages(result),
-        "",
-        "Who used the cores (CPU seconds per exposure over the run, from /proc; the window "
-        "includes the idle time between exposures, so `others` is other users' load):",
-        "",
-        format_cpu(result),
-        "",
-        f"![max transfer time vs CCDs]({PLOT.name})" if PLOT.exists() else "",
-    ]
-    return "\n".join(text)
+    return format_section(result, PLOT.name if PLOT.exists() else None)
 
 
 def _capacity(result: dict[str, Any]) -> str:
-    from benchmarks.capacity import format_tables
+    from benchmarks.capacity import format_section
 
-    return (
-        "`obsingest bench capacity`: the model (`producers/transfer/capacity.py`) calibrated by "
-        "two short end-to-end runs of the direct path (1 and 8 CCDs per exposure; CPU seconds "
-        "by role from /proc in each exposure's busy window, minus each role's idle rate), "
-        "then checked against the transfer benchmark's measured max readout -> announced of "
-        "this run. Model: the N CCDs of an exposure arrive together; the last is announced "
-        "after one CCD's own pipeline (`L1`, measured alone) plus the N - 1 others at the "
-        "bottleneck resource, `T(N) = L1 + (N - 1) * max_r(D_r / c_r)` (work-conserving "
-        "servers, operational laws of a batch, no steady-state queueing formula). Here the "
-        "resources are the shared cores (all stages' CPU over the cores other users and our "
-        "services' idle polling leave), the edge workers and the register function's single "
-        "interpreter; for a camera the stages are on their own machines and overlap, each "
-        "sized so that its queue of N - 1 CCDs fits in the budget after `L1`; GCS and Pub/Sub "
-        "are managed services there (not sized).\n\n" + format_tables(result)
-    )
+    return format_section(result)
 
 
 def _beam(result: dict[str, Any]) -> str:
@@ -435,7 +400,7 @@ def plot_transfer(result: dict[str, Any], path: Path = PLOT) -> Path | None:
             ax.plot(*zip(*announced, strict=True), "--s", color=color,
                     label=f"{name}: max readout -> announced")  # fmt: skip
     ax.axhline(result["budget_seconds"], color="red", lw=1, label="5 s budget")
-    ax.set_xlabel("CCDs per exposure (one process each)")
+    ax.set_xlabel("CCDs per exposure (read out together, through the edge service)")
     ax.set_ylabel("seconds per CCD")
     ax.set_title(f"Transfer harness on {os.cpu_count()} cores vs observatory figures")
     ax.grid(alpha=0.3)

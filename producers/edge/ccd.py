@@ -4,10 +4,11 @@ A DAQ that compresses itself hands over an already tile-compressed ``.fits.fz`` 
 worker verifies it is FITS with tile-compressed images and sends it as it is, without
 recompressing.
 
-The raw file is read with plain ``read`` calls into a buffer the worker keeps (as the transfer
-harness does), never memory-mapped: a file truncated under a memory map kills the reader with
-SIGBUS, while a short read is an ordinary ``CorruptFile`` naming the file and the bytes missing.
-(Anything that still kills a worker is contained by ``producers.edge.worker``.)
+The raw file is read with plain ``read`` calls into a buffer the worker keeps (a 75 MB buffer
+allocated afresh per CCD costs page faults), never memory-mapped: a file truncated under a
+memory map kills the reader with SIGBUS, while a short read is an ordinary ``CorruptFile``
+naming the file and the bytes missing. (Anything that still kills a worker is contained by
+``producers.edge.worker``.)
 
 Journal states are written by the worker itself, before each step: ``compressed`` (size and
 checksum) before sending, ``sent`` (attempt count) before the send call, ``acked`` (durably)

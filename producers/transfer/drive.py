@@ -115,7 +115,6 @@ class Run:
         from producers.edge import EdgeService, EdgeSettings
 
         config = self.config
-        staged = self._stage()
         settings = EdgeSettings(
             destination=self.sender_url, prefix=self.prefix, quarantine_prefix=self.quarantine,
             spool=self.spool, workers=self.workers, threads=self.threads, health_port=-1,
@@ -124,6 +123,7 @@ class Run:
         edge = EdgeService(settings, log_level="WARNING")
         finished = False
         try:
+            staged = self._stage()
             self._log = self.log_path.open("a", buffering=1)
             if self.e2e is not None:
                 self.e2e.start(self.arrivals)
@@ -220,10 +220,11 @@ class Run:
             exposure = self.exposures[index]
             ccds = [CcdFile(str(staged[index][d]), INSTRUMENT, exposure, d, readout)
                     for d in self.detectors]  # fmt: skip
-            self._mark("readout", index)
             t0 = time.thread_time()
             futures = edge.submit_many(ccds)
             self._submit_cpu += time.thread_time() - t0
+            # after the hand-off: reading /proc takes tens of ms of wall time on a busy machine
+            self._mark("readout", index)
             for ccd, future in zip(ccds, futures, strict=True):
                 self._line("transfer.start", data_id=ccd.data_id.key, readout=readout.isoformat())
                 future.add_done_callback(
