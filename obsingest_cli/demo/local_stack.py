@@ -101,7 +101,7 @@ class LocalStackEnvironment:
         self._subscribers: list[Any] = []
 
     # lifecycle -------------------------------------------------------------------------------
-    def start(self, on_arrival: ArrivalCallback, on_manifest: ManifestCallback) -> None:
+    def start(self, on_arrival: ArrivalCallback, on_manifest: ManifestCallback | None) -> None:
         from functions.register import main as register_function
         from functions.register import wiring
         from infra.local.provision import setup, subscribe
@@ -114,7 +114,6 @@ class LocalStackEnvironment:
         prefixes = self.prefixes or defaults.NOTIFIED_PREFIXES
         setup(self.bucket, bus, prefixes=prefixes, storage_client=self.store.client)
         subscribe(self.project, bus.arrivals_topic, "demo-arrivals")
-        subscribe(self.project, bus.exposures_topic, "demo-exposures")
         self._subscribers = [
             SubscriberThread(
                 self.project,
@@ -122,13 +121,17 @@ class LocalStackEnvironment:
                 lambda d: on_arrival(ArrivalEvent.decode(d.data)),
                 name="demo-arrivals",
             ).start(),
-            SubscriberThread(
-                self.project,
-                "demo-exposures",
-                lambda d: on_manifest(ExposureManifest.decode(d.data)),
-                name="demo-exposures",
-            ).start(),
         ]
+        if on_manifest is not None:  # every subscriber polls the emulator, busy or not
+            subscribe(self.project, bus.exposures_topic, "demo-exposures")
+            self._subscribers.append(
+                SubscriberThread(
+                    self.project,
+                    "demo-exposures",
+                    lambda d: on_manifest(ExposureManifest.decode(d.data)),
+                    name="demo-exposures",
+                ).start()
+            )
         wiring.configure(
             wiring.build_service(
                 self.store, self.registry, self.publisher, self.store_settings, bus

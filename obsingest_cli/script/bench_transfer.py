@@ -31,7 +31,7 @@ class EnvironmentEndToEnd:
         self.quarantine_prefix = env.store_settings.quarantine_prefix
 
     def start(self, on_arrival: Callable[[ArrivalEvent], None]) -> None:
-        self.env.start(on_arrival, lambda _manifest: None)
+        self.env.start(on_arrival, None)  # nobody reads the manifests back: no poller
         self.transport.start()
 
     def announce_exposure(self, exposure: int, detectors: list[int], obs_start: datetime) -> None:
