@@ -19,10 +19,6 @@ from importlib import import_module
 from typing import Any
 
 _EXPORTS = {
-    "ShipJob": "producers.edge.ship",
-    "ShipResult": "producers.edge.ship",
-    "ship_ccd": "producers.edge.ship",
-    "warm_pool": "producers.edge.ship",
     "warm_up": "producers.edge.ccd",
     "CcdFile": "producers.edge.ccd",
     "Outcome": "producers.edge.ccd",
