@@ -252,7 +252,8 @@ def calibration_runs(path: str, ccds: int, run_dir: Path) -> dict[str, Any]:
     """The two short runs the model is calibrated on: 1 CCD and ``ccds`` CCDs per exposure."""
     destination = CALIBRATION_DESTINATIONS[path]
     one = harness_json(destination, 1, 3, 4.0, run_dir)
-    many = harness_json(destination, ccds, 3, max(6.0, 0.75 * ccds), run_dir)
+    # at the camera's cadence: an exposure must end before the next for its CPU to be its own
+    many = harness_json(destination, ccds, 3, 17.0, run_dir)
     return {"path": path, "one": _slim(one), "many": _slim(many)}
 
 

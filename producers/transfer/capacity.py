@@ -4,8 +4,10 @@ CCD of an exposure takes, and what a whole camera needs. Pure: unit-tested, no I
 Calibration (``calibrate``): two short ``bench transfer --compress --end-to-end`` runs of the
 real pipeline (the same processes, CPU by role from /proc in busy and idle windows per exposure,
 see ``producers.transfer.drive``): one CCD per exposure gives ``L1``, readout -> announced of a
-CCD that meets no other CCD; N CCDs per exposure give each stage's CPU seconds per CCD (busy CPU
-minus the role's idle rate over the busy window, divided by N) and the bytes per CCD.
+CCD that meets no other CCD (the largest of the run, as the model predicts maxima); N CCDs per
+exposure, at the camera's cadence so that exposures do not overlap, give each stage's CPU
+seconds per CCD (busy CPU minus the role's idle rate over the busy window, divided by N) and the
+bytes per CCD.
 
 Stages and the processes that do them: compress (edge workers: read + compress), send (edge
 workers' send + the edge service's threads), store (the object store: GCS emulator; on the Kafka
@@ -78,7 +80,8 @@ class Calibration:
     idle_rates: dict[str, float]
     #: cores other users took during the calibration's busy windows
     background: float
-    #: readout -> announced of one CCD alone (median over the 1-CCD run's later exposures)
+    #: readout -> announced of one CCD alone (the largest over the 1-CCD run's later
+    #: exposures: the model predicts maxima)
     latency_one: float
     raw_bytes: int
     compressed_bytes: int
@@ -122,11 +125,20 @@ def idle_rates(phases: list[dict[str, Any]]) -> dict[str, float]:
     return {role: cpu / seconds for role, cpu in totals.items()}
 
 
+def clean_phases(phases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The steady exposures (the first is warm-up) that ended before the next readout: an
+    exposure still in flight when the next one started would count that one's CPU as its own."""
+    last = max((p["index"] for p in phases), default=0)
+    steady = [p for p in phases if p["index"] > 0] or phases
+    alone = [p for p in steady if p.get("idle_seconds", 0) > 0 or p["index"] == last]
+    return alone or steady
+
+
 def busy_per_ccd(phases: list[dict[str, Any]], ccds: int,
                  rates: dict[str, float]) -> dict[str, float]:  # fmt: skip
-    """Busy CPU seconds per CCD by role over the steady exposures (the first is warm-up), the
-    role's idle rate over the busy window taken off."""
-    steady = [p for p in phases if p["index"] > 0] or phases
+    """Busy CPU seconds per CCD by role over the steady exposures that did not overlap the
+    next one, the role's idle rate over the busy window taken off."""
+    steady = clean_phases(phases)
     out: dict[str, list[float]] = {}
     for p in steady:
         for role, cpu in p["busy"].items():
@@ -137,7 +149,7 @@ def busy_per_ccd(phases: list[dict[str, Any]], ccds: int,
 
 def background_cores(phases: list[dict[str, Any]]) -> float:
     """Cores other users took while exposures were in flight (steady exposures)."""
-    steady = [p for p in phases if p["index"] > 0] or phases
+    steady = clean_phases(phases)
     seconds = sum(p["busy_seconds"] for p in steady)
     return sum(p["busy"].get("others", 0.0) for p in steady) / seconds if seconds > 0 else 0.0
 
@@ -174,7 +186,7 @@ def calibrate(path: str, one: dict[str, Any], many: dict[str, Any]) -> Calibrati
         path=path, cores=many["cpu"]["cores"] or 1, ccds=many["ccds"], compress_cpu=compress,
         send_cpu=send, roles=roles,
         idle_rates={k: v for k, v in rates.items() if k not in NOT_OURS},
-        background=background_cores(phases), latency_one=_median(latencies),
+        background=background_cores(phases), latency_one=max(latencies),
         raw_bytes=int(_median(r["raw_bytes"] for r in records)),
         compressed_bytes=int(_median(r["bytes"] for r in records)),
         edge_workers=many.get("workers", 0),

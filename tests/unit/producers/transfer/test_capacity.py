@@ -138,3 +138,15 @@ def test_calibrate_from_two_harness_results() -> None:
     assert c.stages()["register+publish"] == pytest.approx(c.roles["facility_process"])
     with pytest.raises(ValueError, match="announced nothing"):
         capacity.calibrate("direct", harness_result(0, []), harness_result(8, [0.0] * 8))
+
+
+def test_an_exposure_that_overlapped_the_next_is_left_out() -> None:
+    phases = [
+        phase(0, 4.0, {"gcs": 9.0}),  # warm-up, overlapped: no idle window
+        phase(1, 20.0, {"gcs": 9.0, "others": 10.0}),  # ran into exposure 2: not its own CPU
+        phase(2, 2.0, {"gcs": 0.4, "others": 1.0}),  # the last: nothing after it
+    ]
+    assert [p["index"] for p in capacity.clean_phases(phases)] == [2]
+    assert capacity.busy_per_ccd(phases, 4, {}) == {"gcs": pytest.approx(0.1),
+                                                    "others": pytest.approx(0.25)}
+    assert capacity.background_cores(phases) == pytest.approx(0.5)
