@@ -288,6 +288,7 @@ class CcdWorker:
         if data is not None:
             compressed_at = job.compressed_at or time.time()
             spooled = job.spooled
+            checksum = job.checksum or checksum_str(data)  # the spooled copy matched it
         else:
             data = self._compress(job, data_id, notes)
             raw_size = self._raw_size
@@ -295,11 +296,10 @@ class CcdWorker:
             read_s, compress_s = self._read_s, t1 - t0 - self._read_s
             compressed_at = time.time()
             spooled = None
-            self._mark(job.key, "compressed", notes, size=len(data),
-                       checksum=checksum_str(data), compressed_at=compressed_at,
-                       spooled=None)  # fmt: skip
+            checksum = checksum_str(data)  # once: 15 MB of CRC32C per pass
+            self._mark(job.key, "compressed", notes, size=len(data), checksum=checksum,
+                       compressed_at=compressed_at, spooled=None)  # fmt: skip
         cpu1 = time.process_time()
-        checksum = checksum_str(data)
         attempts = job.attempts + 1
         self._mark(job.key, "sent", notes, attempts=attempts)
         compressed_time = datetime.fromtimestamp(compressed_at, UTC)
