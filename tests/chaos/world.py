@@ -61,6 +61,8 @@ class WorldOptions:
     store_link: bool = False
     registry_link: bool = False
     spool_mb: int = 0
+    #: serve /metrics from every process on a free port of its own (``World.metrics_urls``)
+    metrics: bool = False
 
 
 class World:
@@ -97,6 +99,8 @@ class World:
         self.assembler: ServiceProcess | None = None
         self.edge: EdgeProcess | None = None
         self.daq: ServiceProcess | None = None
+        #: process name -> its /metrics URL (when ``options.metrics``)
+        self.metrics_urls: dict[str, str] = {}
 
     # environment -------------------------------------------------------------------------------
     def base_env(self) -> dict[str, str]:
@@ -169,12 +173,15 @@ class World:
             ).render_as_string(hide_password=False)
         python = sys.executable
         self.function = FunctionProcess(function_env, self.logs / "function.log", free_port())
+        if self.options.metrics:  # the function answers /metrics on its own port
+            self.metrics_urls["function"] = f"{self.function.url}metrics"
         self.relay = ServiceProcess(
             "relay", [python, "-m", "obsingest_cli", "relay", "--push-url", self.function.url],
-            env, self.logs)  # fmt: skip
+            self._metrics_env("relay", env), self.logs)  # fmt: skip
         self.facility = ServiceProcess(
             "facility", [python, "-m", "obsingest_cli", "reconcile",
-                         "--every", str(self.options.facility_every)], env, self.logs)  # fmt: skip
+                         "--every", str(self.options.facility_every)],
+            self._metrics_env("facility", env), self.logs)  # fmt: skip
         destination = f"gs://{self.bucket}"
         if self.options.transport == "kafka":
             from functions.assembler.main import command
@@ -185,10 +192,10 @@ class World:
             self.assembler = ServiceProcess(
                 "assembler", command(self.kafka_bootstrap, self.chunks_topic, dlq,
                                      f"assembler-{self.project}", f"gs://{self.bucket}"),
-                env, self.logs)  # fmt: skip
+                self._metrics_env("assembler", env), self.logs)  # fmt: skip
         self.edge = EdgeProcess(self.handoff, self.spool, destination, self.logs / "edge", None,
                                 *EDGE_ARGS, *self.options.edge_args)  # fmt: skip
-        self.edge.env = edge_env
+        self.edge.env = self._metrics_env("edge", edge_env)
         # the two slow starters (imports on a busy machine) come up side by side
         with ThreadPoolExecutor(2) as pool:
             waits = [pool.submit(self.function.start, 90), pool.submit(self.edge.start)]
@@ -198,6 +205,14 @@ class World:
             for wait in waits:
                 wait.result()
         return self
+
+    def _metrics_env(self, name: str, env: dict[str, str]) -> dict[str, str]:
+        """``env`` with a /metrics port of the process's own when the world serves metrics."""
+        if not self.options.metrics:
+            return env
+        port = free_port()
+        self.metrics_urls[name] = f"http://127.0.0.1:{port}/metrics"
+        return {**env, "OBSINGEST_METRICS_PORT": str(port)}
 
     def _mount_spool(self, megabytes: int) -> None:
         subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs",
