@@ -191,7 +191,8 @@ def make_client(settings: GcsSettings) -> Any:
     return client
 
 
-def _stored(blob: Any, bucket: str) -> StoredObject:
+def stored_object(blob: Any, bucket: str) -> StoredObject:
+    """A GCS object resource (``Blob``) as a ``StoredObject``; listings carry every field."""
     created = blob.time_created or datetime.now(UTC)
     return StoredObject(
         bucket=bucket,
@@ -266,7 +267,7 @@ class GcsStore:
                 retry=None,
                 timeout=self._timeout(remaining),
             )
-            return _stored(blob, self.bucket)
+            return stored_object(blob, self.bucket)
 
         try:
             obj = self._retrying("put", name, upload)
@@ -297,7 +298,7 @@ class GcsStore:
             raise _read_error(exc, self.bucket, f"stat {name!r}") from exc
         if blob is None:
             raise ObjectMissing(f"object {self.uri(name)!r} does not exist")
-        return _stored(blob, self.bucket)
+        return stored_object(blob, self.bucket)
 
     def read(self, name: str) -> bytes:
         """Whole object, CRC32C-verified by the client; ObjectMissing when absent."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,24 +27,11 @@ class ListingFailed(RetriableError):
     reason = "listing-failed"
 
 
-def _from_blob(blob: Any, bucket: str) -> StoredObject:
-    created = blob.time_created or datetime.now(UTC)
-    return StoredObject(
-        bucket=bucket,
-        name=blob.name,
-        size=int(blob.size or 0),
-        crc32c=blob.crc32c or "",
-        md5_hash=blob.md5_hash or "",
-        generation=int(blob.generation or 0),
-        time_created=created if created.tzinfo else created.replace(tzinfo=UTC),
-        metadata={str(k): str(v) for k, v in (blob.metadata or {}).items()},
-        uri=f"gs://{bucket}/{blob.name}",
-    )
-
-
 def _list_gcs(store: Any, prefix: str) -> Iterator[StoredObject]:
+    from obsingest.store.gcs import stored_object  # google.api_core: GCS listings only
+
     for blob in store.client.list_blobs(store.bucket, prefix=prefix or None):
-        yield _from_blob(blob, store.bucket)
+        yield stored_object(blob, store.bucket)
 
 
 def _list_local(store: Any, prefix: str) -> Iterator[StoredObject]:
