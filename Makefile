@@ -77,3 +77,7 @@ clean: ## remove demo output and run state (keeps the artefact cache)
 .PHONY: terraform-check
 terraform-check: $(STAMP) ## infra/terraform: checkov, Google provider schema, terraform fmt (first run builds Terraform from the Go module proxy, 10-15 min)
 	OBSINGEST_TERRAFORM_BUILD=1 $(PY) -m pytest tests/tools/test_terraform.py
+
+.PHONY: chaos
+chaos: $(STAMP) ## the chaos suite: every fault scenario on the whole pipeline (~1,500 CCDs); writes docs/reliability.md
+	$(PY) -m tests.chaos

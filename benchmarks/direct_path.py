@@ -1,6 +1,6 @@
 """Per-stage latency of the direct-upload path on the local stack, with full-size CCDs.
 
-DAQ simulator (full-size raw CCDs, 75.6 MB) -> edge workers (``producers.edge.ship_ccd``:
+DAQ simulator (full-size raw CCDs, 75.6 MB) -> the edge service (``EdgeService``: its workers
 compress with tiled Rice, upload create-once to the GCS emulator) -> bucket notification on
 Pub/Sub -> relay (in-process push to the register function's ``on_push``) -> register
 (GcsStore read + verify, PostgreSQL registry) -> ArrivalEvent on Pub/Sub -> a subscriber.
@@ -9,7 +9,8 @@ Per CCD, from the ArrivalEvent's timestamps: readout -> compressed -> stored -> 
 published, plus published -> received by the subscriber; p50 / p95 / max of each stage and of
 the total, against the 5 s budget. The camera reads all CCDs of an exposure out at once, so one
 readout time per exposure and every CCD queued at that instant (the worst case for the last
-one). The stack is started if it is not up.
+one). The stack is started if it is not up; the run's bucket, database and Pub/Sub topics are
+deleted at the end.
 
 Run: ``python -m benchmarks.direct_path [--exposures N] [--detectors N] [--workers N]``;
 writes benchmarks/results/direct_path.json.
@@ -94,6 +95,7 @@ class DirectPath:
         os.environ["OBSINGEST_GCS_PROJECT"] = self.project  # for the spawned edge workers
         self.bus = BusSettings(backend="pubsub", pubsub_project=self.project)
         self.registry_url = create_database(admin_url, "bench_direct")
+        self.admin_url = admin_url
         self.registry = Registry.open(RegistrySettings(url=self.registry_url))
         self.store = GcsStore(self.bucket, settings=GcsSettings(project=self.project))
         self.publisher = PubSubPublisher(self.project)
@@ -145,22 +147,43 @@ class DirectPath:
         wiring.configure(None)
         self.publisher.close()
         self.registry.close()
+        self._delete_run_data()
+
+    def _delete_run_data(self) -> None:
+        """Leave nothing behind: objects and bucket, database, Pub/Sub topics/subscriptions."""
+        from infra.local.provision import drop_database
+        from obsingest_cli.demo.local_stack import delete_pubsub_project
+
+        client = self.store.client
+        if client.lookup_bucket(self.bucket) is not None:
+            for blob in client.list_blobs(self.bucket):
+                blob.delete()
+            client.bucket(self.bucket).delete()
+        drop_database(self.admin_url, self.registry_url)
+        delete_pubsub_project(self.project)
 
 
 def run(exposures: int = 2, detectors: int = 9, workers: int = 2) -> dict[str, Any]:
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
     from obsingest.dataid import make_exposure_id
     from obsingest.messages import utcnow
     from producers.daq.simulator import CcdSpec, write_raw_ccd
-    from producers.edge import ShipJob, ship_ccd, warm_pool
+    from producers.edge import CcdFile, EdgeService, EdgeSettings
 
     env = ensure_stack()
     path = DirectPath(env["OBSINGEST_REGISTRY_URL"])
     day_obs = int(datetime.now(UTC).strftime("%Y%m%d"))
     tmp = Path(tempfile.mkdtemp(prefix="bench-direct-"))
     ship_seconds: list[float] = []
+    settings = EdgeSettings(destination=path.store.uri(""), spool=tmp / "spool", workers=workers,
+                            health_port=-1, min_free_bytes=0)  # fmt: skip
     try:
         path.start()
-        with warm_pool(workers) as pool:
+        with EdgeService(settings, log_level="WARNING") as edge, ProcessPoolExecutor(
+            workers, mp_context=get_context("spawn")
+        ) as daq:
             for index in range(exposures):
                 exposure = make_exposure_id(day_obs, 500 + index)
                 raw_dir = tmp / str(exposure)
@@ -170,14 +193,16 @@ def run(exposures: int = 2, detectors: int = 9, workers: int = 2) -> dict[str, A
                     for d in range(detectors)
                 ]
                 paths = [raw_dir / f"{s.detector:03d}.fits" for s in specs]
-                list(pool.map(write_raw_ccd, specs, paths))
+                list(daq.map(write_raw_ccd, specs, paths))
                 readout = utcnow()
-                jobs = [
-                    ShipJob(str(p), INSTRUMENT, exposure, s.detector, readout, path.store.uri(""))
-                    for s, p in zip(specs, paths, strict=True)
-                ]
-                results = list(pool.map(ship_ccd, jobs))
-                ship_seconds += [r.compress_seconds + r.send_seconds for r in results]
+                ccds = [CcdFile(str(p), INSTRUMENT, exposure, s.detector, readout)
+                        for s, p in zip(specs, paths, strict=True)]  # fmt: skip
+                outcomes = [f.result(timeout=120) for f in edge.submit_many(ccds)]
+                bad = [o for o in outcomes if not o.ok]
+                if bad:
+                    raise RuntimeError(f"edge: {len(bad)} CCDs not acked: {bad[0].error}")
+                ship_seconds += [o.read_seconds + o.compress_seconds + o.send_seconds
+                                 for o in outcomes]  # fmt: skip
                 deadline = time.monotonic() + 120
                 while len(path.received) < (index + 1) * detectors:
                     if time.monotonic() > deadline:
@@ -194,9 +219,9 @@ def run(exposures: int = 2, detectors: int = 9, workers: int = 2) -> dict[str, A
         **run_header("direct_path"),
         "method": (
             f"{exposures} exposures x {detectors} full-size {INSTRUMENT} CCDs (75.6 MB raw), "
-            f"{workers} edge worker processes; all CCDs of an exposure read out at once; "
-            "GCS and Pub/Sub emulators, PostgreSQL registry, in-process relay to on_push; "
-            "seconds from the ArrivalEvent's stage timestamps and the subscriber's receipt"
+            f"the edge service with {workers} worker processes; all CCDs of an exposure read "
+            "out at once; GCS and Pub/Sub emulators, PostgreSQL registry, in-process relay to "
+            "on_push; seconds from the ArrivalEvent's stage timestamps and the subscriber's receipt"
         ),
         "ccds": len(samples),
         "registered": registered,

@@ -1,19 +1,20 @@
-"""Edge service overhead: the same 16 full-size CCDs per exposure through today's transfer-harness
+"""Edge service overhead: the same 16 full-size CCDs per exposure through the one-shot reference
 path and through the edge service, to the GCS emulator, in the same run.
 
-- harness: ``producers.transfer`` (one process per CCD: read, compress, send at each readout),
-  the path ``bench transfer`` measures;
-- edge: ``EdgeService`` with as many workers, fed through its in-process API at each readout:
-  the same read + compress + send, plus what the service adds (journal commits, hand-off to a
-  worker, results back).
+- reference: ``producers.edge.ship`` (``warm_pool`` + ``ship_ccd``: a warm process pool that
+  reads, compresses and sends each CCD, no journal, no scheduler, no crash isolation), the path
+  the demo and ``bench transfer`` took before the edge service, kept only for this comparison;
+- edge: ``EdgeService`` with as many workers, fed through its in-process API at each readout
+  (what ``bench transfer`` and the demo now drive): the same read + compress + send, plus what the
+  service adds (journal commits, hand-off to a worker, results back).
 
 Per CCD: readout -> acknowledged by the store (the facility side after that is the same for
 both). The first exposure of each run is connection warm-up and is excluded. The two paths
-alternate (harness, edge, harness, edge) so that load drift on a shared machine hits both.
+alternate (reference, edge, reference, edge) so that load drift on a shared machine hits both.
 What the service adds is also measured per CCD, inside the same run: readout -> acked minus the
 worker's own read, compress and send (so it holds the journal commits, queueing and the
 hand-off, and not the machine's load swings, which on a shared 2-core machine move the A/B means
-by tens of percent between rounds). Goal: that addition within 5% of the harness's mean per-CCD
+by tens of percent between rounds). Goal: that addition within 5% of the reference's mean per-CCD
 time; the A/B ratio by round is reported next to it. Writes ``benchmarks/results/edge.json``;
 ``python -m benchmarks.edge`` prints the table.
 """
@@ -71,22 +72,38 @@ def _drop_bucket(bucket: str) -> None:
     client.bucket(bucket).delete()
 
 
-def harness_run(ccds: int, numexp: int) -> tuple[list[float], list[str]]:
-    """Today's path: per-CCD readout -> acked seconds, warm-up exposure excluded."""
-    from producers.transfer.harness import HarnessConfig, run_harness
+def reference_run(ccds: int, numexp: int) -> tuple[list[float], list[str]]:
+    """The one-shot path: per-CCD readout -> acked seconds, warm-up exposure excluded."""
+    from producers.edge.ship import ShipJob, ship_ccd, warm_pool
+    from producers.transfer.ccdcache import INSTRUMENT, ensure_ccd_files
+    from producers.transfer.plan import exposure_ids
 
-    bucket = _bucket("harness")
+    paths = ensure_ccd_files(RUN_DIR / "cache", "full", list(range(ccds)))
+    bucket = _bucket("reference")
+    latencies: list[float] = []
+    failed: list[str] = []
     try:
-        result = run_harness(HarnessConfig(
-            destination=f"gs://{bucket}", ccds=ccds, numexp=numexp, interval=INTERVAL,
-            compress=True, ccd_size="full", run_dir=RUN_DIR,
-        ))  # fmt: skip
+        with warm_pool(ccds, f"gs://{bucket}") as pool:
+            start = datetime.now(UTC) + timedelta(seconds=1)
+            for index, exposure in enumerate(exposure_ids(start, numexp)):
+                readout = start + timedelta(seconds=INTERVAL * index)
+                while (left := (readout - datetime.now(UTC)).total_seconds()) > 0:
+                    time.sleep(min(left, 0.5))
+                futures = [pool.submit(ship_ccd, ShipJob(str(paths[det][0]), INSTRUMENT,
+                                                         exposure, det, readout, f"gs://{bucket}"))
+                           for det in range(ccds)]  # fmt: skip
+                for future in futures:
+                    try:
+                        res = future.result(timeout=120)
+                    except Exception as exc:  # the one-shot path gives up: counted, not timed
+                        failed.append(f"{type(exc).__name__}: {exc}")
+                        continue
+                    if index > 0:
+                        acked = res.compressed_time + timedelta(seconds=res.send_seconds)
+                        latencies.append((acked - readout).total_seconds())
     finally:
         _drop_bucket(bucket)
-    steady = [r for r in result.records if r.exposure_index > 0]
-    failed = [r.error for r in steady if not r.ok]
-    # today's path gives up on a CCD after the sender's own 5 s of retries: counted, not timed
-    return [(r.end - r.readout).total_seconds() for r in steady if r.ok], failed
+    return latencies, failed
 
 
 def edge_run(ccds: int, numexp: int) -> tuple[list[float], list[float], dict[str, Any]]:
@@ -139,23 +156,23 @@ def run(ccds: int = CCDS, numexp: int = NUMEXP, repeats: int = REPEATS) -> dict[
     from obsingest_cli.demo.local_stack import use_stack_environment
 
     use_stack_environment(("gcs", "pubsub"))
-    harness: list[float] = []
+    reference: list[float] = []
     edge: list[float] = []
     added: list[float] = []
     rounds = []
     for r in range(repeats):
-        print(f"edge benchmark round {r + 1}/{repeats}: harness path ...", file=sys.stderr)
-        h, failed = harness_run(ccds, numexp)
+        print(f"edge benchmark round {r + 1}/{repeats}: reference path ...", file=sys.stderr)
+        h, failed = reference_run(ccds, numexp)
         print(f"edge benchmark round {r + 1}/{repeats}: edge service ...", file=sys.stderr)
         e, a, journal = edge_run(ccds, numexp)
-        harness += h
+        reference += h
         edge += e
         added += a
-        rounds.append({"harness": _stats(h), "harness_failed": len(failed),
-                       "harness_errors": failed[:3], "edge": _stats(e), "edge_added": _stats(a),
+        rounds.append({"reference": _stats(h), "reference_failed": len(failed),
+                       "reference_errors": failed[:3], "edge": _stats(e), "edge_added": _stats(a),
                        "ratio_mean": round(_stats(e)["mean"] / _stats(h)["mean"], 3),
                        "edge_journal": journal})  # fmt: skip
-    hs, es, adds = _stats(harness), _stats(edge), _stats(added)
+    hs, es, adds = _stats(reference), _stats(edge), _stats(added)
     overhead = adds["mean"] / hs["mean"] * 100
     result = {
         **run_header("edge"),
@@ -166,19 +183,19 @@ def run(ccds: int = CCDS, numexp: int = NUMEXP, repeats: int = REPEATS) -> dict[
         "repeats": repeats,
         "what": "per CCD, readout -> acknowledged by the GCS emulator (read raw + compress + "
         "send), warm-up exposure excluded",
-        "harness": hs,
+        "reference": hs,
         "edge": es,
         "edge_added": adds,
         "overhead_mean_pct": round(overhead, 2),
         "ab_ratio_mean": round(es["mean"] / hs["mean"], 3),
         "ab_ratio_by_round": [r["ratio_mean"] for r in rounds],
-        "harness_failed": sum(r["harness_failed"] for r in rounds),
+        "reference_failed": sum(r["reference_failed"] for r in rounds),
         "edge_failed": 0,
         "rounds": rounds,
         "goal": {
             "what": f"what the edge service adds per CCD (readout -> acked minus the worker's "
-            f"read + compress + send, measured per CCD) within {GOAL_PCT:g}% of the harness "
-            f"path's mean per-CCD time at {ccds} full CCDs per exposure",
+            f"read + compress + send, measured per CCD) within {GOAL_PCT:g}% of the reference "
+            f"(one-shot ship_ccd) path's mean per-CCD time at {ccds} full CCDs per exposure",
             "met": overhead <= GOAL_PCT,
         },
     }
@@ -189,22 +206,22 @@ def run(ccds: int = CCDS, numexp: int = NUMEXP, repeats: int = REPEATS) -> dict[
 
 def format_table(result: dict[str, Any]) -> str:
     lines = [
-        "| path | CCDs | mean s | p50 s | max s | vs harness (mean) |",
+        "| path | CCDs | mean s | p50 s | max s | vs reference (mean) |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for name in ("harness", "edge"):
+    for name in ("reference", "edge"):
         s = result[name]
-        ratio = s["mean"] / result["harness"]["mean"]
+        ratio = s["mean"] / result["reference"]["mean"]
         lines.append(f"| {name} | {s['n']} | {s['mean']:.3f} | {s['p50']:.3f} | {s['max']:.3f} "
                      f"| {ratio:.3f}x |")  # fmt: skip
     goal = result["goal"]
     added = result["edge_added"]
-    lines += ["", f"Failed transfers (not timed): harness {result['harness_failed']}, edge "
+    lines += ["", f"Failed transfers (not timed): reference {result['reference_failed']}, edge "
               f"{result['edge_failed']} (the edge retries until acknowledged).",
               "", f"What the service adds per CCD (journal, queueing, hand-off): mean "
               f"{added['mean'] * 1000:.0f} ms, p50 {added['p50'] * 1000:.0f} ms, max "
               f"{added['max'] * 1000:.0f} ms = {result['overhead_mean_pct']:.1f}% of the "
-              f"harness's mean. Edge / harness means by round (A/B, same CCDs, alternating; "
+              f"reference's mean. Edge / reference means by round (A/B, same CCDs, alternating; "
               f"load noise included): {result['ab_ratio_by_round']}.",
               "", f"Goal ({goal['what']}): {'met' if goal['met'] else 'NOT met'}"]  # fmt: skip
     return "\n".join(lines)

@@ -48,6 +48,7 @@ TIMEOUTS = {
     "edge": 480,
     "backfill": 300,
     "presence": 360,
+    "capacity": 300,
 }
 DEFAULT_TIMEOUT = 240
 TOTAL_BUDGET = 26 * 60
@@ -228,7 +229,7 @@ def plot_transfer(result: dict[str, Any], path: Path = PLOT) -> Path | None:
             ax.plot(*zip(*announced, strict=True), "--s", color=color,
                     label=f"{name}: max readout -> announced")  # fmt: skip
     ax.axhline(result["budget_seconds"], color="red", lw=1, label="5 s budget")
-    ax.set_xlabel("CCDs per exposure (one process each)")
+    ax.set_xlabel("CCDs per exposure (read out together, through the edge service)")
     ax.set_ylabel("seconds per CCD")
     ax.set_title(f"Transfer harness on {os.cpu_count()} cores vs observatory figures")
     ax.grid(alpha=0.3)

@@ -33,30 +33,15 @@ def _compression(result: dict[str, Any]) -> str:
 
 
 def _transfer(result: dict[str, Any]) -> str:
-    from benchmarks.transfer import format_cpu, format_stages, format_table
+    from benchmarks.transfer import format_section
 
-    paths = "; ".join(f"**{k}**: {v}" for k, v in result["paths"].items())
-    text = [
-        f"`obsingest bench transfer --compress --end-to-end`, {result['ccd_size']}-size CCDs, "
-        f"{result['numexp']} exposures per row (the first, connection warm-up, is excluded and "
-        f"shown in the last column). {paths}. Transfer = read raw + compress + send (the "
-        f"report's copy + compress + upload); send = the upload alone; announced = readout -> "
-        f"ArrivalEvent published. Published = the observatory's figures for one compressed "
-        f"CCD per process over a 10 Gbit/s link (their max for copy + compress + send of one "
-        f"CCD: {result['published_copy_compress_send_max']} s).",
-        "",
-        format_table(result),
-        "",
-        "Where the time goes, " + format_stages(result),
-        "",
-        "Who used the cores (CPU seconds per exposure over the run, from /proc; the window "
-        "includes the idle time between exposures, so `others` is other users' load):",
-        "",
-        format_cpu(result),
-        "",
-        f"![max transfer time vs CCDs]({PLOT.name})" if PLOT.exists() else "",
-    ]
-    return "\n".join(text)
+    return format_section(result, PLOT.name if PLOT.exists() else None)
+
+
+def _capacity(result: dict[str, Any]) -> str:
+    from benchmarks.capacity import format_section
+
+    return format_section(result)
 
 
 def _beam(result: dict[str, Any]) -> str:
@@ -217,6 +202,7 @@ SECTIONS = {
     "edge": _edge,
     "backfill": _backfill,
     "presence": _presence,
+    "capacity": _capacity,
 }
 
 

@@ -1,13 +1,16 @@
-"""Transfer harness benchmark: 1, 4, 8, 16 full-size CCDs per exposure, direct and Kafka paths.
+"""Transfer harness benchmark: 1, 4, 8, 16 and 24 full-size CCDs per exposure on the direct path,
+16 on the Kafka path.
 
 Every run is ``obsingest bench transfer --compress --end-to-end`` on the local stack (its own
-process, as a user runs it): N worker processes read a raw CCD at each readout, compress it, send
-it (direct upload to the GCS emulator, or chunked over Kafka to the assembler, which stores it in
-the emulator) and the run waits for every CCD's ArrivalEvent. So each row gives both the
-observatory report's columns (transfer min/mean/max s, aggregate Mbit/s; first exposure apart)
-and readout -> announced against the 5 s budget, with the per-stage breakdown.
+process, as a user runs it): the harness writes every exposure's raw CCDs first (as the DAQ,
+before the start), then at each readout hands the exposure's N CCDs to the edge service, whose
+worker processes read, compress and send them (direct upload to the GCS emulator, or chunked
+over Kafka to the assembler, which stores them in the emulator), and the run waits for every
+CCD's ArrivalEvent. So each row gives both the observatory report's columns (transfer
+min/mean/max s, aggregate Mbit/s; first exposure apart) and readout -> announced against the 5 s
+budget, with the per-stage breakdown and CPU seconds by role.
 
-The interval shrinks with the CCD count (1: 4 s ... 16: 17 s, the real cadence) to keep
+The interval shrinks with the CCD count (1: 4 s ... 16 and 24: 17 s, the real cadence) to keep
 ``make bench`` short; every exposure still ends well before the next readout. Writes
 ``benchmarks/results/transfer.json``; ``python -m benchmarks.transfer`` prints the table.
 """
@@ -28,9 +31,13 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "transfer.json"
 RUN_DIR = ROOT / ".run" / "bench" / "transfer"
 BUDGET = 5.0
-CCDS = (1, 4, 8, 16)
-INTERVALS = {1: 4.0, 4: 6.0, 8: 10.0, 16: 17.0}
+#: CCDs per exposure measured on each path (the goals: 24 direct within 5 s, 16 Kafka <= 3.5 s)
+RUNS: dict[str, tuple[int, ...]] = {"direct": (1, 4, 8, 16, 24), "kafka": (16,)}
+CCDS = RUNS["direct"]
+INTERVALS = {1: 4.0, 4: 6.0, 8: 10.0, 16: 17.0, 24: 17.0}
 NUMEXP = 3
+#: the issue's goals: path -> (CCDs per exposure, max readout -> announced, seconds)
+GOALS: dict[str, tuple[int, float]] = {"direct": (24, 5.0), "kafka": (16, 3.5)}
 
 #: name -> (destination, what it measures)
 PATHS: dict[str, tuple[str, str]] = {
@@ -47,6 +54,41 @@ PUBLISHED: dict[int, dict[str, float]] = {
     16: {"min": 0.76, "mean": 0.95, "max": 1.53, "mbit_s": 1270},
 }
 PUBLISHED_COPY_COMPRESS_SEND_MAX = 1.36
+
+
+#: What moved each figure, measured while this benchmark was reworked (2026-11-23, 2 cores shared
+#: with other sessions' test suites: 1-minute load average 5-24, so same-session A/B pairs and
+#: CPU seconds, not absolute latencies); the tables above are this run's.
+WHAT_MOVED = """\
+- **One edge code path.** Each row is the edge service (`EdgeService`, what `obsingest edge`
+  runs) fed through its in-process API, no longer one spawned process per CCD with its own
+  sender. The DAQ's files of every exposure are written (copy + that exposure's header,
+  `fdatasync`) before the start, outside every figure; `queued` is readout -> a worker took the
+  CCD; per-CCD times and CPU come from the edge's `Outcome`; the service's own threads are the
+  `edge_service` CPU role.
+- **Edge workers: one per core instead of one per CCD** (`producers/transfer/plan.py`). At 16
+  full CCDs, same session, alternating: the edge used 2.3 CPU s per exposure against 3.0 for 16
+  processes (-23%; 24 CCDs: 3.4 against 4.3), and readout -> announced p50 3.4-3.6 s against
+  5.2-10.3 s, because CCDs now leave the edge one after another and the facility registers the
+  first while the edge compresses the next, instead of all 16 leaving at once at the end. Max
+  readout -> announced of that A/B was 5.9-7.1 s against 6.8-15.9 s at load 8-19: with other
+  sessions taking 0.8-1.4 of the 2 cores, no layout holds the budget here.
+- **Where the rest of the time goes** (CPU seconds per CCD by stage from `bench capacity`'s
+  calibration, same session): compress 0.12 and send 0.03-0.05 at the edge; store 0.2 (the GCS
+  emulator's handling of each 15 MB upload: 0.17 CPU s with its filesystem backend, 0.10 with
+  `-backend memory`, measured against a private instance; serving the register function's read
+  costs it only 0.01); notify 0.09 (Pub/Sub emulator: notification, ArrivalEvent, pulls);
+  register + publish 0.14 (the register function reads back the whole 15 MB object to verify its
+  CRC32C and header: 74% of that process's samples in py-spy). About 70% of the CPU per CCD is
+  the facility side and its emulators, which share these 2 cores with the edge here and are
+  other machines (or Google's services) in production; the capacity model below turns these
+  figures into the cores, instances and bandwidth a whole camera needs.
+- Not changed here (outside the edge and the harness): the register function's full read of
+  each object (`functions/register/service.py`, `_register`), the resumable two-request upload
+  the GCS client uses above 8 MiB (`obsingest/store/gcs.py`; a single multipart request cost
+  the emulator 0.15-0.18 instead of 0.20-0.22 CPU s but the client 0.05 instead of 0.015), and
+  the local stack's emulator backend (`infra/local/stack`).
+"""
 
 
 def _summary(result: dict[str, Any]) -> dict[str, Any]:
@@ -87,37 +129,51 @@ def run_one(path: str, ccds: int, numexp: int, ccd_size: str, timeout: float) ->
 
 
 def run(
-    ccds: tuple[int, ...] = CCDS,
-    paths: tuple[str, ...] = ("direct", "kafka"),
+    runs: dict[str, tuple[int, ...]] | None = None,
     numexp: int = NUMEXP,
     ccd_size: str = "full",
     timeout_per_run: float = 240.0,
 ) -> dict[str, Any]:
     """Every (path, CCD count) run; writes and returns the results."""
+    runs = runs or RUNS
     rows = []
-    for path in paths:
-        for n in ccds:
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    for path, counts in runs.items():
+        for n in counts:
             print(f"transfer benchmark: {path}, {n} CCDs per exposure ...", file=sys.stderr)
             rows.append(run_one(path, n, numexp, ccd_size, timeout_per_run))
-    budget_rows = [r for r in rows if r["ccds"] == max(ccds) and "latency" in r]
+    goals = {}
+    for path, (n, limit) in GOALS.items():
+        row = next((r for r in rows if r["path"] == path and r["ccds"] == n), None)
+        lat = (row or {}).get("latency", {}).get("steady", {})
+        goals[path] = {
+            "ccds": n,
+            "max_s": limit,
+            "measured_max_s": lat.get("max"),
+            "met": bool(lat) and lat["announced"] == lat["expected"]
+            and lat["max"] is not None and lat["max"] <= limit,
+        }
     result = {
         "benchmark": "transfer",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "loadavg_1min": round(os.getloadavg()[0], 2)},
+        "machine": {"cpus": os.cpu_count(), "loadavg_1min": round(os.getloadavg()[0], 2),
+                    "loadavg_before": load_before},
         "ccd_size": ccd_size,
         "numexp": numexp,
-        "mode": "read raw + compress + send, end to end (readout -> announced)",
-        "paths": {p: PATHS[p][1] for p in paths},
+        "mode": "read raw + compress + send through the edge service, end to end "
+        "(readout -> announced)",
+        "paths": {p: PATHS[p][1] for p in runs},
         "budget_seconds": BUDGET,
         "published": {str(k): v for k, v in PUBLISHED.items()},
         "published_copy_compress_send_max": PUBLISHED_COPY_COMPRESS_SEND_MAX,
         "rows": rows,
+        "goals": goals,
+        "what_moved": WHAT_MOVED,
         "goal": {
-            "what": f"every CCD announced within {BUDGET} s of readout at {max(ccds)} CCDs "
-            "per exposure (warm-up exposure excluded), on every path",
-            "met": bool(budget_rows)
-            and len(budget_rows) == len(paths)
-            and all(_within(r) for r in budget_rows),
+            "what": "; ".join(f"{p}: {n} CCDs per exposure, every CCD announced within "
+                              f"{limit} s of readout" for p, (n, limit) in GOALS.items()
+                              if p in runs) + " (warm-up exposure excluded)",
+            "met": all(g["met"] for p, g in goals.items() if p in runs),
         },
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
@@ -156,19 +212,36 @@ def format_table(result: dict[str, Any]) -> str:
             f"| {_f(lat.get('max'))} | {lat.get('over_budget', '-')}/{lat.get('expected', '-')} "
             f"| {_f(warm['max'] if warm else None)} |"
         )
-    goal = result["goal"]
-    lines += ["", f"Goal ({goal['what']}): {'met' if goal['met'] else 'NOT met'}"]
+    lines.append("")
+    for path, goal in result.get("goals", {}).items():
+        measured = goal["measured_max_s"]
+        lines.append(
+            f"Goal, {path}: {goal['ccds']} CCDs per exposure, max readout -> announced <= "
+            f"{goal['max_s']} s (warm-up excluded): {'met' if goal['met'] else 'NOT met'} "
+            f"(measured max {_f(measured)} s)"
+        )
     return "\n".join(lines)
 
 
+def _goal_rows(result: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """Per path, the row at its goal's CCD count (else its largest), if it has ``key``."""
+    out = []
+    for path in dict.fromkeys(r["path"] for r in result["rows"]):
+        mine = [r for r in result["rows"] if r["path"] == path and r.get(key)]
+        goal = result.get("goals", {}).get(path, {}).get("ccds")
+        pick = [r for r in mine if r["ccds"] == goal] or sorted(mine, key=lambda r: r["ccds"])[-1:]
+        out += pick
+    return out
+
+
 def format_stages(result: dict[str, Any]) -> str:
-    """Where the time goes, per path, at the largest CCD count (p50 / max seconds)."""
-    top = max(r["ccds"] for r in result["rows"])
-    rows = [r for r in result["rows"] if r["ccds"] == top and r.get("stages")]
+    """Where the time goes, per path, at its goal's CCD count (p50 / max seconds)."""
+    rows = _goal_rows(result, "stages")
     if not rows:
         return "(no end-to-end stage figures)"
     names = [s["stage"] for s in rows[0]["stages"]]
-    header = "| stage | " + " | ".join(f"{r['path']} p50 / max s" for r in rows) + " |"
+    header = "| stage | " + " | ".join(f"{r['path']} {r['ccds']} CCDs p50 / max s"
+                                       for r in rows) + " |"  # fmt: skip
     lines = [header, "| --- |" + " ---: |" * len(rows)]
     for name in names:
         cells = []
@@ -176,13 +249,13 @@ def format_stages(result: dict[str, Any]) -> str:
             s = next((x for x in r["stages"] if x["stage"] == name), None)
             cells.append(f"{_f(s['p50'])} / {_f(s['max'])}" if s else "-")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return f"{top} CCDs per exposure:\n\n" + "\n".join(lines)
+    return "\n".join(lines)
 
 
 def format_cpu(result: dict[str, Any]) -> str:
-    """CPU seconds per exposure by role at the largest CCD count, and the floor they imply."""
-    top = max(r["ccds"] for r in result["rows"])
-    rows = [r for r in result["rows"] if r["ccds"] == top and r.get("cpu", {}).get("per_exposure")]
+    """CPU seconds per exposure by role at each path's goal CCD count, and the floor they
+    imply."""
+    rows = [r for r in _goal_rows(result, "cpu") if r["cpu"].get("per_exposure")]
     if not rows:
         return "(no CPU figures)"
     widest = max(rows, key=lambda r: len(r["cpu"]["per_exposure"]))  # its order, then the rest
@@ -192,7 +265,8 @@ def format_cpu(result: dict[str, Any]) -> str:
         )
     )
     lines = [
-        "| role | " + " | ".join(f"{r['path']} CPU s / exposure" for r in rows) + " |",
+        "| role | " + " | ".join(f"{r['path']} {r['ccds']} CCDs, CPU s / exposure"
+                                 for r in rows) + " |",
         "| --- |" + " ---: |" * len(rows),
     ]
     for role in roles:
@@ -215,6 +289,37 @@ def format_cpu(result: dict[str, Any]) -> str:
             f"exposure on top"
         )
     return "\n".join(lines) + "\n\n" + "\n".join(f"- {n}." for n in notes)
+
+
+def format_section(result: dict[str, Any], plot: str | None = None) -> str:
+    """The README section (``benchmarks/run_all.py``): the tables, then what moved them."""
+    paths = "; ".join(f"**{k}**: {v}" for k, v in result["paths"].items())
+    load = result.get("machine", {})
+    text = [
+        f"`obsingest bench transfer --compress --end-to-end`, {result['ccd_size']}-size CCDs, "
+        f"{result['numexp']} exposures per row (the first, connection warm-up, is excluded and "
+        f"shown in the last column), through the edge service (one worker per core). {paths}. "
+        f"Transfer = read raw + compress + send by an edge worker (the report's copy + "
+        f"compress + upload); send = the upload alone; announced = readout -> ArrivalEvent "
+        f"published. Published = the observatory's figures for one compressed CCD per process "
+        f"over a 10 Gbit/s link (their max for copy + compress + send of one CCD: "
+        f"{result['published_copy_compress_send_max']} s). 1-minute load average before / "
+        f"after: {load.get('loadavg_before', '-')} / {load.get('loadavg_1min', '-')}.",
+        "",
+        format_table(result),
+        "",
+        "Where the time goes, " + format_stages(result),
+        "",
+        "Who used the cores (CPU seconds per exposure over the run, from /proc; the window "
+        "includes the idle time between exposures, so `others` is other users' load):",
+        "",
+        format_cpu(result),
+        "",
+        f"![max transfer time vs CCDs]({plot})" if plot else "",
+    ]
+    if result.get("what_moved"):
+        text += ["", "What moved each figure:", "", result["what_moved"].rstrip()]
+    return "\n".join(text)
 
 
 if __name__ == "__main__":

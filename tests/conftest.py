@@ -1,5 +1,6 @@
-"""Every test carries the marker of the folder it lives in (unit, integration, e2e, tools), so
-``pytest -m unit`` selects exactly tests/unit even where a module forgot its ``pytestmark``."""
+"""Every test carries the marker of the folder it lives in (unit, integration, e2e, tools,
+chaos), so ``pytest -m unit`` selects exactly tests/unit even where a module forgot its
+``pytestmark``."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-_TIERS = ("unit", "integration", "e2e", "tools")
+_TIERS = ("unit", "integration", "e2e", "tools", "chaos")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,12 +1,14 @@
 """``obsingest bench transfer``: the observatory transfer test, on our transports.
 
-N worker processes (one per CCD) start in step and, every interval, each reads its CCD from disk,
-compresses it (``--compress``; else sends the pre-compressed file) and sends it to ``file://``,
-``gs://`` or ``kafka://``. Prints the observatory report's table (CCDs, min, mean, max seconds,
-aggregate Mbit/s), the first exposure apart. ``--end-to-end`` also runs the facility side (the
-demo's environments and transports: register function, registry, announcements; the Kafka
-assembler) and waits for every CCD's ArrivalEvent, so the figure is readout -> announced, with a
-per-stage breakdown of where the time goes.
+Every interval the camera reads out N CCDs at once: the harness, as the DAQ, hands the
+exposure's N files (written before the start, each with its exposure's header) to the edge
+service (the code ``obsingest edge`` runs), whose warm worker processes read each CCD, compress
+it (``--compress``; else the DAQ's files are already ``.fits.fz`` and are sent as they are) and
+send it to ``file://``, ``gs://`` or ``kafka://``. Prints the observatory report's table (CCDs,
+min, mean, max seconds, aggregate Mbit/s), the first exposure apart. ``--end-to-end`` also runs
+the facility side (the demo's environments and transports: register function, registry,
+announcements; the Kafka assembler) and waits for every CCD's ArrivalEvent, so the figure is
+readout -> announced, with a per-stage breakdown of where the time goes.
 
 The work is in ``obsingest_cli.script.bench_transfer``.
 """
@@ -24,7 +26,8 @@ DESCRIPTION = __doc__.split("\n\n", 1)[1].rsplit("\n\n", 1)[0]
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``bench`` and its ``transfer`` subcommand."""
     parser = subparsers.add_parser(
-        "bench", help="benchmarks: the transfer harness", description=DESCRIPTION
+        "bench", help="benchmarks: the transfer harness, the capacity model",
+        description=DESCRIPTION
     )
     sub = parser.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
     parser.set_defaults(func=lambda _args: (parser.print_help(), 2)[1])
@@ -40,7 +43,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="file://DIR, gs://BUCKET[/PREFIX] (GCS emulator via STORAGE_EMULATOR_HOST) or "
         "kafka://[HOST:PORT/]TOPIC (broker from KAFKA_BOOTSTRAP_SERVERS by default)",
     )
-    p.add_argument("--ccds", type=int, default=1, help="CCDs per exposure = worker processes")
+    p.add_argument("--ccds", type=int, default=1, help="CCDs per exposure")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="edge worker processes (default: one per core, at most one per CCD)",
+    )
     p.add_argument("--numexp", type=int, default=3, help="exposures (the first is warm-up)")
     p.add_argument("--interval", type=float, default=17.0, help="seconds between readouts")
     p.add_argument(
@@ -85,6 +94,49 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--arrival-timeout", type=float, default=60.0, help="seconds to wait for announcements"
     )
     p.set_defaults(func=run_transfer)
+    _register_capacity(sub)
+
+
+def _register_capacity(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    c = sub.add_parser(
+        "capacity",
+        help="per-stage CPU and bytes per CCD measured here -> what a whole camera needs",
+        description="Calibrate the capacity model with two short end-to-end runs of the "
+        "pipeline on the local stack (1 CCD and N CCDs per exposure: CPU by role, bytes, "
+        "latency of a lone CCD), print the predicted max readout -> announced on this machine "
+        "and, for a camera and a cadence, the edge cores and nodes, register function "
+        "instances and bandwidth needed to hold the per-CCD budget and the whole-exposure "
+        "target. The model and its queueing assumptions: producers/transfer/capacity.py.",
+    )
+    c.add_argument("--camera", default="LSSTCam",
+                   help="LSSTCam (205 detectors), LSSTComCam (9), LATISS (1) or a number")
+    c.add_argument("--cadence", type=float, default=17.0, help="seconds between exposures")
+    c.add_argument("--budget", type=float, default=defaults.BUDGET_SECONDS,
+                   help="seconds, readout -> announced, every CCD (default %(default)s)")
+    c.add_argument("--target", type=float, default=7.0,
+                   help="seconds, readout -> whole exposure at the facility (default 7)")
+    c.add_argument("--path", choices=["direct", "kafka"], default="direct")
+    c.add_argument("--calibration-ccds", type=int, default=8,
+                   help="CCDs per exposure of the second calibration run (default 8)")
+    c.add_argument("--calibration", type=Path, metavar="FILE",
+                   help="reuse this calibration if it exists, else write it there")
+    c.add_argument("--cores-per-node", type=int, default=16)
+    c.add_argument("--cpu-scale", type=float, default=1.0,
+                   help="the camera's edge/facility CPU seconds per CCD over this machine's")
+    c.add_argument("--extra-latency", type=float, default=0.0,
+                   help="seconds a WAN adds to one CCD's own pipeline (round trips)")
+    c.add_argument("--predict", type=lambda t: [int(x) for x in t.split(",")],
+                   default=[1, 4, 8, 16, 24], metavar="N,N,...",
+                   help="CCD counts to predict on this machine (default 1,4,8,16,24)")
+    c.add_argument("--run-dir", type=Path, default=Path(".run/bench/capacity"))
+    c.add_argument("--json", type=Path, metavar="FILE", help="write the model's output as JSON")
+    c.set_defaults(func=run_capacity)
+
+
+def run_capacity(args: argparse.Namespace) -> int:
+    from obsingest_cli.script.bench_transfer import run_capacity as run
+
+    return run(args)
 
 
 def run_transfer(args: argparse.Namespace) -> int:

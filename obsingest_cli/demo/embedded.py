@@ -42,7 +42,7 @@ class EmbeddedEnvironment:
         self._dispatcher = None
         self._lock = threading.Lock()
 
-    def start(self, on_arrival: ArrivalCallback, on_manifest: ManifestCallback) -> None:
+    def start(self, on_arrival: ArrivalCallback, on_manifest: ManifestCallback | None) -> None:
         from cloudevents.http import from_dict
 
         from functions.register import main as register_function
@@ -53,10 +53,11 @@ class EmbeddedEnvironment:
             self.bus_settings.arrivals_topic,
             lambda m: on_arrival(ArrivalEvent.decode(m.data)),
         )
-        self.bus.subscribe(
-            self.bus_settings.exposures_topic,
-            lambda m: on_manifest(ExposureManifest.decode(m.data)),
-        )
+        if on_manifest is not None:
+            self.bus.subscribe(
+                self.bus_settings.exposures_topic,
+                lambda m: on_manifest(ExposureManifest.decode(m.data)),
+            )
         self.bus.subscribe(self.bus_settings.exposures_topic, self._record_manifest)
         wiring.configure(
             wiring.build_service(

@@ -31,8 +31,9 @@ class DemoEnvironment(Protocol):
     store: ObjectStore
     registry: Registry
 
-    def start(self, on_arrival: ArrivalCallback, on_manifest: ManifestCallback) -> None:
-        """Bring up delivery (finalize -> register function) and the demo's subscribers."""
+    def start(self, on_arrival: ArrivalCallback, on_manifest: ManifestCallback | None) -> None:
+        """Bring up delivery (finalize -> register function) and the demo's subscribers
+        (``on_manifest`` None: no subscriber on the exposures topic, one poller fewer)."""
 
     def publish_manifest(self, manifest: ExposureManifest) -> None: ...
 

@@ -11,8 +11,8 @@ The relay delivers in-process to the register function's HTTP entry point ``on_p
 code a functions-framework server runs), configured with GcsStore, Registry(PostgreSQL) and
 PubSubPublisher. A second relay pushes the ``exposures`` topic to its ``on_manifest``, which
 records each ExposureManifest in the registry (as a push subscription does in production).
-A subscriber on ``exposures-ingested`` writes every ExposureIngested it receives, one JSON line
-each, to ``<workdir>/exposures-ingested.jsonl``.
+A subscriber on ``exposures-ingested`` (with the manifests' one: not for bench transfer) writes
+every ExposureIngested it receives, one JSON line each, to ``<workdir>/exposures-ingested.jsonl``.
 
 The demo's notification config covers the whole bucket (production: ``raw/`` and
 ``quarantine/``), so ``--inject-bad``'s object outside the prefix reaches the function and shows
@@ -113,7 +113,7 @@ class LocalStackEnvironment:
         self._subscribers: list[Any] = []
 
     # lifecycle -------------------------------------------------------------------------------
-    def start(self, on_arrival: ArrivalCallback, on_manifest: ManifestCallback) -> None:
+    def start(self, on_arrival: ArrivalCallback, on_manifest: ManifestCallback | None) -> None:
         from functions.register import main as register_function
         from functions.register import wiring
         from infra.local.provision import setup, subscribe
@@ -126,8 +126,6 @@ class LocalStackEnvironment:
         prefixes = self.prefixes or defaults.NOTIFIED_PREFIXES
         setup(self.bucket, bus, prefixes=prefixes, storage_client=self.store.client)
         subscribe(self.project, bus.arrivals_topic, "demo-arrivals")
-        subscribe(self.project, bus.exposures_topic, "demo-exposures")
-        subscribe(self.project, bus.exposures_ingested_topic, "demo-ingested")
         self.ingested_path.write_text("")
         self._subscribers = [
             SubscriberThread(
@@ -136,19 +134,24 @@ class LocalStackEnvironment:
                 lambda d: on_arrival(ArrivalEvent.decode(d.data)),
                 name="demo-arrivals",
             ).start(),
-            SubscriberThread(
-                self.project,
-                "demo-exposures",
-                lambda d: on_manifest(ExposureManifest.decode(d.data)),
-                name="demo-exposures",
-            ).start(),
-            SubscriberThread(
-                self.project,
-                "demo-ingested",
-                lambda d: self._write_ingested(ExposureIngested.decode(d.data)),
-                name="demo-ingested",
-            ).start(),
         ]
+        if on_manifest is not None:  # every subscriber polls the emulator, busy or not
+            subscribe(self.project, bus.exposures_topic, "demo-exposures")
+            subscribe(self.project, bus.exposures_ingested_topic, "demo-ingested")
+            self._subscribers += [
+                SubscriberThread(
+                    self.project,
+                    "demo-exposures",
+                    lambda d: on_manifest(ExposureManifest.decode(d.data)),
+                    name="demo-exposures",
+                ).start(),
+                SubscriberThread(
+                    self.project,
+                    "demo-ingested",
+                    lambda d: self._write_ingested(ExposureIngested.decode(d.data)),
+                    name="demo-ingested",
+                ).start(),
+            ]
         wiring.configure(
             wiring.build_service(
                 self.store, self.registry, self.publisher, self.store_settings, bus
@@ -236,8 +239,8 @@ class LocalStackEnvironment:
             self._delete_run_data()
 
     def _delete_run_data(self) -> None:
-        """Delete the run's objects, bucket and database (best effort: a leftover is only disk
-        space)."""
+        """Delete the run's objects, bucket, database and Pub/Sub topics and subscriptions (best
+        effort: a leftover is only disk space or emulator memory)."""
         bucket = self.store.client.bucket(self.bucket)
         deleted = 0
         try:
@@ -246,9 +249,33 @@ class LocalStackEnvironment:
                 deleted += 1
             bucket.delete()
             provision.drop_database(self.admin_url, self.registry_url)
+            delete_pubsub_project(self.project)
         except Exception as exc:
             log_event(
                 log, "demo.cleanup_failed", logging.WARNING, bucket=self.bucket, error=str(exc)
             )
             return
         log_event(log, "demo.run_data_deleted", bucket=self.bucket, objects=deleted)
+
+
+def delete_pubsub_project(project: str) -> int:
+    """Delete every subscription and topic of a per-run Pub/Sub project (the emulator keeps
+    them in memory until it stops); returns how many were deleted."""
+    from google.cloud import pubsub_v1
+
+    publisher = pubsub_v1.PublisherClient()
+    subscriber = pubsub_v1.SubscriberClient()
+    deleted = 0
+    try:
+        for sub in subscriber.list_subscriptions(request={"project": f"projects/{project}"}):
+            subscriber.delete_subscription(request={"subscription": sub.name})
+            deleted += 1
+        for topic in publisher.list_topics(request={"project": f"projects/{project}"}):
+            publisher.delete_topic(request={"topic": topic.name})
+            deleted += 1
+    finally:
+        subscriber.close()
+        transport = getattr(publisher, "transport", None)
+        if transport is not None:
+            transport.close()
+    return deleted

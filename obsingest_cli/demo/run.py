@@ -1,7 +1,8 @@
 """The demo: the whole flow of DESIGN.md on one machine, on embedded defaults.
 
-DAQ simulator -> manifest on "exposures" -> readout -> edge workers (compress, upload create-once
-to the local store) -> finalize notifications (durable outbox) -> register function (in-process
+DAQ simulator -> manifest on "exposures" -> readout -> the edge service (``EdgeService``, the code
+``obsingest edge`` runs: journal, crash-isolated workers that compress and upload create-once to
+the store) -> finalize notifications (durable outbox) -> register function (in-process
 CloudEvent delivery) -> registry (SQLite) -> ArrivalEvents on "ccd-arrivals" -> Beam batch job ->
 per-exposure summaries, table and latency plot.
 
@@ -16,11 +17,11 @@ import shutil
 import sys
 import threading
 import time
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from obsingest import avro, defaults, logs
 from obsingest.dataid import INSTRUMENTS, DataId, make_exposure_id
@@ -43,6 +44,8 @@ OUTPUTS = (
     "focal_plane.png",
     "demo.log",
     "ship.jsonl",
+    "edge.jsonl",
+    "edge-spool",
 )
 
 
@@ -128,8 +131,10 @@ class DemoPipeline:
 
     # run -------------------------------------------------------------------------------------
     def run(self) -> DemoResult:
+        from multiprocessing import get_context
+
         from obsingest_cli.demo.by_name import make_environment, make_transport
-        from producers.edge import warm_pool
+        from producers.edge import EdgeService, EdgeSettings
 
         cfg = self.config
         self._reset_workdir()
@@ -138,22 +143,24 @@ class DemoPipeline:
         env = make_environment(cfg.stack, self.workdir, registry_url=cfg.registry)
         transport = make_transport(cfg.transport, env)
         day_obs = cfg.day_obs or int(datetime.now(UTC).strftime("%Y%m%d"))
-        ship_log = (self.workdir / "ship.jsonl").open("w")
+        edge_log = (self.workdir / "edge.jsonl").open("w")
+        settings = EdgeSettings(
+            destination=transport.sender_url, prefix=env.store_settings.prefix,
+            quarantine_prefix=env.store_settings.quarantine_prefix,
+            spool=self.workdir / "edge-spool", workers=cfg.workers, health_port=-1,
+            min_free_bytes=0, budget_seconds=cfg.budget,
+        )  # fmt: skip
         try:
             env.start(self._on_arrival, self._on_manifest)
             transport.start()
             self.progress.update(f"starting {cfg.workers} edge workers ...")
-            with warm_pool(
-                cfg.workers,
-                transport.sender_url,
-                env.store_settings.prefix,
-                env.store_settings.quarantine_prefix,
-            ) as pool:
+            # the DAQ simulator's own processes write the raw CCDs; the edge service takes them
+            with EdgeService(settings, log_level="WARNING") as edge, ProcessPoolExecutor(
+                cfg.workers, mp_context=get_context("spawn")
+            ) as daq:
                 for index in range(cfg.exposures):
                     exposure = make_exposure_id(day_obs, index + 1)
-                    self._run_exposure(
-                        pool, env, transport.sender_url, exposure, day_obs, index, ship_log
-                    )
+                    self._run_exposure(daq, edge, env, exposure, day_obs, index, edge_log)
                     if cfg.inject_bad and index == 0:
                         from obsingest_cli.demo.faults import inject_bad_inputs
 
@@ -165,7 +172,7 @@ class DemoPipeline:
             dead_lettered = env.finish(timeout=120)
             result = self._summarize(env, dead_lettered)
         finally:
-            ship_log.close()
+            edge_log.close()
             transport.close()
             env.close()
             log_file.close()
@@ -173,16 +180,16 @@ class DemoPipeline:
 
     def _run_exposure(
         self,
-        pool: ProcessPoolExecutor,
+        daq: ProcessPoolExecutor,
+        edge: Any,
         env: DemoEnvironment,
-        sender_url: str,
         exposure: int,
         day_obs: int,
         index: int,
-        ship_log: TextIO,
+        edge_log: TextIO,
     ) -> None:
         from producers.daq.simulator import CcdSpec, write_raw_ccd
-        from producers.edge import ShipJob, ship_ccd
+        from producers.edge import CcdFile
 
         cfg = self.config
         label = f"exposure {index + 1}/{cfg.exposures} ({exposure})"
@@ -200,6 +207,7 @@ class DemoPipeline:
             published=utcnow(),
         )
         env.publish_manifest(manifest)
+        edge.submit_manifest(manifest)
         raw_dir = self.workdir / "daq" / str(exposure)
         specs = [
             CcdSpec(
@@ -207,39 +215,24 @@ class DemoPipeline:
             )
             for det in detectors
         ]
-        futures = [pool.submit(write_raw_ccd, s, raw_dir / f"{s.detector:03d}.fits") for s in specs]
+        futures = [daq.submit(write_raw_ccd, s, raw_dir / f"{s.detector:03d}.fits") for s in specs]
         for done, fut in enumerate(futures, 1):
             fut.result()
             self.progress.update(f"{label}: DAQ wrote {done}/{len(specs)} raw CCDs")
-        # The camera reads every CCD of an exposure out at once: one readout time for all.
+        # The camera reads every CCD of an exposure out at once: one readout time for all, and
+        # the whole readout handed to the edge service in one call (journalled in one commit).
         readout = utcnow()
-        jobs = [
-            ShipJob(
-                str(raw_dir / f"{det:03d}.fits"),
-                cfg.instrument,
-                exposure,
-                det,
-                readout,
-                sender_url,
-                env.store_settings.prefix,
-                env.store_settings.quarantine_prefix,
-            )
+        ccds = [
+            CcdFile(str(raw_dir / f"{det:03d}.fits"), cfg.instrument, exposure, det, readout)
             for det in detectors
         ]
-        shipped: list[Future] = [pool.submit(ship_ccd, job) for job in jobs]
-        for done, fut in enumerate(shipped, 1):
-            res = fut.result()
-            ship_log.write(
-                json.dumps(
-                    {
-                        **res.__dict__,
-                        "readout_time": res.readout_time.isoformat(),
-                        "compressed_time": res.compressed_time.isoformat(),
-                    }
-                )
-                + "\n"
-            )
-            self.progress.update(f"{label}: compressed and stored {done}/{len(jobs)}")
+        outcomes = edge.submit_many(ccds)
+        for done, fut in enumerate(outcomes, 1):
+            outcome = fut.result(timeout=600)
+            edge_log.write(json.dumps(_outcome_json(outcome)) + "\n")
+            if not outcome.ok:
+                raise RuntimeError(f"edge: {outcome.key} {outcome.state}: {outcome.error}")
+            self.progress.update(f"{label}: compressed and stored {done}/{len(ccds)}")
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             with self._lock:
@@ -295,6 +288,13 @@ class DemoPipeline:
                 "log": str(self.workdir / "demo.log"),
             },
         )
+
+
+def _outcome_json(outcome: Any) -> dict[str, Any]:
+    """One line of ``edge.jsonl``: what the edge service says became of one CCD."""
+    from dataclasses import asdict
+
+    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in asdict(outcome).items()}
 
 
 def run_demo(config: DemoConfig) -> int:

@@ -1,5 +1,6 @@
-"""``obsingest bench transfer``'s work: the harness (``producers.transfer``) wired to the demo's
-environments and transports for the facility side (``--end-to-end``).
+"""``obsingest bench transfer`` and ``bench capacity``'s work: the harness (``producers.transfer``)
+wired to the demo's environments and transports for the facility side (``--end-to-end``), and the
+capacity model (``producers.transfer.capacity``) calibrated by two short harness runs.
 
 This module is composition root: it wires ``producers.transfer`` to the demo environments.
 """
@@ -30,7 +31,7 @@ class EnvironmentEndToEnd:
         self.quarantine_prefix = env.store_settings.quarantine_prefix
 
     def start(self, on_arrival: Callable[[ArrivalEvent], None]) -> None:
-        self.env.start(on_arrival, lambda _manifest: None)
+        self.env.start(on_arrival, None)  # nobody reads the manifests back: no poller
         self.transport.start()
 
     def announce_exposure(self, exposure: int, detectors: list[int], obs_start: datetime) -> None:
@@ -142,7 +143,10 @@ def format_report(result: dict[str, Any]) -> str:
     what = "read + compress + send" if result["compress"] else "read + send (pre-compressed)"
     lines = [
         f"{result['ccds']} CCDs x {result['numexp']} exposures every {result['interval']} s "
-        f"-> {result['sender_url']} ({what}, {result['ccd_size']} CCDs)",
+        f"-> {result['sender_url']} ({what}, {result['ccd_size']} CCDs; edge service, "
+        f"{result.get('workers', '?')} workers x {result.get('threads', '?')} threads; the DAQ "
+        f"wrote every exposure's files in {result.get('staging_seconds', 0):.1f} s before the "
+        "start)",
         "",
         "first exposure (connection warm-up):",
         table([TransferRow(**result["warmup"])]) if result["warmup"] else "(none)",
@@ -194,6 +198,7 @@ def run_transfer(args: argparse.Namespace) -> int:
         ccd_size=args.ccd_size,
         run_dir=args.run_dir,
         threads=args.threads,
+        workers=args.workers,
         arrival_timeout=args.arrival_timeout,
         budget=args.budget,
     )
@@ -223,3 +228,85 @@ def run_transfer(args: argparse.Namespace) -> int:
     if result["end_to_end"]:
         complete = complete and result["latency"]["all"]["announced"] == args.ccds * args.numexp
     return 0 if complete else 1
+
+
+def harness_json(destination: str, ccds: int, numexp: int, interval: float, run_dir: Path,
+                 stack: str | None = None, compress: bool = True,
+                 workers: int | None = None) -> dict[str, Any]:  # fmt: skip
+    """One end-to-end harness run (as ``bench transfer --compress --end-to-end``), its JSON."""
+    from producers.transfer import HarnessConfig, run_harness
+
+    config = HarnessConfig(destination=destination, ccds=ccds, numexp=numexp, interval=interval,
+                           compress=compress, run_dir=run_dir, workers=workers)  # fmt: skip
+    use_stack_endpoints(destination)
+    e2e = make_end_to_end(destination, stack, run_dir / "e2e")
+    services = stack_service_pids(destination, stack)
+    return run_harness(config, e2e, _progress(), services).to_json()
+
+
+#: path -> destination of its calibration runs (the local stack, as ``benchmarks/transfer.py``)
+CALIBRATION_DESTINATIONS = {"direct": "gs://calibration", "kafka": "kafka://ccd-chunks"}
+
+
+def calibration_runs(path: str, ccds: int, run_dir: Path) -> dict[str, Any]:
+    """The two short runs the model is calibrated on: 1 CCD and ``ccds`` CCDs per exposure."""
+    destination = CALIBRATION_DESTINATIONS[path]
+    one = harness_json(destination, 1, 3, 4.0, run_dir)
+    # at the camera's cadence: an exposure must end before the next for its CPU to be its own
+    many = harness_json(destination, ccds, 3, 17.0, run_dir)
+    return {"path": path, "one": _slim(one), "many": _slim(many)}
+
+
+def _slim(result: dict[str, Any]) -> dict[str, Any]:
+    keep = ("ccds", "numexp", "workers", "exposures", "cpu", "records", "arrivals", "latency")
+    return {k: result[k] for k in keep if k in result}
+
+
+def run_capacity(args: argparse.Namespace) -> int:
+    """``obsingest bench capacity``: calibrate (or read a calibration), print this machine's
+    predictions and the camera's sizing; 0 unless the calibration failed."""
+    from obsingest import logs
+    from producers.transfer import capacity
+
+    try:
+        detectors = capacity.camera_detectors(args.camera)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    args.run_dir.mkdir(parents=True, exist_ok=True)
+    if args.calibration and args.calibration.exists():
+        runs = json.loads(args.calibration.read_text())
+    else:
+        log_file = (args.run_dir / "bench.log").open("a")
+        logs.configure(stream=log_file)
+        try:
+            runs = calibration_runs(args.path, args.calibration_ccds, args.run_dir)
+        except (ValueError, RuntimeError, TimeoutError) as exc:
+            print(f"error: calibration failed: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            log_file.close()
+        if args.calibration:
+            args.calibration.parent.mkdir(parents=True, exist_ok=True)
+            args.calibration.write_text(json.dumps(runs) + "\n")
+    cal = capacity.calibrate(runs["path"], runs["one"], runs["many"])
+    report = capacity.camera_report(cal, detectors, args.cadence, args.budget, args.target,
+                                    args.cores_per_node, args.cpu_scale,
+                                    args.extra_latency)  # fmt: skip
+    here = [capacity.predict_here(cal, n) for n in args.predict]
+    print(f"calibration ({cal.path} path, {cal.cores} cores, {cal.ccds} CCDs per exposure, "
+          f"other users took {cal.background:.2f} cores): one CCD alone is announced "
+          f"{cal.latency_one:.2f} s after readout; CPU seconds per CCD {cal.total_cpu:.3f}")
+    print("\nthis machine, CCDs read out together -> predicted max readout -> announced:")
+    print("| CCDs | predicted max s | bottleneck |\n| ---: | ---: | --- |")
+    for p in here:
+        print(f"| {p.ccds} | {p.max_latency:.2f} | {p.bottleneck} |")
+    print()
+    print(capacity.format_camera(report, args.camera))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        out = {"calibration": cal.to_json(), "camera": report,
+               "here": [p.__dict__ for p in here]}  # fmt: skip
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+        print(f"\nwritten {args.json}")
+    return 0

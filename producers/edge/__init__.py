@@ -6,7 +6,8 @@ Its parts: ``journal`` (SQLite WAL in the spool directory: every CCD's state), `
 DAQ's hand-off directory: watcher, start-up scan, completeness rule), ``scheduler`` (newest
 exposure first, destination backoff), ``worker`` (crash-isolated worker processes), ``ccd`` (what
 a worker does to one CCD), ``health`` (HTTP JSON), ``stats`` (counts). ``ship`` is the one-shot
-path of before the service (``ship_ccd``), kept for the demo and the transfer harness.
+path of before the service (``ship_ccd``), kept only as the reference ``benchmarks/edge.py``
+compares the service against; the demo and ``bench transfer`` drive ``EdgeService``.
 
 Names are resolved lazily (PEP 562) so ``producers.edge.main`` (command-line options) can be
 imported by ``obsingest --help`` without loading numpy and the codec.
@@ -18,11 +19,7 @@ from importlib import import_module
 from typing import Any
 
 _EXPORTS = {
-    "ShipJob": "producers.edge.ship",
-    "ShipResult": "producers.edge.ship",
-    "ship_ccd": "producers.edge.ship",
-    "warm_pool": "producers.edge.ship",
-    "warm_up": "producers.edge.ship",
+    "warm_up": "producers.edge.ccd",
     "CcdFile": "producers.edge.ccd",
     "Outcome": "producers.edge.ccd",
     "EdgeService": "producers.edge.service",

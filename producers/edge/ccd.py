@@ -1,9 +1,14 @@
 """What one edge worker does to one CCD: read -> compress -> spool if it must wait -> send.
 
-The raw file is read with plain ``read`` calls into a buffer the worker keeps (as the transfer
-harness does), never memory-mapped: a file truncated under a memory map kills the reader with
-SIGBUS, while a short read is an ordinary ``CorruptFile`` naming the file and the bytes missing.
-(Anything that still kills a worker is contained by ``producers.edge.worker``.)
+A DAQ that compresses itself hands over an already tile-compressed ``.fits.fz`` file: the
+worker verifies it is FITS with tile-compressed images and sends it as it is, without
+recompressing.
+
+The raw file is read with plain ``read`` calls into a buffer the worker keeps (a 75 MB buffer
+allocated afresh per CCD costs page faults), never memory-mapped: a file truncated under a
+memory map kills the reader with SIGBUS, while a short read is an ordinary ``CorruptFile``
+naming the file and the bytes missing. (Anything that still kills a worker is contained by
+``producers.edge.worker``.)
 
 Journal states are written by the worker itself, before each step: ``compressed`` (size and
 checksum) before sending, ``sent`` (attempt count) before the send call, ``acked`` (durably)
@@ -94,6 +99,20 @@ class Outcome:
     error: str = ""
     #: the journal could not be written during this attempt (spool full): the CCD still went
     journal_error: str = ""
+    #: wall clock when the worker took this attempt (its queueing ends here)
+    started_time: datetime | None = None
+    #: CPU seconds of the worker process for this attempt: read (+ compress), and send
+    #: (checksum, journal commits, the transport client's work)
+    read_compress_cpu_seconds: float = 0.0
+    send_cpu_seconds: float = 0.0
+    #: pid of the worker process that handled the attempt
+    worker_pid: int = 0
+    #: the hand-off was already tile-compressed (``.fits.fz``): sent as it is
+    precompressed: bool = False
+
+    @property
+    def cpu_seconds(self) -> float:
+        return self.read_compress_cpu_seconds + self.send_cpu_seconds
 
     @property
     def ok(self) -> bool:
@@ -155,6 +174,45 @@ def read_exact(path: str, buf: bytearray | None = None) -> bytearray:
         os.close(fd)
 
 
+def warm_up() -> None:
+    """Import and exercise the codec once, as a long-running edge process has, so the first
+    CCD's latency is not an interpreter start-up figure."""
+    import numpy as np
+
+    from producers.compress import compress_fits, decompress_fits
+
+    cards = ("SIMPLE  =                    T", "BITPIX  =                   32",
+             "NAXIS   =                    2", "NAXIS1  =                    8",
+             "NAXIS2  =                    8", "END")  # fmt: skip
+    header = b"".join(f"{card:<80}".encode() for card in cards)
+    header += b" " * (-len(header) % 2880)
+    pixels = np.arange(64, dtype=">i4").tobytes()
+    decompress_fits(compress_fits(header + pixels + bytes(-len(pixels) % 2880), threads=1))
+
+
+#: a hand-off with this suffix is already tile-compressed (fpack's convention): sent as it is
+PRECOMPRESSED_SUFFIX = ".fz"
+
+
+def verify_precompressed(data: bytes | bytearray, source: str) -> None:
+    """A pre-compressed hand-off must be a structurally valid FITS file whose images are all
+    tile-compressed (``ZIMAGE = T``); CorruptFile naming the file and the reason otherwise."""
+    from obsingest.fits import parse_fits
+
+    try:
+        hdus = parse_fits(data)
+    except CorruptFile as exc:
+        raise CorruptFile(f"{source}: pre-compressed hand-off is not valid FITS: {exc}") from None
+    images = [h for h in hdus[1:] if h.value("ZIMAGE") is not None]
+    plain = [h.index for h in hdus[1:] if h.value("ZIMAGE") is None
+             and h.str_value("XTENSION") == "IMAGE"]  # fmt: skip
+    if not images or plain or any(h.value("ZIMAGE") != "T" for h in images):
+        raise CorruptFile(
+            f"{source}: a .fits.fz hand-off must hold tile-compressed images (ZIMAGE = T); "
+            + (f"HDUs {plain} are uncompressed images" if plain else "it has none")
+        )
+
+
 def spool_path(spool: Path, key: str) -> Path:
     return spool / SPOOL_CCD_DIR / (key.replace("/", "_") + ".fits.fz")
 
@@ -168,8 +226,6 @@ class CcdWorker:
         from producers.sender import open_sender
 
         if warm:
-            from producers.edge.ship import warm_up
-
             warm_up()
         self.spool = Path(spool)
         self.threads = threads
@@ -222,13 +278,17 @@ class CcdWorker:
         data_id = DataId(job.instrument, job.exposure, job.detector)
         readout = datetime.fromtimestamp(job.readout, UTC)
         notes: list[str] = []
+        started = time.time()
+        cpu0 = time.process_time()
         t0 = time.perf_counter()
         data = self._spooled(job)
         raw_size = 0
         read_s = compress_s = 0.0
+        self._precompressed = False
         if data is not None:
             compressed_at = job.compressed_at or time.time()
             spooled = job.spooled
+            checksum = job.checksum or checksum_str(data)  # the spooled copy matched it
         else:
             data = self._compress(job, data_id, notes)
             raw_size = self._raw_size
@@ -236,10 +296,10 @@ class CcdWorker:
             read_s, compress_s = self._read_s, t1 - t0 - self._read_s
             compressed_at = time.time()
             spooled = None
-            self._mark(job.key, "compressed", notes, size=len(data),
-                       checksum=checksum_str(data), compressed_at=compressed_at,
-                       spooled=None)  # fmt: skip
-        checksum = checksum_str(data)
+            checksum = checksum_str(data)  # once: 15 MB of CRC32C per pass
+            self._mark(job.key, "compressed", notes, size=len(data), checksum=checksum,
+                       compressed_at=compressed_at, spooled=None)  # fmt: skip
+        cpu1 = time.process_time()
         attempts = job.attempts + 1
         self._mark(job.key, "sent", notes, attempts=attempts)
         compressed_time = datetime.fromtimestamp(compressed_at, UTC)
@@ -257,7 +317,10 @@ class CcdWorker:
                 key=job.key, state="retry", raw_size=raw_size, size=len(data),
                 checksum=checksum, readout_time=readout, compressed_time=compressed_time,
                 spooled=spooled, attempts=attempts, reason=exc.reason, error=str(exc),
-                journal_error="; ".join(notes),
+                journal_error="; ".join(notes), started_time=datetime.fromtimestamp(started, UTC),
+                read_compress_cpu_seconds=cpu1 - cpu0,
+                send_cpu_seconds=time.process_time() - cpu1, worker_pid=os.getpid(),
+                precompressed=self._precompressed,
             )  # fmt: skip
             raise SendFailed(exc, outcome) from exc
         acked = utcnow()
@@ -272,11 +335,14 @@ class CcdWorker:
             raw_size=raw_size, size=len(data), checksum=checksum, read_seconds=read_s,
             compress_seconds=compress_s, send_seconds=send_s, readout_time=readout,
             compressed_time=compressed_time, acked_time=acked, attempts=attempts,
-            journal_error="; ".join(notes),
+            journal_error="; ".join(notes), started_time=datetime.fromtimestamp(started, UTC),
+            read_compress_cpu_seconds=cpu1 - cpu0, send_cpu_seconds=time.process_time() - cpu1,
+            worker_pid=os.getpid(), precompressed=self._precompressed,
         )  # fmt: skip
 
     _raw_size = 0
     _read_s = 0.0
+    _precompressed = False
 
     def _compress(self, job: CcdJob, data_id: DataId, notes: list[str]) -> bytes:
         from producers.compress import compress_fits
@@ -285,6 +351,8 @@ class CcdWorker:
         self.buffer = read_exact(job.source, self.buffer)
         raw: bytearray = self.buffer
         self._raw_size = len(raw)
+        if job.source.endswith(PRECOMPRESSED_SUFFIX):
+            return self._take_precompressed(job, data_id, raw, t0)
         if job.sidecar:
             from producers.edge.sidecar import merge_sidecar
 
@@ -294,3 +362,17 @@ class CcdWorker:
             return compress_fits(raw, threads=self.threads)
         except CorruptFile as exc:
             raise CorruptFile(f"{job.source}: {exc}") from None
+
+    def _take_precompressed(self, job: CcdJob, data_id: DataId, raw: bytearray,
+                            t0: float) -> bytes:  # fmt: skip
+        """A DAQ that compresses itself: verify, then send the bytes as they are. A sidecar's
+        identity is still checked; its cards are not merged (that would void the file's
+        CHECKSUM and mean decompressing it)."""
+        if job.sidecar:
+            from producers.edge.sidecar import check_sidecar
+
+            check_sidecar(Path(job.sidecar), data_id)
+        verify_precompressed(raw, job.source)
+        self._precompressed = True
+        self._read_s = time.perf_counter() - t0
+        return bytes(raw)

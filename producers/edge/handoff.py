@@ -4,7 +4,8 @@ Convention (see producers/edge/README.md), anywhere below the hand-off root (sub
 as ``<day_obs>/<exposure>/`` are fine; names carry the identity):
 
 - ``{instrument}_{exposure}_{detector:03d}.fits``: one raw CCD, e.g.
-  ``LSSTCam_2026112200012_094.fits``
+  ``LSSTCam_2026112200012_094.fits``; ``.fits.fz`` when the DAQ compressed it itself (tiled
+  Rice): verified and sent as it is
 - ``{instrument}_{exposure}_{detector:03d}.json``: optional header sidecar of that CCD, written
   before the CCD itself
 - ``{instrument}_{exposure}.manifest.json``: the exposure's ExposureManifest as JSON (optional;
@@ -45,7 +46,7 @@ log = get_logger("obsingest.edge.handoff")
 
 CCD_NAME = re.compile(
     r"^(?P<instrument>[A-Za-z][A-Za-z0-9]*)_(?P<exposure>[0-9]{1,18})_(?P<detector>[0-9]{3})"
-    r"\.fits$"
+    r"\.fits(\.fz)?$"
 )
 MANIFEST_NAME = re.compile(r"^(?P<instrument>[A-Za-z][A-Za-z0-9]*)_(?P<exposure>[0-9]{1,18})"
                            r"\.manifest\.json$")  # fmt: skip
@@ -85,11 +86,12 @@ def classify(path: Path) -> tuple[Kind, DataId | None, PermanentError | None] | 
                 f"{path}: manifest name is not {{instrument}}_{{exposure}}.manifest.json"
             )
         return "manifest", None, None
-    if name.endswith(".fits"):
+    if name.endswith((".fits", ".fits.fz")):
         match = CCD_NAME.match(name)
         if not match:
             return "bad", None, BadHandoffFile(
                 f"{path}: raw CCD name is not {{instrument}}_{{exposure}}_{{detector:03d}}.fits"
+                " (or .fits.fz, already tile-compressed)"
             )
         try:
             data_id = DataId(match["instrument"], int(match["exposure"]), int(match["detector"]))
@@ -100,7 +102,8 @@ def classify(path: Path) -> tuple[Kind, DataId | None, PermanentError | None] | 
 
 
 def sidecar_of(path: Path) -> Path | None:
-    candidate = path.with_suffix(".json")
+    stem = path.name.removesuffix(".fz").removesuffix(".fits")
+    candidate = path.with_name(stem + ".json")
     return candidate if candidate.exists() else None
 
 

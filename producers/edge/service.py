@@ -82,7 +82,7 @@ EXIT_REFUSING = 75
 EXIT_INTERNAL = 70
 #: imported once by the pool's fork server: workers (and replacements after a crash) start as
 #: forks of it in milliseconds instead of seconds of imports each
-WORKER_PRELOAD = ("producers.edge.ccd", "producers.edge.ship", "producers.compress",
+WORKER_PRELOAD = ("producers.edge.ccd", "producers.compress",
                   "producers.sender", "producers.uploader", "obsingest.store.gcs",
                   "obsingest.store.local")  # fmt: skip
 

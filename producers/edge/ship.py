@@ -3,6 +3,10 @@
 read raw -> compress (tiled Rice) -> send through a transport. Runs in a worker process, so it
 takes and returns plain picklable records and keeps one transport client per process (connection
 reuse is what makes per-CCD latency low after the first transfer).
+
+Kept only as the reference path ``benchmarks/edge.py`` measures the edge service against (no
+journal, no scheduler, no crash isolation); the demo, ``bench transfer`` and ``obsingest edge``
+all go through ``EdgeService``.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from obsingest.errors import RetriableError
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import utcnow
 from producers.compress import compress_fits
+from producers.edge.ccd import warm_up
 from producers.sender import Sender, SendResult, open_sender
 
 log = get_logger("obsingest.edge")
@@ -60,29 +65,6 @@ class ShipResult:
 def _sender(url: str, prefix: str, quarantine_prefix: str) -> Sender:
     """One sender per process and destination: connections stay warm between CCDs."""
     return open_sender(url, prefix, quarantine_prefix, producer=f"edge-{os.getpid()}")
-
-
-def warm_up() -> None:
-    """Process-pool initializer: import and exercise the codec once, as a long-running edge
-    service would have, so the first CCD's latency is not an interpreter start-up figure."""
-    import numpy as np
-
-    from producers.compress import decompress_fits
-
-    header = b"".join(
-        f"{card:<80}".encode()
-        for card in (
-            "SIMPLE  =                    T",
-            "BITPIX  =                   32",
-            "NAXIS   =                    2",
-            "NAXIS1  =                    8",
-            "NAXIS2  =                    8",
-            "END",
-        )
-    )
-    header += b" " * (-len(header) % 2880)
-    pixels = np.arange(64, dtype=">i4").tobytes()
-    decompress_fits(compress_fits(header + pixels + bytes(-len(pixels) % 2880), threads=1))
 
 
 def _start_worker(barrier: Any, destination: tuple[str, str, str] | None) -> None:

@@ -67,6 +67,11 @@ def _check_identity(cards: dict[str, Scalar], data_id: DataId, path: Path) -> No
             )
 
 
+def check_sidecar(path: Path, data_id: DataId) -> None:
+    """The sidecar is readable and names no other CCD (for a hand-off it is not merged into)."""
+    _check_identity(load_sidecar(path), data_id, path)
+
+
 def merge_sidecar(raw: bytearray, path: Path, data_id: DataId) -> bytearray:
     """``raw`` with the sidecar's cards set in its primary header (existing cards replaced, new
     ones taking blank cards or new header blocks)."""

@@ -108,6 +108,24 @@ def _read_stats(proc: Path) -> list[ProcStat]:
     return stats
 
 
+def thread_ticks(pid: int, tids: Iterable[int], proc: Path = Path("/proc")) -> int:
+    """User + system ticks of some threads of one process (``/proc/PID/task/TID/stat``); a
+    thread that has ended counts 0."""
+    total = 0
+    for tid in tids:
+        try:
+            text = (proc / str(pid) / "task" / str(tid) / "stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        total += int(fields[11]) + int(fields[12])
+    return total
+
+
+def ticks_to_seconds(ticks: int) -> float:
+    return ticks / _TICKS
+
+
 def sample(roles: dict[str, list[int]], proc: Path = Path("/proc")) -> CpuSample:
     """Read /proc now: ticks of every role's process trees and of the machine."""
     busy, _ = parse_machine_stat((proc / "stat").read_text())

@@ -3,7 +3,8 @@
 Pure functions over plain records, so the figures a benchmark publishes are unit-tested.
 
 * Transfer time of one CCD = its own end - its own start (read + compress + send, the report's
-  "copy + compress + upload"); send time = end - compressed.
+  "copy + compress + upload", from the moment an edge worker takes it); send time = end -
+  compressed; queued = readout -> start (CCDs waiting for a worker).
 * Aggregate Mbit/s of an exposure = all bytes sent in it * 8 / (last end - first start), which is
   how the report's bandwidth row relates to its max row (16 x 15.1 MB * 8 / 1.53 s = 1270).
   Over several exposures the median of the per-exposure figures is given.
@@ -44,6 +45,16 @@ class TransferRecord:
     error: str = ""
     #: CPU seconds the worker process used for this CCD (all its threads)
     cpu_seconds: float = 0.0
+    #: of which reading (+ compressing), and sending (checksum, journal, transport client)
+    compress_cpu_seconds: float = 0.0
+    send_cpu_seconds: float = 0.0
+    #: the edge worker process that handled it
+    worker_pid: int = 0
+
+    @property
+    def queued_seconds(self) -> float:
+        """Readout -> a worker took it (the edge's queue, when CCDs outnumber workers)."""
+        return (self.start - self.readout).total_seconds()
 
     @property
     def seconds(self) -> float:
@@ -89,6 +100,9 @@ class TransferRow:
     send_mean: float
     send_max: float
     failed: int = 0
+    #: readout -> taken by an edge worker, and readout -> acknowledged by the destination
+    queued_max: float = 0.0
+    acked_max: float = 0.0
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -133,6 +147,8 @@ def transfer_row(ccds: int, records: Sequence[TransferRecord]) -> TransferRow | 
         send_mean=statistics.fmean(sends),
         send_max=max(sends),
         failed=len(records) - len(done),
+        queued_max=max(r.queued_seconds for r in done),
+        acked_max=max((r.end - r.readout).total_seconds() for r in done),
     )
 
 
@@ -250,14 +266,14 @@ def format_transfer_table(rows: Sequence[TransferRow]) -> str:
     """The report's columns (CCDs, min, mean, max s, Mbit/s), plus send-only times."""
     lines = [
         "| CCDs | exposures | min s | mean s | max s | Mbit/s | send min | send mean | send max |"
-        " failed |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        " queued max | readout->acked max | failed |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         lines.append(
             f"| {r.ccds} | {r.exposures} | {_f(r.min)} | {_f(r.mean)} | {_f(r.max)} "
             f"| {r.mbit_s:.0f} | {_f(r.send_min)} | {_f(r.send_mean)} | {_f(r.send_max)} "
-            f"| {r.failed} |"
+            f"| {_f(r.queued_max)} | {_f(r.acked_max)} | {r.failed} |"
         )
     return "\n".join(lines)
 

@@ -91,3 +91,12 @@ def test_exposure_ids_must_fit_in_the_day():
 @pytest.mark.parametrize(("ccds", "cpus", "threads"), [(1, 2, 2), (2, 2, 1), (16, 2, 1), (1, 8, 8)])
 def test_compress_threads_share_the_cores(ccds, cpus, threads):
     assert compress_threads(ccds, cpus) == threads
+
+
+def test_edge_workers_one_per_core_at_most_one_per_ccd():
+    from producers.transfer.plan import edge_workers
+
+    assert edge_workers(24, 2) == 2
+    assert edge_workers(1, 8) == 1
+    assert edge_workers(16, 32) == 16
+    assert edge_workers(4, 0) == 1

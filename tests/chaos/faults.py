@@ -1,0 +1,299 @@
+"""The faults a scenario injects: each ``inject``-s at a (seeded) random moment and ``heal``-s after
+its ``duration``, recording what it saw in ``notes`` for the scenario's checks.
+
+Processes are SIGKILLed as a crash would take them (whole process group, no clean-up), services
+are stopped, crashed or restarted on the suite's private instances, links are cut through
+toxiproxy, and the spool's own small filesystem is filled.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.chaos import bad_input
+from tests.chaos.world import World
+
+
+@dataclass
+class Fault:
+    """Base: ``label`` names it in the report; ``duration`` is how long it lasts (0: instant)."""
+
+    label: str
+    duration: float = 0.0
+    notes: dict[str, Any] = field(default_factory=dict)
+    injected_at: float = 0.0
+    healed_at: float = 0.0
+
+    def inject(self, world: World) -> None:
+        raise NotImplementedError
+
+    def heal(self, world: World) -> None:
+        """Undo the fault (restart, reconnect, free space); default: nothing to undo."""
+
+
+@dataclass
+class Kill(Fault):
+    """SIGKILL of a long-running process; restarted ``duration`` seconds later (by hand, as a
+    supervisor would)."""
+
+    process: str = "edge"
+    vanished: bad_input.BadInput | None = None
+
+    def inject(self, world: World) -> None:
+        if self.process == "edge":
+            self.notes["journal_at_kill"] = _journal_counts(world)
+        proc = world.process(self.process)
+        if self.process == "function":
+            proc.stop(signal.SIGKILL)
+        else:
+            proc.kill9()
+        if self.vanished is not None:  # the edge is down: a CCD journalled, its file then gone
+            bad_input.inject(world, self.vanished)
+
+    def heal(self, world: World) -> None:
+        proc = world.process(self.process)
+        if self.process == "function":
+            proc.start(timeout=90)
+        elif self.process == "edge":  # the next fault may hit it while it starts and resumes
+            proc.start(wait_ready=False)
+        else:
+            proc.start()
+
+
+@dataclass
+class Outage(Fault):
+    """A process taken down cleanly (SIGTERM) for ``duration`` seconds: a redeploy, a crash
+    loop, a function that is gone for a minute."""
+
+    process: str = "function"
+
+    def inject(self, world: World) -> None:
+        proc = world.process(self.process)
+        if self.process == "function":
+            proc.stop()
+        else:
+            proc.terminate()
+
+    def heal(self, world: World) -> None:
+        proc = world.process(self.process)
+        proc.start(timeout=90) if self.process == "function" else proc.start()
+
+
+@dataclass
+class ServiceDown(Fault):
+    """A service of the private stack stopped for ``duration`` seconds (PostgreSQL: a clean
+    shutdown; the registry is unreachable meanwhile)."""
+
+    service: str = "postgres"
+
+    def inject(self, world: World) -> None:
+        world.stack.stop(self.service)
+
+    def heal(self, world: World) -> None:
+        world.stack.start(self.service)
+
+
+@dataclass
+class PostgresCrash(Fault):
+    """``pg_ctl restart -m immediate``: no checkpoint, no flush, as a power cut leaves it."""
+
+    def inject(self, world: World) -> None:
+        before = world.stack.pid("postgres")
+        self.notes["registered_before"] = world.read(world.registry.count_datasets)
+        pid = world.stack.crash_restart_postgres()
+        status = world.stack.stack.service("postgres").status()
+        self.notes.update(old_pid=before, new_pid=pid, status_pid=status.pid,
+                          running=status.running, healthy=status.healthy)  # fmt: skip
+
+
+@dataclass
+class EmulatorRestart(Fault):
+    """The GCS or Pub/Sub emulator restarted: notification configs (GCS) or every topic and
+    subscription (Pub/Sub) forgotten. After a Pub/Sub restart the observer subscribes again at
+    once, with the publishers held for that moment (see ``World.publishers_held``)."""
+
+    service: str = "gcs"
+
+    def inject(self, world: World) -> None:
+        world.stack.stop(self.service)
+        world.stack.start(self.service)
+        if self.service == "pubsub":
+            assert world.observer is not None
+            with world.publishers_held():
+                world.observer.resubscribe()
+
+
+@dataclass
+class BrokerKill(Fault):
+    """SIGKILL of the Kafka broker; started again ``duration`` seconds later."""
+
+    def inject(self, world: World) -> None:
+        assert world.kafka_stack is not None
+        world.kafka_stack.kill("kafka")
+
+    def heal(self, world: World) -> None:
+        assert world.kafka_stack is not None
+        world.kafka_stack.start("kafka", timeout=120)
+
+
+@dataclass
+class TopicOutage(Fault):
+    """The ``ccd-arrivals`` topic deleted for ``duration`` seconds. When it is back, the observer
+    subscribes again (a deleted topic's subscriptions are detached for good), with the
+    publishers held for that moment."""
+
+    def inject(self, world: World) -> None:
+        from google.cloud import pubsub_v1
+
+        from obsingest.bus.pubsub import topic_path
+
+        client = pubsub_v1.PublisherClient()
+        try:
+            client.delete_topic(request={"topic": topic_path(world.project,
+                                                             world.bus.arrivals_topic)})
+        finally:
+            client.stop()
+        self.notes["registered_at_delete"] = world.read(world.registry.count_datasets)
+
+    def heal(self, world: World) -> None:
+        assert world.observer is not None
+        # registered first: a registration between the two reads only adds to the outbox
+        self.notes["registered_at_heal"] = world.read(world.registry.count_datasets)
+        self.notes["outbox_at_heal"] = world.read(world.registry.outbox.status).pending
+        with world.publishers_held():
+            world.observer.resubscribe()
+
+
+@dataclass
+class NotificationsLost(Fault):
+    """The bucket's notification configs deleted ("disabled for unknown reasons")."""
+
+    def inject(self, world: World) -> None:
+        bucket = world.store.client.bucket(world.bucket)
+        deleted = 0
+        for config in bucket.list_notifications():
+            config.delete()
+            deleted += 1
+        self.notes["deleted_configs"] = deleted
+
+
+@dataclass
+class LinkFault(Fault):
+    """A toxiproxy link cut for ``duration`` seconds: ``down`` (connections refused), ``reset``
+    (every connection reset by peer), ``blackhole`` (data dropped, connections left hanging)."""
+
+    link: str = "store"
+    kind: str = "down"
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def proxy(self, world: World) -> Any:
+        proxy = world.store_proxy if self.link == "store" else world.registry_proxy
+        assert proxy is not None, f"no {self.link} link in this world"
+        return proxy
+
+    def inject(self, world: World) -> None:
+        proxy = self.proxy(world)
+        if self.kind == "down":
+            proxy.disable()
+        elif self.kind == "reset":
+            proxy.add_toxic("chaos", "reset_peer", stream="upstream", timeout=0)
+        else:
+            proxy.add_toxic("chaos", "timeout", stream="upstream", timeout=0)
+        if self.link == "store":  # the edge's health while the destination is away
+            threading.Thread(target=self._sample, args=(world,), daemon=True).start()
+
+    def _sample(self, world: World) -> None:
+        assert world.edge is not None
+        while not self._stop.wait(1.0):
+            health = world.edge.health()
+            if health is not None:
+                self.samples.append(health)
+
+    def heal(self, world: World) -> None:
+        self._stop.set()
+        proxy = self.proxy(world)
+        if self.kind == "down":
+            proxy.enable()
+        else:
+            proxy.remove_toxic("chaos")
+        self.notes["degraded"] = [h for h in self.samples if h.get("status") == "degraded"]
+
+
+@dataclass
+class SpoolFull(Fault):
+    """The spool's filesystem filled to below the edge's free-space floor for ``duration``
+    seconds; the filler is deleted to heal."""
+
+    leave: int = 512 * 1024
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def inject(self, world: World) -> None:
+        st = os.statvfs(world.spool)
+        free = st.f_bavail * st.f_frsize
+        with (world.spool / "filler").open("wb") as fh:
+            fh.write(b"\0" * max(0, free - self.leave))
+        self.notes["journal_at_fill"] = _journal_counts(world)
+        threading.Thread(target=self._sample, args=(world,), daemon=True).start()
+
+    def _sample(self, world: World) -> None:
+        from producers.edge.journal import Journal
+
+        assert world.edge is not None
+        while not self._stop.wait(1.0):
+            health = world.edge.health()
+            if health is not None:
+                journal = Journal(world.spool)
+                try:  # CCD rows only: a bad file's quarantine row is no CCD taken
+                    ccds = sum(1 for i in journal.items() if not i.key.startswith("file:"))
+                finally:
+                    journal.close()
+                self.samples.append({**health, "at": time.time(), "ccd_rows": ccds})
+
+    def heal(self, world: World) -> None:
+        self._stop.set()
+        self.notes["journal_at_free"] = _journal_counts(world)
+        (world.spool / "filler").unlink()
+
+
+def _journal_counts(world: World) -> dict[str, int]:
+    from producers.edge.journal import Journal
+
+    journal = Journal(world.spool)
+    try:
+        return journal.counts()
+    finally:
+        journal.close()
+
+
+@dataclass
+class Nested(Fault):
+    """``inner`` injected ``offset`` seconds into ``outer`` (and healed after its own duration),
+    e.g. the edge killed while its spool is full; ``duration`` is the outer one's."""
+
+    outer: Fault | None = None
+    inner: Fault | None = None
+    offset: float = 0.0
+
+    def inject(self, world: World) -> None:
+        assert self.outer is not None and self.inner is not None
+        self.outer.injected_at = time.time()
+        self.outer.inject(world)
+        time.sleep(self.offset)
+        self.inner.injected_at = time.time()
+        self.inner.inject(world)
+        time.sleep(self.inner.duration)
+        self.inner.heal(world)
+        self.inner.healed_at = time.time()
+        time.sleep(max(0.0, self.outer.duration - self.offset - self.inner.duration))
+
+    def heal(self, world: World) -> None:
+        assert self.outer is not None
+        self.outer.heal(world)
+        self.outer.healed_at = time.time()

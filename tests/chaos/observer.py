@@ -1,0 +1,156 @@
+"""The arrivals subscriber of the chaos suite: it counts every ArrivalEvent delivered, before any
+deduplication, as downstream alert processing would receive them.
+
+A message is identified by (message id, publish time): pstest numbers messages afresh after a
+restart, and a redelivery of one message (an ack lost) is not a second announcement. Several
+subscriptions may be pulled at once: after its topic was deleted or the emulator restarted, a
+subscriber must subscribe again (a Pub/Sub subscription whose topic was deleted never receives
+from a topic re-created under the same name), and ``resubscribe`` adds a fresh subscription
+while the old one is drained of what it still holds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+log = logging.getLogger("obsingest.chaos.observer")
+
+
+@dataclass(frozen=True)
+class Announcement:
+    dataset_id: str
+    key: str  # instrument/exposure/detector
+    message: tuple[str, str]  # (message id, publish time)
+    registered: datetime
+    published: datetime
+
+
+class ArrivalsObserver:
+    def __init__(self, project: str, topic: str) -> None:
+        from google.cloud import pubsub_v1
+
+        self.project = project
+        self.topic = topic
+        self.client = pubsub_v1.SubscriberClient()
+        self.subscriptions: list[str] = []
+        self._lock = threading.Lock()
+        self._seen: dict[tuple[str, str], Announcement] = {}
+        self.deliveries = 0
+        self.undecodable = 0
+        self.pull_errors = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="arrivals-observer", daemon=True)
+        self.resubscribe()
+
+    def resubscribe(self) -> str:
+        """Ensure the topic, and subscribe to it under a new name (the old ones keep draining)."""
+        from google.api_core import exceptions as api_exceptions
+        from google.cloud import pubsub_v1
+
+        from obsingest.bus.pubsub import topic_path
+        from obsingest.bus.pull import subscription_path
+
+        topic = topic_path(self.project, self.topic)
+        publisher = pubsub_v1.PublisherClient()
+        try:
+            with contextlib.suppress(api_exceptions.AlreadyExists):
+                publisher.create_topic(request={"name": topic})
+        finally:
+            publisher.stop()
+        path = subscription_path(self.project, f"observer-{uuid.uuid4().hex[:8]}")
+        self.client.create_subscription(
+            request={"name": path, "topic": topic, "ack_deadline_seconds": 30}
+        )
+        with self._lock:
+            self.subscriptions.append(path)
+        return path
+
+    def start(self) -> ArrivalsObserver:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+        self.client.close()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with self._lock:
+                paths = list(self.subscriptions)
+            got = 0
+            for path in paths:
+                got += self._pull(path)
+            if not got:
+                self._stop.wait(0.1)
+
+    def _pull(self, path: str) -> int:
+        from obsingest.messages import ArrivalEvent
+
+        try:
+            response = self.client.pull(
+                request={"subscription": path, "max_messages": 200, "return_immediately": True},
+                timeout=5,
+            )
+        except Exception as exc:  # emulator restarting, subscription gone: try again
+            self.pull_errors += 1
+            log.debug("pull %s failed: %s", path, exc)
+            self._stop.wait(0.2)
+            return 0
+        ack_ids = []
+        for received in response.received_messages:
+            message = received.message
+            published = message.publish_time
+            ident = (str(message.message_id), published.isoformat() if published else "")
+            try:
+                event = ArrivalEvent.decode(bytes(message.data))
+            except Exception:
+                with self._lock:
+                    self.undecodable += 1
+            else:
+                with self._lock:
+                    self.deliveries += 1
+                    self._seen.setdefault(ident, _announcement(event, ident))
+            ack_ids.append(received.ack_id)
+        if ack_ids:
+            try:
+                self.client.acknowledge(request={"subscription": path, "ack_ids": ack_ids})
+            except Exception as exc:  # redelivered later: counted once by its identity
+                log.debug("ack on %s failed: %s", path, exc)
+        return len(ack_ids)
+
+    # what was seen -----------------------------------------------------------------------------
+    def announcements(self) -> list[Announcement]:
+        with self._lock:
+            return list(self._seen.values())
+
+    def per_dataset(self) -> Counter[str]:
+        return Counter(a.dataset_id for a in self.announcements())
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "messages": len(self._seen),
+                "deliveries": self.deliveries,
+                "undecodable": self.undecodable,
+                "subscriptions": len(self.subscriptions),
+                "pull_errors": self.pull_errors,
+            }
+
+
+def _announcement(event: Any, ident: tuple[str, str]) -> Announcement:
+    return Announcement(
+        dataset_id=str(event.dataset_id),
+        key=f"{event.instrument}/{event.exposure}/{event.detector:03d}",
+        message=ident,
+        registered=event.registered_time,
+        published=event.published_time,
+    )

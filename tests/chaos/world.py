@@ -1,0 +1,284 @@
+"""The pipeline under test, deployed as it would be: real processes on services of the suite's own.
+
+One ``World`` per scenario, on the suite's private services (``PrivateStack``: a Pub/Sub
+emulator, a GCS emulator and a durable PostgreSQL on free ports; a Kafka broker for the Kafka
+scenarios), with a namespace of its own (Pub/Sub project, bucket, database), so a scenario that
+restarts or crashes a service never touches the shared stack or another helper's work:
+
+    obsingest daq night  ->  hand-off dir  ->  python -m producers.edge (spool, journal)
+        -> gs://bucket (GCS emulator)           [or kafka:// -> python -m functions.assembler -> gs://]
+        -> notification -> Pub/Sub emulator -> obsingest relay -> functions-framework (register)
+        -> PostgreSQL registry (+ outbox) -> ccd-arrivals -> the observer (counts every delivery)
+    obsingest reconcile --every N  (the facility service: canary, repair, reconcile, drain, redrive)
+
+Optionally a toxiproxy sits between the edge and the GCS emulator (``store_link``) and between
+the register function and PostgreSQL (``registry_link``), and the spool lives on a small tmpfs
+(``spool_mb``) that a fault can fill.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from tests.chaos.observer import ArrivalsObserver
+from tests.integration.fixtures.edge import EdgeProcess
+from tests.integration.fixtures.function_process import FunctionProcess
+from tests.integration.fixtures.private_stack import PrivateStack, free_port
+from tests.integration.fixtures.service_process import ROOT, ServiceProcess
+from tests.integration.fixtures.toxiproxy import Proxy, Toxiproxy
+
+INSTRUMENT = "LSSTCam"
+DAY_OBS = 20261122
+#: the edge's flags in every world: bad files are judged within seconds, an outage is probed
+#: every 2 s at most (a scenario's own flags come after and win)
+EDGE_ARGS = ("--workers", "2", "--rescan-interval", "5", "--incomplete-timeout", "5",
+             "--retry-max-delay", "2")  # fmt: skip
+#: variables of the caller's environment never handed to the pipeline's processes: each World
+#: sets its own endpoints and namespace
+_OWN = ("OBSINGEST_", "PUBSUB_", "STORAGE_EMULATOR", "KAFKA_", "GOOGLE_CLOUD_PROJECT")
+
+
+@dataclass(frozen=True)
+class WorldOptions:
+    transport: str = "direct"  # "direct" | "kafka"
+    #: OBSINGEST_RELAY_<KEY> for the relay (and the facility's repair, which re-provisions
+    #: the relay subscription with the same delivery policy)
+    relay: dict[str, str] = field(default_factory=dict)
+    #: OBSINGEST_RECONCILE_<KEY> / OBSINGEST_REDRIVE_<KEY>, e.g. {"RECONCILE_GRACE": "10"}
+    facility: dict[str, str] = field(default_factory=dict)
+    facility_every: float = 10.0
+    edge_args: tuple[str, ...] = ()
+    store_link: bool = False
+    registry_link: bool = False
+    spool_mb: int = 0
+
+
+class World:
+    def __init__(self, name: str, stack: PrivateStack, workdir: Path, options: WorldOptions,
+                 kafka: PrivateStack | None = None) -> None:  # fmt: skip
+        self.name = name
+        self.stack = stack
+        self.kafka_stack = kafka
+        self.options = options
+        self.workdir = workdir
+        self.logs = workdir / "logs"
+        self.handoff = workdir / "handoff"
+        self.spool = workdir / "spool"
+        for path in (self.logs, self.handoff, self.spool):
+            path.mkdir(parents=True, exist_ok=True)
+        run_id = uuid.uuid4().hex[:8]
+        # a project id has at most 30 characters (GCS's notification topics are checked)
+        self.project = f"cx{run_id}-{name}"[:30].rstrip("-")
+        self.bucket = f"chaos-{name}-{run_id}"
+        self.admin_url = stack.env()["OBSINGEST_REGISTRY_URL"]
+        self.registry_url = ""
+        self.spool_mounted = False
+        self.toxiproxy: Toxiproxy | None = None
+        self.store_proxy: Proxy | None = None
+        self.registry_proxy: Proxy | None = None
+        self.chunks_topic = f"chunks-{run_id}"
+        self.observer: ArrivalsObserver | None = None
+        self.registry: Any = None
+        self.store: Any = None
+        self.bus: Any = None
+        self.function: FunctionProcess | None = None
+        self.relay: ServiceProcess | None = None
+        self.facility: ServiceProcess | None = None
+        self.assembler: ServiceProcess | None = None
+        self.edge: EdgeProcess | None = None
+        self.daq: ServiceProcess | None = None
+
+    # environment -------------------------------------------------------------------------------
+    def base_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_OWN)}
+        env.update(self.stack.env())
+        env.update({
+            "PYTHONPATH": str(ROOT),
+            "GOOGLE_CLOUD_PROJECT": self.project,
+            "PUBSUB_PROJECT_ID": self.project,
+            "OBSINGEST_GCS_PROJECT": self.project,
+            "OBSINGEST_BUS_BACKEND": "pubsub",
+            "OBSINGEST_BUS_PUBSUB_PROJECT": self.project,
+            "OBSINGEST_STORE_URL": f"gs://{self.bucket}",
+            "OBSINGEST_REGISTRY_URL": self.registry_url,
+            "OBSINGEST_REGISTRY_POOL_SIZE": "4",
+            "OBSINGEST_FUNCTION_PUSH_AUTH": "false",
+        })  # fmt: skip
+        env.update({f"OBSINGEST_RELAY_{k.upper()}": str(v) for k, v in self.options.relay.items()})
+        env.update({f"OBSINGEST_{k.upper()}": str(v) for k, v in self.options.facility.items()})
+        if self.kafka_stack is not None:
+            env["KAFKA_BOOTSTRAP_SERVERS"] = self.kafka_bootstrap
+        return env
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        assert self.kafka_stack is not None
+        return self.kafka_stack.env()["KAFKA_BOOTSTRAP_SERVERS"]
+
+    def relay_settings(self) -> Any:
+        from infra.local.relay.settings import RelaySettings
+
+        return RelaySettings(**{k.lower(): v for k, v in self.options.relay.items()})
+
+    # start -------------------------------------------------------------------------------------
+    def start(self) -> World:
+        """Provision the namespace and start every process (the DAQ comes with ``play``)."""
+        from infra.local.provision import create_chunk_topics, create_database, setup
+        from obsingest import defaults
+        from obsingest.registry import Registry
+        from obsingest.settings import BusSettings, RegistrySettings
+        from obsingest.store.gcs import GcsSettings, GcsStore
+
+        self.registry_url = create_database(self.admin_url, "chaos")
+        self.registry = Registry.open(RegistrySettings(url=self.registry_url, retry_deadline=5.0))
+        self.bus = BusSettings(backend="pubsub", pubsub_project=self.project)
+        self.store = GcsStore(self.bucket, settings=GcsSettings(project=self.project))
+        setup(self.bucket, self.bus, prefixes=defaults.NOTIFIED_PREFIXES,
+              storage_client=self.store.client, relay=self.relay_settings())  # fmt: skip
+        self.observer = ArrivalsObserver(self.project, self.bus.arrivals_topic).start()
+        if self.options.spool_mb:
+            self._mount_spool(self.options.spool_mb)
+        env = self.base_env()
+        function_env = dict(env)
+        edge_env = dict(env)
+        if self.options.store_link or self.options.registry_link:
+            self.toxiproxy = Toxiproxy(self.logs / "toxiproxy.log")
+        if self.options.store_link:
+            assert self.toxiproxy is not None
+            upstream = urlsplit(env["STORAGE_EMULATOR_HOST"]).netloc
+            self.store_proxy = self.toxiproxy.proxy("store", upstream)
+            edge_env["STORAGE_EMULATOR_HOST"] = f"http://{self.store_proxy.address}"
+        if self.options.registry_link:
+            from sqlalchemy.engine import make_url
+
+            assert self.toxiproxy is not None
+            url = make_url(self.registry_url)
+            self.registry_proxy = self.toxiproxy.proxy("registry", f"{url.host}:{url.port}")
+            function_env["OBSINGEST_REGISTRY_URL"] = url.set(
+                host="127.0.0.1", port=self.registry_proxy.listen_port
+            ).render_as_string(hide_password=False)
+        python = sys.executable
+        self.function = FunctionProcess(function_env, self.logs / "function.log", free_port())
+        self.relay = ServiceProcess(
+            "relay", [python, "-m", "obsingest_cli", "relay", "--push-url", self.function.url],
+            env, self.logs)  # fmt: skip
+        self.facility = ServiceProcess(
+            "facility", [python, "-m", "obsingest_cli", "reconcile",
+                         "--every", str(self.options.facility_every)], env, self.logs)  # fmt: skip
+        destination = f"gs://{self.bucket}"
+        if self.options.transport == "kafka":
+            from functions.assembler.main import command
+
+            dlq = f"{self.chunks_topic}-dlq"
+            create_chunk_topics(self.kafka_bootstrap, {self.chunks_topic: 6, dlq: 1})
+            destination = f"kafka://{self.kafka_bootstrap}/{self.chunks_topic}"
+            self.assembler = ServiceProcess(
+                "assembler", command(self.kafka_bootstrap, self.chunks_topic, dlq,
+                                     f"assembler-{self.project}", f"gs://{self.bucket}"),
+                env, self.logs)  # fmt: skip
+        self.edge = EdgeProcess(self.handoff, self.spool, destination, self.logs / "edge", None,
+                                *EDGE_ARGS, *self.options.edge_args)  # fmt: skip
+        self.edge.env = edge_env
+        # the two slow starters (imports on a busy machine) come up side by side
+        with ThreadPoolExecutor(2) as pool:
+            waits = [pool.submit(self.function.start, 90), pool.submit(self.edge.start)]
+            for proc in (self.relay, self.facility, self.assembler):
+                if proc is not None:
+                    proc.start()
+            for wait in waits:
+                wait.result()
+        return self
+
+    def _mount_spool(self, megabytes: int) -> None:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs",
+                        str(self.spool)], check=True)  # fmt: skip
+        self.spool_mounted = True
+
+    def play(self, exposures: int, detectors: int, interval: float, first_seq: int = 1) -> None:
+        """Start the DAQ night player (``obsingest daq night``) as its own process."""
+        argv = [sys.executable, "-m", "obsingest_cli", "daq", "night", str(self.handoff),
+                "--instrument", INSTRUMENT, "--exposures", str(exposures),
+                "--detectors", str(detectors), "--interval", str(interval), "--size", "small",
+                "--day-obs", str(DAY_OBS), "--first-seq", str(first_seq)]  # fmt: skip
+        self.daq = ServiceProcess("daq", argv, self.base_env(), self.logs).start()
+
+    def read(self, fn: Any, attempts: int = 10) -> Any:
+        """A registry read by the harness, retried while PostgreSQL restarts (the pool's
+        connections die with the server; each failure invalidates one)."""
+        from sqlalchemy.exc import OperationalError
+
+        for attempt in range(attempts):
+            try:
+                return fn()
+            except OperationalError:
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(0.5)
+        return None
+
+    # processes by name -------------------------------------------------------------------------
+    def process(self, name: str) -> Any:
+        proc = getattr(self, name)
+        assert proc is not None, f"{name} is not part of this world"
+        return proc
+
+    @contextlib.contextmanager
+    def publishers_held(self) -> Any:
+        """Freeze the processes that publish ArrivalEvents (function, facility) for a moment:
+        while a topic and its subscription come back, nothing may be published in between."""
+        held = [p for p in (self.function, self.facility) if p is not None]
+        for proc in held:
+            _signal_group(proc, "SIGSTOP")
+        try:
+            yield
+        finally:
+            for proc in held:
+                _signal_group(proc, "SIGCONT")
+
+    # end ---------------------------------------------------------------------------------------
+    def close(self) -> None:
+        from infra.local.provision import drop_database
+
+        for proc in (self.daq, self.edge, self.assembler, self.facility, self.relay):
+            if proc is not None:
+                with contextlib.suppress(Exception):
+                    proc.close()
+        if self.function is not None:
+            import signal
+
+            with contextlib.suppress(Exception):
+                self.function.stop(signal.SIGKILL)
+        if self.observer is not None:
+            self.observer.stop()
+        if self.toxiproxy is not None:
+            self.toxiproxy.close()
+        if self.registry is not None:
+            self.registry.close()
+            with contextlib.suppress(Exception):
+                drop_database(self.admin_url, self.registry_url)
+        if self.store is not None:
+            with contextlib.suppress(Exception):
+                for blob in self.store.client.list_blobs(self.bucket):
+                    blob.delete()
+                self.store.client.bucket(self.bucket).delete()
+        if self.spool_mounted:
+            subprocess.run(["umount", "-l", str(self.spool)], check=False)
+
+
+def _signal_group(proc: Any, name: str) -> None:
+    import signal
+
+    popen = proc.proc
+    if popen is not None and popen.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(popen.pid, getattr(signal, name))
