@@ -93,10 +93,20 @@ def build_service(ns: Namespace, pool_size: int = 4) -> Any:
     )
 
 
+def small_ccd(data_id: DataId) -> bytes:
+    """A real compressed CCD of the simulator's small size (~150 kB)."""
+    from producers.compress import compress_fits
+    from producers.daq.simulator import CcdSpec, generate_raw_ccd
+
+    obs_start = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
+    spec = CcdSpec(data_id.instrument, data_id.exposure, data_id.detector, data_id.day_obs,
+                   obs_start, 15.0, "r", "small", 0)  # fmt: skip
+    return compress_fits(generate_raw_ccd(spec), threads=1)
+
+
 def store_ccds(ns: Namespace, data_ids: list[DataId]) -> None:
     from obsingest.store.local import LocalDirStore
     from producers.uploader import DirectUploader
-    from tests.integration.fixtures.pipeline import small_ccd
 
     uploader = DirectUploader(LocalDirStore(ns.store_dir, notify=False))
     for data_id in data_ids:
