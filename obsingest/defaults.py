@@ -37,6 +37,8 @@ OBJECTS_DLQ_TOPIC = "ccd-objects-dlq"
 ARRIVALS_TOPIC = "ccd-arrivals"
 SUMMARIES_TOPIC = "exposure-summaries"
 ALERTS_TOPIC = "budget-alerts"
+#: One ExposureIngested per exposure, when the last CCD its manifest expects is registered.
+EXPOSURES_INGESTED_TOPIC = "exposures-ingested"
 #: The emulator push relay's pull subscription on OBJECTS_TOPIC.
 RELAY_SUBSCRIPTION = "ccd-objects-relay"
 #: Suffix of the subscription that keeps a dead-letter topic's messages (``ccd-objects-dlq-hold``):
@@ -59,3 +61,7 @@ KAFKA_BOOTSTRAP = f"{LOCAL_HOST}:{LOCAL_KAFKA_PORT}"
 # -- the promise -----------------------------------------------------------------------------
 #: Seconds from readout to announcement, per CCD.
 BUDGET_SECONDS = 5.0
+#: An exposure not complete this many seconds after its deadline's budget (shutter close + the
+#: budget + this grace) is counted incomplete at its deadline: 5 + 25 = 30 s after the exposure
+#: ends, the observatory's "later than 30 s counts as late".
+EXPOSURE_DEADLINE_GRACE_SECONDS = 25.0

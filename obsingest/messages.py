@@ -126,6 +126,58 @@ class ArrivalEvent(_Message):
         return event
 
 
+class IngestedStatus:
+    """``ExposureIngested.status``: the words of the metrics' ``status`` label."""
+
+    OK = "ok"
+    OVER_BUDGET = "over_budget"
+
+
+@dataclass(frozen=True)
+class ExposureIngested(_Message):
+    """One per exposure, when the last CCD its manifest expects is registered (see the
+    contract's doc and ``obsingest.registry.ingested``)."""
+
+    SCHEMA: ClassVar[str] = "ExposureIngested"
+
+    event_id: uuid.UUID
+    instrument: str
+    exposure: int
+    day_obs: int
+    dataset_type: str
+    run: str
+    expected: int
+    registered: int
+    detectors: list[int]
+    missing_detectors: list[int]
+    over_budget: list[int]
+    last_registered: datetime
+    budget_seconds: float
+    status: str
+    manifest_known: bool
+    published_time: datetime
+    first_readout: datetime | None = None
+    latency_p50: float | None = None
+    latency_p95: float | None = None
+    latency_max: float | None = None
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing_detectors
+
+    def to_record(self) -> dict[str, Any]:
+        record = super().to_record()
+        record["event_id"] = str(self.event_id)
+        return record
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Self:
+        event = super().from_record(record)
+        if not isinstance(event.event_id, uuid.UUID):
+            event = dataclasses.replace(event, event_id=uuid.UUID(str(event.event_id)))
+        return event
+
+
 class SummaryStatus:
     OK = "OK"
     OVER_BUDGET = "OVER_BUDGET"

@@ -70,6 +70,8 @@ class BusSettings(BaseSettings):
     arrivals_topic: str = defaults.ARRIVALS_TOPIC
     summaries_topic: str = defaults.SUMMARIES_TOPIC
     alerts_topic: str = defaults.ALERTS_TOPIC
+    #: ``OBSINGEST_BUS_EXPOSURES_INGESTED_TOPIC``: one ExposureIngested per complete exposure
+    exposures_ingested_topic: str = defaults.EXPOSURES_INGESTED_TOPIC
 
 
 class PipelineSettings(BaseSettings):

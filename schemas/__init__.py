@@ -21,7 +21,13 @@ from fastavro.schema import to_parsing_canonical_form
 SCHEMA_DIR = Path(__file__).parent / "avro"
 _FILE_RE = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9]*)\.v(?P<version>[0-9]+)\.avsc$")
 
-CONTRACTS: tuple[str, ...] = ("ExposureManifest", "CcdChunk", "ArrivalEvent", "ExposureSummary")
+CONTRACTS: tuple[str, ...] = (
+    "ExposureManifest",
+    "CcdChunk",
+    "ArrivalEvent",
+    "ExposureSummary",
+    "ExposureIngested",
+)
 
 
 class SchemaError(Exception):

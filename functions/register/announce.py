@@ -1,10 +1,13 @@
-"""Announcing arrivals through the registry's outbox (``obsingest.registry.outbox``).
+"""Announcing through the registry's outbox (``obsingest.registry.outbox``).
 
 The ArrivalEvent of a new dataset is written to the outbox in the registering transaction; this
 module publishes it: at once after the commit (``publish_new``: the latency path), and later for
 whatever is still pending (``drain``: run by the register function on its next invocations and by
-the reconcile service). Every publish stamps ``published_time`` with the moment it is sent, so a
-late announcement reports its real latency.
+the reconcile service). The outbox also holds each complete exposure's ExposureIngested
+(``obsingest.registry.ingested``), published at once by ``publish_message`` and by the same
+drains. Every row is published by its own contract's rule (``STAMPED``): a contract whose
+``published_time`` says when it was sent is re-stamped with the moment it is sent, so a late
+announcement reports its real latency; any other body is published as it was written.
 
 A publish that fails leaves the row pending with the reason; the notification is still acked,
 because the outbox now owns the announcement. A drain stops at its first failure: the bus is
@@ -20,11 +23,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
+from obsingest import avro
 from obsingest.bus.base import Publisher
-from obsingest.errors import ObsIngestError
+from obsingest.errors import BadMessage, ObsIngestError
 from obsingest.logs import get_logger, log_event
-from obsingest.messages import ArrivalEvent, utcnow
+from obsingest.messages import ArrivalEvent, ExposureIngested, utcnow
 from obsingest.registry import OutboxMessage, Registry
 from obsingest.registry.outbox import OutboxRow
 
@@ -35,6 +40,23 @@ log = get_logger("obsingest.register.announce")
 RETRY_AFTER_SECONDS = 0.0
 #: Published rows are kept this long for inspection, then purged.
 RETENTION = timedelta(days=7)
+
+#: Contracts re-stamped when actually sent (``published_time`` = now): name -> typed view. A body
+#: of any other contract (or not ours) is published as written.
+STAMPED: dict[str, type[ArrivalEvent] | type[ExposureIngested]] = {
+    ArrivalEvent.SCHEMA: ArrivalEvent,
+    ExposureIngested.SCHEMA: ExposureIngested,
+}
+
+
+def typed_view(payload: bytes) -> ArrivalEvent | ExposureIngested | None:
+    """The typed message of a row's body when its contract is re-stamped (``STAMPED``); None
+    for any other body (published as it is)."""
+    try:
+        view = STAMPED.get(avro.writer_schema(payload).name)
+        return view.decode(payload) if view is not None else None
+    except BadMessage:
+        return None
 
 
 def arrival_attributes(arrival: ArrivalEvent) -> dict[str, str]:
@@ -93,29 +115,46 @@ class ArrivalAnnouncer:
         try:
             sent = self.send(message, arrival)
         except Exception as exc:  # any publisher failure: the row stays, with the reason
-            self._failed(row_id, exc, arrival)
+            deferred = "arrival.publish_deferred"
+            self._failed(row_id, exc, deferred, dataset_id=str(arrival.dataset_id))
             return None
         self._mark([row_id] if row_id is not None else [])
         if self.on_announced is not None:
             self.on_announced(sent)
         return sent
 
-    def publish_row(self, row: OutboxRow) -> ArrivalEvent | None:
-        """Publish one claimed row; None (row kept, reason recorded) when publishing failed."""
-        arrival = ArrivalEvent.decode(row.message.payload)
-        return self.publish_new(row.id, row.message, arrival)
+    def publish_message(
+        self, row_id: int | None, message: OutboxMessage, view: ExposureIngested | None = None
+    ) -> Any:
+        """Publish an outbox row that is not an ArrivalEvent: ``view`` (its typed message, when
+        its contract is re-stamped) stamped now, else the body as written. What was sent (the
+        typed message, or the body), None when it stays in the outbox with the reason."""
+        sent = dataclasses.replace(view, published_time=utcnow()) if view is not None else None
+        payload = sent.encode() if sent is not None else message.payload
+        try:
+            self.publisher.publish(
+                message.topic, payload, key=message.key, attributes=message.attributes
+            )
+        except Exception as exc:  # any publisher failure: the row stays, with the reason
+            self._failed(row_id, exc, "outbox.publish_deferred", topic=message.topic,
+                         key=message.key)  # fmt: skip
+            return None
+        self._mark([row_id] if row_id is not None else [])
+        return sent if sent is not None else payload
 
-    def _failed(self, row_id: int | None, exc: Exception, arrival: ArrivalEvent) -> None:
+    def publish_row(self, row: OutboxRow) -> Any:
+        """Publish one claimed row by its contract's rule: an ArrivalEvent as ``publish_new``
+        (latency callback included), anything else as ``publish_message``. What was sent, None
+        (row kept, reason recorded) when publishing failed."""
+        view = typed_view(row.message.payload)
+        if isinstance(view, ArrivalEvent):
+            return self.publish_new(row.id, row.message, view)
+        return self.publish_message(row.id, row.message, view)
+
+    def _failed(self, row_id: int | None, exc: Exception, event: str, **about: Any) -> None:
         reason = getattr(exc, "reason", "publish-failed")
         self.failed_at = time.monotonic()
-        log_event(
-            log,
-            "arrival.publish_deferred",
-            logging.WARNING,
-            dataset_id=str(arrival.dataset_id),
-            reason=reason,
-            error=str(exc),
-        )
+        log_event(log, event, logging.WARNING, reason=reason, error=str(exc), **about)
         if row_id is None:
             return
         try:

@@ -4,7 +4,8 @@
   CloudEvent wrapping a GCS notification.
 - ``on_push``: HTTP trigger for Pub/Sub push (and ``obsingest relay``), JSON envelope.
 - ``on_manifest``: HTTP trigger for Pub/Sub push of the ``exposures`` topic: each
-  ExposureManifest recorded in the registry once (``manifest_push``), the basis of completeness.
+  ExposureManifest recorded in the registry once (``manifest_push``), the basis of completeness;
+  then its exposure is checked (an ExposureIngested if its CCDs all came first).
 
 Transport semantics: a permanent problem with a delivery is quarantined by the service with its
 reason and acknowledged (2xx); a retriable failure is answered 503 with Retry-After so the
@@ -105,7 +106,8 @@ def _manifest(request: Any) -> tuple[str, int]:
     denied = verify_push_request(request)
     if denied is not None:
         return denied
-    return handle_push(request.get_json(silent=True), get_service().registry)
+    service = get_service()
+    return handle_push(request.get_json(silent=True), service.registry, service.close_exposure)
 
 
 def _source_id(given: Any, content: Any) -> str:

@@ -7,6 +7,10 @@ manifest cannot describe a real exposure, or it differs from the one already rec
 exposure) is quarantined with its reason and acknowledged, so it never blocks the topic; a
 retriable one (registry down) propagates and is answered 503; a request that is not a push
 delivery at all is refused 4xx (``http_errors``).
+
+Once a manifest is recorded (or found recorded: a redelivery, maybe after a crash between the
+two steps), its exposure is checked (``on_recorded``): CCDs registered before their manifest
+complete the exposure now, and its ExposureIngested is written and published here.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from obsingest.errors import BadMessage, NotADelivery, PermanentError
@@ -53,8 +58,12 @@ def decode_push(body: Any) -> ExposureManifest:
         ) from None
 
 
-def handle_push(body: Any, registry: Registry) -> tuple[str, int]:
-    """(reply body, status) for one push delivery of the ``exposures`` topic."""
+def handle_push(
+    body: Any, registry: Registry, on_recorded: Callable[[str, int], Any] | None = None
+) -> tuple[str, int]:
+    """(reply body, status) for one push delivery of the ``exposures`` topic; ``on_recorded``
+    (instrument, exposure) runs once the manifest is in the registry (its retriable errors
+    propagate: 503, and the redelivery finds the manifest recorded and asks again)."""
     try:
         manifest = decode_push(body)
     except BadMessage as exc:
@@ -73,6 +82,8 @@ def handle_push(body: Any, registry: Registry) -> tuple[str, int]:
                   error=str(exc))  # fmt: skip
         return f"quarantined: {exc.reason}: {clip(str(exc), 300)}", 200
     log_event(log, f"manifest.{outcome.status}", manifest=name, expected=outcome.expected)
+    if on_recorded is not None:
+        on_recorded(manifest.instrument, manifest.exposure)
     return f"{outcome.status} manifest {name} ({outcome.expected} detectors)", 200
 
 

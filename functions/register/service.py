@@ -8,6 +8,10 @@ service's next invocations, the reconcile service), so the notification is acked
 A redelivered notification finds the dataset registered (a no-op) and publishes the event again.
 Subscribers deduplicate on the deterministic dataset id.
 
+After each registration (new or redelivered) the exposure is checked (``exposures``): the CCD
+that completes it writes and publishes the exposure's one ExposureIngested, exactly once even
+when several register at once; ``close_exposure`` does the same after a manifest is recorded.
+
 Canary objects (``canary/``, written by the reconcile service to prove notifications flow) are
 recorded as seen and never become datasets.
 
@@ -26,6 +30,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from functions.register.announce import ArrivalAnnouncer, PeriodicDrain, arrival_message
+from functions.register.exposures import ExposureCloser
 from obsingest import defaults
 from obsingest.bus.base import Publisher
 from obsingest.checksums import checksum_from_crc32c_b64, crc32c_b64
@@ -51,6 +56,7 @@ from obsingest.registry import (
     Registry,
 )
 from obsingest.registry.headers import exposure_from_header
+from obsingest.registry.ingested import Closing, IngestedCheck
 from obsingest.store.base import ObjectStore, StoredObject
 from obsingest.store.notifications import MetadataKeys, ObjectEvent
 
@@ -90,7 +96,12 @@ class RegisterService:
     drain_every: float = 5.0
     #: the Prometheus catalogue (``obsingest.metrics``); None records nothing (unit tests)
     metrics: Metrics | None = None
+    #: where each complete exposure's ExposureIngested goes
+    ingested_topic: str = defaults.EXPOSURES_INGESTED_TOPIC
+    #: per-CCD budget, readout -> registered, that makes an exposure ``ok`` or ``over_budget``
+    budget_seconds: float = defaults.BUDGET_SECONDS
     announcer: ArrivalAnnouncer = field(init=False, repr=False)
+    closer: ExposureCloser = field(init=False, repr=False)
     _drain: PeriodicDrain = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -98,6 +109,15 @@ class RegisterService:
             self.registry, self.publisher, on_announced=self._announced
         )
         self._drain = PeriodicDrain(self.announcer, every=self.drain_every)
+        check = IngestedCheck(
+            self.registry, self.ingested_topic, self.budget_seconds, closed_by=COMPONENT
+        )
+        self.closer = ExposureCloser(check, self.announcer, self.metrics)
+
+    def close_exposure(self, instrument: str, exposure: int) -> Closing:
+        """Check one exposure (after its manifest was recorded): its ExposureIngested if it is
+        complete now. Raises ``RetriableError`` when the registry cannot answer."""
+        return self.closer.close(instrument, exposure)
 
     def handle(self, event: ObjectEvent) -> Outcome:
         """Handle one event. Raises only RetriableError (or unexpected errors): retry those."""
@@ -216,14 +236,20 @@ class RegisterService:
         if registration.created:
             arrival, message = built[-1]
             sent = self.announcer.publish_new(registration.outbox_id, message, arrival)
-            return Outcome(
+            outcome = Outcome(
                 "registered",
                 obj.name,
                 data_id,
                 sent or arrival,
                 message="" if sent else "announcement pending in the outbox",
             )
-        return Outcome("duplicate", obj.name, data_id, self._announce_again(registration, record))
+        else:
+            again = self._announce_again(registration, record)
+            outcome = Outcome("duplicate", obj.name, data_id, again)
+        # after the commit (and the CCD's own announcement): did this CCD complete its exposure?
+        # A redelivery asks too: its first delivery may have died between commit and check.
+        self.closer.close_quietly(data_id.instrument, data_id.exposure)
+        return outcome
 
     def _announce_again(self, registration: Registration, record: FileRecord) -> ArrivalEvent:
         """A redelivery: publish the event again (what an at-least-once subscriber expects),
@@ -232,7 +258,9 @@ class RegisterService:
         pending = self.registry.outbox.claim_dataset(registration.dataset_id)
         if pending is not None:
             sent = self.announcer.publish_row(pending)
-            return sent or ArrivalEvent.decode(pending.message.payload)
+            return sent if isinstance(sent, ArrivalEvent) else ArrivalEvent.decode(
+                pending.message.payload
+            )
         arrival = _arrival(registration, record)
         message = arrival_message(arrival, self.arrivals_topic)
         try:
@@ -317,7 +345,7 @@ class RegisterService:
     def _record_canary(self, obj: StoredObject) -> Outcome:
         """The reconcile service's canary came back as an event: notifications flow."""
         self.registry.audit.canary_seen(obj.name, utcnow())
-        log_event(log, "canary.seen", logging.DEBUG, created=obj.time_created.isoformat())
+        log_event(log, "canary.seen", logging.DEBUG, object_created=obj.time_created.isoformat())
         return Outcome("canary", obj.name, reason="canary")
 
     def _record_producer_quarantine(self, obj: StoredObject) -> Outcome:

@@ -13,7 +13,7 @@ from functions.register.service import RegisterService
 from obsingest.bus.base import Publisher
 from obsingest.bus.factory import open_publisher
 from obsingest.registry import Registry, open_registry
-from obsingest.settings import BusSettings, RegistrySettings, StoreSettings
+from obsingest.settings import BusSettings, PipelineSettings, RegistrySettings, StoreSettings
 from obsingest.store import ObjectStore, open_store
 
 
@@ -23,10 +23,11 @@ def build_service(
     publisher: Publisher,
     store_settings: StoreSettings,
     bus: BusSettings,
+    pipeline: PipelineSettings | None = None,
 ) -> RegisterService:
-    """The register service on given adapters: topic and prefixes come from the settings, so
-    every deployment (function, demo, tests) agrees on them; it records into the process's
-    Prometheus catalogue."""
+    """The register service on given adapters: topics, prefixes and the budget come from the
+    settings, so every deployment (function, demo, tests) agrees on them; it records into the
+    process's Prometheus catalogue."""
     from obsingest.metrics import get_metrics
 
     metrics = get_metrics()
@@ -36,6 +37,8 @@ def build_service(
         registry=registry,
         publisher=publisher,
         arrivals_topic=bus.arrivals_topic,
+        ingested_topic=bus.exposures_ingested_topic,
+        budget_seconds=(pipeline or PipelineSettings()).budget_seconds,
         prefix=store_settings.prefix,
         quarantine_prefix=store_settings.quarantine_prefix,
         metrics=metrics,

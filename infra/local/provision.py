@@ -63,6 +63,7 @@ def topics_of(bus: BusSettings) -> list[str]:
         bus.objects_dlq_topic,
         parked_topic(bus),
         bus.arrivals_topic,
+        bus.exposures_ingested_topic,
         bus.exposures_topic,
         bus.summaries_topic,
         bus.alerts_topic,
@@ -333,10 +334,11 @@ def setup(
     storage_client: Any = None,
     relay: RelaySettings | None = None,
 ) -> SetupReport:
-    """Topics (objects, its DLQ and parking, arrivals, exposures, summaries, alerts), the
-    relay's pull subscription (with the delivery policy of ``relay``, default: the relay's
-    settings), the ones that keep dead letters and parked ones, the bucket and its notification
-    configs, and Kafka's arrivals topic when ``kafka_bootstrap`` is given.
+    """Topics (objects, its DLQ and parking, arrivals, exposures-ingested, exposures,
+    summaries, alerts), the relay's pull subscription (with the delivery policy of ``relay``,
+    default: the relay's settings), the ones that keep dead letters and parked ones, the bucket
+    and its notification configs, and Kafka's arrivals and exposures-ingested topics when
+    ``kafka_bootstrap`` is given.
 
     Idempotent, and also the repair after an emulator restart lost topics, subscriptions or
     notification configs (the reconcile service calls it when its canary stops coming back)."""
@@ -382,5 +384,6 @@ def setup(
     for prefix in prefixes:
         ensure_notification(gcs_bucket, project, bus.objects_topic, prefix, report)
     if kafka_bootstrap:
-        ensure_kafka_topics(kafka_bootstrap, {bus.arrivals_topic: 6}, report)
+        kafka_topics = {bus.arrivals_topic: 6, bus.exposures_ingested_topic: 1}
+        ensure_kafka_topics(kafka_bootstrap, kafka_topics, report)
     return report

@@ -5,6 +5,7 @@
 locals {
   identities = {
     register  = "obsingest register function"
+    manifests = "obsingest manifests function (on_manifest: ExposureManifests into the registry)"
     push      = "Pub/Sub push identity of the register function"
     build     = "Cloud Build identity of the register function's build"
     assembler = "obsingest Kafka chunk assembler"

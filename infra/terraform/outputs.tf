@@ -3,6 +3,11 @@ output "register_url" {
   value       = google_cloudfunctions2_function.register.service_config[0].uri
 }
 
+output "manifests_url" {
+  description = "Push endpoint of the manifests function (on_manifest)."
+  value       = google_cloudfunctions2_function.manifests.service_config[0].uri
+}
+
 output "presence_url" {
   description = "Presence API base URL (internal ingress, IAM-authenticated)."
   value       = google_cloud_run_v2_service.presence.uri

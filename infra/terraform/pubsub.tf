@@ -13,6 +13,7 @@ locals {
     "ccd-objects-dlq-parked" = null
     "ccd-arrivals"        = "604800s"
     "exposures"           = "604800s"
+    "exposures-dlq"       = null
     "exposures-ingested"  = "604800s"
     "exposure-summaries"  = "604800s"
     "budget-alerts"       = "604800s"

@@ -136,6 +136,7 @@ locals {
   # piece -> the registry secret it reads
   registry_readers = {
     register  = "registry-url"
+    manifests = "registry-url"
     reconcile = "registry-url"
     presence  = "registry-url-readonly"
   }

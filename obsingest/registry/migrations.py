@@ -88,9 +88,12 @@ def _butler_dimensions(conn: Connection) -> None:
                 conn.execute(insert(tables.detector).values(values))
 def _facility_tables(conn: Connection) -> None:
     """The arrivals outbox and the canary log (``facility_tables``): new tables only, so an
-    existing registry gains them without touching its datasets."""
+    existing registry gains them without touching its datasets. Only these two: later
+    migrations add the module's other tables."""
     facility_metadata = facility_tables.metadata
-    facility_metadata.create_all(conn, checkfirst=True)
+    facility_metadata.create_all(
+        conn, tables=[facility_tables.arrival_outbox, facility_tables.canary], checkfirst=True
+    )
 
 
 def _manifests_and_presence_indexes(conn: Connection) -> None:
@@ -101,12 +104,21 @@ def _manifests_and_presence_indexes(conn: Connection) -> None:
         index.create(conn, checkfirst=True)
 
 
+def _exposure_closures(conn: Connection) -> None:
+    """Each exposure's closure (``facility_tables.exposure_closure``: the exposures-ingested
+    event and the per-exposure metrics, once each) and the index of the sweep of recently
+    recorded manifests; a new table and index only."""
+    facility_tables.exposure_closure.create(conn, checkfirst=True)
+    tables.MANIFEST_RECORDED_INDEX.create(conn, checkfirst=True)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial tables", _initial),
     Migration(2, "seed instruments, detectors and the raw dataset type", _seed_dimensions),
     Migration(3, "Butler dimension records: instrument, detector, exposure", _butler_dimensions),
     Migration(4, "arrivals outbox and canary log", _facility_tables),
     Migration(5, "exposure manifests; presence indexes", _manifests_and_presence_indexes),
+    Migration(6, "exposure closures; manifest recorded-time index", _exposure_closures),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -1,5 +1,10 @@
 """The arrivals outbox: "registered" and "to be announced" commit together, or not at all.
 
+It holds every announcement the registry owes: each new dataset's ArrivalEvent, and each
+complete exposure's ExposureIngested (``registry.ingested``, written by ``insert_row_once`` under
+the exposure's deterministic event id, so only one is ever written). Rows carry single-object
+Avro bodies; the drain publishes each by its own contract's rule (``functions/register/announce``).
+
 The register path writes the ArrivalEvent into ``arrival_outbox`` in the same transaction as the
 dataset (``insert_row``, called from ``Registry._register``), then publishes it right after the
 commit (latency) and marks the row published. Whatever could not be published then (the topic
@@ -28,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, delete, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from obsingest.registry.facility_tables import arrival_outbox
 
@@ -96,6 +102,38 @@ def insert_row(
         .returning(arrival_outbox.c.id)
     ).scalar_one()
     return int(row_id)
+
+
+def insert_row_once(
+    conn: Connection,
+    key: uuid.UUID,
+    message: OutboxMessage,
+    now: datetime,
+    lease_seconds: float,
+) -> int | None:
+    """Add an announcement under ``key`` unless one exists (INSERT ... ON CONFLICT DO NOTHING on
+    the unique key): its row id, leased to the caller, or None when another caller's row exists.
+    PostgreSQL makes a concurrent second insert wait for the first transaction, then skip."""
+    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    o = arrival_outbox
+    stmt = (
+        insert(o)
+        .values(
+            dataset_id=key,
+            topic=message.topic,
+            message_key=message.key,
+            attributes=json.dumps(message.attributes, sort_keys=True),
+            payload=message.payload,
+            created_at=now,
+            lease_until=now + timedelta(seconds=lease_seconds),
+            attempts=0,
+            last_error="",
+        )
+        .on_conflict_do_nothing(index_elements=[o.c.dataset_id])
+        .returning(o.c.id)
+    )
+    row = conn.execute(stmt).first()
+    return None if row is None else int(row[0])
 
 
 def _row(mapping: Any) -> OutboxRow:

@@ -193,3 +193,6 @@ PRESENCE_INDEXES: tuple[Index, ...] = (
     # the status view's recently quarantined inputs
     Index("ix_quarantine_last_seen", quarantine.c.last_seen),
 )
+
+#: The facility's sweep of recently recorded manifests (``registry.ingested``, migration 6).
+MANIFEST_RECORDED_INDEX = Index("ix_exposure_manifest_recorded", exposure_manifest.c.recorded_time)

@@ -11,6 +11,8 @@ The relay delivers in-process to the register function's HTTP entry point ``on_p
 code a functions-framework server runs), configured with GcsStore, Registry(PostgreSQL) and
 PubSubPublisher. A second relay pushes the ``exposures`` topic to its ``on_manifest``, which
 records each ExposureManifest in the registry (as a push subscription does in production).
+A subscriber on ``exposures-ingested`` (with the manifests' one: not for bench transfer) writes
+every ExposureIngested it receives, one JSON line each, to ``<workdir>/exposures-ingested.jsonl``.
 
 The demo's notification config covers the whole bucket (production: ``raw/`` and
 ``quarantine/``), so ``--inject-bad``'s object outside the prefix reaches the function and shows
@@ -19,8 +21,10 @@ that the function itself refuses it.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -29,7 +33,7 @@ from typing import Any
 from infra.local import provision
 from obsingest import defaults
 from obsingest.logs import get_logger, log_event
-from obsingest.messages import ArrivalEvent, ExposureManifest
+from obsingest.messages import ArrivalEvent, ExposureIngested, ExposureManifest
 from obsingest.registry import open_registry
 from obsingest.settings import BusSettings, RegistrySettings, StoreSettings
 from obsingest.store.base import StoredObject
@@ -41,6 +45,8 @@ log = get_logger("obsingest.demo.local")
 STACK_SERVICES = ("pubsub", "gcs", "postgres")
 #: the pull subscription the manifests relay delivers to ``on_manifest``
 MANIFESTS_SUBSCRIPTION = "exposures-register"
+#: what the demo's subscriber on ``exposures-ingested`` received
+INGESTED_FILE = "exposures-ingested.jsonl"
 
 
 class StackNotRunning(RuntimeError):
@@ -90,6 +96,8 @@ class LocalStackEnvironment:
         self.registry_url = provision.create_database(admin_url, "obsingest_demo")
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "registry-url.txt").write_text(self.registry_url + "\n")
+        self.ingested_path = workdir / INGESTED_FILE
+        self._ingested_lock = threading.Lock()
 
         self.store_url = f"gs://{self.bucket}"
         self.store_settings = StoreSettings(url=self.store_url)
@@ -118,6 +126,7 @@ class LocalStackEnvironment:
         prefixes = self.prefixes or defaults.NOTIFIED_PREFIXES
         setup(self.bucket, bus, prefixes=prefixes, storage_client=self.store.client)
         subscribe(self.project, bus.arrivals_topic, "demo-arrivals")
+        self.ingested_path.write_text("")
         self._subscribers = [
             SubscriberThread(
                 self.project,
@@ -128,14 +137,21 @@ class LocalStackEnvironment:
         ]
         if on_manifest is not None:  # every subscriber polls the emulator, busy or not
             subscribe(self.project, bus.exposures_topic, "demo-exposures")
-            self._subscribers.append(
+            subscribe(self.project, bus.exposures_ingested_topic, "demo-ingested")
+            self._subscribers += [
                 SubscriberThread(
                     self.project,
                     "demo-exposures",
                     lambda d: on_manifest(ExposureManifest.decode(d.data)),
                     name="demo-exposures",
-                ).start()
-            )
+                ).start(),
+                SubscriberThread(
+                    self.project,
+                    "demo-ingested",
+                    lambda d: self._write_ingested(ExposureIngested.decode(d.data)),
+                    name="demo-ingested",
+                ).start(),
+            ]
         wiring.configure(
             wiring.build_service(
                 self.store, self.registry, self.publisher, self.store_settings, bus
@@ -149,6 +165,11 @@ class LocalStackEnvironment:
         self.relay.start()
         self.manifest_relay = self._manifest_relay(register_function.on_manifest)
         self.manifest_relay.start()
+
+    def _write_ingested(self, event: ExposureIngested) -> None:
+        line = json.dumps(event.to_record(), default=str, sort_keys=True)
+        with self._ingested_lock, self.ingested_path.open("a") as out:
+            out.write(line + "\n")
 
     def _manifest_relay(self, handler: Any) -> Any:
         """``exposures`` -> the register function's ``on_manifest``; what it gives up on goes to

@@ -73,3 +73,12 @@ def test_demo_on_the_local_stack(transport, kafka, pubsub, gcs, postgres_server,
     assert [(a.expected_source, a.expected, a.registered, a.missing) for a in answers] == [
         ("manifest", 9, 9, ())
     ] * 2
+    # the demo's subscriber on exposures-ingested received exactly one event per exposure
+    ingested = [
+        json.loads(line)
+        for line in (tmp_path / "exposures-ingested.jsonl").read_text().splitlines()
+    ]
+    assert sorted(e["exposure"] for e in ingested) == sorted({r["exposure"] for r in rows})
+    assert [(e["expected"], e["registered"], e["missing_detectors"]) for e in ingested] == [
+        (9, 9, [])
+    ] * 2

@@ -177,7 +177,9 @@ resource "google_pubsub_topic_iam_member" "m" {
 
 
 def test_every_deployed_piece_is_declared(config: dict[str, list[Any]]) -> None:
-    assert "register" in resources(config, "google_cloudfunctions2_function")
+    functions = resources(config, "google_cloudfunctions2_function")
+    entry_points = {n: first(f, "build_config")["entry_point"][0] for n, f in functions.items()}
+    assert entry_points == {"register": "on_push", "manifests": "on_manifest"}
     pools = resources(config, "google_cloud_run_v2_worker_pool")
     args = {name: first(pool, "template", "containers")["args"][0] for name, pool in pools.items()}
     assert args["assembler"] == ["assembler"]
@@ -191,7 +193,8 @@ def test_every_deployed_piece_is_declared(config: dict[str, list[Any]]) -> None:
     topics = first(next(i for i in config["locals"] if "topics" in i), "topics")
     assert set(topics) == {
         "ccd-objects", "ccd-objects-dlq", "ccd-objects-dlq-parked", "ccd-arrivals", "exposures",
-        "exposures-ingested", "exposure-summaries", "budget-alerts", "exposure-events-dlq",
+        "exposures-dlq", "exposures-ingested", "exposure-summaries", "budget-alerts",
+        "exposure-events-dlq",
     }  # fmt: skip
     assert "beam" in resources(config, "google_pubsub_subscription")
 
@@ -259,7 +262,9 @@ def test_one_identity_per_piece_and_no_broad_grants(config: dict[str, list[Any]]
     )
     workloads = [a for a in accounts if a not in ("push", "build", "scheduler")]
     assert sorted(workloads) == sorted(set(workloads)), "two workloads share an identity"
-    assert {"register", "assembler", "reconcile", "redrive", "presence"} <= set(workloads)
+    assert {"register", "manifests", "assembler", "reconcile", "redrive", "presence"} <= set(
+        workloads
+    )
 
 
 def test_images_are_variables_pinned_by_digest(config: dict[str, list[Any]]) -> None:

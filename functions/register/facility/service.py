@@ -1,11 +1,13 @@
-"""The facility service: one pass every ``every`` seconds of canary, repair, reconcile, outbox
-drain and redrive, each guarded so that one failing never stops the others or the loop.
+"""The facility service: one pass every ``every`` seconds of canary, repair, reconcile,
+exposures sweep, outbox drain and redrive, each guarded so that one failing never stops the
+others or the loop.
 
 Order within a pass: the canary first (its verdict sets the reconcile window: after an outage
 the window reaches back to when the first unseen canary was written), the repair if
 notifications are broken (re-provisioning, where a hook is wired: the local stack), then the
-reconcile (register what the outage missed), the outbox drain (announce what a bus outage left
-unannounced), and the redrive (bring back dead letters that are due).
+reconcile (register what the outage missed), the exposures sweep (the ExposureIngested a lost
+check left unwritten; exposures overdue and incomplete counted once), the outbox drain (announce
+what a bus outage left unannounced), and the redrive (bring back dead letters that are due).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from functions.register.announce import ArrivalAnnouncer
+from functions.register.exposures import ExposureCloser
 from functions.register.facility.canary import CanaryState, CanaryWatch
 from functions.register.facility.exporter import FacilityExporter
 from functions.register.facility.reconcile import Reconciler, ReconcileReport
@@ -26,6 +29,7 @@ from functions.register.facility.redrive import Redriver, RedriveReport
 from functions.register.facility.stats import FacilityStats
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import utcnow
+from obsingest.registry.ingested import CLOSED_INCOMPLETE, EMITTED, Closing
 
 log = get_logger("obsingest.facility")
 
@@ -38,6 +42,9 @@ class PassReport:
     canary: CanaryState | None = None
     repaired: bool = False
     reconcile: ReconcileReport | None = None
+    #: the exposures sweep: events written, exposures closed incomplete at their deadline
+    ingested: int = 0
+    incomplete: int = 0
     drained: int = 0
     redrive: RedriveReport | None = None
     errors: list[str] = field(default_factory=list)
@@ -51,6 +58,8 @@ class PassReport:
             else None,
             "repaired": self.repaired,
             "reconcile": self.reconcile.as_dict() if self.reconcile else None,
+            "exposures_ingested": self.ingested,
+            "exposures_incomplete": self.incomplete,
             "drained": self.drained,
             "redrive": self.redrive.as_dict() if self.redrive else None,
             "errors": self.errors,
@@ -65,6 +74,8 @@ class FacilityService:
     reconciler: Reconciler | None = None
     canary: CanaryWatch | None = None
     redriver: Redriver | None = None
+    #: the exposures sweep (None: no sweep)
+    closer: ExposureCloser | None = None
     #: re-ensure topics, subscriptions and notification configs (None: not ours to repair)
     repair: Callable[[], Any] | None = None
     window: float = 6 * 3600.0
@@ -98,6 +109,11 @@ class FacilityService:
             report.reconcile = self._guard(report, "reconcile", lambda: reconciler.run(since))
             if report.reconcile is not None:
                 self._reconcile_stats(report.reconcile)
+        if self.closer is not None:
+            closer = self.closer
+            closings = self._guard(report, "exposures", lambda: closer.sweep(since))
+            if closings is not None:
+                self._exposure_stats(report, closings)
         report.drained = self._guard(report, "outbox", self._drain) or 0
         if self.redriver is not None:
             report.redrive = self._guard(report, "redrive", self.redriver.run_pass)
@@ -176,6 +192,11 @@ class FacilityService:
             reconcile_failures=rec.failed,
             objects_gone=len(rec.gone),
         )
+
+    def _exposure_stats(self, report: PassReport, closings: list[Closing]) -> None:
+        report.ingested = sum(1 for c in closings if c.outcome == EMITTED)
+        report.incomplete = sum(1 for c in closings if c.outcome == CLOSED_INCOMPLETE and c.counted)
+        self.stats.add(exposures_ingested=report.ingested, exposures_incomplete=report.incomplete)
 
     def _drain(self) -> int:
         published = 0

@@ -32,6 +32,8 @@ class FacilityStats:
     outbox_published: int = 0
     redriven: int = 0
     parked: int = 0
+    exposures_ingested: int = 0  # ExposureIngested written by the sweep (a lost check)
+    exposures_incomplete: int = 0  # exposures counted incomplete at their deadline
     # gauges (as of the last pass)
     notifications_healthy: int = 1
     canaries_overdue: int = 0

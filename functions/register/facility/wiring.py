@@ -7,6 +7,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from functions.register.exposures import ExposureCloser
 from functions.register.facility.canary import CanaryWatch
 from functions.register.facility.exporter import FacilityExporter
 from functions.register.facility.reconcile import Reconciler
@@ -15,6 +16,7 @@ from functions.register.facility.service import FacilityService
 from functions.register.facility.settings import ReconcileSettings, RedriveSettings
 from functions.register.service import RegisterService
 from obsingest.bus.base import Publisher
+from obsingest.registry.ingested import IngestedCheck
 from obsingest.settings import BusSettings
 
 
@@ -41,6 +43,20 @@ def build_redriver(
         parked_topic=settings.parked(dlq),
         policy=RedrivePolicy(settings.max_redrives, settings.first_delay, settings.max_delay),
         max_per_pass=settings.max_per_pass,
+    )
+
+
+def build_closer(service: RegisterService, settings: ReconcileSettings) -> ExposureCloser:
+    """The exposures sweep on the register service's registry, announcer, topic and budget;
+    what it closes is recorded as closed by ``reconcile``."""
+    check = IngestedCheck(
+        service.registry, service.ingested_topic, service.budget_seconds, closed_by="reconcile"
+    )
+    return ExposureCloser(
+        check,
+        service.announcer,
+        service.metrics,
+        allowance=service.budget_seconds + settings.exposure_grace,
     )
 
 
@@ -73,6 +89,7 @@ def build_facility(
     )
     return FacilityService(
         reconciler=Reconciler(service, tuple(settings.prefixes), grace=settings.grace),
+        closer=build_closer(service, settings) if settings.exposures else None,
         announcer=service.announcer,
         canary=canary,
         redriver=redriver,

@@ -11,7 +11,13 @@ from fastavro.schema import fingerprint
 import schemas
 from obsingest import avro
 from obsingest.errors import BadMessage
-from obsingest.messages import ArrivalEvent, CcdChunk, ExposureManifest, ExposureSummary
+from obsingest.messages import (
+    ArrivalEvent,
+    CcdChunk,
+    ExposureIngested,
+    ExposureManifest,
+    ExposureSummary,
+)
 from schemas.compat import check_full_compatibility
 
 pytestmark = pytest.mark.unit
@@ -96,7 +102,19 @@ def _examples():
             0,
             "deadline",
         ),
+        ExposureIngested(
+            did, "LSSTCam", 2026112200001, 20261122, "raw", "LSSTCam/raw/all", 3, 3, [0, 1, 2],
+            [], [2], NOW, 5.0, "over_budget", True, NOW, NOW, 1.0, 1.5, 6.2,
+        ),
     ]
+
+
+def test_exposure_ingested_ids_and_times_follow_the_conventions():
+    types = {f["name"]: f["type"] for f in schemas.latest("ExposureIngested").raw["fields"]}
+    assert types["event_id"] == {"type": "string", "logicalType": "uuid"}
+    for name in ("last_registered", "published_time"):
+        assert types[name] == {"type": "long", "logicalType": "timestamp-micros"}
+    assert types["first_readout"] == ["null", {"type": "long", "logicalType": "timestamp-micros"}]
 
 
 @pytest.mark.parametrize("message", _examples(), ids=lambda m: type(m).__name__)

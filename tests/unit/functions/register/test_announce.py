@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -117,3 +118,71 @@ def test_a_redelivery_of_a_dataset_announced_before_the_outbox_existed_still_fai
     event = storage_cloudevent(env.store.stat(did.object_name()))
     with BusDown(env, monkeypatch), pytest.raises(RetriableError):
         env.service.handle(from_storage_cloudevent(event, event["data"]))
+
+
+def _pending(env, key, message):
+    """An outbox row as any writer leaves it, its lease already expired (drains take it)."""
+    import uuid
+
+    from obsingest.registry.outbox import insert_row
+
+    with env.registry.engine.begin() as conn:
+        insert_row(conn, uuid.uuid5(uuid.NAMESPACE_URL, key), message, READOUT, 0.0)
+
+
+def test_the_drain_publishes_each_contract_by_its_own_rule(env):
+    """ArrivalEvent and ExposureIngested rows are re-stamped when sent; a body of any other
+    contract, or not Avro at all, is published exactly as it was written."""
+    from obsingest.messages import ArrivalEvent, ExposureIngested, ExposureManifest
+    from obsingest.registry import OutboxMessage
+    from obsingest.registry.ingested import event_id, ingested_attributes
+
+    upload(env, 1)
+    with pytest.MonkeyPatch.context() as mp, BusDown(env, mp):
+        env.deliver_all()  # the arrival stays pending
+    ingested = ExposureIngested(
+        event_id("LSSTComCam", 2026112200001), "LSSTComCam", 2026112200001, 20261122, "raw",
+        "LSSTComCam/raw/all", 1, 1, [1], [], [], READOUT, 5.0, "ok", True, READOUT,
+    )  # fmt: skip
+    manifest = ExposureManifest(
+        "LSSTComCam", 2026112200001, 20261122, [1], READOUT, 15.0, "r", READOUT
+    )
+    bodies = {
+        "ingested": ingested.encode(),
+        "manifest": manifest.encode(),
+        "opaque": b"not avro at all",
+    }
+    for name, body in bodies.items():
+        attributes = ingested_attributes(ingested) if name == "ingested" else {"k": name}
+        _pending(env, name, OutboxMessage(f"topic-{name}", body, key=name, attributes=attributes))
+    env.service.announcer.failed_at = float("-inf")
+    result = env.service.announcer.drain()
+    assert (result.published, result.failed) == (4, 0)
+    [arrival] = env.arrivals()
+    assert arrival.published_time > arrival.registered_time and arrival.detector == 1
+    [sent] = env.bus.topics["topic-ingested"]
+    restamped = ExposureIngested.decode(sent.data)
+    assert restamped.published_time > READOUT
+    assert restamped == dataclasses.replace(ingested, published_time=restamped.published_time)
+    assert sent.key == "ingested" and sent.attributes["schema"] == "ExposureIngested"
+    assert [m.data for m in env.bus.topics["topic-manifest"]] == [bodies["manifest"]]
+    assert [m.data for m in env.bus.topics["topic-opaque"]] == [b"not avro at all"]
+    assert env.bus.topics["topic-opaque"][0].attributes == {"k": "opaque"}
+    assert env.registry.outbox.status().pending == 0
+    assert isinstance(ArrivalEvent.decode(env.bus.topics["ccd-arrivals"][0].data), ArrivalEvent)
+
+
+def test_a_failed_publish_of_another_contract_keeps_its_row_with_the_reason(env, monkeypatch):
+    from obsingest.registry import OutboxMessage
+
+    _pending(env, "opaque", OutboxMessage("topic-opaque", b"bytes", key="k"))
+    with BusDown(env, monkeypatch):
+        assert env.service.announcer.drain().failed == 1
+    import uuid
+
+    row = env.registry.outbox.row(uuid.uuid5(uuid.NAMESPACE_URL, "opaque"))
+    assert row["published_at"] is None and "404 topic not found" in row["last_error"]
+    assert row["attempts"] == 1
+    env.service.announcer.failed_at = float("-inf")
+    assert env.service.announcer.drain().published == 1
+    assert [m.data for m in env.bus.topics["topic-opaque"]] == [b"bytes"]

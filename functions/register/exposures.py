@@ -1,0 +1,104 @@
+"""Closing exposures: the register function's side of the exposures-ingested event and of the
+per-exposure metrics.
+
+``ExposureCloser.close`` runs the registry's check (``obsingest.registry.ingested``: exactly one
+ExposureIngested per exposure, written to the outbox) for one exposure; when this call wrote the
+event it publishes it at once through the announcer (a failed publish leaves it pending in the
+outbox, for the drains), and when this call closed the exposure first it counts it:
+``Metrics.exposure_completed`` with ``ok`` / ``over_budget``, or ``incomplete`` for an exposure
+whose deadline passed first (the facility service's ``sweep``). Each exposure is counted once,
+by whichever process inserted its closure row.
+
+The register service closes after every registration and every recorded manifest; the facility
+service sweeps recent manifests on each pass (``sweep``), which emits what a process killed
+between its commit and its check left unannounced, and closes overdue exposures as incomplete.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from functions.register.announce import ArrivalAnnouncer
+from obsingest import defaults
+from obsingest.errors import ObsIngestError
+from obsingest.logs import get_logger, log_event
+from obsingest.registry.ingested import CLOSED_INCOMPLETE, EMITTED, Closing, IngestedCheck
+
+if TYPE_CHECKING:
+    from obsingest.metrics import Metrics
+
+log = get_logger("obsingest.register.exposures")
+
+
+@dataclass
+class ExposureCloser:
+    """Checks exposures, publishes their ExposureIngested, counts their closures."""
+
+    check: IngestedCheck
+    announcer: ArrivalAnnouncer
+    metrics: Metrics | None = None
+    #: seconds after shutter close (obs_start + exposure time) when an exposure is overdue
+    allowance: float = defaults.BUDGET_SECONDS + defaults.EXPOSURE_DEADLINE_GRACE_SECONDS
+
+    def close(self, instrument: str, exposure: int) -> Closing:
+        """Check one exposure now; raises ``RetriableError`` when the registry cannot answer."""
+        closing = self.check.check(instrument, exposure)
+        self._done(closing)
+        return closing
+
+    def close_quietly(self, instrument: str, exposure: int) -> Closing | None:
+        """``close``, a registry failure logged rather than raised: the CCD that asked is
+        registered and announced already, and the facility's sweep asks again."""
+        try:
+            return self.close(instrument, exposure)
+        except ObsIngestError as exc:
+            log_event(
+                log,
+                "exposure.check_deferred",
+                logging.WARNING,
+                instrument=instrument,
+                exposure=exposure,
+                reason=exc.reason,
+                error=str(exc),
+            )
+            return None
+
+    def sweep(self, since: datetime) -> list[Closing]:
+        """Exposures of manifests recorded since ``since``: emit the complete ones nobody
+        announced, close the overdue ones as incomplete; what it did."""
+        closings = self.check.sweep(since, self.allowance)
+        for closing in closings:
+            self._done(closing)
+        return closings
+
+    def _done(self, closing: Closing) -> None:
+        if closing.outcome == EMITTED and closing.message is not None:
+            self.announcer.publish_message(closing.row_id, closing.message, closing.event)
+        if closing.counted and self.metrics is not None:
+            self.metrics.exposure_completed(
+                closing.instrument, closing.status, closing.max_latency, closing.missing
+            )
+        if closing.outcome == EMITTED:
+            presence = closing.presence
+            log_event(
+                log,
+                "exposure.ingested",
+                instrument=closing.instrument,
+                exposure=closing.exposure,
+                status=closing.status,
+                expected=presence.expected if presence else None,
+                latency_max_s=presence.latency_max if presence else None,
+                counted=closing.counted,
+            )
+        elif closing.outcome == CLOSED_INCOMPLETE and closing.counted:
+            log_event(
+                log,
+                "exposure.incomplete_at_deadline",
+                logging.WARNING,
+                instrument=closing.instrument,
+                exposure=closing.exposure,
+                missing=list(closing.presence.missing) if closing.presence else None,
+            )

@@ -1,0 +1,379 @@
+"""The exposures-ingested check: is this exposure complete now, and if so, write its one
+ExposureIngested to the outbox, exactly once, whoever asks and however many ask at once.
+
+Why a check *after* the registering commit, not inside it: under READ COMMITTED a transaction
+does not see what other transactions are committing at the same moment, so two processes
+registering an exposure's last two CCDs concurrently could each miss the other's CCD and neither
+would emit. Checked after its own commit, the process that committed last sees every CCD (its
+statements start after both commits), so at least one check sees the exposure complete. Several
+may: the event's outbox row is keyed by the exposure's deterministic ``event_id`` (a uuid5 of
+instrument and exposure) in the outbox's unique key column, so one INSERT wins (PostgreSQL makes
+the second wait for the first transaction, then skips it) and exactly one ExposureIngested is
+written, then published by the outbox's announcer and drains like any ArrivalEvent.
+
+Who asks: the register function after each registration (new or redelivered: a notification
+redelivered after a crash between commit and check asks again) and after each manifest it
+records (a manifest recorded after its CCDs); and the facility service's ``sweep`` of manifests
+recorded in its window (a process killed between its commit and its check, a check that failed).
+Without a manifest nothing is emitted: the expected set is not guessed (the presence API falls
+back to every detector of the instrument; this event does not).
+
+``exposure_closure`` keeps each exposure's *first* closure, inserted once in the same transaction
+as the event row (completed: ``ok`` / ``over_budget``) or by the sweep when the exposure's
+deadline (manifest obs_start + exposure time + ``allowance``) passed incomplete. The metrics count
+an exposure when its closure row is inserted (``Closing.counted``), so neither a restart, a second
+process nor a late completion counts it twice; a late completion still gets its event.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, and_, bindparam, func, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from obsingest import camera
+from obsingest.messages import ExposureIngested, IngestedStatus, utcnow
+from obsingest.registry import tables
+from obsingest.registry.completeness import COMPLETE, FROM_MANIFEST, ExposurePresence, summarize
+from obsingest.registry.facility_tables import exposure_closure
+from obsingest.registry.outbox import OutboxMessage, insert_row_once
+from obsingest.registry.registry import OUTBOX_LEASE_SECONDS, Registry
+from obsingest.settings import run_name
+
+#: Fixed forever: an exposure's event id must be the same in every process and every release.
+NAMESPACE = uuid.UUID("3d0c5a57-1f0e-5b4e-9a41-6f6273696e67")
+
+# what a check found
+NO_MANIFEST = "no-manifest"
+NOT_COMPLETE = "not-complete"
+EMITTED = "emitted"  # this call wrote the exposure's ExposureIngested
+ALREADY = "already-emitted"
+CLOSED_INCOMPLETE = "closed-incomplete"  # the sweep: deadline passed, not complete
+INCOMPLETE = "incomplete"  # the closure status (and metrics label) of such an exposure
+
+
+def event_id(instrument: str, exposure: int) -> uuid.UUID:
+    """The exposure's ExposureIngested id (and its outbox key)."""
+    return uuid.uuid5(NAMESPACE, f"ExposureIngested/{instrument}/{exposure}")
+
+
+def ingested_attributes(event: ExposureIngested) -> dict[str, str]:
+    """What subscribers filter on without decoding the Avro body."""
+    return {
+        "instrument": event.instrument,
+        "exposure": str(event.exposure),
+        "status": event.status,
+        "event_id": str(event.event_id),
+        "schema": ExposureIngested.SCHEMA,
+    }
+
+
+@dataclass(frozen=True)
+class Closing:
+    """What one check (or one deadline close) found and did."""
+
+    instrument: str
+    exposure: int
+    outcome: str  # NO_MANIFEST | NOT_COMPLETE | EMITTED | ALREADY | CLOSED_INCOMPLETE
+    presence: ExposurePresence | None = None
+    event: ExposureIngested | None = None
+    message: OutboxMessage | None = None
+    #: the outbox row this call wrote (leased to it for its immediate publish)
+    row_id: int | None = None
+    #: this call inserted the exposure's closure: count it (``status``) in the metrics, once
+    counted: bool = False
+    status: str = ""
+
+    @property
+    def max_latency(self) -> float:
+        p = self.presence
+        return p.latency_max if p is not None and p.latency_max is not None else 0.0
+
+    @property
+    def missing(self) -> int:
+        return len(self.presence.missing) if self.presence is not None else 0
+
+
+@dataclass(frozen=True)
+class OpenExposure:
+    """A manifest of the sweep's window whose exposure has not completed (no event yet)."""
+
+    instrument: str
+    exposure: int
+    expected: int
+    registered: int  # datasets of the exposure (any detector)
+    deadline: datetime | None
+    closed: str | None  # its closure status (``incomplete``), None when never closed
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class IngestedCheck:
+    """Completeness checks and the exposures-ingested outbox rows on one registry."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        topic: str,
+        budget_seconds: float,
+        *,
+        closed_by: str = "register",
+        lease_seconds: float = OUTBOX_LEASE_SECONDS,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.registry = registry
+        self.topic = topic
+        self.budget_seconds = budget_seconds
+        self.closed_by = closed_by
+        self.lease_seconds = lease_seconds
+        self.clock = clock
+        self.dataset_type = registry.settings.dataset_type
+        postgres = registry.engine.dialect.name == "postgresql"
+        self._insert = postgresql.insert if postgres else sqlite.insert
+        self._build_statements()
+
+    def _build_statements(self) -> None:
+        m, c, d, r = (
+            tables.exposure_manifest,
+            exposure_closure,
+            tables.dataset,
+            tables.datastore_record,
+        )
+        ours = (d.c.dataset_type == bindparam("dt"), d.c.run == bindparam("run"))
+        registered = (
+            select(func.count())
+            .select_from(d)
+            .where(*ours, d.c.instrument == m.c.instrument, d.c.exposure == m.c.exposure)
+            .scalar_subquery()
+            .label("registered")
+        )
+        same = and_(c.c.instrument == m.c.instrument, c.c.exposure == m.c.exposure)
+        closed = m.outerjoin(c, same)
+        # one round trip per check: most checks stop here (the exposure is still arriving)
+        self._q_state = (
+            select(m.c.detectors, m.c.expected, m.c.day_obs, registered, c.c.ingested_at)
+            .select_from(closed)
+            .where(m.c.instrument == bindparam("inst"), m.c.exposure == bindparam("exp"))
+        )
+        self._q_rows = (
+            select(d.c.detector, d.c.ingest_time, r.c.readout_time)
+            .select_from(d.join(r, r.c.dataset_id == d.c.id))
+            .where(*ours, d.c.instrument == bindparam("inst"), d.c.exposure == bindparam("exp"))
+        )
+        self._q_open = (
+            select(m.c.exposure, m.c.expected, m.c.obs_start, m.c.exposure_time)
+            .add_columns(registered, c.c.status)
+            .select_from(closed)
+            .where(
+                m.c.instrument == bindparam("inst"),
+                m.c.recorded_time >= bindparam("since"),
+                c.c.ingested_at.is_(None),
+            )
+            .order_by(m.c.exposure)
+        )
+
+    def _ours(self, instrument: str) -> dict[str, Any]:
+        return {"dt": self.dataset_type, "run": run_name(self.registry.settings.run, instrument)}
+
+    def _read(self, fn: Callable[[Connection], Any]) -> Any:
+        def run() -> Any:
+            with self.registry.engine.connect() as conn:
+                return fn(conn)
+
+        return self.registry._retrying(run)
+
+    def _write(self, fn: Callable[[Connection], Any]) -> Any:
+        return self.registry._retrying(lambda: self.registry._in_tx(fn))
+
+    # the check ---------------------------------------------------------------------------------
+    def check(self, instrument: str, exposure: int) -> Closing:
+        """Write the exposure's ExposureIngested if it is complete and nobody wrote it yet.
+        Raises ``RegistryUnavailable`` when the registry cannot answer (ask again later)."""
+        key = {"inst": instrument, "exp": exposure, **self._ours(instrument)}
+        state = self._read(lambda conn: conn.execute(self._q_state, key).first())
+        if state is None:
+            return Closing(instrument, exposure, NO_MANIFEST)
+        if state.ingested_at is not None:
+            return Closing(instrument, exposure, ALREADY)
+        if state.registered < state.expected:  # the common case: still arriving
+            return Closing(instrument, exposure, NOT_COMPLETE)
+        expected = _detectors(state.detectors)
+        presence = self._presence(instrument, exposure, state.day_obs, expected, key)
+        if presence.missing:  # some registered CCDs were not in the manifest
+            return Closing(instrument, exposure, NOT_COMPLETE, presence)
+        return self._emit(presence, expected)
+
+    def _presence(
+        self,
+        instrument: str,
+        exposure: int,
+        day_obs: int,
+        expected: Sequence[int],
+        key: dict[str, Any],
+    ) -> ExposurePresence:
+        rows = self._read(lambda conn: conn.execute(self._q_rows, key).all())
+        registered: list[tuple[int, float | None]] = []
+        readouts, ingests = [], []
+        for det, ingest_time, readout_time in rows:
+            ingest, readout = _utc(ingest_time), _utc(readout_time)
+            ingests.append(ingest)
+            if readout is not None:
+                readouts.append(readout)
+            latency = (ingest - readout).total_seconds() if ingest and readout else None
+            registered.append((int(det), latency))
+        return summarize(
+            instrument,
+            exposure,
+            day_obs,
+            expected,
+            FROM_MANIFEST,
+            registered,
+            self.budget_seconds,
+            first_readout=min(readouts) if readouts else None,
+            last_registered=max((t for t in ingests if t is not None), default=None),
+        )
+
+    def _emit(self, presence: ExposurePresence, expected: Sequence[int]) -> Closing:
+        inst, exp = presence.instrument, presence.exposure
+        now = self.clock()
+        status = IngestedStatus.OK if presence.status == COMPLETE else IngestedStatus.OVER_BUDGET
+        eid = event_id(inst, exp)
+        event = ExposureIngested(
+            event_id=eid,
+            instrument=inst,
+            exposure=exp,
+            day_obs=presence.day_obs,
+            dataset_type=self.dataset_type,
+            run=run_name(self.registry.settings.run, inst),
+            expected=presence.expected,
+            registered=presence.registered,
+            detectors=sorted(expected),
+            missing_detectors=[],
+            over_budget=list(presence.over_budget),
+            last_registered=presence.last_registered or now,
+            budget_seconds=self.budget_seconds,
+            status=status,
+            manifest_known=True,
+            published_time=now,
+            first_readout=presence.first_readout,
+            latency_p50=presence.latency_p50,
+            latency_p95=presence.latency_p95,
+            latency_max=presence.latency_max,
+        )
+        message = OutboxMessage(
+            topic=self.topic,
+            payload=event.encode(),
+            key=f"{inst}/{exp}",
+            attributes=ingested_attributes(event),
+        )
+        c = exposure_closure
+        closure = {
+            "instrument": inst, "exposure": exp, "status": status, "closed_by": self.closed_by,
+            "closed_at": now, "missing": 0, "latency_max": presence.latency_max,
+            "ingested_at": now, "event_id": eid,
+        }  # fmt: skip
+        first_closure = (
+            self._insert(c).values(closure).on_conflict_do_nothing().returning(c.c.exposure)
+        )
+        late_completion = (
+            update(c)
+            .where(c.c.instrument == inst, c.c.exposure == exp, c.c.ingested_at.is_(None))
+            .values(ingested_at=now, event_id=eid)
+        )
+
+        def tx(conn: Connection) -> tuple[int | None, bool]:
+            row_id = insert_row_once(conn, eid, message, now, self.lease_seconds)
+            if row_id is None:  # another check wrote it first
+                return None, False
+            if conn.execute(first_closure).first() is not None:
+                return row_id, True
+            conn.execute(late_completion)  # closed incomplete at its deadline, complete now
+            return row_id, False
+
+        row_id, counted = self._write(tx)
+        if row_id is None:
+            return Closing(inst, exp, ALREADY, presence)
+        return Closing(inst, exp, EMITTED, presence, event, message, row_id, counted, status)
+
+    # the deadline ------------------------------------------------------------------------------
+    def close_incomplete(self, instrument: str, exposure: int) -> Closing:
+        """The exposure's deadline passed: record it closed ``incomplete`` unless it was closed
+        before (counted: this call closed it), or emit its event if it is complete after all."""
+        key = {"inst": instrument, "exp": exposure, **self._ours(instrument)}
+        state = self._read(lambda conn: conn.execute(self._q_state, key).first())
+        if state is None:
+            return Closing(instrument, exposure, NO_MANIFEST)
+        expected = _detectors(state.detectors)
+        presence = self._presence(instrument, exposure, state.day_obs, expected, key)
+        if not presence.missing:  # completed after all (its check was lost): its event
+            return self.check(instrument, exposure)
+        c = exposure_closure
+        stmt = (
+            self._insert(c)
+            .values(
+                instrument=instrument,
+                exposure=exposure,
+                status=INCOMPLETE,
+                closed_by=self.closed_by,
+                closed_at=self.clock(),
+                missing=len(presence.missing),
+                latency_max=presence.latency_max,
+                ingested_at=None,
+                event_id=None,
+            )
+            .on_conflict_do_nothing()
+            .returning(c.c.exposure)
+        )
+        counted = self._write(lambda conn: conn.execute(stmt).first()) is not None
+        return Closing(
+            instrument, exposure, CLOSED_INCOMPLETE, presence, counted=counted, status=INCOMPLETE
+        )
+
+    # the sweep ---------------------------------------------------------------------------------
+    def open_exposures(self, since: datetime, allowance: float) -> list[OpenExposure]:
+        """Manifests recorded since ``since`` whose exposure has no event yet, oldest first."""
+        found: list[OpenExposure] = []
+        for instrument in camera.INSTRUMENTS:
+            params = {"inst": instrument, "since": since, **self._ours(instrument)}
+            rows = self._read(lambda conn, p=params: conn.execute(self._q_open, p).all())
+            for exposure, expected, obs_start, exposure_time, registered, closed in rows:
+                start = _utc(obs_start)
+                deadline = (
+                    start + timedelta(seconds=(exposure_time or 0.0) + allowance)
+                    if start is not None
+                    else None
+                )
+                found.append(
+                    OpenExposure(instrument, exposure, expected, registered, deadline, closed)
+                )
+        return found
+
+    def sweep(self, since: datetime, allowance: float) -> list[Closing]:
+        """Emit what a lost check left complete and unannounced, and close as ``incomplete``
+        the exposures whose deadline passed; the closings that did something, oldest first."""
+        now = self.clock()
+        done: list[Closing] = []
+        for item in self.open_exposures(since, allowance):
+            if item.registered >= item.expected:
+                closing = self.check(item.instrument, item.exposure)
+            elif item.closed is None and item.deadline is not None and item.deadline <= now:
+                closing = self.close_incomplete(item.instrument, item.exposure)
+            else:
+                continue
+            if closing.outcome in (EMITTED, CLOSED_INCOMPLETE):
+                done.append(closing)
+        return done
+
+
+def _detectors(text: str) -> list[int]:
+    """The manifest's detectors as ``exposure_manifest`` keeps them ("0,1,2")."""
+    return [int(x) for x in text.split(",") if x]
