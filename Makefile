@@ -79,5 +79,5 @@ terraform-check: $(STAMP) ## infra/terraform: checkov, Google provider schema, t
 	OBSINGEST_TERRAFORM_BUILD=1 $(PY) -m pytest tests/tools/test_terraform.py
 
 .PHONY: chaos
-chaos: $(STAMP) ## the chaos suite: every fault scenario on the whole pipeline (~1,900 CCDs, ~40 min); writes docs/reliability.md
+chaos: $(STAMP) ## the chaos suite: every fault scenario on the whole pipeline (~1,900 CCDs, ~25 min); writes docs/reliability.md
 	$(PY) -m tests.chaos
