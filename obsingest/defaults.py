@@ -30,6 +30,9 @@ RUN_TEMPLATE = "{instrument}/raw/all"
 
 # -- topics and subscriptions (Pub/Sub and Kafka share the names) ------------------------------
 EXPOSURES_TOPIC = "exposures"
+#: Where the manifests relay puts manifests the function could not take (kept by
+#: ``exposures-dlq-hold`` for a human; no redrive: recording is idempotent, re-publish by hand).
+EXPOSURES_DLQ_TOPIC = "exposures-dlq"
 CHUNKS_TOPIC = "ccd-chunks"
 CHUNKS_DLQ_TOPIC = "ccd-chunks-dlq"
 OBJECTS_TOPIC = "ccd-objects"
@@ -41,6 +44,8 @@ ALERTS_TOPIC = "budget-alerts"
 EXPOSURES_INGESTED_TOPIC = "exposures-ingested"
 #: The emulator push relay's pull subscription on OBJECTS_TOPIC.
 RELAY_SUBSCRIPTION = "ccd-objects-relay"
+#: The emulator push relay's pull subscription on EXPOSURES_TOPIC (-> the function's on_manifest).
+MANIFEST_RELAY_SUBSCRIPTION = "exposures-relay"
 #: Suffix of the subscription that keeps a dead-letter topic's messages (``ccd-objects-dlq-hold``):
 #: a topic without a subscription drops what is published to it.
 HOLD_SUFFIX = "-hold"

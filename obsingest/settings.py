@@ -63,6 +63,7 @@ class BusSettings(BaseSettings):
     )
 
     exposures_topic: str = defaults.EXPOSURES_TOPIC
+    exposures_dlq_topic: str = defaults.EXPOSURES_DLQ_TOPIC
     chunks_topic: str = defaults.CHUNKS_TOPIC
     chunks_dlq_topic: str = defaults.CHUNKS_DLQ_TOPIC
     objects_topic: str = defaults.OBJECTS_TOPIC

@@ -48,6 +48,11 @@ def dlq_subscription(bus: BusSettings) -> str:
     return f"{bus.objects_dlq_topic}{defaults.HOLD_SUFFIX}"
 
 
+def manifest_dlq_subscription(bus: BusSettings) -> str:
+    """The subscription that keeps the manifests relay's dead letters."""
+    return f"{bus.exposures_dlq_topic}{defaults.HOLD_SUFFIX}"
+
+
 def parked_topic(bus: BusSettings) -> str:
     """Where redrive parks dead letters it gave up on, for a human."""
     return f"{bus.objects_dlq_topic}{defaults.PARKED_SUFFIX}"
@@ -65,6 +70,7 @@ def topics_of(bus: BusSettings) -> list[str]:
         bus.arrivals_topic,
         bus.exposures_ingested_topic,
         bus.exposures_topic,
+        bus.exposures_dlq_topic,
         bus.summaries_topic,
         bus.alerts_topic,
     ]
@@ -119,13 +125,17 @@ class DeliveryPolicy:
         }
 
 
-def relay_delivery_policy(bus: BusSettings, relay: RelaySettings) -> DeliveryPolicy:
+def relay_delivery_policy(
+    bus: BusSettings, relay: RelaySettings, dead_letter_topic: str | None = None
+) -> DeliveryPolicy:
     """The relay subscription's policy, from the relay's own settings (so the relay always
-    dead-letters first, with its reason, before the emulator would without one)."""
+    dead-letters first, with its reason, before the emulator would without one); dead letters
+    go to ``dead_letter_topic`` (default: the relay's own, else the objects DLQ)."""
     from obsingest.bus.pubsub import topic_path
 
+    topic = dead_letter_topic or relay.dead_letter_topic or bus.objects_dlq_topic
     return DeliveryPolicy(
-        dead_letter_topic=topic_path(bus.pubsub_project, bus.objects_dlq_topic),
+        dead_letter_topic=topic_path(bus.pubsub_project, topic),
         max_attempts=relay.max_attempts,
         min_backoff=relay.min_backoff,
         max_backoff=relay.max_backoff,
@@ -330,15 +340,17 @@ def setup(
     *,
     prefixes: tuple[str, ...] = defaults.NOTIFIED_PREFIXES,
     relay_subscription: str = defaults.RELAY_SUBSCRIPTION,
+    manifest_relay_subscription: str = defaults.MANIFEST_RELAY_SUBSCRIPTION,
     kafka_bootstrap: str | None = None,
     storage_client: Any = None,
     relay: RelaySettings | None = None,
 ) -> SetupReport:
-    """Topics (objects, its DLQ and parking, arrivals, exposures-ingested, exposures,
-    summaries, alerts), the relay's pull subscription (with the delivery policy of ``relay``,
-    default: the relay's settings), the ones that keep dead letters and parked ones, the bucket
-    and its notification configs, and Kafka's arrivals and exposures-ingested topics when
-    ``kafka_bootstrap`` is given.
+    """Topics (objects, its DLQ and parking, arrivals, exposures-ingested, exposures and its
+    DLQ, summaries, alerts), the relays' pull subscriptions on objects and on exposures (the
+    manifests relay, -> ``on_manifest``), both with the delivery policy of ``relay`` (default:
+    the relay's settings) and each dead-lettering to its own DLQ, the ones that keep dead
+    letters and parked ones, the bucket and its notification configs, and Kafka's arrivals and
+    exposures-ingested topics when ``kafka_bootstrap`` is given.
 
     Idempotent, and also the repair after an emulator restart lost topics, subscriptions or
     notification configs (the reconcile service calls it when its canary stops coming back)."""
@@ -357,25 +369,28 @@ def setup(
     try:
         for topic in topics_of(bus):
             ensure_topic(publisher, topic_path(project, topic), report)
-        ensure_subscription(
-            subscriber,
-            subscription_path(project, relay_subscription),
-            topic_path(project, bus.objects_topic),
-            report,
-            policy=relay_delivery_policy(bus, relay or RelaySettings()),
+        relay = relay or RelaySettings()
+        relayed = (  # (subscription, its topic, its dead-letter topic)
+            (relay_subscription, bus.objects_topic, bus.objects_dlq_topic),
+            (manifest_relay_subscription, bus.exposures_topic, bus.exposures_dlq_topic),
         )
-        ensure_subscription(
-            subscriber,
-            subscription_path(project, dlq_subscription(bus)),
-            topic_path(project, bus.objects_dlq_topic),
-            report,
+        for name, topic, dead_letters in relayed:
+            ensure_subscription(
+                subscriber,
+                subscription_path(project, name),
+                topic_path(project, topic),
+                report,
+                policy=relay_delivery_policy(bus, relay, dead_letters),
+            )
+        holds = (
+            (dlq_subscription(bus), bus.objects_dlq_topic),
+            (manifest_dlq_subscription(bus), bus.exposures_dlq_topic),
+            (parked_subscription(bus), parked_topic(bus)),
         )
-        ensure_subscription(
-            subscriber,
-            subscription_path(project, parked_subscription(bus)),
-            topic_path(project, parked_topic(bus)),
-            report,
-        )
+        for name, topic in holds:
+            ensure_subscription(
+                subscriber, subscription_path(project, name), topic_path(project, topic), report
+            )
     finally:
         subscriber.close()
         publisher.stop()

@@ -53,7 +53,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "night",
         help="play a night into an edge hand-off directory at the summit's cadence",
         description="Every --interval seconds, write one exposure's manifest and raw CCDs into "
-        "HANDOFF (temp name, then rename: the edge's hand-off convention).",
+        "HANDOFF (temp name, then rename: the edge's hand-off convention). With "
+        "--publish-manifests each manifest is also published, at its readout and before its "
+        "CCDs, as an ExposureManifest on the bus's exposures topic (OBSINGEST_BUS_BACKEND, "
+        "OBSINGEST_BUS_EXPOSURES_TOPIC); one that cannot be published after retries is "
+        "reported on stderr, the night goes on, and the exit status is 1.",
     )
     night.add_argument("handoff", type=Path, metavar="HANDOFF", help="hand-off directory")
     night.add_argument("--instrument", default="LSSTCam", help="LSSTCam or LSSTComCam")
@@ -64,6 +68,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     night.add_argument("--day-obs", type=int, default=None, help="YYYYMMDD (default: today)")
     night.add_argument("--first-seq", type=int, default=1, help="first sequence number")
     night.add_argument("--seed", type=int, default=0, help="simulator seed")
+    night.add_argument(
+        "--publish-manifests",
+        action="store_true",
+        help="also publish each ExposureManifest on the exposures topic (default: files only)",
+    )
     night.set_defaults(func=run_night)
     parser.set_defaults(func=lambda _args: parser.print_help() or 2)
 

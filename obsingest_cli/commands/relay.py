@@ -18,6 +18,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument("--subscription", help="subscription (default: ccd-objects-relay)")
     p.add_argument("--push-url", help="the function's URL (default: http://127.0.0.1:8080/)")
+    p.add_argument(
+        "--dead-letter-topic",
+        help="where given-up messages go (default: ccd-objects-dlq; manifests: exposures-dlq)",
+    )
     p.add_argument("--max-attempts", type=int, help="pushes before dead-lettering (default 5)")
     p.add_argument("--concurrency", type=int, help="pushes in flight at once (default 8)")
     p.add_argument("--oidc-audience", help="sign pushes with an ID token for this audience")
@@ -37,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
         {
             "subscription": args.subscription,
             "push_url": args.push_url,
+            "dead_letter_topic": args.dead_letter_topic,
             "max_attempts": args.max_attempts,
             "concurrency": args.concurrency,
             "oidc_audience": args.oidc_audience,

@@ -3,21 +3,103 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from obsingest.messages import ExposureManifest
+    from obsingest.retry import RetryPolicy
+
+#: How hard one manifest is pushed onto the bus before it is reported unpublished: a Pub/Sub
+#: publish waits up to 5 s for its confirmation, so about half a minute of a bus outage is ridden
+#: out (the night's CCDs wait meanwhile: the manifest is due before them).
+PUBLISH_ATTEMPTS = 8
+PUBLISH_DEADLINE = 30.0
+
+
+class ManifestPublisher:
+    """``play_night``'s ``on_manifest``: publish each ExposureManifest on the exposures topic
+    (key instrument/exposure, as every manifest publisher does), retrying transient failures;
+    one that still fails is reported on stderr and in the log and remembered (``failed``), and
+    the night goes on: its files are written whatever the bus does."""
+
+    def __init__(self, publisher: Any, topic: str, policy: RetryPolicy | None = None,
+                 sleep: Any = None) -> None:  # fmt: skip
+        from obsingest.retry import RetryPolicy
+
+        self.publisher = publisher
+        self.topic = topic
+        self.policy = policy or RetryPolicy(max_attempts=PUBLISH_ATTEMPTS, base_delay=0.5,
+                                            max_delay=5.0, deadline=PUBLISH_DEADLINE)  # fmt: skip
+        self.sleep = sleep
+        self.published: list[int] = []
+        self.failed: list[int] = []
+
+    def __call__(self, manifest: ExposureManifest) -> None:
+        from obsingest.logs import get_logger, log_event
+        from obsingest.retry import Transient, call_with_retries
+
+        log = get_logger("obsingest.daq")
+        key = f"{manifest.instrument}/{manifest.exposure}"
+        data = manifest.encode()
+        attributes = {"instrument": manifest.instrument, "exposure": str(manifest.exposure)}
+
+        def classify(exc: BaseException) -> Transient | None:
+            return Transient("publish") if getattr(exc, "retriable", False) else None
+
+        def on_retry(attempt: Any) -> None:
+            log_event(log, "daq.manifest_publish_retry", logging.WARNING, manifest=key,
+                      attempt=attempt.number, error=str(attempt.error))  # fmt: skip
+
+        extra = {"sleep": self.sleep} if self.sleep is not None else {}
+        try:
+            call_with_retries(
+                lambda _left: self.publisher.publish(self.topic, data, key=key,
+                                                     attributes=attributes),
+                classify, self.policy, what=f"publish manifest {key}", on_retry=on_retry, **extra,
+            )  # fmt: skip
+        except Exception as exc:  # reported loudly; the night (and its files) go on
+            self.failed.append(manifest.exposure)
+            log_event(log, "daq.manifest_unpublished", logging.ERROR, manifest=key,
+                      topic=self.topic, error=str(exc))  # fmt: skip
+            print(f"error: manifest {key} NOT published on {self.topic}: {exc}", file=sys.stderr)
+            return
+        self.published.append(manifest.exposure)
 
 
 def night(args: argparse.Namespace) -> int:
-    """Play a night into the hand-off directory at the summit's cadence."""
+    """Play a night into the hand-off directory at the summit's cadence (and, with
+    ``--publish-manifests``, publish each manifest on the bus's exposures topic)."""
     from producers.daq.night import NightPlan, play_night
 
     plan = NightPlan(args.handoff, args.instrument, args.exposures, args.detectors,
                      args.interval, args.size, args.day_obs, args.first_seq, seed=args.seed)
+    publisher: Any = None
+    manifests: ManifestPublisher | None = None
     try:
-        played = play_night(plan, lambda e: print(f"exposure {e.exposure}: {len(e.files)} CCDs"))
+        if getattr(args, "publish_manifests", False):
+            from obsingest.bus.factory import open_publisher
+            from obsingest.settings import BusSettings
+
+            bus = BusSettings()
+            publisher = open_publisher(bus)
+            manifests = ManifestPublisher(publisher, bus.exposures_topic)
+        played = play_night(plan, lambda e: print(f"exposure {e.exposure}: {len(e.files)} CCDs"),
+                            on_manifest=manifests)  # fmt: skip
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if publisher is not None:
+            publisher.close()
     print(f"wrote {sum(len(e.files) for e in played)} CCDs in {len(played)} exposures")
+    if manifests is not None:
+        print(f"published {len(manifests.published)} manifests on {manifests.topic}")
+        if manifests.failed:
+            print(f"error: {len(manifests.failed)} manifests NOT published: "
+                  f"{', '.join(map(str, manifests.failed))}", file=sys.stderr)  # fmt: skip
+            return 1
     return 0
 
 

@@ -1,10 +1,12 @@
 """Play a night into an edge hand-off directory at the summit's cadence (``obsingest daq night``).
 
 Per exposure, at its readout moment: the manifest (``{instrument}_{exposure}.manifest.json``,
-written first), then every CCD as ``{instrument}_{exposure}_{detector:03d}.fits``, each written
-to a temporary name beside it and renamed (the hand-off convention the edge's ``rename`` rule
-expects). CCDs of the next exposure are generated while waiting, so the cadence holds for
-full-size CCDs too. Only the simulator's public functions are used.
+written first; then handed to ``on_manifest``, which ``obsingest daq night --publish-manifests``
+uses to publish it on the ``exposures`` topic as the DAQ does), then every CCD as
+``{instrument}_{exposure}_{detector:03d}.fits``, each written to a temporary name beside it and
+renamed (the hand-off convention the edge's ``rename`` rule expects). CCDs of the next exposure
+are generated while waiting, so the cadence holds for full-size CCDs too. Only the simulator's
+public functions are used.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from obsingest.fileio import write_atomic
+from obsingest.messages import ExposureManifest
 from producers.daq.simulator import INSTRUMENTS, CcdSpec, exposure_id, generate_raw_ccd
 
 FILTERS = ("u", "g", "r", "i", "z", "y")
@@ -45,14 +48,13 @@ class PlayedExposure:
     files: list[Path]
 
 
-def manifest_json(instrument: str, exposure: int, day_obs: int, detectors: list[int],
-                  obs_start: datetime, exposure_time: float, filt: str) -> str:  # fmt: skip
+def manifest_json(manifest: ExposureManifest) -> str:
     """An ExposureManifest as the JSON the edge reads."""
     return json.dumps({
-        "instrument": instrument, "exposure": exposure, "day_obs": day_obs,
-        "detectors": detectors, "obs_start": obs_start.isoformat(),
-        "exposure_time": exposure_time, "filter": filt,
-        "published": datetime.now(UTC).isoformat(),
+        "instrument": manifest.instrument, "exposure": manifest.exposure,
+        "day_obs": manifest.day_obs, "detectors": manifest.detectors,
+        "obs_start": manifest.obs_start.isoformat(), "exposure_time": manifest.exposure_time,
+        "filter": manifest.filter, "published": manifest.published.isoformat(),
     })  # fmt: skip
 
 
@@ -60,8 +62,12 @@ def play_night(
     plan: NightPlan,
     on_exposure: Callable[[PlayedExposure], None] | None = None,
     stop: Callable[[], bool] = lambda: False,
+    on_manifest: Callable[[ExposureManifest], None] | None = None,
 ) -> list[PlayedExposure]:
-    """Write the night; returns what was written (and tells ``on_exposure`` as it goes)."""
+    """Write the night; returns what was written (and tells ``on_exposure`` as it goes).
+
+    ``on_manifest`` gets each exposure's manifest at its readout moment, after its file is
+    written and before any of its CCDs is (it may block: the CCDs wait for it)."""
     if plan.instrument not in INSTRUMENTS:
         raise ValueError(f"unknown instrument {plan.instrument!r}; known: {sorted(INSTRUMENTS)}")
     ids = INSTRUMENTS[plan.instrument].detector_ids  # as the observatory numbers them
@@ -90,10 +96,13 @@ def play_night(
         folder = plan.handoff / str(day_obs) / str(exposure) if plan.nested else plan.handoff
         folder.mkdir(parents=True, exist_ok=True)
         readout = datetime.now(UTC)
-        manifest = folder / f"{plan.instrument}_{exposure}.manifest.json"
-        write_atomic(manifest, manifest_json(plan.instrument, exposure, day_obs, detectors,
-                                             readout - timedelta(seconds=plan.exposure_time),
-                                             plan.exposure_time, filt).encode())  # fmt: skip
+        manifest = ExposureManifest(plan.instrument, exposure, day_obs, detectors,
+                                    readout - timedelta(seconds=plan.exposure_time),
+                                    plan.exposure_time, filt, readout)  # fmt: skip
+        path = folder / f"{plan.instrument}_{exposure}.manifest.json"
+        write_atomic(path, manifest_json(manifest).encode())
+        if on_manifest is not None:
+            on_manifest(manifest)
         files = []
         for det, image in zip(detectors, images, strict=True):
             path = folder / f"{plan.instrument}_{exposure}_{det:03d}.fits"

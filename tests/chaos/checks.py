@@ -23,6 +23,7 @@ from tests.chaos.faults import (
     TopicOutage,
 )
 from tests.chaos.runner import Run
+from tests.chaos.world import DAY_OBS, INSTRUMENT
 
 
 def _journal(run: Run) -> list[Any]:
@@ -255,3 +256,33 @@ def kafka_every_ccd_acked_by_the_broker(run: Run) -> None:
     statuses = Counter(i.status for i in _journal(run))
     assert set(statuses) == {"acked"}, statuses
     assert run.world.assembler is not None and run.world.assembler.kills >= 1, "no kill"
+
+
+# the exposures ---------------------------------------------------------------------------------
+def one_exposure_ingested_per_exposure(run: Run) -> None:
+    """With manifests published: every exposure of the night got its ExposureIngested (complete:
+    every CCD its manifest expects registered), and no exposure two *different* ones. The same
+    event delivered again (at least once: a crash between publish and marking it published) is
+    noted, not failed: subscribers deduplicate on ``event_id``."""
+    ingested = run.world.ingested
+    assert ingested is not None, "the world runs without manifests"
+    expected = {f"{INSTRUMENT}/{DAY_OBS * 100_000 + seq}"
+                for seq in range(1, run.night.exposures + 1)}  # fmt: skip
+    deadline = time.monotonic() + 120  # a lost check is the facility sweep's, every pass
+    while not expected <= set(ingested.per_exposure()) and time.monotonic() < deadline:
+        time.sleep(2.0)
+    per_exposure = ingested.per_exposure()
+    events = ingested.events()
+    repeats = len(events) - len(per_exposure)
+    run.note(f"exposures-ingested: {len(per_exposure)} exposures, {len(events)} messages "
+             f"({repeats} repeated deliveries of the same event)")  # fmt: skip
+    missing = sorted(expected - set(per_exposure))
+    assert not missing, f"{len(missing)} exposures without an ExposureIngested: {missing[:5]}"
+    different = sorted(key for key, seen in per_exposure.items() if len(seen) > 1)
+    assert not different, f"exposures with two different ExposureIngested: {different[:5]}"
+    unexpected = sorted(set(per_exposure) - expected)
+    assert not unexpected, f"ExposureIngested for exposures nobody played: {unexpected[:5]}"
+    for item in events:
+        event = item.event
+        assert event.registered == event.expected == run.night.detectors, (item.key, event)
+        assert not event.missing_detectors and event.manifest_known, (item.key, event)

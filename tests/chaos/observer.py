@@ -1,5 +1,6 @@
-"""The arrivals subscriber of the chaos suite: it counts every ArrivalEvent delivered, before any
-deduplication, as downstream alert processing would receive them.
+"""The subscribers of the chaos suite: ``ArrivalsObserver`` counts every ArrivalEvent delivered,
+``IngestedObserver`` every ExposureIngested, before any deduplication, as downstream alert
+processing would receive them (one pulling loop, ``TopicObserver``, each decoding its contract).
 
 A message is identified by (message id, publish time): pstest numbers messages afresh after a
 restart, and a redelivery of one message (an ack lost) is not a second announcement. Several
@@ -18,7 +19,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Self
 
 log = logging.getLogger("obsingest.chaos.observer")
 
@@ -32,7 +33,18 @@ class Announcement:
     published: datetime
 
 
-class ArrivalsObserver:
+@dataclass(frozen=True)
+class Ingested:
+    """One ExposureIngested as received."""
+
+    key: str  # instrument/exposure
+    message: tuple[str, str]  # (message id, publish time)
+    event: Any  # the decoded ExposureIngested
+
+
+class TopicObserver:
+    """Pulls its subscriptions in a thread; ``_decode`` turns a message into what is kept."""
+
     def __init__(self, project: str, topic: str) -> None:
         from google.cloud import pubsub_v1
 
@@ -41,12 +53,12 @@ class ArrivalsObserver:
         self.client = pubsub_v1.SubscriberClient()
         self.subscriptions: list[str] = []
         self._lock = threading.Lock()
-        self._seen: dict[tuple[str, str], Announcement] = {}
+        self._seen: dict[tuple[str, str], Any] = {}
         self.deliveries = 0
         self.undecodable = 0
         self.pull_errors = 0
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="arrivals-observer", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"{topic}-observer", daemon=True)
         self.resubscribe()
 
     def resubscribe(self) -> str:
@@ -72,7 +84,7 @@ class ArrivalsObserver:
             self.subscriptions.append(path)
         return path
 
-    def start(self) -> ArrivalsObserver:
+    def start(self) -> Self:
         self._thread.start()
         return self
 
@@ -92,9 +104,10 @@ class ArrivalsObserver:
             if not got:
                 self._stop.wait(0.1)
 
-    def _pull(self, path: str) -> int:
-        from obsingest.messages import ArrivalEvent
+    def _decode(self, data: bytes, ident: tuple[str, str]) -> Any:
+        raise NotImplementedError
 
+    def _pull(self, path: str) -> int:
         try:
             response = self.client.pull(
                 request={"subscription": path, "max_messages": 200, "return_immediately": True},
@@ -111,14 +124,14 @@ class ArrivalsObserver:
             published = message.publish_time
             ident = (str(message.message_id), published.isoformat() if published else "")
             try:
-                event = ArrivalEvent.decode(bytes(message.data))
+                kept = self._decode(bytes(message.data), ident)
             except Exception:
                 with self._lock:
                     self.undecodable += 1
             else:
                 with self._lock:
                     self.deliveries += 1
-                    self._seen.setdefault(ident, _announcement(event, ident))
+                    self._seen.setdefault(ident, kept)
             ack_ids.append(received.ack_id)
         if ack_ids:
             try:
@@ -128,12 +141,10 @@ class ArrivalsObserver:
         return len(ack_ids)
 
     # what was seen -----------------------------------------------------------------------------
-    def announcements(self) -> list[Announcement]:
+    def received(self) -> list[Any]:
+        """What each distinct message decoded to (a redelivery of one message counted once)."""
         with self._lock:
             return list(self._seen.values())
-
-    def per_dataset(self) -> Counter[str]:
-        return Counter(a.dataset_id for a in self.announcements())
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
@@ -146,11 +157,49 @@ class ArrivalsObserver:
             }
 
 
-def _announcement(event: Any, ident: tuple[str, str]) -> Announcement:
-    return Announcement(
-        dataset_id=str(event.dataset_id),
-        key=f"{event.instrument}/{event.exposure}/{event.detector:03d}",
-        message=ident,
-        registered=event.registered_time,
-        published=event.published_time,
-    )
+class ArrivalsObserver(TopicObserver):
+    """ArrivalEvents on ``ccd-arrivals``."""
+
+    def _decode(self, data: bytes, ident: tuple[str, str]) -> Announcement:
+        from obsingest.messages import ArrivalEvent
+
+        event = ArrivalEvent.decode(data)
+        return Announcement(
+            dataset_id=str(event.dataset_id),
+            key=f"{event.instrument}/{event.exposure}/{event.detector:03d}",
+            message=ident,
+            registered=event.registered_time,
+            published=event.published_time,
+        )
+
+    def announcements(self) -> list[Announcement]:
+        return self.received()
+
+    def per_dataset(self) -> Counter[str]:
+        return Counter(a.dataset_id for a in self.announcements())
+
+
+class IngestedObserver(TopicObserver):
+    """ExposureIngested events on ``exposures-ingested``."""
+
+    def _decode(self, data: bytes, ident: tuple[str, str]) -> Ingested:
+        from obsingest.messages import ExposureIngested
+
+        event = ExposureIngested.decode(data)
+        return Ingested(f"{event.instrument}/{event.exposure}", ident, event)
+
+    def events(self) -> list[Ingested]:
+        return self.received()
+
+    def per_exposure(self) -> dict[str, set[str]]:
+        """instrument/exposure -> the distinct events received for it, each as its record
+        without ``published_time`` (JSON): a message sent again (at-least-once: a crash between
+        publish and marking the outbox row published; the drain re-stamps the time sent) is the
+        same event; two different events for one exposure would differ in what they say."""
+        import json
+
+        out: dict[str, set[str]] = {}
+        for item in self.events():
+            record = {k: v for k, v in item.event.to_record().items() if k != "published_time"}
+            out.setdefault(item.key, set()).add(json.dumps(record, sort_keys=True, default=str))
+        return out

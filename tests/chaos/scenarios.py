@@ -104,10 +104,12 @@ def _kafka_plan(rng: random.Random, night: Night) -> list[tuple[float, Fault]]:
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "edge-sigkill",
-        "edge SIGKILLed 3 times mid-night (a CCD journalled, then its file deleted, while down)",
+        "edge SIGKILLed 3 times mid-night (a CCD journalled, then its file deleted, while down); "
+        "manifests published: one ExposureIngested per exposure",
         _kills("edge", 3, (0.5, 3.0), vanish=True),
         Night(30, 10, 0.5), reduced=Night(30, 10, 0.5),
-        bad=(2, 4), checks=(checks.edge_resumed_after_kills,),
+        bad=(2, 4), options=WorldOptions(manifests=True),
+        checks=(checks.edge_resumed_after_kills, checks.one_exposure_ingested_per_exposure),
         exactly_once_announcements=True,
     ),
     Scenario(

@@ -11,6 +11,11 @@ restarts or crashes a service never touches the shared stack or another helper's
         -> PostgreSQL registry (+ outbox) -> ccd-arrivals -> the observer (counts every delivery)
     obsingest reconcile --every N  (the facility service: canary, repair, reconcile, drain, redrive)
 
+With ``manifests``, the DAQ also publishes each ExposureManifest on ``exposures`` (``daq night
+--publish-manifests``): a second relay on ``exposures-relay`` pushes it to a second
+functions-framework process serving ``on_manifest``, and every complete exposure's
+ExposureIngested on ``exposures-ingested`` is counted by a second observer (``ingested``).
+
 Optionally a toxiproxy sits between the edge and the GCS emulator (``store_link``) and between
 the register function and PostgreSQL (``registry_link``), and the spool lives on a small tmpfs
 (``spool_mb``) that a fault can fill.
@@ -30,7 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from tests.chaos.observer import ArrivalsObserver
+from tests.chaos.observer import ArrivalsObserver, IngestedObserver
 from tests.integration.fixtures.edge import EdgeProcess
 from tests.integration.fixtures.function_process import FunctionProcess
 from tests.integration.fixtures.private_stack import PrivateStack, free_port
@@ -63,6 +68,9 @@ class WorldOptions:
     spool_mb: int = 0
     #: serve /metrics from every process on a free port of its own (``World.metrics_urls``)
     metrics: bool = False
+    #: the DAQ publishes manifests; the manifests relay + ``on_manifest`` function record them
+    #: and ``World.ingested`` counts the ExposureIngested events
+    manifests: bool = False
 
 
 class World:
@@ -90,11 +98,14 @@ class World:
         self.registry_proxy: Proxy | None = None
         self.chunks_topic = f"chunks-{run_id}"
         self.observer: ArrivalsObserver | None = None
+        self.ingested: IngestedObserver | None = None
         self.registry: Any = None
         self.store: Any = None
         self.bus: Any = None
         self.function: FunctionProcess | None = None
         self.relay: ServiceProcess | None = None
+        self.manifest_function: FunctionProcess | None = None
+        self.manifest_relay: ServiceProcess | None = None
         self.facility: ServiceProcess | None = None
         self.assembler: ServiceProcess | None = None
         self.edge: EdgeProcess | None = None
@@ -150,6 +161,9 @@ class World:
         setup(self.bucket, self.bus, prefixes=defaults.NOTIFIED_PREFIXES,
               storage_client=self.store.client, relay=self.relay_settings())  # fmt: skip
         self.observer = ArrivalsObserver(self.project, self.bus.arrivals_topic).start()
+        if self.options.manifests:
+            self.ingested = IngestedObserver(self.project, self.bus.exposures_ingested_topic)
+            self.ingested.start()
         if self.options.spool_mb:
             self._mount_spool(self.options.spool_mb)
         env = self.base_env()
@@ -178,6 +192,8 @@ class World:
         self.relay = ServiceProcess(
             "relay", [python, "-m", "obsingest_cli", "relay", "--push-url", self.function.url],
             self._metrics_env("relay", env), self.logs)  # fmt: skip
+        if self.options.manifests:
+            self._manifest_processes(function_env, env)
         self.facility = ServiceProcess(
             "facility", [python, "-m", "obsingest_cli", "reconcile",
                          "--every", str(self.options.facility_every)],
@@ -197,14 +213,34 @@ class World:
                                 *EDGE_ARGS, *self.options.edge_args)  # fmt: skip
         self.edge.env = self._metrics_env("edge", edge_env)
         # the two slow starters (imports on a busy machine) come up side by side
-        with ThreadPoolExecutor(2) as pool:
-            waits = [pool.submit(self.function.start, 90), pool.submit(self.edge.start)]
-            for proc in (self.relay, self.facility, self.assembler):
+        functions = [f for f in (self.function, self.manifest_function) if f is not None]
+        with ThreadPoolExecutor(3) as pool:
+            waits = [pool.submit(f.start, 90) for f in functions]
+            waits.append(pool.submit(self.edge.start))
+            for proc in (self.relay, self.manifest_relay, self.facility, self.assembler):
                 if proc is not None:
                     proc.start()
             for wait in waits:
                 wait.result()
         return self
+
+    def _manifest_processes(self, function_env: dict[str, str], env: dict[str, str]) -> None:
+        """The register function serving ``on_manifest`` and the relay on ``exposures-relay``
+        pushing to it (dead letters to ``exposures-dlq``), as ``obsingest setup`` provisions."""
+        from obsingest import defaults
+
+        assert self.bus is not None
+        self.manifest_function = FunctionProcess(
+            function_env, self.logs / "manifest-function.log", free_port(), target="on_manifest"
+        )
+        if self.options.metrics:
+            self.metrics_urls["manifest-function"] = f"{self.manifest_function.url}metrics"
+        self.manifest_relay = ServiceProcess(
+            "manifest-relay", [sys.executable, "-m", "obsingest_cli", "relay",
+                               "--subscription", defaults.MANIFEST_RELAY_SUBSCRIPTION,
+                               "--dead-letter-topic", self.bus.exposures_dlq_topic,
+                               "--push-url", self.manifest_function.url],
+            self._metrics_env("manifest-relay", env), self.logs)  # fmt: skip
 
     def _metrics_env(self, name: str, env: dict[str, str]) -> dict[str, str]:
         """``env`` with a /metrics port of the process's own when the world serves metrics."""
@@ -225,6 +261,8 @@ class World:
                 "--instrument", INSTRUMENT, "--exposures", str(exposures),
                 "--detectors", str(detectors), "--interval", str(interval), "--size", "small",
                 "--day-obs", str(DAY_OBS), "--first-seq", str(first_seq)]  # fmt: skip
+        if self.options.manifests:
+            argv.append("--publish-manifests")
         self.daq = ServiceProcess("daq", argv, self.base_env(), self.logs).start()
 
     def read(self, fn: Any, attempts: int = 10) -> Any:
@@ -251,7 +289,8 @@ class World:
     def publishers_held(self) -> Any:
         """Freeze the processes that publish ArrivalEvents (function, facility) for a moment:
         while a topic and its subscription come back, nothing may be published in between."""
-        held = [p for p in (self.function, self.facility) if p is not None]
+        held = [p for p in (self.function, self.manifest_function, self.facility)
+                if p is not None]  # fmt: skip
         for proc in held:
             _signal_group(proc, "SIGSTOP")
         try:
@@ -264,17 +303,20 @@ class World:
     def close(self) -> None:
         from infra.local.provision import drop_database
 
-        for proc in (self.daq, self.edge, self.assembler, self.facility, self.relay):
+        for proc in (self.daq, self.edge, self.assembler, self.facility, self.relay,
+                     self.manifest_relay):  # fmt: skip
             if proc is not None:
                 with contextlib.suppress(Exception):
                     proc.close()
-        if self.function is not None:
-            import signal
+        import signal
 
-            with contextlib.suppress(Exception):
-                self.function.stop(signal.SIGKILL)
-        if self.observer is not None:
-            self.observer.stop()
+        for function in (self.function, self.manifest_function):
+            if function is not None:
+                with contextlib.suppress(Exception):
+                    function.stop(signal.SIGKILL)
+        for observer in (self.observer, self.ingested):
+            if observer is not None:
+                observer.stop()
         if self.toxiproxy is not None:
             self.toxiproxy.close()
         if self.registry is not None:

@@ -7,6 +7,9 @@ serve``), each process with a metrics port of its own. After a small night has s
 endpoint is scraped as Prometheus would and parsed with ``prometheus_client``'s own parser; the
 counts are compared with the registry's rows and the arrivals subscriber's deliveries, never with
 the code's own claims. Only names from the metric catalogue (``obsingest/metrics.py``) may appear.
+The direct world also publishes the night's manifests (``daq night --publish-manifests`` -> the
+manifests relay -> ``on_manifest``): one ExposureIngested per exposure arrives on
+``exposures-ingested``, and the exposures counted closed agree with it.
 """
 
 from __future__ import annotations
@@ -153,14 +156,43 @@ def _assert_pipeline_metrics(world: World) -> dict[str, dict[str, Any]]:
     return scraped
 
 
+def _assert_exposures_ingested(world: World) -> None:
+    """One ExposureIngested per exposure, complete and ok; each exposure counted closed once,
+    by whichever process closed it (the CCDs' function, the manifests' one, or the facility's
+    sweep of a lost check)."""
+    ingested = world.ingested
+    assert ingested is not None
+    _wait(f"{EXPOSURES} ExposureIngested", lambda: len(ingested.per_exposure()) == EXPOSURES,
+          timeout=90)  # fmt: skip
+    events = {item.event.exposure: item.event for item in ingested.events()}
+    assert len(events) == EXPOSURES and ingested.snapshot()["undecodable"] == 0
+    assert all(len(v) == 1 for v in ingested.per_exposure().values())
+    for event in events.values():
+        assert (event.instrument, event.day_obs, event.status) == (INSTRUMENT, DAY_OBS, "ok")
+        assert event.registered == event.expected == DETECTORS
+        assert event.missing_detectors == [] and event.manifest_known
+        assert len(event.detectors) == DETECTORS
+    closers = ("function", "manifest-function", "facility")
+    scraped = {name: _scrape(world.metrics_urls[name]) for name in closers}
+    completed = "obsingest_exposures_completed_total"
+    assert sum(_value(s, completed, status="ok") for s in scraped.values()) == EXPOSURES
+    assert sum(_value(s, completed) for s in scraped.values()) == EXPOSURES  # nothing else
+    closed_by_functions = [s for name, s in scraped.items() if name != "facility"
+                           and _value(s, completed) > 0]  # fmt: skip
+    assert closed_by_functions, "no register function counted an exposure closed"
+    for families in closed_by_functions:
+        assert _value(families, "obsingest_last_exposure_missing_ccds") == 0
+
+
 def test_every_process_serves_metrics_direct(private_stack: PrivateStack, tmp_path: Path) -> None:
-    world = _run_world("metrics-direct", private_stack, tmp_path)
+    world = _run_world("metrics-direct", private_stack, tmp_path, manifests=True)
     presence: ServiceProcess | None = None
     try:
         with private_stack.use():
             world.start()
             _settle(world)
             _assert_pipeline_metrics(world)
+            _assert_exposures_ingested(world)
 
             port = free_port()
             base = f"http://127.0.0.1:{port}"

@@ -35,6 +35,9 @@ class RelaySettings(BaseSettings):
 
     subscription: str = defaults.RELAY_SUBSCRIPTION
     push_url: str = "http://127.0.0.1:8080/"
+    #: where given-up messages go (empty: the bus's objects dead-letter topic; the manifests
+    #: relay on ``exposures-relay`` uses ``exposures-dlq``, which nothing redrives to objects)
+    dead_letter_topic: str = ""
     #: pushes of one message before it is dead-lettered (Pub/Sub: max_delivery_attempts)
     max_attempts: int = Field(default=10, ge=1, le=MAX_DELIVERY_ATTEMPTS)
     #: nack backoff: the message is redelivered after min(max, min * 2**(attempt-1)) seconds

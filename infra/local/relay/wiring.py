@@ -27,7 +27,9 @@ def build_relay(settings: RelaySettings, bus: BusSettings, target: Any = None) -
         or HttpPushTarget(
             settings.push_url, timeout=settings.push_timeout, oidc_audience=settings.oidc_audience
         ),
-        dead_letters=PubSubDeadLetter(bus.pubsub_project, bus.objects_dlq_topic),
+        dead_letters=PubSubDeadLetter(
+            bus.pubsub_project, settings.dead_letter_topic or bus.objects_dlq_topic
+        ),
         settings=settings,
         subscription_path=source.path,
         metrics=metrics,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from obsingest.messages import ExposureManifest
 from producers.daq.night import NightPlan, play_night
 from producers.edge.handoff import classify
 
@@ -39,3 +40,34 @@ def test_bad_plans_are_refused() -> None:
         play_night(NightPlan(Path("/nonexistent"), "LSSTComCam", detectors=10))
     with pytest.raises(ValueError, match="instrument"):
         play_night(NightPlan(Path("/nonexistent"), "HSC"))
+
+
+def test_each_manifest_is_handed_over_at_its_readout_before_its_ccds(tmp_path: Path) -> None:
+    events: list[tuple[str, int, int]] = []  # (what, exposure, CCD files on disk then)
+
+    def ccds_of(exposure: int) -> int:
+        return len(list(tmp_path.rglob(f"*_{exposure}_*.fits")))
+
+    def on_manifest(manifest: ExposureManifest) -> None:
+        name = f"LSSTComCam_{manifest.exposure}.manifest.json"
+        assert next(tmp_path.rglob(name)).exists()  # its file is written first
+        events.append(("manifest", manifest.exposure, ccds_of(manifest.exposure)))
+        manifests.append(manifest)
+
+    manifests: list[ExposureManifest] = []
+    played = play_night(NightPlan(tmp_path, "LSSTComCam", exposures=2, detectors=3,
+                                  interval=0.2, day_obs=20261122, first_seq=1),
+                        on_exposure=lambda e: events.append(("ccds", e.exposure,
+                                                             ccds_of(e.exposure))),
+                        on_manifest=on_manifest)  # fmt: skip
+    first, second = (p.exposure for p in played)
+    assert events == [("manifest", first, 0), ("ccds", first, 3),
+                      ("manifest", second, 0), ("ccds", second, 3)]  # fmt: skip
+    manifest = manifests[0]
+    assert manifest.detectors == [0, 1, 2] and manifest.day_obs == 20261122
+    assert manifest.published == played[0].readout  # published at its readout moment
+    assert manifest.obs_start < manifest.published
+    written = json.loads(next(tmp_path.rglob(f"*_{first}.manifest.json")).read_text())
+    assert written["exposure"] == first and written["detectors"] == manifest.detectors
+    # the Avro contract round-trips what the DAQ hands over
+    assert ExposureManifest.decode(manifest.encode()) == manifest

@@ -93,3 +93,15 @@ def test_a_restarted_relay_continues_the_count_from_delivery_attempt():
         Action.DEAD_LETTER
     )
     assert dlq.published[0]["dlq_attempts"] == "10"
+
+
+def test_the_manifests_relay_dead_letters_to_its_own_topic():
+    bus = BusSettings(pubsub_project="p")
+    manifests = RelaySettings(dead_letter_topic=bus.exposures_dlq_topic)
+    policy = relay_delivery_policy(bus, manifests).request_fields()["dead_letter_policy"]
+    assert policy["dead_letter_topic"] == "projects/p/topics/exposures-dlq"
+    explicit = relay_delivery_policy(bus, RelaySettings(), "exposures-dlq")
+    assert explicit.dead_letter_topic == "projects/p/topics/exposures-dlq"
+    assert relay_delivery_policy(bus, RelaySettings()).dead_letter_topic.endswith(
+        "/ccd-objects-dlq"
+    )
