@@ -48,8 +48,8 @@ test-tools: $(STAMP) ## checks by pinned external tools: checkov, promtool (fetc
 lint: $(STAMP) ## ruff
 	$(VENV)/bin/ruff check .
 
-bench: $(STAMP) ## every benchmark; writes benchmarks/results/*.json and benchmarks/README.md
-	$(PY) -m benchmarks.run_all
+bench: $(STAMP) ## every benchmark (ONLY="a b": just those); writes benchmarks/results/*.json and benchmarks/README.md
+	$(PY) -m benchmarks.run_all $(ONLY)
 
 lock: ## re-resolve requirements.lock from pyproject.toml
 	@test -x $(VENV)/bin/uv || { $(PYTHON) -m venv $(VENV) && $(PY) -m pip install -q uv==$(UV_VERSION); }

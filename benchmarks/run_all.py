@@ -7,6 +7,11 @@ others still run. Each benchmark writes its own ``benchmarks/results/<name>.json
 then writes the README: machine, versions, date, one short table per benchmark (medians of
 repeats, ratio to the reference measured in the same run, goal met or not) and a plot of the
 transfer harness next to the observatory's published figures.
+
+``python -m benchmarks.run_all NAME...`` (``make bench ONLY="butler backfill"``) re-runs only
+those benchmarks, e.g. after a change that concerns one of them: the others keep the records of
+the last run (``results/run_all.json``, each with its own date) and the README says which were
+re-run when. A full ``make bench`` is still what the published figures come from.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks"
 RESULTS = BENCH / "results"
 README = BENCH / "README.md"
+#: every benchmark's record of the last run that ran it (name, seconds, error, result, date)
+RECORDS = RESULTS / "run_all.json"
 PLOT = _PLOT
 
 #: Run first, in this order (the goals of issue 7); the rest follow alphabetically.
@@ -241,6 +248,14 @@ def plot_transfer(result: dict[str, Any], path: Path = PLOT) -> Path | None:
     return path
 
 
+def _date_line(info: dict[str, Any]) -> str:
+    if not info.get("only"):
+        return f"- date: {info['date']} (total {info['total_seconds']:.0f} s)"
+    return (f"- date: {info['date']}: only {', '.join(info['only'])} re-run "
+            f"({info['total_seconds']:.0f} s); the others are from their own runs (dates in the "
+            "table; machine and versions below are this run's)")  # fmt: skip
+
+
 def write_readme(runs: list[dict[str, Any]], info: dict[str, Any]) -> None:
     vers = info["versions"]
     mach = info["machine"]
@@ -250,17 +265,18 @@ def write_readme(runs: list[dict[str, Any]], info: dict[str, Any]) -> None:
         "Written by `make bench` (`python -m benchmarks.run_all`); do not edit by hand. Every "
         "figure is from the run below; JSON in `results/`.",
         "",
-        f"- date: {info['date']} (total {info['total_seconds']:.0f} s)",
+        _date_line(info),
         f"- machine: {mach['cpus']} cores, {mach['cpu_model']}, {mach['memory_gib']} GiB, "
         f"{mach['platform']}; load average (1/5/15 min) before {info['load_before']}, after "
         f"{mach['loadavg']} (a shared, noisy machine: medians and same-run ratios matter)",
         "- versions: " + ", ".join(f"{k} {v}" for k, v in vers.items()),
         f"- local stack: {json.dumps(info['stack'])}",
         "",
-        "| benchmark | status | seconds |",
-        "| --- | --- | ---: |",
+        "| benchmark | status | seconds | date |",
+        "| --- | --- | ---: | --- |",
     ]
-    lines += [f"| {r['name']} | {r['error'] or 'ok'} | {r['seconds']} |" for r in runs]
+    lines += [f"| {r['name']} | {r['error'] or 'ok'} | {r['seconds']} | {r.get('date', '-')} |"
+              for r in runs]  # fmt: skip
     for r in runs:
         lines += ["", f"## {r['name']}", ""]
         if r["result"] is None:
@@ -271,7 +287,16 @@ def write_readme(runs: list[dict[str, Any]], info: dict[str, Any]) -> None:
     README.write_text("\n".join(lines).rstrip() + "\n")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Run every benchmark, or only those named in ``argv`` (the others keep their last
+    records); write the README from the records."""
+    only = list(sys.argv[1:] if argv is None else argv)
+    names = discover()
+    unknown = sorted(set(only) - set(names))
+    if unknown:
+        print(f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(names)}",
+              file=sys.stderr)  # fmt: skip
+        return 2
     t0 = time.monotonic()
     load_before = [round(x, 2) for x in os.getloadavg()]
     try:
@@ -279,16 +304,23 @@ def main() -> int:
     except Exception as exc:  # the benchmarks that need it will fail and say so
         stack = {"error": str(exc)}
         print(f"local stack not available: {exc}", file=sys.stderr)
+    kept = _load_records() if only else {}
     runs = []
-    for name in discover():
+    for name in names:
+        if only and name not in only:
+            if name in kept:
+                runs.append(kept[name])
+            continue
         remaining = TOTAL_BUDGET - (time.monotonic() - t0)
         if remaining < 30:
             runs.append({"name": name, "seconds": 0, "error": "skipped: out of time budget",
                          "tail": "", "result": None})  # fmt: skip
             continue
-        runs.append(run_benchmark(name, min(TIMEOUTS.get(name, DEFAULT_TIMEOUT), remaining)))
+        run = run_benchmark(name, min(TIMEOUTS.get(name, DEFAULT_TIMEOUT), remaining))
+        run["date"] = datetime.now(UTC).isoformat(timespec="seconds")
+        runs.append(run)
     transfer = next((r["result"] for r in runs if r["name"] == "transfer" and r["result"]), None)
-    if transfer:
+    if transfer and (not only or "transfer" in only):
         plot_transfer(transfer)
     info = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -297,11 +329,22 @@ def main() -> int:
         "stack": stack,
         "load_before": load_before,
         "total_seconds": time.monotonic() - t0,
+        "only": only,
     }
+    RECORDS.write_text(json.dumps({r["name"]: r for r in runs}, indent=1) + "\n")
     write_readme(runs, info)
     print(f"\nwritten {README}", file=sys.stderr)
     stop_started(stack)
-    return 0 if all(r["error"] is None for r in runs) else 1
+    ran = [r for r in runs if not only or r["name"] in only]
+    return 0 if all(r["error"] is None for r in ran) else 1
+
+
+def _load_records() -> dict[str, dict[str, Any]]:
+    """The last run's record of every benchmark (empty before the first full run)."""
+    try:
+        return dict(json.loads(RECORDS.read_text()))
+    except (OSError, ValueError):
+        return {}
 
 
 if __name__ == "__main__":
