@@ -149,8 +149,9 @@ def redrive_brought_back_the_dead_letters(run: Run) -> None:
     stored = _stored_between(run, outage.injected_at + 1, outage.healed_at - 20)
     assert stored and stored <= dead_objects, (
         f"stored while down but not dead-lettered: {sorted(stored - dead_objects)[:5]}")
+    down = (outage.notes["down_from"], outage.notes["down_until"])
     during = [r for r in run.world.read(run.world.registry.datasets)
-              if outage.injected_at + 2 < _when(r["ingest_time"]) < outage.healed_at]  # fmt: skip
+              if down[0] < _when(r["ingest_time"]) < down[1]]  # fmt: skip
     assert during == [], f"{len(during)} registered while the function was down"
     passes = _facility_passes(run)
     redriven = sum((p.get("redrive") or {}).get("redriven", 0) for p in passes)

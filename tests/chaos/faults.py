@@ -78,9 +78,14 @@ class Outage(Fault):
             proc.stop()
         else:
             proc.terminate()
+        # down from the moment the process has exited (a graceful stop lets requests in flight
+        # finish, which takes seconds on a busy machine), not from when the stop was asked for
+        self.notes["down_from"] = time.time()
 
     def heal(self, world: World) -> None:
         proc = world.process(self.process)
+        # ... until its successor is started (it may serve before ``start`` sees the port open)
+        self.notes["down_until"] = time.time()
         proc.start(timeout=90) if self.process == "function" else proc.start()
 
 

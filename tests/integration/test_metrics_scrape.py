@@ -191,8 +191,11 @@ def test_every_process_serves_metrics_direct(private_stack: PrivateStack, tmp_pa
         with private_stack.use():
             world.start()
             _settle(world)
-            _assert_pipeline_metrics(world)
+            # first the exposures closed: their manifests may come late (the relay backs off
+            # while the manifests' function starts), and until its first manifest that
+            # function has built nothing to export
             _assert_exposures_ingested(world)
+            _assert_pipeline_metrics(world)
 
             port = free_port()
             base = f"http://127.0.0.1:{port}"
