@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, delete, func, or_, select, update
+from sqlalchemy import Connection, Engine, bindparam, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from obsingest.registry.facility_tables import arrival_outbox
@@ -77,6 +77,18 @@ def _utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+#: Built once, executed with parameters: no statement to build and hash per registration.
+_INSERT = arrival_outbox.insert().returning(arrival_outbox.c.id)
+_MARK = (
+    update(arrival_outbox)
+    .where(
+        arrival_outbox.c.id.in_(bindparam("ids", expanding=True)),
+        arrival_outbox.c.published_at.is_(None),
+    )
+    .values(published_at=bindparam("at"), lease_until=None, last_error="")
+)
+
+
 def insert_row(
     conn: Connection,
     dataset_id: uuid.UUID,
@@ -87,19 +99,18 @@ def insert_row(
     """Add the announcement of ``dataset_id`` inside the caller's (registration) transaction,
     leased to the caller for its immediate publish; returns the row id."""
     row_id = conn.execute(
-        arrival_outbox.insert()
-        .values(
-            dataset_id=dataset_id,
-            topic=message.topic,
-            message_key=message.key,
-            attributes=json.dumps(message.attributes, sort_keys=True),
-            payload=message.payload,
-            created_at=now,
-            lease_until=now + timedelta(seconds=lease_seconds),
-            attempts=0,
-            last_error="",
-        )
-        .returning(arrival_outbox.c.id)
+        _INSERT,
+        {
+            "dataset_id": dataset_id,
+            "topic": message.topic,
+            "message_key": message.key,
+            "attributes": json.dumps(message.attributes, sort_keys=True),
+            "payload": message.payload,
+            "created_at": now,
+            "lease_until": now + timedelta(seconds=lease_seconds),
+            "attempts": 0,
+            "last_error": "",
+        },
     ).scalar_one()
     return int(row_id)
 
@@ -230,18 +241,12 @@ class ArrivalOutbox:
         synchronous."""
         if not row_ids:
             return
-        at = at or datetime.now(UTC)
-        o = arrival_outbox
-        stmt = (
-            update(o)
-            .where(o.c.id.in_(row_ids), o.c.published_at.is_(None))
-            .values(published_at=at, lease_until=None, last_error="")
-        )
+        params = {"ids": list(row_ids), "at": at or datetime.now(UTC)}
 
         def mark(conn: Connection) -> None:
             if self._postgres:
                 conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
-            conn.execute(stmt)
+            conn.execute(_MARK, params)
 
         self._tx(mark)
 
