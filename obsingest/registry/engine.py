@@ -55,6 +55,4 @@ def _sqlite_tuning(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
-            return  # a single read statement (registry.ingested): no transaction, no lock
         conn.exec_driver_sql("BEGIN IMMEDIATE")
