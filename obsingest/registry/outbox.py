@@ -87,6 +87,10 @@ _MARK = (
     )
     .values(published_at=bindparam("at"), lease_until=None, last_error="")
 )
+#: ``_MARK`` committing without waiting for its WAL flush (``ArrivalOutbox.mark_published``)
+_MARK_ASYNC = _MARK.where(
+    select(func.set_config("synchronous_commit", "off", True)).scalar_subquery() == "off"
+)
 
 
 def insert_row(
@@ -230,25 +234,30 @@ class ArrivalOutbox:
         return found[0] if found else None
 
     def mark_published(self, row_ids: list[int], at: datetime | None = None) -> None:
-        """Record rows as published. On PostgreSQL this transaction alone commits with
-        ``synchronous_commit = off``: it does not wait for its WAL flush (an fsync, the largest
-        single cost of a registration on a durable server), yet is visible at once and made
-        durable by the next flush (``wal_writer_delay``, or the next synchronous commit). A mark
-        lost in a server crash only leaves its row pending: a drain publishes it once more after
-        its lease, which the at-least-once contract allows (subscribers deduplicate on the
-        dataset id). So at most the marks of the last ~3 x ``wal_writer_delay`` (600 ms by
-        default) before a crash are re-published; the registration and its outbox row stay
-        synchronous."""
+        """Record rows as published. On PostgreSQL the mark commits with ``synchronous_commit =
+        off``: it does not wait for its WAL flush (an fsync per CCD on a durable server), yet is
+        visible at once and made durable by the next flush (``wal_writer_delay``, or the next
+        synchronous commit). A mark lost in a server crash only leaves its row pending: a drain
+        publishes it once more after its lease, which the at-least-once contract allows
+        (subscribers deduplicate on the dataset id). So at most the marks of the last ~3 x
+        ``wal_writer_delay`` (600 ms by default) before a crash are re-published; registrations
+        and their outbox rows stay synchronous.
+
+        It is one statement in autocommit (one round trip, not BEGIN, SET, UPDATE, COMMIT): the
+        ``set_config(..., is_local => true)`` in its WHERE clause applies to the statement's own
+        transaction, whose commit reads the setting before it is reset."""
         if not row_ids:
             return
         params = {"ids": list(row_ids), "at": at or datetime.now(UTC)}
+        if not self._postgres:
+            self._tx(lambda c: c.execute(_MARK, params))
+            return
 
-        def mark(conn: Connection) -> None:
-            if self._postgres:
-                conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
-            conn.execute(_MARK, params)
+        def mark() -> None:
+            with self.engine.connect() as conn:
+                conn.execution_options(isolation_level="AUTOCOMMIT").execute(_MARK_ASYNC, params)
 
-        self._tx(mark)
+        self._retrying(mark)
 
     def mark_failed(
         self, row_id: int, error: str, retry_after: float, now: datetime | None = None
