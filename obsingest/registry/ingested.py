@@ -137,8 +137,8 @@ class IngestedCheck:
         self.lease_seconds = lease_seconds
         self.clock = clock
         self.dataset_type = registry.settings.dataset_type
-        postgres = registry.engine.dialect.name == "postgresql"
-        self._insert = postgresql.insert if postgres else sqlite.insert
+        self._postgres = registry.engine.dialect.name == "postgresql"
+        self._insert = postgresql.insert if self._postgres else sqlite.insert
         self._build_statements()
 
     def _build_statements(self) -> None:
@@ -185,8 +185,15 @@ class IngestedCheck:
         return {"dt": self.dataset_type, "run": run_name(self.registry.settings.run, instrument)}
 
     def _read(self, fn: Callable[[Connection], Any]) -> Any:
+        """One read statement, on PostgreSQL in autocommit: its own snapshot, started after the
+        caller's commit (what the check needs), without the BEGIN and ROLLBACK round trips of a
+        transaction. (SQLite keeps its transaction: its engine manages BEGIN itself.)"""
+        postgres = self._postgres
+
         def run() -> Any:
             with self.registry.engine.connect() as conn:
+                if postgres:
+                    conn = conn.execution_options(isolation_level="AUTOCOMMIT")
                 return fn(conn)
 
         return self.registry._retrying(run)

@@ -18,3 +18,26 @@ class TestPostgresOutbox(OutboxContract):
         reg = Registry.open(RegistrySettings(url=postgres, pool_size=4))
         yield reg
         reg.close()
+
+
+def test_mark_published_skips_its_own_wal_flush_but_leaves_every_other_commit_synchronous(
+    postgres: str,
+) -> None:
+    """The mark commits without waiting for fsync (a lost mark is only a re-publish); the
+    setting must not leak into the pooled session, where registrations commit next."""
+    from sqlalchemy import text
+
+    from tests.unit.obsingest.registry.outbox_contract import announce, file_record
+
+    reg = Registry.open(RegistrySettings(url=postgres, pool_size=1, max_overflow=0))
+    try:
+        registration = reg.register(file_record(1), announce=announce)
+        assert registration.outbox_id is not None
+        reg.outbox.mark_published([registration.outbox_id])
+        assert reg.outbox.status().pending == 0
+        with reg.engine.connect() as conn:  # the one pooled connection the mark used
+            assert conn.execute(text("SHOW synchronous_commit")).scalar_one() == "on"
+        with reg.engine.begin() as conn:
+            assert conn.execute(text("SHOW synchronous_commit")).scalar_one() == "on"
+    finally:
+        reg.close()
