@@ -47,7 +47,7 @@ from obsingest.registry.butler_repo import (
 )
 from obsingest.registry.engine import make_engine
 from obsingest.registry.migrations import migrate
-from obsingest.registry.outbox import insert_row
+from obsingest.registry.outbox import insert_rows
 from obsingest.registry.registry import (
     OUTBOX_LEASE_SECONDS,
     Announcer,
@@ -229,10 +229,8 @@ class ButlerRegistry(Registry):
             return
 
         def tx(conn: Any) -> list[int]:
-            return [
-                insert_row(conn, r.dataset_id, message, r.registered_time, OUTBOX_LEASE_SECONDS)
-                for _, r, message in new
-            ]
+            rows = [(r.dataset_id, message, r.registered_time) for _, r, message in new]
+            return insert_rows(conn, rows, OUTBOX_LEASE_SECONDS)
 
         try:
             row_ids = self._retrying(lambda: self._in_tx(tx))
