@@ -43,7 +43,7 @@ def export_butler(
     from lsst.daf.butler.registry.interfaces import RunRecord
     from lsst.daf.butler.transfers import YamlRepoExportBackend
 
-    from obsingest.registry.butler import _timespan
+    from obsingest.registry.butler_records import with_timespan
     from obsingest.registry.butler_repo import RAW_DIMENSIONS, ButlerSettings, raw_formatter
 
     settings = ButlerSettings()
@@ -61,7 +61,7 @@ def export_butler(
             key = tuple(v for k, v in record.items() if k in ("instrument", "id", "name"))
             if key not in seen[element]:
                 seen[element].add(key)
-                records[element].append(_timespan(record))
+                records[element].append(with_timespan(record))
     dtype = DatasetType(
         registry.settings.dataset_type,
         RAW_DIMENSIONS,

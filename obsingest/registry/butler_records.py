@@ -86,3 +86,20 @@ def exposure_records(exp: ExposureRecord) -> dict[str, Record]:
             "timespan": (begin, end) if begin is not None and end is not None else None,
         },
     }
+
+
+def with_timespan(record: dict[str, Any]) -> dict[str, Any]:
+    """(begin, end) UTC datetimes -> a Butler Timespan (TAI, as daf_butler stores times)."""
+    value = record.get("timespan")
+    if value is None:
+        return record
+    from astropy.time import Time
+    from lsst.daf.butler import Timespan
+
+    begin, end = (Time(naive_utc(t), scale="utc").tai for t in value)
+    return {**record, "timespan": Timespan(begin, end)}
+
+
+def naive_utc(t: datetime) -> datetime:
+    """Naive UTC for astropy; a naive value (SQLite gives them back) is UTC already."""
+    return t if t.tzinfo is None else t.astimezone(UTC).replace(tzinfo=None)

@@ -10,16 +10,18 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from sqlalchemy import select
 
-from obsingest.dataid import DataId
+from obsingest.dataid import DataId, dataset_id
 from obsingest.errors import ChecksumConflict
 from obsingest.registry import FileRecord
 from obsingest.registry.butler import ButlerRegistry
 from obsingest.registry.butler_repo import ButlerSettings
 from obsingest.registry.engine import make_engine
 from obsingest.registry.migrations import migrate
+from obsingest.registry.outbox import OutboxMessage, arrival_outbox
 from obsingest.registry.registry import RegistryUnavailable
-from obsingest.settings import RegistrySettings
+from obsingest.settings import RegistrySettings, run_name
 
 pytestmark = pytest.mark.unit
 
@@ -95,3 +97,52 @@ def test_a_butler_failure_is_retriable_and_reaches_only_its_batch(registry):
     # the companion kept it: a redelivery after the Butler is back completes it
     registry._in_butler = Recorder(seconds=0.0)
     assert registry.register(_record(1, 2026112200002)).created is False
+
+
+def _announce(registration):
+    return OutboxMessage("arrivals", str(registration.dataset_id).encode())
+
+
+def _outbox(registry):
+    with registry.engine.connect() as conn:
+        return {r.dataset_id: r.id for r in conn.execute(select(arrival_outbox))}
+
+
+def test_outbox_rows_of_a_batch_are_written_after_the_butler_each_to_its_caller(registry):
+    recorder = Recorder(seconds=0.02)
+    registry._in_butler = recorder
+    with ThreadPoolExecutor(64) as pool:
+        results = list(
+            pool.map(lambda d: registry.register(_record(d), announce=_announce), range(205))
+        )
+    rows = _outbox(registry)
+    assert len(rows) == 205
+    assert all(r.outbox_id == rows[r.dataset_id] for r in results)
+    # a redelivery writes no second row and gets none
+    again = registry.register(_record(5), announce=_announce)
+    assert not again.created and again.outbox_id is None and len(_outbox(registry)) == 205
+
+
+def test_no_outbox_row_for_a_dataset_the_butler_refused(registry):
+    registry._in_butler = Recorder(seconds=0.0, fail_exposure=2026112200002)
+    with pytest.raises(RegistryUnavailable):
+        registry.register(_record(1, 2026112200002), announce=_announce)
+    assert _outbox(registry) == {}
+
+
+def test_a_message_that_cannot_be_built_fails_only_its_caller(registry):
+    registry._in_butler = Recorder(seconds=0.02)
+    settings = registry.settings
+    bad = dataset_id(_record(3).data_id, settings.dataset_type, run_name(settings.run, "LSSTCam"))
+
+    def announce(registration):
+        if registration.dataset_id == bad:
+            raise ValueError("cannot encode")
+        return _announce(registration)
+
+    with ThreadPoolExecutor(8) as pool:
+        futures = [pool.submit(registry.register, _record(d), None, announce) for d in range(8)]
+        outcomes = [f.exception() or f.result() for f in futures]
+    assert isinstance(outcomes[3], ValueError)
+    assert not any(isinstance(o, Exception) for i, o in enumerate(outcomes) if i != 3)
+    assert len(_outbox(registry)) == 7 and bad not in _outbox(registry)
