@@ -4,8 +4,12 @@ processes) on the same files, in the same run, against the GCS emulator.
 
 Ours journals every file, uploads create-once and verifies each file's CRC32C and size against
 what the store holds, and resumes after a crash; transfer_manager does none of that. Each
-(tool, N) run uploads the whole archive to a fresh bucket; tools alternate per N so load drift
-hits both. Goal: at every N, at least transfer_manager's throughput. Writes
+(tool, N) run uploads the whole archive to a fresh bucket. Each N is run ``REPEATS`` times with
+the order of the two tools alternating (AB, BA, ...: whoever goes first pays the emulator's
+warm-up and load drift equally); a row reports each tool's median and the median of the
+same-repeat ratios. Both send one multipart request per file with a client-computed CRC32C
+(transfer_manager's default ``checksum="auto"``), one HTTP connection per worker process.
+Goal: at every N, at least transfer_manager's throughput. Writes
 ``benchmarks/results/backfill.json``; ``python -m benchmarks.backfill`` prints the table.
 """
 
@@ -14,6 +18,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -27,6 +32,8 @@ RESULTS = ROOT / "benchmarks" / "results" / "backfill.json"
 FILES = 1000
 FILE_BYTES = 64 * 1024
 PARALLEL = (1, 2, 4, 8)
+#: runs per (tool, N), order alternating; medians reported
+REPEATS = 2
 
 
 def make_archive(root: Path, files: int, size: int) -> list[Path]:
@@ -93,35 +100,50 @@ def google(root: Path, paths: list[Path], client: Any, bucket: str, parallel: in
     return seconds
 
 
-def run(files: int = FILES, size: int = FILE_BYTES,
-        parallel: tuple[int, ...] = PARALLEL) -> dict[str, Any]:  # fmt: skip
+def _once(tool: str, root: Path, paths: list[Path], client: Any, n: int) -> float:
+    """Seconds for one whole-archive run of ``tool`` at ``--parallel n`` into a fresh bucket."""
+    print(f"backfill benchmark: {tool}, --parallel {n} ...", file=sys.stderr)
+    bucket = _fresh_bucket(client, tool[:6])
+    try:
+        if tool == "obsingest":
+            seconds = ours(root, bucket, n)
+        else:
+            seconds = google(root, paths, client, bucket, n)
+    finally:
+        stored = _drop(client, bucket)
+    if stored != len(paths):
+        raise RuntimeError(f"{tool}: {stored} objects in the bucket, not {len(paths)}")
+    return seconds
+
+
+def run(files: int = FILES, size: int = FILE_BYTES, parallel: tuple[int, ...] = PARALLEL,
+        repeats: int = REPEATS) -> dict[str, Any]:  # fmt: skip
     from obsingest_cli.demo.local_stack import use_stack_environment
 
     use_stack_environment(("gcs", "pubsub"))
     tmp = Path(tempfile.mkdtemp(prefix="bench-backfill-"))
     client = _client()
     rows = []
+    tools = ("transfer_manager", "obsingest")
     try:
         paths = make_archive(tmp / "archive", files, size)
         total = files * size
-        for n in parallel:
+        for i, n in enumerate(parallel):
             row: dict[str, Any] = {"parallel": n}
-            for tool in ("transfer_manager", "obsingest"):
-                print(f"backfill benchmark: {tool}, --parallel {n} ...", file=sys.stderr)
-                bucket = _fresh_bucket(client, tool[:6])
-                try:
-                    if tool == "obsingest":
-                        seconds = ours(tmp / "archive", bucket, n)
-                    else:
-                        seconds = google(tmp / "archive", paths, client, bucket, n)
-                finally:
-                    stored = _drop(client, bucket)
-                if stored != files:
-                    raise RuntimeError(f"{tool}: {stored} objects in the bucket, not {files}")
-                row[tool] = {"seconds": round(seconds, 3), "files_s": round(files / seconds, 1),
-                             "gbit_s": round(total * 8 / 1e9 / seconds, 4)}  # fmt: skip
-            theirs = row["transfer_manager"]["files_s"]
-            row["ratio"] = round(row["obsingest"]["files_s"] / theirs, 3)
+            seconds: dict[str, list[float]] = {tool: [] for tool in tools}
+            for rep in range(repeats):
+                order = tools if (i + rep) % 2 == 0 else tools[::-1]
+                for tool in order:
+                    seconds[tool].append(_once(tool, tmp / "archive", paths, client, n))
+            for tool in tools:
+                median = statistics.median(seconds[tool])
+                runs = [round(files / s, 1) for s in seconds[tool]]
+                row[tool] = {"seconds": round(median, 3), "files_s": round(files / median, 1),
+                             "gbit_s": round(total * 8 / 1e9 / median, 4),
+                             "runs_files_s": runs}  # fmt: skip
+            # ours/theirs in files/s = their seconds / ours, per repeat (same load), median
+            pairs = zip(seconds["obsingest"], seconds["transfer_manager"], strict=True)
+            row["ratio"] = round(statistics.median(t / o for o, t in pairs), 3)
             rows.append(row)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -133,6 +155,8 @@ def run(files: int = FILES, size: int = FILE_BYTES,
         "ours": "obsingest backfill: journal + create-once upload + CRC32C/size verification",
         "reference": "google.cloud.storage.transfer_manager.upload_many_from_filenames "
         "(worker_type=PROCESS): upload only",
+        "repeats": repeats,
+        "order": "alternating per repeat and per N; medians, ratio = median of same-repeat ratios",
         "rows": rows,
         "goal": {
             "what": "obsingest backfill at least transfer_manager's files/s at every --parallel",

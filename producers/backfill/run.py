@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from importlib import import_module
 from pathlib import Path
@@ -33,6 +33,9 @@ from producers.edge.worker import WorkerInit, WorkerPool
 log = get_logger("obsingest.backfill")
 
 JOURNAL_NAME = "backfill.sqlite3"
+
+#: a journal update: (key, new state or None, other columns)
+_Update = tuple[str, str | None, dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,17 @@ class BackfillReport:
 
 
 class _Run:
-    """The dispatch loop: keep every worker busy with a batch, journal results in batches."""
+    """The dispatch loop: keep every worker busy with a batch, journal results in batches.
+
+    Pipelined so that no worker waits for the journal: every worker's *next* batch is
+    journalled ``sent`` ahead of time (one spare batch per worker), and the collector thread
+    hands it over the moment the worker reports, before this process journals that report.
+    One transaction then records the finished batch's acks together with the ``sent`` of the
+    batch after next (a group commit: two SQLite commits per batch became one, and the worker
+    no longer idles through them, which at ``--parallel 1`` was most of our extra cost per
+    file). The journal rules are unchanged: a batch is ``sent`` before any worker holds it, a
+    file is ``acked`` only after the store verified it.
+    """
 
     def __init__(self, config: BackfillConfig, journal: Journal, report: BackfillReport,
                  bar: Any) -> None:  # fmt: skip
@@ -106,45 +119,63 @@ class _Run:
         self.journal = journal
         self.report = report
         self.bar = bar
+        self.pool: WorkerPool | None = None
         self.results: list[tuple[list[str], bool, Any]] = []
+        self.ready: deque[list[Entry]] = deque()  # journalled ``sent``, not yet handed out
+        self.outstanding = 0  # handed out, result not yet taken by the dispatch loop
         self.cond = threading.Condition()
 
     def on_result(self, job: list[str], ok: bool, value: Any) -> None:
         with self.cond:
+            self._hand_out()  # the worker that just reported is idle: its next batch, now
             self.results.append((job, ok, value))
             self.cond.notify_all()
 
+    def _hand_out(self) -> None:
+        """Give ready batches to idle workers (``self.cond`` held)."""
+        pool = self.pool
+        while pool is not None and self.ready and pool.idle():
+            batch = self.ready[0]
+            if not pool.submit([e.key for e in batch], [(e.key, e.source) for e in batch]):
+                break
+            self.ready.popleft()
+            self.outstanding += 1
+
     def run_round(self, pool: WorkerPool, todo: list[Entry]) -> list[Entry]:
         """Send ``todo``; the entries that failed transiently (to retry)."""
+        self.pool = pool
         by_key = {e.key: e for e in todo}
-        batches = [todo[i : i + self.config.batch] for i in range(0, len(todo), self.config.batch)]
+        size = self.config.batch
+        batches = deque(todo[i : i + size] for i in range(0, len(todo), size))
         retry: list[Entry] = []
-        outstanding = 0
-        while batches or outstanding:
-            while batches and pool.idle():
-                batch = batches.pop(0)
-                keys = [e.key for e in batch]
-                self.journal.mark_many(
-                    [(e.key, "sent", {"attempts": e.attempts + 1}) for e in batch]
-                )
-                if not pool.submit(keys, [(e.key, e.source) for e in batch]):
-                    batches.insert(0, batch)
-                    break
-                outstanding += 1
+        updates: list[_Update] = []  # results not yet committed
+        while True:
             with self.cond:
+                spare = max(0, 2 * pool.size - self.outstanding - len(self.ready))
+            fresh = [batches.popleft() for _ in range(min(spare, len(batches)))]
+            updates += [(e.key, "sent", {"attempts": e.attempts + 1}) for b in fresh for e in b]
+            if updates:
+                # not durable: a lost ack after a power cut only means a re-put answered "exists"
+                self.journal.mark_many(updates)
+                updates = []
+            with self.cond:
+                self.ready.extend(fresh)
+                self._hand_out()
+                if not (batches or self.ready or self.outstanding or self.results):
+                    break
                 self.cond.wait_for(lambda: bool(self.results), timeout=0.5)
                 done, self.results = self.results, []
+                self.outstanding -= len(done)
             for keys, ok, value in done:
-                outstanding -= 1
                 results = value if ok else [
                     FileResult(k, False, retriable=True, reason=getattr(value, "reason", "error"),
                                error=f"{type(value).__name__}: {value}") for k in keys
                 ]  # fmt: skip
-                retry += [by_key[r.key] for r in self._record(results)]
+                retry += [by_key[r.key] for r in self._record(results, updates)]
         return retry
 
-    def _record(self, results: list[FileResult]) -> list[FileResult]:
-        updates = []
+    def _record(self, results: list[FileResult], updates: list[_Update]) -> list[FileResult]:
+        """Count ``results`` and add their journal updates to ``updates``; the transient ones."""
         transient = []
         sent = 0
         for r in results:
@@ -167,8 +198,6 @@ class _Run:
                 updates.append((r.key, "quarantined", {"reason": r.reason, "error": r.error}))
                 self.report.failed[r.key] = f"{r.reason}: {r.error}"
                 log_event(log, "backfill.failed", object=r.key, reason=r.reason, error=r.error)
-        # not durable: a lost ack after a power cut only means a re-put answered "exists"
-        self.journal.mark_many(updates)
         if self.bar is not None:
             self.bar.update(sent)
             self.bar.set_postfix(files=self.report.verified, failed=len(self.report.failed),

@@ -63,6 +63,12 @@ class UploadWorker:
         crc, checksum = crc32c_b64(data), checksum_str(data)
         try:
             put = self.store.put(name, data, {"obsingest-checksum": checksum})
+            # The upload response is the object resource as stored: its crc32c and size are
+            # computed by the store from the bytes it received (GCS; fake-gcs-server hashes the
+            # received content too, and both refuse the upload with a 400 when it differs from
+            # the crc32c we declared), so comparing them with the file's is a verification of
+            # the stored bytes, with no extra GET. An "exists" answer is checked the same way
+            # against the existing object's resource (one GET, only on a resume).
             if put.obj.size != len(data) or put.obj.crc32c != crc:
                 raise ChecksumMismatch(
                     f"{name}: store holds {put.obj.size} B crc32c {put.obj.crc32c}, "
