@@ -53,7 +53,7 @@ TIMEOUTS = {
     "beam_batch": 300,
     "butler": 300,
     "edge": 480,
-    "backfill": 300,
+    "backfill": 420,
     "presence": 360,
     "capacity": 300,
 }
