@@ -102,21 +102,25 @@ def insert_row(
 ) -> int:
     """Add the announcement of ``dataset_id`` inside the caller's (registration) transaction,
     leased to the caller for its immediate publish; returns the row id."""
-    row_id = conn.execute(
-        _INSERT,
-        {
-            "dataset_id": dataset_id,
-            "topic": message.topic,
-            "message_key": message.key,
-            "attributes": json.dumps(message.attributes, sort_keys=True),
-            "payload": message.payload,
-            "created_at": now,
-            "lease_until": now + timedelta(seconds=lease_seconds),
-            "attempts": 0,
-            "last_error": "",
-        },
-    ).scalar_one()
+    row_id = conn.execute(_INSERT, _values(dataset_id, message, now, lease_seconds)).scalar_one()
     return int(row_id)
+
+
+def _values(
+    dataset_id: uuid.UUID, message: OutboxMessage, now: datetime, lease_seconds: float
+) -> dict[str, object]:
+    """An outbox row's values: pending, leased to its writer for the immediate publish."""
+    return {
+        "dataset_id": dataset_id,
+        "topic": message.topic,
+        "message_key": message.key,
+        "attributes": json.dumps(message.attributes, sort_keys=True),
+        "payload": message.payload,
+        "created_at": now,
+        "lease_until": now + timedelta(seconds=lease_seconds),
+        "attempts": 0,
+        "last_error": "",
+    }
 
 
 def insert_rows(
@@ -129,20 +133,7 @@ def insert_rows(
     if not rows:
         return []
     stmt = arrival_outbox.insert().returning(arrival_outbox.c.id, sort_by_parameter_order=True)
-    params = [
-        {
-            "dataset_id": dataset_id,
-            "topic": message.topic,
-            "message_key": message.key,
-            "attributes": json.dumps(message.attributes, sort_keys=True),
-            "payload": message.payload,
-            "created_at": now,
-            "lease_until": now + timedelta(seconds=lease_seconds),
-            "attempts": 0,
-            "last_error": "",
-        }
-        for dataset_id, message, now in rows
-    ]
+    params = [_values(dataset_id, message, now, lease_seconds) for dataset_id, message, now in rows]
     return [int(row_id) for row_id in conn.execute(stmt, params).scalars()]
 
 
