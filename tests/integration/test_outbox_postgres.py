@@ -25,9 +25,17 @@ def test_mark_published_skips_its_own_wal_flush_but_leaves_every_other_commit_sy
 ) -> None:
     """The mark commits without waiting for fsync (a lost mark is only a re-publish); the
     setting must not leak into the pooled session, where registrations commit next."""
-    from sqlalchemy import text
+    from sqlalchemy import create_engine, text
 
     from tests.unit.obsingest.registry.outbox_contract import announce, file_record
+
+    # The test cluster may run with synchronous_commit off server-wide (throwaway fixtures start
+    # it non-durable): make it on for this database, so a leaked "off" is visible.
+    admin = create_engine(postgres, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        name = conn.execute(text("SELECT current_database()")).scalar_one()
+        conn.execute(text(f'ALTER DATABASE "{name}" SET synchronous_commit = on'))
+    admin.dispose()
 
     reg = Registry.open(RegistrySettings(url=postgres, pool_size=1, max_overflow=0))
     try:
