@@ -1,11 +1,11 @@
 output "register_url" {
   description = "Push endpoint of the register function."
-  value       = google_cloudfunctions2_function.register.service_config[0].uri
+  value       = google_cloudfunctions2_function.push["register"].service_config[0].uri
 }
 
 output "manifests_url" {
   description = "Push endpoint of the manifests function (on_manifest)."
-  value       = google_cloudfunctions2_function.manifests.service_config[0].uri
+  value       = google_cloudfunctions2_function.push["manifests"].service_config[0].uri
 }
 
 output "presence_url" {

@@ -8,16 +8,16 @@ locals {
   # topic -> message retention on the topic itself (lets a subscriber created later seek back);
   # null: none. The event topics downstream consumers read keep a week.
   topics = {
-    "ccd-objects"         = null
-    "ccd-objects-dlq"     = null
+    "ccd-objects"            = null
+    "ccd-objects-dlq"        = null
     "ccd-objects-dlq-parked" = null
-    "ccd-arrivals"        = "604800s"
-    "exposures"           = "604800s"
-    "exposures-dlq"       = null
-    "exposures-ingested"  = "604800s"
-    "exposure-summaries"  = "604800s"
-    "budget-alerts"       = "604800s"
-    "exposure-events-dlq" = null
+    "ccd-arrivals"           = "604800s"
+    "exposures"              = "604800s"
+    "exposures-dlq"          = null
+    "exposures-ingested"     = "604800s"
+    "exposure-summaries"     = "604800s"
+    "budget-alerts"          = "604800s"
+    "exposure-events-dlq"    = null
   }
   week = "604800s"
 }
