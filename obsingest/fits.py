@@ -269,6 +269,17 @@ def parse_fits(data: bytes | bytearray | memoryview) -> list[Hdu]:
     return hdus
 
 
+def parse_primary(head: bytes | bytearray | memoryview) -> Hdu:
+    """The primary header from the first bytes of a file (its data and the HDUs after it need
+    not be there): for a reader that knows the rest of the file is whole by other means (a
+    checksum); FitsFormatError on bad bytes, or when ``head`` ends before the END card."""
+    buf = memoryview(head)
+    if bytes(buf[:10]) != b"SIMPLE  = ":
+        raise FitsFormatError("not a FITS file: does not start with SIMPLE =", 252)
+    cards, data_offset = read_header(buf, 0, 0)
+    return Hdu(0, cards, data_offset, 0)
+
+
 def padded(n: int) -> int:
     """``n`` rounded up to whole 2880-byte FITS blocks."""
     return n + (-n % BLOCK)

@@ -19,6 +19,7 @@ from obsingest.errors import ChecksumConflict
 from obsingest.logs import get_logger, log_event
 from obsingest.store.base import ObjectConflict, ObjectStore, StoredObject
 from obsingest.store.notifications import MetadataKeys, object_metadata, parked_copy
+from producers.ccd_bytes import check_ccd_bytes
 
 log = get_logger("obsingest.producer.upload")
 
@@ -49,6 +50,7 @@ class DirectUploader:
         readout_time: datetime,
         compressed_time: datetime | None = None,
     ) -> UploadResult:
+        check_ccd_bytes(data_id, data)
         name = data_id.object_name(self.prefix)
         checksum = checksum_str(data)
         meta = object_metadata(

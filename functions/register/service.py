@@ -31,20 +31,20 @@ from typing import TYPE_CHECKING
 
 from functions.register.announce import ArrivalAnnouncer, PeriodicDrain, arrival_message
 from functions.register.exposures import ExposureCloser
+from functions.register.verify import read_verified
 from obsingest import defaults
 from obsingest.bus.base import Publisher
-from obsingest.checksums import checksum_from_crc32c_b64, crc32c_b64
+from obsingest.checksums import checksum_from_crc32c_b64
 from obsingest.dataid import DataId, parse_object_name
 from obsingest.errors import (
     BadMetadata,
-    ChecksumMismatch,
     CorruptFile,
     ForeignBucket,
     HeaderMismatch,
     PermanentError,
     RetriableError,
 )
-from obsingest.fits import parse_fits
+from obsingest.fits import Hdu
 from obsingest.logs import get_logger, log_event, logging_context
 from obsingest.messages import ArrivalEvent, utcnow
 from obsingest.registry import (
@@ -197,26 +197,14 @@ class RegisterService:
                 f"object {obj.name!r}: metadata {MetadataKeys.TRANSPORT}={transport[:40]!r} "
                 "is not a transport name (a lowercase slug of at most 16 characters)"
             )
-        data = self.store.read(obj.name)
-        actual_crc = crc32c_b64(data)
-        if len(data) != obj.size or (obj.crc32c and actual_crc != obj.crc32c):
-            raise ChecksumMismatch(
-                f"object {obj.name!r}: stored bytes ({len(data)} B, crc32c {actual_crc}) differ "
-                f"from the event ({obj.size} B, crc32c {obj.crc32c}); replaced or corrupted"
-            )
-        checksum = checksum_from_crc32c_b64(actual_crc)  # the same CRC, not a second pass
-        claimed = obj.metadata.get(MetadataKeys.CHECKSUM)
-        if claimed and claimed != checksum:
-            raise ChecksumMismatch(
-                f"object {obj.name!r}: producer checksum {claimed} != stored {checksum}"
-            )
-        exposure = self._check_header(obj.name, data, data_id)
+        verified = read_verified(self.store, obj)
+        exposure = self._check_header(obj.name, verified.primary, data_id)
         readout = _meta_time(obj, MetadataKeys.READOUT_TIME) or obj.time_created
         record = FileRecord(
             data_id=data_id,
             uri=self.store.uri(obj.name),
-            size=len(data),
-            checksum=checksum,
+            size=verified.size,
+            checksum=verified.checksum,
             md5=obj.md5_hash,
             readout_time=readout,
             compressed_time=_meta_time(obj, MetadataKeys.COMPRESSED_TIME),
@@ -270,10 +258,10 @@ class RegisterService:
                 raise
             return arrival  # announced already: the outbox row is marked published
 
-    def _check_header(self, name: str, data: bytes, data_id: DataId) -> ExposureRecord:
-        """Refuse truncated/garbled files and files whose header names another CCD."""
+    def _check_header(self, name: str, primary: Hdu, data_id: DataId) -> ExposureRecord:
+        """Refuse files whose header names another CCD (``read_verified`` refused garbled
+        ones)."""
         try:
-            primary = parse_fits(data)[0]
             found = {
                 "INSTRUME": primary.str_value("INSTRUME"),
                 "EXPID": primary.int_value("EXPID", -1),

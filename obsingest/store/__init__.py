@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from obsingest.settings import StoreSettings
-from obsingest.store.base import ObjectConflict, ObjectStore, PutResult, StoredObject
+from obsingest.store.base import Head, ObjectConflict, ObjectStore, PutResult, StoredObject
 
 
 def open_store(settings: StoreSettings) -> ObjectStore:
@@ -20,4 +20,4 @@ def open_store(settings: StoreSettings) -> ObjectStore:
     raise ValueError(f"unsupported store URL {url!r} (use file://DIR or gs://BUCKET)")
 
 
-__all__ = ["ObjectConflict", "ObjectStore", "PutResult", "StoredObject", "open_store"]
+__all__ = ["Head", "ObjectConflict", "ObjectStore", "PutResult", "StoredObject", "open_store"]

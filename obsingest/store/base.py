@@ -35,6 +35,15 @@ class PutResult:
     created: bool  # False: the same bytes were already there (idempotent retry)
 
 
+@dataclass(frozen=True)
+class Head:
+    """The first bytes of an object and what the store says of the whole (``read_head``)."""
+
+    data: bytes  # the first ``length`` bytes asked for; the whole object if it is shorter
+    generation: int  # of the object the bytes came from
+    crc32c: str  # the whole object's, as the store computed it when it was written
+
+
 class ObjectConflict(ChecksumConflict):
     """Create-once write of different bytes under an existing name."""
 
@@ -59,6 +68,12 @@ class ObjectStore(Protocol):
 
     def read(self, name: str) -> bytes:
         """Whole object; ObjectMissing when absent."""
+        ...
+
+    def read_head(self, name: str, length: int) -> Head:
+        """The first ``length`` bytes (a header) in one request, with the generation and
+        CRC32C of the object they came from, so that a caller can tell that they belong to
+        the version it was told about; ObjectMissing when absent."""
         ...
 
     def uri(self, name: str) -> str: ...

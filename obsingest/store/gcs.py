@@ -31,7 +31,7 @@ from obsingest.checksums import crc32c_b64
 from obsingest.errors import ObjectMissing, PermanentError, RetriableError
 from obsingest.logs import get_logger, log_event
 from obsingest.retry import Attempt, RetryPolicy, Transient, call_with_retries
-from obsingest.store.base import ObjectConflict, PutResult, StoredObject
+from obsingest.store.base import Head, ObjectConflict, PutResult, StoredObject
 
 log = get_logger("obsingest.store.gcs")
 
@@ -309,6 +309,24 @@ class GcsStore:
                 checksum="crc32c", retry=None, timeout=self._timeout(remaining)
             )
             return data
+
+        try:
+            return self._retrying("read", name, download)
+        except api_exceptions.GoogleAPICallError as exc:
+            raise _read_error(exc, self.bucket, f"read {self.uri(name)!r}") from exc
+
+    def read_head(self, name: str, length: int) -> Head:
+        """One ranged GET. Its response headers carry the object's generation and whole-object
+        CRC32C (``x-goog-generation``, ``x-goog-hash``), which the client puts on the blob: no
+        second request to learn which version the bytes are from."""
+
+        def download(remaining: float) -> Head:
+            blob = self._bucket.blob(name)
+            data: bytes = blob.download_as_bytes(
+                start=0, end=max(0, length - 1), checksum=None, retry=None,
+                timeout=self._timeout(remaining),
+            )  # fmt: skip
+            return Head(data, int(blob.generation or 0), blob.crc32c or "")
 
         try:
             return self._retrying("read", name, download)

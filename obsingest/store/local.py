@@ -26,7 +26,7 @@ from pathlib import Path
 from obsingest.checksums import crc32c_b64
 from obsingest.errors import BadObjectName, ObjectMissing
 from obsingest.fileio import write_atomic
-from obsingest.store.base import ObjectConflict, PutResult, StoredObject
+from obsingest.store.base import Head, ObjectConflict, PutResult, StoredObject
 from obsingest.store.notifications import storage_cloudevent
 
 META_DIR = ".meta"
@@ -123,6 +123,15 @@ class LocalDirStore:
             return target.read_bytes()
         except FileNotFoundError:
             raise ObjectMissing(f"object {name!r} does not exist in {self.root.as_uri()}") from None
+
+    def read_head(self, name: str, length: int) -> Head:
+        obj = self.stat(name)
+        try:
+            with self._object_path(name).open("rb") as f:
+                data = f.read(length)
+        except FileNotFoundError:
+            raise ObjectMissing(f"object {name!r} does not exist in {self.root.as_uri()}") from None
+        return Head(data, obj.generation, obj.crc32c)
 
     def delete(self, name: str) -> None:
         """Remove an object (tests and operators only: the pipeline never deletes)."""

@@ -24,6 +24,7 @@ from obsingest.dataid import DataId
 from obsingest.errors import PermanentError, RetriableError
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ExposureManifest
+from producers.ccd_bytes import check_ccd_bytes
 from producers.kafka.chunker import encode_chunk, iter_chunks, resolve_chunk_size
 from producers.kafka.settings import KafkaProducerSettings
 
@@ -139,6 +140,7 @@ class KafkaChunkSender:
         from confluent_kafka import KafkaException
 
         started = time.perf_counter()
+        check_ccd_bytes(data_id, data)
         checksum = checksum_str(data)
         chunks = list(
             iter_chunks(

@@ -49,8 +49,17 @@ class ObjectStoreContract:
         assert obj.time_created.tzinfo is not None
         assert store.uri(NAME).endswith(NAME)
 
+    def test_read_head_gives_the_first_bytes_and_the_whole_objects_version(
+        self, store: ObjectStore
+    ) -> None:
+        put = store.put(NAME, DATA).obj
+        head = store.read_head(NAME, 100)
+        assert head.data == DATA[:100]
+        assert (head.generation, head.crc32c) == (put.generation, crc32c_b64(DATA))
+        assert store.read_head(NAME, len(DATA) + 5000).data == DATA  # longer than the object
+
     def test_missing_objects_are_object_missing_on_stat_and_read(self, store: ObjectStore) -> None:
-        for call in (store.stat, store.read):
+        for call in (store.stat, store.read, lambda name: store.read_head(name, 10)):
             with pytest.raises(ObjectMissing) as info:
                 call("raw/nothing/here.fits.fz")
             assert not info.value.retriable and "raw/nothing/here.fits.fz" in str(info.value)

@@ -2,7 +2,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from obsingest.errors import RetriableError
+from functions.register.verify import HEAD_BYTES
+from obsingest.checksums import checksum_from_crc32c_b64
+from obsingest.errors import CorruptFile, RetriableError
 from obsingest.store.notifications import MetadataKeys, from_storage_cloudevent, storage_cloudevent
 from producers.uploader import DirectUploader
 
@@ -83,16 +85,59 @@ def _quarantined(env):
     }
 
 
-def test_garbage_and_truncated_files_are_quarantined(env, did):
+def test_garbage_and_truncated_files_from_a_foreign_writer_are_quarantined(env, did):
+    """Bytes nobody vouched for (no obsingest-checksum) are read whole and parsed HDU by HDU."""
     good = small_ccd(did.exposure, did.detector)
-    DirectUploader(env.store).send(did, good[: len(good) // 2], READOUT)
+    env.store.put(did.object_name(), good[: len(good) // 2])
     other = type(did)(did.instrument, did.exposure, 4)
-    DirectUploader(env.store).send(other, b"SIMPLE  = no" + bytes(100), READOUT)
+    env.store.put(other.object_name(), b"SIMPLE  = no" + bytes(100))
     outcomes = env.deliver_all()
     assert [o.status for o in outcomes] == ["quarantined", "quarantined"]
     assert {o.reason for o in outcomes} == {"corrupt-file"}
     assert "truncated" in outcomes[0].message and did.object_name() in outcomes[0].message
     assert env.registry.count_datasets() == 0 and env.arrivals() == []
+
+
+def test_the_edge_never_sends_a_truncated_ccd(env, did):
+    """The sender vouches for structure too: it refuses, and the edge quarantines the file."""
+    good = small_ccd(did.exposure, did.detector)
+    with pytest.raises(CorruptFile, match=rf"CCD {did.key}: not sent: truncated"):
+        DirectUploader(env.store).send(did, good[: len(good) // 2], READOUT)
+    assert env.deliver_all() == []
+
+
+def test_a_vouched_ccd_is_verified_by_checksums_reading_only_its_header(env, did, monkeypatch):
+    DirectUploader(env.store).send(did, small_ccd(did.exposure, did.detector), READOUT)
+    heads = []
+    read_head = env.store.read_head
+    monkeypatch.setattr(env.store, "read", lambda name: pytest.fail(f"read whole: {name}"))
+    monkeypatch.setattr(
+        env.store, "read_head", lambda name, n: heads.append(n) or read_head(name, n)
+    )
+    [outcome] = env.deliver_all()
+    assert outcome.status == "registered" and heads == [HEAD_BYTES]
+    stored = env.store.stat(did.object_name())
+    [row] = env.registry.datasets()
+    assert row["checksum"] == checksum_from_crc32c_b64(stored.crc32c)
+    assert row["size"] == stored.size
+
+
+def test_a_claim_the_stored_bytes_do_not_match_is_read_whole_and_refused(env, did):
+    ccd = small_ccd(did.exposure, did.detector)
+    env.store.put(did.object_name(), ccd, {MetadataKeys.CHECKSUM: "crc32c:00000000"})
+    [outcome] = env.deliver_all()
+    assert outcome.reason == "checksum-mismatch"
+    assert "producer checksum crc32c:00000000 != stored" in outcome.message
+
+
+def test_a_vouched_ccd_replaced_since_its_event_is_refused(env, did):
+    DirectUploader(env.store).send(did, small_ccd(did.exposure, did.detector), READOUT)
+    outbox = env.store.outbox()
+    [(_path, event)] = outbox.pending()
+    event["data"]["generation"] = str(int(event["data"]["generation"]) + 1)
+    outcome = env.service.handle(from_storage_cloudevent(event, event["data"]))
+    assert outcome.reason == "checksum-mismatch" and "replaced since" in outcome.message
+    assert env.registry.count_datasets() == 0
 
 
 def test_header_naming_another_ccd_is_quarantined(env, did):

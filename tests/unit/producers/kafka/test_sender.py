@@ -10,7 +10,8 @@ from confluent_kafka import KafkaError
 
 from obsingest.checksums import checksum_str
 from obsingest.dataid import DataId
-from obsingest.errors import PermanentError, RetriableError
+from obsingest.errors import CorruptFile, PermanentError, RetriableError
+from obsingest.fits import header_bytes, make_card, padded
 from obsingest.messages import CcdChunk
 from producers.kafka import (
     ChunkDeliveryFailed,
@@ -25,6 +26,15 @@ from producers.kafka import (
 pytestmark = pytest.mark.unit
 
 DATA_ID = DataId("LSSTComCam", 2026112200001, 4)
+
+
+def fits_bytes(n: int) -> bytes:
+    """A whole FITS file (what a sender accepts: ``check_ccd_bytes``) with ``n`` random data
+    bytes."""
+    cards = [make_card("SIMPLE", True), make_card("BITPIX", 8), make_card("NAXIS", 1),
+             make_card("NAXIS1", n)]  # fmt: skip
+    return header_bytes(cards) + os.urandom(n) + bytes(padded(n) - n)
+
 READOUT = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 
 
@@ -71,7 +81,7 @@ def sender(fake: FakeProducer, chunk_size: int = 4096) -> KafkaChunkSender:
 
 def test_send_returns_acked_only_after_every_chunk_is_acknowledged():
     fake = FakeProducer()
-    data = os.urandom(10_000)
+    data = fits_bytes(8000)  # 11,520 bytes with its header and padding: 3 chunks of 4,096
     result = sender(fake).send(DATA_ID, data, READOUT)
     assert result.status == "acked"
     assert result.checksum == checksum_str(data)
@@ -91,7 +101,7 @@ def test_send_returns_acked_only_after_every_chunk_is_acknowledged():
 def test_a_retriable_delivery_error_raises_a_retriable_error():
     fake = FakeProducer(fail_at=1, error=KafkaError(KafkaError._MSG_TIMED_OUT))
     with pytest.raises(ChunkDeliveryFailed) as info:
-        sender(fake).send(DATA_ID, os.urandom(10_000), READOUT)
+        sender(fake).send(DATA_ID, fits_bytes(10_000), READOUT)
     assert isinstance(info.value, RetriableError)
     assert DATA_ID.key in str(info.value)
 
@@ -99,7 +109,7 @@ def test_a_retriable_delivery_error_raises_a_retriable_error():
 def test_a_refused_record_raises_a_permanent_error():
     fake = FakeProducer(fail_at=0, error=KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
     with pytest.raises(ChunkRejected) as info:
-        sender(fake).send(DATA_ID, os.urandom(5000), READOUT)
+        sender(fake).send(DATA_ID, fits_bytes(5000), READOUT)
     assert isinstance(info.value, PermanentError)
 
 
@@ -134,3 +144,10 @@ def test_producer_config_is_idempotent_acks_all_uncompressed(monkeypatch):
     assert cfg["message.max.bytes"] == 16 * 1024 * 1024
     assert cfg["linger.ms"] == 7
     assert cfg["bootstrap.servers"] == "broker:1"
+
+
+def test_bytes_that_are_not_a_whole_fits_file_are_never_sent() -> None:
+    fake = FakeProducer()
+    with pytest.raises(CorruptFile, match=r"LSSTComCam/2026112200001/004: not sent: truncated"):
+        sender(fake).send(DATA_ID, fits_bytes(10_000)[:-2880], READOUT)
+    assert fake.records == []
