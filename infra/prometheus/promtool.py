@@ -85,8 +85,9 @@ def go_env(cache: Path, gobin: Path) -> dict[str, str]:
     return env
 
 
-def fetch(cache: Path | None = None) -> Path:
-    """The pinned promtool, built on first use. Raises PromtoolBuildError with go's output."""
+def fetch(cache: Path | None = None, nice: int = 0) -> Path:
+    """The pinned promtool, built on first use. Raises PromtoolBuildError with go's output.
+    ``nice`` > 0 builds at a lower CPU priority (a background build beside other work)."""
     cache = cache or cache_dir()
     binary = promtool_path(cache)
     if binary.exists():
@@ -101,8 +102,9 @@ def fetch(cache: Path | None = None) -> Path:
             argv = [go_binary(), "install", *BUILD_FLAGS, target]
             started = time.monotonic()
             result = subprocess.run(
-                argv, env=go_env(cache, Path(scratch)), capture_output=True, text=True
-            )
+                argv, env=go_env(cache, Path(scratch)), capture_output=True, text=True,
+                preexec_fn=(lambda: os.nice(nice)) if nice > 0 else None,
+            )  # fmt: skip
             if result.returncode != 0:
                 raise PromtoolBuildError(
                     f"`{' '.join(argv)}` failed after {time.monotonic() - started:.0f} s:\n"

@@ -42,11 +42,26 @@ def lanes_for(scenarios: list[Scenario]) -> list[list[str]]:
     return [lane for lane in lanes if lane]
 
 
+def prefetch() -> None:
+    """Every artefact a lane starts, fetched here once and side by side before the lanes start
+    (on a cold cache Maven waits on the network while Go compiles the emulators and toxiproxy);
+    the lanes then find them in the cache."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from infra.local.stack import Stack, load_settings
+    from tests.integration.fixtures.toxiproxy import toxiproxy_binary
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for future in [pool.submit(Stack(load_settings()).fetch), pool.submit(toxiproxy_binary)]:
+            future.result()
+
+
 def run_lanes(lanes: list[list[str]], seed: int, workdir: Path, reduced: bool,
               timeout: float = 1500) -> list[dict[str, Any]]:  # fmt: skip
     """Every lane as its own process, all at once; the rows of every scenario (a lane that
     died or hung gives a failed row for each scenario it did not report)."""
     workdir.mkdir(parents=True, exist_ok=True)
+    prefetch()
     procs = []
     for i, lane in enumerate(lanes):
         out = workdir / f"lane-{i}.json"

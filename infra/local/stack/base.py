@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import signal
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -17,6 +19,18 @@ from infra.local.stack.settings import StackSettings
 from obsingest.logs import get_logger, log_event
 
 _log = get_logger("obsingest.stack")
+
+
+@contextmanager
+def artefact_lock(cache_dir: Path, name: str) -> Iterator[None]:
+    """Hold the cache's lock for artefact ``name`` (an exclusive ``flock``, released if the
+    holder dies). Processes that need the same artefact at once (the chaos suite's lanes,
+    two test sessions) then build it once while the others wait, instead of each compiling it
+    again into the same path: five lanes building one fake-gcs-server cost a cold CI ~5 min."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with open(cache_dir / f".fetch-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 @dataclass(frozen=True)
@@ -79,6 +93,11 @@ class Service(ABC):
         """One-time data initialisation (format storage, initdb); default: nothing."""
 
     # -- shared behaviour ----------------------------------------------------------------------
+    def fetch_once(self) -> None:
+        """``fetch`` under the cache's lock for this service (``artefact_lock``)."""
+        with artefact_lock(self.settings.cache_dir, self.name):
+            self.fetch()
+
     @property
     def log_path(self) -> Path:
         return self.settings.log_file(self.name)
@@ -122,7 +141,7 @@ class Service(ABC):
                 f"port(s) {busy} on {self.settings.host} are taken by a process this stack did "
                 f"not start; stop it or set OBSINGEST_STACK_{self.name.upper()}_PORT",
             )
-        self.fetch()
+        self.fetch_once()
         self.settings.run_dir.mkdir(parents=True, exist_ok=True)
         self.prepare()
         spec = self.launch()

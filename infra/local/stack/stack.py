@@ -51,9 +51,11 @@ class Stack:
         raise KeyError(name)
 
     def fetch(self) -> None:
-        """Download/build every artefact into the cache (no-op when warm)."""
-        for svc in self.services:
-            svc.fetch()
+        """Download/build every artefact into the cache (no-op when warm), all at once: Maven
+        fetching the broker's jars waits on the network while Go compiles the emulators."""
+        with ThreadPoolExecutor(max_workers=len(self.services) or 1) as pool:
+            for future in [pool.submit(svc.fetch_once) for svc in self.services]:
+                future.result()
 
     def up(self, timeout: float | None = None) -> UpResult:
         """Start whatever is not running and wait until all are healthy.
