@@ -44,7 +44,7 @@ from obsingest.errors import (
     PermanentError,
     RetriableError,
 )
-from obsingest.fits import parse_fits
+from obsingest.fits import primary_header
 from obsingest.logs import get_logger, log_event, logging_context
 from obsingest.messages import ArrivalEvent, utcnow
 from obsingest.registry import (
@@ -273,7 +273,7 @@ class RegisterService:
     def _check_header(self, name: str, data: bytes, data_id: DataId) -> ExposureRecord:
         """Refuse truncated/garbled files and files whose header names another CCD."""
         try:
-            primary = parse_fits(data)[0]
+            primary = primary_header(data)  # every HDU checked, only the primary kept
             found = {
                 "INSTRUME": primary.str_value("INSTRUME"),
                 "EXPID": primary.int_value("EXPID", -1),
