@@ -38,7 +38,7 @@ from typing import Any
 from obsingest.errors import ChecksumConflict, ObsIngestError, PermanentError
 from obsingest.logs import get_logger, log_event
 from obsingest.registry import butler_records
-from obsingest.registry.butler_batch import GatheringCommit
+from obsingest.registry.butler_batch import GatheringCommit, exposures_complete
 from obsingest.registry.butler_records import with_timespan
 from obsingest.registry.butler_repo import (
     ButlerSettings,
@@ -116,6 +116,7 @@ class ButlerRegistry(Registry):
             gap=butler_settings.gather_gap,
             linger=butler_settings.linger,
             fresh=self._fresh,
+            complete=lambda batch: exposures_complete(p.record.data_id for p in batch),
         )
         self._butler_lock = threading.Lock()
         self._static_done: set[str] = set()

@@ -13,20 +13,24 @@ So a caller that prepares a registration (reads the object, checks its header) s
 (the last two less than ``gap`` apart, the last less than ``gap`` ago: the deliveries of an
 exposure are still starting), or, for ``gap`` seconds, when the batch holds the first CCD of an
 exposure (``fresh``: its siblings are on their way; the very first delivery of a burst is
-otherwise ready before the second has started). A whole exposure delivered at once becomes one
-Butler ingest, like Butler's own one-call-per-exposure path. Callers one after the other (each
-a whole registration apart, far more than ``gap``) wait for nobody, but for ``gap`` once per
-exposure. ``linger`` (a fixed sleep before each batch) is still available for deployments that
-prefer it.
+otherwise ready before the second has started); unless the batch is ``complete`` (it holds
+every CCD of its exposures: nothing more to wait for). A whole exposure delivered at once
+becomes one Butler ingest, like Butler's own one-call-per-exposure path. Callers one after the
+other (each a whole registration apart, far more than ``gap``) wait for nobody, but for ``gap``
+once per exposure. ``linger`` (a fixed sleep before each batch) is still available for
+deployments that prefer it.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Generic, Protocol, TypeVar
+
+from obsingest import camera
+from obsingest.dataid import DataId
 
 
 class Item(Protocol):
@@ -49,10 +53,13 @@ class GatheringCommit(Generic[T]):
         gap: float = 0.0,
         linger: float = 0.0,
         fresh: Callable[[list[T]], bool] | None = None,
+        complete: Callable[[list[T]], bool] | None = None,
     ) -> None:
         self._flush = flush
         #: whether a batch holds the first item of a group whose other items are expected
         self._fresh = fresh or (lambda batch: False)
+        #: whether a batch holds every item of its groups (no more can come)
+        self._complete = complete or (lambda batch: False)
         self.max_batch = max_batch
         self.gather = gather
         self.gap = gap
@@ -147,7 +154,7 @@ class GatheringCommit(Generic[T]):
         start = time.monotonic()
         deadline = start + self.gather
         fresh_until = start + self.gap if self._fresh(self._queue) else start
-        while len(self._queue) < self.max_batch:
+        while len(self._queue) < self.max_batch and not self._complete(self._queue):
             now = time.monotonic()
             if now >= deadline:
                 return
@@ -160,3 +167,17 @@ class GatheringCommit(Generic[T]):
             if now >= until:
                 return
             self._gathered.wait(min(deadline, until) - now)
+
+
+def exposures_complete(data_ids: Iterable[DataId]) -> bool:
+    """Every exposure among ``data_ids`` has all its camera's detectors there."""
+    detectors: dict[tuple[str, int], set[int]] = {}
+    for d in data_ids:
+        detectors.setdefault((d.instrument, d.exposure), set()).add(d.detector)
+    try:
+        return bool(detectors) and all(
+            len(found) >= len(camera.instrument(instrument).detectors)
+            for (instrument, _), found in detectors.items()
+        )
+    except KeyError:  # an instrument the camera module does not describe: keep gathering
+        return False
