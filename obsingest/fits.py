@@ -126,19 +126,14 @@ class Hdu:
         return tuple(self.int_value(f"NAXIS{i}") for i in range(1, naxis + 1))
 
 
+#: a FITS string value: a quote, then characters with quotes doubled, then (unless cut) a quote
+_STRING = re.compile(r"'((?:[^']|'')*)'?")
+
+
 def _parse_string(text: str) -> str:
-    out, i = [], 1
-    while i < len(text):
-        ch = text[i]
-        if ch == "'":
-            if text[i + 1 : i + 2] == "'":
-                out.append("'")
-                i += 2
-                continue
-            break
-        out.append(ch)
-        i += 1
-    return "".join(out).rstrip()
+    """The string a quoted value holds (``'it''s'`` -> ``it's``), trailing blanks dropped."""
+    match = _STRING.match(text)
+    return match.group(1).replace("''", "'").rstrip() if match else ""
 
 
 def card_key(card: bytes) -> str:
@@ -168,15 +163,8 @@ def _card_text(card: bytes) -> str:
 
 
 def _string_end(text: str) -> int:
-    i = 1
-    while i < len(text):
-        if text[i] == "'":
-            if text[i + 1 : i + 2] == "'":
-                i += 2
-                continue
-            return i + 1
-        i += 1
-    return len(text)
+    match = _STRING.match(text)
+    return match.end() if match else len(text)
 
 
 def read_header(buf: memoryview, offset: int, index: int) -> tuple[tuple[bytes, ...], int]:
@@ -283,6 +271,16 @@ _CARD_RUN = re.compile(
 )
 
 
+#: the first cards of a 2-axis extension as the standard orders them; each value field captured
+_TABLE_CARDS = re.compile(
+    rb"(?s)XTENSION= .{70}"
+    + b"".join(
+        key.ljust(8) + rb"= (.{70})"
+        for key in (b"BITPIX", b"NAXIS", b"NAXIS1", b"NAXIS2", b"PCOUNT", b"GCOUNT")
+    )
+)
+
+
 def primary_header(data: bytes | bytearray | memoryview) -> Hdu:
     """``parse_fits(data)[0]`` for a valid file, checked the same way at a fraction of the cost.
 
@@ -290,7 +288,7 @@ def primary_header(data: bytes | bytearray | memoryview) -> Hdu:
     file: every HDU's header is walked by offset (its END card found with ``bytes.find``, its
     keyword fields checked with one regex, only the cards that size its data unit decoded),
     without the card tuples and keyword index ``parse_fits`` builds for each of the 17 HDUs of
-    a CCD (~0.6 ms a file, ~2.5x this). Anything this walk does not accept as plainly valid is
+    a CCD (~0.6 ms a file, ~3.5x this). Anything this walk does not accept as plainly valid is
     handed to ``parse_fits``, so a bad file gets exactly its FitsFormatError and reason."""
     raw = data if isinstance(data, bytes) else bytes(data)
     found = _walk(raw)
@@ -328,6 +326,17 @@ def _data_size(data: bytes, start: int, end: int) -> int | None:
     sizes it is missing or is not a plain integer. Each value is the first ``KEY = value``
     card's, as ``Hdu`` reads it: looked for first where the standard puts it (BITPIX second,
     NAXIS, NAXISn, then PCOUNT, GCOUNT), while every card before it was one of these."""
+    table = _TABLE_CARDS.match(data, start)
+    if table and table.end() <= end:  # the usual extension (a compressed image's table)
+        try:
+            bitpix, naxis, *rest = (int(v.split(b"/", 1)[0]) for v in table.groups())
+        except ValueError:
+            return None
+        if naxis == 2:
+            width, rows, pcount, gcount = rest
+            if bitpix in (8, 16, 32, 64, -32, -64) and min(rest) >= 0:
+                return abs(bitpix) // 8 * gcount * (pcount + width * rows)
+            return None
     keys = _Sizing(data, start, end)
     bitpix, naxis = keys.get(b"BITPIX"), keys.get(b"NAXIS")
     if bitpix not in (8, 16, 32, 64, -32, -64) or naxis is None or not 0 <= naxis <= 999:
