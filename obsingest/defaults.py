@@ -24,6 +24,11 @@ STORE_URL = "file://./store"
 
 # -- registry ----------------------------------------------------------------------------------
 REGISTRY_URL = "sqlite:///registry.sqlite3"
+#: At most this many seconds a Butler batch waits for the registrations still being read and
+#: checked (``OBSINGEST_BUTLER_GATHER``): a whole exposure arriving at once is one ingest.
+BUTLER_GATHER_SECONDS = 0.5
+#: ... and while the deliveries come in a burst (arrivals less than this many seconds apart).
+BUTLER_GATHER_GAP_SECONDS = 0.02
 RAW_DATASET_TYPE = "raw"
 #: Run collection template, Butler's convention for raws.
 RUN_TEMPLATE = "{instrument}/raw/all"

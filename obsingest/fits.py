@@ -126,19 +126,14 @@ class Hdu:
         return tuple(self.int_value(f"NAXIS{i}") for i in range(1, naxis + 1))
 
 
+#: a FITS string value: a quote, then characters with quotes doubled, then (unless cut) a quote
+_STRING = re.compile(r"'((?:[^']|'')*)'?")
+
+
 def _parse_string(text: str) -> str:
-    out, i = [], 1
-    while i < len(text):
-        ch = text[i]
-        if ch == "'":
-            if text[i + 1 : i + 2] == "'":
-                out.append("'")
-                i += 2
-                continue
-            break
-        out.append(ch)
-        i += 1
-    return "".join(out).rstrip()
+    """The string a quoted value holds (``'it''s'`` -> ``it's``), trailing blanks dropped."""
+    match = _STRING.match(text)
+    return match.group(1).replace("''", "'").rstrip() if match else ""
 
 
 def card_key(card: bytes) -> str:
@@ -168,15 +163,8 @@ def _card_text(card: bytes) -> str:
 
 
 def _string_end(text: str) -> int:
-    i = 1
-    while i < len(text):
-        if text[i] == "'":
-            if text[i + 1 : i + 2] == "'":
-                i += 2
-                continue
-            return i + 1
-        i += 1
-    return len(text)
+    match = _STRING.match(text)
+    return match.end() if match else len(text)
 
 
 def read_header(buf: memoryview, offset: int, index: int) -> tuple[tuple[bytes, ...], int]:
@@ -256,6 +244,12 @@ def parse_fits(data: bytes | bytearray | memoryview) -> list[Hdu]:
                 pixels *= n
         pcount = hdu.int_value("PCOUNT", 0)
         gcount = hdu.int_value("GCOUNT", 1)
+        # a negative count would make the data size negative: the walk would go back (for ever)
+        for key, count in (("PCOUNT", pcount), ("GCOUNT", gcount)):
+            if count < 0:
+                raise FitsFormatError(
+                    f"HDU {index}: invalid {key} {count}", _INT_STATUS[key], index
+                )
         data_size = abs(bitpix) // 8 * gcount * (pcount + pixels) if naxis else 0
         if data_offset + data_size > size:
             raise FitsFormatError(
@@ -278,6 +272,125 @@ def parse_primary(head: bytes | bytearray | memoryview) -> Hdu:
         raise FitsFormatError("not a FITS file: does not start with SIMPLE =", 252)
     cards, data_offset = read_header(buf, 0, 0)
     return Hdu(0, cards, data_offset, 0)
+
+
+#: a run of whole header cards whose keyword fields are valid (what ``read_header`` checks)
+_CARD_RUN = re.compile(
+    rb"(?s:(?:"
+    + rb"|".join(rb"[A-Z0-9_-]{%d} {%d}" % (k, 8 - k) for k in range(8, -1, -1))
+    + rb").{72})*"
+)
+
+
+#: the first cards of a 2-axis extension as the standard orders them; each value field captured
+_TABLE_CARDS = re.compile(
+    rb"(?s)XTENSION= .{70}"
+    + b"".join(
+        key.ljust(8) + rb"= (.{70})"
+        for key in (b"BITPIX", b"NAXIS", b"NAXIS1", b"NAXIS2", b"PCOUNT", b"GCOUNT")
+    )
+)
+
+
+def primary_header(data: bytes | bytearray | memoryview) -> Hdu:
+    """``parse_fits(data)[0]`` for a valid file, checked the same way at a fraction of the cost.
+
+    The register function needs only the primary header, yet must refuse a truncated or garbled
+    file: every HDU's header is walked by offset (its END card found with ``bytes.find``, its
+    keyword fields checked with one regex, only the cards that size its data unit decoded),
+    without the card tuples and keyword index ``parse_fits`` builds for each of the 17 HDUs of
+    a CCD (~0.6 ms a file, ~3.5x this). Anything this walk does not accept as plainly valid is
+    handed to ``parse_fits``, so a bad file gets exactly its FitsFormatError and reason."""
+    raw = data if isinstance(data, bytes) else bytes(data)
+    found = _walk(raw)
+    return found if found is not None else parse_fits(raw)[0]
+
+
+def _walk(data: bytes) -> Hdu | None:
+    """The primary HDU when every HDU is plainly valid, None when in any doubt."""
+    size = len(data)
+    if not size or size % BLOCK or not data.startswith(b"SIMPLE  = "):
+        return None
+    primary: Hdu | None = None
+    offset = 0
+    while offset < size:
+        if primary is not None and not data.startswith(b"XTENSION= ", offset):
+            return primary if not data[offset:].strip(b"\0 ") else None
+        end = data.find(END_CARD, offset)
+        while end >= 0 and (end - offset) % CARD:
+            end = data.find(END_CARD, end + 1)
+        if end < 0 or not _CARD_RUN.fullmatch(data, offset, end):
+            return None
+        data_offset = offset + padded(end + CARD - offset)
+        data_size = _data_size(data, offset, end)
+        if data_size is None or data_offset + data_size > size:
+            return None
+        if primary is None:
+            cards = tuple(data[i : i + CARD] for i in range(0, end, CARD))
+            primary = Hdu(0, cards, data_offset, data_size)
+        offset = data_offset + padded(data_size)
+    return primary
+
+
+def _data_size(data: bytes, start: int, end: int) -> int | None:
+    """Bytes of the data unit the header ``data[start:end]`` describes; None when a card that
+    sizes it is missing or is not a plain integer. Each value is the first ``KEY = value``
+    card's, as ``Hdu`` reads it: looked for first where the standard puts it (BITPIX second,
+    NAXIS, NAXISn, then PCOUNT, GCOUNT), while every card before it was one of these."""
+    table = _TABLE_CARDS.match(data, start)
+    if table and table.end() <= end:  # the usual extension (a compressed image's table)
+        try:
+            bitpix, naxis, *rest = (int(v.split(b"/", 1)[0]) for v in table.groups())
+        except ValueError:
+            return None
+        if naxis == 2:
+            width, rows, pcount, gcount = rest
+            if bitpix in (8, 16, 32, 64, -32, -64) and min(rest) >= 0:
+                return abs(bitpix) // 8 * gcount * (pcount + width * rows)
+            return None
+    keys = _Sizing(data, start, end)
+    bitpix, naxis = keys.get(b"BITPIX"), keys.get(b"NAXIS")
+    if bitpix not in (8, 16, 32, 64, -32, -64) or naxis is None or not 0 <= naxis <= 999:
+        return None
+    pixels = 1
+    for i in range(1, naxis + 1):
+        n = keys.get(b"NAXIS%d" % i)
+        if n is None or n < 0:
+            return None
+        pixels *= n
+    pcount, gcount = keys.get(b"PCOUNT", 0), keys.get(b"GCOUNT", 1)
+    if pcount is None or gcount is None or pcount < 0 or gcount < 0:
+        return None
+    return abs(bitpix) // 8 * gcount * (pcount + pixels) if naxis else 0
+
+
+class _Sizing:
+    """Integer values of one header's cards, asked for in the standard's order."""
+
+    __slots__ = ("data", "end", "next", "standard", "start")
+
+    def __init__(self, data: bytes, start: int, end: int) -> None:
+        self.data, self.start, self.end = data, start, end
+        self.next = start + CARD  # where the next standard card would be
+        self.standard = True  # every card so far was where the standard puts it
+
+    def get(self, key: bytes, default: int | None = None) -> int | None:
+        field = key.ljust(8) + b"= "
+        data = self.data
+        if self.standard and self.next < self.end and data.startswith(field, self.next):
+            at = self.next
+            self.next += CARD
+        else:
+            self.standard = False
+            at = data.find(field, self.start, self.end)
+            while at >= 0 and (at - self.start) % CARD:
+                at = data.find(field, at + 1, self.end)
+            if at < 0:
+                return default
+        try:  # int() of the bytes accepts only what it accepts of the decoded text
+            return int(data[at + 10 : at + CARD].split(b"/", 1)[0])
+        except ValueError:
+            return None
 
 
 def padded(n: int) -> int:

@@ -12,12 +12,18 @@ by whichever process inserted its closure row.
 The register service closes after every registration and every recorded manifest; the facility
 service sweeps recent manifests on each pass (``sweep``), which emits what a process killed
 between its commit and its check left unannounced, and closes overdue exposures as incomplete.
+
+Concurrent registrations of one exposure (205 handlers of a batch returning together) share
+their checks (``close_quietly``): a caller returns once a check that *started after it asked*
+has finished, which saw its committed registration, so a burst costs two or three checks, not
+one query per CCD. A failed check covers nobody: each of its waiters checks for itself.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -42,6 +48,10 @@ class ExposureCloser:
     metrics: Metrics | None = None
     #: seconds after shutter close (obs_start + exposure time) when an exposure is overdue
     allowance: float = defaults.BUDGET_SECONDS + defaults.EXPOSURE_DEADLINE_GRACE_SECONDS
+    _flights: dict[tuple[str, int], _Flight] = field(default_factory=dict, init=False, repr=False)
+    _landed: threading.Condition = field(
+        default_factory=threading.Condition, init=False, repr=False
+    )
 
     def close(self, instrument: str, exposure: int) -> Closing:
         """Check one exposure now; raises ``RetriableError`` when the registry cannot answer."""
@@ -51,7 +61,41 @@ class ExposureCloser:
 
     def close_quietly(self, instrument: str, exposure: int) -> Closing | None:
         """``close``, a registry failure logged rather than raised: the CCD that asked is
-        registered and announced already, and the facility's sweep asks again."""
+        registered and announced already, and the facility's sweep asks again. Shared with
+        the concurrent callers of the same exposure (module doc): the closing of the check
+        that covered this call (None if it failed)."""
+        key = (instrument, exposure)
+        with self._landed:
+            flight = self._flights.setdefault(key, _Flight())
+            flight.asked += 1
+            mine = flight.asked
+            flight.callers += 1
+            while flight.running and flight.covered < mine:
+                self._landed.wait()
+            if flight.covered >= mine:  # a check that started after this call has finished
+                self._leave(key, flight)
+                return flight.result
+            flight.running = True
+            covers = flight.asked
+        result: Closing | None = None
+        try:
+            result = self._close_logged(instrument, exposure)
+        finally:
+            with self._landed:
+                flight.running = False
+                if result is not None:
+                    flight.covered, flight.result = covers, result
+                self._leave(key, flight)
+                self._landed.notify_all()
+        return result
+
+    def _leave(self, key: tuple[str, int], flight: _Flight) -> None:
+        """(lock held) One caller is through; the last one forgets the exposure."""
+        flight.callers -= 1
+        if not flight.callers and self._flights.get(key) is flight:
+            del self._flights[key]
+
+    def _close_logged(self, instrument: str, exposure: int) -> Closing | None:
         try:
             return self.close(instrument, exposure)
         except ObsIngestError as exc:
@@ -102,3 +146,17 @@ class ExposureCloser:
                 exposure=closing.exposure,
                 missing=list(closing.presence.missing) if closing.presence else None,
             )
+
+
+@dataclass
+class _Flight:
+    """The shared checks of one exposure (``ExposureCloser.close_quietly``)."""
+
+    #: callers so far, numbered in the order they asked
+    asked: int = 0
+    #: callers numbered up to this asked before a check that finished had started
+    covered: int = 0
+    #: callers inside ``close_quietly`` now
+    callers: int = 0
+    running: bool = False
+    result: Closing | None = None

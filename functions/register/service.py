@@ -177,7 +177,8 @@ class RegisterService:
             if obj.name.startswith(self.quarantine_prefix):
                 return self._record_producer_quarantine(obj)
             data_id = parse_object_name(obj.name, self.prefix)
-            with logging_context(data_id=data_id.key):
+            # a group-committing registry lets its next batch wait for this file's check
+            with logging_context(data_id=data_id.key), self.registry.arriving():
                 outcome = self._register(obj, data_id)
                 log_event(
                     log,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from obsingest.checksums import checksum_from_crc32c_b64, crc32c_b64
 from obsingest.errors import ChecksumMismatch, CorruptFile
-from obsingest.fits import Hdu, parse_fits, parse_primary
+from obsingest.fits import Hdu, parse_primary, primary_header
 from obsingest.store.base import ObjectStore, StoredObject
 from obsingest.store.notifications import MetadataKeys
 
@@ -74,7 +74,7 @@ def _read_whole(store: ObjectStore, obj: StoredObject, claimed: str) -> Verified
             f"object {obj.name!r}: producer checksum {claimed} != stored {checksum}"
         )
     try:
-        primary = parse_fits(data)[0]
+        primary = primary_header(data)  # every HDU checked, only the primary kept
     except CorruptFile as exc:
         raise CorruptFile(f"object {obj.name!r}: {exc}") from None
     return Verified(primary, len(data), checksum, read_whole=True)

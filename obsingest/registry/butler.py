@@ -17,11 +17,11 @@ anything ``Butler.from_config`` opens, with a SQLite or PostgreSQL registry) mak
 
 Only then does ``register`` return, so the ArrivalEvent announces a dataset the Butler has.
 One Butler transaction costs ~0.1 s whatever its size (SQLite, this machine): one file per call
-is ~10 files/s, 205 files per call ~700/s. So registrations are *group-committed*: callers that
-arrive while a batch is being ingested queue up and the next batch takes them all at once (up to
-``max_batch``; ``linger`` optionally waits for more). Concurrent delivery (the relay's push
-concurrency, Cloud Functions concurrency) therefore gives per-exposure batches with no added
-latency; a lone caller is ingested at once.
+is ~10 files/s, 205 files per call ~2000/s. So registrations are *group-committed*
+(``butler_batch``): callers that arrive while a batch is being ingested queue up, and a batch
+waits (at most ``gather`` seconds) for the callers still reading and checking their file
+(``arriving``). Concurrent delivery of an exposure (the relay's push concurrency, Cloud Functions
+concurrency) therefore gives one Butler ingest per exposure; a lone caller is ingested at once.
 """
 
 from __future__ import annotations
@@ -31,12 +31,14 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
 from obsingest.errors import ChecksumConflict, ObsIngestError, PermanentError
 from obsingest.logs import get_logger, log_event
 from obsingest.registry import butler_records
+from obsingest.registry.butler_batch import GatheringCommit, exposures_complete
 from obsingest.registry.butler_records import with_timespan
 from obsingest.registry.butler_repo import (
     ButlerSettings,
@@ -107,9 +109,15 @@ class ButlerRegistry(Registry):
         self.repo = repo
         self.butler_settings = butler_settings
         self.stats = _Stats()
-        self._cond = threading.Condition()
-        self._queue: list[_Pending] = []
-        self._leader = False
+        self._batches: GatheringCommit[_Pending] = GatheringCommit(
+            self._flush,
+            butler_settings.max_batch,
+            gather=butler_settings.gather,
+            gap=butler_settings.gather_gap,
+            linger=butler_settings.linger,
+            fresh=self._fresh,
+            complete=lambda batch: exposures_complete(p.record.data_id for p in batch),
+        )
         self._butler_lock = threading.Lock()
         self._static_done: set[str] = set()
         self._runs_done: set[str] = set()
@@ -153,39 +161,20 @@ class ButlerRegistry(Registry):
         data_id = record.data_id
         exposure = exposure or ExposureRecord(data_id.instrument, data_id.exposure, data_id.day_obs)
         item = _Pending(record, exposure, announce)
-        with self._cond:
-            self._queue.append(item)
-            while not item.done and self._leader:
-                self._cond.wait()
-            if not item.done:
-                self._leader = True
-        if not item.done:
-            self._lead(item)
+        self._batches.submit(item)
         if item.error is not None:
             raise item.error
         assert item.result is not None
         return item.result
 
-    def _lead(self, mine: _Pending) -> None:
-        """Flush batches until ``mine`` is done; then hand leadership to a waiting caller."""
-        try:
-            while not mine.done:
-                if self.butler_settings.linger:
-                    time.sleep(self.butler_settings.linger)
-                with self._cond:
-                    batch = self._queue[: self.butler_settings.max_batch]
-                    del self._queue[: len(batch)]
-                try:
-                    self._flush(batch)
-                finally:
-                    with self._cond:
-                        for p in batch:
-                            p.done = True
-                        self._cond.notify_all()
-        finally:
-            with self._cond:
-                self._leader = False
-                self._cond.notify_all()
+    def _fresh(self, batch: list[_Pending]) -> bool:
+        """A batch holds the first CCD of an exposure this process has not seen: more come."""
+        done = self._exposures_done
+        return any((p.exposure.instrument, p.exposure.exposure) not in done for p in batch)
+
+    def arriving(self) -> AbstractContextManager[None]:
+        """The next batch waits (at most ``gather`` seconds) for this thread's ``register``."""
+        return self._batches.arriving()
 
     def _flush(self, batch: list[_Pending]) -> None:
         """Companion then Butler for a whole batch; every item ends done (never raises)."""

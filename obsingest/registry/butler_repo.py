@@ -14,6 +14,8 @@ from typing import Any
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from obsingest import defaults
+
 URL_PREFIX = "butler:"
 #: obsingest's stand-in for the science pipelines' raw formatter (see butler_formatter)
 FALLBACK_FORMATTER = "obsingest.registry.butler_formatter.RawFitsFormatter"
@@ -37,6 +39,11 @@ class ButlerSettings(BaseSettings):
     storage_class: str = "Exposure"
     #: seconds a batch waits for more CCDs before ingesting (0: group commit only)
     linger: float = Field(default=0.0, ge=0)
+    #: at most this many seconds a batch waits for the registrations still being prepared
+    #: (``ButlerRegistry.arriving``): a whole exposure arriving at once is one ingest
+    gather: float = Field(default=defaults.BUTLER_GATHER_SECONDS, ge=0)
+    #: arrivals less than this many seconds apart are a burst a batch waits for (butler_batch)
+    gather_gap: float = Field(default=defaults.BUTLER_GATHER_GAP_SECONDS, ge=0)
     max_batch: int = Field(default=256, ge=1)
     #: stat every file at ingest to record its size (one request per file on object stores)
     record_validation_info: bool = False

@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from functools import cached_property
@@ -227,6 +228,12 @@ class Registry:
             },
         )
         conn.execute(stmt)
+
+    def arriving(self) -> AbstractContextManager[None]:
+        """This thread prepares a registration (reads and checks a file) and calls ``register``
+        inside the block, or gives up. A registry that group-commits (the Butler backend) lets
+        its next batch wait for it; this one commits each call by itself: nothing to do."""
+        return nullcontext()
 
     def register(
         self,

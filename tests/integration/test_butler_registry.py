@@ -187,3 +187,33 @@ def test_a_dataset_the_butler_has_at_another_uri_is_a_conflict(env, tmp_path):
     rows = {r["detector"]: r for r in query_datasets(repo_of(env.url), RUN)}
     assert set(rows) == {"4", "5"}
     assert str(did.exposure) in rows["5"]["exposure"]
+
+
+def test_an_exposure_arriving_at_once_is_one_ingest_and_a_conflict_in_it_only_its_ccd(
+    env, monkeypatch
+):
+    """205 CCDs delivered at once, one of them with other bytes than the dataset registered
+    earlier under its name: one Butler transaction for the exposure, the 204 registered, the
+    conflicting CCD quarantined with its reason, the Butler keeping the first bytes."""
+    env.upload(EXPOSURE, [94])
+    assert [o.status for o in env.deliver()] == ["registered"]
+    # the bounds generous: the batch stops because it holds every detector, not on a timer
+    monkeypatch.setenv("OBSINGEST_BUTLER_GATHER", "60")
+    monkeypatch.setenv("OBSINGEST_BUTLER_GATHER_GAP", "60")
+    env.registry.close()
+    env.registry = open_registry(RegistrySettings(url=env.url))
+    env.service = RegisterService(env.store, env.registry, env.bus)
+    did = DataId("LSSTCam", EXPOSURE, 94)
+    env.store.delete(did.object_name())
+    env.upload(EXPOSURE, [d for d in range(205) if d != 94])
+    env.upload(EXPOSURE, [94], small_raw(EXPOSURE, 94)[:-2880] + bytes(2880))
+    outcomes = {o.data_id.detector: o for o in env.deliver(threads=205)}
+    assert len(outcomes) == 205
+    assert (outcomes[94].status, outcomes[94].reason) == ("quarantined", "checksum-conflict")
+    assert {o.status for d, o in outcomes.items() if d != 94} == {"registered"}
+    stats = env.registry.batch_stats()
+    assert (stats["batches"], stats["largest_batch"]) == (1, 205)
+    rows = query_datasets(repo_of(env.url), RUN)
+    assert sorted(int(r["detector"]) for r in rows) == list(range(205))
+    [row] = env.registry.quarantined()
+    assert (row["reason"], row["detector"]) == ("checksum-conflict", 94)

@@ -107,6 +107,10 @@ FAULTS = [
                  id="negative axis"),
     pytest.param(lambda raw: _set_value(raw, "PCOUNT", "x"), 214, "not an integer",
                  id="PCOUNT not int"),
+    pytest.param(lambda raw: _set_value(raw, "PCOUNT", "-2880"), 214, "invalid PCOUNT -2880",
+                 id="negative PCOUNT"),
+    pytest.param(lambda raw: _set_value(raw, "GCOUNT", "-1"), 215, "invalid GCOUNT -1",
+                 id="negative GCOUNT"),
     pytest.param(lambda raw: _drop_card(raw, "NAXIS2"), 202, "missing required keyword NAXIS2",
                  id="missing NAXIS2"),
     pytest.param(lambda raw: raw[:11520] + b"\x00" * 2880 + raw[14400:], 252, "XTENSION",
@@ -125,3 +129,55 @@ def test_every_fault_names_its_reason_and_fpacks_status(raw, mangle, status, rea
     assert status in kernel.STATUS_TEXT
     again = pickle.loads(pickle.dumps(info.value))
     assert (type(again), str(again), again.status) == (type(info.value), str(info.value), status)
+
+
+@pytest.mark.parametrize(("mangle", "status", "reason"), FAULTS)
+def test_the_primary_header_check_refuses_every_fault_as_the_full_parse(
+    raw, mangle, status, reason
+) -> None:
+    """``primary_header`` (the register function's check) walks every HDU as cheaply as it
+    can, but a bad file gets the very error ``parse_fits`` gives."""
+    data = mangle(raw)
+    with pytest.raises(kernel.FitsFormatError) as full:
+        kernel.parse_fits(data)
+    with pytest.raises(kernel.FitsFormatError, match=reason) as info:
+        kernel.primary_header(data)
+    assert (str(info.value), info.value.status) == (str(full.value), full.value.status)
+    assert info.value.status == status
+
+
+@pytest.mark.parametrize("which", ["ccd", "compressed", "mixed", "reordered", "blank tail"])
+def test_the_primary_header_check_reads_what_the_full_parse_reads(raw, which) -> None:
+    from producers.compress import compress_fits
+
+    data = {
+        "ccd": lambda: raw,
+        "compressed": lambda: compress_fits(raw, threads=1),
+        "mixed": _mixed,
+        "reordered": lambda: _reordered(raw),
+        "blank tail": lambda: raw + b" " * 2880,
+    }[which]()
+    full = kernel.parse_fits(data)
+    primary = kernel.primary_header(data)
+    assert primary == full[0]
+    assert primary.keywords == full[0].keywords
+    assert kernel._walk(data) is not None  # taken by the cheap walk, not the fallback
+
+
+def _reordered(raw: bytes) -> bytes:
+    """Still valid, not laid out as writers do: in the first extension PCOUNT and GCOUNT come
+    after a card that is not a sizing one, and a later repeat of NAXIS1 (which must not
+    count: the first card of a keyword does) holds a nonsense value."""
+    start = raw.index(b"XTENSION= ", 2880)
+    cards = [raw[i : i + 80] for i in range(start, start + 2880, 80)]
+    p = next(i for i, c in enumerate(cards) if c.startswith(b"PCOUNT  = "))
+    assert cards[p + 1].startswith(b"GCOUNT  = ")
+    sizing = cards[p : p + 2]
+    other = cards[p + 2]
+    assert not other.startswith((b"END ", b"        "))
+    decoy = b"NAXIS1  =                   -7 / a later repeat: ignored".ljust(80)
+    cards[p : p + 3] = [other, *sizing]
+    end = next(i for i, c in enumerate(cards) if c == kernel.END_CARD)
+    assert end + 1 < len(cards), "room for one more card in the block"
+    cards[end : end + 2] = [decoy, kernel.END_CARD]
+    return raw[:start] + b"".join(cards) + raw[start + 2880 :]

@@ -146,3 +146,29 @@ def test_a_message_that_cannot_be_built_fails_only_its_caller(registry):
     assert isinstance(outcomes[3], ValueError)
     assert not any(isinstance(o, Exception) for i, o in enumerate(outcomes) if i != 3)
     assert len(_outbox(registry)) == 7 and bad not in _outbox(registry)
+
+
+def test_an_exposure_prepared_concurrently_is_one_batch(tmp_path):
+    """205 handlers reading and checking their CCD (``arriving``) at once: the batch waits for
+    them all and stops as soon as it holds every detector (no gap to wait out)."""
+    settings = RegistrySettings(url=f"sqlite:///{tmp_path / 'companion.sqlite3'}")
+    engine = make_engine(settings)
+    migrate(engine)
+    butler_settings = ButlerSettings(gather=60.0, gather_gap=60.0)
+    registry = ButlerRegistry(engine, settings, butler_settings, butler=None, repo="test")
+    recorder = Recorder(seconds=0.0)
+    registry._in_butler = recorder
+    everyone_preparing = threading.Barrier(205)
+
+    def handler(det: int):
+        with registry.arriving():
+            everyone_preparing.wait(60)
+            return registry.register(_record(det))
+
+    try:
+        with ThreadPoolExecutor(205) as pool:
+            results = list(pool.map(handler, range(205)))
+    finally:
+        engine.dispose()
+    assert all(r.created for r in results)
+    assert [sorted(b) for b in recorder.batches] == [list(range(205))]

@@ -1,0 +1,183 @@
+"""Group commit for the Butler backend, gathering the registrations still being prepared.
+
+One Butler transaction costs ~0.05-0.1 s of CPU whatever its size, so registrations are
+ingested in batches: callers that arrive while a batch is flushed queue up, and the next batch
+takes them all (plain group commit). That alone splits an exposure whose 205 CCDs arrive at once
+into 4-7 batches: the first CCDs ready are flushed while the others are still being read and
+checked, and each small batch pays the whole transaction cost again, on the same GIL the
+checks need.
+
+So a caller that prepares a registration (reads the object, checks its header) says so first
+(``arriving``), and a batch about to be flushed waits, while it has room and for at most
+``gather`` seconds in all, as long as callers are still preparing, or arrivals come in a burst
+(the last two less than ``gap`` apart, the last less than ``gap`` ago: the deliveries of an
+exposure are still starting), or, for ``gap`` seconds, when the batch holds the first CCD of an
+exposure (``fresh``: its siblings are on their way; the very first delivery of a burst is
+otherwise ready before the second has started); unless the batch is ``complete`` (it holds
+every CCD of its exposures: nothing more to wait for). A whole exposure delivered at once
+becomes one Butler ingest, like Butler's own one-call-per-exposure path. Callers one after the
+other (each a whole registration apart, far more than ``gap``) wait for nobody, but for ``gap``
+once per exposure. ``linger`` (a fixed sleep before each batch) is still available for
+deployments that prefer it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Generic, Protocol, TypeVar
+
+from obsingest import camera
+from obsingest.dataid import DataId
+
+
+class Item(Protocol):
+    #: set (under the lock) once the item's batch is through
+    done: bool
+
+
+T = TypeVar("T", bound=Item)
+
+
+class GatheringCommit(Generic[T]):
+    """Submits items to ``flush`` in batches (see module doc). ``flush`` must finish every item
+    it is given (record its result or error); ``done`` is set here once it returns."""
+
+    def __init__(
+        self,
+        flush: Callable[[list[T]], None],
+        max_batch: int,
+        gather: float = 0.0,
+        gap: float = 0.0,
+        linger: float = 0.0,
+        fresh: Callable[[list[T]], bool] | None = None,
+        complete: Callable[[list[T]], bool] | None = None,
+    ) -> None:
+        self._flush = flush
+        #: whether a batch holds the first item of a group whose other items are expected
+        self._fresh = fresh or (lambda batch: False)
+        #: whether a batch holds every item of its groups (no more can come)
+        self._complete = complete or (lambda batch: False)
+        self.max_batch = max_batch
+        self.gather = gather
+        self.gap = gap
+        self.linger = linger
+        #: monotonic times of the two latest arrivals (``arriving``, or ``submit`` without it)
+        self._arrivals = (float("-inf"), float("-inf"))
+        lock = threading.Lock()
+        #: followers wait here for their batch; the leader for the end of a gathering
+        self._cond = threading.Condition(lock)
+        self._gathered = threading.Condition(lock)
+        self._queue: list[T] = []
+        self._leader = False
+        self._preparing = 0
+        self._local = threading.local()
+
+    @property
+    def preparing(self) -> int:
+        """Callers inside ``arriving`` that have not submitted yet."""
+        return self._preparing
+
+    @contextmanager
+    def arriving(self) -> Iterator[None]:
+        """This thread prepares an item and submits it inside the block (or gives up)."""
+        if getattr(self._local, "arriving", False):  # nested: the outer block counts it
+            yield
+            return
+        with self._cond:
+            self._preparing += 1
+            self._arrived()
+        self._local.arriving = True
+        try:
+            yield
+        finally:
+            if self._local.arriving:  # gave up (or failed) before submitting
+                self._local.arriving = False
+                with self._cond:
+                    self._preparing -= 1
+                    self._wake_gatherer()
+
+    def submit(self, item: T) -> None:
+        """Queue ``item`` and return once its batch has been flushed."""
+        with self._cond:
+            if getattr(self._local, "arriving", False):
+                self._local.arriving = False
+                self._preparing -= 1
+            else:
+                self._arrived()
+            self._queue.append(item)
+            self._wake_gatherer()
+            while not item.done and self._leader:
+                self._cond.wait()
+            lead = not item.done
+            if lead:
+                self._leader = True
+        if lead:
+            self._lead(item)
+
+    def _arrived(self) -> None:
+        """(lock held) Note an arrival."""
+        self._arrivals = (self._arrivals[1], time.monotonic())
+
+    def _wake_gatherer(self) -> None:
+        """(lock held) Wake a gathering leader once waiting no longer gains anything."""
+        if not self._preparing or len(self._queue) >= self.max_batch:
+            self._gathered.notify_all()
+
+    def _lead(self, mine: T) -> None:
+        """Flush batches until ``mine`` is done; then hand leadership to a waiting caller."""
+        try:
+            while not mine.done:
+                if self.linger:
+                    time.sleep(self.linger)
+                with self._cond:
+                    self._gather()
+                    batch = self._queue[: self.max_batch]
+                    del self._queue[: len(batch)]
+                try:
+                    self._flush(batch)
+                finally:
+                    with self._cond:
+                        for item in batch:
+                            item.done = True
+                        self._cond.notify_all()
+        finally:
+            with self._cond:
+                self._leader = False
+                self._cond.notify_all()
+
+    def _gather(self) -> None:
+        """(lock held) Wait while the batch has room and callers are still preparing or
+        arriving in a burst, at most ``gather`` seconds."""
+        start = time.monotonic()
+        deadline = start + self.gather
+        fresh_until = start + self.gap if self._fresh(self._queue) else start
+        while len(self._queue) < self.max_batch and not self._complete(self._queue):
+            now = time.monotonic()
+            if now >= deadline:
+                return
+            if self._preparing:
+                self._gathered.wait(deadline - now)
+                continue
+            previous, last = self._arrivals
+            burst_until = last + self.gap if last - previous < self.gap else last
+            until = max(burst_until, fresh_until)
+            if now >= until:
+                return
+            self._gathered.wait(min(deadline, until) - now)
+
+
+def exposures_complete(data_ids: Iterable[DataId]) -> bool:
+    """Every exposure among ``data_ids`` has all its camera's detectors there."""
+    detectors: dict[tuple[str, int], set[int]] = {}
+    for d in data_ids:
+        detectors.setdefault((d.instrument, d.exposure), set()).add(d.detector)
+    try:
+        return bool(detectors) and all(
+            len(found) >= len(camera.instrument(instrument).detectors)
+            for (instrument, _), found in detectors.items()
+        )
+    except KeyError:  # an instrument the camera module does not describe: keep gathering
+        return False

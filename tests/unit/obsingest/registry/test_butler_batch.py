@@ -1,0 +1,173 @@
+"""The gathering group commit (obsingest/registry/butler_batch.py): a batch waits for the callers
+still preparing (bounded by ``gather``), for the first item's siblings (``fresh``, ``gap``), and
+no longer once ``complete``; a lone caller waits for nobody; a caller that gives up releases
+the batch. Pure logic: ``flush`` is a recorder."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import pytest
+
+from obsingest.dataid import DataId
+from obsingest.registry.butler_batch import GatheringCommit, exposures_complete
+
+pytestmark = pytest.mark.unit
+
+#: long enough that a test relying on it instead of the rule under test hangs visibly
+FOREVER = 60.0
+
+
+@dataclass(eq=False)
+class Item:
+    n: int
+    done: bool = False
+
+
+class Flushes:
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, batch: list[Item]) -> None:
+        with self.lock:
+            self.batches.append(sorted(i.n for i in batch))
+
+
+def _run(fn, *args) -> threading.Thread:
+    thread = threading.Thread(target=fn, args=args, daemon=True)
+    thread.start()
+    return thread
+
+
+def _joined(*threads: threading.Thread) -> bool:
+    for t in threads:
+        t.join(30.0)
+    return not any(t.is_alive() for t in threads)
+
+
+def test_a_batch_waits_for_every_caller_still_preparing():
+    flushes = Flushes()
+    commit = GatheringCommit(flushes, max_batch=256, gather=FOREVER)
+    everyone_preparing = threading.Barrier(40)
+
+    def caller(n: int) -> None:
+        with commit.arriving():
+            everyone_preparing.wait(30)
+            commit.submit(Item(n))
+
+    with ThreadPoolExecutor(40) as pool:
+        list(pool.map(caller, range(40)))
+    assert flushes.batches == [list(range(40))]
+    assert commit.preparing == 0
+
+
+def test_a_lone_caller_waits_for_nobody():
+    flushes = Flushes()
+    commit = GatheringCommit(flushes, max_batch=256, gather=FOREVER, gap=0.0)
+
+    def lone() -> None:
+        with commit.arriving():
+            commit.submit(Item(1))
+
+    assert _joined(_run(lone))  # it would wait ``FOREVER`` for anyone still preparing
+    assert flushes.batches == [[1]] and commit.preparing == 0
+
+
+def test_a_caller_that_gives_up_releases_the_batch():
+    flushes = Flushes()
+    commit = GatheringCommit(flushes, max_batch=256, gather=FOREVER)
+    preparing, give_up = threading.Event(), threading.Event()
+
+    def quitter() -> None:
+        with pytest.raises(ValueError), commit.arriving():
+            preparing.set()
+            give_up.wait(30)
+            raise ValueError("corrupt file: quarantined, never submitted")
+
+    other = _run(quitter)
+    preparing.wait(30)
+    submitter = _run(commit.submit, Item(2))  # waits for the quitter...
+    give_up.set()  # ...until it gives up
+    assert _joined(other, submitter)
+    assert flushes.batches == [[2]] and commit.preparing == 0
+
+
+def test_gathering_is_bounded_by_gather():
+    flushes = Flushes()
+    commit = GatheringCommit(flushes, max_batch=256, gather=0.05)
+    preparing, release = threading.Event(), threading.Event()
+
+    def slow() -> None:
+        with commit.arriving():
+            preparing.set()
+            release.wait(30)  # a read that hangs
+            commit.submit(Item(9))
+
+    stuck = _run(slow)
+    preparing.wait(30)
+    commit.submit(Item(1))  # flushed after at most ``gather``, without the stuck one
+    assert flushes.batches == [[1]]
+    release.set()
+    assert _joined(stuck)
+    assert flushes.batches == [[1], [9]]
+
+
+def test_the_first_item_of_a_group_waits_for_its_siblings_until_complete():
+    flushes = Flushes()
+    commit = GatheringCommit(
+        flushes,
+        max_batch=256,
+        gather=FOREVER,
+        gap=FOREVER,
+        fresh=lambda batch: True,
+        complete=lambda batch: len(batch) == 3,
+    )
+    first = _run(commit.submit, Item(1))  # nothing else preparing: only ``fresh`` holds it
+    second = _run(commit.submit, Item(2))
+    third = _run(commit.submit, Item(3))
+    assert _joined(first, second, third)
+    assert flushes.batches == [[1, 2, 3]]
+
+
+def test_a_full_batch_is_flushed_at_once_and_the_rest_follows():
+    flushes = Flushes()
+    commit = GatheringCommit(flushes, max_batch=10, gather=FOREVER)
+    everyone_preparing = threading.Barrier(25)
+
+    def caller(n: int) -> None:
+        with commit.arriving():
+            everyone_preparing.wait(30)
+            commit.submit(Item(n))
+
+    with ThreadPoolExecutor(25) as pool:
+        list(pool.map(caller, range(25)))
+    assert all(len(b) <= 10 for b in flushes.batches)
+    assert sorted(n for b in flushes.batches for n in b) == list(range(25))
+
+
+def test_a_flush_that_raises_still_finishes_its_batch():
+    def broken(batch: list[Item]) -> None:
+        raise RuntimeError("bug")
+
+    commit = GatheringCommit(broken, max_batch=256)
+    item = Item(1)
+    with pytest.raises(RuntimeError):
+        commit.submit(item)
+    assert item.done
+    follower = Item(2)
+    with pytest.raises(RuntimeError):  # leadership was handed back: the next caller leads
+        commit.submit(follower)
+    assert follower.done
+
+
+def test_exposures_complete_counts_distinct_detectors_per_exposure():
+    whole = [DataId("LSSTCam", 2026112200001, d) for d in range(205)]
+    assert exposures_complete(whole)
+    assert not exposures_complete(whole[:-1] + whole[:1])  # 204 detectors, one twice
+    other = [DataId("LSSTCam", 2026112200002, 0)]
+    assert not exposures_complete(whole + other)
+    assert exposures_complete([DataId("LATISS", 2026112200003, 0)])  # one detector
+    assert not exposures_complete([])
