@@ -67,10 +67,13 @@ def inject_bad_inputs(env: DemoEnvironment, good: DataId) -> dict[str, str]:
         f"{good.instrument}_{good.exposure}_0x1.fits.fz"
     )
     store.put(non_numeric, good_bytes)
+    # garbage and truncated bytes written straight into the bucket by a client that is not an
+    # obsingest sender (a sender refuses them: producers/ccd_bytes.py): without a sender's
+    # checksum claim the function reads them whole and refuses them
     garbage = DataId(good.instrument, make_exposure_id(day_obs, 901), 0)
-    uploader.send(garbage, b"SIMPLE  = garbage" + bytes(5000), now)
+    store.put(garbage.object_name(), b"SIMPLE  = garbage" + bytes(5000))
     truncated = DataId(good.instrument, make_exposure_id(day_obs, 902), 0)
-    uploader.send(truncated, good_bytes[: len(good_bytes) // 2], now)
+    store.put(truncated.object_name(), good_bytes[: len(good_bytes) // 2])
     mismatch = DataId(good.instrument, make_exposure_id(day_obs, 903), 0)
     uploader.send(mismatch, good_bytes, now)
     gone = DataId(good.instrument, make_exposure_id(day_obs, 904), 0)
