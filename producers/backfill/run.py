@@ -226,7 +226,8 @@ def run_backfill(config: BackfillConfig, out: TextIO = sys.stderr) -> BackfillRe
         # workers would each import it again: seconds on a loaded machine, a large share of a
         # small backfill). A worker that dies is replaced by a spawned one.
         if store_url.startswith("gs://"):
-            import_module("google.cloud.storage")
+            import_module("producers.backfill.gcs_upload")
+            import_module("google.auth.transport.urllib3")
         import_module("producers.backfill.transfer")
         pool = WorkerPool(
             min(config.parallel, max(1, len(todo))),
