@@ -37,7 +37,7 @@ from google.auth.exceptions import TransportError
 
 from obsingest.errors import ObjectMissing, RetriableError
 from obsingest.logs import get_logger, log_event
-from obsingest.retry import Attempt, call_with_retries
+from obsingest.retry import Attempt, Transient, call_with_retries
 from obsingest.store.base import ObjectConflict, StoredObject
 from obsingest.store.gcs import (
     CONTENT_TYPE,
@@ -135,6 +135,18 @@ def permanent_error(exc: api_exceptions.GoogleAPICallError, bucket: str, what: s
     return StoreRequestRefused(f"{what}: refused with HTTP {status} ({exc})")
 
 
+def classify_upload_error(exc: BaseException, auth_retries: int = 2) -> Transient | None:
+    """``classify_gcs_error``, plus the service's refusal of bytes that do not match the CRC32C
+    we declared (GCS and fake-gcs-server answer 400 "provided CRC32C ... doesn't match
+    calculated CRC32C ..."): the file on disk is the truth, so the bytes were damaged on the
+    way and one resend may heal it; if not, the file ends failed (retriable), never acked."""
+    if isinstance(exc, api_exceptions.BadRequest):
+        text = str(exc).lower()
+        if "crc32c" in text and "match" in text:
+            return Transient("checksum-mismatch", max_retries=1)
+    return classify_gcs_error(exc, auth_retries)
+
+
 class GcsUploader:
     """Create-once uploads into one bucket over one pooled, kept-alive connection per host."""
 
@@ -179,7 +191,7 @@ class GcsUploader:
                       delay_s=round(attempt.delay, 4), error=str(attempt.error)[:300])  # fmt: skip
 
         retries = self.settings.auth_retries
-        return call_with_retries(fn, lambda exc: classify_gcs_error(exc, retries), self.policy,
+        return call_with_retries(fn, lambda exc: classify_upload_error(exc, retries), self.policy,
                                  what=f"gcs {what} {self.uri(name)}",
                                  on_retry=on_retry)  # fmt: skip
 
@@ -232,4 +244,11 @@ class GcsUploader:
             pool.clear()
 
 
-__all__ = ["GcsUploader", "ObjectVanished", "Uploaded", "endpoint_from_env", "multipart_body"]
+__all__ = [
+    "GcsUploader",
+    "ObjectVanished",
+    "Uploaded",
+    "classify_upload_error",
+    "endpoint_from_env",
+    "multipart_body",
+]
