@@ -117,8 +117,11 @@ def test_transient_answers_and_broken_connections_are_retried() -> None:
 
 
 def test_bytes_refused_for_their_crc32c_are_resent_once() -> None:
-    refused = Answer(400, b'{"error": {"message": "provided CRC32C \\"AAAAAA==\\" doesn\'t match '
-                          b'calculated CRC32C \\"BBBBBB==\\""}}')
+    refused = Answer(
+        400,
+        b'{"error": {"message": "provided CRC32C \\"AAAAAA==\\" doesn\'t match '
+        b'calculated CRC32C \\"BBBBBB==\\""}}',
+    )
     http = ScriptedHttp(refused, Answer(200, resource(DATA)))
     assert uploader(http).put("a/b.fits", DATA, crc32c_b64(DATA)).created
     http = ScriptedHttp(refused, refused, Answer(200, resource(DATA)))
