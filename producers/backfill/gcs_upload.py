@@ -89,7 +89,9 @@ def authorized_http(settings: GcsSettings, endpoint: str) -> Any:
         credentials: Any = AnonymousCredentials()
     else:
         credentials, _ = google.auth.default(scopes=[SCOPE])
-    pool = urllib3.PoolManager(maxsize=settings.pool_connections, retries=False)
+    from requests.certs import where  # the CA bundle requests (the library's transport) uses
+
+    pool = urllib3.PoolManager(maxsize=settings.pool_connections, retries=False, ca_certs=where())
     return AuthorizedHttp(credentials, http=pool)
 
 
