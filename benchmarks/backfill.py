@@ -63,6 +63,11 @@ WHAT_MOVED = """\
   (0.55 against 0.95 ms client CPU) and preparing the next file (read, CRC32C, body) while
   waiting for the answer left the wall time per file unchanged (4.1-5.1 ms either way): not
   adopted.
+- **Reading the rows**: at 4 and 8 ours levels off at the emulator's own rate (~250 files/s in
+  a quiet run, about one upload per 4 ms of its CPU); transfer_manager stays below it because
+  its workers' CPU competes with the emulator's for the 2 cores. When other sessions load the
+  machine, the emulator's share of the cores caps both tools alike and the ratio drifts towards
+  1 (a run at load 5-15 measured 1.02x at 2 with 1.17-1.67x elsewhere): compare quiet runs.
 """
 
 
