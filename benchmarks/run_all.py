@@ -53,7 +53,7 @@ TIMEOUTS = {
     "beam_batch": 300,
     "butler": 300,
     "edge": 480,
-    "backfill": 420,
+    "backfill": 540,  # 3 alternating repeats x 4 N x 2 tools; ~200 s quiet
     "presence": 360,
     "capacity": 300,
 }

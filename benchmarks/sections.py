@@ -188,7 +188,9 @@ def _backfill(result: dict[str, Any]) -> str:
         f"{result['files']:,} files of {result['file_bytes']:,} bytes to the "
         f"{result['destination']}, a fresh bucket per run. Ours: {result['ours']}. Reference, "
         f"same files, same run: {result['reference']}.\n\n" + format_table(result)
-    )
+        + (f"\n\nWhat moved the figures:\n\n{result['what_moved'].rstrip()}"
+           if result.get("what_moved") else "")
+    )  # fmt: skip
 
 
 def _presence(result: dict[str, Any]) -> str:

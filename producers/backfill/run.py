@@ -7,10 +7,24 @@ reboot) rerun with the same arguments skips what is acked and re-puts what was i
 store is create-once, so a file that did arrive answers "exists" (same bytes) and is verified,
 never uploaded twice.
 
-Workers are the edge's crash-isolated pool (``producers.edge.worker``): N processes, each with
-its own store client and connections, fed batches of small files so per-file overhead stays
-low. Progress: a tqdm bar in bytes with rate and ETA (to stderr). The end: a table of files,
-bytes, Gbit/s and failures with their reasons.
+Journal commits are batched and not fsynced, on purpose: one transaction per turn of the
+dispatch loop (the acks of every batch that came back since the last turn, with the ``sent`` of
+the batches handed out next), WAL mode, ``synchronous=NORMAL``. A killed process loses no
+committed transaction (WAL survives process death); only an OS crash or power cut can lose the
+last few commits, and losing them is harmless because the rerun trusts the journal only in the
+safe direction: a file leaves the to-do list solely through a committed ``acked``, written after
+the store verified it, so nothing is lost; a file whose ``acked`` (or ``sent``) was lost is put
+again, the create-once store answers "exists" (HTTP 412) and the existing object's CRC32C and
+size are compared with the file's, so it is re-verified, never uploaded twice
+(``tests/integration/test_backfill.py`` models exactly this). Nothing irreversible follows an
+ack here (sources are never moved or deleted), so no commit needs ``synchronous=FULL``: an fsync
+per batch would only slow every run to protect against a re-verification.
+
+Workers are the edge's crash-isolated pool (``producers.edge.worker``): N processes forked once
+per run, each with one kept-alive connection (``producers.backfill.gcs_upload``: one request per
+file), fed batches of small files so per-file overhead stays low. Progress: a tqdm bar in
+bytes with rate and ETA (to stderr). The end: a table of files, bytes, Gbit/s and failures with
+their reasons.
 """
 
 from __future__ import annotations
@@ -226,7 +240,8 @@ def run_backfill(config: BackfillConfig, out: TextIO = sys.stderr) -> BackfillRe
         # workers would each import it again: seconds on a loaded machine, a large share of a
         # small backfill). A worker that dies is replaced by a spawned one.
         if store_url.startswith("gs://"):
-            import_module("google.cloud.storage")
+            import_module("producers.backfill.gcs_upload")
+            import_module("google.auth.transport.urllib3")
         import_module("producers.backfill.transfer")
         pool = WorkerPool(
             min(config.parallel, max(1, len(todo))),

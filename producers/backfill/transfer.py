@@ -9,10 +9,11 @@ request per file.
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
-from obsingest.checksums import checksum_str, crc32c_b64
+from obsingest.checksums import crc32c
 from obsingest.errors import ChecksumMismatch, ObsIngestError
 from obsingest.settings import StoreSettings
 from obsingest.store import ObjectConflict, open_store
@@ -44,34 +45,55 @@ def split_destination(url: str) -> tuple[str, str]:
 
 
 class UploadWorker:
+    """One per worker process, built once: its uploader keeps one kept-alive connection."""
+
     def __init__(self, store_url: str) -> None:
-        self.store = open_store(StoreSettings(url=store_url))
+        if store_url.startswith("gs://"):
+            from producers.backfill.gcs_upload import GcsUploader
+
+            self.uploader: Any = GcsUploader(store_url[len("gs://") :])
+            self.store: Any = None
+        else:
+            self.uploader = None
+            self.store = open_store(StoreSettings(url=store_url))
 
     def __call__(self, batch: list[tuple[str, str]]) -> list[FileResult]:
         """``batch``: (object name, file path) pairs."""
         return [self.one(name, path) for name, path in batch]
 
+    def _put(self, name: str, data: bytes, crc: str, checksum: str) -> tuple[bool, int, str]:
+        """Create-once put; (created, size, crc32c) of what the store holds now."""
+        metadata = {"obsingest-checksum": checksum}
+        if self.uploader is not None:
+            up = self.uploader.put(name, data, crc, metadata)
+            return up.created, up.size, up.crc32c
+        put = self.store.put(name, data, metadata)
+        return put.created, put.obj.size, put.obj.crc32c
+
     def one(self, name: str, path: str) -> FileResult:
         try:
-            data = Path(path).read_bytes()
+            with open(path, "rb") as fh:
+                data = fh.read()
         except FileNotFoundError:
             return FileResult(name, False, reason="source-vanished",
                               error=f"{path}: vanished before it was read")  # fmt: skip
         except OSError as exc:
             return FileResult(name, False, retriable=True, reason="source-unreadable",
                               error=f"{path}: {exc}")  # fmt: skip
-        crc, checksum = crc32c_b64(data), checksum_str(data)
+        value = crc32c(data)
+        crc = base64.b64encode(value.to_bytes(4, "big")).decode()
+        checksum = f"crc32c:{value:08x}"  # as obsingest.checksums.checksum_str
         try:
-            put = self.store.put(name, data, {"obsingest-checksum": checksum})
+            created, size, stored_crc = self._put(name, data, crc, checksum)
             # The upload response is the object resource as stored: its crc32c and size are
             # computed by the store from the bytes it received (GCS; fake-gcs-server hashes the
             # received content too, and both refuse the upload with a 400 when it differs from
             # the crc32c we declared), so comparing them with the file's is a verification of
             # the stored bytes, with no extra GET. An "exists" answer is checked the same way
             # against the existing object's resource (one GET, only on a resume).
-            if put.obj.size != len(data) or put.obj.crc32c != crc:
+            if size != len(data) or stored_crc != crc:
                 raise ChecksumMismatch(
-                    f"{name}: store holds {put.obj.size} B crc32c {put.obj.crc32c}, "
+                    f"{name}: store holds {size} B crc32c {stored_crc}, "
                     f"{path} has {len(data)} B crc32c {crc}"
                 )
         except ObjectConflict as exc:
@@ -81,5 +103,8 @@ class UploadWorker:
             return FileResult(name, False, size=len(data), checksum=checksum,
                               retriable=exc.retriable, reason=exc.reason,
                               error=str(exc)[:1000])  # fmt: skip
-        status = "stored" if put.created else "exists"
-        return FileResult(name, True, status, len(data), checksum)
+        return FileResult(name, True, "stored" if created else "exists", len(data), checksum)
+
+    def close(self) -> None:
+        if self.uploader is not None:
+            self.uploader.close()

@@ -1,0 +1,161 @@
+"""The backfill's lean GCS upload, pure logic: the multipart body the JSON API expects, the
+answers mapped onto the store's errors (create-once 412 -> compare, 5xx/connection -> retried,
+4xx -> permanent). A scripted stand-in answers the HTTP calls; the real emulator is in
+tests/integration/test_backfill_gcs_upload.py."""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import urllib3
+
+from obsingest.checksums import crc32c_b64
+from obsingest.retry import RetriesExhausted
+from obsingest.store import ObjectConflict
+from obsingest.store.gcs import BucketMissing, GcsSettings, StoreRequestRefused
+from producers.backfill.gcs_upload import (
+    GcsUploader,
+    ObjectVanished,
+    endpoint_from_env,
+    multipart_body,
+    stored_from_resource,
+)
+
+pytestmark = pytest.mark.unit
+
+DATA = b"SIMPLE  =                    T" + bytes(range(256)) * 4
+
+
+@dataclass
+class Answer:
+    status: int
+    data: bytes
+
+
+class ScriptedHttp:
+    """Answers each ``urlopen`` with the next scripted answer (or raises it)."""
+
+    def __init__(self, *answers: Any) -> None:
+        self.answers = list(answers)
+        self.calls: list[tuple[str, str, bytes | None]] = []
+
+    def urlopen(self, method: str, url: str, body: bytes | None = None, headers: Any = None,
+                **_: Any) -> Answer:  # fmt: skip
+        self.calls.append((method, url, body))
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def resource(data: bytes, generation: int = 7) -> bytes:
+    return json.dumps({"name": "a/b.fits", "size": str(len(data)), "crc32c": crc32c_b64(data),
+                       "generation": str(generation),
+                       "timeCreated": "2026-01-02T03:04:05.678Z"}).encode()  # fmt: skip
+
+
+def uploader(http: ScriptedHttp) -> GcsUploader:
+    settings = GcsSettings(base_delay=0, max_delay=0, max_attempts=3)
+    return GcsUploader("bkt", settings, endpoint="http://gcs.invalid", http=http)
+
+
+def test_the_body_is_a_multipart_related_resource_then_the_bytes() -> None:
+    body, content_type = multipart_body({"name": "x", "crc32c": "AAAAAA=="}, DATA)
+    message = email.message_from_bytes(
+        f"content-type: {content_type}\r\n\r\n".encode() + body, policy=email.policy.HTTP
+    )
+    parts = list(message.iter_parts())
+    assert [p.get_content_type() for p in parts] == ["application/json", "application/fits"]
+    assert json.loads(parts[0].get_payload(decode=True)) == {"name": "x", "crc32c": "AAAAAA=="}
+    assert parts[1].get_payload(decode=True) == DATA
+    # a new boundary each time: a file cannot be cut by a boundary it happens to contain
+    assert multipart_body({}, DATA)[1] != content_type
+
+
+def test_one_request_creates_and_the_answer_is_what_the_store_holds() -> None:
+    http = ScriptedHttp(Answer(200, resource(DATA, 11)))
+    up = uploader(http).put("a/b.fits", DATA, crc32c_b64(DATA), {"k": "v"})
+    assert (up.created, up.size, up.crc32c, up.generation) == (True, len(DATA),
+                                                               crc32c_b64(DATA), 11)  # fmt: skip
+    [(method, url, _)] = http.calls
+    assert method == "POST" and "uploadType=multipart" in url and "ifGenerationMatch=0" in url
+
+
+def test_already_there_with_the_same_bytes_is_exists_after_one_get() -> None:
+    http = ScriptedHttp(Answer(412, b"precondition"), Answer(200, resource(DATA, 5)))
+    up = uploader(http).put("a/b.fits", DATA, crc32c_b64(DATA))
+    assert (up.created, up.generation) == (False, 5)
+    assert [c[0] for c in http.calls] == ["POST", "GET"]
+    assert http.calls[1][1].endswith("/storage/v1/b/bkt/o/a%2Fb.fits")
+
+
+def test_already_there_with_other_bytes_is_a_conflict() -> None:
+    other = b"other bytes"
+    http = ScriptedHttp(Answer(412, b"precondition"), Answer(200, resource(other)))
+    with pytest.raises(ObjectConflict) as caught:
+        uploader(http).put("a/b.fits", DATA, crc32c_b64(DATA))
+    assert caught.value.existing.size == len(other) and caught.value.reason == "checksum-conflict"
+
+
+def test_already_there_then_gone_is_retriable() -> None:
+    http = ScriptedHttp(Answer(412, b"precondition"), Answer(404, b"No such object"))
+    with pytest.raises(ObjectVanished) as caught:
+        uploader(http).put("a/b.fits", DATA, crc32c_b64(DATA))
+    assert caught.value.retriable
+
+
+def test_transient_answers_and_broken_connections_are_retried() -> None:
+    http = ScriptedHttp(Answer(503, b"busy"), urllib3.exceptions.ProtocolError("reset"),
+                        Answer(200, resource(DATA)))  # fmt: skip
+    assert uploader(http).put("a/b.fits", DATA, crc32c_b64(DATA)).created
+    assert len(http.calls) == 3
+
+
+def test_bytes_refused_for_their_crc32c_are_resent_once() -> None:
+    refused = Answer(
+        400,
+        b'{"error": {"message": "provided CRC32C \\"AAAAAA==\\" doesn\'t match '
+        b'calculated CRC32C \\"BBBBBB==\\""}}',
+    )
+    http = ScriptedHttp(refused, Answer(200, resource(DATA)))
+    assert uploader(http).put("a/b.fits", DATA, crc32c_b64(DATA)).created
+    http = ScriptedHttp(refused, refused, Answer(200, resource(DATA)))
+    with pytest.raises(RetriesExhausted) as caught:
+        uploader(http).put("a/b.fits", DATA, crc32c_b64(DATA))
+    assert caught.value.kind == "checksum-mismatch" and len(http.calls) == 2
+
+
+def test_retries_are_bounded() -> None:
+    http = ScriptedHttp(*[Answer(503, b"busy")] * 3)
+    with pytest.raises(RetriesExhausted) as caught:
+        uploader(http).put("a/b.fits", DATA, crc32c_b64(DATA))
+    assert caught.value.retriable and "http-503" in str(caught.value)
+
+
+@pytest.mark.parametrize(("answer", "error"), [
+    (Answer(404, b"bucket not found"), BucketMissing),
+    (Answer(400, b"invalid object name"), StoreRequestRefused),
+])  # fmt: skip
+def test_refusals_are_permanent_at_once(answer: Answer, error: type[Exception]) -> None:
+    http = ScriptedHttp(answer)
+    with pytest.raises(error) as caught:
+        uploader(http).put("a/b.fits", DATA, crc32c_b64(DATA))
+    assert not caught.value.retriable and len(http.calls) == 1  # type: ignore[attr-defined]
+
+
+def test_the_resource_becomes_a_stored_object() -> None:
+    obj = stored_from_resource(json.loads(resource(DATA, 9)), "bkt")
+    assert (obj.size, obj.generation, obj.uri) == (len(DATA), 9, "gs://bkt/a/b.fits")
+    assert obj.time_created.tzinfo is not None
+
+
+def test_the_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+    assert endpoint_from_env() == "https://storage.googleapis.com"
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", "127.0.0.1:4443/")
+    assert endpoint_from_env() == "http://127.0.0.1:4443"
