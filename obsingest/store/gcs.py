@@ -110,6 +110,10 @@ def _status_of(exc: BaseException) -> int | None:
     return status if isinstance(status, int) else None
 
 
+#: words of a 400 that says the bytes received are not the bytes whose checksum was sent
+_HASH_WORDS = ("hash", "crc32c", "md5")
+
+
 def classify_gcs_error(exc: BaseException, auth_retries: int = 2) -> Transient | None:
     """Transient (with its kind) for errors a retry can fix; None for permanent ones.
 
@@ -124,8 +128,10 @@ def classify_gcs_error(exc: BaseException, auth_retries: int = 2) -> Transient |
             return Transient(f"http-{status}")
         if status == 403:
             return Transient("http-403", max_retries=auth_retries)
-        if status == 400 and "hash" in str(exc).lower() and "match" in str(exc).lower():
+        text = str(exc).lower()
+        if status == 400 and "match" in text and any(w in text for w in _HASH_WORDS):
             # the service computed another checksum than we sent: bytes damaged in transit
+            # ("Provided CRC32C ... doesn't match calculated CRC32C ...", "... hash ... match")
             return Transient("checksum-mismatch", max_retries=1)
         return None
     if isinstance(exc, (requests.Timeout, TimeoutError)):

@@ -61,9 +61,20 @@ def test_dropped_connections_and_timeouts_are_transient(exc):
     assert classify_gcs_error(exc) is not None
 
 
-def test_a_checksum_refusal_is_retried_once():
-    verdict = classify_gcs_error(http(400, 'provided MD5 hash "A" doesn\'t match calculated'))
+@pytest.mark.parametrize(
+    "message",
+    [
+        'provided MD5 hash "A" doesn\'t match calculated',
+        'Provided CRC32C "AAAAAA==" doesn\'t match calculated CRC32C "QDLllw=="',
+    ],
+)
+def test_a_checksum_refusal_is_retried_once(message):
+    verdict = classify_gcs_error(http(400, message))
     assert verdict is not None and verdict.max_retries == 1
+
+
+def test_another_bad_request_is_not_retried():
+    assert classify_gcs_error(http(400, "Invalid argument: object name too long")) is None
 
 
 def test_programming_errors_are_not_retried():
