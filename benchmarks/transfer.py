@@ -78,13 +78,21 @@ WHAT_MOVED = """\
   emulator's handling of each 15 MB upload: 0.17 CPU s with its filesystem backend, 0.10 with
   `-backend memory`, measured against a private instance; serving the register function's read
   costs it only 0.01); notify 0.09 (Pub/Sub emulator: notification, ArrivalEvent, pulls);
-  register + publish 0.14 (the register function reads back the whole 15 MB object to verify its
-  CRC32C and header: 74% of that process's samples in py-spy). About 70% of the CPU per CCD is
+  register + publish 0.14 (then: the register function read back the whole 15 MB object to
+  verify its CRC32C and header, 74% of that process's samples in py-spy; see below). About 70% of the CPU per CCD is
   the facility side and its emulators, which share these 2 cores with the edge here and are
   other machines (or Google's services) in production; the capacity model below turns these
   figures into the cores, instances and bandwidth a whole camera needs.
-- Not changed here (outside the edge and the harness): the register function's full read of
-  each object (`functions/register/service.py`, `_register`), the resumable two-request upload
+- **The register function reads a header, not the whole CCD** (`functions/register/verify.py`):
+  a CCD whose sender's checksum equals the store's CRC32C is verified by the two checksums and
+  only its first 64 KiB are read (one ranged GET, from the notified generation); the senders
+  check every HDU before sending (`producers/ccd_bytes.py`). The register function's CPU per
+  exposure went from 1.9 to 1.0 s (24 CCDs direct) and from 1.4 to 0.7 s (16 CCDs Kafka), the
+  machine's from 12.0 to 10.8 and 10.8 to 9.7 CPU s (previous full run against this one); Kafka
+  16 CCDs max readout -> announced 4.85-4.96 -> 4.44 s, direct 24 CCDs 5.64-5.89 -> 5.57 s.
+  What keeps both goals out of reach here is the same floor: 10.8 CPU s per 24-CCD exposure
+  (the GCS emulator alone 4.1, the edge 3.5) on 2 cores is 5.4 s before any CCD waits.
+- Not changed here (outside the edge and the harness): the resumable two-request upload
   the GCS client uses above 8 MiB (`obsingest/store/gcs.py`; a single multipart request cost
   the emulator 0.15-0.18 instead of 0.20-0.22 CPU s but the client 0.05 instead of 0.015), and
   the local stack's emulator backend (`infra/local/stack`).
