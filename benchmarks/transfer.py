@@ -79,10 +79,10 @@ WHAT_MOVED = """\
   `-backend memory`, measured against a private instance; serving the register function's read
   costs it only 0.01); notify 0.09 (Pub/Sub emulator: notification, ArrivalEvent, pulls);
   register + publish 0.14 (then: the register function read back the whole 15 MB object to
-  verify its CRC32C and header, 74% of that process's samples in py-spy; see below). About 70% of the CPU per CCD is
-  the facility side and its emulators, which share these 2 cores with the edge here and are
-  other machines (or Google's services) in production; the capacity model below turns these
-  figures into the cores, instances and bandwidth a whole camera needs.
+  verify its CRC32C and header, 74% of that process's samples in py-spy; see below). About 70%
+  of the CPU per CCD is the facility side and its emulators, which share these 2 cores with the
+  edge here and are other machines (or Google's services) in production; the capacity model
+  below turns these figures into the cores, instances and bandwidth a whole camera needs.
 - **The register function reads a header, not the whole CCD** (`functions/register/verify.py`):
   a CCD whose sender's checksum equals the store's CRC32C is verified by the two checksums and
   only its first 64 KiB are read (one ranged GET, from the notified generation); the senders

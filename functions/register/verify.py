@@ -36,7 +36,6 @@ class Verified:
     primary: Hdu  # its primary header
     size: int
     checksum: str  # ``crc32c:xxxxxxxx``
-    read_whole: bool  # False: verified by the checksums, only the header read
 
 
 def read_verified(store: ObjectStore, obj: StoredObject) -> Verified:
@@ -52,7 +51,7 @@ def read_verified(store: ObjectStore, obj: StoredObject) -> Verified:
                 "replaced since"
             )
         try:
-            return Verified(parse_primary(head.data), obj.size, claimed, read_whole=False)
+            return Verified(parse_primary(head.data), obj.size, claimed)
         except CorruptFile as exc:
             if len(head.data) >= obj.size:
                 raise CorruptFile(f"object {obj.name!r}: {exc}") from None
@@ -77,7 +76,7 @@ def _read_whole(store: ObjectStore, obj: StoredObject, claimed: str) -> Verified
         primary = primary_header(data)  # every HDU checked, only the primary kept
     except CorruptFile as exc:
         raise CorruptFile(f"object {obj.name!r}: {exc}") from None
-    return Verified(primary, len(data), checksum, read_whole=True)
+    return Verified(primary, len(data), checksum)
 
 
 def _checksum(crc32c: str) -> str:
