@@ -140,6 +140,11 @@ class RegistryAudit:
             CanaryRecord(row["name"], _utc(row["written_at"]), _utc(row["seen_at"])) for row in rows
         ]
 
+    def last_canary_written(self) -> datetime | None:
+        """When a canary was last written (a facility pass: any process's, this one's included)."""
+        value = self._read(lambda c: c.execute(select(func.max(canary.c.written_at))).scalar())
+        return _utc(value)
+
     def last_canary_seen(self) -> datetime | None:
         """When a canary was last seen by the register function (any writer's)."""
         value = self._read(lambda c: c.execute(select(func.max(canary.c.seen_at))).scalar())

@@ -3,7 +3,8 @@ exposures sweep, outbox drain and redrive, each guarded so that one failing neve
 others or the loop.
 
 Order within a pass: the canary first (its verdict sets the reconcile window: after an outage
-the window reaches back to when the first unseen canary was written), the repair if
+the window reaches back to when the first unseen canary was written; after this service itself
+was stopped longer than the window, to its last pass before the stop), the repair if
 notifications are broken (re-provisioning, where a hook is wired: the local stack), then the
 reconcile (register what the outage missed), the exposures sweep (the ExposureIngested a lost
 check left unwritten; exposures overdue and incomplete counted once), the outbox drain (announce
@@ -87,6 +88,11 @@ class FacilityService:
     stats: FacilityStats = field(default_factory=FacilityStats)
     #: Prometheus export of ``stats`` after each pass (None: not exported)
     exporter: FacilityExporter | None = None
+    #: where passes reach back to after this process started from a stop longer than the
+    #: window: the previous process's last pass (its last canary written); None once a pass
+    #: completed without error (``_resume_point``)
+    _resume_from: datetime | None = None
+    _resume_known: bool = False
     _last_repair: float = float("-inf")
     _last_purge: float = float("-inf")
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -96,6 +102,10 @@ class FacilityService:
         report = PassReport()
         now = self.clock()
         since = now - timedelta(seconds=self.window)
+        if not self._resume_known:
+            self._resume_point(report)
+        if self._resume_from is not None:
+            since = min(since, self._resume_from - OUTAGE_MARGIN)
         if self.canary is not None:
             report.canary = self._guard(report, "canary", self.canary.tick)
             if report.canary is not None:
@@ -122,6 +132,8 @@ class FacilityService:
                 self.stats.set(dead_letters_waiting=report.redrive.waiting)
         self._guard(report, "outbox-status", self._outbox_stats)
         ok = not report.errors and (report.reconcile is None or report.reconcile.consistent)
+        if ok and self._resume_known:
+            self._resume_from = None  # the stop is covered: back to the window
         self.stats.add(passes=1, failed_passes=0 if ok else 1)
         self.stats.set(last_pass_ok=int(ok))
         if self.exporter is not None:
@@ -134,6 +146,25 @@ class FacilityService:
         )
         log_event(log, "facility.pass", level, **report.as_dict())
         return report
+
+    def _resume_point(self, report: PassReport) -> None:
+        """Once, before this process's first canary: when did the facility last pass? A stop
+        longer than the window (the service down for a night) would otherwise leave the objects
+        and exposures of its first hours outside every reconcile and sweep for ever, and the
+        canary cannot tell: nothing wrote canaries while it was stopped. Asked again next pass
+        if the registry cannot answer now."""
+        if self.canary is None:
+            return
+        last = self._guard(report, "resume", self.canary.audit.last_canary_written)
+        if last is None and report.errors:
+            return
+        self._resume_known = True
+        if last is not None and last < self.clock() - timedelta(seconds=self.window):
+            self._resume_from = last
+            log_event(
+                log, "facility.resume", logging.WARNING, last_pass=last.isoformat(),
+                note="stopped longer than the window: reaching back to the last pass",
+            )  # fmt: skip
 
     def _guard(self, report: PassReport, what: str, fn: Callable[[], Any]) -> Any:
         try:

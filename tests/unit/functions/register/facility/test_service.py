@@ -77,6 +77,28 @@ def test_broken_notifications_are_reported_repaired_and_widen_the_window(env):
     assert not service.run_pass().repaired  # at most one repair per repair_every
 
 
+def test_a_restart_after_a_stop_longer_than_the_window_reaches_back_to_the_last_pass(env):
+    clock = [datetime.now(UTC)]
+
+    def started():
+        service = facility(env, window=60.0)
+        service.clock = service.canary.clock = service.reconciler.clock = lambda: clock[0]
+        return service
+
+    started().run_pass()  # the last pass before the stop: its canary is written and seen
+    env.deliver_all()
+    last_pass = clock[0]
+    upload(env, 3)  # stored just after, its notification lost while the facility was down
+    lose_notifications(env)
+    clock[0] += timedelta(hours=10)  # a night's stop: far beyond the 60 s window
+    service = started()
+    report = service.run_pass()
+    assert report.canary.healthy  # nothing the canary could have seen
+    assert report.reconcile.since < last_pass and report.reconcile.outcomes == {"registered": 1}
+    clock[0] += timedelta(seconds=30)
+    assert service.run_pass().reconcile.since == clock[0] - timedelta(seconds=60)  # back to it
+
+
 def test_a_failing_stage_does_not_stop_the_others(env, monkeypatch):
     service = facility(env, canary=False)
     upload(env, 2)
