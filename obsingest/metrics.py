@@ -92,7 +92,7 @@ REASONS: frozenset[str] = frozenset(
         # producers (edge, chunk producer)
         "quarantined-by-producer", "chunk-delivery-failed", "chunk-rejected", "producer-fatal",
         "listing-failed", "manifest-conflict", "registry-not-readable",
-        "source-vanished", "never-completed", "bad-file-name", "bad-manifest",
+        "source-vanished", "object-vanished", "never-completed", "bad-file-name", "bad-manifest",
         "source-unreadable", "spool-full", "spool-unavailable", "worker-crashed",
         "unexpected-error",
         # assembler errors and dead-letter (dlq_reason) values

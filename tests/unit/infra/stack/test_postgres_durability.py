@@ -39,6 +39,11 @@ def fake_postmaster(tmp_path: Path):
     exe.parent.mkdir()
     exe.symlink_to("/bin/sleep")
     proc = subprocess.Popen([str(exe), "60"], start_new_session=True)
+    # Popen returns once the child is forked, maybe before its exec: wait until it is "postgres"
+    cmdline = Path(f"/proc/{proc.pid}/cmdline")
+    deadline = time.monotonic() + 10
+    while str(exe).encode() not in cmdline.read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.01)
     yield proc
     proc.kill()
     proc.wait()
