@@ -1,18 +1,30 @@
 """Data ids, object names and dataset ids: the identity of one CCD everywhere in the pipeline.
 
-An object name is the only thing a storage notification is guaranteed to carry, so it encodes the
-whole data id and is parsed strictly: anything that does not match exactly is a BadObjectName,
-never a guess.
+A CCD's identity is (instrument, exposure, detector), as the Butler's raw data id. The camera
+names its files after the observation id and the detector
+(``MC_O_20250415_000060_R01_S01.fits``: camera code, controller, day_obs, sequence number, raft,
+sensor), and that name, or the header (``identity_from_header``), gives the data id by obs_lsst's
+rules: the exposure id is ``day_obs * 100000 + seq_num``, with the year raised by 1000 per
+controller for the controllers whose counters were not shared with the OCS's at the time.
+
+Objects are stored in the layout Rubin's own tools use for raws (lsst-dm/prompt_processing's
+``LSST_REGEXP``, the embargo bucket), under the ingest prefix:
+``{instrument}/{day_obs}/{obs_id}/{obs_id}_{raft}_{sensor}.fits``. It sorts by day and
+exposure, keeps the camera's file name, and needs no lookup to give the data id, which is what a
+storage notification carries. Objects written by earlier versions stay readable:
+``{instrument}/{day_obs}/{exposure}/{instrument}_{exposure}_{detector:03d}.fits.fz``.
+Anything matching neither layout is a BadObjectName, never a guess.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from obsingest import camera, defaults
-from obsingest.errors import BadObjectName, UnknownInstrument
+from obsingest.errors import BadObjectName, NoIdentity, UnknownInstrument
 
 #: Detectors read out per exposure, per instrument, numbered as obs_lsst numbers them
 #: (``obsingest.camera``): LSSTCam 205 (189 science + 8 wavefront + 8 guider, ids 0..204),
@@ -21,6 +33,13 @@ INSTRUMENTS: dict[str, int] = {name: len(i.detectors) for name, i in camera.INST
 
 #: Rubin-style exposure ids: day_obs * 100000 + sequence number.
 EXPOSURE_SEQ_FACTOR = 100_000
+#: The controller offset is added to the year part of the day: 1000 years per step.
+_CONTROLLER_STEP = 10_000_000
+#: obs_lsst's controllers, in the order of their exposure-id offset: O (OCS) none, C (CCS) one,
+#: then the simulated ones (H, P, Q, S).
+CONTROLLERS = "OCHPQS"
+#: From these days on a controller shares the OCS's counter and gets no offset (obs_lsst).
+_SHARED_COUNTER_FROM = {"C": 20231005, "P": 20250418, "Q": 20250418, "S": 20250418}
 
 RAW_DATASET_TYPE = defaults.RAW_DATASET_TYPE
 DEFAULT_PREFIX = defaults.RAW_PREFIX
@@ -28,7 +47,19 @@ DEFAULT_PREFIX = defaults.RAW_PREFIX
 #: Namespace of Butler-like deterministic dataset ids (uuid5 of "key=value" pairs).
 DATASET_ID_NAMESPACE = uuid.UUID("840b31d9-05cd-5161-b2c8-00d32b280d0f")
 
-_NAME_RE = re.compile(
+#: The camera's names: ``INSTRUME`` card and observation-id code per Butler instrument name.
+HEADER_INSTRUMENTS = {"lsstcam": "LSSTCam", "comcam": "LSSTComCam", "latiss": "LATISS"}
+HEADER_INSTRUMENTS |= {name.lower(): name for name in camera.INSTRUMENTS}
+CAMERA_CODES = {i.obsid_prefix: name for name, i in camera.INSTRUMENTS.items()}
+
+_OBS_ID = r"(?P<code>[A-Z]{2})_(?P<controller>[A-Z])_(?P<obs_day>[0-9]{8})_(?P<seq>[0-9]{6})"
+_OBS_ID_RE = re.compile(f"^{_OBS_ID}$")
+_RUBIN_RE = re.compile(
+    r"^(?P<instrument>[A-Za-z][A-Za-z0-9]*)/(?P<day_obs>[0-9]{8})/"
+    rf"(?P<obs_id>{_OBS_ID})/(?P=obs_id)_(?P<raft>R[0-9X]{{2}})_(?P<sensor>S(?:[0-9]{{2}}|[GW][0-9]))"
+    r"\.fits(?:\.fz)?$"
+)
+_LEGACY_RE = re.compile(
     r"^(?P<instrument>[A-Za-z][A-Za-z0-9]*)/(?P<day_obs>[0-9]{8})/(?P<exposure>[0-9]{1,18})/"
     r"(?P<instrument2>[A-Za-z][A-Za-z0-9]*)_(?P<exposure2>[0-9]{1,18})_(?P<detector>[0-9]{3})"
     r"\.fits\.fz$"
@@ -51,26 +82,57 @@ class DataId:
 
     @property
     def day_obs(self) -> int:
-        return self.exposure // EXPOSURE_SEQ_FACTOR
+        """The observing day: the exposure id's day, less any controller's year offset."""
+        return exposure_day_obs(self.exposure)
+
+    @property
+    def seq_num(self) -> int:
+        return self.exposure % EXPOSURE_SEQ_FACTOR
 
     @property
     def key(self) -> str:
         """Stable string form; the Kafka key of every chunk of this CCD."""
         return f"{self.instrument}/{self.exposure}/{self.detector:03d}"
 
-    def object_name(self, prefix: str = DEFAULT_PREFIX) -> str:
-        return (
-            f"{prefix}{self.instrument}/{self.day_obs}/{self.exposure}/"
-            f"{self.instrument}_{self.exposure}_{self.detector:03d}.fits.fz"
-        )
+    def object_name(self, prefix: str = DEFAULT_PREFIX, controller: str | None = None) -> str:
+        """The object's name in Rubin's layout (see module doc).
 
-    def as_fields(self) -> dict[str, int | str]:
-        return {
-            "instrument": self.instrument,
-            "exposure": self.exposure,
-            "detector": self.detector,
-            "day_obs": self.day_obs,
-        }
+        The observation id's controller letter is not always recoverable from the exposure id
+        (O and C share one counter since 2023-10-05): pass the header's ``controller`` where it
+        is known; else the one the id implies (``O`` for an id without offset).
+        """
+        return self.identity(controller).object_name(prefix)
+
+    def identity(self, controller: str | None = None) -> Identity:
+        """The camera's names for this CCD (observation id, raft, sensor)."""
+        inst = camera.instrument(self.instrument)
+        det = camera.detector(self.instrument, self.detector)
+        offset = (self.exposure // EXPOSURE_SEQ_FACTOR - self.day_obs) // _CONTROLLER_STEP
+        controller = controller or CONTROLLERS[offset]
+        obs_id = f"{inst.obsid_prefix}_{controller}_{self.day_obs}_{self.seq_num:06d}"
+        raft = "R00" if not inst.has_rafts else det.raft
+        return Identity(self, obs_id, raft, det.name_in_raft)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A CCD as the camera names it: its data id, observation id, and raft and sensor as the
+    camera writes them into file names (LATISS: ``R00``, although its detector is ``RXX_S00``)."""
+
+    data_id: DataId
+    obs_id: str
+    raft: str
+    sensor: str
+    group: str | None = None
+
+    @property
+    def file_name(self) -> str:
+        """The camera's own file name, e.g. ``MC_O_20250415_000060_R01_S01.fits``."""
+        return f"{self.obs_id}_{self.raft}_{self.sensor}.fits"
+
+    def object_name(self, prefix: str = DEFAULT_PREFIX) -> str:
+        data_id = self.data_id
+        return f"{prefix}{data_id.instrument}/{data_id.day_obs}/{self.obs_id}/{self.file_name}"
 
 
 def validate_instrument(instrument: str) -> int:
@@ -100,15 +162,119 @@ def validate_day_obs(day_obs: int, what: str) -> None:
         raise BadObjectName(f"{what}: day_obs {day_obs} is not a YYYYMMDD date")
 
 
-def make_exposure_id(day_obs: int, seq_num: int) -> int:
+def make_exposure_id(day_obs: int, seq_num: int, controller: str | None = None) -> int:
+    """obs_lsst's exposure id: ``day_obs * 100000 + seq_num``, the year raised by 1000 per step
+    of ``controller`` in CONTROLLERS while that controller kept a counter of its own."""
     validate_day_obs(day_obs, "exposure id")
-    if not 0 < seq_num < EXPOSURE_SEQ_FACTOR:
-        raise ValueError(f"sequence number {seq_num} out of range 1..{EXPOSURE_SEQ_FACTOR - 1}")
-    return day_obs * EXPOSURE_SEQ_FACTOR + seq_num
+    if not 0 <= seq_num < EXPOSURE_SEQ_FACTOR:
+        raise ValueError(f"sequence number {seq_num} out of range 0..{EXPOSURE_SEQ_FACTOR - 1}")
+    offset = 0
+    if controller is not None and controller in CONTROLLERS:  # another letter: no offset
+        shared_from = _SHARED_COUNTER_FROM.get(controller)
+        if shared_from is None or day_obs < shared_from:
+            offset = CONTROLLERS.index(controller)
+    return (day_obs + offset * _CONTROLLER_STEP) * EXPOSURE_SEQ_FACTOR + seq_num
+
+
+def exposure_day_obs(exposure: int) -> int:
+    """The day_obs of an exposure id (the inverse of ``make_exposure_id``'s day part): an offset
+    shows as a year of 3000 or later, since observing days lie in 2000-2999."""
+    day = exposure // EXPOSURE_SEQ_FACTOR
+    return day - max(0, day // _CONTROLLER_STEP - 2) * _CONTROLLER_STEP
+
+
+def parse_obs_id(obs_id: str) -> tuple[str, str, int, int]:
+    """(instrument, controller, day_obs, seq_num) of ``MC_O_20250415_000060``; ValueError if
+    it is not one."""
+    match = _OBS_ID_RE.match(obs_id)
+    if not match or match["code"] not in CAMERA_CODES:
+        raise ValueError(f"{obs_id!r} is not an observation id like MC_O_20250415_000060")
+    return (
+        CAMERA_CODES[match["code"]],
+        match["controller"],
+        int(match["obs_day"]),
+        int(match["seq"]),
+    )
+
+
+def identity_from_header(card: Callable[[str], object], where: str) -> Identity:
+    """A CCD's identity from its primary header, as the camera writes it.
+
+    ``card(KEY)`` returns a card's value or None. The instrument comes from INSTRUME (the
+    camera's ``lsstCam``/``comCam``/``LATISS`` or the Butler's names), the observation from
+    OBSID (else DAYOBS, SEQNUM and CONTRLLR), the detector from RAFTBAY and CCDSLOT. Anything
+    missing or contradictory is a NoIdentity naming the card, since no other field can stand in
+    for it.
+    """
+
+    def text(key: str) -> str | None:
+        value = card(key)
+        if value is None or isinstance(value, bool):
+            return None
+        value = str(value).strip()
+        return value or None
+
+    raw_instrument = text("INSTRUME")
+    if raw_instrument is None:
+        raise NoIdentity(f"{where}: header has no INSTRUME card: no instrument")
+    instrument = HEADER_INSTRUMENTS.get(raw_instrument.lower())
+    if instrument is None:
+        raise UnknownInstrument(
+            f"{where}: header INSTRUME={raw_instrument!r} is not an instrument we ingest "
+            f"(known: {', '.join(sorted(set(HEADER_INSTRUMENTS.values())))})"
+        )
+    obs_id = text("OBSID")
+    try:
+        controller, day_obs, seq_num = _observation(obs_id, text, instrument)
+        if obs_id is None:
+            code = camera.instrument(instrument).obsid_prefix
+            obs_id = f"{code}_{controller}_{day_obs}_{seq_num:06d}"
+        exposure = make_exposure_id(day_obs, seq_num, controller)
+    except (ValueError, BadObjectName) as exc:
+        raise NoIdentity(f"{where}: {exc}") from None
+    raft, sensor = text("RAFTBAY"), text("CCDSLOT")
+    if instrument == "LATISS":
+        raft, sensor = raft or "R00", sensor or "S00"
+        full_name = f"RXX_{sensor}"
+    elif raft is None or sensor is None:
+        missing = "RAFTBAY" if raft is None else "CCDSLOT"
+        raise NoIdentity(f"{where}: header has no {missing} card: no detector")
+    else:
+        full_name = f"{raft}_{sensor}"
+    try:
+        detector = camera.detector_by_name(instrument, full_name).id
+    except KeyError:
+        raise NoIdentity(
+            f"{where}: header RAFTBAY={raft!r} CCDSLOT={sensor!r}: no such detector of {instrument}"
+        ) from None
+    group = text("GROUPID") or str(exposure)  # obs_lsst's default group: the exposure id
+    return Identity(DataId(instrument, exposure, detector), obs_id, raft, sensor, group)
+
+
+def _observation(
+    obs_id: str | None, text: Callable[[str], str | None], instrument: str
+) -> tuple[str, int, int]:
+    """(controller, day_obs, seq_num) from OBSID, checked against DAYOBS/SEQNUM/CONTRLLR."""
+    day, seq, controller = text("DAYOBS"), text("SEQNUM"), text("CONTRLLR")
+    if obs_id is not None:
+        found, controller, day_obs, seq_num = parse_obs_id(obs_id)
+        if found != instrument:
+            raise ValueError(f"header OBSID={obs_id!r} is of {found}, INSTRUME says {instrument}")
+        for key, value, expected in (("DAYOBS", day, day_obs), ("SEQNUM", seq, seq_num)):
+            if value is not None and value.isdigit() and int(value) != expected:
+                raise ValueError(f"header {key}={value!r} but OBSID={obs_id!r}")
+        return controller, day_obs, seq_num
+    if day is None or seq is None:
+        raise ValueError(f"header has no OBSID and no {'DAYOBS' if day is None else 'SEQNUM'}")
+    day = day.replace("-", "")
+    if not (day.isdigit() and len(day) == 8 and seq.isdigit()):
+        raise ValueError(f"header DAYOBS={day!r} SEQNUM={seq!r} are not a day and a number")
+    return controller or "O", int(day), int(seq)
 
 
 def parse_object_name(name: str, prefix: str = DEFAULT_PREFIX) -> DataId:
-    """Data id of ``name``; else BadObjectName naming the object and the reason."""
+    """Data id of ``name`` in either layout (module doc); else BadObjectName naming the object
+    and the reason."""
     if not name.startswith(prefix):
         raise BadObjectName(f"object {name!r}: outside the ingest prefix {prefix!r}")
     rest = name[len(prefix) :]
@@ -116,17 +282,17 @@ def parse_object_name(name: str, prefix: str = DEFAULT_PREFIX) -> DataId:
         raise BadObjectName(f"object {name!r}: absolute or malformed path")
     if any(part in {"..", "."} for part in rest.split("/")):
         raise BadObjectName(f"object {name!r}: path escapes the prefix ('.' or '..')")
-    match = _NAME_RE.match(rest)
-    if not match:
-        raise BadObjectName(
-            f"object {name!r}: does not match "
-            "{instrument}/{day_obs}/{exposure}/{instrument}_{exposure}_{detector:03d}.fits.fz"
-        )
-    instrument = match["instrument"]
-    if match["instrument2"] != instrument or match["exposure2"] != match["exposure"]:
-        raise BadObjectName(f"object {name!r}: directory and file name disagree")
     try:
-        data_id = DataId(instrument, int(match["exposure"]), int(match["detector"]))
+        match = _RUBIN_RE.match(rest)
+        if match:
+            data_id = _rubin_data_id(match)
+        else:
+            match = _LEGACY_RE.match(rest)
+            if not match:
+                raise BadObjectName(
+                    "does not match {instrument}/{day_obs}/{obs_id}/{obs_id}_{raft}_{sensor}.fits"
+                )
+            data_id = _legacy_data_id(match)
     except BadObjectName as exc:
         raise type(exc)(f"object {name!r}: {exc}") from None
     if data_id.day_obs != int(match["day_obs"]):
@@ -135,6 +301,31 @@ def parse_object_name(name: str, prefix: str = DEFAULT_PREFIX) -> DataId:
             f"exposure {data_id.exposure}"
         )
     return data_id
+
+
+def _rubin_data_id(match: re.Match[str]) -> DataId:
+    instrument = match["instrument"]
+    validate_instrument(instrument)
+    if CAMERA_CODES.get(match["code"]) != instrument:
+        raise BadObjectName(f"observation id {match['obs_id']} is not of {instrument}")
+    try:
+        exposure = make_exposure_id(int(match["obs_day"]), int(match["seq"]), match["controller"])
+    except ValueError as exc:
+        raise BadObjectName(str(exc)) from None
+    full_name = f"{'RXX' if instrument == 'LATISS' else match['raft']}_{match['sensor']}"
+    try:
+        detector = camera.detector_by_name(instrument, full_name).id
+    except KeyError:
+        raise BadObjectName(
+            f"no detector {match['raft']}_{match['sensor']} in {instrument}"
+        ) from None
+    return DataId(instrument, exposure, detector)
+
+
+def _legacy_data_id(match: re.Match[str]) -> DataId:
+    if match["instrument2"] != match["instrument"] or match["exposure2"] != match["exposure"]:
+        raise BadObjectName("directory and file name disagree")
+    return DataId(match["instrument"], int(match["exposure"]), int(match["detector"]))
 
 
 def dataset_id(data_id: DataId, dataset_type: str = RAW_DATASET_TYPE, run: str = "") -> uuid.UUID:

@@ -83,6 +83,12 @@ class HeaderMismatch(PermanentError):
     reason = "header-mismatch"
 
 
+class NoIdentity(HeaderMismatch):
+    """A header that cannot say which CCD it is (no instrument, observation or detector)."""
+
+    reason = "no-identity"
+
+
 class ForeignBucket(PermanentError):
     """A notification for an object in a bucket this deployment does not ingest from."""
 

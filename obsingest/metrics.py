@@ -84,7 +84,7 @@ REASONS: frozenset[str] = frozenset(
         "bad-metadata", "unstorable-input", "request-refused", "not-a-delivery",
         "request-too-large", "nesting-too-deep",
         # registry backends
-        "butler-conflict", "bad-header",
+        "butler-conflict", "bad-header", "no-identity",
         # kernel adapters
         "publish-failed", "registry-unavailable", "retries-exhausted", "store-request-refused",
         "bucket-missing", "store-permission-denied", "store-unavailable",

@@ -1,20 +1,116 @@
+import json
 import uuid
+from pathlib import Path
 
 import pytest
+import yaml
 
-from obsingest.dataid import DataId, dataset_id, make_exposure_id, parse_object_name
-from obsingest.errors import BadObjectName, UnknownInstrument
+from obsingest.dataid import (
+    DataId,
+    dataset_id,
+    exposure_day_obs,
+    identity_from_header,
+    make_exposure_id,
+    parse_object_name,
+    parse_obs_id,
+)
+from obsingest.errors import BadObjectName, NoIdentity, UnknownInstrument
 
 pytestmark = pytest.mark.unit
 
 GOOD = "raw/LSSTCam/20261122/2026112200042/LSSTCam_2026112200042_117.fits.fz"
+RUBIN = "raw/LSSTCam/20250415/MC_O_20250415_000060/MC_O_20250415_000060_R01_S01.fits"
+REAL = Path(__file__).parents[2] / "fixtures" / "real_headers"
+
+
+def _real_headers() -> list[tuple[str, dict]]:
+    found = []
+    for path in sorted(REAL.iterdir()):
+        if path.suffix == ".yaml":
+            found.append((path.name, yaml.safe_load(path.read_text())))
+        elif path.suffix == ".json" and not path.name.startswith("expected"):
+            found.append((path.name, json.loads(path.read_text())))
+    return found
 
 
 def test_round_trip_of_a_good_name():
+    data_id = parse_object_name(RUBIN)
+    assert data_id == DataId("LSSTCam", 2025041500060, 1)
+    assert data_id.day_obs == 20250415
+    assert data_id.object_name() == RUBIN
+
+
+def test_names_of_earlier_versions_stay_readable():
     data_id = parse_object_name(GOOD)
     assert data_id == DataId("LSSTCam", 2026112200042, 117)
     assert data_id.day_obs == 20261122
-    assert data_id.object_name() == GOOD
+
+
+@pytest.mark.parametrize(("name", "header"), _real_headers())
+def test_identity_of_every_real_header_matches_rubins_translator(name, header):
+    expected = {
+        e["file"]: e for e in json.loads((REAL / "expected-observation-info.json").read_text())
+    }
+    want = expected[name]
+    identity = identity_from_header(header.get, name)
+    assert identity.data_id == DataId(want["instrument"], want["exposure_id"], want["detector_num"])
+    assert identity.data_id.day_obs == want["observing_day"]
+    assert identity.data_id.seq_num == want["observation_counter"]
+    assert identity.obs_id == want["observation_id"]
+    assert identity.group == want["exposure_group"]
+    # the object name is the camera's file name, in Rubin's layout, and parses back
+    name_part = name.split("-", 1)[1].rsplit(".", 1)[0]
+    if name_part.startswith(("MC_", "CC_", "AT_")):
+        assert identity.file_name == f"{name_part}.fits"
+    assert parse_object_name(identity.object_name()) == identity.data_id
+
+
+def test_controller_offsets_follow_obs_lsst():
+    assert make_exposure_id(20190322, 2, "C") == 3019032200002
+    assert exposure_day_obs(3019032200002) == 20190322
+    assert make_exposure_id(20231107, 78, "C") == 2023110700078  # C shares the OCS counter
+    assert make_exposure_id(20100217, 32, "H") == 4010021700032
+    assert make_exposure_id(20250422, 5, "S") == 2025042200005
+    assert make_exposure_id(20200329, 22, "X") == 2020032900022  # unknown letter: no offset
+    old = DataId("LSSTCam", 3019032200002, 30)
+    assert old.day_obs == 20190322
+    assert parse_object_name(old.object_name()) == old
+    assert "MC_C_20190322_000002" in old.object_name()
+    assert parse_obs_id("AT_O_20240624_000106") == ("LATISS", "O", 20240624, 106)
+
+
+@pytest.mark.parametrize(
+    ("cards", "message"),
+    [
+        ({}, "no INSTRUME"),
+        ({"INSTRUME": "lsstCam", "RAFTBAY": "R01", "CCDSLOT": "S01"}, "no OBSID and no DAYOBS"),
+        ({"INSTRUME": "lsstCam", "OBSID": "MC_O_20250415_000060", "CCDSLOT": "S01"}, "RAFTBAY"),
+        (
+            {
+                "INSTRUME": "lsstCam",
+                "OBSID": "MC_O_20250415_000060",
+                "RAFTBAY": "R01",
+                "CCDSLOT": "S99",
+            },
+            "no such detector",
+        ),
+        ({"INSTRUME": "lsstCam", "OBSID": "CC_O_20250415_000060"}, "is of LSSTComCam"),
+        (
+            {"INSTRUME": "lsstCam", "OBSID": "MC_O_20250415_000060", "SEQNUM": 61},
+            "SEQNUM='61'",
+        ),
+    ],
+)
+def test_a_header_without_identity_names_the_card(cards, message):
+    with pytest.raises(NoIdentity, match=message) as info:
+        identity_from_header(cards.get, "x.fits")
+    assert "x.fits" in str(info.value)
+    assert info.value.reason == "no-identity"
+
+
+def test_an_unknown_header_instrument_is_its_own_reason():
+    with pytest.raises(UnknownInstrument, match="INSTRUME='hsc'"):
+        identity_from_header({"INSTRUME": "hsc"}.get, "x.fits")
 
 
 @pytest.mark.parametrize(
@@ -25,6 +121,13 @@ def test_round_trip_of_a_good_name():
         ("raw/LSSTCam/20261122/../../../etc/passwd", r"escapes"),
         ("raw/LSSTCam/20261122/2026112200042/LSSTCam_2026112200042_1x7.fits.fz", "does not match"),
         ("raw/LSSTCam/20261122/2026112200042/LSSTCam_2026112200042_117.fits", "does not match"),
+        (
+            "raw/LSSTCam/20250415/MC_O_20250415_000060/MC_O_20250415_000061_R01_S01.fits",
+            "not match",
+        ),
+        ("raw/LSSTCam/20250416/MC_O_20250415_000060/MC_O_20250415_000060_R01_S01.fits", "day_obs"),
+        ("raw/LSSTCam/20250415/CC_O_20250415_000060/CC_O_20250415_000060_R22_S01.fits", "not of"),
+        ("raw/LSSTCam/20250415/MC_O_20250415_000060/MC_O_20250415_000060_R00_S11.fits", "detector"),
         ("raw/LSSTCam/20261122/2026112200042/LSSTCam_2026112200043_117.fits.fz", "disagree"),
         ("raw/LSSTCam/20261121/2026112200042/LSSTCam_2026112200042_117.fits.fz", "day_obs"),
         ("raw/LSSTCam/20261122/2026112200042/LSSTCam_2026112200042_205.fits.fz", "out of range"),
