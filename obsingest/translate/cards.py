@@ -1,0 +1,72 @@
+"""A FITS header (``obsingest.fits.Hdu``) as the mapping of typed values translators read.
+
+astro_metadata_translator reads headers as ``card -> value`` with FITS types: strings (trailing
+blanks dropped), ``True``/``False``, ints, floats, and ``None`` for a card present with no value
+(``FILTER  =``), which the translators treat as "not defined" and default with a warning. Values
+are parsed when first asked for, so a cached exposure costs only the cards its key reads.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from obsingest.fits import Hdu
+
+_INT = re.compile(r"[+-]?\d+$")
+
+
+def card_value(text: str | None, quoted: str | None) -> Any:
+    """The typed value of a card's value text (``quoted``: its string, when quoted)."""
+    if text is None or text == "":
+        return None
+    if text.startswith("'"):
+        return quoted
+    if text == "T":
+        return True
+    if text == "F":
+        return False
+    if _INT.match(text):
+        return int(text)
+    try:
+        return float(text.replace("D", "E"))
+    except ValueError:
+        return text
+
+
+class HduHeader(Mapping[str, Any]):
+    """Read-only typed view of one HDU's keyword cards (first card of each keyword wins)."""
+
+    def __init__(self, hdu: Hdu) -> None:
+        self._hdu = hdu
+        self._values: dict[str, Any] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self._values[key]
+        except KeyError:
+            pass
+        try:
+            padded = key.encode("ascii").ljust(8)
+        except UnicodeEncodeError:
+            raise KeyError(key) from None
+        if len(padded) != 8 or padded not in self._hdu.keywords:
+            raise KeyError(key)
+        value = card_value(self._hdu.value(key), self._hdu.str_value(key))
+        self._values[key] = value
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        try:
+            return key.encode("ascii").ljust(8) in self._hdu.keywords
+        except UnicodeEncodeError:
+            return False
+
+    def __iter__(self) -> Iterator[str]:
+        return (k.decode("ascii", "replace").rstrip() for k in self._hdu.keywords)
+
+    def __len__(self) -> int:
+        return len(self._hdu.keywords)
