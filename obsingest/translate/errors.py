@@ -16,7 +16,7 @@ class NoIdentity(HeaderMismatch):
 
     reason = "bad-header"
 
-    def __init__(self, card: str, value: Any, why: str) -> None:
+    def __init__(self, card: str, value: Any = KeyError, why: str = "not in the header") -> None:
         shown = "absent" if value is KeyError else f"{value!r}"
         super().__init__(f"header {card} ({shown}) gives no identity: {why}")
         self.card = card

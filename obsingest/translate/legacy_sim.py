@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import astropy.units as u
 from astro_metadata_translator import cache_translation
+from astro_metadata_translator.translators.helpers import tracking_from_degree_headers
 from astropy.time import Time
 
 from obsingest import camera
@@ -75,3 +76,16 @@ class LegacySimTranslator(RubinTranslator):
             if value is not None:
                 return value
         raise KeyError(f"{self._log_prefix}: neither DATE-BEG nor DATE-OBS")
+
+    @cache_translation
+    def to_tracking_radec(self) -> Any:
+        # the simulator wrote no DATE card; its RASTART/DECSTART are ICRS degrees
+        if self.to_observation_type() in ("bias", "flat"):
+            return None
+        pairs = (("RASTART", "DECSTART"), ("RA", "DEC"))
+        return tracking_from_degree_headers(self, ("RADESYS",), pairs)
+
+    @cache_translation
+    def to_altaz_end(self) -> Any:
+        # the simulator wrote the start of the exposure only
+        return self._altaz("AZEND", "ELEND") if self.are_keys_ok(["AZEND", "ELEND"]) else None

@@ -231,6 +231,8 @@ class ObservationCache:
         values = {p: getattr(info, p) for p in IDENTITY_CARDS if not p.startswith("detector")}
         values.update({p: v for p, (v, _) in detector.items()})
         failures = {p: why for p, (_, why) in detector.items() if why}
+        if detector_warnings:  # a detector property that warned and gave None says why
+            failures.setdefault("detector_num", detector_warnings[-1])
         warned = exposure.warnings + tuple(detector_warnings)
         for prop, card in IDENTITY_CARDS.items():
             if values[prop] is None:
