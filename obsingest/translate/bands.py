@@ -21,9 +21,9 @@ def band(physical_filter: str | None) -> str | None:
     """The band of ``physical_filter``."""
     if not physical_filter:
         return None
-    if physical_filter == "unknown":
-        return "unknown"
     primary = physical_filter.split("~", 1)[0]
+    if primary == "unknown":
+        return "unknown"
     for pattern in (_LSST, _SDSS):
         match = pattern.match(primary)
         if match:

@@ -35,12 +35,44 @@ def card_value(text: str | None, quoted: str | None) -> Any:
         return text
 
 
+def _split_value(text: str) -> tuple[str, str | None]:
+    """(value text, the string if quoted) of what follows ``=`` on a card, comment dropped."""
+    text = text.strip()
+    if not text.startswith("'"):
+        return text.split("/", 1)[0].strip(), None
+    i, chars = 1, []
+    while i < len(text):
+        if text[i] == "'":
+            if text[i + 1 : i + 2] == "'":
+                chars.append("'")
+                i += 2
+                continue
+            break
+        chars.append(text[i])
+        i += 1
+    return "'", "".join(chars).rstrip()
+
+
 class HduHeader(Mapping[str, Any]):
-    """Read-only typed view of one HDU's keyword cards (first card of each keyword wins)."""
+    """Read-only typed view of one HDU's keyword cards (first card of each keyword wins), the
+    long-keyword ``HIERARCH`` cards included (``HIERARCH SIMULATE ATDOME = 0`` is the card
+    ``SIMULATE ATDOME``, as astropy names it)."""
 
     def __init__(self, hdu: Hdu) -> None:
         self._hdu = hdu
         self._values: dict[str, Any] = {}
+        self._hierarch: dict[str, Any] | None = None
+
+    def _long_cards(self) -> dict[str, Any]:
+        if self._hierarch is None:
+            found: dict[str, Any] = {}
+            for card in self._hdu.cards:
+                if card.startswith(b"HIERARCH ") and b"=" in card:
+                    key, _, rest = card[9:].decode("ascii", "replace").partition("=")
+                    text, quoted = _split_value(rest)
+                    found.setdefault(key.strip(), card_value(text, quoted))
+            self._hierarch = found
+        return self._hierarch
 
     def __getitem__(self, key: str) -> Any:
         try:
@@ -52,7 +84,7 @@ class HduHeader(Mapping[str, Any]):
         except UnicodeEncodeError:
             raise KeyError(key) from None
         if len(padded) != 8 or padded not in self._hdu.keywords:
-            raise KeyError(key)
+            return self._long_cards()[key]
         value = card_value(self._hdu.value(key), self._hdu.str_value(key))
         self._values[key] = value
         return value
@@ -61,12 +93,15 @@ class HduHeader(Mapping[str, Any]):
         if not isinstance(key, str):
             return False
         try:
-            return key.encode("ascii").ljust(8) in self._hdu.keywords
+            if key.encode("ascii").ljust(8) in self._hdu.keywords:
+                return True
         except UnicodeEncodeError:
             return False
+        return key in self._long_cards()
 
     def __iter__(self) -> Iterator[str]:
-        return (k.decode("ascii", "replace").rstrip() for k in self._hdu.keywords)
+        yield from (k.decode("ascii", "replace").rstrip() for k in self._hdu.keywords)
+        yield from self._long_cards()
 
     def __len__(self) -> int:
-        return len(self._hdu.keywords)
+        return len(self._hdu.keywords) + len(self._long_cards())
