@@ -17,6 +17,8 @@ in the record (``header_warnings``) and counted (``obsingest_header_warnings_tot
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -115,35 +117,59 @@ def _check_identity(
 
 
 def _record(result: translate.Translation, data_id: DataId) -> ExposureRecord:
-    info = result.info
-    radec = info.tracking_radec
-    altaz = info.altaz_begin
+    ident = result.identity
     return ExposureRecord(
         instrument=data_id.instrument,
         exposure=data_id.exposure,
-        day_obs=result.identity.observing_day,
-        obs_start=_utc(info.datetime_begin),
-        obs_end=_utc(info.datetime_end),
-        exposure_time=_number(info.exposure_time, u.s),
-        dark_time=_number(info.dark_time, u.s),
-        physical_filter=info.physical_filter,
-        band=translate.band(info.physical_filter),
-        obs_id=result.identity.observation_id,
-        group_name=result.identity.exposure_group,
-        seq_num=result.identity.observation_counter,
-        observation_type=info.observation_type,
-        observation_reason=info.observation_reason,
-        tracking_ra=None if radec is None else float(radec.icrs.ra.deg),
-        tracking_dec=None if radec is None else float(radec.icrs.dec.deg),
-        sky_angle=_number(info.boresight_rotation_angle, u.deg),
-        azimuth=None if altaz is None else float(altaz.az.deg),
-        zenith_angle=None if altaz is None else float(altaz.zen.deg),
-        science_program=info.science_program,
-        target_name=info.object,
-        has_simulated=info.has_simulated_content,
-        can_see_sky=info.can_see_sky,
+        day_obs=ident.observing_day,
+        obs_id=ident.observation_id,
+        group_name=ident.exposure_group,
+        seq_num=ident.observation_counter,
         header_warnings=result.warnings,
+        **_exposure_fields(result.info),
     )
+
+
+#: the record's values derived from an exposure's ObservationInfo, per exposure: converting its
+#: times to UTC datetimes and its coordinates to degrees costs ~10 ms, once per exposure, not
+#: once per CCD (the CCDs of an exposure share the ObservationInfo object; keyed by its id, the
+#: object kept so the id cannot be reused while cached)
+_FIELDS: OrderedDict[int, tuple[Any, dict[str, Any]]] = OrderedDict()
+_FIELDS_LOCK = threading.Lock()
+_FIELDS_SIZE = 32
+
+
+def _exposure_fields(info: Any) -> dict[str, Any]:
+    with _FIELDS_LOCK:
+        cached = _FIELDS.get(id(info))
+    if cached is not None and cached[0] is info:
+        return cached[1]
+    radec = info.tracking_radec
+    altaz = info.altaz_begin
+    fields = {
+        "obs_start": _utc(info.datetime_begin),
+        "obs_end": _utc(info.datetime_end),
+        "exposure_time": _number(info.exposure_time, u.s),
+        "dark_time": _number(info.dark_time, u.s),
+        "physical_filter": info.physical_filter,
+        "band": translate.band(info.physical_filter),
+        "observation_type": info.observation_type,
+        "observation_reason": info.observation_reason,
+        "tracking_ra": None if radec is None else float(radec.icrs.ra.deg),
+        "tracking_dec": None if radec is None else float(radec.icrs.dec.deg),
+        "sky_angle": _number(info.boresight_rotation_angle, u.deg),
+        "azimuth": None if altaz is None else float(altaz.az.deg),
+        "zenith_angle": None if altaz is None else float(altaz.zen.deg),
+        "science_program": info.science_program,
+        "target_name": info.object,
+        "has_simulated": info.has_simulated_content,
+        "can_see_sky": info.can_see_sky,
+    }
+    with _FIELDS_LOCK:
+        _FIELDS[id(info)] = (info, fields)
+        while len(_FIELDS) > _FIELDS_SIZE:
+            _FIELDS.popitem(last=False)
+    return fields
 
 
 def _utc(t: Any) -> datetime | None:

@@ -27,6 +27,7 @@ from astro_metadata_translator import MetadataTranslator, ObservationInfo
 from astro_metadata_translator.headers import FIXUP_SENTINEL
 
 from obsingest.translate import legacy_sim, warnings_log
+from obsingest.translate.cards import HduHeader
 from obsingest.translate.errors import NoIdentity
 from obsingest.translate.selection import rubin_translators_installed
 
@@ -174,8 +175,13 @@ def _typed(value: Any) -> Any:
     return value
 
 
+_PADDED = tuple(card.encode("ascii").ljust(8) for card in EXPOSURE_CARDS)
+
+
 def exposure_key(header: Mapping[str, Any]) -> tuple[Any, ...]:
     """The cache key of a header's exposure part (see the module doc)."""
+    if isinstance(header, HduHeader):  # a FITS header: its cards' text, unparsed
+        return ("fits", *header.raw_key(_PADDED))
     values = tuple(
         _typed(header.get(card)) if card in header else KeyError for card in EXPOSURE_CARDS
     )
