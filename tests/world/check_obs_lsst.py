@@ -1,6 +1,6 @@
 """Compare obsingest's header translation with Rubin's own translators, header by header.
 
-    python -m tests.world.check_obs_lsst --obs-lsst DIR [--verbose]
+    python -m tests.world.check_obs_lsst --obs-lsst DIR [--via-fits] [--verbose]
 
 ``DIR`` is a checkout of lsst/obs_lsst (``python/``, ``policy/``, ``corrections/`` and
 ``tests/headers/`` are read; nothing of it is copied here). Its translators are the oracle: they
@@ -154,7 +154,7 @@ def shown(value: Any) -> Any:
 
 
 def compare(
-    path: Path, oracle: dict[str, type], corrections: list[str]
+    path: Path, oracle: dict[str, type], corrections: list[str], via_fits: bool = False
 ) -> tuple[str, str, list[tuple[str, Any, Any]]]:
     """(our translator, theirs, [(field, ours, theirs) for every field that differs])."""
     from astro_metadata_translator import ObservationInfo
@@ -168,7 +168,12 @@ def compare(
     theirs = ObservationInfo(
         copy.deepcopy(header), translator_class=theirs_class, search_path=corrections
     )
-    ours = translate.observation(copy.deepcopy(header))
+    if via_fits:  # ours reads the header as the register function does: a FITS primary HDU
+        from tests.unit.obsingest.translate.real_headers import fits_primary
+
+        ours = translate.observation(translate.HduHeader(fits_primary(copy.deepcopy(header))))
+    else:
+        ours = translate.observation(copy.deepcopy(header))
     assert ours.translator != theirs.translator_name and "obsingest" in ours.info.translator_name
     diffs = []
     for field in IDENTITY:
@@ -186,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--obs-lsst", required=True, type=Path, help="an obs_lsst checkout")
     parser.add_argument("--verbose", action="store_true", help="log the translators' warnings")
+    parser.add_argument(
+        "--via-fits", action="store_true", help="ours reads each header written as FITS cards"
+    )
     args = parser.parse_args(argv)
     import logging
 
@@ -201,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'header':50} {'ours':24} {'obs_lsst':14} {'differing':>9}")
     for path in files:
         try:
-            ours, theirs, diffs = compare(path, oracle, corrections)
+            ours, theirs, diffs = compare(path, oracle, corrections, args.via_fits)
         except Exception as exc:  # one header that breaks either side is a finding, not a stop
             print(f"{path.name:50} {'ERROR':>49}  {type(exc).__name__}: {exc}")
             total += fields
