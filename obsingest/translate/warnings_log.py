@@ -3,7 +3,8 @@
 astro_metadata_translator and the translators (ours, and Rubin's ``lsst.obs.lsst``) report a
 defaulted card or a property they could not compute with ``logging`` at WARNING. One handler,
 attached once to those loggers, hands each record to the capture open in the thread that logged
-it, so concurrent translations in other threads keep their warnings apart.
+it, so concurrent translations in other threads keep their warnings apart. A process that
+silences these loggers (a level above WARNING, ``logging.disable``) silences the capture too.
 """
 
 from __future__ import annotations
