@@ -10,14 +10,19 @@ from obsingest.errors import HeaderMismatch
 class NoIdentity(HeaderMismatch):
     """A header yields no identity (instrument, exposure, detector, day, ...): permanent.
 
-    ``card`` names the card(s) the identity comes from, ``value`` what the header holds there
-    (``KeyError``: the card is absent), ``why`` the translator's reason.
+    ``card`` names the card(s) the identity comes from (``DAYOBS+SEQNUM``), ``value`` what the
+    header holds there (a tuple for several cards; ``KeyError``: absent), ``why`` the reason.
     """
 
     reason = "bad-header"
 
     def __init__(self, card: str, value: Any = KeyError, why: str = "not in the header") -> None:
-        shown = "absent" if value is KeyError else f"{value!r}"
-        super().__init__(f"header {card} ({shown}) gives no identity: {why}")
+        cards = card.split("+")
+        values = value if isinstance(value, tuple) and len(value) == len(cards) else (value,)
+        shown = " ".join(
+            f"{c}={'(absent)' if v is KeyError else repr(v)}"
+            for c, v in zip(cards, values, strict=False)
+        )
+        super().__init__(f"header {shown} gives no identity: {why}")
         self.card = card
         self.why = why

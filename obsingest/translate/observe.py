@@ -29,7 +29,6 @@ from astro_metadata_translator.headers import FIXUP_SENTINEL
 from obsingest.translate import legacy_sim, warnings_log
 from obsingest.translate.cards import HduHeader
 from obsingest.translate.errors import NoIdentity
-from obsingest.translate.selection import rubin_translators_installed
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +190,7 @@ def exposure_key(header: Mapping[str, Any]) -> tuple[Any, ...]:
 
 def choose_translator(header: Mapping[str, Any], filename: str | None) -> type[MetadataTranslator]:
     """The translator for ``header``: the legacy simulator's, else the library's registry's."""
-    if not rubin_translators_installed() and legacy_sim.LegacySimTranslator.can_translate(header):
+    if legacy_sim.LegacySimTranslator.can_translate(header):  # UTC times Rubin's would misread
         return legacy_sim.LegacySimTranslator
     try:
         return MetadataTranslator.determine_translator(header, filename=filename)
@@ -243,8 +242,8 @@ class ObservationCache:
         for prop, card in IDENTITY_CARDS.items():
             if values[prop] is None:
                 why = failures.get(prop) or _reason(prop, warned) or "not in the header"
-                first = card.split("+")[0]
-                raise NoIdentity(card, header.get(first, KeyError), why)
+                found = tuple(header.get(c, KeyError) for c in card.split("+"))
+                raise NoIdentity(card, found if len(found) > 1 else found[0], why)
         return Translation(
             identity=Identity(**values),
             info=info,

@@ -273,7 +273,8 @@ class RubinTranslator(FitsTranslator):
             if "SIMULATE" in key and value:
                 self._used_these_cards(key)
                 return True
-        return (self.controller() or "") in SIMULATED_CONTROLLERS and bool(self.controller())
+        controller = self.controller()
+        return bool(controller) and controller in SIMULATED_CONTROLLERS
 
     @cache_translation
     def to_can_see_sky(self) -> bool | None:

@@ -71,8 +71,8 @@ def test_a_bias_cannot_see_the_sky():
         ("DAYOBS", "20261123", HeaderMismatch, "day_obs 20261122"),
         ("SEQNUM", 13, HeaderMismatch, "seq_num 12"),
         ("OBSID", "X" * 65, BadHeader, "OBSID gives a obs_id of 65 characters"),
-        ("RAFTBAY", "", BadHeader, "RAFTBAY ('') gives no identity"),
-        ("SEQNUM", "'x'", BadHeader, "DAYOBS+SEQNUM"),
+        ("RAFTBAY", "", BadHeader, "RAFTBAY='' CCDSLOT='SW0' gives no identity"),
+        ("SEQNUM", "'x'", BadHeader, "SEQNUM=\"'x'\" gives no identity"),
     ],
 )
 def test_contradicting_or_unusable_values_are_refused_naming_the_keyword(key, value, error, words):

@@ -89,12 +89,22 @@ def test_an_empty_card_takes_the_default_never_a_refusal(card, value, field, def
 @pytest.mark.parametrize(
     ("card", "value", "words"),
     [
-        ("INSTRUME", "hsc", "INSTRUME ('hsc') gives no identity: no translator"),
-        ("DAYOBS", None, "DAYOBS+SEQNUM (None) gives no identity"),
-        ("SEQNUM", "x", "DAYOBS+SEQNUM ('20250415') gives no identity"),
-        ("RAFTBAY", "R99", "RAFTBAY+CCDSLOT ('R99') gives no identity: "),
-        ("CCDSLOT", None, "RAFTBAY+CCDSLOT ('R01') gives no identity"),
-        ("OBSID", None, "OBSID (None) gives no identity"),
+        ("INSTRUME", "hsc", "INSTRUME='hsc' gives no identity: no translator"),
+        ("DAYOBS", None, "DAYOBS=None SEQNUM=60 gives no identity"),
+        (
+            "SEQNUM",
+            "x",
+            "DAYOBS='20250415' SEQNUM='x' gives no identity: Ignoring Error calculating "
+            "property 'exposure_id'",
+        ),
+        (
+            "RAFTBAY",
+            "R99",
+            "RAFTBAY='R99' CCDSLOT='S01' gives no identity: MC_O_20250415_000060: no detector "
+            "named R99_S01",
+        ),
+        ("CCDSLOT", None, "RAFTBAY='R01' CCDSLOT=None gives no identity"),
+        ("OBSID", None, "OBSID=None gives no identity"),
     ],
 )
 def test_a_header_without_an_identity_is_refused_naming_the_card(card, value, words):
