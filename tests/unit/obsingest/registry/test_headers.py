@@ -123,3 +123,18 @@ def test_absent_keywords_fall_back_as_the_translator_defaults_do():
     assert record.band == "r"
     assert record.dark_time == record.exposure_time == 30.0
     assert (record.obs_end - record.obs_start).total_seconds() == 30.0
+
+
+def test_a_camera_header_in_tai_registers_the_utc_instant_37_seconds_earlier():
+    """The simulator's old headers meant UTC (TIMESYS = 'UTC', still readable as written); the
+    camera's cards are TAI: the same DATE-BEG is then an instant 37 s earlier in UTC."""
+    raw = _with_card(generate_raw_ccd(SPEC), "TIMESYS", "TAI")
+    raw = _with_card(raw, "INSTRUME", "lsstCam")
+    for key in ("MJD-OBS", "MJD-BEG", "MJD-END"):  # the simulator's MJDs are UTC: leave them out
+        start = raw.index(key.encode().ljust(8) + b"= ")
+        raw = raw[:start] + b"COMMENT".ljust(80) + raw[start + 80 :]
+    camera = exposure_from_header(_primary(raw), DID, "x")
+    legacy = exposure_from_header(_primary(generate_raw_ccd(SPEC)), DID, "x")
+    assert legacy.obs_start == START
+    assert (legacy.obs_start - camera.obs_start).total_seconds() == pytest.approx(37.0, abs=1e-3)
+    assert (camera.obs_id, camera.exposure_time) == (legacy.obs_id, legacy.exposure_time)
