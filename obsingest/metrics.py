@@ -220,6 +220,10 @@ CATALOGUE: tuple[MetricSpec, ...] = (
                "Expected CCDs missing from the last closed exposure.", ("instrument",), _CLOSERS),
     MetricSpec("obsingest_last_exposure_completed_timestamp_seconds", "gauge",
                "Unix time the last exposure was closed.", ("instrument",), _CLOSERS),
+    MetricSpec("obsingest_header_warnings_total", "counter",
+               "Warnings translating raw headers (an empty card defaulted, a value unusable), "
+               "by instrument; the registry's exposure record keeps their text.",
+               ("instrument",), (REGISTER, RECONCILE)),
     MetricSpec("obsingest_presence_requests_total", "counter",
                "Presence API requests, by route and status class.", ("route", "code"),
                (PRESENCE,)),
@@ -258,9 +262,7 @@ def _create(spec: MetricSpec, registry: CollectorRegistry) -> Any:
     if spec.kind == "gauge":
         return Gauge(spec.name, spec.help, spec.labels, registry=registry)
     if spec.kind == "histogram":
-        return Histogram(
-            spec.name, spec.help, spec.labels, registry=registry, buckets=spec.buckets
-        )
+        return Histogram(spec.name, spec.help, spec.labels, registry=registry, buckets=spec.buckets)
     if spec.kind == "info":
         return Info(spec.name.removesuffix("_info"), spec.help, registry=registry)
     raise ValueError(f"metric {spec.name}: unknown kind {spec.kind!r}")
@@ -275,9 +277,7 @@ class Metrics:
         self._families = {spec.name: _create(spec, self.registry) for spec in CATALOGUE}
         self._warned: set[tuple[str, str]] = set()
         self._canary_last_seen: float | None = None
-        self._families["obsingest_notification_canary_age_seconds"].set_function(
-            self._canary_age
-        )
+        self._families["obsingest_notification_canary_age_seconds"].set_function(self._canary_age)
 
     def family(self, name: str) -> Any:
         """The prometheus_client object of a catalogue metric, for what the methods don't cover."""
@@ -411,6 +411,11 @@ class Metrics:
             ("obsingest_last_exposure_completed_timestamp_seconds", at or time.time()),
         ):
             self._child(name, instrument=instrument).set(value)
+
+    def header_warnings(self, instrument: str, n: int) -> None:
+        """``n`` warnings translating one CCD's header (``obsingest.translate``)."""
+        if n:
+            self._child("obsingest_header_warnings_total", instrument=instrument).inc(n)
 
     # --- presence API -------------------------------------------------------------------------
     def presence_request(self, route: str, status_code: int, seconds: float) -> None:

@@ -7,8 +7,11 @@ without code.
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+import os
+from typing import Annotated
+
+from pydantic import AliasChoices, Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from obsingest import defaults
 
@@ -30,6 +33,26 @@ class RegistrySettings(BaseSettings):
     retry_deadline: float = Field(default=10.0, gt=0)
     run: str = defaults.RUN_TEMPLATE
     dataset_type: str = defaults.RAW_DATASET_TYPE
+
+
+class HeaderSettings(BaseSettings):
+    """Header translation (``obsingest.translate``).
+
+    ``OBSINGEST_HEADER_CORRECTIONS``: directories of per-observation header corrections
+    (``{instrument}-{obsid}.yaml``, astro_metadata_translator's ``fix_header`` search path), joined
+    with ``os.pathsep`` like PATH; point it at obs_lsst's ``corrections/`` to get Rubin's.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="OBSINGEST_HEADER_", extra="ignore")
+
+    corrections: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
+    @field_validator("corrections", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part for part in value.split(os.pathsep) if part.strip()]
+        return value
 
 
 class StoreSettings(BaseSettings):

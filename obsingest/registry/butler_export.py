@@ -10,6 +10,7 @@ at the objects where they are.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -130,7 +131,8 @@ def _read(registry: Registry) -> tuple[list[dict[str, Any]], list[ExposureRecord
                 instrument=row["instrument"],
                 exposure=row["id"],
                 day_obs=row["day_obs"],
-                **{name: row[name] for name in names},
+                **{name: row[name] for name in names if name != "header_warnings"},
+                header_warnings=tuple(json.loads(row["header_warnings"] or "[]")),
             )
             for row in conn.execute(select(e).order_by(e.c.instrument, e.c.id)).mappings()
             if (row["instrument"], row["id"]) in wanted

@@ -1,43 +1,61 @@
 """The exposure dimension record from a raw's primary header, validated against its data id.
 
-The Butler's exposure record (obs id, group, day_obs, seq_num, physical filter, observation type,
-exposure and dark time, timespan, tracking RA/Dec, sky angle, ...) is read from the keywords LSST
-raws carry, as obs_lsst's LSSTCam translator reads them: OBSID, GROUPID, DAYOBS, SEQNUM, FILTER,
-FILTBAND, IMGTYPE, REASON, EXPTIME, DARKTIME, DATE-BEG/DATE-END (DATE-OBS), RASTART/DECSTART (or
-RA/DEC), ROTPA, AZSTART, ELSTART, PROGRAM, OBJECT, CONTRLLR. A header that contradicts the data id
-(another detector name, day or sequence number) is a HeaderMismatch; a value that is present but
-unusable (a negative exposure time, a declination of 95, a string longer than the Butler's
-column) is a BadHeader naming the keyword. Absent keywords fall back as the translator's
-defaults do, so files from simpler writers still register.
+The header is translated by ``obsingest.translate`` (astro_metadata_translator's
+``ObservationInfo`` through Rubin's translators, or ours where obs_lsst is not installed; the
+exposure part once per exposure), so the record holds what Rubin's raw ingest would: times are the
+camera's TAI instants converted to UTC with astropy (``obs_start``/``obs_end`` are UTC datetimes;
+the Butler backend converts them back to TAI for its timespan), exposure time the measured shutter
+time, the sky angle with Rubin's ROTPA fixes, program and reason with their fallbacks.
+
+What is refused: a header that yields no identity (``BadHeader`` naming the card and the reason),
+one that contradicts the data id it was stored under (another instrument, day, sequence number or
+detector: ``HeaderMismatch``), and a string longer than the Butler's column (``BadHeader``). An
+empty or unusable card is not refused: it takes the translator's default, and the warning is kept
+in the record (``header_warnings``) and counted (``obsingest_header_warnings_total``).
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import math
+import threading
+from collections import OrderedDict
+from datetime import UTC, datetime
+from typing import Any
 
-from obsingest import camera
+import astropy.units as u
+
+from obsingest import camera, translate
 from obsingest.dataid import EXPOSURE_SEQ_FACTOR, DataId
 from obsingest.errors import CorruptFile, HeaderMismatch
 from obsingest.fits import Hdu
 from obsingest.registry.registry import ExposureRecord
 
-#: obs_lsst's simulated controllers (translators/lsst.py SIMULATED_CONTROLLERS)
-_SIMULATED_CONTROLLERS = "HPQS"
 #: lengths of the Butler's string columns (daf_butler dimensions.yaml, universe 8)
 _LENGTHS = {
-    "OBSID": 64,
-    "GROUPID": 64,
-    "FILTER": 32,
-    "FILTBAND": 32,
-    "IMGTYPE": 16,
-    "REASON": 68,
-    "PROGRAM": 64,
-    "OBJECT": 64,
+    "obs_id": 64,
+    "group_name": 64,
+    "physical_filter": 32,
+    "band": 32,
+    "observation_type": 16,
+    "observation_reason": 68,
+    "science_program": 64,
+    "target_name": 64,
+}
+#: the cards the record's strings come from, named when one is too long
+_CARDS = {
+    "obs_id": "OBSID",
+    "group_name": "GROUPID",
+    "physical_filter": "FILTER",
+    "band": "FILTER",
+    "observation_type": "IMGTYPE",
+    "observation_reason": "REASON",
+    "science_program": "PROGRAM",
+    "target_name": "OBJECT",
 }
 
 
 class BadHeader(HeaderMismatch):
-    """A header keyword the registry needs holds a value it cannot use."""
+    """A header gives no identity, or a value the registry cannot keep."""
 
     reason = "bad-header"
 
@@ -45,125 +63,132 @@ class BadHeader(HeaderMismatch):
 def exposure_from_header(primary: Hdu, data_id: DataId, name: str) -> ExposureRecord:
     """The exposure record of ``data_id`` from its raw's primary header (see module doc)."""
     try:
-        return _exposure(primary, data_id, name)
-    except CorruptFile as exc:  # a keyword that does not parse as its type
+        result = translate.observation(translate.HduHeader(primary))
+    except translate.NoIdentity as exc:
         raise BadHeader(f"object {name!r}: {exc}") from None
-
-
-def _exposure(h: Hdu, data_id: DataId, name: str) -> ExposureRecord:
-    inst = camera.instrument(data_id.instrument)
-    _check_detector(h, data_id, name)
-    seq_num = data_id.exposure % EXPOSURE_SEQ_FACTOR
-    for key, field, expected in (
-        ("DAYOBS", "day_obs", data_id.day_obs),
-        ("SEQNUM", "seq_num", seq_num),
-    ):
-        found = h.str_value(key)
-        if found is not None and found.strip() != str(expected):
-            raise HeaderMismatch(
-                f"object {name!r}: header {key}={found!r} but exposure {data_id.exposure} "
-                f"has {field} {expected}"
+    except CorruptFile as exc:
+        raise BadHeader(f"object {name!r}: {exc}") from None
+    _check_identity(result, primary, data_id, name)
+    record = _record(result, data_id)
+    for field, limit in _LENGTHS.items():
+        value = getattr(record, field)
+        if value is not None and len(value) > limit:
+            raise BadHeader(
+                f"object {name!r}: header {_CARDS[field]} gives a {field} of {len(value)} "
+                f"characters, the Butler keeps at most {limit}: {value[:40]!r}..."
             )
-    text = {key: _text(h, key, name) for key in _LENGTHS}
-    exposure_time = _number(h, "EXPTIME", name, low=0.0)
-    dark_time = _number(h, "DARKTIME", name, low=0.0)
-    begin = _time(h, "DATE-BEG", name) or _time(h, "DATE-OBS", name)
-    end = _time(h, "DATE-END", name)
-    if end is None and begin is not None and exposure_time is not None:
-        end = begin + timedelta(seconds=exposure_time)
-    if begin is not None and end is not None and end < begin:
-        raise BadHeader(f"object {name!r}: DATE-END {end.isoformat()} precedes {begin.isoformat()}")
-    ra_key, dec_key = ("RASTART", "DECSTART") if h.value("RASTART") else ("RA", "DEC")
-    elevation = _number(h, "ELSTART", name, low=-90.0, high=90.0)
-    imgtype = (text["IMGTYPE"] or "").lower()
-    observation_type = "science" if imgtype == "object" else (imgtype or None)
-    physical_filter = text["FILTER"]
-    band = text["FILTBAND"] or _band(inst, physical_filter)
-    controller = (h.str_value("CONTRLLR") or "").strip()
+    _count_warnings(data_id.instrument, len(result.warnings))
+    return record
+
+
+def _check_identity(
+    result: translate.Translation, primary: Hdu, data_id: DataId, name: str
+) -> None:
+    ident = result.identity
+    where = f"object {name!r}: header"
+    if ident.instrument != data_id.instrument:
+        raise HeaderMismatch(
+            f"{where} INSTRUME={primary.str_value('INSTRUME')!r} is {ident.instrument}, "
+            f"not {data_id.instrument}"
+        )
+    if ident.exposure_id != data_id.exposure:
+        seq_num = data_id.exposure % EXPOSURE_SEQ_FACTOR
+        if ident.observation_counter != seq_num:
+            key, field, expected = "SEQNUM", "seq_num", seq_num
+        else:
+            key, field, expected = "DAYOBS", "day_obs", data_id.day_obs
+        raise HeaderMismatch(
+            f"{where} {key}={primary.str_value(key)!r} (exposure {ident.exposure_id}) but "
+            f"exposure {data_id.exposure} has {field} {expected}"
+        )
+    det = camera.detector(data_id.instrument, data_id.detector)
+    found = f"{ident.detector_group}_{ident.detector_name}"
+    if ident.detector_num != data_id.detector:
+        raise HeaderMismatch(
+            f"{where} RAFTBAY/CCDSLOT={found!r} but detector {data_id.detector} of "
+            f"{data_id.instrument} is {det.full_name}"
+        )
+    detname = primary.str_value("DETNAME")
+    if camera.instrument(data_id.instrument).has_rafts and detname not in (None, det.full_name):
+        raise HeaderMismatch(
+            f"{where} DETNAME={detname!r} but detector {data_id.detector} of "
+            f"{data_id.instrument} is {det.full_name}"
+        )
+
+
+def _record(result: translate.Translation, data_id: DataId) -> ExposureRecord:
+    ident = result.identity
     return ExposureRecord(
         instrument=data_id.instrument,
         exposure=data_id.exposure,
-        day_obs=data_id.day_obs,
-        obs_start=begin,
-        obs_end=end,
-        exposure_time=exposure_time,
-        dark_time=dark_time if dark_time is not None else exposure_time,
-        physical_filter=physical_filter,
-        band=band,
-        obs_id=text["OBSID"] or f"{inst.obsid_prefix}_O_{data_id.day_obs}_{seq_num:06d}",
-        group_name=text["GROUPID"] or str(data_id.exposure),
-        seq_num=seq_num,
-        observation_type=observation_type,
-        observation_reason=text["REASON"] or "unknown",
-        tracking_ra=_number(h, ra_key, name, low=0.0, high=360.0),
-        tracking_dec=_number(h, dec_key, name, low=-90.0, high=90.0),
-        sky_angle=_number(h, "ROTPA", name, low=-360.0, high=360.0),
-        azimuth=_number(h, "AZSTART", name, low=-360.0, high=360.0),
-        zenith_angle=None if elevation is None else round(90.0 - elevation, 6),
-        science_program=text["PROGRAM"],
-        target_name=text["OBJECT"],
-        has_simulated=controller in _SIMULATED_CONTROLLERS if controller else None,
-        can_see_sky={"science": True, "bias": False, "dark": False}.get(observation_type or ""),
+        day_obs=ident.observing_day,
+        obs_id=ident.observation_id,
+        group_name=ident.exposure_group,
+        seq_num=ident.observation_counter,
+        header_warnings=result.warnings,
+        **_exposure_fields(result.info),
     )
 
 
-def _check_detector(h: Hdu, data_id: DataId, name: str) -> None:
-    det = camera.detector(data_id.instrument, data_id.detector)
-    for key, expected in (
-        ("DETNAME", det.full_name),
-        ("RAFTBAY", det.raft),
-        ("CCDSLOT", det.name_in_raft),
-    ):
-        found = h.str_value(key)
-        if found is not None and found.strip() != expected:
-            raise HeaderMismatch(
-                f"object {name!r}: header {key}={found!r} but detector {data_id.detector} of "
-                f"{data_id.instrument} is {det.full_name}"
-            )
+#: the record's values derived from an exposure's ObservationInfo, per exposure: converting its
+#: times to UTC datetimes and its coordinates to degrees costs ~10 ms, once per exposure, not
+#: once per CCD (the CCDs of an exposure share the ObservationInfo object; keyed by its id, the
+#: object kept so the id cannot be reused while cached)
+_FIELDS: OrderedDict[int, tuple[Any, dict[str, Any]]] = OrderedDict()
+_FIELDS_LOCK = threading.Lock()
+_FIELDS_SIZE = 32
 
 
-def _band(inst: camera.Instrument, physical_filter: str | None) -> str | None:
-    if not physical_filter:
+def _exposure_fields(info: Any) -> dict[str, Any]:
+    with _FIELDS_LOCK:
+        cached = _FIELDS.get(id(info))
+    if cached is not None and cached[0] is info:
+        return cached[1]
+    radec = info.tracking_radec
+    altaz = info.altaz_begin
+    fields = {
+        "obs_start": _utc(info.datetime_begin),
+        "obs_end": _utc(info.datetime_end),
+        "exposure_time": _number(info.exposure_time, u.s),
+        "dark_time": _number(info.dark_time, u.s),
+        "physical_filter": info.physical_filter,
+        "band": translate.band(info.physical_filter),
+        "observation_type": info.observation_type,
+        "observation_reason": info.observation_reason,
+        "tracking_ra": None if radec is None else float(radec.icrs.ra.deg),
+        "tracking_dec": None if radec is None else float(radec.icrs.dec.deg),
+        "sky_angle": _number(info.boresight_rotation_angle, u.deg),
+        "azimuth": None if altaz is None else float(altaz.az.deg),
+        "zenith_angle": None if altaz is None else float(altaz.zen.deg),
+        "science_program": info.science_program,
+        "target_name": info.object,
+        "has_simulated": info.has_simulated_content,
+        "can_see_sky": info.can_see_sky,
+    }
+    with _FIELDS_LOCK:
+        _FIELDS[id(info)] = (info, fields)
+        while len(_FIELDS) > _FIELDS_SIZE:
+            _FIELDS.popitem(last=False)
+    return fields
+
+
+def _utc(t: Any) -> datetime | None:
+    """The instant ``t`` (any astropy scale) as a UTC datetime: converted, never relabelled."""
+    if t is None:
         return None
-    for band, flt in inst.filters.items():
-        if flt == physical_filter:
-            return band
-    return physical_filter if physical_filter in inst.filters else None
+    return t.utc.to_datetime(timezone=UTC)
 
 
-def _text(h: Hdu, key: str, name: str) -> str | None:
-    value = h.str_value(key)
-    if value is None or not value.strip():
+def _number(q: Any, unit: u.Unit) -> float | None:
+    """A quantity's value in ``unit``; None for none or NaN (LATISS's unknown rotation)."""
+    if q is None:
         return None
-    value = value.strip()
-    if len(value) > _LENGTHS[key]:
-        raise BadHeader(
-            f"object {name!r}: header {key} is {len(value)} characters, the Butler keeps "
-            f"at most {_LENGTHS[key]}: {value[:40]!r}..."
-        )
-    return value
+    value = float(q.to_value(unit))
+    return None if math.isnan(value) else value
 
 
-def _number(
-    h: Hdu, key: str, name: str, low: float | None = None, high: float | None = None
-) -> float | None:
-    value = h.float_value(key)
-    if value is None:
-        return None
-    if value != value or (low is not None and value < low) or (high is not None and value > high):
-        raise BadHeader(
-            f"object {name!r}: header {key}={value} is outside {low if low is not None else ''}"
-            f"..{high if high is not None else ''}"
-        )
-    return value
+def _count_warnings(instrument: str, n: int) -> None:
+    if n:
+        from obsingest.metrics import get_metrics
 
-
-def _time(h: Hdu, key: str, name: str) -> datetime | None:
-    value = h.str_value(key)
-    if not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise BadHeader(f"object {name!r}: header {key}={value!r} is not an ISO time") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        get_metrics().header_warnings(instrument, n)

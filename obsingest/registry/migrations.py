@@ -86,6 +86,8 @@ def _butler_dimensions(conn: Connection) -> None:
                 )
             else:
                 conn.execute(insert(tables.detector).values(values))
+
+
 def _facility_tables(conn: Connection) -> None:
     """The arrivals outbox and the canary log (``facility_tables``): new tables only, so an
     existing registry gains them without touching its datasets. Only these two: later
@@ -112,6 +114,11 @@ def _exposure_closures(conn: Connection) -> None:
     tables.MANIFEST_RECORDED_INDEX.create(conn, checkfirst=True)
 
 
+def _header_warnings(conn: Connection) -> None:
+    """The exposure's ``header_warnings`` column: what translating its header warned about."""
+    _add_missing_columns(conn, tables.exposure)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial tables", _initial),
     Migration(2, "seed instruments, detectors and the raw dataset type", _seed_dimensions),
@@ -119,6 +126,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "arrivals outbox and canary log", _facility_tables),
     Migration(5, "exposure manifests; presence indexes", _manifests_and_presence_indexes),
     Migration(6, "exposure closures; manifest recorded-time index", _exposure_closures),
+    Migration(7, "exposure header warnings", _header_warnings),
 )
 
 LATEST = MIGRATIONS[-1].version

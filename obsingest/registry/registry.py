@@ -10,6 +10,7 @@ different bytes -> ChecksumConflict, and the caller quarantines.
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 import threading
 import time
@@ -70,6 +71,8 @@ class ExposureRecord:
     target_name: str | None = None
     has_simulated: bool | None = None
     can_see_sky: bool | None = None
+    #: what the header translation warned about (cards defaulted), kept with the record
+    header_warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,13 @@ class QuarantineEntry:
 
 #: every optional field of ExposureRecord: an upsert fills those still unknown
 _EXPOSURE_FIELDS = tuple(f.name for f in fields(ExposureRecord))[3:]
+
+
+def _column_value(value: Any) -> Any:
+    """A field as its column holds it: UTC times; header warnings a JSON list, NULL if none."""
+    if isinstance(value, tuple):
+        return json.dumps(list(value)) if value else None
+    return _utc(value) if isinstance(value, datetime) else value
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -216,8 +226,7 @@ class Registry:
             "day_obs": record.day_obs,
         }
         for name in _EXPOSURE_FIELDS:
-            value = getattr(record, name)
-            values[name] = _utc(value) if isinstance(value, datetime) else value
+            values[name] = _column_value(getattr(record, name))
         stmt = self._insert(tables.exposure).values(**values)
         exp = tables.exposure
         stmt = stmt.on_conflict_do_update(
@@ -269,7 +278,7 @@ class Registry:
         return result
 
     def _exposure_fields(self, record: ExposureRecord) -> frozenset[str]:
-        return frozenset(n for n in _EXPOSURE_FIELDS if getattr(record, n) is not None)
+        return frozenset(n for n in _EXPOSURE_FIELDS if getattr(record, n) not in (None, ()))
 
     def _needs_exposure_upsert(self, record: ExposureRecord) -> bool:
         """False when this process already committed the row with every field ``record`` has

@@ -99,6 +99,8 @@ exposure = Table(
     Column("exposure_time", Float, nullable=True),
     Column("physical_filter", String(64), nullable=True),
     *[Column(name, type_, nullable=True) for name, type_ in EXPOSURE_COLUMNS],
+    # what the header translation warned about, a JSON list of strings (migration 7)
+    Column("header_warnings", Text, nullable=True),
 )
 
 dataset_type = Table(

@@ -93,28 +93,48 @@ FAULTS = [
     pytest.param(lambda raw: raw + b"x" * 100, 107, "truncated", id="partial block"),
     pytest.param(lambda raw: raw[: len(raw) // 2], 107, "truncated", id="truncated data"),
     pytest.param(lambda raw: raw[:2880], 107, "no END card", id="truncated header"),
-    pytest.param(lambda raw: raw[:2880] + b"bad key = 1".ljust(80) + raw[2960:], 207,
-                 "invalid header card", id="bad card"),
-    pytest.param(lambda raw: _set_value(raw, "BITPIX", "33"), 211, "invalid BITPIX",
-                 id="bad BITPIX"),
-    pytest.param(lambda raw: _set_value(raw, "BITPIX", "T"), 211, "not an integer",
-                 id="BITPIX not int"),
-    pytest.param(lambda raw: _set_value(raw, "NAXIS", "1000"), 212, "invalid NAXIS",
-                 id="bad NAXIS"),
-    pytest.param(lambda raw: _set_value(raw, "NAXIS1", "3.5"), 213, "not an integer",
-                 id="NAXIS1 not int"),
-    pytest.param(lambda raw: _set_value(raw, "NAXIS2", "-4"), 213, "negative axis",
-                 id="negative axis"),
-    pytest.param(lambda raw: _set_value(raw, "PCOUNT", "x"), 214, "not an integer",
-                 id="PCOUNT not int"),
-    pytest.param(lambda raw: _set_value(raw, "PCOUNT", "-2880"), 214, "invalid PCOUNT -2880",
-                 id="negative PCOUNT"),
-    pytest.param(lambda raw: _set_value(raw, "GCOUNT", "-1"), 215, "invalid GCOUNT -1",
-                 id="negative GCOUNT"),
-    pytest.param(lambda raw: _drop_card(raw, "NAXIS2"), 202, "missing required keyword NAXIS2",
-                 id="missing NAXIS2"),
-    pytest.param(lambda raw: raw[:11520] + b"\x00" * 2880 + raw[14400:], 252, "XTENSION",
-                 id="no XTENSION"),
+    pytest.param(
+        lambda raw: raw[:2880] + b"bad key = 1".ljust(80) + raw[2960:],
+        207,
+        "invalid header card",
+        id="bad card",
+    ),
+    pytest.param(
+        lambda raw: _set_value(raw, "BITPIX", "33"), 211, "invalid BITPIX", id="bad BITPIX"
+    ),
+    pytest.param(
+        lambda raw: _set_value(raw, "BITPIX", "T"), 211, "not an integer", id="BITPIX not int"
+    ),
+    pytest.param(
+        lambda raw: _set_value(raw, "NAXIS", "1000"), 212, "invalid NAXIS", id="bad NAXIS"
+    ),
+    pytest.param(
+        lambda raw: _set_value(raw, "NAXIS1", "3.5"), 213, "not an integer", id="NAXIS1 not int"
+    ),
+    pytest.param(
+        lambda raw: _set_value(raw, "NAXIS2", "-4"), 213, "negative axis", id="negative axis"
+    ),
+    pytest.param(
+        lambda raw: _set_value(raw, "PCOUNT", "x"), 214, "not an integer", id="PCOUNT not int"
+    ),
+    pytest.param(
+        lambda raw: _set_value(raw, "PCOUNT", "-2880"),
+        214,
+        "invalid PCOUNT -2880",
+        id="negative PCOUNT",
+    ),
+    pytest.param(
+        lambda raw: _set_value(raw, "GCOUNT", "-1"), 215, "invalid GCOUNT -1", id="negative GCOUNT"
+    ),
+    pytest.param(
+        lambda raw: _drop_card(raw, "NAXIS2"),
+        202,
+        "missing required keyword NAXIS2",
+        id="missing NAXIS2",
+    ),
+    pytest.param(
+        lambda raw: raw[:11520] + b"\x00" * 2880 + raw[14400:], 252, "XTENSION", id="no XTENSION"
+    ),
     pytest.param(lambda raw: raw + b"x" * 2880, 252, "XTENSION", id="trailing garbage"),
 ]
 

@@ -176,12 +176,16 @@ def test_ccd_outcomes_and_reasons(metrics: Metrics) -> None:
     metrics.ccd("edge", "refused")
     assert sample(metrics, "obsingest_ccds_total", component="register", outcome="registered") == 3
     assert sample(metrics, "obsingest_ccds_total", component="register", outcome="quarantined") == 1
-    assert sample(
-        metrics, "obsingest_ccds_quarantined_total", component="register", reason="corrupt-file"
-    ) == 1
-    assert sample(
-        metrics, "obsingest_ccds_dead_lettered_total", component="relay", reason="http-5xx"
-    ) == 1
+    assert (
+        sample(
+            metrics, "obsingest_ccds_quarantined_total", component="register", reason="corrupt-file"
+        )
+        == 1
+    )
+    assert (
+        sample(metrics, "obsingest_ccds_dead_lettered_total", component="relay", reason="http-5xx")
+        == 1
+    )
     assert sample(metrics, "obsingest_ccds_total", component="edge", outcome="refused") == 1
 
 
@@ -197,9 +201,15 @@ def test_values_outside_a_closed_set_become_other_or_raise() -> None:
     lenient.ccd("register", "exploded")
     lenient.readout_latency("stored", 1.0, transport="carrier-pigeon", instrument="HSC")
     assert sample(lenient, "obsingest_ccds_total", component="register", outcome="other") == 1
-    assert sample(
-        lenient, "obsingest_readout_to_stored_seconds_count", transport="other", instrument="other"
-    ) == 1
+    assert (
+        sample(
+            lenient,
+            "obsingest_readout_to_stored_seconds_count",
+            transport="other",
+            instrument="other",
+        )
+        == 1
+    )
     strict = Metrics(CollectorRegistry(), strict=True)
     with pytest.raises(ValueError, match="instrument='HSC'"):
         strict.readout_latency("stored", 1.0, transport="direct", instrument="HSC")
@@ -255,9 +265,12 @@ def test_exposure_completion_and_dead_letters(metrics: Metrics) -> None:
     metrics.dead_letters_waiting("notifications", 7)
     metrics.redrive("notifications", "redriven", n=7)
     assert sample(metrics, "obsingest_dead_letters_waiting", source="notifications") == 7
-    assert sample(
-        metrics, "obsingest_redrive_attempts_total", source="notifications", result="redriven"
-    ) == 7
+    assert (
+        sample(
+            metrics, "obsingest_redrive_attempts_total", source="notifications", result="redriven"
+        )
+        == 7
+    )
 
 
 def test_presence_assembler_and_build_info(metrics: Metrics) -> None:
@@ -293,9 +306,10 @@ def test_worker_observations_cross_a_process_boundary_and_apply(metrics: Metrics
     metrics.apply(pickle.loads(pickle.dumps(seen)))
     assert sample(metrics, "obsingest_ccds_total", component="edge", outcome="compressed") == 1
     assert sample(metrics, "obsingest_edge_stage_seconds_count", stage="compress") == 1
-    assert sample(
-        metrics, "obsingest_ccds_quarantined_total", component="edge", reason="corrupt-file"
-    ) == 1
+    assert (
+        sample(metrics, "obsingest_ccds_quarantined_total", component="edge", reason="corrupt-file")
+        == 1
+    )
 
 
 # --- exposing /metrics ---------------------------------------------------------------------------

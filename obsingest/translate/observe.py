@@ -1,0 +1,279 @@
+"""``observation(header)``: a raw's header, translated once per exposure, with its identity.
+
+A CCD's header is translated by astro_metadata_translator's ``ObservationInfo`` (header fixes
+first: the correction files on the search path, then the translator's own rules), whichever
+translator the library's registry picks (Rubin's where ``lsst.obs.lsst`` is installed, else
+ours). Every CCD of an exposure carries the same exposure cards, and ``ObservationInfo`` costs
+milliseconds, so the exposure part is translated once and cached, keyed on OBSID and the value of
+every card an exposure-level property reads (``EXPOSURE_CARDS``); per CCD only the detector
+(RAFTBAY, CCDSLOT) is translated. A CCD whose exposure cards differ from its neighbours' simply
+misses the cache and is translated whole, so the cache never changes an answer.
+
+Warnings the translation logs (an empty card defaulted, a filter unknown) are kept with the
+result rather than refusing the CCD; only a header that yields no identity (instrument,
+exposure, detector, day, counter, obs id, group) is refused, naming the card and why.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from astro_metadata_translator import MetadataTranslator, ObservationInfo
+from astro_metadata_translator.headers import FIXUP_SENTINEL
+
+from obsingest.translate import legacy_sim, warnings_log
+from obsingest.translate.cards import HduHeader
+from obsingest.translate.errors import NoIdentity
+
+log = logging.getLogger(__name__)
+
+#: every card an exposure-level property or header fix of Rubin's cameras reads: two CCDs of one
+#: exposure with equal values here translate to the same exposure record
+EXPOSURE_CARDS = (
+    "INSTRUME",
+    "TELESCOP",
+    "TELCODE",
+    "ORIGIN",
+    "TSTAND",
+    "CONTRLLR",
+    "CALIB_ID",
+    "OBSID",
+    "IMGNAME",
+    "DAYOBS",
+    "OBS-NITE",
+    "SEQNUM",
+    "CURINDEX",
+    "MAXINDEX",
+    "GROUPID",
+    "IMGTYPE",
+    "OBSTYPE",
+    "REASON",
+    "TESTTYPE",
+    "PROGRAM",
+    "RUNNUM",
+    "OBJECT",
+    "TIMESYS",
+    "DATE",
+    "DATE-OBS",
+    "DATE-BEG",
+    "DATE-END",
+    "DATE-AVG",
+    "MJD",
+    "MJD-OBS",
+    "MJD-BEG",
+    "MJD-END",
+    "MJD-AVG",
+    "EXPTIME",
+    "SHUTTIME",
+    "DARKTIME",
+    "FILTER",
+    "FILTER1",
+    "FILTER2",
+    "FILTBAND",
+    "FILTPOS",
+    "FILTSLOT",
+    "GRATING",
+    "TRACKSYS",
+    "RADESYS",
+    "RA",
+    "DEC",
+    "RASTART",
+    "DECSTART",
+    "RAEND",
+    "DECEND",
+    "AZSTART",
+    "ELSTART",
+    "AZEND",
+    "ELEND",
+    "AELEND",
+    "AMSTART",
+    "ROTPA",
+    "ROTANGLE",
+    "ROTCOORD",
+    "FOCUSZ",
+    "VIGN_MIN",
+    "HUMIDITY",
+    "PRESSURE",
+    "AIRTEMP",
+    "OBSGEO-X",
+    "OBSGEO-Y",
+    "OBSGEO-Z",
+    "OBS-LONG",
+    "OBS-LAT",
+    "OBS-ELEV",
+)
+#: the per-CCD cards, translated for every CCD
+DETECTOR_CARDS = ("RAFTBAY", "CCDSLOT", "DETNAME", "LSST_NUM", "DETSER")
+#: identity properties and the cards they come from (named in refusals)
+IDENTITY_CARDS = {
+    "instrument": "INSTRUME",
+    "exposure_id": "DAYOBS+SEQNUM",
+    "observing_day": "DAYOBS",
+    "observation_counter": "SEQNUM",
+    "observation_id": "OBSID",
+    "exposure_group": "GROUPID",
+    "detector_num": "RAFTBAY+CCDSLOT",
+    "detector_group": "RAFTBAY",
+    "detector_name": "CCDSLOT",
+}
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a CCD is: the data id and the names Rubin gives it."""
+
+    instrument: str
+    exposure_id: int
+    detector_num: int
+    detector_group: str
+    detector_name: str
+    observing_day: int
+    observation_counter: int
+    observation_id: str
+    exposure_group: str
+
+
+@dataclass(frozen=True)
+class Translation:
+    """One CCD's header translated.
+
+    ``info`` is its exposure's ``ObservationInfo`` (shared by the exposure's CCDs: its detector
+    fields are those of the CCD that was translated whole; this CCD's are in ``identity``).
+    ``warnings`` are what the translation warned about, exposure's and detector's, in order.
+    """
+
+    identity: Identity
+    info: ObservationInfo
+    warnings: tuple[str, ...]
+    translator: str
+    #: a header fix (correction file or translator rule) changed a card
+    corrected: bool
+    #: whether the exposure part came from the per-exposure cache
+    cached: bool = False
+
+
+@dataclass(frozen=True)
+class _Exposure:
+    translator_class: type[MetadataTranslator]
+    info: ObservationInfo
+    warnings: tuple[str, ...]
+    corrected: bool
+
+
+def _typed(value: Any) -> Any:
+    """A hashable stand-in for a header value (they are str, int, float, bool or None)."""
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value
+
+
+_PADDED = tuple(card.encode("ascii").ljust(8) for card in EXPOSURE_CARDS)
+
+
+def exposure_key(header: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The cache key of a header's exposure part (see the module doc)."""
+    if isinstance(header, HduHeader):  # a FITS header: its cards' text, unparsed
+        return ("fits", *header.raw_key(_PADDED))
+    values = tuple(
+        _typed(header.get(card)) if card in header else KeyError for card in EXPOSURE_CARDS
+    )
+    simulated = tuple((k, _typed(header[k])) for k in header if "SIMULATE" in k)
+    return (header.get("OBSID"), values, simulated)
+
+
+def choose_translator(header: Mapping[str, Any], filename: str | None) -> type[MetadataTranslator]:
+    """The translator for ``header``: the legacy simulator's, else the library's registry's."""
+    if legacy_sim.LegacySimTranslator.can_translate(header):  # UTC times Rubin's would misread
+        return legacy_sim.LegacySimTranslator
+    try:
+        return MetadataTranslator.determine_translator(header, filename=filename)
+    except ValueError:
+        raise NoIdentity(
+            "INSTRUME", header.get("INSTRUME", KeyError), "no translator knows this instrument"
+        ) from None
+
+
+class ObservationCache:
+    """Translates headers, the exposure part once per exposure (bounded LRU, thread-safe)."""
+
+    def __init__(self, search_path: Sequence[str] = (), size: int = 32) -> None:
+        self.search_path = list(search_path)
+        self.size = size
+        self._exposures: OrderedDict[tuple[Any, ...], _Exposure] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def observation(self, header: Mapping[str, Any], filename: str | None = None) -> Translation:
+        """``header`` translated (see the module doc); NoIdentity if it names no CCD."""
+        key = exposure_key(header)
+        with self._lock:
+            exposure = self._exposures.get(key)
+            if exposure is not None:
+                self._exposures.move_to_end(key)
+                self.hits += 1
+        cached = exposure is not None
+        if exposure is None:
+            exposure = self._translate_exposure(header, filename)
+            with self._lock:
+                self.misses += 1
+                self._exposures[key] = exposure
+                while len(self._exposures) > self.size:
+                    self._exposures.popitem(last=False)
+        with warnings_log.capture() as detector_warnings:
+            translator = exposure.translator_class(header, filename=filename)
+            detector = {
+                p: _property(translator, p)
+                for p in ("detector_group", "detector_name", "detector_num")
+            }
+        info = exposure.info
+        values = {p: getattr(info, p) for p in IDENTITY_CARDS if not p.startswith("detector")}
+        values.update({p: v for p, (v, _) in detector.items()})
+        failures = {p: why for p, (_, why) in detector.items() if why}
+        if detector_warnings:  # a detector property that warned and gave None says why
+            failures.setdefault("detector_num", detector_warnings[-1])
+        warned = exposure.warnings + tuple(detector_warnings)
+        for prop, card in IDENTITY_CARDS.items():
+            if values[prop] is None:
+                why = failures.get(prop) or _reason(prop, warned) or "not in the header"
+                found = tuple(header.get(c, KeyError) for c in card.split("+"))
+                raise NoIdentity(card, found if len(found) > 1 else found[0], why)
+        return Translation(
+            identity=Identity(**values),
+            info=info,
+            warnings=warned,
+            translator=exposure.translator_class.__name__,
+            corrected=exposure.corrected,
+            cached=cached,
+        )
+
+    def _translate_exposure(self, header: Mapping[str, Any], filename: str | None) -> _Exposure:
+        fixed = dict(header)  # fix_header writes into the header it is given
+        with warnings_log.capture() as warned:
+            translator_class = choose_translator(fixed, filename)
+            info = ObservationInfo(
+                fixed,
+                filename=filename,
+                translator_class=translator_class,
+                search_path=self.search_path,
+            )
+        return _Exposure(translator_class, info, tuple(warned), bool(fixed.get(FIXUP_SENTINEL)))
+
+
+def _property(translator: MetadataTranslator, prop: str) -> tuple[Any, str]:
+    """(value, why it failed) of one translator property."""
+    try:
+        return getattr(translator, f"to_{prop}")(), ""
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def _reason(prop: str, warned: tuple[str, ...]) -> str:
+    """The warning ObservationInfo logged when ``prop`` failed, if any."""
+    return next((w for w in warned if f"property '{prop}'" in w), "")

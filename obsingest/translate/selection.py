@@ -1,0 +1,38 @@
+"""Which translators translate: Rubin's own (``lsst.obs.lsst``) where installed, else ours.
+
+Rubin sites have the science pipelines' ``lsst.obs.lsst``, whose translators are the reference;
+where its ``translators`` module imports, it registers them with astro_metadata_translator and
+ours step aside (their ``can_translate`` answers False), so ``ObservationInfo(header)`` picks
+Rubin's. The answer is looked up once per process (the import is not cheap) and can be reset.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from functools import cache
+
+log = logging.getLogger(__name__)
+
+#: the module that registers Rubin's translators when imported
+RUBIN_TRANSLATORS = "lsst.obs.lsst.translators"
+
+
+@cache
+def rubin_translators_installed() -> bool:
+    """True when Rubin's own translators import (and so are registered)."""
+    try:
+        importlib.import_module(RUBIN_TRANSLATORS)
+    except ImportError:
+        return False
+    except Exception as exc:  # installed but broken: ours are better than none
+        log.warning(
+            "%s is installed but does not import (%s); using obsingest's", RUBIN_TRANSLATORS, exc
+        )
+        return False
+    return True
+
+
+def reset() -> None:
+    """Look again on next use (tests, or a process that installed lsst.obs.lsst meanwhile)."""
+    rubin_translators_installed.cache_clear()

@@ -1,0 +1,59 @@
+"""Warnings a translation logs, captured for the record instead of only printed.
+
+astro_metadata_translator and the translators (ours, and Rubin's ``lsst.obs.lsst``) report a
+defaulted card or a property they could not compute with ``logging`` at WARNING. One handler,
+attached once to those loggers, hands each record to the capture open in the thread that logged
+it, so concurrent translations in other threads keep their warnings apart. A process that
+silences these loggers (a level above WARNING, ``logging.disable``) silences the capture too.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+#: the loggers whose warnings are a translation's
+LOGGERS = ("astro_metadata_translator", "obsingest.translate", "lsst.obs.lsst")
+
+_local = threading.local()
+
+
+class _Capture(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        sink = getattr(_local, "sink", None)
+        if sink is not None:
+            try:
+                sink.append(record.getMessage())
+            except Exception:  # a broken format string must not break the translation
+                sink.append(str(record.msg))
+
+
+_handler = _Capture(level=logging.WARNING)
+_attached = False
+_attach_lock = threading.Lock()
+
+
+def _attach() -> None:
+    global _attached
+    with _attach_lock:
+        if not _attached:
+            for name in LOGGERS:
+                logging.getLogger(name).addHandler(_handler)
+            _attached = True
+
+
+@contextmanager
+def capture() -> Iterator[list[str]]:
+    """Collect, in a list, the WARNING-or-worse messages this thread's translation logs."""
+    _attach()
+    outer = getattr(_local, "sink", None)
+    sink: list[str] = []
+    _local.sink = sink
+    try:
+        yield sink
+    finally:
+        _local.sink = outer
+        if outer is not None:
+            outer.extend(sink)
