@@ -275,6 +275,22 @@ def _observation(
 def parse_object_name(name: str, prefix: str = DEFAULT_PREFIX) -> DataId:
     """Data id of ``name`` in either layout (module doc); else BadObjectName naming the object
     and the reason."""
+    claim = name_claim(name, prefix)
+    if claim is None:
+        raise BadObjectName(
+            f"object {name!r}: does not match "
+            "{instrument}/{day_obs}/{obs_id}/{obs_id}_{raft}_{sensor}.fits"
+        )
+    return claim[0]
+
+
+def name_claim(name: str, prefix: str = DEFAULT_PREFIX) -> tuple[DataId, str | None] | None:
+    """What an object's name says about its CCD: (data id, observation id) in Rubin's layout,
+    (data id, None) in the earlier one, None for any other name below the prefix (its header
+    alone says which CCD it is: objects may have any name). BadObjectName for a name outside
+    the prefix or escaping it, and for a name in either layout whose values cannot be (no such
+    detector, day_obs disagreeing with the exposure, ...); UnknownInstrument for an instrument
+    we do not ingest."""
     if not name.startswith(prefix):
         raise BadObjectName(f"object {name!r}: outside the ingest prefix {prefix!r}")
     rest = name[len(prefix) :]
@@ -282,16 +298,15 @@ def parse_object_name(name: str, prefix: str = DEFAULT_PREFIX) -> DataId:
         raise BadObjectName(f"object {name!r}: absolute or malformed path")
     if any(part in {"..", "."} for part in rest.split("/")):
         raise BadObjectName(f"object {name!r}: path escapes the prefix ('.' or '..')")
+    obs_id = None
     try:
         match = _RUBIN_RE.match(rest)
         if match:
-            data_id = _rubin_data_id(match)
+            data_id, obs_id = _rubin_data_id(match), match["obs_id"]
         else:
             match = _LEGACY_RE.match(rest)
             if not match:
-                raise BadObjectName(
-                    "does not match {instrument}/{day_obs}/{obs_id}/{obs_id}_{raft}_{sensor}.fits"
-                )
+                return None
             data_id = _legacy_data_id(match)
     except BadObjectName as exc:
         raise type(exc)(f"object {name!r}: {exc}") from None
@@ -300,7 +315,7 @@ def parse_object_name(name: str, prefix: str = DEFAULT_PREFIX) -> DataId:
             f"object {name!r}: day_obs {match['day_obs']} does not match "
             f"exposure {data_id.exposure}"
         )
-    return data_id
+    return data_id, obs_id
 
 
 def _rubin_data_id(match: re.Match[str]) -> DataId:

@@ -371,7 +371,7 @@ class CcdWorker:
         if job.sidecar:
             from producers.edge.sidecar import check_sidecar
 
-            check_sidecar(Path(job.sidecar), data_id)
+            check_sidecar(Path(job.sidecar), data_id, raw)
         verify_precompressed(raw, job.source)
         self._precompressed = True
         self._read_s = time.perf_counter() - t0

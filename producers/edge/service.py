@@ -279,6 +279,8 @@ class EdgeService:
                 return True
             error = found.error or BadHandoffFile(f"{found.path}: not a file the edge takes")
             self._quarantine_file(found.path, error)
+            if found.sidecar is not None:  # a CCD refused for its header: its sidecar goes too
+                move_to_quarantine(self.handoff, found.sidecar, error, note=False)
             return True
         except (SpoolFull, SpoolUnavailable):
             return False
