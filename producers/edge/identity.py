@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from obsingest.dataid import DataId, Identity, identity_from_header, name_claim, parse_obs_id
-from obsingest.errors import BadObjectName, HeaderMismatch
+from obsingest.errors import BadObjectName, CorruptFile, HeaderMismatch
 from obsingest.fits import BLOCK, CARD, END_CARD, parse_primary
 from producers.edge.errors import SourceUnreadable, SourceVanished
 
@@ -62,7 +62,10 @@ def read_primary_cards(path: Path) -> Cards:
         raise SourceVanished(f"{path}: vanished before its header was read") from None
     except OSError as exc:
         raise SourceUnreadable(f"{path}: cannot read its header: {exc.strerror or exc}") from None
-    return parse_primary(head).str_value
+    try:
+        return parse_primary(head).str_value
+    except CorruptFile as exc:
+        raise CorruptFile(f"{path}: {exc}") from None
 
 
 def _has_end(head: bytes, new_from: int) -> bool:
