@@ -96,7 +96,7 @@ def assert_registered_by_header(registry: Registry, prefix: str) -> None:
 
 
 def test_every_real_header_ingests_through_the_edge_under_its_camera_name(
-    postgres_server: PostgresServer, tmp_path: Path
+    gcs: GcsService, postgres_server: PostgresServer, tmp_path: Path
 ) -> None:
     pipe = build_pipeline(postgres_server.admin_url, tag="realhdr")
     handoff = tmp_path / "handoff"
