@@ -59,6 +59,7 @@ _RUBIN_RE = re.compile(
     rf"(?P<obs_id>{_OBS_ID})/(?P=obs_id)_(?P<raft>R[0-9X]{{2}})_(?P<sensor>S(?:[0-9]{{2}}|[GW][0-9]))"
     r"\.fits(?:\.fz)?$"
 )
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _LEGACY_RE = re.compile(
     r"^(?P<instrument>[A-Za-z][A-Za-z0-9]*)/(?P<day_obs>[0-9]{8})/(?P<exposure>[0-9]{1,18})/"
     r"(?P<instrument2>[A-Za-z][A-Za-z0-9]*)_(?P<exposure2>[0-9]{1,18})_(?P<detector>[0-9]{3})"
@@ -298,6 +299,8 @@ def name_claim(name: str, prefix: str = DEFAULT_PREFIX) -> tuple[DataId, str | N
         raise BadObjectName(f"object {name!r}: absolute or malformed path")
     if any(part in {"..", "."} for part in rest.split("/")):
         raise BadObjectName(f"object {name!r}: path escapes the prefix ('.' or '..')")
+    if _CONTROL.search(rest):  # no file or object of ours is named so: never read it
+        raise BadObjectName(f"object {name!r}: control character in the name")
     obs_id = None
     try:
         match = _RUBIN_RE.match(rest)
