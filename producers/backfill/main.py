@@ -16,8 +16,12 @@ DESCRIPTION = """\
 Bulk transfer of an archive to the object store: SRC is a directory tree, a glob (quote it;
 ** recurses) or @LIST (a file of paths). Every file is journalled in --spool first (an
 interrupted backfill rerun resumes where it stopped), uploaded create-once by --parallel
-processes and verified by CRC32C and size against what the store holds. Shows a progress bar
-with rate and ETA, and a final table of files, bytes, Gbit/s and failures with their reasons."""
+processes and verified by CRC32C and size against what the store holds. Files may have any
+name: each is stored under the name its FITS header gives, the camera's file name in Rubin's
+layout below the prefix (PREFIX/{instrument}/{day_obs}/{obs_id}/{obs_id}_{raft}_{sensor}.fits);
+a file that is not FITS or whose header says no CCD fails with its reason. Shows a progress bar
+with rate and ETA, and a final table of files, bytes, Gbit/s and failures with their reasons.
+Then `obsingest reconcile` registers what no notification announced."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

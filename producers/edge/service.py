@@ -10,7 +10,7 @@ everything in memory is rebuilt from it at start-up.
 In-process API, for a DAQ that calls in directly (and for the demo and ``bench transfer``)::
 
     with EdgeService(EdgeSettings(destination="gs://bucket", spool=Path("spool"))) as edge:
-        future = edge.submit(CcdFile("/daq/LSSTCam_2026112200012_094.fits", "LSSTCam",
+        future = edge.submit(CcdFile("/daq/MC_O_20261122_000012_R22_S11.fits", "LSSTCam",
                                      2026112200012, 94, readout_time))
         outcome = future.result()   # Outcome: acked (status, object, timings) or quarantined
 
