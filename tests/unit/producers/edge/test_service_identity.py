@@ -86,3 +86,13 @@ def test_a_callers_data_id_must_be_the_headers(edge: EdgeService, tmp_path: Path
     outcome = edge.submit(CcdFile(str(path), "LSSTCam", 2023110700079, 2)).result(timeout=60)
     assert outcome.state == "quarantined" and outcome.reason == "header-mismatch"
     assert "its header says LSSTCam/2023110700079/001" in outcome.error
+
+
+def test_a_caller_may_let_the_header_say_which_ccd(edge: EdgeService, tmp_path: Path) -> None:
+    did = DataId("LSSTCam", 2023110700080, 5)
+    path = tmp_path / "MC_O_20231107_000080_R01_S12.fits"
+    path.write_bytes(ccd_file(did))
+    ccd = CcdFile.from_header(path)
+    assert ccd.data_id == did
+    outcome = edge.submit(ccd).result(timeout=60)
+    assert outcome.ok and outcome.object_name.endswith("/MC_O_20231107_000080_R01_S12.fits")
