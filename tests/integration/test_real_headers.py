@@ -7,6 +7,8 @@ Rubin's layout. Two ways in:
 
 - through the edge: ``python -m producers.edge`` watching a hand-off directory, direct upload to
   the GCS emulator, its finalize notification over Pub/Sub to the register function, PostgreSQL;
+- through the edge over Kafka: chunks, the assembler (which names the object from the assembled
+  file's header), a local store's finalize events to the register function;
 - through ``obsingest backfill`` into a bucket without notifications, then ``obsingest
   reconcile``, which finds the objects no notification announced and registers them.
 
@@ -200,4 +202,34 @@ def test_every_real_header_ingests_through_backfill_and_reconcile(
         assert registry.quarantined() == []
         assert_registered_by_header(registry, "raw/")
     finally:
+        registry.close()
+
+
+def test_every_real_header_ingests_through_the_edge_over_kafka(kafka, tmp_path: Path) -> None:
+    from functions.register.service import RegisterService
+    from obsingest.bus.memory import InMemoryBus
+    from obsingest.store.notifications import from_storage_cloudevent
+    from tests.integration.test_kafka_path import Deployment
+
+    dep = Deployment(kafka, tmp_path, partitions=1)
+    registry = Registry.open(RegistrySettings(url=f"sqlite:///{tmp_path / 'registry.sqlite3'}"))
+    service = RegisterService(dep.store, registry, InMemoryBus())
+    handoff = tmp_path / "handoff"
+    url = f"kafka://{dep.kafka.bootstrap_servers}/{dep.topic}"
+    edge = EdgeProcess(handoff, tmp_path / "spool", url, tmp_path / "logs")
+    try:
+        with dep.assembler():
+            edge.start()
+            write_camera_files(handoff, rename=True)
+            wait_for(lambda: dep.notifications() >= len(HEADERS), 180, "every CCD assembled")
+        outbox = dep.store.outbox()
+        for path, event in outbox.pending():
+            outcome = service.handle(from_storage_cloudevent(event, event["data"]))
+            assert outcome.status == "registered", (outcome.object_name, outcome.message)
+            outbox.ack(path)
+        assert registry.quarantined() == []
+        assert_registered_by_header(registry, "raw/")
+        assert {d["transport"] for d in registry.datasets()} == {"kafka"}
+    finally:
+        edge.close()
         registry.close()
