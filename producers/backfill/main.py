@@ -26,14 +26,23 @@ Then `obsingest reconcile` registers what no notification announced."""
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("sources", nargs="+", metavar="SRC", help="directory, glob or @LIST")
-    parser.add_argument("--to", required=True, metavar="URL",
-                        help="destination: gs://BUCKET[/PREFIX] or file://DIR")
-    parser.add_argument("--spool", type=Path, default=Path("backfill-spool"),
-                        help="journal directory (default ./backfill-spool)")
+    parser.add_argument(
+        "--to", required=True, metavar="URL", help="destination: gs://BUCKET[/PREFIX] or file://DIR"
+    )
+    parser.add_argument(
+        "--spool",
+        type=Path,
+        default=Path("backfill-spool"),
+        help="journal directory (default ./backfill-spool)",
+    )
     parser.add_argument("--parallel", type=int, default=4, help="upload processes (default 4)")
     parser.add_argument("--batch", type=int, default=8, help="files per hand-out (default 8)")
-    parser.add_argument("--retries", type=int, default=3,
-                        help="rounds of retries for transient failures (default 3)")
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=3,
+        help="rounds of retries for transient failures (default 3)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--json", type=Path, help="also write the report as JSON here")
     parser.add_argument("--log-level", default="WARNING", help="log level (default WARNING)")

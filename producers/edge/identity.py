@@ -151,4 +151,3 @@ def name_of_file(name: str) -> tuple[DataId, str | None] | None:
             raise type(exc)(f"{name}: {exc}") from None
         return data_id, None
     return None
-

@@ -447,8 +447,10 @@ class EdgeService:
                       seconds=round(latency, 3), budget=self.settings.budget_seconds,
                       attempts=outcome.attempts)  # fmt: skip
         if outcome.status == "conflict":
-            extra.update(reason="checksum-conflict",
-                         error=f"different bytes already stored; parked as {outcome.object_name}")
+            extra.update(
+                reason="checksum-conflict",
+                error=f"different bytes already stored; parked as {outcome.object_name}",
+            )
             log_event(log, "edge.conflict", logging.ERROR, data_id=key,
                       parked=outcome.object_name)  # fmt: skip
         if extra:

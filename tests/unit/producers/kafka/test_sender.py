@@ -44,6 +44,7 @@ def fits_bytes(n: int) -> bytes:
     ]
     return header_bytes(cards) + os.urandom(n) + bytes(padded(n) - n)
 
+
 READOUT = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 
 
