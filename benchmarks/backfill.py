@@ -72,12 +72,39 @@ WHAT_MOVED = """\
 
 
 def make_archive(root: Path, files: int, size: int) -> list[Path]:
+    """``files`` camera files of about ``size`` bytes each under names that say nothing: a
+    primary header with the CCD's identity cards (LSSTCam, 205 CCDs an exposure; the backfill
+    stores each under the name its header gives) and one image of random bytes."""
+    from obsingest.dataid import DataId, make_exposure_id
+    from obsingest.fits import header_bytes, make_card, padded
+
     rng = random.Random(1)
     paths = []
     for i in range(files):
-        path = root / f"{i % 10:02d}" / f"file-{i:05d}.fits.fz"
+        identity = DataId("LSSTCam", make_exposure_id(20250415, i // 205 + 1), i % 205).identity()
+        primary = [
+            make_card("SIMPLE", True),
+            make_card("BITPIX", 8),
+            make_card("NAXIS", 0),
+            make_card("EXTEND", True),
+            make_card("INSTRUME", "lsstCam"),
+            make_card("OBSID", identity.obs_id),
+            make_card("RAFTBAY", identity.raft),
+            make_card("CCDSLOT", identity.sensor),
+        ]
+        n = max(1, size - 3 * 2880)
+        image = [
+            make_card("XTENSION", "IMAGE"),
+            make_card("BITPIX", 8),
+            make_card("NAXIS", 1),
+            make_card("NAXIS1", n),
+            make_card("PCOUNT", 0),
+            make_card("GCOUNT", 1),
+        ]
+        path = root / f"{i % 10:02d}" / f"file-{i:05d}.fits"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(rng.randbytes(size))
+        data = rng.randbytes(n)
+        path.write_bytes(header_bytes(primary) + header_bytes(image) + data + bytes(padded(n) - n))
         paths.append(path)
     return paths
 

@@ -161,11 +161,14 @@ def _chunked(
     try:
         _wait(lambda: _events(log, "assembler.assigned"), 60, "the assembler to join")
         # warm-up: one CCD through the whole path (connections, idempotence PID, page cache)
-        sender.send(DataId("LSSTCam", 2026112299999, 0), ccds[0], datetime.now(UTC))
+        warm = DataId("LSSTCam", 2026112299999, 0)
+        sender.send(warm, _as_ccd(ccds[0], warm), datetime.now(UTC))
         _wait(lambda: len(_events(log, "assembler.stored")) >= 1, 60, "the warm-up CCD")
         for batch in range(repeats):
             exposure = 2026112200001 + batch
-            jobs = [(DataId("LSSTCam", exposure, i), ccds[i % len(ccds)]) for i in range(per_batch)]
+            ids = [DataId("LSSTCam", exposure, i) for i in range(per_batch)]
+            # each CCD's header says which CCD it is (the sender names the object from it)
+            jobs = [(d, _as_ccd(ccds[d.detector % len(ccds)], d)) for d in ids]
             seen = len(_events(log, "assembler.stored"))
             started = datetime.now(UTC)
             with ThreadPoolExecutor(EDGE_THREADS) as pool:
@@ -209,6 +212,27 @@ def _chunked(
         "latency_p95_s": _pct(lat, 95),
         "latency_max_s": lat[-1],
     }
+
+
+def _as_ccd(data: bytes, data_id: Any) -> bytes:
+    """A copy of a cached CCD whose primary header says it is ``data_id`` (identity cards
+    rewritten in place, same widths: nothing moves), since the sender names and checks a CCD
+    by its header."""
+    from producers.transfer.fitsheader import retarget_primary_header
+
+    identity = data_id.identity()
+    buf = bytearray(data)
+    retarget_primary_header(
+        buf,
+        {
+            "OBSID": identity.obs_id,
+            "DAYOBS": str(data_id.day_obs),
+            "SEQNUM": data_id.seq_num,
+            "RAFTBAY": identity.raft,
+            "CCDSLOT": identity.sensor,
+        },
+    )
+    return bytes(buf)
 
 
 def _record_for(chunk_size: int) -> bytes:

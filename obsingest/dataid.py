@@ -59,6 +59,7 @@ _RUBIN_RE = re.compile(
     rf"(?P<obs_id>{_OBS_ID})/(?P=obs_id)_(?P<raft>R[0-9X]{{2}})_(?P<sensor>S(?:[0-9]{{2}}|[GW][0-9]))"
     r"\.fits(?:\.fz)?$"
 )
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _LEGACY_RE = re.compile(
     r"^(?P<instrument>[A-Za-z][A-Za-z0-9]*)/(?P<day_obs>[0-9]{8})/(?P<exposure>[0-9]{1,18})/"
     r"(?P<instrument2>[A-Za-z][A-Za-z0-9]*)_(?P<exposure2>[0-9]{1,18})_(?P<detector>[0-9]{3})"
@@ -275,6 +276,22 @@ def _observation(
 def parse_object_name(name: str, prefix: str = DEFAULT_PREFIX) -> DataId:
     """Data id of ``name`` in either layout (module doc); else BadObjectName naming the object
     and the reason."""
+    claim = name_claim(name, prefix)
+    if claim is None:
+        raise BadObjectName(
+            f"object {name!r}: does not match "
+            "{instrument}/{day_obs}/{obs_id}/{obs_id}_{raft}_{sensor}.fits"
+        )
+    return claim[0]
+
+
+def name_claim(name: str, prefix: str = DEFAULT_PREFIX) -> tuple[DataId, str | None] | None:
+    """What an object's name says about its CCD: (data id, observation id) in Rubin's layout,
+    (data id, None) in the earlier one, None for any other name below the prefix (its header
+    alone says which CCD it is: objects may have any name). BadObjectName for a name outside
+    the prefix or escaping it, and for a name in either layout whose values cannot be (no such
+    detector, day_obs disagreeing with the exposure, ...); UnknownInstrument for an instrument
+    we do not ingest."""
     if not name.startswith(prefix):
         raise BadObjectName(f"object {name!r}: outside the ingest prefix {prefix!r}")
     rest = name[len(prefix) :]
@@ -282,16 +299,17 @@ def parse_object_name(name: str, prefix: str = DEFAULT_PREFIX) -> DataId:
         raise BadObjectName(f"object {name!r}: absolute or malformed path")
     if any(part in {"..", "."} for part in rest.split("/")):
         raise BadObjectName(f"object {name!r}: path escapes the prefix ('.' or '..')")
+    if _CONTROL.search(rest):  # no file or object of ours is named so: never read it
+        raise BadObjectName(f"object {name!r}: control character in the name")
+    obs_id = None
     try:
         match = _RUBIN_RE.match(rest)
         if match:
-            data_id = _rubin_data_id(match)
+            data_id, obs_id = _rubin_data_id(match), match["obs_id"]
         else:
             match = _LEGACY_RE.match(rest)
             if not match:
-                raise BadObjectName(
-                    "does not match {instrument}/{day_obs}/{obs_id}/{obs_id}_{raft}_{sensor}.fits"
-                )
+                return None
             data_id = _legacy_data_id(match)
     except BadObjectName as exc:
         raise type(exc)(f"object {name!r}: {exc}") from None
@@ -300,7 +318,7 @@ def parse_object_name(name: str, prefix: str = DEFAULT_PREFIX) -> DataId:
             f"object {name!r}: day_obs {match['day_obs']} does not match "
             f"exposure {data_id.exposure}"
         )
-    return data_id
+    return data_id, obs_id
 
 
 def _rubin_data_id(match: re.Match[str]) -> DataId:

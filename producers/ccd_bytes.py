@@ -1,25 +1,41 @@
-"""What every sender checks before a CCD leaves the edge (direct upload and Kafka chunks alike).
+"""What every sender checks before a CCD leaves the edge (direct upload and Kafka chunks alike),
+and which name it goes under.
 
 Why here and not only at the data facility: the register function trusts a CCD's bytes when the
 store's CRC32C equals the sender's ``obsingest-checksum`` and then reads only its primary header
 (functions/register/verify.py). So the sender vouches for the structure of the bytes it
-checksums, not only for the bytes.
+checksums, not only for the bytes. The object's name comes from the same header walk: the
+camera's identity cards (``obsingest.dataid.identity_from_header``) give the observation id with
+its controller letter, which the data id alone does not always recover, so the name is the
+camera's file name in Rubin's layout, ``{instrument}/{day_obs}/{obs_id}/{obs_id}_{raft}_{sensor}
+.fits`` (tile-compressed or not, as the camera names its own compressed files).
 """
 
 from __future__ import annotations
 
-from obsingest.dataid import DataId
-from obsingest.errors import CorruptFile
+from obsingest.dataid import DataId, Identity, identity_from_header
+from obsingest.errors import CorruptFile, HeaderMismatch
 from obsingest.fits import primary_header
 
 
-def check_ccd_bytes(data_id: DataId, data: bytes) -> None:
-    """Every HDU of what is about to be sent is whole (a header walk: ~0.3 ms for a full CCD);
-    CorruptFile naming the CCD otherwise, which the edge quarantines. What a sender sends goes
-    out with its checksum as ``obsingest-checksum``, and the register function then reads only
-    the primary header of it (functions/register/verify.py): a sender vouches for the structure
-    of its bytes as well as for the bytes."""
+def check_ccd_bytes(data_id: DataId, data: bytes) -> Identity:
+    """The CCD's identity, read from the header of what is about to be sent.
+
+    Every HDU must be whole (a header walk: ~0.3 ms for a full CCD), else CorruptFile naming the
+    CCD; the primary header must say which CCD it is (NoIdentity naming the card) and say
+    ``data_id`` (else HeaderMismatch with both: the file changed since the edge read its header,
+    or a caller's data id is not the file's). The edge quarantines all three. What a sender
+    sends goes out with its checksum as ``obsingest-checksum``, and the register function then
+    reads only the primary header of it (functions/register/verify.py): a sender vouches for the
+    structure of its bytes as well as for the bytes."""
     try:
-        primary_header(data)  # every HDU walked (its errors: parse_fits's)
+        primary = primary_header(data)  # every HDU walked (its errors: parse_fits's)
     except CorruptFile as exc:
         raise CorruptFile(f"CCD {data_id.key}: not sent: {exc}") from None
+    identity = identity_from_header(primary.str_value, f"CCD {data_id.key}: not sent")
+    if identity.data_id != data_id:
+        raise HeaderMismatch(
+            f"CCD {data_id.key}: not sent: its header says {identity.data_id.key} "
+            f"({identity.obs_id} {identity.raft}_{identity.sensor})"
+        )
+    return identity

@@ -50,8 +50,8 @@ class DirectUploader:
         readout_time: datetime,
         compressed_time: datetime | None = None,
     ) -> UploadResult:
-        check_ccd_bytes(data_id, data)
-        name = data_id.object_name(self.prefix)
+        # named from its header: the camera's file name in Rubin's layout (producers.ccd_bytes)
+        name = check_ccd_bytes(data_id, data).object_name(self.prefix)
         checksum = checksum_str(data)
         meta = object_metadata(
             checksum, readout_time, compressed_time, self.transport, self.producer

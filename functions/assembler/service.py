@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from functions.assembler.dlq import DeadLetterFailed, DeadLetters, incomplete_fields
 from functions.assembler.exporter import AssemblerExporter
 from functions.assembler.kafka_clients import consumer_config, group_lag
+from functions.assembler.naming import assembled_object_name
 from functions.assembler.reassembly import (
     Completed,
     Ignored,
@@ -350,7 +351,7 @@ class AssemblerService:
             self._store_file(done)
 
     def _store_file(self, done: Completed) -> None:
-        name = done.data_id.object_name(self.settings.prefix)
+        name = assembled_object_name(done.data_id, done.data, self.settings.prefix)
         meta = object_metadata(
             done.checksum, done.readout_time, done.compressed_time, TRANSPORT, done.producer
         )

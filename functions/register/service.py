@@ -31,14 +31,13 @@ from typing import TYPE_CHECKING
 
 from functions.register.announce import ArrivalAnnouncer, PeriodicDrain, arrival_message
 from functions.register.exposures import ExposureCloser
-from functions.register.verify import read_verified
+from functions.register.verify import Verified, read_verified
 from obsingest import defaults
 from obsingest.bus.base import Publisher
 from obsingest.checksums import checksum_from_crc32c_b64
-from obsingest.dataid import DataId, parse_object_name
+from obsingest.dataid import DataId, identity_from_header, name_claim, parse_object_name
 from obsingest.errors import (
     BadMetadata,
-    CorruptFile,
     ForeignBucket,
     HeaderMismatch,
     PermanentError,
@@ -176,10 +175,12 @@ class RegisterService:
                 return self._record_canary(obj)
             if obj.name.startswith(self.quarantine_prefix):
                 return self._record_producer_quarantine(obj)
-            data_id = parse_object_name(obj.name, self.prefix)
+            claim = name_claim(obj.name, self.prefix)
+            data_id = claim[0] if claim else None
             # a group-committing registry lets its next batch wait for this file's check
-            with logging_context(data_id=data_id.key), self.registry.arriving():
-                outcome = self._register(obj, data_id)
+            with self.registry.arriving():
+                outcome = self._register(obj, claim)
+            with logging_context(data_id=outcome.data_id.key if outcome.data_id else None):
                 log_event(
                     log,
                     "ccd." + outcome.status,
@@ -191,7 +192,9 @@ class RegisterService:
             return self._quarantine(obj, data_id, exc)
         return outcome
 
-    def _register(self, obj: StoredObject, data_id: DataId) -> Outcome:
+    def _register(self, obj: StoredObject, claim: tuple[DataId, str | None] | None) -> Outcome:
+        """Register one object under the data id its header gives (``claim``: what its name
+        says, if it says anything, which must agree)."""
         transport = obj.metadata.get(MetadataKeys.TRANSPORT, "direct")
         if not _TRANSPORT.fullmatch(transport):
             raise BadMetadata(
@@ -199,7 +202,18 @@ class RegisterService:
                 "is not a transport name (a lowercase slug of at most 16 characters)"
             )
         verified = read_verified(self.store, obj)
-        exposure = self._check_header(obj.name, verified.primary, data_id)
+        data_id, exposure = self._check_header(obj.name, verified.primary, claim)
+        with logging_context(data_id=data_id.key):
+            return self._register_as(obj, data_id, exposure, verified, transport)
+
+    def _register_as(
+        self,
+        obj: StoredObject,
+        data_id: DataId,
+        exposure: ExposureRecord,
+        verified: Verified,
+        transport: str,
+    ) -> Outcome:
         readout = _meta_time(obj, MetadataKeys.READOUT_TIME) or obj.time_created
         record = FileRecord(
             data_id=data_id,
@@ -247,8 +261,10 @@ class RegisterService:
         pending = self.registry.outbox.claim_dataset(registration.dataset_id)
         if pending is not None:
             sent = self.announcer.publish_row(pending)
-            return sent if isinstance(sent, ArrivalEvent) else ArrivalEvent.decode(
-                pending.message.payload
+            return (
+                sent
+                if isinstance(sent, ArrivalEvent)
+                else ArrivalEvent.decode(pending.message.payload)
             )
         arrival = _arrival(registration, record)
         message = arrival_message(arrival, self.arrivals_topic)
@@ -259,29 +275,24 @@ class RegisterService:
                 raise
             return arrival  # announced already: the outbox row is marked published
 
-    def _check_header(self, name: str, primary: Hdu, data_id: DataId) -> ExposureRecord:
-        """Refuse files whose header names another CCD (``read_verified`` refused garbled
-        ones)."""
-        try:
-            found = {
-                "INSTRUME": primary.str_value("INSTRUME"),
-                "EXPID": primary.int_value("EXPID", -1),
-                "DETECTOR": primary.int_value("DETECTOR", -1),
-            }
-        except CorruptFile as exc:
-            raise CorruptFile(f"object {name!r}: {exc}") from None
-        expected = {
-            "INSTRUME": data_id.instrument,
-            "EXPID": data_id.exposure,
-            "DETECTOR": data_id.detector,
-        }
-        for key, value in expected.items():
-            if found[key] != value:
+    def _check_header(
+        self, name: str, primary: Hdu, claim: tuple[DataId, str | None] | None
+    ) -> tuple[DataId, ExposureRecord]:
+        """The CCD's data id from its header (``read_verified`` refused garbled files), and its
+        exposure record. Objects may have any name below the prefix: the header's identity
+        cards say which CCD it is (NoIdentity naming the card if they cannot); a name in either
+        layout (``claim``) must say the same CCD, else HeaderMismatch with both."""
+        identity = identity_from_header(primary.str_value, f"object {name!r}")
+        if claim is not None:
+            named, obs_id = claim
+            if identity.data_id != named or obs_id not in (None, identity.obs_id):
                 raise HeaderMismatch(
-                    f"object {name!r}: header {key}={found[key]!r} but the name says {value!r}"
+                    f"object {name!r}: header says {identity.data_id.key} "
+                    f"({identity.obs_id} {identity.raft}_{identity.sensor}) but the name says "
+                    f"{named.key}" + (f" ({obs_id})" if obs_id else "")
                 )
         # the Butler's exposure record, validated (DETNAME, DAYOBS, SEQNUM, times, pointing, ...)
-        return exposure_from_header(primary, data_id, name)
+        return identity.data_id, exposure_from_header(primary, identity.data_id, name)
 
     def _quarantine(
         self, obj: StoredObject, data_id: DataId | None, exc: PermanentError

@@ -1,10 +1,11 @@
 """Bad inputs the demo can inject (``--inject-bad``) to show they are quarantined with a reason
 while every good CCD is still registered exactly once.
 
-Each one is what production saw or what a buggy or malicious client could send: unparseable and
-escaping object names, an unknown instrument, a non-numeric detector, garbage and truncated FITS,
-a header that names another CCD, a notification for an object that no longer exists, a
-re-delivered notification, and different bytes uploaded under an existing data id.
+Each one is what production saw or what a buggy or malicious client could send: escaping object
+names and one outside the prefix, an unknown instrument, a header that cannot say which CCD it is
+(any name is taken: the header decides), garbage and truncated FITS, a header that names another
+CCD than the object's name, a notification for an object that no longer exists, a re-delivered
+notification, and different bytes uploaded under an existing data id.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ EXPECTED_REASONS: dict[str, str] = {
     "escaping-name": "bad-object-name",
     "outside-prefix": "bad-object-name",
     "unknown-instrument": "unknown-instrument",
-    "non-numeric-detector": "bad-object-name",
+    "no-identity": "no-identity",
     "garbage-fits": "corrupt-file",
     "truncated-fits": "corrupt-file",
     "header-mismatch": "header-mismatch",
@@ -62,11 +63,9 @@ def inject_bad_inputs(env: DemoEnvironment, good: DataId) -> dict[str, str]:
     store.put("misc/README.txt", b"not a CCD")
     unknown = f"raw/Nonesuch/{day_obs}/{good.exposure}/Nonesuch_{good.exposure}_000.fits.fz"
     store.put(unknown, good_bytes)
-    non_numeric = (
-        f"raw/{good.instrument}/{day_obs}/{good.exposure}/"
-        f"{good.instrument}_{good.exposure}_0x1.fits.fz"
-    )
-    store.put(non_numeric, good_bytes)
+    # any name below the prefix is taken, but this header's detector card is gone
+    no_detector = good_bytes.replace(b"RAFTBAY = ", b"RAFTBAX = ", 1)
+    store.put(f"raw/{good.instrument}/{day_obs}/incoming/ccd-0x1.fits", no_detector)
     # garbage and truncated bytes written straight into the bucket by a client that is not an
     # obsingest sender (a sender refuses them: producers/ccd_bytes.py): without a sender's
     # checksum claim the function reads them whole and refuses them
@@ -75,7 +74,7 @@ def inject_bad_inputs(env: DemoEnvironment, good: DataId) -> dict[str, str]:
     truncated = DataId(good.instrument, make_exposure_id(day_obs, 902), 0)
     store.put(truncated.object_name(), good_bytes[: len(good_bytes) // 2])
     mismatch = DataId(good.instrument, make_exposure_id(day_obs, 903), 0)
-    uploader.send(mismatch, good_bytes, now)
+    store.put(mismatch.object_name(), good_bytes)  # a sender would refuse it (header-mismatch)
     gone = DataId(good.instrument, make_exposure_id(day_obs, 904), 0)
     env.inject_notification(_fake_object(env, gone.object_name()))
     # a re-delivered notification for the good CCD: must be a no-op

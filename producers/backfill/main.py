@@ -16,20 +16,33 @@ DESCRIPTION = """\
 Bulk transfer of an archive to the object store: SRC is a directory tree, a glob (quote it;
 ** recurses) or @LIST (a file of paths). Every file is journalled in --spool first (an
 interrupted backfill rerun resumes where it stopped), uploaded create-once by --parallel
-processes and verified by CRC32C and size against what the store holds. Shows a progress bar
-with rate and ETA, and a final table of files, bytes, Gbit/s and failures with their reasons."""
+processes and verified by CRC32C and size against what the store holds. Files may have any
+name: each is stored under the name its FITS header gives, the camera's file name in Rubin's
+layout below the prefix (PREFIX/{instrument}/{day_obs}/{obs_id}/{obs_id}_{raft}_{sensor}.fits);
+a file that is not FITS or whose header says no CCD fails with its reason. Shows a progress bar
+with rate and ETA, and a final table of files, bytes, Gbit/s and failures with their reasons.
+Then `obsingest reconcile` registers what no notification announced."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("sources", nargs="+", metavar="SRC", help="directory, glob or @LIST")
-    parser.add_argument("--to", required=True, metavar="URL",
-                        help="destination: gs://BUCKET[/PREFIX] or file://DIR")
-    parser.add_argument("--spool", type=Path, default=Path("backfill-spool"),
-                        help="journal directory (default ./backfill-spool)")
+    parser.add_argument(
+        "--to", required=True, metavar="URL", help="destination: gs://BUCKET[/PREFIX] or file://DIR"
+    )
+    parser.add_argument(
+        "--spool",
+        type=Path,
+        default=Path("backfill-spool"),
+        help="journal directory (default ./backfill-spool)",
+    )
     parser.add_argument("--parallel", type=int, default=4, help="upload processes (default 4)")
     parser.add_argument("--batch", type=int, default=8, help="files per hand-out (default 8)")
-    parser.add_argument("--retries", type=int, default=3,
-                        help="rounds of retries for transient failures (default 3)")
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=3,
+        help="rounds of retries for transient failures (default 3)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--json", type=Path, help="also write the report as JSON here")
     parser.add_argument("--log-level", default="WARNING", help="log level (default WARNING)")

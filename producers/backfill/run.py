@@ -71,7 +71,7 @@ class BackfillReport:
     already_done: int = 0
     stored: int = 0
     exists: int = 0
-    failed: dict[str, str] = field(default_factory=dict)  # object name -> "reason: error"
+    failed: dict[str, str] = field(default_factory=dict)  # PREFIX + source path -> "reason: err"
     bytes: int = 0
     seconds: float = 0.0
 
@@ -195,7 +195,7 @@ class _Run:
         for r in results:
             if r.ok:
                 updates.append((r.key, "acked", {"status": r.status, "size": r.size,
-                                                 "checksum": r.checksum,
+                                                 "checksum": r.checksum, "object": r.object,
                                                  "acked_at": time.time()}))  # fmt: skip
                 if r.status == "stored":
                     self.report.stored += 1
@@ -226,9 +226,9 @@ def run_backfill(config: BackfillConfig, out: TextIO = sys.stderr) -> BackfillRe
     files = expand_sources(config.sources, prefix)
     journal = Journal(config.spool, name=JOURNAL_NAME)
     try:
-        journal.add_many(
-            Entry(key=f.name, source=str(f.path), target=f.name, size=f.size) for f in files
-        )
+        # keyed by where the file is (stable across reruns); the object it is stored as comes
+        # from its header, in the worker (``producers.backfill.transfer``)
+        journal.add_many(Entry(key=f.name, source=str(f.path), size=f.size) for f in files)
         wanted = {f.name for f in files}
         todo = [e for e in journal.pending() if e.key in wanted]
         report = BackfillReport(files=len(files), already_done=len(files) - len(todo))
@@ -245,7 +245,7 @@ def run_backfill(config: BackfillConfig, out: TextIO = sys.stderr) -> BackfillRe
         import_module("producers.backfill.transfer")
         pool = WorkerPool(
             min(config.parallel, max(1, len(todo))),
-            WorkerInit("producers.backfill.transfer:UploadWorker", (store_url,)),
+            WorkerInit("producers.backfill.transfer:UploadWorker", (store_url, prefix)),
             run.on_result, name="backfill", start_method="fork", respawn_method="spawn",
         )  # fmt: skip
         bar = None

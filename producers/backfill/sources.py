@@ -1,4 +1,8 @@
-"""What to back up: expand ``SRC`` arguments into (file, object name) pairs.
+"""What to back up: expand ``SRC`` arguments into (file, name) pairs.
+
+The name (prefix + the file's path relative to its source, as below) is the file's key in the
+journal and the report: stable across reruns. The object it is stored as comes from its header
+(``producers.backfill.transfer``), whatever the file is called.
 
 - a directory: every file below it; object name = prefix + path relative to the directory
 - a glob (``*``, ``?``, ``[``; ``**`` recurses): object name = prefix + path relative to the
@@ -21,7 +25,7 @@ from pathlib import Path
 @dataclass(frozen=True)
 class SourceFile:
     path: Path
-    name: str  # object name, prefix included
+    name: str  # journal key: prefix + path relative to its source
     size: int
 
 

@@ -1,5 +1,13 @@
 """One backfill worker process: upload a batch of files create-once and verify each.
 
+Each file is stored under the name its own primary header gives, whatever its name on disk:
+the camera's file name in Rubin's layout under the destination's prefix,
+``PREFIX/{instrument}/{day_obs}/{obs_id}/{obs_id}_{raft}_{sensor}.fits``
+(``obsingest.dataid.identity_from_header``), so an archive of camera files lands where the
+register function and ``obsingest reconcile`` take it. The header is read from the bytes the
+worker reads anyway (no extra I/O); a file that is not FITS, or whose header cannot say which
+CCD it is, fails with its reason (``corrupt-file``, ``no-identity`` naming the card).
+
 Verification compares the CRC32C and size the *store* reports for the object it holds (from the
 upload's response, or from the existing object when it was already there) with what was read
 from disk; GCS also checks the CRC32C sent with the upload before it accepts the bytes. So a
@@ -14,7 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from obsingest.checksums import crc32c
+from obsingest.dataid import identity_from_header
 from obsingest.errors import ChecksumMismatch, ObsIngestError
+from obsingest.fits import parse_primary
 from obsingest.settings import StoreSettings
 from obsingest.store import ObjectConflict, open_store
 
@@ -29,6 +39,8 @@ class FileResult:
     retriable: bool = False
     reason: str = ""
     error: str = ""
+    #: the object the file is stored as (from its header)
+    object: str = ""
 
 
 def split_destination(url: str) -> tuple[str, str]:
@@ -47,7 +59,8 @@ def split_destination(url: str) -> tuple[str, str]:
 class UploadWorker:
     """One per worker process, built once: its uploader keeps one kept-alive connection."""
 
-    def __init__(self, store_url: str) -> None:
+    def __init__(self, store_url: str, prefix: str = "") -> None:
+        self.prefix = prefix
         if store_url.startswith("gs://"):
             from producers.backfill.gcs_upload import GcsUploader
 
@@ -58,7 +71,7 @@ class UploadWorker:
             self.store = open_store(StoreSettings(url=store_url))
 
     def __call__(self, batch: list[tuple[str, str]]) -> list[FileResult]:
-        """``batch``: (object name, file path) pairs."""
+        """``batch``: (journal key, file path) pairs."""
         return [self.one(name, path) for name, path in batch]
 
     def _put(self, name: str, data: bytes, crc: str, checksum: str) -> tuple[bool, int, str]:
@@ -70,16 +83,23 @@ class UploadWorker:
         put = self.store.put(name, data, metadata)
         return put.created, put.obj.size, put.obj.crc32c
 
-    def one(self, name: str, path: str) -> FileResult:
+    def one(self, key: str, path: str) -> FileResult:
         try:
             with open(path, "rb") as fh:
                 data = fh.read()
         except FileNotFoundError:
-            return FileResult(name, False, reason="source-vanished",
+            return FileResult(key, False, reason="source-vanished",
                               error=f"{path}: vanished before it was read")  # fmt: skip
         except OSError as exc:
-            return FileResult(name, False, retriable=True, reason="source-unreadable",
+            return FileResult(key, False, retriable=True, reason="source-unreadable",
                               error=f"{path}: {exc}")  # fmt: skip
+        try:
+            name = identity_from_header(parse_primary(data).str_value, path).object_name(
+                self.prefix
+            )
+        except ObsIngestError as exc:  # not FITS, no identity, an instrument we do not ingest
+            error = str(exc) if str(exc).startswith(path) else f"{path}: {exc}"
+            return FileResult(key, False, size=len(data), reason=exc.reason, error=error[:1000])
         value = crc32c(data)
         crc = base64.b64encode(value.to_bytes(4, "big")).decode()
         checksum = f"crc32c:{value:08x}"  # as obsingest.checksums.checksum_str
@@ -97,13 +117,28 @@ class UploadWorker:
                     f"{path} has {len(data)} B crc32c {crc}"
                 )
         except ObjectConflict as exc:
-            return FileResult(name, False, size=len(data), checksum=checksum, reason=exc.reason,
-                              error=f"{path}: {exc}")  # fmt: skip
+            return FileResult(
+                key,
+                False,
+                object=name,
+                size=len(data),
+                checksum=checksum,
+                reason=exc.reason,
+                error=f"{path}: {exc}",
+            )
         except ObsIngestError as exc:
-            return FileResult(name, False, size=len(data), checksum=checksum,
-                              retriable=exc.retriable, reason=exc.reason,
-                              error=str(exc)[:1000])  # fmt: skip
-        return FileResult(name, True, "stored" if created else "exists", len(data), checksum)
+            return FileResult(
+                key,
+                False,
+                object=name,
+                size=len(data),
+                checksum=checksum,
+                retriable=exc.retriable,
+                reason=exc.reason,
+                error=str(exc)[:1000],
+            )
+        status = "stored" if created else "exists"
+        return FileResult(key, True, status, len(data), checksum, object=name)
 
     def close(self) -> None:
         if self.uploader is not None:

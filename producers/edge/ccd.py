@@ -58,6 +58,22 @@ class CcdFile:
     def data_id(self) -> DataId:
         return DataId(self.instrument, self.exposure, self.detector)
 
+    @classmethod
+    def from_header(
+        cls, path: str | Path, readout_time: datetime | None = None, sidecar: str | None = None
+    ) -> CcdFile:
+        """The CCD at ``path`` (any name), which CCD it is read from its primary header and
+        ``sidecar``, as the hand-off directory reads it (``producers.edge.identity``): for a DAQ
+        that calls in without knowing the data id. NoIdentity (naming the card), HeaderMismatch,
+        CorruptFile or SourceVanished when it cannot be read as one."""
+        from producers.edge.identity import handoff_identity
+        from producers.edge.sidecar import load_sidecar
+
+        cards = load_sidecar(Path(sidecar)) if sidecar else None
+        data_id = handoff_identity(Path(path), cards).data_id
+        d = data_id
+        return cls(str(path), d.instrument, d.exposure, d.detector, readout_time, sidecar)
+
 
 @dataclass(frozen=True)
 class CcdJob:
@@ -371,7 +387,7 @@ class CcdWorker:
         if job.sidecar:
             from producers.edge.sidecar import check_sidecar
 
-            check_sidecar(Path(job.sidecar), data_id)
+            check_sidecar(Path(job.sidecar), data_id, raw)
         verify_precompressed(raw, job.source)
         self._precompressed = True
         self._read_s = time.perf_counter() - t0

@@ -1,15 +1,17 @@
 """The DAQ's hand-off directory: what a file there means, when it is complete, and noticing it.
 
 Convention (see producers/edge/README.md), anywhere below the hand-off root (sub-directories such
-as ``<day_obs>/<exposure>/`` are fine; names carry the identity):
+as ``<day_obs>/<obs_id>/`` are fine). Names carry no identity: which CCD a file is comes from its
+primary header (``producers.edge.identity``), read once the file is complete:
 
-- ``{instrument}_{exposure}_{detector:03d}.fits``: one raw CCD, e.g.
-  ``LSSTCam_2026112200012_094.fits``; ``.fits.fz`` when the DAQ compressed it itself (tiled
-  Rice): verified and sent as it is
-- ``{instrument}_{exposure}_{detector:03d}.json``: optional header sidecar of that CCD, written
-  before the CCD itself
-- ``{instrument}_{exposure}.manifest.json``: the exposure's ExposureManifest as JSON (optional;
-  it gives the readout time and the detectors expected)
+- ``*.fits``: one raw CCD under any name, usually the camera's own
+  (``MC_O_20250415_000060_R01_S01.fits``); ``*.fits.fz`` when the DAQ compressed it itself
+  (tiled Rice): verified and sent as it is. A name that does claim a CCD (the camera's, or the
+  earlier ``{instrument}_{exposure}_{detector:03d}.fits``) must claim the header's
+- ``<stem>.json`` beside ``<stem>.fits``: optional header sidecar of that CCD, written before the
+  CCD itself; its cards are merged over the file's
+- ``*.manifest.json``: an exposure's ExposureManifest as JSON (optional; it gives the readout time
+  and the detectors expected; which exposure is in it, whatever the name)
 - ``*.tmp`` / ``*.part`` (dot-files too): files being written; ignored until renamed, and
   quarantined as never completed once older than the timeout
 - ``quarantine/`` and ``done/`` at the root, and hidden directories, are the edge's own: skipped.
@@ -29,7 +31,6 @@ from __future__ import annotations
 import logging
 import os
 import queue
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -37,19 +38,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from obsingest.dataid import DataId
-from obsingest.errors import BadObjectName, PermanentError
+from obsingest.dataid import DataId, Identity
+from obsingest.errors import PermanentError
 from obsingest.logs import get_logger, log_event
-from producers.edge.errors import BadHandoffFile, NeverCompleted
+from producers.edge.errors import NeverCompleted, SourceUnreadable, SourceVanished
+from producers.edge.identity import handoff_identity
+from producers.edge.sidecar import load_sidecar
 
 log = get_logger("obsingest.edge.handoff")
 
-CCD_NAME = re.compile(
-    r"^(?P<instrument>[A-Za-z][A-Za-z0-9]*)_(?P<exposure>[0-9]{1,18})_(?P<detector>[0-9]{3})"
-    r"\.fits(\.fz)?$"
-)
-MANIFEST_NAME = re.compile(r"^(?P<instrument>[A-Za-z][A-Za-z0-9]*)_(?P<exposure>[0-9]{1,18})"
-                           r"\.manifest\.json$")  # fmt: skip
+#: what a raw CCD's name ends with (any name before it)
+CCD_SUFFIXES = (".fits", ".fits.fz")
 IN_PROGRESS = (".tmp", ".part")
 QUARANTINE_DIR = "quarantine"
 DONE_DIR = "done"
@@ -68,6 +67,8 @@ class Found:
     sidecar: Path | None = None
     mtime: float = 0.0
     error: PermanentError | None = None
+    #: the camera's names for the CCD (observation id, raft, sensor), read from its header
+    identity: Identity | None = None
 
     @property
     def relpath(self) -> str:
@@ -75,30 +76,39 @@ class Found:
 
 
 def classify(path: Path) -> tuple[Kind, DataId | None, PermanentError | None] | None:
-    """What the file at ``path`` is by its name; None for files the edge ignores (sidecars:
-    taken with their CCD; anything else: not the DAQ's)."""
+    """What the file at ``path`` is by its suffix; None for files the edge ignores (sidecars:
+    taken with their CCD; anything else: not the DAQ's). Which CCD a raw file is, is read from
+    its header when it is offered (``identify``)."""
     name = path.name
     if name.endswith(IN_PROGRESS):
         return "incomplete", None, None
     if name.endswith(".manifest.json"):
-        if not MANIFEST_NAME.match(name):
-            return "bad", None, BadHandoffFile(
-                f"{path}: manifest name is not {{instrument}}_{{exposure}}.manifest.json"
-            )
         return "manifest", None, None
-    if name.endswith((".fits", ".fits.fz")):
-        match = CCD_NAME.match(name)
-        if not match:
-            return "bad", None, BadHandoffFile(
-                f"{path}: raw CCD name is not {{instrument}}_{{exposure}}_{{detector:03d}}.fits"
-                " (or .fits.fz, already tile-compressed)"
-            )
-        try:
-            data_id = DataId(match["instrument"], int(match["exposure"]), int(match["detector"]))
-        except BadObjectName as exc:
-            return "bad", None, type(exc)(f"{path}: {exc}")
-        return "ccd", data_id, None
+    if name.endswith(CCD_SUFFIXES):
+        return "ccd", None, None
     return None
+
+
+def identify(found: Found) -> Found | None:
+    """A complete raw CCD with its identity from its header (and sidecar), or the same file as
+    ``bad`` with the reason (no identity, a sidecar or a name naming another CCD, not FITS);
+    None if it vanished meanwhile. SourceUnreadable (retriable) if it cannot be read now."""
+    sidecar = sidecar_of(found.path)
+    cards = None
+    try:
+        if sidecar is not None:
+            try:
+                cards = load_sidecar(sidecar)
+            except SourceVanished:
+                sidecar = None  # taken away before its CCD was read: the CCD goes without it
+        identity = handoff_identity(found.path, cards)
+    except SourceVanished:
+        return None
+    except SourceUnreadable:
+        raise
+    except PermanentError as exc:
+        return Found("bad", found.path, None, sidecar, found.mtime, exc)
+    return Found("ccd", found.path, identity.data_id, sidecar, found.mtime, None, identity)
 
 
 def sidecar_of(path: Path) -> Path | None:
@@ -276,7 +286,15 @@ class HandoffIntake:
 
     def _offer(self, found: Found, mtime: float) -> None:
         if found.kind == "ccd":
-            found = Found("ccd", found.path, found.data_id, sidecar_of(found.path), found.mtime)
+            try:
+                identified = identify(found)
+            except SourceUnreadable as exc:
+                self._set_problem(f"source-unreadable: {exc}")
+                return  # offered again by a later scan
+            if identified is None:
+                self._forget(found.path)
+                return
+            found = identified
         self._tracked.pop(found.path, None)
         if self.on_found(found):
             self._taken[found.path] = mtime

@@ -10,7 +10,7 @@ everything in memory is rebuilt from it at start-up.
 In-process API, for a DAQ that calls in directly (and for the demo and ``bench transfer``)::
 
     with EdgeService(EdgeSettings(destination="gs://bucket", spool=Path("spool"))) as edge:
-        future = edge.submit(CcdFile("/daq/LSSTCam_2026112200012_094.fits", "LSSTCam",
+        future = edge.submit(CcdFile("/daq/MC_O_20261122_000012_R22_S11.fits", "LSSTCam",
                                      2026112200012, 94, readout_time))
         outcome = future.result()   # Outcome: acked (status, object, timings) or quarantined
 
@@ -279,6 +279,8 @@ class EdgeService:
                 return True
             error = found.error or BadHandoffFile(f"{found.path}: not a file the edge takes")
             self._quarantine_file(found.path, error)
+            if found.sidecar is not None:  # a CCD refused for its header: its sidecar goes too
+                move_to_quarantine(self.handoff, found.sidecar, error, note=False)
             return True
         except (SpoolFull, SpoolUnavailable):
             return False
@@ -445,8 +447,10 @@ class EdgeService:
                       seconds=round(latency, 3), budget=self.settings.budget_seconds,
                       attempts=outcome.attempts)  # fmt: skip
         if outcome.status == "conflict":
-            extra.update(reason="checksum-conflict",
-                         error=f"different bytes already stored; parked as {outcome.object_name}")
+            extra.update(
+                reason="checksum-conflict",
+                error=f"different bytes already stored; parked as {outcome.object_name}",
+            )
             log_event(log, "edge.conflict", logging.ERROR, data_id=key,
                       parked=outcome.object_name)  # fmt: skip
         if extra:

@@ -4,8 +4,10 @@ Convention: ``<stem>.json`` next to ``<stem>.fits``, a JSON object of FITS keywo
 value, either flat or under ``"PRIMARY"`` (other HDU sections are ignored). The cards are merged
 into the raw file's primary header before compression, so the stored CCD is self-describing and
 downstream (register function, Butler ingest) reads one file. Keys that are not FITS keywords
-(1-8 of ``A-Z0-9_-``) and non-scalar values are skipped (and logged). A sidecar naming another
-CCD (``INSTRUME``, ``EXPID``, ``DETECTOR``) is a ``HeaderMismatch``: the CCD is quarantined.
+(1-8 of ``A-Z0-9_-``) and non-scalar values are skipped (and logged). A sidecar whose identity
+cards (``producers.edge.identity.IDENTITY_CARDS``: INSTRUME, OBSID, DAYOBS, SEQNUM, CONTRLLR,
+RAFTBAY, CCDSLOT), set over the file's header, name another CCD than the one the edge took it
+for is a ``HeaderMismatch``: the CCD is quarantined.
 """
 
 from __future__ import annotations
@@ -15,10 +17,20 @@ import re
 from pathlib import Path
 
 from obsingest.dataid import DataId
-from obsingest.errors import HeaderMismatch
-from obsingest.fits import BLANK_CARD, BLOCK, CARD, END_CARD, card_key, header_bytes, make_card
+from obsingest.errors import CorruptFile
+from obsingest.fits import (
+    BLANK_CARD,
+    BLOCK,
+    CARD,
+    END_CARD,
+    card_key,
+    header_bytes,
+    make_card,
+    parse_primary,
+)
 from obsingest.logs import get_logger, log_event
 from producers.edge.errors import BadManifest, SourceVanished
+from producers.edge.identity import Cards, check_sidecar_identity
 
 log = get_logger("obsingest.edge")
 
@@ -57,26 +69,24 @@ def load_sidecar(path: Path) -> dict[str, Scalar]:
     return cards
 
 
-def _check_identity(cards: dict[str, Scalar], data_id: DataId, path: Path) -> None:
-    expected = {"INSTRUME": data_id.instrument, "EXPID": data_id.exposure,
-                "DETECTOR": data_id.detector}  # fmt: skip
-    for key, want in expected.items():
-        if key in cards and str(cards[key]).strip() != str(want):
-            raise HeaderMismatch(
-                f"{path}: sidecar says {key} = {cards[key]!r}, the file name says {want!r}"
-            )
+def check_sidecar(path: Path, data_id: DataId, raw: bytes | bytearray) -> None:
+    """The sidecar is readable and, over the file's header ``raw``, names no other CCD (for a
+    hand-off it is not merged into: an already compressed one)."""
+    check_sidecar_identity(_cards_of(raw), load_sidecar(path), data_id, path)
 
 
-def check_sidecar(path: Path, data_id: DataId) -> None:
-    """The sidecar is readable and names no other CCD (for a hand-off it is not merged into)."""
-    _check_identity(load_sidecar(path), data_id, path)
+def _cards_of(raw: bytes | bytearray) -> Cards:
+    try:
+        return parse_primary(raw).str_value
+    except CorruptFile:
+        return lambda _key: None  # not FITS: the compressor or the check says so, with the name
 
 
 def merge_sidecar(raw: bytearray, path: Path, data_id: DataId) -> bytearray:
     """``raw`` with the sidecar's cards set in its primary header (existing cards replaced, new
     ones taking blank cards or new header blocks)."""
     cards = load_sidecar(path)
-    _check_identity(cards, data_id, path)
+    check_sidecar_identity(_cards_of(raw), cards, data_id, path)
     if not cards:
         return raw
     header: list[bytes] = []

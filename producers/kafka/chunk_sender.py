@@ -58,7 +58,7 @@ class KafkaSendResult:
 
     status: str  # "acked": every chunk acknowledged by all in-sync replicas
     checksum: str
-    object_name: str  # where the assembler stores it
+    object_name: str  # where the assembler stores it (named, as it is, from the header)
     size: int
     chunks: int
     partition: int
@@ -140,7 +140,7 @@ class KafkaChunkSender:
         from confluent_kafka import KafkaException
 
         started = time.perf_counter()
-        check_ccd_bytes(data_id, data)
+        identity = check_ccd_bytes(data_id, data)
         checksum = checksum_str(data)
         chunks = list(
             iter_chunks(
@@ -173,7 +173,7 @@ class KafkaChunkSender:
         result = KafkaSendResult(
             status="acked",
             checksum=checksum,
-            object_name=data_id.object_name(self.prefix),
+            object_name=identity.object_name(self.prefix),
             size=len(data),
             chunks=len(chunks),
             partition=partitions.pop(),

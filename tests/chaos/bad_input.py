@@ -5,9 +5,9 @@ Two places take bad input, and each keeps its own record of why it refused somet
   a hand-made message looks like): the register function quarantines each in the registry with
   its reason (``pubsub:<message id>`` for a message that is no notification at all, else the
   object's URI);
-- **files** in the edge's hand-off directory (truncated, not FITS, badly named, never completed,
-  journalled and then gone): the edge journals each as ``quarantined`` with its reason and moves
-  it to ``HANDOFF/quarantine/`` with a ``.reason.json``.
+- **files** in the edge's hand-off directory (truncated, not FITS, no identity in the header,
+  never completed, journalled and then gone): the edge journals each as ``quarantined`` with its
+  reason and moves it to ``HANDOFF/quarantine/`` with a ``.reason.json``.
 
 Every input carries a nonce (in its object name, exposure number, bucket or file name), so its
 record is found by what was sent, never by trusting a count.
@@ -136,7 +136,7 @@ def publish(world: World, item: BadInput, patience: float = 90.0) -> None:
 
 
 # files at the edge -------------------------------------------------------------------------------
-FILE_KINDS = ("truncated", "not-fits", "bad-name", "never-completed")
+FILE_KINDS = ("truncated", "not-fits", "no-identity", "never-completed")
 
 
 def _raw(exposure: int, detector: int) -> bytes:
@@ -147,22 +147,26 @@ def _raw(exposure: int, detector: int) -> bytes:
 
 
 def edge_file(kind: str, n: int) -> BadInput:
+    """One bad hand-off file of ``kind``, under the camera's file name of a CCD of its own (or,
+    for ``no-identity``, any name: the header is what is wrong)."""
+    from obsingest.dataid import DataId
+
     exposure = DAY_OBS * 100_000 + BAD_SEQ + 500 + n
-    ccd = f"{INSTRUMENT}_{exposure}_{n % 9:03d}.fits"
-    key = f"{INSTRUMENT}/{exposure}/{n % 9:03d}"
+    data_id = DataId(INSTRUMENT, exposure, n % 9)
+    ccd = data_id.identity().file_name
     if kind == "truncated":  # complete hand-off, bytes stop half-way (source died mid-file)
-        return BadInput(kind, "corrupt-file", "edge", key, ("truncated", f"{INSTRUMENT}_"),
+        return BadInput(kind, "corrupt-file", "edge", data_id.key, ("truncated", ccd),
                         payload=ccd)  # fmt: skip
-    if kind == "not-fits":
-        return BadInput(kind, "corrupt-file", "edge", key, (ccd,), payload=ccd)
-    if kind == "bad-name":
-        return BadInput(kind, "bad-file-name", "edge", f"flat_r_{exposure}.fits",
-                        payload=f"flat_r_{exposure}.fits")  # fmt: skip
+    if kind == "not-fits":  # refused when its header is read, before it is journalled as a CCD
+        return BadInput(kind, "corrupt-file", "edge", ccd, ("not a FITS file",), payload=ccd)
+    if kind == "no-identity":  # any name is fine; a header that cannot say which CCD is not
+        name = f"flat_r_{exposure}.fits"
+        return BadInput(kind, "no-identity", "edge", name, ("RAFTBAY",), payload=name)
     if kind == "never-completed":  # the writer died before its rename
         name = f".{ccd}.{uuid.uuid4().hex[:6]}.tmp"
         return BadInput(kind, "never-completed", "edge", name, payload=name)
     if kind == "vanished":  # journalled by an edge that then died; gone when it resumes
-        return BadInput(kind, "source-vanished", "edge", key, ("vanished",), payload=ccd)
+        return BadInput(kind, "source-vanished", "edge", data_id.key, ("vanished",), payload=ccd)
     raise ValueError(f"unknown bad file kind {kind!r}")
 
 
@@ -173,12 +177,14 @@ def write_file(world: World, item: BadInput) -> None:
     target = world.handoff / "bad" / str(item.payload)
     target.parent.mkdir(parents=True, exist_ok=True)
     if item.kind == "truncated":
-        data = _raw(exposure, 1)
+        _instrument, key_exposure, detector = item.marker.split("/")
+        data = _raw(int(key_exposure), int(detector))
         write_atomic(target, data[: len(data) // 2])
     elif item.kind == "not-fits":
         write_atomic(target, b"this is not a FITS file\n" * 2000)
-    elif item.kind == "bad-name":
-        write_atomic(target, _raw(exposure, 1))
+    elif item.kind == "no-identity":
+        data = _raw(exposure, 1)  # the raft card renamed: no detector
+        write_atomic(target, data.replace(b"RAFTBAY = ", b"RAFTBAX = ", 1))
     elif item.kind == "never-completed":
         target.write_bytes(_raw(exposure, 2)[:5000])
     item.sent = True

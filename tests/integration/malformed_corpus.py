@@ -170,14 +170,15 @@ def corpus(good: StoredObject) -> list[Case]:
         named("s-foreign-bucket", "q:foreign-bucket", good.name, bucket="someone-elses-bucket"),
         named("s-outside-prefix", "q:bad-object-name", "elsewhere/s2.txt"),
         named("s-nul-name", "q:bad-object-name", "raw/s3\x00.fits.fz"),
-        named("s-detector", "q:bad-object-name", good.name.replace("_003.", "_099.")),
+        named("s-detector", "q:bad-object-name", good.name.replace("_S10.fits", "_S99.fits")),
         named(
             "s-instrument",
             "q:unknown-instrument",
             GOOD.object_name().replace("LSSTComCam", "Nonesuch"),
         ),
         named("s-traversal", "q:bad-object-name", "raw/../secrets/x.fits.fz"),
-        named("s-long-unicode", "q:bad-object-name", "raw/" + "é" * 510),
+        # any name below the prefix is taken (the header says which CCD): this one is not there
+        named("s-long-unicode", "q:object-missing", "raw/" + "é" * 510),
         named("s-nul-parked", "q:quarantined-by-producer", "quarantine/" + "\x00" * 1000),
         named(
             "s-long-reason",

@@ -1,5 +1,7 @@
-"""A backfill of 1,000 small files to the GCS emulator, SIGKILLed part-way and rerun: every file
-in the bucket exactly once, verified by checksum; nothing stored before the kill re-uploaded."""
+"""A backfill of 1,000 small camera files to the GCS emulator, SIGKILLed part-way and rerun: every
+file in the bucket exactly once, under the name its header gives (Rubin's layout below the
+prefix, whatever the file's name on disk), verified by checksum; nothing stored before the kill
+re-uploaded."""
 
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ from pathlib import Path
 import google_crc32c
 import pytest
 
+from obsingest.dataid import DataId, make_exposure_id
 from producers.edge.journal import Journal
+from tests.fixtures.camera_files import ccd_file
 from tests.integration.fixtures.edge import ROOT, wait_for
 from tests.integration.fixtures.handles import GcsService
 
@@ -24,16 +28,19 @@ pytestmark = pytest.mark.integration
 FILES = 1000
 
 
-def make_archive(root: Path) -> dict[str, bytes]:
+def make_archive(root: Path) -> dict[str, tuple[bytes, str]]:
+    """{path in the archive: (bytes, object name below the prefix its header gives)}: CCDs of
+    LSSTCam (205 an exposure) under names that say nothing."""
     rng = random.Random(7)
     files = {}
     for i in range(FILES):
-        rel = f"2025{i % 12 + 1:02d}/{i % 7}/file-{i:04d}.fits.fz"
-        data = rng.randbytes(rng.randint(200, 4000))
+        rel = f"2025{i % 12 + 1:02d}/{i % 7}/file-{i:04d}.fits"
+        data_id = DataId("LSSTCam", make_exposure_id(20250415, i // 205 + 1), i % 205)
+        data = ccd_file(data_id, pixels=rng.randbytes(1024))
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-        files[rel] = data
+        files[rel] = (data, data_id.object_name(prefix=""))
     return files
 
 
@@ -82,11 +89,13 @@ def test_a_killed_backfill_rerun_uploads_every_file_once_verified(
     # files stored before the kill were not uploaded again; the rest were uploaded once
     assert report["stored"] == FILES - len(before)
     blobs = {b.name: b for b in client.list_blobs(bucket)}
-    assert set(blobs) == {f"archive/{rel}" for rel in files}
+    assert set(blobs) == {f"archive/{name}" for _data, name in files.values()}
+    first_ccd = "LSSTCam/20250415/MC_O_20250415_000001/MC_O_20250415_000001_R01_S00.fits"
+    assert f"archive/{first_ccd}" in blobs
     for name, generation in before.items():
         assert blobs[name].generation == generation, name
-    for rel, data in files.items():
-        blob = blobs[f"archive/{rel}"]
+    for rel, (data, name) in files.items():
+        blob = blobs[f"archive/{name}"]
         assert blob.size == len(data) and blob.crc32c == crc_b64(data), rel
     assert acked(spool) == FILES
 
@@ -121,16 +130,19 @@ def test_a_lost_journal_commit_means_re_verification_not_a_double_upload_or_a_lo
     client = gcs.client()
     generations = {b.name: b.generation for b in client.list_blobs(bucket)}
 
-    names = sorted(generations)
-    ack_lost, never_arrived = names[:20], names[20:30]
+    # journalled by where each file is; the object it went to is in the journal too
+    keys = sorted(f"a/{rel}" for rel in files)
     journal = Journal(spool, name="backfill.sqlite3")
     try:
-        journal.mark_many([(n, "sent", {"acked_at": None, "status": None})
-                           for n in ack_lost + never_arrived])  # fmt: skip
+        objects = {key: journal.get(key).object for key in keys}
+        ack_lost, never_arrived = keys[:20], keys[20:30]
+        lost = [(key, "sent", {"acked_at": None, "status": None}) for key in keys[:30]]
+        journal.mark_many(lost)
     finally:
         journal.close()
-    for name in never_arrived:
-        client.bucket(bucket).blob(name).delete()
+    assert set(objects.values()) == set(generations)
+    for key in never_arrived:
+        client.bucket(bucket).blob(objects[key]).delete()
 
     second = run_backfill(config)
     assert second.failed == {}
@@ -138,11 +150,11 @@ def test_a_lost_journal_commit_means_re_verification_not_a_double_upload_or_a_lo
     assert second.exists == len(ack_lost)  # verified against the store, not uploaded again
     assert second.stored == len(never_arrived)  # uploaded once
     blobs = {b.name: b for b in client.list_blobs(bucket)}
-    assert set(blobs) == {f"a/{rel}" for rel in files}
-    for name in names:
-        if name not in never_arrived:
+    assert set(blobs) == {f"a/{name}" for _data, name in files.values()}
+    for key, name in objects.items():
+        if key not in never_arrived:
             assert blobs[name].generation == generations[name], name
-    for rel, data in files.items():
-        blob = blobs[f"a/{rel}"]
+    for rel, (data, name) in files.items():
+        blob = blobs[f"a/{name}"]
         assert blob.size == len(data) and blob.crc32c == crc_b64(data), rel
     assert acked(spool) == 60

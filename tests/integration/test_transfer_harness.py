@@ -58,6 +58,14 @@ def check_common(result: dict[str, Any]) -> None:
     assert done == started == {r["data_id"] for r in records}
 
 
+def camera_name(key: str) -> str:
+    """The camera's file name of the CCD whose data id key is ``key`` (``LSSTCam/2026.../094``)."""
+    from obsingest.dataid import DataId
+
+    instrument, exposure, detector = key.split("/")
+    return DataId(instrument, int(exposure), int(detector)).identity().file_name
+
+
 def check_announced(result: dict[str, Any]) -> None:
     assert result["end_to_end"]
     assert result["latency"]["all"]["announced"] == CCDS * NUMEXP
@@ -70,7 +78,7 @@ def test_file_destination_stores_every_ccd(tmp_path: Path) -> None:
     dest = tmp_path / "store"
     result = run_bench(tmp_path, f"file://{dest}", "--compress")
     assert {r["status"] for r in result["records"]} == {"stored"}
-    names = {p.name for p in dest.rglob("*.fits.fz")}
+    names = {p.name for p in (dest / "raw").rglob("*.fits")}  # the camera's names, Rubin's layout
     assert len(names) == CCDS * NUMEXP
     assert result["statuses"] == ["stored"]
 
@@ -98,7 +106,7 @@ def test_gcs_destination_uploads_to_the_emulator(tmp_path: Path, gcs: Any) -> No
     blobs = list(make_client(GcsSettings()).list_blobs(bucket, prefix="bench/run1/"))
     assert len(blobs) == CCDS * NUMEXP
     assert {b.name.rsplit("/", 1)[1] for b in blobs} == {
-        r["data_id"].replace("/", "_") + ".fits.fz" for r in result["records"]
+        camera_name(r["data_id"]) for r in result["records"]
     }
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from functions.register.verify import HEAD_BYTES
 from obsingest.checksums import checksum_from_crc32c_b64
-from obsingest.errors import CorruptFile, RetriableError
+from obsingest.errors import CorruptFile, HeaderMismatch, RetriableError
 from obsingest.store.notifications import MetadataKeys, from_storage_cloudevent, storage_cloudevent
 from producers.uploader import DirectUploader
 
@@ -142,9 +142,43 @@ def test_a_vouched_ccd_replaced_since_its_event_is_refused(env, did):
 
 def test_header_naming_another_ccd_is_quarantined(env, did):
     other = type(did)(did.instrument, did.exposure, 5)
-    DirectUploader(env.store).send(other, small_ccd(did.exposure, did.detector), READOUT)
+    with pytest.raises(HeaderMismatch, match="its header says LSSTComCam/2026112200001/003"):
+        DirectUploader(env.store).send(other, small_ccd(did.exposure, did.detector), READOUT)
+    # a producer that does not check: the name says detector 5, the header detector 3
+    env.store.put(other.object_name(), small_ccd(did.exposure, did.detector))
     [outcome] = env.deliver_all()
-    assert outcome.reason == "header-mismatch" and "DETECTOR=3" in outcome.message
+    assert outcome.reason == "header-mismatch"
+    assert "header says LSSTComCam/2026112200001/003 (CC_O_20261122_000001 R22_S10)" in (
+        outcome.message
+    )
+    assert "name says LSSTComCam/2026112200001/005 (CC_O_20261122_000001)" in outcome.message
+    [row] = env.registry.quarantined()
+    assert row["reason"] == "header-mismatch"
+
+
+def test_objects_under_any_name_register_under_their_headers_data_id(env, did):
+    data = small_ccd(did.exposure, did.detector)
+    env.store.put("raw/incoming/night 1/some-ccd.fits", data)
+    [outcome] = env.deliver_all()
+    assert outcome.status == "registered" and outcome.data_id == did
+    [arrival] = env.arrivals()
+    assert arrival.data_id == did and arrival.uri.endswith("raw/incoming/night 1/some-ccd.fits")
+
+
+def test_a_header_without_identity_is_quarantined_naming_the_card(env):
+    from obsingest.fits import header_bytes, make_card
+
+    cards = [
+        make_card("SIMPLE", True),
+        make_card("BITPIX", 8),
+        make_card("NAXIS", 0),
+        make_card("INSTRUME", "comCam"),
+        make_card("OBSID", "CC_O_20261122_000001"),
+        make_card("CCDSLOT", "S11"),
+    ]
+    env.store.put("raw/MC_elsewhere.fits", header_bytes(cards))
+    [outcome] = env.deliver_all()
+    assert outcome.reason == "no-identity" and "no RAFTBAY card" in outcome.message
 
 
 def test_bad_names_are_quarantined_not_raised(env):

@@ -169,3 +169,20 @@ def test_lsstcam_corner_rafts_are_accepted(detector):
     """Guider (189, 190, ...) and wavefront (191, 192, ...) sensors flow like science CCDs."""
     name = f"raw/LSSTCam/20261122/2026112200042/LSSTCam_2026112200042_{detector:03d}.fits.fz"
     assert parse_object_name(name).detector == detector
+
+
+def test_what_a_name_claims_any_name_below_the_prefix_claims_nothing():
+    from obsingest.dataid import name_claim
+
+    assert name_claim(RUBIN) == (DataId("LSSTCam", 2025041500060, 1), "MC_O_20250415_000060")
+    assert name_claim(GOOD) == (DataId("LSSTCam", 2026112200042, 117), None)
+    for name in ("raw/incoming/ccd 7.fits", "raw/LSSTCam/20250415/x.fits", "raw/flat.fits.fz"):
+        assert name_claim(name) is None  # taken: its header will say which CCD it is
+    for name, message in (
+        ("elsewhere/x.fits", "outside"),
+        ("raw/../x.fits", "escapes"),
+        ("raw/a\x00b.fits", "control character"),
+        ("raw/LSSTCam/20250415/MC_O_20250415_000060/MC_O_20250415_000060_R00_S11.fits", "detector"),
+    ):
+        with pytest.raises(BadObjectName, match=message):
+            name_claim(name)

@@ -1,6 +1,7 @@
 """The backfill worker's handling of one file, on the local-directory store (the gs:// path is
-tests/integration/test_backfill_gcs_upload.py): stored once and verified, the same bytes again
-are "exists", other bytes under the name are a conflict, a vanished source is named."""
+tests/integration/test_backfill_gcs_upload.py): stored once under the name its header gives and
+verified, the same bytes again are "exists", other bytes of the same CCD are a conflict, a
+vanished source is named, a file that says no CCD fails with the card."""
 
 from __future__ import annotations
 
@@ -9,24 +10,44 @@ from pathlib import Path
 import pytest
 
 from obsingest.checksums import checksum_str
+from obsingest.dataid import DataId
 from producers.backfill.transfer import UploadWorker
+from tests.fixtures.camera_files import ccd_file
 
 pytestmark = pytest.mark.unit
+
+DID = DataId("LSSTCam", 2025041500060, 1)
 
 
 def test_stored_then_exists_then_conflict(tmp_path: Path) -> None:
     src = tmp_path / "a.fits"
-    src.write_bytes(b"first version" * 100)
-    worker = UploadWorker(f"file://{tmp_path / 'store'}")
+    src.write_bytes(ccd_file(DID))
+    worker = UploadWorker(f"file://{tmp_path / 'store'}", "archive/")
 
     [stored] = worker([("x/a.fits", str(src))])
-    assert (stored.ok, stored.status, stored.size) == (True, "stored", 1300)
+    name = "archive/LSSTCam/20250415/MC_O_20250415_000060/MC_O_20250415_000060_R01_S01.fits"
+    assert (stored.ok, stored.status, stored.size) == (True, "stored", src.stat().st_size)
+    assert stored.key == "x/a.fits" and stored.object == name
+    assert (tmp_path / "store" / name).read_bytes() == src.read_bytes()
     assert stored.checksum == checksum_str(src.read_bytes())
     assert worker.one("x/a.fits", str(src)).status == "exists"
 
-    src.write_bytes(b"second version")
+    src.write_bytes(ccd_file(DID, FILTER="g_6"))
     conflict = worker.one("x/a.fits", str(src))
     assert not conflict.ok and not conflict.retriable and conflict.reason == "checksum-conflict"
+
+
+def test_a_file_that_says_no_ccd_fails_with_its_reason(tmp_path: Path) -> None:
+    worker = UploadWorker(f"file://{tmp_path / 'store'}", "archive/")
+    src = tmp_path / "flat.fits"
+    src.write_bytes(ccd_file(DID, CCDSLOT=None))
+    failed = worker.one("x/flat.fits", str(src))
+    assert not failed.ok and not failed.retriable and failed.reason == "no-identity"
+    assert failed.error.startswith(f"{src}: header has no CCDSLOT card")
+    src.write_bytes(b"not FITS" * 400)
+    failed = worker.one("x/flat.fits", str(src))
+    assert failed.reason == "corrupt-file" and failed.error.startswith(f"{src}: not a FITS")
+    assert not (tmp_path / "store").exists() or not any((tmp_path / "store").rglob("*.fits"))
 
 
 def test_a_vanished_source_is_named(tmp_path: Path) -> None:

@@ -68,9 +68,11 @@ def test_sidecar_cards_land_in_the_primary_header(tmp_path: Path) -> None:
 
 def test_a_sidecar_that_names_another_ccd_is_a_header_mismatch(tmp_path: Path) -> None:
     sidecar = tmp_path / "s.json"
-    sidecar.write_text('{"DETECTOR": 5}')
-    with pytest.raises(HeaderMismatch, match="DETECTOR"):
+    sidecar.write_text('{"CCDSLOT": "S00"}')  # RAFTBAY R01 of the file: detector 0, not 4
+    with pytest.raises(HeaderMismatch, match="sidecar says LSSTCam/2026112200007/000"):
         merge_sidecar(bytearray(raw_ccd()), sidecar, DATA_ID)
+    sidecar.write_text('{"CCDSLOT": "S11", "DETECTOR": 5}')  # the file's own: agrees
+    merge_sidecar(bytearray(raw_ccd()), sidecar, DATA_ID)
 
 
 def test_a_long_sidecar_adds_header_blocks(tmp_path: Path) -> None:

@@ -11,22 +11,22 @@ import pytest
 
 from obsingest.dataid import DataId
 from producers.edge.handoff import Found, HandoffIntake, classify
+from tests.fixtures.camera_files import ccd_file
 
 pytestmark = pytest.mark.unit
 
 
-def test_classify_by_name() -> None:
-    kind, data_id, error = classify(Path("/h/LSSTCam_2026112200012_094.fits"))
-    assert (kind, data_id, error) == ("ccd", DataId("LSSTCam", 2026112200012, 94), None)
+def test_classify_by_suffix_any_name() -> None:
+    assert classify(Path("/h/MC_O_20250415_000060_R01_S01.fits")) == ("ccd", None, None)
+    assert classify(Path("/h/LSSTCam_2026112200012_094.fits"))[0] == "ccd"
+    assert classify(Path("/h/image.fits"))[0] == "ccd"  # any name: the header says which CCD
+    assert classify(Path("/h/image.fits.fz"))[0] == "ccd"
     assert classify(Path("/h/LSSTCam_2026112200012.manifest.json"))[0] == "manifest"
-    assert classify(Path("/h/.LSSTCam_2026112200012_094.fits.x1y2.tmp"))[0] == "incomplete"
-    assert classify(Path("/h/LSSTCam_2026112200012_094.fits.part"))[0] == "incomplete"
-    assert classify(Path("/h/LSSTCam_2026112200012_094.json")) is None  # sidecar
+    assert classify(Path("/h/MC_O_20250415_000060.manifest.json"))[0] == "manifest"
+    assert classify(Path("/h/.MC_O_20250415_000060_R01_S01.fits.x1y2.tmp"))[0] == "incomplete"
+    assert classify(Path("/h/MC_O_20250415_000060_R01_S01.fits.part"))[0] == "incomplete"
+    assert classify(Path("/h/MC_O_20250415_000060_R01_S01.json")) is None  # sidecar
     assert classify(Path("/h/notes.txt")) is None
-    kind, _, error = classify(Path("/h/image.fits"))
-    assert kind == "bad" and error is not None and error.reason == "bad-file-name"
-    kind, _, error = classify(Path("/h/LSSTCam_2026112200012_999.fits"))
-    assert kind == "bad" and "detector 999" in str(error)
 
 
 class Collector:
@@ -47,30 +47,34 @@ def wait_for(pred, timeout: float = 10.0) -> None:
 
 
 def test_startup_scan_watcher_rename_and_never_completed(tmp_path: Path) -> None:
-    (tmp_path / "LSSTCam_2026112200001_000.fits").write_bytes(b"old")  # written while down
+    first, second = DataId("LSSTCam", 2026112200001, 0), DataId("LSSTCam", 2026112200002, 3)
+    old = tmp_path / first.identity().file_name
+    old.write_bytes(ccd_file(first))  # written while down
     (tmp_path / "quarantine").mkdir()
-    (tmp_path / "quarantine" / "LSSTCam_2026112200001_009.fits").write_bytes(b"skipped")
-    stale = tmp_path / "LSSTCam_2026112200001_005.fits.tmp"
+    (tmp_path / "quarantine" / "MC_O_20261122_000001_R01_S00.fits").write_bytes(b"skipped")
+    stale = tmp_path / "MC_O_20261122_000001_R01_S02.fits.tmp"
     stale.write_bytes(b"never finished")
     os.utime(stale, (time.time() - 100, time.time() - 100))
     got = Collector()
     intake = HandoffIntake(tmp_path, got, incomplete_timeout=50, rescan_interval=60)
     intake.start()
     try:
-        assert [f.path.name for f in got.found] == ["LSSTCam_2026112200001_000.fits"]
-        sub = tmp_path / "20261122" / "2026112200002"
+        assert [f.path for f in got.found] == [old]
+        assert got.found[0].data_id == first and got.found[0].identity is not None
+        sub = tmp_path / "20261122" / "MC_O_20261122_000002"
         sub.mkdir(parents=True)
-        (sub / "LSSTCam_2026112200002_003.json").write_text('{"FILTER": "r"}')
-        tmp = sub / ".LSSTCam_2026112200002_003.fits.abc.tmp"
-        tmp.write_bytes(b"x" * 100)
-        tmp.rename(sub / "LSSTCam_2026112200002_003.fits")
+        (sub / "ccd-3.json").write_text('{"FILTER": "r"}')
+        tmp = sub / ".ccd-3.fits.abc.tmp"
+        tmp.write_bytes(ccd_file(second))
+        tmp.rename(sub / "ccd-3.fits")  # any name: the header says which CCD
         wait_for(lambda: len(got.found) >= 3)
         by_kind = {f.kind: f for f in got.found}
         assert by_kind["incomplete"].path == stale
         assert by_kind["incomplete"].error.reason == "never-completed"
         new = next(f for f in got.found if f.path.parent == sub)
-        assert new.data_id == DataId("LSSTCam", 2026112200002, 3)
-        assert new.sidecar == sub / "LSSTCam_2026112200002_003.json"
+        assert new.kind == "ccd" and new.data_id == second
+        assert new.identity.file_name == "MC_O_20261122_000002_R01_S10.fits"
+        assert new.sidecar == sub / "ccd-3.json"
         time.sleep(0.3)
         assert len(got.found) == 3  # each file offered once
     finally:
@@ -82,21 +86,22 @@ def test_settle_mode_waits_for_a_quiet_file(tmp_path: Path) -> None:
     intake = HandoffIntake(tmp_path, got, mode="settle", settle=0.5, rescan_interval=60)
     intake.start()
     try:
-        path = tmp_path / "LSSTCam_2026112200001_001.fits"
+        path = tmp_path / "MC_O_20261122_000001_R01_S01.fits"
+        data = ccd_file(DataId("LSSTCam", 2026112200001, 1))
         with path.open("wb") as fh:
-            for _ in range(4):
-                fh.write(b"x" * 10)
+            for i in range(4):
+                fh.write(data[i * len(data) // 4 : (i + 1) * len(data) // 4])
                 fh.flush()
                 time.sleep(0.2)
             assert got.found == []  # still growing
         wait_for(lambda: got.found, timeout=5)
-        assert got.found[0].path == path
+        assert got.found[0].path == path and got.found[0].kind == "ccd"
     finally:
         intake.stop()
 
 
 def test_a_refused_file_is_offered_again_by_the_next_scan(tmp_path: Path) -> None:
-    (tmp_path / "LSSTCam_2026112200001_000.fits").write_bytes(b"x")
+    (tmp_path / "a.fits").write_bytes(ccd_file(DataId("LSSTCam", 2026112200001, 0)))
     got = Collector(accept=False)
     intake = HandoffIntake(tmp_path, got, rescan_interval=60)
     intake.scan()

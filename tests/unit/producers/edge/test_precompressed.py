@@ -121,17 +121,17 @@ def test_a_sidecar_naming_another_ccd_still_refuses_a_precompressed_ccd(tmp_path
     source = tmp_path / "LSSTCam_2026112200007_004.fits.fz"
     source.write_bytes(compress_fits(raw_ccd(), threads=1))
     sidecar = tmp_path / "LSSTCam_2026112200007_004.json"
-    sidecar.write_text('{"DETECTOR": 5}')
+    sidecar.write_text('{"RAFTBAY": "R02"}')
     worker = worker_for(tmp_path, source)
-    with pytest.raises(HeaderMismatch):
+    with pytest.raises(HeaderMismatch, match="sidecar says LSSTCam/2026112200007/013"):
         worker(job(source, sidecar))
     worker.close()
 
 
 def test_the_handoff_takes_fits_fz_names_and_finds_their_sidecar(tmp_path: Path) -> None:
-    kind, data_id, error = classify(Path("/h/LSSTCam_2026112200012_094.fits.fz"))
-    assert (kind, data_id, error) == ("ccd", DataId("LSSTCam", 2026112200012, 94), None)
-    assert classify(Path("/h/LSSTCam_2026112200012_094.fz"))is None
+    assert classify(Path("/h/MC_O_20261122_000012_R22_S11.fits.fz")) == ("ccd", None, None)
+    assert classify(Path("/h/LSSTCam_2026112200012_094.fits.fz")) == ("ccd", None, None)
+    assert classify(Path("/h/LSSTCam_2026112200012_094.fz")) is None
     fz = tmp_path / "LSSTCam_2026112200012_094.fits.fz"
     assert sidecar_of(fz) is None
     (tmp_path / "LSSTCam_2026112200012_094.json").write_text("{}")

@@ -30,10 +30,20 @@ DATA_ID = DataId("LSSTComCam", 2026112200001, 4)
 
 def fits_bytes(n: int) -> bytes:
     """A whole FITS file (what a sender accepts: ``check_ccd_bytes``) with ``n`` random data
-    bytes."""
-    cards = [make_card("SIMPLE", True), make_card("BITPIX", 8), make_card("NAXIS", 1),
-             make_card("NAXIS1", n)]  # fmt: skip
+    bytes, whose header says it is DATA_ID as the camera says it."""
+    identity = DATA_ID.identity()
+    cards = [
+        make_card("SIMPLE", True),
+        make_card("BITPIX", 8),
+        make_card("NAXIS", 1),
+        make_card("NAXIS1", n),
+        make_card("INSTRUME", "comCam"),
+        make_card("OBSID", identity.obs_id),
+        make_card("RAFTBAY", identity.raft),
+        make_card("CCDSLOT", identity.sensor),
+    ]
     return header_bytes(cards) + os.urandom(n) + bytes(padded(n) - n)
+
 
 READOUT = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 

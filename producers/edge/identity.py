@@ -1,0 +1,153 @@
+"""Which CCD a hand-off file is: read from its primary header, never from its name.
+
+The DAQ may hand files over under any name (the camera's own, ``MC_O_20250415_000060_R01_S01
+.fits``, is the usual one): at discovery the edge reads just the file's primary header (a few
+blocks, not the 75 MB) and, if the DAQ wrote one, the JSON header sidecar, and computes the
+identity from the camera's cards (``obsingest.dataid.identity_from_header``: INSTRUME,
+OBSID/DAYOBS/SEQNUM/CONTRLLR, RAFTBAY/CCDSLOT). The sidecar's cards are merged over the file's,
+as the worker merges them into the stored header; a ``.fits.fz`` file is sent as it is, so its
+own header must say who it is and a sidecar may only agree.
+
+Checks, each a quarantine with its reason: a header that yields no identity (``no-identity``,
+naming the card), a sidecar naming another CCD than the file's own header (``header-mismatch``),
+and a name that does claim a CCD (the camera's file name, or the earlier
+``{instrument}_{exposure}_{detector:03d}.fits``) but another one than the header
+(``header-mismatch``, with both).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from obsingest.dataid import DataId, Identity, identity_from_header, name_claim, parse_obs_id
+from obsingest.errors import BadObjectName, CorruptFile, HeaderMismatch
+from obsingest.fits import BLOCK, CARD, END_CARD, parse_primary
+from producers.edge.errors import SourceUnreadable, SourceVanished
+
+#: the cards the identity is computed from: a sidecar setting any of them is checked
+IDENTITY_CARDS = ("INSTRUME", "OBSID", "DAYOBS", "SEQNUM", "CONTRLLR", "RAFTBAY", "CCDSLOT")
+#: the camera's file name: observation id, raft, sensor
+CAMERA_NAME = re.compile(
+    r"^(?P<obs_id>[A-Z]{2}_[A-Z]_[0-9]{8}_[0-9]{6})_R[0-9X]{2}_S(?:[0-9]{2}|[GW][0-9])"
+    r"\.fits(?:\.fz)?$"
+)
+#: the hand-off name of earlier versions: ``{instrument}_{exposure}_{detector:03d}.fits``
+LEGACY_NAME = re.compile(
+    r"^(?P<instrument>[A-Za-z][A-Za-z0-9]*)_(?P<exposure>[0-9]{1,18})_(?P<detector>[0-9]{3})"
+    r"\.fits(?:\.fz)?$"
+)
+#: a primary header longer than this is not one the camera writes: refused as corrupt
+MAX_HEADER_BYTES = 4 * 1024 * 1024
+
+Cards = Callable[[str], object]
+
+
+def read_primary_cards(path: Path) -> Cards:
+    """The file's primary header (only its blocks are read) as a card getter.
+
+    SourceVanished if the file is gone, SourceUnreadable (retriable) if it cannot be read,
+    CorruptFile (FitsFormatError) if it is not FITS or ends before its END card."""
+    try:
+        with open(path, "rb") as fh:
+            head = b""
+            while True:
+                block = fh.read(16 * BLOCK)
+                head += block
+                done = not block or len(head) >= MAX_HEADER_BYTES
+                if done or _has_end(head, len(head) - len(block)):
+                    break
+    except FileNotFoundError:
+        raise SourceVanished(f"{path}: vanished before its header was read") from None
+    except OSError as exc:
+        raise SourceUnreadable(f"{path}: cannot read its header: {exc.strerror or exc}") from None
+    try:
+        return parse_primary(head).str_value
+    except CorruptFile as exc:
+        raise CorruptFile(f"{path}: {exc}") from None
+
+
+def _has_end(head: bytes, new_from: int) -> bool:
+    """An END card at a card boundary in the bytes read since ``new_from``."""
+    start = new_from - new_from % CARD
+    return any(head[i : i + CARD] == END_CARD for i in range(start, len(head) - CARD + 1, CARD))
+
+
+def with_sidecar(cards: Cards, sidecar: Mapping[str, object]) -> Cards:
+    """``cards`` with the sidecar's set over them, as the merged header will read."""
+    return lambda key: sidecar[key] if key in sidecar else cards(key)
+
+
+def check_sidecar_identity(
+    cards: Cards, sidecar: Mapping[str, object], data_id: DataId, path: Path | str
+) -> None:
+    """A sidecar that sets identity cards must, over the file's header, say ``data_id``;
+    HeaderMismatch naming both CCDs otherwise (NoIdentity if it blanks a card out)."""
+    if not any(key in sidecar for key in IDENTITY_CARDS):
+        return
+    found = identity_from_header(with_sidecar(cards, sidecar), f"{path}: with its header sidecar")
+    if found.data_id != data_id:
+        raise HeaderMismatch(
+            f"{path}: header sidecar says {found.data_id.key} ({found.obs_id} "
+            f"{found.raft}_{found.sensor}), the file's header says {data_id.key}"
+        )
+
+
+def handoff_identity(path: Path, sidecar: Mapping[str, object] | None = None) -> Identity:
+    """The identity of the hand-off file at ``path`` (module doc), with its sidecar's cards."""
+    cards = read_primary_cards(path)
+    sidecar = sidecar or {}
+    precompressed = path.name.endswith(".fz")
+    if precompressed:  # sent as it is: the file's own header is what gets stored
+        identity = identity_from_header(cards, str(path))
+        check_sidecar_identity(cards, sidecar, identity.data_id, path)
+    else:
+        identity = identity_from_header(with_sidecar(cards, sidecar), str(path))
+        if any(key in sidecar for key in IDENTITY_CARDS):
+            try:
+                own = identity_from_header(cards, str(path)).data_id
+            except (HeaderMismatch, BadObjectName):  # the file alone says no CCD: the sidecar does
+                own = None
+            if own is not None and own != identity.data_id:
+                raise HeaderMismatch(
+                    f"{path}: header sidecar says {identity.data_id.key} ({identity.obs_id} "
+                    f"{identity.raft}_{identity.sensor}), the file's header says {own.key}"
+                )
+    _check_name(path, identity)
+    return identity
+
+
+def _check_name(path: Path, identity: Identity) -> None:
+    """A name that claims a CCD must claim this one (HeaderMismatch with both)."""
+    claim = name_of_file(path.name)
+    if claim is None:
+        return
+    named, obs_id = claim
+    if named != identity.data_id or obs_id not in (None, identity.obs_id):
+        raise HeaderMismatch(
+            f"{path}: the header says {identity.data_id.key} ({identity.obs_id} "
+            f"{identity.raft}_{identity.sensor}) but the file name says {named.key}"
+            + (f" ({obs_id})" if obs_id else "")
+        )
+
+
+def name_of_file(name: str) -> tuple[DataId, str | None] | None:
+    """What a file name claims: (data id, observation id) for the camera's names, (data id,
+    None) for the earlier hand-off names, None for any other name. BadObjectName for a name of
+    either form that no CCD can have (no such detector, unknown instrument)."""
+    match = CAMERA_NAME.match(name)
+    if match:
+        try:
+            instrument, _controller, day_obs, _seq = parse_obs_id(match["obs_id"])
+        except ValueError:
+            return None  # a camera code we do not know: not a claim, just a name
+        return name_claim(f"{instrument}/{day_obs}/{match['obs_id']}/{name}", prefix="")
+    match = LEGACY_NAME.match(name)
+    if match:
+        try:
+            data_id = DataId(match["instrument"], int(match["exposure"]), int(match["detector"]))
+        except BadObjectName as exc:
+            raise type(exc)(f"{name}: {exc}") from None
+        return data_id, None
+    return None
