@@ -53,7 +53,6 @@ from obsingest.dataid import (
 from obsingest.errors import BadObjectName
 from obsingest.fileio import write_atomic
 from obsingest.fits import header_bytes, make_card
-
 from producers.daq import header
 from producers.daq.header import BIAS_DARK_TIME, DARK_OVERHEAD, SHUTTER_EXCESS, Cards, Value
 
@@ -67,6 +66,7 @@ __all__ = [
     "detector_name",
     "exposure_id",
     "generate_raw_ccd",
+    "header_cards",
     "physical_filter",
     "write_raw_ccd",
 ]
@@ -267,11 +267,16 @@ def _instrument(name: str) -> camera.Instrument:
 # --- the primary header: the camera's cards (``producers.daq.header``) ---------------------------
 
 
-def _primary_header(spec: CcdSpec) -> bytes:
+def header_cards(spec: CcdSpec) -> list[tuple[str, Value]]:
+    """The primary header's cards (FITS structure aside) of the CCD ``spec`` describes: the
+    template's with this CCD's identity and times, or the simulator's own."""
     if spec.template is not None:
-        cards = header.templated_cards(spec, spec.template)
-    else:
-        cards = header.default_cards(spec, *_observation_cards(spec))
+        return header.templated_cards(spec, spec.template)
+    return header.default_cards(spec, *_observation_cards(spec))
+
+
+def _primary_header(spec: CcdSpec) -> bytes:
+    cards = header_cards(spec)
     records = [
         make_card("SIMPLE", True, "conforms to FITS standard"),
         make_card("BITPIX", 8, "header-only primary HDU"),
