@@ -26,6 +26,7 @@ from pathlib import Path
 
 from obsingest.fileio import write_atomic
 from obsingest.messages import ExposureManifest
+from obsingest.timescales import camera_time
 from producers.daq.header import Cards, template_instrument
 from producers.daq.simulator import (
     INSTRUMENTS,
@@ -121,6 +122,7 @@ def play_night(
         raise ValueError(f"--detectors must be 1..{len(ids)} for {plan.instrument}")
     day_obs = plan.day_obs or int(datetime.now(UTC).strftime("%Y%m%d"))
     detectors = list(ids[: plan.detectors])
+    camera_time(datetime.now(UTC))  # astropy's leap seconds loaded now, not in the first readout
     start = time.monotonic()
     played = []
     for index in range(plan.exposures):
