@@ -33,13 +33,14 @@ def ccd_paths(cache_dir: Path, size: str, detector: int) -> tuple[Path, Path]:
 
 
 def _make(cache_dir: str, size: str, detector: int) -> int:
+    from obsingest.dataid import exposure_day_obs
     from producers.compress import compress_file
     from producers.daq.simulator import CcdSpec, write_raw_ccd
 
     raw, fz = ccd_paths(Path(cache_dir), size, detector)
     if not raw.exists():
         spec = CcdSpec(
-            INSTRUMENT, CACHE_EXPOSURE, detector, CACHE_EXPOSURE // 100_000, _OBS_START,
+            INSTRUMENT, CACHE_EXPOSURE, detector, exposure_day_obs(CACHE_EXPOSURE), _OBS_START,
             30.0, "r", size,  # type: ignore[arg-type]
         )  # fmt: skip
         write_raw_ccd(spec, raw)
