@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from multiprocessing import get_context
 from pathlib import Path
 
+from obsingest.dataid import DataId
 from obsingest.logs import get_logger, log_event
 
 log = get_logger("obsingest.producer.transfer")
@@ -27,9 +28,10 @@ _OBS_START = datetime(2026, 11, 23, 3, 0, 0, tzinfo=UTC)
 
 
 def ccd_paths(cache_dir: Path, size: str, detector: int) -> tuple[Path, Path]:
-    """(raw ``.fits``, compressed ``.fits.fz``) of one detector in the cache."""
-    stem = cache_dir / size / f"{INSTRUMENT}_{detector:03d}"
-    return stem.with_suffix(".fits"), stem.with_suffix(".fits.fz")
+    """(raw ``.fits``, compressed ``.fits.fz``) of one detector in the cache, under the camera's
+    file name (files cached by versions that wrote other headers are not reused)."""
+    raw = cache_dir / size / DataId(INSTRUMENT, CACHE_EXPOSURE, detector).identity().file_name
+    return raw, raw.with_name(raw.name + ".fz")
 
 
 def _make(cache_dir: str, size: str, detector: int) -> int:
