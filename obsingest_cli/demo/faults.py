@@ -2,12 +2,9 @@
 while every good CCD is still registered exactly once.
 
 Each one is what production saw or what a buggy or malicious client could send: unparseable and
-escaping object names, an unknown instrument, a detector the camera has not got, garbage and
-truncated FITS, a header that names another CCD, a notification for an object that no longer
-exists, a re-delivered notification, and different bytes uploaded under an existing data id.
-Names are in the layout the store uses (Rubin's: ``raw/{instrument}/{day_obs}/{obs_id}/
-{obs_id}_{raft}_{sensor}.fits``), so each is refused for what is wrong with it, not for an old
-naming scheme.
+escaping object names, an unknown instrument, a non-numeric detector, garbage and truncated FITS,
+a header that names another CCD, a notification for an object that no longer exists, a
+re-delivered notification, and different bytes uploaded under an existing data id.
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ EXPECTED_REASONS: dict[str, str] = {
     "escaping-name": "bad-object-name",
     "outside-prefix": "bad-object-name",
     "unknown-instrument": "unknown-instrument",
-    "no-such-detector": "bad-object-name",
+    "non-numeric-detector": "bad-object-name",
     "garbage-fits": "corrupt-file",
     "truncated-fits": "corrupt-file",
     "header-mismatch": "header-mismatch",
@@ -63,11 +60,13 @@ def inject_bad_inputs(env: DemoEnvironment, good: DataId) -> dict[str, str]:
         _fake_object(env, f"raw/{good.instrument}/{day_obs}/../../../etc/passwd.fits.fz")
     )
     store.put("misc/README.txt", b"not a CCD")
-    identity = good.identity()
-    obs_id, file_name = identity.obs_id, identity.file_name
-    store.put(f"raw/Nonesuch/{day_obs}/{obs_id}/{file_name}", good_bytes)
-    # a sensor slot no raft has (S33): the name parses as no detector of the instrument
-    store.put(f"raw/{good.instrument}/{day_obs}/{obs_id}/{obs_id}_R22_S33.fits", good_bytes)
+    unknown = f"raw/Nonesuch/{day_obs}/{good.exposure}/Nonesuch_{good.exposure}_000.fits.fz"
+    store.put(unknown, good_bytes)
+    non_numeric = (
+        f"raw/{good.instrument}/{day_obs}/{good.exposure}/"
+        f"{good.instrument}_{good.exposure}_0x1.fits.fz"
+    )
+    store.put(non_numeric, good_bytes)
     # garbage and truncated bytes written straight into the bucket by a client that is not an
     # obsingest sender (a sender refuses them: producers/ccd_bytes.py): without a sender's
     # checksum claim the function reads them whole and refuses them
