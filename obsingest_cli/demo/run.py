@@ -307,10 +307,12 @@ def _outcome_json(outcome: Any) -> dict[str, Any]:
 def run_demo(config: DemoConfig) -> int:
     """Run the demo, print the per-exposure table, what was quarantined and where everything
     is; 0 when every exposure is complete and nothing was dead-lettered."""
+    from beam_jobs.core import LATENCY_SCALE
     from beam_jobs.report import format_summary_table
 
     result = DemoPipeline(config).run()
     print(format_summary_table(result.summaries))
+    print(f"(latencies: readout -> announced, in seconds of {LATENCY_SCALE})")
     print()
     print(f"registered datasets: {result.registered}")
     print(f"quarantined inputs:  {len(result.quarantined)}")
