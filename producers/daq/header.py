@@ -31,15 +31,15 @@ import re
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from obsingest import camera
 from obsingest.dataid import HEADER_INSTRUMENTS, DataId, parse_obs_id
 from obsingest.fits import CARD, make_card
 from obsingest.timescales import CAMERA_SCALE, camera_time, header_time
 
-if TYPE_CHECKING:
-    from producers.daq.simulator import CcdSpec
+#: A ``producers.daq.simulator.CcdSpec``: not imported here, since the simulator imports this.
+CcdSpec = Any
 
 #: A card's value as a header dump holds it: None is a card present with no value.
 Value = str | int | float | bool | None
@@ -47,13 +47,28 @@ Cards = tuple[tuple[str, Value], ...]
 
 #: What each camera writes in its identity cards (real headers, HEADVER 2).
 CAMERA_CARDS: dict[str, dict[str, Value]] = {
-    "LSSTCam": {"INSTRUME": "lsstCam", "TELESCOP": "Simonyi Survey Telescope",
-                "PLATFORM": "lsstcam", "DAQPART": "camera", "TSTAND": "TMAMCv1_SUM"},
-    "LSSTComCam": {"INSTRUME": "ComCam", "TELESCOP": "Simonyi Survey Telescope",
-                   "PLATFORM": "comcam", "DAQPART": "comcam", "TSTAND": "TMACCv1_SUM"},
-    "LATISS": {"INSTRUME": "LATISS", "TELESCOP": "LSST AuxTelescope", "PLATFORM": "auxtel",
-               "DAQPART": "lat", "TSTAND": None},
-}  # fmt: skip
+    "LSSTCam": {
+        "INSTRUME": "lsstCam",
+        "TELESCOP": "Simonyi Survey Telescope",
+        "PLATFORM": "lsstcam",
+        "DAQPART": "camera",
+        "TSTAND": "TMAMCv1_SUM",
+    },
+    "LSSTComCam": {
+        "INSTRUME": "ComCam",
+        "TELESCOP": "Simonyi Survey Telescope",
+        "PLATFORM": "comcam",
+        "DAQPART": "comcam",
+        "TSTAND": "TMACCv1_SUM",
+    },
+    "LATISS": {
+        "INSTRUME": "LATISS",
+        "TELESCOP": "LSST AuxTelescope",
+        "PLATFORM": "auxtel",
+        "DAQPART": "lat",
+        "TSTAND": None,
+    },
+}
 #: Seconds between the start of integration (DATE-BEG) and the readout (DATE-END) beyond the
 #: exposure time: DARKTIME - EXPTIME in the real headers (shutter motion; a bias: clear only).
 DARK_OVERHEAD = {"LSSTCam": 0.9318, "LSSTComCam": 0.4306, "LATISS": 0.2407}
@@ -63,23 +78,33 @@ SHUTTER_EXCESS = {"LSSTCam": 0.001}
 #: GROUPID is the time the group was opened, a few seconds before its first exposure began.
 GROUP_LEAD = 3.43
 #: The observatory's place (real headers: Simonyi Survey Telescope; AuxTel has its own).
-_SITE = {"OBS-LONG": -70.749417, "OBS-LAT": -30.244639, "OBS-ELEV": 2663.0,
-         "OBSGEO-X": 1818938.94, "OBSGEO-Y": -5208470.95, "OBSGEO-Z": -3195172.08}  # fmt: skip
+_SITE = {
+    "OBS-LONG": -70.749417,
+    "OBS-LAT": -30.244639,
+    "OBS-ELEV": 2663.0,
+    "OBSGEO-X": 1818938.94,
+    "OBSGEO-Y": -5208470.95,
+    "OBSGEO-Z": -3195172.08,
+}
 #: obs_lsst's sensor part numbers in CCD_TYPE (ITL science and guider, ITL wavefront, e2v).
 _CCD_TYPE = {"ITL": "3800C", "ITL_G": "3800C", "ITL_WF": "4400", "E2V": "250"}
 
+
+def _keys(text: str) -> frozenset[str]:
+    """The card names in ``text``, separated by white space."""
+    return frozenset(text.split())
+
+
 #: Cards a template's values never survive in: the identity and times of the simulated CCD.
-REPLACED = frozenset({
-    "INSTRUME", "OBSID", "CAMCODE", "TELCODE", "CONTRLLR", "DAYOBS", "SEQNUM", "GROUPID",
-    "RAFTBAY", "CCDSLOT", "CCD_MANU", "CCD_TYPE", "FILENAME", "DETSIZE", "TIMESYS",
-    "DATE", "MJD", "DATE-OBS", "MJD-OBS", "DATE-BEG", "MJD-BEG", "DATE-END", "MJD-END",
-    "DATE-TRG", "MJD-TRG", "EXPTIME", "SHUTTIME", "DARKTIME", "XPOSURE", "TELAPSE",
-})  # fmt: skip
+REPLACED = _keys(
+    """INSTRUME OBSID CAMCODE TELCODE CONTRLLR DAYOBS SEQNUM GROUPID RAFTBAY CCDSLOT CCD_MANU
+    CCD_TYPE FILENAME DETSIZE TIMESYS DATE MJD DATE-OBS MJD-OBS DATE-BEG MJD-BEG DATE-END MJD-END
+    DATE-TRG MJD-TRG EXPTIME SHUTTIME DARKTIME XPOSURE TELAPSE"""
+)
 #: Cards naming one physical sensor: true of the template's own detector only.
 HARDWARE = frozenset({"LSST_NUM", "CCD_SERN", "REBNAME", "RAFTNAME"})
 #: The structure of a FITS HDU, and what belongs to the extensions a flattened dump includes.
-_STRUCTURAL = frozenset({"SIMPLE", "BITPIX", "NAXIS", "EXTEND", "CHECKSUM", "DATASUM",
-                         "COMMENT", "HISTORY", "__CONTENT__", "END"})  # fmt: skip
+_STRUCTURAL = _keys("SIMPLE BITPIX NAXIS EXTEND CHECKSUM DATASUM COMMENT HISTORY __CONTENT__ END")
 _PLAIN_KEY = re.compile(r"^[A-Z0-9_-]{1,8}$")
 _ISOT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?$")
 
@@ -180,18 +205,47 @@ def time_cards(spec: CcdSpec) -> dict[str, Value]:
     begin_isot, begin_mjd = camera_time(begin)
     end_isot, end_mjd = camera_time(end)
     group_isot, _ = camera_time(begin - timedelta(seconds=GROUP_LEAD))
-    return {
-        "DATE": end_isot, "MJD": end_mjd,
-        "DATE-OBS": begin_isot, "MJD-OBS": begin_mjd,
-        "DATE-TRG": end_isot, "MJD-TRG": end_mjd,
-        "DATE-BEG": begin_isot, "MJD-BEG": begin_mjd,
-        "DATE-END": end_isot, "MJD-END": end_mjd,
+    cards: dict[str, Value] = {"DATE": end_isot, "MJD": end_mjd}
+    for key, (isot, mjd) in (
+        ("OBS", (begin_isot, begin_mjd)),
+        ("TRG", (end_isot, end_mjd)),
+        ("BEG", (begin_isot, begin_mjd)),
+        ("END", (end_isot, end_mjd)),
+    ):
+        cards[f"DATE-{key}"], cards[f"MJD-{key}"] = isot, mjd
+    return cards | {
         "TIMESYS": CAMERA_SCALE,
         "GROUPID": group_isot,
         "EXPTIME": float(spec.exposure_time),
         "DARKTIME": round(spec.dark_time, 4),
         "SHUTTIME": spec.shutter_time,
-    }  # fmt: skip
+    }
+
+
+#: The camera's card order (real LSSTCam header) around the site, pointing and weather cards.
+_ORDER_SITE = """BINX BINY CCDGAIN CCDNOISE DATE MJD IMGTYPE DATE-OBS MJD-OBS DATE-TRG MJD-TRG OBSID
+DATE-BEG MJD-BEG DATE-END MJD-END BUNIT TIMESYS GROUPID INSTRUME TELESCOP"""
+_ORDER_CAMERA = """OBJECT VIGNETTE VIGN_MIN TESTTYPE CAMCODE CONTRLLR DAYOBS SEQNUM PROGRAM REASON
+CURINDEX MAXINDEX TSTAND OBSANNOT CCD_MANU CCD_TYPE CCDSLOT RAFTBAY PLATFORM DAQPART DAQFOLD
+DETSIZE FILTBAND FILTER GRATING EXPTIME DARKTIME SHUTTIME"""
+_ORDER_END = "SEEING HEADVER FILENAME"
+#: Cards every simulated header carries with the same value (as the real ones do).
+_FIXED: dict[str, Value] = {
+    "BINX": 1,
+    "BINY": 1,
+    "CCDGAIN": 1.0,
+    "CCDNOISE": 10.0,
+    "BUNIT": "adu",
+    "VIGNETTE": "NO",
+    "VIGN_MIN": "NO",
+    "PROGRAM": "obsingest-sim",
+    "CURINDEX": 1,
+    "MAXINDEX": 1,
+    "OBSANNOT": "",
+    "DAQFOLD": "raw",
+    "SEEING": None,
+    "HEADVER": 2,
+}
 
 
 def default_cards(
@@ -199,41 +253,52 @@ def default_cards(
 ) -> list[tuple[str, Value]]:
     """The whole primary header the simulator writes without a template, in the camera's
     order, with the exposure's ``pointing`` and ``weather`` cards in their places."""
-    ident, times = identity_cards(spec), time_cards(spec)
     own = CAMERA_CARDS[spec.instrument]
     science = spec.exposure_time > 0
     imgtype = "OBJECT" if science else "BIAS"
     flt, band = _filter_cards(spec)
-    cards: list[tuple[str, Value]] = [
-        ("BINX", 1), ("BINY", 1), ("CCDGAIN", 1.0), ("CCDNOISE", 10.0),
-        ("DATE", times["DATE"]), ("MJD", times["MJD"]), ("IMGTYPE", imgtype),
-        *((k, times[k]) for k in ("DATE-OBS", "MJD-OBS", "DATE-TRG", "MJD-TRG")),
-        ("OBSID", ident["OBSID"]),
-        *((k, times[k]) for k in ("DATE-BEG", "MJD-BEG", "DATE-END", "MJD-END")),
-        ("BUNIT", "adu"), ("TIMESYS", times["TIMESYS"]), ("GROUPID", times["GROUPID"]),
-        ("INSTRUME", ident["INSTRUME"]), ("TELESCOP", own["TELESCOP"]), *_SITE.items(),
-        *pointing.items(),
-        ("OBJECT", "sim_field" if science else "bias"), ("VIGNETTE", "NO"), ("VIGN_MIN", "NO"),
-        ("TESTTYPE", imgtype), ("CAMCODE", ident["CAMCODE"]), ("CONTRLLR", ident["CONTRLLR"]),
-        ("DAYOBS", ident["DAYOBS"]), ("SEQNUM", ident["SEQNUM"]),
-        ("PROGRAM", "obsingest-sim"), ("REASON", "science" if science else "calibration"),
-        ("CURINDEX", 1), ("MAXINDEX", 1), ("TSTAND", own["TSTAND"]), ("OBSANNOT", ""),
-        *((k, ident[k]) for k in ("CCD_MANU", "CCD_TYPE", "CCDSLOT", "RAFTBAY")),
-        ("PLATFORM", own["PLATFORM"]), ("DAQPART", own["DAQPART"]), ("DAQFOLD", "raw"),
-        ("DETSIZE", ident["DETSIZE"]),
-        ("FILTBAND", band), ("FILTER", flt),
-        *((("GRATING", "empty_1"),) if spec.instrument == "LATISS" else ()),
-        *((k, times[k]) for k in ("EXPTIME", "DARKTIME", "SHUTTIME")),
-        *weather.items(), ("SEEING", None), ("HEADVER", 2), ("FILENAME", ident["FILENAME"]),
-    ]  # fmt: skip
-    return cards
+    values: dict[str, Value] = {
+        **_FIXED,
+        **own,
+        **identity_cards(spec),
+        **time_cards(spec),
+        "IMGTYPE": imgtype,
+        "TESTTYPE": imgtype,
+        "OBJECT": "simulated field" if science else "bias",
+        "REASON": "science" if science else "calibration",
+        "FILTBAND": band,
+        "FILTER": flt,
+    }
+    if spec.instrument == "LATISS":
+        values["GRATING"] = "empty_1"
+    keys = [
+        *_ORDER_SITE.split(),
+        *_SITE,
+        *pointing,
+        *_ORDER_CAMERA.split(),
+        *weather,
+        *_ORDER_END.split(),
+    ]
+    values |= _SITE | pointing | weather
+    return [(key, values[key]) for key in keys if key in values]
+
+
+def physical_filter(instrument: str, band_or_filter: str) -> tuple[str, str]:
+    """(physical filter, band) for a band (``r`` -> LSSTCam ``r_57``) or a physical filter name."""
+    if instrument not in camera.INSTRUMENTS:
+        raise ValueError(f"unknown instrument {instrument!r}; known: {sorted(camera.INSTRUMENTS)}")
+    filters = camera.INSTRUMENTS[instrument].filters
+    if band_or_filter in filters:
+        return filters[band_or_filter], band_or_filter
+    for band, name in filters.items():
+        if name == band_or_filter:
+            return name, band
+    return band_or_filter, band_or_filter[:1]
 
 
 def _filter_cards(spec: CcdSpec) -> tuple[str, str]:
     """(FILTER, FILTBAND) as the camera writes them: LATISS's filter without the grating the
     Butler appends (``SDSSr_65mm~empty`` is FILTER 'SDSSr_65mm' + GRATING 'empty_1')."""
-    from producers.daq.simulator import physical_filter
-
     flt, band = physical_filter(spec.instrument, spec.filter)
     return flt.split("~", 1)[0], band
 
@@ -294,12 +359,17 @@ def _shifted(key: str, value: Value, shift: timedelta | None) -> Value:
 
 #: Comments on the cards whose meaning is not obvious from their name.
 COMMENTS = {
-    "DATE-BEG": "start of integration (TIMESYS)", "DATE-END": "readout (TIMESYS)",
-    "TIMESYS": "DATE-* and MJD-* are TAI", "OBSID": "observation id",
-    "DAYOBS": "observing day, YYYYMMDD", "SEQNUM": "sequence number within the day",
-    "EXPTIME": "requested exposure time [s]", "SHUTTIME": "measured shutter time [s]",
-    "DARKTIME": "integration to readout [s]", "CONTRLLR": "controller: O = OCS",
-}  # fmt: skip
+    "DATE-BEG": "start of integration (TIMESYS)",
+    "DATE-END": "readout (TIMESYS)",
+    "TIMESYS": "DATE-* and MJD-* are TAI",
+    "OBSID": "observation id",
+    "DAYOBS": "observing day, YYYYMMDD",
+    "SEQNUM": "sequence number within the day",
+    "EXPTIME": "requested exposure time [s]",
+    "SHUTTIME": "measured shutter time [s]",
+    "DARKTIME": "integration to readout [s]",
+    "CONTRLLR": "controller: O = OCS",
+}
 
 
 def card_bytes(key: str, value: Value) -> bytes:

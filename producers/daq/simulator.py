@@ -54,7 +54,14 @@ from obsingest.errors import BadObjectName
 from obsingest.fileio import write_atomic
 from obsingest.fits import header_bytes, make_card
 from producers.daq import header
-from producers.daq.header import BIAS_DARK_TIME, DARK_OVERHEAD, SHUTTER_EXCESS, Cards, Value
+from producers.daq.header import (
+    BIAS_DARK_TIME,
+    DARK_OVERHEAD,
+    SHUTTER_EXCESS,
+    Cards,
+    Value,
+    physical_filter,
+)
 
 __all__ = [
     "AMP_NAMES",
@@ -155,17 +162,6 @@ def _detector(instrument: str, detector: int) -> camera.Detector:
         return camera.detector(instrument, detector)
     except KeyError as exc:
         raise ValueError(str(exc.args[0])) from None
-
-
-def physical_filter(instrument: str, band_or_filter: str) -> tuple[str, str]:
-    """(physical filter, band) for a band (``r`` -> LSSTCam ``r_57``) or a physical filter name."""
-    filters = _instrument(instrument).filters
-    if band_or_filter in filters:
-        return filters[band_or_filter], band_or_filter
-    for band, name in filters.items():
-        if name == band_or_filter:
-            return name, band
-    return band_or_filter, band_or_filter[:1]
 
 
 @dataclass(frozen=True)
@@ -300,15 +296,12 @@ def _observation_cards(spec: CcdSpec) -> tuple[dict[str, Value], dict[str, Value
     rotpa, az = float(round(rng.uniform(-90.0, 90.0), 4)), float(round(rng.uniform(0.0, 360.0), 4))
     airmass = float(round(1.0 / np.sin(np.radians(alt)), 4))
     drift = spec.dark_time / 240.0  # the sky turns 1/240 degree per second
-    pointing = {
-        "RA": ra, "DEC": dec, "RASTART": ra, "DECSTART": dec,
-        "RAEND": ra, "DECEND": dec,
-        "ROTPA": rotpa, "ROTCOORD": "sky",
-        "ELSTART": float(round(alt, 4)), "AZSTART": az, "AMSTART": airmass,
-        "ELEND": float(round(alt - drift, 4)), "AZEND": float(round(az + drift, 4)),
-        "AMEND": airmass, "TRACKSYS": "RADEC", "RADESYS": "ICRS",
-    }  # fmt: skip
-    weather = {
+    start = {"RA": ra, "DEC": dec, "RASTART": ra, "DECSTART": dec, "RAEND": ra, "DECEND": dec}
+    pointing: dict[str, Value] = {**start, "ROTPA": rotpa, "ROTCOORD": "sky"}
+    pointing |= {"ELSTART": float(round(alt, 4)), "AZSTART": az, "AMSTART": airmass}
+    pointing |= {"ELEND": float(round(alt - drift, 4)), "AZEND": float(round(az + drift, 4))}
+    pointing |= {"AMEND": airmass, "TRACKSYS": "RADEC", "RADESYS": "ICRS"}
+    weather: dict[str, Value] = {
         "AIRTEMP": float(round(rng.uniform(5.0, 15.0), 2)),
         "PRESSURE": float(round(rng.uniform(73800.0, 74500.0), 0)),
         "HUMIDITY": float(round(rng.uniform(10.0, 40.0), 1)),
