@@ -20,7 +20,8 @@ A real header can be the template (``load_template``: a YAML or JSON card dump a
 only the per-exposure and per-detector identity and time cards replaced (``REPLACED``, plus any
 other time card, shifted by the same amount so the template's own intervals are kept); its
 pointing, filter, program and null cards stay as they are. Cards naming the template's own
-sensor hardware (``HARDWARE``) are kept for its own detector and left out for any other.
+sensor hardware (``HARDWARE``) are kept for its own detector; another gets our LSST_NUM
+(``sensor_serial``) and none of the others.
 """
 
 from __future__ import annotations
@@ -101,7 +102,8 @@ REPLACED = _keys(
     CCD_TYPE FILENAME DETSIZE TIMESYS DATE MJD DATE-OBS MJD-OBS DATE-BEG MJD-BEG DATE-END MJD-END
     DATE-TRG MJD-TRG EXPTIME SHUTTIME DARKTIME XPOSURE TELAPSE"""
 )
-#: Cards naming one physical sensor: true of the template's own detector only.
+#: Cards naming one physical sensor: true of the template's own detector only (another gets our
+#: LSST_NUM and none of the others).
 HARDWARE = frozenset({"LSST_NUM", "CCD_SERN", "REBNAME", "RAFTNAME"})
 #: The structure of a FITS HDU, and what belongs to the extensions a flattened dump includes.
 _STRUCTURAL = _keys("SIMPLE BITPIX NAXIS EXTEND CHECKSUM DATASUM COMMENT HISTORY __CONTENT__ END")
@@ -195,7 +197,17 @@ def identity_cards(spec: CcdSpec) -> dict[str, Value]:
         "CCD_TYPE": _CCD_TYPE.get(det.sensor.name, "3800C"),
         "FILENAME": identity.file_name,
         "DETSIZE": f"[1:{layout.data_cols * 8},1:{rows}]",
+        "LSST_NUM": sensor_serial(spec.instrument, spec.detector),
     }
+
+
+def sensor_serial(instrument: str, detector: int) -> str:
+    """A sensor's part and serial number as LSST_NUM writes it (``ITL-3800C-226``,
+    ``E2V-CCD250-382``, ``ITL-4400B-025``): ours are made up, fixed per detector, so that the
+    translators' detector_serial has a value, as on the camera."""
+    det = camera.detector(instrument, detector)
+    part = {"E2V": "CCD250", "ITL_WF": "4400B"}.get(det.sensor.name, "3800C")
+    return f"{det.sensor.manufacturer}-{part}-{100 + detector:03d}"
 
 
 def time_cards(spec: CcdSpec) -> dict[str, Value]:
@@ -227,7 +239,7 @@ _ORDER_SITE = """BINX BINY CCDGAIN CCDNOISE DATE MJD IMGTYPE DATE-OBS MJD-OBS DA
 DATE-BEG MJD-BEG DATE-END MJD-END BUNIT TIMESYS GROUPID INSTRUME TELESCOP"""
 _ORDER_CAMERA = """OBJECT VIGNETTE VIGN_MIN TESTTYPE CAMCODE CONTRLLR DAYOBS SEQNUM PROGRAM REASON
 CURINDEX MAXINDEX TSTAND OBSANNOT CCD_MANU CCD_TYPE CCDSLOT RAFTBAY PLATFORM DAQPART DAQFOLD
-DETSIZE FILTBAND FILTER GRATING EXPTIME DARKTIME SHUTTIME"""
+LSST_NUM DETSIZE FILTBAND FILTER GRATING EXPTIME DARKTIME SHUTTIME"""
 _ORDER_END = "SEEING HEADVER FILENAME"
 #: Cards every simulated header carries with the same value (as the real ones do).
 _FIXED: dict[str, Value] = {
@@ -311,6 +323,9 @@ def templated_cards(spec: CcdSpec, template: Cards) -> list[tuple[str, Value]]:
         )
     fresh = identity_cards(spec) | time_cards(spec)
     cards = dict(template)
+    own_detector = template_detector(template) == spec.detector
+    if own_detector or "LSST_NUM" not in cards:
+        del fresh["LSST_NUM"]  # the template's own serial, or none as the template has none
     if "DETSIZE" not in cards:  # the camera writes it in the extensions only
         del fresh["DETSIZE"]
     if "TELCODE" in cards and "CAMCODE" not in cards:  # older headers name it TELCODE
@@ -318,7 +333,6 @@ def templated_cards(spec: CcdSpec, template: Cards) -> list[tuple[str, Value]]:
     if not isinstance(cards.get("GROUPID"), str) or not _ISOT.match(str(cards["GROUPID"])):
         fresh.pop("GROUPID")  # a group named otherwise ('ABCDEF'): the template's stays
     shift = _template_shift(cards, spec)
-    own_detector = template_detector(template) == spec.detector
     out: list[tuple[str, Value]] = []
     for key, value in template:
         if key in fresh:

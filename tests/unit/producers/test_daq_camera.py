@@ -110,6 +110,12 @@ def test_times_are_tai_and_name_the_spec_s_utc_instants() -> None:
     assert (header["EXPTIME"], header["SHUTTIME"], header["DARKTIME"]) == (30.0, 30.001, 30.9318)
 
 
+def test_every_sensor_has_a_serial_of_its_kind() -> None:
+    """LSST_NUM (the translators' detector_serial): part number by sensor type, fixed."""
+    serials = {d: _primary(_spec("LSSTCam", d))["LSST_NUM"] for d in (0, 94, 203)}
+    assert serials == {0: "ITL-3800C-100", 94: "E2V-CCD250-194", 203: "ITL-4400B-303"}
+
+
 def test_a_bias_has_no_shutter_time_but_a_dark_time() -> None:
     header = _primary(_spec(exposure_time=0.0))
     assert (header["IMGTYPE"], header["EXPTIME"], header["SHUTTIME"]) == ("BIAS", 0.0, 0.0)
@@ -163,7 +169,8 @@ def test_a_real_header_as_template(path: Path) -> None:
     assert nulls and all(cards[k] is None for k in nulls)
     # the template's sensor serials belong to its own detector only
     if "LSST_NUM" in original:
-        assert ("LSST_NUM" in cards) == (own == detector)
+        assert (cards["LSST_NUM"] == original["LSST_NUM"]) == (own == detector)
+        assert ("CCD_SERN" in cards) == (own == detector)
 
 
 def test_a_template_s_other_times_move_with_the_exposure() -> None:
