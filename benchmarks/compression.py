@@ -234,8 +234,8 @@ def _demo_spec(exposure: int, detector: int):
 def _write_demo_ccd(work: str, exposure: int, detector: int) -> str:
     from producers.daq.simulator import write_raw_ccd
 
-    path = Path(work) / f"LSSTComCam_{exposure}_{detector:03d}.fits"
-    return write_raw_ccd(_demo_spec(exposure, detector), path).name
+    spec = _demo_spec(exposure, detector)
+    return write_raw_ccd(spec, Path(work) / spec.file_name).name  # the camera's name
 
 
 def _write_demo_ccds(work: Path) -> list[str]:
