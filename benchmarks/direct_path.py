@@ -181,9 +181,10 @@ def run(exposures: int = 2, detectors: int = 9, workers: int = 2) -> dict[str, A
                             health_port=-1, min_free_bytes=0)  # fmt: skip
     try:
         path.start()
-        with EdgeService(settings, log_level="WARNING") as edge, ProcessPoolExecutor(
-            workers, mp_context=get_context("spawn")
-        ) as daq:
+        with (
+            EdgeService(settings, log_level="WARNING") as edge,
+            ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as daq,
+        ):
             for index in range(exposures):
                 exposure = make_exposure_id(day_obs, 500 + index)
                 raw_dir = tmp / str(exposure)
