@@ -6,7 +6,9 @@ CombinePerKey path and the streaming stateful path cannot drift apart: both end 
 
 Rules (see ``beam_jobs/README.md`` for the whole policy):
 
-* latency of a CCD = ``published_time - readout_time`` of its ArrivalEvent, in seconds;
+* latency of a CCD = ``published_time - readout_time`` of its ArrivalEvent, in seconds of UTC
+  (``LATENCY_SCALE``): both are UTC instants (Avro ``timestamp-micros``), the readout converted
+  from the camera's TAI header times where it came from them (``obsingest.timescales``);
 * duplicates (same ``dataset_id``) count once, keeping the earliest ``published_time``; two
   different dataset ids for one detector (e.g. two runs) also count that detector once, earliest
   publication wins;
@@ -36,6 +38,7 @@ from obsingest.messages import (
     SummaryStatus,
     utcnow,
 )
+from obsingest.timescales import PIPELINE_SCALE
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
@@ -48,6 +51,8 @@ TRIGGER_LATE = "late-arrival"
 
 #: Statuses that are budget breaches and also go to the ``budget-alerts`` output.
 BREACH_STATUSES = frozenset({SummaryStatus.OVER_BUDGET, SummaryStatus.INCOMPLETE})
+#: The time scale of every latency here: readout and publication are both UTC instants.
+LATENCY_SCALE = PIPELINE_SCALE
 
 ExposureKey = tuple[str, int]
 

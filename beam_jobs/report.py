@@ -21,7 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from beam_jobs.core import Arrival, as_arrival, dedupe
+from beam_jobs.core import LATENCY_SCALE, Arrival, as_arrival, dedupe
 from beam_jobs.sinks import read_summaries
 from obsingest import avro, camera, defaults
 from obsingest.messages import ArrivalEvent, ExposureSummary
@@ -38,6 +38,10 @@ _COLUMNS = (
     "missing",
     "status",
 )
+
+
+#: Axis label of every latency: what it runs between, and in which time scale.
+LATENCY_LABEL = f"latency, readout -> published [s, {LATENCY_SCALE}]"
 
 
 def _fmt(value: float | None, spec: str = ".2f") -> str:
@@ -121,7 +125,7 @@ def plot_latency(arrivals: list[ArrivalEvent], budget: float, path: Path) -> Pat
         ax.scatter(*zip(*over, strict=True), marker="x", s=40, color="tab:red", label="over budget")
     _budget_line(ax, budget)
     ax.set_xlabel("CCD (ordered by exposure, detector)")
-    ax.set_ylabel("latency, readout -> published [s]")
+    ax.set_ylabel(LATENCY_LABEL)
     ax.set_title(f"Per-CCD latency: {len(ccds)} CCDs, {len(over)} over the {budget:g} s budget")
     ax.set_ylim(bottom=0, top=max([budget * 1.2, *(a.latency * 1.05 for a in ccds)]))
     ax.legend(fontsize="small", loc="upper left", ncols=2)
@@ -137,7 +141,7 @@ def plot_latency_histogram(
     ax.hist(latencies, bins=np.linspace(0, top, 60), color="tab:blue")
     _budget_line(ax, budget, horizontal=False)
     over = int((latencies > budget).sum())
-    ax.set_xlabel("latency, readout -> published [s]")
+    ax.set_xlabel(LATENCY_LABEL)
     ax.set_ylabel("CCDs")
     ax.set_title(f"Latency of {latencies.size} CCDs ({over} over budget)")
     ax.legend()
@@ -167,7 +171,7 @@ def plot_night(summaries: list[ExposureSummary], path: Path) -> Path:
     if rows:
         _budget_line(ax, rows[0].budget_seconds)
     ax.set_xlabel("exposure (in order of exposure id)")
-    ax.set_ylabel("latency [s]")
+    ax.set_ylabel(LATENCY_LABEL)
     ax.set_title(f"Per-exposure p95/max latency, {len(rows)} exposures")
     ax.legend(fontsize="small")
     return _save(fig, path)
@@ -278,7 +282,7 @@ def plot_focal_plane(
     fig.colorbar(
         plt.cm.ScalarMappable(norm=norm, cmap=cmap),
         ax=ax,
-        label="latency [s] (red frame: over budget; grey: missing)",
+        label=f"{LATENCY_LABEL} (red frame: over budget; grey: missing)",
         shrink=0.8,
     )
     ax.set_xlabel("focal plane x [mm]")

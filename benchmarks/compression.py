@@ -215,13 +215,14 @@ def run(repeats: int = 5, process_repeats: int = 5) -> dict:
 
 
 def _demo_spec(exposure: int, detector: int):
+    from obsingest.dataid import exposure_day_obs
     from producers.daq.simulator import CcdSpec
 
     return CcdSpec(
         instrument="LSSTComCam",
         exposure=exposure,
         detector=detector,
-        day_obs=exposure // 100_000,
+        day_obs=exposure_day_obs(exposure),
         obs_start=datetime(2026, 11, 23, 3, 4, 5, tzinfo=UTC),
         exposure_time=30.0,
         filter="r",
@@ -233,8 +234,8 @@ def _demo_spec(exposure: int, detector: int):
 def _write_demo_ccd(work: str, exposure: int, detector: int) -> str:
     from producers.daq.simulator import write_raw_ccd
 
-    path = Path(work) / f"LSSTComCam_{exposure}_{detector:03d}.fits"
-    return write_raw_ccd(_demo_spec(exposure, detector), path).name
+    spec = _demo_spec(exposure, detector)
+    return write_raw_ccd(spec, Path(work) / spec.file_name).name  # the camera's name
 
 
 def _write_demo_ccds(work: Path) -> list[str]:

@@ -181,9 +181,10 @@ def run(exposures: int = 2, detectors: int = 9, workers: int = 2) -> dict[str, A
                             health_port=-1, min_free_bytes=0)  # fmt: skip
     try:
         path.start()
-        with EdgeService(settings, log_level="WARNING") as edge, ProcessPoolExecutor(
-            workers, mp_context=get_context("spawn")
-        ) as daq:
+        with (
+            EdgeService(settings, log_level="WARNING") as edge,
+            ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as daq,
+        ):
             for index in range(exposures):
                 exposure = make_exposure_id(day_obs, 500 + index)
                 raw_dir = tmp / str(exposure)
@@ -192,7 +193,7 @@ def run(exposures: int = 2, detectors: int = 9, workers: int = 2) -> dict[str, A
                     CcdSpec(INSTRUMENT, exposure, d, day_obs, obs_start, 15.0, "r", "full")
                     for d in range(detectors)
                 ]
-                paths = [raw_dir / f"{s.detector:03d}.fits" for s in specs]
+                paths = [raw_dir / s.file_name for s in specs]  # the camera's names
                 list(daq.map(write_raw_ccd, specs, paths))
                 readout = utcnow()
                 ccds = [CcdFile(str(p), INSTRUMENT, exposure, s.detector, readout)

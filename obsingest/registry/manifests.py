@@ -27,7 +27,7 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from obsingest import camera
-from obsingest.dataid import EXPOSURE_SEQ_FACTOR, validate_day_obs, validate_instrument
+from obsingest.dataid import exposure_day_obs, validate_day_obs, validate_instrument
 from obsingest.errors import BadObjectName, PermanentError
 from obsingest.messages import ExposureManifest
 from obsingest.registry import tables
@@ -72,9 +72,9 @@ def validate_manifest(manifest: ExposureManifest) -> tuple[int, ...]:
         validate_day_obs(manifest.day_obs, where)
     except BadObjectName as exc:
         raise BadManifest(str(exc)) from None
-    if manifest.exposure // EXPOSURE_SEQ_FACTOR != manifest.day_obs:
+    if exposure_day_obs(manifest.exposure) != manifest.day_obs:
         raise BadManifest(
-            f"{where}: exposure id is of day_obs {manifest.exposure // EXPOSURE_SEQ_FACTOR}, "
+            f"{where}: exposure id is of day_obs {exposure_day_obs(manifest.exposure)}, "
             f"the manifest says {manifest.day_obs}"
         )
     detectors = sorted(manifest.detectors)

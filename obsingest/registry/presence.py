@@ -4,7 +4,9 @@ bring. Served to the presence API (``functions/presence``) and ``obsingest statu
 Read-only (``readonly.make_readonly_engine``), and fast on a night of LSSTCam (~1,000 exposures x
 205 CCDs): every query is a primary-key or index-prefix lookup (``uq_dataset_dataid`` leads with
 (dataset_type, run, instrument, exposure, detector); a night is the exposure-id range
-[day_obs * 100000, day_obs * 100000 + 99999]); latencies are computed by the database.
+[day_obs * 100000, day_obs * 100000 + 99999], and the same range raised by each controller offset
+obs_lsst gives that day (``make_exposure_id``; ``exposure_day_obs`` is the inverse)); latencies
+are computed by the database.
 
 Exposure answers are cached per exposure, keyed by a version the database gives cheaply: the
 number of the exposure's datasets and its manifest's digest. Datasets are only ever inserted
@@ -39,7 +41,13 @@ from sqlalchemy import (
 from sqlalchemy.engine import make_url
 
 from obsingest import camera
-from obsingest.dataid import EXPOSURE_SEQ_FACTOR, validate_day_obs
+from obsingest.dataid import (
+    CONTROLLERS,
+    EXPOSURE_SEQ_FACTOR,
+    exposure_day_obs,
+    make_exposure_id,
+    validate_day_obs,
+)
 from obsingest.errors import BadObjectName, PermanentError
 from obsingest.registry import tables
 from obsingest.registry.completeness import (
@@ -100,7 +108,7 @@ def check_exposure(exposure: int) -> int:
         raise QueryRefused(
             "bad-exposure-id", f"exposure id {shown(exposure)} is not a positive 64-bit integer"
         )
-    day_obs = exposure // EXPOSURE_SEQ_FACTOR
+    day_obs = exposure_day_obs(exposure)
     try:
         validate_day_obs(day_obs, f"exposure id {exposure}")
     except BadObjectName as exc:  # well-formed, but no exposure can have it
@@ -328,7 +336,7 @@ class PresenceReader:
             instrument=instrument,
             exposure=exposure,
             detector=detector,
-            day_obs=exposure // EXPOSURE_SEQ_FACTOR,
+            day_obs=exposure_day_obs(exposure),
             registered=True,
             dataset_id=str(db_uuid(ds_id)),
             dataset_type=dtype,
@@ -358,13 +366,15 @@ class PresenceReader:
         """The night's exposures (manifest or datasets) in id order, ``limit`` per page."""
         check_instrument(instrument)
         check_day_obs(day_obs)
-        lo = day_obs * EXPOSURE_SEQ_FACTOR
-        hi = lo + EXPOSURE_SEQ_FACTOR - 1
-        if after is not None:
-            lo = max(lo, after + 1)
-        if lo > hi:  # past the night's last possible exposure
-            return NightPage(instrument, day_obs, [], None)
-        found = self._answers(instrument, lo, hi, limit + 1)
+        found: list[ExposurePresence] = []
+        # the night's ids: one range per controller offset of that day, in id order
+        for start in sorted({make_exposure_id(day_obs, 0, c) for c in CONTROLLERS}):
+            lo, hi = start, start + EXPOSURE_SEQ_FACTOR - 1
+            if after is not None:
+                lo = max(lo, after + 1)
+            if lo > hi or len(found) > limit:  # past this range's last exposure, or page full
+                continue
+            found += self._answers(instrument, lo, hi, limit + 1 - len(found))
         more = len(found) > limit
         found = found[:limit]
         return NightPage(instrument, day_obs, found, found[-1].exposure if more else None)
@@ -422,7 +432,7 @@ class PresenceReader:
         return summarize(
             instrument,
             exposure,
-            exposure // EXPOSURE_SEQ_FACTOR,
+            exposure_day_obs(exposure),
             expected,
             source,
             rows,

@@ -8,7 +8,15 @@ from pathlib import Path
 DESCRIPTION = """\
 Simulate the camera's data acquisition: write raw CCD readouts as multi-extension FITS
 (header-only primary + 16 int32 amplifier segments with bias, sky, read noise, stars and cosmic
-rays), deterministic by data id and seed."""
+rays), deterministic by data id and seed, under the camera's file names
+(MC_O_20261122_000012_R22_S11.fits) with the camera's header cards (INSTRUME lsstCam, OBSID,
+DAYOBS, SEQNUM, RAFTBAY, CCDSLOT, DATE-BEG/DATE-END in TAI, ...). --template takes a real
+header (a YAML or JSON card dump) and replaces only its identity and time cards."""
+
+TEMPLATE_HELP = (
+    "a real header as a YAML or JSON card dump (obs_lsst tests/headers); its cards are written "
+    "with each CCD's identity and times (default instrument: the template's)"
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,9 +29,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="write one raw CCD to a FITS file",
         description="Write one simulated raw CCD (atomically: temp file + rename).",
     )
-    write.add_argument("output", metavar="OUT.fits", type=Path, help="file to write")
     write.add_argument(
-        "--instrument", default="LSSTCam", help="LSSTCam or LSSTComCam (default: LSSTCam)"
+        "output",
+        metavar="OUT",
+        type=Path,
+        help="file to write, or a directory to write the camera's file name into",
+    )
+    write.add_argument(
+        "--instrument", default=None, help="LSSTCam, LSSTComCam or LATISS (default: LSSTCam)"
     )
     write.add_argument(
         "--exposure",
@@ -31,7 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         required=True,
         help="exposure id, day_obs * 100000 + seq_num (e.g. 2026112200012)",
     )
-    write.add_argument("--detector", type=int, required=True, help="detector id (LSSTCam 0..188)")
+    write.add_argument(
+        "--detector", type=int, default=None, help="detector id (LSSTCam 0..204; or the template's)"
+    )
     write.add_argument(
         "--size",
         choices=("full", "small"),
@@ -40,27 +55,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     write.add_argument("--filter", default="r", help="filter band (default: r)")
     write.add_argument(
-        "--exptime", type=float, default=30.0, help="exposure time, seconds (default: 30)"
+        "--exptime",
+        type=float,
+        default=None,
+        help="exposure time, seconds (default: the template's, else 30)",
     )
     write.add_argument(
         "--obs-start",
         default=None,
-        help="ISO start time with timezone (default: now, UTC)",
+        help="UTC start of integration, ISO with timezone (default: now); the header says it in "
+        "TAI, 37 s later",
     )
+    write.add_argument("--template", type=Path, default=None, metavar="FILE", help=TEMPLATE_HELP)
     write.add_argument("--seed", type=int, default=0, help="simulator seed (default: 0)")
     write.set_defaults(func=run_write)
     night = daq_sub.add_parser(
         "night",
         help="play a night into an edge hand-off directory at the summit's cadence",
         description="Every --interval seconds, write one exposure's manifest and raw CCDs into "
-        "HANDOFF (temp name, then rename: the edge's hand-off convention). With "
+        "HANDOFF under the camera's names in <day_obs>/<obs_id>/ (temp name, then rename: the "
+        "edge's hand-off convention). With "
         "--publish-manifests each manifest is also published, at its readout and before its "
         "CCDs, as an ExposureManifest on the bus's exposures topic (OBSINGEST_BUS_BACKEND, "
         "OBSINGEST_BUS_EXPOSURES_TOPIC); one that cannot be published after retries is "
         "reported on stderr, the night goes on, and the exit status is 1.",
     )
     night.add_argument("handoff", type=Path, metavar="HANDOFF", help="hand-off directory")
-    night.add_argument("--instrument", default="LSSTCam", help="LSSTCam or LSSTComCam")
+    night.add_argument(
+        "--instrument", default=None, help="LSSTCam, LSSTComCam or LATISS (default: LSSTCam)"
+    )
     night.add_argument("--exposures", type=int, default=10, help="exposures (default 10)")
     night.add_argument("--detectors", type=int, default=9, help="CCDs per exposure (default 9)")
     night.add_argument("--interval", type=float, default=17.0, help="seconds between exposures")
@@ -68,6 +91,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     night.add_argument("--day-obs", type=int, default=None, help="YYYYMMDD (default: today)")
     night.add_argument("--first-seq", type=int, default=1, help="first sequence number")
     night.add_argument("--seed", type=int, default=0, help="simulator seed")
+    night.add_argument("--template", type=Path, default=None, metavar="FILE", help=TEMPLATE_HELP)
+    night.add_argument(
+        "--sidecars",
+        action="store_true",
+        help="also write each CCD's JSON header sidecar ({file stem}.json) before it",
+    )
     night.add_argument(
         "--publish-manifests",
         action="store_true",

@@ -18,8 +18,8 @@ import sys
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from obsingest_cli.demo.environment import DemoEnvironment
 
 FILTERS = ("u", "g", "r", "i", "z", "y")
+#: Seconds of every demo exposure (the camera's 15 s snap).
+EXPOSURE_TIME = 15.0
 OUTPUTS = (
     "registry.sqlite3",
     "registry.sqlite3-wal",
@@ -155,9 +157,10 @@ class DemoPipeline:
             transport.start()
             self.progress.update(f"starting {cfg.workers} edge workers ...")
             # the DAQ simulator's own processes write the raw CCDs; the edge service takes them
-            with EdgeService(settings, log_level="WARNING") as edge, ProcessPoolExecutor(
-                cfg.workers, mp_context=get_context("spawn")
-            ) as daq:
+            with (
+                EdgeService(settings, log_level="WARNING") as edge,
+                ProcessPoolExecutor(cfg.workers, mp_context=get_context("spawn")) as daq,
+            ):
                 for index in range(cfg.exposures):
                     exposure = make_exposure_id(day_obs, index + 1)
                     self._run_exposure(daq, edge, env, exposure, day_obs, index, edge_log)
@@ -188,34 +191,39 @@ class DemoPipeline:
         index: int,
         edge_log: TextIO,
     ) -> None:
-        from producers.daq.simulator import CcdSpec, write_raw_ccd
+        from producers.daq.simulator import CcdSpec, physical_filter, write_raw_ccd
         from producers.edge import CcdFile
 
         cfg = self.config
         label = f"exposure {index + 1}/{cfg.exposures} ({exposure})"
         detectors = list(range(cfg.detectors))
-        obs_start = utcnow()
-        flt = FILTERS[index % len(FILTERS)]
+        band = FILTERS[index % len(FILTERS)]
+        # Integration began dark_time before now (the readout): the headers say both instants in
+        # TAI, as the camera does; the manifest and the edge use the same instants in UTC.
+        now = utcnow()
+        size = cfg.ccd_size
+        specs = [
+            CcdSpec(cfg.instrument, exposure, d, day_obs, now, EXPOSURE_TIME, band, size, cfg.seed)
+            for d in detectors
+        ]
+        obs_start = now - timedelta(seconds=specs[0].dark_time)
+        specs = [replace(spec, obs_start=obs_start) for spec in specs]
         manifest = ExposureManifest(
             instrument=cfg.instrument,
             exposure=exposure,
             day_obs=day_obs,
             detectors=detectors,
             obs_start=obs_start,
-            exposure_time=15.0,
-            filter=flt,
+            exposure_time=EXPOSURE_TIME,
+            filter=physical_filter(cfg.instrument, band)[0],
             published=utcnow(),
         )
         env.publish_manifest(manifest)
         edge.submit_manifest(manifest)
-        raw_dir = self.workdir / "daq" / str(exposure)
-        specs = [
-            CcdSpec(
-                cfg.instrument, exposure, det, day_obs, obs_start, 15.0, flt, cfg.ccd_size, cfg.seed
-            )
-            for det in detectors
-        ]
-        futures = [daq.submit(write_raw_ccd, s, raw_dir / f"{s.detector:03d}.fits") for s in specs]
+        # the camera's names: <day_obs>/<obs_id>/<obs_id>_<raft>_<sensor>.fits
+        raw_dir = self.workdir / "daq" / str(day_obs) / specs[0].identity.obs_id
+        paths = {spec.detector: raw_dir / spec.file_name for spec in specs}
+        futures = [daq.submit(write_raw_ccd, s, paths[s.detector]) for s in specs]
         for done, fut in enumerate(futures, 1):
             fut.result()
             self.progress.update(f"{label}: DAQ wrote {done}/{len(specs)} raw CCDs")
@@ -223,8 +231,7 @@ class DemoPipeline:
         # the whole readout handed to the edge service in one call (journalled in one commit).
         readout = utcnow()
         ccds = [
-            CcdFile(str(raw_dir / f"{det:03d}.fits"), cfg.instrument, exposure, det, readout)
-            for det in detectors
+            CcdFile(str(paths[det]), cfg.instrument, exposure, det, readout) for det in detectors
         ]
         outcomes = edge.submit_many(ccds)
         for done, fut in enumerate(outcomes, 1):
@@ -300,10 +307,12 @@ def _outcome_json(outcome: Any) -> dict[str, Any]:
 def run_demo(config: DemoConfig) -> int:
     """Run the demo, print the per-exposure table, what was quarantined and where everything
     is; 0 when every exposure is complete and nothing was dead-lettered."""
+    from beam_jobs.core import LATENCY_SCALE
     from beam_jobs.report import format_summary_table
 
     result = DemoPipeline(config).run()
     print(format_summary_table(result.summaries))
+    print(f"(latencies: readout -> announced, in seconds of {LATENCY_SCALE})")
     print()
     print(f"registered datasets: {result.registered}")
     print(f"quarantined inputs:  {len(result.quarantined)}")

@@ -35,13 +35,14 @@ class EnvironmentEndToEnd:
         self.transport.start()
 
     def announce_exposure(self, exposure: int, detectors: list[int], obs_start: datetime) -> None:
+        from obsingest.dataid import exposure_day_obs
         from obsingest.messages import ExposureManifest, utcnow
 
         self.env.publish_manifest(
             ExposureManifest(
                 instrument="LSSTCam",
                 exposure=exposure,
-                day_obs=exposure // 100_000,
+                day_obs=exposure_day_obs(exposure),
                 detectors=detectors,
                 obs_start=obs_start,
                 exposure_time=15.0,
@@ -294,9 +295,11 @@ def run_capacity(args: argparse.Namespace) -> int:
                                     args.cores_per_node, args.cpu_scale,
                                     args.extra_latency)  # fmt: skip
     here = [capacity.predict_here(cal, n) for n in args.predict]
-    print(f"calibration ({cal.path} path, {cal.cores} cores, {cal.ccds} CCDs per exposure, "
-          f"other users took {cal.background:.2f} cores): one CCD alone is announced "
-          f"{cal.latency_one:.2f} s after readout; CPU seconds per CCD {cal.total_cpu:.3f}")
+    print(
+        f"calibration ({cal.path} path, {cal.cores} cores, {cal.ccds} CCDs per exposure, "
+        f"other users took {cal.background:.2f} cores): one CCD alone is announced "
+        f"{cal.latency_one:.2f} s after readout; CPU seconds per CCD {cal.total_cpu:.3f}"
+    )
     print("\nthis machine, CCDs read out together -> predicted max readout -> announced:")
     print("| CCDs | predicted max s | bottleneck |\n| ---: | ---: | --- |")
     for p in here:

@@ -68,16 +68,44 @@ class ManifestPublisher:
         self.published.append(manifest.exposure)
 
 
+def _template(args: argparse.Namespace) -> Any:
+    """The ``--template`` header's primary cards, None without one (ValueError if unreadable)."""
+    if getattr(args, "template", None) is None:
+        return None
+    from producers.daq.header import load_template
+
+    try:
+        return load_template(args.template)
+    except OSError as exc:
+        raise ValueError(f"--template: {exc}") from None
+
+
 def night(args: argparse.Namespace) -> int:
     """Play a night into the hand-off directory at the summit's cadence (and, with
     ``--publish-manifests``, publish each manifest on the bus's exposures topic)."""
+    from producers.daq.header import template_instrument
     from producers.daq.night import NightPlan, play_night
 
-    plan = NightPlan(args.handoff, args.instrument, args.exposures, args.detectors,
-                     args.interval, args.size, args.day_obs, args.first_seq, seed=args.seed)
     publisher: Any = None
     manifests: ManifestPublisher | None = None
     try:
+        template = _template(args)
+        instrument = args.instrument or (
+            template_instrument(template) if template is not None else "LSSTCam"
+        )
+        plan = NightPlan(
+            handoff=args.handoff,
+            instrument=instrument,
+            exposures=args.exposures,
+            detectors=args.detectors,
+            interval=args.interval,
+            size=args.size,
+            day_obs=args.day_obs,
+            first_seq=args.first_seq,
+            seed=args.seed,
+            sidecars=getattr(args, "sidecars", False),
+            template=template,
+        )
         if getattr(args, "publish_manifests", False):
             from obsingest.bus.factory import open_publisher
             from obsingest.settings import BusSettings
@@ -104,27 +132,45 @@ def night(args: argparse.Namespace) -> int:
 
 
 def write_one(args: argparse.Namespace) -> int:
-    """Write one simulated raw CCD."""
+    """Write one simulated raw CCD, named as the camera names it when OUT is a directory."""
     from datetime import UTC, datetime
+    from pathlib import Path
 
+    from obsingest.dataid import exposure_day_obs
+    from producers.daq.header import template_detector, template_instrument
     from producers.daq.simulator import CcdSpec, write_raw_ccd
 
     try:
+        template = _template(args)
+        instrument = args.instrument or (
+            template_instrument(template) if template is not None else "LSSTCam"
+        )
+        detector = args.detector
+        if detector is None and template is not None:
+            detector = template_detector(template)
+        if detector is None:
+            raise ValueError("--detector is needed (the template does not name one)")
+        exptime = args.exptime
+        if exptime is None:
+            found = dict(template or ()).get("EXPTIME")
+            exptime = float(found) if isinstance(found, (int, float)) else 30.0
         start = datetime.fromisoformat(args.obs_start) if args.obs_start else datetime.now(UTC)
         spec = CcdSpec(
-            instrument=args.instrument,
+            instrument=instrument,
             exposure=args.exposure,
-            detector=args.detector,
-            day_obs=args.exposure // 100_000,
+            detector=detector,
+            day_obs=exposure_day_obs(args.exposure),
             obs_start=start,
-            exposure_time=args.exptime,
+            exposure_time=exptime,
             filter=args.filter,
             size=args.size,
             seed=args.seed,
+            template=template,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    path = write_raw_ccd(spec, args.output)
+    output = Path(args.output)
+    path = write_raw_ccd(spec, output / spec.file_name if output.is_dir() else output)
     print(f"wrote {path} ({path.stat().st_size:,} bytes)")
     return 0

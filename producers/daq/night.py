@@ -2,11 +2,17 @@
 
 Per exposure, at its readout moment: the manifest (``{instrument}_{exposure}.manifest.json``,
 written first; then handed to ``on_manifest``, which ``obsingest daq night --publish-manifests``
-uses to publish it on the ``exposures`` topic as the DAQ does), then every CCD as
-``{instrument}_{exposure}_{detector:03d}.fits``, each written to a temporary name beside it and
-renamed (the hand-off convention the edge's ``rename`` rule expects). CCDs of the next exposure
-are generated while waiting, so the cadence holds for full-size CCDs too. Only the simulator's
-public functions are used.
+uses to publish it on the ``exposures`` topic as the DAQ does), then every CCD under the camera's
+own name (``MC_O_20261122_000012_R22_S11.fits``; nested, in ``{day_obs}/{obs_id}/`` as Rubin
+stores raws), each written to a temporary name beside it and renamed (the hand-off convention the
+edge's ``rename`` rule expects). With ``sidecars`` each CCD is preceded by the JSON header sidecar
+Rubin keeps beside a raw: ``{file stem}.json``, its primary cards under
+``"__CONTENT__": "metadata"`` (astro_metadata_translator's sidecar form). CCDs of the next
+exposure are generated while waiting, so the cadence holds for full-size CCDs too.
+
+Times: the manifest's ``obs_start`` is the UTC instant integration began (the headers' DATE-BEG,
+written there in TAI), and the CCDs are read out ``dark_time`` later (DATE-END) at the
+cadence's readout moment, so the files, the manifest and the edge's clock agree on one instant.
 """
 
 from __future__ import annotations
@@ -14,13 +20,22 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from obsingest.fileio import write_atomic
 from obsingest.messages import ExposureManifest
-from producers.daq.simulator import INSTRUMENTS, CcdSpec, exposure_id, generate_raw_ccd
+from obsingest.timescales import camera_time
+from producers.daq.header import Cards, template_instrument
+from producers.daq.simulator import (
+    INSTRUMENTS,
+    CcdSpec,
+    exposure_id,
+    generate_raw_ccd,
+    header_cards,
+    physical_filter,
+)
 
 FILTERS = ("u", "g", "r", "i", "z", "y")
 
@@ -37,8 +52,12 @@ class NightPlan:
     first_seq: int = 1
     exposure_time: float = 15.0
     seed: int = 0
-    #: sub-directories per exposure (``<day_obs>/<exposure>/``) instead of a flat directory
+    #: sub-directories per exposure (``<day_obs>/<obs_id>/``) instead of a flat directory
     nested: bool = True
+    #: write each CCD's JSON header sidecar (``{file stem}.json``) before it
+    sidecars: bool = False
+    #: a real header's primary cards (``header.load_template``) every CCD is written from
+    template: Cards | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +77,31 @@ def manifest_json(manifest: ExposureManifest) -> str:
     })  # fmt: skip
 
 
+def sidecar_json(spec: CcdSpec) -> str:
+    """The JSON header sidecar of one CCD, as Rubin keeps one beside each raw: its primary
+    header's cards (null for an empty one) under ``"__CONTENT__": "metadata"``."""
+    return json.dumps({"__CONTENT__": "metadata", **dict(header_cards(spec))}, indent=1)
+
+
+def _spec(
+    plan: NightPlan, exposure: int, detector: int, day_obs: int, readout: datetime, band: str
+) -> CcdSpec:
+    """One CCD of the night, read out at ``readout`` (UTC)."""
+    spec = CcdSpec(
+        plan.instrument,
+        exposure,
+        detector,
+        day_obs,
+        readout,
+        plan.exposure_time,
+        band,
+        plan.size,
+        plan.seed,
+        template=plan.template,
+    )  # type: ignore[arg-type]
+    return replace(spec, obs_start=readout - timedelta(seconds=spec.dark_time))
+
+
 def play_night(
     plan: NightPlan,
     on_exposure: Callable[[PlayedExposure], None] | None = None,
@@ -70,11 +114,15 @@ def play_night(
     written and before any of its CCDs is (it may block: the CCDs wait for it)."""
     if plan.instrument not in INSTRUMENTS:
         raise ValueError(f"unknown instrument {plan.instrument!r}; known: {sorted(INSTRUMENTS)}")
+    if plan.template is not None and template_instrument(plan.template) != plan.instrument:
+        found = template_instrument(plan.template)
+        raise ValueError(f"the template is a {found} header, not {plan.instrument}")
     ids = INSTRUMENTS[plan.instrument].detector_ids  # as the observatory numbers them
     if not 1 <= plan.detectors <= len(ids):
         raise ValueError(f"--detectors must be 1..{len(ids)} for {plan.instrument}")
     day_obs = plan.day_obs or int(datetime.now(UTC).strftime("%Y%m%d"))
     detectors = list(ids[: plan.detectors])
+    camera_time(datetime.now(UTC))  # astropy's leap seconds loaded now, not in the first readout
     start = time.monotonic()
     played = []
     for index in range(plan.exposures):
@@ -83,29 +131,39 @@ def play_night(
         exposure = exposure_id(day_obs, plan.first_seq + index)
         filt = FILTERS[index % len(FILTERS)]
         readout_due = start + index * plan.interval
-        # the pixels do not depend on the time: generate before the readout moment
-        obs_start = datetime.now(UTC) + timedelta(seconds=max(0.0, readout_due - time.monotonic()))
-        obs_start -= timedelta(seconds=plan.exposure_time)
-        specs = [CcdSpec(plan.instrument, exposure, det, day_obs, obs_start, plan.exposure_time,
-                         filt, plan.size, plan.seed) for det in detectors]  # type: ignore[arg-type]
+        # the pixels do not depend on the time: generate before the readout moment, with the
+        # times of the readout to come (integration began dark_time before it)
+        readout_at = datetime.now(UTC) + timedelta(seconds=max(0.0, readout_due - time.monotonic()))
+        specs = [_spec(plan, exposure, det, day_obs, readout_at, filt) for det in detectors]
         images = [generate_raw_ccd(spec) for spec in specs]
         while (left := readout_due - time.monotonic()) > 0:
             if stop():
                 return played
             time.sleep(min(left, 0.2))
-        folder = plan.handoff / str(day_obs) / str(exposure) if plan.nested else plan.handoff
+        obs_id = specs[0].identity.obs_id
+        folder = plan.handoff / str(day_obs) / obs_id if plan.nested else plan.handoff
         folder.mkdir(parents=True, exist_ok=True)
         readout = datetime.now(UTC)
-        manifest = ExposureManifest(plan.instrument, exposure, day_obs, detectors,
-                                    readout - timedelta(seconds=plan.exposure_time),
-                                    plan.exposure_time, filt, readout)  # fmt: skip
+        flt = physical_filter(plan.instrument, filt)[0]
+        manifest = ExposureManifest(
+            plan.instrument,
+            exposure,
+            day_obs,
+            detectors,
+            specs[0].obs_start,
+            plan.exposure_time,
+            flt,
+            readout,
+        )
         path = folder / f"{plan.instrument}_{exposure}.manifest.json"
         write_atomic(path, manifest_json(manifest).encode())
         if on_manifest is not None:
             on_manifest(manifest)
         files = []
-        for det, image in zip(detectors, images, strict=True):
-            path = folder / f"{plan.instrument}_{exposure}_{det:03d}.fits"
+        for spec, image in zip(specs, images, strict=True):
+            path = folder / spec.file_name
+            if plan.sidecars:
+                write_atomic(path.with_suffix(".json"), sidecar_json(spec).encode())
             write_atomic(path, image)  # temp name beside it, then rename
             files.append(path)
         item = PlayedExposure(exposure, readout, files)

@@ -9,10 +9,10 @@ compression and transfer figures measured on it are comparable.
 Detectors are the observatory's (``obsingest.camera``, from obs_lsst): every LSSTCam detector
 0..204 can be simulated, with its sensor's geometry: ITL amplifiers (imaging 509 x 2000 after a
 3-column prescan) or e2v ones (512 x 2002 after 10 columns), and half-height wavefront sensors of
-8 amplifiers (a 37.8 MB raw). The primary header carries what the Butler's dimension records are
-made from, with the keywords LSST raws use: OBSID, IMGTYPE, DAYOBS, SEQNUM, GROUPID, DETNAME,
-RAFTBAY, CCDSLOT, DATE-BEG/END, EXPTIME, DARKTIME, FILTER (physical filter) and FILTBAND,
-RASTART/DECSTART (tracking), ROTPA, AZSTART, ELSTART, PROGRAM, REASON, OBJECT.
+8 amplifiers (a 37.8 MB raw). The primary header is what the camera writes (``header``: its
+INSTRUME spelling, no EXPID, OBSID/DAYOBS/SEQNUM/CONTRLLR, RAFTBAY/CCDSLOT, DATE-* in TAI, its
+empty cards), or a real header used as a template with this CCD's identity and times; the file's
+name is the camera's (``CcdSpec.file_name``: ``MC_O_20261122_000012_R22_S11.fits``).
 
 Pixel model, in ADU (gain 1):
 
@@ -43,8 +43,25 @@ from typing import Literal
 import numpy as np
 
 from obsingest import camera
+from obsingest.dataid import (
+    EXPOSURE_SEQ_FACTOR,
+    DataId,
+    Identity,
+    exposure_day_obs,
+    make_exposure_id,
+)
+from obsingest.errors import BadObjectName
 from obsingest.fileio import write_atomic
 from obsingest.fits import header_bytes, make_card
+from producers.daq import header
+from producers.daq.header import (
+    BIAS_DARK_TIME,
+    DARK_OVERHEAD,
+    SHUTTER_EXCESS,
+    Cards,
+    Value,
+    physical_filter,
+)
 
 __all__ = [
     "AMP_NAMES",
@@ -56,6 +73,7 @@ __all__ = [
     "detector_name",
     "exposure_id",
     "generate_raw_ccd",
+    "header_cards",
     "physical_filter",
     "write_raw_ccd",
 ]
@@ -121,15 +139,16 @@ _SKY_RATE = {"u": 1.0, "g": 2.5, "r": 3.5, "i": 5.0, "z": 7.0, "y": 9.0}
 _DEFAULT_SKY_RATE = 3.5
 _FULL_WELL = 2**18
 _GAUSSIAN_SKY_MIN = 50.0
-_SEQ_MOD = 100_000
 _PRIMARY_HEADER_BLOCKS = 4
 
 
-def exposure_id(day_obs: int, seq_num: int) -> int:
-    """Rubin-style exposure id: ``day_obs * 100000 + seq_num`` (e.g. 2026112200012)."""
-    if not 0 <= seq_num < _SEQ_MOD:
-        raise ValueError(f"seq_num {seq_num} out of range 0..{_SEQ_MOD - 1}")
-    return day_obs * _SEQ_MOD + seq_num
+def exposure_id(day_obs: int, seq_num: int, controller: str | None = None) -> int:
+    """Rubin's exposure id (``obsingest.dataid.make_exposure_id``): ``day_obs * 100000 +
+    seq_num`` (e.g. 2026112200012), offset for the controllers obs_lsst offsets."""
+    try:
+        return make_exposure_id(day_obs, seq_num, controller)
+    except BadObjectName as exc:
+        raise ValueError(str(exc)) from None
 
 
 def detector_name(instrument: str, detector: int) -> str:
@@ -145,20 +164,16 @@ def _detector(instrument: str, detector: int) -> camera.Detector:
         raise ValueError(str(exc.args[0])) from None
 
 
-def physical_filter(instrument: str, band_or_filter: str) -> tuple[str, str]:
-    """(physical filter, band) for a band (``r`` -> LSSTCam ``r_57``) or a physical filter name."""
-    filters = _instrument(instrument).filters
-    if band_or_filter in filters:
-        return filters[band_or_filter], band_or_filter
-    for band, name in filters.items():
-        if name == band_or_filter:
-            return name, band
-    return band_or_filter, band_or_filter[:1]
-
-
 @dataclass(frozen=True)
 class CcdSpec:
-    """Everything that determines one simulated raw CCD (same spec -> same bytes)."""
+    """Everything that determines one simulated raw CCD (same spec -> same bytes).
+
+    ``obs_start`` is the UTC instant integration starts (the header's DATE-BEG, which the camera
+    writes in TAI); the readout follows ``dark_time`` later (DATE-END, ``readout_time``).
+    ``controller`` is the observation id's controller letter (``O``: the OCS, by default; the
+    exposure id must carry its offset, ``make_exposure_id``). ``template``: the primary cards of
+    a real header (``header.load_template``), written with this CCD's identity and times.
+    """
 
     instrument: str
     exposure: int
@@ -169,6 +184,8 @@ class CcdSpec:
     filter: str
     size: Literal["full", "small"] = "full"
     seed: int = 0
+    controller: str | None = None
+    template: Cards | None = None
 
     def __post_init__(self) -> None:
         _instrument(self.instrument)
@@ -179,15 +196,49 @@ class CcdSpec:
             raise ValueError("obs_start must be timezone-aware (UTC)")
         if self.exposure_time < 0:
             raise ValueError("exposure_time must be >= 0")
-        if self.exposure // _SEQ_MOD != self.day_obs:
+        if exposure_day_obs(self.exposure) != self.day_obs:
             raise ValueError(
                 f"exposure {self.exposure} is not day_obs * 100000 + seq_num for "
                 f"day_obs {self.day_obs}"
             )
+        if self.controller is not None and (
+            exposure_id(self.day_obs, self.seq_num, self.controller) != self.exposure
+        ):
+            raise ValueError(f"exposure {self.exposure} is not of controller {self.controller}")
 
     @property
     def seq_num(self) -> int:
-        return self.exposure % _SEQ_MOD
+        return self.exposure % EXPOSURE_SEQ_FACTOR
+
+    @property
+    def identity(self) -> Identity:
+        """The camera's names for this CCD: observation id, raft, sensor, file name."""
+        return DataId(self.instrument, self.exposure, self.detector).identity(self.controller)
+
+    @property
+    def file_name(self) -> str:
+        """The camera's file name, e.g. ``MC_O_20261122_000012_R22_S11.fits``."""
+        return self.identity.file_name
+
+    @property
+    def dark_time(self) -> float:
+        """Seconds from the start of integration to the readout (DARKTIME; DATE-END - DATE-BEG
+        in the camera's headers): the exposure time plus the camera's shutter overhead."""
+        if self.exposure_time <= 0:
+            return BIAS_DARK_TIME
+        return round(self.exposure_time + DARK_OVERHEAD[self.instrument], 4)
+
+    @property
+    def shutter_time(self) -> float:
+        """The measured shutter time (SHUTTIME): what Rubin registers as the exposure time."""
+        if self.exposure_time <= 0:
+            return 0.0
+        return round(self.exposure_time + SHUTTER_EXCESS.get(self.instrument, 0.0), 6)
+
+    @property
+    def readout_time(self) -> datetime:
+        """The UTC instant the CCD is read out (the header's DATE-END, there in TAI)."""
+        return self.obs_start.astimezone(UTC) + timedelta(seconds=self.dark_time)
 
     @property
     def detector_info(self) -> camera.Detector:
@@ -209,100 +260,55 @@ def _instrument(name: str) -> camera.Instrument:
         raise ValueError(f"unknown instrument {name!r}; known: {sorted(INSTRUMENTS)}") from None
 
 
-# --- FITS header cards, written by hand: fast, and byte-for-byte under our control ---------------
+# --- the primary header: the camera's cards (``producers.daq.header``) ---------------------------
 
 
-def _isot(t: datetime) -> str:
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
-
-
-def _mjd(t: datetime) -> float:
-    return (t.astimezone(UTC) - datetime(1858, 11, 17, tzinfo=UTC)) / timedelta(days=1)
+def header_cards(spec: CcdSpec) -> list[tuple[str, Value]]:
+    """The primary header's cards (FITS structure aside) of the CCD ``spec`` describes: the
+    template's with this CCD's identity and times, or the simulator's own."""
+    if spec.template is not None:
+        return header.templated_cards(spec, spec.template)
+    return header.default_cards(spec, *_observation_cards(spec))
 
 
 def _primary_header(spec: CcdSpec) -> bytes:
-    info = _instrument(spec.instrument)
-    det = spec.detector_info
-    start = spec.obs_start.astimezone(UTC)
-    end = start + timedelta(seconds=spec.exposure_time)
-    layout = spec.layout
-    amps = len(spec.amp_names)
-    det_cols = layout.data_cols * 8
-    det_rows = layout.data_rows * (amps // 8)
-    obsid = f"{info.obsid_prefix}_O_{spec.day_obs}_{spec.seq_num:06d}"
-    flt, band = physical_filter(spec.instrument, spec.filter)
-    science = spec.exposure_time > 0
-    cards = [
+    cards = header_cards(spec)
+    records = [
         make_card("SIMPLE", True, "conforms to FITS standard"),
         make_card("BITPIX", 8, "header-only primary HDU"),
         make_card("NAXIS", 0),
         make_card("EXTEND", True, "amplifier segments follow"),
-        make_card("ORIGIN", "obsingest DAQ simulator"),
-        make_card("TELESCOP", "Simonyi Survey Telescope"),
-        make_card("INSTRUME", spec.instrument, "camera"),
-        make_card("OBSID", obsid, "observation id"),
-        make_card("IMGTYPE", "OBJECT" if science else "BIAS", "BIAS, DARK, FLAT, OBJECT, ..."),
-        make_card("REASON", "science" if science else "calibration", "why it was taken"),
-        make_card("OBJECT", "simulated field" if science else "bias", "target name"),
-        make_card("DAYOBS", str(spec.day_obs), "observing day, YYYYMMDD"),
-        make_card("SEQNUM", spec.seq_num, "sequence number within the day"),
-        make_card("GROUPID", _isot(start), "group of observations: start of the first"),
-        make_card("EXPID", spec.exposure, "exposure id: DAYOBS * 100000 + SEQNUM"),
-        make_card("DETECTOR", spec.detector, "detector id (obs_lsst numbering)"),
-        make_card("DETNAME", det.full_name, "RAFTBAY_CCDSLOT"),
-        make_card("RAFTBAY", det.raft),
-        make_card("CCDSLOT", det.name_in_raft),
-        make_card("DETPURP", det.purpose, "SCIENCE, WAVEFRONT or GUIDER"),
-        make_card("CCD_TYPE", det.sensor.name, "obs_lsst physical type"),
-        make_card("CCD_MANU", det.sensor.manufacturer, "CCD manufacturer"),
-        make_card("DATE-OBS", _isot(start), "UTC start of exposure"),
-        make_card("DATE-BEG", _isot(start), "UTC start of exposure"),
-        make_card("DATE-END", _isot(end), "UTC end of exposure"),
-        make_card("MJD-OBS", round(_mjd(start), 8), "MJD (UTC) of DATE-OBS"),
-        make_card("MJD-BEG", round(_mjd(start), 8), "MJD (UTC) of DATE-BEG"),
-        make_card("MJD-END", round(_mjd(end), 8), "MJD (UTC) of DATE-END"),
-        make_card("TIMESYS", "UTC"),
-        make_card("EXPTIME", float(spec.exposure_time), "exposure time [s]"),
-        make_card("DARKTIME", float(spec.exposure_time) + 0.5, "dark time [s]"),
-        make_card("FILTER", flt, "physical filter"),
-        make_card("FILTBAND", band, "filter band"),
-        make_card("CCDSIZE", spec.size, "simulator layout"),
-        make_card("DETSIZE", f"[1:{det_cols},1:{det_rows}]"),
-        make_card("SIMSEED", spec.seed, "simulator seed"),
-        *_observation_cards(spec),
+        *header.header_records(cards),
     ]
-    # Real raws carry ~4 blocks of primary header (pointing, environment, camera state); pad with
-    # blank records before END to the same size, so a full CCD file is exactly the reference
-    # 75,582,720 bytes.
+    # Real raws carry ~4 blocks of primary header; pad with blank records before END to at least
+    # that size, so a full CCD file is exactly the reference 75,582,720 bytes.
     blank = b" " * CARD
-    cards += [blank] * (_PRIMARY_HEADER_BLOCKS * BLOCK // CARD - 1 - len(cards))
-    return header_bytes(cards)
+    records += [blank] * (_PRIMARY_HEADER_BLOCKS * BLOCK // CARD - 1 - len(records))
+    return header_bytes(records)
 
 
-def _observation_cards(spec: CcdSpec) -> list[bytes]:
-    """Telescope pointing, environment and camera state: plausible values, fixed by the spec and
-    the same on every CCD of an exposure (the Butler's exposure record comes from any of them)."""
+def _observation_cards(spec: CcdSpec) -> tuple[dict[str, Value], dict[str, Value]]:
+    """(pointing, weather) of the exposure: plausible values, fixed by the spec and the same on
+    every CCD of an exposure (the Butler's exposure record comes from any of them)."""
     rng = np.random.default_rng([*_seed_words(spec)[:2], spec.exposure & 0xFFFFFFFF, 0x0B5])
     alt = rng.uniform(35.0, 85.0)
-    ra, dec = round(rng.uniform(0.0, 360.0), 6), round(rng.uniform(-80.0, 10.0), 6)
-    return [
-        make_card("RA", ra, "pointing RA [deg]"),
-        make_card("DEC", dec, "pointing Dec [deg]"),
-        make_card("RASTART", ra, "tracking RA at start, ICRS [deg]"),
-        make_card("DECSTART", dec, "tracking Dec at start, ICRS [deg]"),
-        make_card("ROTPA", round(rng.uniform(-90.0, 90.0), 4), "rotator position angle [deg]"),
-        make_card("AZSTART", round(rng.uniform(0.0, 360.0), 4), "azimuth at start [deg]"),
-        make_card("ELSTART", round(alt, 4), "elevation at start [deg]"),
-        make_card("AMSTART", round(1.0 / np.sin(np.radians(alt)), 4), "airmass at start"),
-        make_card("AIRTEMP", round(rng.uniform(5.0, 15.0), 2), "outside air temperature [C]"),
-        make_card("PRESSURE", round(rng.uniform(740.0, 750.0), 2), "air pressure [hPa]"),
-        make_card("HUMIDITY", round(rng.uniform(10.0, 40.0), 1), "relative humidity [%]"),
-        make_card("WINDSPD", round(rng.uniform(0.0, 12.0), 2), "wind speed [m/s]"),
-        make_card("CCDTEMP", round(rng.uniform(-101.0, -99.0), 3), "CCD temperature [C]"),
-        make_card("CONTRLLR", "O", "controller: O = OCS"),
-        make_card("PROGRAM", "obsingest-sim", "science program"),
-        make_card("OBSANNOT", "simulated readout"),
-    ]
+    ra, dec = float(round(rng.uniform(0.0, 360.0), 6)), float(round(rng.uniform(-80.0, 10.0), 6))
+    rotpa, az = float(round(rng.uniform(-90.0, 90.0), 4)), float(round(rng.uniform(0.0, 360.0), 4))
+    airmass = float(round(1.0 / np.sin(np.radians(alt)), 4))
+    drift = spec.dark_time / 240.0  # the sky turns 1/240 degree per second
+    start = {"RA": ra, "DEC": dec, "RASTART": ra, "DECSTART": dec, "RAEND": ra, "DECEND": dec}
+    pointing: dict[str, Value] = {**start, "ROTPA": rotpa, "ROTCOORD": "sky"}
+    pointing |= {"ELSTART": float(round(alt, 4)), "AZSTART": az, "AMSTART": airmass}
+    pointing |= {"ELEND": float(round(alt - drift, 4)), "AZEND": float(round(az + drift, 4))}
+    pointing |= {"AMEND": airmass, "TRACKSYS": "RADEC", "RADESYS": "ICRS"}
+    weather: dict[str, Value] = {
+        "AIRTEMP": float(round(rng.uniform(5.0, 15.0), 2)),
+        "PRESSURE": float(round(rng.uniform(73800.0, 74500.0), 0)),
+        "HUMIDITY": float(round(rng.uniform(10.0, 40.0), 1)),
+        "WINDSPD": float(round(rng.uniform(0.0, 12.0), 2)),
+        "WINDDIR": float(round(rng.uniform(0.0, 360.0), 2)),
+    }
+    return pointing, weather
 
 
 def _amp_header(spec: CcdSpec, index: int, name: str, bias: float, read_noise: float) -> bytes:

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from multiprocessing import get_context
 from pathlib import Path
 
+from obsingest.dataid import DataId
 from obsingest.logs import get_logger, log_event
 
 log = get_logger("obsingest.producer.transfer")
@@ -27,19 +28,21 @@ _OBS_START = datetime(2026, 11, 23, 3, 0, 0, tzinfo=UTC)
 
 
 def ccd_paths(cache_dir: Path, size: str, detector: int) -> tuple[Path, Path]:
-    """(raw ``.fits``, compressed ``.fits.fz``) of one detector in the cache."""
-    stem = cache_dir / size / f"{INSTRUMENT}_{detector:03d}"
-    return stem.with_suffix(".fits"), stem.with_suffix(".fits.fz")
+    """(raw ``.fits``, compressed ``.fits.fz``) of one detector in the cache, under the camera's
+    file name (files cached by versions that wrote other headers are not reused)."""
+    raw = cache_dir / size / DataId(INSTRUMENT, CACHE_EXPOSURE, detector).identity().file_name
+    return raw, raw.with_name(raw.name + ".fz")
 
 
 def _make(cache_dir: str, size: str, detector: int) -> int:
+    from obsingest.dataid import exposure_day_obs
     from producers.compress import compress_file
     from producers.daq.simulator import CcdSpec, write_raw_ccd
 
     raw, fz = ccd_paths(Path(cache_dir), size, detector)
     if not raw.exists():
         spec = CcdSpec(
-            INSTRUMENT, CACHE_EXPOSURE, detector, CACHE_EXPOSURE // 100_000, _OBS_START,
+            INSTRUMENT, CACHE_EXPOSURE, detector, exposure_day_obs(CACHE_EXPOSURE), _OBS_START,
             30.0, "r", size,  # type: ignore[arg-type]
         )  # fmt: skip
         write_raw_ccd(spec, raw)

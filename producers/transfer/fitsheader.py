@@ -3,13 +3,16 @@
 The harness reads the same pixels every exposure (generating 16 fresh 75 MB CCDs every interval
 would load the two cores it measures), but the register function refuses a file whose primary
 header names another exposure than its object name. So each read buffer gets its primary header's
-exposure cards rewritten (EXPID, SEQNUM, DAYOBS, OBSID; same card widths, nothing moves) and,
+exposure cards rewritten as the camera writes them (OBSID, DAYOBS, SEQNUM and the FILENAME that
+starts with the observation id; no EXPID: the camera writes none; same card widths, nothing
+moves) and,
 when the primary HDU carries a FITS CHECKSUM (our compressor writes one, like fpack), that
 checksum is recomputed so the file stays valid for funpack/astropy. Pure bytes in, bytes out.
 """
 
 from __future__ import annotations
 
+from obsingest.dataid import DataId
 from obsingest.fits import BLOCK, CARD, checksum_words, encode_checksum, make_card
 
 
@@ -42,14 +45,17 @@ def _primary_header_end(buf: bytearray) -> int:
     raise ValueError("no END card: not a FITS file")
 
 
-def exposure_cards(exposure: int, obsid_prefix: str = "MC") -> dict[str, int | str]:
-    """The primary-header cards that name an exposure, as the DAQ simulator writes them."""
-    day_obs, seq_num = divmod(exposure, 100_000)
+def exposure_cards(
+    exposure: int, detector: int, instrument: str = "LSSTCam"
+) -> dict[str, int | str]:
+    """The primary-header cards that name one CCD of an exposure, as the camera (and so the DAQ
+    simulator) writes them: the observation id and its day and number, and the file name."""
+    identity = DataId(instrument, exposure, detector).identity()
     return {
-        "EXPID": exposure,
-        "SEQNUM": seq_num,
-        "DAYOBS": str(day_obs),
-        "OBSID": f"{obsid_prefix}_O_{day_obs}_{seq_num:06d}",
+        "SEQNUM": identity.data_id.seq_num,
+        "DAYOBS": str(identity.data_id.day_obs),
+        "OBSID": identity.obs_id,
+        "FILENAME": identity.file_name,
     }
 
 

@@ -25,6 +25,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from obsingest.dataid import DataId
 from producers.transfer.fitsheader import exposure_cards, retarget_primary_header
 
 #: bytes read to find and rewrite the primary header (it is a few 2880-byte blocks)
@@ -32,9 +33,10 @@ HEADER_BYTES = 2880 * 16
 
 
 def staged_name(instrument: str, exposure: int, detector: int, compressed: bool) -> str:
-    """The hand-off directory's naming convention (``producers/edge/README.md``)."""
-    suffix = ".fits.fz" if compressed else ".fits"
-    return f"{instrument}_{exposure}_{detector:03d}{suffix}"
+    """The camera's file name (``MC_O_20261122_000012_R22_S11.fits``; ``.fz`` when the DAQ
+    compressed it), as the simulator writes it and the edge takes it."""
+    name = DataId(instrument, exposure, detector).identity().file_name
+    return name + (".fz" if compressed else "")
 
 
 def _copy(src: Path, dst: Path) -> None:
@@ -48,11 +50,11 @@ def _copy(src: Path, dst: Path) -> None:
             done += n
 
 
-def retarget_file(path: Path, exposure: int) -> None:
+def retarget_file(path: Path, exposure: int, detector: int, instrument: str = "LSSTCam") -> None:
     """Rewrite the primary header of the file at ``path`` to name ``exposure`` (in place)."""
     with path.open("r+b") as fh:
         head = bytearray(fh.read(HEADER_BYTES))
-        retarget_primary_header(head, exposure_cards(exposure))
+        retarget_primary_header(head, exposure_cards(exposure, detector, instrument))
         fh.seek(0)
         fh.write(head)
 
@@ -67,7 +69,7 @@ def stage_exposure(
         final = directory / staged_name(instrument, exposure, detector, compressed)
         tmp = directory / f".{final.name}.tmp"
         _copy(src, tmp)
-        retarget_file(tmp, exposure)
+        retarget_file(tmp, exposure, detector, instrument)
         tmp.rename(final)
         out[detector] = final
     return out

@@ -121,7 +121,7 @@ def test_a_whole_lsstcam_exposure_lands_in_the_butler_with_obsingest_ids(env):
             DataId("LSSTCam", EXPOSURE, 192).object_name()
         )
         hdus = butler.get(ref)
-        assert hdus[0].header["DETNAME"] == "R00_SW1"
+        assert (hdus[0].header["RAFTBAY"], hdus[0].header["CCDSLOT"]) == ("R00", "SW1")
         assert len(hdus) == 1 + 8  # a wavefront sensor: 8 amplifiers
     finally:
         butler.close()

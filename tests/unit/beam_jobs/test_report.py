@@ -52,3 +52,36 @@ def test_plot_shows_every_detector_with_rafts(tmp_path, monkeypatch):
     assert {"R00", "R04", "R40", "R44", "R22", "R01", "R43"} <= seen["rafts"]
     assert len(seen["rafts"]) == 25
     plt.close("all")
+
+
+def test_every_latency_axis_says_its_time_scale(tmp_path, monkeypatch):
+    """Readout and publication are UTC instants: the plots say latencies are UTC seconds."""
+    labels = []
+    original = report._save
+
+    def spy(fig, path):
+        for ax in fig.axes:
+            labels.extend([ax.get_xlabel(), ax.get_ylabel()])
+        return original(fig, path)
+
+    monkeypatch.setattr(report, "_save", spy)
+    arrivals = [arrival(1, d, 0.0, 1.0 + d / 10) for d in range(3)]
+    summary = ExposureSummary(
+        "LSSTComCam",
+        exposure_id(1),
+        3,
+        5.0,
+        "OK",
+        T0,
+        expected=3,
+        completeness=1.0,
+        latency_p95=1.2,
+        latency_max=1.2,
+    )
+    report.plot_latency(arrivals, 5.0, tmp_path / "latency.png")
+    report.plot_latency_histogram(arrivals, 5.0, tmp_path / "histogram.png")
+    report.plot_night([summary], tmp_path / "night.png")
+    latency_labels = [label for label in labels if label.startswith("latency")]
+    assert len(latency_labels) == 3
+    assert all(label.endswith("[s, UTC]") for label in latency_labels)
+    plt.close("all")

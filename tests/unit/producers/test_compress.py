@@ -154,7 +154,7 @@ def test_fitsio_reads_it(small_raw, tmp_path) -> None:
     path = tmp_path / "ccd.fits.fz"
     path.write_bytes(compress_fits(small_raw))
     with fitsio.FITS(str(path)) as f, fits.open(io.BytesIO(small_raw)) as ref:
-        assert f[0].read_header()["EXPID"] == 2026112200012
+        assert f[0].read_header()["OBSID"] == "CC_O_20261122_000012"
         assert len(f) == 17
         for i in range(1, 17):
             assert f[i].get_extname() == ref[i].header["EXTNAME"]

@@ -67,21 +67,23 @@ def test_small_layout_and_headers() -> None:
     assert len(hdus) == 1 + len(AMP_NAMES) == 17
     primary = hdus[0].header
     assert hdus[0].data is None
-    assert primary["INSTRUME"] == "LSSTCam"
+    assert primary["INSTRUME"] == "lsstCam"  # the camera's spelling, not the Butler's
+    assert "EXPID" not in primary and "DETECTOR" not in primary and "DETNAME" not in primary
     assert primary["DAYOBS"] == "20261122"
-    assert primary["EXPID"] == 2026112200012
     assert primary["SEQNUM"] == 12
-    assert primary["DETECTOR"] == 94
-    assert primary["DETNAME"] == "R22_S11"
-    assert primary["DATE-OBS"] == "2026-11-23T03:04:05.250"
+    assert (primary["CAMCODE"], primary["CONTRLLR"]) == ("MC", "O")
+    # the camera's clock is TAI: 37 s ahead of the UTC start the spec gives
+    assert primary["TIMESYS"] == "TAI"
+    assert primary["DATE-OBS"] == primary["DATE-BEG"] == "2026-11-23T03:04:42.250"
     assert primary["EXPTIME"] == 30.0
     assert primary["FILTER"] == "r_57"
     assert primary["FILTBAND"] == "r"
     assert primary["OBSID"] == "MC_O_20261122_000012"
-    assert (primary["RAFTBAY"], primary["CCDSLOT"], primary["DETPURP"]) == ("R22", "S11", "SCIENCE")
+    assert primary["FILENAME"] == "MC_O_20261122_000012_R22_S11.fits" == SPEC.file_name
+    assert (primary["RAFTBAY"], primary["CCDSLOT"]) == ("R22", "S11")
     assert primary["IMGTYPE"] == "OBJECT"
-    assert primary["GROUPID"] == "2026-11-23T03:04:05.250"
-    assert primary["DARKTIME"] == 30.5
+    assert primary["GROUPID"] == "2026-11-23T03:04:38.820"  # the group opened 3.43 s before
+    assert primary["DARKTIME"] == 30.9318
     assert primary["CCD_MANU"] == "E2V"  # R22 is an e2v raft in obs_lsst
     assert -90 <= primary["DECSTART"] <= 90 and 0 <= primary["RASTART"] < 360
     lay = SPEC.layout
@@ -105,8 +107,9 @@ def test_corner_sensors_have_their_geometry(detector, amps, name, purpose) -> No
     data = generate_raw_ccd(spec)
     hdus = _open(data)
     assert len(hdus) == 1 + amps
-    assert hdus[0].header["DETNAME"] == name
-    assert hdus[0].header["DETPURP"] == (purpose or "SCIENCE")
+    assert f"{hdus[0].header['RAFTBAY']}_{hdus[0].header['CCDSLOT']}" == name
+    assert camera.detector("LSSTCam", detector).purpose == (purpose or "SCIENCE")
+    assert hdus[0].header["CCD_TYPE"] == ("4400" if purpose == "WAVEFRONT" else "3800C")
     assert hdus[0].header["DETSIZE"] == ("[1:4072,1:2000]" if amps == 8 else "[1:4072,1:4000]")
     # every amplifier is an ITL one (576 x 2048 raw, imaging 509 x 2000 after 3 prescan columns)
     assert all(h.data.shape == (2048, 576) for h in hdus[1:])
@@ -161,13 +164,15 @@ def test_bias_frame_has_no_sky() -> None:
 
 
 def test_write_is_atomic_and_equals_generate(tmp_path) -> None:
-    path = write_raw_ccd(SPEC, tmp_path / "sub" / "raw.fits")
+    path = write_raw_ccd(SPEC, tmp_path / "sub" / SPEC.file_name)
     assert path.read_bytes() == generate_raw_ccd(SPEC)
-    assert sorted(p.name for p in path.parent.iterdir()) == ["raw.fits"]
+    assert sorted(p.name for p in path.parent.iterdir()) == ["MC_O_20261122_000012_R22_S11.fits"]
 
 
 def test_ids_and_names() -> None:
     assert exposure_id(20261122, 12) == 2026112200012
+    assert exposure_id(20230901, 12, "C") == 3023090100012  # the CCS's own counter then
+    assert exposure_id(20261122, 12, "C") == 2026112200012  # shared with the OCS's since
     assert detector_name("LSSTCam", 0) == "R01_S00"
     assert detector_name("LSSTCam", 94) == "R22_S11"
     assert detector_name("LSSTCam", 188) == "R43_S22"
@@ -187,6 +192,7 @@ def test_ids_and_names() -> None:
         {"detector": 9, "instrument": "LSSTComCam"},
         {"obs_start": datetime(2026, 11, 23, 3, 4, 5)},  # naive: no timezone
         {"exposure": 2026112100012},  # not on day_obs
+        {"controller": "H"},  # an H exposure id carries the offset; this one does not
         {"size": "huge"},
         {"exposure_time": -1.0},
     ],

@@ -1,5 +1,5 @@
-"""``daq night``: manifest first, then every CCD under its final name (temp + rename), on the
-cadence, with the edge's naming convention."""
+"""``daq night``: manifest first, then every CCD under the camera's name (temp + rename), on the
+cadence, with headers whose identity and times agree with the manifest."""
 
 from __future__ import annotations
 
@@ -9,9 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from obsingest.dataid import DataId, identity_from_header
+from obsingest.fits import parse_primary
 from obsingest.messages import ExposureManifest
+from obsingest.timescales import header_instant
+from producers.daq.header import load_template
 from producers.daq.night import NightPlan, play_night
-from producers.edge.handoff import classify
+
+REAL = Path(__file__).parents[2] / "fixtures" / "real_headers"
 
 pytestmark = pytest.mark.unit
 
@@ -25,14 +30,23 @@ def test_a_short_night_follows_the_hand_off_convention(tmp_path: Path) -> None:
     assert time.monotonic() - started >= 0.6  # the cadence held
     assert [p.exposure for p in played] == [2026112200005, 2026112200006, 2026112200007]
     assert seen == played
-    files = sorted(p for p in tmp_path.rglob("*") if p.is_file())
+    files = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
     assert len(files) == 3 * 3  # manifest + 2 CCDs per exposure, no temp files left
-    for path in files:
-        kind = classify(path)
-        assert kind is not None and kind[0] in ("ccd", "manifest"), path
+    first = [str(f) for f in files if "000005" in str(f)]
+    assert first == [
+        "20261122/CC_O_20261122_000005/CC_O_20261122_000005_R22_S00.fits",
+        "20261122/CC_O_20261122_000005/CC_O_20261122_000005_R22_S01.fits",
+        "20261122/CC_O_20261122_000005/LSSTComCam_2026112200005.manifest.json",
+    ]
     manifest = json.loads(next(tmp_path.rglob("*.manifest.json")).read_text())
     assert manifest["detectors"] == [0, 1] and manifest["instrument"] == "LSSTComCam"
-    assert (played[0].files[0].parent / "LSSTComCam_2026112200005.manifest.json").exists()
+    # each file's header names the CCD its name does
+    for item in played:
+        for det, path in enumerate(item.files):
+            header = parse_primary(path.read_bytes()[: 2880 * 8])
+            identity = identity_from_header(header.str_value, str(path))
+            assert identity.data_id == DataId("LSSTComCam", item.exposure, det)
+            assert identity.file_name == path.name
 
 
 def test_bad_plans_are_refused() -> None:
@@ -46,7 +60,7 @@ def test_each_manifest_is_handed_over_at_its_readout_before_its_ccds(tmp_path: P
     events: list[tuple[str, int, int]] = []  # (what, exposure, CCD files on disk then)
 
     def ccds_of(exposure: int) -> int:
-        return len(list(tmp_path.rglob(f"*_{exposure}_*.fits")))
+        return len(list(tmp_path.rglob(f"CC_O_*_{exposure % 100_000:06d}_R*.fits")))
 
     def on_manifest(manifest: ExposureManifest) -> None:
         name = f"LSSTComCam_{manifest.exposure}.manifest.json"
@@ -67,7 +81,42 @@ def test_each_manifest_is_handed_over_at_its_readout_before_its_ccds(tmp_path: P
     assert manifest.detectors == [0, 1, 2] and manifest.day_obs == 20261122
     assert manifest.published == played[0].readout  # published at its readout moment
     assert manifest.obs_start < manifest.published
+    assert manifest.filter == "u_02"  # the physical filter, as the headers and the Butler say
+    # the manifest's UTC start is the instant the headers' DATE-BEG names in TAI
+    header = parse_primary(played[0].files[0].read_bytes()[: 2880 * 8])
+    begin = header_instant(header.str_value("DATE-BEG"), header.str_value("TIMESYS"))
+    assert abs(begin - manifest.obs_start).total_seconds() <= 0.001
+    assert header.str_value("DATE-BEG") != manifest.obs_start.strftime("%Y-%m-%dT%H:%M:%S.%f")[:23]
     written = json.loads(next(tmp_path.rglob(f"*_{first}.manifest.json")).read_text())
     assert written["exposure"] == first and written["detectors"] == manifest.detectors
     # the Avro contract round-trips what the DAQ hands over
     assert ExposureManifest.decode(manifest.encode()) == manifest
+
+
+def test_sidecars_and_a_template(tmp_path: Path) -> None:
+    """Each CCD's ``{stem}.json`` sidecar (astro_metadata_translator's form) is written before it,
+    and a real header as template gives every CCD its cards with this CCD's identity."""
+    template = load_template(REAL / "lsstCam-MC_O_20250415_000060_R01_S01.yaml")
+    plan = NightPlan(
+        tmp_path,
+        "LSSTCam",
+        exposures=1,
+        detectors=2,
+        interval=0.0,
+        day_obs=20261122,
+        first_seq=7,
+        sidecars=True,
+        template=template,
+    )
+    played = play_night(plan)
+    for det, path in enumerate(played[0].files):
+        sidecar = json.loads(path.with_suffix(".json").read_text())
+        assert sidecar["__CONTENT__"] == "metadata"
+        assert sidecar["FILENAME"] == path.name
+        assert sidecar["OBJECT"] == "Vela_SNR" and sidecar["SEEING"] is None  # the template's
+        header = parse_primary(path.read_bytes()[: 2880 * 8])
+        assert header.str_value("OBSID") == sidecar["OBSID"] == "MC_O_20261122_000007"
+        data_id = identity_from_header(sidecar.get, path.name).data_id
+        assert data_id == DataId("LSSTCam", 2026112200007, det)
+    with pytest.raises(ValueError, match="LSSTCam header, not LATISS"):
+        play_night(NightPlan(tmp_path, "LATISS", detectors=1, template=template))

@@ -90,3 +90,12 @@ def test_a_refused_manifest_is_quarantined_once_however_often_it_comes(night):
     assert entry["object_uri"] == f"manifest/LSSTComCam/{E1}"
     assert entry["checksum"] == manifest_digest(bad)
     assert str(DAY_OBS) in entry["message"]
+
+
+def test_the_manifest_of_an_offset_exposure_is_of_its_own_day(night):
+    """obs_lsst raises an exposure id's year by 1000 per controller step (a CCS exposure of
+    2023-09-01 is 3023090100078): its day_obs is still 20230901, not 30230901."""
+    _, registry = night
+    record_manifest(registry, manifest(3023090100078, [0, 1], day_obs=20230901))
+    with pytest.raises(BadManifest, match="exposure id is of day_obs 20230901"):
+        record_manifest(registry, manifest(3023090100079, [0, 1], day_obs=20230902))

@@ -84,6 +84,24 @@ def test_a_night_is_listed_page_by_page_each_exposure_once(reader):
     assert [e.exposure for e in reader.latest(2)] == [E3, E2]
 
 
+def test_a_night_lists_its_offset_exposures_too(night, reader):
+    """A CCS exposure before 2023-10-05 has the year raised by 1000 (obs_lsst's offset): it is
+    of its own night, listed after the OCS's exposures, and its CCDs say their day."""
+    _, registry = night
+    day, ocs, ccs = 20230901, 2023090100005, 3023090100078
+    register(registry, ocs, 0, 1.0)
+    register(registry, ccs, 0, 1.0)
+    page = reader.night("LSSTComCam", day)
+    assert [e.exposure for e in page.exposures] == [ocs, ccs]
+    assert [e.exposure for e in reader.night("LSSTComCam", day, after=ocs).exposures] == [ccs]
+    first = reader.night("LSSTComCam", day, limit=1)
+    assert [e.exposure for e in first.exposures] == [ocs] and first.next_after == ocs
+    assert reader.ccd("LSSTComCam", ccs, 0).day_obs == day
+    assert reader.exposure("LSSTComCam", ccs).day_obs == day
+    with pytest.raises(QueryRefused, match="not a YYYYMMDD date"):
+        reader.night("LSSTComCam", 30230901)  # the id's raised year is not a night
+
+
 def test_answers_follow_new_registrations_and_manifests(night, reader):
     _, registry = night
     assert reader.exposure("LSSTComCam", E2).registered == 7  # cached now

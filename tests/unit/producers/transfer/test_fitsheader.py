@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 import pytest
 from astropy.io import fits
 
-from obsingest.fits import encode_checksum, make_card
+from obsingest.dataid import DataId, identity_from_header
+from obsingest.fits import encode_checksum, make_card, parse_primary
 from producers.compress import compress_fits, decompress_fits
 from producers.daq.simulator import CcdSpec, generate_raw_ccd
 from producers.transfer.fitsheader import (
@@ -37,24 +38,30 @@ def _primary(data: bytes) -> fits.Header:
             return hdus[0].header.copy()
 
 
-def test_exposure_cards_follow_the_simulator_convention():
-    assert exposure_cards(2026112300077) == {
-        "EXPID": 2026112300077,
+def test_exposure_cards_follow_the_camera_convention():
+    assert exposure_cards(2026112300077, 7) == {
         "SEQNUM": 77,
         "DAYOBS": "20261123",
         "OBSID": "MC_O_20261123_000077",
+        "FILENAME": "MC_O_20261123_000077_R01_S21.fits",
     }
+    assert exposure_cards(2026112300077, 0, "LATISS")["FILENAME"] == (
+        "AT_O_20261123_000077_R00_S00.fits"
+    )
 
 
 def test_raw_file_gets_the_new_exposure(raw):
     buf = bytearray(raw)
-    retarget_primary_header(buf, exposure_cards(2026112300077))
+    retarget_primary_header(buf, exposure_cards(2026112300077, 7))
     header = _primary(bytes(buf))
-    assert header["EXPID"] == 2026112300077
+    assert "EXPID" not in header
     assert header["SEQNUM"] == 77
     assert header["OBSID"] == "MC_O_20261123_000077"
-    assert header["DETECTOR"] == 7
-    assert header.comments["EXPID"] == "exposure id: DAYOBS * 100000 + SEQNUM"
+    assert (header["RAFTBAY"], header["CCDSLOT"]) == ("R01", "S21")
+    assert header.comments["SEQNUM"] == "sequence number within the day"
+    identity = identity_from_header(parse_primary(bytes(buf)).str_value, "retargeted")
+    assert identity.data_id == DataId("LSSTCam", 2026112300077, 7)
+    assert identity.file_name == header["FILENAME"]
     assert len(buf) == len(raw)
     assert buf[2880 * 4 :] == raw[2880 * 4 :]
 
@@ -62,10 +69,10 @@ def test_raw_file_gets_the_new_exposure(raw):
 def test_compressed_file_keeps_a_valid_checksum_and_pixels(raw):
     fz = compress_fits(raw, threads=1)
     buf = bytearray(fz)
-    retarget_primary_header(buf, exposure_cards(2026112300078))
+    retarget_primary_header(buf, exposure_cards(2026112300078, 7))
     assert bytes(buf) != fz
     header = _primary(bytes(buf))
-    assert header["EXPID"] == 2026112300078
+    assert header["OBSID"] == "MC_O_20261123_000078"
     restored = decompress_fits(bytes(buf))
     assert restored[2880 * 4 :] == raw[2880 * 4 :]
 
@@ -73,8 +80,8 @@ def test_compressed_file_keeps_a_valid_checksum_and_pixels(raw):
 def test_retargeting_back_restores_the_original_bytes(raw):
     fz = compress_fits(raw, threads=1)
     buf = bytearray(fz)
-    retarget_primary_header(buf, exposure_cards(2026112300079))
-    retarget_primary_header(buf, exposure_cards(SPEC.exposure))
+    retarget_primary_header(buf, exposure_cards(2026112300079, 7))
+    retarget_primary_header(buf, exposure_cards(SPEC.exposure, 7))
     assert bytes(buf) == fz
 
 

@@ -60,12 +60,13 @@ def test_each_exposure_gets_its_own_files_named_and_headed_for_it(tmp_path: Path
     for files, exposure in zip(staged, exposures, strict=True):
         path = files[5]
         assert path.name == staged_name("LSSTCam", exposure, 5, False)
-        assert path.name == f"LSSTCam_{exposure}_005.fits"
+        assert path.name == f"MC_O_20261123_{exposure % 100_000:06d}_R01_S12.fits"
         data = path.read_bytes()
         assert len(data) == source.stat().st_size
-        assert parse_fits(data)[0].int_value("EXPID") == exposure
+        assert parse_fits(data)[0].str_value("FILENAME") == path.name
+        assert parse_fits(data)[0].int_value("SEQNUM") == exposure % 100_000
     assert not list((tmp_path / "handoff").rglob("*.tmp"))
-    assert staged_name("LSSTCam", 1, 7, True).endswith("_007.fits.fz")
+    assert staged_name("LSSTCam", 2026112300001, 7, True) == "MC_O_20261123_000001_R01_S21.fits.fz"
     remove_staged(tmp_path / "handoff")
     assert not (tmp_path / "handoff").exists()
 
