@@ -83,6 +83,9 @@ REASONS: frozenset[str] = frozenset(
         "checksum-conflict", "checksum-mismatch", "bad-message", "service-unavailable",
         "bad-metadata", "unstorable-input", "request-refused", "not-a-delivery",
         "request-too-large", "nesting-too-deep",
+        # resource exhaustion (obsingest/exhaustion.py): outages, never quarantines
+        "resource-exhausted", "disk-full", "destination-full", "registry-full", "bus-full",
+        "quota-exceeded", "rate-limited", "connection-slots", "out-of-memory",
         # registry backends
         "butler-conflict", "bad-header",
         # kernel adapters
