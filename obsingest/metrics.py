@@ -199,6 +199,10 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("obsingest_registry_errors_total", "counter",
                "Registry operations that raised, by operation and reason.",
                ("operation", "reason"), (REGISTER, RECONCILE, PRESENCE)),
+    MetricSpec("obsingest_resource_exhausted_total", "counter",
+               "Attempts that failed because a resource ran out (disk, quota, rate, connection "
+               "slots, memory), by component and reason: outages, retried, never quarantined.",
+               ("component", "reason"), (EDGE, ASSEMBLER, RELAY, REGISTER, RECONCILE)),
     MetricSpec("obsingest_notification_canaries_total", "counter",
                "Canary objects written, and their notifications seen.", ("event",), (RECONCILE,)),
     MetricSpec("obsingest_notification_canary_last_seen_timestamp_seconds", "gauge",
@@ -261,9 +265,7 @@ def _create(spec: MetricSpec, registry: CollectorRegistry) -> Any:
     if spec.kind == "gauge":
         return Gauge(spec.name, spec.help, spec.labels, registry=registry)
     if spec.kind == "histogram":
-        return Histogram(
-            spec.name, spec.help, spec.labels, registry=registry, buckets=spec.buckets
-        )
+        return Histogram(spec.name, spec.help, spec.labels, registry=registry, buckets=spec.buckets)
     if spec.kind == "info":
         return Info(spec.name.removesuffix("_info"), spec.help, registry=registry)
     raise ValueError(f"metric {spec.name}: unknown kind {spec.kind!r}")
@@ -278,9 +280,7 @@ class Metrics:
         self._families = {spec.name: _create(spec, self.registry) for spec in CATALOGUE}
         self._warned: set[tuple[str, str]] = set()
         self._canary_last_seen: float | None = None
-        self._families["obsingest_notification_canary_age_seconds"].set_function(
-            self._canary_age
-        )
+        self._families["obsingest_notification_canary_age_seconds"].set_function(self._canary_age)
 
     def family(self, name: str) -> Any:
         """The prometheus_client object of a catalogue metric, for what the methods don't cover."""
@@ -318,6 +318,11 @@ class Metrics:
         if by_reason:
             label = reason_label(reason or "error")
             self._child(by_reason, component=component, reason=label).inc(n)
+
+    def exhausted(self, component: str, reason: str) -> None:
+        """Count one attempt that failed because a resource ran out (its ``reason``)."""
+        name, label = "obsingest_resource_exhausted_total", reason_label(reason)
+        self._child(name, component=component, reason=label).inc()
 
     def readout_latency(self, stage: str, seconds: float, transport: str, instrument: str) -> None:
         """Observe readout -> ``stage`` (stored, registered or announced) for one CCD."""
