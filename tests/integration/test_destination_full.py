@@ -45,8 +45,9 @@ def tmpfs(tmp_path: Path) -> Iterator[Path]:
         pytest.fail("mounting a tmpfs needs root (the destination must really fill up)")
     mount = tmp_path / "destination"
     mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_MB}m", "tmpfs", str(mount)],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={TMPFS_MB}m", "tmpfs", str(mount)], check=True
+    )
     try:
         yield mount
     finally:
@@ -120,12 +121,26 @@ def test_a_full_destination_is_an_outage_every_ccd_registered_once(
     store_root = tmpfs / "store"
     keys = write_night(handoff)
     ballast = fill(tmpfs, ROOM)
-    edge = EdgeProcess(handoff, spool, f"file://{store_root}", tmp_path / "logs", None,
-                       "--workers", "2", "--retry-max-delay", "2", "--min-free-mb", "1")  # fmt: skip
+    edge = EdgeProcess(
+        handoff,
+        spool,
+        f"file://{store_root}",
+        tmp_path / "logs",
+        None,
+        "--workers",
+        "2",
+        "--retry-max-delay",
+        "2",
+        "--min-free-mb",
+        "1",
+    )
     try:
         edge.start()
-        wait_for(lambda: any("destination-full" in r for r in (edge.health() or {}).get(
-            "reasons", [])), 60, "the edge to report the destination full")  # fmt: skip
+        wait_for(
+            lambda: any("destination-full" in r for r in (edge.health() or {}).get("reasons", [])),
+            60,
+            "the edge to report the destination full",
+        )
         health = edge.health() or {}
         assert health["status"] == "degraded"
         assert health["destination"]["exhausted"] == "destination-full"
@@ -137,8 +152,11 @@ def test_a_full_destination_is_an_outage_every_ccd_registered_once(
             time.sleep(1.0)
         assert not (handoff / "quarantine").exists()
         ballast.unlink()  # space returns
-        wait_for(lambda: journal_counts(spool)["acked"] == CCDS, 60 + CCDS / 2,
-                 f"all {CCDS} CCDs acknowledged after space returned")  # fmt: skip
+        wait_for(
+            lambda: journal_counts(spool)["acked"] == CCDS,
+            60 + CCDS / 2,
+            f"all {CCDS} CCDs acknowledged after space returned",
+        )
         wait_for(lambda: (edge.health() or {}).get("status") == "ready", 30, "health ready")
     finally:
         edge.close()
