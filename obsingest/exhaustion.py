@@ -78,17 +78,6 @@ _WORDS: tuple[tuple[str, Exhaustion], ...] = (
     ("quota exceeded", Exhaustion.QUOTA),
     ("resource_exhausted", Exhaustion.QUOTA),
 )
-#: a ResourceExhausted's reason -> what ran out (an error classified once stays classified)
-_BY_REASON = {
-    DiskFull.reason: Exhaustion.DISK_FULL,
-    DestinationFull.reason: Exhaustion.DISK_FULL,
-    RegistryFull.reason: Exhaustion.DISK_FULL,
-    BusFull.reason: Exhaustion.DISK_FULL,
-    QuotaExceeded.reason: Exhaustion.QUOTA,
-    RateLimited.reason: Exhaustion.RATE_LIMIT,
-    ConnectionSlotsExhausted.reason: Exhaustion.CONNECTION_SLOTS,
-    OutOfMemory.reason: Exhaustion.MEMORY,
-}
 #: how deep the chain of causes is followed (SQLAlchemy wraps the driver, retries wrap both)
 _MAX_DEPTH = 6
 
@@ -118,8 +107,8 @@ def exhaustion_of(exc: BaseException) -> Exhaustion | None:
 
 
 def _own_exhaustion(exc: BaseException) -> Exhaustion | None:
-    if isinstance(exc, ResourceExhausted):
-        return _BY_REASON.get(exc.reason)
+    if isinstance(exc, ResourceExhausted):  # classified once, stays classified
+        return next((kind for kind, cls in _BY_KIND.items() if isinstance(exc, cls)), None)
     if isinstance(exc, MemoryError):
         return Exhaustion.MEMORY
     if isinstance(exc, OSError) and exc.errno in _ERRNOS:

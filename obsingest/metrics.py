@@ -202,7 +202,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("obsingest_resource_exhausted_total", "counter",
                "Attempts that failed because a resource ran out (disk, quota, rate, connection "
                "slots, memory), by component and reason: outages, retried, never quarantined.",
-               ("component", "reason"), (EDGE, ASSEMBLER, RELAY, REGISTER, RECONCILE)),
+               ("component", "reason"), (EDGE, REGISTER)),
     MetricSpec("obsingest_notification_canaries_total", "counter",
                "Canary objects written, and their notifications seen.", ("event",), (RECONCILE,)),
     MetricSpec("obsingest_notification_canary_last_seen_timestamp_seconds", "gauge",

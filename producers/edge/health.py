@@ -69,8 +69,8 @@ def service_report(service: Any) -> dict[str, Any]:
         reasons.append(service._source_problem)
     scheduler = service.scheduler
     exhausted = getattr(service, "exhausted", None)
-    if exhausted:  # a resource ran out (destination-full, rate-limited, ...): an outage
-        reasons.append(f"{exhausted}; retrying until it is back")
+    if exhausted is not None:  # a resource ran out (destination-full, ...): an outage
+        reasons.append(f"{exhausted.reason}: {str(exhausted)[:300]}; retrying until it is back")
     elif scheduler.destination_down:
         reasons.append(f"destination-unreachable: {scheduler.dest_failures} failed attempt(s) "
                        "in a row, retrying")  # fmt: skip
@@ -92,7 +92,7 @@ def service_report(service: Any) -> dict[str, Any]:
             "url": service.settings.destination,
             "down": scheduler.destination_down,
             "failures": scheduler.dest_failures,
-            "exhausted": exhausted.split(":", 1)[0] if exhausted else None,
+            "exhausted": exhausted.reason if exhausted is not None else None,
         },
         "stats": service.stats.snapshot(),
     }

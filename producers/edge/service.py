@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from obsingest.errors import ObsIngestError
+from obsingest.errors import ObsIngestError, ResourceExhausted
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ExposureManifest
 from producers.edge.ccd import CcdFile, CcdJob, Outcome, SendFailed
@@ -96,8 +96,10 @@ class EdgeService:
         self._failures: dict[str, int] = {}
         self.refusal = Refusal(self.spool, settings.min_free_bytes)
         self._source_problem: str | None = None
-        #: what ran out at the last failed attempt (``destination-full: ...``), until an ack
-        self.exhausted: str | None = None
+        #: what ran out at the last failed attempt (DestinationFull, ...) until an ack, and
+        #: since when (monotonic): health, metrics, and callers that must not wait for ever
+        self.exhausted: ResourceExhausted | None = None
+        self.exhausted_since = 0.0
         self._draining = False
         self._engine: threading.Thread | None = None
         self._stopped = threading.Event()
@@ -388,8 +390,10 @@ class EdgeService:
             return
         if isinstance(error, SourceUnreadable):
             self._source_problem = f"source-unreadable: {error}"
-        if verdict.exhausted:  # an outage of what ran out: health and metrics say which
-            self.exhausted = f"{error.reason}: {str(error)[:300]}"
+        if isinstance(error, ResourceExhausted):  # an outage of what
+            if self.exhausted is None:  # ran out: health and metrics say which
+                self.exhausted_since = time.monotonic()
+            self.exhausted = error
             self.exporter.exhausted(error.reason)
         self._note_failure(key, error, outcome)
         wait = self.scheduler.retry(key, destination_fault=verdict.destination_fault)
