@@ -72,10 +72,11 @@ _WORDS: tuple[tuple[str, Exhaustion], ...] = (
     ("out of memory", Exhaustion.MEMORY),
     ("cannot allocate memory", Exhaustion.MEMORY),
     ("ratelimitexceeded", Exhaustion.RATE_LIMIT),
-    ("rate limit exceeded", Exhaustion.RATE_LIMIT),
+    ("rate limit", Exhaustion.RATE_LIMIT),
     ("too many requests", Exhaustion.RATE_LIMIT),
     ("quotaexceeded", Exhaustion.QUOTA),
     ("quota exceeded", Exhaustion.QUOTA),
+    ("exceeded quota", Exhaustion.QUOTA),
     ("resource_exhausted", Exhaustion.QUOTA),
 )
 #: how deep the chain of causes is followed (SQLAlchemy wraps the driver, retries wrap both)
@@ -123,6 +124,11 @@ def _own_exhaustion(exc: BaseException) -> Exhaustion | None:
     if status in _HTTP:
         return _HTTP[status]
     text = str(exc).lower()
+    # Google API errors carry the service's reasons ("rateLimitExceeded") in ``errors``
+    details = getattr(exc, "errors", None)
+    if isinstance(details, list):
+        text += " " + " ".join(str(d.get("reason", "")) for d in details if isinstance(d, dict))
+        text = text.lower()
     for words, kind in _WORDS:
         if words in text:
             return kind
@@ -140,6 +146,7 @@ def _http_status(exc: BaseException) -> int | None:
 #: (what ran out, which resource) -> the error class; the resource's own class when it has one
 _DISK_BY_RESOURCE: dict[str, type[ResourceExhausted]] = {
     "destination": DestinationFull,
+    "store": DestinationFull,
     "registry": RegistryFull,
     "bus": BusFull,
 }

@@ -60,8 +60,12 @@ class Verdict:
     destination_fault: bool = False
 
     @property
-    def exhausted(self) -> bool:
-        return isinstance(self.error, ResourceExhausted)
+    def exhausted(self) -> ResourceExhausted | None:
+        """What ran out beyond the edge's own side (the spool says so by refusing new work)."""
+        error = self.error
+        if isinstance(error, ResourceExhausted) and not isinstance(error, EDGE_SIDE):
+            return error
+        return None
 
 
 def judge(error: BaseException, destination: str = "") -> Verdict:

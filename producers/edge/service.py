@@ -390,11 +390,12 @@ class EdgeService:
             return
         if isinstance(error, SourceUnreadable):
             self._source_problem = f"source-unreadable: {error}"
-        if isinstance(error, ResourceExhausted):  # an outage of what
-            if self.exhausted is None:  # ran out: health and metrics say which
+        exhausted = verdict.exhausted  # an outage of what ran out: health and metrics say it
+        if exhausted is not None:
+            if self.exhausted is None:
                 self.exhausted_since = time.monotonic()
-            self.exhausted = error
-            self.exporter.exhausted(error.reason)
+            self.exhausted = exhausted
+            self.exporter.exhausted(exhausted.reason)
         self._note_failure(key, error, outcome)
         wait = self.scheduler.retry(key, destination_fault=verdict.destination_fault)
         log_event(log, "edge.retry", logging.WARNING, data_id=key, reason=error.reason,
