@@ -66,6 +66,7 @@ _WORDS: tuple[tuple[str, Exhaustion], ...] = (
     ("database or disk is full", Exhaustion.DISK_FULL),
     ("could not extend file", Exhaustion.DISK_FULL),
     ("kafka_storage_error", Exhaustion.DISK_FULL),
+    ("throttling_quota_exceeded", Exhaustion.QUOTA),
     ("too many clients", Exhaustion.CONNECTION_SLOTS),
     ("too many connections", Exhaustion.CONNECTION_SLOTS),
     ("remaining connection slots are reserved", Exhaustion.CONNECTION_SLOTS),
@@ -133,6 +134,20 @@ def _own_exhaustion(exc: BaseException) -> Exhaustion | None:
         if words in text:
             return kind
     return None
+
+
+#: Kafka's error names (``KafkaError.name()``) that mean a broker ran out of something: its log
+#: directory's disk (the broker answers KAFKA_STORAGE_ERROR, then takes the directory offline),
+#: a client quota
+KAFKA_NAMES = {
+    "KAFKA_STORAGE_ERROR": Exhaustion.DISK_FULL,
+    "THROTTLING_QUOTA_EXCEEDED": Exhaustion.QUOTA,
+}
+
+
+def kafka_exhaustion(name: str) -> Exhaustion | None:
+    """What ran out according to a Kafka error's name (no confluent_kafka import here)."""
+    return KAFKA_NAMES.get(name)
 
 
 def _http_status(exc: BaseException) -> int | None:

@@ -162,3 +162,18 @@ def test_one_line_names_the_resource_and_the_path() -> None:
 def test_an_exhausted_error_is_never_permanent() -> None:
     for cls in (ResourceExhausted, DiskFull, DestinationFull, RateLimited, OutOfMemory):
         assert cls("x").retriable
+
+
+def test_a_brokers_full_disk_and_client_quota_are_read_from_kafkas_error_names() -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    from obsingest.exhaustion import kafka_exhaustion
+
+    storage = KafkaError(KafkaError.KAFKA_STORAGE_ERROR)
+    assert kafka_exhaustion(storage.name()) is Exhaustion.DISK_FULL
+    assert exhaustion_of(KafkaException(storage)) is Exhaustion.DISK_FULL
+    quota = KafkaError(KafkaError.THROTTLING_QUOTA_EXCEEDED)
+    assert kafka_exhaustion(quota.name()) is Exhaustion.QUOTA
+    assert kafka_exhaustion(KafkaError(KafkaError._MSG_TIMED_OUT).name()) is None
+    error = exhausted(Exhaustion.DISK_FULL, "bus", "kafka topic ccd-chunks", storage.str())
+    assert isinstance(error, BusFull) and error.reason == "bus-full"
