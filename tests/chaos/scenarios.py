@@ -12,7 +12,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from tests.chaos import bad_input, checks
+from tests.chaos import bad_input, checks, exhaustion
+from tests.chaos.exhaustion import ConnectionHog, RegistryDiskFull, StoreStorm
 from tests.chaos.faults import (
     BrokerKill,
     EmulatorRestart,
@@ -271,6 +272,31 @@ SCENARIOS: tuple[Scenario, ...] = (
         options=WorldOptions(transport="kafka"),
         checks=(checks.kafka_every_ccd_acked_by_the_broker,), exactly_once_announcements=True,
         kafka=True,
+    ),
+    Scenario(
+        "gcs-rate-limit-storm",
+        "the store answers the edge 429 / 503 / quota 403 for 20 s (an HTTP fault proxy)",
+        _one(lambda: StoreStorm("GCS 429/503/403 storm 20 s", 20.0), 4.0, 7.0),
+        Night(12, 5, 2.0), reduced=Night(8, 5, 2.0),
+        options=WorldOptions(store_fault=True),
+        checks=(exhaustion.edge_rode_out_the_rate_limit,), exactly_once_announcements=True,
+    ),
+    Scenario(
+        "postgres-out-of-connections",
+        "every PostgreSQL connection slot taken for 30 s, the register function restarted "
+        "meanwhile (it must connect while none is left)",
+        _one(lambda: ConnectionHog("PostgreSQL out of connection slots 30 s", 30.0), 4.0, 7.0),
+        Night(12, 5, 3.0),
+        options=WorldOptions(facility=FAST_FACILITY),
+        checks=(exhaustion.registry_rode_out_the_connection_slots,), settle_timeout=300.0,
+    ),
+    Scenario(
+        "postgres-disk-full",
+        "the registry database's disk (its tablespace on a 64 MB tmpfs) full for 30 s",
+        _one(lambda: RegistryDiskFull("registry disk full 30 s", 30.0), 4.0, 7.0),
+        Night(12, 5, 3.0),
+        options=WorldOptions(registry_disk_mb=64, facility=FAST_FACILITY),
+        checks=(exhaustion.registry_rode_out_its_full_disk,), settle_timeout=300.0,
     ),
     Scenario(
         "bad-input",
