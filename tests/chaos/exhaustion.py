@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,17 +68,20 @@ class ConnectionHog(Fault):
         import psycopg
         from sqlalchemy.engine import make_url
 
+        assert world.function is not None
+        world.function.stop(signal.SIGKILL)  # first: the slots its pool held are taken too
         url = make_url(world.admin_url).set(drivername="postgresql")
         dsn = url.render_as_string(hide_password=False)
-        while len(self._conns) < 1000:
+        refusals = 0  # a slot the killed function's backends free a moment later is taken too
+        while len(self._conns) < 1000 and refusals < 3:
             try:
                 self._conns.append(psycopg.connect(dsn, connect_timeout=5))
+                refusals = 0
             except psycopg.OperationalError as exc:
                 self.notes["refused"] = " ".join(str(exc).split())[:200]
-                break
+                refusals += 1
+                time.sleep(0.5)
         self.notes["held"] = len(self._conns)
-        assert world.function is not None
-        world.function.stop(signal.SIGKILL)
         world.function.start(timeout=90)
 
     def heal(self, world: World) -> None:
