@@ -6,6 +6,8 @@ everything delivered once, nothing quarantined for it, no manual step.
   ``tests/integration/fixtures/http_fault.py``: toxiproxy works on bytes, not statuses).
 - ``ConnectionHog``: every PostgreSQL connection slot taken (SQLSTATE 53300) while the register
   function is restarted and must connect again.
+- ``StoreDiskFull``: the GCS emulator's directory of the bucket (a tmpfs of its own) filled: it
+  answers 500 "no space left on device", which the edge reads as ``destination-full``.
 - ``RegistryDiskFull``: the registry database's tablespace (its own small tmpfs) filled: inserts
   fail "could not extend file" (SQLSTATE 53100).
 """
@@ -106,6 +108,46 @@ class RegistryDiskFull(Fault):
         (world.registry_disk / "ballast").unlink()
 
 
+@dataclass
+class StoreDiskFull(Fault):
+    """The store's own disk (the GCS emulator's directory of the bucket, a tmpfs of its own)
+    filled to the last byte for ``duration`` seconds: it answers 500 "no space left on device",
+    which the edge's store reads as ``destination-full``."""
+
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def inject(self, world: World) -> None:
+        assert world.gcs_disk is not None, "the world's bucket has no disk of its own"
+        ballast = world.gcs_disk / BALLAST
+        ballast.parent.mkdir(exist_ok=True)
+        st = os.statvfs(world.gcs_disk)
+        with ballast.open("wb") as fh:
+            fh.write(b"\0" * (st.f_bavail * st.f_frsize))
+        threading.Thread(
+            target=_sample_edge, args=(world, self.samples, self._stop), daemon=True
+        ).start()
+
+    def heal(self, world: World) -> None:
+        assert world.gcs_disk is not None
+        self._stop.set()
+        (world.gcs_disk / BALLAST).unlink()
+
+
+#: the filler in the bucket's directory: an object outside every prefix the pipeline reads
+BALLAST = Path("ballast") / "fill"
+
+
+def mount_gcs_disk(world: World, megabytes: int) -> Path:
+    """A tmpfs over the GCS emulator's directory of the world's (still empty) bucket."""
+    disk = world.stack.settings.data_dir("gcs") / "storage" / world.bucket
+    disk.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(disk)], check=True
+    )
+    return disk
+
+
 # -- the world's side: a tablespace of its own -------------------------------------------------
 def mount_registry_disk(world: World, megabytes: int) -> Path:
     """A tmpfs of ``megabytes`` owned by PostgreSQL's user, as a tablespace: the registry
@@ -185,6 +227,17 @@ def edge_rode_out_the_rate_limit(run: Any) -> None:
     reasons = _edge_retry_reasons(run.world)
     assert reasons & {"rate-limited", "quota-exceeded"}, reasons
     # bad input files are quarantined with their own reasons; nothing for the storm's sake
+    wrong = {e.get("reason") for e in run.world.edge.events("edge.quarantined")} & OUTAGE_REASONS
+    assert not wrong, f"quarantined for an outage: {wrong}"
+
+
+def edge_rode_out_the_full_store(run: Any) -> None:
+    """The store's full disk was answered as what it is: the edge said destination-full in its
+    health and retried with that reason; nothing was quarantined for it."""
+    [full] = run.fault_of(StoreDiskFull)
+    exhausted = {(h.get("destination") or {}).get("exhausted") for h in full.samples}
+    assert "destination-full" in exhausted, full.samples[:3]
+    assert "destination-full" in _edge_retry_reasons(run.world)
     wrong = {e.get("reason") for e in run.world.edge.events("edge.quarantined")} & OUTAGE_REASONS
     assert not wrong, f"quarantined for an outage: {wrong}"
 

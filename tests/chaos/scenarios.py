@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable
 
 from tests.chaos import bad_input, checks, exhaustion
-from tests.chaos.exhaustion import ConnectionHog, RegistryDiskFull, StoreStorm
+from tests.chaos.exhaustion import ConnectionHog, RegistryDiskFull, StoreDiskFull, StoreStorm
 from tests.chaos.faults import (
     BrokerKill,
     EmulatorRestart,
@@ -336,6 +336,16 @@ SCENARIOS: tuple[Scenario, ...] = (
         reduced=Night(8, 5, 2.0),
         options=WorldOptions(store_fault=True),
         checks=(exhaustion.edge_rode_out_the_rate_limit,),
+        exactly_once_announcements=True,
+    ),
+    Scenario(
+        "gcs-disk-full",
+        "the store's own disk (the GCS emulator's directory of the bucket, a 64 MB tmpfs) full "
+        "for 30 s: it answers 500 no space left on device",
+        _one(lambda: StoreDiskFull("store disk full 30 s", 30.0), 4.0, 7.0),
+        Night(12, 5, 2.0),
+        options=WorldOptions(gcs_disk_mb=64),
+        checks=(exhaustion.edge_rode_out_the_full_store,),
         exactly_once_announcements=True,
     ),
     Scenario(

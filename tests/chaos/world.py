@@ -77,6 +77,8 @@ class WorldOptions:
     #: the registry database in a tablespace on a tmpfs of this many MB (``World.registry_disk``)
     #: that a fault can fill
     registry_disk_mb: int = 0
+    #: the GCS emulator's directory of the bucket on a tmpfs of this many MB (``World.gcs_disk``)
+    gcs_disk_mb: int = 0
 
 
 class World:
@@ -121,6 +123,7 @@ class World:
         self.store_fault: Any = None
         self.registry_disk: Path | None = None
         self.registry_tablespace = ""
+        self.gcs_disk: Path | None = None
 
     # environment -------------------------------------------------------------------------------
     def base_env(self) -> dict[str, str]:
@@ -177,6 +180,10 @@ class World:
         self.store = GcsStore(self.bucket, settings=GcsSettings(project=self.project))
         setup(self.bucket, self.bus, prefixes=defaults.NOTIFIED_PREFIXES,
               storage_client=self.store.client, relay=self.relay_settings())  # fmt: skip
+        if self.options.gcs_disk_mb:  # the bucket is still empty: nothing hidden by the mount
+            from tests.chaos.exhaustion import mount_gcs_disk
+
+            self.gcs_disk = mount_gcs_disk(self, self.options.gcs_disk_mb)
         self.observer = ArrivalsObserver(self.project, self.bus.arrivals_topic).start()
         if self.options.manifests:
             self.ingested = IngestedObserver(self.project, self.bus.exposures_ingested_topic)
@@ -358,6 +365,8 @@ class World:
                 self.store.client.bucket(self.bucket).delete()
         if self.spool_mounted:
             subprocess.run(["umount", "-l", str(self.spool)], check=False)
+        if self.gcs_disk is not None:
+            subprocess.run(["umount", "-l", str(self.gcs_disk)], check=False)
 
 
 def _signal_group(proc: Any, name: str) -> None:
