@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -136,65 +135,6 @@ class StoreDiskFull(Fault):
 
 #: the filler in the bucket's directory: an object outside every prefix the pipeline reads
 BALLAST = Path("ballast") / "fill"
-
-
-def mount_gcs_disk(world: World, megabytes: int) -> Path:
-    """A tmpfs over the GCS emulator's directory of the world's (still empty) bucket."""
-    disk = world.stack.settings.data_dir("gcs") / "storage" / world.bucket
-    disk.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(disk)], check=True
-    )
-    return disk
-
-
-# -- the world's side: a tablespace of its own -------------------------------------------------
-def mount_registry_disk(world: World, megabytes: int) -> Path:
-    """A tmpfs of ``megabytes`` owned by PostgreSQL's user, as a tablespace: the registry
-    database is created in it, so filling it fills the registry's disk (not the machine's)."""
-    from infra.local.stack.postgres_server import run_as_user
-
-    disk = world.stack.run_dir / f"registry-disk-{world.bucket[-8:]}"
-    disk.mkdir(mode=0o700)
-    subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m,mode=0700", "tmpfs", str(disk)],
-        check=True,
-    )
-    user = run_as_user(world.stack.settings.postgres_user)
-    if user:
-        import pwd
-
-        entry = pwd.getpwnam(user)
-        os.chown(disk, entry.pw_uid, entry.pw_gid)
-    return disk
-
-
-def create_database_on(admin_url: str, disk: Path, prefix: str) -> tuple[str, str]:
-    """A tablespace at ``disk`` and a database in it; (database URL, tablespace name)."""
-    import uuid
-
-    import psycopg
-    from sqlalchemy.engine import make_url
-
-    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
-    dsn = make_url(admin_url).set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE TABLESPACE \"ts_{name}\" LOCATION '{disk}'")
-        conn.execute(f'CREATE DATABASE "{name}" TABLESPACE "ts_{name}"')
-    url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    return url, f"ts_{name}"
-
-
-def drop_registry_disk(admin_url: str, tablespace: str, disk: Path) -> None:
-    import psycopg
-    from sqlalchemy.engine import make_url
-
-    dsn = make_url(admin_url).set(drivername="postgresql").render_as_string(hide_password=False)
-    with contextlib.suppress(Exception), psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f'DROP TABLESPACE IF EXISTS "{tablespace}"')
-    subprocess.run(["umount", "-l", str(disk)], check=False)
-    with contextlib.suppress(OSError):
-        disk.rmdir()
 
 
 # -- checks --------------------------------------------------------------------------------------

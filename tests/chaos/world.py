@@ -167,9 +167,11 @@ class World:
         from obsingest.store.gcs import GcsSettings, GcsStore
 
         if self.options.registry_disk_mb:
-            from tests.chaos.exhaustion import create_database_on, mount_registry_disk
+            from tests.chaos.disks import create_database_on, mount_registry_disk
 
-            self.registry_disk = mount_registry_disk(self, self.options.registry_disk_mb)
+            self.registry_disk = mount_registry_disk(
+                self.stack, self.bucket[-8:], self.options.registry_disk_mb
+            )
             self.registry_url, self.registry_tablespace = create_database_on(
                 self.admin_url, self.registry_disk, "chaos"
             )
@@ -181,9 +183,9 @@ class World:
         setup(self.bucket, self.bus, prefixes=defaults.NOTIFIED_PREFIXES,
               storage_client=self.store.client, relay=self.relay_settings())  # fmt: skip
         if self.options.gcs_disk_mb:  # the bucket is still empty: nothing hidden by the mount
-            from tests.chaos.exhaustion import mount_gcs_disk
+            from tests.chaos.disks import mount_gcs_disk
 
-            self.gcs_disk = mount_gcs_disk(self, self.options.gcs_disk_mb)
+            self.gcs_disk = mount_gcs_disk(self.stack, self.bucket, self.options.gcs_disk_mb)
         self.observer = ArrivalsObserver(self.project, self.bus.arrivals_topic).start()
         if self.options.manifests:
             self.ingested = IngestedObserver(self.project, self.bus.exposures_ingested_topic)
@@ -355,7 +357,7 @@ class World:
             with contextlib.suppress(Exception):
                 drop_database(self.admin_url, self.registry_url)
         if self.registry_disk is not None:
-            from tests.chaos.exhaustion import drop_registry_disk
+            from tests.chaos.disks import drop_registry_disk
 
             drop_registry_disk(self.admin_url, self.registry_tablespace, self.registry_disk)
         if self.store is not None:
