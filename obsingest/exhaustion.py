@@ -84,6 +84,24 @@ _WORDS: tuple[tuple[str, Exhaustion], ...] = (
 _MAX_DEPTH = 6
 
 
+#: every reason a ResourceExhausted carries (a failure recorded by its reason alone, such as a
+#: backfill's per-file failures, is told apart by it)
+EXHAUSTION_REASONS = frozenset(
+    cls.reason
+    for cls in (
+        ResourceExhausted,
+        DiskFull,
+        DestinationFull,
+        RegistryFull,
+        BusFull,
+        QuotaExceeded,
+        RateLimited,
+        ConnectionSlotsExhausted,
+        OutOfMemory,
+    )
+)
+
+
 def exhaustion_of(exc: BaseException) -> Exhaustion | None:
     """What ran out, if ``exc`` (or one of its causes) says a resource is exhausted; else None.
 

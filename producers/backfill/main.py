@@ -1,7 +1,8 @@
 """``obsingest backfill`` / ``python -m producers.backfill``: options and the run.
 
 Exit codes: 0 every file verified in the store; 1 some files failed (listed with reasons); 2 bad
-command line; 73 the spool (journal) cannot be used. Rerunning the same command resumes.
+command line; 73 the spool (journal) cannot be used; 75 every failure was a resource run out
+(destination full, rate-limited, ...: one line names it). Rerunning the same command resumes.
 Imports only the standard library at import time (``obsingest --help`` uses ``add_arguments``).
 """
 
@@ -22,14 +23,23 @@ with rate and ETA, and a final table of files, bytes, Gbit/s and failures with t
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("sources", nargs="+", metavar="SRC", help="directory, glob or @LIST")
-    parser.add_argument("--to", required=True, metavar="URL",
-                        help="destination: gs://BUCKET[/PREFIX] or file://DIR")
-    parser.add_argument("--spool", type=Path, default=Path("backfill-spool"),
-                        help="journal directory (default ./backfill-spool)")
+    parser.add_argument(
+        "--to", required=True, metavar="URL", help="destination: gs://BUCKET[/PREFIX] or file://DIR"
+    )
+    parser.add_argument(
+        "--spool",
+        type=Path,
+        default=Path("backfill-spool"),
+        help="journal directory (default ./backfill-spool)",
+    )
     parser.add_argument("--parallel", type=int, default=4, help="upload processes (default 4)")
     parser.add_argument("--batch", type=int, default=8, help="files per hand-out (default 8)")
-    parser.add_argument("--retries", type=int, default=3,
-                        help="rounds of retries for transient failures (default 3)")
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=3,
+        help="rounds of retries for transient failures (default 3)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--json", type=Path, help="also write the report as JSON here")
     parser.add_argument("--log-level", default="WARNING", help="log level (default WARNING)")
@@ -57,7 +67,29 @@ def run(args: argparse.Namespace) -> int:
     print(report.table())
     if args.json:
         args.json.write_text(json.dumps(report.to_json(), indent=2) + "\n")
-    return 0 if not report.failed else 1
+    return _exit_code(report.failed)
+
+
+#: every file that failed failed because a resource ran out: rerun later (sysexits.h)
+EXIT_EXHAUSTED = 75
+
+
+def _exit_code(failed: dict[str, str]) -> int:
+    """0 nothing failed; 75 (one line naming what ran out) when every failure is an exhausted
+    resource (destination full, rate-limited, ...): the same rerun will resume; else 1."""
+    from obsingest.exhaustion import EXHAUSTION_REASONS
+
+    if not failed:
+        return 0
+    if all(why.split(":", 1)[0] in EXHAUSTION_REASONS for why in failed.values()):
+        first = next(iter(failed.values()))
+        print(
+            f"obsingest backfill: resource exhausted, {len(failed):,} file(s) not sent "
+            f"(rerun to resume): {first}",
+            file=sys.stderr,
+        )
+        return EXIT_EXHAUSTED
+    return 1
 
 
 def main(argv: list[str] | None = None) -> int:
