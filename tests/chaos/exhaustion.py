@@ -15,7 +15,7 @@ everything delivered once, nothing quarantined for it, no manual step.
 from __future__ import annotations
 
 import contextlib
-import os
+import errno
 import signal
 import threading
 import time
@@ -25,6 +25,22 @@ from typing import Any
 
 from tests.chaos.faults import Fault
 from tests.chaos.world import World
+
+
+def fill(path: Path, chunk: int = 1 << 20) -> int:
+    """Write zeros to ``path`` until its filesystem is full to the last byte (ENOSPC ends it:
+    the free space ``statvfs`` reports is not quite what a file can take); bytes written."""
+    written = 0
+    with path.open("wb", buffering=0) as fh:
+        while True:
+            try:
+                written += fh.write(b"\0" * chunk)
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+                if chunk == 1:
+                    return written
+                chunk //= 2
 
 
 def _sample_edge(world: World, samples: list[dict[str, Any]], stop: threading.Event) -> None:
@@ -98,9 +114,7 @@ class RegistryDiskFull(Fault):
 
     def inject(self, world: World) -> None:
         assert world.registry_disk is not None, "the world's registry has no disk of its own"
-        st = os.statvfs(world.registry_disk)
-        with (world.registry_disk / "ballast").open("wb") as fh:
-            fh.write(b"\0" * (st.f_bavail * st.f_frsize))
+        fill(world.registry_disk / "ballast")
 
     def heal(self, world: World) -> None:
         assert world.registry_disk is not None
@@ -120,9 +134,7 @@ class StoreDiskFull(Fault):
         assert world.gcs_disk is not None, "the world's bucket has no disk of its own"
         ballast = world.gcs_disk / BALLAST
         ballast.parent.mkdir(exist_ok=True)
-        st = os.statvfs(world.gcs_disk)
-        with ballast.open("wb") as fh:
-            fh.write(b"\0" * (st.f_bavail * st.f_frsize))
+        fill(ballast)
         threading.Thread(
             target=_sample_edge, args=(world, self.samples, self._stop), daemon=True
         ).start()
