@@ -250,8 +250,10 @@ class RegisterService:
         pending = self.registry.outbox.claim_dataset(registration.dataset_id)
         if pending is not None:
             sent = self.announcer.publish_row(pending)
-            return sent if isinstance(sent, ArrivalEvent) else ArrivalEvent.decode(
-                pending.message.payload
+            return (
+                sent
+                if isinstance(sent, ArrivalEvent)
+                else ArrivalEvent.decode(pending.message.payload)
             )
         arrival = _arrival(registration, record)
         message = arrival_message(arrival, self.arrivals_topic)
