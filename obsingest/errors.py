@@ -162,3 +162,70 @@ class NestingTooDeep(RequestRefused):
     """JSON nested deeper than any notification is; refused before it is parsed."""
 
     reason = "nesting-too-deep"
+
+
+class ResourceExhausted(RetriableError):
+    """A resource ran out: a full disk, a quota, a rate limit, no connection slots, no memory.
+
+    Never a verdict on the input: the same input succeeds once the resource is back, so it is an
+    outage, retried with the same backoff as any other, never quarantined. ``resource`` names
+    what ran out (``destination``, ``registry``, ``bus``, ``disk``, ``memory``) and ``where``
+    its path or URL, so the one line an operator reads says which disk to free
+    (``obsingest.exhaustion`` holds the closed classification every adapter uses).
+    """
+
+    reason = "resource-exhausted"
+
+    def __init__(self, message: str, resource: str = "", where: str = "") -> None:
+        super().__init__(message)
+        self.resource = resource
+        self.where = where
+
+
+class DiskFull(ResourceExhausted):
+    """A filesystem is full or over its quota (ENOSPC, EDQUOT, SQLITE_FULL, SQLSTATE 53100)."""
+
+    reason = "disk-full"
+
+
+class DestinationFull(DiskFull):
+    """The object store's filesystem (a local store's directory) or its storage is full."""
+
+    reason = "destination-full"
+
+
+class RegistryFull(DiskFull):
+    """The registry's database cannot grow: PostgreSQL's or SQLite's disk is full."""
+
+    reason = "registry-full"
+
+
+class BusFull(DiskFull):
+    """The message bus cannot store more: a Kafka broker's log directory is full."""
+
+    reason = "bus-full"
+
+
+class QuotaExceeded(ResourceExhausted):
+    """A service quota is used up (GCS ``quotaExceeded``, gRPC RESOURCE_EXHAUSTED)."""
+
+    reason = "quota-exceeded"
+
+
+class RateLimited(ResourceExhausted):
+    """A service asks to slow down (HTTP 429, GCS ``rateLimitExceeded``)."""
+
+    reason = "rate-limited"
+
+
+class ConnectionSlotsExhausted(ResourceExhausted):
+    """The database takes no more connections (SQLSTATE 53300: too many clients, remaining
+    connection slots reserved)."""
+
+    reason = "connection-slots"
+
+
+class OutOfMemory(ResourceExhausted):
+    """Memory ran out (MemoryError, ENOMEM, SQLSTATE 53200, SQLITE_NOMEM)."""
+
+    reason = "out-of-memory"

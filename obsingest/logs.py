@@ -13,7 +13,7 @@ import json
 import logging
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,10 +48,32 @@ class JsonLineFormatter(logging.Formatter):
 def configure(level: str = "INFO", stream: Any = None) -> None:
     """Install the JSON-lines handler on the root logger (idempotent; called by entry points)."""
     root = logging.getLogger()
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler = _JsonLineHandler(stream or sys.stderr)
     handler.setFormatter(JsonLineFormatter())
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+class _JsonLineHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stream handler that drops a line it cannot write because the log's disk is full (or
+    memory ran out) instead of printing Python's "--- Logging error ---" traceback per line:
+    a full disk is an outage the pipeline reports through its own errors, exit codes and
+    health; a torrent of tracebacks on stderr would bury that one line. The first dropped line
+    is said once on stderr."""
+
+    _dropping = False
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        from obsingest.exhaustion import exhaustion_of
+
+        error = sys.exc_info()[1]
+        if error is None or exhaustion_of(error) is None:
+            super().handleError(record)
+            return
+        if not self._dropping:
+            self._dropping = True
+            with suppress(Exception):
+                sys.__stderr__.write(f"obsingest: log lines dropped: {error}\n")
 
 
 def get_logger(name: str) -> logging.Logger:

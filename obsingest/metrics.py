@@ -83,6 +83,9 @@ REASONS: frozenset[str] = frozenset(
         "checksum-conflict", "checksum-mismatch", "bad-message", "service-unavailable",
         "bad-metadata", "unstorable-input", "request-refused", "not-a-delivery",
         "request-too-large", "nesting-too-deep",
+        # resource exhaustion (obsingest/exhaustion.py): outages, never quarantines
+        "resource-exhausted", "disk-full", "destination-full", "registry-full", "bus-full",
+        "quota-exceeded", "rate-limited", "connection-slots", "out-of-memory",
         # registry backends
         "butler-conflict", "bad-header", "no-identity",
         # kernel adapters
@@ -196,6 +199,10 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     MetricSpec("obsingest_registry_errors_total", "counter",
                "Registry operations that raised, by operation and reason.",
                ("operation", "reason"), (REGISTER, RECONCILE, PRESENCE)),
+    MetricSpec("obsingest_resource_exhausted_total", "counter",
+               "Attempts that failed because a resource ran out (disk, quota, rate, connection "
+               "slots, memory), by component and reason: outages, retried, never quarantined.",
+               ("component", "reason"), (EDGE, REGISTER)),
     MetricSpec("obsingest_notification_canaries_total", "counter",
                "Canary objects written, and their notifications seen.", ("event",), (RECONCILE,)),
     MetricSpec("obsingest_notification_canary_last_seen_timestamp_seconds", "gauge",
@@ -315,6 +322,11 @@ class Metrics:
         if by_reason:
             label = reason_label(reason or "error")
             self._child(by_reason, component=component, reason=label).inc(n)
+
+    def exhausted(self, component: str, reason: str) -> None:
+        """Count one attempt that failed because a resource ran out (its ``reason``)."""
+        name, label = "obsingest_resource_exhausted_total", reason_label(reason)
+        self._child(name, component=component, reason=label).inc()
 
     def readout_latency(self, stage: str, seconds: float, transport: str, instrument: str) -> None:
         """Observe readout -> ``stage`` (stored, registered or announced) for one CCD."""

@@ -62,13 +62,34 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from obsingest.errors import ObsIngestError
-
     try:
         return int(args.func(args) or 0)
-    except ObsIngestError as exc:  # an error we named: its message, not a traceback
-        print(f"obsingest {args.command}: error ({exc.reason}): {exc}", file=sys.stderr)
+    except Exception as exc:
+        code = _failed(args.command, exc)
+        if code is None:
+            raise  # a bug: the traceback is what its report needs
+        return code
+
+
+#: a resource ran out (disk, quota, rate, connection slots, memory): try again later (sysexits.h)
+EX_TEMPFAIL = 75
+
+
+def _failed(command: str, exc: Exception) -> int | None:
+    """One line instead of a traceback for what the pipeline names: an exhausted resource
+    (which one, where; exit 75, as ``obsingest edge`` does after refusing work too long) or an
+    ObsIngestError (exit 1); None for anything else."""
+    from obsingest.errors import ObsIngestError
+    from obsingest.exhaustion import one_line
+
+    line = one_line(exc)
+    if line is not None:
+        print(f"obsingest {command}: resource exhausted: {line}", file=sys.stderr)
+        return EX_TEMPFAIL
+    if isinstance(exc, ObsIngestError):
+        print(f"obsingest {command}: error ({exc.reason}): {exc}", file=sys.stderr)
         return 1
+    return None
 
 
 if __name__ == "__main__":

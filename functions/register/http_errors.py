@@ -36,6 +36,11 @@ def reply_for(exc: BaseException, before_entry: bool = False) -> tuple[str, int]
     """(body, status) for an error raised while serving a request."""
     from werkzeug.exceptions import HTTPException
 
+    from obsingest.exhaustion import as_exhausted
+
+    # MemoryError (a huge object) or a raw ENOSPC: an outage of that resource, answered 503 so
+    # the delivery is retried, never a 500 that reads as a bug nor a 400 that drops it
+    exc = as_exhausted(exc, "function", "register function") or exc
     if isinstance(exc, RetriableError):
         log_event(log, "request.retry", logging.WARNING, reason=exc.reason, error=_short(exc))
         return f"retriable: {exc.reason}: {_short(exc)}", 503

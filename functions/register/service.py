@@ -41,6 +41,7 @@ from obsingest.errors import (
     ForeignBucket,
     HeaderMismatch,
     PermanentError,
+    ResourceExhausted,
     RetriableError,
 )
 from obsingest.fits import Hdu
@@ -128,9 +129,11 @@ class RegisterService:
         with logging_context(object=obj.name, event_id=event.event_id or None):
             try:
                 outcome = self._handle(obj)
-            except RetriableError:
+            except RetriableError as exc:
                 if self.metrics is not None:
                     self.metrics.ccd(COMPONENT, "retried")
+                    if isinstance(exc, ResourceExhausted):  # registry-full, rate-limited, ...
+                        self.metrics.exhausted(COMPONENT, exc.reason)
                 raise
         self._count(outcome)
         self._drain.maybe_drain()  # announce what an earlier outage left in the outbox

@@ -17,6 +17,7 @@ import logging
 from typing import Any
 
 from obsingest.errors import RetriableError
+from obsingest.exhaustion import as_exhausted
 from obsingest.logs import get_logger, log_event
 
 log = get_logger("obsingest.bus.pubsub")
@@ -78,7 +79,10 @@ class PubSubPublisher:
             raise PublishFailed(f"publish to {path}: no confirmation in {self.timeout} s") from exc
         except (api_exceptions.GoogleAPIError, RuntimeError, ValueError) as exc:
             log_event(log, "pubsub.publish_failed", logging.WARNING, topic=path, error=str(exc))
-            raise PublishFailed(f"publish to {path}: {exc}") from exc
+            # RESOURCE_EXHAUSTED (quota, rate): still retriable, with the reason that says so
+            raise as_exhausted(exc, "bus", path) or PublishFailed(
+                f"publish to {path}: {exc}"
+            ) from exc
         return message_id
 
     def close(self) -> None:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from obsingest.errors import ChecksumConflict, ObsIngestError, PermanentError
+from obsingest.exhaustion import as_exhausted
 from obsingest.logs import get_logger, log_event
 from obsingest.registry import butler_records
 from obsingest.registry.butler_batch import GatheringCommit, exposures_complete
@@ -254,8 +255,8 @@ class ButlerRegistry(Registry):
                 p.finish(None, exc)
             return
         except Exception as exc:  # the Butler's database or datastore failed: retry later
-            error = RegistryUnavailable(
-                f"Butler repository {self.repo}: {type(exc).__name__}: {exc}"
+            error = as_exhausted(exc, "registry", f"Butler repository {self.repo}") or (
+                RegistryUnavailable(f"Butler repository {self.repo}: {type(exc).__name__}: {exc}")
             )
             for p, _ in ok:
                 p.finish(None, error)

@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.sql import Executable
 
+from obsingest.exhaustion import as_exhausted
 from obsingest.registry.registry import RegistryUnavailable
 
 
@@ -49,7 +50,8 @@ class Prepared:
                 cursor.close()
         except self._errors as exc:
             conn.invalidate(exc)  # a connection in an unknown state never goes back to the pool
-            raise RegistryUnavailable(
+            where = self.engine.url.render_as_string(hide_password=True)
+            raise as_exhausted(exc, "registry", where) or RegistryUnavailable(
                 f"registry query failed: {type(exc).__name__}: {exc}"
             ) from exc
         finally:

@@ -27,6 +27,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from obsingest.dataid import DataId, dataset_id
 from obsingest.errors import ChecksumConflict, RetriableError, UnstorableInput
+from obsingest.exhaustion import as_exhausted
 from obsingest.registry import db_errors, tables
 from obsingest.registry.audit import RegistryAudit
 from obsingest.registry.engine import make_engine
@@ -206,6 +207,10 @@ class Registry:
             if attempt == attempts or time.monotonic() + pause > give_up_at:
                 break  # bounded in time too: the caller's redelivery is the next retry
             time.sleep(pause)
+        where = self.engine.url.render_as_string(hide_password=True)
+        exhausted = as_exhausted(last, "registry", where)  # registry-full, connection-slots, ...
+        if exhausted is not None:
+            raise exhausted from last
         raise RegistryUnavailable(
             f"registry unavailable after {attempt} attempts: {last}"
         ) from last

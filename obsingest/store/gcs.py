@@ -10,6 +10,10 @@
   retry only what can heal: 429, 408, 5xx, connection resets/aborts, timeouts, and at most
   ``auth_retries`` times a 403 (production saw transient 403s on object HEAD). Everything else
   surfaces at once as a PermanentError subclass.
+- A resource run out is an outage (``obsingest.exhaustion``): 429 and GCS's ``rateLimitExceeded``
+  / ``quotaExceeded`` (some answered 403) are retried, never capped as an auth 403 nor refused as
+  a permission; once the budget is spent they surface as ``RateLimited`` / ``QuotaExceeded``
+  (retriable, reason ``rate-limited`` / ``quota-exceeded``) for the caller's own backoff.
 - With ``STORAGE_EMULATOR_HOST`` set (fake-gcs-server) the client uses anonymous credentials.
 """
 
@@ -29,8 +33,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from obsingest import defaults
 from obsingest.checksums import crc32c_b64
 from obsingest.errors import ObjectMissing, PermanentError, RetriableError
+from obsingest.exhaustion import as_exhausted, exhaustion_of
 from obsingest.logs import get_logger, log_event
-from obsingest.retry import Attempt, RetryPolicy, Transient, call_with_retries
+from obsingest.retry import Attempt, RetriesExhausted, RetryPolicy, Transient, call_with_retries
 from obsingest.store.base import Head, ObjectConflict, PutResult, StoredObject
 
 log = get_logger("obsingest.store.gcs")
@@ -126,6 +131,10 @@ def classify_gcs_error(exc: BaseException, auth_retries: int = 2) -> Transient |
         status = _status_of(exc)
         if status in _RETRIABLE_STATUS:
             return Transient(f"http-{status}")
+        if status in (403, 507) and exhaustion_of(exc) is not None:
+            # quotaExceeded / rateLimitExceeded (GCS answers some with 403), 507: a resource
+            # ran out, not a permission; retried as any outage, never capped as an auth hiccup
+            return Transient(f"http-{status}-exhausted")
         if status == 403:
             return Transient("http-403", max_retries=auth_retries)
         text = str(exc).lower()
@@ -246,13 +255,20 @@ class GcsStore:
             )
 
         auth_retries = self.settings.auth_retries
-        return call_with_retries(
-            fn,
-            lambda exc: classify_gcs_error(exc, auth_retries),
-            self.policy,
-            what=f"gcs {what} gs://{self.bucket}/{name}",
-            on_retry=on_retry,
-        )
+        try:
+            return call_with_retries(
+                fn,
+                lambda exc: classify_gcs_error(exc, auth_retries),
+                self.policy,
+                what=f"gcs {what} gs://{self.bucket}/{name}",
+                on_retry=on_retry,
+            )
+        except RetriesExhausted as exc:  # rate-limited, quota-exceeded: say what ran out
+            resource = "destination" if what == "put" else "store"
+            exhausted = as_exhausted(exc, resource, f"gs://{self.bucket}")
+            if exhausted is None:
+                raise
+            raise exhausted from exc
 
     # API -------------------------------------------------------------------------------------
     def put(self, name: str, data: bytes, metadata: dict[str, str] | None = None) -> PutResult:

@@ -9,6 +9,9 @@
   durable outbox directory (transactional-outbox style: staged before the link, promoted after),
   so a crash can never leave a stored object whose notification is lost. A consumer acks an
   event by deleting its file: at-least-once delivery, like Pub/Sub.
+- A full filesystem is an outage, not an error of the input: ``put`` raises ``DestinationFull``
+  (retriable, ``obsingest.exhaustion``) and removes what it had written (temp file, sidecar,
+  staged notification), so the same put succeeds once space is back.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 
 from obsingest.checksums import crc32c_b64
 from obsingest.errors import BadObjectName, ObjectMissing
+from obsingest.exhaustion import as_exhausted
 from obsingest.fileio import write_atomic
 from obsingest.store.base import Head, ObjectConflict, PutResult, StoredObject
 from obsingest.store.notifications import storage_cloudevent
@@ -42,9 +46,15 @@ class LocalDirStore:
         self.root = Path(root).resolve()
         self.bucket = bucket
         self.notify = notify
-        for sub in (META_DIR, OUTBOX_DIR, DLQ_DIR, TMP_DIR):
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
-        self._recover()
+        try:
+            for sub in (META_DIR, OUTBOX_DIR, DLQ_DIR, TMP_DIR):
+                (self.root / sub).mkdir(parents=True, exist_ok=True)
+            self._recover()
+        except OSError as exc:
+            exhausted = as_exhausted(exc, "destination", str(self.root))
+            if exhausted is None:
+                raise
+            raise exhausted from exc
 
     # paths -----------------------------------------------------------------------------------
     def _object_path(self, name: str) -> Path:
@@ -70,45 +80,77 @@ class LocalDirStore:
 
     # API -------------------------------------------------------------------------------------
     def put(self, name: str, data: bytes, metadata: dict[str, str] | None = None) -> PutResult:
+        """Create-once write. A full filesystem (ENOSPC, EDQUOT) is ``DestinationFull``, no
+        memory ``OutOfMemory``: retriable outages that leave nothing behind (no ``.part`` file,
+        no sidecar, no notification, no object), so a later put of the same bytes succeeds."""
         target = self._object_path(name)
         crc = crc32c_b64(data)
         tmp = self.root / TMP_DIR / f"{uuid.uuid4().hex}.part"
-        _write_synced(tmp, data)
         try:
+            _write_synced(tmp, data)
             with self._lock():
-                if target.exists():
-                    existing = self.stat(name)
-                    if existing.size == len(data) and existing.crc32c == crc:
-                        return PutResult(existing, created=False)
-                    raise ObjectConflict(
-                        f"object {name!r} already exists with different bytes "
-                        f"(stored crc32c {existing.crc32c}, new {crc})",
-                        existing,
-                        crc,
-                    )
-                generation = time.time_ns() // 1000
-                obj = StoredObject(
-                    bucket=self.bucket,
-                    name=name,
-                    size=len(data),
-                    crc32c=crc,
-                    md5_hash="",
-                    generation=generation,
-                    time_created=datetime.now(UTC),
-                    metadata=dict(metadata or {}),
-                    uri=self.uri(name),
-                )
-                staged = self._stage_notification(obj) if self.notify else None
-                meta_path = self._meta_path(name)
-                meta_path.parent.mkdir(parents=True, exist_ok=True)
-                write_atomic(meta_path, json.dumps(_obj_to_json(obj)).encode(), fsync=True)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.link(tmp, target)
-                if staged:
-                    staged.rename(staged.with_suffix(".json"))
-                return PutResult(obj, created=True)
+                return self._link(name, target, tmp, data, crc, metadata)
+        except (OSError, MemoryError) as exc:
+            exhausted = as_exhausted(exc, "destination", str(self.root))
+            if exhausted is None:
+                raise
+            raise exhausted from exc
         finally:
             tmp.unlink(missing_ok=True)
+
+    def _link(
+        self,
+        name: str,
+        target: Path,
+        tmp: Path,
+        data: bytes,
+        crc: str,
+        metadata: dict[str, str] | None,
+    ) -> PutResult:
+        """Under the store's lock: the object from its written temp file, with its sidecar and
+        its staged notification; whatever was written is removed again if a step fails."""
+        if target.exists():
+            existing = self.stat(name)
+            if existing.size == len(data) and existing.crc32c == crc:
+                self._promote_staged(name, existing.generation)
+                return PutResult(existing, created=False)
+            raise ObjectConflict(
+                f"object {name!r} already exists with different bytes "
+                f"(stored crc32c {existing.crc32c}, new {crc})",
+                existing,
+                crc,
+            )
+        obj = StoredObject(
+            bucket=self.bucket,
+            name=name,
+            size=len(data),
+            crc32c=crc,
+            md5_hash="",
+            generation=time.time_ns() // 1000,
+            time_created=datetime.now(UTC),
+            metadata=dict(metadata or {}),
+            uri=self.uri(name),
+        )
+        meta_path = self._meta_path(name)
+        staged: Path | None = None
+        linked = False
+        try:
+            staged = self._stage_notification(obj) if self.notify else None
+            meta_path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(meta_path, json.dumps(_obj_to_json(obj)).encode(), fsync=True)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.link(tmp, target)
+            linked = True
+        finally:
+            if not linked:
+                meta_path.unlink(missing_ok=True)
+                if staged is not None:
+                    staged.unlink(missing_ok=True)
+        if staged:
+            # Stored: should promoting its notification fail, the retry's "exists" promotes it
+            # (``_promote_staged``), as does ``_recover`` at the next start.
+            staged.rename(staged.with_suffix(".json"))
+        return PutResult(obj, created=True)
 
     def stat(self, name: str) -> StoredObject:
         target = self._object_path(name)
@@ -145,6 +187,18 @@ class LocalDirStore:
         staged = self.root / OUTBOX_DIR / f"{time.time_ns():020d}-{uuid.uuid4().hex}.pending"
         write_atomic(staged, json.dumps(event).encode(), fsync=True)
         return staged
+
+    def _promote_staged(self, name: str, generation: int) -> None:
+        """Promote a notification still staged for ``name`` (its put failed after the object
+        was linked, e.g. a full disk at the rename): the object is there, so is its event."""
+        for staged in (self.root / OUTBOX_DIR).glob("*.pending"):
+            try:
+                event = json.loads(staged.read_text())
+            except (OSError, ValueError):
+                continue
+            data = event.get("data", {})
+            if data.get("name") == name and data.get("generation") == str(generation):
+                staged.rename(staged.with_suffix(".json"))
 
     def _recover(self) -> None:
         """Promote staged notifications whose object made it; drop those whose write did not."""

@@ -17,7 +17,7 @@ import shutil
 import sys
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -235,7 +235,7 @@ class DemoPipeline:
         ]
         outcomes = edge.submit_many(ccds)
         for done, fut in enumerate(outcomes, 1):
-            outcome = fut.result(timeout=600)
+            outcome = _await_outcome(fut, edge)
             edge_log.write(json.dumps(_outcome_json(outcome)) + "\n")
             if not outcome.ok:
                 raise RuntimeError(f"edge: {outcome.key} {outcome.state}: {outcome.error}")
@@ -310,7 +310,16 @@ def run_demo(config: DemoConfig) -> int:
     from beam_jobs.core import LATENCY_SCALE
     from beam_jobs.report import format_summary_table
 
-    result = DemoPipeline(config).run()
+    try:
+        result = DemoPipeline(config).run()
+    except (OSError, MemoryError) as exc:  # the workdir's disk full: name it (exit 75)
+        from obsingest.exhaustion import as_exhausted
+
+        where = getattr(exc, "filename", None) or config.workdir.resolve()
+        exhausted = as_exhausted(exc, "disk", str(where))
+        if exhausted is None:
+            raise
+        raise exhausted from exc
     print(format_summary_table(result.summaries))
     print(f"(latencies: readout -> announced, in seconds of {LATENCY_SCALE})")
     print()
@@ -323,3 +332,29 @@ def run_demo(config: DemoConfig) -> int:
     for label, path in result.outputs.items():
         print(f"{label:>10}: {path}")
     return 0 if result.complete and not result.dead_lettered else 1
+
+
+#: how long the demo waits while the edge reports a resource run out (its destination or spool
+#: disk full, ...) before it gives up with the one line naming it (exit 75); the edge service
+#: itself waits for as long as the outage lasts
+GIVE_UP_EXHAUSTED_SECONDS = 20.0
+
+
+def _await_outcome(future: Future[Any], edge: Any, timeout: float = 600.0) -> Any:
+    """The CCD's outcome; the edge's ResourceExhausted (or SpoolFull) once it has lasted
+    ``GIVE_UP_EXHAUSTED_SECONDS``: a demo on a full disk fails in seconds, not after 600."""
+    from producers.edge.errors import SpoolFull
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return future.result(timeout=0.5)
+        except TimeoutError:
+            pass
+        now = time.monotonic()
+        if edge.exhausted is not None and now - edge.exhausted_since > GIVE_UP_EXHAUSTED_SECONDS:
+            raise edge.exhausted
+        if edge.refusal.refusing_for() > GIVE_UP_EXHAUSTED_SECONDS:
+            raise SpoolFull(f"the edge refuses new work: {edge.refusal.reason}")
+        if now > deadline:
+            raise TimeoutError(f"no outcome for a CCD after {timeout:.0f} s")

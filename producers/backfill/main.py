@@ -1,7 +1,8 @@
 """``obsingest backfill`` / ``python -m producers.backfill``: options and the run.
 
 Exit codes: 0 every file verified in the store; 1 some files failed (listed with reasons); 2 bad
-command line; 73 the spool (journal) cannot be used. Rerunning the same command resumes.
+command line; 73 the spool (journal) cannot be used; 75 every failure was a resource run out
+(destination full, rate-limited, ...: one line names it). Rerunning the same command resumes.
 Imports only the standard library at import time (``obsingest --help`` uses ``add_arguments``).
 """
 
@@ -70,7 +71,29 @@ def run(args: argparse.Namespace) -> int:
     print(report.table())
     if args.json:
         args.json.write_text(json.dumps(report.to_json(), indent=2) + "\n")
-    return 0 if not report.failed else 1
+    return _exit_code(report.failed)
+
+
+#: every file that failed failed because a resource ran out: rerun later (sysexits.h)
+EXIT_EXHAUSTED = 75
+
+
+def _exit_code(failed: dict[str, str]) -> int:
+    """0 nothing failed; 75 (one line naming what ran out) when every failure is an exhausted
+    resource (destination full, rate-limited, ...): the same rerun will resume; else 1."""
+    from obsingest.exhaustion import EXHAUSTION_REASONS
+
+    if not failed:
+        return 0
+    if all(why.split(":", 1)[0] in EXHAUSTION_REASONS for why in failed.values()):
+        first = next(iter(failed.values()))
+        print(
+            f"obsingest backfill: resource exhausted, {len(failed):,} file(s) not sent "
+            f"(rerun to resume): {first}",
+            file=sys.stderr,
+        )
+        return EXIT_EXHAUSTED
+    return 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,7 @@ retry it later (the spool or the source may come back).
 
 from __future__ import annotations
 
-from obsingest.errors import PermanentError, RetriableError
+from obsingest.errors import DiskFull, PermanentError, RetriableError
 
 
 class SourceVanished(PermanentError):
@@ -39,8 +39,9 @@ class SourceUnreadable(RetriableError):
     reason = "source-unreadable"
 
 
-class SpoolFull(RetriableError):
-    """The spool filesystem has no room: the journal cannot record new work."""
+class SpoolFull(DiskFull):
+    """The spool filesystem has no room: the journal cannot record new work (a full disk, so
+    a command that meets it exits 75 with one line, as for any exhausted resource)."""
 
     reason = "spool-full"
 

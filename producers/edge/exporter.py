@@ -43,6 +43,10 @@ class EdgeExporter:
         elif name == "retries":
             m.ccd(COMPONENT, "retried", n=amount)
 
+    def exhausted(self, reason: str) -> None:
+        """A failed attempt because a resource ran out (``destination-full``, ...)."""
+        self.metrics.exhausted(COMPONENT, reason)
+
     def outcome(self, outcome: Outcome) -> None:
         """One acknowledged CCD: its compress and send stage times."""
         if outcome.compress_seconds or outcome.read_seconds:

@@ -68,7 +68,10 @@ def service_report(service: Any) -> dict[str, Any]:
     if service._source_problem:
         reasons.append(service._source_problem)
     scheduler = service.scheduler
-    if scheduler.destination_down:
+    exhausted = getattr(service, "exhausted", None)
+    if exhausted is not None:  # a resource ran out (destination-full, ...): an outage
+        reasons.append(f"{exhausted.reason}: {str(exhausted)[:300]}; retrying until it is back")
+    elif scheduler.destination_down:
         reasons.append(f"destination-unreachable: {scheduler.dest_failures} failed attempt(s) "
                        "in a row, retrying")  # fmt: skip
     status = service.state
@@ -89,6 +92,7 @@ def service_report(service: Any) -> dict[str, Any]:
             "url": service.settings.destination,
             "down": scheduler.destination_down,
             "failures": scheduler.dest_failures,
+            "exhausted": exhausted.reason if exhausted is not None else None,
         },
         "stats": service.stats.snapshot(),
     }

@@ -33,27 +33,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from obsingest.errors import (
-    BadObjectName,
-    ChecksumConflict,
-    CorruptFile,
-    HeaderMismatch,
-    ObsIngestError,
-)
+from obsingest.errors import ObsIngestError, ResourceExhausted
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ExposureManifest
 from producers.edge.ccd import CcdFile, CcdJob, Outcome, SendFailed
 from producers.edge.errors import (
     BadHandoffFile,
-    BadManifest,
-    NeverCompleted,
     SourceUnreadable,
-    SourceVanished,
     SpoolFull,
     SpoolUnavailable,
-    UnexpectedError,
     WorkerCrashed,
 )
+from producers.edge.failures import judge
 from producers.edge.files import (
     manifest_json,
     move_to_quarantine,
@@ -71,11 +62,6 @@ from producers.edge.worker import WorkerInit, WorkerPool
 
 log = get_logger("obsingest.edge")
 
-#: errors that are the input's fault: the CCD is quarantined with the reason
-INPUT_FAULTS: tuple[type[ObsIngestError], ...] = (
-    CorruptFile, HeaderMismatch, SourceVanished, NeverCompleted, BadHandoffFile, BadManifest,
-    BadObjectName, ChecksumConflict,
-)  # fmt: skip
 #: exit code after refusing new work longer than max_refusing_seconds (EX_TEMPFAIL)
 EXIT_REFUSING = 75
 #: exit code when the engine itself failed (EX_SOFTWARE)
@@ -110,6 +96,10 @@ class EdgeService:
         self._failures: dict[str, int] = {}
         self.refusal = Refusal(self.spool, settings.min_free_bytes)
         self._source_problem: str | None = None
+        #: what ran out at the last failed attempt (DestinationFull, ...) until an ack, and
+        #: since when (monotonic): health, metrics, and callers that must not wait for ever
+        self.exhausted: ResourceExhausted | None = None
+        self.exhausted_since = 0.0
         self._draining = False
         self._engine: threading.Thread | None = None
         self._stopped = threading.Event()
@@ -384,14 +374,12 @@ class EdgeService:
         outcome = None
         if isinstance(error, SendFailed):
             outcome, error = error.outcome, error.error
-        if isinstance(error, INPUT_FAULTS):
+        verdict = judge(error, self.settings.destination)
+        error = verdict.error
+        if verdict.action == "quarantine":
             self._quarantine(key, error)
             return
-        if isinstance(error, (WorkerCrashed, UnexpectedError)) or not isinstance(
-            error, ObsIngestError
-        ):
-            if not isinstance(error, ObsIngestError):
-                error = UnexpectedError(f"{type(error).__name__}: {error}")
+        if verdict.action == "crash":
             if isinstance(error, WorkerCrashed):
                 self.stats.add("worker_crashes")
             failures = self._failures.get(key, 0) + 1
@@ -402,12 +390,16 @@ class EdgeService:
             self._note_failure(key, error, outcome)
             self.scheduler.requeue(key)
             return
-        # transient (or the destination refusing): keep it, back off, try again
-        source_fault = isinstance(error, (SourceUnreadable, SpoolFull, SpoolUnavailable))
         if isinstance(error, SourceUnreadable):
             self._source_problem = f"source-unreadable: {error}"
+        exhausted = verdict.exhausted  # an outage of what ran out: health and metrics say it
+        if exhausted is not None:
+            if self.exhausted is None:
+                self.exhausted_since = time.monotonic()
+            self.exhausted = exhausted
+            self.exporter.exhausted(exhausted.reason)
         self._note_failure(key, error, outcome)
-        wait = self.scheduler.retry(key, destination_fault=not source_fault)
+        wait = self.scheduler.retry(key, destination_fault=verdict.destination_fault)
         log_event(log, "edge.retry", logging.WARNING, data_id=key, reason=error.reason,
                   error=str(error)[:500], retry_in_s=round(wait, 2),
                   spooled=bool(outcome and outcome.spooled))  # fmt: skip
@@ -429,6 +421,7 @@ class EdgeService:
         assert self.journal is not None
         self.scheduler.done(key)
         self._failures.pop(key, None)
+        self.exhausted = None
         if self._source_problem and self.intake is None:
             self._source_problem = None
         self.stats.add("acked")

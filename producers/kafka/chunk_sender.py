@@ -22,6 +22,7 @@ from obsingest import defaults
 from obsingest.checksums import checksum_str
 from obsingest.dataid import DataId
 from obsingest.errors import PermanentError, RetriableError
+from obsingest.exhaustion import exhausted, kafka_exhaustion
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ExposureManifest
 from producers.ccd_bytes import check_ccd_bytes
@@ -214,6 +215,9 @@ class KafkaChunkSender:
         if err.fatal():
             self._fatal = err.str()
             return ProducerFenced(message)
+        kind = kafka_exhaustion(err.name())  # the broker's disk full: an outage (bus-full)
+        if kind is not None:
+            return exhausted(kind, "bus", f"kafka topic {self.topic}", err.str())
         transient = {KafkaError._MSG_TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN}
         if err.retriable() or err.code() in transient:
             return ChunkDeliveryFailed(message)

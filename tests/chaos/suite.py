@@ -28,7 +28,7 @@ REDUCED_LANES: tuple[tuple[str, ...], ...] = (
     ("edge-sigkill", "postgres-crash", "kafka", "store-link-down"),
     ("function-outage-60s", "spool-full"),
     ("arrivals-topic-outage-60s",),
-    ("gcs-restart",),
+    ("gcs-restart", "gcs-rate-limit-storm"),
     ("pubsub-restart",),
 )
 

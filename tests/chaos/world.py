@@ -71,6 +71,14 @@ class WorldOptions:
     #: the DAQ publishes manifests; the manifests relay + ``on_manifest`` function record them
     #: and ``World.ingested`` counts the ExposureIngested events
     manifests: bool = False
+    #: an HTTP fault proxy between the edge and the GCS emulator (``World.store_fault``): a
+    #: fault can make the store answer 429 / 503 / quota 403 (tests/chaos/exhaustion.py)
+    store_fault: bool = False
+    #: the registry database in a tablespace on a tmpfs of this many MB (``World.registry_disk``)
+    #: that a fault can fill
+    registry_disk_mb: int = 0
+    #: the GCS emulator's directory of the bucket on a tmpfs of this many MB (``World.gcs_disk``)
+    gcs_disk_mb: int = 0
 
 
 class World:
@@ -112,6 +120,10 @@ class World:
         self.daq: ServiceProcess | None = None
         #: process name -> its /metrics URL (when ``options.metrics``)
         self.metrics_urls: dict[str, str] = {}
+        self.store_fault: Any = None
+        self.registry_disk: Path | None = None
+        self.registry_tablespace = ""
+        self.gcs_disk: Path | None = None
 
     # environment -------------------------------------------------------------------------------
     def base_env(self) -> dict[str, str]:
@@ -154,12 +166,26 @@ class World:
         from obsingest.settings import BusSettings, RegistrySettings
         from obsingest.store.gcs import GcsSettings, GcsStore
 
-        self.registry_url = create_database(self.admin_url, "chaos")
+        if self.options.registry_disk_mb:
+            from tests.chaos.disks import create_database_on, mount_registry_disk
+
+            self.registry_disk = mount_registry_disk(
+                self.stack, self.bucket[-8:], self.options.registry_disk_mb
+            )
+            self.registry_url, self.registry_tablespace = create_database_on(
+                self.admin_url, self.registry_disk, "chaos"
+            )
+        else:
+            self.registry_url = create_database(self.admin_url, "chaos")
         self.registry = Registry.open(RegistrySettings(url=self.registry_url, retry_deadline=5.0))
         self.bus = BusSettings(backend="pubsub", pubsub_project=self.project)
         self.store = GcsStore(self.bucket, settings=GcsSettings(project=self.project))
         setup(self.bucket, self.bus, prefixes=defaults.NOTIFIED_PREFIXES,
               storage_client=self.store.client, relay=self.relay_settings())  # fmt: skip
+        if self.options.gcs_disk_mb:  # the bucket is still empty: nothing hidden by the mount
+            from tests.chaos.disks import mount_gcs_disk
+
+            self.gcs_disk = mount_gcs_disk(self.stack, self.bucket, self.options.gcs_disk_mb)
         self.observer = ArrivalsObserver(self.project, self.bus.arrivals_topic).start()
         if self.options.manifests:
             self.ingested = IngestedObserver(self.project, self.bus.exposures_ingested_topic)
@@ -176,6 +202,11 @@ class World:
             upstream = urlsplit(env["STORAGE_EMULATOR_HOST"]).netloc
             self.store_proxy = self.toxiproxy.proxy("store", upstream)
             edge_env["STORAGE_EMULATOR_HOST"] = f"http://{self.store_proxy.address}"
+        if self.options.store_fault:
+            from tests.integration.fixtures.http_fault import HttpFaultProxy
+
+            self.store_fault = HttpFaultProxy(env["STORAGE_EMULATOR_HOST"]).start()
+            edge_env["STORAGE_EMULATOR_HOST"] = f"http://{self.store_fault.address}"
         if self.options.registry_link:
             from sqlalchemy.engine import make_url
 
@@ -319,10 +350,16 @@ class World:
                 observer.stop()
         if self.toxiproxy is not None:
             self.toxiproxy.close()
+        if self.store_fault is not None:
+            self.store_fault.close()
         if self.registry is not None:
             self.registry.close()
             with contextlib.suppress(Exception):
                 drop_database(self.admin_url, self.registry_url)
+        if self.registry_disk is not None:
+            from tests.chaos.disks import drop_registry_disk
+
+            drop_registry_disk(self.admin_url, self.registry_tablespace, self.registry_disk)
         if self.store is not None:
             with contextlib.suppress(Exception):
                 for blob in self.store.client.list_blobs(self.bucket):
@@ -330,6 +367,8 @@ class World:
                 self.store.client.bucket(self.bucket).delete()
         if self.spool_mounted:
             subprocess.run(["umount", "-l", str(self.spool)], check=False)
+        if self.gcs_disk is not None:
+            subprocess.run(["umount", "-l", str(self.gcs_disk)], check=False)
 
 
 def _signal_group(proc: Any, name: str) -> None:

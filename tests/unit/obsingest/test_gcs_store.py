@@ -227,3 +227,35 @@ def test_facility_side_read_errors_that_are_not_the_objects_fault_are_retriable(
         assert isinstance(info.value, StoreUnavailable)
     with pytest.raises(RetriableError):
         store.stat("raw/x")
+
+
+def test_a_429_storm_ends_as_rate_limited_retriable(store):
+    """Issue 21: a resource run out is an outage with its reason, for the caller's backoff."""
+    from obsingest.errors import RateLimited
+
+    bucket = store.client.the_bucket
+    bucket.failures["put"] = [http(429, "Too Many Requests") for _ in range(20)]
+    with pytest.raises(RateLimited) as caught:
+        store.put("raw/x", b"abc")
+    assert caught.value.retriable and caught.value.reason == "rate-limited"
+    assert "gs://b" in str(caught.value)
+    assert bucket.calls.count(("put", "raw/x")) == store.policy.max_attempts
+
+
+@pytest.mark.parametrize(
+    ("reason", "error"), [("rateLimitExceeded", "RateLimited"), ("quotaExceeded", "QuotaExceeded")]
+)
+def test_a_quota_or_rate_403_is_not_capped_as_auth_nor_permanent(store, reason, error):
+    """GCS answers some rate and quota refusals 403: retried like any outage (not the two
+    tries of an auth hiccup), then retriable with the reason, never StorePermissionDenied."""
+    import obsingest.errors
+
+    bucket = store.client.the_bucket
+    bucket.failures["put"] = [
+        api_exceptions.Forbidden("limit", errors=[{"reason": reason}]) for _ in range(20)
+    ]
+    with pytest.raises(getattr(obsingest.errors, error)):
+        store.put("raw/x", b"abc")
+    assert bucket.calls.count(("put", "raw/x")) == store.policy.max_attempts
+    bucket.failures["put"] = [api_exceptions.Forbidden("limit", errors=[{"reason": reason}])]
+    assert store.put("raw/x", b"abc").created  # healed at the next try

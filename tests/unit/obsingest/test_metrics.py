@@ -99,8 +99,10 @@ def test_labels_are_bounded_closed_sets(spec) -> None:
         assert label not in FORBIDDEN_LABELS, f"{spec.name}: {label} is unbounded"
         assert label in LABEL_VALUES or label in CONSTANT_LABELS, f"{spec.name}: {label} not closed"
         assert label not in {"le", "quantile", "job", "instance"}, f"{spec.name}: reserved {label}"
+    # < 100: the reasons grew past 64 with resource exhaustion's eight (issue 21); still a few
+    # hundred series per metric at most
     for values in LABEL_VALUES.values():
-        assert "other" not in values and len(values) < 100  # closed and small: one series per value
+        assert "other" not in values and len(values) < 100
 
 
 def test_catalogue_names_are_unique_and_registered_once(metrics: Metrics) -> None:
