@@ -21,6 +21,9 @@ aggregation, not prometheus_client's multiprocess mode: a worker fills a picklab
 being set before import or on cleaning per-pid files after a worker dies of SIGBUS or ``kill -9``
 (the edge replaces broken pools). Do not set ``PROMETHEUS_MULTIPROC_DIR`` for obsingest processes.
 
+One cohesive concept, hence its length: the catalogue and its closed label sets are read as one
+table by the rules, the dashboard and the tests; splitting it would spread one contract over files.
+
 Serving ``/metrics`` (a port of its own, or a path on a WSGI app's port) is ``metrics_http``.
 
 Import cost: only these modules import prometheus_client; other kernel modules import it lazily
