@@ -218,3 +218,21 @@ def _sync(registry: Any, element: str, record: dict[str, Any]) -> None:
             f"the Butler holds another {element} record for "
             f"{ {k: record[k] for k in ('instrument', 'id', 'name') if k in record} }: {exc}"
         ) from None
+
+
+def set_up_repository(settings: Any, instruments: Iterable[str]) -> dict[str, Any]:
+    """``obsingest setup --registry butler:<repo>``: what the first registrations would set up,
+    done up front on the repository ``settings.url`` names (a ``RegistrySettings``): the raw
+    dataset type, the run of each instrument, the instruments and their detectors."""
+    from lsst.daf.butler import Butler
+
+    from obsingest.registry.butler_repo import ButlerSettings, repo_of
+    from obsingest.settings import run_name
+
+    instruments = sorted(set(instruments))
+    butler = Butler.from_config(repo_of(settings.url), writeable=True)
+    try:
+        setup = ButlerSetup(butler, settings.dataset_type, ButlerSettings().storage_class)
+        return setup.prepare([run_name(settings.run, i) for i in instruments], instruments)
+    finally:
+        butler.close()
