@@ -65,6 +65,11 @@ class Env:
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def env(request, tmp_path, monkeypatch) -> Iterator[Env]:
+    yield from butler_env(request, tmp_path, monkeypatch)
+
+
+def butler_env(request, tmp_path, monkeypatch) -> Iterator[Env]:
+    """An Env on a fresh repository from ``butler create`` (``request.param``: its registry)."""
     server = request.getfixturevalue("postgres_server") if request.param == "postgresql" else None
     url, databases, companion = new_repo(request.param, tmp_path / "repo", server)
     if companion:
