@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from obsingest import avro, defaults, logs
 from obsingest.dataid import INSTRUMENTS, DataId, make_exposure_id
 from obsingest.messages import ArrivalEvent, ExposureManifest, ExposureSummary, utcnow
+from obsingest_cli.demo.record_check import discrepancy
 
 if TYPE_CHECKING:
     from obsingest_cli.demo.environment import DemoEnvironment
@@ -77,10 +78,16 @@ class DemoResult:
     dead_lettered: int
     #: what the run wrote and where: registry URL, store URL, files
     outputs: dict[str, str] = field(default_factory=dict)
+    #: why what was announced differs from what the registry (the Butler) holds; "" if it does not
+    discrepancy: str = ""
 
     @property
     def complete(self) -> bool:
         return bool(self.summaries) and all(s.completeness == 1.0 for s in self.summaries)
+
+    @property
+    def announced(self) -> int:
+        return len({a.dataset_id for a in self.arrivals})
 
 
 class Progress:
@@ -155,9 +162,10 @@ class DemoPipeline:
             transport.start()
             self.progress.update(f"starting {cfg.workers} edge workers ...")
             # the DAQ simulator's own processes write the raw CCDs; the edge service takes them
-            with EdgeService(settings, log_level="WARNING") as edge, ProcessPoolExecutor(
-                cfg.workers, mp_context=get_context("spawn")
-            ) as daq:
+            with (
+                EdgeService(settings, log_level="WARNING") as edge,
+                ProcessPoolExecutor(cfg.workers, mp_context=get_context("spawn")) as daq,
+            ):
                 for index in range(cfg.exposures):
                     exposure = make_exposure_id(day_obs, index + 1)
                     self._run_exposure(daq, edge, env, exposure, day_obs, index, edge_log)
@@ -271,7 +279,9 @@ class DemoPipeline:
             last = max(summaries, key=lambda s: (s.exposure, s.revision))
             plot_focal_plane(last, self.arrivals, focal_plane)
         registry = env.registry
+        exposures = [(m.instrument, m.exposure) for m in self.manifests]
         return DemoResult(
+            discrepancy=discrepancy(registry, exposures, self.arrivals),
             registered=registry.count_datasets(),
             summaries=summaries,
             arrivals=list(self.arrivals),
@@ -306,6 +316,9 @@ def run_demo(config: DemoConfig) -> int:
     print(format_summary_table(result.summaries))
     print()
     print(f"registered datasets: {result.registered}")
+    print(f"announced CCDs:      {result.announced}")
+    if result.discrepancy:
+        print(f"NOT CONSISTENT: {result.discrepancy}")
     print(f"quarantined inputs:  {len(result.quarantined)}")
     for entry in result.quarantined:
         print(f"  - {entry['reason']}: {entry['message']}")
@@ -313,4 +326,5 @@ def run_demo(config: DemoConfig) -> int:
         print(f"dead-lettered notifications: {result.dead_lettered}")
     for label, path in result.outputs.items():
         print(f"{label:>10}: {path}")
-    return 0 if result.complete and not result.dead_lettered else 1
+    ok = result.complete and not result.dead_lettered and not result.discrepancy
+    return 0 if ok else 1
