@@ -68,7 +68,7 @@ def test_demo_registers_205_ccds_per_exposure_into_the_butler(kind, tmp_path, re
             detector=7,
             collections="LSSTCam/raw/all",
         )
-        butler.pruneDatasets([ref], disassociate=True, unstore=False, purge=True)
+        butler.pruneDatasets([ref], disassociate=True, unstore=True, purge=True)
     finally:
         butler.close()
     registry = open_registry(RegistrySettings(url=url))
