@@ -185,3 +185,26 @@ def _plain(value: Any) -> Any:
         value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
         return value.isoformat()
     return value
+
+
+class ButlerConfirmation:
+    """For the presence reader on a ``butler:`` registry: a CCD the companion reports registered
+    is registered only if the Butler holds its dataset (``CcdPresence`` -> ``CcdPresence``)."""
+
+    def __init__(self, repo: str) -> None:
+        from lsst.daf.butler import Butler
+
+        self.butler = Butler.from_config(repo)
+        self._lock = threading.Lock()
+
+    def __call__(self, ccd: Any) -> Any:
+        if not ccd.registered or ccd.dataset_id is None:
+            return ccd
+        with self._lock:
+            held = self.butler.get_dataset(uuid.UUID(ccd.dataset_id)) is not None
+        if held:
+            return ccd
+        return type(ccd)(ccd.instrument, ccd.exposure, ccd.detector, ccd.day_obs, registered=False)
+
+    def close(self) -> None:
+        self.butler.close()

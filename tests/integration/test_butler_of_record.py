@@ -156,3 +156,36 @@ def test_the_function_killed_between_the_writes_ends_registered_once(env, tmp_pa
     assert _announced(env) == Counter(dict.fromkeys(IDS, 1))
     again = Reconciler(env.service, ("raw/",), grace=0.0).run(SINCE)
     assert (again.known, again.missing) == (4, 0)
+
+
+def test_a_raw_the_butler_lost_is_not_reported_present_and_reconcile_restores_it(env):
+    """The companion records a CCD the Butler no longer holds (pruned behind obsingest's back,
+    a Butler database restored from an older backup): presence says not registered, reconcile
+    finds the gap and ingests it again, once."""
+    from lsst.daf.butler import Butler
+
+    from obsingest.registry.presence import PresenceReader
+    from obsingest.settings import RegistrySettings
+
+    env.upload(EXPOSURE, DETECTORS)
+    assert {o.status for o in env.deliver()} == {"registered"}
+    butler = Butler.from_config(repo_of(env.url), writeable=True)
+    try:
+        ref = butler.find_dataset(
+            "raw", instrument="LSSTCam", exposure=EXPOSURE, detector=94, collections=RUN
+        )
+        butler.pruneDatasets([ref], disassociate=True, unstore=True, purge=True)
+    finally:
+        butler.close()
+    assert len(_butler_ids(env)) == 3 and len(_claimed(env)) == 3
+    reader = PresenceReader.open(RegistrySettings(url=env.url), budget_seconds=5.0)
+    try:
+        assert not reader.ccd("LSSTCam", EXPOSURE, 94).registered
+        assert reader.dataset(ref.id) is None
+        assert reader.ccd("LSSTCam", EXPOSURE, 0).registered
+        report = Reconciler(env.service, ("raw/",), grace=0.0).run(SINCE)
+        assert (report.known, report.missing, dict(report.outcomes)) == (3, 1, {"duplicate": 1})
+        assert _butler_ids(env) == sorted(IDS)
+        assert reader.ccd("LSSTCam", EXPOSURE, 94).registered
+    finally:
+        reader.close()
