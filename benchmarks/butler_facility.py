@@ -146,16 +146,18 @@ def _butler_ingest_files(url: str, store_root: Path, work: Path) -> float:
     finally:
         butler.close()
     table = work / "ingest.csv"
-    lines = ["instrument,exposure,detector,file"]
+    lines = ["file,instrument,exposure,detector"]  # the file first, as ingest-files reads it
     for det in range(DETECTORS):
         path = store_root / DataId("LSSTCam", EXPOSURE, det).object_name()
-        lines.append(f"LSSTCam,{EXPOSURE},{det},{path}")
+        lines.append(f"{path},LSSTCam,{EXPOSURE},{det}")
     table.write_text("\n".join(lines) + "\n")
     command = [str(Path(sys.executable).with_name("butler")), "ingest-files", repo, "raw", RUN]
     command += [str(table), "--transfer", "direct", "--formatter", FALLBACK_FORMATTER]
     command += ["--id-generation-mode", "dataid_type_run"]
     started = time.perf_counter()
-    subprocess.run(command, check=True, capture_output=True, timeout=600)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"butler ingest-files failed: {done.stderr[-2000:]}")
     return round(time.perf_counter() - started, 3)
 
 
