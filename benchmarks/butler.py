@@ -98,7 +98,7 @@ def _butler_own(butler: Any, registry: Any, paths: list[Path], exposure: int, on
 
     from obsingest.registry.butler_repo import raw_formatter
 
-    registry._exposure_records(_exposure_record(exposure))  # records first, not timed
+    registry.setup.exposure(_exposure_record(exposure))  # records first, not timed
     dtype = butler.get_dataset_type("raw")
     datasets = [
         FileDataset(

@@ -52,6 +52,7 @@ TIMEOUTS = {
     "transfer": 660,
     "beam_batch": 300,
     "butler": 300,
+    "butler_facility": 420,  # two fresh PostgreSQL repositories, 2 instances, butler ingest-files
     "edge": 480,
     "backfill": 540,  # 3 alternating repeats x 4 N x 2 tools; ~200 s quiet
     "presence": 360,

@@ -10,7 +10,6 @@ from typing import Any
 PLOT = Path(__file__).resolve().parent / "results" / "transfer.png"
 
 
-
 def _compression(result: dict[str, Any]) -> str:
     from benchmarks.compression import format_table
 
@@ -169,6 +168,8 @@ _BUTLER_NOTE = (
     "`OBSINGEST_BUTLER_GATHER_GAP` (0.02 s) for siblings that may be on their way; the others "
     "wait for nobody."
 )
+
+
 def _edge(result: dict[str, Any]) -> str:
     from benchmarks.edge import format_table
 
@@ -216,7 +217,33 @@ def _presence(result: dict[str, Any]) -> str:
     ])  # fmt: skip
 
 
+def _butler_facility(result: dict[str, Any]) -> str:
+    ours, ref = result["obsingest"], result["butler_ingest_files"]
+    load = result.get("machine", {}).get("load_1min")
+    return "\n".join(
+        [
+            f"A whole LSSTCam exposure ({result['ccds']} CCDs) delivered at once to "
+            f"{result['instances']} register-function processes on one PostgreSQL Butler from "
+            f"`butler create` (load average at the start {load} on {result['machine']['cpus']} "
+            "cores).",
+            "",
+            "| path | seconds | in the Butler | registered | announced | batches (largest) |",
+            "| --- | ---: | ---: | ---: | ---: | --- |",
+            f"| obsingest, delivery -> last CCD announced | {ours['seconds']} | "
+            f"{ours['in_butler']} | {ours['registered']} | {ours['announced']} | "
+            f"{ours['batches']} ({ours['largest_batch']}) |",
+            f"| `butler ingest-files` (whole command) | {ref['seconds']} | {ref['in_butler']} "
+            "| - | - | - |",
+            "",
+            f"Ratio (butler ingest-files / obsingest): {result['ratio']}. Goal (last CCD within "
+            f"{result['goal']['last_ccd_within_seconds']} s, 205 in the Butler, each announced): "
+            f"{'met' if result['goal']['met'] else 'NOT met'}.",
+        ]
+    )
+
+
 SECTIONS = {
+    "butler_facility": _butler_facility,
     "compression": _compression,
     "transfer": _transfer,
     "beam_batch": _beam,
@@ -226,5 +253,3 @@ SECTIONS = {
     "presence": _presence,
     "capacity": _capacity,
 }
-
-

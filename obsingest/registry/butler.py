@@ -2,20 +2,31 @@
 
 A registry URL ``butler:<repo>`` (``butler:///data/repo``, ``butler:repo``, ``butler:s3://...``:
 anything ``Butler.from_config`` opens, with a SQLite or PostgreSQL registry) makes
-``open_registry`` (``registry.backends``) return a ``ButlerRegistry``. Registering a CCD then:
+``open_registry`` (``registry.backends``) return a ``ButlerRegistry``. The Butler is the registry
+of record: a CCD counts as registered once, and only once, the Butler holds it. Registering:
 
-1. records it in obsingest's own tables (the *companion* registry: SQLite next to a local repo by
-   default, ``OBSINGEST_BUTLER_COMPANION_URL`` otherwise). They keep what a Butler does not: the
-   checksum that decides "redelivery" against "conflicting bytes", the stage timestamps, the
-   quarantine. Same transaction rules as the plain registry: idempotent, conflicts refused.
-2. inserts the dimension records the Butler needs (instrument and detectors as obs_lsst registers
-   them, then per exposure: physical_filter, group, day_obs, exposure from the headers), and
-   ingests the file with ``transfer="direct"`` (the Butler points at the object where it is),
-   dataset id ``DATAID_TYPE_RUN`` (equal to obsingest's), into the configured run collection.
-   A dataset already in the Butler with the same URI is skipped (redelivery, or a crash between
-   the two steps healed); with another URI it is a ChecksumConflict, quarantined by the caller.
+1. asks obsingest's own tables (the *companion* registry: SQLite next to a local repo by
+   default, ``OBSINGEST_BUTLER_COMPANION_URL`` otherwise) whether the data id was recorded with
+   other bytes (``ChecksumConflict``, quarantined by the caller). They keep what a Butler does
+   not: the checksum that decides "redelivery" against "conflicting bytes", stage timestamps,
+   the quarantine, the arrivals outbox.
+2. sets up what the Butler lacks, outside any transaction (``butler_setup``: dataset type, run,
+   instrument, detectors, exposure records; idempotent, race-safe across processes), then ingests
+   the files in one Butler transaction with ``transfer="direct"`` (the Butler points at the
+   object where it is), dataset id ``DATAID_TYPE_RUN`` (equal to obsingest's). A dataset the
+   Butler already holds at the same URI is kept (redelivery, or a step 3 that failed); at
+   another URI it is a ChecksumConflict.
+3. only then records the datasets in the companion, with their arrivals-outbox rows, in one
+   companion transaction. ``created`` (announce) means this call recorded it there first.
 
-Only then does ``register`` return, so the ArrivalEvent announces a dataset the Butler has.
+So no failure leaves the companion claiming what the Butler lacks: a failure in step 2 leaves
+nothing anywhere; one between 2 and 3 (a crash, the companion down) leaves a dataset in the Butler
+that the companion lacks, and the call fails retriably. The redelivered notification, or failing
+that the facility's reconcile (which counts an object as registered only when the Butler *and*
+the companion hold it, ``butler_reads.ButlerAudit``), registers it again: step 2 finds it in the
+Butler, step 3 records and announces it, once. ``registry list`` and ``count_datasets`` read the
+Butler itself (``butler_reads``).
+
 One Butler transaction costs ~0.1 s whatever its size (SQLite, this machine): one file per call
 is ~10 files/s, 205 files per call ~2000/s. So registrations are *group-committed*
 (``butler_batch``): callers that arrive while a batch is being ingested queue up, and a batch
@@ -33,43 +44,43 @@ import uuid
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
+from sqlalchemy import Connection, select
+
+from obsingest.dataid import dataset_id
 from obsingest.errors import ChecksumConflict, ObsIngestError, PermanentError
 from obsingest.exhaustion import as_exhausted
 from obsingest.logs import get_logger, log_event
-from obsingest.registry import butler_records
+from obsingest.registry import tables
 from obsingest.registry.butler_batch import GatheringCommit, exposures_complete
-from obsingest.registry.butler_records import with_timespan
+from obsingest.registry.butler_reads import ButlerAudit, ButlerReads
 from obsingest.registry.butler_repo import (
     ButlerSettings,
     default_companion_url,
-    ensure_dataset_type,
     raw_formatter,
     repo_of,
 )
+from obsingest.registry.butler_setup import ButlerConflict, ButlerSetup
 from obsingest.registry.engine import make_engine
 from obsingest.registry.migrations import migrate
-from obsingest.registry.outbox import insert_rows
+from obsingest.registry.outbox import insert_row
 from obsingest.registry.registry import (
     OUTBOX_LEASE_SECONDS,
     Announcer,
     ExposureRecord,
     FileRecord,
-    OutboxMessage,
     Registration,
     Registry,
     RegistryUnavailable,
 )
-from obsingest.settings import RegistrySettings
+from obsingest.settings import RegistrySettings, run_name
 
 log = get_logger("obsingest.registry.butler")
 
-
-class ButlerConflict(PermanentError):
-    """The Butler already holds a different definition (an exposure record, a dataset type)."""
-
-    reason = "butler-conflict"
+__all__ = ["ButlerConflict", "ButlerRegistry"]
 
 
 @dataclass
@@ -77,7 +88,7 @@ class _Pending:
     record: FileRecord
     exposure: ExposureRecord
     announce: Announcer | None = None
-    #: set (under the condition) once the whole batch, outbox rows included, is through
+    #: set (under the condition) once the whole batch, companion rows included, is through
     done: bool = False
     result: Registration | None = None
     error: BaseException | None = None
@@ -120,13 +131,8 @@ class ButlerRegistry(Registry):
             complete=lambda batch: exposures_complete(p.record.data_id for p in batch),
         )
         self._butler_lock = threading.Lock()
-        self._static_done: set[str] = set()
-        self._runs_done: set[str] = set()
-        self._exposures_done: set[tuple[str, int]] = set()
-        self._records: dict[tuple[str, int], dict[str, Any]] = {}
-        self._detector_records: dict[tuple[str, int], Any] = {}
-        self._instrument_records: dict[str, Any] = {}
-        self._dtype: Any = None
+        self.setup = ButlerSetup(butler, settings.dataset_type, butler_settings.storage_class)
+        self._seen_exposures: set[tuple[str, int]] = set()
 
     @classmethod
     def open(cls, settings: RegistrySettings, migrate_schema: bool = True) -> ButlerRegistry:
@@ -146,6 +152,26 @@ class ButlerRegistry(Registry):
         super().close()
         self.butler.close()
 
+    # reads: the Butler itself (butler_reads) --------------------------------------------------
+    @cached_property
+    def reads(self) -> ButlerReads:
+        return ButlerReads(self.butler, self.engine, self.settings, self._butler_lock)
+
+    @cached_property
+    def audit(self) -> ButlerAudit:  # type: ignore[override]
+        """Reconcile's queries: registered means the Butler and the companion hold it."""
+        return ButlerAudit(self.engine, self._retrying, self.reads)
+
+    def datasets(
+        self, instrument: str | None = None, exposure: int | None = None
+    ) -> list[dict[str, Any]]:
+        """The raws the Butler holds (in the configured runs), with the companion's details."""
+        return self.reads.datasets(instrument, exposure)
+
+    def count_datasets(self) -> int:
+        """How many raws the Butler holds in the configured runs."""
+        return self.reads.count()
+
     # registration: group commit ----------------------------------------------------------------
     def register(
         self,
@@ -153,12 +179,9 @@ class ButlerRegistry(Registry):
         exposure: ExposureRecord | None = None,
         announce: Announcer | None = None,
     ) -> Registration:
-        """Register one file in the companion and the Butler; returns once the Butler has it.
-
-        ``announce``: the arrivals-outbox row is written (companion) only after the Butler has
-        the dataset, so no drain can announce a dataset the Butler lacks; a crash in between
-        leaves the notification unacked, and its redelivery announces the duplicate. The rows
-        of a whole batch are written in one companion transaction by the batch's leader."""
+        """Register one file; returns once the Butler and then the companion have it (module
+        doc). ``announce``: the arrivals-outbox row is written with the companion's dataset row,
+        after the Butler commit, so no drain can announce a dataset the Butler lacks."""
         data_id = record.data_id
         exposure = exposure or ExposureRecord(data_id.instrument, data_id.exposure, data_id.day_obs)
         item = _Pending(record, exposure, announce)
@@ -170,31 +193,27 @@ class ButlerRegistry(Registry):
 
     def _fresh(self, batch: list[_Pending]) -> bool:
         """A batch holds the first CCD of an exposure this process has not seen: more come."""
-        done = self._exposures_done
-        return any((p.exposure.instrument, p.exposure.exposure) not in done for p in batch)
+        seen = self._seen_exposures
+        return any((p.exposure.instrument, p.exposure.exposure) not in seen for p in batch)
 
     def arriving(self) -> AbstractContextManager[None]:
         """The next batch waits (at most ``gather`` seconds) for this thread's ``register``."""
         return self._batches.arriving()
 
     def _flush(self, batch: list[_Pending]) -> None:
-        """Companion then Butler for a whole batch; every item ends done (never raises)."""
+        """Companion check, Butler, companion record for a whole batch; every item ends done
+        (never raises)."""
         started = time.perf_counter()
         try:
-            results = self.register_many([(p.record, p.exposure) for p in batch])
+            ok = self._checked(batch)
         except BaseException as exc:
             for p in batch:
                 p.finish(None, exc)
-            return
-        ok: list[tuple[_Pending, Registration]] = []
-        for p, result in zip(batch, results, strict=True):
-            if isinstance(result, Registration):
-                ok.append((p, result))
-            else:
-                p.finish(None, result)
+            ok = []
         if ok:
-            self._butler_step(ok)
-            self._outbox_rows([p for p, _ in ok])
+            through = self._butler_step(ok)
+            if through:
+                self._companion_step(through)
         seconds = time.perf_counter() - started
         self.stats.batches += 1
         self.stats.files += len(batch)
@@ -202,40 +221,51 @@ class ButlerRegistry(Registry):
         self.stats.seconds += seconds
         log_event(log, "butler.batch", files=len(batch), ingest_ms=round(seconds * 1000, 2))
 
-    def _outbox_rows(self, items: Sequence[_Pending]) -> None:
-        """The arrivals-outbox rows of the batch's new datasets the Butler now has, in one
-        companion transaction (one per CCD cost ~2 ms each, serialised on SQLite's write lock).
-        If it fails, those callers fail (retriable): their redelivery finds the dataset
-        registered and announces it. A message that cannot be built fails only its caller."""
-        new: list[tuple[_Pending, Registration, OutboxMessage]] = []
-        for p in items:
-            result = p.result
-            if p.error is not None or result is None or not result.created or not p.announce:
+    # 1. the companion's checksums --------------------------------------------------------------
+    def _checked(self, batch: Sequence[_Pending]) -> list[tuple[_Pending, Registration]]:
+        """Each item with its (provisional) registration, ``created`` when the companion does
+        not know the dataset; items recorded with other bytes finish with a ChecksumConflict."""
+        now = datetime.now(UTC)
+        planned = []
+        for p in batch:
+            run = run_name(self.settings.run, p.record.data_id.instrument)
+            ds_id = dataset_id(p.record.data_id, self.settings.dataset_type, run)
+            planned.append((p, ds_id, run))
+        r = tables.datastore_record
+        query = select(r.c.dataset_id, r.c.uri, r.c.size, r.c.checksum).where(
+            r.c.dataset_id.in_(sorted({ds_id for _, ds_id, _ in planned}))
+        )
+
+        def read() -> dict[uuid.UUID, Any]:
+            with self.engine.connect() as conn:
+                return {_uuid(row.dataset_id): row for row in conn.execute(query)}
+
+        known = self._retrying(read)
+        ok = []
+        for p, ds_id, run in planned:
+            row = known.get(ds_id)
+            if row is not None and (row.checksum != p.record.checksum or row.size != p.record.size):
+                p.finish(
+                    None,
+                    ChecksumConflict(
+                        f"{p.record.data_id.key}: already registered as {row.uri} with "
+                        f"{row.checksum} ({row.size} bytes); refusing {p.record.uri} with "
+                        f"{p.record.checksum} ({p.record.size} bytes)"
+                    ),
+                )
                 continue
-            try:
-                new.append((p, result, p.announce(result)))
-            except Exception as exc:
-                p.finish(None, exc)
-        if not new:
-            return
+            uri = row.uri if row is not None else p.record.uri
+            reg = Registration(ds_id, self.settings.dataset_type, run, row is None, now, uri)
+            ok.append((p, reg))
+        return ok
 
-        def tx(conn: Any) -> list[int]:
-            rows = [(r.dataset_id, message, r.registered_time) for _, r, message in new]
-            return insert_rows(conn, rows, OUTBOX_LEASE_SECONDS)
-
-        try:
-            row_ids = self._retrying(lambda: self._in_tx(tx))
-        except Exception as exc:
-            for p, _, _ in new:
-                p.finish(None, exc)
-            return
-        for (p, result, _), row_id in zip(new, row_ids, strict=True):
-            p.finish(dataclasses.replace(result, outbox_id=row_id))
-
-    # the Butler side ---------------------------------------------------------------------------
-    def _butler_step(self, ok: Sequence[tuple[_Pending, Registration]]) -> None:
-        """Ingest ``ok`` and finish each item. A permanent refusal of a batch spanning several
-        exposures is retried per exposure, so one bad exposure record fails only its own CCDs."""
+    # 2. the Butler -----------------------------------------------------------------------------
+    def _butler_step(
+        self, ok: Sequence[tuple[_Pending, Registration]]
+    ) -> list[tuple[_Pending, Registration]]:
+        """Ingest ``ok``; returns the items the Butler now holds, finishes the others with their
+        error. A permanent refusal of a batch spanning several exposures is retried per
+        exposure, so one bad exposure record fails only its own CCDs."""
         try:
             refused = self._in_butler(ok)
         except PermanentError as exc:
@@ -244,82 +274,85 @@ class ButlerRegistry(Registry):
                 key = (item[0].exposure.instrument, item[0].exposure.exposure)
                 groups.setdefault(key, []).append(item)
             if len(groups) > 1:
-                for group in groups.values():
-                    self._butler_step(group)
-                return
+                return [held for group in groups.values() for held in self._butler_step(group)]
             for p, _ in ok:
                 p.finish(None, exc)
-            return
+            return []
         except ObsIngestError as exc:
             for p, _ in ok:
                 p.finish(None, exc)
-            return
+            return []
         except Exception as exc:  # the Butler's database or datastore failed: retry later
+            self.setup.forget()
             error = as_exhausted(exc, "registry", f"Butler repository {self.repo}") or (
                 RegistryUnavailable(f"Butler repository {self.repo}: {type(exc).__name__}: {exc}")
             )
             for p, _ in ok:
                 p.finish(None, error)
-            return
+            return []
+        held = []
         for p, registration in ok:
             if id(p) in refused:
                 p.finish(None, refused[id(p)])
             else:
-                p.finish(registration)
+                held.append((p, registration))
+        return held
 
     def _in_butler(self, ok: Sequence[tuple[_Pending, Registration]]) -> dict[int, Exception]:
-        """Dimension records, then one ingest for the files the Butler does not have yet.
-        Returns the items refused (by ``id``): a dataset the Butler holds at another URI.
+        """Set-up (outside any transaction), then one ingest for the files the Butler does not
+        have yet. Returns the items refused (by ``id``): a dataset the Butler holds at another
+        URI.
 
-        When every file is new to the companion, the Butler cannot have it unless another tool
-        put it there (or the companion lost it): the ingest then runs without asking first (the
-        daf_butler query costs ~30% of a batch's CPU) and refuses such a dataset by failing;
-        the batch is then rolled back and done again the careful way, which names it."""
+        When every file is new to the companion, the Butler has it only if another tool put it
+        there or a companion write failed after the Butler's: the ingest then runs without
+        asking first (the daf_butler query costs ~30% of a batch's CPU) and fails on such a
+        dataset; the batch is then rolled back and done again the careful way, which keeps a
+        dataset at the same URI and names one at another."""
         with self._butler_lock:
+            self._set_up(ok)
             if all(registration.created for _, registration in ok):
                 try:
-                    return self._in_transaction(ok, look=False)
+                    with self.butler.transaction():
+                        return self._ingest(ok, look=False)
                 except ObsIngestError:
                     raise
                 except Exception as exc:
                     log_event(log, "butler.ingest_retried_with_lookup", error=str(exc)[:200])
-            return self._in_transaction(ok, look=True)
+            with self.butler.transaction():
+                return self._ingest(ok, look=True)
 
-    def _in_transaction(
+    def _set_up(self, ok: Sequence[tuple[_Pending, Registration]]) -> None:
+        """Dataset type, runs, instruments, detectors and exposure records, each step in its
+        own transaction (butler_setup)."""
+        self.setup.dataset_type()
+        for run in sorted({registration.run for _, registration in ok}):
+            self.setup.run(run)
+        for p, _ in ok:
+            self.setup.exposure(p.exposure)
+            key = (p.exposure.instrument, p.exposure.exposure)
+            if key not in self._seen_exposures:
+                if len(self._seen_exposures) > 10_000:
+                    self._seen_exposures.clear()
+                self._seen_exposures.add(key)
+
+    def _ingest(
         self, ok: Sequence[tuple[_Pending, Registration]], look: bool
-    ) -> dict[int, Exception]:
-        with self.butler.transaction():
-            try:
-                return self._in_butler_locked(ok, look)
-            except BaseException:
-                # the transaction rolls back: forget which records this process wrote
-                self._static_done.clear()
-                self._exposures_done.clear()
-                self._runs_done.clear()
-                raise
-
-    def _in_butler_locked(
-        self, ok: Sequence[tuple[_Pending, Registration]], look: bool = True
     ) -> dict[int, Exception]:
         from lsst.daf.butler import DatasetIdGenEnum, DatasetRef, FileDataset
 
-        butler = self.butler
-        for p, _ in ok:
-            self._static_records(p.record.data_id.instrument)
-        for p, _ in ok:
-            self._exposure_records(p.exposure)
+        dtype = self.setup.dataset_type()
         refused: dict[int, Exception] = {}
         by_run: dict[str, list[tuple[_Pending, Any]]] = {}
         for p, registration in ok:
             data_id = p.record.data_id
             coordinate = self._data_id(data_id.instrument, data_id.exposure, data_id.detector)
             ref = DatasetRef(
-                self._dtype,
+                dtype,
                 coordinate,
                 run=registration.run,
                 id_generation_mode=DatasetIdGenEnum.DATAID_TYPE_RUN,
                 # standardizing it again against the dataset type costs ~10% of a batch's CPU
-                conform=coordinate.dimensions != self._dtype.dimensions,
+                conform=coordinate.dimensions != dtype.dimensions,
             )
             if ref.id != registration.dataset_id:
                 raise ButlerConflict(
@@ -330,8 +363,6 @@ class ButlerRegistry(Registry):
         datasets = []
         for run, items in by_run.items():
             existing = self._existing(run, [ref for _, ref in items]) if look else {}
-            if not look:
-                self._ensure_run(run)
             for p, ref in items:
                 uri = existing.get(ref.id)
                 if uri is None:
@@ -345,7 +376,7 @@ class ButlerRegistry(Registry):
                         f"dataset {ref.id} at {uri}; refusing {p.record.uri}"
                     )
         if datasets:
-            butler.ingest(
+            self.butler.ingest(
                 *datasets,
                 transfer="direct",
                 record_validation_info=self.butler_settings.record_validation_info,
@@ -353,25 +384,8 @@ class ButlerRegistry(Registry):
             )
         return refused
 
-    def _ensure_run(self, run: str) -> None:
-        """The run collection exists (registered if not), asked once per process."""
-        if run in self._runs_done:
-            return
-        from lsst.daf.butler import CollectionType
-
-        self.butler.registry.registerCollection(run, CollectionType.RUN)
-        self._runs_done.add(run)
-
     def _existing(self, run: str, refs: list[Any]) -> dict[uuid.UUID, str]:
         """URI of each of ``refs`` the Butler already holds in ``run`` (one query per run)."""
-        from lsst.daf.butler import CollectionType
-        from lsst.daf.butler.registry import MissingCollectionError
-
-        try:
-            self.butler.registry.getCollectionType(run)
-        except MissingCollectionError:
-            self.butler.registry.registerCollection(run, CollectionType.RUN)
-            return {}
         wanted = {ref.id for ref in refs}
         out: dict[uuid.UUID, str] = {}
         for instrument in sorted({ref.dataId["instrument"] for ref in refs}):
@@ -379,7 +393,7 @@ class ButlerRegistry(Registry):
                 {ref.dataId["exposure"] for ref in refs if ref.dataId["instrument"] == instrument}
             )
             found = self.butler.registry.queryDatasets(
-                self._dtype,
+                self.setup.dataset_type(),
                 collections=run,
                 where="instrument = inst AND exposure IN (exps)",
                 bind={"inst": instrument, "exps": exposures},
@@ -396,62 +410,61 @@ class ButlerRegistry(Registry):
         plain = DataCoordinate.standardize(
             instrument=instrument, exposure=exposure, detector=detector, universe=universe
         )
-        records = self._records.get((instrument, exposure))
-        detector_record = self._detector_records.get((instrument, detector))
+        records = self.setup.exposure_records.get((instrument, exposure))
+        detector_record = self.setup.detector_records.get((instrument, detector))
         if records is None or detector_record is None:
             return plain
         return plain.expanded({**records, "detector": detector_record})
 
-    def _static_records(self, instrument: str) -> None:
-        """Instrument and detector records (as obs_lsst registers them) and the dataset type,
-        once per process."""
-        if instrument in self._static_done:
-            return
-        registry = self.butler.registry
-        record, detectors = butler_records.instrument_records(instrument)
-        _sync(registry, "instrument", record)
-        registry.insertDimensionData("detector", *detectors, skip_existing=True)
-        detector_class = self.butler.dimensions["detector"].RecordClass
-        for det in detectors:
-            self._detector_records[(instrument, det["id"])] = detector_class(**det)
-        self._instrument_records[instrument] = self.butler.dimensions["instrument"].RecordClass(
-            **record
-        )
-        if self._dtype is None:
-            self._dtype = ensure_dataset_type(
-                self.butler, self.settings.dataset_type, self.butler_settings.storage_class
-            )
-        self._static_done.add(instrument)
+    # 3. the companion's record and the outbox --------------------------------------------------
+    def _companion_step(self, held: Sequence[tuple[_Pending, Registration]]) -> None:
+        """Record the datasets the Butler now holds, with the outbox rows of the new ones, in one
+        companion transaction (one per CCD cost ~2 ms each, serialised on SQLite's write lock).
+        If it fails, those callers fail (retriable) and the Butler keeps the datasets: the
+        redelivery (or reconcile) finds them there and records them then. A message that
+        cannot be built fails only its caller (its redelivery, a duplicate, announces it)."""
 
-    def _exposure_records(self, exposure: ExposureRecord) -> None:
-        key = (exposure.instrument, exposure.exposure)
-        if key in self._exposures_done:
+        def tx(conn: Connection) -> list[tuple[Registration | None, BaseException | None]]:
+            done: set[tuple[str, ...]] = set()
+            out: list[tuple[Registration | None, BaseException | None]] = []
+            for p, planned in held:
+                key = (planned.run, p.exposure.instrument, str(p.exposure.exposure))
+                try:
+                    registration = self._register(conn, p.record, p.exposure, key in done)
+                except ChecksumConflict as exc:  # another process's bytes won the race
+                    out.append((None, exc))
+                    continue
+                done.add(key)
+                out.append(self._outbox(conn, registration, p.announce))
+            return out
+
+        try:
+            results = self._retrying(lambda: self._in_tx(tx))
+        except Exception as exc:
+            for p, _ in held:
+                p.finish(None, exc)
             return
-        registry = self.butler.registry
-        records = butler_records.exposure_records(exposure)
-        registry.insertDimensionData(
-            "physical_filter", records["physical_filter"], skip_existing=True
+        for (p, planned), (registration, error) in zip(held, results, strict=True):
+            p.finish(registration, error)
+            self._remember(planned.run, p.exposure)
+
+    def _outbox(
+        self, conn: Connection, registration: Registration, announce: Announcer | None
+    ) -> tuple[Registration | None, BaseException | None]:
+        if announce is None or not registration.created:
+            return registration, None
+        try:
+            message = announce(registration)
+        except Exception as exc:
+            return None, exc
+        row_id = insert_row(
+            conn,
+            registration.dataset_id,
+            message,
+            registration.registered_time,
+            OUTBOX_LEASE_SECONDS,
         )
-        registry.insertDimensionData("group", records["group"], skip_existing=True)
-        day_obs, exposure_record = (with_timespan(records[k]) for k in ("day_obs", "exposure"))
-        registry.insertDimensionData("day_obs", day_obs, skip_existing=True)
-        _sync(registry, "exposure", exposure_record)
-        if len(self._exposures_done) > 10_000:
-            self._exposures_done.clear()
-            self._records.clear()
-        self._exposures_done.add(key)
-        universe = self.butler.dimensions
-        band = records["physical_filter"]["band"]
-        self._records[key] = {
-            "instrument": self._instrument_records[exposure.instrument],
-            "exposure": universe["exposure"].RecordClass(**exposure_record),
-            "physical_filter": universe["physical_filter"].RecordClass(
-                **records["physical_filter"]
-            ),
-            "band": universe["band"].RecordClass(name=band),
-            "group": universe["group"].RecordClass(**records["group"]),
-            "day_obs": universe["day_obs"].RecordClass(**day_obs),
-        }
+        return dataclasses.replace(registration, outbox_id=row_id), None
 
     def batch_stats(self) -> dict[str, float]:
         """How registrations were grouped into Butler transactions so far."""
@@ -465,14 +478,10 @@ class ButlerRegistry(Registry):
         }
 
 
-def _sync(registry: Any, element: str, record: dict[str, Any]) -> None:
-    """Insert a dimension record, or check it equals the one there (ButlerConflict if not)."""
-    from lsst.daf.butler.registry import ConflictingDefinitionError
-
-    try:
-        registry.syncDimensionData(element, record)
-    except ConflictingDefinitionError as exc:
-        raise ButlerConflict(
-            f"the Butler holds another {element} record for "
-            f"{ {k: record[k] for k in ('instrument', 'id', 'name') if k in record} }: {exc}"
-        ) from None
+def _uuid(value: Any) -> uuid.UUID:
+    """A dataset id as the driver gives it (UUID on PostgreSQL, text or bytes on SQLite)."""
+    if isinstance(value, uuid.UUID):
+        return value
+    if isinstance(value, bytes):
+        return uuid.UUID(bytes=value)
+    return uuid.UUID(str(value))

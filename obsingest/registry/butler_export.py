@@ -6,34 +6,72 @@ detector, physical_filter, group, day_obs, exposure), the run collections, the `
 type and every dataset with its obsingest dataset id (= the Butler's DATAID_TYPE_RUN id) and its
 object URI, absolute, so ``butler import REPO FILE --transfer direct`` points the new repository
 at the objects where they are.
+
+``butler import`` imports the formatter class each dataset names, so the file is written for the
+environment that will read it (``target``; docs/butler.md says which and why):
+
+- ``rubin`` (default): obs_lsst's raw formatter of each instrument
+  (``lsst.obs.lsst.rawFormatter.LsstCamRawFormatter``, ``LsstComCamRawFormatter``,
+  ``LatissRawFormatter``) and storage class ``Exposure``, exactly what Rubin's own raw ingest
+  records: a science-pipelines environment (daf_butler + obs_lsst, no obsingest) imports it and
+  ``butler.get`` returns the raw as an ``lsst.afw.image.Exposure``.
+- ``daf_butler``: a plain daf_butler installation (``pip install lsst-daf-butler``, nothing
+  else) imports it. daf_butler ships no formatter that reads FITS, so the datasets name its
+  base ``lsst.daf.butler.FormatterV2``: records, dataset ids and URIs are all there
+  (``query-datasets``, ``butler.getURI(ref).read()`` gives the file, astropy reads its header),
+  but ``butler.get`` refuses.
+- ``obsingest``: obsingest's ``RawFitsFormatter`` and storage class ``ObsingestRawFits``, for a
+  repository with obsingest installed and that storage class configured (``make_repo``):
+  ``butler.get`` returns an astropy HDUList.
+
+``formatters`` ({instrument: class}) overrides the target's choice per instrument.
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
 
+from obsingest import camera
 from obsingest.registry import butler_records, tables
+from obsingest.registry.butler_repo import FALLBACK_FORMATTER, RAW_FITS_STORAGE_CLASS
 from obsingest.registry.registry import ExposureRecord, Registry
+
+#: target -> (formatter of every raw, None: the instrument's obs_lsst one; storage class)
+TARGETS: dict[str, tuple[str | None, str]] = {
+    "rubin": (None, "Exposure"),
+    "daf_butler": ("lsst.daf.butler.FormatterV2", "Exposure"),
+    "obsingest": (FALLBACK_FORMATTER, RAW_FITS_STORAGE_CLASS),
+}
+
+
+def formatter_for(instrument: str, target: str, formatters: Mapping[str, str]) -> str:
+    """The formatter class an export for ``target`` records for ``instrument``'s raws."""
+    if instrument in formatters:
+        return formatters[instrument]
+    if target not in TARGETS:
+        raise ValueError(f"unknown export target {target!r} (one of {', '.join(TARGETS)})")
+    chosen = TARGETS[target][0]
+    return chosen if chosen is not None else camera.instrument(instrument).raw_formatter
 
 
 def export_butler(
     registry: Registry,
     path: str | Path,
     storage_class: str | None = None,
-    formatter: str | None = None,
+    target: str = "rubin",
+    formatters: Mapping[str, str] | None = None,
 ) -> dict[str, int]:
     """Write the Butler export of ``registry`` to ``path``; returns what it holds, by kind.
 
-    ``storage_class`` of the raw dataset type (default: ``OBSINGEST_BUTLER_STORAGE_CLASS``,
-    ``Exposure`` as in production repositories); ``formatter`` recorded per file (default: the
-    instrument's obs_lsst raw formatter where ``lsst.obs.lsst`` is importable, else obsingest's
-    RawFitsFormatter, which ``butler import`` must be able to import).
-    """
+    ``target`` (module doc) picks the formatter of each instrument's raws and the raw dataset
+    type's storage class; ``formatters`` ({instrument: class}) and ``storage_class`` override
+    them."""
     from lsst.daf.butler import (
         DatasetIdGenEnum,
         DatasetRef,
@@ -45,9 +83,10 @@ def export_butler(
     from lsst.daf.butler.transfers import YamlRepoExportBackend
 
     from obsingest.registry.butler_records import with_timespan
-    from obsingest.registry.butler_repo import RAW_DIMENSIONS, ButlerSettings, raw_formatter
+    from obsingest.registry.butler_repo import RAW_DIMENSIONS
 
-    settings = ButlerSettings()
+    formatters = dict(formatters or {})
+    storage_class = storage_class or TARGETS.get(target, (None, "Exposure"))[1]
     universe = DimensionUniverse()
     datasets, exposures = _read(registry)
     instruments = sorted({row["instrument"] for row in datasets})
@@ -66,7 +105,7 @@ def export_butler(
     dtype = DatasetType(
         registry.settings.dataset_type,
         RAW_DIMENSIONS,
-        storage_class or settings.storage_class,
+        storage_class,
         universe=universe,
     )
     by_run: dict[str, list[Any]] = defaultdict(list)
@@ -85,7 +124,7 @@ def export_butler(
                 f"dataset {row['id']} ({row['instrument']} {row['exposure']} {row['detector']}): "
                 f"not the Butler's DATAID_TYPE_RUN id {check.id} for run {row['run']!r}"
             )
-        fmt = formatter or raw_formatter(row["instrument"], settings.formatter)
+        fmt = formatter_for(row["instrument"], target, formatters)
         by_run[row["run"]].append(FileDataset(row["uri"], [ref], formatter=fmt))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

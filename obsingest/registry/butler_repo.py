@@ -118,5 +118,3 @@ def ensure_dataset_type(butler: Any, name: str, storage_class: str) -> Any:
         dtype = DatasetType(name, RAW_DIMENSIONS, storage_class, universe=butler.dimensions)
         butler.registry.registerDatasetType(dtype)
         return butler.get_dataset_type(name)
-
-

@@ -50,6 +50,7 @@ from obsingest.dataid import (
 )
 from obsingest.errors import BadObjectName, PermanentError
 from obsingest.registry import tables
+from obsingest.registry.butler_repo import is_butler_url, repo_of
 from obsingest.registry.completeness import (
     FROM_INSTRUMENT,
     FROM_MANIFEST,
@@ -179,6 +180,8 @@ class PresenceReader:
         self._lock = threading.Lock()
         #: the registry URL as given (password hidden), for humans
         self.source = engine.url.render_as_string(hide_password=True)
+        #: a CCD answer checked against the registry of record (a Butler), None: no such check
+        self.confirm: Any = None
         self._build_statements(engine.dialect.name)
         self._prepare()
 
@@ -201,10 +204,16 @@ class PresenceReader:
             cache_size=cache_size,
         )
         reader.source = shown_url(settings.url)
+        if is_butler_url(settings.url):  # the Butler is the registry of record: ask it too
+            from obsingest.registry.butler_reads import ButlerConfirmation
+
+            reader.confirm = ButlerConfirmation(repo_of(settings.url))
         return reader
 
     def close(self) -> None:
         self.engine.dispose()
+        if self.confirm is not None:
+            self.confirm.close()
 
     def ping(self) -> None:
         with self.engine.connect() as conn:
@@ -320,12 +329,16 @@ class PresenceReader:
         row = rows[0] if rows else None
         if row is None:
             return CcdPresence(instrument, exposure, detector, day_obs, registered=False)
-        return self._ccd_of(row)
+        return self._confirmed(self._ccd_of(row))
 
     def dataset(self, dataset_id: uuid.UUID) -> CcdPresence | None:
         """The CCD registered under ``dataset_id`` (any run), None when there is none."""
         rows = self._p_dataset.rows({"id": uuid_param(self.engine, dataset_id)})
-        return self._ccd_of(rows[0]) if rows else None
+        found = self._confirmed(self._ccd_of(rows[0])) if rows else None
+        return found if found is not None and found.registered else None
+
+    def _confirmed(self, ccd: CcdPresence) -> CcdPresence:
+        return self.confirm(ccd) if self.confirm is not None else ccd
 
     def _ccd_of(self, row: tuple[Any, ...]) -> CcdPresence:
         """A row of ``_q_ccd`` / ``_q_dataset`` (columns in ``ccd_cols`` order) as the driver

@@ -55,6 +55,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "same URIs) as a Butler export file (needs obsingest[butler]).",
     )
     x.add_argument("--format", choices=["butler"], default="butler", help="export format")
+    x.add_argument(
+        "--target",
+        choices=["rubin", "daf_butler", "obsingest"],
+        default="rubin",
+        help=(
+            "who reads it: rubin (default; obs_lsst's raw formatters, storage class Exposure: a "
+            "science-pipelines environment), daf_butler (a plain daf_butler installation: "
+            "records, ids and URIs, no butler.get), obsingest (obsingest's RawFitsFormatter); "
+            "see docs/butler.md"
+        ),
+    )
+    x.add_argument(
+        "--formatter",
+        action="append",
+        default=[],
+        metavar="INSTRUMENT=CLASS",
+        help="the formatter class recorded for an instrument's raws, repeatable",
+    )
+    x.add_argument("--storage-class", help="storage class of the raw dataset type")
     x.add_argument("file", help="output file, e.g. export.yaml")
     x.set_defaults(func=_export)
 
@@ -80,4 +99,13 @@ def _migrate(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from obsingest_cli.script.registry import export
 
-    return export(args.registry, args.format, args.file, args.json)
+    formatters = dict(item.split("=", 1) for item in args.formatter)
+    return export(
+        args.registry,
+        args.format,
+        args.file,
+        args.json,
+        target=args.target,
+        formatters=formatters,
+        storage_class=args.storage_class,
+    )

@@ -35,6 +35,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument(
         "--kafka", help="Kafka bootstrap servers (default: when OBSINGEST_BUS_BACKEND has kafka)"
     )
+    p.add_argument(
+        "--registry",
+        help=(
+            "a Butler repository (butler:<repo>, default OBSINGEST_REGISTRY_URL when it is one) "
+            "to set up as the first registrations would: raw dataset type, run collections, "
+            "instruments and detectors; without a bucket only that is done"
+        ),
+    )
+    p.add_argument(
+        "--instrument",
+        action="append",
+        dest="instruments",
+        help="instrument to set up in the Butler, repeatable (default: LSSTCam)",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
 
@@ -49,4 +63,6 @@ def run(args: argparse.Namespace) -> int:
         subscription=args.subscription,
         kafka=args.kafka,
         as_json=args.json,
+        registry=args.registry,
+        instruments=tuple(args.instruments or ("LSSTCam",)),
     )

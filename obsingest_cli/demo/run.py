@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from obsingest import avro, defaults, logs
 from obsingest.dataid import INSTRUMENTS, DataId, make_exposure_id
 from obsingest.messages import ArrivalEvent, ExposureManifest, ExposureSummary, utcnow
+from obsingest_cli.demo.record_check import discrepancy
 
 if TYPE_CHECKING:
     from obsingest_cli.demo.environment import DemoEnvironment
@@ -79,10 +80,16 @@ class DemoResult:
     dead_lettered: int
     #: what the run wrote and where: registry URL, store URL, files
     outputs: dict[str, str] = field(default_factory=dict)
+    #: why what was announced differs from what the registry (the Butler) holds; "" if it does not
+    discrepancy: str = ""
 
     @property
     def complete(self) -> bool:
         return bool(self.summaries) and all(s.completeness == 1.0 for s in self.summaries)
+
+    @property
+    def announced(self) -> int:
+        return len({a.dataset_id for a in self.arrivals})
 
 
 class Progress:
@@ -278,7 +285,9 @@ class DemoPipeline:
             last = max(summaries, key=lambda s: (s.exposure, s.revision))
             plot_focal_plane(last, self.arrivals, focal_plane)
         registry = env.registry
+        exposures = [(m.instrument, m.exposure) for m in self.manifests]
         return DemoResult(
+            discrepancy=discrepancy(registry, exposures, self.arrivals),
             registered=registry.count_datasets(),
             summaries=summaries,
             arrivals=list(self.arrivals),
@@ -324,6 +333,9 @@ def run_demo(config: DemoConfig) -> int:
     print(f"(latencies: readout -> announced, in seconds of {LATENCY_SCALE})")
     print()
     print(f"registered datasets: {result.registered}")
+    print(f"announced CCDs:      {result.announced}")
+    if result.discrepancy:
+        print(f"NOT CONSISTENT: {result.discrepancy}")
     print(f"quarantined inputs:  {len(result.quarantined)}")
     for entry in result.quarantined:
         print(f"  - {entry['reason']}: {entry['message']}")
@@ -331,7 +343,8 @@ def run_demo(config: DemoConfig) -> int:
         print(f"dead-lettered notifications: {result.dead_lettered}")
     for label, path in result.outputs.items():
         print(f"{label:>10}: {path}")
-    return 0 if result.complete and not result.dead_lettered else 1
+    ok = result.complete and not result.dead_lettered and not result.discrepancy
+    return 0 if ok else 1
 
 
 #: how long the demo waits while the edge reports a resource run out (its destination or spool

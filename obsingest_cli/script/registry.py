@@ -57,15 +57,26 @@ def migrate(url: str | None) -> int:
     return 0
 
 
-def export(url: str | None, fmt: str, path: str, as_json: bool) -> int:
-    """Write the registry as an export file (``butler``: what ``butler import`` loads)."""
+def export(
+    url: str | None,
+    fmt: str,
+    path: str,
+    as_json: bool,
+    target: str = "rubin",
+    formatters: dict[str, str] | None = None,
+    storage_class: str | None = None,
+) -> int:
+    """Write the registry as an export file (``butler``: what ``butler import`` loads), for the
+    environment ``target`` names (``registry.butler_export``)."""
     from obsingest.registry.butler_export import export_butler
 
     if fmt != "butler":
         raise ValueError(f"unknown export format {fmt!r} (butler)")
     registry = _open(url)
     try:
-        counts = export_butler(registry, path)
+        counts = export_butler(
+            registry, path, storage_class=storage_class, target=target, formatters=formatters
+        )
     finally:
         registry.close()
     print(json.dumps(counts) if as_json else f"wrote {path}: {counts}")

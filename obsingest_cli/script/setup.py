@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from obsingest.settings import BusSettings, StoreSettings
+from obsingest.settings import BusSettings, RegistrySettings, StoreSettings
 
 
 def bucket_from_settings(store: StoreSettings) -> str | None:
@@ -30,17 +30,22 @@ def run_setup(
     subscription: str,
     kafka: str | None,
     as_json: bool,
+    registry: str | None = None,
+    instruments: tuple[str, ...] = ("LSSTCam",),
 ) -> int:
-    """Create what is missing and print what exists; 2 when no bucket is known."""
+    """Create what is missing and print what exists; 2 when no bucket (and no Butler) is known."""
     from infra.local.provision import setup
     from obsingest import logs
 
     logs.configure("WARNING")
+    butler_done = _butler(registry, instruments, as_json)
     bus = BusSettings()
     if project:
         bus = bus.model_copy(update={"pubsub_project": project})
     bucket = bucket or bucket_from_settings(StoreSettings())
     if not bucket:
+        if butler_done:
+            return 0
         print("obsingest setup: give --bucket or set OBSINGEST_STORE_URL=gs://BUCKET")
         return 2
     report = setup(
@@ -58,3 +63,26 @@ def run_setup(
         for what in report.existing:
             print(f"exists   {what}")
     return 0
+
+
+def _butler(registry: str | None, instruments: tuple[str, ...], as_json: bool) -> bool:
+    """Set up the Butler repository the registry URL names, if it names one; printed."""
+    from obsingest.registry.butler_repo import is_butler_url
+
+    settings = RegistrySettings(url=registry) if registry else RegistrySettings()
+    if not is_butler_url(settings.url):
+        if registry:
+            raise SystemExit(f"obsingest setup: --registry {registry!r} is not butler:<repo>")
+        return False
+    from obsingest.registry.butler_setup import set_up_repository
+
+    done = set_up_repository(settings, instruments)
+    if as_json:
+        print(json.dumps({"butler": done}, indent=2))
+    else:
+        print(
+            f"ready    Butler {settings.url}: dataset type {done['dataset_type']} "
+            f"({done['storage_class']}), runs {', '.join(done['runs'])}, "
+            f"instruments {', '.join(done['instruments'])} with their detectors"
+        )
+    return True

@@ -3,9 +3,11 @@ empty repository (SQLite and PostgreSQL registries on both sides)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 import yaml
@@ -60,28 +62,59 @@ def test_export_loads_into_an_empty_butler_with_the_same_ids_and_uris(kind, tmp_
         outbox.ack(path)
     registry.close()
 
-    export = tmp_path / "export.yaml"
-    subprocess.run(
+    # for Rubin: obs_lsst's raw formatter and Rubin's storage class, nothing of obsingest's
+    rubin = tmp_path / "rubin.yaml"
+    _export(registry_url, rubin, "rubin")
+    text = rubin.read_text()
+    assert "formatter: lsst.obs.lsst.rawFormatter.LsstCamRawFormatter" in text
+    assert "storage_class: Exposure" in text and "obsingest." not in text
+    # a plain daf_butler installation cannot import it: it names what is missing, obs_lsst
+    plain = daf_butler_only_venv(tmp_path / "venv")
+    bare = tmp_path / "bare"
+    subprocess.run([plain("butler"), "create", str(bare)], check=True, timeout=300, cwd=tmp_path)
+    refused = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "obsingest_cli",
-            "registry",
-            "export",
-            "--format",
-            "butler",
-            "--registry",
-            registry_url,
-            str(export),
+            plain("butler"),
+            "import",
+            str(bare),
+            str(tmp_path),
+            "--export-file",
+            str(rubin),
+            "--transfer",
+            "direct",
         ],
-        check=True,
+        capture_output=True,
+        text=True,
         timeout=300,
+        cwd=tmp_path,
     )
+    assert refused.returncode != 0 and "lsst.obs.lsst" in refused.stderr, refused.stderr[-2000:]
+
+    # for a plain daf_butler installation (no obsingest, no obs_lsst on its path)
+    export = tmp_path / "export.yaml"
+    _export(registry_url, export, "daf_butler")
     text = export.read_text()  # daf_butler's YAML tags (!butler_time/...) need its own loader
     for part in ("element: exposure", "type: collection", "collection_type: RUN", "type: dataset"):
         assert part in text
+    assert "formatter: lsst.daf.butler.FormatterV2" in text and "obsingest." not in text
+    read = subprocess.run(
+        [plain("python"), "-c", _READ_IN_PLAIN_DAF_BUTLER, str(tmp_path / "plain"), str(export)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert read.returncode == 0, read.stderr[-3000:]
+    found = json.loads(read.stdout.splitlines()[-1])
+    expected = {
+        str(dataset_id(DataId("LSSTCam", e, d), "raw", RUN)) for e in exposures for d in DETECTORS
+    }
+    assert found["obsingest_importable"] is False
+    assert set(found["ids"]) == expected
+    assert found["detname"] == "R00_SW1"  # the raw's header, through the Butler's URI
+    assert found["bytes_equal"] is True
 
-    # an empty repository, as a Butler user makes it; then the real `butler import`
+    # the same file into a repository with a SQLite or PostgreSQL registry (this environment)
     target = tmp_path / "target"
     create = [butler_cli(), "create", str(target)]
     if target_db:
@@ -105,9 +138,6 @@ def test_export_loads_into_an_empty_butler_with_the_same_ids_and_uris(kind, tmp_
     )
 
     rows = query_datasets(str(target), RUN)
-    expected = {
-        str(dataset_id(DataId("LSSTCam", e, d), "raw", RUN)) for e in exposures for d in DETECTORS
-    }
     assert {r["id"] for r in rows} == expected
     from lsst.daf.butler import Butler
 
@@ -131,3 +161,72 @@ def test_export_loads_into_an_empty_butler_with_the_same_ids_and_uris(kind, tmp_
         assert (instrument.class_name, instrument.detector_max) == ("lsst.obs.lsst.LsstCam", 1000)
     finally:
         butler.close()
+
+
+def _export(registry_url: str, path, target: str) -> None:
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "obsingest_cli",
+            "registry",
+            "export",
+            "--format",
+            "butler",
+            "--target",
+            target,
+            "--registry",
+            registry_url,
+            str(path),
+        ],
+        check=True,
+        timeout=300,
+    )
+
+
+#: run by the throwaway venv's python: create a repository, import, read back; one JSON line
+_READ_IN_PLAIN_DAF_BUTLER = """
+import importlib.util, io, json, sys
+from pathlib import Path
+from astropy.io import fits
+from lsst.daf.butler import Butler
+
+repo, export = sys.argv[1], sys.argv[2]
+Butler.makeRepo(repo)
+butler = Butler.from_config(repo, writeable=True)
+butler.import_(filename=export, transfer="direct")
+refs = butler.query_datasets("raw", collections="LSSTCam/raw/all", limit=None)
+ref = next(r for r in refs if r.dataId["detector"] == 192)
+data = butler.getURI(ref).read()
+header = fits.open(io.BytesIO(data))[0].header
+local = Path(str(butler.getURI(ref)).removeprefix("file://")).read_bytes()
+print(json.dumps({
+    "obsingest_importable": importlib.util.find_spec("obsingest") is not None,
+    "ids": [str(r.id) for r in refs],
+    "detname": header["DETNAME"],
+    "bytes_equal": data == local,
+}))
+"""
+
+
+def daf_butler_only_venv(path):
+    """A throwaway virtualenv with lsst-daf-butler of this environment's version and its
+    dependencies only (uv, from the local cache when it has them); ``name -> its executable``."""
+    from importlib.metadata import version
+
+    uv = str(Path(sys.executable).with_name("uv"))
+    subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(path)], check=True)
+    subprocess.run(
+        [
+            uv,
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            str(path / "bin" / "python"),
+            f"lsst-daf-butler=={version('lsst-daf-butler')}",
+        ],
+        check=True,
+        timeout=600,
+    )
+    return lambda name: str(path / "bin" / name)

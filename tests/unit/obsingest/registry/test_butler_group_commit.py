@@ -94,9 +94,47 @@ def test_a_butler_failure_is_retriable_and_reaches_only_its_batch(registry):
     assert registry.register(_record(1, 2026112200001)).created
     with pytest.raises(RegistryUnavailable, match="datastore unreachable"):
         registry.register(_record(1, 2026112200002))
-    # the companion kept it: a redelivery after the Butler is back completes it
+    # the Butler first: the companion recorded nothing, so nothing claims the CCD registered;
+    # the redelivery after the Butler is back is its first registration (announced)
+    assert _companion_exposures(registry) == [2026112200001]
     registry._in_butler = Recorder(seconds=0.0)
-    assert registry.register(_record(1, 2026112200002)).created is False
+    assert registry.register(_record(1, 2026112200002)).created is True
+
+
+def _companion_exposures(registry):
+    from obsingest.registry import tables
+
+    with registry.engine.connect() as conn:
+        return sorted(conn.execute(select(tables.dataset.c.exposure)).scalars())
+
+
+def test_a_companion_failure_after_the_butler_is_retriable_and_its_redelivery_announces(
+    registry, monkeypatch
+):
+    """The Butler has committed, the companion's transaction fails: the caller fails (retriable),
+    nothing claims the CCD; its redelivery records and announces it once."""
+    recorder = Recorder(seconds=0.0)
+    registry._in_butler = recorder
+    real = registry._in_tx
+    calls = {"n": 0}
+
+    def failing(fn):
+        calls["n"] += 1
+        from sqlalchemy.exc import OperationalError
+
+        raise OperationalError("COMMIT", None, ConnectionError("companion unreachable"))
+
+    monkeypatch.setattr(registry, "_in_tx", failing)
+    monkeypatch.setattr(registry.settings, "retry_attempts", 1)
+    with pytest.raises(RegistryUnavailable, match="companion unreachable"):
+        registry.register(_record(2), announce=_announce)
+    assert recorder.batches == [[2]] and calls["n"] >= 1
+    assert _companion_exposures(registry) == [] and _outbox(registry) == {}
+    monkeypatch.setattr(registry, "_in_tx", real)
+    again = registry.register(_record(2), announce=_announce)
+    assert again.created and again.outbox_id == _outbox(registry)[again.dataset_id]
+    assert recorder.batches == [[2], [2]]
+    assert not registry.register(_record(2), announce=_announce).created
 
 
 def _announce(registration):

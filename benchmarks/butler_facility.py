@@ -1,0 +1,219 @@
+"""A whole LSSTCam exposure at the facility into a PostgreSQL Butler (issue 20), next to Butler's
+own ``butler ingest-files`` of the same files in the same run.
+
+Two register-function instances (processes, each with 32 concurrent handlers, warm: registry
+open, ``obsingest setup``'s part done) on one repository fresh from ``butler create`` with a
+PostgreSQL registry (and a PostgreSQL companion). The 205 small CCDs of an exposure are stored at
+once; their finalize notifications are delivered to the two instances concurrently (odd / even
+detectors). ``seconds`` is from the delivery to the last CCD registered in the Butler and its
+ArrivalEvent published; the Butler is then counted with ``butler query-datasets``.
+
+Reference: ``butler ingest-files REPO raw RUN table.csv --transfer direct`` of the same 205 files
+into a second fresh PostgreSQL repository (dimension records inserted beforehand, not timed), the
+whole command timed as a user runs it. ``ratio`` = its seconds / obsingest's.
+
+Goal: the last CCD within 7 s (Rubin's target), 205 in the Butler, each announced.
+
+Run: ``python -m benchmarks.butler_facility``; writes benchmarks/results/butler_facility.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import run_header
+
+RESULTS = Path(__file__).resolve().parent / "results" / "butler_facility.json"
+ROOT = Path(__file__).resolve().parent.parent
+EXPOSURE = 2026112200001
+RUN = "LSSTCam/raw/all"
+DETECTORS = 205
+INSTANCES = 2
+GOAL_SECONDS = 7.0
+
+#: one register-function instance: opens its registry, waits for the start time, handles its
+#: events 32 at once, prints one JSON line with its outcomes and when its last one finished
+_INSTANCE = """
+import json, sys, time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from functions.register.service import RegisterService
+from obsingest.bus.memory import InMemoryBus
+from obsingest.dataid import DataId
+from obsingest.registry import open_registry
+from obsingest.settings import RegistrySettings
+from obsingest.store.local import LocalDirStore
+from obsingest.store.notifications import GCS_NOTIFICATION_FINALIZE, ObjectEvent
+
+url, root, start, exposure = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+detectors = [int(d) for d in sys.argv[5].split(",")]
+store = LocalDirStore(Path(root))
+registry = open_registry(RegistrySettings(url=url))
+bus = InMemoryBus()
+service = RegisterService(store, registry, bus)
+events = [
+    ObjectEvent(f"b:{d}", GCS_NOTIFICATION_FINALIZE,
+                store.stat(DataId("LSSTCam", exposure, d).object_name()))
+    for d in detectors
+]
+time.sleep(max(0.0, start - time.time()))
+with ThreadPoolExecutor(32) as pool:
+    outcomes = [o.status for o in pool.map(service.handle, events)]
+end = time.time()
+announced = len(bus.topics["ccd-arrivals"])
+print(json.dumps({"outcomes": outcomes, "end": end, "announced": announced,
+                  "batches": registry.batch_stats()}))
+registry.close()
+"""
+
+
+def _repo(admin_url: str, root: Path, made: list[str]) -> tuple[str, str]:
+    """A repository from ``butler create --seed-config`` (PostgreSQL registry) and a companion
+    database: (``butler:`` URL, companion URL)."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    from infra.local.provision import create_database
+
+    db = create_database(admin_url, "bench_butler")
+    made.append(db)
+    plain = make_url(db).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(plain, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS btree_gist")
+    seed = root.with_suffix(".seed.yaml")
+    seed.write_text(json.dumps({"registry": {"db": plain}}))
+    butler = str(Path(sys.executable).with_name("butler"))
+    subprocess.run([butler, "create", "--seed-config", str(seed), str(root)], check=True)
+    companion = create_database(admin_url, "bench_companion")
+    made.append(companion)
+    return f"butler:///{root.resolve().as_posix().lstrip('/')}", companion
+
+
+def _obsingest(url: str, store_root: Path, env: dict[str, str]) -> dict[str, Any]:
+    start = time.time() + 15.0  # both instances warm (registry open) by then
+    procs = []
+    for i in range(INSTANCES):
+        mine = ",".join(str(d) for d in range(DETECTORS) if d % INSTANCES == i)
+        args = [url, str(store_root), str(start), str(EXPOSURE), mine]
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", _INSTANCE, *args],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    reports = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=240)
+        if proc.returncode != 0:
+            raise RuntimeError(f"register instance failed: {err[-2000:]}")
+        reports.append(json.loads(out.splitlines()[-1]))
+    outcomes = [s for r in reports for s in r["outcomes"]]
+    return {
+        "seconds": round(max(r["end"] for r in reports) - start, 3),
+        "registered": outcomes.count("registered"),
+        "announced": sum(r["announced"] for r in reports),
+        "largest_batch": max(r["batches"]["largest_batch"] for r in reports),
+        "batches": sum(r["batches"]["batches"] for r in reports),
+    }
+
+
+def _butler_ingest_files(url: str, store_root: Path, work: Path) -> float:
+    """``butler ingest-files`` of the 205 files (records set up first, untimed); seconds."""
+    from lsst.daf.butler import Butler
+
+    from obsingest.dataid import DataId
+    from obsingest.registry.butler_repo import FALLBACK_FORMATTER, repo_of
+    from obsingest.registry.butler_setup import ButlerSetup
+    from obsingest.registry.registry import ExposureRecord
+
+    repo = repo_of(url)
+    butler = Butler.from_config(repo, writeable=True)
+    try:
+        setup = ButlerSetup(butler, "raw", "Exposure")
+        setup.prepare([RUN], ["LSSTCam"])
+        setup.exposure(ExposureRecord("LSSTCam", EXPOSURE, EXPOSURE // 100_000))
+    finally:
+        butler.close()
+    table = work / "ingest.csv"
+    lines = ["file,instrument,exposure,detector"]  # the file first, as ingest-files reads it
+    for det in range(DETECTORS):
+        path = store_root / DataId("LSSTCam", EXPOSURE, det).object_name()
+        lines.append(f"{path},LSSTCam,{EXPOSURE},{det}")
+    table.write_text("\n".join(lines) + "\n")
+    command = [str(Path(sys.executable).with_name("butler")), "ingest-files", repo, "raw", RUN]
+    command += [str(table), "--transfer", "direct", "--formatter", FALLBACK_FORMATTER]
+    command += ["--id-generation-mode", "dataid_type_run"]
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"butler ingest-files failed: {done.stderr[-2000:]}")
+    return round(time.perf_counter() - started, 3)
+
+
+def _count(url: str) -> int:
+    from obsingest.registry.butler_repo import repo_of
+
+    butler = str(Path(sys.executable).with_name("butler"))
+    out = subprocess.run(
+        [butler, "query-datasets", repo_of(url), "raw", "--collections", RUN, "--limit", "0"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return sum(1 for line in out.splitlines() if line.strip().startswith("raw "))
+
+
+def run() -> dict[str, Any]:
+    from benchmarks.registry import ensure_stack, prepare_store
+    from infra.local.provision import drop_database
+    from obsingest.registry.butler_setup import set_up_repository
+    from obsingest.settings import RegistrySettings
+
+    admin_url = ensure_stack()
+    made: list[str] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-butler-facility-") as tmp:
+            work = Path(tmp)
+            prepare_store(work / "store", EXPOSURE, DETECTORS)
+            url, companion = _repo(admin_url, work / "repo", made)
+            env = {**os.environ, "PYTHONPATH": str(ROOT)}
+            env["OBSINGEST_BUTLER_COMPANION_URL"] = companion
+            os.environ["OBSINGEST_BUTLER_COMPANION_URL"] = companion
+            set_up_repository(RegistrySettings(url=url), ["LSSTCam"])  # `obsingest setup`
+            ours = _obsingest(url, work / "store", env)
+            ours["in_butler"] = _count(url)
+            ref_url, _ = _repo(admin_url, work / "reference", made)
+            reference = _butler_ingest_files(ref_url, work / "store", work)
+            referenced = _count(ref_url)
+    finally:
+        for url_ in made:
+            drop_database(admin_url, url_)
+    met = ours["seconds"] <= GOAL_SECONDS and ours["in_butler"] == DETECTORS
+    met = met and ours["registered"] == DETECTORS and ours["announced"] == DETECTORS
+    result = {
+        **run_header("butler_facility"),
+        "ccds": DETECTORS,
+        "instances": INSTANCES,
+        "obsingest": ours,
+        "butler_ingest_files": {"seconds": reference, "in_butler": referenced},
+        "ratio": round(reference / ours["seconds"], 2) if ours["seconds"] else None,
+        "goal": {"last_ccd_within_seconds": GOAL_SECONDS, "met": met},
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2, default=str))
+    return result
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=2, default=str))

@@ -1,0 +1,210 @@
+"""What a Butler-backed registry holds, read from the Butler itself.
+
+The Butler is the registry of record (``butler`` module doc): a CCD is registered when the Butler
+holds its raw. So ``registry list`` and ``count_datasets`` (the demo's "registered datasets") list
+the Butler's raws in the configured runs, each with what the companion tables add (size,
+checksum, transport, readout time; ``companion: false`` when they lack it, the state a failure
+between the Butler's commit and the companion's leaves until it is repaired), and reconcile
+(``ButlerAudit.registered_uris``) counts an object as registered only when the Butler holds its
+dataset at that URI *and* the companion has recorded it: every other object is handed to the
+register service, whose registration is idempotent on both and completes whichever lacks it.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Engine, select
+
+from obsingest.registry import tables
+from obsingest.registry.audit import RegistryAudit
+from obsingest.settings import RegistrySettings, run_name
+
+#: dataset ids per companion lookup
+_CHUNK = 500
+
+
+class ButlerReads:
+    """Queries of the Butler (raws in the configured runs) joined with the companion."""
+
+    def __init__(
+        self, butler: Any, engine: Engine, settings: RegistrySettings, lock: threading.Lock
+    ) -> None:
+        self.butler = butler
+        self.engine = engine
+        self.settings = settings
+        self._lock = lock
+
+    def runs(self, instrument: str | None = None) -> dict[str, str]:
+        """instrument -> the run its raws go to, for the instruments the Butler knows."""
+        with self._lock:
+            names = [r.name for r in self.butler.registry.queryDimensionRecords("instrument")]
+        if instrument:
+            names = [n for n in names if n == instrument]
+        return {name: run_name(self.settings.run, name) for name in sorted(names)}
+
+    def refs(self, instrument: str | None = None, exposure: int | None = None) -> list[Any]:
+        """The raws the Butler holds in the configured runs (none before any was ingested)."""
+        from lsst.daf.butler.registry import MissingCollectionError, MissingDatasetTypeError
+
+        out: list[Any] = []
+        for inst, run in self.runs(instrument).items():
+            where, bind = "instrument = inst", {"inst": inst}
+            if exposure:
+                where, bind = where + " AND exposure = exp", {**bind, "exp": exposure}
+            with self._lock:
+                try:
+                    out.extend(
+                        self.butler.registry.queryDatasets(
+                            self.settings.dataset_type, collections=run, where=where, bind=bind
+                        )
+                    )
+                except (MissingCollectionError, MissingDatasetTypeError):
+                    continue
+        return out
+
+    def uris(self, refs: list[Any]) -> dict[uuid.UUID, str]:
+        """dataset id -> the URI the Butler's datastore records for it (one query)."""
+        if not refs:
+            return {}
+        with self._lock:
+            found = self.butler.get_many_uris(refs)
+        return {ref.id: str(uris.primaryURI) for ref, uris in found.items() if uris.primaryURI}
+
+    def count(self) -> int:
+        return len(self.refs())
+
+    def datasets(
+        self, instrument: str | None = None, exposure: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Rows as ``Registry.datasets`` gives them, the Butler's raws, in data id order."""
+        refs = self.refs(instrument, exposure)
+        uris = self.uris(refs)
+        companion = self._companion({ref.id for ref in refs})
+        rows = []
+        for ref in refs:
+            mine = companion.get(ref.id, {})
+            rows.append(
+                {
+                    "id": str(ref.id),
+                    "dataset_type": ref.datasetType.name,
+                    "run": ref.run,
+                    "instrument": ref.dataId["instrument"],
+                    "exposure": ref.dataId["exposure"],
+                    "detector": ref.dataId["detector"],
+                    "ingest_time": mine.get("ingest_time"),
+                    "uri": uris.get(ref.id, ""),
+                    "size": mine.get("size"),
+                    "checksum": mine.get("checksum"),
+                    "transport": mine.get("transport"),
+                    "readout_time": mine.get("readout_time"),
+                    "companion": bool(mine),
+                }
+            )
+        rows.sort(key=lambda r: (r["instrument"], r["exposure"], r["detector"]))
+        return rows
+
+    def _companion(self, ids: set[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
+        d, r = tables.dataset, tables.datastore_record
+        wanted = sorted(ids)
+        out: dict[uuid.UUID, dict[str, Any]] = {}
+        with self.engine.connect() as conn:
+            for start in range(0, len(wanted), _CHUNK):
+                query = (
+                    select(d.c.id, d.c.ingest_time, r.c.uri, r.c.size, r.c.checksum)
+                    .add_columns(r.c.transport, r.c.readout_time)
+                    .join(r, r.c.dataset_id == d.c.id)
+                    .where(d.c.id.in_(wanted[start : start + _CHUNK]))
+                )
+                for row in conn.execute(query).mappings():
+                    out[row["id"]] = {k: _plain(v) for k, v in row.items() if k != "id"}
+        return out
+
+    def held(self, rows: Iterable[dict[str, Any]]) -> set[str]:
+        """Of companion rows (dataset ``id``, ``instrument``, ``exposure``, ``run``, ``uri``),
+        the URIs whose dataset the Butler holds at that very URI."""
+        from lsst.daf.butler.registry import MissingCollectionError, MissingDatasetTypeError
+
+        groups: dict[tuple[str, str], dict[uuid.UUID, str]] = {}
+        exposures: dict[tuple[str, str], set[int]] = {}
+        for row in rows:
+            key = (row["run"], row["instrument"])
+            groups.setdefault(key, {})[row["id"]] = row["uri"]
+            exposures.setdefault(key, set()).add(int(row["exposure"]))
+        refs = []
+        for (run, instrument), wanted in groups.items():
+            with self._lock:
+                try:
+                    found = self.butler.registry.queryDatasets(
+                        self.settings.dataset_type,
+                        collections=run,
+                        where="instrument = inst AND exposure IN (exps)",
+                        bind={"inst": instrument, "exps": sorted(exposures[(run, instrument)])},
+                    )
+                    refs.extend(ref for ref in found if ref.id in wanted)
+                except (MissingCollectionError, MissingDatasetTypeError):
+                    continue
+        uris = self.uris(refs)
+        expected = {i: u for group in groups.values() for i, u in group.items()}
+        return {uri for i, uri in uris.items() if expected.get(i) == uri}
+
+
+class ButlerAudit(RegistryAudit):
+    """Reconcile's queries on a Butler-backed registry: ``registered_uris`` asks the Butler."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        retrying: Callable[[Callable[[], Any]], Any] | None,
+        reads: ButlerReads,
+    ) -> None:
+        super().__init__(engine, retrying)
+        self.reads = reads
+
+    def registered_uris(self, uris: Iterable[str]) -> set[str]:
+        """Which of ``uris`` the companion has recorded and the Butler holds at that URI."""
+        d, r = tables.dataset, tables.datastore_record
+        wanted = sorted(set(uris))
+        rows: list[dict[str, Any]] = []
+        for start in range(0, len(wanted), _CHUNK):
+            query = (
+                select(d.c.id, d.c.instrument, d.c.exposure, d.c.run, r.c.uri)
+                .join(r, r.c.dataset_id == d.c.id)
+                .where(r.c.uri.in_(wanted[start : start + _CHUNK]))
+            )
+            rows.extend(self._read(lambda c, q=query: [dict(m) for m in c.execute(q).mappings()]))
+        return self.reads.held(rows) if rows else set()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return value.isoformat()
+    return value
+
+
+class ButlerConfirmation:
+    """For the presence reader on a ``butler:`` registry: a CCD the companion reports registered
+    is registered only if the Butler holds its dataset (``CcdPresence`` -> ``CcdPresence``)."""
+
+    def __init__(self, repo: str) -> None:
+        from lsst.daf.butler import Butler
+
+        self.butler = Butler.from_config(repo)
+        self._lock = threading.Lock()
+
+    def __call__(self, ccd: Any) -> Any:
+        if not ccd.registered or ccd.dataset_id is None:
+            return ccd
+        with self._lock:
+            held = self.butler.get_dataset(uuid.UUID(ccd.dataset_id)) is not None
+        if held:
+            return ccd
+        return type(ccd)(ccd.instrument, ccd.exposure, ccd.detector, ccd.day_obs, registered=False)
+
+    def close(self) -> None:
+        self.butler.close()

@@ -1,0 +1,238 @@
+"""What a Butler repository needs before a raw can be ingested, set up outside any transaction.
+
+A repository made by ``butler create`` and nothing else holds no ``raw`` dataset type, no run
+collection and no dimension records. daf_butler creates tables when a dataset type is registered
+and refuses to inside ``butler.transaction()`` ("Table creation interrupts transactions"), so
+every step here runs on its own, before the ingest's transaction, and each is idempotent:
+
+- dataset type ``raw`` (dimensions instrument, exposure, detector; the configured storage class
+  when it has to be registered, an existing definition is used as it is);
+- the run collection;
+- instrument and detector records (as obs_lsst's ``Instrument.register`` writes them);
+- per exposure: physical_filter, group, day_obs and exposure records, an existing exposure
+  record compared with the one from the headers (``ButlerConflict`` if they differ).
+
+Several processes may do this at once on one repository (several register-function instances
+starting on a fresh repository): a step that loses a race (unique violation, a serialization
+failure) is simply done again, and then finds what the winner wrote. Done steps are remembered
+per process, so the work is done once per process and instrument / exposure. ``obsingest setup
+--registry butler:...`` does the static part up front (``ButlerSetup.prepare``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from obsingest.errors import ObsIngestError, PermanentError
+from obsingest.logs import get_logger, log_event
+from obsingest.registry import butler_records
+from obsingest.registry.butler_records import with_timespan
+from obsingest.registry.butler_repo import RAW_DIMENSIONS
+from obsingest.registry.registry import ExposureRecord
+from obsingest.retry import RetryPolicy, Transient, call_with_retries
+
+log = get_logger("obsingest.registry.butler_setup")
+
+T = TypeVar("T")
+
+#: a lost race is over in milliseconds; a database that stays down is the caller's retry
+SETUP_RETRY = RetryPolicy(max_attempts=6, base_delay=0.05, max_delay=0.5, deadline=10.0)
+
+
+class ButlerConflict(PermanentError):
+    """The Butler already holds a different definition (an exposure record, a dataset type)."""
+
+    reason = "butler-conflict"
+
+
+def _race(exc: BaseException) -> Transient | None:
+    """Worth doing again: anything but a refusal of ours or a conflicting definition."""
+    from lsst.daf.butler.registry import ConflictingDefinitionError
+
+    if isinstance(exc, ObsIngestError | ConflictingDefinitionError):
+        return None
+    return Transient("butler-setup")
+
+
+class ButlerSetup:
+    """Idempotent, race-safe set-up of one repository (see module doc)."""
+
+    def __init__(self, butler: Any, dataset_type: str, storage_class: str) -> None:
+        self.butler = butler
+        self.dataset_type_name = dataset_type
+        self.storage_class = storage_class
+        self._lock = threading.Lock()
+        self._dtype: Any = None
+        self._runs: set[str] = set()
+        self._instruments: dict[str, Any] = {}
+        self.detector_records: dict[tuple[str, int], Any] = {}
+        #: per (instrument, exposure): the DimensionRecords a data id is expanded with
+        self.exposure_records: dict[tuple[str, int], dict[str, Any]] = {}
+
+    def _do(self, what: str, fn: Callable[[], T]) -> T:
+        def attempt(_remaining: float) -> T:
+            return fn()
+
+        def retried(a: Any) -> None:
+            log_event(log, "butler.setup_retried", what=what, error=str(a.error)[:200])
+
+        return call_with_retries(attempt, _race, SETUP_RETRY, what=what, on_retry=retried)
+
+    # the whole of it -------------------------------------------------------------------------
+    def prepare(self, runs: Iterable[str], instruments: Iterable[str]) -> dict[str, Any]:
+        """Dataset type, runs, instruments and their detectors; what was ensured, for humans."""
+        dtype = self.dataset_type()
+        runs = sorted(set(runs))
+        for run in runs:
+            self.run(run)
+        instruments = sorted(set(instruments))
+        for name in instruments:
+            self.instrument(name)
+        return {
+            "dataset_type": dtype.name,
+            "storage_class": dtype.storageClass_name,
+            "runs": runs,
+            "instruments": instruments,
+        }
+
+    def forget(self) -> None:
+        """Ask the repository again next time (after a failure that may mean it changed)."""
+        with self._lock:
+            self._dtype = None
+            self._runs.clear()
+            self._instruments.clear()
+            self.exposure_records.clear()
+
+    # steps -----------------------------------------------------------------------------------
+    def dataset_type(self) -> Any:
+        """The raw dataset type, registered with ``storage_class`` if the repository lacks it."""
+        if self._dtype is not None:
+            return self._dtype
+        from lsst.daf.butler import DatasetType
+        from lsst.daf.butler.registry import MissingDatasetTypeError
+
+        name = self.dataset_type_name
+
+        def ensure() -> Any:
+            try:
+                return self.butler.get_dataset_type(name)
+            except MissingDatasetTypeError:
+                pass
+            dtype = DatasetType(
+                name, RAW_DIMENSIONS, self.storage_class, universe=self.butler.dimensions
+            )
+            self.butler.registry.registerDatasetType(dtype)
+            log_event(log, "butler.dataset_type_registered", name=name, sc=self.storage_class)
+            return self.butler.get_dataset_type(name)
+
+        dtype = self._do(f"dataset type {name}", ensure)
+        required = sorted(dtype.dimensions.required)
+        if required != sorted(RAW_DIMENSIONS):
+            raise ButlerConflict(
+                f"the Butler's dataset type {name!r} has dimensions {required}, "
+                f"not {list(RAW_DIMENSIONS)}"
+            )
+        self._dtype = dtype
+        return dtype
+
+    def run(self, run: str) -> None:
+        """The run collection exists (registered if not)."""
+        if run in self._runs:
+            return
+        from lsst.daf.butler import CollectionType
+
+        def ensure() -> None:
+            self.butler.registry.registerCollection(run, CollectionType.RUN)
+            if self.butler.registry.getCollectionType(run) is not CollectionType.RUN:
+                raise ButlerConflict(f"the Butler's collection {run!r} is not a RUN collection")
+
+        self._do(f"run {run}", ensure)
+        self._runs.add(run)
+
+    def instrument(self, instrument: str) -> Any:
+        """Instrument and detector records; the instrument's DimensionRecord."""
+        found = self._instruments.get(instrument)
+        if found is not None:
+            return found
+        record, detectors = butler_records.instrument_records(instrument)
+
+        def ensure() -> None:
+            registry = self.butler.registry
+            _sync(registry, "instrument", record)
+            registry.insertDimensionData("detector", *detectors, skip_existing=True)
+
+        self._do(f"instrument {instrument}", ensure)
+        universe = self.butler.dimensions
+        detector_class = universe["detector"].RecordClass
+        for det in detectors:
+            self.detector_records[(instrument, det["id"])] = detector_class(**det)
+        found = universe["instrument"].RecordClass(**record)
+        self._instruments[instrument] = found
+        return found
+
+    def exposure(self, exposure: ExposureRecord) -> None:
+        """physical_filter, group, day_obs and exposure records of one exposure."""
+        key = (exposure.instrument, exposure.exposure)
+        if key in self.exposure_records:
+            return
+        instrument = self.instrument(exposure.instrument)
+        records = butler_records.exposure_records(exposure)
+        day_obs, exposure_record = (with_timespan(records[k]) for k in ("day_obs", "exposure"))
+
+        def ensure() -> None:
+            registry = self.butler.registry
+            registry.insertDimensionData(
+                "physical_filter", records["physical_filter"], skip_existing=True
+            )
+            registry.insertDimensionData("group", records["group"], skip_existing=True)
+            registry.insertDimensionData("day_obs", day_obs, skip_existing=True)
+            _sync(registry, "exposure", exposure_record)
+
+        self._do(f"exposure {key}", ensure)
+        universe = self.butler.dimensions
+        band = records["physical_filter"]["band"]
+        if len(self.exposure_records) > 10_000:
+            self.exposure_records.clear()
+        self.exposure_records[key] = {
+            "instrument": instrument,
+            "exposure": universe["exposure"].RecordClass(**exposure_record),
+            "physical_filter": universe["physical_filter"].RecordClass(
+                **records["physical_filter"]
+            ),
+            "band": universe["band"].RecordClass(name=band),
+            "group": universe["group"].RecordClass(**records["group"]),
+            "day_obs": universe["day_obs"].RecordClass(**day_obs),
+        }
+
+
+def _sync(registry: Any, element: str, record: dict[str, Any]) -> None:
+    """Insert a dimension record, or check it equals the one there (ButlerConflict if not)."""
+    from lsst.daf.butler.registry import ConflictingDefinitionError
+
+    try:
+        registry.syncDimensionData(element, record)
+    except ConflictingDefinitionError as exc:
+        raise ButlerConflict(
+            f"the Butler holds another {element} record for "
+            f"{ {k: record[k] for k in ('instrument', 'id', 'name') if k in record} }: {exc}"
+        ) from None
+
+
+def set_up_repository(settings: Any, instruments: Iterable[str]) -> dict[str, Any]:
+    """``obsingest setup --registry butler:<repo>``: what the first registrations would set up,
+    done up front on the repository ``settings.url`` names (a ``RegistrySettings``): the raw
+    dataset type, the run of each instrument, the instruments and their detectors."""
+    from lsst.daf.butler import Butler
+
+    from obsingest.registry.butler_repo import ButlerSettings, repo_of
+    from obsingest.settings import run_name
+
+    instruments = sorted(set(instruments))
+    butler = Butler.from_config(repo_of(settings.url), writeable=True)
+    try:
+        setup = ButlerSetup(butler, settings.dataset_type, ButlerSettings().storage_class)
+        return setup.prepare([run_name(settings.run, i) for i in instruments], instruments)
+    finally:
+        butler.close()

@@ -1,0 +1,32 @@
+"""Whether what the demo reports is what the registry of record holds.
+
+The demo announces CCDs (ArrivalEvents) and prints how many datasets are registered; with a
+``butler:`` registry both must be what the Butler itself holds (issue 20: a demo once printed
+"registered datasets: 20" over a Butler holding none). For every exposure the demo produced, the
+registry's datasets (a Butler registry reads the Butler, ``registry.butler_reads``) are compared
+with the dataset ids announced: the demo exits non-zero and says why when they differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+
+def discrepancy(
+    registry: Any, exposures: Iterable[tuple[str, int]], announced: Iterable[Any]
+) -> str:
+    """ "" when the registry holds exactly the announced datasets of ``exposures``, else why not."""
+    held: set[str] = set()
+    for instrument, exposure in sorted(set(exposures)):
+        held.update(str(row["id"]) for row in registry.datasets(instrument, exposure))
+    said = {str(a.dataset_id) for a in announced}
+    source = "the Butler" if type(registry).__name__ == "ButlerRegistry" else "the registry"
+    problems = []
+    if said - held:
+        problems.append(f"{len(said - held)} announced CCD(s) that {source} does not hold")
+    if held - said:
+        problems.append(f"{len(held - said)} CCD(s) {source} holds that were never announced")
+    if not problems:
+        return ""
+    return f"{source} holds {len(held)} CCD(s), {len(said)} were announced: " + "; ".join(problems)
