@@ -5,13 +5,11 @@ wanted) it provisions one namespace from the host, exactly as ``obsingest setup`
 bucket with its notification configs, every topic and the relays' subscriptions, a registry
 database with its schema), then runs the ``obsingest`` image by command:
 
-| container | command | ready when |
-| --- | --- | --- |
-| register function | ``obsingest-run register on_push`` (functions-framework) | it answers HTTP |
-| relay | ``obsingest-run relay --push-url <function>`` | its ``/metrics`` answers |
-| facility service | ``obsingest-run facility`` (reconcile, canary, redrive, outbox drain) | its ``/metrics`` answers |
-| presence API | ``obsingest-run presence`` | ``/healthz`` is 200 |
-| assembler (Kafka) | ``obsingest-run assembler`` | its ``/metrics`` answers |
+- register function: ``register on_push`` (functions-framework); ready when it answers HTTP
+- relay: ``relay --push-url <function>``; ready when its ``/metrics`` answers
+- facility service: ``facility`` (reconcile, canary, redrive, outbox drain); ``/metrics``
+- presence API: ``presence``; ready when ``/healthz`` is 200
+- assembler (with Kafka): ``assembler``; ready when its ``/metrics`` answers
 
 Everything is on host networking, bound to 127.0.0.1, labelled with the session. The result,
 ``FacilityEndpoints``, is what a client needs: the standard environment variables, the bucket,
@@ -151,20 +149,10 @@ class Facility:
             "presence", presence, env, _http_ok(f"{endpoints.presence_url}/healthz"), timeout
         )
         if bootstrap and chunks:
-            self._metered(
-                "assembler",
-                [
-                    "assembler",
-                    "--bootstrap",
-                    bootstrap,
-                    "--topic",
-                    chunks,
-                    "--to",
-                    f"gs://{bucket}",
-                ],
-                env,
-                timeout,
-            )
+            assembler = ["assembler", "--bootstrap-servers", bootstrap, "--topic", chunks]
+            assembler += ["--dlq-topic", f"{chunks}-dlq", "--group", f"assembler-{self.run_id}"]
+            assembler += ["--store", f"gs://{bucket}"]
+            self._metered("assembler", assembler, env, timeout)
         ids = services.container_ids()
         self.endpoints = FacilityEndpoints(**{**endpoints.__dict__, "containers": ids})
         return self.endpoints

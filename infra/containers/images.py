@@ -6,8 +6,9 @@ finds it by that name: a Debian base made by ``debootstrap --variant=minbase boo
 ``docker import`` (the tarball cached in ``.cache/images/``), extended with ``docker build
 --network host`` from Debian packages and the native stack's pinned artefacts in ``.cache/``
 (the Kafka jars, the fake-gcs-server and pstest binaries; fetched first if the cache is cold).
-The ``obsingest`` image holds the project's own wheel in a relocatable virtualenv staged on the
-host from uv's cache, pinned by ``requirements.lock``.
+The ``obsingest`` image is the project's own wheel on top of ``obsingest/obsingest-deps:<digest>``,
+a relocatable virtualenv of the pinned dependencies (``requirements.lock``) staged on the host
+from uv's cache; a change to the sources rebuilds only the thin top layer.
 
 A stand-in carries a label with the digest of what it was built from; an image whose label
 matches is not rebuilt (a warm ``make images`` takes about a second).
@@ -47,6 +48,7 @@ PROJECT_SOURCES = (
     "infra",
 )
 SERVICES = ("kafka", "gcs", "pubsub", "postgres", "obsingest")
+UV = str(Path(sys.executable).parent / "uv")
 DOCKERFILE_DIR = {
     "kafka": "kafka",
     "gcs": "fake-gcs-server",
@@ -176,9 +178,9 @@ class Builder:
         name = "fake-gcs-server" if service == "gcs" else "pstest-server"
         return {name: svc.binary}  # type: ignore[attr-defined]
 
-    def digest(self, service: str, artefacts: dict[str, Path]) -> str:
+    def digest(self, service: str, artefacts: dict[str, Path], base: str = "") -> str:
         """What a stand-in is built from: its Dockerfile folder, the artefacts, the sources."""
-        h = hashlib.sha256()
+        h = hashlib.sha256(base.encode())
         for path in sorted((HERE / "images" / DOCKERFILE_DIR[service]).rglob("*")):
             if path.is_file():
                 h.update(path.name.encode() + path.read_bytes())
@@ -200,65 +202,124 @@ class Builder:
         """The image for ``service`` is present: pulled, kept, or built. Returns how."""
         tag = image(service)
         artefacts = self.artefacts(service)
-        digest = self.digest(service, artefacts)
+        build_args: dict[str, str] = {}
+        if service == "obsingest":
+            build_args["DEPS"] = self.ensure_deps()
+        digest = self.digest(service, artefacts, build_args.get("DEPS", ""))
         have = label_of(tag)
         if have == digest or (have == "" and service != "obsingest"):
             return "present"  # our current stand-in, or an official image pulled earlier
         official = self.pull and service != "obsingest" and tag == OFFICIAL[service]
         if official and docker("pull", tag, check=False, timeout=300).returncode == 0:
             return "pulled"
+        stage = self._stage_project if service == "obsingest" else None
+        self.build(service, tag, DOCKERFILE_DIR[service], digest, artefacts, stage, build_args)
+        return "built"
+
+    def ensure_deps(self) -> str:
+        """``obsingest/obsingest-deps:<digest>``: Python and the pinned dependencies, rebuilt
+        only when requirements.lock or pyproject.toml change (the slow, 1 GB layer)."""
+        h = hashlib.sha256()
+        for path in sorted((HERE / "images" / "obsingest-deps").iterdir()):
+            h.update(path.name.encode() + path.read_bytes())
+        for name in ("pyproject.toml", "requirements.lock"):
+            h.update((ROOT / name).read_bytes())
+        digest = h.hexdigest()[:16]
+        tag = f"obsingest/obsingest-deps:{digest}"
+        if label_of(tag) != digest:
+            self.build("obsingest-deps", tag, "obsingest-deps", digest, {}, self._stage_deps, {})
+        return tag
+
+    def build(
+        self,
+        what: str,
+        tag: str,
+        folder: str,
+        digest: str,
+        artefacts: dict[str, Path],
+        stage: Callable[[Path], None] | None,
+        build_args: dict[str, str],
+    ) -> None:
+        """``docker build --network host`` of ``images/<folder>`` plus artefacts and staging."""
         self.base()
         started = time.monotonic()
-        with tempfile.TemporaryDirectory(dir=self.cache, prefix=f"ctx-{service}.") as tmp:
+        with tempfile.TemporaryDirectory(dir=self.cache, prefix=f"ctx-{what}.") as tmp:
             context = Path(tmp)
-            for path in (HERE / "images" / DOCKERFILE_DIR[service]).iterdir():
+            for path in (HERE / "images" / folder).iterdir():
                 shutil.copy2(path, context / path.name)
             for name, path in artefacts.items():
                 if path.is_dir():
                     shutil.copytree(path, context / name, copy_function=_link_or_copy)
                 else:
                     _link_or_copy(path, context / name)
-            if service == "obsingest":
-                self._stage_venv(context)
+            if stage is not None:
+                stage(context)
             self.say(f"building {tag} (stand-in)")
+            args = [f"--build-arg={k}={v}" for k, v in build_args.items()]
             docker(
                 "build",
                 "--network",
                 "host",
                 "--label",
                 f"{STAND_IN_LABEL}={digest}",
+                *args,
                 "-t",
                 tag,
                 str(context),
             )
-        self.timings[service] = time.monotonic() - started
-        return "built"
+        self.timings[what] = time.monotonic() - started
 
-    def _stage_venv(self, context: Path) -> None:
-        """A relocatable virtualenv with the project's wheel, installed from uv's cache."""
-        uv = str(Path(sys.executable).parent / "uv")
-        wheels = context / "wheels"
+    def _wheel(self, into: Path) -> Path:
+        """The project's wheel (with its C extension), built by uv."""
+        _runner(ROOT)([UV, "build", "-q", "--wheel", "--out-dir", str(into), str(ROOT)])
+        return next(into.glob("obsingest-*.whl"))
+
+    def _stage_deps(self, context: Path) -> None:
+        """A relocatable virtualenv of the wheel's dependencies, pinned by requirements.lock,
+        installed from uv's cache (the project itself is uninstalled again: it is a layer of
+        its own)."""
         run = _runner(ROOT)
-        run([uv, "build", "-q", "--wheel", "--out-dir", str(wheels), str(ROOT)])
+        wheel = self._wheel(context / "wheels")
         venv = context / "venv"
-        run([uv, "venv", "-q", "--relocatable", "--python", "/usr/bin/python3.11", str(venv)])
-        wheel = next(wheels.glob("obsingest-*.whl"))
+        python = str(venv / "bin" / "python")
+        run([UV, "venv", "-q", "--relocatable", "--python", "/usr/bin/python3.11", str(venv)])
         run(
             [
-                uv,
+                UV,
                 "pip",
                 "install",
                 "-q",
                 "--python",
-                str(venv / "bin" / "python"),
-                "--link-mode=copy",
+                python,
+                "--link-mode=hardlink",
                 "--compile-bytecode",
                 "-c",
                 str(ROOT / "requirements.lock"),
                 str(wheel),
             ]
         )
-        shutil.rmtree(wheels)
+        run([UV, "pip", "uninstall", "-q", "--python", python, "obsingest"])
+        shutil.rmtree(context / "wheels")
+
+    def _stage_project(self, context: Path) -> None:
+        """The project's wheel unpacked into ``site/`` (no dependencies: the deps image)."""
+        wheel = self._wheel(context / "wheels")
+        _runner(ROOT)(
+            [
+                UV,
+                "pip",
+                "install",
+                "-q",
+                "--no-deps",
+                "--compile-bytecode",
+                "--python",
+                "/usr/bin/python3.11",
+                "--target",
+                str(context / "site"),
+                str(wheel),
+            ]
+        )
+        shutil.rmtree(context / "wheels")
 
     def ensure_all(self, services: tuple[str, ...] = SERVICES) -> dict[str, str]:
         return {service: self.ensure(service) for service in services}
