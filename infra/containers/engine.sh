@@ -7,7 +7,8 @@
 #
 # dockerd runs with --bridge=none --iptables=false: containers get host networking (or none),
 # so all traffic stays on loopback and the host's firewall is left alone. Storage: overlay2,
-# or vfs where overlay cannot be mounted (OBSINGEST_DOCKER_STORAGE_DRIVER forces one).
+# or vfs where overlay cannot be mounted (OBSINGEST_DOCKER_STORAGE_DRIVER forces one);
+# OBSINGEST_DOCKER_DATA_ROOT puts images and containers elsewhere than /var/lib/docker.
 set -euo pipefail
 RUN=${OBSINGEST_DOCKER_RUN_DIR:-$(pwd)/.run/docker}
 DOCKER=${OBSINGEST_DOCKER_CLI:-docker}
@@ -38,7 +39,9 @@ install() {
 
 start_with() {  # $1: storage driver; returns 0 once the engine answers
   mkdir -p "$RUN"
-  setsid dockerd --bridge=none --iptables=false --ip6tables=false --storage-driver="$1" \
+  local extra=()
+  [[ -n ${OBSINGEST_DOCKER_DATA_ROOT:-} ]] && extra+=(--data-root "$OBSINGEST_DOCKER_DATA_ROOT")
+  setsid dockerd "${extra[@]}" --bridge=none --iptables=false --ip6tables=false --storage-driver="$1" \
     --pidfile="$RUN/dockerd.pid" >>"$RUN/dockerd.log" 2>&1 </dev/null &
   local pid=$!
   for _ in $(seq 1 120); do

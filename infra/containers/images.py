@@ -107,7 +107,8 @@ class Builder:
 
     def __init__(self, pull: bool = True, log: object = sys.stderr) -> None:
         self.settings = load_settings()
-        self.cache = self.settings.cache_dir / "images"
+        override = os.environ.get("OBSINGEST_IMAGES_CACHE_DIR")
+        self.cache = Path(override) if override else self.settings.cache_dir / "images"
         self.cache.mkdir(parents=True, exist_ok=True)
         self.pull = pull
         self.log = log
@@ -226,9 +227,49 @@ class Builder:
             h.update((ROOT / name).read_bytes())
         digest = h.hexdigest()[:16]
         tag = f"obsingest/obsingest-deps:{digest}"
-        if label_of(tag) != digest:
-            self.build("obsingest-deps", tag, "obsingest-deps", digest, {}, self._stage_deps, {})
+        if label_of(tag) == digest:
+            return tag
+        venv = self._staged_deps(digest)
+        python_tag = "obsingest/obsingest-deps:python"
+        self.build("obsingest-python", python_tag, "obsingest-deps", digest, {}, None, {})
+        # the 1 GB virtualenv goes in by a bind mount and `docker commit`: no build context
+        # (tarred, sent, unpacked and copied again by the classic builder), one copy only
+        started = time.monotonic()
+        name = f"obsingest-deps-build-{digest}"
+        docker("rm", "-f", name, check=False)
+        docker(
+            "run",
+            "--name",
+            name,
+            "--network",
+            "none",
+            "-v",
+            f"{venv}:/src:ro",
+            python_tag,
+            "cp",
+            "-a",
+            "/src/.",
+            "/opt/obsingest/",
+        )
+        docker("commit", "--change", f"LABEL {STAND_IN_LABEL}={digest}", name, tag)
+        docker("rm", name)
+        self.timings["obsingest-deps"] = time.monotonic() - started
         return tag
+
+    def _staged_deps(self, digest: str) -> Path:
+        """``.cache/images/obsingest-deps-<digest>/venv``, staged once per dependency set (a
+        previous set's folder is removed)."""
+        folder = self.cache / f"obsingest-deps-{digest}"
+        if (folder / ".complete").exists():
+            return folder / "venv"
+        started = time.monotonic()
+        for old in self.cache.glob("obsingest-deps-*"):
+            shutil.rmtree(old, ignore_errors=True)
+        folder.mkdir(parents=True)
+        self._stage_deps(folder)
+        (folder / ".complete").write_text(digest + "\n")
+        self.timings["obsingest-deps-staging"] = time.monotonic() - started
+        return folder / "venv"
 
     def build(
         self,

@@ -197,6 +197,24 @@ class ContainerServices:
             self.endpoints["postgres"] = url
         return str(self.endpoints["postgres"])
 
+    def start_all(self, kafka: bool = True) -> dict[str, float]:
+        """Every service at once (GCS after its Pub/Sub); seconds each took to be healthy."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        took: dict[str, float] = {}
+
+        def timed(*names: str) -> None:
+            for name in names:
+                started = time.monotonic()
+                getattr(self, name)()
+                took[name] = time.monotonic() - started
+
+        chains = [("pubsub", "gcs"), ("postgres",)] + ([("kafka",)] if kafka else [])
+        with ThreadPoolExecutor(len(chains)) as pool:
+            for future in [pool.submit(timed, *chain) for chain in chains]:
+                future.result()
+        return took
+
     # bookkeeping ------------------------------------------------------------------------------
     def container_ids(self) -> dict[str, str]:
         return {name: c.get_wrapped_container().id for name, c in self.containers.items()}
