@@ -2,7 +2,8 @@
 # `make test-containers`: the integration contract suites and the containerised facility's
 # tests (end-to-end run, downstream example, provenance) on the testcontainers backend.
 # An engine is started if none answers and then stopped again; afterwards no container
-# labelled org.obsingest.session may remain (the run fails if one does, after removing it).
+# labelled org.obsingest.session may remain (the run fails if one does, after removing it),
+# nor a Docker network that was not there before.
 set -uo pipefail
 PY=${1:-.venv/bin/python}
 ENGINE=infra/containers/engine.sh
@@ -10,6 +11,8 @@ before=$(bash "$ENGINE" status)
 started=$SECONDS
 bash "$ENGINE" up || exit 1
 rc=0
+networks() { docker network ls -q --no-trunc | sort; }
+networks_before=$(networks)
 "$PY" -m infra.containers.images || rc=$?
 if ((rc == 0)); then
   OBSINGEST_TEST_BACKEND=testcontainers "$PY" -m pytest -m "integration" \
@@ -23,6 +26,11 @@ left=$(docker ps -aq --filter label=org.obsingest.session)
 if [[ -n $left ]]; then
   echo "test-containers: containers left behind: $(docker ps -a --filter label=org.obsingest.session --format '{{.Names}} {{.Image}}' | tr '\n' ' ')" >&2
   docker rm -f $left >/dev/null
+  rc=1
+fi
+if [[ $(networks) != "$networks_before" ]]; then
+  echo "test-containers: the run left Docker networks behind:" >&2
+  comm -13 <(echo "$networks_before") <(networks) >&2
   rc=1
 fi
 if [[ $before == none ]]; then
