@@ -201,7 +201,7 @@ class Facility:
     def _metered(self, name: str, command: list[str], env: dict[str, str], timeout: float) -> None:
         """A component whose readiness is its Prometheus endpoint answering."""
         port = free_port()
-        env = {**env, "OBSINGEST_METRICS_PORT": str(port), "OBSINGEST_METRICS_HOST": LOOPBACK}
+        env = {**env, "OBSINGEST_METRICS_PORT": str(port), "OBSINGEST_METRICS_ADDR": LOOPBACK}
         self._component(name, command, env, _http_ok(f"http://{LOOPBACK}:{port}/metrics"), timeout)
 
     def logs(self, name: str, tail: int = 200) -> str:

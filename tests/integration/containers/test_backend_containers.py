@@ -1,12 +1,10 @@
 """The integration fixtures really run on containers, asserted through the Docker API: every
 service endpoint the fixtures hand out is a loopback port that a process of a running,
-session-labelled container of the expected image listens on; and a session that closes
-leaves no container behind."""
+session-labelled container of the expected image listens on, and the container listens on
+nothing but 127.0.0.1; and a session that closes leaves no container behind."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import docker
@@ -14,31 +12,11 @@ import pytest
 
 from infra.containers.names import SESSION_LABEL, image
 from infra.containers.services import ContainerServices, leftovers
+from tests.integration.containers.procnet import listening_addresses, listening_pids
 from tests.integration.fixtures.backends import TestcontainersBackend
 from tests.integration.fixtures.handles import GcsService, KafkaService, PubSubService
 
 pytestmark = [pytest.mark.integration, pytest.mark.containers]
-
-
-def listening_pids(port: int) -> set[int]:
-    """Host pids of the processes with a TCP socket listening on ``port`` (any address)."""
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":  # LISTEN
-                inodes.add(fields[9])
-    pids = set()
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            links = {os.readlink(fd) for fd in (proc / "fd").iterdir()}
-        except OSError:
-            continue
-        if any(f"socket:[{inode}]" in links for inode in inodes):
-            pids.add(int(proc.name))
-    return pids
 
 
 def test_every_service_is_a_running_container_of_this_session(
@@ -71,6 +49,8 @@ def test_every_service_is_a_running_container_of_this_session(
             pids = {int(row[column]) for row in top["Processes"]}
             listeners = listening_pids(ports[service])
             assert listeners and listeners <= pids, (service, ports[service], listeners, pids)
+            # traffic stays on loopback: the container listens on 127.0.0.1 only
+            assert {addr for addr, _ in listening_addresses(pids)} == {"127.0.0.1"}, service
         assert set(ports) <= set(stack_backend.services.container_ids())
     finally:
         client.close()

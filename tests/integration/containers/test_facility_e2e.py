@@ -2,7 +2,7 @@
 facility service and the presence API from the ``obsingest`` image, on Pub/Sub, GCS and
 PostgreSQL containers. An exposure's CCDs written to the bucket are registered once each,
 announced, and reported complete by the presence API; the Docker API shows every component
-running from the obsingest image, by its command."""
+running from the obsingest image, by its command, listening on 127.0.0.1 only."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from obsingest.dataid import DataId, make_exposure_id
 from obsingest_testing import FacilityHandle
 from producers.compress import compress_fits
 from producers.daq.simulator import CcdSpec, generate_raw_ccd
+from tests.integration.containers.procnet import listening_addresses
 
 pytestmark = [pytest.mark.integration, pytest.mark.containers]
 
@@ -56,6 +57,10 @@ def test_an_exposure_through_the_containerised_facility(
             assert image("obsingest") in container.image.tags
             verb = name.removesuffix(f"-{facility.facility.run_id}")
             assert container.attrs["Config"]["Cmd"][0] == verb
+            top = container.top()
+            pids = {int(row[top["Titles"].index("PID")]) for row in top["Processes"]}
+            addresses = {addr for addr, _ in listening_addresses(pids)}
+            assert addresses == {"127.0.0.1"}, (name, listening_addresses(pids))
         components = {
             n.removesuffix(f"-{facility.facility.run_id}")
             for n in facility.endpoints.containers
