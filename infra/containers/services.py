@@ -18,8 +18,10 @@ import contextlib
 import os
 import random
 import socket
+import threading
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from infra.containers.names import SESSION_LABEL, image
@@ -69,6 +71,9 @@ class ContainerServices:
         self.containers: dict[str, Any] = {}
         self.endpoints: dict[str, Any] = {}
         self.ports: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._futures: dict[str, Future[Any]] = {}
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="containers")
 
     # plumbing ---------------------------------------------------------------------------------
     def labelled(self, container: Any) -> Any:
@@ -114,7 +119,7 @@ class ContainerServices:
         return Stack(settings, only=[name]).service(name)
 
     # the services -----------------------------------------------------------------------------
-    def kafka(self) -> str:
+    def _start_kafka(self) -> str:
         """Bootstrap servers of a one-node KRaft broker (apache/kafka's KAFKA_* variables)."""
         if "kafka" not in self.endpoints:
             from testcontainers.core.container import DockerContainer
@@ -134,7 +139,7 @@ class ContainerServices:
             self.endpoints["kafka"] = f"{LOOPBACK}:{port}"
         return str(self.endpoints["kafka"])
 
-    def pubsub(self) -> tuple[str, str]:
+    def _start_pubsub(self) -> tuple[str, str]:
         """(emulator host, project) of the Pub/Sub emulator (``gcloud beta emulators pubsub``)."""
         if "pubsub" not in self.endpoints:
             from testcontainers.community.google import PubSubContainer
@@ -152,7 +157,7 @@ class ContainerServices:
             self.endpoints["pubsub"] = f"{LOOPBACK}:{port}"
         return str(self.endpoints["pubsub"]), self.project_id
 
-    def gcs(self) -> str:
+    def _start_gcs(self) -> str:
         """URL of fake-gcs-server, publishing bucket notifications to our Pub/Sub."""
         if "gcs" not in self.endpoints:
             from testcontainers.core.container import DockerContainer
@@ -172,7 +177,7 @@ class ContainerServices:
             self.endpoints["gcs"] = url
         return str(self.endpoints["gcs"])
 
-    def postgres(self) -> str:
+    def _start_postgres(self) -> str:
         """SQLAlchemy URL of the superuser's maintenance database (CREATEDB rights)."""
         if "postgres" not in self.endpoints:
             from testcontainers.community.postgres import PostgresContainer
@@ -197,22 +202,50 @@ class ContainerServices:
             self.endpoints["postgres"] = url
         return str(self.endpoints["postgres"])
 
+    # the accessors: start on first request (or after prestart), then the same endpoint ------
+    def kafka(self) -> str:
+        """Bootstrap servers of a one-node KRaft broker (apache/kafka's KAFKA_* variables)."""
+        return str(self._get("kafka"))
+
+    def pubsub(self) -> tuple[str, str]:
+        """(emulator host, project) of the Pub/Sub emulator (``gcloud beta emulators pubsub``)."""
+        host, project = self._get("pubsub")
+        return str(host), str(project)
+
+    def gcs(self) -> str:
+        """URL of fake-gcs-server, publishing bucket notifications to our Pub/Sub."""
+        return str(self._get("gcs"))
+
+    def postgres(self) -> str:
+        """SQLAlchemy URL of the superuser's maintenance database (CREATEDB rights)."""
+        return str(self._get("postgres"))
+
+    def prestart(self, *names: str) -> None:
+        """Start ``names`` side by side in the background now; the accessors wait for them."""
+        for name in names:
+            self._submit(name)
+
+    def _submit(self, name: str) -> Future[Any]:
+        with self._lock:
+            if name not in self._futures:
+                self._futures[name] = self._pool.submit(getattr(self, f"_start_{name}"))
+            return self._futures[name]
+
+    def _get(self, name: str) -> Any:
+        return self._submit(name).result()
+
     def start_all(self, kafka: bool = True) -> dict[str, float]:
-        """Every service at once (GCS after its Pub/Sub); seconds each took to be healthy."""
-        from concurrent.futures import ThreadPoolExecutor
-
+        """Every service side by side (GCS after its Pub/Sub); seconds until each was healthy."""
+        names = ["pubsub", "gcs", "postgres"] + (["kafka"] if kafka else [])
+        started = time.monotonic()
         took: dict[str, float] = {}
-
-        def timed(*names: str) -> None:
-            for name in names:
-                started = time.monotonic()
-                getattr(self, name)()
-                took[name] = time.monotonic() - started
-
-        chains = [("pubsub", "gcs"), ("postgres",)] + ([("kafka",)] if kafka else [])
-        with ThreadPoolExecutor(len(chains)) as pool:
-            for future in [pool.submit(timed, *chain) for chain in chains]:
-                future.result()
+        self.prestart(*names)
+        for name in names:
+            self._futures[name].add_done_callback(
+                lambda _f, n=name: took.setdefault(n, time.monotonic() - started)
+            )
+        for name in names:
+            self._get(name)
         return took
 
     # bookkeeping ------------------------------------------------------------------------------
@@ -220,7 +253,13 @@ class ContainerServices:
         return {name: c.get_wrapped_container().id for name, c in self.containers.items()}
 
     def close(self) -> None:
-        """Remove every container this session started (and nothing else)."""
+        """Remove every container this session started (and nothing else), once the starts
+        under way have ended."""
+        with self._lock:
+            futures = list(self._futures.values())
+            self._futures.clear()
+        for future in futures:
+            future.exception()  # waits; a failed start removed its own container
         for name in reversed(list(self.containers)):
             self.remove(name)
         self.endpoints.clear()

@@ -15,7 +15,8 @@ networks() { docker network ls -q --no-trunc | sort; }
 networks_before=$(networks)
 "$PY" -m infra.containers.images || rc=$?
 if ((rc == 0)); then
-  OBSINGEST_TEST_BACKEND=testcontainers "$PY" -m pytest -m "integration" \
+  OBSINGEST_TEST_BACKEND=testcontainers OBSINGEST_TC_PRESTART=pubsub,gcs,postgres,kafka \
+    "$PY" -m pytest -m "integration" \
     tests/integration/test_gcs_store.py::TestGcsStoreContract \
     tests/integration/test_publishers.py::TestPubSubPublisherContract \
     tests/integration/test_publishers.py::TestKafkaPublisherContract \
