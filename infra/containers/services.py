@@ -87,9 +87,12 @@ class ContainerServices:
     def run(self, name: str, container: Any, probe: Any, timeout: float = 120.0) -> Any:
         """Start ``container``, wait until ``probe()`` passes; on failure remove it and raise."""
         self.containers[name] = container
-        container.start()
-        deadline = time.monotonic() + timeout
         last: Exception | None = None
+        deadline = time.monotonic() + timeout
+        try:
+            container.start()  # testcontainers' own wait strategy, if the class has one
+        except Exception as exc:
+            last, deadline = exc, 0.0
         while time.monotonic() < deadline:
             try:
                 probe()
