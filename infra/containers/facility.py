@@ -98,6 +98,7 @@ class Facility:
 
     def start(self, timeout: float = 120.0) -> FacilityEndpoints:
         services = self.services
+        services.prestart("pubsub", "gcs", "postgres", *(["kafka"] if self.kafka else []))
         pubsub_host, _ = services.pubsub()
         gcs_url = services.gcs()
         self._admin_url = services.postgres()
