@@ -29,15 +29,16 @@ setup: $(STAMP) ## create the project virtualenv with pinned dependencies
 demo: $(STAMP) ## run the whole pipeline on embedded defaults (3 exposures x 9 CCDs)
 	$(VENV)/bin/obsingest demo
 
-test: $(STAMP) ## every test: unit, integration on the real local services, end-to-end
+test: $(STAMP) ## every test: unit, integration on the real local services, end-to-end; then test-containers
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest tests
+	$(PY) -m pytest -m "not containers" tests
+	$(MAKE) test-containers
 
 test-unit: $(STAMP) ## unit tests only, no services, seconds
 	$(PY) -m pytest -m unit tests/unit
 
 test-integration: $(STAMP) ## integration tests against the real local services
-	$(PY) -m pytest -m integration tests/integration
+	$(PY) -m pytest -m "integration and not containers" tests/integration
 
 test-e2e: $(STAMP) ## end-to-end tests
 	$(PY) -m pytest -m e2e tests/e2e
@@ -81,3 +82,16 @@ terraform-check: $(STAMP) ## infra/terraform: checkov, Google provider schema, t
 .PHONY: chaos
 chaos: $(STAMP) ## the chaos suite: every fault scenario on the whole pipeline (~1,900 CCDs, ~25 min); writes docs/reliability.md
 	$(PY) -m tests.chaos
+
+.PHONY: docker docker-down images test-containers
+docker: ## a Docker engine: one that answers is used as is; else docker.io is installed and dockerd started (recorded in .run/docker/)
+	@bash infra/containers/engine.sh up
+
+docker-down: ## stop exactly the dockerd `make docker` started (nothing if it found one running)
+	@bash infra/containers/engine.sh down
+
+images: $(STAMP) docker ## images for container runs: the official ones where they pull, else stand-ins built offline (.cache/images/)
+	$(PY) -m infra.containers.images
+
+test-containers: $(STAMP) ## contract suites, an end-to-end run and the downstream example on containers; stops what it started
+	@bash infra/containers/test-containers.sh $(PY)

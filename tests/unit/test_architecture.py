@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = (
     "obsingest",
     "obsingest_cli",
+    "obsingest_testing",
     "producers",
     "functions",
     "beam_jobs",
@@ -39,6 +40,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "functions": frozenset({"functions", "kernel", "schemas"}),
     "beam_jobs": frozenset({"beam_jobs", "kernel", "schemas"}),
     "infra.local": frozenset({"infra.local", "kernel", "schemas"}),
+    # the facility as containers: images, service containers, the pipeline's components
+    "infra.containers": frozenset({"infra.containers", "infra.local", "kernel", "schemas"}),
+    # the downstream testing kit (pytest plugin) on the containerised facility
+    "testing": frozenset({"testing", "infra.containers", "infra.local", "kernel", "schemas"}),
     # the Cloud Functions archive packages the register function
     "infra": frozenset({"infra", "functions", "kernel", "schemas"}),
     "cli": frozenset(
@@ -68,6 +73,8 @@ ALLOWED: dict[str, frozenset[str]] = {
             "beam_jobs",
             "infra",
             "infra.local",
+            "infra.containers",
+            "testing",
             "kernel",
             "schemas",
         }
@@ -87,8 +94,12 @@ def layer(module: str) -> str:
         return "kernel"
     if top == "obsingest_cli":
         return "cli"
+    if top == "obsingest_testing":
+        return "testing"
     if module == "infra.local" or module.startswith("infra.local."):
         return "infra.local"
+    if module == "infra.containers" or module.startswith("infra.containers."):
+        return "infra.containers"
     return top
 
 

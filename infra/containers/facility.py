@@ -1,0 +1,234 @@
+"""The data facility as containers: services plus the pipeline's own components.
+
+On top of ``ContainerServices`` (Pub/Sub, GCS, PostgreSQL; Kafka when the chunked transport is
+wanted) it provisions one namespace from the host, exactly as ``obsingest setup`` does (a
+bucket with its notification configs, every topic and the relays' subscriptions, a registry
+database with its schema), then runs the ``obsingest`` image by command:
+
+- register function: ``register on_push`` (functions-framework); ready when it answers HTTP
+- relay: ``relay --push-url <function>``; ready when its ``/metrics`` answers
+- facility service: ``facility`` (reconcile, canary, redrive, outbox drain); ``/metrics``
+- presence API: ``presence``; ready when ``/healthz`` is 200
+- assembler (with Kafka): ``assembler``; ready when its ``/metrics`` answers
+
+Everything is on host networking, bound to 127.0.0.1, labelled with the session. The result,
+``FacilityEndpoints``, is what a client needs: the standard environment variables, the bucket,
+the Pub/Sub project, the registry URL, the function's and presence API's URLs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+
+from infra.containers.names import image
+from infra.containers.services import LOOPBACK, ContainerServices, free_port
+
+
+@dataclass(frozen=True)
+class FacilityEndpoints:
+    """Where the containerised facility answers, and the namespace it was given."""
+
+    project: str
+    bucket: str
+    pubsub_emulator_host: str
+    storage_emulator_host: str
+    registry_url: str
+    function_url: str
+    presence_url: str
+    kafka_bootstrap: str | None = None
+    chunks_topic: str | None = None
+    containers: dict[str, str] = field(default_factory=dict)
+
+    def env(self) -> dict[str, str]:
+        """The variables a client (or an obsingest process) reads to find the facility."""
+        env = {
+            "PUBSUB_EMULATOR_HOST": self.pubsub_emulator_host,
+            "STORAGE_EMULATOR_HOST": self.storage_emulator_host,
+            "PUBSUB_PROJECT_ID": self.project,
+            "GOOGLE_CLOUD_PROJECT": self.project,
+            "OBSINGEST_GCS_PROJECT": self.project,
+            "OBSINGEST_BUS_BACKEND": "pubsub",
+            "OBSINGEST_BUS_PUBSUB_PROJECT": self.project,
+            "OBSINGEST_STORE_URL": f"gs://{self.bucket}",
+            "OBSINGEST_REGISTRY_URL": self.registry_url,
+        }
+        if self.kafka_bootstrap:
+            env["KAFKA_BOOTSTRAP_SERVERS"] = self.kafka_bootstrap
+        return env
+
+
+@contextlib.contextmanager
+def environ(values: dict[str, str]) -> Iterator[None]:
+    """``os.environ`` with ``values`` for the duration (the Google clients read it)."""
+    saved = dict(os.environ)
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+class Facility:
+    """Starts the facility's containers; ``close()`` removes them and drops the namespace."""
+
+    def __init__(
+        self,
+        services: ContainerServices | None = None,
+        *,
+        kafka: bool = False,
+        facility_every: float = 30.0,
+        tag: str = "facility",
+    ) -> None:
+        self.services = services or ContainerServices()
+        self.owns_services = services is None
+        self.kafka = kafka
+        self.facility_every = facility_every
+        self.run_id = f"{tag}-{uuid.uuid4().hex[:8]}"
+        self.names: list[str] = []
+        self.endpoints: FacilityEndpoints | None = None
+        self._admin_url = ""
+
+    def start(self, timeout: float = 120.0) -> FacilityEndpoints:
+        services = self.services
+        services.prestart("pubsub", "gcs", "postgres", *(["kafka"] if self.kafka else []))
+        pubsub_host, _ = services.pubsub()
+        gcs_url = services.gcs()
+        self._admin_url = services.postgres()
+        bootstrap = services.kafka() if self.kafka else None
+        project = bucket = self.run_id
+        chunks = f"ccd-chunks-{self.run_id}" if self.kafka else None
+        registry_url = self._provision(project, bucket, pubsub_host, gcs_url, bootstrap, chunks)
+        function_port, presence_port = free_port(), free_port()
+        endpoints = FacilityEndpoints(
+            project=project,
+            bucket=bucket,
+            pubsub_emulator_host=pubsub_host,
+            storage_emulator_host=gcs_url,
+            registry_url=registry_url,
+            function_url=f"http://{LOOPBACK}:{function_port}/",
+            presence_url=f"http://{LOOPBACK}:{presence_port}",
+            kafka_bootstrap=bootstrap,
+            chunks_topic=chunks,
+        )
+        env = {
+            **endpoints.env(),
+            "OBSINGEST_REGISTRY_POOL_SIZE": "4",
+            "OBSINGEST_FUNCTION_PUSH_AUTH": "false",
+        }
+        self._component(
+            "register",
+            ["register", "on_push", "--host", LOOPBACK, "--port", str(function_port)],
+            env,
+            _http_ok(endpoints.function_url, any_status=True),
+            timeout,
+        )
+        self._metered("relay", ["relay", "--push-url", endpoints.function_url], env, timeout)
+        self._metered(
+            "facility",
+            ["facility"],
+            {**env, "OBSINGEST_FACILITY_EVERY": str(self.facility_every)},
+            timeout,
+        )
+        presence = [
+            "presence",
+            "--registry",
+            registry_url,
+            "--host",
+            LOOPBACK,
+            "--port",
+            str(presence_port),
+        ]
+        self._component(
+            "presence", presence, env, _http_ok(f"{endpoints.presence_url}/healthz"), timeout
+        )
+        if bootstrap and chunks:
+            assembler = ["assembler", "--bootstrap-servers", bootstrap, "--topic", chunks]
+            assembler += ["--dlq-topic", f"{chunks}-dlq", "--group", f"assembler-{self.run_id}"]
+            assembler += ["--store", f"gs://{bucket}"]
+            self._metered("assembler", assembler, env, timeout)
+        ids = services.container_ids()
+        self.endpoints = FacilityEndpoints(**{**endpoints.__dict__, "containers": ids})
+        return self.endpoints
+
+    def _provision(
+        self,
+        project: str,
+        bucket: str,
+        pubsub_host: str,
+        gcs_url: str,
+        bootstrap: str | None,
+        chunks: str | None,
+    ) -> str:
+        """``obsingest setup``'s provisioning, from the host, plus a migrated registry."""
+        from infra.local.provision import create_chunk_topics, create_database, setup
+        from obsingest.registry import Registry
+        from obsingest.settings import BusSettings, RegistrySettings
+        from obsingest.store.gcs import GcsSettings, GcsStore
+
+        with environ(
+            {
+                "PUBSUB_EMULATOR_HOST": pubsub_host,
+                "STORAGE_EMULATOR_HOST": gcs_url,
+                "GOOGLE_CLOUD_PROJECT": project,
+            }
+        ):
+            store = GcsStore(bucket, settings=GcsSettings(project=project))
+            bus = BusSettings(backend="pubsub", pubsub_project=project)
+            setup(bucket, bus, storage_client=store.client, kafka_bootstrap=bootstrap)
+        if bootstrap and chunks:
+            create_chunk_topics(bootstrap, {chunks: 6, f"{chunks}-dlq": 1})
+        registry_url = create_database(self._admin_url, self.run_id.replace("-", "_"))
+        Registry.open(RegistrySettings(url=registry_url)).close()  # the schema, migrated
+        return registry_url
+
+    def _component(
+        self, name: str, command: list[str], env: dict[str, str], ready: Any, timeout: float
+    ) -> None:
+        from testcontainers.core.container import DockerContainer
+
+        container = DockerContainer(image("obsingest"), env=env).with_command(command)
+        key = f"{name}-{self.run_id}"
+        self.names.append(key)
+        self.services.run(key, self.services.labelled(container), ready, timeout)
+
+    def _metered(self, name: str, command: list[str], env: dict[str, str], timeout: float) -> None:
+        """A component whose readiness is its Prometheus endpoint answering."""
+        port = free_port()
+        env = {**env, "OBSINGEST_METRICS_PORT": str(port), "OBSINGEST_METRICS_ADDR": LOOPBACK}
+        self._component(name, command, env, _http_ok(f"http://{LOOPBACK}:{port}/metrics"), timeout)
+
+    def logs(self, name: str, tail: int = 200) -> str:
+        """The log tail of component ``name`` (register, relay, facility, presence, assembler)."""
+        from infra.containers.services import container_logs
+
+        return container_logs(self.services.containers[f"{name}-{self.run_id}"], tail)
+
+    def close(self) -> None:
+        """Remove the component containers (and the services if this facility started them)."""
+        from infra.local.provision import drop_database
+
+        for key in reversed(self.names):
+            self.services.remove(key)
+        self.names.clear()
+        if self.endpoints is not None and not self.owns_services:
+            with contextlib.suppress(Exception):
+                drop_database(self._admin_url, self.endpoints.registry_url)
+        if self.owns_services:
+            self.services.close()
+
+
+def _http_ok(url: str, any_status: bool = False) -> Any:
+    def probe() -> None:
+        response = requests.get(url, timeout=2)
+        if not any_status:
+            response.raise_for_status()
+
+    return probe

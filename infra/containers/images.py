@@ -1,0 +1,417 @@
+"""``make images``: every image the container runs need, offline if it must be.
+
+For each service the official image is used when ``docker pull`` fetches it; where it cannot
+(no registry reachable), a stand-in is built locally under the official name, so testcontainers
+finds it by that name: a Debian base made by ``debootstrap --variant=minbase bookworm`` and
+``docker import`` (the tarball cached in ``.cache/images/``), extended with ``docker build
+--network host`` from Debian packages and the native stack's pinned artefacts in ``.cache/``
+(the Kafka jars, the fake-gcs-server and pstest binaries; fetched first if the cache is cold).
+The ``obsingest`` image is the project's own wheel on top of ``obsingest/obsingest-deps:<digest>``,
+a relocatable virtualenv of the pinned dependencies (``requirements.lock``) staged on the host
+from uv's cache; a change to the sources rebuilds only the thin top layer.
+
+A stand-in carries a label with the digest of what it was built from; an image whose label
+matches is not rebuilt (a warm ``make images`` takes about a second).
+
+    python -m infra.containers.images [--no-pull] [SERVICE ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from infra.containers.names import BASE_IMAGE, OFFICIAL, STAND_IN_LABEL, image
+from infra.local.stack import Stack, load_settings
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+DEBIAN_MIRROR = os.environ.get("OBSINGEST_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+#: the project's own sources: a change in any of them means a new obsingest image
+PROJECT_SOURCES = (
+    "obsingest",
+    "obsingest_cli",
+    "producers",
+    "functions",
+    "beam_jobs",
+    "schemas",
+    "infra",
+)
+SERVICES = ("kafka", "gcs", "pubsub", "postgres", "obsingest")
+UV = str(Path(sys.executable).parent / "uv")
+DOCKERFILE_DIR = {
+    "kafka": "kafka",
+    "gcs": "fake-gcs-server",
+    "pubsub": "pubsub",
+    "postgres": "postgres",
+    "obsingest": "obsingest",
+}
+
+
+class ImageError(RuntimeError):
+    """An image could be neither pulled nor built; the message carries the tool's output."""
+
+
+def docker(
+    *args: str, check: bool = True, timeout: float | None = None, quiet: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """The docker CLI with the classic builder (this engine may lack buildx)."""
+    env = {**os.environ, "DOCKER_BUILDKIT": "0"}
+    result = subprocess.run(
+        ["docker", *args], env=env, text=True, timeout=timeout, capture_output=quiet
+    )
+    if check and result.returncode != 0:
+        raise ImageError(f"docker {' '.join(args[:3])} failed:\n{(result.stderr or '')[-3000:]}")
+    return result
+
+
+def label_of(tag: str) -> str | None:
+    """The stand-in digest label of a local image; '' for an image without it; None if absent."""
+    result = docker(
+        "image",
+        "inspect",
+        "--format",
+        f'{{{{index .Config.Labels "{STAND_IN_LABEL}"}}}}',
+        tag,
+        check=False,
+    )
+    if result.returncode != 0:
+        return None
+    return result.stdout.strip().replace("<no value>", "")
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive flock: two sessions never build the same thing at once."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class Builder:
+    """Pulls or builds the images into the engine ``docker`` talks to."""
+
+    def __init__(self, pull: bool = True, log: object = sys.stderr) -> None:
+        self.settings = load_settings()
+        override = os.environ.get("OBSINGEST_IMAGES_CACHE_DIR")
+        self.cache = Path(override) if override else self.settings.cache_dir / "images"
+        self.cache.mkdir(parents=True, exist_ok=True)
+        self.pull = pull
+        self.log = log
+        self.timings: dict[str, float] = {}
+
+    def say(self, text: str) -> None:
+        print(f"images: {text}", file=self.log, flush=True)  # type: ignore[call-overload]
+
+    # the base ---------------------------------------------------------------------------------
+    def base(self) -> None:
+        """``obsingest/debian-base:bookworm`` from a cached debootstrap tarball."""
+        if label_of(BASE_IMAGE) is not None:
+            return
+        tarball = self.cache / "debian-bookworm-minbase.tar.gz"
+        with locked(self.cache / ".base.lock"):
+            if not tarball.exists():
+                self._debootstrap(tarball)
+            started = time.monotonic()
+            docker("import", "--change", 'CMD ["bash"]', str(tarball), BASE_IMAGE)
+            self.timings["base-import"] = time.monotonic() - started
+
+    def _debootstrap(self, tarball: Path) -> None:
+        if not shutil.which("debootstrap"):
+            if os.geteuid() != 0:
+                raise ImageError("debootstrap is missing: apt-get install debootstrap (as root)")
+            subprocess.run(
+                ["apt-get", "install", "-y", "-qq", "-o", "DPkg::Lock::Timeout=600", "debootstrap"],
+                check=True,
+                capture_output=True,
+                env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+            )
+        self.say("debootstrap --variant=minbase bookworm (once; ~1-2 min)")
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(dir=self.cache, prefix="rootfs.") as tmp:
+            rootfs = Path(tmp) / "rootfs"
+            result = subprocess.run(
+                [
+                    "nice",
+                    "debootstrap",
+                    "--variant=minbase",
+                    "bookworm",
+                    str(rootfs),
+                    DEBIAN_MIRROR,
+                ],
+                capture_output=True,
+                text=True,
+            )
+            if result.returncode != 0:
+                raise ImageError(f"debootstrap failed:\n{(result.stdout + result.stderr)[-3000:]}")
+            # what a container never needs: apt's lists and caches, documentation
+            for junk in ("var/lib/apt/lists", "var/cache/apt", "usr/share/doc", "usr/share/man"):
+                shutil.rmtree(rootfs / junk, ignore_errors=True)
+            (rootfs / "var/lib/apt/lists/partial").mkdir(parents=True, exist_ok=True)
+            partial = tarball.with_suffix(".partial")
+            subprocess.run(f"tar -C {rootfs} -c . | gzip -1 > {partial}", shell=True, check=True)
+            partial.rename(tarball)
+        self.timings["base-debootstrap"] = time.monotonic() - started
+
+    # stand-ins --------------------------------------------------------------------------------
+    def artefacts(self, service: str) -> dict[str, Path]:
+        """Context name -> host path of the pinned artefacts a stand-in copies in."""
+        if service not in ("kafka", "gcs", "pubsub"):
+            return {}
+        svc = Stack(self.settings, only=[service]).service(service)
+        svc.fetch_once()
+        if service == "kafka":
+            return {"libs": svc.libs}  # type: ignore[attr-defined]
+        name = "fake-gcs-server" if service == "gcs" else "pstest-server"
+        return {name: svc.binary}  # type: ignore[attr-defined]
+
+    def digest(self, service: str, artefacts: dict[str, Path], base: str = "") -> str:
+        """What a stand-in is built from: its Dockerfile folder, the artefacts, the sources."""
+        h = hashlib.sha256(base.encode())
+        for path in sorted((HERE / "images" / DOCKERFILE_DIR[service]).rglob("*")):
+            if path.is_file():
+                h.update(path.name.encode() + path.read_bytes())
+        for name, path in sorted(artefacts.items()):
+            files = sorted(path.rglob("*")) if path.is_dir() else [path]
+            for f in files:
+                stat = f.stat()
+                h.update(f"{name}/{f.name}:{stat.st_size}:{int(stat.st_mtime)}".encode())
+        if service == "obsingest":
+            for name in ("pyproject.toml", "requirements.lock"):
+                h.update((ROOT / name).read_bytes())
+            for package in PROJECT_SOURCES:
+                for path in sorted((ROOT / package).rglob("*")):
+                    if path.suffix in (".py", ".c", ".avsc", ".go", ".mod", ".sum", ".xml"):
+                        h.update(str(path.relative_to(ROOT)).encode() + path.read_bytes())
+        return h.hexdigest()[:16]
+
+    def ensure(self, service: str) -> str:
+        """The image for ``service`` is present: pulled, kept, or built. Returns how."""
+        tag = image(service)
+        artefacts = self.artefacts(service)
+        build_args: dict[str, str] = {}
+        if service == "obsingest":
+            build_args["DEPS"] = self.ensure_deps()
+        digest = self.digest(service, artefacts, build_args.get("DEPS", ""))
+        have = label_of(tag)
+        if have == digest or (have == "" and service != "obsingest"):
+            return "present"  # our current stand-in, or an official image pulled earlier
+        official = self.pull and service != "obsingest" and tag == OFFICIAL[service]
+        if official and docker("pull", tag, check=False, timeout=300).returncode == 0:
+            return "pulled"
+        stage = self._stage_project if service == "obsingest" else None
+        self.build(service, tag, DOCKERFILE_DIR[service], digest, artefacts, stage, build_args)
+        return "built"
+
+    def ensure_deps(self) -> str:
+        """``obsingest/obsingest-deps:<digest>``: Python and the pinned dependencies, rebuilt
+        only when requirements.lock or pyproject.toml change (the slow, 1 GB layer)."""
+        h = hashlib.sha256()
+        for path in sorted((HERE / "images" / "obsingest-deps").iterdir()):
+            h.update(path.name.encode() + path.read_bytes())
+        for name in ("pyproject.toml", "requirements.lock"):
+            h.update((ROOT / name).read_bytes())
+        digest = h.hexdigest()[:16]
+        tag = f"obsingest/obsingest-deps:{digest}"
+        if label_of(tag) == digest:
+            return tag
+        venv = self._staged_deps(digest)
+        python_tag = "obsingest/obsingest-deps:python"
+        self.build("obsingest-python", python_tag, "obsingest-deps", digest, {}, None, {})
+        # the 1 GB virtualenv goes in by a bind mount and `docker commit`: no build context
+        # (tarred, sent, unpacked and copied again by the classic builder), one copy only
+        started = time.monotonic()
+        name = f"obsingest-deps-build-{digest}"
+        docker("rm", "-f", name, check=False)
+        docker(
+            "run",
+            "--name",
+            name,
+            "--network",
+            "none",
+            "-v",
+            f"{venv}:/src:ro",
+            python_tag,
+            "cp",
+            "-a",
+            "/src/.",
+            "/opt/obsingest/",
+        )
+        docker("commit", "--change", f"LABEL {STAND_IN_LABEL}={digest}", name, tag)
+        docker("rm", name)
+        self.timings["obsingest-deps"] = time.monotonic() - started
+        return tag
+
+    def _staged_deps(self, digest: str) -> Path:
+        """``.cache/images/obsingest-deps-<digest>/venv``, staged once per dependency set (a
+        previous set's folder is removed)."""
+        folder = self.cache / f"obsingest-deps-{digest}"
+        if (folder / ".complete").exists():
+            return folder / "venv"
+        started = time.monotonic()
+        for old in self.cache.glob("obsingest-deps-*"):
+            shutil.rmtree(old, ignore_errors=True)
+        folder.mkdir(parents=True)
+        self._stage_deps(folder)
+        (folder / ".complete").write_text(digest + "\n")
+        self.timings["obsingest-deps-staging"] = time.monotonic() - started
+        return folder / "venv"
+
+    def build(
+        self,
+        what: str,
+        tag: str,
+        folder: str,
+        digest: str,
+        artefacts: dict[str, Path],
+        stage: Callable[[Path], None] | None,
+        build_args: dict[str, str],
+    ) -> None:
+        """``docker build --network host`` of ``images/<folder>`` plus artefacts and staging."""
+        self.base()
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(dir=self.cache, prefix=f"ctx-{what}.") as tmp:
+            context = Path(tmp)
+            for path in (HERE / "images" / folder).iterdir():
+                shutil.copy2(path, context / path.name)
+            for name, path in artefacts.items():
+                if path.is_dir():
+                    shutil.copytree(path, context / name, copy_function=_link_or_copy)
+                else:
+                    _link_or_copy(path, context / name)
+            if stage is not None:
+                stage(context)
+            self.say(f"building {tag} (stand-in)")
+            args = [f"--build-arg={k}={v}" for k, v in build_args.items()]
+            docker(
+                "build",
+                "--network",
+                "host",
+                "--label",
+                f"{STAND_IN_LABEL}={digest}",
+                *args,
+                "-t",
+                tag,
+                str(context),
+            )
+        self.timings[what] = time.monotonic() - started
+
+    def _wheel(self, into: Path) -> Path:
+        """The project's wheel (with its C extension), built by uv."""
+        _runner(ROOT)([UV, "build", "-q", "--wheel", "--out-dir", str(into), str(ROOT)])
+        return next(into.glob("obsingest-*.whl"))
+
+    def _stage_deps(self, context: Path) -> None:
+        """A relocatable virtualenv of the wheel's dependencies, pinned by requirements.lock,
+        installed from uv's cache (the project itself is uninstalled again: it is a layer of
+        its own)."""
+        run = _runner(ROOT)
+        wheel = self._wheel(context / "wheels")
+        venv = context / "venv"
+        python = str(venv / "bin" / "python")
+        run([UV, "venv", "-q", "--relocatable", "--python", "/usr/bin/python3.11", str(venv)])
+        run(
+            [
+                UV,
+                "pip",
+                "install",
+                "-q",
+                "--python",
+                python,
+                "--link-mode=hardlink",
+                "--compile-bytecode",
+                "-c",
+                str(ROOT / "requirements.lock"),
+                str(wheel),
+            ]
+        )
+        run([UV, "pip", "uninstall", "-q", "--python", python, "obsingest"])
+        shutil.rmtree(context / "wheels")
+
+    def _stage_project(self, context: Path) -> None:
+        """The project's wheel unpacked into ``site/`` (no dependencies: the deps image)."""
+        wheel = self._wheel(context / "wheels")
+        _runner(ROOT)(
+            [
+                UV,
+                "pip",
+                "install",
+                "-q",
+                "--no-deps",
+                "--compile-bytecode",
+                "--python",
+                "/usr/bin/python3.11",
+                "--target",
+                str(context / "site"),
+                str(wheel),
+            ]
+        )
+        shutil.rmtree(context / "wheels")
+
+    def ensure_all(self, services: tuple[str, ...] = SERVICES) -> dict[str, str]:
+        return {service: self.ensure(service) for service in services}
+
+
+def _runner(cwd: Path) -> Callable[[list[str]], None]:
+    def run(argv: list[str]) -> None:
+        result = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise ImageError(
+                f"{' '.join(argv[:3])} failed:\n{(result.stdout + result.stderr)[-3000:]}"
+            )
+
+    return run
+
+
+def _link_or_copy(src: str | Path, dst: str | Path) -> None:
+    """Hard-link an artefact into a build context (same file system), else copy it."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m infra.containers.images",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("services", nargs="*", metavar="SERVICE", help=f"of {SERVICES}")
+    parser.add_argument("--no-pull", action="store_true", help="build stand-ins without trying")
+    args = parser.parse_args(argv)
+    unknown = set(args.services) - set(SERVICES)
+    if unknown:
+        parser.error(f"unknown service(s) {sorted(unknown)}; known: {SERVICES}")
+    builder = Builder(pull=not args.no_pull)
+    started = time.monotonic()
+    try:
+        for service in args.services or SERVICES:
+            how = builder.ensure(service)
+            builder.say(f"{image(service)}: {how}")
+    except ImageError as exc:
+        print(f"images: {exc}", file=sys.stderr)
+        return 1
+    builder.say(
+        f"ready in {time.monotonic() - started:.1f} s "
+        + " ".join(f"{k}={v:.1f}s" for k, v in builder.timings.items())
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+"""Image names, one place: the official tags the testcontainers backend, the facility and the
+stand-in builder all use, so a stand-in is found by the name of the image it replaces.
+
+Overridable per service with ``OBSINGEST_TC_{KAFKA,GCS,PUBSUB,POSTGRES,OBSINGEST}_IMAGE``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from infra.local.stack.settings import FAKE_GCS_SERVER_VERSION, KAFKA_VERSION
+
+BASE_IMAGE = "obsingest/debian-base:bookworm"
+OBSINGEST_VERSION = "0.1.0"
+
+#: service -> the official image (or, for ``obsingest``, the project's own)
+OFFICIAL: dict[str, str] = {
+    "kafka": f"apache/kafka:{KAFKA_VERSION}",
+    "gcs": f"fsouza/fake-gcs-server:{FAKE_GCS_SERVER_VERSION.lstrip('v')}",
+    "pubsub": "gcr.io/google.com/cloudsdktool/google-cloud-cli:emulators",
+    "postgres": "postgres:15",
+    "obsingest": f"obsingest/obsingest:{OBSINGEST_VERSION}",
+}
+
+#: label every container we start carries, valued with the session that started it
+SESSION_LABEL = "org.obsingest.session"
+#: label of a locally built image: the digest of what it was built from
+STAND_IN_LABEL = "org.obsingest.stand-in"
+
+
+def image(service: str) -> str:
+    """The image to run for ``service``: the environment's override, else the official tag."""
+    return os.environ.get(f"OBSINGEST_TC_{service.upper()}_IMAGE") or OFFICIAL[service]

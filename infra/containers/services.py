@@ -1,0 +1,292 @@
+"""Kafka, Pub/Sub, GCS and PostgreSQL as containers, started through ``testcontainers``.
+
+Every container runs with host networking and listens on 127.0.0.1 only, on a free port from
+``OBSINGEST_TC_PORT_RANGE`` (default 20000-29999, clear of the native stack's ports), so the
+tests reach it on loopback as they reach the native services, and no private-range address is
+ever used. Health is the native stack's own probe (a Kafka metadata request, a Pub/Sub call, a
+GCS bucket listing, a PostgreSQL query) run against the container's port, so "healthy" means
+the same thing on both backends. Every container carries the label ``org.obsingest.session``
+with this object's session id, and ``close()`` removes exactly the containers it started.
+
+Ryuk (testcontainers' reaper) is turned off: its image cannot be pulled here and it needs a
+bridge network; ``close()`` (and ``leftovers()`` for a test to assert on) do its job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import socket
+import threading
+import time
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from infra.containers.names import SESSION_LABEL, image
+
+os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+
+PROJECT_ID_DEFAULT = "obsingest-local"
+LOOPBACK = "127.0.0.1"
+
+
+class ContainerError(RuntimeError):
+    """A container did not become healthy; the message carries its log tail."""
+
+
+def port_range() -> tuple[int, int]:
+    low, _, high = os.environ.get("OBSINGEST_TC_PORT_RANGE", "20000-29999").partition("-")
+    return int(low), int(high)
+
+
+def free_port() -> int:
+    """A port nothing listens on, from ``OBSINGEST_TC_PORT_RANGE``."""
+    low, high = port_range()
+    for _ in range(200):
+        port = random.randint(low, high)
+        with socket.socket() as s:
+            try:
+                s.bind((LOOPBACK, port))
+            except OSError:
+                continue
+            return port
+    raise ContainerError(f"no free port in {low}-{high}")
+
+
+def container_logs(container: Any, tail: int = 40) -> str:
+    with contextlib.suppress(Exception):
+        raw = container.get_wrapped_container().logs(tail=tail)
+        return raw.decode(errors="replace")
+    return "(no logs)"
+
+
+class ContainerServices:
+    """The four services as containers of one session, each started on first request."""
+
+    def __init__(self, project_id: str | None = None, session: str | None = None) -> None:
+        self.session = session or f"obsingest-{uuid.uuid4().hex[:10]}"
+        self.project_id = project_id or os.environ.get("PUBSUB_PROJECT_ID", PROJECT_ID_DEFAULT)
+        self.containers: dict[str, Any] = {}
+        self.endpoints: dict[str, Any] = {}
+        self.ports: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._futures: dict[str, Future[Any]] = {}
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="containers")
+
+    # plumbing ---------------------------------------------------------------------------------
+    def labelled(self, container: Any) -> Any:
+        """Host networking and this session's label on a not yet started container.
+
+        Port bindings are dropped: with host networking the service's own port is the host's.
+        """
+        container.ports.clear()
+        return container.with_kwargs(network="host", labels={SESSION_LABEL: self.session})
+
+    def run(self, name: str, container: Any, probe: Any, timeout: float = 120.0) -> Any:
+        """Start ``container``, wait until ``probe()`` passes; on failure remove it and raise."""
+        self.containers[name] = container
+        last: Exception | None = None
+        deadline = time.monotonic() + timeout
+        try:
+            container.start()  # testcontainers' own wait strategy, if the class has one
+        except Exception as exc:
+            last, deadline = exc, 0.0
+        while time.monotonic() < deadline:
+            try:
+                probe()
+                return container
+            except Exception as exc:  # the probe's own failure, kept for the message
+                last = exc
+            wrapped = container.get_wrapped_container()
+            wrapped.reload()
+            if wrapped.status in ("exited", "dead"):
+                break
+            time.sleep(0.25)
+        logs = container_logs(container)
+        self.remove(name)
+        raise ContainerError(f"{name} container ({container.image}) not healthy: {last}\n{logs}")
+
+    def remove(self, name: str) -> None:
+        container = self.containers.pop(name, None)
+        if container is not None:
+            with contextlib.suppress(Exception):
+                container.stop()
+
+    def _native(self, name: str, **ports: int) -> Any:
+        """The native launcher of ``name`` pointed at our ports: its probe is our health."""
+        from infra.local.stack import Stack, load_settings
+
+        settings = load_settings(host=LOOPBACK, pubsub_project_id=self.project_id, **ports)
+        return Stack(settings, only=[name]).service(name)
+
+    # the services -----------------------------------------------------------------------------
+    def _start_kafka(self) -> str:
+        """Bootstrap servers of a one-node KRaft broker (apache/kafka's KAFKA_* variables)."""
+        if "kafka" not in self.endpoints:
+            from testcontainers.core.container import DockerContainer
+
+            from infra.local.stack.kafka_broker import (
+                properties_to_docker_env,
+                render_server_properties,
+            )
+
+            port, controller = free_port(), free_port()
+            native = self._native("kafka", kafka_port=port, kafka_controller_port=controller)
+            env = properties_to_docker_env(render_server_properties(native.settings, None))
+            env["KAFKA_HEAP_OPTS"] = "-Xmx512m -Xms128m"
+            container = self.labelled(DockerContainer(image("kafka"), env=env))
+            self.run("kafka", container, native.probe)
+            self.ports["kafka"] = port
+            self.endpoints["kafka"] = f"{LOOPBACK}:{port}"
+        return str(self.endpoints["kafka"])
+
+    def _start_pubsub(self) -> tuple[str, str]:
+        """(emulator host, project) of the Pub/Sub emulator (``gcloud beta emulators pubsub``)."""
+        if "pubsub" not in self.endpoints:
+            from testcontainers.community.google import PubSubContainer
+
+            port = free_port()
+            container = PubSubContainer(image=image("pubsub"), project=self.project_id, port=port)
+            container.with_command(
+                f"gcloud beta emulators pubsub start --project={self.project_id} "
+                f"--host-port={LOOPBACK}:{port}"
+            )
+            self.run(
+                "pubsub", self.labelled(container), self._native("pubsub", pubsub_port=port).probe
+            )
+            self.ports["pubsub"] = port
+            self.endpoints["pubsub"] = f"{LOOPBACK}:{port}"
+        return str(self.endpoints["pubsub"]), self.project_id
+
+    def _start_gcs(self) -> str:
+        """URL of fake-gcs-server, publishing bucket notifications to our Pub/Sub."""
+        if "gcs" not in self.endpoints:
+            from testcontainers.core.container import DockerContainer
+
+            pubsub_host, _ = self.pubsub()
+            port = free_port()
+            url = f"http://{LOOPBACK}:{port}"
+            container = DockerContainer(image("gcs")).with_command(
+                f"-scheme http -host {LOOPBACK} -port {port} -external-url {url} "
+                f"-public-host {LOOPBACK}:{port} -backend memory -log-level info"
+            )
+            container.with_env("PUBSUB_EMULATOR_HOST", pubsub_host)
+            container.with_env("GOOGLE_CLOUD_PROJECT", self.project_id)
+            native = self._native("gcs", gcs_port=port, pubsub_port=self.ports["pubsub"])
+            self.run("gcs", self.labelled(container), native.probe)
+            self.ports["gcs"] = port
+            self.endpoints["gcs"] = url
+        return str(self.endpoints["gcs"])
+
+    def _start_postgres(self) -> str:
+        """SQLAlchemy URL of the superuser's maintenance database (CREATEDB rights)."""
+        if "postgres" not in self.endpoints:
+            from testcontainers.community.postgres import PostgresContainer
+
+            port = free_port()
+            container = PostgresContainer(
+                image("postgres"),
+                port=port,
+                username="postgres",
+                password="postgres",
+                dbname="postgres",
+                driver="psycopg",
+            )
+            # throwaway: durability off, as the native backend's test clusters
+            container.with_env("PGPORT", str(port)).with_command(
+                f"postgres -c listen_addresses={LOOPBACK} -c port={port} -c fsync=off "
+                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+            )
+            url = f"postgresql+psycopg://postgres:postgres@{LOOPBACK}:{port}/postgres"
+            self.run("postgres", self.labelled(container), lambda: _sql_ping(url))
+            self.ports["postgres"] = port
+            self.endpoints["postgres"] = url
+        return str(self.endpoints["postgres"])
+
+    # the accessors: start on first request (or after prestart), then the same endpoint ------
+    def kafka(self) -> str:
+        """Bootstrap servers of a one-node KRaft broker (apache/kafka's KAFKA_* variables)."""
+        return str(self._get("kafka"))
+
+    def pubsub(self) -> tuple[str, str]:
+        """(emulator host, project) of the Pub/Sub emulator (``gcloud beta emulators pubsub``)."""
+        host, project = self._get("pubsub")
+        return str(host), str(project)
+
+    def gcs(self) -> str:
+        """URL of fake-gcs-server, publishing bucket notifications to our Pub/Sub."""
+        return str(self._get("gcs"))
+
+    def postgres(self) -> str:
+        """SQLAlchemy URL of the superuser's maintenance database (CREATEDB rights)."""
+        return str(self._get("postgres"))
+
+    def prestart(self, *names: str) -> None:
+        """Start ``names`` side by side in the background now; the accessors wait for them."""
+        for name in names:
+            self._submit(name)
+
+    def _submit(self, name: str) -> Future[Any]:
+        with self._lock:
+            if name not in self._futures:
+                self._futures[name] = self._pool.submit(getattr(self, f"_start_{name}"))
+            return self._futures[name]
+
+    def _get(self, name: str) -> Any:
+        return self._submit(name).result()
+
+    def start_all(self, kafka: bool = True) -> dict[str, float]:
+        """Every service side by side (GCS after its Pub/Sub); seconds until each was healthy."""
+        names = ["pubsub", "gcs", "postgres"] + (["kafka"] if kafka else [])
+        started = time.monotonic()
+        took: dict[str, float] = {}
+        self.prestart(*names)
+        for name in names:
+            self._futures[name].add_done_callback(
+                lambda _f, n=name: took.setdefault(n, time.monotonic() - started)
+            )
+        for name in names:
+            self._get(name)
+        return took
+
+    # bookkeeping ------------------------------------------------------------------------------
+    def container_ids(self) -> dict[str, str]:
+        return {name: c.get_wrapped_container().id for name, c in self.containers.items()}
+
+    def close(self) -> None:
+        """Remove every container this session started (and nothing else), once the starts
+        under way have ended."""
+        with self._lock:
+            futures = list(self._futures.values())
+            self._futures.clear()
+        for future in futures:
+            future.exception()  # waits; a failed start removed its own container
+        for name in reversed(list(self.containers)):
+            self.remove(name)
+        self.endpoints.clear()
+        self.ports.clear()
+
+
+def _sql_ping(url: str) -> None:
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            conn.execute(sqlalchemy.text("select 1"))
+    finally:
+        engine.dispose()
+
+
+def leftovers(session: str) -> list[str]:
+    """Names of containers (any state) still labelled with ``session``: none after close()."""
+    import docker
+
+    client = docker.from_env()
+    try:
+        found = client.containers.list(all=True, filters={"label": f"{SESSION_LABEL}={session}"})
+        return [c.name for c in found]
+    finally:
+        client.close()

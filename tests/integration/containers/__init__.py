@@ -1,0 +1,1 @@
+"""Tests on containers only (marker ``containers``, run by ``make test-containers``)."""
