@@ -21,7 +21,10 @@ once its size and mtime have not changed for ``settle`` seconds. A file that onl
 
 Files are noticed by watchdog (inotify on Linux) and by a scan at start-up (nothing written while
 the edge was down is missed) repeated every ``rescan_interval`` as a safety net; all of it is
-handled on one thread, so this class needs no locks.
+handled on one thread, so this class needs no locks. A file is offered once per (mtime, size):
+``known`` seeds that memory from the journal's finished items, so a restart with a hand-off
+directory of 50,000 acknowledged files (``--on-ack keep``) only stats them, in proportion to
+what is unfinished rather than to what the directory keeps.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import queue
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -68,6 +71,7 @@ class Found:
     sidecar: Path | None = None
     mtime: float = 0.0
     error: PermanentError | None = None
+    size: int = -1
 
     @property
     def relpath(self) -> str:
@@ -82,16 +86,24 @@ def classify(path: Path) -> tuple[Kind, DataId | None, PermanentError | None] | 
         return "incomplete", None, None
     if name.endswith(".manifest.json"):
         if not MANIFEST_NAME.match(name):
-            return "bad", None, BadHandoffFile(
-                f"{path}: manifest name is not {{instrument}}_{{exposure}}.manifest.json"
+            return (
+                "bad",
+                None,
+                BadHandoffFile(
+                    f"{path}: manifest name is not {{instrument}}_{{exposure}}.manifest.json"
+                ),
             )
         return "manifest", None, None
     if name.endswith((".fits", ".fits.fz")):
         match = CCD_NAME.match(name)
         if not match:
-            return "bad", None, BadHandoffFile(
-                f"{path}: raw CCD name is not {{instrument}}_{{exposure}}_{{detector:03d}}.fits"
-                " (or .fits.fz, already tile-compressed)"
+            return (
+                "bad",
+                None,
+                BadHandoffFile(
+                    f"{path}: raw CCD name is not {{instrument}}_{{exposure}}_{{detector:03d}}.fits"
+                    " (or .fits.fz, already tile-compressed)"
+                ),
             )
         try:
             data_id = DataId(match["instrument"], int(match["exposure"]), int(match["detector"]))
@@ -133,6 +145,7 @@ class HandoffIntake:
         incomplete_timeout: float = 600.0,
         rescan_interval: float = 30.0,
         clock: Callable[[], float] = time.time,
+        known: Mapping[str, tuple[float, int]] | None = None,
     ) -> None:
         self.root = Path(root).resolve()
         self.on_found = on_found
@@ -145,7 +158,10 @@ class HandoffIntake:
         self._events: queue.Queue[tuple[str, str, str]] = queue.Queue()
         self._tracked: dict[Path, _Tracked] = {}
         self._incomplete: dict[Path, float] = {}
-        self._taken: dict[Path, float] = {}  # path -> mtime offered and accepted
+        # path -> (mtime, size) offered and accepted, or finished before a restart (``known``)
+        self._taken: dict[Path, tuple[float, int]] = {
+            Path(path): (mtime, size) for path, (mtime, size) in (known or {}).items()
+        }
         self._problem: str | None = None
         self._next_scan = 0.0
         self._stop = threading.Event()
@@ -261,25 +277,26 @@ class HandoffIntake:
         except OSError as exc:
             self._set_problem(f"source-unreadable: {path}: {exc}")
             return
-        if self._taken.get(path) == st.st_mtime:
+        if self._taken.get(path) == (st.st_mtime, st.st_size):
             return
         if kind == "incomplete":
             self._incomplete.setdefault(path, st.st_mtime)
             return
         if kind == "bad" or complete:
-            self._offer(Found(kind, path, data_id, None, st.st_mtime, error), st.st_mtime)
+            self._offer(Found(kind, path, data_id, None, st.st_mtime, error, st.st_size))
             return
         now = self.clock()
         tracked = self._tracked.get(path)
         if tracked is None or (tracked.size, tracked.mtime) != (st.st_size, st.st_mtime):
             self._tracked[path] = _Tracked(st.st_size, st.st_mtime, now)
 
-    def _offer(self, found: Found, mtime: float) -> None:
+    def _offer(self, found: Found) -> None:
         if found.kind == "ccd":
-            found = Found("ccd", found.path, found.data_id, sidecar_of(found.path), found.mtime)
+            sidecar = sidecar_of(found.path)
+            found = Found("ccd", found.path, found.data_id, sidecar, found.mtime, None, found.size)
         self._tracked.pop(found.path, None)
         if self.on_found(found):
-            self._taken[found.path] = mtime
+            self._taken[found.path] = (found.mtime, found.size)
 
     def tick(self) -> None:
         """Settle checks, never-completed timeouts and the periodic rescan."""
@@ -296,20 +313,21 @@ class HandoffIntake:
                 what = classify(path)
                 if what is not None:
                     kind, data_id, error = what
-                    self._offer(Found(kind, path, data_id, None, st.st_mtime, error), st.st_mtime)
+                    self._offer(Found(kind, path, data_id, None, st.st_mtime, error, st.st_size))
         for path, mtime in list(self._incomplete.items()):
             try:
-                mtime = path.stat().st_mtime
+                st = path.stat()
             except OSError:
                 self._incomplete.pop(path, None)
                 continue
+            mtime = st.st_mtime
             if now - mtime >= self.incomplete_timeout:
                 self._incomplete.pop(path, None)
                 error = NeverCompleted(
                     f"{path}: still in progress {now - mtime:.0f} s after its last write "
                     f"(timeout {self.incomplete_timeout:g} s): the writer never finished it"
                 )
-                self._offer(Found("incomplete", path, None, None, mtime, error), mtime)
+                self._offer(Found("incomplete", path, None, None, mtime, error, st.st_size))
         if now >= self._next_scan:
             self.scan()
 

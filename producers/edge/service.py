@@ -153,7 +153,7 @@ class EdgeService:
             self.intake = HandoffIntake(
                 self.handoff, self._on_found, self._on_source_problem, mode=s.complete,
                 settle=s.settle_seconds, incomplete_timeout=s.incomplete_timeout,
-                rescan_interval=s.rescan_interval,
+                rescan_interval=s.rescan_interval, known=self.journal.handed_off(),
             )  # fmt: skip
             self.intake.start()
         self.state = "ready"
@@ -272,7 +272,8 @@ class EdgeService:
                 entry = Entry(key=found.data_id.key, source=str(found.path),
                               priority=found.data_id.exposure,
                               readout=self._readout_of(found),
-                              sidecar=str(found.sidecar) if found.sidecar else None)  # fmt: skip
+                              sidecar=str(found.sidecar) if found.sidecar else None,
+                              source_mtime=found.mtime, source_size=found.size)  # fmt: skip
                 return self._accept([entry])
             if found.kind == "manifest":
                 self._take_manifest(found.path)
@@ -445,8 +446,10 @@ class EdgeService:
                       seconds=round(latency, 3), budget=self.settings.budget_seconds,
                       attempts=outcome.attempts)  # fmt: skip
         if outcome.status == "conflict":
-            extra.update(reason="checksum-conflict",
-                         error=f"different bytes already stored; parked as {outcome.object_name}")
+            extra.update(
+                reason="checksum-conflict",
+                error=f"different bytes already stored; parked as {outcome.object_name}",
+            )
             log_event(log, "edge.conflict", logging.ERROR, data_id=key,
                       parked=outcome.object_name)  # fmt: skip
         if extra:
