@@ -249,11 +249,25 @@ class HandoffIntake:
                     if not d.startswith(".") and not (here == self.root and d in _OWN_DIRS)
                 )  # fmt: skip
                 for name in sorted(filenames):
-                    self._consider(here / name, complete=self.mode == "rename", scan=True)
+                    path = here / name
+                    if not self._finished(path):
+                        self._consider(path, complete=self.mode == "rename", scan=True)
         except OSError as exc:
             self._set_problem(f"source-unreadable: hand-off directory {self.root}: {exc}")
             return
         self._set_problem(None)
+
+    def _finished(self, path: Path) -> bool:
+        """Taken already with its present mtime and size (a restart's journalled acks): one
+        stat, not the naming rules, for each of the thousands a hand-off directory keeps."""
+        taken = self._taken.get(path)
+        if taken is None:
+            return False
+        try:
+            st = os.stat(path)
+        except OSError:
+            return False
+        return taken == (st.st_mtime, st.st_size)
 
     def _set_problem(self, problem: str | None) -> None:
         if problem != self._problem:

@@ -268,7 +268,7 @@ class FacilityService:
         return published
 
     def _outbox_stats(self) -> None:
-        status = self.announcer.registry.outbox.status()
+        status = self.announcer.registry.outbox.status(published=False)
         self.stats.set(
             outbox_pending=status.pending, outbox_oldest_pending_seconds=status.oldest_pending_age
         )
