@@ -19,7 +19,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         ),
     )
     p.add_argument("--subscription", help=f"subscription (default: {defaults.RELAY_SUBSCRIPTION})")
-    p.add_argument("--push-url", help=f"the function's URL (default: {defaults.RELAY_PUSH_URL})")
+    p.add_argument(
+        "--push-url",
+        action="append",
+        help=f"the function's URL (default: {defaults.RELAY_PUSH_URL}); repeat it for several "
+        "instances: deliveries are spread over them, and one whose instance does not answer "
+        "goes to the next at once",
+    )
     p.add_argument(
         "--dead-letter-topic",
         help="where given-up messages go (default: ccd-objects-dlq; manifests: exposures-dlq)",
@@ -50,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     return run_relay(
         {
             "subscription": args.subscription,
-            "push_url": args.push_url,
+            "push_url": args.push_url[0] if args.push_url else None,
+            "push_urls": tuple(args.push_url) if args.push_url and len(args.push_url) > 1 else None,
             "dead_letter_topic": args.dead_letter_topic,
             "max_attempts": args.max_attempts,
             "concurrency": args.concurrency,

@@ -35,6 +35,14 @@ class RelaySettings(BaseSettings):
 
     subscription: str = defaults.RELAY_SUBSCRIPTION
     push_url: str = defaults.RELAY_PUSH_URL
+    #: several instances of the function (``OBSINGEST_RELAY_PUSH_URLS='["http://a/", ...]'``):
+    #: deliveries are spread over them, and one whose instance does not answer goes to the
+    #: next at once (``spread.py``); empty: ``push_url`` alone
+    push_urls: tuple[str, ...] = ()
+    #: an instance that did not answer is passed over this long (doubling while it stays
+    #: dead, at most ``failover_max_cooldown``)
+    failover_cooldown: float = Field(default=0.5, ge=0)
+    failover_max_cooldown: float = Field(default=10.0, ge=0)
     #: where given-up messages go (empty: the bus's objects dead-letter topic; the manifests
     #: relay on ``exposures-relay`` uses ``exposures-dlq``, which nothing redrives to objects)
     dead_letter_topic: str = ""
@@ -59,6 +67,10 @@ class RelaySettings(BaseSettings):
                 f"OBSINGEST_RELAY_MIN_BACKOFF ({self.min_backoff})"
             )
         return self
+
+    def urls(self) -> list[str]:
+        """Where the relay pushes: ``push_urls`` if given, else ``push_url``."""
+        return list(self.push_urls) or [self.push_url]
 
     def redelivery_window(self) -> float:
         """Seconds from a message's first failed push to its last push: how long an outage the
