@@ -10,7 +10,6 @@ from typing import Any
 PLOT = Path(__file__).resolve().parent / "results" / "transfer.png"
 
 
-
 def _compression(result: dict[str, Any]) -> str:
     from benchmarks.compression import format_table
 
@@ -169,6 +168,8 @@ _BUTLER_NOTE = (
     "`OBSINGEST_BUTLER_GATHER_GAP` (0.02 s) for siblings that may be on their way; the others "
     "wait for nobody."
 )
+
+
 def _edge(result: dict[str, Any]) -> str:
     from benchmarks.edge import format_table
 
@@ -216,6 +217,18 @@ def _presence(result: dict[str, Any]) -> str:
     ])  # fmt: skip
 
 
+def _facility(result: dict[str, Any]) -> str:
+    from benchmarks.facility import format_section
+
+    return format_section(result)
+
+
+def _edge_restart(result: dict[str, Any]) -> str:
+    from benchmarks.edge_restart import format_section
+
+    return format_section(result)
+
+
 SECTIONS = {
     "compression": _compression,
     "transfer": _transfer,
@@ -225,6 +238,6 @@ SECTIONS = {
     "backfill": _backfill,
     "presence": _presence,
     "capacity": _capacity,
+    "facility": _facility,
+    "edge_restart": _edge_restart,
 }
-
-
