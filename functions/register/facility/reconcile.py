@@ -91,7 +91,9 @@ class Reconciler:
 
     def _tail(self, prefix: str) -> PrefixTail:
         if prefix not in self.tails:
-            self.tails[prefix] = PrefixTail(prefix, lag=self.lag, hold=self.hold)
+            # an object younger than the grace is not checked yet: it must hold the watermark
+            hold = max(self.hold, self.grace + self.lag)
+            self.tails[prefix] = PrefixTail(prefix, lag=self.lag, hold=hold)
         return self.tails[prefix]
 
     def run(

@@ -213,3 +213,18 @@ def test_the_service_sweeps_the_window_first_then_rarely_and_after_an_outage(env
     assert service.run_pass().reconcile.mode == "incremental"
     stats = service.stats.snapshot()
     assert (stats["full_sweeps"], stats["incremental_passes"]) == (3, 4)
+
+
+def test_objects_within_a_long_grace_hold_the_watermark_until_they_are_checked(env):
+    clock = Clock()
+    reconciler = Reconciler(env.service, ("raw/",), grace=3600.0, lag=60.0, hold=600.0, clock=clock)
+    since = clock.now - timedelta(hours=2)
+    upload(env, 2026112200001, range(2))
+    lose_notifications(env)
+    clock.now += timedelta(seconds=1800)  # past lag and hold, not yet past the grace
+    assert reconciler.run_new(since).missing == 0
+    first = DataId("LSSTComCam", 2026112200001, 0).object_name()
+    assert reconciler.tails["raw/"].start == first  # held at the unchecked objects
+    clock.now += timedelta(seconds=1801)
+    report = reconciler.run_new(since)
+    assert report.outcomes == {"registered": 2}
