@@ -158,10 +158,10 @@ class HandoffIntake:
         self._events: queue.Queue[tuple[str, str, str]] = queue.Queue()
         self._tracked: dict[Path, _Tracked] = {}
         self._incomplete: dict[Path, float] = {}
-        # path -> (mtime, size) offered and accepted, or finished before a restart (``known``)
-        self._taken: dict[Path, tuple[float, int]] = {
-            Path(path): (mtime, size) for path, (mtime, size) in (known or {}).items()
-        }
+        self._taken: dict[Path, tuple[float, int]] = {}  # path -> (mtime, size) offered, taken
+        #: path (text) -> (mtime, size) the journal finished before this start (``known``):
+        #: the scan passes over them by text, without building a Path for each
+        self._known: dict[str, tuple[float, int]] = dict(known or {})
         self._problem: str | None = None
         self._next_scan = 0.0
         self._stop = threading.Event()
@@ -224,6 +224,7 @@ class HandoffIntake:
         self._tracked.pop(path, None)
         self._incomplete.pop(path, None)
         self._taken.pop(path, None)
+        self._known.pop(str(path), None)
 
     def _skipped(self, path: Path) -> bool:
         try:
@@ -249,25 +250,29 @@ class HandoffIntake:
                     if not d.startswith(".") and not (here == self.root and d in _OWN_DIRS)
                 )  # fmt: skip
                 for name in sorted(filenames):
-                    path = here / name
-                    if not self._finished(path):
-                        self._consider(path, complete=self.mode == "rename", scan=True)
+                    if self._known and self._finished(os.path.join(dirpath, name)):
+                        continue
+                    self._consider(here / name, complete=self.mode == "rename", scan=True)
         except OSError as exc:
             self._set_problem(f"source-unreadable: hand-off directory {self.root}: {exc}")
             return
         self._set_problem(None)
 
-    def _finished(self, path: Path) -> bool:
-        """Taken already with its present mtime and size (a restart's journalled acks): one
-        stat, not the naming rules, for each of the thousands a hand-off directory keeps."""
-        taken = self._taken.get(path)
-        if taken is None:
+    def _finished(self, path: str) -> bool:
+        """Finished before this start with its present mtime and size (a restart's journalled
+        acks): one stat, not the naming rules, for each of the thousands a hand-off directory
+        keeps. A file changed since is forgotten here and offered as any other."""
+        known = self._known.get(path)
+        if known is None:
             return False
         try:
             st = os.stat(path)
         except OSError:
             return False
-        return taken == (st.st_mtime, st.st_size)
+        if known == (st.st_mtime, st.st_size):
+            return True
+        del self._known[path]
+        return False
 
     def _set_problem(self, problem: str | None) -> None:
         if problem != self._problem:
@@ -291,7 +296,8 @@ class HandoffIntake:
         except OSError as exc:
             self._set_problem(f"source-unreadable: {path}: {exc}")
             return
-        if self._taken.get(path) == (st.st_mtime, st.st_size):
+        seen = (st.st_mtime, st.st_size)
+        if self._taken.get(path) == seen or self._known.get(str(path)) == seen:
             return
         if kind == "incomplete":
             self._incomplete.setdefault(path, st.st_mtime)
