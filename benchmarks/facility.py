@@ -45,7 +45,7 @@ from benchmarks.common import run_header
 
 RESULTS = Path(__file__).resolve().parent / "results" / "facility.json"
 SIZES = (5_000, 50_000)
-PASSES = 7
+PASSES = 15
 DETECTORS = 205
 INSTRUMENT = "LSSTCam"
 RUN = "LSSTCam/raw/all"
