@@ -86,6 +86,8 @@ def _butler_dimensions(conn: Connection) -> None:
                 )
             else:
                 conn.execute(insert(tables.detector).values(values))
+
+
 def _facility_tables(conn: Connection) -> None:
     """The arrivals outbox and the canary log (``facility_tables``): new tables only, so an
     existing registry gains them without touching its datasets. Only these two: later
