@@ -6,6 +6,8 @@ PostgreSQL."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import statistics
 from collections.abc import Iterator
@@ -42,6 +44,25 @@ EXPOSURES = [make_exposure_id(20261122, seq) for seq in (501, 502, 503, 504)]
 #: pushed first so that both instances are warm (imports, connections) before the burst
 WARM_UP = make_exposure_id(20261122, 500)
 DETECTORS = range(9)
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (/proc children of each of its threads), deepest last."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            found += [int(child), *descendants(int(child))]
+    return found
+
+
+def crash(pid: int) -> None:
+    """SIGKILL a function instance as a crash takes it: the server and every worker it forked
+    (an orphaned worker would go on serving the port)."""
+    below = descendants(pid)
+    os.kill(pid, signal.SIGKILL)
+    for child in below:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
 
 
 @dataclass
@@ -131,7 +152,7 @@ def test_an_instance_killed_mid_burst_costs_no_ccd_a_retry(world: World, caplog)
         shipped = list(pool.map(ship, items[:half]))
         # mid-burst: the first CCDs registered, the others still on their way or not stored yet
         wait_for(lambda: len(world.registry.datasets()) >= len(warm) + 2, 60, "the burst's first")
-        victim.proc.send_signal(signal.SIGKILL)
+        crash(victim.proc.pid)
         shipped += pool.map(ship, items[half:])
     assert shipped == ["stored"] * len(ccds)
     everything = len(ccds) + len(warm)
@@ -167,5 +188,5 @@ def test_an_instance_killed_mid_burst_costs_no_ccd_a_retry(world: World, caplog)
         f"max {max(stored_to_announced):.2f} s, failovers {world.spread.failovers}, nacks 0"
     )
     # a delivery that waited for the relay's backoff would be >= 1 s late plus a redelivery;
-    # the slack above the burst's median is this shared 2-core machine's spread without faults
-    assert max(stored_to_announced) < typical + 3.0, (typical, sorted(stored_to_announced)[-5:])
+    # measured 0.3-0.4 s above the median; the slack is for this shared 2-core machine's load
+    assert max(stored_to_announced) < typical + 2.0, (typical, sorted(stored_to_announced)[-5:])
