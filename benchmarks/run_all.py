@@ -57,6 +57,8 @@ TIMEOUTS = {
     "backfill": 540,  # 3 alternating repeats x 4 N x 2 tools; ~200 s quiet
     "presence": 360,
     "capacity": 300,
+    "facility": 720,  # fills 5,000 and 50,000 objects; the 50,000 full sweep alone ~40 s
+    "edge_restart": 600,  # 50,000 hand-off files and journal rows, 3 restarts
 }
 DEFAULT_TIMEOUT = 240
 TOTAL_BUDGET = 26 * 60

@@ -242,6 +242,18 @@ def _butler_facility(result: dict[str, Any]) -> str:
     )
 
 
+def _facility(result: dict[str, Any]) -> str:
+    from benchmarks.facility import format_section
+
+    return format_section(result)
+
+
+def _edge_restart(result: dict[str, Any]) -> str:
+    from benchmarks.edge_restart import format_section
+
+    return format_section(result)
+
+
 SECTIONS = {
     "butler_facility": _butler_facility,
     "compression": _compression,
@@ -252,4 +264,6 @@ SECTIONS = {
     "backfill": _backfill,
     "presence": _presence,
     "capacity": _capacity,
+    "facility": _facility,
+    "edge_restart": _edge_restart,
 }

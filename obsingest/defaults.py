@@ -51,6 +51,13 @@ EXPOSURES_INGESTED_TOPIC = "exposures-ingested"
 RELAY_SUBSCRIPTION = "ccd-objects-relay"
 #: The emulator push relay's pull subscription on EXPOSURES_TOPIC (-> the function's on_manifest).
 MANIFEST_RELAY_SUBSCRIPTION = "exposures-relay"
+#: Pushes of one message before it is dead-lettered: the production push subscription's
+#: ``max_delivery_attempts`` (``infra/terraform``), mirrored by the relay.
+RELAY_MAX_ATTEMPTS = 10
+#: Pushes the relay keeps in flight at once.
+RELAY_CONCURRENCY = 8
+#: Where the relay pushes by default: the register function under functions-framework.
+RELAY_PUSH_URL = "http://127.0.0.1:8080/"
 #: Suffix of the subscription that keeps a dead-letter topic's messages (``ccd-objects-dlq-hold``):
 #: a topic without a subscription drops what is published to it.
 HOLD_SUFFIX = "-hold"
@@ -67,6 +74,10 @@ LOCAL_HOST = "127.0.0.1"
 #: The local stack's Kafka port and address (``obsingest stack up``); KAFKA_BOOTSTRAP_SERVERS wins.
 LOCAL_KAFKA_PORT = 19092
 KAFKA_BOOTSTRAP = f"{LOCAL_HOST}:{LOCAL_KAFKA_PORT}"
+
+# -- the camera -------------------------------------------------------------------------------
+#: Seconds between exposures at the summit (readout to readout): Rubin's cadence.
+CADENCE_SECONDS = 17.0
 
 # -- the promise -----------------------------------------------------------------------------
 #: Seconds from readout to announcement, per CCD.

@@ -19,6 +19,7 @@ locals {
       function      = "obsingest-register"
       entry_point   = "on_push"
       max_instances = var.max_instances
+      min_instances = var.min_instances
       topic         = "ccd-objects"
       subscription  = "ccd-objects-register"
       dead_letters  = "ccd-objects-dlq"
@@ -28,6 +29,7 @@ locals {
       function      = "obsingest-manifests"
       entry_point   = "on_manifest"
       max_instances = 5
+      min_instances = 1
       topic         = "exposures"
       subscription  = "exposures-register"
       dead_letters  = "exposures-dlq"
@@ -58,6 +60,7 @@ resource "google_cloudfunctions2_function" "push" {
 
   service_config {
     max_instance_count               = each.value.max_instances
+    min_instance_count               = each.value.min_instances
     max_instance_request_concurrency = 1
     available_memory                 = "512M"
     timeout_seconds                  = 60

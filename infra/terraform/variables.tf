@@ -45,6 +45,16 @@ variable "max_instances" {
   default     = 50
 }
 
+variable "min_instances" {
+  description = "Register function instances kept warm. At least 2: a crashed instance then costs its in-flight deliveries one sub-second redelivery (push_min_backoff) to a live instance instead of a cold start inside an exposure's 7 s budget."
+  type        = number
+  default     = 2
+  validation {
+    condition     = var.min_instances >= 2
+    error_message = "Keep at least 2 register function instances: one crash must cost no CCD its budget."
+  }
+}
+
 variable "registry_pool_size" {
   description = "Registry connections per process (OBSINGEST_REGISTRY_POOL_SIZE) of the register function, reconcile and the presence API."
   type        = number
@@ -52,9 +62,9 @@ variable "registry_pool_size" {
 }
 
 variable "max_delivery_attempts" {
-  description = "Push deliveries of one notification before Pub/Sub moves it to ccd-objects-dlq (Pub/Sub allows 5..100)."
+  description = "Push deliveries of one notification before Pub/Sub moves it to ccd-objects-dlq (Pub/Sub allows 5..100). 11 from a 0.5 s minimum backoff doubling to 60 s span ~243 s, the outage the 1 s / 10-attempt policy rode out before."
   type        = number
-  default     = 10
+  default     = 11
   validation {
     condition     = var.max_delivery_attempts >= 5 && var.max_delivery_attempts <= 100
     error_message = "Pub/Sub accepts 5..100 delivery attempts."
@@ -62,13 +72,17 @@ variable "max_delivery_attempts" {
 }
 
 variable "push_min_backoff" {
-  description = "Push retry policy, first redelivery delay (the relay's OBSINGEST_RELAY_MIN_BACKOFF mirrors it)."
+  description = "Push retry policy, first redelivery delay. Sub-second, so a delivery lost to a crashed instance is redelivered (to a live one, min_instances) well inside the budget; the relay fails over to another instance at once instead (OBSINGEST_RELAY_PUSH_URLS) and keeps its whole-second backoff for the function's own 503s."
   type        = string
-  default     = "1s"
+  default     = "0.5s"
+  validation {
+    condition     = tonumber(trimsuffix(var.push_min_backoff, "s")) <= 1
+    error_message = "push_min_backoff above 1 s makes one crashed instance cost a CCD its budget."
+  }
 }
 
 variable "push_max_backoff" {
-  description = "Push retry policy, largest redelivery delay (the relay's OBSINGEST_RELAY_MAX_BACKOFF mirrors it). 1 s doubling to 60 s over 10 attempts rides out a ~4-minute outage before dead-lettering."
+  description = "Push retry policy, largest redelivery delay (the relay's OBSINGEST_RELAY_MAX_BACKOFF mirrors it). 0.5 s doubling to 60 s over 11 attempts rides out a ~4-minute outage before dead-lettering."
   type        = string
   default     = "60s"
 }

@@ -119,6 +119,12 @@ def _header_warnings(conn: Connection) -> None:
     _add_missing_columns(conn, tables.exposure)
 
 
+def _datastore_uri_index(conn: Connection) -> None:
+    """The index of datastore records by URI, which the incremental reconcile's lookups need
+    (``create_all`` in migration 1 already made it on a registry created since)."""
+    tables.DATASTORE_URI_INDEX.create(conn, checkfirst=True)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial tables", _initial),
     Migration(2, "seed instruments, detectors and the raw dataset type", _seed_dimensions),
@@ -127,6 +133,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "exposure manifests; presence indexes", _manifests_and_presence_indexes),
     Migration(6, "exposure closures; manifest recorded-time index", _exposure_closures),
     Migration(7, "exposure header warnings", _header_warnings),
+    Migration(8, "datastore record URI index", _datastore_uri_index),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -198,3 +198,7 @@ PRESENCE_INDEXES: tuple[Index, ...] = (
 
 #: The facility's sweep of recently recorded manifests (``registry.ingested``, migration 6).
 MANIFEST_RECORDED_INDEX = Index("ix_exposure_manifest_recorded", exposure_manifest.c.recorded_time)
+
+#: The reconcile's lookup of objects by URI (``audit.registered_uris``, migration 7): without it
+#: every pass scans every datastore record, so its cost grew with the night.
+DATASTORE_URI_INDEX = Index("ix_datastore_record_uri", datastore_record.c.uri)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from obsingest import defaults
+
 DESCRIPTION = """\
 Simulate the camera's data acquisition: write raw CCD readouts as multi-extension FITS
 (header-only primary + 16 int32 amplifier segments with bias, sky, read noise, stars and cosmic
@@ -86,7 +88,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     night.add_argument("--exposures", type=int, default=10, help="exposures (default 10)")
     night.add_argument("--detectors", type=int, default=9, help="CCDs per exposure (default 9)")
-    night.add_argument("--interval", type=float, default=17.0, help="seconds between exposures")
+    night.add_argument(
+        "--interval",
+        type=float,
+        default=defaults.CADENCE_SECONDS,
+        help="seconds between exposures (default: %(default)s, the summit's cadence)",
+    )
     night.add_argument("--size", choices=("full", "small"), default="small", help="CCD size")
     night.add_argument("--day-obs", type=int, default=None, help="YYYYMMDD (default: today)")
     night.add_argument("--first-seq", type=int, default=1, help="first sequence number")

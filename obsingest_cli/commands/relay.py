@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from obsingest import defaults
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser(
@@ -16,14 +18,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
             "in attributes. Settings: OBSINGEST_RELAY_* (see infra/local/relay/settings.py)."
         ),
     )
-    p.add_argument("--subscription", help="subscription (default: ccd-objects-relay)")
-    p.add_argument("--push-url", help="the function's URL (default: http://127.0.0.1:8080/)")
+    p.add_argument("--subscription", help=f"subscription (default: {defaults.RELAY_SUBSCRIPTION})")
+    p.add_argument(
+        "--push-url",
+        action="append",
+        help=f"the function's URL (default: {defaults.RELAY_PUSH_URL}); repeat it for several "
+        "instances: deliveries are spread over them, and one whose instance does not answer "
+        "goes to the next at once",
+    )
     p.add_argument(
         "--dead-letter-topic",
         help="where given-up messages go (default: ccd-objects-dlq; manifests: exposures-dlq)",
     )
-    p.add_argument("--max-attempts", type=int, help="pushes before dead-lettering (default 5)")
-    p.add_argument("--concurrency", type=int, help="pushes in flight at once (default 8)")
+    p.add_argument(
+        "--max-attempts",
+        type=int,
+        help=f"pushes before dead-lettering (default {defaults.RELAY_MAX_ATTEMPTS})",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        help=f"pushes in flight at once (default {defaults.RELAY_CONCURRENCY})",
+    )
     p.add_argument("--oidc-audience", help="sign pushes with an ID token for this audience")
     p.add_argument(
         "--until-idle",
@@ -40,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     return run_relay(
         {
             "subscription": args.subscription,
-            "push_url": args.push_url,
+            "push_url": args.push_url[0] if args.push_url else None,
+            "push_urls": tuple(args.push_url) if args.push_url and len(args.push_url) > 1 else None,
             "dead_letter_topic": args.dead_letter_topic,
             "max_attempts": args.max_attempts,
             "concurrency": args.concurrency,

@@ -23,7 +23,10 @@ once its size and mtime have not changed for ``settle`` seconds. A file that onl
 
 Files are noticed by watchdog (inotify on Linux) and by a scan at start-up (nothing written while
 the edge was down is missed) repeated every ``rescan_interval`` as a safety net; all of it is
-handled on one thread, so this class needs no locks.
+handled on one thread, so this class needs no locks. A file is offered once per (mtime, size):
+``known`` seeds that memory from the journal's finished items, so a restart with a hand-off
+directory of 50,000 acknowledged files (``--on-ack keep``) only stats them, in proportion to
+what is unfinished rather than to what the directory keeps.
 """
 
 from __future__ import annotations
@@ -33,8 +36,8 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -69,6 +72,7 @@ class Found:
     error: PermanentError | None = None
     #: the camera's names for the CCD (observation id, raft, sensor), read from its header
     identity: Identity | None = None
+    size: int = -1
 
     @property
     def relpath(self) -> str:
@@ -143,6 +147,7 @@ class HandoffIntake:
         incomplete_timeout: float = 600.0,
         rescan_interval: float = 30.0,
         clock: Callable[[], float] = time.time,
+        known: Mapping[str, tuple[float, int]] | None = None,
     ) -> None:
         self.root = Path(root).resolve()
         self.on_found = on_found
@@ -155,7 +160,10 @@ class HandoffIntake:
         self._events: queue.Queue[tuple[str, str, str]] = queue.Queue()
         self._tracked: dict[Path, _Tracked] = {}
         self._incomplete: dict[Path, float] = {}
-        self._taken: dict[Path, float] = {}  # path -> mtime offered and accepted
+        self._taken: dict[Path, tuple[float, int]] = {}  # path -> (mtime, size) offered, taken
+        #: path (text) -> (mtime, size) the journal finished before this start (``known``):
+        #: the scan passes over them by text, without building a Path for each
+        self._known: dict[str, tuple[float, int]] = dict(known or {})
         self._problem: str | None = None
         self._next_scan = 0.0
         self._stop = threading.Event()
@@ -218,6 +226,7 @@ class HandoffIntake:
         self._tracked.pop(path, None)
         self._incomplete.pop(path, None)
         self._taken.pop(path, None)
+        self._known.pop(str(path), None)
 
     def _skipped(self, path: Path) -> bool:
         try:
@@ -243,11 +252,29 @@ class HandoffIntake:
                     if not d.startswith(".") and not (here == self.root and d in _OWN_DIRS)
                 )  # fmt: skip
                 for name in sorted(filenames):
+                    if self._known and self._finished(os.path.join(dirpath, name)):
+                        continue
                     self._consider(here / name, complete=self.mode == "rename", scan=True)
         except OSError as exc:
             self._set_problem(f"source-unreadable: hand-off directory {self.root}: {exc}")
             return
         self._set_problem(None)
+
+    def _finished(self, path: str) -> bool:
+        """Finished before this start with its present mtime and size (a restart's journalled
+        acks): one stat, not the naming rules, for each of the thousands a hand-off directory
+        keeps. A file changed since is forgotten here and offered as any other."""
+        known = self._known.get(path)
+        if known is None:
+            return False
+        try:
+            st = os.stat(path)
+        except OSError:
+            return False
+        if known == (st.st_mtime, st.st_size):
+            return True
+        del self._known[path]
+        return False
 
     def _set_problem(self, problem: str | None) -> None:
         if problem != self._problem:
@@ -271,20 +298,21 @@ class HandoffIntake:
         except OSError as exc:
             self._set_problem(f"source-unreadable: {path}: {exc}")
             return
-        if self._taken.get(path) == st.st_mtime:
+        seen = (st.st_mtime, st.st_size)
+        if self._taken.get(path) == seen or self._known.get(str(path)) == seen:
             return
         if kind == "incomplete":
             self._incomplete.setdefault(path, st.st_mtime)
             return
         if kind == "bad" or complete:
-            self._offer(Found(kind, path, data_id, None, st.st_mtime, error), st.st_mtime)
+            self._offer(Found(kind, path, data_id, None, st.st_mtime, error, size=st.st_size))
             return
         now = self.clock()
         tracked = self._tracked.get(path)
         if tracked is None or (tracked.size, tracked.mtime) != (st.st_size, st.st_mtime):
             self._tracked[path] = _Tracked(st.st_size, st.st_mtime, now)
 
-    def _offer(self, found: Found, mtime: float) -> None:
+    def _offer(self, found: Found) -> None:
         if found.kind == "ccd":
             try:
                 identified = identify(found)
@@ -294,10 +322,10 @@ class HandoffIntake:
             if identified is None:
                 self._forget(found.path)
                 return
-            found = identified
+            found = replace(identified, size=found.size)
         self._tracked.pop(found.path, None)
         if self.on_found(found):
-            self._taken[found.path] = mtime
+            self._taken[found.path] = (found.mtime, found.size)
 
     def tick(self) -> None:
         """Settle checks, never-completed timeouts and the periodic rescan."""
@@ -314,20 +342,23 @@ class HandoffIntake:
                 what = classify(path)
                 if what is not None:
                     kind, data_id, error = what
-                    self._offer(Found(kind, path, data_id, None, st.st_mtime, error), st.st_mtime)
+                    self._offer(
+                        Found(kind, path, data_id, None, st.st_mtime, error, size=st.st_size)
+                    )
         for path, mtime in list(self._incomplete.items()):
             try:
-                mtime = path.stat().st_mtime
+                st = path.stat()
             except OSError:
                 self._incomplete.pop(path, None)
                 continue
+            mtime = st.st_mtime
             if now - mtime >= self.incomplete_timeout:
                 self._incomplete.pop(path, None)
                 error = NeverCompleted(
                     f"{path}: still in progress {now - mtime:.0f} s after its last write "
                     f"(timeout {self.incomplete_timeout:g} s): the writer never finished it"
                 )
-                self._offer(Found("incomplete", path, None, None, mtime, error), mtime)
+                self._offer(Found("incomplete", path, None, None, mtime, error, size=st.st_size))
         if now >= self._next_scan:
             self.scan()
 

@@ -59,7 +59,9 @@ CREATE TABLE IF NOT EXISTS items (
     seen_at REAL NOT NULL,
     updated_at REAL NOT NULL,
     acked_at REAL,
-    over_budget INTEGER NOT NULL DEFAULT 0
+    over_budget INTEGER NOT NULL DEFAULT 0,
+    source_mtime REAL,
+    source_size INTEGER
 );
 CREATE INDEX IF NOT EXISTS items_state ON items (state, priority DESC);
 CREATE TABLE IF NOT EXISTS exposures (
@@ -97,6 +99,10 @@ class Entry:
     updated_at: float = 0.0
     acked_at: float | None = None
     over_budget: int = 0
+    #: the hand-off file's mtime and size when it was taken: a restart skips a finished item's
+    #: file by them without offering it again (``handed_off``)
+    source_mtime: float | None = None
+    source_size: int | None = None
 
     @property
     def terminal(self) -> bool:
@@ -143,6 +149,7 @@ class Journal:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
+            _add_missing_columns(self._db)
         except sqlite3.Error as exc:
             raise _spool_error(exc, self.path) from exc
 
@@ -266,6 +273,17 @@ class Journal:
                 ).fetchall()
         return [_entry(r) for r in rows]
 
+    def handed_off(self) -> dict[str, tuple[float, int]]:
+        """Source path -> (mtime, size) of every finished item (acked or quarantined) whose
+        hand-off file was recorded: what a restarted edge need not offer, read or journal again
+        (one query, however many files the hand-off directory keeps)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT source, source_mtime, source_size FROM items "
+                "WHERE state IN ('acked', 'quarantined') AND source_mtime IS NOT NULL"
+            ).fetchall()
+        return {r[0]: (float(r[1]), int(r[2]) if r[2] is not None else -1) for r in rows}
+
     def counts(self) -> dict[str, int]:
         """Items by state (every state present, zeros included)."""
         with self._lock:
@@ -321,6 +339,14 @@ class Journal:
             db.execute(
                 "INSERT OR REPLACE INTO meta (key, value) VALUES ('alive', ?)", (str(time.time()),)
             )
+
+
+def _add_missing_columns(db: sqlite3.Connection) -> None:
+    """A journal written by an older edge lacks the newer columns: add them (NULL)."""
+    have = {row[1] for row in db.execute("PRAGMA table_info(items)")}
+    for column, kind in (("source_mtime", "REAL"), ("source_size", "INTEGER")):
+        if column not in have:
+            db.execute(f"ALTER TABLE items ADD COLUMN {column} {kind}")
 
 
 @contextmanager

@@ -143,7 +143,7 @@ class EdgeService:
             self.intake = HandoffIntake(
                 self.handoff, self._on_found, self._on_source_problem, mode=s.complete,
                 settle=s.settle_seconds, incomplete_timeout=s.incomplete_timeout,
-                rescan_interval=s.rescan_interval,
+                rescan_interval=s.rescan_interval, known=self.journal.handed_off(),
             )  # fmt: skip
             self.intake.start()
         self.state = "ready"
@@ -262,7 +262,8 @@ class EdgeService:
                 entry = Entry(key=found.data_id.key, source=str(found.path),
                               priority=found.data_id.exposure,
                               readout=self._readout_of(found),
-                              sidecar=str(found.sidecar) if found.sidecar else None)  # fmt: skip
+                              sidecar=str(found.sidecar) if found.sidecar else None,
+                              source_mtime=found.mtime, source_size=found.size)  # fmt: skip
                 return self._accept([entry])
             if found.kind == "manifest":
                 self._take_manifest(found.path)

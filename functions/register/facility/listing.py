@@ -5,8 +5,10 @@ each concrete store with its own means: GCS's ``list_blobs`` (one paged request 
 objects; the object resources carry size, CRC32C, metadata and creation time, so no further
 request is needed per object) and a directory walk of the local store with its metadata
 sidecars. Listing is by prefix; the time window is applied here, on ``time_created``: GCS cannot
-filter by time, so a pass costs one listing of the prefix (narrow it with a longer prefix, e.g.
-``raw/LSSTCam/20261122/``, on a bucket holding years of data).
+filter by time. It can start at a name, though (``start_offset``: only names >= it, in name
+order), and so can the directory walk (it skips every directory whose names all sort below it):
+the incremental reconcile (``watermark.py``) lists only from its watermark, so a pass costs what
+is new, not the whole prefix.
 """
 
 from __future__ import annotations
@@ -27,23 +29,36 @@ class ListingFailed(RetriableError):
     reason = "listing-failed"
 
 
-def _list_gcs(store: Any, prefix: str) -> Iterator[StoredObject]:
+def _list_gcs(store: Any, prefix: str, start_offset: str) -> Iterator[StoredObject]:
     from obsingest.store.gcs import stored_object  # google.api_core: GCS listings only
 
-    for blob in store.client.list_blobs(store.bucket, prefix=prefix or None):
+    blobs = store.client.list_blobs(
+        store.bucket, prefix=prefix or None, start_offset=start_offset or None
+    )
+    for blob in blobs:
         yield stored_object(blob, store.bucket)
 
 
-def _list_local(store: Any, prefix: str) -> Iterator[StoredObject]:
+def below(directory: str, start_offset: str) -> bool:
+    """Whether every name under ``directory`` (``a/b/``, with its slash) sorts below
+    ``start_offset``: it does, and the offset does not continue it."""
+    return directory < start_offset and not start_offset.startswith(directory)
+
+
+def _list_local(store: Any, prefix: str, start_offset: str) -> Iterator[StoredObject]:
     root: Path = store.root
     start = root / prefix if not prefix or prefix.endswith("/") else (root / prefix).parent
     if not start.is_dir():
         return
     for directory, dirs, files in os.walk(start):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        relative = Path(directory).relative_to(root).as_posix()
+        base = "" if relative == "." else f"{relative}/"
+        dirs[:] = sorted(
+            d for d in dirs if not d.startswith(".") and not below(f"{base}{d}/", start_offset)
+        )
         for filename in sorted(files):
-            name = Path(directory, filename).relative_to(root).as_posix()
-            if not name.startswith(prefix):
+            name = f"{base}{filename}"
+            if not name.startswith(prefix) or name < start_offset:
                 continue
             try:
                 yield store.stat(name)
@@ -56,9 +71,10 @@ def list_objects(
     prefix: str,
     since: datetime | None = None,
     until: datetime | None = None,
+    start_offset: str = "",
 ) -> list[StoredObject]:
-    """Objects under ``prefix`` created in [since, until); ListingFailed when the store cannot
-    be listed."""
+    """Objects under ``prefix`` created in [since, until) and named ``start_offset`` or later;
+    ListingFailed when the store cannot be listed."""
     from obsingest.store.gcs import GcsStore
     from obsingest.store.local import LocalDirStore
 
@@ -69,7 +85,7 @@ def list_objects(
     else:
         raise TypeError(f"cannot list a {type(store).__name__}: reconcile lists GCS or local dirs")
     try:
-        found = list(lister(store, prefix))
+        found = list(lister(store, prefix, start_offset))
     except ObsIngestError:
         raise
     except Exception as exc:  # google-api-core, requests, OSError: all "try again later"

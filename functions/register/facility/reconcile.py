@@ -10,6 +10,13 @@ nothing; a bad object is quarantined with its reason, as it would have been.
 
 Rows whose object was stored in the window but is no longer in the bucket are reported (log,
 count, list): the pipeline never deletes, so it is for a human to look at.
+
+Two kinds of pass: ``run`` is the full-window sweep (the whole prefix listed, every object of the
+window checked, rows gone looked for); ``run_new`` the incremental one, listing only from each
+prefix's watermark and checking only what it has not settled yet (``watermark.py``), so its cost
+follows what is new, not how full the bucket is. The facility service runs the incremental pass
+every time and the sweep rarely (``full_every``), after an outage and at start-up; a sweep also
+re-seeds the watermarks.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from functions.register.facility.listing import list_objects
+from functions.register.facility.watermark import PrefixTail
 from functions.register.service import RegisterService
 from obsingest.errors import ObjectMissing, ObsIngestError, RetriableError
 from obsingest.logs import get_logger, log_event
@@ -43,6 +51,10 @@ class ReconcileReport:
     failed: int = 0  # retriable errors: tried again next pass
     gone: list[str] = field(default_factory=list)
     dry_run: bool = False
+    #: "full" (the window swept) or "incremental" (from the watermarks)
+    mode: str = "full"
+    #: the watermark of each prefix after the pass
+    watermarks: dict[str, str] = field(default_factory=dict)
 
     @property
     def consistent(self) -> bool:
@@ -60,6 +72,8 @@ class ReconcileReport:
             "failed": self.failed,
             "gone": list(self.gone),
             "dry_run": self.dry_run,
+            "mode": self.mode,
+            "watermarks": dict(self.watermarks),
         }
 
 
@@ -69,39 +83,93 @@ class Reconciler:
     prefixes: tuple[str, ...]
     grace: float = 15.0
     clock: Callable[[], datetime] = utcnow
+    #: the watermarks' ``lag`` and ``hold`` (seconds, ``PrefixTail``)
+    lag: float = 120.0
+    hold: float = 1800.0
+    #: each prefix's watermark and settled names: the incremental pass's memory
+    tails: dict[str, PrefixTail] = field(default_factory=dict)
+
+    def _tail(self, prefix: str) -> PrefixTail:
+        if prefix not in self.tails:
+            # an object younger than the grace is not checked yet: it must hold the watermark
+            hold = max(self.hold, self.grace + self.lag)
+            self.tails[prefix] = PrefixTail(prefix, lag=self.lag, hold=hold)
+        return self.tails[prefix]
 
     def run(
         self, since: datetime, until: datetime | None = None, dry_run: bool = False
     ) -> ReconcileReport:
-        """Compare objects created in [since, min(until, now - grace)) with the registry."""
+        """The full sweep: compare objects created in [since, min(until, now - grace)) with the
+        registry, look for rows whose object is gone, and re-seed the watermarks."""
         now = self.clock()
         latest = now - timedelta(seconds=self.grace)
         until = min(until, latest) if until else latest
         report = ReconcileReport(since=since, until=until, dry_run=dry_run)
         store = self.service.store
         listed: dict[str, StoredObject] = {}
+        everything: dict[str, list[StoredObject]] = {}
         for prefix in self.prefixes:
-            for obj in list_objects(store, prefix, since, until):
-                listed[store.uri(obj.name)] = obj
+            everything[prefix] = list_objects(store, prefix)
+            for obj in everything[prefix]:
+                if since <= obj.time_created < until:
+                    listed[store.uri(obj.name)] = obj
         report.listed = len(listed)
         audit = self.service.registry.audit
         known = audit.registered_uris(listed) | audit.quarantined_uris(listed)
         report.known = len(known & listed.keys())
         missing = [obj for uri, obj in sorted(listed.items()) if uri not in known]
         report.missing = len(missing)
+        settled = {listed[uri].name for uri in known & listed.keys()}
         for obj in missing:
             if dry_run:
                 log_event(log, "reconcile.missing", logging.WARNING, object=obj.name)
                 continue
-            self._register(obj, report)
+            if self._register(obj, report):
+                settled.add(obj.name)
         report.gone = self._gone(since, until, listed)
+        if not dry_run:
+            for prefix, objs in everything.items():
+                tail = self._tail(prefix)
+                tail.start, tail.settled = "", set()
+                report.watermarks[prefix] = tail.advance(objs, settled, now, since)
+        self._log(report)
+        return report
+
+    def run_new(self, since: datetime) -> ReconcileReport:
+        """The incremental pass: from each prefix's watermark, check and register what is not
+        settled yet (created in [since, now - grace)); no search for gone rows (the sweep's)."""
+        now = self.clock()
+        until = now - timedelta(seconds=self.grace)
+        report = ReconcileReport(since=since, until=until, mode="incremental")
+        store = self.service.store
+        audit = self.service.registry.audit
+        for prefix in self.prefixes:
+            tail = self._tail(prefix)
+            objs = list_objects(store, prefix, start_offset=tail.start)
+            report.listed += len(objs)
+            fresh = {store.uri(obj.name): obj for obj in tail.unchecked(objs, since, until)}
+            known = audit.registered_uris(fresh) | audit.quarantined_uris(fresh)
+            report.known += len(known & fresh.keys())
+            settled = {fresh[uri].name for uri in known & fresh.keys()}
+            for uri, obj in sorted(fresh.items()):
+                if uri in known:
+                    continue
+                report.missing += 1
+                if self._register(obj, report):
+                    settled.add(obj.name)
+            report.watermarks[prefix] = tail.advance(objs, settled, now, since)
+        self._log(report)
+        return report
+
+    def _log(self, report: ReconcileReport) -> None:
         level = (
             logging.WARNING if (report.missing or report.gone or report.failed) else logging.INFO
         )
         log_event(log, "reconcile.pass", level, **report.as_dict())
-        return report
 
-    def _register(self, obj: StoredObject, report: ReconcileReport) -> None:
+    def _register(self, obj: StoredObject, report: ReconcileReport) -> bool:
+        """Hand ``obj`` to the register service; whether it is settled (False: a retriable
+        failure, tried again next pass)."""
         event = ObjectEvent(f"reconcile:{obj.generation}", GCS_NOTIFICATION_FINALIZE, obj)
         try:
             outcome = self.service.handle(event)
@@ -115,7 +183,7 @@ class Reconciler:
                 reason=exc.reason,
                 error=str(exc),
             )
-            return
+            return False
         report.outcomes[outcome.status] += 1
         log_event(
             log,
@@ -125,6 +193,7 @@ class Reconciler:
             status=outcome.status,
             reason=outcome.reason or None,
         )
+        return True
 
     def _gone(self, since: datetime, until: datetime, listed: dict[str, StoredObject]) -> list[str]:
         """Registered objects of the window that the bucket no longer has (checked one by one:

@@ -9,6 +9,11 @@ notifications are broken (re-provisioning, where a hook is wired: the local stac
 reconcile (register what the outage missed), the exposures sweep (the ExposureIngested a lost
 check left unwritten; exposures overdue and incomplete counted once), the outbox drain (announce
 what a bus outage left unannounced), and the redrive (bring back dead letters that are due).
+
+The reconcile is incremental (from its watermarks: what is new since the last pass) except for
+the full-window sweep, which runs on its own schedule (``full_every``), on the first pass, and on
+every pass whose window reaches further back than usual (an outage seen by the canary, a resume
+after a long stop) until one completes.
 """
 
 from __future__ import annotations
@@ -81,6 +86,8 @@ class FacilityService:
     repair: Callable[[], Any] | None = None
     window: float = 6 * 3600.0
     every: float = 30.0
+    #: seconds between full-window sweeps of the reconcile (the passes between are incremental)
+    full_every: float = 1800.0
     repair_every: float = 60.0
     drain_limit: int = 1000
     outbox_retention: timedelta = timedelta(days=7)
@@ -94,6 +101,7 @@ class FacilityService:
     _resume_from: datetime | None = None
     _resume_known: bool = False
     _last_repair: float = float("-inf")
+    _last_full: float = float("-inf")
     _last_purge: float = float("-inf")
     _stop: threading.Event = field(default_factory=threading.Event)
 
@@ -115,8 +123,7 @@ class FacilityService:
                     if report.canary.broken_since is not None:
                         since = min(since, report.canary.broken_since - OUTAGE_MARGIN)
         if self.reconciler is not None:
-            reconciler = self.reconciler
-            report.reconcile = self._guard(report, "reconcile", lambda: reconciler.run(since))
+            report.reconcile = self._guard(report, "reconcile", lambda: self._reconcile(now, since))
             if report.reconcile is not None:
                 self._reconcile_stats(report.reconcile)
         if self.closer is not None:
@@ -224,6 +231,23 @@ class FacilityService:
             objects_gone=len(rec.gone),
         )
 
+    def _reconcile(self, now: datetime, since: datetime) -> ReconcileReport:
+        """The full sweep when due (its schedule, or a window reaching back further than
+        usual), else the incremental pass."""
+        assert self.reconciler is not None
+        started = time.monotonic()
+        widened = since < now - timedelta(seconds=self.window)
+        if widened or started - self._last_full >= self.full_every:
+            report = self.reconciler.run(since)
+            self._last_full = started
+            self.stats.add(full_sweeps=1)
+            self.stats.set(last_full_sweep_seconds=time.monotonic() - started)
+            return report
+        report = self.reconciler.run_new(since)
+        self.stats.add(incremental_passes=1)
+        self.stats.set(last_incremental_seconds=time.monotonic() - started)
+        return report
+
     def _exposure_stats(self, report: PassReport, closings: list[Closing]) -> None:
         report.ingested = sum(1 for c in closings if c.outcome == EMITTED)
         report.incomplete = sum(1 for c in closings if c.outcome == CLOSED_INCOMPLETE and c.counted)
@@ -244,7 +268,7 @@ class FacilityService:
         return published
 
     def _outbox_stats(self) -> None:
-        status = self.announcer.registry.outbox.status()
+        status = self.announcer.registry.outbox.status(published=False)
         self.stats.set(
             outbox_pending=status.pending, outbox_oldest_pending_seconds=status.oldest_pending_age
         )

@@ -30,6 +30,13 @@ class ReconcileSettings(BaseSettings):
     window: float = Field(default=6 * 3600.0, gt=0)
     #: objects younger than this are left to their notification (seconds)
     grace: float = Field(default=15.0, ge=0)
+    #: seconds between full-window sweeps; the passes between list only from each prefix's
+    #: watermark, so they cost what is new (an outage the canary sees forces a sweep)
+    full_every: float = Field(default=1800.0, gt=0)
+    #: the watermark stays below objects created less than ``lag`` s ago, and below unsettled
+    #: ones (registration failed) created less than ``hold`` s ago (``facility/watermark.py``)
+    lag: float = Field(default=120.0, ge=0)
+    hold: float = Field(default=1800.0, ge=0)
     #: canary: write one every ``canary_every`` s; not seen after ``canary_timeout`` s = broken
     canary: bool = True
     canary_prefix: str = defaults.CANARY_PREFIX

@@ -34,6 +34,8 @@ class FacilityStats:
     parked: int = 0
     exposures_ingested: int = 0  # ExposureIngested written by the sweep (a lost check)
     exposures_incomplete: int = 0  # exposures counted incomplete at their deadline
+    full_sweeps: int = 0  # reconcile passes over the whole window
+    incremental_passes: int = 0  # reconcile passes from the watermarks
     # gauges (as of the last pass)
     notifications_healthy: int = 1
     canaries_overdue: int = 0
@@ -42,6 +44,8 @@ class FacilityStats:
     outbox_oldest_pending_seconds: float | None = None
     dead_letters_waiting: int = 0
     last_pass_ok: int = 1
+    last_full_sweep_seconds: float | None = None
+    last_incremental_seconds: float | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, **deltas: int) -> None:

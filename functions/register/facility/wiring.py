@@ -88,7 +88,13 @@ def build_facility(
         else None
     )
     return FacilityService(
-        reconciler=Reconciler(service, tuple(settings.prefixes), grace=settings.grace),
+        reconciler=Reconciler(
+            service,
+            tuple(settings.prefixes),
+            grace=settings.grace,
+            lag=settings.lag,
+            hold=settings.hold,
+        ),
         closer=build_closer(service, settings) if settings.exposures else None,
         announcer=service.announcer,
         canary=canary,
@@ -96,6 +102,7 @@ def build_facility(
         repair=repair,
         window=settings.window,
         every=settings.every,
+        full_every=settings.full_every,
         repair_every=settings.repair_every,
         drain_limit=settings.drain_limit,
         outbox_retention=timedelta(days=settings.outbox_retention_days),

@@ -27,5 +27,3 @@ class PubSubDeadLetter:
         )
         log_event(log, "relay.dlq_published", logging.INFO, topic=self.path, id=message_id)
         return message_id
-
-

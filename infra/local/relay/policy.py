@@ -75,5 +75,3 @@ def dead_letter_attributes(delivery: Delivery, result: PushResult, attempts: int
         "dlq_status": str(result.status) if result.status is not None else "none",
         "dlq_message_id": delivery.message_id,
     }
-
-

@@ -34,18 +34,26 @@ class RelaySettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="OBSINGEST_RELAY_", extra="ignore")
 
     subscription: str = defaults.RELAY_SUBSCRIPTION
-    push_url: str = "http://127.0.0.1:8080/"
+    push_url: str = defaults.RELAY_PUSH_URL
+    #: several instances of the function (``OBSINGEST_RELAY_PUSH_URLS='["http://a/", ...]'``):
+    #: deliveries are spread over them, and one whose instance does not answer goes to the
+    #: next at once (``spread.py``); empty: ``push_url`` alone
+    push_urls: tuple[str, ...] = ()
+    #: an instance that did not answer is passed over this long (doubling while it stays
+    #: dead, at most ``failover_max_cooldown``)
+    failover_cooldown: float = Field(default=0.5, ge=0)
+    failover_max_cooldown: float = Field(default=10.0, ge=0)
     #: where given-up messages go (empty: the bus's objects dead-letter topic; the manifests
     #: relay on ``exposures-relay`` uses ``exposures-dlq``, which nothing redrives to objects)
     dead_letter_topic: str = ""
     #: pushes of one message before it is dead-lettered (Pub/Sub: max_delivery_attempts)
-    max_attempts: int = Field(default=10, ge=1, le=MAX_DELIVERY_ATTEMPTS)
+    max_attempts: int = Field(default=defaults.RELAY_MAX_ATTEMPTS, ge=1, le=MAX_DELIVERY_ATTEMPTS)
     #: nack backoff: the message is redelivered after min(max, min * 2**(attempt-1)) seconds
     #: (Pub/Sub: retry_policy minimum_backoff / maximum_backoff)
     min_backoff: float = Field(default=1.0, ge=0, le=MAX_BACKOFF_SECONDS)
     max_backoff: float = Field(default=60.0, ge=0, le=MAX_BACKOFF_SECONDS)
     #: pushes in flight at once
-    concurrency: int = Field(default=8, ge=1)
+    concurrency: int = Field(default=defaults.RELAY_CONCURRENCY, ge=1)
     max_messages: int = Field(default=32, ge=1)
     push_timeout: float = Field(default=30.0, gt=0)
     #: OIDC: sign pushes with an ID token for this audience (empty: no Authorization header)
@@ -59,6 +67,10 @@ class RelaySettings(BaseSettings):
                 f"OBSINGEST_RELAY_MIN_BACKOFF ({self.min_backoff})"
             )
         return self
+
+    def urls(self) -> list[str]:
+        """Where the relay pushes: ``push_urls`` if given, else ``push_url``."""
+        return list(self.push_urls) or [self.push_url]
 
     def redelivery_window(self) -> float:
         """Seconds from a message's first failed push to its last push: how long an outage the

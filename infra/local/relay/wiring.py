@@ -10,10 +10,25 @@ from infra.local.relay.settings import RelaySettings
 from obsingest.settings import BusSettings
 
 
+def push_target(settings: RelaySettings) -> Any:
+    """HTTP push to the function; over several instances, spread with failover."""
+    from infra.local.relay.push import HttpPushTarget
+    from infra.local.relay.spread import SpreadPushTarget
+
+    targets = [
+        HttpPushTarget(url, timeout=settings.push_timeout, oidc_audience=settings.oidc_audience)
+        for url in settings.urls()
+    ]
+    if len(targets) == 1:
+        return targets[0]
+    return SpreadPushTarget(
+        targets, cooldown=settings.failover_cooldown, max_cooldown=settings.failover_max_cooldown
+    )
+
+
 def build_relay(settings: RelaySettings, bus: BusSettings, target: Any = None) -> Relay:
     """A relay on the settings' subscription, pushing to ``target`` (default: HTTP push URL)."""
     from infra.local.relay.dead_letter import PubSubDeadLetter
-    from infra.local.relay.push import HttpPushTarget
     from obsingest.bus.pull import PubSubPullSource
     from obsingest.metrics import get_metrics
 
@@ -23,10 +38,7 @@ def build_relay(settings: RelaySettings, bus: BusSettings, target: Any = None) -
     source = PubSubPullSource(bus.pubsub_project, settings.subscription)
     return Relay(
         source=source,
-        target=target
-        or HttpPushTarget(
-            settings.push_url, timeout=settings.push_timeout, oidc_audience=settings.oidc_audience
-        ),
+        target=target or push_target(settings),
         dead_letters=PubSubDeadLetter(
             bus.pubsub_project, settings.dead_letter_topic or bus.objects_dlq_topic
         ),

@@ -33,6 +33,34 @@ def test_every_subcommand_has_a_description_and_an_action():
             assert callable(sub.get_default("func")), f"obsingest {' '.join(path)} does nothing"
 
 
+def _help_of(*path: str) -> str:
+    parser = build_parser()
+    for found, sub in _walk(parser):
+        if found == path:
+            return " ".join(sub.format_help().split())
+    raise AssertionError(f"no command obsingest {' '.join(path)}")
+
+
+def test_relay_help_shows_the_settings_defaults():
+    """--help states the defaults the relay actually runs with (one source: the settings)."""
+    from infra.local.relay.settings import RelaySettings
+
+    settings = RelaySettings()
+    text = _help_of("relay")
+    assert f"pushes before dead-lettering (default {settings.max_attempts})" in text
+    assert f"pushes in flight at once (default {settings.concurrency})" in text
+    assert f"(default: {settings.push_url})" in text
+
+
+def test_daq_night_help_shows_the_cadence():
+    from producers.daq.night import NightPlan
+
+    parser = build_parser()
+    args = parser.parse_args(["daq", "night", "/tmp/x"])
+    assert args.interval == NightPlan(handoff=args.handoff).interval == 17.0
+    assert "(default: 17.0, the summit's cadence)" in _help_of("daq", "night")
+
+
 #: What ``--help`` must never load: a unit's heavy dependencies (the goal is < 0.25 s per call,
 #: measured as whole processes by ``benchmarks/cli_startup.py``, not here: no timing in unit tests)
 HEAVY = (

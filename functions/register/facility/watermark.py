@@ -1,0 +1,84 @@
+"""The incremental reconcile's memory of one prefix: a watermark name to list from, and the names
+at or after it already settled, so that a pass costs what is new since the last one.
+
+Why it holds: object names sort by day and exposure under the prefix (``obsingest/dataid.py``),
+so what the camera writes now sorts after what it wrote minutes ago. A pass lists only names
+``>= start`` (GCS ``start_offset``; the local store skips directories below it), checks with the
+registry only the names it has not settled yet, and moves ``start`` up to the lowest name still
+*open*: created less than ``lag`` seconds ago (its exposure may still be arriving, in any order),
+or not settled yet (too young for the grace, or its registration failed) and created less than
+``hold`` seconds ago. Names below ``start`` are forgotten: memory is bounded by the objects of the
+last ``lag`` seconds plus the unsettled ones of the last ``hold`` seconds.
+
+What it cannot see: an object created now under a name below the watermark (a CCD of an exposure
+older than ``lag`` sent late, e.g. an edge draining a backlog) whose notification was also lost,
+and an unsettled object older than ``hold``. Both are left to the full-window sweep, which runs on
+its own, rarer schedule (``OBSINGEST_RECONCILE_FULL_EVERY``) and whenever the canary says
+notifications broke. Only the order of names and the store's listing are relied on, never the
+layout of a name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from obsingest.store.base import StoredObject
+
+
+@dataclass
+class PrefixTail:
+    """The watermark of one listed prefix and the settled names at or after it."""
+
+    prefix: str
+    #: objects created less than this many seconds ago keep the watermark below them
+    lag: float = 120.0
+    #: an unsettled object keeps the watermark below it for at most this many seconds
+    hold: float = 1800.0
+    #: list names >= start ("": from the beginning of the prefix)
+    start: str = ""
+    #: names >= start known to the registry (registered or quarantined) or out of the window
+    settled: set[str] = field(default_factory=set)
+
+    def unchecked(
+        self, listed: Iterable[StoredObject], since: datetime, until: datetime
+    ) -> list[StoredObject]:
+        """What the registry must be asked about: listed, not settled, created in the window
+        [since, until) (younger ones are left to their notification until the next pass)."""
+        return [
+            obj
+            for obj in listed
+            if obj.name not in self.settled and since <= obj.time_created < until
+        ]
+
+    def advance(
+        self,
+        listed: Sequence[StoredObject],
+        settled: Iterable[str],
+        now: datetime,
+        since: datetime,
+    ) -> str:
+        """After a pass over ``listed`` (every object named ``>= start``) in which ``settled``
+        became known: move the watermark up to the lowest open name and forget what is below.
+        Objects created before ``since`` (outside the window) never hold it back. Returns the
+        new watermark; it never moves down."""
+        self.settled.update(settled)
+        recent = now - timedelta(seconds=self.lag)
+        held = max(since, now - timedelta(seconds=self.hold))
+        open_names = [
+            obj.name
+            for obj in listed
+            if obj.time_created >= recent
+            or (obj.name not in self.settled and obj.time_created >= held)
+        ]
+        if open_names:
+            start = min(open_names)
+        elif listed:
+            start = max(obj.name for obj in listed)  # listed again next pass: one object
+        else:
+            start = self.start
+        self.start = max(start, self.start)
+        names = {obj.name for obj in listed}
+        self.settled = {n for n in self.settled if n >= self.start and n in names}
+        return self.start

@@ -1,0 +1,79 @@
+"""A restarted edge works in proportion to what is unfinished: hand-off files whose CCD the
+journal holds as acknowledged (same path, mtime and size) are not offered, journalled or read
+again; one whose CCD was not acknowledged before the stop is resent."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from producers.daq.simulator import CcdSpec, write_raw_ccd
+from producers.edge import EdgeService, EdgeSettings
+from producers.edge.handoff import Found
+from producers.edge.journal import Journal
+
+pytestmark = pytest.mark.unit
+
+EXPOSURE = 2026112200021
+
+
+def wait_for(check, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_a_restart_skips_acknowledged_files_and_resends_the_unacknowledged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handoff = tmp_path / "handoff"
+    handoff.mkdir()
+    for detector in range(3):
+        spec = CcdSpec(
+            "LSSTCam", EXPOSURE, detector, 20261122, datetime.now(UTC), 15.0, "r", "small"
+        )
+        write_raw_ccd(spec, handoff / f"LSSTCam_{EXPOSURE}_{detector:03d}.fits")
+    settings = EdgeSettings(
+        destination=f"file://{tmp_path / 'store'}",
+        spool=tmp_path / "spool",
+        handoff=handoff,
+        workers=1,
+        health_port=-1,
+        min_free_bytes=0,
+    )
+    offered: list[str] = []
+    on_found = EdgeService._on_found
+
+    def spy(self: EdgeService, found: Found) -> bool:
+        offered.append(found.path.name)
+        return on_found(self, found)
+
+    monkeypatch.setattr(EdgeService, "_on_found", spy)
+    edge = EdgeService(settings, log_level="WARNING").start()
+    try:
+        wait_for(lambda: edge.journal.counts()["acked"] == 3)
+    finally:
+        edge.stop()
+    assert sorted(offered) == [f"LSSTCam_{EXPOSURE}_{d:03d}.fits" for d in range(3)]
+    # a crash came between detector 2's send and its ack
+    journal = Journal(settings.spool)
+    unacked = f"LSSTCam/{EXPOSURE}/002"
+    assert journal.get(unacked) is not None
+    journal.mark(unacked, "sent", acked_at=None)
+    assert len(journal.handed_off()) == 2
+    journal.close()
+    offered.clear()
+    edge = EdgeService(settings, log_level="WARNING").start()
+    try:
+        wait_for(lambda: edge.journal.counts()["acked"] == 3)
+        stats = edge.stats.snapshot()
+        entry = edge.journal.get(unacked)
+    finally:
+        edge.stop()
+    assert offered == [f"LSSTCam_{EXPOSURE}_002.fits"]  # the acknowledged two: not offered
+    assert stats["resumed"] == 1 and stats["accepted"] == 0
+    assert entry is not None and entry.state == "acked" and entry.status == "exists"
