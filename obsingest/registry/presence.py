@@ -3,16 +3,16 @@ bring. Served to the presence API (``functions/presence``) and ``obsingest statu
 
 Read-only (``readonly.make_readonly_engine``), and fast on a night of LSSTCam (~1,000 exposures x
 205 CCDs): every query is a primary-key or index-prefix lookup (``uq_dataset_dataid`` leads with
-(dataset_type, run, instrument, exposure, detector); a night is the exposure-id range
-[day_obs * 100000, day_obs * 100000 + 99999], and the same range raised by each controller offset
-obs_lsst gives that day (``make_exposure_id``; ``exposure_day_obs`` is the inverse)); latencies
-are computed by the database.
+(dataset_type, run, instrument, exposure, detector); a night is the exposure-id range of its
+day_obs, and that range raised by each controller offset (``make_exposure_id``)); latencies are
+computed by the database.
 
 Exposure answers are cached per exposure, keyed by a version the database gives cheaply: the
 number of the exposure's datasets and its manifest's digest. Datasets are only ever inserted
 (create-once, redelivery a no-op) and a manifest is recorded once, so an unchanged version means
 an unchanged answer: a cached answer is never stale, and a night listing costs one grouped count
-instead of reading 205 rows per exposure. The cache is bounded (LRU).
+instead of reading 205 rows per exposure. The cache is bounded (LRU). One cohesive concept,
+hence its length: every read shares that cache and the same exposure and night queries.
 """
 
 from __future__ import annotations

@@ -157,7 +157,7 @@ def test_incremental_passes_list_from_the_watermark_and_ask_only_about_what_is_n
     assert report.mode == "incremental"
     # listed from the watermark (the last name of exposure 3) and asked about the new 18 only
     assert (report.listed, report.known, report.missing) == (19, 9, 9)
-    assert len(asked) == 18 and all("2026112200003" not in uri for uri in asked)
+    assert len(asked) == 18 and all("20261122_000003" not in uri for uri in asked)
     assert report.outcomes == {"registered": 9} and report.consistent
     assert env.registry.count_datasets() == 45
     asked.clear()
@@ -165,7 +165,7 @@ def test_incremental_passes_list_from_the_watermark_and_ask_only_about_what_is_n
     assert (again.missing, asked) == (0, [])
     clock.now += timedelta(seconds=120)
     reconciler.run_new(since)
-    assert reconciler.tails["raw/"].start.endswith("2026112200005_008.fits.fz")
+    assert reconciler.tails["raw/"].start.endswith("CC_O_20261122_000005_R22_S22.fits")
     assert len(reconciler.tails["raw/"].settled) == 1
 
 
