@@ -376,8 +376,8 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "kafka-broker-disk-full",
         "edge -> Kafka -> assembler: the broker's log directory (a 64 MB tmpfs of its own) full "
-        "for 30 s: KAFKA_STORAGE_ERROR, the directory offline, the broker halts; space freed "
-        "and the broker restarted as its supervisor would",
+        "for 30 s: No space left on device, the directory offline, the broker halts; space "
+        "freed and the broker restarted as its supervisor would",
         _one(lambda: BrokerDiskFull("Kafka broker disk full 30 s", 30.0), 4.0, 7.0),
         Night(12, 5, 2.0),
         options=WorldOptions(transport="kafka", kafka_disk_mb=64),
