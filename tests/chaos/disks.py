@@ -1,6 +1,7 @@
 """Small disks of a world's own, for the exhaustion scenarios (tests/chaos/exhaustion.py): a
-tmpfs over the GCS emulator's directory of the world's bucket, and a tmpfs tablespace holding
-the world's registry database. Filling one fills that resource's disk, never the machine's.
+tmpfs over the GCS emulator's directory of the world's bucket, a tmpfs tablespace holding
+the world's registry database, and a tmpfs as the log directory of a Kafka broker of the world's
+own. Filling one fills that resource's disk, never the machine's.
 
 Kept apart from the faults so ``World`` can set them up without importing the faults (which
 import ``World``).
@@ -24,6 +25,35 @@ def mount_gcs_disk(stack: Any, bucket: str, megabytes: int) -> Path:
         ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(disk)], check=True
     )
     return disk
+
+
+def kafka_broker_on_small_disk(megabytes: int) -> tuple[Any, Path]:
+    """A Kafka broker of its own (a ``PrivateStack``) whose only log directory (its partitions
+    and, in KRaft, the metadata log too) is a tmpfs of ``megabytes``, mounted before the broker
+    formats it; (the started stack, the mount point). Undo with ``drop_kafka_disk``."""
+    from tests.integration.fixtures.private_stack import PrivateStack
+
+    kafka = PrivateStack(["kafka"])
+    disk = kafka.stack.service("kafka").log_dirs
+    disk.mkdir(parents=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(disk)], check=True
+    )
+    try:
+        kafka.up(timeout=180)
+    except Exception:
+        drop_kafka_disk(kafka, disk)
+        raise
+    return kafka, disk
+
+
+def drop_kafka_disk(kafka: Any, disk: Path) -> list[str]:
+    """The broker stopped first, then its tmpfs unmounted and its run directory removed; the
+    services that were running (``Stack.down``)."""
+    stopped = kafka.stack.down()
+    subprocess.run(["umount", "-l", str(disk)], check=False)
+    kafka.down()
+    return list(stopped)
 
 
 def mount_registry_disk(stack: Any, tag: str, megabytes: int) -> Path:

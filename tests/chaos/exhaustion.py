@@ -10,6 +10,10 @@ everything delivered once, nothing quarantined for it, no manual step.
   answers 500 "no space left on device", which the edge reads as ``destination-full``.
 - ``RegistryDiskFull``: the registry database's tablespace (its own small tmpfs) filled: inserts
   fail "could not extend file" (SQLSTATE 53100).
+- ``BrokerDiskFull``: the Kafka broker's only log directory (a tmpfs of its own) filled: the
+  append fails "No space left on device", the broker takes the directory offline and, as it was
+  its only one (the KRaft metadata log's too), halts; freed, and the broker restarted by the
+  harness standing for its process supervisor.
 """
 
 from __future__ import annotations
@@ -145,6 +149,55 @@ class StoreDiskFull(Fault):
         (world.gcs_disk / BALLAST).unlink()
 
 
+@dataclass
+class BrokerDiskFull(Fault):
+    """The Kafka broker's log directory filled to the last byte for ``duration`` seconds.
+
+    Kafka 4.3.1 in KRaft mode, one log directory: the first append that fails for want of space
+    (a chunk, an offset commit, a metadata record) answers KAFKA_STORAGE_ERROR, marks the
+    directory offline and, as no directory is left (and the metadata log lives there too), the
+    broker halts. Space returns as an operator's automation would bring it back: the filler is
+    deleted, and the broker is started again if it halted (the harness standing for the process
+    supervisor, a ``Restart=on-failure`` unit; nothing in the pipeline is touched by hand).
+    While it is full a thread watches the broker: ``notes["halted_after"]`` is how long after
+    the fill it went down (absent: it did not)."""
+
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def inject(self, world: World) -> None:
+        assert world.kafka_disk is not None, "the world's broker has no disk of its own"
+        assert world.kafka_stack is not None
+        broker = world.kafka_stack.stack.service("kafka")
+        self.notes["log_offset"] = broker.log_path.stat().st_size
+        self.notes["filled_bytes"] = fill(world.kafka_disk / KAFKA_BALLAST)
+        threading.Thread(target=self._watch, args=(broker, time.monotonic()), daemon=True).start()
+
+    def _watch(self, broker: Any, since: float) -> None:
+        while not self._stop.wait(0.5):
+            if not broker.running():
+                self.notes["halted_after"] = round(time.monotonic() - since, 1)
+                return
+
+    def heal(self, world: World) -> None:
+        assert world.kafka_disk is not None and world.kafka_stack is not None
+        self._stop.set()
+        (world.kafka_disk / KAFKA_BALLAST).unlink()
+        broker = world.kafka_stack.stack.service("kafka")
+        with broker.log_path.open("rb") as fh:  # what the broker said while its disk was full
+            fh.seek(self.notes["log_offset"])
+            said = fh.read().decode(errors="replace")
+        self.notes["no_space"] = "No space left on device" in said
+        self.notes["storage_error"] = "KafkaStorageException" in said
+        self.notes["running_at_heal"] = broker.running()
+        if not self.notes["running_at_heal"]:  # the supervisor's restart
+            world.kafka_stack.start("kafka", timeout=180)
+            self.notes["restarted"] = True
+
+
+#: the filler in the broker's log directory: a plain file, which Kafka's log loading skips (a
+#: directory there would be read as a partition's)
+KAFKA_BALLAST = "chaos-ballast"
+
 #: the filler in the bucket's directory: an object outside every prefix the pipeline reads
 BALLAST = Path("ballast") / "fill"
 
@@ -208,6 +261,26 @@ def registry_rode_out_the_connection_slots(run: Any) -> None:
     [hog] = run.fault_of(ConnectionHog)
     assert hog.notes.get("held", 0) > 0 and "refused" in hog.notes, hog.notes
     assert _answered(run, "connection-slots"), "the function never answered connection-slots"
+
+
+def broker_rode_out_its_full_disk(run: Any) -> None:
+    """The broker really ran out of disk (its log says "No space left on device" while full),
+    every CCD's chunks were acknowledged by it in the end (the edge's journal: all acked), and
+    the edge quarantined nothing for it."""
+    [full] = run.fault_of(BrokerDiskFull)
+    reasons = sorted(_edge_retry_reasons(run.world))
+    run.note(f"broker disk full: {full.notes}; edge retry reasons {reasons}")
+    assert full.notes.get("no_space"), f"the broker never ran out of disk: {full.notes}"
+    from producers.edge.journal import Journal
+
+    journal = Journal(run.world.spool)
+    try:
+        statuses = {i.status for i in journal.items() if i.key in run.sent}
+    finally:
+        journal.close()
+    assert statuses == {"acked"}, statuses
+    wrong = {e.get("reason") for e in run.world.edge.events("edge.quarantined")} & OUTAGE_REASONS
+    assert not wrong, f"quarantined for an outage: {wrong}"
 
 
 def registry_rode_out_its_full_disk(run: Any) -> None:

@@ -13,7 +13,13 @@ import random
 from collections.abc import Callable
 
 from tests.chaos import bad_input, checks, exhaustion
-from tests.chaos.exhaustion import ConnectionHog, RegistryDiskFull, StoreDiskFull, StoreStorm
+from tests.chaos.exhaustion import (
+    BrokerDiskFull,
+    ConnectionHog,
+    RegistryDiskFull,
+    StoreDiskFull,
+    StoreStorm,
+)
 from tests.chaos.faults import (
     BrokerKill,
     EmulatorRestart,
@@ -365,6 +371,18 @@ SCENARIOS: tuple[Scenario, ...] = (
         Night(12, 5, 3.0),
         options=WorldOptions(registry_disk_mb=64, facility=FAST_FACILITY),
         checks=(exhaustion.registry_rode_out_its_full_disk,),
+        settle_timeout=300.0,
+    ),
+    Scenario(
+        "kafka-broker-disk-full",
+        "edge -> Kafka -> assembler: the broker's log directory (a 64 MB tmpfs of its own) full "
+        "for 30 s: No space left on device, the directory offline, the broker halts; space "
+        "freed and the broker restarted as its supervisor would",
+        _one(lambda: BrokerDiskFull("Kafka broker disk full 30 s", 30.0), 4.0, 7.0),
+        Night(12, 5, 2.0),
+        options=WorldOptions(transport="kafka", kafka_disk_mb=64),
+        checks=(exhaustion.broker_rode_out_its_full_disk,),
+        exactly_once_announcements=True,
         settle_timeout=300.0,
     ),
     Scenario(

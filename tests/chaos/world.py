@@ -18,7 +18,9 @@ ExposureIngested on ``exposures-ingested`` is counted by a second observer (``in
 
 Optionally a toxiproxy sits between the edge and the GCS emulator (``store_link``) and between
 the register function and PostgreSQL (``registry_link``), and the spool lives on a small tmpfs
-(``spool_mb``) that a fault can fill.
+(``spool_mb``) that a fault can fill. With ``kafka_disk_mb`` the world runs a Kafka broker of its
+own (not the suite's shared one) whose log directory is a small tmpfs (tests/chaos/disks.py), so
+filling it and letting the broker halt never touches another scenario's broker.
 """
 
 from __future__ import annotations
@@ -79,6 +81,9 @@ class WorldOptions:
     registry_disk_mb: int = 0
     #: the GCS emulator's directory of the bucket on a tmpfs of this many MB (``World.gcs_disk``)
     gcs_disk_mb: int = 0
+    #: a Kafka broker of the world's own (not the suite's) whose log directory is a tmpfs of
+    #: this many MB (``World.kafka_disk``) that a fault can fill; with ``transport="kafka"``
+    kafka_disk_mb: int = 0
 
 
 class World:
@@ -124,6 +129,7 @@ class World:
         self.registry_disk: Path | None = None
         self.registry_tablespace = ""
         self.gcs_disk: Path | None = None
+        self.kafka_disk: Path | None = None
 
     # environment -------------------------------------------------------------------------------
     def base_env(self) -> dict[str, str]:
@@ -166,6 +172,12 @@ class World:
         from obsingest.settings import BusSettings, RegistrySettings
         from obsingest.store.gcs import GcsSettings, GcsStore
 
+        if self.options.kafka_disk_mb:  # first: every process below needs its address
+            from tests.chaos.disks import kafka_broker_on_small_disk
+
+            self.kafka_stack, self.kafka_disk = kafka_broker_on_small_disk(
+                self.options.kafka_disk_mb
+            )
         if self.options.registry_disk_mb:
             from tests.chaos.disks import create_database_on, mount_registry_disk
 
@@ -369,6 +381,10 @@ class World:
             subprocess.run(["umount", "-l", str(self.spool)], check=False)
         if self.gcs_disk is not None:
             subprocess.run(["umount", "-l", str(self.gcs_disk)], check=False)
+        if self.kafka_disk is not None:  # the broker of its own, stopped before its disk goes
+            from tests.chaos.disks import drop_kafka_disk
+
+            drop_kafka_disk(self.kafka_stack, self.kafka_disk)
 
 
 def _signal_group(proc: Any, name: str) -> None:
