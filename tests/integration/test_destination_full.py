@@ -7,7 +7,8 @@ edge took it for an unexpected error, retried twice at once and quarantined the 
 raw file to ``HANDOFF/quarantine/`` where nothing ever resent it.
 
 The size of the night and how long the disk stays full come from the environment, so the
-issue's own figures (``make chaos`` runs them): ``OBSINGEST_DEST_FULL_CCDS=300 OBSINGEST_DEST_FULL_SECONDS=60``
+issue's own figures, which ``make chaos`` runs:
+``OBSINGEST_DEST_FULL_CCDS=300 OBSINGEST_DEST_FULL_SECONDS=60``
 (``make test`` runs 60 CCDs with 10 s full, well under a minute).
 """
 
