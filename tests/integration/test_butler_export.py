@@ -111,7 +111,7 @@ def test_export_loads_into_an_empty_butler_with_the_same_ids_and_uris(kind, tmp_
     }
     assert found["obsingest_importable"] is False
     assert set(found["ids"]) == expected
-    assert found["detname"] == "R00_SW1"  # the raw's header, through the Butler's URI
+    assert found["detname"] == "R00_SW1"  # RAFTBAY_CCDSLOT, read through the Butler's URI
     assert found["bytes_equal"] is True
 
     # the same file into a repository with a SQLite or PostgreSQL registry (this environment)
@@ -203,7 +203,7 @@ local = Path(str(butler.getURI(ref)).removeprefix("file://")).read_bytes()
 print(json.dumps({
     "obsingest_importable": importlib.util.find_spec("obsingest") is not None,
     "ids": [str(r.id) for r in refs],
-    "detname": header["DETNAME"],
+    "detname": f"{header['RAFTBAY']}_{header['CCDSLOT']}",
     "bytes_equal": data == local,
 }))
 """
