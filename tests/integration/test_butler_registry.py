@@ -105,13 +105,15 @@ def test_a_whole_lsstcam_exposure_lands_in_the_butler_with_obsingest_ids(env):
             1,
             20261122,
         )
+        # the camera's cards: SHUTTIME is the exposure time, GROUPID and DATE-* are TAI
         assert (exposure.observation_type, exposure.exposure_time, exposure.dark_time) == (
             "science",
-            15.0,
-            15.5,
+            15.001,
+            15.9318,
         )
-        assert exposure.group == "2026-11-22T03:00:00.000"
+        assert exposure.group == "2026-11-22T03:00:33.570"
         assert exposure.timespan.end.utc.isot.startswith("2026-11-22T03:00:15")
+        assert exposure.timespan.end.tai.isot.startswith("2026-11-22T03:00:52")
         assert exposure.tracking_ra is not None and exposure.sky_angle is not None
         detectors = {
             r.id: r for r in butler.query_dimension_records("detector", instrument="LSSTCam")
