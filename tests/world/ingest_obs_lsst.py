@@ -15,7 +15,11 @@ no services):
 - backfill: ``python -m producers.backfill`` into a store nobody is notified of, then
   ``python -m obsingest_cli reconcile``, which finds the objects and registers them.
 
-Then the registered exposure record and dataset (data id) of each header are compared with
+Two headers of the checkout describe the same CCD (``latiss-AT_O_20240624_000106_R00_S00`` and
+its ``-patched`` version): the store keeps the first, the second is reported and not compared
+(backfill refuses it as ``checksum-conflict``; the edge's journal, keyed by data id, takes it
+for a second hand-off of a CCD already sent and leaves it in the hand-off directory). Then the
+registered exposure record and dataset (data id) of each header are compared with
 obs_lsst's ObservationInfo (times as UTC instants: obs_lsst's TAI converted). Prints a table and
 the totals; exit 1 when a header is not ingested or a field differs. Not collected by pytest (a
 local verification against a checkout this repository does not ship).
