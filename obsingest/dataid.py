@@ -50,6 +50,8 @@ DATASET_ID_NAMESPACE = uuid.UUID("840b31d9-05cd-5161-b2c8-00d32b280d0f")
 #: The camera's names: ``INSTRUME`` card and observation-id code per Butler instrument name.
 HEADER_INSTRUMENTS = {"lsstcam": "LSSTCam", "comcam": "LSSTComCam", "latiss": "LATISS"}
 HEADER_INSTRUMENTS |= {name.lower(): name for name in camera.INSTRUMENTS}
+#: LATISS's INSTRUME before 2019 (obs_lsst's LATISS translator takes both)
+HEADER_INSTRUMENTS["lsst_atiss"] = "LATISS"
 CAMERA_CODES = {i.obsid_prefix: name for name, i in camera.INSTRUMENTS.items()}
 
 _OBS_ID = r"(?P<code>[A-Z]{2})_(?P<controller>[A-Z])_(?P<obs_day>[0-9]{8})_(?P<seq>[0-9]{6})"
@@ -202,8 +204,10 @@ def identity_from_header(card: Callable[[str], object], where: str) -> Identity:
     """A CCD's identity from its primary header, as the camera writes it.
 
     ``card(KEY)`` returns a card's value or None. The instrument comes from INSTRUME (the
-    camera's ``lsstCam``/``comCam``/``LATISS`` or the Butler's names), the observation from
-    OBSID (else DAYOBS, SEQNUM and CONTRLLR), the detector from RAFTBAY and CCDSLOT. Anything
+    camera's ``lsstCam``/``comCam``/``LATISS`` or the Butler's names; the older ``LSST_ATISS``,
+    and ``LSST_CAMERA`` with TELCODE ``CC`` for ComCam's 2019 lab data, as obs_lsst reads them),
+    the observation from OBSID (LATISS's earliest: IMGNAME; else DAYOBS, SEQNUM and CONTRLLR),
+    the detector from RAFTBAY and CCDSLOT. Anything
     missing or contradictory is a NoIdentity naming the card, since no other field can stand in
     for it.
     """
@@ -219,12 +223,16 @@ def identity_from_header(card: Callable[[str], object], where: str) -> Identity:
     if raw_instrument is None:
         raise NoIdentity(f"{where}: header has no INSTRUME card: no instrument")
     instrument = HEADER_INSTRUMENTS.get(raw_instrument.lower())
+    if raw_instrument.lower() == "lsst_camera" and text("TELCODE") == "CC":
+        instrument = "LSSTComCam"  # ComCam's lab data of 2019 (as obs_lsst's translator reads it)
     if instrument is None:
         raise UnknownInstrument(
             f"{where}: header INSTRUME={raw_instrument!r} is not an instrument we ingest "
             f"(known: {', '.join(sorted(set(HEADER_INSTRUMENTS.values())))})"
         )
     obs_id = text("OBSID")
+    if obs_id is None and instrument == "LATISS":
+        obs_id = text("IMGNAME")  # LATISS's first data (2019) named the observation so
     try:
         controller, day_obs, seq_num = _observation(obs_id, text, instrument)
         if obs_id is None:

@@ -36,6 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=Path("backfill-spool"),
         help="journal directory (default ./backfill-spool)",
     )
+    parser.add_argument(
+        "--prefix", help="object name prefix (default: the destination's; file://DIR has none)"
+    )
     parser.add_argument("--parallel", type=int, default=4, help="upload processes (default 4)")
     parser.add_argument("--batch", type=int, default=8, help="files per hand-out (default 8)")
     parser.add_argument(
@@ -59,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
         print("error: --parallel and --batch must be >= 1", file=sys.stderr)
         return 2
     config = BackfillConfig(args.sources, args.to, args.spool, args.parallel, args.batch,
-                            args.retries, progress=not args.no_progress)  # fmt: skip
+                            args.retries, progress=not args.no_progress,
+                            prefix=args.prefix)  # fmt: skip
     try:
         report = run_backfill(config)
     except (ValueError, FileNotFoundError) as exc:

@@ -63,6 +63,9 @@ class BackfillConfig:
     retries: int = 3
     retry_pause: float = 2.0
     progress: bool = True
+    #: object name prefix, over the destination's (a file://DIR destination has none: the
+    #: ingest prefix raw/ has to be given so the register function and reconcile find them)
+    prefix: str | None = None
 
 
 @dataclass
@@ -222,6 +225,8 @@ class _Run:
 def run_backfill(config: BackfillConfig, out: TextIO = sys.stderr) -> BackfillReport:
     """Journal, upload, verify; the report (its ``failed`` is empty when everything is in)."""
     store_url, prefix = split_destination(config.destination)
+    if config.prefix is not None:
+        prefix = f"{config.prefix.strip('/')}/" if config.prefix.strip("/") else ""
     started = time.monotonic()
     files = expand_sources(config.sources, prefix)
     journal = Journal(config.spool, name=JOURNAL_NAME)
