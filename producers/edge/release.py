@@ -21,7 +21,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from obsingest.errors import PermanentError
+from producers.edge.errors import SourceUnreadable, SourceVanished
 from producers.edge.handoff import QUARANTINE_DIR, classify
+from producers.edge.identity import handoff_identity
 from producers.edge.journal import Journal
 
 #: the reason a release takes by default: what a full disk looked like before issue 21
@@ -81,15 +84,19 @@ def _release_one(
     parked = note.with_name(note.name.removesuffix(NOTE_SUFFIX))
     original = handoff / parked.relative_to(quarantine)
     what = classify(original)
-    key = what[1].key if what is not None and what[1] is not None else ""
+    key = ""
 
     def skipped(why: str) -> Released:
         return Released(original, key, reason, "skipped", why)
 
-    if not key:
+    if what is None or what[0] != "ccd":
         return skipped("not a CCD file name: only CCDs are released")
     if not parked.exists():
         return skipped(f"{parked} is gone")
+    try:  # which CCD it is comes from its header, as when the edge first took it
+        key = handoff_identity(parked).data_id.key
+    except (PermanentError, SourceVanished, SourceUnreadable) as exc:
+        return skipped(f"its header names no CCD: {exc}")
     if original.exists():
         return skipped(f"{original} exists already (handed over again?)")
     if journal is None:

@@ -110,8 +110,9 @@ def test_release_sends_ccds_quarantined_for_a_full_disk_and_keeps_bad_ones(tmp_p
     finally:
         edge.close()
     for key, path in wrongly:
-        name = path.name.removesuffix(".fits")
-        assert list(store.rglob(f"{name}.fits.fz")), f"{key} not stored"
+        instrument, exposure, detector = key.split("/")
+        stored = DataId(instrument, int(exposure), int(detector)).identity().file_name
+        assert list(store.rglob(stored)), f"{key} not stored (as {stored})"
         assert path.exists() and not (handoff / "quarantine" / path.name).exists()
     assert state(spool, bad_key) == "quarantined"
     assert (handoff / "quarantine" / bad_path.name).exists()
