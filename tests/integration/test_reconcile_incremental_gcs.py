@@ -60,7 +60,7 @@ def test_the_emulator_lists_from_a_name(service) -> None:
             store.put(DataId(INSTRUMENT, exposure, detector).object_name(), b"x")
     names = [o.name for o in list_objects(store, "raw/")]
     assert len(names) == 4
-    for offset in ["", *names, f"{names[1]}0", "raw/LSSTComCam/20261122/2026112200002/", "s"]:
+    for offset in ["", *names, f"{names[1]}0", "raw/LSSTComCam/20261122/CC_O_20261122_000002/", "s"]:
         listed = [o.name for o in list_objects(store, "raw/", start_offset=offset)]
         assert listed == sorted(n for n in names if n >= offset), offset
 
@@ -84,7 +84,7 @@ def test_incremental_passes_on_gcs_register_what_is_new_and_ask_only_about_it(se
     # the watermark is exposure 2's last name: listed once more, not asked about
     assert (report.mode, report.listed, report.missing) == ("incremental", 7, 6)
     assert report.outcomes == {"registered": 6} and report.consistent
-    assert len(asked) == 6 and all("2026112200003" in uri for uri in asked)
+    assert len(asked) == 6 and all("CC_O_20261122_000003" in uri for uri in asked)
     assert len(service.registry.datasets()) == 18
     asked.clear()
     assert reconciler.run_new(since).missing == 0 and asked == []
