@@ -64,14 +64,17 @@ class CcdFile:
     ) -> CcdFile:
         """The CCD at ``path`` (any name), which CCD it is read from its primary header and
         ``sidecar``, as the hand-off directory reads it (``producers.edge.identity``): for a DAQ
-        that calls in without knowing the data id. NoIdentity (naming the card), HeaderMismatch,
-        CorruptFile or SourceVanished when it cannot be read as one."""
-        from producers.edge.identity import handoff_identity
+        that calls in without knowing the data id. Without ``readout_time``, the header's
+        DATE-END says it (``identity.readout_end``). NoIdentity (naming the card),
+        HeaderMismatch, CorruptFile or SourceVanished when it cannot be read as one."""
+        from producers.edge.identity import handoff_identity_and_readout
         from producers.edge.sidecar import load_sidecar
 
         cards = load_sidecar(Path(sidecar)) if sidecar else None
-        data_id = handoff_identity(Path(path), cards).data_id
-        d = data_id
+        identity, readout_end = handoff_identity_and_readout(Path(path), cards)
+        if readout_time is None and readout_end is not None:
+            readout_time = datetime.fromtimestamp(readout_end, UTC)
+        d = identity.data_id
         return cls(str(path), d.instrument, d.exposure, d.detector, readout_time, sidecar)
 
 

@@ -11,11 +11,13 @@ import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from obsingest.errors import ObsIngestError
+from obsingest.checksums import checksum_str
+from obsingest.errors import ChecksumConflict, ObsIngestError
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ExposureManifest
 from producers.edge.errors import BadManifest
 from producers.edge.handoff import DONE_DIR, QUARANTINE_DIR
+from producers.edge.journal import Entry
 
 log = get_logger("obsingest.edge")
 
@@ -97,3 +99,33 @@ def release_raw(handoff: Path, mode: str, done_dir: Path | None, paths: list[str
         except OSError as exc:
             log_event(log, "edge.after_ack_failed", logging.WARNING, path=str(path),
                       error=str(exc))  # fmt: skip
+
+
+def second_file(path: Path, first: Entry) -> ChecksumConflict | None:
+    """A second hand-off file ``path`` for the CCD the journal has from ``first.source``: None
+    when both files hold the same bytes (or the second vanished), a ChecksumConflict naming both
+    files and their raw checksums when they differ, or when the first file is gone and the
+    bytes cannot be compared (the stored object's checksum is of its compressed bytes): the
+    second file is never sent over the first, it is quarantined for a person to decide."""
+    try:
+        second = checksum_str(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return ChecksumConflict(f"{first.key}: a second file {path} beside the first "
+                                f"{first.source}, unreadable ({exc.strerror or exc})")  # fmt: skip
+    sent = f"sent as {first.object}" if first.object else f"journalled ({first.state})"
+    try:
+        original = checksum_str(Path(first.source).read_bytes())
+    except OSError:
+        return ChecksumConflict(
+            f"{first.key}: a second file {path} ({second}); the first, {first.source}, {sent}, "
+            f"is gone and cannot be compared (stored checksum {first.checksum or 'unknown'} is "
+            "of its compressed bytes): not sent over it"
+        )
+    if original == second:
+        return None
+    return ChecksumConflict(
+        f"{first.key}: a second file {path} ({second}) with other bytes than the first, "
+        f"{first.source} ({original}), {sent}: not sent over it"
+    )

@@ -45,7 +45,7 @@ from obsingest.dataid import DataId, Identity
 from obsingest.errors import PermanentError
 from obsingest.logs import get_logger, log_event
 from producers.edge.errors import NeverCompleted, SourceUnreadable, SourceVanished
-from producers.edge.identity import handoff_identity
+from producers.edge.identity import handoff_identity_and_readout
 from producers.edge.sidecar import load_sidecar
 
 log = get_logger("obsingest.edge.handoff")
@@ -73,6 +73,8 @@ class Found:
     #: the camera's names for the CCD (observation id, raft, sensor), read from its header
     identity: Identity | None = None
     size: int = -1
+    #: the end of the CCD's readout from its header's DATE-END (epoch seconds, UTC), if it has one
+    readout: float | None = None
 
     @property
     def relpath(self) -> str:
@@ -105,14 +107,15 @@ def identify(found: Found) -> Found | None:
                 cards = load_sidecar(sidecar)
             except SourceVanished:
                 sidecar = None  # taken away before its CCD was read: the CCD goes without it
-        identity = handoff_identity(found.path, cards)
+        identity, readout = handoff_identity_and_readout(found.path, cards)
     except SourceVanished:
         return None
     except SourceUnreadable:
         raise
     except PermanentError as exc:
         return Found("bad", found.path, None, sidecar, found.mtime, exc)
-    return Found("ccd", found.path, identity.data_id, sidecar, found.mtime, None, identity)
+    return Found("ccd", found.path, identity.data_id, sidecar, found.mtime, None, identity,
+                 readout=readout)
 
 
 def sidecar_of(path: Path) -> Path | None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from pathlib import Path
 
 from obsingest.dataid import DataId, Identity, identity_from_header, name_claim, parse_obs_id
@@ -96,8 +97,45 @@ def check_sidecar_identity(
 
 def handoff_identity(path: Path, sidecar: Mapping[str, object] | None = None) -> Identity:
     """The identity of the hand-off file at ``path`` (module doc), with its sidecar's cards."""
+    return handoff_identity_and_readout(path, sidecar)[0]
+
+
+def handoff_identity_and_readout(
+    path: Path, sidecar: Mapping[str, object] | None = None
+) -> tuple[Identity, float | None]:
+    """``handoff_identity`` and the CCD's readout end from the same header read (``readout_end``
+    of the merged cards; None where the header has no DATE-END)."""
     cards = read_primary_cards(path)
     sidecar = sidecar or {}
+    identity = _identity(path, cards, sidecar)
+    return identity, readout_end(with_sidecar(cards, sidecar) if sidecar else cards)
+
+
+def readout_end(cards: Cards) -> float | None:
+    """The end of the CCD's readout (epoch seconds, UTC) from its header's DATE-END, read in the
+    scale TIMESYS names (the camera's TAI, 37 s ahead of UTC): the moment the CCD's 5 s budget
+    starts, up to ~1 s after the manifest's obs_start + exposure_time. None without a DATE-END,
+    or with one that is no time (the caller falls back to the manifest)."""
+    value = cards("DATE-END")
+    if value is None or str(value).strip() == "":
+        return None
+    timesys = cards("TIMESYS")
+    try:
+        return _instant(str(value).strip(), str(timesys) if timesys is not None else None)
+    except ValueError:
+        return None
+
+
+@lru_cache(maxsize=1024)
+def _instant(value: str, timesys: str | None) -> float:
+    """Cached: every CCD of an exposure carries the same DATE-END or nearly (astropy's parse is
+    ~0.1-1 ms, the first one imports astropy)."""
+    from obsingest.timescales import header_instant
+
+    return header_instant(value, timesys).timestamp()
+
+
+def _identity(path: Path, cards: Cards, sidecar: Mapping[str, object]) -> Identity:
     precompressed = path.name.endswith(".fz")
     if precompressed:  # sent as it is: the file's own header is what gets stored
         identity = identity_from_header(cards, str(path))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,64 @@ def test_a_caller_may_let_the_header_say_which_ccd(edge: EdgeService, tmp_path: 
     assert ccd.data_id == did
     outcome = edge.submit(ccd).result(timeout=60)
     assert outcome.ok and outcome.object_name.endswith("/MC_O_20231107_000080_R01_S12.fits")
+
+
+def acked(edge: EdgeService, key: str) -> bool:
+    assert edge.journal is not None
+    entry = edge.journal.get(key)
+    return entry is not None and entry.state == "acked"
+
+
+def test_the_readout_time_is_the_headers_date_end_in_utc(edge: EdgeService) -> None:
+    """DATE-END (TAI, 37 s ahead of UTC) is the CCD's end of readout: its budget starts there,
+    not at the manifest's obs_start + exposure_time (~1 s earlier) nor at the file's mtime."""
+    did = DataId("LSSTCam", 2023110700081, 3)
+    path = hand_over(edge, "with-date-end.fits", ccd_file(
+        did, **identity_cards(did, "O"), TIMESYS="TAI",
+        **{"DATE-END": "2023-11-08T03:00:37.500"}))  # fmt: skip
+    wait_for(lambda: acked(edge, did.key))
+    assert edge.journal is not None
+    entry = edge.journal.get(did.key)
+    assert entry.readout == datetime(2023, 11, 8, 3, 0, 0, 500000, UTC).timestamp()
+    assert entry.readout != path.stat().st_mtime
+
+
+def test_without_date_end_the_readout_time_is_the_files_mtime(edge: EdgeService) -> None:
+    did = DataId("LSSTCam", 2023110700082, 3)
+    path = hand_over(edge, "without-date-end.fits", ccd_file(did, **identity_cards(did, "O")))
+    wait_for(lambda: acked(edge, did.key))
+    assert edge.journal is not None
+    assert edge.journal.get(did.key).readout == path.stat().st_mtime
+
+
+def test_a_second_file_with_other_bytes_for_a_sent_ccd_is_a_quarantined_conflict(
+    edge: EdgeService,
+) -> None:
+    did = DataId("LSSTCam", 2023110700083, 4)
+    first = hand_over(edge, "first.fits", ccd_file(did))
+    wait_for(lambda: acked(edge, did.key))
+    assert edge.journal is not None
+    object_name = edge.journal.get(did.key).object
+    second = hand_over(edge, "second.fits", ccd_file(did, pixels=bytes(1024)))
+    moved = edge.handoff / "quarantine" / "20231107"
+    wait_for(lambda: (moved / "second.fits.reason.json").exists())
+    note = json.loads((moved / "second.fits.reason.json").read_text())
+    assert note["reason"] == "checksum-conflict"
+    assert str(first) in note["error"] and str(second) in note["error"]
+    assert note["error"].count("crc32c:") == 2  # both files' checksums
+    assert not second.exists() and first.exists()
+    entry = edge.journal.get(did.key)  # the first stays what was sent
+    assert (entry.source, entry.state, entry.object) == (str(first), "acked", object_name)
+
+
+def test_a_second_copy_of_the_same_bytes_is_a_duplicate_not_a_conflict(
+    edge: EdgeService,
+) -> None:
+    did = DataId("LSSTCam", 2023110700084, 4)
+    hand_over(edge, "original.fits", ccd_file(did))
+    wait_for(lambda: acked(edge, did.key))
+    duplicates = edge.stats.snapshot()["duplicates"]
+    copy = hand_over(edge, "copy.fits", ccd_file(did))
+    wait_for(lambda: edge.stats.snapshot()["duplicates"] == duplicates + 1)
+    assert copy.exists()  # on_ack keep: left where it is, as the first one
+    assert not (edge.handoff / "quarantine" / "20231107" / "copy.fits").exists()
