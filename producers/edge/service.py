@@ -51,6 +51,7 @@ from producers.edge.files import (
     read_manifest,
     readout_from_manifest,
     release_raw,
+    second_file,
 )
 from producers.edge.handoff import Found, HandoffIntake
 from producers.edge.journal import Entry, Journal
@@ -136,7 +137,9 @@ class EdgeService:
             self._on_result, log_level=self.log_level, start_method="forkserver",
             preload=WORKER_PRELOAD,
         )  # fmt: skip
-        self.pool.start()
+        # the workers start (forkserver, imports) while this process reads the journal and
+        # scans the hand-off directory: a restart costs the longer of the two, not their sum
+        self.pool.launch()
         self._engine = threading.Thread(target=self._run, name="edge-engine", daemon=True)
         self._engine.start()
         if self.handoff is not None:
@@ -146,6 +149,11 @@ class EdgeService:
                 rescan_interval=s.rescan_interval, known=self.journal.handed_off(),
             )  # fmt: skip
             self.intake.start()
+        self.pool.wait_ready()
+        # the header's DATE-END is read in UTC through astropy (seconds of imports): loaded now,
+        # beside the first minutes' work, rather than by the intake at a night's first CCD
+        threading.Thread(target=_warm_time_scales, name="edge-warm-timescales",
+                         daemon=True).start()  # fmt: skip
         self.state = "ready"
         log_event(log, "edge.started", destination=s.destination, spool=str(self.spool),
                   handoff=str(self.handoff) if self.handoff else None, workers=s.workers,
@@ -258,7 +266,11 @@ class EdgeService:
         """The intake found a complete file (or a bad one): journal it or quarantine it."""
         try:
             if found.kind == "ccd":
-                assert found.data_id is not None
+                assert found.data_id is not None and self.journal is not None
+                first = self.journal.get(found.data_id.key)
+                if first is not None and first.source != str(found.path):
+                    self._second_file(found, first)
+                    return True
                 entry = Entry(key=found.data_id.key, source=str(found.path),
                               priority=found.data_id.exposure,
                               readout=self._readout_of(found),
@@ -280,10 +292,36 @@ class EdgeService:
             return True
 
     def _readout_of(self, found: Found) -> float:
-        """The exposure manifest's end of exposure if it is known, else the file's mtime."""
+        """The header's DATE-END (the camera's end of readout, in UTC) where it has one; else
+        the exposure manifest's end of exposure (obs_start + exposure_time, up to ~1 s earlier)
+        if it is known; else the file's mtime."""
         assert self.journal is not None and found.data_id is not None
+        if found.readout is not None:
+            return found.readout
         text = self.journal.exposure_manifest(found.data_id.instrument, found.data_id.exposure)
         return readout_from_manifest(text) if text else found.mtime
+
+    def _second_file(self, found: Found, first: Entry) -> None:
+        """Another hand-off file for a CCD the journal already has from a first file
+        (``second_file``): the same bytes are a plain duplicate, released as ``on_ack`` says
+        once the first is acknowledged; different bytes are quarantined as a checksum conflict
+        naming both files and checksums, never sent over the first."""
+        assert found.data_id is not None
+        key = found.data_id.key
+        verdict = second_file(found.path, first)
+        self.stats.add("duplicates")
+        if verdict is None:
+            log_event(log, "edge.duplicate_file", data_id=key, file=str(found.path),
+                      first=first.source)  # fmt: skip
+            if first.state == "acked" and self.handoff is not None:
+                release_raw(self.handoff, self.settings.on_ack, self.settings.done_dir,
+                            [str(found.path)])  # fmt: skip
+            return
+        log_event(log, "edge.conflict", logging.ERROR, data_id=key, file=str(found.path),
+                  first=first.source, reason=verdict.reason)  # fmt: skip
+        self._quarantine_file(found.path, verdict)
+        if found.sidecar is not None:
+            move_to_quarantine(self.handoff, found.sidecar, verdict, note=False)
 
     def _take_manifest(self, path: Path) -> None:
         manifest = read_manifest(path)
@@ -548,6 +586,12 @@ class EdgeService:
         keys = ("accepted", "resumed", "acked", "refused", "quarantined", "worker_crashes",
                 "over_budget")  # fmt: skip
         return {k: snap[k] for k in keys}
+
+
+def _warm_time_scales() -> None:
+    from producers.edge.identity import readout_end
+
+    readout_end({"DATE-END": "2026-01-01T00:00:00", "TIMESYS": "TAI"}.get)
 
 
 def _outcome_of(entry: Entry) -> Outcome:

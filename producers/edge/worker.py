@@ -154,11 +154,20 @@ class WorkerPool:
 
     def start(self, timeout: float = 300.0) -> None:
         """Start every worker and wait until each has built its handler (warm)."""
+        self.launch()
+        self.wait_ready(timeout)
+
+    def launch(self) -> None:
+        """Start every worker without waiting for them: ``submit`` takes jobs as each becomes
+        ready, ``wait_ready`` waits for all (a caller does its own start-up meanwhile)."""
         self._workers = [self._spawn(i) for i in range(self.size)]
         self._collector = threading.Thread(
             target=self._collect, name=f"{self.name}-pool", daemon=True
         )
         self._collector.start()
+
+    def wait_ready(self, timeout: float = 300.0) -> None:
+        """Until every worker has built its handler; TimeoutError / RuntimeError if not."""
         deadline = time.monotonic() + timeout
         with self._changed:
             while not all(w.ready for w in self._workers):
