@@ -96,3 +96,8 @@ images: $(STAMP) docker ## images for container runs: the official ones where th
 
 test-containers: $(STAMP) ## contract suites, an end-to-end run and the downstream example on containers; stops what it started
 	@bash infra/containers/test-containers.sh $(PY)
+
+.PHONY: soak
+soak: $(STAMP) ## the soak: its CI variant (3 x 205 every 6 s, 1 function SIGKILL), then 5 x 205 at Rubin's 17 s with a function SIGKILL in each burst (SEED=n replays); writes benchmarks/results/soak.json
+	OBSINGEST_SOAK_SEED=$(SEED) $(PY) -m pytest -p no:cacheprovider -m soak -s tests/soak/soak_ci.py
+	$(PY) -m tests.soak $(if $(SEED),--seed $(SEED))

@@ -1,0 +1,401 @@
+"""The soak: N exposures x 205 LSSTCam CCDs at a cadence (Rubin's 17 s, or compressed for CI)
+through edge -> GCS emulator -> Pub/Sub emulator -> relay spread over two register-function
+instances -> PostgreSQL, the facility service on, and one register-function instance SIGKILLed
+inside each of ``kills`` exposure bursts chosen at random from a printed seed.
+
+Built from the chaos suite's parts (``tests.chaos``: the World of real processes on private
+services, the Kill fault, the settle-and-count accounting, the verdict), with what the soak adds:
+
+- a second register-function instance, and the relay pushing to both (``--push-url`` twice:
+  ``infra/local/relay/spread.py`` fails a delivery over to the live one at once);
+- a kill triggered by the burst itself: when the exposure's first CCD file appears in the
+  hand-off directory, after a random 0.2-1.0 s, so it lands while that exposure's CCDs flow;
+- an observer that keeps every announcement's readout and published times: per CCD readout ->
+  announced, per exposure its last CCD;
+- CPU seconds of every process of each role (sampled from /proc by process group, so a killed
+  instance's CPU up to its death counts), per CCD;
+- the facility's CPU per pass, beside ``benchmarks/facility.py``'s 5k / 50k-object figures
+  projected to a night of 200,000 objects.
+
+Counting (lost, doubled) is the chaos suite's: from the registry, the bucket, the edge journal
+and the announcements, never from what a process says about itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from tests.chaos.faults import Kill
+from tests.chaos.observer import Announcement, ArrivalsObserver
+from tests.chaos.runner import Night, Run, Scenario, _settle, _verdict, summary
+from tests.chaos.world import DAY_OBS, INSTRUMENT, World, WorldOptions
+from tests.integration.fixtures.function_process import FunctionProcess
+from tests.integration.fixtures.private_stack import PrivateStack, free_port
+from tests.integration.fixtures.service_process import ROOT, ServiceProcess
+
+RESULTS = ROOT / "benchmarks" / "results" / "soak.json"
+FACILITY_RESULTS = ROOT / "benchmarks" / "results" / "facility.json"
+DETECTORS = 205
+#: Rubin's cadence: one exposure every 17 s (15 s exposure + readout + slew)
+CADENCE = 17.0
+#: a night at Rubin's scale: ~1,000 exposures x 205 CCDs
+NIGHT_OBJECTS = 200_000
+BUDGET_CCD = 5.0
+BUDGET_EXPOSURE = 7.0
+ROLES = ("edge", "function", "function2", "relay", "facility", "daq")
+
+
+@dataclass(frozen=True)
+class Timed(Announcement):
+    """An announcement with the CCD's readout time (the budget's start)."""
+
+    readout: datetime | None = None
+
+
+class LatencyObserver(ArrivalsObserver):
+    def _decode(self, data: bytes, ident: tuple[str, str]) -> Timed:
+        from obsingest.messages import ArrivalEvent
+
+        event = ArrivalEvent.decode(data)
+        return Timed(
+            dataset_id=str(event.dataset_id),
+            key=f"{event.instrument}/{event.exposure}/{event.detector:03d}",
+            message=ident, registered=event.registered_time,
+            published=event.published_time, readout=event.readout_time,
+        )  # fmt: skip
+
+
+class SoakWorld(World):
+    """The chaos World with a second register-function instance and the relay spread over both."""
+
+    function2: FunctionProcess | None = None
+
+    def start(self) -> SoakWorld:
+        super().start()
+        assert self.observer is not None and self.relay is not None and self.bus is not None
+        self.observer.stop()  # nothing was played yet: an observer that keeps the times instead
+        self.observer = LatencyObserver(self.project, self.bus.arrivals_topic).start()
+        env = self.base_env()
+        self.function2 = FunctionProcess(env, self.logs / "function2.log", free_port()).start(90)
+        assert self.function is not None
+        self.relay.close()
+        self.relay = ServiceProcess(
+            "relay", [sys.executable, "-m", "obsingest_cli", "relay",
+                      "--push-url", self.function.url, "--push-url", self.function2.url],
+            env, self.logs).start()  # fmt: skip
+        return self
+
+    def close(self) -> None:
+        import signal
+
+        if self.function2 is not None:
+            self.function2.stop(signal.SIGKILL)
+        super().close()
+
+
+class CpuSampler:
+    """CPU seconds per role: every process of each role's process group, sampled each second
+    from /proc (a process's last sample stands for it once it is gone)."""
+
+    def __init__(self, world: SoakWorld) -> None:
+        self.world = world
+        self.ticks: dict[int, tuple[str, int]] = {}
+        self.baseline: dict[int, int] = {}
+        self.hz = os.sysconf("SC_CLK_TCK")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+
+    def start(self) -> CpuSampler:
+        """Sample from now on; what the processes spent before (start-up imports) is left out,
+        a process started later (an instance restarted after its SIGKILL) counts whole."""
+        self.sample()
+        self.baseline = {pid: ticks for pid, (_role, ticks) in self.ticks.items()}
+        self._thread.start()
+        return self
+
+    def stop(self) -> dict[str, float]:
+        self.sample()
+        self._stop.set()
+        self._thread.join(timeout=10)
+        out = dict.fromkeys(ROLES, 0.0)
+        for pid, (role, ticks) in self.ticks.items():
+            out[role] += (ticks - self.baseline.get(pid, 0)) / self.hz
+        return {role: round(seconds, 2) for role, seconds in out.items()}
+
+    def _leaders(self) -> dict[int, str]:
+        leaders = {}
+        for role in ROLES:
+            proc = getattr(self.world, role, None)
+            popen = getattr(proc, "proc", None)
+            if popen is not None and popen.poll() is None:
+                leaders[popen.pid] = role
+        return leaders
+
+    def sample(self) -> None:
+        leaders = self._leaders()
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = Path(entry.path, "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()
+            role = leaders.get(int(fields[2]))  # pgrp: every start is a session of its own
+            if role is not None:
+                self.ticks[int(entry.name)] = (role, int(fields[11]) + int(fields[12]))
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            self.sample()
+
+
+@dataclass
+class Soak:
+    exposures: int
+    interval: float
+    kills: int
+    seed: int
+    kill_log: list[dict[str, Any]] = field(default_factory=list)
+
+
+def obs_dir(handoff: Path, seq: int) -> list[Path]:
+    folder = handoff / str(DAY_OBS)
+    return list(folder.glob(f"*_{DAY_OBS}_{seq:06d}")) if folder.exists() else []
+
+
+def _kill_loop(soak: Soak, run: Run, targets: list[int], rng: random.Random) -> None:
+    """For each target exposure: when its first CCD file is in the hand-off directory, wait a
+    random 0.2-1.0 s and SIGKILL the first register-function instance, restart it 0.5 s later."""
+    world = run.world
+    deadline = time.monotonic() + soak.exposures * soak.interval + 120
+    for seq in targets:
+        delay = rng.uniform(0.2, 1.0)
+        while time.monotonic() < deadline:
+            if any(any(d.glob("*.fits")) for d in obs_dir(world.handoff, seq)):
+                break
+            time.sleep(0.02)
+        time.sleep(delay)
+        fault = Kill(f"function SIGKILL in exposure {seq}'s burst", duration=0.5,
+                     process="function")  # fmt: skip
+        fault.injected_at = time.time()
+        fault.inject(world)
+        run.note(f"SIGKILL function inside exposure {seq} (+{delay:.2f} s)")
+        time.sleep(fault.duration)
+        fault.heal(world)
+        fault.healed_at = time.time()
+        run.note(f"function back after {fault.healed_at - fault.injected_at:.1f} s")
+        soak.kill_log.append({"exposure": DAY_OBS * 100_000 + seq, "after_first_file_s":
+                              round(delay, 2), "at": fault.injected_at,
+                              "down_s": round(fault.healed_at - fault.injected_at, 2)})  # fmt: skip
+
+
+def play(soak: Soak, workdir: Path, stack: PrivateStack | None = None) -> dict[str, Any]:
+    """Deploy, play, kill, settle, count; the result as ``soak.json`` holds it."""
+    rng = random.Random(soak.seed)
+    night = Night(soak.exposures, DETECTORS, soak.interval)
+    options = WorldOptions()
+    scenario = Scenario("soak", "N x 205 at a cadence, function SIGKILLs in bursts",
+                        lambda _r, _n: [], night, settle_timeout=300.0,
+                        options=options)  # fmt: skip
+    own = stack is None
+    stack = stack or PrivateStack(["pubsub", "gcs", "postgres"]).up()
+    world = SoakWorld("soak", stack, workdir, options)
+    run = Run(scenario, soak.seed, False, world, night)
+    sampler = None
+    try:
+        with stack.use():
+            world.start()
+            from producers.daq.simulator import INSTRUMENTS
+
+            detectors = INSTRUMENTS[INSTRUMENT].detector_ids[:DETECTORS]
+            run.sent = {f"{INSTRUMENT}/{DAY_OBS * 100_000 + s}/{d:03d}"
+                        for s in range(1, soak.exposures + 1) for d in detectors}  # fmt: skip
+            targets = sorted(rng.sample(range(1, soak.exposures + 1),
+                                        min(soak.kills, soak.exposures)))  # fmt: skip
+            sampler = CpuSampler(world).start()
+            run.started_wall = time.time()
+            run.note(f"soak: {soak.exposures} x {DETECTORS} every {soak.interval:g} s, "
+                     f"SIGKILLs in exposures {targets}, seed {soak.seed}")  # fmt: skip
+            world.play(soak.exposures, DETECTORS, soak.interval)
+            killer = threading.Thread(target=_kill_loop, args=(soak, run, targets, rng),
+                                      name="kills", daemon=True)  # fmt: skip
+            killer.start()
+            assert world.daq is not None
+            code = world.daq.wait(timeout=night.seconds + 300)
+            run.check(code == 0, f"the DAQ night player exited {code}")
+            run.night_over = time.monotonic()
+            killer.join(timeout=300)
+            run.healed = time.monotonic()
+            _settle(run)
+            cpu = sampler.stop()
+            sampler = None
+            assert world.edge is not None
+            run.edge_health = world.edge.health()
+            run.edge_exit = world.edge.terminate()
+            _verdict(run)
+            return report(soak, run, cpu)
+    finally:
+        if sampler is not None:
+            sampler.stop()
+        world.close()
+        if own:
+            stack.down()
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3) if ordered else 0.0
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    return {"p50": _pct(values, 0.5), "p95": _pct(values, 0.95),
+            "max": round(max(values), 3) if values else 0.0}  # fmt: skip
+
+
+def report(soak: Soak, run: Run, cpu: dict[str, float]) -> dict[str, Any]:
+    world = run.world
+    assert world.observer is not None
+    first: dict[str, float] = {}
+    published: dict[str, float] = {}
+    for a in world.observer.announcements():
+        if isinstance(a, Timed) and a.readout is not None and a.key not in first:
+            first[a.key] = (a.published - a.readout).total_seconds()
+            published[a.key] = a.published.timestamp()
+    after_kill = {
+        str(k["exposure"]): sum(1 for key, t in published.items()
+                                if key.split("/")[1] == str(k["exposure"]) and t > k["at"])
+        for k in soak.kill_log
+    }  # fmt: skip
+    per_exposure: dict[int, list[float]] = {}
+    for key, latency in first.items():
+        per_exposure.setdefault(int(key.split("/")[1]), []).append(latency)
+    last = {exp: max(v) for exp, v in sorted(per_exposure.items())}
+    ccds = list(first.values())
+    killed = {k["exposure"] for k in soak.kill_log}
+    passes = _facility_passes(world)
+    row = summary(run)
+    ccd_count = max(1, row["sent"])
+    result = {
+        "seed": soak.seed,
+        "exposures": soak.exposures,
+        "detectors": DETECTORS,
+        "interval_s": soak.interval,
+        "ccds": row["sent"],
+        "registered_once": row["registered_once"],
+        "lost": row["lost"],
+        "doubled": row["doubled"],
+        "duplicate_announcements": row["duplicate_announcements"],
+        "recovered": row["recovered"],
+        "passed": row["passed"],
+        "failures": row["failures"],
+        "kills": soak.kill_log,
+        "ccd_latency_s": _spread(ccds),
+        "exposure_last_ccd_s": _spread(list(last.values())),
+        "killed_exposures_last_ccd_s": {str(e): round(last.get(e, -1.0), 3) for e in killed},
+        "announced_after_kill": after_kill,
+        "ccds_over_5s": sum(v > BUDGET_CCD for v in ccds),
+        "exposures_over_7s": sum(v > BUDGET_EXPOSURE for v in last.values()),
+        "per_exposure_last_ccd_s": {str(e): round(v, 3) for e, v in last.items()},
+        "cpu_s": cpu,
+        "cpu_ms_per_ccd": {role: round(s / ccd_count * 1000, 2) for role, s in cpu.items()},
+        "facility": {"passes": passes, "cpu_s_per_pass": round(cpu["facility"] / passes, 4)
+                     if passes else None, "objects_at_end": row["sent"],
+                     "projection": facility_projection()},
+        "events": run.events,
+        "logs": str(world.logs),
+    }
+    result["budget_met"] = bool(result["passed"] and result["ccds_over_5s"] == 0
+                                and result["exposures_over_7s"] == 0)  # fmt: skip
+    return result
+
+
+def _facility_passes(world: World) -> int:
+    path = world.logs / "facility.log"
+    if not path.exists():
+        return 0
+    return sum('"facility.pass"' in line for line in path.read_text().splitlines())
+
+
+def facility_projection() -> dict[str, Any] | None:
+    """``benchmarks/facility.py``'s incremental-pass CPU at its two sizes, a straight line
+    through them, and its value at a night's 200,000 objects; the full-window sweep likewise
+    (it grows with the bucket: it runs on its own, rarer schedule)."""
+    if not FACILITY_RESULTS.exists():
+        return None
+    doc = json.loads(FACILITY_RESULTS.read_text())
+    small, large = doc["sizes"][0], doc["sizes"][-1]
+
+    def line(key: str) -> float:
+        slope = (large[key] - small[key]) / (large["objects"] - small["objects"])
+        return round(large[key] + slope * (NIGHT_OBJECTS - large["objects"]), 4)
+
+    return {
+        "measured_at": doc["when"],
+        "load_1min": doc["machine"].get("load_1min"),
+        "incremental_cpu_s": {str(small["objects"]): small["incremental_cpu_s_median"],
+                              str(large["objects"]): large["incremental_cpu_s_median"],
+                              str(NIGHT_OBJECTS): line("incremental_cpu_s_median")},
+        "full_sweep_cpu_s": {str(small["objects"]): small["full_cpu_s"],
+                             str(large["objects"]): large["full_cpu_s"],
+                             str(NIGHT_OBJECTS): line("full_cpu_s")},
+    }  # fmt: skip
+
+
+def format_section(result: dict[str, Any], load: list[float]) -> str:
+    """The README section of one soak run."""
+    r = result
+    proj = r["facility"]["projection"] or {}
+    inc = proj.get("incremental_cpu_s", {})
+    full = proj.get("full_sweep_cpu_s", {})
+    kills = ", ".join(f"{k['exposure']} (+{k['after_first_file_s']} s, down {k['down_s']} s)"
+                      for k in r["kills"])  # fmt: skip
+    lines = [
+        f"`make soak`: {r['exposures']} exposures x {r['detectors']} LSSTCam CCDs (small "
+        f"pixels) one every {r['interval_s']:g} s through edge -> GCS emulator -> Pub/Sub "
+        "emulator -> relay spread over 2 register-function instances -> PostgreSQL, facility "
+        f"service on; seed {r['seed']}; a register-function SIGKILL inside {len(r['kills'])} "
+        f"exposure bursts: {kills}. Load average (1/5/15 min) at the end: {load}.",
+        "",
+        f"- lost {r['lost']}, doubled {r['doubled']}, registered once {r['registered_once']:,}"
+        f"/{r['ccds']:,}, settled without a manual step: {r['recovered']}",
+        f"- readout -> announced per CCD: p50 {r['ccd_latency_s']['p50']} s, p95 "
+        f"{r['ccd_latency_s']['p95']} s, max {r['ccd_latency_s']['max']} s; "
+        f"{r['ccds_over_5s']} CCDs over 5 s",
+        f"- per exposure, its last CCD: p50 {r['exposure_last_ccd_s']['p50']} s, p95 "
+        f"{r['exposure_last_ccd_s']['p95']} s, max {r['exposure_last_ccd_s']['max']} s; "
+        f"{r['exposures_over_7s']} exposures over 7 s; the killed ones: "
+        f"{r['killed_exposures_last_ccd_s']}",
+        "- CPU ms per CCD by role: " + ", ".join(f"{k} {v}" for k, v in
+                                                 r["cpu_ms_per_ccd"].items()),
+        f"- facility: {r['facility']['passes']} passes, {r['facility']['cpu_s_per_pass']} CPU s "
+        f"per pass at up to {r['facility']['objects_at_end']:,} objects; "
+        f"`benchmarks/facility.py` ({proj.get('measured_at', '?')}): incremental pass "
+        + ", ".join(f"{v} s at {int(k):,}" for k, v in inc.items())
+        + " objects (the last projected on a line through the two measured), full-window sweep "
+        + ", ".join(f"{v} s at {int(k):,}" for k, v in full.items()),
+        f"- budget (every CCD <= 5 s, every exposure's last CCD <= 7 s): "
+        f"{'met' if r['budget_met'] else 'NOT met'}",
+    ]
+    return "\n".join(lines)
+
+
+def write(results: list[dict[str, Any]], load: list[float]) -> None:
+    """``benchmarks/results/soak.json`` and the ``## soak`` section of benchmarks/README.md."""
+    doc = {"benchmark": "soak", "when": datetime.now().astimezone().isoformat(),
+           "machine": {"cpus": os.cpu_count(), "load_avg": load}, "runs": results}  # fmt: skip
+    RESULTS.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    readme = ROOT / "benchmarks" / "README.md"
+    text = readme.read_text()
+    head = text.split("\n## soak\n")[0].rstrip()
+    body = "\n\n".join(format_section(r, load) for r in results)
+    readme.write_text(f"{head}\n\n## soak\n\n{body}\n")
