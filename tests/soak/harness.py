@@ -173,30 +173,66 @@ def obs_dir(handoff: Path, seq: int) -> list[Path]:
     return list(folder.glob(f"*_{DAY_OBS}_{seq:06d}")) if folder.exists() else []
 
 
+@dataclass
+class InstanceKill(Kill):
+    """Kill (tests.chaos.faults) of either register-function instance: the whole process group
+    SIGKILLed, started again ``duration`` seconds later."""
+
+    def inject(self, world: World) -> None:
+        import signal
+
+        world.process(self.process).stop(signal.SIGKILL)
+
+    def heal(self, world: World) -> None:
+        world.process(self.process).start(timeout=90)
+
+
 def _kill_loop(soak: Soak, run: Run, targets: list[int], rng: random.Random) -> None:
     """For each target exposure: when its first CCD file is in the hand-off directory, wait a
-    random 0.2-1.0 s and SIGKILL the first register-function instance, restart it 0.5 s later."""
+    random 0.2-1.0 s and SIGKILL one register-function instance (the two in turn), started
+    again 0.5 s later on a thread of its own, so the next burst's kill is not held up by a slow
+    restart. Never both at once: a kill waits until the other instance is back (the wait is
+    recorded: on a loaded machine a restart can outlast the cadence)."""
     world = run.world
     deadline = time.monotonic() + soak.exposures * soak.interval + 120
-    for seq in targets:
+    restarts: dict[str, threading.Thread] = {}
+    names = ("function", "function2")
+    for i, seq in enumerate(targets):
         delay = rng.uniform(0.2, 1.0)
         while time.monotonic() < deadline:
             if any(any(d.glob("*.fits")) for d in obs_dir(world.handoff, seq)):
                 break
             time.sleep(0.02)
+        first_file = time.monotonic()
         time.sleep(delay)
-        fault = Kill(f"function SIGKILL in exposure {seq}'s burst", duration=0.5,
-                     process="function")  # fmt: skip
+        victim, other = names[i % 2], names[(i + 1) % 2]
+        for name in (other, victim):
+            if name in restarts:
+                restarts[name].join(timeout=300)
+        waited = time.monotonic() - first_file - delay
+        fault = InstanceKill(f"{victim} SIGKILL in exposure {seq}'s burst", duration=0.5,
+                             process=victim)  # fmt: skip
         fault.injected_at = time.time()
         fault.inject(world)
-        run.note(f"SIGKILL function inside exposure {seq} (+{delay:.2f} s)")
-        time.sleep(fault.duration)
-        fault.heal(world)
-        fault.healed_at = time.time()
-        run.note(f"function back after {fault.healed_at - fault.injected_at:.1f} s")
-        soak.kill_log.append({"exposure": DAY_OBS * 100_000 + seq, "after_first_file_s":
-                              round(delay, 2), "at": fault.injected_at,
-                              "down_s": round(fault.healed_at - fault.injected_at, 2)})  # fmt: skip
+        run.note(f"SIGKILL {victim} inside exposure {seq} (+{delay:.2f} s"
+                 + (f", held {waited:.1f} s for the other instance" if waited > 0.05 else "")
+                 + ")")  # fmt: skip
+        entry = {"exposure": DAY_OBS * 100_000 + seq, "instance": victim,
+                 "after_first_file_s": round(delay + waited, 2), "at": fault.injected_at,
+                 "down_s": None}  # fmt: skip
+        soak.kill_log.append(entry)
+
+        def heal(fault: InstanceKill = fault, entry: dict[str, Any] = entry) -> None:
+            time.sleep(fault.duration)
+            fault.heal(world)
+            fault.healed_at = time.time()
+            entry["down_s"] = round(fault.healed_at - fault.injected_at, 2)
+            run.note(f"{fault.process} back after {entry['down_s']} s")
+
+        restarts[victim] = threading.Thread(target=heal, name=f"heal-{victim}", daemon=True)
+        restarts[victim].start()
+    for thread in restarts.values():
+        thread.join(timeout=300)
 
 
 def play(soak: Soak, workdir: Path, stack: PrivateStack | None = None) -> dict[str, Any]:
