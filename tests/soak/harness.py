@@ -400,7 +400,9 @@ def format_section(result: dict[str, Any], load: list[float]) -> str:
         f"pixels) one every {r['interval_s']:g} s through edge -> GCS emulator -> Pub/Sub "
         "emulator -> relay spread over 2 register-function instances -> PostgreSQL, facility "
         f"service on; seed {r['seed']}; a register-function SIGKILL inside {len(r['kills'])} "
-        f"exposure bursts: {kills}. Load average (1/5/15 min) at the end: {load}.",
+        f"exposure bursts: {kills} (+: seconds after the exposure's first file; over ~1 s, "
+        "the kill waited for the other instance to be back from the previous one: a restart "
+        f"that outlasted the cadence). Load average (1/5/15 min) at the end: {load}.",
         "",
         f"- lost {r['lost']}, doubled {r['doubled']}, registered once {r['registered_once']:,}"
         f"/{r['ccds']:,}, settled without a manual step: {r['recovered']}",
