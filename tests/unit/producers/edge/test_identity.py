@@ -105,3 +105,37 @@ def test_what_names_claim() -> None:
     assert name_of_file("LSSTCam_2025041500060_001.fits") == (DID, None)
     assert name_of_file("ZZ_O_20250415_000060_R01_S01.fits") is None  # no camera of ours
     assert name_of_file("raw-ccd.fits") is None
+
+
+@pytest.mark.parametrize(
+    ("cards", "expected"),
+    [
+        ({"DATE-END": "2023-11-08T03:00:37.500", "TIMESYS": "TAI"}, "2023-11-08T03:00:00.500"),
+        ({"DATE-END": "2023-11-08T03:00:37.500"}, "2023-11-08T03:00:37.500"),  # no TIMESYS: UTC
+        ({"DATE-END": "not a time", "TIMESYS": "TAI"}, None),  # the manifest says it then
+        ({"DATE-END": "2023-11-08T03:00:37.5", "TIMESYS": "GPS"}, None),  # a scale we do not read
+        ({"TIMESYS": "TAI"}, None),
+    ],
+)
+def test_the_readout_end_is_date_end_as_a_utc_instant(
+    cards: dict[str, str], expected: str | None
+) -> None:
+    from producers.edge.identity import readout_end
+
+    assert readout_end(cards.get) == (None if expected is None else datetime_utc(expected))
+
+
+def test_identify_carries_the_date_end_of_the_sidecar_over_the_files(tmp_path: Path) -> None:
+    did = DataId("LSSTCam", 2023110700078, 1)
+    path = tmp_path / "x.fits"
+    path.write_bytes(ccd_file(did, TIMESYS="TAI", **{"DATE-END": "2023-11-08T03:00:37.000"}))
+    (tmp_path / "x.json").write_text('{"DATE-END": "2023-11-08T03:00:38.000"}')
+    found = identify(Found("ccd", path, mtime=1.0))
+    assert found is not None and found.kind == "ccd"
+    assert found.readout == datetime_utc("2023-11-08T03:00:01")
+
+
+def datetime_utc(text: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(text + "+00:00").timestamp()
