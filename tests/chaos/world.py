@@ -332,6 +332,7 @@ class World:
                 if self._butler is None:
                     self._butler = Butler.from_config(self.butler_repo)
                 butler = self._butler
+                butler.registry.refresh()  # it caches dataset types: raw is registered later
                 if "raw" not in {t.name for t in butler.registry.queryDatasetTypes()}:
                     return []
                 refs = butler.registry.queryDatasets("raw", collections="*", findFirst=False)
