@@ -309,11 +309,14 @@ class RedeliveryStorm(Fault):
     """For ``duration`` seconds, every raw object stored so far gets ``copies`` more finalize
     notifications, published together every ``every`` seconds (as at-least-once delivery does at
     its worst: the same CCD delivered again and again, many at once, while its first delivery may
-    still be in flight). Each must end registered once; the repeats are duplicates."""
+    still be in flight). Each must end registered once; the repeats are duplicates. On a busy
+    machine the first CCD may be stored late: the storm then goes on (at most 2 minutes more)
+    until one round has found something to repeat."""
 
     copies: int = 3
     every: float = 2.0
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    _stormed: threading.Event = field(default_factory=threading.Event, repr=False)
     _thread: threading.Thread | None = field(default=None, repr=False)
 
     def inject(self, world: World) -> None:
@@ -323,6 +326,7 @@ class RedeliveryStorm(Fault):
         self._thread.start()
 
     def heal(self, world: World) -> None:
+        self._stormed.wait(timeout=120)
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=60)
@@ -346,6 +350,8 @@ class RedeliveryStorm(Fault):
                 for future in futures:
                     future.result(timeout=30)
                 self.notes["published"] += len(futures)
+                if futures:
+                    self._stormed.set()
                 self._stop.wait(self.every)
         except Exception as exc:  # reported by heal's assertion if nothing went out at all
             self.notes["error"] = f"{type(exc).__name__}: {exc}"[:300]
