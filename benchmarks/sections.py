@@ -253,8 +253,9 @@ def _butler_facility(result: dict[str, Any]) -> str:
         "deliveries started at a fixed 15 s after the two instances were spawned, and an "
         "instance's start-up (imports, daf_butler, the repository and the companion opened) is "
         "~6-8 CPU seconds, against ~0.5-1.2 for handling its 102 CCDs; at that load the "
-        "start-up took far longer than 15 s (36.8 s wall at load 6.5-13 in the run above), and "
-        "the overrun was counted. The deliveries now start once both instances say they are "
+        f"start-up took far longer than 15 s ({ours.get('warm_up_seconds')} s wall at load "
+        f"{load} in the run above), and the overrun was counted. The deliveries now start once "
+        "both instances say they are "
         "ready, and the stages and CPU above show where the rest goes: reading and checking the "
         "files (CPU, on the same cores) until the last batch, then one batch.",
         "",
