@@ -376,8 +376,8 @@ class ButlerRegistry(Registry):
                     datasets.append(FileDataset(p.record.uri, [ref], formatter=formatter))
                 elif uri != p.record.uri:
                     refused[id(p)] = ChecksumConflict(
-                        f"{p.record.data_id.key}: the Butler at {self.repo} already has (or "
-                        f"this batch ingests) dataset {ref.id} at {uri}; refusing {p.record.uri}"
+                        f"{p.record.data_id.key}: the Butler at {self.repo} already has "
+                        f"dataset {ref.id} at {uri}; refusing {p.record.uri}"
                     )
         if datasets:
             self.butler.ingest(
