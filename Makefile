@@ -80,7 +80,7 @@ terraform-check: $(STAMP) ## infra/terraform: checkov, Google provider schema, t
 	OBSINGEST_TERRAFORM_BUILD=1 $(PY) -m pytest tests/tools/test_terraform.py
 
 .PHONY: chaos
-chaos: $(STAMP) ## the chaos suite: every fault scenario on the whole pipeline (~1,900 CCDs, ~25 min); writes docs/reliability.md; then the file-store destination full for 60 s under 300 CCDs
+chaos: $(STAMP) ## the chaos suite: every fault scenario on the whole pipeline, the facility ones also on a Butler registry (~2,300 CCDs, ~30 min); writes docs/reliability.md; then the file-store destination full for 60 s under 300 CCDs
 	$(PY) -m tests.chaos
 	OBSINGEST_DEST_FULL_CCDS=300 OBSINGEST_DEST_FULL_SECONDS=60 $(PY) -m pytest -p no:cacheprovider tests/integration/test_destination_full.py
 

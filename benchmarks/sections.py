@@ -220,26 +220,57 @@ def _presence(result: dict[str, Any]) -> str:
 def _butler_facility(result: dict[str, Any]) -> str:
     ours, ref = result["obsingest"], result["butler_ingest_files"]
     load = result.get("machine", {}).get("load_1min")
-    return "\n".join(
-        [
-            f"A whole LSSTCam exposure ({result['ccds']} CCDs) delivered at once to "
-            f"{result['instances']} register-function processes on one PostgreSQL Butler from "
-            f"`butler create` (load average at the start {load} on {result['machine']['cpus']} "
-            "cores).",
+    stages = ours.get("stages", {})
+    cpu = ours.get("cpu_seconds", {})
+    lines = [
+        f"A whole LSSTCam exposure ({result['ccds']} CCDs) delivered at once to "
+        f"{result['instances']} warm register-function processes ({ours.get('handlers', 32)} "
+        "handlers each) on one PostgreSQL Butler from `butler create` (load average at the "
+        f"start {load} on {result['machine']['cpus']} cores).",
+        "",
+        "| path | seconds | in the Butler | registered | announced | batches (largest) |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+        f"| obsingest, delivery -> last CCD announced | {ours['seconds']} | "
+        f"{ours['in_butler']} | {ours['registered']} | {ours['announced']} | "
+        f"{ours['batches']} ({ours['largest_batch']}) |",
+        f"| `butler ingest-files` (whole command) | {ref['seconds']} | {ref['in_butler']} "
+        "| - | - | - |",
+        "",
+    ]
+    if stages:
+        lines += [
+            "Seconds after the delivery when the last CCD was read and checked "
+            f"{stages['last_checked']}, committed (Butler + companion) "
+            f"{stages['last_committed']}, announced {stages['last_announced']}, its handler "
+            f"back {stages['last_returned']}; batches took {stages['batch_seconds_sum']} s in "
+            f"all. CPU seconds per instance: start-up {cpu.get('warm_up')} (imports, the "
+            f"Butler and the companion opened; {ours['warm_up_seconds']} s wall for both), "
+            f"handling {cpu.get('handling')}.",
             "",
-            "| path | seconds | in the Butler | registered | announced | batches (largest) |",
-            "| --- | ---: | ---: | ---: | ---: | --- |",
-            f"| obsingest, delivery -> last CCD announced | {ours['seconds']} | "
-            f"{ours['in_butler']} | {ours['registered']} | {ours['announced']} | "
-            f"{ours['batches']} ({ours['largest_batch']}) |",
-            f"| `butler ingest-files` (whole command) | {ref['seconds']} | {ref['in_butler']} "
-            "| - | - | - |",
-            "",
-            f"Ratio (butler ingest-files / obsingest): {result['ratio']}. Goal (last CCD within "
-            f"{result['goal']['last_ccd_within_seconds']} s, 205 in the Butler, each announced): "
-            f"{'met' if result['goal']['met'] else 'NOT met'}.",
         ]
+    lines += [
+        "What the 31.9 s of the run of 2026-11-25 18:30 (load 10-17) was: not the pipeline. The "
+        "deliveries started at a fixed 15 s after the two instances were spawned, and an "
+        "instance's start-up (imports, daf_butler, the repository and the companion opened) is "
+        "~6-8 CPU seconds, against ~0.5-1.2 for handling its 102 CCDs; at that load the "
+        f"start-up took far longer than 15 s ({ours.get('warm_up_seconds')} s wall at load "
+        f"{load} in the run above), and the overrun was counted. The deliveries now start once "
+        "both instances say they are "
+        "ready, and the stages and CPU above show where the rest goes: reading and checking the "
+        "files (CPU, on the same cores) until the last batch, then one batch.",
+        "",
+    ]
+    lines.append(
+        f"Ratio (butler ingest-files / obsingest): {result['ratio']} warm"
+        + (
+            f", {result['ratio_cold']} counting the instances' start-up"
+            if "ratio_cold" in result
+            else ""
+        )
+        + f". Goal (last CCD within {result['goal']['last_ccd_within_seconds']} s, 205 in the "
+        f"Butler, each announced): {'met' if result['goal']['met'] else 'NOT met'}."
     )
+    return "\n".join(lines)
 
 
 def _facility(result: dict[str, Any]) -> str:

@@ -361,11 +361,15 @@ class ButlerRegistry(Registry):
                 )
             by_run.setdefault(registration.run, []).append((p, ref))
         datasets = []
+        #: a CCD delivered again while its first delivery is still in the batch (a redelivery
+        #: storm) is ingested once: two FileDatasets of one data id fail the whole ingest
+        batched: dict[uuid.UUID, str] = {}
         for run, items in by_run.items():
             existing = self._existing(run, [ref for _, ref in items]) if look else {}
             for p, ref in items:
-                uri = existing.get(ref.id)
+                uri = existing.get(ref.id, batched.get(ref.id))
                 if uri is None:
+                    batched[ref.id] = p.record.uri
                     formatter = raw_formatter(
                         p.record.data_id.instrument, self.butler_settings.formatter
                     )

@@ -2,12 +2,13 @@
 edge's journal and the arrivals observer. Never from what a process says about itself.
 
 Per CCD handed off (the DAQ's files): registered exactly once (one dataset row, its object in the
-bucket with the row's size), announced (the observer received its dataset id), acknowledged in the
-edge journal. Lost: handed off but not registered, or registered but never announced. Doubled: a
-data id with two *different* dataset ids among the registry rows and the announcements (an
-announcement repeated with the same dataset id is at-least-once delivery, deduplicated by the
-subscriber, and counted apart as a duplicate announcement). Every bad input must have its own
-quarantine record (registry or journal) with the reason it was sent for.
+bucket with the row's size; on a Butler world one ``raw`` in the Butler itself, in any collection,
+read with daf_butler's own API, its object in the bucket), announced (the observer received its
+dataset id), acknowledged in the edge journal. Lost: handed off but not registered, or registered
+but never announced. Doubled: a data id with two *different* dataset ids among the registry rows
+and the announcements (an announcement repeated with the same dataset id is at-least-once
+delivery, deduplicated by the subscriber, and counted apart as a duplicate announcement). Every
+bad input must have its own quarantine record (registry or journal) with the reason it was sent for.
 """
 
 from __future__ import annotations
@@ -67,13 +68,17 @@ def count(world: World, sent: set[str], bad: list[BadInput]) -> Tally:
     from producers.edge.journal import Journal
 
     tally = Tally(sent=len(sent), bad_sent=sum(1 for b in bad if b.sent))
-    rows = world.read(world.registry.datasets)
     ids_by_key: dict[str, set[str]] = defaultdict(set)
     row_by_key: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        key = f"{row['instrument']}/{row['exposure']}/{row['detector']:03d}"
-        ids_by_key[key].add(str(row["id"]))
-        row_by_key[key] = row
+    if world.options.butler:  # the Butler is the registry of record: count what it holds
+        for key, ds_id, uri in world.butler_datasets():
+            ids_by_key[key].add(ds_id)
+            row_by_key[key] = {"uri": uri, "size": None}  # the Butler keeps no size here
+    else:
+        for row in world.read(world.registry.datasets):
+            key = f"{row['instrument']}/{row['exposure']}/{row['detector']:03d}"
+            ids_by_key[key].add(str(row["id"]))
+            row_by_key[key] = row
     objects = {blob.name: int(blob.size or 0)
                for blob in world.store.client.list_blobs(world.bucket, prefix="raw/")}  # fmt: skip
     assert world.observer is not None
@@ -96,7 +101,8 @@ def count(world: World, sent: set[str], bad: list[BadInput]) -> Tally:
         in_bucket = row is not None and _object_of(row["uri"], world.bucket) in objects
         if in_bucket:
             tally.stored += 1
-            in_bucket = objects[_object_of(row["uri"], world.bucket)] == int(row["size"])
+            size = objects[_object_of(row["uri"], world.bucket)]
+            in_bucket = row["size"] is None or size == int(row["size"])
         if len(ids) == 1 and in_bucket:
             tally.registered_once += 1
         if ids and ids & announced_ids.get(key, set()):

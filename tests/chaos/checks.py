@@ -19,6 +19,7 @@ from tests.chaos.faults import (
     LinkFault,
     Outage,
     PostgresCrash,
+    RedeliveryStorm,
     SpoolFull,
     TopicOutage,
 )
@@ -303,3 +304,25 @@ def one_exposure_ingested_per_exposure(run: Run) -> None:
         event = item.event
         assert event.registered == event.expected == run.night.detectors, (item.key, event)
         assert not event.missing_detectors and event.manifest_known, (item.key, event)
+
+
+def butler_cli_lists_each_ccd_once(run: Run) -> None:
+    """A Butler world, counted once more the way a person would: ``butler query-datasets REPO raw
+    --collections '*'`` (the real CLI) lists every CCD handed off exactly once, and nothing else."""
+    from tests.integration.fixtures.butler import query_datasets
+
+    rows = query_datasets(run.world.butler_repo, "*")
+    listed = Counter(f"{r['instrument']}/{r['exposure']}/{int(r['detector']):03d}" for r in rows)
+    doubled = sorted(k for k, n in listed.items() if n > 1)
+    assert not doubled, f"listed more than once: {doubled[:5]}"
+    missing, extra = sorted(run.sent - set(listed)), sorted(set(listed) - run.sent)
+    assert not missing and not extra, f"missing {missing[:5]}, nobody sent {extra[:5]}"
+
+
+def storm_redelivered(run: Run) -> None:
+    """The storm did publish its copies, and they reached the function: a redelivered CCD is
+    announced again (at-least-once), so the observer saw repeated announcements, while the
+    Butler holds each CCD once (the scenario's count)."""
+    [storm] = run.fault_of(RedeliveryStorm)
+    assert storm.notes.get("published", 0) > 0, storm.notes
+    assert run.tally.duplicate_announcements > 0, "no redelivered CCD was announced again"

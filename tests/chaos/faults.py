@@ -302,3 +302,58 @@ class Nested(Fault):
         assert self.outer is not None
         self.outer.heal(world)
         self.outer.healed_at = time.time()
+
+
+@dataclass
+class RedeliveryStorm(Fault):
+    """For ``duration`` seconds, every raw object stored so far gets ``copies`` more finalize
+    notifications, published together every ``every`` seconds (as at-least-once delivery does at
+    its worst: the same CCD delivered again and again, many at once, while its first delivery may
+    still be in flight). Each must end registered once; the repeats are duplicates. On a busy
+    machine the first CCD may be stored late: the storm then goes on (at most 2 minutes more)
+    until one round has found something to repeat."""
+
+    copies: int = 3
+    every: float = 2.0
+    _stop: threading.Event = field(default_factory=threading.Event, repr=False)
+    _stormed: threading.Event = field(default_factory=threading.Event, repr=False)
+    _thread: threading.Thread | None = field(default=None, repr=False)
+
+    def inject(self, world: World) -> None:
+        self.notes["published"] = 0
+        self._thread = threading.Thread(target=self._storm, args=(world,), daemon=True,
+                                        name="redelivery-storm")  # fmt: skip
+        self._thread.start()
+
+    def heal(self, world: World) -> None:
+        self._stormed.wait(timeout=120)
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+        assert self.notes["published"] > 0, "the storm published nothing"
+
+    def _storm(self, world: World) -> None:
+        from google.cloud import pubsub_v1
+
+        from obsingest.bus.pubsub import topic_path
+        from obsingest.store.notifications import gcs_notification_message
+
+        topic = topic_path(world.project, world.bus.objects_topic)
+        client = pubsub_v1.PublisherClient()
+        try:
+            while not self._stop.is_set():
+                futures = []
+                for blob in world.store.client.list_blobs(world.bucket, prefix="raw/"):
+                    data, attributes = gcs_notification_message(world.store.stat(blob.name))
+                    futures += [client.publish(topic, data, **attributes)
+                                for _ in range(self.copies)]  # fmt: skip
+                for future in futures:
+                    future.result(timeout=30)
+                self.notes["published"] += len(futures)
+                if futures:
+                    self._stormed.set()
+                self._stop.wait(self.every)
+        except Exception as exc:  # reported by heal's assertion if nothing went out at all
+            self.notes["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        finally:
+            client.stop()

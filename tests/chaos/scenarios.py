@@ -5,10 +5,16 @@ hold besides "nothing lost, nothing doubled". ``reduced`` is the night a scenari
 Facility settings: a pass every 10 s and a canary judged after 30 s unless a scenario says
 otherwise; the emulator restarts run the reconcile at its defaults (a pass every 30 s, 15 s
 grace: what the "registered within 2 minutes" promise rests on).
+
+The Butler lane (``*-butler``): the facility scenarios again with a ``butler:`` registry, a
+repository made by the real ``butler create`` on the world's PostgreSQL (SIGKILL of the function
+mid-ingest, PostgreSQL crashes, a Pub/Sub emulator restart, a redelivery storm), counted from the
+Butler itself (daf_butler's API while settling, ``butler query-datasets`` at the end).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable
 
@@ -30,6 +36,7 @@ from tests.chaos.faults import (
     NotificationsLost,
     Outage,
     PostgresCrash,
+    RedeliveryStorm,
     ServiceDown,
     SpoolFull,
     TopicOutage,
@@ -392,6 +399,39 @@ SCENARIOS: tuple[Scenario, ...] = (
         Night(6, 6, 2.0),
         bad=(2 * len(bad_input.NOTIFICATION_KINDS), 2 * len(bad_input.FILE_KINDS)),
         exactly_once_announcements=True,
+    ),
+)
+
+
+def _on_butler(base: str, reduced: Night | None = None, **changes: object) -> Scenario:
+    """The scenario named ``base`` on a Butler registry (module doc), ``<base>-butler``."""
+    scenario = next(s for s in SCENARIOS if s.name == base)
+    return dataclasses.replace(
+        scenario,
+        name=f"{base}-butler",
+        what=f"{scenario.what}; a Butler registry (butler create, PostgreSQL)",
+        reduced=reduced,
+        options=dataclasses.replace(scenario.options, butler=True),
+        checks=(*scenario.checks, checks.butler_cli_lists_each_ccd_once),
+        **changes,  # type: ignore[arg-type]
+    )
+
+
+SCENARIOS += (
+    _on_butler("function-sigkill", reduced=Night(6, 8, 1.5)),
+    _on_butler("postgres-crash"),
+    _on_butler("pubsub-restart"),
+    Scenario(
+        "redelivery-storm-butler",
+        "every stored CCD notified 2 times more every 3 s for 15 s (a redelivery storm); a "
+        "Butler registry (butler create, PostgreSQL)",
+        _one(
+            lambda: RedeliveryStorm("redelivery storm 15 s", 15.0, copies=2, every=3.0), 3.0, 5.0
+        ),
+        Night(12, 6, 1.5),
+        reduced=Night(6, 6, 1.5),
+        options=WorldOptions(butler=True),
+        checks=(checks.storm_redelivered, checks.butler_cli_lists_each_ccd_once),
     ),
 )
 

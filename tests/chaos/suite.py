@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 REDUCED_LANES: tuple[tuple[str, ...], ...] = (
     ("edge-sigkill", "postgres-crash", "kafka", "store-link-down"),
     ("function-outage-60s", "spool-full"),
-    ("arrivals-topic-outage-60s",),
+    ("arrivals-topic-outage-60s", "function-sigkill-butler"),
     ("gcs-restart", "gcs-rate-limit-storm"),
-    ("pubsub-restart",),
+    ("pubsub-restart", "redelivery-storm-butler"),
 )
 
 

@@ -84,6 +84,10 @@ class WorldOptions:
     #: a Kafka broker of the world's own (not the suite's) whose log directory is a tmpfs of
     #: this many MB (``World.kafka_disk``) that a fault can fill; with ``transport="kafka"``
     kafka_disk_mb: int = 0
+    #: the registry is a daf_butler repository made by the real ``butler create`` with its
+    #: registry on the world's PostgreSQL (obsingest's companion tables in a database of their
+    #: own); the scenario counts from the Butler itself (``World.butler_datasets``)
+    butler: bool = False
 
 
 class World:
@@ -130,6 +134,11 @@ class World:
         self.registry_tablespace = ""
         self.gcs_disk: Path | None = None
         self.kafka_disk: Path | None = None
+        #: with ``options.butler``: the repository, its databases, the companion's URL
+        self.butler_repo = ""
+        self.butler_databases: list[str] = []
+        self.companion_url = ""
+        self._butler: Any = None
 
     # environment -------------------------------------------------------------------------------
     def base_env(self) -> dict[str, str]:
@@ -147,6 +156,8 @@ class World:
             "OBSINGEST_REGISTRY_POOL_SIZE": "4",
             "OBSINGEST_FUNCTION_PUSH_AUTH": "false",
         })  # fmt: skip
+        if self.companion_url:
+            env["OBSINGEST_BUTLER_COMPANION_URL"] = self.companion_url
         env.update({f"OBSINGEST_RELAY_{k.upper()}": str(v) for k, v in self.options.relay.items()})
         env.update({f"OBSINGEST_{k.upper()}": str(v) for k, v in self.options.facility.items()})
         if self.kafka_stack is not None:
@@ -187,9 +198,16 @@ class World:
             self.registry_url, self.registry_tablespace = create_database_on(
                 self.admin_url, self.registry_disk, "chaos"
             )
+        elif self.options.butler:
+            self.registry_url = self._butler_repo()
         else:
             self.registry_url = create_database(self.admin_url, "chaos")
-        self.registry = Registry.open(RegistrySettings(url=self.registry_url, retry_deadline=5.0))
+        if self.options.butler:
+            self.registry = self._open_butler_registry()
+        else:
+            self.registry = Registry.open(
+                RegistrySettings(url=self.registry_url, retry_deadline=5.0)
+            )
         self.bus = BusSettings(backend="pubsub", pubsub_project=self.project)
         self.store = GcsStore(self.bucket, settings=GcsSettings(project=self.project))
         setup(self.bucket, self.bus, prefixes=defaults.NOTIFIED_PREFIXES,
@@ -266,6 +284,76 @@ class World:
             for wait in waits:
                 wait.result()
         return self
+
+    def _butler_repo(self) -> str:
+        """A repository from the real ``butler create`` (fixtures/butler.py), its registry on
+        the world's PostgreSQL; its ``butler:`` URL."""
+        from tests.integration.fixtures.butler import new_repo
+        from tests.integration.fixtures.handles import PostgresServer
+
+        url, made, companion = new_repo(
+            "postgresql", self.workdir / "repo", PostgresServer(self.admin_url)
+        )
+        self.butler_databases, self.companion_url = made, companion or ""
+        self.butler_repo = str((self.workdir / "repo").resolve())
+        return url
+
+    def _open_butler_registry(self) -> Any:
+        """The harness's own handle on the Butler backend (outbox, quarantine, counts), built
+        with the world's companion rather than the caller's environment."""
+        from lsst.daf.butler import Butler
+
+        from obsingest.registry.butler import ButlerRegistry
+        from obsingest.registry.butler_repo import ButlerSettings
+        from obsingest.registry.engine import make_engine
+        from obsingest.registry.migrations import migrate
+        from obsingest.settings import RegistrySettings
+
+        settings = RegistrySettings(url=self.registry_url, retry_deadline=5.0)
+        companion = settings.model_copy(update={"url": self.companion_url})
+        registry = ButlerRegistry(
+            make_engine(companion),
+            settings,
+            ButlerSettings(companion_url=self.companion_url),
+            Butler.from_config(self.butler_repo, writeable=True),
+            self.butler_repo,
+        )
+        migrate(registry.engine)
+        return registry
+
+    def butler_datasets(self) -> list[tuple[str, str, str]]:
+        """Every ``raw`` the Butler holds, in any collection, straight from daf_butler (not
+        obsingest's code or tables): (data id key, dataset id, URI) each. A fresh Butler per
+        count after a failure (its connections die with a PostgreSQL crash)."""
+        from lsst.daf.butler import Butler
+
+        for attempt in range(10):
+            try:
+                if self._butler is None:
+                    self._butler = Butler.from_config(self.butler_repo)
+                butler = self._butler
+                butler.registry.refresh()  # it caches dataset types: raw is registered later
+                if "raw" not in {t.name for t in butler.registry.queryDatasetTypes()}:
+                    return []
+                refs = butler.registry.queryDatasets("raw", collections="*", findFirst=False)
+                return [
+                    (
+                        f"{ref.dataId['instrument']}/{ref.dataId['exposure']}/"
+                        f"{ref.dataId['detector']:03d}",
+                        str(ref.id),
+                        str(butler.getURI(ref)),
+                    )
+                    for ref in refs
+                ]
+            except Exception:
+                if self._butler is not None:
+                    with contextlib.suppress(Exception):
+                        self._butler.close()
+                self._butler = None
+                if attempt == 9:
+                    raise
+                time.sleep(0.5)
+        return []
 
     def _manifest_processes(self, function_env: dict[str, str], env: dict[str, str]) -> None:
         """The register function serving ``on_manifest`` and the relay on ``exposures-relay``
@@ -364,10 +452,18 @@ class World:
             self.toxiproxy.close()
         if self.store_fault is not None:
             self.store_fault.close()
-        if self.registry is not None:
-            self.registry.close()
+        if self._butler is not None:
             with contextlib.suppress(Exception):
-                drop_database(self.admin_url, self.registry_url)
+                self._butler.close()
+        if self.registry is not None:
+            with contextlib.suppress(Exception):
+                self.registry.close()
+            if not self.options.butler:
+                with contextlib.suppress(Exception):
+                    drop_database(self.admin_url, self.registry_url)
+        for database in self.butler_databases:
+            with contextlib.suppress(Exception):
+                drop_database(self.admin_url, database)
         if self.registry_disk is not None:
             from tests.chaos.disks import drop_registry_disk
 

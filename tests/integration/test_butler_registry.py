@@ -135,6 +135,27 @@ def test_a_whole_lsstcam_exposure_lands_in_the_butler_with_obsingest_ids(env):
         butler.close()
 
 
+def test_a_redelivery_storm_in_one_batch_ingests_each_ccd_once(env):
+    """Every notification delivered three times at once (at-least-once at its worst): copies of
+    one CCD land in one batch, and the batch ingests it once rather than failing whole on
+    daf_butler's "same DataId as other ingest dataset"."""
+    detectors = list(range(12))
+    env.upload(EXPOSURE, detectors)
+    outbox = env.store.outbox()
+    events = [from_storage_cloudevent(e, e["data"]) for _, e in outbox.pending()] * 3
+    with ThreadPoolExecutor(len(events)) as pool:
+        outcomes = list(pool.map(env.service.handle, events))
+    by_ccd: dict[int, list[str]] = {}
+    for o in outcomes:
+        by_ccd.setdefault(o.data_id.detector, []).append(o.status)
+    assert {d: sorted(s) for d, s in by_ccd.items()} == {
+        d: ["duplicate", "duplicate", "registered"] for d in detectors
+    }
+    assert env.registry.batch_stats()["largest_batch"] > len(detectors)  # copies did meet
+    rows = query_datasets(repo_of(env.url), RUN)
+    assert sorted(int(r["detector"]) for r in rows) == detectors
+
+
 def test_redelivery_is_a_noop_and_conflicting_bytes_are_quarantined(env):
     detectors = [0, 94, 189, 191]
     env.upload(EXPOSURE, detectors)
