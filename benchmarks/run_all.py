@@ -287,6 +287,9 @@ def write_readme(runs: list[dict[str, Any]], info: dict[str, Any]) -> None:
             lines += [f"Failed: {r['error']}.", "", "```", *tail, "```"]
             continue
         lines.append(SECTIONS.get(r["name"], generic)(r["result"]))
+    # sections written by harnesses that are not benchmarks here (make soak: results/soak.md)
+    for extra in sorted(RESULTS.glob("*.md")):
+        lines += ["", f"## {extra.stem}", "", extra.read_text().strip()]
     README.write_text("\n".join(lines).rstrip() + "\n")
 
 

@@ -428,12 +428,13 @@ def format_section(result: dict[str, Any], load: list[float]) -> str:
 
 
 def write(results: list[dict[str, Any]], load: list[float]) -> None:
-    """``benchmarks/results/soak.json`` and the ``## soak`` section of benchmarks/README.md."""
+    """``benchmarks/results/soak.json``, ``soak.md`` and the ``## soak`` section of benchmarks/README.md."""
     doc = {"benchmark": "soak", "when": datetime.now().astimezone().isoformat(),
            "machine": {"cpus": os.cpu_count(), "load_avg": load}, "runs": results}  # fmt: skip
     RESULTS.write_text(json.dumps(doc, indent=2, default=str) + "\n")
-    readme = ROOT / "benchmarks" / "README.md"
-    text = readme.read_text()
-    head = text.split("\n## soak\n")[0].rstrip()
     body = "\n\n".join(format_section(r, load) for r in results)
+    # make bench rewrites the README and keeps this section from results/soak.md
+    RESULTS.with_suffix(".md").write_text(body + "\n")
+    readme = ROOT / "benchmarks" / "README.md"
+    head = readme.read_text().split("\n## soak\n")[0].rstrip()
     readme.write_text(f"{head}\n\n## soak\n\n{body}\n")
