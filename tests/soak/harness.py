@@ -428,7 +428,7 @@ def format_section(result: dict[str, Any], load: list[float]) -> str:
 
 
 def write(results: list[dict[str, Any]], load: list[float]) -> None:
-    """``benchmarks/results/soak.json``, ``soak.md`` and the ``## soak`` section of benchmarks/README.md."""
+    """``results/soak.json``, ``soak.md`` and the ``## soak`` section of benchmarks/README.md."""
     doc = {"benchmark": "soak", "when": datetime.now().astimezone().isoformat(),
            "machine": {"cpus": os.cpu_count(), "load_avg": load}, "runs": results}  # fmt: skip
     RESULTS.write_text(json.dumps(doc, indent=2, default=str) + "\n")
