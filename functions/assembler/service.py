@@ -43,6 +43,7 @@ from functions.assembler.settings import AssemblerSettings
 from obsingest.errors import ObsIngestError, PermanentError, RetriableError
 from obsingest.logs import get_logger, log_event, logging_context
 from obsingest.messages import utcnow
+from obsingest.retry import RetriesExhausted, RetryPolicy, Transient, call_with_retries
 from obsingest.store.base import ObjectConflict, ObjectStore, PutResult
 from obsingest.store.notifications import object_metadata, parked_copy
 
@@ -67,6 +68,12 @@ class StoreUnavailable(RetriableError):
     """The store kept failing: stop without committing; a restart resumes from the commit."""
 
     reason = "store-unavailable"
+
+
+def _store_failure(exc: BaseException) -> Transient | None:
+    """Any store failure but a permanent one (a conflict included) is worth another put."""
+    permanent = isinstance(exc, PermanentError) or not isinstance(exc, Exception)
+    return None if permanent else Transient("store")
 
 
 class ConsumerFailed(PermanentError):
@@ -355,26 +362,28 @@ class AssemblerService:
         meta = object_metadata(
             done.checksum, done.readout_time, done.compressed_time, TRANSPORT, done.producer
         )
-        delay = self.settings.store_backoff_s
-        for attempt in range(1, self.settings.store_attempts + 1):
-            try:
-                result = self.store.put(name, done.data, meta)
-                status = "stored" if result.created else "exists"
-                break
-            except ObjectConflict as conflict:
-                result = self._park_conflict(done, name, meta, conflict)
-                status = "conflict"
-                break
-            except PermanentError:
-                raise
-            except Exception as exc:  # network, 5xx, disk: retry, then stop without committing
-                log_event(
-                    log, "assembler.store_retry", logging.WARNING, attempt=attempt, error=str(exc)
-                )
-                if attempt == self.settings.store_attempts:
-                    raise StoreUnavailable(f"{name}: {exc}") from exc
-                time.sleep(delay)
-                delay *= 2
+        policy = RetryPolicy.doubling(self.settings.store_attempts, self.settings.store_backoff_s)
+
+        def failed(attempt: int, error: BaseException) -> None:
+            log_event(
+                log, "assembler.store_retry", logging.WARNING, attempt=attempt, error=str(error)
+            )
+
+        try:  # network, 5xx, disk: retry, then stop without committing
+            result = call_with_retries(
+                lambda _left: self.store.put(name, done.data, meta),
+                _store_failure,
+                policy,
+                what=name,
+                on_retry=lambda attempt: failed(attempt.number, attempt.error),
+            )
+            status = "stored" if result.created else "exists"
+        except ObjectConflict as conflict:
+            result = self._park_conflict(done, name, meta, conflict)
+            status = "conflict"
+        except RetriesExhausted as gave_up:
+            failed(gave_up.attempts, gave_up.last)
+            raise StoreUnavailable(f"{name}: {gave_up.last}") from gave_up.last
         counter = {"stored": "stored", "exists": "existing", "conflict": "conflicts"}[status]
         with self._lock:  # stores run on several threads
             setattr(self.stats, counter, getattr(self.stats, counter) + 1)
