@@ -40,7 +40,7 @@ from functions.assembler.reassembly import (
 )
 from functions.assembler.recovery import RecoveryFailed, reread
 from functions.assembler.settings import AssemblerSettings
-from obsingest.errors import ObsIngestError, PermanentError, RetriableError
+from obsingest.errors import PermanentError, RetriableError
 from obsingest.logs import get_logger, log_event, logging_context
 from obsingest.messages import utcnow
 from obsingest.retry import RetriesExhausted, RetryPolicy, Transient, call_with_retries
@@ -56,12 +56,6 @@ log = get_logger("obsingest.assembler")
 
 TRANSPORT = "kafka"
 TP = tuple[str, int]
-
-
-class AssemblerError(ObsIngestError):
-    """Base of the assembler's own errors."""
-
-    reason = "assembler"
 
 
 class StoreUnavailable(RetriableError):

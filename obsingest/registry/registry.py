@@ -14,7 +14,7 @@ import json
 import math
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
@@ -313,41 +313,6 @@ class Registry:
         with self._known_lock:
             self._known_runs.discard(run)
             self._known_exposures.pop((record.instrument, record.exposure), None)
-
-    def register_many(
-        self, items: Sequence[tuple[FileRecord, ExposureRecord | None]]
-    ) -> list[Registration | ChecksumConflict]:
-        """Register several files in one transaction (one commit for a whole batch); per file the
-        same outcome as ``register``, a ChecksumConflict returned in its place, not raised."""
-        full = [
-            (r, e or ExposureRecord(r.data_id.instrument, r.data_id.exposure, r.data_id.day_obs))
-            for r, e in items
-        ]
-
-        def tx(conn: Connection) -> list[Registration | ChecksumConflict]:
-            done: set[tuple[str, ...]] = set()
-            out: list[Registration | ChecksumConflict] = []
-            for record, exposure in full:
-                run = run_name(self.settings.run, record.data_id.instrument)
-                key = (run, exposure.instrument, str(exposure.exposure))
-                try:
-                    out.append(self._register(conn, record, exposure, key in done))
-                except ChecksumConflict as exc:
-                    out.append(exc)
-                done.add(key)
-            return out
-
-        runs = {run_name(self.settings.run, r.data_id.instrument) for r, _ in full}
-        try:
-            results = self._retrying(lambda: self._in_tx(tx))
-        except Exception:
-            for run in runs:
-                for _, exposure in full:
-                    self._forget(run, exposure)
-            raise
-        for record, exposure in full:
-            self._remember(run_name(self.settings.run, record.data_id.instrument), exposure)
-        return results
 
     def _register(
         self,

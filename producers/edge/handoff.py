@@ -74,10 +74,6 @@ class Found:
     identity: Identity | None = None
     size: int = -1
 
-    @property
-    def relpath(self) -> str:
-        return str(self.path)
-
 
 def classify(path: Path) -> tuple[Kind, DataId | None, PermanentError | None] | None:
     """What the file at ``path`` is by its suffix; None for files the edge ignores (sidecars:
