@@ -70,6 +70,10 @@ def _store_failure(exc: BaseException) -> Transient | None:
     return None if permanent else Transient("store")
 
 
+def _store_retry(attempt: int, error: BaseException) -> None:
+    log_event(log, "assembler.store_retry", logging.WARNING, attempt=attempt, error=str(error))
+
+
 class ConsumerFailed(PermanentError):
     """librdkafka reported a fatal consumer error."""
 
@@ -356,27 +360,20 @@ class AssemblerService:
         meta = object_metadata(
             done.checksum, done.readout_time, done.compressed_time, TRANSPORT, done.producer
         )
-        policy = RetryPolicy.doubling(self.settings.store_attempts, self.settings.store_backoff_s)
-
-        def failed(attempt: int, error: BaseException) -> None:
-            log_event(
-                log, "assembler.store_retry", logging.WARNING, attempt=attempt, error=str(error)
-            )
-
         try:  # network, 5xx, disk: retry, then stop without committing
             result = call_with_retries(
                 lambda _left: self.store.put(name, done.data, meta),
                 _store_failure,
-                policy,
+                RetryPolicy.doubling(self.settings.store_attempts, self.settings.store_backoff_s),
                 what=name,
-                on_retry=lambda attempt: failed(attempt.number, attempt.error),
+                on_retry=lambda attempt: _store_retry(attempt.number, attempt.error),
             )
             status = "stored" if result.created else "exists"
         except ObjectConflict as conflict:
             result = self._park_conflict(done, name, meta, conflict)
             status = "conflict"
         except RetriesExhausted as gave_up:
-            failed(gave_up.attempts, gave_up.last)
+            _store_retry(gave_up.attempts, gave_up.last)
             raise StoreUnavailable(f"{name}: {gave_up.last}") from gave_up.last
         counter = {"stored": "stored", "exists": "existing", "conflict": "conflicts"}[status]
         with self._lock:  # stores run on several threads
