@@ -320,6 +320,10 @@ def _data_size(data: bytes, start: int, end: int) -> int | None:
     sizes it is missing or is not a plain integer. Each value is the first ``KEY = value``
     card's, as ``Hdu`` reads it: looked for first where the standard puts it (BITPIX second,
     NAXIS, NAXISn, then PCOUNT, GCOUNT), while every card before it was one of these."""
+    bitpix: int | None
+    naxis: int | None
+    pcount: int | None
+    gcount: int | None
     table = _TABLE_CARDS.match(data, start)
     if table and table.end() <= end:  # the usual extension (a compressed image's table)
         try:
