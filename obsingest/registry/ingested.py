@@ -352,7 +352,11 @@ class IngestedCheck:
         found: list[OpenExposure] = []
         for instrument in camera.INSTRUMENTS:
             params = {"inst": instrument, "since": since, **self._ours(instrument)}
-            rows = self._read(lambda conn, p=params: conn.execute(self._q_open, p).all())
+
+            def query(conn: Connection, p: dict[str, Any] = params) -> Any:
+                return conn.execute(self._q_open, p).all()
+
+            rows = self._read(query)
             for exposure, expected, obs_start, exposure_time, registered, closed in rows:
                 start = _utc(obs_start)
                 deadline = (
