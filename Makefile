@@ -46,8 +46,9 @@ test-e2e: $(STAMP) ## end-to-end tests
 test-tools: $(STAMP) ## checks by pinned external tools: checkov, promtool (fetched into .cache)
 	$(PY) -m pytest -m tools tests/tools
 
-lint: $(STAMP) ## ruff
+lint: $(STAMP) ## ruff, and mypy (strict on obsingest/, defaults elsewhere; pyproject.toml)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 bench: $(STAMP) ## every benchmark (ONLY="a b": just those); writes benchmarks/results/*.json and benchmarks/README.md
 	$(PY) -m benchmarks.run_all $(ONLY)

@@ -10,7 +10,7 @@ import google_crc32c
 
 
 def crc32c(data: bytes) -> int:
-    return google_crc32c.value(data)
+    return int(google_crc32c.value(data))
 
 
 def crc32c_b64(data: bytes) -> str:

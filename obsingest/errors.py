@@ -8,7 +8,11 @@ input never blocks the stream behind it.
 from __future__ import annotations
 
 import pickle
-from typing import Any
+from typing import Any, ClassVar
+
+#: Every ``reason`` an error class declares, added as the class is defined: the closed set of
+#: the metrics' ``reason`` label (``obsingest.metrics.LABEL_VALUES``), never listed by hand.
+REASONS: set[str] = {"error"}
 
 
 class ObsIngestError(Exception):
@@ -23,6 +27,14 @@ class ObsIngestError(Exception):
     retriable: bool = False
     #: short machine-readable reason, stored in quarantine records and dead-letter attributes
     reason: str = "error"
+    #: the reasons instances may carry besides ``reason``, for a class that sets its own per
+    #: instance (a dead-letter reason from a vocabulary)
+    reasons: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        REASONS.add(cls.reason)
+        REASONS.update(str(reason) for reason in cls.reasons)
 
     def __reduce__(self) -> tuple[Any, ...]:
         state = {key: _picklable(value) for key, value in self.__dict__.items()}

@@ -98,17 +98,6 @@ class Hdu:
                 f"HDU {self.index}: keyword {key} is not an integer: {text!r}", status, self.index
             ) from None
 
-    def float_value(self, key: str) -> float | None:
-        text = self.value(key)
-        if text is None:
-            return None
-        try:
-            return float(text.replace("D", "E"))
-        except ValueError:
-            raise FitsFormatError(
-                f"HDU {self.index}: keyword {key} is not a number: {text!r}", 403, self.index
-            ) from None
-
     def str_value(self, key: str) -> str | None:
         text = self.value(key)
         if text is None:
@@ -147,12 +136,6 @@ def keyword_index(cards: tuple[bytes, ...] | list[bytes]) -> dict[bytes, bytes]:
         if card[8:10] == b"= ":
             index.setdefault(card[:8], card)
     return index
-
-
-def card_value(cards: tuple[bytes, ...] | list[bytes], key: str) -> str | None:
-    """Value text of the first ``KEY = value`` card, comment stripped (None if absent)."""
-    card = keyword_index(cards).get(key.encode("ascii").ljust(8))
-    return None if card is None else _card_text(card)
 
 
 def _card_text(card: bytes) -> str:
@@ -337,6 +320,10 @@ def _data_size(data: bytes, start: int, end: int) -> int | None:
     sizes it is missing or is not a plain integer. Each value is the first ``KEY = value``
     card's, as ``Hdu`` reads it: looked for first where the standard puts it (BITPIX second,
     NAXIS, NAXISn, then PCOUNT, GCOUNT), while every card before it was one of these."""
+    bitpix: int | None
+    naxis: int | None
+    pcount: int | None
+    gcount: int | None
     table = _TABLE_CARDS.match(data, start)
     if table and table.end() <= end:  # the usual extension (a compressed image's table)
         try:

@@ -73,7 +73,7 @@ class _JsonLineHandler(logging.StreamHandler):  # type: ignore[type-arg]
         if not self._dropping:
             self._dropping = True
             with suppress(Exception):
-                sys.__stderr__.write(f"obsingest: log lines dropped: {error}\n")
+                (sys.__stderr__ or sys.stderr).write(f"obsingest: log lines dropped: {error}\n")
 
 
 def get_logger(name: str) -> logging.Logger:

@@ -37,6 +37,7 @@ import platform
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,8 @@ from prometheus_client import (
     Histogram,
     Info,
 )
+
+from obsingest import errors
 
 log = logging.getLogger("obsingest.metrics")
 
@@ -75,43 +78,17 @@ COMPONENT_OUTCOMES: dict[str, frozenset[str]] = {
     "reconcile": frozenset({"registered", "missing_object"}),
 }
 
-#: Every ``reason`` a quarantine, dead letter or registry error can carry: the ``reason`` strings
-#: of obsingest/errors.py and of the units' errors, the assembler's dead-letter reasons, and the
-#: relay's push failures by class. A unit test reads the code and fails when one is missing here.
-REASONS: frozenset[str] = frozenset(
-    {
-        # obsingest/errors.py
-        "error", "transient", "permanent", "bad-object-name", "unknown-instrument",
-        "corrupt-file", "header-mismatch", "foreign-bucket", "object-missing",
-        "checksum-conflict", "checksum-mismatch", "bad-message", "service-unavailable",
-        "bad-metadata", "unstorable-input", "request-refused", "not-a-delivery",
-        "request-too-large", "nesting-too-deep",
-        # resource exhaustion (obsingest/exhaustion.py): outages, never quarantines
-        "resource-exhausted", "disk-full", "destination-full", "registry-full", "bus-full",
-        "quota-exceeded", "rate-limited", "connection-slots", "out-of-memory",
-        # registry backends
-        "butler-conflict", "bad-header", "no-identity",
-        # kernel adapters
-        "publish-failed", "registry-unavailable", "retries-exhausted", "store-request-refused",
-        "bucket-missing", "store-permission-denied", "store-unavailable",
-        "metrics-port-unavailable",
-        # producers (edge, chunk producer)
-        "quarantined-by-producer", "chunk-delivery-failed", "chunk-rejected", "producer-fatal",
-        "listing-failed", "manifest-conflict", "registry-not-readable",
-        "source-vanished", "object-vanished", "never-completed", "bad-file-name", "bad-manifest",
-        "source-unreadable", "spool-full", "spool-unavailable", "worker-crashed",
-        "unexpected-error",
-        # assembler errors and dead-letter (dlq_reason) values
-        "assembler", "dlq-failed", "recovery-failed", "consumer-fatal", "undecodable",
-        "wrong-schema", "bad-data-id", "bad-chunk", "chunk-checksum-mismatch", "chunk-conflict",
-        "file-metadata-changed", "file-checksum-mismatch", "file-size-mismatch", "incomplete",
-        # relay push failures, by class (the full answer is in the dead letter's attributes)
-        "http-4xx", "http-5xx", "no-response",
-    }
-)  # fmt: skip
+#: Reasons that are no error class's: the relay's push failures by class (the full answer is in
+#: the dead letter's attributes) and an object a producer parked without saying why.
+PUSH_FAILURES = ("http-4xx", "http-5xx", "no-response")
+errors.REASONS.update({*PUSH_FAILURES, "quarantined-by-producer"})
+#: Every ``reason`` a quarantine, dead letter or registry error can carry: the ``reason``s of
+#: the error classes this process has defined (``obsingest.errors.REASONS``, the same set,
+#: growing as a unit's error modules are imported; bounded by the code, under 100).
+REASONS = errors.REASONS
 
 #: The closed set of values of every label in the catalogue (``other`` is always allowed).
-LABEL_VALUES: dict[str, frozenset[str]] = {
+LABEL_VALUES: dict[str, AbstractSet[str]] = {
     "component": frozenset(COMPONENT_OUTCOMES) | {"presence"},
     "outcome": frozenset().union(*COMPONENT_OUTCOMES.values()),
     "reason": REASONS,

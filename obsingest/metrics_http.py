@@ -81,8 +81,8 @@ def with_metrics_endpoint(
     metrics_app = make_wsgi_app(REGISTRY if registry is None else registry)
 
     def dispatch(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") == path:
-            return metrics_app(environ, start_response)
-        return app(environ, start_response)
+        served = metrics_app if environ.get("PATH_INFO") == path else app
+        body: Iterable[bytes] = served(environ, start_response)
+        return body
 
     return dispatch

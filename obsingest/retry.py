@@ -1,21 +1,26 @@
-"""Retry with exponential backoff and full jitter, bounded by attempts *and* a deadline.
+"""The one retry helper: tenacity driven by the project's named policies.
 
-Why a helper of our own rather than each client library's retry: the pipeline promises 5 s from
-readout to announcement, so every retry loop must stop at a deadline the caller chooses, retry
-only what a retry can fix (the caller's ``classify`` says which), and cap some kinds of errors
-more tightly than others (a 403 from a transient auth hiccup gets two more tries, not six).
+Every loop that retries goes through ``call_with_retries`` (or, where the retry is a later
+redelivery rather than a wait in place, through its policy's ``backoff``). Why policies of our
+own on top of tenacity: the pipeline promises 5 s from readout to announcement, so a retry
+stops at a deadline the caller chooses, retries only what a retry can fix (the caller's
+``classify`` says which) and caps some kinds of errors more tightly than others (a 403 from a
+transient auth hiccup gets two more tries, not six).
 
-The helper is pure: the clock, the sleep and the random source are injectable, so its decisions
-are unit-tested without waiting.
+The clock, the sleep and the random source are injectable, so decisions are unit-tested
+without waiting.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
+
+import tenacity
 
 from obsingest import defaults
 from obsingest.errors import RetriableError
@@ -40,27 +45,48 @@ Classifier = Callable[[BaseException], "Transient | None"]
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How hard to try: attempts, backoff curve and an overall deadline (seconds)."""
+    """How hard to try: attempts, backoff curve and an overall deadline (seconds; None: none).
+
+    With ``jitter`` the wait is uniform in [0, cap) (full jitter: many clients retrying at once
+    spread out); without it the wait is the cap itself.
+    """
 
     max_attempts: int = 6
     base_delay: float = 0.05
     max_delay: float = 1.0
     multiplier: float = 2.0
-    deadline: float = defaults.BUDGET_SECONDS
+    deadline: float | None = defaults.BUDGET_SECONDS
+    jitter: bool = True
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
-        if self.base_delay < 0 or self.max_delay < 0 or self.deadline <= 0:
-            raise ValueError("delays must be >= 0 and the deadline > 0")
+        if self.base_delay < 0 or self.max_delay < 0:
+            raise ValueError("delays must be >= 0")
+        if self.deadline is not None and self.deadline <= 0:
+            raise ValueError("the deadline must be > 0")
+
+    @classmethod
+    def doubling(cls, max_attempts: int, first_delay: float) -> RetryPolicy:
+        """A late result is still a result: waits of first_delay, 2x, 4x ..., no deadline."""
+        return cls(max_attempts, first_delay, math.inf, 2.0, None, jitter=False)
 
     def backoff_cap(self, retry: int) -> float:
         """Upper bound of the wait before retry number ``retry`` (1-based)."""
         return min(self.max_delay, self.base_delay * self.multiplier ** (retry - 1))
 
     def backoff(self, retry: int, rand: Callable[[], float] = random.random) -> float:
-        """Full jitter: uniform in [0, cap), so many clients retrying at once spread out."""
-        return rand() * self.backoff_cap(retry)
+        """The wait before retry number ``retry`` (1-based)."""
+        cap = self.backoff_cap(retry)
+        return rand() * cap if self.jitter else cap
+
+
+#: Storage and bus calls on the per-CCD path: jittered, at most 6 tries within the 5 s budget.
+BUDGET = RetryPolicy()
+#: The edge's resends of a CCD whose send gave up (each send retried within BUDGET already).
+EDGE_RESEND = RetryPolicy.doubling(4, 0.5)
+#: The local store's finalize events redelivered to their handler before dead-lettering.
+OUTBOX_REDELIVERY = RetryPolicy.doubling(5, 0.05)
 
 
 class RetriesExhausted(RetriableError):
@@ -89,7 +115,7 @@ class Attempt:
 def call_with_retries(
     fn: Callable[[float], T],
     classify: Classifier,
-    policy: RetryPolicy,
+    policy: RetryPolicy = BUDGET,
     *,
     what: str = "operation",
     clock: Callable[[], float] = time.monotonic,
@@ -99,38 +125,61 @@ def call_with_retries(
 ) -> T:
     """Call ``fn(remaining_seconds)`` until it succeeds, fails permanently or runs out of tries.
 
-    ``fn`` receives the time left before the deadline so it can bound its own request timeout.
-    An error ``classify`` returns None for is re-raised unchanged at once (permanent). A
-    transient one is retried after a jittered backoff unless that would pass the deadline, the
-    attempt limit or the kind's own cap; then RetriesExhausted (a RetriableError) is raised,
-    chained to the last error.
+    ``fn`` receives the time left before the deadline (inf without one) so it can bound its
+    own request timeout. An error ``classify`` returns None for is re-raised unchanged at once
+    (permanent). A transient one is retried after the policy's backoff unless that would pass
+    the deadline, the attempt limit or the kind's own cap; then RetriesExhausted (a
+    RetriableError) is raised, chained to the last error.
     """
     start = clock()
-    deadline = start + policy.deadline
+    deadline = math.inf if policy.deadline is None else start + policy.deadline
     per_kind: dict[str, int] = {}
-    attempt = 0
-    while True:
-        attempt += 1
-        remaining = deadline - clock()
-        try:
-            return fn(max(remaining, 0.0))
-        except Exception as exc:
-            verdict = classify(exc)
-            if verdict is None:
-                raise
-            retries_of_kind = per_kind.get(verdict.kind, 0)
-            delay = policy.backoff(attempt, rand)
-            remaining = deadline - clock()
-            capped = verdict.max_retries is not None and retries_of_kind >= verdict.max_retries
-            if attempt >= policy.max_attempts or capped or delay >= remaining:
-                raise RetriesExhausted(
-                    f"{what}: gave up after {attempt} attempt(s) in "
-                    f"{clock() - start:.2f} s ({verdict.kind}: {exc})",
-                    verdict.kind,
-                    attempt,
-                    exc,
-                ) from exc
-            per_kind[verdict.kind] = retries_of_kind + 1
-            if on_retry is not None:
-                on_retry(Attempt(attempt, verdict.kind, exc, delay, remaining))
-            sleep(delay)
+    seen: list[Transient] = []  # the verdict on the last failure
+
+    def retry(state: tenacity.RetryCallState) -> bool:
+        kind = classify(_error(state)) if state.outcome and state.outcome.failed else None
+        seen[:] = [kind] if kind is not None else []
+        return kind is not None
+
+    def stop(state: tenacity.RetryCallState) -> bool:
+        kind = seen[0]
+        capped = kind.max_retries is not None and per_kind.get(kind.kind, 0) >= kind.max_retries
+        return (
+            state.attempt_number >= policy.max_attempts
+            or capped
+            or state.upcoming_sleep >= deadline - clock()
+        )
+
+    def before_sleep(state: tenacity.RetryCallState) -> None:
+        kind = seen[0].kind
+        per_kind[kind] = per_kind.get(kind, 0) + 1
+        if on_retry is not None:
+            delay, remaining = state.upcoming_sleep, deadline - clock()
+            on_retry(Attempt(state.attempt_number, kind, _error(state), delay, remaining))
+
+    def give_up(state: tenacity.RetryCallState) -> T:
+        error, kind = _error(state), seen[0].kind
+        raise RetriesExhausted(
+            f"{what}: gave up after {state.attempt_number} attempt(s) in "
+            f"{clock() - start:.2f} s ({kind}: {error})",
+            kind,
+            state.attempt_number,
+            error,
+        ) from error
+
+    retrying = tenacity.Retrying(
+        retry=retry,
+        wait=lambda state: policy.backoff(state.attempt_number, rand),
+        stop=stop,
+        sleep=sleep,
+        before_sleep=before_sleep,
+        retry_error_callback=give_up,
+    )
+    return retrying(lambda: fn(max(deadline - clock(), 0.0)))
+
+
+def _error(state: tenacity.RetryCallState) -> BaseException:
+    assert state.outcome is not None and state.outcome.failed
+    error = state.outcome.exception()
+    assert error is not None
+    return error

@@ -7,13 +7,15 @@ the producer cut the file with (which tells two copies of one CCD apart).
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from obsingest.checksums import checksum_str
 from obsingest.dataid import DataId
 from obsingest.errors import BadMessage, BadObjectName, ObsIngestError, PermanentError
 from obsingest.messages import CcdChunk
 
 
-class PoisonReason:
+class PoisonReason(StrEnum):
     """``dlq_reason`` header values of dead-lettered records."""
 
     UNDECODABLE = "undecodable"
@@ -31,7 +33,9 @@ class PoisonReason:
 class ChunkPoison(PermanentError):
     """One record (or one assembled file) that can never become a valid CCD."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    reasons = tuple(PoisonReason)
+
+    def __init__(self, reason: PoisonReason, message: str) -> None:
         super().__init__(message)
         self.reason = reason
 

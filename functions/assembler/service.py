@@ -40,9 +40,10 @@ from functions.assembler.reassembly import (
 )
 from functions.assembler.recovery import RecoveryFailed, reread
 from functions.assembler.settings import AssemblerSettings
-from obsingest.errors import ObsIngestError, PermanentError, RetriableError
+from obsingest.errors import PermanentError, RetriableError
 from obsingest.logs import get_logger, log_event, logging_context
 from obsingest.messages import utcnow
+from obsingest.retry import RetriesExhausted, RetryPolicy, Transient, call_with_retries
 from obsingest.store.base import ObjectConflict, ObjectStore, PutResult
 from obsingest.store.notifications import object_metadata, parked_copy
 
@@ -57,16 +58,20 @@ TRANSPORT = "kafka"
 TP = tuple[str, int]
 
 
-class AssemblerError(ObsIngestError):
-    """Base of the assembler's own errors."""
-
-    reason = "assembler"
-
-
 class StoreUnavailable(RetriableError):
     """The store kept failing: stop without committing; a restart resumes from the commit."""
 
     reason = "store-unavailable"
+
+
+def _store_failure(exc: BaseException) -> Transient | None:
+    """Any store failure but a permanent one (a conflict included) is worth another put."""
+    permanent = isinstance(exc, PermanentError) or not isinstance(exc, Exception)
+    return None if permanent else Transient("store")
+
+
+def _store_retry(attempt: int, error: BaseException) -> None:
+    log_event(log, "assembler.store_retry", logging.WARNING, attempt=attempt, error=str(error))
 
 
 class ConsumerFailed(PermanentError):
@@ -355,26 +360,21 @@ class AssemblerService:
         meta = object_metadata(
             done.checksum, done.readout_time, done.compressed_time, TRANSPORT, done.producer
         )
-        delay = self.settings.store_backoff_s
-        for attempt in range(1, self.settings.store_attempts + 1):
-            try:
-                result = self.store.put(name, done.data, meta)
-                status = "stored" if result.created else "exists"
-                break
-            except ObjectConflict as conflict:
-                result = self._park_conflict(done, name, meta, conflict)
-                status = "conflict"
-                break
-            except PermanentError:
-                raise
-            except Exception as exc:  # network, 5xx, disk: retry, then stop without committing
-                log_event(
-                    log, "assembler.store_retry", logging.WARNING, attempt=attempt, error=str(exc)
-                )
-                if attempt == self.settings.store_attempts:
-                    raise StoreUnavailable(f"{name}: {exc}") from exc
-                time.sleep(delay)
-                delay *= 2
+        try:  # network, 5xx, disk: retry, then stop without committing
+            result = call_with_retries(
+                lambda _left: self.store.put(name, done.data, meta),
+                _store_failure,
+                RetryPolicy.doubling(self.settings.store_attempts, self.settings.store_backoff_s),
+                what=name,
+                on_retry=lambda attempt: _store_retry(attempt.number, attempt.error),
+            )
+            status = "stored" if result.created else "exists"
+        except ObjectConflict as conflict:
+            result = self._park_conflict(done, name, meta, conflict)
+            status = "conflict"
+        except RetriesExhausted as gave_up:
+            _store_retry(gave_up.attempts, gave_up.last)
+            raise StoreUnavailable(f"{name}: {gave_up.last}") from gave_up.last
         counter = {"stored": "stored", "exists": "existing", "conflict": "conflicts"}[status]
         with self._lock:  # stores run on several threads
             setattr(self.stats, counter, getattr(self.stats, counter) + 1)

@@ -145,11 +145,6 @@ class RegistryAudit:
         value = self._read(lambda c: c.execute(select(func.max(canary.c.written_at))).scalar())
         return _utc(value)
 
-    def last_canary_seen(self) -> datetime | None:
-        """When a canary was last seen by the register function (any writer's)."""
-        value = self._read(lambda c: c.execute(select(func.max(canary.c.seen_at))).scalar())
-        return _utc(value)
-
     def purge_canaries(self, older_than: timedelta, now: datetime | None = None) -> int:
         now = now or datetime.now(UTC)
         cutoff = now - older_than

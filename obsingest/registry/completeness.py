@@ -18,11 +18,13 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Final, Literal, get_args
 
-COMPLETE = "complete"
-INCOMPLETE = "incomplete"
-OVER_BUDGET = "over_budget"
-STATUSES = (COMPLETE, INCOMPLETE, OVER_BUDGET)
+Status = Literal["complete", "incomplete", "over_budget"]
+COMPLETE: Final = "complete"
+INCOMPLETE: Final = "incomplete"
+OVER_BUDGET: Final = "over_budget"
+STATUSES: tuple[Status, ...] = get_args(Status)
 
 FROM_MANIFEST = "manifest"
 FROM_INSTRUMENT = "instrument"
@@ -62,7 +64,7 @@ class ExposurePresence:
     registered: int
     missing: tuple[int, ...]
     budget_seconds: float
-    status: str
+    status: Status
     #: registered detectors the manifest did not list (counted in ``registered``)
     unexpected: tuple[int, ...] = ()
     #: registered detectors whose latency is over the budget
@@ -109,7 +111,7 @@ def percentile(ordered: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-def status_of(missing: Iterable[int], over_budget: Iterable[int]) -> str:
+def status_of(missing: Iterable[int], over_budget: Iterable[int]) -> Status:
     if any(True for _ in missing):
         return INCOMPLETE
     if any(True for _ in over_budget):

@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final, Literal
 
 from sqlalchemy import Connection, and_, bindparam, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -48,13 +48,14 @@ from obsingest.settings import run_name
 #: Fixed forever: an exposure's event id must be the same in every process and every release.
 NAMESPACE = uuid.UUID("3d0c5a57-1f0e-5b4e-9a41-6f6273696e67")
 
-# what a check found
-NO_MANIFEST = "no-manifest"
-NOT_COMPLETE = "not-complete"
-EMITTED = "emitted"  # this call wrote the exposure's ExposureIngested
-ALREADY = "already-emitted"
-CLOSED_INCOMPLETE = "closed-incomplete"  # the sweep: deadline passed, not complete
-INCOMPLETE = "incomplete"  # the closure status (and metrics label) of such an exposure
+#: what a check found
+Outcome = Literal["no-manifest", "not-complete", "emitted", "already-emitted", "closed-incomplete"]
+NO_MANIFEST: Final = "no-manifest"
+NOT_COMPLETE: Final = "not-complete"
+EMITTED: Final = "emitted"  # this call wrote the exposure's ExposureIngested
+ALREADY: Final = "already-emitted"
+CLOSED_INCOMPLETE: Final = "closed-incomplete"  # the sweep: deadline passed, not complete
+INCOMPLETE: Final = "incomplete"  # the closure status (and metrics label) of such an exposure
 
 
 def event_id(instrument: str, exposure: int) -> uuid.UUID:
@@ -79,7 +80,7 @@ class Closing:
 
     instrument: str
     exposure: int
-    outcome: str  # NO_MANIFEST | NOT_COMPLETE | EMITTED | ALREADY | CLOSED_INCOMPLETE
+    outcome: Outcome
     presence: ExposurePresence | None = None
     event: ExposureIngested | None = None
     message: OutboxMessage | None = None
@@ -351,7 +352,11 @@ class IngestedCheck:
         found: list[OpenExposure] = []
         for instrument in camera.INSTRUMENTS:
             params = {"inst": instrument, "since": since, **self._ours(instrument)}
-            rows = self._read(lambda conn, p=params: conn.execute(self._q_open, p).all())
+
+            def query(conn: Connection, p: dict[str, Any] = params) -> Any:
+                return conn.execute(self._q_open, p).all()
+
+            rows = self._read(query)
             for exposure, expected, obs_start, exposure_time, registered, closed in rows:
                 start = _utc(obs_start)
                 deadline = (

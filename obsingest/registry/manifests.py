@@ -22,7 +22,7 @@ import json
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Connection, select
 
@@ -52,9 +52,12 @@ class ManifestConflict(PermanentError):
     reason = "manifest-conflict"
 
 
+ManifestStatus = Literal["recorded", "duplicate"]
+
+
 @dataclass(frozen=True)
 class ManifestOutcome:
-    status: str  # recorded | duplicate
+    status: ManifestStatus
     instrument: str
     exposure: int
     expected: int
@@ -133,7 +136,7 @@ def record_manifest(registry: Registry, manifest: ExposureManifest) -> ManifestO
     }
     insert = registry._insert(m).values(values).on_conflict_do_nothing().returning(m.c.exposure)
 
-    def tx(conn: Connection) -> str:
+    def tx(conn: Connection) -> ManifestStatus:
         if conn.execute(insert).first() is not None:
             return "recorded"
         kept = conn.execute(

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -122,20 +122,6 @@ def _values(
         "attempts": 0,
         "last_error": "",
     }
-
-
-def insert_rows(
-    conn: Connection,
-    rows: Sequence[tuple[uuid.UUID, OutboxMessage, datetime]],
-    lease_seconds: float,
-) -> list[int]:
-    """``insert_row`` for several announcements in one statement execution (executemany with
-    RETURNING in parameter order): one compiled statement for a whole batch, not one per row."""
-    if not rows:
-        return []
-    stmt = arrival_outbox.insert().returning(arrival_outbox.c.id, sort_by_parameter_order=True)
-    params = [_values(dataset_id, message, now, lease_seconds) for dataset_id, message, now in rows]
-    return [int(row_id) for row_id in conn.execute(stmt, params).scalars()]
 
 
 def insert_row_once(

@@ -64,7 +64,8 @@ def db_datetime(value: Any) -> datetime | None:
         return None
     if isinstance(value, str):
         value = datetime.fromisoformat(value)
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    aware: datetime = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return aware
 
 
 def db_uuid(value: Any) -> uuid.UUID:

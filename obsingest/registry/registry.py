@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import random
+import math
 import threading
-import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
@@ -33,6 +32,7 @@ from obsingest.registry.audit import RegistryAudit
 from obsingest.registry.engine import make_engine
 from obsingest.registry.migrations import migrate
 from obsingest.registry.outbox import ArrivalOutbox, OutboxMessage, insert_row
+from obsingest.retry import RetriesExhausted, RetryPolicy, Transient, call_with_retries
 from obsingest.settings import RegistrySettings, run_name
 
 T = TypeVar("T")
@@ -187,33 +187,41 @@ class Registry:
 
     # retries ---------------------------------------------------------------------------------
     def _retrying(self, fn: Callable[[], T]) -> T:
-        """Retry transient database failures with exponential backoff and full jitter; a
-        failure the input causes (db_errors.classify) is UnstorableInput at once."""
-        attempts = self.settings.retry_attempts
-        give_up_at = time.monotonic() + self.settings.retry_deadline
-        for attempt in range(1, attempts + 1):
+        """Retry transient database failures with exponential backoff and full jitter, bounded
+        in time too (the caller's redelivery is the next retry); a failure the input causes
+        (db_errors.classify) is UnstorableInput at once."""
+
+        def attempt(_remaining: float) -> T:
             try:
                 return fn()
             except Exception as exc:
-                verdict = db_errors.classify(exc)
-                if verdict is db_errors.Verdict.PERMANENT:
+                if db_errors.classify(exc) is db_errors.Verdict.PERMANENT:
                     raise UnstorableInput(
                         f"the registry cannot store this input: {db_errors.describe(exc)}"
                     ) from exc
-                if verdict is not db_errors.Verdict.TRANSIENT:
-                    raise
-                last: Exception = exc
-            pause = random.uniform(0, self.settings.retry_base_delay * 2**attempt)
-            if attempt == attempts or time.monotonic() + pause > give_up_at:
-                break  # bounded in time too: the caller's redelivery is the next retry
-            time.sleep(pause)
+                raise
+
+        def classify(exc: BaseException) -> Transient | None:
+            transient = db_errors.classify(exc) is db_errors.Verdict.TRANSIENT
+            return Transient("database") if transient else None
+
+        s = self.settings
+        # the first wait is up to 2 x retry_base_delay, then doubling without a cap
+        policy = RetryPolicy(
+            s.retry_attempts, 2 * s.retry_base_delay, math.inf, deadline=s.retry_deadline
+        )
+        try:
+            return call_with_retries(attempt, classify, policy, what="registry")
+        except RetriesExhausted as gave_up:
+            if gave_up.kind != "database":  # a retry inside ``fn`` gave up: not ours to say
+                raise
+            last, attempts = gave_up.last, gave_up.attempts
         where = self.engine.url.render_as_string(hide_password=True)
         exhausted = as_exhausted(last, "registry", where)  # registry-full, connection-slots, ...
         if exhausted is not None:
             raise exhausted from last
-        raise RegistryUnavailable(
-            f"registry unavailable after {attempt} attempts: {last}"
-        ) from last
+        message = f"registry unavailable after {attempts} attempts: {last}"
+        raise RegistryUnavailable(message) from last
 
     # writes ----------------------------------------------------------------------------------
     def upsert_exposure(self, record: ExposureRecord) -> None:
@@ -305,41 +313,6 @@ class Registry:
         with self._known_lock:
             self._known_runs.discard(run)
             self._known_exposures.pop((record.instrument, record.exposure), None)
-
-    def register_many(
-        self, items: Sequence[tuple[FileRecord, ExposureRecord | None]]
-    ) -> list[Registration | ChecksumConflict]:
-        """Register several files in one transaction (one commit for a whole batch); per file the
-        same outcome as ``register``, a ChecksumConflict returned in its place, not raised."""
-        full = [
-            (r, e or ExposureRecord(r.data_id.instrument, r.data_id.exposure, r.data_id.day_obs))
-            for r, e in items
-        ]
-
-        def tx(conn: Connection) -> list[Registration | ChecksumConflict]:
-            done: set[tuple[str, ...]] = set()
-            out: list[Registration | ChecksumConflict] = []
-            for record, exposure in full:
-                run = run_name(self.settings.run, record.data_id.instrument)
-                key = (run, exposure.instrument, str(exposure.exposure))
-                try:
-                    out.append(self._register(conn, record, exposure, key in done))
-                except ChecksumConflict as exc:
-                    out.append(exc)
-                done.add(key)
-            return out
-
-        runs = {run_name(self.settings.run, r.data_id.instrument) for r, _ in full}
-        try:
-            results = self._retrying(lambda: self._in_tx(tx))
-        except Exception:
-            for run in runs:
-                for _, exposure in full:
-                    self._forget(run, exposure)
-            raise
-        for record, exposure in full:
-            self._remember(run_name(self.settings.run, record.data_id.instrument), exposure)
-        return results
 
     def _register(
         self,

@@ -1,8 +1,9 @@
 """Deliver the local store's finalize notifications to a handler, as Eventarc/Pub/Sub would.
 
 At-least-once: an event is deleted from the outbox only after the handler returned. A handler
-that raises is retried with exponential backoff; after ``max_attempts`` the event moves to the
-dead-letter directory with the reason, and the dispatcher carries on with the rest.
+that raises is redelivered later as ``policy`` says (``retry.OUTBOX_REDELIVERY``); after its
+attempts the event moves to the dead-letter directory with the reason, and the dispatcher
+carries on with the rest.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from obsingest.logs import get_logger, log_event
+from obsingest.retry import OUTBOX_REDELIVERY, RetryPolicy
 from obsingest.store.local import LocalOutbox
 
 log = get_logger("obsingest.dispatch")
@@ -27,8 +29,7 @@ Handler = Callable[[dict[str, Any]], None]
 class OutboxDispatcher:
     outbox: LocalOutbox
     handler: Handler
-    max_attempts: int = 5
-    base_delay: float = 0.05
+    policy: RetryPolicy = OUTBOX_REDELIVERY
     poll_interval: float = 0.02
     delivered: int = 0
     dead_lettered: int = 0
@@ -51,7 +52,7 @@ class OutboxDispatcher:
                 self._attempts[path] = attempts
                 data = event.get("data")
                 name = data.get("name") if isinstance(data, dict) else None
-                if attempts >= self.max_attempts:
+                if attempts >= self.policy.max_attempts:
                     self.outbox.dead_letter(path, f"{type(exc).__name__}: {exc}", attempts)
                     self.dead_lettered += 1
                     handled += 1
@@ -65,7 +66,7 @@ class OutboxDispatcher:
                     )
                     self._forget(path)
                 else:
-                    self._not_before[path] = now + self.base_delay * 2 ** (attempts - 1)
+                    self._not_before[path] = now + self.policy.backoff(attempts)
                     log_event(
                         log,
                         "dispatch.retry",

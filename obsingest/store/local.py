@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from obsingest.checksums import crc32c_b64
 from obsingest.errors import BadObjectName, ObjectMissing
@@ -227,7 +228,7 @@ class LocalOutbox:
         self.directory = directory
         self.dlq = dlq
 
-    def pending(self) -> list[tuple[Path, dict]]:
+    def pending(self) -> list[tuple[Path, dict[str, Any]]]:
         out = []
         for path in sorted(self.directory.glob("*.json")):
             try:
@@ -236,7 +237,7 @@ class LocalOutbox:
                 continue  # acked by a concurrent consumer
         return out
 
-    def inject(self, event: dict) -> Path:
+    def inject(self, event: dict[str, Any]) -> Path:
         """Queue an arbitrary event, as a (possibly buggy) notifier would: fault injection."""
         path = self.directory / f"{time.time_ns():020d}-{uuid.uuid4().hex}.json"
         write_atomic(path, json.dumps(event).encode(), fsync=True)
@@ -262,7 +263,7 @@ def _write_synced(path: Path, data: bytes) -> None:
         os.fsync(fh.fileno())
 
 
-def _obj_to_json(obj: StoredObject) -> dict:
+def _obj_to_json(obj: StoredObject) -> dict[str, Any]:
     return {
         "bucket": obj.bucket,
         "name": obj.name,
@@ -276,7 +277,7 @@ def _obj_to_json(obj: StoredObject) -> dict:
     }
 
 
-def _obj_from_json(data: dict) -> StoredObject:
+def _obj_from_json(data: dict[str, Any]) -> StoredObject:
     return StoredObject(
         bucket=data["bucket"],
         name=data["name"],

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from obsingest import defaults
+from obsingest_cli.options import registry_option
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -74,9 +75,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="direct: upload to the store (default); kafka: chunked Avro over Kafka, "
         "reassembled by the assembler service",
     )
-    p.add_argument(
-        "--registry",
-        default=None,
+    registry_option(
+        p,
         help="registry URL instead of the workdir's SQLite file, e.g. butler:///path/to/repo "
         "to register into a daf_butler repository (obsingest[butler]); embedded stack only",
     )

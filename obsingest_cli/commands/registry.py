@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from obsingest_cli.options import registry_option
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -13,12 +15,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     sub = p.add_subparsers(dest="registry_command", metavar="SUBCOMMAND", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--registry",
-        default=None,
-        help="SQLAlchemy URL, e.g. sqlite:///demo-output/registry.sqlite3 or "
-        "postgresql://user@host:port/db (default: $OBSINGEST_REGISTRY_URL)",
-    )
+    registry_option(common)
     common.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     ls = sub.add_parser(

@@ -51,9 +51,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    from obsingest_cli.script.relay import run_relay
+    from infra.local.relay.main import main
 
-    return run_relay(
+    return main(
         {
             "subscription": args.subscription,
             "push_url": args.push_url[0] if args.push_url else None,

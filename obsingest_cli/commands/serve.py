@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from obsingest_cli.options import registry_option
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser(
@@ -17,11 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
             "OBSINGEST_PRESENCE_* (functions/presence/settings.py), OBSINGEST_REGISTRY_*."
         ),
     )
-    p.add_argument(
-        "--registry",
-        help="registry URL: sqlite:///FILE, postgresql://USER@HOST:PORT/DB or butler:REPO "
-        "(default: $OBSINGEST_REGISTRY_URL)",
-    )
+    registry_option(p)
     p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default 8080)")
     p.add_argument("--workers", type=int, help="server processes sharing the port (default 1)")

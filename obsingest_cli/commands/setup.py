@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from obsingest import defaults
+from obsingest_cli.options import registry_option
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -35,8 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument(
         "--kafka", help="Kafka bootstrap servers (default: when OBSINGEST_BUS_BACKEND has kafka)"
     )
-    p.add_argument(
-        "--registry",
+    registry_option(
+        p,
         help=(
             "a Butler repository (butler:<repo>, default OBSINGEST_REGISTRY_URL when it is one) "
             "to set up as the first registrations would: raw dataset type, run collections, "

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from obsingest_cli.options import registry_option
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser(
@@ -18,11 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
             "2 no exposure to judge (or the registry cannot be read)."
         ),
     )
-    p.add_argument(
-        "--registry",
-        help="registry URL: sqlite:///FILE, postgresql://USER@HOST:PORT/DB or butler:REPO "
-        "(default: $OBSINGEST_REGISTRY_URL)",
-    )
+    registry_option(p)
     p.add_argument(
         "--metrics",
         nargs="+",

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from obsingest.logs import get_logger, log_event
+from obsingest.retry import RetryPolicy
 from producers.backfill.sources import expand_sources
 from producers.backfill.transfer import FileResult, split_destination
 from producers.edge.journal import Entry, Journal
@@ -259,12 +260,13 @@ def run_backfill(config: BackfillConfig, out: TextIO = sys.stderr) -> BackfillRe
             started = time.monotonic()
             bar = run.bar = _bar(todo, config, out)
             try:
-                for attempt in range(config.retries + 1):
+                rounds = RetryPolicy.doubling(config.retries + 1, config.retry_pause)
+                for attempt in range(1, rounds.max_attempts + 1):
                     todo = run.run_round(pool, todo)
                     if not todo:
                         break
-                    if attempt < config.retries:
-                        time.sleep(config.retry_pause * 2**attempt)
+                    if attempt < rounds.max_attempts:
+                        time.sleep(rounds.backoff(attempt))
             finally:
                 pool.stop()
         if bar is not None:

@@ -76,10 +76,6 @@ class Found:
     #: the end of the CCD's readout from its header's DATE-END (epoch seconds, UTC), if it has one
     readout: float | None = None
 
-    @property
-    def relpath(self) -> str:
-        return str(self.path)
-
 
 def classify(path: Path) -> tuple[Kind, DataId | None, PermanentError | None] | None:
     """What the file at ``path`` is by its suffix; None for files the edge ignores (sidecars:

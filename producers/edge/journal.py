@@ -300,13 +300,6 @@ class Journal:
             ).fetchone()
         return None if row is None or row[0] is None else float(row[0])
 
-    def quarantine_reasons(self) -> dict[str, int]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT reason, COUNT(*) FROM items WHERE state = 'quarantined' GROUP BY reason"
-            ).fetchall()
-        return {r[0] or "unknown": r[1] for r in rows}
-
     def purge_acked(self, older_than: float) -> int:
         """Forget items acked before ``older_than`` (epoch seconds); how many. Kept until then so
         that a late second hand-off of the same CCD is recognised as already sent."""

@@ -27,6 +27,7 @@ from obsingest.dataid import DataId
 from obsingest.errors import RetriableError
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import utcnow
+from obsingest.retry import EDGE_RESEND, Attempt, RetriesExhausted, Transient, call_with_retries
 from producers.compress import compress_fits
 from producers.edge.ccd import warm_up
 from producers.sender import Sender, SendResult, open_sender
@@ -97,10 +98,6 @@ def warm_pool(
     return pool
 
 
-#: sends of one CCD before the edge gives up on it (each send already retries within its budget)
-SEND_ATTEMPTS = 4
-
-
 def _send_with_retries(
     job: ShipJob, data_id: DataId, data: bytes, compressed_time: datetime
 ) -> SendResult:
@@ -108,22 +105,26 @@ def _send_with_retries(
     send again with backoff. Safe to repeat: the store is create-once and the assembler ignores
     duplicate chunks."""
     sender = _sender(job.sender_url, job.prefix, job.quarantine_prefix)
-    for attempt in range(1, SEND_ATTEMPTS + 1):
-        try:
-            return sender.send(data_id, data, job.readout_time, compressed_time)
-        except RetriableError as exc:
-            if attempt == SEND_ATTEMPTS:
-                raise
-            log_event(
-                log,
-                "edge.send_retry",
-                logging.WARNING,
-                data_id=data_id.key,
-                attempt=attempt,
-                error=str(exc),
-            )
-            time.sleep(0.5 * 2 ** (attempt - 1))
-    raise AssertionError("unreachable")
+
+    def on_retry(attempt: Attempt) -> None:
+        log_event(
+            log,
+            "edge.send_retry",
+            logging.WARNING,
+            data_id=data_id.key,
+            attempt=attempt.number,
+            error=str(attempt.error),
+        )
+
+    try:
+        return call_with_retries(
+            lambda _left: sender.send(data_id, data, job.readout_time, compressed_time),
+            lambda exc: Transient("send") if isinstance(exc, RetriableError) else None,
+            EDGE_RESEND,
+            on_retry=on_retry,
+        )
+    except RetriesExhausted as gave_up:  # the last send's own error, as the caller expects
+        raise gave_up.last from gave_up.last.__cause__
 
 
 def ship_ccd(job: ShipJob) -> ShipResult:

@@ -237,9 +237,6 @@ class LatencySummary:
     over_budget: int
     budget: float
 
-    @property
-    def within_budget(self) -> bool:
-        return self.announced == self.expected and self.over_budget == 0
 
 
 def latency_summary(arrivals: Sequence[Arrival], expected: int, budget: float) -> LatencySummary:

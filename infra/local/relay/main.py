@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
+from typing import Any
 
 from infra.local.relay.loop import RelayStats
 from infra.local.relay.settings import RelaySettings
@@ -38,3 +40,10 @@ def run(settings: RelaySettings, until_idle: float = 0.0) -> RelayStats:
         if metrics_server is not None:
             metrics_server.close()
     return relay.stats
+
+
+def main(options: dict[str, Any], until_idle: float = 0.0) -> int:
+    """``obsingest relay``: its options over ``OBSINGEST_RELAY_*``, relay, print the counts."""
+    settings = RelaySettings(**{k: v for k, v in options.items() if v is not None})
+    print(json.dumps(run(settings, until_idle).__dict__))
+    return 0

@@ -53,14 +53,6 @@ def test_unknown_state_and_column_are_refused(tmp_path: Path) -> None:
         j.mark("k", None, nonsense=1)
 
 
-def test_quarantine_reasons(tmp_path: Path) -> None:
-    j = Journal(tmp_path)
-    for key, reason in [("a", "corrupt-file"), ("b", "corrupt-file"), ("c", "source-vanished")]:
-        j.add(Entry(key=key, source=key))
-        j.mark(key, "quarantined", reason=reason)
-    assert j.quarantine_reasons() == {"corrupt-file": 2, "source-vanished": 1}
-
-
 def test_a_full_disk_is_spool_full(tmp_path: Path) -> None:
     j = Journal(tmp_path)
     j._db.execute("PRAGMA max_page_count = 1")  # the file may not grow: as on a full disk
