@@ -11,13 +11,21 @@ MJD). Mixing the two silently put every registered timespan 37 s late before.
 
 astropy is imported on first use only: the modules that import this one for its constants stay
 light.
+
+Converting with astropy costs ~1 ms per instant (a ``Time``, a scale change, ``to_datetime``);
+``time_as_utc`` and ``utc_to_tai`` do the same conversion from the leap-second table astropy itself
+uses (erfa's, as astropy updates it), which is exact: since 1972 TAI - UTC is a whole number of
+seconds that changes only on the table's dates. Instants outside the table's range (before 1972,
+when UTC had rubber seconds, or after the table's expiry) and other scales go through astropy.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from bisect import bisect_right
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from astropy.time import Time
@@ -80,3 +88,95 @@ def tai_minus_utc(instant: datetime) -> float:
     """Seconds TAI is ahead of UTC at ``instant`` (37.0 since 2017-01-01)."""
     t = utc_time(instant)
     return round(float((t.tai.mjd - t.mjd) * 86400.0), 3)
+
+
+#: Julian date of 2000-01-01T12:00 (in any scale: the epoch the Time's two-part JD counts from)
+_J2000_JD = 2451545.0
+_J2000 = datetime(2000, 1, 1, 12)
+#: from 1972 on, TAI - UTC is a whole number of seconds (before it, UTC had rubber seconds)
+_INTEGER_LEAPS_FROM = datetime(1972, 1, 1)
+
+
+@dataclass(frozen=True)
+class _LeapTable:
+    #: naive UTC instants from which ``offsets[i]`` holds, ascending
+    utc_starts: tuple[datetime, ...]
+    #: the same instants in TAI (``utc_starts[i] + offsets[i]``)
+    tai_starts: tuple[datetime, ...]
+    offsets: tuple[timedelta, ...]
+    #: the table says nothing from here on (astropy would warn, or fetch a newer one)
+    expires: datetime
+
+
+@lru_cache(maxsize=1)
+def _leap_table() -> _LeapTable:
+    """erfa's leap-second table as astropy has updated it (one astropy conversion loads it)."""
+    import erfa
+    from astropy.time import Time
+
+    Time(59000.0, format="mjd", scale="utc").tai  # noqa: B018 - astropy updates erfa's table
+    rows = [
+        (datetime(int(year), int(month), 1), timedelta(seconds=float(offset)))
+        for year, month, offset in erfa.leap_seconds.get()
+        if datetime(int(year), int(month), 1) >= _INTEGER_LEAPS_FROM
+    ]
+    return _LeapTable(
+        utc_starts=tuple(start for start, _ in rows),
+        tai_starts=tuple(start + offset for start, offset in rows),
+        offsets=tuple(offset for _, offset in rows),
+        expires=erfa.leap_seconds.expires.replace(tzinfo=None),
+    )
+
+
+def _naive_of_jd(jd1: float, jd2: float) -> datetime:
+    """The calendar instant of a two-part Julian date (in whatever scale it counts), to the
+    microsecond, rounded as ``Time.to_datetime`` rounds."""
+    whole = jd1 - _J2000_JD  # astropy keeps jd1 a whole number and jd2 in [-0.5, 0.5]
+    return _J2000 + timedelta(days=whole) + timedelta(days=jd2)
+
+
+def _ends_in_leap(utc: datetime) -> bool:
+    """Whether a UTC day ends in a leap second (astropy's UTC day fraction then counts 86401 s)."""
+    next_day = datetime(utc.year, utc.month, utc.day) + timedelta(days=1)
+    return next_day in _leap_table().utc_starts
+
+
+def tai_to_utc(tai: datetime) -> datetime | None:
+    """A naive TAI instant as a UTC datetime (timezone-aware) by the leap-second table; None
+    outside the table's range."""
+    table = _leap_table()
+    i = bisect_right(table.tai_starts, tai) - 1
+    if i < 0:
+        return None
+    utc = tai - table.offsets[i]
+    if utc >= table.expires:
+        return None
+    return utc.replace(tzinfo=UTC)
+
+
+def utc_to_tai(instant: datetime) -> datetime:
+    """A timezone-aware instant as naive TAI, by the leap-second table (astropy outside it)."""
+    if instant.tzinfo is None or instant.utcoffset() is None:
+        raise ValueError(f"{instant!r} is naive: say its zone")
+    utc = instant.astimezone(UTC).replace(tzinfo=None)
+    table = _leap_table()
+    i = bisect_right(table.utc_starts, utc) - 1
+    if i < 0 or utc >= table.expires:
+        return utc_time(instant).tai.to_datetime()
+    return utc + table.offsets[i]
+
+
+def time_as_utc(t: Any) -> datetime:
+    """An astropy ``Time`` (one instant, any scale) as the UTC instant it names, timezone-aware:
+    converted (never relabelled), from the leap-second table for TAI and UTC times, which gives
+    what ``t.utc.to_datetime(timezone=UTC)`` gives at a fraction of the cost."""
+    scale = t.scale
+    if scale in ("tai", "utc") and t.isscalar:
+        naive = _naive_of_jd(float(t.jd1), float(t.jd2))
+        if scale == "utc" and naive >= _INTEGER_LEAPS_FROM and not _ends_in_leap(naive):
+            return naive.replace(tzinfo=UTC)
+        if scale == "tai":
+            utc = tai_to_utc(naive)
+            if utc is not None:
+                return utc
+    return t.utc.to_datetime(timezone=UTC)

@@ -327,8 +327,8 @@ class ButlerRegistry(Registry):
         self.setup.dataset_type()
         for run in sorted({registration.run for _, registration in ok}):
             self.setup.run(run)
+        self.setup.exposures(p.exposure for p, _ in ok)
         for p, _ in ok:
-            self.setup.exposure(p.exposure)
             key = (p.exposure.instrument, p.exposure.exposure)
             if key not in self._seen_exposures:
                 if len(self._seen_exposures) > 10_000:

@@ -10,7 +10,8 @@ every step here runs on its own, before the ingest's transaction, and each is id
 - the run collection;
 - instrument and detector records (as obs_lsst's ``Instrument.register`` writes them);
 - per exposure: physical_filter, group, day_obs and exposure records, an existing exposure
-  record compared with the one from the headers (``ButlerConflict`` if they differ).
+  record compared with the one from the headers (``ButlerConflict`` if they differ); a batch's
+  exposures together, one insert per element, a filter or day already written not again.
 
 Several processes may do this at once on one repository (several register-function instances
 starting on a fresh repository): a step that loses a race (unique violation, a serialization
@@ -70,6 +71,12 @@ class ButlerSetup:
         self.detector_records: dict[tuple[str, int], Any] = {}
         #: per (instrument, exposure): the DimensionRecords a data id is expanded with
         self.exposure_records: dict[tuple[str, int], dict[str, Any]] = {}
+        #: physical_filter, group and day_obs records this process wrote, by (instrument, name)
+        self._written: dict[str, dict[tuple[Any, ...], Any]] = {
+            "physical_filter": {},
+            "group": {},
+            "day_obs": {},
+        }
 
     def _do(self, what: str, fn: Callable[[], T]) -> T:
         def attempt(_remaining: float) -> T:
@@ -104,6 +111,8 @@ class ButlerSetup:
             self._runs.clear()
             self._instruments.clear()
             self.exposure_records.clear()
+            for written in self._written.values():
+                written.clear()
 
     # steps -----------------------------------------------------------------------------------
     def dataset_type(self) -> Any:
@@ -174,37 +183,64 @@ class ButlerSetup:
 
     def exposure(self, exposure: ExposureRecord) -> None:
         """physical_filter, group, day_obs and exposure records of one exposure."""
-        key = (exposure.instrument, exposure.exposure)
-        if key in self.exposure_records:
+        self.exposures([exposure])
+
+    def exposures(self, exposures: Iterable[ExposureRecord]) -> None:
+        """The records of every exposure in ``exposures`` this process has not set up yet, in
+        as few calls as possible: the physical_filter, group and day_obs records of all of them
+        in one insert per element (a filter or day this process wrote already is not written
+        again), then each exposure record (synced: compared with one already there)."""
+        todo: dict[tuple[str, int], ExposureRecord] = {}
+        for exposure in exposures:
+            key = (exposure.instrument, exposure.exposure)
+            if key not in self.exposure_records:
+                todo.setdefault(key, exposure)
+        if not todo:
             return
-        instrument = self.instrument(exposure.instrument)
-        records = butler_records.exposure_records(exposure)
-        day_obs, exposure_record = (with_timespan(records[k]) for k in ("day_obs", "exposure"))
+        instruments = {key[0]: self.instrument(key[0]) for key in todo}
+        made = {key: butler_records.exposure_records(exp) for key, exp in todo.items()}
+        new: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {
+            "physical_filter": {},
+            "group": {},
+            "day_obs": {},
+        }
+        for records in made.values():
+            for element, found in new.items():
+                record = records[element]
+                name = (record["instrument"], record.get("name", record.get("id")))
+                if name not in self._written[element]:
+                    found[name] = record
+        new["day_obs"] = {name: with_timespan(r) for name, r in new["day_obs"].items()}
+        timed = {key: with_timespan(records["exposure"]) for key, records in made.items()}
 
         def ensure() -> None:
             registry = self.butler.registry
-            registry.insertDimensionData(
-                "physical_filter", records["physical_filter"], skip_existing=True
-            )
-            registry.insertDimensionData("group", records["group"], skip_existing=True)
-            registry.insertDimensionData("day_obs", day_obs, skip_existing=True)
-            _sync(registry, "exposure", exposure_record)
+            for element, records in new.items():
+                if records:
+                    registry.insertDimensionData(element, *records.values(), skip_existing=True)
+            for record in timed.values():
+                _sync(registry, "exposure", record)
 
-        self._do(f"exposure {key}", ensure)
+        self._do(f"exposures {sorted(todo)}", ensure)
         universe = self.butler.dimensions
-        band = records["physical_filter"]["band"]
+        for element, records in new.items():
+            written = self._written[element]
+            if len(written) > 10_000:
+                written.clear()
+            for name, record in records.items():
+                written[name] = universe[element].RecordClass(**record)
         if len(self.exposure_records) > 10_000:
             self.exposure_records.clear()
-        self.exposure_records[key] = {
-            "instrument": instrument,
-            "exposure": universe["exposure"].RecordClass(**exposure_record),
-            "physical_filter": universe["physical_filter"].RecordClass(
-                **records["physical_filter"]
-            ),
-            "band": universe["band"].RecordClass(name=band),
-            "group": universe["group"].RecordClass(**records["group"]),
-            "day_obs": universe["day_obs"].RecordClass(**day_obs),
-        }
+        for key, records in made.items():
+            name = (key[0], records["physical_filter"]["name"])
+            self.exposure_records[key] = {
+                "instrument": instruments[key[0]],
+                "exposure": universe["exposure"].RecordClass(**timed[key]),
+                "physical_filter": self._written["physical_filter"][name],
+                "band": universe["band"].RecordClass(name=records["physical_filter"]["band"]),
+                "group": self._written["group"][(key[0], records["group"]["name"])],
+                "day_obs": self._written["day_obs"][(key[0], records["day_obs"]["id"])],
+            }
 
 
 def _sync(registry: Any, element: str, record: dict[str, Any]) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import astropy.units as u
@@ -29,6 +29,7 @@ from obsingest.dataid import EXPOSURE_SEQ_FACTOR, DataId
 from obsingest.errors import CorruptFile, HeaderMismatch
 from obsingest.fits import Hdu
 from obsingest.registry.registry import ExposureRecord
+from obsingest.timescales import time_as_utc
 
 #: lengths of the Butler's string columns (daf_butler dimensions.yaml, universe 8)
 _LENGTHS = {
@@ -69,14 +70,24 @@ def exposure_from_header(primary: Hdu, data_id: DataId, name: str) -> ExposureRe
     except CorruptFile as exc:
         raise BadHeader(f"object {name!r}: {exc}") from None
     _check_identity(result, primary, data_id, name)
-    record = _record(result, data_id)
-    for field, limit in _LENGTHS.items():
-        value = getattr(record, field)
-        if value is not None and len(value) > limit:
-            raise BadHeader(
-                f"object {name!r}: header {_CARDS[field]} gives a {field} of {len(value)} "
-                f"characters, the Butler keeps at most {limit}: {value[:40]!r}..."
-            )
+    key = (id(result.info), data_id.instrument, data_id.exposure, result.warnings)
+    with _FIELDS_LOCK:
+        cached = _RECORDS.get(key)
+    if cached is not None and cached[0] is result.info:
+        record = cached[1]
+    else:
+        record = _record(result, data_id)
+        for field, limit in _LENGTHS.items():
+            value = getattr(record, field)
+            if value is not None and len(value) > limit:
+                raise BadHeader(
+                    f"object {name!r}: header {_CARDS[field]} gives a {field} of {len(value)} "
+                    f"characters, the Butler keeps at most {limit}: {value[:40]!r}..."
+                )
+        with _FIELDS_LOCK:
+            _RECORDS[key] = (result.info, record)
+            while len(_RECORDS) > _FIELDS_SIZE:
+                _RECORDS.popitem(last=False)
     _count_warnings(data_id.instrument, len(result.warnings))
     return record
 
@@ -130,13 +141,15 @@ def _record(result: translate.Translation, data_id: DataId) -> ExposureRecord:
     )
 
 
-#: the record's values derived from an exposure's ObservationInfo, per exposure: converting its
-#: times to UTC datetimes and its coordinates to degrees costs ~10 ms, once per exposure, not
-#: once per CCD (the CCDs of an exposure share the ObservationInfo object; keyed by its id, the
-#: object kept so the id cannot be reused while cached)
+#: the record's values derived from an exposure's ObservationInfo, per exposure (the CCDs of an
+#: exposure share the ObservationInfo object; keyed by its id, the object kept so the id cannot be
+#: reused while cached)
 _FIELDS: OrderedDict[int, tuple[Any, dict[str, Any]]] = OrderedDict()
 _FIELDS_LOCK = threading.Lock()
 _FIELDS_SIZE = 32
+#: the checked record, per exposure (and warnings): every CCD of an exposure gets the same
+#: (immutable) ExposureRecord, built and checked once
+_RECORDS: OrderedDict[tuple[Any, ...], tuple[Any, ExposureRecord]] = OrderedDict()
 
 
 def _exposure_fields(info: Any) -> dict[str, Any]:
@@ -145,6 +158,8 @@ def _exposure_fields(info: Any) -> dict[str, Any]:
     if cached is not None and cached[0] is info:
         return cached[1]
     radec = info.tracking_radec
+    if radec is not None and radec.frame.name != "icrs":  # the cameras write ICRS already
+        radec = radec.icrs
     altaz = info.altaz_begin
     fields = {
         "obs_start": _utc(info.datetime_begin),
@@ -155,11 +170,12 @@ def _exposure_fields(info: Any) -> dict[str, Any]:
         "band": translate.band(info.physical_filter),
         "observation_type": info.observation_type,
         "observation_reason": info.observation_reason,
-        "tracking_ra": None if radec is None else float(radec.icrs.ra.deg),
-        "tracking_dec": None if radec is None else float(radec.icrs.dec.deg),
+        "tracking_ra": None if radec is None else float(radec.ra.deg),
+        "tracking_dec": None if radec is None else float(radec.dec.deg),
         "sky_angle": _number(info.boresight_rotation_angle, u.deg),
         "azimuth": None if altaz is None else float(altaz.az.deg),
-        "zenith_angle": None if altaz is None else float(altaz.zen.deg),
+        # AltAz.zen is 90 degrees - alt, computed here without a frame attribute lookup
+        "zenith_angle": None if altaz is None else 90.0 - float(altaz.alt.deg),
         "science_program": info.science_program,
         "target_name": info.object,
         "has_simulated": info.has_simulated_content,
@@ -173,10 +189,9 @@ def _exposure_fields(info: Any) -> dict[str, Any]:
 
 
 def _utc(t: Any) -> datetime | None:
-    """The instant ``t`` (any astropy scale) as a UTC datetime: converted, never relabelled."""
-    if t is None:
-        return None
-    return t.utc.to_datetime(timezone=UTC)
+    """The instant ``t`` (any astropy scale) as a UTC datetime: converted, never relabelled
+    (``timescales.time_as_utc``: the leap-second table, not astropy's ~1 ms conversion)."""
+    return None if t is None else time_as_utc(t)
 
 
 def _number(q: Any, unit: u.Unit) -> float | None:

@@ -63,13 +63,15 @@ class HduHeader(Mapping[str, Any]):
         self._values: dict[str, Any] = {}
         self._hierarch: dict[str, Any] | None = None
 
-    def raw_key(self, keys: tuple[bytes, ...]) -> tuple[Any, ...]:
-        """The cards ``keys`` (padded 8-byte keywords) as written, and every card that mentions
-        SIMULATE: a cache key as good as the typed values (equal text, equal value) at a
-        fraction of the cost of parsing them."""
+    def raw_key(self, keys: tuple[bytes, ...], simulated: bool = True) -> tuple[Any, ...]:
+        """The cards ``keys`` (padded 8-byte keywords) as written, and (``simulated``) every card
+        that mentions SIMULATE: a cache key as good as the typed values (equal text, equal
+        value) at a fraction of the cost of parsing them."""
         index = self._hdu.keywords
-        simulated = tuple(card for card in self._hdu.cards if b"SIMULATE" in card)
-        return (tuple(index.get(key) for key in keys), simulated)
+        if not simulated:
+            return tuple(index.get(key) for key in keys)
+        found = tuple(card for card in self._hdu.cards if b"SIMULATE" in card)
+        return (tuple(index.get(key) for key in keys), found)
 
     def _long_cards(self) -> dict[str, Any]:
         if self._hierarch is None:

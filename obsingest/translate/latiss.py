@@ -89,7 +89,7 @@ class LatissTranslator(RubinTranslator):
         return _fix_latiss(cls, header, obsid, cls._construct_log_prefix(obsid, filename))
 
     def on_mountain(self) -> bool:
-        return bool(self.to_datetime_begin() > _ON_MOUNTAIN)
+        return self.began_after(_ON_MOUNTAIN)
 
     @cache_translation
     def to_exposure_time(self) -> u.Quantity:

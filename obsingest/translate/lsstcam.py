@@ -144,7 +144,7 @@ class LsstCamTranslator(RubinTranslator):
     def on_mountain(self) -> bool:
         if self.controller() == "H":
             return True
-        return bool(self.to_datetime_begin() > self.on_telescope)
+        return self.began_after(self.on_telescope)
 
     @cache_translation
     def to_exposure_time(self) -> u.Quantity:

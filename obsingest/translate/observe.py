@@ -26,7 +26,7 @@ from typing import Any
 from astro_metadata_translator import MetadataTranslator, ObservationInfo
 from astro_metadata_translator.headers import FIXUP_SENTINEL
 
-from obsingest.translate import legacy_sim, warnings_log
+from obsingest.translate import latiss, legacy_sim, lsstcam, warnings_log
 from obsingest.translate.cards import HduHeader
 from obsingest.translate.errors import NoIdentity
 
@@ -201,49 +201,41 @@ def choose_translator(header: Mapping[str, Any], filename: str | None) -> type[M
 
 
 class ObservationCache:
-    """Translates headers, the exposure part once per exposure (bounded LRU, thread-safe)."""
+    """Translates headers, the exposure part once per exposure (bounded LRU, thread-safe).
+
+    Concurrent CCDs of one exposure that miss the cache together wait for the first one's
+    translation instead of each doing it again (an exposure's CCDs arrive at once). For
+    obsingest's own translators, whose detector properties read RAFTBAY and CCDSLOT only, the
+    detector part is cached too, by those two cards' text, when it translated without warnings.
+    """
 
     def __init__(self, search_path: Sequence[str] = (), size: int = 32) -> None:
         self.search_path = list(search_path)
         self.size = size
         self._exposures: OrderedDict[tuple[Any, ...], _Exposure] = OrderedDict()
+        self._detectors: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._translating: dict[tuple[Any, ...], threading.Event] = {}
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
     def observation(self, header: Mapping[str, Any], filename: str | None = None) -> Translation:
         """``header`` translated (see the module doc); NoIdentity if it names no CCD."""
         key = exposure_key(header)
-        with self._lock:
-            exposure = self._exposures.get(key)
-            if exposure is not None:
-                self._exposures.move_to_end(key)
-                self.hits += 1
-        cached = exposure is not None
-        if exposure is None:
-            exposure = self._translate_exposure(header, filename)
-            with self._lock:
-                self.misses += 1
-                self._exposures[key] = exposure
-                while len(self._exposures) > self.size:
-                    self._exposures.popitem(last=False)
-        with warnings_log.capture() as detector_warnings:
-            translator = exposure.translator_class(header, filename=filename)
-            detector = {
-                p: _property(translator, p)
-                for p in ("detector_group", "detector_name", "detector_num")
-            }
+        exposure, cached = self._exposure(key, header, filename)
+        detector, detector_warnings = self._detector(exposure.translator_class, header, filename)
         info = exposure.info
-        values = {p: getattr(info, p) for p in IDENTITY_CARDS if not p.startswith("detector")}
+        values = {p: getattr(info, p) for p in _EXPOSURE_IDENTITY}
         values.update({p: v for p, (v, _) in detector.items()})
-        failures = {p: why for p, (_, why) in detector.items() if why}
-        if detector_warnings:  # a detector property that warned and gave None says why
-            failures.setdefault("detector_num", detector_warnings[-1])
-        warned = exposure.warnings + tuple(detector_warnings)
-        for prop, card in IDENTITY_CARDS.items():
-            if values[prop] is None:
-                why = failures.get(prop) or _reason(prop, warned) or "not in the header"
-                found = tuple(header.get(c, KeyError) for c in card.split("+"))
-                raise NoIdentity(card, found if len(found) > 1 else found[0], why)
+        warned = exposure.warnings + detector_warnings
+        if any(v is None for v in values.values()):
+            failures = {p: why for p, (_, why) in detector.items() if why}
+            if detector_warnings:  # a detector property that warned and gave None says why
+                failures.setdefault("detector_num", detector_warnings[-1])
+            for prop, card in IDENTITY_CARDS.items():
+                if values[prop] is None:
+                    why = failures.get(prop) or _reason(prop, warned) or "not in the header"
+                    found = tuple(header.get(c, KeyError) for c in card.split("+"))
+                    raise NoIdentity(card, found if len(found) > 1 else found[0], why)
         return Translation(
             identity=Identity(**values),
             info=info,
@@ -252,6 +244,55 @@ class ObservationCache:
             corrected=exposure.corrected,
             cached=cached,
         )
+
+    def _exposure(
+        self, key: tuple[Any, ...], header: Mapping[str, Any], filename: str | None
+    ) -> tuple[_Exposure, bool]:
+        """(the exposure part, whether it came from the cache), translated once per key."""
+        while True:
+            with self._lock:
+                exposure = self._exposures.get(key)
+                if exposure is not None:
+                    self._exposures.move_to_end(key)
+                    self.hits += 1
+                    return exposure, True
+                running = self._translating.get(key)
+                if running is None:
+                    running = self._translating[key] = _Event()
+                    break
+            running.wait()  # another thread translates it; if that failed, try ourselves
+        try:
+            exposure = self._translate_exposure(header, filename)
+            with self._lock:
+                self.misses += 1
+                self._exposures[key] = exposure
+                while len(self._exposures) > self.size:
+                    self._exposures.popitem(last=False)
+            return exposure, False
+        finally:
+            with self._lock:
+                del self._translating[key]
+            running.set()
+
+    def _detector(
+        self, translator_class: type[MetadataTranslator], header: Mapping[str, Any],
+        filename: str | None,
+    ) -> tuple[dict[str, tuple[Any, str]], tuple[str, ...]]:
+        """(property -> (value, why it failed), warnings) of the detector part."""
+        key = _detector_key(translator_class, header)
+        if key is not None:
+            found = self._detectors.get(key)
+            if found is not None:
+                return found, ()
+        with warnings_log.capture() as warned:
+            translator = translator_class(header, filename=filename)
+            detector = {p: _property(translator, p) for p in _DETECTOR_IDENTITY}
+        if key is not None and not warned and all(v is not None for v, _ in detector.values()):
+            with self._lock:
+                if len(self._detectors) > 4096:
+                    self._detectors.clear()
+                self._detectors[key] = detector
+        return detector, tuple(warned)
 
     def _translate_exposure(self, header: Mapping[str, Any], filename: str | None) -> _Exposure:
         fixed = dict(header)  # fix_header writes into the header it is given
@@ -264,6 +305,38 @@ class ObservationCache:
                 search_path=self.search_path,
             )
         return _Exposure(translator_class, info, tuple(warned), bool(fixed.get(FIXUP_SENTINEL)))
+
+
+#: what CCDs waiting for another thread's translation of their exposure wait on
+_Event = threading.Event
+_DETECTOR_IDENTITY = ("detector_group", "detector_name", "detector_num")
+_EXPOSURE_IDENTITY = tuple(p for p in IDENTITY_CARDS if p not in _DETECTOR_IDENTITY)
+#: the cards obsingest's translators read for the detector properties
+_DETECTOR_KEY_CARDS = ("RAFTBAY", "CCDSLOT")
+_DETECTOR_KEY_PADDED = tuple(card.encode("ascii").ljust(8) for card in _DETECTOR_KEY_CARDS)
+
+
+def _detector_key(
+    translator_class: type[MetadataTranslator], header: Mapping[str, Any]
+) -> tuple[Any, ...] | None:
+    """The detector cache's key, or None for a translator not known to read only RAFTBAY and
+    CCDSLOT for its detector properties (Rubin's own, where installed: translated per CCD)."""
+    if translator_class not in _OWN_TRANSLATORS:
+        return None
+    if isinstance(header, HduHeader):
+        return (translator_class, "fits", *header.raw_key(_DETECTOR_KEY_PADDED, simulated=False))
+    return (translator_class, *(_typed(header.get(c, KeyError)) for c in _DETECTOR_KEY_CARDS))
+
+
+#: obsingest's translators: their detector properties read RAFTBAY and CCDSLOT only
+_OWN_TRANSLATORS = frozenset(
+    {
+        lsstcam.LsstCamTranslator,
+        lsstcam.LsstComCamTranslator,
+        latiss.LatissTranslator,
+        legacy_sim.LegacySimTranslator,
+    }
+)
 
 
 def _property(translator: MetadataTranslator, prop: str) -> tuple[Any, str]:

@@ -103,6 +103,16 @@ class RubinTranslator(FitsTranslator):
         """Whether the camera was on its telescope (a test stand writes TSTAND)."""
         return "TSTAND" not in self._header
 
+    def began_after(self, when: Time) -> bool:
+        """Whether the observation began after ``when`` (a class constant), remembered per
+        translator: comparing times of two scales converts one (~0.25 ms), and ObservationInfo
+        asks ``on_mountain`` for several properties."""
+        memo: dict[int, bool] = self.__dict__.setdefault("_began_after", {})
+        found = memo.get(id(when))
+        if found is None:
+            found = memo[id(when)] = bool(self.to_datetime_begin() > when)
+        return found
+
     def on_sky(self) -> bool:
         """Whether this observation looked at the sky from the mountain."""
         if self.is_key_ok("TRACKSYS") and self._header["TRACKSYS"].lower() == "local":

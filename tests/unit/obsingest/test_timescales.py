@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from astropy.time import Time
 
-from obsingest.timescales import camera_time, header_instant, header_time, tai_minus_utc, utc_time
+from obsingest.timescales import (
+    camera_time,
+    header_instant,
+    header_time,
+    tai_minus_utc,
+    time_as_utc,
+    utc_time,
+    utc_to_tai,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -46,3 +56,44 @@ def test_unknown_scales_bad_times_and_naive_instants_are_refused() -> None:
         header_instant("yesterday", "TAI")
     with pytest.raises(ValueError, match="naive"):
         utc_time(datetime(2025, 4, 16))
+
+
+def _random_instants(n: int) -> list[float]:
+    """MJDs from 1972 (integer leap seconds) to the table's end, every leap-second day's last
+    and first minutes included."""
+    import erfa
+
+    rng = random.Random(19)
+    days = [rng.uniform(41317.0, 61500.0) for _ in range(n)]
+    for year, month, _ in erfa.leap_seconds.get():
+        if year >= 1972:
+            start = Time(f"{int(year)}-{int(month):02d}-01", scale="utc").mjd
+            days += [start - 1 / 1440, start - 1e-6, start, start + 1 / 86400, start + 1 / 1440]
+    return days
+
+
+def test_the_leap_second_table_converts_as_astropy_does_over_many_dates() -> None:
+    checked = 0
+    for mjd in _random_instants(400):
+        for scale in ("tai", "utc"):
+            t = Time(mjd, format="mjd", scale=scale)
+            try:
+                expected = t.utc.to_datetime(timezone=UTC)
+            except ValueError:  # a TAI instant inside an inserted second: no datetime names it
+                continue
+            assert time_as_utc(t) == expected, (scale, mjd)
+            checked += 1
+        try:
+            utc = Time(mjd, format="mjd", scale="utc").to_datetime(timezone=UTC)
+        except ValueError:  # inside an inserted second
+            continue
+        assert utc_to_tai(utc) == Time(utc.replace(tzinfo=None), scale="utc").tai.to_datetime()
+    assert checked > 900
+
+
+def test_instants_outside_the_table_are_converted_by_astropy() -> None:
+    before = Time("1965-03-01T00:00:00", scale="tai")  # rubber seconds: not a whole offset
+    assert time_as_utc(before) == before.utc.to_datetime(timezone=UTC)
+    assert time_as_utc(Time(60781.5, format="mjd", scale="tt")) == Time(
+        60781.5, format="mjd", scale="tt"
+    ).utc.to_datetime(timezone=UTC)

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from obsingest.translate import NoIdentity, ObservationCache
+from obsingest.translate import NoIdentity, ObservationCache, observe
 from obsingest.translate.cards import HduHeader
 from tests.unit.obsingest.translate.real_headers import fits_primary, read
 
@@ -136,3 +136,87 @@ def test_warnings_are_kept_per_thread():
         t.join()
     assert results["clean"] == []
     assert results["darkless"] and all("DARKTIME" in w for w in results["darkless"])
+
+
+def test_ccds_of_one_exposure_missing_the_cache_together_translate_it_once(monkeypatch):
+    cache = ObservationCache()
+    header = read(SCIENCE)
+    translate = cache._translate_exposure
+    entered, release = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    def slow(h, filename):
+        calls.append(1)
+        entered.set()
+        release.wait(10)
+        return translate(h, filename)
+
+    monkeypatch.setattr(cache, "_translate_exposure", slow)
+    waiting = threading.Semaphore(0)
+
+    class Counted(threading.Event):
+        def wait(self, timeout=None):
+            waiting.release()
+            return super().wait(timeout)
+
+    monkeypatch.setattr(observe, "_Event", Counted)
+    results: dict[str, object] = {}
+
+    def one(slot: str) -> None:
+        results[slot] = cache.observation(_ccd(header, "R22", slot))
+
+    first = threading.Thread(target=one, args=("S00",))
+    first.start()
+    assert entered.wait(10)
+    others = [threading.Thread(target=one, args=(s,)) for s in ("S01", "S02", "S10")]
+    for t in others:
+        t.start()
+    for _ in others:  # each of them waits for the first one's translation
+        assert waiting.acquire(timeout=10)
+    release.set()
+    for t in (first, *others):
+        t.join(10)
+    assert len(calls) == 1 and (cache.hits, cache.misses) == (3, 1)
+    assert {results[s].identity.detector_name for s in results} == {"S00", "S01", "S02", "S10"}
+    assert len({id(results[s].info) for s in results}) == 1
+
+
+def test_a_failed_translation_lets_the_waiting_ccds_try_again(monkeypatch):
+    cache = ObservationCache()
+    header = read(SCIENCE)
+    translate = cache._translate_exposure
+    failures = iter([RuntimeError("database gone")])
+
+    def flaky(h, filename):
+        for exc in failures:
+            raise exc
+        return translate(h, filename)
+
+    monkeypatch.setattr(cache, "_translate_exposure", flaky)
+    with pytest.raises(RuntimeError):
+        cache.observation(header)
+    assert cache.observation(header).identity.detector_num == 1
+    assert not cache._translating
+
+
+def test_the_detector_part_is_cached_by_raft_and_slot_and_equals_a_fresh_translation():
+    header = read(SCIENCE)
+    warm = ObservationCache()
+    for seq in (60, 61):  # the second exposure's CCDs take their detector from the cache
+        exposure = {**header, "SEQNUM": seq, "OBSID": f"MC_O_20250415_{seq:06d}"}
+        for raft, slot in (("R01", "S01"), ("R22", "S11"), ("R44", "SW0"), ("R00", "SG1")):
+            ccd = _ccd(exposure, raft, slot)
+            cached = warm.observation(HduHeader(fits_primary(ccd)))
+            fresh = ObservationCache().observation(ccd)
+            assert cached.identity == fresh.identity
+            assert cached.warnings == fresh.warnings
+    assert len(warm._detectors) == 4
+
+
+def test_a_detector_that_warns_is_not_cached_and_warns_for_every_ccd():
+    cache = ObservationCache()
+    header = read(SCIENCE)
+    for _ in range(2):
+        with pytest.raises(NoIdentity, match="RAFTBAY"):
+            cache.observation(_ccd(header, "R99", "S11"))
+    assert not cache._detectors
