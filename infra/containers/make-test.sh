@@ -86,7 +86,7 @@ while [[ ! -e $RUN/rc ]] && kill -0 "$build" 2>/dev/null; do
 done
 wait "$build" 2>/dev/null
 build_rc=$(cat "$RUN/rc" 2>/dev/null || echo 1)
-echo "make test: images ready after $((SECONDS - started)) s (waited $((SECONDS - waited)) s for them), exit $build_rc" >&2
+echo "make test: image build ended after $((SECONDS - started)) s (waited $((SECONDS - waited)) s for it), exit $build_rc" >&2
 if [[ $build_rc != 0 ]]; then
   echo "make test: the container images could not be built; tail of $LOG:" >&2
   tail -n 40 "$LOG" >&2
