@@ -29,10 +29,9 @@ setup: $(STAMP) ## create the project virtualenv with pinned dependencies
 demo: $(STAMP) ## run the whole pipeline on embedded defaults (3 exposures x 9 CCDs)
 	$(VENV)/bin/obsingest demo
 
-test: $(STAMP) ## every test: unit, integration on the real local services, end-to-end; then test-containers
+test: $(STAMP) ## every test: unit, integration on the real local services, end-to-end (images build meanwhile); then test-containers
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -m "not containers" tests
-	$(MAKE) test-containers
+	@bash infra/containers/make-test.sh $(PY)
 
 test-unit: $(STAMP) ## unit tests only, no services, seconds
 	$(PY) -m pytest -m unit tests/unit
