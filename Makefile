@@ -31,6 +31,7 @@ demo: $(STAMP) ## run the whole pipeline on embedded defaults (3 exposures x 9 C
 
 test: $(STAMP) ## every test: unit, integration on the real local services, end-to-end (images build meanwhile); then test-containers
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	@bash infra/containers/make-test.sh $(PY)
 
 test-unit: $(STAMP) ## unit tests only, no services, seconds
@@ -45,8 +46,9 @@ test-e2e: $(STAMP) ## end-to-end tests
 test-tools: $(STAMP) ## checks by pinned external tools: checkov, promtool (fetched into .cache)
 	$(PY) -m pytest -m tools tests/tools
 
-lint: $(STAMP) ## ruff, and mypy (strict on obsingest/, defaults elsewhere; pyproject.toml)
+lint: $(STAMP) ## ruff check and format, and mypy (strict on obsingest/, defaults elsewhere; pyproject.toml)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
 bench: $(STAMP) ## every benchmark (ONLY="a b": just those); writes benchmarks/results/*.json and benchmarks/README.md

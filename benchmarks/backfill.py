@@ -136,8 +136,11 @@ def ours(root: Path, bucket: str, parallel: int) -> float:
     spool = Path(tempfile.mkdtemp(prefix="bench-backfill-spool-"))
     try:
         started = time.monotonic()
-        report = run_backfill(BackfillConfig([str(root)], f"gs://{bucket}/archive", spool,
-                                             parallel=parallel, progress=False))  # fmt: skip
+        report = run_backfill(
+            BackfillConfig(
+                [str(root)], f"gs://{bucket}/archive", spool, parallel=parallel, progress=False
+            )
+        )
         seconds = time.monotonic() - started
     finally:
         shutil.rmtree(spool, ignore_errors=True)
@@ -152,9 +155,13 @@ def google(root: Path, paths: list[Path], client: Any, bucket: str, parallel: in
     names = [str(p.relative_to(root)) for p in paths]
     started = time.monotonic()
     results = transfer_manager.upload_many_from_filenames(
-        client.bucket(bucket), names, source_directory=str(root), blob_name_prefix="archive/",
-        max_workers=parallel, worker_type=transfer_manager.PROCESS,
-    )  # fmt: skip
+        client.bucket(bucket),
+        names,
+        source_directory=str(root),
+        blob_name_prefix="archive/",
+        max_workers=parallel,
+        worker_type=transfer_manager.PROCESS,
+    )
     seconds = time.monotonic() - started
     errors = [r for r in results if isinstance(r, Exception)]
     if errors:
@@ -178,8 +185,12 @@ def _once(tool: str, root: Path, paths: list[Path], client: Any, n: int) -> floa
     return seconds
 
 
-def run(files: int = FILES, size: int = FILE_BYTES, parallel: tuple[int, ...] = PARALLEL,
-        repeats: int = REPEATS) -> dict[str, Any]:  # fmt: skip
+def run(
+    files: int = FILES,
+    size: int = FILE_BYTES,
+    parallel: tuple[int, ...] = PARALLEL,
+    repeats: int = REPEATS,
+) -> dict[str, Any]:
     from obsingest_cli.demo.local_stack import use_stack_environment
 
     use_stack_environment(("gcs", "pubsub"))
@@ -200,9 +211,12 @@ def run(files: int = FILES, size: int = FILE_BYTES, parallel: tuple[int, ...] = 
             for tool in tools:
                 median = statistics.median(seconds[tool])
                 runs = [round(files / s, 1) for s in seconds[tool]]
-                row[tool] = {"seconds": round(median, 3), "files_s": round(files / median, 1),
-                             "gbit_s": round(total * 8 / 1e9 / median, 4),
-                             "runs_files_s": runs}  # fmt: skip
+                row[tool] = {
+                    "seconds": round(median, 3),
+                    "files_s": round(files / median, 1),
+                    "gbit_s": round(total * 8 / 1e9 / median, 4),
+                    "runs_files_s": runs,
+                }
             # ours/theirs in files/s = their seconds / ours, per repeat (same load), median
             pairs = zip(seconds["obsingest"], seconds["transfer_manager"], strict=True)
             row["ratio"] = round(statistics.median(t / o for o, t in pairs), 3)
@@ -246,8 +260,11 @@ def format_table(result: dict[str, Any]) -> str:
             f"| {t['files_s']:,.1f} | {t['gbit_s']:.3f} | {r['ratio']:.2f}x |"
         )
     goal = result["goal"]
-    lines += ["", f"Goal ({goal['what']}): {'met' if goal['met'] else 'NOT met'} (ratio "
-              f"{goal['worst_ratio']:.2f}x .. {goal['best_ratio']:.2f}x)"]  # fmt: skip
+    lines += [
+        "",
+        f"Goal ({goal['what']}): {'met' if goal['met'] else 'NOT met'} (ratio "
+        f"{goal['worst_ratio']:.2f}x .. {goal['best_ratio']:.2f}x)",
+    ]
     return "\n".join(lines)
 
 

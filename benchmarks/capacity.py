@@ -38,10 +38,24 @@ def calibrate(timeout: float) -> tuple[dict[str, Any], dict[str, Any]]:
     """(calibration runs, the command's JSON for LSSTCam), from ``obsingest bench capacity``."""
     with tempfile.TemporaryDirectory(prefix="bench-capacity-") as tmp:
         runs, out = Path(tmp) / "calibration.json", Path(tmp) / "out.json"
-        cmd = [sys.executable, "-m", "obsingest_cli", "bench", "capacity", "--camera", "LSSTCam",
-               "--calibration", str(runs), "--json", str(out), "--run-dir", str(RUN_DIR)]
-        proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, timeout=timeout,
-                              check=False)  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "obsingest_cli",
+            "bench",
+            "capacity",
+            "--camera",
+            "LSSTCam",
+            "--calibration",
+            str(runs),
+            "--json",
+            str(out),
+            "--run-dir",
+            str(RUN_DIR),
+        ]
+        proc = subprocess.run(
+            cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, timeout=timeout, check=False
+        )
         if proc.returncode != 0 or not out.exists():
             raise RuntimeError(f"bench capacity exit {proc.returncode}: {proc.stdout[-1500:]}")
         return json.loads(runs.read_text()), json.loads(out.read_text())
@@ -57,10 +71,15 @@ def measured_rows(transfer: dict[str, Any], path: str = "direct") -> list[dict[s
         if row.get("path") != path or not lat.get("max"):
             continue
         phases = row.get("cpu", {}).get("phases", [])
-        out.append({"ccds": row["ccds"], "measured_max": lat["max"],
-                    "workers": row.get("workers") or None,
-                    "background": round(background_cores(phases), 3) if phases else None,
-                    "loadavg": transfer.get("machine", {}).get("loadavg_1min")})  # fmt: skip
+        out.append(
+            {
+                "ccds": row["ccds"],
+                "measured_max": lat["max"],
+                "workers": row.get("workers") or None,
+                "background": round(background_cores(phases), 3) if phases else None,
+                "loadavg": transfer.get("machine", {}).get("loadavg_1min"),
+            }
+        )
     return out
 
 
@@ -71,8 +90,14 @@ def validate(cal: Any, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for row in rows:
         p = predict_here(cal, row["ccds"], workers=row["workers"], background=row["background"])
         error = (p.max_latency - row["measured_max"]) / row["measured_max"] * 100
-        out.append({**row, "predicted_max": round(p.max_latency, 3), "bottleneck": p.bottleneck,
-                    "error_pct": round(error, 1)})  # fmt: skip
+        out.append(
+            {
+                **row,
+                "predicted_max": round(p.max_latency, 3),
+                "bottleneck": p.bottleneck,
+                "error_pct": round(error, 1),
+            }
+        )
     return out
 
 

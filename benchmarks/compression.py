@@ -301,9 +301,12 @@ def whole_process(repeats: int = 5) -> dict:
             ("fpack", ["fpack", "-O", out["fpack"].name, src], [out["fpack"]]),
             ("obsingest compress", [*cli, "-O", out["cli"].name, src], [out["cli"]]),
             ("python -m producers.compress", [*lib, "-O", out["lib"].name, src], [out["lib"]]),
-            ("python -m producers.compress -t 0,1 (fpack's row tiles)",
-             [*lib, "-t", "0,1", "-O", out["rows"].name, src], [out["rows"]]),
-        ]  # fmt: skip
+            (
+                "python -m producers.compress -t 0,1 (fpack's row tiles)",
+                [*lib, "-t", "0,1", "-O", out["rows"].name, src],
+                [out["rows"]],
+            ),
+        ]
         timed = _median_processes(one, work, repeats)
         for name in ("cli", "lib", "rows"):
             _check_round_trip(out[name], work / src)
@@ -325,9 +328,15 @@ def whole_process(repeats: int = 5) -> dict:
     for scenario, minimum in GOAL_PROCESS.items():
         for method in ("obsingest compress", "python -m producers.compress"):
             row = next(r for r in rows if r["scenario"] == scenario and r["method"] == method)
-            goals.append({"scenario": scenario, "method": method, "min": minimum,
-                          "speed_vs_fpack": row["speed_vs_fpack"],
-                          "met": row["speed_vs_fpack"] >= minimum})  # fmt: skip
+            goals.append(
+                {
+                    "scenario": scenario,
+                    "method": method,
+                    "min": minimum,
+                    "speed_vs_fpack": row["speed_vs_fpack"],
+                    "met": row["speed_vs_fpack"] >= minimum,
+                }
+            )
     return {
         "statistic": "median wall seconds of fresh processes, round-robin repeats (min given)",
         "repeats": {ONE: repeats, MANY: max(1, repeats // 2)},
@@ -364,7 +373,7 @@ def _process_rows(scenario: str, cases: list, timed: dict, ccds: int) -> list[di
                 "bytes": timed[name]["bytes"],
                 "speed_vs_fpack": round(fpack / seconds, 2),
             }
-        )  # fmt: skip
+        )
     return rows
 
 
@@ -415,9 +424,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="runs per method (median)")
     parser.add_argument(
-        "--process-repeats", type=int, default=5,
+        "--process-repeats",
+        type=int,
+        default=5,
         help="whole-process runs per command, one CCD (half as many for the 27 CCDs)",
-    )  # fmt: skip
+    )
     args = parser.parse_args(argv)
     result = run(args.repeats, args.process_repeats)
     print(format_table(result))

@@ -177,8 +177,13 @@ def run(exposures: int = 2, detectors: int = 9, workers: int = 2) -> dict[str, A
     day_obs = int(datetime.now(UTC).strftime("%Y%m%d"))
     tmp = Path(tempfile.mkdtemp(prefix="bench-direct-"))
     ship_seconds: list[float] = []
-    settings = EdgeSettings(destination=path.store.uri(""), spool=tmp / "spool", workers=workers,
-                            health_port=-1, min_free_bytes=0)  # fmt: skip
+    settings = EdgeSettings(
+        destination=path.store.uri(""),
+        spool=tmp / "spool",
+        workers=workers,
+        health_port=-1,
+        min_free_bytes=0,
+    )
     try:
         path.start()
         with (
@@ -196,14 +201,17 @@ def run(exposures: int = 2, detectors: int = 9, workers: int = 2) -> dict[str, A
                 paths = [raw_dir / s.file_name for s in specs]  # the camera's names
                 list(daq.map(write_raw_ccd, specs, paths))
                 readout = utcnow()
-                ccds = [CcdFile(str(p), INSTRUMENT, exposure, s.detector, readout)
-                        for s, p in zip(specs, paths, strict=True)]  # fmt: skip
+                ccds = [
+                    CcdFile(str(p), INSTRUMENT, exposure, s.detector, readout)
+                    for s, p in zip(specs, paths, strict=True)
+                ]
                 outcomes = [f.result(timeout=120) for f in edge.submit_many(ccds)]
                 bad = [o for o in outcomes if not o.ok]
                 if bad:
                     raise RuntimeError(f"edge: {len(bad)} CCDs not acked: {bad[0].error}")
-                ship_seconds += [o.read_seconds + o.compress_seconds + o.send_seconds
-                                 for o in outcomes]  # fmt: skip
+                ship_seconds += [
+                    o.read_seconds + o.compress_seconds + o.send_seconds for o in outcomes
+                ]
                 deadline = time.monotonic() + 120
                 while len(path.received) < (index + 1) * detectors:
                     if time.monotonic() > deadline:

@@ -89,9 +89,15 @@ def reference_run(ccds: int, numexp: int) -> tuple[list[float], list[str]]:
                 readout = start + timedelta(seconds=INTERVAL * index)
                 while (left := (readout - datetime.now(UTC)).total_seconds()) > 0:
                     time.sleep(min(left, 0.5))
-                futures = [pool.submit(ship_ccd, ShipJob(str(paths[det][0]), INSTRUMENT,
-                                                         exposure, det, readout, f"gs://{bucket}"))
-                           for det in range(ccds)]  # fmt: skip
+                futures = [
+                    pool.submit(
+                        ship_ccd,
+                        ShipJob(
+                            str(paths[det][0]), INSTRUMENT, exposure, det, readout, f"gs://{bucket}"
+                        ),
+                    )
+                    for det in range(ccds)
+                ]
                 for future in futures:
                     try:
                         res = future.result(timeout=120)
@@ -116,10 +122,13 @@ def edge_run(ccds: int, numexp: int) -> tuple[list[float], list[float], dict[str
     bucket = _bucket("edge")
     spool = Path(tempfile.mkdtemp(prefix="bench-edge-spool-"))
     settings = EdgeSettings(
-        destination=f"gs://{bucket}", spool=spool, workers=ccds,
-        threads=compress_threads(ccds, os.cpu_count() or 1), health_port=-1,
+        destination=f"gs://{bucket}",
+        spool=spool,
+        workers=ccds,
+        threads=compress_threads(ccds, os.cpu_count() or 1),
+        health_port=-1,
         min_free_bytes=0,
-    )  # fmt: skip
+    )
     latencies: list[float] = []
     added: list[float] = []
     try:
@@ -129,10 +138,12 @@ def edge_run(ccds: int, numexp: int) -> tuple[list[float], list[float], dict[str
                 readout = start + timedelta(seconds=INTERVAL * index)
                 while (left := (readout - datetime.now(UTC)).total_seconds()) > 0:
                     time.sleep(min(left, 0.5))
-                futures = edge.submit_many([
-                    CcdFile(str(paths[det][0]), INSTRUMENT, exposure, det, readout)
-                    for det in range(ccds)
-                ])  # fmt: skip
+                futures = edge.submit_many(
+                    [
+                        CcdFile(str(paths[det][0]), INSTRUMENT, exposure, det, readout)
+                        for det in range(ccds)
+                    ]
+                )
                 outcomes = [f.result(timeout=120) for f in futures]
                 bad = [o for o in outcomes if not o.ok]
                 if bad:
@@ -168,10 +179,17 @@ def run(ccds: int = CCDS, numexp: int = NUMEXP, repeats: int = REPEATS) -> dict[
         reference += h
         edge += e
         added += a
-        rounds.append({"reference": _stats(h), "reference_failed": len(failed),
-                       "reference_errors": failed[:3], "edge": _stats(e), "edge_added": _stats(a),
-                       "ratio_mean": round(_stats(e)["mean"] / _stats(h)["mean"], 3),
-                       "edge_journal": journal})  # fmt: skip
+        rounds.append(
+            {
+                "reference": _stats(h),
+                "reference_failed": len(failed),
+                "reference_errors": failed[:3],
+                "edge": _stats(e),
+                "edge_added": _stats(a),
+                "ratio_mean": round(_stats(e)["mean"] / _stats(h)["mean"], 3),
+                "edge_journal": journal,
+            }
+        )
     hs, es, adds = _stats(reference), _stats(edge), _stats(added)
     overhead = adds["mean"] / hs["mean"] * 100
     result = {
@@ -212,18 +230,25 @@ def format_table(result: dict[str, Any]) -> str:
     for name in ("reference", "edge"):
         s = result[name]
         ratio = s["mean"] / result["reference"]["mean"]
-        lines.append(f"| {name} | {s['n']} | {s['mean']:.3f} | {s['p50']:.3f} | {s['max']:.3f} "
-                     f"| {ratio:.3f}x |")  # fmt: skip
+        lines.append(
+            f"| {name} | {s['n']} | {s['mean']:.3f} | {s['p50']:.3f} | {s['max']:.3f} "
+            f"| {ratio:.3f}x |"
+        )
     goal = result["goal"]
     added = result["edge_added"]
-    lines += ["", f"Failed transfers (not timed): reference {result['reference_failed']}, edge "
-              f"{result['edge_failed']} (the edge retries until acknowledged).",
-              "", f"What the service adds per CCD (journal, queueing, hand-off): mean "
-              f"{added['mean'] * 1000:.0f} ms, p50 {added['p50'] * 1000:.0f} ms, max "
-              f"{added['max'] * 1000:.0f} ms = {result['overhead_mean_pct']:.1f}% of the "
-              f"reference's mean. Edge / reference means by round (A/B, same CCDs, alternating; "
-              f"load noise included): {result['ab_ratio_by_round']}.",
-              "", f"Goal ({goal['what']}): {'met' if goal['met'] else 'NOT met'}"]  # fmt: skip
+    lines += [
+        "",
+        f"Failed transfers (not timed): reference {result['reference_failed']}, edge "
+        f"{result['edge_failed']} (the edge retries until acknowledged).",
+        "",
+        f"What the service adds per CCD (journal, queueing, hand-off): mean "
+        f"{added['mean'] * 1000:.0f} ms, p50 {added['p50'] * 1000:.0f} ms, max "
+        f"{added['max'] * 1000:.0f} ms = {result['overhead_mean_pct']:.1f}% of the "
+        f"reference's mean. Edge / reference means by round (A/B, same CCDs, alternating; "
+        f"load noise included): {result['ab_ratio_by_round']}.",
+        "",
+        f"Goal ({goal['what']}): {'met' if goal['met'] else 'NOT met'}",
+    ]
     return "\n".join(lines)
 
 

@@ -49,9 +49,18 @@ def header(exposure: int, detector: int) -> bytes:
 
     identity = DataId("LSSTCam", exposure, detector).identity("O")
     _code, letter, day_obs, seq = identity.obs_id.split("_")
-    cards = {"SIMPLE": True, "BITPIX": 8, "NAXIS": 0, "INSTRUME": "lsstCam",
-             "OBSID": identity.obs_id, "DAYOBS": day_obs, "SEQNUM": int(seq), "CONTRLLR": letter,
-             "RAFTBAY": identity.raft, "CCDSLOT": identity.sensor}  # fmt: skip
+    cards = {
+        "SIMPLE": True,
+        "BITPIX": 8,
+        "NAXIS": 0,
+        "INSTRUME": "lsstCam",
+        "OBSID": identity.obs_id,
+        "DAYOBS": day_obs,
+        "SEQNUM": int(seq),
+        "CONTRLLR": letter,
+        "RAFTBAY": identity.raft,
+        "CCDSLOT": identity.sensor,
+    }
     return header_bytes([make_card(k, v) for k, v in cards.items()])
 
 
@@ -109,8 +118,13 @@ def restart(root: Path) -> dict[str, Any]:
         stats = edge.stats.snapshot()
     finally:
         edge.stop()
-    return {"ready_s": ready, "cpu_s": cpu, "accepted": stats["accepted"],
-            "duplicates": stats["duplicates"], "quarantined": sum(stats["quarantined"].values())}
+    return {
+        "ready_s": ready,
+        "cpu_s": cpu,
+        "accepted": stats["accepted"],
+        "duplicates": stats["duplicates"],
+        "quarantined": sum(stats["quarantined"].values()),
+    }
 
 
 def scan_only(root: Path) -> tuple[float, float]:

@@ -112,10 +112,23 @@ class Server:
         self.url = f"http://127.0.0.1:{port}"
         self._log = log.open("w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "obsingest_cli", "serve", "--registry", registry_url,
-             "--port", str(port), "--workers", str(workers)],
-            cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "obsingest_cli",
+                "serve",
+                "--registry",
+                registry_url,
+                "--port",
+                str(port),
+                "--workers",
+                str(workers),
+            ],
+            cwd=ROOT,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
@@ -177,11 +190,27 @@ def measure(
         out = work / "load.json"
         cpu_before = _cpu_seconds(server.proc.pid)
         subprocess.run(
-            [sys.executable, "-m", "benchmarks.presence_load", "--url", server.url,
-             "--paths", str(paths), "--rate", str(rate), "--duration", str(duration),
-             "--warmup", str(warmup), "--out", str(out)],
-            cwd=ROOT, check=True, timeout=duration + warmup + 120,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.presence_load",
+                "--url",
+                server.url,
+                "--paths",
+                str(paths),
+                "--rate",
+                str(rate),
+                "--duration",
+                str(duration),
+                "--warmup",
+                str(warmup),
+                "--out",
+                str(out),
+            ],
+            cwd=ROOT,
+            check=True,
+            timeout=duration + warmup + 120,
+        )
         cpu = _cpu_seconds(server.proc.pid) - cpu_before
         load = json.loads(out.read_text())
         check = server.get(f"/v1/exposures/{INSTRUMENT}/{night.exposures[0]}")
@@ -245,8 +274,12 @@ def run_backend(
         finally:
             if admin is not None:
                 provision.drop_database(admin, url)
-    return {"datasets": night.datasets, "exposures": len(night.exposures),
-            "build_s": round(build_s, 1), **result}  # fmt: skip
+    return {
+        "datasets": night.datasets,
+        "exposures": len(night.exposures),
+        "build_s": round(build_s, 1),
+        **result,
+    }
 
 
 def run(

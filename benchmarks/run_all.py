@@ -63,10 +63,21 @@ TIMEOUTS = {
 DEFAULT_TIMEOUT = 240
 TOTAL_BUDGET = 26 * 60
 PACKAGES = (
-    "numpy", "astropy", "fitsio", "apache-beam", "confluent-kafka", "google-cloud-storage",
-    "google-cloud-pubsub", "fastavro", "sqlalchemy", "psycopg", "matplotlib", "lsst-daf-butler",
-    "fastapi", "uvicorn",
-)  # fmt: skip
+    "numpy",
+    "astropy",
+    "fitsio",
+    "apache-beam",
+    "confluent-kafka",
+    "google-cloud-storage",
+    "google-cloud-pubsub",
+    "fastavro",
+    "sqlalchemy",
+    "psycopg",
+    "matplotlib",
+    "lsst-daf-butler",
+    "fastapi",
+    "uvicorn",
+)
 
 
 def discover() -> list[str]:
@@ -230,14 +241,28 @@ def plot_transfer(result: dict[str, Any], path: Path = PLOT) -> Path | None:
         color = f"C{index}"
         mine = sorted(((r["ccds"], r) for r in rows if r["path"] == name), key=lambda x: x[0])
         xs = [n for n, _ in mine]
-        ax.plot(xs, [r["steady"]["max"] for _, r in mine], "-o", color=color,
-                label=f"{name}: max read + compress + send")  # fmt: skip
-        ax.plot(xs, [r["steady"]["send_max"] for _, r in mine], ":o", color=color,
-                label=f"{name}: max send")  # fmt: skip
+        ax.plot(
+            xs,
+            [r["steady"]["max"] for _, r in mine],
+            "-o",
+            color=color,
+            label=f"{name}: max read + compress + send",
+        )
+        ax.plot(
+            xs,
+            [r["steady"]["send_max"] for _, r in mine],
+            ":o",
+            color=color,
+            label=f"{name}: max send",
+        )
         announced = [(n, r["latency"]["steady"]["max"]) for n, r in mine if r.get("latency")]
         if announced:
-            ax.plot(*zip(*announced, strict=True), "--s", color=color,
-                    label=f"{name}: max readout -> announced")  # fmt: skip
+            ax.plot(
+                *zip(*announced, strict=True),
+                "--s",
+                color=color,
+                label=f"{name}: max readout -> announced",
+            )
     ax.axhline(result["budget_seconds"], color="red", lw=1, label="5 s budget")
     ax.set_xlabel("CCDs per exposure (read out together, through the edge service)")
     ax.set_ylabel("seconds per CCD")
@@ -254,9 +279,11 @@ def plot_transfer(result: dict[str, Any], path: Path = PLOT) -> Path | None:
 def _date_line(info: dict[str, Any]) -> str:
     if not info.get("only"):
         return f"- date: {info['date']} (total {info['total_seconds']:.0f} s)"
-    return (f"- date: {info['date']}: only {', '.join(info['only'])} re-run "
-            f"({info['total_seconds']:.0f} s); the others are from their own runs (dates in the "
-            "table; machine and versions below are this run's)")  # fmt: skip
+    return (
+        f"- date: {info['date']}: only {', '.join(info['only'])} re-run "
+        f"({info['total_seconds']:.0f} s); the others are from their own runs (dates in the "
+        "table; machine and versions below are this run's)"
+    )
 
 
 def write_readme(runs: list[dict[str, Any]], info: dict[str, Any]) -> None:
@@ -278,8 +305,10 @@ def write_readme(runs: list[dict[str, Any]], info: dict[str, Any]) -> None:
         "| benchmark | status | seconds | date |",
         "| --- | --- | ---: | --- |",
     ]
-    lines += [f"| {r['name']} | {r['error'] or 'ok'} | {r['seconds']} | {r.get('date', '-')} |"
-              for r in runs]  # fmt: skip
+    lines += [
+        f"| {r['name']} | {r['error'] or 'ok'} | {r['seconds']} | {r.get('date', '-')} |"
+        for r in runs
+    ]
     for r in runs:
         lines += ["", f"## {r['name']}", ""]
         if r["result"] is None:
@@ -300,8 +329,9 @@ def main(argv: list[str] | None = None) -> int:
     names = discover()
     unknown = sorted(set(only) - set(names))
     if unknown:
-        print(f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(names)}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(names)}", file=sys.stderr
+        )
         return 2
     t0 = time.monotonic()
     load_before = [round(x, 2) for x in os.getloadavg()]
@@ -319,8 +349,15 @@ def main(argv: list[str] | None = None) -> int:
             continue
         remaining = TOTAL_BUDGET - (time.monotonic() - t0)
         if remaining < 30:
-            runs.append({"name": name, "seconds": 0, "error": "skipped: out of time budget",
-                         "tail": "", "result": None})  # fmt: skip
+            runs.append(
+                {
+                    "name": name,
+                    "seconds": 0,
+                    "error": "skipped: out of time budget",
+                    "tail": "",
+                    "result": None,
+                }
+            )
             continue
         run = run_benchmark(name, min(TIMEOUTS.get(name, DEFAULT_TIMEOUT), remaining))
         run["date"] = datetime.now(UTC).isoformat(timespec="seconds")

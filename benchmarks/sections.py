@@ -50,23 +50,26 @@ def _beam(result: dict[str, Any]) -> str:
     cpu_ratio = result.get("ratio_cpu")
     per_repeat = ", ".join(f"{r:.2f}x" for r in result.get("ratio_per_repeat", []))
     lag = result.get("streaming_lag", {})
-    return "\n".join([
-        f"{result['events']:,} ArrivalEvents ({result['exposures']} exposures x "
-        f"{result['detectors']} CCDs), {result['runner']}, median of {result['repeats']} "
-        "alternated repeats; ratios are of medians from the same run.",
-        "",
-        "| pipeline | seconds | CPU seconds | events/s | vs plain GroupByKey |",
-        "| --- | ---: | ---: | ---: | ---: |",
-        f"| ours (summaries) | {result['summarize_s_median']} | {_dash(cpu_ours)} | {ours:,} | "
-        f"{ratio:.2f}x{f' (CPU {cpu_ratio:.2f}x)' if cpu_ratio else ''} |",
-        f"| plain GroupByKey + percentiles | {result['plain_gbk_s_median']} | {_dash(cpu_plain)} | "
-        f"{plain:,} | 1.00x |",
-        "",
-        (f"Ratio per repeat: {per_repeat}. " if per_repeat else "")
-        + f"Reference figure: {result.get('reference_plain_gbk_events_per_s', '-'):,} events/s. "
-        f"Streaming lag, last arrival -> summary: p50 {lag.get('lag_ms_p50', '-')} ms, max "
-        f"{lag.get('lag_ms_max', '-')} ms ({lag.get('method', '')}).",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"{result['events']:,} ArrivalEvents ({result['exposures']} exposures x "
+            f"{result['detectors']} CCDs), {result['runner']}, median of {result['repeats']} "
+            "alternated repeats; ratios are of medians from the same run.",
+            "",
+            "| pipeline | seconds | CPU seconds | events/s | vs plain GroupByKey |",
+            "| --- | ---: | ---: | ---: | ---: |",
+            f"| ours (summaries) | {result['summarize_s_median']} | {_dash(cpu_ours)} | {ours:,} | "
+            f"{ratio:.2f}x{f' (CPU {cpu_ratio:.2f}x)' if cpu_ratio else ''} |",
+            f"| plain GroupByKey + percentiles | {result['plain_gbk_s_median']} | "
+            f"{_dash(cpu_plain)} | {plain:,} | 1.00x |",
+            "",
+            (f"Ratio per repeat: {per_repeat}. " if per_repeat else "")
+            + "Reference figure: "
+            + f"{result.get('reference_plain_gbk_events_per_s', '-'):,} events/s. "
+            f"Streaming lag, last arrival -> summary: p50 {lag.get('lag_ms_p50', '-')} ms, max "
+            f"{lag.get('lag_ms_max', '-')} ms ({lag.get('method', '')}).",
+        ]
+    )
 
 
 def _dash(value: Any) -> str:
@@ -122,45 +125,47 @@ def _butler(result: dict[str, Any]) -> str:
     med, rates = result["median_seconds"], result["rates_per_s"]
     goal = result["goal"]
     tx = result["obsingest_transactions_per_exposure"]
-    return "\n".join([
-        f"{result['repository']}; run `LSSTCam/raw/all`; small LSSTCam CCDs; median of "
-        f"{result['repeats']} runs on fresh exposures; load average at the start "
-        f"{result['machine']['load_1min']}.",
-        "",
-        "| registration | seconds | files/s | vs Butler one file per call |",
-        "| --- | ---: | ---: | ---: |",
-        f"| obsingest, one event at a time (per CCD) | {med['obsingest_per_ccd_s']} | "
-        f"{rates['obsingest_per_ccd_per_s']:,} | "
-        f"{rates['obsingest_per_ccd_per_s'] / rates['butler_per_file_per_s']:.1f}x |",
-        f"| obsingest, a {result['detectors']}-CCD exposure arriving at once (group commit) | "
-        f"{med['obsingest_exposure_s']} | {rates['obsingest_exposure_per_s']:,} | "
-        f"{result['factor_vs_butler_per_file']}x |",
-        f"| Butler `ingest`, one file per call | {med['butler_per_file_s']} | "
-        f"{rates['butler_per_file_per_s']:,} | 1.0x |",
-        f"| Butler `ingest`, one call per exposure | {med['butler_per_exposure_s']} | "
-        f"{rates['butler_per_exposure_per_s']:,} | "
-        f"{rates['butler_per_exposure_per_s'] / rates['butler_per_file_per_s']:.1f}x |",
-        "",
-        *(
-            [
-                f"CPU seconds (this process, every thread): obsingest's exposure "
-                f"{med['obsingest_exposure_cpu_s']}, Butler one file per call "
-                f"{med['butler_per_file_cpu_s']} per file: "
-                f"{result['cpu_factor_vs_butler_per_file']}x in CPU.",
-                "",
-            ]
-            if "obsingest_exposure_cpu_s" in med
-            else []
-        ),
-        "Butler transactions per obsingest exposure: "
-        + "; ".join(f"{t['transactions']} (largest {t['largest']})" for t in tx),
-        "",
-        f"Goal (exposure registered within {goal['exposure_within_s']} s of its last CCD, "
-        f">= {goal['factor']:g}x Butler's one-file-per-call rate): "
-        f"{'met' if goal['met'] else 'NOT met'}",
-        "",
-        _BUTLER_NOTE,
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"{result['repository']}; run `LSSTCam/raw/all`; small LSSTCam CCDs; median of "
+            f"{result['repeats']} runs on fresh exposures; load average at the start "
+            f"{result['machine']['load_1min']}.",
+            "",
+            "| registration | seconds | files/s | vs Butler one file per call |",
+            "| --- | ---: | ---: | ---: |",
+            f"| obsingest, one event at a time (per CCD) | {med['obsingest_per_ccd_s']} | "
+            f"{rates['obsingest_per_ccd_per_s']:,} | "
+            f"{rates['obsingest_per_ccd_per_s'] / rates['butler_per_file_per_s']:.1f}x |",
+            f"| obsingest, a {result['detectors']}-CCD exposure arriving at once (group commit) | "
+            f"{med['obsingest_exposure_s']} | {rates['obsingest_exposure_per_s']:,} | "
+            f"{result['factor_vs_butler_per_file']}x |",
+            f"| Butler `ingest`, one file per call | {med['butler_per_file_s']} | "
+            f"{rates['butler_per_file_per_s']:,} | 1.0x |",
+            f"| Butler `ingest`, one call per exposure | {med['butler_per_exposure_s']} | "
+            f"{rates['butler_per_exposure_per_s']:,} | "
+            f"{rates['butler_per_exposure_per_s'] / rates['butler_per_file_per_s']:.1f}x |",
+            "",
+            *(
+                [
+                    f"CPU seconds (this process, every thread): obsingest's exposure "
+                    f"{med['obsingest_exposure_cpu_s']}, Butler one file per call "
+                    f"{med['butler_per_file_cpu_s']} per file: "
+                    f"{result['cpu_factor_vs_butler_per_file']}x in CPU.",
+                    "",
+                ]
+                if "obsingest_exposure_cpu_s" in med
+                else []
+            ),
+            "Butler transactions per obsingest exposure: "
+            + "; ".join(f"{t['transactions']} (largest {t['largest']})" for t in tx),
+            "",
+            f"Goal (exposure registered within {goal['exposure_within_s']} s of its last CCD, "
+            f">= {goal['factor']:g}x Butler's one-file-per-call rate): "
+            f"{'met' if goal['met'] else 'NOT met'}",
+            "",
+            _BUTLER_NOTE,
+        ]
+    )
 
 
 #: what the exposure figure is made of (issue 14): why it moved from ~1.1 s to ~0.4-0.6 s
@@ -199,10 +204,14 @@ def _backfill(result: dict[str, Any]) -> str:
     return (
         f"{result['files']:,} files of {result['file_bytes']:,} bytes to the "
         f"{result['destination']}, a fresh bucket per run. Ours: {result['ours']}. Reference, "
-        f"same files, same run: {result['reference']}.\n\n" + format_table(result)
-        + (f"\n\nWhat moved the figures:\n\n{result['what_moved'].rstrip()}"
-           if result.get("what_moved") else "")
-    )  # fmt: skip
+        f"same files, same run: {result['reference']}.\n\n"
+        + format_table(result)
+        + (
+            f"\n\nWhat moved the figures:\n\n{result['what_moved'].rstrip()}"
+            if result.get("what_moved")
+            else ""
+        )
+    )
 
 
 def _presence(result: dict[str, Any]) -> str:
@@ -213,19 +222,21 @@ def _presence(result: dict[str, Any]) -> str:
     lag = "; ".join(
         f"{name} p99 {b['send_lag']['p99_ms']} ms" for name, b in result["backends"].items()
     )
-    return "\n".join([
-        f"`obsingest serve` on a night of LSSTCam ({first['exposures']} exposures, "
-        f"{first['datasets']:,} datasets), {goal['rate_per_s']:g} requests/s from a second "
-        f"process (open loop, latency from the intended send time), mix {result['mix']}; load "
-        f"average at the start {result['machine']['load_1min']}.",
-        "",
-        format_table(result),
-        "",
-        f"Load generator's own send lag (how late it sent; counted in the figures): {lag}.",
-        "",
-        f"Goal (p99 < {goal['p99_ms_below']:g} ms at {goal['rate_per_s']:g} requests/s): "
-        f"{'met' if goal['met'] else 'NOT met'} (worst p99 {goal['worst_p99_ms']} ms)",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"`obsingest serve` on a night of LSSTCam ({first['exposures']} exposures, "
+            f"{first['datasets']:,} datasets), {goal['rate_per_s']:g} requests/s from a second "
+            f"process (open loop, latency from the intended send time), mix {result['mix']}; load "
+            f"average at the start {result['machine']['load_1min']}.",
+            "",
+            format_table(result),
+            "",
+            f"Load generator's own send lag (how late it sent; counted in the figures): {lag}.",
+            "",
+            f"Goal (p99 < {goal['p99_ms_below']:g} ms at {goal['rate_per_s']:g} requests/s): "
+            f"{'met' if goal['met'] else 'NOT met'} (worst p99 {goal['worst_p99_ms']} ms)",
+        ]
+    )
 
 
 def _butler_facility(result: dict[str, Any]) -> str:

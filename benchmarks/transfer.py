@@ -111,12 +111,30 @@ def run_one(path: str, ccds: int, numexp: int, ccd_size: str, timeout: float) ->
     with tempfile.TemporaryDirectory(prefix="bench-transfer-") as tmp:
         out = Path(tmp) / "result.json"
         cmd = [
-            sys.executable, "-m", "obsingest_cli", "bench", "transfer",
-            "--destination", destination, "--ccds", str(ccds), "--numexp", str(numexp),
-            "--interval", str(interval), "--compress", "--end-to-end",
-            "--ccd-size", ccd_size, "--run-dir", str(RUN_DIR), "--json", str(out),
-            "--budget", str(BUDGET),
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "obsingest_cli",
+            "bench",
+            "transfer",
+            "--destination",
+            destination,
+            "--ccds",
+            str(ccds),
+            "--numexp",
+            str(numexp),
+            "--interval",
+            str(interval),
+            "--compress",
+            "--end-to-end",
+            "--ccd-size",
+            ccd_size,
+            "--run-dir",
+            str(RUN_DIR),
+            "--json",
+            str(out),
+            "--budget",
+            str(BUDGET),
+        ]
         started = time.monotonic()
         try:
             proc = subprocess.run(
@@ -158,14 +176,19 @@ def run(
             "ccds": n,
             "max_s": limit,
             "measured_max_s": lat.get("max"),
-            "met": bool(lat) and lat["announced"] == lat["expected"]
-            and lat["max"] is not None and lat["max"] <= limit,
+            "met": bool(lat)
+            and lat["announced"] == lat["expected"]
+            and lat["max"] is not None
+            and lat["max"] <= limit,
         }
     result = {
         "benchmark": "transfer",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "loadavg_1min": round(os.getloadavg()[0], 2),
-                    "loadavg_before": load_before},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "loadavg_1min": round(os.getloadavg()[0], 2),
+            "loadavg_before": load_before,
+        },
         "ccd_size": ccd_size,
         "numexp": numexp,
         "mode": "read raw + compress + send through the edge service, end to end "
@@ -178,9 +201,12 @@ def run(
         "goals": goals,
         "what_moved": WHAT_MOVED,
         "goal": {
-            "what": "; ".join(f"{p}: {n} CCDs per exposure, every CCD announced within "
-                              f"{limit} s of readout" for p, (n, limit) in GOALS.items()
-                              if p in runs) + " (warm-up exposure excluded)",
+            "what": "; ".join(
+                f"{p}: {n} CCDs per exposure, every CCD announced within {limit} s of readout"
+                for p, (n, limit) in GOALS.items()
+                if p in runs
+            )
+            + " (warm-up exposure excluded)",
             "met": all(g["met"] for p, g in goals.items() if p in runs),
         },
     }
@@ -248,8 +274,9 @@ def format_stages(result: dict[str, Any]) -> str:
     if not rows:
         return "(no end-to-end stage figures)"
     names = [s["stage"] for s in rows[0]["stages"]]
-    header = "| stage | " + " | ".join(f"{r['path']} {r['ccds']} CCDs p50 / max s"
-                                       for r in rows) + " |"  # fmt: skip
+    header = (
+        "| stage | " + " | ".join(f"{r['path']} {r['ccds']} CCDs p50 / max s" for r in rows) + " |"
+    )
     lines = [header, "| --- |" + " ---: |" * len(rows)]
     for name in names:
         cells = []
@@ -273,8 +300,9 @@ def format_cpu(result: dict[str, Any]) -> str:
         )
     )
     lines = [
-        "| role | " + " | ".join(f"{r['path']} {r['ccds']} CCDs, CPU s / exposure"
-                                 for r in rows) + " |",
+        "| role | "
+        + " | ".join(f"{r['path']} {r['ccds']} CCDs, CPU s / exposure" for r in rows)
+        + " |",
         "| --- |" + " ---: |" * len(rows),
     ]
     for role in roles:

@@ -86,13 +86,20 @@ def run(args: argparse.Namespace) -> int:
 def command(bootstrap: str, topic: str, dlq_topic: str, group: str, store_url: str) -> list[str]:
     """The argv that runs one assembler as its own process (demo, harness, tests, benchmarks)."""
     return [
-        sys.executable, "-m", "functions.assembler",
-        "--bootstrap-servers", bootstrap,
-        "--topic", topic,
-        "--dlq-topic", dlq_topic,
-        "--group", group,
-        "--store", store_url,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "functions.assembler",
+        "--bootstrap-servers",
+        bootstrap,
+        "--topic",
+        topic,
+        "--dlq-topic",
+        dlq_topic,
+        "--group",
+        group,
+        "--store",
+        store_url,
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

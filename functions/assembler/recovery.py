@@ -35,9 +35,7 @@ def reread(settings: AssemblerSettings, rec: Recover) -> list[Verdict]:
     from confluent_kafka import Consumer, TopicPartition
 
     topic, partition = rec.partition
-    cfg = consumer_config(
-        settings, group_id=f"{settings.group_id}-recovery-{uuid.uuid4().hex[:8]}"
-    )
+    cfg = consumer_config(settings, group_id=f"{settings.group_id}-recovery-{uuid.uuid4().hex[:8]}")
     cfg.pop("partition.assignment.strategy")
     reader = Consumer(cfg)
     fresh = Reassembler(memory_limit_bytes=1 << 62, incomplete_timeout_s=float("inf"))

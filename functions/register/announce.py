@@ -192,8 +192,9 @@ class ArrivalAnnouncer:
                 message.topic, payload, key=message.key, attributes=message.attributes
             )
         except Exception as exc:  # any publisher failure: the row stays, with the reason
-            self._failed(row_id, exc, "outbox.publish_deferred", topic=message.topic,
-                         key=message.key)  # fmt: skip
+            self._failed(
+                row_id, exc, "outbox.publish_deferred", topic=message.topic, key=message.key
+            )
             return None
         self._mark([row_id] if row_id is not None else [])
         return sent if sent is not None else payload

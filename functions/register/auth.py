@@ -46,8 +46,9 @@ class KeyCache:
         **kwargs: Any,
     ) -> Any:
         if method != "GET" or body is not None:
-            return self._inner(url, method=method, body=body, headers=headers, timeout=timeout,
-                               **kwargs)  # fmt: skip
+            return self._inner(
+                url, method=method, body=body, headers=headers, timeout=timeout, **kwargs
+            )
         now = self._clock()
         with self._lock:
             kept = self._kept.get(url)

@@ -69,8 +69,14 @@ def handle_push(
     except BadMessage as exc:
         source = f"pubsub:{message_id(body.get('message')) or 'no-id'}"
         quarantine_manifest(registry, source, exc)
-        log_event(log, "manifest.quarantined", logging.WARNING, source=source, reason=exc.reason,
-                  error=str(exc))  # fmt: skip
+        log_event(
+            log,
+            "manifest.quarantined",
+            logging.WARNING,
+            source=source,
+            reason=exc.reason,
+            error=str(exc),
+        )
         return f"quarantined: {exc.reason}: {clip(str(exc), 300)}", 200
     name = f"{manifest.instrument[:40]}/{manifest.exposure}"
     try:
@@ -78,8 +84,14 @@ def handle_push(
     except PermanentError as exc:
         source = f"manifest/{name}"
         quarantine_manifest(registry, source, exc, _digest(manifest))
-        log_event(log, "manifest.quarantined", logging.WARNING, source=source, reason=exc.reason,
-                  error=str(exc))  # fmt: skip
+        log_event(
+            log,
+            "manifest.quarantined",
+            logging.WARNING,
+            source=source,
+            reason=exc.reason,
+            error=str(exc),
+        )
         return f"quarantined: {exc.reason}: {clip(str(exc), 300)}", 200
     log_event(log, f"manifest.{outcome.status}", manifest=name, expected=outcome.expected)
     if on_recorded is not None:

@@ -84,4 +84,3 @@ def _checksum(crc32c: str) -> str:
         return checksum_from_crc32c_b64(crc32c)
     except ValueError:  # not GCS's base64 of 4 bytes: the whole read names the mismatch
         return ""
-

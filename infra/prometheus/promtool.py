@@ -63,8 +63,12 @@ def promtool_path(cache: Path | None = None) -> Path:
 
 
 def go_binary() -> str:
-    for candidate in (os.environ.get("OBSINGEST_STACK_GO", ""), shutil.which("go") or "",
-                      "/usr/local/go/bin/go", "/usr/lib/go/bin/go"):  # fmt: skip
+    for candidate in (
+        os.environ.get("OBSINGEST_STACK_GO", ""),
+        shutil.which("go") or "",
+        "/usr/local/go/bin/go",
+        "/usr/lib/go/bin/go",
+    ):
         if candidate and Path(candidate).exists():
             return candidate
     raise PromtoolBuildError("go not found (install Go >= 1.26, or set OBSINGEST_STACK_GO)")
@@ -102,9 +106,12 @@ def fetch(cache: Path | None = None, nice: int = 0) -> Path:
             argv = [go_binary(), "install", *BUILD_FLAGS, target]
             started = time.monotonic()
             result = subprocess.run(
-                argv, env=go_env(cache, Path(scratch)), capture_output=True, text=True,
+                argv,
+                env=go_env(cache, Path(scratch)),
+                capture_output=True,
+                text=True,
                 preexec_fn=(lambda: os.nice(nice)) if nice > 0 else None,
-            )  # fmt: skip
+            )
             if result.returncode != 0:
                 raise PromtoolBuildError(
                     f"`{' '.join(argv)}` failed after {time.monotonic() - started:.0f} s:\n"

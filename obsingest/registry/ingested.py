@@ -285,10 +285,16 @@ class IngestedCheck:
         )
         c = exposure_closure
         closure = {
-            "instrument": inst, "exposure": exp, "status": status, "closed_by": self.closed_by,
-            "closed_at": now, "missing": 0, "latency_max": presence.latency_max,
-            "ingested_at": now, "event_id": eid,
-        }  # fmt: skip
+            "instrument": inst,
+            "exposure": exp,
+            "status": status,
+            "closed_by": self.closed_by,
+            "closed_at": now,
+            "missing": 0,
+            "latency_max": presence.latency_max,
+            "ingested_at": now,
+            "event_id": eid,
+        }
         first_closure = (
             self._insert(c).values(closure).on_conflict_do_nothing().returning(c.c.exposure)
         )

@@ -345,9 +345,12 @@ class GcsStore:
         def download(remaining: float) -> Head:
             blob = self._bucket.blob(name)
             data: bytes = blob.download_as_bytes(
-                start=0, end=max(0, length - 1), checksum=None, retry=None,
+                start=0,
+                end=max(0, length - 1),
+                checksum=None,
+                retry=None,
                 timeout=self._timeout(remaining),
-            )  # fmt: skip
+            )
             return Head(data, int(blob.generation or 0), blob.crc32c or "")
 
         try:

@@ -275,7 +275,9 @@ class ObservationCache:
             running.set()
 
     def _detector(
-        self, translator_class: type[MetadataTranslator], header: Mapping[str, Any],
+        self,
+        translator_class: type[MetadataTranslator],
+        header: Mapping[str, Any],
         filename: str | None,
     ) -> tuple[dict[str, tuple[Any, str]], tuple[str, ...]]:
         """(property -> (value, why it failed), warnings) of the detector part."""

@@ -9,9 +9,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from producers.backfill.main import DESCRIPTION, add_arguments  # standard library only
 
     parser = subparsers.add_parser(
-        "backfill", help="upload an archive (tree, glob, list) journalled, verified, resumable",
+        "backfill",
+        help="upload an archive (tree, glob, list) journalled, verified, resumable",
         description=DESCRIPTION,
-    )  # fmt: skip
+    )
     add_arguments(parser)
     parser.set_defaults(func=run)
 

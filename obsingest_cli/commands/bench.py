@@ -26,8 +26,9 @@ DESCRIPTION = __doc__.split("\n\n", 1)[1].rsplit("\n\n", 1)[0]
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``bench`` and its ``transfer`` subcommand."""
     parser = subparsers.add_parser(
-        "bench", help="benchmarks: the transfer harness, the capacity model",
-        description=DESCRIPTION
+        "bench",
+        help="benchmarks: the transfer harness, the capacity model",
+        description=DESCRIPTION,
     )
     sub = parser.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
     parser.set_defaults(func=lambda _args: (parser.print_help(), 2)[1])
@@ -108,26 +109,57 @@ def _register_capacity(sub: argparse._SubParsersAction) -> None:  # type: ignore
         "instances and bandwidth needed to hold the per-CCD budget and the whole-exposure "
         "target. The model and its queueing assumptions: producers/transfer/capacity.py.",
     )
-    c.add_argument("--camera", default="LSSTCam",
-                   help="LSSTCam (205 detectors), LSSTComCam (9), LATISS (1) or a number")
+    c.add_argument(
+        "--camera",
+        default="LSSTCam",
+        help="LSSTCam (205 detectors), LSSTComCam (9), LATISS (1) or a number",
+    )
     c.add_argument("--cadence", type=float, default=17.0, help="seconds between exposures")
-    c.add_argument("--budget", type=float, default=defaults.BUDGET_SECONDS,
-                   help="seconds, readout -> announced, every CCD (default %(default)s)")
-    c.add_argument("--target", type=float, default=7.0,
-                   help="seconds, readout -> whole exposure at the facility (default 7)")
+    c.add_argument(
+        "--budget",
+        type=float,
+        default=defaults.BUDGET_SECONDS,
+        help="seconds, readout -> announced, every CCD (default %(default)s)",
+    )
+    c.add_argument(
+        "--target",
+        type=float,
+        default=7.0,
+        help="seconds, readout -> whole exposure at the facility (default 7)",
+    )
     c.add_argument("--path", choices=["direct", "kafka"], default="direct")
-    c.add_argument("--calibration-ccds", type=int, default=8,
-                   help="CCDs per exposure of the second calibration run (default 8)")
-    c.add_argument("--calibration", type=Path, metavar="FILE",
-                   help="reuse this calibration if it exists, else write it there")
+    c.add_argument(
+        "--calibration-ccds",
+        type=int,
+        default=8,
+        help="CCDs per exposure of the second calibration run (default 8)",
+    )
+    c.add_argument(
+        "--calibration",
+        type=Path,
+        metavar="FILE",
+        help="reuse this calibration if it exists, else write it there",
+    )
     c.add_argument("--cores-per-node", type=int, default=16)
-    c.add_argument("--cpu-scale", type=float, default=1.0,
-                   help="the camera's edge/facility CPU seconds per CCD over this machine's")
-    c.add_argument("--extra-latency", type=float, default=0.0,
-                   help="seconds a WAN adds to one CCD's own pipeline (round trips)")
-    c.add_argument("--predict", type=lambda t: [int(x) for x in t.split(",")],
-                   default=[1, 4, 8, 16, 24], metavar="N,N,...",
-                   help="CCD counts to predict on this machine (default 1,4,8,16,24)")
+    c.add_argument(
+        "--cpu-scale",
+        type=float,
+        default=1.0,
+        help="the camera's edge/facility CPU seconds per CCD over this machine's",
+    )
+    c.add_argument(
+        "--extra-latency",
+        type=float,
+        default=0.0,
+        help="seconds a WAN adds to one CCD's own pipeline (round trips)",
+    )
+    c.add_argument(
+        "--predict",
+        type=lambda t: [int(x) for x in t.split(",")],
+        default=[1, 4, 8, 16, 24],
+        metavar="N,N,...",
+        help="CCD counts to predict on this machine (default 1,4,8,16,24)",
+    )
     c.add_argument("--run-dir", type=Path, default=Path(".run/bench/capacity"))
     c.add_argument("--json", type=Path, metavar="FILE", help="write the model's output as JSON")
     c.set_defaults(func=run_capacity)

@@ -15,9 +15,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from producers.edge.main import DESCRIPTION, add_arguments  # standard library only
 
     parser = subparsers.add_parser(
-        "edge", help="run the edge service: watch the DAQ's hand-off directory, journal, send",
+        "edge",
+        help="run the edge service: watch the DAQ's hand-off directory, journal, send",
         description=DESCRIPTION,
-    )  # fmt: skip
+    )
     add_arguments(parser)
     parser.set_defaults(func=run)
     actions = parser.add_subparsers(dest="edge_action", metavar="ACTION")

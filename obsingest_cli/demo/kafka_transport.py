@@ -29,6 +29,7 @@ from obsingest_cli.demo.environment import DemoEnvironment
 
 log = get_logger("obsingest.demo.kafka")
 
+
 def kafka_bootstrap() -> str:
     """KAFKA_BOOTSTRAP_SERVERS, else the local stack's Kafka endpoint."""
     env = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")

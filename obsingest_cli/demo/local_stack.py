@@ -189,11 +189,14 @@ class LocalStackEnvironment:
             target=InProcessTarget(handler),
             dead_letters=PubSubDeadLetter(self.project, bus.objects_dlq_topic),
             settings=RelaySettings(
-                subscription=MANIFESTS_SUBSCRIPTION, min_backoff=0.0, max_backoff=2.0,
-                max_attempts=5, concurrency=2,
+                subscription=MANIFESTS_SUBSCRIPTION,
+                min_backoff=0.0,
+                max_backoff=2.0,
+                max_attempts=5,
+                concurrency=2,
             ),
             subscription_path=source.path,
-        )  # fmt: skip
+        )
 
     def publish_manifest(self, manifest: ExposureManifest) -> None:
         self.publisher.publish(

@@ -154,11 +154,15 @@ class DemoPipeline:
         day_obs = cfg.day_obs or int(datetime.now(UTC).strftime("%Y%m%d"))
         edge_log = (self.workdir / "edge.jsonl").open("w")
         settings = EdgeSettings(
-            destination=transport.sender_url, prefix=env.store_settings.prefix,
+            destination=transport.sender_url,
+            prefix=env.store_settings.prefix,
             quarantine_prefix=env.store_settings.quarantine_prefix,
-            spool=self.workdir / "edge-spool", workers=cfg.workers, health_port=-1,
-            min_free_bytes=0, budget_seconds=cfg.budget,
-        )  # fmt: skip
+            spool=self.workdir / "edge-spool",
+            workers=cfg.workers,
+            health_port=-1,
+            min_free_bytes=0,
+            budget_seconds=cfg.budget,
+        )
         try:
             env.start(self._on_arrival, self._on_manifest)
             transport.start()

@@ -133,8 +133,6 @@ def tail(
     return printed
 
 
-
-
 def run_tail(project: str | None, subscription: str, as_json_lines: bool, limit: int) -> int:
     """``tail`` on the configured arrivals topic until Ctrl-C or ``limit``."""
     import contextlib

@@ -231,14 +231,28 @@ def run_transfer(args: argparse.Namespace) -> int:
     return 0 if complete else 1
 
 
-def harness_json(destination: str, ccds: int, numexp: int, interval: float, run_dir: Path,
-                 stack: str | None = None, compress: bool = True,
-                 workers: int | None = None) -> dict[str, Any]:  # fmt: skip
+def harness_json(
+    destination: str,
+    ccds: int,
+    numexp: int,
+    interval: float,
+    run_dir: Path,
+    stack: str | None = None,
+    compress: bool = True,
+    workers: int | None = None,
+) -> dict[str, Any]:
     """One end-to-end harness run (as ``bench transfer --compress --end-to-end``), its JSON."""
     from producers.transfer import HarnessConfig, run_harness
 
-    config = HarnessConfig(destination=destination, ccds=ccds, numexp=numexp, interval=interval,
-                           compress=compress, run_dir=run_dir, workers=workers)  # fmt: skip
+    config = HarnessConfig(
+        destination=destination,
+        ccds=ccds,
+        numexp=numexp,
+        interval=interval,
+        compress=compress,
+        run_dir=run_dir,
+        workers=workers,
+    )
     use_stack_endpoints(destination)
     e2e = make_end_to_end(destination, stack, run_dir / "e2e")
     services = stack_service_pids(destination, stack)
@@ -291,9 +305,16 @@ def run_capacity(args: argparse.Namespace) -> int:
             args.calibration.parent.mkdir(parents=True, exist_ok=True)
             args.calibration.write_text(json.dumps(runs) + "\n")
     cal = capacity.calibrate(runs["path"], runs["one"], runs["many"])
-    report = capacity.camera_report(cal, detectors, args.cadence, args.budget, args.target,
-                                    args.cores_per_node, args.cpu_scale,
-                                    args.extra_latency)  # fmt: skip
+    report = capacity.camera_report(
+        cal,
+        detectors,
+        args.cadence,
+        args.budget,
+        args.target,
+        args.cores_per_node,
+        args.cpu_scale,
+        args.extra_latency,
+    )
     here = [capacity.predict_here(cal, n) for n in args.predict]
     print(
         f"calibration ({cal.path} path, {cal.cores} cores, {cal.ccds} CCDs per exposure, "
@@ -308,8 +329,7 @@ def run_capacity(args: argparse.Namespace) -> int:
     print(capacity.format_camera(report, args.camera))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        out = {"calibration": cal.to_json(), "camera": report,
-               "here": [p.__dict__ for p in here]}  # fmt: skip
+        out = {"calibration": cal.to_json(), "camera": report, "here": [p.__dict__ for p in here]}
         args.json.write_text(json.dumps(out, indent=2) + "\n")
         print(f"\nwritten {args.json}")
     return 0

@@ -24,14 +24,16 @@ class ManifestPublisher:
     one that still fails is reported on stderr and in the log and remembered (``failed``), and
     the night goes on: its files are written whatever the bus does."""
 
-    def __init__(self, publisher: Any, topic: str, policy: RetryPolicy | None = None,
-                 sleep: Any = None) -> None:  # fmt: skip
+    def __init__(
+        self, publisher: Any, topic: str, policy: RetryPolicy | None = None, sleep: Any = None
+    ) -> None:
         from obsingest.retry import RetryPolicy
 
         self.publisher = publisher
         self.topic = topic
-        self.policy = policy or RetryPolicy(max_attempts=PUBLISH_ATTEMPTS, base_delay=0.5,
-                                            max_delay=5.0, deadline=PUBLISH_DEADLINE)  # fmt: skip
+        self.policy = policy or RetryPolicy(
+            max_attempts=PUBLISH_ATTEMPTS, base_delay=0.5, max_delay=5.0, deadline=PUBLISH_DEADLINE
+        )
         self.sleep = sleep
         self.published: list[int] = []
         self.failed: list[int] = []
@@ -49,20 +51,37 @@ class ManifestPublisher:
             return Transient("publish") if getattr(exc, "retriable", False) else None
 
         def on_retry(attempt: Any) -> None:
-            log_event(log, "daq.manifest_publish_retry", logging.WARNING, manifest=key,
-                      attempt=attempt.number, error=str(attempt.error))  # fmt: skip
+            log_event(
+                log,
+                "daq.manifest_publish_retry",
+                logging.WARNING,
+                manifest=key,
+                attempt=attempt.number,
+                error=str(attempt.error),
+            )
 
         extra = {"sleep": self.sleep} if self.sleep is not None else {}
         try:
             call_with_retries(
-                lambda _left: self.publisher.publish(self.topic, data, key=key,
-                                                     attributes=attributes),
-                classify, self.policy, what=f"publish manifest {key}", on_retry=on_retry, **extra,
-            )  # fmt: skip
+                lambda _left: self.publisher.publish(
+                    self.topic, data, key=key, attributes=attributes
+                ),
+                classify,
+                self.policy,
+                what=f"publish manifest {key}",
+                on_retry=on_retry,
+                **extra,
+            )
         except Exception as exc:  # reported loudly; the night (and its files) go on
             self.failed.append(manifest.exposure)
-            log_event(log, "daq.manifest_unpublished", logging.ERROR, manifest=key,
-                      topic=self.topic, error=str(exc))  # fmt: skip
+            log_event(
+                log,
+                "daq.manifest_unpublished",
+                logging.ERROR,
+                manifest=key,
+                topic=self.topic,
+                error=str(exc),
+            )
             print(f"error: manifest {key} NOT published on {self.topic}: {exc}", file=sys.stderr)
             return
         self.published.append(manifest.exposure)
@@ -113,8 +132,11 @@ def night(args: argparse.Namespace) -> int:
             bus = BusSettings()
             publisher = open_publisher(bus)
             manifests = ManifestPublisher(publisher, bus.exposures_topic)
-        played = play_night(plan, lambda e: print(f"exposure {e.exposure}: {len(e.files)} CCDs"),
-                            on_manifest=manifests)  # fmt: skip
+        played = play_night(
+            plan,
+            lambda e: print(f"exposure {e.exposure}: {len(e.files)} CCDs"),
+            on_manifest=manifests,
+        )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -125,8 +147,11 @@ def night(args: argparse.Namespace) -> int:
     if manifests is not None:
         print(f"published {len(manifests.published)} manifests on {manifests.topic}")
         if manifests.failed:
-            print(f"error: {len(manifests.failed)} manifests NOT published: "
-                  f"{', '.join(map(str, manifests.failed))}", file=sys.stderr)  # fmt: skip
+            print(
+                f"error: {len(manifests.failed)} manifests NOT published: "
+                f"{', '.join(map(str, manifests.failed))}",
+                file=sys.stderr,
+            )
             return 1
     return 0
 

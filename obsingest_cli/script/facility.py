@@ -84,8 +84,12 @@ def reconcile(
         return 0 if rec.missing == 0 and not rec.gone else 1
     report = facility.run_pass()
     service = facility.reconciler.service
-    watch = CanaryWatch(service.store, service.registry.audit, settings.canary_prefix,
-                        timeout=settings.canary_timeout)  # fmt: skip
+    watch = CanaryWatch(
+        service.store,
+        service.registry.audit,
+        settings.canary_prefix,
+        timeout=settings.canary_timeout,
+    )
     state = watch.state()  # what the service's canaries say, if one runs
     out = report.as_dict()
     out["notifications_healthy"] = state.healthy

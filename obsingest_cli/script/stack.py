@@ -29,8 +29,10 @@ def up(args: argparse.Namespace) -> int:
         return _fail(exc)
     took = time.monotonic() - t0
     started = ", ".join(result.started) or "none"
-    print(f"started: {started}; already running: {', '.join(result.already_running) or 'none'}"
-          f" ({took:.1f} s)")  # fmt: skip
+    print(
+        f"started: {started}; already running: {', '.join(result.already_running) or 'none'}"
+        f" ({took:.1f} s)"
+    )
     rows = stack.status()
     print(render_status_table(rows), end="")
     return 0 if all(r.healthy for r in rows) else 1

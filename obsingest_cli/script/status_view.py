@@ -27,11 +27,18 @@ def _status(e: ExposurePresence) -> Text:
 def exposures_table(snapshot: Snapshot) -> Table:
     table = Table(title="newest exposures", title_justify="left", expand=False)
     for name, justify in (
-        ("exposure", "right"), ("instrument", "left"), ("filter", "left"),
-        ("expected", "right"), ("registered", "right"), ("missing", "left"),
-        ("p50 s", "right"), ("p95 s", "right"), ("max s", "right"), ("over budget", "right"),
+        ("exposure", "right"),
+        ("instrument", "left"),
+        ("filter", "left"),
+        ("expected", "right"),
+        ("registered", "right"),
+        ("missing", "left"),
+        ("p50 s", "right"),
+        ("p95 s", "right"),
+        ("max s", "right"),
+        ("over budget", "right"),
         ("status", "left"),
-    ):  # fmt: skip
+    ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for e in snapshot.exposures:
         missing = ",".join(str(d) for d in e.missing[:8]) + ("..." if len(e.missing) > 8 else "")
@@ -69,8 +76,10 @@ def verdict(snapshot: Snapshot) -> Text:
     if last.missing:
         why.append(f"{len(last.missing)} of {last.expected} CCDs missing")
     if last.over_budget:
-        why.append(f"{len(last.over_budget)} CCDs over {snapshot.budget_seconds:g} s "
-                   f"(max {_seconds(last.latency_max)} s)")  # fmt: skip
+        why.append(
+            f"{len(last.over_budget)} CCDs over {snapshot.budget_seconds:g} s "
+            f"(max {_seconds(last.latency_max)} s)"
+        )
     return Text(head + "MISSED the budget: " + "; ".join(why), style="bold red")
 
 

@@ -102,8 +102,15 @@ def multipart_body(resource: dict[str, Any], data: bytes) -> tuple[bytes, str]:
     boundary = "===============" + secrets.token_hex(16) + "=="
     head = f"--{boundary}\r\ncontent-type: application/json; charset=UTF-8\r\n\r\n"
     mid = f"\r\n--{boundary}\r\ncontent-type: {CONTENT_TYPE}\r\n\r\n"
-    body = b"".join((head.encode(), json.dumps(resource).encode(), mid.encode(), data,
-                     f"\r\n--{boundary}--".encode()))  # fmt: skip
+    body = b"".join(
+        (
+            head.encode(),
+            json.dumps(resource).encode(),
+            mid.encode(),
+            data,
+            f"\r\n--{boundary}--".encode(),
+        )
+    )
     return body, f'multipart/related; boundary="{boundary}"'
 
 
@@ -152,8 +159,13 @@ def classify_upload_error(exc: BaseException, auth_retries: int = 2) -> Transien
 class GcsUploader:
     """Create-once uploads into one bucket over one pooled, kept-alive connection per host."""
 
-    def __init__(self, bucket: str, settings: GcsSettings | None = None,
-                 endpoint: str | None = None, http: Any = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        bucket: str,
+        settings: GcsSettings | None = None,
+        endpoint: str | None = None,
+        http: Any = None,
+    ) -> None:
         self.settings = settings or GcsSettings()
         self.bucket = bucket
         self.endpoint = endpoint or endpoint_from_env()
@@ -168,14 +180,25 @@ class GcsUploader:
     def uri(self, name: str) -> str:
         return f"gs://{self.bucket}/{name}"
 
-    def _request(self, method: str, url: str, remaining: float, body: bytes | None = None,
-                 headers: dict[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
+    def _request(
+        self,
+        method: str,
+        url: str,
+        remaining: float,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
         """One HTTP request; the JSON answer, or the error ``classify_gcs_error`` understands."""
         timeout = max(0.05, min(self.settings.request_timeout, remaining))
         try:
-            response = self.http.urlopen(method, url, body=body, headers=headers,
-                                         timeout=urllib3.Timeout(total=timeout),
-                                         retries=False)  # fmt: skip
+            response = self.http.urlopen(
+                method,
+                url,
+                body=body,
+                headers=headers,
+                timeout=urllib3.Timeout(total=timeout),
+                retries=False,
+            )
         except urllib3.exceptions.TimeoutError as exc:
             raise TimeoutError(f"{method} {url}: {exc}") from exc
         except urllib3.exceptions.HTTPError as exc:  # connection refused/reset, protocol
@@ -188,27 +211,47 @@ class GcsUploader:
 
     def _retrying(self, what: str, name: str, fn: Any) -> Any:
         def on_retry(attempt: Attempt) -> None:
-            log_event(log, "gcs.retry", logging.WARNING, op=what, object=name,
-                      attempt=attempt.number, kind=attempt.kind,
-                      delay_s=round(attempt.delay, 4), error=str(attempt.error)[:300])  # fmt: skip
+            log_event(
+                log,
+                "gcs.retry",
+                logging.WARNING,
+                op=what,
+                object=name,
+                attempt=attempt.number,
+                kind=attempt.kind,
+                delay_s=round(attempt.delay, 4),
+                error=str(attempt.error)[:300],
+            )
 
         retries = self.settings.auth_retries
-        return call_with_retries(fn, lambda exc: classify_upload_error(exc, retries), self.policy,
-                                 what=f"gcs {what} {self.uri(name)}",
-                                 on_retry=on_retry)  # fmt: skip
+        return call_with_retries(
+            fn,
+            lambda exc: classify_upload_error(exc, retries),
+            self.policy,
+            what=f"gcs {what} {self.uri(name)}",
+            on_retry=on_retry,
+        )
 
-    def put(self, name: str, data: bytes, crc32c: str,
-            metadata: dict[str, str] | None = None) -> Uploaded:  # fmt: skip
+    def put(
+        self, name: str, data: bytes, crc32c: str, metadata: dict[str, str] | None = None
+    ) -> Uploaded:
         """Create-once upload of ``data`` (its base64 CRC32C ``crc32c``), verified: the store
         holds exactly these bytes afterwards, or this raises (``ObjectConflict`` when another
         version is there, ``ChecksumMismatch``-like store errors, retriable ones exhausted)."""
-        resource = {"name": name, "contentType": CONTENT_TYPE, "crc32c": crc32c,
-                    "metadata": dict(metadata or {})}  # fmt: skip
+        resource = {
+            "name": name,
+            "contentType": CONTENT_TYPE,
+            "crc32c": crc32c,
+            "metadata": dict(metadata or {}),
+        }
         body, content_type = multipart_body(resource, data)
         headers = {"content-type": content_type}
         try:
-            answer = self._retrying("put", name, lambda remaining: self._request(
-                "POST", self._upload_url, remaining, body, headers))  # fmt: skip
+            answer = self._retrying(
+                "put",
+                name,
+                lambda remaining: self._request("POST", self._upload_url, remaining, body, headers),
+            )
         except api_exceptions.PreconditionFailed:
             try:
                 existing = self.stat(name)
@@ -219,19 +262,25 @@ class GcsUploader:
             raise ObjectConflict(
                 f"object {self.uri(name)!r} already exists with different bytes (stored crc32c "
                 f"{existing.crc32c}, {existing.size} B; new {crc32c}, {len(data)} B)",
-                existing, crc32c,
-            ) from None  # fmt: skip
+                existing,
+                crc32c,
+            ) from None
         except api_exceptions.GoogleAPICallError as exc:
             raise permanent_error(exc, self.bucket, f"put {name!r}") from exc
-        return Uploaded(True, int(answer.get("size") or -1), str(answer.get("crc32c") or ""),
-                        int(answer.get("generation") or 0))  # fmt: skip
+        return Uploaded(
+            True,
+            int(answer.get("size") or -1),
+            str(answer.get("crc32c") or ""),
+            int(answer.get("generation") or 0),
+        )
 
     def stat(self, name: str) -> StoredObject:
         """The object's resource (one GET); ObjectMissing when it is not there."""
         url = self._object_url + quote(name, safe="")
         try:
-            answer = self._retrying("stat", name, lambda remaining: self._request(
-                "GET", url, remaining))  # fmt: skip
+            answer = self._retrying(
+                "stat", name, lambda remaining: self._request("GET", url, remaining)
+            )
         except api_exceptions.NotFound as exc:
             if "bucket" in str(exc).lower():
                 raise BucketMissing(f"stat {name!r}: bucket {self.bucket!r} not found") from exc

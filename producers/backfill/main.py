@@ -61,9 +61,16 @@ def run(args: argparse.Namespace) -> int:
     if args.parallel < 1 or args.batch < 1:
         print("error: --parallel and --batch must be >= 1", file=sys.stderr)
         return 2
-    config = BackfillConfig(args.sources, args.to, args.spool, args.parallel, args.batch,
-                            args.retries, progress=not args.no_progress,
-                            prefix=args.prefix)  # fmt: skip
+    config = BackfillConfig(
+        args.sources,
+        args.to,
+        args.spool,
+        args.parallel,
+        args.batch,
+        args.retries,
+        progress=not args.no_progress,
+        prefix=args.prefix,
+    )
     try:
         report = run_backfill(config)
     except (ValueError, FileNotFoundError) as exc:

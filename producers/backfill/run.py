@@ -112,10 +112,17 @@ class BackfillReport:
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
-        return {"files": self.files, "already_done": self.already_done, "stored": self.stored,
-                "exists": self.exists, "failed": self.failed, "bytes": self.bytes,
-                "seconds": round(self.seconds, 3), "files_s": round(self.files_s, 1),
-                "gbit_s": round(self.gbit_s, 4)}  # fmt: skip
+        return {
+            "files": self.files,
+            "already_done": self.already_done,
+            "stored": self.stored,
+            "exists": self.exists,
+            "failed": self.failed,
+            "bytes": self.bytes,
+            "seconds": round(self.seconds, 3),
+            "files_s": round(self.files_s, 1),
+            "gbit_s": round(self.gbit_s, 4),
+        }
 
 
 class _Run:
@@ -131,8 +138,9 @@ class _Run:
     file is ``acked`` only after the store verified it.
     """
 
-    def __init__(self, config: BackfillConfig, journal: Journal, report: BackfillReport,
-                 bar: Any) -> None:  # fmt: skip
+    def __init__(
+        self, config: BackfillConfig, journal: Journal, report: BackfillReport, bar: Any
+    ) -> None:
         self.config = config
         self.journal = journal
         self.report = report
@@ -185,10 +193,20 @@ class _Run:
                 done, self.results = self.results, []
                 self.outstanding -= len(done)
             for keys, ok, value in done:
-                results = value if ok else [
-                    FileResult(k, False, retriable=True, reason=getattr(value, "reason", "error"),
-                               error=f"{type(value).__name__}: {value}") for k in keys
-                ]  # fmt: skip
+                results = (
+                    value
+                    if ok
+                    else [
+                        FileResult(
+                            k,
+                            False,
+                            retriable=True,
+                            reason=getattr(value, "reason", "error"),
+                            error=f"{type(value).__name__}: {value}",
+                        )
+                        for k in keys
+                    ]
+                )
                 retry += [by_key[r.key] for r in self._record(results, updates)]
         return retry
 
@@ -198,9 +216,19 @@ class _Run:
         sent = 0
         for r in results:
             if r.ok:
-                updates.append((r.key, "acked", {"status": r.status, "size": r.size,
-                                                 "checksum": r.checksum, "object": r.object,
-                                                 "acked_at": time.time()}))  # fmt: skip
+                updates.append(
+                    (
+                        r.key,
+                        "acked",
+                        {
+                            "status": r.status,
+                            "size": r.size,
+                            "checksum": r.checksum,
+                            "object": r.object,
+                            "acked_at": time.time(),
+                        },
+                    )
+                )
                 if r.status == "stored":
                     self.report.stored += 1
                 else:
@@ -218,8 +246,9 @@ class _Run:
                 log_event(log, "backfill.failed", object=r.key, reason=r.reason, error=r.error)
         if self.bar is not None:
             self.bar.update(sent)
-            self.bar.set_postfix(files=self.report.verified, failed=len(self.report.failed),
-                                 refresh=False)  # fmt: skip
+            self.bar.set_postfix(
+                files=self.report.verified, failed=len(self.report.failed), refresh=False
+            )
         return transient
 
 
@@ -238,8 +267,14 @@ def run_backfill(config: BackfillConfig, out: TextIO = sys.stderr) -> BackfillRe
         wanted = {f.name for f in files}
         todo = [e for e in journal.pending() if e.key in wanted]
         report = BackfillReport(files=len(files), already_done=len(files) - len(todo))
-        log_event(log, "backfill.start", files=len(files), todo=len(todo),
-                  destination=config.destination, parallel=config.parallel)  # fmt: skip
+        log_event(
+            log,
+            "backfill.start",
+            files=len(files),
+            todo=len(todo),
+            destination=config.destination,
+            parallel=config.parallel,
+        )
         run = _Run(config, journal, report, None)
         # Workers are forks of this process, started before it has any other thread: they
         # inherit the store client library imported here once (a fork server or spawned
@@ -252,8 +287,11 @@ def run_backfill(config: BackfillConfig, out: TextIO = sys.stderr) -> BackfillRe
         pool = WorkerPool(
             min(config.parallel, max(1, len(todo))),
             WorkerInit("producers.backfill.transfer:UploadWorker", (store_url, prefix)),
-            run.on_result, name="backfill", start_method="fork", respawn_method="spawn",
-        )  # fmt: skip
+            run.on_result,
+            name="backfill",
+            start_method="fork",
+            respawn_method="spawn",
+        )
         bar = None
         if todo:
             pool.start()
@@ -283,6 +321,13 @@ def _bar(todo: list[Entry], config: BackfillConfig, out: TextIO) -> Any:
         return None
     from tqdm import tqdm
 
-    return tqdm(total=sum(e.size or 0 for e in todo), unit="B", unit_scale=True,
-                unit_divisor=1000, desc=f"backfill {len(todo):,} files", file=out,
-                dynamic_ncols=True, mininterval=0.5)  # fmt: skip
+    return tqdm(
+        total=sum(e.size or 0 for e in todo),
+        unit="B",
+        unit_scale=True,
+        unit_divisor=1000,
+        desc=f"backfill {len(todo):,} files",
+        file=out,
+        dynamic_ncols=True,
+        mininterval=0.5,
+    )

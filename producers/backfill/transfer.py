@@ -88,11 +88,13 @@ class UploadWorker:
             with open(path, "rb") as fh:
                 data = fh.read()
         except FileNotFoundError:
-            return FileResult(key, False, reason="source-vanished",
-                              error=f"{path}: vanished before it was read")  # fmt: skip
+            return FileResult(
+                key, False, reason="source-vanished", error=f"{path}: vanished before it was read"
+            )
         except OSError as exc:
-            return FileResult(key, False, retriable=True, reason="source-unreadable",
-                              error=f"{path}: {exc}")  # fmt: skip
+            return FileResult(
+                key, False, retriable=True, reason="source-unreadable", error=f"{path}: {exc}"
+            )
         try:
             name = identity_from_header(parse_primary(data).str_value, path).object_name(
                 self.prefix

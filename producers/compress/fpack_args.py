@@ -227,8 +227,9 @@ def preflight(opts: Options) -> list[tuple[str, str, str]]:
                 raise CommandLineError(f"Error: can't find or read input file {name}\n" + NOOP)
             source = name + ".gz"  # CFITSIO opens the gzipped file under the plain name
         if name.endswith(".fz"):
-            raise CommandLineError(f"Error: fpack input file already has '.fz' suffix\n{name}\n"
-                                   + NOOP)  # fmt: skip
+            raise CommandLineError(
+                f"Error: fpack input file already has '.fz' suffix\n{name}\n" + NOOP
+            )
         if opts.to_stdout:
             plan.append((name, source, "-"))
             continue

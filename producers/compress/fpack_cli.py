@@ -105,8 +105,11 @@ class _Run:
         except (OSError, EOFError) as exc:  # EOFError: a truncated .gz
             status = 108 if isinstance(exc, (IsADirectoryError, EOFError)) else 104
             reason = getattr(exc, "strerror", None) or str(exc)
-            self.fail(status, stderr=f"\nFITSIO status = {status}: {STATUS_TEXT[status]}\n"
-                      f"{item.name}: {reason}\n")  # fmt: skip
+            self.fail(
+                status,
+                stderr=f"\nFITSIO status = {status}: {STATUS_TEXT[status]}\n"
+                f"{item.name}: {reason}\n",
+            )
             return False
         try:
             item.hdus, jobs = tiled_rice.plan(
@@ -131,9 +134,11 @@ class _Run:
             try:
                 parts = [part for future in item.futures for part in future.result()]
             except (ValueError, MemoryError) as exc:
-                self.fail(COMPRESSION_FAILED, f"Error processing file: {item.name}\n"
-                          "Input file is unchanged.\n",
-                          f"\nFITSIO status = {COMPRESSION_FAILED}: {exc}\n")  # fmt: skip
+                self.fail(
+                    COMPRESSION_FAILED,
+                    f"Error processing file: {item.name}\nInput file is unchanged.\n",
+                    f"\nFITSIO status = {COMPRESSION_FAILED}: {exc}\n",
+                )
                 return
             if item.target == "-":
                 stream = sys.stdout.buffer
@@ -152,13 +157,19 @@ class _Run:
         try:
             publish(Path(item.target), parts, durable=destroys_input, check=check)
         except CorruptFile as exc:
-            self.fail(COMPRESSION_FAILED, f"Error: {item.target} does not restore "
-                      f"{item.name}: {exc}\n" + "Input file is unchanged.\n")  # fmt: skip
+            self.fail(
+                COMPRESSION_FAILED,
+                f"Error: {item.target} does not restore "
+                f"{item.name}: {exc}\n" + "Input file is unchanged.\n",
+            )
             return
         except OSError as exc:  # fpack's report when it cannot create the output
-            self.fail(105, f"Error processing file: {item.name}\n  in HDU number 1\n",
-                      f"\nFITSIO status = 105: {STATUS_TEXT[105]}\n"
-                      f"{item.target}: {exc.strerror or exc}\n")  # fmt: skip
+            self.fail(
+                105,
+                f"Error processing file: {item.name}\n  in HDU number 1\n",
+                f"\nFITSIO status = 105: {STATUS_TEXT[105]}\n"
+                f"{item.target}: {exc.strerror or exc}\n",
+            )
             return
         if destroys_input and item.target != item.source:
             try:
@@ -220,8 +231,9 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(HELP)
             return 0
         if opts.show == "version":
-            sys.stdout.write(f"obsingest compress ({FPACK_COMPATIBLE} command line, "
-                             "lossless tiled RICE_1)\n")  # fmt: skip
+            sys.stdout.write(
+                f"obsingest compress ({FPACK_COMPATIBLE} command line, lossless tiled RICE_1)\n"
+            )
             return 0
         return run(opts)
     except CommandLineError as exc:

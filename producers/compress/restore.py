@@ -98,9 +98,18 @@ def unpack_data(buf: memoryview, hdu: Hdu) -> bytes:
         raise CorruptFile(f"{where}: {ntiles} tiles in table, image needs {needed}")
     try:
         return _rice.unpack_image(
-            buf, hdu.data_offset, row_bytes, heap_offset, heap_size, bitpix // 8,
-            ncols, nrows, tile_cols, tile_rows, blocksize,
-        )  # fmt: skip
+            buf,
+            hdu.data_offset,
+            row_bytes,
+            heap_offset,
+            heap_size,
+            bitpix // 8,
+            ncols,
+            nrows,
+            tile_cols,
+            tile_rows,
+            blocksize,
+        )
     except ValueError as exc:
         raise CorruptFile(f"{where}: RICE_1 data does not decode: {exc}") from None
 

@@ -69,12 +69,18 @@ class PlayedExposure:
 
 def manifest_json(manifest: ExposureManifest) -> str:
     """An ExposureManifest as the JSON the edge reads."""
-    return json.dumps({
-        "instrument": manifest.instrument, "exposure": manifest.exposure,
-        "day_obs": manifest.day_obs, "detectors": manifest.detectors,
-        "obs_start": manifest.obs_start.isoformat(), "exposure_time": manifest.exposure_time,
-        "filter": manifest.filter, "published": manifest.published.isoformat(),
-    })  # fmt: skip
+    return json.dumps(
+        {
+            "instrument": manifest.instrument,
+            "exposure": manifest.exposure,
+            "day_obs": manifest.day_obs,
+            "detectors": manifest.detectors,
+            "obs_start": manifest.obs_start.isoformat(),
+            "exposure_time": manifest.exposure_time,
+            "filter": manifest.filter,
+            "published": manifest.published.isoformat(),
+        }
+    )
 
 
 def sidecar_json(spec: CcdSpec) -> str:

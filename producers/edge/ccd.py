@@ -200,9 +200,14 @@ def warm_up() -> None:
 
     from producers.compress import compress_fits, decompress_fits
 
-    cards = ("SIMPLE  =                    T", "BITPIX  =                   32",
-             "NAXIS   =                    2", "NAXIS1  =                    8",
-             "NAXIS2  =                    8", "END")  # fmt: skip
+    cards = (
+        "SIMPLE  =                    T",
+        "BITPIX  =                   32",
+        "NAXIS   =                    2",
+        "NAXIS1  =                    8",
+        "NAXIS2  =                    8",
+        "END",
+    )
     header = b"".join(f"{card:<80}".encode() for card in cards)
     header += b" " * (-len(header) % 2880)
     pixels = np.arange(64, dtype=">i4").tobytes()
@@ -223,8 +228,11 @@ def verify_precompressed(data: bytes | bytearray, source: str) -> None:
     except CorruptFile as exc:
         raise CorruptFile(f"{source}: pre-compressed hand-off is not valid FITS: {exc}") from None
     images = [h for h in hdus[1:] if h.value("ZIMAGE") is not None]
-    plain = [h.index for h in hdus[1:] if h.value("ZIMAGE") is None
-             and h.str_value("XTENSION") == "IMAGE"]  # fmt: skip
+    plain = [
+        h.index
+        for h in hdus[1:]
+        if h.value("ZIMAGE") is None and h.str_value("XTENSION") == "IMAGE"
+    ]
     if not images or plain or any(h.value("ZIMAGE") != "T" for h in images):
         raise CorruptFile(
             f"{source}: a .fits.fz hand-off must hold tile-compressed images (ZIMAGE = T); "
@@ -239,17 +247,25 @@ def spool_path(spool: Path, key: str) -> Path:
 class CcdWorker:
     """A worker process's handler: warm codec, one sender, one journal connection, one buffer."""
 
-    def __init__(self, destination: str, prefix: str, quarantine_prefix: str, spool: str,
-                 threads: int = 1, warm: bool = True,
-                 durable_ack: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        destination: str,
+        prefix: str,
+        quarantine_prefix: str,
+        spool: str,
+        threads: int = 1,
+        warm: bool = True,
+        durable_ack: bool = False,
+    ) -> None:
         from producers.sender import open_sender
 
         if warm:
             warm_up()
         self.spool = Path(spool)
         self.threads = threads
-        self.sender = open_sender(destination, prefix, quarantine_prefix,
-                                  producer=f"edge-{os.getpid()}")  # fmt: skip
+        self.sender = open_sender(
+            destination, prefix, quarantine_prefix, producer=f"edge-{os.getpid()}"
+        )
         self.journal = Journal(self.spool)
         #: fsync the ack: only needed when the raw file is released after it (on_ack)
         self.durable_ack = durable_ack
@@ -261,14 +277,16 @@ class CcdWorker:
             close()
         self.journal.close()
 
-    def _mark(self, key: str, state: str, notes: list[str], durable: bool = False,
-              **values: object) -> None:  # fmt: skip
+    def _mark(
+        self, key: str, state: str, notes: list[str], durable: bool = False, **values: object
+    ) -> None:
         try:
             self.journal.mark(key, state, durable=durable, **values)
         except (SpoolFull, SpoolUnavailable) as exc:
             notes.append(str(exc))
-            log_event(log, "edge.journal_failed", logging.ERROR, key=key, state=state,
-                      error=str(exc))  # fmt: skip
+            log_event(
+                log, "edge.journal_failed", logging.ERROR, key=key, state=state, error=str(exc)
+            )
 
     def _spooled(self, job: CcdJob) -> bytes | None:
         if not job.spooled or not job.checksum:
@@ -278,8 +296,14 @@ class CcdWorker:
         except OSError:
             return None
         if checksum_str(data) != job.checksum:
-            log_event(log, "edge.spool_discarded", logging.WARNING, key=job.key,
-                      path=job.spooled, reason="checksum-mismatch")  # fmt: skip
+            log_event(
+                log,
+                "edge.spool_discarded",
+                logging.WARNING,
+                key=job.key,
+                path=job.spooled,
+                reason="checksum-mismatch",
+            )
             return None
         return data
 
@@ -316,8 +340,15 @@ class CcdWorker:
             compressed_at = time.time()
             spooled = None
             checksum = checksum_str(data)  # once: 15 MB of CRC32C per pass
-            self._mark(job.key, "compressed", notes, size=len(data), checksum=checksum,
-                       compressed_at=compressed_at, spooled=None)  # fmt: skip
+            self._mark(
+                job.key,
+                "compressed",
+                notes,
+                size=len(data),
+                checksum=checksum,
+                compressed_at=compressed_at,
+                spooled=None,
+            )
         cpu1 = time.process_time()
         attempts = job.attempts + 1
         self._mark(job.key, "sent", notes, attempts=attempts)
@@ -333,31 +364,61 @@ class CcdWorker:
                 if spooled:
                     self._mark(job.key, "compressed", notes, spooled=spooled)
             outcome = Outcome(
-                key=job.key, state="retry", raw_size=raw_size, size=len(data),
-                checksum=checksum, readout_time=readout, compressed_time=compressed_time,
-                spooled=spooled, attempts=attempts, reason=exc.reason, error=str(exc),
-                journal_error="; ".join(notes), started_time=datetime.fromtimestamp(started, UTC),
+                key=job.key,
+                state="retry",
+                raw_size=raw_size,
+                size=len(data),
+                checksum=checksum,
+                readout_time=readout,
+                compressed_time=compressed_time,
+                spooled=spooled,
+                attempts=attempts,
+                reason=exc.reason,
+                error=str(exc),
+                journal_error="; ".join(notes),
+                started_time=datetime.fromtimestamp(started, UTC),
                 read_compress_cpu_seconds=cpu1 - cpu0,
-                send_cpu_seconds=time.process_time() - cpu1, worker_pid=os.getpid(),
+                send_cpu_seconds=time.process_time() - cpu1,
+                worker_pid=os.getpid(),
                 precompressed=self._precompressed,
-            )  # fmt: skip
+            )
             raise SendFailed(exc, outcome) from exc
         acked = utcnow()
         send_s = time.perf_counter() - t2
-        self._mark(job.key, "acked", notes, durable=self.durable_ack, status=result.status,
-                   object=result.object_name, acked_at=acked.timestamp(),
-                   checksum=checksum)  # fmt: skip
+        self._mark(
+            job.key,
+            "acked",
+            notes,
+            durable=self.durable_ack,
+            status=result.status,
+            object=result.object_name,
+            acked_at=acked.timestamp(),
+            checksum=checksum,
+        )
         if spooled:
             Path(spooled).unlink(missing_ok=True)
         return Outcome(
-            key=job.key, state="acked", status=result.status, object_name=result.object_name,
-            raw_size=raw_size, size=len(data), checksum=checksum, read_seconds=read_s,
-            compress_seconds=compress_s, send_seconds=send_s, readout_time=readout,
-            compressed_time=compressed_time, acked_time=acked, attempts=attempts,
-            journal_error="; ".join(notes), started_time=datetime.fromtimestamp(started, UTC),
-            read_compress_cpu_seconds=cpu1 - cpu0, send_cpu_seconds=time.process_time() - cpu1,
-            worker_pid=os.getpid(), precompressed=self._precompressed,
-        )  # fmt: skip
+            key=job.key,
+            state="acked",
+            status=result.status,
+            object_name=result.object_name,
+            raw_size=raw_size,
+            size=len(data),
+            checksum=checksum,
+            read_seconds=read_s,
+            compress_seconds=compress_s,
+            send_seconds=send_s,
+            readout_time=readout,
+            compressed_time=compressed_time,
+            acked_time=acked,
+            attempts=attempts,
+            journal_error="; ".join(notes),
+            started_time=datetime.fromtimestamp(started, UTC),
+            read_compress_cpu_seconds=cpu1 - cpu0,
+            send_cpu_seconds=time.process_time() - cpu1,
+            worker_pid=os.getpid(),
+            precompressed=self._precompressed,
+        )
 
     _raw_size = 0
     _read_s = 0.0
@@ -382,8 +443,7 @@ class CcdWorker:
         except CorruptFile as exc:
             raise CorruptFile(f"{job.source}: {exc}") from None
 
-    def _take_precompressed(self, job: CcdJob, data_id: DataId, raw: bytearray,
-                            t0: float) -> bytes:  # fmt: skip
+    def _take_precompressed(self, job: CcdJob, data_id: DataId, raw: bytearray, t0: float) -> bytes:
         """A DAQ that compresses itself: verify, then send the bytes as they are. A sidecar's
         identity is still checked; its cards are not merged (that would void the file's
         CHECKSUM and mean decompressing it)."""

@@ -35,12 +35,15 @@ def read_manifest(path: Path) -> ExposureManifest | None:
     try:
         doc = json.loads(path.read_text())
         return ExposureManifest(
-            instrument=str(doc["instrument"]), exposure=int(doc["exposure"]),
-            day_obs=int(doc["day_obs"]), detectors=[int(d) for d in doc["detectors"]],
+            instrument=str(doc["instrument"]),
+            exposure=int(doc["exposure"]),
+            day_obs=int(doc["day_obs"]),
+            detectors=[int(d) for d in doc["detectors"]],
             obs_start=datetime.fromisoformat(doc["obs_start"]),
-            exposure_time=float(doc["exposure_time"]), filter=str(doc["filter"]),
+            exposure_time=float(doc["exposure_time"]),
+            filter=str(doc["filter"]),
             published=datetime.fromisoformat(doc.get("published") or doc["obs_start"]),
-        )  # fmt: skip
+        )
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -49,8 +52,9 @@ def read_manifest(path: Path) -> ExposureManifest | None:
 
 def manifest_json(manifest: ExposureManifest) -> str:
     record = manifest.to_record()
-    return json.dumps({k: v.isoformat() if isinstance(v, datetime) else v
-                       for k, v in record.items()})  # fmt: skip
+    return json.dumps(
+        {k: v.isoformat() if isinstance(v, datetime) else v for k, v in record.items()}
+    )
 
 
 def readout_from_manifest(text: str) -> float:
@@ -62,8 +66,9 @@ def readout_from_manifest(text: str) -> float:
     return (start + timedelta(seconds=float(doc["exposure_time"]))).timestamp()
 
 
-def move_to_quarantine(handoff: Path | None, path: Path, error: ObsIngestError,
-                       note: bool = True) -> None:  # fmt: skip
+def move_to_quarantine(
+    handoff: Path | None, path: Path, error: ObsIngestError, note: bool = True
+) -> None:
     """``HANDOFF/quarantine/<same relative path>`` plus ``<name>.reason.json``."""
     if handoff is None or not inside(path, handoff) or not path.exists():
         return
@@ -72,12 +77,22 @@ def move_to_quarantine(handoff: Path | None, path: Path, error: ObsIngestError,
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(path, target)
         if note:
-            target.with_name(target.name + ".reason.json").write_text(json.dumps(
-                {"reason": error.reason, "error": str(error), "file": str(path),
-                 "time": datetime.now(UTC).isoformat()}, indent=1) + "\n")  # fmt: skip
+            target.with_name(target.name + ".reason.json").write_text(
+                json.dumps(
+                    {
+                        "reason": error.reason,
+                        "error": str(error),
+                        "file": str(path),
+                        "time": datetime.now(UTC).isoformat(),
+                    },
+                    indent=1,
+                )
+                + "\n"
+            )
     except OSError as exc:
-        log_event(log, "edge.quarantine_move_failed", logging.WARNING, path=str(path),
-                  error=str(exc))  # fmt: skip
+        log_event(
+            log, "edge.quarantine_move_failed", logging.WARNING, path=str(path), error=str(exc)
+        )
 
 
 def release_raw(handoff: Path, mode: str, done_dir: Path | None, paths: list[str]) -> None:
@@ -97,8 +112,7 @@ def release_raw(handoff: Path, mode: str, done_dir: Path | None, paths: list[str
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(path, target)
         except OSError as exc:
-            log_event(log, "edge.after_ack_failed", logging.WARNING, path=str(path),
-                      error=str(exc))  # fmt: skip
+            log_event(log, "edge.after_ack_failed", logging.WARNING, path=str(path), error=str(exc))
 
 
 def second_file(path: Path, first: Entry) -> ChecksumConflict | None:
@@ -112,8 +126,10 @@ def second_file(path: Path, first: Entry) -> ChecksumConflict | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        return ChecksumConflict(f"{first.key}: a second file {path} beside the first "
-                                f"{first.source}, unreadable ({exc.strerror or exc})")  # fmt: skip
+        return ChecksumConflict(
+            f"{first.key}: a second file {path} beside the first "
+            f"{first.source}, unreadable ({exc.strerror or exc})"
+        )
     sent = f"sent as {first.object}" if first.object else f"journalled ({first.state})"
     try:
         original = checksum_str(Path(first.source).read_bytes())

@@ -110,8 +110,9 @@ def identify(found: Found) -> Found | None:
         raise
     except PermanentError as exc:
         return Found("bad", found.path, None, sidecar, found.mtime, exc)
-    return Found("ccd", found.path, identity.data_id, sidecar, found.mtime, None, identity,
-                 readout=readout)
+    return Found(
+        "ccd", found.path, identity.data_id, sidecar, found.mtime, None, identity, readout=readout
+    )
 
 
 def sidecar_of(path: Path) -> Path | None:
@@ -247,9 +248,10 @@ class HandoffIntake:
             for dirpath, dirnames, filenames in os.walk(self.root, onerror=_raise):
                 here = Path(dirpath)
                 dirnames[:] = sorted(
-                    d for d in dirnames
+                    d
+                    for d in dirnames
                     if not d.startswith(".") and not (here == self.root and d in _OWN_DIRS)
-                )  # fmt: skip
+                )
                 for name in sorted(filenames):
                     if self._known and self._finished(os.path.join(dirpath, name)):
                         continue

@@ -18,8 +18,9 @@ PATHS = ("/health", "/healthz", "/")
 
 
 class HealthServer:
-    def __init__(self, report: Callable[[], dict[str, Any]], host: str = "127.0.0.1",
-                 port: int = 8089) -> None:  # fmt: skip
+    def __init__(
+        self, report: Callable[[], dict[str, Any]], host: str = "127.0.0.1", port: int = 8089
+    ) -> None:
         self.report = report
         handler = _handler(report)
         self.httpd = ThreadingHTTPServer((host, port), handler)
@@ -72,8 +73,10 @@ def service_report(service: Any) -> dict[str, Any]:
     if exhausted is not None:  # a resource ran out (destination-full, ...): an outage
         reasons.append(f"{exhausted.reason}: {str(exhausted)[:300]}; retrying until it is back")
     elif scheduler.destination_down:
-        reasons.append(f"destination-unreachable: {scheduler.dest_failures} failed attempt(s) "
-                       "in a row, retrying")  # fmt: skip
+        reasons.append(
+            f"destination-unreachable: {scheduler.dest_failures} failed attempt(s) "
+            "in a row, retrying"
+        )
     status = service.state
     if status == "ready" and reasons:
         status = "degraded"

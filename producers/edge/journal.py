@@ -225,8 +225,9 @@ class Journal:
             )
             return db.total_changes - before
 
-    def mark(self, key: str, state: str | None = None, *, durable: bool = False,
-             **values: Any) -> None:  # fmt: skip
+    def mark(
+        self, key: str, state: str | None = None, *, durable: bool = False, **values: Any
+    ) -> None:
         """Set ``state`` (and any other columns) of one item."""
         self.mark_many([(key, state, values)], durable=durable)
 

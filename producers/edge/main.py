@@ -35,49 +35,107 @@ EXIT_SPOOL = 73
 
 #: flag -> EdgeSettings field, for flags given on the command line (None: not given)
 _FIELDS = {
-    "to": "destination", "spool": "spool", "handoff": "handoff", "workers": "workers",
-    "threads": "threads", "prefix": "prefix", "complete": "complete", "settle": "settle_seconds",
-    "incomplete_timeout": "incomplete_timeout", "rescan_interval": "rescan_interval",
-    "on_ack": "on_ack", "done_dir": "done_dir", "retry_max_delay": "retry_max_delay",
-    "min_free_mb": "min_free_bytes", "max_refusing": "max_refusing_seconds",
-    "budget": "budget_seconds", "health_port": "health_port", "health_host": "health_host",
-}  # fmt: skip
+    "to": "destination",
+    "spool": "spool",
+    "handoff": "handoff",
+    "workers": "workers",
+    "threads": "threads",
+    "prefix": "prefix",
+    "complete": "complete",
+    "settle": "settle_seconds",
+    "incomplete_timeout": "incomplete_timeout",
+    "rescan_interval": "rescan_interval",
+    "on_ack": "on_ack",
+    "done_dir": "done_dir",
+    "retry_max_delay": "retry_max_delay",
+    "min_free_mb": "min_free_bytes",
+    "max_refusing": "max_refusing_seconds",
+    "budget": "budget_seconds",
+    "health_port": "health_port",
+    "health_host": "health_host",
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The edge's options (every one also settable as OBSINGEST_EDGE_<FIELD>)."""
-    parser.add_argument("--to", metavar="URL",
-                        help="destination: gs://BUCKET, file://DIR or kafka://HOST:PORT/TOPIC")
-    parser.add_argument("--spool", type=Path, metavar="DIR",
-                        help="spool directory: journal + compressed CCDs waiting to be sent")
-    parser.add_argument("--handoff", type=Path, metavar="DIR",
-                        help="the DAQ's hand-off directory to watch (see the README)")
+    parser.add_argument(
+        "--to",
+        metavar="URL",
+        help="destination: gs://BUCKET, file://DIR or kafka://HOST:PORT/TOPIC",
+    )
+    parser.add_argument(
+        "--spool",
+        type=Path,
+        metavar="DIR",
+        help="spool directory: journal + compressed CCDs waiting to be sent",
+    )
+    parser.add_argument(
+        "--handoff",
+        type=Path,
+        metavar="DIR",
+        help="the DAQ's hand-off directory to watch (see the README)",
+    )
     parser.add_argument("--workers", type=int, help="worker processes (default 2)")
     parser.add_argument("--threads", type=int, help="compression threads per worker (default 1)")
     parser.add_argument("--prefix", help="object name prefix (default raw/)")
-    parser.add_argument("--complete", choices=("rename", "settle"),
-                        help="completeness rule: final name after rename (default) or size-stable")
-    parser.add_argument("--settle", type=float, metavar="S",
-                        help="seconds a file must stay unchanged in settle mode (default 2)")
-    parser.add_argument("--incomplete-timeout", type=float, metavar="S",
-                        help="quarantine *.tmp/*.part files older than this (default 600)")
-    parser.add_argument("--rescan-interval", type=float, metavar="S",
-                        help="full rescan of the hand-off directory every S seconds (default 30)")
-    parser.add_argument("--on-ack", choices=("keep", "delete", "move"),
-                        help="what to do with a raw file once acknowledged (default keep)")
+    parser.add_argument(
+        "--complete",
+        choices=("rename", "settle"),
+        help="completeness rule: final name after rename (default) or size-stable",
+    )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        metavar="S",
+        help="seconds a file must stay unchanged in settle mode (default 2)",
+    )
+    parser.add_argument(
+        "--incomplete-timeout",
+        type=float,
+        metavar="S",
+        help="quarantine *.tmp/*.part files older than this (default 600)",
+    )
+    parser.add_argument(
+        "--rescan-interval",
+        type=float,
+        metavar="S",
+        help="full rescan of the hand-off directory every S seconds (default 30)",
+    )
+    parser.add_argument(
+        "--on-ack",
+        choices=("keep", "delete", "move"),
+        help="what to do with a raw file once acknowledged (default keep)",
+    )
     parser.add_argument("--done-dir", type=Path, help="target of --on-ack move (HANDOFF/done)")
-    parser.add_argument("--retry-max-delay", type=float, metavar="S",
-                        help="cap of the destination backoff (default 10)")
-    parser.add_argument("--min-free-mb", type=float, metavar="MB",
-                        help="refuse new work below this much free spool space (default 512)")
-    parser.add_argument("--max-refusing", type=float, metavar="S",
-                        help="exit 75 after refusing new work this long (default: never)")
-    parser.add_argument("--budget", type=float, metavar="S",
-                        help="readout -> acknowledged budget; later CCDs are reported (5)")
+    parser.add_argument(
+        "--retry-max-delay",
+        type=float,
+        metavar="S",
+        help="cap of the destination backoff (default 10)",
+    )
+    parser.add_argument(
+        "--min-free-mb",
+        type=float,
+        metavar="MB",
+        help="refuse new work below this much free spool space (default 512)",
+    )
+    parser.add_argument(
+        "--max-refusing",
+        type=float,
+        metavar="S",
+        help="exit 75 after refusing new work this long (default: never)",
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        metavar="S",
+        help="readout -> acknowledged budget; later CCDs are reported (5)",
+    )
     parser.add_argument("--health-host", help="health endpoint address (default 127.0.0.1)")
-    parser.add_argument("--health-port", type=int,
-                        help="health endpoint port (default 8089; 0: any free, -1: off)")
-    parser.add_argument("--log-level", default="INFO", help="log level (default INFO)")  # fmt: skip
+    parser.add_argument(
+        "--health-port", type=int, help="health endpoint port (default 8089; 0: any free, -1: off)"
+    )
+    parser.add_argument("--log-level", default="INFO", help="log level (default INFO)")
 
 
 def settings_from_args(args: argparse.Namespace) -> Any:

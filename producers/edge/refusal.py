@@ -44,8 +44,11 @@ class Refusal:
             self.refuse("spool-unavailable", f"spool {self.spool}: {exc}")
             return False
         if free < self.min_free_bytes:
-            self.refuse("spool-full", f"spool {self.spool}: {free:,} bytes free, below the "
-                        f"{self.min_free_bytes:,}-byte floor")  # fmt: skip
+            self.refuse(
+                "spool-full",
+                f"spool {self.spool}: {free:,} bytes free, below the "
+                f"{self.min_free_bytes:,}-byte floor",
+            )
             return False
         return self.reason is None
 
@@ -53,12 +56,17 @@ class Refusal:
         now = time.monotonic()
         if self.reason is None:
             self.since = self._last_log = now
-            log_event(log, "edge.refusing_new_work", logging.ERROR, reason=reason,
-                      error=message)  # fmt: skip
+            log_event(log, "edge.refusing_new_work", logging.ERROR, reason=reason, error=message)
         elif now - self._last_log > REPEAT_LOG_SECONDS:
             self._last_log = now
-            log_event(log, "edge.still_refusing", logging.ERROR, reason=reason, error=message,
-                      seconds=round(now - self.since, 1))  # fmt: skip
+            log_event(
+                log,
+                "edge.still_refusing",
+                logging.ERROR,
+                reason=reason,
+                error=message,
+                seconds=round(now - self.since, 1),
+            )
         self.reason = f"{reason}: {message}"
 
     def can_resume(self) -> bool:
@@ -68,8 +76,7 @@ class Refusal:
             return False
 
     def resumed(self) -> None:
-        log_event(log, "edge.resumed_new_work",
-                  after_s=round(time.monotonic() - self.since, 1))  # fmt: skip
+        log_event(log, "edge.resumed_new_work", after_s=round(time.monotonic() - self.since, 1))
         self.reason = None
 
     def refusing_for(self) -> float:

@@ -33,8 +33,9 @@ class Backoff:
 
 
 class Scheduler:
-    def __init__(self, backoff: Backoff | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+    def __init__(
+        self, backoff: Backoff | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.backoff = backoff or Backoff()
         self.clock = clock
         self._seq = itertools.count()

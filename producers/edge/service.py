@@ -69,9 +69,14 @@ EXIT_REFUSING = 75
 EXIT_INTERNAL = 70
 #: imported once by the pool's fork server: workers (and replacements after a crash) start as
 #: forks of it in milliseconds instead of seconds of imports each
-WORKER_PRELOAD = ("producers.edge.ccd", "producers.compress",
-                  "producers.sender", "producers.uploader", "obsingest.store.gcs",
-                  "obsingest.store.local")  # fmt: skip
+WORKER_PRELOAD = (
+    "producers.edge.ccd",
+    "producers.compress",
+    "producers.sender",
+    "producers.uploader",
+    "obsingest.store.gcs",
+    "obsingest.store.local",
+)
 
 
 class EdgeService:
@@ -131,12 +136,23 @@ class EdgeService:
                 log_event(log, "edge.health_port_unwritten", logging.WARNING, error=str(exc))
         self.pool = WorkerPool(
             s.workers,
-            WorkerInit("producers.edge.ccd:CcdWorker", (s.destination, s.prefix,
-                       s.quarantine_prefix, str(self.spool), s.threads, True,
-                       s.on_ack != "keep")),
-            self._on_result, log_level=self.log_level, start_method="forkserver",
+            WorkerInit(
+                "producers.edge.ccd:CcdWorker",
+                (
+                    s.destination,
+                    s.prefix,
+                    s.quarantine_prefix,
+                    str(self.spool),
+                    s.threads,
+                    True,
+                    s.on_ack != "keep",
+                ),
+            ),
+            self._on_result,
+            log_level=self.log_level,
+            start_method="forkserver",
             preload=WORKER_PRELOAD,
-        )  # fmt: skip
+        )
         # the workers start (forkserver, imports) while this process reads the journal and
         # scans the hand-off directory: a restart costs the longer of the two, not their sum
         self.pool.launch()
@@ -144,20 +160,31 @@ class EdgeService:
         self._engine.start()
         if self.handoff is not None:
             self.intake = HandoffIntake(
-                self.handoff, self._on_found, self._on_source_problem, mode=s.complete,
-                settle=s.settle_seconds, incomplete_timeout=s.incomplete_timeout,
-                rescan_interval=s.rescan_interval, known=self.journal.handed_off(),
-            )  # fmt: skip
+                self.handoff,
+                self._on_found,
+                self._on_source_problem,
+                mode=s.complete,
+                settle=s.settle_seconds,
+                incomplete_timeout=s.incomplete_timeout,
+                rescan_interval=s.rescan_interval,
+                known=self.journal.handed_off(),
+            )
             self.intake.start()
         self.pool.wait_ready()
         # the header's DATE-END is read in UTC through astropy (seconds of imports): loaded now,
         # beside the first minutes' work, rather than by the intake at a night's first CCD
-        threading.Thread(target=_warm_time_scales, name="edge-warm-timescales",
-                         daemon=True).start()  # fmt: skip
+        threading.Thread(target=_warm_time_scales, name="edge-warm-timescales", daemon=True).start()
         self.state = "ready"
-        log_event(log, "edge.started", destination=s.destination, spool=str(self.spool),
-                  handoff=str(self.handoff) if self.handoff else None, workers=s.workers,
-                  pending=len(self.scheduler), pids=self.pool.pids())  # fmt: skip
+        log_event(
+            log,
+            "edge.started",
+            destination=s.destination,
+            spool=str(self.spool),
+            handoff=str(self.handoff) if self.handoff else None,
+            workers=s.workers,
+            pending=len(self.scheduler),
+            pids=self.pool.pids(),
+        )
         return self
 
     def stop(self, timeout: float = 120.0) -> None:
@@ -220,20 +247,26 @@ class EdgeService:
         entries = []
         for ccd in ccds:
             readout = ccd.readout_time or datetime.now(UTC)
-            entries.append(Entry(key=ccd.data_id.key, source=str(Path(ccd.path).resolve()),
-                                 priority=ccd.exposure, readout=readout.timestamp(),
-                                 sidecar=ccd.sidecar))  # fmt: skip
+            entries.append(
+                Entry(
+                    key=ccd.data_id.key,
+                    source=str(Path(ccd.path).resolve()),
+                    priority=ccd.exposure,
+                    readout=readout.timestamp(),
+                    sidecar=ccd.sidecar,
+                )
+            )
         self._accept(entries, futures)
         return futures
 
     def submit_manifest(self, manifest: ExposureManifest) -> None:
         """Record an exposure's manifest (readout time and expected detectors)."""
         assert self.journal is not None
-        self.journal.record_exposure(manifest.instrument, manifest.exposure,
-                                     manifest_json(manifest))  # fmt: skip
+        self.journal.record_exposure(
+            manifest.instrument, manifest.exposure, manifest_json(manifest)
+        )
 
-    def _accept(self, entries: list[Entry],
-                futures: list[Future[Outcome]] | None = None) -> bool:  # fmt: skip
+    def _accept(self, entries: list[Entry], futures: list[Future[Outcome]] | None = None) -> bool:
         assert self.journal is not None
         if self.state in ("draining", "stopped"):
             raise SpoolUnavailable("the edge service is stopping: no new work taken")
@@ -271,11 +304,15 @@ class EdgeService:
                 if first is not None and first.source != str(found.path):
                     self._second_file(found, first)
                     return True
-                entry = Entry(key=found.data_id.key, source=str(found.path),
-                              priority=found.data_id.exposure,
-                              readout=self._readout_of(found),
-                              sidecar=str(found.sidecar) if found.sidecar else None,
-                              source_mtime=found.mtime, source_size=found.size)  # fmt: skip
+                entry = Entry(
+                    key=found.data_id.key,
+                    source=str(found.path),
+                    priority=found.data_id.exposure,
+                    readout=self._readout_of(found),
+                    sidecar=str(found.sidecar) if found.sidecar else None,
+                    source_mtime=found.mtime,
+                    source_size=found.size,
+                )
                 return self._accept([entry])
             if found.kind == "manifest":
                 self._take_manifest(found.path)
@@ -311,14 +348,23 @@ class EdgeService:
         verdict = second_file(found.path, first)
         self.stats.add("duplicates")
         if verdict is None:
-            log_event(log, "edge.duplicate_file", data_id=key, file=str(found.path),
-                      first=first.source)  # fmt: skip
+            log_event(
+                log, "edge.duplicate_file", data_id=key, file=str(found.path), first=first.source
+            )
             if first.state == "acked" and self.handoff is not None:
-                release_raw(self.handoff, self.settings.on_ack, self.settings.done_dir,
-                            [str(found.path)])  # fmt: skip
+                release_raw(
+                    self.handoff, self.settings.on_ack, self.settings.done_dir, [str(found.path)]
+                )
             return
-        log_event(log, "edge.conflict", logging.ERROR, data_id=key, file=str(found.path),
-                  first=first.source, reason=verdict.reason)  # fmt: skip
+        log_event(
+            log,
+            "edge.conflict",
+            logging.ERROR,
+            data_id=key,
+            file=str(found.path),
+            first=first.source,
+            reason=verdict.reason,
+        )
         self._quarantine_file(found.path, verdict)
         if found.sidecar is not None:
             move_to_quarantine(self.handoff, found.sidecar, verdict, note=False)
@@ -328,8 +374,13 @@ class EdgeService:
         if manifest is None:
             return
         self.submit_manifest(manifest)
-        log_event(log, "edge.manifest", instrument=manifest.instrument,
-                  exposure=manifest.exposure, detectors=len(manifest.detectors))  # fmt: skip
+        log_event(
+            log,
+            "edge.manifest",
+            instrument=manifest.instrument,
+            exposure=manifest.exposure,
+            detectors=len(manifest.detectors),
+        )
 
     def _on_source_problem(self, problem: str | None) -> None:
         self._source_problem = problem
@@ -381,8 +432,12 @@ class EdgeService:
         elif kind == "drain":
             self._draining = True
             dropped = self.scheduler.drop_queued()
-            log_event(log, "edge.draining", in_flight=len(self.scheduler.in_flight),
-                      left_in_journal=len(dropped))  # fmt: skip
+            log_event(
+                log,
+                "edge.draining",
+                in_flight=len(self.scheduler.in_flight),
+                left_in_journal=len(dropped),
+            )
 
     def _dispatch(self) -> None:
         assert self.pool is not None and self.journal is not None
@@ -395,12 +450,18 @@ class EdgeService:
                 self.scheduler.finished(key)
                 continue
             job = CcdJob(
-                key=key, source=entry.source, instrument=key.split("/")[0],
-                exposure=int(key.split("/")[1]), detector=int(key.split("/")[2]),
-                readout=entry.readout or time.time(), attempts=entry.attempts,
-                sidecar=entry.sidecar, spooled=entry.spooled, checksum=entry.checksum,
+                key=key,
+                source=entry.source,
+                instrument=key.split("/")[0],
+                exposure=int(key.split("/")[1]),
+                detector=int(key.split("/")[2]),
+                readout=entry.readout or time.time(),
+                attempts=entry.attempts,
+                sidecar=entry.sidecar,
+                spooled=entry.spooled,
+                checksum=entry.checksum,
                 compressed_at=entry.compressed_at,
-            )  # fmt: skip
+            )
             if not self.pool.submit(key, job):
                 self.scheduler.requeue(key)
                 return
@@ -439,9 +500,16 @@ class EdgeService:
             self.exporter.exhausted(exhausted.reason)
         self._note_failure(key, error, outcome)
         wait = self.scheduler.retry(key, destination_fault=verdict.destination_fault)
-        log_event(log, "edge.retry", logging.WARNING, data_id=key, reason=error.reason,
-                  error=str(error)[:500], retry_in_s=round(wait, 2),
-                  spooled=bool(outcome and outcome.spooled))  # fmt: skip
+        log_event(
+            log,
+            "edge.retry",
+            logging.WARNING,
+            data_id=key,
+            reason=error.reason,
+            error=str(error)[:500],
+            retry_in_s=round(wait, 2),
+            spooled=bool(outcome and outcome.spooled),
+        )
 
     def _note_failure(self, key: str, error: ObsIngestError, outcome: Outcome | None) -> None:
         assert self.journal is not None
@@ -475,24 +543,36 @@ class EdgeService:
         if latency is not None and latency > self.settings.budget_seconds:
             self.stats.add("over_budget")
             extra["over_budget"] = 1
-            log_event(log, "edge.over_budget", logging.WARNING, data_id=key,
-                      seconds=round(latency, 3), budget=self.settings.budget_seconds,
-                      attempts=outcome.attempts)  # fmt: skip
+            log_event(
+                log,
+                "edge.over_budget",
+                logging.WARNING,
+                data_id=key,
+                seconds=round(latency, 3),
+                budget=self.settings.budget_seconds,
+                attempts=outcome.attempts,
+            )
         if outcome.status == "conflict":
             extra.update(
                 reason="checksum-conflict",
                 error=f"different bytes already stored; parked as {outcome.object_name}",
             )
-            log_event(log, "edge.conflict", logging.ERROR, data_id=key,
-                      parked=outcome.object_name)  # fmt: skip
+            log_event(log, "edge.conflict", logging.ERROR, data_id=key, parked=outcome.object_name)
         if extra:
             try:
                 self.journal.mark(key, None, **extra)
             except (SpoolFull, SpoolUnavailable) as exc:
                 self.refusal.refuse(exc.reason, str(exc))
-        log_event(log, "edge.acked", data_id=key, status=outcome.status,
-                  object=outcome.object_name, size=outcome.size, attempts=outcome.attempts,
-                  latency_s=round(latency, 4) if latency is not None else None)  # fmt: skip
+        log_event(
+            log,
+            "edge.acked",
+            data_id=key,
+            status=outcome.status,
+            object=outcome.object_name,
+            size=outcome.size,
+            attempts=outcome.attempts,
+            latency_s=round(latency, 4) if latency is not None else None,
+        )
         if outcome.status != "conflict":
             self._after_ack(key)
         self._resolve(key, outcome)
@@ -503,8 +583,12 @@ class EdgeService:
             return
         entry = self.journal.get(key)
         if entry is not None and entry.state == "acked":
-            release_raw(self.handoff, self.settings.on_ack, self.settings.done_dir,
-                        [p for p in (entry.source, entry.sidecar) if p])  # fmt: skip
+            release_raw(
+                self.handoff,
+                self.settings.on_ack,
+                self.settings.done_dir,
+                [p for p in (entry.source, entry.sidecar) if p],
+            )
 
     def _quarantine(self, key: str, error: ObsIngestError) -> None:
         """The CCD cannot succeed: journal why (durably), move its file aside, tell the caller."""
@@ -512,11 +596,18 @@ class EdgeService:
         self.scheduler.finished(key)
         self._failures.pop(key, None)
         self.stats.count("quarantined", error.reason)
-        log_event(log, "edge.quarantined", logging.ERROR, data_id=key, reason=error.reason,
-                  error=str(error)[:500])  # fmt: skip
+        log_event(
+            log,
+            "edge.quarantined",
+            logging.ERROR,
+            data_id=key,
+            reason=error.reason,
+            error=str(error)[:500],
+        )
         try:
-            self.journal.mark(key, "quarantined", durable=True, reason=error.reason,
-                              error=str(error)[:2000])  # fmt: skip
+            self.journal.mark(
+                key, "quarantined", durable=True, reason=error.reason, error=str(error)[:2000]
+            )
         except (SpoolFull, SpoolUnavailable) as exc:
             self.refusal.refuse(exc.reason, str(exc))
         entry = self.journal.get(key)
@@ -524,8 +615,9 @@ class EdgeService:
             move_to_quarantine(self.handoff, Path(entry.source), error)
             if entry.sidecar:
                 move_to_quarantine(self.handoff, Path(entry.sidecar), error, note=False)
-        self._resolve(key, Outcome(key=key, state="quarantined", reason=error.reason,
-                                   error=str(error)))  # fmt: skip
+        self._resolve(
+            key, Outcome(key=key, state="quarantined", reason=error.reason, error=str(error))
+        )
 
     def _quarantine_file(self, path: Path, error: ObsIngestError) -> None:
         """A hand-off file that is no CCD the edge can take (bad name, never completed, bad
@@ -533,13 +625,27 @@ class EdgeService:
         assert self.journal is not None
         key = f"file:{path}"
         self.stats.count("quarantined", error.reason)
-        log_event(log, "edge.quarantined", logging.ERROR, file=str(path), reason=error.reason,
-                  error=str(error)[:500])  # fmt: skip
+        log_event(
+            log,
+            "edge.quarantined",
+            logging.ERROR,
+            file=str(path),
+            reason=error.reason,
+            error=str(error)[:500],
+        )
         try:
-            self.journal.add(Entry(key=key, source=str(path), state="quarantined",
-                                   reason=error.reason, error=str(error)[:2000]))  # fmt: skip
-            self.journal.mark(key, "quarantined", durable=True, reason=error.reason,
-                              error=str(error)[:2000])  # fmt: skip
+            self.journal.add(
+                Entry(
+                    key=key,
+                    source=str(path),
+                    state="quarantined",
+                    reason=error.reason,
+                    error=str(error)[:2000],
+                )
+            )
+            self.journal.mark(
+                key, "quarantined", durable=True, reason=error.reason, error=str(error)[:2000]
+            )
         except (SpoolFull, SpoolUnavailable) as exc:
             self.refusal.refuse(exc.reason, str(exc))
         move_to_quarantine(self.handoff, path, error)
@@ -569,8 +675,13 @@ class EdgeService:
                 self.intake.request_rescan()
         limit = self.settings.max_refusing_seconds
         if limit and self.refusal.refusing_for() > limit and self.exit_code == 0:
-            log_event(log, "edge.giving_up", logging.CRITICAL, refusing=self.refusal.reason,
-                      exit_code=EXIT_REFUSING)  # fmt: skip
+            log_event(
+                log,
+                "edge.giving_up",
+                logging.CRITICAL,
+                refusing=self.refusal.reason,
+                exit_code=EXIT_REFUSING,
+            )
             self.exit_code = EXIT_REFUSING
             threading.Thread(target=self.stop, daemon=True).start()
 
@@ -583,8 +694,15 @@ class EdgeService:
 
     def _counts_for_log(self) -> dict[str, Any]:
         snap = self.stats.snapshot()
-        keys = ("accepted", "resumed", "acked", "refused", "quarantined", "worker_crashes",
-                "over_budget")  # fmt: skip
+        keys = (
+            "accepted",
+            "resumed",
+            "acked",
+            "refused",
+            "quarantined",
+            "worker_crashes",
+            "over_budget",
+        )
         return {k: snap[k] for k in keys}
 
 
@@ -597,9 +715,15 @@ def _warm_time_scales() -> None:
 def _outcome_of(entry: Entry) -> Outcome:
     """What the journal says became of an item already finished."""
     return Outcome(
-        key=entry.key, state=entry.state, status=entry.status or "", object_name=entry.object or "",
-        size=entry.size or 0, checksum=entry.checksum or "", attempts=entry.attempts,
-        reason=entry.reason or "", error=entry.error or "",
+        key=entry.key,
+        state=entry.state,
+        status=entry.status or "",
+        object_name=entry.object or "",
+        size=entry.size or 0,
+        checksum=entry.checksum or "",
+        attempts=entry.attempts,
+        reason=entry.reason or "",
+        error=entry.error or "",
         readout_time=datetime.fromtimestamp(entry.readout, UTC) if entry.readout else None,
         acked_time=datetime.fromtimestamp(entry.acked_at, UTC) if entry.acked_at else None,
-    )  # fmt: skip
+    )

@@ -35,8 +35,9 @@ from producers.edge.identity import Cards, check_sidecar_identity
 log = get_logger("obsingest.edge")
 
 _KEYWORD = re.compile(r"^[A-Z0-9_-]{1,8}$")
-_RESERVED = frozenset({"SIMPLE", "BITPIX", "NAXIS", "NAXIS1", "NAXIS2", "EXTEND", "END",
-                       "CHECKSUM", "DATASUM"})  # fmt: skip
+_RESERVED = frozenset(
+    {"SIMPLE", "BITPIX", "NAXIS", "NAXIS1", "NAXIS2", "EXTEND", "END", "CHECKSUM", "DATASUM"}
+)
 Scalar = str | int | float | bool
 
 

@@ -113,10 +113,17 @@ class WorkerPool:
     """``size`` worker processes; ``submit`` hands a job to an idle one, ``on_result`` hears
     back (from the pool's collector thread)."""
 
-    def __init__(self, size: int, init: WorkerInit, on_result: ResultCallback,
-                 name: str = "edge", log_level: str = "INFO", start_method: str = "spawn",
-                 preload: tuple[str, ...] = (),
-                 respawn_method: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        size: int,
+        init: WorkerInit,
+        on_result: ResultCallback,
+        name: str = "edge",
+        log_level: str = "INFO",
+        start_method: str = "spawn",
+        preload: tuple[str, ...] = (),
+        respawn_method: str | None = None,
+    ) -> None:
         """``start_method="forkserver"`` with ``preload`` modules starts workers as forks of a
         server that imported them once, where spawning costs each worker the imports (seconds
         on a loaded machine). ``"fork"`` is faster still (the caller's imports are inherited)
@@ -145,9 +152,11 @@ class WorkerPool:
         ctx = self._respawn_ctx if respawn else self._ctx
         parent, child = ctx.Pipe(duplex=True)
         process = ctx.Process(
-            target=worker_main, args=(child, self.init, self.log_level),
-            name=f"{self.name}-worker-{index}", daemon=True,
-        )  # fmt: skip
+            target=worker_main,
+            args=(child, self.init, self.log_level),
+            name=f"{self.name}-worker-{index}",
+            daemon=True,
+        )
         process.start()
         child.close()
         return _Worker(index, process, parent, pid=process.pid or 0)
@@ -308,12 +317,14 @@ class WorkerPool:
         if job is not None:
             self.stats.crashes += 1
             self.stats.signals[what] = self.stats.signals.get(what, 0) + 1
-            log_event(log, "pool.worker_crashed", logging.ERROR, pid=worker.pid, exit=what,
-                      job=str(job))  # fmt: skip
+            log_event(
+                log, "pool.worker_crashed", logging.ERROR, pid=worker.pid, exit=what, job=str(job)
+            )
             self._deliver(
-                job, False,
+                job,
+                False,
                 WorkerCrashed(f"worker pid {worker.pid} died ({what}) while handling {job}"),
-            )  # fmt: skip
+            )
         elif not stopping:
             log_event(log, "pool.worker_exited", logging.WARNING, pid=worker.pid, exit=what)
 

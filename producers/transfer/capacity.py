@@ -57,8 +57,10 @@ STAGE_OF_ROLE: dict[str, str] = {
 }
 STAGES = ("compress", "send", "store", "notify", "register+publish")
 #: roles that are one Python process each (one interpreter lock: at most one core of CPU)
-SINGLE_CORE_ROLES = {"facility_process": "register function process (one interpreter lock)",
-                     "assembler": "Kafka assembler process (one interpreter lock)"}  # fmt: skip
+SINGLE_CORE_ROLES = {
+    "facility_process": "register function process (one interpreter lock)",
+    "assembler": "Kafka assembler process (one interpreter lock)",
+}
 #: cameras by name: detectors per exposure (DESIGN.md)
 CAMERAS = {"LSSTCam": 205, "LSSTComCam": 9, "LATISS": 1}
 NOT_OURS = ("others", "machine")
@@ -134,8 +136,9 @@ def clean_phases(phases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return alone or steady
 
 
-def busy_per_ccd(phases: list[dict[str, Any]], ccds: int,
-                 rates: dict[str, float]) -> dict[str, float]:  # fmt: skip
+def busy_per_ccd(
+    phases: list[dict[str, Any]], ccds: int, rates: dict[str, float]
+) -> dict[str, float]:
     """Busy CPU seconds per CCD by role over the steady exposures that did not overlap the
     next one, the role's idle rate over the busy window taken off."""
     steady = clean_phases(phases)
@@ -176,21 +179,29 @@ def calibrate(path: str, one: dict[str, Any], many: dict[str, Any]) -> Calibrati
     records = [r for r in many["records"] if r["exposure_index"] > 0 and not r["error"]]
     compress = _median(r.get("compress_cpu_seconds", 0.0) for r in records)
     send = _median(r.get("send_cpu_seconds", 0.0) for r in records)
-    roles = {role: cpu for role, cpu in per_ccd.items()
-             if role not in NOT_OURS and role != "edge_workers"}  # fmt: skip
+    roles = {
+        role: cpu
+        for role, cpu in per_ccd.items()
+        if role not in NOT_OURS and role != "edge_workers"
+    }
     send += roles.pop("edge_service", 0.0)
     latencies = steady_latencies(one)
     if not latencies:
         raise ValueError("the 1-CCD calibration run announced nothing after its warm-up")
     return Calibration(
-        path=path, cores=many["cpu"]["cores"] or 1, ccds=many["ccds"], compress_cpu=compress,
-        send_cpu=send, roles=roles,
+        path=path,
+        cores=many["cpu"]["cores"] or 1,
+        ccds=many["ccds"],
+        compress_cpu=compress,
+        send_cpu=send,
+        roles=roles,
         idle_rates={k: v for k, v in rates.items() if k not in NOT_OURS},
-        background=background_cores(phases), latency_one=max(latencies),
+        background=background_cores(phases),
+        latency_one=max(latencies),
         raw_bytes=int(_median(r["raw_bytes"] for r in records)),
         compressed_bytes=int(_median(r["bytes"] for r in records)),
         edge_workers=many.get("workers", 0),
-    )  # fmt: skip
+    )
 
 
 # --- this machine ---------------------------------------------------------------------------
@@ -205,8 +216,9 @@ class Prediction:
     per_ccd: dict[str, float] = field(default_factory=dict)
 
 
-def predict_here(cal: Calibration, ccds: int, workers: int | None = None,
-                 background: float | None = None) -> Prediction:  # fmt: skip
+def predict_here(
+    cal: Calibration, ccds: int, workers: int | None = None, background: float | None = None
+) -> Prediction:
     """Max readout -> announced of ``ccds`` CCDs read out together on the calibration's machine,
     with ``workers`` edge workers and ``background`` cores taken by other users (default: as
     during the calibration)."""
@@ -253,8 +265,14 @@ def servers_for(count: int, demand: float, slack: float) -> int:
     return max(1, math.ceil(count / per_server))
 
 
-def size_for(cal: Calibration, detectors: int, limit: float, cores_per_node: int,
-             cpu_scale: float = 1.0, extra_latency: float = 0.0) -> Sizing:  # fmt: skip
+def size_for(
+    cal: Calibration,
+    detectors: int,
+    limit: float,
+    cores_per_node: int,
+    cpu_scale: float = 1.0,
+    extra_latency: float = 0.0,
+) -> Sizing:
     """Edge cores and nodes, register function instances and bandwidth for ``limit``."""
     floor = cal.latency_one + extra_latency
     slack = limit - floor
@@ -266,15 +284,33 @@ def size_for(cal: Calibration, detectors: int, limit: float, cores_per_node: int
     instances = servers_for(detectors, register, slack)
     bits = cal.compressed_bytes * 8 * detectors
     bandwidth = bits / slack / 1e9
-    worst = max((math.ceil(detectors / cores) - 1) * edge,
-                (math.ceil(detectors / instances) - 1) * register, bits / (bandwidth * 1e9))
-    return Sizing(limit, round(slack, 3), True, cores, math.ceil(cores / cores_per_node),
-                  instances, round(bandwidth, 2), round(floor + worst, 3))  # fmt: skip
+    worst = max(
+        (math.ceil(detectors / cores) - 1) * edge,
+        (math.ceil(detectors / instances) - 1) * register,
+        bits / (bandwidth * 1e9),
+    )
+    return Sizing(
+        limit,
+        round(slack, 3),
+        True,
+        cores,
+        math.ceil(cores / cores_per_node),
+        instances,
+        round(bandwidth, 2),
+        round(floor + worst, 3),
+    )
 
 
-def camera_report(cal: Calibration, detectors: int, cadence: float, budget: float,
-                  target: float, cores_per_node: int, cpu_scale: float = 1.0,
-                  extra_latency: float = 0.0) -> dict[str, Any]:  # fmt: skip
+def camera_report(
+    cal: Calibration,
+    detectors: int,
+    cadence: float,
+    budget: float,
+    target: float,
+    cores_per_node: int,
+    cpu_scale: float = 1.0,
+    extra_latency: float = 0.0,
+) -> dict[str, Any]:
     """The sizing for the per-CCD budget and the whole-exposure target, and what the cadence
     implies (sustained bandwidth, utilisation)."""
     per_ccd = size_for(cal, detectors, budget, cores_per_node, cpu_scale, extra_latency)
@@ -290,8 +326,9 @@ def camera_report(cal: Calibration, detectors: int, cadence: float, budget: floa
         "per_ccd_budget": asdict(per_ccd),
         "whole_exposure_target": asdict(whole),
         "sustained_gbit_s": round(cal.compressed_bytes * 8 * detectors / cadence / 1e9, 3),
-        "edge_utilisation": round(detectors * cal.edge_cpu * cpu_scale
-                                  / max(1, need.edge_cores) / cadence, 3),
+        "edge_utilisation": round(
+            detectors * cal.edge_cpu * cpu_scale / max(1, need.edge_cores) / cadence, 3
+        ),
         "managed_services_cpu_per_exposure": {
             k: round(stages[k] * detectors, 2) for k in ("store", "notify")
         },

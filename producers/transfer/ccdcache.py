@@ -42,9 +42,15 @@ def _make(cache_dir: str, size: str, detector: int) -> int:
     raw, fz = ccd_paths(Path(cache_dir), size, detector)
     if not raw.exists():
         spec = CcdSpec(
-            INSTRUMENT, CACHE_EXPOSURE, detector, exposure_day_obs(CACHE_EXPOSURE), _OBS_START,
-            30.0, "r", size,  # type: ignore[arg-type]
-        )  # fmt: skip
+            INSTRUMENT,
+            CACHE_EXPOSURE,
+            detector,
+            exposure_day_obs(CACHE_EXPOSURE),
+            _OBS_START,
+            30.0,
+            "r",
+            size,  # type: ignore[arg-type]
+        )
         write_raw_ccd(spec, raw)
     if not fz.exists():
         compress_file(raw, fz, threads=1)

@@ -66,9 +66,13 @@ def _quiet(_text: str, _final: bool = False) -> None:
 
 
 class Run:
-    def __init__(self, config: HarnessConfig, end_to_end: EndToEnd | None,
-                 show: Callable[[str, bool], None],
-                 services: dict[str, list[int]]) -> None:  # fmt: skip
+    def __init__(
+        self,
+        config: HarnessConfig,
+        end_to_end: EndToEnd | None,
+        show: Callable[[str, bool], None],
+        services: dict[str, list[int]],
+    ) -> None:
         if not 1 <= config.ccds <= 189:
             raise ValueError("--ccds must be 1..189 (LSSTCam science detectors)")
         if config.numexp < 1:
@@ -116,10 +120,16 @@ class Run:
 
         config = self.config
         settings = EdgeSettings(
-            destination=self.sender_url, prefix=self.prefix, quarantine_prefix=self.quarantine,
-            spool=self.spool, workers=self.workers, threads=self.threads, health_port=-1,
-            min_free_bytes=0, budget_seconds=config.budget,
-        )  # fmt: skip
+            destination=self.sender_url,
+            prefix=self.prefix,
+            quarantine_prefix=self.quarantine,
+            spool=self.spool,
+            workers=self.workers,
+            threads=self.threads,
+            health_port=-1,
+            min_free_bytes=0,
+            budget_seconds=config.budget,
+        )
         edge = EdgeService(settings, log_level="WARNING")
         finished = False
         try:
@@ -135,10 +145,19 @@ class Run:
             start = config.starttime or datetime.now(UTC) + timedelta(seconds=config.lead_seconds)
             if start <= datetime.now(UTC):
                 raise ValueError(f"start time {start.isoformat()} is already past")
-            log_event(log, "transfer.run.start", run_id=self.run_id, start=start.isoformat(),
-                      ccds=config.ccds, numexp=config.numexp, interval=config.interval,
-                      compress=config.compress, sender_url=self.sender_url,
-                      workers=self.workers, threads=self.threads)  # fmt: skip
+            log_event(
+                log,
+                "transfer.run.start",
+                run_id=self.run_id,
+                start=start.isoformat(),
+                ccds=config.ccds,
+                numexp=config.numexp,
+                interval=config.interval,
+                compress=config.compress,
+                sender_url=self.sender_url,
+                workers=self.workers,
+                threads=self.threads,
+            )
             roles = {
                 "edge_workers": pids,
                 # before facility_process: a pid counts under the first role whose tree has it
@@ -169,15 +188,31 @@ class Run:
             shutil.rmtree(self.spool, ignore_errors=True)
         self.records.sort(key=lambda r: (r.exposure_index, r.detector))
         result = HarnessResult(
-            config=config, run_id=self.run_id, sender_url=self.sender_url, start=start,
-            exposures=self.exposures, records=self.records, arrivals=self.arrivals.all(),
-            end_to_end=self.e2e is not None, worker_errors=self.errors, log_path=self.log_path,
-            cpu_seconds=used, window_seconds=window, workers=self.workers, threads=self.threads,
-            staging_seconds=self._staging_seconds, cpu_phases=self.phases(),
-        )  # fmt: skip
-        log_event(log, "transfer.run.done", run_id=self.run_id, transfers=len(self.records),
-                  failed=sum(not r.ok for r in self.records),
-                  announced=len(result.arrivals))  # fmt: skip
+            config=config,
+            run_id=self.run_id,
+            sender_url=self.sender_url,
+            start=start,
+            exposures=self.exposures,
+            records=self.records,
+            arrivals=self.arrivals.all(),
+            end_to_end=self.e2e is not None,
+            worker_errors=self.errors,
+            log_path=self.log_path,
+            cpu_seconds=used,
+            window_seconds=window,
+            workers=self.workers,
+            threads=self.threads,
+            staging_seconds=self._staging_seconds,
+            cpu_phases=self.phases(),
+        )
+        log_event(
+            log,
+            "transfer.run.done",
+            run_id=self.run_id,
+            transfers=len(self.records),
+            failed=sum(not r.ok for r in self.records),
+            announced=len(result.arrivals),
+        )
         return result
 
     _staging_seconds = 0.0
@@ -187,25 +222,40 @@ class Run:
         config = self.config
 
         def cache_progress(done: int, total: int) -> None:
-            self.show(f"generating {config.ccd_size} CCD files in the cache: {done}/{total}",
-                      done == total)  # fmt: skip
+            self.show(
+                f"generating {config.ccd_size} CCD files in the cache: {done}/{total}",
+                done == total,
+            )
 
-        paths = ensure_ccd_files(self.run_dir / "cache", config.ccd_size, self.detectors,
-                                 progress=cache_progress)  # fmt: skip
+        paths = ensure_ccd_files(
+            self.run_dir / "cache", config.ccd_size, self.detectors, progress=cache_progress
+        )
         sources = {d: paths[d][0] if config.compress else paths[d][1] for d in self.detectors}
 
         def stage_progress(done: int, total: int) -> None:
-            self.show(f"DAQ writing every exposure's CCD files: {done}/{total} exposures",
-                      done == total)  # fmt: skip
+            self.show(
+                f"DAQ writing every exposure's CCD files: {done}/{total} exposures", done == total
+            )
 
         t0 = time.monotonic()
-        staged = stage_run(sources, self.handoff, INSTRUMENT, self.exposures,
-                           compressed=not config.compress, progress=stage_progress)  # fmt: skip
+        staged = stage_run(
+            sources,
+            self.handoff,
+            INSTRUMENT,
+            self.exposures,
+            compressed=not config.compress,
+            progress=stage_progress,
+        )
         self._staging_seconds = time.monotonic() - t0
         return staged
 
-    def _play(self, edge: Any, staged: list[dict[int, Path]], readouts: list[datetime],
-              workers: dict[int, int]) -> None:  # fmt: skip
+    def _play(
+        self,
+        edge: Any,
+        staged: list[dict[int, Path]],
+        readouts: list[datetime],
+        workers: dict[int, int],
+    ) -> None:
         """Hand each exposure to the edge at its readout; collect outcomes until all are in."""
         from producers.edge import CcdFile
 
@@ -218,8 +268,10 @@ class Run:
                 announced = self._announce(announced, readouts, now)
                 self._collect(min(0.05, (readout - now).total_seconds()), readouts, workers)
             exposure = self.exposures[index]
-            ccds = [CcdFile(str(staged[index][d]), INSTRUMENT, exposure, d, readout)
-                    for d in self.detectors]  # fmt: skip
+            ccds = [
+                CcdFile(str(staged[index][d]), INSTRUMENT, exposure, d, readout)
+                for d in self.detectors
+            ]
             t0 = time.thread_time()
             futures = edge.submit_many(ccds)
             self._submit_cpu += time.thread_time() - t0
@@ -295,10 +347,16 @@ class Run:
 
     def _announce(self, announced: int, readouts: list[datetime], now: datetime) -> int:
         """Publish each exposure's manifest shortly before its readout (end to end)."""
-        while (self.e2e is not None and announced < len(readouts)
-               and readouts[announced] - MANIFEST_LEAD <= now):  # fmt: skip
-            self.e2e.announce_exposure(self.exposures[announced], self.detectors,
-                                       readouts[announced] - timedelta(seconds=15))  # fmt: skip
+        while (
+            self.e2e is not None
+            and announced < len(readouts)
+            and readouts[announced] - MANIFEST_LEAD <= now
+        ):
+            self.e2e.announce_exposure(
+                self.exposures[announced],
+                self.detectors,
+                readouts[announced] - timedelta(seconds=15),
+            )
             announced += 1
         return announced
 
@@ -312,15 +370,27 @@ class Run:
             outcome = future.result() if not future.cancelled() else None
             if outcome is None:
                 raise RuntimeError(f"the edge dropped exposure {index} detector {detector}")
-            record = record_of(outcome, detector, self.exposures[index], index, readouts[index],
-                               workers)  # fmt: skip
+            record = record_of(
+                outcome, detector, self.exposures[index], index, readouts[index], workers
+            )
             self.records.append(record)
-            self._line("transfer.done" if record.ok else "transfer.failed",
-                       seconds=round(record.seconds, 4),
-                       send_seconds=round(record.send_seconds, 4), **record.to_json())  # fmt: skip
+            self._line(
+                "transfer.done" if record.ok else "transfer.failed",
+                seconds=round(record.seconds, 4),
+                send_seconds=round(record.send_seconds, 4),
+                **record.to_json(),
+            )
             complete = sum(r.exposure_index == index for r in self.records) == self.config.ccds
-            show_progress(self.records, self.exposures, self.config, self.e2e is not None,
-                          self.arrivals, self.show, index, final=complete)  # fmt: skip
+            show_progress(
+                self.records,
+                self.exposures,
+                self.config,
+                self.e2e is not None,
+                self.arrivals,
+                self.show,
+                index,
+                final=complete,
+            )
             try:
                 item = self._done.get_nowait()
             except queue.Empty:
@@ -331,8 +401,9 @@ class Run:
         """One JSON line per transfer event in the run's log (data id, start, end)."""
         if self._log is not None:
             stamp = datetime.now(UTC).isoformat()
-            self._log.write(json.dumps({"ts": stamp, "event": event, "run_id": self.run_id,
-                                        **fields}) + "\n")  # fmt: skip
+            self._log.write(
+                json.dumps({"ts": stamp, "event": event, "run_id": self.run_id, **fields}) + "\n"
+            )
 
 
 def _edge_threads(edge: Any) -> list[int]:

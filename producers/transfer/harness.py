@@ -127,13 +127,15 @@ class HarnessResult:
             steady_arrivals = [a for a in self.arrivals if a.exposure != first]
             expected_steady = self.config.ccds * (self.config.numexp - 1)
             out["latency"] = {
-                "all": asdict(stats.latency_summary(
-                    self.arrivals, self.config.ccds * self.config.numexp, self.config.budget
-                )),
-                "steady": asdict(stats.latency_summary(
-                    steady_arrivals, expected_steady, self.config.budget
-                )),
-            }  # fmt: skip
+                "all": asdict(
+                    stats.latency_summary(
+                        self.arrivals, self.config.ccds * self.config.numexp, self.config.budget
+                    )
+                ),
+                "steady": asdict(
+                    stats.latency_summary(steady_arrivals, expected_steady, self.config.budget)
+                ),
+            }
             out["stages"] = [asdict(r) for r in stats.stage_breakdown(steady_arrivals)]
             out["stages_warmup"] = [
                 asdict(r)

@@ -26,11 +26,21 @@ def record_of(
     if not outcome.ok:
         reason = f"{outcome.reason}: " if outcome.reason else ""
         return TransferRecord(
-            data_id=outcome.key, worker=-1, detector=detector, exposure=exposure,
-            exposure_index=exposure_index, readout=readout, start=readout, read_end=readout,
-            compressed=readout, end=readout, bytes=0, raw_bytes=0, status="failed",
+            data_id=outcome.key,
+            worker=-1,
+            detector=detector,
+            exposure=exposure,
+            exposure_index=exposure_index,
+            readout=readout,
+            start=readout,
+            read_end=readout,
+            compressed=readout,
+            end=readout,
+            bytes=0,
+            raw_bytes=0,
+            status="failed",
             error=f"{outcome.state}: {reason}{outcome.error or 'not acknowledged'}",
-        )  # fmt: skip
+        )
     start = outcome.started_time or readout
     return TransferRecord(
         data_id=outcome.key,

@@ -238,7 +238,6 @@ class LatencySummary:
     budget: float
 
 
-
 def latency_summary(arrivals: Sequence[Arrival], expected: int, budget: float) -> LatencySummary:
     values = [a.latency for a in arrivals]
     return LatencySummary(

@@ -24,16 +24,28 @@ from typing import Any
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tests.chaos", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.chaos",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--seed", type=int, help="replay this seed (default: a random one)")
     parser.add_argument("--only", nargs="+", metavar="SCENARIO", help="run only these")
-    parser.add_argument("--reduced", action="store_true",
-                        help="the reduced nights of make test (in lanes unless --serial)")
-    parser.add_argument("--serial", action="store_true",
-                        help="one scenario after another in this process (make chaos does)")
-    parser.add_argument("--no-doc", action="store_true",
-                        help="leave docs/reliability.md alone (also with --only, --reduced)")
+    parser.add_argument(
+        "--reduced",
+        action="store_true",
+        help="the reduced nights of make test (in lanes unless --serial)",
+    )
+    parser.add_argument(
+        "--serial",
+        action="store_true",
+        help="one scenario after another in this process (make chaos does)",
+    )
+    parser.add_argument(
+        "--no-doc",
+        action="store_true",
+        help="leave docs/reliability.md alone (also with --only, --reduced)",
+    )
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     parser.add_argument("--workdir", type=Path, help="where worlds live (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
@@ -51,8 +63,9 @@ def main(argv: list[str] | None = None) -> int:
             size = f"{s.night.ccds} CCDs" + (f", reduced {s.reduced.ccds}" if s.reduced else "")
             print(f"{s.name:28} {size:24} {s.what}")
         return 0
-    scenarios = by_name(args.only) if args.only else (reduced() if args.reduced else
-                                                      list(SCENARIOS))  # fmt: skip
+    scenarios = (
+        by_name(args.only) if args.only else (reduced() if args.reduced else list(SCENARIOS))
+    )
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s", stream=sys.stdout)
     logging.getLogger("obsingest.chaos").setLevel(logging.INFO)
@@ -98,8 +111,9 @@ def serial(scenarios: list[Any], seed: int, workdir: Path, reduced: bool) -> lis
         for scenario in scenarios:
             t0 = time.monotonic()
             print(f"\n=== {scenario.name}: {scenario.what}", flush=True)
-            run = run_scenario(scenario, seed, workdir / scenario.name, reduced=reduced,
-                               stack=stack, kafka=kafka)  # fmt: skip
+            run = run_scenario(
+                scenario, seed, workdir / scenario.name, reduced=reduced, stack=stack, kafka=kafka
+            )
             row = summary(run)
             row["seconds"] = round(time.monotonic() - t0)
             rows.append(row)
@@ -113,13 +127,15 @@ def serial(scenarios: list[Any], seed: int, workdir: Path, reduced: bool) -> lis
 
 
 def _print(row: dict[str, Any]) -> None:
-    print(f"--- {row['scenario']}: {'PASS' if row['passed'] else 'FAIL'}"
-          f" in {row.get('seconds', '?')} s: sent {row['sent']} (+{row['bad_sent']} bad), "
-          f"registered once {row['registered_once']}, lost {row['lost']}, doubled "
-          f"{row['doubled']}, duplicate announcements {row['duplicate_announcements']}, "
-          f"quarantined {row['quarantined']}, recovered without a manual step: "
-          f"{'yes' if row['recovered'] else 'NO'}, settled in {row['settle_seconds']} s",
-          flush=True)  # fmt: skip
+    print(
+        f"--- {row['scenario']}: {'PASS' if row['passed'] else 'FAIL'}"
+        f" in {row.get('seconds', '?')} s: sent {row['sent']} (+{row['bad_sent']} bad), "
+        f"registered once {row['registered_once']}, lost {row['lost']}, doubled "
+        f"{row['doubled']}, duplicate announcements {row['duplicate_announcements']}, "
+        f"quarantined {row['quarantined']}, recovered without a manual step: "
+        f"{'yes' if row['recovered'] else 'NO'}, settled in {row['settle_seconds']} s",
+        flush=True,
+    )
     for failure in row["failures"]:
         print(f"    ! {failure}")
     if not row["passed"]:

@@ -50,17 +50,26 @@ class Tally:
 
     def progress(self) -> tuple[Any, ...]:
         """What changes while the pipeline still moves (compared for the quiet period)."""
-        return (self.registered_once, self.announced, self.acked, self.duplicate_announcements,
-                len(self.unaccounted), sum(self.quarantined.values()),
-                len(self.unexpected_quarantine), self.outbox_pending)  # fmt: skip
+        return (
+            self.registered_once,
+            self.announced,
+            self.acked,
+            self.duplicate_announcements,
+            len(self.unaccounted),
+            sum(self.quarantined.values()),
+            len(self.unexpected_quarantine),
+            self.outbox_pending,
+        )
 
     def line(self) -> str:
-        return (f"sent {self.sent} (+{self.bad_sent} bad), registered once "
-                f"{self.registered_once}, announced {self.announced}, acked {self.acked}, lost "
-                f"{len(self.lost)}, doubled {len(self.doubled)}, duplicate announcements "
-                f"{self.duplicate_announcements}, bad accounted "
-                f"{sum(self.quarantined.values())}/{self.bad_sent}, outbox "
-                f"{self.outbox_pending}")  # fmt: skip
+        return (
+            f"sent {self.sent} (+{self.bad_sent} bad), registered once "
+            f"{self.registered_once}, announced {self.announced}, acked {self.acked}, lost "
+            f"{len(self.lost)}, doubled {len(self.doubled)}, duplicate announcements "
+            f"{self.duplicate_announcements}, bad accounted "
+            f"{sum(self.quarantined.values())}/{self.bad_sent}, outbox "
+            f"{self.outbox_pending}"
+        )
 
 
 def count(world: World, sent: set[str], bad: list[BadInput]) -> Tally:
@@ -79,8 +88,10 @@ def count(world: World, sent: set[str], bad: list[BadInput]) -> Tally:
             key = f"{row['instrument']}/{row['exposure']}/{row['detector']:03d}"
             ids_by_key[key].add(str(row["id"]))
             row_by_key[key] = row
-    objects = {blob.name: int(blob.size or 0)
-               for blob in world.store.client.list_blobs(world.bucket, prefix="raw/")}  # fmt: skip
+    objects = {
+        blob.name: int(blob.size or 0)
+        for blob in world.store.client.list_blobs(world.bucket, prefix="raw/")
+    }
     assert world.observer is not None
     announcements = world.observer.announcements()
     announced_ids: dict[str, set[str]] = defaultdict(set)
@@ -122,7 +133,7 @@ def count(world: World, sent: set[str], bad: list[BadInput]) -> Tally:
 
 def _object_of(uri: str, bucket: str) -> str:
     prefix = f"gs://{bucket}/"
-    return uri[len(prefix):] if uri.startswith(prefix) else uri
+    return uri[len(prefix) :] if uri.startswith(prefix) else uri
 
 
 def _bad(world: World, bad: list[BadInput], items: dict[str, Any], tally: Tally) -> None:
@@ -145,9 +156,16 @@ def _bad(world: World, bad: list[BadInput], items: dict[str, Any], tally: Tally)
             continue
         _found(item, found, used, tally)
     for item in pubsub_fallback:
-        found = next((i for i, rec in enumerate(records) if i not in used
-                      and rec["reason"] == item.reason
-                      and str(rec["object_uri"]).startswith("pubsub:")), None)  # fmt: skip
+        found = next(
+            (
+                i
+                for i, rec in enumerate(records)
+                if i not in used
+                and rec["reason"] == item.reason
+                and str(rec["object_uri"]).startswith("pubsub:")
+            ),
+            None,
+        )
         _found(item, found, used, tally)
     tally.unexpected_quarantine = [
         f"{rec['reason']}: {str(rec['object_uri'])[:120]}"

@@ -53,10 +53,18 @@ class BadInput:
 def _resource(bucket: str, name: str, **over: Any) -> dict[str, Any]:
     now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
     base = {
-        "kind": "storage#object", "bucket": bucket, "name": name, "generation": "1",
-        "metageneration": "1", "size": "1000", "crc32c": "AAAAAA==", "md5Hash": "",
-        "timeCreated": now, "updated": now, "metadata": {},
-    }  # fmt: skip
+        "kind": "storage#object",
+        "bucket": bucket,
+        "name": name,
+        "generation": "1",
+        "metageneration": "1",
+        "size": "1000",
+        "crc32c": "AAAAAA==",
+        "md5Hash": "",
+        "timeCreated": now,
+        "updated": now,
+        "metadata": {},
+    }
     return {**base, **over}
 
 
@@ -70,43 +78,77 @@ def notification(kind: str, bucket: str, n: int) -> BadInput:
     exposure = DAY_OBS * 100_000 + BAD_SEQ + n
     raw = f"raw/{INSTRUMENT}/{DAY_OBS}/{exposure}/{INSTRUMENT}_{exposure}_001.fits.fz"
     if kind == "not-json":
-        return BadInput(kind, "bad-message", "registry", "", payload=(
-            f"not json {nonce}".encode(), _attrs()))  # fmt: skip
+        return BadInput(
+            kind, "bad-message", "registry", "", payload=(f"not json {nonce}".encode(), _attrs())
+        )
     if kind == "json-array":
-        return BadInput(kind, "bad-message", "registry", "", payload=(
-            json.dumps([1, 2, nonce]).encode(), _attrs()))  # fmt: skip
+        return BadInput(
+            kind,
+            "bad-message",
+            "registry",
+            "",
+            payload=(json.dumps([1, 2, nonce]).encode(), _attrs()),
+        )
     if kind == "wrong-type":
         body = _resource(bucket, raw, size=[1])
-        return BadInput(kind, "bad-message", "registry", "", payload=(
-            json.dumps(body).encode(), _attrs()))  # fmt: skip
+        return BadInput(
+            kind, "bad-message", "registry", "", payload=(json.dumps(body).encode(), _attrs())
+        )
     if kind == "no-event-type":
         body = _resource(bucket, raw)
-        return BadInput(kind, "bad-message", "registry", "", payload=(
-            json.dumps(body).encode(), {"payloadFormat": "JSON_API_V1"}))  # fmt: skip
+        return BadInput(
+            kind,
+            "bad-message",
+            "registry",
+            "",
+            payload=(json.dumps(body).encode(), {"payloadFormat": "JSON_API_V1"}),
+        )
     names = {
         "outside-prefix": ("bad-object-name", f"elsewhere/{nonce}.txt"),
         "path-traversal": ("bad-object-name", f"raw/../{nonce}/x.fits.fz"),
         "nul-in-name": ("bad-object-name", f"raw/{nonce}\x00.fits.fz"),
-        "unknown-instrument": ("unknown-instrument",
-                               raw.replace(INSTRUMENT, "Nonesuch").replace("_001.", f"_{n:03d}.")),
+        "unknown-instrument": (
+            "unknown-instrument",
+            raw.replace(INSTRUMENT, "Nonesuch").replace("_001.", f"_{n:03d}."),
+        ),
         "missing-object": ("object-missing", raw),
         "producer-parked": ("quarantined-by-producer", f"quarantine/{nonce}.fits.fz"),
-    }  # fmt: skip
+    }
     if kind in names:
         reason, name = names[kind]
         marker = name.split("\x00")[0] if "\x00" in name else name
-        return BadInput(kind, reason, "registry", marker, payload=(
-            json.dumps(_resource(bucket, name)).encode(), _attrs()))  # fmt: skip
+        return BadInput(
+            kind,
+            reason,
+            "registry",
+            marker,
+            payload=(json.dumps(_resource(bucket, name)).encode(), _attrs()),
+        )
     if kind == "foreign-bucket":
         other = f"someone-elses-{nonce}"
-        return BadInput(kind, "foreign-bucket", "registry", other, payload=(
-            json.dumps(_resource(other, raw)).encode(), _attrs()))  # fmt: skip
+        return BadInput(
+            kind,
+            "foreign-bucket",
+            "registry",
+            other,
+            payload=(json.dumps(_resource(other, raw)).encode(), _attrs()),
+        )
     raise ValueError(f"unknown bad notification kind {kind!r}")
 
 
-NOTIFICATION_KINDS = ("not-json", "json-array", "wrong-type", "no-event-type", "outside-prefix",
-                      "path-traversal", "nul-in-name", "unknown-instrument", "missing-object",
-                      "producer-parked", "foreign-bucket")  # fmt: skip
+NOTIFICATION_KINDS = (
+    "not-json",
+    "json-array",
+    "wrong-type",
+    "no-event-type",
+    "outside-prefix",
+    "path-traversal",
+    "nul-in-name",
+    "unknown-instrument",
+    "missing-object",
+    "producer-parked",
+    "foreign-bucket",
+)
 
 
 def publish(world: World, item: BadInput, patience: float = 90.0) -> None:
@@ -155,8 +197,7 @@ def edge_file(kind: str, n: int) -> BadInput:
     data_id = DataId(INSTRUMENT, exposure, n % 9)
     ccd = data_id.identity().file_name
     if kind == "truncated":  # complete hand-off, bytes stop half-way (source died mid-file)
-        return BadInput(kind, "corrupt-file", "edge", data_id.key, ("truncated", ccd),
-                        payload=ccd)  # fmt: skip
+        return BadInput(kind, "corrupt-file", "edge", data_id.key, ("truncated", ccd), payload=ccd)
     if kind == "not-fits":  # refused when its header is read, before it is journalled as a CCD
         return BadInput(kind, "corrupt-file", "edge", ccd, ("not a FITS file",), payload=ccd)
     if kind == "no-identity":  # any name is fine; a header that cannot say which CCD is not
@@ -200,8 +241,9 @@ def journal_vanished(world: World, item: BadInput) -> None:
     write_atomic(path, _raw(exposure, detector))
     journal = Journal(world.spool)
     try:
-        journal.add(Entry(key=item.marker, source=str(path), priority=exposure,
-                          readout=time.time()))  # fmt: skip
+        journal.add(
+            Entry(key=item.marker, source=str(path), priority=exposure, readout=time.time())
+        )
     finally:
         journal.close()
     path.unlink()

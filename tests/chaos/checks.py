@@ -65,8 +65,11 @@ def _dead_letters_left(run: Run) -> int:
 def _stored_between(run: Run, start: float, end: float) -> set[str]:
     """Names of the raw CCD objects the bucket created in [start, end] (epoch seconds)."""
     world = run.world
-    return {b.name for b in world.store.client.list_blobs(world.bucket, prefix="raw/")
-            if start <= b.time_created.timestamp() <= end}  # fmt: skip
+    return {
+        b.name
+        for b in world.store.client.list_blobs(world.bucket, prefix="raw/")
+        if start <= b.time_created.timestamp() <= end
+    }
 
 
 def _when(value: Any) -> float:
@@ -99,8 +102,10 @@ def edge_rode_out_the_store_outage(run: Run) -> None:
     reasons = [r for h in outage.notes["degraded"] for r in h["reasons"]]
     assert any("destination-unreachable" in r for r in reasons), outage.notes["degraded"][:3]
     assert run.world.edge is not None and run.world.edge.events("edge.retry"), "no retry seen"
-    backlog = sorted((i for i in items if i.seen_at < up and i.acked_at and i.acked_at >= up),
-                     key=lambda i: i.acked_at)  # fmt: skip
+    backlog = sorted(
+        (i for i in items if i.seen_at < up and i.acked_at and i.acked_at >= up),
+        key=lambda i: i.acked_at,
+    )
     exposures = sorted({i.priority for i in backlog})
     # a real backlog: two thirds of the exposures read out while the link was down (10 of 15)
     assert len(exposures) >= max(5, int((up - down) / run.night.interval * 2 / 3)), exposures
@@ -132,7 +137,8 @@ def spool_full_refused_loudly(run: Run) -> None:
     assert run.world.edge is not None
     refusals = run.world.edge.events("edge.refusing_new_work")
     assert refusals and refusals[0]["level"] == "error" and "spool" in refusals[0]["error"], (
-        f"no loud refusal in the log: {refusals[:1]}")
+        f"no loud refusal in the log: {refusals[:1]}"
+    )
     assert run.world.edge.events("edge.resumed_new_work"), "never resumed"
     assert (run.edge_health or {}).get("status") == "ready", run.edge_health
 
@@ -150,13 +156,20 @@ def redrive_brought_back_the_dead_letters(run: Run) -> None:
     stored = _stored_between(run, outage.injected_at + 1, outage.healed_at - 20)
     # under load a push can outlast its share of the outage: such a CCD is still being retried
     # when the function returns and is registered then (never during: checked below)
-    after = {r["uri"].split("/", 3)[-1] for r in run.world.read(run.world.registry.datasets)
-             if _when(r["ingest_time"]) >= outage.healed_at}  # fmt: skip
+    after = {
+        r["uri"].split("/", 3)[-1]
+        for r in run.world.read(run.world.registry.datasets)
+        if _when(r["ingest_time"]) >= outage.healed_at
+    }
     assert stored and stored & dead_objects and stored <= dead_objects | after, (
-        f"stored while down but not dead-lettered: {sorted(stored - dead_objects - after)[:5]}")
+        f"stored while down but not dead-lettered: {sorted(stored - dead_objects - after)[:5]}"
+    )
     down = (outage.notes["down_from"], outage.notes["down_until"])
-    during = [r for r in run.world.read(run.world.registry.datasets)
-              if down[0] < _when(r["ingest_time"]) < down[1]]  # fmt: skip
+    during = [
+        r
+        for r in run.world.read(run.world.registry.datasets)
+        if down[0] < _when(r["ingest_time"]) < down[1]
+    ]
     assert during == [], f"{len(during)} registered while the function was down"
     # Settled means every CCD registered and every bad input quarantined; a letter dead-lettered
     # twice (redriven while the function was still down) may still wait out its backoff then.
@@ -232,8 +245,11 @@ def emulator_restart_repaired_within_2_minutes(run: Run) -> None:
         time.sleep(2)
     assert facility.events("notifications.repaired"), "never repaired"
     assert _facility_passes(run)[-1]["notifications_healthy"], "no canary came back"
-    added = {e["object"] for e in facility.events("reconcile.registered_missing")
-             if e.get("status") == "registered"}  # fmt: skip
+    added = {
+        e["object"]
+        for e in facility.events("reconcile.registered_missing")
+        if e.get("status") == "registered"
+    }
     repaired = min(_when(e["ts"]) for e in facility.events("notifications.repaired"))
     # stored after the restart and before the repair: no notification could carry them
     silent = _stored_between(run, restart.injected_at + 1, repaired - 5)
@@ -246,8 +262,10 @@ def emulator_restart_repaired_within_2_minutes(run: Run) -> None:
     assert silent, "nothing was stored while notifications were broken"
     assert silent <= added, f"not registered by reconcile: {sorted(silent - added)[:5]}"
     world = run.world
-    stored = {f"gs://{world.bucket}/{b.name}": b.time_created.timestamp()
-              for b in world.store.client.list_blobs(world.bucket, prefix="raw/")}  # fmt: skip
+    stored = {
+        f"gs://{world.bucket}/{b.name}": b.time_created.timestamp()
+        for b in world.store.client.list_blobs(world.bucket, prefix="raw/")
+    }
     late = []
     for row in world.read(world.registry.datasets):
         since = max(stored[row["uri"]], restart.injected_at)
@@ -284,16 +302,19 @@ def one_exposure_ingested_per_exposure(run: Run) -> None:
     noted, not failed: subscribers deduplicate on ``event_id``."""
     ingested = run.world.ingested
     assert ingested is not None, "the world runs without manifests"
-    expected = {f"{INSTRUMENT}/{DAY_OBS * 100_000 + seq}"
-                for seq in range(1, run.night.exposures + 1)}  # fmt: skip
+    expected = {
+        f"{INSTRUMENT}/{DAY_OBS * 100_000 + seq}" for seq in range(1, run.night.exposures + 1)
+    }
     deadline = time.monotonic() + 120  # a lost check is the facility sweep's, every pass
     while not expected <= set(ingested.per_exposure()) and time.monotonic() < deadline:
         time.sleep(2.0)
     per_exposure = ingested.per_exposure()
     events = ingested.events()
     repeats = len(events) - len(per_exposure)
-    run.note(f"exposures-ingested: {len(per_exposure)} exposures, {len(events)} messages "
-             f"({repeats} repeated deliveries of the same event)")  # fmt: skip
+    run.note(
+        f"exposures-ingested: {len(per_exposure)} exposures, {len(events)} messages "
+        f"({repeats} repeated deliveries of the same event)"
+    )
     missing = sorted(expected - set(per_exposure))
     assert not missing, f"{len(missing)} exposures without an ExposureIngested: {missing[:5]}"
     different = sorted(key for key, seen in per_exposure.items() if len(seen) > 1)

@@ -33,14 +33,18 @@ def chaos_seed(pytestconfig: pytest.Config) -> int:
 
 
 @pytest.fixture(scope="session")
-def chaos_rows(request: pytest.FixtureRequest, chaos_seed: int,
-               tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:  # fmt: skip
+def chaos_rows(
+    request: pytest.FixtureRequest, chaos_seed: int, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, dict[str, Any]]:
     """Every reduced scenario selected in this session, played once, by name."""
     from tests.chaos.scenarios import reduced
     from tests.chaos.suite import lanes_for, run_lanes
 
-    selected = {item.callspec.params["scenario"].name for item in request.session.items
-                if item.get_closest_marker("chaos") and hasattr(item, "callspec")}  # fmt: skip
+    selected = {
+        item.callspec.params["scenario"].name
+        for item in request.session.items
+        if item.get_closest_marker("chaos") and hasattr(item, "callspec")
+    }
     scenarios = [s for s in reduced() if s.name in selected]
     workdir: Path = tmp_path_factory.mktemp("chaos")
     rows = run_lanes(lanes_for(scenarios), chaos_seed, workdir, reduced=True)

@@ -112,8 +112,13 @@ class PostgresCrash(Fault):
         self.notes["registered_before"] = world.read(world.registry.count_datasets)
         pid = world.stack.crash_restart_postgres()
         status = world.stack.stack.service("postgres").status()
-        self.notes.update(old_pid=before, new_pid=pid, status_pid=status.pid,
-                          running=status.running, healthy=status.healthy)  # fmt: skip
+        self.notes.update(
+            old_pid=before,
+            new_pid=pid,
+            status_pid=status.pid,
+            running=status.running,
+            healthy=status.healthy,
+        )
 
 
 @dataclass
@@ -159,8 +164,9 @@ class TopicOutage(Fault):
 
         client = pubsub_v1.PublisherClient()
         try:
-            client.delete_topic(request={"topic": topic_path(world.project,
-                                                             world.bus.arrivals_topic)})
+            client.delete_topic(
+                request={"topic": topic_path(world.project, world.bus.arrivals_topic)}
+            )
         finally:
             client.stop()
         self.notes["registered_at_delete"] = world.read(world.registry.count_datasets)
@@ -321,8 +327,9 @@ class RedeliveryStorm(Fault):
 
     def inject(self, world: World) -> None:
         self.notes["published"] = 0
-        self._thread = threading.Thread(target=self._storm, args=(world,), daemon=True,
-                                        name="redelivery-storm")  # fmt: skip
+        self._thread = threading.Thread(
+            target=self._storm, args=(world,), daemon=True, name="redelivery-storm"
+        )
         self._thread.start()
 
     def heal(self, world: World) -> None:
@@ -345,8 +352,9 @@ class RedeliveryStorm(Fault):
                 futures = []
                 for blob in world.store.client.list_blobs(world.bucket, prefix="raw/"):
                     data, attributes = gcs_notification_message(world.store.stat(blob.name))
-                    futures += [client.publish(topic, data, **attributes)
-                                for _ in range(self.copies)]  # fmt: skip
+                    futures += [
+                        client.publish(topic, data, **attributes) for _ in range(self.copies)
+                    ]
                 for future in futures:
                     future.result(timeout=30)
                 self.notes["published"] += len(futures)

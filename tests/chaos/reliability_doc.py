@@ -24,10 +24,12 @@ def _quarantined(row: dict[str, Any]) -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = ("| scenario | faults (s after the night began) | sent | registered once | lost | "
-            "doubled | dup. announcements | bad input quarantined with reason | recovered "
-            "without a manual step | settled in | result |\n"
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | --- |\n")
+    head = (
+        "| scenario | faults (s after the night began) | sent | registered once | lost | "
+        "doubled | dup. announcements | bad input quarantined with reason | recovered "
+        "without a manual step | settled in | result |\n"
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | --- |\n"
+    )
     lines = []
     for r in rows:
         settle = f"{r['settle_seconds']:.0f} s" if r["settle_seconds"] is not None else "—"
@@ -62,8 +64,14 @@ def _cores() -> int:
     return os.cpu_count() or 0
 
 
-def write(rows: list[dict[str, Any]], seed: int, started: datetime, seconds: float,
-          doc: Path = DOC, raw: Path = RAW) -> None:  # fmt: skip
+def write(
+    rows: list[dict[str, Any]],
+    seed: int,
+    started: datetime,
+    seconds: float,
+    doc: Path = DOC,
+    raw: Path = RAW,
+) -> None:
     """Replace the generated section of ``doc`` (appended if the markers are missing)."""
     text = doc.read_text() if doc.exists() else "# Reliability\n"
     new = section(rows, seed, started, seconds)
@@ -74,7 +82,15 @@ def write(rows: list[dict[str, Any]], seed: int, started: datetime, seconds: flo
     else:
         text = text.rstrip("\n") + "\n\n" + new + "\n"
     doc.write_text(text)
-    raw.write_text(json.dumps({
-        "seed": seed, "started": started.astimezone(UTC).isoformat(), "seconds": round(seconds),
-        "scenarios": rows,
-    }, indent=1) + "\n")  # fmt: skip
+    raw.write_text(
+        json.dumps(
+            {
+                "seed": seed,
+                "started": started.astimezone(UTC).isoformat(),
+                "seconds": round(seconds),
+                "scenarios": rows,
+            },
+            indent=1,
+        )
+        + "\n"
+    )

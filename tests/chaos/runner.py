@@ -125,9 +125,14 @@ def spread(rng: random.Random, n: int, lo: float, hi: float, gap: float) -> list
     return points
 
 
-def run_scenario(scenario: Scenario, seed: int, workdir: Path, reduced: bool = False,
-                 stack: PrivateStack | None = None,
-                 kafka: PrivateStack | None = None) -> Run:  # fmt: skip
+def run_scenario(
+    scenario: Scenario,
+    seed: int,
+    workdir: Path,
+    reduced: bool = False,
+    stack: PrivateStack | None = None,
+    kafka: PrivateStack | None = None,
+) -> Run:
     """Play ``scenario``; on ``stack`` (and ``kafka``) if given, else on services of its own,
     started for it and stopped after it (then it may run beside other scenarios)."""
     rng = random.Random(f"{seed}:{scenario.name}")
@@ -167,8 +172,11 @@ def stop_stack(stack: PrivateStack) -> list[str]:
     stopped = stack.down()
     log.info("private services stopped: %s", stopped)
     problems = [f"{name} was not stopped by its stack" for name in ports if name not in stopped]
-    problems += [f"{name} still listens on {port}" for name, port in ports.items()
-                 if port_open("127.0.0.1", port)]  # fmt: skip
+    problems += [
+        f"{name} still listens on {port}"
+        for name, port in ports.items()
+        if port_open("127.0.0.1", port)
+    ]
     return problems
 
 
@@ -183,11 +191,16 @@ def _run(run: Run, rng: random.Random) -> None:
     from producers.daq.simulator import INSTRUMENTS
 
     detectors = INSTRUMENTS[INSTRUMENT].detector_ids[: night.detectors]
-    run.sent = {f"{INSTRUMENT}/{DAY_OBS * 100_000 + seq}/{det:03d}"
-                for seq in range(1, night.exposures + 1) for det in detectors}  # fmt: skip
+    run.sent = {
+        f"{INSTRUMENT}/{DAY_OBS * 100_000 + seq}/{det:03d}"
+        for seq in range(1, night.exposures + 1)
+        for det in detectors
+    }
     run.started_wall = time.time()
-    run.note(f"night: {night.exposures} exposures x {night.detectors} CCDs every "
-             f"{night.interval:g} s; seed {run.seed}")  # fmt: skip
+    run.note(
+        f"night: {night.exposures} exposures x {night.detectors} CCDs every "
+        f"{night.interval:g} s; seed {run.seed}"
+    )
     world.play(night.exposures, night.detectors, night.interval)
     start = time.monotonic()
     threads = [
@@ -230,14 +243,17 @@ def _fault_loop(run: Run, start: float) -> None:
             fault.healed_at = time.time()
             run.note(f"healed {fault.label}")
         except Exception as exc:
-            run.failures.append(f"fault {fault.label}: {type(exc).__name__}: {exc}"
-                                f"\n{traceback.format_exc()[-1500:]}")  # fmt: skip
+            run.failures.append(
+                f"fault {fault.label}: {type(exc).__name__}: {exc}"
+                f"\n{traceback.format_exc()[-1500:]}"
+            )
             run.note(f"fault {fault.label} failed: {exc}")
 
 
 def _bad_loop(run: Run, start: float) -> None:
-    for at, item in sorted(((a, b) for a, b in run.bad if b.kind != "vanished"),
-                           key=lambda pair: pair[0]):  # fmt: skip
+    for at, item in sorted(
+        ((a, b) for a, b in run.bad if b.kind != "vanished"), key=lambda pair: pair[0]
+    ):
         _sleep_until(start + at)
         try:
             bad_input.inject(run.world, item)
@@ -286,8 +302,11 @@ def _count(run: Run, bad: list[BadInput], previous: Tally) -> Tally:
 
 def _verdict(run: Run) -> None:
     t = run.tally
-    run.check(run.recovered, f"did not settle within {run.scenario.settle_timeout:.0f} s "
-              f"without a manual step: {t.line()}")  # fmt: skip
+    run.check(
+        run.recovered,
+        f"did not settle within {run.scenario.settle_timeout:.0f} s "
+        f"without a manual step: {t.line()}",
+    )
     run.check(not t.lost, f"lost {len(t.lost)}: {t.lost[:10]}")
     run.check(not t.doubled, f"doubled {len(t.doubled)}: {t.doubled[:10]}")
     run.check(not t.unaccounted, f"bad input unaccounted: {t.unaccounted}")
@@ -295,8 +314,10 @@ def _verdict(run: Run) -> None:
     run.check(not t.unexpected_datasets, f"datasets nobody sent: {t.unexpected_datasets[:10]}")
     run.check(run.edge_exit == 0, f"the edge exited {run.edge_exit} on SIGTERM")
     if run.scenario.exactly_once_announcements:
-        run.check(t.duplicate_announcements == 0,
-                  f"{t.duplicate_announcements} duplicate announcements where none may be")
+        run.check(
+            t.duplicate_announcements == 0,
+            f"{t.duplicate_announcements} duplicate announcements where none may be",
+        )
 
 
 def summary(run: Run) -> dict[str, Any]:

@@ -94,8 +94,10 @@ def _kill_everything(rng: random.Random, night: Night) -> list[tuple[float, Faul
     victims += [rng.choice(victims) for _ in range(2)]
     rng.shuffle(victims)
     times = spread(rng, len(victims), 2.0, max(3.0, night.seconds * 0.9), gap=4.0)
-    return [(at, Kill(f"SIGKILL {name}", rng.uniform(0.5, 3.0), process=name))
-            for at, name in zip(times, victims, strict=True)]  # fmt: skip
+    return [
+        (at, Kill(f"SIGKILL {name}", rng.uniform(0.5, 3.0), process=name))
+        for at, name in zip(times, victims, strict=True)
+    ]
 
 
 def _pg_crashes(rng: random.Random, night: Night) -> list[tuple[float, Fault]]:
@@ -425,9 +427,7 @@ SCENARIOS += (
         "redelivery-storm-butler",
         "every stored CCD notified 2 times more every 3 s for 15 s (a redelivery storm); a "
         "Butler registry (butler create, PostgreSQL)",
-        _one(
-            lambda: RedeliveryStorm("redelivery storm 15 s", 15.0, copies=2, every=3.0), 3.0, 5.0
-        ),
+        _one(lambda: RedeliveryStorm("redelivery storm 15 s", 15.0, copies=2, every=3.0), 3.0, 5.0),
         Night(12, 6, 1.5),
         reduced=Night(6, 6, 1.5),
         options=WorldOptions(butler=True),

@@ -56,8 +56,9 @@ def prefetch() -> None:
             future.result()
 
 
-def run_lanes(lanes: list[list[str]], seed: int, workdir: Path, reduced: bool,
-              timeout: float = 1500) -> list[dict[str, Any]]:  # fmt: skip
+def run_lanes(
+    lanes: list[list[str]], seed: int, workdir: Path, reduced: bool, timeout: float = 1500
+) -> list[dict[str, Any]]:
     """Every lane as its own process, all at once; the rows of every scenario (a lane that
     died or hung gives a failed row for each scenario it did not report)."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -65,12 +66,25 @@ def run_lanes(lanes: list[list[str]], seed: int, workdir: Path, reduced: bool,
     procs = []
     for i, lane in enumerate(lanes):
         out = workdir / f"lane-{i}.json"
-        argv = [sys.executable, "-m", "tests.chaos", "--serial", "--seed", str(seed),
-                "--no-doc", "--json", str(out), "--workdir", str(workdir / f"lane-{i}"),
-                "--only", *lane] + (["--reduced"] if reduced else [])  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "tests.chaos",
+            "--serial",
+            "--seed",
+            str(seed),
+            "--no-doc",
+            "--json",
+            str(out),
+            "--workdir",
+            str(workdir / f"lane-{i}"),
+            "--only",
+            *lane,
+        ] + (["--reduced"] if reduced else [])
         log = (workdir / f"lane-{i}.log").open("wb")
-        procs.append((lane, out, log, subprocess.Popen(argv, cwd=ROOT, stdout=log,
-                                                       stderr=subprocess.STDOUT)))  # fmt: skip
+        procs.append(
+            (lane, out, log, subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
+        )
     deadline = time.monotonic() + timeout
     rows: list[dict[str, Any]] = []
     for lane, out, log, proc in procs:
@@ -85,18 +99,31 @@ def run_lanes(lanes: list[list[str]], seed: int, workdir: Path, reduced: bool,
         reported = {r["scenario"] for r in got}
         for name in lane:
             if name not in reported:
-                rows.append(_missing(name, seed, reduced, proc.returncode,
-                                     Path(log.name)))  # fmt: skip
+                rows.append(_missing(name, seed, reduced, proc.returncode, Path(log.name)))
     return rows
 
 
 def _missing(name: str, seed: int, reduced: bool, code: int | None, log: Path) -> dict[str, Any]:
     tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
     return {
-        "scenario": name, "what": "", "faults": [], "sent": 0, "bad_sent": 0,
-        "registered_once": 0, "announced": 0, "lost": 0, "doubled": 0,
-        "duplicate_announcements": 0, "quarantined": {}, "unaccounted": 0, "recovered": False,
-        "settle_seconds": None, "passed": False, "seed": seed, "reduced": reduced,
+        "scenario": name,
+        "what": "",
+        "faults": [],
+        "sent": 0,
+        "bad_sent": 0,
+        "registered_once": 0,
+        "announced": 0,
+        "lost": 0,
+        "doubled": 0,
+        "duplicate_announcements": 0,
+        "quarantined": {},
+        "unaccounted": 0,
+        "recovered": False,
+        "settle_seconds": None,
+        "passed": False,
+        "seed": seed,
+        "reduced": reduced,
         "failures": [f"its lane exited {code} without reporting it; lane log {log}:\n{tail}"],
-        "events": [], "logs": str(log),
-    }  # fmt: skip
+        "events": [],
+        "logs": str(log),
+    }

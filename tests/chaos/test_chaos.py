@@ -23,12 +23,18 @@ pytestmark = [pytest.mark.chaos, pytest.mark.timeout(1800)]
 @pytest.mark.parametrize("scenario", reduced(), ids=lambda s: s.name)
 def test_scenario(scenario: Scenario, chaos_rows: dict[str, dict[str, Any]]) -> None:
     row = chaos_rows[scenario.name]
-    assert row["passed"], "\n".join([
-        f"{scenario.name}, seed {row['seed']} (replay: OBSINGEST_CHAOS_SEED={row['seed']} "
-        f"pytest tests/chaos -k {scenario.name})",
-        f"sent {row['sent']} (+{row['bad_sent']} bad), registered once {row['registered_once']},"
-        f" lost {row['lost']}, doubled {row['doubled']}, recovered {row['recovered']}",
-        *row["failures"], "timeline:", *row.get("events", []), f"logs: {row.get('logs')}",
-    ])  # fmt: skip
+    assert row["passed"], "\n".join(
+        [
+            f"{scenario.name}, seed {row['seed']} (replay: OBSINGEST_CHAOS_SEED={row['seed']} "
+            f"pytest tests/chaos -k {scenario.name})",
+            f"sent {row['sent']} (+{row['bad_sent']} bad), "
+            f"registered once {row['registered_once']},"
+            f" lost {row['lost']}, doubled {row['doubled']}, recovered {row['recovered']}",
+            *row["failures"],
+            "timeline:",
+            *row.get("events", []),
+            f"logs: {row.get('logs')}",
+        ]
+    )
     assert row["sent"] == scenario.night_for(True).ccds
     assert (row["lost"], row["doubled"], row["unaccounted"]) == (0, 0, 0)

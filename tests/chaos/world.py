@@ -48,8 +48,16 @@ INSTRUMENT = "LSSTCam"
 DAY_OBS = 20261122
 #: the edge's flags in every world: bad files are judged within seconds, an outage is probed
 #: every 2 s at most (a scenario's own flags come after and win)
-EDGE_ARGS = ("--workers", "2", "--rescan-interval", "5", "--incomplete-timeout", "5",
-             "--retry-max-delay", "2")  # fmt: skip
+EDGE_ARGS = (
+    "--workers",
+    "2",
+    "--rescan-interval",
+    "5",
+    "--incomplete-timeout",
+    "5",
+    "--retry-max-delay",
+    "2",
+)
 #: variables of the caller's environment never handed to the pipeline's processes: each World
 #: sets its own endpoints and namespace
 _OWN = ("OBSINGEST_", "PUBSUB_", "STORAGE_EMULATOR", "KAFKA_", "GOOGLE_CLOUD_PROJECT")
@@ -91,8 +99,14 @@ class WorldOptions:
 
 
 class World:
-    def __init__(self, name: str, stack: PrivateStack, workdir: Path, options: WorldOptions,
-                 kafka: PrivateStack | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        stack: PrivateStack,
+        workdir: Path,
+        options: WorldOptions,
+        kafka: PrivateStack | None = None,
+    ) -> None:
         self.name = name
         self.stack = stack
         self.kafka_stack = kafka
@@ -144,18 +158,20 @@ class World:
     def base_env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(_OWN)}
         env.update(self.stack.env())
-        env.update({
-            "PYTHONPATH": str(ROOT),
-            "GOOGLE_CLOUD_PROJECT": self.project,
-            "PUBSUB_PROJECT_ID": self.project,
-            "OBSINGEST_GCS_PROJECT": self.project,
-            "OBSINGEST_BUS_BACKEND": "pubsub",
-            "OBSINGEST_BUS_PUBSUB_PROJECT": self.project,
-            "OBSINGEST_STORE_URL": f"gs://{self.bucket}",
-            "OBSINGEST_REGISTRY_URL": self.registry_url,
-            "OBSINGEST_REGISTRY_POOL_SIZE": "4",
-            "OBSINGEST_FUNCTION_PUSH_AUTH": "false",
-        })  # fmt: skip
+        env.update(
+            {
+                "PYTHONPATH": str(ROOT),
+                "GOOGLE_CLOUD_PROJECT": self.project,
+                "PUBSUB_PROJECT_ID": self.project,
+                "OBSINGEST_GCS_PROJECT": self.project,
+                "OBSINGEST_BUS_BACKEND": "pubsub",
+                "OBSINGEST_BUS_PUBSUB_PROJECT": self.project,
+                "OBSINGEST_STORE_URL": f"gs://{self.bucket}",
+                "OBSINGEST_REGISTRY_URL": self.registry_url,
+                "OBSINGEST_REGISTRY_POOL_SIZE": "4",
+                "OBSINGEST_FUNCTION_PUSH_AUTH": "false",
+            }
+        )
         if self.companion_url:
             env["OBSINGEST_BUTLER_COMPANION_URL"] = self.companion_url
         env.update({f"OBSINGEST_RELAY_{k.upper()}": str(v) for k, v in self.options.relay.items()})
@@ -210,8 +226,13 @@ class World:
             )
         self.bus = BusSettings(backend="pubsub", pubsub_project=self.project)
         self.store = GcsStore(self.bucket, settings=GcsSettings(project=self.project))
-        setup(self.bucket, self.bus, prefixes=defaults.NOTIFIED_PREFIXES,
-              storage_client=self.store.client, relay=self.relay_settings())  # fmt: skip
+        setup(
+            self.bucket,
+            self.bus,
+            prefixes=defaults.NOTIFIED_PREFIXES,
+            storage_client=self.store.client,
+            relay=self.relay_settings(),
+        )
         if self.options.gcs_disk_mb:  # the bucket is still empty: nothing hidden by the mount
             from tests.chaos.disks import mount_gcs_disk
 
@@ -251,14 +272,26 @@ class World:
         if self.options.metrics:  # the function answers /metrics on its own port
             self.metrics_urls["function"] = f"{self.function.url}metrics"
         self.relay = ServiceProcess(
-            "relay", [python, "-m", "obsingest_cli", "relay", "--push-url", self.function.url],
-            self._metrics_env("relay", env), self.logs)  # fmt: skip
+            "relay",
+            [python, "-m", "obsingest_cli", "relay", "--push-url", self.function.url],
+            self._metrics_env("relay", env),
+            self.logs,
+        )
         if self.options.manifests:
             self._manifest_processes(function_env, env)
         self.facility = ServiceProcess(
-            "facility", [python, "-m", "obsingest_cli", "reconcile",
-                         "--every", str(self.options.facility_every)],
-            self._metrics_env("facility", env), self.logs)  # fmt: skip
+            "facility",
+            [
+                python,
+                "-m",
+                "obsingest_cli",
+                "reconcile",
+                "--every",
+                str(self.options.facility_every),
+            ],
+            self._metrics_env("facility", env),
+            self.logs,
+        )
         destination = f"gs://{self.bucket}"
         if self.options.transport == "kafka":
             from functions.assembler.main import command
@@ -267,11 +300,26 @@ class World:
             create_chunk_topics(self.kafka_bootstrap, {self.chunks_topic: 6, dlq: 1})
             destination = f"kafka://{self.kafka_bootstrap}/{self.chunks_topic}"
             self.assembler = ServiceProcess(
-                "assembler", command(self.kafka_bootstrap, self.chunks_topic, dlq,
-                                     f"assembler-{self.project}", f"gs://{self.bucket}"),
-                self._metrics_env("assembler", env), self.logs)  # fmt: skip
-        self.edge = EdgeProcess(self.handoff, self.spool, destination, self.logs / "edge", None,
-                                *EDGE_ARGS, *self.options.edge_args)  # fmt: skip
+                "assembler",
+                command(
+                    self.kafka_bootstrap,
+                    self.chunks_topic,
+                    dlq,
+                    f"assembler-{self.project}",
+                    f"gs://{self.bucket}",
+                ),
+                self._metrics_env("assembler", env),
+                self.logs,
+            )
+        self.edge = EdgeProcess(
+            self.handoff,
+            self.spool,
+            destination,
+            self.logs / "edge",
+            None,
+            *EDGE_ARGS,
+            *self.options.edge_args,
+        )
         self.edge.env = self._metrics_env("edge", edge_env)
         # the two slow starters (imports on a busy machine) come up side by side
         functions = [f for f in (self.function, self.manifest_function) if f is not None]
@@ -367,11 +415,22 @@ class World:
         if self.options.metrics:
             self.metrics_urls["manifest-function"] = f"{self.manifest_function.url}metrics"
         self.manifest_relay = ServiceProcess(
-            "manifest-relay", [sys.executable, "-m", "obsingest_cli", "relay",
-                               "--subscription", defaults.MANIFEST_RELAY_SUBSCRIPTION,
-                               "--dead-letter-topic", self.bus.exposures_dlq_topic,
-                               "--push-url", self.manifest_function.url],
-            self._metrics_env("manifest-relay", env), self.logs)  # fmt: skip
+            "manifest-relay",
+            [
+                sys.executable,
+                "-m",
+                "obsingest_cli",
+                "relay",
+                "--subscription",
+                defaults.MANIFEST_RELAY_SUBSCRIPTION,
+                "--dead-letter-topic",
+                self.bus.exposures_dlq_topic,
+                "--push-url",
+                self.manifest_function.url,
+            ],
+            self._metrics_env("manifest-relay", env),
+            self.logs,
+        )
 
     def _metrics_env(self, name: str, env: dict[str, str]) -> dict[str, str]:
         """``env`` with a /metrics port of the process's own when the world serves metrics."""
@@ -382,16 +441,36 @@ class World:
         return {**env, "OBSINGEST_METRICS_PORT": str(port)}
 
     def _mount_spool(self, megabytes: int) -> None:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs",
-                        str(self.spool)], check=True)  # fmt: skip
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(self.spool)],
+            check=True,
+        )
         self.spool_mounted = True
 
     def play(self, exposures: int, detectors: int, interval: float, first_seq: int = 1) -> None:
         """Start the DAQ night player (``obsingest daq night``) as its own process."""
-        argv = [sys.executable, "-m", "obsingest_cli", "daq", "night", str(self.handoff),
-                "--instrument", INSTRUMENT, "--exposures", str(exposures),
-                "--detectors", str(detectors), "--interval", str(interval), "--size", "small",
-                "--day-obs", str(DAY_OBS), "--first-seq", str(first_seq)]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "obsingest_cli",
+            "daq",
+            "night",
+            str(self.handoff),
+            "--instrument",
+            INSTRUMENT,
+            "--exposures",
+            str(exposures),
+            "--detectors",
+            str(detectors),
+            "--interval",
+            str(interval),
+            "--size",
+            "small",
+            "--day-obs",
+            str(DAY_OBS),
+            "--first-seq",
+            str(first_seq),
+        ]
         if self.options.manifests:
             argv.append("--publish-manifests")
         self.daq = ServiceProcess("daq", argv, self.base_env(), self.logs).start()
@@ -420,8 +499,7 @@ class World:
     def publishers_held(self) -> Any:
         """Freeze the processes that publish ArrivalEvents (function, facility) for a moment:
         while a topic and its subscription come back, nothing may be published in between."""
-        held = [p for p in (self.function, self.manifest_function, self.facility)
-                if p is not None]  # fmt: skip
+        held = [p for p in (self.function, self.manifest_function, self.facility) if p is not None]
         for proc in held:
             _signal_group(proc, "SIGSTOP")
         try:
@@ -434,8 +512,14 @@ class World:
     def close(self) -> None:
         from infra.local.provision import drop_database
 
-        for proc in (self.daq, self.edge, self.assembler, self.facility, self.relay,
-                     self.manifest_relay):  # fmt: skip
+        for proc in (
+            self.daq,
+            self.edge,
+            self.assembler,
+            self.facility,
+            self.relay,
+            self.manifest_relay,
+        ):
             if proc is not None:
                 with contextlib.suppress(Exception):
                     proc.close()

@@ -62,13 +62,30 @@ def test_a_killed_backfill_rerun_uploads_every_file_once_verified(
     files = make_archive(tmp_path / "archive")
     bucket = gcs.new_bucket("backfill")
     spool = tmp_path / "spool"
-    cmd = [sys.executable, "-m", "producers.backfill", str(tmp_path / "archive"),
-           "--to", f"gs://{bucket}/archive", "--spool", str(spool), "--parallel", "4",
-           "--batch", "4", "--no-progress"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "producers.backfill",
+        str(tmp_path / "archive"),
+        "--to",
+        f"gs://{bucket}/archive",
+        "--spool",
+        str(spool),
+        "--parallel",
+        "4",
+        "--batch",
+        "4",
+        "--no-progress",
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    first = subprocess.Popen([*cmd, "--json", str(tmp_path / "first.json")], cwd=ROOT, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             start_new_session=True)  # fmt: skip
+    first = subprocess.Popen(
+        [*cmd, "--json", str(tmp_path / "first.json")],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         wait_for(lambda: spool.exists() and acked(spool) >= 300, 120, "300 files verified")
     finally:
@@ -79,8 +96,14 @@ def test_a_killed_backfill_rerun_uploads_every_file_once_verified(
     before = {b.name: b.generation for b in client.list_blobs(bucket)}
     assert 300 <= len(before) < FILES
 
-    second = subprocess.run([*cmd, "--json", str(tmp_path / "second.json")], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    second = subprocess.run(
+        [*cmd, "--json", str(tmp_path / "second.json")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert second.returncode == 0, second.stdout + second.stderr
     assert "uploaded and verified" in second.stdout and "Gbit/s" in second.stdout
     report = json.loads((tmp_path / "second.json").read_text())
@@ -123,8 +146,9 @@ def test_a_lost_journal_commit_means_re_verification_not_a_double_upload_or_a_lo
             path.unlink()
     bucket = gcs.new_bucket("backfill-lost")
     spool = tmp_path / "spool"
-    config = BackfillConfig([str(archive)], f"gs://{bucket}/a", spool, parallel=2, batch=4,
-                            progress=False)  # fmt: skip
+    config = BackfillConfig(
+        [str(archive)], f"gs://{bucket}/a", spool, parallel=2, batch=4, progress=False
+    )
     first = run_backfill(config)
     assert first.failed == {} and first.stored == 60
     client = gcs.client()

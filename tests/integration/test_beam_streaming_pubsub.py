@@ -31,19 +31,40 @@ INSTRUMENT = "LSSTComCam"
 
 def _events(now):  # exposure seq -> detectors that arrive; 2 misses detector 2, 3 has no manifest
     manifests, arrivals = [], []
-    for seq, arriving, with_manifest in ((1, [0, 1, 2], True), (2, [0, 1], True),
-                                         (3, [5], False)):
+    for seq, arriving, with_manifest in ((1, [0, 1, 2], True), (2, [0, 1], True), (3, [5], False)):
         exposure = DAY * 100_000 + seq
         readout = now - timedelta(seconds=1)
         if with_manifest:
-            manifests.append(ExposureManifest(INSTRUMENT, exposure, DAY, [0, 1, 2],
-                                              readout - timedelta(seconds=15), 15.0, "r",
-                                              readout - timedelta(seconds=16)))
+            manifests.append(
+                ExposureManifest(
+                    INSTRUMENT,
+                    exposure,
+                    DAY,
+                    [0, 1, 2],
+                    readout - timedelta(seconds=15),
+                    15.0,
+                    "r",
+                    readout - timedelta(seconds=16),
+                )
+            )
         for det in arriving:
             published = readout + timedelta(seconds=0.5 + det)
-            event = ArrivalEvent(dataset_id(DataId(INSTRUMENT, exposure, det)), "raw", "run",
-                                 INSTRUMENT, exposure, det, DAY, f"file:///x/{exposure}/{det}", 1,
-                                 "crc32c:00000000", "direct", readout, published, published)
+            event = ArrivalEvent(
+                dataset_id(DataId(INSTRUMENT, exposure, det)),
+                "raw",
+                "run",
+                INSTRUMENT,
+                exposure,
+                det,
+                DAY,
+                f"file:///x/{exposure}/{det}",
+                1,
+                "crc32c:00000000",
+                "direct",
+                readout,
+                published,
+                published,
+            )
             arrivals += [event, event] if det == 0 else [event]  # a duplicate too
     return manifests, arrivals
 
@@ -53,11 +74,16 @@ def _pull_all(pubsub: PubSubService, subscription: str, want: int, wait: float) 
     got: list[bytes] = []
     deadline = time.monotonic() + wait
     while len(got) < want and time.monotonic() < deadline:
-        resp = subscriber.pull(request={"subscription": subscription, "max_messages": 50},
-                               timeout=10)
+        resp = subscriber.pull(
+            request={"subscription": subscription, "max_messages": 50}, timeout=10
+        )
         if resp.received_messages:
-            subscriber.acknowledge(request={"subscription": subscription,
-                                            "ack_ids": [m.ack_id for m in resp.received_messages]})
+            subscriber.acknowledge(
+                request={
+                    "subscription": subscription,
+                    "ack_ids": [m.ack_id for m in resp.received_messages],
+                }
+            )
             got += [m.message.data for m in resp.received_messages]
         else:
             time.sleep(0.2)
@@ -100,8 +126,11 @@ def test_streaming_job_on_pubsub_emulator(pubsub: PubSubService, tmp_path) -> No
 
     received = _pull_all(pubsub, summaries_sub, want=3, wait=25)
     alerts = _pull_all(pubsub, alerts_sub, want=1, wait=5)
-    dead = pubsub.subscriber().pull(request={"subscription": dlq_sub, "max_messages": 10},
-                                    timeout=10).received_messages
+    dead = (
+        pubsub.subscriber()
+        .pull(request={"subscription": dlq_sub, "max_messages": 10}, timeout=10)
+        .received_messages
+    )
     job.join(timeout=60)
     assert not job.is_alive()
     assert [m.message.data for m in dead] == [b"not avro"]
@@ -110,9 +139,15 @@ def test_streaming_job_on_pubsub_emulator(pubsub: PubSubService, tmp_path) -> No
     summaries = {s.exposure % 100_000: s for s in map(ExposureSummary.decode, received)}
     assert sorted(summaries) == [1, 2, 3]
     assert (summaries[1].status, summaries[1].trigger, summaries[1].arrived) == (
-        SummaryStatus.OK, "all-arrived", 3)
+        SummaryStatus.OK,
+        "all-arrived",
+        3,
+    )
     assert (summaries[2].status, summaries[2].trigger, summaries[2].missing_detectors) == (
-        SummaryStatus.INCOMPLETE, "deadline", [2])
+        SummaryStatus.INCOMPLETE,
+        "deadline",
+        [2],
+    )
     assert (summaries[3].status, summaries[3].expected) == (SummaryStatus.NO_MANIFEST, None)
     assert [ExposureSummary.decode(a).exposure % 100_000 for a in alerts] == [2]
     assert len((tmp_path / "summaries.jsonl").read_text().splitlines()) == 3

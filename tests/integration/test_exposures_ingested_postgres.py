@@ -99,8 +99,17 @@ def small_ccd(data_id: DataId) -> bytes:
     from producers.daq.simulator import CcdSpec, generate_raw_ccd
 
     obs_start = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
-    spec = CcdSpec(data_id.instrument, data_id.exposure, data_id.detector, data_id.day_obs,
-                   obs_start, 15.0, "r", "small", 0)  # fmt: skip
+    spec = CcdSpec(
+        data_id.instrument,
+        data_id.exposure,
+        data_id.detector,
+        data_id.day_obs,
+        obs_start,
+        15.0,
+        "r",
+        "small",
+        0,
+    )
     return compress_fits(generate_raw_ccd(spec), threads=1)
 
 

@@ -85,8 +85,9 @@ def _catalogued(families: dict[str, Any]) -> set[str]:
     ours = {n for spec in CATALOGUE for n in (spec.name, spec.name.removesuffix("_total"))}
     library = ("process_", "python_")
     # the text format carries a counter's or histogram's start time as a family of its own
-    return {n for n in families
-            if n.removesuffix("_created") not in ours and not n.startswith(library)}  # fmt: skip
+    return {
+        n for n in families if n.removesuffix("_created") not in ours and not n.startswith(library)
+    }
 
 
 def _wait(what: str, done: Any, timeout: float = 180.0) -> None:
@@ -98,8 +99,13 @@ def _wait(what: str, done: Any, timeout: float = 180.0) -> None:
 
 def _run_world(name: str, stack: PrivateStack, tmp_path: Path, **options: Any) -> World:
     kafka = options.pop("kafka", None)
-    return World(name, stack, tmp_path, WorldOptions(metrics=True, facility_every=3.0, **options),
-                 kafka=kafka)  # fmt: skip
+    return World(
+        name,
+        stack,
+        tmp_path,
+        WorldOptions(metrics=True, facility_every=3.0, **options),
+        kafka=kafka,
+    )
 
 
 def _settle(world: World) -> None:
@@ -121,9 +127,19 @@ def _assert_pipeline_metrics(world: World) -> dict[str, dict[str, Any]]:
         assert _value(families, "obsingest_build_info") == 1, name
 
     # the edge acknowledges a CCD once the store has it: poll, the scrape may precede the ack
-    _wait("edge acknowledged every CCD", lambda: _value(
-        _scrape(world.metrics_urls["edge"]), "obsingest_ccds_total", component="edge",
-        outcome="acknowledged") == CCDS, timeout=60)  # fmt: skip
+    _wait(
+        "edge acknowledged every CCD",
+        lambda: (
+            _value(
+                _scrape(world.metrics_urls["edge"]),
+                "obsingest_ccds_total",
+                component="edge",
+                outcome="acknowledged",
+            )
+            == CCDS
+        ),
+        timeout=60,
+    )
     edge = _scrape(world.metrics_urls["edge"])
     assert _value(edge, "obsingest_ccds_total", component="edge", outcome="seen") == CCDS
     assert _value(edge, "obsingest_edge_stage_seconds_count", stage="send") == CCDS
@@ -131,12 +147,15 @@ def _assert_pipeline_metrics(world: World) -> dict[str, dict[str, Any]]:
     assert _value(edge, "obsingest_edge_refusing_new_work") == 0
 
     function = scraped["function"]
-    assert _value(function, "obsingest_ccds_total", component="register",
-                  outcome="registered") == CCDS  # fmt: skip
+    assert (
+        _value(function, "obsingest_ccds_total", component="register", outcome="registered") == CCDS
+    )
     assert _value(function, "obsingest_ccds_quarantined_total") == 0
     for stage in ("stored", "registered", "announced"):
-        assert _value(function, f"obsingest_readout_to_{stage}_seconds_count",
-                      instrument=INSTRUMENT) == CCDS, stage  # fmt: skip
+        assert (
+            _value(function, f"obsingest_readout_to_{stage}_seconds_count", instrument=INSTRUMENT)
+            == CCDS
+        ), stage
     # every registration within the 5 s budget on this small night: the le="5.0" bucket
     assert _value(function, "obsingest_readout_to_registered_seconds_bucket", le="5.0") == CCDS
     assert _value(function, "obsingest_registry_operation_seconds_count") >= CCDS
@@ -147,9 +166,18 @@ def _assert_pipeline_metrics(world: World) -> dict[str, dict[str, Any]]:
     assert _value(relay, "obsingest_ccds_dead_lettered_total") == 0
 
     # the facility's canary: written, seen by the function, and its age exported
-    _wait("the facility saw a canary come back", lambda: _value(
-        _scrape(world.metrics_urls["facility"]), "obsingest_notification_canaries_total",
-        event="seen") >= 1, timeout=90)  # fmt: skip
+    _wait(
+        "the facility saw a canary come back",
+        lambda: (
+            _value(
+                _scrape(world.metrics_urls["facility"]),
+                "obsingest_notification_canaries_total",
+                event="seen",
+            )
+            >= 1
+        ),
+        timeout=90,
+    )
     facility = _scrape(world.metrics_urls["facility"])
     assert "obsingest_notification_canary_age_seconds" in facility
     assert _value(facility, "obsingest_dead_letters_waiting") == 0
@@ -162,8 +190,11 @@ def _assert_exposures_ingested(world: World) -> None:
     sweep of a lost check)."""
     ingested = world.ingested
     assert ingested is not None
-    _wait(f"{EXPOSURES} ExposureIngested", lambda: len(ingested.per_exposure()) == EXPOSURES,
-          timeout=90)  # fmt: skip
+    _wait(
+        f"{EXPOSURES} ExposureIngested",
+        lambda: len(ingested.per_exposure()) == EXPOSURES,
+        timeout=90,
+    )
     events = {item.event.exposure: item.event for item in ingested.events()}
     assert len(events) == EXPOSURES and ingested.snapshot()["undecodable"] == 0
     assert all(len(v) == 1 for v in ingested.per_exposure().values())
@@ -177,8 +208,9 @@ def _assert_exposures_ingested(world: World) -> None:
     completed = "obsingest_exposures_completed_total"
     assert sum(_value(s, completed, status="ok") for s in scraped.values()) == EXPOSURES
     assert sum(_value(s, completed) for s in scraped.values()) == EXPOSURES  # nothing else
-    closed_by_functions = [s for name, s in scraped.items() if name != "facility"
-                           and _value(s, completed) > 0]  # fmt: skip
+    closed_by_functions = [
+        s for name, s in scraped.items() if name != "facility" and _value(s, completed) > 0
+    ]
     assert closed_by_functions, "no register function counted an exposure closed"
     for families in closed_by_functions:
         assert _value(families, "obsingest_last_exposure_missing_ccds") == 0
@@ -200,9 +232,21 @@ def test_every_process_serves_metrics_direct(private_stack: PrivateStack, tmp_pa
             port = free_port()
             base = f"http://127.0.0.1:{port}"
             presence = ServiceProcess(
-                "presence", [sys.executable, "-m", "obsingest_cli", "serve", "--registry",
-                             world.registry_url, "--port", str(port)],
-                world.base_env(), world.logs, ready=lambda: _listening(port)).start(90)  # fmt: skip
+                "presence",
+                [
+                    sys.executable,
+                    "-m",
+                    "obsingest_cli",
+                    "serve",
+                    "--registry",
+                    world.registry_url,
+                    "--port",
+                    str(port),
+                ],
+                world.base_env(),
+                world.logs,
+                ready=lambda: _listening(port),
+            ).start(90)
             night = _get_json(f"{base}/v1/nights/{INSTRUMENT}/{DAY_OBS}")
             assert len(night["exposures"]) == EXPOSURES
             served = _scrape(f"{base}/metrics")
@@ -216,8 +260,9 @@ def test_every_process_serves_metrics_direct(private_stack: PrivateStack, tmp_pa
         world.close()
 
 
-def test_every_process_serves_metrics_kafka(private_stack: PrivateStack, tmp_path: Path,
-                                            kafka: Any) -> None:  # fmt: skip
+def test_every_process_serves_metrics_kafka(
+    private_stack: PrivateStack, tmp_path: Path, kafka: Any
+) -> None:
     shared = _SharedKafka(kafka.bootstrap_servers)
     world = _run_world("metrics-kafka", private_stack, tmp_path, transport="kafka", kafka=shared)
     try:
@@ -227,8 +272,10 @@ def test_every_process_serves_metrics_kafka(private_stack: PrivateStack, tmp_pat
             _assert_pipeline_metrics(world)
             assembler = _scrape(world.metrics_urls["assembler"])
             assert not _catalogued(assembler)
-            assert _value(assembler, "obsingest_ccds_total", component="assembler",
-                          outcome="stored") == CCDS  # fmt: skip
+            assert (
+                _value(assembler, "obsingest_ccds_total", component="assembler", outcome="stored")
+                == CCDS
+            )
             assert _value(assembler, "obsingest_assembler_open_files") == 0
             assert "obsingest_assembler_consumer_lag_messages" in assembler
     finally:

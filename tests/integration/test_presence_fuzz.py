@@ -25,8 +25,9 @@ def api(tmp_path_factory):
     work = tmp_path_factory.mktemp("presence-fuzz")
     url = f"sqlite:///{work / 'registry.sqlite3'}"
     registry = Registry.open(RegistrySettings(url=url))
-    night = write_night(registry, day_obs=DAY_OBS, exposures=12, incomplete_every=5,
-                        no_manifest_every=4)  # fmt: skip
+    night = write_night(
+        registry, day_obs=DAY_OBS, exposures=12, incomplete_every=5, no_manifest_every=4
+    )
     registry.close()
     server = Server(url, free_port(), work / "serve.log")
     try:
@@ -42,8 +43,17 @@ def schemathesis(server, work: Path, *extra: str, config: str | None = None):
     if config is not None:
         (work / "schemathesis.toml").write_text(config)
         command += ["--config-file", str(work / "schemathesis.toml")]
-    command += ["run", f"{server.url}/openapi.json", "--checks", "all", "--seed", "15",
-                "--workers", "2", *extra]  # fmt: skip
+    command += [
+        "run",
+        f"{server.url}/openapi.json",
+        "--checks",
+        "all",
+        "--seed",
+        "15",
+        "--workers",
+        "2",
+        *extra,
+    ]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=work)
     return proc.returncode, proc.stdout + proc.stderr
 
@@ -77,8 +87,9 @@ parameters = {{ instrument = "LSSTCam", exposure = {exposure} }}
 include-path = "/v1/nights/{{instrument}}/{{day_obs}}"
 parameters = {{ instrument = "LSSTCam", day_obs = {DAY_OBS} }}
 """
-    code, output = schemathesis(server, work, "--max-examples", "30", "--phases",
-                                "examples,fuzzing", config=config)  # fmt: skip
+    code, output = schemathesis(
+        server, work, "--max-examples", "30", "--phases", "examples,fuzzing", config=config
+    )
     assert code == 0, output[-6000:]
     assert "Missing test data" not in output and "Unmatched filters" not in output, output
     assert server.get(f"/v1/exposures/LSSTCam/{exposure}")["status"] == "incomplete"

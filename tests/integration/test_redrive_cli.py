@@ -28,13 +28,31 @@ def test_manual_redrive_dry_run_and_filter(
     )
     try:
         letters = [
-            ({"objectId": "raw/a", "dlq_reason": "HTTP 503: retriable: registry unavailable",
-              "dlq_status": "503", "dlq_attempts": "10"}),
-            ({"objectId": "raw/b", "dlq_reason": "HTTP 503: retriable: publish failed",
-              "dlq_status": "503", "dlq_attempts": "10"}),
-            ({"objectId": "raw/c", "dlq_reason": "no response: ConnectionError: refused",
-              "dlq_status": "none", "dlq_attempts": "10"}),
-        ]  # fmt: skip
+            (
+                {
+                    "objectId": "raw/a",
+                    "dlq_reason": "HTTP 503: retriable: registry unavailable",
+                    "dlq_status": "503",
+                    "dlq_attempts": "10",
+                }
+            ),
+            (
+                {
+                    "objectId": "raw/b",
+                    "dlq_reason": "HTTP 503: retriable: publish failed",
+                    "dlq_status": "503",
+                    "dlq_attempts": "10",
+                }
+            ),
+            (
+                {
+                    "objectId": "raw/c",
+                    "dlq_reason": "no response: ConnectionError: refused",
+                    "dlq_status": "none",
+                    "dlq_attempts": "10",
+                }
+            ),
+        ]
         for attributes in letters:
             pipe.publisher.publish(pipe.bus.objects_dlq_topic, b"{}", attributes=attributes)
         monkeypatch.setenv("OBSINGEST_BUS_PUBSUB_PROJECT", pipe.project)

@@ -38,8 +38,9 @@ def _round_trip(kafka: KafkaService, value: bytes, key: bytes) -> bytes:
     topic = kafka.new_topic("avro-big")
     producer = Producer(kafka.producer_config())
     errors: list[object] = []
-    producer.produce(topic, value=value, key=key,
-                     on_delivery=lambda err, _msg: err and errors.append(err))  # fmt: skip
+    producer.produce(
+        topic, value=value, key=key, on_delivery=lambda err, _msg: err and errors.append(err)
+    )
     assert producer.flush(30) == 0, "producer did not deliver within 30 s"
     assert not errors, errors
 

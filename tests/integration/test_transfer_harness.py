@@ -27,11 +27,33 @@ NUMEXP = 3
 def run_bench(tmp_path: Path, destination: str, *extra: str) -> dict[str, Any]:
     out = tmp_path / "result.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "obsingest_cli", "bench", "transfer", "--destination", destination,
-         "--ccds", str(CCDS), "--numexp", str(NUMEXP), "--interval", "1.5",
-         "--ccd-size", "small", "--run-dir", str(tmp_path / "run"), "--json", str(out), *extra],
-        capture_output=True, text=True, timeout=400, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "obsingest_cli",
+            "bench",
+            "transfer",
+            "--destination",
+            destination,
+            "--ccds",
+            str(CCDS),
+            "--numexp",
+            str(NUMEXP),
+            "--interval",
+            "1.5",
+            "--ccd-size",
+            "small",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--json",
+            str(out),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "remaining exposures:" in proc.stdout
     result = json.loads(out.read_text())

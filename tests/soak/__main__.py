@@ -30,8 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.ci:
         args.exposures, args.interval, args.kills = 3, 6.0, 1
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
-    print(f"soak seed: {seed} (replay: python -m tests.soak --seed {seed}"
-          f"{' --ci' if args.ci else ''})", flush=True)  # fmt: skip
+    print(
+        f"soak seed: {seed} (replay: python -m tests.soak --seed {seed}"
+        f"{' --ci' if args.ci else ''})",
+        flush=True,
+    )
     from tests.soak.harness import Soak, format_section, play, write
 
     soak = Soak(args.exposures, args.interval, args.kills, seed)

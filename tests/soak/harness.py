@@ -69,9 +69,11 @@ class LatencyObserver(ArrivalsObserver):
         return Timed(
             dataset_id=str(event.dataset_id),
             key=f"{event.instrument}/{event.exposure}/{event.detector:03d}",
-            message=ident, registered=event.registered_time,
-            published=event.published_time, readout=event.readout_time,
-        )  # fmt: skip
+            message=ident,
+            registered=event.registered_time,
+            published=event.published_time,
+            readout=event.readout_time,
+        )
 
 
 class SoakWorld(World):
@@ -89,9 +91,20 @@ class SoakWorld(World):
         assert self.function is not None
         self.relay.close()
         self.relay = ServiceProcess(
-            "relay", [sys.executable, "-m", "obsingest_cli", "relay",
-                      "--push-url", self.function.url, "--push-url", self.function2.url],
-            env, self.logs).start()  # fmt: skip
+            "relay",
+            [
+                sys.executable,
+                "-m",
+                "obsingest_cli",
+                "relay",
+                "--push-url",
+                self.function.url,
+                "--push-url",
+                self.function2.url,
+            ],
+            env,
+            self.logs,
+        ).start()
         return self
 
     def close(self) -> None:
@@ -210,16 +223,23 @@ def _kill_loop(soak: Soak, run: Run, targets: list[int], rng: random.Random) -> 
             if name in restarts:
                 restarts[name].join(timeout=300)
         waited = time.monotonic() - first_file - delay
-        fault = InstanceKill(f"{victim} SIGKILL in exposure {seq}'s burst", duration=0.5,
-                             process=victim)  # fmt: skip
+        fault = InstanceKill(
+            f"{victim} SIGKILL in exposure {seq}'s burst", duration=0.5, process=victim
+        )
         fault.injected_at = time.time()
         fault.inject(world)
-        run.note(f"SIGKILL {victim} inside exposure {seq} (+{delay:.2f} s"
-                 + (f", held {waited:.1f} s for the other instance" if waited > 0.05 else "")
-                 + ")")  # fmt: skip
-        entry = {"exposure": DAY_OBS * 100_000 + seq, "instance": victim,
-                 "after_first_file_s": round(delay + waited, 2), "at": fault.injected_at,
-                 "down_s": None}  # fmt: skip
+        run.note(
+            f"SIGKILL {victim} inside exposure {seq} (+{delay:.2f} s"
+            + (f", held {waited:.1f} s for the other instance" if waited > 0.05 else "")
+            + ")"
+        )
+        entry = {
+            "exposure": DAY_OBS * 100_000 + seq,
+            "instance": victim,
+            "after_first_file_s": round(delay + waited, 2),
+            "at": fault.injected_at,
+            "down_s": None,
+        }
         soak.kill_log.append(entry)
 
         def heal(fault: InstanceKill = fault, entry: dict[str, Any] = entry) -> None:
@@ -240,9 +260,14 @@ def play(soak: Soak, workdir: Path, stack: PrivateStack | None = None) -> dict[s
     rng = random.Random(soak.seed)
     night = Night(soak.exposures, DETECTORS, soak.interval)
     options = WorldOptions()
-    scenario = Scenario("soak", "N x 205 at a cadence, function SIGKILLs in bursts",
-                        lambda _r, _n: [], night, settle_timeout=300.0,
-                        options=options)  # fmt: skip
+    scenario = Scenario(
+        "soak",
+        "N x 205 at a cadence, function SIGKILLs in bursts",
+        lambda _r, _n: [],
+        night,
+        settle_timeout=300.0,
+        options=options,
+    )
     own = stack is None
     stack = stack or PrivateStack(["pubsub", "gcs", "postgres"]).up()
     world = SoakWorld("soak", stack, workdir, options)
@@ -254,17 +279,24 @@ def play(soak: Soak, workdir: Path, stack: PrivateStack | None = None) -> dict[s
             from producers.daq.simulator import INSTRUMENTS
 
             detectors = INSTRUMENTS[INSTRUMENT].detector_ids[:DETECTORS]
-            run.sent = {f"{INSTRUMENT}/{DAY_OBS * 100_000 + s}/{d:03d}"
-                        for s in range(1, soak.exposures + 1) for d in detectors}  # fmt: skip
-            targets = sorted(rng.sample(range(1, soak.exposures + 1),
-                                        min(soak.kills, soak.exposures)))  # fmt: skip
+            run.sent = {
+                f"{INSTRUMENT}/{DAY_OBS * 100_000 + s}/{d:03d}"
+                for s in range(1, soak.exposures + 1)
+                for d in detectors
+            }
+            targets = sorted(
+                rng.sample(range(1, soak.exposures + 1), min(soak.kills, soak.exposures))
+            )
             sampler = CpuSampler(world).start()
             run.started_wall = time.time()
-            run.note(f"soak: {soak.exposures} x {DETECTORS} every {soak.interval:g} s, "
-                     f"SIGKILLs in exposures {targets}, seed {soak.seed}")  # fmt: skip
+            run.note(
+                f"soak: {soak.exposures} x {DETECTORS} every {soak.interval:g} s, "
+                f"SIGKILLs in exposures {targets}, seed {soak.seed}"
+            )
             world.play(soak.exposures, DETECTORS, soak.interval)
-            killer = threading.Thread(target=_kill_loop, args=(soak, run, targets, rng),
-                                      name="kills", daemon=True)  # fmt: skip
+            killer = threading.Thread(
+                target=_kill_loop, args=(soak, run, targets, rng), name="kills", daemon=True
+            )
             killer.start()
             assert world.daq is not None
             code = world.daq.wait(timeout=night.seconds + 300)
@@ -294,8 +326,11 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def _spread(values: list[float]) -> dict[str, float]:
-    return {"p50": _pct(values, 0.5), "p95": _pct(values, 0.95),
-            "max": round(max(values), 3) if values else 0.0}  # fmt: skip
+    return {
+        "p50": _pct(values, 0.5),
+        "p95": _pct(values, 0.95),
+        "max": round(max(values), 3) if values else 0.0,
+    }
 
 
 def report(soak: Soak, run: Run, cpu: dict[str, float]) -> dict[str, Any]:
@@ -308,10 +343,13 @@ def report(soak: Soak, run: Run, cpu: dict[str, float]) -> dict[str, Any]:
             first[a.key] = (a.published - a.readout).total_seconds()
             published[a.key] = a.published.timestamp()
     after_kill = {
-        str(k["exposure"]): sum(1 for key, t in published.items()
-                                if key.split("/")[1] == str(k["exposure"]) and t > k["at"])
+        str(k["exposure"]): sum(
+            1
+            for key, t in published.items()
+            if key.split("/")[1] == str(k["exposure"]) and t > k["at"]
+        )
         for k in soak.kill_log
-    }  # fmt: skip
+    }
     per_exposure: dict[int, list[float]] = {}
     for key, latency in first.items():
         per_exposure.setdefault(int(key.split("/")[1]), []).append(latency)
@@ -344,14 +382,18 @@ def report(soak: Soak, run: Run, cpu: dict[str, float]) -> dict[str, Any]:
         "per_exposure_last_ccd_s": {str(e): round(v, 3) for e, v in last.items()},
         "cpu_s": cpu,
         "cpu_ms_per_ccd": {role: round(s / ccd_count * 1000, 2) for role, s in cpu.items()},
-        "facility": {"passes": passes, "cpu_s_per_pass": round(cpu["facility"] / passes, 4)
-                     if passes else None, "objects_at_end": row["sent"],
-                     "projection": facility_projection()},
+        "facility": {
+            "passes": passes,
+            "cpu_s_per_pass": round(cpu["facility"] / passes, 4) if passes else None,
+            "objects_at_end": row["sent"],
+            "projection": facility_projection(),
+        },
         "events": run.events,
         "logs": str(world.logs),
     }
-    result["budget_met"] = bool(result["passed"] and result["ccds_over_5s"] == 0
-                                and result["exposures_over_7s"] == 0)  # fmt: skip
+    result["budget_met"] = bool(
+        result["passed"] and result["ccds_over_5s"] == 0 and result["exposures_over_7s"] == 0
+    )
     return result
 
 
@@ -378,13 +420,17 @@ def facility_projection() -> dict[str, Any] | None:
     return {
         "measured_at": doc["when"],
         "load_1min": doc["machine"].get("load_1min"),
-        "incremental_cpu_s": {str(small["objects"]): small["incremental_cpu_s_median"],
-                              str(large["objects"]): large["incremental_cpu_s_median"],
-                              str(NIGHT_OBJECTS): line("incremental_cpu_s_median")},
-        "full_sweep_cpu_s": {str(small["objects"]): small["full_cpu_s"],
-                             str(large["objects"]): large["full_cpu_s"],
-                             str(NIGHT_OBJECTS): line("full_cpu_s")},
-    }  # fmt: skip
+        "incremental_cpu_s": {
+            str(small["objects"]): small["incremental_cpu_s_median"],
+            str(large["objects"]): large["incremental_cpu_s_median"],
+            str(NIGHT_OBJECTS): line("incremental_cpu_s_median"),
+        },
+        "full_sweep_cpu_s": {
+            str(small["objects"]): small["full_cpu_s"],
+            str(large["objects"]): large["full_cpu_s"],
+            str(NIGHT_OBJECTS): line("full_cpu_s"),
+        },
+    }
 
 
 def format_section(result: dict[str, Any], load: list[float]) -> str:
@@ -393,8 +439,9 @@ def format_section(result: dict[str, Any], load: list[float]) -> str:
     proj = r["facility"]["projection"] or {}
     inc = proj.get("incremental_cpu_s", {})
     full = proj.get("full_sweep_cpu_s", {})
-    kills = ", ".join(f"{k['exposure']} (+{k['after_first_file_s']} s, down {k['down_s']} s)"
-                      for k in r["kills"])  # fmt: skip
+    kills = ", ".join(
+        f"{k['exposure']} (+{k['after_first_file_s']} s, down {k['down_s']} s)" for k in r["kills"]
+    )
     lines = [
         f"`make soak`: {r['exposures']} exposures x {r['detectors']} LSSTCam CCDs (small "
         f"pixels) one every {r['interval_s']:g} s through edge -> GCS emulator -> Pub/Sub "
@@ -413,8 +460,8 @@ def format_section(result: dict[str, Any], load: list[float]) -> str:
         f"{r['exposure_last_ccd_s']['p95']} s, max {r['exposure_last_ccd_s']['max']} s; "
         f"{r['exposures_over_7s']} exposures over 7 s; the killed ones: "
         f"{r['killed_exposures_last_ccd_s']}",
-        "- CPU ms per CCD by role: " + ", ".join(f"{k} {v}" for k, v in
-                                                 r["cpu_ms_per_ccd"].items()),
+        "- CPU ms per CCD by role: "
+        + ", ".join(f"{k} {v}" for k, v in r["cpu_ms_per_ccd"].items()),
         f"- facility: {r['facility']['passes']} passes, {r['facility']['cpu_s_per_pass']} CPU s "
         f"per pass at up to {r['facility']['objects_at_end']:,} objects; "
         f"`benchmarks/facility.py` ({proj.get('measured_at', '?')}): incremental pass "
@@ -429,8 +476,12 @@ def format_section(result: dict[str, Any], load: list[float]) -> str:
 
 def write(results: list[dict[str, Any]], load: list[float]) -> None:
     """``results/soak.json``, ``soak.md`` and the ``## soak`` section of benchmarks/README.md."""
-    doc = {"benchmark": "soak", "when": datetime.now().astimezone().isoformat(),
-           "machine": {"cpus": os.cpu_count(), "load_avg": load}, "runs": results}  # fmt: skip
+    doc = {
+        "benchmark": "soak",
+        "when": datetime.now().astimezone().isoformat(),
+        "machine": {"cpus": os.cpu_count(), "load_avg": load},
+        "runs": results,
+    }
     RESULTS.write_text(json.dumps(doc, indent=2, default=str) + "\n")
     body = "\n\n".join(format_section(r, load) for r in results)
     # make bench rewrites the README and keeps this section from results/soak.md

@@ -70,10 +70,11 @@ def _instances(config: dict[str, list[Any]], name: str, body: dict[str, Any]) ->
     if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
         return {name: body}
     return {
-        f'{name}["{key}"]': _substitute({k: v for k, v in body.items() if k != "for_each"},
-                                        key, fields)
+        f'{name}["{key}"]': _substitute(
+            {k: v for k, v in body.items() if k != "for_each"}, key, fields
+        )
         for key, fields in table.items()
-    }  # fmt: skip
+    }
 
 
 def _identities_run_as(body: Any) -> list[str]:
@@ -233,8 +234,9 @@ resource "google_pubsub_topic_iam_member" "m" {
 
 def test_every_deployed_piece_is_declared(config: dict[str, list[Any]]) -> None:
     functions = resources(config, "google_cloudfunctions2_function")
-    entry_points = {f["name"][0]: first(f, "build_config")["entry_point"][0]
-                    for f in functions.values()}  # fmt: skip
+    entry_points = {
+        f["name"][0]: first(f, "build_config")["entry_point"][0] for f in functions.values()
+    }
     assert entry_points == {"obsingest-register": "on_push", "obsingest-manifests": "on_manifest"}
     pools = resources(config, "google_cloud_run_v2_worker_pool")
     args = {name: first(pool, "template", "containers")["args"][0] for name, pool in pools.items()}
@@ -248,10 +250,17 @@ def test_every_deployed_piece_is_declared(config: dict[str, list[Any]]) -> None:
     assert presence["ingress"] == ["INGRESS_TRAFFIC_INTERNAL_ONLY"]
     topics = first(next(i for i in config["locals"] if "topics" in i), "topics")
     assert set(topics) == {
-        "ccd-objects", "ccd-objects-dlq", "ccd-objects-dlq-parked", "ccd-arrivals", "exposures",
-        "exposures-dlq", "exposures-ingested", "exposure-summaries", "budget-alerts",
+        "ccd-objects",
+        "ccd-objects-dlq",
+        "ccd-objects-dlq-parked",
+        "ccd-arrivals",
+        "exposures",
+        "exposures-dlq",
+        "exposures-ingested",
+        "exposure-summaries",
+        "budget-alerts",
         "exposure-events-dlq",
-    }  # fmt: skip
+    }
     assert "beam" in resources(config, "google_pubsub_subscription")
 
 
@@ -287,13 +296,16 @@ def test_push_subscriptions_are_retried_dead_lettered_and_dead_letters_kept(
         dlq = first(sub, "dead_letter_policy")["dead_letter_topic"][0]
         assert dlq in held_topics, f"{name}: nothing keeps what lands on {dlq}"
         assert any(
-            b["topic"][0] == dlq and b["member"][0] == "${local.pubsub_agent}"
-            and b["role"][0] == "roles/pubsub.publisher" for b in publishers.values()
-        ), f"{name}: Pub/Sub's service agent cannot publish dead letters to {dlq}"  # fmt: skip
+            b["topic"][0] == dlq
+            and b["member"][0] == "${local.pubsub_agent}"
+            and b["role"][0] == "roles/pubsub.publisher"
+            for b in publishers.values()
+        ), f"{name}: Pub/Sub's service agent cannot publish dead letters to {dlq}"
         assert any(
             b["subscription"][0] == f"${{google_pubsub_subscription.{name}.id}}"
-            and b["member"][0] == "${local.pubsub_agent}" for b in subscribers.values()
-        ), f"{name}: Pub/Sub's service agent cannot ack what it dead-letters"  # fmt: skip
+            and b["member"][0] == "${local.pubsub_agent}"
+            for b in subscribers.values()
+        ), f"{name}: Pub/Sub's service agent cannot ack what it dead-letters"
         auth = first(sub, "push_config", "oidc_token")
         assert auth["service_account_email"] and auth["audience"]
 

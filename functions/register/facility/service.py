@@ -169,9 +169,12 @@ class FacilityService:
         if last is not None and last < self.clock() - timedelta(seconds=self.window):
             self._resume_from = last
             log_event(
-                log, "facility.resume", logging.WARNING, last_pass=last.isoformat(),
+                log,
+                "facility.resume",
+                logging.WARNING,
+                last_pass=last.isoformat(),
                 note="stopped longer than the window: reaching back to the last pass",
-            )  # fmt: skip
+            )
 
     def _guard(self, report: PassReport, what: str, fn: Callable[[], Any]) -> Any:
         try:

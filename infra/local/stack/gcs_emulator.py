@@ -22,9 +22,11 @@ class Gcs(Service):
     @property
     def binary(self) -> Path:
         return (
-            self.settings.cache_dir / "bin" / f"fake-gcs-server-{FAKE_GCS_SERVER_VERSION}"
+            self.settings.cache_dir
+            / "bin"
+            / f"fake-gcs-server-{FAKE_GCS_SERVER_VERSION}"
             / "fake-gcs-server"
-        )  # fmt: skip
+        )
 
     @property
     def url(self) -> str:
@@ -57,15 +59,23 @@ class Gcs(Service):
         root.mkdir(parents=True, exist_ok=True)
         argv = [
             str(self.binary),
-            "-scheme", "http",
-            "-host", s.host,
-            "-port", str(s.gcs_port),
-            "-external-url", self.url,
-            "-public-host", f"{s.host}:{s.gcs_port}",
-            "-backend", s.gcs_backend,
-            "-filesystem-root", str(root),
-            "-log-level", "info",
-        ]  # fmt: skip
+            "-scheme",
+            "http",
+            "-host",
+            s.host,
+            "-port",
+            str(s.gcs_port),
+            "-external-url",
+            self.url,
+            "-public-host",
+            f"{s.host}:{s.gcs_port}",
+            "-backend",
+            s.gcs_backend,
+            "-filesystem-root",
+            str(root),
+            "-log-level",
+            "info",
+        ]
         env = {
             "PUBSUB_EMULATOR_HOST": f"{s.host}:{s.pubsub_port}",
             "GOOGLE_CLOUD_PROJECT": s.pubsub_project_id,

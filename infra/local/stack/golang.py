@@ -27,8 +27,14 @@ def go_env(settings: StackSettings, gobin: Path | None = None) -> dict[str, str]
     return env
 
 
-def run_go(settings: StackSettings, service: str, args: list[str], *, cwd: Path | None = None,
-           gobin: Path | None = None) -> None:  # fmt: skip
+def run_go(
+    settings: StackSettings,
+    service: str,
+    args: list[str],
+    *,
+    cwd: Path | None = None,
+    gobin: Path | None = None,
+) -> None:
     """Run ``go <args>`` with the cache environment; FetchError carrying go's output on failure."""
     go = settings.go_bin()
     if not go:

@@ -112,15 +112,23 @@ class Kafka(Service):
         staging = self.home / "libs.partial"
         shutil.rmtree(staging, ignore_errors=True)
         argv = [
-            mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
+            mvn,
+            "-q",
+            "-B",
+            "-f",
+            str(pom),
+            "dependency:copy-dependencies",
             "-DincludeScope=runtime",
             f"-Dmaven.repo.local={self.settings.cache_dir / 'm2'}",
             f"-DoutputDirectory={staging}",
-        ]  # fmt: skip
+        ]
         result = subprocess.run(argv, capture_output=True, text=True)
         if result.returncode != 0:
-            raise FetchError(self.name, "maven could not fetch the broker jars",
-                             (result.stdout + result.stderr)[-4000:])  # fmt: skip
+            raise FetchError(
+                self.name,
+                "maven could not fetch the broker jars",
+                (result.stdout + result.stderr)[-4000:],
+            )
         shutil.rmtree(self.libs, ignore_errors=True)
         staging.rename(self.libs)
         stamp.write_text(f"kafka {KAFKA_VERSION}\n")
@@ -155,11 +163,15 @@ class Kafka(Service):
         if (self.log_dirs / "meta.properties").exists():
             return
         argv = [
-            *self._jvm(), "kafka.tools.StorageTool", "format",
-            "--config", str(self.config_path),
-            "--cluster-id", new_cluster_id(),
+            *self._jvm(),
+            "kafka.tools.StorageTool",
+            "format",
+            "--config",
+            str(self.config_path),
+            "--cluster-id",
+            new_cluster_id(),
             "--ignore-formatted",
-        ]  # fmt: skip
+        ]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             result = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT)

@@ -123,9 +123,16 @@ class Postgres(Service):
             return
         shutil.rmtree(self.pgdata, ignore_errors=True)
         argv = [
-            self._bin("initdb"), "-D", str(self.pgdata), "-U", SUPERUSER, "--auth=trust",
-            "--encoding=UTF8", "--locale=C", "--no-sync",
-        ]  # fmt: skip
+            self._bin("initdb"),
+            "-D",
+            str(self.pgdata),
+            "-U",
+            SUPERUSER,
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--locale=C",
+            "--no-sync",
+        ]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         group = pwd.getpwnam(user).pw_gid if user else None
         with open(self.log_path, "ab") as log:
@@ -145,9 +152,11 @@ class Postgres(Service):
         s = self.settings
         user = run_as_user(s.postgres_user)
         argv = [
-            self._bin("postgres"), "-D", str(self.pgdata),
+            self._bin("postgres"),
+            "-D",
+            str(self.pgdata),
             *server_options(s.postgres_port, s.host, s.postgres_durable),
-        ]  # fmt: skip
+        ]
         cwd = self.settings.data_dir(self.name)
         return Launch(argv=argv, env={"LC_ALL": "C"}, user=user, cwd=cwd)
 

@@ -35,9 +35,11 @@ class PubSub(Service):
     @property
     def binary(self) -> Path:
         return (
-            self.settings.cache_dir / "bin"
-            / f"pstest-server-{PSTEST_VERSION}-{self.source_digest()}" / "pstest-server"
-        )  # fmt: skip
+            self.settings.cache_dir
+            / "bin"
+            / f"pstest-server-{PSTEST_VERSION}-{self.source_digest()}"
+            / "pstest-server"
+        )
 
     @property
     def emulator_host(self) -> str:
@@ -63,8 +65,9 @@ class PubSub(Service):
         if self.binary.exists():
             return
         self.binary.parent.mkdir(parents=True, exist_ok=True)
-        run_go(self.settings, self.name, ["build", "-o", str(self.binary), "."],
-               cwd=self.source_dir)  # fmt: skip
+        run_go(
+            self.settings, self.name, ["build", "-o", str(self.binary), "."], cwd=self.source_dir
+        )
 
     def launch(self) -> Launch:
         s = self.settings

@@ -34,8 +34,9 @@ class UpResult:
 class Stack:
     """The local service stack described by one :class:`StackSettings`."""
 
-    def __init__(self, settings: StackSettings | None = None,
-                 only: list[str] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, settings: StackSettings | None = None, only: list[str] | None = None
+    ) -> None:
         self.settings = settings or load_settings()
         unknown = set(only or []) - set(SERVICE_NAMES)
         if unknown:
@@ -132,6 +133,8 @@ def render_status_table(rows: list[ServiceStatus]) -> str:
             state = "healthy (not ours)"
         body.append((r.name, state, str(r.pid or "-"), r.endpoint, r.detail))
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-             for row in [header, *body]]  # fmt: skip
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *body]
+    ]
     return "\n".join(lines) + "\n"

@@ -25,8 +25,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-META_ARGUMENTS = {"count", "for_each", "depends_on", "provider", "lifecycle", "provisioner",
-                  "connection", "__start_line__", "__end_line__"}  # fmt: skip
+META_ARGUMENTS = {
+    "count",
+    "for_each",
+    "depends_on",
+    "provider",
+    "lifecycle",
+    "provisioner",
+    "connection",
+    "__start_line__",
+    "__end_line__",
+}
 LINK = re.compile(r"/docs/(resources|data-sources)/([a-z0-9_]+)#([a-z0-9_]+)")
 
 
@@ -64,8 +73,11 @@ def _body(fqn: str, types: dict[str, Any], seen: tuple[str, ...] = ()) -> dict[s
         if nested is None:
             attrs[name] = required
         elif nested[0] not in seen:
-            blocks[name] = {"required": required, "list": nested[1],
-                            "schema": _body(nested[0], types, (*seen, fqn))}  # fmt: skip
+            blocks[name] = {
+                "required": required,
+                "list": nested[1],
+                "schema": _body(nested[0], types, (*seen, fqn)),
+            }
     return {"attrs": attrs, "blocks": blocks}
 
 
@@ -218,8 +230,10 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["dump"] and len(argv) == 2:
         print(json.dumps(parse(Path(argv[1]))))
         return 0
-    print("usage: provider_schema.py convert JSII OUT | check SCHEMA TF_DIR | dump TF_DIR",
-          file=sys.stderr)  # fmt: skip
+    print(
+        "usage: provider_schema.py convert JSII OUT | check SCHEMA TF_DIR | dump TF_DIR",
+        file=sys.stderr,
+    )
     return 2
 
 

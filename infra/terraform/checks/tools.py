@@ -85,10 +85,24 @@ def run_checkov(tf_dir: Path = TERRAFORM_DIR, cache: Path | None = None) -> dict
     python = checkov_env(cache)
     env = {k: v for k, v in os.environ.items() if k not in ("BC_API_KEY", "PRISMA_API_URL")}
     result = subprocess.run(
-        [str(python), "-m", "checkov.main", "--directory", str(tf_dir), "--framework",
-         "terraform", "--skip-download", "--compact", "--output", "json"],
-        capture_output=True, text=True, env=env, cwd=tf_dir,
-    )  # fmt: skip
+        [
+            str(python),
+            "-m",
+            "checkov.main",
+            "--directory",
+            str(tf_dir),
+            "--framework",
+            "terraform",
+            "--skip-download",
+            "--compact",
+            "--output",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tf_dir,
+    )
     if result.returncode not in (0, 1):  # 1 = failed checks, reported in the JSON
         raise ToolError(f"checkov exited {result.returncode}:\n{result.stderr[-4000:]}")
     report = json.loads(result.stdout)
@@ -116,8 +130,15 @@ def provider_schema(cache: Path | None = None) -> Path:
         with tarfile.open(tarball) as archive:
             archive.extract("package/.jsii", tmp, filter="data")
         partial = out.with_suffix(".partial")
-        _run([sys.executable, str(HERE / "provider_schema.py"), "convert",
-              str(Path(tmp) / "package" / ".jsii"), str(partial)])  # fmt: skip
+        _run(
+            [
+                sys.executable,
+                str(HERE / "provider_schema.py"),
+                "convert",
+                str(Path(tmp) / "package" / ".jsii"),
+                str(partial),
+            ]
+        )
         partial.replace(out)
     return out
 
@@ -151,11 +172,19 @@ def terraform(cache: Path | None = None) -> Path:
     if not go:
         raise ToolError("go not found (Go >= 1.21)")
     gocache = root / "go"
-    env = dict(os.environ, GOPATH=str(gocache / "path"), GOMODCACHE=str(gocache / "mod"),
-               GOCACHE=str(gocache / "build"), GOFLAGS="-mod=mod -modcacherw -buildvcs=false",
-               CGO_ENABLED="0", GOBIN=str(target))  # fmt: skip
-    _run([go, "install", "-trimpath", "-ldflags=-s -w", f"{TERRAFORM_MODULE}@{TERRAFORM_VERSION}"],
-         env=env)  # fmt: skip
+    env = dict(
+        os.environ,
+        GOPATH=str(gocache / "path"),
+        GOMODCACHE=str(gocache / "mod"),
+        GOCACHE=str(gocache / "build"),
+        GOFLAGS="-mod=mod -modcacherw -buildvcs=false",
+        CGO_ENABLED="0",
+        GOBIN=str(target),
+    )
+    _run(
+        [go, "install", "-trimpath", "-ldflags=-s -w", f"{TERRAFORM_MODULE}@{TERRAFORM_VERSION}"],
+        env=env,
+    )
     return binary
 
 
@@ -163,8 +192,10 @@ def terraform_fmt_problems(tf_dir: Path = TERRAFORM_DIR, cache: Path | None = No
     """`terraform fmt -check -diff` output; empty when every file is formatted."""
     result = subprocess.run(
         [str(terraform(cache)), "fmt", "-check", "-diff", "-recursive", str(tf_dir)],
-        capture_output=True, text=True, env=dict(os.environ, TF_CLI_CONFIG_FILE="/dev/null"),
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TF_CLI_CONFIG_FILE="/dev/null"),
+    )
     return "" if result.returncode == 0 else (result.stdout + result.stderr)
 
 

@@ -48,10 +48,16 @@ def test_exposure_and_night(client):
     page = client.get(f"/v1/nights/LSSTComCam/{DAY_OBS}").json()  # page_size 2
     assert [e["exposure"] for e in page["exposures"]] == [E1, E2] and page["limit"] == 2
     assert page["exposures"][1] == {
-        "exposure": E2, "expected": 9, "expected_source": "manifest", "registered": 7,
-        "missing": 2, "over_budget": 1, "latency_p95": e2["latency_p95"],
-        "latency_max": e2["latency_max"], "status": "incomplete",
-    }  # fmt: skip
+        "exposure": E2,
+        "expected": 9,
+        "expected_source": "manifest",
+        "registered": 7,
+        "missing": 2,
+        "over_budget": 1,
+        "latency_p95": e2["latency_p95"],
+        "latency_max": e2["latency_max"],
+        "status": "incomplete",
+    }
     rest = client.get(f"/v1/nights/LSSTComCam/{DAY_OBS}?after={page['next_after']}").json()
     assert [e["exposure"] for e in rest["exposures"]] == [E3] and rest["next_after"] is None
 

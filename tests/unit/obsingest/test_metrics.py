@@ -244,10 +244,15 @@ def test_registry_operation_times_and_counts_errors(metrics: Metrics) -> None:
     with pytest.raises(ServiceUnavailable), metrics.registry_operation("register"):
         raise ServiceUnavailable("db down")
     assert sample(metrics, "obsingest_registry_operation_seconds_count", operation="register") == 2
-    assert sample(
-        metrics, "obsingest_registry_errors_total", operation="register",
-        reason="service-unavailable",
-    ) == 1  # fmt: skip
+    assert (
+        sample(
+            metrics,
+            "obsingest_registry_errors_total",
+            operation="register",
+            reason="service-unavailable",
+        )
+        == 1
+    )
 
 
 def test_canary_age_and_timestamp(metrics: Metrics) -> None:

@@ -39,8 +39,14 @@ def _text(snapshot) -> str:
 
 
 def _snapshot(exposures, **kw) -> Snapshot:
-    return Snapshot(datetime(2026, 11, 22, 4, tzinfo=UTC), "sqlite:///r", 5.0, exposures,
-                    {"total": 0, "by_reason": {}, "recent": []}, **kw)  # fmt: skip
+    return Snapshot(
+        datetime(2026, 11, 22, 4, tzinfo=UTC),
+        "sqlite:///r",
+        5.0,
+        exposures,
+        {"total": 0, "by_reason": {}, "recent": []},
+        **kw,
+    )
 
 
 def test_metrics_are_summed_per_family_with_their_breakdown():

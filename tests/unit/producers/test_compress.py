@@ -224,7 +224,7 @@ def _truncate_mid_data(raw: bytes) -> bytes:
         (lambda raw: _set_value(raw, "NAXIS1", "3.5"), "not an integer"),
         (lambda raw: raw[:11520] + b"\x00" * 2880 + raw[14400:], "XTENSION"),
     ],
-)  # fmt: skip
+)
 def test_corrupt_input_raises_corrupt_file(small_raw, mangle, reason) -> None:
     with pytest.raises(CorruptFile, match=reason):
         compress_fits(mangle(small_raw))

@@ -175,13 +175,29 @@ def test_command_line_errors_same_as_fpack(ccd, tmp_path, args) -> None:
 @pytest.mark.parametrize(
     "args",
     [
-        ("-h",), ("-g",), ("-g1",), ("-g2",), ("-p",), ("-d",),
-        ("-q", "4"), ("-q0", "4"), ("-qz", "4"), ("-qt", "4"), ("-q12", "4"),
-        ("-h", "-s", "1"), ("-n", "1"), ("-i2f",), ("-n3ratio", "2"), ("-n3min", "6"),
-        ("-T",), ("-L",), ("-table",), ("-tableonly",),
+        ("-h",),
+        ("-g",),
+        ("-g1",),
+        ("-g2",),
+        ("-p",),
+        ("-d",),
+        ("-q", "4"),
+        ("-q0", "4"),
+        ("-qz", "4"),
+        ("-qt", "4"),
+        ("-q12", "4"),
+        ("-h", "-s", "1"),
+        ("-n", "1"),
+        ("-i2f",),
+        ("-n3ratio", "2"),
+        ("-n3min", "6"),
+        ("-T",),
+        ("-L",),
+        ("-table",),
+        ("-tableonly",),
     ],
     ids=lambda args: " ".join(args),
-)  # fmt: skip
+)
 def test_flags_that_cannot_apply_are_refused_clearly(ccd, tmp_path, args) -> None:
     theirs = fpack(*args, "-S", "ccd.fits", cwd=tmp_path)
     assert theirs.returncode == 0, "fpack accepts this flag: it is real, not a typo"
@@ -226,9 +242,10 @@ def test_verbose_prints_what_fpack_prints(ccd, tmp_path) -> None:
         (("--threads", "1"), (32, 64)),
         (("--threads=3", "-t", "5,3"), (5, 3)),
     ],
-    ids=lambda v: " ".join(v) if isinstance(v, tuple) and all(isinstance(x, str) for x in v)
-    else str(v),
-)  # fmt: skip
+    ids=lambda v: (
+        " ".join(v) if isinstance(v, tuple) and all(isinstance(x, str) for x in v) else str(v)
+    ),
+)
 def test_tiling_and_type_flags_round_trip(raw, ccd, tmp_path, args, ztile) -> None:
     assert ours(*args, "ccd.fits", cwd=tmp_path).returncode == 0
     fz = tmp_path / "ccd.fits.fz"
@@ -265,8 +282,7 @@ def _variants(raw: bytes, count: int) -> list[bytes]:
     cards = [raw[i : i + 80] for i in range(0, raw.index(b"END".ljust(80)), 80)]
     at = 80 * cards.index(b" " * 80)
     return [
-        raw[:at] + f"COMMENT variant {i}".ljust(80).encode() + raw[at + 80 :]
-        for i in range(count)
+        raw[:at] + f"COMMENT variant {i}".ljust(80).encode() + raw[at + 80 :] for i in range(count)
     ]
 
 

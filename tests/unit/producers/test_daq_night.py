@@ -24,9 +24,18 @@ pytestmark = pytest.mark.unit
 def test_a_short_night_follows_the_hand_off_convention(tmp_path: Path) -> None:
     seen = []
     started = time.monotonic()
-    played = play_night(NightPlan(tmp_path, "LSSTComCam", exposures=3, detectors=2,
-                                  interval=0.3, day_obs=20261122, first_seq=5),
-                        on_exposure=seen.append)  # fmt: skip
+    played = play_night(
+        NightPlan(
+            tmp_path,
+            "LSSTComCam",
+            exposures=3,
+            detectors=2,
+            interval=0.3,
+            day_obs=20261122,
+            first_seq=5,
+        ),
+        on_exposure=seen.append,
+    )
     assert time.monotonic() - started >= 0.6  # the cadence held
     assert [p.exposure for p in played] == [2026112200005, 2026112200006, 2026112200007]
     assert seen == played
@@ -69,14 +78,26 @@ def test_each_manifest_is_handed_over_at_its_readout_before_its_ccds(tmp_path: P
         manifests.append(manifest)
 
     manifests: list[ExposureManifest] = []
-    played = play_night(NightPlan(tmp_path, "LSSTComCam", exposures=2, detectors=3,
-                                  interval=0.2, day_obs=20261122, first_seq=1),
-                        on_exposure=lambda e: events.append(("ccds", e.exposure,
-                                                             ccds_of(e.exposure))),
-                        on_manifest=on_manifest)  # fmt: skip
+    played = play_night(
+        NightPlan(
+            tmp_path,
+            "LSSTComCam",
+            exposures=2,
+            detectors=3,
+            interval=0.2,
+            day_obs=20261122,
+            first_seq=1,
+        ),
+        on_exposure=lambda e: events.append(("ccds", e.exposure, ccds_of(e.exposure))),
+        on_manifest=on_manifest,
+    )
     first, second = (p.exposure for p in played)
-    assert events == [("manifest", first, 0), ("ccds", first, 3),
-                      ("manifest", second, 0), ("ccds", second, 3)]  # fmt: skip
+    assert events == [
+        ("manifest", first, 0),
+        ("ccds", first, 3),
+        ("manifest", second, 0),
+        ("ccds", second, 3),
+    ]
     manifest = manifests[0]
     assert manifest.detectors == [0, 1, 2] and manifest.day_obs == 20261122
     assert manifest.published == played[0].readout  # published at its readout moment

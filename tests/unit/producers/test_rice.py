@@ -95,8 +95,9 @@ def test_pack_image_is_cfitsios_coder_per_tile_and_unpack_restores(dtype, tile):
     assert list(descriptors[:, 1]) == list(offsets)  # tiles back to back in the heap
     table_at = 3
     buf = b"xyz" + table + heap
-    restored = _rice.unpack_image(buf, table_at, 8, table_at + len(table), len(heap), bytepix,
-                                  37, 50, *tile)  # fmt: skip
+    restored = _rice.unpack_image(
+        buf, table_at, 8, table_at + len(table), len(heap), bytepix, 37, 50, *tile
+    )
     assert restored == data[4:]
 
 

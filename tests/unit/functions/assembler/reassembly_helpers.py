@@ -51,5 +51,3 @@ def only(verdicts: list, kind: type):
     assert len(verdicts) == 1, verdicts
     assert isinstance(verdicts[0], kind), verdicts
     return verdicts[0]
-
-

@@ -34,6 +34,7 @@ from tests.unit.functions.assembler.reassembly_helpers import (
 
 pytestmark = pytest.mark.unit
 
+
 def test_single_file_completes_bit_exact_with_metadata():
     r = Reassembler()
     feed = Feeder(r)

@@ -141,9 +141,23 @@ def test_the_drain_publishes_each_contract_by_its_own_rule(env):
     with pytest.MonkeyPatch.context() as mp, BusDown(env, mp):
         env.deliver_all()  # the arrival stays pending
     ingested = ExposureIngested(
-        event_id("LSSTComCam", 2026112200001), "LSSTComCam", 2026112200001, 20261122, "raw",
-        "LSSTComCam/raw/all", 1, 1, [1], [], [], READOUT, 5.0, "ok", True, READOUT,
-    )  # fmt: skip
+        event_id("LSSTComCam", 2026112200001),
+        "LSSTComCam",
+        2026112200001,
+        20261122,
+        "raw",
+        "LSSTComCam/raw/all",
+        1,
+        1,
+        [1],
+        [],
+        [],
+        READOUT,
+        5.0,
+        "ok",
+        True,
+        READOUT,
+    )
     manifest = ExposureManifest(
         "LSSTComCam", 2026112200001, 20261122, [1], READOUT, 15.0, "r", READOUT
     )

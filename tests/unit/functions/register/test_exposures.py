@@ -59,9 +59,10 @@ def ingested(env) -> list[ExposureIngested]:
 
 
 def count(metrics: Metrics, status: str) -> float:
-    return metrics.registry.get_sample_value(
-        COUNTED, {"instrument": "LSSTComCam", "status": status}
-    ) or 0.0
+    return (
+        metrics.registry.get_sample_value(COUNTED, {"instrument": "LSSTComCam", "status": status})
+        or 0.0
+    )
 
 
 def gauge(metrics: Metrics, name: str) -> float | None:
@@ -130,9 +131,7 @@ def test_a_manifest_recorded_after_its_ccds_completes_the_exposure(env, service,
     assert len(ingested(env)) == 1 and count(metrics, "ok") == 1
 
 
-def test_an_event_the_bus_refused_is_published_by_a_drain_stamped_then(
-    env, service, monkeypatch
-):
+def test_an_event_the_bus_refused_is_published_by_a_drain_stamped_then(env, service, monkeypatch):
     record_manifest(env.registry, manifest([0, 1]))
     upload(env, 0)
     upload(env, 1)

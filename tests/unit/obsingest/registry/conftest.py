@@ -19,9 +19,15 @@ E1, E2, E3 = (DAY_OBS * 100_000 + n for n in (1, 2, 3))
 def manifest(exposure: int, detectors: list[int], flt: str = "r_03", **kw) -> ExposureManifest:
     start = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
     fields = dict(
-        instrument="LSSTComCam", exposure=exposure, day_obs=DAY_OBS, detectors=detectors,
-        obs_start=start, exposure_time=15.0, filter=flt, published=start,
-    )  # fmt: skip
+        instrument="LSSTComCam",
+        exposure=exposure,
+        day_obs=DAY_OBS,
+        detectors=detectors,
+        obs_start=start,
+        exposure_time=15.0,
+        filter=flt,
+        published=start,
+    )
     fields.update(kw)
     return ExposureManifest(**fields)
 

@@ -142,8 +142,11 @@ def test_the_deadline_closes_it_incomplete_once_and_a_late_completion_still_emit
     reconcile = check(registry, closed_by="reconcile")
     first = reconcile.close_incomplete("LSSTComCam", E)
     assert (first.outcome, first.counted, first.status, first.missing) == (
-        CLOSED_INCOMPLETE, True, "incomplete", 2,
-    )  # fmt: skip
+        CLOSED_INCOMPLETE,
+        True,
+        "incomplete",
+        2,
+    )
     again = reconcile.close_incomplete("LSSTComCam", E)  # a restart, a second pass
     assert again.outcome == CLOSED_INCOMPLETE and not again.counted
     register(registry, E, 1, 40.0)
@@ -153,8 +156,10 @@ def test_the_deadline_closes_it_incomplete_once_and_a_late_completion_still_emit
     assert late.outcome == EMITTED and not late.counted and late.status == "over_budget"
     [closure] = closures(registry)
     assert (closure["status"], closure["closed_by"], closure["missing"]) == (
-        "incomplete", "reconcile", 2,
-    )  # fmt: skip
+        "incomplete",
+        "reconcile",
+        2,
+    )
     assert closure["ingested_at"] is not None
     assert check(registry).check("LSSTComCam", E).outcome == ALREADY
 

@@ -29,8 +29,9 @@ def test_a_manifest_is_recorded_once_and_a_redelivery_is_a_no_op(night):
     _, registry = night
     first = _rows(registry)
     # the same content republished later (a DAQ restart): same digest, nothing written
-    again = record_manifest(registry, manifest(E1, list(range(9)), published=first[0]["published"]
-                                               .replace(year=2030)))  # fmt: skip
+    again = record_manifest(
+        registry, manifest(E1, list(range(9)), published=first[0]["published"].replace(year=2030))
+    )
     assert again.status == "duplicate" and again.expected == 9
     assert _rows(registry) == first
     row = next(r for r in first if r["exposure"] == E1)

@@ -193,11 +193,22 @@ def test_latency_is_exact_to_the_microsecond(tmp_path, readout, registered):
     t0, t1 = (datetime.fromisoformat(t).replace(tzinfo=UTC) for t in (readout, registered))
     ds = dataset_id(DataId("LSSTComCam", E1, 1), "raw", "LSSTComCam/raw/all")
     with registry.engine.begin() as conn:
-        conn.execute(insert(tables.dataset).values(
-            id=ds, dataset_type="raw", run="LSSTComCam/raw/all", instrument="LSSTComCam",
-            exposure=E1, detector=1, ingest_time=t1))  # fmt: skip
-        conn.execute(insert(tables.datastore_record).values(
-            dataset_id=ds, uri="u", size=1, checksum="c", readout_time=t0))  # fmt: skip
+        conn.execute(
+            insert(tables.dataset).values(
+                id=ds,
+                dataset_type="raw",
+                run="LSSTComCam/raw/all",
+                instrument="LSSTComCam",
+                exposure=E1,
+                detector=1,
+                ingest_time=t1,
+            )
+        )
+        conn.execute(
+            insert(tables.datastore_record).values(
+                dataset_id=ds, uri="u", size=1, checksum="c", readout_time=t0
+            )
+        )
     registry.close()
     reader = PresenceReader.open(RegistrySettings(url=url), 5.0)
     try:

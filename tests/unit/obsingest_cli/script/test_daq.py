@@ -58,8 +58,10 @@ def test_an_unpublishable_manifest_is_reported_and_the_night_goes_on(
 ) -> None:
     bus = FlakyBus(failures=1000)
     publish = _publisher(bus)
-    played = play_night(NightPlan(tmp_path, "LSSTComCam", exposures=2, detectors=2,
-                                  interval=0.0, day_obs=20261122), on_manifest=publish)  # fmt: skip
+    played = play_night(
+        NightPlan(tmp_path, "LSSTComCam", exposures=2, detectors=2, interval=0.0, day_obs=20261122),
+        on_manifest=publish,
+    )
     assert [len(p.files) for p in played] == [2, 2]  # every file written regardless
     assert publish.failed == [p.exposure for p in played] and publish.published == []
     err = capsys.readouterr().err

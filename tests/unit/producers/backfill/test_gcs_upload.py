@@ -44,8 +44,9 @@ class ScriptedHttp:
         self.answers = list(answers)
         self.calls: list[tuple[str, str, bytes | None]] = []
 
-    def urlopen(self, method: str, url: str, body: bytes | None = None, headers: Any = None,
-                **_: Any) -> Answer:  # fmt: skip
+    def urlopen(
+        self, method: str, url: str, body: bytes | None = None, headers: Any = None, **_: Any
+    ) -> Answer:
         self.calls.append((method, url, body))
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):
@@ -54,9 +55,15 @@ class ScriptedHttp:
 
 
 def resource(data: bytes, generation: int = 7) -> bytes:
-    return json.dumps({"name": "a/b.fits", "size": str(len(data)), "crc32c": crc32c_b64(data),
-                       "generation": str(generation),
-                       "timeCreated": "2026-01-02T03:04:05.678Z"}).encode()  # fmt: skip
+    return json.dumps(
+        {
+            "name": "a/b.fits",
+            "size": str(len(data)),
+            "crc32c": crc32c_b64(data),
+            "generation": str(generation),
+            "timeCreated": "2026-01-02T03:04:05.678Z",
+        }
+    ).encode()
 
 
 def uploader(http: ScriptedHttp) -> GcsUploader:
@@ -80,8 +87,12 @@ def test_the_body_is_a_multipart_related_resource_then_the_bytes() -> None:
 def test_one_request_creates_and_the_answer_is_what_the_store_holds() -> None:
     http = ScriptedHttp(Answer(200, resource(DATA, 11)))
     up = uploader(http).put("a/b.fits", DATA, crc32c_b64(DATA), {"k": "v"})
-    assert (up.created, up.size, up.crc32c, up.generation) == (True, len(DATA),
-                                                               crc32c_b64(DATA), 11)  # fmt: skip
+    assert (up.created, up.size, up.crc32c, up.generation) == (
+        True,
+        len(DATA),
+        crc32c_b64(DATA),
+        11,
+    )
     [(method, url, _)] = http.calls
     assert method == "POST" and "uploadType=multipart" in url and "ifGenerationMatch=0" in url
 
@@ -110,8 +121,9 @@ def test_already_there_then_gone_is_retriable() -> None:
 
 
 def test_transient_answers_and_broken_connections_are_retried() -> None:
-    http = ScriptedHttp(Answer(503, b"busy"), urllib3.exceptions.ProtocolError("reset"),
-                        Answer(200, resource(DATA)))  # fmt: skip
+    http = ScriptedHttp(
+        Answer(503, b"busy"), urllib3.exceptions.ProtocolError("reset"), Answer(200, resource(DATA))
+    )
     assert uploader(http).put("a/b.fits", DATA, crc32c_b64(DATA)).created
     assert len(http.calls) == 3
 
@@ -137,10 +149,13 @@ def test_retries_are_bounded() -> None:
     assert caught.value.retriable and "http-503" in str(caught.value)
 
 
-@pytest.mark.parametrize(("answer", "error"), [
-    (Answer(404, b"bucket not found"), BucketMissing),
-    (Answer(400, b"invalid object name"), StoreRequestRefused),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        (Answer(404, b"bucket not found"), BucketMissing),
+        (Answer(400, b"invalid object name"), StoreRequestRefused),
+    ],
+)
 def test_refusals_are_permanent_at_once(answer: Answer, error: type[Exception]) -> None:
     http = ScriptedHttp(answer)
     with pytest.raises(error) as caught:

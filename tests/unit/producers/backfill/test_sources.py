@@ -54,8 +54,15 @@ def test_destinations() -> None:
 
 
 def test_the_report_table_and_rates() -> None:
-    report = BackfillReport(files=10, already_done=2, stored=6, exists=1, bytes=8_000_000,
-                            seconds=2.0, failed={"x": "source-vanished: gone"})  # fmt: skip
+    report = BackfillReport(
+        files=10,
+        already_done=2,
+        stored=6,
+        exists=1,
+        bytes=8_000_000,
+        seconds=2.0,
+        failed={"x": "source-vanished: gone"},
+    )
     assert report.verified == 7 and report.files_s == 3.5 and report.gbit_s == 0.032
     table = report.table()
     assert "failed: source-vanished" in table and "Gbit/s" in table

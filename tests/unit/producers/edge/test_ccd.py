@@ -26,8 +26,9 @@ DATA_ID = DataId("LSSTCam", EXPOSURE, 4)
 
 
 def raw_ccd() -> bytes:
-    spec = CcdSpec("LSSTCam", EXPOSURE, 4, 20261122, datetime(2026, 11, 22, 3, tzinfo=UTC),
-                   15.0, "r", "small")  # fmt: skip
+    spec = CcdSpec(
+        "LSSTCam", EXPOSURE, 4, 20261122, datetime(2026, 11, 22, 3, tzinfo=UTC), 15.0, "r", "small"
+    )
     return generate_raw_ccd(spec)
 
 
@@ -109,8 +110,9 @@ def test_a_failed_send_spills_to_the_spool_and_the_retry_sends_from_it(tmp_path:
     spool = tmp_path / "spool"
     journal = Journal(spool)
     journal.add(Entry(key=DATA_ID.key, source=str(source), priority=EXPOSURE))
-    worker = CcdWorker(f"file://{tmp_path / 'store'}", "raw/", "quarantine/", str(spool),
-                       warm=False)  # fmt: skip
+    worker = CcdWorker(
+        f"file://{tmp_path / 'store'}", "raw/", "quarantine/", str(spool), warm=False
+    )
     worker.sender = FlakySender(failures=1)
     job = CcdJob(DATA_ID.key, str(source), "LSSTCam", EXPOSURE, 4, readout=1.8e9)
     with pytest.raises(SendFailed) as failed:
@@ -121,9 +123,18 @@ def test_a_failed_send_spills_to_the_spool_and_the_retry_sends_from_it(tmp_path:
     assert row is not None and (row.state, row.attempts) == ("compressed", 1)
     assert row.spooled == outcome.spooled and row.checksum == outcome.checksum
     source.unlink()  # the retry must not need the raw file any more
-    retry = CcdJob(DATA_ID.key, str(source), "LSSTCam", EXPOSURE, 4, readout=1.8e9,
-                   attempts=row.attempts, spooled=row.spooled, checksum=row.checksum,
-                   compressed_at=row.compressed_at)  # fmt: skip
+    retry = CcdJob(
+        DATA_ID.key,
+        str(source),
+        "LSSTCam",
+        EXPOSURE,
+        4,
+        readout=1.8e9,
+        attempts=row.attempts,
+        spooled=row.spooled,
+        checksum=row.checksum,
+        compressed_at=row.compressed_at,
+    )
     done = worker(retry)
     assert done.ok and done.attempts == 2
     assert decompress_fits(worker.sender.sent[0]) == raw_ccd()
@@ -141,11 +152,20 @@ def test_a_damaged_spool_copy_is_discarded_and_the_ccd_compressed_again(tmp_path
     bad = spool / "ccd" / "bad.fits.fz"
     bad.parent.mkdir(parents=True)
     bad.write_bytes(b"torn")
-    worker = CcdWorker(f"file://{tmp_path / 'store'}", "raw/", "quarantine/", str(spool),
-                       warm=False)  # fmt: skip
+    worker = CcdWorker(
+        f"file://{tmp_path / 'store'}", "raw/", "quarantine/", str(spool), warm=False
+    )
     worker.sender = FlakySender(failures=0)
-    job = CcdJob(DATA_ID.key, str(source), "LSSTCam", EXPOSURE, 4, readout=1.8e9,
-                 spooled=str(bad), checksum="crc32c:12345678")  # fmt: skip
+    job = CcdJob(
+        DATA_ID.key,
+        str(source),
+        "LSSTCam",
+        EXPOSURE,
+        4,
+        readout=1.8e9,
+        spooled=str(bad),
+        checksum="crc32c:12345678",
+    )
     assert worker(job).ok
     assert decompress_fits(worker.sender.sent[0]) == raw_ccd()
     worker.close()

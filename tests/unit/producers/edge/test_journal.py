@@ -16,8 +16,10 @@ pytestmark = pytest.mark.unit
 def test_states_survive_reopening_and_pending_is_newest_first(tmp_path: Path) -> None:
     j = Journal(tmp_path)
     for exposure in (1, 3, 2):
-        assert j.add(Entry(key=f"LSSTCam/{exposure}/000", source=f"/x/{exposure}",
-                           priority=exposure)) is None  # fmt: skip
+        assert (
+            j.add(Entry(key=f"LSSTCam/{exposure}/000", source=f"/x/{exposure}", priority=exposure))
+            is None
+        )
     j.mark("LSSTCam/1/000", "compressed", size=10, checksum="crc32c:00000001")
     j.mark("LSSTCam/2/000", "acked", durable=True, status="stored", object="raw/x")
     j.close()
@@ -25,9 +27,11 @@ def test_states_survive_reopening_and_pending_is_newest_first(tmp_path: Path) ->
     assert [e.key for e in again.pending()] == ["LSSTCam/3/000", "LSSTCam/1/000"]
     one = again.get("LSSTCam/1/000")
     assert one is not None and (one.state, one.size, one.checksum) == (
-        "compressed", 10, "crc32c:00000001")  # fmt: skip
-    assert again.counts() == {"seen": 1, "compressed": 1, "sent": 0, "acked": 1,
-                              "quarantined": 0}  # fmt: skip
+        "compressed",
+        10,
+        "crc32c:00000001",
+    )
+    assert again.counts() == {"seen": 1, "compressed": 1, "sent": 0, "acked": 1, "quarantined": 0}
 
 
 def test_a_second_hand_off_returns_the_existing_row(tmp_path: Path) -> None:

@@ -24,8 +24,9 @@ DATA_ID = DataId("LSSTCam", EXPOSURE, 4)
 
 
 def raw_ccd() -> bytes:
-    spec = CcdSpec("LSSTCam", EXPOSURE, 4, 20261122, datetime(2026, 11, 22, 3, tzinfo=UTC),
-                   15.0, "r", "small")  # fmt: skip
+    spec = CcdSpec(
+        "LSSTCam", EXPOSURE, 4, 20261122, datetime(2026, 11, 22, 3, tzinfo=UTC), 15.0, "r", "small"
+    )
     return generate_raw_ccd(spec)
 
 
@@ -47,15 +48,23 @@ class Recorder:
 def worker_for(tmp_path: Path, source: Path, sidecar: Path | None = None) -> CcdWorker:
     spool = tmp_path / "spool"
     Journal(spool).add(Entry(key=DATA_ID.key, source=str(source), priority=EXPOSURE))
-    worker = CcdWorker(f"file://{tmp_path / 'store'}", "raw/", "quarantine/", str(spool),
-                       warm=False)  # fmt: skip
+    worker = CcdWorker(
+        f"file://{tmp_path / 'store'}", "raw/", "quarantine/", str(spool), warm=False
+    )
     worker.sender = Recorder()
     return worker
 
 
 def job(source: Path, sidecar: Path | None = None) -> CcdJob:
-    return CcdJob(DATA_ID.key, str(source), "LSSTCam", EXPOSURE, 4, readout=1.8e9,
-                  sidecar=str(sidecar) if sidecar else None)  # fmt: skip
+    return CcdJob(
+        DATA_ID.key,
+        str(source),
+        "LSSTCam",
+        EXPOSURE,
+        4,
+        readout=1.8e9,
+        sidecar=str(sidecar) if sidecar else None,
+    )
 
 
 def test_a_precompressed_handoff_is_sent_byte_for_byte(tmp_path: Path) -> None:

@@ -24,17 +24,21 @@ EXPOSURE = 2026112200011
 @pytest.fixture(scope="module")
 def edge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EdgeService]:
     root = tmp_path_factory.mktemp("edge")
-    settings = EdgeSettings(destination=f"file://{root / 'store'}", spool=root / "spool",
-                            workers=1, health_port=0, min_free_bytes=0,
-                            budget_seconds=5.0)  # fmt: skip
+    settings = EdgeSettings(
+        destination=f"file://{root / 'store'}",
+        spool=root / "spool",
+        workers=1,
+        health_port=0,
+        min_free_bytes=0,
+        budget_seconds=5.0,
+    )
     service = EdgeService(settings, log_level="WARNING").start()
     yield service
     service.stop()
 
 
 def ccd(tmp: Path, detector: int) -> CcdFile:
-    spec = CcdSpec("LSSTCam", EXPOSURE, detector, 20261122, datetime.now(UTC), 15.0, "r",
-                   "small")  # fmt: skip
+    spec = CcdSpec("LSSTCam", EXPOSURE, detector, 20261122, datetime.now(UTC), 15.0, "r", "small")
     path = write_raw_ccd(spec, tmp / f"LSSTCam_{EXPOSURE}_{detector:03d}.fits")
     return CcdFile(str(path), "LSSTCam", EXPOSURE, detector, datetime.now(UTC))
 
@@ -52,8 +56,13 @@ def test_a_submitted_ccd_is_stored_and_acked(edge: EdgeService, tmp_path: Path) 
 
 def test_a_late_ccd_is_reported_not_dropped(edge: EdgeService, tmp_path: Path) -> None:
     late = ccd(tmp_path, 2)
-    late = CcdFile(late.path, late.instrument, late.exposure, late.detector,
-                   datetime.now(UTC) - timedelta(seconds=60))  # fmt: skip
+    late = CcdFile(
+        late.path,
+        late.instrument,
+        late.exposure,
+        late.detector,
+        datetime.now(UTC) - timedelta(seconds=60),
+    )
     before = edge.stats.snapshot()["over_budget"]
     outcome = edge.submit(late).result(timeout=60)
     assert outcome.ok and outcome.latency is not None and outcome.latency > 59

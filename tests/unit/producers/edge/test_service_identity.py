@@ -109,9 +109,16 @@ def test_the_readout_time_is_the_headers_date_end_in_utc(edge: EdgeService) -> N
     """DATE-END (TAI, 37 s ahead of UTC) is the CCD's end of readout: its budget starts there,
     not at the manifest's obs_start + exposure_time (~1 s earlier) nor at the file's mtime."""
     did = DataId("LSSTCam", 2023110700081, 3)
-    path = hand_over(edge, "with-date-end.fits", ccd_file(
-        did, **identity_cards(did, "O"), TIMESYS="TAI",
-        **{"DATE-END": "2023-11-08T03:00:37.500"}))  # fmt: skip
+    path = hand_over(
+        edge,
+        "with-date-end.fits",
+        ccd_file(
+            did,
+            **identity_cards(did, "O"),
+            TIMESYS="TAI",
+            **{"DATE-END": "2023-11-08T03:00:37.500"},
+        ),
+    )
     wait_for(lambda: acked(edge, did.key))
     assert edge.journal is not None
     entry = edge.journal.get(did.key)

@@ -111,8 +111,14 @@ def test_errors_cross_the_process_boundary_intact(pool_and_results) -> None:
 
 def test_forked_workers_are_replaced_by_spawned_ones() -> None:
     results = Results()
-    pool = WorkerPool(1, WorkerInit(f"{__name__}:Handler"), results, name="test",
-                      start_method="fork", respawn_method="spawn")  # fmt: skip
+    pool = WorkerPool(
+        1,
+        WorkerInit(f"{__name__}:Handler"),
+        results,
+        name="test",
+        start_method="fork",
+        respawn_method="spawn",
+    )
     pool.start(timeout=60)
     try:
         run_jobs(pool, [(1, "sigbus")])

@@ -18,17 +18,30 @@ T0 = datetime(2026, 11, 23, 3, tzinfo=UTC)
 
 def cal(**overrides: object) -> Calibration:
     values: dict[str, object] = dict(
-        path="direct", cores=2, ccds=8, compress_cpu=0.10, send_cpu=0.02,
+        path="direct",
+        cores=2,
+        ccds=8,
+        compress_cpu=0.10,
+        send_cpu=0.02,
         roles={"gcs": 0.10, "pubsub": 0.05, "facility_process": 0.08, "postgres": 0.01},
-        idle_rates={"pubsub": 0.05}, background=0.0, latency_one=0.5, raw_bytes=75_582_720,
-        compressed_bytes=15_000_000, edge_workers=2,
-    )  # fmt: skip
+        idle_rates={"pubsub": 0.05},
+        background=0.0,
+        latency_one=0.5,
+        raw_bytes=75_582_720,
+        compressed_bytes=15_000_000,
+        edge_workers=2,
+    )
     values.update(overrides)
     return Calibration(**values)  # type: ignore[arg-type]
 
 
-def phase(index: int, busy_s: float, busy: dict[str, float], idle_s: float = 0.0,
-          idle: dict[str, float] | None = None) -> dict[str, object]:  # fmt: skip
+def phase(
+    index: int,
+    busy_s: float,
+    busy: dict[str, float],
+    idle_s: float = 0.0,
+    idle: dict[str, float] | None = None,
+) -> dict[str, object]:
     out: dict[str, object] = {"index": index, "busy_seconds": busy_s, "busy": busy}
     if idle is not None:
         out.update(idle_seconds=idle_s, idle=idle)
@@ -38,8 +51,9 @@ def phase(index: int, busy_s: float, busy: dict[str, float], idle_s: float = 0.0
 def test_idle_rates_and_busy_work_per_ccd_take_polling_off() -> None:
     phases = [
         phase(0, 4.0, {"gcs": 9.0, "pubsub": 9.0}, 10.0, {"gcs": 0.0, "pubsub": 1.0}),
-        phase(1, 2.0, {"gcs": 0.8, "pubsub": 0.6, "others": 1.0}, 10.0,
-              {"gcs": 0.0, "pubsub": 1.0}),
+        phase(
+            1, 2.0, {"gcs": 0.8, "pubsub": 0.6, "others": 1.0}, 10.0, {"gcs": 0.0, "pubsub": 1.0}
+        ),
         phase(2, 2.0, {"gcs": 1.2, "pubsub": 0.6, "others": 1.0}),
     ]
     rates = capacity.idle_rates(phases)
@@ -111,18 +125,43 @@ def harness_result(ccds: int, latencies: list[float]) -> dict[str, object]:
     for i, exposure in enumerate(exposures):
         readout = T0 + timedelta(seconds=17 * i)
         for d, lat in enumerate(latencies[:ccds]):
-            arrivals.append({"exposure": exposure, "detector": d, "readout": readout.isoformat(),
-                             "published": (readout + timedelta(seconds=lat + (i == 0)))
-                             .isoformat()})  # fmt: skip
-    records = [{"exposure_index": i, "error": "", "compress_cpu_seconds": 0.1,
-                "send_cpu_seconds": 0.02, "raw_bytes": 75_582_720, "bytes": 15_000_000}
-               for i in range(3) for _ in range(ccds)]  # fmt: skip
-    busy = {"edge_workers": 0.12 * ccds, "edge_service": 0.01 * ccds, "gcs": 0.1 * ccds,
-            "facility_process": 0.08 * ccds, "others": 0.5, "machine": 9.9}  # fmt: skip
-    phases = [phase(i, 1.0, busy, 16.0, {"gcs": 0.0, "facility_process": 0.16})
-              for i in range(3)]  # fmt: skip
-    return {"ccds": ccds, "workers": 2, "exposures": exposures, "arrivals": arrivals,
-            "records": records, "cpu": {"cores": 2, "phases": phases}}  # fmt: skip
+            arrivals.append(
+                {
+                    "exposure": exposure,
+                    "detector": d,
+                    "readout": readout.isoformat(),
+                    "published": (readout + timedelta(seconds=lat + (i == 0))).isoformat(),
+                }
+            )
+    records = [
+        {
+            "exposure_index": i,
+            "error": "",
+            "compress_cpu_seconds": 0.1,
+            "send_cpu_seconds": 0.02,
+            "raw_bytes": 75_582_720,
+            "bytes": 15_000_000,
+        }
+        for i in range(3)
+        for _ in range(ccds)
+    ]
+    busy = {
+        "edge_workers": 0.12 * ccds,
+        "edge_service": 0.01 * ccds,
+        "gcs": 0.1 * ccds,
+        "facility_process": 0.08 * ccds,
+        "others": 0.5,
+        "machine": 9.9,
+    }
+    phases = [phase(i, 1.0, busy, 16.0, {"gcs": 0.0, "facility_process": 0.16}) for i in range(3)]
+    return {
+        "ccds": ccds,
+        "workers": 2,
+        "exposures": exposures,
+        "arrivals": arrivals,
+        "records": records,
+        "cpu": {"cores": 2, "phases": phases},
+    }
 
 
 def test_calibrate_from_two_harness_results() -> None:
@@ -147,6 +186,8 @@ def test_an_exposure_that_overlapped_the_next_is_left_out() -> None:
         phase(2, 2.0, {"gcs": 0.4, "others": 1.0}),  # the last: nothing after it
     ]
     assert [p["index"] for p in capacity.clean_phases(phases)] == [2]
-    assert capacity.busy_per_ccd(phases, 4, {}) == {"gcs": pytest.approx(0.1),
-                                                    "others": pytest.approx(0.25)}
+    assert capacity.busy_per_ccd(phases, 4, {}) == {
+        "gcs": pytest.approx(0.1),
+        "others": pytest.approx(0.25),
+    }
     assert capacity.background_cores(phases) == pytest.approx(0.5)

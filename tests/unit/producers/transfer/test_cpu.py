@@ -40,8 +40,13 @@ def test_machine_stat_refuses_other_text():
 
 
 def test_descendants_walk_whole_trees_and_skip_dead_roots():
-    stats = [ProcStat(1, 0, 0), ProcStat(10, 1, 0), ProcStat(11, 10, 0), ProcStat(12, 11, 0),
-             ProcStat(20, 1, 0)]  # fmt: skip
+    stats = [
+        ProcStat(1, 0, 0),
+        ProcStat(10, 1, 0),
+        ProcStat(11, 10, 0),
+        ProcStat(12, 11, 0),
+        ProcStat(20, 1, 0),
+    ]
     assert descendants(stats, [10]) == {10, 11, 12}
     assert descendants(stats, [20, 999]) == {20}
 

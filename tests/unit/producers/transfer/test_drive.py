@@ -33,8 +33,12 @@ def sample(edge: int, gcs: int, busy: int) -> CpuSample:
 
 
 def test_phases_split_busy_and_idle_windows(tmp_path: Path) -> None:
-    run = Run(HarnessConfig("file:///x", ccds=2, numexp=2, interval=17.0, run_dir=tmp_path),
-              None, lambda *_: None, {})  # fmt: skip
+    run = Run(
+        HarnessConfig("file:///x", ccds=2, numexp=2, interval=17.0, run_dir=tmp_path),
+        None,
+        lambda *_: None,
+        {},
+    )
     t = TICKS
     run._marks = [
         ("start", -1, 0.0, sample(0, 0, 0), 0.0),
@@ -56,8 +60,12 @@ def test_phases_split_busy_and_idle_windows(tmp_path: Path) -> None:
 def test_a_run_refuses_impossible_counts(tmp_path: Path) -> None:
     def make(**kw: int) -> Run:
         values = {"ccds": 2, "numexp": 2, **kw}
-        return Run(HarnessConfig("file:///x", interval=1.0, run_dir=tmp_path, **values),
-                   None, lambda *_: None, {})  # fmt: skip
+        return Run(
+            HarnessConfig("file:///x", interval=1.0, run_dir=tmp_path, **values),
+            None,
+            lambda *_: None,
+            {},
+        )
 
     with pytest.raises(ValueError, match=r"1\.\.189"):
         make(ccds=190)

@@ -23,12 +23,22 @@ T0 = datetime(2026, 11, 23, 3, tzinfo=UTC)
 def test_an_acked_outcome_keeps_the_workers_own_timings() -> None:
     start = T0 + timedelta(seconds=0.4)
     outcome = Outcome(
-        key="LSSTCam/2026112300001/003", state="acked", status="stored", raw_size=75_582_720,
-        size=15_000_000, read_seconds=0.03, compress_seconds=0.1, send_seconds=0.2,
-        readout_time=T0, compressed_time=start + timedelta(seconds=0.13),
-        acked_time=start + timedelta(seconds=0.33), started_time=start,
-        read_compress_cpu_seconds=0.12, send_cpu_seconds=0.02, worker_pid=4242,
-    )  # fmt: skip
+        key="LSSTCam/2026112300001/003",
+        state="acked",
+        status="stored",
+        raw_size=75_582_720,
+        size=15_000_000,
+        read_seconds=0.03,
+        compress_seconds=0.1,
+        send_seconds=0.2,
+        readout_time=T0,
+        compressed_time=start + timedelta(seconds=0.13),
+        acked_time=start + timedelta(seconds=0.33),
+        started_time=start,
+        read_compress_cpu_seconds=0.12,
+        send_cpu_seconds=0.02,
+        worker_pid=4242,
+    )
     r = record_of(outcome, 3, 2026112300001, 0, T0, {4242: 1})
     assert r.ok and r.worker == 1 and r.worker_pid == 4242
     assert r.queued_seconds == pytest.approx(0.4)
@@ -40,8 +50,12 @@ def test_an_acked_outcome_keeps_the_workers_own_timings() -> None:
 
 
 def test_a_quarantined_outcome_is_a_failed_record_with_its_reason() -> None:
-    outcome = Outcome(key="LSSTCam/2026112300001/003", state="quarantined",
-                      reason="corrupt-file", error="x.fits: truncated")  # fmt: skip
+    outcome = Outcome(
+        key="LSSTCam/2026112300001/003",
+        state="quarantined",
+        reason="corrupt-file",
+        error="x.fits: truncated",
+    )
     r = record_of(outcome, 3, 2026112300001, 0, T0, {})
     assert not r.ok and r.status == "failed"
     assert r.error == "quarantined: corrupt-file: x.fits: truncated"
@@ -54,8 +68,14 @@ def test_each_exposure_gets_its_own_files_named_and_headed_for_it(tmp_path: Path
     source.write_bytes(generate_raw_ccd(SPEC))
     exposures = [2026112300001, 2026112300002]
     seen = []
-    staged = stage_run({5: source}, tmp_path / "handoff", "LSSTCam", exposures, False,
-                       progress=lambda done, total: seen.append((done, total)))  # fmt: skip
+    staged = stage_run(
+        {5: source},
+        tmp_path / "handoff",
+        "LSSTCam",
+        exposures,
+        False,
+        progress=lambda done, total: seen.append((done, total)),
+    )
     assert seen == [(1, 2), (2, 2)]
     for files, exposure in zip(staged, exposures, strict=True):
         path = files[5]

@@ -19,8 +19,16 @@ EXPOSURES = [2026010200001, 2026010200002, 2026010200003]
 def arrival(index: int, detector: int, latency: float) -> Arrival:
     readout = T0 + timedelta(seconds=17 * index)
     published = readout + timedelta(seconds=latency)
-    return Arrival(EXPOSURES[index], detector, readout, readout + timedelta(seconds=1),
-                   readout + timedelta(seconds=2), published, published, published)  # fmt: skip
+    return Arrival(
+        EXPOSURES[index],
+        detector,
+        readout,
+        readout + timedelta(seconds=1),
+        readout + timedelta(seconds=2),
+        published,
+        published,
+        published,
+    )
 
 
 def result(e2e: bool) -> HarnessResult:
