@@ -161,10 +161,11 @@ class LocalDirStore:
         return _obj_from_json(json.loads(meta.read_text()))
 
     def read(self, name: str) -> bytes:
+        # a name that is a prefix of other objects ("raw") is a directory here, no object, as in GCS
         target = self._object_path(name)
         try:
             return target.read_bytes()
-        except FileNotFoundError:
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise ObjectMissing(f"object {name!r} does not exist in {self.root.as_uri()}") from None
 
     def read_head(self, name: str, length: int) -> Head:
@@ -172,7 +173,7 @@ class LocalDirStore:
         try:
             with self._object_path(name).open("rb") as f:
                 data = f.read(length)
-        except FileNotFoundError:
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise ObjectMissing(f"object {name!r} does not exist in {self.root.as_uri()}") from None
         return Head(data, obj.generation, obj.crc32c)
 

@@ -21,6 +21,8 @@ the register function and PostgreSQL (``registry_link``), and the spool lives on
 (``spool_mb``) that a fault can fill. With ``kafka_disk_mb`` the world runs a Kafka broker of its
 own (not the suite's shared one) whose log directory is a small tmpfs (tests/chaos/disks.py), so
 filling it and letting the broker halt never touches another scenario's broker.
+
+One cohesive concept: the deployed pipeline of one scenario, its processes and their services.
 """
 
 from __future__ import annotations
