@@ -31,6 +31,7 @@ class Announcement:
     message: tuple[str, str]  # (message id, publish time)
     registered: datetime
     published: datetime
+    readout: datetime | None = None  # the CCD's readout time, the latency budget's start
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,7 @@ class ArrivalsObserver(TopicObserver):
             message=ident,
             registered=event.registered_time,
             published=event.published_time,
+            readout=event.readout_time,
         )
 
     def announcements(self) -> list[Announcement]:

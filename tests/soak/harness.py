@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.chaos.faults import Kill
-from tests.chaos.observer import Announcement, ArrivalsObserver
+from tests.chaos.observer import ArrivalsObserver
 from tests.chaos.runner import Night, Run, Scenario, _settle, _verdict, summary
 from tests.chaos.world import DAY_OBS, INSTRUMENT, World, WorldOptions
 from tests.integration.fixtures.function_process import FunctionProcess
@@ -54,28 +54,6 @@ BUDGET_EXPOSURE = 7.0
 ROLES = ("edge", "function", "function2", "relay", "facility", "daq")
 
 
-@dataclass(frozen=True)
-class Timed(Announcement):
-    """An announcement with the CCD's readout time (the budget's start)."""
-
-    readout: datetime | None = None
-
-
-class LatencyObserver(ArrivalsObserver):
-    def _decode(self, data: bytes, ident: tuple[str, str]) -> Timed:
-        from obsingest.messages import ArrivalEvent
-
-        event = ArrivalEvent.decode(data)
-        return Timed(
-            dataset_id=str(event.dataset_id),
-            key=f"{event.instrument}/{event.exposure}/{event.detector:03d}",
-            message=ident,
-            registered=event.registered_time,
-            published=event.published_time,
-            readout=event.readout_time,
-        )
-
-
 class SoakWorld(World):
     """The chaos World with a second register-function instance and the relay spread over both."""
 
@@ -85,7 +63,7 @@ class SoakWorld(World):
         super().start()
         assert self.observer is not None and self.relay is not None and self.bus is not None
         self.observer.stop()  # nothing was played yet: an observer that keeps the times instead
-        self.observer = LatencyObserver(self.project, self.bus.arrivals_topic).start()
+        self.observer = ArrivalsObserver(self.project, self.bus.arrivals_topic).start()
         env = self.base_env()
         self.function2 = FunctionProcess(env, self.logs / "function2.log", free_port()).start(90)
         assert self.function is not None
@@ -339,7 +317,7 @@ def report(soak: Soak, run: Run, cpu: dict[str, float]) -> dict[str, Any]:
     first: dict[str, float] = {}
     published: dict[str, float] = {}
     for a in world.observer.announcements():
-        if isinstance(a, Timed) and a.readout is not None and a.key not in first:
+        if a.readout is not None and a.key not in first:
             first[a.key] = (a.published - a.readout).total_seconds()
             published[a.key] = a.published.timestamp()
     after_kill = {
