@@ -12,7 +12,9 @@ import random
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import google_crc32c
 import pytest
@@ -50,6 +52,20 @@ def acked(spool: Path) -> int:
         return journal.counts()["acked"]
     finally:
         journal.close()
+
+
+def settled_listing(client: Any, bucket: str) -> dict[str, int]:
+    """{name: generation} once two listings 0.5 s apart agree: an upload whose body reached the
+    emulator before the SIGKILL may still be committed after it, and would otherwise count as
+    uploaded again by the rerun."""
+    listing = {b.name: b.generation for b in client.list_blobs(bucket)}
+    for _ in range(20):
+        time.sleep(0.5)
+        again = {b.name: b.generation for b in client.list_blobs(bucket)}
+        if again == listing:
+            return listing
+        listing = again
+    raise AssertionError(f"the bucket kept changing after the backfill was killed: {len(listing)}")
 
 
 def crc_b64(data: bytes) -> str:
@@ -93,7 +109,7 @@ def test_a_killed_backfill_rerun_uploads_every_file_once_verified(
         first.wait(timeout=30)
     assert not (tmp_path / "first.json").exists()  # it really died mid-run
     client = gcs.client()
-    before = {b.name: b.generation for b in client.list_blobs(bucket)}
+    before = settled_listing(client, bucket)
     assert 300 <= len(before) < FILES
 
     second = subprocess.run(
