@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 
@@ -128,10 +129,22 @@ def readout_end(cards: Cards) -> float | None:
 
 @lru_cache(maxsize=1024)
 def _instant(value: str, timesys: str | None) -> float:
-    """Cached: every CCD of an exposure carries the same DATE-END or nearly (astropy's parse is
-    ~0.1-1 ms, the first one imports astropy)."""
-    from obsingest.timescales import header_instant
+    """Cached: every CCD of an exposure carries the same DATE-END or nearly. A TAI or UTC ISO
+    time (the camera's) is converted by ``obsingest.timescales``' leap-second table, a few
+    microseconds where astropy's parse and scale change cost ~0.1-1 ms a CCD; anything else (an
+    MJD, another scale, a leap second's 60th second, outside the table) goes through astropy."""
+    from obsingest.timescales import header_instant, tai_to_utc
 
+    scale = (timesys or "").strip().upper() or "UTC"
+    if scale in ("TAI", "UTC"):
+        try:
+            naive = datetime.fromisoformat(value.removesuffix("Z"))
+        except ValueError:
+            naive = None
+        if naive is not None and naive.tzinfo is None and naive.year >= 1972:
+            utc = tai_to_utc(naive) if scale == "TAI" else naive.replace(tzinfo=UTC)
+            if utc is not None:
+                return utc.timestamp()
     return header_instant(value, timesys).timestamp()
 
 
