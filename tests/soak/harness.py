@@ -10,6 +10,10 @@ services, the Kill fault, the settle-and-count accounting, the verdict), with wh
   ``infra/local/relay/spread.py`` fails a delivery over to the live one at once);
 - a kill triggered by the burst itself: when the exposure's first CCD file appears in the
   hand-off directory, after a random 0.2-1.0 s, so it lands while that exposure's CCDs flow;
+  the killed instance is started again at a lower CPU priority until it is ready
+  (``InstanceKill``: deployed, a new instance starts on other hardware; the report says so);
+- processes that read and write byte-compiled modules, as the deployed images do
+  (``SoakWorld.base_env``);
 - an observer that keeps every announcement's readout and published times: per CCD readout ->
   announced, per exposure its last CCD;
 - CPU seconds of every process of each role (sampled from /proc by process group, so a killed
@@ -19,6 +23,9 @@ services, the Kill fault, the settle-and-count accounting, the verdict), with wh
 
 Counting (lost, doubled) is the chaos suite's: from the registry, the bucket, the edge journal
 and the announcements, never from what a process says about itself.
+
+One cohesive concept, hence its length: one soak run, from its world and faults to the figures
+and the section it writes, so what is measured and how it is reported are read in one place.
 """
 
 from __future__ import annotations
