@@ -8,7 +8,9 @@ stores raws), each written to a temporary name beside it and renamed (the hand-o
 edge's ``rename`` rule expects). With ``sidecars`` each CCD is preceded by the JSON header sidecar
 Rubin keeps beside a raw: ``{file stem}.json``, its primary cards under
 ``"__CONTENT__": "metadata"`` (astro_metadata_translator's sidecar form). CCDs of the next
-exposure are generated while waiting, so the cadence holds for full-size CCDs too.
+exposure are generated while waiting, in the interval's second half (``generation_lead``: not
+during the burst the pipeline is handling) or earlier when they take longer, so the cadence
+holds for full-size CCDs too.
 
 Times: the manifest's ``obs_start`` is the UTC instant integration began (the headers' DATE-BEG,
 written there in TAI), and the CCDs are read out ``dark_time`` later (DATE-END) at the
@@ -108,6 +110,24 @@ def _spec(
     return replace(spec, obs_start=readout - timedelta(seconds=spec.dark_time))
 
 
+def generation_lead(interval: float, last: float) -> float:
+    """Seconds before an exposure's readout moment to start generating its CCDs: the second half
+    of the interval, or more when the last exposure's took longer (twice that, and a second),
+    never more than the interval. Generated at once after the previous readout, the CCDs took
+    the DAQ host's CPU (a few seconds for 205 small CCDs) from the very burst the pipeline was
+    handling; a real DAQ does not share the pipeline's cores."""
+    return min(interval, max(interval / 2, 2 * last + 1.0))
+
+
+def _wait_until(moment: float, stop: Callable[[], bool]) -> bool:
+    """Sleep until the monotonic ``moment``; False if ``stop`` said so first."""
+    while (left := moment - time.monotonic()) > 0:
+        if stop():
+            return False
+        time.sleep(min(left, 0.2))
+    return True
+
+
 def play_night(
     plan: NightPlan,
     on_exposure: Callable[[PlayedExposure], None] | None = None,
@@ -131,21 +151,26 @@ def play_night(
     camera_time(datetime.now(UTC))  # astropy's leap seconds loaded now, not in the first readout
     start = time.monotonic()
     played = []
+    generating = 0.0  # wall seconds the last exposure's CCDs took to generate
     for index in range(plan.exposures):
         if stop():
             break
         exposure = exposure_id(day_obs, plan.first_seq + index)
         filt = FILTERS[index % len(FILTERS)]
         readout_due = start + index * plan.interval
+        if index and not _wait_until(
+            readout_due - generation_lead(plan.interval, generating), stop
+        ):
+            return played
         # the pixels do not depend on the time: generate before the readout moment, with the
         # times of the readout to come (integration began dark_time before it)
         readout_at = datetime.now(UTC) + timedelta(seconds=max(0.0, readout_due - time.monotonic()))
         specs = [_spec(plan, exposure, det, day_obs, readout_at, filt) for det in detectors]
+        began = time.monotonic()
         images = [generate_raw_ccd(spec) for spec in specs]
-        while (left := readout_due - time.monotonic()) > 0:
-            if stop():
-                return played
-            time.sleep(min(left, 0.2))
+        generating = time.monotonic() - began
+        if not _wait_until(readout_due, stop):
+            return played
         obs_id = specs[0].identity.obs_id
         folder = plan.handoff / str(day_obs) / obs_id if plan.nested else plan.handoff
         folder.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
 
@@ -43,6 +44,7 @@ LEGACY_NAME = re.compile(
 MAX_HEADER_BYTES = 4 * 1024 * 1024
 
 Cards = Callable[[str], object]
+_SECOND = timedelta(seconds=1)
 
 
 def read_primary_cards(path: Path) -> Cards:
@@ -128,10 +130,26 @@ def readout_end(cards: Cards) -> float | None:
 
 @lru_cache(maxsize=1024)
 def _instant(value: str, timesys: str | None) -> float:
-    """Cached: every CCD of an exposure carries the same DATE-END or nearly (astropy's parse is
-    ~0.1-1 ms, the first one imports astropy)."""
-    from obsingest.timescales import header_instant
+    """Cached: every CCD of an exposure carries the same DATE-END or nearly. A TAI or UTC ISO
+    time (the camera's) is converted by ``obsingest.timescales``' leap-second table, a few
+    microseconds where astropy's parse and scale change cost ~0.1-1 ms a CCD; anything else (an
+    MJD, another scale, an instant inside a leap second, outside the table) goes through
+    astropy."""
+    from obsingest.timescales import header_instant, tai_to_utc
 
+    scale = (timesys or "").strip().upper() or "UTC"
+    if scale in ("TAI", "UTC"):
+        try:
+            naive = datetime.fromisoformat(value.removesuffix("Z"))
+        except ValueError:
+            naive = None
+        if naive is not None and naive.tzinfo is None and naive.year >= 1972:
+            if scale == "UTC":
+                return naive.replace(tzinfo=UTC).timestamp()
+            utc, second_later = tai_to_utc(naive), tai_to_utc(naive + timedelta(seconds=1))
+            # a TAI instant inside a leap second has no UTC datetime: astropy says so below
+            if utc is not None and second_later is not None and second_later - utc == _SECOND:
+                return utc.timestamp()
     return header_instant(value, timesys).timestamp()
 
 

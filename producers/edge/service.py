@@ -403,6 +403,10 @@ class EdgeService:
             if self._draining and not self.scheduler.in_flight:
                 return
             wait = self.scheduler.wait_time()
+            if wait == 0.0 and self.pool is not None and not self.pool.idle():
+                # due work but every worker busy: only a result (an event) frees one, so wait
+                # for it instead of polling every millisecond through the burst
+                wait = None
             timeout = 0.25 if wait is None else min(0.25, max(wait, 0.001))
             try:
                 event = self._events.get(timeout=timeout)

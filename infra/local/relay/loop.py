@@ -96,6 +96,8 @@ class Relay:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None
+        #: with ``start`` and ``ack_linger``: acks waiting for the batch they share
+        self._acks: AckBatcher | None = None
 
     # one message -----------------------------------------------------------------------------
     def handle(self, delivery: Delivery) -> Action:
@@ -118,7 +120,10 @@ class Relay:
         }
         if action is Action.ACK:
             self._forget(delivery.message_id)
-            self._settle(lambda: self.source.ack([delivery.ack_id]), fields)
+            if self._acks is not None:
+                self._acks.add(delivery.ack_id)
+            else:
+                self._settle(lambda: self.source.ack([delivery.ack_id]), fields)
             with self._lock:
                 self.stats.acked += 1
             self._count("delivered")
@@ -210,6 +215,8 @@ class Relay:
     def start(self) -> None:
         """Relay in a background thread until ``stop``: messages are pushed as they come."""
         self._pool = ThreadPoolExecutor(self.settings.concurrency, thread_name_prefix="relay-push")
+        if self.settings.ack_linger > 0:
+            self._acks = AckBatcher(self.source, self.settings.ack_linger).start()
         self._thread = threading.Thread(target=self._run, name="relay", daemon=True)
         self._thread.start()
 
@@ -250,7 +257,7 @@ class Relay:
     def idle_for(self) -> float:
         """Seconds since the last pulled or settled message (0 while pushes are in flight)."""
         with self._lock:
-            if self._in_flight:
+            if self._in_flight or (self._acks is not None and self._acks.pending):
                 return 0.0
             return self._clock() - self._last_activity
 
@@ -269,3 +276,69 @@ class Relay:
             self._thread.join()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+        if self._acks is not None:
+            self._acks.stop()  # what is still waiting is acked now
+
+
+class AckBatcher:
+    """Acks of the background relay, sent together: ``add`` queues an ack id, a thread sends
+    what came within ``linger`` seconds of the first in one acknowledge call (at most
+    ``max_batch`` ids; Pub/Sub takes up to 2,500). During a burst that is one round trip for
+    many messages instead of one each. A failed call is logged: its messages come back after
+    their ack deadline, as a failed single ack did."""
+
+    def __init__(self, source: PullSource, linger: float, max_batch: int = 1000) -> None:
+        self.source = source
+        self.linger = linger
+        self.max_batch = max_batch
+        self._ids: list[str] = []
+        self._sending = 0
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="relay-acks", daemon=True)
+
+    def start(self) -> AckBatcher:
+        self._thread.start()
+        return self
+
+    @property
+    def pending(self) -> int:
+        """Ack ids queued or in the call being sent."""
+        with self._cond:
+            return len(self._ids) + self._sending
+
+    def add(self, ack_id: str) -> None:
+        with self._cond:
+            self._ids.append(ack_id)
+            self._cond.notify()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self._stopped.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._ids and not self._stopping:
+                    self._cond.wait()
+                if not self._ids:
+                    return  # stopping, nothing left
+                linger = not self._stopping
+            if linger:
+                self._stopped.wait(self.linger)  # let the burst's other acks join (not at stop)
+            with self._cond:
+                batch, self._ids = self._ids[: self.max_batch], self._ids[self.max_batch :]
+                self._sending = len(batch)
+            try:
+                self.source.ack(batch)
+            except Exception as exc:
+                log_event(
+                    log, "relay.settle_failed", logging.WARNING, error=str(exc), acks=len(batch)
+                )
+            finally:
+                with self._cond:
+                    self._sending = 0

@@ -55,6 +55,10 @@ class RelaySettings(BaseSettings):
     #: pushes in flight at once
     concurrency: int = Field(default=defaults.RELAY_CONCURRENCY, ge=1)
     max_messages: int = Field(default=32, ge=1)
+    #: the background relay acks its pushed messages in batches: an ack waits up to this long
+    #: for others to share one acknowledge call (one round trip per message before); 0 acks
+    #: each at once. A late ack only risks a redelivery, which idempotent effects absorb
+    ack_linger: float = Field(default=0.02, ge=0, le=1.0)
     push_timeout: float = Field(default=30.0, gt=0)
     #: OIDC: sign pushes with an ID token for this audience (empty: no Authorization header)
     oidc_audience: str = ""

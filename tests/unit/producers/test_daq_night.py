@@ -141,3 +141,12 @@ def test_sidecars_and_a_template(tmp_path: Path) -> None:
         assert data_id == DataId("LSSTCam", 2026112200007, det)
     with pytest.raises(ValueError, match="LSSTCam header, not LATISS"):
         play_night(NightPlan(tmp_path, "LATISS", detectors=1, template=template))
+
+
+def test_the_next_exposure_is_generated_in_the_intervals_second_half_or_as_early_as_it_needs():
+    from producers.daq.night import generation_lead
+
+    assert generation_lead(17.0, 2.0) == 8.5  # quick: after the burst had half the interval
+    assert generation_lead(17.0, 6.0) == 13.0  # slower: twice its last time and a second
+    assert generation_lead(17.0, 60.0) == 17.0  # full-size: right after the readout, as before
+    assert generation_lead(6.0, 0.5) == 3.0

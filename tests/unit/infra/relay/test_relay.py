@@ -213,3 +213,60 @@ def test_background_relay_drains_many_messages_concurrently():
         relay.stop()
     assert sorted(source.acked) == sorted(d.ack_id for d in deliveries)
     assert relay.stats.acked == 40
+
+
+class CallCountingSource(FakeSource):
+    """FakeSource that also keeps each acknowledge call's ids (one entry per round trip)."""
+
+    def __init__(self, *deliveries: Delivery, fail_acks: bool = False) -> None:
+        super().__init__(*deliveries)
+        self.ack_calls: list[list[str]] = []
+        self.fail_acks = fail_acks
+
+    def ack(self, ack_ids: list[str]) -> None:
+        self.ack_calls.append(list(ack_ids))
+        if self.fail_acks:
+            raise ConnectionError("emulator gone")
+        super().ack(ack_ids)
+
+
+def test_background_relay_acks_a_burst_in_few_calls_and_every_one_once():
+    deliveries = [delivery(i) for i in range(40)]
+    source = CallCountingSource(*deliveries)
+    relay = Relay(source, ScriptedTarget(200), FakeDlq(), RelaySettings(ack_linger=0.05))
+    relay.start()
+    try:
+        assert relay.wait_idle(quiet=0.2, timeout=30)
+    finally:
+        relay.stop()
+    assert sorted(source.acked) == sorted(d.ack_id for d in deliveries)  # each once
+    assert len(source.ack_calls) < len(deliveries) / 4, source.ack_calls
+
+
+def test_background_relay_with_no_linger_acks_each_message_by_itself():
+    deliveries = [delivery(i) for i in range(10)]
+    source = CallCountingSource(*deliveries)
+    relay = Relay(source, ScriptedTarget(200), FakeDlq(), RelaySettings(ack_linger=0))
+    relay.start()
+    try:
+        assert relay.wait_idle(quiet=0.2, timeout=30)
+    finally:
+        relay.stop()
+    assert sorted(len(c) for c in source.ack_calls) == [1] * 10
+
+
+def test_acks_still_waiting_are_sent_at_stop_and_a_failed_batch_is_not_raised():
+    from infra.local.relay.loop import AckBatcher
+
+    source = CallCountingSource()
+    batcher = AckBatcher(source, linger=30.0).start()
+    batcher.add("a")
+    batcher.add("b")
+    assert batcher.pending == 2
+    batcher.stop()  # does not wait out the linger
+    assert source.acked == ["a", "b"] and batcher.pending == 0
+    failing = CallCountingSource(fail_acks=True)
+    batcher = AckBatcher(failing, linger=0.0).start()
+    batcher.add("c")
+    batcher.stop()
+    assert failing.ack_calls == [["c"]] and failing.acked == [] and batcher.pending == 0

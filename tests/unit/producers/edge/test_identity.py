@@ -125,6 +125,35 @@ def test_the_readout_end_is_date_end_as_a_utc_instant(
     assert readout_end(cards.get) == (None if expected is None else datetime_utc(expected))
 
 
+@pytest.mark.parametrize("timesys", ["TAI", "UTC", None, " tai "])
+def test_the_readout_end_from_the_leap_second_table_is_astropys_instant(timesys) -> None:
+    """The camera's TAI (and UTC) DATE-END is converted by the leap-second table, not astropy:
+    the same instant to the microsecond, over 1972-2027 and around leap seconds."""
+    import random
+    from datetime import datetime, timedelta
+
+    from obsingest.timescales import header_instant
+    from producers.edge.identity import readout_end
+
+    rng = random.Random(19)
+    values = ["2016-12-31T23:59:59.500", "2017-01-01T00:00:37.000", "1999-01-01T00:00:31.500"]
+    values += [
+        (datetime(1972, 1, 2) + timedelta(seconds=rng.uniform(0, 55 * 365 * 86400))).isoformat(
+            timespec="milliseconds"
+        )
+        for _ in range(300)
+    ]
+    values += ["1998-12-31T23:59:60.500", "1999-01-01T00:00:30.999", "1999-01-01T00:00:32.000"]
+    for value in values:
+        cards = {"DATE-END": value, "TIMESYS": timesys}
+        try:
+            expected = header_instant(value, timesys).timestamp()
+        except ValueError:  # inside a leap second (TAI 1999-01-01T00:00:31.5): no UTC datetime
+            assert readout_end(cards.get) is None, value
+            continue
+        assert readout_end(cards.get) == pytest.approx(expected, abs=1e-6), value
+
+
 def test_identify_carries_the_date_end_of_the_sidecar_over_the_files(tmp_path: Path) -> None:
     did = DataId("LSSTCam", 2023110700078, 1)
     path = tmp_path / "x.fits"
