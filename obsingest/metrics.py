@@ -109,6 +109,29 @@ COMPONENT_OUTCOMES: dict[str, frozenset[str]] = {
     "reconcile": frozenset({"registered", "missing_object"}),
 }
 
+#: What each component counts besides CCD outcomes (``obsingest_service_counts_total``): the
+#: counts its ``/health``, ``obsingest status``, benchmarks and tests read, kept nowhere else.
+COMPONENT_COUNTS: dict[str, frozenset[str]] = {
+    "reconcile": frozenset(
+        {
+            "passes",
+            "failed_passes",
+            "objects_listed",
+            "missing_found",
+            "quarantined_by_reconcile",
+            "reconcile_failures",
+            "canary_write_failures",
+            "repairs",
+            "outbox_published",
+            "exposures_ingested",
+            "exposures_incomplete",
+            "full_sweeps",
+            "incremental_passes",
+        }
+    ),
+    "assembler": frozenset({"records", "bytes", "existing", "ignored", "recovered"}),
+}
+
 #: Reasons that are no error class's: the relay's push failures by class (the full answer is in
 #: the dead letter's attributes) and an object a producer parked without saying why.
 PUSH_FAILURES = ("http-4xx", "http-5xx", "no-response")
@@ -135,6 +158,7 @@ LABEL_VALUES: dict[str, AbstractSet[str]] = {
     "status": frozenset({"ok", "over_budget", "incomplete"}),
     "route": frozenset({"ccd", "dataset", "exposure", "night", "health", "openapi"}),
     "code": frozenset({"2xx", "3xx", "4xx", "5xx"}),
+    "counter": frozenset().union(*COMPONENT_COUNTS.values()),
 }
 #: Labels whose one value per process is fixed at start-up (build info), not a closed set.
 CONSTANT_LABELS = frozenset({"version", "python_version"})
@@ -188,6 +212,14 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "CCDs by outcome per component (COMPONENT_OUTCOMES lists each one's outcomes).",
         ("component", "outcome"),
         (EDGE, ASSEMBLER, RELAY, REGISTER, RECONCILE),
+    ),
+    MetricSpec(
+        "obsingest_service_counts_total",
+        "counter",
+        "What a component counts besides CCD outcomes (passes, records, ...), by component and "
+        "counter (COMPONENT_COUNTS lists each one's).",
+        ("component", "counter"),
+        (ASSEMBLER, RECONCILE),
     ),
     MetricSpec(
         "obsingest_ccds_quarantined_total",
@@ -490,6 +522,34 @@ class Metrics:
             label = reason_label(reason or "error")
             self._child(by_reason, component=component, reason=label).inc(n)
 
+    def counter(self, component: str, name: str) -> Any:
+        """The prometheus_client child of one of a component's own counts (``COMPONENT_COUNTS``),
+        to ``inc()`` on a hot path without the label checks of every call."""
+        return self._child("obsingest_service_counts_total", component=component, counter=name)
+
+    def add(self, component: str, name: str, n: float = 1) -> None:
+        """Count ``n`` of one of a component's own counts (``COMPONENT_COUNTS``)."""
+        if n:
+            self.counter(component, name).inc(n)
+
+    def value(self, name: str, **labels: str) -> float:
+        """A sample's current value in this registry (0 before its series exists): how
+        ``/health``, ``obsingest status``, benchmarks and tests read the counters."""
+        return self.registry.get_sample_value(name, labels) or 0.0
+
+    def count(self, component: str, name: str) -> int:
+        """A component's count: a CCD outcome (``obsingest_ccds_total``) or one of its own."""
+        if name in COMPONENT_OUTCOMES.get(component, ()):
+            return int(self.value("obsingest_ccds_total", component=component, outcome=name))
+        return int(self.value("obsingest_service_counts_total", component=component, counter=name))
+
+    def counts(self, component: str) -> dict[str, int]:
+        """Every count of a component (its CCD outcomes and its own counts), by name."""
+        names = COMPONENT_OUTCOMES.get(component, frozenset()) | COMPONENT_COUNTS.get(
+            component, frozenset()
+        )
+        return {name: self.count(component, name) for name in sorted(names)}
+
     def exhausted(self, component: str, reason: str) -> None:
         """Count one attempt that failed because a resource ran out (its ``reason``)."""
         name, label = "obsingest_resource_exhausted_total", reason_label(reason)
@@ -622,6 +682,8 @@ class Metrics:
         )
         for outcome in COMPONENT_OUTCOMES.get(component, ()):
             self._child("obsingest_ccds_total", component=component, outcome=outcome)
+        for name in COMPONENT_COUNTS.get(component, ()):
+            self.counter(component, name)
         if component in _CLOSERS:
             for instrument in LABEL_VALUES["instrument"]:
                 for status in LABEL_VALUES["status"]:
@@ -661,6 +723,12 @@ class Observations:
 
 _default: Metrics | None = None
 _default_lock = threading.Lock()
+
+
+def private_metrics() -> Metrics:
+    """The catalogue in a registry of its own: a service instance's default, so that several
+    in one process (tests) count apart; deployments pass ``get_metrics()``."""
+    return Metrics(CollectorRegistry())
 
 
 def get_metrics() -> Metrics:
