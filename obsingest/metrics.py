@@ -129,7 +129,7 @@ COMPONENT_COUNTS: dict[str, frozenset[str]] = {
             "incremental_passes",
         }
     ),
-    "assembler": frozenset({"records", "bytes", "existing", "ignored", "recovered"}),
+    "assembler": frozenset({"records", "bytes", "ignored", "recovered"}),
 }
 
 #: Reasons that are no error class's: the relay's push failures by class (the full answer is in
