@@ -130,6 +130,7 @@ COMPONENT_COUNTS: dict[str, frozenset[str]] = {
         }
     ),
     "assembler": frozenset({"records", "bytes", "ignored", "recovered"}),
+    "relay": frozenset({"pulled"}),
 }
 
 #: Reasons that are no error class's: the relay's push failures by class (the full answer is in
@@ -219,7 +220,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "What a component counts besides CCD outcomes (passes, records, ...), by component and "
         "counter (COMPONENT_COUNTS lists each one's).",
         ("component", "counter"),
-        (ASSEMBLER, RECONCILE),
+        (ASSEMBLER, RELAY, RECONCILE),
     ),
     MetricSpec(
         "obsingest_ccds_quarantined_total",

@@ -12,6 +12,9 @@ second registration. A failed store marks the instance failed: nothing is commit
 Rebalances (more instances in the group, cooperative-sticky assignment): ``on_revoke`` waits for
 the stores in flight, drops the revoked partitions' partial files and commits their safe offsets,
 synchronously, before the partitions move; the new owner resumes from those offsets.
+
+One cohesive concept, hence its length: the loop, its verdicts, its commits and what it counts
+share one consumer's state; split, each part would reach into the others'.
 """
 
 from __future__ import annotations
@@ -55,6 +58,13 @@ TRANSPORT = "kafka"
 COMPONENT = "assembler"
 #: seconds between refreshes of the lag / open files / memory gauges
 GAUGE_SECONDS = 2.0
+#: ``counts()`` name -> the outcome or count it reads (poison: dead letters but incomplete ones)
+COUNTS = {
+    "stored": "stored",
+    "existing": "duplicate",
+    "conflicts": "quarantined",
+    "poison": "dead_lettered",
+} | {name: name for name in ("ignored", "recovered", "records", "bytes")}
 TP = tuple[str, int]
 
 
@@ -173,23 +183,12 @@ class AssemblerService:
 
     def counts(self) -> dict[str, int]:
         """What this instance counted, read from its metrics (the ``assembler.closed`` log)."""
-        m = self.metrics
-        incomplete = m.value(
-            "obsingest_ccds_dead_lettered_total",
-            component=COMPONENT,
-            reason=PoisonReason.INCOMPLETE,
-        )
-        return {
-            "stored": m.count(COMPONENT, "stored"),
-            "existing": m.count(COMPONENT, "duplicate"),
-            "conflicts": m.count(COMPONENT, "quarantined"),
-            "poison": m.count(COMPONENT, "dead_lettered") - int(incomplete),
-            "incomplete": int(incomplete),
-            "ignored": m.count(COMPONENT, "ignored"),
-            "recovered": m.count(COMPONENT, "recovered"),
-            "records": m.count(COMPONENT, "records"),
-            "bytes": m.count(COMPONENT, "bytes"),
-        }
+        m, c = self.metrics, COMPONENT
+        out = {name: m.count(c, outcome) for name, outcome in COUNTS.items()}
+        dead = m.value("obsingest_ccds_dead_lettered_total", component=c, reason="incomplete")
+        out["incomplete"] = int(dead)
+        out["poison"] -= out["incomplete"]
+        return out
 
     def close(self) -> None:
         """Commit safe offsets, leave the group (its revoke commits again), flush the DLQ."""
