@@ -131,6 +131,10 @@ COMPONENT_COUNTS: dict[str, frozenset[str]] = {
     ),
     "assembler": frozenset({"records", "bytes", "ignored", "recovered"}),
     "relay": frozenset({"pulled"}),
+    "edge": frozenset(
+        {"resumed", "duplicates", "worker_crashes", "over_budget", "raw_bytes", "sent_bytes"}
+        | {f"acked_{status}" for status in ("stored", "exists", "conflict", "acked")}
+    ),
 }
 
 #: Reasons that are no error class's: the relay's push failures by class (the full answer is in
@@ -220,7 +224,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "What a component counts besides CCD outcomes (passes, records, ...), by component and "
         "counter (COMPONENT_COUNTS lists each one's).",
         ("component", "counter"),
-        (ASSEMBLER, RELAY, RECONCILE),
+        (EDGE, ASSEMBLER, RELAY, RECONCILE),
     ),
     MetricSpec(
         "obsingest_ccds_quarantined_total",
@@ -228,6 +232,13 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "CCDs (or messages) quarantined, by component and reason.",
         ("component", "reason"),
         (EDGE, ASSEMBLER, REGISTER),
+    ),
+    MetricSpec(
+        "obsingest_ccds_retried_total",
+        "counter",
+        "Failed attempts that will be retried, by component and reason (the edge's).",
+        ("component", "reason"),
+        (EDGE,),
     ),
     MetricSpec(
         "obsingest_ccds_dead_lettered_total",
@@ -518,8 +529,9 @@ class Metrics:
         by_reason = {
             "quarantined": "obsingest_ccds_quarantined_total",
             "dead_lettered": "obsingest_ccds_dead_lettered_total",
+            "retried": "obsingest_ccds_retried_total",
         }.get(outcome)
-        if by_reason:
+        if by_reason and (reason or outcome != "retried"):
             label = reason_label(reason or "error")
             self._child(by_reason, component=component, reason=label).inc(n)
 
@@ -543,6 +555,15 @@ class Metrics:
         if name in COMPONENT_OUTCOMES.get(component, ()):
             return int(self.value("obsingest_ccds_total", component=component, outcome=name))
         return int(self.value("obsingest_service_counts_total", component=component, counter=name))
+
+    def by_label(self, name: str, label: str, **labels: str) -> dict[str, int]:
+        """``name``'s non-zero values by one ``label``, over the series that match ``labels``."""
+        out: dict[str, int] = {}
+        for family in self.registry.collect():
+            for s in family.samples:
+                if s.name == name and s.value and labels.items() <= s.labels.items():
+                    out[s.labels[label]] = out.get(s.labels[label], 0) + int(s.value)
+        return out
 
     def counts(self, component: str) -> dict[str, int]:
         """Every count of a component (its CCD outcomes and its own counts), by name."""
