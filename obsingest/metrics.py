@@ -565,13 +565,6 @@ class Metrics:
                     out[s.labels[label]] = out.get(s.labels[label], 0) + int(s.value)
         return out
 
-    def counts(self, component: str) -> dict[str, int]:
-        """Every count of a component (its CCD outcomes and its own counts), by name."""
-        names = COMPONENT_OUTCOMES.get(component, frozenset()) | COMPONENT_COUNTS.get(
-            component, frozenset()
-        )
-        return {name: self.count(component, name) for name in sorted(names)}
-
     def exhausted(self, component: str, reason: str) -> None:
         """Count one attempt that failed because a resource ran out (its ``reason``)."""
         name, label = "obsingest_resource_exhausted_total", reason_label(reason)

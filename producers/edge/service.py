@@ -716,16 +716,14 @@ class EdgeService:
         """What this edge counted, read from its metrics (``/health``'s ``stats``), and its
         queue: pending and in flight."""
         m = self.metrics
-        out: dict[str, Any] = {name: m.count(EDGE, outcome) for name, outcome in COUNTS.items()}
-        out["statuses"] = {
-            n.removeprefix("acked_"): v
-            for n, v in m.counts(EDGE).items()
-            if n[:6] == "acked_" and v
-        }
-        for name in ("quarantined", "retried"):
-            out[name.replace("retried", "retries")] = m.by_label(
-                f"obsingest_ccds_{name}_total", "reason", component=EDGE
-            )
+        own = m.by_label("obsingest_service_counts_total", "counter", component=EDGE)
+        own |= m.by_label("obsingest_ccds_total", "outcome", component=EDGE)
+        out: dict[str, Any] = {name: own.get(counted, 0) for name, counted in COUNTS.items()}
+        out["statuses"] = {n[6:]: v for n, v in own.items() if n.startswith("acked_")}
+        out["quarantined"] = m.by_label(
+            "obsingest_ccds_quarantined_total", "reason", component=EDGE
+        )
+        out["retries"] = m.by_label("obsingest_ccds_retried_total", "reason", component=EDGE)
         out["pending"], out["in_flight"] = self.queue_depths
         return out
 
