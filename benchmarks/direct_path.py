@@ -238,7 +238,7 @@ def run(exposures: int = 2, detectors: int = 9, workers: int = 2) -> dict[str, A
         "over_budget": sum(t > BUDGET_SECONDS for t in totals),
         "stages": {stage: summarize([s[stage] for s in samples]) for stage in STAGES},
         "edge_compress_plus_upload": summarize(ship_seconds),
-        "dead_lettered": path.relay.stats.dead_lettered if path.relay else None,
+        "dead_lettered": path.relay.counts()["dead_lettered"] if path.relay else None,
     }
 
 

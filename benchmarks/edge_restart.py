@@ -115,7 +115,7 @@ def restart(root: Path) -> dict[str, Any]:
     cpu = time.process_time() - cpu
     try:
         assert edge.state == "ready", edge.state
-        stats = edge.stats.snapshot()
+        stats = edge.counts()
     finally:
         edge.stop()
     return {

@@ -109,6 +109,34 @@ COMPONENT_OUTCOMES: dict[str, frozenset[str]] = {
     "reconcile": frozenset({"registered", "missing_object"}),
 }
 
+#: What each component counts besides CCD outcomes (``obsingest_service_counts_total``): the
+#: counts its ``/health``, ``obsingest status``, benchmarks and tests read, kept nowhere else.
+COMPONENT_COUNTS: dict[str, frozenset[str]] = {
+    "reconcile": frozenset(
+        {
+            "passes",
+            "failed_passes",
+            "objects_listed",
+            "missing_found",
+            "quarantined_by_reconcile",
+            "reconcile_failures",
+            "canary_write_failures",
+            "repairs",
+            "outbox_published",
+            "exposures_ingested",
+            "exposures_incomplete",
+            "full_sweeps",
+            "incremental_passes",
+        }
+    ),
+    "assembler": frozenset({"records", "bytes", "ignored", "recovered"}),
+    "relay": frozenset({"pulled"}),
+    "edge": frozenset(
+        {"resumed", "duplicates", "worker_crashes", "over_budget", "raw_bytes", "sent_bytes"}
+        | {f"acked_{status}" for status in ("stored", "exists", "conflict", "acked")}
+    ),
+}
+
 #: Reasons that are no error class's: the relay's push failures by class (the full answer is in
 #: the dead letter's attributes) and an object a producer parked without saying why.
 PUSH_FAILURES = ("http-4xx", "http-5xx", "no-response")
@@ -135,6 +163,7 @@ LABEL_VALUES: dict[str, AbstractSet[str]] = {
     "status": frozenset({"ok", "over_budget", "incomplete"}),
     "route": frozenset({"ccd", "dataset", "exposure", "night", "health", "openapi"}),
     "code": frozenset({"2xx", "3xx", "4xx", "5xx"}),
+    "counter": frozenset().union(*COMPONENT_COUNTS.values()),
 }
 #: Labels whose one value per process is fixed at start-up (build info), not a closed set.
 CONSTANT_LABELS = frozenset({"version", "python_version"})
@@ -190,11 +219,26 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         (EDGE, ASSEMBLER, RELAY, REGISTER, RECONCILE),
     ),
     MetricSpec(
+        "obsingest_service_counts_total",
+        "counter",
+        "What a component counts besides CCD outcomes (passes, records, ...), by component and "
+        "counter (COMPONENT_COUNTS lists each one's).",
+        ("component", "counter"),
+        (EDGE, ASSEMBLER, RELAY, RECONCILE),
+    ),
+    MetricSpec(
         "obsingest_ccds_quarantined_total",
         "counter",
         "CCDs (or messages) quarantined, by component and reason.",
         ("component", "reason"),
         (EDGE, ASSEMBLER, REGISTER),
+    ),
+    MetricSpec(
+        "obsingest_ccds_retried_total",
+        "counter",
+        "Failed attempts that will be retried, by component and reason (the edge's).",
+        ("component", "reason"),
+        (EDGE,),
     ),
     MetricSpec(
         "obsingest_ccds_dead_lettered_total",
@@ -485,10 +529,41 @@ class Metrics:
         by_reason = {
             "quarantined": "obsingest_ccds_quarantined_total",
             "dead_lettered": "obsingest_ccds_dead_lettered_total",
+            "retried": "obsingest_ccds_retried_total",
         }.get(outcome)
-        if by_reason:
+        if by_reason and (reason or outcome != "retried"):
             label = reason_label(reason or "error")
             self._child(by_reason, component=component, reason=label).inc(n)
+
+    def counter(self, component: str, name: str) -> Any:
+        """The prometheus_client child of one of a component's own counts (``COMPONENT_COUNTS``),
+        to ``inc()`` on a hot path without the label checks of every call."""
+        return self._child("obsingest_service_counts_total", component=component, counter=name)
+
+    def add(self, component: str, name: str, n: float = 1) -> None:
+        """Count ``n`` of one of a component's own counts (``COMPONENT_COUNTS``)."""
+        if n:
+            self.counter(component, name).inc(n)
+
+    def value(self, name: str, **labels: str) -> float:
+        """A sample's current value in this registry (0 before its series exists): how
+        ``/health``, ``obsingest status``, benchmarks and tests read the counters."""
+        return self.registry.get_sample_value(name, labels) or 0.0
+
+    def count(self, component: str, name: str) -> int:
+        """A component's count: a CCD outcome (``obsingest_ccds_total``) or one of its own."""
+        if name in COMPONENT_OUTCOMES.get(component, ()):
+            return int(self.value("obsingest_ccds_total", component=component, outcome=name))
+        return int(self.value("obsingest_service_counts_total", component=component, counter=name))
+
+    def by_label(self, name: str, label: str, **labels: str) -> dict[str, int]:
+        """``name``'s non-zero values by one ``label``, over the series that match ``labels``."""
+        out: dict[str, int] = {}
+        for family in self.registry.collect():
+            for s in family.samples:
+                if s.name == name and s.value and labels.items() <= s.labels.items():
+                    out[s.labels[label]] = out.get(s.labels[label], 0) + int(s.value)
+        return out
 
     def exhausted(self, component: str, reason: str) -> None:
         """Count one attempt that failed because a resource ran out (its ``reason``)."""
@@ -622,6 +697,8 @@ class Metrics:
         )
         for outcome in COMPONENT_OUTCOMES.get(component, ()):
             self._child("obsingest_ccds_total", component=component, outcome=outcome)
+        for name in COMPONENT_COUNTS.get(component, ()):
+            self.counter(component, name)
         if component in _CLOSERS:
             for instrument in LABEL_VALUES["instrument"]:
                 for status in LABEL_VALUES["status"]:
@@ -661,6 +738,12 @@ class Observations:
 
 _default: Metrics | None = None
 _default_lock = threading.Lock()
+
+
+def private_metrics() -> Metrics:
+    """The catalogue in a registry of its own: a service instance's default, so that several
+    in one process (tests) count apart; deployments pass ``get_metrics()``."""
+    return Metrics(CollectorRegistry())
 
 
 def get_metrics() -> Metrics:

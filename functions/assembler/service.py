@@ -12,6 +12,9 @@ second registration. A failed store marks the instance failed: nothing is commit
 Rebalances (more instances in the group, cooperative-sticky assignment): ``on_revoke`` waits for
 the stores in flight, drops the revoked partitions' partial files and commits their safe offsets,
 synchronously, before the partitions move; the new owner resumes from those offsets.
+
+One cohesive concept, hence its length: the loop, its verdicts, its commits and what it counts
+share one consumer's state; split, each part would reach into the others'.
 """
 
 from __future__ import annotations
@@ -21,12 +24,10 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from functions.assembler.dlq import DeadLetterFailed, DeadLetters, incomplete_fields
-from functions.assembler.exporter import AssemblerExporter
-from functions.assembler.kafka_clients import consumer_config, group_lag
+from functions.assembler.kafka_clients import committed_lag, consumer_config, group_lag
 from functions.assembler.naming import assembled_object_name
 from functions.assembler.reassembly import (
     Completed,
@@ -43,6 +44,7 @@ from functions.assembler.settings import AssemblerSettings
 from obsingest.errors import PermanentError, RetriableError
 from obsingest.logs import get_logger, log_event, logging_context
 from obsingest.messages import utcnow
+from obsingest.metrics import Metrics, private_metrics
 from obsingest.retry import RetriesExhausted, RetryPolicy, Transient, call_with_retries
 from obsingest.store.base import ObjectConflict, ObjectStore, PutResult
 from obsingest.store.notifications import object_metadata, parked_copy
@@ -50,11 +52,19 @@ from obsingest.store.notifications import object_metadata, parked_copy
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Message, TopicPartition
 
-    from obsingest.metrics import Metrics
-
 log = get_logger("obsingest.assembler")
 
 TRANSPORT = "kafka"
+COMPONENT = "assembler"
+#: seconds between refreshes of the lag / open files / memory gauges
+GAUGE_SECONDS = 2.0
+#: ``counts()`` name -> the outcome or count it reads (poison: dead letters but incomplete ones)
+COUNTS = {
+    "stored": "stored",
+    "existing": "duplicate",
+    "conflicts": "quarantined",
+    "poison": "dead_lettered",
+} | {name: name for name in ("ignored", "recovered", "records", "bytes")}
 TP = tuple[str, int]
 
 
@@ -80,23 +90,6 @@ class ConsumerFailed(PermanentError):
     reason = "consumer-fatal"
 
 
-@dataclass
-class AssemblerStats:
-    stored: int = 0
-    existing: int = 0
-    conflicts: int = 0
-    poison: int = 0
-    incomplete: int = 0
-    ignored: int = 0
-    recovered: int = 0
-    records: int = 0
-    bytes: int = 0
-    last_record: float = field(default_factory=time.monotonic)
-
-    def as_dict(self) -> dict[str, int]:
-        return {k: v for k, v in self.__dict__.items() if k != "last_record"}
-
-
 #: called after each store write, from the store threads (several at once): must be thread-safe
 StoredCallback = Callable[[Completed, PutResult], None]
 
@@ -118,8 +111,13 @@ class AssemblerService:
         from obsingest.store import open_store
 
         self.settings = settings
-        #: Prometheus export (``exporter``); None records nothing
-        self.exporter = AssemblerExporter(metrics) if metrics is not None else None
+        #: where this instance counts (deployments: ``get_metrics()``; else its own registry)
+        self.metrics = metrics or private_metrics()
+        self.metrics.start(COMPONENT)
+        self._records = self.metrics.counter(COMPONENT, "records")
+        self._bytes = self.metrics.counter(COMPONENT, "bytes")
+        self._last_record = time.monotonic()
+        self._gauges_at = 0.0
         self.store = store or open_store(
             StoreSettings(
                 url=settings.store_url,
@@ -128,7 +126,6 @@ class AssemblerService:
             )
         )
         self.on_stored = on_stored
-        self.stats = AssemblerStats()
         self.reassembler = Reassembler(
             settings.memory_limit_bytes, settings.incomplete_timeout_s, clock=clock
         )
@@ -182,7 +179,16 @@ class AssemblerService:
         """Seconds since the last record, or 0 while any file is open or being stored."""
         if self.reassembler.open_files() or self._pending:
             return 0.0
-        return time.monotonic() - self.stats.last_record
+        return time.monotonic() - self._last_record
+
+    def counts(self) -> dict[str, int]:
+        """What this instance counted, read from its metrics (the ``assembler.closed`` log)."""
+        m, c = self.metrics, COMPONENT
+        out = {name: m.count(c, outcome) for name, outcome in COUNTS.items()}
+        dead = m.value("obsingest_ccds_dead_lettered_total", component=c, reason="incomplete")
+        out["incomplete"] = int(dead)
+        out["poison"] -= out["incomplete"]
+        return out
 
     def close(self) -> None:
         """Commit safe offsets, leave the group (its revoke commits again), flush the DLQ."""
@@ -199,7 +205,7 @@ class AssemblerService:
             self._stores.shutdown(wait=True)
             self._consumer.close()
             self.dead_letters.close()
-            log_event(log, "assembler.closed", **self.stats.as_dict())
+            log_event(log, "assembler.closed", **self.counts())
 
     # -- the loop -----------------------------------------------------------------------------
     def poll_once(self, timeout: float = 0.2) -> int:
@@ -227,9 +233,9 @@ class AssemblerService:
                     continue  # fetched before a revoke; the new owner reads it
                 handled += 1
                 value = msg.value()
-                self.stats.records += 1
-                self.stats.bytes += len(value or b"")
-                self.stats.last_record = time.monotonic()
+                self._records.inc()
+                self._bytes.inc(len(value or b""))
+                self._last_record = time.monotonic()
                 for verdict in self.reassembler.feed(value, tp, msg.offset()):
                     if isinstance(verdict, Completed):
                         self._store_async(verdict)
@@ -252,12 +258,26 @@ class AssemblerService:
         return handled
 
     def _update_gauges(self) -> None:
-        if self.exporter is not None:
-            self.exporter.refresh(self)
+        """Lag, open files and held payload every few seconds; never raises (metrics must not
+        stop the service)."""
+        now = time.monotonic()
+        if now - self._gauges_at < GAUGE_SECONDS:
+            return
+        self._gauges_at = now
+        try:
+            with self._lock:
+                assigned, committed = sorted(self._assigned), dict(self._committed)
+            self.metrics.assembler_state(
+                committed_lag(self._consumer, assigned, committed),
+                len(self.reassembler.open_files()),
+                self.reassembler.memory_bytes,
+                self.settings.memory_limit_bytes,
+            )
+        except Exception as exc:
+            log_event(log, "assembler.metrics_failed", logging.WARNING, error=str(exc))
 
     def _count(self, outcome: str, reason: str | None = None) -> None:
-        if self.exporter is not None:
-            self.exporter.count(outcome, reason)
+        self.metrics.ccd(COMPONENT, outcome, reason=reason)
 
     def _consume(self, timeout: float) -> list[Message]:
         """Wait up to ``timeout`` for the first record, then take what is already fetched:
@@ -332,7 +352,6 @@ class AssemblerService:
         if isinstance(verdict, Completed):
             self._store(verdict)
         elif isinstance(verdict, Poison):
-            self.stats.poison += 1
             self.dead_letters.poison(verdict, msg.key() if msg is not None else None)
             self._count("dead_lettered", verdict.reason)
         elif isinstance(verdict, Incomplete):
@@ -340,7 +359,7 @@ class AssemblerService:
         elif isinstance(verdict, Recover):
             self._recover(verdict)
         elif isinstance(verdict, Ignored):
-            self.stats.ignored += 1
+            self.metrics.add(COMPONENT, "ignored")
             log_event(
                 log,
                 "assembler.ignored",
@@ -375,9 +394,6 @@ class AssemblerService:
         except RetriesExhausted as gave_up:
             _store_retry(gave_up.attempts, gave_up.last)
             raise StoreUnavailable(f"{name}: {gave_up.last}") from gave_up.last
-        counter = {"stored": "stored", "exists": "existing", "conflict": "conflicts"}[status]
-        with self._lock:  # stores run on several threads
-            setattr(self.stats, counter, getattr(self.stats, counter) + 1)
         self._count(
             {"stored": "stored", "exists": "duplicate", "conflict": "quarantined"}[status],
             "checksum-conflict" if status == "conflict" else None,
@@ -417,14 +433,13 @@ class AssemblerService:
         if not inc.final:  # dropped for memory: offsets held, recovered once all chunks passed
             log_event(log, "assembler.evicted", logging.WARNING, **incomplete_fields(inc))
             return
-        self.stats.incomplete += 1
         self.dead_letters.incomplete(inc)
         self._count("dead_lettered", PoisonReason.INCOMPLETE)
 
     def _recover(self, rec: Recover) -> None:
         """Re-read one dropped file (``recovery``) and act on its verdicts here."""
         finished = reread(self.settings, rec)
-        self.stats.recovered += 1
+        self.metrics.add(COMPONENT, "recovered")
         log_event(
             log,
             "assembler.recovered",

@@ -1,4 +1,4 @@
-"""The presence API as an ASGI app: routes, the error replies, and request stats.
+"""The presence API as an ASGI app: routes, the error replies, and request metrics.
 
 FastAPI on uvicorn: the Python HTTP/JSON stack the field uses for services like this, and
 FastAPI writes the OpenAPI description from the same declarations that validate the requests, so
@@ -43,10 +43,10 @@ from functions.presence.models import (
     NightExposure,
 )
 from functions.presence.settings import PresenceSettings
-from functions.presence.stats import PresenceStats
 from obsingest import camera
 from obsingest.errors import RetriableError
 from obsingest.logs import get_logger, log_event
+from obsingest.metrics import Metrics, private_metrics
 from obsingest.registry.completeness import CcdPresence, ExposurePresence
 from obsingest.registry.presence import PresenceReader, QueryRefused
 
@@ -78,14 +78,31 @@ ExposureId = Annotated[
 ]
 
 
+#: route template -> the catalogue's ``route`` label (never the ids in the path)
+ROUTES = {
+    "/v1/ccds/{instrument}/{exposure}/{detector}": "ccd",
+    "/v1/datasets/{dataset_id}": "dataset",
+    "/v1/exposures/{instrument}/{exposure}": "exposure",
+    "/v1/nights/{instrument}/{day_obs}": "night",
+    "/healthz": "health",
+    "/metrics": "health",
+    "/openapi.json": "openapi",
+    "/docs": "openapi",
+}
+
+
 def create_app(
     reader: PresenceReader,
     settings: PresenceSettings | None = None,
-    stats: PresenceStats | None = None,
+    metrics: Metrics | None = None,
 ) -> FastAPI:
-    """The API on ``reader``; ``stats`` counts requests (a new one by default)."""
+    """The API on ``reader``; ``metrics`` counts requests (by default a registry of the app's
+    own, so several apps in one process, as in tests, do not collide)."""
+    from prometheus_client import generate_latest
+
     settings = settings or PresenceSettings()
-    stats = stats or PresenceStats()
+    stats = metrics or private_metrics()
+    stats.start("presence")
     app = FastAPI(
         title="obsingest presence API",
         version="1",
@@ -181,7 +198,9 @@ def create_app(
         summary="Prometheus metrics",
     )
     def metrics() -> Response:
-        return Response(stats.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+        return Response(
+            generate_latest(stats.registry), media_type="text/plain; version=0.0.4; charset=utf-8"
+        )
 
     return app
 
@@ -277,9 +296,9 @@ def _install_errors(app: FastAPI) -> None:
 
 
 class _Observe:
-    """Pure ASGI middleware: every request's route template, status and duration to stats."""
+    """Pure ASGI middleware: every request's route template, status and duration, counted."""
 
-    def __init__(self, app: Any, stats: PresenceStats) -> None:
+    def __init__(self, app: Any, stats: Metrics) -> None:
         self.app = app
         self.stats = stats
 
@@ -299,4 +318,5 @@ class _Observe:
             await self.app(scope, receive, sending)
         finally:
             route = getattr(scope.get("route"), "path", None) or "unmatched"
-            self.stats.observe(route, status[0], time.perf_counter() - started)
+            elapsed = time.perf_counter() - started
+            self.stats.presence_request(ROUTES.get(route, "other"), status[0], elapsed)

@@ -223,8 +223,8 @@ class LocalStackEnvironment:
             raise TimeoutError(f"manifests relay still busy after {timeout} s")
         while time.monotonic() < deadline and any(s.idle_for() < 1.0 for s in self._subscribers):
             time.sleep(0.05)
-        lost = self.manifest_relay.stats.dead_lettered if self.manifest_relay else 0
-        return int(self.relay.stats.dead_lettered) + int(lost)
+        lost = self.manifest_relay.counts()["dead_lettered"] if self.manifest_relay else 0
+        return int(self.relay.counts()["dead_lettered"]) + int(lost)
 
     def close(self) -> None:
         from functions.register import wiring

@@ -50,8 +50,8 @@ def reconcile(
 
     from functions.register.facility.canary import CanaryWatch
     from functions.register.facility.main import serve
+    from functions.register.facility.service import NOTIFICATIONS_BROKEN
     from functions.register.facility.settings import ReconcileSettings
-    from functions.register.facility.stats import NOTIFICATIONS_BROKEN
     from functions.register.facility.wiring import facility_from_settings
     from obsingest import logs
     from obsingest.messages import utcnow
@@ -93,11 +93,11 @@ def reconcile(
     state = watch.state()  # what the service's canaries say, if one runs
     out = report.as_dict()
     out["notifications_healthy"] = state.healthy
-    out["stats"] = facility.stats.snapshot()
+    out["stats"] = facility.snapshot()
     _print(out, as_json)
     if not state.healthy:
         return NOTIFICATIONS_BROKEN
-    return facility.stats.health()
+    return facility.health()
 
 
 def redrive(

@@ -1,6 +1,6 @@
-"""The edge's Prometheus export: its counts (``EdgeStats``) as catalogue counters at the moment
-they change, per-CCD stage times from each worker's ``Outcome``, and the spool as gauges
-refreshed by the engine every few seconds.
+"""The edge's Prometheus export beyond its counts (which the service records itself): per-CCD
+stage times from each worker's ``Outcome``, and the spool as gauges refreshed by the engine
+every few seconds.
 
 Workers never touch prometheus_client: their ``Outcome`` travels back to the engine, which
 records it here (parent-side aggregation, see ``obsingest/metrics.py``), so a worker killed by a
@@ -21,8 +21,6 @@ if TYPE_CHECKING:
 log = get_logger("obsingest.edge")
 
 COMPONENT = "edge"
-#: EdgeStats counter -> the edge's CCD outcome in the catalogue
-OUTCOMES = {"accepted": "seen", "acked": "acknowledged", "refused": "refused"}
 #: seconds between refreshes of the spool gauges (a journal count query each)
 REFRESH_SECONDS = 5.0
 
@@ -32,16 +30,6 @@ class EdgeExporter:
         self.metrics = metrics
         self._refreshed = 0.0
         metrics.start(COMPONENT)
-
-    def stat(self, name: str, key: str | None, amount: int) -> None:
-        """An ``EdgeStats`` change (``add(name)`` or ``count(name, key)``)."""
-        m = self.metrics
-        if name in OUTCOMES:
-            m.ccd(COMPONENT, OUTCOMES[name], n=amount)
-        elif name == "quarantined":
-            m.ccd(COMPONENT, "quarantined", reason=key, n=amount)
-        elif name == "retries":
-            m.ccd(COMPONENT, "retried", n=amount)
 
     def exhausted(self, reason: str) -> None:
         """A failed attempt because a resource ran out (``destination-full``, ...)."""

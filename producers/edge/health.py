@@ -97,5 +97,5 @@ def service_report(service: Any) -> dict[str, Any]:
             "failures": scheduler.dest_failures,
             "exhausted": exhausted.reason if exhausted is not None else None,
         },
-        "stats": service.stats.snapshot(),
+        "stats": service.counts(),
     }

@@ -166,10 +166,11 @@ def run(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    from obsingest.metrics import get_metrics
     from obsingest.metrics_http import MetricsPortUnavailable, serve_metrics
     from producers.edge.service import EdgeService
 
-    service = EdgeService(settings, log_level=args.log_level)
+    service = EdgeService(settings, log_level=args.log_level, metrics=get_metrics())
     try:
         metrics_server = serve_metrics()  # /metrics on OBSINGEST_METRICS_PORT (0: off)
     except MetricsPortUnavailable as exc:

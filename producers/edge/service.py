@@ -31,7 +31,7 @@ import time
 from concurrent.futures import Future
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from obsingest.errors import ObsIngestError, ResourceExhausted
 from obsingest.logs import get_logger, log_event
@@ -58,10 +58,26 @@ from producers.edge.journal import Entry, Journal
 from producers.edge.refusal import Refusal
 from producers.edge.scheduler import Backoff, Scheduler
 from producers.edge.settings import EdgeSettings
-from producers.edge.stats import EdgeStats
 from producers.edge.worker import WorkerInit, WorkerPool
 
+if TYPE_CHECKING:
+    from obsingest.metrics import Metrics
+
 log = get_logger("obsingest.edge")
+
+EDGE = "edge"
+#: ``counts()`` name -> the edge's CCD outcome or own count it reads
+COUNTS = {"accepted": "seen", "acked": "acknowledged", "refused": "refused"} | {
+    name: name
+    for name in (
+        "resumed",
+        "duplicates",
+        "worker_crashes",
+        "over_budget",
+        "raw_bytes",
+        "sent_bytes",
+    )
+}
 
 #: exit code after refusing new work longer than max_refusing_seconds (EX_TEMPFAIL)
 EXIT_REFUSING = 75
@@ -80,16 +96,20 @@ WORKER_PRELOAD = (
 
 
 class EdgeService:
-    def __init__(self, settings: EdgeSettings, log_level: str = "INFO") -> None:
+    def __init__(
+        self, settings: EdgeSettings, log_level: str = "INFO", metrics: Metrics | None = None
+    ) -> None:
         self.settings = settings
         self.log_level = log_level
         self.spool = Path(settings.spool).resolve()
         self.handoff = Path(settings.handoff).resolve() if settings.handoff else None
-        from obsingest.metrics import get_metrics
+        from obsingest.metrics import private_metrics
         from producers.edge.exporter import EdgeExporter
 
-        self.exporter = EdgeExporter(get_metrics())
-        self.stats = EdgeStats(listener=self.exporter.stat)
+        #: where this edge counts (the process's ``get_metrics()``; else a registry of its own)
+        self.metrics = metrics or private_metrics()
+        self.exporter = EdgeExporter(self.metrics)
+        self.queue_depths = (0, 0)  # (pending, in flight), as of the engine's last turn
         self.scheduler = Scheduler(Backoff(settings.retry_base_delay, settings.retry_max_delay))
         self.journal: Journal | None = None
         self.pool: WorkerPool | None = None
@@ -122,9 +142,9 @@ class EdgeService:
             log_event(log, "edge.journal_purged", rows=purged, keep_days=s.keep_days)
         for entry in self.journal.pending():
             if self.scheduler.add(entry.key, entry.priority):
-                self.stats.add("resumed")
-        if self.stats.resumed:
-            log_event(log, "edge.resumed_from_journal", ccds=self.stats.resumed)
+                self.metrics.add(EDGE, "resumed")
+        if resumed := self.metrics.count(EDGE, "resumed"):
+            log_event(log, "edge.resumed_from_journal", ccds=resumed)
         if s.health_port >= 0:  # up first: "starting" (503) while the workers warm up
             from producers.edge.health import HealthServer
 
@@ -271,21 +291,21 @@ class EdgeService:
         if self.state in ("draining", "stopped"):
             raise SpoolUnavailable("the edge service is stopping: no new work taken")
         if not self.refusal.space_ok():
-            self.stats.add("refused", len(entries))
+            self.metrics.ccd(EDGE, "refused", n=len(entries))
             raise SpoolFull(f"refused {entries[0].key}: {self.refusal.reason}")
         try:
             existing = self.journal.add_batch(entries)
         except (SpoolFull, SpoolUnavailable) as exc:
-            self.stats.add("refused", len(entries))
+            self.metrics.ccd(EDGE, "refused", n=len(entries))
             self.refusal.refuse(exc.reason, str(exc))
             raise
         for i, (entry, known) in enumerate(zip(entries, existing, strict=True)):
             future = futures[i] if futures else None
             if known is None:
-                self.stats.add("accepted")
+                self.metrics.ccd(EDGE, "seen")
                 log_event(log, "edge.accepted", data_id=entry.key, source=entry.source)
             else:
-                self.stats.add("duplicates")
+                self.metrics.add(EDGE, "duplicates")
                 if known.terminal:
                     if known.state == "acked":
                         self._after_ack(entry.key)  # a crash may have come between ack and release
@@ -346,7 +366,7 @@ class EdgeService:
         assert found.data_id is not None
         key = found.data_id.key
         verdict = second_file(found.path, first)
-        self.stats.add("duplicates")
+        self.metrics.add(EDGE, "duplicates")
         if verdict is None:
             log_event(
                 log, "edge.duplicate_file", data_id=key, file=str(found.path), first=first.source
@@ -419,7 +439,7 @@ class EdgeService:
                 except queue.Empty:
                     event = None
             self._periodic()
-            self.stats.set(pending=self.scheduler.queued, in_flight=len(self.scheduler.in_flight))
+            self.queue_depths = (self.scheduler.queued, len(self.scheduler.in_flight))
             with self._idle:
                 self._idle.notify_all()
 
@@ -485,7 +505,7 @@ class EdgeService:
             return
         if verdict.action == "crash":
             if isinstance(error, WorkerCrashed):
-                self.stats.add("worker_crashes")
+                self.metrics.add(EDGE, "worker_crashes")
             failures = self._failures.get(key, 0) + 1
             self._failures[key] = failures
             if failures >= self.settings.crash_limit:
@@ -517,7 +537,7 @@ class EdgeService:
 
     def _note_failure(self, key: str, error: ObsIngestError, outcome: Outcome | None) -> None:
         assert self.journal is not None
-        self.stats.count("retries", error.reason)
+        self.metrics.ccd(EDGE, "retried", reason=error.reason)
         values: dict[str, Any] = {"reason": error.reason, "error": str(error)[:2000]}
         if outcome is not None:
             values["attempts"] = outcome.attempts
@@ -535,17 +555,17 @@ class EdgeService:
         self.exhausted = None
         if self._source_problem and self.intake is None:
             self._source_problem = None
-        self.stats.add("acked")
+        self.metrics.ccd(EDGE, "acknowledged")
         self.exporter.outcome(outcome)
-        self.stats.count("statuses", outcome.status)
-        self.stats.add("raw_bytes", outcome.raw_size)
-        self.stats.add("sent_bytes", outcome.size)
+        self.metrics.add(EDGE, f"acked_{outcome.status}")
+        self.metrics.add(EDGE, "raw_bytes", outcome.raw_size)
+        self.metrics.add(EDGE, "sent_bytes", outcome.size)
         latency = outcome.latency
         extra: dict[str, Any] = {}
         if outcome.journal_error:
             self.refusal.refuse("spool-full", outcome.journal_error)
         if latency is not None and latency > self.settings.budget_seconds:
-            self.stats.add("over_budget")
+            self.metrics.add(EDGE, "over_budget")
             extra["over_budget"] = 1
             log_event(
                 log,
@@ -599,7 +619,7 @@ class EdgeService:
         assert self.journal is not None
         self.scheduler.finished(key)
         self._failures.pop(key, None)
-        self.stats.count("quarantined", error.reason)
+        self.metrics.ccd(EDGE, "quarantined", reason=error.reason)
         log_event(
             log,
             "edge.quarantined",
@@ -628,7 +648,7 @@ class EdgeService:
         manifest): journalled under ``file:<path>`` and moved aside with its reason."""
         assert self.journal is not None
         key = f"file:{path}"
-        self.stats.count("quarantined", error.reason)
+        self.metrics.ccd(EDGE, "quarantined", reason=error.reason)
         log_event(
             log,
             "edge.quarantined",
@@ -696,8 +716,23 @@ class EdgeService:
 
         return service_report(self)
 
+    def counts(self) -> dict[str, Any]:
+        """What this edge counted, read from its metrics (``/health``'s ``stats``), and its
+        queue: pending and in flight."""
+        m = self.metrics
+        own = m.by_label("obsingest_service_counts_total", "counter", component=EDGE)
+        own |= m.by_label("obsingest_ccds_total", "outcome", component=EDGE)
+        out: dict[str, Any] = {name: own.get(counted, 0) for name, counted in COUNTS.items()}
+        out["statuses"] = {n[6:]: v for n, v in own.items() if n.startswith("acked_")}
+        out["quarantined"] = m.by_label(
+            "obsingest_ccds_quarantined_total", "reason", component=EDGE
+        )
+        out["retries"] = m.by_label("obsingest_ccds_retried_total", "reason", component=EDGE)
+        out["pending"], out["in_flight"] = self.queue_depths
+        return out
+
     def _counts_for_log(self) -> dict[str, Any]:
-        snap = self.stats.snapshot()
+        snap = self.counts()
         keys = (
             "accepted",
             "resumed",

@@ -174,7 +174,7 @@ class Run:
             self._mark("end", -1)
             used = self._delta(self._marks[0], self._marks[-1])
             window = self._marks[-1][2] - self._marks[0][2]
-            crashes = edge.stats.snapshot().get("worker_crashes", 0)
+            crashes = edge.counts().get("worker_crashes", 0)
             if crashes:
                 self.errors.append(f"{crashes} edge worker(s) crashed (the CCDs were retried)")
             finished = True

@@ -68,9 +68,12 @@ def run_until_idle(service: AssemblerService, records: int, idle_s: float, timeo
     deadline = time.monotonic() + timeout
     try:
         service.subscribe()
-        while not (service.stats.records >= records and service.idle_for() >= idle_s):
+        while not (
+            service.metrics.count("assembler", "records") >= records
+            and service.idle_for() >= idle_s
+        ):
             assert time.monotonic() < deadline, (
-                f"not idle after {timeout} s: {service.stats.as_dict()}, "
+                f"not idle after {timeout} s: {service.counts()}, "
                 f"open {service.reassembler.open_files()}"
             )
             service.poll_once(0.2)
@@ -115,9 +118,10 @@ def test_a_complete_resend_with_another_chunk_size_is_stored_once(kafka, tmp_pat
     meta = store.stat(ccd.object_name()).metadata
     assert meta[MetadataKeys.CHECKSUM] == checksum_str(data)
     # stored once: one create, one finalize notification per object, nothing dead-lettered
-    assert (service.stats.stored, service.stats.existing, service.stats.conflicts) == (2, 0, 0)
+    counts = service.counts()
+    assert (counts["stored"], counts["existing"], counts["conflicts"]) == (2, 0, 0)
     assert len(list((store_dir / ".notifications").glob("*.json"))) == 2
-    assert (service.stats.poison, service.stats.incomplete) == (0, 0)
+    assert (counts["poison"], counts["incomplete"]) == (0, 0)
     assert end_offsets(kafka, group, dlq)[1] == 0  # the DLQ stayed empty
     committed, high = end_offsets(kafka, group, topic)
     assert committed == high == len(stream)

@@ -284,7 +284,7 @@ def test_every_ccd_is_registered_once_and_announced_with_ordered_stage_times(
         ]
         assert all(s is not None for s in stamps), event
         assert stamps == sorted(stamps), event
-    assert pipeline.relay.stats.dead_lettered == 0
+    assert pipeline.relay.counts()["dead_lettered"] == 0
 
 
 def test_replayed_and_concurrent_notifications_change_nothing(
@@ -318,7 +318,7 @@ def test_replayed_and_concurrent_notifications_change_nothing(
     assert pipeline.registry.datasets() == before  # same rows, same ingest times
     assert len(pipeline.arrivals) > 18
     assert len(pipeline.unique_arrivals()) == 18  # subscriber dedup on dataset id
-    assert pipeline.relay.stats.dead_lettered == 0
+    assert pipeline.relay.counts()["dead_lettered"] == 0
 
 
 def test_different_bytes_under_a_registered_data_id_are_quarantined_and_reported(
@@ -392,11 +392,15 @@ def test_a_function_answering_503_every_time_dead_letters_with_the_reason(
     )
     try:
         deadline = time.monotonic() + 60
-        while relay.stats.dead_lettered == 0 and time.monotonic() < deadline:
+        while relay.counts()["dead_lettered"] == 0 and time.monotonic() < deadline:
             relay.run_once(timeout=2.0)
     finally:
         server.stop()
-    assert relay.stats.dead_lettered == 1 and relay.stats.nacked == 2 and relay.stats.acked == 0
+    assert (
+        relay.counts()["dead_lettered"] == 1
+        and relay.counts()["nacked"] == 2
+        and relay.counts()["acked"] == 0
+    )
 
     source = PubSubPullSource(pipeline.project, dlq_hold)
     letters: list[Delivery] = []

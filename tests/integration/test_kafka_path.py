@@ -214,7 +214,7 @@ def test_interleaved_ccds_from_several_producers_reassemble_bit_exactly(kafka, t
         for t in threads:
             t.join()
         wait_until(lambda: dep.lag() == 0, 60, "the assembler to commit every chunk")
-        assert service.stats.stored == 9
+        assert service.counts()["stored"] == 9
     dep.assert_exactly(files)
     assert dep.dlq_size() == 0
 
@@ -228,8 +228,8 @@ def test_duplicated_chunks_are_ignored(kafka, tmp_path):
     Producer(kafka, dep.topic).send([(0, a.key.encode(), v) for v in stream])
     with dep.assembler() as service:
         wait_until(lambda: dep.lag() == 0, 60, "the assembler to commit every chunk")
-        assert service.stats.stored == 2
-        assert service.stats.ignored == 2 + len(ra) + 1
+        assert service.counts()["stored"] == 2
+        assert service.counts()["ignored"] == 2 + len(ra) + 1
     dep.assert_exactly(files)
     assert dep.dlq_size() == 0
 
@@ -248,7 +248,8 @@ def test_corrupted_chunk_goes_to_the_dlq_and_the_file_is_reported_incomplete(kaf
     with dep.assembler(incomplete_timeout_s=2.0) as service:
         wait_until(lambda: dep.stored(c) is not None, 60, "the CCD behind the poison")
         wait_until(lambda: dep.lag() == 0, 60, "the incomplete file to be dead-lettered")
-        assert (service.stats.stored, service.stats.poison, service.stats.incomplete) == (2, 2, 1)
+        counts = service.counts()
+        assert (counts["stored"], counts["poison"], counts["incomplete"]) == (2, 2, 1)
     assert dep.stored(a) == data_a and dep.stored(c) == data_c
     assert dep.stored(b) is None
     dlq = dep.dlq_records(3)
@@ -364,9 +365,9 @@ def test_a_rebalance_to_a_second_assembler_loses_nothing_and_doubles_nothing(kaf
             expected = {**split, **late}
             wait_until(lambda: all(dep.stored(d) for d in expected), 60, "every CCD")
             wait_until(lambda: dep.lag() == 0, 60, "both assemblers to commit everything")
-            assert one.stats.stored > 0 and two.stats.stored > 0
-            assert one.stats.stored + two.stats.stored == len(expected)
-            assert one.stats.existing + two.stats.existing == 0
+            assert one.counts()["stored"] > 0 and two.counts()["stored"] > 0
+            assert one.counts()["stored"] + two.counts()["stored"] == len(expected)
+            assert one.counts()["existing"] + two.counts()["existing"] == 0
     dep.assert_exactly(expected)
     assert dep.dlq_size() == 0
 
@@ -394,8 +395,8 @@ def test_files_dropped_for_memory_are_recovered_from_their_offsets(kafka, tmp_pa
     Producer(kafka, dep.topic).send([(0, b"partition-0", v) for v in interleaved])
     with dep.assembler(memory_limit_bytes=1024 * 1024) as service:  # < 2 of the 4 files
         wait_until(lambda: dep.lag() == 0, 60, "every file, recovered or not, to be committed")
-        assert service.stats.recovered > 0
-        assert service.stats.stored == len(files)
+        assert service.counts()["recovered"] > 0
+        assert service.counts()["stored"] == len(files)
         assert service.reassembler.memory_bytes == 0
     dep.assert_exactly(files)
     assert dep.dlq_size() == 0

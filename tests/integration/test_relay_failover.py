@@ -171,7 +171,7 @@ def test_an_instance_killed_mid_burst_costs_no_ccd_a_retry(world: World, caplog)
         for r in caplog.records
         if r.getMessage() == "relay.nacked"
     ]
-    assert (world.relay.stats.nacked, world.relay.stats.dead_lettered) == (0, 0), nacks
+    assert (world.relay.counts()["nacked"], world.relay.counts()["dead_lettered"]) == (0, 0), nacks
     first = {}
     for event in world.arrivals:  # at-least-once: the first announcement of each
         if event.data_id.exposure == WARM_UP:

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import utcnow
+from obsingest.metrics import Metrics, private_metrics
 from obsingest.registry.audit import RegistryAudit
 from obsingest.store.base import ObjectStore
 
@@ -56,8 +57,8 @@ class CanaryWatch:
     every: float = 30.0
     timeout: float = 60.0
     clock: Callable[[], datetime] = utcnow
-    written: int = 0
-    write_failures: int = 0
+    #: where canaries written and failed writes are counted (the facility's; its own if None)
+    metrics: Metrics = field(default_factory=private_metrics)
     _last_written: datetime | None = None
     _mine: list[str] = field(default_factory=list)
 
@@ -81,14 +82,22 @@ class CanaryWatch:
                 {CANARY_METADATA_KEY: now.isoformat()},
             )
         except Exception as exc:  # the store or registry is down: judged by older canaries
-            self.write_failures += 1
+            self.metrics.add("reconcile", "canary_write_failures")
             log_event(log, "canary.write_failed", logging.WARNING, canary=name, error=str(exc))
             self._last_written = now  # try again at the next interval, not every pass
             return
         self._last_written = now
         self._mine.append(name)
-        self.written += 1
+        self.metrics.canary("written")
         log_event(log, "canary.written", logging.DEBUG, canary=name)
+
+    @property
+    def written(self) -> int:
+        return int(self.metrics.value("obsingest_notification_canaries_total", event="written"))
+
+    @property
+    def write_failures(self) -> int:
+        return self.metrics.count("reconcile", "canary_write_failures")
 
     def state(self, now: datetime | None = None) -> CanaryState:
         """Healthy unless the newest canary old enough to be judged never came back."""

@@ -29,7 +29,7 @@ def serve(service: FacilityService) -> int:
         return service.run_forever()
     except KeyboardInterrupt:
         service.stop()
-        return service.stats.health()
+        return service.health()
     finally:
         if metrics_server is not None:
             metrics_server.close()

@@ -29,15 +29,35 @@ from typing import Any
 from functions.register.announce import ArrivalAnnouncer
 from functions.register.exposures import ExposureCloser
 from functions.register.facility.canary import CanaryState, CanaryWatch
-from functions.register.facility.exporter import FacilityExporter
 from functions.register.facility.reconcile import Reconciler, ReconcileReport
 from functions.register.facility.redrive import Redriver, RedriveReport
-from functions.register.facility.stats import FacilityStats
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import utcnow
+from obsingest.metrics import COMPONENT_COUNTS, Metrics, private_metrics
 from obsingest.registry.ingested import CLOSED_INCOMPLETE, EMITTED, Closing
 
 log = get_logger("obsingest.facility")
+
+#: health codes (also the exit codes of ``obsingest reconcile`` and the service)
+HEALTHY = 0
+#: something could not be fixed this pass (registration failed, objects gone, outbox stuck)
+DEGRADED = 1
+#: notifications have stopped (the canary did not come back)
+NOTIFICATIONS_BROKEN = 2
+COMPONENT = "reconcile"
+#: the redrive's ``source`` label
+SOURCE = "notifications"
+#: status names of the counts kept in the catalogue's own series: (metric, labels)
+CATALOGUE_COUNTS = {
+    "registered_by_reconcile": (
+        "obsingest_ccds_total",
+        {"component": COMPONENT, "outcome": "registered"},
+    ),
+    "objects_gone": ("obsingest_ccds_total", {"component": COMPONENT, "outcome": "missing_object"}),
+    "canaries_written": ("obsingest_notification_canaries_total", {"event": "written"}),
+    "redriven": ("obsingest_redrive_attempts_total", {"source": SOURCE, "result": "redriven"}),
+    "parked": ("obsingest_redrive_attempts_total", {"source": SOURCE, "result": "failed"}),
+}
 
 #: how far before the first unseen canary the reconcile window starts after an outage
 OUTAGE_MARGIN = timedelta(minutes=2)
@@ -92,9 +112,12 @@ class FacilityService:
     drain_limit: int = 1000
     outbox_retention: timedelta = timedelta(days=7)
     clock: Callable[[], datetime] = utcnow
-    stats: FacilityStats = field(default_factory=FacilityStats)
-    #: Prometheus export of ``stats`` after each pass (None: not exported)
-    exporter: FacilityExporter | None = None
+    #: where the passes are counted (deployments: ``get_metrics()``)
+    metrics: Metrics = field(default_factory=private_metrics)
+    #: gauges as of the last pass (``snapshot``)
+    state: dict[str, float | int | None] = field(
+        default_factory=lambda: {"notifications_healthy": 1, "last_pass_ok": 1}
+    )
     #: where passes reach back to after this process started from a stop longer than the
     #: window: the previous process's last pass (its last canary written); None once a pass
     #: completed without error (``_resume_point``)
@@ -103,7 +126,33 @@ class FacilityService:
     _last_repair: float = float("-inf")
     _last_full: float = float("-inf")
     _last_purge: float = float("-inf")
+    _canary_seen: datetime | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self.metrics.start(COMPONENT)
+        if self.canary is not None:
+            self.canary.metrics = self.metrics
+
+    def _add(self, **counts: int) -> None:
+        for name, n in counts.items():
+            self.metrics.add(COMPONENT, name, n)
+
+    def snapshot(self) -> dict[str, float | int | None]:
+        """The counts (read from the metrics) and the gauges of the last pass, by name."""
+        m = self.metrics
+        out: dict[str, float | int | None] = {
+            name: m.count(COMPONENT, name) for name in sorted(COMPONENT_COUNTS[COMPONENT])
+        }
+        for name, (metric, labels) in CATALOGUE_COUNTS.items():
+            out[name] = int(m.value(metric, **labels))
+        return out | self.state
+
+    def health(self) -> int:
+        """0 healthy, 1 degraded (the last pass failed), 2 notifications broken."""
+        if not self.state["notifications_healthy"]:
+            return NOTIFICATIONS_BROKEN
+        return HEALTHY if self.state["last_pass_ok"] else DEGRADED
 
     # one pass ----------------------------------------------------------------------------------
     def run_pass(self) -> PassReport:
@@ -135,17 +184,16 @@ class FacilityService:
         if self.redriver is not None:
             report.redrive = self._guard(report, "redrive", self.redriver.run_pass)
             if report.redrive is not None:
-                self.stats.add(redriven=report.redrive.redriven, parked=report.redrive.parked)
-                self.stats.set(dead_letters_waiting=report.redrive.waiting)
+                self.metrics.redrive(SOURCE, "redriven", n=report.redrive.redriven)
+                self.metrics.redrive(SOURCE, "failed", n=report.redrive.parked)
+                self.metrics.dead_letters_waiting(SOURCE, report.redrive.waiting)
+                self.state["dead_letters_waiting"] = report.redrive.waiting
         self._guard(report, "outbox-status", self._outbox_stats)
         ok = not report.errors and (report.reconcile is None or report.reconcile.consistent)
         if ok and self._resume_known:
             self._resume_from = None  # the stop is covered: back to the window
-        self.stats.add(passes=1, failed_passes=0 if ok else 1)
-        self.stats.set(last_pass_ok=int(ok))
-        if self.exporter is not None:
-            last_seen = report.canary.last_seen if report.canary is not None else None
-            self._guard(report, "metrics", lambda: self.exporter.sync(self.stats, last_seen))
+        self._add(passes=1, failed_passes=0 if ok else 1)
+        self.state["last_pass_ok"] = int(ok)
         level = (
             logging.INFO
             if ok and (report.canary is None or report.canary.healthy)
@@ -185,13 +233,13 @@ class FacilityService:
             return None
 
     def _canary_stats(self, state: CanaryState, now: datetime) -> None:
-        assert self.canary is not None
-        self.stats.set(
+        if state.last_seen is not None and state.last_seen != self._canary_seen:
+            self._canary_seen = state.last_seen
+            self.metrics.canary("seen", at=state.last_seen.timestamp())
+        self.state.update(
             notifications_healthy=int(state.healthy),
             canaries_overdue=state.overdue,
             canary_seen_age_seconds=state.seen_age(now),
-            canaries_written=self.canary.written,
-            canary_write_failures=self.canary.write_failures,
         )
         if not state.healthy:
             log_event(
@@ -215,7 +263,7 @@ class FacilityService:
             report.errors.append(f"repair: {type(exc).__name__}: {exc}"[:500])
             log_event(log, "notifications.repair_failed", logging.ERROR, error=str(exc))
             return False
-        self.stats.add(repairs=1)
+        self._add(repairs=1)
         log_event(
             log,
             "notifications.repaired",
@@ -225,14 +273,14 @@ class FacilityService:
         return True
 
     def _reconcile_stats(self, rec: ReconcileReport) -> None:
-        self.stats.add(
+        self._add(
             objects_listed=rec.listed,
             missing_found=rec.missing,
-            registered_by_reconcile=rec.outcomes.get("registered", 0),
             quarantined_by_reconcile=rec.outcomes.get("quarantined", 0),
             reconcile_failures=rec.failed,
-            objects_gone=len(rec.gone),
         )
+        self.metrics.ccd(COMPONENT, "registered", n=rec.outcomes.get("registered", 0))
+        self.metrics.ccd(COMPONENT, "missing_object", n=len(rec.gone))
 
     def _reconcile(self, now: datetime, since: datetime) -> ReconcileReport:
         """The full sweep when due (its schedule, or a window reaching back further than
@@ -243,18 +291,18 @@ class FacilityService:
         if widened or started - self._last_full >= self.full_every:
             report = self.reconciler.run(since)
             self._last_full = started
-            self.stats.add(full_sweeps=1)
-            self.stats.set(last_full_sweep_seconds=time.monotonic() - started)
+            self._add(full_sweeps=1)
+            self.state["last_full_sweep_seconds"] = time.monotonic() - started
             return report
         report = self.reconciler.run_new(since)
-        self.stats.add(incremental_passes=1)
-        self.stats.set(last_incremental_seconds=time.monotonic() - started)
+        self._add(incremental_passes=1)
+        self.state["last_incremental_seconds"] = time.monotonic() - started
         return report
 
     def _exposure_stats(self, report: PassReport, closings: list[Closing]) -> None:
         report.ingested = sum(1 for c in closings if c.outcome == EMITTED)
         report.incomplete = sum(1 for c in closings if c.outcome == CLOSED_INCOMPLETE and c.counted)
-        self.stats.add(exposures_ingested=report.ingested, exposures_incomplete=report.incomplete)
+        self._add(exposures_ingested=report.ingested, exposures_incomplete=report.incomplete)
 
     def _drain(self) -> int:
         published = 0
@@ -263,7 +311,7 @@ class FacilityService:
             published += result.published
             if result.failed or not result.published:
                 break
-        self.stats.add(outbox_published=published)
+        self._add(outbox_published=published)
         now = time.monotonic()
         if now - self._last_purge > 3600:
             self._last_purge = now
@@ -272,7 +320,7 @@ class FacilityService:
 
     def _outbox_stats(self) -> None:
         status = self.announcer.registry.outbox.status(published=False)
-        self.stats.set(
+        self.state.update(
             outbox_pending=status.pending, outbox_oldest_pending_seconds=status.oldest_pending_age
         )
 
@@ -283,7 +331,7 @@ class FacilityService:
             started = time.monotonic()
             self.run_pass()
             self._stop.wait(max(0.0, self.every - (time.monotonic() - started)))
-        return self.stats.health()
+        return self.health()
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self.run_forever, name="facility", daemon=True)

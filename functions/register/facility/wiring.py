@@ -9,7 +9,6 @@ from typing import Any
 
 from functions.register.exposures import ExposureCloser
 from functions.register.facility.canary import CanaryWatch
-from functions.register.facility.exporter import FacilityExporter
 from functions.register.facility.reconcile import Reconciler
 from functions.register.facility.redrive import RedrivePolicy, Redriver
 from functions.register.facility.service import FacilityService
@@ -106,7 +105,7 @@ def build_facility(
         repair_every=settings.repair_every,
         drain_limit=settings.drain_limit,
         outbox_retention=timedelta(days=settings.outbox_retention_days),
-        exporter=FacilityExporter(service.metrics) if service.metrics is not None else None,
+        **({"metrics": service.metrics} if service.metrics is not None else {}),
     )
 
 

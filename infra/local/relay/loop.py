@@ -18,8 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from infra.local.relay.policy import (
     Action,
@@ -32,9 +31,7 @@ from infra.local.relay.policy import (
 from infra.local.relay.settings import RelaySettings
 from obsingest.bus.pull import Delivery
 from obsingest.logs import get_logger, log_event
-
-if TYPE_CHECKING:
-    from obsingest.metrics import Metrics
+from obsingest.metrics import Metrics, private_metrics
 
 log = get_logger("obsingest.relay")
 
@@ -56,12 +53,9 @@ class DeadLetterSink(Protocol):
     def publish(self, data: bytes, attributes: dict[str, str]) -> str: ...
 
 
-@dataclass
-class RelayStats:
-    pulled: int = 0
-    acked: int = 0
-    nacked: int = 0
-    dead_lettered: int = 0
+#: this unit's ``component`` label, and the names ``counts()`` reports its outcomes under
+COMPONENT = "relay"
+COUNTS = {"acked": "delivered", "nacked": "retried", "dead_lettered": "dead_lettered"}
 
 
 class Relay:
@@ -78,13 +72,13 @@ class Relay:
         metrics: Metrics | None = None,
     ) -> None:
         self.source = source
-        #: the Prometheus catalogue (``obsingest.metrics``); None records nothing
-        self.metrics = metrics
+        #: where this relay counts (the process's: ``get_metrics()``; else a registry of its own)
+        self.metrics = metrics or private_metrics()
+        self._pulled = self.metrics.counter(COMPONENT, "pulled")
         self.target = target
         self.dead_letters = dead_letters
         self.settings = settings or RelaySettings()
         self.subscription_path = subscription_path or self.settings.subscription
-        self.stats = RelayStats()
         self._clock = clock
         self._lock = threading.Lock()
         #: failed pushes per message id. Only a fallback: when the subscription has a
@@ -124,15 +118,11 @@ class Relay:
                 self._acks.add(delivery.ack_id)
             else:
                 self._settle(lambda: self.source.ack([delivery.ack_id]), fields)
-            with self._lock:
-                self.stats.acked += 1
             self._count("delivered")
             log_event(log, "relay.acked", logging.DEBUG, **fields)
         elif action is Action.NACK:
             delay = backoff_seconds(attempts, self.settings.min_backoff, self.settings.max_backoff)
             self._settle(lambda: self.source.nack([delivery.ack_id], delay), fields)
-            with self._lock:
-                self.stats.nacked += 1
             self._count("retried")
             log_event(
                 log,
@@ -155,8 +145,6 @@ class Relay:
                 return Action.NACK
             self._forget(delivery.message_id)
             self._settle(lambda: self.source.ack([delivery.ack_id]), fields)
-            with self._lock:
-                self.stats.dead_lettered += 1
             self._count("dead_lettered", attrs["dlq_reason"])
             log_event(
                 log, "relay.dead_lettered", logging.ERROR, reason=attrs["dlq_reason"], **fields
@@ -164,8 +152,14 @@ class Relay:
         return action
 
     def _count(self, outcome: str, reason: str | None = None) -> None:
-        if self.metrics is not None:
-            self.metrics.ccd("relay", outcome, reason=reason)
+        self.metrics.ccd(COMPONENT, outcome, reason=reason)
+
+    def counts(self) -> dict[str, int]:
+        """Messages pulled, acked, nacked and dead-lettered, read from the metrics."""
+        m = self.metrics
+        return {"pulled": m.count(COMPONENT, "pulled")} | {
+            name: m.count(COMPONENT, outcome) for name, outcome in COUNTS.items()
+        }
 
     def _settle(self, call: Callable[[], None], fields: dict[str, Any]) -> None:
         """Ack or nack; a failure only means the message comes back after its ack deadline,
@@ -184,7 +178,7 @@ class Relay:
         """Pull one batch and handle it (concurrently), waiting for all; returns its size."""
         deliveries = self.source.pull(self.settings.max_messages, timeout)
         with self._lock:
-            self.stats.pulled += len(deliveries)
+            self._pulled.inc(len(deliveries))
         if not deliveries:
             return 0
         with ThreadPoolExecutor(self.settings.concurrency) as pool:
@@ -237,7 +231,7 @@ class Relay:
             if not deliveries:
                 continue
             with self._lock:
-                self.stats.pulled += len(deliveries)
+                self._pulled.inc(len(deliveries))
                 self._in_flight += len(deliveries)
                 self._last_activity = self._clock()
             for delivery in deliveries:

@@ -7,22 +7,22 @@ import signal
 import threading
 from typing import Any
 
-from infra.local.relay.loop import RelayStats
 from infra.local.relay.settings import RelaySettings
 from infra.local.relay.wiring import build_relay
 from obsingest import logs
 from obsingest.settings import BusSettings
 
 
-def run(settings: RelaySettings, until_idle: float = 0.0) -> RelayStats:
+def run(settings: RelaySettings, until_idle: float = 0.0) -> dict[str, int]:
     """Relay ``settings.subscription`` to its push URL; returns the final counts.
 
     ``until_idle`` > 0: return once nothing was pulled or awaits retry for that many seconds.
     """
+    from obsingest.metrics import get_metrics
     from obsingest.metrics_http import serve_metrics
 
     logs.configure()
-    relay = build_relay(settings, BusSettings())
+    relay = build_relay(settings, BusSettings(), metrics=get_metrics())
     metrics_server = serve_metrics()  # /metrics on OBSINGEST_METRICS_PORT (0: off)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -39,11 +39,11 @@ def run(settings: RelaySettings, until_idle: float = 0.0) -> RelayStats:
         relay.stop()
         if metrics_server is not None:
             metrics_server.close()
-    return relay.stats
+    return relay.counts()
 
 
 def main(options: dict[str, Any], until_idle: float = 0.0) -> int:
     """``obsingest relay``: its options over ``OBSINGEST_RELAY_*``, relay, print the counts."""
     settings = RelaySettings(**{k: v for k, v in options.items() if v is not None})
-    print(json.dumps(run(settings, until_idle).__dict__))
+    print(json.dumps(run(settings, until_idle)))
     return 0

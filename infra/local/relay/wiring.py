@@ -7,6 +7,7 @@ from typing import Any
 
 from infra.local.relay.loop import Relay
 from infra.local.relay.settings import RelaySettings
+from obsingest.metrics import Metrics
 from obsingest.settings import BusSettings
 
 
@@ -26,13 +27,17 @@ def push_target(settings: RelaySettings) -> Any:
     )
 
 
-def build_relay(settings: RelaySettings, bus: BusSettings, target: Any = None) -> Relay:
-    """A relay on the settings' subscription, pushing to ``target`` (default: HTTP push URL)."""
+def build_relay(
+    settings: RelaySettings, bus: BusSettings, target: Any = None, metrics: Metrics | None = None
+) -> Relay:
+    """A relay on the settings' subscription, pushing to ``target`` (default: HTTP push URL),
+    counting into ``metrics`` (the relay process passes ``get_metrics()``; by default a registry
+    of its own, so relays built one after another in one process count apart)."""
     from infra.local.relay.dead_letter import PubSubDeadLetter
     from obsingest.bus.pull import PubSubPullSource
-    from obsingest.metrics import get_metrics
+    from obsingest.metrics import private_metrics
 
-    metrics = get_metrics()
+    metrics = metrics or private_metrics()
     metrics.start("relay")
 
     source = PubSubPullSource(bus.pubsub_project, settings.subscription)

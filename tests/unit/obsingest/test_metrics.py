@@ -30,6 +30,7 @@ from obsingest.metrics import (
     REASONS,
     Metrics,
     Observations,
+    private_metrics,
     reason_label,
 )
 from obsingest.metrics_http import (
@@ -194,6 +195,27 @@ def test_ccd_outcomes_and_reasons(metrics: Metrics) -> None:
         == 1
     )
     assert sample(metrics, "obsingest_ccds_total", component="edge", outcome="refused") == 1
+
+
+def test_counts_are_read_back_from_the_registry_and_private_registries_count_apart() -> None:
+    """The readers (/health, status, benchmarks, tests) read the counters themselves."""
+    one, two = private_metrics(), private_metrics()
+    one.start("edge")
+    assert one.count("edge", "seen") == 0 and one.count("edge", "duplicates") == 0
+    one.ccd("edge", "seen", n=3)
+    one.add("edge", "duplicates")
+    one.counter("edge", "raw_bytes").inc(10)
+    one.add("edge", "sent_bytes", 0)  # nothing to count: no series made
+    one.ccd("edge", "retried", reason="transient")
+    one.ccd("edge", "retried", reason="transient")
+    one.ccd("relay", "retried")  # no reason: only the outcome
+    assert (one.count("edge", "seen"), one.count("edge", "duplicates")) == (3, 1)
+    assert one.value("obsingest_service_counts_total", component="edge", counter="raw_bytes") == 10
+    by_reason = one.by_label("obsingest_ccds_retried_total", "reason", component="edge")
+    assert by_reason == {"transient": 2}
+    assert one.by_label("obsingest_ccds_retried_total", "reason", component="relay") == {}
+    assert one.count("relay", "retried") == 1
+    assert two.count("edge", "seen") == 0 and two.value("obsingest_no_such_total") == 0
 
 
 def test_reason_label_classifies_free_text() -> None:

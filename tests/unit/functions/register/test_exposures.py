@@ -159,7 +159,7 @@ def test_a_process_killed_between_commit_and_check_is_covered_by_the_sweep(
     report = back_office.run_pass()
     assert (report.ingested, report.incomplete, report.errors) == (1, 0, [])
     assert len(ingested(env)) == 1 and count(metrics, "ok") == 1
-    assert back_office.stats.snapshot()["exposures_ingested"] == 1
+    assert back_office.snapshot()["exposures_ingested"] == 1
     assert back_office.run_pass().ingested == 0 and len(ingested(env)) == 1
 
 

@@ -136,7 +136,11 @@ def test_failure_then_success_nacks_with_backoff_then_acks():
         pass
     assert source.nacked == [("ack-1", 1), ("ack-1+", 2)]
     assert source.acked == ["ack-1++"] and dlq.published == []
-    assert relay.stats.acked == 1 and relay.stats.nacked == 2 and relay.pending_retries == 0
+    assert (
+        relay.counts()["acked"] == 1
+        and relay.counts()["nacked"] == 2
+        and relay.pending_retries == 0
+    )
 
 
 def test_always_failing_message_is_dead_lettered_with_reason_and_acked():
@@ -149,7 +153,7 @@ def test_always_failing_message_is_dead_lettered_with_reason_and_acked():
     assert attrs["dlq_reason"] == "HTTP 503: body 503"
     assert attrs["objectId"] == "raw/x" and attrs["dlq_message_id"] == "msg-1"
     assert source.acked == ["ack-1++"]  # the original is acked only after the DLQ has it
-    assert relay.stats.dead_lettered == 1 and relay.pending_retries == 0
+    assert relay.counts()["dead_lettered"] == 1 and relay.pending_retries == 0
 
 
 def test_no_response_is_dead_lettered_with_status_none():
@@ -212,7 +216,7 @@ def test_background_relay_drains_many_messages_concurrently():
     finally:
         relay.stop()
     assert sorted(source.acked) == sorted(d.ack_id for d in deliveries)
-    assert relay.stats.acked == 40
+    assert relay.counts()["acked"] == 40
 
 
 class CallCountingSource(FakeSource):

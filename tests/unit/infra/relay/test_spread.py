@@ -74,7 +74,7 @@ def test_the_relay_acks_at_the_first_attempt_what_a_live_instance_took():
     relay = Relay(source, SpreadPushTarget([dead, live]), FakeDlq(), RelaySettings())
     assert relay.run_once() == 8
     assert sorted(source.acked) == sorted(d.ack_id for d in deliveries)
-    assert source.nacked == [] and relay.stats.nacked == 0
+    assert source.nacked == [] and relay.counts()["nacked"] == 0
 
 
 def test_settings_with_several_urls_build_a_spread_target():

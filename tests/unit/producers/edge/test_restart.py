@@ -70,7 +70,7 @@ def test_a_restart_skips_acknowledged_files_and_resends_the_unacknowledged(
     edge = EdgeService(settings, log_level="WARNING").start()
     try:
         wait_for(lambda: edge.journal.counts()["acked"] == 3)
-        stats = edge.stats.snapshot()
+        stats = edge.counts()
         entry = edge.journal.get(unacked)
     finally:
         edge.stop()

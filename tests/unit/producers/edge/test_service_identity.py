@@ -78,7 +78,7 @@ def test_a_file_without_identity_is_quarantined_with_the_card(edge: EdgeService)
     note = json.loads((moved / "flat.fits.reason.json").read_text())
     assert note["reason"] == "no-identity" and "no RAFTBAY card" in note["error"]
     wait_for(lambda: (moved / "flat.json").exists())  # its sidecar goes with it
-    assert edge.stats.snapshot()["quarantined"].get("no-identity") == 1
+    assert edge.counts()["quarantined"].get("no-identity") == 1
 
 
 def test_a_callers_data_id_must_be_the_headers(edge: EdgeService, tmp_path: Path) -> None:
@@ -160,8 +160,8 @@ def test_a_second_copy_of_the_same_bytes_is_a_duplicate_not_a_conflict(
     did = DataId("LSSTCam", 2023110700084, 4)
     hand_over(edge, "original.fits", ccd_file(did))
     wait_for(lambda: acked(edge, did.key))
-    duplicates = edge.stats.snapshot()["duplicates"]
+    duplicates = edge.counts()["duplicates"]
     copy = hand_over(edge, "copy.fits", ccd_file(did))
-    wait_for(lambda: edge.stats.snapshot()["duplicates"] == duplicates + 1)
+    wait_for(lambda: edge.counts()["duplicates"] == duplicates + 1)
     assert copy.exists()  # on_ack keep: left where it is, as the first one
     assert not (edge.handoff / "quarantine" / "20231107" / "copy.fits").exists()

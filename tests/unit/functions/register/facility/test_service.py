@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from functions.register.facility.service import DEGRADED, HEALTHY, NOTIFICATIONS_BROKEN
 from functions.register.facility.settings import ReconcileSettings, RedriveSettings
-from functions.register.facility.stats import DEGRADED, HEALTHY, NOTIFICATIONS_BROKEN
 from functions.register.facility.wiring import build_facility, build_redriver
 from obsingest.bus.memory import InMemoryBus
 from obsingest.dataid import DataId
@@ -53,10 +53,10 @@ def test_a_pass_registers_what_notifications_missed_and_reports_healthy(env):
     lose_notifications(env)
     report = service.run_pass()
     assert report.reconcile.outcomes == {"registered": 1} and not report.errors
-    stats = service.stats.snapshot()
+    stats = service.snapshot()
     assert stats["registered_by_reconcile"] == 1 and stats["passes"] == 1
     assert stats["canaries_written"] == 1 and stats["notifications_healthy"] == 1
-    assert service.stats.health() == HEALTHY
+    assert service.health() == HEALTHY
 
 
 def test_broken_notifications_are_reported_repaired_and_widen_the_window(env):
@@ -70,7 +70,7 @@ def test_broken_notifications_are_reported_repaired_and_widen_the_window(env):
     clock[0] += timedelta(seconds=61)
     report = service.run_pass()
     assert not report.canary.healthy and report.repaired and repairs == [1]
-    assert service.stats.health() == NOTIFICATIONS_BROKEN
+    assert service.health() == NOTIFICATIONS_BROKEN
     # the reconcile window reaches back before the outage's start, beyond the 60 s window
     assert report.reconcile.since < report.canary.broken_since
     clock[0] += timedelta(seconds=1)
@@ -110,7 +110,7 @@ def test_a_failing_stage_does_not_stop_the_others(env, monkeypatch):
     monkeypatch.setattr(service.reconciler, "run", broken)
     report = service.run_pass()
     assert report.errors and report.errors[0].startswith("reconcile")
-    assert service.stats.health() == DEGRADED and service.stats.snapshot()["failed_passes"] == 1
+    assert service.health() == DEGRADED and service.snapshot()["failed_passes"] == 1
 
 
 def test_the_pass_drains_the_outbox_and_redrives_due_letters(env, monkeypatch):
@@ -136,6 +136,6 @@ def test_the_pass_drains_the_outbox_and_redrives_due_letters(env, monkeypatch):
     report = service.run_pass()
     assert report.drained == 1 and len(env.arrivals()) == 1
     assert report.redrive.redriven == 1 and len(dlq_bus.topics["ccd-objects"]) == 1
-    stats = service.stats.snapshot()
+    stats = service.snapshot()
     assert stats["outbox_published"] == 1 and stats["outbox_pending"] == 0
     assert stats["redriven"] == 1

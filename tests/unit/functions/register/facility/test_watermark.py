@@ -211,7 +211,7 @@ def test_the_service_sweeps_the_window_first_then_rarely_and_after_an_outage(env
     assert service.run_pass().reconcile.mode == "full"
     assert service._resume_from is None  # that sweep completed: back to incremental passes
     assert service.run_pass().reconcile.mode == "incremental"
-    stats = service.stats.snapshot()
+    stats = service.snapshot()
     assert (stats["full_sweeps"], stats["incremental_passes"]) == (3, 4)
 
 
