@@ -230,7 +230,9 @@ class AssemblerService:
                 self.stats.records += 1
                 self.stats.bytes += len(value or b"")
                 self.stats.last_record = time.monotonic()
-                for verdict in self.reassembler.feed(value, tp, msg.offset()):
+                offset = msg.offset()
+                assert offset is not None  # a record, not an error event: it has its offset
+                for verdict in self.reassembler.feed(value, tp, offset):
                     if isinstance(verdict, Completed):
                         self._store_async(verdict)
                     else:

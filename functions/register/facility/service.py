@@ -143,9 +143,9 @@ class FacilityService:
             self._resume_from = None  # the stop is covered: back to the window
         self.stats.add(passes=1, failed_passes=0 if ok else 1)
         self.stats.set(last_pass_ok=int(ok))
-        if self.exporter is not None:
+        if (exporter := self.exporter) is not None:
             last_seen = report.canary.last_seen if report.canary is not None else None
-            self._guard(report, "metrics", lambda: self.exporter.sync(self.stats, last_seen))
+            self._guard(report, "metrics", lambda: exporter.sync(self.stats, last_seen))
         level = (
             logging.INFO
             if ok and (report.canary is None or report.canary.healthy)
