@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from functions.assembler.dlq import DeadLetterFailed, DeadLetters, incomplete_fields
 from functions.assembler.exporter import AssemblerExporter
@@ -230,9 +230,8 @@ class AssemblerService:
                 self.stats.records += 1
                 self.stats.bytes += len(value or b"")
                 self.stats.last_record = time.monotonic()
-                offset = msg.offset()
-                assert offset is not None  # a record, not an error event: it has its offset
-                for verdict in self.reassembler.feed(value, tp, offset):
+                # a record, not an error event: it has its offset
+                for verdict in self.reassembler.feed(value, tp, cast(int, msg.offset())):
                     if isinstance(verdict, Completed):
                         self._store_async(verdict)
                     else:
