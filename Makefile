@@ -37,6 +37,7 @@ demo: $(STAMP) ## run the whole pipeline on embedded defaults (3 exposures x 9 C
 test: $(STAMP) ## every test: unit, integration on the real local services, end-to-end (images build meanwhile); then test-containers
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 	@bash infra/containers/make-test.sh $(PY)
 
 test-unit: $(STAMP) ## unit tests only, no services, seconds

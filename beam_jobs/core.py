@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 
@@ -190,7 +190,7 @@ def summarize_exposure(
         instrument, exposure = manifest_key(manifest)
         day_obs: int | None = int(manifest.day_obs)
     elif arrivals:
-        instrument, exposure = arrivals[0].key
+        instrument, exposure = cast(Arrival, arrivals[0]).key  # as_arrival'd above
         day_obs = arrivals[0].day_obs
     elif key is not None:
         instrument, exposure = key

@@ -122,7 +122,8 @@ def plot_latency(arrivals: list[ArrivalEvent], budget: float, path: Path) -> Pat
         ax.scatter(idx, lat, s=14, color=cmap(i % 10), label=str(exposure) if i < 10 else None)
     over = [(n, a.latency) for n, a in enumerate(ccds) if a.latency > budget]
     if over:
-        ax.scatter(*zip(*over, strict=True), marker="x", s=40, color="tab:red", label="over budget")
+        xs, ys = zip(*over, strict=True)
+        ax.scatter(xs, ys, marker="x", s=40, color="tab:red", label="over budget")
     _budget_line(ax, budget)
     ax.set_xlabel("CCD (ordered by exposure, detector)")
     ax.set_ylabel(LATENCY_LABEL)
@@ -138,7 +139,7 @@ def plot_latency_histogram(
     latencies = np.array([a.latency for a in _per_ccd(arrivals)])
     fig, ax = plt.subplots(figsize=(8, 4.5), layout="constrained")
     top = max(budget * 1.3, float(latencies.max()) if latencies.size else 0.0)
-    ax.hist(latencies, bins=np.linspace(0, top, 60), color="tab:blue")
+    ax.hist(latencies, bins=np.linspace(0, top, 60), color="tab:blue")  # type: ignore[arg-type]  # stubs: no ndarray
     _budget_line(ax, budget, horizontal=False)
     over = int((latencies > budget).sum())
     ax.set_xlabel(LATENCY_LABEL)

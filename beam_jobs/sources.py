@@ -26,9 +26,9 @@ that names the file and the reason.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from copy import deepcopy
-from typing import Any
+from typing import Any, cast
 
 import apache_beam as beam
 import fastavro
@@ -126,7 +126,7 @@ class ExposureEventFiles(FileBasedSource):
     def read_records(self, file_name: str, range_tracker: RangeTracker) -> Iterator[Any]:
         next_block_start = -1
 
-        def split_points_unclaimed(stop_position: int) -> int:
+        def split_points_unclaimed(stop_position: int) -> int | object:
             if next_block_start >= stop_position:
                 return 0
             return RangeTracker.SPLIT_POINTS_UNKNOWN
@@ -141,7 +141,7 @@ class ExposureEventFiles(FileBasedSource):
             header_end = f.tell()
             f.seek(header_end - SYNC_SIZE)  # the header ends with the file's sync marker
             sync_marker = f.read(SYNC_SIZE)
-            decode = self._decoder(file_name, blocks.writer_schema)
+            decode = self._decoder(file_name, cast(dict[str, Any], blocks.writer_schema))
             # Start at the first block after ``start_offset``; back up over a sync marker the
             # previous range may have ended inside.
             f.seek(max(0, start_offset - SYNC_SIZE))
@@ -175,7 +175,7 @@ class ExposureEventFiles(FileBasedSource):
 
 def _raw_arrivals(file_name: str, block: Any, raw_schema: Any) -> Iterator[tuple]:
     data = block.bytes_
-    read = fastavro.schemaless_reader
+    read = cast(Callable[..., dict[str, Any]], fastavro.schemaless_reader)
     for index in range(block.num_records):
         try:
             r = read(data, raw_schema, None)

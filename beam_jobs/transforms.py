@@ -33,6 +33,7 @@ from apache_beam.transforms.userstate import (
     TimerSpec,
     on_timer,
 )
+from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
 from beam_jobs.core import (
@@ -85,10 +86,10 @@ class SummaryConfig:
 # Inputs: records or messages -> typed elements with event time
 
 
-def with_event_time(element: ExposureManifest | Arrival) -> beam.window.TimestampedValue:
+def with_event_time(element: ExposureManifest | Arrival) -> TimestampedValue:
     """Event time = readout time for arrivals, shutter open (obs_start) for manifests."""
     micros = element.readout_us if isinstance(element, Arrival) else to_micros(element.obs_start)
-    return beam.window.TimestampedValue(element, Timestamp(micros=micros))
+    return TimestampedValue(element, Timestamp(micros=micros))
 
 
 class DecodeMessages(beam.DoFn):

@@ -153,7 +153,7 @@ class _Stamp(beam.DoFn):
         yield element
 
 
-def streaming_lag(exposures: int = LAG_EXPOSURES) -> dict[str, float]:
+def streaming_lag(exposures: int = LAG_EXPOSURES) -> dict[str, Any]:
     """Wall-clock lag, last arrival into the stateful step -> its summary out (all-arrived)."""
     manifests, records = _events(exposures)
     stream = TestStream()

@@ -36,9 +36,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from benchmarks.common import run_header
+
+if TYPE_CHECKING:
+    from obsingest.registry.butler import ButlerRegistry
 
 RESULTS = Path(__file__).resolve().parent / "results" / "butler.json"
 INSTRUMENT = "LSSTCam"
@@ -109,7 +112,7 @@ def _butler_own(butler: Any, registry: Any, paths: list[Path], exposure: int, on
             [
                 DatasetRef(
                     dtype,
-                    {"instrument": INSTRUMENT, "exposure": exposure, "detector": det},
+                    {"instrument": INSTRUMENT, "exposure": exposure, "detector": det},  # type: ignore[arg-type]  # it standardizes a dict
                     run=RUN,
                     id_generation_mode=DatasetIdGenEnum.DATAID_TYPE_RUN,
                 )
@@ -151,7 +154,7 @@ def run(repeats: int = 3, per_call: int = 40) -> dict[str, Any]:
         root = Path(tmp)
         url = make_repo(root / "repo")
         store = LocalDirStore(root / "store", notify=False)
-        registry = open_registry(RegistrySettings(url=url))
+        registry = cast("ButlerRegistry", open_registry(RegistrySettings(url=url)))  # a Butler URL
         service = RegisterService(store, registry, InMemoryBus())
         butler = Butler.from_config(repo_of(url), writeable=True)
         seq = 0

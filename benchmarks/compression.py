@@ -34,6 +34,7 @@ import warnings
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results" / "compression.json"
 GOAL_SPEEDUP = 1.5
@@ -61,7 +62,7 @@ def _reference_spec():
 
 
 def _time_round_robin(
-    methods: list[tuple[str, str, Callable[[], None]]], out: Path, repeats: int
+    methods: list[tuple[str, str, Callable[[], object]]], out: Path, repeats: int
 ) -> dict[str, tuple[list[float], int]]:
     """Wall-clock samples per method, interleaved (A B C A B C ...) so that background load on a
     shared machine hits every method alike; also the output size of each method."""
@@ -134,10 +135,10 @@ def run(repeats: int = 5, process_repeats: int = 5) -> dict:
             with open(out, "wb") as fh:
                 subprocess.run(["gzip", "-1", "-c", str(src)], stdout=fh, check=True)
 
-        def ours(threads: int, tile_rows: int | None = None) -> Callable[[], None]:
+        def ours(threads: int, tile_rows: int | None = None) -> Callable[[], object]:
             return lambda: compress_file(src, out, threads=threads, tile_rows=tile_rows)
 
-        methods: list[tuple[str, str, Callable[[], None]]] = [
+        methods: list[tuple[str, str, Callable[[], object]]] = [
             ("fpack", "fpack (row tiles), file -> file", fpack),
             ("fpack+copy", "cp raw + fpack, like the observatory figure", copy_fpack),
             ("gzip-1", "gzip -1 -c (command)", gzip1),
@@ -163,7 +164,7 @@ def run(repeats: int = 5, process_repeats: int = 5) -> dict:
         load_before = os.getloadavg()
         timings = _time_round_robin(methods, out, repeats)
         load_after = os.getloadavg()
-        rows = []
+        rows: list[dict[str, Any]] = []
         for name, what, _ in methods:
             samples, size = timings[name]
             seconds = statistics.median(samples)
@@ -269,7 +270,9 @@ def _median_processes(
             done = subprocess.run(argv, cwd=cwd, capture_output=True, check=False)
             seconds = time.perf_counter() - start
             if done.returncode:
-                raise RuntimeError(f"{name}: exit {done.returncode}: {done.stdout + done.stderr}")
+                raise RuntimeError(
+                    f"{name}: exit {done.returncode}: {(done.stdout + done.stderr)!r}"
+                )
             if rep:
                 samples[name].append(seconds)
             else:

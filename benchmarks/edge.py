@@ -170,7 +170,7 @@ def run(ccds: int = CCDS, numexp: int = NUMEXP, repeats: int = REPEATS) -> dict[
     reference: list[float] = []
     edge: list[float] = []
     added: list[float] = []
-    rounds = []
+    rounds: list[dict[str, Any]] = []
     for r in range(repeats):
         print(f"edge benchmark round {r + 1}/{repeats}: reference path ...", file=sys.stderr)
         h, failed = reference_run(ccds, numexp)

@@ -136,9 +136,12 @@ def scan_only(root: Path) -> tuple[float, float]:
     wall, cpu = time.perf_counter(), time.process_time()
     journal = Journal(root / "spool")
     offered: list[Any] = []
-    intake = HandoffIntake(
-        root / "handoff", lambda f: offered.append(f) or True, known=journal.handed_off()
-    )
+
+    def offer(f: Any) -> bool:
+        offered.append(f)
+        return True
+
+    intake = HandoffIntake(root / "handoff", offer, known=journal.handed_off())
     intake.scan()
     journal.close()
     return time.perf_counter() - wall, time.process_time() - cpu

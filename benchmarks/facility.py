@@ -151,6 +151,7 @@ def _world(objects: int) -> Any:
         )
         settings = ReconcileSettings(canary=False, window=12 * 3600.0)
         facility = build_facility(service, BusSettings(), settings, RedriveSettings(enabled=False))
+        assert facility.reconciler is not None  # built: ReconcileSettings were given
         facility.clock = facility.reconciler.clock = lambda: (
             datetime.now(UTC) + timedelta(seconds=AHEAD)
         )

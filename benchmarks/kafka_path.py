@@ -155,7 +155,7 @@ def _chunked(
     argv = command(bootstrap, topic, f"{topic}-dlq", f"{topic}-group", f"file://{store}")
     settings = KafkaProducerSettings(bootstrap_servers=bootstrap, chunk_size=chunk_size)
     sender = KafkaChunkSender(settings, topic, producer_name="bench-edge")
-    batches = []
+    batches: list[dict[str, Any]] = []
     with open(log, "wb") as fh:
         proc = subprocess.Popen(argv, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT)
     try:
@@ -314,6 +314,10 @@ def run(repeats: int = 5, ccds_per_batch: int = 8, chunk_sizes: tuple[int, ...] 
             print(f"chunk size {size // 1024} KiB ...", file=sys.stderr)
             record_size = len(_record_for(size))
             pp_runs: list[float] = []
+
+            def after_batch(total: int, r: int = record_size, runs: list[float] = pp_runs) -> None:
+                runs.append(_producer_performance(bootstrap, r, total))
+
             ours = _chunked(
                 bootstrap,
                 ccds,
@@ -321,9 +325,7 @@ def run(repeats: int = 5, ccds_per_batch: int = 8, chunk_sizes: tuple[int, ...] 
                 ccds_per_batch,
                 repeats,
                 Path(tmp),
-                after_batch=lambda total, r=record_size, runs=pp_runs: runs.append(
-                    _producer_performance(bootstrap, r, total)
-                ),
+                after_batch=after_batch,
             )
             paired = [a / b for a, b in zip(ours.pop("runs"), pp_runs, strict=True)]
             ours["producer_performance_mb_per_s"] = statistics.median(pp_runs)

@@ -167,18 +167,17 @@ def _bulk(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
     values as SQLAlchemy would store them (SQLite: UUID as 32 hex digits, datetimes as text)."""
     names = list(rows[0])
     raw = conn.connection.driver_connection
+    assert raw is not None  # an open connection has its driver's
     if conn.dialect.name == "postgresql":
         with (
             raw.cursor() as cur,
-            cur.copy(  # type: ignore[union-attr]
-                f"COPY {table.name} ({', '.join(names)}) FROM STDIN"
-            ) as copy,
+            cur.copy(f"COPY {table.name} ({', '.join(names)}) FROM STDIN") as copy,
         ):
             for row in rows:
                 copy.write_row([row[n] for n in names])
         return
     # random UUID keys land all over the indexes: a page cache that holds them saves the I/O
-    raw.execute("PRAGMA cache_size=-262144")  # type: ignore[union-attr]  (256 MiB)
+    raw.execute("PRAGMA cache_size=-262144")  # 256 MiB
     marks = ", ".join("?" for _ in names)
     texts: dict[datetime, str] = {}  # an exposure's readout time is every one of its CCDs'
 

@@ -23,7 +23,7 @@ import json
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -68,7 +68,7 @@ def prepare_store(root: Path, exposure: int, count: int) -> tuple[Any, list[Any]
     return store, events
 
 
-def _rate(calls: list[Callable[[], Any]]) -> float:
+def _rate(calls: Sequence[Callable[[], Any]]) -> float:
     start = time.perf_counter()
     for call in calls:
         call()

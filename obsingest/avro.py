@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import fastavro
 
@@ -52,7 +52,9 @@ def decode(message: bytes, expect: str | None = None) -> tuple[str, dict[str, An
     body = io.BytesIO(message)  # shares the bytes (no copy of a multi-MiB chunk payload)
     body.seek(HEADER_SIZE)
     try:
-        record = fastavro.schemaless_reader(body, writer.parsed, reader.parsed)
+        record = cast(
+            dict[str, Any], fastavro.schemaless_reader(body, writer.parsed, reader.parsed)
+        )
     except Exception as exc:  # fastavro raises a variety of types on garbage input
         raise BadMessage(f"undecodable {writer.label} body: {exc}") from exc
     return writer.name, record
@@ -73,6 +75,6 @@ def read_container(path: Path | BinaryIO, name: str | None = None) -> Iterator[d
     reader_schema = schemas.latest(name).parsed if name else None
     if isinstance(path, Path):
         with path.open("rb") as fh:
-            yield from fastavro.reader(fh, reader_schema)
+            yield from cast(Iterator[dict[str, Any]], fastavro.reader(fh, reader_schema))
     else:
-        yield from fastavro.reader(path, reader_schema)
+        yield from cast(Iterator[dict[str, Any]], fastavro.reader(path, reader_schema))

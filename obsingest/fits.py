@@ -421,7 +421,7 @@ def rename_card(card: bytes, new_key: str) -> bytes:
 # --- FITS checksums (CHECKSUM / DATASUM cards) ---------------------------------------------
 
 
-def checksum_words(data: bytes | np.ndarray, start: int = 0) -> int:
+def checksum_words(data: bytes | bytearray | np.ndarray, start: int = 0) -> int:
     """Ones'-complement sum of big-endian 32-bit words (FITS checksum convention)."""
     import numpy as np
 

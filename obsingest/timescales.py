@@ -25,7 +25,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from astropy.time import Time
@@ -64,7 +64,7 @@ def header_time(value: str | float, timesys: str | None = None) -> Time:
 
 def header_instant(value: str | float, timesys: str | None = None) -> datetime:
     """The UTC instant a header time names (``DATE-BEG`` with its ``TIMESYS``), timezone-aware."""
-    return header_time(value, timesys).utc.to_datetime(timezone=UTC)
+    return cast(datetime, header_time(value, timesys).utc.to_datetime(timezone=UTC))
 
 
 def utc_time(instant: datetime) -> Time:
@@ -162,7 +162,7 @@ def utc_to_tai(instant: datetime) -> datetime:
     table = _leap_table()
     i = bisect_right(table.utc_starts, utc) - 1
     if i < 0 or utc >= table.expires:
-        return utc_time(instant).tai.to_datetime()
+        return cast(datetime, utc_time(instant).tai.to_datetime())
     return utc + table.offsets[i]
 
 
@@ -179,4 +179,4 @@ def time_as_utc(t: Any) -> datetime:
             utc = tai_to_utc(naive)
             if utc is not None:
                 return utc
-    return t.utc.to_datetime(timezone=UTC)
+    return cast(datetime, t.utc.to_datetime(timezone=UTC))

@@ -14,8 +14,10 @@ from obsingest.dataid import DataId
 
 
 class SendResult(Protocol):
-    status: str  # stored | exists | conflict (direct); acked (kafka)
-    checksum: str
+    @property
+    def status(self) -> str: ...  # stored | exists | conflict (direct); acked (kafka)
+    @property
+    def checksum(self) -> str: ...
 
     @property
     def object_name(self) -> str: ...

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -49,7 +49,7 @@ from obsingest.checksums import checksum_str
 from obsingest.dataid import DataId
 from obsingest.messages import CcdChunk
 
-Partition = Hashable
+Partition = tuple[str, int]
 
 
 @dataclass(frozen=True)

@@ -54,12 +54,14 @@ def reread(settings: AssemblerSettings, rec: Recover) -> list[Verdict]:
             msg = reader.poll(0.5)
             if msg is None or msg.error() is not None:
                 continue
-            position = msg.offset() + 1
+            offset = msg.offset()
+            assert offset is not None  # a record, not an error event: it has its offset
+            position = offset + 1
             if msg.key() == key or _names(msg.value(), rec.data_id):
-                verdicts += fresh.feed(msg.value(), rec.partition, msg.offset())
+                verdicts += fresh.feed(msg.value(), rec.partition, offset)
     finally:
         reader.close()
-    finished = [
+    finished: list[Verdict] = [
         v
         for v in verdicts
         if isinstance(v, Completed) or (isinstance(v, Poison) and v.value is None)

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from functions.assembler.dlq import DeadLetterFailed, DeadLetters, incomplete_fields
 from functions.assembler.kafka_clients import committed_lag, consumer_config, group_lag
@@ -236,7 +236,7 @@ class AssemblerService:
                 self._records.inc()
                 self._bytes.inc(len(value or b""))
                 self._last_record = time.monotonic()
-                for verdict in self.reassembler.feed(value, tp, msg.offset()):
+                for verdict in self.reassembler.feed(value, tp, cast(int, msg.offset())):
                     if isinstance(verdict, Completed):
                         self._store_async(verdict)
                     else:

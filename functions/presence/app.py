@@ -65,7 +65,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     422: {"model": InvalidRequest, "description": "a parameter out of its type or range"},
     503: {"model": ApiError, "description": "the registry cannot answer now: retry later"},
 }
-_NOT_FOUND = {
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {
         "model": ApiError,
         "description": "nothing by that id: an unknown detector, dataset or exposure, or an id "

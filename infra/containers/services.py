@@ -244,9 +244,11 @@ class ContainerServices:
         took: dict[str, float] = {}
         self.prestart(*names)
         for name in names:
-            self._futures[name].add_done_callback(
-                lambda _f, n=name: took.setdefault(n, time.monotonic() - started)
-            )
+
+            def took_until(_f: object, n: str = name) -> None:
+                took.setdefault(n, time.monotonic() - started)
+
+            self._futures[name].add_done_callback(took_until)
         for name in names:
             self._get(name)
         return took

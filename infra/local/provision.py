@@ -176,7 +176,7 @@ def subscribe(project: str, topic: str, subscription: str, ack_deadline: int = 1
 
     A new subscription sees only messages published after it exists: create it first.
     """
-    from google.cloud import pubsub_v1
+    from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
 
     from obsingest.bus.pubsub import topic_path
     from obsingest.bus.pull import subscription_path
@@ -354,7 +354,7 @@ def setup(
 
     Idempotent, and also the repair after an emulator restart lost topics, subscriptions or
     notification configs (the reconcile service calls it when its canary stops coming back)."""
-    from google.cloud import pubsub_v1
+    from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
 
     from infra.local.relay.settings import RelaySettings
     from obsingest.bus.pubsub import topic_path

@@ -68,7 +68,9 @@ class KafkaPublisher:
             outcome["err"], outcome["msg"] = err, msg
             done.set()
 
-        headers = [(k, str(v).encode()) for k, v in (attributes or {}).items()]
+        headers: list[tuple[str, str | bytes | None]] = [
+            (k, str(v).encode()) for k, v in (attributes or {}).items()
+        ]
         deadline = time.monotonic() + self.timeout
         try:
             while True:

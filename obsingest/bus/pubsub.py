@@ -45,7 +45,7 @@ class PubSubPublisher:
         max_latency: float = 0.002,
         client: Any = None,
     ) -> None:
-        from google.cloud import pubsub_v1
+        from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
 
         self.project = project
         self.timeout = timeout

@@ -78,7 +78,7 @@ class PubSubPullSource:
         poll_interval: float | None = None,
         max_poll_interval: float = EMULATOR_POLL_MAX_SECONDS,
     ) -> None:
-        from google.cloud import pubsub_v1
+        from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
 
         self.path = subscription_path(project, subscription)
         self.client = client or pubsub_v1.SubscriberClient()

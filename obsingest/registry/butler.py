@@ -158,7 +158,7 @@ class ButlerRegistry(Registry):
         return ButlerReads(self.butler, self.engine, self.settings, self._butler_lock)
 
     @cached_property
-    def audit(self) -> ButlerAudit:  # type: ignore[override]
+    def audit(self) -> ButlerAudit:
         """Reconcile's queries: registered means the Butler and the companion hold it."""
         return ButlerAudit(self.engine, self._retrying, self.reads)
 

@@ -95,7 +95,7 @@ def export_butler(
         instrument, detectors = butler_records.instrument_records(name)
         records["instrument"].append(instrument)
         records["detector"] += detectors
-    seen: dict[str, set] = defaultdict(set)
+    seen: dict[str, set[tuple[Any, ...]]] = defaultdict(set)
     for exposure in exposures:
         for element, record in butler_records.exposure_records(exposure).items():
             key = tuple(v for k, v in record.items() if k in ("instrument", "id", "name"))
@@ -112,7 +112,7 @@ def export_butler(
     for row in datasets:
         ref = DatasetRef(
             dtype,
-            {k: row[k] for k in RAW_DIMENSIONS},
+            {k: row[k] for k in RAW_DIMENSIONS},  # type: ignore[arg-type]  # it standardizes a dict
             run=row["run"],
             id=row["id"],
         )

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Connection, Engine, select
 
 from obsingest.registry import tables
 from obsingest.registry.audit import RegistryAudit
@@ -52,6 +52,7 @@ class ButlerReads:
         from lsst.daf.butler.registry import MissingCollectionError, MissingDatasetTypeError
 
         out: list[Any] = []
+        bind: dict[str, Any]
         for inst, run in self.runs(instrument).items():
             where, bind = "instrument = inst", {"inst": inst}
             if exposure:
@@ -135,7 +136,7 @@ class ButlerReads:
             key = (row["run"], row["instrument"])
             groups.setdefault(key, {})[row["id"]] = row["uri"]
             exposures.setdefault(key, set()).add(int(row["exposure"]))
-        refs = []
+        refs: list[Any] = []
         for (run, instrument), wanted in groups.items():
             with self._lock:
                 try:
@@ -176,7 +177,11 @@ class ButlerAudit(RegistryAudit):
                 .join(r, r.c.dataset_id == d.c.id)
                 .where(r.c.uri.in_(wanted[start : start + _CHUNK]))
             )
-            rows.extend(self._read(lambda c, q=query: [dict(m) for m in c.execute(q).mappings()]))
+
+            def fetch(c: Connection, q: Any = query) -> list[dict[str, Any]]:
+                return [dict(m) for m in c.execute(q).mappings()]
+
+            rows.extend(self._read(fetch))
         return self.reads.held(rows) if rows else set()
 
 

@@ -223,11 +223,11 @@ class ButlerSetup:
 
         self._do(f"exposures {sorted(todo)}", ensure)
         universe = self.butler.dimensions
-        for element, records in new.items():
+        for element, new_records in new.items():
             written = self._written[element]
             if len(written) > 10_000:
                 written.clear()
-            for name, record in records.items():
+            for name, record in new_records.items():
                 written[name] = universe[element].RecordClass(**record)
         if len(self.exposure_records) > 10_000:
             self.exposure_records.clear()

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Engine
-from sqlalchemy.sql import Executable
+from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from obsingest.exhaustion import as_exhausted
 from obsingest.registry.registry import RegistryUnavailable
@@ -25,8 +26,8 @@ from obsingest.registry.registry import RegistryUnavailable
 class Prepared:
     """One statement, compiled for ``engine``; ``rows(values)`` runs it."""
 
-    def __init__(self, engine: Engine, statement: Executable) -> None:
-        compiled = statement.compile(dialect=engine.dialect)
+    def __init__(self, engine: Engine, statement: ClauseElement) -> None:
+        compiled = cast(SQLCompiler, statement.compile(dialect=engine.dialect))
         self.engine = engine
         self.sql = str(compiled)
         # the statement's own constants (LIMITs, function arguments) by bind name; the caller

@@ -149,6 +149,10 @@ def _latency(dialect: str) -> ColumnElement[float]:
     # would become the next second), microseconds from the fraction (julianday() would round too)
     ingest, readout = cast(d.c.ingest_time, String), cast(r.c.readout_time, String)
     # constants as SQL text, not bound parameters: fewer values to bind on every execution
+    seconds: ColumnElement[Any]
+    one: ColumnElement[Any]
+    nineteen: ColumnElement[Any]
+    twenty: ColumnElement[Any]
     seconds, one, nineteen, twenty = (literal_column(v) for v in ("'%s'", "1", "19", "20"))
     whole = func.strftime(seconds, func.substr(ingest, one, nineteen)) - func.strftime(
         seconds, func.substr(readout, one, nineteen)
@@ -228,9 +232,11 @@ class PresenceReader:
             tables.exposure_manifest,
         )
         latency = _latency(dialect).label("latency")
+        ccd_cols: tuple[ColumnElement[Any], ...]
         ccd_cols = (d.c.id, d.c.dataset_type, d.c.run, d.c.instrument, d.c.exposure, d.c.detector)
         ccd_cols += (d.c.ingest_time, r.c.uri, r.c.size, r.c.checksum, r.c.transport)
         joined = d.join(r, r.c.dataset_id == d.c.id)
+        ours: tuple[ColumnElement[bool], ...]
         ours = (d.c.dataset_type == bindparam("dt"), d.c.run == bindparam("run"))
         ours += (d.c.instrument == bindparam("inst"),)
         self._q_ccd = (

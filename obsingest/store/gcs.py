@@ -183,8 +183,8 @@ def make_client(settings: GcsSettings) -> Any:
         from google.auth.credentials import AnonymousCredentials
         from google.auth.transport.requests import AuthorizedSession
 
-        credentials: Any = AnonymousCredentials()
-        session = AuthorizedSession(credentials)
+        credentials: Any = AnonymousCredentials()  # type: ignore[no-untyped-call]  # google.auth
+        session = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]  # google.auth
         client = storage.Client(
             project=settings.project,
             credentials=credentials,
@@ -196,7 +196,7 @@ def make_client(settings: GcsSettings) -> Any:
         from google.auth.transport.requests import AuthorizedSession
 
         credentials, project = google.auth.default()
-        session = AuthorizedSession(credentials)
+        session = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]  # google.auth
         client = storage.Client(project=project or settings.project, _http=session)
     adapter = HTTPAdapter(
         pool_connections=settings.pool_connections, pool_maxsize=settings.pool_connections

@@ -54,14 +54,14 @@ class LatissTranslator(RubinTranslator):
     supported_instrument = "LATISS"
     default_location = AUXTEL_LOCATION
 
-    _const_map: ClassVar[dict[str, Any]] = {
+    _const_map: ClassVar[dict[str, Any]] = {  # type: ignore[misc]  # the base types it per instance
         "instrument": "LATISS",
         "telescope": "Rubin Auxiliary Telescope",
         "detector_group": "RXX",
         "detector_num": 0,
         "detector_name": "S00",
     }
-    _trivial_map: ClassVar[dict[str, Any]] = {
+    _trivial_map: ClassVar[dict[str, Any]] = {  # type: ignore[misc]  # the base types it per instance
         "observation_id": (["OBSID", "IMGNAME"], {"default": None, "checker": is_non_science}),
         "detector_serial": ["LSST_NUM", "DETSER"],
         "object": ("OBJECT", {"checker": is_non_science_or_lab, "default": "UNKNOWN"}),

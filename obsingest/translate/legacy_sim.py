@@ -30,7 +30,7 @@ class LegacySimTranslator(RubinTranslator):
     name = "obsingest-legacy-simulator"
     supported_instrument = None
 
-    _trivial_map: ClassVar[dict[str, Any]] = {
+    _trivial_map: ClassVar[dict[str, Any]] = {  # type: ignore[misc]  # the base types it per instance
         "detector_group": "RAFTBAY",
         "detector_name": "CCDSLOT",
         "exposure_time": ("EXPTIME", {"unit": u.s}),

@@ -38,7 +38,7 @@ _ROTPA_FLIPPED_DAY, _ROTPA_FLIPPED_BEFORE_SEQ = 20250422, 251
 _PH05_DAYS = frozenset({"20231107", "20231108", "20241015", "20241016"})
 #: days (and seq ranges) when the dome vignetted the camera fully but VIGN_MIN did not say so
 _FULLY_VIGNETTED_DAYS = frozenset({20250518})
-_FULLY_VIGNETTED_SEQS: dict[int, tuple[tuple[int, int], ...]] = {
+_FULLY_VIGNETTED_SEQS: dict[int | None, tuple[tuple[int, int], ...]] = {
     20250703: ((743, 745),),
     20250704: ((832, 834),),
     20250705: ((1, 736),),
@@ -105,8 +105,8 @@ class LsstCamTranslator(RubinTranslator):
     on_telescope = Time("2025-03-01T00:00", format="isot", scale="utc")
     sky_from_observation_type = False
 
-    _const_map: ClassVar[dict[str, Any]] = {"instrument": "LSSTCam", "telescope": SIMONYI_TELESCOPE}
-    _trivial_map: ClassVar[dict[str, Any]] = {
+    _const_map: ClassVar[dict[str, Any]] = {"instrument": "LSSTCam", "telescope": SIMONYI_TELESCOPE}  # type: ignore[misc]  # the base types it per instance
+    _trivial_map: ClassVar[dict[str, Any]] = {  # type: ignore[misc]  # the base types it per instance
         "detector_group": "RAFTBAY",
         "detector_name": "CCDSLOT",
         "observation_id": "OBSID",
@@ -175,7 +175,7 @@ class LsstComCamTranslator(LsstCamTranslator):
     ship_month = 202003
     on_telescope = Time("2024-08-24T00:00", format="isot", scale="utc")
 
-    _const_map: ClassVar[dict[str, Any]] = {
+    _const_map: ClassVar[dict[str, Any]] = {  # type: ignore[misc]  # the base types it per instance
         "instrument": "LSSTComCam",
         "telescope": SIMONYI_TELESCOPE,
     }

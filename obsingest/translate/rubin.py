@@ -14,7 +14,7 @@ import datetime as dt
 import hashlib
 import logging
 import re
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final, cast
 
 import astropy.units as u
 from astro_metadata_translator import FitsTranslator, cache_translation
@@ -37,7 +37,7 @@ SIMONYI_TELESCOPE = "Simonyi Survey Telescope"
 SIMULATED_CONTROLLERS = "HPQS"
 CONTROLLERS = "OC" + SIMULATED_CONTROLLERS
 #: exposure id = day_obs (plus a controller offset) followed by five digits of sequence number
-SEQ_DIGITS = 5
+SEQ_DIGITS: Final = 5
 _CONTROLLER_STEP = 10_000_000
 #: after these days the controller no longer shifts the exposure id (counters were unified)
 _CALIB_CONTROLLER_UNIFIED = 20231004
@@ -95,8 +95,8 @@ class RubinTranslator(FitsTranslator):
     #: may can_see_sky fall back on the observation type when no card says
     sky_from_observation_type = True
 
-    _const_map: ClassVar[dict[str, Any]] = {}
-    _trivial_map: ClassVar[dict[str, Any]] = {}
+    _const_map: ClassVar[dict[str, Any]] = {}  # type: ignore[misc]  # the base types it per instance
+    _trivial_map: ClassVar[dict[str, Any]] = {}  # type: ignore[misc]  # the base types it per instance
 
     # --- where and when ---------
     def on_mountain(self) -> bool:
@@ -125,7 +125,7 @@ class RubinTranslator(FitsTranslator):
         """CONTRLLR: O (operations), C (calibration), H P Q S (simulated), or None."""
         if self.is_key_ok("CONTRLLR"):
             self._used_these_cards("CONTRLLR")
-            return self._header["CONTRLLR"]
+            return cast(str, self._header["CONTRLLR"])
         return None
 
     @classmethod
@@ -162,7 +162,7 @@ class RubinTranslator(FitsTranslator):
 
     # --- identity ---------
     @cache_translation
-    def to_exposure_id(self) -> int | None:
+    def to_exposure_id(self) -> int | None:  # type: ignore[override]  # None: a calibration
         if "CALIB_ID" in self._header:
             self._used_these_cards("CALIB_ID")
             return None
@@ -171,7 +171,7 @@ class RubinTranslator(FitsTranslator):
         return exposure_id(day, seq, self.controller())
 
     @cache_translation
-    def to_detector_num(self) -> int | None:
+    def to_detector_num(self) -> int | None:  # type: ignore[override]  # None: unknown name
         full = f"{self.to_detector_group()}_{self.to_detector_name()}"
         try:
             return camera.detector_by_name(self.camera_name or "", full).id
@@ -207,7 +207,7 @@ class RubinTranslator(FitsTranslator):
             group = self._header["GROUPID"]
             if isinstance(group, dt.datetime):
                 group = group.isoformat(timespec="milliseconds")
-            return group
+            return cast(str, group)
         return super().to_exposure_group()
 
     @cache_translation
@@ -224,19 +224,19 @@ class RubinTranslator(FitsTranslator):
         return int(f"{digest}{len(group or ''):02d}")
 
     @cache_translation
-    def to_group_counter_start(self) -> int:
+    def to_group_counter_start(self) -> int | None:  # type: ignore[override]  # as exposure_id
         counter = self.to_observation_counter()
         if self.is_key_ok("CURINDEX"):
             self._used_these_cards("CURINDEX")
-            return counter - self._header["CURINDEX"] + 1
+            return cast(int, counter - self._header["CURINDEX"] + 1)
         return counter if counter != 0 else self.to_exposure_id()
 
     @cache_translation
-    def to_group_counter_end(self) -> int:
+    def to_group_counter_end(self) -> int | None:  # type: ignore[override]  # as exposure_id
         counter = self.to_observation_counter()
         if self.is_key_ok("CURINDEX") and self.is_key_ok("MAXINDEX"):
             self._used_these_cards("CURINDEX", "MAXINDEX")
-            return counter + self._header["MAXINDEX"] - self._header["CURINDEX"]
+            return cast(int, counter + self._header["MAXINDEX"] - self._header["CURINDEX"])
         return counter if counter != 0 else self.to_exposure_id()
 
     # --- what kind of observation ---------
@@ -251,7 +251,7 @@ class RubinTranslator(FitsTranslator):
         for key in ("REASON", "TESTTYPE"):
             if self.is_key_ok(key):
                 self._used_these_cards(key)
-                return self._header[key].lower()
+                return cast(str, self._header[key].lower())
         return super().to_observation_reason()
 
     @cache_translation
@@ -284,7 +284,7 @@ class RubinTranslator(FitsTranslator):
                 self._used_these_cards(key)
                 return True
         controller = self.controller()
-        return bool(controller) and controller in SIMULATED_CONTROLLERS
+        return bool(controller and controller in SIMULATED_CONTROLLERS)
 
     @cache_translation
     def to_can_see_sky(self) -> bool | None:
@@ -335,7 +335,7 @@ class RubinTranslator(FitsTranslator):
             self,
             ((el_key, az_key),),
             self.to_datetime_begin(),
-            is_zd=False,
+            is_zd=None,
             max_alt=95.55,
             min_alt=-5.55,
         )
@@ -355,10 +355,10 @@ class RubinTranslator(FitsTranslator):
             return None
         if self.is_key_ok("AMSTART"):
             self._used_these_cards("AMSTART")
-            return self._header["AMSTART"]
+            return cast(float, self._header["AMSTART"])
         altaz = self.to_altaz_begin()
         if altaz is not None:
-            return altaz.secz.to_value()
+            return cast(float, altaz.secz.to_value())
         log.warning("%s: no airmass for a science observation, 1.0", self._log_prefix)
         return 1.0
 
@@ -370,7 +370,7 @@ class RubinTranslator(FitsTranslator):
 
     # --- weather ---------
     @cache_translation
-    def to_relative_humidity(self) -> float | None:
+    def to_relative_humidity(self) -> float | None:  # type: ignore[override]  # None: no card
         return self._header["HUMIDITY"] if self.is_key_ok("HUMIDITY") else None
 
     @cache_translation

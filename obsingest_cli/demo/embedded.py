@@ -12,6 +12,7 @@ import base64
 import logging
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from obsingest.bus.memory import InMemoryBus, Message
 from obsingest.logs import get_logger, log_event
@@ -21,6 +22,9 @@ from obsingest.settings import BusSettings, RegistrySettings, StoreSettings
 from obsingest.store.base import StoredObject
 from obsingest.store.notifications import storage_cloudevent
 from obsingest_cli.demo.environment import ArrivalCallback, ManifestCallback
+
+if TYPE_CHECKING:
+    from obsingest.store.dispatch import OutboxDispatcher
 
 log = get_logger("obsingest.demo.embedded")
 
@@ -39,7 +43,7 @@ class EmbeddedEnvironment:
         )
         self.store = LocalDirStore(workdir / "store")
         self.bus = InMemoryBus()
-        self._dispatcher = None
+        self._dispatcher: OutboxDispatcher | None = None
         self._lock = threading.Lock()
 
     def start(self, on_arrival: ArrivalCallback, on_manifest: ManifestCallback | None) -> None:
@@ -81,7 +85,7 @@ class EmbeddedEnvironment:
     def _record_manifest(self, message: Message) -> None:
         """Push the manifest to the register function's ``on_manifest`` (Pub/Sub push body)."""
         from functions.register import main as register_function
-        from infra.local.relay.push import PushRequest
+        from infra.local.relay.push import PushHandler, PushRequest
 
         envelope = {
             "message": {
@@ -91,7 +95,7 @@ class EmbeddedEnvironment:
             },
             "subscription": "embedded-exposures",
         }
-        body, status = register_function.on_manifest(PushRequest(envelope))
+        body, status = cast(PushHandler, register_function.on_manifest)(PushRequest(envelope))
         if status >= 300:
             log_event(log, "demo.manifest_not_recorded", logging.WARNING, status=status, reply=body)
 

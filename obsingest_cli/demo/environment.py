@@ -28,7 +28,10 @@ class DemoEnvironment(Protocol):
     store_url: str
     store_settings: StoreSettings
     bus_settings: BusSettings
-    store: ObjectStore
+
+    @property
+    def store(self) -> ObjectStore: ...
+
     registry: Registry
 
     def start(self, on_arrival: ArrivalCallback, on_manifest: ManifestCallback | None) -> None:

@@ -264,7 +264,7 @@ class LocalStackEnvironment:
 def delete_pubsub_project(project: str) -> int:
     """Delete every subscription and topic of a per-run Pub/Sub project (the emulator keeps
     them in memory until it stops); returns how many were deleted."""
-    from google.cloud import pubsub_v1
+    from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
 
     publisher = pubsub_v1.PublisherClient()
     subscriber = pubsub_v1.SubscriberClient()

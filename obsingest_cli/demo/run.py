@@ -21,7 +21,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from obsingest import avro, defaults, logs
 from obsingest.dataid import INSTRUMENTS, DataId, make_exposure_id
@@ -56,7 +56,7 @@ OUTPUTS = (
 class DemoConfig:
     exposures: int = 3
     detectors: int = 9
-    ccd_size: str = "full"
+    ccd_size: Literal["full", "small"] = "full"
     workdir: Path = Path("demo-output")
     instrument: str = "LSSTComCam"
     workers: int = 2

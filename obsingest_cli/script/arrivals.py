@@ -74,7 +74,7 @@ def pull_arrivals(
 ) -> Iterator[tuple[ArrivalEvent | None, bytes]]:
     """Yield (event or None if undecodable, raw data) for every message; acks after yielding."""
     from google.api_core import exceptions as api_exceptions
-    from google.cloud import pubsub_v1
+    from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
 
     from obsingest.errors import BadMessage
 

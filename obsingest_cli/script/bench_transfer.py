@@ -133,7 +133,11 @@ def _progress() -> Callable[[str, bool], None]:
     from obsingest_cli.demo.run import Progress
 
     bar = Progress(sys.stderr)
-    return lambda text, final=False: bar.update(text, final)
+
+    def progress(text: str, final: bool = False) -> None:
+        bar.update(text, final)
+
+    return progress
 
 
 def format_report(result: dict[str, Any]) -> str:

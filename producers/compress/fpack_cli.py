@@ -185,6 +185,7 @@ class _Run:
 
     def verify(self, item: _Input, path: Path) -> None:
         """The written file decodes to the input, HDU by HDU (CorruptFile if not)."""
+        assert item.data is not None  # write() verifies before the input is closed
         with tiled_rice.MappedFile(path) as written:
             packed = memoryview(written.map)
             try:

@@ -319,7 +319,7 @@ class MappedFile:
 
 
 def compress_fits(
-    raw: bytes | Path,
+    raw: bytes | bytearray | Path,
     threads: int | None = None,
     tile_rows: int | None = None,
     *,

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Literal
 
 from obsingest.fileio import write_atomic
 from obsingest.messages import ExposureManifest
@@ -49,7 +50,7 @@ class NightPlan:
     exposures: int = 10
     detectors: int = 9
     interval: float = 17.0
-    size: str = "small"
+    size: Literal["full", "small"] = "small"
     day_obs: int | None = None
     first_seq: int = 1
     exposure_time: float = 15.0
@@ -150,7 +151,7 @@ def play_night(
     detectors = list(ids[: plan.detectors])
     camera_time(datetime.now(UTC))  # astropy's leap seconds loaded now, not in the first readout
     start = time.monotonic()
-    played = []
+    played: list[PlayedExposure] = []
     generating = 0.0  # wall seconds the last exposure's CCDs took to generate
     for index in range(plan.exposures):
         if stop():

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from importlib import import_module
 from multiprocessing import get_context
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from multiprocessing.context import ForkContext, ForkServerContext, SpawnContext
+from typing import Any, cast
 
 from obsingest.logs import get_logger, log_event
 from producers.edge.errors import UnexpectedError, WorkerCrashed
@@ -149,7 +150,11 @@ class WorkerPool:
 
     # lifecycle -------------------------------------------------------------------------------
     def _spawn(self, index: int, respawn: bool = False) -> _Worker:
-        ctx = self._respawn_ctx if respawn else self._ctx
+        # get_context(name) is typed as BaseContext, which has no Process
+        ctx = cast(
+            ForkContext | ForkServerContext | SpawnContext,
+            self._respawn_ctx if respawn else self._ctx,
+        )
         parent, child = ctx.Pipe(duplex=True)
         process = ctx.Process(
             target=worker_main,

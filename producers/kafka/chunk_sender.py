@@ -84,7 +84,9 @@ class _Delivery:
                 self.errors.append(err)
             else:
                 self.acked += 1
-                self.offsets.append((msg.partition(), msg.offset()))
+                partition, offset = msg.partition(), msg.offset()
+                assert partition is not None and offset is not None  # set once delivered
+                self.offsets.append((partition, offset))
             if self.acked + len(self.errors) >= self.expected:
                 self.done.set()
 

@@ -77,7 +77,7 @@ class TransferRecord:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TransferRecord:
-        kwargs = {}
+        kwargs: dict[str, Any] = {}
         for f in fields(cls):
             if f.name in data:
                 value = data[f.name]

@@ -111,6 +111,7 @@ def count(world: World, sent: set[str], bad: list[BadInput]) -> Tally:
         row = row_by_key.get(key)
         in_bucket = row is not None and _object_of(row["uri"], world.bucket) in objects
         if in_bucket:
+            assert row is not None  # in_bucket says so
             tally.stored += 1
             size = objects[_object_of(row["uri"], world.bucket)]
             in_bucket = row["size"] is None or size == int(row["size"])

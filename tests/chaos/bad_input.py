@@ -153,7 +153,7 @@ NOTIFICATION_KINDS = (
 
 def publish(world: World, item: BadInput, patience: float = 90.0) -> None:
     """Publish to the objects topic (retried while the emulator is away); records the id."""
-    from google.cloud import pubsub_v1
+    from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
 
     from obsingest.bus.pubsub import topic_path
 

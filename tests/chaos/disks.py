@@ -14,7 +14,10 @@ import os
 import subprocess
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from infra.local.stack.kafka_broker import Kafka
 
 
 def mount_gcs_disk(stack: Any, bucket: str, megabytes: int) -> Path:
@@ -34,7 +37,7 @@ def kafka_broker_on_small_disk(megabytes: int) -> tuple[Any, Path]:
     from tests.integration.fixtures.private_stack import PrivateStack
 
     kafka = PrivateStack(["kafka"])
-    disk = kafka.stack.service("kafka").log_dirs
+    disk = cast("Kafka", kafka.stack.service("kafka")).log_dirs
     disk.mkdir(parents=True)
     subprocess.run(
         ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(disk)], check=True

@@ -158,7 +158,7 @@ class TopicOutage(Fault):
     publishers held for that moment."""
 
     def inject(self, world: World) -> None:
-        from google.cloud import pubsub_v1
+        from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
 
         from obsingest.bus.pubsub import topic_path
 
@@ -340,7 +340,7 @@ class RedeliveryStorm(Fault):
         assert self.notes["published"] > 0, "the storm published nothing"
 
     def _storm(self, world: World) -> None:
-        from google.cloud import pubsub_v1
+        from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
 
         from obsingest.bus.pubsub import topic_path
         from obsingest.store.notifications import gcs_notification_message

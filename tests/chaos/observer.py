@@ -47,7 +47,7 @@ class TopicObserver:
     """Pulls its subscriptions in a thread; ``_decode`` turns a message into what is kept."""
 
     def __init__(self, project: str, topic: str) -> None:
-        from google.cloud import pubsub_v1
+        from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
 
         self.project = project
         self.topic = topic
@@ -65,7 +65,7 @@ class TopicObserver:
     def resubscribe(self) -> str:
         """Ensure the topic, and subscribe to it under a new name (the old ones keep draining)."""
         from google.api_core import exceptions as api_exceptions
-        from google.cloud import pubsub_v1
+        from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
 
         from obsingest.bus.pubsub import topic_path
         from obsingest.bus.pull import subscription_path

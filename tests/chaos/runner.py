@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tests.chaos import bad_input
 from tests.chaos.accounting import Tally, count
@@ -30,6 +30,8 @@ from tests.integration.fixtures.private_stack import PrivateStack
 log = logging.getLogger("obsingest.chaos")
 
 #: the services of a scenario's own (Kafka too for the Kafka scenarios)
+F = TypeVar("F")
+
 SERVICES = ["pubsub", "gcs", "postgres"]
 #: nothing may change for this long once settled (late duplicates would show)
 QUIET_SECONDS = 6.0
@@ -107,9 +109,9 @@ class Run:
     def passed(self) -> bool:
         return not self.failures
 
-    def fault_of(self, kind: type) -> list[Fault]:
+    def fault_of(self, kind: type[F]) -> list[F]:
         """The faults of ``kind``, those nested in another one included."""
-        found = []
+        found: list[F] = []
         for _, fault in self.faults:
             for f in (fault, getattr(fault, "outer", None), getattr(fault, "inner", None)):
                 if isinstance(f, kind):

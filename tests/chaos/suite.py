@@ -46,13 +46,17 @@ def prefetch() -> None:
     """Every artefact a lane starts, fetched here once and side by side before the lanes start
     (on a cold cache Maven waits on the network while Go compiles the emulators and toxiproxy);
     the lanes then find them in the cache."""
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import Future, ThreadPoolExecutor
 
     from infra.local.stack import Stack, load_settings
     from tests.integration.fixtures.toxiproxy import toxiproxy_binary
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        for future in [pool.submit(Stack(load_settings()).fetch), pool.submit(toxiproxy_binary)]:
+        futures: list[Future[Any]] = [
+            pool.submit(Stack(load_settings()).fetch),
+            pool.submit(toxiproxy_binary),
+        ]
+        for future in futures:
             future.result()
 
 

@@ -33,10 +33,10 @@ import subprocess
 import sys
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from tests.chaos.observer import ArrivalsObserver, IngestedObserver
@@ -190,7 +190,9 @@ class World:
     def relay_settings(self) -> Any:
         from infra.local.relay.settings import RelaySettings
 
-        return RelaySettings(**{k.lower(): v for k, v in self.options.relay.items()})
+        return RelaySettings(
+            **cast(dict[str, Any], {k.lower(): v for k, v in self.options.relay.items()})
+        )
 
     # start -------------------------------------------------------------------------------------
     def start(self) -> World:
@@ -326,7 +328,7 @@ class World:
         # the two slow starters (imports on a busy machine) come up side by side
         functions = [f for f in (self.function, self.manifest_function) if f is not None]
         with ThreadPoolExecutor(3) as pool:
-            waits = [pool.submit(f.start, 90) for f in functions]
+            waits: list[Future[Any]] = [pool.submit(f.start, 90) for f in functions]
             waits.append(pool.submit(self.edge.start))
             for proc in (self.relay, self.manifest_relay, self.facility, self.assembler):
                 if proc is not None:

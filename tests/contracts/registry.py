@@ -76,6 +76,7 @@ class RegistryContract:
             ExposureRecord("LSSTComCam", DID.exposure, DID.day_obs, None, 99.0, "g")
         )
         exposure = registry.exposure("LSSTComCam", DID.exposure)
+        assert exposure is not None
         assert (exposure["exposure_time"], exposure["physical_filter"]) == (15.0, "r")
 
     def test_quarantine_counts_repeats_once(self, registry: Registry) -> None:

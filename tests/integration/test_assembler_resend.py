@@ -38,13 +38,18 @@ def produce(kafka: KafkaService, topic: str, records: list[tuple[DataId, bytes]]
 
     producer = Producer(kafka.producer_config(**{"enable.idempotence": True}))
     errors: list = []
+
+    def on_delivery(err: object, _m: object) -> None:
+        if err:
+            errors.append(err)
+
     for data_id, value in records:
         producer.produce(
             topic,
             value=value,
             key=data_id.key.encode(),
             partition=0,
-            on_delivery=lambda err, _m: err and errors.append(err),
+            on_delivery=on_delivery,
         )
     assert producer.flush(30) == 0 and not errors, errors
 

@@ -14,13 +14,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import google_crc32c
 import pytest
 
 from obsingest.dataid import DataId, make_exposure_id
-from producers.edge.journal import Journal
+from producers.edge.journal import Entry, Journal
 from tests.fixtures.camera_files import ccd_file
 from tests.integration.fixtures.edge import ROOT, wait_for
 from tests.integration.fixtures.handles import GcsService
@@ -174,7 +174,7 @@ def test_a_lost_journal_commit_means_re_verification_not_a_double_upload_or_a_lo
     keys = sorted(f"a/{rel}" for rel in files)
     journal = Journal(spool, name="backfill.sqlite3")
     try:
-        objects = {key: journal.get(key).object for key in keys}
+        objects = {key: cast(Entry, journal.get(key)).object for key in keys}
         ack_lost, never_arrived = keys[:20], keys[20:30]
         lost = [(key, "sent", {"acked_at": None, "status": None}) for key in keys[:30]]
         journal.mark_many(lost)

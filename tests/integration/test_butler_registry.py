@@ -80,6 +80,7 @@ def butler_env(request, tmp_path, monkeypatch) -> Iterator[Env]:
     yield e
     e.registry.close()
     for db in databases:
+        assert server is not None  # databases are made on a server
         server.drop_database(db)
 
 

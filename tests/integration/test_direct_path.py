@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import requests
@@ -283,7 +283,7 @@ def test_every_ccd_is_registered_once_and_announced_with_ordered_stage_times(
             event.published_time,
         ]
         assert all(s is not None for s in stamps), event
-        assert stamps == sorted(stamps), event
+        assert stamps == sorted(cast(list[datetime], stamps)), event
     assert pipeline.relay.counts()["dead_lettered"] == 0
 
 
@@ -404,7 +404,12 @@ def test_a_function_answering_503_every_time_dead_letters_with_the_reason(
 
     source = PubSubPullSource(pipeline.project, dlq_hold)
     letters: list[Delivery] = []
-    wait_for(lambda: bool(letters.extend(source.pull(10, 2.0)) or letters), 30, "a dead letter")
+
+    def got_letters() -> bool:
+        letters.extend(source.pull(10, 2.0))
+        return bool(letters)
+
+    wait_for(got_letters, 30, "a dead letter")
     [letter] = letters
     assert json.loads(letter.data)["name"] == obj.name
     assert letter.attributes["dlq_status"] == "503"

@@ -45,7 +45,7 @@ class Namespace:
     latter), a local store directory and a PostgreSQL database."""
 
     def __init__(self, registry_url: str, store_dir: Path) -> None:
-        from google.cloud import pubsub_v1
+        from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
 
         from infra.local.provision import SetupReport, ensure_topic, subscribe
         from obsingest.bus.pubsub import topic_path
@@ -324,7 +324,7 @@ def test_a_process_killed_before_its_check_or_its_publish_is_healed_by_the_facil
     settings = ReconcileSettings(grace=0.0, canary=False, prefixes=("raw/",))
     back_office = build_facility(service, ns.bus, settings, RedriveSettings(enabled=False))
     report = back_office.run_pass()
-    assert not report.errors and report.reconcile.missing == 0
+    assert not report.errors and report.reconcile is not None and report.reconcile.missing == 0
     assert report.ingested == (1 if where == "before-check" else 0)
     [event] = ns.received()
     assert (event.exposure, event.registered, event.missing_detectors) == (exposure, 2, [])

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -76,13 +77,18 @@ class Producer:
 
     def send(self, items: list[tuple[int, bytes, bytes]]) -> None:
         errors: list = []
+
+        def on_delivery(err: object, _m: object) -> None:
+            if err:
+                errors.append(err)
+
         for partition, key, value in items:
             self.producer.produce(
                 self.topic,
                 value=value,
                 key=key,
                 partition=partition,
-                on_delivery=lambda err, _m: err and errors.append(err),
+                on_delivery=on_delivery,
             )
         assert self.producer.flush(30) == 0
         assert not errors, errors
@@ -99,7 +105,7 @@ class Deployment:
         self.store_dir = tmp_path / "store"
         self.store = LocalDirStore(self.store_dir)
 
-    def settings(self, **extra: object) -> AssemblerSettings:
+    def settings(self, **extra: Any) -> AssemblerSettings:
         return AssemblerSettings(
             bootstrap_servers=self.kafka.bootstrap_servers,
             topic=self.topic,
@@ -169,7 +175,9 @@ class Deployment:
                 msg = consumer.poll(0.5)
                 if msg is None or msg.error():
                     continue
-                headers = {k: v.decode() for k, v in msg.headers() or []}
+                headers = {
+                    k: v.decode() for k, v in cast(list[tuple[str, bytes]], msg.headers() or [])
+                }
                 out.append({"headers": headers, "value": msg.value(), "key": msg.key()})
         finally:
             consumer.close()

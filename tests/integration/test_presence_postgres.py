@@ -3,6 +3,7 @@ night written to PostgreSQL and to SQLite gets the same answers from ``obsingest
 either; the reader cannot write; manifests are recorded once on PostgreSQL too."""
 
 import math
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -19,6 +20,7 @@ from tests.unit.obsingest.registry.conftest import E1, manifest, register
 pytestmark = pytest.mark.integration
 
 DAY_OBS = 20261123
+NIGHT: dict[str, Any]
 NIGHT = {"day_obs": DAY_OBS, "exposures": 24, "incomplete_every": 6, "no_manifest_every": 5}
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import cast
 
 import pytest
 
@@ -81,9 +82,13 @@ class TestKafkaPublisherContract(PublisherContract):
                     msg = consumer.poll(0.5)
                     if msg is None or msg.error() is not None:
                         continue
-                    headers = {k: v.decode() for k, v in (msg.headers() or [])}
-                    key = msg.key().decode() if msg.key() is not None else None
-                    got.append(Received(msg.value(), headers, key))
+                    headers = {
+                        k: v.decode() for k, v in cast(list[tuple[str, bytes]], msg.headers() or [])
+                    }
+                    raw_key, value = msg.key(), msg.value()
+                    key = raw_key.decode() if raw_key is not None else None
+                    assert value is not None
+                    got.append(Received(value, headers, key))
             finally:
                 consumer.close()
             return got

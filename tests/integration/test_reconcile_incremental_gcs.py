@@ -6,6 +6,7 @@ the first pass that sees them."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -78,7 +79,12 @@ def test_incremental_passes_on_gcs_register_what_is_new_and_ask_only_about_it(se
     asked: list[str] = []
     audit = service.registry.audit
     registered_uris = audit.registered_uris
-    audit.registered_uris = lambda uris: asked.extend(uris) or registered_uris(uris)
+
+    def asking(uris: Any) -> Any:
+        asked.extend(uris)
+        return registered_uris(uris)
+
+    audit.registered_uris = asking
     upload(service.store, 2026112200003, range(6))
     clock.now = datetime.now(UTC) + timedelta(seconds=1)
     report = reconciler.run_new(since)

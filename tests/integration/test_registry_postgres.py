@@ -75,7 +75,8 @@ def test_round_trip_keeps_the_exposure_record(postgres: str) -> None:
         exposure = ExposureRecord("LSSTComCam", DID.exposure, DID.day_obs, exposure_time=15.0)
         first = registry.register(record(), exposure)
         assert first.created
-        assert registry.exposure("LSSTComCam", DID.exposure)["exposure_time"] == 15.0
+        held = registry.exposure("LSSTComCam", DID.exposure)
+        assert held is not None and held["exposure_time"] == 15.0
     finally:
         registry.close()
 

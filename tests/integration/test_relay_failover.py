@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -172,7 +173,7 @@ def test_an_instance_killed_mid_burst_costs_no_ccd_a_retry(world: World, caplog)
         if r.getMessage() == "relay.nacked"
     ]
     assert (world.relay.counts()["nacked"], world.relay.counts()["dead_lettered"]) == (0, 0), nacks
-    first = {}
+    first: dict[str, Any] = {}
     for event in world.arrivals:  # at-least-once: the first announcement of each
         if event.data_id.exposure == WARM_UP:
             continue

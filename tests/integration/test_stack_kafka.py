@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import time
+from typing import Any, cast
 
 import pytest
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
@@ -38,9 +39,12 @@ def _round_trip(kafka: KafkaService, value: bytes, key: bytes) -> bytes:
     topic = kafka.new_topic("avro-big")
     producer = Producer(kafka.producer_config())
     errors: list[object] = []
-    producer.produce(
-        topic, value=value, key=key, on_delivery=lambda err, _msg: err and errors.append(err)
-    )
+
+    def on_delivery(err: object, _msg: object) -> None:
+        if err:
+            errors.append(err)
+
+    producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
     assert producer.flush(30) == 0, "producer did not deliver within 30 s"
     assert not errors, errors
 
@@ -55,7 +59,9 @@ def _round_trip(kafka: KafkaService, value: bytes, key: bytes) -> bytes:
             if msg.error():
                 raise KafkaException(msg.error())
             assert msg.key() == key
-            return bytes(msg.value())
+            got = msg.value()
+            assert got is not None
+            return bytes(got)
         raise AssertionError("no record consumed within 30 s")
     finally:
         consumer.close()
@@ -69,7 +75,7 @@ def test_one_mib_avro_record_round_trips_byte_exact(kafka: KafkaService) -> None
     got = _round_trip(kafka, value, key=b"LSSTCam/2025061200001/42")
 
     assert got == value
-    decoded = schemaless_reader(io.BytesIO(got), SCHEMA, SCHEMA)
+    decoded = cast(dict[str, Any], schemaless_reader(io.BytesIO(got), SCHEMA, SCHEMA))
     assert decoded["payload"] == payload
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -156,7 +157,7 @@ def imports_of(module: str, path: Path) -> Iterator[Import]:
             ]
         for target in targets:
             if target.split(".")[0] in PACKAGES:
-                yield Import(module, target, path, node.lineno)
+                yield Import(module, target, path, cast(ast.stmt, node).lineno)
 
 
 @cache

@@ -26,9 +26,12 @@ import math
 import sys
 import types
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from astro_metadata_translator import MetadataTranslator
 
 #: the headers compared: the camera's on-sky and calibration files of the three instruments
 PREFIXES = ("lsstCam-", "lsstCam_", "comCam-", "latiss-")
@@ -92,7 +95,7 @@ def read_header(path: Path) -> dict[str, Any]:
         return json.load(fh) if path.suffix == ".json" else yaml.load(fh, Loader=_Loader)
 
 
-def load_oracle(checkout: Path) -> dict[str, type]:
+def load_oracle(checkout: Path) -> dict[str, type[MetadataTranslator]]:
     """obs_lsst's translators from ``checkout``, by instrument, registered with the library."""
     from obsingest.translate import selection
 
@@ -154,8 +157,11 @@ def shown(value: Any) -> Any:
 
 
 def compare(
-    path: Path, oracle: dict[str, type], corrections: list[str], via_fits: bool = False
-) -> tuple[str, str, list[tuple[str, Any, Any]]]:
+    path: Path,
+    oracle: dict[str, type[MetadataTranslator]],
+    corrections: list[str],
+    via_fits: bool = False,
+) -> tuple[str, str | None, list[tuple[str, Any, Any]]]:
     """(our translator, theirs, [(field, ours, theirs) for every field that differs])."""
     from astro_metadata_translator import ObservationInfo
 
@@ -174,6 +180,7 @@ def compare(
         ours = translate.observation(translate.HduHeader(fits_primary(copy.deepcopy(header))))
     else:
         ours = translate.observation(copy.deepcopy(header))
+    assert ours.info.translator_name is not None
     assert ours.translator != theirs.translator_name and "obsingest" in ours.info.translator_name
     diffs = []
     for field in IDENTITY:

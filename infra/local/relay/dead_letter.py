@@ -15,7 +15,7 @@ class PubSubDeadLetter:
     """Publishes given-up messages to the dead-letter topic, waiting for the message id."""
 
     def __init__(self, project: str, topic: str, client: Any = None, timeout: float = 10.0) -> None:
-        from google.cloud import pubsub_v1
+        from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
 
         self.path = topic_path(project, topic)
         self.client = client or pubsub_v1.PublisherClient()

@@ -81,7 +81,8 @@ class PushRequest:
         return self._body
 
 
-PushHandler = Callable[[Any], "tuple[str, int]"]
+#: returns (body, status); functions_framework.http types it with Flask's return union
+PushHandler = Callable[[Any], Any]
 
 
 class InProcessTarget:

@@ -25,6 +25,7 @@ import sys
 import tarfile
 import tempfile
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 TERRAFORM_DIR = HERE.parent
@@ -80,7 +81,7 @@ def checkov_env(cache: Path | None = None) -> Path:
     return python
 
 
-def run_checkov(tf_dir: Path = TERRAFORM_DIR, cache: Path | None = None) -> dict[str, object]:
+def run_checkov(tf_dir: Path = TERRAFORM_DIR, cache: Path | None = None) -> dict[str, Any]:
     """checkov's JSON report of ``tf_dir``: offline (no guideline download, no platform key)."""
     python = checkov_env(cache)
     env = {k: v for k, v in os.environ.items() if k not in ("BC_API_KEY", "PRISMA_API_URL")}

@@ -13,7 +13,7 @@ from beam_jobs.report import format_summary_table, plot_latency, write_report
 from beam_jobs.sinks import read_summaries
 from beam_jobs.summarize import run_batch
 from obsingest import avro
-from obsingest.messages import ArrivalEvent, ExposureManifest, SummaryStatus
+from obsingest.messages import ArrivalEvent, ExposureManifest, ExposureSummary, SummaryStatus
 from obsingest_cli.main import main
 from tests.unit.beam_jobs.helpers import Step, arrival, exposure_id, manifest, run_stream
 
@@ -106,7 +106,7 @@ def test_batch_jsonl_and_avro_outputs_and_equality_with_streaming(tmp_path: Path
         for n, i in enumerate(range(0, len(events), 7))
     ]
     summaries, _ = run_stream(steps)
-    final: dict[int, object] = {}
+    final: dict[int, ExposureSummary] = {}
     for s in summaries:
         if s.exposure not in final or s.revision > final[s.exposure].revision:
             final[s.exposure] = s

@@ -21,6 +21,7 @@ def test_percentiles_use_linear_interpolation() -> None:
     assert (s.latency_p50, s.latency_p95, s.latency_max) == pytest.approx((2.5, 3.85, 4.0))
     assert (s.expected, s.arrived, s.completeness) == (4, 4, 1.0)
     assert s.status == SummaryStatus.OK and s.over_budget == [] and s.missing_detectors == []
+    assert s.first_readout is not None and s.last_arrival is not None
     assert s.first_readout.timestamp() == pytest.approx(T0.timestamp() + 15.0)
     assert s.last_arrival.timestamp() == pytest.approx(T0.timestamp() + 19.0)
     assert (s.revision, s.trigger, s.day_obs) == (0, "batch", 20250101)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+from typing import Any
 
 import apache_beam as beam
 import pytest
@@ -55,7 +56,7 @@ def test_fold_in_any_bundles_and_order_summarizes_like_all_events() -> None:
     for _ in range(300):
         first, events = _exposure(rng)
         late = manifest(1, first.detectors, start=rng.choice([-2.0, 0.0, 2.0]))
-        elements = [(ARRIVAL, tuple(Arrival.from_event(e))) for e in events]
+        elements: list[tuple[str, Any]] = [(ARRIVAL, tuple(Arrival.from_event(e))) for e in events]
         elements += [(MANIFEST, first), (MANIFEST, late)]
         rng.shuffle(elements)
         held, best = _fold(elements, rng)

@@ -37,7 +37,7 @@ def metric_names(expr: str) -> set[str]:
     found: set[str] = set()
 
     def visit(node: object) -> bool:
-        if isinstance(node, promql_parser.VectorSelector):
+        if isinstance(node, promql_parser.VectorSelector) and node.name is not None:
             found.add(node.name)
         return True
 

@@ -97,7 +97,7 @@ def test_the_classes_found_include_those_of_every_unit() -> None:
 def test_retries_exhausted_keeps_its_fields_and_last_error() -> None:
     error = SPECIAL["obsingest.retry.RetriesExhausted"]
     copy = pickle.loads(pickle.dumps(error))
-    assert isinstance(copy, RetriableError)
+    assert isinstance(copy, RetriableError) and isinstance(copy, RetriesExhausted)
     assert (copy.kind, copy.attempts) == ("connection", 4)
     assert isinstance(copy.last, ConnectionResetError)
 

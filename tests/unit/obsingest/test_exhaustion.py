@@ -153,7 +153,8 @@ def test_each_kind_and_resource_has_its_retriable_error_and_reason(
 def test_one_line_names_the_resource_and_the_path() -> None:
     line = one_line(OSError(errno.ENOSPC, "No space left on device", "/data/demo/arrivals.avro"))
     assert line == "disk /data/demo/arrivals.avro: no space left (No space left on device)"
-    assert one_line(MemoryError()) is not None and one_line(MemoryError()).startswith("memory ")
+    memory = one_line(MemoryError())
+    assert memory is not None and memory.startswith("memory ")
     assert one_line(ValueError("bug")) is None
     error = DestinationFull("destination /x: no space left", "destination", "/x")
     assert one_line(error) == "destination /x: no space left"

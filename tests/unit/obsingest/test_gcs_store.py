@@ -87,7 +87,10 @@ class FakeBlob:
         self.bucket, self.name = bucket, name
         self.metadata: dict | None = None
         self.md5_hash: str | None = None
-        self.crc32c = self.size = self.generation = self.time_created = None
+        self.crc32c: str | None = None
+        self.size: int | None = None
+        self.generation: int | None = None
+        self.time_created: datetime | None = None
 
     def _fill(self, data: bytes, metadata: dict) -> FakeBlob:
         self.size, self.crc32c = len(data), crc32c_b64(data)

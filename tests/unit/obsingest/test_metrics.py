@@ -17,6 +17,7 @@ import pytest
 import requests
 from flask import Flask
 from prometheus_client import CollectorRegistry
+from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from obsingest.dataid import INSTRUMENTS
@@ -60,7 +61,7 @@ def sample(m: Metrics, name: str, **labels: str) -> float | None:
     return m.registry.get_sample_value(name, labels)
 
 
-def scrape_families(text: str) -> dict[str, object]:
+def scrape_families(text: str) -> dict[str, Metric]:
     return {f.name: f for f in text_string_to_metric_families(text)}
 
 
@@ -278,12 +279,14 @@ def test_registry_operation_times_and_counts_errors(metrics: Metrics) -> None:
 
 
 def test_canary_age_and_timestamp(metrics: Metrics) -> None:
-    assert math.isnan(sample(metrics, "obsingest_notification_canary_age_seconds"))
+    age = sample(metrics, "obsingest_notification_canary_age_seconds")
+    assert age is not None and math.isnan(age)
     seen_at = time.time() - 30
     metrics.canary("written")
     metrics.canary("seen", at=seen_at)
     assert sample(metrics, "obsingest_notification_canary_last_seen_timestamp_seconds") == seen_at
-    assert 30 <= sample(metrics, "obsingest_notification_canary_age_seconds") < 60
+    age = sample(metrics, "obsingest_notification_canary_age_seconds")
+    assert age is not None and 30 <= age < 60
     assert sample(metrics, "obsingest_notification_canaries_total", event="written") == 1
 
 
@@ -325,7 +328,7 @@ def test_reconcile_start_starts_the_canary_clock(metrics: Metrics) -> None:
     before = time.time()
     metrics.start("reconcile")
     started = sample(metrics, "obsingest_notification_canary_last_seen_timestamp_seconds")
-    assert before <= started <= time.time()
+    assert started is not None and before <= started <= time.time()
     metrics.start("reconcile")  # idempotent: a second call does not reset the clock
     assert sample(metrics, "obsingest_notification_canary_last_seen_timestamp_seconds") == started
     labels = {"instrument": "LATISS", "status": "incomplete"}
@@ -401,7 +404,7 @@ def test_flask_app_exposes_metrics_on_its_own_port() -> None:
     m.ccd("register", "duplicate")
     app = Flask("register")
     app.add_url_rule("/", "handle", lambda: "handled")
-    app.wsgi_app = with_metrics_endpoint(app.wsgi_app, m.registry)
+    app.wsgi_app = with_metrics_endpoint(app.wsgi_app, m.registry)  # type: ignore[method-assign,assignment]  # Flask's middleware hook
     client = app.test_client()
     assert client.get("/").get_data(as_text=True) == "handled"
     resp = client.get("/metrics")

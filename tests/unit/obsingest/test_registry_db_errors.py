@@ -6,6 +6,7 @@ tests/integration/test_register_malformed.py.
 
 import sqlite3
 from datetime import UTC, datetime
+from typing import cast
 
 import psycopg
 import pytest
@@ -27,7 +28,7 @@ DID = DataId("LSSTComCam", 2026112200001, 4)
 
 def wrapped(orig: Exception, base: type[Exception]) -> DBAPIError:
     """``orig`` as SQLAlchemy raises it from a driver call (the matching wrapper class)."""
-    return DBAPIError.instance("INSERT ...", {}, orig, base)
+    return cast(DBAPIError, DBAPIError.instance("INSERT ...", {}, orig, base))
 
 
 @pytest.mark.parametrize(

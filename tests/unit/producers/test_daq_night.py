@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.unit
 
 
 def test_a_short_night_follows_the_hand_off_convention(tmp_path: Path) -> None:
-    seen = []
+    seen: list[Any] = []
     started = time.monotonic()
     played = play_night(
         NightPlan(
@@ -105,7 +106,9 @@ def test_each_manifest_is_handed_over_at_its_readout_before_its_ccds(tmp_path: P
     assert manifest.filter == "u_02"  # the physical filter, as the headers and the Butler say
     # the manifest's UTC start is the instant the headers' DATE-BEG names in TAI
     header = parse_primary(played[0].files[0].read_bytes()[: 2880 * 8])
-    begin = header_instant(header.str_value("DATE-BEG"), header.str_value("TIMESYS"))
+    date_beg = header.str_value("DATE-BEG")
+    assert date_beg is not None
+    begin = header_instant(date_beg, header.str_value("TIMESYS"))
     assert abs(begin - manifest.obs_start).total_seconds() <= 0.001
     assert header.str_value("DATE-BEG") != manifest.obs_start.strftime("%Y-%m-%dT%H:%M:%S.%f")[:23]
     written = json.loads(next(tmp_path.rglob(f"*_{first}.manifest.json")).read_text())

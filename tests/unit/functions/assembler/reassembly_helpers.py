@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from datetime import UTC, datetime
+from typing import Any
 
 from functions.assembler.reassembly import Reassembler
 from obsingest.dataid import DataId
@@ -30,7 +31,7 @@ def decode(record: bytes) -> CcdChunk:
     return CcdChunk.decode(record)
 
 
-def reencode(record: bytes, **changes: object) -> bytes:
+def reencode(record: bytes, **changes: Any) -> bytes:
     return encode_chunk(dataclasses.replace(decode(record), **changes))
 
 

@@ -4,6 +4,7 @@ file that was completed but not stored, not on the failing batch, not on close, 
 import threading
 import time
 from datetime import UTC, datetime
+from typing import Any, cast
 
 import pytest
 
@@ -43,7 +44,8 @@ class Msg:
 
 class FakeConsumer:
     def __init__(self, messages: list[Msg]) -> None:
-        self.messages, self.commits = messages, []
+        self.messages = messages
+        self.commits: list[Any] = []
 
     def subscribe(self, *args, **kwargs) -> None:
         pass
@@ -80,7 +82,7 @@ def _service(tmp_path, store) -> tuple[AssemblerService, FakeConsumer]:
         )
     ]
     consumer = FakeConsumer([Msg(0, i, v) for i, v in enumerate(records)])
-    service._consumer = consumer
+    service._consumer = cast(Any, consumer)
     service._assigned.add((TOPIC, 0))
     service._subscribed = True
     return service, consumer

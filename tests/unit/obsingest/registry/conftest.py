@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ E1, E2, E3 = (DAY_OBS * 100_000 + n for n in (1, 2, 3))
 
 def manifest(exposure: int, detectors: list[int], flt: str = "r_03", **kw) -> ExposureManifest:
     start = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
-    fields = dict(
+    fields: dict[str, Any] = dict(
         instrument="LSSTComCam",
         exposure=exposure,
         day_obs=DAY_OBS,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from obsingest.dataid import DataId
 from obsingest.registry import FileRecord, OutboxMessage, Registration, Registry
@@ -35,7 +36,7 @@ def announce(registration: Registration) -> OutboxMessage:
 
 
 class OutboxContract:
-    registry: Registry
+    registry: Any  # the subclass's pytest fixture: the Registry under test
 
     def register(self, registry: Registry, detector: int) -> Registration:
         return registry.register(file_record(detector), announce=announce)

@@ -18,8 +18,9 @@ from obsingest.registry import FileRecord
 from obsingest.registry.butler import ButlerRegistry
 from obsingest.registry.butler_repo import ButlerSettings
 from obsingest.registry.engine import make_engine
+from obsingest.registry.facility_tables import arrival_outbox
 from obsingest.registry.migrations import migrate
-from obsingest.registry.outbox import OutboxMessage, arrival_outbox
+from obsingest.registry.outbox import OutboxMessage
 from obsingest.registry.registry import RegistryUnavailable
 from obsingest.settings import RegistrySettings, run_name
 

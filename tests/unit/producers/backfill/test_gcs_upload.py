@@ -9,7 +9,7 @@ import email
 import email.policy
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import urllib3
@@ -78,7 +78,8 @@ def test_the_body_is_a_multipart_related_resource_then_the_bytes() -> None:
     )
     parts = list(message.iter_parts())
     assert [p.get_content_type() for p in parts] == ["application/json", "application/fits"]
-    assert json.loads(parts[0].get_payload(decode=True)) == {"name": "x", "crc32c": "AAAAAA=="}
+    payload = cast(bytes, parts[0].get_payload(decode=True))
+    assert json.loads(payload) == {"name": "x", "crc32c": "AAAAAA=="}
     assert parts[1].get_payload(decode=True) == DATA
     # a new boundary each time: a file cannot be cut by a boundary it happens to contain
     assert multipart_body({}, DATA)[1] != content_type

@@ -16,15 +16,21 @@ from tests.fixtures.camera_files import ccd_file
 pytestmark = pytest.mark.unit
 
 
+def kind_of(path: Path) -> str:
+    found = classify(path)
+    assert found is not None
+    return found[0]
+
+
 def test_classify_by_suffix_any_name() -> None:
     assert classify(Path("/h/MC_O_20250415_000060_R01_S01.fits")) == ("ccd", None, None)
-    assert classify(Path("/h/LSSTCam_2026112200012_094.fits"))[0] == "ccd"
-    assert classify(Path("/h/image.fits"))[0] == "ccd"  # any name: the header says which CCD
-    assert classify(Path("/h/image.fits.fz"))[0] == "ccd"
-    assert classify(Path("/h/LSSTCam_2026112200012.manifest.json"))[0] == "manifest"
-    assert classify(Path("/h/MC_O_20250415_000060.manifest.json"))[0] == "manifest"
-    assert classify(Path("/h/.MC_O_20250415_000060_R01_S01.fits.x1y2.tmp"))[0] == "incomplete"
-    assert classify(Path("/h/MC_O_20250415_000060_R01_S01.fits.part"))[0] == "incomplete"
+    assert kind_of(Path("/h/LSSTCam_2026112200012_094.fits")) == "ccd"
+    assert kind_of(Path("/h/image.fits")) == "ccd"  # any name: the header says which CCD
+    assert kind_of(Path("/h/image.fits.fz")) == "ccd"
+    assert kind_of(Path("/h/LSSTCam_2026112200012.manifest.json")) == "manifest"
+    assert kind_of(Path("/h/MC_O_20250415_000060.manifest.json")) == "manifest"
+    assert kind_of(Path("/h/.MC_O_20250415_000060_R01_S01.fits.x1y2.tmp")) == "incomplete"
+    assert kind_of(Path("/h/MC_O_20250415_000060_R01_S01.fits.part")) == "incomplete"
     assert classify(Path("/h/MC_O_20250415_000060_R01_S01.json")) is None  # sidecar
     assert classify(Path("/h/notes.txt")) is None
 
@@ -70,9 +76,11 @@ def test_startup_scan_watcher_rename_and_never_completed(tmp_path: Path) -> None
         wait_for(lambda: len(got.found) >= 3)
         by_kind = {f.kind: f for f in got.found}
         assert by_kind["incomplete"].path == stale
-        assert by_kind["incomplete"].error.reason == "never-completed"
+        error = by_kind["incomplete"].error
+        assert error is not None and error.reason == "never-completed"
         new = next(f for f in got.found if f.path.parent == sub)
         assert new.kind == "ccd" and new.data_id == second
+        assert new.identity is not None
         assert new.identity.file_name == "MC_O_20261122_000002_R01_S10.fits"
         assert new.sidecar == sub / "ccd-3.json"
         time.sleep(0.3)

@@ -4,6 +4,7 @@ a CCD must claim the header's."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,7 +65,8 @@ def test_a_header_without_identity_names_the_card(tmp_path: Path) -> None:
         handoff_identity(path)
     assert str(path) in str(info.value) and info.value.reason == "no-identity"
     found = identify(Found("ccd", path))
-    assert found is not None and found.kind == "bad" and found.error.reason == "no-identity"
+    assert found is not None and found.kind == "bad" and found.error is not None
+    assert found.error.reason == "no-identity"
 
 
 def test_not_fits_is_corrupt_with_the_path(tmp_path: Path) -> None:
@@ -157,7 +159,8 @@ def test_the_readout_end_from_the_leap_second_table_is_astropys_instant(timesys)
 def test_identify_carries_the_date_end_of_the_sidecar_over_the_files(tmp_path: Path) -> None:
     did = DataId("LSSTCam", 2023110700078, 1)
     path = tmp_path / "x.fits"
-    path.write_bytes(ccd_file(did, TIMESYS="TAI", **{"DATE-END": "2023-11-08T03:00:37.000"}))
+    extra: dict[str, Any] = {"DATE-END": "2023-11-08T03:00:37.000"}
+    path.write_bytes(ccd_file(did, TIMESYS="TAI", **extra))
     (tmp_path / "x.json").write_text('{"DATE-END": "2023-11-08T03:00:38.000"}')
     found = identify(Found("ccd", path, mtime=1.0))
     assert found is not None and found.kind == "ccd"

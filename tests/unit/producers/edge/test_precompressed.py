@@ -78,6 +78,7 @@ def test_a_precompressed_handoff_is_sent_byte_for_byte(tmp_path: Path) -> None:
     assert outcome.size == outcome.raw_size == len(fz)
     assert outcome.compress_seconds < 0.5 and outcome.worker_pid == os.getpid()
     assert outcome.started_time is not None and outcome.acked_time is not None
+    assert outcome.compressed_time is not None
     assert outcome.started_time <= outcome.compressed_time <= outcome.acked_time
     assert outcome.read_compress_cpu_seconds >= 0 and outcome.send_cpu_seconds >= 0
     worker.close()

@@ -72,6 +72,7 @@ def test_recovery_drains_everything_at_once_newest_first() -> None:
         s.retry(key)
     clock.now += 1.0
     probe = s.pop_due()
+    assert probe is not None
     s.done(probe)
     assert not s.destination_down
     assert drain(s) == ["k2", "k1", "k0"]
@@ -106,6 +107,7 @@ def test_requeue_and_finished() -> None:
     s = Scheduler(clock=Clock())
     s.add("a", 1)
     key = s.pop_due()
+    assert key is not None
     s.requeue(key)
     assert s.pop_due() == "a"
     s.finished("a")

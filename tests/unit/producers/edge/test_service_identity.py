@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -116,7 +117,7 @@ def test_the_readout_time_is_the_headers_date_end_in_utc(edge: EdgeService) -> N
             did,
             **identity_cards(did, "O"),
             TIMESYS="TAI",
-            **{"DATE-END": "2023-11-08T03:00:37.500"},
+            **cast(dict[str, Any], {"DATE-END": "2023-11-08T03:00:37.500"}),
         ),
     )
     wait_for(lambda: acked(edge, did.key))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
+from typing import Any, cast
 
 import pytest
 from confluent_kafka import KafkaError
@@ -86,7 +87,9 @@ class FakeProducer:
 
 def sender(fake: FakeProducer, chunk_size: int = 4096) -> KafkaChunkSender:
     settings = KafkaProducerSettings(chunk_size=chunk_size, delivery_timeout_s=1)
-    return KafkaChunkSender(settings, topic="chunks", producer_name="edge-7", producer=fake)
+    return KafkaChunkSender(
+        settings, topic="chunks", producer_name="edge-7", producer=cast(Any, fake)
+    )
 
 
 def test_send_returns_acked_only_after_every_chunk_is_acknowledged():

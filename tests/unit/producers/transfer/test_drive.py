@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,7 +60,7 @@ def test_phases_split_busy_and_idle_windows(tmp_path: Path) -> None:
 
 def test_a_run_refuses_impossible_counts(tmp_path: Path) -> None:
     def make(**kw: int) -> Run:
-        values = {"ccds": 2, "numexp": 2, **kw}
+        values: dict[str, Any] = {"ccds": 2, "numexp": 2, **kw}
         return Run(
             HarnessConfig("file:///x", interval=1.0, run_dir=tmp_path, **values),
             None,
