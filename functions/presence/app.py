@@ -196,8 +196,9 @@ def create_app(
         response_class=Response,
         responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
         summary="Prometheus metrics",
+        operation_id="metrics_metrics_get",  # the id the handler's former name gave
     )
-    def metrics() -> Response:
+    def prometheus_metrics() -> Response:
         return Response(
             generate_latest(stats.registry), media_type="text/plain; version=0.0.4; charset=utf-8"
         )

@@ -15,6 +15,7 @@ from functions.register.facility.service import FacilityService
 from functions.register.facility.settings import ReconcileSettings, RedriveSettings
 from functions.register.service import RegisterService
 from obsingest.bus.base import Publisher
+from obsingest.metrics import private_metrics
 from obsingest.registry.ingested import IngestedCheck
 from obsingest.settings import BusSettings
 
@@ -105,7 +106,7 @@ def build_facility(
         repair_every=settings.repair_every,
         drain_limit=settings.drain_limit,
         outbox_retention=timedelta(days=settings.outbox_retention_days),
-        **({"metrics": service.metrics} if service.metrics is not None else {}),
+        metrics=service.metrics if service.metrics is not None else private_metrics(),
     )
 
 
