@@ -75,7 +75,7 @@ def make_archive(root: Path, files: int, size: int) -> list[Path]:
     """``files`` camera files of about ``size`` bytes each under names that say nothing: a
     primary header with the CCD's identity cards (LSSTCam, 205 CCDs an exposure; the backfill
     stores each under the name its header gives) and one image of random bytes."""
-    from obsingest.dataid import DataId, make_exposure_id
+    from obsingest.dataid import DataId, identity_cards, make_exposure_id
     from obsingest.fits import header_bytes, make_card, padded
 
     rng = random.Random(1)
@@ -87,10 +87,7 @@ def make_archive(root: Path, files: int, size: int) -> list[Path]:
             make_card("BITPIX", 8),
             make_card("NAXIS", 0),
             make_card("EXTEND", True),
-            make_card("INSTRUME", "lsstCam"),
-            make_card("OBSID", identity.obs_id),
-            make_card("RAFTBAY", identity.raft),
-            make_card("CCDSLOT", identity.sensor),
+            *(make_card(k, v) for k, v in identity_cards(identity).items()),
         ]
         n = max(1, size - 3 * 2880)
         image = [
