@@ -20,7 +20,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated, Final, Literal, get_args
+from typing import Annotated, Final, Literal
 
 from pydantic import Field
 
@@ -28,7 +28,6 @@ Status = Literal["complete", "incomplete", "over_budget"]
 COMPLETE: Final = "complete"
 INCOMPLETE: Final = "incomplete"
 OVER_BUDGET: Final = "over_budget"
-STATUSES: tuple[Status, ...] = get_args(Status)
 
 FROM_MANIFEST: Final = "manifest"
 FROM_INSTRUMENT: Final = "instrument"
