@@ -63,6 +63,13 @@ WHAT_MOVED = """\
   (0.55 against 0.95 ms client CPU) and preparing the next file (read, CRC32C, body) while
   waiting for the answer left the wall time per file unchanged (4.1-5.1 ms either way): not
   adopted.
+- **One upload path** (2026-11-26, load average 8+): the backfill uploads through the store
+  (`obsingest.store.gcs.GcsHttpStore`: `GcsStore`'s create-once put, stat, retries and error
+  mapping, only the wire request lean). Same-run A/B, 1,000 files x 3 rotating repeats, CPU of
+  the backfill process and its workers per file (median): lean request 5.71 ms at
+  `--parallel 1`, 5.44 at 8; the library's `GcsStore.put` 7.50 and 7.56 (+31-39%);
+  transfer_manager 7.55 and 7.68. Files/s medians (loaded machine): lean 37.8 and 49.4, library
+  24.9 and 41.7, transfer_manager 34.1 and 46.7. So the lean request stays, beside the store's.
 - **Reading the rows**: at 4 and 8 ours levels off at the emulator's own rate (~250 files/s in
   a quiet run, about one upload per 4 ms of its CPU); transfer_manager stays below it because
   its workers' CPU competes with the emulator's for the 2 cores. When other sessions load the

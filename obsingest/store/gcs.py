@@ -450,8 +450,8 @@ def authorized_http(settings: GcsSettings, endpoint: str) -> Any:
 class GcsHttpStore(GcsStore):
     """``GcsStore`` whose put and stat are one JSON-API request each through google-auth's
     urllib3 transport (one kept-alive connection per host), not the library's blob machinery.
-    Kept for the backfill because ``benchmarks/backfill.py`` measures it faster than the
-    library's upload in the same run; reads and deletes are the library's."""
+    Kept beside ``GcsStore.put`` because, same run, it costs the backfill ~2 ms less CPU per
+    64 KiB file (benchmarks/README.md, backfill); reads and deletes are the library's."""
 
     def __init__(
         self,
@@ -474,14 +474,14 @@ class GcsHttpStore(GcsStore):
         self._object_url = f"{self.endpoint}/storage/v1/b/{b}/o/"
 
     @property
-    def client(self) -> Any:  # type: ignore[override]
+    def client(self) -> Any:
         """The library's client, made on first read or delete (the put path never needs it)."""
         if self._client is None:
             self._client = make_client(self.settings)
         return self._client
 
     @property
-    def _bucket(self) -> Any:  # type: ignore[override]
+    def _bucket(self) -> Any:
         return self.client.bucket(self.bucket)
 
     def _request(
