@@ -50,7 +50,7 @@ WHAT_MOVED = """\
   answer, the rest client work in `google-cloud-storage` and `requests` (blob machinery, tracing
   spans, the proxy environment merged again for every request, date parsing): 2.6-2.9 ms of CPU
   per 64 KiB file, the same as transfer_manager's worker spends.
-- **One lean request per file** (`producers/backfill/gcs_upload.py`): the same JSON-API
+- **One lean request per file** (`GcsHttpStore` today): the same JSON-API
   request (multipart, CRC32C in the resource, `ifGenerationMatch=0`) sent through google-auth's
   urllib3 transport, errors mapped onto the store's retry rules. Client CPU per file 0.9-1.3 ms
   against 2.6-2.9 (same session, alternating); over whole runs at `--parallel 8` our workers

@@ -108,17 +108,8 @@ class UploadWorker:
                     f"{name}: store holds {size} B crc32c {stored_crc}, "
                     f"{path} has {len(data)} B crc32c {crc}"
                 )
-        except ObjectConflict as exc:
-            return FileResult(
-                key,
-                False,
-                object=name,
-                size=len(data),
-                checksum=checksum,
-                reason=exc.reason,
-                error=f"{path}: {exc}",
-            )
-        except ObsIngestError as exc:
+        except ObsIngestError as exc:  # ObjectConflict (permanent) among them
+            error = f"{path}: {exc}" if isinstance(exc, ObjectConflict) else str(exc)[:1000]
             return FileResult(
                 key,
                 False,
@@ -127,7 +118,7 @@ class UploadWorker:
                 checksum=checksum,
                 retriable=exc.retriable,
                 reason=exc.reason,
-                error=str(exc)[:1000],
+                error=error,
             )
         status = "stored" if created else "exists"
         return FileResult(key, True, status, len(data), checksum, object=name)
