@@ -1,7 +1,7 @@
 """Google Cloud Storage behind ``ObjectStore``: create-once writes, verified bytes, bounded retries.
 
-One module over 500 lines because it is one concept: a GCS bucket as a store, its settings, its
-error rules and the one create-once flow both request paths below share.
+Over 500 lines as one cohesive concept: a GCS bucket as a store, its settings, its error rules
+and the one create-once flow both request paths below share.
 
 - One ``storage.Client`` per store, and one store per process (see ``producers.edge``): its HTTP
   session keeps connections warm, which is most of a small upload's latency.
