@@ -44,22 +44,14 @@ GOAL_SECONDS = 5.0
 def header(exposure: int, detector: int) -> bytes:
     """The primary header the camera writes for this CCD, the cards saying which CCD it is (the
     edge reads a file's identity from its header, never from its name), and no data."""
-    from obsingest.dataid import DataId
+    from obsingest.dataid import DataId, identity_cards
     from obsingest.fits import header_bytes, make_card
 
-    identity = DataId("LSSTCam", exposure, detector).identity("O")
-    _code, letter, day_obs, seq = identity.obs_id.split("_")
     cards = {
         "SIMPLE": True,
         "BITPIX": 8,
         "NAXIS": 0,
-        "INSTRUME": "lsstCam",
-        "OBSID": identity.obs_id,
-        "DAYOBS": day_obs,
-        "SEQNUM": int(seq),
-        "CONTRLLR": letter,
-        "RAFTBAY": identity.raft,
-        "CCDSLOT": identity.sensor,
+        **identity_cards(DataId("LSSTCam", exposure, detector).identity("O")),
     }
     return header_bytes([make_card(k, v) for k, v in cards.items()])
 

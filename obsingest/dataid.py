@@ -52,6 +52,8 @@ HEADER_INSTRUMENTS = {"lsstcam": "LSSTCam", "comcam": "LSSTComCam", "latiss": "L
 HEADER_INSTRUMENTS |= {name.lower(): name for name in camera.INSTRUMENTS}
 #: LATISS's INSTRUME before 2019 (obs_lsst's LATISS translator takes both)
 HEADER_INSTRUMENTS["lsst_atiss"] = "LATISS"
+#: INSTRUME as each camera writes it (real headers, HEADVER 2)
+CAMERA_INSTRUME = {"LSSTCam": "lsstCam", "LSSTComCam": "ComCam", "LATISS": "LATISS"}
 CAMERA_CODES = {i.obsid_prefix: name for name, i in camera.INSTRUMENTS.items()}
 
 _OBS_ID = r"(?P<code>[A-Z]{2})_(?P<controller>[A-Z])_(?P<obs_day>[0-9]{8})_(?P<seq>[0-9]{6})"
@@ -258,6 +260,25 @@ def identity_from_header(card: Callable[[str], object], where: str) -> Identity:
         ) from None
     group = text("GROUPID") or str(exposure)  # obs_lsst's default group: the exposure id
     return Identity(DataId(instrument, exposure, detector), obs_id, raft, sensor, group)
+
+
+def identity_cards(identity: Identity) -> dict[str, str | int]:
+    """The primary-header cards that say which CCD a file is, as the camera writes them: the
+    inverse of ``identity_from_header`` (the simulator, test files and benchmarks all write
+    their headers' identity through this one function)."""
+    data_id = identity.data_id
+    code, controller, day_obs, seq_num = identity.obs_id.split("_")
+    return {
+        "INSTRUME": CAMERA_INSTRUME.get(data_id.instrument, data_id.instrument),
+        "OBSID": identity.obs_id,
+        "CAMCODE": code,
+        "CONTRLLR": controller,
+        "DAYOBS": day_obs,
+        "SEQNUM": int(seq_num),
+        "RAFTBAY": identity.raft,
+        "CCDSLOT": identity.sensor,
+        "FILENAME": identity.file_name,
+    }
 
 
 def _observation(

@@ -98,8 +98,3 @@ def logging_context(**fields: Any) -> Iterator[None]:
         yield
     finally:
         _CONTEXT.reset(token)
-
-
-def current_context() -> dict[str, Any]:
-    """The fields the current logging context stamps (a copy)."""
-    return dict(_CONTEXT.get() or {})

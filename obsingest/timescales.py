@@ -84,12 +84,6 @@ def camera_time(instant: datetime) -> tuple[str, float]:
     return tai.isot[:23], float(tai.mjd)
 
 
-def tai_minus_utc(instant: datetime) -> float:
-    """Seconds TAI is ahead of UTC at ``instant`` (37.0 since 2017-01-01)."""
-    t = utc_time(instant)
-    return round(float((t.tai.mjd - t.mjd) * 86400.0), 3)
-
-
 #: Julian date of 2000-01-01T12:00 (in any scale: the epoch the Time's two-part JD counts from)
 _J2000_JD = 2451545.0
 _J2000 = datetime(2000, 1, 1, 12)

@@ -27,7 +27,7 @@ from typing import Annotated, Any
 from fastapi import FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.concurrency import run_in_threadpool
@@ -35,8 +35,6 @@ from starlette.exceptions import HTTPException
 
 from functions.presence.models import (
     ApiError,
-    Ccd,
-    Exposure,
     Health,
     InvalidRequest,
     Night,
@@ -120,7 +118,7 @@ def create_app(
 
     @app.get(
         "/v1/ccds/{instrument}/{exposure}/{detector}",
-        response_model=Ccd,
+        response_model=CcdPresence,
         responses={**_NOT_FOUND, **_ERRORS},
         summary="Is this CCD registered? (by data id)",
     )
@@ -129,11 +127,11 @@ def create_app(
         exposure: ExposureId,
         detector: Annotated[int, Path(ge=0, le=MAX_DETECTOR)],
     ) -> Response:
-        return _json(_ccd(await ask(reader.ccd, instrument.value, exposure, detector)))
+        return _ccd(await ask(reader.ccd, instrument.value, exposure, detector))
 
     @app.get(
         "/v1/datasets/{dataset_id}",
-        response_model=Ccd,
+        response_model=CcdPresence,
         responses={**_NOT_FOUND, **_ERRORS},
         summary="Is this CCD registered? (by dataset id)",
     )
@@ -141,11 +139,11 @@ def create_app(
         found = await ask(reader.dataset, dataset_id)
         if found is None:
             raise QueryRefused("unknown-dataset", f"no dataset with id {dataset_id}", 404)
-        return _json(_ccd(found))
+        return _ccd(found)
 
     @app.get(
         "/v1/exposures/{instrument}/{exposure}",
-        response_model=Exposure,
+        response_model=ExposurePresence,
         responses={**_NOT_FOUND, **_ERRORS},
         summary="An exposure: expected, registered, missing, latencies, status",
     )
@@ -158,7 +156,7 @@ def create_app(
                 f"{exposure}",
                 404,
             )
-        return _json(_exposure(found))
+        return _exposure(found)
 
     @app.get(
         "/v1/nights/{instrument}/{day_obs}",
@@ -229,25 +227,29 @@ def _json(body: BaseModel) -> Response:
     return Response(body.model_dump_json(), media_type="application/json")
 
 
-def _ccd(found: CcdPresence) -> Ccd:
-    return Ccd.model_validate(found, from_attributes=True)
+_CCD = TypeAdapter(CcdPresence)
+_EXPOSURE = TypeAdapter(ExposurePresence)
 
 
-def _exposure(found: ExposurePresence) -> Exposure:
-    return Exposure.model_validate(found, from_attributes=True)
+def _ccd(found: CcdPresence) -> Response:
+    return Response(_CCD.dump_json(found), media_type="application/json")
+
+
+def _exposure(found: ExposurePresence) -> Response:
+    return Response(_EXPOSURE.dump_json(found), media_type="application/json")
 
 
 def _night_entry(e: ExposurePresence) -> NightExposure:
     return NightExposure(
         exposure=e.exposure,
         expected=e.expected,
-        expected_source=e.expected_source,  # type: ignore[arg-type]
+        expected_source=e.expected_source,
         registered=e.registered,
         missing=len(e.missing),
         over_budget=len(e.over_budget),
         latency_p95=e.latency_p95,
         latency_max=e.latency_max,
-        status=e.status,  # type: ignore[arg-type]
+        status=e.status,
     )
 
 

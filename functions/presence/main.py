@@ -9,6 +9,7 @@ ASGI servers for small JSON answers, and what FastAPI deployments run.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -65,20 +66,23 @@ def serve(
         flush=True,
     )
     try:
-        uvicorn.run(
-            app,
-            host=settings.host,
-            port=settings.port,
-            loop="uvloop",
-            http="httptools",
-            access_log=settings.access_log,
-            log_level="warning",
-            # a load balancer in front keeps connections open: the server must not close first
-            timeout_keep_alive=75,
-        )
+        uvicorn.run(app, **_uvicorn_options(settings))
     finally:
         reader.close()
     return 0
+
+
+def _uvicorn_options(settings: PresenceSettings) -> dict[str, Any]:
+    return {
+        "host": settings.host,
+        "port": settings.port,
+        "loop": "uvloop",
+        "http": "httptools",
+        "access_log": settings.access_log,
+        "log_level": "warning",
+        # a load balancer in front keeps connections open: the server must not close first
+        "timeout_keep_alive": 75,
+    }
 
 
 def _serve_workers(
@@ -105,13 +109,7 @@ def _serve_workers(
         "functions.presence.main:app_from_settings",
         factory=True,
         workers=settings.workers,
-        host=settings.host,
-        port=settings.port,
-        loop="uvloop",
-        http="httptools",
-        access_log=settings.access_log,
-        log_level="warning",
-        timeout_keep_alive=75,
+        **_uvicorn_options(settings),
     )
     return 0
 

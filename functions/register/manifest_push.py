@@ -67,36 +67,32 @@ def handle_push(
     try:
         manifest = decode_push(body)
     except BadMessage as exc:
-        source = f"pubsub:{message_id(body.get('message')) or 'no-id'}"
-        quarantine_manifest(registry, source, exc)
-        log_event(
-            log,
-            "manifest.quarantined",
-            logging.WARNING,
-            source=source,
-            reason=exc.reason,
-            error=str(exc),
-        )
-        return f"quarantined: {exc.reason}: {clip(str(exc), 300)}", 200
+        return _quarantine(registry, f"pubsub:{message_id(body.get('message')) or 'no-id'}", exc)
     name = f"{manifest.instrument[:40]}/{manifest.exposure}"
     try:
         outcome = record_manifest(registry, manifest)
     except PermanentError as exc:
-        source = f"manifest/{name}"
-        quarantine_manifest(registry, source, exc, _digest(manifest))
-        log_event(
-            log,
-            "manifest.quarantined",
-            logging.WARNING,
-            source=source,
-            reason=exc.reason,
-            error=str(exc),
-        )
-        return f"quarantined: {exc.reason}: {clip(str(exc), 300)}", 200
+        return _quarantine(registry, f"manifest/{name}", exc, _digest(manifest))
     log_event(log, f"manifest.{outcome.status}", manifest=name, expected=outcome.expected)
     if on_recorded is not None:
         on_recorded(manifest.instrument, manifest.exposure)
     return f"{outcome.status} manifest {name} ({outcome.expected} detectors)", 200
+
+
+def _quarantine(
+    registry: Registry, source: str, exc: PermanentError, digest: str = ""
+) -> tuple[str, int]:
+    """Park a permanent problem with its reason and acknowledge it (200): it never blocks."""
+    quarantine_manifest(registry, source, exc, digest)
+    log_event(
+        log,
+        "manifest.quarantined",
+        logging.WARNING,
+        source=source,
+        reason=exc.reason,
+        error=str(exc),
+    )
+    return f"quarantined: {exc.reason}: {clip(str(exc), 300)}", 200
 
 
 def _digest(manifest: ExposureManifest) -> str:

@@ -1,6 +1,8 @@
 """What the registry says about a CCD and an exposure: the presence answers, pure logic.
 
-Kept apart from the queries (``presence.py``) so the rules are tested without a database:
+Kept apart from the queries (``presence.py``) so the rules are tested without a database.
+``CcdPresence`` and ``ExposurePresence`` are also the presence API's JSON bodies (FastAPI reads
+the ``Field`` descriptions into the OpenAPI description), so the record is defined once:
 
 - *expected*: the exposure's manifest's detectors; without a manifest, every detector of the
   instrument (``obsingest.camera``), and the answer says so (``expected_source``, ``note``);
@@ -18,16 +20,24 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Final, Literal, get_args
+from typing import Annotated, Final, Literal
+
+from pydantic import Field
 
 Status = Literal["complete", "incomplete", "over_budget"]
 COMPLETE: Final = "complete"
 INCOMPLETE: Final = "incomplete"
 OVER_BUDGET: Final = "over_budget"
-STATUSES: tuple[Status, ...] = get_args(Status)
 
-FROM_MANIFEST = "manifest"
-FROM_INSTRUMENT = "instrument"
+FROM_MANIFEST: Final = "manifest"
+FROM_INSTRUMENT: Final = "instrument"
+ExpectedSource = Annotated[
+    Literal["manifest", "instrument"],
+    Field(
+        description="manifest: the exposure's ExposureManifest; instrument: no manifest was "
+        "recorded, every detector of the instrument is expected"
+    ),
+]
 
 
 @dataclass(frozen=True)
@@ -39,7 +49,7 @@ class CcdPresence:
     detector: int
     day_obs: int
     registered: bool
-    dataset_id: str | None = None
+    dataset_id: Annotated[str | None, Field(description="deterministic UUID of the dataset")] = None
     dataset_type: str | None = None
     run: str | None = None
     uri: str | None = None
@@ -48,7 +58,7 @@ class CcdPresence:
     transport: str | None = None
     readout_time: datetime | None = None
     registered_time: datetime | None = None
-    latency_seconds: float | None = None
+    latency_seconds: Annotated[float | None, Field(description="readout -> registered")] = None
     over_budget: bool | None = None
 
 
@@ -60,20 +70,30 @@ class ExposurePresence:
     exposure: int
     day_obs: int
     expected: int
-    expected_source: str
+    expected_source: ExpectedSource
     registered: int
     missing: tuple[int, ...]
     budget_seconds: float
-    status: Status
-    #: registered detectors the manifest did not list (counted in ``registered``)
-    unexpected: tuple[int, ...] = ()
-    #: registered detectors whose latency is over the budget
-    over_budget: tuple[int, ...] = ()
+    status: Annotated[
+        Status,
+        Field(
+            description="incomplete (an expected detector is missing) > over_budget (a CCD took "
+            "longer than the budget) > complete"
+        ),
+    ]
+    unexpected: Annotated[
+        tuple[int, ...],
+        Field(description="registered detectors the manifest did not list (counted in registered)"),
+    ] = ()
+    over_budget: Annotated[
+        tuple[int, ...], Field(description="detectors registered later than the budget")
+    ] = ()
     latency_p50: float | None = None
     latency_p95: float | None = None
     latency_max: float | None = None
-    #: registered CCDs without a readout time (no latency): not in the percentiles
-    latency_unknown: int = 0
+    latency_unknown: Annotated[
+        int, Field(description="registered CCDs without a readout time (not in the percentiles)")
+    ] = 0
     first_readout: datetime | None = None
     last_registered: datetime | None = None
     physical_filter: str | None = None
@@ -124,7 +144,7 @@ def summarize(
     exposure: int,
     day_obs: int,
     expected: Sequence[int],
-    expected_source: str,
+    expected_source: Literal["manifest", "instrument"],
     registered: Sequence[tuple[int, float | None]],
     budget_seconds: float,
     **details: object,

@@ -21,8 +21,8 @@ ack here (sources are never moved or deleted), so no commit needs ``synchronous=
 per batch would only slow every run to protect against a re-verification.
 
 Workers are the edge's crash-isolated pool (``producers.edge.worker``): N processes forked once
-per run, each with one kept-alive connection (``producers.backfill.gcs_upload``: one request per
-file), fed batches of small files so per-file overhead stays low. Progress: a tqdm bar in
+per run, each with one kept-alive connection (``obsingest.store.gcs.GcsHttpStore``: one request
+per file), fed batches of small files so per-file overhead stays low. Progress: a tqdm bar in
 bytes with rate and ETA (to stderr). The end: a table of files, bytes, Gbit/s and failures with
 their reasons.
 """
@@ -281,7 +281,7 @@ def run_backfill(config: BackfillConfig, out: TextIO = sys.stderr) -> BackfillRe
         # workers would each import it again: seconds on a loaded machine, a large share of a
         # small backfill). A worker that dies is replaced by a spawned one.
         if store_url.startswith("gs://"):
-            import_module("producers.backfill.gcs_upload")
+            import_module("obsingest.store.gcs")
             import_module("google.auth.transport.urllib3")
         import_module("producers.backfill.transfer")
         pool = WorkerPool(

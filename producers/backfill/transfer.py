@@ -57,31 +57,20 @@ def split_destination(url: str) -> tuple[str, str]:
 
 
 class UploadWorker:
-    """One per worker process, built once: its uploader keeps one kept-alive connection."""
+    """One per worker process, built once: its store keeps one kept-alive connection."""
 
     def __init__(self, store_url: str, prefix: str = "") -> None:
         self.prefix = prefix
         if store_url.startswith("gs://"):
-            from producers.backfill.gcs_upload import GcsUploader
+            from obsingest.store.gcs import GcsHttpStore
 
-            self.uploader: Any = GcsUploader(store_url[len("gs://") :])
-            self.store: Any = None
+            self.store: Any = GcsHttpStore(store_url[len("gs://") :])
         else:
-            self.uploader = None
             self.store = open_store(StoreSettings(url=store_url))
 
     def __call__(self, batch: list[tuple[str, str]]) -> list[FileResult]:
         """``batch``: (journal key, file path) pairs."""
         return [self.one(name, path) for name, path in batch]
-
-    def _put(self, name: str, data: bytes, crc: str, checksum: str) -> tuple[bool, int, str]:
-        """Create-once put; (created, size, crc32c) of what the store holds now."""
-        metadata = {"obsingest-checksum": checksum}
-        if self.uploader is not None:
-            up = self.uploader.put(name, data, crc, metadata)
-            return up.created, up.size, up.crc32c
-        put = self.store.put(name, data, metadata)
-        return put.created, put.obj.size, put.obj.crc32c
 
     def one(self, key: str, path: str) -> FileResult:
         try:
@@ -106,7 +95,8 @@ class UploadWorker:
         crc = base64.b64encode(value.to_bytes(4, "big")).decode()
         checksum = f"crc32c:{value:08x}"  # as obsingest.checksums.checksum_str
         try:
-            created, size, stored_crc = self._put(name, data, crc, checksum)
+            put = self.store.put(name, data, {"obsingest-checksum": checksum})
+            created, size, stored_crc = put.created, put.obj.size, put.obj.crc32c
             # The upload response is the object resource as stored: its crc32c and size are
             # computed by the store from the bytes it received (GCS; fake-gcs-server hashes the
             # received content too, and both refuse the upload with a 400 when it differs from
@@ -118,17 +108,8 @@ class UploadWorker:
                     f"{name}: store holds {size} B crc32c {stored_crc}, "
                     f"{path} has {len(data)} B crc32c {crc}"
                 )
-        except ObjectConflict as exc:
-            return FileResult(
-                key,
-                False,
-                object=name,
-                size=len(data),
-                checksum=checksum,
-                reason=exc.reason,
-                error=f"{path}: {exc}",
-            )
-        except ObsIngestError as exc:
+        except ObsIngestError as exc:  # ObjectConflict (permanent) among them
+            error = f"{path}: {exc}" if isinstance(exc, ObjectConflict) else str(exc)[:1000]
             return FileResult(
                 key,
                 False,
@@ -137,11 +118,12 @@ class UploadWorker:
                 checksum=checksum,
                 retriable=exc.retriable,
                 reason=exc.reason,
-                error=str(exc)[:1000],
+                error=error,
             )
         status = "stored" if created else "exists"
         return FileResult(key, True, status, len(data), checksum, object=name)
 
     def close(self) -> None:
-        if self.uploader is not None:
-            self.uploader.close()
+        close = getattr(self.store, "close", None)
+        if close is not None:
+            close()

@@ -34,8 +34,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from obsingest import camera
-from obsingest.dataid import HEADER_INSTRUMENTS, DataId, parse_obs_id
+from obsingest import camera, dataid
+from obsingest.dataid import HEADER_INSTRUMENTS, DataId
 from obsingest.fits import CARD, make_card
 from obsingest.timescales import CAMERA_SCALE, camera_time, header_time
 
@@ -46,24 +46,21 @@ CcdSpec = Any
 Value = str | int | float | bool | None
 Cards = tuple[tuple[str, Value], ...]
 
-#: What each camera writes in its identity cards (real headers, HEADVER 2).
+#: What each camera writes besides its identity cards (real headers, HEADVER 2).
 CAMERA_CARDS: dict[str, dict[str, Value]] = {
     "LSSTCam": {
-        "INSTRUME": "lsstCam",
         "TELESCOP": "Simonyi Survey Telescope",
         "PLATFORM": "lsstcam",
         "DAQPART": "camera",
         "TSTAND": "TMAMCv1_SUM",
     },
     "LSSTComCam": {
-        "INSTRUME": "ComCam",
         "TELESCOP": "Simonyi Survey Telescope",
         "PLATFORM": "comcam",
         "DAQPART": "comcam",
         "TSTAND": "TMACCv1_SUM",
     },
     "LATISS": {
-        "INSTRUME": "LATISS",
         "TELESCOP": "LSST AuxTelescope",
         "PLATFORM": "auxtel",
         "DAQPART": "lat",
@@ -177,25 +174,16 @@ def template_detector(template: Cards) -> int | None:
 
 
 def identity_cards(spec: CcdSpec) -> dict[str, Value]:
-    """The cards that make a CCD this CCD: names, observation id, raft and slot."""
-    inst = camera.instrument(spec.instrument)
+    """The cards that make a CCD this CCD (``obsingest.dataid.identity_cards``), with its
+    sensor's make and size."""
     identity = DataId(spec.instrument, spec.exposure, spec.detector).identity(spec.controller)
     det = spec.detector_info
     layout = spec.layout
     rows = layout.data_rows * (len(spec.amp_names) // 8)
-    _, controller, day_obs, seq_num = parse_obs_id(identity.obs_id)
     return {
-        "INSTRUME": CAMERA_CARDS[spec.instrument]["INSTRUME"],
-        "OBSID": identity.obs_id,
-        "CAMCODE": inst.obsid_prefix,
-        "CONTRLLR": controller,
-        "DAYOBS": str(day_obs),
-        "SEQNUM": seq_num,
-        "RAFTBAY": identity.raft,
-        "CCDSLOT": identity.sensor,
+        **dataid.identity_cards(identity),
         "CCD_MANU": det.sensor.manufacturer,
         "CCD_TYPE": _CCD_TYPE.get(det.sensor.name, "3800C"),
-        "FILENAME": identity.file_name,
         "DETSIZE": f"[1:{layout.data_cols * 8},1:{rows}]",
         "LSST_NUM": sensor_serial(spec.instrument, spec.detector),
     }

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from obsingest.checksums import checksum_str
 from obsingest.dataid import DataId
@@ -353,6 +354,27 @@ class CcdWorker:
         attempts = job.attempts + 1
         self._mark(job.key, "sent", notes, attempts=attempts)
         compressed_time = datetime.fromtimestamp(compressed_at, UTC)
+
+        def finished(state: str, **fields: Any) -> Outcome:
+            """This CCD's Outcome: the fields every end has, and ``fields``."""
+            return Outcome(
+                key=job.key,
+                state=state,
+                raw_size=raw_size,
+                size=len(data),
+                checksum=checksum,
+                readout_time=readout,
+                compressed_time=compressed_time,
+                attempts=attempts,
+                journal_error="; ".join(notes),
+                started_time=datetime.fromtimestamp(started, UTC),
+                read_compress_cpu_seconds=cpu1 - cpu0,
+                send_cpu_seconds=time.process_time() - cpu1,
+                worker_pid=os.getpid(),
+                precompressed=self._precompressed,
+                **fields,
+            )
+
         t2 = time.perf_counter()
         try:
             result = self.sender.send(data_id, data, readout, compressed_time)
@@ -363,25 +385,7 @@ class CcdWorker:
                 spooled = self._spill(job.key, data, notes)
                 if spooled:
                     self._mark(job.key, "compressed", notes, spooled=spooled)
-            outcome = Outcome(
-                key=job.key,
-                state="retry",
-                raw_size=raw_size,
-                size=len(data),
-                checksum=checksum,
-                readout_time=readout,
-                compressed_time=compressed_time,
-                spooled=spooled,
-                attempts=attempts,
-                reason=exc.reason,
-                error=str(exc),
-                journal_error="; ".join(notes),
-                started_time=datetime.fromtimestamp(started, UTC),
-                read_compress_cpu_seconds=cpu1 - cpu0,
-                send_cpu_seconds=time.process_time() - cpu1,
-                worker_pid=os.getpid(),
-                precompressed=self._precompressed,
-            )
+            outcome = finished("retry", spooled=spooled, reason=exc.reason, error=str(exc))
             raise SendFailed(exc, outcome) from exc
         acked = utcnow()
         send_s = time.perf_counter() - t2
@@ -397,27 +401,14 @@ class CcdWorker:
         )
         if spooled:
             Path(spooled).unlink(missing_ok=True)
-        return Outcome(
-            key=job.key,
-            state="acked",
+        return finished(
+            "acked",
             status=result.status,
             object_name=result.object_name,
-            raw_size=raw_size,
-            size=len(data),
-            checksum=checksum,
             read_seconds=read_s,
             compress_seconds=compress_s,
             send_seconds=send_s,
-            readout_time=readout,
-            compressed_time=compressed_time,
             acked_time=acked,
-            attempts=attempts,
-            journal_error="; ".join(notes),
-            started_time=datetime.fromtimestamp(started, UTC),
-            read_compress_cpu_seconds=cpu1 - cpu0,
-            send_cpu_seconds=time.process_time() - cpu1,
-            worker_pid=os.getpid(),
-            precompressed=self._precompressed,
         )
 
     _raw_size = 0

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from obsingest.logs import configure, current_context, get_logger, log_event, logging_context
+from obsingest.logs import configure, get_logger, log_event, logging_context
 
 pytestmark = pytest.mark.unit
 
@@ -38,7 +38,6 @@ def test_every_line_inside_a_context_carries_its_fields_and_none_outside(stream)
     assert first["object"] == "raw/x" and first["latency_s"] == 0.5
     assert nested["attempt"] == 2 and nested["data_id"] == "LSSTCam/2026112200001/004"
     assert "data_id" not in after and "attempt" not in after
-    assert current_context() == {}
 
 
 def test_fields_of_the_call_win_and_none_values_are_left_out(stream) -> None:

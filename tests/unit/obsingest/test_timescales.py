@@ -12,7 +12,6 @@ from obsingest.timescales import (
     camera_time,
     header_instant,
     header_time,
-    tai_minus_utc,
     time_as_utc,
     utc_time,
     utc_to_tai,
@@ -37,8 +36,11 @@ def test_without_timesys_a_header_time_is_utc() -> None:
 
 
 def test_the_offset_follows_the_leap_seconds() -> None:
-    assert tai_minus_utc(datetime(2026, 11, 23, tzinfo=UTC)) == 37.0
-    assert tai_minus_utc(datetime(2016, 6, 1, tzinfo=UTC)) == 36.0  # before the 2016-12-31 one
+    for instant, seconds in ((datetime(2026, 11, 23), 37), (datetime(2016, 6, 1), 36)):
+        # 36 s before the leap second of 2016-12-31; astropy's table is the reference
+        assert utc_to_tai(instant.replace(tzinfo=UTC)) - instant == timedelta(seconds=seconds)
+        t = utc_time(instant.replace(tzinfo=UTC))
+        assert round((t.tai.mjd - t.mjd) * 86400.0) == seconds
     assert header_time("2016-06-01T00:00:36.000", "TAI").utc.isot == "2016-06-01T00:00:00.000"
 
 

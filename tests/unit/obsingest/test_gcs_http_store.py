@@ -1,7 +1,7 @@
-"""The backfill's lean GCS upload, pure logic: the multipart body the JSON API expects, the
-answers mapped onto the store's errors (create-once 412 -> compare, 5xx/connection -> retried,
-4xx -> permanent). A scripted stand-in answers the HTTP calls; the real emulator is in
-tests/integration/test_backfill_gcs_upload.py."""
+"""``GcsHttpStore`` (the backfill's lean GCS requests), pure logic: the multipart body the JSON
+API expects, the answers mapped onto the store's errors (create-once 412 -> compare,
+5xx/connection -> retried, 4xx -> permanent). A scripted stand-in answers the HTTP calls; the
+real emulator is in tests/integration/test_backfill_gcs_upload.py."""
 
 from __future__ import annotations
 
@@ -17,10 +17,12 @@ import urllib3
 from obsingest.checksums import crc32c_b64
 from obsingest.retry import RetriesExhausted
 from obsingest.store import ObjectConflict
-from obsingest.store.gcs import BucketMissing, GcsSettings, StoreRequestRefused
-from producers.backfill.gcs_upload import (
-    GcsUploader,
+from obsingest.store.gcs import (
+    BucketMissing,
+    GcsHttpStore,
+    GcsSettings,
     ObjectVanished,
+    StoreRequestRefused,
     endpoint_from_env,
     multipart_body,
     stored_from_resource,
@@ -66,9 +68,9 @@ def resource(data: bytes, generation: int = 7) -> bytes:
     ).encode()
 
 
-def uploader(http: ScriptedHttp) -> GcsUploader:
+def uploader(http: ScriptedHttp) -> GcsHttpStore:
     settings = GcsSettings(base_delay=0, max_delay=0, max_attempts=3)
-    return GcsUploader("bkt", settings, endpoint="http://gcs.invalid", http=http)
+    return GcsHttpStore("bkt", settings, endpoint="http://gcs.invalid", http=http)
 
 
 def test_the_body_is_a_multipart_related_resource_then_the_bytes() -> None:
@@ -87,8 +89,8 @@ def test_the_body_is_a_multipart_related_resource_then_the_bytes() -> None:
 
 def test_one_request_creates_and_the_answer_is_what_the_store_holds() -> None:
     http = ScriptedHttp(Answer(200, resource(DATA, 11)))
-    up = uploader(http).put("a/b.fits", DATA, crc32c_b64(DATA), {"k": "v"})
-    assert (up.created, up.size, up.crc32c, up.generation) == (
+    up = uploader(http).put("a/b.fits", DATA, {"k": "v"})
+    assert (up.created, up.obj.size, up.obj.crc32c, up.obj.generation) == (
         True,
         len(DATA),
         crc32c_b64(DATA),
@@ -100,8 +102,8 @@ def test_one_request_creates_and_the_answer_is_what_the_store_holds() -> None:
 
 def test_already_there_with_the_same_bytes_is_exists_after_one_get() -> None:
     http = ScriptedHttp(Answer(412, b"precondition"), Answer(200, resource(DATA, 5)))
-    up = uploader(http).put("a/b.fits", DATA, crc32c_b64(DATA))
-    assert (up.created, up.generation) == (False, 5)
+    up = uploader(http).put("a/b.fits", DATA)
+    assert (up.created, up.obj.generation) == (False, 5)
     assert [c[0] for c in http.calls] == ["POST", "GET"]
     assert http.calls[1][1].endswith("/storage/v1/b/bkt/o/a%2Fb.fits")
 
@@ -110,14 +112,14 @@ def test_already_there_with_other_bytes_is_a_conflict() -> None:
     other = b"other bytes"
     http = ScriptedHttp(Answer(412, b"precondition"), Answer(200, resource(other)))
     with pytest.raises(ObjectConflict) as caught:
-        uploader(http).put("a/b.fits", DATA, crc32c_b64(DATA))
+        uploader(http).put("a/b.fits", DATA)
     assert caught.value.existing.size == len(other) and caught.value.reason == "checksum-conflict"
 
 
 def test_already_there_then_gone_is_retriable() -> None:
     http = ScriptedHttp(Answer(412, b"precondition"), Answer(404, b"No such object"))
     with pytest.raises(ObjectVanished) as caught:
-        uploader(http).put("a/b.fits", DATA, crc32c_b64(DATA))
+        uploader(http).put("a/b.fits", DATA)
     assert caught.value.retriable
 
 
@@ -125,7 +127,7 @@ def test_transient_answers_and_broken_connections_are_retried() -> None:
     http = ScriptedHttp(
         Answer(503, b"busy"), urllib3.exceptions.ProtocolError("reset"), Answer(200, resource(DATA))
     )
-    assert uploader(http).put("a/b.fits", DATA, crc32c_b64(DATA)).created
+    assert uploader(http).put("a/b.fits", DATA).created
     assert len(http.calls) == 3
 
 
@@ -136,17 +138,17 @@ def test_bytes_refused_for_their_crc32c_are_resent_once() -> None:
         b'calculated CRC32C \\"BBBBBB==\\""}}',
     )
     http = ScriptedHttp(refused, Answer(200, resource(DATA)))
-    assert uploader(http).put("a/b.fits", DATA, crc32c_b64(DATA)).created
+    assert uploader(http).put("a/b.fits", DATA).created
     http = ScriptedHttp(refused, refused, Answer(200, resource(DATA)))
     with pytest.raises(RetriesExhausted) as caught:
-        uploader(http).put("a/b.fits", DATA, crc32c_b64(DATA))
+        uploader(http).put("a/b.fits", DATA)
     assert caught.value.kind == "checksum-mismatch" and len(http.calls) == 2
 
 
 def test_retries_are_bounded() -> None:
     http = ScriptedHttp(*[Answer(503, b"busy")] * 3)
     with pytest.raises(RetriesExhausted) as caught:
-        uploader(http).put("a/b.fits", DATA, crc32c_b64(DATA))
+        uploader(http).put("a/b.fits", DATA)
     assert caught.value.retriable and "http-503" in str(caught.value)
 
 
@@ -160,7 +162,7 @@ def test_retries_are_bounded() -> None:
 def test_refusals_are_permanent_at_once(answer: Answer, error: type[Exception]) -> None:
     http = ScriptedHttp(answer)
     with pytest.raises(error) as caught:
-        uploader(http).put("a/b.fits", DATA, crc32c_b64(DATA))
+        uploader(http).put("a/b.fits", DATA)
     assert not caught.value.retriable and len(http.calls) == 1  # type: ignore[attr-defined]
 
 
