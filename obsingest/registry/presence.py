@@ -22,7 +22,7 @@ import uuid
 from collections import OrderedDict
 from datetime import datetime
 from functools import cache
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import (
     ColumnElement,
@@ -452,6 +452,7 @@ class PresenceReader:
         manifest = conn.execute(self._q_manifest, key).first()
         rows = [tuple(row) for row in conn.execute(self._q_rows, {**ours, "exp": exposure})]
         first, last = conn.execute(self._q_times, {**ours, "exp": exposure}).one()
+        source: Literal["manifest", "instrument"]
         if manifest is not None:
             expected = [int(x) for x in manifest.detectors.split(",") if x]
             source = FROM_MANIFEST

@@ -439,12 +439,12 @@ def authorized_http(settings: GcsSettings, endpoint: str) -> Any:
     from requests.certs import where  # the CA bundle requests (the library's transport) uses
 
     if endpoint != PUBLIC_ENDPOINT:
-        credentials: Any = AnonymousCredentials()
+        credentials: Any = AnonymousCredentials()  # type: ignore[no-untyped-call]  # google.auth
     else:
         scope = "https://www.googleapis.com/auth/devstorage.read_write"
         credentials, _ = google.auth.default(scopes=[scope])
     pool = urllib3.PoolManager(maxsize=settings.pool_connections, retries=False, ca_certs=where())
-    return AuthorizedHttp(credentials, http=pool)
+    return AuthorizedHttp(credentials, http=pool)  # type: ignore[no-untyped-call]  # google.auth
 
 
 class GcsHttpStore(GcsStore):
@@ -503,12 +503,14 @@ class GcsHttpStore(GcsStore):
         except urllib3.exceptions.TimeoutError as exc:
             raise TimeoutError(f"{method} {url}: {exc}") from exc
         except urllib3.exceptions.HTTPError as exc:  # connection refused/reset, protocol
-            raise TransportError(f"{method} {url}: {exc}") from exc
+            raise TransportError(f"{method} {url}: {exc}") from exc  # type: ignore[no-untyped-call]
         if response.status == 200:
             answer: dict[str, Any] = json.loads(response.data)
             return answer
         text = response.data[:500].decode("utf-8", "replace")
-        raise api_exceptions.from_http_status(response.status, f"{method} {url}: {text}")
+        raise api_exceptions.from_http_status(  # type: ignore[no-untyped-call]  # google.api_core
+            response.status, f"{method} {url}: {text}"
+        )
 
     def _put_once(
         self, name: str, data: bytes, crc: str, metadata: dict[str, str], remaining: float
