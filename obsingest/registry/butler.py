@@ -29,7 +29,7 @@ Butler itself (``butler_reads``).
 
 One Butler transaction costs ~0.1 s whatever its size (SQLite, this machine): one file per call
 is ~10 files/s, 205 files per call ~2000/s. So registrations are *group-committed*
-(``butler_batch``): callers that arrive while a batch is being ingested queue up, and a batch
+(``group_commit``): callers that arrive while a batch is being ingested queue up, and a batch
 waits (at most ``gather`` seconds) for the callers still reading and checking their file
 (``arriving``). Concurrent delivery of an exposure (the relay's push concurrency, Cloud Functions
 concurrency) therefore gives one Butler ingest per exposure; a lone caller is ingested at once.
@@ -55,7 +55,6 @@ from obsingest.errors import ChecksumConflict, ObsIngestError, PermanentError
 from obsingest.exhaustion import as_exhausted
 from obsingest.logs import get_logger, log_event
 from obsingest.registry import tables
-from obsingest.registry.butler_batch import GatheringCommit, exposures_complete
 from obsingest.registry.butler_reads import ButlerAudit, ButlerReads
 from obsingest.registry.butler_repo import (
     ButlerSettings,
@@ -65,6 +64,7 @@ from obsingest.registry.butler_repo import (
 )
 from obsingest.registry.butler_setup import ButlerConflict, ButlerSetup
 from obsingest.registry.engine import make_engine
+from obsingest.registry.group_commit import GroupCommit, exposures_complete
 from obsingest.registry.migrations import migrate
 from obsingest.registry.outbox import insert_row
 from obsingest.registry.registry import (
@@ -121,7 +121,7 @@ class ButlerRegistry(Registry):
         self.repo = repo
         self.butler_settings = butler_settings
         self.stats = _Stats()
-        self._batches: GatheringCommit[_Pending] = GatheringCommit(
+        self._batches: GroupCommit[_Pending] = GroupCommit(
             self._flush,
             butler_settings.max_batch,
             gather=butler_settings.gather,
