@@ -105,7 +105,7 @@ class ArrivalAnnouncer:
     def __post_init__(self) -> None:
         # 205 concurrent publishers marking their rows one UPDATE each queued on the registry's
         # connection pool and its write lock: ~2 ms of CPU per row; together, a handful per exposure
-        self._marks = applying(self.registry.outbox.mark_published)
+        self._marks = applying(lambda row_ids: self.registry.outbox.mark_published(row_ids))
 
     def send(self, message: OutboxMessage, arrival: ArrivalEvent) -> ArrivalEvent:
         """Publish ``arrival`` stamped now, bypassing the outbox; raises what the bus raises."""
