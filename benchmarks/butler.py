@@ -10,7 +10,7 @@ each the median of ``repeats`` runs on fresh exposures:
 - ``obsingest_exposure``: the 205 events of a whole LSSTCam exposure delivered at once, 205
   concurrent handlers (as an ingest service gathering an exposure's files, or Cloud Functions
   concurrency), group-committed into Butler transactions (a batch gathers the CCDs still being
-  read and checked: ``obsingest.registry.butler_batch``); ``seconds`` is from the moment every
+  read and checked: ``obsingest.registry.group_commit``); ``seconds`` is from the moment every
   CCD has arrived to the last registration: the goal is <= 1 s;
 - ``butler_per_file``: ``Butler.ingest(FileDataset, transfer="direct")``, one file per call
   (dimension records inserted beforehand, not timed);

@@ -56,7 +56,7 @@ TIMEOUTS = {
     "edge": 480,
     "backfill": 540,  # 3 alternating repeats x 4 N x 2 tools; ~200 s quiet
     "presence": 360,
-    "capacity": 300,
+    "capacity": 720,  # 3 calibrations (the median decides), ~80-200 s each
     "facility": 720,  # fills 5,000 and 50,000 objects; the 50,000 full sweep alone ~40 s
     "edge_restart": 600,  # 50,000 hand-off files and journal rows, 3 restarts
 }

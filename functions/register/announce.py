@@ -31,6 +31,7 @@ from obsingest.errors import BadMessage, ObsIngestError
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ArrivalEvent, ExposureIngested, utcnow
 from obsingest.registry import OutboxMessage, Registry
+from obsingest.registry.group_commit import applying
 from obsingest.registry.outbox import OutboxRow
 
 log = get_logger("obsingest.register.announce")
@@ -87,58 +88,6 @@ class DrainResult:
     error: str = ""
 
 
-class GroupCommit:
-    """Runs ``apply`` on the items of concurrent callers together (group commit): a caller
-    whose items arrive while a batch is being applied waits, and the next batch takes all that
-    queued, in one call. Each caller returns once its own items are applied, with the error of
-    their batch raised, as if it had called ``apply`` itself. 205 concurrent publishers marking
-    their outbox rows one UPDATE each queued on the registry's connection pool and its write
-    lock: ~2 ms of CPU per row; batched, a handful of UPDATEs per exposure."""
-
-    def __init__(self, apply: Callable[[list[Any]], None]) -> None:
-        self._apply = apply
-        self._cond = threading.Condition()
-        self._queue: list[_Ticket] = []
-        self._leader = False
-
-    def __call__(self, items: list[Any]) -> None:
-        ticket = _Ticket(items)
-        with self._cond:
-            self._queue.append(ticket)
-            while not ticket.done and self._leader:
-                self._cond.wait()
-            lead = not ticket.done
-            if lead:
-                self._leader = True
-        if lead:
-            try:
-                while not ticket.done:
-                    with self._cond:
-                        batch, self._queue = self._queue, []
-                    error: BaseException | None = None
-                    try:
-                        self._apply([item for t in batch for item in t.items])
-                    except BaseException as exc:
-                        error = exc
-                    with self._cond:
-                        for t in batch:
-                            t.error, t.done = error, True
-                        self._cond.notify_all()
-            finally:
-                with self._cond:
-                    self._leader = False
-                    self._cond.notify_all()
-        if ticket.error is not None:
-            raise ticket.error
-
-
-@dataclass
-class _Ticket:
-    items: list[Any]
-    done: bool = False
-    error: BaseException | None = None
-
-
 @dataclass
 class ArrivalAnnouncer:
     """Publishes outbox rows of one registry on one publisher. Thread-safe."""
@@ -151,10 +100,12 @@ class ArrivalAnnouncer:
     #: told of every dataset's first announcement (now or by a drain): latency metrics
     on_announced: Callable[[ArrivalEvent], None] | None = None
     _drain_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _marks: GroupCommit = field(init=False, repr=False)
+    _marks: Callable[[list[int]], None] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._marks = GroupCommit(lambda row_ids: self.registry.outbox.mark_published(row_ids))
+        # 205 concurrent publishers marking their rows one UPDATE each queued on the registry's
+        # connection pool and its write lock: ~2 ms of CPU per row; together, a handful per exposure
+        self._marks = applying(lambda row_ids: self.registry.outbox.mark_published(row_ids))
 
     def send(self, message: OutboxMessage, arrival: ArrivalEvent) -> ArrivalEvent:
         """Publish ``arrival`` stamped now, bypassing the outbox; raises what the bus raises."""

@@ -42,7 +42,7 @@ class ButlerSettings(BaseSettings):
     #: at most this many seconds a batch waits for the registrations still being prepared
     #: (``ButlerRegistry.arriving``): a whole exposure arriving at once is one ingest
     gather: float = Field(default=defaults.BUTLER_GATHER_SECONDS, ge=0)
-    #: arrivals less than this many seconds apart are a burst a batch waits for (butler_batch)
+    #: arrivals less than this many seconds apart are a burst a batch waits for (group_commit)
     gather_gap: float = Field(default=defaults.BUTLER_GATHER_GAP_SECONDS, ge=0)
     max_batch: int = Field(default=256, ge=1)
     #: stat every file at ingest to record its size (one request per file on object stores)

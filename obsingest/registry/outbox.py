@@ -80,6 +80,7 @@ def _utc(value: datetime | None) -> datetime | None:
 
 #: Built once, executed with parameters: no statement to build and hash per registration.
 _INSERT = arrival_outbox.insert().returning(arrival_outbox.c.id)
+_INSERT_MANY = arrival_outbox.insert().returning(arrival_outbox.c.id, arrival_outbox.c.dataset_id)
 _MARK = (
     update(arrival_outbox)
     .where(
@@ -105,6 +106,26 @@ def insert_row(
     leased to the caller for its immediate publish; returns the row id."""
     row_id = conn.execute(_INSERT, _values(dataset_id, message, now, lease_seconds)).scalar_one()
     return int(row_id)
+
+
+def insert_rows(
+    conn: Connection,
+    entries: list[tuple[uuid.UUID, OutboxMessage]],
+    now: datetime,
+    lease_seconds: float,
+) -> dict[uuid.UUID, int]:
+    """``insert_row`` for many datasets in one statement: dataset id -> row id."""
+    if not entries:
+        return {}
+    rows = [_values(ds_id, message, now, lease_seconds) for ds_id, message in entries]
+    found = conn.execute(_INSERT_MANY, rows)
+    return {_dataset_uuid(row.dataset_id): int(row.id) for row in found}
+
+
+def _dataset_uuid(value: Any) -> uuid.UUID:
+    if isinstance(value, uuid.UUID):
+        return value
+    return uuid.UUID(bytes=value) if isinstance(value, bytes) else uuid.UUID(str(value))
 
 
 def _values(

@@ -4,7 +4,11 @@
 with INSERT ... ON CONFLICT DO NOTHING, so concurrent or repeated deliveries of the same file give
 exactly one row, and a worker killed mid-transaction leaves nothing half-written. When the data id
 already exists, the stored checksum decides: same bytes -> the existing dataset is returned;
-different bytes -> ChecksumConflict, and the caller quarantines.
+different bytes -> ChecksumConflict, and the caller quarantines. A batch believed new (the Butler
+backend's group commit) inserts its datasets and datastore records in one statement each.
+
+One module because it is one concept: the idempotent registration (its statements, the retries
+around them, the dimension rows they need); reads and the outbox live in their own modules.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import json
 import math
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
@@ -314,6 +318,44 @@ class Registry:
             self._known_runs.discard(run)
             self._known_exposures.pop((record.instrument, record.exposure), None)
 
+    def _write_dimensions(self, conn: Connection, run: str, exposure: ExposureRecord) -> None:
+        """The run and exposure rows a dataset needs, unless this process committed them."""
+        if run not in self._known_runs:
+            conn.execute(self._insert_run, {"name": run})
+        if self._needs_exposure_upsert(exposure):
+            self._upsert_exposure(conn, exposure)
+
+    def _insert_new(
+        self, conn: Connection, items: Sequence[tuple[FileRecord, Registration]]
+    ) -> set[uuid.UUID]:
+        """Insert the datasets of ``items`` (believed new, dimension rows written) and the
+        datastore records of those inserted: two statements for a whole batch, not two per
+        dataset. Returns the ids inserted; an id some other writer (or an earlier item) inserted
+        first is not among them, and its item must be registered one by one (``_register``)."""
+        if not items:
+            return set()
+        rows = [
+            {
+                "id": reg.dataset_id,
+                "dataset_type": reg.dataset_type,
+                "run": reg.run,
+                "instrument": rec.data_id.instrument,
+                "exposure": rec.data_id.exposure,
+                "detector": rec.data_id.detector,
+                "ingest_time": reg.registered_time,
+            }
+            for rec, reg in items
+        ]
+        inserted = {_as_uuid(row[0]) for row in conn.execute(self._insert_dataset, rows)}
+        records, seen = [], set()
+        for rec, reg in items:
+            if reg.dataset_id in inserted and reg.dataset_id not in seen:
+                seen.add(reg.dataset_id)
+                records.append(_datastore_values(reg.dataset_id, rec))
+        if records:
+            conn.execute(self._insert_datastore, records)
+        return inserted
+
     def _register(
         self,
         conn: Connection,
@@ -326,10 +368,8 @@ class Registry:
         run = run_name(self.settings.run, data_id.instrument)
         ds_id = dataset_id(data_id, dtype, run)
         now = datetime.now(UTC)
-        if not dimensions_written and run not in self._known_runs:
-            conn.execute(self._insert_run, {"name": run})
-        if not dimensions_written and self._needs_exposure_upsert(exposure):
-            self._upsert_exposure(conn, exposure)
+        if not dimensions_written:
+            self._write_dimensions(conn, run, exposure)
         inserted = conn.execute(
             self._insert_dataset,
             {
@@ -343,20 +383,7 @@ class Registry:
             },
         ).first()
         if inserted is not None:
-            conn.execute(
-                self._insert_datastore,
-                {
-                    "dataset_id": ds_id,
-                    "uri": record.uri,
-                    "size": record.size,
-                    "checksum": record.checksum,
-                    "md5": record.md5,
-                    "readout_time": _utc(record.readout_time),
-                    "compressed_time": _utc(record.compressed_time),
-                    "stored_time": _utc(record.stored_time),
-                    "transport": record.transport,
-                },
-            )
+            conn.execute(self._insert_datastore, _datastore_values(ds_id, record))
             return Registration(ds_id, dtype, run, True, now, record.uri)
         row = conn.execute(self._select_existing, {"ds_id": ds_id}).mappings().one()
         if row["checksum"] != record.checksum or row["size"] != record.size:
@@ -469,3 +496,26 @@ def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
             value = str(value)
         out[key] = value
     return out
+
+
+def _datastore_values(ds_id: uuid.UUID, record: FileRecord) -> dict[str, Any]:
+    return {
+        "dataset_id": ds_id,
+        "uri": record.uri,
+        "size": record.size,
+        "checksum": record.checksum,
+        "md5": record.md5,
+        "readout_time": _utc(record.readout_time),
+        "compressed_time": _utc(record.compressed_time),
+        "stored_time": _utc(record.stored_time),
+        "transport": record.transport,
+    }
+
+
+def _as_uuid(value: Any) -> uuid.UUID:
+    """A dataset id as the driver returns it (UUID, or text/bytes on SQLite)."""
+    if isinstance(value, uuid.UUID):
+        return value
+    if isinstance(value, bytes):
+        return uuid.UUID(bytes=value)
+    return uuid.UUID(str(value))

@@ -21,7 +21,7 @@ from obsingest.registry.engine import make_engine
 from obsingest.registry.facility_tables import arrival_outbox
 from obsingest.registry.migrations import migrate
 from obsingest.registry.outbox import OutboxMessage
-from obsingest.registry.registry import RegistryUnavailable
+from obsingest.registry.registry import Registry, RegistryUnavailable
 from obsingest.settings import RegistrySettings, run_name
 
 pytestmark = pytest.mark.unit
@@ -211,3 +211,49 @@ def test_an_exposure_prepared_concurrently_is_one_batch(tmp_path):
         engine.dispose()
     assert all(r.created for r in results)
     assert [sorted(b) for b in recorder.batches] == [list(range(205))]
+
+
+class RacingWriter(Recorder):
+    """The Butler step, during which another writer records ``detector`` in the companion
+    (after the batch's check found it new, before its companion step)."""
+
+    def __init__(self, registry, detector: int, checksum: str) -> None:
+        super().__init__(seconds=0.0)
+        self.other = Registry(registry.engine, registry.settings)
+        self.detector, self.checksum = detector, checksum
+
+    def __call__(self, ok):
+        self.other.register(_record(self.detector, checksum=self.checksum), announce=_announce)
+        return super().__call__(ok)
+
+
+@pytest.mark.parametrize("same_bytes", [True, False])
+def test_a_dataset_another_writer_recorded_mid_batch_is_a_duplicate_or_a_conflict(
+    registry, same_bytes
+):
+    checksum = "crc32c:00000001" if same_bytes else "crc32c:0000ffff"
+    registry._in_butler = RacingWriter(registry, 2, checksum)
+    commit = registry._batches
+    # this thread "prepares" too: the batch waits (at most ``gather``) until all four queued
+    with commit.arriving(), ThreadPoolExecutor(4) as pool:
+        futures = [pool.submit(registry.register, _record(d), None, _announce) for d in range(4)]
+        time.sleep(0.2)
+    outcomes = [f.exception() or f.result() for f in futures]
+    if same_bytes:
+        assert not outcomes[2].created and outcomes[2].outbox_id is None
+    else:
+        assert isinstance(outcomes[2], ChecksumConflict)
+    others = [o for i, o in enumerate(outcomes) if i != 2]
+    assert all(o.created and o.outbox_id is not None for o in others)
+    assert len(_outbox(registry)) == 4  # three from the batch, one from the other writer
+
+
+def test_the_same_ccd_twice_in_one_batch_is_recorded_once(registry):
+    registry._in_butler = Recorder(seconds=0.0)
+    commit = registry._batches
+    with commit.arriving(), ThreadPoolExecutor(3) as pool:
+        futures = [pool.submit(registry.register, _record(d), None, _announce) for d in (7, 7, 8)]
+        time.sleep(0.2)
+    outcomes = [f.result() for f in futures]
+    assert sorted(o.created for o in outcomes) == [False, True, True]
+    assert len(_outbox(registry)) == 2

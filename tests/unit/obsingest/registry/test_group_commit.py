@@ -1,18 +1,24 @@
-"""The gathering group commit (obsingest/registry/butler_batch.py): a batch waits for the callers
-still preparing (bounded by ``gather``), for the first item's siblings (``fresh``, ``gap``), and
-no longer once ``complete``; a lone caller waits for nobody; a caller that gives up releases
-the batch. Pure logic: ``flush`` is a recorder."""
+"""The group commit (obsingest/registry/group_commit.py), one test per policy.
+
+Plain (``applying``, the outbox marks): concurrent callers' items applied together, each caller
+back only once its own items are applied, a batch's error raised to its callers only.
+Gathering (the Butler batches): a batch waits for the callers still preparing (bounded by
+``gather``), for the first item's siblings (``fresh``, ``gap``), and no longer once
+``complete``; a lone caller waits for nobody; a caller that gives up releases the batch; a full
+batch (``max_batch``) goes at once; ``linger`` sleeps before each batch. Pure logic: ``flush``
+is a recorder."""
 
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pytest
 
 from obsingest.dataid import DataId
-from obsingest.registry.butler_batch import GatheringCommit, exposures_complete
+from obsingest.registry.group_commit import GroupCommit, applying, exposures_complete
 
 pytestmark = pytest.mark.unit
 
@@ -50,7 +56,7 @@ def _joined(*threads: threading.Thread) -> bool:
 
 def test_a_batch_waits_for_every_caller_still_preparing():
     flushes = Flushes()
-    commit = GatheringCommit(flushes, max_batch=256, gather=FOREVER)
+    commit = GroupCommit(flushes, max_batch=256, gather=FOREVER)
     everyone_preparing = threading.Barrier(40)
 
     def caller(n: int) -> None:
@@ -66,7 +72,7 @@ def test_a_batch_waits_for_every_caller_still_preparing():
 
 def test_a_lone_caller_waits_for_nobody():
     flushes = Flushes()
-    commit = GatheringCommit(flushes, max_batch=256, gather=FOREVER, gap=0.0)
+    commit = GroupCommit(flushes, max_batch=256, gather=FOREVER, gap=0.0)
 
     def lone() -> None:
         with commit.arriving():
@@ -78,7 +84,7 @@ def test_a_lone_caller_waits_for_nobody():
 
 def test_a_caller_that_gives_up_releases_the_batch():
     flushes = Flushes()
-    commit = GatheringCommit(flushes, max_batch=256, gather=FOREVER)
+    commit = GroupCommit(flushes, max_batch=256, gather=FOREVER)
     preparing, give_up = threading.Event(), threading.Event()
 
     def quitter() -> None:
@@ -97,7 +103,7 @@ def test_a_caller_that_gives_up_releases_the_batch():
 
 def test_gathering_is_bounded_by_gather():
     flushes = Flushes()
-    commit = GatheringCommit(flushes, max_batch=256, gather=0.05)
+    commit = GroupCommit(flushes, max_batch=256, gather=0.05)
     preparing, release = threading.Event(), threading.Event()
 
     def slow() -> None:
@@ -117,7 +123,7 @@ def test_gathering_is_bounded_by_gather():
 
 def test_the_first_item_of_a_group_waits_for_its_siblings_until_complete():
     flushes = Flushes()
-    commit = GatheringCommit(
+    commit = GroupCommit(
         flushes,
         max_batch=256,
         gather=FOREVER,
@@ -134,7 +140,7 @@ def test_the_first_item_of_a_group_waits_for_its_siblings_until_complete():
 
 def test_a_full_batch_is_flushed_at_once_and_the_rest_follows():
     flushes = Flushes()
-    commit = GatheringCommit(flushes, max_batch=10, gather=FOREVER)
+    commit = GroupCommit(flushes, max_batch=10, gather=FOREVER)
     everyone_preparing = threading.Barrier(25)
 
     def caller(n: int) -> None:
@@ -152,7 +158,7 @@ def test_a_flush_that_raises_still_finishes_its_batch():
     def broken(batch: list[Item]) -> None:
         raise RuntimeError("bug")
 
-    commit = GatheringCommit(broken, max_batch=256)
+    commit = GroupCommit(broken, max_batch=256)
     item = Item(1)
     with pytest.raises(RuntimeError):
         commit.submit(item)
@@ -171,3 +177,62 @@ def test_exposures_complete_counts_distinct_detectors_per_exposure():
     assert not exposures_complete(whole + other)
     assert exposures_complete([DataId("LATISS", 2026112200003, 0)])  # one detector
     assert not exposures_complete([])
+
+
+# plain policy (``applying``) ----------------------------------------------------------------
+
+
+class Applier:
+    def __init__(self, fail_on: int | None = None) -> None:
+        self.calls: list[list[int]] = []
+        self.applied: set[int] = set()
+        self.fail_on = fail_on
+        self.lock = threading.Lock()
+
+    def __call__(self, items: list[int]) -> None:
+        time.sleep(0.01)
+        with self.lock:
+            self.calls.append(items)
+            if self.fail_on in items:
+                raise OSError("database is locked")
+            self.applied.update(items)
+
+
+def test_plain_concurrent_callers_share_calls_and_return_after_their_items():
+    applier = Applier()
+    group = applying(applier)
+
+    def call(i: int) -> bool:
+        group([i])
+        return i in applier.applied  # applied before the caller got back
+
+    with ThreadPoolExecutor(64) as pool:
+        assert all(pool.map(call, range(200)))
+    assert sorted(i for c in applier.calls for i in c) == list(range(200))
+    assert len(applier.calls) < 200 / 4
+
+
+def test_plain_a_lone_caller_is_applied_at_once():
+    applier = Applier()
+    applying(applier)([1, 2])
+    assert applier.calls == [[1, 2]]
+
+
+def test_plain_an_error_reaches_exactly_the_callers_of_its_batch():
+    applier = Applier(fail_on=7)
+    group = applying(applier)
+    with ThreadPoolExecutor(16) as pool:
+        futures = {i: pool.submit(group, [i]) for i in range(40)}
+        errors = {i for i, f in futures.items() if f.exception() is not None}
+    failed_batch = next(c for c in applier.calls if 7 in c)
+    assert errors == set(failed_batch)
+    assert applier.applied == set(range(40)) - errors
+
+
+def test_linger_sleeps_before_each_batch():
+    flushes = Flushes()
+    commit = GroupCommit(flushes, linger=0.2)
+    started = time.monotonic()
+    commit.submit(Item(1))
+    assert time.monotonic() - started >= 0.2
+    assert flushes.batches == [[1]]

@@ -1,33 +1,35 @@
-"""Group commit for the Butler backend, gathering the registrations still being prepared.
+"""Group commit: the items of concurrent callers applied together, by a leader among them.
 
-One Butler transaction costs ~0.05-0.1 s of CPU whatever its size, so registrations are
-ingested in batches: callers that arrive while a batch is flushed queue up, and the next batch
-takes them all (plain group commit). That alone splits an exposure whose 205 CCDs arrive at once
-into 4-7 batches: the first CCDs ready are flushed while the others are still being read and
-checked, and each small batch pays the whole transaction cost again, on the same GIL the
-checks need.
+One implementation for every batch the project commits: a caller queues its item and either
+waits while a batch is being applied (the next batch takes every item that queued) or, when no
+batch is under way, leads: it applies batches until its own item is done, then hands over. What
+differs between users is only the policy of how long a leader waits before a batch:
 
-So a caller that prepares a registration (reads the object, checks its header) says so first
-(``arriving``), and a batch about to be flushed waits, while it has room and for at most
-``gather`` seconds in all, as long as callers are still preparing, or arrivals come in a burst
-(the last two less than ``gap`` apart, the last less than ``gap`` ago: the deliveries of an
-exposure are still starting), or, for ``gap`` seconds, when the batch holds the first CCD of an
-exposure (``fresh``: its siblings are on their way; the very first delivery of a burst is
-otherwise ready before the second has started); unless the batch is ``complete`` (it holds
-every CCD of its exposures: nothing more to wait for). A whole exposure delivered at once
-becomes one Butler ingest, like Butler's own one-call-per-exposure path. Callers one after the
-other (each a whole registration apart, far more than ``gap``) wait for nobody, but for ``gap``
-once per exposure. ``linger`` (a fixed sleep before each batch) is still available for
-deployments that prefer it.
+- plain (the default, ``gather=0``): never; whatever queued while the last batch ran goes
+  together. The outbox marks of 205 concurrent publishers (``functions/register/announce``) are
+  a handful of UPDATEs per exposure this way, not one each (``applying``).
+- gathering (the Butler backend, ``obsingest.registry.butler``): one Butler transaction costs
+  ~0.05-0.1 s of CPU whatever its size, and plain group commit splits an exposure whose 205
+  CCDs arrive at once into 4-7 batches (the first CCDs ready are flushed while the others are
+  still being read and checked). So a caller that prepares an item says so first
+  (``arriving``), and a batch about to be flushed waits, while it has room and for at most
+  ``gather`` seconds in all, as long as callers are still preparing, or arrivals come in a
+  burst (the last two less than ``gap`` apart, the last less than ``gap`` ago), or, for ``gap``
+  seconds, when the batch holds the first item of a group (``fresh``: its siblings are on their
+  way); unless the batch is ``complete`` (every item of its groups is there). A whole exposure
+  delivered at once becomes one Butler ingest. Callers one after the other wait for nobody, but
+  for ``gap`` once per group. ``linger`` (a fixed sleep before each batch) is also available.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Generic, Protocol, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
 
 from obsingest import camera
 from obsingest.dataid import DataId
@@ -41,14 +43,14 @@ class Item(Protocol):
 T = TypeVar("T", bound=Item)
 
 
-class GatheringCommit(Generic[T]):
+class GroupCommit(Generic[T]):
     """Submits items to ``flush`` in batches (see module doc). ``flush`` must finish every item
     it is given (record its result or error); ``done`` is set here once it returns."""
 
     def __init__(
         self,
         flush: Callable[[list[T]], None],
-        max_batch: int,
+        max_batch: int = sys.maxsize,
         gather: float = 0.0,
         gap: float = 0.0,
         linger: float = 0.0,
@@ -167,6 +169,39 @@ class GatheringCommit(Generic[T]):
             if now >= until:
                 return
             self._gathered.wait(min(deadline, until) - now)
+
+
+@dataclass(eq=False)
+class _Items:
+    """One caller's items in an ``applying`` group commit."""
+
+    items: list[Any]
+    done: bool = False
+    error: BaseException | None = field(default=None, repr=False)
+
+
+def applying(apply: Callable[[list[Any]], None], **policy: Any) -> Callable[[list[Any]], None]:
+    """``apply`` as a group commit (``policy``: ``GroupCommit``'s keywords, default plain): the
+    returned callable takes one caller's items and returns once they are applied, together with
+    the items of concurrent callers in one ``apply`` call, raising that call's error as if the
+    caller had called ``apply`` itself."""
+
+    def flush(batch: list[_Items]) -> None:
+        try:
+            apply([item for entry in batch for item in entry.items])
+        except BaseException as exc:  # each caller of the batch raises it
+            for entry in batch:
+                entry.error = exc
+
+    commit: GroupCommit[_Items] = GroupCommit(flush, **policy)
+
+    def call(items: list[Any]) -> None:
+        entry = _Items(items)
+        commit.submit(entry)
+        if entry.error is not None:
+            raise entry.error
+
+    return call
 
 
 def exposures_complete(data_ids: Iterable[DataId]) -> bool:
