@@ -34,7 +34,7 @@ waits (at most ``gather`` seconds) for the callers still reading and checking th
 (``arriving``). Concurrent delivery of an exposure (the relay's push concurrency, Cloud Functions
 concurrency) therefore gives one Butler ingest per exposure; a lone caller is ingested at once.
 
-One module because it is one concept: the Butler as the registry of record, in the three steps
+One module because it is one cohesive concept: the Butler as the registry of record, in the three steps
 above; its reads, set-up, repository settings and batching policy live in their own modules.
 """
 

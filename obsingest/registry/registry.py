@@ -7,7 +7,7 @@ already exists, the stored checksum decides: same bytes -> the existing dataset 
 different bytes -> ChecksumConflict, and the caller quarantines. A batch believed new (the Butler
 backend's group commit) inserts its datasets and datastore records in one statement each.
 
-One module because it is one concept: the idempotent registration (its statements, the retries
+One module because it is one cohesive concept: the idempotent registration (its statements, the retries
 around them, the dimension rows they need); reads and the outbox live in their own modules.
 """
 
