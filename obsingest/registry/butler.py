@@ -34,8 +34,9 @@ waits (at most ``gather`` seconds) for the callers still reading and checking th
 (``arriving``). Concurrent delivery of an exposure (the relay's push concurrency, Cloud Functions
 concurrency) therefore gives one Butler ingest per exposure; a lone caller is ingested at once.
 
-One module because it is one cohesive concept: the Butler as the registry of record, in the three steps
-above; its reads, set-up, repository settings and batching policy live in their own modules.
+One module because it is one cohesive concept: the Butler as the registry of record, in the
+three steps above; its reads, set-up, repository settings and batching policy live in their
+own modules.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ from obsingest.registry.registry import (
     Registration,
     Registry,
     RegistryUnavailable,
+    as_uuid,
 )
 from obsingest.settings import RegistrySettings, run_name
 
@@ -241,7 +243,7 @@ class ButlerRegistry(Registry):
 
         def read() -> dict[uuid.UUID, Any]:
             with self.engine.connect() as conn:
-                return {_uuid(row.dataset_id): row for row in conn.execute(query)}
+                return {as_uuid(row.dataset_id): row for row in conn.execute(query)}
 
         known = self._retrying(read)
         ok = []
@@ -522,12 +524,3 @@ class ButlerRegistry(Registry):
             "mean_batch": s.files / s.batches if s.batches else 0.0,
             "seconds": s.seconds,
         }
-
-
-def _uuid(value: Any) -> uuid.UUID:
-    """A dataset id as the driver gives it (UUID on PostgreSQL, text or bytes on SQLite)."""
-    if isinstance(value, uuid.UUID):
-        return value
-    if isinstance(value, bytes):
-        return uuid.UUID(bytes=value)
-    return uuid.UUID(str(value))

@@ -7,8 +7,9 @@ already exists, the stored checksum decides: same bytes -> the existing dataset 
 different bytes -> ChecksumConflict, and the caller quarantines. A batch believed new (the Butler
 backend's group commit) inserts its datasets and datastore records in one statement each.
 
-One module because it is one cohesive concept: the idempotent registration (its statements, the retries
-around them, the dimension rows they need); reads and the outbox live in their own modules.
+One module because it is one cohesive concept: the idempotent registration (its statements,
+the retries around them, the dimension rows they need); reads and the outbox live in their own
+modules.
 """
 
 from __future__ import annotations
@@ -346,7 +347,7 @@ class Registry:
             }
             for rec, reg in items
         ]
-        inserted = {_as_uuid(row[0]) for row in conn.execute(self._insert_dataset, rows)}
+        inserted = {as_uuid(row[0]) for row in conn.execute(self._insert_dataset, rows)}
         records, seen = [], set()
         for rec, reg in items:
             if reg.dataset_id in inserted and reg.dataset_id not in seen:
@@ -512,8 +513,8 @@ def _datastore_values(ds_id: uuid.UUID, record: FileRecord) -> dict[str, Any]:
     }
 
 
-def _as_uuid(value: Any) -> uuid.UUID:
-    """A dataset id as the driver returns it (UUID, or text/bytes on SQLite)."""
+def as_uuid(value: Any) -> uuid.UUID:
+    """A dataset id as the driver returns it (UUID on PostgreSQL, text or bytes on SQLite)."""
     if isinstance(value, uuid.UUID):
         return value
     if isinstance(value, bytes):
