@@ -156,8 +156,11 @@ def _assert_pipeline_metrics(world: World) -> dict[str, dict[str, Any]]:
             _value(function, f"obsingest_readout_to_{stage}_seconds_count", instrument=INSTRUMENT)
             == CCDS
         ), stage
-    # every registration within the 5 s budget on this small night: the le="5.0" bucket
-    assert _value(function, "obsingest_readout_to_registered_seconds_bucket", le="5.0") == CCDS
+    # every registration in the histogram; how many within the 5 s budget depends on the
+    # machine's load (a latency figure for the benchmarks, not a pass/fail here)
+    bucket = "obsingest_readout_to_registered_seconds_bucket"
+    assert _value(function, bucket, le="+Inf") == CCDS
+    assert _value(function, bucket, le="1.0") <= _value(function, bucket, le="5.0") <= CCDS
     assert _value(function, "obsingest_registry_operation_seconds_count") >= CCDS
 
     relay = scraped["relay"]
@@ -185,9 +188,10 @@ def _assert_pipeline_metrics(world: World) -> dict[str, dict[str, Any]]:
 
 
 def _assert_exposures_ingested(world: World) -> None:
-    """One ExposureIngested per exposure, complete and ok; each exposure counted closed once,
-    by whichever process closed it (the CCDs' function, the manifests' one, or the facility's
-    sweep of a lost check)."""
+    """One ExposureIngested per exposure, complete, its status what its own latencies say (ok,
+    or over_budget naming the late CCDs: on a loaded machine some are); each exposure counted
+    closed once, under that status, by whichever process closed it (the CCDs' function, the
+    manifests' one, or the facility's sweep of a lost check)."""
     ingested = world.ingested
     assert ingested is not None
     _wait(
@@ -199,14 +203,18 @@ def _assert_exposures_ingested(world: World) -> None:
     assert len(events) == EXPOSURES and ingested.snapshot()["undecodable"] == 0
     assert all(len(v) == 1 for v in ingested.per_exposure().values())
     for event in events.values():
-        assert (event.instrument, event.day_obs, event.status) == (INSTRUMENT, DAY_OBS, "ok")
+        assert (event.instrument, event.day_obs) == (INSTRUMENT, DAY_OBS)
+        assert event.status == ("over_budget" if event.over_budget else "ok"), event
+        assert set(event.over_budget) <= set(event.detectors)
         assert event.registered == event.expected == DETECTORS
         assert event.missing_detectors == [] and event.manifest_known
         assert len(event.detectors) == DETECTORS
     closers = ("function", "manifest-function", "facility")
     scraped = {name: _scrape(world.metrics_urls[name]) for name in closers}
     completed = "obsingest_exposures_completed_total"
-    assert sum(_value(s, completed, status="ok") for s in scraped.values()) == EXPOSURES
+    for status in ("ok", "over_budget"):
+        closed = sum(_value(s, completed, status=status) for s in scraped.values())
+        assert closed == sum(e.status == status for e in events.values()), status
     assert sum(_value(s, completed) for s in scraped.values()) == EXPOSURES  # nothing else
     closed_by_functions = [
         s for name, s in scraped.items() if name != "facility" and _value(s, completed) > 0
