@@ -152,19 +152,20 @@ def redrive_brought_back_the_dead_letters(run: Run) -> None:
     assert run.world.relay is not None
     dead = run.world.relay.events("relay.dead_lettered")
     dead_objects = {e["object"] for e in dead}
-    # stored while the function was down, early enough for 5 pushes (~15 s) to fail
-    stored = _stored_between(run, outage.injected_at + 1, outage.healed_at - 20)
+    down = (outage.notes["down_from"], outage.notes["down_until"])
+    # stored once the function had exited (a graceful stop serves what is in flight first,
+    # seconds under load), early enough for 5 pushes (~15 s) to fail
+    stored = _stored_between(run, down[0] + 1, down[1] - 20)
     # under load a push can outlast its share of the outage: such a CCD is still being retried
     # when the function returns and is registered then (never during: checked below)
     after = {
         r["uri"].split("/", 3)[-1]
         for r in run.world.read(run.world.registry.datasets)
-        if _when(r["ingest_time"]) >= outage.healed_at
+        if _when(r["ingest_time"]) >= down[1]
     }
     assert stored and stored & dead_objects and stored <= dead_objects | after, (
         f"stored while down but not dead-lettered: {sorted(stored - dead_objects - after)[:5]}"
     )
-    down = (outage.notes["down_from"], outage.notes["down_until"])
     during = [
         r
         for r in run.world.read(run.world.registry.datasets)
