@@ -24,68 +24,54 @@ fresh and on existing registries alike.
 
 from __future__ import annotations
 
-from sqlalchemy import (
-    BigInteger,
-    Column,
-    DateTime,
-    Float,
-    Index,
-    Integer,
-    LargeBinary,
-    MetaData,
-    String,
-    Table,
-    Text,
-    UniqueConstraint,
-    Uuid,
-)
+import sqlalchemy as sa
 
-metadata = MetaData()
+metadata = sa.MetaData()
 
 #: 64-bit ids on PostgreSQL; SQLite autoincrements only an INTEGER PRIMARY KEY.
-_ID = BigInteger().with_variant(Integer, "sqlite")
+_ID = sa.BigInteger().with_variant(sa.Integer, "sqlite")
 
-arrival_outbox = Table(
+arrival_outbox = sa.Table(
     "arrival_outbox",
     metadata,
-    Column("id", _ID, primary_key=True, autoincrement=True),
-    Column("dataset_id", Uuid, nullable=False),
-    Column("topic", String(255), nullable=False),
-    Column("message_key", String(255), nullable=True),
-    Column("attributes", Text, nullable=False, default="{}"),
-    Column("payload", LargeBinary, nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("lease_until", DateTime(timezone=True), nullable=True),
-    Column("attempts", Integer, nullable=False, default=0),
-    Column("last_error", Text, nullable=False, default=""),
-    Column("published_at", DateTime(timezone=True), nullable=True),
-    UniqueConstraint("dataset_id", name="uq_arrival_outbox_dataset"),
-    Index("ix_arrival_outbox_published", "published_at"),
+    sa.Column("id", _ID, primary_key=True, autoincrement=True),
+    sa.Column("dataset_id", sa.Uuid, nullable=False),
+    sa.Column("topic", sa.String(255), nullable=False),
+    sa.Column("message_key", sa.String(255), nullable=True),
+    sa.Column("attributes", sa.Text, nullable=False, default="{}"),
+    sa.Column("payload", sa.LargeBinary, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("lease_until", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("attempts", sa.Integer, nullable=False, default=0),
+    sa.Column("last_error", sa.Text, nullable=False, default=""),
+    sa.Column("published_at", sa.DateTime(timezone=True), nullable=True),
+    sa.UniqueConstraint("dataset_id", name="uq_arrival_outbox_dataset"),
+    sa.Index("ix_arrival_outbox_published", "published_at"),
 )
 
-canary = Table(
+canary = sa.Table(
     "canary",
     metadata,
-    Column("name", String(255), primary_key=True),
-    Column("written_at", DateTime(timezone=True), nullable=True),
-    Column("seen_at", DateTime(timezone=True), nullable=True),
-    Index("ix_canary_written", "written_at"),
+    sa.Column("name", sa.String(255), primary_key=True),
+    sa.Column("written_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("seen_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Index("ix_canary_written", "written_at"),
 )
 
-exposure_closure = Table(
+exposure_closure = sa.Table(
     "exposure_closure",
     metadata,
-    Column("instrument", String(32), primary_key=True),
-    Column("exposure", BigInteger, primary_key=True),
+    sa.Column("instrument", sa.String(32), primary_key=True),
+    sa.Column("exposure", sa.BigInteger, primary_key=True),
     #: the first closure: ok | over_budget (completed) | incomplete (at its deadline)
-    Column("status", String(16), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
     #: which component closed it: register (its last CCD) | reconcile (sweep, deadline)
-    Column("closed_by", String(16), nullable=False),
-    Column("closed_at", DateTime(timezone=True), nullable=False),
-    Column("missing", Integer, nullable=False, default=0),
+    sa.Column("closed_by", sa.String(16), nullable=False),
+    sa.Column("closed_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("missing", sa.Integer, nullable=False, default=0),
     #: seconds, readout -> registered, of the slowest CCD registered when it was closed
-    Column("latency_max", Float, nullable=True),
+    sa.Column("latency_max", sa.Float, nullable=True),
     #: when its ExposureIngested was written to the outbox (NULL: not complete yet)
-    Column("ingested_at", DateTime(timezone=True), nullable=True),
-    Column("event_id", Uuid, nullable=True),
+    sa.Column("ingested_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("event_id", sa.Uuid, nullable=True),
 )
