@@ -8,7 +8,7 @@ without code.
 from __future__ import annotations
 
 import os
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -55,14 +55,39 @@ class HeaderSettings(BaseSettings):
         return value
 
 
-class StoreSettings(BaseSettings):
+class StoreLayout(BaseSettings):
+    """Where objects go in a store: shared by every unit that writes raw CCDs."""
+
+    prefix: str = defaults.RAW_PREFIX
+    quarantine_prefix: str = defaults.QUARANTINE_PREFIX
+
+
+class StoreSettings(StoreLayout):
     """Object store. ``file://DIR`` (local directory, embedded default) or ``gs://BUCKET``."""
 
     model_config = SettingsConfigDict(env_prefix="OBSINGEST_STORE_", extra="ignore")
 
     url: str = defaults.STORE_URL
-    prefix: str = defaults.RAW_PREFIX
-    quarantine_prefix: str = defaults.QUARANTINE_PREFIX
+
+
+class KafkaClientSettings(BaseSettings):
+    """What every Kafka client's settings share: the brokers and extra librdkafka properties.
+
+    ``bootstrap_servers`` comes from the unit's own ``<PREFIX>BOOTSTRAP_SERVERS``, else from the
+    conventional ``KAFKA_BOOTSTRAP_SERVERS`` that ``obsingest stack env`` exports.
+    """
+
+    bootstrap_servers: str = defaults.KAFKA_BOOTSTRAP
+    #: Extra librdkafka properties, e.g. ``{"security.protocol": "SASL_SSL"}`` (JSON in env).
+    extra: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _conventional_bootstrap(cls, data: Any) -> Any:
+        conventional = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+        if isinstance(data, dict) and "bootstrap_servers" not in data and conventional:
+            return {**data, "bootstrap_servers": conventional}
+        return data
 
 
 class BusSettings(BaseSettings):

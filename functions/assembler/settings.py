@@ -2,34 +2,25 @@
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
 
 from obsingest import defaults
+from obsingest.settings import KafkaClientSettings, StoreLayout
 
 DEFAULT_MAX_RECORD_BYTES = 16 * 1024 * 1024
 
 
-class AssemblerSettings(BaseSettings):
+class AssemblerSettings(KafkaClientSettings, StoreLayout):
     """Where chunks come from, where files go, and the bounds that keep one instance healthy."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="OBSINGEST_ASSEMBLER_", extra="ignore", populate_by_name=True
-    )
+    model_config = SettingsConfigDict(env_prefix="OBSINGEST_ASSEMBLER_", extra="ignore")
 
-    bootstrap_servers: str = Field(
-        default=defaults.KAFKA_BOOTSTRAP,
-        validation_alias=AliasChoices(
-            "OBSINGEST_ASSEMBLER_BOOTSTRAP_SERVERS", "KAFKA_BOOTSTRAP_SERVERS"
-        ),
-    )
     topic: str = defaults.CHUNKS_TOPIC
     dlq_topic: str = defaults.CHUNKS_DLQ_TOPIC
     group_id: str = defaults.ASSEMBLER_GROUP
     #: Object store the files go to: file://DIR or gs://BUCKET.
     store_url: str = defaults.STORE_URL
-    prefix: str = defaults.RAW_PREFIX
-    quarantine_prefix: str = defaults.QUARANTINE_PREFIX
     #: Payload bytes held for incomplete files before the youngest are dropped from memory.
     #: Must exceed the largest file (a recovery re-reads one whole file).
     memory_limit_bytes: int = Field(default=512 * 1024 * 1024, ge=1024 * 1024)
@@ -52,5 +43,3 @@ class AssemblerSettings(BaseSettings):
     #: Writes mostly wait on the store: 8 kept 16 CCDs an exposure within budget on 2 cores.
     store_concurrency: int = Field(default=8, ge=1)
     session_timeout_ms: int = Field(default=10_000, ge=1000)
-    #: Extra librdkafka consumer properties.
-    extra: dict[str, str | int | float | bool] = Field(default_factory=dict)

@@ -6,12 +6,13 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 
 from obsingest import defaults
+from obsingest.settings import StoreLayout
 
 
-class EdgeSettings(BaseSettings):
+class EdgeSettings(StoreLayout):
     """How the edge takes, keeps and sends CCDs. Defaults suit a summit node; tests shrink them."""
 
     model_config = SettingsConfigDict(env_prefix="OBSINGEST_EDGE_", extra="ignore")
@@ -25,8 +26,6 @@ class EdgeSettings(BaseSettings):
     workers: int = Field(default=2, ge=1)
     #: compression threads per worker
     threads: int = Field(default=1, ge=1)
-    prefix: str = defaults.RAW_PREFIX
-    quarantine_prefix: str = defaults.QUARANTINE_PREFIX
     #: "rename": a file is complete once it has its final name (the DAQ writes *.tmp, then
     #: renames); "settle": once its size and mtime have not changed for ``settle_seconds``
     complete: Literal["rename", "settle"] = "rename"

@@ -1,35 +1,24 @@
-"""Producer settings of the Kafka chunk transport, read once at start-up.
-
-Every field has an environment variable ``OBSINGEST_KAFKA_<FIELD>`` (for example
-``OBSINGEST_KAFKA_CHUNK_SIZE=1048576``); the bootstrap servers also honour the conventional
-``KAFKA_BOOTSTRAP_SERVERS`` that ``obsingest stack env`` exports.
-"""
+"""Producer settings of the Kafka chunk transport (``OBSINGEST_KAFKA_<FIELD>``), read once at
+start-up."""
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
 
 from obsingest import defaults
+from obsingest.settings import KafkaClientSettings
 
 #: The broker's ``message.max.bytes`` on the local stack (infra.local.stack.settings) and the
 #: value we ask production clusters for: a 16 MiB record limit leaves room for 8 MiB chunks.
 DEFAULT_MESSAGE_MAX_BYTES = 16 * 1024 * 1024
 
 
-class KafkaProducerSettings(BaseSettings):
+class KafkaProducerSettings(KafkaClientSettings):
     """How edge producers talk to Kafka. ``chunk_size=0`` means "derive from the record limit"."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="OBSINGEST_KAFKA_", extra="ignore", populate_by_name=True
-    )
+    model_config = SettingsConfigDict(env_prefix="OBSINGEST_KAFKA_", extra="ignore")
 
-    bootstrap_servers: str = Field(
-        default=defaults.KAFKA_BOOTSTRAP,
-        validation_alias=AliasChoices(
-            "OBSINGEST_KAFKA_BOOTSTRAP_SERVERS", "KAFKA_BOOTSTRAP_SERVERS"
-        ),
-    )
     chunks_topic: str = defaults.CHUNKS_TOPIC
     exposures_topic: str = defaults.EXPOSURES_TOPIC
     #: Payload bytes per CcdChunk; 0 = ``default_chunk_size(message_max_bytes)``.
@@ -43,5 +32,3 @@ class KafkaProducerSettings(BaseSettings):
     #: How long librdkafka may retry one chunk before reporting failure (delivery.timeout.ms).
     #: The assembler's incomplete-file timeout must be longer than this (see its README).
     delivery_timeout_s: float = Field(default=60.0, gt=0)
-    #: Extra librdkafka properties, e.g. ``{"security.protocol": "SASL_SSL"}`` (JSON in env).
-    extra: dict[str, str | int | float | bool] = Field(default_factory=dict)
