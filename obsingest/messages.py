@@ -28,14 +28,23 @@ def seconds_between(start: datetime, end: datetime) -> float:
 
 class _Message:
     SCHEMA: ClassVar[str]
+    #: fields that are strings on the wire (Avro ``uuid``) and ``uuid.UUID`` here
+    UUID_FIELDS: ClassVar[tuple[str, ...]] = ()
 
     def to_record(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        record = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        for name in self.UUID_FIELDS:
+            record[name] = str(record[name])
+        return record
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Self:
         names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-        return cls(**{k: v for k, v in record.items() if k in names})
+        values = {k: v for k, v in record.items() if k in names}
+        for name in cls.UUID_FIELDS:
+            if name in values and not isinstance(values[name], uuid.UUID):
+                values[name] = uuid.UUID(str(values[name]))
+        return cls(**values)
 
     def encode(self) -> bytes:
         return avro.encode(self.SCHEMA, self.to_record())
@@ -86,6 +95,7 @@ class CcdChunk(_Message):
 @dataclass(frozen=True)
 class ArrivalEvent(_Message):
     SCHEMA: ClassVar[str] = "ArrivalEvent"
+    UUID_FIELDS: ClassVar[tuple[str, ...]] = ("dataset_id",)
 
     dataset_id: uuid.UUID
     dataset_type: str
@@ -113,18 +123,6 @@ class ArrivalEvent(_Message):
         """Seconds from readout to announcement: the figure the 5 s budget is about."""
         return seconds_between(self.readout_time, self.published_time)
 
-    def to_record(self) -> dict[str, Any]:
-        record = super().to_record()
-        record["dataset_id"] = str(self.dataset_id)
-        return record
-
-    @classmethod
-    def from_record(cls, record: dict[str, Any]) -> Self:
-        event = super().from_record(record)
-        if not isinstance(event.dataset_id, uuid.UUID):
-            event = dataclasses.replace(event, dataset_id=uuid.UUID(str(event.dataset_id)))
-        return event
-
 
 class IngestedStatus:
     """``ExposureIngested.status``: the words of the metrics' ``status`` label."""
@@ -139,6 +137,7 @@ class ExposureIngested(_Message):
     contract's doc and ``obsingest.registry.ingested``)."""
 
     SCHEMA: ClassVar[str] = "ExposureIngested"
+    UUID_FIELDS: ClassVar[tuple[str, ...]] = ("event_id",)
 
     event_id: uuid.UUID
     instrument: str
@@ -164,18 +163,6 @@ class ExposureIngested(_Message):
     @property
     def complete(self) -> bool:
         return not self.missing_detectors
-
-    def to_record(self) -> dict[str, Any]:
-        record = super().to_record()
-        record["event_id"] = str(self.event_id)
-        return record
-
-    @classmethod
-    def from_record(cls, record: dict[str, Any]) -> Self:
-        event = super().from_record(record)
-        if not isinstance(event.event_id, uuid.UUID):
-            event = dataclasses.replace(event, event_id=uuid.UUID(str(event.event_id)))
-        return event
 
 
 class SummaryStatus:
