@@ -116,6 +116,12 @@ class Detector:
         return (h, w) if turned else (w, h)
 
 
+#: obs_lsst LsstBaseTranslator.max_exposure_id(): day_obs up to 2050-12-31, 6 controllers.
+_EXPOSURE_MAX = 7050123199999
+#: lsst.obs.base.VisitSystem.BY_SEQ_START_END, LSSTCam's (and its subclasses') visit system
+_BY_SEQ_START_END = 2
+
+
 @dataclass(frozen=True)
 class Instrument:
     """An instrument as the Butler's ``instrument`` dimension record describes it."""
@@ -124,14 +130,14 @@ class Instrument:
     class_name: str
     obsid_prefix: str
     detector_max: int
-    exposure_max: int
-    visit_max: int
-    visit_system: int
     detectors: tuple[Detector, ...]
     #: band -> physical filter name
     filters: dict[str, str]
     #: obs_lsst's raw formatter, used when ``lsst.obs.lsst`` is importable
     raw_formatter: str
+    exposure_max: int = _EXPOSURE_MAX
+    visit_max: int = _EXPOSURE_MAX
+    visit_system: int = _BY_SEQ_START_END
     #: LATISS's detector record has no raft (obs_lsst ``Latiss.extractDetectorRecord``)
     has_rafts: bool = True
 
@@ -270,20 +276,12 @@ def _lsstcam_detectors() -> tuple[Detector, ...]:
     return tuple(sorted(dets, key=lambda d: d.id))
 
 
-#: obs_lsst LsstBaseTranslator.max_exposure_id(): day_obs up to 2050-12-31, 6 controllers.
-_EXPOSURE_MAX = 7050123199999
-#: lsst.obs.base.VisitSystem.BY_SEQ_START_END, LSSTCam's (and its subclasses') visit system
-_BY_SEQ_START_END = 2
-
 INSTRUMENTS: dict[str, Instrument] = {
     "LSSTCam": Instrument(
         name="LSSTCam",
         class_name="lsst.obs.lsst.LsstCam",
         obsid_prefix="MC",
         detector_max=1000,
-        exposure_max=_EXPOSURE_MAX,
-        visit_max=_EXPOSURE_MAX,
-        visit_system=_BY_SEQ_START_END,
         detectors=_lsstcam_detectors(),
         filters={"u": "u_24", "g": "g_6", "r": "r_57", "i": "i_39", "z": "z_20", "y": "y_10"},
         raw_formatter="lsst.obs.lsst.rawFormatter.LsstCamRawFormatter",
@@ -293,9 +291,6 @@ INSTRUMENTS: dict[str, Instrument] = {
         class_name="lsst.obs.lsst.LsstComCam",
         obsid_prefix="CC",
         detector_max=1000,
-        exposure_max=_EXPOSURE_MAX,
-        visit_max=_EXPOSURE_MAX,
-        visit_system=_BY_SEQ_START_END,
         detectors=tuple(_science_raft("R22", 0.0, 0.0, 0, "ITL")),
         filters={"u": "u_02", "g": "g_01", "r": "r_03", "i": "i_06", "z": "z_03", "y": "y_04"},
         raw_formatter="lsst.obs.lsst.rawFormatter.LsstComCamRawFormatter",
@@ -305,9 +300,6 @@ INSTRUMENTS: dict[str, Instrument] = {
         class_name="lsst.obs.lsst.Latiss",
         obsid_prefix="AT",
         detector_max=1,
-        exposure_max=_EXPOSURE_MAX,
-        visit_max=_EXPOSURE_MAX,
-        visit_system=_BY_SEQ_START_END,
         detectors=(Detector(0, "RXX", "S00", SCIENCE, SENSOR_TYPES["ITL"], 41.735, 42.195, 0.0),),
         filters={b: f"SDSS{b}_65mm~empty" for b in "ugrizy"},
         raw_formatter="lsst.obs.lsst.rawFormatter.LatissRawFormatter",
