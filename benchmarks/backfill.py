@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_header
+from benchmarks.common import note, run_header
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "backfill.json"
@@ -36,46 +36,7 @@ PARALLEL = (1, 2, 4, 8)
 #: one disturbed run on a shared machine moved a row's ratio by 0.2)
 REPEATS = 3
 
-#: What moved the figures, measured while the backfill was reworked (2026-11-23, 2 cores shared
-#: with other sessions: 1-minute load average 1-7, so same-session A/B pairs and CPU seconds per
-#: file, not absolute rates); the table above is this run's.
-WHAT_MOVED = """\
-- **Before** (the run of 2026-11-23 18:26): ours/theirs 0.84x at `--parallel 1` (95.0 against
-  113.2 files/s), 1.21x, 1.10x and 1.03x at 2, 4 and 8.
-- **Where our time per file went** (cProfile of the worker and the parent, one `--parallel 1`
-  run of 1,000 files): already one HTTP request per file (multipart, `ifGenerationMatch=0`,
-  verified from the upload's response, no GET), one journal transaction per turn of the
-  dispatch loop, workers forked once, one kept-alive connection each; the parent used 0.2 ms of
-  CPU per file. The worker was the whole critical path: 41% of it waiting for the emulator's
-  answer, the rest client work in `google-cloud-storage` and `requests` (blob machinery, tracing
-  spans, the proxy environment merged again for every request, date parsing): 2.6-2.9 ms of CPU
-  per 64 KiB file, the same as transfer_manager's worker spends.
-- **One lean request per file** (`GcsHttpStore` today): the same JSON-API
-  request (multipart, CRC32C in the resource, `ifGenerationMatch=0`) sent through google-auth's
-  urllib3 transport, errors mapped onto the store's retry rules. Client CPU per file 0.9-1.3 ms
-  against 2.6-2.9 (same session, alternating); over whole runs at `--parallel 8` our workers
-  used 1.3-1.5 ms of CPU per file, transfer_manager's 2.7-3.1. That is the whole gain: the
-  journal, create-once and verification stay as they were.
-- **What did not move it**: the emulator's work per upload (fake-gcs-server, filesystem backend,
-  3.4-4.2 CPU ms per 64 KiB file) is the floor at every N: the same request without metadata,
-  without `ifGenerationMatch` or without the CRC32C cost it the same within noise, so
-  create-once and verification are free at the store. Plain `http.client` instead of urllib3
-  (0.55 against 0.95 ms client CPU) and preparing the next file (read, CRC32C, body) while
-  waiting for the answer left the wall time per file unchanged (4.1-5.1 ms either way): not
-  adopted.
-- **One upload path** (2026-11-26, load average 8+): the backfill uploads through the store
-  (`obsingest.store.gcs.GcsHttpStore`: `GcsStore`'s create-once put, stat, retries and error
-  mapping, only the wire request lean). Same-run A/B, 1,000 files x 3 rotating repeats, CPU of
-  the backfill process and its workers per file (median): lean request 5.71 ms at
-  `--parallel 1`, 5.44 at 8; the library's `GcsStore.put` 7.50 and 7.56 (+31-39%);
-  transfer_manager 7.55 and 7.68. Files/s medians (loaded machine): lean 37.8 and 49.4, library
-  24.9 and 41.7, transfer_manager 34.1 and 46.7. So the lean request stays, beside the store's.
-- **Reading the rows**: at 4 and 8 ours levels off at the emulator's own rate (~250 files/s in
-  a quiet run, about one upload per 4 ms of its CPU); transfer_manager stays below it because
-  its workers' CPU competes with the emulator's for the 2 cores. When other sessions load the
-  machine, the emulator's share of the cores caps both tools alike and the ratio drifts towards
-  1 (a run at load 5-15 measured 1.02x at 2 with 1.17-1.67x elsewhere): compare quiet runs.
-"""
+WHAT_MOVED = note("backfill")
 
 
 def make_archive(root: Path, files: int, size: int) -> list[Path]:

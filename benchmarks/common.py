@@ -1,10 +1,13 @@
-"""What every benchmark result records about the run: when, and how busy the machine was."""
+"""What every benchmark result records about the run (when, how busy the machine was) and the
+notes on what moved its figures (``benchmarks/notes/<name>.md``, prose kept out of the code)."""
 
 from __future__ import annotations
 
 import os
 import platform
+import re
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 
@@ -19,3 +22,11 @@ def run_header(name: str) -> dict[str, Any]:
             "load_1min": round(os.getloadavg()[0], 2),
         },
     }
+
+
+NOTES = Path(__file__).resolve().parent / "notes"
+
+
+def note(name: str) -> str:
+    """``notes/<name>.md`` without its leading ``<!-- ... -->`` comment (what the note is)."""
+    return re.sub(r"\A<!--.*?-->\n", "", (NOTES / f"{name}.md").read_text(), flags=re.S)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import note
+
 #: the transfer plot, written by run_all next to the results
 PLOT = Path(__file__).resolve().parent / "results" / "transfer.png"
 
@@ -163,27 +165,9 @@ def _butler(result: dict[str, Any]) -> str:
             f">= {goal['factor']:g}x Butler's one-file-per-call rate): "
             f"{'met' if goal['met'] else 'NOT met'}",
             "",
-            _BUTLER_NOTE,
+            note("butler").rstrip(),
         ]
     )
-
-
-#: what the exposure figure is made of (issue 14): why it moved from ~1.1 s to ~0.4-0.6 s
-_BUTLER_NOTE = (
-    "What moved the exposure figure (1.08 s in 4-7 Butler transactions before): the batch now "
-    "waits for the handlers still reading and checking their CCD (`ButlerRegistry.arriving`, "
-    "`OBSINGEST_BUTLER_GATHER`, at most 0.5 s, and no longer once it holds every detector), so "
-    "the exposure is one Butler ingest like Butler's own one-call-per-exposure path instead of "
-    "4-7 transactions of ~0.1 s each on the same interpreter; each CCD's FITS structure is "
-    "checked by `obsingest.fits.primary_header` (every HDU walked by offset, only the primary "
-    "header decoded; ~3.5x cheaper than parsing all 17 HDUs, a bad file still refused with "
-    "`parse_fits`'s reason); and concurrent exposure-completeness checks share one query per "
-    "burst instead of one per CCD. What remains is CPU on one interpreter: reading and "
-    "checking 205 CCDs (~1 ms each), the companion and Butler transaction (~0.1-0.15 s) and "
-    "each CCD's publish. One event at a time, the first CCD of an exposure waits "
-    "`OBSINGEST_BUTLER_GATHER_GAP` (0.02 s) for siblings that may be on their way; the others "
-    "wait for nobody."
-)
 
 
 def _edge(result: dict[str, Any]) -> str:
@@ -271,15 +255,7 @@ def _butler_facility(result: dict[str, Any]) -> str:
             "",
         ]
     lines += [
-        "What the 31.9 s of the run of 2026-11-25 18:30 (load 10-17) was: not the pipeline. The "
-        "deliveries started at a fixed 15 s after the two instances were spawned, and an "
-        "instance's start-up (imports, daf_butler, the repository and the companion opened) is "
-        "~6-8 CPU seconds, against ~0.5-1.2 for handling its 102 CCDs; at that load the "
-        f"start-up took far longer than 15 s ({ours.get('warm_up_seconds')} s wall at load "
-        f"{load} in the run above), and the overrun was counted. The deliveries now start once "
-        "both instances say they are "
-        "ready, and the stages and CPU above show where the rest goes: reading and checking the "
-        "files (CPU, on the same cores) until the last batch, then one batch.",
+        note("butler_facility").rstrip().format(warm_up=ours.get("warm_up_seconds"), load=load),
         "",
     ]
     lines.append(

@@ -27,6 +27,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import note
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "transfer.json"
 RUN_DIR = ROOT / ".run" / "bench" / "transfer"
@@ -56,47 +58,7 @@ PUBLISHED: dict[int, dict[str, float]] = {
 PUBLISHED_COPY_COMPRESS_SEND_MAX = 1.36
 
 
-#: What moved each figure, measured while this benchmark was reworked (2026-11-23, 2 cores shared
-#: with other sessions' test suites: 1-minute load average 5-24, so same-session A/B pairs and
-#: CPU seconds, not absolute latencies); the tables above are this run's.
-WHAT_MOVED = """\
-- **One edge code path.** Each row is the edge service (`EdgeService`, what `obsingest edge`
-  runs) fed through its in-process API, no longer one spawned process per CCD with its own
-  sender. The DAQ's files of every exposure are written (copy + that exposure's header,
-  `fdatasync`) before the start, outside every figure; `queued` is readout -> a worker took the
-  CCD; per-CCD times and CPU come from the edge's `Outcome`; the service's own threads are the
-  `edge_service` CPU role.
-- **Edge workers: one per core instead of one per CCD** (`producers/transfer/plan.py`). At 16
-  full CCDs, same session, alternating: the edge used 2.3 CPU s per exposure against 3.0 for 16
-  processes (-23%; 24 CCDs: 3.4 against 4.3), and readout -> announced p50 3.4-3.6 s against
-  5.2-10.3 s, because CCDs now leave the edge one after another and the facility registers the
-  first while the edge compresses the next, instead of all 16 leaving at once at the end. Max
-  readout -> announced of that A/B was 5.9-7.1 s against 6.8-15.9 s at load 8-19: with other
-  sessions taking 0.8-1.4 of the 2 cores, no layout holds the budget here.
-- **Where the rest of the time goes** (CPU seconds per CCD by stage from `bench capacity`'s
-  calibration, same session): compress 0.12 and send 0.03-0.05 at the edge; store 0.2 (the GCS
-  emulator's handling of each 15 MB upload: 0.17 CPU s with its filesystem backend, 0.10 with
-  `-backend memory`, measured against a private instance; serving the register function's read
-  costs it only 0.01); notify 0.09 (Pub/Sub emulator: notification, ArrivalEvent, pulls);
-  register + publish 0.14 (then: the register function read back the whole 15 MB object to
-  verify its CRC32C and header, 74% of that process's samples in py-spy; see below). About 70%
-  of the CPU per CCD is the facility side and its emulators, which share these 2 cores with the
-  edge here and are other machines (or Google's services) in production; the capacity model
-  below turns these figures into the cores, instances and bandwidth a whole camera needs.
-- **The register function reads a header, not the whole CCD** (`functions/register/verify.py`):
-  a CCD whose sender's checksum equals the store's CRC32C is verified by the two checksums and
-  only its first 64 KiB are read (one ranged GET, from the notified generation); the senders
-  check every HDU before sending (`producers/ccd_bytes.py`). The register function's CPU per
-  exposure went from 1.9 to 1.0 s (24 CCDs direct) and from 1.4 to 0.7 s (16 CCDs Kafka), the
-  machine's from 12.0 to 10.8 and 10.8 to 9.7 CPU s (previous full run against this one); Kafka
-  16 CCDs max readout -> announced 4.85-4.96 -> 4.44 s, direct 24 CCDs 5.64-5.89 -> 5.57 s.
-  What keeps both goals out of reach here is the same floor: 10.8 CPU s per 24-CCD exposure
-  (the GCS emulator alone 4.1, the edge 3.5) on 2 cores is 5.4 s before any CCD waits.
-- Not changed here (outside the edge and the harness): the resumable two-request upload
-  the GCS client uses above 8 MiB (`obsingest/store/gcs.py`; a single multipart request cost
-  the emulator 0.15-0.18 instead of 0.20-0.22 CPU s but the client 0.05 instead of 0.015), and
-  the local stack's emulator backend (`infra/local/stack`).
-"""
+WHAT_MOVED = note("transfer")
 
 
 def _summary(result: dict[str, Any]) -> dict[str, Any]:
