@@ -15,7 +15,6 @@ Goal: at every N, at least transfer_manager's throughput. Writes
 
 from __future__ import annotations
 
-import json
 import random
 import shutil
 import statistics
@@ -25,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import note, run_header
+from benchmarks.common import note, run_header, save_result
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "backfill.json"
@@ -207,8 +206,7 @@ def run(
             "worst_ratio": min(r["ratio"] for r in rows),
         },
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    save_result(RESULTS, result)
     return result
 
 

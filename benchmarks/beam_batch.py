@@ -30,6 +30,7 @@ from apache_beam.testing.test_stream import TestStream
 from beam_jobs.core import Arrival
 from beam_jobs.summarize import run_batch
 from beam_jobs.transforms import SUMMARIES, ExposureSummaries, SummaryConfig, with_event_time
+from benchmarks.common import save_result
 from obsingest import avro
 from obsingest.dataid import DataId, dataset_id
 from obsingest.messages import ExposureManifest
@@ -230,8 +231,7 @@ def run() -> dict[str, Any]:
         "reference_plain_gbk_events_per_s": 40_000,
         "streaming_lag": lag,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    save_result(RESULTS, result)
     return result
 
 

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_header
+from benchmarks.common import run_header, save_result
 
 RESULTS = Path(__file__).resolve().parent / "results" / "cli_startup.json"
 GOAL_SECONDS = 0.25
@@ -72,8 +72,7 @@ def run(repeats: int = 15) -> dict[str, Any]:
             "met": worst < GOAL_SECONDS,
         },
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    save_result(RESULTS, result)
     return result
 
 

@@ -3,6 +3,7 @@ notes on what moved its figures (``benchmarks/notes/<name>.md``, prose kept out 
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
@@ -30,3 +31,9 @@ NOTES = Path(__file__).resolve().parent / "notes"
 def note(name: str) -> str:
     """``notes/<name>.md`` without its leading ``<!-- ... -->`` comment (what the note is)."""
     return re.sub(r"\A<!--.*?-->\n", "", (NOTES / f"{name}.md").read_text(), flags=re.S)
+
+
+def save_result(path: Path, result: dict[str, Any]) -> None:
+    """Write a benchmark's result JSON (``benchmarks/results/<name>.json``), its folder made."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")

@@ -21,7 +21,6 @@ Run: ``python -m benchmarks.compression [--repeats N]``; writes benchmarks/resul
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -35,6 +34,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from benchmarks.common import save_result
 
 RESULTS = Path(__file__).resolve().parent / "results" / "compression.json"
 GOAL_SPEEDUP = 1.5
@@ -207,8 +208,7 @@ def run(repeats: int = 5, process_repeats: int = 5) -> dict:
         },
     }
     result["whole_process"] = whole_process(process_repeats)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    save_result(RESULTS, result)
     return result
 
 

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_header
+from benchmarks.common import run_header, save_result
 
 RESULTS = Path(__file__).resolve().parent / "results" / "direct_path.json"
 INSTRUMENT = "LSSTComCam"
@@ -249,8 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     args = parser.parse_args(argv)
     report = run(args.exposures, args.detectors, args.workers)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    save_result(RESULTS, report)
     print(json.dumps({k: report[k] for k in ("ccds", "over_budget", "stages")}, indent=2))
     return 0
 

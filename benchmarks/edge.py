@@ -21,7 +21,6 @@ time; the A/B ratio by round is reported next to it. Writes ``benchmarks/results
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import statistics
@@ -32,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_header
+from benchmarks.common import run_header, save_result
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "edge.json"
@@ -217,8 +216,7 @@ def run(ccds: int = CCDS, numexp: int = NUMEXP, repeats: int = REPEATS) -> dict[
             "met": overhead <= GOAL_PCT,
         },
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    save_result(RESULTS, result)
     return result
 
 

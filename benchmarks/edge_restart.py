@@ -21,7 +21,6 @@ benchmarks/results/edge_restart.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -30,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_header
+from benchmarks.common import run_header, save_result
 
 RESULTS = Path(__file__).resolve().parent / "results" / "edge_restart.json"
 FILES = 50_000
@@ -181,8 +180,7 @@ def run(files: int = FILES, repeats: int = REPEATS) -> dict[str, Any]:
         "goal": f"ready in under {GOAL_SECONDS:g} s with {files:,} acknowledged files",
         "goal_met": known["ready_s_median"] < GOAL_SECONDS,
     }
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    save_result(RESULTS, result)
     return result
 
 

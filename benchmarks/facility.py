@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import statistics
 import sys
@@ -42,7 +41,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_header
+from benchmarks.common import run_header, save_result
 
 RESULTS = Path(__file__).resolve().parent / "results" / "facility.json"
 SIZES = (5_000, 50_000)
@@ -223,8 +222,7 @@ def run(sizes: tuple[int, ...] = SIZES, passes: int = PASSES) -> dict[str, Any]:
         f"{small['objects']:,} to {large['objects']:,} objects",
         "goal_met": ratio <= 1.0 + GOAL_FLAT,
     }
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    save_result(RESULTS, result)
     return result
 
 

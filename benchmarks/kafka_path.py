@@ -43,6 +43,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import save_result
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "kafka_path.json"
 CCD_CACHE = ROOT / ".cache" / "bench-kafka-path"
@@ -363,8 +365,7 @@ def run(repeats: int = 5, ccds_per_batch: int = 8, chunk_sizes: tuple[int, ...] 
         "goal_met": at_default["ratio"] >= GOAL_RATIO,
         "sweep": sweep,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    save_result(RESULTS, result)
     return result
 
 

@@ -37,7 +37,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_header
+from benchmarks.common import run_header, save_result
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "presence.json"
@@ -307,8 +307,7 @@ def run(
         "worst_p99_ms": worst,
         "met": worst < GOAL_P99_MS and achieved >= 0.98 * rate,
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    save_result(RESULTS, result)
     return result
 
 

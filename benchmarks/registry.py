@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_header
+from benchmarks.common import run_header, save_result
 
 RESULTS = Path(__file__).resolve().parent / "results" / "registry.json"
 REFERENCE_PER_SECOND = 40.0  # Rubin Butler, one file per call on SQLite (~25 ms)
@@ -187,8 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ccds", type=int, default=189, help="CCDs (events) per run, <= 189")
     args = parser.parse_args(argv)
     report = run(args.repeats, args.ccds)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    save_result(RESULTS, report)
     print(json.dumps(report["results"], indent=2))
     return 0
 
