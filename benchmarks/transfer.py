@@ -176,11 +176,6 @@ def run(
     return result
 
 
-def _within(row: dict[str, Any]) -> bool:
-    lat = row["latency"]["steady"]
-    return lat["announced"] == lat["expected"] and lat["over_budget"] == 0
-
-
 def _f(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
