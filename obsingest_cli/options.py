@@ -7,6 +7,10 @@ Standard library only: every command module imports this at module level, and
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 REGISTRY_HELP = (
     "registry URL: sqlite:///FILE, postgresql://USER@HOST:PORT/DB or butler:REPO "
@@ -18,3 +22,13 @@ def registry_option(parser: argparse.ArgumentParser, help: str = REGISTRY_HELP) 
     """``--registry URL``: the registry a command reads or writes (None: the command's default,
     usually ``$OBSINGEST_REGISTRY_URL``)."""
     parser.add_argument("--registry", default=None, help=help)
+
+
+def call_with_options(target: Callable[..., T], args: argparse.Namespace, **given: Any) -> T:
+    """``target(...)`` with every option whose dest names one of its parameters, plus ``given``:
+    a command's dests are its script's parameter names, so no command copies them one by one."""
+    import inspect
+
+    accepted = inspect.signature(target).parameters
+    options = {k: v for k, v in vars(args).items() if k in accepted and k not in given}
+    return target(**options, **given)

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from obsingest import defaults
-from obsingest_cli.options import registry_option
+from obsingest_cli.options import call_with_options, registry_option
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -86,20 +86,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from obsingest_cli.demo.run import DemoConfig, run_demo
 
-    return run_demo(
-        DemoConfig(
-            exposures=args.exposures,
-            detectors=args.detectors,
-            ccd_size=args.ccd_size,
-            workdir=args.workdir,
-            instrument=args.instrument,
-            workers=args.workers,
-            seed=args.seed,
-            interval=args.interval,
-            budget=args.budget,
-            inject_bad=args.inject_bad,
-            stack=args.stack,
-            transport=args.transport,
-            registry=args.registry,
-        )
-    )
+    return run_demo(call_with_options(DemoConfig, args))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from obsingest_cli.options import call_with_options
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser(
@@ -46,26 +48,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument(
         "--dry-run", action="store_true", help="one pass that only reports what is missing"
     )
-    p.add_argument("--no-canary", action="store_true", help="service without the canary")
+    p.add_argument(
+        "--no-canary", dest="canary", action="store_false", help="service without the canary"
+    )
     p.add_argument(
         "--no-repair",
-        action="store_true",
+        dest="repair",
+        action="store_false",
         help="never re-provision topics, subscriptions and notification configs (local stack)",
     )
-    p.add_argument("--json", action="store_true", help="print the pass report as JSON")
+    p.add_argument(
+        "--json", dest="as_json", action="store_true", help="print the pass report as JSON"
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from obsingest_cli.script.facility import reconcile
 
-    return reconcile(
-        every=args.every,
-        window=args.window,
-        grace=args.grace,
-        prefixes=tuple(args.prefixes) if args.prefixes else None,
-        dry_run=args.dry_run,
-        canary=not args.no_canary,
-        repair=not args.no_repair,
-        as_json=args.json,
-    )
+    return call_with_options(reconcile, args, prefixes=tuple(args.prefixes or ()) or None)

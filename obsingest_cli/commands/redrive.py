@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from obsingest_cli.options import call_with_options
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser(
@@ -29,17 +31,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument("--parked", action="store_true", help="redrive parked letters instead")
     p.add_argument("--project", help="Pub/Sub project (default: OBSINGEST_BUS_PUBSUB_PROJECT)")
-    p.add_argument("--json", action="store_true", help="print the counts as JSON")
+    p.add_argument("--json", dest="as_json", action="store_true", help="print the counts as JSON")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from obsingest_cli.script.facility import redrive
 
-    return redrive(
-        reason=args.reason,
-        dry_run=args.dry_run,
-        parked=args.parked,
-        project=args.project,
-        as_json=args.json,
-    )
+    return call_with_options(redrive, args)

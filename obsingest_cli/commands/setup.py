@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from obsingest import defaults
-from obsingest_cli.options import registry_option
+from obsingest_cli.options import call_with_options, registry_option
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -50,20 +50,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         dest="instruments",
         help="instrument to set up in the Butler, repeatable (default: LSSTCam)",
     )
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--json", dest="as_json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from obsingest_cli.script.setup import run_setup
 
-    return run_setup(
-        bucket=args.bucket,
-        project=args.project,
+    return call_with_options(
+        run_setup,
+        args,
         prefixes=tuple(args.prefixes) if args.prefixes else defaults.NOTIFIED_PREFIXES,
-        subscription=args.subscription,
-        kafka=args.kafka,
-        as_json=args.json,
-        registry=args.registry,
         instruments=tuple(args.instruments or ("LSSTCam",)),
     )

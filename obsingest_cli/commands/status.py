@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from obsingest_cli.options import registry_option
+from obsingest_cli.options import call_with_options, registry_option
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -29,7 +29,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="Prometheus endpoints of running processes, e.g. http://127.0.0.1:8000/metrics",
     )
     p.add_argument("--once", action="store_true", help="print one snapshot and exit")
-    p.add_argument("--json", action="store_true", help="with --once: the snapshot as JSON")
+    p.add_argument(
+        "--json",
+        dest="as_json_output",
+        action="store_true",
+        help="with --once: the snapshot as JSON",
+    )
     p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
     p.add_argument("--exposures", type=int, default=10, help="newest exposures shown (10)")
     p.add_argument("--since-hours", type=float, default=24.0, help="quarantine window, hours (24)")
@@ -42,13 +47,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     from obsingest_cli.script.status import run_status
 
-    return run_status(
-        args.registry,
-        args.metrics,
-        once=args.once,
-        as_json_output=args.json,
-        interval=args.interval,
-        exposures=args.exposures,
-        since_hours=args.since_hours,
-        budget=args.budget,
+    return call_with_options(
+        run_status, args, registry_url=args.registry, metrics_urls=args.metrics
     )
