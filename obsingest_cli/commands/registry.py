@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from obsingest_cli.options import registry_option
+from obsingest_cli.options import call_with_options, registry_option
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -16,7 +16,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = p.add_subparsers(dest="registry_command", metavar="SUBCOMMAND", required=True)
     common = argparse.ArgumentParser(add_help=False)
     registry_option(common)
-    common.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    common.add_argument(
+        "--json", dest="as_json", action="store_true", help="print JSON instead of a table"
+    )
 
     ls = sub.add_parser(
         "list",
@@ -26,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     ls.add_argument("--instrument", help="only this instrument")
     ls.add_argument("--exposure", type=int, help="only this exposure id")
-    ls.set_defaults(func=_list)
+    ls.set_defaults(func=run, script="list_datasets")
 
     q = sub.add_parser(
         "quarantine",
@@ -34,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="list refused inputs and the reasons",
         description="List quarantined inputs: object, reason, message, occurrences.",
     )
-    q.set_defaults(func=_quarantine)
+    q.set_defaults(func=run, script="list_quarantine")
 
     m = sub.add_parser(
         "migrate",
@@ -42,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="create or upgrade the registry schema",
         description="Apply pending schema migrations (idempotent).",
     )
-    m.set_defaults(func=_migrate)
+    m.set_defaults(func=run, script="migrate")
 
     x = sub.add_parser(
         "export",
@@ -51,7 +53,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Write dimension records, runs, the dataset type and every dataset (same ids, "
         "same URIs) as a Butler export file (needs obsingest[butler]).",
     )
-    x.add_argument("--format", choices=["butler"], default="butler", help="export format")
+    x.add_argument(
+        "--format", dest="fmt", choices=["butler"], default="butler", help="export format"
+    )
     x.add_argument(
         "--target",
         choices=["rubin", "daf_butler", "obsingest"],
@@ -71,38 +75,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the formatter class recorded for an instrument's raws, repeatable",
     )
     x.add_argument("--storage-class", help="storage class of the raw dataset type")
-    x.add_argument("file", help="output file, e.g. export.yaml")
-    x.set_defaults(func=_export)
+    x.add_argument("path", metavar="file", help="output file, e.g. export.yaml")
+    x.set_defaults(func=run, script="export")
 
 
-def _list(args: argparse.Namespace) -> int:
-    from obsingest_cli.script.registry import list_datasets
+def run(args: argparse.Namespace) -> int:
+    from obsingest_cli.script import registry
 
-    return list_datasets(args.registry, args.instrument, args.exposure, args.json)
-
-
-def _quarantine(args: argparse.Namespace) -> int:
-    from obsingest_cli.script.registry import list_quarantine
-
-    return list_quarantine(args.registry, args.json)
-
-
-def _migrate(args: argparse.Namespace) -> int:
-    from obsingest_cli.script.registry import migrate
-
-    return migrate(args.registry)
-
-
-def _export(args: argparse.Namespace) -> int:
-    from obsingest_cli.script.registry import export
-
-    formatters = dict(item.split("=", 1) for item in args.formatter)
-    return export(
-        args.registry,
-        args.format,
-        args.file,
-        args.json,
-        target=args.target,
-        formatters=formatters,
-        storage_class=args.storage_class,
-    )
+    given: dict[str, object] = {"url": args.registry}
+    if args.script == "export":
+        given["formatters"] = dict(item.split("=", 1) for item in args.formatter)
+    return call_with_options(getattr(registry, args.script), args, **given)
