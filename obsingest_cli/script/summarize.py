@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from obsingest_cli.options import call_with_options
+
 
 def _path(project: str, kind: str, name: str | None) -> str | None:
     if not name:
@@ -22,24 +24,17 @@ def run_summarize(args: argparse.Namespace) -> int:
     if args.streaming:
         from beam_jobs.streaming import StreamingSettings, run_streaming
 
-        settings = StreamingSettings(
-            arrivals_subscription=_path(args.project, "subscriptions", args.arrivals_subscription),
-            manifests_subscription=_path(
-                args.project, "subscriptions", args.manifests_subscription
-            ),
-            summaries_topic=_path(args.project, "topics", args.summaries_topic),
-            alerts_topic=_path(args.project, "topics", args.alerts_topic),
-            dead_letter_topic=_path(args.project, "topics", args.dead_letter_topic),
-            output=args.output,
-            alerts_output=args.alerts_output,
-            kafka_bootstrap=args.kafka_bootstrap,
-            bigquery_table=args.bigquery_table,
-            budget=args.budget,
-            grace=args.grace,
-            allowed_lateness=args.allowed_lateness,
-            run_for=args.run_for,
-            pipeline_args=beam_args,
-        )
+        paths = {
+            name: _path(args.project, kind, getattr(args, name))
+            for name, kind in (
+                ("arrivals_subscription", "subscriptions"),
+                ("manifests_subscription", "subscriptions"),
+                ("summaries_topic", "topics"),
+                ("alerts_topic", "topics"),
+                ("dead_letter_topic", "topics"),
+            )
+        }
+        settings = call_with_options(StreamingSettings, args, **paths, pipeline_args=beam_args)
         run_streaming(settings)
         return 0
     if not args.arrivals or not args.output:
