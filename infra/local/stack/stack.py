@@ -45,6 +45,8 @@ class Stack:
         (``infra.local.stack.owner``); default the shared stack of ``obsingest stack``."""
         self.settings = settings or load_settings()
         self.owner = owner or Owner.shared()
+        #: the services the last ``down`` left running: another owner's (``owner.may_stop``)
+        self.refused: list[str] = []
         unknown = set(only or []) - set(SERVICE_NAMES)
         if unknown:
             raise ValueError(f"unknown service(s) {sorted(unknown)}; known: {SERVICE_NAMES}")
@@ -108,13 +110,15 @@ class Stack:
         (others are left running, and the refusal is logged); ``purge`` also deletes the data of
         those stopped or not running."""
         stopped = []
+        self.refused = []
         for svc in reversed(self.services):
             if names is not None and svc.name not in names:
                 continue
             if svc.stop():
                 stopped.append(svc.name)
             elif svc.running():
-                continue  # refused: someone else's, whose data must stay
+                self.refused.append(svc.name)
+                continue  # someone else's, whose data must stay
             if purge:
                 shutil.rmtree(self.settings.data_dir(svc.name), ignore_errors=True)
         return stopped

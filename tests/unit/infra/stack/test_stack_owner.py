@@ -109,7 +109,9 @@ def test_the_shared_stack_cannot_stop_a_live_session_but_stops_its_orphans(
     assert session.service("postgres").start()
     mine = session.service("postgres").record()
     assert mine is not None
-    assert _stack(run_dir, None).down() == []  # `obsingest stack down` while the session runs
+    shared = _stack(run_dir, None)
+    assert shared.down(purge=True) == []  # `obsingest stack down` while the session runs
+    assert shared.refused == ["postgres"]
     assert record_alive(mine)
     assert "refused" in str(_log(run_dir)[-1]["outcome"])
     assert session.down() == ["postgres"]
@@ -165,3 +167,23 @@ def test_the_shared_stack_is_stopped_by_any_shared_stack_as_before(run_dir: Path
     assert not record_alive(rec)
     assert _stack(run_dir, None).down() == []
     assert _log(run_dir)[-1]["outcome"] == "nothing recorded"
+
+
+def test_the_cli_says_what_it_left_running_and_keeps_its_data(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    from obsingest_cli.script import stack as cli
+
+    session = _stack(run_dir, Owner.private("pytest-session"))
+    assert session.service("postgres").start()
+    (run_dir / "postgres" / "data").mkdir(parents=True)
+    monkeypatch.setenv("OBSINGEST_STACK_RUN_DIR", str(run_dir))
+    assert cli.down(argparse.Namespace(services=["postgres"], purge=True)) == 0
+    out = capsys.readouterr().out
+    assert "stopped: nothing was running" in out
+    assert "left running: postgres (started by a running test session" in out
+    assert str(run_dir / STOP_LOG) in out
+    assert (run_dir / "postgres" / "data").is_dir()
+    assert session.down() == ["postgres"]
