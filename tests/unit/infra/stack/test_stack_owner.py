@@ -187,3 +187,42 @@ def test_the_cli_says_what_it_left_running_and_keeps_its_data(
     assert str(run_dir / STOP_LOG) in out
     assert (run_dir / "postgres" / "data").is_dir()
     assert session.down() == ["postgres"]
+
+
+def test_the_session_backend_never_stops_a_service_a_later_fixture_finds_slow(
+    run_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``gcs`` ensures Pub/Sub too: a Pub/Sub the session started earlier that answers slowly
+    then fails that fixture, and keeps serving the tests that have it."""
+    from infra.local.stack import StackError
+    from tests.integration.fixtures.backends import NativeBackend
+
+    monkeypatch.setenv("OBSINGEST_STACK_RUN_DIR", str(run_dir))
+    monkeypatch.setenv("OBSINGEST_STACK_STARTUP_TIMEOUT", "0.5")
+    backend = NativeBackend()
+    slow: set[str] = set()
+
+    def sleeper(name: str) -> Service:
+        cls = type(f"Sleeper_{name}", (Sleeper,), {"name": name})
+
+        def probe(self: Service) -> None:
+            if name in slow or not self.running():
+                raise RuntimeError("no answer")
+
+        cls.probe = probe  # type: ignore[method-assign]
+        return cls(backend.stack.settings, backend.stack.owner)  # type: ignore[abstract]
+
+    backend.stack.services = [sleeper("pubsub"), sleeper("gcs")]
+    try:
+        backend._ensure("pubsub")  # the pubsub fixture
+        pubsub = backend.stack.service("pubsub").record()
+        assert pubsub is not None and backend.started == ["pubsub"]
+        slow.add("pubsub")
+        with pytest.raises(StackError):
+            backend._ensure("pubsub", "gcs")  # the gcs fixture
+        assert record_alive(pubsub)
+        assert backend.started == ["pubsub"]
+        slow.clear()
+    finally:
+        backend.close()
+    assert not record_alive(pubsub)
