@@ -203,14 +203,12 @@ def test_the_session_backend_never_stops_a_service_a_later_fixture_finds_slow(
     slow: set[str] = set()
 
     def sleeper(name: str) -> Service:
-        cls = type(f"Sleeper_{name}", (Sleeper,), {"name": name})
-
         def probe(self: Service) -> None:
             if name in slow or not self.running():
                 raise RuntimeError("no answer")
 
-        cls.probe = probe  # type: ignore[method-assign]
-        return cls(backend.stack.settings, backend.stack.owner)  # type: ignore[abstract]
+        cls: type[Sleeper] = type(f"Sleeper_{name}", (Sleeper,), {"name": name, "probe": probe})
+        return cls(backend.stack.settings, backend.stack.owner)
 
     backend.stack.services = [sleeper("pubsub"), sleeper("gcs")]
     try:
