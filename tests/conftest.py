@@ -2,6 +2,10 @@
 chaos), so ``pytest -m unit`` selects exactly tests/unit even where a module forgot its
 ``pytestmark``.
 
+A SIGTERM ends a session as Ctrl-C does (KeyboardInterrupt: the session's fixtures are torn
+down, so the services it started are stopped by the session that owns them), instead of
+killing it at once and leaving them running for the next run in the same checkout to trip over.
+
 A session that will run the promtool checks on a cold cache starts building promtool at once,
 in the background and at a low CPU priority (a cold build is ~4-5 min of CPU): it then uses
 the time the chaos suite spends waiting out its outages, instead of running alone at the end.
@@ -11,8 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
+import signal
 import threading
 from pathlib import Path
+from types import FrameType
 
 import pytest
 
@@ -28,6 +35,35 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             continue
         if tier in _TIERS and item.get_closest_marker(tier) is None:
             item.add_marker(getattr(pytest.mark, tier))
+
+
+_SESSION_PID: list[int] = []
+
+
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    if os.getpid() not in _SESSION_PID:  # a forked child: ends as it would have
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    if _SESSION_PID.count(os.getpid()) > 1:
+        return  # a second SIGTERM (the group's and the script's): the teardown runs already
+    _SESSION_PID.append(os.getpid())
+    raise KeyboardInterrupt(f"SIGTERM (signal {signum})")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    ):
+        _SESSION_PID.append(os.getpid())
+        signal.signal(signal.SIGTERM, _terminated)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if signal.getsignal(signal.SIGTERM) is _terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _SESSION_PID.clear()
 
 
 _PROMTOOL_BUILD: list[threading.Thread] = []

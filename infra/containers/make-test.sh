@@ -10,8 +10,12 @@
 # at a low CPU and I/O priority) and writes to .run/images/build.log; the containers' stage
 # waits for it. A failed build fails `make test` with the tail of that log.
 #
-# What this started it stops, however it ends (a failed native suite, Ctrl-C): the background
-# build is killed and an engine that no engine answered before is stopped again.
+# What this started it stops, however it ends (a failed native suite, Ctrl-C, SIGTERM): the
+# test sessions get SIGTERM and are waited for (tests/conftest.py makes that a Ctrl-C: the
+# services a session started are stopped by it, none is left running for the next run in this
+# checkout), the background build is killed and an engine that no engine answered before is
+# stopped again. The native suite runs in the background with `wait` so that a signal reaches
+# the trap at once (bash runs a trap only once a foreground command has ended).
 #
 #     infra/containers/make-test.sh [PYTHON]
 set -uo pipefail
@@ -36,12 +40,16 @@ build=$!
 echo "make test: container images building in the background (pid $build, log $LOG)" >&2
 
 unit=
+native=
 finish() {  # $1: exit code; stops what this script started
   local rc=$1
-  if [[ -n $unit ]] && kill -0 "$unit" 2>/dev/null; then
-    kill -TERM "$unit" 2>/dev/null
-    wait "$unit" 2>/dev/null
-  fi
+  local session
+  for session in $native $unit; do
+    kill -TERM "$session" 2>/dev/null
+  done
+  for session in $native $unit; do
+    wait "$session" 2>/dev/null
+  done
   if kill -0 "$build" 2>/dev/null; then
     # never interrupt the engine's start half-way: it records the dockerd it starts only once
     # that answers (at most ~60 s), and only a recorded dockerd can be stopped exactly
@@ -68,8 +76,11 @@ trap 'finish 130' INT TERM
 UNIT_LOG=$(pwd)/.run/unit-tests.log
 nice -n 10 "$PY" -m pytest -m "not containers" tests/unit tests/tools >"$UNIT_LOG" 2>&1 </dev/null &
 unit=$!
-"$PY" -m pytest -m "not containers" tests --ignore=tests/unit --ignore=tests/tools
+"$PY" -m pytest -m "not containers" tests --ignore=tests/unit --ignore=tests/tools </dev/null &
+native=$!
+wait "$native"
 rc=$?
+native=
 wait "$unit"
 unit_rc=$?
 unit=

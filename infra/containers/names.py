@@ -24,8 +24,22 @@ OFFICIAL: dict[str, str] = {
 
 #: label every container we start carries, valued with the session that started it
 SESSION_LABEL = "org.obsingest.session"
+#: label valued with the run (``make test-containers``) whose sessions started the container,
+#: from ``OBSINGEST_TC_RUN``: what the run removes afterwards, other runs' containers left alone
+RUN_LABEL = "org.obsingest.run"
+RUN_ENV = "OBSINGEST_TC_RUN"
 #: label of a locally built image: the digest of what it was built from
 STAND_IN_LABEL = "org.obsingest.stand-in"
+
+
+def labels(session: str) -> dict[str, str]:
+    """The labels of a container started by ``session``: the session's, and the run's if the
+    environment names one (``OBSINGEST_TC_RUN``, set by infra/containers/test-containers.sh)."""
+    out = {SESSION_LABEL: session}
+    run = os.environ.get(RUN_ENV, "")
+    if run:
+        out[RUN_LABEL] = run
+    return out
 
 
 def image(service: str) -> str:

@@ -6,7 +6,9 @@ tests reach it on loopback as they reach the native services, and no private-ran
 ever used. Health is the native stack's own probe (a Kafka metadata request, a Pub/Sub call, a
 GCS bucket listing, a PostgreSQL query) run against the container's port, so "healthy" means
 the same thing on both backends. Every container carries the label ``org.obsingest.session``
-with this object's session id, and ``close()`` removes exactly the containers it started.
+with this object's session id (and ``org.obsingest.run`` with ``OBSINGEST_TC_RUN``'s value, when
+set: the run that removes it if a session did not), and ``close()`` removes exactly the
+containers it started.
 
 Ryuk (testcontainers' reaper) is turned off: its image cannot be pulled here and it needs a
 bridge network; ``close()`` (and ``leftovers()`` for a test to assert on) do its job.
@@ -24,7 +26,7 @@ import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from infra.containers.names import SESSION_LABEL, image
+from infra.containers.names import SESSION_LABEL, image, labels
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
@@ -77,12 +79,12 @@ class ContainerServices:
 
     # plumbing ---------------------------------------------------------------------------------
     def labelled(self, container: Any) -> Any:
-        """Host networking and this session's label on a not yet started container.
+        """Host networking and this session's labels on a not yet started container.
 
         Port bindings are dropped: with host networking the service's own port is the host's.
         """
         container.ports.clear()
-        return container.with_kwargs(network="host", labels={SESSION_LABEL: self.session})
+        return container.with_kwargs(network="host", labels=labels(self.session))
 
     def run(self, name: str, container: Any, probe: Any, timeout: float = 120.0) -> Any:
         """Start ``container``, wait until ``probe()`` passes; on failure remove it and raise."""

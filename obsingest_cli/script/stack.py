@@ -42,6 +42,11 @@ def down(args: argparse.Namespace) -> int:
     stack = _stack(args)
     stopped = stack.down(purge=args.purge)
     print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+    if stack.refused:
+        print(
+            f"left running: {', '.join(stack.refused)} (started by a running test session or "
+            f"another owner; see {stack.settings.run_dir / 'stops.log'})"
+        )
     return 0
 
 

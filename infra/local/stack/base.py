@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import logging
 import signal
 import time
 from abc import ABC, abstractmethod
@@ -14,6 +15,7 @@ from typing import ClassVar
 
 from infra.local.stack import process
 from infra.local.stack.errors import StackError
+from infra.local.stack.owner import Owner, log_stop, may_stop
 from infra.local.stack.process import PidRecord
 from infra.local.stack.settings import StackSettings
 from obsingest.logs import get_logger, log_event
@@ -60,8 +62,12 @@ class Service(ABC):
     stop_signal: ClassVar[int] = signal.SIGTERM
     stop_timeout: ClassVar[float] = 20.0
 
-    def __init__(self, settings: StackSettings) -> None:
+    def __init__(self, settings: StackSettings, owner: Owner | None = None) -> None:
         self.settings = settings
+        #: recorded in the pid file at start; ``stop`` stops only what this owner may stop
+        self.owner = owner or Owner.shared()
+        #: the last record found dead by :meth:`record` (its owner passes to a restarted one)
+        self.stale: PidRecord | None = None
 
     # -- to implement ---------------------------------------------------------------------------
     @abstractmethod
@@ -116,6 +122,7 @@ class Service(ABC):
             return None
         if process.record_alive(rec):
             return rec
+        self.stale = rec
         self.pid_path.unlink(missing_ok=True)
         return None
 
@@ -153,8 +160,11 @@ class Service(ABC):
             env=spec.env,
             user=spec.user,
             cwd=spec.cwd,
+            owner=(self.owner.token, self.owner.pid, self.owner.start_ticks),
         )
-        log_event(_log, "stack.service.started", service=self.name, pid=rec.pid)
+        log_event(
+            _log, "stack.service.started", service=self.name, pid=rec.pid, owner=self.owner.token
+        )
         return True
 
     def wait_healthy(self, timeout: float | None = None) -> None:
@@ -181,12 +191,31 @@ class Service(ABC):
             time.sleep(0.2)
 
     def stop(self) -> bool:
-        """Stop our instance (whole process group) by recorded pid. True if one was running."""
+        """Stop our instance (whole process group) by recorded pid, if our owner may
+        (``infra.local.stack.owner``). True if one was running and was stopped.
+
+        Every call, refused or not, leaves a line in the run directory's ``stops.log``.
+        """
         rec = process.read_pid_file(self.pid_path)
         if rec is None:
+            log_stop(self.settings.run_dir, self.owner, self.name, None, "nothing recorded")
             return False
+        allowed, why = may_stop(self.owner, rec)
+        if not allowed:
+            log_stop(self.settings.run_dir, self.owner, self.name, rec, f"refused: {why}")
+            log_event(
+                _log,
+                "stack.service.stop_refused",
+                logging.WARNING,
+                service=self.name,
+                pid=rec.pid,
+                reason=why,
+            )
+            return False
+        log_stop(self.settings.run_dir, self.owner, self.name, rec, f"stopping ({why})")
         was_running = process.stop_record(rec, self.stop_signal, self.stop_timeout)
-        self.pid_path.unlink(missing_ok=True)
+        if process.read_pid_file(self.pid_path) == rec:  # not a record written since
+            self.pid_path.unlink(missing_ok=True)
         if was_running:
             log_event(_log, "stack.service.stopped", service=self.name, pid=rec.pid)
         return was_running

@@ -170,10 +170,12 @@ class Postgres(Service):
 
     def _adopt_restarted(self) -> PidRecord | None:
         """Record the postmaster named by ``postmaster.pid`` if it is alive and serves our data
-        directory (``pg_ctl restart`` starts a new one, in a new session, with a new pid)."""
+        directory (``pg_ctl restart`` starts a new one, in a new session, with a new pid). It
+        belongs to whoever owned the postmaster it replaced (unknown: the shared stack)."""
         pid = postmaster_pid(self.pgdata)
         if pid is None:
             return None
+        before = self.stale
         rec = PidRecord(
             service=self.name,
             pid=pid,
@@ -181,6 +183,9 @@ class Postgres(Service):
             start_ticks=process.process_start_ticks(pid),
             argv=_cmdline(pid),
             log=str(self.log_path),
+            owner=before.owner if before else "",
+            owner_pid=before.owner_pid if before else None,
+            owner_start_ticks=before.owner_start_ticks if before else None,
         )
         process.write_pid_file(self.pid_path, rec)
         return rec

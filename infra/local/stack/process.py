@@ -29,6 +29,10 @@ class PidRecord:
     start_ticks: int | None
     argv: list[str]
     log: str
+    #: who started it (``infra.local.stack.owner``): only that owner may stop it
+    owner: str = ""
+    owner_pid: int | None = None
+    owner_start_ticks: int | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -43,6 +47,11 @@ class PidRecord:
             start_ticks=None if data.get("start_ticks") is None else int(data["start_ticks"]),
             argv=[str(a) for a in data.get("argv", [])],
             log=str(data.get("log", "")),
+            owner=str(data.get("owner") or ""),
+            owner_pid=None if data.get("owner_pid") is None else int(data["owner_pid"]),
+            owner_start_ticks=None
+            if data.get("owner_start_ticks") is None
+            else int(data["owner_start_ticks"]),
         )
 
 
@@ -141,8 +150,10 @@ def spawn(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     user: str | None = None,
+    owner: tuple[str, int, int | None] = ("", 0, None),
 ) -> PidRecord:
-    """Start ``argv`` detached in a new session, output appended to ``log_path``; record its pid."""
+    """Start ``argv`` detached in a new session, output appended to ``log_path``; record its pid
+    and ``owner`` (token, pid, start ticks of the process that may stop it)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     full_env = dict(os.environ)
     if env:
@@ -173,6 +184,9 @@ def spawn(
         start_ticks=process_start_ticks(proc.pid),
         argv=list(argv),
         log=str(log_path),
+        owner=owner[0],
+        owner_pid=owner[1] or None,
+        owner_start_ticks=owner[2],
     )
     write_pid_file(pid_path, record)
     return record

@@ -11,6 +11,7 @@ from infra.local.stack.base import Service, ServiceStatus
 from infra.local.stack.errors import StackError
 from infra.local.stack.gcs_emulator import Gcs
 from infra.local.stack.kafka_broker import Kafka
+from infra.local.stack.owner import Owner
 from infra.local.stack.postgres_server import Postgres
 from infra.local.stack.pubsub_emulator import PubSub
 from infra.local.stack.settings import StackSettings, load_settings
@@ -35,14 +36,24 @@ class Stack:
     """The local service stack described by one :class:`StackSettings`."""
 
     def __init__(
-        self, settings: StackSettings | None = None, only: list[str] | None = None
+        self,
+        settings: StackSettings | None = None,
+        only: list[str] | None = None,
+        owner: Owner | None = None,
     ) -> None:
+        """``owner``: who the services this object starts belong to, and so who may stop them
+        (``infra.local.stack.owner``); default the shared stack of ``obsingest stack``."""
         self.settings = settings or load_settings()
+        self.owner = owner or Owner.shared()
+        #: the services the last ``down`` left running: another owner's (``owner.may_stop``)
+        self.refused: list[str] = []
         unknown = set(only or []) - set(SERVICE_NAMES)
         if unknown:
             raise ValueError(f"unknown service(s) {sorted(unknown)}; known: {SERVICE_NAMES}")
         self.services: list[Service] = [
-            cls(self.settings) for cls in SERVICE_CLASSES if not only or cls.name in only
+            cls(self.settings, self.owner)
+            for cls in SERVICE_CLASSES
+            if not only or cls.name in only
         ]
 
     def service(self, name: str) -> Service:
@@ -95,13 +106,19 @@ class Stack:
         return result
 
     def down(self, names: list[str] | None = None, purge: bool = False) -> list[str]:
-        """Stop our services (reverse order) by recorded pid; ``purge`` also deletes their data."""
+        """Stop our services (reverse order) by recorded pid, those this object's owner may stop
+        (others are left running, and the refusal is logged); ``purge`` also deletes the data of
+        those stopped or not running."""
         stopped = []
+        self.refused = []
         for svc in reversed(self.services):
             if names is not None and svc.name not in names:
                 continue
             if svc.stop():
                 stopped.append(svc.name)
+            elif svc.running():
+                self.refused.append(svc.name)
+                continue  # someone else's, whose data must stay
             if purge:
                 shutil.rmtree(self.settings.data_dir(svc.name), ignore_errors=True)
         return stopped

@@ -53,10 +53,26 @@ def test_settings_are_read_from_env_at_load_time(monkeypatch: pytest.MonkeyPatch
     assert load_settings().kafka_port == StackSettings.model_fields["kafka_port"].default
 
 
-def test_relative_dirs_resolve_against_project_root(tmp_path: Path) -> None:
+def test_relative_dirs_resolve_against_project_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # resolved as project_root() itself is (from __file__): the physical directory, so a
+    # checkout whose .cache is a symlink (a git worktree sharing the main checkout's cache)
+    # names, locks and hands to the services the same files as that checkout
     settings = load_settings()
-    assert settings.run_dir == project_root() / ".run" / "stack"
-    assert settings.cache_dir == project_root() / ".cache"
+    assert settings.run_dir == (project_root() / ".run" / "stack").resolve()
+    assert settings.cache_dir == (project_root() / ".cache").resolve()
+    real = tmp_path.resolve()
+    checkout, shared = real / "checkout", real / "main" / ".cache"
+    checkout.mkdir()
+    shared.mkdir(parents=True)
+    (checkout / ".cache").symlink_to(shared)
+    monkeypatch.setattr("infra.local.stack.settings.project_root", lambda: checkout)
+    linked = load_settings()
+    assert linked.cache_dir == shared
+    assert linked.run_dir == checkout / ".run" / "stack"
+    assert load_settings(run_dir=Path("../elsewhere")).run_dir == real / "elsewhere"
+    monkeypatch.undo()
     absolute = load_settings(run_dir=tmp_path / "run")
     assert absolute.run_dir == tmp_path / "run"
     assert absolute.pid_file("kafka") == tmp_path / "run" / "pids" / "kafka.json"

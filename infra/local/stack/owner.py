@@ -1,0 +1,118 @@
+"""Who may stop a service: the owner recorded when it was started, and a log of every stop asked.
+
+A run directory (``.run/stack`` by default) is found by its path, and a path outlives the
+process that used it: a test session killed half-way whose checkout was cloned again at the
+same place, or a forked child of a session, would otherwise read the pid files of whoever runs
+there now and stop *their* services. So every pid record names its owner (a token, and the
+process that held it), and ``Service.stop`` stops a record only for that owner:
+
+- ``Owner.shared()`` is the stack of ``obsingest stack up`` / ``make stack-up`` (and of the
+  benchmarks and the demo, which use that stack): one well-known token, so ``obsingest stack
+  down`` in another process stops it. It also stops records whose owner process has exited
+  (services orphaned by a killed test session), and records written before owners existed.
+- ``Owner.private(label)`` is a test session's or a ``PrivateStack``'s: a fresh token, so
+  nothing but that object (in that process) ever stops what it started.
+- A process that is not the one the ``Owner`` was made in (a fork) stops nothing.
+
+Every stop asked, done or refused, is appended as one JSON line to ``<run_dir>/stops.log``:
+who asked (pid, parent, argv, owner token, the calling frames), which record, and the outcome,
+so a stack stopped under someone's feet names the culprit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from infra.local.stack import process
+
+if TYPE_CHECKING:
+    from infra.local.stack.process import PidRecord
+
+#: the token of the shared stack (``obsingest stack up``); records without an owner count as it
+SHARED_TOKEN = "obsingest-stack"
+#: the stop log's file name inside the run directory
+STOP_LOG = "stops.log"
+#: how many calling frames a stop log line keeps
+CALLER_FRAMES = 8
+
+
+@dataclass(frozen=True)
+class Owner:
+    """A token and the process holding it (pid and kernel start time: a recycled pid differs)."""
+
+    token: str
+    pid: int
+    start_ticks: int | None
+
+    @classmethod
+    def shared(cls) -> Owner:
+        return cls(SHARED_TOKEN, os.getpid(), process.process_start_ticks(os.getpid()))
+
+    @classmethod
+    def private(cls, label: str) -> Owner:
+        pid = os.getpid()
+        return cls(f"{label}:{pid}:{uuid.uuid4().hex[:12]}", pid, process.process_start_ticks(pid))
+
+    @property
+    def in_this_process(self) -> bool:
+        """False in a forked child (or anywhere else the object was carried to)."""
+        return os.getpid() == self.pid
+
+
+def record_owner_alive(record: PidRecord) -> bool:
+    """True if the process that started ``record``'s service still runs (recycled pid: no)."""
+    if record.owner_pid is None:
+        return False
+    if not process.pid_alive(record.owner_pid):
+        return False
+    ticks = process.process_start_ticks(record.owner_pid)
+    return record.owner_start_ticks is None or ticks == record.owner_start_ticks
+
+
+def may_stop(owner: Owner, record: PidRecord) -> tuple[bool, str]:
+    """(allowed, why): the rule of the module docstring, for one record."""
+    if not owner.in_this_process:
+        return False, f"asked from pid {os.getpid()}, not the owner's process {owner.pid}"
+    recorded = record.owner or SHARED_TOKEN
+    if recorded == owner.token:
+        return True, "own"
+    if owner.token == SHARED_TOKEN and not record_owner_alive(record):
+        return True, f"orphan: its owner {recorded} (pid {record.owner_pid}) has exited"
+    return False, f"owned by {recorded} (pid {record.owner_pid}), not by {owner.token}"
+
+
+def log_stop(
+    run_dir: Path, owner: Owner, service: str, record: PidRecord | None, outcome: str
+) -> None:
+    """Append one line to ``<run_dir>/stops.log``: who asked, for which record, what happened."""
+    frames = traceback.extract_stack()[:-2][-CALLER_FRAMES:]
+    line = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "service": service,
+        "outcome": outcome,
+        "record": None
+        if record is None
+        else {"pid": record.pid, "owner": record.owner, "owner_pid": record.owner_pid},
+        "asker": {
+            "pid": os.getpid(),
+            "ppid": os.getppid(),
+            "argv": sys.argv,
+            "owner": owner.token,
+            "owner_pid": owner.pid,
+        },
+        "caller": [f"{f.filename}:{f.lineno} {f.name}" for f in frames],
+    }
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with open(run_dir / STOP_LOG, "a") as log:
+            log.write(json.dumps(line) + "\n")
+    except OSError:
+        pass  # a missing or read-only run dir must not turn a stop into a failure
