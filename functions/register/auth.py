@@ -13,6 +13,7 @@ a new dependency for one URL, so ``KeyCache`` below does the same for GET respon
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -88,11 +89,31 @@ def _request() -> Any:
     return KeyCache(google_requests.Request())
 
 
+#: the environment variables FunctionSettings reads (pydantic-settings: any case)
+_PREFIX = str(FunctionSettings.model_config.get("env_prefix", "")).upper()
+#: (those variables as they were, the settings built from them)
+_current: tuple[tuple[tuple[str, str], ...], FunctionSettings] | None = None
+
+
+def current_settings() -> FunctionSettings:
+    """The function's settings from the environment, built again only when one of their
+    variables changed: building them (pydantic-settings reads and validates the whole
+    environment) cost more CPU than the rest of the check, on every request."""
+    global _current
+    key = tuple(sorted((k, v) for k, v in os.environ.items() if k.upper().startswith(_PREFIX)))
+    cached = _current
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    settings = FunctionSettings()  # a configuration error raises, every time, and is not kept
+    _current = (key, settings)
+    return settings
+
+
 def verify_push_request(
     request: Any, settings: FunctionSettings | None = None
 ) -> tuple[str, int] | None:
     """None when the request may proceed, else the (body, status) to answer with."""
-    settings = settings or FunctionSettings()
+    settings = settings or current_settings()
     if not settings.push_auth:
         return None
     header = request.headers.get("Authorization", "")

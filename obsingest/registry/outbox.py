@@ -95,6 +95,50 @@ _MARK_ASYNC = _MARK.where(
 )
 
 
+def _claim_statement(postgres: bool) -> Any:
+    """Lease up to ``:limit`` free unpublished rows (oldest first) until ``:until``; free means
+    no lease or one that expired before ``:now``. Built once, executed with parameters (a drain
+    runs every few seconds in every function instance: SQLAlchemy's cache then serves it)."""
+    o = arrival_outbox
+    free = or_(o.c.lease_until.is_(None), o.c.lease_until < bindparam("now"))
+    candidates = (
+        select(o.c.id)
+        .where(o.c.published_at.is_(None), free)
+        .order_by(o.c.id)
+        .limit(bindparam("limit"))
+    )
+    if postgres:
+        candidates = candidates.with_for_update(skip_locked=True)
+    # A materialized CTE, not ``IN (subquery)``: PostgreSQL may run a LIMIT ... SKIP LOCKED
+    # subquery more than once inside an UPDATE and so claim more than ``limit`` rows. The
+    # lease condition is repeated on the UPDATE: a row a concurrent drain claimed first is
+    # re-checked by PostgreSQL and skipped, never claimed twice.
+    chosen = candidates.cte("outbox_claim").prefix_with("MATERIALIZED", dialect="postgresql")
+    return (
+        update(o)
+        .where(o.c.id == chosen.c.id, o.c.published_at.is_(None), free)
+        .values(lease_until=bindparam("until"))
+        .returning(*o.c)
+    )
+
+
+_CLAIM = _claim_statement(postgres=False)
+_CLAIM_POSTGRES = _claim_statement(postgres=True)
+#: lease one dataset's row (``:ds``) if it is unpublished and free at ``:now``, until ``:until``
+_CLAIM_DATASET = (
+    update(arrival_outbox)
+    .where(
+        arrival_outbox.c.dataset_id == bindparam("ds"),
+        arrival_outbox.c.published_at.is_(None),
+        or_(
+            arrival_outbox.c.lease_until.is_(None), arrival_outbox.c.lease_until < bindparam("now")
+        ),
+    )
+    .values(lease_until=bindparam("until"))
+    .returning(*arrival_outbox.c)
+)
+
+
 def insert_row(
     conn: Connection,
     dataset_id: uuid.UUID,
@@ -218,25 +262,9 @@ class ArrivalOutbox:
     ) -> list[OutboxRow]:
         """Lease up to ``limit`` unpublished rows whose lease expired (oldest first)."""
         now = now or datetime.now(UTC)
-        o = arrival_outbox
-        free = or_(o.c.lease_until.is_(None), o.c.lease_until < now)
-        candidates = (
-            select(o.c.id).where(o.c.published_at.is_(None), free).order_by(o.c.id).limit(limit)
-        )
-        if self._postgres:
-            candidates = candidates.with_for_update(skip_locked=True)
-        # A materialized CTE, not ``IN (subquery)``: PostgreSQL may run a LIMIT ... SKIP LOCKED
-        # subquery more than once inside an UPDATE and so claim more than ``limit`` rows. The
-        # lease condition is repeated on the UPDATE: a row a concurrent drain claimed first is
-        # re-checked by PostgreSQL and skipped, never claimed twice.
-        chosen = candidates.cte("outbox_claim").prefix_with("MATERIALIZED", dialect="postgresql")
-        stmt = (
-            update(o)
-            .where(o.c.id == chosen.c.id, o.c.published_at.is_(None), free)
-            .values(lease_until=now + timedelta(seconds=lease_seconds))
-            .returning(*o.c)
-        )
-        rows = self._tx(lambda c: [_row(m) for m in c.execute(stmt).mappings()])
+        stmt = _CLAIM_POSTGRES if self._postgres else _CLAIM
+        params = {"now": now, "limit": limit, "until": now + timedelta(seconds=lease_seconds)}
+        rows = self._tx(lambda c: [_row(m) for m in c.execute(stmt, params).mappings()])
         return sorted(rows, key=lambda r: r.id)
 
     def claim_dataset(
@@ -245,18 +273,8 @@ class ArrivalOutbox:
         """Lease the row of one dataset if it is unpublished and free (a redelivery found the
         dataset registered but not announced); None otherwise."""
         now = now or datetime.now(UTC)
-        o = arrival_outbox
-        stmt = (
-            update(o)
-            .where(
-                o.c.dataset_id == dataset_id,
-                o.c.published_at.is_(None),
-                or_(o.c.lease_until.is_(None), o.c.lease_until < now),
-            )
-            .values(lease_until=now + timedelta(seconds=lease_seconds))
-            .returning(*o.c)
-        )
-        found = self._tx(lambda c: [_row(m) for m in c.execute(stmt).mappings()])
+        params = {"ds": dataset_id, "now": now, "until": now + timedelta(seconds=lease_seconds)}
+        found = self._tx(lambda c: [_row(m) for m in c.execute(_CLAIM_DATASET, params).mappings()])
         return found[0] if found else None
 
     def mark_published(self, row_ids: list[int], at: datetime | None = None) -> None:

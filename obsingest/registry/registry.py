@@ -168,6 +168,17 @@ class Registry:
             )
             .where(tables.dataset.c.id == bindparam("ds_id"))
         )
+        # the exposure upsert: insert, or fill the fields that are still unknown (COALESCE)
+        upsert = self._insert(tables.exposure)
+        self._upsert_exposure_stmt = upsert.on_conflict_do_update(
+            index_elements=[tables.exposure.c.instrument, tables.exposure.c.id],
+            set_={
+                name: func.coalesce(
+                    getattr(tables.exposure.c, name), getattr(upsert.excluded, name)
+                )
+                for name in _EXPOSURE_FIELDS
+            },
+        )
         # Dimension rows this process has seen committed (rows are never deleted): a repeat
         # registration skips their upserts, two of the round trips of a one-event transaction.
         self._known_runs: set[str] = set()
@@ -245,16 +256,7 @@ class Registry:
         }
         for name in _EXPOSURE_FIELDS:
             values[name] = _column_value(getattr(record, name))
-        stmt = self._insert(tables.exposure).values(**values)
-        exp = tables.exposure
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[exp.c.instrument, exp.c.id],
-            set_={
-                name: func.coalesce(getattr(exp.c, name), getattr(stmt.excluded, name))
-                for name in _EXPOSURE_FIELDS
-            },
-        )
-        conn.execute(stmt)
+        conn.execute(self._upsert_exposure_stmt, values)
 
     def arriving(self) -> AbstractContextManager[None]:
         """This thread prepares a registration (reads and checks a file) and calls ``register``
