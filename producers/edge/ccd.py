@@ -10,11 +10,17 @@ memory map kills the reader with SIGBUS, while a short read is an ordinary ``Cor
 naming the file and the bytes missing. (Anything that still kills a worker is contained by
 ``producers.edge.worker``.)
 
-Journal states are written by the worker itself, before each step: ``compressed`` (size and
-checksum) before sending, ``sent`` (attempt count) before the send call, ``acked`` (durably)
-after the destination acknowledged. A send that fails transiently leaves the compressed bytes in
-the spool (``SPOOL/ccd/``), so the retry needs neither the raw file nor the CPU again; a spooled
-copy whose checksum no longer matches the journal is discarded and the CCD compressed anew.
+Journal states are written by the worker itself, two commits per CCD: ``sent`` (size, checksum
+and attempt count) in one commit before the send call, ``acked`` (durably when the raw file is
+released after it) once the destination acknowledged. Crash safety: before the first commit
+the row says ``seen``, after it ``sent`` without a spooled copy, and a restart redoes both the
+same way, from the raw file (a ``compressed`` row without a spooled copy, which this commit
+replaces, was redone from the raw file too), so nothing is lost; a redo of a send that did
+arrive is answered "exists" by the create-once destination, so nothing is doubled. A send that
+fails transiently leaves the compressed bytes in the spool (``SPOOL/ccd/``, journalled
+``compressed`` with the copy's path), so the retry needs neither the raw file nor the CPU again;
+a spooled copy whose checksum no longer matches the journal is discarded and the CCD compressed
+anew.
 """
 
 from __future__ import annotations
@@ -329,10 +335,12 @@ class CcdWorker:
         raw_size = 0
         read_s = compress_s = 0.0
         self._precompressed = False
+        attempts = job.attempts + 1
         if data is not None:
             compressed_at = job.compressed_at or time.time()
             spooled = job.spooled
             checksum = job.checksum or checksum_str(data)  # the spooled copy matched it
+            sending: dict[str, Any] = {"attempts": attempts}
         else:
             data = self._compress(job, data_id, notes)
             raw_size = self._raw_size
@@ -341,18 +349,16 @@ class CcdWorker:
             compressed_at = time.time()
             spooled = None
             checksum = checksum_str(data)  # once: 15 MB of CRC32C per pass
-            self._mark(
-                job.key,
-                "compressed",
-                notes,
-                size=len(data),
-                checksum=checksum,
-                compressed_at=compressed_at,
-                spooled=None,
-            )
+            sending = {
+                "attempts": attempts,
+                "size": len(data),
+                "checksum": checksum,
+                "compressed_at": compressed_at,
+                "spooled": None,
+            }
         cpu1 = time.process_time()
-        attempts = job.attempts + 1
-        self._mark(job.key, "sent", notes, attempts=attempts)
+        # one commit before the send: what was compressed and that it is being sent
+        self._mark(job.key, "sent", notes, **sending)
         compressed_time = datetime.fromtimestamp(compressed_at, UTC)
 
         def finished(state: str, **fields: Any) -> Outcome:
