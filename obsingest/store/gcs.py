@@ -223,6 +223,13 @@ class HttpEnvironment:
             ),
         )
 
+    def proxy_url(self) -> str | None:
+        """The proxy requests would use for the endpoint (its scheme's, else ``ALL_PROXY``)."""
+        from requests.utils import prepend_scheme_if_needed, select_proxy
+
+        proxy = select_proxy(self.endpoint, self.proxies)
+        return prepend_scheme_if_needed(proxy, "http") if proxy else None
+
     def apply(self, session: requests.Session) -> requests.Session:
         """``session`` with these settings and without per-request environment reads."""
         session.trust_env = False
@@ -492,21 +499,67 @@ def stored_from_resource(resource: dict[str, Any], bucket: str) -> StoredObject:
     )
 
 
-def authorized_http(settings: GcsSettings, endpoint: str) -> Any:
-    """google-auth's urllib3 transport: anonymous against an emulator, else default credentials."""
+def authorized_http(
+    settings: GcsSettings, endpoint: str, environment: HttpEnvironment | None = None
+) -> Any:
+    """google-auth's urllib3 transport: anonymous against an emulator, else default credentials.
+
+    It honours what the library's requests session does (``HttpEnvironment``, read once): the
+    proxy for the endpoint (``urllib3.ProxyManager``, the proxy URL's credentials as
+    Proxy-Authorization), the CA bundle, and a ``.netrc`` entry for the endpoint's host, whose
+    Basic credentials replace the token as requests' netrc auth does."""
     import google.auth
     import urllib3
     from google.auth.credentials import AnonymousCredentials
     from google.auth.transport.urllib3 import AuthorizedHttp
     from requests.certs import where  # the CA bundle requests (the library's transport) uses
 
+    env = environment or HttpEnvironment.resolve(endpoint)
+    ca_certs = env.verify if isinstance(env.verify, str) else where()
+    proxy = env.proxy_url()
+    pool: Any
+    if proxy:
+        from requests.utils import get_auth_from_url
+
+        user, password = get_auth_from_url(proxy)
+        headers = urllib3.make_headers(proxy_basic_auth=f"{user}:{password}") if user else None
+        pool = urllib3.ProxyManager(
+            proxy,
+            proxy_headers=headers,
+            maxsize=settings.pool_connections,
+            retries=False,
+            ca_certs=ca_certs,
+        )
+    else:
+        pool = urllib3.PoolManager(
+            maxsize=settings.pool_connections, retries=False, ca_certs=ca_certs
+        )
+    if env.netrc_auth is not None:
+        return _NetrcHttp(pool, urlsplit(endpoint).hostname or "", env.netrc_auth)
     if endpoint != PUBLIC_ENDPOINT:
         credentials: Any = AnonymousCredentials()  # type: ignore[no-untyped-call]  # google.auth
     else:
         scope = "https://www.googleapis.com/auth/devstorage.read_write"
         credentials, _ = google.auth.default(scopes=[scope])
-    pool = urllib3.PoolManager(maxsize=settings.pool_connections, retries=False, ca_certs=where())
     return AuthorizedHttp(credentials, http=pool)  # type: ignore[no-untyped-call]  # google.auth
+
+
+class _NetrcHttp:
+    """A urllib3 pool that sends a ``.netrc`` entry's Basic credentials to their host only."""
+
+    def __init__(self, http: Any, host: str, credentials: tuple[str, str]) -> None:
+        import urllib3
+
+        self.http = http
+        self.host = host
+        self.header = urllib3.make_headers(basic_auth=":".join(credentials))["authorization"]
+
+    def urlopen(
+        self, method: str, url: str, body: Any = None, headers: Any = None, **kwargs: Any
+    ) -> Any:
+        if urlsplit(url).hostname == self.host:
+            headers = {**(headers or {}), "authorization": self.header}
+        return self.http.urlopen(method, url, body=body, headers=headers, **kwargs)
 
 
 class GcsHttpStore(GcsStore):

