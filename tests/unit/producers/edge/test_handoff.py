@@ -130,3 +130,60 @@ def test_an_unreadable_directory_is_a_problem_until_it_reads(tmp_path: Path) -> 
     root.mkdir()
     intake.scan()
     assert problems[-1] is None
+
+
+def test_a_new_directory_is_walked_alone_and_taken_files_cost_one_stat(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A new exposure's directory is scanned by itself (not every exposure kept beside it), and
+    a full rescan passes over files already taken by one stat each, offering none again."""
+    old = tmp_path / "20261122" / "MC_O_20261122_000001"
+    old.mkdir(parents=True)
+    for det in range(3):
+        data_id = DataId("LSSTCam", 2026112200001, det)
+        (old / data_id.identity().file_name).write_bytes(ccd_file(data_id))
+    got = Collector()
+    intake = HandoffIntake(tmp_path, got, rescan_interval=60)
+    intake.scan()
+    assert len(got.found) == 3
+    considered: list[Path] = []
+    consider = intake._consider
+
+    def counting(path: Path, complete: bool, scan: bool = False) -> None:
+        considered.append(path)
+        consider(path, complete, scan)
+
+    monkeypatch.setattr(intake, "_consider", counting)
+    intake.scan()  # the full safety-net rescan: nothing new, nothing offered again
+    assert considered == [] and len(got.found) == 3
+    new = tmp_path / "20261122" / "MC_O_20261122_000002"
+    new.mkdir()
+    data_id = DataId("LSSTCam", 2026112200002, 7)
+    (new / data_id.identity().file_name).write_bytes(ccd_file(data_id))
+    intake.scan(new)
+    assert considered == [new / data_id.identity().file_name]
+    assert got.found[-1].data_id == data_id and len(got.found) == 4
+    intake.scan(tmp_path / "quarantine")  # the edge's own: never walked
+    intake.scan(tmp_path / "gone")  # vanished meanwhile: the whole root instead, no problem
+    assert len(got.found) == 4 and intake._problem is None
+
+
+def test_the_watcher_asks_for_a_scan_of_the_new_directory(tmp_path: Path) -> None:
+    from producers.edge.handoff import _Handler
+
+    class Event:
+        is_directory = True
+        event_type = "created"
+        src_path = str(tmp_path / "d")
+
+    class Moved(Event):
+        event_type = "moved"
+        dest_path = str(tmp_path / "e")
+
+    import queue
+
+    events: queue.Queue[tuple[str, str, str]] = queue.Queue()
+    _Handler(events).dispatch(Event())
+    _Handler(events).dispatch(Moved())
+    assert events.get_nowait() == ("rescan", str(tmp_path / "d"), "")
+    assert events.get_nowait() == ("rescan", str(tmp_path / "e"), "")
