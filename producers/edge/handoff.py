@@ -178,7 +178,9 @@ class HandoffIntake:
         self.root.mkdir(parents=True, exist_ok=True)
         self.scan()
         self._observer = Observer()
-        self._observer.schedule(_Handler(self._events), str(self.root), recursive=True)
+        self._observer.schedule(
+            _Handler(self._events), str(self.root), recursive=True, event_filter=_watched()
+        )
         self._observer.start()
         self._thread = threading.Thread(target=self._run, name="edge-handoff", daemon=True)
         self._thread.start()
@@ -386,6 +388,32 @@ class HandoffIntake:
 
 def _raise(exc: OSError) -> None:
     raise exc
+
+
+def _watched() -> list[type[Any]]:
+    """The watchdog events ``_Handler`` takes, the only ones asked of the kernel (watchdog turns
+    the filter into the inotify mask): without it every open and read-only close of a CCD (the
+    DAQ's, the intake's header read, the worker's read) and each parent directory's change
+    became events parsed, grouped and queued across three threads, only to be dropped here."""
+    from watchdog.events import (
+        DirCreatedEvent,
+        DirMovedEvent,
+        FileClosedEvent,
+        FileCreatedEvent,
+        FileDeletedEvent,
+        FileModifiedEvent,
+        FileMovedEvent,
+    )
+
+    return [
+        FileCreatedEvent,
+        FileModifiedEvent,
+        FileMovedEvent,
+        FileDeletedEvent,
+        FileClosedEvent,
+        DirCreatedEvent,
+        DirMovedEvent,
+    ]
 
 
 class _Handler:

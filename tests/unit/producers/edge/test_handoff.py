@@ -187,3 +187,43 @@ def test_the_watcher_asks_for_a_scan_of_the_new_directory(tmp_path: Path) -> Non
     _Handler(events).dispatch(Moved())
     assert events.get_nowait() == ("rescan", str(tmp_path / "d"), "")
     assert events.get_nowait() == ("rescan", str(tmp_path / "e"), "")
+
+
+def test_the_watcher_is_asked_only_for_the_events_the_intake_takes(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Opens, read-only closes and directory changes never reach the intake (kernel-filtered);
+    creation, writes, renames and deletions still do."""
+    from producers.edge import handoff
+
+    kinds: list[tuple[str, bool]] = []
+    dispatch = handoff._Handler.dispatch
+
+    def recording(self, event) -> None:  # type: ignore[no-untyped-def]
+        kinds.append((event.event_type, event.is_directory))
+        dispatch(self, event)
+
+    monkeypatch.setattr(handoff._Handler, "dispatch", recording)
+    kept = tmp_path / "kept.txt"
+    kept.write_bytes(b"x")
+    got = Collector()
+    intake = HandoffIntake(tmp_path, got, rescan_interval=60)
+    intake.start()
+    try:
+        kept.read_bytes()  # an open and a read-only close: nothing the intake takes
+        data_id = DataId("LSSTCam", 2026112200003, 5)
+        (tmp_path / "sub").mkdir()
+        tmp = tmp_path / "x.fits.tmp"
+        tmp.write_bytes(ccd_file(data_id))
+        tmp.rename(tmp.with_name(data_id.identity().file_name))
+        wait_for(lambda: got.found)
+        kept.unlink()
+        wait_for(lambda: ("deleted", False) in kinds)
+    finally:
+        intake.stop()
+    assert got.found[0].data_id == data_id
+    assert {"opened", "closed_no_write"}.isdisjoint(k for k, _ in kinds)
+    assert ("modified", True) not in kinds
+    assert {("created", True), ("created", False), ("closed", False), ("moved", False)} <= set(
+        kinds
+    )
