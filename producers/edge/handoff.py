@@ -56,6 +56,8 @@ IN_PROGRESS = (".tmp", ".part")
 QUARANTINE_DIR = "quarantine"
 DONE_DIR = "done"
 _OWN_DIRS = (QUARANTINE_DIR, DONE_DIR)
+#: settle checks, never-completed timeouts and the rescan clock run this often (seconds)
+TICK_SECONDS = 0.1
 
 Kind = Literal["ccd", "manifest", "incomplete", "bad"]
 
@@ -198,9 +200,10 @@ class HandoffIntake:
 
     # the intake thread -----------------------------------------------------------------------
     def _run(self) -> None:
+        ticked = 0.0
         while not self._stop.is_set():
             try:
-                kind, src, dest = self._events.get(timeout=0.1)
+                kind, src, dest = self._events.get(timeout=TICK_SECONDS)
             except queue.Empty:
                 kind = ""
             try:
@@ -208,7 +211,11 @@ class HandoffIntake:
                     self.scan(Path(src) if src else None)
                 elif kind:
                     self._event(kind, Path(src), Path(dest) if dest else None)
-                self.tick()
+                # as often as when idle, not after every event of a burst: each tick stats
+                # every file being written or settling
+                if time.monotonic() - ticked >= TICK_SECONDS:
+                    ticked = time.monotonic()
+                    self.tick()
             except Exception as exc:  # the intake must outlive any one odd file
                 log_event(log, "handoff.failed", logging.ERROR, error=repr(exc))
 
@@ -312,6 +319,8 @@ class HandoffIntake:
         if what is None:
             return
         kind, data_id, error = what
+        if kind == "incomplete" and path in self._incomplete:
+            return  # known as being written: ``tick`` follows it (each write is an event)
         try:
             st = path.stat()
         except FileNotFoundError:

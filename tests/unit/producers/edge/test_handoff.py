@@ -227,3 +227,33 @@ def test_the_watcher_is_asked_only_for_the_events_the_intake_takes(
     assert {("created", True), ("created", False), ("closed", False), ("moved", False)} <= set(
         kinds
     )
+
+
+def test_a_burst_of_events_ticks_as_often_as_idle_not_per_event(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """``tick`` stats every file being written or settling: a burst of events runs it every
+    TICK_SECONDS, as an idle intake does, not after each event."""
+    from producers.edge.handoff import TICK_SECONDS
+
+    intake = HandoffIntake(tmp_path, Collector(), rescan_interval=60)
+    ticks: list[float] = []
+    tick = intake.tick
+
+    def counted() -> None:
+        ticks.append(time.monotonic())
+        tick()
+
+    monkeypatch.setattr(intake, "tick", counted)
+    for i in range(3000):
+        intake._events.put(("modified", str(tmp_path / f"n{i}.txt"), ""))
+    began = time.monotonic()
+    intake.start()
+    try:
+        wait_for(lambda: intake._events.empty())
+        drained = time.monotonic() - began
+        time.sleep(3 * TICK_SECONDS)
+    finally:
+        intake.stop()
+    assert len([t for t in ticks if t - began <= drained]) <= drained / TICK_SECONDS + 2
+    assert [t for t in ticks if t - began > drained]  # and still ticks when idle
