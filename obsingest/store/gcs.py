@@ -19,8 +19,10 @@ and the one create-once flow both request paths below share.
   (retriable, reason ``rate-limited`` / ``quota-exceeded``) for the caller's own backoff.
 - With ``STORAGE_EMULATOR_HOST`` set (fake-gcs-server) the client uses anonymous credentials.
 - ``GcsHttpStore`` is the same store whose put and stat send the very JSON-API requests the
-  library sends, through google-auth's urllib3 transport: for the backfill's many small files,
-  where the library's per-request client work is most of the CPU (``benchmarks/backfill.py``).
+  library sends, through google-auth's urllib3 transport: for the backfill's many small files
+  and the edge's uploads, where the library's per-request client work is most of the CPU.
+- Proxies, ``.netrc`` credentials and the CA bundle are read from the environment once, when a
+  store is made (``HttpEnvironment``), and honoured by both request paths.
 """
 
 from __future__ import annotations
@@ -565,8 +567,8 @@ class _NetrcHttp:
 class GcsHttpStore(GcsStore):
     """``GcsStore`` whose put and stat are one JSON-API request each through google-auth's
     urllib3 transport (one kept-alive connection per host), not the library's blob machinery.
-    Kept beside ``GcsStore.put`` because, same run, it costs the backfill ~2 ms less CPU per
-    64 KiB file (benchmarks/README.md, backfill); reads and deletes are the library's."""
+    Kept beside ``GcsStore.put`` because it costs the backfill (benchmarks/README.md, backfill)
+    and the edge's worker about 2 ms less CPU per object; reads and deletes are the library's."""
 
     def __init__(
         self,
