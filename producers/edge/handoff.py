@@ -56,6 +56,8 @@ IN_PROGRESS = (".tmp", ".part")
 QUARANTINE_DIR = "quarantine"
 DONE_DIR = "done"
 _OWN_DIRS = (QUARANTINE_DIR, DONE_DIR)
+#: settle checks, never-completed timeouts and the rescan clock run this often (seconds)
+TICK_SECONDS = 0.1
 
 Kind = Literal["ccd", "manifest", "incomplete", "bad"]
 
@@ -160,7 +162,8 @@ class HandoffIntake:
         self._events: queue.Queue[tuple[str, str, str]] = queue.Queue()
         self._tracked: dict[Path, _Tracked] = {}
         self._incomplete: dict[Path, float] = {}
-        self._taken: dict[Path, tuple[float, int]] = {}  # path -> (mtime, size) offered, taken
+        #: path (text) -> (mtime, size) offered and taken: a scan passes over these by text too
+        self._taken: dict[str, tuple[float, int]] = {}
         #: path (text) -> (mtime, size) the journal finished before this start (``known``):
         #: the scan passes over them by text, without building a Path for each
         self._known: dict[str, tuple[float, int]] = dict(known or {})
@@ -177,7 +180,9 @@ class HandoffIntake:
         self.root.mkdir(parents=True, exist_ok=True)
         self.scan()
         self._observer = Observer()
-        self._observer.schedule(_Handler(self._events), str(self.root), recursive=True)
+        self._observer.schedule(
+            _Handler(self._events), str(self.root), recursive=True, event_filter=_watched()
+        )
         self._observer.start()
         self._thread = threading.Thread(target=self._run, name="edge-handoff", daemon=True)
         self._thread.start()
@@ -195,17 +200,22 @@ class HandoffIntake:
 
     # the intake thread -----------------------------------------------------------------------
     def _run(self) -> None:
+        ticked = 0.0
         while not self._stop.is_set():
             try:
-                kind, src, dest = self._events.get(timeout=0.1)
+                kind, src, dest = self._events.get(timeout=TICK_SECONDS)
             except queue.Empty:
                 kind = ""
             try:
                 if kind == "rescan":
-                    self.scan()
+                    self.scan(Path(src) if src else None)
                 elif kind:
                     self._event(kind, Path(src), Path(dest) if dest else None)
-                self.tick()
+                # as often as when idle, not after every event of a burst: each tick stats
+                # every file being written or settling
+                if time.monotonic() - ticked >= TICK_SECONDS:
+                    ticked = time.monotonic()
+                    self.tick()
             except Exception as exc:  # the intake must outlive any one odd file
                 log_event(log, "handoff.failed", logging.ERROR, error=repr(exc))
 
@@ -225,7 +235,7 @@ class HandoffIntake:
     def _forget(self, path: Path) -> None:
         self._tracked.pop(path, None)
         self._incomplete.pop(path, None)
-        self._taken.pop(path, None)
+        self._taken.pop(str(path), None)
         self._known.pop(str(path), None)
 
     def _skipped(self, path: Path) -> bool:
@@ -239,42 +249,60 @@ class HandoffIntake:
             return True
         return any(p.startswith(".") for p in parts[:-1])
 
-    def scan(self) -> None:
-        """Offer every complete file under the root (start-up, and every rescan_interval)."""
+    def scan(self, under: Path | None = None) -> None:
+        """Offer every complete file under the root (start-up, and every rescan_interval), or
+        only under ``under``, a directory that just appeared (its files may have arrived before
+        watchdog watched it): a new exposure's directory costs a walk of itself, not of every
+        exposure the hand-off directory keeps. A directory that cannot be walked falls back to
+        the whole root, whose scan reports what is unreadable."""
+        if under is not None:
+            if self._skipped(under / "-"):
+                return
+            try:
+                self._walk(under)
+            except OSError:
+                self.scan()
+            return
         self._next_scan = self.clock() + self.rescan_interval
         try:
             if not os.access(self.root, os.R_OK | os.X_OK):
                 raise PermissionError(f"{self.root}: not readable")
-            for dirpath, dirnames, filenames in os.walk(self.root, onerror=_raise):
-                here = Path(dirpath)
-                dirnames[:] = sorted(
-                    d
-                    for d in dirnames
-                    if not d.startswith(".") and not (here == self.root and d in _OWN_DIRS)
-                )
-                for name in sorted(filenames):
-                    if self._known and self._finished(os.path.join(dirpath, name)):
-                        continue
-                    self._consider(here / name, complete=self.mode == "rename", scan=True)
+            self._walk(self.root)
         except OSError as exc:
             self._set_problem(f"source-unreadable: hand-off directory {self.root}: {exc}")
             return
         self._set_problem(None)
 
-    def _finished(self, path: str) -> bool:
-        """Finished before this start with its present mtime and size (a restart's journalled
-        acks): one stat, not the naming rules, for each of the thousands a hand-off directory
-        keeps. A file changed since is forgotten here and offered as any other."""
-        known = self._known.get(path)
-        if known is None:
+    def _walk(self, top: Path) -> None:
+        for dirpath, dirnames, filenames in os.walk(top, onerror=_raise):
+            here = Path(dirpath)
+            dirnames[:] = sorted(
+                d
+                for d in dirnames
+                if not d.startswith(".") and not (here == self.root and d in _OWN_DIRS)
+            )
+            for name in sorted(filenames):
+                if (self._known or self._taken) and self._unchanged(os.path.join(dirpath, name)):
+                    continue
+                self._consider(here / name, complete=self.mode == "rename", scan=True)
+
+    def _unchanged(self, path: str) -> bool:
+        """Taken already, or finished before this start (a restart's journalled acks), with its
+        present mtime and size: one stat, not the naming rules nor a Path, for each of the
+        thousands a hand-off directory keeps. A file changed since is offered as any other
+        (and forgotten as finished before this start)."""
+        taken, known = self._taken.get(path), self._known.get(path)
+        if taken is None and known is None:
             return False
         try:
             st = os.stat(path)
         except OSError:
             return False
-        if known == (st.st_mtime, st.st_size):
+        now = (st.st_mtime, st.st_size)
+        if now in (taken, known):
             return True
-        del self._known[path]
+        if known is not None:
+            del self._known[path]
         return False
 
     def _set_problem(self, problem: str | None) -> None:
@@ -291,6 +319,8 @@ class HandoffIntake:
         if what is None:
             return
         kind, data_id, error = what
+        if kind == "incomplete" and path in self._incomplete:
+            return  # known as being written: ``tick`` follows it (each write is an event)
         try:
             st = path.stat()
         except FileNotFoundError:
@@ -300,7 +330,8 @@ class HandoffIntake:
             self._set_problem(f"source-unreadable: {path}: {exc}")
             return
         seen = (st.st_mtime, st.st_size)
-        if self._taken.get(path) == seen or self._known.get(str(path)) == seen:
+        text = str(path)
+        if self._taken.get(text) == seen or self._known.get(text) == seen:
             return
         if kind == "incomplete":
             self._incomplete.setdefault(path, st.st_mtime)
@@ -326,7 +357,7 @@ class HandoffIntake:
             found = replace(identified, size=found.size)
         self._tracked.pop(found.path, None)
         if self.on_found(found):
-            self._taken[found.path] = (found.mtime, found.size)
+            self._taken[str(found.path)] = (found.mtime, found.size)
 
     def tick(self) -> None:
         """Settle checks, never-completed timeouts and the periodic rescan."""
@@ -368,6 +399,32 @@ def _raise(exc: OSError) -> None:
     raise exc
 
 
+def _watched() -> list[type[Any]]:
+    """The watchdog events ``_Handler`` takes, the only ones asked of the kernel (watchdog turns
+    the filter into the inotify mask): without it every open and read-only close of a CCD (the
+    DAQ's, the intake's header read, the worker's read) and each parent directory's change
+    became events parsed, grouped and queued across three threads, only to be dropped here."""
+    from watchdog.events import (
+        DirCreatedEvent,
+        DirMovedEvent,
+        FileClosedEvent,
+        FileCreatedEvent,
+        FileDeletedEvent,
+        FileModifiedEvent,
+        FileMovedEvent,
+    )
+
+    return [
+        FileCreatedEvent,
+        FileModifiedEvent,
+        FileMovedEvent,
+        FileDeletedEvent,
+        FileClosedEvent,
+        DirCreatedEvent,
+        DirMovedEvent,
+    ]
+
+
 class _Handler:
     """watchdog callbacks -> the intake thread's queue (nothing else happens on watchdog's
     thread)."""
@@ -378,7 +435,8 @@ class _Handler:
     def dispatch(self, event: Any) -> None:
         if event.is_directory:
             if event.event_type in ("moved", "created"):
-                self.events.put(("rescan", "", ""))
+                where = getattr(event, "dest_path", "") or event.src_path
+                self.events.put(("rescan", os.fsdecode(where), ""))
             return
         kind = event.event_type
         if kind not in ("created", "modified", "moved", "deleted", "closed"):

@@ -130,3 +130,130 @@ def test_an_unreadable_directory_is_a_problem_until_it_reads(tmp_path: Path) -> 
     root.mkdir()
     intake.scan()
     assert problems[-1] is None
+
+
+def test_a_new_directory_is_walked_alone_and_taken_files_cost_one_stat(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A new exposure's directory is scanned by itself (not every exposure kept beside it), and
+    a full rescan passes over files already taken by one stat each, offering none again."""
+    old = tmp_path / "20261122" / "MC_O_20261122_000001"
+    old.mkdir(parents=True)
+    for det in range(3):
+        data_id = DataId("LSSTCam", 2026112200001, det)
+        (old / data_id.identity().file_name).write_bytes(ccd_file(data_id))
+    got = Collector()
+    intake = HandoffIntake(tmp_path, got, rescan_interval=60)
+    intake.scan()
+    assert len(got.found) == 3
+    considered: list[Path] = []
+    consider = intake._consider
+
+    def counting(path: Path, complete: bool, scan: bool = False) -> None:
+        considered.append(path)
+        consider(path, complete, scan)
+
+    monkeypatch.setattr(intake, "_consider", counting)
+    intake.scan()  # the full safety-net rescan: nothing new, nothing offered again
+    assert considered == [] and len(got.found) == 3
+    new = tmp_path / "20261122" / "MC_O_20261122_000002"
+    new.mkdir()
+    data_id = DataId("LSSTCam", 2026112200002, 7)
+    (new / data_id.identity().file_name).write_bytes(ccd_file(data_id))
+    intake.scan(new)
+    assert considered == [new / data_id.identity().file_name]
+    assert got.found[-1].data_id == data_id and len(got.found) == 4
+    intake.scan(tmp_path / "quarantine")  # the edge's own: never walked
+    intake.scan(tmp_path / "gone")  # vanished meanwhile: the whole root instead, no problem
+    assert len(got.found) == 4 and intake._problem is None
+
+
+def test_the_watcher_asks_for_a_scan_of_the_new_directory(tmp_path: Path) -> None:
+    from producers.edge.handoff import _Handler
+
+    class Event:
+        is_directory = True
+        event_type = "created"
+        src_path = str(tmp_path / "d")
+
+    class Moved(Event):
+        event_type = "moved"
+        dest_path = str(tmp_path / "e")
+
+    import queue
+
+    events: queue.Queue[tuple[str, str, str]] = queue.Queue()
+    _Handler(events).dispatch(Event())
+    _Handler(events).dispatch(Moved())
+    assert events.get_nowait() == ("rescan", str(tmp_path / "d"), "")
+    assert events.get_nowait() == ("rescan", str(tmp_path / "e"), "")
+
+
+def test_the_watcher_is_asked_only_for_the_events_the_intake_takes(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Opens, read-only closes and directory changes never reach the intake (kernel-filtered);
+    creation, writes, renames and deletions still do."""
+    from producers.edge import handoff
+
+    kinds: list[tuple[str, bool]] = []
+    dispatch = handoff._Handler.dispatch
+
+    def recording(self, event) -> None:  # type: ignore[no-untyped-def]
+        kinds.append((event.event_type, event.is_directory))
+        dispatch(self, event)
+
+    monkeypatch.setattr(handoff._Handler, "dispatch", recording)
+    kept = tmp_path / "kept.txt"
+    kept.write_bytes(b"x")
+    got = Collector()
+    intake = HandoffIntake(tmp_path, got, rescan_interval=60)
+    intake.start()
+    try:
+        kept.read_bytes()  # an open and a read-only close: nothing the intake takes
+        data_id = DataId("LSSTCam", 2026112200003, 5)
+        (tmp_path / "sub").mkdir()
+        tmp = tmp_path / "x.fits.tmp"
+        tmp.write_bytes(ccd_file(data_id))
+        tmp.rename(tmp.with_name(data_id.identity().file_name))
+        wait_for(lambda: got.found)
+        kept.unlink()
+        wait_for(lambda: ("deleted", False) in kinds)
+    finally:
+        intake.stop()
+    assert got.found[0].data_id == data_id
+    assert {"opened", "closed_no_write"}.isdisjoint(k for k, _ in kinds)
+    assert ("modified", True) not in kinds
+    assert {("created", True), ("created", False), ("closed", False), ("moved", False)} <= set(
+        kinds
+    )
+
+
+def test_a_burst_of_events_ticks_as_often_as_idle_not_per_event(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """``tick`` stats every file being written or settling: a burst of events runs it every
+    TICK_SECONDS, as an idle intake does, not after each event."""
+    from producers.edge.handoff import TICK_SECONDS
+
+    intake = HandoffIntake(tmp_path, Collector(), rescan_interval=60)
+    ticks: list[float] = []
+    tick = intake.tick
+
+    def counted() -> None:
+        ticks.append(time.monotonic())
+        tick()
+
+    monkeypatch.setattr(intake, "tick", counted)
+    for i in range(3000):
+        intake._events.put(("modified", str(tmp_path / f"n{i}.txt"), ""))
+    began = time.monotonic()
+    intake.start()
+    try:
+        wait_for(lambda: intake._events.empty())
+        drained = time.monotonic() - began
+        time.sleep(3 * TICK_SECONDS)
+    finally:
+        intake.stop()
+    assert len([t for t in ticks if t - began <= drained]) <= drained / TICK_SECONDS + 2
+    assert [t for t in ticks if t - began > drained]  # and still ticks when idle
