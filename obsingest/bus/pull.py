@@ -178,7 +178,7 @@ class PubSubPullSource:
             try:
                 return rpc(_requests()[method](**request), timeout=timeout)
             except grpc.RpcError as exc:
-                error = api_exceptions.from_grpc_error(exc)
+                error = api_exceptions.from_grpc_error(exc)  # type: ignore[no-untyped-call]  # api_core
                 if not isinstance(error, _transient()):
                     raise error from exc
         return generated(request=request, timeout=timeout)
