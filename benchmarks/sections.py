@@ -168,7 +168,7 @@ def _butler(result: dict[str, Any]) -> str:
     )
 
 
-#: what the exposure figure is made of (issue 14): why it moved from ~1.1 s to ~0.4-0.6 s
+#: what the exposure figure is made of (issue 14), and why it was bimodal (issue 19)
 _BUTLER_NOTE = (
     "What moved the exposure figure (1.08 s in 4-7 Butler transactions before): the batch now "
     "waits for the handlers still reading and checking their CCD (`ButlerRegistry.arriving`, "
@@ -182,7 +182,17 @@ _BUTLER_NOTE = (
     "checking 205 CCDs (~1 ms each), the companion and Butler transaction (~0.1-0.15 s) and "
     "each CCD's publish. One event at a time, the first CCD of an exposure waits "
     "`OBSINGEST_BUTLER_GATHER_GAP` (0.02 s) for siblings that may be on their way; the others "
-    "wait for nobody."
+    "wait for nobody. Why the exposure figure was bimodal (0.43-1.16 s run to run, CPU alike): "
+    "the runs in 2-3 Butler transactions were the slow ones. The batch stopped gathering at "
+    "the first pause of more than 0.02 s between two arrivals, and the benchmark created its "
+    "205 handler threads one by one inside the timed region, each start competing for the GIL "
+    "with the handlers already reading, so the CCDs reached the batch as a stream with such "
+    "pauses: the first batch took 22-137 of the 205, the rest a second transaction, its flush "
+    "contending with 150+ runnable readers. Now arrivals during a batch's wait keep it open "
+    "while each comes within 0.02 s of the last (`group_commit`), and the handler threads are "
+    "started before the timed region (a service's worker pool), handing the events to them is "
+    "timed; after each run the Butler is asked for the exposure's 205 raws. A full garbage "
+    "collection landing in a run adds ~0.1-0.3 CPU s (seen once in ~6 runs)."
 )
 
 
