@@ -11,7 +11,10 @@ each the median of ``repeats`` runs on fresh exposures:
   concurrent handlers (as an ingest service gathering an exposure's files, or Cloud Functions
   concurrency), group-committed into Butler transactions (a batch gathers the CCDs still being
   read and checked: ``obsingest.registry.group_commit``); ``seconds`` is from the moment every
-  CCD has arrived to the last registration: the goal is <= 1 s;
+  CCD has arrived to the last registration: the goal is <= 1 s. The 205 handler threads exist
+  before the exposure arrives (a serving process's worker pool, started once), so creating
+  them is not timed; handing the 205 events to them is. After each run the Butler itself is
+  asked for the exposure's raws: all 205 must be there;
 - ``butler_per_file``: ``Butler.ingest(FileDataset, transfer="direct")``, one file per call
   (dimension records inserted beforehand, not timed);
 - ``butler_per_exposure``: one ``Butler.ingest`` call with the 205 files of an exposure.
@@ -32,6 +35,7 @@ import argparse
 import json
 import statistics
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -130,6 +134,13 @@ def _butler_own(butler: Any, registry: Any, paths: list[Path], exposure: int, on
     return time.perf_counter() - started, time.process_time() - cpu
 
 
+def _start_workers(pool: ThreadPoolExecutor, count: int) -> None:
+    """Make ``pool`` start ``count`` worker threads now (each holds a task until all do), so the
+    timed run meets a warm pool, as a service's requests do."""
+    everyone = threading.Barrier(count)
+    list(pool.map(lambda _: everyone.wait(60), range(count)))
+
+
 def run(repeats: int = 3, per_call: int = 40) -> dict[str, Any]:
     from lsst.daf.butler import Butler
 
@@ -175,12 +186,20 @@ def run(repeats: int = 3, per_call: int = 40) -> dict[str, Any]:
                 events = _stored_events(store, DAY_OBS * 100_000 + seq, range(DETECTORS))
                 before = dict(registry.batch_stats())
                 with ThreadPoolExecutor(DETECTORS) as pool:
+                    _start_workers(pool, DETECTORS)
                     started = time.perf_counter()  # every CCD of the exposure has arrived
                     cpu = time.process_time()
                     outcomes = list(pool.map(service.handle, events))
                     figures["obsingest_exposure_s"].append(time.perf_counter() - started)
                     figures["obsingest_exposure_cpu_s"].append(time.process_time() - cpu)
                 assert {o.status for o in outcomes} == {"registered"}
+                # asked of another Butler client on the same repository
+                held = butler.query_datasets(
+                    "raw",
+                    RUN,
+                    data_id={"instrument": INSTRUMENT, "exposure": DAY_OBS * 100_000 + seq},
+                )
+                assert len(held) == DETECTORS, len(held)
                 after = registry.batch_stats()
                 made = after["batches"] - before["batches"]
                 batches.append(

@@ -14,11 +14,19 @@ differs between users is only the policy of how long a leader waits before a bat
   still being read and checked). So a caller that prepares an item says so first
   (``arriving``), and a batch about to be flushed waits, while it has room and for at most
   ``gather`` seconds in all, as long as callers are still preparing, or arrivals come in a
-  burst (the last two less than ``gap`` apart, the last less than ``gap`` ago), or, for ``gap``
-  seconds, when the batch holds the first item of a group (``fresh``: its siblings are on their
-  way); unless the batch is ``complete`` (every item of its groups is there). A whole exposure
-  delivered at once becomes one Butler ingest. Callers one after the other wait for nobody, but
-  for ``gap`` once per group. ``linger`` (a fixed sleep before each batch) is also available.
+  burst (the last less than ``gap`` ago, and either less than ``gap`` after the one before or
+  during this batch's wait), or, for ``gap`` seconds, when the batch holds the first item of a
+  group (``fresh``: its siblings are on their way); unless the batch is ``complete`` (every item
+  of its groups is there). A whole exposure delivered at once becomes one Butler ingest.
+  Callers one after the other wait for nobody, but for ``gap`` once per group. ``linger`` (a
+  fixed sleep before each batch) is also available.
+
+  Why arrivals during the wait count as a burst whatever their spacing: with many handler
+  threads on one interpreter, the thread that hands out the work (a server's dispatcher, a
+  thread pool's submitter) gets the GIL only now and then, so an exposure delivered at once
+  reaches ``arriving`` as a stream with occasional pauses longer than ``gap``; a batch that
+  stopped at the first such pause was flushed with part of the exposure, and the rest became a
+  second transaction (twice the fixed cost, and the flush contending with the readers).
 """
 
 from __future__ import annotations
@@ -164,7 +172,8 @@ class GroupCommit(Generic[T]):
                 self._gathered.wait(deadline - now)
                 continue
             previous, last = self._arrivals
-            burst_until = last + self.gap if last - previous < self.gap else last
+            streaming = last - previous < self.gap or last > start  # see the module doc
+            burst_until = last + self.gap if streaming else last
             until = max(burst_until, fresh_until)
             if now >= until:
                 return

@@ -3,7 +3,8 @@
 Plain (``applying``, the outbox marks): concurrent callers' items applied together, each caller
 back only once its own items are applied, a batch's error raised to its callers only.
 Gathering (the Butler batches): a batch waits for the callers still preparing (bounded by
-``gather``), for the first item's siblings (``fresh``, ``gap``), and no longer once
+``gather``), for the first item's siblings (``fresh``, ``gap``), for arrivals that keep coming
+during its wait however far apart (each less than ``gap`` after the last), and no longer once
 ``complete``; a lone caller waits for nobody; a caller that gives up releases the batch; a full
 batch (``max_batch``) goes at once; ``linger`` sleeps before each batch. Pure logic: ``flush``
 is a recorder."""
@@ -119,6 +120,31 @@ def test_gathering_is_bounded_by_gather():
     release.set()
     assert _joined(stuck)
     assert flushes.batches == [[1], [9]]
+
+
+def test_arrivals_during_the_wait_keep_the_batch_open_however_far_apart():
+    """A stream reaching the group commit with a pause longer than ``gap`` between two arrivals
+    (a starved dispatcher) is still one batch while each comes within ``gap`` of the last."""
+    flushes = Flushes()
+    commit = GroupCommit(flushes, max_batch=256, gather=FOREVER, gap=0.5)
+    holding, give_up = threading.Event(), threading.Event()
+
+    def holder() -> None:  # keeps the leader gathering until the second arrival is queued
+        with commit.arriving():
+            holding.set()
+            give_up.wait(30)
+
+    held = _run(holder)
+    holding.wait(30)
+    first = _run(commit.submit, Item(1))
+    time.sleep(0.6)  # longer than ``gap`` after the last arrival
+    second = _run(commit.submit, Item(2))
+    time.sleep(0.05)
+    give_up.set()  # nobody preparing: the last two arrivals were 0.6 s apart, the last just now
+    time.sleep(0.15)
+    third = _run(commit.submit, Item(3))  # within ``gap`` of the second: same batch
+    assert _joined(held, first, second, third)
+    assert flushes.batches == [[1, 2, 3]]
 
 
 def test_the_first_item_of_a_group_waits_for_its_siblings_until_complete():
