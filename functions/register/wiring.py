@@ -7,6 +7,7 @@ imports ``functions.register`` normally (in-process delivery, tests).
 
 from __future__ import annotations
 
+import gc
 import threading
 
 from functions.register.service import RegisterService
@@ -70,9 +71,14 @@ def configure(service: RegisterService | None) -> None:
 
 
 def get_service() -> RegisterService:
-    """The process's service, built from settings on first use."""
+    """The process's service, built from settings on first use.
+
+    Once it is built, what start-up made (the imported modules, the adapters, their caches) is
+    moved out of the collector's reach (``gc.freeze``): it lives as long as the process, and a full
+    collection in a burst would otherwise walk all of it again for nothing."""
     global _service
     with _lock:
         if _service is None:
             _service = service_from_settings()
+            gc.freeze()
         return _service
