@@ -1,7 +1,8 @@
 """The one retry helper: tenacity driven by the project's named policies.
 
 Every loop that retries goes through ``call_with_retries`` (or, where the retry is a later
-redelivery rather than a wait in place, through its policy's ``backoff``). Why policies of our
+redelivery rather than a wait in place, through its policy's ``backoff``; where a Google client
+retries inside its generated method, through ``api_core_retry`` built from a policy here). Why policies of our
 own on top of tenacity: the pipeline promises 5 s from readout to announcement, so a retry
 stops at a deadline the caller chooses, retries only what a retry can fix (the caller's
 ``classify`` says which) and caps some kinds of errors more tightly than others (a 403 from a
@@ -18,7 +19,8 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from functools import cache
+from typing import Any, TypeVar
 
 import tenacity
 
@@ -87,6 +89,36 @@ BUDGET = RetryPolicy()
 EDGE_RESEND = RetryPolicy.doubling(4, 0.5)
 #: The local store's finalize events redelivered to their handler before dead-lettering.
 OUTBOX_REDELIVERY = RetryPolicy.doubling(5, 0.05)
+#: Pub/Sub Publish, retried by api_core inside the RPC; the publisher's timeout is the deadline.
+PUBSUB_PUBLISH = RetryPolicy(base_delay=0.1, max_delay=1.0, multiplier=4.0)
+
+
+@cache
+def google_transient() -> tuple[type[Exception], ...]:
+    """Google API errors a retry can fix: the codes the Pub/Sub client's generated methods
+    retry (imported on first use, as the clients are)."""
+    from google.api_core import exceptions as api_exceptions
+
+    return (
+        api_exceptions.Aborted,
+        api_exceptions.InternalServerError,
+        api_exceptions.ServiceUnavailable,
+        api_exceptions.Unknown,
+    )
+
+
+def api_core_retry(policy: RetryPolicy, timeout: float, *also: type[Exception]) -> Any:
+    """``policy``'s backoff as a ``google.api_core`` Retry over ``google_transient()`` and
+    ``also``, bounded by ``timeout`` seconds overall (api_core jitters every wait)."""
+    from google.api_core import retry as retries
+
+    return retries.Retry(
+        initial=policy.base_delay,
+        maximum=policy.max_delay,
+        multiplier=policy.multiplier,
+        predicate=retries.if_exception_type(*google_transient(), *also),
+        timeout=timeout,
+    )
 
 
 class RetriesExhausted(RetriableError):

@@ -22,6 +22,7 @@ from typing import Any
 from obsingest.errors import RetriableError
 from obsingest.exhaustion import as_exhausted
 from obsingest.logs import get_logger, log_event
+from obsingest.retry import PUBSUB_PUBLISH, api_core_retry
 
 log = get_logger("obsingest.bus.pubsub")
 
@@ -48,27 +49,18 @@ class PubSubPublisher:
         client: Any = None,
     ) -> None:
         from google.api_core import exceptions as api_exceptions
-        from google.api_core import retry as retries
         from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
 
         self.project = project
         self.timeout = timeout
         self.client = client or pubsub_v1.PublisherClient()
-        #: the generated client's Publish retry (same transient codes), bounded by ``timeout``
-        self._retry = retries.Retry(
-            initial=0.1,
-            maximum=1.0,
-            multiplier=4,
-            predicate=retries.if_exception_type(
-                api_exceptions.Aborted,
-                api_exceptions.Cancelled,
-                api_exceptions.DeadlineExceeded,
-                api_exceptions.InternalServerError,
-                api_exceptions.ResourceExhausted,
-                api_exceptions.ServiceUnavailable,
-                api_exceptions.Unknown,
-            ),
-            timeout=timeout,
+        #: the generated client's Publish retry, also on a cancel, deadline or quota answer
+        self._retry = api_core_retry(
+            PUBSUB_PUBLISH,
+            timeout,
+            api_exceptions.Cancelled,
+            api_exceptions.DeadlineExceeded,
+            api_exceptions.ResourceExhausted,
         )
 
     def publish(

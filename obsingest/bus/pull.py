@@ -37,6 +37,7 @@ from typing import Any
 
 from obsingest.errors import PermanentError
 from obsingest.logs import get_logger, log_event
+from obsingest.retry import google_transient
 
 log = get_logger("obsingest.bus.pull")
 
@@ -81,19 +82,6 @@ def _requests() -> dict[str, Any]:
     from google.pubsub_v1.types import AcknowledgeRequest, PullRequest
 
     return {"pull": PullRequest, "acknowledge": AcknowledgeRequest}
-
-
-@cache
-def _transient() -> tuple[type[Exception], ...]:
-    """Failures retried through the generated methods (the codes their retry policies take)."""
-    from google.api_core import exceptions as api_exceptions
-
-    return (
-        api_exceptions.Aborted,
-        api_exceptions.InternalServerError,
-        api_exceptions.ServiceUnavailable,
-        api_exceptions.Unknown,
-    )
 
 
 class PubSubPullSource:
@@ -179,7 +167,7 @@ class PubSubPullSource:
                 return rpc(_requests()[method](**request), timeout=timeout)
             except grpc.RpcError as exc:
                 error = api_exceptions.from_grpc_error(exc)  # type: ignore[no-untyped-call]  # api_core
-                if not isinstance(error, _transient()):
+                if not isinstance(error, google_transient()):
                     raise error from exc
         return generated(request=request, timeout=timeout)
 

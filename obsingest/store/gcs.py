@@ -243,23 +243,34 @@ class HttpEnvironment:
 
 
 class _HostAuth(requests.auth.AuthBase):
-    """Basic auth for one host only, as requests applies a ``.netrc`` entry (never to a
-    redirect's or a token endpoint's other host)."""
+    """A ``.netrc`` entry's Basic credentials, sent to their host only (never to a redirect's
+    or a token endpoint's other host) as requests applies them: as a requests auth, and around
+    a urllib3 pool (``http``) as its ``urlopen``."""
 
-    def __init__(self, host: str, credentials: tuple[str, str]) -> None:
+    def __init__(self, host: str, credentials: tuple[str, str], http: Any = None) -> None:
+        import urllib3
+
         self.host = host
-        self.basic = requests.auth.HTTPBasicAuth(*credentials)
+        self.http = http
+        self.header = urllib3.make_headers(basic_auth=":".join(credentials))["authorization"]
 
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
         if urlsplit(request.url or "").hostname == self.host:
-            return self.basic(request)
+            request.headers["Authorization"] = self.header
         return request
 
+    def urlopen(
+        self, method: str, url: str, body: Any = None, headers: Any = None, **kwargs: Any
+    ) -> Any:
+        if urlsplit(url).hostname == self.host:
+            headers = {**(headers or {}), "authorization": self.header}
+        return self.http.urlopen(method, url, body=body, headers=headers, **kwargs)
 
-def make_client(settings: GcsSettings) -> Any:
+
+def make_client(settings: GcsSettings, environment: HttpEnvironment | None = None) -> Any:
     """A storage client with a pooled session; anonymous against an emulator. The session's
-    proxies, netrc credentials and CA bundle are read from the environment here, once
-    (``HttpEnvironment``), not on every request."""
+    proxies, netrc credentials and CA bundle are read from the environment once (here, or
+    the caller's ``environment``), not on every request."""
     from google.cloud import storage
     from requests.adapters import HTTPAdapter
 
@@ -288,8 +299,10 @@ def make_client(settings: GcsSettings) -> Any:
     )
     session.mount("https://", adapter)
     session.mount("http://", adapter)
-    endpoint = getattr(client._connection, "API_BASE_URL", None) or PUBLIC_ENDPOINT
-    HttpEnvironment.resolve(endpoint).apply(session)
+    if environment is None:
+        endpoint = getattr(client._connection, "API_BASE_URL", None) or PUBLIC_ENDPOINT
+        environment = HttpEnvironment.resolve(endpoint)
+    environment.apply(session)
     return client
 
 
@@ -537,31 +550,13 @@ def authorized_http(
             maxsize=settings.pool_connections, retries=False, ca_certs=ca_certs
         )
     if env.netrc_auth is not None:
-        return _NetrcHttp(pool, urlsplit(endpoint).hostname or "", env.netrc_auth)
+        return _HostAuth(urlsplit(endpoint).hostname or "", env.netrc_auth, pool)
     if endpoint != PUBLIC_ENDPOINT:
         credentials: Any = AnonymousCredentials()  # type: ignore[no-untyped-call]  # google.auth
     else:
         scope = "https://www.googleapis.com/auth/devstorage.read_write"
         credentials, _ = google.auth.default(scopes=[scope])
     return AuthorizedHttp(credentials, http=pool)  # type: ignore[no-untyped-call]  # google.auth
-
-
-class _NetrcHttp:
-    """A urllib3 pool that sends a ``.netrc`` entry's Basic credentials to their host only."""
-
-    def __init__(self, http: Any, host: str, credentials: tuple[str, str]) -> None:
-        import urllib3
-
-        self.http = http
-        self.host = host
-        self.header = urllib3.make_headers(basic_auth=":".join(credentials))["authorization"]
-
-    def urlopen(
-        self, method: str, url: str, body: Any = None, headers: Any = None, **kwargs: Any
-    ) -> Any:
-        if urlsplit(url).hostname == self.host:
-            headers = {**(headers or {}), "authorization": self.header}
-        return self.http.urlopen(method, url, body=body, headers=headers, **kwargs)
 
 
 class GcsHttpStore(GcsStore):
@@ -583,7 +578,13 @@ class GcsHttpStore(GcsStore):
         self.policy = self.settings.policy()
         self._client = client
         self.endpoint = endpoint or endpoint_from_env()
-        self.http = http if http is not None else authorized_http(self.settings, self.endpoint)
+        #: read once for both transports: this one and the library's client for reads
+        self.environment = HttpEnvironment.resolve(self.endpoint)
+        self.http = (
+            http
+            if http is not None
+            else authorized_http(self.settings, self.endpoint, self.environment)
+        )
         b = quote(bucket, safe="")
         self._upload_url = (
             f"{self.endpoint}/upload/storage/v1/b/{b}/o?uploadType=multipart&ifGenerationMatch=0"
@@ -594,7 +595,7 @@ class GcsHttpStore(GcsStore):
     def client(self) -> Any:
         """The library's client, made on first read or delete (the put path never needs it)."""
         if self._client is None:
-            self._client = make_client(self.settings)
+            self._client = make_client(self.settings, self.environment)
         return self._client
 
     @property

@@ -206,3 +206,20 @@ def test_the_lean_store_without_a_proxy_goes_direct(monkeypatch):
     import urllib3
 
     assert type(http.http) is urllib3.PoolManager
+
+
+def test_the_lean_store_reads_the_environment_once_for_both_transports(startup_env, monkeypatch):
+    """Its own transport and the library's client (made on first read) share one reading."""
+    from obsingest.store.gcs import GcsHttpStore
+
+    reads: list[str] = []
+    resolve = HttpEnvironment.resolve.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[HttpEnvironment], endpoint: str) -> HttpEnvironment:
+        reads.append(endpoint)
+        return resolve(cls, endpoint)
+
+    monkeypatch.setattr(HttpEnvironment, "resolve", classmethod(counted))
+    store = GcsHttpStore("b", GcsSettings(max_attempts=1))
+    assert store.client._http.auth.host == "storage.test"  # the netrc entry, applied
+    assert reads == [ENDPOINT]

@@ -10,10 +10,13 @@ from obsingest.retry import (
     BUDGET,
     EDGE_RESEND,
     OUTBOX_REDELIVERY,
+    PUBSUB_PUBLISH,
     RetriesExhausted,
     RetryPolicy,
     Transient,
+    api_core_retry,
     call_with_retries,
+    google_transient,
 )
 
 pytestmark = pytest.mark.unit
@@ -191,3 +194,24 @@ def test_outbox_redelivery_schedules_five_deliveries_doubling_from_50_ms():
     assert OUTBOX_REDELIVERY.max_attempts == 5 and OUTBOX_REDELIVERY.deadline is None
     waits = [OUTBOX_REDELIVERY.backoff(n, lambda: 0.0) for n in range(1, 5)]
     assert waits == pytest.approx([0.05, 0.1, 0.2, 0.4])
+
+
+def test_pubsub_publish_is_api_cores_retry_with_the_policys_backoff_and_the_callers_timeout():
+    from google.api_core import exceptions as api_exceptions
+
+    retry = api_core_retry(PUBSUB_PUBLISH, 2.5, api_exceptions.ResourceExhausted)
+    assert (retry._initial, retry._maximum, retry._multiplier) == (0.1, 1.0, 4.0)
+    assert retry._timeout == 2.5
+    assert retry._predicate(api_exceptions.ServiceUnavailable("503"))
+    assert retry._predicate(api_exceptions.ResourceExhausted("429"))  # added by the caller
+    assert not retry._predicate(api_exceptions.NotFound("no topic"))
+
+
+def test_google_transient_codes_are_the_ones_a_retry_can_fix():
+    from google.api_core import exceptions as api_exceptions
+
+    transient = google_transient()
+    assert isinstance(api_exceptions.Aborted("x"), transient)
+    assert isinstance(api_exceptions.Unknown("x"), transient)
+    assert not isinstance(api_exceptions.PermissionDenied("x"), transient)
+    assert not isinstance(api_exceptions.DeadlineExceeded("x"), transient)
