@@ -2,11 +2,11 @@
 
 Every loop that retries goes through ``call_with_retries`` (or, where the retry is a later
 redelivery rather than a wait in place, through its policy's ``backoff``; where a Google client
-retries inside its generated method, through ``api_core_retry`` built from a policy here). Why policies of our
-own on top of tenacity: the pipeline promises 5 s from readout to announcement, so a retry
-stops at a deadline the caller chooses, retries only what a retry can fix (the caller's
-``classify`` says which) and caps some kinds of errors more tightly than others (a 403 from a
-transient auth hiccup gets two more tries, not six).
+retries inside its generated method, through ``api_core_retry`` built from a policy here).
+Why policies of our own on top of tenacity: the pipeline promises 5 s from readout to
+announcement, so a retry stops at a deadline the caller chooses, retries only what a retry can
+fix (the caller's ``classify`` says which) and caps some kinds of errors more tightly than
+others (a 403 from a transient auth hiccup gets two more tries, not six).
 
 The clock, the sleep and the random source are injectable, so decisions are unit-tested
 without waiting.
