@@ -120,11 +120,12 @@ class NightPage:
     next_after: int | None = None
 
 
-def percentile(ordered: Sequence[float], q: float) -> float:
-    """The q-th percentile (0..100) of ascending ``ordered``: linear interpolation between the
-    closest ranks, as ``numpy.percentile``'s default."""
-    if not ordered:
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100) of ``values``: linear interpolation between the closest
+    ranks, as ``numpy.percentile``'s default (the transfer harness's tables use it too)."""
+    if not values:
         raise ValueError("percentile of no values")
+    ordered = sorted(values)
     rank = (len(ordered) - 1) * q / 100.0
     low = math.floor(rank)
     high = min(low + 1, len(ordered) - 1)

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from obsingest import defaults
 from obsingest.logs import get_logger
 from obsingest.messages import ArrivalEvent
+from obsingest.registry.completeness import percentile
 from producers.transfer import stats
 
 log = get_logger("obsingest.producer.transfer")
@@ -151,7 +152,7 @@ class HarnessResult:
         done = [r for r in self.records if r.ok]
 
         def p50(values: list[float]) -> float | None:
-            return round(stats.percentile(values, 50), 4) if values else None
+            return round(percentile(values, 50), 4) if values else None
 
         return {
             "cores": os.cpu_count(),

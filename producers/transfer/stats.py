@@ -16,13 +16,14 @@ Pure functions over plain records, so the figures a benchmark publishes are unit
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from typing import Any
+
+from obsingest.registry.completeness import percentile
 
 
 @dataclass(frozen=True)
@@ -103,17 +104,6 @@ class TransferRow:
     #: readout -> taken by an edge worker, and readout -> acknowledged by the destination
     queued_max: float = 0.0
     acked_max: float = 0.0
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear-interpolated percentile (numpy's default), q in [0, 100]."""
-    if not values:
-        raise ValueError("percentile of nothing")
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * q / 100
-    low = math.floor(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 def aggregate_mbit_s(records: Iterable[TransferRecord]) -> float:

@@ -13,7 +13,6 @@ from producers.transfer.stats import (
     format_stage_table,
     format_transfer_table,
     latency_summary,
-    percentile,
     split_warmup,
     stage_breakdown,
     transfer_row,
@@ -53,14 +52,6 @@ def rec(
         status="failed" if error else "stored",
         error=error,
     )
-
-
-def test_percentile_interpolates_like_numpy():
-    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
-    assert percentile([5.0], 95) == 5.0
-    assert percentile([0.0, 10.0], 95) == pytest.approx(9.5)
-    with pytest.raises(ValueError):
-        percentile([], 50)
 
 
 def test_aggregate_bandwidth_matches_the_report_arithmetic():
