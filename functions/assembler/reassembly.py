@@ -223,16 +223,20 @@ class Reassembler:
         return out
 
     # -- feeding ------------------------------------------------------------------------------
+    def _passed(self, partition: Partition, offset: int) -> _PartitionState:
+        """The partition's state, its next offset past ``offset`` (whatever the record was)."""
+        state = self._partitions.setdefault(partition, _PartitionState())
+        state.next_offset = max(offset + 1, state.next_offset or 0)
+        return state
+
     def feed(
         self, value: bytes | None, partition: Partition, offset: int, now: float | None = None
     ) -> list[Verdict]:
         """Take one record of ``partition`` at ``offset``; records must come in offset order."""
-        now = self.clock() if now is None else now
-        state = self._partitions.setdefault(partition, _PartitionState())
-        state.next_offset = max(offset + 1, state.next_offset or 0)
         try:
             chunk = decode_chunk(value)
         except ChunkPoison as exc:
+            self._passed(partition, offset)
             return [Poison(partition, offset, exc.reason, str(exc), None, value)]
         return self.feed_chunk(chunk, partition, offset, now, value)
 
@@ -246,8 +250,7 @@ class Reassembler:
     ) -> list[Verdict]:
         """Like ``feed`` for an already decoded chunk (``value`` goes to the DLQ if poison)."""
         now = self.clock() if now is None else now
-        state = self._partitions.setdefault(partition, _PartitionState())
-        state.next_offset = max(offset + 1, state.next_offset or 0)
+        state = self._passed(partition, offset)
         try:
             data_id = validate_chunk(chunk)
         except ChunkPoison as exc:
