@@ -101,11 +101,6 @@ class CompressionResult:
     def ratio(self) -> float:
         return self.raw_bytes / self.compressed_bytes if self.compressed_bytes else 0.0
 
-    @property
-    def mb_per_s(self) -> float:
-        """Throughput in MB/s (10**6 bytes) of *uncompressed* input, like fpack reports."""
-        return self.raw_bytes / 1e6 / self.seconds if self.seconds > 0 else float("inf")
-
 
 # --- compression ----------------------------------------------------------------------------
 

@@ -130,7 +130,6 @@ class KafkaChunkSender:
         self.prefix = prefix
         self.chunk_size = resolve_chunk_size(settings.chunk_size, settings.message_max_bytes)
         self._producer = producer or Producer(producer_config(settings, producer_name))
-        self._fatal: str | None = None
 
     def send(
         self,
@@ -215,7 +214,6 @@ class KafkaChunkSender:
         message = f"{data_id.key}: chunk not delivered to {self.topic}: {err.str()}"
         log_event(log, "kafka.send_failed", logging.ERROR, data_id=data_id.key, error=err.str())
         if err.fatal():
-            self._fatal = err.str()
             return ProducerFenced(message)
         kind = kafka_exhaustion(err.name())  # the broker's disk full: an outage (bus-full)
         if kind is not None:

@@ -253,7 +253,7 @@ def test_compress_file_reports_sizes(small_raw, tmp_path) -> None:
     result = compress_file(src, tmp_path / "raw.fits.fz", threads=2)
     assert result.raw_bytes == len(small_raw)
     assert result.compressed_bytes == (tmp_path / "raw.fits.fz").stat().st_size
-    assert result.seconds > 0 and result.mb_per_s > 0 and result.ratio > 1
+    assert result.seconds > 0 and result.ratio > 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["raw.fits", "raw.fits.fz"]
 
 
