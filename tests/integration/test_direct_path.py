@@ -9,10 +9,6 @@ answers 503 every time.
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -41,12 +37,14 @@ from obsingest.settings import BusSettings, RegistrySettings
 from obsingest.store.gcs import GcsSettings, GcsStore
 from obsingest.store.notifications import gcs_notification_message
 from producers.uploader import DirectUploader
+from tests.integration.fixtures.function_process import FunctionProcess
 from tests.integration.fixtures.handles import (
     GcsService,
     PostgresServer,
     PubSubService,
     unique_name,
 )
+from tests.integration.fixtures.private_stack import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -83,58 +81,6 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class FunctionServer:
-    """The register function served by functions-framework in a subprocess: real HTTP."""
-
-    def __init__(self, env: dict[str, str], log_path: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/"
-        self.log_path = log_path
-        self._log = log_path.open("wb")
-        self.proc = subprocess.Popen(
-            [
-                str(Path(sys.executable).parent / "functions-framework"),
-                "--target",
-                "on_push",
-                "--source",
-                str(ROOT / "functions" / "register" / "main.py"),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-            ],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT), **env},
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 60
-        while True:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"function server exited:\n{log_path.read_text()[-3000:]}")
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            if time.monotonic() > deadline:
-                raise AssertionError(f"function server not listening:\n{log_path.read_text()}")
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._log.close()
-
-
 @dataclass
 class Pipeline:
     project: str
@@ -143,7 +89,7 @@ class Pipeline:
     registry_url: str
     store: GcsStore
     registry: Registry
-    function: FunctionServer
+    function: FunctionProcess
     relay: Relay
     arrivals: list[ArrivalEvent] = field(default_factory=list)
     subscriber: Any = None
@@ -173,13 +119,12 @@ def function_env(project: str, bus: BusSettings, bucket: str, registry_url: str)
     }
 
 
-@pytest.fixture(scope="module")
-def pipeline(
-    gcs: GcsService,
-    pubsub: PubSubService,
-    postgres_server: PostgresServer,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Pipeline]:
+def provision(
+    gcs: GcsService, pubsub: PubSubService, name: str
+) -> tuple[BusSettings, str, str, str]:
+    """Fresh topics, a bucket notifying the objects topic, the relay's and an arrivals
+    subscription, each removed with its service's handle: (bus, bucket, relay subscription,
+    arrivals subscription)."""
     project = pubsub.project_id
     names = {k: unique_name(k) for k in ("objects", "dlq", "arrivals", "exposures", "sums", "al")}
     bus = BusSettings(
@@ -192,8 +137,7 @@ def pipeline(
         summaries_topic=names["sums"],
         alerts_topic=names["al"],
     )
-    bucket = unique_name("direct-path")
-    relay_sub = unique_name("relay")
+    bucket, relay_sub = unique_name(name), unique_name("relay")
     setup(bucket, bus, relay_subscription=relay_sub)
     gcs.buckets.append(bucket)
     pubsub.topics += [topic_path(project, t) for t in names.values()]
@@ -202,13 +146,25 @@ def pipeline(
         subscription_path(project, dlq_subscription(bus)),
     ]
     arrivals_sub = pubsub.new_subscription(topic_path(project, bus.arrivals_topic), "arrivals")
+    return bus, bucket, relay_sub, arrivals_sub
+
+
+@pytest.fixture(scope="module")
+def pipeline(
+    gcs: GcsService,
+    pubsub: PubSubService,
+    postgres_server: PostgresServer,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Pipeline]:
+    project = pubsub.project_id
+    bus, bucket, relay_sub, arrivals_sub = provision(gcs, pubsub, "direct-path")
 
     registry_url = postgres_server.create_database("direct_path")
     registry = Registry.open(RegistrySettings(url=registry_url))
     logs = tmp_path_factory.mktemp("function")
-    function = FunctionServer(
+    function = FunctionProcess(
         function_env(project, bus, bucket, registry_url), logs / "function.log"
-    )
+    ).start()
     relay = Relay(
         PubSubPullSource(project, relay_sub),
         HttpPushTarget(function.url, timeout=30),
@@ -348,7 +304,7 @@ def test_unauthenticated_push_is_refused_when_auth_is_on(
 ) -> None:
     env = {**pipeline.function_env(), "OBSINGEST_FUNCTION_PUSH_AUTH": "true"}
     env["OBSINGEST_FUNCTION_PUSH_AUDIENCE"] = "https://register.example"
-    server = FunctionServer(env, tmp_path / "auth-function.log")
+    server = FunctionProcess(env, tmp_path / "auth-function.log").start()
     try:
         obj = pipeline.store.stat(DataId(INSTRUMENT, EXPOSURES[1], 0).object_name())
         data, attributes = gcs_notification_message(obj)
@@ -375,7 +331,7 @@ def test_a_function_answering_503_every_time_dead_letters_with_the_reason(
         "OBSINGEST_REGISTRY_URL": f"postgresql+psycopg://postgres@127.0.0.1:{dead_port}/x",
         "OBSINGEST_REGISTRY_RETRY_ATTEMPTS": "2",
     }
-    server = FunctionServer(env, tmp_path / "down-function.log")
+    server = FunctionProcess(env, tmp_path / "down-function.log").start()
     topic = pubsub.new_topic("objects-503")
     dlq_topic = pubsub.new_topic("dlq-503")
     subscription = pubsub.new_subscription(topic, "relay-503", ack_deadline_seconds=30)

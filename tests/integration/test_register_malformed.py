@@ -15,9 +15,6 @@ PostgreSQL, compared with SQLite.
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -37,6 +34,7 @@ from obsingest.settings import BusSettings, RegistrySettings
 from obsingest.store.base import StoredObject
 from obsingest.store.gcs import GcsSettings, GcsStore
 from producers.uploader import DirectUploader
+from tests.integration.fixtures.function_process import FunctionProcess
 from tests.integration.fixtures.handles import GcsService, PostgresServer, PubSubService
 from tests.integration.malformed_corpus import (
     CE_JSON,
@@ -47,61 +45,25 @@ from tests.integration.malformed_corpus import (
     chunks,
     corpus,
 )
-from tests.integration.test_direct_path import free_port, function_env, small_ccd
+from tests.integration.test_direct_path import function_env, small_ccd
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class ServedFunction:
-    """One entry point served by functions-framework in a subprocess: real HTTP, gunicorn."""
-
-    def __init__(self, target: str, signature: str, env: dict[str, str], log: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/"
-        self._log = log.open("wb")
-        self.log = log
-        self.proc = subprocess.Popen(
-            [
-                str(Path(sys.executable).parent / "functions-framework"),
-                *("--target", target, "--signature-type", signature),
-                *("--source", str(ROOT / "functions" / "register" / "main.py")),
-                *("--host", "127.0.0.1", "--port", str(self.port)),
-            ],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT), "WORKERS": "1", **env},
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 60
-        while True:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"{target} exited:\n{log.read_text()[-3000:]}")
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{target} not listening:\n{log.read_text()[-3000:]}")
-            time.sleep(0.1)
+class ServedFunction(FunctionProcess):
+    """One entry point served by functions-framework (gunicorn, one worker) in a subprocess."""
 
     def peak_rss(self) -> int:
         """Highest resident memory (bytes) any process of the server reached so far."""
+        assert self.proc is not None
         peaks = []
         for pid in [self.proc.pid, *_children(self.proc.pid)]:
             status = Path(f"/proc/{pid}/status").read_text()
             kb = next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM"))
             peaks.append(int(kb) * 1024)
         return max(peaks)
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self._log.close()
 
 
 def _children(pid: int) -> list[int]:
@@ -142,11 +104,14 @@ def deployment(
         pubsub.project_id, BusSettings(arrivals_topic=arrivals), bucket, registry_url
     )
     logs = tmp_path_factory.mktemp("malformed")
+    one = {"WORKERS": "1", **env}
     servers = [
-        ServedFunction("on_push", "http", env, logs / "push.log"),
-        ServedFunction("on_object_finalized", "cloudevent", env, logs / "ce.log"),
+        ServedFunction(one, logs / "push.log", target="on_push", signature="http"),
+        ServedFunction(one, logs / "ce.log", target="on_object_finalized", signature="cloudevent"),
     ]
     try:
+        for server in servers:
+            server.start()
         yield Deployment(good, registry, *servers)
     finally:
         for server in servers:

@@ -18,25 +18,28 @@ from typing import Any
 
 import pytest
 
-from infra.local.provision import dlq_subscription, setup
 from infra.local.relay import HttpPushTarget, Relay, RelaySettings
 from infra.local.relay.dead_letter import PubSubDeadLetter
 from infra.local.relay.spread import SpreadPushTarget
-from obsingest.bus.pubsub import topic_path
 from obsingest.bus.pull import PubSubPullSource, SubscriberThread, subscription_path
 from obsingest.dataid import DataId, make_exposure_id
 from obsingest.messages import ArrivalEvent, utcnow
 from obsingest.registry import Registry
-from obsingest.settings import BusSettings, RegistrySettings
+from obsingest.settings import RegistrySettings
 from obsingest.store.gcs import GcsSettings, GcsStore
 from producers.uploader import DirectUploader
+from tests.integration.fixtures.function_process import FunctionProcess
 from tests.integration.fixtures.handles import (
     GcsService,
     PostgresServer,
     PubSubService,
-    unique_name,
 )
-from tests.integration.test_direct_path import FunctionServer, function_env, small_ccd, wait_for
+from tests.integration.test_direct_path import (
+    function_env,
+    provision,
+    small_ccd,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -70,7 +73,7 @@ def crash(pid: int) -> None:
 class World:
     store: GcsStore
     registry: Registry
-    functions: list[FunctionServer]
+    functions: list[FunctionProcess]
     spread: SpreadPushTarget
     relay: Relay
     arrivals: list[ArrivalEvent] = field(default_factory=list)
@@ -81,30 +84,11 @@ def world(
     gcs: GcsService, pubsub: PubSubService, postgres_server: PostgresServer, tmp_path: Path
 ) -> Iterator[World]:
     project = pubsub.project_id
-    names = {k: unique_name(k) for k in ("objects", "dlq", "arrivals", "exposures", "sums", "al")}
-    bus = BusSettings(
-        backend="pubsub",
-        pubsub_project=project,
-        objects_topic=names["objects"],
-        objects_dlq_topic=names["dlq"],
-        arrivals_topic=names["arrivals"],
-        exposures_topic=names["exposures"],
-        summaries_topic=names["sums"],
-        alerts_topic=names["al"],
-    )
-    bucket, relay_sub = unique_name("failover"), unique_name("relay")
-    setup(bucket, bus, relay_subscription=relay_sub)
-    gcs.buckets.append(bucket)
-    pubsub.topics += [topic_path(project, t) for t in names.values()]
-    pubsub.subscriptions += [
-        subscription_path(project, relay_sub),
-        subscription_path(project, dlq_subscription(bus)),
-    ]
-    arrivals_sub = pubsub.new_subscription(topic_path(project, bus.arrivals_topic), "arrivals")
+    bus, bucket, relay_sub, arrivals_sub = provision(gcs, pubsub, "failover")
     registry_url = postgres_server.create_database("failover")
     registry = Registry.open(RegistrySettings(url=registry_url))
     env = function_env(project, bus, bucket, registry_url)
-    functions = [FunctionServer(env, tmp_path / f"function-{n}.log") for n in range(2)]
+    functions = [FunctionProcess(env, tmp_path / f"function-{n}.log").start() for n in range(2)]
     spread = SpreadPushTarget([HttpPushTarget(f.url, timeout=30) for f in functions])
     relay = Relay(
         PubSubPullSource(project, relay_sub),
@@ -146,20 +130,21 @@ def test_an_instance_killed_mid_burst_costs_no_ccd_a_retry(world: World, caplog)
     for data_id in warm:
         assert ship((data_id, small_ccd(data_id.exposure, data_id.detector))) == "stored"
     wait_for(lambda: len(world.registry.datasets()) >= len(warm), 120, "warm-up")
-    victim = world.functions[0]
+    victim = world.functions[0].proc
+    assert victim is not None
     items = list(ccds.items())
     half = len(items) // 2
     with ThreadPoolExecutor(6) as pool:
         shipped = list(pool.map(ship, items[:half]))
         # mid-burst: the first CCDs registered, the others still on their way or not stored yet
         wait_for(lambda: len(world.registry.datasets()) >= len(warm) + 2, 60, "the burst's first")
-        crash(victim.proc.pid)
+        crash(victim.pid)
         shipped += pool.map(ship, items[half:])
     assert shipped == ["stored"] * len(ccds)
     everything = len(ccds) + len(warm)
     wait_for(lambda: len({a.dataset_id for a in world.arrivals}) >= everything, 90, "arrivals")
     assert world.relay.wait_idle(quiet=1.0, timeout=60)
-    assert victim.proc.wait(timeout=10) == -signal.SIGKILL
+    assert victim.wait(timeout=10) == -signal.SIGKILL
     rows = world.registry.datasets()
     assert sorted((r["exposure"], r["detector"]) for r in rows) == sorted(
         (d.exposure, d.detector) for d in [*ccds, *warm]
