@@ -45,21 +45,12 @@ def _facility_passes(run: Run) -> list[dict[str, Any]]:
 def _dead_letters_left(run: Run) -> int:
     """Letters waiting on the dead-letter hold subscription and on the parked one (peeked)."""
     from infra.local.provision import dlq_subscription, parked_subscription
-    from obsingest.bus.pull import PubSubPullSource
+    from tests.integration.fixtures.pipeline import waiting
 
-    left = 0
-    for name in (dlq_subscription(run.world.bus), parked_subscription(run.world.bus)):
-        source = PubSubPullSource(run.world.project, name)
-        try:
-            seen: dict[str, str] = {}
-            while batch := source.pull(100, 1.0):
-                seen.update({d.message_id: d.ack_id for d in batch})
-            if seen:
-                source.nack(list(seen.values()), 0)
-            left += len(seen)
-        finally:
-            source.close()
-    return left
+    bus = run.world.bus
+    return sum(
+        waiting(run.world.project, s) for s in (dlq_subscription(bus), parked_subscription(bus))
+    )
 
 
 def _stored_between(run: Run, start: float, end: float) -> set[str]:
