@@ -20,7 +20,6 @@ from typing import Self
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from infra.local.relay.policy import backoff_seconds
 from obsingest import defaults
 
 #: Pub/Sub's limits on a subscription's delivery policy.
@@ -75,13 +74,3 @@ class RelaySettings(BaseSettings):
     def urls(self) -> list[str]:
         """Where the relay pushes: ``push_urls`` if given, else ``push_url``."""
         return list(self.push_urls) or [self.push_url]
-
-    def redelivery_window(self) -> float:
-        """Seconds from a message's first failed push to its last push: how long an outage the
-        policy rides out before dead-lettering."""
-        return float(
-            sum(
-                backoff_seconds(attempt, self.min_backoff, self.max_backoff)
-                for attempt in range(1, self.max_attempts)
-            )
-        )
