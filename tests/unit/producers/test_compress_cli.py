@@ -11,7 +11,6 @@ import shutil
 import subprocess
 import sys
 import warnings
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +19,8 @@ from astropy.io import fits
 
 from obsingest_cli.main import main as cli_main
 from producers.compress import compress_fits, decompress_fits, fpack_cli, tiled_rice
-from producers.daq.simulator import CcdSpec, generate_raw_ccd
+from producers.daq.simulator import generate_raw_ccd
+from tests.unit.producers.test_compress import SPEC  # the same small ComCam CCD
 
 pytestmark = [
     pytest.mark.unit,
@@ -31,17 +31,6 @@ pytestmark = [
 ]
 
 ROOT = Path(__file__).resolve().parents[3]
-SPEC = CcdSpec(
-    instrument="LSSTComCam",
-    exposure=2026112200012,
-    detector=4,
-    day_obs=20261122,
-    obs_start=datetime(2026, 11, 23, 3, 4, 5, tzinfo=UTC),
-    exposure_time=30.0,
-    filter="i",
-    size="small",
-    seed=3,
-)
 NOOP = "Input and output files are unchanged.\n"
 
 
