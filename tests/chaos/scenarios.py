@@ -121,6 +121,20 @@ def _kafka_plan(rng: random.Random, night: Night) -> list[tuple[float, Fault]]:
     return list(zip(times, steps, strict=True))
 
 
+def _emulator_restart(service: str, label: str, forgotten: str) -> Scenario:
+    """An emulator restarted mid-night: what it kept in memory is gone until repaired."""
+    return Scenario(
+        f"{service}-restart",
+        f"{label} emulator restarted ({forgotten})",
+        _one(lambda: EmulatorRestart(f"{label} emulator restart", service=service), 8.0, 14.0),
+        Night(10, 6, 5.0),
+        reduced=Night(8, 6, 5.0),
+        options=WorldOptions(facility={"RECONCILE_CANARY_TIMEOUT": "30"}, facility_every=30.0),
+        checks=(checks.emulator_restart_repaired_within_2_minutes,),
+        settle_timeout=240.0,
+    )
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "edge-sigkill",
@@ -288,26 +302,8 @@ SCENARIOS: tuple[Scenario, ...] = (
         options=WorldOptions(facility={**FAST_FACILITY, "RECONCILE_GRACE": "60"}),
         checks=(checks.postgres_crash_lost_nothing_acked,),
     ),
-    Scenario(
-        "gcs-restart",
-        "GCS emulator restarted (notification configs forgotten)",
-        _one(lambda: EmulatorRestart("GCS emulator restart", service="gcs"), 8.0, 14.0),
-        Night(10, 6, 5.0),
-        reduced=Night(8, 6, 5.0),
-        options=WorldOptions(facility={"RECONCILE_CANARY_TIMEOUT": "30"}, facility_every=30.0),
-        checks=(checks.emulator_restart_repaired_within_2_minutes,),
-        settle_timeout=240.0,
-    ),
-    Scenario(
-        "pubsub-restart",
-        "Pub/Sub emulator restarted (every topic and subscription forgotten)",
-        _one(lambda: EmulatorRestart("Pub/Sub emulator restart", service="pubsub"), 8.0, 14.0),
-        Night(10, 6, 5.0),
-        reduced=Night(8, 6, 5.0),
-        options=WorldOptions(facility={"RECONCILE_CANARY_TIMEOUT": "30"}, facility_every=30.0),
-        checks=(checks.emulator_restart_repaired_within_2_minutes,),
-        settle_timeout=240.0,
-    ),
+    _emulator_restart("gcs", "GCS", "notification configs forgotten"),
+    _emulator_restart("pubsub", "Pub/Sub", "every topic and subscription forgotten"),
     Scenario(
         "registry-link",
         "function <-> PostgreSQL: connections reset for 10 s, then a 20 s blackhole (toxiproxy)",
