@@ -22,7 +22,6 @@ from typing import Any
 from obsingest.errors import RetriableError
 from obsingest.exhaustion import as_exhausted
 from obsingest.logs import get_logger, log_event
-from obsingest.retry import PUBSUB_PUBLISH, api_core_retry
 
 log = get_logger("obsingest.bus.pubsub")
 
@@ -50,6 +49,8 @@ class PubSubPublisher:
     ) -> None:
         from google.api_core import exceptions as api_exceptions
         from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
+
+        from obsingest.retry import PUBSUB_PUBLISH, api_core_retry  # as lazily as the client
 
         self.project = project
         self.timeout = timeout

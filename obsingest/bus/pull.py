@@ -37,7 +37,6 @@ from typing import Any
 
 from obsingest.errors import PermanentError
 from obsingest.logs import get_logger, log_event
-from obsingest.retry import google_transient
 
 log = get_logger("obsingest.bus.pull")
 
@@ -166,6 +165,8 @@ class PubSubPullSource:
             try:
                 return rpc(_requests()[method](**request), timeout=timeout)
             except grpc.RpcError as exc:
+                from obsingest.retry import google_transient  # tenacity: only on this path
+
                 error = api_exceptions.from_grpc_error(exc)  # type: ignore[no-untyped-call]  # api_core
                 if not isinstance(error, google_transient()):
                     raise error from exc

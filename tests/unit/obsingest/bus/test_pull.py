@@ -66,3 +66,47 @@ def test_polls_back_off_while_idle_and_speed_up_after_a_message():
     client.empty_pulls = 0
     assert source.pull(10, 5.0)  # a message at last
     assert source._wait == 0.001  # next polls are quick again
+
+
+class _RpcError(Exception):
+    """What a gRPC call raises: a code and details (grpc.RpcError's informative form)."""
+
+    def __init__(self, code: object) -> None:
+        self._code = code
+
+    def code(self) -> object:
+        return self._code
+
+    def details(self) -> str:
+        return str(self._code)
+
+    def trailing_metadata(self) -> tuple[()]:
+        return ()
+
+
+@pytest.mark.parametrize(("status", "retried"), [("UNAVAILABLE", True), ("NOT_FOUND", False)])
+def test_a_direct_rpc_retries_only_google_transient_failures_through_the_generated_method(
+    status: str, retried: bool
+) -> None:
+    import grpc
+    from google.api_core import exceptions as api_exceptions
+
+    class RpcError(_RpcError, grpc.RpcError):
+        pass
+
+    def failing(request: object, timeout: float) -> None:
+        raise RpcError(getattr(grpc.StatusCode, status))
+
+    client = FakeSubscriber(empty_pulls=0)
+    generated = []
+    client.acknowledge = lambda request, timeout: generated.append(request)  # type: ignore[attr-defined]
+    client.transport = SimpleNamespace(acknowledge=failing)  # type: ignore[attr-defined]
+    source = PubSubPullSource("p", "s", client=client)
+    source._direct = True  # the RPC itself, as without an injected client
+    if retried:
+        source.ack(["a1"])
+        assert generated == [{"subscription": source.path, "ack_ids": ["a1"]}]
+    else:
+        with pytest.raises(api_exceptions.NotFound):
+            source.ack(["a1"])
+        assert generated == []
