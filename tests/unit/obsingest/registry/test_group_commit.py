@@ -5,7 +5,8 @@ back only once its own items are applied, a batch's error raised to its callers 
 Gathering (the Butler batches): a batch waits for the callers still preparing (bounded by
 ``gather``), for the first item's siblings (``fresh``, ``gap``), for arrivals that keep coming
 during its wait however far apart (each less than ``gap`` after the last), and no longer once
-``complete``; a lone caller waits for nobody; a caller that gives up releases the batch; a full
+``complete``; ``prepare`` is given the leader's items before it gathers; a lone caller waits
+for nobody; a caller that gives up releases the batch; a full
 batch (``max_batch``) goes at once; ``linger`` sleeps before each batch. Pure logic: ``flush``
 is a recorder."""
 
@@ -100,6 +101,36 @@ def test_a_caller_that_gives_up_releases_the_batch():
     give_up.set()  # ...until it gives up
     assert _joined(other, submitter)
     assert flushes.batches == [[2]] and commit.preparing == 0
+
+
+def test_prepare_sees_the_leaders_items_while_the_others_are_still_preparing():
+    flushes = Flushes()
+    seen: list[tuple[list[int], int]] = []
+    commit: GroupCommit[Item] = GroupCommit(
+        flushes,
+        max_batch=256,
+        gather=FOREVER,
+        prepare=lambda queued: seen.append((sorted(i.n for i in queued), commit.preparing)),
+    )
+    preparing = threading.Barrier(5)  # the four others and this test
+    go_on = threading.Event()
+
+    def other(n: int) -> None:
+        with commit.arriving():
+            preparing.wait(30)
+            go_on.wait(30)  # still preparing while the first caller leads
+            commit.submit(Item(n))
+
+    others = [_run(other, n) for n in range(1, 5)]
+    preparing.wait(30)
+    first = _run(commit.submit, Item(0))  # leads; its batch gathers for the others
+    deadline = time.monotonic() + 30
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.001)
+    go_on.set()
+    assert _joined(first, *others)
+    assert seen[0] == ([0], 4)  # before gathering: its own item, four callers still preparing
+    assert flushes.batches == [[0, 1, 2, 3, 4]]
 
 
 def test_gathering_is_bounded_by_gather():
