@@ -83,8 +83,14 @@ class GroupCommit(Generic[T]):
         #: monotonic times of the two latest arrivals (``arriving``, or ``submit`` without it)
         self._arrivals = (float("-inf"), float("-inf"))
         lock = threading.Lock()
-        #: followers wait here for their batch; the leader for the end of a gathering
+        self._lock = lock
+        #: the lock's context; the leader waits for the end of a gathering on ``_gathered``
         self._cond = threading.Condition(lock)
+        #: each follower waits on its own condition (by ``id`` of its item), woken only when its
+        #: item is done or it may lead: one wake-up per follower, where one condition for all
+        #: woke every waiting caller at the end of each batch (the outbox marks of an exposure:
+        #: ~17 batches under 205 callers)
+        self._waiters: dict[int, threading.Condition] = {}
         self._gathered = threading.Condition(lock)
         self._queue: list[T] = []
         self._leader = False
@@ -125,8 +131,13 @@ class GroupCommit(Generic[T]):
                 self._arrived()
             self._queue.append(item)
             self._wake_gatherer()
-            while not item.done and self._leader:
-                self._cond.wait()
+            if self._leader:
+                waiter = self._waiters[id(item)] = threading.Condition(self._lock)
+                try:
+                    while not item.done and self._leader:
+                        waiter.wait()
+                finally:
+                    del self._waiters[id(item)]
             lead = not item.done
             if lead:
                 self._leader = True
@@ -163,11 +174,16 @@ class GroupCommit(Generic[T]):
                     with self._cond:
                         for item in batch:
                             item.done = True
-                        self._cond.notify_all()
+                            waiter = self._waiters.get(id(item))
+                            if waiter is not None:
+                                waiter.notify()
         finally:
             with self._cond:
                 self._leader = False
-                self._cond.notify_all()
+                # the first caller still queued leads next (its batch takes the others)
+                waiter = self._waiters.get(id(self._queue[0])) if self._queue else None
+                if waiter is not None:
+                    waiter.notify()
 
     def _gather(self, start: float) -> None:
         """(lock held) Wait while the batch has room and callers are still preparing or

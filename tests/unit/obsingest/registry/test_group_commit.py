@@ -293,3 +293,16 @@ def test_linger_sleeps_before_each_batch():
     commit.submit(Item(1))
     assert time.monotonic() - started >= 0.2
     assert flushes.batches == [[1]]
+
+
+def test_many_callers_small_batches_each_item_flushed_once_and_every_caller_returns():
+    """Each follower is woken only for its own item or to lead next: none is left waiting."""
+    flushes = Flushes()
+    commit: GroupCommit[Item] = GroupCommit(flushes, max_batch=7)
+    with ThreadPoolExecutor(64) as pool:
+        done = list(pool.map(lambda n: commit.submit(Item(n)) or n, range(300)))
+    assert done == list(range(300))
+    flushed = [n for batch in flushes.batches for n in batch]
+    assert sorted(flushed) == list(range(300))
+    assert max(len(b) for b in flushes.batches) <= 7
+    assert not commit._waiters
