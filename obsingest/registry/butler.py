@@ -33,6 +33,8 @@ is ~10 files/s, 205 files per call ~2000/s. So registrations are *group-committe
 waits (at most ``gather`` seconds) for the callers still reading and checking their file
 (``arriving``). Concurrent delivery of an exposure (the relay's push concurrency, Cloud Functions
 concurrency) therefore gives one Butler ingest per exposure; a lone caller is ingested at once.
+The batch's leader sets up the exposure's dimension records (step 2's set-up, its own Butler
+commit) before it gathers, while the other callers are still reading their files.
 
 One module because it is one cohesive concept: the Butler as the registry of record, in the
 three steps above; its reads, set-up, repository settings and batching policy live in their
