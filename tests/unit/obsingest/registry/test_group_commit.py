@@ -5,7 +5,8 @@ back only once its own items are applied, a batch's error raised to its callers 
 Gathering (the Butler batches): a batch waits for the callers still preparing (bounded by
 ``gather``), for the first item's siblings (``fresh``, ``gap``), for arrivals that keep coming
 during its wait however far apart (each less than ``gap`` after the last), and no longer once
-``complete``; a lone caller waits for nobody; a caller that gives up releases the batch; a full
+``complete``; ``prepare`` is given the leader's items before it gathers; a lone caller waits
+for nobody; a caller that gives up releases the batch; a full
 batch (``max_batch``) goes at once; ``linger`` sleeps before each batch. Pure logic: ``flush``
 is a recorder."""
 
@@ -100,6 +101,36 @@ def test_a_caller_that_gives_up_releases_the_batch():
     give_up.set()  # ...until it gives up
     assert _joined(other, submitter)
     assert flushes.batches == [[2]] and commit.preparing == 0
+
+
+def test_prepare_sees_the_leaders_items_while_the_others_are_still_preparing():
+    flushes = Flushes()
+    seen: list[tuple[list[int], int]] = []
+    commit: GroupCommit[Item] = GroupCommit(
+        flushes,
+        max_batch=256,
+        gather=FOREVER,
+        prepare=lambda queued: seen.append((sorted(i.n for i in queued), commit.preparing)),
+    )
+    preparing = threading.Barrier(5)  # the four others and this test
+    go_on = threading.Event()
+
+    def other(n: int) -> None:
+        with commit.arriving():
+            preparing.wait(30)
+            go_on.wait(30)  # still preparing while the first caller leads
+            commit.submit(Item(n))
+
+    others = [_run(other, n) for n in range(1, 5)]
+    preparing.wait(30)
+    first = _run(commit.submit, Item(0))  # leads; its batch gathers for the others
+    deadline = time.monotonic() + 30
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.001)
+    go_on.set()
+    assert _joined(first, *others)
+    assert seen[0] == ([0], 4)  # before gathering: its own item, four callers still preparing
+    assert flushes.batches == [[0, 1, 2, 3, 4]]
 
 
 def test_gathering_is_bounded_by_gather():
@@ -262,3 +293,16 @@ def test_linger_sleeps_before_each_batch():
     commit.submit(Item(1))
     assert time.monotonic() - started >= 0.2
     assert flushes.batches == [[1]]
+
+
+def test_many_callers_small_batches_each_item_flushed_once_and_every_caller_returns():
+    """Each follower is woken only for its own item or to lead next: none is left waiting."""
+    flushes = Flushes()
+    commit: GroupCommit[Item] = GroupCommit(flushes, max_batch=7)
+    with ThreadPoolExecutor(64) as pool:
+        done = list(pool.map(lambda n: commit.submit(Item(n)) or n, range(300)))
+    assert done == list(range(300))
+    flushed = [n for batch in flushes.batches for n in batch]
+    assert sorted(flushed) == list(range(300))
+    assert max(len(b) for b in flushes.batches) <= 7
+    assert not commit._waiters
