@@ -60,6 +60,25 @@ def typed_view(payload: bytes) -> ArrivalEvent | ExposureIngested | None:
         return None
 
 
+#: ``published_time`` is the ArrivalEvent contract's last field: re-stamping a body changes its
+#: last bytes only (the contract's own schema says so; a new version that moves it re-encodes)
+_STAMP_IS_TAIL = avro.ends_with_long(ArrivalEvent.SCHEMA, "published_time")
+
+
+def stamped_payload(message: OutboxMessage, arrival: ArrivalEvent, sent: ArrivalEvent) -> bytes:
+    """The body of ``sent`` (``arrival`` with a new ``published_time``), ``message`` being
+    ``arrival``'s body: its bytes with the new stamp in place of the old when the stamp is the
+    body's tail (one Avro encoding per CCD, not two), else ``sent`` encoded again."""
+    if _STAMP_IS_TAIL:
+        old = avro.timestamp_micros(arrival.published_time)
+        body = avro.replace_trailing_long(
+            message.payload, old, avro.timestamp_micros(sent.published_time)
+        )
+        if body is not None:
+            return body
+    return sent.encode()
+
+
 def arrival_attributes(arrival: ArrivalEvent) -> dict[str, str]:
     """What subscribers filter on without decoding the Avro body."""
     return {
@@ -108,10 +127,14 @@ class ArrivalAnnouncer:
         self._marks = applying(lambda row_ids: self.registry.outbox.mark_published(row_ids))
 
     def send(self, message: OutboxMessage, arrival: ArrivalEvent) -> ArrivalEvent:
-        """Publish ``arrival`` stamped now, bypassing the outbox; raises what the bus raises."""
+        """Publish ``arrival`` (the event ``message`` carries) stamped now, bypassing the outbox;
+        raises what the bus raises."""
         sent = dataclasses.replace(arrival, published_time=utcnow())
         self.publisher.publish(
-            message.topic, sent.encode(), key=message.key, attributes=message.attributes
+            message.topic,
+            stamped_payload(message, arrival, sent),
+            key=message.key,
+            attributes=message.attributes,
         )
         return sent
 
