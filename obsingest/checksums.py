@@ -8,23 +8,9 @@ import base64
 
 import google_crc32c
 
-#: the last ``bytes`` object checksummed and its CRC32C: a CCD's bytes are checksummed by the
-#: edge worker, its sender and the store client in turn, one pass of 15 MB each
-_last: tuple[bytes, int] | None = None
-
 
 def crc32c(data: bytes) -> int:
-    """CRC32C of ``data``. The same ``bytes`` object asked again is answered without a second
-    pass: a ``bytes`` object is immutable and the reference kept here stops its address being
-    reused, so identity means the same bytes (other buffer types are always computed)."""
-    global _last
-    last = _last
-    if last is not None and last[0] is data:
-        return last[1]
-    value = int(google_crc32c.value(data))
-    if type(data) is bytes:
-        _last = (data, value)
-    return value
+    return int(google_crc32c.value(data))
 
 
 def crc32c_b64(data: bytes) -> str:
