@@ -7,6 +7,9 @@ garbage) becomes a :class:`FitsFormatError` (a :class:`~obsingest.errors.Corrupt
 the reason, with the CFITSIO status fpack exits with for that fault, so ``obsingest compress`` can
 behave as the fpack drop-in it is. numpy is imported only by the checksum helper: this module
 is on the start-up path of that command, which must start in tens of milliseconds.
+
+One cohesive concept, hence its length: the FITS block and card layout, read and written in
+one place, so the reader's checks and the writer's cards agree byte for byte.
 """
 
 from __future__ import annotations
