@@ -111,8 +111,11 @@ def reference_run(ccds: int, numexp: int) -> tuple[list[float], list[str]]:
     return latencies, failed
 
 
-def edge_run(ccds: int, numexp: int) -> tuple[list[float], list[float], dict[str, Any]]:
-    """The edge service on the same files: per-CCD readout -> acked, warm-up excluded."""
+def edge_run(
+    ccds: int, numexp: int
+) -> tuple[list[float], list[float], dict[str, Any], list[tuple[float, float]]]:
+    """The edge service on the same files: per-CCD readout -> acked, warm-up excluded, and
+    each CCD's worker CPU seconds (read + compress, send: checksum, checks, upload)."""
     from producers.edge import CcdFile, EdgeService, EdgeSettings
     from producers.transfer.ccdcache import INSTRUMENT, ensure_ccd_files
     from producers.transfer.plan import compress_threads, exposure_ids
@@ -130,6 +133,7 @@ def edge_run(ccds: int, numexp: int) -> tuple[list[float], list[float], dict[str
     )
     latencies: list[float] = []
     added: list[float] = []
+    cpu: list[tuple[float, float]] = []
     try:
         with EdgeService(settings, log_level="WARNING") as edge:
             start = datetime.now(UTC) + timedelta(seconds=1)
@@ -155,11 +159,12 @@ def edge_run(ccds: int, numexp: int) -> tuple[list[float], list[float], dict[str
                         # compress and send (journal commits, queueing, hand-off to a worker)
                         work = o.read_seconds + o.compress_seconds + o.send_seconds
                         added.append(max(0.0, o.latency - work))
+                        cpu.append((o.read_compress_cpu_seconds, o.send_cpu_seconds))
             journal = edge.health()["journal"]
     finally:
         _drop_bucket(bucket)
         shutil.rmtree(spool, ignore_errors=True)
-    return latencies, added, journal
+    return latencies, added, journal, cpu
 
 
 def run(ccds: int = CCDS, numexp: int = NUMEXP, repeats: int = REPEATS) -> dict[str, Any]:
@@ -169,12 +174,14 @@ def run(ccds: int = CCDS, numexp: int = NUMEXP, repeats: int = REPEATS) -> dict[
     reference: list[float] = []
     edge: list[float] = []
     added: list[float] = []
+    cpu: list[tuple[float, float]] = []
     rounds: list[dict[str, Any]] = []
     for r in range(repeats):
         print(f"edge benchmark round {r + 1}/{repeats}: reference path ...", file=sys.stderr)
         h, failed = reference_run(ccds, numexp)
         print(f"edge benchmark round {r + 1}/{repeats}: edge service ...", file=sys.stderr)
-        e, a, journal = edge_run(ccds, numexp)
+        e, a, journal, c = edge_run(ccds, numexp)
+        cpu += c
         reference += h
         edge += e
         added += a
@@ -204,6 +211,11 @@ def run(ccds: int = CCDS, numexp: int = NUMEXP, repeats: int = REPEATS) -> dict[
         "edge": es,
         "edge_added": adds,
         "overhead_mean_pct": round(overhead, 2),
+        # CPU of the worker per CCD (its process's time): what bounds CCDs per core
+        "edge_worker_cpu_ms": {
+            "read_compress": _stats([r * 1000 for r, _ in cpu]),
+            "send": _stats([s * 1000 for _, s in cpu]),
+        },
         "ab_ratio_mean": round(es["mean"] / hs["mean"], 3),
         "ab_ratio_by_round": [r["ratio_mean"] for r in rounds],
         "reference_failed": sum(r["reference_failed"] for r in rounds),
@@ -244,6 +256,15 @@ def format_table(result: dict[str, Any]) -> str:
         f"{added['max'] * 1000:.0f} ms = {result['overhead_mean_pct']:.1f}% of the "
         f"reference's mean. Edge / reference means by round (A/B, same CCDs, alternating; "
         f"load noise included): {result['ab_ratio_by_round']}.",
+    ]
+    if "edge_worker_cpu_ms" in result:  # results written before it was measured lack it
+        cpu = result["edge_worker_cpu_ms"]
+        lines += [
+            "",
+            f"Edge worker CPU per CCD (p50): read + compress {cpu['read_compress']['p50']:.1f} "
+            f"ms, send (checksum, header check, upload) {cpu['send']['p50']:.1f} ms.",
+        ]
+    lines += [
         "",
         f"Goal ({goal['what']}): {'met' if goal['met'] else 'NOT met'}",
     ]

@@ -7,6 +7,9 @@ garbage) becomes a :class:`FitsFormatError` (a :class:`~obsingest.errors.Corrupt
 the reason, with the CFITSIO status fpack exits with for that fault, so ``obsingest compress`` can
 behave as the fpack drop-in it is. numpy is imported only by the checksum helper: this module
 is on the start-up path of that command, which must start in tens of milliseconds.
+
+One cohesive concept, hence its length: the FITS block and card layout, read and written in
+one place, so the reader's checks and the writer's cards agree byte for byte.
 """
 
 from __future__ import annotations
@@ -62,6 +65,13 @@ class FitsFormatError(CorruptFile):
         return (type(self), (str(self), self.status, self.hdu))
 
 
+#: keyword field (8 bytes) -> keyword, for ``card_key``, and keyword -> its padded field, for
+#: ``Hdu.value``: headers repeat a few hundred keywords (bounded: a garbled header adds no more)
+_KEYWORDS: dict[bytes, str] = {}
+_PADDED: dict[str, bytes] = {}
+_KEYWORDS_MAX = 4096
+
+
 @dataclass(frozen=True)
 class Hdu:
     """One header-data unit: its header cards (END excluded) and where its data lies."""
@@ -72,6 +82,8 @@ class Hdu:
     data_size: int
     #: first ``KEY = value`` card per padded keyword: lookups in O(1), not a scan per keyword
     keywords: dict[bytes, bytes] = field(default_factory=dict, compare=False, repr=False)
+    #: integer values already read (a compressor asks for BITPIX and NAXIS* several times)
+    ints: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.keywords and self.cards:
@@ -79,10 +91,18 @@ class Hdu:
 
     def value(self, key: str) -> str | None:
         """Raw value text of the first card named ``key`` (strings keep their quotes)."""
-        card = self.keywords.get(key.encode("ascii").ljust(8))
+        padded_key = _PADDED.get(key)
+        if padded_key is None:
+            padded_key = key.encode("ascii").ljust(8)
+            if len(_PADDED) < _KEYWORDS_MAX:
+                _PADDED[key] = padded_key
+        card = self.keywords.get(padded_key)
         return None if card is None else _card_text(card)
 
     def int_value(self, key: str, default: int | None = None) -> int:
+        known = self.ints.get(key)
+        if known is not None:
+            return known
         text = self.value(key)
         if text is None:
             if default is not None:
@@ -91,12 +111,13 @@ class Hdu:
                 f"HDU {self.index}: missing required keyword {key}", 202, self.index
             )
         try:
-            return int(text)
+            number = self.ints[key] = int(text)
         except ValueError:
             status = _INT_STATUS.get(key, 213 if key.startswith("NAXIS") else 403)
             raise FitsFormatError(
                 f"HDU {self.index}: keyword {key} is not an integer: {text!r}", status, self.index
             ) from None
+        return number
 
     def str_value(self, key: str) -> str | None:
         text = self.value(key)
@@ -126,7 +147,13 @@ def _parse_string(text: str) -> str:
 
 
 def card_key(card: bytes) -> str:
-    return card[:8].decode("ascii", "replace").rstrip()
+    field = card[:8]
+    key = _KEYWORDS.get(field)
+    if key is None:
+        key = field.decode("ascii", "replace").rstrip()
+        if len(_KEYWORDS) < _KEYWORDS_MAX:
+            _KEYWORDS[field] = key
+    return key
 
 
 def keyword_index(cards: tuple[bytes, ...] | list[bytes]) -> dict[bytes, bytes]:
@@ -241,7 +268,7 @@ def parse_fits(data: bytes | bytearray | memoryview) -> list[Hdu]:
                 107,
                 index,
             )
-        hdus.append(Hdu(index, cards, data_offset, data_size, hdu.keywords))
+        hdus.append(Hdu(index, cards, data_offset, data_size, hdu.keywords, hdu.ints))
         offset = data_offset + padded(data_size)
     return hdus
 
@@ -385,9 +412,30 @@ def padded(n: int) -> int:
     return n + (-n % BLOCK)
 
 
+#: cards ``make_card`` has built, by (key, value's type, value, comment); cleared when full
+_CARDS: dict[tuple[str, type, object, str], bytes] = {}
+_CARDS_MAX = 16384
+
+
 def make_card(key: str, value: object, comment: str = "") -> bytes:
     """One fixed-format 80-byte header card; a too-long comment is cut, a too-long value is an
-    error (it would change the value)."""
+    error (it would change the value).
+
+    Memoised: a compressor or camera writes the same few hundred cards per CCD over and over
+    (formatting one is ~2 us of Python). The value's type is part of the key (``True`` and
+    ``1`` make different cards) and a float is keyed by its ``repr`` (``-0.0 == 0.0``)."""
+    kind = type(value)
+    cache_key = (key, kind, repr(value) if kind is float else value, comment)
+    card = _CARDS.get(cache_key)
+    if card is None:
+        card = _format_card(key, value, comment)
+        if len(_CARDS) >= _CARDS_MAX:
+            _CARDS.clear()
+        _CARDS[cache_key] = card
+    return card
+
+
+def _format_card(key: str, value: object, comment: str) -> bytes:
     if isinstance(value, bool):
         text = f"{'T' if value else 'F':>20}"
     elif isinstance(value, int):
@@ -437,21 +485,30 @@ def checksum_words(data: bytes | bytearray | np.ndarray, start: int = 0) -> int:
 _EXCLUDE = frozenset(range(0x3A, 0x41)) | frozenset(range(0x5B, 0x61))
 
 
+def _encode_byte(byte: int) -> tuple[int, int, int, int]:
+    """The four characters one byte of the checksum becomes (before the final rotation)."""
+    quotient, remainder = byte // 4 + ord("0"), byte % 4
+    ch = [quotient + remainder, quotient, quotient, quotient]
+    again = True
+    while again:
+        again = False
+        for j in (0, 2):
+            while ch[j] in _EXCLUDE or ch[j + 1] in _EXCLUDE:
+                ch[j] += 1
+                ch[j + 1] -= 1
+                again = True
+    return ch[0], ch[1], ch[2], ch[3]
+
+
+#: each byte value's four characters: every byte is encoded on its own, so a table lookup
+_ENCODED = tuple(_encode_byte(b) for b in range(256))
+
+
 def encode_checksum(value: int) -> str:
     """FITS checksum ASCII encoding (Seaman et al., FITS checksum proposal, A.7.2)."""
     asc = [0] * 16
     for i in range(4):
-        byte = (value >> (24 - 8 * i)) & 0xFF
-        quotient, remainder = byte // 4 + ord("0"), byte % 4
-        ch = [quotient + remainder, quotient, quotient, quotient]
-        again = True
-        while again:
-            again = False
-            for j in (0, 2):
-                while ch[j] in _EXCLUDE or ch[j + 1] in _EXCLUDE:
-                    ch[j] += 1
-                    ch[j + 1] -= 1
-                    again = True
+        ch = _ENCODED[(value >> (24 - 8 * i)) & 0xFF]
         for j in range(4):
             asc[4 * j + i] = ch[j]
     return bytes(asc[15:] + asc[:15]).decode("ascii")

@@ -374,13 +374,33 @@ COMMENTS = {
 }
 
 
+#: records ``card_bytes`` has built, by (key, value's type, value): every CCD of an exposure
+#: repeats most of its primary header (cleared when full)
+_RECORDS: dict[tuple[str, type, object], bytes] = {}
+_RECORDS_MAX = 16384
+
+
 def card_bytes(key: str, value: Value) -> bytes:
     """One header record (80 bytes, or more for astropy's long-string and HIERARCH forms).
 
     The common cards are written by hand (fast, byte-for-byte ours): a None value is a card
     present and empty, as the camera writes ``SEEING``; floats keep every digit. Anything else
     (a keyword longer than 8 characters, a string longer than a card) goes through astropy.
+    Memoised by the value and its type (``True`` is not ``1``; a float by its ``repr``, as
+    ``-0.0 == 0.0``).
     """
+    kind = type(value)
+    cache_key = (key, kind, repr(value) if kind is float else value)
+    record = _RECORDS.get(cache_key)
+    if record is None:
+        record = _card_bytes(key, value)
+        if len(_RECORDS) >= _RECORDS_MAX:
+            _RECORDS.clear()
+        _RECORDS[cache_key] = record
+    return record
+
+
+def _card_bytes(key: str, value: Value) -> bytes:
     comment = COMMENTS.get(key, "")
     if _PLAIN_KEY.match(key):
         if value is None:

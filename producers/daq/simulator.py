@@ -37,6 +37,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -289,13 +290,24 @@ def _primary_header(spec: CcdSpec) -> bytes:
 
 def _observation_cards(spec: CcdSpec) -> tuple[dict[str, Value], dict[str, Value]]:
     """(pointing, weather) of the exposure: plausible values, fixed by the spec and the same on
-    every CCD of an exposure (the Butler's exposure record comes from any of them)."""
-    rng = np.random.default_rng([*_seed_words(spec)[:2], spec.exposure & 0xFFFFFFFF, 0x0B5])
+    every CCD of an exposure (the Butler's exposure record comes from any of them). Drawn once
+    per exposure; each CCD gets its own copies."""
+    pointing, weather = _exposure_cards(
+        spec.seed & 0xFFFFFFFF, zlib.crc32(spec.instrument.encode()), spec.exposure, spec.dark_time
+    )
+    return dict(pointing), dict(weather)
+
+
+@lru_cache(maxsize=16)
+def _exposure_cards(
+    seed: int, instrument_word: int, exposure: int, dark_time: float
+) -> tuple[dict[str, Value], dict[str, Value]]:
+    rng = np.random.default_rng([seed, instrument_word, exposure & 0xFFFFFFFF, 0x0B5])
     alt = rng.uniform(35.0, 85.0)
     ra, dec = float(round(rng.uniform(0.0, 360.0), 6)), float(round(rng.uniform(-80.0, 10.0), 6))
     rotpa, az = float(round(rng.uniform(-90.0, 90.0), 4)), float(round(rng.uniform(0.0, 360.0), 4))
     airmass = float(round(1.0 / np.sin(np.radians(alt)), 4))
-    drift = spec.dark_time / 240.0  # the sky turns 1/240 degree per second
+    drift = dark_time / 240.0  # the sky turns 1/240 degree per second
     start = {"RA": ra, "DEC": dec, "RASTART": ra, "DECSTART": dec, "RAEND": ra, "DECEND": dec}
     pointing: dict[str, Value] = {**start, "ROTPA": rotpa, "ROTCOORD": "sky"}
     pointing |= {"ELSTART": float(round(alt, 4)), "AZSTART": az, "AMSTART": airmass}
@@ -312,7 +324,15 @@ def _observation_cards(spec: CcdSpec) -> tuple[dict[str, Value], dict[str, Value
 
 
 def _amp_header(spec: CcdSpec, index: int, name: str, bias: float, read_noise: float) -> bytes:
-    lay = spec.layout
+    return _amp_header_bytes(spec.layout, index, name, bias, read_noise)
+
+
+@lru_cache(maxsize=4096)
+def _amp_header_bytes(
+    lay: AmpLayout, index: int, name: str, bias: float, read_noise: float
+) -> bytes:
+    """An amplifier's header: the same for every exposure of a detector (its bias and read
+    noise are the detector's), so built once per amplifier of a night, not per CCD."""
     x0, x1 = lay.prescan + 1, lay.prescan + lay.data_cols
     col_block, row_block = index % 8, index // 8  # 8 amplifiers per row of the sensor
     dx0 = col_block * lay.data_cols + 1
@@ -380,11 +400,19 @@ def _poisson_small(rng: np.random.Generator, mean: float, shape: tuple[int, ...]
     return np.searchsorted(cdf, rng.random(shape), side="right").astype(np.float32)
 
 
+#: a star's stamp: half-width and pixel offsets (read-only; built once, not per amplifier)
+_STAMP_HALF = 7
+_STAMP_YY, _STAMP_XX = np.mgrid[
+    -_STAMP_HALF : _STAMP_HALF + 1, -_STAMP_HALF : _STAMP_HALF + 1
+].astype(np.float32)
+_STAMP_YY.flags.writeable = False
+_STAMP_XX.flags.writeable = False
+
+
 def _add_stars(data: np.ndarray, rng: np.random.Generator, exposure_time: float) -> None:
     rows, cols = data.shape
     n = int(rng.poisson(max(1.0, rows * cols / 40_000)))
-    half = 7
-    yy, xx = np.mgrid[-half : half + 1, -half : half + 1].astype(np.float32)
+    half, yy, xx = _STAMP_HALF, _STAMP_YY, _STAMP_XX
     for _ in range(n):
         cy, cx = rng.uniform(0, rows), rng.uniform(0, cols)
         flux = float(10 ** rng.uniform(2.5, 6.0)) * exposure_time / 30.0

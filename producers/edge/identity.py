@@ -73,8 +73,10 @@ def read_primary_cards(path: Path) -> Cards:
 
 def _has_end(head: bytes, new_from: int) -> bool:
     """An END card at a card boundary in the bytes read since ``new_from``."""
-    start = new_from - new_from % CARD
-    return any(head[i : i + CARD] == END_CARD for i in range(start, len(head) - CARD + 1, CARD))
+    at = head.find(END_CARD, new_from - new_from % CARD)
+    while at >= 0 and at % CARD:  # found, but not at a card boundary: look further
+        at = head.find(END_CARD, at + 1)
+    return at >= 0
 
 
 def with_sidecar(cards: Cards, sidecar: Mapping[str, object]) -> Cards:
