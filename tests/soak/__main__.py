@@ -26,6 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--ci", action="store_true", help="3 exposures every 6 s, 1 SIGKILL")
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--keep", type=Path, default=None, help="play in this directory and keep its logs"
+    )
     args = parser.parse_args(argv)
     if args.ci:
         args.exposures, args.interval, args.kills = 3, 6.0, 1
@@ -38,9 +41,16 @@ def main(argv: list[str] | None = None) -> int:
     from tests.soak.harness import Soak, format_section, play, write
 
     soak = Soak(args.exposures, args.interval, args.kills, seed)
-    with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
-        result = play(soak, Path(tmp))
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        result = play(soak, args.keep)
+    else:
+        with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
+            result = play(soak, Path(tmp))
     load = [round(x, 2) for x in os.getloadavg()]
+    if args.keep is not None:
+        (args.keep / "result.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+    result.pop("announced", None)
     print(json.dumps({k: v for k, v in result.items() if k != "events"}, indent=1, default=str))
     print("\n".join(result["events"]))
     print(format_section(result, load))
