@@ -141,6 +141,8 @@ class CpuSampler:
         self.baseline: dict[int, int] = {}
         self.hz = os.sysconf("SC_CLK_TCK")
         self._samples = 0
+        #: (epoch s, role -> CPU ticks of its processes sampled so far): when each role spent
+        self.series: list[tuple[float, dict[str, int]]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
 
@@ -189,6 +191,19 @@ class CpuSampler:
             role = leaders.get(int(fields[2]))  # pgrp: every start is a session of its own
             if role is not None:
                 self.ticks[pid] = (role, int(fields[11]) + int(fields[12]))
+        totals = dict.fromkeys(ROLES, 0)
+        for pid, (role, ticks) in self.ticks.items():
+            totals[role] += ticks - self.baseline.get(pid, 0)
+        self.series.append((time.time(), totals))
+
+    def spent(self, role: str, start: float, end: float) -> float:
+        """CPU seconds ``role`` spent between two epoch times (to the samples around them)."""
+
+        def at(when: float) -> int:
+            before = [totals[role] for t, totals in self.series if t <= when]
+            return before[-1] if before else 0
+
+        return round((at(end) - at(start)) / self.hz, 2)
 
     def _run(self) -> None:
         while not self._stop.wait(1.0):
@@ -214,6 +229,8 @@ RESTART_NICE = 19
 #: at most this long at that niceness: on a machine busy with other work (shared CI) an instance
 #: that low could wait past the cadence, and the next kill waits for it
 RESTART_LOW_FOR = 10.0
+#: the seconds after a kill its restart's CPU is reported for (about a burst's length)
+RESTART_WINDOW = 5.0
 #: run the command after ``--`` with its autogroup (its session's) at niceness ``$1``
 _AUTOGROUP_NICE = 'echo "$1" > /proc/self/autogroup 2>/dev/null; shift; exec "$@"'
 
@@ -379,6 +396,14 @@ def play(soak: Soak, workdir: Path, stack: PrivateStack | None = None) -> dict[s
             run.healed = time.monotonic()
             _settle(run)
             cpu = sampler.stop()
+            for kill in soak.kill_log:
+                # the restart's CPU while the burst it was killed in still flows, and in all
+                kill["restart_cpu_s_first_5s"] = sampler.spent(
+                    kill["instance"], kill["at"], kill["at"] + RESTART_WINDOW
+                )
+                kill["restart_cpu_s"] = sampler.spent(
+                    kill["instance"], kill["at"], kill["at"] + (kill["down_s"] or 0) + 1
+                )
             sampler = None
             assert world.edge is not None
             run.edge_health = world.edge.health()
@@ -519,7 +544,9 @@ def format_section(result: dict[str, Any], load: list[float]) -> str:
     inc = proj.get("incremental_cpu_s", {})
     full = proj.get("full_sweep_cpu_s", {})
     kills = ", ".join(
-        f"{k['exposure']} (+{k['after_first_file_s']} s, down {k['down_s']} s)" for k in r["kills"]
+        f"{k['exposure']} (+{k['after_first_file_s']} s, down {k['down_s']} s, restart CPU "
+        f"{k.get('restart_cpu_s_first_5s')} s in the first 5 s)"
+        for k in r["kills"]
     )
     lines = [
         f"`make soak`: {r['exposures']} exposures x {r['detectors']} LSSTCam CCDs (small "
@@ -530,9 +557,10 @@ def format_section(result: dict[str, Any], load: list[float]) -> str:
         "the kill waited for the other instance to be back from the previous one: a restart "
         f"that outlasted the cadence). Load average (1/5/15 min) at the end: {load}."
         + (
-            f" A killed instance is started again at niceness +{r['restart_nice']} until it is "
-            "ready (then set back): deployed, a new instance starts on other hardware, here it "
-            "shares the 2 cores with the burst."
+            f" A killed instance is started again with its session's autogroup at niceness "
+            f"+{r['restart_nice']} until it is ready (at most {RESTART_LOW_FOR:g} s; then set "
+            "back): deployed, a new instance starts on other hardware and takes no CPU from the "
+            "burst, here it shares the 2 cores with it."
             if r.get("restart_nice")
             else ""
         ),
