@@ -32,12 +32,19 @@ Production does the same with Pub/Sub push to Cloud Functions with ``min_instanc
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from infra.local.relay.policy import PushResult
+from obsingest.logs import get_logger, log_event
+
+log = get_logger("obsingest.relay")
+
+#: a push that took longer than this is logged with its instance (a cold or overloaded one)
+SLOW_PUSH_SECONDS = 1.0
 
 #: statuses that mean "this instance (or the proxy before it) could not take it"
 FAILOVER_STATUSES = frozenset({502, 504})
@@ -120,6 +127,17 @@ class SpreadPushTarget:
                     result = self.targets[index].push(envelope)
                 except Exception as exc:  # a target bug counts as no answer from that instance
                     result = PushResult(None, error=f"{type(exc).__name__}: {exc}")
+                took = self.clock() - started
+                if took > SLOW_PUSH_SECONDS:
+                    log_event(
+                        log,
+                        "relay.slow_push",
+                        logging.INFO,
+                        instance=index,
+                        seconds=round(took, 3),
+                        probe=index == probe,
+                        status=result.status,
+                    )
                 if not instance_failed(result):
                     self._up(index)
                     return result
