@@ -27,6 +27,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ci", action="store_true", help="3 exposures every 6 s, 1 SIGKILL")
     parser.add_argument("--no-write", action="store_true", help="print only")
     parser.add_argument(
+        "--restart-nice",
+        type=int,
+        default=19,
+        help="autogroup niceness of a restarted instance until ready (0: as the others)",
+    )
+    parser.add_argument(
         "--keep", type=Path, default=None, help="play in this directory and keep its logs"
     )
     args = parser.parse_args(argv)
@@ -40,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     from tests.soak.harness import Soak, format_section, play, write
 
-    soak = Soak(args.exposures, args.interval, args.kills, seed)
+    soak = Soak(args.exposures, args.interval, args.kills, seed, restart_nice=args.restart_nice)
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
         result = play(soak, args.keep)

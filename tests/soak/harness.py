@@ -217,6 +217,8 @@ class Soak:
     kills: int
     seed: int
     kill_log: list[dict[str, Any]] = field(default_factory=list)
+    #: a restarted instance's autogroup niceness until ready (0: as the others, for an A/B)
+    restart_nice: int = 19
 
 
 def obs_dir(handoff: Path, seq: int) -> list[Path]:
@@ -224,8 +226,6 @@ def obs_dir(handoff: Path, seq: int) -> list[Path]:
     return list(folder.glob(f"*_{DAY_OBS}_{seq:06d}")) if folder.exists() else []
 
 
-#: the autogroup niceness a restarted register-function instance starts at, until it is ready
-RESTART_NICE = 19
 #: at most this long at that niceness: on a machine busy with other work (shared CI) an instance
 #: that low could wait past the cadence, and the next kill waits for it
 RESTART_LOW_FOR = 10.0
@@ -247,7 +247,7 @@ class InstanceKill(Kill):
     """Kill (tests.chaos.faults) of either register-function instance: the whole process group
     SIGKILLed, started again ``duration`` seconds later.
 
-    The restarted instance starts at the lowest CPU priority (``RESTART_NICE``) and is set back
+    The restarted instance starts at the lowest CPU priority (``nice``) and is set back
     to the others' once it is ready (or after ``RESTART_LOW_FOR`` s): deployed, a new instance
     starts on other hardware and takes no CPU from the surviving one, where here its seconds of
     start-up (imports, the registry's connections) would share the same 2 cores with the burst
@@ -261,6 +261,8 @@ class InstanceKill(Kill):
     (0.31 vs 0.32 CPU s in 4 s, 2 cores shared), one whose autogroup is at +19 got a sixth of
     it (0.06 vs 0.37)."""
 
+    nice: int = 19
+
     def inject(self, world: World) -> None:
         import signal
 
@@ -268,9 +270,12 @@ class InstanceKill(Kill):
 
     def heal(self, world: World) -> None:
         proc = world.process(self.process)
+        if not self.nice:
+            proc.start(timeout=90)
+            return
         normal = proc.argv
         # the lowered start goes through sh, which sets its new session's autogroup and execs
-        proc.argv = lambda: ["sh", "-c", _AUTOGROUP_NICE, "sh", str(RESTART_NICE), *normal()]
+        proc.argv = lambda: ["sh", "-c", _AUTOGROUP_NICE, "sh", str(self.nice), *normal()]
         done = threading.Event()
 
         def set_back_later() -> None:
@@ -314,7 +319,10 @@ def _kill_loop(soak: Soak, run: Run, targets: list[int], rng: random.Random) -> 
                 restarts[name].join(timeout=300)
         waited = time.monotonic() - first_file - delay
         fault = InstanceKill(
-            f"{victim} SIGKILL in exposure {seq}'s burst", duration=0.5, process=victim
+            f"{victim} SIGKILL in exposure {seq}'s burst",
+            duration=0.5,
+            process=victim,
+            nice=soak.restart_nice,
         )
         fault.injected_at = time.time()
         fault.inject(world)
@@ -473,7 +481,7 @@ def report(soak: Soak, run: Run, cpu: dict[str, float]) -> dict[str, Any]:
         "kills": soak.kill_log,
         #: a restarted instance's niceness until ready (InstanceKill): production's new instance
         #: starts on other hardware
-        "restart_nice": RESTART_NICE if soak.kill_log else None,
+        "restart_nice": soak.restart_nice if soak.kill_log else None,
         "ccd_latency_s": _spread(ccds),
         "exposure_last_ccd_s": _spread(list(last.values())),
         "killed_exposures_last_ccd_s": {str(e): round(last.get(e, -1.0), 3) for e in killed},
