@@ -27,6 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ci", action="store_true", help="3 exposures every 6 s, 1 SIGKILL")
     parser.add_argument("--no-write", action="store_true", help="print only")
     parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="an instance is ready once it listens, not once warm (for an A/B)",
+    )
+    parser.add_argument(
         "--restart-nice",
         type=int,
         default=19,
@@ -46,7 +51,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     from tests.soak.harness import Soak, format_section, play, write
 
-    soak = Soak(args.exposures, args.interval, args.kills, seed, restart_nice=args.restart_nice)
+    soak = Soak(
+        args.exposures,
+        args.interval,
+        args.kills,
+        seed,
+        restart_nice=args.restart_nice,
+        warm=not args.cold,
+    )
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
         result = play(soak, args.keep)

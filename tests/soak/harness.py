@@ -34,11 +34,12 @@ import contextlib
 import json
 import os
 import random
+import re
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,8 @@ from tests.integration.fixtures.service_process import ROOT, ServiceProcess
 
 RESULTS = ROOT / "benchmarks" / "results" / "soak.json"
 FACILITY_RESULTS = ROOT / "benchmarks" / "results" / "facility.json"
+#: what moved the soak's figures (prose), appended to its section
+NOTE = ROOT / "benchmarks" / "notes" / "soak.md"
 DETECTORS = 205
 #: Rubin's cadence: one exposure every 17 s (15 s exposure + readout + slew)
 CADENCE = 17.0
@@ -72,6 +75,10 @@ class SoakWorld(World):
     and most of a restarted register-function instance's start-up."""
 
     function2: FunctionProcess | None = None
+    #: instances count as started once warm (``warm_up``), not once listening
+    warm: bool = True
+    #: seconds each instance's warm-up took at start
+    warm_up_s: dict[str, float]
 
     def base_env(self) -> dict[str, str]:
         env = super().base_env()
@@ -102,6 +109,11 @@ class SoakWorld(World):
             env,
             self.logs,
         ).start()
+        if self.warm:
+            self.warm_up_s = {
+                name: warm_up(proc.url, self.bucket, name)
+                for name, proc in (("function", self.function), ("function2", self.function2))
+            }
         return self
 
     def close(self) -> None:
@@ -219,6 +231,8 @@ class Soak:
     kill_log: list[dict[str, Any]] = field(default_factory=list)
     #: a restarted instance's autogroup niceness until ready (0: as the others, for an A/B)
     restart_nice: int = 19
+    #: instances are ready once warm (``warm_up``); False: once they listen (for an A/B)
+    warm: bool = True
 
 
 def obs_dir(handoff: Path, seq: int) -> list[Path]:
@@ -233,6 +247,51 @@ RESTART_LOW_FOR = 10.0
 RESTART_WINDOW = 5.0
 #: run the command after ``--`` with its autogroup (its session's) at niceness ``$1``
 _AUTOGROUP_NICE = 'echo "$1" > /proc/self/autogroup 2>/dev/null; shift; exec "$@"'
+
+
+def warm_up(url: str, bucket: str, tag: str, timeout: float = 90.0) -> float:
+    """Push one canary notification to a register-function instance and wait for its answer;
+    returns the seconds it took.
+
+    The function builds its service (registry pool, publisher, outbox drain) on its first
+    request, not at start-up: an instance that only listens is cold, and the first deliveries
+    it takes wait seconds for that build (in the soak, a kill's in-flight deliveries failed over
+    to a survivor restarted after the previous kill and still cold: 2.8-4.4 s each at load
+    11-15). A canary is what the reconcile service sends to prove notifications flow: it builds
+    and exercises that service and registers nothing (an audit row with no ``written_at``, which
+    the canary checks never read). Deployed, an instance is ready once warm the same way when
+    the function builds its service at start-up (global scope, before it listens)."""
+    import base64
+
+    import requests
+
+    from obsingest import defaults
+    from obsingest.store.base import StoredObject
+    from obsingest.store.notifications import gcs_notification_message
+
+    obj = StoredObject(
+        bucket=bucket,
+        name=f"{defaults.CANARY_PREFIX}soak-warm-up-{tag}",
+        size=0,
+        crc32c="AAAAAA==",
+        md5_hash="1B2M2Y8AsgTpgAmY7PhCfg==",
+        generation=time.time_ns() // 1000,
+        time_created=datetime.now(UTC),
+    )
+    data, attributes = gcs_notification_message(obj)
+    envelope: dict[str, Any] = {
+        "message": {
+            "data": base64.b64encode(data).decode(),
+            "attributes": attributes,
+            "messageId": f"soak-warm-up-{tag}-{obj.generation}",
+        },
+        "subscription": "soak-warm-up",
+    }
+    started = time.monotonic()
+    response = requests.post(url, json=envelope, timeout=timeout)
+    if response.status_code >= 300:
+        raise AssertionError(f"warm-up of {url}: HTTP {response.status_code} {response.text}")
+    return round(time.monotonic() - started, 3)
 
 
 def _set_autogroup_nice(pid: int, nice: int) -> None:
@@ -262,6 +321,8 @@ class InstanceKill(Kill):
     it (0.06 vs 0.37)."""
 
     nice: int = 19
+    #: ready once warm (``warm_up``), not once listening
+    warm: bool = True
 
     def inject(self, world: World) -> None:
         import signal
@@ -272,6 +333,8 @@ class InstanceKill(Kill):
         proc = world.process(self.process)
         if not self.nice:
             proc.start(timeout=90)
+            if self.warm:
+                self.notes["warm_up_s"] = warm_up(proc.url, world.bucket, self.process)
             return
         normal = proc.argv
         # the lowered start goes through sh, which sets its new session's autogroup and execs
@@ -287,6 +350,8 @@ class InstanceKill(Kill):
         threading.Thread(target=set_back_later, name="restart-priority", daemon=True).start()
         try:
             proc.start(timeout=90)
+            if self.warm:
+                self.notes["warm_up_s"] = warm_up(proc.url, world.bucket, self.process)
         finally:
             del proc.argv
             done.set()
@@ -323,6 +388,7 @@ def _kill_loop(soak: Soak, run: Run, targets: list[int], rng: random.Random) -> 
             duration=0.5,
             process=victim,
             nice=soak.restart_nice,
+            warm=soak.warm,
         )
         fault.injected_at = time.time()
         fault.inject(world)
@@ -345,6 +411,7 @@ def _kill_loop(soak: Soak, run: Run, targets: list[int], rng: random.Random) -> 
             fault.heal(world)
             fault.healed_at = time.time()
             entry["down_s"] = round(fault.healed_at - fault.injected_at, 2)
+            entry["warm_up_s"] = fault.notes.get("warm_up_s")
             run.note(f"{fault.process} back after {entry['down_s']} s")
 
         restarts[victim] = threading.Thread(target=heal, name=f"heal-{victim}", daemon=True)
@@ -369,6 +436,7 @@ def play(soak: Soak, workdir: Path, stack: PrivateStack | None = None) -> dict[s
     own = stack is None
     stack = stack or PrivateStack(["pubsub", "gcs", "postgres"]).up()
     world = SoakWorld("soak", stack, workdir, options)
+    world.warm = soak.warm
     run = Run(scenario, soak.seed, False, world, night)
     sampler = None
     try:
@@ -482,6 +550,8 @@ def report(soak: Soak, run: Run, cpu: dict[str, float]) -> dict[str, Any]:
         #: a restarted instance's niceness until ready (InstanceKill): production's new instance
         #: starts on other hardware
         "restart_nice": soak.restart_nice if soak.kill_log else None,
+        "warm": soak.warm,
+        "warm_up_at_start_s": getattr(world, "warm_up_s", {}),
         "ccd_latency_s": _spread(ccds),
         "exposure_last_ccd_s": _spread(list(last.values())),
         "killed_exposures_last_ccd_s": {str(e): round(last.get(e, -1.0), 3) for e in killed},
@@ -606,6 +676,8 @@ def write(results: list[dict[str, Any]], load: list[float]) -> None:
     }
     RESULTS.write_text(json.dumps(doc, indent=2, default=str) + "\n")
     body = "\n\n".join(format_section(r, load) for r in results)
+    if NOTE.exists():  # what moved the figures, kept in prose beside the code
+        body += "\n\n" + re.sub(r"\A<!--.*?-->\n", "", NOTE.read_text(), flags=re.S).rstrip()
     # make bench rewrites the README and keeps this section from results/soak.md
     RESULTS.with_suffix(".md").write_text(body + "\n")
     readme = ROOT / "benchmarks" / "README.md"
