@@ -307,7 +307,8 @@ class InstanceKill(Kill):
     SIGKILLed, started again ``duration`` seconds later.
 
     The restarted instance starts at the lowest CPU priority (``nice``) and is set back
-    to the others' once it is ready (or after ``RESTART_LOW_FOR`` s): deployed, a new instance
+    to the others' once it listens (or after ``RESTART_LOW_FOR`` s), then warmed up
+    (``warm_up``, with ``warm``) before it counts as ready: deployed, a new instance
     starts on other hardware and takes no CPU from the surviving one, where here its seconds of
     start-up (imports, the registry's connections) would share the same 2 cores with the burst
     it should not slow down. The soak says so in its report (``restart_nice``).
@@ -350,14 +351,16 @@ class InstanceKill(Kill):
         threading.Thread(target=set_back_later, name="restart-priority", daemon=True).start()
         try:
             proc.start(timeout=90)
-            if self.warm:
-                self.notes["warm_up_s"] = warm_up(proc.url, world.bucket, self.process)
         finally:
             del proc.argv
             done.set()
         popen = getattr(proc, "proc", None)
         if popen is not None:
             _set_autogroup_nice(popen.pid, 0)
+        # at the others' priority: once it listens the relay may send it a probe delivery,
+        # which waits for this build (at +19 on a shared machine, 6-8 s)
+        if self.warm:
+            self.notes["warm_up_s"] = warm_up(proc.url, world.bucket, self.process)
 
 
 def _kill_loop(soak: Soak, run: Run, targets: list[int], rng: random.Random) -> None:
