@@ -72,7 +72,7 @@ def test_the_pushes_in_flight_when_an_instance_died_count_as_one_failure():
     assert spread._down[0][1] == 2.0  # at most max_cooldown
 
 
-def test_a_recovering_instance_is_probed_by_one_delivery_at_a_time():
+def test_a_recovering_instance_is_probed_by_one_delivery_at_a_time() -> None:
     clock = Clock()
     held: list[list[int]] = []
     recovering, live = ScriptedTarget(200), ScriptedTarget(200)
