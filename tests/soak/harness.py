@@ -245,7 +245,7 @@ def obs_dir(handoff: Path, seq: int) -> list[Path]:
 RESTART_LOW_FOR = 10.0
 #: the seconds after a kill its restart's CPU is reported for (about a burst's length)
 RESTART_WINDOW = 5.0
-#: run the command after ``--`` with its autogroup (its session's) at niceness ``$1``
+#: ``sh -c`` script: set this session's autogroup to niceness ``$1``, then exec the rest
 _AUTOGROUP_NICE = 'echo "$1" > /proc/self/autogroup 2>/dev/null; shift; exec "$@"'
 
 
@@ -256,8 +256,7 @@ def warm_up(url: str, bucket: str, tag: str, timeout: float = 90.0) -> float:
     The function builds its service (registry pool, publisher, outbox drain) on its first
     request, not at start-up: an instance that only listens is cold, and the first deliveries
     it takes wait seconds for that build (in the soak, a kill's in-flight deliveries failed over
-    to a survivor restarted after the previous kill and still cold: 2.8-4.4 s each at load
-    11-15). A canary is what the reconcile service sends to prove notifications flow: it builds
+    to a survivor restarted after the previous kill and still cold). A canary is what the reconcile service sends to prove notifications flow: it builds
     and exercises that service and registers nothing (an audit row with no ``written_at``, which
     the canary checks never read). Deployed, an instance is ready once warm the same way when
     the function builds its service at start-up (global scope, before it listens)."""
@@ -316,10 +315,8 @@ class InstanceKill(Kill):
     The priority is the session's autogroup's (``/proc/PID/autogroup``), not the process's
     niceness: every start is a session of its own (``start_new_session``), and with the
     kernel's autogroup scheduling (``kernel.sched_autogroup_enabled``, on here) CPU is shared
-    between sessions first, a process's niceness only ranks it within its own session. A
-    process at niceness +19 in a new session got the same CPU as a busy loop at 0 in another
-    (0.31 vs 0.32 CPU s in 4 s, 2 cores shared), one whose autogroup is at +19 got a sixth of
-    it (0.06 vs 0.37)."""
+    between sessions first, a process's niceness only ranks it within its own session
+    (benchmarks/notes/soak.md has the measurement)."""
 
     nice: int = 19
     #: ready once warm (``warm_up``), not once listening
@@ -358,7 +355,7 @@ class InstanceKill(Kill):
         if popen is not None:
             _set_autogroup_nice(popen.pid, 0)
         # at the others' priority: once it listens the relay may send it a probe delivery,
-        # which waits for this build (at +19 on a shared machine, 6-8 s)
+        # which waits for this build
         if self.warm:
             self.notes["warm_up_s"] = warm_up(proc.url, world.bucket, self.process)
 

@@ -14,9 +14,8 @@ in flight when it died all fail at once, and a restarted instance's first reques
 service (``functions/register/wiring``), so letting every delivery whose turn it is knock on it
 would hold many CCDs there at once; one probe costs one CCD at most, the others go to the live
 instances until the probe is answered. Only a probe's failure doubles the cooldown: the pushes
-that were in flight when the instance died fail together and count as one failure (eight of
-them doubled a 0.5 s cooldown to its 10 s cap, and a restarted instance waited up to 10 s
-before it had any work again).
+that were in flight when the instance died fail together and count as one failure (each
+doubling it would put a restarted instance out of work for the longest cooldown).
 
 Only answers that say "this instance could not take it" fail over: no response at all
 (refused, reset, timeout: a dead or dying process) and 502/504 from a proxy in front of it. A
