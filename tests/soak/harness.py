@@ -256,9 +256,10 @@ def warm_up(url: str, bucket: str, tag: str, timeout: float = 90.0) -> float:
     The function builds its service (registry pool, publisher, outbox drain) on its first
     request, not at start-up: an instance that only listens is cold, and the first deliveries
     it takes wait seconds for that build (in the soak, a kill's in-flight deliveries failed over
-    to a survivor restarted after the previous kill and still cold). A canary is what the reconcile service sends to prove notifications flow: it builds
-    and exercises that service and registers nothing (an audit row with no ``written_at``, which
-    the canary checks never read). Deployed, an instance is ready once warm the same way when
+    to a survivor restarted after the previous kill and still cold). A canary is what the
+    reconcile service sends to prove notifications flow: it builds and exercises that service
+    and registers nothing (an audit row with no ``written_at``, which the canary checks never
+    read). Deployed, an instance is ready once warm the same way when
     the function builds its service at start-up (global scope, before it listens)."""
     import base64
 
