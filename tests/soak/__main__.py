@@ -26,6 +26,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--ci", action="store_true", help="3 exposures every 6 s, 1 SIGKILL")
     parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="an instance is ready once it listens, not once warm (for an A/B)",
+    )
+    parser.add_argument(
+        "--restart-nice",
+        type=int,
+        default=19,
+        help="autogroup niceness of a restarted instance until ready (0: as the others)",
+    )
+    parser.add_argument(
+        "--keep", type=Path, default=None, help="play in this directory and keep its logs"
+    )
     args = parser.parse_args(argv)
     if args.ci:
         args.exposures, args.interval, args.kills = 3, 6.0, 1
@@ -37,10 +51,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     from tests.soak.harness import Soak, format_section, play, write
 
-    soak = Soak(args.exposures, args.interval, args.kills, seed)
-    with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
-        result = play(soak, Path(tmp))
+    soak = Soak(
+        args.exposures,
+        args.interval,
+        args.kills,
+        seed,
+        restart_nice=args.restart_nice,
+        warm=not args.cold,
+    )
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        result = play(soak, args.keep)
+    else:
+        with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
+            result = play(soak, Path(tmp))
     load = [round(x, 2) for x in os.getloadavg()]
+    if args.keep is not None:
+        (args.keep / "result.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+    result.pop("announced", None)
     print(json.dumps({k: v for k, v in result.items() if k != "events"}, indent=1, default=str))
     print("\n".join(result["events"]))
     print(format_section(result, load))

@@ -39,9 +39,11 @@ class RelaySettings(BaseSettings):
     #: next at once (``spread.py``); empty: ``push_url`` alone
     push_urls: tuple[str, ...] = ()
     #: an instance that did not answer is passed over this long (doubling while it stays
-    #: dead, at most ``failover_max_cooldown``)
+    #: dead, at most ``failover_max_cooldown``), then probed by one delivery at a time: a
+    #: refused probe costs its delivery milliseconds, and a restarted instance has work again
+    #: at most ``failover_max_cooldown`` after it listens
     failover_cooldown: float = Field(default=0.5, ge=0)
-    failover_max_cooldown: float = Field(default=10.0, ge=0)
+    failover_max_cooldown: float = Field(default=2.0, ge=0)
     #: where given-up messages go (empty: the bus's objects dead-letter topic; the manifests
     #: relay on ``exposures-relay`` uses ``exposures-dlq``, which nothing redrives to objects)
     dead_letter_topic: str = ""

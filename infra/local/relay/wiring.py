@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from infra.local.relay.loop import Relay
 from infra.local.relay.settings import RelaySettings
+from obsingest.logs import get_logger, log_event
 from obsingest.metrics import Metrics
 from obsingest.settings import BusSettings
+
+log = get_logger("obsingest.relay")
 
 
 def push_target(settings: RelaySettings) -> Any:
@@ -22,8 +26,18 @@ def push_target(settings: RelaySettings) -> Any:
     ]
     if len(targets) == 1:
         return targets[0]
+    urls = settings.urls()
+
+    def failed_over(index: int, result: Any) -> None:
+        log_event(
+            log, "relay.failover", logging.INFO, to=urls[index], error=result.describe()[:200]
+        )
+
     return SpreadPushTarget(
-        targets, cooldown=settings.failover_cooldown, max_cooldown=settings.failover_max_cooldown
+        targets,
+        cooldown=settings.failover_cooldown,
+        max_cooldown=settings.failover_max_cooldown,
+        on_failover=failed_over,
     )
 
 

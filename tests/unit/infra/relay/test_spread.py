@@ -55,6 +55,45 @@ def test_a_dead_instance_costs_a_delivery_no_retry_and_is_passed_over_while_it_c
     assert len(dead.envelopes) == 4  # tried first again after its cooldown, then its turns
 
 
+def test_the_pushes_in_flight_when_an_instance_died_count_as_one_failure():
+    clock = Clock()
+    spread = SpreadPushTarget([ScriptedTarget(200)], cooldown=0.5, max_cooldown=2.0, clock=clock)
+    started = clock.now
+    clock.now += 0.1  # eight pushes were in flight; the first to fail marks the instance down
+    for _ in range(8):
+        spread._failed(0, started)
+    assert spread._down[0][:2] == (clock.now + 0.5, 0.5)
+    clock.now += 0.6
+    spread._failed(0, clock.now)  # a probe after the cooldown failed: now it doubles
+    assert spread._down[0][1] == 1.0
+    for _ in range(3):
+        clock.now += 5.0
+        spread._failed(0, clock.now)
+    assert spread._down[0][1] == 2.0  # at most max_cooldown
+
+
+def test_a_recovering_instance_is_probed_by_one_delivery_at_a_time() -> None:
+    clock = Clock()
+    held: list[list[int]] = []
+    recovering, live = ScriptedTarget(200), ScriptedTarget(200)
+    spread = SpreadPushTarget([recovering, live], cooldown=0.5, clock=clock)
+    spread._failed(0, clock.now)
+    clock.now += 0.6  # its cooldown is over
+
+    class Slow:
+        """The recovering instance answering its probe while other deliveries arrive."""
+
+        def push(self, envelope):
+            held.append([spread.order()[0] for _ in range(4)])
+            return recovering.push(envelope)
+
+    spread.targets[0] = Slow()
+    assert spread.push({}).ok  # the probe: first to the recovering instance
+    assert held == [[1, 1, 1, 1]]  # meanwhile every other delivery went to the live one first
+    assert len(recovering.envelopes) == 1 and 0 not in spread._down  # answered: back in turn
+    assert sorted(spread.order()[0] for _ in range(2)) == [0, 1]
+
+
 def test_a_retry_later_from_the_function_is_the_relays_to_decide():
     busy, live = ScriptedTarget(503), ScriptedTarget(200)
     spread = SpreadPushTarget([busy, live])
