@@ -36,6 +36,7 @@ from benchmarks.common import run_header, save_result
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "edge.json"
 RUN_DIR = ROOT / ".run" / "bench" / "edge"
+STAGING = RUN_DIR / "staged"
 CCDS = 16
 NUMEXP = 4
 INTERVAL = 9.0
@@ -71,20 +72,34 @@ def _drop_bucket(bucket: str) -> None:
     client.bucket(bucket).delete()
 
 
+def _stage(ccds: int, exposures: list[int]) -> list[dict[int, Path]]:
+    """Every exposure's raw files as the DAQ writes them: the cached CCDs with each exposure's
+    own header cards (the edge checks a file's header against the CCD it is handed as)."""
+    from producers.transfer.ccdcache import INSTRUMENT, ensure_ccd_files
+    from producers.transfer.staging import remove_staged, stage_run
+
+    paths = ensure_ccd_files(RUN_DIR / "cache", "full", list(range(ccds)))
+    remove_staged(STAGING)
+    sources = {det: raw for det, (raw, _fz) in paths.items()}
+    return stage_run(sources, STAGING, INSTRUMENT, exposures, compressed=False)
+
+
 def reference_run(ccds: int, numexp: int) -> tuple[list[float], list[str]]:
     """The one-shot path: per-CCD readout -> acked seconds, warm-up exposure excluded."""
     from producers.edge.ship import ShipJob, ship_ccd, warm_pool
-    from producers.transfer.ccdcache import INSTRUMENT, ensure_ccd_files
+    from producers.transfer.ccdcache import INSTRUMENT
     from producers.transfer.plan import exposure_ids
+    from producers.transfer.staging import remove_staged
 
-    paths = ensure_ccd_files(RUN_DIR / "cache", "full", list(range(ccds)))
+    exposures = exposure_ids(datetime.now(UTC), numexp)
+    staged = _stage(ccds, exposures)
     bucket = _bucket("reference")
     latencies: list[float] = []
     failed: list[str] = []
     try:
         with warm_pool(ccds, f"gs://{bucket}") as pool:
             start = datetime.now(UTC) + timedelta(seconds=1)
-            for index, exposure in enumerate(exposure_ids(start, numexp)):
+            for index, exposure in enumerate(exposures):
                 readout = start + timedelta(seconds=INTERVAL * index)
                 while (left := (readout - datetime.now(UTC)).total_seconds()) > 0:
                     time.sleep(min(left, 0.5))
@@ -92,7 +107,12 @@ def reference_run(ccds: int, numexp: int) -> tuple[list[float], list[str]]:
                     pool.submit(
                         ship_ccd,
                         ShipJob(
-                            str(paths[det][0]), INSTRUMENT, exposure, det, readout, f"gs://{bucket}"
+                            str(staged[index][det]),
+                            INSTRUMENT,
+                            exposure,
+                            det,
+                            readout,
+                            f"gs://{bucket}",
                         ),
                     )
                     for det in range(ccds)
@@ -108,6 +128,7 @@ def reference_run(ccds: int, numexp: int) -> tuple[list[float], list[str]]:
                         latencies.append((acked - readout).total_seconds())
     finally:
         _drop_bucket(bucket)
+        remove_staged(STAGING)
     return latencies, failed
 
 
@@ -117,10 +138,12 @@ def edge_run(
     """The edge service on the same files: per-CCD readout -> acked, warm-up excluded, and
     each CCD's worker CPU seconds (read + compress, send: checksum, checks, upload)."""
     from producers.edge import CcdFile, EdgeService, EdgeSettings
-    from producers.transfer.ccdcache import INSTRUMENT, ensure_ccd_files
+    from producers.transfer.ccdcache import INSTRUMENT
     from producers.transfer.plan import compress_threads, exposure_ids
+    from producers.transfer.staging import remove_staged
 
-    paths = ensure_ccd_files(RUN_DIR / "cache", "full", list(range(ccds)))
+    exposures = exposure_ids(datetime.now(UTC), numexp)
+    staged = _stage(ccds, exposures)
     bucket = _bucket("edge")
     spool = Path(tempfile.mkdtemp(prefix="bench-edge-spool-"))
     settings = EdgeSettings(
@@ -137,13 +160,13 @@ def edge_run(
     try:
         with EdgeService(settings, log_level="WARNING") as edge:
             start = datetime.now(UTC) + timedelta(seconds=1)
-            for index, exposure in enumerate(exposure_ids(start, numexp)):
+            for index, exposure in enumerate(exposures):
                 readout = start + timedelta(seconds=INTERVAL * index)
                 while (left := (readout - datetime.now(UTC)).total_seconds()) > 0:
                     time.sleep(min(left, 0.5))
                 futures = edge.submit_many(
                     [
-                        CcdFile(str(paths[det][0]), INSTRUMENT, exposure, det, readout)
+                        CcdFile(str(staged[index][det]), INSTRUMENT, exposure, det, readout)
                         for det in range(ccds)
                     ]
                 )
@@ -164,6 +187,7 @@ def edge_run(
     finally:
         _drop_bucket(bucket)
         shutil.rmtree(spool, ignore_errors=True)
+        remove_staged(STAGING)
     return latencies, added, journal, cpu
 
 

@@ -12,8 +12,10 @@ reason and acknowledged (2xx); a retriable failure is answered 503 with Retry-Af
 platform redelivers; a request that is not a delivery at all gets a 4xx. ``http_errors`` is the
 one place that maps errors to replies; its body guard bounds every request before it is read.
 
-Dependencies are built on first use from settings (never at import time), once per process, so
-one bounded registry pool serves every invocation of an instance (see ``wiring``).
+Dependencies are built from settings once per process, so one bounded registry pool serves every
+invocation of an instance (see ``wiring``): under functions-framework while the app starts, before
+the instance listens, so its first deliveries do not pay for the build; on first use otherwise (a
+plain import in tests or in-process delivery builds nothing).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from cloudevents.http import CloudEvent
 
 from functions.register import http_errors
 from functions.register.service import Outcome
-from functions.register.wiring import get_service
+from functions.register.wiring import get_service, warm_up
 from obsingest.errors import BadMessage, NotADelivery
 from obsingest.store import notifications
 
@@ -124,12 +126,13 @@ def _source_id(given: Any, content: Any) -> str:
 
 def install_on_framework_app() -> None:
     """functions-framework executes this module inside its Flask app's context: put the body
-    guard and the error mapping on that app. A plain import (tests, in-process delivery) has no
-    app and installs nothing."""
+    guard and the error mapping on that app and build the service. A plain import (tests,
+    in-process delivery) has no app and does neither."""
     import flask
 
     if flask.has_app_context():
         http_errors.install(flask.current_app._get_current_object())  # type: ignore[attr-defined]
+        warm_up()
 
 
 install_on_framework_app()

@@ -8,11 +8,13 @@ imports ``functions.register`` normally (in-process delivery, tests).
 from __future__ import annotations
 
 import gc
+import logging
 import threading
 
 from functions.register.service import RegisterService
 from obsingest.bus.base import Publisher
 from obsingest.bus.factory import open_publisher
+from obsingest.logs import get_logger, log_event
 from obsingest.registry import Registry, open_registry
 from obsingest.settings import BusSettings, PipelineSettings, RegistrySettings, StoreSettings
 from obsingest.store import ObjectStore, open_store
@@ -82,3 +84,19 @@ def get_service() -> RegisterService:
             _service = service_from_settings()
             gc.freeze()
         return _service
+
+
+def warm_up() -> None:
+    """Build the process's service now, before the instance takes requests: a new instance's
+    first deliveries (those failed over from a crashed one among them) then do not wait for the
+    build. A build that fails here (registry still starting) is only logged; the first delivery
+    builds it again, as it would have anyway."""
+    try:
+        get_service()
+    except Exception as exc:  # start-up must not die of what a delivery can retry
+        log_event(
+            get_logger("obsingest.register.wiring"),
+            "register.warm_up.failed",
+            level=logging.WARNING,
+            error=f"{type(exc).__name__}: {exc}",
+        )

@@ -45,3 +45,36 @@ def test_an_injected_service_freezes_nothing(fresh: list[Any]) -> None:
     assert wiring.get_service() is injected
     assert fresh == []
     assert gc.get_freeze_count() == 0
+
+
+def test_warm_up_builds_the_service_before_any_delivery(fresh: list[Any]) -> None:
+    wiring.warm_up()
+    assert len(fresh) == 1
+    assert wiring.get_service() is fresh[0]
+    assert len(fresh) == 1
+
+
+def test_a_failed_warm_up_is_logged_and_the_first_delivery_builds_again(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    attempts: list[int] = []
+
+    def build() -> Any:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise ConnectionRefusedError("registry not up yet")
+        return object()
+
+    monkeypatch.setattr(wiring, "service_from_settings", build)
+    wiring.configure(None)
+    try:
+        with caplog.at_level("WARNING"):
+            wiring.warm_up()  # does not raise
+        [record] = [r for r in caplog.records if r.getMessage() == "register.warm_up.failed"]
+        assert "registry not up yet" in record.__dict__["error"]  # a log_event field
+        service = wiring.get_service()
+        assert service is not None
+        assert len(attempts) == 2
+    finally:
+        wiring.configure(None)
+        gc.unfreeze()
