@@ -15,6 +15,7 @@ one place, so the reader's checks and the writer's cards agree byte for byte.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -412,27 +413,32 @@ def padded(n: int) -> int:
     return n + (-n % BLOCK)
 
 
-#: cards ``make_card`` has built, by (key, value's type, value, comment); cleared when full
-_CARDS: dict[tuple[str, type, object, str], bytes] = {}
-_CARDS_MAX = 16384
+def card_memo(build: Callable[..., bytes], size: int = 16384) -> Callable[..., bytes]:
+    """``build(key, value, *rest)`` memoised, for writers that make the same few hundred cards
+    per CCD over and over (formatting one is ~2 us of Python). The value's type is part of the
+    key (``True`` and ``1`` make different cards) and a float is keyed by its ``repr``
+    (``-0.0 == 0.0``); the memo is cleared when it holds ``size`` cards, and an error is not
+    memoised."""
+    cards: dict[tuple[object, ...], bytes] = {}
+
+    def memoised(key: str, value: object, *rest: object) -> bytes:
+        kind = type(value)
+        cache_key = (key, kind, repr(value) if kind is float else value, *rest)
+        card = cards.get(cache_key)
+        if card is None:
+            card = build(key, value, *rest)
+            if len(cards) >= size:
+                cards.clear()
+            cards[cache_key] = card
+        return card
+
+    return memoised
 
 
 def make_card(key: str, value: object, comment: str = "") -> bytes:
     """One fixed-format 80-byte header card; a too-long comment is cut, a too-long value is an
-    error (it would change the value).
-
-    Memoised: a compressor or camera writes the same few hundred cards per CCD over and over
-    (formatting one is ~2 us of Python). The value's type is part of the key (``True`` and
-    ``1`` make different cards) and a float is keyed by its ``repr`` (``-0.0 == 0.0``)."""
-    kind = type(value)
-    cache_key = (key, kind, repr(value) if kind is float else value, comment)
-    card = _CARDS.get(cache_key)
-    if card is None:
-        card = _format_card(key, value, comment)
-        if len(_CARDS) >= _CARDS_MAX:
-            _CARDS.clear()
-        _CARDS[cache_key] = card
-    return card
+    error (it would change the value). Memoised (``card_memo``)."""
+    return _memoised_card(key, value, comment)
 
 
 def _format_card(key: str, value: object, comment: str) -> bytes:
@@ -453,6 +459,9 @@ def _format_card(key: str, value: object, comment: str) -> bytes:
     if comment:
         line = f"{line} / {comment}"
     return line[:CARD].ljust(CARD).encode("ascii")
+
+
+_memoised_card = card_memo(_format_card)
 
 
 def header_bytes(cards: list[bytes] | tuple[bytes, ...]) -> bytes:

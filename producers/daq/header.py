@@ -36,7 +36,7 @@ from typing import Any
 
 from obsingest import camera, dataid
 from obsingest.dataid import HEADER_INSTRUMENTS, DataId
-from obsingest.fits import CARD, make_card
+from obsingest.fits import CARD, card_memo, make_card
 from obsingest.timescales import CAMERA_SCALE, camera_time, header_time
 
 #: A ``producers.daq.simulator.CcdSpec``: not imported here, since the simulator imports this.
@@ -374,30 +374,15 @@ COMMENTS = {
 }
 
 
-#: records ``card_bytes`` has built, by (key, value's type, value): every CCD of an exposure
-#: repeats most of its primary header (cleared when full)
-_RECORDS: dict[tuple[str, type, object], bytes] = {}
-_RECORDS_MAX = 16384
-
-
 def card_bytes(key: str, value: Value) -> bytes:
     """One header record (80 bytes, or more for astropy's long-string and HIERARCH forms).
 
     The common cards are written by hand (fast, byte-for-byte ours): a None value is a card
     present and empty, as the camera writes ``SEEING``; floats keep every digit. Anything else
     (a keyword longer than 8 characters, a string longer than a card) goes through astropy.
-    Memoised by the value and its type (``True`` is not ``1``; a float by its ``repr``, as
-    ``-0.0 == 0.0``).
+    Memoised (``card_memo``): every CCD of an exposure repeats most of its primary header.
     """
-    kind = type(value)
-    cache_key = (key, kind, repr(value) if kind is float else value)
-    record = _RECORDS.get(cache_key)
-    if record is None:
-        record = _card_bytes(key, value)
-        if len(_RECORDS) >= _RECORDS_MAX:
-            _RECORDS.clear()
-        _RECORDS[cache_key] = record
-    return record
+    return _memoised_record(key, value)
 
 
 def _card_bytes(key: str, value: Value) -> bytes:
@@ -419,6 +404,9 @@ def _card_bytes(key: str, value: Value) -> bytes:
     if not _PLAIN_KEY.match(key):  # dumps spell HIERARCH cards 'STUTTER ROWS' or dotted
         key = "HIERARCH " + key.removeprefix("HIERARCH.").replace(".", " ")
     return fits.Card(key, value, comment).image.encode("ascii")
+
+
+_memoised_record = card_memo(_card_bytes)
 
 
 def _float_text(value: float) -> str | None:
