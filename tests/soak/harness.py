@@ -253,14 +253,14 @@ def warm_up(url: str, bucket: str, tag: str, timeout: float = 90.0) -> float:
     """Push one canary notification to a register-function instance and wait for its answer;
     returns the seconds it took.
 
-    The function builds its service (registry pool, publisher, outbox drain) on its first
-    request, not at start-up: an instance that only listens is cold, and the first deliveries
-    it takes wait seconds for that build (in the soak, a kill's in-flight deliveries failed over
-    to a survivor restarted after the previous kill and still cold). A canary is what the
-    reconcile service sends to prove notifications flow: it builds and exercises that service
-    and registers nothing (an audit row with no ``written_at``, which the canary checks never
-    read). Deployed, an instance is ready once warm the same way when
-    the function builds its service at start-up (global scope, before it listens)."""
+    The function builds its service (registry pool, publisher, outbox drain) while it starts,
+    before it listens (``functions/register/wiring.warm_up``); a build that failed there is
+    made by the first request instead, and what the first delivery touches (the outbox drain,
+    connections) is warmed by it. Without this, a kill's in-flight deliveries failed over to a
+    survivor restarted after the previous kill and still cold waited seconds for that. A
+    canary is what the reconcile service sends to prove notifications flow: it exercises that
+    service and registers nothing (an audit row with no ``written_at``, which the canary checks
+    never read)."""
     import base64
 
     import requests

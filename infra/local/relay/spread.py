@@ -10,12 +10,13 @@ again after its cooldown, by a real delivery; if every instance fails the push f
 and the relay's policy (nack with backoff, then dead-letter) takes over.
 
 A recovering instance is probed by one delivery at a time (a half-open circuit): the deliveries
-in flight when it died all fail at once, and a restarted instance's first request builds its
-service (``functions/register/wiring``), so letting every delivery whose turn it is knock on it
-would hold many CCDs there at once; one probe costs one CCD at most, the others go to the live
-instances until the probe is answered. Only a probe's failure doubles the cooldown: the pushes
-that were in flight when the instance died fail together and count as one failure (each
-doubling it would put a restarted instance out of work for the longest cooldown).
+in flight when it died all fail at once, and a restarted instance may not answer yet (or
+slowly: its first deliveries warm what its start-up left cold), so letting every delivery whose
+turn it is knock on it would hold many CCDs there at once; one probe costs one CCD at most,
+the others go to the live instances until the probe is answered. Only a probe's failure
+doubles the cooldown: the pushes that were in flight when the instance died fail together and
+count as one failure (each doubling it would put a restarted instance out of work for the
+longest cooldown).
 
 Only answers that say "this instance could not take it" fail over: no response at all
 (refused, reset, timeout: a dead or dying process) and 502/504 from a proxy in front of it. A
