@@ -120,6 +120,23 @@ def generation_lead(interval: float, last: float) -> float:
     return min(interval, max(interval / 2, 2 * last + 1.0))
 
 
+def first_readout_lead(plan: NightPlan, day_obs: int, detectors: list[int]) -> float:
+    """Seconds from now to the first exposure's readout moment: with a cadence, its CCDs are
+    generated before it as every later exposure's are (twice an estimate and a second, never more
+    than the interval), so its files exist at the readout their headers state. The estimate is one
+    CCD generated now (which also fills the simulator's per-night caches) times the detectors.
+    Without it the first readout was stamped before its CCDs were generated: they reached the
+    hand-off directory a second or more after their own readout, and the night's first exposure
+    looked seconds slower than the rest."""
+    if plan.interval <= 0:
+        return 0.0
+    exposure = exposure_id(day_obs, plan.first_seq)
+    spec = _spec(plan, exposure, detectors[0], day_obs, datetime.now(UTC), FILTERS[0])
+    began = time.monotonic()
+    generate_raw_ccd(spec)
+    return min(plan.interval, 2 * (time.monotonic() - began) * len(detectors) + 1.0)
+
+
 def _wait_until(moment: float, stop: Callable[[], bool]) -> bool:
     """Sleep until the monotonic ``moment``; False if ``stop`` said so first."""
     while (left := moment - time.monotonic()) > 0:
@@ -150,7 +167,7 @@ def play_night(
     day_obs = plan.day_obs or int(datetime.now(UTC).strftime("%Y%m%d"))
     detectors = list(ids[: plan.detectors])
     camera_time(datetime.now(UTC))  # astropy's leap seconds loaded now, not in the first readout
-    start = time.monotonic()
+    start = time.monotonic() + first_readout_lead(plan, day_obs, detectors)
     played: list[PlayedExposure] = []
     generating = 0.0  # wall seconds the last exposure's CCDs took to generate
     for index in range(plan.exposures):

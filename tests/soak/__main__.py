@@ -24,6 +24,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=17.0, help="seconds between exposures")
     parser.add_argument("--kills", type=int, default=5, help="bursts with a function SIGKILL")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument(
+        "--instances",
+        type=int,
+        default=None,
+        help="register-function instances the relay spreads over (default: the harness's N+1)",
+    )
     parser.add_argument("--ci", action="store_true", help="3 exposures every 6 s, 1 SIGKILL")
     parser.add_argument("--no-write", action="store_true", help="print only")
     parser.add_argument(
@@ -59,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         restart_nice=args.restart_nice,
         warm=not args.cold,
     )
+    if args.instances is not None:
+        soak.instances = args.instances
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
         result = play(soak, args.keep)

@@ -1,13 +1,13 @@
 """The soak: N exposures x 205 LSSTCam CCDs at a cadence (Rubin's 17 s, or compressed for CI)
-through edge -> GCS emulator -> Pub/Sub emulator -> relay spread over two register-function
-instances -> PostgreSQL, the facility service on, and one register-function instance SIGKILLed
-inside each of ``kills`` exposure bursts chosen at random from a printed seed.
+through edge -> GCS emulator -> Pub/Sub emulator -> relay spread over two (``--instances``)
+register-function instances -> PostgreSQL, the facility service on, and one register-function
+instance SIGKILLed inside each of ``kills`` exposure bursts chosen at random from a printed seed.
 
 Built from the chaos suite's parts (``tests.chaos``: the World of real processes on private
 services, the Kill fault, the settle-and-count accounting, the verdict), with what the soak adds:
 
-- a second register-function instance, and the relay pushing to both (``--push-url`` twice:
-  ``infra/local/relay/spread.py`` fails a delivery over to the live one at once);
+- more register-function instances, and the relay pushing to all (``--push-url`` each:
+  ``infra/local/relay/spread.py`` fails a delivery over to a live one at once);
 - a kill triggered by the burst itself: when the exposure's first CCD file appears in the
   hand-off directory, after a random 0.2-1.0 s, so it lands while that exposure's CCDs flow;
   the killed instance is started again at a lower CPU priority until it is ready
@@ -62,11 +62,21 @@ CADENCE = 17.0
 NIGHT_OBJECTS = 200_000
 BUDGET_CCD = 5.0
 BUDGET_EXPOSURE = 7.0
-ROLES = ("edge", "function", "function2", "relay", "facility", "daq")
+#: register-function instances the relay spreads over (``--instances``)
+INSTANCES = 2
+
+
+def instance_names(count: int) -> tuple[str, ...]:
+    """``function``, ``function2``, ...: the World's attribute names of the instances."""
+    return ("function", *(f"function{i}" for i in range(2, count + 1)))
+
+
+def roles(instances: int) -> tuple[str, ...]:
+    return ("edge", *instance_names(instances), "relay", "facility", "daq")
 
 
 class SoakWorld(World):
-    """The chaos World with a second register-function instance and the relay spread over both.
+    """The chaos World with more register-function instances and the relay spread over all.
 
     Its processes read and write byte-compiled modules (``__pycache__``), as the deployed images
     do (built with ``--compile-bytecode``): a shell with ``PYTHONDONTWRITEBYTECODE`` set (this
@@ -74,7 +84,8 @@ class SoakWorld(World):
     its imports from source, seconds of CPU per start that the pipeline never pays deployed,
     and most of a restarted register-function instance's start-up."""
 
-    function2: FunctionProcess | None = None
+    #: register-function instances (the World's ``function``, ``function2``, ...)
+    instances: int = 2
     #: instances count as started once warm (``warm_up``), not once listening
     warm: bool = True
     #: seconds each instance's warm-up took at start
@@ -91,8 +102,14 @@ class SoakWorld(World):
         self.observer.stop()  # nothing was played yet: an observer that keeps the times instead
         self.observer = ArrivalsObserver(self.project, self.bus.arrivals_topic).start()
         env = self.base_env()
-        self.function2 = FunctionProcess(env, self.logs / "function2.log", free_port()).start(90)
-        assert self.function is not None
+        for name in instance_names(self.instances)[1:]:
+            setattr(self, name, FunctionProcess(env, self.logs / f"{name}.log", free_port()))
+            getattr(self, name).start(90)
+        urls = [
+            arg
+            for name in instance_names(self.instances)
+            for arg in ("--push-url", self.process(name).url)
+        ]
         self.relay.close()
         self.relay = ServiceProcess(
             "relay",
@@ -101,26 +118,25 @@ class SoakWorld(World):
                 "-m",
                 "obsingest_cli",
                 "relay",
-                "--push-url",
-                self.function.url,
-                "--push-url",
-                self.function2.url,
+                *urls,
             ],
             env,
             self.logs,
         ).start()
         if self.warm:
             self.warm_up_s = {
-                name: warm_up(proc.url, self.bucket, name)
-                for name, proc in (("function", self.function), ("function2", self.function2))
+                name: warm_up(self.process(name).url, self.bucket, name)
+                for name in instance_names(self.instances)
             }
         return self
 
     def close(self) -> None:
         import signal
 
-        if self.function2 is not None:
-            self.function2.stop(signal.SIGKILL)
+        for name in instance_names(self.instances)[1:]:
+            proc = getattr(self, name, None)
+            if proc is not None:
+                proc.stop(signal.SIGKILL)
         super().close()
 
 
@@ -149,6 +165,7 @@ class CpuSampler:
 
     def __init__(self, world: SoakWorld) -> None:
         self.world = world
+        self.roles = roles(world.instances)
         self.ticks: dict[int, tuple[str, int]] = {}
         self.baseline: dict[int, int] = {}
         self.hz = os.sysconf("SC_CLK_TCK")
@@ -170,14 +187,14 @@ class CpuSampler:
         self.sample()
         self._stop.set()
         self._thread.join(timeout=10)
-        out = dict.fromkeys(ROLES, 0.0)
+        out = dict.fromkeys(self.roles, 0.0)
         for pid, (role, ticks) in self.ticks.items():
             out[role] += (ticks - self.baseline.get(pid, 0)) / self.hz
         return {role: round(seconds, 2) for role, seconds in out.items()}
 
     def _leaders(self) -> dict[int, str]:
         leaders = {}
-        for role in ROLES:
+        for role in self.roles:
             proc = getattr(self.world, role, None)
             popen = getattr(proc, "proc", None)
             if popen is not None and popen.poll() is None:
@@ -203,7 +220,7 @@ class CpuSampler:
             role = leaders.get(int(fields[2]))  # pgrp: every start is a session of its own
             if role is not None:
                 self.ticks[pid] = (role, int(fields[11]) + int(fields[12]))
-        totals = dict.fromkeys(ROLES, 0)
+        totals = dict.fromkeys(self.roles, 0)
         for pid, (role, ticks) in self.ticks.items():
             totals[role] += ticks - self.baseline.get(pid, 0)
         self.series.append((time.time(), totals))
@@ -233,6 +250,8 @@ class Soak:
     restart_nice: int = 19
     #: instances are ready once warm (``warm_up``); False: once they listen (for an A/B)
     warm: bool = True
+    #: register-function instances the relay spreads over
+    instances: int = INSTANCES
 
 
 def obs_dir(handoff: Path, seq: int) -> list[Path]:
@@ -363,14 +382,14 @@ class InstanceKill(Kill):
 
 def _kill_loop(soak: Soak, run: Run, targets: list[int], rng: random.Random) -> None:
     """For each target exposure: when its first CCD file is in the hand-off directory, wait a
-    random 0.2-1.0 s and SIGKILL one register-function instance (the two in turn), started
+    random 0.2-1.0 s and SIGKILL one register-function instance (each in turn), started
     again 0.5 s later on a thread of its own, so the next burst's kill is not held up by a slow
-    restart. Never both at once: a kill waits until the other instance is back (the wait is
+    restart. Never two at once: a kill waits until the others are back (the wait is
     recorded: on a loaded machine a restart can outlast the cadence)."""
     world = run.world
     deadline = time.monotonic() + soak.exposures * soak.interval + 120
     restarts: dict[str, threading.Thread] = {}
-    names = ("function", "function2")
+    names = instance_names(soak.instances)
     for i, seq in enumerate(targets):
         delay = rng.uniform(0.2, 1.0)
         while time.monotonic() < deadline:
@@ -379,10 +398,9 @@ def _kill_loop(soak: Soak, run: Run, targets: list[int], rng: random.Random) -> 
             time.sleep(0.02)
         first_file = time.monotonic()
         time.sleep(delay)
-        victim, other = names[i % 2], names[(i + 1) % 2]
-        for name in (other, victim):
-            if name in restarts:
-                restarts[name].join(timeout=300)
+        victim = names[i % len(names)]
+        for thread in restarts.values():
+            thread.join(timeout=300)
         waited = time.monotonic() - first_file - delay
         fault = InstanceKill(
             f"{victim} SIGKILL in exposure {seq}'s burst",
@@ -438,6 +456,7 @@ def play(soak: Soak, workdir: Path, stack: PrivateStack | None = None) -> dict[s
     stack = stack or PrivateStack(["pubsub", "gcs", "postgres"]).up()
     world = SoakWorld("soak", stack, workdir, options)
     world.warm = soak.warm
+    world.instances = soak.instances
     run = Run(scenario, soak.seed, False, world, night)
     sampler = None
     try:
@@ -552,6 +571,7 @@ def report(soak: Soak, run: Run, cpu: dict[str, float]) -> dict[str, Any]:
         #: starts on other hardware
         "restart_nice": soak.restart_nice if soak.kill_log else None,
         "warm": soak.warm,
+        "instances": soak.instances,
         "warm_up_at_start_s": getattr(world, "warm_up_s", {}),
         "ccd_latency_s": _spread(ccds),
         "exposure_last_ccd_s": _spread(list(last.values())),
@@ -630,10 +650,11 @@ def format_section(result: dict[str, Any], load: list[float]) -> str:
     lines = [
         f"`make soak`: {r['exposures']} exposures x {r['detectors']} LSSTCam CCDs (small "
         f"pixels) one every {r['interval_s']:g} s through edge -> GCS emulator -> Pub/Sub "
-        "emulator -> relay spread over 2 register-function instances -> PostgreSQL, facility "
+        f"emulator -> relay spread over {r.get('instances', 2)} register-function instances -> "
+        "PostgreSQL, facility "
         f"service on; seed {r['seed']}; a register-function SIGKILL inside {len(r['kills'])} "
         f"exposure bursts: {kills} (+: seconds after the exposure's first file; over ~1 s, "
-        "the kill waited for the other instance to be back from the previous one: a restart "
+        "the kill waited for the other instances to be back from the previous one: a restart "
         f"that outlasted the cadence). Load average (1/5/15 min) at the end: {load}."
         + (
             f" A killed instance is started again with its session's autogroup at niceness "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -153,3 +154,32 @@ def test_the_next_exposure_is_generated_in_the_intervals_second_half_or_as_early
     assert generation_lead(17.0, 6.0) == 13.0  # slower: twice its last time and a second
     assert generation_lead(17.0, 60.0) == 17.0  # full-size: right after the readout, as before
     assert generation_lead(6.0, 0.5) == 3.0
+
+
+def test_the_first_exposures_ccds_exist_by_the_readout_their_headers_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every CCD is generated before its readout moment, the first exposure's too: it has no
+    earlier exposure to be generated behind, so the night's first readout waits for it."""
+    import producers.daq.night as night
+
+    generated: list[datetime] = []
+    real = night.generate_raw_ccd
+
+    def generate(spec: Any) -> bytes:
+        out = real(spec)
+        generated.append(datetime.now(UTC))
+        return out
+
+    monkeypatch.setattr(night, "generate_raw_ccd", generate)
+    plan = NightPlan(
+        tmp_path, "LSSTComCam", exposures=1, detectors=9, interval=5.0, day_obs=20261122
+    )
+    (played,) = play_night(plan)
+    header = parse_primary(played.files[-1].read_bytes()[: 2880 * 8])
+    date_end = header.str_value("DATE-END")
+    assert date_end is not None
+    readout = header_instant(date_end, header.str_value("TIMESYS"))
+    assert readout >= generated[-1], (readout, generated[-1])
+    assert played.readout >= generated[-1]
+    assert len(generated) == 1 + 9  # the estimate's CCD, then the exposure's
