@@ -68,7 +68,6 @@ class HarnessConfig:
     #: edge worker processes (default: ``plan.edge_workers``)
     workers: int | None = None
     lead_seconds: float = 3.0
-    ready_timeout: float = 300.0
     arrival_timeout: float = 60.0
     budget: float = defaults.BUDGET_SECONDS
 
