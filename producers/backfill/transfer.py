@@ -97,12 +97,8 @@ class UploadWorker:
         try:
             put = self.store.put(name, data, {"obsingest-checksum": checksum})
             created, size, stored_crc = put.created, put.obj.size, put.obj.crc32c
-            # The upload response is the object resource as stored: its crc32c and size are
-            # computed by the store from the bytes it received (GCS; fake-gcs-server hashes the
-            # received content too, and both refuse the upload with a 400 when it differs from
-            # the crc32c we declared), so comparing them with the file's is a verification of
-            # the stored bytes, with no extra GET. An "exists" answer is checked the same way
-            # against the existing object's resource (one GET, only on a resume).
+            # The crc32c and size of the object as stored (the upload's response, or the existing
+            # object's on "exists") are the store's own: comparing them verifies the stored bytes.
             if size != len(data) or stored_crc != crc:
                 raise ChecksumMismatch(
                     f"{name}: store holds {size} B crc32c {stored_crc}, "
