@@ -25,7 +25,7 @@ from producers.edge.handoff import QUARANTINE_DIR, classify
 from producers.edge.identity import handoff_identity
 from producers.edge.journal import Journal
 
-#: the reason a release takes by default: what a full disk looked like before issue 21
+#: the reason a release takes by default: what older edges called a full disk
 DEFAULT_REASONS = ("unexpected-error",)
 NOTE_SUFFIX = ".reason.json"
 
