@@ -16,7 +16,7 @@ dead-letter, recover) before committing the offsets computed after it.**
 Copies: an edge that lost its producer mid-file resends the whole CCD, possibly cut with another
 chunk size. Every open file is therefore a set of *copies* of one data id, all with the same
 bytes (size and file checksum; a chunk naming other bytes while a copy is open is
-``file-metadata-changed``, as before). A chunk joins the copy with its layout (chunk count and
+``file-metadata-changed``). A chunk joins the copy with its layout (chunk count and
 stride, the length of every chunk but the last, as ``producers.kafka.chunker`` cuts them) that
 still lacks its index; a chunk whose layout no copy has opens a new copy. The first copy to
 complete wins: the others are dropped (``Ignored``) and their offsets released, which is safe
