@@ -116,22 +116,15 @@ class Journal:
 
     def __init__(self, spool: Path, name: str = JOURNAL_NAME, timeout: float = 30.0) -> None:
         self.path = Path(spool) / name
+        self._lock = threading.RLock()
+        # Writers in several processes queue on the lock file in the kernel and are woken the
+        # moment it is free; SQLite's own busy handler would sleep 1..100 ms between polls.
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            if exc.errno == errno.ENOSPC:
-                raise SpoolFull(f"spool {spool}: {exc}") from exc
-            raise SpoolUnavailable(f"spool {spool}: {exc}") from exc
-        self._lock = threading.RLock()
-        # Writers in several processes queue on this lock in the kernel and are woken the moment
-        # it is free; SQLite's own busy handler would sleep 1..100 ms between polls instead,
-        # which 16 workers committing at once turn into seconds.
-        try:
             self._write_lock = open(self.path.with_suffix(".lock"), "a+")  # noqa: SIM115 - close()
         except OSError as exc:
-            if exc.errno == errno.ENOSPC:
-                raise SpoolFull(f"spool {spool}: {exc}") from exc
-            raise SpoolUnavailable(f"spool {spool}: {exc}") from exc
+            unusable = SpoolFull if exc.errno == errno.ENOSPC else SpoolUnavailable
+            raise unusable(f"spool {spool}: {exc}") from exc
         try:
             self._db = sqlite3.connect(
                 self.path, timeout=timeout, isolation_level=None, check_same_thread=False
