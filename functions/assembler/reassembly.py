@@ -6,12 +6,10 @@ open file dropped from memory, with the missing chunk indices) or ``Recover`` (a
 from memory whose chunks have since all passed by: re-read it). ``expire(now)`` applies the
 timeout. ``safe_offsets()`` says, per partition, how far the consumer may commit.
 
-The offset rule: a partition's commit never passes the first offset of a file that is still
-open or held (dropped for memory and not yet recovered). Everything below that offset belongs
-to files that were completed, dead-lettered or ignored, so a consumer restarting from it re-reads
-every chunk of every unfinished file and nothing else of consequence; files it sees complete
-again are rewritten create-once, i.e. a no-op. **Callers must act on every verdict (store,
-dead-letter, recover) before committing the offsets computed after it.**
+The offset rule (functions/assembler/README.md): a partition's commit never passes the first
+offset of a file still open or held (dropped for memory, not yet recovered), so a restart
+re-reads every unfinished file. **Callers must act on every verdict (store, dead-letter,
+recover) before committing the offsets computed after it.**
 
 Copies: an edge that lost its producer mid-file resends the whole CCD, possibly cut with another
 chunk size. Every open file is therefore a set of *copies* of one data id, all with the same
