@@ -2,23 +2,11 @@
 
 Nothing here imports Beam, so the rules can be tested with hand-computed answers and the batch
 CombinePerKey path and the streaming stateful path cannot drift apart: both end in
-:func:`summarize_exposure`.
-
-Rules (see ``beam_jobs/README.md`` for the whole policy):
-
-* latency of a CCD = ``published_time - readout_time`` of its ArrivalEvent, in seconds of UTC
-  (``LATENCY_SCALE``): both are UTC instants (Avro ``timestamp-micros``), the readout converted
-  from the camera's TAI header times where it came from them (``obsingest.timescales``);
-* duplicates (same ``dataset_id``) count once, keeping the earliest ``published_time``; two
-  different dataset ids for one detector (e.g. two runs) also count that detector once, earliest
-  publication wins;
-* p50/p95 use numpy's default linear interpolation between closest ranks;
-* a CCD is over budget when its latency is strictly greater than the budget;
-* arrivals for detectors the manifest does not list are *not* part of the exposure: they are left
-  out of ``arrived``, completeness, latencies and ``over_budget`` (reported via
-  :attr:`ArrivalSet.unexpected` and a log/metric), so completeness never exceeds 1;
-* status precedence: NO_MANIFEST, else INCOMPLETE (a listed detector is missing), else
-  OVER_BUDGET (a CCD over budget), else OK.
+:func:`summarize_exposure`. The rules (latency in seconds of UTC, ``LATENCY_SCALE``; duplicates
+and re-ingests count a detector once, earliest publication wins; numpy's linear percentiles;
+over budget means strictly greater; detectors the manifest does not list are left out and
+reported via :attr:`ArrivalSet.unexpected`; status NO_MANIFEST > INCOMPLETE > OVER_BUDGET > OK)
+are spelled out in ``beam_jobs/README.md``, "The numbers".
 """
 
 from __future__ import annotations

@@ -1,23 +1,19 @@
 """Batch input: archived ArrivalEvent and ExposureManifest Avro container files, read as keyed
 elements ready for the per-exposure fold.
 
-Why not ``beam.io.ReadFromAvro`` (measured on 200,000 events, ``benchmarks/beam_batch.py``):
+Why not ``beam.io.ReadFromAvro`` (``benchmarks/beam_batch.py`` measures the difference):
 
-* Its records carry fastavro's logical types: a ``uuid.UUID`` per dataset id and tz-aware
-  datetimes for every timestamp, which :class:`beam_jobs.core.Arrival` then turns back into a
-  string and integer microseconds. That round trip was about half of the Avro decode CPU. Here an
-  ArrivalEvent block is decoded against its writer schema with the logical-type annotations
-  removed: a logical type only annotates the primitive underneath it (Avro specification), so
-  the same bytes read as the uuid's string and the timestamps' microseconds, with no objects
-  built and thrown away. Writer schemas whose fields are not those primitives take the ordinary
-  path (logical types, then ``Arrival.from_record``).
-* Manifests and arrivals were two reads joined by ``Flatten``; the DirectRunner (FnApiRunner)
-  materializes a Flatten between fused stages, so every keyed arrival was encoded and decoded
-  once more before the fold. One read of every file (Beam's :class:`ReadAllFiles`, the
-  extension point its own ReadAllFromAvro/ReadAllFromText use) feeds the lifted CombinePerKey
-  in the same fused stage instead. Each file says which contract it holds in its header.
-* Elements leave already keyed: ``((instrument, exposure), (kind, payload))`` with the payload
-  an ``Arrival`` tuple or an ``ExposureManifest`` — no separate conversion and keying steps.
+* its records carry fastavro's logical types (a ``uuid.UUID`` per dataset id, tz-aware
+  datetimes) that :class:`beam_jobs.core.Arrival` turns straight back into a string and integer
+  microseconds. Here an ArrivalEvent block is decoded against its writer schema with the
+  logical-type annotations removed (an annotation only names the primitive underneath: Avro
+  specification), so the same bytes read as those primitives directly. Writer schemas whose
+  fields are not those primitives take the ordinary path (``Arrival.from_record``);
+* one read of every file (Beam's :class:`ReadAllFiles`, the extension point of its own
+  ReadAllFromAvro) feeds the lifted CombinePerKey in the same fused stage: two reads joined by
+  ``Flatten`` would be materialized between stages on the DirectRunner. Each file's header says
+  which contract it holds;
+* elements leave already keyed: ``((instrument, exposure), (kind, payload))``.
 
 A file holding another contract, or records missing a field the summary needs, is an error
 that names the file and the reason.

@@ -2,17 +2,11 @@
 
 Reads single-object-encoded ArrivalEvent and ExposureManifest messages, stamps them with event
 time (readout time; obs_start for manifests), runs :class:`ExposureSummaries` in streaming mode
-(stateful per exposure, event-time deadline timer, revisions after late arrivals) and writes each
-ExposureSummary to the ``exposure-summaries`` topic (single-object encoded), optionally a local
-JSONL/Avro file and BigQuery; breaches also go to ``budget-alerts``.
-
-Pub/Sub on the DirectRunner: Beam's ReadFromPubSub/WriteToPubSub use google-cloud-pubsub, which
-honours ``PUBSUB_EMULATOR_HOST``, so the emulator works as is. The DirectRunner's Pub/Sub
-watermark is the wall clock, so event-time deadlines fire in real time for live data.
-
-Kafka (``kafka_bootstrap``) uses ``apache_beam.io.kafka.ReadFromKafka``, a cross-language
-transform: it needs Java and the Beam Java expansion service jar (fetched from Maven Central on
-first use). It is wired but not tested here.
+and writes each ExposureSummary to the ``exposure-summaries`` topic, optionally a local
+JSONL/Avro file and BigQuery; breaches also go to ``budget-alerts``. Beam's Pub/Sub IO honours
+``PUBSUB_EMULATOR_HOST``; on the DirectRunner its watermark is the wall clock, so deadlines fire
+in real time. Kafka (``kafka_bootstrap``, ``ReadFromKafka``) needs Java and Beam's expansion
+service jar: wired but not tested here (beam_jobs/README.md).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ Reads Avro container files (globs allowed, any Beam filesystem) in one
 :class:`ExposureSummaries` in batch mode (one lifted CombinePerKey per exposure, revision 0,
 trigger ``batch``) and writes one JSON lines file, or an Avro container when the output name ends
 in ``.avro``. Runner options pass through (``--runner=DataflowRunner --project=... --region=...
---temp_location=gs://...``); DirectRunner is the default, in its in-memory mode (not
-multi_threading, which lost events on Beam 2.77).
+--temp_location=gs://...``); DirectRunner is the default, in its in-memory mode
+(multi_threading lost events on Beam 2.77).
 """
 
 from __future__ import annotations

@@ -1,18 +1,13 @@
 """The one pipeline definition: per-exposure summaries from manifests and arrivals.
 
-:class:`ExposureSummaries` is used by both modes. Its input is a dict of two PCollections,
-``manifests`` (:class:`ExposureManifest`) and ``arrivals`` (:class:`beam_jobs.core.Arrival`),
-which it keys by (instrument, exposure), or one PCollection already keyed that way (the batch
-job's :class:`beam_jobs.sources.ReadExposureEvents`); then
+:class:`ExposureSummaries` serves both modes:
 
 * batch: folds each exposure once (CombinePerKey, lifted before the shuffle) and summarizes
   it, trigger ``batch``;
 * streaming: runs :class:`ExposureStateFn`, a stateful DoFn with an event-time timer that emits
   when every expected detector has arrived or at the deadline, and revises after late arrivals.
 
-Either way the numbers come from :func:`beam_jobs.core.summarize_exposure`. The output is a
-DoOutputsTuple with ``summaries`` (every emitted ExposureSummary) and ``alerts`` (the subset that
-breaches the budget: OVER_BUDGET or INCOMPLETE).
+Either way the numbers come from :func:`beam_jobs.core.summarize_exposure`.
 """
 
 from __future__ import annotations
@@ -151,8 +146,7 @@ class FoldExposure(beam.CombineFn):
         return [None, {}]
 
     def add_input(self, acc: list[Any], element: tuple[str, Any]) -> list[Any]:
-        # Called once per event: the rank comparison is written out rather than calling _rank
-        # (two calls and two tuples per event were a measurable share of the batch job).
+        # Once per event: the rank comparison is inlined (calling _rank costs per event).
         kind, payload = element
         if kind == MANIFEST:
             if acc[0] is None or payload.published < acc[0].published:

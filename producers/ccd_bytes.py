@@ -21,13 +21,10 @@ from obsingest.fits import primary_header
 def check_ccd_bytes(data_id: DataId, data: bytes) -> Identity:
     """The CCD's identity, read from the header of what is about to be sent.
 
-    Every HDU must be whole (a header walk: ~0.3 ms for a full CCD), else CorruptFile naming the
-    CCD; the primary header must say which CCD it is (NoIdentity naming the card) and say
-    ``data_id`` (else HeaderMismatch with both: the file changed since the edge read its header,
-    or a caller's data id is not the file's). The edge quarantines all three. What a sender
-    sends goes out with its checksum as ``obsingest-checksum``, and the register function then
-    reads only the primary header of it (functions/register/verify.py): a sender vouches for the
-    structure of its bytes as well as for the bytes."""
+    Every HDU must be whole (a header walk, cheap), else CorruptFile naming the CCD; the primary
+    header must say which CCD it is (NoIdentity naming the card) and say ``data_id`` (else
+    HeaderMismatch with both: the file changed since the edge read its header, or a caller's
+    data id is not the file's). The edge quarantines all three."""
     try:
         primary = primary_header(data)  # every HDU walked (its errors: parse_fits's)
     except CorruptFile as exc:

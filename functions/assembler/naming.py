@@ -4,7 +4,7 @@ from the assembled file's own primary header.
 The chunks carry the data id (instrument, exposure, detector), not the observation id, and the
 observation id's controller letter is not always recoverable from the exposure id (O and C share
 one counter since 2023-10-05). The file itself says it, as it said it to the edge's sender,
-which named the object the same way (``producers.ccd_bytes``); no chunk schema change needed.
+which named the object the same way (``producers.ccd_bytes``).
 """
 
 from __future__ import annotations

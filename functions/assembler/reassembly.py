@@ -6,17 +6,15 @@ open file dropped from memory, with the missing chunk indices) or ``Recover`` (a
 from memory whose chunks have since all passed by: re-read it). ``expire(now)`` applies the
 timeout. ``safe_offsets()`` says, per partition, how far the consumer may commit.
 
-The offset rule: a partition's commit never passes the first offset of a file that is still
-open or held (dropped for memory and not yet recovered). Everything below that offset belongs
-to files that were completed, dead-lettered or ignored, so a consumer restarting from it re-reads
-every chunk of every unfinished file and nothing else of consequence; files it sees complete
-again are rewritten create-once, i.e. a no-op. **Callers must act on every verdict (store,
-dead-letter, recover) before committing the offsets computed after it.**
+The offset rule (functions/assembler/README.md): a partition's commit never passes the first
+offset of a file still open or held (dropped for memory, not yet recovered), so a restart
+re-reads every unfinished file. **Callers must act on every verdict (store, dead-letter,
+recover) before committing the offsets computed after it.**
 
 Copies: an edge that lost its producer mid-file resends the whole CCD, possibly cut with another
 chunk size. Every open file is therefore a set of *copies* of one data id, all with the same
 bytes (size and file checksum; a chunk naming other bytes while a copy is open is
-``file-metadata-changed``, as before). A chunk joins the copy with its layout (chunk count and
+``file-metadata-changed``). A chunk joins the copy with its layout (chunk count and
 stride, the length of every chunk but the last, as ``producers.kafka.chunker`` cuts them) that
 still lacks its index; a chunk whose layout no copy has opens a new copy. The first copy to
 complete wins: the others are dropped (``Ignored``) and their offsets released, which is safe

@@ -1,17 +1,10 @@
 """The assembler service: Kafka consumer group -> Reassembler -> object store, DLQ, commits.
 
-One consumer loop per instance drives the ``Reassembler`` (single-threaded on purpose): it takes
-what has been fetched, feeds every record, and acts on each verdict (dead-letter poison, recover
-a file dropped for memory, store a completed file). Stores run on a small thread pool *while the
-loop keeps consuming*, so one CCD's write never holds back the next CCD's chunks; a commit never
-passes the first offset of a file that is still open, held or being stored. A crash anywhere
-leaves the commit behind every unfinished file, so the next owner re-reads it; a file re-stored
-after a crash hits create-once with the same bytes: a no-op, no second finalize notification, no
-second registration. A failed store marks the instance failed: nothing is committed after it.
-
-Rebalances (more instances in the group, cooperative-sticky assignment): ``on_revoke`` waits for
-the stores in flight, drops the revoked partitions' partial files and commits their safe offsets,
-synchronously, before the partitions move; the new owner resumes from those offsets.
+One consumer loop per instance (single-threaded on purpose) feeds the ``Reassembler`` and acts on
+each verdict; completed files are stored on a small thread pool while the loop keeps consuming.
+A commit never passes the first offset of a file still open, held or being stored, and a failed
+store marks the instance failed (nothing committed after it): functions/assembler/README.md,
+"The offset rule", says why a crash or a rebalance then loses and doubles nothing.
 
 One cohesive concept, hence its length: the loop, its verdicts, its commits and what it counts
 share one consumer's state; split, each part would reach into the others'.

@@ -205,10 +205,9 @@ def create_app(
 
 
 def _asker(reader: PresenceReader) -> Callable[..., Awaitable[Any]]:
-    """How a handler calls the reader. SQLite: directly, on the event loop (a lookup is ~0.1 ms
-    of CPU; a hop to the thread pool would cost more than the query). PostgreSQL: on the thread
-    pool, so that the round trips of concurrent requests overlap instead of queueing behind
-    each other on the loop (the registry's pool bounds how many reach the database)."""
+    """How a handler calls the reader. SQLite: directly, on the event loop (a hop to the thread
+    pool would cost more than the query). PostgreSQL: on the thread pool, so concurrent
+    requests' round trips overlap (the registry's pool bounds how many reach the database)."""
     if reader.engine.dialect.name == "sqlite":
 
         async def direct(fn: Callable[..., Any], *args: Any) -> Any:

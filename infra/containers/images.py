@@ -11,7 +11,7 @@ a relocatable virtualenv of the pinned dependencies (``requirements.lock``) stag
 from uv's cache; a change to the sources rebuilds only the thin top layer.
 
 A stand-in carries a label with the digest of what it was built from; an image whose label
-matches is not rebuilt (a warm ``make images`` takes about a second).
+matches is not rebuilt.
 
     python -m infra.containers.images [--no-pull] [SERVICE ...]
 """

@@ -4,13 +4,10 @@ Why build it: Prometheus ships promtool only inside its release tarballs, which 
 machines cannot download; the Go module proxy has the source at every release. The module
 ``github.com/prometheus/prometheus`` tags Prometheus 3.x as ``v0.3xx.y`` (v0.316.0 = 3.16.0).
 
-Why these flags (the cold build is what CI pays, from an empty cache): promtool links Prometheus'
-service discoveries (AWS, Azure, GCE, Consul, DigitalOcean, Hetzner, ... SDKs) that rule checking
-never uses. The ``remove_all_sd`` build tag, which Prometheus provides for exactly this, leaves
-them out (half the module downloads, 60 % less compile CPU); ``-gcflags=all=-N -l`` skips the
-optimiser (another third less compile CPU, and promtool only checks a few files); ``-trimpath``
-and ``-ldflags=-s -w`` keep the binary and the link step small. Kubernetes client packages stay:
-promtool imports them directly. Measured figures: infra/prometheus/README.md.
+Why these flags (a cold CI build pays them): the ``remove_all_sd`` build tag leaves out the
+service discoveries (cloud SDKs) rule checking never uses; ``-gcflags=all=-N -l`` skips the
+optimiser (promtool only checks a few files); ``-trimpath`` and ``-ldflags=-s -w`` keep the
+binary and the link step small. Figures: infra/prometheus/README.md.
 
 Go state lives in ``<cache>/go`` as for the local stack's Go tools (GOPATH, GOMODCACHE,
 GOCACHE), the binary in ``<cache>/bin/promtool-<version>/promtool``; it is built in a scratch

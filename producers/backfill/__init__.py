@@ -13,10 +13,7 @@ from typing import Any
 
 _EXPORTS = {
     "BackfillConfig": "producers.backfill.run",
-    "BackfillReport": "producers.backfill.run",
     "run_backfill": "producers.backfill.run",
-    "SourceFile": "producers.backfill.sources",
-    "expand_sources": "producers.backfill.sources",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -2,29 +2,21 @@
 
 The journal (``SPOOL/backfill.sqlite3``, the edge's journal format) gets every file as ``seen``
 before anything is sent, each batch as ``sent`` before it is handed to a worker, and each file
-as ``acked`` once the store provably holds its bytes. An interrupted run (Ctrl-C, ``kill -9``,
-reboot) rerun with the same arguments skips what is acked and re-puts what was in flight: the
-store is create-once, so a file that did arrive answers "exists" (same bytes) and is verified,
-never uploaded twice.
+as ``acked`` once the store provably holds its bytes. A rerun with the same arguments after any
+interruption skips what is acked and re-puts what was in flight: the store is create-once, so a
+file that did arrive answers "exists" (same bytes) and is verified, never uploaded twice.
 
-Journal commits are batched and not fsynced, on purpose: one transaction per turn of the
-dispatch loop (the acks of every batch that came back since the last turn, with the ``sent`` of
-the batches handed out next), WAL mode, ``synchronous=NORMAL``. A killed process loses no
-committed transaction (WAL survives process death); only an OS crash or power cut can lose the
-last few commits, and losing them is harmless because the rerun trusts the journal only in the
-safe direction: a file leaves the to-do list solely through a committed ``acked``, written after
-the store verified it, so nothing is lost; a file whose ``acked`` (or ``sent``) was lost is put
-again, the create-once store answers "exists" (HTTP 412) and the existing object's CRC32C and
-size are compared with the file's, so it is re-verified, never uploaded twice
-(``tests/integration/test_backfill.py`` models exactly this). Nothing irreversible follows an
-ack here (sources are never moved or deleted), so no commit needs ``synchronous=FULL``: an fsync
-per batch would only slow every run to protect against a re-verification.
+Journal commits are batched (one transaction per turn of the dispatch loop) and not fsynced
+(WAL, ``synchronous=NORMAL``), on purpose: a killed process loses no committed transaction, and
+an OS crash can only lose acks or sents, which the rerun redoes as re-verifications (a file
+leaves the to-do list solely through a committed ``acked``, written after the store verified
+it; ``tests/integration/test_backfill.py`` models this). Nothing irreversible follows an ack
+(sources are never moved or deleted), so no commit needs ``synchronous=FULL``.
 
 Workers are the edge's crash-isolated pool (``producers.edge.worker``): N processes forked once
-per run, each with one kept-alive connection (``obsingest.store.gcs.GcsHttpStore``: one request
-per file), fed batches of small files so per-file overhead stays low. Progress: a tqdm bar in
-bytes with rate and ETA (to stderr). The end: a table of files, bytes, Gbit/s and failures with
-their reasons.
+per run, each with one kept-alive connection (``GcsHttpStore``: one request per file), fed
+batches of small files. Progress: a tqdm bar in bytes (stderr). The end: a table of files,
+bytes, Gbit/s and failures with their reasons.
 """
 
 from __future__ import annotations
@@ -132,10 +124,8 @@ class _Run:
     journalled ``sent`` ahead of time (one spare batch per worker), and the collector thread
     hands it over the moment the worker reports, before this process journals that report.
     One transaction then records the finished batch's acks together with the ``sent`` of the
-    batch after next (a group commit: two SQLite commits per batch became one, and the worker
-    no longer idles through them, which at ``--parallel 1`` was most of our extra cost per
-    file). The journal rules are unchanged: a batch is ``sent`` before any worker holds it, a
-    file is ``acked`` only after the store verified it.
+    batch after next (a group commit). A batch is still ``sent`` before any worker holds it, a
+    file ``acked`` only after the store verified it.
     """
 
     def __init__(
@@ -276,10 +266,9 @@ def run_backfill(config: BackfillConfig, out: TextIO = sys.stderr) -> BackfillRe
             parallel=config.parallel,
         )
         run = _Run(config, journal, report, None)
-        # Workers are forks of this process, started before it has any other thread: they
-        # inherit the store client library imported here once (a fork server or spawned
-        # workers would each import it again: seconds on a loaded machine, a large share of a
-        # small backfill). A worker that dies is replaced by a spawned one.
+        # Workers are forks of this process, started before it has any other thread, so they
+        # inherit the store client library imported once here. A dead worker is replaced by a
+        # spawned one.
         if store_url.startswith("gs://"):
             import_module("obsingest.store.gcs")
             import_module("google.auth.transport.urllib3")

@@ -1,18 +1,11 @@
 """One backfill worker process: upload a batch of files create-once and verify each.
 
-Each file is stored under the name its own primary header gives, whatever its name on disk:
-the camera's file name in Rubin's layout under the destination's prefix,
-``PREFIX/{instrument}/{day_obs}/{obs_id}/{obs_id}_{raft}_{sensor}.fits``
-(``obsingest.dataid.identity_from_header``), so an archive of camera files lands where the
-register function and ``obsingest reconcile`` take it. The header is read from the bytes the
-worker reads anyway (no extra I/O); a file that is not FITS, or whose header cannot say which
-CCD it is, fails with its reason (``corrupt-file``, ``no-identity`` naming the card).
-
-Verification compares the CRC32C and size the *store* reports for the object it holds (from the
-upload's response, or from the existing object when it was already there) with what was read
-from disk; GCS also checks the CRC32C sent with the upload before it accepts the bytes. So a
-file counts as done only when the destination provably holds exactly its bytes, at no extra
-request per file.
+Each file is stored under the name its own primary header gives (``identity_from_header``: the
+camera's file name in Rubin's layout under the destination's prefix), read from the bytes the
+worker reads anyway, so an archive lands where the register function and ``obsingest
+reconcile`` take it; a file that cannot say which CCD it is fails with its reason. A file counts
+as done only when the CRC32C and size the *store* reports for the object it holds (the upload's
+response, or the existing object's) match what was read from disk: no extra request per file.
 """
 
 from __future__ import annotations
@@ -97,12 +90,8 @@ class UploadWorker:
         try:
             put = self.store.put(name, data, {"obsingest-checksum": checksum})
             created, size, stored_crc = put.created, put.obj.size, put.obj.crc32c
-            # The upload response is the object resource as stored: its crc32c and size are
-            # computed by the store from the bytes it received (GCS; fake-gcs-server hashes the
-            # received content too, and both refuse the upload with a 400 when it differs from
-            # the crc32c we declared), so comparing them with the file's is a verification of
-            # the stored bytes, with no extra GET. An "exists" answer is checked the same way
-            # against the existing object's resource (one GET, only on a resume).
+            # The crc32c and size of the object as stored (the upload's response, or the existing
+            # object's on "exists") are the store's own: comparing them verifies the stored bytes.
             if size != len(data) or stored_crc != crc:
                 raise ChecksumMismatch(
                     f"{name}: store holds {size} B crc32c {stored_crc}, "

@@ -4,17 +4,17 @@ Why not just astropy or fpack: both compress one tile after another on one core,
 default (one tile per row) spends most of its time in Python per tile. Here the 16 amplifier
 HDUs of a raw CCD are independent, so each one is compressed in its own task on a thread pool,
 by our RICE_1 coder (``producers/compress/_rice.c``, built by ``make setup``): byte-identical to
-CFITSIO's for 16- and 32-bit pixels, 2.5x faster, it reads the big-endian pixels in place, codes
-a whole HDU per call and releases the GIL, so two threads use two cores. The file structure
+CFITSIO's for 16- and 32-bit pixels and faster (``benchmarks/compression.py``); it reads the
+big-endian pixels in place, codes a whole HDU per call and releases the GIL. The file structure
 (headers, tile descriptors, heap, checksums) is written here directly, in the layout fpack
 writes, then assembled in HDU order. Nothing here imports numpy or astropy: the command-line
 path (``obsingest compress``, an fpack drop-in) must start in tens of milliseconds.
 
 Tile shape (documented choice): by default one tile per image HDU, i.e. one whole amplifier
-(2048 x 576) per tile, as fpack's ``-w``. Measured on the reference CCD the Rice output is then
-slightly *smaller* than fpack's one-row tiles (no per-row first pixel and block restart), and
-each tile is one call into C. A ``Tiling`` (fpack's ``-t``) or ``tile_rows=N`` gives other tiles
-(``tile_rows=1`` is exactly fpack's default tiling) for readers that decompress a few rows.
+(2048 x 576) per tile, as fpack's ``-w``: no per-row first pixel and block restart (output
+slightly smaller than fpack's one-row tiles), and each tile is one call into C. A ``Tiling``
+(fpack's ``-t``) or ``tile_rows=N`` gives other tiles (``tile_rows=1`` is exactly fpack's
+default) for readers that decompress a few rows.
 
 The output is deterministic: same input bytes -> same output bytes (the CHECKSUM comments carry
 no timestamp), so a re-sent CCD has the same checksum and a registry can treat it as a no-op.

@@ -5,9 +5,8 @@
 Its parts: ``journal`` (SQLite WAL in the spool directory: every CCD's state), ``handoff`` (the
 DAQ's hand-off directory: watcher, start-up scan, completeness rule), ``scheduler`` (newest
 exposure first, destination backoff), ``worker`` (crash-isolated worker processes), ``ccd`` (what
-a worker does to one CCD), ``health`` (HTTP JSON), ``stats`` (counts). ``ship`` is the one-shot
-path of before the service (``ship_ccd``), kept only as the reference ``benchmarks/edge.py``
-compares the service against; the demo and ``bench transfer`` drive ``EdgeService``.
+a worker does to one CCD), ``health`` (HTTP JSON), ``stats`` (counts). ``ship`` (``ship_ccd``,
+one-shot) is only the reference ``benchmarks/edge.py`` compares the service against.
 
 Names are resolved lazily (PEP 562) so ``producers.edge.main`` (command-line options) can be
 imported by ``obsingest --help`` without loading numpy and the codec.
@@ -19,7 +18,6 @@ from importlib import import_module
 from typing import Any
 
 _EXPORTS = {
-    "warm_up": "producers.edge.ccd",
     "CcdFile": "producers.edge.ccd",
     "Outcome": "producers.edge.ccd",
     "EdgeService": "producers.edge.service",

@@ -10,17 +10,13 @@ memory map kills the reader with SIGBUS, while a short read is an ordinary ``Cor
 naming the file and the bytes missing. (Anything that still kills a worker is contained by
 ``producers.edge.worker``.)
 
-Journal states are written by the worker itself, two commits per CCD: ``sent`` (size, checksum
-and attempt count) in one commit before the send call, ``acked`` (durably when the raw file is
-released after it) once the destination acknowledged. Crash safety: before the first commit
-the row says ``seen``, after it ``sent`` without a spooled copy, and a restart redoes both the
-same way, from the raw file (a ``compressed`` row without a spooled copy, which this commit
-replaces, was redone from the raw file too), so nothing is lost; a redo of a send that did
-arrive is answered "exists" by the create-once destination, so nothing is doubled. A send that
-fails transiently leaves the compressed bytes in the spool (``SPOOL/ccd/``, journalled
-``compressed`` with the copy's path), so the retry needs neither the raw file nor the CPU again;
-a spooled copy whose checksum no longer matches the journal is discarded and the CCD compressed
-anew.
+Journal states are written by the worker itself, two commits per CCD: ``sent`` (size, checksum,
+attempt count) before the send call, ``acked`` once the destination acknowledged (durably when
+the raw file is released after it). A restart redoes an unacked CCD from the raw file; a redo of
+a send that did arrive is answered "exists" by the create-once destination, so nothing is lost or
+doubled. A send that fails transiently leaves the compressed bytes in the spool (``SPOOL/ccd/``,
+journalled ``compressed``), so the retry needs neither the raw file nor the CPU again; a spooled
+copy whose checksum no longer matches the journal is discarded and the CCD compressed anew.
 """
 
 from __future__ import annotations
@@ -252,10 +248,9 @@ def spool_path(spool: Path, key: str) -> Path:
 
 
 def open_edge_sender(destination: str, prefix: str, quarantine_prefix: str, producer: str) -> Any:
-    """The worker's sender. ``gs://BUCKET``: the direct uploader over ``GcsHttpStore``, whose
-    put is one JSON-API request through urllib3 (the same create-once, CRC32C and retry rules
-    as the library's upload, the same proxy, netrc and CA bundle from the environment) at about
-    1.6 CPU ms less per CCD; any other destination as ``producers.sender.open_sender`` opens it."""
+    """The worker's sender. ``gs://BUCKET``: the direct uploader over ``GcsHttpStore`` (one
+    JSON-API request per put, cheaper than the library's upload, same create-once, CRC32C,
+    retry, proxy, netrc and CA rules); else what ``producers.sender.open_sender`` opens."""
     if destination.startswith("gs://"):
         from obsingest.store.gcs import GcsHttpStore
         from producers.uploader import DirectUploader

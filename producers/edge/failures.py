@@ -2,11 +2,9 @@
 keep it and retry; and whether the destination is to blame (then everything backs off).
 
 A policy of its own, apart from the engine (``producers.edge.service``), so it is unit-tested
-without processes. The one rule that matters most: a resource that ran out (destination disk
-full, quota, rate limit, connection slots, memory; ``obsingest.exhaustion``) is an outage,
-never a verdict on the CCD. Before, an unwrapped ``OSError: [Errno 28]`` from the store was an
-``unexpected-error``: retried twice at once, then quarantined, its raw file moved aside for good.
-Now it is retried like a network outage, for as long as it lasts, newest exposure first.
+without processes. The rule that matters most: a resource that ran out (destination disk full,
+quota, rate limit, connection slots, memory; ``obsingest.exhaustion``) is an outage, never a
+verdict on the CCD: retried like a network outage, for as long as it lasts.
 """
 
 from __future__ import annotations

@@ -1,32 +1,11 @@
 """The DAQ's hand-off directory: what a file there means, when it is complete, and noticing it.
 
-Convention (see producers/edge/README.md), anywhere below the hand-off root (sub-directories such
-as ``<day_obs>/<obs_id>/`` are fine). Names carry no identity: which CCD a file is comes from its
-primary header (``producers.edge.identity``), read once the file is complete:
-
-- ``*.fits``: one raw CCD under any name, usually the camera's own
-  (``MC_O_20250415_000060_R01_S01.fits``); ``*.fits.fz`` when the DAQ compressed it itself
-  (tiled Rice): verified and sent as it is. A name that does claim a CCD (the camera's, or the
-  earlier ``{instrument}_{exposure}_{detector:03d}.fits``) must claim the header's
-- ``<stem>.json`` beside ``<stem>.fits``: optional header sidecar of that CCD, written before the
-  CCD itself; its cards are merged over the file's
-- ``*.manifest.json``: an exposure's ExposureManifest as JSON (optional; it gives the readout time
-  and the detectors expected; which exposure is in it, whatever the name)
-- ``*.tmp`` / ``*.part`` (dot-files too): files being written; ignored until renamed, and
-  quarantined as never completed once older than the timeout
-- ``quarantine/`` and ``done/`` at the root, and hidden directories, are the edge's own: skipped.
-
-Completeness: in ``rename`` mode (the default) a file is complete once it appears under its final
-name by a rename, or when its writer closes it; in ``settle`` mode (for a DAQ that cannot rename)
-once its size and mtime have not changed for ``settle`` seconds. A file that only appeared
-(created, not renamed, not closed) is also taken after ``settle`` quiet seconds.
-
-Files are noticed by watchdog (inotify on Linux) and by a scan at start-up (nothing written while
-the edge was down is missed) repeated every ``rescan_interval`` as a safety net; all of it is
-handled on one thread, so this class needs no locks. A file is offered once per (mtime, size):
-``known`` seeds that memory from the journal's finished items, so a restart with a hand-off
-directory of 50,000 acknowledged files (``--on-ack keep``) only stats them, in proportion to
-what is unfinished rather than to what the directory keeps.
+The naming convention and completeness rules (``rename`` / ``settle`` modes) are
+producers/edge/README.md's; which CCD a file is comes from its header
+(``producers.edge.identity``), never its name. Files are noticed by watchdog and by a scan at
+start-up, repeated every ``rescan_interval`` as a safety net; all of it runs on one thread, so no
+locks. A file is offered once per (mtime, size); ``known`` seeds that memory from the journal, so
+a restart over many acknowledged files only stats them.
 """
 
 from __future__ import annotations
@@ -79,17 +58,16 @@ class Found:
     readout: float | None = None
 
 
-def classify(path: Path) -> tuple[Kind, DataId | None, PermanentError | None] | None:
+def classify(path: Path) -> Kind | None:
     """What the file at ``path`` is by its suffix; None for files the edge ignores (sidecars:
-    taken with their CCD; anything else: not the DAQ's). Which CCD a raw file is, is read from
-    its header when it is offered (``identify``)."""
+    taken with their CCD; anything else: not the DAQ's)."""
     name = path.name
     if name.endswith(IN_PROGRESS):
-        return "incomplete", None, None
+        return "incomplete"
     if name.endswith(".manifest.json"):
-        return "manifest", None, None
+        return "manifest"
     if name.endswith(CCD_SUFFIXES):
-        return "ccd", None, None
+        return "ccd"
     return None
 
 
@@ -315,10 +293,9 @@ class HandoffIntake:
             self.on_problem(problem)
 
     def _consider(self, path: Path, complete: bool, scan: bool = False) -> None:
-        what = classify(path)
-        if what is None:
+        kind = classify(path)
+        if kind is None:
             return
-        kind, data_id, error = what
         if kind == "incomplete" and path in self._incomplete:
             return  # known as being written: ``tick`` follows it (each write is an event)
         try:
@@ -336,8 +313,8 @@ class HandoffIntake:
         if kind == "incomplete":
             self._incomplete.setdefault(path, st.st_mtime)
             return
-        if kind == "bad" or complete:
-            self._offer(Found(kind, path, data_id, None, st.st_mtime, error, size=st.st_size))
+        if complete:
+            self._offer(Found(kind, path, mtime=st.st_mtime, size=st.st_size))
             return
         now = self.clock()
         tracked = self._tracked.get(path)
@@ -371,12 +348,9 @@ class HandoffIntake:
             if (st.st_size, st.st_mtime) != (tracked.size, tracked.mtime):
                 self._tracked[path] = _Tracked(st.st_size, st.st_mtime, now)
             elif now - tracked.quiet_since >= self.settle:
-                what = classify(path)
-                if what is not None:
-                    kind, data_id, error = what
-                    self._offer(
-                        Found(kind, path, data_id, None, st.st_mtime, error, size=st.st_size)
-                    )
+                kind = classify(path)
+                if kind is not None:
+                    self._offer(Found(kind, path, mtime=st.st_mtime, size=st.st_size))
         for path, mtime in list(self._incomplete.items()):
             try:
                 st = path.stat()
@@ -400,10 +374,8 @@ def _raise(exc: OSError) -> None:
 
 
 def _watched() -> list[type[Any]]:
-    """The watchdog events ``_Handler`` takes, the only ones asked of the kernel (watchdog turns
-    the filter into the inotify mask): without it every open and read-only close of a CCD (the
-    DAQ's, the intake's header read, the worker's read) and each parent directory's change
-    became events parsed, grouped and queued across three threads, only to be dropped here."""
+    """The watchdog events ``_Handler`` takes, the only ones asked of the kernel (the inotify
+    mask): every open and read-only close of a CCD would otherwise be queued only to be dropped."""
     from watchdog.events import (
         DirCreatedEvent,
         DirMovedEvent,

@@ -1,18 +1,12 @@
 """Which CCD a hand-off file is: read from its primary header, never from its name.
 
-The DAQ may hand files over under any name (the camera's own, ``MC_O_20250415_000060_R01_S01
-.fits``, is the usual one): at discovery the edge reads just the file's primary header (a few
-blocks, not the 75 MB) and, if the DAQ wrote one, the JSON header sidecar, and computes the
-identity from the camera's cards (``obsingest.dataid.identity_from_header``: INSTRUME,
-OBSID/DAYOBS/SEQNUM/CONTRLLR, RAFTBAY/CCDSLOT). The sidecar's cards are merged over the file's,
-as the worker merges them into the stored header; a ``.fits.fz`` file is sent as it is, so its
-own header must say who it is and a sidecar may only agree.
+At discovery the edge reads just the primary header (a few blocks, not the 75 MB) with the JSON
+sidecar's cards merged over it, as the worker merges them into the stored header, and computes
+the identity with ``obsingest.dataid.identity_from_header``. A ``.fits.fz`` file is sent as it
+is, so its own header must say who it is and a sidecar may only agree.
 
-Checks, each a quarantine with its reason: a header that yields no identity (``no-identity``,
-naming the card), a sidecar naming another CCD than the file's own header (``header-mismatch``),
-and a name that does claim a CCD (the camera's file name, or the earlier
-``{instrument}_{exposure}_{detector:03d}.fits``) but another one than the header
-(``header-mismatch``, with both).
+Quarantined, with the reason: no identity (``no-identity``, naming the card); a sidecar, or a
+name that claims a CCD, naming another CCD than the header (``header-mismatch``, with both).
 """
 
 from __future__ import annotations
@@ -133,10 +127,9 @@ def readout_end(cards: Cards) -> float | None:
 @lru_cache(maxsize=1024)
 def _instant(value: str, timesys: str | None) -> float:
     """Cached: every CCD of an exposure carries the same DATE-END or nearly. A TAI or UTC ISO
-    time (the camera's) is converted by ``obsingest.timescales``' leap-second table, a few
-    microseconds where astropy's parse and scale change cost ~0.1-1 ms a CCD; anything else (an
-    MJD, another scale, an instant inside a leap second, outside the table) goes through
-    astropy."""
+    time (the camera's) is converted by ``obsingest.timescales``' leap-second table, far cheaper
+    than astropy; anything else (an MJD, another scale, a leap second, outside the table) goes
+    through astropy."""
     from obsingest.timescales import header_instant, tai_to_utc
 
     scale = (timesys or "").strip().upper() or "UTC"

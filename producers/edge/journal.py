@@ -1,21 +1,12 @@
 """The edge's durable journal: every item's state, in SQLite (WAL mode) inside the spool directory.
 
-An item is a CCD (edge service) or a file (backfill). Its state moves seen -> compressed -> sent
--> acked, and each state is written *before* the next step is taken, so after ``kill -9`` or a
-reboot every item that is not acked is redone: from its spooled compressed copy if there is a
-valid one (checksum in the journal), else from the source. The destination is create-once, so a
-redo of something that did arrive is harmless (it answers "exists"). Items that cannot succeed
-end ``quarantined`` with a reason.
-
-Why SQLite: one file, transactions, crash safety and concurrent writers in several processes
-(the service and its worker processes) out of the standard library. WAL with
-``synchronous=NORMAL`` costs no fsync per commit and survives a killed process (a commit lost to
-a power cut only means a resend the store answers "exists"); the commits after which something
-irreversible happens (acked when the raw file is then deleted or moved; quarantined) are made
-durable with ``synchronous=FULL``.
-
-A full spool surfaces as ``SpoolFull`` (retriable): the caller refuses new work and keeps going
-with what is already journalled.
+An item is a CCD (edge service) or a file (backfill); its state moves seen -> compressed -> sent
+-> acked (or ``quarantined`` with a reason), each written *before* the next step, so after a
+crash every item not acked is redone (producers/edge/README.md, "The journal and recovery").
+Why SQLite: one file, transactions, crash safety and writers in several processes out of the
+standard library. Commits are ``synchronous=NORMAL`` (no fsync; they survive a killed process)
+except those after which something irreversible happens (an ack before the raw file is deleted
+or moved, a quarantine): ``synchronous=FULL``. A full spool raises ``SpoolFull`` (retriable).
 """
 
 from __future__ import annotations
@@ -125,22 +116,15 @@ class Journal:
 
     def __init__(self, spool: Path, name: str = JOURNAL_NAME, timeout: float = 30.0) -> None:
         self.path = Path(spool) / name
+        self._lock = threading.RLock()
+        # Writers in several processes queue on the lock file in the kernel and are woken the
+        # moment it is free; SQLite's own busy handler would sleep 1..100 ms between polls.
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            if exc.errno == errno.ENOSPC:
-                raise SpoolFull(f"spool {spool}: {exc}") from exc
-            raise SpoolUnavailable(f"spool {spool}: {exc}") from exc
-        self._lock = threading.RLock()
-        # Writers in several processes queue on this lock in the kernel and are woken the moment
-        # it is free; SQLite's own busy handler would sleep 1..100 ms between polls instead,
-        # which 16 workers committing at once turn into seconds.
-        try:
             self._write_lock = open(self.path.with_suffix(".lock"), "a+")  # noqa: SIM115 - close()
         except OSError as exc:
-            if exc.errno == errno.ENOSPC:
-                raise SpoolFull(f"spool {spool}: {exc}") from exc
-            raise SpoolUnavailable(f"spool {spool}: {exc}") from exc
+            unusable = SpoolFull if exc.errno == errno.ENOSPC else SpoolUnavailable
+            raise unusable(f"spool {spool}: {exc}") from exc
         try:
             self._db = sqlite3.connect(
                 self.path, timeout=timeout, isolation_level=None, check_same_thread=False

@@ -1,16 +1,10 @@
 """The edge service's process entry point: ``python -m producers.edge`` / ``obsingest edge``.
 
-Runs until SIGTERM or SIGINT, then drains in-flight sends and exits. Exit codes (documented for
-supervisors such as systemd, see producers/edge/README.md):
-
-- 0: stopped by SIGTERM/SIGINT after draining; every CCD not yet acknowledged stays journalled
-- 2: bad command line or settings
-- 73: the spool cannot be used at start-up (cannot create the directory or open the journal)
-- 75: refused new work (spool full, journal unwritable) longer than ``--max-refusing``
-- 70: internal error (the engine failed; journalled work is kept)
-
-This module imports only the standard library at import time: ``obsingest --help`` builds its
-parser from ``add_arguments``.
+Runs until SIGTERM or SIGINT, then drains in-flight sends and exits 0; 2 bad command line or
+settings, 73 spool unusable at start-up, 75 refused new work longer than ``--max-refusing``,
+70 internal error (the table for supervisors: producers/edge/README.md, "Exit codes").
+Imports only the standard library at import time: ``obsingest --help`` builds its parser from
+``add_arguments``.
 """
 
 from __future__ import annotations

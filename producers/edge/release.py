@@ -1,13 +1,11 @@
 """Release quarantined CCDs back into the hand-off directory: ``obsingest edge release``.
 
-Why: an edge before issue 21 took a full destination disk (``OSError: [Errno 28]``) for an
-``unexpected-error``, quarantined the CCD after two attempts and moved its raw file to
-``HANDOFF/quarantine/``, where nothing ever resends it. Those CCDs were never bad. This puts
+Why: a CCD quarantined for a reason that was not its fault (e.g. a full destination disk taken
+for ``unexpected-error``) sits in ``HANDOFF/quarantine/`` where nothing resends it. This puts
 each one whose ``.reason.json`` names one of the given reasons (default ``unexpected-error``)
-back where the DAQ left it, with its header sidecar, after setting its journal entry back to
-``seen``: a running edge takes it as the rename it watches for, a stopped one at its next start
-(the journal's pending CCDs), and sends it like any other. The destination is create-once, so a
-CCD that did arrive before it was quarantined answers ``exists``: nothing is registered twice.
+back where the DAQ left it, with its sidecar, after setting its journal entry back to ``seen``;
+a running edge takes it as a rename, a stopped one at its next start. The destination is
+create-once, so a CCD that did arrive answers ``exists``: nothing is registered twice.
 
 Order, for a crash at any point: the journal first (a pending entry whose file is still in
 quarantine is taken back by the next release), then the sidecar, then the CCD, then its note.
@@ -27,7 +25,7 @@ from producers.edge.handoff import QUARANTINE_DIR, classify
 from producers.edge.identity import handoff_identity
 from producers.edge.journal import Journal
 
-#: the reason a release takes by default: what a full disk looked like before issue 21
+#: the reason a release takes by default: what older edges called a full disk
 DEFAULT_REASONS = ("unexpected-error",)
 NOTE_SUFFIX = ".reason.json"
 
@@ -83,13 +81,13 @@ def _release_one(
 ) -> Released:
     parked = note.with_name(note.name.removesuffix(NOTE_SUFFIX))
     original = handoff / parked.relative_to(quarantine)
-    what = classify(original)
+    kind = classify(original)
     key = ""
 
     def skipped(why: str) -> Released:
         return Released(original, key, reason, "skipped", why)
 
-    if what is None or what[0] != "ccd":
+    if kind != "ccd":
         return skipped("not a CCD file name: only CCDs are released")
     if not parked.exists():
         return skipped(f"{parked} is gone")

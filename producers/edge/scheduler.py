@@ -115,11 +115,7 @@ class Scheduler:
     # results ---------------------------------------------------------------------------------
     def done(self, key: str) -> None:
         """The item is finished (acked or quarantined); a success ends a destination outage."""
-        self.in_flight.discard(key)
-        self._priority.pop(key, None)
-        self._item_failures.pop(key, None)
-        if self._probe == key:
-            self._probe = None
+        self.finished(key)
         self.dest_failures = 0
         self.dest_not_before = 0.0
 

@@ -1,12 +1,9 @@
-"""One-shot shipping of one CCD (before the edge service): read raw -> compress -> send.
+"""One-shot shipping of one CCD: read raw -> compress (tiled Rice) -> send through a transport.
 
-read raw -> compress (tiled Rice) -> send through a transport. Runs in a worker process, so it
-takes and returns plain picklable records and keeps one transport client per process (connection
-reuse is what makes per-CCD latency low after the first transfer).
-
-Kept only as the reference path ``benchmarks/edge.py`` measures the edge service against (no
-journal, no scheduler, no crash isolation); the demo, ``bench transfer`` and ``obsingest edge``
-all go through ``EdgeService``.
+Runs in a worker process with plain picklable records and one transport client per process
+(connection reuse keeps per-CCD latency low). Kept only as the reference path
+``benchmarks/edge.py`` measures the edge service against (no journal, scheduler or crash
+isolation); everything else goes through ``EdgeService``.
 """
 
 from __future__ import annotations

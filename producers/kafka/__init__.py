@@ -8,38 +8,22 @@ from producers.kafka.chunk_sender import (
     ChunkDeliveryFailed,
     ChunkRejected,
     KafkaChunkSender,
-    KafkaSendResult,
-    ProducerFenced,
     open_kafka_sender,
     parse_kafka_url,
     producer_config,
-    publish_manifest,
 )
-from producers.kafka.chunker import (
-    ChunkSizeError,
-    chunk_count,
-    default_chunk_size,
-    encode_chunk,
-    iter_chunks,
-    resolve_chunk_size,
-)
+from producers.kafka.chunker import default_chunk_size, encode_chunk, iter_chunks
 from producers.kafka.settings import KafkaProducerSettings
 
 __all__ = [
     "ChunkDeliveryFailed",
     "ChunkRejected",
-    "ChunkSizeError",
     "KafkaChunkSender",
     "KafkaProducerSettings",
-    "KafkaSendResult",
-    "ProducerFenced",
-    "chunk_count",
     "default_chunk_size",
     "encode_chunk",
     "iter_chunks",
     "open_kafka_sender",
     "parse_kafka_url",
     "producer_config",
-    "publish_manifest",
-    "resolve_chunk_size",
 ]

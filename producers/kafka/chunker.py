@@ -1,21 +1,12 @@
 """Splitting a compressed CCD into CcdChunk records: pure arithmetic, no Kafka.
 
-Record size arithmetic (why the default chunk size fits ``message.max.bytes``):
-
-    encoded CcdChunk = 10                    single-object header (C3 01 + 8-byte fingerprint)
-                     + fields before payload  <= 100 + len(instrument) + len(producer)
-                       (6 ints/longs <= 45, two 'crc32c:xxxxxxxx' strings 32, two timestamps
-                       <= 21, two string lengths <= 4)
-                     + varint(len(payload))  <= 10
-                     + payload
-    Kafka record     = encoded value + key (data id, <= 64 bytes) + record framing (<= 30 bytes)
-    Kafka batch      = record + record-batch header (61 bytes); a chunk bigger than batch.size
-                       travels in a batch of its own, which is what message.max.bytes limits.
-
-``RECORD_RESERVE`` (4 KiB) bounds everything but the payload with a wide margin (instrument and
-producer names are capped at 1 KiB each), so ``chunk_size <= message_max_bytes - RECORD_RESERVE``
-always fits. The default payload is the largest power of two below that bound, capped at
-``PREFERRED_CHUNK_SIZE`` (the benchmark's best; see ``benchmarks/kafka_path.py``).
+Record size (producers/kafka/README.md, "Chunk size arithmetic"): the fields before the payload
+take <= 100 bytes plus the instrument and producer names (6 ints/longs <= 45, two checksum
+strings 32, two timestamps <= 21, two string lengths <= 4), framing and key under 200 more.
+``RECORD_RESERVE`` (4 KiB, names capped at 1 KiB each) bounds all but the payload, so
+``chunk_size <= message_max_bytes - RECORD_RESERVE`` always fits. The default payload is the
+largest power of two below that bound, capped at ``PREFERRED_CHUNK_SIZE`` (the benchmark's best;
+``benchmarks/kafka_path.py``).
 """
 
 from __future__ import annotations

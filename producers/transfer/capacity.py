@@ -9,11 +9,9 @@ exposure, at the camera's cadence so that exposures do not overlap, give each st
 seconds per CCD (busy CPU minus the role's idle rate over the busy window, divided by N) and the
 bytes per CCD.
 
-Stages and the processes that do them: compress (edge workers: read + compress), send (edge
-workers' send + the edge service's threads), store (the object store: GCS emulator; on the Kafka
-path also the broker and the assembler), notify (Pub/Sub: finalize notifications and the
-ArrivalEvent topic), register + publish (the register function's process and PostgreSQL; the
-ArrivalEvent is published from the same process, so its CPU is counted with registering).
+Stages: compress (edge workers: read + compress), send (edge workers' send + the edge service's
+threads), then the roles of ``STAGE_OF_ROLE``; the ArrivalEvent is published from the register
+function's process, so its CPU counts with registering.
 
 Queueing assumptions (operational laws of a closed batch, not a steady-state M/M/c):
 

@@ -1,7 +1,7 @@
 """The CCD files the harness reads: generated once per size and detector, then reused.
 
-A full-size raw CCD costs ~0.3 s to simulate and ~0.15 s to compress; doing that inside a
-measurement would measure the simulator. So every detector's raw file and its compressed twin are
+Simulating and compressing a CCD inside a measurement would measure the simulator, so every
+detector's raw file and its compressed twin are
 written once into a cache directory (atomically, so an interrupted run leaves no half file) and
 each later run, and each exposure of a run, reads them back; only the primary header's exposure
 cards change per exposure (see ``fitsheader``).

@@ -4,10 +4,8 @@ The harness reads the same pixels every exposure (generating 16 fresh 75 MB CCDs
 would load the two cores it measures), but the register function refuses a file whose primary
 header names another exposure than its object name. So each read buffer gets its primary header's
 exposure cards rewritten as the camera writes them (OBSID, DAYOBS, SEQNUM and the FILENAME that
-starts with the observation id; no EXPID: the camera writes none; same card widths, nothing
-moves) and,
-when the primary HDU carries a FITS CHECKSUM (our compressor writes one, like fpack), that
-checksum is recomputed so the file stays valid for funpack/astropy. Pure bytes in, bytes out.
+starts with the observation id; same card widths, nothing moves) and a primary FITS CHECKSUM is
+recomputed so the file stays valid for funpack/astropy. Pure bytes in, bytes out.
 """
 
 from __future__ import annotations

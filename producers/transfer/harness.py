@@ -1,17 +1,11 @@
-"""Orchestration of a harness run on the edge service: the DAQ's files, a warm edge, a common
-schedule, collection.
+"""A harness run's configuration, result and collection: the camera and DAQ played against the
+edge service.
 
-The harness plays the camera and its DAQ: every exposure's CCD files are written before the
-start (``staging``), an ``EdgeService`` (the same code ``obsingest edge`` runs) starts its worker
-processes and waits until every one is warm, so process start-up never lands inside a figure;
-then the start time is fixed (default: a few seconds from now) and at each readout the harness
-hands the exposure's N CCDs to the edge in one ``submit_many`` call, as a DAQ calling in
-directly would. Each CCD's ``Outcome`` (the worker's own timings and CPU seconds) becomes a
-transfer record; progress is shown and, in end-to-end mode, the ArrivalEvents the facility side
-announces are collected; the statistics themselves are in ``stats`` (pure).
-
-End-to-end wiring (which store, registry, bus, assembler) belongs to the composition root (the
-``obsingest bench transfer`` command): the harness only sees the small ``EndToEnd`` protocol.
+Every exposure's files are written before the start (``staging``); an ``EdgeService`` (the code
+``obsingest edge`` runs) warms every worker so process start-up never lands inside a figure; at
+each readout the exposure's N CCDs go to the edge in one ``submit_many`` call, as a DAQ calling
+in directly would (``drive``). End-to-end wiring (store, registry, bus, assembler) belongs to
+the composition root (``obsingest bench transfer``): the harness only sees ``EndToEnd``.
 """
 
 from __future__ import annotations
@@ -68,7 +62,6 @@ class HarnessConfig:
     #: edge worker processes (default: ``plan.edge_workers``)
     workers: int | None = None
     lead_seconds: float = 3.0
-    ready_timeout: float = 300.0
     arrival_timeout: float = 60.0
     budget: float = defaults.BUDGET_SECONDS
 
@@ -200,10 +193,6 @@ class Arrivals:
     def all(self) -> list[stats.Arrival]:
         with self._lock:
             return sorted(self.by_key.values(), key=lambda a: (a.exposure, a.detector))
-
-
-def _quiet(_text: str, _final: bool = False) -> None:
-    """Progress sink that shows nothing."""
 
 
 def show_progress(

@@ -105,9 +105,7 @@ def compress_threads(ccds: int, cpus: int) -> int:
 def edge_workers(ccds: int, cpus: int) -> int:
     """Edge worker processes for ``ccds`` CCDs per exposure on ``cpus`` cores: one per core.
 
-    More workers than cores only share the cores among more 75 MB buffers (measured at 16 CCDs
-    on 2 cores: 16 workers used 3.3 CPU s per exposure against 2.3 for 2, and every CCD left the
-    edge at about the same late moment, so the facility side got them all at once); one per
-    core finishes CCDs one after another, and the register function works on the first while
-    the edge compresses the next (see ``benchmarks/README.md``, transfer)."""
+    More workers than cores only share the cores among more 75 MB buffers and every CCD leaves
+    late together; one per core finishes CCDs one after another, so the register function works
+    on the first while the edge compresses the next (``benchmarks/README.md``, transfer)."""
     return max(1, min(ccds, cpus))

@@ -1,21 +1,16 @@
 """The DAQ's side of a harness run: every exposure's CCD files written before the first readout.
 
-The edge service takes files a DAQ wrote, so each exposure needs its own files carrying that
-exposure's identity in the primary header (the register function refuses a file whose header
-names another exposure than its object name). They are written as a DAQ would write them:
-under a temporary name, then renamed, one file per CCD and exposure, in a hand-off directory of
-the run.
+Each exposure needs its own files carrying its identity in the primary header (the register
+function refuses a file whose header names another exposure than its object name), written as a
+DAQ would: under a temporary name, then renamed, in a hand-off directory of the run.
 
-When: all of them before the start time, while the edge workers warm up, and flushed to disk
-(``fdatasync``) before the first readout. Writing during the previous interval would be closer
-to a camera, but the kernel's write-back of gigabytes would then run on the same two cores while
-the previous exposure is measured; writing and flushing first keeps that I/O out of every
-figure, and the files are in the page cache when read, as the harness's cached file always was.
-The cost is disk space for the whole run (numexp x CCDs files: 5.4 GB for 24 full CCDs x 3
-exposures), freed by ``remove_staged`` at the end.
+When: all before the start time, while the edge workers warm up, and flushed (``fdatasync``)
+before the first readout, so the kernel's write-back never runs on the cores while an exposure
+is measured and the files are in the page cache when read. The cost is disk space for the whole
+run (numexp x CCDs files), freed by ``remove_staged``.
 
-Copies use ``copy_file_range`` (in-kernel, no 75 MB buffer through Python) and then rewrite
-only the primary header's exposure cards in place (``fitsheader``).
+Copies use ``copy_file_range`` (in-kernel) and then rewrite only the primary header's exposure
+cards in place (``fitsheader``).
 """
 
 from __future__ import annotations

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from infra.local.stack.errors import FetchError, StackError
 from infra.local.stack.settings import StackSettings, load_settings
-from infra.local.stack.stack import SERVICE_NAMES, Stack, render_exports, render_status_table
+from infra.local.stack.stack import Stack, render_exports, render_status_table
 
 __all__ = [
-    "SERVICE_NAMES",
     "FetchError",
     "Stack",
     "StackError",

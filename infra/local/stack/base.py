@@ -27,8 +27,7 @@ _log = get_logger("obsingest.stack")
 def artefact_lock(cache_dir: Path, name: str) -> Iterator[None]:
     """Hold the cache's lock for artefact ``name`` (an exclusive ``flock``, released if the
     holder dies). Processes that need the same artefact at once (the chaos suite's lanes,
-    two test sessions) then build it once while the others wait, instead of each compiling it
-    again into the same path: five lanes building one fake-gcs-server cost a cold CI ~5 min."""
+    two test sessions) then build it once while the others wait."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     with open(cache_dir / f".fetch-{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

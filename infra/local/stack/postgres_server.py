@@ -1,9 +1,8 @@
 """PostgreSQL 15 from Debian: a cluster in the run directory, durable unless told otherwise.
 
 Durable by default (``fsync``, ``synchronous_commit``, ``full_page_writes`` on): the registry acks
-a notification only after its commit, so a commit the server lost in a crash would be a CCD
-registered, acked and announced, then gone (4-8 of 300 were, with durability off, after
-``pg_ctl restart -m immediate``). ``OBSINGEST_STACK_POSTGRES_DURABLE=false`` trades that for
+a notification only after its commit, so a commit lost in a crash would be a CCD registered,
+acked and announced, then gone. ``OBSINGEST_STACK_POSTGRES_DURABLE=false`` trades that for
 speed where nothing matters after the run (test fixtures that say so).
 
 postgres refuses to run as root, so when we are root the cluster is owned and run by an

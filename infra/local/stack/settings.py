@@ -22,7 +22,6 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from obsingest import defaults
 
 KAFKA_VERSION = "4.3.1"
-SLF4J_SIMPLE_VERSION = "1.7.36"
 FAKE_GCS_SERVER_MODULE = "github.com/fsouza/fake-gcs-server"
 FAKE_GCS_SERVER_VERSION = "v1.56.1"
 PSTEST_VERSION = "v2.8.1"

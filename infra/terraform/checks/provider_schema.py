@@ -1,12 +1,10 @@
 """Check infra/terraform/*.tf against the Google provider's own schema, without the provider.
 
-Why this exists: `terraform validate` needs the provider binary, and neither the Terraform
-registry nor the provider's sources are reachable from here (README.md, "What is checked here").
-The provider's schema is: HashiCorp generated its prebuilt CDK for Terraform bindings
-(@cdktf/provider-google on npm, pinned in tools.py) from `terraform providers schema -json` of
-one exact provider release, and the package's jsii assembly keeps every resource's and data
-source's arguments, nested blocks and which of them are required. No maintained tool checks HCL
-against that assembly, hence this small one. It checks what validate checks statically: every
+Why: `terraform validate` needs the provider binary, which is not reachable from here
+(README.md, "What is checked here"); the provider's schema is, in the jsii assembly of the
+prebuilt CDK for Terraform bindings (@cdktf/provider-google on npm, pinned in tools.py,
+generated from one provider release's `terraform providers schema -json`). No maintained tool
+checks HCL against it, hence this small one. It checks what validate checks statically: every
 argument and block exists in the schema (computed-only attributes are not arguments), required
 ones are present, single blocks appear once, references name declared resources, variables
 and locals and attributes their type has. It does not evaluate expressions.

@@ -1,13 +1,10 @@
 """The pinned tools that check infra/terraform offline, each fetched once into the cache.
 
-- checkov (PyPI, checkov.lock with hashes) in its own virtualenv: its pins clash with the
-  project lock (cachetools<6 against our 6.x), so it never enters .venv.
-- The Google provider's schema: from the pinned @cdktf/provider-google npm package (generated
-  from that provider release's `terraform providers schema -json`), compacted by
-  provider_schema.py. Its integrity is checked against the pin below.
-- Terraform v1.5.7, built from the Go module proxy (`go install`; the last release whose go.mod
-  has no replace directives, which `go install module@version` refuses). Used for `terraform fmt
-  -check`; `terraform validate` cannot run here (README.md, "What is checked here").
+checkov in its own virtualenv (checkov.lock; its pins clash with the project lock); the Google
+provider's schema from the pinned @cdktf/provider-google npm package, compacted by
+provider_schema.py and checked against the integrity pin below; Terraform v1.5.7 built from the
+Go module proxy, for `terraform fmt -check`. Why each, and what cannot run here:
+infra/terraform/README.md, "What is checked here".
 
 Cache root: $OBSINGEST_STACK_CACHE_DIR, else .cache/ at the repository root (as the stack's).
 Run as a script for the Makefile: ``python infra/terraform/checks/tools.py checkov|schema|fmt``.

@@ -139,8 +139,8 @@ def test_a_sidecar_naming_another_ccd_still_refuses_a_precompressed_ccd(tmp_path
 
 
 def test_the_handoff_takes_fits_fz_names_and_finds_their_sidecar(tmp_path: Path) -> None:
-    assert classify(Path("/h/MC_O_20261122_000012_R22_S11.fits.fz")) == ("ccd", None, None)
-    assert classify(Path("/h/LSSTCam_2026112200012_094.fits.fz")) == ("ccd", None, None)
+    assert classify(Path("/h/MC_O_20261122_000012_R22_S11.fits.fz")) == "ccd"
+    assert classify(Path("/h/LSSTCam_2026112200012_094.fits.fz")) == "ccd"
     assert classify(Path("/h/LSSTCam_2026112200012_094.fz")) is None
     fz = tmp_path / "LSSTCam_2026112200012_094.fits.fz"
     assert sidecar_of(fz) is None
