@@ -1,19 +1,15 @@
 """Data ids, object names and dataset ids: the identity of one CCD everywhere in the pipeline.
 
-A CCD's identity is (instrument, exposure, detector), as the Butler's raw data id. The camera
-names its files after the observation id and the detector
-(``MC_O_20250415_000060_R01_S01.fits``: camera code, controller, day_obs, sequence number, raft,
-sensor), and that name, or the header (``identity_from_header``), gives the data id by obs_lsst's
-rules: the exposure id is ``day_obs * 100000 + seq_num``, with the year raised by 1000 per
-controller for the controllers whose counters were not shared with the OCS's at the time.
+A CCD's identity is (instrument, exposure, detector), as the Butler's raw data id. The camera's
+file name (``MC_O_20250415_000060_R01_S01.fits``: camera, controller, day_obs, seq_num, raft,
+sensor) or header (``identity_from_header``) gives it by obs_lsst's rules: exposure id
+``day_obs * 100000 + seq_num``, the year raised by 1000 per controller with its own counter.
 
-Objects are stored in the layout Rubin's own tools use for raws (lsst-dm/prompt_processing's
-``LSST_REGEXP``, the embargo bucket), under the ingest prefix:
-``{instrument}/{day_obs}/{obs_id}/{obs_id}_{raft}_{sensor}.fits``. It sorts by day and
-exposure, keeps the camera's file name, and needs no lookup to give the data id, which is what a
-storage notification carries. Objects written by earlier versions stay readable:
-``{instrument}/{day_obs}/{exposure}/{instrument}_{exposure}_{detector:03d}.fits.fz``.
-Anything matching neither layout is a BadObjectName, never a guess.
+Objects are stored in Rubin's raw layout (prompt_processing's ``LSST_REGEXP``) under the ingest
+prefix, ``{instrument}/{day_obs}/{obs_id}/{obs_id}_{raft}_{sensor}.fits``: sorted by day and
+exposure, the camera's file name kept, the data id readable from the name alone. The earlier
+layout ``{instrument}/{day_obs}/{exposure}/{instrument}_{exposure}_{detector:03d}.fits.fz`` stays
+readable; any other name is a BadObjectName, never a guess.
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """ExposureManifests in the registry: what is expected of each exposure, recorded once.
 
-Why here: completeness ("expected" against "registered") is asked of the registry by the
-presence API, ``obsingest status`` and the exposures-ingested event; on the ``exposures`` topic
-alone a manifest is seen only by whoever consumes it at that moment.
+Why here: completeness is asked of the registry (presence API, ``obsingest status``, the
+exposures-ingested event); on the ``exposures`` topic a manifest is seen only by its consumer.
 
-Idempotent, first manifest wins: a redelivery (same content, ``published`` aside: a DAQ that
-republishes after a restart says nothing new) is a no-op; a *different* manifest for an exposure
-already recorded raises ``ManifestConflict`` and the first stays; the caller quarantines the
-second with that reason. A manifest that names an unknown instrument, detectors out of range or an
-exposure id that disagrees with its day_obs raises ``BadManifest`` (``UnknownInstrument``), and
-is quarantined the same way, never recorded.
-
-Written through the ``Registry``'s engine and retry (same package): SQLite, PostgreSQL, and the
-companion tables of a ``butler:`` registry alike.
+First manifest wins: a redelivery (same content, ``published`` aside) is a no-op; a different
+one raises ``ManifestConflict``; unknown instrument, detectors out of range or an exposure id
+disagreeing with its day_obs raise ``BadManifest`` (``UnknownInstrument``). The caller
+quarantines both. Written through the ``Registry``'s engine and retry, on every backend.
 """
 
 from __future__ import annotations

@@ -1,26 +1,20 @@
 """The arrivals outbox: "registered" and "to be announced" commit together, or not at all.
 
-It holds every announcement the registry owes: each new dataset's ArrivalEvent, and each
-complete exposure's ExposureIngested (``registry.ingested``, written by ``insert_row_once`` under
-the exposure's deterministic event id, so only one is ever written). Rows carry single-object
-Avro bodies; the drain publishes each by its own contract's rule (``functions/register/announce``).
+It holds every announcement the registry owes: each new dataset's ArrivalEvent and each complete
+exposure's ExposureIngested (``registry.ingested``, ``insert_row_once``: one per exposure).
+Rows carry single-object Avro bodies, published by their contract's rule
+(``functions/register/announce``).
 
-The register path writes the ArrivalEvent into ``arrival_outbox`` in the same transaction as the
-dataset (``insert_row``, called from ``Registry._register``), then publishes it right after the
-commit (latency) and marks the row published. Whatever could not be published then (the topic
-was gone, the bus down, the process killed between commit and publish) stays pending, and a
-drain (``claim`` -> publish -> ``mark_published``) publishes it later: from the register
-function's next invocations and from the reconcile service. So "registered but not announced"
-cannot outlive an outage of the arrivals topic.
+The register path inserts the row with the dataset (``insert_row`` from ``Registry._register``),
+publishes it right after the commit and marks it published. Whatever could not be published
+(topic gone, bus down, process killed) stays pending for a drain (``claim`` -> publish ->
+``mark_published``) run by the register function and the reconcile service, so "registered but
+not announced" cannot outlive an outage.
 
-Claims are leases (``lease_until``), not open transactions: a row is claimed by one statement
-(``UPDATE ... WHERE lease expired ... RETURNING``, with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL)
-and nobody else takes it until the lease expires, so no two processes publish one row at once
-when things go well; if a publisher dies mid-way, its lease expires and the row is published
-again (subscribers deduplicate on the dataset id). The row inserted with a dataset starts
-leased to the process that registered it, for its immediate publish.
-
-Published rows are kept ``retention`` long (for inspection), then purged in bounded batches.
+Claims are leases (``lease_until``), taken by one ``UPDATE ... RETURNING`` statement (``FOR UPDATE
+SKIP LOCKED`` on PostgreSQL), not open transactions: a dead publisher's rows are published again
+when its lease expires (subscribers deduplicate on dataset id). A new row starts leased to the
+process that registered it. Published rows are kept ``retention`` long, then purged in batches.
 """
 
 from __future__ import annotations

@@ -1,17 +1,13 @@
 """Presence reads: is a CCD registered, how complete and how late is an exposure, what did a night
 bring. Served to the presence API (``functions/presence``) and ``obsingest status``.
 
-Read-only (``readonly.make_readonly_engine``), and fast on a night of LSSTCam (~1,000 exposures x
-205 CCDs): every query is a primary-key or index-prefix lookup (``uq_dataset_dataid`` leads with
-(dataset_type, run, instrument, exposure, detector); a night is the exposure-id range of its
-day_obs, and that range raised by each controller offset (``make_exposure_id``)); latencies are
-computed by the database.
+Read-only (``readonly.make_readonly_engine``); every query is a primary-key or index-prefix
+lookup (a night is the exposure-id ranges of its day_obs, ``make_exposure_id``), and latencies
+are computed by the database.
 
-Exposure answers are cached per exposure, keyed by a version the database gives cheaply: the
-number of the exposure's datasets and its manifest's digest. Datasets are only ever inserted
-(create-once, redelivery a no-op) and a manifest is recorded once, so an unchanged version means
-an unchanged answer: a cached answer is never stale, and a night listing costs one grouped count
-instead of reading 205 rows per exposure. The cache is bounded (LRU). One cohesive concept,
+Exposure answers are cached (LRU) keyed by the number of the exposure's datasets and its
+manifest's digest: datasets are only inserted and a manifest recorded once, so an unchanged key
+means an unchanged answer, and a night listing costs one grouped count. One cohesive concept,
 hence its length: every read shares that cache and the same exposure and night queries.
 """
 
