@@ -199,15 +199,12 @@ def parse_obs_id(obs_id: str) -> tuple[str, str, int, int]:
 
 
 def identity_from_header(card: Callable[[str], object], where: str) -> Identity:
-    """A CCD's identity from its primary header, as the camera writes it.
+    """A CCD's identity from its primary header (``card(KEY)``: a card's value or None).
 
-    ``card(KEY)`` returns a card's value or None. The instrument comes from INSTRUME (the
-    camera's ``lsstCam``/``comCam``/``LATISS`` or the Butler's names; the older ``LSST_ATISS``,
-    and ``LSST_CAMERA`` with TELCODE ``CC`` for ComCam's 2019 lab data, as obs_lsst reads them),
-    the observation from OBSID (LATISS's earliest: IMGNAME; else DAYOBS, SEQNUM and CONTRLLR),
-    the detector from RAFTBAY and CCDSLOT. Anything
-    missing or contradictory is a NoIdentity naming the card, since no other field can stand in
-    for it.
+    Instrument from INSTRUME (camera or Butler names, and obs_lsst's older ``LSST_ATISS`` and
+    ``LSST_CAMERA`` with TELCODE ``CC``), observation from OBSID (LATISS's earliest: IMGNAME;
+    else DAYOBS, SEQNUM, CONTRLLR), detector from RAFTBAY and CCDSLOT. Missing or contradictory
+    cards are a NoIdentity naming the card: nothing else can stand in for them.
     """
 
     def text(key: str) -> str | None:

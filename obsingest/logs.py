@@ -55,11 +55,8 @@ def configure(level: str = "INFO", stream: Any = None) -> None:
 
 
 class _JsonLineHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """A stream handler that drops a line it cannot write because the log's disk is full (or
-    memory ran out) instead of printing Python's "--- Logging error ---" traceback per line:
-    a full disk is an outage the pipeline reports through its own errors, exit codes and
-    health; a torrent of tracebacks on stderr would bury that one line. The first dropped line
-    is said once on stderr."""
+    """A stream handler that drops lines it cannot write (log disk full, out of memory) instead
+    of a traceback per line that would bury the outage's own report; says so once on stderr."""
 
     _dropping = False
 

@@ -1,11 +1,7 @@
-"""Registry queries of the reconcile service: what the registry holds for a set of objects, which
-registered objects fall in a time window, and the canary log.
-
-Reconciliation compares the bucket with the registry. Listing is the store's side; these are
-the registry's: batched lookups by URI (registered? quarantined?), the rows whose object was
-stored in a window (to find objects that are gone), and the canary rows (written by the
-reconcile service, marked seen by the register function when the canary's finalize event
-arrives).
+"""Registry queries of the reconcile service: the registry's side of comparing bucket and
+registry. Batched lookups by URI (registered? quarantined?), the rows stored in a time window (to
+find objects that are gone), and the canary log (written by reconcile, marked seen by the
+register function when the canary's finalize event arrives).
 """
 
 from __future__ import annotations

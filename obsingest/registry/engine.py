@@ -35,9 +35,8 @@ def make_engine(settings: RegistrySettings) -> Engine:
         pool_size=settings.pool_size,
         max_overflow=settings.max_overflow,
         pool_timeout=settings.pool_timeout,
-        # No pre-ping: it costs a round trip per checkout (~15% of a registration). A connection
-        # the server closed fails its statement instead, is invalidated, and Registry's retry
-        # runs the transaction again on a fresh one (tests/integration/test_registry_postgres).
+        # No pre-ping (a round trip per checkout): a connection the server closed fails its
+        # statement, is invalidated, and Registry's retry runs the transaction on a fresh one.
         pool_recycle=1800,
     )
 

@@ -76,9 +76,7 @@ class GroupCommit(Generic[T]):
         #: the lock's context; the leader waits for the end of a gathering on ``_gathered``
         self._cond = threading.Condition(lock)
         #: each follower waits on its own condition (by ``id`` of its item), woken only when its
-        #: item is done or it may lead: one wake-up per follower, where one condition for all
-        #: woke every waiting caller at the end of each batch (the outbox marks of an exposure:
-        #: ~17 batches under 205 callers)
+        #: item is done or it may lead: one wake-up per follower, not every caller per batch
         self._waiters: dict[int, threading.Condition] = {}
         self._gathered = threading.Condition(lock)
         self._queue: list[T] = []

@@ -272,18 +272,13 @@ class ArrivalOutbox:
         return found[0] if found else None
 
     def mark_published(self, row_ids: list[int], at: datetime | None = None) -> None:
-        """Record rows as published. On PostgreSQL the mark commits with ``synchronous_commit =
-        off``: it does not wait for its WAL flush (an fsync per CCD on a durable server), yet is
-        visible at once and made durable by the next flush (``wal_writer_delay``, or the next
-        synchronous commit). A mark lost in a server crash only leaves its row pending: a drain
-        publishes it once more after its lease, which the at-least-once contract allows
-        (subscribers deduplicate on the dataset id). So at most the marks of the last ~3 x
-        ``wal_writer_delay`` (600 ms by default) before a crash are re-published; registrations
-        and their outbox rows stay synchronous.
+        """Record rows as published, with ``synchronous_commit = off`` on PostgreSQL: no WAL
+        flush wait per CCD, visible at once, durable at the next flush. A mark lost in a server
+        crash (at most ~3 x ``wal_writer_delay``) only leaves its row pending for a drain to
+        publish again, which at-least-once allows; registrations stay synchronous.
 
-        It is one statement in autocommit (one round trip, not BEGIN, SET, UPDATE, COMMIT): the
-        ``set_config(..., is_local => true)`` in its WHERE clause applies to the statement's own
-        transaction, whose commit reads the setting before it is reset."""
+        One autocommit statement: the ``set_config(..., is_local => true)`` in its WHERE clause
+        applies to the statement's own transaction."""
         if not row_ids:
             return
         params = {"ids": list(row_ids), "at": at or datetime.now(UTC)}

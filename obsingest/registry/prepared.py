@@ -1,12 +1,10 @@
 """Statements compiled once and run on the driver's own cursor: the presence reads' hot path.
 
-Why: SQLAlchemy's work on every execution (building the parameters, the result's metadata and
-row processing) costs about 0.1 ms a query, as much as the query itself on SQLite; the presence
-API answers hundreds of CCD lookups a second on a shared machine. The statements stay SQLAlchemy
-Core, compiled for the engine's dialect (so the SQL is the dialect's); only their execution
-skips the layer. Values come back as the driver gives them (``db_datetime``, ``db_uuid``
-normalise SQLite's text), and a driver error invalidates the connection and becomes
-``RegistryUnavailable`` (retriable), as SQLAlchemy would have done.
+Why: SQLAlchemy's per-execution work costs as much as the query itself on SQLite, and the
+presence API answers hundreds of lookups a second. Statements stay SQLAlchemy Core, compiled for
+the engine's dialect; only execution skips the layer. Values come back as the driver gives them
+(``db_datetime``, ``db_uuid`` normalise SQLite's text); a driver error invalidates the
+connection and becomes ``RegistryUnavailable``, as SQLAlchemy would.
 """
 
 from __future__ import annotations

@@ -1,15 +1,13 @@
 """The dataset registry adapter: the one place where idempotency is decided.
 
-``register`` inserts dimension records, the dataset and its datastore record in one transaction
-with INSERT ... ON CONFLICT DO NOTHING, so concurrent or repeated deliveries of the same file give
-exactly one row, and a worker killed mid-transaction leaves nothing half-written. When the data id
-already exists, the stored checksum decides: same bytes -> the existing dataset is returned;
-different bytes -> ChecksumConflict, and the caller quarantines. A batch believed new (the Butler
-backend's group commit) inserts its datasets and datastore records in one statement each.
+``register`` inserts dimension records, dataset and datastore record in one transaction with
+INSERT ... ON CONFLICT DO NOTHING, so repeated or concurrent deliveries give one row and a killed
+worker leaves nothing half-written. For an existing data id the stored checksum decides: same
+bytes return the existing dataset, different bytes raise ChecksumConflict (quarantined). A batch
+believed new (the Butler backend's group commit) is inserted in one statement per table.
 
 One module because it is one cohesive concept: the idempotent registration (its statements,
-the retries around them, the dimension rows they need); reads and the outbox live in their own
-modules.
+retries and dimension rows); reads and the outbox live in their own modules.
 """
 
 from __future__ import annotations

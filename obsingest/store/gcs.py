@@ -197,11 +197,9 @@ def _permanent(exc: BaseException, bucket: str, what: str) -> PermanentError | N
 class HttpEnvironment:
     """What ``requests`` takes from the environment for one endpoint, read once at start-up.
 
-    A session with ``trust_env=True`` (requests' default) re-reads the proxy variables, ``.netrc``
-    and the CA bundle variables on every request: about a third of the client CPU of a small
-    upload. The store's session is given these instead, with ``trust_env=False``, so a proxy,
-    netrc credentials or a CA bundle set when the process starts are honoured as before,
-    resolved by requests' own rules (``NO_PROXY`` included) for the endpoint's host."""
+    ``trust_env=True`` (requests' default) re-reads proxy, ``.netrc`` and CA bundle variables on
+    every request, a large share of a small upload's CPU. The store's session gets them from here
+    with ``trust_env=False``, resolved by requests' own rules (``NO_PROXY`` included)."""
 
     endpoint: str
     #: scheme -> proxy URL (empty when none applies or ``NO_PROXY`` exempts the endpoint)
@@ -374,8 +372,8 @@ class GcsStore:
         self, name: str, data: bytes, crc: str, metadata: dict[str, str], remaining: float
     ) -> StoredObject:
         # CRC32C alone guards the transfer (added by checksum=, verified by the service).
-        # No client MD5: it would cost ~20 ms of CPU per CCD on the edge for the same
-        # protection; the service still computes md5Hash for the object resource.
+        # No client MD5: costly on the edge for the same protection; the service still
+        # computes md5Hash for the object resource.
         blob = self._bucket.blob(name)
         blob.metadata = metadata
         blob.upload_from_string(
@@ -519,10 +517,9 @@ def authorized_http(
 ) -> Any:
     """google-auth's urllib3 transport: anonymous against an emulator, else default credentials.
 
-    It honours what the library's requests session does (``HttpEnvironment``, read once): the
-    proxy for the endpoint (``urllib3.ProxyManager``, the proxy URL's credentials as
-    Proxy-Authorization), the CA bundle, and a ``.netrc`` entry for the endpoint's host, whose
-    Basic credentials replace the token as requests' netrc auth does."""
+    Honours what the requests session does (``HttpEnvironment``): the endpoint's proxy (with the
+    proxy URL's credentials), the CA bundle, and a ``.netrc`` entry for the endpoint's host,
+    whose Basic credentials replace the token."""
     import google.auth
     import urllib3
     from google.auth.credentials import AnonymousCredentials
@@ -561,9 +558,8 @@ def authorized_http(
 
 class GcsHttpStore(GcsStore):
     """``GcsStore`` whose put and stat are one JSON-API request each through google-auth's
-    urllib3 transport (one kept-alive connection per host), not the library's blob machinery.
-    Kept beside ``GcsStore.put`` because it costs the backfill (benchmarks/README.md, backfill)
-    and the edge's worker about 2 ms less CPU per object; reads and deletes are the library's."""
+    urllib3 transport, not the library's blob machinery: less CPU per object for the backfill
+    and the edge's worker (benchmarks/README.md, backfill). Reads and deletes are the library's."""
 
     def __init__(
         self,
