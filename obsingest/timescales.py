@@ -18,7 +18,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, cast, overload
 
 if TYPE_CHECKING:
     from astropy.time import Time
@@ -167,3 +167,14 @@ def time_as_utc(t: Any) -> datetime:
             if utc is not None:
                 return utc
     return cast(datetime, t.utc.to_datetime(timezone=UTC))
+
+
+@overload
+def as_utc(value: datetime) -> datetime: ...
+@overload
+def as_utc(value: None) -> None: ...
+def as_utc(value: datetime | None) -> datetime | None:
+    """An instant as an aware UTC datetime; a naive one (as databases return them) is UTC."""
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

@@ -59,7 +59,7 @@ from obsingest.registry.butler_setup import ButlerConflict, ButlerSetup
 from obsingest.registry.engine import make_engine
 from obsingest.registry.group_commit import GroupCommit, exposures_complete
 from obsingest.registry.migrations import migrate
-from obsingest.registry.outbox import insert_row, insert_rows
+from obsingest.registry.outbox import insert_rows
 from obsingest.registry.registry import (
     OUTBOX_LEASE_SECONDS,
     Announcer,
@@ -520,16 +520,9 @@ class ButlerRegistry(Registry):
             return registration, None
         try:
             message = announce(registration)
-        except Exception as exc:
+        except Exception as exc:  # fails its caller only; its redelivery announces it
             return None, exc
-        row_id = insert_row(
-            conn,
-            registration.dataset_id,
-            message,
-            registration.registered_time,
-            OUTBOX_LEASE_SECONDS,
-        )
-        return dataclasses.replace(registration, outbox_id=row_id), None
+        return self._with_outbox_row(conn, registration, lambda _: message), None
 
     def batch_stats(self) -> dict[str, float]:
         """How registrations were grouped into Butler transactions so far."""

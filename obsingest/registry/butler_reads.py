@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, select
@@ -20,6 +20,7 @@ from sqlalchemy import Connection, Engine, select
 from obsingest.registry import tables
 from obsingest.registry.audit import RegistryAudit
 from obsingest.settings import RegistrySettings, run_name
+from obsingest.timescales import as_utc
 
 #: dataset ids per companion lookup
 _CHUNK = 500
@@ -184,8 +185,7 @@ class ButlerAudit(RegistryAudit):
 
 def _plain(value: Any) -> Any:
     if isinstance(value, datetime):
-        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-        return value.isoformat()
+        return as_utc(value).isoformat()
     return value
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final, Literal
 
 from sqlalchemy import Connection, and_, bindparam, func, select, update
@@ -36,6 +36,7 @@ from obsingest.registry.facility_tables import exposure_closure
 from obsingest.registry.outbox import OutboxMessage, insert_row_once
 from obsingest.registry.registry import OUTBOX_LEASE_SECONDS, Registry
 from obsingest.settings import run_name
+from obsingest.timescales import as_utc
 
 #: Fixed forever: an exposure's event id must be the same in every process and every release.
 NAMESPACE = uuid.UUID("3d0c5a57-1f0e-5b4e-9a41-6f6273696e67")
@@ -102,12 +103,6 @@ class OpenExposure:
     registered: int  # datasets of the exposure (any detector)
     deadline: datetime | None
     closed: str | None  # its closure status (``incomplete``), None when never closed
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 class IngestedCheck:
@@ -224,7 +219,7 @@ class IngestedCheck:
         registered: list[tuple[int, float | None]] = []
         readouts, ingests = [], []
         for det, ingest_time, readout_time in rows:
-            ingest, readout = _utc(ingest_time), _utc(readout_time)
+            ingest, readout = as_utc(ingest_time), as_utc(readout_time)
             ingests.append(ingest)
             if readout is not None:
                 readouts.append(readout)
@@ -356,7 +351,7 @@ class IngestedCheck:
 
             rows = self._read(query)
             for exposure, expected, obs_start, exposure_time, registered, closed in rows:
-                start = _utc(obs_start)
+                start = as_utc(obs_start)
                 deadline = (
                     start + timedelta(seconds=(exposure_time or 0.0) + allowance)
                     if start is not None

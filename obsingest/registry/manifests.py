@@ -26,6 +26,7 @@ from obsingest.errors import BadObjectName, PermanentError
 from obsingest.messages import ExposureManifest
 from obsingest.registry import tables
 from obsingest.registry.registry import QuarantineEntry, Registry
+from obsingest.timescales import as_utc
 
 #: the registry's physical_filter column holds 64 characters
 _MAX_FILTER = 64
@@ -101,7 +102,7 @@ def manifest_digest(manifest: ExposureManifest) -> str:
         "exposure": manifest.exposure,
         "day_obs": manifest.day_obs,
         "detectors": sorted(manifest.detectors),
-        "obs_start": _utc(manifest.obs_start).isoformat(),
+        "obs_start": as_utc(manifest.obs_start).isoformat(),
         "exposure_time": manifest.exposure_time,
         "filter": manifest.filter,
     }
@@ -121,10 +122,10 @@ def record_manifest(registry: Registry, manifest: ExposureManifest) -> ManifestO
         "day_obs": manifest.day_obs,
         "detectors": ",".join(str(d) for d in detectors),
         "expected": len(detectors),
-        "obs_start": _utc(manifest.obs_start),
+        "obs_start": as_utc(manifest.obs_start),
         "exposure_time": manifest.exposure_time,
         "physical_filter": manifest.filter,
-        "published": _utc(manifest.published),
+        "published": as_utc(manifest.published),
         "recorded_time": datetime.now(UTC),
         "digest": digest,
     }
@@ -159,7 +160,3 @@ def quarantine_manifest(
     entry = QuarantineEntry(object_uri=source, reason=exc.reason, message=str(exc), checksum=digest)
     registry.quarantine(entry)
     return entry
-
-
-def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

@@ -30,6 +30,7 @@ from sqlalchemy import Connection, Engine, bindparam, delete, func, or_, select,
 from sqlalchemy.dialects import postgresql, sqlite
 
 from obsingest.registry.facility_tables import arrival_outbox
+from obsingest.timescales import as_utc
 
 T = TypeVar("T")
 
@@ -64,12 +65,6 @@ class OutboxStatus:
     oldest_pending_age: float | None  # seconds, None when nothing is pending
     #: rows published and not purged yet (None: not counted, ``status(published=False)``)
     published: int | None
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 #: Built once, executed with parameters: no statement to build and hash per registration.
@@ -225,7 +220,7 @@ def _row(mapping: Any) -> OutboxRow:
             key=mapping["message_key"],
             attributes=json.loads(mapping["attributes"] or "{}"),
         ),
-        created_at=_utc(mapping["created_at"]) or datetime.now(UTC),
+        created_at=as_utc(mapping["created_at"]) or datetime.now(UTC),
         attempts=int(mapping["attempts"] or 0),
     )
 
@@ -339,7 +334,7 @@ class ArrivalOutbox:
                         select(func.count()).where(o.c.published_at.is_not(None))
                     ).scalar_one()
                 )
-        oldest_utc = _utc(oldest)
+        oldest_utc = as_utc(oldest)
         age = (now - oldest_utc).total_seconds() if oldest_utc else None
         return OutboxStatus(int(pending), age, done)
 

@@ -10,7 +10,7 @@ connection and becomes ``RegistryUnavailable``, as SQLAlchemy would.
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Engine
@@ -19,6 +19,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 
 from obsingest.exhaustion import as_exhausted
 from obsingest.registry.registry import RegistryUnavailable
+from obsingest.timescales import as_utc
 
 
 class Prepared:
@@ -61,10 +62,7 @@ def db_datetime(value: Any) -> datetime | None:
     """A timestamp as the driver returns it (SQLite: text, naive UTC) -> aware UTC datetime."""
     if value is None:
         return None
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    aware: datetime = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    return aware
+    return as_utc(datetime.fromisoformat(value) if isinstance(value, str) else value)
 
 
 def db_uuid(value: Any) -> uuid.UUID:

@@ -58,6 +58,7 @@ from obsingest.registry.completeness import (
 from obsingest.registry.prepared import Prepared, db_datetime, db_uuid, uuid_param
 from obsingest.registry.readonly import make_readonly_engine, require_tables
 from obsingest.settings import RegistrySettings, run_name
+from obsingest.timescales import as_utc
 
 _INT64_MAX = 2**63 - 1
 #: tables a presence reader needs (``exposure_manifest`` since schema migration 4)
@@ -466,10 +467,10 @@ class PresenceReader:
             source,
             rows,
             self.budget_seconds,
-            first_readout=_utc(first),
-            last_registered=_utc(last),
+            first_readout=as_utc(first),
+            last_registered=as_utc(last),
             physical_filter=flt,
-            obs_start=_utc(start),
+            obs_start=as_utc(start),
             exposure_time=exptime,
         )
 
@@ -507,13 +508,5 @@ class PresenceReader:
         return {
             "total": sum(by_reason.values()),
             "by_reason": dict(sorted(by_reason.items())),
-            "recent": [{**row._asdict(), "last_seen": _utc(row.last_seen)} for row in latest],
+            "recent": [{**row._asdict(), "last_seen": as_utc(row.last_seen)} for row in latest],
         }
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    from datetime import UTC
-
-    if value is None:
-        return None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

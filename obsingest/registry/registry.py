@@ -37,6 +37,7 @@ from obsingest.registry.migrations import migrate
 from obsingest.registry.outbox import ArrivalOutbox, OutboxMessage, insert_row
 from obsingest.retry import RetriesExhausted, RetryPolicy, Transient, call_with_retries
 from obsingest.settings import RegistrySettings, run_name
+from obsingest.timescales import as_utc
 
 T = TypeVar("T")
 
@@ -131,13 +132,7 @@ def _column_value(value: Any) -> Any:
     """A field as its column holds it: UTC times; header warnings a JSON list, NULL if none."""
     if isinstance(value, tuple):
         return json.dumps(list(value)) if value else None
-    return _utc(value) if isinstance(value, datetime) else value
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return as_utc(value) if isinstance(value, datetime) else value
 
 
 class Registry:
@@ -393,7 +388,7 @@ class Registry:
                 f"({row['size']} bytes); refusing {record.uri} with {record.checksum} "
                 f"({record.size} bytes)"
             )
-        return Registration(ds_id, dtype, run, False, _utc(row["ingest_time"]) or now, row["uri"])
+        return Registration(ds_id, dtype, run, False, as_utc(row["ingest_time"]) or now, row["uri"])
 
     # facility: arrivals outbox, reconcile queries, canary (outbox.py, audit.py) ---------------
     def _with_outbox_row(
@@ -492,7 +487,7 @@ def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for key, value in row.items():
         if isinstance(value, datetime):
-            value = _utc(value).isoformat()  # type: ignore[union-attr]
+            value = as_utc(value).isoformat()
         elif isinstance(value, uuid.UUID):
             value = str(value)
         out[key] = value
@@ -506,9 +501,9 @@ def _datastore_values(ds_id: uuid.UUID, record: FileRecord) -> dict[str, Any]:
         "size": record.size,
         "checksum": record.checksum,
         "md5": record.md5,
-        "readout_time": _utc(record.readout_time),
-        "compressed_time": _utc(record.compressed_time),
-        "stored_time": _utc(record.stored_time),
+        "readout_time": as_utc(record.readout_time),
+        "compressed_time": as_utc(record.compressed_time),
+        "stored_time": as_utc(record.stored_time),
         "transport": record.transport,
     }
 
