@@ -309,11 +309,9 @@ def parse_object_name(name: str, prefix: str = DEFAULT_PREFIX) -> DataId:
 
 def name_claim(name: str, prefix: str = DEFAULT_PREFIX) -> tuple[DataId, str | None] | None:
     """What an object's name says about its CCD: (data id, observation id) in Rubin's layout,
-    (data id, None) in the earlier one, None for any other name below the prefix (its header
-    alone says which CCD it is: objects may have any name). BadObjectName for a name outside
-    the prefix or escaping it, and for a name in either layout whose values cannot be (no such
-    detector, day_obs disagreeing with the exposure, ...); UnknownInstrument for an instrument
-    we do not ingest."""
+    (data id, None) in the earlier one, None for any other name below the prefix (the header
+    decides). BadObjectName outside or escaping the prefix, or for impossible values in either
+    layout; UnknownInstrument for an instrument we do not ingest."""
     if not name.startswith(prefix):
         raise BadObjectName(f"object {name!r}: outside the ingest prefix {prefix!r}")
     rest = name[len(prefix) :]

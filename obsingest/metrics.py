@@ -670,12 +670,8 @@ class Metrics:
 
     # --- identity -----------------------------------------------------------------------------
     def start(self, component: str) -> None:
-        """Call once at process start: build info, and this component's series created at 0.
-
-        Series that exist from the start make ``rate()``/``increase()`` see their first
-        increment, and the canary clock of reconcile starts now (no canary within the alert's
-        window after start-up is already an alert).
-        """
+        """Call once at process start: build info, and this component's series created at 0,
+        so ``rate()`` sees their first increment; reconcile's canary clock starts now."""
         from importlib.metadata import PackageNotFoundError, version
 
         component = self._value("component", component)

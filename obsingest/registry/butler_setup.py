@@ -178,10 +178,9 @@ class ButlerSetup:
         self.exposures([exposure])
 
     def exposures(self, exposures: Iterable[ExposureRecord]) -> None:
-        """The records of every exposure in ``exposures`` this process has not set up yet, in
-        as few calls as possible: the physical_filter, group and day_obs records of all of them
-        in one insert per element (a filter or day this process wrote already is not written
-        again), then each exposure record (synced: compared with one already there)."""
+        """The records of the exposures this process has not set up yet: physical_filter, group
+        and day_obs of all of them in one insert per element (skipping ones already written),
+        then each exposure record, synced (compared with one already there)."""
         todo: dict[tuple[str, int], ExposureRecord] = {}
         for exposure in exposures:
             key = (exposure.instrument, exposure.exposure)

@@ -49,10 +49,9 @@ def _single(name: str) -> str | None:
 
 
 def band(physical_filter: str | None) -> str | None:
-    """The band of ``physical_filter``: of its first filter (LATISS's filter~grating); of the
-    second when the first passes every band (LATISS's empty slot, LSSTCam's white slots before
-    a CCOB lamp) and the second has one; ``{band}~nd`` with
-    a neutral-density filter (alone: ``white~nd``); the name itself when the tables lack it."""
+    """The band of ``physical_filter``: of its first filter (LATISS's filter~grating), or of the
+    second when the first passes every band (empty slots, LSSTCam's white before a CCOB lamp);
+    ``{band}~nd`` with a neutral-density filter; the name itself when the tables lack it."""
     if not physical_filter:
         return None
     parts = physical_filter.split("~")

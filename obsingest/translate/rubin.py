@@ -103,8 +103,7 @@ class RubinTranslator(FitsTranslator):
 
     def began_after(self, when: Time) -> bool:
         """Whether the observation began after ``when`` (a class constant), remembered per
-        translator: comparing times of two scales converts one (~0.25 ms), and ObservationInfo
-        asks ``on_mountain`` for several properties."""
+        translator: comparing times of two scales converts one, and it is asked repeatedly."""
         memo: dict[int, bool] = self.__dict__.setdefault("_began_after", {})
         found = memo.get(id(when))
         if found is None:
