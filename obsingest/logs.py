@@ -1,9 +1,8 @@
 """Structured logging: one JSON object per line, one event per line.
 
-Every log call names an ``event``. The data id (and object name) of the CCD being handled is set
-once, with ``logging_context``, around the work on that CCD, and stamped on every line logged
-inside it, so an operator can grep a night's logs for one CCD across every process that touched
-it without each call passing the data id along.
+Every log call names an ``event``. ``logging_context`` stamps the CCD's data id (and object) on
+every line logged around its work, so a night's logs can be grepped for one CCD across
+processes without each call passing it along.
 """
 
 from __future__ import annotations

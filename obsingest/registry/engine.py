@@ -1,10 +1,8 @@
 """Engine construction: one bounded pool per process, tuned per backend.
 
-PostgreSQL: a small fixed pool (``pool_size`` + ``max_overflow``), so a burst of invocations
-queues for a connection instead of exhausting ``max_connections``; a connection the server closed
-is invalidated on use and the registry's retry replaces it.
-SQLite: WAL journal, a busy timeout, and transactions that begin IMMEDIATE so concurrent writers
-wait for the lock instead of failing on upgrade.
+PostgreSQL: a small fixed pool, so a burst of invocations queues for a connection instead of
+exhausting ``max_connections``. SQLite: WAL, a busy timeout, and IMMEDIATE transactions so
+concurrent writers wait for the lock instead of failing on upgrade.
 """
 
 from __future__ import annotations

@@ -148,8 +148,7 @@ class Registry:
         self._insert_dataset = (
             self._insert(tables.dataset)
             .on_conflict_do_nothing()
-            # RETURNING, not rowcount: psycopg 3 under SQLAlchemy 2.1 reports rowcount -1 here,
-            # which made every redelivery on PostgreSQL look like a first insert.
+            # RETURNING, not rowcount: psycopg 3 under SQLAlchemy 2.1 reports rowcount -1 here.
             .returning(tables.dataset.c.id)
         )
         self._insert_datastore = self._insert(tables.datastore_record)
