@@ -3,26 +3,21 @@
 Over 500 lines as one cohesive concept: a GCS bucket as a store, its settings, its error rules
 and the one create-once flow both request paths below share.
 
-- One ``storage.Client`` per store, and one store per process (see ``producers.edge``): its HTTP
-  session keeps connections warm, which is most of a small upload's latency.
-- ``put`` sends the CRC32C (computed by the client) in the object resource, so the service
-  refuses bytes corrupted in transit, and writes with ``ifGenerationMatch=0``: a 412
-  means "already there", resolved by comparing checksums (same bytes: idempotent success;
-  different bytes: ObjectConflict, which the uploader parks under ``quarantine/``).
-- Retries are ours (``obsingest.retry``), not the library's, so they stop at the 5 s budget and
-  retry only what can heal: 429, 408, 5xx, connection resets/aborts, timeouts, and at most
-  ``auth_retries`` times a 403 (production saw transient 403s on object HEAD). Everything else
-  surfaces at once as a PermanentError subclass.
-- A resource run out is an outage (``obsingest.exhaustion``): 429 and GCS's ``rateLimitExceeded``
-  / ``quotaExceeded`` (some answered 403) are retried, never capped as an auth 403 nor refused as
-  a permission; once the budget is spent they surface as ``RateLimited`` / ``QuotaExceeded``
-  (retriable, reason ``rate-limited`` / ``quota-exceeded``) for the caller's own backoff.
-- With ``STORAGE_EMULATOR_HOST`` set (fake-gcs-server) the client uses anonymous credentials.
-- ``GcsHttpStore`` is the same store whose put and stat send the very JSON-API requests the
-  library sends, through google-auth's urllib3 transport: for the backfill's many small files
-  and the edge's uploads, where the library's per-request client work is most of the CPU.
-- Proxies, ``.netrc`` credentials and the CA bundle are read from the environment once, when a
-  store is made (``HttpEnvironment``), and honoured by both request paths.
+- One ``storage.Client`` per store and one store per process: its session keeps connections warm.
+- ``put`` sends the client's CRC32C in the object resource (the service refuses bytes corrupted
+  in transit) with ``ifGenerationMatch=0``: a 412 means "already there", resolved by checksum
+  (same bytes: success; different: ObjectConflict, parked under ``quarantine/`` by the uploader).
+- Retries are ours (``obsingest.retry``), bounded by the 5 s budget, only for what can heal
+  (429, 408, 5xx, resets, timeouts, and at most ``auth_retries`` 403s: production saw transient
+  ones on object HEAD); anything else is a PermanentError at once.
+- A resource run out (429, ``rateLimitExceeded`` / ``quotaExceeded``, some answered 403) is an
+  outage: retried, never capped as an auth 403, then ``RateLimited`` / ``QuotaExceeded``
+  (retriable) for the caller's own backoff.
+- With ``STORAGE_EMULATOR_HOST`` (fake-gcs-server) the client uses anonymous credentials.
+- ``GcsHttpStore``: the same store whose put and stat send the library's JSON-API requests
+  through google-auth's urllib3 transport, for the backfill's and the edge's many uploads.
+- Proxies, ``.netrc`` and the CA bundle are read once per store (``HttpEnvironment``) and
+  honoured by both request paths.
 """
 
 from __future__ import annotations
