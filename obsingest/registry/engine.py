@@ -18,21 +18,20 @@ def make_engine(settings: RegistrySettings) -> Engine:
     url = settings.url
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://") :]
+    pool = {
+        "pool_size": settings.pool_size,
+        "max_overflow": settings.max_overflow,
+        "pool_timeout": settings.pool_timeout,
+    }
     if url.startswith("sqlite"):
         engine = create_engine(
-            url,
-            connect_args={"timeout": 30, "check_same_thread": False},
-            pool_size=settings.pool_size,
-            max_overflow=settings.max_overflow,
-            pool_timeout=settings.pool_timeout,
+            url, connect_args={"timeout": 30, "check_same_thread": False}, **pool
         )
         _sqlite_tuning(engine)
         return engine
     return create_engine(
         url,
-        pool_size=settings.pool_size,
-        max_overflow=settings.max_overflow,
-        pool_timeout=settings.pool_timeout,
+        **pool,
         # No pre-ping (a round trip per checkout): a connection the server closed fails its
         # statement, is invalidated, and Registry's retry runs the transaction on a fresh one.
         pool_recycle=1800,

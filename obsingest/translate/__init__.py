@@ -19,7 +19,6 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from obsingest.translate import latiss, legacy_sim, lsstcam
 from obsingest.translate.bands import band
 from obsingest.translate.cards import HduHeader
 from obsingest.translate.errors import NoIdentity
@@ -34,21 +33,10 @@ __all__ = [
     "band",
     "configure",
     "observation",
-    "translators",
 ]
 
 _lock = threading.Lock()
 _cache: ObservationCache | None = None
-
-
-def translators() -> tuple[type, ...]:
-    """obsingest's translator classes (registered with astro_metadata_translator)."""
-    return (
-        lsstcam.LsstCamTranslator,
-        lsstcam.LsstComCamTranslator,
-        latiss.LatissTranslator,
-        legacy_sim.LegacySimTranslator,
-    )
 
 
 def configure(search_path: Sequence[str] | None = None) -> ObservationCache:
