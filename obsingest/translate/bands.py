@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 
-_BANDS = "ugrizy"
 #: filters that pass every band (an empty slot, the pinhole, the "empty" filter, none)
 _WHITE = re.compile(r"^(empty(_\d+)?|none|ph_5|ef_43)$")
 _LSST = re.compile(r"^([ugrizy])(_\d+)?$")
