@@ -394,8 +394,7 @@ def format_table(result: dict) -> str:
         f" x fpack): {'met' if goal['met'] else 'NOT met'} "
         f"({goal['speed_vs_fpack']}x, size {goal['size_vs_fpack']})"
     )
-    if "whole_process" in result:
-        lines += ["", format_process_table(result["whole_process"])]
+    lines += ["", format_process_table(result["whole_process"])]
     return "\n".join(lines)
 
 

@@ -276,14 +276,11 @@ def format_table(result: dict[str, Any]) -> str:
         f"reference's mean. Edge / reference means by round (A/B, same CCDs, alternating; "
         f"load noise included): {result['ab_ratio_by_round']}.",
     ]
-    if "edge_worker_cpu_ms" in result:  # results written before it was measured lack it
-        cpu = result["edge_worker_cpu_ms"]
-        lines += [
-            "",
-            f"Edge worker CPU per CCD (p50): read + compress {cpu['read_compress']['p50']:.1f} "
-            f"ms, send (checksum, header check, upload) {cpu['send']['p50']:.1f} ms.",
-        ]
+    cpu = result["edge_worker_cpu_ms"]
     lines += [
+        "",
+        f"Edge worker CPU per CCD (p50): read + compress {cpu['read_compress']['p50']:.1f} "
+        f"ms, send (checksum, header check, upload) {cpu['send']['p50']:.1f} ms.",
         "",
         f"Goal ({goal['what']}): {'met' if goal['met'] else 'NOT met'}",
     ]

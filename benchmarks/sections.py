@@ -23,13 +23,12 @@ def _compression(result: dict[str, Any]) -> str:
         "`obsingest compress` (the CLI entry point) and `python -m producers.compress` (the same "
         "function without the CLI), one CCD per call and the demo's 27 CCDs in one call."
     )
-    process = result.get("whole_process")
-    if process:
-        repeats = ", ".join(f"{n} ({scenario})" for scenario, n in process["repeats"].items())
-        text += (
-            f" Whole-process repeats: {repeats}; 1-minute load average before/after "
-            f"{process['loadavg_1min_before_after']}."
-        )
+    process = result["whole_process"]
+    repeats = ", ".join(f"{n} ({scenario})" for scenario, n in process["repeats"].items())
+    text += (
+        f" Whole-process repeats: {repeats}; 1-minute load average before/after "
+        f"{process['loadavg_1min_before_after']}."
+    )
     return text + "\n\n" + format_table(result)
 
 
