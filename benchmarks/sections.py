@@ -217,12 +217,11 @@ def _presence(result: dict[str, Any]) -> str:
 
 def _butler_facility(result: dict[str, Any]) -> str:
     ours, ref = result["obsingest"], result["butler_ingest_files"]
-    load = result.get("machine", {}).get("load_1min")
-    stages = ours.get("stages", {})
-    cpu = ours.get("cpu_seconds", {})
+    load = result["machine"]["load_1min"]
+    stages, cpu = ours["stages"], ours["cpu_seconds"]
     lines = [
         f"A whole LSSTCam exposure ({result['ccds']} CCDs) delivered at once to "
-        f"{result['instances']} warm register-function processes ({ours.get('handlers', 32)} "
+        f"{result['instances']} warm register-function processes ({ours['handlers']} "
         "handlers each) on one PostgreSQL Butler from `butler create` (load average at the "
         f"start {load} on {result['machine']['cpus']} cores).",
         "",
@@ -235,29 +234,22 @@ def _butler_facility(result: dict[str, Any]) -> str:
         "| - | - | - |",
         "",
     ]
-    if stages:
-        lines += [
-            "Seconds after the delivery when the last CCD was read and checked "
-            f"{stages['last_checked']}, committed (Butler + companion) "
-            f"{stages['last_committed']}, announced {stages['last_announced']}, its handler "
-            f"back {stages['last_returned']}; batches took {stages['batch_seconds_sum']} s in "
-            f"all. CPU seconds per instance: start-up {cpu.get('warm_up')} (imports, the "
-            f"Butler and the companion opened; {ours['warm_up_seconds']} s wall for both), "
-            f"handling {cpu.get('handling')}.",
-            "",
-        ]
     lines += [
-        note("butler_facility").rstrip().format(warm_up=ours.get("warm_up_seconds"), load=load),
+        "Seconds after the delivery when the last CCD was read and checked "
+        f"{stages['last_checked']}, committed (Butler + companion) "
+        f"{stages['last_committed']}, announced {stages['last_announced']}, its handler "
+        f"back {stages['last_returned']}; batches took {stages['batch_seconds_sum']} s in "
+        f"all. CPU seconds per instance: start-up {cpu['warm_up']} (imports, the "
+        f"Butler and the companion opened; {ours['warm_up_seconds']} s wall for both), "
+        f"handling {cpu['handling']}.",
+        "",
+        note("butler_facility").rstrip().format(warm_up=ours["warm_up_seconds"], load=load),
         "",
     ]
     lines.append(
-        f"Ratio (butler ingest-files / obsingest): {result['ratio']} warm"
-        + (
-            f", {result['ratio_cold']} counting the instances' start-up"
-            if "ratio_cold" in result
-            else ""
-        )
-        + f". Goal (last CCD within {result['goal']['last_ccd_within_seconds']} s, 205 in the "
+        f"Ratio (butler ingest-files / obsingest): {result['ratio']} warm, "
+        f"{result['ratio_cold']} counting the instances' start-up. Goal (last CCD within "
+        f"{result['goal']['last_ccd_within_seconds']} s, 205 in the "
         f"Butler, each announced): {'met' if result['goal']['met'] else 'NOT met'}."
     )
     return "\n".join(lines)
