@@ -1,16 +1,14 @@
 """Backfill throughput: ``--parallel`` sweep, files/s and Gbit/s against N, next to Google's own
-parallel uploader (``google.cloud.storage.transfer_manager.upload_many_from_filenames``, worker
-processes) on the same files, in the same run, against the GCS emulator.
+parallel uploader (``transfer_manager.upload_many_from_filenames``, worker processes) on the same
+files, in the same run, against the GCS emulator.
 
-Ours journals every file, uploads create-once and verifies each file's CRC32C and size against
-what the store holds, and resumes after a crash; transfer_manager does none of that. Each
-(tool, N) run uploads the whole archive to a fresh bucket. Each N is run ``REPEATS`` times with
-the order of the two tools alternating (AB, BA, ...: whoever goes first pays the emulator's
-warm-up and load drift equally); a row reports each tool's median and the median of the
-same-repeat ratios. Both send one multipart request per file with a client-computed CRC32C
-(transfer_manager's default ``checksum="auto"``), one HTTP connection per worker process.
-Goal: at every N, at least transfer_manager's throughput. Writes
-``benchmarks/results/backfill.json``; ``python -m benchmarks.backfill`` prints the table.
+Ours journals every file, uploads create-once, verifies CRC32C and size against the store and
+resumes after a crash; transfer_manager does none of that. Each (tool, N) run uploads the whole
+archive to a fresh bucket, ``REPEATS`` times with the tools' order alternating; a row reports
+each tool's median and the median of same-repeat ratios. Both send one multipart request per
+file with a client CRC32C, one connection per worker process. Goal: at every N, at least
+transfer_manager's throughput. Writes ``benchmarks/results/backfill.json``;
+``python -m benchmarks.backfill`` prints the table.
 """
 
 from __future__ import annotations

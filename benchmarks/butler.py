@@ -1,29 +1,22 @@
 """Registration into a real daf_butler repository through obsingest, next to Butler's own ingest.
 
-One SQLite Butler repository (``obsingest.registry.butler.make_repo``), one run collection
-(``LSSTCam/raw/all``), small LSSTCam CCDs from the DAQ simulator in a local store. Four figures,
-each the median of ``repeats`` runs on fresh exposures:
+One SQLite Butler repository (``make_repo``), run ``LSSTCam/raw/all``, small LSSTCam CCDs from
+the DAQ simulator in a local store. Four figures, each the median of ``repeats`` runs on fresh
+exposures:
 
 - ``obsingest_per_ccd``: ``RegisterService.handle`` for one finalize event at a time (read,
-  verify, parse the header, companion + Butler registration, ArrivalEvent), sequentially: what
-  one event costs when nothing else arrives;
-- ``obsingest_exposure``: the 205 events of a whole LSSTCam exposure delivered at once, 205
-  concurrent handlers (as an ingest service gathering an exposure's files, or Cloud Functions
-  concurrency), group-committed into Butler transactions (a batch gathers the CCDs still being
-  read and checked: ``obsingest.registry.group_commit``); ``seconds`` is from the moment every
-  CCD has arrived to the last registration: the goal is <= 1 s. The 205 handler threads exist
-  before the exposure arrives (a serving process's worker pool, started once), so creating
-  them is not timed; handing the 205 events to them is. After each run the Butler itself is
-  asked for the exposure's raws: all 205 must be there;
+  verify, header, companion + Butler registration, ArrivalEvent), sequentially;
+- ``obsingest_exposure``: a whole LSSTCam exposure's 205 events delivered at once to 205
+  concurrent handlers, group-committed (``group_commit``); ``seconds`` from every CCD arrived to
+  the last registration. The handler threads exist beforehand (a service's worker pool, not
+  timed); handing them the events is timed. After each run the Butler must hold all 205 raws;
 - ``butler_per_file``: ``Butler.ingest(FileDataset, transfer="direct")``, one file per call
   (dimension records inserted beforehand, not timed);
-- ``butler_per_exposure``: one ``Butler.ingest`` call with the 205 files of an exposure.
+- ``butler_per_exposure``: one ``Butler.ingest`` call with an exposure's 205 files.
 
-The exposure and the one-file-per-call figures are also taken in CPU seconds of this process
-(``*_cpu_s``, every thread), which other users of a shared machine do not stretch.
-
-Goal: a 205-CCD exposure registered within 1 s of its last CCD arriving, and an obsingest rate
-(205 / exposure seconds) at least 10x Butler's one-file-per-call rate.
+The exposure and one-file-per-call figures are also in CPU seconds of this process
+(``*_cpu_s``, every thread). Goal: an exposure registered within 1 s of its last CCD, at least
+10x Butler's one-file-per-call rate.
 
 Run: ``python -m benchmarks.butler [--repeats N] [--per-call N]``; writes
 benchmarks/results/butler.json.

@@ -1,20 +1,15 @@
 """Capacity model benchmark: calibrate it, check its predictions on this machine against the
 transfer benchmark's measurements, and size LSSTCam and LSSTComCam.
 
-The calibration is ``obsingest bench capacity`` (its own process, as a user runs it): two short
-end-to-end runs of the direct path on the local stack (1 CCD and 8 CCDs per exposure), done
-``CALIBRATIONS`` times: each stage's CPU per CCD is reported as the median over the calibrations
-(``register+publish`` is the register function's CPU per CCD that issue 19 holds within 10%), and
-the model uses the calibration whose total CPU per CCD is the median, so one noisy run on a
-shared machine decides neither the figure nor the predictions. The
-measured side is ``benchmarks/results/transfer.json``, written earlier in the same ``make bench``
-(the transfer benchmark runs first): max readout -> announced at 1, 4, 8, 16 and 24 CCDs per
-exposure. Each prediction uses the calibration's per-CCD CPU and ``L1`` and, as the machine's
-state, the cores other users took during that row's own exposures (measured from /proc; on a
-shared machine that is what the model must be told, not what it predicts). Goal: every
-prediction within 20% of the measured max. The model and its queueing assumptions are in
-``producers/transfer/capacity.py``. Writes ``benchmarks/results/capacity.json``;
-``python -m benchmarks.capacity`` prints the tables.
+Calibration is ``obsingest bench capacity`` (its own process): two short end-to-end runs of the
+direct path (1 and 8 CCDs per exposure), ``CALIBRATIONS`` times. Each stage's CPU per CCD is the
+median over calibrations (``register+publish``: the figure issue 19 holds within 10%), and the
+model uses the calibration with the median total, so no single noisy run decides. The measured
+side is ``results/transfer.json`` from earlier in the same ``make bench``: max readout ->
+announced at 1, 4, 8, 16 and 24 CCDs. Each prediction uses the calibration's CPU and ``L1`` and,
+as the machine's state, the cores other users took during that row's exposures (from /proc).
+Goal: every prediction within 20% of the measured max. Model: ``producers/transfer/capacity.py``.
+Writes ``benchmarks/results/capacity.json``; ``python -m benchmarks.capacity`` prints the tables.
 """
 
 from __future__ import annotations

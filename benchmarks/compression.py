@@ -1,19 +1,15 @@
 """Compression benchmark: ours vs fpack, gzip -1 and astropy on the reference CCD, same run.
 
-Every tool goes file -> file from the page cache (read, compress, write), timed by wall clock;
-external tools run as subprocesses, so their process start-up (a few ms) is included, as it is in
-the observatory's figures. fpack is measured alone and with the copy of the raw file before it
-(the observatory's "copy + compress" figure). gzip is the ``gzip -1 -c`` command. Each figure is
-the median of ``repeats`` runs, taken round-robin across methods so background load on a shared
-machine affects all of them alike (the 1-minute load average is recorded). MB/s are of
-uncompressed input, 10**6 bytes. Our outputs are checked to round-trip bit-identically.
+Every tool goes file -> file from the page cache, timed by wall clock; external tools run as
+subprocesses (start-up included, as in the observatory's figures). fpack is measured alone and
+after a copy of the raw file (the observatory's "copy + compress"); gzip is ``gzip -1 -c``.
+Medians of ``repeats`` runs taken round-robin across methods (1-minute load average recorded);
+MB/s of uncompressed input, 10**6 bytes; our outputs must round-trip bit-identically.
 
-Whole processes (issue 16): what a person at a terminal meets. ``obsingest compress`` (the CLI
-entry point) and ``python -m producers.compress`` (the same function without the CLI around it)
-against ``fpack`` on the same files in the same run, each a fresh process per call, outputs
-deleted before each (untimed): one reference CCD per call, and the 27 CCDs of the demo (3
-exposures x 9 LSSTComCam detectors, 2 GB) in one call. Medians of round-robin repeats; goals:
-one CCD >= 1.0x fpack's wall time, 27 CCDs >= 1.5x.
+Whole processes (issue 16): ``obsingest compress`` and ``python -m producers.compress`` against
+``fpack``, a fresh process per call, outputs deleted before each (untimed): one reference CCD per
+call, and the demo's 27 CCDs (2 GB) in one call. Goals: one CCD >= 1.0x fpack's wall time, 27
+CCDs >= 1.5x.
 
 Run: ``python -m benchmarks.compression [--repeats N]``; writes benchmarks/results/compression.json.
 """
@@ -398,8 +394,7 @@ def format_table(result: dict) -> str:
         f" x fpack): {'met' if goal['met'] else 'NOT met'} "
         f"({goal['speed_vs_fpack']}x, size {goal['size_vs_fpack']})"
     )
-    if "whole_process" in result:
-        lines += ["", format_process_table(result["whole_process"])]
+    lines += ["", format_process_table(result["whole_process"])]
     return "\n".join(lines)
 
 

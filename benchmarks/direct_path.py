@@ -1,16 +1,13 @@
 """Per-stage latency of the direct-upload path on the local stack, with full-size CCDs.
 
-DAQ simulator (full-size raw CCDs, 75.6 MB) -> the edge service (``EdgeService``: its workers
-compress with tiled Rice, upload create-once to the GCS emulator) -> bucket notification on
-Pub/Sub -> relay (in-process push to the register function's ``on_push``) -> register
+DAQ simulator (75.6 MB raw CCDs) -> edge service (tiled Rice, create-once upload to the GCS
+emulator) -> notification on Pub/Sub -> relay (in-process push to ``on_push``) -> register
 (GcsStore read + verify, PostgreSQL registry) -> ArrivalEvent on Pub/Sub -> a subscriber.
 
 Per CCD, from the ArrivalEvent's timestamps: readout -> compressed -> stored -> registered ->
-published, plus published -> received by the subscriber; p50 / p95 / max of each stage and of
-the total, against the 5 s budget. The camera reads all CCDs of an exposure out at once, so one
-readout time per exposure and every CCD queued at that instant (the worst case for the last
-one). The stack is started if it is not up; the run's bucket, database and Pub/Sub topics are
-deleted at the end.
+published -> received; p50 / p95 / max of each stage and the total, against the 5 s budget. All
+CCDs of an exposure share one readout time and are queued at that instant (the worst case for
+the last). The stack is started if needed; the run's bucket, database and topics are deleted.
 
 Run: ``python -m benchmarks.direct_path [--exposures N] [--detectors N] [--workers N]``;
 writes benchmarks/results/direct_path.json.

@@ -1,22 +1,17 @@
 """Edge service overhead: the same 16 full-size CCDs per exposure through the one-shot reference
 path and through the edge service, to the GCS emulator, in the same run.
 
-- reference: ``producers.edge.ship`` (``warm_pool`` + ``ship_ccd``: a warm process pool that
-  reads, compresses and sends each CCD, no journal, no scheduler, no crash isolation), the path
-  the demo and ``bench transfer`` took before the edge service, kept only for this comparison;
-- edge: ``EdgeService`` with as many workers, fed through its in-process API at each readout
-  (what ``bench transfer`` and the demo now drive): the same read + compress + send, plus what the
-  service adds (journal commits, hand-off to a worker, results back).
+- reference: ``producers.edge.ship`` (a warm process pool that reads, compresses and sends each
+  CCD; no journal, scheduler or crash isolation), kept only for this comparison;
+- edge: ``EdgeService`` with as many workers, fed through its in-process API at each readout:
+  the same work plus journal commits, hand-off and results back.
 
-Per CCD: readout -> acknowledged by the store (the facility side after that is the same for
-both). The first exposure of each run is connection warm-up and is excluded. The two paths
-alternate (reference, edge, reference, edge) so that load drift on a shared machine hits both.
-What the service adds is also measured per CCD, inside the same run: readout -> acked minus the
-worker's own read, compress and send (so it holds the journal commits, queueing and the
-hand-off, and not the machine's load swings, which on a shared 2-core machine move the A/B means
-by tens of percent between rounds). Goal: that addition within 5% of the reference's mean per-CCD
-time; the A/B ratio by round is reported next to it. Writes ``benchmarks/results/edge.json``;
-``python -m benchmarks.edge`` prints the table.
+Per CCD: readout -> acknowledged by the store; the first exposure (warm-up) is excluded; the
+paths alternate so load drift hits both. What the service adds is also measured per CCD in the
+same run (readout -> acked minus the worker's own read, compress and send), which is immune to
+the load swings that move the A/B means. Goal: that addition within 5% of the reference's mean
+per-CCD time; the A/B ratio by round is reported beside it. Writes
+``benchmarks/results/edge.json``; ``python -m benchmarks.edge`` prints the table.
 """
 
 from __future__ import annotations
@@ -281,14 +276,11 @@ def format_table(result: dict[str, Any]) -> str:
         f"reference's mean. Edge / reference means by round (A/B, same CCDs, alternating; "
         f"load noise included): {result['ab_ratio_by_round']}.",
     ]
-    if "edge_worker_cpu_ms" in result:  # results written before it was measured lack it
-        cpu = result["edge_worker_cpu_ms"]
-        lines += [
-            "",
-            f"Edge worker CPU per CCD (p50): read + compress {cpu['read_compress']['p50']:.1f} "
-            f"ms, send (checksum, header check, upload) {cpu['send']['p50']:.1f} ms.",
-        ]
+    cpu = result["edge_worker_cpu_ms"]
     lines += [
+        "",
+        f"Edge worker CPU per CCD (p50): read + compress {cpu['read_compress']['p50']:.1f} "
+        f"ms, send (checksum, header check, upload) {cpu['send']['p50']:.1f} ms.",
         "",
         f"Goal ({goal['what']}): {'met' if goal['met'] else 'NOT met'}",
     ]

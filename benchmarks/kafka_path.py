@@ -2,22 +2,19 @@
 
 Same broker, same run. For each chunk size (256 KiB, 1 MiB, 4 MiB, 8 MiB):
 
-- **chunked path**: full-size compressed CCDs (DAQ simulator + our compressor, generated once
-  and cached in ``.cache/bench-kafka-path/``) sent by one ``KafkaChunkSender`` shared by four edge
-  threads, into a fresh 6-partition topic, assembled by ``obsingest assembler`` running as its
-  own process and stored create-once (fsynced) in a local store. MB/s = CCD bytes / (last CCD
-  stored - first send); per-CCD latency = stored - handed to the sender (the assembler logs it).
-- **ProducerPerformance** (``org.apache.kafka.tools.ProducerPerformance``, kafka-tools 4.3.1)
-  producing the same volume with records of the same size as an encoded chunk, ``acks=all``,
-  no compression, steady state (``--warmup-records``, as our warm-up CCD), client settings as
-  ``PP_BATCH_SIZE`` / ``PP_BUFFER_MEMORY`` below: the ceiling of producing alone.
+- **chunked path**: full-size compressed CCDs (generated once, cached in
+  ``.cache/bench-kafka-path/``) sent by one ``KafkaChunkSender`` shared by four edge threads into
+  a fresh 6-partition topic, assembled by ``obsingest assembler`` (its own process) and stored
+  create-once (fsynced) locally. MB/s = CCD bytes / (last stored - first send); per-CCD latency =
+  stored - handed to the sender (from the assembler's log).
+- **ProducerPerformance** (kafka-tools 4.3.1): the same volume in records of an encoded chunk's
+  size, ``acks=all``, no compression, after ``--warmup-records``, client settings
+  ``PP_BATCH_SIZE`` / ``PP_BUFFER_MEMORY``: the ceiling of producing alone.
 
-Runs are paired: each measured batch of ours is followed at once by one ProducerPerformance run,
-so both see the same moment of this shared, noisy machine (ProducerPerformance alone has swung
-between 73 and 255 MB/s from one minute to the next here). The ratio is the median of the paired
-ratios; MB/s figures are medians of ``repeats``. MB/s are 10**6 bytes per second (we convert
-ProducerPerformance's records/s ourselves). Goal: chunked path >= 70% of ProducerPerformance
-at the default chunk size.
+Runs are paired (each batch of ours followed at once by a ProducerPerformance run) because this
+shared machine swings widely minute to minute; the ratio is the median of paired ratios, MB/s
+(10**6 bytes/s) medians of ``repeats``. Goal: chunked path >= 70% of ProducerPerformance at the
+default chunk size.
 
 Run: ``python -m benchmarks.kafka_path [--repeats N] [--ccds N]``; writes
 benchmarks/results/kafka_path.json.

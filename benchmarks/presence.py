@@ -1,21 +1,17 @@
 """Presence API under load: p50/p95/p99/max at a constant 500 requests/s, a night of LSSTCam.
 
-For SQLite (a file) and PostgreSQL (the local stack's, in a fresh database dropped afterwards):
+For SQLite and PostgreSQL (the local stack's, a fresh database dropped afterwards):
 
-1. write a night of LSSTCam into a fresh registry (``presence_night``: 1,000 exposures x 205
-   CCDs = ~205,000 datasets, bulk insert);
-2. start ``obsingest serve`` on it as a process of its own, one worker process per core (2);
-3. walk the night's listing once (an operator's first look; it computes and caches every
-   exposure's answer) and report how long that took (then again per other worker: each worker
-   process keeps its own answers);
-4. drive a constant 500 requests/s from a second process (``presence_load``: open-loop,
-   latencies from the intended send time) for ``duration`` seconds after a warm-up: the mix a
-   night sees, mostly downstream processing asking for CCDs, some exposure summaries from
-   dashboards and a few night listings from operators (``MIX``).
+1. write a night (``presence_night``: 1,000 exposures x 205 CCDs) into a fresh registry;
+2. start ``obsingest serve`` on it, one worker process per core;
+3. walk the night's listing once per worker (an operator's first look, caching every
+   exposure's answer) and report how long it took;
+4. drive 500 requests/s open-loop from a second process (``presence_load``) for ``duration``
+   seconds after a warm-up, in a night's mix (``MIX``): mostly CCD lookups, some exposure
+   summaries, a few night listings.
 
-Goal (issue 15): p99 under 10 ms at 500 requests/s. On a 2-core machine shared with other work,
-server and load generator compete for the same cores: figures are indicative, and the load
-average at the start is recorded with them.
+Goal (issue 15): p99 under 10 ms at 500 requests/s. Server and load generator share the 2 cores:
+figures are indicative, with the load average at the start recorded.
 
 Run: ``python -m benchmarks.presence [--duration S] [--rate R] [--backends sqlite,postgresql]``;
 writes benchmarks/results/presence.json.

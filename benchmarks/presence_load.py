@@ -1,21 +1,14 @@
 """Open-loop, constant-rate HTTP load generator for the presence benchmark (its second process).
 
 ``python -m benchmarks.presence_load --url URL --rate 500 --duration 20 --paths FILE --out FILE``
-sends the GETs of ``--paths`` (JSON: ``[[kind, path], ...]``, cycled) at a constant rate and writes
+sends the GETs of ``--paths`` (JSON ``[[kind, path], ...]``, cycled) at a constant rate and writes
 latency percentiles per kind and overall.
 
-Why our own rather than wrk: Debian's wrk is closed-loop (each connection waits for its answer
-before sending again), so a slow answer delays the requests behind it and they are never
-measured as late: coordinated omission, the flaw that makes closed-loop p99s look good. wrk2
-fixes that but is not packaged. This generator is open-loop and measures every latency from the
-request's *intended* send time (start + i / rate), not from when it was actually written: if the
-server, the machine or the generator itself falls behind, the delay is in the figures. So the
-generator's own imprecision can only make the results worse, never better; its send lag
-(actual - intended) is reported next to them to show how much of a figure it could be.
-
-Requests go over a pool of keep-alive HTTP/1.1 connections (a new one is opened when all are
-busy, as a load balancer would); responses are read by Content-Length. uvloop drives it, as the
-server.
+Why not wrk: it is closed-loop, so a slow answer delays the requests behind it without counting
+them late (coordinated omission); wrk2 is not packaged. Here every latency is measured from the
+request's *intended* send time (start + i / rate), so any lag, the generator's own included, can
+only make the figures worse; the send lag is reported beside them. Keep-alive HTTP/1.1
+connections in a pool (a new one when all are busy), responses read by Content-Length, on uvloop.
 """
 
 from __future__ import annotations

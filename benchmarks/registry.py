@@ -1,16 +1,13 @@
 """Registrations per second, one event per call, on PostgreSQL (the local stack's) and SQLite.
 
-Two figures per backend:
-
-- ``service``: ``RegisterService.handle`` end to end for a pre-stored small CCD: read the object,
-  verify size and checksum, parse the FITS header, register (one transaction), build and publish
-  the ArrivalEvent (in-memory bus, so the bus is not what is measured);
+- ``service``: ``RegisterService.handle`` end to end for a pre-stored small CCD (read, verify,
+  parse the header, register, publish the ArrivalEvent on an in-memory bus);
 - ``registry``: the bare ``Registry.register`` call.
 
-Each call is one CCD, sequentially, as one function invocation handles one event. Reference:
-the Rubin Data Butler registers one file per call at ~25 ms on SQLite (40/s); the goal is at
-least 10x that (400/s) per event on both backends. Each figure is the median of ``repeats`` runs,
-every run on a fresh database. The stack is started if it is not up.
+One CCD per call, sequentially, as one invocation handles one event. Reference: the Rubin Data
+Butler registers one file per call at ~25 ms on SQLite (40/s); goal: at least 10x that (400/s)
+on both backends. Medians of ``repeats`` runs, each on a fresh database; the stack is started if
+needed.
 
 Run: ``python -m benchmarks.registry [--repeats N] [--ccds N]``; writes
 benchmarks/results/registry.json.

@@ -1,17 +1,14 @@
 """``make bench``: every benchmark of the project in one go, then ``benchmarks/README.md``.
 
-Discovers each ``benchmarks/<name>.py`` with a top-level ``run`` function (by reading its source,
-so nothing heavy is imported here), starts the local service stack if it is not up, and runs
-each benchmark in its own process with a timeout: one that fails or hangs is recorded and the
-others still run. Each benchmark writes its own ``benchmarks/results/<name>.json``; this script
-then writes the README: machine, versions, date, one short table per benchmark (medians of
-repeats, ratio to the reference measured in the same run, goal met or not) and a plot of the
-transfer harness next to the observatory's published figures.
+Discovers each ``benchmarks/<name>.py`` with a top-level ``run`` (from its source, importing
+nothing heavy), starts the local stack if needed, and runs each benchmark in its own process
+with a timeout, so one failure or hang does not stop the others. Each writes
+``benchmarks/results/<name>.json``; then the README is written: machine, versions, date, one
+short table per benchmark and a plot of the transfer harness beside the observatory's figures.
 
 ``python -m benchmarks.run_all NAME...`` (``make bench ONLY="butler backfill"``) re-runs only
-those benchmarks, e.g. after a change that concerns one of them: the others keep the records of
-the last run (``results/run_all.json``, each with its own date) and the README says which were
-re-run when. A full ``make bench`` is still what the published figures come from.
+those; the others keep their last records (``results/run_all.json``, each dated) and the README
+says which were re-run. Published figures come from a full ``make bench``.
 """
 
 from __future__ import annotations
@@ -33,6 +30,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import note
 from benchmarks.sections import PLOT as _PLOT
 from benchmarks.sections import SECTIONS, generic
 
@@ -319,6 +317,7 @@ def write_readme(runs: list[dict[str, Any]], info: dict[str, Any]) -> None:
     # sections written by harnesses that are not benchmarks here (make soak: results/soak.md)
     for extra in sorted(RESULTS.glob("*.md")):
         lines += ["", f"## {extra.stem}", "", extra.read_text().strip()]
+    lines += ["", "## Measurement history", "", note("history").strip()]
     README.write_text("\n".join(lines).rstrip() + "\n")
 
 

@@ -23,13 +23,12 @@ def _compression(result: dict[str, Any]) -> str:
         "`obsingest compress` (the CLI entry point) and `python -m producers.compress` (the same "
         "function without the CLI), one CCD per call and the demo's 27 CCDs in one call."
     )
-    process = result.get("whole_process")
-    if process:
-        repeats = ", ".join(f"{n} ({scenario})" for scenario, n in process["repeats"].items())
-        text += (
-            f" Whole-process repeats: {repeats}; 1-minute load average before/after "
-            f"{process['loadavg_1min_before_after']}."
-        )
+    process = result["whole_process"]
+    repeats = ", ".join(f"{n} ({scenario})" for scenario, n in process["repeats"].items())
+    text += (
+        f" Whole-process repeats: {repeats}; 1-minute load average before/after "
+        f"{process['loadavg_1min_before_after']}."
+    )
     return text + "\n\n" + format_table(result)
 
 
@@ -47,11 +46,8 @@ def _capacity(result: dict[str, Any]) -> str:
 
 def _beam(result: dict[str, Any]) -> str:
     ours, plain = result["summarize_events_per_s"], result["plain_gbk_events_per_s"]
-    ratio = result.get("ratio_events_per_s", round(ours / plain, 2))
-    cpu_ours, cpu_plain = result.get("summarize_cpu_s_median"), result.get("plain_gbk_cpu_s_median")
-    cpu_ratio = result.get("ratio_cpu")
-    per_repeat = ", ".join(f"{r:.2f}x" for r in result.get("ratio_per_repeat", []))
-    lag = result.get("streaming_lag", {})
+    per_repeat = ", ".join(f"{r:.2f}x" for r in result["ratio_per_repeat"])
+    lag = result["streaming_lag"]
     return "\n".join(
         [
             f"{result['events']:,} ArrivalEvents ({result['exposures']} exposures x "
@@ -60,22 +56,18 @@ def _beam(result: dict[str, Any]) -> str:
             "",
             "| pipeline | seconds | CPU seconds | events/s | vs plain GroupByKey |",
             "| --- | ---: | ---: | ---: | ---: |",
-            f"| ours (summaries) | {result['summarize_s_median']} | {_dash(cpu_ours)} | {ours:,} | "
-            f"{ratio:.2f}x{f' (CPU {cpu_ratio:.2f}x)' if cpu_ratio else ''} |",
+            f"| ours (summaries) | {result['summarize_s_median']} | "
+            f"{result['summarize_cpu_s_median']} | {ours:,} | "
+            f"{result['ratio_events_per_s']:.2f}x (CPU {result['ratio_cpu']:.2f}x) |",
             f"| plain GroupByKey + percentiles | {result['plain_gbk_s_median']} | "
-            f"{_dash(cpu_plain)} | {plain:,} | 1.00x |",
+            f"{result['plain_gbk_cpu_s_median']} | {plain:,} | 1.00x |",
             "",
-            (f"Ratio per repeat: {per_repeat}. " if per_repeat else "")
-            + "Reference figure: "
-            + f"{result.get('reference_plain_gbk_events_per_s', '-'):,} events/s. "
-            f"Streaming lag, last arrival -> summary: p50 {lag.get('lag_ms_p50', '-')} ms, max "
-            f"{lag.get('lag_ms_max', '-')} ms ({lag.get('method', '')}).",
+            f"Ratio per repeat: {per_repeat}. Reference figure: "
+            f"{result['reference_plain_gbk_events_per_s']:,} events/s. "
+            f"Streaming lag, last arrival -> summary: p50 {lag['lag_ms_p50']} ms, max "
+            f"{lag['lag_ms_max']} ms ({lag['method']}).",
         ]
     )
-
-
-def _dash(value: Any) -> str:
-    return "-" if value is None else str(value)
 
 
 def _scalar(value: Any) -> bool:
@@ -225,12 +217,11 @@ def _presence(result: dict[str, Any]) -> str:
 
 def _butler_facility(result: dict[str, Any]) -> str:
     ours, ref = result["obsingest"], result["butler_ingest_files"]
-    load = result.get("machine", {}).get("load_1min")
-    stages = ours.get("stages", {})
-    cpu = ours.get("cpu_seconds", {})
+    load = result["machine"]["load_1min"]
+    stages, cpu = ours["stages"], ours["cpu_seconds"]
     lines = [
         f"A whole LSSTCam exposure ({result['ccds']} CCDs) delivered at once to "
-        f"{result['instances']} warm register-function processes ({ours.get('handlers', 32)} "
+        f"{result['instances']} warm register-function processes ({ours['handlers']} "
         "handlers each) on one PostgreSQL Butler from `butler create` (load average at the "
         f"start {load} on {result['machine']['cpus']} cores).",
         "",
@@ -243,29 +234,22 @@ def _butler_facility(result: dict[str, Any]) -> str:
         "| - | - | - |",
         "",
     ]
-    if stages:
-        lines += [
-            "Seconds after the delivery when the last CCD was read and checked "
-            f"{stages['last_checked']}, committed (Butler + companion) "
-            f"{stages['last_committed']}, announced {stages['last_announced']}, its handler "
-            f"back {stages['last_returned']}; batches took {stages['batch_seconds_sum']} s in "
-            f"all. CPU seconds per instance: start-up {cpu.get('warm_up')} (imports, the "
-            f"Butler and the companion opened; {ours['warm_up_seconds']} s wall for both), "
-            f"handling {cpu.get('handling')}.",
-            "",
-        ]
     lines += [
-        note("butler_facility").rstrip().format(warm_up=ours.get("warm_up_seconds"), load=load),
+        "Seconds after the delivery when the last CCD was read and checked "
+        f"{stages['last_checked']}, committed (Butler + companion) "
+        f"{stages['last_committed']}, announced {stages['last_announced']}, its handler "
+        f"back {stages['last_returned']}; batches took {stages['batch_seconds_sum']} s in "
+        f"all. CPU seconds per instance: start-up {cpu['warm_up']} (imports, the "
+        f"Butler and the companion opened; {ours['warm_up_seconds']} s wall for both), "
+        f"handling {cpu['handling']}.",
+        "",
+        note("butler_facility").rstrip().format(warm_up=ours["warm_up_seconds"], load=load),
         "",
     ]
     lines.append(
-        f"Ratio (butler ingest-files / obsingest): {result['ratio']} warm"
-        + (
-            f", {result['ratio_cold']} counting the instances' start-up"
-            if "ratio_cold" in result
-            else ""
-        )
-        + f". Goal (last CCD within {result['goal']['last_ccd_within_seconds']} s, 205 in the "
+        f"Ratio (butler ingest-files / obsingest): {result['ratio']} warm, "
+        f"{result['ratio_cold']} counting the instances' start-up. Goal (last CCD within "
+        f"{result['goal']['last_ccd_within_seconds']} s, 205 in the "
         f"Butler, each announced): {'met' if result['goal']['met'] else 'NOT met'}."
     )
     return "\n".join(lines)

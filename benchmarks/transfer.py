@@ -1,17 +1,16 @@
 """Transfer harness benchmark: 1, 4, 8, 16 and 24 full-size CCDs per exposure on the direct path,
 16 on the Kafka path.
 
-Every run is ``obsingest bench transfer --compress --end-to-end`` on the local stack (its own
-process, as a user runs it): the harness writes every exposure's raw CCDs first (as the DAQ,
-before the start), then at each readout hands the exposure's N CCDs to the edge service, whose
-worker processes read, compress and send them (direct upload to the GCS emulator, or chunked
-over Kafka to the assembler, which stores them in the emulator), and the run waits for every
-CCD's ArrivalEvent. So each row gives both the observatory report's columns (transfer
-min/mean/max s, aggregate Mbit/s; first exposure apart) and readout -> announced against the 5 s
-budget, with the per-stage breakdown and CPU seconds by role.
+Each run is ``obsingest bench transfer --compress --end-to-end`` on the local stack (its own
+process): the harness writes every exposure's raw CCDs first (as the DAQ), then at each readout
+hands the exposure's N CCDs to the edge service, whose workers read, compress and send them
+(direct to the GCS emulator, or chunked over Kafka to the assembler), and waits for every CCD's
+ArrivalEvent. Each row gives the observatory report's columns (transfer min/mean/max s, Mbit/s;
+first exposure apart) and readout -> announced against the 5 s budget, per stage, with CPU
+seconds by role.
 
 The interval shrinks with the CCD count (1: 4 s ... 16 and 24: 17 s, the real cadence) to keep
-``make bench`` short; every exposure still ends well before the next readout. Writes
+``make bench`` short; every exposure still ends before the next readout. Writes
 ``benchmarks/results/transfer.json``; ``python -m benchmarks.transfer`` prints the table.
 """
 

@@ -1,24 +1,17 @@
 """Instruments and detectors as the observatory numbers them (obs_lsst's camera descriptions).
 
-Why a table here rather than obs_lsst itself: the science pipelines' ``lsst.obs.lsst`` is not on
-PyPI and pulls in the whole stack (afw, C++), while every part of the pipeline (name parsing, the
-DAQ simulator, completeness, the focal-plane plot, the registry's dimension records) needs the
-numbering. The values below are transcribed from lsst/obs_lsst ``policy/`` and checked by
+Why a table here: ``lsst.obs.lsst`` is not on PyPI and pulls in the whole stack, while name
+parsing, the DAQ simulator, completeness, the focal-plane plot and the registry's dimension
+records all need the numbering. Values are transcribed from lsst/obs_lsst and checked by
 ``tests/unit/obsingest/test_camera.py``:
 
-- ``policy/rafts.yaml``: raft offsets, yaws and ``id0`` (the id of the raft's first sensor:
-  science rafts R01..R43 give ids 0..188; the corner rafts R00, R00W, R04, R04W, R40, R40W, R44,
-  R44W give 189..204, two sensors each);
-- ``policy/cameraHeader.yaml``: sensor types and geometry (``CCD_ITL`` 4072x4000 and ``CCD_E2V``
-  4096x4004 pixels with 16 amplifiers; guider sensors ``CCD_ITL_G`` identical to ``CCD_ITL``;
-  wavefront sensors ``CCD_ITL_WF`` half height, 4072x2000, 8 amplifiers), the amplifier layouts
-  (raw 576x2048 per amplifier; ITL data [3:512, 0:2000], E2V data [10:522, 0:2002]) and the
-  per-slot offsets inside a raft;
-- ``policy/lsstCam/R*.yaml``: sensor type per raft, ``sensorTypes`` (2 = GUIDER, 3 = WAVEFRONT) and
-  ``geometryWithinRaft`` of the corner sensors;
-- ``python/lsst/obs/lsst/_instrument.py`` and the translators: the instrument records
-  (``detector_max``, ``exposure_max``, ``visit_system``, class names) and detector records
-  (``full_name`` ``R22_S11``, ``raft``, ``name_in_raft``, ``purpose``; LATISS has no raft);
+- ``policy/rafts.yaml``: raft offsets, yaws, ``id0`` (science rafts R01..R43: ids 0..188;
+  the corner rafts, two sensors each: 189..204);
+- ``policy/cameraHeader.yaml``: sensor types and geometry (ITL 4072x4000, E2V 4096x4004, 16
+  amplifiers; guiders as ITL; wavefront ITL half height, 8 amplifiers), amplifier layouts and
+  per-slot offsets in a raft;
+- ``policy/lsstCam/R*.yaml``: sensor type per raft, ``sensorTypes``, corner ``geometryWithinRaft``;
+- ``python/lsst/obs/lsst/_instrument.py`` and the translators: instrument and detector records;
 - ``python/lsst/obs/lsst/filters.py``: physical filter names per band.
 """
 

@@ -1,19 +1,15 @@
 """Data ids, object names and dataset ids: the identity of one CCD everywhere in the pipeline.
 
-A CCD's identity is (instrument, exposure, detector), as the Butler's raw data id. The camera
-names its files after the observation id and the detector
-(``MC_O_20250415_000060_R01_S01.fits``: camera code, controller, day_obs, sequence number, raft,
-sensor), and that name, or the header (``identity_from_header``), gives the data id by obs_lsst's
-rules: the exposure id is ``day_obs * 100000 + seq_num``, with the year raised by 1000 per
-controller for the controllers whose counters were not shared with the OCS's at the time.
+A CCD's identity is (instrument, exposure, detector), as the Butler's raw data id. The camera's
+file name (``MC_O_20250415_000060_R01_S01.fits``: camera, controller, day_obs, seq_num, raft,
+sensor) or header (``identity_from_header``) gives it by obs_lsst's rules: exposure id
+``day_obs * 100000 + seq_num``, the year raised by 1000 per controller with its own counter.
 
-Objects are stored in the layout Rubin's own tools use for raws (lsst-dm/prompt_processing's
-``LSST_REGEXP``, the embargo bucket), under the ingest prefix:
-``{instrument}/{day_obs}/{obs_id}/{obs_id}_{raft}_{sensor}.fits``. It sorts by day and
-exposure, keeps the camera's file name, and needs no lookup to give the data id, which is what a
-storage notification carries. Objects written by earlier versions stay readable:
-``{instrument}/{day_obs}/{exposure}/{instrument}_{exposure}_{detector:03d}.fits.fz``.
-Anything matching neither layout is a BadObjectName, never a guess.
+Objects are stored in Rubin's raw layout (prompt_processing's ``LSST_REGEXP``) under the ingest
+prefix, ``{instrument}/{day_obs}/{obs_id}/{obs_id}_{raft}_{sensor}.fits``: sorted by day and
+exposure, the camera's file name kept, the data id readable from the name alone. The earlier
+layout ``{instrument}/{day_obs}/{exposure}/{instrument}_{exposure}_{detector:03d}.fits.fz`` stays
+readable; any other name is a BadObjectName, never a guess.
 """
 
 from __future__ import annotations
@@ -203,15 +199,12 @@ def parse_obs_id(obs_id: str) -> tuple[str, str, int, int]:
 
 
 def identity_from_header(card: Callable[[str], object], where: str) -> Identity:
-    """A CCD's identity from its primary header, as the camera writes it.
+    """A CCD's identity from its primary header (``card(KEY)``: a card's value or None).
 
-    ``card(KEY)`` returns a card's value or None. The instrument comes from INSTRUME (the
-    camera's ``lsstCam``/``comCam``/``LATISS`` or the Butler's names; the older ``LSST_ATISS``,
-    and ``LSST_CAMERA`` with TELCODE ``CC`` for ComCam's 2019 lab data, as obs_lsst reads them),
-    the observation from OBSID (LATISS's earliest: IMGNAME; else DAYOBS, SEQNUM and CONTRLLR),
-    the detector from RAFTBAY and CCDSLOT. Anything
-    missing or contradictory is a NoIdentity naming the card, since no other field can stand in
-    for it.
+    Instrument from INSTRUME (camera or Butler names, and obs_lsst's older ``LSST_ATISS`` and
+    ``LSST_CAMERA`` with TELCODE ``CC``), observation from OBSID (LATISS's earliest: IMGNAME;
+    else DAYOBS, SEQNUM, CONTRLLR), detector from RAFTBAY and CCDSLOT. Missing or contradictory
+    cards are a NoIdentity naming the card: nothing else can stand in for them.
     """
 
     def text(key: str) -> str | None:
@@ -316,11 +309,9 @@ def parse_object_name(name: str, prefix: str = DEFAULT_PREFIX) -> DataId:
 
 def name_claim(name: str, prefix: str = DEFAULT_PREFIX) -> tuple[DataId, str | None] | None:
     """What an object's name says about its CCD: (data id, observation id) in Rubin's layout,
-    (data id, None) in the earlier one, None for any other name below the prefix (its header
-    alone says which CCD it is: objects may have any name). BadObjectName for a name outside
-    the prefix or escaping it, and for a name in either layout whose values cannot be (no such
-    detector, day_obs disagreeing with the exposure, ...); UnknownInstrument for an instrument
-    we do not ingest."""
+    (data id, None) in the earlier one, None for any other name below the prefix (the header
+    decides). BadObjectName outside or escaping the prefix, or for impossible values in either
+    layout; UnknownInstrument for an instrument we do not ingest."""
     if not name.startswith(prefix):
         raise BadObjectName(f"object {name!r}: outside the ingest prefix {prefix!r}")
     rest = name[len(prefix) :]

@@ -10,7 +10,7 @@ Plain constants only: this module is imported by ``obsingest --help`` and must s
 from __future__ import annotations
 
 # -- object store ----------------------------------------------------------------------------
-#: Where raw CCDs are stored: raw/{instrument}/{day_obs}/{exposure}/{instrument}_{exp}_{det}.fits.fz
+#: Where raw CCDs are stored (the layout below it: ``obsingest.dataid``).
 RAW_PREFIX = "raw/"
 #: Where refused bytes are parked (never overwriting the stored object), reason in metadata.
 QUARANTINE_PREFIX = "quarantine/"

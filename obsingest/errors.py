@@ -18,10 +18,9 @@ REASONS: set[str] = {"error"}
 class ObsIngestError(Exception):
     """Base of every error this project raises on purpose.
 
-    Every subclass crosses a process boundary intact (worker pools pickle what a worker raised):
-    ``__reduce__`` rebuilds the error from its ``args`` and attributes without calling a
-    subclass's ``__init__``, whose own signature Python's default pickling cannot know (it would
-    call ``cls(*args)``, e.g. ``RetriesExhausted(message)`` without its other arguments).
+    Each crosses a process boundary intact: ``__reduce__`` rebuilds it from ``args`` and
+    attributes without calling a subclass's ``__init__`` (default pickling would call
+    ``cls(*args)`` and miss its other arguments).
     """
 
     retriable: bool = False
@@ -179,11 +178,9 @@ class NestingTooDeep(RequestRefused):
 class ResourceExhausted(RetriableError):
     """A resource ran out: a full disk, a quota, a rate limit, no connection slots, no memory.
 
-    Never a verdict on the input: the same input succeeds once the resource is back, so it is an
-    outage, retried with the same backoff as any other, never quarantined. ``resource`` names
-    what ran out (``destination``, ``registry``, ``bus``, ``disk``, ``memory``) and ``where``
-    its path or URL, so the one line an operator reads says which disk to free
-    (``obsingest.exhaustion`` holds the closed classification every adapter uses).
+    Never a verdict on the input: an outage, retried, never quarantined. ``resource`` names what
+    ran out and ``where`` its path or URL, so the operator's line says which disk to free
+    (classification: ``obsingest.exhaustion``).
     """
 
     reason = "resource-exhausted"

@@ -1,16 +1,11 @@
 """Resource exhaustion, classified once: which failures mean "something ran out".
 
-Why a closed classification of its own: running out of disk, quota, rate, connection slots or
-memory is an outage of that resource, never a verdict on the input. Before it, a destination
-disk full escaped as a raw ``OSError`` and the edge quarantined good CCDs; a GCS quota error was
-a permanent 403. Every adapter (the local and GCS stores, the registry, the buses, the command
-line) asks ``exhaustion_of`` about a failure and raises what ``exhausted`` builds: a
-``ResourceExhausted`` subclass (retriable) whose ``reason`` says what ran out
-(``destination-full``, ``registry-full``, ``bus-full``, ``quota-exceeded``, ``rate-limited``,
-``connection-slots``, ``out-of-memory``) for metrics, health and the operator's one line.
-
-Pure: it reads the exception (errno, SQLSTATE, SQLite error code, HTTP status, the driver's or
-service's words) and its causes, nothing else, so it is unit-tested on constructed exceptions.
+Running out of disk, quota, rate, connection slots or memory is an outage, never a verdict on
+the input (unclassified, a full disk quarantined good CCDs and a quota error was a permanent
+403). Every adapter asks ``exhaustion_of`` and raises what ``exhausted`` builds: a retriable
+``ResourceExhausted`` whose ``reason`` (``destination-full``, ``registry-full``, ``bus-full``,
+``quota-exceeded``, ``rate-limited``, ``connection-slots``, ``out-of-memory``) feeds metrics,
+health and the operator's one line. Pure: it reads only the exception and its causes.
 """
 
 from __future__ import annotations

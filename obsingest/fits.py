@@ -1,12 +1,11 @@
 """Minimal, strict FITS structure reader and writer helpers (header cards and block layout).
 
-The compressor and the register function only need the block structure of a file (where each
-header and data unit is, and the handful of keywords that size them), so it is read by hand:
-headers only, in milliseconds, and every way the bytes can be wrong (truncated, garbled, trailing
-garbage) becomes a :class:`FitsFormatError` (a :class:`~obsingest.errors.CorruptFile`) naming
-the reason, with the CFITSIO status fpack exits with for that fault, so ``obsingest compress`` can
-behave as the fpack drop-in it is. numpy is imported only by the checksum helper: this module
-is on the start-up path of that command, which must start in tens of milliseconds.
+The compressor and the register function need only the block structure (where each HDU is and
+the keywords that size it), so it is read by hand, headers only. Every fault (truncated, garbled,
+trailing garbage) is a :class:`FitsFormatError` (a :class:`~obsingest.errors.CorruptFile`)
+naming the reason and carrying the CFITSIO status fpack exits with, so ``obsingest compress`` is
+an fpack drop-in. numpy is imported only by the checksum helper, to keep that command's start-up
+fast.
 
 One cohesive concept, hence its length: the FITS block and card layout, read and written in
 one place, so the reader's checks and the writer's cards agree byte for byte.
@@ -306,12 +305,9 @@ _TABLE_CARDS = re.compile(
 def primary_header(data: bytes | bytearray | memoryview) -> Hdu:
     """``parse_fits(data)[0]`` for a valid file, checked the same way at a fraction of the cost.
 
-    The register function needs only the primary header, yet must refuse a truncated or garbled
-    file: every HDU's header is walked by offset (its END card found with ``bytes.find``, its
-    keyword fields checked with one regex, only the cards that size its data unit decoded),
-    without the card tuples and keyword index ``parse_fits`` builds for each of the 17 HDUs of
-    a CCD (~0.6 ms a file, ~3.5x this). Anything this walk does not accept as plainly valid is
-    handed to ``parse_fits``, so a bad file gets exactly its FitsFormatError and reason."""
+    Walks every HDU's header by offset (END found with ``bytes.find``, keyword fields checked by
+    one regex, only sizing cards decoded) without building ``parse_fits``'s card tuples. Anything
+    not plainly valid goes to ``parse_fits``, so a bad file gets exactly its FitsFormatError."""
     raw = data if isinstance(data, bytes) else bytes(data)
     found = _walk(raw)
     return found if found is not None else parse_fits(raw)[0]
@@ -415,10 +411,8 @@ def padded(n: int) -> int:
 
 def card_memo(build: Callable[..., bytes], size: int = 16384) -> Callable[..., bytes]:
     """``build(key, value, *rest)`` memoised, for writers that make the same few hundred cards
-    per CCD over and over (formatting one is ~2 us of Python). The value's type is part of the
-    key (``True`` and ``1`` make different cards) and a float is keyed by its ``repr``
-    (``-0.0 == 0.0``); the memo is cleared when it holds ``size`` cards, and an error is not
-    memoised."""
+    per CCD. The value's type is part of the key (``True`` vs ``1``), a float is keyed by its
+    ``repr`` (``-0.0``); cleared at ``size`` cards; errors are not memoised."""
     cards: dict[tuple[object, ...], bytes] = {}
 
     def memoised(key: str, value: object, *rest: object) -> bytes:

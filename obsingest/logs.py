@@ -1,9 +1,8 @@
 """Structured logging: one JSON object per line, one event per line.
 
-Every log call names an ``event``. The data id (and object name) of the CCD being handled is set
-once, with ``logging_context``, around the work on that CCD, and stamped on every line logged
-inside it, so an operator can grep a night's logs for one CCD across every process that touched
-it without each call passing the data id along.
+Every log call names an ``event``. ``logging_context`` stamps the CCD's data id (and object) on
+every line logged around its work, so a night's logs can be grepped for one CCD across
+processes without each call passing it along.
 """
 
 from __future__ import annotations
@@ -55,11 +54,8 @@ def configure(level: str = "INFO", stream: Any = None) -> None:
 
 
 class _JsonLineHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """A stream handler that drops a line it cannot write because the log's disk is full (or
-    memory ran out) instead of printing Python's "--- Logging error ---" traceback per line:
-    a full disk is an outage the pipeline reports through its own errors, exit codes and
-    health; a torrent of tracebacks on stderr would bury that one line. The first dropped line
-    is said once on stderr."""
+    """A stream handler that drops lines it cannot write (log disk full, out of memory) instead
+    of a traceback per line that would bury the outage's own report; says so once on stderr."""
 
     _dropping = False
 

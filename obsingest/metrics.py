@@ -1,33 +1,24 @@
 """Every Prometheus metric of the pipeline, defined once, and the helpers that expose them.
 
-Why one catalogue: the edge, relay, register function, assembler, reconcile and presence API
-record through the same definitions, so names, units, labels and buckets cannot drift between
-processes, the alert rules (``infra/prometheus/alerts.yml``) and the dashboard
-(``infra/grafana/obsingest.json``); unit tests walk ``CATALOGUE`` to hold the conventions and to
-check that rules and dashboard only name metrics defined here.
+Why one catalogue (and one cohesive concept, hence its length): every process records through
+the same definitions, so names, units, labels and buckets cannot drift between processes, the
+alert rules (``infra/prometheus/alerts.yml``) and the dashboard (``infra/grafana/obsingest.json``);
+unit tests walk ``CATALOGUE`` to hold the conventions and check rules and dashboard against it.
 
-Conventions (prometheus.io/docs/practices/naming): ``obsingest_`` prefix, base units in names
-(``_seconds``, ``_bytes``), counters end in ``_total``, instants are ``_timestamp_seconds``.
-Every label takes values from a closed set (``LABEL_VALUES``): a value outside it is recorded as
-``other`` and logged once (``strict=True`` raises instead, for tests), so neither a bug nor
-hostile input can mint unbounded series. A data id, object name, exposure or detector is never a
-label; those live in the logs and the registry.
+Conventions (prometheus.io/docs/practices/naming): ``obsingest_`` prefix, base units in names,
+counters end in ``_total``, instants are ``_timestamp_seconds``. Every label takes values from a
+closed set (``LABEL_VALUES``): anything else is recorded as ``other`` and logged once
+(``strict=True`` raises, for tests), so no input can mint unbounded series. Data ids, object
+names, exposures and detectors are never labels.
 
-Processes with worker pools (the edge ships CCDs from a ``ProcessPoolExecutor``) use parent-side
-aggregation, not prometheus_client's multiprocess mode: a worker fills a picklable
-``Observations`` (no prometheus in the worker) and returns it with its result; the parent calls
-``Metrics.apply``. Why: the results already travel back to the parent, gauges stay ordinary
-(callback gauges such as the canary age work), and nothing depends on ``PROMETHEUS_MULTIPROC_DIR``
-being set before import or on cleaning per-pid files after a worker dies of SIGBUS or ``kill -9``
-(the edge replaces broken pools). Do not set ``PROMETHEUS_MULTIPROC_DIR`` for obsingest processes.
+Worker pools (the edge's ``ProcessPoolExecutor``) aggregate in the parent, not with
+prometheus_client's multiprocess mode: a worker returns a picklable ``Observations`` with its
+result and the parent calls ``Metrics.apply``. So gauges stay ordinary (callback gauges work) and
+nothing depends on ``PROMETHEUS_MULTIPROC_DIR`` or on cleaning per-pid files after a worker is
+killed. Do not set ``PROMETHEUS_MULTIPROC_DIR`` for obsingest processes.
 
-One cohesive concept, hence its length: the catalogue and its closed label sets are read as one
-table by the rules, the dashboard and the tests; splitting it would spread one contract over files.
-
-Serving ``/metrics`` (a port of its own, or a path on a WSGI app's port) is ``metrics_http``.
-
-Import cost: only these modules import prometheus_client; other kernel modules import it lazily
-where they record, so ``import obsingest.<anything else>`` stays free of it (a unit test checks).
+Serving ``/metrics`` is ``metrics_http``. Only these modules import prometheus_client; others
+import it lazily where they record (a unit test checks).
 """
 
 from __future__ import annotations
@@ -679,12 +670,8 @@ class Metrics:
 
     # --- identity -----------------------------------------------------------------------------
     def start(self, component: str) -> None:
-        """Call once at process start: build info, and this component's series created at 0.
-
-        Series that exist from the start make ``rate()``/``increase()`` see their first
-        increment, and the canary clock of reconcile starts now (no canary within the alert's
-        window after start-up is already an alert).
-        """
+        """Call once at process start: build info, and this component's series created at 0,
+        so ``rate()`` sees their first increment; reconcile's canary clock starts now."""
         from importlib.metadata import PackageNotFoundError, version
 
         component = self._value("component", component)

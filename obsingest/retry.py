@@ -1,15 +1,11 @@
 """The one retry helper: tenacity driven by the project's named policies.
 
-Every loop that retries goes through ``call_with_retries`` (or, where the retry is a later
-redelivery rather than a wait in place, through its policy's ``backoff``; where a Google client
-retries inside its generated method, through ``api_core_retry`` built from a policy here).
-Why policies of our own on top of tenacity: the pipeline promises 5 s from readout to
-announcement, so a retry stops at a deadline the caller chooses, retries only what a retry can
-fix (the caller's ``classify`` says which) and caps some kinds of errors more tightly than
-others (a 403 from a transient auth hiccup gets two more tries, not six).
-
-The clock, the sleep and the random source are injectable, so decisions are unit-tested
-without waiting.
+Every retry loop goes through ``call_with_retries`` (or a policy's ``backoff`` where the retry
+is a later redelivery, or ``api_core_retry`` inside a Google client's generated method). Why
+policies of our own: with 5 s from readout to announcement, a retry stops at the caller's
+deadline, retries only what the caller's ``classify`` says can heal, and caps some kinds more
+tightly (a transient-auth 403 gets two more tries, not six). Clock, sleep and randomness are
+injectable, for tests that do not wait.
 """
 
 from __future__ import annotations
@@ -157,11 +153,10 @@ def call_with_retries(
 ) -> T:
     """Call ``fn(remaining_seconds)`` until it succeeds, fails permanently or runs out of tries.
 
-    ``fn`` receives the time left before the deadline (inf without one) so it can bound its
-    own request timeout. An error ``classify`` returns None for is re-raised unchanged at once
-    (permanent). A transient one is retried after the policy's backoff unless that would pass
-    the deadline, the attempt limit or the kind's own cap; then RetriesExhausted (a
-    RetriableError) is raised, chained to the last error.
+    ``fn`` gets the time left (inf without a deadline) to bound its own timeout. An error
+    ``classify`` returns None for is re-raised at once; a transient one is retried after the
+    backoff unless that passes the deadline, attempt limit or kind's cap; then RetriesExhausted
+    (retriable) is raised, chained to the last error.
     """
     start = clock()
     deadline = math.inf if policy.deadline is None else start + policy.deadline

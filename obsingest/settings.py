@@ -113,7 +113,6 @@ class BusSettings(BaseSettings):
     exposures_topic: str = defaults.EXPOSURES_TOPIC
     exposures_dlq_topic: str = defaults.EXPOSURES_DLQ_TOPIC
     chunks_topic: str = defaults.CHUNKS_TOPIC
-    chunks_dlq_topic: str = defaults.CHUNKS_DLQ_TOPIC
     objects_topic: str = defaults.OBJECTS_TOPIC
     objects_dlq_topic: str = defaults.OBJECTS_DLQ_TOPIC
     arrivals_topic: str = defaults.ARRIVALS_TOPIC

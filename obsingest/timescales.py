@@ -1,22 +1,15 @@
 """Time scales: header times carry theirs, the pipeline's instants are UTC.
 
-The camera writes its header times (DATE-BEG, DATE-END, DATE-OBS, MJD-*) in TAI and says so with
-``TIMESYS = 'TAI'``; TAI runs 37 s ahead of UTC (since 2017; astropy's leap-second table knows
-every offset). Everything the pipeline measures or sends (readout time, ingest time, ArrivalEvent
-and ExposureSummary timestamps, every latency) is a UTC instant (``datetime`` with tzinfo UTC,
-Avro ``timestamp-micros``), so a header time is converted once, here, with its scale explicit:
-``header_instant`` reads one as the UTC instant it names (a header without TIMESYS is UTC, as
-the FITS standard says), ``camera_time`` writes a UTC instant as the camera does (TAI ISOT and
-MJD). Mixing the two silently put every registered timespan 37 s late before.
+The camera writes header times (DATE-BEG, DATE-END, DATE-OBS, MJD-*) in TAI (``TIMESYS = 'TAI'``,
+37 s ahead of UTC since 2017). Everything the pipeline measures or sends is a UTC instant, so a
+header time is converted once, here, with its scale explicit: ``header_instant`` reads one as the
+UTC instant it names (no TIMESYS means UTC, per FITS), ``camera_time`` writes a UTC instant as
+the camera does (TAI ISOT and MJD).
 
-astropy is imported on first use only: the modules that import this one for its constants stay
-light.
-
-Converting with astropy costs ~1 ms per instant (a ``Time``, a scale change, ``to_datetime``);
-``time_as_utc`` and ``utc_to_tai`` do the same conversion from the leap-second table astropy itself
-uses (erfa's, as astropy updates it), which is exact: since 1972 TAI - UTC is a whole number of
-seconds that changes only on the table's dates. Instants outside the table's range (before 1972,
-when UTC had rubber seconds, or after the table's expiry) and other scales go through astropy.
+astropy is imported on first use only, and is slow per instant: ``time_as_utc`` and
+``utc_to_tai`` convert from astropy's own leap-second table (erfa's), exact because TAI - UTC is a
+whole number of seconds changing only on the table's dates. Instants outside the table (before
+1972, after its expiry) and other scales go through astropy.
 """
 
 from __future__ import annotations
@@ -25,7 +18,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, cast, overload
 
 if TYPE_CHECKING:
     from astropy.time import Time
@@ -174,3 +167,14 @@ def time_as_utc(t: Any) -> datetime:
             if utc is not None:
                 return utc
     return cast(datetime, t.utc.to_datetime(timezone=UTC))
+
+
+@overload
+def as_utc(value: datetime) -> datetime: ...
+@overload
+def as_utc(value: None) -> None: ...
+def as_utc(value: datetime | None) -> datetime | None:
+    """An instant as an aware UTC datetime; a naive one (as databases return them) is UTC."""
+    if value is None:
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

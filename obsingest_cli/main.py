@@ -1,12 +1,8 @@
-"""Entry point of the ``obsingest`` command.
+"""Entry point of the ``obsingest`` command, the composition root (see the package doc).
 
-The CLI is the composition root: the one place allowed to import the deployment units
-(``producers/``, ``functions/``, ``beam_jobs/``), the kernel and the local stack. It does so
-lazily inside each command's ``run`` so that ``obsingest --help`` stays fast and a unit's heavy
-dependencies load only when used.
-
-Each subcommand lives in its own module under ``obsingest_cli/commands/`` and exposes
-``register(subparsers)``; add the module name to ``COMMAND_MODULES`` to wire it in.
+Deployment units are imported lazily inside each command's ``run``, so ``obsingest --help``
+stays fast. Each subcommand module under ``obsingest_cli/commands/`` exposes
+``register(subparsers)``; add its name to ``COMMAND_MODULES`` to wire it in.
 """
 
 from __future__ import annotations

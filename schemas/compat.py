@@ -1,33 +1,24 @@
 """Avro schema compatibility, decided by the specification's schema-resolution rules.
 
-A contract version is released only if it is *fully* compatible with the one before it: new
-readers can read data written with the previous schema (backward) and readers still on the
-previous schema can read new data (forward), so producers and subscribers upgrade in any order.
-"Can read" is exactly the specification's "Schema Resolution" section, applied statically to
-every value a writer schema allows (every union branch, every enum symbol):
+A contract version is released only if *fully* compatible with the one before (backward and
+forward), so producers and subscribers upgrade in any order. "Can read" is the specification's
+"Schema Resolution" section, applied statically to every value a writer schema allows:
 
-- the two schemas must *match*: the same primitive, or a promotion (int -> long/float/double,
-  long -> float/double, float -> double, string <-> bytes); both arrays / both maps (resolved on
-  items / values); both records, enums or fixed whose unqualified names are equal, or whose
-  writer full name is one of the reader's aliases (aliases resolve against the reader's own
-  namespace: alias "Old" of "org.x.New" is "org.x.Old"); fixed sizes equal;
-- records: fields are matched by name or by a reader field's alias; writer fields the reader
-  lacks are skipped; a reader field the writer lacks needs a default;
-- enums: a writer symbol the reader lacks needs the reader enum's ``default``;
-- unions: each writer branch is resolved against the first reader branch that matches it (or
-  the reader itself if it is not a union); a branch that matches nothing is an error;
-- logical types ride on their underlying type, except that two ``decimal`` schemas match only
-  with equal precision and scale (an invalid decimal is ignored, as the specification says).
+- schemas *match*: same primitive or a promotion (int -> long/float/double, long ->
+  float/double, float -> double, string <-> bytes); arrays / maps on items / values; records,
+  enums or fixed with equal unqualified names or the writer's full name among the reader's
+  aliases (resolved in the reader's namespace); fixed sizes equal;
+- records: fields match by name or reader alias; a reader field the writer lacks needs a default;
+- enums: a writer symbol the reader lacks needs the reader's ``default``;
+- unions: each writer branch resolves against the first matching reader branch;
+- logical types ride on their underlying type, but two ``decimal`` need equal precision and scale.
 
-Why our own code: no maintained Python library implements the resolution check (fastavro
-resolves only while reading data, and is laxer in two places: it ignores the namespace of
-reader aliases and decimal precision/scale; tests/unit/schemas/test_compat_corpus.py pins both).
-Default values are not checked here: ``schemas._load_file`` parses every file with fastavro,
-which rejects defaults that do not fit their field's type.
+Why our own code: no maintained Python library checks resolution statically, and fastavro is laxer
+on reader-alias namespaces and decimals (tests/unit/schemas/test_compat_corpus.py pins both).
+Defaults are checked by fastavro when ``schemas._load_file`` parses each file.
 
-Problems read "<path>: <reason>", the path starting at the reader's root name and following
-reader field names ("ArrivalEvent.readout_time: a string cannot be read as a long"), ``[]`` for
-array items and ``{}`` for map values.
+Problems read "<path>: <reason>", the path following reader field names from the root
+("ArrivalEvent.readout_time: ..."), ``[]`` for array items and ``{}`` for map values.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Publish to Kafka (confluent-kafka / librdkafka) with the durability the pipeline relies on.
 
-``acks=all`` and idempotence: a message is confirmed only when every in-sync replica has it, and
-librdkafka's own retries cannot duplicate or reorder it. ``publish`` waits for the delivery report
-of *its* message (not a flush of everyone's), so concurrent callers do not wait for each other.
-Keys are the exposure (``instrument/exposure``): all arrivals of an exposure land in one
-partition, in order, which is what per-exposure stream processors want.
+``acks=all`` and idempotence: confirmed only once every in-sync replica has it, never duplicated
+or reordered by retries. ``publish`` waits for *its* delivery report, not a flush, so callers do
+not wait for each other. Keyed by exposure (``instrument/exposure``): an exposure's arrivals
+land in one partition, in order, for per-exposure stream processors.
 """
 
 from __future__ import annotations

@@ -1,16 +1,13 @@
 """Publish to Google Pub/Sub (or its emulator, via PUBSUB_EMULATOR_HOST).
 
-``publish`` returns the server's message id only after Pub/Sub confirmed the message: the
-register function acks its input after this returns, so "returned" must mean "Pub/Sub has it".
-Each call is one Publish RPC made in the calling thread (the client's generated ``api.publish``),
-not the client's batching ``publish``: every caller waits for its own message anyway (one
-ArrivalEvent per CCD, every millisecond against the 5 s budget), and the batcher's commit timer
-thread, commit thread and future cost ~2.6 ms of CPU per message against ~0.7 ms for the RPC
-alone. Transient failures are retried by the RPC's own policy, bounded by ``timeout`` overall.
+``publish`` returns the message id only once Pub/Sub has the message: the register function acks
+its input after it returns. Each call is one Publish RPC in the calling thread (the generated
+``api.publish``), not the batching client: every caller waits for its own message anyway, and the
+batcher's threads and futures cost several times the RPC's CPU. Transient failures are retried
+by the RPC's policy, bounded by ``timeout``.
 
-Every failure is a RetriableError (PublishFailed), even a missing topic: it is never the input
-object's fault, so the message must be redelivered (and eventually dead-lettered with the
-reason), not quarantined.
+Every failure is a RetriableError (PublishFailed), even a missing topic: it is never the input's
+fault, so the message is redelivered (and eventually dead-lettered), not quarantined.
 """
 
 from __future__ import annotations

@@ -1,27 +1,18 @@
 """Pulling a Pub/Sub subscription: synchronous pull with ack / modify-ack-deadline
-(``PubSubPullSource``, what the emulator push relay drives) and a background subscriber for
-programs that consume a topic themselves (``SubscriberThread``: the demo, tests, benchmarks).
+(``PubSubPullSource``, driven by the emulator push relay) and a background subscriber
+(``SubscriberThread``: the demo, tests, benchmarks).
 
-Synchronous pull rather than streaming pull: the relay wants to take only as many messages as it
-has push slots for, and the emulator's Python client caps a pull response at 4 MiB (finalize
-notifications are ~1 KiB each, far below).
+Synchronous, not streaming, pull: the relay takes only as many messages as it has push slots.
 
-Against Pub/Sub a pull long-polls: it returns as soon as a message arrives. The emulator's
-(pstest's) long poll instead sleeps a fixed 500 ms when the subscription is empty, so every hop
-would add up to half a second to a CCD's 5 s budget. With ``PUBSUB_EMULATOR_HOST`` set (the
-client's own switch to the emulator) the source therefore polls with ``return_immediately``:
-every 20 ms while messages flow, backing off to every 400 ms when idle. Polling every 50 ms
-throughout was measured to cost ~1 CPU s per 17 s exposure (emulator and client) on two cores;
-backing off keeps the idle cost low, and a burst's first message has seconds of slack anyway.
-(The client warns that the flag is deprecated, as it is for Pub/Sub itself; Python hides
-DeprecationWarnings outside ``__main__``, and pyproject's pytest settings filter this one.)
+The emulator's long poll sleeps a fixed 500 ms on an empty subscription, which would eat into a
+CCD's 5 s budget at every hop. So with ``PUBSUB_EMULATOR_HOST`` set the source polls with
+``return_immediately``: every 20 ms while messages flow, backing off to 400 ms when idle to keep
+the idle CPU low. (The flag's deprecation warning is filtered in pyproject's pytest settings.)
 
-A pull is the transport's Pull RPC called directly (``client.transport.pull``), not the generated
-method around it: the retry and timeout wrappers cost more than the RPC (an empty pull ~0.6-0.8
-ms of CPU against ~0.35 ms), and a polling source makes many. What the wrappers did is done
-here: the gRPC error becomes the API's exception (a deadline or cancel is an empty pull, as
-before), and a transient one (unavailable, aborted, internal, unknown) is made again through the
-generated method, whose retry policy then applies as before. Acks go the same way.
+Pull and ack call the transport's RPC directly (``client.transport.pull``): the generated
+method's retry and timeout wrappers cost more CPU than the RPC. What they did is done here: gRPC
+errors become the API's exceptions (a deadline or cancel is an empty pull), and a transient one
+is made again through the generated method, whose retry policy then applies.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""Registry queries of the reconcile service: what the registry holds for a set of objects, which
-registered objects fall in a time window, and the canary log.
-
-Reconciliation compares the bucket with the registry. Listing is the store's side; these are
-the registry's: batched lookups by URI (registered? quarantined?), the rows whose object was
-stored in a window (to find objects that are gone), and the canary rows (written by the
-reconcile service, marked seen by the register function when the canary's finalize event
-arrives).
+"""Registry queries of the reconcile service: the registry's side of comparing bucket and
+registry. Batched lookups by URI (registered? quarantined?), the rows stored in a time window (to
+find objects that are gone), and the canary log (written by reconcile, marked seen by the
+register function when the canary's finalize event arrives).
 """
 
 from __future__ import annotations
@@ -20,6 +16,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from obsingest.registry import tables
 from obsingest.registry.facility_tables import canary
+from obsingest.timescales import as_utc
 
 T = TypeVar("T")
 
@@ -32,12 +29,6 @@ class CanaryRecord:
     name: str
     written_at: datetime | None
     seen_at: datetime | None
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 def _chunks(items: list[str], size: int = _BATCH) -> Iterable[list[str]]:
@@ -74,28 +65,20 @@ class RegistryAudit:
     # bucket vs registry ----------------------------------------------------------------------
     def registered_uris(self, uris: Iterable[str]) -> set[str]:
         """Which of ``uris`` have a datastore record."""
-        r = tables.datastore_record
-        wanted = sorted(set(uris))
-
-        def query(conn: Connection) -> set[str]:
-            found: set[str] = set()
-            for chunk in _chunks(wanted):
-                found.update(conn.execute(select(r.c.uri).where(r.c.uri.in_(chunk))).scalars())
-            return found
-
-        return self._read(query) if wanted else set()
+        return self._present(tables.datastore_record.c.uri, uris)
 
     def quarantined_uris(self, uris: Iterable[str]) -> set[str]:
         """Which of ``uris`` were refused with a reason (a quarantine record names them)."""
-        q = tables.quarantine
+        return self._present(tables.quarantine.c.object_uri, uris)
+
+    def _present(self, column: Any, uris: Iterable[str]) -> set[str]:
+        """Which of ``uris`` ``column`` holds, asked in batches of ``_BATCH``."""
         wanted = sorted(set(uris))
 
         def query(conn: Connection) -> set[str]:
             found: set[str] = set()
             for chunk in _chunks(wanted):
-                found.update(
-                    conn.execute(select(q.c.object_uri).where(q.c.object_uri.in_(chunk))).scalars()
-                )
+                found.update(conn.execute(select(column).where(column.in_(chunk))).scalars())
             return found
 
         return self._read(query) if wanted else set()
@@ -137,13 +120,14 @@ class RegistryAudit:
         query = select(canary).where(canary.c.written_at >= since).order_by(canary.c.written_at)
         rows = self._read(lambda c: list(c.execute(query).mappings()))
         return [
-            CanaryRecord(row["name"], _utc(row["written_at"]), _utc(row["seen_at"])) for row in rows
+            CanaryRecord(row["name"], as_utc(row["written_at"]), as_utc(row["seen_at"]))
+            for row in rows
         ]
 
     def last_canary_written(self) -> datetime | None:
         """When a canary was last written (a facility pass: any process's, this one's included)."""
         value = self._read(lambda c: c.execute(select(func.max(canary.c.written_at))).scalar())
-        return _utc(value)
+        return as_utc(value)
 
     def purge_canaries(self, older_than: timedelta, now: datetime | None = None) -> int:
         now = now or datetime.now(UTC)

@@ -1,44 +1,31 @@
 """Registry backend on a real daf_butler repository (``pip install obsingest[butler]``).
 
-A registry URL ``butler:<repo>`` (``butler:///data/repo``, ``butler:repo``, ``butler:s3://...``:
-anything ``Butler.from_config`` opens, with a SQLite or PostgreSQL registry) makes
-``open_registry`` (``registry.backends``) return a ``ButlerRegistry``. The Butler is the registry
-of record: a CCD counts as registered once, and only once, the Butler holds it. Registering:
+A registry URL ``butler:<repo>`` (anything ``Butler.from_config`` opens) makes ``open_registry``
+return a ``ButlerRegistry``. The Butler is the registry of record: a CCD is registered once the
+Butler holds it. Registering:
 
-1. asks obsingest's own tables (the *companion* registry: SQLite next to a local repo by
-   default, ``OBSINGEST_BUTLER_COMPANION_URL`` otherwise) whether the data id was recorded with
-   other bytes (``ChecksumConflict``, quarantined by the caller). They keep what a Butler does
-   not: the checksum that decides "redelivery" against "conflicting bytes", stage timestamps,
-   the quarantine, the arrivals outbox.
-2. sets up what the Butler lacks, outside any transaction (``butler_setup``: dataset type, run,
-   instrument, detectors, exposure records; idempotent, race-safe across processes), then ingests
-   the files in one Butler transaction with ``transfer="direct"`` (the Butler points at the
-   object where it is), dataset id ``DATAID_TYPE_RUN`` (equal to obsingest's). A dataset the
-   Butler already holds at the same URI is kept (redelivery, or a step 3 that failed); at
-   another URI it is a ChecksumConflict.
-3. only then records the datasets in the companion, with their arrivals-outbox rows, in one
-   companion transaction. ``created`` (announce) means this call recorded it there first.
+1. checks obsingest's *companion* tables (SQLite next to a local repo, or
+   ``OBSINGEST_BUTLER_COMPANION_URL``) for the data id recorded with other bytes
+   (``ChecksumConflict``). They keep what a Butler does not: checksums, stage times, the
+   quarantine, the arrivals outbox.
+2. sets up what the Butler lacks (``butler_setup``, idempotent, outside any transaction), then
+   ingests the files in one Butler transaction (``transfer="direct"``, dataset id
+   ``DATAID_TYPE_RUN``, equal to obsingest's). A dataset already held at the same URI is kept;
+   at another URI it is a ChecksumConflict.
+3. only then records the datasets and their outbox rows in one companion transaction.
+   ``created`` means this call recorded it there first.
 
-So no failure leaves the companion claiming what the Butler lacks: a failure in step 2 leaves
-nothing anywhere; one between 2 and 3 (a crash, the companion down) leaves a dataset in the Butler
-that the companion lacks, and the call fails retriably. The redelivered notification, or failing
-that the facility's reconcile (which counts an object as registered only when the Butler *and*
-the companion hold it, ``butler_reads.ButlerAudit``), registers it again: step 2 finds it in the
-Butler, step 3 records and announces it, once. ``registry list`` and ``count_datasets`` read the
-Butler itself (``butler_reads``).
+So no failure leaves the companion claiming what the Butler lacks. A failure between 2 and 3 fails
+retriably; the redelivery, or reconcile (registered = Butler *and* companion,
+``butler_reads.ButlerAudit``), finds the dataset in the Butler and records and announces it once.
 
-One Butler transaction costs ~0.1 s whatever its size (SQLite, this machine): one file per call
-is ~10 files/s, 205 files per call ~2000/s. So registrations are *group-committed*
-(``group_commit``): callers that arrive while a batch is being ingested queue up, and a batch
-waits (at most ``gather`` seconds) for the callers still reading and checking their file
-(``arriving``). Concurrent delivery of an exposure (the relay's push concurrency, Cloud Functions
-concurrency) therefore gives one Butler ingest per exposure; a lone caller is ingested at once.
-The batch's leader sets up the exposure's dimension records (step 2's set-up, its own Butler
-commit) before it gathers, while the other callers are still reading their files.
+A Butler transaction costs about the same whatever its size, so registrations are group-committed
+(``group_commit``): concurrent callers of an exposure share one ingest, a batch waits at most
+``gather`` seconds for callers still reading their file (``arriving``), a lone caller goes at once.
+The leader sets up the exposure's dimension records while the batch gathers.
 
 One module because it is one cohesive concept: the Butler as the registry of record, in the
-three steps above; its reads, set-up, repository settings and batching policy live in their
-own modules.
+three steps above; its reads, set-up, settings and batching policy live in their own modules.
 """
 
 from __future__ import annotations
@@ -72,7 +59,7 @@ from obsingest.registry.butler_setup import ButlerConflict, ButlerSetup
 from obsingest.registry.engine import make_engine
 from obsingest.registry.group_commit import GroupCommit, exposures_complete
 from obsingest.registry.migrations import migrate
-from obsingest.registry.outbox import insert_row, insert_rows
+from obsingest.registry.outbox import insert_rows
 from obsingest.registry.registry import (
     OUTBOX_LEASE_SECONDS,
     Announcer,
@@ -189,9 +176,8 @@ class ButlerRegistry(Registry):
         exposure: ExposureRecord | None = None,
         announce: Announcer | None = None,
     ) -> Registration:
-        """Register one file; returns once the Butler and then the companion have it (module
-        doc). ``announce``: the arrivals-outbox row is written with the companion's dataset row,
-        after the Butler commit, so no drain can announce a dataset the Butler lacks."""
+        """Register one file; returns once the Butler and then the companion have it. The
+        outbox row is written after the Butler commit, so no dataset is announced unheld."""
         data_id = record.data_id
         exposure = exposure or ExposureRecord(data_id.instrument, data_id.exposure, data_id.day_obs)
         item = _Pending(record, exposure, announce)
@@ -207,10 +193,8 @@ class ButlerRegistry(Registry):
         return any((p.exposure.instrument, p.exposure.exposure) not in seen for p in batch)
 
     def _prepare(self, queued: list[_Pending]) -> None:
-        """While a batch gathers: the set-up its flush needs (``_set_up``: dataset type, runs,
-        the exposures' dimension records, each its own Butler transaction and commit), so the
-        flush finds it done. A failure here is left to the flush, which sets up again and
-        reports it to the batch's callers; the exposures are not marked seen (``_fresh``)."""
+        """While a batch gathers, do its flush's set-up (dataset type, runs, dimension records).
+        A failure is left to the flush, which sets up again and reports it."""
         if self.butler_settings.gather <= 0:
             return  # no gathering to overlap: the flush sets up
         try:
@@ -289,9 +273,8 @@ class ButlerRegistry(Registry):
     def _butler_step(
         self, ok: Sequence[tuple[_Pending, Registration]]
     ) -> list[tuple[_Pending, Registration]]:
-        """Ingest ``ok``; returns the items the Butler now holds, finishes the others with their
-        error. A permanent refusal of a batch spanning several exposures is retried per
-        exposure, so one bad exposure record fails only its own CCDs."""
+        """Ingest ``ok``; returns the items the Butler now holds, finishes the others. A
+        permanent refusal of a multi-exposure batch is retried per exposure."""
         try:
             refused = self._in_butler(ok)
         except PermanentError as exc:
@@ -325,15 +308,12 @@ class ButlerRegistry(Registry):
         return held
 
     def _in_butler(self, ok: Sequence[tuple[_Pending, Registration]]) -> dict[int, Exception]:
-        """Set-up (outside any transaction), then one ingest for the files the Butler does not
-        have yet. Returns the items refused (by ``id``): a dataset the Butler holds at another
-        URI.
+        """Set-up, then one ingest of the files the Butler lacks. Returns refused items (by
+        ``id``): datasets the Butler holds at another URI.
 
-        When every file is new to the companion, the Butler has it only if another tool put it
-        there or a companion write failed after the Butler's: the ingest then runs without
-        asking first (the daf_butler query costs ~30% of a batch's CPU) and fails on such a
-        dataset; the batch is then rolled back and done again the careful way, which keeps a
-        dataset at the same URI and names one at another."""
+        When every file is new to the companion, the ingest skips the costly existence query;
+        if the Butler had one anyway (another tool, a failed companion write), the batch is
+        rolled back and done again with the query."""
         with self._butler_lock:
             self._set_up(ok)
             if all(registration.created for _, registration in ok):
@@ -379,7 +359,7 @@ class ButlerRegistry(Registry):
                 coordinate,
                 run=registration.run,
                 id_generation_mode=DatasetIdGenEnum.DATAID_TYPE_RUN,
-                # standardizing it again against the dataset type costs ~10% of a batch's CPU
+                # skip standardizing it again against the dataset type (costly per CCD)
                 conform=coordinate.dimensions != dtype.dimensions,
             )
             if ref.id != registration.dataset_id:
@@ -432,11 +412,8 @@ class ButlerRegistry(Registry):
         return out
 
     def _data_id(self, dtype: Any, instrument: str, exposure: int, detector: int) -> Any:
-        """An expanded data id (its dimension records attached), so the ingest does not query
-        the records back: ~0.3 s less per 205-file batch. Built from the dataset type's
-        dimensions and the values in their order (``set_up`` checked they are the raw
-        dimensions; ``DataId`` typed the values): standardizing each CCD's data id against
-        the universe cost ~5% of a batch's CPU."""
+        """An expanded data id (records attached) so the ingest does not query them back, built
+        from the raw dimensions' values in order without re-standardizing."""
         from lsst.daf.butler import DataCoordinate
 
         records = self.setup.exposure_records.get((instrument, exposure))
@@ -460,8 +437,7 @@ class ButlerRegistry(Registry):
         return plain.expanded({**records, "detector": detector_record})
 
     def _formatter(self, instrument: str) -> Any:
-        """The raw formatter's class (the ingest would import it from its name for every
-        file: ~3% of a batch's CPU)."""
+        """The raw formatter's class, cached (the ingest would import it by name per file)."""
         from lsst.utils.introspection import get_class_of
 
         name = raw_formatter(instrument, self.butler_settings.formatter)
@@ -472,11 +448,9 @@ class ButlerRegistry(Registry):
 
     # 3. the companion's record and the outbox --------------------------------------------------
     def _companion_step(self, held: Sequence[tuple[_Pending, Registration]]) -> None:
-        """Record the datasets the Butler now holds, with the outbox rows of the new ones, in one
-        companion transaction (one per CCD cost ~2 ms each, serialised on SQLite's write lock).
-        If it fails, those callers fail (retriable) and the Butler keeps the datasets: the
-        redelivery (or reconcile) finds them there and records them then. A message that
-        cannot be built fails only its caller (its redelivery, a duplicate, announces it)."""
+        """Record the held datasets and the new ones' outbox rows in one companion transaction.
+        If it fails, the callers fail retriably and the Butler keeps the datasets for the
+        redelivery (or reconcile). A message that cannot be built fails only its caller."""
 
         def tx(conn: Connection) -> list[tuple[Registration | None, BaseException | None]]:
             return self._companion_records(conn, held)
@@ -494,11 +468,9 @@ class ButlerRegistry(Registry):
     def _companion_records(
         self, conn: Connection, held: Sequence[tuple[_Pending, Registration]]
     ) -> list[tuple[Registration | None, BaseException | None]]:
-        """(registration, error) per item of ``held``, in one companion transaction: the
-        datasets the companion did not know, their datastore records and outbox rows in one
-        statement each for the whole batch (one per CCD cost ~1 ms of CPU each); the others (a
-        redelivery, another writer first) one by one, which tells a duplicate from a
-        ChecksumConflict."""
+        """(registration, error) per item: new datasets, their datastore records and outbox rows
+        in one statement each for the batch; the others (redelivery, another writer) one by
+        one, which tells a duplicate from a ChecksumConflict."""
         first = {  # the first item of each exposure writes its rows
             (planned.run, p.exposure.instrument, p.exposure.exposure): (planned.run, p.exposure)
             for p, planned in reversed(held)
@@ -548,16 +520,9 @@ class ButlerRegistry(Registry):
             return registration, None
         try:
             message = announce(registration)
-        except Exception as exc:
+        except Exception as exc:  # fails its caller only; its redelivery announces it
             return None, exc
-        row_id = insert_row(
-            conn,
-            registration.dataset_id,
-            message,
-            registration.registered_time,
-            OUTBOX_LEASE_SECONDS,
-        )
-        return dataclasses.replace(registration, outbox_id=row_id), None
+        return self._with_outbox_row(conn, registration, lambda _: message), None
 
     def batch_stats(self) -> dict[str, float]:
         """How registrations were grouped into Butler transactions so far."""

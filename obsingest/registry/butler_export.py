@@ -1,27 +1,18 @@
 """Export obsingest's registry as a Butler export file that ``butler import`` loads.
 
-Written with daf_butler's own ``YamlRepoExportBackend`` (the format ``butler export`` writes), so
-the file is whatever the installed daf_butler reads: the dimension records (instrument,
-detector, physical_filter, group, day_obs, exposure), the run collections, the ``raw`` dataset
-type and every dataset with its obsingest dataset id (= the Butler's DATAID_TYPE_RUN id) and its
-object URI, absolute, so ``butler import REPO FILE --transfer direct`` points the new repository
-at the objects where they are.
+Written with daf_butler's ``YamlRepoExportBackend`` (what ``butler export`` writes): dimension
+records, runs, the ``raw`` dataset type and every dataset with its obsingest dataset id (= the
+Butler's DATAID_TYPE_RUN id) and absolute object URI, so ``butler import REPO FILE --transfer
+direct`` points the new repository at the objects where they are.
 
-``butler import`` imports the formatter class each dataset names, so the file is written for the
-environment that will read it (``target``; docs/butler.md says which and why):
+``butler import`` imports each dataset's formatter class, so the file is written for its reader
+(``target``; docs/butler.md says why):
 
-- ``rubin`` (default): obs_lsst's raw formatter of each instrument
-  (``lsst.obs.lsst.rawFormatter.LsstCamRawFormatter``, ``LsstComCamRawFormatter``,
-  ``LatissRawFormatter``) and storage class ``Exposure``, exactly what Rubin's own raw ingest
-  records: a science-pipelines environment (daf_butler + obs_lsst, no obsingest) imports it and
-  ``butler.get`` returns the raw as an ``lsst.afw.image.Exposure``.
-- ``daf_butler``: a plain daf_butler installation (``pip install lsst-daf-butler``, nothing
-  else) imports it. daf_butler ships no formatter that reads FITS, so the datasets name its
-  base ``lsst.daf.butler.FormatterV2``: records, dataset ids and URIs are all there
-  (``query-datasets``, ``butler.getURI(ref).read()`` gives the file, astropy reads its header),
-  but ``butler.get`` refuses.
-- ``obsingest``: obsingest's ``RawFitsFormatter`` and storage class ``ObsingestRawFits``, for a
-  repository with obsingest installed and that storage class configured (``make_repo``):
+- ``rubin`` (default): obs_lsst's raw formatter per instrument and storage class ``Exposure``,
+  as Rubin's raw ingest records: ``butler.get`` returns an ``lsst.afw.image.Exposure``.
+- ``daf_butler``: plain daf_butler, which has no FITS formatter, so datasets name
+  ``lsst.daf.butler.FormatterV2``: records, ids and URIs are there, but ``butler.get`` refuses.
+- ``obsingest``: ``RawFitsFormatter`` and storage class ``ObsingestRawFits`` (``make_repo``):
   ``butler.get`` returns an astropy HDUList.
 
 ``formatters`` ({instrument: class}) overrides the target's choice per instrument.

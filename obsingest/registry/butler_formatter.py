@@ -1,13 +1,10 @@
 """A Butler formatter for raws where the science pipelines' one is not installed.
 
-A datastore record names the formatter that reads its file, and ``Butler.ingest`` imports it.
-Production raws name obs_lsst's (``lsst.obs.lsst.rawFormatter.LsstCamRawFormatter``, which
-assembles an ``lsst.afw.image.Exposure``), but ``lsst.obs.*`` is not on PyPI. This one lets a
-repository without the science pipelines (the tests', a quick-look one) ingest and read the same
-files: ``butler.get`` returns the tiled-Rice-compressed FITS as an ``astropy.io.fits.HDUList``
-(pixels decompressed by astropy), with a storage class whose python type is that
-(``obsingest.registry.butler.RAW_FITS_STORAGE_CLASS``). See docs/butler.md for which one a
-repository gets.
+``Butler.ingest`` imports the formatter a datastore record names. Production raws name obs_lsst's
+``LsstCamRawFormatter``, but ``lsst.obs.*`` is not on PyPI; this one lets a repository without
+the science pipelines (tests, quick look) read the same files: ``butler.get`` returns an
+``astropy.io.fits.HDUList`` (storage class ``RAW_FITS_STORAGE_CLASS``). docs/butler.md says
+which formatter a repository gets.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
-"""What a Butler-backed registry holds, read from the Butler itself.
+"""What a Butler-backed registry holds, read from the Butler itself (the registry of record).
 
-The Butler is the registry of record (``butler`` module doc): a CCD is registered when the Butler
-holds its raw. So ``registry list`` and ``count_datasets`` (the demo's "registered datasets") list
-the Butler's raws in the configured runs, each with what the companion tables add (size,
-checksum, transport, readout time; ``companion: false`` when they lack it, the state a failure
-between the Butler's commit and the companion's leaves until it is repaired), and reconcile
-(``ButlerAudit.registered_uris``) counts an object as registered only when the Butler holds its
-dataset at that URI *and* the companion has recorded it: every other object is handed to the
-register service, whose registration is idempotent on both and completes whichever lacks it.
+``registry list`` and ``count_datasets`` list the Butler's raws in the configured runs, with what
+the companion tables add (``companion: false`` when they lack it, as a failure between the two
+commits leaves it). Reconcile (``ButlerAudit.registered_uris``) counts an object as registered
+only when the Butler holds it at that URI *and* the companion recorded it; any other object goes
+to the register service, whose idempotent registration completes whichever lacks it.
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, select
@@ -23,6 +20,7 @@ from sqlalchemy import Connection, Engine, select
 from obsingest.registry import tables
 from obsingest.registry.audit import RegistryAudit
 from obsingest.settings import RegistrySettings, run_name
+from obsingest.timescales import as_utc
 
 #: dataset ids per companion lookup
 _CHUNK = 500
@@ -187,8 +185,7 @@ class ButlerAudit(RegistryAudit):
 
 def _plain(value: Any) -> Any:
     if isinstance(value, datetime):
-        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-        return value.isoformat()
+        return as_utc(value).isoformat()
     return value
 
 

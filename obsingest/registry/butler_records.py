@@ -1,10 +1,8 @@
 """Butler dimension records (daf_butler universe 8) from what obsingest keeps, as plain dicts.
 
-Pure functions, no daf_butler import: the Butler backend and the export turn these into
-DimensionRecords (timespans become ``lsst.daf.butler.Timespan`` in TAI). The values are those
-obs_lsst's instrument and its ``makeExposureRecordFromObsInfo`` would write for the same raws:
-instrument and detector records from ``obsingest.camera``; exposure, physical_filter, group and
-day_obs records from the exposure record read off the headers.
+Pure, no daf_butler import: the Butler backend and the export make DimensionRecords of them
+(timespans in TAI). Values are what obs_lsst would write for the same raws: instrument and
+detector records from ``obsingest.camera``, the exposure's from its header-derived record.
 """
 
 from __future__ import annotations

@@ -1,23 +1,15 @@
 """What a Butler repository needs before a raw can be ingested, set up outside any transaction.
 
-A repository made by ``butler create`` and nothing else holds no ``raw`` dataset type, no run
-collection and no dimension records. daf_butler creates tables when a dataset type is registered
-and refuses to inside ``butler.transaction()`` ("Table creation interrupts transactions"), so
-every step here runs on its own, before the ingest's transaction, and each is idempotent:
+A fresh ``butler create`` repository has no ``raw`` dataset type, run or dimension records, and
+daf_butler refuses to create tables inside ``butler.transaction()``, so each step runs on its own
+before the ingest, idempotently: the dataset type (configured storage class if it must be
+registered), the run, instrument and detector records (as obs_lsst's ``Instrument.register``),
+and per exposure its physical_filter, group, day_obs and exposure records (an existing exposure
+record that differs from the headers' is a ``ButlerConflict``).
 
-- dataset type ``raw`` (dimensions instrument, exposure, detector; the configured storage class
-  when it has to be registered, an existing definition is used as it is);
-- the run collection;
-- instrument and detector records (as obs_lsst's ``Instrument.register`` writes them);
-- per exposure: physical_filter, group, day_obs and exposure records, an existing exposure
-  record compared with the one from the headers (``ButlerConflict`` if they differ); a batch's
-  exposures together, one insert per element, a filter or day already written not again.
-
-Several processes may do this at once on one repository (several register-function instances
-starting on a fresh repository): a step that loses a race (unique violation, a serialization
-failure) is simply done again, and then finds what the winner wrote. Done steps are remembered
-per process, so the work is done once per process and instrument / exposure. ``obsingest setup
---registry butler:...`` does the static part up front (``ButlerSetup.prepare``).
+Several processes may set up one repository at once: a step that loses a race is done again and
+finds the winner's rows. Done steps are remembered per process. ``obsingest setup --registry
+butler:...`` does the static part up front (``ButlerSetup.prepare``).
 """
 
 from __future__ import annotations
@@ -186,10 +178,9 @@ class ButlerSetup:
         self.exposures([exposure])
 
     def exposures(self, exposures: Iterable[ExposureRecord]) -> None:
-        """The records of every exposure in ``exposures`` this process has not set up yet, in
-        as few calls as possible: the physical_filter, group and day_obs records of all of them
-        in one insert per element (a filter or day this process wrote already is not written
-        again), then each exposure record (synced: compared with one already there)."""
+        """The records of the exposures this process has not set up yet: physical_filter, group
+        and day_obs of all of them in one insert per element (skipping ones already written),
+        then each exposure record, synced (compared with one already there)."""
         todo: dict[tuple[str, int], ExposureRecord] = {}
         for exposure in exposures:
             key = (exposure.instrument, exposure.exposure)

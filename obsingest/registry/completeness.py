@@ -1,17 +1,13 @@
 """What the registry says about a CCD and an exposure: the presence answers, pure logic.
 
-Kept apart from the queries (``presence.py``) so the rules are tested without a database.
-``CcdPresence`` and ``ExposurePresence`` are also the presence API's JSON bodies (FastAPI reads
-the ``Field`` descriptions into the OpenAPI description), so the record is defined once:
+Apart from the queries (``presence.py``) so the rules are tested without a database.
+``CcdPresence`` and ``ExposurePresence`` are also the presence API's JSON bodies (their ``Field``
+descriptions feed OpenAPI):
 
-- *expected*: the exposure's manifest's detectors; without a manifest, every detector of the
-  instrument (``obsingest.camera``), and the answer says so (``expected_source``, ``note``);
-- *latency* of a CCD: readout -> registered (the dataset's ``ingest_time`` minus the readout time
-  the edge stamped); p50/p95 by linear interpolation between closest ranks, numpy's default and
-  the Beam summaries' (beam_jobs/README.md), so the two agree on the same CCDs;
-- *status*, Beam's precedence with the presence API's words: ``incomplete`` (an expected detector
-  is not registered) > ``over_budget`` (a registered CCD took longer than the budget) >
-  ``complete``.
+- *expected*: the manifest's detectors, else every detector of the instrument (``expected_source``);
+- *latency*: readout -> registered; p50/p95 by linear interpolation, as numpy and the Beam
+  summaries do, so both agree;
+- *status*: ``incomplete`` > ``over_budget`` > ``complete``, Beam's precedence.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """What a database error means for the input that caused it, and text the database can hold.
 
-Retrying helps only when the database, not the input, was the problem. A value the database
-refuses (PostgreSQL SQLSTATE class 22 data exception: NUL byte, string too long, number out of
-range; 23 integrity violation; 54 program limit exceeded: an index row over 2,704 bytes) fails
-the same way every time, so it is permanent and the input is quarantined; before this
-classification a 3,000-character object name looped as "transient" until dead-lettered.
-Connection loss, server shutdown, serialization failures, lock timeouts and full disks are
-transient: retried, then answered 503 for redelivery.
+A value the database refuses (PostgreSQL SQLSTATE class 22 data exception, 23 integrity
+violation, 54 program limit, e.g. an index row over 2,704 bytes) fails the same way every time:
+permanent, the input is quarantined rather than retried until dead-lettered. Connection loss,
+shutdown, serialization failures, lock timeouts and full disks are transient: retried, then 503.
 
-SQLite enforces neither VARCHAR lengths nor the NUL rule, so text for the quarantine table is
-made storable *before* it is written (``storable``): the same record on both backends.
+SQLite enforces neither VARCHAR lengths nor the NUL rule, so quarantine text is made storable
+first (``storable``): the same record on both backends.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Engine construction: one bounded pool per process, tuned per backend.
 
-PostgreSQL: a small fixed pool (``pool_size`` + ``max_overflow``), so a burst of invocations
-queues for a connection instead of exhausting ``max_connections``; a connection the server closed
-is invalidated on use and the registry's retry replaces it.
-SQLite: WAL journal, a busy timeout, and transactions that begin IMMEDIATE so concurrent writers
-wait for the lock instead of failing on upgrade.
+PostgreSQL: a small fixed pool, so a burst of invocations queues for a connection instead of
+exhausting ``max_connections``. SQLite: WAL, a busy timeout, and IMMEDIATE transactions so
+concurrent writers wait for the lock instead of failing on upgrade.
 """
 
 from __future__ import annotations
@@ -20,24 +18,22 @@ def make_engine(settings: RegistrySettings) -> Engine:
     url = settings.url
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://") :]
+    pool = {
+        "pool_size": settings.pool_size,
+        "max_overflow": settings.max_overflow,
+        "pool_timeout": settings.pool_timeout,
+    }
     if url.startswith("sqlite"):
         engine = create_engine(
-            url,
-            connect_args={"timeout": 30, "check_same_thread": False},
-            pool_size=settings.pool_size,
-            max_overflow=settings.max_overflow,
-            pool_timeout=settings.pool_timeout,
+            url, connect_args={"timeout": 30, "check_same_thread": False}, **pool
         )
         _sqlite_tuning(engine)
         return engine
     return create_engine(
         url,
-        pool_size=settings.pool_size,
-        max_overflow=settings.max_overflow,
-        pool_timeout=settings.pool_timeout,
-        # No pre-ping: it costs a round trip per checkout (~15% of a registration). A connection
-        # the server closed fails its statement instead, is invalidated, and Registry's retry
-        # runs the transaction again on a fresh one (tests/integration/test_registry_postgres).
+        **pool,
+        # No pre-ping (a round trip per checkout): a connection the server closed fails its
+        # statement, is invalidated, and Registry's retry runs the transaction on a fresh one.
         pool_recycle=1800,
     )
 

@@ -1,25 +1,17 @@
 """Tables of the data facility's safety nets: the arrivals outbox, the canary log, and each
 exposure's closure.
 
-Kept apart from ``tables.py`` (the Butler-like schema) because they are not part of what a Butler
-registry holds: they are the pipeline's own bookkeeping. They live in their own ``MetaData`` so
-migration 1 (``create_all`` of the dataset schema) never creates them behind migration 3's back:
-migration 4 (outbox, canary) and migration 6 (closures) are the one place they come from, on
-fresh and on existing registries alike.
+Apart from ``tables.py`` (the Butler-like schema) because they are the pipeline's own
+bookkeeping, in their own ``MetaData`` so migration 1's ``create_all`` never creates them:
+migrations 4 (outbox, canary) and 6 (closures) are the one place they come from.
 
-- ``arrival_outbox``: one row per announcement: per registered dataset (its ArrivalEvent, written
-  in the same transaction as the dataset: transactional outbox) and per complete exposure (its
-  ExposureIngested, keyed by the exposure's event id: ``registry.ingested``). ``dataset_id`` is
-  that key, unique, so an announcement is written once. ``published_at`` NULL means "not
-  announced yet"; ``lease_until`` is a claim, so the process that wrote the row and any drain
-  never publish the same row at once.
-- ``canary``: one row per canary object the reconcile service wrote, with when the register
-  function saw its finalize event (NULL: not yet).
-- ``exposure_closure``: one row per exposure that was closed, the first closure only: completed
-  (``ok`` / ``over_budget``, with ``ingested_at`` set when its ExposureIngested was written) or
-  ``incomplete`` when its deadline passed first (``ingested_at`` set later if it completes).
-  Inserted once (ON CONFLICT DO NOTHING): the metrics count an exposure when its row is
-  inserted, so no restart or second process counts it again.
+- ``arrival_outbox``: one row per announcement (a dataset's ArrivalEvent, written with the
+  dataset; an exposure's ExposureIngested, keyed by its event id). ``dataset_id`` is unique, so
+  an announcement is written once; ``published_at`` NULL means pending; ``lease_until`` is a claim.
+- ``canary``: each canary object reconcile wrote, with when its finalize event was seen.
+- ``exposure_closure``: an exposure's first closure only (``ok`` / ``over_budget`` /
+  ``incomplete``; ``ingested_at`` when its ExposureIngested was written), inserted once so
+  the metrics count each exposure once.
 """
 
 from __future__ import annotations

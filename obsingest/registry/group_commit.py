@@ -1,35 +1,24 @@
 """Group commit: the items of concurrent callers applied together, by a leader among them.
 
-One implementation for every batch the project commits: a caller queues its item and either
-waits while a batch is being applied (the next batch takes every item that queued) or, when no
-batch is under way, leads: it applies batches until its own item is done, then hands over. What
-differs between users is only the policy of how long a leader waits before a batch:
+A caller queues its item and either waits while a batch is applied (the next batch takes every
+queued item) or, when none is under way, leads: it applies batches until its own item is done.
+Users differ only in how long a leader waits before a batch:
 
-- plain (the default, ``gather=0``): never; whatever queued while the last batch ran goes
-  together. The outbox marks of 205 concurrent publishers (``functions/register/announce``) are
-  a handful of UPDATEs per exposure this way, not one each (``applying``).
-- gathering (the Butler backend, ``obsingest.registry.butler``): one Butler transaction costs
-  ~0.05-0.1 s of CPU whatever its size, and plain group commit splits an exposure whose 205
-  CCDs arrive at once into 4-7 batches (the first CCDs ready are flushed while the others are
-  still being read and checked). So a caller that prepares an item says so first
-  (``arriving``), and a batch about to be flushed waits, while it has room and for at most
-  ``gather`` seconds in all, as long as callers are still preparing, or arrivals come in a
-  burst (the last less than ``gap`` ago, and either less than ``gap`` after the one before or
-  during this batch's wait), or, for ``gap`` seconds, when the batch holds the first item of a
-  group (``fresh``: its siblings are on their way); unless the batch is ``complete`` (every item
-  of its groups is there). A whole exposure delivered at once becomes one Butler ingest.
-  Callers one after the other wait for nobody, but for ``gap`` once per group. ``linger`` (a
-  fixed sleep before each batch) is also available. ``prepare`` (optional) is given the items
-  queued when a leader starts gathering, before it waits: work a batch needs that does not
-  depend on the batch's final content (the Butler's dimension records of the exposure) is done
-  while the other callers are still preparing theirs, not after them on the critical path.
+- plain (``gather=0``, the default): never. The outbox marks of an exposure's concurrent
+  publishers (``functions/register/announce``) become a handful of UPDATEs, not one each.
+- gathering (the Butler backend): a Butler transaction has a large fixed cost, and plain group
+  commit would split an exposure arriving at once into several batches. So a caller announces
+  itself first (``arriving``), and a batch with room waits, for at most ``gather`` seconds, while
+  callers are still preparing, while arrivals come in a burst (spaced under ``gap``, or during
+  this wait), or for ``gap`` when it holds a group's first item (``fresh``); not once it is
+  ``complete``. ``linger`` is a fixed sleep before each batch. ``prepare`` gets the items queued
+  when gathering starts, to do work that does not depend on the final batch (the exposure's
+  dimension records) off the critical path.
 
-  Why arrivals during the wait count as a burst whatever their spacing: with many handler
-  threads on one interpreter, the thread that hands out the work (a server's dispatcher, a
-  thread pool's submitter) gets the GIL only now and then, so an exposure delivered at once
-  reaches ``arriving`` as a stream with occasional pauses longer than ``gap``; a batch that
-  stopped at the first such pause was flushed with part of the exposure, and the rest became a
-  second transaction (twice the fixed cost, and the flush contending with the readers).
+  Arrivals during the wait count as a burst whatever their spacing because, with many handler
+  threads on one interpreter, the dispatcher gets the GIL only now and then: an exposure
+  delivered at once arrives with pauses longer than ``gap``, and stopping at the first would
+  split it into two transactions.
 """
 
 from __future__ import annotations
@@ -87,9 +76,7 @@ class GroupCommit(Generic[T]):
         #: the lock's context; the leader waits for the end of a gathering on ``_gathered``
         self._cond = threading.Condition(lock)
         #: each follower waits on its own condition (by ``id`` of its item), woken only when its
-        #: item is done or it may lead: one wake-up per follower, where one condition for all
-        #: woke every waiting caller at the end of each batch (the outbox marks of an exposure:
-        #: ~17 batches under 205 callers)
+        #: item is done or it may lead: one wake-up per follower, not every caller per batch
         self._waiters: dict[int, threading.Condition] = {}
         self._gathered = threading.Condition(lock)
         self._queue: list[T] = []

@@ -1,17 +1,13 @@
 """The exposure dimension record from a raw's primary header, validated against its data id.
 
-The header is translated by ``obsingest.translate`` (astro_metadata_translator's
-``ObservationInfo`` through Rubin's translators, or ours where obs_lsst is not installed; the
-exposure part once per exposure), so the record holds what Rubin's raw ingest would: times are the
-camera's TAI instants converted to UTC with astropy (``obs_start``/``obs_end`` are UTC datetimes;
-the Butler backend converts them back to TAI for its timespan), exposure time the measured shutter
-time, the sky angle with Rubin's ROTPA fixes, program and reason with their fallbacks.
+Translated by ``obsingest.translate``, so the record holds what Rubin's raw ingest would: UTC
+times from the camera's TAI (the Butler backend converts back for its timespan), the measured
+shutter time, the sky angle with Rubin's ROTPA fixes, program and reason with their fallbacks.
 
-What is refused: a header that yields no identity (``BadHeader`` naming the card and the reason),
-one that contradicts the data id it was stored under (another instrument, day, sequence number or
-detector: ``HeaderMismatch``), and a string longer than the Butler's column (``BadHeader``). An
-empty or unusable card is not refused: it takes the translator's default, and the warning is kept
-in the record (``header_warnings``) and counted (``obsingest_header_warnings_total``).
+Refused: no identity (``BadHeader``), a contradiction of the data id it was stored under
+(``HeaderMismatch``), a string longer than the Butler's column (``BadHeader``). An unusable card
+takes the translator's default; the warning is kept (``header_warnings``) and counted
+(``obsingest_header_warnings_total``).
 """
 
 from __future__ import annotations

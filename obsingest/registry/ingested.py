@@ -1,28 +1,20 @@
 """The exposures-ingested check: is this exposure complete now, and if so, write its one
-ExposureIngested to the outbox, exactly once, whoever asks and however many ask at once.
+ExposureIngested to the outbox, exactly once, however many processes ask.
 
-Why a check *after* the registering commit, not inside it: under READ COMMITTED a transaction
-does not see what other transactions are committing at the same moment, so two processes
-registering an exposure's last two CCDs concurrently could each miss the other's CCD and neither
-would emit. Checked after its own commit, the process that committed last sees every CCD (its
-statements start after both commits), so at least one check sees the exposure complete. Several
-may: the event's outbox row is keyed by the exposure's deterministic ``event_id`` (a uuid5 of
-instrument and exposure) in the outbox's unique key column, so one INSERT wins (PostgreSQL makes
-the second wait for the first transaction, then skips it) and exactly one ExposureIngested is
-written, then published by the outbox's announcer and drains like any ArrivalEvent.
+Why *after* the registering commit: under READ COMMITTED two processes registering an exposure's
+last two CCDs could each miss the other's; checked after its commit, the later one sees both.
+Several checks may see it complete: the outbox row is keyed by the exposure's deterministic
+``event_id`` (uuid5 of instrument and exposure), so one INSERT wins and the event is published
+and drained like any ArrivalEvent.
 
-Who asks: the register function after each registration (new or redelivered: a notification
-redelivered after a crash between commit and check asks again) and after each manifest it
-records (a manifest recorded after its CCDs); and the facility service's ``sweep`` of manifests
-recorded in its window (a process killed between its commit and its check, a check that failed).
-Without a manifest nothing is emitted: the expected set is not guessed (the presence API falls
-back to every detector of the instrument; this event does not).
+Who asks: the register function after each registration (redeliveries included) and each
+manifest it records, and the facility ``sweep`` of manifests in its window. Without a manifest
+nothing is emitted: the expected set is not guessed.
 
-``exposure_closure`` keeps each exposure's *first* closure, inserted once in the same transaction
-as the event row (completed: ``ok`` / ``over_budget``) or by the sweep when the exposure's
-deadline (manifest obs_start + exposure time + ``allowance``) passed incomplete. The metrics count
-an exposure when its closure row is inserted (``Closing.counted``), so neither a restart, a second
-process nor a late completion counts it twice; a late completion still gets its event.
+``exposure_closure`` keeps each exposure's *first* closure (``ok`` / ``over_budget`` with the
+event, or from the sweep once its deadline, obs_start + exposure time + ``allowance``, passed
+incomplete). Metrics count an exposure when that row is inserted (``Closing.counted``), so it is
+counted once; a late completion still gets its event.
 """
 
 from __future__ import annotations
@@ -30,7 +22,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final, Literal
 
 from sqlalchemy import Connection, and_, bindparam, func, select, update
@@ -44,6 +36,7 @@ from obsingest.registry.facility_tables import exposure_closure
 from obsingest.registry.outbox import OutboxMessage, insert_row_once
 from obsingest.registry.registry import OUTBOX_LEASE_SECONDS, Registry
 from obsingest.settings import run_name
+from obsingest.timescales import as_utc
 
 #: Fixed forever: an exposure's event id must be the same in every process and every release.
 NAMESPACE = uuid.UUID("3d0c5a57-1f0e-5b4e-9a41-6f6273696e67")
@@ -110,12 +103,6 @@ class OpenExposure:
     registered: int  # datasets of the exposure (any detector)
     deadline: datetime | None
     closed: str | None  # its closure status (``incomplete``), None when never closed
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 class IngestedCheck:
@@ -232,7 +219,7 @@ class IngestedCheck:
         registered: list[tuple[int, float | None]] = []
         readouts, ingests = [], []
         for det, ingest_time, readout_time in rows:
-            ingest, readout = _utc(ingest_time), _utc(readout_time)
+            ingest, readout = as_utc(ingest_time), as_utc(readout_time)
             ingests.append(ingest)
             if readout is not None:
                 readouts.append(readout)
@@ -364,7 +351,7 @@ class IngestedCheck:
 
             rows = self._read(query)
             for exposure, expected, obs_start, exposure_time, registered, closed in rows:
-                start = _utc(obs_start)
+                start = as_utc(obs_start)
                 deadline = (
                     start + timedelta(seconds=(exposure_time or 0.0) + allowance)
                     if start is not None

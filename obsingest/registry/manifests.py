@@ -1,18 +1,12 @@
 """ExposureManifests in the registry: what is expected of each exposure, recorded once.
 
-Why here: completeness ("expected" against "registered") is asked of the registry by the
-presence API, ``obsingest status`` and the exposures-ingested event; on the ``exposures`` topic
-alone a manifest is seen only by whoever consumes it at that moment.
+Why here: completeness is asked of the registry (presence API, ``obsingest status``, the
+exposures-ingested event); on the ``exposures`` topic a manifest is seen only by its consumer.
 
-Idempotent, first manifest wins: a redelivery (same content, ``published`` aside: a DAQ that
-republishes after a restart says nothing new) is a no-op; a *different* manifest for an exposure
-already recorded raises ``ManifestConflict`` and the first stays; the caller quarantines the
-second with that reason. A manifest that names an unknown instrument, detectors out of range or an
-exposure id that disagrees with its day_obs raises ``BadManifest`` (``UnknownInstrument``), and
-is quarantined the same way, never recorded.
-
-Written through the ``Registry``'s engine and retry (same package): SQLite, PostgreSQL, and the
-companion tables of a ``butler:`` registry alike.
+First manifest wins: a redelivery (same content, ``published`` aside) is a no-op; a different
+one raises ``ManifestConflict``; unknown instrument, detectors out of range or an exposure id
+disagreeing with its day_obs raise ``BadManifest`` (``UnknownInstrument``). The caller
+quarantines both. Written through the ``Registry``'s engine and retry, on every backend.
 """
 
 from __future__ import annotations
@@ -32,6 +26,7 @@ from obsingest.errors import BadObjectName, PermanentError
 from obsingest.messages import ExposureManifest
 from obsingest.registry import tables
 from obsingest.registry.registry import QuarantineEntry, Registry
+from obsingest.timescales import as_utc
 
 #: the registry's physical_filter column holds 64 characters
 _MAX_FILTER = 64
@@ -107,7 +102,7 @@ def manifest_digest(manifest: ExposureManifest) -> str:
         "exposure": manifest.exposure,
         "day_obs": manifest.day_obs,
         "detectors": sorted(manifest.detectors),
-        "obs_start": _utc(manifest.obs_start).isoformat(),
+        "obs_start": as_utc(manifest.obs_start).isoformat(),
         "exposure_time": manifest.exposure_time,
         "filter": manifest.filter,
     }
@@ -127,10 +122,10 @@ def record_manifest(registry: Registry, manifest: ExposureManifest) -> ManifestO
         "day_obs": manifest.day_obs,
         "detectors": ",".join(str(d) for d in detectors),
         "expected": len(detectors),
-        "obs_start": _utc(manifest.obs_start),
+        "obs_start": as_utc(manifest.obs_start),
         "exposure_time": manifest.exposure_time,
         "physical_filter": manifest.filter,
-        "published": _utc(manifest.published),
+        "published": as_utc(manifest.published),
         "recorded_time": datetime.now(UTC),
         "digest": digest,
     }
@@ -165,7 +160,3 @@ def quarantine_manifest(
     entry = QuarantineEntry(object_uri=source, reason=exc.reason, message=str(exc), checksum=digest)
     registry.quarantine(entry)
     return entry
-
-
-def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

@@ -1,26 +1,20 @@
 """The arrivals outbox: "registered" and "to be announced" commit together, or not at all.
 
-It holds every announcement the registry owes: each new dataset's ArrivalEvent, and each
-complete exposure's ExposureIngested (``registry.ingested``, written by ``insert_row_once`` under
-the exposure's deterministic event id, so only one is ever written). Rows carry single-object
-Avro bodies; the drain publishes each by its own contract's rule (``functions/register/announce``).
+It holds every announcement the registry owes: each new dataset's ArrivalEvent and each complete
+exposure's ExposureIngested (``registry.ingested``, ``insert_row_once``: one per exposure).
+Rows carry single-object Avro bodies, published by their contract's rule
+(``functions/register/announce``).
 
-The register path writes the ArrivalEvent into ``arrival_outbox`` in the same transaction as the
-dataset (``insert_row``, called from ``Registry._register``), then publishes it right after the
-commit (latency) and marks the row published. Whatever could not be published then (the topic
-was gone, the bus down, the process killed between commit and publish) stays pending, and a
-drain (``claim`` -> publish -> ``mark_published``) publishes it later: from the register
-function's next invocations and from the reconcile service. So "registered but not announced"
-cannot outlive an outage of the arrivals topic.
+The register path inserts the row with the dataset (``insert_row`` from ``Registry._register``),
+publishes it right after the commit and marks it published. Whatever could not be published
+(topic gone, bus down, process killed) stays pending for a drain (``claim`` -> publish ->
+``mark_published``) run by the register function and the reconcile service, so "registered but
+not announced" cannot outlive an outage.
 
-Claims are leases (``lease_until``), not open transactions: a row is claimed by one statement
-(``UPDATE ... WHERE lease expired ... RETURNING``, with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL)
-and nobody else takes it until the lease expires, so no two processes publish one row at once
-when things go well; if a publisher dies mid-way, its lease expires and the row is published
-again (subscribers deduplicate on the dataset id). The row inserted with a dataset starts
-leased to the process that registered it, for its immediate publish.
-
-Published rows are kept ``retention`` long (for inspection), then purged in bounded batches.
+Claims are leases (``lease_until``), taken by one ``UPDATE ... RETURNING`` statement (``FOR UPDATE
+SKIP LOCKED`` on PostgreSQL), not open transactions: a dead publisher's rows are published again
+when its lease expires (subscribers deduplicate on dataset id). A new row starts leased to the
+process that registered it. Published rows are kept ``retention`` long, then purged in batches.
 """
 
 from __future__ import annotations
@@ -36,6 +30,7 @@ from sqlalchemy import Connection, Engine, bindparam, delete, func, or_, select,
 from sqlalchemy.dialects import postgresql, sqlite
 
 from obsingest.registry.facility_tables import arrival_outbox
+from obsingest.timescales import as_utc
 
 T = TypeVar("T")
 
@@ -70,12 +65,6 @@ class OutboxStatus:
     oldest_pending_age: float | None  # seconds, None when nothing is pending
     #: rows published and not purged yet (None: not counted, ``status(published=False)``)
     published: int | None
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 #: Built once, executed with parameters: no statement to build and hash per registration.
@@ -231,7 +220,7 @@ def _row(mapping: Any) -> OutboxRow:
             key=mapping["message_key"],
             attributes=json.loads(mapping["attributes"] or "{}"),
         ),
-        created_at=_utc(mapping["created_at"]) or datetime.now(UTC),
+        created_at=as_utc(mapping["created_at"]) or datetime.now(UTC),
         attempts=int(mapping["attempts"] or 0),
     )
 
@@ -278,18 +267,13 @@ class ArrivalOutbox:
         return found[0] if found else None
 
     def mark_published(self, row_ids: list[int], at: datetime | None = None) -> None:
-        """Record rows as published. On PostgreSQL the mark commits with ``synchronous_commit =
-        off``: it does not wait for its WAL flush (an fsync per CCD on a durable server), yet is
-        visible at once and made durable by the next flush (``wal_writer_delay``, or the next
-        synchronous commit). A mark lost in a server crash only leaves its row pending: a drain
-        publishes it once more after its lease, which the at-least-once contract allows
-        (subscribers deduplicate on the dataset id). So at most the marks of the last ~3 x
-        ``wal_writer_delay`` (600 ms by default) before a crash are re-published; registrations
-        and their outbox rows stay synchronous.
+        """Record rows as published, with ``synchronous_commit = off`` on PostgreSQL: no WAL
+        flush wait per CCD, visible at once, durable at the next flush. A mark lost in a server
+        crash (at most ~3 x ``wal_writer_delay``) only leaves its row pending for a drain to
+        publish again, which at-least-once allows; registrations stay synchronous.
 
-        It is one statement in autocommit (one round trip, not BEGIN, SET, UPDATE, COMMIT): the
-        ``set_config(..., is_local => true)`` in its WHERE clause applies to the statement's own
-        transaction, whose commit reads the setting before it is reset."""
+        One autocommit statement: the ``set_config(..., is_local => true)`` in its WHERE clause
+        applies to the statement's own transaction."""
         if not row_ids:
             return
         params = {"ids": list(row_ids), "at": at or datetime.now(UTC)}
@@ -350,7 +334,7 @@ class ArrivalOutbox:
                         select(func.count()).where(o.c.published_at.is_not(None))
                     ).scalar_one()
                 )
-        oldest_utc = _utc(oldest)
+        oldest_utc = as_utc(oldest)
         age = (now - oldest_utc).total_seconds() if oldest_utc else None
         return OutboxStatus(int(pending), age, done)
 

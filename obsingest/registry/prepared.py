@@ -1,18 +1,16 @@
 """Statements compiled once and run on the driver's own cursor: the presence reads' hot path.
 
-Why: SQLAlchemy's work on every execution (building the parameters, the result's metadata and
-row processing) costs about 0.1 ms a query, as much as the query itself on SQLite; the presence
-API answers hundreds of CCD lookups a second on a shared machine. The statements stay SQLAlchemy
-Core, compiled for the engine's dialect (so the SQL is the dialect's); only their execution
-skips the layer. Values come back as the driver gives them (``db_datetime``, ``db_uuid``
-normalise SQLite's text), and a driver error invalidates the connection and becomes
-``RegistryUnavailable`` (retriable), as SQLAlchemy would have done.
+Why: SQLAlchemy's per-execution work costs as much as the query itself on SQLite, and the
+presence API answers hundreds of lookups a second. Statements stay SQLAlchemy Core, compiled for
+the engine's dialect; only execution skips the layer. Values come back as the driver gives them
+(``db_datetime``, ``db_uuid`` normalise SQLite's text); a driver error invalidates the
+connection and becomes ``RegistryUnavailable``, as SQLAlchemy would.
 """
 
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Engine
@@ -21,6 +19,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 
 from obsingest.exhaustion import as_exhausted
 from obsingest.registry.registry import RegistryUnavailable
+from obsingest.timescales import as_utc
 
 
 class Prepared:
@@ -63,10 +62,7 @@ def db_datetime(value: Any) -> datetime | None:
     """A timestamp as the driver returns it (SQLite: text, naive UTC) -> aware UTC datetime."""
     if value is None:
         return None
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    aware: datetime = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    return aware
+    return as_utc(datetime.fromisoformat(value) if isinstance(value, str) else value)
 
 
 def db_uuid(value: Any) -> uuid.UUID:

@@ -1,17 +1,13 @@
 """Presence reads: is a CCD registered, how complete and how late is an exposure, what did a night
 bring. Served to the presence API (``functions/presence``) and ``obsingest status``.
 
-Read-only (``readonly.make_readonly_engine``), and fast on a night of LSSTCam (~1,000 exposures x
-205 CCDs): every query is a primary-key or index-prefix lookup (``uq_dataset_dataid`` leads with
-(dataset_type, run, instrument, exposure, detector); a night is the exposure-id range of its
-day_obs, and that range raised by each controller offset (``make_exposure_id``)); latencies are
-computed by the database.
+Read-only (``readonly.make_readonly_engine``); every query is a primary-key or index-prefix
+lookup (a night is the exposure-id ranges of its day_obs, ``make_exposure_id``), and latencies
+are computed by the database.
 
-Exposure answers are cached per exposure, keyed by a version the database gives cheaply: the
-number of the exposure's datasets and its manifest's digest. Datasets are only ever inserted
-(create-once, redelivery a no-op) and a manifest is recorded once, so an unchanged version means
-an unchanged answer: a cached answer is never stale, and a night listing costs one grouped count
-instead of reading 205 rows per exposure. The cache is bounded (LRU). One cohesive concept,
+Exposure answers are cached (LRU) keyed by the number of the exposure's datasets and its
+manifest's digest: datasets are only inserted and a manifest recorded once, so an unchanged key
+means an unchanged answer, and a night listing costs one grouped count. One cohesive concept,
 hence its length: every read shares that cache and the same exposure and night queries.
 """
 
@@ -62,6 +58,7 @@ from obsingest.registry.completeness import (
 from obsingest.registry.prepared import Prepared, db_datetime, db_uuid, uuid_param
 from obsingest.registry.readonly import make_readonly_engine, require_tables
 from obsingest.settings import RegistrySettings, run_name
+from obsingest.timescales import as_utc
 
 _INT64_MAX = 2**63 - 1
 #: tables a presence reader needs (``exposure_manifest`` since schema migration 4)
@@ -470,10 +467,10 @@ class PresenceReader:
             source,
             rows,
             self.budget_seconds,
-            first_readout=_utc(first),
-            last_registered=_utc(last),
+            first_readout=as_utc(first),
+            last_registered=as_utc(last),
             physical_filter=flt,
-            obs_start=_utc(start),
+            obs_start=as_utc(start),
             exposure_time=exptime,
         )
 
@@ -511,13 +508,5 @@ class PresenceReader:
         return {
             "total": sum(by_reason.values()),
             "by_reason": dict(sorted(by_reason.items())),
-            "recent": [{**row._asdict(), "last_seen": _utc(row.last_seen)} for row in latest],
+            "recent": [{**row._asdict(), "last_seen": as_utc(row.last_seen)} for row in latest],
         }
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    from datetime import UTC
-
-    if value is None:
-        return None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

@@ -1,12 +1,10 @@
 """A read-only engine on the registry, for readers that must never write (the presence API,
 ``obsingest status``).
 
-Read-only at the database where the database can say so, not only by the code's good manners:
-SQLite is opened with ``mode=ro`` (and ``query_only``), PostgreSQL sessions start with
-``default_transaction_read_only`` (production also gives the presence API a role that can only
-SELECT: ``registry-url-readonly`` in infra/terraform). A ``butler:<repo>`` URL reads the Butler
-backend's companion tables, which hold every dataset with its checksum and stage times: no
-Butler is opened. No migration is run: ``require_tables`` says what is missing instead.
+Read-only at the database: SQLite with ``mode=ro`` and ``query_only``, PostgreSQL sessions with
+``default_transaction_read_only`` (production adds a SELECT-only role, infra/terraform). A
+``butler:<repo>`` URL reads the companion tables; no Butler is opened. No migration is run:
+``require_tables`` says what is missing instead.
 """
 
 from __future__ import annotations

@@ -1,15 +1,13 @@
 """The dataset registry adapter: the one place where idempotency is decided.
 
-``register`` inserts dimension records, the dataset and its datastore record in one transaction
-with INSERT ... ON CONFLICT DO NOTHING, so concurrent or repeated deliveries of the same file give
-exactly one row, and a worker killed mid-transaction leaves nothing half-written. When the data id
-already exists, the stored checksum decides: same bytes -> the existing dataset is returned;
-different bytes -> ChecksumConflict, and the caller quarantines. A batch believed new (the Butler
-backend's group commit) inserts its datasets and datastore records in one statement each.
+``register`` inserts dimension records, dataset and datastore record in one transaction with
+INSERT ... ON CONFLICT DO NOTHING, so repeated or concurrent deliveries give one row and a killed
+worker leaves nothing half-written. For an existing data id the stored checksum decides: same
+bytes return the existing dataset, different bytes raise ChecksumConflict (quarantined). A batch
+believed new (the Butler backend's group commit) is inserted in one statement per table.
 
 One module because it is one cohesive concept: the idempotent registration (its statements,
-the retries around them, the dimension rows they need); reads and the outbox live in their own
-modules.
+retries and dimension rows); reads and the outbox live in their own modules.
 """
 
 from __future__ import annotations
@@ -39,6 +37,7 @@ from obsingest.registry.migrations import migrate
 from obsingest.registry.outbox import ArrivalOutbox, OutboxMessage, insert_row
 from obsingest.retry import RetriesExhausted, RetryPolicy, Transient, call_with_retries
 from obsingest.settings import RegistrySettings, run_name
+from obsingest.timescales import as_utc
 
 T = TypeVar("T")
 
@@ -133,13 +132,7 @@ def _column_value(value: Any) -> Any:
     """A field as its column holds it: UTC times; header warnings a JSON list, NULL if none."""
     if isinstance(value, tuple):
         return json.dumps(list(value)) if value else None
-    return _utc(value) if isinstance(value, datetime) else value
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    if value is None:
-        return None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return as_utc(value) if isinstance(value, datetime) else value
 
 
 class Registry:
@@ -155,8 +148,7 @@ class Registry:
         self._insert_dataset = (
             self._insert(tables.dataset)
             .on_conflict_do_nothing()
-            # RETURNING, not rowcount: psycopg 3 under SQLAlchemy 2.1 reports rowcount -1 here,
-            # which made every redelivery on PostgreSQL look like a first insert.
+            # RETURNING, not rowcount: psycopg 3 under SQLAlchemy 2.1 reports rowcount -1 here.
             .returning(tables.dataset.c.id)
         )
         self._insert_datastore = self._insert(tables.datastore_record)
@@ -395,7 +387,7 @@ class Registry:
                 f"({row['size']} bytes); refusing {record.uri} with {record.checksum} "
                 f"({record.size} bytes)"
             )
-        return Registration(ds_id, dtype, run, False, _utc(row["ingest_time"]) or now, row["uri"])
+        return Registration(ds_id, dtype, run, False, as_utc(row["ingest_time"]) or now, row["uri"])
 
     # facility: arrivals outbox, reconcile queries, canary (outbox.py, audit.py) ---------------
     def _with_outbox_row(
@@ -494,7 +486,7 @@ def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for key, value in row.items():
         if isinstance(value, datetime):
-            value = _utc(value).isoformat()  # type: ignore[union-attr]
+            value = as_utc(value).isoformat()
         elif isinstance(value, uuid.UUID):
             value = str(value)
         out[key] = value
@@ -508,9 +500,9 @@ def _datastore_values(ds_id: uuid.UUID, record: FileRecord) -> dict[str, Any]:
         "size": record.size,
         "checksum": record.checksum,
         "md5": record.md5,
-        "readout_time": _utc(record.readout_time),
-        "compressed_time": _utc(record.compressed_time),
-        "stored_time": _utc(record.stored_time),
+        "readout_time": as_utc(record.readout_time),
+        "compressed_time": as_utc(record.compressed_time),
+        "stored_time": as_utc(record.stored_time),
         "transport": record.transport,
     }
 

@@ -1,17 +1,11 @@
 """Registry tables (Butler-like): dimensions, dataset types, runs, datasets, datastore records,
 and a quarantine of what was refused and why.
 
-The dimension tables keep what the Butler's dimension records need (daf_butler's
-``dimensions.yaml``, universe 8), so the registry can be handed to a Butler (``butler_export``):
-instrument (class name, id maxima, visit system), detector (full name, raft, name in raft,
-purpose) and exposure (obs id, group, sequence number, filter, observation type, times, pointing)
-as the raw headers give them.
+Dimension tables keep what the Butler's records need (daf_butler universe 8), so the registry can
+be exported to a Butler (``butler_export``). ``exposure_manifest`` holds each ExposureManifest,
+the basis of completeness (``manifests.py`` writes, ``presence.py`` reads; ``PRESENCE_INDEXES``).
 
-``exposure_manifest`` keeps each exposure's ExposureManifest (what the DAQ said to expect), the
-basis of completeness for the presence API and ``obsingest status`` (``manifests.py`` writes it,
-``presence.py`` reads it); ``PRESENCE_INDEXES`` are what those reads need.
-
-Definitions here are the *current* schema; ``migrations.py`` is what creates and evolves it.
+These are the *current* schema; ``migrations.py`` creates and evolves it.
 """
 
 from __future__ import annotations

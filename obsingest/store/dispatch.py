@@ -1,9 +1,8 @@
 """Deliver the local store's finalize notifications to a handler, as Eventarc/Pub/Sub would.
 
-At-least-once: an event is deleted from the outbox only after the handler returned. A handler
-that raises is redelivered later as ``policy`` says (``retry.OUTBOX_REDELIVERY``); after its
-attempts the event moves to the dead-letter directory with the reason, and the dispatcher
-carries on with the rest.
+At-least-once: an event is deleted only after the handler returned. A failing one is redelivered
+as ``policy`` says (``retry.OUTBOX_REDELIVERY``), then moved to the dead-letter directory with
+the reason; the rest carry on.
 """
 
 from __future__ import annotations

@@ -3,26 +3,21 @@
 Over 500 lines as one cohesive concept: a GCS bucket as a store, its settings, its error rules
 and the one create-once flow both request paths below share.
 
-- One ``storage.Client`` per store, and one store per process (see ``producers.edge``): its HTTP
-  session keeps connections warm, which is most of a small upload's latency.
-- ``put`` sends the CRC32C (computed by the client) in the object resource, so the service
-  refuses bytes corrupted in transit, and writes with ``ifGenerationMatch=0``: a 412
-  means "already there", resolved by comparing checksums (same bytes: idempotent success;
-  different bytes: ObjectConflict, which the uploader parks under ``quarantine/``).
-- Retries are ours (``obsingest.retry``), not the library's, so they stop at the 5 s budget and
-  retry only what can heal: 429, 408, 5xx, connection resets/aborts, timeouts, and at most
-  ``auth_retries`` times a 403 (production saw transient 403s on object HEAD). Everything else
-  surfaces at once as a PermanentError subclass.
-- A resource run out is an outage (``obsingest.exhaustion``): 429 and GCS's ``rateLimitExceeded``
-  / ``quotaExceeded`` (some answered 403) are retried, never capped as an auth 403 nor refused as
-  a permission; once the budget is spent they surface as ``RateLimited`` / ``QuotaExceeded``
-  (retriable, reason ``rate-limited`` / ``quota-exceeded``) for the caller's own backoff.
-- With ``STORAGE_EMULATOR_HOST`` set (fake-gcs-server) the client uses anonymous credentials.
-- ``GcsHttpStore`` is the same store whose put and stat send the very JSON-API requests the
-  library sends, through google-auth's urllib3 transport: for the backfill's many small files
-  and the edge's uploads, where the library's per-request client work is most of the CPU.
-- Proxies, ``.netrc`` credentials and the CA bundle are read from the environment once, when a
-  store is made (``HttpEnvironment``), and honoured by both request paths.
+- One ``storage.Client`` per store and one store per process: its session keeps connections warm.
+- ``put`` sends the client's CRC32C in the object resource (the service refuses bytes corrupted
+  in transit) with ``ifGenerationMatch=0``: a 412 means "already there", resolved by checksum
+  (same bytes: success; different: ObjectConflict, parked under ``quarantine/`` by the uploader).
+- Retries are ours (``obsingest.retry``), bounded by the 5 s budget, only for what can heal
+  (429, 408, 5xx, resets, timeouts, and at most ``auth_retries`` 403s: production saw transient
+  ones on object HEAD); anything else is a PermanentError at once.
+- A resource run out (429, ``rateLimitExceeded`` / ``quotaExceeded``, some answered 403) is an
+  outage: retried, never capped as an auth 403, then ``RateLimited`` / ``QuotaExceeded``
+  (retriable) for the caller's own backoff.
+- With ``STORAGE_EMULATOR_HOST`` (fake-gcs-server) the client uses anonymous credentials.
+- ``GcsHttpStore``: the same store whose put and stat send the library's JSON-API requests
+  through google-auth's urllib3 transport, for the backfill's and the edge's many uploads.
+- Proxies, ``.netrc`` and the CA bundle are read once per store (``HttpEnvironment``) and
+  honoured by both request paths.
 """
 
 from __future__ import annotations
@@ -197,11 +192,9 @@ def _permanent(exc: BaseException, bucket: str, what: str) -> PermanentError | N
 class HttpEnvironment:
     """What ``requests`` takes from the environment for one endpoint, read once at start-up.
 
-    A session with ``trust_env=True`` (requests' default) re-reads the proxy variables, ``.netrc``
-    and the CA bundle variables on every request: about a third of the client CPU of a small
-    upload. The store's session is given these instead, with ``trust_env=False``, so a proxy,
-    netrc credentials or a CA bundle set when the process starts are honoured as before,
-    resolved by requests' own rules (``NO_PROXY`` included) for the endpoint's host."""
+    ``trust_env=True`` (requests' default) re-reads proxy, ``.netrc`` and CA bundle variables on
+    every request, a large share of a small upload's CPU. The store's session gets them from here
+    with ``trust_env=False``, resolved by requests' own rules (``NO_PROXY`` included)."""
 
     endpoint: str
     #: scheme -> proxy URL (empty when none applies or ``NO_PROXY`` exempts the endpoint)
@@ -374,8 +367,8 @@ class GcsStore:
         self, name: str, data: bytes, crc: str, metadata: dict[str, str], remaining: float
     ) -> StoredObject:
         # CRC32C alone guards the transfer (added by checksum=, verified by the service).
-        # No client MD5: it would cost ~20 ms of CPU per CCD on the edge for the same
-        # protection; the service still computes md5Hash for the object resource.
+        # No client MD5: costly on the edge for the same protection; the service still
+        # computes md5Hash for the object resource.
         blob = self._bucket.blob(name)
         blob.metadata = metadata
         blob.upload_from_string(
@@ -519,10 +512,9 @@ def authorized_http(
 ) -> Any:
     """google-auth's urllib3 transport: anonymous against an emulator, else default credentials.
 
-    It honours what the library's requests session does (``HttpEnvironment``, read once): the
-    proxy for the endpoint (``urllib3.ProxyManager``, the proxy URL's credentials as
-    Proxy-Authorization), the CA bundle, and a ``.netrc`` entry for the endpoint's host, whose
-    Basic credentials replace the token as requests' netrc auth does."""
+    Honours what the requests session does (``HttpEnvironment``): the endpoint's proxy (with the
+    proxy URL's credentials), the CA bundle, and a ``.netrc`` entry for the endpoint's host,
+    whose Basic credentials replace the token."""
     import google.auth
     import urllib3
     from google.auth.credentials import AnonymousCredentials
@@ -561,9 +553,8 @@ def authorized_http(
 
 class GcsHttpStore(GcsStore):
     """``GcsStore`` whose put and stat are one JSON-API request each through google-auth's
-    urllib3 transport (one kept-alive connection per host), not the library's blob machinery.
-    Kept beside ``GcsStore.put`` because it costs the backfill (benchmarks/README.md, backfill)
-    and the edge's worker about 2 ms less CPU per object; reads and deletes are the library's."""
+    urllib3 transport, not the library's blob machinery: less CPU per object for the backfill
+    and the edge's worker (benchmarks/README.md, backfill). Reads and deletes are the library's."""
 
     def __init__(
         self,

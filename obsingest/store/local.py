@@ -1,17 +1,14 @@
 """Local-directory object store: the embedded default, with GCS's semantics where they matter.
 
-- Writes are atomic (temp file, then ``link``, which unlike ``rename`` fails if the name exists:
-  that is create-once without a race) and fsynced.
-- Object metadata (size, crc32c, generation, custom metadata) lives in a JSON sidecar. No MD5:
-  CRC32C is the pipeline's checksum, and MD5 would cost the assembler a quarter of its CPU per
-  CCD; ``md5Hash`` stays empty, as GCS leaves it for composite objects.
-- After each new object, a ``google.cloud.storage.object.v1.finalized`` CloudEvent is written to a
-  durable outbox directory (transactional-outbox style: staged before the link, promoted after),
-  so a crash can never leave a stored object whose notification is lost. A consumer acks an
-  event by deleting its file: at-least-once delivery, like Pub/Sub.
-- A full filesystem is an outage, not an error of the input: ``put`` raises ``DestinationFull``
-  (retriable, ``obsingest.exhaustion``) and removes what it had written (temp file, sidecar,
-  staged notification), so the same put succeeds once space is back.
+- Writes are atomic and create-once (temp file, then ``link``, which fails if the name exists)
+  and fsynced.
+- Metadata (size, crc32c, generation, custom metadata) is a JSON sidecar. No MD5 (too costly for
+  the assembler; CRC32C is the pipeline's checksum): ``md5Hash`` stays empty, as for GCS
+  composites.
+- Each new object's ``object.v1.finalized`` CloudEvent goes to a durable outbox directory (staged
+  before the link, promoted after), so no stored object loses its notification. Consumers ack by
+  deleting the file: at-least-once, like Pub/Sub.
+- A full filesystem raises ``DestinationFull`` (retriable) after removing what the put wrote.
 """
 
 from __future__ import annotations

@@ -1,19 +1,16 @@
 """Header translation: a raw's FITS header to Rubin's observation metadata and its identity.
 
-The API other parts of obsingest use (kept stable):
+The API the rest of obsingest uses:
 
-- ``observation(header, filename=None) -> Translation``: the header (any ``card -> value``
-  mapping; ``cards.HduHeader`` views a parsed FITS header as one) translated by
-  astro_metadata_translator's ``ObservationInfo`` through the registered translators, the exposure
-  part once per exposure (``observe.ObservationCache``); ``Translation.identity`` is who the CCD is,
-  ``.info`` the ObservationInfo, ``.warnings`` what was defaulted. ``NoIdentity`` (permanent,
-  reason ``bad-header``) when the header does not say which CCD it is.
-- ``configure(search_path)``: the header-correction directories (default: the setting
+- ``observation(header, filename=None) -> Translation``: any ``card -> value`` mapping
+  (``cards.HduHeader`` for a parsed header) translated by ``ObservationInfo``, the exposure part
+  once per exposure (``observe.ObservationCache``); ``.identity``, ``.info``, ``.warnings``.
+  ``NoIdentity`` (reason ``bad-header``) when the header does not say which CCD it is.
+- ``configure(search_path)``: the header-correction directories (default
   ``OBSINGEST_HEADER_CORRECTIONS``, read at first use).
 
-The translators (``lsstcam.py``, ``latiss.py``, ``legacy_sim.py`` on ``rubin.py``) register with
-the library when this package is imported; where ``lsst.obs.lsst`` is installed they step aside
-for Rubin's own (``selection.py``).
+The translators (``lsstcam.py``, ``latiss.py``, ``legacy_sim.py`` on ``rubin.py``) register on
+import; where ``lsst.obs.lsst`` is installed they step aside for Rubin's (``selection.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +19,6 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from obsingest.translate import latiss, legacy_sim, lsstcam
 from obsingest.translate.bands import band
 from obsingest.translate.cards import HduHeader
 from obsingest.translate.errors import NoIdentity
@@ -37,21 +33,10 @@ __all__ = [
     "band",
     "configure",
     "observation",
-    "translators",
 ]
 
 _lock = threading.Lock()
 _cache: ObservationCache | None = None
-
-
-def translators() -> tuple[type, ...]:
-    """obsingest's translator classes (registered with astro_metadata_translator)."""
-    return (
-        lsstcam.LsstCamTranslator,
-        lsstcam.LsstComCamTranslator,
-        latiss.LatissTranslator,
-        legacy_sim.LegacySimTranslator,
-    )
 
 
 def configure(search_path: Sequence[str] | None = None) -> ObservationCache:

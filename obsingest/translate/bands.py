@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 
-_BANDS = "ugrizy"
 #: filters that pass every band (an empty slot, the pinhole, the "empty" filter, none)
 _WHITE = re.compile(r"^(empty(_\d+)?|none|ph_5|ef_43)$")
 _LSST = re.compile(r"^([ugrizy])(_\d+)?$")
@@ -49,10 +48,9 @@ def _single(name: str) -> str | None:
 
 
 def band(physical_filter: str | None) -> str | None:
-    """The band of ``physical_filter``: of its first filter (LATISS's filter~grating); of the
-    second when the first passes every band (LATISS's empty slot, LSSTCam's white slots before
-    a CCOB lamp) and the second has one; ``{band}~nd`` with
-    a neutral-density filter (alone: ``white~nd``); the name itself when the tables lack it."""
+    """The band of ``physical_filter``: of its first filter (LATISS's filter~grating), or of the
+    second when the first passes every band (empty slots, LSSTCam's white before a CCOB lamp);
+    ``{band}~nd`` with a neutral-density filter; the name itself when the tables lack it."""
     if not physical_filter:
         return None
     parts = physical_filter.split("~")

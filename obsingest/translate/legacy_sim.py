@@ -1,11 +1,8 @@
 """Translator for raws written by earlier versions of obsingest's DAQ simulator.
 
-Before the simulator wrote what the camera writes, its headers said ``ORIGIN = 'obsingest DAQ
-simulator'``, ``TIMESYS = 'UTC'`` (and meant it: DATE-BEG was UTC, unlike the camera's TAI),
-``INSTRUME`` the Butler name (``LSSTCam``, ``LSSTComCam``, ``LATISS``) and an ``EXPID``. Objects
-they wrote stay in buckets and journals, so they must still translate, and to the instants they
-meant: this translator reads their times in the scale TIMESYS names. The simulator now writes the
-camera's cards (TIMESYS = TAI), which the camera translators read.
+They say ``ORIGIN = 'obsingest DAQ simulator'``, ``TIMESYS = 'UTC'`` (meant: times in UTC), the
+Butler's INSTRUME name and an ``EXPID``. Such objects stay in buckets and journals, so their times
+are read in the scale TIMESYS names. Today's simulator writes the camera's cards.
 """
 
 from __future__ import annotations

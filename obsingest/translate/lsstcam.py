@@ -1,11 +1,9 @@
 """Translators for LSSTCam and LSSTComCam, the Simonyi telescope's cameras.
 
-Besides the shared Rubin rules (``rubin.py``) these carry what is particular to each camera: the
-measured shutter time is the exposure time (EXPTIME is only what was asked for), the camera is
-"on the mountain" from the day it went on the telescope (before that can_see_sky is False and the
-observing day followed Pacific time in the lab), and the header fixes Rubin applies by date
-(``fix_header``: ROTPA's sign and offset in LSSTCam's first weeks, filters wrongly named, a program
-misnamed, vignetting not recorded; ComCam's missing FILTER, LSST_NUM and ROTPA).
+Beyond the shared rules (``rubin.py``): the measured shutter time is the exposure time, the
+camera sees the sky only from the day it went on the telescope (before, the observing day
+followed Pacific time), and Rubin's dated header fixes (``fix_header``: LSSTCam's early ROTPA,
+filter, program and vignetting; ComCam's missing FILTER, LSST_NUM and ROTPA).
 """
 
 from __future__ import annotations

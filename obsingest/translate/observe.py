@@ -1,17 +1,13 @@
 """``observation(header)``: a raw's header, translated once per exposure, with its identity.
 
-A CCD's header is translated by astro_metadata_translator's ``ObservationInfo`` (header fixes
-first: the correction files on the search path, then the translator's own rules), whichever
-translator the library's registry picks (Rubin's where ``lsst.obs.lsst`` is installed, else
-ours). Every CCD of an exposure carries the same exposure cards, and ``ObservationInfo`` costs
-milliseconds, so the exposure part is translated once and cached, keyed on OBSID and the value of
-every card an exposure-level property reads (``EXPOSURE_CARDS``); per CCD only the detector
-(RAFTBAY, CCDSLOT) is translated. A CCD whose exposure cards differ from its neighbours' simply
-misses the cache and is translated whole, so the cache never changes an answer.
+``ObservationInfo`` (header corrections, then the translator's rules; Rubin's translator where
+``lsst.obs.lsst`` is installed, else ours) costs milliseconds, so the exposure part is translated
+once and cached, keyed on OBSID and every card an exposure-level property reads
+(``EXPOSURE_CARDS``); per CCD only the detector is translated. A CCD whose exposure cards differ
+misses the cache, so the cache never changes an answer.
 
-Warnings the translation logs (an empty card defaulted, a filter unknown) are kept with the
-result rather than refusing the CCD; only a header that yields no identity (instrument,
-exposure, detector, day, counter, obs id, group) is refused, naming the card and why.
+Translation warnings (a defaulted card, an unknown filter) are kept with the result; only a
+header yielding no identity is refused, naming the card and why.
 """
 
 from __future__ import annotations

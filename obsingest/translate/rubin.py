@@ -1,11 +1,9 @@
 """What every Rubin camera header (LSSTCam, LSSTComCam, LATISS) shares, as a translator base class.
 
-The rules are Rubin's, as its raw ingest documents and applies them (facts about the camera's
-cards, not code taken from obs_lsst): the camera writes its times in TAI whatever TIMESYS says for
-the start (DATE-END alone follows TIMESYS), the exposure id is ``DAYOBS * 100000 + SEQNUM`` with
-the old controller offsets, the observing day rolls over at 12:00 TAI, and a card that is present
-but empty takes the property's default with a warning (``log.warning``: the translation layer
-above keeps those warnings with the record) instead of refusing the CCD.
+Rubin's rules, as its raw ingest applies them: times are TAI whatever TIMESYS says for the start
+(DATE-END alone follows TIMESYS), the exposure id is ``DAYOBS * 100000 + SEQNUM`` with the old
+controller offsets, the observing day rolls over at 12:00 TAI, and a present but empty card takes
+the property's default with a warning instead of refusing the CCD.
 """
 
 from __future__ import annotations
@@ -105,8 +103,7 @@ class RubinTranslator(FitsTranslator):
 
     def began_after(self, when: Time) -> bool:
         """Whether the observation began after ``when`` (a class constant), remembered per
-        translator: comparing times of two scales converts one (~0.25 ms), and ObservationInfo
-        asks ``on_mountain`` for several properties."""
+        translator: comparing times of two scales converts one, and it is asked repeatedly."""
         memo: dict[int, bool] = self.__dict__.setdefault("_began_after", {})
         found = memo.get(id(when))
         if found is None:

@@ -1,9 +1,8 @@
 """Which translators translate: Rubin's own (``lsst.obs.lsst``) where installed, else ours.
 
-Rubin sites have the science pipelines' ``lsst.obs.lsst``, whose translators are the reference;
-where its ``translators`` module imports, it registers them with astro_metadata_translator and
-ours step aside (their ``can_translate`` answers False), so ``ObservationInfo(header)`` picks
-Rubin's. The answer is looked up once per process (the import is not cheap) and can be reset.
+Where ``lsst.obs.lsst``'s translators import, they register with astro_metadata_translator and
+ours step aside (``can_translate`` False), so ``ObservationInfo(header)`` picks Rubin's. Looked
+up once per process (the import is not cheap); resettable.
 """
 
 from __future__ import annotations

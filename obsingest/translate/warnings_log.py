@@ -1,10 +1,8 @@
 """Warnings a translation logs, captured for the record instead of only printed.
 
-astro_metadata_translator and the translators (ours, and Rubin's ``lsst.obs.lsst``) report a
-defaulted card or a property they could not compute with ``logging`` at WARNING. One handler,
-attached once to those loggers, hands each record to the capture open in the thread that logged
-it, so concurrent translations in other threads keep their warnings apart. A process that
-silences these loggers (a level above WARNING, ``logging.disable``) silences the capture too.
+The translators report defaulted cards and uncomputable properties with ``logging`` at WARNING.
+One handler on those loggers hands each record to the capture open in the logging thread, so
+concurrent translations keep their warnings apart. Silencing those loggers silences the capture.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""``obsingest arrivals tail``: print ArrivalEvents from Pub/Sub ``ccd-arrivals`` as they come.
-
-Creates its own pull subscription if absent, deduplicates on dataset id (delivery is
-at-least-once) and prints one line per CCD: data id, dataset id, latency readout -> published
-and the per-stage deltas.
-"""
+"""``obsingest arrivals tail``: print ArrivalEvents from Pub/Sub ``ccd-arrivals`` as they come
+(work in ``obsingest_cli.script.arrivals``)."""
 
 from __future__ import annotations
 

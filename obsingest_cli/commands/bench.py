@@ -1,16 +1,10 @@
 """``obsingest bench transfer``: the observatory transfer test, on our transports.
 
-Every interval the camera reads out N CCDs at once: the harness, as the DAQ, hands the
-exposure's N files (written before the start, each with its exposure's header) to the edge
-service (the code ``obsingest edge`` runs), whose warm worker processes read each CCD, compress
-it (``--compress``; else the DAQ's files are already ``.fits.fz`` and are sent as they are) and
-send it to ``file://``, ``gs://`` or ``kafka://``. Prints the observatory report's table (CCDs,
-min, mean, max seconds, aggregate Mbit/s), the first exposure apart. ``--end-to-end`` also runs
-the facility side (the demo's environments and transports: register function, registry,
-announcements; the Kafka assembler) and waits for every CCD's ArrivalEvent, so the figure is
-readout -> announced, with a per-stage breakdown of where the time goes.
-
-The work is in ``obsingest_cli.script.bench_transfer``.
+Every interval the harness, as the DAQ, hands an exposure's N CCD files to the edge service's
+warm workers, which compress (``--compress``) and send them to ``file://``, ``gs://`` or
+``kafka://``. Prints the observatory report's table (CCDs, min/mean/max seconds, Mbit/s).
+``--end-to-end`` also runs the facility side and waits for every ArrivalEvent: readout ->
+announced, per stage. The work is in ``obsingest_cli.script.bench_transfer``.
 """
 
 from __future__ import annotations

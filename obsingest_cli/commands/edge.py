@@ -1,8 +1,7 @@
 """``obsingest edge``: the edge service (producers/edge): hand-off directory -> journal -> send.
 
-``obsingest edge release --handoff DIR --spool DIR [--reason R]...``: CCDs an earlier edge
-quarantined for a reason that was never theirs (``unexpected-error``: a full destination disk
-before issue 21) back into the hand-off directory, to be sent like any other.
+``obsingest edge release``: CCDs quarantined for a reason that was never theirs
+(``unexpected-error``) back into the hand-off directory, to be sent like any other.
 """
 
 from __future__ import annotations

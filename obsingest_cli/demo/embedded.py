@@ -1,9 +1,8 @@
 """The embedded environment: no services at all (``make demo``'s default).
 
-SQLite registry, local-directory store, in-process bus; the store's durable finalize outbox is
-delivered by ``OutboxDispatcher`` to the register function's CloudEvent entry point, the very
-code Cloud Functions would call. Each ExposureManifest published on the bus is pushed, as Pub/Sub
-push would, to the register function's ``on_manifest``, which records it in the registry.
+SQLite registry, local-directory store, in-process bus. The store's finalize outbox is delivered
+by ``OutboxDispatcher`` to the register function's CloudEvent entry point, and each
+ExposureManifest on the bus is pushed to its ``on_manifest``, as Cloud Functions would.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""What the demo needs from a deployment of the pipeline (``DemoEnvironment``) and from a way of
-moving CCDs (``DemoTransport``).
-
-Environments: ``embedded`` (no services: SQLite registry, local-directory store whose finalize
-notifications are delivered in-process to the register function, in-process bus) and ``local``
-(the same flow on the real local stack: GCS emulator, Pub/Sub emulator, PostgreSQL). Transports:
-direct upload, or chunked Avro over Kafka with an assembler process.
+"""What the demo needs from a deployment of the pipeline (``DemoEnvironment``: ``embedded`` or
+``local``) and from a way of moving CCDs (``DemoTransport``: direct upload, or chunked Avro over
+Kafka with an assembler process).
 """
 
 from __future__ import annotations

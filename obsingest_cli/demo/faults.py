@@ -1,11 +1,6 @@
 """Bad inputs the demo can inject (``--inject-bad``) to show they are quarantined with a reason
-while every good CCD is still registered exactly once.
-
-Each one is what production saw or what a buggy or malicious client could send: escaping object
-names and one outside the prefix, an unknown instrument, a header that cannot say which CCD it is
-(any name is taken: the header decides), garbage and truncated FITS, a header that names another
-CCD than the object's name, a notification for an object that no longer exists, a re-delivered
-notification, and different bytes uploaded under an existing data id.
+while every good CCD is still registered exactly once: what production saw or a buggy or
+malicious client could send.
 """
 
 from __future__ import annotations

@@ -44,10 +44,9 @@ def kafka_bootstrap() -> str:
 class KafkaTransport:
     """``DemoTransport`` over Kafka: sender URL, assembler lifecycle, wait-until-stored.
 
-    The assembler runs as its own process (``obsingest assembler``), as it does in production:
-    its work is not serialised with the facility process's relay and register function behind
-    one interpreter lock, and a crash of one does not take down the other. Its JSON log goes to
-    a file whose tail is shown if it fails.
+    The assembler runs as its own process (``obsingest assembler``), as in production, so it
+    shares no interpreter lock or crash with the facility process; its log tail is shown if it
+    fails.
     """
 
     def __init__(self, env: DemoEnvironment, bootstrap: str | None = None) -> None:

@@ -1,22 +1,15 @@
 """The demo on the real local stack: GCS emulator -> Pub/Sub notifications -> relay -> register
 function -> PostgreSQL registry -> ArrivalEvents on Pub/Sub.
 
-Every run gets its own namespace so "registered exactly once" is about this run only: a fresh
-bucket, a fresh Pub/Sub project (the emulator creates projects on first use) and a fresh
-PostgreSQL database (kept afterwards for inspection; its URL is written to
-``<workdir>/registry-url.txt``). The bucket is kept too. With ``keep=False`` (the transfer
-benchmark: gigabytes of CCDs nobody looks at again) both are deleted on close.
+Each run gets its own bucket, Pub/Sub project and PostgreSQL database, so "registered exactly
+once" is about this run; they are kept for inspection (URL in ``<workdir>/registry-url.txt``)
+unless ``keep=False`` (the transfer benchmark).
 
-The relay delivers in-process to the register function's HTTP entry point ``on_push`` (the same
-code a functions-framework server runs), configured with GcsStore, Registry(PostgreSQL) and
-PubSubPublisher. A second relay pushes the ``exposures`` topic to its ``on_manifest``, which
-records each ExposureManifest in the registry (as a push subscription does in production).
-A subscriber on ``exposures-ingested`` (with the manifests' one: not for bench transfer) writes
-every ExposureIngested it receives, one JSON line each, to ``<workdir>/exposures-ingested.jsonl``.
-
-The demo's notification config covers the whole bucket (production: ``raw/`` and
-``quarantine/``), so ``--inject-bad``'s object outside the prefix reaches the function and shows
-that the function itself refuses it.
+The relay delivers in-process to the register function's ``on_push`` (what functions-framework
+runs) and a second relay pushes ``exposures`` to ``on_manifest``, as push subscriptions do. A
+subscriber writes every ExposureIngested to ``<workdir>/exposures-ingested.jsonl``. The
+notification config covers the whole bucket (production: ``raw/`` and ``quarantine/``), so
+``--inject-bad``'s object outside the prefix shows the function itself refuses it.
 """
 
 from __future__ import annotations

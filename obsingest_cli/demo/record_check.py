@@ -1,10 +1,8 @@
 """Whether what the demo reports is what the registry of record holds.
 
-The demo announces CCDs (ArrivalEvents) and prints how many datasets are registered; with a
-``butler:`` registry both must be what the Butler itself holds (issue 20: a demo once printed
-"registered datasets: 20" over a Butler holding none). For every exposure the demo produced, the
-registry's datasets (a Butler registry reads the Butler, ``registry.butler_reads``) are compared
-with the dataset ids announced: the demo exits non-zero and says why when they differ.
+For every exposure the demo produced, the registry's datasets (for a ``butler:`` registry, the
+Butler's own) are compared with the dataset ids announced; the demo exits non-zero and says why
+when they differ.
 """
 
 from __future__ import annotations

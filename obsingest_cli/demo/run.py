@@ -1,13 +1,9 @@
 """The demo: the whole flow of DESIGN.md on one machine, on embedded defaults.
 
-DAQ simulator -> manifest on "exposures" -> readout -> the edge service (``EdgeService``, the code
-``obsingest edge`` runs: journal, crash-isolated workers that compress and upload create-once to
-the store) -> finalize notifications (durable outbox) -> register function (in-process
-CloudEvent delivery) -> registry (SQLite) -> ArrivalEvents on "ccd-arrivals" -> Beam batch job ->
-per-exposure summaries, table and latency plot.
-
-This module is part of the composition root: the one place that wires producers, functions and
-beam_jobs together. ``run_demo`` is what ``obsingest demo`` calls.
+DAQ simulator -> manifest -> readout -> edge service (journal, workers that compress and upload
+create-once) -> finalize notifications -> register function -> registry -> ArrivalEvents -> Beam
+batch job -> per-exposure summaries, table and latency plot. Part of the composition root;
+``run_demo`` is what ``obsingest demo`` calls.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """``obsingest arrivals tail``'s work: print ArrivalEvents from Pub/Sub ``ccd-arrivals``.
 
-Creates its own pull subscription if absent (a new subscription sees only messages published
-after it exists), deduplicates on dataset id (delivery is at-least-once and a redelivered
-notification republishes the same event), and prints one line per CCD: data id, dataset id,
+Creates its own pull subscription if absent (it sees only what is published after), deduplicates
+on dataset id (at-least-once delivery), and prints one line per CCD: data id, dataset id,
 latency readout -> published and the per-stage deltas.
 """
 

@@ -132,12 +132,12 @@ def stack_service_pids(destination: str, stack: str | None) -> dict[str, list[in
 def _progress() -> Callable[[str, bool], None]:
     from obsingest_cli.demo.run import Progress
 
-    bar = Progress(sys.stderr)
+    return Progress(sys.stderr).update
 
-    def progress(text: str, final: bool = False) -> None:
-        bar.update(text, final)
 
-    return progress
+def _write_json(path: Path, data: Any, indent: int | None = 2) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=indent) + "\n")
 
 
 def format_report(result: dict[str, Any]) -> str:
@@ -226,8 +226,7 @@ def run_transfer(args: argparse.Namespace) -> int:
         log_file.close()
     print(format_report(result))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
+        _write_json(args.json, result)
         print(f"\nwritten {args.json}")
     complete = not result["failed"] and not result["worker_errors"]
     if result["end_to_end"]:
@@ -306,8 +305,7 @@ def run_capacity(args: argparse.Namespace) -> int:
         finally:
             log_file.close()
         if args.calibration:
-            args.calibration.parent.mkdir(parents=True, exist_ok=True)
-            args.calibration.write_text(json.dumps(runs) + "\n")
+            _write_json(args.calibration, runs, indent=None)
     cal = capacity.calibrate(runs["path"], runs["one"], runs["many"])
     report = capacity.camera_report(
         cal,
@@ -332,8 +330,7 @@ def run_capacity(args: argparse.Namespace) -> int:
     print()
     print(capacity.format_camera(report, args.camera))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
         out = {"calibration": cal.to_json(), "camera": report, "here": [p.__dict__ for p in here]}
-        args.json.write_text(json.dumps(out, indent=2) + "\n")
+        _write_json(args.json, out)
         print(f"\nwritten {args.json}")
     return 0

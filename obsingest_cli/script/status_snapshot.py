@@ -1,15 +1,13 @@
-"""One snapshot of the night for ``obsingest status`` (registry + the processes' metrics),
-taken again and again for the live view, or once for scripts.
+"""One snapshot of the night for ``obsingest status``, taken again and again for the live view,
+or once for scripts.
 
-From the registry (read-only, ``PresenceReader``): the newest exposures with completeness,
-p50/p95/max readout -> registered against the budget and status; what was quarantined recently.
-From each ``--metrics URL`` (a process's ``/metrics``, Prometheus text parsed by
-prometheus_client's parser): dead-lettered and waiting messages, the edge's spool, the
-assembler's consumer lag, quarantines counted by the processes. Names are those of the metric
-catalogue; a family a process does not export is simply absent.
+From the registry (``PresenceReader``): the newest exposures' completeness, latencies against
+the budget and status, and recent quarantines. From each ``--metrics URL`` (parsed by
+prometheus_client): dead-lettered and waiting messages, the edge's spool, the assembler's lag,
+quarantines; a family a process does not export is absent.
 
-Exit status of ``--once``: 0 the newest exposure made the budget (complete, no CCD over budget),
-1 it did not (incomplete or over budget), 2 no exposure to judge or the registry unreadable.
+Exit status of ``--once``: 0 the newest exposure made the budget, 1 it did not (incomplete or
+over budget), 2 no exposure to judge or the registry unreadable.
 """
 
 from __future__ import annotations
