@@ -8,7 +8,7 @@ PostgreSQL database (kept afterwards for inspection; its URL is written to
 benchmark: gigabytes of CCDs nobody looks at again) both are deleted on close.
 
 The relay delivers in-process to the register function's HTTP entry point ``on_push`` (the same
-code a functions-framework server runs), configured with GcsStore, Registry(PostgreSQL) and
+code a functions-framework server runs), configured with its store, Registry(PostgreSQL) and
 PubSubPublisher. A second relay pushes the ``exposures`` topic to its ``on_manifest``, which
 records each ExposureManifest in the registry (as a push subscription does in production).
 A subscriber on ``exposures-ingested`` (with the manifests' one: not for bench transfer) writes
@@ -154,7 +154,11 @@ class LocalStackEnvironment:
             ]
         wiring.configure(
             wiring.build_service(
-                self.store, self.registry, self.publisher, self.store_settings, bus
+                wiring.store_from_settings(self.store_settings),
+                self.registry,
+                self.publisher,
+                self.store_settings,
+                bus,
             )
         )
         self.relay = build_relay(
