@@ -48,12 +48,22 @@ def build_service(
     )
 
 
+def store_from_settings(settings: StoreSettings) -> ObjectStore:
+    """The store of ``settings.url``; a bucket's reads are the function's own (``gcs_reads``:
+    one media request each, no ``google.cloud.storage``)."""
+    if settings.url.startswith("gs://"):
+        from functions.register.gcs_reads import RegisterGcsStore
+
+        return RegisterGcsStore(settings.url[len("gs://") :].split("/", 1)[0])
+    return open_store(settings)
+
+
 def service_from_settings() -> RegisterService:
     """Adapters picked from settings (``OBSINGEST_STORE_*``, ``_REGISTRY_*``, ``_BUS_*``)."""
     store_settings = StoreSettings()
     bus = BusSettings()
     return build_service(
-        open_store(store_settings),
+        store_from_settings(store_settings),
         open_registry(RegistrySettings()),
         open_publisher(bus),
         store_settings,

@@ -6,10 +6,11 @@ once" is about this run; they are kept for inspection (URL in ``<workdir>/regist
 unless ``keep=False`` (the transfer benchmark).
 
 The relay delivers in-process to the register function's ``on_push`` (what functions-framework
-runs) and a second relay pushes ``exposures`` to ``on_manifest``, as push subscriptions do. A
-subscriber writes every ExposureIngested to ``<workdir>/exposures-ingested.jsonl``. The
-notification config covers the whole bucket (production: ``raw/`` and ``quarantine/``), so
-``--inject-bad``'s object outside the prefix shows the function itself refuses it.
+runs, with the store it builds deployed) and a second relay pushes ``exposures`` to
+``on_manifest``, as push subscriptions do. A subscriber writes every ExposureIngested to
+``<workdir>/exposures-ingested.jsonl``. The notification config covers the whole bucket
+(production: ``raw/`` and ``quarantine/``), so ``--inject-bad``'s object outside the prefix
+shows the function itself refuses it.
 """
 
 from __future__ import annotations
@@ -147,7 +148,11 @@ class LocalStackEnvironment:
             ]
         wiring.configure(
             wiring.build_service(
-                self.store, self.registry, self.publisher, self.store_settings, bus
+                wiring.store_from_settings(self.store_settings),
+                self.registry,
+                self.publisher,
+                self.store_settings,
+                bus,
             )
         )
         self.relay = build_relay(
