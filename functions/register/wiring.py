@@ -49,12 +49,12 @@ def build_service(
 
 
 def store_from_settings(settings: StoreSettings) -> ObjectStore:
-    """The store of ``settings.url``; a bucket's reads are the function's own (``gcs_reads``:
-    one media request each, no ``google.cloud.storage``)."""
+    """The store of ``settings.url``; a bucket's through ``GcsHttpStore`` (one request per read,
+    ``google.cloud.storage`` never loaded)."""
     if settings.url.startswith("gs://"):
-        from functions.register.gcs_reads import RegisterGcsStore
+        from obsingest.store.gcs import GcsHttpStore
 
-        return RegisterGcsStore(settings.url[len("gs://") :].split("/", 1)[0])
+        return GcsHttpStore(settings.url[len("gs://") :].split("/", 1)[0])
     return open_store(settings)
 
 

@@ -551,10 +551,26 @@ def authorized_http(
     return AuthorizedHttp(credentials, http=pool)  # type: ignore[no-untyped-call]  # google.auth
 
 
+class DataCorruption(Exception):  # the library's name: classify_gcs_error retries it by name
+    """Bytes received whose CRC32C differs from the ``x-goog-hash`` the store answered with:
+    damaged in transit."""
+
+
+def _goog_hash(headers: Any, kind: str) -> str:
+    """One hash of ``x-goog-hash`` (``crc32c=...,md5=...``), '' if absent."""
+    for part in str(headers.get("x-goog-hash", "")).split(","):
+        key, _, value = part.strip().partition("=")
+        if key == kind:
+            return value
+    return ""
+
+
 class GcsHttpStore(GcsStore):
-    """``GcsStore`` whose put and stat are one JSON-API request each through google-auth's
-    urllib3 transport, not the library's blob machinery: less CPU per object for the backfill
-    and the edge's worker (benchmarks/README.md, backfill). Reads and deletes are the library's."""
+    """``GcsStore`` whose put, stat and reads are one JSON-API request each through
+    google-auth's urllib3 transport, not the library's blob machinery: less CPU per object for
+    the backfill, the edge's workers and the register function (benchmarks/README.md). Errors
+    are the library's exceptions for the status, classified and retried by the same rules.
+    Listing and deleting are the library's (its client made on first use)."""
 
     def __init__(
         self,
@@ -581,10 +597,11 @@ class GcsHttpStore(GcsStore):
             f"{self.endpoint}/upload/storage/v1/b/{b}/o?uploadType=multipart&ifGenerationMatch=0"
         )
         self._object_url = f"{self.endpoint}/storage/v1/b/{b}/o/"
+        self._media_url = f"{self.endpoint}/download/storage/v1/b/{b}/o/"
 
     @property
     def client(self) -> Any:
-        """The library's client, made on first read or delete (the put path never needs it)."""
+        """The library's client, made on first list or delete (puts and reads never need it)."""
         if self._client is None:
             self._client = make_client(self.settings, self.environment)
         return self._client
@@ -597,6 +614,20 @@ class GcsHttpStore(GcsStore):
         self, method: str, url: str, remaining: float, body: bytes | None = None, **headers: str
     ) -> dict[str, Any]:
         """One HTTP request; the JSON answer, or the error ``classify_gcs_error`` understands."""
+        answer: dict[str, Any] = json.loads(self._send(method, url, remaining, body, headers).data)
+        return answer
+
+    def _send(
+        self,
+        method: str,
+        url: str,
+        remaining: float,
+        body: bytes | None,
+        headers: dict[str, str],
+        ok: tuple[int, ...] = (200,),
+    ) -> Any:
+        """One HTTP request; the urllib3 response of an ``ok`` status, else the library's
+        exception for the status."""
         import urllib3
         from google.auth.exceptions import TransportError
 
@@ -613,9 +644,8 @@ class GcsHttpStore(GcsStore):
             raise TimeoutError(f"{method} {url}: {exc}") from exc
         except urllib3.exceptions.HTTPError as exc:  # connection refused/reset, protocol
             raise TransportError(f"{method} {url}: {exc}") from exc  # type: ignore[no-untyped-call]
-        if response.status == 200:
-            answer: dict[str, Any] = json.loads(response.data)
-            return answer
+        if response.status in ok:
+            return response
         text = response.data[:500].decode("utf-8", "replace")
         raise api_exceptions.from_http_status(  # type: ignore[no-untyped-call]  # google.api_core
             response.status, f"{method} {url}: {text}"
@@ -641,6 +671,45 @@ class GcsHttpStore(GcsStore):
                 raise
             return None
         return stored_from_resource(answer, self.bucket)
+
+    def _media(self, name: str, remaining: float, headers: dict[str, str]) -> Any:
+        url = self._media_url + quote(name, safe="") + "?alt=media"
+        return self._send("GET", url, remaining, None, headers, ok=(200, 206))
+
+    def read_head(self, name: str, length: int) -> Head:
+        """One ranged media GET; the generation and whole-object CRC32C from its headers."""
+
+        def download(remaining: float) -> Head:
+            headers = {"range": f"bytes=0-{max(0, length - 1)}"}
+            response = self._media(name, remaining, headers)
+            generation = int(response.headers.get("x-goog-generation") or 0)
+            return Head(response.data, generation, _goog_hash(response.headers, "crc32c"))
+
+        try:
+            return self._retrying("read", name, download)
+        except api_exceptions.GoogleAPICallError as exc:
+            raise _read_error(exc, self.bucket, f"read {self.uri(name)!r}") from exc
+
+    def read(self, name: str) -> bytes:
+        """Whole object, checked against the CRC32C the store answered with (a transcoded,
+        gzip-stored object's hash is of other bytes); ObjectMissing when absent."""
+
+        def download(remaining: float) -> bytes:
+            response = self._media(name, remaining, {})
+            data: bytes = response.data
+            stored = _goog_hash(response.headers, "crc32c")
+            encoding = str(response.headers.get("x-goog-stored-content-encoding", "identity"))
+            if stored and encoding == "identity" and crc32c_b64(data) != stored:
+                raise DataCorruption(
+                    f"read {self.uri(name)!r}: received bytes' crc32c {crc32c_b64(data)} "
+                    f"!= stored {stored}"
+                )
+            return data
+
+        try:
+            return self._retrying("read", name, download)
+        except api_exceptions.GoogleAPICallError as exc:
+            raise _read_error(exc, self.bucket, f"read {self.uri(name)!r}") from exc
 
     def close(self) -> None:
         pool = getattr(self.http, "http", None)

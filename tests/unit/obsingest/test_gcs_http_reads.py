@@ -1,7 +1,8 @@
-"""The register function's GCS reads (``gcs_reads``), pure logic: the request each read sends,
-what is taken from the answer's headers, and the answers mapped onto the store's errors
-(missing object, refused, retried in transit). A scripted stand-in answers the HTTP calls; the
-emulator serves them in tests/integration/test_direct_path.py and test_register_malformed.py."""
+"""``GcsHttpStore``'s reads (the register function's read of a CCD's header), pure logic: the
+request each read sends, what is taken from the answer's headers, and the answers mapped onto
+the store's errors (missing object, refused, retried in transit). A scripted stand-in answers
+the HTTP calls; the emulator serves them in tests/integration/test_direct_path.py and
+test_register_malformed.py."""
 
 from __future__ import annotations
 
@@ -14,11 +15,10 @@ from typing import Any
 import pytest
 import urllib3
 
-from functions.register.gcs_reads import RegisterGcsStore
 from obsingest.checksums import crc32c_b64
 from obsingest.errors import ObjectMissing
 from obsingest.retry import RetriesExhausted
-from obsingest.store.gcs import GcsSettings, StoreUnavailable
+from obsingest.store.gcs import GcsHttpStore, GcsSettings, StoreUnavailable
 
 pytestmark = pytest.mark.unit
 
@@ -56,9 +56,9 @@ class ScriptedHttp:
         return answer
 
 
-def reader(http: ScriptedHttp) -> RegisterGcsStore:
+def reader(http: ScriptedHttp) -> GcsHttpStore:
     settings = GcsSettings(base_delay=0, max_delay=0, max_attempts=3)
-    return RegisterGcsStore("bkt", settings, endpoint="http://gcs.invalid", http=http)
+    return GcsHttpStore("bkt", settings, endpoint="http://gcs.invalid", http=http)
 
 
 def test_read_head_is_one_ranged_media_get_with_generation_and_crc_from_its_headers() -> None:
@@ -116,4 +116,4 @@ def test_the_function_reads_a_bucket_through_it_and_never_loads_the_storage_libr
     out = subprocess.run(
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
     )
-    assert out.stdout.split() == ["RegisterGcsStore", "bkt", "False"]
+    assert out.stdout.split() == ["GcsHttpStore", "bkt", "False"]
