@@ -703,5 +703,7 @@ def write(results: list[dict[str, Any]], load: list[float]) -> None:
     # make bench rewrites the README and keeps this section from results/soak.md
     RESULTS.with_suffix(".md").write_text(body + "\n")
     readme = ROOT / "benchmarks" / "README.md"
-    head = readme.read_text().split("\n## soak\n")[0].rstrip()
-    readme.write_text(f"{head}\n\n## soak\n\n{body}\n")
+    head, _, rest = readme.read_text().partition("\n## soak\n")
+    after = rest.partition("\n## ")[2]  # the sections after it (the measurement history)
+    tail = f"\n## {after.rstrip()}\n" if after else ""
+    readme.write_text(f"{head.rstrip()}\n\n## soak\n\n{body}\n{tail}")
