@@ -1,20 +1,25 @@
-"""``GcsHttpStore`` (the backfill's lean GCS requests), pure logic: the multipart body the JSON
-API expects, the answers mapped onto the store's errors (create-once 412 -> compare,
-5xx/connection -> retried, 4xx -> permanent). A scripted stand-in answers the HTTP calls; the
-real emulator is in tests/integration/test_backfill_gcs_upload.py."""
+"""``GcsHttpStore`` (one request per put, stat or read), pure logic: the multipart body the JSON
+API expects, the media GET a read sends and what it takes from the answer's headers, the answers
+mapped onto the store's errors (create-once 412 -> compare, 5xx/connection/damaged in transit ->
+retried, 4xx -> permanent, a missing object). A scripted stand-in answers the HTTP calls; the
+emulator serves them in tests/integration/test_backfill_gcs_upload.py and test_direct_path.py."""
 
 from __future__ import annotations
 
 import email
 import email.policy
 import json
-from dataclasses import dataclass
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import pytest
 import urllib3
 
 from obsingest.checksums import crc32c_b64
+from obsingest.errors import ObjectMissing
 from obsingest.retry import RetriesExhausted
 from obsingest.store import ObjectConflict
 from obsingest.store.gcs import (
@@ -23,6 +28,7 @@ from obsingest.store.gcs import (
     GcsSettings,
     ObjectVanished,
     StoreRequestRefused,
+    StoreUnavailable,
     endpoint_from_env,
     multipart_body,
     stored_from_resource,
@@ -37,6 +43,7 @@ DATA = b"SIMPLE  =                    T" + bytes(range(256)) * 4
 class Answer:
     status: int
     data: bytes
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class ScriptedHttp:
@@ -45,11 +52,13 @@ class ScriptedHttp:
     def __init__(self, *answers: Any) -> None:
         self.answers = list(answers)
         self.calls: list[tuple[str, str, bytes | None]] = []
+        self.headers: list[Any] = []
 
     def urlopen(
         self, method: str, url: str, body: bytes | None = None, headers: Any = None, **_: Any
     ) -> Answer:
         self.calls.append((method, url, body))
+        self.headers.append(headers)
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
@@ -68,7 +77,7 @@ def resource(data: bytes, generation: int = 7) -> bytes:
     ).encode()
 
 
-def uploader(http: ScriptedHttp) -> GcsHttpStore:
+def store(http: ScriptedHttp) -> GcsHttpStore:
     settings = GcsSettings(base_delay=0, max_delay=0, max_attempts=3)
     return GcsHttpStore("bkt", settings, endpoint="http://gcs.invalid", http=http)
 
@@ -89,7 +98,7 @@ def test_the_body_is_a_multipart_related_resource_then_the_bytes() -> None:
 
 def test_one_request_creates_and_the_answer_is_what_the_store_holds() -> None:
     http = ScriptedHttp(Answer(200, resource(DATA, 11)))
-    up = uploader(http).put("a/b.fits", DATA, {"k": "v"})
+    up = store(http).put("a/b.fits", DATA, {"k": "v"})
     assert (up.created, up.obj.size, up.obj.crc32c, up.obj.generation) == (
         True,
         len(DATA),
@@ -102,7 +111,7 @@ def test_one_request_creates_and_the_answer_is_what_the_store_holds() -> None:
 
 def test_already_there_with_the_same_bytes_is_exists_after_one_get() -> None:
     http = ScriptedHttp(Answer(412, b"precondition"), Answer(200, resource(DATA, 5)))
-    up = uploader(http).put("a/b.fits", DATA)
+    up = store(http).put("a/b.fits", DATA)
     assert (up.created, up.obj.generation) == (False, 5)
     assert [c[0] for c in http.calls] == ["POST", "GET"]
     assert http.calls[1][1].endswith("/storage/v1/b/bkt/o/a%2Fb.fits")
@@ -112,14 +121,14 @@ def test_already_there_with_other_bytes_is_a_conflict() -> None:
     other = b"other bytes"
     http = ScriptedHttp(Answer(412, b"precondition"), Answer(200, resource(other)))
     with pytest.raises(ObjectConflict) as caught:
-        uploader(http).put("a/b.fits", DATA)
+        store(http).put("a/b.fits", DATA)
     assert caught.value.existing.size == len(other) and caught.value.reason == "checksum-conflict"
 
 
 def test_already_there_then_gone_is_retriable() -> None:
     http = ScriptedHttp(Answer(412, b"precondition"), Answer(404, b"No such object"))
     with pytest.raises(ObjectVanished) as caught:
-        uploader(http).put("a/b.fits", DATA)
+        store(http).put("a/b.fits", DATA)
     assert caught.value.retriable
 
 
@@ -127,7 +136,7 @@ def test_transient_answers_and_broken_connections_are_retried() -> None:
     http = ScriptedHttp(
         Answer(503, b"busy"), urllib3.exceptions.ProtocolError("reset"), Answer(200, resource(DATA))
     )
-    assert uploader(http).put("a/b.fits", DATA).created
+    assert store(http).put("a/b.fits", DATA).created
     assert len(http.calls) == 3
 
 
@@ -138,17 +147,17 @@ def test_bytes_refused_for_their_crc32c_are_resent_once() -> None:
         b'calculated CRC32C \\"BBBBBB==\\""}}',
     )
     http = ScriptedHttp(refused, Answer(200, resource(DATA)))
-    assert uploader(http).put("a/b.fits", DATA).created
+    assert store(http).put("a/b.fits", DATA).created
     http = ScriptedHttp(refused, refused, Answer(200, resource(DATA)))
     with pytest.raises(RetriesExhausted) as caught:
-        uploader(http).put("a/b.fits", DATA)
+        store(http).put("a/b.fits", DATA)
     assert caught.value.kind == "checksum-mismatch" and len(http.calls) == 2
 
 
 def test_retries_are_bounded() -> None:
     http = ScriptedHttp(*[Answer(503, b"busy")] * 3)
     with pytest.raises(RetriesExhausted) as caught:
-        uploader(http).put("a/b.fits", DATA)
+        store(http).put("a/b.fits", DATA)
     assert caught.value.retriable and "http-503" in str(caught.value)
 
 
@@ -162,7 +171,7 @@ def test_retries_are_bounded() -> None:
 def test_refusals_are_permanent_at_once(answer: Answer, error: type[Exception]) -> None:
     http = ScriptedHttp(answer)
     with pytest.raises(error) as caught:
-        uploader(http).put("a/b.fits", DATA)
+        store(http).put("a/b.fits", DATA)
     assert not caught.value.retriable and len(http.calls) == 1  # type: ignore[attr-defined]
 
 
@@ -177,3 +186,75 @@ def test_the_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     assert endpoint_from_env() == "https://storage.googleapis.com"
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", "127.0.0.1:4443/")
     assert endpoint_from_env() == "http://127.0.0.1:4443"
+
+
+# reads: one media GET each -----------------------------------------------------------------
+
+RDATA = b"SIMPLE  =                    T" + bytes(range(256)) * 40
+
+
+def stored(data: bytes = RDATA, generation: int = 7, crc: str | None = None) -> dict[str, str]:
+    crc = crc32c_b64(data) if crc is None else crc
+    return {
+        "x-goog-generation": str(generation),
+        "x-goog-hash": f"crc32c={crc},md5=1B2M2Y8AsgTpgAmY7PhCfg==",
+        "x-goog-stored-content-encoding": "identity",
+    }
+
+
+def test_read_head_is_one_ranged_media_get_with_generation_and_crc_from_its_headers() -> None:
+    http = ScriptedHttp(Answer(206, RDATA[:1024], stored(generation=42)))
+    head = store(http).read_head("raw/a b/c.fits", 1024)
+    assert (head.data, head.generation, head.crc32c) == (RDATA[:1024], 42, crc32c_b64(RDATA))
+    [(method, url, _)] = http.calls
+    assert method == "GET"
+    assert url == "http://gcs.invalid/download/storage/v1/b/bkt/o/raw%2Fa%20b%2Fc.fits?alt=media"
+    assert http.headers == [{"range": "bytes=0-1023"}]
+
+
+def test_a_missing_object_is_object_missing_and_a_missing_bucket_is_unavailable() -> None:
+    with pytest.raises(ObjectMissing):
+        store(ScriptedHttp(Answer(404, b"Not Found"))).read_head("x", 10)
+    with pytest.raises(StoreUnavailable):
+        store(ScriptedHttp(Answer(404, b"The specified bucket does not exist."))).read("x")
+    with pytest.raises(StoreUnavailable):  # refused: not the object's fault
+        store(ScriptedHttp(Answer(400, b"Bad Request"))).read("x")
+    forbidden = [Answer(403, b"Forbidden")] * 3  # retried twice first, as every read's 403
+    with pytest.raises(RetriesExhausted):
+        store(ScriptedHttp(*forbidden)).read("x")
+
+
+def test_outages_and_resets_are_retried() -> None:
+    reset = urllib3.exceptions.ProtocolError("connection reset")
+    http = ScriptedHttp(Answer(503, b"busy"), reset, Answer(200, RDATA, stored()))
+    assert store(http).read("x") == RDATA
+    assert len(http.calls) == 3
+
+
+def test_bytes_damaged_in_transit_are_read_again_and_refused_if_they_stay_damaged() -> None:
+    damaged = Answer(200, RDATA[:-1] + b"!", stored())
+    http = ScriptedHttp(damaged, Answer(200, RDATA, stored()))
+    assert store(http).read("x") == RDATA
+    with pytest.raises(RetriesExhausted):
+        store(ScriptedHttp(damaged, damaged, damaged)).read("x")
+
+
+def test_a_whole_read_of_a_transcoded_object_is_not_checked_against_the_stored_hash() -> None:
+    headers = {**stored(crc="AAAAAA=="), "x-goog-stored-content-encoding": "gzip"}
+    assert store(ScriptedHttp(Answer(200, RDATA, headers))).read("x") == RDATA
+
+
+def test_the_function_reads_a_bucket_through_it_and_never_loads_the_storage_library() -> None:
+    """In a process of its own: this one may have loaded the library for other tests."""
+    probe = (
+        "import sys\n"
+        "from functions.register import wiring\n"
+        "from obsingest.settings import StoreSettings\n"
+        "store = wiring.store_from_settings(StoreSettings(url='gs://bkt/any'))\n"
+        "print(type(store).__name__, store.bucket, 'google.cloud.storage' in sys.modules)\n"
+    )
+    env = {**os.environ, "STORAGE_EMULATOR_HOST": "http://gcs.invalid"}
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["GcsHttpStore", "bkt", "False"]
