@@ -48,6 +48,24 @@ def test_migrations_are_versioned_and_idempotent(tmp_path):
     reg.close()
 
 
+def test_a_current_schema_is_one_look_at_its_version(tmp_path):
+    from sqlalchemy import event
+
+    from obsingest.registry import migrations
+
+    settings = RegistrySettings(url=f"sqlite:///{tmp_path / 'm.sqlite3'}")
+    Registry.open(settings).close()
+    reg = Registry.open(settings, migrate_schema=False)
+    statements: list[str] = []
+    event.listen(reg.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    assert migrations.migrate(reg.engine) == 0
+    reg.close()
+    assert not any(
+        "pg_advisory" in s or s.lstrip().upper().startswith("CREATE") for s in statements
+    )
+    assert len(statements) <= 3, statements  # the version table's presence, then its version
+
+
 def test_migrations_upgrade_a_version_2_registry_in_place(tmp_path):
     """A registry made before the Butler's dimension data (v2: 189 LSSTCam detectors, no names,
     narrow exposure table) keeps its datasets and gains the columns and the corner rafts."""
