@@ -125,9 +125,8 @@ def first_readout_lead(plan: NightPlan, day_obs: int, detectors: list[int]) -> f
     generated before it as every later exposure's are (twice an estimate and a second, never more
     than the interval), so its files exist at the readout their headers state. The estimate is one
     CCD generated now (which also fills the simulator's per-night caches) times the detectors.
-    Without it the first readout was stamped before its CCDs were generated: they reached the
-    hand-off directory a second or more after their own readout, and the night's first exposure
-    looked seconds slower than the rest."""
+    A camera's files follow its readout within its readout time; a readout stamped before its
+    CCDs were made would put the simulator's generation inside every latency measured from it."""
     if plan.interval <= 0:
         return 0.0
     exposure = exposure_id(day_obs, plan.first_seq)
