@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
         "--instances",
         type=int,
         default=None,
-        help="register-function instances the relay spreads over (default: the harness's N+1)",
+        help="register-function instances the relay spreads over (default 2)",
     )
     parser.add_argument("--ci", action="store_true", help="3 exposures every 6 s, 1 SIGKILL")
     parser.add_argument("--no-write", action="store_true", help="print only")
