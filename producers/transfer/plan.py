@@ -16,6 +16,7 @@ from typing import Literal
 
 from obsingest import defaults
 from obsingest.dataid import EXPOSURE_SEQ_FACTOR, make_exposure_id
+from obsingest.timescales import as_utc
 
 Scheme = Literal["file", "gs", "kafka"]
 
@@ -70,8 +71,7 @@ def parse_destination(text: str, environ: dict[str, str] | None = None) -> Desti
 
 def parse_starttime(text: str) -> datetime:
     """ISO 8601; a time without zone is UTC (the observatory's convention)."""
-    value = datetime.fromisoformat(text)
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return as_utc(datetime.fromisoformat(text))
 
 
 def readout_times(start: datetime, interval: float, count: int) -> list[datetime]:
