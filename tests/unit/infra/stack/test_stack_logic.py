@@ -59,6 +59,8 @@ def test_relative_dirs_resolve_against_project_root(
     # resolved as project_root() itself is (from __file__): the physical directory, so a
     # checkout whose .cache is a symlink (a git worktree sharing the main checkout's cache)
     # names, locks and hands to the services the same files as that checkout
+    for name in ("OBSINGEST_STACK_RUN_DIR", "OBSINGEST_STACK_CACHE_DIR"):  # the defaults are tested
+        monkeypatch.delenv(name, raising=False)
     settings = load_settings()
     assert settings.run_dir == (project_root() / ".run" / "stack").resolve()
     assert settings.cache_dir == (project_root() / ".cache").resolve()
