@@ -40,8 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--restart-nice",
         type=int,
-        default=19,
-        help="autogroup niceness of a restarted instance until ready (0: as the others)",
+        default=None,
+        help="autogroup niceness of a restarted instance until ready (default 10; 0: none)",
     )
     parser.add_argument(
         "--keep", type=Path, default=None, help="play in this directory and keep its logs"
@@ -62,11 +62,12 @@ def main(argv: list[str] | None = None) -> int:
         args.interval,
         args.kills,
         seed,
-        restart_nice=args.restart_nice,
         warm=not args.cold,
     )
     if args.instances is not None:
         soak.instances = args.instances
+    if args.restart_nice is not None:
+        soak.restart_nice = args.restart_nice
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
         result = play(soak, args.keep)

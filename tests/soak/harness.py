@@ -144,6 +144,13 @@ class SoakWorld(World):
 FULL_SCAN_EVERY = 5
 
 
+#: a restarted instance's autogroup niceness until ready. Not 19: on this kernel (6.18, EEVDF)
+#: a session at +19 beside a few busy ones got a whole core as often as its share (busy loops:
+#: 0.8-6.1 CPU s in 6 s against 2.5-3.0 for each of 3 at 0), and starved for a minute under
+#: load 7-14; at +10 it got 0.5-0.6 s every time (benchmarks/notes/soak.md)
+RESTART_NICE = 10
+
+
 def _stat_fields(pid: int) -> list[str] | None:
     """/proc/PID/stat's fields after the command name (None once the process is gone)."""
     try:
@@ -247,7 +254,7 @@ class Soak:
     seed: int
     kill_log: list[dict[str, Any]] = field(default_factory=list)
     #: a restarted instance's autogroup niceness until ready (0: as the others, for an A/B)
-    restart_nice: int = 19
+    restart_nice: int = RESTART_NICE
     #: instances are ready once warm (``warm_up``); False: once they listen (for an A/B)
     warm: bool = True
     #: register-function instances the relay spreads over
@@ -325,7 +332,7 @@ class InstanceKill(Kill):
     """Kill (tests.chaos.faults) of either register-function instance: the whole process group
     SIGKILLed, started again ``duration`` seconds later.
 
-    The restarted instance starts at the lowest CPU priority (``nice``) and is set back
+    The restarted instance starts at a low CPU priority (``nice``) and is set back
     to the others' once it listens (or after ``RESTART_LOW_FOR`` s), then warmed up
     (``warm_up``, with ``warm``) before it counts as ready: deployed, a new instance
     starts on other hardware and takes no CPU from the surviving one, where here its seconds of
@@ -338,7 +345,7 @@ class InstanceKill(Kill):
     between sessions first, a process's niceness only ranks it within its own session
     (benchmarks/notes/soak.md has the measurement)."""
 
-    nice: int = 19
+    nice: int = RESTART_NICE
     #: ready once warm (``warm_up``), not once listening
     warm: bool = True
 
