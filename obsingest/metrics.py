@@ -215,6 +215,7 @@ obsingest_build_info info component,version,python_version *
 
 
 def _catalogue(table: str) -> tuple[MetricSpec, ...]:
+    """``_TABLE``'s specs, read at import: a malformed row fails the import (and every test)."""
     rows: list[tuple[list[str], list[str]]] = []
     for line in table.strip().splitlines():
         if line.startswith(" "):
