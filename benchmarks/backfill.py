@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import note, run_header, save_result
+from benchmarks.common import drop_bucket, fresh_bucket, gcs_client, note, run_header, save_result
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "backfill.json"
@@ -71,27 +71,6 @@ def make_archive(root: Path, files: int, size: int) -> list[Path]:
     return paths
 
 
-def _client() -> Any:
-    from obsingest.store.gcs import GcsSettings, make_client
-
-    return make_client(GcsSettings())
-
-
-def _fresh_bucket(client: Any, tag: str) -> str:
-    name = f"bench-backfill-{tag}-{int(time.time() * 1000) % 10**9}"
-    client.create_bucket(name)
-    return name
-
-
-def _drop(client: Any, bucket: str) -> int:
-    count = 0
-    for blob in client.list_blobs(bucket):
-        blob.delete()
-        count += 1
-    client.bucket(bucket).delete()
-    return count
-
-
 def ours(root: Path, bucket: str, parallel: int) -> float:
     from producers.backfill import BackfillConfig, run_backfill
 
@@ -134,14 +113,14 @@ def google(root: Path, paths: list[Path], client: Any, bucket: str, parallel: in
 def _once(tool: str, root: Path, paths: list[Path], client: Any, n: int) -> float:
     """Seconds for one whole-archive run of ``tool`` at ``--parallel n`` into a fresh bucket."""
     print(f"backfill benchmark: {tool}, --parallel {n} ...", file=sys.stderr)
-    bucket = _fresh_bucket(client, tool[:6])
+    bucket = fresh_bucket(client, f"bench-backfill-{tool[:6]}")
     try:
         if tool == "obsingest":
             seconds = ours(root, bucket, n)
         else:
             seconds = google(root, paths, client, bucket, n)
     finally:
-        stored = _drop(client, bucket)
+        stored = drop_bucket(client, bucket)
     if stored != len(paths):
         raise RuntimeError(f"{tool}: {stored} objects in the bucket, not {len(paths)}")
     return seconds
@@ -157,7 +136,7 @@ def run(
 
     use_stack_environment(("gcs", "pubsub"))
     tmp = Path(tempfile.mkdtemp(prefix="bench-backfill-"))
-    client = _client()
+    client = gcs_client()
     rows = []
     tools = ("transfer_manager", "obsingest")
     try:

@@ -41,21 +41,8 @@ def calibrate(timeout: float) -> tuple[dict[str, Any], dict[str, Any]]:
     """(calibration runs, the command's JSON for LSSTCam), from ``obsingest bench capacity``."""
     with tempfile.TemporaryDirectory(prefix="bench-capacity-") as tmp:
         runs, out = Path(tmp) / "calibration.json", Path(tmp) / "out.json"
-        cmd = [
-            sys.executable,
-            "-m",
-            "obsingest_cli",
-            "bench",
-            "capacity",
-            "--camera",
-            "LSSTCam",
-            "--calibration",
-            str(runs),
-            "--json",
-            str(out),
-            "--run-dir",
-            str(RUN_DIR),
-        ]
+        cmd = [sys.executable, "-m", "obsingest_cli", "bench", "capacity", "--camera", "LSSTCam"]
+        cmd += ["--calibration", str(runs), "--json", str(out), "--run-dir", str(RUN_DIR)]
         proc = subprocess.run(
             cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, timeout=timeout, check=False
         )

@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import re
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,3 +38,27 @@ def save_result(path: Path, result: dict[str, Any]) -> None:
     """Write a benchmark's result JSON (``benchmarks/results/<name>.json``), its folder made."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2) + "\n")
+
+
+def gcs_client() -> Any:
+    """A storage client on the configured GCS (the local stack's emulator)."""
+    from obsingest.store.gcs import GcsSettings, make_client
+
+    return make_client(GcsSettings())
+
+
+def fresh_bucket(client: Any, prefix: str) -> str:
+    """A new, empty bucket ``<prefix>-<clock>`` for one run (``drop_bucket`` removes it)."""
+    name = f"{prefix}-{int(time.time() * 1000) % 10**9}"
+    client.create_bucket(name)
+    return name
+
+
+def drop_bucket(client: Any, bucket: str) -> int:
+    """Delete ``bucket`` and every object in it; how many objects there were."""
+    count = 0
+    for blob in client.list_blobs(bucket):
+        blob.delete()
+        count += 1
+    client.bucket(bucket).delete()
+    return count

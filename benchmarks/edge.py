@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_header, save_result
+from benchmarks.common import drop_bucket, fresh_bucket, gcs_client, run_header, save_result
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "edge.json"
@@ -47,24 +47,6 @@ def _stats(values: list[float]) -> dict[str, float]:
         "p50": round(statistics.median(values), 4),
         "max": round(values[-1], 4),
     }
-
-
-def _bucket(name: str) -> str:
-    from obsingest.store.gcs import GcsSettings, make_client
-
-    client = make_client(GcsSettings())
-    bucket = f"bench-edge-{name}-{int(time.time() * 1000) % 10**9}"
-    client.create_bucket(bucket)
-    return bucket
-
-
-def _drop_bucket(bucket: str) -> None:
-    from obsingest.store.gcs import GcsSettings, make_client
-
-    client = make_client(GcsSettings())
-    for blob in client.list_blobs(bucket):
-        blob.delete()
-    client.bucket(bucket).delete()
 
 
 def _stage(ccds: int, exposures: list[int]) -> list[dict[int, Path]]:
@@ -88,7 +70,7 @@ def reference_run(ccds: int, numexp: int) -> tuple[list[float], list[str]]:
 
     exposures = exposure_ids(datetime.now(UTC), numexp)
     staged = _stage(ccds, exposures)
-    bucket = _bucket("reference")
+    bucket = fresh_bucket(gcs_client(), "bench-edge-reference")
     latencies: list[float] = []
     failed: list[str] = []
     try:
@@ -122,7 +104,7 @@ def reference_run(ccds: int, numexp: int) -> tuple[list[float], list[str]]:
                         acked = res.compressed_time + timedelta(seconds=res.send_seconds)
                         latencies.append((acked - readout).total_seconds())
     finally:
-        _drop_bucket(bucket)
+        drop_bucket(gcs_client(), bucket)
         remove_staged(STAGING)
     return latencies, failed
 
@@ -139,7 +121,7 @@ def edge_run(
 
     exposures = exposure_ids(datetime.now(UTC), numexp)
     staged = _stage(ccds, exposures)
-    bucket = _bucket("edge")
+    bucket = fresh_bucket(gcs_client(), "bench-edge-edge")
     spool = Path(tempfile.mkdtemp(prefix="bench-edge-spool-"))
     settings = EdgeSettings(
         destination=f"gs://{bucket}",
@@ -180,7 +162,7 @@ def edge_run(
                         cpu.append((o.read_compress_cpu_seconds, o.send_cpu_seconds))
             journal = edge.health()["journal"]
     finally:
-        _drop_bucket(bucket)
+        drop_bucket(gcs_client(), bucket)
         shutil.rmtree(spool, ignore_errors=True)
         remove_staged(STAGING)
     return latencies, added, journal, cpu

@@ -264,31 +264,12 @@ def _producer_performance(bootstrap: str, record_size: int, total_bytes: int) ->
     warmup = max(2, records // 4)
     topic = f"bench-pp-{uuid.uuid4().hex[:10]}"
     _create_topic(bootstrap, topic, PARTITIONS)
-    argv = [
-        java,
-        "-Xmx512m",
-        "-cp",
-        f"{libs}/*",
-        "org.apache.kafka.tools.ProducerPerformance",
-        "--topic",
-        topic,
-        "--num-records",
-        str(records + warmup),
-        "--warmup-records",
-        str(warmup),
-        "--record-size",
-        str(record_size),
-        "--throughput",
-        "-1",
-        "--producer-props",
-        f"bootstrap.servers={bootstrap}",
-        "acks=all",
-        f"max.request.size={MAX_RECORD}",
-        "compression.type=none",
-        f"batch.size={PP_BATCH_SIZE}",
-        f"buffer.memory={PP_BUFFER_MEMORY}",
-        "linger.ms=2",
-    ]
+    argv = [java, "-Xmx512m", "-cp", f"{libs}/*", "org.apache.kafka.tools.ProducerPerformance"]
+    argv += ["--topic", topic, "--num-records", str(records + warmup)]
+    argv += ["--warmup-records", str(warmup), "--record-size", str(record_size)]
+    argv += ["--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}", "acks=all"]
+    argv += [f"max.request.size={MAX_RECORD}", "compression.type=none"]
+    argv += [f"batch.size={PP_BATCH_SIZE}", f"buffer.memory={PP_BUFFER_MEMORY}", "linger.ms=2"]
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True)
     finally:

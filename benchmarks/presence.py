@@ -107,19 +107,10 @@ class Server:
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self._log = log.open("w")
+        argv = [sys.executable, "-m", "obsingest_cli", "serve", "--registry", registry_url]
+        argv += ["--port", str(port), "--workers", str(workers)]
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "obsingest_cli",
-                "serve",
-                "--registry",
-                registry_url,
-                "--port",
-                str(port),
-                "--workers",
-                str(workers),
-            ],
+            argv,
             cwd=ROOT,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -185,24 +176,11 @@ def measure(
         paths.write_text(json.dumps(request_mix(night, int((duration + warmup) * rate) + 100)))
         out = work / "load.json"
         cpu_before = _cpu_seconds(server.proc.pid)
+        load = [sys.executable, "-m", "benchmarks.presence_load", "--url", server.url]
+        load += ["--paths", str(paths), "--rate", str(rate), "--duration", str(duration)]
+        load += ["--warmup", str(warmup), "--out", str(out)]
         subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "benchmarks.presence_load",
-                "--url",
-                server.url,
-                "--paths",
-                str(paths),
-                "--rate",
-                str(rate),
-                "--duration",
-                str(duration),
-                "--warmup",
-                str(warmup),
-                "--out",
-                str(out),
-            ],
+            load,
             cwd=ROOT,
             check=True,
             timeout=duration + warmup + 120,

@@ -3,6 +3,8 @@ the same run, and the goal met or not. ``generic`` renders a benchmark without i
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +38,6 @@ def _transfer(result: dict[str, Any]) -> str:
     from benchmarks.transfer import format_section
 
     return format_section(result, PLOT.name if PLOT.exists() else None)
-
-
-def _capacity(result: dict[str, Any]) -> str:
-    from benchmarks.capacity import format_section
-
-    return format_section(result)
 
 
 def _beam(result: dict[str, Any]) -> str:
@@ -255,16 +251,9 @@ def _butler_facility(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _facility(result: dict[str, Any]) -> str:
-    from benchmarks.facility import format_section
-
-    return format_section(result)
-
-
-def _edge_restart(result: dict[str, Any]) -> str:
-    from benchmarks.edge_restart import format_section
-
-    return format_section(result)
+def _own(name: str) -> Callable[[dict[str, Any]], str]:
+    """The section a benchmark module writes itself (its ``format_section``)."""
+    return lambda result: import_module(f"benchmarks.{name}").format_section(result)
 
 
 SECTIONS = {
@@ -276,7 +265,5 @@ SECTIONS = {
     "edge": _edge,
     "backfill": _backfill,
     "presence": _presence,
-    "capacity": _capacity,
-    "facility": _facility,
-    "edge_restart": _edge_restart,
+    **{name: _own(name) for name in ("capacity", "facility", "edge_restart")},
 }

@@ -71,31 +71,10 @@ def run_one(path: str, ccds: int, numexp: int, ccd_size: str, timeout: float) ->
     interval = INTERVALS.get(ccds, 17.0)
     with tempfile.TemporaryDirectory(prefix="bench-transfer-") as tmp:
         out = Path(tmp) / "result.json"
-        cmd = [
-            sys.executable,
-            "-m",
-            "obsingest_cli",
-            "bench",
-            "transfer",
-            "--destination",
-            destination,
-            "--ccds",
-            str(ccds),
-            "--numexp",
-            str(numexp),
-            "--interval",
-            str(interval),
-            "--compress",
-            "--end-to-end",
-            "--ccd-size",
-            ccd_size,
-            "--run-dir",
-            str(RUN_DIR),
-            "--json",
-            str(out),
-            "--budget",
-            str(BUDGET),
-        ]
+        cmd = [sys.executable, "-m", "obsingest_cli", "bench", "transfer"]
+        cmd += ["--destination", destination, "--ccds", str(ccds), "--numexp", str(numexp)]
+        cmd += ["--interval", str(interval), "--compress", "--end-to-end", "--ccd-size", ccd_size]
+        cmd += ["--run-dir", str(RUN_DIR), "--json", str(out), "--budget", str(BUDGET)]
         started = time.monotonic()
         try:
             proc = subprocess.run(

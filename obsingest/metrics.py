@@ -49,42 +49,11 @@ log = logging.getLogger("obsingest.metrics")
 #: readout -> stored / registered / announced: the observatory's SLA-aligned buckets plus
 #: sub-second ones (the budget is 5 s per CCD; later than 30 s counts as late).
 LATENCY_BUCKETS: tuple[float, ...] = (
-    0.25,
-    0.5,
-    1,
-    2,
-    3,
-    5,
-    6,
-    7,
-    8,
-    9,
-    10,
-    12,
-    14,
-    16,
-    18,
-    20,
-    25,
-    30,
-    45,
-    60,
+    *(0.25, 0.5, 1, 2, 3, 5, 6, 7, 8, 9, 10, 12, 14, 16, 18, 20, 25, 30, 45, 60),
 )
 #: registry operations and presence API requests: milliseconds to seconds.
 FAST_BUCKETS: tuple[float, ...] = (
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1,
-    2.5,
-    5,
-    10,
+    *(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
 
 OTHER = "other"
@@ -104,21 +73,10 @@ COMPONENT_OUTCOMES: dict[str, frozenset[str]] = {
 #: counts its ``/health``, ``obsingest status``, benchmarks and tests read, kept nowhere else.
 COMPONENT_COUNTS: dict[str, frozenset[str]] = {
     "reconcile": frozenset(
-        {
-            "passes",
-            "failed_passes",
-            "objects_listed",
-            "missing_found",
-            "quarantined_by_reconcile",
-            "reconcile_failures",
-            "canary_write_failures",
-            "repairs",
-            "outbox_published",
-            "exposures_ingested",
-            "exposures_incomplete",
-            "full_sweeps",
-            "incremental_passes",
-        }
+        {"passes", "failed_passes", "objects_listed", "missing_found", "repairs"}
+        | {"quarantined_by_reconcile", "reconcile_failures", "canary_write_failures"}
+        | {"outbox_published", "exposures_ingested", "exposures_incomplete"}
+        | {"full_sweeps", "incremental_passes"}
     ),
     "assembler": frozenset({"records", "bytes", "ignored", "recovered"}),
     "relay": frozenset({"pulled"}),
@@ -137,9 +95,10 @@ errors.REASONS.update({*PUSH_FAILURES, "quarantined-by-producer"})
 #: growing as a unit's error modules are imported; bounded by the code, under 100).
 REASONS = errors.REASONS
 
+_COMPONENTS = (*COMPONENT_OUTCOMES, "presence")
 #: The closed set of values of every label in the catalogue (``other`` is always allowed).
 LABEL_VALUES: dict[str, AbstractSet[str]] = {
-    "component": frozenset(COMPONENT_OUTCOMES) | {"presence"},
+    "component": frozenset(_COMPONENTS),
     "outcome": frozenset().union(*COMPONENT_OUTCOMES.values()),
     "reason": REASONS,
     "transport": frozenset({"direct", "kafka"}),
@@ -160,29 +119,11 @@ LABEL_VALUES: dict[str, AbstractSet[str]] = {
 CONSTANT_LABELS = frozenset({"version", "python_version"})
 #: Never labels: unbounded, and they belong in logs and the registry.
 FORBIDDEN_LABELS = frozenset(
-    {
-        "data_id",
-        "dataset_id",
-        "object",
-        "object_name",
-        "uri",
-        "exposure",
-        "detector",
-        "ccd",
-        "path",
-        "message",
-        "error",
-    }
+    {"data_id", "dataset_id", "object", "object_name", "uri", "exposure", "detector", "ccd"}
+    | {"path", "message", "error"}
 )
-
-EDGE, ASSEMBLER, RELAY, REGISTER, RECONCILE, PRESENCE = (
-    "edge",
-    "assembler",
-    "relay",
-    "register",
-    "reconcile",
-    "presence",
-)
+#: register closes an exposure on its last CCD; reconcile closes it at its deadline
+_CLOSERS = ("register", "reconcile")
 
 
 @dataclass(frozen=True)
@@ -197,252 +138,107 @@ class MetricSpec:
     buckets: tuple[float, ...] = ()
 
 
-_LAT = ("transport", "instrument")
-#: register closes an exposure on its last CCD; reconcile closes it at its deadline
-_CLOSERS = (REGISTER, RECONCILE)
+#: The catalogue as a table, one metric a paragraph: ``name kind labels exported_by`` (comma
+#: lists, ``-`` for none, ``*`` for every component; a histogram's kind names its buckets,
+#: ``histogram:latency`` or ``histogram:fast``), then its help text on indented lines.
+_TABLE = """
+obsingest_ccds_total counter component,outcome edge,assembler,relay,register,reconcile
+  CCDs by outcome per component (COMPONENT_OUTCOMES lists each one's outcomes).
+obsingest_service_counts_total counter component,counter edge,assembler,relay,reconcile
+  What a component counts besides CCD outcomes (passes, records, ...), by component and
+  counter (COMPONENT_COUNTS lists each one's).
+obsingest_ccds_quarantined_total counter component,reason edge,assembler,register
+  CCDs (or messages) quarantined, by component and reason.
+obsingest_ccds_retried_total counter component,reason edge
+  Failed attempts that will be retried, by component and reason (the edge's).
+obsingest_ccds_dead_lettered_total counter component,reason assembler,relay
+  Messages dead-lettered after their retries, by component and reason.
+obsingest_readout_to_stored_seconds histogram:latency transport,instrument register
+  End of readout -> object stored (the object's creation time), any transport.
+obsingest_readout_to_registered_seconds histogram:latency transport,instrument register
+  End of readout -> dataset registered.
+obsingest_readout_to_announced_seconds histogram:latency transport,instrument register
+  End of readout -> ArrivalEvent published.
+obsingest_edge_stage_seconds histogram:latency stage edge
+  Time an edge worker spends per CCD in one stage (compress, send).
+obsingest_edge_spool_ccds gauge state edge
+  CCDs in the edge journal, by journal state.
+obsingest_edge_oldest_unacknowledged_age_seconds gauge - edge
+  Age since readout of the oldest CCD not yet acknowledged (0 when none).
+obsingest_edge_spool_free_bytes gauge - edge
+  Free bytes on the spool's file system.
+obsingest_edge_refusing_new_work gauge refusal edge
+  1 while the edge refuses new CCDs, by refusal reason; 0 otherwise.
+obsingest_assembler_consumer_lag_messages gauge - assembler
+  Chunk records behind the partitions' high watermarks (sum over assigned ones).
+obsingest_assembler_open_files gauge - assembler
+  CCDs being reassembled (some chunks held, not yet stored).
+obsingest_assembler_held_payload_bytes gauge - assembler
+  Chunk payload bytes held in memory by open files.
+obsingest_assembler_held_payload_limit_bytes gauge - assembler
+  The configured bound on held payload bytes.
+obsingest_registry_operation_seconds histogram:fast operation register,reconcile,presence
+  Registry operation latency, by operation.
+obsingest_registry_errors_total counter operation,reason register,reconcile,presence
+  Registry operations that raised, by operation and reason.
+obsingest_resource_exhausted_total counter component,reason edge,register
+  Attempts that failed because a resource ran out (disk, quota, rate, connection slots,
+  memory), by component and reason: outages, retried, never quarantined.
+obsingest_notification_canaries_total counter event reconcile
+  Canary objects written, and their notifications seen.
+obsingest_notification_canary_last_seen_timestamp_seconds gauge - reconcile
+  Unix time the last canary notification was seen (process start before the first).
+obsingest_notification_canary_age_seconds gauge - reconcile
+  Seconds since the last canary notification was seen (NaN before the first).
+obsingest_dead_letters_waiting gauge source relay,assembler
+  Dead-lettered messages waiting for redrive, by source.
+obsingest_redrive_attempts_total counter source,result relay,assembler
+  Dead letters redriven, by source and result.
+obsingest_exposures_completed_total counter instrument,status register,reconcile
+  Exposures closed, by status (ok, over_budget, incomplete at its deadline).
+obsingest_last_exposure_max_latency_seconds gauge instrument register,reconcile
+  Max readout -> announced latency of the last closed exposure.
+obsingest_last_exposure_missing_ccds gauge instrument register,reconcile
+  Expected CCDs missing from the last closed exposure.
+obsingest_last_exposure_completed_timestamp_seconds gauge instrument register,reconcile
+  Unix time the last exposure was closed.
+obsingest_header_warnings_total counter instrument register,reconcile
+  Warnings translating raw headers (an empty card defaulted, a value unusable), by
+  instrument; the registry's exposure record keeps their text.
+obsingest_presence_requests_total counter route,code presence
+  Presence API requests, by route and status class.
+obsingest_presence_request_seconds histogram:fast route presence
+  Presence API request latency, by route.
+obsingest_build_info info component,version,python_version *
+  obsingest version and Python of this process, and which component it runs.
+"""
 
-CATALOGUE: tuple[MetricSpec, ...] = (
-    MetricSpec(
-        "obsingest_ccds_total",
-        "counter",
-        "CCDs by outcome per component (COMPONENT_OUTCOMES lists each one's outcomes).",
-        ("component", "outcome"),
-        (EDGE, ASSEMBLER, RELAY, REGISTER, RECONCILE),
-    ),
-    MetricSpec(
-        "obsingest_service_counts_total",
-        "counter",
-        "What a component counts besides CCD outcomes (passes, records, ...), by component and "
-        "counter (COMPONENT_COUNTS lists each one's).",
-        ("component", "counter"),
-        (EDGE, ASSEMBLER, RELAY, RECONCILE),
-    ),
-    MetricSpec(
-        "obsingest_ccds_quarantined_total",
-        "counter",
-        "CCDs (or messages) quarantined, by component and reason.",
-        ("component", "reason"),
-        (EDGE, ASSEMBLER, REGISTER),
-    ),
-    MetricSpec(
-        "obsingest_ccds_retried_total",
-        "counter",
-        "Failed attempts that will be retried, by component and reason (the edge's).",
-        ("component", "reason"),
-        (EDGE,),
-    ),
-    MetricSpec(
-        "obsingest_ccds_dead_lettered_total",
-        "counter",
-        "Messages dead-lettered after their retries, by component and reason.",
-        ("component", "reason"),
-        (ASSEMBLER, RELAY),
-    ),
-    MetricSpec(
-        "obsingest_readout_to_stored_seconds",
-        "histogram",
-        "End of readout -> object stored (the object's creation time), any transport.",
-        _LAT,
-        (REGISTER,),
-        LATENCY_BUCKETS,
-    ),
-    MetricSpec(
-        "obsingest_readout_to_registered_seconds",
-        "histogram",
-        "End of readout -> dataset registered.",
-        _LAT,
-        (REGISTER,),
-        LATENCY_BUCKETS,
-    ),
-    MetricSpec(
-        "obsingest_readout_to_announced_seconds",
-        "histogram",
-        "End of readout -> ArrivalEvent published.",
-        _LAT,
-        (REGISTER,),
-        LATENCY_BUCKETS,
-    ),
-    MetricSpec(
-        "obsingest_edge_stage_seconds",
-        "histogram",
-        "Time an edge worker spends per CCD in one stage (compress, send).",
-        ("stage",),
-        (EDGE,),
-        LATENCY_BUCKETS,
-    ),
-    MetricSpec(
-        "obsingest_edge_spool_ccds",
-        "gauge",
-        "CCDs in the edge journal, by journal state.",
-        ("state",),
-        (EDGE,),
-    ),
-    MetricSpec(
-        "obsingest_edge_oldest_unacknowledged_age_seconds",
-        "gauge",
-        "Age since readout of the oldest CCD not yet acknowledged (0 when none).",
-        (),
-        (EDGE,),
-    ),
-    MetricSpec(
-        "obsingest_edge_spool_free_bytes",
-        "gauge",
-        "Free bytes on the spool's file system.",
-        (),
-        (EDGE,),
-    ),
-    MetricSpec(
-        "obsingest_edge_refusing_new_work",
-        "gauge",
-        "1 while the edge refuses new CCDs, by refusal reason; 0 otherwise.",
-        ("refusal",),
-        (EDGE,),
-    ),
-    MetricSpec(
-        "obsingest_assembler_consumer_lag_messages",
-        "gauge",
-        "Chunk records behind the partitions' high watermarks (sum over assigned ones).",
-        (),
-        (ASSEMBLER,),
-    ),
-    MetricSpec(
-        "obsingest_assembler_open_files",
-        "gauge",
-        "CCDs being reassembled (some chunks held, not yet stored).",
-        (),
-        (ASSEMBLER,),
-    ),
-    MetricSpec(
-        "obsingest_assembler_held_payload_bytes",
-        "gauge",
-        "Chunk payload bytes held in memory by open files.",
-        (),
-        (ASSEMBLER,),
-    ),
-    MetricSpec(
-        "obsingest_assembler_held_payload_limit_bytes",
-        "gauge",
-        "The configured bound on held payload bytes.",
-        (),
-        (ASSEMBLER,),
-    ),
-    MetricSpec(
-        "obsingest_registry_operation_seconds",
-        "histogram",
-        "Registry operation latency, by operation.",
-        ("operation",),
-        (REGISTER, RECONCILE, PRESENCE),
-        FAST_BUCKETS,
-    ),
-    MetricSpec(
-        "obsingest_registry_errors_total",
-        "counter",
-        "Registry operations that raised, by operation and reason.",
-        ("operation", "reason"),
-        (REGISTER, RECONCILE, PRESENCE),
-    ),
-    MetricSpec(
-        "obsingest_resource_exhausted_total",
-        "counter",
-        "Attempts that failed because a resource ran out (disk, quota, rate, connection "
-        "slots, memory), by component and reason: outages, retried, never quarantined.",
-        ("component", "reason"),
-        (EDGE, REGISTER),
-    ),
-    MetricSpec(
-        "obsingest_notification_canaries_total",
-        "counter",
-        "Canary objects written, and their notifications seen.",
-        ("event",),
-        (RECONCILE,),
-    ),
-    MetricSpec(
-        "obsingest_notification_canary_last_seen_timestamp_seconds",
-        "gauge",
-        "Unix time the last canary notification was seen (process start before the first).",
-        (),
-        (RECONCILE,),
-    ),
-    MetricSpec(
-        "obsingest_notification_canary_age_seconds",
-        "gauge",
-        "Seconds since the last canary notification was seen (NaN before the first).",
-        (),
-        (RECONCILE,),
-    ),
-    MetricSpec(
-        "obsingest_dead_letters_waiting",
-        "gauge",
-        "Dead-lettered messages waiting for redrive, by source.",
-        ("source",),
-        (RELAY, ASSEMBLER),
-    ),
-    MetricSpec(
-        "obsingest_redrive_attempts_total",
-        "counter",
-        "Dead letters redriven, by source and result.",
-        ("source", "result"),
-        (RELAY, ASSEMBLER),
-    ),
-    MetricSpec(
-        "obsingest_exposures_completed_total",
-        "counter",
-        "Exposures closed, by status (ok, over_budget, incomplete at its deadline).",
-        ("instrument", "status"),
-        _CLOSERS,
-    ),
-    MetricSpec(
-        "obsingest_last_exposure_max_latency_seconds",
-        "gauge",
-        "Max readout -> announced latency of the last closed exposure.",
-        ("instrument",),
-        _CLOSERS,
-    ),
-    MetricSpec(
-        "obsingest_last_exposure_missing_ccds",
-        "gauge",
-        "Expected CCDs missing from the last closed exposure.",
-        ("instrument",),
-        _CLOSERS,
-    ),
-    MetricSpec(
-        "obsingest_last_exposure_completed_timestamp_seconds",
-        "gauge",
-        "Unix time the last exposure was closed.",
-        ("instrument",),
-        _CLOSERS,
-    ),
-    MetricSpec(
-        "obsingest_header_warnings_total",
-        "counter",
-        "Warnings translating raw headers (an empty card defaulted, a value unusable), "
-        "by instrument; the registry's exposure record keeps their text.",
-        ("instrument",),
-        (REGISTER, RECONCILE),
-    ),
-    MetricSpec(
-        "obsingest_presence_requests_total",
-        "counter",
-        "Presence API requests, by route and status class.",
-        ("route", "code"),
-        (PRESENCE,),
-    ),
-    MetricSpec(
-        "obsingest_presence_request_seconds",
-        "histogram",
-        "Presence API request latency, by route.",
-        ("route",),
-        (PRESENCE,),
-        FAST_BUCKETS,
-    ),
-    MetricSpec(
-        "obsingest_build_info",
-        "info",
-        "obsingest version and Python of this process, and which component it runs.",
-        ("component", "version", "python_version"),
-        (EDGE, ASSEMBLER, RELAY, REGISTER, RECONCILE, PRESENCE),
-    ),
-)
+
+def _catalogue(table: str) -> tuple[MetricSpec, ...]:
+    """``_TABLE``'s specs, read at import: a malformed row fails the import (and every test)."""
+    rows: list[tuple[list[str], list[str]]] = []
+    for line in table.strip().splitlines():
+        if line.startswith(" "):
+            rows[-1][1].append(line.strip())
+        else:
+            rows.append((line.split(), []))
+    specs = []
+    for (name, kind, labels, exported_by), help_lines in rows:
+        kind, _, buckets = kind.partition(":")
+        specs.append(
+            MetricSpec(
+                name,
+                kind,
+                " ".join(help_lines),
+                () if labels == "-" else tuple(labels.split(",")),
+                tuple(_COMPONENTS if exported_by == "*" else exported_by.split(",")),
+                {"latency": LATENCY_BUCKETS, "fast": FAST_BUCKETS}.get(buckets, ()),
+            )
+        )
+    return tuple(specs)
+
+
+CATALOGUE: tuple[MetricSpec, ...] = _catalogue(_TABLE)
 
 SPECS: dict[str, MetricSpec] = {spec.name: spec for spec in CATALOGUE}
 
@@ -691,7 +487,7 @@ class Metrics:
                 for status in LABEL_VALUES["status"]:
                     name = "obsingest_exposures_completed_total"
                     self._child(name, instrument=instrument, status=status)
-        if component == RECONCILE and self._canary_last_seen is None:
+        if component == "reconcile" and self._canary_last_seen is None:
             self._canary_last_seen = time.time()
             self._families["obsingest_notification_canary_last_seen_timestamp_seconds"].set(
                 self._canary_last_seen

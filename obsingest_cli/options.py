@@ -24,6 +24,20 @@ def registry_option(parser: argparse.ArgumentParser, help: str = REGISTRY_HELP) 
     parser.add_argument("--registry", default=None, help=help)
 
 
+def budget_option(
+    parser: argparse.ArgumentParser, help: str | None = None, *, from_settings: bool = False
+) -> None:
+    """``--budget SECONDS`` per CCD, readout -> announced: ``obsingest.defaults``' budget, or
+    with ``from_settings`` None, for the command's settings (``$OBSINGEST_BUDGET_SECONDS``)."""
+    from obsingest import defaults
+
+    if from_settings:
+        help = help or "seconds per CCD (default 5, $OBSINGEST_BUDGET_SECONDS)"
+    default = None if from_settings else defaults.BUDGET_SECONDS
+    help = help or "seconds, readout -> announced (default %(default)s)"
+    parser.add_argument("--budget", type=float, default=default, help=help)
+
+
 def call_with_options(target: Callable[..., T], args: argparse.Namespace, **given: Any) -> T:
     """``target(...)`` with every option whose dest names one of its parameters, plus ``given``:
     a command's dests are its script's parameter names, so no command copies them one by one."""

@@ -85,21 +85,9 @@ def run(args: argparse.Namespace) -> int:
 
 def command(bootstrap: str, topic: str, dlq_topic: str, group: str, store_url: str) -> list[str]:
     """The argv that runs one assembler as its own process (demo, harness, tests, benchmarks)."""
-    return [
-        sys.executable,
-        "-m",
-        "functions.assembler",
-        "--bootstrap-servers",
-        bootstrap,
-        "--topic",
-        topic,
-        "--dlq-topic",
-        dlq_topic,
-        "--group",
-        group,
-        "--store",
-        store_url,
-    ]
+    argv = [sys.executable, "-m", "functions.assembler", "--bootstrap-servers", bootstrap]
+    argv += ["--topic", topic, "--dlq-topic", dlq_topic, "--group", group, "--store", store_url]
+    return argv
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -137,15 +137,8 @@ class Facility:
             {**env, "OBSINGEST_FACILITY_EVERY": str(self.facility_every)},
             timeout,
         )
-        presence = [
-            "presence",
-            "--registry",
-            registry_url,
-            "--host",
-            LOOPBACK,
-            "--port",
-            str(presence_port),
-        ]
+        presence = ["presence", "--registry", registry_url, "--host", LOOPBACK]
+        presence += ["--port", str(presence_port)]
         self._component(
             "presence", presence, env, _http_ok(f"{endpoints.presence_url}/healthz"), timeout
         )

@@ -324,42 +324,17 @@ class Builder:
         venv = context / "venv"
         python = str(venv / "bin" / "python")
         run([UV, "venv", "-q", "--relocatable", "--python", "/usr/bin/python3.11", str(venv)])
-        run(
-            [
-                UV,
-                "pip",
-                "install",
-                "-q",
-                "--python",
-                python,
-                "--link-mode=hardlink",
-                "--compile-bytecode",
-                "-c",
-                str(ROOT / "requirements.lock"),
-                str(wheel),
-            ]
-        )
+        install = [UV, "pip", "install", "-q", "--python", python, "--link-mode=hardlink"]
+        run([*install, "--compile-bytecode", "-c", str(ROOT / "requirements.lock"), str(wheel)])
         run([UV, "pip", "uninstall", "-q", "--python", python, "obsingest"])
         shutil.rmtree(context / "wheels")
 
     def _stage_project(self, context: Path) -> None:
         """The project's wheel unpacked into ``site/`` (no dependencies: the deps image)."""
         wheel = self._wheel(context / "wheels")
-        _runner(ROOT)(
-            [
-                UV,
-                "pip",
-                "install",
-                "-q",
-                "--no-deps",
-                "--compile-bytecode",
-                "--python",
-                "/usr/bin/python3.11",
-                "--target",
-                str(context / "site"),
-                str(wheel),
-            ]
-        )
+        install = [UV, "pip", "install", "-q", "--no-deps", "--compile-bytecode", "--python"]
+        install += ["/usr/bin/python3.11", "--target", str(context / "site"), str(wheel)]
+        _runner(ROOT)(install)
         shutil.rmtree(context / "wheels")
 
     def ensure_all(self, services: tuple[str, ...] = SERVICES) -> dict[str, str]:

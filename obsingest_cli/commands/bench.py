@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from obsingest import defaults
+from obsingest_cli.options import budget_option
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1].rsplit("\n\n", 1)[0]
 
@@ -79,12 +79,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="CCD file cache and JSON-lines transfer logs (default .run/bench/transfer)",
     )
     p.add_argument("--threads", type=int, default=None, help="compression threads per worker")
-    p.add_argument(
-        "--budget",
-        type=float,
-        default=defaults.BUDGET_SECONDS,
-        help="seconds, readout -> announced (default %(default)s)",
-    )
+    budget_option(p)
     p.add_argument(
         "--arrival-timeout", type=float, default=60.0, help="seconds to wait for announcements"
     )
@@ -109,12 +104,7 @@ def _register_capacity(sub: argparse._SubParsersAction) -> None:  # type: ignore
         help="LSSTCam (205 detectors), LSSTComCam (9), LATISS (1) or a number",
     )
     c.add_argument("--cadence", type=float, default=17.0, help="seconds between exposures")
-    c.add_argument(
-        "--budget",
-        type=float,
-        default=defaults.BUDGET_SECONDS,
-        help="seconds, readout -> announced, every CCD (default %(default)s)",
-    )
+    budget_option(c, "seconds, readout -> announced, every CCD (default %(default)s)")
     c.add_argument(
         "--target",
         type=float,

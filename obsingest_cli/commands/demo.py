@@ -6,8 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from obsingest import defaults
-from obsingest_cli.options import call_with_options, registry_option
+from obsingest_cli.options import budget_option, call_with_options, registry_option
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -49,12 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=0.0,
         help="seconds between exposures (the summit runs one every ~17 s; default 0)",
     )
-    p.add_argument(
-        "--budget",
-        type=float,
-        default=defaults.BUDGET_SECONDS,
-        help="seconds, readout -> announced (default %(default)s)",
-    )
+    budget_option(p)
     p.add_argument("--seed", type=int, default=0, help="simulator seed (same seed, same pixels)")
     p.add_argument(
         "--inject-bad",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from obsingest_cli.options import registry_option
+from obsingest_cli.options import budget_option, registry_option
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -23,9 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="port (default 8080)")
     p.add_argument("--workers", type=int, help="server processes sharing the port (default 1)")
-    p.add_argument(
-        "--budget", type=float, help="seconds per CCD (default 5, $OBSINGEST_BUDGET_SECONDS)"
-    )
+    budget_option(p, from_settings=True)
     p.set_defaults(func=run)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from obsingest_cli.options import call_with_options, registry_option
+from obsingest_cli.options import budget_option, call_with_options, registry_option
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -38,9 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
     p.add_argument("--exposures", type=int, default=10, help="newest exposures shown (10)")
     p.add_argument("--since-hours", type=float, default=24.0, help="quarantine window, hours (24)")
-    p.add_argument(
-        "--budget", type=float, help="seconds per CCD (default 5, $OBSINGEST_BUDGET_SECONDS)"
-    )
+    budget_option(p, from_settings=True)
     p.set_defaults(func=run)
 
 

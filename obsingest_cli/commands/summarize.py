@@ -11,6 +11,7 @@ import argparse
 import os
 
 from obsingest import defaults
+from obsingest_cli.options import budget_option
 
 DESCRIPTION = (
     "Compute one ExposureSummary per exposure (expected, arrived, completeness, latency "
@@ -50,12 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="also write budget breaches (OVER_BUDGET/INCOMPLETE) here",
     )
-    parser.add_argument(
-        "--budget",
-        type=float,
-        default=defaults.BUDGET_SECONDS,
-        help="per-CCD budget in seconds, readout -> published (default %(default)s)",
-    )
+    budget_option(parser, "per-CCD budget in seconds, readout -> published (default %(default)s)")
     stream = parser.add_argument_group("streaming")
     stream.add_argument(
         "--streaming", action="store_true", help="run the streaming job instead of batch"

@@ -121,30 +121,21 @@ class LocalStackEnvironment:
         setup(self.bucket, bus, prefixes=prefixes, storage_client=self.store.client)
         subscribe(self.project, bus.arrivals_topic, "demo-arrivals")
         self.ingested_path.write_text("")
+
+        def listen(subscription: str, handle: Any) -> SubscriberThread:
+            return SubscriberThread(self.project, subscription, handle, name=subscription).start()
+
         self._subscribers = [
-            SubscriberThread(
-                self.project,
-                "demo-arrivals",
-                lambda d: on_arrival(ArrivalEvent.decode(d.data)),
-                name="demo-arrivals",
-            ).start(),
+            listen("demo-arrivals", lambda d: on_arrival(ArrivalEvent.decode(d.data)))
         ]
         if on_manifest is not None:  # every subscriber polls the emulator, busy or not
             subscribe(self.project, bus.exposures_topic, "demo-exposures")
             subscribe(self.project, bus.exposures_ingested_topic, "demo-ingested")
             self._subscribers += [
-                SubscriberThread(
-                    self.project,
-                    "demo-exposures",
-                    lambda d: on_manifest(ExposureManifest.decode(d.data)),
-                    name="demo-exposures",
-                ).start(),
-                SubscriberThread(
-                    self.project,
-                    "demo-ingested",
-                    lambda d: self._write_ingested(ExposureIngested.decode(d.data)),
-                    name="demo-ingested",
-                ).start(),
+                listen("demo-exposures", lambda d: on_manifest(ExposureManifest.decode(d.data))),
+                listen(
+                    "demo-ingested", lambda d: self._write_ingested(ExposureIngested.decode(d.data))
+                ),
             ]
         wiring.configure(
             wiring.build_service(

@@ -15,6 +15,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from obsingest_cli.options import call_with_options
+
 if TYPE_CHECKING:
     from obsingest.messages import ArrivalEvent
     from obsingest_cli.demo.environment import DemoEnvironment, DemoTransport
@@ -193,20 +195,8 @@ def run_transfer(args: argparse.Namespace) -> int:
     from producers.transfer import HarnessConfig, run_harness
     from producers.transfer.plan import parse_starttime
 
-    config = HarnessConfig(
-        destination=args.destination,
-        ccds=args.ccds,
-        numexp=args.numexp,
-        interval=args.interval,
-        compress=args.compress,
-        starttime=parse_starttime(args.starttime) if args.starttime else None,
-        ccd_size=args.ccd_size,
-        run_dir=args.run_dir,
-        threads=args.threads,
-        workers=args.workers,
-        arrival_timeout=args.arrival_timeout,
-        budget=args.budget,
-    )
+    starttime = parse_starttime(args.starttime) if args.starttime else None
+    config = call_with_options(HarnessConfig, args, starttime=starttime)
     args.run_dir.mkdir(parents=True, exist_ok=True)
     log_file = (args.run_dir / "bench.log").open("a")
     logs.configure(stream=log_file)

@@ -7,6 +7,8 @@ import logging
 import sys
 from typing import TYPE_CHECKING, Any
 
+from obsingest_cli.options import call_with_options
+
 if TYPE_CHECKING:
     from obsingest.messages import ExposureManifest
     from obsingest.retry import RetryPolicy
@@ -112,19 +114,7 @@ def night(args: argparse.Namespace) -> int:
         instrument = args.instrument or (
             template_instrument(template) if template is not None else "LSSTCam"
         )
-        plan = NightPlan(
-            handoff=args.handoff,
-            instrument=instrument,
-            exposures=args.exposures,
-            detectors=args.detectors,
-            interval=args.interval,
-            size=args.size,
-            day_obs=args.day_obs,
-            first_seq=args.first_seq,
-            seed=args.seed,
-            sidecars=getattr(args, "sidecars", False),
-            template=template,
-        )
+        plan = call_with_options(NightPlan, args, instrument=instrument, template=template)
         if getattr(args, "publish_manifests", False):
             from obsingest.bus.factory import open_publisher
             from obsingest.settings import BusSettings

@@ -35,21 +35,11 @@ __all__ = ["decompress_fits", "unpack_data", "verify_plan"]
 
 # Keywords of the compressed BINTABLE itself, dropped when the image header is restored.
 _FROM_Z = {v: k for k, v in TO_Z.items()}
-_BINTABLE_ONLY = {
-    "XTENSION",
-    "BITPIX",
-    "NAXIS",
-    "PCOUNT",
-    "GCOUNT",
-    "TFIELDS",
-    "THEAP",
-    "ZIMAGE",
-    "ZCMPTYPE",
-    "ZQUANTIZ",
-    "ZDITHER0",
-    "CHECKSUM",
-    "DATASUM",
-}
+_BINTABLE_ONLY = (
+    {"XTENSION", "BITPIX", "NAXIS", "PCOUNT", "GCOUNT", "TFIELDS", "THEAP"}
+    | {"ZIMAGE", "ZCMPTYPE", "ZQUANTIZ", "ZDITHER0"}
+    | {"CHECKSUM", "DATASUM"}
+)
 _BINTABLE_PREFIXES = ("NAXIS", "TTYPE", "TFORM", "TUNIT", "ZTILE", "ZNAME", "ZVAL")
 
 

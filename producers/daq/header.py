@@ -271,14 +271,8 @@ def default_cards(
     }
     if spec.instrument == "LATISS":
         values["GRATING"] = "empty_1"
-    keys = [
-        *_ORDER_SITE.split(),
-        *_SITE,
-        *pointing,
-        *_ORDER_CAMERA.split(),
-        *weather,
-        *_ORDER_END.split(),
-    ]
+    keys = [*_ORDER_SITE.split(), *_SITE, *pointing, *_ORDER_CAMERA.split(), *weather]
+    keys += _ORDER_END.split()
     values |= _SITE | pointing | weather
     return [(key, values[key]) for key in keys if key in values]
 

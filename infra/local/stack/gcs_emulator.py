@@ -57,25 +57,9 @@ class Gcs(Service):
         s = self.settings
         root = s.data_dir(self.name) / "storage"
         root.mkdir(parents=True, exist_ok=True)
-        argv = [
-            str(self.binary),
-            "-scheme",
-            "http",
-            "-host",
-            s.host,
-            "-port",
-            str(s.gcs_port),
-            "-external-url",
-            self.url,
-            "-public-host",
-            f"{s.host}:{s.gcs_port}",
-            "-backend",
-            s.gcs_backend,
-            "-filesystem-root",
-            str(root),
-            "-log-level",
-            "info",
-        ]
+        argv = [str(self.binary), "-scheme", "http", "-host", s.host, "-port", str(s.gcs_port)]
+        argv += ["-external-url", self.url, "-public-host", f"{s.host}:{s.gcs_port}"]
+        argv += ["-backend", s.gcs_backend, "-filesystem-root", str(root), "-log-level", "info"]
         env = {
             "PUBSUB_EMULATOR_HOST": f"{s.host}:{s.pubsub_port}",
             "GOOGLE_CLOUD_PROJECT": s.pubsub_project_id,

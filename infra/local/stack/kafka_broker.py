@@ -111,17 +111,9 @@ class Kafka(Service):
         pom = self.settings.infra_dir / "kafka" / "pom.xml"
         staging = self.home / "libs.partial"
         shutil.rmtree(staging, ignore_errors=True)
-        argv = [
-            mvn,
-            "-q",
-            "-B",
-            "-f",
-            str(pom),
-            "dependency:copy-dependencies",
-            "-DincludeScope=runtime",
-            f"-Dmaven.repo.local={self.settings.cache_dir / 'm2'}",
-            f"-DoutputDirectory={staging}",
-        ]
+        argv = [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies"]
+        argv += ["-DincludeScope=runtime", f"-Dmaven.repo.local={self.settings.cache_dir / 'm2'}"]
+        argv += [f"-DoutputDirectory={staging}"]
         result = subprocess.run(argv, capture_output=True, text=True)
         if result.returncode != 0:
             raise FetchError(
@@ -142,18 +134,11 @@ class Kafka(Service):
         return self.settings.data_dir(self.name) / "data"
 
     def _jvm(self) -> list[str]:
-        return [
-            self._java(),
-            f"-Xmx{self.settings.kafka_heap}",
-            "-Xms128m",
-            "-XX:+UseG1GC",
-            "-XX:MaxGCPauseMillis=20",
-            "-Djava.awt.headless=true",
-            "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
-            "-Dorg.slf4j.simpleLogger.showDateTime=true",
-            "-cp",
-            f"{self.libs}/*",
-        ]
+        argv = [self._java(), f"-Xmx{self.settings.kafka_heap}", "-Xms128m", "-XX:+UseG1GC"]
+        argv += ["-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true"]
+        argv += ["-Dorg.slf4j.simpleLogger.defaultLogLevel=info"]
+        argv += ["-Dorg.slf4j.simpleLogger.showDateTime=true", "-cp", f"{self.libs}/*"]
+        return argv
 
     def prepare(self) -> None:
         """Write server.properties; format the storage directory the first time."""
@@ -168,10 +153,8 @@ class Kafka(Service):
             "format",
             "--config",
             str(self.config_path),
-            "--cluster-id",
-            new_cluster_id(),
-            "--ignore-formatted",
         ]
+        argv += ["--cluster-id", new_cluster_id(), "--ignore-formatted"]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             result = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT)

@@ -121,17 +121,8 @@ class Postgres(Service):
                 _chown_tree(self.pgdata, user)
             return
         shutil.rmtree(self.pgdata, ignore_errors=True)
-        argv = [
-            self._bin("initdb"),
-            "-D",
-            str(self.pgdata),
-            "-U",
-            SUPERUSER,
-            "--auth=trust",
-            "--encoding=UTF8",
-            "--locale=C",
-            "--no-sync",
-        ]
+        argv = [self._bin("initdb"), "-D", str(self.pgdata), "-U", SUPERUSER, "--auth=trust"]
+        argv += ["--encoding=UTF8", "--locale=C", "--no-sync"]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         group = pwd.getpwnam(user).pw_gid if user else None
         with open(self.log_path, "ab") as log:

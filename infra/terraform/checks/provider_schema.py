@@ -23,17 +23,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-META_ARGUMENTS = {
-    "count",
-    "for_each",
-    "depends_on",
-    "provider",
-    "lifecycle",
-    "provisioner",
-    "connection",
-    "__start_line__",
-    "__end_line__",
-}
+META_ARGUMENTS = (
+    {"count", "for_each", "depends_on", "provider"}
+    | {"lifecycle", "provisioner", "connection"}
+    | {"__start_line__", "__end_line__"}
+)
 LINK = re.compile(r"/docs/(resources|data-sources)/([a-z0-9_]+)#([a-z0-9_]+)")
 
 

@@ -82,20 +82,10 @@ def run_checkov(tf_dir: Path = TERRAFORM_DIR, cache: Path | None = None) -> dict
     """checkov's JSON report of ``tf_dir``: offline (no guideline download, no platform key)."""
     python = checkov_env(cache)
     env = {k: v for k, v in os.environ.items() if k not in ("BC_API_KEY", "PRISMA_API_URL")}
+    argv = [str(python), "-m", "checkov.main", "--directory", str(tf_dir)]
+    argv += ["--framework", "terraform", "--skip-download", "--compact", "--output", "json"]
     result = subprocess.run(
-        [
-            str(python),
-            "-m",
-            "checkov.main",
-            "--directory",
-            str(tf_dir),
-            "--framework",
-            "terraform",
-            "--skip-download",
-            "--compact",
-            "--output",
-            "json",
-        ],
+        argv,
         capture_output=True,
         text=True,
         env=env,

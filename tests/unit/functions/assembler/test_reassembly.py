@@ -115,7 +115,8 @@ def test_chunk_checksum_mismatch_is_poison():
     r = Reassembler()
     _, _, records = ccd(1)
     chunk = decode(records[1])
-    corrupt = encode_chunk(dataclasses.replace(chunk, payload=b"X" + chunk.payload[1:]))
+    flipped = bytes([chunk.payload[0] ^ 0xFF]) + chunk.payload[1:]  # b"X" was a no-op 1 in 256
+    corrupt = encode_chunk(dataclasses.replace(chunk, payload=flipped))
     poison = only(r.feed(corrupt, P0, 5), Poison)
     assert (poison.reason, poison.offset) == (PoisonReason.CHUNK_CHECKSUM, 5)
     assert "chunk 1" in poison.error
