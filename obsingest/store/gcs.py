@@ -507,6 +507,26 @@ def stored_from_resource(resource: dict[str, Any], bucket: str) -> StoredObject:
     )
 
 
+def pool_manager(environment: HttpEnvironment, maxsize: int) -> Any:
+    """A urllib3 pool manager for ``environment``'s endpoint as requests would reach it: through
+    its proxy (with the proxy URL's credentials) if one applies, trusting the CA bundle requests
+    uses. No retries of its own: callers retry by their own rules."""
+    import urllib3
+    from requests.certs import where  # the CA bundle requests (the library's transport) uses
+
+    ca_certs = environment.verify if isinstance(environment.verify, str) else where()
+    proxy = environment.proxy_url()
+    if proxy:
+        from requests.utils import get_auth_from_url
+
+        user, password = get_auth_from_url(proxy)
+        headers = urllib3.make_headers(proxy_basic_auth=f"{user}:{password}") if user else None
+        return urllib3.ProxyManager(
+            proxy, proxy_headers=headers, maxsize=maxsize, retries=False, ca_certs=ca_certs
+        )
+    return urllib3.PoolManager(maxsize=maxsize, retries=False, ca_certs=ca_certs)
+
+
 def authorized_http(
     settings: GcsSettings, endpoint: str, environment: HttpEnvironment | None = None
 ) -> Any:
@@ -516,31 +536,11 @@ def authorized_http(
     proxy URL's credentials), the CA bundle, and a ``.netrc`` entry for the endpoint's host,
     whose Basic credentials replace the token."""
     import google.auth
-    import urllib3
     from google.auth.credentials import AnonymousCredentials
     from google.auth.transport.urllib3 import AuthorizedHttp
-    from requests.certs import where  # the CA bundle requests (the library's transport) uses
 
     env = environment or HttpEnvironment.resolve(endpoint)
-    ca_certs = env.verify if isinstance(env.verify, str) else where()
-    proxy = env.proxy_url()
-    pool: Any
-    if proxy:
-        from requests.utils import get_auth_from_url
-
-        user, password = get_auth_from_url(proxy)
-        headers = urllib3.make_headers(proxy_basic_auth=f"{user}:{password}") if user else None
-        pool = urllib3.ProxyManager(
-            proxy,
-            proxy_headers=headers,
-            maxsize=settings.pool_connections,
-            retries=False,
-            ca_certs=ca_certs,
-        )
-    else:
-        pool = urllib3.PoolManager(
-            maxsize=settings.pool_connections, retries=False, ca_certs=ca_certs
-        )
+    pool = pool_manager(env, settings.pool_connections)
     if env.netrc_auth is not None:
         return _HostAuth(urlsplit(endpoint).hostname or "", env.netrc_auth, pool)
     if endpoint != PUBLIC_ENDPOINT:
