@@ -9,10 +9,12 @@ CCD's 5 s budget at every hop. So with ``PUBSUB_EMULATOR_HOST`` set the source p
 ``return_immediately``: every 20 ms while messages flow, backing off to 400 ms when idle to keep
 the idle CPU low. (The flag's deprecation warning is filtered in pyproject's pytest settings.)
 
-Pull and ack call the transport's RPC directly (``client.transport.pull``): the generated
-method's retry and timeout wrappers cost more CPU than the RPC. What they did is done here: gRPC
-errors become the API's exceptions (a deadline or cancel is an empty pull), and a transient one
-is made again through the generated method, whose retry policy then applies.
+Pull and ack are plain gRPC calls on the client's channel with the raw protobuf messages: the
+generated method's retry and timeout wrappers, the transport's logging interceptor and the
+proto-plus wrappers of every request, message and field cost more CPU than the RPC. What they
+did is done here: gRPC errors become the API's exceptions (a deadline or cancel is an empty
+pull), and a transient one is made again through the generated method, whose retry policy then
+applies.
 """
 
 from __future__ import annotations
@@ -55,8 +57,10 @@ def _publish_time(message: Any) -> datetime | None:
     value = getattr(message, "publish_time", None)
     if value is None:
         return None
-    if isinstance(value, datetime):
+    if isinstance(value, datetime):  # proto-plus (the generated method's answer)
         return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if hasattr(value, "ToDatetime"):  # a raw protobuf Timestamp (the direct RPC's answer)
+        return value.ToDatetime(tzinfo=UTC) if message.HasField("publish_time") else None
     return None
 
 
@@ -66,12 +70,33 @@ EMULATOR_POLL_SECONDS = 0.02
 EMULATOR_POLL_MAX_SECONDS = 0.4
 
 
-@cache
-def _requests() -> dict[str, Any]:
-    """Request types of the RPCs called directly (imported on first use, as the client is)."""
-    from google.pubsub_v1.types import AcknowledgeRequest, PullRequest
+#: the RPCs called directly: method -> (gRPC path, request type, response type)
+_DIRECT = {
+    "pull": ("/google.pubsub.v1.Subscriber/Pull", "PullRequest", "PullResponse"),
+    "acknowledge": ("/google.pubsub.v1.Subscriber/Acknowledge", "AcknowledgeRequest", ""),
+}
 
-    return {"pull": PullRequest, "acknowledge": AcknowledgeRequest}
+
+@cache
+def _messages(method: str) -> tuple[Any, Any]:
+    """The raw protobuf request and response classes of ``method`` (imported on first use, as
+    the client is); the response of an acknowledge is ``Empty``."""
+    from google.protobuf import empty_pb2
+    from google.pubsub_v1 import types
+
+    _, request, response = _DIRECT[method]
+    answer = getattr(types, response).pb() if response else empty_pb2.Empty
+    return getattr(types, request).pb(), answer
+
+
+def _direct_rpc(channel: Any, method: str) -> Any:
+    """``method`` as a gRPC callable on ``channel`` taking and answering raw protobufs."""
+    request, response = _messages(method)
+    return channel.unary_unary(
+        _DIRECT[method][0],
+        request_serializer=request.SerializeToString,
+        response_deserializer=response.FromString,
+    )
 
 
 class PubSubPullSource:
@@ -91,6 +116,8 @@ class PubSubPullSource:
         self.client = client or pubsub_v1.SubscriberClient()
         #: the RPCs themselves (module doc); an injected client is called through its methods
         self._direct = client is None
+        #: method -> its direct gRPC callable, made on first use
+        self._rpcs: dict[str, Any] = {}
         #: None: long-poll (Pub/Sub); seconds: poll with return_immediately (the emulator)
         self.poll_interval = poll_interval
         if poll_interval is None and os.environ.get("PUBSUB_EMULATOR_HOST"):
@@ -152,9 +179,11 @@ class PubSubPullSource:
 
         generated = getattr(self.client, method)
         if self._direct:
-            rpc = getattr(self.client.transport, method)
+            rpc = self._rpcs.get(method)
+            if rpc is None:
+                rpc = self._rpcs[method] = _direct_rpc(self.client.transport.grpc_channel, method)
             try:
-                return rpc(_requests()[method](**request), timeout=timeout)
+                return rpc(_messages(method)[0](**request), timeout=timeout)
             except grpc.RpcError as exc:
                 from obsingest.retry import google_transient  # tenacity: only on this path
 

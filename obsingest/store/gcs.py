@@ -507,6 +507,26 @@ def stored_from_resource(resource: dict[str, Any], bucket: str) -> StoredObject:
     )
 
 
+def pool_manager(environment: HttpEnvironment, maxsize: int) -> Any:
+    """A urllib3 pool manager for ``environment``'s endpoint as requests would reach it: through
+    its proxy (with the proxy URL's credentials) if one applies, trusting the CA bundle requests
+    uses. No retries of its own: callers retry by their own rules."""
+    import urllib3
+    from requests.certs import where  # the CA bundle requests (the library's transport) uses
+
+    ca_certs = environment.verify if isinstance(environment.verify, str) else where()
+    proxy = environment.proxy_url()
+    if proxy:
+        from requests.utils import get_auth_from_url
+
+        user, password = get_auth_from_url(proxy)
+        headers = urllib3.make_headers(proxy_basic_auth=f"{user}:{password}") if user else None
+        return urllib3.ProxyManager(
+            proxy, proxy_headers=headers, maxsize=maxsize, retries=False, ca_certs=ca_certs
+        )
+    return urllib3.PoolManager(maxsize=maxsize, retries=False, ca_certs=ca_certs)
+
+
 def authorized_http(
     settings: GcsSettings, endpoint: str, environment: HttpEnvironment | None = None
 ) -> Any:
@@ -516,31 +536,11 @@ def authorized_http(
     proxy URL's credentials), the CA bundle, and a ``.netrc`` entry for the endpoint's host,
     whose Basic credentials replace the token."""
     import google.auth
-    import urllib3
     from google.auth.credentials import AnonymousCredentials
     from google.auth.transport.urllib3 import AuthorizedHttp
-    from requests.certs import where  # the CA bundle requests (the library's transport) uses
 
     env = environment or HttpEnvironment.resolve(endpoint)
-    ca_certs = env.verify if isinstance(env.verify, str) else where()
-    proxy = env.proxy_url()
-    pool: Any
-    if proxy:
-        from requests.utils import get_auth_from_url
-
-        user, password = get_auth_from_url(proxy)
-        headers = urllib3.make_headers(proxy_basic_auth=f"{user}:{password}") if user else None
-        pool = urllib3.ProxyManager(
-            proxy,
-            proxy_headers=headers,
-            maxsize=settings.pool_connections,
-            retries=False,
-            ca_certs=ca_certs,
-        )
-    else:
-        pool = urllib3.PoolManager(
-            maxsize=settings.pool_connections, retries=False, ca_certs=ca_certs
-        )
+    pool = pool_manager(env, settings.pool_connections)
     if env.netrc_auth is not None:
         return _HostAuth(urlsplit(endpoint).hostname or "", env.netrc_auth, pool)
     if endpoint != PUBLIC_ENDPOINT:
@@ -549,6 +549,23 @@ def authorized_http(
         scope = "https://www.googleapis.com/auth/devstorage.read_write"
         credentials, _ = google.auth.default(scopes=[scope])
     return AuthorizedHttp(credentials, http=pool)  # type: ignore[no-untyped-call]  # google.auth
+
+
+def _anonymous_pool(http: Any, endpoint: str) -> Any:
+    """The connection pool of ``endpoint`` inside ``http`` when ``http`` is google-auth's
+    wrapper with anonymous credentials around a plain pool manager (no proxy); else None."""
+    import urllib3
+    from google.auth.credentials import AnonymousCredentials
+    from google.auth.transport.urllib3 import AuthorizedHttp
+
+    if not isinstance(http, AuthorizedHttp) or not isinstance(
+        http.credentials, AnonymousCredentials
+    ):
+        return None
+    manager = http.http
+    if type(manager) is not urllib3.PoolManager:  # a ProxyManager, or a caller's own
+        return None
+    return manager.connection_from_url(endpoint)
 
 
 class DataCorruption(Exception):  # the library's name: classify_gcs_error retries it by name
@@ -592,6 +609,11 @@ class GcsHttpStore(GcsStore):
             if http is not None
             else authorized_http(self.settings, self.endpoint, self.environment)
         )
+        #: the endpoint's own connection pool where google-auth's wrapper adds nothing (an
+        #: emulator: anonymous, no proxy, no ``.netrc``); None: every request goes through
+        #: ``http``. Its per-request credential step, URL parsing and pool lookup cost CPU for
+        #: each object the edge puts
+        self._pool = _anonymous_pool(self.http, self.endpoint)
         b = quote(bucket, safe="")
         self._upload_url = (
             f"{self.endpoint}/upload/storage/v1/b/{b}/o?uploadType=multipart&ifGenerationMatch=0"
@@ -631,15 +653,22 @@ class GcsHttpStore(GcsStore):
         import urllib3
         from google.auth.exceptions import TransportError
 
+        timeout = urllib3.Timeout(total=self._timeout(remaining))
         try:
-            response = self.http.urlopen(
-                method,
-                url,
-                body=body,
-                headers=headers or None,
-                timeout=urllib3.Timeout(total=self._timeout(remaining)),
-                retries=False,
-            )
+            if self._pool is not None:
+                response = self._pool.urlopen(
+                    method,
+                    url[len(self.endpoint) :],  # the path: the pool is the endpoint's
+                    body=body,
+                    headers=headers or None,
+                    timeout=timeout,
+                    retries=False,
+                    redirect=False,
+                )
+            else:
+                response = self.http.urlopen(
+                    method, url, body=body, headers=headers or None, timeout=timeout, retries=False
+                )
         except urllib3.exceptions.TimeoutError as exc:
             raise TimeoutError(f"{method} {url}: {exc}") from exc
         except urllib3.exceptions.HTTPError as exc:  # connection refused/reset, protocol

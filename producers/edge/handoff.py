@@ -159,7 +159,10 @@ class HandoffIntake:
         self.scan()
         self._observer = Observer()
         self._observer.schedule(
-            _Handler(self._events), str(self.root), recursive=True, event_filter=_watched()
+            _Handler(self._events),
+            str(self.root),
+            recursive=True,
+            event_filter=_watched(self.mode),
         )
         self._observer.start()
         self._thread = threading.Thread(target=self._run, name="edge-handoff", daemon=True)
@@ -373,9 +376,14 @@ def _raise(exc: OSError) -> None:
     raise exc
 
 
-def _watched() -> list[type[Any]]:
+def _watched(mode: Literal["rename", "settle"] = "settle") -> list[type[Any]]:
     """The watchdog events ``_Handler`` takes, the only ones asked of the kernel (the inotify
-    mask): every open and read-only close of a CCD would otherwise be queued only to be dropped."""
+    mask): every open and read-only close of a CCD would otherwise be queued only to be dropped.
+
+    In ``rename`` mode a write says nothing (a file is complete when renamed or closed; one
+    being written is followed by ``tick`` from its creation), so no modify event is asked for:
+    one per write of every CCD, each handled by watchdog's threads and the intake's. ``settle``
+    mode takes them: a write restarts its file's quiet period at once."""
     from watchdog.events import (
         DirCreatedEvent,
         DirMovedEvent,
@@ -388,7 +396,7 @@ def _watched() -> list[type[Any]]:
 
     return [
         FileCreatedEvent,
-        FileModifiedEvent,
+        *([FileModifiedEvent] if mode == "settle" else []),
         FileMovedEvent,
         FileDeletedEvent,
         FileClosedEvent,

@@ -119,6 +119,9 @@ class EdgeService:
         self.exit_code = 0
         self._events: queue.Queue[tuple[Any, ...]] = queue.Queue()
         self._futures: dict[str, list[Future[Outcome]]] = {}
+        #: key -> the row just journalled for a new CCD, until its first dispatch: what the
+        #: journal holds (nothing else writes it before then), without reading it back
+        self._fresh: dict[str, Entry] = {}
         self._failures: dict[str, int] = {}
         self.refusal = Refusal(self.spool, settings.min_free_bytes)
         self._source_problem: str | None = None
@@ -286,7 +289,15 @@ class EdgeService:
             manifest.instrument, manifest.exposure, manifest_json(manifest)
         )
 
-    def _accept(self, entries: list[Entry], futures: list[Future[Outcome]] | None = None) -> bool:
+    def _accept(
+        self,
+        entries: list[Entry],
+        futures: list[Future[Outcome]] | None = None,
+        found: Found | None = None,
+    ) -> bool:
+        """Journal ``entries`` and queue the new ones. ``found``: the hand-off file of the one
+        entry, which is a second file (``_second_file``) if the journal has its CCD from
+        another file."""
         assert self.journal is not None
         if self.state in ("draining", "stopped"):
             raise SpoolUnavailable("the edge service is stopping: no new work taken")
@@ -304,6 +315,10 @@ class EdgeService:
             if known is None:
                 self.metrics.ccd(EDGE, "seen")
                 log_event(log, "edge.accepted", data_id=entry.key, source=entry.source)
+                self._fresh[entry.key] = entry
+            elif found is not None and known.source != entry.source:
+                self._second_file(found, known)
+                continue
             else:
                 self.metrics.add(EDGE, "duplicates")
                 if known.terminal:
@@ -318,12 +333,8 @@ class EdgeService:
     def _on_found(self, found: Found) -> bool:
         """The intake found a complete file (or a bad one): journal it or quarantine it."""
         try:
-            if found.kind == "ccd":
+            if found.kind == "ccd":  # a second file of a journalled CCD: ``_accept`` sees it
                 assert found.data_id is not None and self.journal is not None
-                first = self.journal.get(found.data_id.key)
-                if first is not None and first.source != str(found.path):
-                    self._second_file(found, first)
-                    return True
                 entry = Entry(
                     key=found.data_id.key,
                     source=str(found.path),
@@ -333,7 +344,7 @@ class EdgeService:
                     source_mtime=found.mtime,
                     source_size=found.size,
                 )
-                return self._accept([entry])
+                return self._accept([entry], found=found)
             if found.kind == "manifest":
                 self._take_manifest(found.path)
                 return True
@@ -456,6 +467,7 @@ class EdgeService:
         elif kind == "drain":
             self._draining = True
             dropped = self.scheduler.drop_queued()
+            self._fresh.clear()
             log_event(
                 log,
                 "edge.draining",
@@ -469,7 +481,7 @@ class EdgeService:
             key = self.scheduler.pop_due()
             if key is None:
                 return
-            entry = self.journal.get(key)
+            entry = self._fresh.pop(key, None) or self.journal.get(key)
             if entry is None or entry.terminal:
                 self.scheduler.finished(key)
                 continue

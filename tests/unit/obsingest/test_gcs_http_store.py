@@ -258,3 +258,35 @@ def test_the_function_reads_a_bucket_through_it_and_never_loads_the_storage_libr
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == ["GcsHttpStore", "bkt", "False"]
+
+
+# where requests go: the endpoint's own pool when google-auth's wrapper would add nothing ------
+
+
+def test_an_anonymous_wrapper_sends_to_the_endpoints_pool_by_path() -> None:
+    from google.auth.credentials import AnonymousCredentials
+    from google.auth.transport.urllib3 import AuthorizedHttp
+
+    wrapped = AuthorizedHttp(AnonymousCredentials(), http=urllib3.PoolManager())
+    gcs = GcsHttpStore("bkt", GcsSettings(), endpoint="http://gcs.invalid:4443", http=wrapped)
+    pool = ScriptedHttp(Answer(200, resource(DATA)))
+    assert gcs._pool is not None and gcs._pool.host == "gcs.invalid" and gcs._pool.port == 4443
+    gcs._pool = pool
+    gcs.put("a/b.fits", DATA)
+    [(method, url, _)] = pool.calls
+    assert method == "POST"
+    assert url == "/upload/storage/v1/b/bkt/o?uploadType=multipart&ifGenerationMatch=0"
+
+
+def test_credentials_a_proxy_or_a_callers_http_keep_every_request_on_http() -> None:
+    from google.auth.credentials import AnonymousCredentials
+    from google.auth.transport.urllib3 import AuthorizedHttp
+    from google.oauth2.credentials import Credentials
+
+    def pool_of(http: Any) -> Any:
+        return GcsHttpStore("bkt", GcsSettings(), endpoint="http://gcs.invalid", http=http)._pool
+
+    assert pool_of(AuthorizedHttp(Credentials("token"), http=urllib3.PoolManager())) is None
+    proxied = urllib3.ProxyManager("http://proxy.invalid:3128")
+    assert pool_of(AuthorizedHttp(AnonymousCredentials(), http=proxied)) is None
+    assert pool_of(ScriptedHttp()) is None

@@ -100,9 +100,9 @@ def test_a_direct_rpc_retries_only_google_transient_failures_through_the_generat
     client = FakeSubscriber(empty_pulls=0)
     generated = []
     client.acknowledge = lambda request, timeout: generated.append(request)  # type: ignore[attr-defined]
-    client.transport = SimpleNamespace(acknowledge=failing)  # type: ignore[attr-defined]
     source = PubSubPullSource("p", "s", client=client)
     source._direct = True  # the RPC itself, as without an injected client
+    source._rpcs["acknowledge"] = failing
     if retried:
         source.ack(["a1"])
         assert generated == [{"subscription": source.path, "ack_ids": ["a1"]}]
@@ -110,3 +110,36 @@ def test_a_direct_rpc_retries_only_google_transient_failures_through_the_generat
         with pytest.raises(api_exceptions.NotFound):
             source.ack(["a1"])
         assert generated == []
+
+
+def test_a_direct_pull_reads_the_raw_protobuf_answer() -> None:
+    """The direct RPC answers raw protobufs (no proto-plus): every field of a Delivery is read
+    from them as from the generated method's answer, an unset publish time as None."""
+    from datetime import UTC, datetime
+
+    from google.pubsub_v1.types import PullRequest, PullResponse
+
+    answer = PullResponse.pb()()
+    first = answer.received_messages.add(ack_id="a1", delivery_attempt=3)
+    first.message.message_id = "m1"
+    first.message.data = b"payload"
+    first.message.attributes["objectId"] = "raw/x.fits"
+    first.message.publish_time.FromDatetime(datetime(2026, 11, 22, 1, 2, 3, 456000))
+    answer.received_messages.add(ack_id="a2").message.message_id = "m2"
+    asked = []
+
+    def pull(request: object, timeout: float) -> object:
+        asked.append(request)
+        return answer
+
+    source = PubSubPullSource("p", "s", client=FakeSubscriber(empty_pulls=0))
+    source._direct = True
+    source._rpcs["pull"] = pull
+    got = source.pull(5, 1.0)
+    assert asked == [PullRequest.pb()(subscription=source.path, max_messages=5)]
+    assert [(d.ack_id, d.message_id, d.data, d.attributes, d.delivery_attempt) for d in got] == [
+        ("a1", "m1", b"payload", {"objectId": "raw/x.fits"}, 3),
+        ("a2", "m2", b"", {}, 0),
+    ]
+    assert got[0].publish_time == datetime(2026, 11, 22, 1, 2, 3, 456000, tzinfo=UTC)
+    assert got[1].publish_time is None

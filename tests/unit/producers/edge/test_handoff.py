@@ -255,3 +255,35 @@ def test_a_burst_of_events_ticks_as_often_as_idle_not_per_event(
         intake.stop()
     assert len([t for t in ticks if t - began <= drained]) <= drained / TICK_SECONDS + 2
     assert [t for t in ticks if t - began > drained]  # and still ticks when idle
+
+
+def test_rename_mode_asks_for_no_write_events_and_follows_a_slow_temp_file(tmp_path: Path) -> None:
+    """A temp file written for longer than ``incomplete_timeout``, each write within it, is
+    followed by its mtime (no modify events in rename mode) and is never reported as never
+    completed; once renamed it is offered, once."""
+    from watchdog.events import FileModifiedEvent
+
+    from producers.edge.handoff import _watched
+
+    assert FileModifiedEvent not in _watched("rename")
+    assert FileModifiedEvent in _watched("settle")
+    got = Collector()
+    intake = HandoffIntake(tmp_path, got, incomplete_timeout=0.6, rescan_interval=60)
+    intake.start()
+    try:
+        data = ccd_file(DataId("LSSTCam", 2026112200001, 1))
+        tmp = tmp_path / ".MC_O_20261122_000001_R01_S01.fits.x.tmp"
+        with tmp.open("wb") as fh:
+            for i in range(5):
+                fh.write(data[i * len(data) // 5 : (i + 1) * len(data) // 5])
+                fh.flush()
+                time.sleep(0.3)
+        assert got.found == []  # 1.5 s of writes, none 0.6 s after the one before
+        tmp.rename(tmp_path / "MC_O_20261122_000001_R01_S01.fits")
+        wait_for(lambda: got.found, timeout=5)
+        time.sleep(0.3)
+        assert [(f.kind, f.path.name) for f in got.found] == [
+            ("ccd", "MC_O_20261122_000001_R01_S01.fits")
+        ]
+    finally:
+        intake.stop()
