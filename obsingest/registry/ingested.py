@@ -34,7 +34,7 @@ from obsingest.registry import tables
 from obsingest.registry.completeness import COMPLETE, FROM_MANIFEST, ExposurePresence, summarize
 from obsingest.registry.driver import autocommit_rows
 from obsingest.registry.facility_tables import exposure_closure
-from obsingest.registry.outbox import OutboxMessage, insert_row_once
+from obsingest.registry.outbox import MARK_ASYNC_POSTGRES, OutboxMessage, insert_row_once
 from obsingest.registry.prepared import Prepared
 from obsingest.registry.registry import OUTBOX_LEASE_SECONDS, Registry
 from obsingest.settings import run_name
@@ -205,11 +205,15 @@ class IngestedCheck:
         return self.registry._retrying(lambda: self.registry._in_tx(fn))
 
     # the check ---------------------------------------------------------------------------------
-    def check(self, instrument: str, exposure: int) -> Closing:
+    def check(self, instrument: str, exposure: int, published: Sequence[int] = ()) -> Closing:
         """Write the exposure's ExposureIngested if it is complete and nobody wrote it yet.
-        Raises ``RegistryUnavailable`` when the registry cannot answer (ask again later)."""
+        Raises ``RegistryUnavailable`` when the registry cannot answer (ask again later).
+
+        ``published``: arrivals-outbox rows to mark published first, as ``mark_published``
+        does (the register function's CCDs whose check this is): on PostgreSQL in the check's
+        own statement, elsewhere by a statement of their own."""
         key = {"inst": instrument, "exp": exposure, **self._ours(instrument)}
-        state = self._state(key)
+        state = self._state(key, published)
         if state is None:
             return Closing(instrument, exposure, NO_MANIFEST)
         if state.ingested_at is not None:
@@ -222,13 +226,20 @@ class IngestedCheck:
             return Closing(instrument, exposure, NOT_COMPLETE, presence)
         return self._emit(presence, expected)
 
-    def _state(self, key: dict[str, Any]) -> Any:
+    def _state(self, key: dict[str, Any], published: Sequence[int] = ()) -> Any:
         """The exposure's manifest row with its registered count and closure time (``_q_state``),
-        None without a manifest."""
+        None without a manifest; ``published`` outbox rows marked first (``check``)."""
         prepared = self._state_sql
         if prepared is None:
+            if published:
+                self.registry.outbox.mark_published(list(published))
             return self._read(lambda conn: conn.execute(self._q_state, key).first())
         sql, args = prepared.sql, prepared.args(key)
+        if published:
+            # the mark rides on the read: a data-modifying CTE runs whatever the SELECT reads,
+            # and the read's snapshot still starts after the callers' registering commits
+            sql = f"WITH marked AS ({MARK_ASYNC_POSTGRES})\n{sql}"
+            args = {**args, "ids": list(published), "at": utcnow()}
         rows = self.registry._retrying(lambda: autocommit_rows(self.registry.engine, sql, args))
         return _State(*rows[0]) if rows else None
 

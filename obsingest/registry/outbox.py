@@ -81,7 +81,7 @@ _MARK = (
 )
 #: ``_MARK`` on PostgreSQL, committing without waiting for its WAL flush
 #: (``ArrivalOutbox.mark_published``)
-_MARK_ASYNC_POSTGRES = """\
+MARK_ASYNC_POSTGRES = """\
 UPDATE arrival_outbox SET published_at = %(at)s, lease_until = NULL, last_error = ''
 WHERE id = ANY(%(ids)s) AND published_at IS NULL
   AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'"""
@@ -287,7 +287,7 @@ class ArrivalOutbox:
             self._tx(lambda c: c.execute(_MARK, params))
             return
 
-        self._retrying(lambda: autocommit_rows(self.engine, _MARK_ASYNC_POSTGRES, params))
+        self._retrying(lambda: autocommit_rows(self.engine, MARK_ASYNC_POSTGRES, params))
 
     def mark_failed(
         self, row_id: int, error: str, retry_after: float, now: datetime | None = None
