@@ -234,12 +234,13 @@ class IngestedCheck:
             if published:
                 self.registry.outbox.mark_published(list(published))
             return self._read(lambda conn: conn.execute(self._q_state, key).first())
-        sql, args = prepared.sql, prepared.args(key)
+        sql, values = prepared.sql, key
         if published:
             # the mark rides on the read: a data-modifying CTE runs whatever the SELECT reads,
             # and the read's snapshot still starts after the callers' registering commits
             sql = f"WITH marked AS ({MARK_ASYNC_POSTGRES})\n{sql}"
-            args = {**args, "ids": list(published), "at": utcnow()}
+            values = {**key, "ids": list(published), "at": utcnow()}
+        args = prepared.args(values)
         rows = self.registry._retrying(lambda: autocommit_rows(self.registry.engine, sql, args))
         return _State(*rows[0]) if rows else None
 
