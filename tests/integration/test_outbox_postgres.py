@@ -86,7 +86,8 @@ def test_a_registration_after_the_first_of_its_exposure_is_one_statement_with_th
             "crc32c:00000002",
         )
         with reg.engine.connect() as conn:  # back in the pool as it came: not autocommit
-            assert conn.connection.driver_connection.autocommit is False
+            driver = conn.connection.driver_connection
+            assert driver is not None and driver.autocommit is False
             assert conn.execute(text("SELECT count(*) FROM arrival_outbox")).scalar_one() == 2
 
         again = reg.register(file_record(2), announce=announce)
