@@ -139,16 +139,23 @@ class ArrivalAnnouncer:
         return sent
 
     def publish_new(
-        self, row_id: int | None, message: OutboxMessage, arrival: ArrivalEvent
+        self,
+        row_id: int | None,
+        message: OutboxMessage,
+        arrival: ArrivalEvent,
+        mark: bool = True,
     ) -> ArrivalEvent | None:
-        """Publish a just-registered dataset's event; None when it stays in the outbox."""
+        """Publish a just-registered dataset's event; None when it stays in the outbox.
+        ``mark=False``: the caller marks the row published itself (``mark``, or with its
+        exposure's check: ``ExposureCloser.close_quietly``)."""
         try:
             sent = self.send(message, arrival)
         except Exception as exc:  # any publisher failure: the row stays, with the reason
             deferred = "arrival.publish_deferred"
             self._failed(row_id, exc, deferred, dataset_id=str(arrival.dataset_id))
             return None
-        self._mark([row_id] if row_id is not None else [])
+        if mark:
+            self.mark([row_id] if row_id is not None else [])
         if self.on_announced is not None:
             self.on_announced(sent)
         return sent
@@ -170,7 +177,7 @@ class ArrivalAnnouncer:
                 row_id, exc, "outbox.publish_deferred", topic=message.topic, key=message.key
             )
             return None
-        self._mark([row_id] if row_id is not None else [])
+        self.mark([row_id] if row_id is not None else [])
         return sent if sent is not None else payload
 
     def publish_row(self, row: OutboxRow) -> Any:
@@ -193,7 +200,9 @@ class ArrivalAnnouncer:
         except ObsIngestError as mark_exc:  # the lease expires by itself: a drain retries
             log_event(log, "outbox.mark_failed_failed", logging.WARNING, error=str(mark_exc))
 
-    def _mark(self, row_ids: list[int]) -> None:
+    def mark(self, row_ids: list[int]) -> None:
+        """Mark published rows as such; a failure is logged (the rows stay pending: a drain
+        publishes them once more after their lease)."""
         if not row_ids:
             return
         try:

@@ -16,13 +16,16 @@ between its commit and its check left unannounced, and closes overdue exposures 
 Concurrent registrations of one exposure (205 handlers of a batch returning together) share
 their checks (``close_quietly``): a caller returns once a check that *started after it asked*
 has finished, which saw its committed registration, so a burst costs two or three checks, not
-one query per CCD. A failed check covers nobody: each of its waiters checks for itself.
+one query per CCD. A failed check covers nobody: each of its waiters checks for itself. The
+checks also mark their callers' just-published outbox rows (on PostgreSQL in the check's own
+statement), so a CCD's mark costs no round trip of its own.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -53,23 +56,31 @@ class ExposureCloser:
         default_factory=threading.Condition, init=False, repr=False
     )
 
-    def close(self, instrument: str, exposure: int) -> Closing:
-        """Check one exposure now; raises ``RetriableError`` when the registry cannot answer."""
-        closing = self.check.check(instrument, exposure)
+    def close(self, instrument: str, exposure: int, published: Sequence[int] = ()) -> Closing:
+        """Check one exposure now (``published``: outbox rows to mark published first, see
+        ``IngestedCheck.check``); raises ``RetriableError`` when the registry cannot answer."""
+        closing = self.check.check(instrument, exposure, published)
         self._done(closing)
         return closing
 
-    def close_quietly(self, instrument: str, exposure: int) -> Closing | None:
+    def close_quietly(
+        self, instrument: str, exposure: int, published: Sequence[int] = ()
+    ) -> Closing | None:
         """``close``, a registry failure logged rather than raised: the CCD that asked is
         registered and announced already, and the facility's sweep asks again. Shared with
         the concurrent callers of the same exposure (module doc): the closing of the check
-        that covered this call (None if it failed)."""
+        that covered this call (None if it failed).
+
+        ``published``: outbox rows this caller published and has not marked yet. The check
+        that covers the call marks them in its own statement (one round trip for both, and
+        for every caller it covers); if that check fails they are marked on their own."""
         key = (instrument, exposure)
         with self._landed:
             flight = self._flights.setdefault(key, _Flight())
             flight.asked += 1
             mine = flight.asked
             flight.callers += 1
+            flight.marks.extend(published)
             while flight.running and flight.covered < mine:
                 self._landed.wait()
             if flight.covered >= mine:  # a check that started after this call has finished
@@ -77,9 +88,10 @@ class ExposureCloser:
                 return flight.result
             flight.running = True
             covers = flight.asked
+            marks, flight.marks = flight.marks, []  # those of every caller this check covers
         result: Closing | None = None
         try:
-            result = self._close_logged(instrument, exposure)
+            result = self._close_logged(instrument, exposure, marks)
         finally:
             with self._landed:
                 flight.running = False
@@ -95,10 +107,12 @@ class ExposureCloser:
         if not flight.callers and self._flights.get(key) is flight:
             del self._flights[key]
 
-    def _close_logged(self, instrument: str, exposure: int) -> Closing | None:
+    def _close_logged(self, instrument: str, exposure: int, marks: list[int]) -> Closing | None:
         try:
-            return self.close(instrument, exposure)
+            return self.close(instrument, exposure, marks)
         except ObsIngestError as exc:
+            if marks:  # not marked with the check: on their own (a failure is logged)
+                self.announcer.mark(marks)
             log_event(
                 log,
                 "exposure.check_deferred",
@@ -160,3 +174,5 @@ class _Flight:
     callers: int = 0
     running: bool = False
     result: Closing | None = None
+    #: outbox rows published by callers not yet covered by a check, for it to mark
+    marks: list[int] = field(default_factory=list)

@@ -239,9 +239,13 @@ class RegisterService:
 
         with self._timed("register"):
             registration = self.registry.register(record, exposure, announce=announce)
+        published: list[int] = []
         if registration.created:
             arrival, message = built[-1]
-            sent = self.announcer.publish_new(registration.outbox_id, message, arrival)
+            # marked published by the exposure's check below, in the same statement
+            sent = self.announcer.publish_new(registration.outbox_id, message, arrival, mark=False)
+            if sent is not None and registration.outbox_id is not None:
+                published.append(registration.outbox_id)
             outcome = Outcome(
                 "registered",
                 obj.name,
@@ -254,7 +258,7 @@ class RegisterService:
             outcome = Outcome("duplicate", obj.name, data_id, again)
         # after the commit (and the CCD's own announcement): did this CCD complete its exposure?
         # A redelivery asks too: its first delivery may have died between commit and check.
-        self.closer.close_quietly(data_id.instrument, data_id.exposure)
+        self.closer.close_quietly(data_id.instrument, data_id.exposure, published)
         return outcome
 
     def _announce_again(self, registration: Registration, record: FileRecord) -> ArrivalEvent:

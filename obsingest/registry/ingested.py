@@ -32,8 +32,10 @@ from obsingest import camera
 from obsingest.messages import ExposureIngested, IngestedStatus, utcnow
 from obsingest.registry import tables
 from obsingest.registry.completeness import COMPLETE, FROM_MANIFEST, ExposurePresence, summarize
+from obsingest.registry.driver import autocommit_rows
 from obsingest.registry.facility_tables import exposure_closure
-from obsingest.registry.outbox import OutboxMessage, insert_row_once
+from obsingest.registry.outbox import MARK_ASYNC_POSTGRES, OutboxMessage, insert_row_once
+from obsingest.registry.prepared import Prepared
 from obsingest.registry.registry import OUTBOX_LEASE_SECONDS, Registry
 from obsingest.settings import run_name
 from obsingest.timescales import as_utc
@@ -91,6 +93,17 @@ class Closing:
     @property
     def missing(self) -> int:
         return len(self.presence.missing) if self.presence is not None else 0
+
+
+@dataclass(frozen=True)
+class _State:
+    """A row of ``IngestedCheck._q_state``."""
+
+    detectors: str
+    expected: int
+    day_obs: int
+    registered: int
+    ingested_at: datetime | None
 
 
 @dataclass(frozen=True)
@@ -152,6 +165,8 @@ class IngestedCheck:
             .select_from(closed)
             .where(m.c.instrument == bindparam("inst"), m.c.exposure == bindparam("exp"))
         )
+        # PostgreSQL: the check's one read on the driver's connection (``registry.driver``)
+        self._state_sql = Prepared(self.registry.engine, self._q_state) if self._postgres else None
         self._q_rows = (
             select(d.c.detector, d.c.ingest_time, r.c.readout_time)
             .select_from(d.join(r, r.c.dataset_id == d.c.id))
@@ -190,11 +205,15 @@ class IngestedCheck:
         return self.registry._retrying(lambda: self.registry._in_tx(fn))
 
     # the check ---------------------------------------------------------------------------------
-    def check(self, instrument: str, exposure: int) -> Closing:
+    def check(self, instrument: str, exposure: int, published: Sequence[int] = ()) -> Closing:
         """Write the exposure's ExposureIngested if it is complete and nobody wrote it yet.
-        Raises ``RegistryUnavailable`` when the registry cannot answer (ask again later)."""
+        Raises ``RegistryUnavailable`` when the registry cannot answer (ask again later).
+
+        ``published``: arrivals-outbox rows to mark published first, as ``mark_published``
+        does (the register function's CCDs whose check this is): on PostgreSQL in the check's
+        own statement, elsewhere by a statement of their own."""
         key = {"inst": instrument, "exp": exposure, **self._ours(instrument)}
-        state = self._read(lambda conn: conn.execute(self._q_state, key).first())
+        state = self._state(key, published)
         if state is None:
             return Closing(instrument, exposure, NO_MANIFEST)
         if state.ingested_at is not None:
@@ -206,6 +225,24 @@ class IngestedCheck:
         if presence.missing:  # some registered CCDs were not in the manifest
             return Closing(instrument, exposure, NOT_COMPLETE, presence)
         return self._emit(presence, expected)
+
+    def _state(self, key: dict[str, Any], published: Sequence[int] = ()) -> Any:
+        """The exposure's manifest row with its registered count and closure time (``_q_state``),
+        None without a manifest; ``published`` outbox rows marked first (``check``)."""
+        prepared = self._state_sql
+        if prepared is None:
+            if published:
+                self.registry.outbox.mark_published(list(published))
+            return self._read(lambda conn: conn.execute(self._q_state, key).first())
+        sql, values = prepared.sql, key
+        if published:
+            # the mark rides on the read: a data-modifying CTE runs whatever the SELECT reads,
+            # and the read's snapshot still starts after the callers' registering commits
+            sql = f"WITH marked AS ({MARK_ASYNC_POSTGRES})\n{sql}"
+            values = {**key, "ids": list(published), "at": utcnow()}
+        args = prepared.args(values)
+        rows = self.registry._retrying(lambda: autocommit_rows(self.registry.engine, sql, args))
+        return _State(*rows[0]) if rows else None
 
     def _presence(
         self,

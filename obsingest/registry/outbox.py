@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, bindparam, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
+from obsingest.registry.driver import autocommit_rows
 from obsingest.registry.facility_tables import arrival_outbox
 from obsingest.timescales import as_utc
 
@@ -78,10 +79,12 @@ _MARK = (
     )
     .values(published_at=bindparam("at"), lease_until=None, last_error="")
 )
-#: ``_MARK`` committing without waiting for its WAL flush (``ArrivalOutbox.mark_published``)
-_MARK_ASYNC = _MARK.where(
-    select(func.set_config("synchronous_commit", "off", True)).scalar_subquery() == "off"
-)
+#: ``_MARK`` on PostgreSQL, committing without waiting for its WAL flush
+#: (``ArrivalOutbox.mark_published``)
+MARK_ASYNC_POSTGRES = """\
+UPDATE arrival_outbox SET published_at = %(at)s, lease_until = NULL, last_error = ''
+WHERE id = ANY(%(ids)s) AND published_at IS NULL
+  AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'"""
 
 
 def _claim_statement(postgres: bool) -> Any:
@@ -137,7 +140,9 @@ def insert_row(
 ) -> int:
     """Add the announcement of ``dataset_id`` inside the caller's (registration) transaction,
     leased to the caller for its immediate publish; returns the row id."""
-    row_id = conn.execute(_INSERT, _values(dataset_id, message, now, lease_seconds)).scalar_one()
+    row_id = conn.execute(
+        _INSERT, outbox_values(dataset_id, message, now, lease_seconds)
+    ).scalar_one()
     return int(row_id)
 
 
@@ -150,7 +155,7 @@ def insert_rows(
     """``insert_row`` for many datasets in one statement: dataset id -> row id."""
     if not entries:
         return {}
-    rows = [_values(ds_id, message, now, lease_seconds) for ds_id, message in entries]
+    rows = [outbox_values(ds_id, message, now, lease_seconds) for ds_id, message in entries]
     found = conn.execute(_INSERT_MANY, rows)
     return {_dataset_uuid(row.dataset_id): int(row.id) for row in found}
 
@@ -161,7 +166,7 @@ def _dataset_uuid(value: Any) -> uuid.UUID:
     return uuid.UUID(bytes=value) if isinstance(value, bytes) else uuid.UUID(str(value))
 
 
-def _values(
+def outbox_values(
     dataset_id: uuid.UUID, message: OutboxMessage, now: datetime, lease_seconds: float
 ) -> dict[str, object]:
     """An outbox row's values: pending, leased to its writer for the immediate publish."""
@@ -272,8 +277,9 @@ class ArrivalOutbox:
         crash (at most ~3 x ``wal_writer_delay``) only leaves its row pending for a drain to
         publish again, which at-least-once allows; registrations stay synchronous.
 
-        One autocommit statement: the ``set_config(..., is_local => true)`` in its WHERE clause
-        applies to the statement's own transaction."""
+        One autocommit statement on the driver's connection (``registry.driver``): the
+        ``set_config(..., is_local => true)`` in its WHERE clause applies to the statement's own
+        transaction."""
         if not row_ids:
             return
         params = {"ids": list(row_ids), "at": at or datetime.now(UTC)}
@@ -281,11 +287,7 @@ class ArrivalOutbox:
             self._tx(lambda c: c.execute(_MARK, params))
             return
 
-        def mark() -> None:
-            with self.engine.connect() as conn:
-                conn.execution_options(isolation_level="AUTOCOMMIT").execute(_MARK_ASYNC, params)
-
-        self._retrying(mark)
+        self._retrying(lambda: autocommit_rows(self.engine, MARK_ASYNC_POSTGRES, params))
 
     def mark_failed(
         self, row_id: int, error: str, retry_after: float, now: datetime | None = None

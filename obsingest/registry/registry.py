@@ -4,7 +4,9 @@
 INSERT ... ON CONFLICT DO NOTHING, so repeated or concurrent deliveries give one row and a killed
 worker leaves nothing half-written. For an existing data id the stored checksum decides: same
 bytes return the existing dataset, different bytes raise ChecksumConflict (quarantined). A batch
-believed new (the Butler backend's group commit) is inserted in one statement per table.
+believed new (the Butler backend's group commit) is inserted in one statement per table. On
+PostgreSQL, once this process has committed the run and exposure rows, a new dataset, its
+datastore record and its outbox row are one autocommit statement (``_REGISTER_AT_ONCE``).
 
 One module because it is one cohesive concept: the idempotent registration (its statements,
 retries and dimension rows); reads and the outbox live in their own modules.
@@ -32,9 +34,10 @@ from obsingest.errors import ChecksumConflict, RetriableError, UnstorableInput
 from obsingest.exhaustion import as_exhausted
 from obsingest.registry import db_errors, tables
 from obsingest.registry.audit import RegistryAudit
+from obsingest.registry.driver import autocommit_rows
 from obsingest.registry.engine import make_engine
 from obsingest.registry.migrations import migrate
-from obsingest.registry.outbox import ArrivalOutbox, OutboxMessage, insert_row
+from obsingest.registry.outbox import ArrivalOutbox, OutboxMessage, insert_row, outbox_values
 from obsingest.retry import RetriesExhausted, RetryPolicy, Transient, call_with_retries
 from obsingest.settings import RegistrySettings, run_name
 from obsingest.timescales import as_utc
@@ -124,6 +127,33 @@ class QuarantineEntry:
     size: int | None = None
 
 
+#: PostgreSQL: a new dataset, its datastore record and its outbox row in one statement (one
+#: round trip, atomic in autocommit, no transaction); the inserted dataset's id (NULL when the
+#: dataset exists: ``Registry._register`` then decides) and the outbox row's id.
+_REGISTER_AT_ONCE = """\
+WITH ds AS (
+  INSERT INTO dataset (id, dataset_type, run, instrument, exposure, detector, ingest_time)
+  VALUES (%(id)s::uuid, %(dataset_type)s, %(run)s, %(instrument)s, %(exposure)s::bigint,
+          %(detector)s::integer, %(ingest_time)s::timestamptz)
+  ON CONFLICT DO NOTHING
+  RETURNING id
+), dr AS (
+  INSERT INTO datastore_record (dataset_id, uri, size, checksum, md5, readout_time,
+                                compressed_time, stored_time, transport)
+  SELECT id, %(uri)s::text, %(size)s::bigint, %(checksum)s::varchar, %(md5)s::varchar,
+         %(readout_time)s::timestamptz, %(compressed_time)s::timestamptz,
+         %(stored_time)s::timestamptz, %(transport)s::varchar
+  FROM ds
+), ob AS (
+  INSERT INTO arrival_outbox (dataset_id, topic, message_key, attributes, payload, created_at,
+                              lease_until, attempts, last_error)
+  SELECT id, %(topic)s::varchar, %(message_key)s::varchar, %(attributes)s::text,
+         %(payload)s::bytea, %(created_at)s::timestamptz, %(lease_until)s::timestamptz, 0, ''
+  FROM ds
+  RETURNING id
+)
+SELECT (SELECT id FROM ds), (SELECT id FROM ob)"""
+
 #: every optional field of ExposureRecord: an upsert fills those still unknown
 _EXPOSURE_FIELDS = tuple(f.name for f in fields(ExposureRecord))[3:]
 
@@ -141,7 +171,8 @@ class Registry:
     def __init__(self, engine: Engine, settings: RegistrySettings) -> None:
         self.engine = engine
         self.settings = settings
-        self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+        self._postgres = engine.dialect.name == "postgresql"
+        self._insert = postgresql.insert if self._postgres else sqlite.insert
         # Statements built once and executed with parameters: SQLAlchemy's compiled cache then
         # serves every call, instead of building and hashing a new statement per registration.
         self._insert_run = self._insert(tables.run).on_conflict_do_nothing()
@@ -269,6 +300,11 @@ class Registry:
         data_id = record.data_id
         exposure = exposure or ExposureRecord(data_id.instrument, data_id.exposure, data_id.day_obs)
         run = run_name(self.settings.run, data_id.instrument)
+        if self._postgres and announce is not None and not self._needs_dimensions(run, exposure):
+            at_once = self._retrying(lambda: self._register_at_once(record, announce))
+            if at_once is not None:
+                return at_once
+            # the dataset exists: the transaction below compares its bytes (or finds it)
         try:
             result = self._retrying(
                 lambda: self._in_tx(
@@ -288,6 +324,39 @@ class Registry:
             raise
         self._remember(run, exposure)
         return result
+
+    def _needs_dimensions(self, run: str, exposure: ExposureRecord) -> bool:
+        """Whether a registration must write the run or exposure row first."""
+        with self._known_lock:
+            known_run = run in self._known_runs
+        return not known_run or self._needs_exposure_upsert(exposure)
+
+    def _register_at_once(self, record: FileRecord, announce: Announcer) -> Registration | None:
+        """PostgreSQL, dimension rows committed: a new dataset with its datastore record and
+        outbox row in one autocommit statement (``_REGISTER_AT_ONCE``); None when the dataset
+        exists (nothing written). Retrying it is safe: it is atomic."""
+        data_id = record.data_id
+        dtype = self.settings.dataset_type
+        run = run_name(self.settings.run, data_id.instrument)
+        ds_id = dataset_id(data_id, dtype, run)
+        now = datetime.now(UTC)
+        registration = Registration(ds_id, dtype, run, True, now, record.uri)
+        message = announce(registration)
+        params = {
+            "dataset_type": dtype,
+            "run": run,
+            "instrument": data_id.instrument,
+            "exposure": data_id.exposure,
+            "detector": data_id.detector,
+            "ingest_time": now,
+            **_datastore_values(ds_id, record),
+            **outbox_values(ds_id, message, now, OUTBOX_LEASE_SECONDS),
+            "id": ds_id,
+        }
+        [(inserted, row_id)] = autocommit_rows(self.engine, _REGISTER_AT_ONCE, params)
+        if inserted is None:
+            return None
+        return dataclasses.replace(registration, outbox_id=int(row_id))
 
     def _exposure_fields(self, record: ExposureRecord) -> frozenset[str]:
         return frozenset(n for n in _EXPOSURE_FIELDS if getattr(record, n) not in (None, ()))

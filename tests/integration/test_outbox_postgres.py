@@ -49,3 +49,55 @@ def test_mark_published_skips_its_own_wal_flush_but_leaves_every_other_commit_sy
             assert conn.execute(text("SHOW synchronous_commit")).scalar_one() == "on"
     finally:
         reg.close()
+
+
+def test_a_registration_after_the_first_of_its_exposure_is_one_statement_with_the_same_rows(
+    postgres: str,
+) -> None:
+    """Once the run and exposure rows are committed, PostgreSQL registers a dataset, its
+    datastore record and its outbox row in one autocommit statement: the same rows as the
+    transaction writes, the pool's connections left as they were, a redelivery a duplicate
+    and different bytes a ChecksumConflict that overwrites nothing."""
+    import dataclasses
+
+    from sqlalchemy import event, text
+
+    from obsingest.errors import ChecksumConflict
+    from tests.unit.obsingest.registry.outbox_contract import announce, file_record
+
+    reg = Registry.open(RegistrySettings(url=postgres, pool_size=1, max_overflow=0))
+    statements: list[str] = []
+    event.listen(reg.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    try:
+        first = reg.register(file_record(1), announce=announce)  # writes the dimension rows
+        statements.clear()
+        second = reg.register(file_record(2), announce=announce)
+        assert statements == []  # not through SQLAlchemy: the driver's one statement
+        assert second.created and second.outbox_id is not None
+        assert second.outbox_id != first.outbox_id
+        row = reg.outbox.row(second.dataset_id)
+        assert row is not None and row["id"] == second.outbox_id
+        assert row["payload"] == announce(second).payload and row["published_at"] is None
+        assert row["lease_until"] is not None and row["attempts"] == 0
+        [stored] = [d for d in reg.datasets() if d["detector"] == 2]
+        assert (stored["uri"], stored["size"], stored["checksum"]) == (
+            "gs://b/raw/2",
+            100,
+            "crc32c:00000002",
+        )
+        with reg.engine.connect() as conn:  # back in the pool as it came: not autocommit
+            driver = conn.connection.driver_connection
+            assert driver is not None and driver.autocommit is False
+            assert conn.execute(text("SELECT count(*) FROM arrival_outbox")).scalar_one() == 2
+
+        again = reg.register(file_record(2), announce=announce)
+        assert not again.created and again.dataset_id == second.dataset_id
+        assert again.registered_time == second.registered_time
+        other = dataclasses.replace(file_record(2), checksum="crc32c:ffffffff")
+        with pytest.raises(ChecksumConflict):
+            reg.register(other, announce=announce)
+        [kept] = [d for d in reg.datasets() if d["detector"] == 2]
+        assert kept["checksum"] == "crc32c:00000002"
+        assert reg.outbox.status().pending == 2
+    finally:
+        reg.close()

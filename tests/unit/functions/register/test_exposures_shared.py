@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 
 import pytest
 
@@ -28,12 +29,15 @@ class GatedCheck:
         self.fail_first = fail_first
         self.gate = threading.Event()
         self.started: list[int] = []
+        #: the outbox rows each check was given to mark
+        self.marked: list[list[int]] = []
         self.lock = threading.Lock()
 
-    def check(self, instrument: str, exposure: int) -> Closing:
+    def check(self, instrument: str, exposure: int, published: Sequence[int] = ()) -> Closing:
         flights = self.closer_ref[0]._flights
         with self.lock:
             self.started.append(flights[(instrument, exposure)].asked)
+            self.marked.append(sorted(published))
             first = len(self.started) == 1
         if first:
             self.gate.wait(30)
@@ -42,20 +46,31 @@ class GatedCheck:
         return Closing(instrument, exposure, NOT_COMPLETE)
 
 
+class MarkRecorder:
+    """The announcer's ``mark``: rows marked on their own (a failed check's)."""
+
+    def __init__(self) -> None:
+        self.marked: list[list[int]] = []
+
+    def mark(self, row_ids: list[int]) -> None:
+        self.marked.append(sorted(row_ids))
+
+
 def _closer(fail_first: bool = False) -> tuple[ExposureCloser, GatedCheck]:
     ref: list[ExposureCloser] = []
     check = GatedCheck(ref, fail_first)
-    closer = ExposureCloser(check, announcer=None)  # type: ignore[arg-type]
+    closer = ExposureCloser(check, announcer=MarkRecorder())  # type: ignore[arg-type]
     ref.append(closer)
     return closer, check
 
 
 def _burst(closer: ExposureCloser, check: GatedCheck, callers: int) -> list:
+    """``callers`` concurrent calls, caller ``i`` with its published outbox row ``100 + i``."""
     results: list = [None] * callers
     order: list[int] = []
 
     def call(i: int) -> None:
-        results[i] = closer.close_quietly("LSSTCam", E)
+        results[i] = closer.close_quietly("LSSTCam", E, [100 + i])
 
     first = threading.Thread(target=call, args=(0,))
     first.start()
@@ -79,6 +94,9 @@ def test_a_burst_of_callers_shares_two_checks():
     results = _burst(closer, check, 20)
     # the running check started before 19 of them asked: one more check covers them all
     assert check.started == [1, 20]
+    # each check marks the rows of the callers it covers: one statement for both
+    assert check.marked == [[100], list(range(101, 120))]
+    assert closer.announcer.marked == []  # type: ignore[attr-defined]
     assert all(r is not None and r.outcome == NOT_COMPLETE for r in results)
     assert closer._flights == {}  # nothing kept once everyone is through
 
@@ -89,6 +107,9 @@ def test_a_failed_check_covers_nobody():
     assert results[0] is None  # logged, deferred to the sweep
     assert check.started == [1, 10]  # the others had their own (shared) check
     assert all(r is not None for r in results[1:])
+    # the failed check's row is marked on its own; the others' with their check
+    assert closer.announcer.marked == [[100]]  # type: ignore[attr-defined]
+    assert check.marked == [[100], list(range(101, 110))]
 
 
 def test_callers_one_after_the_other_each_check():
