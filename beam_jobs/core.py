@@ -122,9 +122,7 @@ class ArrivalSet:
     duplicates: int
 
 
-def dedupe(
-    arrivals: Iterable[ArrivalEvent | Arrival], expected: Iterable[int] | None
-) -> ArrivalSet:
+def dedupe(arrivals: Iterable[ArrivalEvent | Arrival], expected: Iterable[int] | None) -> ArrivalSet:
     """One arrival per detector: earliest publication wins, over dataset ids and over runs."""
     by_dataset: dict[str, Arrival] = {}
     total = 0

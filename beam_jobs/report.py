@@ -133,9 +133,7 @@ def plot_latency(arrivals: list[ArrivalEvent], budget: float, path: Path) -> Pat
     return _save(fig, path)
 
 
-def plot_latency_histogram(
-    arrivals: list[ArrivalEvent] | list[Arrival], budget: float, path: Path
-) -> Path:
+def plot_latency_histogram(arrivals: list[ArrivalEvent] | list[Arrival], budget: float, path: Path) -> Path:
     latencies = np.array([a.latency for a in _per_ccd(arrivals)])
     fig, ax = plt.subplots(figsize=(8, 4.5), layout="constrained")
     top = max(budget * 1.3, float(latencies.max()) if latencies.size else 0.0)
@@ -208,9 +206,7 @@ def plot_focal_plane(
     from matplotlib.colors import Normalize
 
     ccds = {
-        a.detector: a.latency
-        for a in _per_ccd(arrivals)
-        if a.key == (summary.instrument, summary.exposure)
+        a.detector: a.latency for a in _per_ccd(arrivals) if a.key == (summary.instrument, summary.exposure)
     }
     try:
         inst = camera.instrument(summary.instrument)
@@ -252,9 +248,7 @@ def plot_focal_plane(
         if lat > budget and d in pos:
             x, y, w, h = pos[d]
             ax.add_patch(
-                plt.Rectangle(
-                    (x - w / 2, y - h / 2), w, h, fill=False, edgecolor="tab:red", linewidth=1.2
-                )
+                plt.Rectangle((x - w / 2, y - h / 2), w, h, fill=False, edgecolor="tab:red", linewidth=1.2)
             )
     _raft_outlines(ax, summary.instrument, pos)
     for d, (x, y, _w, _h) in pos.items():
@@ -303,9 +297,7 @@ def plot_focal_plane(
     return _save(fig, path)
 
 
-def _raft_outlines(
-    ax: plt.Axes, instrument: str, pos: dict[int, tuple[float, float, float, float]]
-) -> None:
+def _raft_outlines(ax: plt.Axes, instrument: str, pos: dict[int, tuple[float, float, float, float]]) -> None:
     """A frame around each raft's detectors and the raft's name above it."""
     rafts: dict[str, list[tuple[float, float, float, float]]] = {}
     for d, box in pos.items():
@@ -317,13 +309,9 @@ def _raft_outlines(
         y0 = min(y - h / 2 for _, y, _, h in boxes) - 1.5
         y1 = max(y + h / 2 for _, y, _, h in boxes) + 1.5
         ax.add_patch(
-            plt.Rectangle(
-                (x0, y0), x1 - x0, y1 - y0, fill=False, edgecolor="steelblue", linewidth=0.9
-            )
+            plt.Rectangle((x0, y0), x1 - x0, y1 - y0, fill=False, edgecolor="steelblue", linewidth=0.9)
         )
-        ax.text(
-            (x0 + x1) / 2, y1 + 0.8, raft, ha="center", va="bottom", fontsize=6, color="steelblue"
-        )
+        ax.text((x0 + x1) / 2, y1 + 0.8, raft, ha="center", va="bottom", fontsize=6, color="steelblue")
 
 
 def _final(summaries: Iterable[ExposureSummary]) -> list[ExposureSummary]:
@@ -377,9 +365,7 @@ def write_report(
     final = _final(summaries)
     if arrivals:
         budget = final[0].budget_seconds if final else defaults.BUDGET_SECONDS
-        written["histogram"] = plot_latency_histogram(
-            arrivals, budget, output_dir / "latency_histogram.png"
-        )
+        written["histogram"] = plot_latency_histogram(arrivals, budget, output_dir / "latency_histogram.png")
     if final:
         chosen = next((s for s in final if s.exposure == exposure), None) if exposure else None
         if chosen is None:

@@ -177,8 +177,7 @@ def _raw_arrivals(file_name: str, block: Any, raw_schema: Any) -> Iterator[tuple
             r = read(data, raw_schema, None)
         except Exception as exc:  # fastavro raises several types on bad bytes
             raise BadInputFile(
-                f"{file_name}: record {index} of the block at byte {block.offset} does not "
-                f"decode: {exc!r}"
+                f"{file_name}: record {index} of the block at byte {block.offset} does not decode: {exc!r}"
             ) from exc
         arrival = (
             r["dataset_id"].lower(),  # as str(uuid.UUID(...)) spells it, whatever the writer did
@@ -200,8 +199,7 @@ def _block_records(file_name: str, block: Any) -> Iterator[dict[str, Any]]:
             record = next(records)
         except Exception as exc:  # fastavro raises several types on bad bytes
             raise BadInputFile(
-                f"{file_name}: record {index} of the block at byte {block.offset} does not "
-                f"decode: {exc!r}"
+                f"{file_name}: record {index} of the block at byte {block.offset} does not decode: {exc!r}"
             ) from exc
         yield record
 

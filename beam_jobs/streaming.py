@@ -77,9 +77,7 @@ class StreamingSettings:
 def _decode(
     pcoll: beam.PCollection, label: str, contract: str, settings: StreamingSettings
 ) -> beam.PCollection:
-    decoded = pcoll | f"Decode{label}" >> beam.ParDo(DecodeMessages(contract)).with_outputs(
-        BAD, main="ok"
-    )
+    decoded = pcoll | f"Decode{label}" >> beam.ParDo(DecodeMessages(contract)).with_outputs(BAD, main="ok")
     if settings.dead_letter_topic:
         _ = (
             decoded[BAD]
@@ -93,9 +91,7 @@ def _decode(
 
 def _source(p: beam.Pipeline, settings: StreamingSettings, what: str) -> beam.PCollection:
     contract = ArrivalEvent.SCHEMA if what == "Arrivals" else ExposureManifest.SCHEMA
-    subscription = (
-        settings.arrivals_subscription if what == "Arrivals" else settings.manifests_subscription
-    )
+    subscription = settings.arrivals_subscription if what == "Arrivals" else settings.manifests_subscription
     parts = []
     if subscription:
         raw = p | f"ReadPubSub{what}" >> beam.io.ReadFromPubSub(subscription=subscription)
@@ -103,9 +99,7 @@ def _source(p: beam.Pipeline, settings: StreamingSettings, what: str) -> beam.PC
     if settings.kafka_bootstrap:
         from apache_beam.io.kafka import ReadFromKafka
 
-        topic = (
-            settings.kafka_arrivals_topic if what == "Arrivals" else settings.kafka_manifests_topic
-        )
+        topic = settings.kafka_arrivals_topic if what == "Arrivals" else settings.kafka_manifests_topic
         raw = (
             p
             | f"ReadKafka{what}"

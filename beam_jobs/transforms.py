@@ -170,9 +170,7 @@ class FoldExposure(beam.CombineFn):
             if merged is None:
                 merged = [manifest, best]
                 continue
-            if manifest is not None and (
-                merged[0] is None or manifest.published < merged[0].published
-            ):
+            if manifest is not None and (merged[0] is None or manifest.published < merged[0].published):
                 merged[0] = manifest
             into: dict[int, tuple] = merged[1]
             for detector, payload in best.items():
@@ -200,9 +198,7 @@ class SummarizeGroupFn(beam.DoFn):
     def process(self, element: tuple[ExposureKey, list[Any]]) -> Iterator[Any]:
         key, (manifest, best) = element
         arrivals = [Arrival(*payload) for payload in best.values()]
-        summary = summarize_exposure(
-            manifest, arrivals, self.config.budget, key=key, trigger=TRIGGER_BATCH
-        )
+        summary = summarize_exposure(manifest, arrivals, self.config.budget, key=key, trigger=TRIGGER_BATCH)
         yield from _emit(summary, manifest, arrivals, self.unexpected)
 
 
@@ -246,9 +242,7 @@ def _emit(
 ARRIVAL_CODER = TupleCoder([StrUtf8Coder(), StrUtf8Coder()] + [VarIntCoder() for _ in range(5)])
 
 
-def deadline_micros(
-    manifest: ExposureManifest | None, arrivals: list[Arrival], config: SummaryConfig
-) -> int:
+def deadline_micros(manifest: ExposureManifest | None, arrivals: list[Arrival], config: SummaryConfig) -> int:
     """first readout + budget + grace; before any arrival, the expected readout (obs_start +
     exposure time) stands in for the first readout so a manifest alone still times out."""
     if arrivals:

@@ -78,9 +78,7 @@ def ours(root: Path, bucket: str, parallel: int) -> float:
     try:
         started = time.monotonic()
         report = run_backfill(
-            BackfillConfig(
-                [str(root)], f"gs://{bucket}/archive", spool, parallel=parallel, progress=False
-            )
+            BackfillConfig([str(root)], f"gs://{bucket}/archive", spool, parallel=parallel, progress=False)
         )
         seconds = time.monotonic() - started
     finally:
@@ -115,10 +113,7 @@ def _once(tool: str, root: Path, paths: list[Path], client: Any, n: int) -> floa
     print(f"backfill benchmark: {tool}, --parallel {n} ...", file=sys.stderr)
     bucket = fresh_bucket(client, f"bench-backfill-{tool[:6]}")
     try:
-        if tool == "obsingest":
-            seconds = ours(root, bucket, n)
-        else:
-            seconds = google(root, paths, client, bucket, n)
+        seconds = ours(root, bucket, n) if tool == "obsingest" else google(root, paths, client, bucket, n)
     finally:
         stored = drop_bucket(client, bucket)
     if stored != len(paths):

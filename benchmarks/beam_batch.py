@@ -51,9 +51,7 @@ def _events(exposures: int) -> tuple[list[ExposureManifest], list[dict[str, Any]
         exposure = DAY * 100_000 + seq
         start = T0 + timedelta(seconds=17 * seq)
         manifests.append(
-            ExposureManifest(
-                "LSSTCam", exposure, DAY, list(range(DETECTORS)), start, 15.0, "r", start
-            )
+            ExposureManifest("LSSTCam", exposure, DAY, list(range(DETECTORS)), start, 15.0, "r", start)
         )
         readout = start + timedelta(seconds=15)
         latencies = rng.gamma(6.0, 0.3, DETECTORS)
@@ -84,9 +82,7 @@ def _events(exposures: int) -> tuple[list[ExposureManifest], list[dict[str, Any]
 
 def _write_inputs(workdir: Path) -> tuple[list[str], list[str], int]:
     manifests, records = _events(EXPOSURES)
-    avro.write_container(
-        workdir / "manifests.avro", "ExposureManifest", [m.to_record() for m in manifests]
-    )
+    avro.write_container(workdir / "manifests.avro", "ExposureManifest", [m.to_record() for m in manifests])
     shards = 4
     for i in range(shards):
         avro.write_container(workdir / f"arrivals-{i}.avro", "ArrivalEvent", records[i::shards])

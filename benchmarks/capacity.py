@@ -43,9 +43,7 @@ def calibrate(timeout: float) -> tuple[dict[str, Any], dict[str, Any]]:
         runs, out = Path(tmp) / "calibration.json", Path(tmp) / "out.json"
         cmd = [sys.executable, "-m", "obsingest_cli", "bench", "capacity", "--camera", "LSSTCam"]
         cmd += ["--calibration", str(runs), "--json", str(out), "--run-dir", str(RUN_DIR)]
-        proc = subprocess.run(
-            cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, timeout=timeout, check=False
-        )
+        proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, timeout=timeout, check=False)
         if proc.returncode != 0 or not out.exists():
             raise RuntimeError(f"bench capacity exit {proc.returncode}: {proc.stdout[-1500:]}")
         return json.loads(runs.read_text()), json.loads(out.read_text())
@@ -95,8 +93,7 @@ def median_calibration(cals: list[Any]) -> tuple[Any, dict[str, float]]:
     """(the calibration of median total CPU per CCD, each stage's median CPU per CCD)."""
     ordered = sorted(cals, key=lambda c: c.total_cpu)
     stages = {
-        stage: round(statistics.median(c.stages()[stage] for c in cals), 5)
-        for stage in ordered[0].stages()
+        stage: round(statistics.median(c.stages()[stage] for c in cals), 5) for stage in ordered[0].stages()
     }
     return ordered[(len(ordered) - 1) // 2], stages
 
@@ -116,8 +113,7 @@ def run(timeout: float = 280.0, calibrations: int = CALIBRATIONS) -> dict[str, A
     transfer = json.loads(TRANSFER.read_text()) if TRANSFER.exists() else {}
     checks = validate(cal, measured_rows(transfer))
     cameras = {
-        name: capacity.camera_report(cal, capacity.CAMERAS[name], CADENCE, 5.0, 7.0, 16)
-        for name in CAMERAS
+        name: capacity.camera_report(cal, capacity.CAMERAS[name], CADENCE, 5.0, 7.0, 16) for name in CAMERAS
     }
     result = {
         **run_header("capacity"),
@@ -172,8 +168,7 @@ def format_tables(result: dict[str, Any]) -> str:
         f"{cal['background']:.2f} cores during the calibration (the median of the runs by "
         "total CPU per CCD: the one the model uses).",
         "",
-        "| CCDs per exposure | measured max s | predicted max s | error | other users, cores "
-        "| bottleneck |",
+        "| CCDs per exposure | measured max s | predicted max s | error | other users, cores | bottleneck |",
         "| ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for c in result["validation"]:

@@ -84,9 +84,7 @@ def _astropy(src: Path, dst: Path, whole_amp: bool) -> None:
         out = fits.HDUList([fits.PrimaryHDU(header=hdus[0].header)])
         for hdu in hdus[1:]:
             tile = hdu.data.shape if whole_amp else None
-            out.append(
-                fits.CompImageHDU(hdu.data, hdu.header, compression_type="RICE_1", tile_shape=tile)
-            )
+            out.append(fits.CompImageHDU(hdu.data, hdu.header, compression_type="RICE_1", tile_shape=tile))
         out.writeto(dst, overwrite=True)
 
 
@@ -266,9 +264,7 @@ def _median_processes(
             done = subprocess.run(argv, cwd=cwd, capture_output=True, check=False)
             seconds = time.perf_counter() - start
             if done.returncode:
-                raise RuntimeError(
-                    f"{name}: exit {done.returncode}: {(done.stdout + done.stderr)!r}"
-                )
+                raise RuntimeError(f"{name}: exit {done.returncode}: {(done.stdout + done.stderr)!r}")
             if rep:
                 samples[name].append(seconds)
             else:

@@ -123,9 +123,7 @@ class DirectPath:
         self.subscriber = SubscriberThread(self.project, "bench-arrivals", self._on_arrival)
         self.subscriber.start()
         wiring.configure(
-            wiring.build_service(
-                self.store, self.registry, self.publisher, StoreSettings(), self.bus
-            )
+            wiring.build_service(self.store, self.registry, self.publisher, StoreSettings(), self.bus)
         )
         self.relay = build_relay(
             RelaySettings(min_backoff=0.0, max_backoff=2.0, concurrency=4),
@@ -206,9 +204,7 @@ def run(exposures: int = 2, detectors: int = 9, workers: int = 2) -> dict[str, A
                 bad = [o for o in outcomes if not o.ok]
                 if bad:
                     raise RuntimeError(f"edge: {len(bad)} CCDs not acked: {bad[0].error}")
-                ship_seconds += [
-                    o.read_seconds + o.compress_seconds + o.send_seconds for o in outcomes
-                ]
+                ship_seconds += [o.read_seconds + o.compress_seconds + o.send_seconds for o in outcomes]
                 deadline = time.monotonic() + 120
                 while len(path.received) < (index + 1) * detectors:
                     if time.monotonic() > deadline:

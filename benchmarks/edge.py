@@ -242,8 +242,7 @@ def format_table(result: dict[str, Any]) -> str:
         s = result[name]
         ratio = s["mean"] / result["reference"]["mean"]
         lines.append(
-            f"| {name} | {s['n']} | {s['mean']:.3f} | {s['p50']:.3f} | {s['max']:.3f} "
-            f"| {ratio:.3f}x |"
+            f"| {name} | {s['n']} | {s['mean']:.3f} | {s['p50']:.3f} | {s['max']:.3f} | {ratio:.3f}x |"
         )
     goal = result["goal"]
     added = result["edge_added"]

@@ -96,9 +96,7 @@ def _store_exposure(store: Any, registry: Any, seq: int) -> None:
     with registry.engine.begin() as conn:
         if seq == 1:
             conn.execute(insert(tables.run).values(name=RUN))
-        conn.execute(
-            insert(tables.exposure).values(instrument=INSTRUMENT, id=exposure, day_obs=DAY_OBS)
-        )
+        conn.execute(insert(tables.exposure).values(instrument=INSTRUMENT, id=exposure, day_obs=DAY_OBS))
         conn.execute(insert(tables.dataset), datasets)
         conn.execute(insert(tables.datastore_record), records)
         conn.execute(insert(arrival_outbox), outbox)
@@ -142,9 +140,7 @@ def _world(objects: int) -> Any:
         settings = ReconcileSettings(canary=False, window=12 * 3600.0)
         facility = build_facility(service, BusSettings(), settings, RedriveSettings(enabled=False))
         assert facility.reconciler is not None  # built: ReconcileSettings were given
-        facility.clock = facility.reconciler.clock = lambda: (
-            datetime.now(UTC) + timedelta(seconds=AHEAD)
-        )
+        facility.clock = facility.reconciler.clock = lambda: datetime.now(UTC) + timedelta(seconds=AHEAD)
         world = {
             "facility": facility,
             "store": store,

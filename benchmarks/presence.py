@@ -270,9 +270,7 @@ def run(
         "backends": {},
     }
     for backend in backends:
-        result["backends"][backend] = run_backend(
-            backend, exposures, rate, duration, warmup, workers
-        )
+        result["backends"][backend] = run_backend(backend, exposures, rate, duration, warmup, workers)
     worst = max(b["overall"]["p99_ms"] for b in result["backends"].values())
     achieved = min(b["rate_achieved_per_s"] for b in result["backends"].values())
     result["goal"] = {

@@ -77,8 +77,7 @@ async def drive(
     for _ in range(16):
         idle.append(await connect())
     requests = [
-        (kind, f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
-        for kind, path in paths
+        (kind, f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode()) for kind, path in paths
     ]
     total = int((warmup + duration) * rate)
     latencies: dict[str, list[float]] = defaultdict(list)

@@ -303,10 +303,7 @@ def write_readme(runs: list[dict[str, Any]], info: dict[str, Any]) -> None:
         "| benchmark | status | seconds | date |",
         "| --- | --- | ---: | --- |",
     ]
-    lines += [
-        f"| {r['name']} | {r['error'] or 'ok'} | {r['seconds']} | {r.get('date', '-')} |"
-        for r in runs
-    ]
+    lines += [f"| {r['name']} | {r['error'] or 'ok'} | {r['seconds']} | {r.get('date', '-')} |" for r in runs]
     for r in runs:
         lines += ["", f"## {r['name']}", ""]
         if r["result"] is None:
@@ -328,9 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     names = discover()
     unknown = sorted(set(only) - set(names))
     if unknown:
-        print(
-            f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(names)}", file=sys.stderr
-        )
+        print(f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(names)}", file=sys.stderr)
         return 2
     t0 = time.monotonic()
     load_before = [round(x, 2) for x in os.getloadavg()]

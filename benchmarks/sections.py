@@ -91,9 +91,7 @@ def _table(rows: list[tuple[str, dict[str, Any]]], first: str) -> list[str]:
 def generic(result: dict[str, Any]) -> str:
     """Benchmarks without a dedicated section: their scalars, then one table per list of
     records or mapping of records, then the goal."""
-    scalars = {
-        k: v for k, v in result.items() if _scalar(v) and k not in ("benchmark", "when", "host")
-    }
+    scalars = {k: v for k, v in result.items() if _scalar(v) and k not in ("benchmark", "when", "host")}
     lines = [f"- {k}: {_cell(v)}" for k, v in scalars.items()]
     for key, value in result.items():
         if isinstance(value, list) and value and all(isinstance(r, dict) for r in value):
@@ -191,9 +189,7 @@ def _presence(result: dict[str, Any]) -> str:
 
     goal = result["goal"]
     first = next(iter(result["backends"].values()))
-    lag = "; ".join(
-        f"{name} p99 {b['send_lag']['p99_ms']} ms" for name, b in result["backends"].items()
-    )
+    lag = "; ".join(f"{name} p99 {b['send_lag']['p99_ms']} ms" for name, b in result["backends"].items())
     return "\n".join(
         [
             f"`obsingest serve` on a night of LSSTCam ({first['exposures']} exposures, "
@@ -226,8 +222,7 @@ def _butler_facility(result: dict[str, Any]) -> str:
         f"| obsingest, delivery -> last CCD announced | {ours['seconds']} | "
         f"{ours['in_butler']} | {ours['registered']} | {ours['announced']} | "
         f"{ours['batches']} ({ours['largest_batch']}) |",
-        f"| `butler ingest-files` (whole command) | {ref['seconds']} | {ref['in_butler']} "
-        "| - | - | - |",
+        f"| `butler ingest-files` (whole command) | {ref['seconds']} | {ref['in_butler']} | - | - | - |",
         "",
     ]
     lines += [

@@ -131,8 +131,7 @@ def run(
         },
         "ccd_size": ccd_size,
         "numexp": numexp,
-        "mode": "read raw + compress + send through the edge service, end to end "
-        "(readout -> announced)",
+        "mode": "read raw + compress + send through the edge service, end to end (readout -> announced)",
         "paths": {p: PATHS[p][1] for p in runs},
         "budget_seconds": BUDGET,
         "published": {str(k): v for k, v in PUBLISHED.items()},
@@ -208,9 +207,7 @@ def format_stages(result: dict[str, Any]) -> str:
     if not rows:
         return "(no end-to-end stage figures)"
     names = [s["stage"] for s in rows[0]["stages"]]
-    header = (
-        "| stage | " + " | ".join(f"{r['path']} {r['ccds']} CCDs p50 / max s" for r in rows) + " |"
-    )
+    header = "| stage | " + " | ".join(f"{r['path']} {r['ccds']} CCDs p50 / max s" for r in rows) + " |"
     lines = [header, "| --- |" + " ---: |" * len(rows)]
     for name in names:
         cells = []
@@ -229,20 +226,15 @@ def format_cpu(result: dict[str, Any]) -> str:
         return "(no CPU figures)"
     widest = max(rows, key=lambda r: len(r["cpu"]["per_exposure"]))  # its order, then the rest
     roles = list(
-        dict.fromkeys(
-            [*widest["cpu"]["per_exposure"], *(k for r in rows for k in r["cpu"]["per_exposure"])]
-        )
+        dict.fromkeys([*widest["cpu"]["per_exposure"], *(k for r in rows for k in r["cpu"]["per_exposure"])])
     )
     lines = [
-        "| role | "
-        + " | ".join(f"{r['path']} {r['ccds']} CCDs, CPU s / exposure" for r in rows)
-        + " |",
+        "| role | " + " | ".join(f"{r['path']} {r['ccds']} CCDs, CPU s / exposure" for r in rows) + " |",
         "| --- |" + " ---: |" * len(rows),
     ]
     for role in roles:
         cells = [
-            f"{r['cpu']['per_exposure'][role]:.1f}" if role in r["cpu"]["per_exposure"] else "-"
-            for r in rows
+            f"{r['cpu']['per_exposure'][role]:.1f}" if role in r["cpu"]["per_exposure"] else "-" for r in rows
         ]
         lines.append(f"| {role} | " + " | ".join(cells) + " |")
     notes = []

@@ -91,9 +91,7 @@ def decode(message: bytes, expect: str | None = None) -> tuple[str, dict[str, An
     body = io.BytesIO(message)  # shares the bytes (no copy of a multi-MiB chunk payload)
     body.seek(HEADER_SIZE)
     try:
-        record = cast(
-            dict[str, Any], fastavro.schemaless_reader(body, writer.parsed, reader.parsed)
-        )
+        record = cast(dict[str, Any], fastavro.schemaless_reader(body, writer.parsed, reader.parsed))
     except Exception as exc:  # fastavro raises a variety of types on garbage input
         raise BadMessage(f"undecodable {writer.label} body: {exc}") from exc
     return writer.name, record

@@ -335,8 +335,7 @@ def name_claim(name: str, prefix: str = DEFAULT_PREFIX) -> tuple[DataId, str | N
         raise type(exc)(f"object {name!r}: {exc}") from None
     if data_id.day_obs != int(match["day_obs"]):
         raise BadObjectName(
-            f"object {name!r}: day_obs {match['day_obs']} does not match "
-            f"exposure {data_id.exposure}"
+            f"object {name!r}: day_obs {match['day_obs']} does not match exposure {data_id.exposure}"
         )
     return data_id, obs_id
 
@@ -354,9 +353,7 @@ def _rubin_data_id(match: re.Match[str]) -> DataId:
     try:
         detector = camera.detector_by_name(instrument, full_name).id
     except KeyError:
-        raise BadObjectName(
-            f"no detector {match['raft']}_{match['sensor']} in {instrument}"
-        ) from None
+        raise BadObjectName(f"no detector {match['raft']}_{match['sensor']} in {instrument}") from None
     return DataId(instrument, exposure, detector)
 
 

@@ -107,9 +107,7 @@ class Hdu:
         if text is None:
             if default is not None:
                 return default
-            raise FitsFormatError(
-                f"HDU {self.index}: missing required keyword {key}", 202, self.index
-            )
+            raise FitsFormatError(f"HDU {self.index}: missing required keyword {key}", 202, self.index)
         try:
             number = self.ints[key] = int(text)
         except ValueError:
@@ -202,8 +200,7 @@ def read_header(buf: memoryview, offset: int, index: int) -> tuple[tuple[bytes, 
             for i, card in enumerate(block_cards[:end]):
                 if not _KEY.match(card[:8]):
                     raise FitsFormatError(
-                        f"HDU {index}: invalid header card at byte {pos - BLOCK + i * CARD}: "
-                        f"{card[:20]!r}",
+                        f"HDU {index}: invalid header card at byte {pos - BLOCK + i * CARD}: {card[:20]!r}",
                         207,
                         index,
                     )
@@ -234,9 +231,7 @@ def parse_fits(data: bytes | bytearray | memoryview) -> list[Hdu]:
         if index and bytes(buf[offset : offset + 10]) != b"XTENSION= ":
             if not bytes(buf[offset:]).strip(b"\0 "):
                 break  # trailing blank blocks are allowed after the last HDU
-            raise FitsFormatError(
-                f"HDU {index} at byte {offset} does not start with XTENSION", 252, index
-            )
+            raise FitsFormatError(f"HDU {index} at byte {offset} does not start with XTENSION", 252, index)
         cards, data_offset = read_header(buf, offset, index)
         hdu = Hdu(index, cards, data_offset, 0)
         bitpix = hdu.int_value("BITPIX")
@@ -257,9 +252,7 @@ def parse_fits(data: bytes | bytearray | memoryview) -> list[Hdu]:
         # a negative count would make the data size negative: the walk would go back (for ever)
         for key, count in (("PCOUNT", pcount), ("GCOUNT", gcount)):
             if count < 0:
-                raise FitsFormatError(
-                    f"HDU {index}: invalid {key} {count}", _INT_STATUS[key], index
-                )
+                raise FitsFormatError(f"HDU {index}: invalid {key} {count}", _INT_STATUS[key], index)
         data_size = abs(bitpix) // 8 * gcount * (pcount + pixels) if naxis else 0
         if data_offset + data_size > size:
             raise FitsFormatError(
@@ -286,9 +279,7 @@ def parse_primary(head: bytes | bytearray | memoryview) -> Hdu:
 
 #: a run of whole header cards whose keyword fields are valid (what ``read_header`` checks)
 _CARD_RUN = re.compile(
-    rb"(?s:(?:"
-    + rb"|".join(rb"[A-Z0-9_-]{%d} {%d}" % (k, 8 - k) for k in range(8, -1, -1))
-    + rb").{72})*"
+    rb"(?s:(?:" + rb"|".join(rb"[A-Z0-9_-]{%d} {%d}" % (k, 8 - k) for k in range(8, -1, -1)) + rb").{72})*"
 )
 
 

@@ -52,17 +52,13 @@ LATENCY_BUCKETS: tuple[float, ...] = (
     *(0.25, 0.5, 1, 2, 3, 5, 6, 7, 8, 9, 10, 12, 14, 16, 18, 20, 25, 30, 45, 60),
 )
 #: registry operations and presence API requests: milliseconds to seconds.
-FAST_BUCKETS: tuple[float, ...] = (
-    *(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
-)
+FAST_BUCKETS: tuple[float, ...] = (*(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),)
 
 OTHER = "other"
 
 #: Which CCD outcomes each component counts (``obsingest_ccds_total``).
 COMPONENT_OUTCOMES: dict[str, frozenset[str]] = {
-    "edge": frozenset(
-        {"seen", "compressed", "sent", "acknowledged", "refused", "quarantined", "retried"}
-    ),
+    "edge": frozenset({"seen", "compressed", "sent", "acknowledged", "refused", "quarantined", "retried"}),
     "assembler": frozenset({"stored", "duplicate", "quarantined", "dead_lettered"}),
     "relay": frozenset({"delivered", "retried", "dead_lettered", "redriven"}),
     "register": frozenset({"registered", "duplicate", "quarantined", "ignored", "retried"}),

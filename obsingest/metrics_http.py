@@ -62,8 +62,7 @@ def serve_metrics(
         )
     except OSError as exc:
         raise MetricsPortUnavailable(
-            f"cannot serve /metrics on {settings.addr}:{settings.port} "
-            f"(OBSINGEST_METRICS_PORT): {exc}"
+            f"cannot serve /metrics on {settings.addr}:{settings.port} (OBSINGEST_METRICS_PORT): {exc}"
         ) from exc
     return MetricsServer(server, thread)
 

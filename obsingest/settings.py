@@ -93,9 +93,7 @@ class KafkaClientSettings(BaseSettings):
 class BusSettings(BaseSettings):
     """Topic names shared by producers, functions and jobs."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="OBSINGEST_BUS_", extra="ignore", populate_by_name=True
-    )
+    model_config = SettingsConfigDict(env_prefix="OBSINGEST_BUS_", extra="ignore", populate_by_name=True)
 
     #: Where ArrivalEvents go: "memory" (in-process), "pubsub", "kafka", or "pubsub,kafka".
     backend: str = "memory"

@@ -53,9 +53,7 @@ class FacilityHandle:
             subscribe(self.project, bus.arrivals_topic, name)
         return name
 
-    def arrivals(
-        self, subscription: str, count: int = 1, timeout: float = 60.0
-    ) -> list[ArrivalEvent]:
+    def arrivals(self, subscription: str, count: int = 1, timeout: float = 60.0) -> list[ArrivalEvent]:
         """At least ``count`` ArrivalEvents from ``subscription`` (acked), or what came by
         ``timeout`` seconds."""
         from obsingest.bus.pull import PubSubPullSource

@@ -40,9 +40,7 @@ def open_sender(url: str, prefix: str, quarantine_prefix: str, producer: str) ->
         from obsingest.store import open_store
         from producers.uploader import DirectUploader
 
-        store = open_store(
-            StoreSettings(url=url, prefix=prefix, quarantine_prefix=quarantine_prefix)
-        )
+        store = open_store(StoreSettings(url=url, prefix=prefix, quarantine_prefix=quarantine_prefix))
         return DirectUploader(store, prefix, quarantine_prefix, producer=producer)
     if url.startswith("kafka://"):
         from producers.kafka import open_kafka_sender

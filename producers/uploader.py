@@ -53,9 +53,7 @@ class DirectUploader:
         # named from its header: the camera's file name in Rubin's layout (producers.ccd_bytes)
         name = check_ccd_bytes(data_id, data).object_name(self.prefix)
         checksum = checksum_str(data)
-        meta = object_metadata(
-            checksum, readout_time, compressed_time, self.transport, self.producer
-        )
+        meta = object_metadata(checksum, readout_time, compressed_time, self.transport, self.producer)
         try:
             result = self.store.put(name, data, meta)
         except ObjectConflict as conflict:
@@ -73,9 +71,7 @@ class DirectUploader:
         conflict: ChecksumConflict,
     ) -> UploadResult:
         checksum = meta[MetadataKeys.CHECKSUM]
-        parked, parked_meta = parked_copy(
-            self.quarantine_prefix, name, checksum, meta, conflict.reason
-        )
+        parked, parked_meta = parked_copy(self.quarantine_prefix, name, checksum, meta, conflict.reason)
         result = self.store.put(parked, data, parked_meta)
         log_event(
             log,

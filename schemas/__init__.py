@@ -134,8 +134,7 @@ def validate_all(directory: Path = SCHEMA_DIR) -> list[SchemaVersion]:
             problems = check_full_compatibility(previous.raw, current.raw)
             if problems:
                 raise SchemaError(
-                    f"{current.label} is not compatible with {previous.label}: "
-                    + "; ".join(problems)
+                    f"{current.label} is not compatible with {previous.label}: " + "; ".join(problems)
                 )
         checked.extend(items)
     return checked

@@ -198,10 +198,7 @@ def _describe(node: _Node) -> str:
 
 def _decimal_mismatch(reader: tuple[int, int] | None, writer: tuple[int, int] | None) -> str | None:
     if reader is not None and writer is not None and reader != writer:
-        return (
-            f"decimal precision/scale {writer[0]}/{writer[1]} cannot be read as "
-            f"{reader[0]}/{reader[1]}"
-        )
+        return f"decimal precision/scale {writer[0]}/{writer[1]} cannot be read as {reader[0]}/{reader[1]}"
     return None
 
 
@@ -252,9 +249,7 @@ class _Resolver:
                 if _mismatch(branch, writer) is None:
                     return self.resolve(branch, writer, path)
             options = ", ".join(_describe(b) for b in reader.branches)
-            return [
-                f"{path}: {_describe(writer)} matches no branch of the reader's union ({options})"
-            ]
+            return [f"{path}: {_describe(writer)} matches no branch of the reader's union ({options})"]
         why = _mismatch(reader, writer)
         if why is not None:
             return [f"{path}: {why}"]

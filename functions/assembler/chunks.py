@@ -66,9 +66,7 @@ def validate_chunk(chunk: CcdChunk) -> DataId:
         raise ChunkPoison(PoisonReason.BAD_DATA_ID, str(exc)) from None
     key = data_id.key
     if chunk.day_obs != data_id.day_obs:
-        raise ChunkPoison(
-            PoisonReason.BAD_DATA_ID, f"{key}: day_obs {chunk.day_obs} does not match exposure"
-        )
+        raise ChunkPoison(PoisonReason.BAD_DATA_ID, f"{key}: day_obs {chunk.day_obs} does not match exposure")
     if chunk.chunk_count < 1 or chunk.total_size < 0:
         raise ChunkPoison(
             PoisonReason.BAD_CHUNK,

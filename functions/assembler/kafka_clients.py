@@ -73,9 +73,7 @@ def committed_lag(consumer: Any, assigned: list[tuple[str, int]], committed: dic
     lag = 0
     for topic, partition in assigned:
         try:
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), cached=True
-            )
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
         except Exception:  # nothing fetched yet on this partition
             continue
         if high >= 0:

@@ -28,9 +28,7 @@ _OVERRIDES = (
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The assembler's options; every one defaults to its OBSINGEST_ASSEMBLER_* variable."""
-    p.add_argument(
-        "--bootstrap-servers", help="Kafka bootstrap servers (or KAFKA_BOOTSTRAP_SERVERS)"
-    )
+    p.add_argument("--bootstrap-servers", help="Kafka bootstrap servers (or KAFKA_BOOTSTRAP_SERVERS)")
     p.add_argument("--topic", help="chunks topic (default ccd-chunks)")
     p.add_argument("--dlq-topic", help="dead-letter topic (default ccd-chunks-dlq)")
     p.add_argument("--group", dest="group_id", help="consumer group id (default ccd-assembler)")

@@ -62,9 +62,7 @@ def reread(settings: AssemblerSettings, rec: Recover) -> list[Verdict]:
     finally:
         reader.close()
     finished: list[Verdict] = [
-        v
-        for v in verdicts
-        if isinstance(v, Completed) or (isinstance(v, Poison) and v.value is None)
+        v for v in verdicts if isinstance(v, Completed) or (isinstance(v, Poison) and v.value is None)
     ]
     if not finished:
         raise RecoveryFailed(f"{rec.data_id}: re-read did not complete the file")

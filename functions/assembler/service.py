@@ -134,9 +134,7 @@ class AssemblerService:
         #: the store failure that made the instance fail, raised by the next poll
         self._store_error: BaseException | None = None
         #: completed files being written: they hold their partition's commit back
-        self._stores = ThreadPoolExecutor(
-            settings.store_concurrency, thread_name_prefix="assembler-store"
-        )
+        self._stores = ThreadPoolExecutor(settings.store_concurrency, thread_name_prefix="assembler-store")
         self._pending: dict[Future[None], Completed] = {}
         #: set once this instance owns at least one partition (tests and the demo wait on it)
         self.assigned = threading.Event()
@@ -151,9 +149,7 @@ class AssemblerService:
                 on_lost=self._on_lost,
             )
             self._subscribed = True
-            log_event(
-                log, "assembler.subscribed", topic=self.settings.topic, group=self.settings.group_id
-            )
+            log_event(log, "assembler.subscribed", topic=self.settings.topic, group=self.settings.group_id)
 
     def run(self, stop: threading.Event | None = None, idle_exit_s: float | None = None) -> None:
         """Poll until ``stop`` is set (or, with ``idle_exit_s``, until idle that long with no
@@ -325,10 +321,7 @@ class AssemblerService:
             return
         held = self._held_back()
         with self._lock:
-            safe = {
-                tp: min(off, held.get(tp, off))
-                for tp, off in self.reassembler.safe_offsets().items()
-            }
+            safe = {tp: min(off, held.get(tp, off)) for tp, off in self.reassembler.safe_offsets().items()}
             offsets = [
                 TopicPartition(t, p, off)
                 for (t, p), off in safe.items()

@@ -71,9 +71,7 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     }
 }
 
-ExposureId = Annotated[
-    int, Path(ge=1, le=INT64_MAX, description="day_obs * 100000 + sequence number")
-]
+ExposureId = Annotated[int, Path(ge=1, le=INT64_MAX, description="day_obs * 100000 + sequence number")]
 
 
 #: route template -> the catalogue's ``route`` label (never the ids in the path)
@@ -152,8 +150,7 @@ def create_app(
         if found is None:
             raise QueryRefused(
                 "unknown-exposure",
-                f"the registry has no manifest and no dataset of {instrument.value} exposure "
-                f"{exposure}",
+                f"the registry has no manifest and no dataset of {instrument.value} exposure {exposure}",
                 404,
             )
         return _exposure(found)

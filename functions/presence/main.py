@@ -60,8 +60,7 @@ def serve(
     where = reader.source
     log_event(log, "presence.serving", host=settings.host, port=settings.port, registry=where)
     print(
-        f"presence API on http://{settings.host}:{settings.port}/ (OpenAPI: /openapi.json) "
-        f"reading {where}",
+        f"presence API on http://{settings.host}:{settings.port}/ (OpenAPI: /openapi.json) reading {where}",
         file=sys.stderr,
         flush=True,
     )
@@ -85,9 +84,7 @@ def _uvicorn_options(settings: PresenceSettings) -> dict[str, Any]:
     }
 
 
-def _serve_workers(
-    settings: PresenceSettings, registry_url: str | None, budget_seconds: float | None
-) -> int:
+def _serve_workers(settings: PresenceSettings, registry_url: str | None, budget_seconds: float | None) -> int:
     """Several uvicorn worker processes on one port: each builds its app from the environment
     (``app_from_settings``), so what the command line said is passed on through it."""
     import os
@@ -100,8 +97,7 @@ def _serve_workers(
         os.environ["OBSINGEST_BUDGET_SECONDS"] = str(budget_seconds)
     build_app().state.reader.close()  # fail here, once, if the registry cannot be read
     print(
-        f"presence API on http://{settings.host}:{settings.port}/ with {settings.workers} "
-        "worker processes",
+        f"presence API on http://{settings.host}:{settings.port}/ with {settings.workers} worker processes",
         file=sys.stderr,
         flush=True,
     )

@@ -71,9 +71,7 @@ def stamped_payload(message: OutboxMessage, arrival: ArrivalEvent, sent: Arrival
     body's tail (one Avro encoding per CCD, not two), else ``sent`` encoded again."""
     if _STAMP_IS_TAIL:
         old = avro.timestamp_micros(arrival.published_time)
-        body = avro.replace_trailing_long(
-            message.payload, old, avro.timestamp_micros(sent.published_time)
-        )
+        body = avro.replace_trailing_long(message.payload, old, avro.timestamp_micros(sent.published_time))
         if body is not None:
             return body
     return sent.encode()
@@ -169,13 +167,9 @@ class ArrivalAnnouncer:
         sent = dataclasses.replace(view, published_time=utcnow()) if view is not None else None
         payload = sent.encode() if sent is not None else message.payload
         try:
-            self.publisher.publish(
-                message.topic, payload, key=message.key, attributes=message.attributes
-            )
+            self.publisher.publish(message.topic, payload, key=message.key, attributes=message.attributes)
         except Exception as exc:  # any publisher failure: the row stays, with the reason
-            self._failed(
-                row_id, exc, "outbox.publish_deferred", topic=message.topic, key=message.key
-            )
+            self._failed(row_id, exc, "outbox.publish_deferred", topic=message.topic, key=message.key)
             return None
         self.mark([row_id] if row_id is not None else [])
         return sent if sent is not None else payload

@@ -47,9 +47,7 @@ class KeyCache:
         **kwargs: Any,
     ) -> Any:
         if method != "GET" or body is not None:
-            return self._inner(
-                url, method=method, body=body, headers=headers, timeout=timeout, **kwargs
-            )
+            return self._inner(url, method=method, body=body, headers=headers, timeout=timeout, **kwargs)
         now = self._clock()
         with self._lock:
             kept = self._kept.get(url)
@@ -109,9 +107,7 @@ def current_settings() -> FunctionSettings:
     return settings
 
 
-def verify_push_request(
-    request: Any, settings: FunctionSettings | None = None
-) -> tuple[str, int] | None:
+def verify_push_request(request: Any, settings: FunctionSettings | None = None) -> tuple[str, int] | None:
     """None when the request may proceed, else the (body, status) to answer with."""
     settings = settings or current_settings()
     if not settings.push_auth:

@@ -52,9 +52,7 @@ class ExposureCloser:
     #: seconds after shutter close (obs_start + exposure time) when an exposure is overdue
     allowance: float = defaults.BUDGET_SECONDS + defaults.EXPOSURE_DEADLINE_GRACE_SECONDS
     _flights: dict[tuple[str, int], _Flight] = field(default_factory=dict, init=False, repr=False)
-    _landed: threading.Condition = field(
-        default_factory=threading.Condition, init=False, repr=False
-    )
+    _landed: threading.Condition = field(default_factory=threading.Condition, init=False, repr=False)
 
     def close(self, instrument: str, exposure: int, published: Sequence[int] = ()) -> Closing:
         """Check one exposure now (``published``: outbox rows to mark published first, see
@@ -63,9 +61,7 @@ class ExposureCloser:
         self._done(closing)
         return closing
 
-    def close_quietly(
-        self, instrument: str, exposure: int, published: Sequence[int] = ()
-    ) -> Closing | None:
+    def close_quietly(self, instrument: str, exposure: int, published: Sequence[int] = ()) -> Closing | None:
         """``close``, a registry failure logged rather than raised: the CCD that asked is
         registered and announced already, and the facility's sweep asks again. Shared with
         the concurrent callers of the same exposure (module doc): the closing of the check

@@ -53,9 +53,7 @@ def decode_push(body: Any) -> ExposureManifest:
     except BadMessage as exc:
         raise BadMessage(f"{where}: {exc}") from None
     except Exception as exc:  # a body that decodes to values the typed view refuses
-        raise BadMessage(
-            f"{where}: not an ExposureManifest ({type(exc).__name__}: {exc})"
-        ) from None
+        raise BadMessage(f"{where}: not an ExposureManifest ({type(exc).__name__}: {exc})") from None
 
 
 def handle_push(
@@ -79,9 +77,7 @@ def handle_push(
     return f"{outcome.status} manifest {name} ({outcome.expected} detectors)", 200
 
 
-def _quarantine(
-    registry: Registry, source: str, exc: PermanentError, digest: str = ""
-) -> tuple[str, int]:
+def _quarantine(registry: Registry, source: str, exc: PermanentError, digest: str = "") -> tuple[str, int]:
     """Park a permanent problem with its reason and acknowledge it (200): it never blocks."""
     quarantine_manifest(registry, source, exc, digest)
     log_event(

@@ -53,8 +53,7 @@ class BodyGuard:
             body = read_bounded(environ, self.limit)
             if json_nesting_exceeds(body):
                 raise NestingTooDeep(
-                    f"request body nests JSON deeper than {MAX_JSON_DEPTH} levels; "
-                    "no notification does"
+                    f"request body nests JSON deeper than {MAX_JSON_DEPTH} levels; no notification does"
                 )
         except RequestRefused as exc:
             text, status = self._refuse(exc)
@@ -88,14 +87,10 @@ def read_bounded(environ: dict[str, Any], limit: int) -> bytes:
         if length < 0:
             raise NotADelivery(f"Content-Length {length} is negative")
         if length > limit:
-            raise RequestTooLarge(
-                f"request body of {length} bytes is over the {limit}-byte limit; not read"
-            )
+            raise RequestTooLarge(f"request body of {length} bytes is over the {limit}-byte limit; not read")
         body = _read(stream, length)
         if len(body) < length:
-            raise NotADelivery(
-                f"request body ended after {len(body)} of its {length} declared bytes"
-            )
+            raise NotADelivery(f"request body ended after {len(body)} of its {length} declared bytes")
         return body
     if not environ.get("wsgi.input_terminated"):
         return b""  # WSGI: no length and a stream that may not end means no body

@@ -105,13 +105,9 @@ class RegisterService:
     _drain: PeriodicDrain = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.announcer = ArrivalAnnouncer(
-            self.registry, self.publisher, on_announced=self._announced
-        )
+        self.announcer = ArrivalAnnouncer(self.registry, self.publisher, on_announced=self._announced)
         self._drain = PeriodicDrain(self.announcer, every=self.drain_every)
-        check = IngestedCheck(
-            self.registry, self.ingested_topic, self.budget_seconds, closed_by=COMPONENT
-        )
+        check = IngestedCheck(self.registry, self.ingested_topic, self.budget_seconds, closed_by=COMPONENT)
         self.closer = ExposureCloser(check, self.announcer, self.metrics)
 
     def close_exposure(self, instrument: str, exposure: int) -> Closing:
@@ -158,9 +154,7 @@ class RegisterService:
     def _announced(self, arrival: ArrivalEvent) -> None:
         """A dataset announced for the first time (at once, or later by an outbox drain)."""
         if self.metrics is not None:
-            self.metrics.readout_latency(
-                "announced", arrival.latency, arrival.transport, arrival.instrument
-            )
+            self.metrics.readout_latency("announced", arrival.latency, arrival.transport, arrival.instrument)
 
     def _timed(self, operation: str) -> AbstractContextManager[None]:
         return nullcontext() if self.metrics is None else self.metrics.registry_operation(operation)
@@ -268,11 +262,7 @@ class RegisterService:
         pending = self.registry.outbox.claim_dataset(registration.dataset_id)
         if pending is not None:
             sent = self.announcer.publish_row(pending)
-            return (
-                sent
-                if isinstance(sent, ArrivalEvent)
-                else ArrivalEvent.decode(pending.message.payload)
-            )
+            return sent if isinstance(sent, ArrivalEvent) else ArrivalEvent.decode(pending.message.payload)
         arrival = _arrival(registration, record)
         message = arrival_message(arrival, self.arrivals_topic)
         try:
@@ -301,9 +291,7 @@ class RegisterService:
         # the Butler's exposure record, validated (DETNAME, DAYOBS, SEQNUM, times, pointing, ...)
         return identity.data_id, exposure_from_header(primary, identity.data_id, name)
 
-    def _quarantine(
-        self, obj: StoredObject, data_id: DataId | None, exc: PermanentError
-    ) -> Outcome:
+    def _quarantine(self, obj: StoredObject, data_id: DataId | None, exc: PermanentError) -> Outcome:
         uri = f"{obj.bucket}/{obj.name}" if isinstance(exc, ForeignBucket) else None
         return self._file_quarantine(obj, data_id, exc.reason, str(exc), uri)
 
@@ -334,9 +322,7 @@ class RegisterService:
     def quarantine_message(self, source: str, exc: PermanentError) -> Outcome:
         """A delivery that is not a notification at all: keep the reason, ack it."""
         with self._timed("quarantine"):
-            self.registry.quarantine(
-                QuarantineEntry(object_uri=source, reason=exc.reason, message=str(exc))
-            )
+            self.registry.quarantine(QuarantineEntry(object_uri=source, reason=exc.reason, message=str(exc)))
         if self.metrics is not None:
             self.metrics.ccd(COMPONENT, "quarantined", reason=exc.reason)
         log_event(

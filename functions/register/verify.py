@@ -69,9 +69,7 @@ def _read_whole(store: ObjectStore, obj: StoredObject, claimed: str) -> Verified
         )
     checksum = checksum_from_crc32c_b64(actual_crc)  # the same CRC, not a second pass
     if claimed and claimed != checksum:
-        raise ChecksumMismatch(
-            f"object {obj.name!r}: producer checksum {claimed} != stored {checksum}"
-        )
+        raise ChecksumMismatch(f"object {obj.name!r}: producer checksum {claimed} != stored {checksum}")
     try:
         primary = primary_header(data)  # every HDU checked, only the primary kept
     except CorruptFile as exc:

@@ -139,9 +139,7 @@ class Facility:
         )
         presence = ["presence", "--registry", registry_url, "--host", LOOPBACK]
         presence += ["--port", str(presence_port)]
-        self._component(
-            "presence", presence, env, _http_ok(f"{endpoints.presence_url}/healthz"), timeout
-        )
+        self._component("presence", presence, env, _http_ok(f"{endpoints.presence_url}/healthz"), timeout)
         if bootstrap and chunks:
             assembler = ["assembler", "--bootstrap-servers", bootstrap, "--topic", chunks]
             assembler += ["--dlq-topic", f"{chunks}-dlq", "--group", f"assembler-{self.run_id}"]

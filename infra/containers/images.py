@@ -67,9 +67,7 @@ def docker(
 ) -> subprocess.CompletedProcess[str]:
     """The docker CLI with the classic builder (this engine may lack buildx)."""
     env = {**os.environ, "DOCKER_BUILDKIT": "0"}
-    result = subprocess.run(
-        ["docker", *args], env=env, text=True, timeout=timeout, capture_output=quiet
-    )
+    result = subprocess.run(["docker", *args], env=env, text=True, timeout=timeout, capture_output=quiet)
     if check and result.returncode != 0:
         raise ImageError(f"docker {' '.join(args[:3])} failed:\n{(result.stderr or '')[-3000:]}")
     return result
@@ -345,9 +343,7 @@ def _runner(cwd: Path) -> Callable[[list[str]], None]:
     def run(argv: list[str]) -> None:
         result = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
         if result.returncode != 0:
-            raise ImageError(
-                f"{' '.join(argv[:3])} failed:\n{(result.stdout + result.stderr)[-3000:]}"
-            )
+            raise ImageError(f"{' '.join(argv[:3])} failed:\n{(result.stdout + result.stderr)[-3000:]}")
 
     return run
 

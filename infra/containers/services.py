@@ -155,9 +155,7 @@ class ContainerServices:
                 f"gcloud beta emulators pubsub start --project={self.project_id} "
                 f"--host-port={LOOPBACK}:{port}"
             )
-            self.run(
-                "pubsub", self.labelled(container), self._native("pubsub", pubsub_port=port).probe
-            )
+            self.run("pubsub", self.labelled(container), self._native("pubsub", pubsub_port=port).probe)
             self.ports["pubsub"] = port
             self.endpoints["pubsub"] = f"{LOOPBACK}:{port}"
         return str(self.endpoints["pubsub"]), self.project_id

@@ -108,9 +108,7 @@ class DeliveryPolicy:
 
     def request_fields(self) -> dict[str, Any]:
         """The subscription fields, clamped to the range Pub/Sub accepts."""
-        attempts = min(
-            max(self.max_attempts, PUBSUB_MIN_DELIVERY_ATTEMPTS), PUBSUB_MAX_DELIVERY_ATTEMPTS
-        )
+        attempts = min(max(self.max_attempts, PUBSUB_MIN_DELIVERY_ATTEMPTS), PUBSUB_MAX_DELIVERY_ATTEMPTS)
         low = min(max(self.min_backoff, 0.0), PUBSUB_MAX_BACKOFF_SECONDS)
         high = min(max(self.max_backoff, low), PUBSUB_MAX_BACKOFF_SECONDS)
         return {
@@ -208,9 +206,7 @@ def ensure_bucket(client: Any, name: str, report: SetupReport) -> Any:
     return bucket
 
 
-def ensure_notification(
-    bucket: Any, project: str, topic: str, prefix: str, report: SetupReport
-) -> None:
+def ensure_notification(bucket: Any, project: str, topic: str, prefix: str, report: SetupReport) -> None:
     """One OBJECT_FINALIZE notification config per prefix ('' = the whole bucket)."""
     from google.cloud.storage.notification import (
         JSON_API_V1_PAYLOAD_FORMAT,
@@ -270,9 +266,7 @@ def ensure_kafka_topics(
 
 def create_chunk_topics(bootstrap: str, partitions: dict[str, int]) -> SetupReport:
     """Topics (name -> partitions) that take whole chunk records."""
-    return ensure_kafka_topics(
-        bootstrap, partitions, config={"max.message.bytes": str(MAX_RECORD_BYTES)}
-    )
+    return ensure_kafka_topics(bootstrap, partitions, config={"max.message.bytes": str(MAX_RECORD_BYTES)})
 
 
 def delete_kafka_topics(bootstrap: str, names: list[str]) -> None:

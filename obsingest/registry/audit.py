@@ -39,9 +39,7 @@ def _chunks(items: list[str], size: int = _BATCH) -> Iterable[list[str]]:
 class RegistryAudit:
     """Read-mostly queries for reconciliation and the canary, on one registry engine."""
 
-    def __init__(
-        self, engine: Engine, retrying: Callable[[Callable[[], Any]], Any] | None = None
-    ) -> None:
+    def __init__(self, engine: Engine, retrying: Callable[[Callable[[], Any]], Any] | None = None) -> None:
         self.engine = engine
         self._retrying = retrying or (lambda fn: fn())
         self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
@@ -83,9 +81,7 @@ class RegistryAudit:
 
         return self._read(query) if wanted else set()
 
-    def stored_between(
-        self, start: datetime, end: datetime, uri_prefix: str = ""
-    ) -> list[dict[str, Any]]:
+    def stored_between(self, start: datetime, end: datetime, uri_prefix: str = "") -> list[dict[str, Any]]:
         """Registered files whose object was stored in [start, end) (and whose URI starts with
         ``uri_prefix``): dataset id, data id and URI."""
         d, r = tables.dataset, tables.datastore_record
@@ -119,10 +115,7 @@ class RegistryAudit:
         """Canaries written since ``since``, oldest first."""
         query = select(canary).where(canary.c.written_at >= since).order_by(canary.c.written_at)
         rows = self._read(lambda c: list(c.execute(query).mappings()))
-        return [
-            CanaryRecord(row["name"], as_utc(row["written_at"]), as_utc(row["seen_at"]))
-            for row in rows
-        ]
+        return [CanaryRecord(row["name"], as_utc(row["written_at"]), as_utc(row["seen_at"])) for row in rows]
 
     def last_canary_written(self) -> datetime | None:
         """When a canary was last written (a facility pass: any process's, this one's included)."""

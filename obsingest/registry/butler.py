@@ -159,9 +159,7 @@ class ButlerRegistry(Registry):
         """Reconcile's queries: registered means the Butler and the companion hold it."""
         return ButlerAudit(self.engine, self._retrying, self.reads)
 
-    def datasets(
-        self, instrument: str | None = None, exposure: int | None = None
-    ) -> list[dict[str, Any]]:
+    def datasets(self, instrument: str | None = None, exposure: int | None = None) -> list[dict[str, Any]]:
         """The raws the Butler holds (in the configured runs), with the companion's details."""
         return self.reads.datasets(instrument, exposure)
 
@@ -341,9 +339,7 @@ class ButlerRegistry(Registry):
                     self._seen_exposures.clear()
                 self._seen_exposures.add(key)
 
-    def _ingest(
-        self, ok: Sequence[tuple[_Pending, Registration]], look: bool
-    ) -> dict[int, Exception]:
+    def _ingest(self, ok: Sequence[tuple[_Pending, Registration]], look: bool) -> dict[int, Exception]:
         from lsst.daf.butler import DatasetIdGenEnum, DatasetRef, FileDataset
 
         dtype = self.setup.dataset_type()
@@ -351,9 +347,7 @@ class ButlerRegistry(Registry):
         by_run: dict[str, list[tuple[_Pending, Any]]] = {}
         for p, registration in ok:
             data_id = p.record.data_id
-            coordinate = self._data_id(
-                dtype, data_id.instrument, data_id.exposure, data_id.detector
-            )
+            coordinate = self._data_id(dtype, data_id.instrument, data_id.exposure, data_id.detector)
             ref = DatasetRef(
                 dtype,
                 coordinate,
@@ -497,9 +491,7 @@ class ButlerRegistry(Registry):
                 messages.append((i, reg, p.announce(reg)))
             except Exception as exc:  # fails its caller only; its redelivery announces it
                 out[i] = (None, exc)
-        rows = insert_rows(
-            conn, [(reg.dataset_id, m) for _, reg, m in messages], now, OUTBOX_LEASE_SECONDS
-        )
+        rows = insert_rows(conn, [(reg.dataset_id, m) for _, reg, m in messages], now, OUTBOX_LEASE_SECONDS)
         for i, reg, _ in messages:
             out[i] = (dataclasses.replace(reg, outbox_id=rows[reg.dataset_id]), None)
         for i, (p, _) in enumerate(held):

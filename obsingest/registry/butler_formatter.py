@@ -21,9 +21,7 @@ class RawFitsFormatter(FormatterV2):
     supported_extensions: ClassVar[frozenset[str]] = frozenset({".fits", ".fits.fz", ".fz"})
     can_read_from_local_file: ClassVar[bool] = True
 
-    def read_from_local_file(
-        self, path: str, component: str | None = None, expected_size: int = -1
-    ) -> Any:
+    def read_from_local_file(self, path: str, component: str | None = None, expected_size: int = -1) -> Any:
         from astropy.io import fits
 
         hdus = fits.open(path, memmap=False, lazy_load_hdus=False)

@@ -29,9 +29,7 @@ _CHUNK = 500
 class ButlerReads:
     """Queries of the Butler (raws in the configured runs) joined with the companion."""
 
-    def __init__(
-        self, butler: Any, engine: Engine, settings: RegistrySettings, lock: threading.Lock
-    ) -> None:
+    def __init__(self, butler: Any, engine: Engine, settings: RegistrySettings, lock: threading.Lock) -> None:
         self.butler = butler
         self.engine = engine
         self.settings = settings
@@ -77,9 +75,7 @@ class ButlerReads:
     def count(self) -> int:
         return len(self.refs())
 
-    def datasets(
-        self, instrument: str | None = None, exposure: int | None = None
-    ) -> list[dict[str, Any]]:
+    def datasets(self, instrument: str | None = None, exposure: int | None = None) -> list[dict[str, Any]]:
         """Rows as ``Registry.datasets`` gives them, the Butler's raws, in data id order."""
         refs = self.refs(instrument, exposure)
         uris = self.uris(refs)

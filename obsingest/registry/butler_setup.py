@@ -121,9 +121,7 @@ class ButlerSetup:
                 return self.butler.get_dataset_type(name)
             except MissingDatasetTypeError:
                 pass
-            dtype = DatasetType(
-                name, RAW_DIMENSIONS, self.storage_class, universe=self.butler.dimensions
-            )
+            dtype = DatasetType(name, RAW_DIMENSIONS, self.storage_class, universe=self.butler.dimensions)
             self.butler.registry.registerDatasetType(dtype)
             log_event(log, "butler.dataset_type_registered", name=name, sc=self.storage_class)
             return self.butler.get_dataset_type(name)
@@ -132,8 +130,7 @@ class ButlerSetup:
         required = sorted(dtype.dimensions.required)
         if required != sorted(RAW_DIMENSIONS):
             raise ButlerConflict(
-                f"the Butler's dataset type {name!r} has dimensions {required}, "
-                f"not {list(RAW_DIMENSIONS)}"
+                f"the Butler's dataset type {name!r} has dimensions {required}, not {list(RAW_DIMENSIONS)}"
             )
         self._dtype = dtype
         return dtype

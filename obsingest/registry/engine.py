@@ -24,9 +24,7 @@ def make_engine(settings: RegistrySettings) -> Engine:
         "pool_timeout": settings.pool_timeout,
     }
     if url.startswith("sqlite"):
-        engine = create_engine(
-            url, connect_args={"timeout": 30, "check_same_thread": False}, **pool
-        )
+        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False}, **pool)
         _sqlite_tuning(engine)
         return engine
     return create_engine(

@@ -88,9 +88,7 @@ def exposure_from_header(primary: Hdu, data_id: DataId, name: str) -> ExposureRe
     return record
 
 
-def _check_identity(
-    result: translate.Translation, primary: Hdu, data_id: DataId, name: str
-) -> None:
+def _check_identity(result: translate.Translation, primary: Hdu, data_id: DataId, name: str) -> None:
     ident = result.identity
     where = f"object {name!r}: header"
     if ident.instrument != data_id.instrument:

@@ -319,9 +319,7 @@ class IngestedCheck:
             "ingested_at": now,
             "event_id": eid,
         }
-        first_closure = (
-            self._insert(c).values(closure).on_conflict_do_nothing().returning(c.c.exposure)
-        )
+        first_closure = self._insert(c).values(closure).on_conflict_do_nothing().returning(c.c.exposure)
         late_completion = (
             update(c)
             .where(c.c.instrument == inst, c.c.exposure == exp, c.c.ingested_at.is_(None))
@@ -372,9 +370,7 @@ class IngestedCheck:
             .returning(c.c.exposure)
         )
         counted = self._write(lambda conn: conn.execute(stmt).first()) is not None
-        return Closing(
-            instrument, exposure, CLOSED_INCOMPLETE, presence, counted=counted, status=INCOMPLETE
-        )
+        return Closing(instrument, exposure, CLOSED_INCOMPLETE, presence, counted=counted, status=INCOMPLETE)
 
     # the sweep ---------------------------------------------------------------------------------
     def open_exposures(self, since: datetime, allowance: float) -> list[OpenExposure]:
@@ -394,9 +390,7 @@ class IngestedCheck:
                     if start is not None
                     else None
                 )
-                found.append(
-                    OpenExposure(instrument, exposure, expected, registered, deadline, closed)
-                )
+                found.append(OpenExposure(instrument, exposure, expected, registered, deadline, closed))
         return found
 
     def sweep(self, since: datetime, allowance: float) -> list[Closing]:

@@ -143,9 +143,7 @@ def current_version(conn: Connection) -> int:
     if not inspect(conn).has_table(tables.schema_version.name):
         return 0
     value = conn.execute(
-        select(tables.schema_version.c.version)
-        .order_by(tables.schema_version.c.version.desc())
-        .limit(1)
+        select(tables.schema_version.c.version).order_by(tables.schema_version.c.version.desc()).limit(1)
     ).scalar()
     return int(value or 0)
 

@@ -94,10 +94,7 @@ def _claim_statement(postgres: bool) -> Any:
     o = arrival_outbox
     free = or_(o.c.lease_until.is_(None), o.c.lease_until < bindparam("now"))
     candidates = (
-        select(o.c.id)
-        .where(o.c.published_at.is_(None), free)
-        .order_by(o.c.id)
-        .limit(bindparam("limit"))
+        select(o.c.id).where(o.c.published_at.is_(None), free).order_by(o.c.id).limit(bindparam("limit"))
     )
     if postgres:
         candidates = candidates.with_for_update(skip_locked=True)
@@ -122,9 +119,7 @@ _CLAIM_DATASET = (
     .where(
         arrival_outbox.c.dataset_id == bindparam("ds"),
         arrival_outbox.c.published_at.is_(None),
-        or_(
-            arrival_outbox.c.lease_until.is_(None), arrival_outbox.c.lease_until < bindparam("now")
-        ),
+        or_(arrival_outbox.c.lease_until.is_(None), arrival_outbox.c.lease_until < bindparam("now")),
     )
     .values(lease_until=bindparam("until"))
     .returning(*arrival_outbox.c)
@@ -140,9 +135,7 @@ def insert_row(
 ) -> int:
     """Add the announcement of ``dataset_id`` inside the caller's (registration) transaction,
     leased to the caller for its immediate publish; returns the row id."""
-    row_id = conn.execute(
-        _INSERT, outbox_values(dataset_id, message, now, lease_seconds)
-    ).scalar_one()
+    row_id = conn.execute(_INSERT, outbox_values(dataset_id, message, now, lease_seconds)).scalar_one()
     return int(row_id)
 
 
@@ -236,9 +229,7 @@ class ArrivalOutbox:
     ``retrying`` wraps each transaction (the registry's own retry of transient database errors).
     """
 
-    def __init__(
-        self, engine: Engine, retrying: Callable[[Callable[[], Any]], Any] | None = None
-    ) -> None:
+    def __init__(self, engine: Engine, retrying: Callable[[Callable[[], Any]], Any] | None = None) -> None:
         self.engine = engine
         self._retrying = retrying or (lambda fn: fn())
         self._postgres = engine.dialect.name == "postgresql"
@@ -289,9 +280,7 @@ class ArrivalOutbox:
 
         self._retrying(lambda: autocommit_rows(self.engine, MARK_ASYNC_POSTGRES, params))
 
-    def mark_failed(
-        self, row_id: int, error: str, retry_after: float, now: datetime | None = None
-    ) -> None:
+    def mark_failed(self, row_id: int, error: str, retry_after: float, now: datetime | None = None) -> None:
         """Keep the row pending with the reason; no drain takes it for ``retry_after`` s."""
         now = now or datetime.now(UTC)
         o = arrival_outbox
@@ -332,9 +321,7 @@ class ArrivalOutbox:
             ).one()
             if published:
                 done = int(
-                    conn.execute(
-                        select(func.count()).where(o.c.published_at.is_not(None))
-                    ).scalar_one()
+                    conn.execute(select(func.count()).where(o.c.published_at.is_not(None))).scalar_one()
                 )
         oldest_utc = as_utc(oldest)
         age = (now - oldest_utc).total_seconds() if oldest_utc else None

@@ -174,9 +174,7 @@ class PresenceReader:
         self.dataset_type = dataset_type
         self.run_template = run_template
         self.budget_seconds = budget_seconds
-        self._cache: OrderedDict[tuple[str, int], tuple[tuple[Any, ...], ExposurePresence]] = (
-            OrderedDict()
-        )
+        self._cache: OrderedDict[tuple[str, int], tuple[tuple[Any, ...], ExposurePresence]] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
         #: the registry URL as given (password hidden), for humans
@@ -242,14 +240,10 @@ class PresenceReader:
             .where(*ours, d.c.exposure == bindparam("exp"), d.c.detector == bindparam("det"))
         )
         self._q_dataset = (
-            select(*ccd_cols, r.c.readout_time, latency)
-            .select_from(joined)
-            .where(d.c.id == bindparam("id"))
+            select(*ccd_cols, r.c.readout_time, latency).select_from(joined).where(d.c.id == bindparam("id"))
         )
         self._q_rows = (
-            select(d.c.detector, latency)
-            .select_from(joined)
-            .where(*ours, d.c.exposure == bindparam("exp"))
+            select(d.c.detector, latency).select_from(joined).where(*ours, d.c.exposure == bindparam("exp"))
         )
         self._q_times = (
             select(func.min(r.c.readout_time), func.max(d.c.ingest_time))
@@ -279,9 +273,7 @@ class PresenceReader:
             ),
         ).subquery("ids")
         # the page first, then the versions of its exposures only
-        page = (
-            select(ids.c.exposure).order_by(ids.c.exposure).limit(bindparam("n")).subquery("page")
-        )
+        page = select(ids.c.exposure).order_by(ids.c.exposure).limit(bindparam("n")).subquery("page")
         kept = m.alias("kept")
         datasets = (
             select(func.count()).select_from(d).where(d.c.exposure == page.c.exposure)
@@ -389,9 +381,7 @@ class PresenceReader:
         found = self._answers(instrument, exposure, exposure, 1)
         return found[0] if found else None
 
-    def night(
-        self, instrument: str, day_obs: int, limit: int = 100, after: int | None = None
-    ) -> NightPage:
+    def night(self, instrument: str, day_obs: int, limit: int = 100, after: int | None = None) -> NightPage:
         """The night's exposures (manifest or datasets) in id order, ``limit`` per page."""
         check_instrument(instrument)
         check_day_obs(day_obs)
@@ -442,9 +432,7 @@ class PresenceReader:
                     out[index] = answer
         return [a for a in out if a is not None]
 
-    def _summary(
-        self, conn: Any, ours: dict[str, Any], instrument: str, exposure: int
-    ) -> ExposurePresence:
+    def _summary(self, conn: Any, ours: dict[str, Any], instrument: str, exposure: int) -> ExposurePresence:
         key = {"inst": instrument, "exp": exposure}
         manifest = conn.execute(self._q_manifest, key).first()
         rows = [tuple(row) for row in conn.execute(self._q_rows, {**ours, "exp": exposure})]
@@ -482,9 +470,7 @@ class PresenceReader:
             self._cache.move_to_end(key)
             return hit[1]
 
-    def _store(
-        self, key: tuple[str, int], version: tuple[Any, ...], value: ExposurePresence
-    ) -> None:
+    def _store(self, key: tuple[str, int], version: tuple[Any, ...], value: ExposurePresence) -> None:
         with self._lock:
             self._cache[key] = (version, value)
             self._cache.move_to_end(key)

@@ -196,9 +196,7 @@ class Registry:
         self._upsert_exposure_stmt = upsert.on_conflict_do_update(
             index_elements=[tables.exposure.c.instrument, tables.exposure.c.id],
             set_={
-                name: func.coalesce(
-                    getattr(tables.exposure.c, name), getattr(upsert.excluded, name)
-                )
+                name: func.coalesce(getattr(tables.exposure.c, name), getattr(upsert.excluded, name))
                 for name in _EXPOSURE_FIELDS
             },
         )
@@ -213,9 +211,7 @@ class Registry:
         """The SQLite or PostgreSQL registry at ``settings.url``. To open whatever backend a URL
         names (``butler:<repo>`` included), use ``obsingest.registry.open_registry``."""
         if settings.url.startswith("butler:") and cls is Registry:
-            raise ValueError(
-                f"{settings.url!r} names a Butler repository: open it with open_registry()"
-            )
+            raise ValueError(f"{settings.url!r} names a Butler repository: open it with open_registry()")
         registry = cls(make_engine(settings), settings)
         if migrate_schema:
             registry._retrying(lambda: migrate(registry.engine))
@@ -246,9 +242,7 @@ class Registry:
 
         s = self.settings
         # the first wait is up to 2 x retry_base_delay, then doubling without a cap
-        policy = RetryPolicy(
-            s.retry_attempts, 2 * s.retry_base_delay, math.inf, deadline=s.retry_deadline
-        )
+        policy = RetryPolicy(s.retry_attempts, 2 * s.retry_base_delay, math.inf, deadline=s.retry_deadline)
         try:
             return call_with_retries(attempt, classify, policy, what="registry")
         except RetriesExhausted as gave_up:
@@ -308,9 +302,7 @@ class Registry:
         try:
             result = self._retrying(
                 lambda: self._in_tx(
-                    lambda c: self._with_outbox_row(
-                        c, self._register(c, record, exposure), announce
-                    )
+                    lambda c: self._with_outbox_row(c, self._register(c, record, exposure), announce)
                 )
             )
         except ChecksumConflict:
@@ -516,9 +508,7 @@ class Registry:
         )
 
     # reads -----------------------------------------------------------------------------------
-    def datasets(
-        self, instrument: str | None = None, exposure: int | None = None
-    ) -> list[dict[str, Any]]:
+    def datasets(self, instrument: str | None = None, exposure: int | None = None) -> list[dict[str, Any]]:
         d, r = tables.dataset, tables.datastore_record
         query = select(d, r.c.uri, r.c.size, r.c.checksum, r.c.transport, r.c.readout_time).join(
             r, r.c.dataset_id == d.c.id
@@ -541,9 +531,7 @@ class Registry:
 
     def quarantined(self) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(tables.quarantine).order_by(tables.quarantine.c.id)
-            ).mappings()
+            rows = conn.execute(select(tables.quarantine).order_by(tables.quarantine.c.id)).mappings()
             return [_jsonable(dict(row)) for row in rows]
 
     def count_datasets(self) -> int:

@@ -121,9 +121,7 @@ dataset = Table(
     Column("exposure", BigInteger, nullable=False),
     Column("detector", Integer, nullable=False),
     Column("ingest_time", DateTime(timezone=True), nullable=False),
-    UniqueConstraint(
-        "dataset_type", "run", "instrument", "exposure", "detector", name="uq_dataset_dataid"
-    ),
+    UniqueConstraint("dataset_type", "run", "instrument", "exposure", "detector", name="uq_dataset_dataid"),
     ForeignKeyConstraint(["instrument", "exposure"], ["exposure.instrument", "exposure.id"]),
     ForeignKeyConstraint(["instrument", "detector"], ["detector.instrument", "detector.id"]),
 )

@@ -213,9 +213,7 @@ class HttpEnvironment:
             endpoint=endpoint,
             proxies=dict(get_environ_proxies(endpoint)),
             netrc_auth=(str(auth[0]), str(auth[1])) if auth else None,
-            verify=(
-                os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or True
-            ),
+            verify=(os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or True),
         )
 
     def proxy_url(self) -> str | None:
@@ -252,9 +250,7 @@ class _HostAuth(requests.auth.AuthBase):
             request.headers["Authorization"] = self.header
         return request
 
-    def urlopen(
-        self, method: str, url: str, body: Any = None, headers: Any = None, **kwargs: Any
-    ) -> Any:
+    def urlopen(self, method: str, url: str, body: Any = None, headers: Any = None, **kwargs: Any) -> Any:
         if urlsplit(url).hostname == self.host:
             headers = {**(headers or {}), "authorization": self.header}
         return self.http.urlopen(method, url, body=body, headers=headers, **kwargs)
@@ -287,9 +283,7 @@ def make_client(settings: GcsSettings, environment: HttpEnvironment | None = Non
         credentials, project = google.auth.default()
         session = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]  # google.auth
         client = storage.Client(project=project or settings.project, _http=session)
-    adapter = HTTPAdapter(
-        pool_connections=settings.pool_connections, pool_maxsize=settings.pool_connections
-    )
+    adapter = HTTPAdapter(pool_connections=settings.pool_connections, pool_maxsize=settings.pool_connections)
     session.mount("https://", adapter)
     session.mount("http://", adapter)
     if environment is None:
@@ -318,9 +312,7 @@ def stored_object(blob: Any, bucket: str) -> StoredObject:
 class GcsStore:
     """A GCS bucket as an ``ObjectStore``. Thread-safe; share one per process."""
 
-    def __init__(
-        self, bucket: str, client: Any = None, settings: GcsSettings | None = None
-    ) -> None:
+    def __init__(self, bucket: str, client: Any = None, settings: GcsSettings | None = None) -> None:
         self.settings = settings or GcsSettings()
         self.bucket = bucket
         self.client = client or make_client(self.settings)
@@ -482,9 +474,7 @@ def multipart_body(resource: dict[str, Any], data: bytes) -> tuple[bytes, str]:
     head = f"--{boundary}\r\ncontent-type: application/json; charset=UTF-8\r\n\r\n"
     mid = f"\r\n--{boundary}\r\ncontent-type: {CONTENT_TYPE}\r\n\r\n"
     parts = (head.encode(), json.dumps(resource).encode(), mid.encode(), data)
-    return b"".join((*parts, f"\r\n--{boundary}--".encode())), (
-        f'multipart/related; boundary="{boundary}"'
-    )
+    return b"".join((*parts, f"\r\n--{boundary}--".encode())), (f'multipart/related; boundary="{boundary}"')
 
 
 def stored_from_resource(resource: dict[str, Any], bucket: str) -> StoredObject:
@@ -527,9 +517,7 @@ def pool_manager(environment: HttpEnvironment, maxsize: int) -> Any:
     return urllib3.PoolManager(maxsize=maxsize, retries=False, ca_certs=ca_certs)
 
 
-def authorized_http(
-    settings: GcsSettings, endpoint: str, environment: HttpEnvironment | None = None
-) -> Any:
+def authorized_http(settings: GcsSettings, endpoint: str, environment: HttpEnvironment | None = None) -> Any:
     """google-auth's urllib3 transport: anonymous against an emulator, else default credentials.
 
     Honours what the requests session does (``HttpEnvironment``): the endpoint's proxy (with the
@@ -558,9 +546,7 @@ def _anonymous_pool(http: Any, endpoint: str) -> Any:
     from google.auth.credentials import AnonymousCredentials
     from google.auth.transport.urllib3 import AuthorizedHttp
 
-    if not isinstance(http, AuthorizedHttp) or not isinstance(
-        http.credentials, AnonymousCredentials
-    ):
+    if not isinstance(http, AuthorizedHttp) or not isinstance(http.credentials, AnonymousCredentials):
         return None
     manager = http.http
     if type(manager) is not urllib3.PoolManager:  # a ProxyManager, or a caller's own
@@ -605,9 +591,7 @@ class GcsHttpStore(GcsStore):
         #: read once for both transports: this one and the library's client for reads
         self.environment = HttpEnvironment.resolve(self.endpoint)
         self.http = (
-            http
-            if http is not None
-            else authorized_http(self.settings, self.endpoint, self.environment)
+            http if http is not None else authorized_http(self.settings, self.endpoint, self.environment)
         )
         #: the endpoint's own connection pool where google-auth's wrapper adds nothing (an
         #: emulator: anonymous, no proxy, no ``.netrc``); None: every request goes through
@@ -687,9 +671,7 @@ class GcsHttpStore(GcsStore):
         # service from the bytes it received, so the caller verifies without a second request
         resource = {"name": name, "contentType": CONTENT_TYPE, "crc32c": crc, "metadata": metadata}
         body, content_type = multipart_body(resource, data)
-        answer = self._request(
-            "POST", self._upload_url, remaining, body, **{"content-type": content_type}
-        )
+        answer = self._request("POST", self._upload_url, remaining, body, **{"content-type": content_type})
         return stored_from_resource(answer, self.bucket)
 
     def _stat_once(self, name: str, remaining: float) -> StoredObject | None:
@@ -730,8 +712,7 @@ class GcsHttpStore(GcsStore):
             encoding = str(response.headers.get("x-goog-stored-content-encoding", "identity"))
             if stored and encoding == "identity" and crc32c_b64(data) != stored:
                 raise DataCorruption(
-                    f"read {self.uri(name)!r}: received bytes' crc32c {crc32c_b64(data)} "
-                    f"!= stored {stored}"
+                    f"read {self.uri(name)!r}: received bytes' crc32c {crc32c_b64(data)} != stored {stored}"
                 )
             return data
 

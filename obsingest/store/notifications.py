@@ -161,8 +161,7 @@ def from_storage_cloudevent(attributes: dict[str, Any], data: Any) -> ObjectEven
         data = _json(data, event_id)
     if not isinstance(data, dict):
         raise BadMessage(
-            f"event {clip(event_id)}: storage CloudEvent data is {_kind(data)}, "
-            "not an object resource"
+            f"event {clip(event_id)}: storage CloudEvent data is {_kind(data)}, not an object resource"
         )
     return parse_object_resource(data, event_id, GCS_NOTIFICATION_FINALIZE)
 
@@ -335,11 +334,7 @@ def _digest(data: dict[str, Any], key: str, size: int | None, where: str) -> str
     value = data.get(key)
     if value is None or value == "":
         return ""
-    if (
-        not isinstance(value, str)
-        or len(value) > 64
-        or not (value.isascii() and value.isprintable())
-    ):
+    if not isinstance(value, str) or len(value) > 64 or not (value.isascii() and value.isprintable()):
         raise BadMessage(f"{where}: field {key!r} is {clip(value)}, not a base64 digest")
     if size is None:
         return value
@@ -359,9 +354,7 @@ def _time(data: dict[str, Any], key: str, where: str) -> datetime:
     try:
         return _parse_time(value)
     except ValueError:
-        raise BadMessage(
-            f"{where}: field {key!r} = {clip(value)} is not an RFC 3339 time"
-        ) from None
+        raise BadMessage(f"{where}: field {key!r} = {clip(value)} is not an RFC 3339 time") from None
 
 
 def _metadata(value: Any, where: str) -> dict[str, str]:
@@ -380,9 +373,7 @@ def _metadata(value: Any, where: str) -> dict[str, str]:
 
 def _json(raw: bytes | str, event_id: str) -> Any:
     if json_nesting_exceeds(raw):
-        raise BadMessage(
-            f"event {clip(event_id)}: payload JSON nests deeper than {MAX_JSON_DEPTH} levels"
-        )
+        raise BadMessage(f"event {clip(event_id)}: payload JSON nests deeper than {MAX_JSON_DEPTH} levels")
     try:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:

@@ -20,8 +20,7 @@ class NoIdentity(HeaderMismatch):
         cards = card.split("+")
         values = value if isinstance(value, tuple) and len(value) == len(cards) else (value,)
         shown = " ".join(
-            f"{c}={'(absent)' if v is KeyError else repr(v)}"
-            for c, v in zip(cards, values, strict=False)
+            f"{c}={'(absent)' if v is KeyError else repr(v)}" for c, v in zip(cards, values, strict=False)
         )
         super().__init__(f"header {shown} gives no identity: {why}")
         self.card = card

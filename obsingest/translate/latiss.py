@@ -78,14 +78,10 @@ class LatissTranslator(RubinTranslator):
 
         if rubin_translators_installed():
             return False
-        return header.get("INSTRUME") in ("LSST_ATISS", "LATISS") or (
-            header.get("DETNAME") == "RXX_S00"
-        )
+        return header.get("INSTRUME") in ("LSST_ATISS", "LATISS") or (header.get("DETNAME") == "RXX_S00")
 
     @classmethod
-    def fix_header(
-        cls, header: Any, instrument: str, obsid: str, filename: str | None = None
-    ) -> bool:
+    def fix_header(cls, header: Any, instrument: str, obsid: str, filename: str | None = None) -> bool:
         return _fix_latiss(cls, header, obsid, cls._construct_log_prefix(obsid, filename))
 
     def on_mountain(self) -> bool:

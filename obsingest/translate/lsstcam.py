@@ -127,9 +127,7 @@ class LsstCamTranslator(RubinTranslator):
         return str(header.get("INSTRUME", "")).lower() == cls.supported_instrument.lower()
 
     @classmethod
-    def fix_header(
-        cls, header: Any, instrument: str, obsid: str, filename: str | None = None
-    ) -> bool:
+    def fix_header(cls, header: Any, instrument: str, obsid: str, filename: str | None = None) -> bool:
         return _fix_lsstcam(header, cls._construct_log_prefix(obsid, filename))
 
     @classmethod
@@ -190,9 +188,7 @@ class LsstComCamTranslator(LsstCamTranslator):
         return instrument == "lsst_camera" and header.get("TELCODE") == "CC"
 
     @classmethod
-    def fix_header(
-        cls, header: Any, instrument: str, obsid: str, filename: str | None = None
-    ) -> bool:
+    def fix_header(cls, header: Any, instrument: str, obsid: str, filename: str | None = None) -> bool:
         return _fix_comcam(cls, header, cls._construct_log_prefix(obsid, filename))
 
 

@@ -177,9 +177,7 @@ def exposure_key(header: Mapping[str, Any]) -> tuple[Any, ...]:
     """The cache key of a header's exposure part (see the module doc)."""
     if isinstance(header, HduHeader):  # a FITS header: its cards' text, unparsed
         return ("fits", *header.raw_key(_PADDED))
-    values = tuple(
-        _typed(header.get(card)) if card in header else KeyError for card in EXPOSURE_CARDS
-    )
+    values = tuple(_typed(header.get(card)) if card in header else KeyError for card in EXPOSURE_CARDS)
     simulated = tuple((k, _typed(header[k])) for k in header if "SIMULATE" in k)
     return (header.get("OBSID"), values, simulated)
 

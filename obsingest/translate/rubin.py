@@ -305,9 +305,7 @@ class RubinTranslator(FitsTranslator):
         try:
             if self._header.get("DATE-OBS") == self._header["DATE"]:
                 altaz = self.to_altaz_begin()
-                return SkyCoord(
-                    altaz.transform_to(ICRS()), obstime=altaz.obstime, location=altaz.location
-                )
+                return SkyCoord(altaz.transform_to(ICRS()), obstime=altaz.obstime, location=altaz.location)
             pairs = (("RASTART", "DECSTART"), ("RA", "DEC"))
             return tracking_from_degree_headers(self, ("RADESYS",), pairs)
         except Exception:

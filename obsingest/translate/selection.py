@@ -25,9 +25,7 @@ def rubin_translators_installed() -> bool:
     except ImportError:
         return False
     except Exception as exc:  # installed but broken: ours are better than none
-        log.warning(
-            "%s is installed but does not import (%s); using obsingest's", RUBIN_TRANSLATORS, exc
-        )
+        log.warning("%s is installed but does not import (%s); using obsingest's", RUBIN_TRANSLATORS, exc)
         return False
     return True
 

@@ -80,9 +80,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument("--threads", type=int, default=None, help="compression threads per worker")
     budget_option(p)
-    p.add_argument(
-        "--arrival-timeout", type=float, default=60.0, help="seconds to wait for announcements"
-    )
+    p.add_argument("--arrival-timeout", type=float, default=60.0, help="seconds to wait for announcements")
     p.set_defaults(func=run_transfer)
     _register_capacity(sub)
 

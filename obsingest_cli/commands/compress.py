@@ -13,9 +13,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     # fpack's grammar is not argparse's (-h is Hcompress, -q4, -i2f ...): every argument after
     # `compress` is passed through untouched. A prefix character that cannot occur in argv makes
     # argparse treat "-O", "-h" ... as plain values; `-H`/`--help` print fpack_cli's help.
-    parser = subparsers.add_parser(
-        "compress", help=HELP, description=HELP, add_help=False, prefix_chars="\0"
-    )
+    parser = subparsers.add_parser("compress", help=HELP, description=HELP, add_help=False, prefix_chars="\0")
     parser.add_argument("argv", nargs=argparse.REMAINDER)
     parser.set_defaults(func=run)
 

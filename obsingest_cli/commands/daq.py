@@ -37,9 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         help="file to write, or a directory to write the camera's file name into",
     )
-    write.add_argument(
-        "--instrument", default=None, help="LSSTCam, LSSTComCam or LATISS (default: LSSTCam)"
-    )
+    write.add_argument("--instrument", default=None, help="LSSTCam, LSSTComCam or LATISS (default: LSSTCam)")
     write.add_argument(
         "--exposure",
         type=int,
@@ -83,9 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "reported on stderr, the night goes on, and the exit status is 1.",
     )
     night.add_argument("handoff", type=Path, metavar="HANDOFF", help="hand-off directory")
-    night.add_argument(
-        "--instrument", default=None, help="LSSTCam, LSSTComCam or LATISS (default: LSSTCam)"
-    )
+    night.add_argument("--instrument", default=None, help="LSSTCam, LSSTComCam or LATISS (default: LSSTCam)")
     night.add_argument("--exposures", type=int, default=10, help="exposures (default 10)")
     night.add_argument("--detectors", type=int, default=9, help="CCDs per exposure (default 9)")
     night.add_argument(

@@ -51,9 +51,7 @@ def run(args: argparse.Namespace) -> int:
 def run_release(args: argparse.Namespace) -> int:
     from producers.edge.release import DEFAULT_REASONS, release_quarantined
 
-    done = release_quarantined(
-        args.handoff, args.spool, args.reason or DEFAULT_REASONS, dry_run=args.dry_run
-    )
+    done = release_quarantined(args.handoff, args.spool, args.reason or DEFAULT_REASONS, dry_run=args.dry_run)
     for item in done:
         why = f" ({item.why})" if item.why else ""
         print(f"{item.status}: {item.key or '-'} {item.path} [{item.reason}]{why}")

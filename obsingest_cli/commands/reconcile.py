@@ -25,14 +25,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
             "and the register function's OBSINGEST_STORE_* / _REGISTRY_* / _BUS_*."
         ),
     )
-    p.add_argument(
-        "--every", type=float, help="run as a service, one pass every SECONDS (default: one pass)"
-    )
+    p.add_argument("--every", type=float, help="run as a service, one pass every SECONDS (default: one pass)")
     p.add_argument(
         "--window",
         type=float,
-        help="compare objects created in the last SECONDS (default: OBSINGEST_RECONCILE_WINDOW, "
-        "6 h)",
+        help="compare objects created in the last SECONDS (default: OBSINGEST_RECONCILE_WINDOW, 6 h)",
     )
     p.add_argument(
         "--grace",
@@ -45,21 +42,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         dest="prefixes",
         help="prefix to list, repeatable (default: raw/ and quarantine/)",
     )
-    p.add_argument(
-        "--dry-run", action="store_true", help="one pass that only reports what is missing"
-    )
-    p.add_argument(
-        "--no-canary", dest="canary", action="store_false", help="service without the canary"
-    )
+    p.add_argument("--dry-run", action="store_true", help="one pass that only reports what is missing")
+    p.add_argument("--no-canary", dest="canary", action="store_false", help="service without the canary")
     p.add_argument(
         "--no-repair",
         dest="repair",
         action="store_false",
         help="never re-provision topics, subscriptions and notification configs (local stack)",
     )
-    p.add_argument(
-        "--json", dest="as_json", action="store_true", help="print the pass report as JSON"
-    )
+    p.add_argument("--json", dest="as_json", action="store_true", help="print the pass report as JSON")
     p.set_defaults(func=run)
 
 

@@ -26,9 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="only letters whose reason contains TEXT (case-insensitive) or whose HTTP status "
         "is TEXT, e.g. 503, 'registry unavailable', 'no response'",
     )
-    p.add_argument(
-        "--dry-run", action="store_true", help="count what would be redriven, change nothing"
-    )
+    p.add_argument("--dry-run", action="store_true", help="count what would be redriven, change nothing")
     p.add_argument("--parked", action="store_true", help="redrive parked letters instead")
     p.add_argument("--project", help="Pub/Sub project (default: OBSINGEST_BUS_PUBSUB_PROJECT)")
     p.add_argument("--json", dest="as_json", action="store_true", help="print the counts as JSON")

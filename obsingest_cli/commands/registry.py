@@ -16,9 +16,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = p.add_subparsers(dest="registry_command", metavar="SUBCOMMAND", required=True)
     common = argparse.ArgumentParser(add_help=False)
     registry_option(common)
-    common.add_argument(
-        "--json", dest="as_json", action="store_true", help="print JSON instead of a table"
-    )
+    common.add_argument("--json", dest="as_json", action="store_true", help="print JSON instead of a table")
 
     ls = sub.add_parser(
         "list",
@@ -53,9 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Write dimension records, runs, the dataset type and every dataset (same ids, "
         "same URIs) as a Butler export file (needs obsingest[butler]).",
     )
-    x.add_argument(
-        "--format", dest="fmt", choices=["butler"], default="butler", help="export format"
-    )
+    x.add_argument("--format", dest="fmt", choices=["butler"], default="butler", help="export format")
     x.add_argument(
         "--target",
         choices=["rubin", "daf_butler", "obsingest"],

@@ -30,12 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         dest="prefixes",
         help="notification prefix, repeatable (default: raw/, quarantine/ and canary/)",
     )
-    p.add_argument(
-        "--subscription", default=defaults.RELAY_SUBSCRIPTION, help="relay subscription name"
-    )
-    p.add_argument(
-        "--kafka", help="Kafka bootstrap servers (default: when OBSINGEST_BUS_BACKEND has kafka)"
-    )
+    p.add_argument("--subscription", default=defaults.RELAY_SUBSCRIPTION, help="relay subscription name")
+    p.add_argument("--kafka", help="Kafka bootstrap servers (default: when OBSINGEST_BUS_BACKEND has kafka)")
     registry_option(
         p,
         help=(

@@ -30,8 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                 "--timeout",
                 type=float,
                 default=None,
-                help="seconds to wait for each service (default: OBSINGEST_STACK_STARTUP_TIMEOUT, "
-                "60)",
+                help="seconds to wait for each service (default: OBSINGEST_STACK_STARTUP_TIMEOUT, 60)",
             )
         elif action == "down":
             cmd.add_argument(

@@ -45,6 +45,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     from obsingest_cli.script.status import run_status
 
-    return call_with_options(
-        run_status, args, registry_url=args.registry, metrics_urls=args.metrics
-    )
+    return call_with_options(run_status, args, registry_url=args.registry, metrics_urls=args.metrics)

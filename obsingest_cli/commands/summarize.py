@@ -53,9 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     budget_option(parser, "per-CCD budget in seconds, readout -> published (default %(default)s)")
     stream = parser.add_argument_group("streaming")
-    stream.add_argument(
-        "--streaming", action="store_true", help="run the streaming job instead of batch"
-    )
+    stream.add_argument("--streaming", action="store_true", help="run the streaming job instead of batch")
     stream.add_argument(
         "--project",
         default=os.environ.get("PUBSUB_PROJECT_ID", defaults.LOCAL_PROJECT),
@@ -100,9 +98,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=600.0,
         help="seconds after the deadline that late arrivals revise a summary",
     )
-    stream.add_argument(
-        "--run-for", type=float, help="stop the streaming job after this many seconds"
-    )
+    stream.add_argument("--run-for", type=float, help="stop the streaming job after this many seconds")
     parser.add_argument(
         "beam_args", nargs=argparse.REMAINDER, help="after '--': options passed to Beam unchanged"
     )

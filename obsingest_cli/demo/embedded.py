@@ -63,9 +63,7 @@ class EmbeddedEnvironment:
             )
         self.bus.subscribe(self.bus_settings.exposures_topic, self._record_manifest)
         wiring.configure(
-            wiring.build_service(
-                self.store, self.registry, self.bus, self.store_settings, self.bus_settings
-            )
+            wiring.build_service(self.store, self.registry, self.bus, self.store_settings, self.bus_settings)
         )
         # In-process delivery to the very entry point Cloud Functions would call.
         self._dispatcher = OutboxDispatcher(

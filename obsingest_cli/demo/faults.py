@@ -52,9 +52,7 @@ def inject_bad_inputs(env: DemoEnvironment, good: DataId) -> dict[str, str]:
     good_bytes = store.read(good_name)
     now = utcnow()
 
-    env.inject_notification(
-        _fake_object(env, f"raw/{good.instrument}/{day_obs}/../../../etc/passwd.fits.fz")
-    )
+    env.inject_notification(_fake_object(env, f"raw/{good.instrument}/{day_obs}/../../../etc/passwd.fits.fz"))
     store.put("misc/README.txt", b"not a CCD")
     unknown = f"raw/Nonesuch/{day_obs}/{good.exposure}/Nonesuch_{good.exposure}_000.fits.fz"
     store.put(unknown, good_bytes)

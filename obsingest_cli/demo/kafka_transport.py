@@ -67,9 +67,7 @@ class KafkaTransport:
         require_kafka(self.bootstrap)
         partitions = {self.topic: CHUNK_TOPIC_PARTITIONS, self.dlq_topic: 1}
         create_chunk_topics(self.bootstrap, partitions)
-        argv = command(
-            self.bootstrap, self.topic, self.dlq_topic, self.group_id, self.env.store_url
-        )
+        argv = command(self.bootstrap, self.topic, self.dlq_topic, self.group_id, self.env.store_url)
         env = {
             **os.environ,
             "OBSINGEST_ASSEMBLER_PREFIX": self.env.store_settings.prefix,
@@ -120,9 +118,7 @@ class KafkaTransport:
 
     def _check_alive(self) -> None:
         if self._proc is not None and self._proc.poll() is not None:
-            raise RuntimeError(
-                f"the assembler exited with status {self._proc.returncode}{self._log_tail()}"
-            )
+            raise RuntimeError(f"the assembler exited with status {self._proc.returncode}{self._log_tail()}")
 
     def processes(self) -> dict[str, list[int]]:
         return {"assembler": [self._proc.pid]} if self._proc is not None else {}

@@ -72,9 +72,7 @@ def use_stack_environment(services: tuple[str, ...] = STACK_SERVICES) -> dict[st
 class LocalStackEnvironment:
     """``obsingest demo --stack local``: the direct-upload path on real services."""
 
-    def __init__(
-        self, workdir: Path, *, whole_bucket_notifications: bool = True, keep: bool = True
-    ) -> None:
+    def __init__(self, workdir: Path, *, whole_bucket_notifications: bool = True, keep: bool = True) -> None:
         from obsingest.bus.pubsub import PubSubPublisher
         from obsingest.store.gcs import GcsSettings, GcsStore
 
@@ -125,17 +123,13 @@ class LocalStackEnvironment:
         def listen(subscription: str, handle: Any) -> SubscriberThread:
             return SubscriberThread(self.project, subscription, handle, name=subscription).start()
 
-        self._subscribers = [
-            listen("demo-arrivals", lambda d: on_arrival(ArrivalEvent.decode(d.data)))
-        ]
+        self._subscribers = [listen("demo-arrivals", lambda d: on_arrival(ArrivalEvent.decode(d.data)))]
         if on_manifest is not None:  # every subscriber polls the emulator, busy or not
             subscribe(self.project, bus.exposures_topic, "demo-exposures")
             subscribe(self.project, bus.exposures_ingested_topic, "demo-ingested")
             self._subscribers += [
                 listen("demo-exposures", lambda d: on_manifest(ExposureManifest.decode(d.data))),
-                listen(
-                    "demo-ingested", lambda d: self._write_ingested(ExposureIngested.decode(d.data))
-                ),
+                listen("demo-ingested", lambda d: self._write_ingested(ExposureIngested.decode(d.data))),
             ]
         wiring.configure(
             wiring.build_service(
@@ -243,9 +237,7 @@ class LocalStackEnvironment:
             provision.drop_database(self.admin_url, self.registry_url)
             delete_pubsub_project(self.project)
         except Exception as exc:
-            log_event(
-                log, "demo.cleanup_failed", logging.WARNING, bucket=self.bucket, error=str(exc)
-            )
+            log_event(log, "demo.cleanup_failed", logging.WARNING, bucket=self.bucket, error=str(exc))
             return
         log_event(log, "demo.run_data_deleted", bucket=self.bucket, objects=deleted)
 

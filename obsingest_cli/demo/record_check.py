@@ -11,9 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 
-def discrepancy(
-    registry: Any, exposures: Iterable[tuple[str, int]], announced: Iterable[Any]
-) -> str:
+def discrepancy(registry: Any, exposures: Iterable[tuple[str, int]], announced: Iterable[Any]) -> str:
     """ "" when the registry holds exactly the announced datasets of ``exposures``, else why not."""
     held: set[str] = set()
     for instrument, exposure in sorted(set(exposures)):

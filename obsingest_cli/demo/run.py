@@ -237,9 +237,7 @@ class DemoPipeline:
         # The camera reads every CCD of an exposure out at once: one readout time for all, and
         # the whole readout handed to the edge service in one call (journalled in one commit).
         readout = utcnow()
-        ccds = [
-            CcdFile(str(paths[det]), cfg.instrument, exposure, det, readout) for det in detectors
-        ]
+        ccds = [CcdFile(str(paths[det]), cfg.instrument, exposure, det, readout) for det in detectors]
         outcomes = edge.submit_many(ccds)
         for done, fut in enumerate(outcomes, 1):
             outcome = _await_outcome(fut, edge)
@@ -251,9 +249,7 @@ class DemoPipeline:
         while time.monotonic() < deadline:
             with self._lock:
                 arrived = {a.detector for a in self.arrivals if a.exposure == exposure}
-            self.progress.update(
-                f"{label}: registered and announced {len(arrived)}/{len(detectors)}"
-            )
+            self.progress.update(f"{label}: registered and announced {len(arrived)}/{len(detectors)}")
             if len(arrived) >= len(detectors):
                 break
             time.sleep(0.05)
@@ -266,9 +262,7 @@ class DemoPipeline:
         arrivals_path = self.workdir / "arrivals.avro"
         manifests_path = self.workdir / "manifests.avro"
         avro.write_container(arrivals_path, "ArrivalEvent", [a.to_record() for a in self.arrivals])
-        avro.write_container(
-            manifests_path, "ExposureManifest", [m.to_record() for m in self.manifests]
-        )
+        avro.write_container(manifests_path, "ExposureManifest", [m.to_record() for m in self.manifests])
         self.progress.update("Beam batch job: per-exposure latency and completeness ...")
         summaries_path = self.workdir / "summaries.jsonl"
         summaries = run_batch(

@@ -35,9 +35,7 @@ def stage_deltas(event: ArrivalEvent) -> dict[str, float | None]:
 
 
 def format_line(event: ArrivalEvent) -> str:
-    deltas = " ".join(
-        f"{k}={v:.3f}s" if v is not None else f"{k}=?" for k, v in stage_deltas(event).items()
-    )
+    deltas = " ".join(f"{k}={v:.3f}s" if v is not None else f"{k}=?" for k, v in stage_deltas(event).items())
     return (
         f"{event.data_id.key}  {event.dataset_id}  latency={event.latency:.3f}s  {deltas}  "
         f"{event.transport}  {event.uri}"

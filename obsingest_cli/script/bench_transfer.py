@@ -167,9 +167,7 @@ def format_report(result: dict[str, Any]) -> str:
         lines += ["", "end to end, per CCD (warm-up exposure excluded when there are others):"]
         lines.append(format_stage_table([StageRow(**r) for r in stages]))
         verdict = (
-            "within"
-            if lat["announced"] == lat["expected"] and not lat["over_budget"]
-            else ("NOT within")
+            "within" if lat["announced"] == lat["expected"] and not lat["over_budget"] else ("NOT within")
         )
         p50 = "-" if lat["p50"] is None else f"{lat['p50']:.2f}"
         mx = "-" if lat["max"] is None else f"{lat['max']:.2f}"

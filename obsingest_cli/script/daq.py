@@ -65,9 +65,7 @@ class ManifestPublisher:
         extra = {"sleep": self.sleep} if self.sleep is not None else {}
         try:
             call_with_retries(
-                lambda _left: self.publisher.publish(
-                    self.topic, data, key=key, attributes=attributes
-                ),
+                lambda _left: self.publisher.publish(self.topic, data, key=key, attributes=attributes),
                 classify,
                 self.policy,
                 what=f"publish manifest {key}",
@@ -111,9 +109,7 @@ def night(args: argparse.Namespace) -> int:
     manifests: ManifestPublisher | None = None
     try:
         template = _template(args)
-        instrument = args.instrument or (
-            template_instrument(template) if template is not None else "LSSTCam"
-        )
+        instrument = args.instrument or (template_instrument(template) if template is not None else "LSSTCam")
         plan = call_with_options(NightPlan, args, instrument=instrument, template=template)
         if getattr(args, "publish_manifests", False):
             from obsingest.bus.factory import open_publisher
@@ -157,9 +153,7 @@ def write_one(args: argparse.Namespace) -> int:
 
     try:
         template = _template(args)
-        instrument = args.instrument or (
-            template_instrument(template) if template is not None else "LSSTCam"
-        )
+        instrument = args.instrument or (template_instrument(template) if template is not None else "LSSTCam")
         detector = args.detector
         if detector is None and template is not None:
             detector = template_detector(template)

@@ -27,9 +27,7 @@ def local_stack_repair(
         from infra.local.relay.settings import RelaySettings
 
         relay = RelaySettings()
-        return setup(
-            bucket, bus, prefixes=prefixes, relay_subscription=relay.subscription, relay=relay
-        )
+        return setup(bucket, bus, prefixes=prefixes, relay_subscription=relay.subscription, relay=relay)
 
     return repair
 
@@ -100,9 +98,7 @@ def reconcile(
     return facility.health()
 
 
-def redrive(
-    *, reason: str | None, dry_run: bool, parked: bool, project: str | None, as_json: bool
-) -> int:
+def redrive(*, reason: str | None, dry_run: bool, parked: bool, project: str | None, as_json: bool) -> int:
     """One manual pass: every selected letter back to the objects topic now."""
     from functions.register.facility.settings import RedriveSettings
     from functions.register.facility.wiring import build_redriver

@@ -13,9 +13,7 @@ def _open(url: str | None) -> Registry:
     return open_registry(settings)
 
 
-def list_datasets(
-    url: str | None, instrument: str | None, exposure: int | None, as_json: bool
-) -> int:
+def list_datasets(url: str | None, instrument: str | None, exposure: int | None, as_json: bool) -> int:
     """Registered datasets with their datastore records, as a table or JSON."""
     registry = _open(url)
     rows = registry.datasets(instrument, exposure)
@@ -50,9 +48,7 @@ def list_quarantine(url: str | None, as_json: bool) -> int:
 def migrate(url: str | None) -> int:
     """Apply pending schema migrations (opening the registry does)."""
     registry = _open(url)
-    print(
-        f"registry schema up to date at {registry.engine.url.render_as_string(hide_password=True)}"
-    )
+    print(f"registry schema up to date at {registry.engine.url.render_as_string(hide_password=True)}")
     registry.close()
     return 0
 

@@ -30,8 +30,7 @@ def up(args: argparse.Namespace) -> int:
     took = time.monotonic() - t0
     started = ", ".join(result.started) or "none"
     print(
-        f"started: {started}; already running: {', '.join(result.already_running) or 'none'}"
-        f" ({took:.1f} s)"
+        f"started: {started}; already running: {', '.join(result.already_running) or 'none'} ({took:.1f} s)"
     )
     rows = stack.status()
     print(render_status_table(rows), end="")

@@ -100,9 +100,7 @@ def scrape(url: str, timeout: float = 2.0) -> MetricsSource:
         return MetricsSource(url, False, error=f"{type(exc).__name__}: {exc}"[:200])
 
 
-def take(
-    reader: PresenceReader, metrics_urls: list[str], exposures: int, since: timedelta
-) -> Snapshot:
+def take(reader: PresenceReader, metrics_urls: list[str], exposures: int, since: timedelta) -> Snapshot:
     """One snapshot; a registry that cannot be read is reported in ``error``."""
     where = reader.source
     now = datetime.now(UTC)

@@ -128,9 +128,7 @@ class _Run:
     file ``acked`` only after the store verified it.
     """
 
-    def __init__(
-        self, config: BackfillConfig, journal: Journal, report: BackfillReport, bar: Any
-    ) -> None:
+    def __init__(self, config: BackfillConfig, journal: Journal, report: BackfillReport, bar: Any) -> None:
         self.config = config
         self.journal = journal
         self.report = report
@@ -236,9 +234,7 @@ class _Run:
                 log_event(log, "backfill.failed", object=r.key, reason=r.reason, error=r.error)
         if self.bar is not None:
             self.bar.update(sent)
-            self.bar.set_postfix(
-                files=self.report.verified, failed=len(self.report.failed), refresh=False
-            )
+            self.bar.set_postfix(files=self.report.verified, failed=len(self.report.failed), refresh=False)
         return transient
 
 

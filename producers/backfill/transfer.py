@@ -74,13 +74,9 @@ class UploadWorker:
                 key, False, reason="source-vanished", error=f"{path}: vanished before it was read"
             )
         except OSError as exc:
-            return FileResult(
-                key, False, retriable=True, reason="source-unreadable", error=f"{path}: {exc}"
-            )
+            return FileResult(key, False, retriable=True, reason="source-unreadable", error=f"{path}: {exc}")
         try:
-            name = identity_from_header(parse_primary(data).str_value, path).object_name(
-                self.prefix
-            )
+            name = identity_from_header(parse_primary(data).str_value, path).object_name(self.prefix)
         except ObsIngestError as exc:  # not FITS, no identity, an instrument we do not ingest
             error = str(exc) if str(exc).startswith(path) else f"{path}: {exc}"
             return FileResult(key, False, size=len(data), reason=exc.reason, error=error[:1000])
@@ -94,8 +90,7 @@ class UploadWorker:
             # object's on "exists") are the store's own: comparing them verifies the stored bytes.
             if size != len(data) or stored_crc != crc:
                 raise ChecksumMismatch(
-                    f"{name}: store holds {size} B crc32c {stored_crc}, "
-                    f"{path} has {len(data)} B crc32c {crc}"
+                    f"{name}: store holds {size} B crc32c {stored_crc}, {path} has {len(data)} B crc32c {crc}"
                 )
         except ObsIngestError as exc:  # ObjectConflict (permanent) among them
             error = f"{path}: {exc}" if isinstance(exc, ObjectConflict) else str(exc)[:1000]

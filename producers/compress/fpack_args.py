@@ -117,9 +117,7 @@ def _is_flag(arg: str) -> bool:
 
 def _tiling(text: str) -> Tiling:
     if not text or any(not (ch.isdigit() or ch == ",") for ch in text):
-        raise CommandLineError(
-            "Error: `-t' requires comma separated tile dims, e.g., `-t 100,100'\n"
-        )
+        raise CommandLineError("Error: `-t' requires comma separated tile dims, e.g., `-t 100,100'\n")
     dims = tuple(int(part) for part in text.split(",") if part)
     if len(dims) > MAX_TILE_DIMS:
         raise CommandLineError(f"Error: too many dimensions for `-t', max={MAX_TILE_DIMS}\n")
@@ -218,18 +216,14 @@ def preflight(opts: Options) -> list[tuple[str, str, str]]:
         if name.startswith("-") and name != "-":
             raise CommandLineError(f"Error: invalid input file name\n   {name}\n" + NOOP)
         if "[" in name or "]" in name:
-            raise CommandLineError(
-                f"Error: section/extension notation not supported: {name}\n" + NOOP
-            )
+            raise CommandLineError(f"Error: section/extension notation not supported: {name}\n" + NOOP)
         source = name
         if name != "-" and not readable(name):
             if not readable(name + ".gz"):
                 raise CommandLineError(f"Error: can't find or read input file {name}\n" + NOOP)
             source = name + ".gz"  # CFITSIO opens the gzipped file under the plain name
         if name.endswith(".fz"):
-            raise CommandLineError(
-                f"Error: fpack input file already has '.fz' suffix\n{name}\n" + NOOP
-            )
+            raise CommandLineError(f"Error: fpack input file already has '.fz' suffix\n{name}\n" + NOOP)
         if opts.to_stdout:
             plan.append((name, source, "-"))
             continue
@@ -237,13 +231,10 @@ def preflight(opts: Options) -> list[tuple[str, str, str]]:
             nfiles += 1
             if nfiles > 1:
                 raise CommandLineError(
-                    "Error: cannot use same output file name for multiple files:\n   "
-                    f"{opts.outfile}\n" + NOOP
+                    f"Error: cannot use same output file name for multiple files:\n   {opts.outfile}\n" + NOOP
                 )
             if readable(opts.outfile):
-                raise CommandLineError(
-                    f"Error: output file already exists:\n {opts.outfile}\n " + NOOP
-                )
+                raise CommandLineError(f"Error: output file already exists:\n {opts.outfile}\n " + NOOP)
             plan.append((name, source, opts.outfile))
             continue
         out = output_name(name, opts.clobber)

@@ -107,14 +107,11 @@ class _Run:
             reason = getattr(exc, "strerror", None) or str(exc)
             self.fail(
                 status,
-                stderr=f"\nFITSIO status = {status}: {STATUS_TEXT[status]}\n"
-                f"{item.name}: {reason}\n",
+                stderr=f"\nFITSIO status = {status}: {STATUS_TEXT[status]}\n{item.name}: {reason}\n",
             )
             return False
         try:
-            item.hdus, jobs = tiled_rice.plan(
-                memoryview(item.data), self.opts.tiling, self.opts.checksum
-            )
+            item.hdus, jobs = tiled_rice.plan(memoryview(item.data), self.opts.tiling, self.opts.checksum)
         except CorruptFile as exc:
             self.fits_error(item, exc)
             self.close(item)
@@ -159,16 +156,14 @@ class _Run:
         except CorruptFile as exc:
             self.fail(
                 COMPRESSION_FAILED,
-                f"Error: {item.target} does not restore "
-                f"{item.name}: {exc}\n" + "Input file is unchanged.\n",
+                f"Error: {item.target} does not restore {item.name}: {exc}\n" + "Input file is unchanged.\n",
             )
             return
         except OSError as exc:  # fpack's report when it cannot create the output
             self.fail(
                 105,
                 f"Error processing file: {item.name}\n  in HDU number 1\n",
-                f"\nFITSIO status = 105: {STATUS_TEXT[105]}\n"
-                f"{item.target}: {exc.strerror or exc}\n",
+                f"\nFITSIO status = 105: {STATUS_TEXT[105]}\n{item.target}: {exc.strerror or exc}\n",
             )
             return
         if destroys_input and item.target != item.source:
@@ -232,9 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(HELP)
             return 0
         if opts.show == "version":
-            sys.stdout.write(
-                f"obsingest compress ({FPACK_COMPATIBLE} command line, lossless tiled RICE_1)\n"
-            )
+            sys.stdout.write(f"obsingest compress ({FPACK_COMPATIBLE} command line, lossless tiled RICE_1)\n")
             return 0
         return run(opts)
     except CommandLineError as exc:

@@ -44,11 +44,7 @@ _BINTABLE_PREFIXES = ("NAXIS", "TTYPE", "TFORM", "TUNIT", "ZTILE", "ZNAME", "ZVA
 
 
 def is_compressed_image(hdu: Hdu) -> bool:
-    return (
-        not hdu.is_primary
-        and hdu.str_value("XTENSION") == "BINTABLE"
-        and hdu.value("ZIMAGE") == "T"
-    )
+    return not hdu.is_primary and hdu.str_value("XTENSION") == "BINTABLE" and hdu.value("ZIMAGE") == "T"
 
 
 def unpack_data(buf: memoryview, hdu: Hdu) -> bytes:
@@ -124,9 +120,7 @@ def _decompress_image(buf: memoryview, hdu: Hdu) -> tuple[list[bytes], bool]:
             rest.append(card)
     order = ("SIMPLE", "XTENSION", "BITPIX", "NAXIS", *(f"NAXIS{i}" for i in (1, 2)))
     order += ("EXTEND",) if was_primary else ("PCOUNT", "GCOUNT")
-    mandatory = sorted(
-        (c for c in cards if card_key(c) in order), key=lambda c: order.index(card_key(c))
-    )
+    mandatory = sorted((c for c in cards if card_key(c) in order), key=lambda c: order.index(card_key(c)))
     others = [c for c in cards if card_key(c) not in order]
     head = header_bytes(mandatory + others + rest)
     return [head, data, b"\0" * (-len(data) % BLOCK)], was_primary
@@ -189,6 +183,5 @@ def verify_plan(
     if len(out_hdus) != len(sources):
         raise CorruptFile(f"written file has {len(out_hdus)} HDUs, expected {len(sources)}")
     return [
-        partial(_check_hdu, packed, out, original, src)
-        for out, src in zip(out_hdus, sources, strict=True)
+        partial(_check_hdu, packed, out, original, src) for out, src in zip(out_hdus, sources, strict=True)
     ]

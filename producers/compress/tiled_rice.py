@@ -234,9 +234,7 @@ def _hdu_job(buf: memoryview, hdu: Hdu, tiling: Tiling, checksum: bool) -> list[
     return _copy_hdu(buf, hdu, checksum)
 
 
-def plan(
-    buf: memoryview, tiling: Tiling = None, checksum: bool = True
-) -> tuple[list[Hdu], list[Job]]:
+def plan(buf: memoryview, tiling: Tiling = None, checksum: bool = True) -> tuple[list[Hdu], list[Job]]:
     """The HDUs of a FITS file and the output ``.fits.fz`` as independent jobs, in file order:
     each returns the byte parts of one output HDU. Raises FitsFormatError (a CorruptFile) if the
     bytes are not valid FITS; the jobs may run on any threads."""
@@ -292,9 +290,7 @@ class MappedFile:
             self.size = os.fstat(self._fh.fileno()).st_size
             flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
             self.map: mmap.mmap | bytes = (
-                mmap.mmap(self._fh.fileno(), 0, flags=flags, prot=mmap.PROT_READ)
-                if self.size
-                else b""
+                mmap.mmap(self._fh.fileno(), 0, flags=flags, prot=mmap.PROT_READ) if self.size else b""
             )
         except BaseException:
             self._fh.close()

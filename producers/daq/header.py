@@ -300,9 +300,7 @@ def _filter_cards(spec: CcdSpec) -> tuple[str, str]:
 def templated_cards(spec: CcdSpec, template: Cards) -> list[tuple[str, Value]]:
     """The template's cards with this CCD's identity and times (module doc)."""
     if template_instrument(template) != spec.instrument:
-        raise ValueError(
-            f"the template is a {template_instrument(template)} header, not {spec.instrument}"
-        )
+        raise ValueError(f"the template is a {template_instrument(template)} header, not {spec.instrument}")
     fresh = identity_cards(spec) | time_cards(spec)
     cards = dict(template)
     own_detector = template_detector(template) == spec.detector

@@ -175,9 +175,7 @@ def play_night(
         exposure = exposure_id(day_obs, plan.first_seq + index)
         filt = FILTERS[index % len(FILTERS)]
         readout_due = start + index * plan.interval
-        if index and not _wait_until(
-            readout_due - generation_lead(plan.interval, generating), stop
-        ):
+        if index and not _wait_until(readout_due - generation_lead(plan.interval, generating), stop):
             return played
         # the pixels do not depend on the time: generate before the readout moment, with the
         # times of the readout to come (integration began dark_time before it)

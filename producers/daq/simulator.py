@@ -199,8 +199,7 @@ class CcdSpec:
             raise ValueError("exposure_time must be >= 0")
         if exposure_day_obs(self.exposure) != self.day_obs:
             raise ValueError(
-                f"exposure {self.exposure} is not day_obs * 100000 + seq_num for "
-                f"day_obs {self.day_obs}"
+                f"exposure {self.exposure} is not day_obs * 100000 + seq_num for day_obs {self.day_obs}"
             )
         if self.controller is not None and (
             exposure_id(self.day_obs, self.seq_num, self.controller) != self.exposure
@@ -328,9 +327,7 @@ def _amp_header(spec: CcdSpec, index: int, name: str, bias: float, read_noise: f
 
 
 @lru_cache(maxsize=4096)
-def _amp_header_bytes(
-    lay: AmpLayout, index: int, name: str, bias: float, read_noise: float
-) -> bytes:
+def _amp_header_bytes(lay: AmpLayout, index: int, name: str, bias: float, read_noise: float) -> bytes:
     """An amplifier's header: the same for every exposure of a detector (its bias and read
     noise are the detector's), so built once per amplifier of a night, not per CCD."""
     x0, x1 = lay.prescan + 1, lay.prescan + lay.data_cols
@@ -366,9 +363,7 @@ def _seed_words(spec: CcdSpec) -> list[int]:
     return [spec.seed & 0xFFFFFFFF, zlib.crc32(spec.instrument.encode()), spec.detector]
 
 
-def _amp_pixels(
-    spec: CcdSpec, rng: np.random.Generator, bias: float, read_noise: float
-) -> np.ndarray:
+def _amp_pixels(spec: CcdSpec, rng: np.random.Generator, bias: float, read_noise: float) -> np.ndarray:
     """One amplifier's pixels as big-endian int32 (FITS order), ready to write."""
     lay = spec.layout
     rate = _SKY_RATE.get(physical_filter(spec.instrument, spec.filter)[1], _DEFAULT_SKY_RATE)
@@ -402,9 +397,9 @@ def _poisson_small(rng: np.random.Generator, mean: float, shape: tuple[int, ...]
 
 #: a star's stamp: half-width and pixel offsets (read-only; built once, not per amplifier)
 _STAMP_HALF = 7
-_STAMP_YY, _STAMP_XX = np.mgrid[
-    -_STAMP_HALF : _STAMP_HALF + 1, -_STAMP_HALF : _STAMP_HALF + 1
-].astype(np.float32)
+_STAMP_YY, _STAMP_XX = np.mgrid[-_STAMP_HALF : _STAMP_HALF + 1, -_STAMP_HALF : _STAMP_HALF + 1].astype(
+    np.float32
+)
 _STAMP_YY.flags.writeable = False
 _STAMP_XX.flags.writeable = False
 

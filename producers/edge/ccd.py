@@ -181,9 +181,7 @@ def read_exact(path: str, buf: bytearray | None = None) -> bytearray:
             while got < size:
                 n = os.readv(fd, [view[got:]])
                 if n == 0:
-                    raise CorruptFile(
-                        f"{path}: truncated while being read: got {got} of {size} bytes"
-                    )
+                    raise CorruptFile(f"{path}: truncated while being read: got {got} of {size} bytes")
                 got += n
         except OSError as exc:
             if exc.errno == errno.EIO:
@@ -231,11 +229,7 @@ def verify_precompressed(data: bytes | bytearray, source: str) -> None:
     except CorruptFile as exc:
         raise CorruptFile(f"{source}: pre-compressed hand-off is not valid FITS: {exc}") from None
     images = [h for h in hdus[1:] if h.value("ZIMAGE") is not None]
-    plain = [
-        h.index
-        for h in hdus[1:]
-        if h.value("ZIMAGE") is None and h.str_value("XTENSION") == "IMAGE"
-    ]
+    plain = [h.index for h in hdus[1:] if h.value("ZIMAGE") is None and h.str_value("XTENSION") == "IMAGE"]
     if not images or plain or any(h.value("ZIMAGE") != "T" for h in images):
         raise CorruptFile(
             f"{source}: a .fits.fz hand-off must hold tile-compressed images (ZIMAGE = T); "
@@ -279,9 +273,7 @@ class CcdWorker:
             warm_up()
         self.spool = Path(spool)
         self.threads = threads
-        self.sender = open_edge_sender(
-            destination, prefix, quarantine_prefix, producer=f"edge-{os.getpid()}"
-        )
+        self.sender = open_edge_sender(destination, prefix, quarantine_prefix, producer=f"edge-{os.getpid()}")
         self.journal = Journal(self.spool)
         #: fsync the ack: only needed when the raw file is released after it (on_ack)
         self.durable_ack = durable_ack
@@ -294,16 +286,12 @@ class CcdWorker:
                 close()
         self.journal.close()
 
-    def _mark(
-        self, key: str, state: str, notes: list[str], durable: bool = False, **values: object
-    ) -> None:
+    def _mark(self, key: str, state: str, notes: list[str], durable: bool = False, **values: object) -> None:
         try:
             self.journal.mark(key, state, durable=durable, **values)
         except (SpoolFull, SpoolUnavailable) as exc:
             notes.append(str(exc))
-            log_event(
-                log, "edge.journal_failed", logging.ERROR, key=key, state=state, error=str(exc)
-            )
+            log_event(log, "edge.journal_failed", logging.ERROR, key=key, state=state, error=str(exc))
 
     def _spooled(self, job: CcdJob) -> bytes | None:
         if not job.spooled or not job.checksum:

@@ -52,9 +52,7 @@ def read_manifest(path: Path) -> ExposureManifest | None:
 
 def manifest_json(manifest: ExposureManifest) -> str:
     record = manifest.to_record()
-    return json.dumps(
-        {k: v.isoformat() if isinstance(v, datetime) else v for k, v in record.items()}
-    )
+    return json.dumps({k: v.isoformat() if isinstance(v, datetime) else v for k, v in record.items()})
 
 
 def readout_from_manifest(text: str) -> float:
@@ -66,9 +64,7 @@ def readout_from_manifest(text: str) -> float:
     return (start + timedelta(seconds=float(doc["exposure_time"]))).timestamp()
 
 
-def move_to_quarantine(
-    handoff: Path | None, path: Path, error: ObsIngestError, note: bool = True
-) -> None:
+def move_to_quarantine(handoff: Path | None, path: Path, error: ObsIngestError, note: bool = True) -> None:
     """``HANDOFF/quarantine/<same relative path>`` plus ``<name>.reason.json``."""
     if handoff is None or not inside(path, handoff) or not path.exists():
         return
@@ -90,9 +86,7 @@ def move_to_quarantine(
                 + "\n"
             )
     except OSError as exc:
-        log_event(
-            log, "edge.quarantine_move_failed", logging.WARNING, path=str(path), error=str(exc)
-        )
+        log_event(log, "edge.quarantine_move_failed", logging.WARNING, path=str(path), error=str(exc))
 
 
 def release_raw(handoff: Path, mode: str, done_dir: Path | None, paths: list[str]) -> None:

@@ -90,9 +90,7 @@ def identify(found: Found) -> Found | None:
         raise
     except PermanentError as exc:
         return Found("bad", found.path, None, sidecar, found.mtime, exc)
-    return Found(
-        "ccd", found.path, identity.data_id, sidecar, found.mtime, None, identity, readout=readout
-    )
+    return Found("ccd", found.path, identity.data_id, sidecar, found.mtime, None, identity, readout=readout)
 
 
 def sidecar_of(path: Path) -> Path | None:
@@ -258,9 +256,7 @@ class HandoffIntake:
         for dirpath, dirnames, filenames in os.walk(top, onerror=_raise):
             here = Path(dirpath)
             dirnames[:] = sorted(
-                d
-                for d in dirnames
-                if not d.startswith(".") and not (here == self.root and d in _OWN_DIRS)
+                d for d in dirnames if not d.startswith(".") and not (here == self.root and d in _OWN_DIRS)
             )
             for name in sorted(filenames):
                 if (self._known or self._taken) and self._unchanged(os.path.join(dirpath, name)):

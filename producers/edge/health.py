@@ -26,9 +26,7 @@ class HealthServer:
         self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True
         self.port = int(self.httpd.server_address[1])
-        self._thread = threading.Thread(
-            target=self.httpd.serve_forever, name="edge-health", daemon=True
-        )
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="edge-health", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
@@ -74,8 +72,7 @@ def service_report(service: Any) -> dict[str, Any]:
         reasons.append(f"{exhausted.reason}: {str(exhausted)[:300]}; retrying until it is back")
     elif scheduler.destination_down:
         reasons.append(
-            f"destination-unreachable: {scheduler.dest_failures} failed attempt(s) "
-            "in a row, retrying"
+            f"destination-unreachable: {scheduler.dest_failures} failed attempt(s) in a row, retrying"
         )
     status = service.state
     if status == "ready" and reasons:

@@ -184,8 +184,7 @@ class Journal:
                     out.append(_entry(row))
                     continue
                 db.execute(
-                    f"INSERT INTO items ({', '.join(_COLUMNS)}) "
-                    f"VALUES ({', '.join('?' * len(_COLUMNS))})",
+                    f"INSERT INTO items ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
                     tuple(getattr(entry, c) for c in _COLUMNS),
                 )
                 out.append(None)
@@ -209,9 +208,7 @@ class Journal:
             )
             return db.total_changes - before
 
-    def mark(
-        self, key: str, state: str | None = None, *, durable: bool = False, **values: Any
-    ) -> None:
+    def mark(self, key: str, state: str | None = None, *, durable: bool = False, **values: Any) -> None:
         """Set ``state`` (and any other columns) of one item."""
         self.mark_many([(key, state, values)], durable=durable)
 
@@ -243,8 +240,7 @@ class Journal:
         """Every item not yet acked or quarantined, newest (highest priority) first."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT * FROM items WHERE state NOT IN ('acked', 'quarantined') "
-                "ORDER BY priority DESC, key"
+                "SELECT * FROM items WHERE state NOT IN ('acked', 'quarantined') ORDER BY priority DESC, key"
             ).fetchall()
         return [_entry(r) for r in rows]
 
@@ -289,9 +285,7 @@ class Journal:
         """Forget items acked before ``older_than`` (epoch seconds); how many. Kept until then so
         that a late second hand-off of the same CCD is recognised as already sent."""
         with self._tx() as db:
-            cursor = db.execute(
-                "DELETE FROM items WHERE state = 'acked' AND acked_at < ?", (older_than,)
-            )
+            cursor = db.execute("DELETE FROM items WHERE state = 'acked' AND acked_at < ?", (older_than,))
             return cursor.rowcount
 
     # exposures and meta ----------------------------------------------------------------------
@@ -314,9 +308,7 @@ class Journal:
     def touch(self) -> None:
         """A small write: proves the spool takes writes again (after it was full)."""
         with self._tx() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES ('alive', ?)", (str(time.time()),)
-            )
+            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('alive', ?)", (str(time.time()),))
 
 
 def _add_missing_columns(db: sqlite3.Connection) -> None:

@@ -46,8 +46,7 @@ class Refusal:
         if free < self.min_free_bytes:
             self.refuse(
                 "spool-full",
-                f"spool {self.spool}: {free:,} bytes free, below the "
-                f"{self.min_free_bytes:,}-byte floor",
+                f"spool {self.spool}: {free:,} bytes free, below the {self.min_free_bytes:,}-byte floor",
             )
             return False
         return self.reason is None

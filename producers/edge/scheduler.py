@@ -33,9 +33,7 @@ class Backoff:
 
 
 class Scheduler:
-    def __init__(
-        self, backoff: Backoff | None = None, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, backoff: Backoff | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.backoff = backoff or Backoff()
         self.clock = clock
         self._seq = itertools.count()

@@ -285,9 +285,7 @@ class EdgeService:
     def submit_manifest(self, manifest: ExposureManifest) -> None:
         """Record an exposure's manifest (readout time and expected detectors)."""
         assert self.journal is not None
-        self.journal.record_exposure(
-            manifest.instrument, manifest.exposure, manifest_json(manifest)
-        )
+        self.journal.record_exposure(manifest.instrument, manifest.exposure, manifest_json(manifest))
 
     def _accept(
         self,
@@ -379,13 +377,9 @@ class EdgeService:
         verdict = second_file(found.path, first)
         self.metrics.add(EDGE, "duplicates")
         if verdict is None:
-            log_event(
-                log, "edge.duplicate_file", data_id=key, file=str(found.path), first=first.source
-            )
+            log_event(log, "edge.duplicate_file", data_id=key, file=str(found.path), first=first.source)
             if first.state == "acked" and self.handoff is not None:
-                release_raw(
-                    self.handoff, self.settings.on_ack, self.settings.done_dir, [str(found.path)]
-                )
+                release_raw(self.handoff, self.settings.on_ack, self.settings.done_dir, [str(found.path)])
             return
         log_event(
             log,
@@ -641,9 +635,7 @@ class EdgeService:
             error=str(error)[:500],
         )
         try:
-            self.journal.mark(
-                key, "quarantined", durable=True, reason=error.reason, error=str(error)[:2000]
-            )
+            self.journal.mark(key, "quarantined", durable=True, reason=error.reason, error=str(error)[:2000])
         except (SpoolFull, SpoolUnavailable) as exc:
             self.refusal.refuse(exc.reason, str(exc))
         entry = self.journal.get(key)
@@ -651,9 +643,7 @@ class EdgeService:
             move_to_quarantine(self.handoff, Path(entry.source), error)
             if entry.sidecar:
                 move_to_quarantine(self.handoff, Path(entry.sidecar), error, note=False)
-        self._resolve(
-            key, Outcome(key=key, state="quarantined", reason=error.reason, error=str(error))
-        )
+        self._resolve(key, Outcome(key=key, state="quarantined", reason=error.reason, error=str(error)))
 
     def _quarantine_file(self, path: Path, error: ObsIngestError) -> None:
         """A hand-off file that is no CCD the edge can take (bad name, never completed, bad
@@ -679,9 +669,7 @@ class EdgeService:
                     error=str(error)[:2000],
                 )
             )
-            self.journal.mark(
-                key, "quarantined", durable=True, reason=error.reason, error=str(error)[:2000]
-            )
+            self.journal.mark(key, "quarantined", durable=True, reason=error.reason, error=str(error)[:2000])
         except (SpoolFull, SpoolUnavailable) as exc:
             self.refusal.refuse(exc.reason, str(exc))
         move_to_quarantine(self.handoff, path, error)
@@ -736,9 +724,7 @@ class EdgeService:
         own |= m.by_label("obsingest_ccds_total", "outcome", component=EDGE)
         out: dict[str, Any] = {name: own.get(counted, 0) for name, counted in COUNTS.items()}
         out["statuses"] = {n[6:]: v for n, v in own.items() if n.startswith("acked_")}
-        out["quarantined"] = m.by_label(
-            "obsingest_ccds_quarantined_total", "reason", component=EDGE
-        )
+        out["quarantined"] = m.by_label("obsingest_ccds_quarantined_total", "reason", component=EDGE)
         out["retries"] = m.by_label("obsingest_ccds_retried_total", "reason", component=EDGE)
         out["pending"], out["in_flight"] = self.queue_depths
         return out

@@ -95,9 +95,7 @@ def warm_pool(
     return pool
 
 
-def _send_with_retries(
-    job: ShipJob, data_id: DataId, data: bytes, compressed_time: datetime
-) -> SendResult:
+def _send_with_retries(job: ShipJob, data_id: DataId, data: bytes, compressed_time: datetime) -> SendResult:
     """A CCD late is still a CCD: after a send gave up (its own retries bounded by the budget),
     send again with backoff. Safe to repeat: the store is create-once and the assembler ignores
     duplicate chunks."""

@@ -175,9 +175,7 @@ class WorkerPool:
         """Start every worker without waiting for them: ``submit`` takes jobs as each becomes
         ready, ``wait_ready`` waits for all (a caller does its own start-up meanwhile)."""
         self._workers = [self._spawn(i) for i in range(self.size)]
-        self._collector = threading.Thread(
-            target=self._collect, name=f"{self.name}-pool", daemon=True
-        )
+        self._collector = threading.Thread(target=self._collect, name=f"{self.name}-pool", daemon=True)
         self._collector.start()
 
     def wait_ready(self, timeout: float = 300.0) -> None:
@@ -322,9 +320,7 @@ class WorkerPool:
         if job is not None:
             self.stats.crashes += 1
             self.stats.signals[what] = self.stats.signals.get(what, 0) + 1
-            log_event(
-                log, "pool.worker_crashed", logging.ERROR, pid=worker.pid, exit=what, job=str(job)
-            )
+            log_event(log, "pool.worker_crashed", logging.ERROR, pid=worker.pid, exit=what, job=str(job))
             self._deliver(
                 job,
                 False,

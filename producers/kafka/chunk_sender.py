@@ -161,9 +161,7 @@ class KafkaChunkSender:
             value = encode_chunk(chunk)
             while True:
                 try:
-                    self._producer.produce(
-                        self.topic, value=value, key=key, on_delivery=delivery.on_delivery
-                    )
+                    self._producer.produce(self.topic, value=value, key=key, on_delivery=delivery.on_delivery)
                     break
                 except BufferError:  # local queue full: serve delivery reports, then retry
                     self._producer.poll(0.05)

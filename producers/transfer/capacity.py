@@ -134,9 +134,7 @@ def clean_phases(phases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return alone or steady
 
 
-def busy_per_ccd(
-    phases: list[dict[str, Any]], ccds: int, rates: dict[str, float]
-) -> dict[str, float]:
+def busy_per_ccd(phases: list[dict[str, Any]], ccds: int, rates: dict[str, float]) -> dict[str, float]:
     """Busy CPU seconds per CCD by role over the steady exposures that did not overlap the
     next one, the role's idle rate over the busy window taken off."""
     steady = clean_phases(phases)
@@ -177,11 +175,7 @@ def calibrate(path: str, one: dict[str, Any], many: dict[str, Any]) -> Calibrati
     records = [r for r in many["records"] if r["exposure_index"] > 0 and not r["error"]]
     compress = _median(r.get("compress_cpu_seconds", 0.0) for r in records)
     send = _median(r.get("send_cpu_seconds", 0.0) for r in records)
-    roles = {
-        role: cpu
-        for role, cpu in per_ccd.items()
-        if role not in NOT_OURS and role != "edge_workers"
-    }
+    roles = {role: cpu for role, cpu in per_ccd.items() if role not in NOT_OURS and role != "edge_workers"}
     send += roles.pop("edge_service", 0.0)
     latencies = steady_latencies(one)
     if not latencies:
@@ -354,8 +348,7 @@ def format_camera(report: dict[str, Any], name: str) -> str:
         f"| {cell(w, 'register_instances')} |",
         f"| bandwidth edge -> facility, Gbit/s | {cell(b, 'bandwidth_gbit_s')} "
         f"| {cell(w, 'bandwidth_gbit_s')} |",
-        f"| predicted last CCD announced, s | {cell(b, 'predicted_max')} "
-        f"| {cell(w, 'predicted_max')} |",
+        f"| predicted last CCD announced, s | {cell(b, 'predicted_max')} | {cell(w, 'predicted_max')} |",
         "",
         "CPU seconds per CCD by stage (measured here): "
         + ", ".join(f"{k} {v:.3f}" for k, v in report["cpu_per_ccd_by_stage"].items()),

@@ -87,10 +87,7 @@ def role_ticks(stats: list[ProcStat], roles: dict[str, list[int]]) -> dict[str, 
 def delta_seconds(before: CpuSample, after: CpuSample) -> dict[str, float]:
     """CPU seconds between two samples per role, plus ``others`` (the rest of the machine:
     processes outside every watched tree) and ``machine`` (all busy CPU)."""
-    out = {
-        name: max(0, after.roles.get(name, 0) - ticks) / _TICKS
-        for name, ticks in before.roles.items()
-    }
+    out = {name: max(0, after.roles.get(name, 0) - ticks) / _TICKS for name, ticks in before.roles.items()}
     machine = max(0, after.machine_busy - before.machine_busy) / _TICKS
     out["others"] = max(0.0, machine - sum(out.values()))
     out["machine"] = machine

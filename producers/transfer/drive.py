@@ -233,9 +233,7 @@ class Run:
         sources = {d: paths[d][0] if config.compress else paths[d][1] for d in self.detectors}
 
         def stage_progress(done: int, total: int) -> None:
-            self.show(
-                f"DAQ writing every exposure's CCD files: {done}/{total} exposures", done == total
-            )
+            self.show(f"DAQ writing every exposure's CCD files: {done}/{total} exposures", done == total)
 
         t0 = time.monotonic()
         staged = stage_run(
@@ -268,10 +266,7 @@ class Run:
                 announced = self._announce(announced, readouts, now)
                 self._collect(min(0.05, (readout - now).total_seconds()), readouts, workers)
             exposure = self.exposures[index]
-            ccds = [
-                CcdFile(str(staged[index][d]), INSTRUMENT, exposure, d, readout)
-                for d in self.detectors
-            ]
+            ccds = [CcdFile(str(staged[index][d]), INSTRUMENT, exposure, d, readout) for d in self.detectors]
             t0 = time.thread_time()
             futures = edge.submit_many(ccds)
             self._submit_cpu += time.thread_time() - t0
@@ -279,9 +274,7 @@ class Run:
             self._mark("readout", index)
             for ccd, future in zip(ccds, futures, strict=True):
                 self._line("transfer.start", data_id=ccd.data_id.key, readout=readout.isoformat())
-                future.add_done_callback(
-                    lambda f, i=index, d=ccd.detector: self._done.put((i, d, f))
-                )
+                future.add_done_callback(lambda f, i=index, d=ccd.detector: self._done.put((i, d, f)))
         while len(self.records) < expected:
             announced = self._announce(announced, readouts, datetime.now(UTC))
             if datetime.now(UTC) > deadline:
@@ -348,9 +341,7 @@ class Run:
     def _announce(self, announced: int, readouts: list[datetime], now: datetime) -> int:
         """Publish each exposure's manifest shortly before its readout (end to end)."""
         while (
-            self.e2e is not None
-            and announced < len(readouts)
-            and readouts[announced] - MANIFEST_LEAD <= now
+            self.e2e is not None and announced < len(readouts) and readouts[announced] - MANIFEST_LEAD <= now
         ):
             self.e2e.announce_exposure(
                 self.exposures[announced],
@@ -370,9 +361,7 @@ class Run:
             outcome = future.result() if not future.cancelled() else None
             if outcome is None:
                 raise RuntimeError(f"the edge dropped exposure {index} detector {detector}")
-            record = record_of(
-                outcome, detector, self.exposures[index], index, readouts[index], workers
-            )
+            record = record_of(outcome, detector, self.exposures[index], index, readouts[index], workers)
             self.records.append(record)
             self._line(
                 "transfer.done" if record.ok else "transfer.failed",
@@ -401,9 +390,7 @@ class Run:
         """One JSON line per transfer event in the run's log (data id, start, end)."""
         if self._log is not None:
             stamp = datetime.now(UTC).isoformat()
-            self._log.write(
-                json.dumps({"ts": stamp, "event": event, "run_id": self.run_id, **fields}) + "\n"
-            )
+            self._log.write(json.dumps({"ts": stamp, "event": event, "run_id": self.run_id, **fields}) + "\n")
 
 
 def _edge_threads(edge: Any) -> list[int]:

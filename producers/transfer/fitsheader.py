@@ -43,9 +43,7 @@ def _primary_header_end(buf: bytearray) -> int:
     raise ValueError("no END card: not a FITS file")
 
 
-def exposure_cards(
-    exposure: int, detector: int, instrument: str = "LSSTCam"
-) -> dict[str, int | str]:
+def exposure_cards(exposure: int, detector: int, instrument: str = "LSSTCam") -> dict[str, int | str]:
     """The primary-header cards that name one CCD of an exposure, as the camera (and so the DAQ
     simulator) writes them: the observation id and its day and number, and the file name."""
     identity = DataId(instrument, exposure, detector).identity()
@@ -74,10 +72,7 @@ def retarget_primary_header(buf: bytearray, values: dict[str, int | str]) -> Non
         buf[at : at + CARD] = make_card(key, value, _comment(buf[at : at + CARD]))
     if "CHECKSUM" not in positions:
         return
-    if (
-        "NAXIS" in positions
-        and bytes(buf[positions["NAXIS"] + 10 : positions["NAXIS"] + 30]).strip() != b"0"
-    ):
+    if "NAXIS" in positions and bytes(buf[positions["NAXIS"] + 10 : positions["NAXIS"] + 30]).strip() != b"0":
         raise ValueError("primary HDU has data; only header-only primaries are retargeted")
     at = positions["CHECKSUM"]
     comment = _comment(buf[at : at + CARD])

@@ -126,14 +126,11 @@ class HarnessResult:
                         self.arrivals, self.config.ccds * self.config.numexp, self.config.budget
                     )
                 ),
-                "steady": asdict(
-                    stats.latency_summary(steady_arrivals, expected_steady, self.config.budget)
-                ),
+                "steady": asdict(stats.latency_summary(steady_arrivals, expected_steady, self.config.budget)),
             }
             out["stages"] = [asdict(r) for r in stats.stage_breakdown(steady_arrivals)]
             out["stages_warmup"] = [
-                asdict(r)
-                for r in stats.stage_breakdown([a for a in self.arrivals if a.exposure == first])
+                asdict(r) for r in stats.stage_breakdown([a for a in self.arrivals if a.exposure == first])
             ]
             out["arrivals"] = [a.to_json() for a in self.arrivals]
         out["records"] = [r.to_json() for r in self.records]

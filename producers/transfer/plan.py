@@ -55,9 +55,7 @@ def parse_destination(text: str, environ: dict[str, str] | None = None) -> Desti
         if not bucket:
             raise ValueError(f"destination {text!r}: no bucket")
         prefix = prefix.strip("/")
-        return Destination(
-            "gs", f"gs://{bucket}", f"{prefix}/" if prefix else DEFAULT_PREFIX, bucket
-        )
+        return Destination("gs", f"gs://{bucket}", f"{prefix}/" if prefix else DEFAULT_PREFIX, bucket)
     if scheme == "kafka":
         host, slash, topic = rest.rpartition("/")
         if not slash:

@@ -91,9 +91,7 @@ def stage_run(
     """Every exposure's files, flushed; per exposure index: detector -> path."""
     staged = []
     for index, exposure in enumerate(exposures):
-        staged.append(
-            stage_exposure(sources, directory / str(exposure), instrument, exposure, compressed)
-        )
+        staged.append(stage_exposure(sources, directory / str(exposure), instrument, exposure, compressed))
         if progress:
             progress(index + 1, len(exposures))
     flush([p for files in staged for p in files.values()])

@@ -63,9 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             size = f"{s.night.ccds} CCDs" + (f", reduced {s.reduced.ccds}" if s.reduced else "")
             print(f"{s.name:28} {size:24} {s.what}")
         return 0
-    scenarios = (
-        by_name(args.only) if args.only else (reduced() if args.reduced else list(SCENARIOS))
-    )
+    scenarios = by_name(args.only) if args.only else (reduced() if args.reduced else list(SCENARIOS))
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s", stream=sys.stdout)
     logging.getLogger("obsingest.chaos").setLevel(logging.INFO)

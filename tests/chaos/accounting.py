@@ -89,8 +89,7 @@ def count(world: World, sent: set[str], bad: list[BadInput]) -> Tally:
             ids_by_key[key].add(str(row["id"]))
             row_by_key[key] = row
     objects = {
-        blob.name: int(blob.size or 0)
-        for blob in world.store.client.list_blobs(world.bucket, prefix="raw/")
+        blob.name: int(blob.size or 0) for blob in world.store.client.list_blobs(world.bucket, prefix="raw/")
     }
     assert world.observer is not None
     announcements = world.observer.announcements()
@@ -169,9 +168,7 @@ def _bad(world: World, bad: list[BadInput], items: dict[str, Any], tally: Tally)
         )
         _found(item, found, used, tally)
     tally.unexpected_quarantine = [
-        f"{rec['reason']}: {str(rec['object_uri'])[:120]}"
-        for i, rec in enumerate(records)
-        if i not in used
+        f"{rec['reason']}: {str(rec['object_uri'])[:120]}" for i, rec in enumerate(records) if i not in used
     ]
     for item in (b for b in bad if b.sent and b.where == "edge"):
         entry = items.get(item.marker) or next(

@@ -78,9 +78,7 @@ def notification(kind: str, bucket: str, n: int) -> BadInput:
     exposure = DAY_OBS * 100_000 + BAD_SEQ + n
     raw = f"raw/{INSTRUMENT}/{DAY_OBS}/{exposure}/{INSTRUMENT}_{exposure}_001.fits.fz"
     if kind == "not-json":
-        return BadInput(
-            kind, "bad-message", "registry", "", payload=(f"not json {nonce}".encode(), _attrs())
-        )
+        return BadInput(kind, "bad-message", "registry", "", payload=(f"not json {nonce}".encode(), _attrs()))
     if kind == "json-array":
         return BadInput(
             kind,
@@ -91,9 +89,7 @@ def notification(kind: str, bucket: str, n: int) -> BadInput:
         )
     if kind == "wrong-type":
         body = _resource(bucket, raw, size=[1])
-        return BadInput(
-            kind, "bad-message", "registry", "", payload=(json.dumps(body).encode(), _attrs())
-        )
+        return BadInput(kind, "bad-message", "registry", "", payload=(json.dumps(body).encode(), _attrs()))
     if kind == "no-event-type":
         body = _resource(bucket, raw)
         return BadInput(
@@ -241,9 +237,7 @@ def journal_vanished(world: World, item: BadInput) -> None:
     write_atomic(path, _raw(exposure, detector))
     journal = Journal(world.spool)
     try:
-        journal.add(
-            Entry(key=item.marker, source=str(path), priority=exposure, readout=time.time())
-        )
+        journal.add(Entry(key=item.marker, source=str(path), priority=exposure, readout=time.time()))
     finally:
         journal.close()
     path.unlink()

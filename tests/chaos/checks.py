@@ -48,9 +48,7 @@ def _dead_letters_left(run: Run) -> int:
     from tests.integration.fixtures.pipeline import waiting
 
     bus = run.world.bus
-    return sum(
-        waiting(run.world.project, s) for s in (dlq_subscription(bus), parked_subscription(bus))
-    )
+    return sum(waiting(run.world.project, s) for s in (dlq_subscription(bus), parked_subscription(bus)))
 
 
 def _stored_between(run: Run, start: float, end: float) -> set[str]:
@@ -158,9 +156,7 @@ def redrive_brought_back_the_dead_letters(run: Run) -> None:
         f"stored while down but not dead-lettered: {sorted(stored - dead_objects - after)[:5]}"
     )
     during = [
-        r
-        for r in run.world.read(run.world.registry.datasets)
-        if down[0] < _when(r["ingest_time"]) < down[1]
+        r for r in run.world.read(run.world.registry.datasets) if down[0] < _when(r["ingest_time"]) < down[1]
     ]
     assert during == [], f"{len(during)} registered while the function was down"
     # Settled means every CCD registered and every bad input quarantined; a letter dead-lettered
@@ -294,9 +290,7 @@ def one_exposure_ingested_per_exposure(run: Run) -> None:
     noted, not failed: subscribers deduplicate on ``event_id``."""
     ingested = run.world.ingested
     assert ingested is not None, "the world runs without manifests"
-    expected = {
-        f"{INSTRUMENT}/{DAY_OBS * 100_000 + seq}" for seq in range(1, run.night.exposures + 1)
-    }
+    expected = {f"{INSTRUMENT}/{DAY_OBS * 100_000 + seq}" for seq in range(1, run.night.exposures + 1)}
     deadline = time.monotonic() + 120  # a lost check is the facility sweep's, every pass
     while not expected <= set(ingested.per_exposure()) and time.monotonic() < deadline:
         time.sleep(2.0)

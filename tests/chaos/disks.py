@@ -24,9 +24,7 @@ def mount_gcs_disk(stack: Any, bucket: str, megabytes: int) -> Path:
     """A tmpfs over the GCS emulator's directory of ``bucket`` (still empty: nothing hidden)."""
     disk = stack.settings.data_dir("gcs") / "storage" / bucket
     disk.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(disk)], check=True
-    )
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(disk)], check=True)
     return disk
 
 
@@ -39,9 +37,7 @@ def kafka_broker_on_small_disk(megabytes: int) -> tuple[Any, Path]:
     kafka = PrivateStack(["kafka"])
     disk = cast("Kafka", kafka.stack.service("kafka")).log_dirs
     disk.mkdir(parents=True)
-    subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(disk)], check=True
-    )
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(disk)], check=True)
     try:
         kafka.up(timeout=180)
     except Exception:

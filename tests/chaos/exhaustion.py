@@ -66,9 +66,7 @@ class StoreStorm(Fault):
     def inject(self, world: World) -> None:
         assert world.store_fault is not None, "the world has no store fault proxy"
         world.store_fault.storm(list(self.statuses))
-        threading.Thread(
-            target=_sample_edge, args=(world, self.samples, self._stop), daemon=True
-        ).start()
+        threading.Thread(target=_sample_edge, args=(world, self.samples, self._stop), daemon=True).start()
 
     def heal(self, world: World) -> None:
         assert world.store_fault is not None
@@ -139,9 +137,7 @@ class StoreDiskFull(Fault):
         ballast = world.gcs_disk / BALLAST
         ballast.parent.mkdir(exist_ok=True)
         fill(ballast)
-        threading.Thread(
-            target=_sample_edge, args=(world, self.samples, self._stop), daemon=True
-        ).start()
+        threading.Thread(target=_sample_edge, args=(world, self.samples, self._stop), daemon=True).start()
 
     def heal(self, world: World) -> None:
         assert world.gcs_disk is not None

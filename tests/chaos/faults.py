@@ -164,9 +164,7 @@ class TopicOutage(Fault):
 
         client = pubsub_v1.PublisherClient()
         try:
-            client.delete_topic(
-                request={"topic": topic_path(world.project, world.bus.arrivals_topic)}
-            )
+            client.delete_topic(request={"topic": topic_path(world.project, world.bus.arrivals_topic)})
         finally:
             client.stop()
         self.notes["registered_at_delete"] = world.read(world.registry.count_datasets)
@@ -352,9 +350,7 @@ class RedeliveryStorm(Fault):
                 futures = []
                 for blob in world.store.client.list_blobs(world.bucket, prefix="raw/"):
                     data, attributes = gcs_notification_message(world.store.stat(blob.name))
-                    futures += [
-                        client.publish(topic, data, **attributes) for _ in range(self.copies)
-                    ]
+                    futures += [client.publish(topic, data, **attributes) for _ in range(self.copies)]
                 for future in futures:
                     future.result(timeout=30)
                 self.notes["published"] += len(futures)

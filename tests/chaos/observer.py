@@ -85,9 +85,7 @@ class TopicObserver:
         finally:
             publisher.stop()
         path = subscription_path(self.project, f"observer-{uuid.uuid4().hex[:8]}")
-        self.client.create_subscription(
-            request={"name": path, "topic": topic, "ack_deadline_seconds": 30}
-        )
+        self.client.create_subscription(request={"name": path, "topic": topic, "ack_deadline_seconds": 30})
         with self._lock:
             self.subscriptions.append(path)
         return path

@@ -175,9 +175,7 @@ def stop_stack(stack: PrivateStack) -> list[str]:
     log.info("private services stopped: %s", stopped)
     problems = [f"{name} was not stopped by its stack" for name in ports if name not in stopped]
     problems += [
-        f"{name} still listens on {port}"
-        for name, port in ports.items()
-        if port_open("127.0.0.1", port)
+        f"{name} still listens on {port}" for name, port in ports.items() if port_open("127.0.0.1", port)
     ]
     return problems
 
@@ -246,16 +244,13 @@ def _fault_loop(run: Run, start: float) -> None:
             run.note(f"healed {fault.label}")
         except Exception as exc:
             run.failures.append(
-                f"fault {fault.label}: {type(exc).__name__}: {exc}"
-                f"\n{traceback.format_exc()[-1500:]}"
+                f"fault {fault.label}: {type(exc).__name__}: {exc}\n{traceback.format_exc()[-1500:]}"
             )
             run.note(f"fault {fault.label} failed: {exc}")
 
 
 def _bad_loop(run: Run, start: float) -> None:
-    for at, item in sorted(
-        ((a, b) for a, b in run.bad if b.kind != "vanished"), key=lambda pair: pair[0]
-    ):
+    for at, item in sorted(((a, b) for a, b in run.bad if b.kind != "vanished"), key=lambda pair: pair[0]):
         _sleep_until(start + at)
         try:
             bad_input.inject(run.world, item)
@@ -306,8 +301,7 @@ def _verdict(run: Run) -> None:
     t = run.tally
     run.check(
         run.recovered,
-        f"did not settle within {run.scenario.settle_timeout:.0f} s "
-        f"without a manual step: {t.line()}",
+        f"did not settle within {run.scenario.settle_timeout:.0f} s without a manual step: {t.line()}",
     )
     run.check(not t.lost, f"lost {len(t.lost)}: {t.lost[:10]}")
     run.check(not t.doubled, f"doubled {len(t.doubled)}: {t.doubled[:10]}")

@@ -151,9 +151,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "store-link-down",
         "edge <-> GCS link down 30 s (toxiproxy: connections refused)",
-        _one(
-            lambda: LinkFault("edge<->store down 30 s", 30.0, link="store", kind="down"), 5.0, 8.0
-        ),
+        _one(lambda: LinkFault("edge<->store down 30 s", 30.0, link="store", kind="down"), 5.0, 8.0),
         Night(16, 4, 2.0),
         reduced=Night(16, 4, 2.0),
         options=WorldOptions(store_link=True),
@@ -170,9 +168,7 @@ SCENARIOS: tuple[Scenario, ...] = (
                 6.0,
             ),
             (
-                lambda: LinkFault(
-                    "edge<->store blackhole 20 s", 20.0, link="store", kind="blackhole"
-                ),
+                lambda: LinkFault("edge<->store blackhole 20 s", 20.0, link="store", kind="blackhole"),
                 3.0,
                 6.0,
             ),
@@ -268,9 +264,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         _one(lambda: Outage("function down 60 s", 60.0, process="function"), 3.0, 6.0),
         Night(12, 6, 6.0),
         reduced=Night(6, 6, 6.0),
-        options=WorldOptions(
-            relay=IMPATIENT_RELAY, facility={**FAST_FACILITY, "RECONCILE_GRACE": "3600"}
-        ),
+        options=WorldOptions(relay=IMPATIENT_RELAY, facility={**FAST_FACILITY, "RECONCILE_GRACE": "3600"}),
         checks=(checks.redrive_brought_back_the_dead_letters,),
         settle_timeout=360.0,
     ),
@@ -309,9 +303,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         "function <-> PostgreSQL: connections reset for 10 s, then a 20 s blackhole (toxiproxy)",
         _sequence(
             (
-                lambda: LinkFault(
-                    "function<->registry resets 10 s", 10.0, link="registry", kind="reset"
-                ),
+                lambda: LinkFault("function<->registry resets 10 s", 10.0, link="registry", kind="reset"),
                 3.0,
                 6.0,
             ),

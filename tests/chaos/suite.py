@@ -86,9 +86,7 @@ def run_lanes(
             *lane,
         ] + (["--reduced"] if reduced else [])
         log = (workdir / f"lane-{i}.log").open("wb")
-        procs.append(
-            (lane, out, log, subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
-        )
+        procs.append((lane, out, log, subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)))
     deadline = time.monotonic() + timeout
     rows: list[dict[str, Any]] = []
     for lane, out, log, proc in procs:

@@ -190,9 +190,7 @@ class World:
     def relay_settings(self) -> Any:
         from infra.local.relay.settings import RelaySettings
 
-        return RelaySettings(
-            **cast(dict[str, Any], {k.lower(): v for k, v in self.options.relay.items()})
-        )
+        return RelaySettings(**cast(dict[str, Any], {k.lower(): v for k, v in self.options.relay.items()}))
 
     # start -------------------------------------------------------------------------------------
     def start(self) -> World:
@@ -206,9 +204,7 @@ class World:
         if self.options.kafka_disk_mb:  # first: every process below needs its address
             from tests.chaos.disks import kafka_broker_on_small_disk
 
-            self.kafka_stack, self.kafka_disk = kafka_broker_on_small_disk(
-                self.options.kafka_disk_mb
-            )
+            self.kafka_stack, self.kafka_disk = kafka_broker_on_small_disk(self.options.kafka_disk_mb)
         if self.options.registry_disk_mb:
             from tests.chaos.disks import create_database_on, mount_registry_disk
 
@@ -225,9 +221,7 @@ class World:
         if self.options.butler:
             self.registry = self._open_butler_registry()
         else:
-            self.registry = Registry.open(
-                RegistrySettings(url=self.registry_url, retry_deadline=5.0)
-            )
+            self.registry = Registry.open(RegistrySettings(url=self.registry_url, retry_deadline=5.0))
         self.bus = BusSettings(backend="pubsub", pubsub_project=self.project)
         self.store = GcsStore(self.bucket, settings=GcsSettings(project=self.project))
         setup(
@@ -343,9 +337,7 @@ class World:
         from tests.integration.fixtures.butler import new_repo
         from tests.integration.fixtures.handles import PostgresServer
 
-        url, made, companion = new_repo(
-            "postgresql", self.workdir / "repo", PostgresServer(self.admin_url)
-        )
+        url, made, companion = new_repo("postgresql", self.workdir / "repo", PostgresServer(self.admin_url))
         self.butler_databases, self.companion_url = made, companion or ""
         self.butler_repo = str((self.workdir / "repo").resolve())
         return url
@@ -390,8 +382,7 @@ class World:
                 refs = butler.registry.queryDatasets("raw", collections="*", findFirst=False)
                 return [
                     (
-                        f"{ref.dataId['instrument']}/{ref.dataId['exposure']}/"
-                        f"{ref.dataId['detector']:03d}",
+                        f"{ref.dataId['instrument']}/{ref.dataId['exposure']}/{ref.dataId['detector']:03d}",
                         str(ref.id),
                         str(butler.getURI(ref)),
                     )

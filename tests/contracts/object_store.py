@@ -19,9 +19,7 @@ DATA = b"SIMPLE  = " + bytes(range(256)) * 40
 class ObjectStoreContract:
     """Provide a fixture ``store`` returning an empty store of the backend under test."""
 
-    def test_put_creates_then_the_same_bytes_again_is_an_idempotent_success(
-        self, store: ObjectStore
-    ) -> None:
+    def test_put_creates_then_the_same_bytes_again_is_an_idempotent_success(self, store: ObjectStore) -> None:
         first = store.put(NAME, DATA, {"obsingest-checksum": "crc32c:1"})
         again = store.put(NAME, DATA, {"obsingest-checksum": "crc32c:1"})
         assert first.created and not again.created
@@ -49,9 +47,7 @@ class ObjectStoreContract:
         assert obj.time_created.tzinfo is not None
         assert store.uri(NAME).endswith(NAME)
 
-    def test_read_head_gives_the_first_bytes_and_the_whole_objects_version(
-        self, store: ObjectStore
-    ) -> None:
+    def test_read_head_gives_the_first_bytes_and_the_whole_objects_version(self, store: ObjectStore) -> None:
         put = store.put(NAME, DATA).obj
         head = store.read_head(NAME, 100)
         assert head.data == DATA[:100]

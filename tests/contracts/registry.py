@@ -24,9 +24,7 @@ def file_record(checksum: str = "crc32c:0000abcd", uri: str = "file:///a", size:
 class RegistryContract:
     """Provide a fixture ``registry`` returning an empty, migrated registry."""
 
-    def test_register_then_redeliver_is_a_noop_returning_the_same_dataset(
-        self, registry: Registry
-    ) -> None:
+    def test_register_then_redeliver_is_a_noop_returning_the_same_dataset(self, registry: Registry) -> None:
         first = registry.register(file_record())
         second = registry.register(file_record(uri="file:///elsewhere"))
         assert first.created and not second.created
@@ -52,9 +50,7 @@ class RegistryContract:
         [row] = registry.datasets()
         assert row["checksum"] == "crc32c:0000abcd" and row["uri"] == "file:///a"
 
-    def test_concurrent_duplicate_registrations_give_exactly_one_row(
-        self, registry: Registry
-    ) -> None:
+    def test_concurrent_duplicate_registrations_give_exactly_one_row(self, registry: Registry) -> None:
         barrier = threading.Barrier(8)
 
         def go(_: int):
@@ -69,12 +65,8 @@ class RegistryContract:
 
     def test_exposure_upsert_fills_unknown_fields_only(self, registry: Registry) -> None:
         registry.register(file_record())  # creates the exposure with only its id
-        registry.upsert_exposure(
-            ExposureRecord("LSSTComCam", DID.exposure, DID.day_obs, None, 15.0, "r")
-        )
-        registry.upsert_exposure(
-            ExposureRecord("LSSTComCam", DID.exposure, DID.day_obs, None, 99.0, "g")
-        )
+        registry.upsert_exposure(ExposureRecord("LSSTComCam", DID.exposure, DID.day_obs, None, 15.0, "r"))
+        registry.upsert_exposure(ExposureRecord("LSSTComCam", DID.exposure, DID.day_obs, None, 99.0, "g"))
         exposure = registry.exposure("LSSTComCam", DID.exposure)
         assert exposure is not None
         assert (exposure["exposure_time"], exposure["physical_filter"]) == (15.0, "r")

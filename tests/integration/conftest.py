@@ -50,9 +50,7 @@ def _provide(service: str, backend: Backend, get: Callable[[], T]) -> T:
     try:
         return get()
     except Exception as exc:  # the message of a StackError carries the service's log tail
-        pytest.fail(
-            f"{service} is not available from the {backend.name!r} backend:\n{exc}", pytrace=False
-        )
+        pytest.fail(f"{service} is not available from the {backend.name!r} backend:\n{exc}", pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -194,9 +194,7 @@ def corpus(good: StoredObject) -> list[Case]:
         ),
         named("s-missing-object", "q:object-missing", MISSING.object_name()),
         named("s-crc-mismatch", "q:checksum-mismatch", good.name, crc32c="AAAAAA=="),
-        named(
-            "s-transport", "q:bad-metadata", good.name, metadata={"obsingest-transport": "t" * 100}
-        ),
+        named("s-transport", "q:bad-metadata", good.name, metadata={"obsingest-transport": "t" * 100}),
         named(
             "s-producer-checksum",
             "q:checksum-mismatch",
@@ -268,9 +266,7 @@ def corpus(good: StoredObject) -> list[Case]:
             STORAGE_FINALIZED,
             {**res, "name": "raw/c\x00.fits.fz"},
         ),
-        structured(
-            "c-foreign", "q:foreign-bucket", STORAGE_FINALIZED, {**res, "bucket": "other-bucket"}
-        ),
+        structured("c-foreign", "q:foreign-bucket", STORAGE_FINALIZED, {**res, "bucket": "other-bucket"}),
         # -- the good CCD again, as a CloudEvent: a duplicate, nothing changes
         ce("c-good", "duplicate", storage_cloudevent(good)),
     ]

@@ -28,9 +28,7 @@ EXPOSURE = 2026112200042
 
 
 def cut(data_id: DataId, data: bytes, chunk_size: int) -> list[bytes]:
-    return [
-        encode_chunk(c) for c in iter_chunks(data_id, data, READOUT, None, "edge-1", chunk_size)
-    ]
+    return [encode_chunk(c) for c in iter_chunks(data_id, data, READOUT, None, "edge-1", chunk_size)]
 
 
 def produce(kafka: KafkaService, topic: str, records: list[tuple[DataId, bytes]]) -> None:
@@ -73,13 +71,9 @@ def run_until_idle(service: AssemblerService, records: int, idle_s: float, timeo
     deadline = time.monotonic() + timeout
     try:
         service.subscribe()
-        while not (
-            service.metrics.count("assembler", "records") >= records
-            and service.idle_for() >= idle_s
-        ):
+        while not (service.metrics.count("assembler", "records") >= records and service.idle_for() >= idle_s):
             assert time.monotonic() < deadline, (
-                f"not idle after {timeout} s: {service.counts()}, "
-                f"open {service.reassembler.open_files()}"
+                f"not idle after {timeout} s: {service.counts()}, open {service.reassembler.open_files()}"
             )
             service.poll_once(0.2)
     finally:

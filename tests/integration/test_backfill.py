@@ -72,9 +72,7 @@ def crc_b64(data: bytes) -> str:
     return base64.b64encode(google_crc32c.value(data).to_bytes(4, "big")).decode()
 
 
-def test_a_killed_backfill_rerun_uploads_every_file_once_verified(
-    gcs: GcsService, tmp_path: Path
-) -> None:
+def test_a_killed_backfill_rerun_uploads_every_file_once_verified(gcs: GcsService, tmp_path: Path) -> None:
     files = make_archive(tmp_path / "archive")
     bucket = gcs.new_bucket("backfill")
     spool = tmp_path / "spool"
@@ -162,9 +160,7 @@ def test_a_lost_journal_commit_means_re_verification_not_a_double_upload_or_a_lo
             path.unlink()
     bucket = gcs.new_bucket("backfill-lost")
     spool = tmp_path / "spool"
-    config = BackfillConfig(
-        [str(archive)], f"gs://{bucket}/a", spool, parallel=2, batch=4, progress=False
-    )
+    config = BackfillConfig([str(archive)], f"gs://{bucket}/a", spool, parallel=2, batch=4, progress=False)
     first = run_backfill(config)
     assert first.failed == {} and first.stored == 60
     client = gcs.client()

@@ -21,9 +21,7 @@ DATA = b"SIMPLE  =                    T / backfill" * 100
 
 
 def uploader(gcs: GcsService, bucket: str) -> GcsHttpStore:
-    return GcsHttpStore(
-        bucket, GcsSettings(project=gcs.project_id, base_delay=0.01, max_attempts=3)
-    )
+    return GcsHttpStore(bucket, GcsSettings(project=gcs.project_id, base_delay=0.01, max_attempts=3))
 
 
 @pytest.mark.parametrize("name", ["a/b/file-0001.fits.fz", "night 1/#7?x=1&y/é ü.fits"])

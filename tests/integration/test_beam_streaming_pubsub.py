@@ -74,9 +74,7 @@ def _pull_all(pubsub: PubSubService, subscription: str, want: int, wait: float) 
     got: list[bytes] = []
     deadline = time.monotonic() + wait
     while len(got) < want and time.monotonic() < deadline:
-        resp = subscriber.pull(
-            request={"subscription": subscription, "max_messages": 50}, timeout=10
-        )
+        resp = subscriber.pull(request={"subscription": subscription, "max_messages": 50}, timeout=10)
         if resp.received_messages:
             subscriber.acknowledge(
                 request={

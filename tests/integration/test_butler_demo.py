@@ -49,8 +49,7 @@ def test_demo_registers_205_ccds_per_exposure_into_the_butler(kind, tmp_path, re
     rows = query_datasets(repo_of(url), "LSSTCam/raw/all")
     ids = {str(a.dataset_id) for a in result.arrivals}
     assert ids == {
-        str(dataset_id(DataId("LSSTCam", 2026112200001, d), "raw", "LSSTCam/raw/all"))
-        for d in range(205)
+        str(dataset_id(DataId("LSSTCam", 2026112200001, d), "raw", "LSSTCam/raw/all")) for d in range(205)
     }
     assert {r["id"] for r in rows} == ids
     assert (tmp_path / "demo" / "focal_plane.png").stat().st_size > 20_000
@@ -77,6 +76,5 @@ def test_demo_registers_205_ccds_per_exposure_into_the_butler(kind, tmp_path, re
     finally:
         registry.close()
     assert why == (
-        "the Butler holds 204 CCD(s), 205 were announced: "
-        "1 announced CCD(s) that the Butler does not hold"
+        "the Butler holds 204 CCD(s), 205 were announced: 1 announced CCD(s) that the Butler does not hold"
     )

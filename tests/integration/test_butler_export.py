@@ -106,9 +106,7 @@ def test_export_loads_into_an_empty_butler_with_the_same_ids_and_uris(kind, tmp_
     )
     assert read.returncode == 0, read.stderr[-3000:]
     found = json.loads(read.stdout.splitlines()[-1])
-    expected = {
-        str(dataset_id(DataId("LSSTCam", e, d), "raw", RUN)) for e in exposures for d in DETECTORS
-    }
+    expected = {str(dataset_id(DataId("LSSTCam", e, d), "raw", RUN)) for e in exposures for d in DETECTORS}
     assert found["obsingest_importable"] is False
     assert set(found["ids"]) == expected
     assert found["detname"] == "R00_SW1"  # RAFTBAY_CCDSLOT, read through the Butler's URI
@@ -146,9 +144,7 @@ def test_export_loads_into_an_empty_butler_with_the_same_ids_and_uris(kind, tmp_
         for ref in butler.query_datasets("raw", collections=RUN, limit=None):
             did = DataId("LSSTCam", ref.dataId["exposure"], ref.dataId["detector"])
             assert str(butler.getURI(ref)) == store.uri(did.object_name())
-        [exposure] = butler.query_dimension_records(
-            "exposure", instrument="LSSTCam", exposure=exposures[1]
-        )
+        [exposure] = butler.query_dimension_records("exposure", instrument="LSSTCam", exposure=exposures[1])
         assert (exposure.obs_id, exposure.physical_filter, exposure.seq_num) == (
             "MC_O_20261122_000002",
             "r_57",

@@ -116,18 +116,14 @@ def test_a_whole_lsstcam_exposure_lands_in_the_butler_with_obsingest_ids(env):
         assert exposure.timespan.end.utc.isot.startswith("2026-11-22T03:00:15")
         assert exposure.timespan.end.tai.isot.startswith("2026-11-22T03:00:52")
         assert exposure.tracking_ra is not None and exposure.sky_angle is not None
-        detectors = {
-            r.id: r for r in butler.query_dimension_records("detector", instrument="LSSTCam")
-        }
+        detectors = {r.id: r for r in butler.query_dimension_records("detector", instrument="LSSTCam")}
         assert (detectors[191].full_name, detectors[191].purpose) == ("R00_SW0", "WAVEFRONT")
         assert (detectors[189].raft, detectors[189].name_in_raft) == ("R00", "SG0")
         # the file is where the store put it (transfer="direct"), and it reads back
         ref = butler.find_dataset(
             "raw", instrument="LSSTCam", exposure=EXPOSURE, detector=192, collections=RUN
         )
-        assert str(butler.getURI(ref)) == env.store.uri(
-            DataId("LSSTCam", EXPOSURE, 192).object_name()
-        )
+        assert str(butler.getURI(ref)) == env.store.uri(DataId("LSSTCam", EXPOSURE, 192).object_name())
         # read back through the Butler's datastore record: the very bytes of the CCD
         assert butler.getURI(ref).read() == small_raw(EXPOSURE, 192)
         # a repository from `butler create` got the dataset type Rubin's repositories define
@@ -205,9 +201,7 @@ def test_a_dataset_the_butler_has_at_another_uri_is_a_conflict(env, tmp_path):
             run=RUN,
             id_generation_mode=DatasetIdGenEnum.DATAID_TYPE_RUN,
         )
-        butler.ingest(
-            FileDataset(str(elsewhere), [ref], formatter=FALLBACK_FORMATTER), transfer="direct"
-        )
+        butler.ingest(FileDataset(str(elsewhere), [ref], formatter=FALLBACK_FORMATTER), transfer="direct")
     finally:
         butler.close()
     env.upload(EXPOSURE, [5])
@@ -219,9 +213,7 @@ def test_a_dataset_the_butler_has_at_another_uri_is_a_conflict(env, tmp_path):
     assert str(did.exposure) in rows["5"]["exposure"]
 
 
-def test_an_exposure_arriving_at_once_is_one_ingest_and_a_conflict_in_it_only_its_ccd(
-    env, monkeypatch
-):
+def test_an_exposure_arriving_at_once_is_one_ingest_and_a_conflict_in_it_only_its_ccd(env, monkeypatch):
     """205 CCDs delivered at once, one of them with other bytes than the dataset registered
     earlier under its name: one Butler transaction for the exposure, the 204 registered, the
     conflicting CCD quarantined with its reason, the Butler keeping the first bytes."""

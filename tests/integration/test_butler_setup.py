@@ -80,10 +80,7 @@ def test_a_batch_of_exposures_is_set_up_in_one_insert_per_element(setup, monkeyp
     setup.exposures([_exposure(3)])  # same filter and day: only its group and itself
     assert calls == {("insertDimensionData", "group"): 1, ("syncDimensionData", "exposure"): 1}
     records = setup.exposure_records[("LSSTCam", 2026112200003)]
-    assert (
-        records["physical_filter"]
-        is setup.exposure_records[("LSSTCam", 2026112200001)]["physical_filter"]
-    )
+    assert records["physical_filter"] is setup.exposure_records[("LSSTCam", 2026112200001)]["physical_filter"]
 
 
 def test_an_exposure_record_that_differs_from_the_butlers_is_still_a_conflict(setup, tmp_path):

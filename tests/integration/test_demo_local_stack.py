@@ -74,11 +74,6 @@ def test_demo_on_the_local_stack(transport, kafka, pubsub, gcs, postgres_server,
         ("manifest", 9, 9, ())
     ] * 2
     # the demo's subscriber on exposures-ingested received exactly one event per exposure
-    ingested = [
-        json.loads(line)
-        for line in (tmp_path / "exposures-ingested.jsonl").read_text().splitlines()
-    ]
+    ingested = [json.loads(line) for line in (tmp_path / "exposures-ingested.jsonl").read_text().splitlines()]
     assert sorted(e["exposure"] for e in ingested) == sorted({r["exposure"] for r in rows})
-    assert [(e["expected"], e["registered"], e["missing_detectors"]) for e in ingested] == [
-        (9, 9, [])
-    ] * 2
+    assert [(e["expected"], e["registered"], e["missing_detectors"]) for e in ingested] == [(9, 9, [])] * 2

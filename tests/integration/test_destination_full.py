@@ -46,9 +46,7 @@ def tmpfs(tmp_path: Path) -> Iterator[Path]:
         pytest.fail("mounting a tmpfs needs root (the destination must really fill up)")
     mount = tmp_path / "destination"
     mount.mkdir()
-    subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={TMPFS_MB}m", "tmpfs", str(mount)], check=True
-    )
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_MB}m", "tmpfs", str(mount)], check=True)
     try:
         yield mount
     finally:
@@ -114,9 +112,7 @@ def register_everything(store_root: Path, registry_path: Path) -> tuple[int, int
         registry.close()
 
 
-def test_a_full_destination_is_an_outage_every_ccd_registered_once(
-    tmpfs: Path, tmp_path: Path
-) -> None:
+def test_a_full_destination_is_an_outage_every_ccd_registered_once(tmpfs: Path, tmp_path: Path) -> None:
     handoff, spool = tmp_path / "handoff", tmp_path / "spool"
     handoff.mkdir()
     store_root = tmpfs / "store"

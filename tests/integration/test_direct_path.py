@@ -119,9 +119,7 @@ def function_env(project: str, bus: BusSettings, bucket: str, registry_url: str)
     }
 
 
-def provision(
-    gcs: GcsService, pubsub: PubSubService, name: str
-) -> tuple[BusSettings, str, str, str]:
+def provision(gcs: GcsService, pubsub: PubSubService, name: str) -> tuple[BusSettings, str, str, str]:
     """Fresh topics, a bucket notifying the objects topic, the relay's and an arrivals
     subscription, each removed with its service's handle: (bus, bucket, relay subscription,
     arrivals subscription)."""

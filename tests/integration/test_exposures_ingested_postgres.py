@@ -203,9 +203,7 @@ def test_last_ccds_registered_at_once_by_several_processes_give_one_event(ns: Na
     store_ccds(ns, [DataId(INSTRUMENT, e, d) for e in exposures for d in range(workers)])
     context = multiprocessing.get_context("spawn")
     barrier, results = context.Barrier(workers), context.Queue()
-    children = [
-        _spawn(_register_in_child, ns, det, exposures, barrier, results) for det in range(workers)
-    ]
+    children = [_spawn(_register_in_child, ns, det, exposures, barrier, results) for det in range(workers)]
     reports = [results.get(timeout=240) for _ in children]
     for child in children:
         child.join(timeout=60)

@@ -30,9 +30,7 @@ def counts(spool: Path) -> dict[str, int]:
         journal.close()
 
 
-def test_a_rate_limit_storm_is_ridden_out_every_ccd_stored_once(
-    gcs: GcsService, tmp_path: Path
-) -> None:
+def test_a_rate_limit_storm_is_ridden_out_every_ccd_stored_once(gcs: GcsService, tmp_path: Path) -> None:
     assert gcs.endpoint, "needs the GCS emulator"
     bucket = gcs.new_bucket("ratelimit")
     proxy = HttpFaultProxy(gcs.endpoint).start()

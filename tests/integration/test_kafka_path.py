@@ -175,9 +175,7 @@ class Deployment:
                 msg = consumer.poll(0.5)
                 if msg is None or msg.error():
                     continue
-                headers = {
-                    k: v.decode() for k, v in cast(list[tuple[str, bytes]], msg.headers() or [])
-                }
+                headers = {k: v.decode() for k, v in cast(list[tuple[str, bytes]], msg.headers() or [])}
                 out.append({"headers": headers, "value": msg.value(), "key": msg.key()})
         finally:
             consumer.close()
@@ -275,9 +273,7 @@ def test_corrupted_chunk_goes_to_the_dlq_and_the_file_is_reported_incomplete(kaf
     assert (report["data_id"], report["missing"], report["cause"]) == (b.key, [2], "timeout")
 
 
-def test_assembler_killed_mid_file_and_restarted_stores_and_registers_every_ccd_once(
-    kafka, tmp_path
-):
+def test_assembler_killed_mid_file_and_restarted_stores_and_registers_every_ccd_once(kafka, tmp_path):
     dep = Deployment(kafka, tmp_path, partitions=2)
     whole, split, late = ccds(4, 4), ccds(5, 4), ccds(6, 4)
     producer = Producer(kafka, dep.topic)
@@ -336,9 +332,7 @@ def _register_all(dep: Deployment, tmp_path: Path, expected: dict[DataId, bytes]
     outcomes = []
     dispatcher = OutboxDispatcher(
         dep.store.outbox(),
-        lambda event: outcomes.append(
-            service.handle(from_storage_cloudevent(event, event["data"]))
-        ),
+        lambda event: outcomes.append(service.handle(from_storage_cloudevent(event, event["data"]))),
     )
     try:
         while dispatcher.drain_once():

@@ -85,9 +85,7 @@ def _catalogued(families: dict[str, Any]) -> set[str]:
     ours = {n for spec in CATALOGUE for n in (spec.name, spec.name.removesuffix("_total"))}
     library = ("process_", "python_")
     # the text format carries a counter's or histogram's start time as a family of its own
-    return {
-        n for n in families if n.removesuffix("_created") not in ours and not n.startswith(library)
-    }
+    return {n for n in families if n.removesuffix("_created") not in ours and not n.startswith(library)}
 
 
 def _wait(what: str, done: Any, timeout: float = 180.0) -> None:
@@ -147,14 +145,11 @@ def _assert_pipeline_metrics(world: World) -> dict[str, dict[str, Any]]:
     assert _value(edge, "obsingest_edge_refusing_new_work") == 0
 
     function = scraped["function"]
-    assert (
-        _value(function, "obsingest_ccds_total", component="register", outcome="registered") == CCDS
-    )
+    assert _value(function, "obsingest_ccds_total", component="register", outcome="registered") == CCDS
     assert _value(function, "obsingest_ccds_quarantined_total") == 0
     for stage in ("stored", "registered", "announced"):
         assert (
-            _value(function, f"obsingest_readout_to_{stage}_seconds_count", instrument=INSTRUMENT)
-            == CCDS
+            _value(function, f"obsingest_readout_to_{stage}_seconds_count", instrument=INSTRUMENT) == CCDS
         ), stage
     # every registration in the histogram; how many within the 5 s budget depends on the
     # machine's load (a latency figure for the benchmarks, not a pass/fail here)
@@ -268,9 +263,7 @@ def test_every_process_serves_metrics_direct(private_stack: PrivateStack, tmp_pa
         world.close()
 
 
-def test_every_process_serves_metrics_kafka(
-    private_stack: PrivateStack, tmp_path: Path, kafka: Any
-) -> None:
+def test_every_process_serves_metrics_kafka(private_stack: PrivateStack, tmp_path: Path, kafka: Any) -> None:
     shared = _SharedKafka(kafka.bootstrap_servers)
     world = _run_world("metrics-kafka", private_stack, tmp_path, transport="kafka", kafka=shared)
     try:
@@ -280,10 +273,7 @@ def test_every_process_serves_metrics_kafka(
             _assert_pipeline_metrics(world)
             assembler = _scrape(world.metrics_urls["assembler"])
             assert not _catalogued(assembler)
-            assert (
-                _value(assembler, "obsingest_ccds_total", component="assembler", outcome="stored")
-                == CCDS
-            )
+            assert _value(assembler, "obsingest_ccds_total", component="assembler", outcome="stored") == CCDS
             assert _value(assembler, "obsingest_assembler_open_files") == 0
             assert "obsingest_assembler_consumer_lag_messages" in assembler
     finally:

@@ -25,9 +25,7 @@ def api(tmp_path_factory):
     work = tmp_path_factory.mktemp("presence-fuzz")
     url = f"sqlite:///{work / 'registry.sqlite3'}"
     registry = Registry.open(RegistrySettings(url=url))
-    night = write_night(
-        registry, day_obs=DAY_OBS, exposures=12, incomplete_every=5, no_manifest_every=4
-    )
+    night = write_night(registry, day_obs=DAY_OBS, exposures=12, incomplete_every=5, no_manifest_every=4)
     registry.close()
     server = Server(url, free_port(), work / "serve.log")
     try:

@@ -71,9 +71,7 @@ def test_postgresql_and_sqlite_give_the_same_answers(postgres, tmp_path):
     for exposure in night.exposures:
         body = pg[f"/v1/exposures/LSSTCam/{exposure}"]
         registered = night.registered[exposure]
-        assert body["registered"] == len(registered) and len(body["missing"]) == 205 - len(
-            registered
-        )
+        assert body["registered"] == len(registered) and len(body["missing"]) == 205 - len(registered)
         source = "instrument" if exposure in night.without_manifest else "manifest"
         assert body["expected_source"] == source
     listed = pg[f"/v1/nights/LSSTCam/{DAY_OBS}?limit=500"]

@@ -42,9 +42,7 @@ class TestPubSubPublisherContract(PublisherContract):
                     request={"subscription": subscription, "max_messages": 100}, timeout=10
                 )
                 for m in response.received_messages:
-                    got[m.message.message_id] = Received(
-                        bytes(m.message.data), dict(m.message.attributes)
-                    )
+                    got[m.message.message_id] = Received(bytes(m.message.data), dict(m.message.attributes))
                 if response.received_messages:
                     client.acknowledge(
                         request={
@@ -82,9 +80,7 @@ class TestKafkaPublisherContract(PublisherContract):
                     msg = consumer.poll(0.5)
                     if msg is None or msg.error() is not None:
                         continue
-                    headers = {
-                        k: v.decode() for k, v in cast(list[tuple[str, bytes]], msg.headers() or [])
-                    }
+                    headers = {k: v.decode() for k, v in cast(list[tuple[str, bytes]], msg.headers() or [])}
                     raw_key, value = msg.key(), msg.value()
                     key = raw_key.decode() if raw_key is not None else None
                     assert value is not None

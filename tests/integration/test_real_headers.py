@@ -58,8 +58,7 @@ def write_camera_files(root: Path, rename: bool) -> dict[str, Path]:
     root.mkdir(parents=True, exist_ok=True)
     paths = {}
     files = [
-        (fixture, camera_file_name(EXPECTED[fixture]), fits_from_cards(cards))
-        for fixture, cards in HEADERS
+        (fixture, camera_file_name(EXPECTED[fixture]), fits_from_cards(cards)) for fixture, cards in HEADERS
     ]
     bad = ccd_file(DataId("LSSTCam", 2025041500061, 1), RAFTBAY=None)
     for fixture, name, data in [*files, ("no-identity", NO_IDENTITY, bad)]:
@@ -115,16 +114,13 @@ def test_every_real_header_ingests_through_the_edge_under_its_camera_name(
         edge.start()
         paths = write_camera_files(handoff / "20250415", rename=True)
         wait_for(
-            lambda: (
-                pipe.registry.count_datasets() + len(pipe.registry.quarantined()) >= len(HEADERS)
-            ),
+            lambda: pipe.registry.count_datasets() + len(pipe.registry.quarantined()) >= len(HEADERS),
             180,
             "every real header's CCD registered",
         )
         wait_for(
             lambda: (
-                (handoff / "quarantine").exists()
-                and any((handoff / "quarantine").rglob("*.reason.json"))
+                (handoff / "quarantine").exists() and any((handoff / "quarantine").rglob("*.reason.json"))
             ),
             60,
             "the edge's quarantine",

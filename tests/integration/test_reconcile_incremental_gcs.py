@@ -38,9 +38,7 @@ def upload(store: GcsStore, exposure: int, detectors: range) -> None:
     uploader = DirectUploader(store, producer="test")
     for detector in detectors:
         did = DataId(INSTRUMENT, exposure, detector)
-        assert uploader.send(did, small_ccd(exposure, detector), datetime.now(UTC)).status == (
-            "stored"
-        )
+        assert uploader.send(did, small_ccd(exposure, detector), datetime.now(UTC)).status == ("stored")
 
 
 @pytest.fixture

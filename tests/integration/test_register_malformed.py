@@ -100,9 +100,7 @@ def deployment(
     good = DirectUploader(store).send(GOOD, small_ccd(GOOD.exposure, GOOD.detector), utcnow()).obj
     registry_url = postgres_server.create_database("malformed")
     registry = Registry.open(RegistrySettings(url=registry_url))
-    env = function_env(
-        pubsub.project_id, BusSettings(arrivals_topic=arrivals), bucket, registry_url
-    )
+    env = function_env(pubsub.project_id, BusSettings(arrivals_topic=arrivals), bucket, registry_url)
     logs = tmp_path_factory.mktemp("malformed")
     one = {"WORKERS": "1", **env}
     servers = [
@@ -184,9 +182,7 @@ def _entries() -> list[QuarantineEntry]:
     ]
 
 
-def test_quarantine_text_is_stored_alike_on_postgresql_and_sqlite(
-    postgres: str, tmp_path: Path
-) -> None:
+def test_quarantine_text_is_stored_alike_on_postgresql_and_sqlite(postgres: str, tmp_path: Path) -> None:
     """NUL, over-long reasons, 4,000-byte URIs (over PostgreSQL's 2,704-byte index row) and
     lone surrogates: the same sanitised row on both backends, none of them an error."""
     tables, entries = [], _entries()
@@ -203,9 +199,7 @@ def test_quarantine_text_is_stored_alike_on_postgresql_and_sqlite(
 def test_values_postgresql_refuses_are_permanent_not_retried(postgres: str) -> None:
     """Before: ProgramLimitExceeded and friends were "transient" and looped to the DLQ."""
     registry = Registry.open(RegistrySettings(url=postgres, retry_attempts=5))
-    record = FileRecord(
-        GOOD, "gs://b/x", 1, "crc32c:00000000", md5="m" * 100, readout_time=datetime.now(UTC)
-    )
+    record = FileRecord(GOOD, "gs://b/x", 1, "crc32c:00000000", md5="m" * 100, readout_time=datetime.now(UTC))
     started = time.monotonic()
     with pytest.raises(UnstorableInput, match="StringDataRightTruncation") as info:
         registry.register(record)

@@ -25,9 +25,7 @@ DID = DataId("LSSTComCam", 2026112200007, 3)
 
 
 def record(data_id: DataId = DID, checksum: str = "crc32c:0000abcd", size: int = 100) -> FileRecord:
-    return FileRecord(
-        data_id=data_id, uri=f"gs://b/{data_id.object_name()}", size=size, checksum=checksum
-    )
+    return FileRecord(data_id=data_id, uri=f"gs://b/{data_id.object_name()}", size=size, checksum=checksum)
 
 
 def conninfo(url: str) -> str:
@@ -103,9 +101,7 @@ def _backends(url: str) -> int:
     database = make_url(url).database
     admin = make_url(url).set(database="postgres")
     with psycopg.connect(conninfo(admin.render_as_string(hide_password=False))) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (database,)
-        ).fetchone()
+        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", (database,)).fetchone()
     return int(row[0]) if row else 0
 
 

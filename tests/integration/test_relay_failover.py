@@ -165,9 +165,7 @@ def test_an_instance_killed_mid_burst_costs_no_ccd_a_retry(world: World, caplog)
         key = event.data_id.key
         if key not in first or event.published_time < first[key].published_time:
             first[key] = event
-    stored_to_announced = [
-        (e.published_time - e.stored_time).total_seconds() for e in first.values()
-    ]
+    stored_to_announced = [(e.published_time - e.stored_time).total_seconds() for e in first.values()]
     typical = statistics.median(stored_to_announced)
     print(  # the figures functions/register/README.md quotes
         f"failover: {len(stored_to_announced)} CCDs, stored -> announced median {typical:.2f} s, "

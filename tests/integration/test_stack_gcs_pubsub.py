@@ -17,9 +17,7 @@ def _pull(pubsub: PubSubService, subscription: str, wait: float) -> list:
     subscriber = pubsub.subscriber()
     deadline = time.monotonic() + wait
     while True:
-        resp = subscriber.pull(
-            request={"subscription": subscription, "max_messages": 10}, timeout=10
-        )
+        resp = subscriber.pull(request={"subscription": subscription, "max_messages": 10}, timeout=10)
         if resp.received_messages:
             subscriber.acknowledge(
                 request={

@@ -127,14 +127,10 @@ def test_gcs_destination_uploads_to_the_emulator(tmp_path: Path, gcs: Any) -> No
     assert result["sender_url"] == f"gs://{bucket}"
     blobs = list(make_client(GcsSettings()).list_blobs(bucket, prefix="bench/run1/"))
     assert len(blobs) == CCDS * NUMEXP
-    assert {b.name.rsplit("/", 1)[1] for b in blobs} == {
-        camera_name(r["data_id"]) for r in result["records"]
-    }
+    assert {b.name.rsplit("/", 1)[1] for b in blobs} == {camera_name(r["data_id"]) for r in result["records"]}
 
 
-def test_gcs_end_to_end_announces_every_ccd(
-    tmp_path: Path, gcs: Any, pubsub: Any, postgres: str
-) -> None:
+def test_gcs_end_to_end_announces_every_ccd(tmp_path: Path, gcs: Any, pubsub: Any, postgres: str) -> None:
     check_announced(run_bench(tmp_path, "gs://ignored", "--end-to-end", "--compress"))
 
 

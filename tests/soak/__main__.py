@@ -43,16 +43,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="autogroup niceness of a restarted instance until ready (default 10; 0: none)",
     )
-    parser.add_argument(
-        "--keep", type=Path, default=None, help="play in this directory and keep its logs"
-    )
+    parser.add_argument("--keep", type=Path, default=None, help="play in this directory and keep its logs")
     args = parser.parse_args(argv)
     if args.ci:
         args.exposures, args.interval, args.kills = 3, 6.0, 1
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
     print(
-        f"soak seed: {seed} (replay: python -m tests.soak --seed {seed}"
-        f"{' --ci' if args.ci else ''})",
+        f"soak seed: {seed} (replay: python -m tests.soak --seed {seed}{' --ci' if args.ci else ''})",
         flush=True,
     )
     from tests.soak.harness import Soak, format_section, play, write

@@ -106,9 +106,7 @@ class SoakWorld(World):
             setattr(self, name, FunctionProcess(env, self.logs / f"{name}.log", free_port()))
             getattr(self, name).start(90)
         urls = [
-            arg
-            for name in instance_names(self.instances)
-            for arg in ("--push-url", self.process(name).url)
+            arg for name in instance_names(self.instances) for arg in ("--push-url", self.process(name).url)
         ]
         self.relay.close()
         self.relay = ServiceProcess(
@@ -215,11 +213,7 @@ class CpuSampler:
         leaders = self._leaders()
         self._samples += 1
         full = self._samples % FULL_SCAN_EVERY == 1 or any(p not in self.ticks for p in leaders)
-        pids = (
-            [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()]
-            if full
-            else list(self.ticks)
-        )
+        pids = [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()] if full else list(self.ticks)
         for pid in pids:
             fields = _stat_fields(pid)
             if fields is None:
@@ -477,9 +471,7 @@ def play(soak: Soak, workdir: Path, stack: PrivateStack | None = None) -> dict[s
                 for s in range(1, soak.exposures + 1)
                 for d in detectors
             }
-            targets = sorted(
-                rng.sample(range(1, soak.exposures + 1), min(soak.kills, soak.exposures))
-            )
+            targets = sorted(rng.sample(range(1, soak.exposures + 1), min(soak.kills, soak.exposures)))
             sampler = CpuSampler(world).start()
             run.started_wall = time.time()
             run.note(
@@ -545,9 +537,7 @@ def report(soak: Soak, run: Run, cpu: dict[str, float]) -> dict[str, Any]:
             published[a.key] = a.published.timestamp()
     after_kill = {
         str(k["exposure"]): sum(
-            1
-            for key, t in published.items()
-            if key.split("/")[1] == str(k["exposure"]) and t > k["at"]
+            1 for key, t in published.items() if key.split("/")[1] == str(k["exposure"]) and t > k["at"]
         )
         for k in soak.kill_log
     }
@@ -681,8 +671,7 @@ def format_section(result: dict[str, Any], load: list[float]) -> str:
         f"{r['exposure_last_ccd_s']['p95']} s, max {r['exposure_last_ccd_s']['max']} s; "
         f"{r['exposures_over_7s']} exposures over 7 s; the killed ones: "
         f"{r['killed_exposures_last_ccd_s']}",
-        "- CPU ms per CCD by role: "
-        + ", ".join(f"{k} {v}" for k, v in r["cpu_ms_per_ccd"].items()),
+        "- CPU ms per CCD by role: " + ", ".join(f"{k} {v}" for k, v in r["cpu_ms_per_ccd"].items()),
         f"- facility: {r['facility']['passes']} passes, {r['facility']['cpu_s_per_pass']} CPU s "
         f"per pass at up to {r['facility']['objects_at_end']:,} objects; "
         f"`benchmarks/facility.py` ({proj.get('measured_at', '?')}): incremental pass "

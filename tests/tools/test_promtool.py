@@ -34,9 +34,7 @@ def promtool() -> Path:
 
 
 def _run(promtool: Path, *args: str) -> None:
-    result = subprocess.run(
-        [str(promtool), *args], cwd=PROM, capture_output=True, text=True, timeout=300
-    )
+    result = subprocess.run([str(promtool), *args], cwd=PROM, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"promtool {' '.join(args)}:\n{result.stdout}{result.stderr}"
 
 

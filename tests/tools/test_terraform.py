@@ -70,9 +70,7 @@ def _instances(config: dict[str, list[Any]], name: str, body: dict[str, Any]) ->
     if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
         return {name: body}
     return {
-        f'{name}["{key}"]': _substitute(
-            {k: v for k, v in body.items() if k != "for_each"}, key, fields
-        )
+        f'{name}["{key}"]': _substitute({k: v for k, v in body.items() if k != "for_each"}, key, fields)
         for key, fields in table.items()
     }
 
@@ -130,8 +128,7 @@ def test_checkov_finds_no_failed_check(checkov_report: dict[str, Any]) -> None:
     report = checkov_report
     failed = report["results"]["failed_checks"]
     listing = "\n".join(
-        f"{c['check_id']} {c['check_name']}: {c['resource']} ({c['file_path']}:"
-        f"{c['file_line_range']})"
+        f"{c['check_id']} {c['check_name']}: {c['resource']} ({c['file_path']}:{c['file_line_range']})"
         for c in failed
     )
     assert not failed, f"checkov failed checks:\n{listing}"
@@ -234,9 +231,7 @@ resource "google_pubsub_topic_iam_member" "m" {
 
 def test_every_deployed_piece_is_declared(config: dict[str, list[Any]]) -> None:
     functions = resources(config, "google_cloudfunctions2_function")
-    entry_points = {
-        f["name"][0]: first(f, "build_config")["entry_point"][0] for f in functions.values()
-    }
+    entry_points = {f["name"][0]: first(f, "build_config")["entry_point"][0] for f in functions.values()}
     assert entry_points == {"obsingest-register": "on_push", "obsingest-manifests": "on_manifest"}
     pools = resources(config, "google_cloud_run_v2_worker_pool")
     args = {name: first(pool, "template", "containers")["args"][0] for name, pool in pools.items()}
@@ -312,8 +307,7 @@ def test_push_subscriptions_are_retried_dead_lettered_and_dead_letters_kept(
 
 def test_one_identity_per_piece_and_no_broad_grants(config: dict[str, list[Any]]) -> None:
     project_roles = {
-        (b["role"][0], b["member"][0])
-        for b in resources(config, "google_project_iam_member").values()
+        (b["role"][0], b["member"][0]) for b in resources(config, "google_project_iam_member").values()
     }
     allowed = {
         ("roles/dataflow.worker", '${google_service_account.piece["beam"].member}'),
@@ -334,9 +328,7 @@ def test_one_identity_per_piece_and_no_broad_grants(config: dict[str, list[Any]]
     ]
     workloads = [a for a in accounts if a not in ("push", "build", "scheduler")]
     assert sorted(workloads) == sorted(set(workloads)), "two workloads share an identity"
-    assert {"register", "manifests", "assembler", "reconcile", "redrive", "presence"} <= set(
-        workloads
-    )
+    assert {"register", "manifests", "assembler", "reconcile", "redrive", "presence"} <= set(workloads)
 
 
 def test_images_are_variables_pinned_by_digest(config: dict[str, list[Any]]) -> None:

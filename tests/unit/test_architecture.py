@@ -47,9 +47,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "testing": frozenset({"testing", "infra.containers", "infra.local", "kernel", "schemas"}),
     # the Cloud Functions archive packages the register function
     "infra": frozenset({"infra", "functions", "kernel", "schemas"}),
-    "cli": frozenset(
-        {"cli", "producers", "functions", "beam_jobs", "infra.local", "kernel", "schemas"}
-    ),
+    "cli": frozenset({"cli", "producers", "functions", "beam_jobs", "infra.local", "kernel", "schemas"}),
     # benchmarks run commands as processes and may use the composition root's library, not
     # its command modules
     "benchmarks": frozenset(
@@ -152,8 +150,7 @@ def imports_of(module: str, path: Path) -> Iterator[Import]:
         elif isinstance(node, ast.ImportFrom):
             base = _resolve(module, path, node)
             targets = [
-                f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
-                for alias in node.names
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names
             ]
         for target in targets:
             if target.split(".")[0] in PACKAGES:
@@ -180,10 +177,7 @@ def test_layers_import_only_what_they_may() -> None:
     for imp in all_imports():
         src, dst = layer(imp.source), layer(imp.target)
         if dst not in ALLOWED[src]:
-            bad.append(
-                f"{imp.path.relative_to(ROOT)}:{imp.line}: {src} may not import {dst} "
-                f"({imp.target})"
-            )
+            bad.append(f"{imp.path.relative_to(ROOT)}:{imp.line}: {src} may not import {dst} ({imp.target})")
         elif src == "benchmarks" and imp.target.startswith("obsingest_cli.commands"):
             bad.append(f"{imp.path.relative_to(ROOT)}:{imp.line}: benchmarks use CLI commands")
     assert not bad, "layering violations (see ARCHITECTURE.md):\n" + "\n".join(bad)
@@ -270,8 +264,8 @@ def test_no_module_over_500_lines_without_a_reason() -> None:
         if (n := len(path.read_text().splitlines())) > MAX_LINES
         and "one cohesive concept" not in _docstring(path).lower()
     ]
-    assert not long, (
-        "split these, or say in the docstring why each is one cohesive concept:\n" + "\n".join(long)
+    assert not long, "split these, or say in the docstring why each is one cohesive concept:\n" + "\n".join(
+        long
     )
 
 

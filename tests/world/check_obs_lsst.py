@@ -70,9 +70,7 @@ INFO = (
 def headers(checkout: Path) -> list[Path]:
     folder = checkout / "tests" / "headers"
     return sorted(
-        p
-        for p in folder.iterdir()
-        if p.name.startswith(PREFIXES) and not any(s in p.name for s in SKIPPED)
+        p for p in folder.iterdir() if p.name.startswith(PREFIXES) and not any(s in p.name for s in SKIPPED)
     )
 
 
@@ -171,9 +169,7 @@ def compare(
     # the library's choice among registered translators would be ours: ask obs_lsst's directly
     theirs_class = next(cls for cls in oracle.values() if cls.can_translate(header))
     assert theirs_class.__module__.startswith("lsst.obs.lsst."), theirs_class
-    theirs = ObservationInfo(
-        copy.deepcopy(header), translator_class=theirs_class, search_path=corrections
-    )
+    theirs = ObservationInfo(copy.deepcopy(header), translator_class=theirs_class, search_path=corrections)
     if via_fits:  # ours reads the header as the register function does: a FITS primary HDU
         from tests.unit.obsingest.translate.real_headers import fits_primary
 

@@ -71,9 +71,7 @@ def build_files(checkout: Path, corrections: list[str]) -> list[dict[str, Any]]:
         cls = next(c for c in oracle.values() if c.can_translate(header))
         info = ObservationInfo(copy.deepcopy(header), translator_class=cls, search_path=corrections)
         name = camera_name(info)
-        cases.append(
-            {"header": path.name, "info": info, "name": name, "data": fits_from_cards(header)}
-        )
+        cases.append({"header": path.name, "info": info, "name": name, "data": fits_from_cards(header)})
     return cases
 
 
@@ -194,9 +192,7 @@ def registered_fields(registry: Any, info: Any) -> dict[str, Any] | None:
     """The registered record of the CCD ``info`` describes, in ``expected_fields``'s terms."""
     instrument, exposure = info.instrument, info.exposure_id
     record = registry.exposure(instrument, exposure)
-    rows = [
-        d for d in registry.datasets(instrument, exposure) if d["detector"] == info.detector_num
-    ]
+    rows = [d for d in registry.datasets(instrument, exposure) if d["detector"] == info.detector_num]
     if record is None or not rows:
         return None
     out = {

@@ -58,9 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = {
         "ObservationInfo alone": median_ms(info, n),
         "observation(), cache miss": median_ms(lambda: ObservationCache().observation(header), n),
-        "observation(), cache hit (FITS)": median_ms(
-            lambda: warm.observation(HduHeader(primary)), n * 10
-        ),
+        "observation(), cache hit (FITS)": median_ms(lambda: warm.observation(HduHeader(primary)), n * 10),
         "exposure_from_header, first CCD": median_ms(first_ccd, n),
     }
     first_ccd()

@@ -32,9 +32,7 @@ class ListingFailed(RetriableError):
 def _list_gcs(store: Any, prefix: str, start_offset: str) -> Iterator[StoredObject]:
     from obsingest.store.gcs import stored_object  # google.api_core: GCS listings only
 
-    blobs = store.client.list_blobs(
-        store.bucket, prefix=prefix or None, start_offset=start_offset or None
-    )
+    blobs = store.client.list_blobs(store.bucket, prefix=prefix or None, start_offset=start_offset or None)
     for blob in blobs:
         yield stored_object(blob, store.bucket)
 
@@ -53,9 +51,7 @@ def _list_local(store: Any, prefix: str, start_offset: str) -> Iterator[StoredOb
     for directory, dirs, files in os.walk(start):
         relative = Path(directory).relative_to(root).as_posix()
         base = "" if relative == "." else f"{relative}/"
-        dirs[:] = sorted(
-            d for d in dirs if not d.startswith(".") and not below(f"{base}{d}/", start_offset)
-        )
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not below(f"{base}{d}/", start_offset))
         for filename in sorted(files):
             name = f"{base}{filename}"
             if not name.startswith(prefix) or name < start_offset:
@@ -93,6 +89,5 @@ def list_objects(
     return [
         obj
         for obj in found
-        if (since is None or obj.time_created >= since)
-        and (until is None or obj.time_created < until)
+        if (since is None or obj.time_created >= since) and (until is None or obj.time_created < until)
     ]

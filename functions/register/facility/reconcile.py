@@ -96,9 +96,7 @@ class Reconciler:
             self.tails[prefix] = PrefixTail(prefix, lag=self.lag, hold=hold)
         return self.tails[prefix]
 
-    def run(
-        self, since: datetime, until: datetime | None = None, dry_run: bool = False
-    ) -> ReconcileReport:
+    def run(self, since: datetime, until: datetime | None = None, dry_run: bool = False) -> ReconcileReport:
         """The full sweep: compare objects created in [since, min(until, now - grace)) with the
         registry, look for rows whose object is gone, and re-seed the watermarks."""
         now = self.clock()
@@ -162,9 +160,7 @@ class Reconciler:
         return report
 
     def _log(self, report: ReconcileReport) -> None:
-        level = (
-            logging.WARNING if (report.missing or report.gone or report.failed) else logging.INFO
-        )
+        level = logging.WARNING if (report.missing or report.gone or report.failed) else logging.INFO
         log_event(log, "reconcile.pass", level, **report.as_dict())
 
     def _register(self, obj: StoredObject, report: ReconcileReport) -> bool:

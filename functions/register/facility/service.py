@@ -79,9 +79,7 @@ class PassReport:
         canary = self.canary
         return {
             "notifications_healthy": canary.healthy if canary else None,
-            "broken_since": canary.broken_since.isoformat()
-            if canary and canary.broken_since
-            else None,
+            "broken_since": canary.broken_since.isoformat() if canary and canary.broken_since else None,
             "repaired": self.repaired,
             "reconcile": self.reconcile.as_dict() if self.reconcile else None,
             "exposures_ingested": self.ingested,
@@ -194,11 +192,7 @@ class FacilityService:
             self._resume_from = None  # the stop is covered: back to the window
         self._add(passes=1, failed_passes=0 if ok else 1)
         self.state["last_pass_ok"] = int(ok)
-        level = (
-            logging.INFO
-            if ok and (report.canary is None or report.canary.healthy)
-            else (logging.WARNING)
-        )
+        level = logging.INFO if ok and (report.canary is None or report.canary.healthy) else (logging.WARNING)
         log_event(log, "facility.pass", level, **report.as_dict())
         return report
 

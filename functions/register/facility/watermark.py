@@ -46,11 +46,7 @@ class PrefixTail:
     ) -> list[StoredObject]:
         """What the registry must be asked about: listed, not settled, created in the window
         [since, until) (younger ones are left to their notification until the next pass)."""
-        return [
-            obj
-            for obj in listed
-            if obj.name not in self.settled and since <= obj.time_created < until
-        ]
+        return [obj for obj in listed if obj.name not in self.settled and since <= obj.time_created < until]
 
     def advance(
         self,
@@ -69,8 +65,7 @@ class PrefixTail:
         open_names = [
             obj.name
             for obj in listed
-            if obj.time_created >= recent
-            or (obj.name not in self.settled and obj.time_created >= held)
+            if obj.time_created >= recent or (obj.name not in self.settled and obj.time_created >= held)
         ]
         if open_names:
             start = min(open_names)

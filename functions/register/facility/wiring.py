@@ -33,9 +33,7 @@ def build_redriver(
     from obsingest.bus.pull import PubSubPullSource
 
     dlq = bus.objects_dlq_topic
-    subscription = (
-        settings.parked_subscription(dlq) if parked else settings.dead_letter_subscription(dlq)
-    )
+    subscription = settings.parked_subscription(dlq) if parked else settings.dead_letter_subscription(dlq)
     return Redriver(
         source=source or PubSubPullSource(bus.pubsub_project, subscription),
         publisher=publisher or PubSubPublisher(bus.pubsub_project),
@@ -119,6 +117,4 @@ def facility_from_settings(
 
     settings = ReconcileSettings(**overrides)
     redrive_settings = RedriveSettings() if redrive else RedriveSettings(enabled=False)
-    return build_facility(
-        service_from_settings(), BusSettings(), settings, redrive_settings, repair=repair
-    )
+    return build_facility(service_from_settings(), BusSettings(), settings, redrive_settings, repair=repair)

@@ -22,8 +22,6 @@ class PubSubDeadLetter:
         self.timeout = timeout
 
     def publish(self, data: bytes, attributes: dict[str, str]) -> str:
-        message_id: str = self.client.publish(self.path, data, **attributes).result(
-            timeout=self.timeout
-        )
+        message_id: str = self.client.publish(self.path, data, **attributes).result(timeout=self.timeout)
         log_event(log, "relay.dlq_published", logging.INFO, topic=self.path, id=message_id)
         return message_id

@@ -137,18 +137,14 @@ class Relay:
             try:
                 self.dead_letters.publish(delivery.data, attrs)
             except Exception as exc:  # DLQ down: keep the message, try again later
-                delay = backoff_seconds(
-                    attempts, self.settings.min_backoff, self.settings.max_backoff
-                )
+                delay = backoff_seconds(attempts, self.settings.min_backoff, self.settings.max_backoff)
                 self.source.nack([delivery.ack_id], delay)
                 log_event(log, "relay.dead_letter_failed", logging.ERROR, error=str(exc), **fields)
                 return Action.NACK
             self._forget(delivery.message_id)
             self._settle(lambda: self.source.ack([delivery.ack_id]), fields)
             self._count("dead_lettered", attrs["dlq_reason"])
-            log_event(
-                log, "relay.dead_lettered", logging.ERROR, reason=attrs["dlq_reason"], **fields
-            )
+            log_event(log, "relay.dead_lettered", logging.ERROR, reason=attrs["dlq_reason"], **fields)
         return action
 
     def _count(self, outcome: str, reason: str | None = None) -> None:
@@ -330,9 +326,7 @@ class AckBatcher:
             try:
                 self.source.ack(batch)
             except Exception as exc:
-                log_event(
-                    log, "relay.settle_failed", logging.WARNING, error=str(exc), acks=len(batch)
-                )
+                log_event(log, "relay.settle_failed", logging.WARNING, error=str(exc), acks=len(batch))
             finally:
                 with self._cond:
                     self._sending = 0

@@ -50,9 +50,7 @@ class HttpPushTarget:
 
         request = google.auth.transport.requests.Request()
         if self._credentials is None:
-            self._credentials = id_token.fetch_id_token_credentials(
-                self.oidc_audience, request=request
-            )
+            self._credentials = id_token.fetch_id_token_credentials(self.oidc_audience, request=request)
         if not self._credentials.valid:
             self._credentials.refresh(request)
         return str(self._credentials.token)

@@ -29,9 +29,7 @@ def push_target(settings: RelaySettings) -> Any:
     urls = settings.urls()
 
     def failed_over(index: int, result: Any) -> None:
-        log_event(
-            log, "relay.failover", logging.INFO, to=urls[index], error=result.describe()[:200]
-        )
+        log_event(log, "relay.failover", logging.INFO, to=urls[index], error=result.describe()[:200])
 
     return SpreadPushTarget(
         targets,

@@ -161,9 +161,7 @@ class Service(ABC):
             cwd=spec.cwd,
             owner=(self.owner.token, self.owner.pid, self.owner.start_ticks),
         )
-        log_event(
-            _log, "stack.service.started", service=self.name, pid=rec.pid, owner=self.owner.token
-        )
+        log_event(_log, "stack.service.started", service=self.name, pid=rec.pid, owner=self.owner.token)
         return True
 
     def wait_healthy(self, timeout: float | None = None) -> None:

@@ -22,10 +22,7 @@ class Gcs(Service):
     @property
     def binary(self) -> Path:
         return (
-            self.settings.cache_dir
-            / "bin"
-            / f"fake-gcs-server-{FAKE_GCS_SERVER_VERSION}"
-            / "fake-gcs-server"
+            self.settings.cache_dir / "bin" / f"fake-gcs-server-{FAKE_GCS_SERVER_VERSION}" / "fake-gcs-server"
         )
 
     @property

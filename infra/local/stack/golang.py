@@ -39,10 +39,6 @@ def run_go(
     go = settings.go_bin()
     if not go:
         raise FetchError(service, "go not found (install Go >= 1.24, or set OBSINGEST_STACK_GO)")
-    result = subprocess.run(
-        [go, *args], cwd=cwd, env=go_env(settings, gobin), capture_output=True, text=True
-    )
+    result = subprocess.run([go, *args], cwd=cwd, env=go_env(settings, gobin), capture_output=True, text=True)
     if result.returncode != 0:
-        raise FetchError(
-            service, f"`go {' '.join(args)}` failed", (result.stdout + result.stderr)[-4000:]
-        )
+        raise FetchError(service, f"`go {' '.join(args)}` failed", (result.stdout + result.stderr)[-4000:])

@@ -27,8 +27,7 @@ def render_server_properties(settings: StackSettings, log_dir: Path | None) -> s
         "node.id": "1",
         "controller.quorum.voters": f"1@{host}:{settings.kafka_controller_port}",
         "listeners": (
-            f"PLAINTEXT://{host}:{settings.kafka_port},CONTROLLER://{host}:"
-            f"{settings.kafka_controller_port}"
+            f"PLAINTEXT://{host}:{settings.kafka_port},CONTROLLER://{host}:{settings.kafka_controller_port}"
         ),
         "advertised.listeners": f"PLAINTEXT://{host}:{settings.kafka_port}",
         "controller.listener.names": "CONTROLLER",
@@ -105,9 +104,7 @@ class Kafka(Service):
             return
         mvn = self.settings.mvn_bin()
         if not mvn:
-            raise FetchError(
-                self.name, "mvn not found (apt-get install maven; OBSINGEST_STACK_MVN)"
-            )
+            raise FetchError(self.name, "mvn not found (apt-get install maven; OBSINGEST_STACK_MVN)")
         pom = self.settings.infra_dir / "kafka" / "pom.xml"
         staging = self.home / "libs.partial"
         shutil.rmtree(staging, ignore_errors=True)
@@ -170,17 +167,13 @@ class Kafka(Service):
 
         if not port_open(self.settings.host, self.settings.kafka_port):
             raise StackError(self.name, f"nothing listens on {self.endpoint}")
-        admin = AdminClient(
-            {"bootstrap.servers": self.endpoint, "socket.timeout.ms": 2000, "log_level": 0}
-        )
+        admin = AdminClient({"bootstrap.servers": self.endpoint, "socket.timeout.ms": 2000, "log_level": 0})
         md = admin.list_topics(timeout=2)
         if not md.brokers:
             raise StackError(self.name, "metadata response lists no broker")
 
 
-def properties_to_docker_env(
-    properties: str, drop: tuple[str, ...] = ("log.dirs",)
-) -> dict[str, str]:
+def properties_to_docker_env(properties: str, drop: tuple[str, ...] = ("log.dirs",)) -> dict[str, str]:
     """Turn server.properties text into the apache/kafka image's ``KAFKA_*`` variables.
 
     The image maps ``KAFKA_A_B`` to ``a.b``, with ``__`` for a literal underscore and ``___`` for

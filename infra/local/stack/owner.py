@@ -89,9 +89,7 @@ def may_stop(owner: Owner, record: PidRecord) -> tuple[bool, str]:
     return False, f"owned by {recorded} (pid {record.owner_pid}), not by {owner.token}"
 
 
-def log_stop(
-    run_dir: Path, owner: Owner, service: str, record: PidRecord | None, outcome: str
-) -> None:
+def log_stop(run_dir: Path, owner: Owner, service: str, record: PidRecord | None, outcome: str) -> None:
     """Append one line to ``<run_dir>/stops.log``: who asked, for which record, what happened."""
     frames = traceback.extract_stack()[:-2][-CALLER_FRAMES:]
     line = {

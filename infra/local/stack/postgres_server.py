@@ -90,9 +90,7 @@ class Postgres(Service):
         return [self.settings.postgres_port]
 
     def env(self) -> dict[str, str]:
-        return {
-            "OBSINGEST_REGISTRY_URL": registry_url(self.settings.host, self.settings.postgres_port)
-        }
+        return {"OBSINGEST_REGISTRY_URL": registry_url(self.settings.host, self.settings.postgres_port)}
 
     def _bin(self, tool: str) -> str:
         bindir = self.settings.pg_bin()

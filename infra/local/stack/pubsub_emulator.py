@@ -65,9 +65,7 @@ class PubSub(Service):
         if self.binary.exists():
             return
         self.binary.parent.mkdir(parents=True, exist_ok=True)
-        run_go(
-            self.settings, self.name, ["build", "-o", str(self.binary), "."], cwd=self.source_dir
-        )
+        run_go(self.settings, self.name, ["build", "-o", str(self.binary), "."], cwd=self.source_dir)
 
     def launch(self) -> Launch:
         s = self.settings

@@ -51,9 +51,7 @@ class Stack:
         if unknown:
             raise ValueError(f"unknown service(s) {sorted(unknown)}; known: {SERVICE_NAMES}")
         self.services: list[Service] = [
-            cls(self.settings, self.owner)
-            for cls in SERVICE_CLASSES
-            if not only or cls.name in only
+            cls(self.settings, self.owner) for cls in SERVICE_CLASSES if not only or cls.name in only
         ]
 
     def service(self, name: str) -> Service:

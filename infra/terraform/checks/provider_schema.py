@@ -139,15 +139,12 @@ def parse(tf_dir: Path) -> dict[str, list[Any]]:
         with path.open() as handle:
             for key, value in hcl2.load(handle).items():
                 merged.setdefault(key, []).extend(
-                    {**item, "__file__": path.name} if isinstance(item, dict) else item
-                    for item in value
+                    {**item, "__file__": path.name} if isinstance(item, dict) else item for item in value
                 )
     return merged
 
 
-REFERENCE = re.compile(
-    r"(?<![\w.])(data\.)?(google_[a-z0-9_]+)\.([a-z0-9_]+)(?:\[[^\]]*\])?\.([a-z0-9_]+)"
-)
+REFERENCE = re.compile(r"(?<![\w.])(data\.)?(google_[a-z0-9_]+)\.([a-z0-9_]+)(?:\[[^\]]*\])?\.([a-z0-9_]+)")
 NAMED = re.compile(r"(?<![\w.])(var|local)\.([a-z0-9_]+)")
 
 

@@ -33,8 +33,7 @@ PROVIDER_PACKAGE = "@cdktf/provider-google"
 PROVIDER_PACKAGE_VERSION = "16.12.1"  # bindings of hashicorp/google 6.50.0
 PROVIDER_VERSION = "6.50.0"
 PROVIDER_PACKAGE_INTEGRITY = (  # npm's dist.integrity of that version
-    "sha512-KqNA/5RiFT07r0PSZ6/07cJ2zESUgbj1JchVj21iBFBZ"
-    "VUbD+578xA/k8eq/r0cbyEgLmg9eYWeVslaYah4DCQ=="
+    "sha512-KqNA/5RiFT07r0PSZ6/07cJ2zESUgbj1JchVj21iBFBZVUbD+578xA/k8eq/r0cbyEgLmg9eYWeVslaYah4DCQ=="
 )
 TERRAFORM_MODULE = "github.com/hashicorp/terraform"
 TERRAFORM_VERSION = "v1.5.7"
@@ -142,9 +141,7 @@ def schema_problems(tf_dir: Path = TERRAFORM_DIR, cache: Path | None = None) -> 
 def parsed_config(tf_dir: Path = TERRAFORM_DIR, cache: Path | None = None) -> dict[str, list]:
     """The .tf files of ``tf_dir`` as python-hcl2 parses them (see provider_schema.parse)."""
     python = checkov_env(cache)
-    return json.loads(
-        _run([str(python), str(HERE / "provider_schema.py"), "dump", str(tf_dir)]).stdout
-    )
+    return json.loads(_run([str(python), str(HERE / "provider_schema.py"), "dump", str(tf_dir)]).stdout)
 
 
 def terraform(cache: Path | None = None) -> Path:

@@ -17,9 +17,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.containers]
 def test_the_consumer_receives_the_arrival_of_a_ccd_written_to_the_bucket(obsingest_facility):
     ccd = DataId("LSSTComCam", make_exposure_id(20261125, 7), 4)
     readout = datetime(2026, 11, 25, 3, tzinfo=UTC)
-    spec = CcdSpec(
-        ccd.instrument, ccd.exposure, ccd.detector, ccd.day_obs, readout, 15.0, "r", "small"
-    )
+    spec = CcdSpec(ccd.instrument, ccd.exposure, ccd.detector, ccd.day_obs, readout, 15.0, "r", "small")
     arrivals = obsingest_facility.subscribe_arrivals()
 
     obsingest_facility.put_ccd(ccd.object_name(), compress_fits(generate_raw_ccd(spec)))

@@ -23,9 +23,7 @@ pytestmark = pytest.mark.unit
 def night() -> tuple[list[ExposureManifest], list[ArrivalEvent]]:
     """Five exposures 17 s apart: complete, missing one, over budget, duplicates + detector 8 not
     in its manifest (0..7), and one without a manifest."""
-    manifests = [
-        manifest(seq, range(8 if seq == 4 else 9), start=17.0 * seq) for seq in range(1, 5)
-    ]
+    manifests = [manifest(seq, range(8 if seq == 4 else 9), start=17.0 * seq) for seq in range(1, 5)]
     arrivals: list[ArrivalEvent] = []
     for seq in range(1, 6):
         readout = 17.0 * seq + 15.0
@@ -40,9 +38,7 @@ def night() -> tuple[list[ExposureManifest], list[ArrivalEvent]]:
 
 def write_inputs(tmp_path: Path) -> tuple[str, str]:
     manifests, arrivals = night()
-    avro.write_container(
-        tmp_path / "manifests.avro", "ExposureManifest", [m.to_record() for m in manifests]
-    )
+    avro.write_container(tmp_path / "manifests.avro", "ExposureManifest", [m.to_record() for m in manifests])
     half = len(arrivals) // 2
     avro.write_container(
         tmp_path / "arrivals-1.avro", "ArrivalEvent", [a.to_record() for a in arrivals[:half]]
@@ -71,8 +67,7 @@ def test_batch_jsonl_and_avro_outputs_and_equality_with_streaming(tmp_path: Path
     batch = run_batch([arrivals_glob], [manifests_path], str(out), 5.0, alerts_output=str(alerts))
 
     got = {
-        s.exposure - exposure_id(0): (s.status, s.arrived, s.missing_detectors, s.over_budget)
-        for s in batch
+        s.exposure - exposure_id(0): (s.status, s.arrived, s.missing_detectors, s.over_budget) for s in batch
     }
     assert got == expected_by_hand()
     assert all((s.revision, s.trigger) == (0, "batch") for s in batch)
@@ -101,10 +96,7 @@ def test_batch_jsonl_and_avro_outputs_and_equality_with_streaming(tmp_path: Path
     rng = random.Random(7)
     events: list = [*manifests, *arrivals]
     rng.shuffle(events)
-    steps = [
-        Step(events[i : i + 7], watermark=10.0 + 12 * n)
-        for n, i in enumerate(range(0, len(events), 7))
-    ]
+    steps = [Step(events[i : i + 7], watermark=10.0 + 12 * n) for n, i in enumerate(range(0, len(events), 7))]
     summaries, _ = run_stream(steps)
     final: dict[int, ExposureSummary] = {}
     for s in summaries:

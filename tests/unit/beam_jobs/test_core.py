@@ -129,9 +129,7 @@ def test_dedupe_and_percentiles_match_the_rule_on_random_exposures() -> None:
         arrivals = [Arrival.from_event(e) for e in events]
         expected = sorted(rng.sample(range(9), rng.randint(0, 9))) if rng.random() < 0.8 else None
         got = dedupe(events, expected)
-        assert (got.counted, got.unexpected, got.duplicates) == _dedupe_by_the_rule(
-            arrivals, expected
-        )
+        assert (got.counted, got.unexpected, got.duplicates) == _dedupe_by_the_rule(arrivals, expected)
         m = manifest(1, expected) if expected is not None else None
         s = summarize_exposure(m, arrivals)
         values = [a.latency for a in got.counted.values()]

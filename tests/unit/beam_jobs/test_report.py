@@ -32,9 +32,7 @@ def test_plot_shows_every_detector_with_rafts(tmp_path, monkeypatch):
         seen["rafts"] = {t.get_text() for t in ax.texts if t.get_text().startswith("R")}
 
     monkeypatch.setattr(report, "_raft_outlines", spy)
-    arrivals = [
-        arrival(1, d, 0.0, 1.0 + d / 100, instrument="LSSTCam") for d in range(205) if d != 7
-    ]
+    arrivals = [arrival(1, d, 0.0, 1.0 + d / 100, instrument="LSSTCam") for d in range(205) if d != 7]
     summary = ExposureSummary(
         "LSSTCam",
         exposure_id(1),

@@ -29,11 +29,7 @@ def _summaries() -> list[ExposureSummary]:
 
 def _write(summaries: list[ExposureSummary], path: Path) -> None:
     with beam.Pipeline() as p:
-        _ = (
-            p
-            | beam.Create(summaries).with_output_types(ExposureSummary)
-            | WriteSummaryFile(str(path))
-        )
+        _ = p | beam.Create(summaries).with_output_types(ExposureSummary) | WriteSummaryFile(str(path))
 
 
 @pytest.mark.parametrize("name", ["s.jsonl", "s.avro"])

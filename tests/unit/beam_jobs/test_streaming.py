@@ -68,9 +68,7 @@ def test_deadline_waits_for_the_watermark_not_for_elements() -> None:
     summaries, _ = run_stream(
         [
             Step([manifest(1, range(2)), arrival(1, 0, 15, 1.0)], watermark=24),
-            Step(
-                [arrival(1, 1, 15, 4.0)], watermark=30
-            ),  # before the deadline: counts, all-arrived
+            Step([arrival(1, 1, 15, 4.0)], watermark=30),  # before the deadline: counts, all-arrived
         ]
     )
     assert brief(summaries) == [(1, 0, "all-arrived", SummaryStatus.OK, 2, [])]

@@ -81,8 +81,7 @@ def test_keyed_and_dict_inputs_give_the_same_batch_summaries() -> None:
     ]
     arrivals = [Arrival.from_event(e) for e in events]
     expected = [
-        _line(summarize_exposure(m, [e for e in events if e.exposure == m.exposure]))
-        for m in manifests
+        _line(summarize_exposure(m, [e for e in events if e.exposure == m.exposure])) for m in manifests
     ] + [_line(summarize_exposure(None, [e for e in events if e.exposure == arrivals[-1][2]]))]
 
     config = SummaryConfig()
@@ -93,10 +92,7 @@ def test_keyed_and_dict_inputs_give_the_same_batch_summaries() -> None:
         } | "Dict" >> ExposureSummaries(config, streaming=False)
         keyed = (
             p
-            | "K"
-            >> beam.Create(
-                [key_manifest(m) for m in manifests] + [key_arrival(a) for a in arrivals]
-            )
+            | "K" >> beam.Create([key_manifest(m) for m in manifests] + [key_arrival(a) for a in arrivals])
             | "Keyed" >> ExposureSummaries(config, streaming=False)
         )
         assert_that(as_dict[SUMMARIES] | "L1" >> beam.Map(_line), equal_to(expected), "dict")

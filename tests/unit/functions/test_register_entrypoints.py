@@ -75,9 +75,7 @@ def test_cloudevent_entry_point(wired, did):
     DirectUploader(wired.store).send(did, small_ccd(did.exposure, did.detector), utcnow())
     [(_, event)] = wired.store.outbox().pending()
     client = create_app("on_object_finalized", SOURCE, "cloudevent").test_client()
-    response = client.post(
-        "/", json=event, headers={"Content-Type": "application/cloudevents+json"}
-    )
+    response = client.post("/", json=event, headers={"Content-Type": "application/cloudevents+json"})
     assert response.status_code == 200
     assert wired.registry.count_datasets() == 1
 

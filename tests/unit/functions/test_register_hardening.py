@@ -46,17 +46,13 @@ json_scalars = (
 )
 json_values = st.recursive(
     json_scalars,
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
-    ),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
     max_leaves=10,
 )
 segment = st.text(alphabet=st.sampled_from("abLSTCm0123456789_.-/\x00é\ud800"), max_size=24)
 object_names = st.one_of(
     st.text(max_size=80),
-    st.builds(
-        lambda prefix, rest: prefix + rest, st.sampled_from(["raw/", "quarantine/", "x/"]), segment
-    ),
+    st.builds(lambda prefix, rest: prefix + rest, st.sampled_from(["raw/", "quarantine/", "x/"]), segment),
     st.integers(min_value=900, max_value=3000).map(lambda k: "quarantine/" + "q" * k),
     st.sampled_from(
         [
@@ -156,9 +152,7 @@ def test_service_handles_mutated_events_or_raises_retriable(stored):
 
 def test_the_good_ccd_among_mutations_is_registered_exactly_once(stored):
     env, base = stored
-    event = n.from_pubsub_message(
-        {"data": _b64(base), "attributes": {"eventType": "OBJECT_FINALIZE"}}
-    )
+    event = n.from_pubsub_message({"data": _b64(base), "attributes": {"eventType": "OBJECT_FINALIZE"}})
     assert env.service.handle(event).status == "registered"
     assert env.service.handle(event).status == "duplicate"
     assert env.registry.count_datasets() == 1
@@ -246,18 +240,10 @@ def test_cloudevent_endpoint_answers_every_event_without_500(stored):
                 headers={"Content-Type": "application/cloudevents+json"},
             )
         else:  # binary mode: attributes in headers, data as the body
-            headers = {
-                f"ce-{k}": str(v) for k, v in event.items() if k != "data" and isinstance(v, str)
-            }
+            headers = {f"ce-{k}": str(v) for k, v in event.items() if k != "data" and isinstance(v, str)}
             headers = {k: v for k, v in headers.items() if v.isprintable() and v.isascii()}
-            body = (
-                data.draw(st.binary(max_size=100))
-                if data.draw(st.booleans())
-                else json.dumps(payload)
-            )
-            response = client.post(
-                "/", data=body, headers={**headers, "Content-Type": "application/json"}
-            )
+            body = data.draw(st.binary(max_size=100)) if data.draw(st.booleans()) else json.dumps(payload)
+            response = client.post("/", data=body, headers={**headers, "Content-Type": "application/json"})
         assert_answered(env, response)
 
     run()

@@ -80,9 +80,7 @@ def test_publish_failure_leaves_the_announcement_in_the_outbox_and_redelivery_pu
 
 
 def _quarantined(env):
-    return {
-        (row["reason"], row["object_uri"].rsplit("/", 1)[-1]) for row in env.registry.quarantined()
-    }
+    return {(row["reason"], row["object_uri"].rsplit("/", 1)[-1]) for row in env.registry.quarantined()}
 
 
 def test_garbage_and_truncated_files_from_a_foreign_writer_are_quarantined(env, did):
@@ -111,9 +109,7 @@ def test_a_vouched_ccd_is_verified_by_checksums_reading_only_its_header(env, did
     heads = []
     read_head = env.store.read_head
     monkeypatch.setattr(env.store, "read", lambda name: pytest.fail(f"read whole: {name}"))
-    monkeypatch.setattr(
-        env.store, "read_head", lambda name, n: heads.append(n) or read_head(name, n)
-    )
+    monkeypatch.setattr(env.store, "read_head", lambda name, n: heads.append(n) or read_head(name, n))
     [outcome] = env.deliver_all()
     assert outcome.status == "registered" and heads == [HEAD_BYTES]
     stored = env.store.stat(did.object_name())
@@ -148,9 +144,7 @@ def test_header_naming_another_ccd_is_quarantined(env, did):
     env.store.put(other.object_name(), small_ccd(did.exposure, did.detector))
     [outcome] = env.deliver_all()
     assert outcome.reason == "header-mismatch"
-    assert "header says LSSTComCam/2026112200001/003 (CC_O_20261122_000001 R22_S10)" in (
-        outcome.message
-    )
+    assert "header says LSSTComCam/2026112200001/003 (CC_O_20261122_000001 R22_S10)" in (outcome.message)
     assert "name says LSSTComCam/2026112200001/005 (CC_O_20261122_000001)" in outcome.message
     [row] = env.registry.quarantined()
     assert row["reason"] == "header-mismatch"

@@ -78,9 +78,7 @@ def _run(tmp_path: Path, leave: bool) -> tuple[int, Path, str]:
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     # another session's containers on the same engine: one of another run, one of none
-    (state / "containers").write_text(
-        "theirs obsingest-other run-elsewhere-1\nplain obsingest-dev -\n"
-    )
+    (state / "containers").write_text("theirs obsingest-other run-elsewhere-1\nplain obsingest-dev -\n")
     env = {
         **{k: v for k, v in os.environ.items() if k != RUN_ENV},
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
@@ -108,9 +106,7 @@ def test_a_leftover_of_this_run_is_removed_and_fails_the_run_others_stay(tmp_pat
     assert "theirs " in remaining and "plain " in remaining
     run = (state / "run").read_text().strip()
     assert run.startswith("run-")
-    filters = [
-        c.split()[3] for c in (state / "calls").read_text().splitlines() if c.startswith("ps")
-    ]
+    filters = [c.split()[3] for c in (state / "calls").read_text().splitlines() if c.startswith("ps")]
     assert filters and set(filters) == {f"label={RUN_LABEL}={run}"}
 
 

@@ -38,9 +38,7 @@ def test_names_of_earlier_versions_stay_readable():
 
 @pytest.mark.parametrize(("name", "header"), real_headers())
 def test_identity_of_every_real_header_matches_rubins_translator(name, header):
-    expected = {
-        e["file"]: e for e in json.loads((REAL / "expected-observation-info.json").read_text())
-    }
+    expected = {e["file"]: e for e in json.loads((REAL / "expected-observation-info.json").read_text())}
     want = expected[name]
     identity = identity_from_header(header.get, name)
     assert identity.data_id == DataId(want["instrument"], want["exposure_id"], want["detector_num"])

@@ -136,9 +136,7 @@ def test_causes_are_followed_through_retries() -> None:
         (Exhaustion.MEMORY, "registry", OutOfMemory, "out-of-memory"),
     ],
 )
-def test_each_kind_and_resource_has_its_retriable_error_and_reason(
-    kind, resource, cls, reason
-) -> None:
+def test_each_kind_and_resource_has_its_retriable_error_and_reason(kind, resource, cls, reason) -> None:
     error = exhausted(kind, resource, "/data/store", "OSError: [Errno 28] No space left")
     assert type(error) is cls and error.reason == reason
     assert error.retriable and isinstance(error, RetriableError)

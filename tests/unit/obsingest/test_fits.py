@@ -40,9 +40,7 @@ def test_reads_structure_and_primary_header():
         (lambda d: b"GARBAGE" + d, "not a FITS file"),
         (lambda d: d + b"trailing junk" + bytes(2867), "does not start with XTENSION"),
         (
-            lambda d: d.replace(
-                b"BITPIX  =                    8", b"BITPIX  =                    7"
-            ),
+            lambda d: d.replace(b"BITPIX  =                    8", b"BITPIX  =                    7"),
             "invalid BITPIX",
         ),
     ],

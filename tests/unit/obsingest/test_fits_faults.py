@@ -99,42 +99,26 @@ FAULTS = [
         "invalid header card",
         id="bad card",
     ),
-    pytest.param(
-        lambda raw: _set_value(raw, "BITPIX", "33"), 211, "invalid BITPIX", id="bad BITPIX"
-    ),
-    pytest.param(
-        lambda raw: _set_value(raw, "BITPIX", "T"), 211, "not an integer", id="BITPIX not int"
-    ),
-    pytest.param(
-        lambda raw: _set_value(raw, "NAXIS", "1000"), 212, "invalid NAXIS", id="bad NAXIS"
-    ),
-    pytest.param(
-        lambda raw: _set_value(raw, "NAXIS1", "3.5"), 213, "not an integer", id="NAXIS1 not int"
-    ),
-    pytest.param(
-        lambda raw: _set_value(raw, "NAXIS2", "-4"), 213, "negative axis", id="negative axis"
-    ),
-    pytest.param(
-        lambda raw: _set_value(raw, "PCOUNT", "x"), 214, "not an integer", id="PCOUNT not int"
-    ),
+    pytest.param(lambda raw: _set_value(raw, "BITPIX", "33"), 211, "invalid BITPIX", id="bad BITPIX"),
+    pytest.param(lambda raw: _set_value(raw, "BITPIX", "T"), 211, "not an integer", id="BITPIX not int"),
+    pytest.param(lambda raw: _set_value(raw, "NAXIS", "1000"), 212, "invalid NAXIS", id="bad NAXIS"),
+    pytest.param(lambda raw: _set_value(raw, "NAXIS1", "3.5"), 213, "not an integer", id="NAXIS1 not int"),
+    pytest.param(lambda raw: _set_value(raw, "NAXIS2", "-4"), 213, "negative axis", id="negative axis"),
+    pytest.param(lambda raw: _set_value(raw, "PCOUNT", "x"), 214, "not an integer", id="PCOUNT not int"),
     pytest.param(
         lambda raw: _set_value(raw, "PCOUNT", "-2880"),
         214,
         "invalid PCOUNT -2880",
         id="negative PCOUNT",
     ),
-    pytest.param(
-        lambda raw: _set_value(raw, "GCOUNT", "-1"), 215, "invalid GCOUNT -1", id="negative GCOUNT"
-    ),
+    pytest.param(lambda raw: _set_value(raw, "GCOUNT", "-1"), 215, "invalid GCOUNT -1", id="negative GCOUNT"),
     pytest.param(
         lambda raw: _drop_card(raw, "NAXIS2"),
         202,
         "missing required keyword NAXIS2",
         id="missing NAXIS2",
     ),
-    pytest.param(
-        lambda raw: raw[:11520] + b"\x00" * 2880 + raw[14400:], 252, "XTENSION", id="no XTENSION"
-    ),
+    pytest.param(lambda raw: raw[:11520] + b"\x00" * 2880 + raw[14400:], 252, "XTENSION", id="no XTENSION"),
     pytest.param(lambda raw: raw + b"x" * 2880, 252, "XTENSION", id="trailing garbage"),
 ]
 
@@ -152,9 +136,7 @@ def test_every_fault_names_its_reason_and_fpacks_status(raw, mangle, status, rea
 
 
 @pytest.mark.parametrize(("mangle", "status", "reason"), FAULTS)
-def test_the_primary_header_check_refuses_every_fault_as_the_full_parse(
-    raw, mangle, status, reason
-) -> None:
+def test_the_primary_header_check_refuses_every_fault_as_the_full_parse(raw, mangle, status, reason) -> None:
     """``primary_header`` (the register function's check) walks every HDU as cheaply as it
     can, but a bad file gets the very error ``parse_fits`` gives."""
     data = mangle(raw)

@@ -254,9 +254,7 @@ def test_the_function_reads_a_bucket_through_it_and_never_loads_the_storage_libr
         "print(type(store).__name__, store.bucket, 'google.cloud.storage' in sys.modules)\n"
     )
     env = {**os.environ, "STORAGE_EMULATOR_HOST": "http://gcs.invalid"}
-    out = subprocess.run(
-        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
-    )
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["GcsHttpStore", "bkt", "False"]
 
 

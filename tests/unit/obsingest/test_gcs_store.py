@@ -215,9 +215,7 @@ def test_permanent_put_errors_surface_at_once(store, status, error):
     ("status", "text"),
     [(401, "unauthorized"), (403, "forbidden"), (400, "bad request"), (404, "bucket not found")],
 )
-def test_facility_side_read_errors_that_are_not_the_objects_fault_are_retriable(
-    store, status, text
-):
+def test_facility_side_read_errors_that_are_not_the_objects_fault_are_retriable(store, status, text):
     """A wrong credential or bucket must make the event redeliver, never quarantine a CCD."""
     store.put("raw/x", b"abc")
     bucket = store.client.the_bucket

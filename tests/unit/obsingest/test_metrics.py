@@ -186,15 +186,9 @@ def test_ccd_outcomes_and_reasons(metrics: Metrics) -> None:
     assert sample(metrics, "obsingest_ccds_total", component="register", outcome="registered") == 3
     assert sample(metrics, "obsingest_ccds_total", component="register", outcome="quarantined") == 1
     assert (
-        sample(
-            metrics, "obsingest_ccds_quarantined_total", component="register", reason="corrupt-file"
-        )
-        == 1
+        sample(metrics, "obsingest_ccds_quarantined_total", component="register", reason="corrupt-file") == 1
     )
-    assert (
-        sample(metrics, "obsingest_ccds_dead_lettered_total", component="relay", reason="http-5xx")
-        == 1
-    )
+    assert sample(metrics, "obsingest_ccds_dead_lettered_total", component="relay", reason="http-5xx") == 1
     assert sample(metrics, "obsingest_ccds_total", component="edge", outcome="refused") == 1
 
 
@@ -302,12 +296,7 @@ def test_exposure_completion_and_dead_letters(metrics: Metrics) -> None:
     metrics.dead_letters_waiting("notifications", 7)
     metrics.redrive("notifications", "redriven", n=7)
     assert sample(metrics, "obsingest_dead_letters_waiting", source="notifications") == 7
-    assert (
-        sample(
-            metrics, "obsingest_redrive_attempts_total", source="notifications", result="redriven"
-        )
-        == 7
-    )
+    assert sample(metrics, "obsingest_redrive_attempts_total", source="notifications", result="redriven") == 7
 
 
 def test_presence_assembler_and_build_info(metrics: Metrics) -> None:
@@ -343,10 +332,7 @@ def test_worker_observations_cross_a_process_boundary_and_apply(metrics: Metrics
     metrics.apply(pickle.loads(pickle.dumps(seen)))
     assert sample(metrics, "obsingest_ccds_total", component="edge", outcome="compressed") == 1
     assert sample(metrics, "obsingest_edge_stage_seconds_count", stage="compress") == 1
-    assert (
-        sample(metrics, "obsingest_ccds_quarantined_total", component="edge", reason="corrupt-file")
-        == 1
-    )
+    assert sample(metrics, "obsingest_ccds_quarantined_total", component="edge", reason="corrupt-file") == 1
 
 
 # --- exposing /metrics ---------------------------------------------------------------------------
@@ -373,15 +359,12 @@ def test_helper_server_serves_the_catalogue(monkeypatch: pytest.MonkeyPatch) -> 
     for spec in CATALOGUE:
         assert family_names(spec) & set(families), spec.name
     stored = {
-        (s.name, s.labels.get("le")): s.value
-        for s in families["obsingest_readout_to_stored_seconds"].samples
+        (s.name, s.labels.get("le")): s.value for s in families["obsingest_readout_to_stored_seconds"].samples
     }
     assert stored[("obsingest_readout_to_stored_seconds_bucket", "2.0")] == 0
     assert stored[("obsingest_readout_to_stored_seconds_bucket", "3.0")] == 1
     ccds = families["obsingest_ccds"].samples
-    assert [(s.labels, s.value) for s in ccds] == [
-        ({"component": "assembler", "outcome": "stored"}, 2.0)
-    ]
+    assert [(s.labels, s.value) for s in ccds] == [({"component": "assembler", "outcome": "stored"}, 2.0)]
 
 
 def test_helper_server_off_at_port_zero(monkeypatch: pytest.MonkeyPatch) -> None:

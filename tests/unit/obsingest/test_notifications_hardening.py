@@ -42,9 +42,7 @@ json_scalars = (
 )
 json_values = st.recursive(
     json_scalars,
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
-    ),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=12,
 )
 #: text a database or a file system chokes on: NUL, lone surrogates, line breaks, very long

@@ -39,12 +39,8 @@ def test_migrations_are_versioned_and_idempotent(tmp_path):
     reg = Registry.open(settings)
     with reg.engine.connect() as conn:
         assert current_version(conn) == LATEST
-        assert (
-            conn.execute(select(func.count()).select_from(tables.schema_version)).scalar() == LATEST
-        )
-        assert (
-            conn.execute(select(func.count()).select_from(tables.detector)).scalar() == 205 + 9 + 1
-        )
+        assert conn.execute(select(func.count()).select_from(tables.schema_version)).scalar() == LATEST
+        assert conn.execute(select(func.count()).select_from(tables.detector)).scalar() == 205 + 9 + 1
     reg.close()
 
 
@@ -60,9 +56,7 @@ def test_a_current_schema_is_one_look_at_its_version(tmp_path):
     event.listen(reg.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
     assert migrations.migrate(reg.engine) == 0
     reg.close()
-    assert not any(
-        "pg_advisory" in s or s.lstrip().upper().startswith("CREATE") for s in statements
-    )
+    assert not any("pg_advisory" in s or s.lstrip().upper().startswith("CREATE") for s in statements)
     assert len(statements) <= 3, statements  # the version table's presence, then its version
 
 
@@ -109,22 +103,19 @@ def test_migrations_upgrade_a_version_2_registry_in_place(tmp_path):
     applied = migrations.migrate(Registry.open(settings, migrate_schema=False).engine)
     assert applied == migrations.LATEST - 2  # 3 and every one since
     db = sqlite3.connect(path)
-    assert db.execute("SELECT count(*) FROM detector WHERE instrument='LSSTCam'").fetchone() == (
-        205,
-    )
+    assert db.execute("SELECT count(*) FROM detector WHERE instrument='LSSTCam'").fetchone() == (205,)
     assert db.execute(
         "SELECT full_name, raft, name_in_raft, purpose FROM detector WHERE id = 191 "
         "AND instrument = 'LSSTCam'"
     ).fetchone() == ("R00_SW0", "R00", "SW0", "WAVEFRONT")
-    assert db.execute(
-        "SELECT class_name, detector_max FROM instrument WHERE name='LSSTCam'"
-    ).fetchone() == ("lsst.obs.lsst.LsstCam", 1000)
+    assert db.execute("SELECT class_name, detector_max FROM instrument WHERE name='LSSTCam'").fetchone() == (
+        "lsst.obs.lsst.LsstCam",
+        1000,
+    )
     assert db.execute("SELECT exposure_time, obs_id FROM exposure").fetchone() == (15.0, None)
     db.close()
     reg = Registry.open(settings)  # and it is usable: a full exposure record fills the new fields
-    reg.upsert_exposure(
-        ExposureRecord("LSSTCam", 2026112200001, 20261122, obs_id="MC_O_20261122_000001")
-    )
+    reg.upsert_exposure(ExposureRecord("LSSTCam", 2026112200001, 20261122, obs_id="MC_O_20261122_000001"))
     with reg.engine.connect() as conn:
         row = conn.execute(select(tables.exposure)).mappings().one()
     assert (row["obs_id"], row["exposure_time"], row["physical_filter"]) == (

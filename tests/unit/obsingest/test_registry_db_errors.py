@@ -136,9 +136,7 @@ def test_hostile_quarantine_text_is_stored_sanitised(registry):
 
 
 def _file(uri="file:///a"):
-    return FileRecord(
-        DID, uri, 100, "crc32c:0000abcd", readout_time=datetime(2026, 11, 22, tzinfo=UTC)
-    )
+    return FileRecord(DID, uri, 100, "crc32c:0000abcd", readout_time=datetime(2026, 11, 22, tzinfo=UTC))
 
 
 def test_a_permanent_database_error_is_not_retried(registry, monkeypatch):
@@ -157,9 +155,7 @@ def test_a_permanent_database_error_is_not_retried(registry, monkeypatch):
 
 def test_a_transient_database_error_is_still_retried_then_unavailable(tmp_path, monkeypatch):
     reg = Registry.open(
-        RegistrySettings(
-            url=f"sqlite:///{tmp_path / 't.sqlite3'}", retry_attempts=3, retry_base_delay=0.001
-        )
+        RegistrySettings(url=f"sqlite:///{tmp_path / 't.sqlite3'}", retry_attempts=3, retry_base_delay=0.001)
     )
     calls = {"n": 0}
 

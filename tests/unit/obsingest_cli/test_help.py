@@ -110,9 +110,7 @@ def test_help_of_every_command_loads_no_heavy_module():
     import subprocess
     import sys
 
-    out = subprocess.run(
-        [sys.executable, "-c", _PROBE], capture_output=True, text=True, check=True
-    ).stdout
+    out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, check=True).stdout
     loaded = json.loads(out)
     assert "obsingest_cli.commands.demo" in loaded  # the probe did build the parsers
     heavy = sorted({h for h in HEAVY for m in loaded if m == h or m.startswith(h + ".")})

@@ -70,10 +70,7 @@ def test_the_view_shows_exposures_verdict_and_processes():
         )
     )
     assert str(E2) in text and str(E1) in text and "incomplete" in text and "complete" in text
-    assert (
-        f"last exposure LSSTCam {E2}: MISSED the budget: 1 of 3 CCDs missing; 1 CCDs over 5 s"
-        in text
-    )
+    assert f"last exposure LSSTCam {E2}: MISSED the budget: 1 of 3 CCDs missing; 1 CCDs over 5 s" in text
     assert "dead-lettered: 3 (push-failed=2, bad-chunk=1)" in text
     assert "http://relay:9101/metrics: DOWN (ConnectionError: refused)" in text
     assert _snapshot([late, ok]).exit_code == 1

@@ -231,9 +231,7 @@ def test_verbose_prints_what_fpack_prints(ccd, tmp_path) -> None:
         (("--threads", "1"), (32, 64)),
         (("--threads=3", "-t", "5,3"), (5, 3)),
     ],
-    ids=lambda v: (
-        " ".join(v) if isinstance(v, tuple) and all(isinstance(x, str) for x in v) else str(v)
-    ),
+    ids=lambda v: " ".join(v) if isinstance(v, tuple) and all(isinstance(x, str) for x in v) else str(v),
 )
 def test_tiling_and_type_flags_round_trip(raw, ccd, tmp_path, args, ztile) -> None:
     assert ours(*args, "ccd.fits", cwd=tmp_path).returncode == 0
@@ -270,9 +268,7 @@ def _variants(raw: bytes, count: int) -> list[bytes]:
     """Distinct files: the same CCD with a COMMENT card in place of a primary-header blank."""
     cards = [raw[i : i + 80] for i in range(0, raw.index(b"END".ljust(80)), 80)]
     at = 80 * cards.index(b" " * 80)
-    return [
-        raw[:at] + f"COMMENT variant {i}".ljust(80).encode() + raw[at + 80 :] for i in range(count)
-    ]
+    return [raw[:at] + f"COMMENT variant {i}".ljust(80).encode() + raw[at + 80 :] for i in range(count)]
 
 
 def test_many_files_in_one_call_each_like_alone(raw, tmp_path) -> None:
@@ -348,9 +344,7 @@ def test_S_into_a_closed_pipe_ends_like_fpack(raw, tmp_path) -> None:
     names = [f"c{i}.fits" for i in range(40)]  # more than a pipe buffer of output
     for name in names:
         (tmp_path / name).write_bytes(raw)
-    mine = _read_100_bytes_then_close(
-        [sys.executable, "-m", "producers.compress", "-S", *names], tmp_path
-    )
+    mine = _read_100_bytes_then_close([sys.executable, "-m", "producers.compress", "-S", *names], tmp_path)
     theirs = _read_100_bytes_then_close(["fpack", "-S", *names], tmp_path)
     assert theirs == (-13, b"")  # killed by SIGPIPE, nothing said
     assert mine == (141, b"")  # 128 + SIGPIPE, as a shell reports fpack's, no traceback

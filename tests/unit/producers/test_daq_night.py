@@ -172,9 +172,7 @@ def test_the_first_exposures_ccds_exist_by_the_readout_their_headers_state(
         return out
 
     monkeypatch.setattr(night, "generate_raw_ccd", generate)
-    plan = NightPlan(
-        tmp_path, "LSSTComCam", exposures=1, detectors=9, interval=5.0, day_obs=20261122
-    )
+    plan = NightPlan(tmp_path, "LSSTComCam", exposures=1, detectors=9, interval=5.0, day_obs=20261122)
     (played,) = play_night(plan)
     header = parse_primary(played.files[-1].read_bytes()[: 2880 * 8])
     date_end = header.str_value("DATE-END")

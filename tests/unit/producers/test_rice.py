@@ -23,9 +23,7 @@ def _cases(dtype: type) -> dict[str, np.ndarray]:
     return {
         "one pixel": np.array([5], dtype),
         "all zero (zero-block code)": np.zeros(100, dtype),
-        "full range (raw blocks, wrapping differences)": _rng.integers(
-            info.min, info.max, 1000, dtype=dtype
-        ),
+        "full range (raw blocks, wrapping differences)": _rng.integers(info.min, info.max, 1000, dtype=dtype),
         "extremes alternating": np.array([0, info.max, info.min, 0, 5, -7] * 20, dtype),
         "tiny values, short last block": _rng.integers(0, 3, 77, dtype=dtype),
         "sky-like amplifier": _rng.normal(1000, 5, 2048 * 576).astype(dtype),
@@ -95,9 +93,7 @@ def test_pack_image_is_cfitsios_coder_per_tile_and_unpack_restores(dtype, tile):
     assert list(descriptors[:, 1]) == list(offsets)  # tiles back to back in the heap
     table_at = 3
     buf = b"xyz" + table + heap
-    restored = _rice.unpack_image(
-        buf, table_at, 8, table_at + len(table), len(heap), bytepix, 37, 50, *tile
-    )
+    restored = _rice.unpack_image(buf, table_at, 8, table_at + len(table), len(heap), bytepix, 37, 50, *tile)
     assert restored == data[4:]
 
 

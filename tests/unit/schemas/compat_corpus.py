@@ -449,12 +449,8 @@ CASES: tuple[Case, ...] = (
         False,
         "R.v: a null cannot be read as an int",
     ),
-    Case(
-        "union-into-value-all-promotable", "union-writer", one(["int", "long"]), one("double"), True
-    ),
-    Case(
-        "union-widened", "union-both", one(["null", "int"]), one(["null", "long", "string"]), True
-    ),
+    Case("union-into-value-all-promotable", "union-writer", one(["int", "long"]), one("double"), True),
+    Case("union-widened", "union-both", one(["null", "int"]), one(["null", "long", "string"]), True),
     Case(
         "union-narrowed",
         "union-both",

@@ -32,9 +32,7 @@ def _ids(case: Case) -> str:
 def test_the_corpus_covers_every_rule_both_ways():
     assert len(CASES) >= 30
     assert len({c.id for c in CASES}) == len(CASES)
-    one_sided = {
-        rule for rule in RULES if {c.compatible for c in CASES if c.rule == rule} != {True, False}
-    }
+    one_sided = {rule for rule in RULES if {c.compatible for c in CASES if c.rule == rule} != {True, False}}
     assert one_sided == set(), f"rules without both verdicts in the corpus: {one_sided}"
 
 

@@ -198,17 +198,13 @@ def test_adding_an_optional_field_with_default_is_compatible():
 def test_adding_a_field_without_default_breaks_new_readers():
     new = _with([*BASE["fields"], {"name": "c", "type": "long"}])
     problems = check_full_compatibility(BASE, new)
-    assert problems == [
-        "new reader: R.c: the writer has no field 'c' and the reader's field has no default"
-    ]
+    assert problems == ["new reader: R.c: the writer has no field 'c' and the reader's field has no default"]
 
 
 def test_removing_a_field_without_default_breaks_old_readers():
     new = _with([BASE["fields"][0]])
     problems = check_full_compatibility(BASE, new)
-    assert problems == [
-        "old reader: R.b: the writer has no field 'b' and the reader's field has no default"
-    ]
+    assert problems == ["old reader: R.b: the writer has no field 'b' and the reader's field has no default"]
 
 
 def test_type_change_breaks_and_promotion_is_one_way():

@@ -21,9 +21,7 @@ P0, P1 = ("chunks", 0), ("chunks", 1)
 def ccd(detector: int, size: int = 10_000, chunk: int = 4096) -> tuple[DataId, bytes, list[bytes]]:
     data_id = DataId("LSSTComCam", 2026112200001, detector)
     data = os.urandom(size)
-    records = [
-        encode_chunk(c) for c in iter_chunks(data_id, data, READOUT, COMPRESSED, "edge", chunk)
-    ]
+    records = [encode_chunk(c) for c in iter_chunks(data_id, data, READOUT, COMPRESSED, "edge", chunk)]
     return data_id, data, records
 
 

@@ -34,6 +34,4 @@ def test_a_single_chunk_or_a_last_chunk_that_fits_no_equal_cut_tells_nothing():
 
 def test_chunk_key_names_even_an_invalid_data_id():
     [whole] = iter_chunks(DATA_ID, bytes(10), READOUT, None, "edge", 4096)
-    assert chunk_key(dataclasses.replace(whole, instrument="HSC", detector=7)) == (
-        "HSC/2026112200001/007"
-    )
+    assert chunk_key(dataclasses.replace(whole, instrument="HSC", detector=7)) == ("HSC/2026112200001/007")

@@ -129,9 +129,7 @@ def test_same_index_with_other_bytes_is_a_chunk_conflict():
     feed(records[0])
     chunk = decode(records[0])
     other = b"Y" * len(chunk.payload)
-    bad = encode_chunk(
-        dataclasses.replace(chunk, payload=other, chunk_checksum=checksum_str(other))
-    )
+    bad = encode_chunk(dataclasses.replace(chunk, payload=other, chunk_checksum=checksum_str(other)))
     assert only(feed(bad), Poison).reason == PoisonReason.CHUNK_CONFLICT
 
 
@@ -272,8 +270,7 @@ def test_a_recovery_reassembler_rebuilds_dropped_files_from_their_offsets():
         rebuilt = [
             v
             for offset, record in log
-            if rec.first_offset <= offset <= rec.last_offset
-            and decode(record).data_id.key == rec.data_id
+            if rec.first_offset <= offset <= rec.last_offset and decode(record).data_id.key == rec.data_id
             for v in fresh.feed(record, P0, offset)
         ]
         assert only(rebuilt, Completed).data == data

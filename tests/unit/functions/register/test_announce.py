@@ -104,9 +104,7 @@ def test_the_canary_is_recorded_as_seen_and_never_becomes_a_dataset(env):
     assert env.arrivals() == []
 
 
-def test_a_redelivery_of_a_dataset_announced_before_the_outbox_existed_still_fails_loudly(
-    env, monkeypatch
-):
+def test_a_redelivery_of_a_dataset_announced_before_the_outbox_existed_still_fails_loudly(env, monkeypatch):
     did = upload(env, 3)
     env.deliver_all()
     from sqlalchemy import delete
@@ -158,9 +156,7 @@ def test_the_drain_publishes_each_contract_by_its_own_rule(env):
         True,
         READOUT,
     )
-    manifest = ExposureManifest(
-        "LSSTComCam", 2026112200001, 20261122, [1], READOUT, 15.0, "r", READOUT
-    )
+    manifest = ExposureManifest("LSSTComCam", 2026112200001, 20261122, [1], READOUT, 15.0, "r", READOUT)
     bodies = {
         "ingested": ingested.encode(),
         "manifest": manifest.encode(),

@@ -59,10 +59,7 @@ def ingested(env) -> list[ExposureIngested]:
 
 
 def count(metrics: Metrics, status: str) -> float:
-    return (
-        metrics.registry.get_sample_value(COUNTED, {"instrument": "LSSTComCam", "status": status})
-        or 0.0
-    )
+    return metrics.registry.get_sample_value(COUNTED, {"instrument": "LSSTComCam", "status": status}) or 0.0
 
 
 def gauge(metrics: Metrics, name: str) -> float | None:
@@ -83,9 +80,7 @@ def facility(env, **overrides):
     return build_facility(env.service, BusSettings(), settings, RedriveSettings(enabled=False))
 
 
-def test_the_last_ccd_publishes_one_exposures_ingested_and_counts_the_exposure(
-    env, service, metrics
-):
+def test_the_last_ccd_publishes_one_exposures_ingested_and_counts_the_exposure(env, service, metrics):
     record_manifest(env.registry, manifest([0, 1, 2]))
     upload(env, 0)
     upload(env, 1, late_by=2.0)
@@ -163,9 +158,7 @@ def test_a_process_killed_between_commit_and_check_is_covered_by_the_sweep(
     assert back_office.run_pass().ingested == 0 and len(ingested(env)) == 1
 
 
-def test_an_exposure_incomplete_at_its_deadline_is_counted_once_across_restarts(
-    env, service, metrics
-):
+def test_an_exposure_incomplete_at_its_deadline_is_counted_once_across_restarts(env, service, metrics):
     record_manifest(env.registry, manifest([0, 1, 2], datetime.now(UTC) - timedelta(minutes=2)))
     upload(env, 0)
     env.deliver_all()

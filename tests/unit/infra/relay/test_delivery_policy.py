@@ -108,6 +108,4 @@ def test_the_manifests_relay_dead_letters_to_its_own_topic():
     assert policy["dead_letter_topic"] == "projects/p/topics/exposures-dlq"
     explicit = relay_delivery_policy(bus, RelaySettings(), "exposures-dlq")
     assert explicit.dead_letter_topic == "projects/p/topics/exposures-dlq"
-    assert relay_delivery_policy(bus, RelaySettings()).dead_letter_topic.endswith(
-        "/ccd-objects-dlq"
-    )
+    assert relay_delivery_policy(bus, RelaySettings()).dead_letter_topic.endswith("/ccd-objects-dlq")

@@ -136,11 +136,7 @@ def test_failure_then_success_nacks_with_backoff_then_acks():
         pass
     assert source.nacked == [("ack-1", 1), ("ack-1+", 2)]
     assert source.acked == ["ack-1++"] and dlq.published == []
-    assert (
-        relay.counts()["acked"] == 1
-        and relay.counts()["nacked"] == 2
-        and relay.pending_retries == 0
-    )
+    assert relay.counts()["acked"] == 1 and relay.counts()["nacked"] == 2 and relay.pending_retries == 0
 
 
 def test_always_failing_message_is_dead_lettered_with_reason_and_acked():

@@ -38,9 +38,7 @@ pytestmark = pytest.mark.unit
 
 
 def _props(text: str) -> dict[str, str]:
-    return dict(
-        line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#")
-    )
+    return dict(line.split("=", 1) for line in text.splitlines() if line and not line.startswith("#"))
 
 
 def test_settings_are_read_from_env_at_load_time(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -53,9 +51,7 @@ def test_settings_are_read_from_env_at_load_time(monkeypatch: pytest.MonkeyPatch
     assert load_settings().kafka_port == StackSettings.model_fields["kafka_port"].default
 
 
-def test_relative_dirs_resolve_against_project_root(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_relative_dirs_resolve_against_project_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # resolved as project_root() itself is (from __file__): the physical directory, so a
     # checkout whose .cache is a symlink (a git worktree sharing the main checkout's cache)
     # names, locks and hands to the services the same files as that checkout
@@ -119,9 +115,7 @@ def test_cluster_id_is_22_char_urlsafe_base64() -> None:
 
 
 def test_env_exports_name_every_endpoint() -> None:
-    settings = load_settings(
-        kafka_port=1, pubsub_port=2, gcs_port=3, postgres_port=4, pubsub_project_id="p"
-    )
+    settings = load_settings(kafka_port=1, pubsub_port=2, gcs_port=3, postgres_port=4, pubsub_project_id="p")
     env = Stack(settings).env()
     assert env == {
         "KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:1",

@@ -118,9 +118,7 @@ def test_the_shared_stack_cannot_stop_a_live_session_but_stops_its_orphans(
 
     # a session that died (its pid is that of an exited process) leaves an orphan: the shared
     # stack's `down` may stop it, another session may not
-    gone = spawn(
-        "x", [sys.executable, "-c", "pass"], log_path=run_dir / "x.log", pid_path=run_dir / "x.json"
-    )
+    gone = spawn("x", [sys.executable, "-c", "pass"], log_path=run_dir / "x.log", pid_path=run_dir / "x.json")
     os.waitpid(gone.pid, 0)
     dead = Owner("pytest-session:dead", gone.pid, gone.start_ticks)
     assert _stack(run_dir, dead).service("postgres").start()

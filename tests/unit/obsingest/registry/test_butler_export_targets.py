@@ -12,10 +12,7 @@ pytestmark = pytest.mark.unit
 
 def test_rubin_names_obs_lsst_raw_formatters_per_instrument_and_never_obsingest():
     assert formatter_for("LSSTCam", "rubin", {}) == "lsst.obs.lsst.rawFormatter.LsstCamRawFormatter"
-    assert (
-        formatter_for("LSSTComCam", "rubin", {})
-        == "lsst.obs.lsst.rawFormatter.LsstComCamRawFormatter"
-    )
+    assert formatter_for("LSSTComCam", "rubin", {}) == "lsst.obs.lsst.rawFormatter.LsstComCamRawFormatter"
     assert formatter_for("LATISS", "rubin", {}) == "lsst.obs.lsst.rawFormatter.LatissRawFormatter"
     assert TARGETS["rubin"][1] == "Exposure"
 

@@ -151,9 +151,7 @@ def test_outbox_rows_of_a_batch_are_written_after_the_butler_each_to_its_caller(
     recorder = Recorder(seconds=0.02)
     registry._in_butler = recorder
     with ThreadPoolExecutor(64) as pool:
-        results = list(
-            pool.map(lambda d: registry.register(_record(d), announce=_announce), range(205))
-        )
+        results = list(pool.map(lambda d: registry.register(_record(d), announce=_announce), range(205)))
     rows = _outbox(registry)
     assert len(rows) == 205
     assert all(r.outbox_id == rows[r.dataset_id] for r in results)
@@ -228,9 +226,7 @@ class RacingWriter(Recorder):
 
 
 @pytest.mark.parametrize("same_bytes", [True, False])
-def test_a_dataset_another_writer_recorded_mid_batch_is_a_duplicate_or_a_conflict(
-    registry, same_bytes
-):
+def test_a_dataset_another_writer_recorded_mid_batch_is_a_duplicate_or_a_conflict(registry, same_bytes):
     checksum = "crc32c:00000001" if same_bytes else "crc32c:0000ffff"
     registry._in_butler = RacingWriter(registry, 2, checksum)
     commit = registry._batches

@@ -90,8 +90,6 @@ def test_registry_urls_that_name_a_butler(tmp_path):
     assert repo_of("butler:repo") == "repo"
     assert repo_of("butler:s3://bucket/repo") == "s3://bucket/repo"
     assert default_companion_url(str(tmp_path)) == f"sqlite:///{tmp_path}/obsingest.sqlite3"
-    assert default_companion_url(str(tmp_path / "butler.yaml")).endswith(
-        f"{tmp_path}/obsingest.sqlite3"
-    )
+    assert default_companion_url(str(tmp_path / "butler.yaml")).endswith(f"{tmp_path}/obsingest.sqlite3")
     with pytest.raises(ValueError, match="OBSINGEST_BUTLER_COMPANION_URL"):
         default_companion_url("s3://bucket/repo")

@@ -58,9 +58,7 @@ def test_summary_against_a_manifest_counts_missing_unexpected_and_late():
 def test_without_a_manifest_the_answer_says_what_it_expected():
     s = summarize("LATISS", 1, 2, [0], FROM_INSTRUMENT, [(0, 1.0)], 5.0)
     assert s.status == COMPLETE and s.made_budget
-    assert (
-        s.note == "no manifest recorded for this exposure: expected is every detector of LATISS (1)"
-    )
+    assert s.note == "no manifest recorded for this exposure: expected is every detector of LATISS (1)"
 
 
 def test_nothing_registered_has_no_latency():

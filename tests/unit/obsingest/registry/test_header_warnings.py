@@ -53,9 +53,7 @@ def test_the_export_reads_the_warnings_back(registry):
 
 def test_an_empty_card_is_kept_in_the_record_and_counted():
     def count() -> float:
-        value = REGISTRY.get_sample_value(
-            "obsingest_header_warnings_total", {"instrument": "LSSTCam"}
-        )
+        value = REGISTRY.get_sample_value("obsingest_header_warnings_total", {"instrument": "LSSTCam"})
         return value or 0.0
 
     before = count()

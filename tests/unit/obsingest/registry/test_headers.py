@@ -86,9 +86,7 @@ def test_contradicting_or_unusable_values_are_refused_naming_the_keyword(key, va
 
 def test_a_header_of_another_instrument_is_a_mismatch():
     with pytest.raises(HeaderMismatch, match="INSTRUME='lsstCam' is LSSTCam, not LSSTComCam"):
-        exposure_from_header(
-            _primary(generate_raw_ccd(SPEC)), DataId("LSSTComCam", DID.exposure, 0), "x"
-        )
+        exposure_from_header(_primary(generate_raw_ccd(SPEC)), DataId("LSSTComCam", DID.exposure, 0), "x")
 
 
 @pytest.mark.parametrize(

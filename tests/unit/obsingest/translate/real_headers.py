@@ -23,9 +23,7 @@ _STRUCTURE = {"SIMPLE", "BITPIX", "EXTEND", "XTENSION", "PCOUNT", "GCOUNT", "TFI
 
 def read(name: str) -> dict[str, Any]:
     path = FOLDER / name
-    return (
-        json.loads(path.read_text()) if path.suffix == ".json" else yaml.safe_load(path.read_text())
-    )
+    return json.loads(path.read_text()) if path.suffix == ".json" else yaml.safe_load(path.read_text())
 
 
 def wavefront_correction(folder: Path) -> Path:

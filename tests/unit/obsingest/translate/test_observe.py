@@ -100,8 +100,7 @@ def test_an_empty_card_takes_the_default_never_a_refusal(card, value, field, def
         (
             "RAFTBAY",
             "R99",
-            "RAFTBAY='R99' CCDSLOT='S01' gives no identity: MC_O_20250415_000060: no detector "
-            "named R99_S01",
+            "RAFTBAY='R99' CCDSLOT='S01' gives no identity: MC_O_20250415_000060: no detector named R99_S01",
         ),
         ("CCDSLOT", None, "RAFTBAY='R01' CCDSLOT=None gives no identity"),
         ("OBSID", None, "OBSID=None gives no identity"),

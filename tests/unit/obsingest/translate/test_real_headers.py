@@ -75,9 +75,7 @@ def test_every_real_header_translates_to_what_rubin_computes_field_by_field(name
     assert info.dark_time.to_value(u.s) == _quantity(expected["dark_time"])
     angle = _quantity(expected["boresight_rotation_angle"])
     if angle is None:
-        assert info.boresight_rotation_angle is None or math.isnan(
-            info.boresight_rotation_angle.deg
-        )
+        assert info.boresight_rotation_angle is None or math.isnan(info.boresight_rotation_angle.deg)
     else:
         assert info.boresight_rotation_angle.to_value(u.deg) == angle
     radec = info.tracking_radec
@@ -99,9 +97,7 @@ def test_without_its_correction_file_the_wavefront_header_lacks_its_pointing():
 
 
 @pytest.mark.parametrize("name", sorted(BY_FILE))
-def test_every_real_header_registers_as_its_exposure_record_from_fits(
-    name, corrections, monkeypatch
-):
+def test_every_real_header_registers_as_its_exposure_record_from_fits(name, corrections, monkeypatch):
     monkeypatch.setattr(translate, "_cache", ObservationCache(corrections))
     expected = BY_FILE[name]
     data_id = DataId(expected["instrument"], expected["exposure_id"], expected["detector_num"])

@@ -27,9 +27,7 @@ def test_a_directory_gets_the_camera_s_file_name(tmp_path: Path, capsys) -> None
     path = tmp_path / "MC_O_20261122_000012_R22_S11.fits"
     assert f"wrote {path}" in capsys.readouterr().out
     header = _header(path)
-    assert identity_from_header(header.str_value, path.name).data_id == DataId(
-        "LSSTCam", 2026112200012, 94
-    )
+    assert identity_from_header(header.str_value, path.name).data_id == DataId("LSSTCam", 2026112200012, 94)
     assert header.str_value("DATE-BEG") == "2026-11-23T03:04:42.250"  # TAI
     begin = header_instant(header.str_value("DATE-BEG"), header.str_value("TIMESYS"))
     assert begin.isoformat() == "2026-11-23T03:04:05.250000+00:00"

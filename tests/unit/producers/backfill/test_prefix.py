@@ -17,9 +17,7 @@ pytestmark = pytest.mark.unit
 def test_a_file_destination_takes_the_ingest_prefix(tmp_path: Path) -> None:
     archive = tmp_path / "archive"
     archive.mkdir()
-    (archive / "MC_O_20250415_000060_R01_S01.fits").write_bytes(
-        ccd_file(DataId("LSSTCam", 2025041500060, 1))
-    )
+    (archive / "MC_O_20250415_000060_R01_S01.fits").write_bytes(ccd_file(DataId("LSSTCam", 2025041500060, 1)))
     store = tmp_path / "store"
     config = BackfillConfig(
         [str(archive)], f"file://{store}", tmp_path / "spool", 1, progress=False, prefix="raw"

@@ -65,17 +65,13 @@ class FakePool:
 
 
 @pytest.mark.parametrize("workers", [1, 3])
-def test_every_batch_is_journalled_sent_before_a_worker_holds_it(
-    tmp_path: Path, workers: int
-) -> None:
+def test_every_batch_is_journalled_sent_before_a_worker_holds_it(tmp_path: Path, workers: int) -> None:
     journal = Journal(tmp_path, name="backfill.sqlite3")
     try:
         journal.add_many(Entry(key=f"k{i:03d}", source=f"/src/{i}", size=10) for i in range(50))
         todo = journal.pending()
         report = BackfillReport(files=50)
-        run = _Run(
-            BackfillConfig(["x"], "gs://b", tmp_path, workers, batch=4), journal, report, None
-        )
+        run = _Run(BackfillConfig(["x"], "gs://b", tmp_path, workers, batch=4), journal, report, None)
         pool = FakePool(workers, journal, fail={"k007", "k031"})
         run.pool = pool  # type: ignore[assignment]
         pool.run = run

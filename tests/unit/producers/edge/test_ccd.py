@@ -110,9 +110,7 @@ def test_a_failed_send_spills_to_the_spool_and_the_retry_sends_from_it(tmp_path:
     spool = tmp_path / "spool"
     journal = Journal(spool)
     journal.add(Entry(key=DATA_ID.key, source=str(source), priority=EXPOSURE))
-    worker = CcdWorker(
-        f"file://{tmp_path / 'store'}", "raw/", "quarantine/", str(spool), warm=False
-    )
+    worker = CcdWorker(f"file://{tmp_path / 'store'}", "raw/", "quarantine/", str(spool), warm=False)
     worker.sender = FlakySender(failures=1)
     job = CcdJob(DATA_ID.key, str(source), "LSSTCam", EXPOSURE, 4, readout=1.8e9)
     with pytest.raises(SendFailed) as failed:
@@ -152,9 +150,7 @@ def test_a_damaged_spool_copy_is_discarded_and_the_ccd_compressed_again(tmp_path
     bad = spool / "ccd" / "bad.fits.fz"
     bad.parent.mkdir(parents=True)
     bad.write_bytes(b"torn")
-    worker = CcdWorker(
-        f"file://{tmp_path / 'store'}", "raw/", "quarantine/", str(spool), warm=False
-    )
+    worker = CcdWorker(f"file://{tmp_path / 'store'}", "raw/", "quarantine/", str(spool), warm=False)
     worker.sender = FlakySender(failures=0)
     job = CcdJob(
         DATA_ID.key,
@@ -177,9 +173,7 @@ def test_a_ccd_costs_two_journal_commits_sent_then_acked(tmp_path: Path) -> None
     source.write_bytes(raw_ccd())
     spool = tmp_path / "spool"
     Journal(spool).add(Entry(key=DATA_ID.key, source=str(source)))
-    worker = CcdWorker(
-        f"file://{tmp_path / 'store'}", "raw/", "quarantine/", str(spool), warm=False
-    )
+    worker = CcdWorker(f"file://{tmp_path / 'store'}", "raw/", "quarantine/", str(spool), warm=False)
     commits: list[list[str | None]] = []
     mark_many = worker.journal.mark_many
 

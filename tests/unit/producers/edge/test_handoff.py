@@ -130,9 +130,7 @@ def test_an_unreadable_directory_is_a_problem_until_it_reads(tmp_path: Path) -> 
     assert problems[-1] is None
 
 
-def test_a_new_directory_is_walked_alone_and_taken_files_cost_one_stat(
-    tmp_path: Path, monkeypatch
-) -> None:
+def test_a_new_directory_is_walked_alone_and_taken_files_cost_one_stat(tmp_path: Path, monkeypatch) -> None:
     """A new exposure's directory is scanned by itself (not every exposure kept beside it), and
     a full rescan passes over files already taken by one stat each, offering none again."""
     old = tmp_path / "20261122" / "MC_O_20261122_000001"
@@ -187,9 +185,7 @@ def test_the_watcher_asks_for_a_scan_of_the_new_directory(tmp_path: Path) -> Non
     assert events.get_nowait() == ("rescan", str(tmp_path / "e"), "")
 
 
-def test_the_watcher_is_asked_only_for_the_events_the_intake_takes(
-    tmp_path: Path, monkeypatch
-) -> None:
+def test_the_watcher_is_asked_only_for_the_events_the_intake_takes(tmp_path: Path, monkeypatch) -> None:
     """Opens, read-only closes and directory changes never reach the intake (kernel-filtered);
     creation, writes, renames and deletions still do."""
     from producers.edge import handoff
@@ -222,14 +218,10 @@ def test_the_watcher_is_asked_only_for_the_events_the_intake_takes(
     assert got.found[0].data_id == data_id
     assert {"opened", "closed_no_write"}.isdisjoint(k for k, _ in kinds)
     assert ("modified", True) not in kinds
-    assert {("created", True), ("created", False), ("closed", False), ("moved", False)} <= set(
-        kinds
-    )
+    assert {("created", True), ("created", False), ("closed", False), ("moved", False)} <= set(kinds)
 
 
-def test_a_burst_of_events_ticks_as_often_as_idle_not_per_event(
-    tmp_path: Path, monkeypatch
-) -> None:
+def test_a_burst_of_events_ticks_as_often_as_idle_not_per_event(tmp_path: Path, monkeypatch) -> None:
     """``tick`` stats every file being written or settling: a burst of events runs it every
     TICK_SECONDS, as an idle intake does, not after each event."""
     from producers.edge.handoff import TICK_SECONDS
@@ -282,8 +274,6 @@ def test_rename_mode_asks_for_no_write_events_and_follows_a_slow_temp_file(tmp_p
         tmp.rename(tmp_path / "MC_O_20261122_000001_R01_S01.fits")
         wait_for(lambda: got.found, timeout=5)
         time.sleep(0.3)
-        assert [(f.kind, f.path.name) for f in got.found] == [
-            ("ccd", "MC_O_20261122_000001_R01_S01.fits")
-        ]
+        assert [(f.kind, f.path.name) for f in got.found] == [("ccd", "MC_O_20261122_000001_R01_S01.fits")]
     finally:
         intake.stop()

@@ -119,9 +119,7 @@ def test_what_names_claim() -> None:
         ({"TIMESYS": "TAI"}, None),
     ],
 )
-def test_the_readout_end_is_date_end_as_a_utc_instant(
-    cards: dict[str, str], expected: str | None
-) -> None:
+def test_the_readout_end_is_date_end_as_a_utc_instant(cards: dict[str, str], expected: str | None) -> None:
     from producers.edge.identity import readout_end
 
     assert readout_end(cards.get) == (None if expected is None else datetime_utc(expected))

@@ -16,10 +16,7 @@ pytestmark = pytest.mark.unit
 def test_states_survive_reopening_and_pending_is_newest_first(tmp_path: Path) -> None:
     j = Journal(tmp_path)
     for exposure in (1, 3, 2):
-        assert (
-            j.add(Entry(key=f"LSSTCam/{exposure}/000", source=f"/x/{exposure}", priority=exposure))
-            is None
-        )
+        assert j.add(Entry(key=f"LSSTCam/{exposure}/000", source=f"/x/{exposure}", priority=exposure)) is None
     j.mark("LSSTCam/1/000", "compressed", size=10, checksum="crc32c:00000001")
     j.mark("LSSTCam/2/000", "acked", durable=True, status="stored", object="raw/x")
     j.close()

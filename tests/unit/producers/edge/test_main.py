@@ -18,9 +18,7 @@ ROOT = Path(__file__).resolve().parents[4]
 def test_a_spool_that_cannot_be_created_exits_73(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    code = main(
-        ["--spool", str(blocker / "spool"), "--to", f"file://{tmp_path}/s", "--health-port", "-1"]
-    )
+    code = main(["--spool", str(blocker / "spool"), "--to", f"file://{tmp_path}/s", "--health-port", "-1"])
     assert code == EXIT_SPOOL
 
 

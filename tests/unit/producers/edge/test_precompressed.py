@@ -48,9 +48,7 @@ class Recorder:
 def worker_for(tmp_path: Path, source: Path, sidecar: Path | None = None) -> CcdWorker:
     spool = tmp_path / "spool"
     Journal(spool).add(Entry(key=DATA_ID.key, source=str(source), priority=EXPOSURE))
-    worker = CcdWorker(
-        f"file://{tmp_path / 'store'}", "raw/", "quarantine/", str(spool), warm=False
-    )
+    worker = CcdWorker(f"file://{tmp_path / 'store'}", "raw/", "quarantine/", str(spool), warm=False)
     worker.sender = Recorder()
     return worker
 
@@ -91,9 +89,7 @@ def test_a_raw_ccd_is_compressed_and_timed(tmp_path: Path) -> None:
     outcome = worker(job(source))
     assert outcome.ok and not outcome.precompressed
     assert outcome.size < outcome.raw_size == len(raw_ccd())
-    assert outcome.cpu_seconds == pytest.approx(
-        outcome.read_compress_cpu_seconds + outcome.send_cpu_seconds
-    )
+    assert outcome.cpu_seconds == pytest.approx(outcome.read_compress_cpu_seconds + outcome.send_cpu_seconds)
     worker.close()
 
 

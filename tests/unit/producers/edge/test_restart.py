@@ -33,9 +33,7 @@ def test_a_restart_skips_acknowledged_files_and_resends_the_unacknowledged(
     handoff = tmp_path / "handoff"
     handoff.mkdir()
     for detector in range(3):
-        spec = CcdSpec(
-            "LSSTCam", EXPOSURE, detector, 20261122, datetime.now(UTC), 15.0, "r", "small"
-        )
+        spec = CcdSpec("LSSTCam", EXPOSURE, detector, 20261122, datetime.now(UTC), 15.0, "r", "small")
         write_raw_ccd(spec, handoff / f"LSSTCam_{EXPOSURE}_{detector:03d}.fits")
     settings = EdgeSettings(
         destination=f"file://{tmp_path / 'store'}",

@@ -62,9 +62,7 @@ def test_any_name_is_stored_as_the_camera_names_it(edge: EdgeService) -> None:
     assert edge.journal is not None
     wait_for(lambda: (e := edge.journal.get(DID.key)) is not None and e.state == "acked")
     entry = edge.journal.get(DID.key)
-    assert entry.object == (
-        "raw/LSSTCam/20231107/MC_C_20231107_000078/MC_C_20231107_000078_R01_S01.fits"
-    )
+    assert entry.object == ("raw/LSSTCam/20231107/MC_C_20231107_000078/MC_C_20231107_000078_R01_S01.fits")
     store = LocalDirStore(edge.settings.destination[len("file://") :])
     assert store.read(entry.object)[:9] == b"SIMPLE  ="
 

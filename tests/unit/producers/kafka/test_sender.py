@@ -87,9 +87,7 @@ class FakeProducer:
 
 def sender(fake: FakeProducer, chunk_size: int = 4096) -> KafkaChunkSender:
     settings = KafkaProducerSettings(chunk_size=chunk_size, delivery_timeout_s=1)
-    return KafkaChunkSender(
-        settings, topic="chunks", producer_name="edge-7", producer=cast(Any, fake)
-    )
+    return KafkaChunkSender(settings, topic="chunks", producer_name="edge-7", producer=cast(Any, fake))
 
 
 def test_send_returns_acked_only_after_every_chunk_is_acknowledged():

@@ -51,9 +51,7 @@ def phase(
 def test_idle_rates_and_busy_work_per_ccd_take_polling_off() -> None:
     phases = [
         phase(0, 4.0, {"gcs": 9.0, "pubsub": 9.0}, 10.0, {"gcs": 0.0, "pubsub": 1.0}),
-        phase(
-            1, 2.0, {"gcs": 0.8, "pubsub": 0.6, "others": 1.0}, 10.0, {"gcs": 0.0, "pubsub": 1.0}
-        ),
+        phase(1, 2.0, {"gcs": 0.8, "pubsub": 0.6, "others": 1.0}, 10.0, {"gcs": 0.0, "pubsub": 1.0}),
         phase(2, 2.0, {"gcs": 1.2, "pubsub": 0.6, "others": 1.0}),
     ]
     rates = capacity.idle_rates(phases)

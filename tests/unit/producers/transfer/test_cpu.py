@@ -60,9 +60,7 @@ def test_role_ticks_count_each_process_once_in_the_first_role():
 def test_delta_seconds_attributes_the_rest_of_the_machine_to_others():
     before = CpuSample({"a": 10, "b": 0}, machine_busy=1000)
     after = CpuSample({"a": 10 + 2 * TICKS, "b": TICKS}, machine_busy=1000 + 5 * TICKS)
-    assert delta_seconds(before, after) == pytest.approx(
-        {"a": 2.0, "b": 1.0, "others": 2.0, "machine": 5.0}
-    )
+    assert delta_seconds(before, after) == pytest.approx({"a": 2.0, "b": 1.0, "others": 2.0, "machine": 5.0})
 
 
 def test_sample_reads_this_process_from_proc():

@@ -20,9 +20,7 @@ from producers.transfer.fitsheader import (
 
 pytestmark = pytest.mark.unit
 
-SPEC = CcdSpec(
-    "LSSTCam", 2026112200012, 7, 20261122, datetime(2026, 11, 23, tzinfo=UTC), 30.0, "r", "small"
-)
+SPEC = CcdSpec("LSSTCam", 2026112200012, 7, 20261122, datetime(2026, 11, 23, tzinfo=UTC), 30.0, "r", "small")
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +43,7 @@ def test_exposure_cards_follow_the_camera_convention():
         "OBSID": "MC_O_20261123_000077",
         "FILENAME": "MC_O_20261123_000077_R01_S21.fits",
     }
-    assert exposure_cards(2026112300077, 0, "LATISS")["FILENAME"] == (
-        "AT_O_20261123_000077_R00_S00.fits"
-    )
+    assert exposure_cards(2026112300077, 0, "LATISS")["FILENAME"] == ("AT_O_20261123_000077_R00_S00.fits")
 
 
 def test_raw_file_gets_the_new_exposure(raw):

@@ -124,9 +124,7 @@ def test_the_pass_drains_the_outbox_and_redrives_due_letters(env, monkeypatch):
     env.deliver_all()
     monkeypatch.setattr(env.bus, "publish", original)
     hold, dlq_bus = FakeHold(letter(1)), InMemoryBus()
-    redriver = build_redriver(
-        BusSettings(), RedriveSettings(first_delay=0), publisher=dlq_bus, source=hold
-    )
+    redriver = build_redriver(BusSettings(), RedriveSettings(first_delay=0), publisher=dlq_bus, source=hold)
     service = build_facility(
         env.service,
         BusSettings(),
