@@ -335,15 +335,9 @@ class Registry:
         registration = Registration(ds_id, dtype, run, True, now, record.uri)
         message = announce(registration)
         params = {
-            "dataset_type": dtype,
-            "run": run,
-            "instrument": data_id.instrument,
-            "exposure": data_id.exposure,
-            "detector": data_id.detector,
-            "ingest_time": now,
             **_datastore_values(ds_id, record),
             **outbox_values(ds_id, message, now, OUTBOX_LEASE_SECONDS),
-            "id": ds_id,
+            **_dataset_values(registration, data_id),
         }
         [(inserted, row_id)] = autocommit_rows(self.engine, _REGISTER_AT_ONCE, params)
         if inserted is None:
@@ -390,18 +384,7 @@ class Registry:
         first is not among them, and its item must be registered one by one (``_register``)."""
         if not items:
             return set()
-        rows = [
-            {
-                "id": reg.dataset_id,
-                "dataset_type": reg.dataset_type,
-                "run": reg.run,
-                "instrument": rec.data_id.instrument,
-                "exposure": rec.data_id.exposure,
-                "detector": rec.data_id.detector,
-                "ingest_time": reg.registered_time,
-            }
-            for rec, reg in items
-        ]
+        rows = [_dataset_values(reg, rec.data_id) for rec, reg in items]
         inserted = {as_uuid(row[0]) for row in conn.execute(self._insert_dataset, rows)}
         records, seen = [], set()
         for rec, reg in items:
@@ -426,21 +409,11 @@ class Registry:
         now = datetime.now(UTC)
         if not dimensions_written:
             self._write_dimensions(conn, run, exposure)
-        inserted = conn.execute(
-            self._insert_dataset,
-            {
-                "id": ds_id,
-                "dataset_type": dtype,
-                "run": run,
-                "instrument": data_id.instrument,
-                "exposure": data_id.exposure,
-                "detector": data_id.detector,
-                "ingest_time": now,
-            },
-        ).first()
+        registration = Registration(ds_id, dtype, run, True, now, record.uri)
+        inserted = conn.execute(self._insert_dataset, _dataset_values(registration, data_id)).first()
         if inserted is not None:
             conn.execute(self._insert_datastore, _datastore_values(ds_id, record))
-            return Registration(ds_id, dtype, run, True, now, record.uri)
+            return registration
         row = conn.execute(self._select_existing, {"ds_id": ds_id}).mappings().one()
         if row["checksum"] != record.checksum or row["size"] != record.size:
             raise ChecksumConflict(
@@ -548,6 +521,19 @@ def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
             value = str(value)
         out[key] = value
     return out
+
+
+def _dataset_values(registration: Registration, data_id: DataId) -> dict[str, Any]:
+    """The dataset row of a new registration."""
+    return {
+        "id": registration.dataset_id,
+        "dataset_type": registration.dataset_type,
+        "run": registration.run,
+        "instrument": data_id.instrument,
+        "exposure": data_id.exposure,
+        "detector": data_id.detector,
+        "ingest_time": registration.registered_time,
+    }
 
 
 def _datastore_values(ds_id: uuid.UUID, record: FileRecord) -> dict[str, Any]:
