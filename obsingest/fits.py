@@ -28,9 +28,11 @@ CARD = 80
 END_CARD = b"END".ljust(CARD)
 BLANK_CARD = b" " * CARD
 _KEY = re.compile(rb"^[A-Z0-9_-]{0,8} *$")
-#: a run of valid 8-byte keyword fields: k keyword characters then 8 - k spaces
-_KEYS = re.compile(
-    rb"(?:" + rb"|".join(rb"[A-Z0-9_-]{%d} {%d}" % (k, 8 - k) for k in range(8, -1, -1)) + rb")*"
+#: a run of whole header cards whose keyword fields are valid (what ``read_header`` checks)
+_CARD_RUN = re.compile(
+    rb"(?s:(?:"
+    + rb"|".join(rb"[A-Z0-9_-]{%d} {%d}" % (k, 8 - k) for k in range(8, -1, -1))
+    + rb").{72})*"
 )
 
 #: CFITSIO status codes (fitsio.h) and the text fpack prints for them (ffgerr)
@@ -192,23 +194,23 @@ def read_header(buf: memoryview, offset: int, index: int) -> tuple[tuple[bytes, 
             )
         block = bytes(buf[pos : pos + BLOCK])
         pos += BLOCK
-        block_cards = [block[i : i + CARD] for i in range(0, BLOCK, CARD)]
-        try:
-            end = block_cards.index(END_CARD)
-        except ValueError:
-            end = len(block_cards)
-        # One regex over the block's keyword fields; the per-card scan runs only to name a bad one.
-        if not _KEYS.fullmatch(b"".join(card[:8] for card in block_cards[:end])):
-            for i, card in enumerate(block_cards[:end]):
-                if not _KEY.match(card[:8]):
+        end = block.find(END_CARD)
+        while end >= 0 and end % CARD:
+            end = block.find(END_CARD, end + 1)
+        if end < 0:
+            end = BLOCK
+        # One regex over the block's cards; the per-card scan runs only to name a bad one.
+        if not _CARD_RUN.fullmatch(block, 0, end):
+            for at in range(0, end, CARD):
+                if not _KEY.match(block[at : at + 8]):
                     raise FitsFormatError(
-                        f"HDU {index}: invalid header card at byte {pos - BLOCK + i * CARD}: "
-                        f"{card[:20]!r}",
+                        f"HDU {index}: invalid header card at byte {pos - BLOCK + at}: "
+                        f"{block[at : at + 20]!r}",
                         207,
                         index,
                     )
-        cards += block_cards[:end]
-        if end < len(block_cards):
+        cards += [block[at : at + CARD] for at in range(0, end, CARD)]
+        if end < BLOCK:
             return tuple(cards), pos
 
 
@@ -282,14 +284,6 @@ def parse_primary(head: bytes | bytearray | memoryview) -> Hdu:
         raise FitsFormatError("not a FITS file: does not start with SIMPLE =", 252)
     cards, data_offset = read_header(buf, 0, 0)
     return Hdu(0, cards, data_offset, 0)
-
-
-#: a run of whole header cards whose keyword fields are valid (what ``read_header`` checks)
-_CARD_RUN = re.compile(
-    rb"(?s:(?:"
-    + rb"|".join(rb"[A-Z0-9_-]{%d} {%d}" % (k, 8 - k) for k in range(8, -1, -1))
-    + rb").{72})*"
-)
 
 
 #: the first cards of a 2-axis extension as the standard orders them; each value field captured
@@ -435,7 +429,8 @@ def make_card(key: str, value: object, comment: str = "") -> bytes:
     return _memoised_card(key, value, comment)
 
 
-def _format_card(key: str, value: object, comment: str) -> bytes:
+def format_card(key: str, value: object, comment: str = "") -> bytes:
+    """``make_card`` without the memo, for a value written once (a checksum)."""
     if isinstance(value, bool):
         text = f"{'T' if value else 'F':>20}"
     elif isinstance(value, int):
@@ -455,7 +450,7 @@ def _format_card(key: str, value: object, comment: str) -> bytes:
     return line[:CARD].ljust(CARD).encode("ascii")
 
 
-_memoised_card = card_memo(_format_card)
+_memoised_card = card_memo(format_card)
 
 
 def header_bytes(cards: list[bytes] | tuple[bytes, ...]) -> bytes:
@@ -508,10 +503,26 @@ _ENCODED = tuple(_encode_byte(b) for b in range(256))
 
 
 def encode_checksum(value: int) -> str:
-    """FITS checksum ASCII encoding (Seaman et al., FITS checksum proposal, A.7.2)."""
-    asc = [0] * 16
-    for i in range(4):
-        ch = _ENCODED[(value >> (24 - 8 * i)) & 0xFF]
-        for j in range(4):
-            asc[4 * j + i] = ch[j]
-    return bytes(asc[15:] + asc[:15]).decode("ascii")
+    """FITS checksum ASCII encoding (Seaman et al., FITS checksum proposal, A.7.2): the four
+    characters of byte i go to places i, i+4, i+8, i+12, and the 16 are rotated right by one."""
+    a, b, c, d = (_ENCODED[byte] for byte in (value & 0xFFFFFFFF).to_bytes(4, "big"))
+    return bytes(
+        (
+            d[3],
+            a[0],
+            b[0],
+            c[0],
+            d[0],
+            a[1],
+            b[1],
+            c[1],
+            d[1],
+            a[2],
+            b[2],
+            c[2],
+            d[2],
+            a[3],
+            b[3],
+            c[3],
+        )
+    ).decode("ascii")
