@@ -240,29 +240,8 @@ def parse_fits(data: bytes | bytearray | memoryview) -> list[Hdu]:
                 f"HDU {index} at byte {offset} does not start with XTENSION", 252, index
             )
         cards, data_offset = read_header(buf, offset, index)
-        hdu = Hdu(index, cards, data_offset, 0)
-        bitpix = hdu.int_value("BITPIX")
-        if bitpix not in (8, 16, 32, 64, -32, -64):
-            raise FitsFormatError(f"HDU {index}: invalid BITPIX {bitpix}", 211, index)
-        naxis = hdu.int_value("NAXIS")
-        if not 0 <= naxis <= 999:
-            raise FitsFormatError(f"HDU {index}: invalid NAXIS {naxis}", 212, index)
-        pixels = 0
-        if naxis:
-            pixels = 1
-            for n in hdu.shape:
-                if n < 0:
-                    raise FitsFormatError(f"HDU {index}: negative axis length {n}", 213, index)
-                pixels *= n
-        pcount = hdu.int_value("PCOUNT", 0)
-        gcount = hdu.int_value("GCOUNT", 1)
-        # a negative count would make the data size negative: the walk would go back (for ever)
-        for key, count in (("PCOUNT", pcount), ("GCOUNT", gcount)):
-            if count < 0:
-                raise FitsFormatError(
-                    f"HDU {index}: invalid {key} {count}", _INT_STATUS[key], index
-                )
-        data_size = abs(bitpix) // 8 * gcount * (pcount + pixels) if naxis else 0
+        hdu = _sized_hdu(index, cards, data_offset)
+        data_size = hdu.data_size
         if data_offset + data_size > size:
             raise FitsFormatError(
                 f"truncated: HDU {index} needs {data_size} data bytes at byte {data_offset}, "
@@ -270,9 +249,60 @@ def parse_fits(data: bytes | bytearray | memoryview) -> list[Hdu]:
                 107,
                 index,
             )
-        hdus.append(Hdu(index, cards, data_offset, data_size, hdu.keywords, hdu.ints))
+        hdus.append(hdu)
         offset = data_offset + padded(data_size)
     return hdus
+
+
+def _sized_hdu(index: int, cards: tuple[bytes, ...], data_offset: int) -> Hdu:
+    """The HDU with these cards and the size of its data unit; FitsFormatError when a card that
+    sizes it is missing or invalid."""
+    ints = _standard_ints(cards)
+    if ints is not None:  # the usual 2-axis extension: sizing cards first, in standard order
+        size = abs(ints["BITPIX"]) // 8 * ints["GCOUNT"]
+        size *= ints["PCOUNT"] + ints["NAXIS1"] * ints["NAXIS2"]
+        return Hdu(index, cards, data_offset, size, ints=ints)
+    hdu = Hdu(index, cards, data_offset, 0)
+    bitpix = hdu.int_value("BITPIX")
+    if bitpix not in (8, 16, 32, 64, -32, -64):
+        raise FitsFormatError(f"HDU {index}: invalid BITPIX {bitpix}", 211, index)
+    naxis = hdu.int_value("NAXIS")
+    if not 0 <= naxis <= 999:
+        raise FitsFormatError(f"HDU {index}: invalid NAXIS {naxis}", 212, index)
+    pixels = 0
+    if naxis:
+        pixels = 1
+        for n in hdu.shape:
+            if n < 0:
+                raise FitsFormatError(f"HDU {index}: negative axis length {n}", 213, index)
+            pixels *= n
+    pcount = hdu.int_value("PCOUNT", 0)
+    gcount = hdu.int_value("GCOUNT", 1)
+    # a negative count would make the data size negative: the walk would go back (for ever)
+    for key, count in (("PCOUNT", pcount), ("GCOUNT", gcount)):
+        if count < 0:
+            raise FitsFormatError(f"HDU {index}: invalid {key} {count}", _INT_STATUS[key], index)
+    data_size = abs(bitpix) // 8 * gcount * (pcount + pixels) if naxis else 0
+    return Hdu(index, cards, data_offset, data_size, hdu.keywords, hdu.ints)
+
+
+_STANDARD_KEYS = ("BITPIX", "NAXIS", "NAXIS1", "NAXIS2", "PCOUNT", "GCOUNT")
+
+
+def _standard_ints(cards: tuple[bytes, ...]) -> dict[str, int] | None:
+    """The sizing values of a 2-axis extension whose first cards are XTENSION and these keywords
+    in the standard's order (so each is the first card of its name, as ``Hdu`` reads them), when
+    all are valid; None when in any doubt (``Hdu.int_value`` then reads them, raising errors)."""
+    match = _TABLE_CARDS.fullmatch(b"".join(cards[:7])) if len(cards) >= 7 else None
+    if match is None:
+        return None
+    try:  # int() of the bytes accepts only what it accepts of the decoded text
+        values = [int(value.split(b"/", 1)[0]) for value in match.groups()]
+    except ValueError:
+        return None
+    if values[0] not in (8, 16, 32, 64, -32, -64) or values[1] != 2 or min(values[2:]) < 0:
+        return None
+    return dict(zip(_STANDARD_KEYS, values, strict=True))
 
 
 def parse_primary(head: bytes | bytearray | memoryview) -> Hdu:
