@@ -28,9 +28,11 @@ CARD = 80
 END_CARD = b"END".ljust(CARD)
 BLANK_CARD = b" " * CARD
 _KEY = re.compile(rb"^[A-Z0-9_-]{0,8} *$")
-#: a run of valid 8-byte keyword fields: k keyword characters then 8 - k spaces
-_KEYS = re.compile(
-    rb"(?:" + rb"|".join(rb"[A-Z0-9_-]{%d} {%d}" % (k, 8 - k) for k in range(8, -1, -1)) + rb")*"
+#: a run of whole header cards whose keyword fields are valid (what ``read_header`` checks)
+_CARD_RUN = re.compile(
+    rb"(?s:(?:"
+    + rb"|".join(rb"[A-Z0-9_-]{%d} {%d}" % (k, 8 - k) for k in range(8, -1, -1))
+    + rb").{72})*"
 )
 
 #: CFITSIO status codes (fitsio.h) and the text fpack prints for them (ffgerr)
@@ -190,22 +192,23 @@ def read_header(buf: memoryview, offset: int, index: int) -> tuple[tuple[bytes, 
             )
         block = bytes(buf[pos : pos + BLOCK])
         pos += BLOCK
-        block_cards = [block[i : i + CARD] for i in range(0, BLOCK, CARD)]
-        try:
-            end = block_cards.index(END_CARD)
-        except ValueError:
-            end = len(block_cards)
-        # One regex over the block's keyword fields; the per-card scan runs only to name a bad one.
-        if not _KEYS.fullmatch(b"".join(card[:8] for card in block_cards[:end])):
-            for i, card in enumerate(block_cards[:end]):
-                if not _KEY.match(card[:8]):
+        end = block.find(END_CARD)
+        while end >= 0 and end % CARD:
+            end = block.find(END_CARD, end + 1)
+        if end < 0:
+            end = BLOCK
+        # One regex over the block's cards; the per-card scan runs only to name a bad one.
+        if not _CARD_RUN.fullmatch(block, 0, end):
+            for at in range(0, end, CARD):
+                if not _KEY.match(block[at : at + 8]):
                     raise FitsFormatError(
-                        f"HDU {index}: invalid header card at byte {pos - BLOCK + i * CARD}: {card[:20]!r}",
+                        f"HDU {index}: invalid header card at byte {pos - BLOCK + at}: "
+                        f"{block[at : at + 20]!r}",
                         207,
                         index,
                     )
-        cards += block_cards[:end]
-        if end < len(block_cards):
+        cards += [block[at : at + CARD] for at in range(0, end, CARD)]
+        if end < BLOCK:
             return tuple(cards), pos
 
 
@@ -233,27 +236,8 @@ def parse_fits(data: bytes | bytearray | memoryview) -> list[Hdu]:
                 break  # trailing blank blocks are allowed after the last HDU
             raise FitsFormatError(f"HDU {index} at byte {offset} does not start with XTENSION", 252, index)
         cards, data_offset = read_header(buf, offset, index)
-        hdu = Hdu(index, cards, data_offset, 0)
-        bitpix = hdu.int_value("BITPIX")
-        if bitpix not in (8, 16, 32, 64, -32, -64):
-            raise FitsFormatError(f"HDU {index}: invalid BITPIX {bitpix}", 211, index)
-        naxis = hdu.int_value("NAXIS")
-        if not 0 <= naxis <= 999:
-            raise FitsFormatError(f"HDU {index}: invalid NAXIS {naxis}", 212, index)
-        pixels = 0
-        if naxis:
-            pixels = 1
-            for n in hdu.shape:
-                if n < 0:
-                    raise FitsFormatError(f"HDU {index}: negative axis length {n}", 213, index)
-                pixels *= n
-        pcount = hdu.int_value("PCOUNT", 0)
-        gcount = hdu.int_value("GCOUNT", 1)
-        # a negative count would make the data size negative: the walk would go back (for ever)
-        for key, count in (("PCOUNT", pcount), ("GCOUNT", gcount)):
-            if count < 0:
-                raise FitsFormatError(f"HDU {index}: invalid {key} {count}", _INT_STATUS[key], index)
-        data_size = abs(bitpix) // 8 * gcount * (pcount + pixels) if naxis else 0
+        hdu = _sized_hdu(index, cards, data_offset)
+        data_size = hdu.data_size
         if data_offset + data_size > size:
             raise FitsFormatError(
                 f"truncated: HDU {index} needs {data_size} data bytes at byte {data_offset}, "
@@ -261,9 +245,60 @@ def parse_fits(data: bytes | bytearray | memoryview) -> list[Hdu]:
                 107,
                 index,
             )
-        hdus.append(Hdu(index, cards, data_offset, data_size, hdu.keywords, hdu.ints))
+        hdus.append(hdu)
         offset = data_offset + padded(data_size)
     return hdus
+
+
+def _sized_hdu(index: int, cards: tuple[bytes, ...], data_offset: int) -> Hdu:
+    """The HDU with these cards and the size of its data unit; FitsFormatError when a card that
+    sizes it is missing or invalid."""
+    ints = _standard_ints(cards)
+    if ints is not None:  # the usual 2-axis extension: sizing cards first, in standard order
+        size = abs(ints["BITPIX"]) // 8 * ints["GCOUNT"]
+        size *= ints["PCOUNT"] + ints["NAXIS1"] * ints["NAXIS2"]
+        return Hdu(index, cards, data_offset, size, ints=ints)
+    hdu = Hdu(index, cards, data_offset, 0)
+    bitpix = hdu.int_value("BITPIX")
+    if bitpix not in (8, 16, 32, 64, -32, -64):
+        raise FitsFormatError(f"HDU {index}: invalid BITPIX {bitpix}", 211, index)
+    naxis = hdu.int_value("NAXIS")
+    if not 0 <= naxis <= 999:
+        raise FitsFormatError(f"HDU {index}: invalid NAXIS {naxis}", 212, index)
+    pixels = 0
+    if naxis:
+        pixels = 1
+        for n in hdu.shape:
+            if n < 0:
+                raise FitsFormatError(f"HDU {index}: negative axis length {n}", 213, index)
+            pixels *= n
+    pcount = hdu.int_value("PCOUNT", 0)
+    gcount = hdu.int_value("GCOUNT", 1)
+    # a negative count would make the data size negative: the walk would go back (for ever)
+    for key, count in (("PCOUNT", pcount), ("GCOUNT", gcount)):
+        if count < 0:
+            raise FitsFormatError(f"HDU {index}: invalid {key} {count}", _INT_STATUS[key], index)
+    data_size = abs(bitpix) // 8 * gcount * (pcount + pixels) if naxis else 0
+    return Hdu(index, cards, data_offset, data_size, hdu.keywords, hdu.ints)
+
+
+_STANDARD_KEYS = ("BITPIX", "NAXIS", "NAXIS1", "NAXIS2", "PCOUNT", "GCOUNT")
+
+
+def _standard_ints(cards: tuple[bytes, ...]) -> dict[str, int] | None:
+    """The sizing values of a 2-axis extension whose first cards are XTENSION and these keywords
+    in the standard's order (so each is the first card of its name, as ``Hdu`` reads them), when
+    all are valid; None when in any doubt (``Hdu.int_value`` then reads them, raising errors)."""
+    match = _TABLE_CARDS.fullmatch(b"".join(cards[:7])) if len(cards) >= 7 else None
+    if match is None:
+        return None
+    try:  # int() of the bytes accepts only what it accepts of the decoded text
+        values = [int(value.split(b"/", 1)[0]) for value in match.groups()]
+    except ValueError:
+        return None
+    if values[0] not in (8, 16, 32, 64, -32, -64) or values[1] != 2 or min(values[2:]) < 0:
+        return None
+    return dict(zip(_STANDARD_KEYS, values, strict=True))
 
 
 def parse_primary(head: bytes | bytearray | memoryview) -> Hdu:
@@ -275,12 +310,6 @@ def parse_primary(head: bytes | bytearray | memoryview) -> Hdu:
         raise FitsFormatError("not a FITS file: does not start with SIMPLE =", 252)
     cards, data_offset = read_header(buf, 0, 0)
     return Hdu(0, cards, data_offset, 0)
-
-
-#: a run of whole header cards whose keyword fields are valid (what ``read_header`` checks)
-_CARD_RUN = re.compile(
-    rb"(?s:(?:" + rb"|".join(rb"[A-Z0-9_-]{%d} {%d}" % (k, 8 - k) for k in range(8, -1, -1)) + rb").{72})*"
-)
 
 
 #: the first cards of a 2-axis extension as the standard orders them; each value field captured
@@ -426,7 +455,8 @@ def make_card(key: str, value: object, comment: str = "") -> bytes:
     return _memoised_card(key, value, comment)
 
 
-def _format_card(key: str, value: object, comment: str) -> bytes:
+def format_card(key: str, value: object, comment: str = "") -> bytes:
+    """``make_card`` without the memo, for a value written once (a checksum)."""
     if isinstance(value, bool):
         text = f"{'T' if value else 'F':>20}"
     elif isinstance(value, int):
@@ -446,7 +476,7 @@ def _format_card(key: str, value: object, comment: str) -> bytes:
     return line[:CARD].ljust(CARD).encode("ascii")
 
 
-_memoised_card = card_memo(_format_card)
+_memoised_card = card_memo(format_card)
 
 
 def header_bytes(cards: list[bytes] | tuple[bytes, ...]) -> bytes:
@@ -499,10 +529,26 @@ _ENCODED = tuple(_encode_byte(b) for b in range(256))
 
 
 def encode_checksum(value: int) -> str:
-    """FITS checksum ASCII encoding (Seaman et al., FITS checksum proposal, A.7.2)."""
-    asc = [0] * 16
-    for i in range(4):
-        ch = _ENCODED[(value >> (24 - 8 * i)) & 0xFF]
-        for j in range(4):
-            asc[4 * j + i] = ch[j]
-    return bytes(asc[15:] + asc[:15]).decode("ascii")
+    """FITS checksum ASCII encoding (Seaman et al., FITS checksum proposal, A.7.2): the four
+    characters of byte i go to places i, i+4, i+8, i+12, and the 16 are rotated right by one."""
+    a, b, c, d = (_ENCODED[byte] for byte in (value & 0xFFFFFFFF).to_bytes(4, "big"))
+    return bytes(
+        (
+            d[3],
+            a[0],
+            b[0],
+            c[0],
+            d[0],
+            a[1],
+            b[1],
+            c[1],
+            d[1],
+            a[2],
+            b[2],
+            c[2],
+            d[2],
+            a[3],
+            b[3],
+            c[3],
+        )
+    ).decode("ascii")

@@ -40,9 +40,11 @@ from obsingest.errors import CorruptFile
 from obsingest.fits import (
     BLANK_CARD,
     BLOCK,
+    CARD,
     Hdu,
     card_key,
     encode_checksum,
+    format_card,
     header_bytes,
     make_card,
     parse_fits,
@@ -136,33 +138,108 @@ def rows_tiling(tile_rows: int | None) -> Tiling:
 
 def _checksum_header(cards: list[bytes], data_parts: Sequence[bytes]) -> bytes:
     """Header bytes with DATASUM and CHECKSUM cards computed for these data bytes."""
+    return _checksummed(b"", without_checksums(cards), data_parts)
+
+
+def _checksummed(prefix: bytes, cards: list[bytes], data_parts: Sequence[bytes]) -> bytes:
+    """Header bytes ``prefix`` + ``cards`` (no CHECKSUM/DATASUM among them, no blank card in
+    ``prefix``) with DATASUM and CHECKSUM cards for these data bytes, END and padding. The header
+    is joined once: CHECKSUM is summed as 16 zeros, then its value is written in place."""
     datasum = 0
     for part in data_parts:
         if len(part) % 4 and part is not data_parts[-1]:
             raise AssertionError("data parts must be 4-byte aligned")
         datasum = _rice.checksum(part, datasum)
-    cards = without_checksums(cards)
     # Like CFITSIO: new cards take the place of trailing blank cards, so the header keeps its size.
     at = len(cards)
     while at > 0 and cards[at - 1] == BLANK_CARD and len(cards) - at < 2:
         at -= 1
-    del cards[at : at + 2]
-    cards[at:at] = [
-        make_card("CHECKSUM", "0" * 16, "HDU checksum"),
-        make_card("DATASUM", str(datasum), "data unit checksum"),
-    ]
-    total = _rice.checksum(header_bytes(cards), datasum)
-    cards[at] = make_card("CHECKSUM", encode_checksum(~total & 0xFFFFFFFF), "HDU checksum")
-    return header_bytes(cards)
+    head = bytearray(
+        header_bytes(
+            [prefix, *cards[:at], _ZERO_CHECKSUM, format_card("DATASUM", str(datasum), _DSUM)]
+        )
+    )
+    value = len(prefix) + at * CARD + _CHECKSUM_VALUE
+    total = _rice.checksum(head, datasum)
+    head[value : value + 16] = encode_checksum(~total & 0xFFFFFFFF).encode("ascii")
+    return bytes(head)
+
+
+_DSUM = "data unit checksum"
+_ZERO_CHECKSUM = make_card("CHECKSUM", "0" * 16, "HDU checksum")
+#: where the 16 characters of the CHECKSUM value start in its card (after ``KEY = '``)
+_CHECKSUM_VALUE = 11
+
+
+_SUM_KEYS = ("CHECKSUM", "DATASUM")
+_SUMS = (b"CHECKSUM", b"DATASUM")  # what such a card starts with: card_key is asked only then
 
 
 def without_checksums(cards: Sequence[bytes]) -> list[bytes]:
     """Cards minus CHECKSUM/DATASUM; blank cards refill their place if the header ends in blanks
     (the inverse of CFITSIO writing them over trailing blanks, so round trips are byte-exact)."""
-    kept = [c for c in cards if card_key(c) not in ("CHECKSUM", "DATASUM")]
+    kept = [c for c in cards if not (c.startswith(_SUMS) and card_key(c) in _SUM_KEYS)]
     if kept and kept[-1] == BLANK_CARD:
         kept += [BLANK_CARD] * (len(cards) - len(kept))
     return kept
+
+
+def _cards(*cards: tuple[str, object, str]) -> bytes:
+    return b"".join(make_card(*card) for card in cards)
+
+
+# The cards of a compressed image's header that are the same for every HDU, joined once.
+_TABLE_HEAD = _cards(
+    ("XTENSION", "BINTABLE", "binary table extension"),
+    ("BITPIX", 8, "8-bit bytes"),
+    ("NAXIS", 2, "2-dimensional binary table"),
+    ("NAXIS1", 8, "width of table in bytes"),
+)
+_TABLE_FIELDS = _cards(
+    ("GCOUNT", 1, "one data group (required keyword)"),
+    ("TFIELDS", 1, "number of fields in each row"),
+    ("TTYPE1", "COMPRESSED_DATA", "label for field   1"),
+)
+_ZIMAGE = _cards(("ZIMAGE", True, "extension contains compressed image"))
+_RICE_PARAMS = _cards(
+    ("ZCMPTYPE", "RICE_1", "compression algorithm"),
+    ("ZNAME1", "BLOCKSIZE", "compression block size"),
+    ("ZVAL1", BLOCKSIZE, "pixels per block"),
+    ("ZNAME2", "BYTEPIX", "bytes per pixel (1, 2, 4, or 8)"),
+)
+_TILE = "size of tiles to be compressed"
+_BYTEPIX = "bytes per pixel (1, 2, 4, or 8)"
+
+#: keyword field -> its Z-keyword field (b"" when the card keeps its keyword), as fpack renames
+_Z_FIELDS: dict[bytes, bytes] = {}
+_Z_FIELDS_MAX = 4096
+
+
+def _z_field(field: bytes) -> bytes:
+    key = card_key(field)
+    if key.startswith("NAXIS"):
+        new = ("Z" + key).encode("ascii").ljust(8)
+    elif key in TO_Z:
+        new = TO_Z[key].encode("ascii").ljust(8)
+    else:
+        new = b""
+    if len(_Z_FIELDS) < _Z_FIELDS_MAX:
+        _Z_FIELDS[field] = new
+    return new
+
+
+def _z_cards(hdu: Hdu) -> list[bytes]:
+    """The image's cards as they go into the compressed header: sizing keywords renamed."""
+    original = hdu.cards
+    cards = [rename_card(original[0], "ZSIMPLE" if hdu.is_primary else "ZTENSION")]
+    append, known = cards.append, _Z_FIELDS.get
+    for card in original[1:]:
+        field = card[:8]
+        new = known(field)
+        if new is None:
+            new = _z_field(field)
+        append(new + card[8:] if new else card)
+    return cards
 
 
 def _pack_image(buf: memoryview, hdu: Hdu, tiling: Tiling, checksum: bool) -> list[bytes]:
@@ -174,41 +251,25 @@ def _pack_image(buf: memoryview, hdu: Hdu, tiling: Tiling, checksum: bool) -> li
     table, heap, longest = _rice.pack_image(
         buf, hdu.data_offset, bytepix, ncols, nrows, tile_cols, tile_rows, BLOCKSIZE
     )
-    cards = [
-        make_card("XTENSION", "BINTABLE", "binary table extension"),
-        make_card("BITPIX", 8, "8-bit bytes"),
-        make_card("NAXIS", 2, "2-dimensional binary table"),
-        make_card("NAXIS1", 8, "width of table in bytes"),
-        make_card("NAXIS2", len(table) // 8, "number of rows in table"),
-        make_card("PCOUNT", len(heap), "size of special data area"),
-        make_card("GCOUNT", 1, "one data group (required keyword)"),
-        make_card("TFIELDS", 1, "number of fields in each row"),
-        make_card("TTYPE1", "COMPRESSED_DATA", "label for field   1"),
-        make_card("TFORM1", f"1PB({longest})", "data format of field: variable array"),
-        make_card("ZIMAGE", True, "extension contains compressed image"),
-        make_card("ZTILE1", tile_cols, "size of tiles to be compressed"),
-    ]
-    if len(shape) == 2:
-        cards.append(make_card("ZTILE2", tile_rows, "size of tiles to be compressed"))
-    cards += [
-        make_card("ZCMPTYPE", "RICE_1", "compression algorithm"),
-        make_card("ZNAME1", "BLOCKSIZE", "compression block size"),
-        make_card("ZVAL1", BLOCKSIZE, "pixels per block"),
-        make_card("ZNAME2", "BYTEPIX", "bytes per pixel (1, 2, 4, or 8)"),
-        make_card("ZVAL2", bytepix, "bytes per pixel (1, 2, 4, or 8)"),
-    ]
-    original = list(hdu.cards)
-    cards.append(rename_card(original[0], "ZSIMPLE" if hdu.is_primary else "ZTENSION"))
-    for card in original[1:]:
-        key = card_key(card)
-        if key.startswith("NAXIS"):
-            cards.append(rename_card(card, "Z" + key))
-        elif key in TO_Z:
-            cards.append(rename_card(card, TO_Z[key]))
-        else:
-            cards.append(card)
+    prefix = b"".join(
+        [
+            _TABLE_HEAD,
+            make_card("NAXIS2", len(table) // 8, "number of rows in table"),
+            make_card("PCOUNT", len(heap), "size of special data area"),
+            _TABLE_FIELDS,
+            make_card("TFORM1", f"1PB({longest})", "data format of field: variable array"),
+            _ZIMAGE,
+            make_card("ZTILE1", tile_cols, _TILE),
+            make_card("ZTILE2", tile_rows, _TILE) if len(shape) == 2 else b"",
+            _RICE_PARAMS,
+            make_card("ZVAL2", bytepix, _BYTEPIX),
+        ]
+    )
+    cards = _z_cards(hdu)
     pad = b"\0" * (-(len(table) + len(heap)) % BLOCK)
-    head = _checksum_header(cards, [table, heap]) if checksum else header_bytes(cards)
+    head = (
+        _checksummed(prefix, cards, [table, heap]) if checksum else header_bytes([prefix, *cards])
+    )
     return [head, table, heap, pad]
 
 

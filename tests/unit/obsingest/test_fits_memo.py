@@ -63,3 +63,57 @@ def test_card_key_and_repeated_int_values() -> None:
     hdu = parse_fits(raw + b" " * (2880 - len(raw)))[0]
     assert hdu.int_value("BITPIX") == hdu.int_value("BITPIX") == 8
     assert hdu.int_value("PCOUNT", 0) == 0 and "PCOUNT" not in hdu.ints
+
+
+def _image_extension(naxis1: bytes, bitpix: bytes = b"16") -> bytes:
+    """A primary header and one 2-axis image extension whose NAXIS1 value field is ``naxis1``."""
+    primary = [make_card("SIMPLE", True), make_card("BITPIX", 8), make_card("NAXIS", 0)]
+    head = [
+        make_card("XTENSION", "IMAGE"),
+        b"BITPIX  = " + bitpix.rjust(20).ljust(70),
+        make_card("NAXIS", 2),
+        b"NAXIS1  = " + naxis1.ljust(70),
+        make_card("NAXIS2", 3),
+        make_card("PCOUNT", 0),
+        make_card("GCOUNT", 1),
+    ]
+
+    def unit(cards: list[bytes], data: int) -> bytes:
+        raw = b"".join([*cards, b"END".ljust(80)])
+        return raw + b" " * (-len(raw) % 2880) + b"\0" * (data + -data % 2880)
+
+    return unit(primary, 0) + unit(head, 2 * 3 * 2)
+
+
+@pytest.mark.parametrize(
+    ("naxis1", "bitpix"),
+    [
+        (b"2", b"16"),
+        (b"                   2 / width", b"16"),
+        (b"+2", b"16"),
+        (b"0_2", b"16"),
+        (b"'2'", b"16"),
+        (b"2.0", b"16"),
+        (b"-2", b"16"),
+        (b"\x1c2", b"16"),
+        (b"2", b"12"),
+        (b"2", b"-32"),
+    ],
+)
+def test_the_sizing_fast_path_reads_what_int_value_reads(
+    naxis1: bytes, bitpix: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """parse_fits sizes a standard 2-axis extension from one regex match: the same sizes and
+    integer values, or the same error, as reading each keyword with ``Hdu.int_value``."""
+    from obsingest import fits as fits_module
+
+    def outcome() -> object:
+        try:
+            hdu = parse_fits(_image_extension(naxis1, bitpix))[1]
+        except fits_module.FitsFormatError as error:
+            return (str(error), error.status)
+        return (hdu.data_size, hdu.shape, hdu.int_value("BITPIX"), hdu.int_value("PCOUNT"))
+
+    fast = outcome()
+    monkeypatch.setattr(fits_module, "_standard_ints", lambda cards: None)
+    assert fast == outcome()
