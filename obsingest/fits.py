@@ -30,9 +30,7 @@ BLANK_CARD = b" " * CARD
 _KEY = re.compile(rb"^[A-Z0-9_-]{0,8} *$")
 #: a run of whole header cards whose keyword fields are valid (what ``read_header`` checks)
 _CARD_RUN = re.compile(
-    rb"(?s:(?:"
-    + rb"|".join(rb"[A-Z0-9_-]{%d} {%d}" % (k, 8 - k) for k in range(8, -1, -1))
-    + rb").{72})*"
+    rb"(?s:(?:" + rb"|".join(rb"[A-Z0-9_-]{%d} {%d}" % (k, 8 - k) for k in range(8, -1, -1)) + rb").{72})*"
 )
 
 #: CFITSIO status codes (fitsio.h) and the text fpack prints for them (ffgerr)

@@ -155,9 +155,7 @@ def _checksummed(prefix: bytes, cards: list[bytes], data_parts: Sequence[bytes])
     while at > 0 and cards[at - 1] == BLANK_CARD and len(cards) - at < 2:
         at -= 1
     head = bytearray(
-        header_bytes(
-            [prefix, *cards[:at], _ZERO_CHECKSUM, format_card("DATASUM", str(datasum), _DSUM)]
-        )
+        header_bytes([prefix, *cards[:at], _ZERO_CHECKSUM, format_card("DATASUM", str(datasum), _DSUM)])
     )
     value = len(prefix) + at * CARD + _CHECKSUM_VALUE
     total = _rice.checksum(head, datasum)
@@ -267,9 +265,7 @@ def _pack_image(buf: memoryview, hdu: Hdu, tiling: Tiling, checksum: bool) -> li
     )
     cards = _z_cards(hdu)
     pad = b"\0" * (-(len(table) + len(heap)) % BLOCK)
-    head = (
-        _checksummed(prefix, cards, [table, heap]) if checksum else header_bytes([prefix, *cards])
-    )
+    head = _checksummed(prefix, cards, [table, heap]) if checksum else header_bytes([prefix, *cards])
     return [head, table, heap, pad]
 
 
