@@ -148,18 +148,27 @@ NOTIFICATION_KINDS = (
 
 
 def publish(world: World, item: BadInput, patience: float = 90.0) -> None:
-    """Publish to the objects topic (retried while the emulator is away); records the id."""
+    """Publish to the objects topic (retried while the emulator is away); records the id.
+
+    Only once the relay's subscription exists: a restarted emulator's topic is re-created before
+    its subscription, and a message published in between reaches no subscriber (Pub/Sub's rule),
+    so the notification would never be refused where the test looks for it."""
     from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
 
+    from obsingest import defaults
     from obsingest.bus.pubsub import topic_path
+    from obsingest.bus.pull import subscription_path
 
     data, attributes = item.payload
     topic = topic_path(world.project, world.bus.objects_topic)
+    subscription = subscription_path(world.project, defaults.RELAY_SUBSCRIPTION)
     deadline = time.monotonic() + patience
     client = pubsub_v1.PublisherClient()
+    subscriber = pubsub_v1.SubscriberClient()
     try:
         while True:
             try:
+                subscriber.get_subscription(request={"subscription": subscription}, timeout=10)
                 item.message_id = client.publish(topic, data, **attributes).result(timeout=10)
                 item.sent = True
                 return
@@ -171,6 +180,7 @@ def publish(world: World, item: BadInput, patience: float = 90.0) -> None:
                 time.sleep(1.0)
     finally:
         client.stop()
+        subscriber.close()
 
 
 # files at the edge -------------------------------------------------------------------------------
