@@ -46,7 +46,7 @@ class Kill(Fault):
 
     def inject(self, world: World) -> None:
         if self.process == "edge":
-            self.notes["journal_at_kill"] = _journal_counts(world)
+            self.notes["journal_at_kill"] = _in_flight(world, within=IN_FLIGHT_WAIT)
         proc = world.process(self.process)
         if self.process == "function":
             proc.stop(signal.SIGKILL)
@@ -269,6 +269,28 @@ class SpoolFull(Fault):
         self._stop.set()
         self.notes["journal_at_free"] = _journal_counts(world)
         (world.spool / "filler").unlink()
+
+
+IN_FLIGHT_WAIT = 3.0
+"""Seconds an edge kill waits for CCDs in flight, so it lands mid-flight: a faster edge finishes
+a 10-CCD exposure well inside its 0.5 s, and a kill at a random moment can find nothing to
+resume (CI saw all three kills of a run land between exposures)."""
+
+
+def _in_flight(world: World, within: float) -> dict[str, int]:
+    """The journal's counts as soon as a CCD is seen, compressed or sent (or after ``within``)."""
+    from producers.edge.journal import Journal
+
+    deadline = time.monotonic() + within
+    journal = Journal(world.spool)
+    try:
+        while True:
+            counts = journal.counts()
+            if counts["seen"] + counts["compressed"] + counts["sent"] or time.monotonic() > deadline:
+                return counts
+            time.sleep(0.005)
+    finally:
+        journal.close()
 
 
 def _journal_counts(world: World) -> dict[str, int]:
