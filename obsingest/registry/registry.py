@@ -6,7 +6,7 @@ worker leaves nothing half-written. For an existing data id the stored checksum 
 bytes return the existing dataset, different bytes raise ChecksumConflict (quarantined). A batch
 believed new (the Butler backend's group commit) is inserted in one statement per table. On
 PostgreSQL, once this process has committed the run and exposure rows, a new dataset, its
-datastore record and its outbox row are one autocommit statement (``_REGISTER_AT_ONCE``).
+datastore record and its outbox row are one autocommit statement (``_register_at_once_sql``).
 
 One module because it is one cohesive concept: the idempotent registration (its statements,
 retries and dimension rows); reads and the outbox live in their own modules.
@@ -17,13 +17,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 import threading
 import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, bindparam, func, select
@@ -36,6 +37,7 @@ from obsingest.registry import db_errors, tables
 from obsingest.registry.audit import RegistryAudit
 from obsingest.registry.driver import autocommit_rows
 from obsingest.registry.engine import make_engine
+from obsingest.registry.facility_tables import arrival_outbox
 from obsingest.registry.migrations import migrate
 from obsingest.registry.outbox import ArrivalOutbox, OutboxMessage, insert_row, outbox_values
 from obsingest.retry import RetriesExhausted, RetryPolicy, Transient, call_with_retries
@@ -127,32 +129,44 @@ class QuarantineEntry:
     size: int | None = None
 
 
-#: PostgreSQL: a new dataset, its datastore record and its outbox row in one statement (one
-#: round trip, atomic in autocommit, no transaction); the inserted dataset's id (NULL when the
-#: dataset exists: ``Registry._register`` then decides) and the outbox row's id.
-_REGISTER_AT_ONCE = """\
-WITH ds AS (
-  INSERT INTO dataset (id, dataset_type, run, instrument, exposure, detector, ingest_time)
-  VALUES (%(id)s::uuid, %(dataset_type)s, %(run)s, %(instrument)s, %(exposure)s::bigint,
-          %(detector)s::integer, %(ingest_time)s::timestamptz)
-  ON CONFLICT DO NOTHING
-  RETURNING id
-), dr AS (
-  INSERT INTO datastore_record (dataset_id, uri, size, checksum, md5, readout_time,
-                                compressed_time, stored_time, transport)
-  SELECT id, %(uri)s::text, %(size)s::bigint, %(checksum)s::varchar, %(md5)s::varchar,
-         %(readout_time)s::timestamptz, %(compressed_time)s::timestamptz,
-         %(stored_time)s::timestamptz, %(transport)s::varchar
-  FROM ds
-), ob AS (
-  INSERT INTO arrival_outbox (dataset_id, topic, message_key, attributes, payload, created_at,
-                              lease_until, attempts, last_error)
-  SELECT id, %(topic)s::varchar, %(message_key)s::varchar, %(attributes)s::text,
-         %(payload)s::bytea, %(created_at)s::timestamptz, %(lease_until)s::timestamptz, 0, ''
-  FROM ds
-  RETURNING id
-)
-SELECT (SELECT id FROM ds), (SELECT id FROM ob)"""
+_POSTGRES = postgresql.dialect()  # type: ignore[no-untyped-call]  # SQLAlchemy's dialect classes
+
+
+def _pg_cast(column: Any) -> str:
+    """``column``'s PostgreSQL type for a parameter cast, without a length: an explicit cast to
+    ``varchar(n)`` truncates silently, where an insert of a too-long value is refused."""
+    return re.sub(r"\(\d+\)", "", column.type.compile(dialect=_POSTGRES))
+
+
+def _insert_from_ds(table: Any, keys: Sequence[str], returning: str = "") -> str:
+    """``INSERT INTO table (keys) SELECT ... FROM ds``: ``dataset_id`` is the id ``ds``
+    inserted, every other value a parameter cast to its column's type."""
+    values = ", ".join(
+        "id" if key == "dataset_id" else f"%({key})s::{_pg_cast(table.c[key])}" for key in keys
+    )
+    return f"INSERT INTO {table.name} ({', '.join(keys)}) SELECT {values} FROM ds{returning}"
+
+
+@cache
+def _register_at_once_sql(
+    dataset_keys: tuple[str, ...], datastore_keys: tuple[str, ...], outbox_keys: tuple[str, ...]
+) -> str:
+    """PostgreSQL: a new dataset, its datastore record and its outbox row in one statement (one
+    round trip, atomic in autocommit, no transaction); it answers the inserted dataset's id
+    (NULL when the dataset exists: ``Registry._register`` then decides) and the outbox row's id.
+
+    Built from the tables (``tables``, ``facility_tables``) and the row builders' keys, so a
+    column added to either is in this statement too."""
+    table = tables.dataset
+    values = ", ".join(f"%({key})s::{_pg_cast(table.c[key])}" for key in dataset_keys)
+    return (
+        f"WITH ds AS (INSERT INTO {table.name} ({', '.join(dataset_keys)}) VALUES ({values})"
+        " ON CONFLICT DO NOTHING RETURNING id),"
+        f" dr AS ({_insert_from_ds(tables.datastore_record, datastore_keys)}),"
+        f" ob AS ({_insert_from_ds(arrival_outbox, outbox_keys, ' RETURNING id')})"
+        " SELECT (SELECT id FROM ds), (SELECT id FROM ob)"
+    )
+
 
 #: every optional field of ExposureRecord: an upsert fills those still unknown
 _EXPOSURE_FIELDS = tuple(f.name for f in fields(ExposureRecord))[3:]
@@ -325,7 +339,7 @@ class Registry:
 
     def _register_at_once(self, record: FileRecord, announce: Announcer) -> Registration | None:
         """PostgreSQL, dimension rows committed: a new dataset with its datastore record and
-        outbox row in one autocommit statement (``_REGISTER_AT_ONCE``); None when the dataset
+        outbox row in one autocommit statement (``_register_at_once_sql``); None when the dataset
         exists (nothing written). Retrying it is safe: it is atomic."""
         data_id = record.data_id
         dtype = self.settings.dataset_type
@@ -334,12 +348,14 @@ class Registry:
         now = datetime.now(UTC)
         registration = Registration(ds_id, dtype, run, True, now, record.uri)
         message = announce(registration)
-        params = {
-            **_datastore_values(ds_id, record),
-            **outbox_values(ds_id, message, now, OUTBOX_LEASE_SECONDS),
-            **_dataset_values(registration, data_id),
-        }
-        [(inserted, row_id)] = autocommit_rows(self.engine, _REGISTER_AT_ONCE, params)
+        rows = (
+            _dataset_values(registration, data_id),
+            _datastore_values(ds_id, record),
+            outbox_values(ds_id, message, now, OUTBOX_LEASE_SECONDS),
+        )
+        sql = _register_at_once_sql(*(tuple(row) for row in rows))
+        params = {key: value for row in rows for key, value in row.items()}
+        [(inserted, row_id)] = autocommit_rows(self.engine, sql, params)
         if inserted is None:
             return None
         return dataclasses.replace(registration, outbox_id=int(row_id))
