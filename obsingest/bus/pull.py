@@ -9,12 +9,8 @@ CCD's 5 s budget at every hop. So with ``PUBSUB_EMULATOR_HOST`` set the source p
 ``return_immediately``: every 20 ms while messages flow, backing off to 400 ms when idle to keep
 the idle CPU low. (The flag's deprecation warning is filtered in pyproject's pytest settings.)
 
-Pull and ack are plain gRPC calls on the client's channel with the raw protobuf messages: the
-generated method's retry and timeout wrappers, the transport's logging interceptor and the
-proto-plus wrappers of every request, message and field cost more CPU than the RPC. What they
-did is done here: gRPC errors become the API's exceptions (a deadline or cancel is an empty
-pull), and a transient one is made again through the generated method, whose retry policy then
-applies.
+Pull and ack are plain gRPC calls on the client's channel with the raw protobuf messages
+(``direct_rpc``); a deadline or cancel is an empty pull.
 """
 
 from __future__ import annotations
@@ -25,9 +21,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cache
 from typing import Any
 
+from obsingest.bus.direct_rpc import DirectRpcs
 from obsingest.errors import PermanentError
 from obsingest.logs import get_logger, log_event
 
@@ -70,35 +66,6 @@ EMULATOR_POLL_SECONDS = 0.02
 EMULATOR_POLL_MAX_SECONDS = 0.4
 
 
-#: the RPCs called directly: method -> (gRPC path, request type, response type)
-_DIRECT = {
-    "pull": ("/google.pubsub.v1.Subscriber/Pull", "PullRequest", "PullResponse"),
-    "acknowledge": ("/google.pubsub.v1.Subscriber/Acknowledge", "AcknowledgeRequest", ""),
-}
-
-
-@cache
-def _messages(method: str) -> tuple[Any, Any]:
-    """The raw protobuf request and response classes of ``method`` (imported on first use, as
-    the client is); the response of an acknowledge is ``Empty``."""
-    from google.protobuf import empty_pb2
-    from google.pubsub_v1 import types
-
-    _, request, response = _DIRECT[method]
-    answer = getattr(types, response).pb() if response else empty_pb2.Empty
-    return getattr(types, request).pb(), answer
-
-
-def _direct_rpc(channel: Any, method: str) -> Any:
-    """``method`` as a gRPC callable on ``channel`` taking and answering raw protobufs."""
-    request, response = _messages(method)
-    return channel.unary_unary(
-        _DIRECT[method][0],
-        request_serializer=request.SerializeToString,
-        response_deserializer=response.FromString,
-    )
-
-
 class PubSubPullSource:
     """Synchronous pull on one subscription."""
 
@@ -115,9 +82,7 @@ class PubSubPullSource:
         self.path = subscription_path(project, subscription)
         self.client = client or pubsub_v1.SubscriberClient()
         #: the RPCs themselves (module doc); an injected client is called through its methods
-        self._direct = client is None
-        #: method -> its direct gRPC callable, made on first use
-        self._rpcs: dict[str, Any] = {}
+        self._direct = DirectRpcs(self.client.transport.grpc_channel) if client is None else None
         #: None: long-poll (Pub/Sub); seconds: poll with return_immediately (the emulator)
         self.poll_interval = poll_interval
         if poll_interval is None and os.environ.get("PUBSUB_EMULATOR_HOST"):
@@ -174,23 +139,13 @@ class PubSubPullSource:
     def _call(self, method: str, request: dict[str, Any], timeout: float | None = None) -> Any:
         """``method`` (pull, acknowledge) as the transport's RPC, or through the generated
         method for an injected client and to retry a transient failure (module doc)."""
-        import grpc
-        from google.api_core import exceptions as api_exceptions
 
-        generated = getattr(self.client, method)
-        if self._direct:
-            rpc = self._rpcs.get(method)
-            if rpc is None:
-                rpc = self._rpcs[method] = _direct_rpc(self.client.transport.grpc_channel, method)
-            try:
-                return rpc(_messages(method)[0](**request), timeout=timeout)
-            except grpc.RpcError as exc:
-                from obsingest.retry import google_transient  # tenacity: only on this path
+        def generated() -> Any:
+            return getattr(self.client, method)(request=request, timeout=timeout)
 
-                error = api_exceptions.from_grpc_error(exc)  # type: ignore[no-untyped-call]  # api_core
-                if not isinstance(error, google_transient()):
-                    raise error from exc
-        return generated(request=request, timeout=timeout)
+        if self._direct is None:
+            return generated()
+        return self._direct.call(method, request, timeout, generated)
 
     def ack(self, ack_ids: list[str]) -> None:
         if ack_ids:

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from obsingest.bus.direct_rpc import DirectRpcs
 from obsingest.bus.pull import EMULATOR_POLL_SECONDS, PubSubPullSource
 
 pytestmark = pytest.mark.unit
@@ -68,50 +69,6 @@ def test_polls_back_off_while_idle_and_speed_up_after_a_message():
     assert source._wait == 0.001  # next polls are quick again
 
 
-class _RpcError(Exception):
-    """What a gRPC call raises: a code and details (grpc.RpcError's informative form)."""
-
-    def __init__(self, code: object) -> None:
-        self._code = code
-
-    def code(self) -> object:
-        return self._code
-
-    def details(self) -> str:
-        return str(self._code)
-
-    def trailing_metadata(self) -> tuple[()]:
-        return ()
-
-
-@pytest.mark.parametrize(("status", "retried"), [("UNAVAILABLE", True), ("NOT_FOUND", False)])
-def test_a_direct_rpc_retries_only_google_transient_failures_through_the_generated_method(
-    status: str, retried: bool
-) -> None:
-    import grpc
-    from google.api_core import exceptions as api_exceptions
-
-    class RpcError(_RpcError, grpc.RpcError):
-        pass
-
-    def failing(request: object, timeout: float) -> None:
-        raise RpcError(getattr(grpc.StatusCode, status))
-
-    client = FakeSubscriber(empty_pulls=0)
-    generated = []
-    client.acknowledge = lambda request, timeout: generated.append(request)  # type: ignore[attr-defined]
-    source = PubSubPullSource("p", "s", client=client)
-    source._direct = True  # the RPC itself, as without an injected client
-    source._rpcs["acknowledge"] = failing
-    if retried:
-        source.ack(["a1"])
-        assert generated == [{"subscription": source.path, "ack_ids": ["a1"]}]
-    else:
-        with pytest.raises(api_exceptions.NotFound):
-            source.ack(["a1"])
-        assert generated == []
-
-
 def test_a_direct_pull_reads_the_raw_protobuf_answer() -> None:
     """The direct RPC answers raw protobufs (no proto-plus): every field of a Delivery is read
     from them as from the generated method's answer, an unset publish time as None."""
@@ -133,8 +90,8 @@ def test_a_direct_pull_reads_the_raw_protobuf_answer() -> None:
         return answer
 
     source = PubSubPullSource("p", "s", client=FakeSubscriber(empty_pulls=0))
-    source._direct = True
-    source._rpcs["pull"] = pull
+    source._direct = DirectRpcs(channel=None)  # the RPC itself, as without an injected client
+    source._direct._rpcs["pull"] = pull
     got = source.pull(5, 1.0)
     assert asked == [PullRequest.pb()(subscription=source.path, max_messages=5)]
     assert [(d.ack_id, d.message_id, d.data, d.attributes, d.delivery_attempt) for d in got] == [
