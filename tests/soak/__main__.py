@@ -43,6 +43,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="autogroup niceness of a restarted instance until ready (default 10; 0: none)",
     )
+    parser.add_argument(
+        "--restart-after",
+        type=float,
+        default=None,
+        help="seconds from a kill to its instance's restart (default 0.5; e.g. 5: after the burst)",
+    )
     parser.add_argument("--keep", type=Path, default=None, help="play in this directory and keep its logs")
     args = parser.parse_args(argv)
     if args.ci:
@@ -65,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         soak.instances = args.instances
     if args.restart_nice is not None:
         soak.restart_nice = args.restart_nice
+    if args.restart_after is not None:
+        soak.restart_after = args.restart_after
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
         result = play(soak, args.keep)

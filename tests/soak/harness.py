@@ -147,6 +147,11 @@ FULL_SCAN_EVERY = 5
 #: 0.8-6.1 CPU s in 6 s against 2.5-3.0 for each of 3 at 0), and starved for a minute under
 #: load 7-14; at +10 it got 0.5-0.6 s every time (benchmarks/notes/soak.md)
 RESTART_NICE = 10
+#: seconds from a kill to the restart, as a supervisor restarting at once would. Longer (e.g. 5 s,
+#: a systemd ``RestartSec=5``) starts the replacement after the burst has flowed: a model of
+#: production's replacement on other hardware, which shares no CPU with the burst, so the soak
+#: measures the failover alone
+RESTART_AFTER = 0.5
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -253,6 +258,8 @@ class Soak:
     warm: bool = True
     #: register-function instances the relay spreads over
     instances: int = INSTANCES
+    #: seconds from a kill to its instance's restart (a supervisor's delay; ``RESTART_AFTER``)
+    restart_after: float = RESTART_AFTER
 
 
 def obs_dir(handoff: Path, seq: int) -> list[Path]:
@@ -384,7 +391,7 @@ class InstanceKill(Kill):
 def _kill_loop(soak: Soak, run: Run, targets: list[int], rng: random.Random) -> None:
     """For each target exposure: when its first CCD file is in the hand-off directory, wait a
     random 0.2-1.0 s and SIGKILL one register-function instance (each in turn), started
-    again 0.5 s later on a thread of its own, so the next burst's kill is not held up by a slow
+    again ``restart_after`` s later on a thread of its own, so the next burst's kill is not held up by a slow
     restart. Never two at once: a kill waits until the others are back (the wait is
     recorded: on a loaded machine a restart can outlast the cadence)."""
     world = run.world
@@ -405,7 +412,7 @@ def _kill_loop(soak: Soak, run: Run, targets: list[int], rng: random.Random) -> 
         waited = time.monotonic() - first_file - delay
         fault = InstanceKill(
             f"{victim} SIGKILL in exposure {seq}'s burst",
-            duration=0.5,
+            duration=soak.restart_after,
             process=victim,
             nice=soak.restart_nice,
             warm=soak.warm,
@@ -567,6 +574,7 @@ def report(soak: Soak, run: Run, cpu: dict[str, float]) -> dict[str, Any]:
         #: a restarted instance's niceness until ready (InstanceKill): production's new instance
         #: starts on other hardware
         "restart_nice": soak.restart_nice if soak.kill_log else None,
+        "restart_after_s": soak.restart_after if soak.kill_log else None,
         "warm": soak.warm,
         "instances": soak.instances,
         "warm_up_at_start_s": getattr(world, "warm_up_s", {}),
@@ -659,6 +667,12 @@ def format_section(result: dict[str, Any], load: list[float]) -> str:
             "back): deployed, a new instance starts on other hardware and takes no CPU from the "
             "burst, here it shares the 2 cores with it."
             if r.get("restart_nice")
+            else ""
+        )
+        + (
+            f" A killed instance is restarted {r['restart_after_s']:g} s after its kill (a "
+            "supervisor's delay): after the burst has flowed, as on other hardware."
+            if (r.get("restart_after_s") or RESTART_AFTER) > RESTART_AFTER
             else ""
         ),
         "",
