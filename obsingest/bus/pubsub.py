@@ -58,13 +58,11 @@ class PubSubPublisher:
         #: the Publish RPC itself (module doc); an injected client is called through its method
         self._direct = DirectRpcs(self.client.transport.grpc_channel) if client is None else None
         #: the generated client's Publish retry, also on a cancel, deadline or quota answer
-        self._retry = api_core_retry(
-            PUBSUB_PUBLISH,
-            timeout,
-            api_exceptions.Cancelled,
-            api_exceptions.DeadlineExceeded,
-            api_exceptions.ResourceExhausted,
-        )
+        also = (api_exceptions.Cancelled, api_exceptions.DeadlineExceeded, api_exceptions.ResourceExhausted)
+        self._retry = api_core_retry(PUBSUB_PUBLISH, timeout, *also)
+        #: what a failed direct attempt hands to that retry: all but a deadline, after which the
+        #: whole ``timeout`` has passed
+        self._direct_retried = tuple(e for e in also if e is not api_exceptions.DeadlineExceeded)
 
     def publish(
         self,
@@ -97,10 +95,11 @@ class PubSubPublisher:
         try:
             if self._direct is None:
                 response = generated()
-            else:  # a deadline is not tried again: the whole ``timeout`` has passed
+            else:
                 request = {"topic": path, "messages": [{"data": data, "attributes": attrs}]}
-                also = (api_exceptions.Cancelled, api_exceptions.ResourceExhausted)
-                response = self._direct.call("publish", request, self.timeout, generated, also)
+                response = self._direct.call(
+                    "publish", request, self.timeout, generated, self._direct_retried
+                )
             message_id: str = response.message_ids[0]
         except (
             concurrent.futures.TimeoutError,
