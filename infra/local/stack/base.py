@@ -136,8 +136,24 @@ class Service(ABC):
             return False
         return True
 
+    def elsewhere(self) -> str | None:
+        """Why the instance this run directory records cannot serve these settings (it listens
+        on other ports: started with other ``OBSINGEST_STACK_*_PORT``), or None. Without this a
+        second configuration sharing the run directory took it for its own and waited for it
+        on its own ports until the start-up timeout."""
+        rec = self.record()
+        if rec is None or not rec.ports or sorted(rec.ports) == sorted(self.ports()):
+            return None
+        return (
+            f"already running from {self.settings.run_dir} (pid {rec.pid}) on port(s) {rec.ports}, "
+            f"not {self.ports()} as configured now; stop it with the settings that started it "
+            f"(`obsingest stack down`) or give this configuration its own OBSINGEST_STACK_RUN_DIR"
+        )
+
     def start(self) -> bool:
         """Start the service unless ours is already running. Returns True if it was started."""
+        if (why := self.elsewhere()) is not None:
+            raise StackError(self.name, why)
         if self.running():
             return False
         busy = [p for p in self.ports() if process.port_open(self.settings.host, p)]
@@ -160,6 +176,7 @@ class Service(ABC):
             user=spec.user,
             cwd=spec.cwd,
             owner=(self.owner.token, self.owner.pid, self.owner.start_ticks),
+            ports=self.ports(),
         )
         log_event(_log, "stack.service.started", service=self.name, pid=rec.pid, owner=self.owner.token)
         return True
@@ -226,6 +243,8 @@ class Service(ABC):
             ok = True
         except Exception as exc:
             detail = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        if rec is not None and rec.ports and sorted(rec.ports) != sorted(self.ports()):
+            detail = f"ours listens on {rec.ports}, configured {self.ports()}"
         return ServiceStatus(
             name=self.name,
             running=rec is not None,

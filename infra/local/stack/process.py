@@ -15,7 +15,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 
@@ -33,6 +33,8 @@ class PidRecord:
     owner: str = ""
     owner_pid: int | None = None
     owner_start_ticks: int | None = None
+    #: the TCP ports it was started to listen on (empty in records written before they were kept)
+    ports: list[int] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -52,6 +54,7 @@ class PidRecord:
             owner_start_ticks=None
             if data.get("owner_start_ticks") is None
             else int(data["owner_start_ticks"]),
+            ports=[int(p) for p in data.get("ports", [])],
         )
 
 
@@ -151,6 +154,7 @@ def spawn(
     cwd: Path | None = None,
     user: str | None = None,
     owner: tuple[str, int, int | None] = ("", 0, None),
+    ports: Sequence[int] = (),
 ) -> PidRecord:
     """Start ``argv`` detached in a new session, output appended to ``log_path``; record its pid
     and ``owner`` (token, pid, start ticks of the process that may stop it)."""
@@ -187,6 +191,7 @@ def spawn(
         owner=owner[0],
         owner_pid=owner[1] or None,
         owner_start_ticks=owner[2],
+        ports=list(ports),
     )
     write_pid_file(pid_path, record)
     return record

@@ -74,6 +74,9 @@ class Stack:
         running) and a StackError with its log tail is raised.
         """
         self.fetch()
+        conflicts = [(svc.name, why) for svc in self.services if (why := svc.elsewhere()) is not None]
+        if conflicts:  # before anything starts: nothing half-up to stop again
+            raise StackError(",".join(n for n, _ in conflicts), "; ".join(f"{n}: {w}" for n, w in conflicts))
         result = UpResult()
         for svc in self.services:
             if svc.start():

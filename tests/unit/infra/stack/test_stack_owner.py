@@ -222,3 +222,37 @@ def test_the_session_backend_never_stops_a_service_a_later_fixture_finds_slow(
     finally:
         backend.close()
     assert not record_alive(pubsub)
+
+
+class PortedSleeper(Sleeper):
+    """A sleeping process that says it listens on the settings' PostgreSQL port."""
+
+    def ports(self) -> list[int]:
+        return [self.settings.postgres_port]
+
+
+def test_an_instance_started_on_other_ports_is_named_not_waited_for(run_dir: Path) -> None:
+    from infra.local.stack.errors import StackError
+
+    first = Stack(
+        load_settings(run_dir=run_dir, postgres_port=37999), only=["postgres"], owner=Owner.shared()
+    )
+    first.services = [PortedSleeper(first.settings, first.owner)]
+    assert first.up(timeout=5).started == ["postgres"]
+    try:
+        rec = read_pid_file(first.services[0].pid_path)
+        assert rec is not None and rec.ports == [37999]
+        assert first.up(timeout=5).already_running == ["postgres"]  # same ports: its own
+
+        other = Stack(
+            load_settings(run_dir=run_dir, postgres_port=38000), only=["postgres"], owner=Owner.shared()
+        )
+        other.services = [PortedSleeper(other.settings, other.owner)]
+        with pytest.raises(StackError) as caught:
+            other.up(timeout=60)
+        message = str(caught.value)
+        assert "[37999]" in message and "[38000]" in message and "OBSINGEST_STACK_RUN_DIR" in message
+        assert other.status()[0].detail == "ours listens on [37999], configured [38000]"
+        assert record_alive(rec)  # left running for the configuration that started it
+    finally:
+        first.down()
