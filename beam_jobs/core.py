@@ -24,6 +24,7 @@ from obsingest.messages import (
     ExposureManifest,
     ExposureSummary,
     SummaryStatus,
+    SummaryStatusName,
     utcnow,
 )
 from obsingest.timescales import PIPELINE_SCALE
@@ -190,6 +191,7 @@ def summarize_exposure(
     values = np.fromiter(latencies.values(), dtype=float, count=len(latencies))
     over = sorted(d for d, lat in latencies.items() if lat > budget)
     missing = [d for d in expected if d not in counted] if expected is not None else []
+    status: SummaryStatusName
     if expected is None:
         status = SummaryStatus.NO_MANIFEST
     elif missing:

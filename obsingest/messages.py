@@ -11,7 +11,7 @@ import dataclasses
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Final, Literal, Self
 
 from obsingest import avro
 from obsingest.dataid import DataId
@@ -124,11 +124,14 @@ class ArrivalEvent(_Message):
         return seconds_between(self.readout_time, self.published_time)
 
 
+IngestedStatusName = Literal["ok", "over_budget"]
+
+
 class IngestedStatus:
     """``ExposureIngested.status``: the words of the metrics' ``status`` label."""
 
-    OK = "ok"
-    OVER_BUDGET = "over_budget"
+    OK: Final = "ok"
+    OVER_BUDGET: Final = "over_budget"
 
 
 @dataclass(frozen=True)
@@ -152,7 +155,7 @@ class ExposureIngested(_Message):
     over_budget: list[int]
     last_registered: datetime
     budget_seconds: float
-    status: str
+    status: IngestedStatusName
     manifest_known: bool
     published_time: datetime
     first_readout: datetime | None = None
@@ -165,11 +168,14 @@ class ExposureIngested(_Message):
         return not self.missing_detectors
 
 
+SummaryStatusName = Literal["OK", "OVER_BUDGET", "INCOMPLETE", "NO_MANIFEST"]
+
+
 class SummaryStatus:
-    OK = "OK"
-    OVER_BUDGET = "OVER_BUDGET"
-    INCOMPLETE = "INCOMPLETE"
-    NO_MANIFEST = "NO_MANIFEST"
+    OK: Final = "OK"
+    OVER_BUDGET: Final = "OVER_BUDGET"
+    INCOMPLETE: Final = "INCOMPLETE"
+    NO_MANIFEST: Final = "NO_MANIFEST"
 
 
 @dataclass(frozen=True)
@@ -180,7 +186,7 @@ class ExposureSummary(_Message):
     exposure: int
     arrived: int
     budget_seconds: float
-    status: str
+    status: SummaryStatusName
     emitted_time: datetime
     day_obs: int | None = None
     expected: int | None = None

@@ -8,14 +8,17 @@ so edge workers, the demo and the transfer harness share one code path.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Protocol
+from typing import Literal, Protocol
 
 from obsingest.dataid import DataId
+
+#: stored now | the same bytes were there | other bytes were there (direct); acked (kafka)
+SendStatus = Literal["stored", "exists", "conflict", "acked"]
 
 
 class SendResult(Protocol):
     @property
-    def status(self) -> str: ...  # stored | exists | conflict (direct); acked (kafka)
+    def status(self) -> SendStatus: ...
     @property
     def checksum(self) -> str: ...
 

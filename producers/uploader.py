@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 from obsingest import defaults
 from obsingest.checksums import checksum_str
@@ -26,7 +27,7 @@ log = get_logger("obsingest.producer.upload")
 
 @dataclass(frozen=True)
 class UploadResult:
-    status: str  # stored | exists | conflict
+    status: Literal["stored", "exists", "conflict"]  # producers.sender.SendStatus, direct
     obj: StoredObject
     checksum: str
 
@@ -58,7 +59,7 @@ class DirectUploader:
             result = self.store.put(name, data, meta)
         except ObjectConflict as conflict:
             return self._park_conflict(data_id, name, data, meta, conflict)
-        status = "stored" if result.created else "exists"
+        status: Literal["stored", "exists"] = "stored" if result.created else "exists"
         log_event(log, f"upload.{status}", data_id=data_id.key, object=name, size=len(data))
         return UploadResult(status, result.obj, checksum)
 

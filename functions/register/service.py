@@ -27,7 +27,7 @@ import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from functions.register.announce import ArrivalAnnouncer, PeriodicDrain, arrival_message
 from functions.register.exposures import ExposureCloser
@@ -73,9 +73,13 @@ COMPONENT = "register"
 _TRANSPORT = re.compile(r"[a-z][a-z0-9-]{0,15}")
 
 
+#: what became of one event: its CCD's ``obsingest_ccds_total`` status label too
+OutcomeStatus = Literal["registered", "duplicate", "quarantined", "ignored", "canary"]
+
+
 @dataclass(frozen=True)
 class Outcome:
-    status: str  # registered | duplicate | quarantined | ignored | canary
+    status: OutcomeStatus
     object_name: str
     data_id: DataId | None = None
     arrival: ArrivalEvent | None = None

@@ -29,7 +29,7 @@ from sqlalchemy import Connection, and_, bindparam, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from obsingest import camera
-from obsingest.messages import ExposureIngested, IngestedStatus, utcnow
+from obsingest.messages import ExposureIngested, IngestedStatus, IngestedStatusName, utcnow
 from obsingest.registry import tables
 from obsingest.registry.completeness import COMPLETE, FROM_MANIFEST, ExposurePresence, summarize
 from obsingest.registry.driver import autocommit_rows
@@ -83,7 +83,7 @@ class Closing:
     row_id: int | None = None
     #: this call inserted the exposure's closure: count it (``status``) in the metrics, once
     counted: bool = False
-    status: str = ""
+    status: IngestedStatusName | Literal["incomplete", ""] = ""
 
     @property
     def max_latency(self) -> float:
@@ -277,7 +277,9 @@ class IngestedCheck:
     def _emit(self, presence: ExposurePresence, expected: Sequence[int]) -> Closing:
         inst, exp = presence.instrument, presence.exposure
         now = self.clock()
-        status = IngestedStatus.OK if presence.status == COMPLETE else IngestedStatus.OVER_BUDGET
+        status: IngestedStatusName = (
+            IngestedStatus.OK if presence.status == COMPLETE else IngestedStatus.OVER_BUDGET
+        )
         eid = event_id(inst, exp)
         event = ExposureIngested(
             event_id=eid,

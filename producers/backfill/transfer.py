@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from obsingest.checksums import crc32c
 from obsingest.dataid import identity_from_header
@@ -26,7 +26,7 @@ from obsingest.store import ObjectConflict, open_store
 class FileResult:
     key: str
     ok: bool
-    status: str = ""  # stored | exists
+    status: Literal["", "stored", "exists"] = ""
     size: int = 0
     checksum: str = ""
     retriable: bool = False
@@ -104,8 +104,7 @@ class UploadWorker:
                 reason=exc.reason,
                 error=error,
             )
-        status = "stored" if created else "exists"
-        return FileResult(key, True, status, len(data), checksum, object=name)
+        return FileResult(key, True, "stored" if created else "exists", len(data), checksum, object=name)
 
     def close(self) -> None:
         close = getattr(self.store, "close", None)

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from obsingest.checksums import checksum_str
 from obsingest.dataid import DataId
@@ -38,6 +38,7 @@ from obsingest.logs import get_logger, log_event
 from obsingest.messages import utcnow
 from producers.edge.errors import SourceUnreadable, SourceVanished, SpoolFull, SpoolUnavailable
 from producers.edge.journal import Journal
+from producers.sender import SendStatus
 
 log = get_logger("obsingest.edge")
 
@@ -98,13 +99,19 @@ class CcdJob:
     compressed_at: float | None = None
 
 
+#: where one CCD (or one attempt at it) ended
+OutcomeState = Literal["acked", "quarantined", "retry"]
+#: how it was sent; "" when it was not
+OutcomeStatus = SendStatus | Literal[""]
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What became of one CCD (or one attempt at it)."""
 
     key: str
-    state: str  # acked | quarantined | retry
-    status: str = ""  # stored | exists | conflict | acked (kafka)
+    state: OutcomeState
+    status: OutcomeStatus = ""
     object_name: str = ""
     raw_size: int = 0
     size: int = 0
@@ -359,7 +366,7 @@ class CcdWorker:
         self._mark(job.key, "sent", notes, **sending)
         compressed_time = datetime.fromtimestamp(compressed_at, UTC)
 
-        def finished(state: str, **fields: Any) -> Outcome:
+        def finished(state: OutcomeState, **fields: Any) -> Outcome:
             """This CCD's Outcome: the fields every end has, and ``fields``."""
             return Outcome(
                 key=job.key,

@@ -18,6 +18,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from obsingest.errors import PermanentError
 from producers.edge.errors import SourceUnreadable, SourceVanished
@@ -38,7 +39,7 @@ class Released:
     path: Path
     key: str
     reason: str
-    status: str
+    status: Literal["released", "would-release", "skipped"]
     why: str = ""
 
 

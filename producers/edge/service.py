@@ -31,12 +31,12 @@ import time
 from concurrent.futures import Future
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from obsingest.errors import ObsIngestError, ResourceExhausted
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ExposureManifest
-from producers.edge.ccd import CcdFile, CcdJob, Outcome, SendFailed
+from producers.edge.ccd import CcdFile, CcdJob, Outcome, OutcomeStatus, SendFailed
 from producers.edge.errors import (
     BadHandoffFile,
     SourceUnreadable,
@@ -753,8 +753,8 @@ def _outcome_of(entry: Entry) -> Outcome:
     """What the journal says became of an item already finished."""
     return Outcome(
         key=entry.key,
-        state=entry.state,
-        status=entry.status or "",
+        state="acked" if entry.state == "acked" else "quarantined",  # a finished item's
+        status=cast(OutcomeStatus, entry.status or ""),  # journalled from an Outcome's status
         object_name=entry.object or "",
         size=entry.size or 0,
         checksum=entry.checksum or "",

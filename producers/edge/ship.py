@@ -27,7 +27,7 @@ from obsingest.messages import utcnow
 from obsingest.retry import EDGE_RESEND, Attempt, RetriesExhausted, Transient, call_with_retries
 from producers.compress import compress_fits
 from producers.edge.ccd import warm_up
-from producers.sender import Sender, SendResult, open_sender
+from producers.sender import Sender, SendResult, SendStatus, open_sender
 
 log = get_logger("obsingest.edge")
 
@@ -48,7 +48,7 @@ class ShipJob:
 @dataclass(frozen=True)
 class ShipResult:
     data_id: str
-    status: str
+    status: SendStatus
     object_name: str
     raw_size: int
     size: int

@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
 from obsingest import defaults
@@ -57,7 +57,7 @@ class ProducerFenced(PermanentError):
 class KafkaSendResult:
     """What the edge learns about one CCD sent over Kafka."""
 
-    status: str  # "acked": every chunk acknowledged by all in-sync replicas
+    status: Literal["acked"]  # every chunk acknowledged by all in-sync replicas
     checksum: str
     object_name: str  # where the assembler stores it (named, as it is, from the header)
     size: int

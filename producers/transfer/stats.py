@@ -21,9 +21,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from obsingest.registry.completeness import percentile
+from producers.sender import SendStatus
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class TransferRecord:
     end: datetime
     bytes: int
     raw_bytes: int
-    status: str
+    status: SendStatus | Literal["", "failed"]
     error: str = ""
     #: CPU seconds the worker process used for this CCD (all its threads)
     cpu_seconds: float = 0.0
