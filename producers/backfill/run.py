@@ -34,7 +34,7 @@ from obsingest.logs import get_logger, log_event
 from obsingest.retry import RetryPolicy
 from producers.backfill.sources import expand_sources
 from producers.backfill.transfer import FileResult, split_destination
-from producers.edge.journal import Entry, Journal
+from producers.edge.journal import Entry, Journal, State
 from producers.edge.worker import WorkerInit, WorkerPool
 
 log = get_logger("obsingest.backfill")
@@ -42,7 +42,7 @@ log = get_logger("obsingest.backfill")
 JOURNAL_NAME = "backfill.sqlite3"
 
 #: a journal update: (key, new state or None, other columns)
-_Update = tuple[str, str | None, dict[str, Any]]
+_Update = tuple[str, State | None, dict[str, Any]]
 
 
 @dataclass(frozen=True)

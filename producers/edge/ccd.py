@@ -37,7 +37,7 @@ from obsingest.fileio import write_atomic
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import utcnow
 from producers.edge.errors import SourceUnreadable, SourceVanished, SpoolFull, SpoolUnavailable
-from producers.edge.journal import Journal
+from producers.edge.journal import Journal, State
 from producers.sender import SendStatus
 
 log = get_logger("obsingest.edge")
@@ -293,7 +293,9 @@ class CcdWorker:
                 close()
         self.journal.close()
 
-    def _mark(self, key: str, state: str, notes: list[str], durable: bool = False, **values: object) -> None:
+    def _mark(
+        self, key: str, state: State, notes: list[str], durable: bool = False, **values: object
+    ) -> None:
         try:
             self.journal.mark(key, state, durable=durable, **values)
         except (SpoolFull, SpoolUnavailable) as exc:

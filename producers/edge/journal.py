@@ -21,13 +21,14 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from producers.edge.errors import SpoolFull, SpoolUnavailable
 
 JOURNAL_NAME = "journal.sqlite3"
-STATES = ("seen", "compressed", "sent", "acked", "quarantined")
-TERMINAL = ("acked", "quarantined")
+State = Literal["seen", "compressed", "sent", "acked", "quarantined"]
+STATES: tuple[State, ...] = get_args(State)
+TERMINAL: tuple[State, ...] = ("acked", "quarantined")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS items (
@@ -72,7 +73,7 @@ class Entry:
 
     key: str
     source: str
-    state: str = "seen"
+    state: State = "seen"
     target: str = ""
     priority: int = 0
     readout: float | None = None
@@ -208,12 +209,12 @@ class Journal:
             )
             return db.total_changes - before
 
-    def mark(self, key: str, state: str | None = None, *, durable: bool = False, **values: Any) -> None:
+    def mark(self, key: str, state: State | None = None, *, durable: bool = False, **values: Any) -> None:
         """Set ``state`` (and any other columns) of one item."""
         self.mark_many([(key, state, values)], durable=durable)
 
     def mark_many(
-        self, updates: Iterable[tuple[str, str | None, dict[str, Any]]], *, durable: bool = False
+        self, updates: Iterable[tuple[str, State | None, dict[str, Any]]], *, durable: bool = False
     ) -> None:
         """Several ``mark`` calls in one transaction (one commit for a batch of results)."""
         now = time.time()
@@ -244,7 +245,7 @@ class Journal:
             ).fetchall()
         return [_entry(r) for r in rows]
 
-    def items(self, state: str | None = None) -> list[Entry]:
+    def items(self, state: State | None = None) -> list[Entry]:
         with self._lock:
             if state is None:
                 rows = self._db.execute("SELECT * FROM items ORDER BY key").fetchall()
@@ -269,7 +270,7 @@ class Journal:
         """Items by state (every state present, zeros included)."""
         with self._lock:
             rows = self._db.execute("SELECT state, COUNT(*) FROM items GROUP BY state").fetchall()
-        out = dict.fromkeys(STATES, 0)
+        out: dict[str, int] = dict.fromkeys(STATES, 0)
         out.update({r[0]: r[1] for r in rows})
         return out
 

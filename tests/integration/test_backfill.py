@@ -20,7 +20,7 @@ import google_crc32c
 import pytest
 
 from obsingest.dataid import DataId, make_exposure_id
-from producers.edge.journal import Entry, Journal
+from producers.edge.journal import Entry, Journal, State
 from tests.fixtures.camera_files import ccd_file
 from tests.integration.fixtures.edge import ROOT, wait_for
 from tests.integration.fixtures.handles import GcsService
@@ -172,7 +172,9 @@ def test_a_lost_journal_commit_means_re_verification_not_a_double_upload_or_a_lo
     try:
         objects = {key: cast(Entry, journal.get(key)).object for key in keys}
         ack_lost, never_arrived = keys[:20], keys[20:30]
-        lost = [(key, "sent", {"acked_at": None, "status": None}) for key in keys[:30]]
+        lost: list[tuple[str, State | None, dict[str, Any]]] = [
+            (key, "sent", {"acked_at": None, "status": None}) for key in keys[:30]
+        ]
         journal.mark_many(lost)
     finally:
         journal.close()
