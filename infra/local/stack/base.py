@@ -142,7 +142,7 @@ class Service(ABC):
         second configuration sharing the run directory took it for its own and waited for it
         on its own ports until the start-up timeout."""
         rec = self.record()
-        if rec is None or not rec.ports or sorted(rec.ports) == sorted(self.ports()):
+        if rec is None or not _moved(rec, self.ports()):
             return None
         return (
             f"already running from {self.settings.run_dir} (pid {rec.pid}) on port(s) {rec.ports}, "
@@ -243,7 +243,7 @@ class Service(ABC):
             ok = True
         except Exception as exc:
             detail = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
-        if rec is not None and rec.ports and sorted(rec.ports) != sorted(self.ports()):
+        if rec is not None and _moved(rec, self.ports()):
             detail = f"ours listens on {rec.ports}, configured {self.ports()}"
         return ServiceStatus(
             name=self.name,
@@ -253,3 +253,9 @@ class Service(ABC):
             endpoint=self.endpoint,
             detail=detail,
         )
+
+
+def _moved(rec: PidRecord, ports: list[int]) -> bool:
+    """The recorded instance listens on other ports than ``ports`` (a record without ports,
+    written before they were kept, is taken at its word)."""
+    return bool(rec.ports) and sorted(rec.ports) != sorted(ports)

@@ -1,8 +1,9 @@
 """A test session killed before its ``PrivateStack.down`` leaves a run directory behind; the next
-``PrivateStack`` removes those whose services and session are gone, and only those."""
+``PrivateStack`` removes those whose maker and services are gone, and only those."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -16,37 +17,41 @@ from tests.integration.fixtures.private_stack import sweep_leftovers
 pytestmark = pytest.mark.unit
 
 
-def _record(run_dir: Path, pid: int, owner_pid: int | None) -> None:
-    owner_ticks = process_start_ticks(owner_pid) if owner_pid else None
-    rec = PidRecord("pubsub", pid, pid, process_start_ticks(pid), [], "", "private", owner_pid, owner_ticks)
-    write_pid_file(run_dir / "pids" / "pubsub.json", rec)
+def _leftover(parent: Path, name: str, maker: int | None, service: int | None) -> Path:
+    run_dir = parent / f"obsingest-private-{name}"
+    (run_dir / "pids").mkdir(parents=True)
+    if maker is not None:
+        (run_dir / "maker.json").write_text(
+            json.dumps({"pid": maker, "start_ticks": process_start_ticks(maker)})
+        )
+    if service is not None:
+        rec = PidRecord("pubsub", service, service, process_start_ticks(service), [], "")
+        write_pid_file(run_dir / "pids" / "pubsub.json", rec)
+    return run_dir
 
 
-def test_only_what_no_live_process_or_session_holds_is_removed(tmp_path: Path) -> None:
-    dead = tmp_path / "obsingest-private-dead"
+def test_only_a_directory_whose_maker_and_services_are_gone_is_removed(tmp_path: Path) -> None:
     gone = spawn(
         "x", [sys.executable, "-c", "pass"], log_path=tmp_path / "x.log", pid_path=tmp_path / "x.json"
     )
+    ticks = process_start_ticks(gone.pid)
     time.sleep(0.5)
     stop_record(gone, timeout=1)
-    _record(dead, gone.pid, owner_pid=gone.pid)  # its service and its session both exited
+    me = os.getpid()
 
-    serving = tmp_path / "obsingest-private-serving"
-    _record(serving, os.getpid(), owner_pid=None)  # a service still running
-    session = tmp_path / "obsingest-private-session"
-    _record(session, gone.pid, owner_pid=os.getpid())  # between a stop and a start of a live session
-    fresh = tmp_path / "obsingest-private-fresh"
-    fresh.mkdir()  # being made right now: nothing recorded yet
-    old = tmp_path / "obsingest-private-old"
-    old.mkdir()
-    os.utime(old, (time.time() - 7200, time.time() - 7200))
-    other = tmp_path / "someone-else"
-    other.mkdir()
+    dead = _leftover(tmp_path, "dead", maker=me, service=None)
+    # the maker's record names a process that has exited (its pid's start ticks no longer match)
+    (dead / "maker.json").write_text(json.dumps({"pid": gone.pid, "start_ticks": ticks}))
+    orphaned = _leftover(tmp_path, "orphaned", maker=None, service=me)  # a service still runs
+    (orphaned / "maker.json").write_text(json.dumps({"pid": gone.pid, "start_ticks": ticks}))
+    _leftover(tmp_path, "in-use", maker=me, service=None)  # between a stop and a start
+    _leftover(tmp_path, "unowned", maker=None, service=None)  # no maker's record: not ours to judge
+    (tmp_path / "someone-else").mkdir()
 
-    assert sorted(sweep_leftovers(tmp_path)) == sorted([dead, old])
-    assert {p.name for p in tmp_path.iterdir() if p.is_dir()} == {
-        "obsingest-private-serving",
-        "obsingest-private-session",
-        "obsingest-private-fresh",
+    assert sweep_leftovers(tmp_path) == [dead]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == [
+        "obsingest-private-in-use",
+        "obsingest-private-orphaned",
+        "obsingest-private-unowned",
         "someone-else",
-    }
+    ]
