@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import run_header, save_result
+from obsingest.registry.completeness import percentile
 
 RESULTS = Path(__file__).resolve().parent / "results" / "direct_path.json"
 INSTRUMENT = "LSSTComCam"
@@ -45,13 +46,6 @@ def ensure_stack() -> dict[str, str]:
     for key in ("PUBSUB_EMULATOR_HOST", "STORAGE_EMULATOR_HOST"):
         os.environ[key] = env[key]
     return env
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (what a latency SLO means by 'p95')."""
-    ordered = sorted(values)
-    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
-    return ordered[rank - 1]
 
 
 def summarize(samples: list[float]) -> dict[str, float]:

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import save_result
+from obsingest.registry.completeness import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "kafka_path.json"
@@ -207,8 +208,8 @@ def _chunked(
         "mb_per_s": statistics.median(b["mb_per_s"] for b in batches),
         "mb_per_s_runs": [round(b["mb_per_s"], 1) for b in batches],
         "runs": [b["mb_per_s"] for b in batches],
-        "latency_p50_s": _pct(lat, 50),
-        "latency_p95_s": _pct(lat, 95),
+        "latency_p50_s": percentile(lat, 50),
+        "latency_p95_s": percentile(lat, 95),
         "latency_max_s": lat[-1],
     }
 
@@ -243,11 +244,6 @@ def _record_for(chunk_size: int) -> bytes:
         DataId("LSSTCam", 2026112200001, 0), data, datetime.now(UTC), None, "bench-edge", chunk_size
     )
     return encode_chunk(first)
-
-
-def _pct(values: list[float], q: float) -> float:
-    index = min(len(values) - 1, max(0, round(q / 100 * (len(values) - 1))))
-    return values[index]
 
 
 def _producer_performance(bootstrap: str, record_size: int, total_bytes: int) -> float:

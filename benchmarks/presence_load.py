@@ -16,29 +16,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from obsingest.registry.completeness import percentile
+
 
 def percentiles(values: list[float]) -> dict[str, float | int]:
-    """count, p50/p95/p99/max (milliseconds; nearest rank) of ``values`` (seconds)."""
+    """count, p50/p95/p99/max (milliseconds) of ``values`` (seconds)."""
     if not values:
         return {"count": 0}
-    ordered = sorted(values)
-
-    def rank(q: float) -> float:
-        return ordered[min(len(ordered), max(1, math.ceil(q * len(ordered)))) - 1]
-
     return {
-        "count": len(ordered),
-        "p50_ms": round(rank(0.50) * 1000, 3),
-        "p95_ms": round(rank(0.95) * 1000, 3),
-        "p99_ms": round(rank(0.99) * 1000, 3),
-        "max_ms": round(ordered[-1] * 1000, 3),
+        "count": len(values),
+        **{f"p{q}_ms": round(percentile(values, q) * 1000, 3) for q in (50, 95, 99)},
+        "max_ms": round(max(values) * 1000, 3),
     }
 
 

@@ -43,6 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from obsingest.registry.completeness import percentile
 from tests.chaos.faults import Kill
 from tests.chaos.observer import ArrivalsObserver
 from tests.chaos.runner import Night, Run, Scenario, _settle, _verdict, summary
@@ -521,8 +522,7 @@ def play(soak: Soak, workdir: Path, stack: PrivateStack | None = None) -> dict[s
 
 
 def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3) if ordered else 0.0
+    return round(percentile(values, q * 100), 3) if values else 0.0
 
 
 def _spread(values: list[float]) -> dict[str, float]:
