@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import ClassVar
@@ -18,6 +19,7 @@ import pytest
 
 from infra.local.stack import Stack, load_settings
 from infra.local.stack.base import Launch, Service
+from infra.local.stack.errors import StackError
 from infra.local.stack.owner import SHARED_TOKEN, STOP_LOG, Owner
 from infra.local.stack.process import read_pid_file, record_alive, spawn, stop_record
 
@@ -231,28 +233,35 @@ class PortedSleeper(Sleeper):
         return [self.settings.postgres_port]
 
 
-def test_an_instance_started_on_other_ports_is_named_not_waited_for(run_dir: Path) -> None:
-    from infra.local.stack.errors import StackError
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
-    first = Stack(
-        load_settings(run_dir=run_dir, postgres_port=37999), only=["postgres"], owner=Owner.shared()
-    )
+
+def test_an_instance_started_on_other_ports_is_named_not_waited_for(run_dir: Path) -> None:
+    port, configured = _free_port(), _free_port()
+    while configured == port:
+        configured = _free_port()
+    first = Stack(load_settings(run_dir=run_dir, postgres_port=port), only=["postgres"], owner=Owner.shared())
     first.services = [PortedSleeper(first.settings, first.owner)]
     assert first.up(timeout=5).started == ["postgres"]
     try:
         rec = read_pid_file(first.services[0].pid_path)
-        assert rec is not None and rec.ports == [37999]
+        assert rec is not None and rec.ports == [port]
         assert first.up(timeout=5).already_running == ["postgres"]  # same ports: its own
 
         other = Stack(
-            load_settings(run_dir=run_dir, postgres_port=38000), only=["postgres"], owner=Owner.shared()
+            load_settings(run_dir=run_dir, postgres_port=configured), only=["postgres"], owner=Owner.shared()
         )
         other.services = [PortedSleeper(other.settings, other.owner)]
         with pytest.raises(StackError) as caught:
             other.up(timeout=60)
         message = str(caught.value)
-        assert "[37999]" in message and "[38000]" in message and "OBSINGEST_STACK_RUN_DIR" in message
-        assert other.status()[0].detail == "ours listens on [37999], configured [38000]"
+        assert (
+            f"[{port}]" in message and f"[{configured}]" in message and "OBSINGEST_STACK_RUN_DIR" in message
+        )
+        assert other.status()[0].detail == f"ours listens on [{port}], configured [{configured}]"
         assert record_alive(rec)  # left running for the configuration that started it
     finally:
         first.down()
