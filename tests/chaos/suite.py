@@ -23,6 +23,9 @@ from tests.chaos.runner import Scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 
+#: seconds an interrupted lane is given to stop its world and services
+LANE_TEARDOWN = 60.0
+
 #: the reduced suite: the first lane is busy, the others mostly wait
 REDUCED_LANES: tuple[tuple[str, ...], ...] = (
     ("edge-sigkill", "postgres-crash", "kafka", "store-link-down"),
@@ -88,13 +91,24 @@ def run_lanes(
         log = (workdir / f"lane-{i}.log").open("wb")
         procs.append((lane, out, log, subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)))
     deadline = time.monotonic() + timeout
+    try:
+        for _, _, _, proc in procs:
+            try:
+                proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    except BaseException:  # interrupted: each lane stops what it started before this ends
+        for *_, proc in procs:
+            proc.terminate()
+        for *_, proc in procs:
+            try:
+                proc.wait(timeout=LANE_TEARDOWN)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        raise
     rows: list[dict[str, Any]] = []
     for lane, out, log, proc in procs:
-        try:
-            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
         log.close()
         got = json.loads(out.read_text())["scenarios"] if out.exists() else []
         rows += got

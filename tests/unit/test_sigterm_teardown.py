@@ -85,3 +85,33 @@ def test_sigterm_tears_the_session_down_and_a_forked_child_still_dies(tmp_path: 
     while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not Path(f"/proc/{child}").exists()
+
+
+LANE = """
+import os, sys, time
+from pathlib import Path
+from tests.chaos.runner import interrupt_on_sigterm
+
+out = Path(sys.argv[1])
+interrupt_on_sigterm()
+try:
+    (out / "ready").write_text("yes")
+    time.sleep(60)
+finally:
+    time.sleep(0.5)  # a teardown a second SIGTERM must not cut short
+    (out / "torn-down").write_text("yes")
+"""
+
+
+def test_a_chaos_lane_or_soak_stops_its_world_on_sigterm_and_only_once(tmp_path: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", LANE, str(tmp_path)], cwd=ROOT, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (tmp_path / "ready").exists()
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)  # the group's and the parent's, during the teardown
+    _, err = proc.communicate(timeout=30)
+    assert (tmp_path / "torn-down").read_text() == "yes"
+    assert b"KeyboardInterrupt: SIGTERM" in err
