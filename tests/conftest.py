@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import os
 import signal
 import threading
 from pathlib import Path
-from types import FrameType
 
 import pytest
+
+from tests import sigterm
 
 _TIERS = ("unit", "integration", "e2e", "tools", "chaos")
 
@@ -37,33 +37,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(getattr(pytest.mark, tier))
 
 
-_SESSION_PID: list[int] = []
-
-
-def _terminated(signum: int, frame: FrameType | None) -> None:
-    if os.getpid() not in _SESSION_PID:  # a forked child: ends as it would have
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
-        return
-    if _SESSION_PID.count(os.getpid()) > 1:
-        return  # a second SIGTERM (the group's and the script's): the teardown runs already
-    _SESSION_PID.append(os.getpid())
-    raise KeyboardInterrupt(f"SIGTERM (signal {signum})")
-
-
 def pytest_configure(config: pytest.Config) -> None:
     if (
         threading.current_thread() is threading.main_thread()
         and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     ):
-        _SESSION_PID.append(os.getpid())
-        signal.signal(signal.SIGTERM, _terminated)
+        sigterm.interrupt_on_sigterm()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if signal.getsignal(signal.SIGTERM) is _terminated:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _SESSION_PID.clear()
+    sigterm.restore()
 
 
 _PROMTOOL_BUILD: list[threading.Thread] = []

@@ -55,7 +55,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    from tests.chaos.runner import interrupt_on_sigterm
+    from tests.sigterm import interrupt_on_sigterm
 
     interrupt_on_sigterm()
     from tests.chaos import reliability_doc

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import random
-import signal
 import threading
 import time
 import traceback
@@ -27,21 +26,6 @@ from tests.chaos.bad_input import BadInput
 from tests.chaos.faults import Fault, Kill, Nested
 from tests.chaos.world import DAY_OBS, INSTRUMENT, World, WorldOptions
 from tests.integration.fixtures.private_stack import PrivateStack
-
-
-def interrupt_on_sigterm() -> None:
-    """A SIGTERM ends this process as Ctrl-C does, once: the ``finally`` blocks stop the world
-    and the private services it started (each in a session of its own, so a signal to this
-    process group never reaches them). Without it a cancelled ``make test`` (``.ci/run`` sends
-    SIGTERM to the whole group) killed the chaos lanes outright and left every edge, relay,
-    function and emulator they had started running, orphaned."""
-
-    def terminated(signum: int, frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the group's and the parent's: one is enough
-        raise KeyboardInterrupt(f"SIGTERM (signal {signum})")
-
-    signal.signal(signal.SIGTERM, terminated)
-
 
 log = logging.getLogger("obsingest.chaos")
 

@@ -92,7 +92,7 @@ def run_lanes(
         procs.append((lane, out, log, subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)))
     deadline = time.monotonic() + timeout
     try:
-        for _, _, _, proc in procs:
+        for *_, proc in procs:
             try:
                 proc.wait(timeout=max(1.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:

@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         f"soak seed: {seed} (replay: python -m tests.soak --seed {seed}{' --ci' if args.ci else ''})",
         flush=True,
     )
-    from tests.chaos.runner import interrupt_on_sigterm
+    from tests.sigterm import interrupt_on_sigterm
     from tests.soak.harness import Soak, format_section, play, write
 
     interrupt_on_sigterm()

@@ -90,7 +90,7 @@ def test_sigterm_tears_the_session_down_and_a_forked_child_still_dies(tmp_path: 
 LANE = """
 import os, sys, time
 from pathlib import Path
-from tests.chaos.runner import interrupt_on_sigterm
+from tests.sigterm import interrupt_on_sigterm
 
 out = Path(sys.argv[1])
 interrupt_on_sigterm()
