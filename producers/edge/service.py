@@ -14,12 +14,8 @@ In-process API, for a DAQ that calls in directly (and for the demo and ``bench t
                                      2026112200012, 94, readout_time))
         outcome = future.result()   # Outcome: acked (status, object, timings) or quarantined
 
-The per-CCD cost over calling ``ship_ccd`` directly is a few journal commits (WAL, no fsync but
-the ack's) and two pipe messages.
-
-One cohesive concept, hence its length: the engine's event loop and every journal transition it
-makes, kept together so each state change is read in one place; its policies live apart
-(``scheduler``, ``refusal``, ``files``, ``health``).
+Every journal transition lives here so each state change reads in one place; the policies live
+apart (``scheduler``, ``refusal``, ``files``, ``health``).
 """
 
 from __future__ import annotations
@@ -69,15 +65,10 @@ EDGE = "edge"
 #: ``counts()`` name -> the edge's CCD outcome or own count it reads
 COUNTS = {"accepted": "seen", "acked": "acknowledged", "refused": "refused"} | {
     name: name
-    for name in (
-        "resumed",
-        "duplicates",
-        "worker_crashes",
-        "over_budget",
-        "raw_bytes",
-        "sent_bytes",
-    )
+    for name in ["resumed", "duplicates", "worker_crashes", "over_budget", "raw_bytes", "sent_bytes"]
 }
+#: the counts the ``edge.stopped`` log line carries
+LOGGED_COUNTS = ["accepted", "resumed", "acked", "refused", "quarantined", "worker_crashes", "over_budget"]
 
 #: exit code after refusing new work longer than max_refusing_seconds (EX_TEMPFAIL)
 EXIT_REFUSING = 75
@@ -347,9 +338,7 @@ class EdgeService:
                 self._take_manifest(found.path)
                 return True
             error = found.error or BadHandoffFile(f"{found.path}: not a file the edge takes")
-            self._quarantine_file(found.path, error)
-            if found.sidecar is not None:  # a CCD refused for its header: its sidecar goes too
-                move_to_quarantine(self.handoff, found.sidecar, error, note=False)
+            self._quarantine_file(found.path, error, found.sidecar)  # a refused CCD's sidecar too
             return True
         except (SpoolFull, SpoolUnavailable):
             return False
@@ -390,9 +379,7 @@ class EdgeService:
             first=first.source,
             reason=verdict.reason,
         )
-        self._quarantine_file(found.path, verdict)
-        if found.sidecar is not None:
-            move_to_quarantine(self.handoff, found.sidecar, verdict, note=False)
+        self._quarantine_file(found.path, verdict, found.sidecar)
 
     def _take_manifest(self, path: Path) -> None:
         manifest = read_manifest(path)
@@ -549,10 +536,7 @@ class EdgeService:
             values["attempts"] = outcome.attempts
             if outcome.journal_error:
                 self.refusal.refuse("spool-full", outcome.journal_error)
-        try:
-            self.journal.mark(key, None, **values)
-        except (SpoolFull, SpoolUnavailable) as exc:
-            self.refusal.refuse(exc.reason, str(exc))
+        self._mark(key, None, **values)
 
     def _acked(self, key: str, outcome: Outcome) -> None:
         assert self.journal is not None
@@ -589,10 +573,7 @@ class EdgeService:
             )
             log_event(log, "edge.conflict", logging.ERROR, data_id=key, parked=outcome.object_name)
         if extra:
-            try:
-                self.journal.mark(key, None, **extra)
-            except (SpoolFull, SpoolUnavailable) as exc:
-                self.refusal.refuse(exc.reason, str(exc))
+            self._mark(key, None, **extra)
         log_event(
             log,
             "edge.acked",
@@ -625,19 +606,7 @@ class EdgeService:
         assert self.journal is not None
         self.scheduler.finished(key)
         self._failures.pop(key, None)
-        self.metrics.ccd(EDGE, "quarantined", reason=error.reason)
-        log_event(
-            log,
-            "edge.quarantined",
-            logging.ERROR,
-            data_id=key,
-            reason=error.reason,
-            error=str(error)[:500],
-        )
-        try:
-            self.journal.mark(key, "quarantined", durable=True, reason=error.reason, error=str(error)[:2000])
-        except (SpoolFull, SpoolUnavailable) as exc:
-            self.refusal.refuse(exc.reason, str(exc))
+        self._journal_quarantine(key, error, data_id=key)
         entry = self.journal.get(key)
         if entry is not None:
             move_to_quarantine(self.handoff, Path(entry.source), error)
@@ -645,34 +614,44 @@ class EdgeService:
                 move_to_quarantine(self.handoff, Path(entry.sidecar), error, note=False)
         self._resolve(key, Outcome(key=key, state="quarantined", reason=error.reason, error=str(error)))
 
-    def _quarantine_file(self, path: Path, error: ObsIngestError) -> None:
+    def _quarantine_file(self, path: Path, error: ObsIngestError, sidecar: Path | None = None) -> None:
         """A hand-off file that is no CCD the edge can take (bad name, never completed, bad
-        manifest): journalled under ``file:<path>`` and moved aside with its reason."""
+        manifest): journalled under ``file:<path>`` and moved aside with its reason (and its
+        sidecar, if any)."""
         assert self.journal is not None
         key = f"file:{path}"
+        row = Entry(
+            key=key, source=str(path), state="quarantined", reason=error.reason, error=str(error)[:2000]
+        )
+        self._journal_quarantine(key, error, row, file=str(path))
+        move_to_quarantine(self.handoff, path, error)
+        if sidecar is not None:
+            move_to_quarantine(self.handoff, sidecar, error, note=False)
+
+    def _journal_quarantine(
+        self, key: str, error: ObsIngestError, new: Entry | None = None, **where: str
+    ) -> None:
+        """Count, log and durably journal one quarantine (adding ``new`` first, if given;
+        ``where``: the log's data_id or file)."""
+        assert self.journal is not None
         self.metrics.ccd(EDGE, "quarantined", reason=error.reason)
         log_event(
-            log,
-            "edge.quarantined",
-            logging.ERROR,
-            file=str(path),
-            reason=error.reason,
-            error=str(error)[:500],
+            log, "edge.quarantined", logging.ERROR, **where, reason=error.reason, error=str(error)[:500]
         )
         try:
-            self.journal.add(
-                Entry(
-                    key=key,
-                    source=str(path),
-                    state="quarantined",
-                    reason=error.reason,
-                    error=str(error)[:2000],
-                )
-            )
+            if new is not None:
+                self.journal.add(new)
             self.journal.mark(key, "quarantined", durable=True, reason=error.reason, error=str(error)[:2000])
         except (SpoolFull, SpoolUnavailable) as exc:
             self.refusal.refuse(exc.reason, str(exc))
-        move_to_quarantine(self.handoff, path, error)
+
+    def _mark(self, key: str, state: str | None, **values: Any) -> None:
+        """Journal ``values`` for ``key``; a journal that takes no writes makes the edge refuse."""
+        assert self.journal is not None
+        try:
+            self.journal.mark(key, state, **values)
+        except (SpoolFull, SpoolUnavailable) as exc:
+            self.refusal.refuse(exc.reason, str(exc))
 
     def _resolve(self, key: str, outcome: Outcome) -> None:
         for future in self._futures.pop(key, []):
@@ -731,16 +710,7 @@ class EdgeService:
 
     def _counts_for_log(self) -> dict[str, Any]:
         snap = self.counts()
-        keys = (
-            "accepted",
-            "resumed",
-            "acked",
-            "refused",
-            "quarantined",
-            "worker_crashes",
-            "over_budget",
-        )
-        return {k: snap[k] for k in keys}
+        return {k: snap[k] for k in LOGGED_COUNTS}
 
 
 def _warm_time_scales() -> None:
