@@ -1,27 +1,8 @@
 """The primary header of a simulated raw: the cards, names and time scale the camera writes.
 
-Written from the real Rubin headers in ``tests/fixtures/real_headers`` (LSSTCam, LSSTComCam,
-LATISS; HEADVER 2), so that everything downstream (identity from the header, the translators,
-the registry's timespans, every latency) is exercised on what the camera sends, not on cards of
-our own invention:
-
-- identity: ``INSTRUME`` as the camera spells it (``lsstCam``, ``ComCam``, ``LATISS``), no
-  EXPID and no DETECTOR (the exposure id is built from DAYOBS + SEQNUM, the detector from RAFTBAY
-  + CCDSLOT), OBSID ``MC_O_20261122_000012``, CAMCODE, CONTRLLR, GROUPID, FILENAME (the camera's
-  file name, ``Identity.file_name``); LATISS writes ``RAFTBAY = 'R00'``;
-- times: ``TIMESYS = 'TAI'``; DATE-OBS = DATE-BEG (start of integration), DATE-END = DATE-BEG +
-  DARKTIME (the readout), DATE-TRG and DATE at the readout, each with its MJD-*, all in **TAI**
-  (``obsingest.timescales.camera_time``); EXPTIME (requested), SHUTTIME (measured: LSSTCam's
-  shutter adds a millisecond), DARKTIME (EXPTIME + the camera's overhead);
-- the empty-card quirks real headers have: ``SEEING`` present and null, ``OBSANNOT = ''``.
-
-A real header can be the template (``load_template``: a YAML or JSON card dump as obs_lsst's
-``tests/headers/`` and our fixtures hold them): its primary cards are written in its order, with
-only the per-exposure and per-detector identity and time cards replaced (``REPLACED``, plus any
-other time card, shifted by the same amount so the template's own intervals are kept); its
-pointing, filter, program and null cards stay as they are. Cards naming the template's own
-sensor hardware (``HARDWARE``) are kept for its own detector; another gets our LSST_NUM
-(``sensor_serial``) and none of the others.
+Written from the real Rubin headers in ``tests/fixtures/real_headers`` so that everything
+downstream runs on what the camera sends; the cards, their TAI times and the template rules
+(``load_template``, ``REPLACED``, ``HARDWARE``) are described in ``producers/daq/README.md``.
 """
 
 from __future__ import annotations

@@ -6,13 +6,9 @@ serial overscan, plus parallel overscan rows. The full layout (16 x 2048 x 576 x
 75,582,720 pixel bytes) matches the reference CCD of the observatory transfer reports, so the
 compression and transfer figures measured on it are comparable.
 
-Detectors are the observatory's (``obsingest.camera``, from obs_lsst): every LSSTCam detector
-0..204 can be simulated, with its sensor's geometry: ITL amplifiers (imaging 509 x 2000 after a
-3-column prescan) or e2v ones (512 x 2002 after 10 columns), and half-height wavefront sensors of
-8 amplifiers (a 37.8 MB raw). The primary header is what the camera writes (``header``: its
-INSTRUME spelling, no EXPID, OBSID/DAYOBS/SEQNUM/CONTRLLR, RAFTBAY/CCDSLOT, DATE-* in TAI, its
-empty cards), or a real header used as a template with this CCD's identity and times; the file's
-name is the camera's (``CcdSpec.file_name``: ``MC_O_20261122_000012_R22_S11.fits``).
+Detectors are the observatory's (``obsingest.camera``): every LSSTCam detector with its
+sensor's geometry (ITL, e2v, half-height wavefront sensors). The primary header and file name are
+the camera's (``header``, ``producers/daq/README.md``), or a real header used as a template.
 
 Pixel model, in ADU (gain 1):
 
@@ -20,16 +16,11 @@ Pixel model, in ADU (gain 1):
   and independent of the exposure, as on a real camera;
 * read noise: Gaussian, ~5 ADU (per amplifier, 4.5-5.5);
 * sky: ``rate(filter) * exposure_time`` electrons per pixel in the imaging section, with Poisson
-  noise. For speed, sky + read noise is drawn as one Gaussian of variance ``sky + rn**2`` when the
-  sky mean is >= 50 e- (the Poisson/normal difference there is far below what compression or any
-  consumer here can see); below that it is drawn exactly from a Poisson distribution (by CDF
-  inversion, ~2x faster than numpy's sampler for one scalar mean: ~0.75 s per full CCD);
+  noise. Sky + read noise is one Gaussian of variance ``sky + rn**2`` when the sky mean is >= 50 e-
+  (the difference is below what compression can see); below that, exact Poisson (CDF inversion);
 * stars: Gaussian PSF blobs with log-uniform fluxes, exact Poisson counts on their stamps;
 * cosmic rays: short sharp straight tracks of a few hundred to a few thousand ADU per pixel;
 * everything is clipped to a 18-bit full well above bias, like a saturated amplifier.
-
-Generation of a full-size CCD takes ~0.3 s on one core with the Gaussian sky (one float32 draw per
-pixel dominates), so a simulator can keep pace with a 17 s cadence for many CCDs.
 """
 
 from __future__ import annotations
@@ -98,10 +89,6 @@ class AmpLayout:
     prescan: int
     data_cols: int
     data_rows: int
-
-    @property
-    def overscan(self) -> int:
-        return self.cols - self.prescan - self.data_cols
 
     @property
     def pixel_bytes(self) -> int:
@@ -322,10 +309,6 @@ def _exposure_cards(
     return pointing, weather
 
 
-def _amp_header(spec: CcdSpec, index: int, name: str, bias: float, read_noise: float) -> bytes:
-    return _amp_header_bytes(spec.layout, index, name, bias, read_noise)
-
-
 @lru_cache(maxsize=4096)
 def _amp_header_bytes(lay: AmpLayout, index: int, name: str, bias: float, read_noise: float) -> bytes:
     """An amplifier's header: the same for every exposure of a detector (its bias and read
@@ -450,7 +433,7 @@ def generate_raw_ccd(spec: CcdSpec) -> bytes:
     pad = b"\0" * (-spec.layout.pixel_bytes % BLOCK)
     for i, name in enumerate(names):
         bias, rn = float(biases[i]), float(noises[i])
-        parts.append(_amp_header(spec, i, name, bias, rn))
+        parts.append(_amp_header_bytes(spec.layout, i, name, bias, rn))
         parts.append(_amp_pixels(spec, rngs[i], bias, rn).tobytes())
         parts.append(pad)
     return b"".join(parts)

@@ -99,7 +99,6 @@ class _Worker:
     conn: Connection
     ready: bool = False
     job: Any = None
-    job_started: float = 0.0
     pid: int = 0
 
 
@@ -237,7 +236,6 @@ class WorkerPool:
             if worker is None:
                 return False
             worker.job = job_id
-            worker.job_started = time.monotonic()
             # if the worker died between jobs, the collector reports the crash for this job
             with contextlib.suppress(BrokenPipeError, OSError):
                 worker.conn.send((job_id, payload))
