@@ -1,22 +1,14 @@
 """Run a backfill: journal every file, upload in parallel processes, verify, resume after a crash.
 
-The journal (``SPOOL/backfill.sqlite3``, the edge's journal format) gets every file as ``seen``
-before anything is sent, each batch as ``sent`` before it is handed to a worker, and each file
-as ``acked`` once the store provably holds its bytes. A rerun with the same arguments after any
-interruption skips what is acked and re-puts what was in flight: the store is create-once, so a
-file that did arrive answers "exists" (same bytes) and is verified, never uploaded twice.
+The journal (``SPOOL/backfill.sqlite3``, the edge's format) gets every file as ``seen`` before
+anything is sent, each batch as ``sent`` before a worker gets it, each file as ``acked`` once the
+store provably holds its bytes. A rerun skips what is acked and re-puts the rest: the store is
+create-once, so a file that did arrive answers "exists" and is verified, never uploaded twice.
 
-Journal commits are batched (one transaction per turn of the dispatch loop) and not fsynced
-(WAL, ``synchronous=NORMAL``), on purpose: a killed process loses no committed transaction, and
-an OS crash can only lose acks or sents, which the rerun redoes as re-verifications (a file
-leaves the to-do list solely through a committed ``acked``, written after the store verified
-it; ``tests/integration/test_backfill.py`` models this). Nothing irreversible follows an ack
-(sources are never moved or deleted), so no commit needs ``synchronous=FULL``.
-
-Workers are the edge's crash-isolated pool (``producers.edge.worker``): N processes forked once
-per run, each with one kept-alive connection (``GcsHttpStore``: one request per file), fed
-batches of small files. Progress: a tqdm bar in bytes (stderr). The end: a table of files,
-bytes, Gbit/s and failures with their reasons.
+Commits are batched per dispatch turn and not fsynced (WAL, ``synchronous=NORMAL``) on purpose:
+a killed process loses no commit, an OS crash only acks or sents, redone as re-verifications
+(``tests/integration/test_backfill.py``); nothing irreversible follows an ack, so no FULL commit.
+Workers are the edge's crash-isolated pool (``producers.edge.worker``), forked once per run.
 """
 
 from __future__ import annotations

@@ -1,26 +1,14 @@
 """Parallel tiled Rice compression of FITS images into fpack-compatible ``.fits.fz`` files.
 
-Why not just astropy or fpack: both compress one tile after another on one core, and astropy's
-default (one tile per row) spends most of its time in Python per tile. Here the 16 amplifier
-HDUs of a raw CCD are independent, so each one is compressed in its own task on a thread pool,
-by our RICE_1 coder (``producers/compress/_rice.c``, built by ``make setup``): byte-identical to
-CFITSIO's for 16- and 32-bit pixels and faster (``benchmarks/compression.py``); it reads the
-big-endian pixels in place, codes a whole HDU per call and releases the GIL. The file structure
-(headers, tile descriptors, heap, checksums) is written here directly, in the layout fpack
-writes, then assembled in HDU order. Nothing here imports numpy or astropy: the command-line
-path (``obsingest compress``, an fpack drop-in) must start in tens of milliseconds.
+The amplifier HDUs of a raw CCD are independent, so each is compressed in its own thread-pool
+task by our RICE_1 coder (``producers/compress/_rice.c``: byte-identical to CFITSIO's, releases
+the GIL); headers, tile descriptors, heap and checksums are written here in fpack's layout. No
+numpy or astropy import: ``obsingest compress`` (an fpack drop-in) must start in milliseconds.
 
-Tile shape (documented choice): by default one tile per image HDU, i.e. one whole amplifier
-(2048 x 576) per tile, as fpack's ``-w``: no per-row first pixel and block restart (output
-slightly smaller than fpack's one-row tiles), and each tile is one call into C. A ``Tiling``
-(fpack's ``-t``) or ``tile_rows=N`` gives other tiles (``tile_rows=1`` is exactly fpack's
-default) for readers that decompress a few rows.
-
-The output is deterministic: same input bytes -> same output bytes (the CHECKSUM comments carry
-no timestamp), so a re-sent CCD has the same checksum and a registry can treat it as a no-op.
-Integer images (BITPIX 16, 32; NAXIS 1 or 2) are compressed losslessly; other HDUs (the
-header-only primary, tables, 8-bit, float or 64-bit images, cubes) are copied unchanged, which
-keeps float data lossless where fpack would quantize it.
+Tiles: by default one per image HDU (fpack's ``-w``); ``Tiling`` (``-t``) or ``tile_rows=N`` for
+others (``tile_rows=1`` is fpack's default). Output is deterministic (no timestamp in CHECKSUM
+comments), so a re-sent CCD has the same checksum. Integer images (BITPIX 16, 32; NAXIS 1 or 2)
+are compressed losslessly; other HDUs are copied unchanged (float data stays lossless).
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """Play a night into an edge hand-off directory at the summit's cadence (``obsingest daq night``).
 
-Per exposure, at its readout moment: the manifest (``{instrument}_{exposure}.manifest.json``,
-written first; then handed to ``on_manifest``, which ``obsingest daq night --publish-manifests``
-uses to publish it on the ``exposures`` topic as the DAQ does), then every CCD under the camera's
-own name (``MC_O_20261122_000012_R22_S11.fits``; nested, in ``{day_obs}/{obs_id}/`` as Rubin
-stores raws), each written to a temporary name beside it and renamed (the hand-off convention the
-edge's ``rename`` rule expects). With ``sidecars`` each CCD is preceded by the JSON header sidecar
-Rubin keeps beside a raw: ``{file stem}.json``, its primary cards under
-``"__CONTENT__": "metadata"`` (astro_metadata_translator's sidecar form). CCDs of the next
-exposure are generated while waiting, in the interval's second half (``generation_lead``: not
-during the burst the pipeline is handling) or earlier when they take longer, so the cadence
-holds for full-size CCDs too.
-
-Times: the manifest's ``obs_start`` is the UTC instant integration began (the headers' DATE-BEG,
-written there in TAI), and the CCDs are read out ``dark_time`` later (DATE-END) at the
-cadence's readout moment, so the files, the manifest and the edge's clock agree on one instant.
+Per exposure, at its readout moment: the manifest (written first, then given to
+``on_manifest``), then every CCD under the camera's own name in ``{day_obs}/{obs_id}/``, each
+written to a temporary name and renamed (the edge's ``rename`` rule), each after its JSON sidecar
+with ``sidecars`` (names: ``producers/daq/README.md``). The next exposure's CCDs are generated in
+the interval's second half (``generation_lead``), not during the burst the pipeline handles.
+The manifest's ``obs_start`` (UTC) is the headers' DATE-BEG and CCDs are read out ``dark_time``
+later, so files, manifest and the edge's clock agree on one instant.
 """
 
 from __future__ import annotations

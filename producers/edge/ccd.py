@@ -1,22 +1,14 @@
 """What one edge worker does to one CCD: read -> compress -> spool if it must wait -> send.
 
-A DAQ that compresses itself hands over an already tile-compressed ``.fits.fz`` file: the
-worker verifies it is FITS with tile-compressed images and sends it as it is, without
-recompressing.
+A ``.fits.fz`` hand-off (a DAQ that compresses itself) is verified and sent as it is. The raw file
+is read with plain ``read`` calls into a kept buffer, never memory-mapped: a file truncated under
+a map kills the reader with SIGBUS, a short read is an ordinary ``CorruptFile``.
 
-The raw file is read with plain ``read`` calls into a buffer the worker keeps (a 75 MB buffer
-allocated afresh per CCD costs page faults), never memory-mapped: a file truncated under a
-memory map kills the reader with SIGBUS, while a short read is an ordinary ``CorruptFile``
-naming the file and the bytes missing. (Anything that still kills a worker is contained by
-``producers.edge.worker``.)
-
-Journal states are written by the worker itself, two commits per CCD: ``sent`` (size, checksum,
-attempt count) before the send call, ``acked`` once the destination acknowledged (durably when
-the raw file is released after it). A restart redoes an unacked CCD from the raw file; a redo of
-a send that did arrive is answered "exists" by the create-once destination, so nothing is lost or
-doubled. A send that fails transiently leaves the compressed bytes in the spool (``SPOOL/ccd/``,
-journalled ``compressed``), so the retry needs neither the raw file nor the CPU again; a spooled
-copy whose checksum no longer matches the journal is discarded and the CCD compressed anew.
+The worker journals two commits per CCD: ``sent`` (size, checksum, attempts) before the send,
+``acked`` after it (durably when the raw file is released next). A redo of a send that did arrive
+is answered "exists" by the create-once destination, so nothing is lost or doubled. A transient
+failure leaves the compressed bytes in ``SPOOL/ccd/`` (journalled ``compressed``) for the retry;
+a spooled copy whose checksum no longer matches is discarded and the CCD compressed anew.
 """
 
 from __future__ import annotations

@@ -1,38 +1,22 @@
 """A capacity model of the pipeline: from per-CCD CPU and bytes measured here, how long the last
 CCD of an exposure takes, and what a whole camera needs. Pure: unit-tested, no I/O.
 
-Calibration (``calibrate``): two short ``bench transfer --compress --end-to-end`` runs of the
-real pipeline (the same processes, CPU by role from /proc in busy and idle windows per exposure,
-see ``producers.transfer.drive``): one CCD per exposure gives ``L1``, readout -> announced of a
-CCD that meets no other CCD (the largest of the run, as the model predicts maxima); N CCDs per
-exposure, at the camera's cadence so that exposures do not overlap, give each stage's CPU
-seconds per CCD (busy CPU minus the role's idle rate over the busy window, divided by N) and the
-bytes per CCD.
+Calibration (``calibrate``): two short ``bench transfer --compress --end-to-end`` runs (CPU by
+role from /proc, ``producers.transfer.drive``): one CCD per exposure gives ``L1`` (readout ->
+announced of a CCD that meets no other); N CCDs per exposure, not overlapping, give each stage's
+CPU seconds per CCD (busy CPU minus the role's idle rate, over N) and the bytes per CCD. Stages:
+compress, send, then ``STAGE_OF_ROLE`` (the ArrivalEvent's CPU counts with registering).
 
-Stages: compress (edge workers: read + compress), send (edge workers' send + the edge service's
-threads), then the roles of ``STAGE_OF_ROLE``; the ArrivalEvent is published from the register
-function's process, so its CPU counts with registering.
-
-Queueing assumptions (operational laws of a closed batch, not a steady-state M/M/c):
-
-- the N CCDs of an exposure arrive at once (the camera reads them out together) and nothing else
-  of ours is in flight (an exposure ends long before the next, as at a 17 s cadence);
-- every resource serves work-conservingly (processor sharing or FIFO, it does not matter for the
-  last CCD): the last CCD is announced when the N - 1 CCDs before it have passed the bottleneck
-  resource, then its own pipeline: ``T(N) = L1 + (N - 1) * max_r(D_r / c_r)`` where ``D_r`` is the
-  CPU seconds per CCD a resource must give and ``c_r`` how many CCDs it serves at once;
-- on this machine the resources are the shared cores (every stage's CPU over the cores left by
-  other users and by our services' idle polling, both measured), the edge workers (at most one
-  core each) and the register function's Python process (one core: one interpreter lock);
-- for a camera the stages run on their own machines and overlap (pipelining): edge cores, the
-  network, and register function instances (one CCD at a time each, as Cloud Functions' default
-  concurrency), each sized so that its queue of N - 1 CCDs fits in the slack ``limit - L1``;
-  store and notify are managed services (GCS, Pub/Sub) and are not sized; their emulator CPU
-  here is shown for scale. ``L1`` measured here on loopback is taken as the floor there too
-  (``extra_latency`` adds a WAN's round trips).
-
-Limits: CPU seconds come from this machine's cores (``cpu_scale`` converts); a stage's memory,
-disk and lock contention appear only as far as they show up in CPU seconds and ``L1``.
+Queueing (operational laws of a closed batch, not M/M/c): the N CCDs arrive at once and nothing
+else is in flight; every resource is work-conserving, so the last CCD is announced at
+``T(N) = L1 + (N - 1) * max_r(D_r / c_r)`` (``D_r``: CPU seconds per CCD resource r gives,
+``c_r``: CCDs it serves at once). Here the resources are the shared cores (less other users' and
+our idle polling, both measured), the edge workers and the register function's one interpreter;
+for a camera the stages run on their own machines and overlap: edge cores, network and register
+instances (one CCD each) are sized so a queue of N - 1 CCDs fits in ``limit - L1``; GCS and
+Pub/Sub are not sized. ``L1`` from loopback is the floor (``extra_latency`` adds a WAN's).
+Limits: CPU seconds are this machine's (``cpu_scale`` converts); memory, disk and lock contention
+count only as far as they show in CPU seconds and ``L1``.
 """
 
 from __future__ import annotations
