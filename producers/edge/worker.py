@@ -1,16 +1,11 @@
 """Crash-isolated worker processes: one bad input kills at most its own worker, never the pool.
 
-``concurrent.futures.ProcessPoolExecutor`` marks the whole pool broken when one worker dies
-(``BrokenProcessPool``: every queued and running job fails), which is what a SIGBUS in one CCD's
-read did to every other CCD. This pool keeps one pipe per worker instead: when a worker dies, the
-job it held (and only that job) is reported as ``WorkerCrashed`` naming the signal, a fresh
-worker takes its place, and the others never notice.
-
-Each worker builds its handler once (``target`` names a class, built with ``args``: it keeps its
-connections and buffers warm across jobs) and then answers one job at a time. Jobs are handed
-out only to idle workers, so the caller decides at the last moment what runs next (the
-scheduler's newest-first order). Workers ignore SIGINT/SIGTERM: the parent decides when they
-stop (after draining), and a worker whose parent died exits when its pipe closes.
+Unlike ``ProcessPoolExecutor`` (one dead worker breaks the whole pool: a SIGBUS in one CCD's
+read failed every other CCD), each worker has its own pipe: a death fails only the job it held,
+as ``WorkerCrashed`` naming the signal, and a fresh worker takes its place. Each worker builds its
+handler once (``target`` with ``args``, kept warm across jobs); jobs go only to idle workers, so
+the scheduler decides at the last moment what runs next. Workers ignore SIGINT/SIGTERM (the
+parent stops them after draining) and exit when their parent's pipe closes.
 """
 
 from __future__ import annotations
