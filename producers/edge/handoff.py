@@ -86,8 +86,6 @@ def identify(found: Found) -> Found | None:
         identity, readout = handoff_identity_and_readout(found.path, cards)
     except SourceVanished:
         return None
-    except SourceUnreadable:
-        raise
     except PermanentError as exc:
         return Found("bad", found.path, None, sidecar, found.mtime, exc)
     return Found("ccd", found.path, identity.data_id, sidecar, found.mtime, None, identity, readout=readout)
@@ -222,9 +220,7 @@ class HandoffIntake:
             parts = path.relative_to(self.root).parts
         except ValueError:
             return True
-        if not parts:
-            return True
-        if parts[0] in _OWN_DIRS:
+        if not parts or parts[0] in _OWN_DIRS:
             return True
         return any(p.startswith(".") for p in parts[:-1])
 
