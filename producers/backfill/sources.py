@@ -29,10 +29,6 @@ class SourceFile:
     size: int
 
 
-def _hidden(rel: Path) -> bool:
-    return any(part.startswith(".") for part in rel.parts)
-
-
 def _walk(root: Path) -> Iterator[Path]:
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
@@ -67,7 +63,7 @@ def expand_sources(sources: list[str], prefix: str = "") -> list[SourceFile]:
             for match in sorted(glob.glob(src, recursive=True)):
                 path = Path(match).resolve()
                 rel = path.relative_to(base)
-                if path.is_file() and not _hidden(rel):
+                if path.is_file() and not any(part.startswith(".") for part in rel.parts):
                     pairs.append((path, rel))
         elif Path(src).is_dir():
             root = Path(src).resolve()

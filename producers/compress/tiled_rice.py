@@ -124,11 +124,6 @@ def rows_tiling(tile_rows: int | None) -> Tiling:
     return (0, tile_rows)
 
 
-def _checksum_header(cards: list[bytes], data_parts: Sequence[bytes]) -> bytes:
-    """Header bytes with DATASUM and CHECKSUM cards computed for these data bytes."""
-    return _checksummed(b"", without_checksums(cards), data_parts)
-
-
 def _checksummed(prefix: bytes, cards: list[bytes], data_parts: Sequence[bytes]) -> bytes:
     """Header bytes ``prefix`` + ``cards`` (no CHECKSUM/DATASUM among them, no blank card in
     ``prefix``) with DATASUM and CHECKSUM cards for these data bytes, END and padding. The header
@@ -269,7 +264,7 @@ def _copy_hdu(buf: memoryview, hdu: Hdu, checksum: bool, as_primary: bool = Fals
             make_card("EXTEND", True, "FITS dataset may contain extensions"),
         ]
         data, pad = b"", b""
-    head = _checksum_header(cards, [data]) if checksum else header_bytes(cards)
+    head = _checksummed(b"", without_checksums(cards), [data]) if checksum else header_bytes(cards)
     return [head, data, pad]
 
 

@@ -347,7 +347,7 @@ COMMENTS = {
 }
 
 
-def card_bytes(key: str, value: Value) -> bytes:
+def _card_bytes(key: str, value: Value) -> bytes:
     """One header record (80 bytes, or more for astropy's long-string and HIERARCH forms).
 
     The common cards are written by hand (fast, byte-for-byte ours): a None value is a card
@@ -355,10 +355,6 @@ def card_bytes(key: str, value: Value) -> bytes:
     (a keyword longer than 8 characters, a string longer than a card) goes through astropy.
     Memoised (``card_memo``): every CCD of an exposure repeats most of its primary header.
     """
-    return _memoised_record(key, value)
-
-
-def _card_bytes(key: str, value: Value) -> bytes:
     comment = COMMENTS.get(key, "")
     if _PLAIN_KEY.match(key):
         if value is None:
@@ -379,7 +375,7 @@ def _card_bytes(key: str, value: Value) -> bytes:
     return fits.Card(key, value, comment).image.encode("ascii")
 
 
-_memoised_record = card_memo(_card_bytes)
+card_bytes = card_memo(_card_bytes)
 
 
 def _float_text(value: float) -> str | None:

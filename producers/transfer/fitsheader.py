@@ -14,10 +14,6 @@ from obsingest.dataid import DataId
 from obsingest.fits import BLOCK, CARD, checksum_words, encode_checksum, make_card
 
 
-def _card_key(card: bytes | bytearray) -> str:
-    return bytes(card[:8]).decode("ascii").strip()
-
-
 def _comment(card: bytes | bytearray) -> str:
     """The comment after the value field (``/ ...``), '' if none."""
     text = bytes(card[10:]).decode("ascii")
@@ -63,7 +59,7 @@ def retarget_primary_header(buf: bytearray, values: dict[str, int | str]) -> Non
     HDUs carry no data (NAXIS = 0, DATASUM = 0), which ValueError enforces.
     """
     end = _primary_header_end(buf)
-    positions = {_card_key(buf[o : o + CARD]): o for o in range(0, end, CARD)}
+    positions = {bytes(buf[o : o + 8]).decode("ascii").strip(): o for o in range(0, end, CARD)}
     missing = set(values) - set(positions)
     if missing:
         raise KeyError(f"primary header lacks {sorted(missing)}")
