@@ -1,14 +1,10 @@
-"""What every sender checks before a CCD leaves the edge (direct upload and Kafka chunks alike),
-and which name it goes under.
+"""What every sender checks before a CCD leaves the edge, and which name it goes under.
 
-Why here and not only at the data facility: the register function trusts a CCD's bytes when the
-store's CRC32C equals the sender's ``obsingest-checksum`` and then reads only its primary header
-(functions/register/verify.py). So the sender vouches for the structure of the bytes it
-checksums, not only for the bytes. The object's name comes from the same header walk: the
-camera's identity cards (``obsingest.dataid.identity_from_header``) give the observation id with
-its controller letter, which the data id alone does not always recover, so the name is the
-camera's file name in Rubin's layout, ``{instrument}/{day_obs}/{obs_id}/{obs_id}_{raft}_{sensor}
-.fits`` (tile-compressed or not, as the camera names its own compressed files).
+The register function trusts a CCD's bytes when the store's CRC32C equals the sender's
+``obsingest-checksum`` and reads only its primary header (functions/register/verify.py), so the
+sender vouches for the structure of what it checksums. The object's name is the camera's file
+name in Rubin's layout, from the header's identity cards (the data id alone does not always
+recover the observation id's controller letter).
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
 """``obsingest compress``: fpack's command line over our parallel tiled Rice coder.
 
-A drop-in for ``fpack`` on integer images: the same flags, output names, messages and exit codes
-(``fpack_args``), output that funpack, astropy and fitsio read. What differs, on purpose:
-  - every image HDU of every input file is compressed in parallel (one shared thread pool; the
-    main thread reads the next file and writes finished ones in order meanwhile);
-  - a bad file does not stop the others (fpack exits at the first one); the exit status is still
-    the first failure's, with fpack's code for it, and nothing is written for a bad file;
-  - stricter input: truncated files are refused (fpack zero-fills them);
-  - ``-D`` and ``-F`` destroy an input only after the written file has been read back, decoded and
-    compared with the input (checksums hold, data identical) and made durable (fsync);
-  - the default tile is the whole image (fpack's ``-w``), not row by row.
-
-Start-up is most of the wall time for one CCD, so this path imports only the standard library,
-the C coder and the kernel's FITS structure reader, which loads numpy only for checksums
-(``python -X importtime -m producers.compress`` shows it).
+A drop-in for ``fpack`` on integer images: same flags, output names, messages and exit codes
+(``fpack_args``). Differences, on purpose: every image HDU of every file is compressed in
+parallel; a bad file does not stop the others (the exit status is still the first failure's) and
+nothing is written for it; truncated files are refused (fpack zero-fills them); ``-D``/``-F``
+destroy an input only after the output was read back, compared and fsynced; the default tile is
+the whole image (``-w``). Start-up dominates one CCD's wall time, so only the standard library,
+the C coder and the kernel's FITS reader are imported (``python -X importtime``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """Publishing a compressed file: a reader sees no file or the whole file, never a torn one.
 
-The bytes go to a temporary file beside the target, are optionally checked there (``check``:
-the fpack-compatible ``-D``/``-F`` decode the written file and compare it with the input before
-anything is deleted or overwritten) and made durable (``durable``: fsync of the file before the
-rename and of the directory after it, so a crash cannot lose both the input and the output),
-then renamed into place. Unlike ``obsingest.fileio.write_atomic`` it can run that check between
-the write and the rename, and it needs no ``tempfile`` import (start-up time of the command).
+Written to a temporary file beside the target, optionally checked there (``check``: ``-D``/``-F``
+compare the decoded output with the input before anything is deleted), made durable
+(``durable``: fsync the file before the rename and the directory after it, so a crash cannot
+lose both input and output), then renamed. Unlike ``obsingest.fileio.write_atomic`` it runs the
+check between write and rename and needs no ``tempfile`` import (command start-up time).
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """Release quarantined CCDs back into the hand-off directory: ``obsingest edge release``.
 
-Why: a CCD quarantined for a reason that was not its fault (e.g. a full destination disk taken
-for ``unexpected-error``) sits in ``HANDOFF/quarantine/`` where nothing resends it. This puts
-each one whose ``.reason.json`` names one of the given reasons (default ``unexpected-error``)
-back where the DAQ left it, with its sidecar, after setting its journal entry back to ``seen``;
-a running edge takes it as a rename, a stopped one at its next start. The destination is
-create-once, so a CCD that did arrive answers ``exists``: nothing is registered twice.
-
-Order, for a crash at any point: the journal first (a pending entry whose file is still in
-quarantine is taken back by the next release), then the sidecar, then the CCD, then its note.
+A CCD quarantined for a reason not its own (e.g. a full destination disk taken for
+``unexpected-error``) is never resent from ``HANDOFF/quarantine/``. Each one whose
+``.reason.json`` names a given reason goes back where the DAQ left it, with its sidecar, its
+journal entry set back to ``seen``; the create-once destination answers ``exists`` for one that
+did arrive. Order, for a crash at any point: the journal first (a pending entry whose file is
+still in quarantine is taken back by the next release), then the sidecar, the CCD, its note.
 """
 
 from __future__ import annotations

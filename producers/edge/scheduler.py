@@ -1,17 +1,11 @@
-"""Which CCD goes next: the newest exposure first, and one probe at a time while the destination
-is down.
+"""Which CCD goes next: the newest exposure first, one probe at a time while the destination is down.
 
-Pure logic (the clock is injected), so its decisions are unit-tested without waiting.
-
-- Items are ordered by priority (the exposure id, which grows with time: newest first), then by
-  the order they came in. Live data never queues behind a backlog; the backlog drains behind it
-  at full speed, because every idle worker takes the next item at once.
-- A destination failure starts a capped exponential backoff *for the destination*: while it
-  lasts nothing is sent; when it is over exactly one item (the newest) is sent as a probe; its
-  success ends the outage and everything is due again. Failures of sends that were already in
-  flight when the backoff began do not lengthen it, so 16 simultaneous failures are one step.
-- An item's own failure (its source unreadable) backs off that item alone.
-- Nothing is ever dropped here: items leave only through ``done``.
+Pure logic (the clock is injected). Items are ordered by priority (the exposure id: newest
+first), then arrival, so live data never queues behind a backlog. A destination failure starts a
+capped exponential backoff for the destination; when it ends one item (the newest) is sent as a
+probe, whose success ends the outage. Failures of sends already in flight when the backoff began
+do not lengthen it (16 simultaneous failures are one step). An item's own failure backs off that
+item alone. Nothing is dropped here: items leave only through ``done``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """Rubin-style JSON header sidecars: header cards the camera's header service writes beside a raw.
 
-Convention: ``<stem>.json`` next to ``<stem>.fits``, a JSON object of FITS keyword -> scalar
-value, either flat or under ``"PRIMARY"`` (other HDU sections are ignored). The cards are merged
-into the raw file's primary header before compression, so the stored CCD is self-describing and
-downstream (register function, Butler ingest) reads one file. Keys that are not FITS keywords
-(1-8 of ``A-Z0-9_-``) and non-scalar values are skipped (and logged). A sidecar whose identity
-cards (``producers.edge.identity.IDENTITY_CARDS``: INSTRUME, OBSID, DAYOBS, SEQNUM, CONTRLLR,
-RAFTBAY, CCDSLOT), set over the file's header, name another CCD than the one the edge took it
-for is a ``HeaderMismatch``: the CCD is quarantined.
+``<stem>.json`` next to ``<stem>.fits``: FITS keyword -> scalar, flat or under ``"PRIMARY"``.
+The cards are merged into the primary header before compression, so the stored CCD is
+self-describing; non-FITS keys and non-scalar values are skipped (and logged). A sidecar whose
+identity cards (``identity.IDENTITY_CARDS``) name another CCD is a ``HeaderMismatch``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The transfer harness: N CCDs per exposure through the edge service, the observatory transfer
-report's table.
-
-``plan`` (where, when, which ids), ``stats`` (tables and percentiles), ``records`` (an edge
-outcome as a transfer record) and ``fitsheader`` (per-exposure header identity) are pure;
-``ccdcache``, ``staging`` (the DAQ's files), ``harness`` (config, result, collection) and
-``drive`` (one run) do processes and I/O. ``obsingest bench transfer`` is the command line;
-end-to-end wiring lives there.
+report's table. ``plan``, ``stats``, ``records`` and ``fitsheader`` are pure; ``ccdcache``,
+``staging``, ``harness`` and ``drive`` do processes and I/O; ``obsingest bench transfer`` is the
+command line and holds the end-to-end wiring.
 """
 
 from producers.transfer.drive import run_harness

@@ -1,12 +1,8 @@
 """CPU seconds by role during a run, from /proc: where the time goes when cores are scarce.
 
-On a 2-core box the edge workers, the object-store emulator, Pub/Sub, Kafka, PostgreSQL and the
-facility-side functions all share the same cores (in production they are separate machines), and
-other users' processes come on top. Wall-clock stage times then say *when* a CCD waited, CPU
-seconds say *who* used the cores: per exposure, the work of every role divided by the cores is a
-lower bound of readout -> announced for the last CCD.
-
-The parsing and arithmetic are pure (unit-tested on sample /proc text); ``sample`` reads /proc.
+On a 2-core box every role shares the cores (in production they are separate machines):
+wall-clock stage times say *when* a CCD waited, CPU seconds say *who* used the cores. Parsing
+and arithmetic are pure (unit-tested on sample /proc text); ``sample`` reads /proc.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """A harness run's configuration, result and collection: the camera and DAQ played against the
-edge service.
-
-Every exposure's files are written before the start (``staging``); an ``EdgeService`` (the code
-``obsingest edge`` runs) warms every worker so process start-up never lands inside a figure; at
-each readout the exposure's N CCDs go to the edge in one ``submit_many`` call, as a DAQ calling
-in directly would (``drive``). End-to-end wiring (store, registry, bus, assembler) belongs to
-the composition root (``obsingest bench transfer``): the harness only sees ``EndToEnd``.
+edge service. Files are staged before the start and the edge's workers warmed, so start-up never
+lands inside a figure; each readout's CCDs go in one ``submit_many`` (``drive``). End-to-end
+wiring belongs to ``obsingest bench transfer``: the harness only sees ``EndToEnd``.
 """
 
 from __future__ import annotations

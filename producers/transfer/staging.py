@@ -1,16 +1,10 @@
 """The DAQ's side of a harness run: every exposure's CCD files written before the first readout.
 
-Each exposure needs its own files carrying its identity in the primary header (the register
-function refuses a file whose header names another exposure than its object name), written as a
-DAQ would: under a temporary name, then renamed, in a hand-off directory of the run.
-
-When: all before the start time, while the edge workers warm up, and flushed (``fdatasync``)
-before the first readout, so the kernel's write-back never runs on the cores while an exposure
-is measured and the files are in the page cache when read. The cost is disk space for the whole
-run (numexp x CCDs files), freed by ``remove_staged``.
-
-Copies use ``copy_file_range`` (in-kernel) and then rewrite only the primary header's exposure
-cards in place (``fitsheader``).
+Each exposure gets its own files (the register function refuses a header naming another
+exposure): copied with ``copy_file_range``, the primary header's exposure cards rewritten in
+place (``fitsheader``), renamed into the run's hand-off directory, and flushed (``fdatasync``)
+before the first readout so write-back never runs while an exposure is measured. The disk space
+(numexp x CCDs files) is freed by ``remove_staged``.
 """
 
 from __future__ import annotations
