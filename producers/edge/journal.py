@@ -232,55 +232,45 @@ class Journal:
                 assignments = ", ".join(f"{c} = ?" for c in cols)
                 db.execute(f"UPDATE items SET {assignments} WHERE key = ?", (*cols.values(), key))
 
-    def get(self, key: str) -> Entry | None:
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         with self._lock:
-            row = self._db.execute("SELECT * FROM items WHERE key = ?", (key,)).fetchone()
-        return _entry(row) if row is not None else None
+            return self._db.execute(sql, args).fetchall()
+
+    def get(self, key: str) -> Entry | None:
+        rows = self._rows("SELECT * FROM items WHERE key = ?", (key,))
+        return _entry(rows[0]) if rows else None
 
     def pending(self) -> list[Entry]:
         """Every item not yet acked or quarantined, newest (highest priority) first."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT * FROM items WHERE state NOT IN ('acked', 'quarantined') ORDER BY priority DESC, key"
-            ).fetchall()
-        return [_entry(r) for r in rows]
+        where = "state NOT IN ('acked', 'quarantined') ORDER BY priority DESC, key"
+        return [_entry(r) for r in self._rows(f"SELECT * FROM items WHERE {where}")]
 
     def items(self, state: State | None = None) -> list[Entry]:
-        with self._lock:
-            if state is None:
-                rows = self._db.execute("SELECT * FROM items ORDER BY key").fetchall()
-            else:
-                rows = self._db.execute(
-                    "SELECT * FROM items WHERE state = ? ORDER BY key", (state,)
-                ).fetchall()
-        return [_entry(r) for r in rows]
+        if state is None:
+            return [_entry(r) for r in self._rows("SELECT * FROM items ORDER BY key")]
+        return [_entry(r) for r in self._rows("SELECT * FROM items WHERE state = ? ORDER BY key", (state,))]
 
     def handed_off(self) -> dict[str, tuple[float, int]]:
         """Source path -> (mtime, size) of every finished item (acked or quarantined) whose
         hand-off file was recorded: what a restarted edge need not offer, read or journal again
         (one query, however many files the hand-off directory keeps)."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT source, source_mtime, source_size FROM items "
-                "WHERE state IN ('acked', 'quarantined') AND source_mtime IS NOT NULL"
-            ).fetchall()
+        rows = self._rows(
+            "SELECT source, source_mtime, source_size FROM items "
+            "WHERE state IN ('acked', 'quarantined') AND source_mtime IS NOT NULL"
+        )
         return {r[0]: (float(r[1]), int(r[2]) if r[2] is not None else -1) for r in rows}
 
     def counts(self) -> dict[str, int]:
         """Items by state (every state present, zeros included)."""
-        with self._lock:
-            rows = self._db.execute("SELECT state, COUNT(*) FROM items GROUP BY state").fetchall()
+        rows = self._rows("SELECT state, COUNT(*) FROM items GROUP BY state")
         out: dict[str, int] = dict.fromkeys(STATES, 0)
         out.update({r[0]: r[1] for r in rows})
         return out
 
     def oldest_unacknowledged_readout(self) -> float | None:
         """Readout time (epoch seconds) of the oldest CCD neither acked nor quarantined."""
-        with self._lock:
-            row = self._db.execute(
-                "SELECT MIN(readout) FROM items WHERE state NOT IN ('acked', 'quarantined')"
-            ).fetchone()
-        return None if row is None or row[0] is None else float(row[0])
+        rows = self._rows("SELECT MIN(readout) FROM items WHERE state NOT IN ('acked', 'quarantined')")
+        return None if not rows or rows[0][0] is None else float(rows[0][0])
 
     def purge_acked(self, older_than: float) -> int:
         """Forget items acked before ``older_than`` (epoch seconds); how many. Kept until then so
@@ -299,12 +289,9 @@ class Journal:
             )
 
     def exposure_manifest(self, instrument: str, exposure: int) -> str | None:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT manifest FROM exposures WHERE instrument = ? AND exposure = ?",
-                (instrument, exposure),
-            ).fetchone()
-        return row[0] if row else None
+        sql = "SELECT manifest FROM exposures WHERE instrument = ? AND exposure = ?"
+        rows = self._rows(sql, (instrument, exposure))
+        return rows[0][0] if rows else None
 
     def touch(self) -> None:
         """A small write: proves the spool takes writes again (after it was full)."""
