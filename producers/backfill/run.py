@@ -173,21 +173,10 @@ class _Run:
                 done, self.results = self.results, []
                 self.outstanding -= len(done)
             for keys, ok, value in done:
-                results = (
-                    value
-                    if ok
-                    else [
-                        FileResult(
-                            k,
-                            False,
-                            retriable=True,
-                            reason=getattr(value, "reason", "error"),
-                            error=f"{type(value).__name__}: {value}",
-                        )
-                        for k in keys
-                    ]
-                )
-                retry += [by_key[r.key] for r in self._record(results, updates)]
+                if not ok:  # the worker failed the whole batch: each file retried
+                    reason, error = getattr(value, "reason", "error"), f"{type(value).__name__}: {value}"
+                    value = [FileResult(k, False, retriable=True, reason=reason, error=error) for k in keys]
+                retry += [by_key[r.key] for r in self._record(value, updates)]
         return retry
 
     def _record(self, results: list[FileResult], updates: list[_Update]) -> list[FileResult]:
@@ -196,19 +185,8 @@ class _Run:
         sent = 0
         for r in results:
             if r.ok:
-                updates.append(
-                    (
-                        r.key,
-                        "acked",
-                        {
-                            "status": r.status,
-                            "size": r.size,
-                            "checksum": r.checksum,
-                            "object": r.object,
-                            "acked_at": time.time(),
-                        },
-                    )
-                )
+                acked = {"status": r.status, "size": r.size, "checksum": r.checksum, "object": r.object}
+                updates.append((r.key, "acked", {**acked, "acked_at": time.time()}))
                 if r.status == "stored":
                     self.report.stored += 1
                 else:
@@ -216,13 +194,13 @@ class _Run:
                 self.report.bytes += r.size
                 sent += r.size
                 self.report.failed.pop(r.key, None)
-            elif r.retriable:
+                continue
+            self.report.failed[r.key] = f"{r.reason}: {r.error}"
+            if r.retriable:
                 transient.append(r)
                 updates.append((r.key, None, {"reason": r.reason, "error": r.error}))
-                self.report.failed[r.key] = f"{r.reason}: {r.error}"
             else:
                 updates.append((r.key, "quarantined", {"reason": r.reason, "error": r.error}))
-                self.report.failed[r.key] = f"{r.reason}: {r.error}"
                 log_event(log, "backfill.failed", object=r.key, reason=r.reason, error=r.error)
         if self.bar is not None:
             self.bar.update(sent)

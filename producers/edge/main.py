@@ -27,108 +27,87 @@ the health port gives ready/degraded and counts."""
 EXIT_USAGE = 2
 EXIT_SPOOL = 73
 
-#: flag -> EdgeSettings field, for flags given on the command line (None: not given)
-_FIELDS = {
-    "to": "destination",
-    "spool": "spool",
-    "handoff": "handoff",
-    "workers": "workers",
-    "threads": "threads",
-    "prefix": "prefix",
-    "complete": "complete",
-    "settle": "settle_seconds",
-    "incomplete_timeout": "incomplete_timeout",
-    "rescan_interval": "rescan_interval",
-    "on_ack": "on_ack",
-    "done_dir": "done_dir",
-    "retry_max_delay": "retry_max_delay",
-    "min_free_mb": "min_free_bytes",
-    "max_refusing": "max_refusing_seconds",
-    "budget": "budget_seconds",
-    "health_port": "health_port",
-    "health_host": "health_host",
+_SECONDS = {"type": float, "metavar": "S"}
+#: the edge's options in --help order: flag -> (EdgeSettings field, add_argument keywords)
+_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
+    "--to": (
+        "destination",
+        {"metavar": "URL", "help": "destination: gs://BUCKET, file://DIR or kafka://HOST:PORT/TOPIC"},
+    ),
+    "--spool": (
+        "spool",
+        {
+            "type": Path,
+            "metavar": "DIR",
+            "help": "spool directory: journal + compressed CCDs waiting to be sent",
+        },
+    ),
+    "--handoff": (
+        "handoff",
+        {"type": Path, "metavar": "DIR", "help": "the DAQ's hand-off directory to watch (see the README)"},
+    ),
+    "--workers": ("workers", {"type": int, "help": "worker processes (default 2)"}),
+    "--threads": ("threads", {"type": int, "help": "compression threads per worker (default 1)"}),
+    "--prefix": ("prefix", {"help": "object name prefix (default raw/)"}),
+    "--complete": (
+        "complete",
+        {
+            "choices": ("rename", "settle"),
+            "help": "completeness rule: final name after rename (default) or size-stable",
+        },
+    ),
+    "--settle": (
+        "settle_seconds",
+        {**_SECONDS, "help": "seconds a file must stay unchanged in settle mode (default 2)"},
+    ),
+    "--incomplete-timeout": (
+        "incomplete_timeout",
+        {**_SECONDS, "help": "quarantine *.tmp/*.part files older than this (default 600)"},
+    ),
+    "--rescan-interval": (
+        "rescan_interval",
+        {**_SECONDS, "help": "full rescan of the hand-off directory every S seconds (default 30)"},
+    ),
+    "--on-ack": (
+        "on_ack",
+        {
+            "choices": ("keep", "delete", "move"),
+            "help": "what to do with a raw file once acknowledged (default keep)",
+        },
+    ),
+    "--done-dir": ("done_dir", {"type": Path, "help": "target of --on-ack move (HANDOFF/done)"}),
+    "--retry-max-delay": (
+        "retry_max_delay",
+        {**_SECONDS, "help": "cap of the destination backoff (default 10)"},
+    ),
+    "--min-free-mb": (
+        "min_free_bytes",
+        {
+            "type": float,
+            "metavar": "MB",
+            "help": "refuse new work below this much free spool space (default 512)",
+        },
+    ),
+    "--max-refusing": (
+        "max_refusing_seconds",
+        {**_SECONDS, "help": "exit 75 after refusing new work this long (default: never)"},
+    ),
+    "--budget": (
+        "budget_seconds",
+        {**_SECONDS, "help": "readout -> acknowledged budget; later CCDs are reported (5)"},
+    ),
+    "--health-host": ("health_host", {"help": "health endpoint address (default 127.0.0.1)"}),
+    "--health-port": (
+        "health_port",
+        {"type": int, "help": "health endpoint port (default 8089; 0: any free, -1: off)"},
+    ),
 }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The edge's options (every one also settable as OBSINGEST_EDGE_<FIELD>)."""
-    parser.add_argument(
-        "--to",
-        metavar="URL",
-        help="destination: gs://BUCKET, file://DIR or kafka://HOST:PORT/TOPIC",
-    )
-    parser.add_argument(
-        "--spool",
-        type=Path,
-        metavar="DIR",
-        help="spool directory: journal + compressed CCDs waiting to be sent",
-    )
-    parser.add_argument(
-        "--handoff",
-        type=Path,
-        metavar="DIR",
-        help="the DAQ's hand-off directory to watch (see the README)",
-    )
-    parser.add_argument("--workers", type=int, help="worker processes (default 2)")
-    parser.add_argument("--threads", type=int, help="compression threads per worker (default 1)")
-    parser.add_argument("--prefix", help="object name prefix (default raw/)")
-    parser.add_argument(
-        "--complete",
-        choices=("rename", "settle"),
-        help="completeness rule: final name after rename (default) or size-stable",
-    )
-    parser.add_argument(
-        "--settle",
-        type=float,
-        metavar="S",
-        help="seconds a file must stay unchanged in settle mode (default 2)",
-    )
-    parser.add_argument(
-        "--incomplete-timeout",
-        type=float,
-        metavar="S",
-        help="quarantine *.tmp/*.part files older than this (default 600)",
-    )
-    parser.add_argument(
-        "--rescan-interval",
-        type=float,
-        metavar="S",
-        help="full rescan of the hand-off directory every S seconds (default 30)",
-    )
-    parser.add_argument(
-        "--on-ack",
-        choices=("keep", "delete", "move"),
-        help="what to do with a raw file once acknowledged (default keep)",
-    )
-    parser.add_argument("--done-dir", type=Path, help="target of --on-ack move (HANDOFF/done)")
-    parser.add_argument(
-        "--retry-max-delay",
-        type=float,
-        metavar="S",
-        help="cap of the destination backoff (default 10)",
-    )
-    parser.add_argument(
-        "--min-free-mb",
-        type=float,
-        metavar="MB",
-        help="refuse new work below this much free spool space (default 512)",
-    )
-    parser.add_argument(
-        "--max-refusing",
-        type=float,
-        metavar="S",
-        help="exit 75 after refusing new work this long (default: never)",
-    )
-    parser.add_argument(
-        "--budget",
-        type=float,
-        metavar="S",
-        help="readout -> acknowledged budget; later CCDs are reported (5)",
-    )
-    parser.add_argument("--health-host", help="health endpoint address (default 127.0.0.1)")
-    parser.add_argument(
-        "--health-port", type=int, help="health endpoint port (default 8089; 0: any free, -1: off)"
-    )
+    for flag, (_field, kwargs) in _OPTIONS.items():
+        parser.add_argument(flag, **kwargs)
     parser.add_argument("--log-level", default="INFO", help="log level (default INFO)")
 
 
@@ -137,11 +116,11 @@ def settings_from_args(args: argparse.Namespace) -> Any:
     from producers.edge.settings import EdgeSettings
 
     overrides: dict[str, Any] = {}
-    for flag, name in _FIELDS.items():
-        value = getattr(args, flag, None)
+    for flag, (name, _kwargs) in _OPTIONS.items():
+        value = getattr(args, flag[2:].replace("-", "_"), None)
         if value is None:
             continue
-        if flag == "min_free_mb":
+        if flag == "--min-free-mb":
             value = int(value * 1024 * 1024)
         overrides[name] = value
     return EdgeSettings(**overrides)
