@@ -1,16 +1,10 @@
 """What to back up: expand ``SRC`` arguments into (file, name) pairs.
 
-The name (prefix + the file's path relative to its source, as below) is the file's key in the
-journal and the report: stable across reruns. The object it is stored as comes from its header
-(``producers.backfill.transfer``), whatever the file is called.
-
-- a directory: every file below it; object name = prefix + path relative to the directory
-- a glob (``*``, ``?``, ``[``; ``**`` recurses): object name = prefix + path relative to the
-  glob's fixed leading directories
-- ``@LIST``: a text file with one path per line (``#`` comments); object name = prefix + path
-  relative to the list's common parent directory
-- a file: object name = prefix + its name
-Hidden files and directories (``.``-prefixed) are skipped: they are tools' state, not archive.
+The name (prefix + the file's path relative to its source) is its journal and report key, stable
+across reruns; the object it is stored as comes from its header (``transfer``). Relative to: a
+directory itself; a glob's fixed leading directories (``**`` recurses); an ``@LIST`` file's
+(one path a line, ``#`` comments) common parent; a plain file has its name only. Hidden
+(``.``-prefixed) files and directories are skipped: tools' state, not archive.
 """
 
 from __future__ import annotations

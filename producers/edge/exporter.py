@@ -1,10 +1,7 @@
-"""The edge's Prometheus export beyond its counts (which the service records itself): per-CCD
-stage times from each worker's ``Outcome``, and the spool as gauges refreshed by the engine
-every few seconds.
-
-Workers never touch prometheus_client: their ``Outcome`` travels back to the engine, which
-records it here (parent-side aggregation, see ``obsingest/metrics.py``), so a worker killed by a
-signal leaves no stale per-process files behind.
+"""The edge's Prometheus export beyond its counts: per-CCD stage times from each worker's
+``Outcome`` and spool gauges refreshed by the engine. Workers never touch prometheus_client
+(parent-side aggregation, ``obsingest/metrics.py``), so a worker killed by a signal leaves no
+stale per-process files.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """What the edge does about a failed attempt at a CCD: quarantine it, count it as a crash, or
-keep it and retry; and whether the destination is to blame (then everything backs off).
-
-A policy of its own, apart from the engine (``producers.edge.service``), so it is unit-tested
-without processes. The rule that matters most: a resource that ran out (destination disk full,
-quota, rate limit, connection slots, memory; ``obsingest.exhaustion``) is an outage, never a
-verdict on the CCD: retried like a network outage, for as long as it lasts.
+retry it; and whether the destination is to blame (then everything backs off). Unit-tested
+without processes. A resource that ran out (``obsingest.exhaustion``: disk full, quota, rate
+limit, ...) is an outage, never a verdict on the CCD: retried for as long as it lasts.
 """
 
 from __future__ import annotations

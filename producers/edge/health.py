@@ -1,9 +1,6 @@
 """The edge's health endpoint: ``GET /health`` -> JSON (status ready | degraded | starting |
-draining | stopped, reasons, journal counts by state, destination, stats).
-
-HTTP 200 when ready, 503 otherwise, so a load balancer, ``curl -f`` or a systemd watchdog script
-can act on the status code alone. Standard library only: one small JSON document does not need a
-web framework.
+draining | stopped, reasons, journal counts, destination, stats). HTTP 200 when ready, 503
+otherwise, so ``curl -f`` or a watchdog can act on the status code alone. Standard library only.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The CCD files the harness reads: generated once per size and detector, then reused.
 
-Simulating and compressing a CCD inside a measurement would measure the simulator, so every
-detector's raw file and its compressed twin are
-written once into a cache directory (atomically, so an interrupted run leaves no half file) and
-each later run, and each exposure of a run, reads them back; only the primary header's exposure
-cards change per exposure (see ``fitsheader``).
+Simulating inside a measurement would measure the simulator, so every detector's raw file and
+its compressed twin are written once (atomically) into a cache and read back by every run and
+exposure; only the exposure cards change (``fitsheader``).
 """
 
 from __future__ import annotations

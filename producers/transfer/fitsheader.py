@@ -1,11 +1,8 @@
 """Give a cached CCD file the identity of a new exposure, in place, in microseconds.
 
-The harness reads the same pixels every exposure (generating 16 fresh 75 MB CCDs every interval
-would load the two cores it measures), but the register function refuses a file whose primary
-header names another exposure than its object name. So each read buffer gets its primary header's
-exposure cards rewritten as the camera writes them (OBSID, DAYOBS, SEQNUM and the FILENAME that
-starts with the observation id; same card widths, nothing moves) and a primary FITS CHECKSUM is
-recomputed so the file stays valid for funpack/astropy. Pure bytes in, bytes out.
+The harness reuses the same pixels every exposure, but the register function refuses a header
+naming another exposure than its object name: so OBSID, DAYOBS, SEQNUM and FILENAME are rewritten
+as the camera writes them (same card widths, nothing moves) and the primary CHECKSUM recomputed.
 """
 
 from __future__ import annotations

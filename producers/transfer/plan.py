@@ -1,10 +1,8 @@
 """What a harness run will do, decided before any process starts: pure and unit-tested.
 
-Where to send (the ``--destination`` URL in the form ``open_sender`` takes), when each exposure
-is read out (one shared wall-clock schedule, so N processes start every exposure together, as a
-camera reads all CCDs out at once), and which exposure ids to use (fresh per run, so a
-create-once store or a registry that outlives the run never answers "exists" instead of moving
-the bytes).
+Where to send (``open_sender``'s URL), when each exposure is read out (one wall-clock schedule,
+as a camera reads every CCD out at once), and which exposure ids (fresh per run, so a store or
+registry that outlives the run never answers "exists" instead of moving the bytes).
 """
 
 from __future__ import annotations

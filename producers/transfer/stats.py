@@ -1,17 +1,11 @@
-"""Statistics and tables of a harness run, in the observatory transfer report's columns.
+"""Statistics and tables of a harness run, in the observatory transfer report's columns (pure).
 
-Pure functions over plain records, so the figures a benchmark publishes are unit-tested.
-
-* Transfer time of one CCD = its own end - its own start (read + compress + send, the report's
-  "copy + compress + upload", from the moment an edge worker takes it); send time = end -
-  compressed; queued = readout -> start (CCDs waiting for a worker).
-* Aggregate Mbit/s of an exposure = all bytes sent in it * 8 / (last end - first start), which is
-  how the report's bandwidth row relates to its max row (16 x 15.1 MB * 8 / 1.53 s = 1270).
-  Over several exposures the median of the per-exposure figures is given.
-* The first exposure is summarised apart (connection and authentication warm-up), as in the
-  report; the table row covers the rest.
-* End-to-end: readout -> announced per CCD (the 5 s budget) and the time spent between stages
-  (readout -> compressed -> stored -> registered -> published -> received), p50 and max.
+* Transfer time of a CCD = its end - its start (read + compress + send, from the moment a worker
+  takes it); send time = end - compressed; queued = readout -> start.
+* Aggregate Mbit/s of an exposure = its bytes * 8 / (last end - first start), as the report's
+  bandwidth row relates to its max row (16 x 15.1 MB * 8 / 1.53 s = 1270); over several
+  exposures, the median. The first exposure (warm-up) is summarised apart, as in the report.
+* End-to-end: readout -> announced per CCD (the 5 s budget) and the time between stages, p50, max.
 """
 
 from __future__ import annotations
