@@ -536,7 +536,7 @@ class EdgeService:
             values["attempts"] = outcome.attempts
             if outcome.journal_error:
                 self.refusal.refuse("spool-full", outcome.journal_error)
-        self._mark(key, None, **values)
+        self._mark(key, **values)
 
     def _acked(self, key: str, outcome: Outcome) -> None:
         assert self.journal is not None
@@ -573,7 +573,7 @@ class EdgeService:
             )
             log_event(log, "edge.conflict", logging.ERROR, data_id=key, parked=outcome.object_name)
         if extra:
-            self._mark(key, None, **extra)
+            self._mark(key, **extra)
         log_event(
             log,
             "edge.acked",
@@ -645,11 +645,11 @@ class EdgeService:
         except (SpoolFull, SpoolUnavailable) as exc:
             self.refusal.refuse(exc.reason, str(exc))
 
-    def _mark(self, key: str, state: str | None, **values: Any) -> None:
+    def _mark(self, key: str, **values: Any) -> None:
         """Journal ``values`` for ``key``; a journal that takes no writes makes the edge refuse."""
         assert self.journal is not None
         try:
-            self.journal.mark(key, state, **values)
+            self.journal.mark(key, None, **values)
         except (SpoolFull, SpoolUnavailable) as exc:
             self.refusal.refuse(exc.reason, str(exc))
 
