@@ -14,8 +14,9 @@ In-process API, for a DAQ that calls in directly (and for the demo and ``bench t
                                      2026112200012, 94, readout_time))
         outcome = future.result()   # Outcome: acked (status, object, timings) or quarantined
 
-Every journal transition lives here so each state change reads in one place; the policies live
-apart (``scheduler``, ``refusal``, ``files``, ``health``).
+One cohesive concept, hence its length: the engine's loop and every journal transition it makes,
+so each state change reads in one place; the policies live apart (``scheduler``, ``refusal``,
+``files``, ``health``).
 """
 
 from __future__ import annotations
