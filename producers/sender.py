@@ -28,11 +28,7 @@ class SendResult(Protocol):
 
 class Sender(Protocol):
     def send(
-        self,
-        data_id: DataId,
-        data: bytes,
-        readout_time: datetime,
-        compressed_time: datetime | None = None,
+        self, data_id: DataId, data: bytes, readout_time: datetime, compressed_time: datetime | None = None
     ) -> SendResult: ...
 
 

@@ -45,11 +45,7 @@ class DirectUploader:
     transport: str = "direct"
 
     def send(
-        self,
-        data_id: DataId,
-        data: bytes,
-        readout_time: datetime,
-        compressed_time: datetime | None = None,
+        self, data_id: DataId, data: bytes, readout_time: datetime, compressed_time: datetime | None = None
     ) -> UploadResult:
         # named from its header: the camera's file name in Rubin's layout (producers.ccd_bytes)
         name = check_ccd_bytes(data_id, data).object_name(self.prefix)
@@ -64,12 +60,7 @@ class DirectUploader:
         return UploadResult(status, result.obj, checksum)
 
     def _park_conflict(
-        self,
-        data_id: DataId,
-        name: str,
-        data: bytes,
-        meta: dict[str, str],
-        conflict: ChecksumConflict,
+        self, data_id: DataId, name: str, data: bytes, meta: dict[str, str], conflict: ChecksumConflict
     ) -> UploadResult:
         checksum = meta[MetadataKeys.CHECKSUM]
         parked, parked_meta = parked_copy(self.quarantine_prefix, name, checksum, meta, conflict.reason)

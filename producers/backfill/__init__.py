@@ -11,10 +11,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-_EXPORTS = {
-    "BackfillConfig": "producers.backfill.run",
-    "run_backfill": "producers.backfill.run",
-}
+_EXPORTS = {"BackfillConfig": "producers.backfill.run", "run_backfill": "producers.backfill.run"}
 
 __all__ = sorted(_EXPORTS)
 

@@ -42,10 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parallel", type=int, default=4, help="upload processes (default 4)")
     parser.add_argument("--batch", type=int, default=8, help="files per hand-out (default 8)")
     parser.add_argument(
-        "--retries",
-        type=int,
-        default=3,
-        help="rounds of retries for transient failures (default 3)",
+        "--retries", type=int, default=3, help="rounds of retries for transient failures (default 3)"
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--json", type=Path, help="also write the report as JSON here")

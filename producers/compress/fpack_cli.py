@@ -25,13 +25,7 @@ from typing import TextIO
 from obsingest.errors import CorruptFile
 from obsingest.fits import STATUS_TEXT, FitsFormatError, Hdu
 from producers.compress import restore, tiled_rice
-from producers.compress.fpack_args import (
-    HELP,
-    CommandLineError,
-    Options,
-    parse_args,
-    preflight,
-)
+from producers.compress.fpack_args import HELP, CommandLineError, Options, parse_args, preflight
 from producers.compress.output import publish, sync_directory
 
 #: CFITSIO's DATA_COMPRESSION_ERR: what fpack exits with when compressing an HDU fails
@@ -99,8 +93,7 @@ class _Run:
             status = 108 if isinstance(exc, (IsADirectoryError, EOFError)) else 104
             reason = getattr(exc, "strerror", None) or str(exc)
             self.fail(
-                status,
-                stderr=f"\nFITSIO status = {status}: {STATUS_TEXT[status]}\n{item.name}: {reason}\n",
+                status, stderr=f"\nFITSIO status = {status}: {STATUS_TEXT[status]}\n{item.name}: {reason}\n"
             )
             return False
         try:

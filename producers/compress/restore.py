@@ -12,15 +12,7 @@ from collections.abc import Callable
 from functools import partial
 
 from obsingest.errors import CorruptFile
-from obsingest.fits import (
-    BLOCK,
-    Hdu,
-    card_key,
-    header_bytes,
-    padded,
-    parse_fits,
-    rename_card,
-)
+from obsingest.fits import BLOCK, Hdu, card_key, header_bytes, padded, parse_fits, rename_card
 from producers.compress import _rice
 from producers.compress.tiled_rice import (
     BLOCKSIZE,

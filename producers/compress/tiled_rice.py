@@ -41,15 +41,7 @@ from obsingest.fits import (
 from producers.compress import _rice
 from producers.compress.output import publish
 
-__all__ = [
-    "BLOCKSIZE",
-    "CompressionResult",
-    "Tiling",
-    "compress_file",
-    "compress_fits",
-    "plan",
-    "run_jobs",
-]
+__all__ = ["BLOCKSIZE", "CompressionResult", "Tiling", "compress_file", "compress_fits", "plan", "run_jobs"]
 
 #: Rice block size in pixels: FITS/fpack default.
 BLOCKSIZE = 32
@@ -303,10 +295,7 @@ def run_jobs(jobs: Sequence[Callable[[], T]], threads: int | None) -> list[T]:
 
 
 def _compress_parts(
-    data: bytes | bytearray | memoryview | mmap.mmap,
-    threads: int | None,
-    tiling: Tiling,
-    checksum: bool,
+    data: bytes | bytearray | memoryview | mmap.mmap, threads: int | None, tiling: Tiling, checksum: bool
 ) -> list[bytes]:
     buf = memoryview(data)
     try:
@@ -370,12 +359,7 @@ def compress_fits(
 
 
 def compress_file(
-    src: Path,
-    dst: Path,
-    threads: int | None = None,
-    tile_rows: int | None = None,
-    *,
-    checksum: bool = True,
+    src: Path, dst: Path, threads: int | None = None, tile_rows: int | None = None, *, checksum: bool = True
 ) -> CompressionResult:
     """Compress file ``src`` into ``dst`` (atomic: temp + rename); timed read+compress+write."""
     from obsingest.logs import get_logger, log_event  # not needed by the command line path

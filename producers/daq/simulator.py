@@ -35,25 +35,12 @@ from typing import Literal
 import numpy as np
 
 from obsingest import camera
-from obsingest.dataid import (
-    EXPOSURE_SEQ_FACTOR,
-    DataId,
-    Identity,
-    exposure_day_obs,
-    make_exposure_id,
-)
+from obsingest.dataid import EXPOSURE_SEQ_FACTOR, DataId, Identity, exposure_day_obs, make_exposure_id
 from obsingest.errors import BadObjectName
 from obsingest.fileio import write_atomic
 from obsingest.fits import header_bytes, make_card
 from producers.daq import header
-from producers.daq.header import (
-    BIAS_DARK_TIME,
-    DARK_OVERHEAD,
-    SHUTTER_EXCESS,
-    Cards,
-    Value,
-    physical_filter,
-)
+from producers.daq.header import BIAS_DARK_TIME, DARK_OVERHEAD, SHUTTER_EXCESS, Cards, Value, physical_filter
 
 __all__ = [
     "AMP_NAMES",

@@ -155,10 +155,7 @@ class HandoffIntake:
         self.scan()
         self._observer = Observer()
         self._observer.schedule(
-            _Handler(self._events),
-            str(self.root),
-            recursive=True,
-            event_filter=_watched(self.mode),
+            _Handler(self._events), str(self.root), recursive=True, event_filter=_watched(self.mode)
         )
         self._observer.start()
         self._thread = threading.Thread(target=self._run, name="edge-handoff", daemon=True)

@@ -41,10 +41,7 @@ class Released:
 
 
 def release_quarantined(
-    handoff: Path,
-    spool: Path,
-    reasons: Iterable[str] = DEFAULT_REASONS,
-    dry_run: bool = False,
+    handoff: Path, spool: Path, reasons: Iterable[str] = DEFAULT_REASONS, dry_run: bool = False
 ) -> list[Released]:
     """Release every CCD quarantined under ``handoff`` for one of ``reasons``; what was done
     with each (files quarantined for other reasons are not listed)."""

@@ -34,13 +34,7 @@ from obsingest.errors import ObsIngestError, ResourceExhausted
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ExposureManifest
 from producers.edge.ccd import CcdFile, CcdJob, Outcome, OutcomeStatus, SendFailed
-from producers.edge.errors import (
-    BadHandoffFile,
-    SourceUnreadable,
-    SpoolFull,
-    SpoolUnavailable,
-    WorkerCrashed,
-)
+from producers.edge.errors import BadHandoffFile, SourceUnreadable, SpoolFull, SpoolUnavailable, WorkerCrashed
 from producers.edge.failures import judge
 from producers.edge.files import (
     manifest_json,
@@ -280,10 +274,7 @@ class EdgeService:
         self.journal.record_exposure(manifest.instrument, manifest.exposure, manifest_json(manifest))
 
     def _accept(
-        self,
-        entries: list[Entry],
-        futures: list[Future[Outcome]] | None = None,
-        found: Found | None = None,
+        self, entries: list[Entry], futures: list[Future[Outcome]] | None = None, found: Found | None = None
     ) -> bool:
         """Journal ``entries`` and queue the new ones. ``found``: the hand-off file of the one
         entry, which is a second file (``_second_file``) if the journal has its CCD from
@@ -451,10 +442,7 @@ class EdgeService:
             dropped = self.scheduler.drop_queued()
             self._fresh.clear()
             log_event(
-                log,
-                "edge.draining",
-                in_flight=len(self.scheduler.in_flight),
-                left_in_journal=len(dropped),
+                log, "edge.draining", in_flight=len(self.scheduler.in_flight), left_in_journal=len(dropped)
             )
 
     def _dispatch(self) -> None:
@@ -680,11 +668,7 @@ class EdgeService:
         limit = self.settings.max_refusing_seconds
         if limit and self.refusal.refusing_for() > limit and self.exit_code == 0:
             log_event(
-                log,
-                "edge.giving_up",
-                logging.CRITICAL,
-                refusing=self.refusal.reason,
-                exit_code=EXIT_REFUSING,
+                log, "edge.giving_up", logging.CRITICAL, refusing=self.refusal.reason, exit_code=EXIT_REFUSING
             )
             self.exit_code = EXIT_REFUSING
             threading.Thread(target=self.stop, daemon=True).start()

@@ -14,16 +14,7 @@ from pathlib import Path
 
 from obsingest.dataid import DataId
 from obsingest.errors import CorruptFile
-from obsingest.fits import (
-    BLANK_CARD,
-    BLOCK,
-    CARD,
-    END_CARD,
-    card_key,
-    header_bytes,
-    make_card,
-    parse_primary,
-)
+from obsingest.fits import BLANK_CARD, BLOCK, CARD, END_CARD, card_key, header_bytes, make_card, parse_primary
 from obsingest.logs import get_logger, log_event
 from producers.edge.errors import BadManifest, SourceVanished
 from producers.edge.identity import Cards, check_sidecar_identity

@@ -146,8 +146,7 @@ class WorkerPool:
     def _spawn(self, index: int, respawn: bool = False) -> _Worker:
         # get_context(name) is typed as BaseContext, which has no Process
         ctx = cast(
-            ForkContext | ForkServerContext | SpawnContext,
-            self._respawn_ctx if respawn else self._ctx,
+            ForkContext | ForkServerContext | SpawnContext, self._respawn_ctx if respawn else self._ctx
         )
         parent, child = ctx.Pipe(duplex=True)
         process = ctx.Process(
@@ -315,9 +314,7 @@ class WorkerPool:
             self.stats.signals[what] = self.stats.signals.get(what, 0) + 1
             log_event(log, "pool.worker_crashed", logging.ERROR, pid=worker.pid, exit=what, job=str(job))
             self._deliver(
-                job,
-                False,
-                WorkerCrashed(f"worker pid {worker.pid} died ({what}) while handling {job}"),
+                job, False, WorkerCrashed(f"worker pid {worker.pid} died ({what}) while handling {job}")
             )
         elif not stopping:
             log_event(log, "pool.worker_exited", logging.WARNING, pid=worker.pid, exit=what)

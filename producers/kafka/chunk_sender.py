@@ -132,11 +132,7 @@ class KafkaChunkSender:
         self._producer = producer or Producer(producer_config(settings, producer_name))
 
     def send(
-        self,
-        data_id: DataId,
-        data: bytes,
-        readout_time: datetime,
-        compressed_time: datetime | None = None,
+        self, data_id: DataId, data: bytes, readout_time: datetime, compressed_time: datetime | None = None
     ) -> KafkaSendResult:
         """Send every chunk of one CCD; return once all are acknowledged, else raise."""
         from confluent_kafka import KafkaException

@@ -24,13 +24,7 @@ from obsingest import defaults
 from obsingest.logs import get_logger, log_event
 from producers.transfer import cpu, stats
 from producers.transfer.ccdcache import INSTRUMENT, ensure_ccd_files
-from producers.transfer.harness import (
-    Arrivals,
-    EndToEnd,
-    HarnessConfig,
-    HarnessResult,
-    show_progress,
-)
+from producers.transfer.harness import Arrivals, EndToEnd, HarnessConfig, HarnessResult, show_progress
 from producers.transfer.plan import (
     compress_threads,
     edge_workers,
@@ -222,10 +216,7 @@ class Run:
         config = self.config
 
         def cache_progress(done: int, total: int) -> None:
-            self.show(
-                f"generating {config.ccd_size} CCD files in the cache: {done}/{total}",
-                done == total,
-            )
+            self.show(f"generating {config.ccd_size} CCD files in the cache: {done}/{total}", done == total)
 
         paths = ensure_ccd_files(
             self.run_dir / "cache", config.ccd_size, self.detectors, progress=cache_progress
@@ -248,11 +239,7 @@ class Run:
         return staged
 
     def _play(
-        self,
-        edge: Any,
-        staged: list[dict[int, Path]],
-        readouts: list[datetime],
-        workers: dict[int, int],
+        self, edge: Any, staged: list[dict[int, Path]], readouts: list[datetime], workers: dict[int, int]
     ) -> None:
         """Hand each exposure to the edge at its readout; collect outcomes until all are in."""
         from producers.edge import CcdFile
@@ -344,9 +331,7 @@ class Run:
             self.e2e is not None and announced < len(readouts) and readouts[announced] - MANIFEST_LEAD <= now
         ):
             self.e2e.announce_exposure(
-                self.exposures[announced],
-                self.detectors,
-                readouts[announced] - timedelta(seconds=15),
+                self.exposures[announced], self.detectors, readouts[announced] - timedelta(seconds=15)
             )
             announced += 1
         return announced

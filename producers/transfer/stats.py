@@ -137,9 +137,7 @@ def transfer_row(ccds: int, records: Sequence[TransferRecord]) -> TransferRow | 
     )
 
 
-def split_warmup(
-    records: Sequence[TransferRecord],
-) -> tuple[list[TransferRecord], list[TransferRecord]]:
+def split_warmup(records: Sequence[TransferRecord]) -> tuple[list[TransferRecord], list[TransferRecord]]:
     """(first exposure, the rest): the first carries connection set-up and is reported apart."""
     if not records:
         return [], []
