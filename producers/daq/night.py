@@ -31,6 +31,7 @@ from producers.daq.simulator import (
     header_cards,
     physical_filter,
 )
+from producers.edge.files import manifest_json  # the JSON the edge reads
 
 FILTERS = ("u", "g", "r", "i", "z", "y")
 
@@ -60,22 +61,6 @@ class PlayedExposure:
     exposure: int
     readout: datetime
     files: list[Path]
-
-
-def manifest_json(manifest: ExposureManifest) -> str:
-    """An ExposureManifest as the JSON the edge reads."""
-    return json.dumps(
-        {
-            "instrument": manifest.instrument,
-            "exposure": manifest.exposure,
-            "day_obs": manifest.day_obs,
-            "detectors": manifest.detectors,
-            "obs_start": manifest.obs_start.isoformat(),
-            "exposure_time": manifest.exposure_time,
-            "filter": manifest.filter,
-            "published": manifest.published.isoformat(),
-        }
-    )
 
 
 def sidecar_json(spec: CcdSpec) -> str:
