@@ -1,12 +1,9 @@
 """Splitting a compressed CCD into CcdChunk records: pure arithmetic, no Kafka.
 
-Record size (producers/kafka/README.md, "Chunk size arithmetic"): the fields before the payload
-take <= 100 bytes plus the instrument and producer names (6 ints/longs <= 45, two checksum
-strings 32, two timestamps <= 21, two string lengths <= 4), framing and key under 200 more.
-``RECORD_RESERVE`` (4 KiB, names capped at 1 KiB each) bounds all but the payload, so
-``chunk_size <= message_max_bytes - RECORD_RESERVE`` always fits. The default payload is the
-largest power of two below that bound, capped at ``PREFERRED_CHUNK_SIZE`` (the benchmark's best;
-``benchmarks/kafka_path.py``).
+``RECORD_RESERVE`` (4 KiB, names capped at 1 KiB each) bounds everything in a record but the
+payload, so ``chunk_size <= message_max_bytes - RECORD_RESERVE`` always fits; the default is the
+largest power of two below that, capped at ``PREFERRED_CHUNK_SIZE`` (producers/kafka/README.md,
+"Chunk size arithmetic").
 """
 
 from __future__ import annotations
