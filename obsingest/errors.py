@@ -1,33 +1,23 @@
-"""Error classes with meaning: whether retrying can help decides what every caller does.
-
-Retriable errors make a function return non-2xx (the message is redelivered) and make clients back
-off and retry. Permanent errors are quarantined with their reason and acknowledged, so one bad
-input never blocks the stream behind it.
-"""
+"""Error classes: retriable ones are redelivered / backed off; permanent ones are quarantined
+with their reason and acknowledged, so one bad input never blocks the stream behind it."""
 
 from __future__ import annotations
 
 import pickle
 from typing import Any, ClassVar
 
-#: Every ``reason`` an error class declares, added as the class is defined: the closed set of
-#: the metrics' ``reason`` label (``obsingest.metrics.LABEL_VALUES``), never listed by hand.
+#: Every class's ``reason``, added at class definition: the metrics' closed ``reason`` label set.
 REASONS: set[str] = {"error"}
 
 
 class ObsIngestError(Exception):
-    """Base of every error this project raises on purpose.
-
-    Each crosses a process boundary intact: ``__reduce__`` rebuilds it from ``args`` and
-    attributes without calling a subclass's ``__init__`` (default pickling would call
-    ``cls(*args)`` and miss its other arguments).
-    """
+    """Base of every error raised on purpose. ``__reduce__`` pickles it without calling a
+    subclass's ``__init__`` (default pickling calls ``cls(*args)``, missing other arguments)."""
 
     retriable: bool = False
     #: short machine-readable reason, stored in quarantine records and dead-letter attributes
     reason: str = "error"
-    #: the reasons instances may carry besides ``reason``, for a class that sets its own per
-    #: instance (a dead-letter reason from a vocabulary)
+    #: other reasons a class may set per instance (a dead-letter reason from a vocabulary)
     reasons: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -47,8 +37,7 @@ def _rebuild_error(cls: type[ObsIngestError], args: tuple[Any, ...]) -> ObsInges
 
 
 def _picklable(value: Any) -> Any:
-    """``value``, or a stand-in naming it when it cannot be pickled (e.g. a library error that
-    holds a socket): an error's attributes must never stop the error itself from travelling."""
+    """``value``, or a stand-in naming it when unpicklable (a library error holding a socket)."""
     try:
         pickle.dumps(value)
     except Exception:
@@ -141,19 +130,16 @@ class ServiceUnavailable(RetriableError):
 
 
 class UnstorableInput(PermanentError):
-    """The registry cannot hold this input (a value out of range or too long for its column,
-    an integrity violation): retrying the same input cannot help, so it is quarantined."""
+    """The registry cannot hold this input (value out of range or too long, integrity violation)."""
 
     reason = "unstorable-input"
 
 
 class RequestRefused(PermanentError):
-    """An HTTP request that is not a delivery at all (no envelope, too big, nested too deep):
-    answered 4xx with the reason; there is nothing to quarantine."""
+    """An HTTP request that is no delivery: answered 4xx with the reason, nothing quarantined."""
 
     reason = "request-refused"
-    #: the HTTP status it is answered with
-    status = 400
+    status = 400  # the HTTP answer
 
 
 class NotADelivery(RequestRefused):
@@ -176,12 +162,8 @@ class NestingTooDeep(RequestRefused):
 
 
 class ResourceExhausted(RetriableError):
-    """A resource ran out: a full disk, a quota, a rate limit, no connection slots, no memory.
-
-    Never a verdict on the input: an outage, retried, never quarantined. ``resource`` names what
-    ran out and ``where`` its path or URL, so the operator's line says which disk to free
-    (classification: ``obsingest.exhaustion``).
-    """
+    """A resource ran out (disk, quota, rate, connection slots, memory): an outage, retried,
+    never quarantined. ``resource`` and ``where`` tell the operator what to free."""
 
     reason = "resource-exhausted"
 
@@ -228,8 +210,7 @@ class RateLimited(ResourceExhausted):
 
 
 class ConnectionSlotsExhausted(ResourceExhausted):
-    """The database takes no more connections (SQLSTATE 53300: too many clients, remaining
-    connection slots reserved)."""
+    """The database takes no more connections (SQLSTATE 53300)."""
 
     reason = "connection-slots"
 
