@@ -1,15 +1,11 @@
 """Data ids, object names and dataset ids: the identity of one CCD everywhere in the pipeline.
 
-A CCD's identity is (instrument, exposure, detector), as the Butler's raw data id. The camera's
-file name (``MC_O_20250415_000060_R01_S01.fits``: camera, controller, day_obs, seq_num, raft,
-sensor) or header (``identity_from_header``) gives it by obs_lsst's rules: exposure id
-``day_obs * 100000 + seq_num``, the year raised by 1000 per controller with its own counter.
-
-Objects are stored in Rubin's raw layout (prompt_processing's ``LSST_REGEXP``) under the ingest
-prefix, ``{instrument}/{day_obs}/{obs_id}/{obs_id}_{raft}_{sensor}.fits``: sorted by day and
-exposure, the camera's file name kept, the data id readable from the name alone. The earlier
-layout ``{instrument}/{day_obs}/{exposure}/{instrument}_{exposure}_{detector:03d}.fits.fz`` stays
-readable; any other name is a BadObjectName, never a guess.
+A CCD's identity is (instrument, exposure, detector), from the camera's file name or header by
+obs_lsst's rules (exposure id ``day_obs * 100000 + seq_num``). Objects are stored in Rubin's
+raw layout (prompt_processing's ``LSST_REGEXP``),
+``{instrument}/{day_obs}/{obs_id}/{obs_id}_{raft}_{sensor}.fits``; the earlier layout
+``{instrument}/{day_obs}/{exposure}/{instrument}_{exposure}_{detector:03d}.fits.fz`` stays readable;
+any other name is a BadObjectName, never a guess.
 """
 
 from __future__ import annotations

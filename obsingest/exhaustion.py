@@ -1,11 +1,8 @@
 """Resource exhaustion, classified once: which failures mean "something ran out".
 
-Running out of disk, quota, rate, connection slots or memory is an outage, never a verdict on
-the input (unclassified, a full disk quarantined good CCDs and a quota error was a permanent
-403). Every adapter asks ``exhaustion_of`` and raises what ``exhausted`` builds: a retriable
-``ResourceExhausted`` whose ``reason`` (``destination-full``, ``registry-full``, ``bus-full``,
-``quota-exceeded``, ``rate-limited``, ``connection-slots``, ``out-of-memory``) feeds metrics,
-health and the operator's one line. Pure: it reads only the exception and its causes.
+Running out of disk, quota, rate, connection slots or memory is an outage, never a verdict on the
+input (unclassified, a full disk quarantined good CCDs). ``exhaustion_of`` classifies, reading
+only the exception and its causes; ``exhausted`` builds the retriable ``ResourceExhausted``.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Minimal, strict FITS structure reader and writer helpers (header cards and block layout).
 
-The compressor and the register function need only the block structure (where each HDU is and
-the keywords that size it), so it is read by hand, headers only. Every fault (truncated, garbled,
-trailing garbage) is a :class:`FitsFormatError` (a :class:`~obsingest.errors.CorruptFile`)
-naming the reason and carrying the CFITSIO status fpack exits with, so ``obsingest compress`` is
-an fpack drop-in. numpy is imported only by the checksum helper, to keep that command's start-up
-fast.
-
-One cohesive concept, hence its length: the FITS block and card layout, read and written in
-one place, so the reader's checks and the writer's cards agree byte for byte.
+Read by hand, headers only: callers need only where each HDU is. Every fault is a
+``FitsFormatError`` carrying the CFITSIO status fpack exits with, so ``obsingest compress`` is an
+fpack drop-in. numpy is imported only by the checksum helper, for that command's start-up.
+One cohesive concept: the block and card layout read and written in one place, so they agree.
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
 """Every Prometheus metric of the pipeline, defined once, and the helpers that expose them.
 
-Why one catalogue (and one cohesive concept, hence its length): every process records through
-the same definitions, so names, units, labels and buckets cannot drift between processes, the
-alert rules (``infra/prometheus/alerts.yml``) and the dashboard (``infra/grafana/obsingest.json``);
-unit tests walk ``CATALOGUE`` to hold the conventions and check rules and dashboard against it.
-
-Conventions (prometheus.io/docs/practices/naming): ``obsingest_`` prefix, base units in names,
-counters end in ``_total``, instants are ``_timestamp_seconds``. Every label takes values from a
-closed set (``LABEL_VALUES``): anything else is recorded as ``other`` and logged once
-(``strict=True`` raises, for tests), so no input can mint unbounded series. Data ids, object
-names, exposures and detectors are never labels.
-
-Worker pools (the edge's ``ProcessPoolExecutor``) aggregate in the parent, not with
-prometheus_client's multiprocess mode: a worker returns a picklable ``Observations`` with its
-result and the parent calls ``Metrics.apply``. So gauges stay ordinary (callback gauges work) and
-nothing depends on ``PROMETHEUS_MULTIPROC_DIR`` or on cleaning per-pid files after a worker is
-killed. Do not set ``PROMETHEUS_MULTIPROC_DIR`` for obsingest processes.
-
-Serving ``/metrics`` is ``metrics_http``. Only these modules import prometheus_client; others
-import it lazily where they record (a unit test checks).
+One catalogue so names, units, labels and buckets cannot drift between processes, the alert rules
+and the dashboard (unit tests check both against ``CATALOGUE``). Every label takes values from a
+closed set (``LABEL_VALUES``); anything else is recorded as ``other`` and logged once, so no input
+mints unbounded series. Worker pools aggregate in the parent (a worker returns ``Observations``,
+the parent calls ``Metrics.apply``), not with multiprocess mode: do not set
+``PROMETHEUS_MULTIPROC_DIR``. Only this and ``metrics_http`` import prometheus_client eagerly.
+One cohesive concept, hence its length: the catalogue.
 """
 
 from __future__ import annotations

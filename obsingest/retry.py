@@ -1,11 +1,8 @@
 """The one retry helper: tenacity driven by the project's named policies.
 
-Every retry loop goes through ``call_with_retries`` (or a policy's ``backoff`` where the retry
-is a later redelivery, or ``api_core_retry`` inside a Google client's generated method). Why
-policies of our own: with 5 s from readout to announcement, a retry stops at the caller's
-deadline, retries only what the caller's ``classify`` says can heal, and caps some kinds more
-tightly (a transient-auth 403 gets two more tries, not six). Clock, sleep and randomness are
-injectable, for tests that do not wait.
+Own policies because with 5 s from readout to announcement a retry must stop at the caller's
+deadline, retry only what ``classify`` says can heal, and cap some kinds tighter (a transient 403).
+Clock, sleep and randomness are injectable for tests.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """``observation(header)``: a raw's header, translated once per exposure, with its identity.
 
-``ObservationInfo`` (header corrections, then the translator's rules; Rubin's translator where
-``lsst.obs.lsst`` is installed, else ours) costs milliseconds, so the exposure part is translated
-once and cached, keyed on OBSID and every card an exposure-level property reads
-(``EXPOSURE_CARDS``); per CCD only the detector is translated. A CCD whose exposure cards differ
-misses the cache, so the cache never changes an answer.
-
-Translation warnings (a defaulted card, an unknown filter) are kept with the result; only a
-header yielding no identity is refused, naming the card and why.
+``ObservationInfo`` costs milliseconds, so the exposure part is cached, keyed on OBSID and every
+exposure-level card (``EXPOSURE_CARDS``): a CCD whose exposure cards differ misses, so the cache
+never changes an answer. Warnings are kept with the result; only a header yielding no identity
+is refused.
 """
 
 from __future__ import annotations
