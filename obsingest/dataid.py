@@ -33,9 +33,6 @@ CONTROLLERS = "OCHPQS"
 #: From these days on a controller shares the OCS's counter and gets no offset (obs_lsst).
 _SHARED_COUNTER_FROM = {"C": 20231005, "P": 20250418, "Q": 20250418, "S": 20250418}
 
-RAW_DATASET_TYPE = defaults.RAW_DATASET_TYPE
-DEFAULT_PREFIX = defaults.RAW_PREFIX
-
 #: Namespace of Butler-like deterministic dataset ids (uuid5 of "key=value" pairs).
 DATASET_ID_NAMESPACE = uuid.UUID("840b31d9-05cd-5161-b2c8-00d32b280d0f")
 
@@ -91,7 +88,7 @@ class DataId:
         """Stable string form; the Kafka key of every chunk of this CCD."""
         return f"{self.instrument}/{self.exposure}/{self.detector:03d}"
 
-    def object_name(self, prefix: str = DEFAULT_PREFIX, controller: str | None = None) -> str:
+    def object_name(self, prefix: str = defaults.RAW_PREFIX, controller: str | None = None) -> str:
         """The object's name in Rubin's layout (see module doc).
 
         The observation id's controller letter is not always recoverable from the exposure id
@@ -127,7 +124,7 @@ class Identity:
         """The camera's own file name, e.g. ``MC_O_20250415_000060_R01_S01.fits``."""
         return f"{self.obs_id}_{self.raft}_{self.sensor}.fits"
 
-    def object_name(self, prefix: str = DEFAULT_PREFIX) -> str:
+    def object_name(self, prefix: str = defaults.RAW_PREFIX) -> str:
         data_id = self.data_id
         return f"{prefix}{data_id.instrument}/{data_id.day_obs}/{self.obs_id}/{self.file_name}"
 
@@ -291,7 +288,7 @@ def _observation(
     return controller or "O", int(day), int(seq)
 
 
-def parse_object_name(name: str, prefix: str = DEFAULT_PREFIX) -> DataId:
+def parse_object_name(name: str, prefix: str = defaults.RAW_PREFIX) -> DataId:
     """Data id of ``name`` in either layout (module doc); else BadObjectName naming the object
     and the reason."""
     claim = name_claim(name, prefix)
@@ -303,7 +300,7 @@ def parse_object_name(name: str, prefix: str = DEFAULT_PREFIX) -> DataId:
     return claim[0]
 
 
-def name_claim(name: str, prefix: str = DEFAULT_PREFIX) -> tuple[DataId, str | None] | None:
+def name_claim(name: str, prefix: str = defaults.RAW_PREFIX) -> tuple[DataId, str | None] | None:
     """What an object's name says about its CCD: (data id, observation id) in Rubin's layout,
     (data id, None) in the earlier one, None for any other name below the prefix (the header
     decides). BadObjectName outside or escaping the prefix, or for impossible values in either
@@ -359,7 +356,7 @@ def _legacy_data_id(match: re.Match[str]) -> DataId:
     return DataId(match["instrument"], int(match["exposure"]), int(match["detector"]))
 
 
-def dataset_id(data_id: DataId, dataset_type: str = RAW_DATASET_TYPE, run: str = "") -> uuid.UUID:
+def dataset_id(data_id: DataId, dataset_type: str = defaults.RAW_DATASET_TYPE, run: str = "") -> uuid.UUID:
     """Deterministic dataset id, made as a Butler registry makes it for (type, run, data id).
 
     The same CCD ingested into the same run always gets the same id, on any machine, which is

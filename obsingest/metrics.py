@@ -287,7 +287,6 @@ class Metrics:
         checked = {k: self._value(k, v) for k, v in labels.items()}
         return self._families[name].labels(**checked)
 
-    # --- CCD outcomes -------------------------------------------------------------------------
     def ccd(self, component: str, outcome: str, reason: str | None = None, n: int = 1) -> None:
         """Count ``n`` CCDs with an outcome; quarantines and dead letters also by reason."""
         component = self._value("component", component)
@@ -351,7 +350,6 @@ class Metrics:
     def edge_stage(self, stage: str, seconds: float) -> None:
         self._child("obsingest_edge_stage_seconds", stage=stage).observe(seconds)
 
-    # --- state gauges -------------------------------------------------------------------------
     def edge_spool(
         self,
         depths: Mapping[str, int],
@@ -387,7 +385,6 @@ class Metrics:
     def redrive(self, source: str, result: str, n: int = 1) -> None:
         self._child("obsingest_redrive_attempts_total", source=source, result=result).inc(n)
 
-    # --- registry -----------------------------------------------------------------------------
     @contextmanager
     def registry_operation(self, operation: str) -> Iterator[None]:
         """Time a registry call; an exception is counted by its ``reason`` and re-raised."""
@@ -403,22 +400,21 @@ class Metrics:
                 time.perf_counter() - started
             )
 
-    # --- canary -------------------------------------------------------------------------------
     def canary(self, event: str, at: float | None = None) -> None:
         """A canary object ``written``, or its notification ``seen`` (at Unix time ``at``)."""
         event = self._value("event", event)
         self._child("obsingest_notification_canaries_total", event=event).inc()
         if event == "seen":
-            self._canary_last_seen = time.time() if at is None else at
-            self._families["obsingest_notification_canary_last_seen_timestamp_seconds"].set(
-                self._canary_last_seen
-            )
+            self._canary_seen(time.time() if at is None else at)
+
+    def _canary_seen(self, at: float) -> None:
+        self._canary_last_seen = at
+        self._families["obsingest_notification_canary_last_seen_timestamp_seconds"].set(at)
 
     def _canary_age(self) -> float:
         seen = self._canary_last_seen
         return float("nan") if seen is None else max(0.0, time.time() - seen)
 
-    # --- exposures ----------------------------------------------------------------------------
     def exposure_completed(
         self,
         instrument: str,
@@ -442,13 +438,11 @@ class Metrics:
         if n:
             self._child("obsingest_header_warnings_total", instrument=instrument).inc(n)
 
-    # --- presence API -------------------------------------------------------------------------
     def presence_request(self, route: str, status_code: int, seconds: float) -> None:
         code = status_class(status_code)
         self._child("obsingest_presence_requests_total", route=route, code=code).inc()
         self._child("obsingest_presence_request_seconds", route=route).observe(seconds)
 
-    # --- identity -----------------------------------------------------------------------------
     def start(self, component: str) -> None:
         """Call once at process start: build info, and this component's series created at 0,
         so ``rate()`` sees their first increment; reconcile's canary clock starts now."""
@@ -472,10 +466,7 @@ class Metrics:
                     name = "obsingest_exposures_completed_total"
                     self._child(name, instrument=instrument, status=status)
         if component == "reconcile" and self._canary_last_seen is None:
-            self._canary_last_seen = time.time()
-            self._families["obsingest_notification_canary_last_seen_timestamp_seconds"].set(
-                self._canary_last_seen
-            )
+            self._canary_seen(time.time())
 
     def apply(self, observations: Observations) -> None:
         """Record what a worker process observed (parent-side aggregation)."""

@@ -357,7 +357,6 @@ class GcsStore:
         blob = self._bucket.get_blob(name, retry=None, timeout=self._timeout(remaining))
         return None if blob is None else stored_object(blob, self.bucket)
 
-    # API -------------------------------------------------------------------------------------
     def put(self, name: str, data: bytes, metadata: dict[str, str] | None = None) -> PutResult:
         """Create-once upload; same bytes already there -> created=False; else ObjectConflict."""
         crc = crc32c_b64(data)

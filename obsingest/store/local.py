@@ -49,7 +49,6 @@ class LocalDirStore:
                 raise
             raise exhausted from exc
 
-    # paths -----------------------------------------------------------------------------------
     def _object_path(self, name: str) -> Path:
         if not name or name.startswith("/") or ".." in name.split("/") or name.startswith("."):
             raise BadObjectName(f"object {name!r}: not a valid object name for a local store")
@@ -71,7 +70,6 @@ class LocalDirStore:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
-    # API -------------------------------------------------------------------------------------
     def put(self, name: str, data: bytes, metadata: dict[str, str] | None = None) -> PutResult:
         """Create-once write. A full filesystem (ENOSPC, EDQUOT) is ``DestinationFull``, no
         memory ``OutOfMemory``: retriable outages that leave nothing behind (no ``.part`` file,
@@ -175,7 +173,6 @@ class LocalDirStore:
             self._object_path(name).unlink(missing_ok=True)
             self._meta_path(name).unlink(missing_ok=True)
 
-    # notifications ---------------------------------------------------------------------------
     def _stage_notification(self, obj: StoredObject) -> Path:
         event = storage_cloudevent(obj)
         staged = self.root / OUTBOX_DIR / f"{time.time_ns():020d}-{uuid.uuid4().hex}.pending"
