@@ -89,12 +89,8 @@ class DataId:
         return f"{self.instrument}/{self.exposure}/{self.detector:03d}"
 
     def object_name(self, prefix: str = defaults.RAW_PREFIX, controller: str | None = None) -> str:
-        """The object's name in Rubin's layout (see module doc).
-
-        The observation id's controller letter is not always recoverable from the exposure id
-        (O and C share one counter since 2023-10-05): pass the header's ``controller`` where it
-        is known; else the one the id implies (``O`` for an id without offset).
-        """
+        """The object's name in Rubin's layout. Pass the header's ``controller`` where known:
+        the exposure id does not always imply it (O and C share one counter since 2023-10-05)."""
         return self.identity(controller).object_name(prefix)
 
     def identity(self, controller: str | None = None) -> Identity:
@@ -192,13 +188,9 @@ def parse_obs_id(obs_id: str) -> tuple[str, str, int, int]:
 
 
 def identity_from_header(card: Callable[[str], object], where: str) -> Identity:
-    """A CCD's identity from its primary header (``card(KEY)``: a card's value or None).
-
-    Instrument from INSTRUME (camera or Butler names, and obs_lsst's older ``LSST_ATISS`` and
-    ``LSST_CAMERA`` with TELCODE ``CC``), observation from OBSID (LATISS's earliest: IMGNAME;
-    else DAYOBS, SEQNUM, CONTRLLR), detector from RAFTBAY and CCDSLOT. Missing or contradictory
-    cards are a NoIdentity naming the card: nothing else can stand in for them.
-    """
+    """A CCD's identity from its primary header (``card(KEY)``: a card's value or None):
+    INSTRUME, OBSID (else IMGNAME, or DAYOBS/SEQNUM/CONTRLLR), RAFTBAY and CCDSLOT. Missing or
+    contradictory cards are a NoIdentity naming the card: nothing else can stand in for them."""
 
     def text(key: str) -> str | None:
         value = card(key)
@@ -357,11 +349,8 @@ def _legacy_data_id(match: re.Match[str]) -> DataId:
 
 
 def dataset_id(data_id: DataId, dataset_type: str = defaults.RAW_DATASET_TYPE, run: str = "") -> uuid.UUID:
-    """Deterministic dataset id, made as a Butler registry makes it for (type, run, data id).
-
-    The same CCD ingested into the same run always gets the same id, on any machine, which is
-    what makes re-registration and subscriber deduplication safe.
-    """
+    """Deterministic dataset id, as a Butler registry makes it for (type, run, data id): the
+    same on any machine, so re-registration and subscriber deduplication are safe."""
     items = [("dataset_type", dataset_type), ("run", run)]
     items += sorted(
         [

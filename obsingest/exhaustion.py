@@ -96,12 +96,8 @@ EXHAUSTION_REASONS = frozenset(
 
 def exhaustion_of(exc: BaseException) -> Exhaustion | None:
     """What ran out, if ``exc`` (or one of its causes) says a resource is exhausted; else None.
-
-    Reads, in this order: an already classified ``ResourceExhausted``; ``MemoryError``; an
-    ``OSError``'s errno; a PostgreSQL SQLSTATE (``sqlstate``/``pgcode``, also on a wrapped
-    driver error's ``orig``); a SQLite error code; an HTTP status (``code`` or
-    ``response.status_code``); then the words of the message.
-    """
+    Reads ``ResourceExhausted``, ``MemoryError``, errno, SQLSTATE, SQLite codes, HTTP status,
+    then the message's words."""
     seen: set[int] = set()
     current: BaseException | None = exc
     for _ in range(_MAX_DEPTH):

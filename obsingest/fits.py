@@ -316,11 +316,8 @@ _TABLE_CARDS = re.compile(
 
 
 def primary_header(data: bytes | bytearray | memoryview) -> Hdu:
-    """``parse_fits(data)[0]`` for a valid file, checked the same way at a fraction of the cost.
-
-    Walks every HDU's header by offset (END found with ``bytes.find``, keyword fields checked by
-    one regex, only sizing cards decoded) without building ``parse_fits``'s card tuples. Anything
-    not plainly valid goes to ``parse_fits``, so a bad file gets exactly its FitsFormatError."""
+    """``parse_fits(data)[0]`` for a valid file, checked the same way without building card
+    tuples; anything not plainly valid goes to ``parse_fits`` for its exact FitsFormatError."""
     raw = data if isinstance(data, bytes) else bytes(data)
     found = _walk(raw)
     return found if found is not None else parse_fits(raw)[0]

@@ -25,11 +25,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Transient:
-    """``classify``'s verdict for an error worth retrying.
-
-    ``kind`` names the failure in logs and in the final error; ``max_retries`` caps retries of
-    this kind below the policy's own limit (None: only the policy's limits apply).
-    """
+    """``classify``'s verdict for an error worth retrying: ``kind`` names it in logs and the
+    final error; ``max_retries`` caps retries of this kind below the policy's own limit."""
 
     kind: str
     max_retries: int | None = None
@@ -41,10 +38,7 @@ Classifier = Callable[[BaseException], "Transient | None"]
 @dataclass(frozen=True)
 class RetryPolicy:
     """How hard to try: attempts, backoff curve and an overall deadline (seconds; None: none).
-
-    With ``jitter`` the wait is uniform in [0, cap) (full jitter: many clients retrying at once
-    spread out); without it the wait is the cap itself.
-    """
+    ``jitter``: wait uniform in [0, cap), so many clients retrying at once spread out."""
 
     max_attempts: int = 6
     base_delay: float = 0.05
@@ -148,13 +142,9 @@ def call_with_retries(
     rand: Callable[[], float] = random.random,
     on_retry: Callable[[Attempt], None] | None = None,
 ) -> T:
-    """Call ``fn(remaining_seconds)`` until it succeeds, fails permanently or runs out of tries.
-
-    ``fn`` gets the time left (inf without a deadline) to bound its own timeout. An error
-    ``classify`` returns None for is re-raised at once; a transient one is retried after the
-    backoff unless that passes the deadline, attempt limit or kind's cap; then RetriesExhausted
-    (retriable) is raised, chained to the last error.
-    """
+    """Call ``fn(remaining_seconds)`` until it succeeds, fails permanently (``classify`` says
+    None: re-raised at once) or passes the deadline, attempt limit or kind's cap: then
+    RetriesExhausted (retriable), chained to the last error."""
     start = clock()
     deadline = math.inf if policy.deadline is None else start + policy.deadline
     per_kind: dict[str, int] = {}

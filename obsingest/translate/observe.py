@@ -132,12 +132,8 @@ class Identity:
 
 @dataclass(frozen=True)
 class Translation:
-    """One CCD's header translated.
-
-    ``info`` is its exposure's ``ObservationInfo`` (shared by the exposure's CCDs: its detector
-    fields are those of the CCD that was translated whole; this CCD's are in ``identity``).
-    ``warnings`` are what the translation warned about, exposure's and detector's, in order.
-    """
+    """One CCD's header translated. ``info`` is shared by the exposure's CCDs (its detector
+    fields are another CCD's; this one's are in ``identity``); ``warnings`` in order."""
 
     identity: Identity
     info: ObservationInfo
@@ -193,10 +189,9 @@ def choose_translator(header: Mapping[str, Any], filename: str | None) -> type[M
 class ObservationCache:
     """Translates headers, the exposure part once per exposure (bounded LRU, thread-safe).
 
-    Concurrent CCDs of one exposure that miss the cache together wait for the first one's
-    translation instead of each doing it again (an exposure's CCDs arrive at once). For
-    obsingest's own translators, whose detector properties read RAFTBAY and CCDSLOT only, the
-    detector part is cached too, by those two cards' text, when it translated without warnings.
+    An exposure's CCDs arrive at once: those missing together wait for the first translation.
+    For our own translators (detector properties read only RAFTBAY and CCDSLOT) the detector
+    part is cached too, by those cards' text, when it translated without warnings.
     """
 
     def __init__(self, search_path: Sequence[str] = (), size: int = 32) -> None:
