@@ -76,24 +76,6 @@ _WORDS: tuple[tuple[str, Exhaustion], ...] = (
 _MAX_DEPTH = 6
 
 
-#: every reason a ResourceExhausted carries (a failure recorded by its reason alone, such as a
-#: backfill's per-file failures, is told apart by it)
-EXHAUSTION_REASONS = frozenset(
-    cls.reason
-    for cls in (
-        ResourceExhausted,
-        DiskFull,
-        DestinationFull,
-        RegistryFull,
-        BusFull,
-        QuotaExceeded,
-        RateLimited,
-        ConnectionSlotsExhausted,
-        OutOfMemory,
-    )
-)
-
-
 def exhaustion_of(exc: BaseException) -> Exhaustion | None:
     """What ran out, if ``exc`` (or one of its causes) says a resource is exhausted; else None.
     Reads ``ResourceExhausted``, ``MemoryError``, errno, SQLSTATE, SQLite codes, HTTP status,
@@ -178,6 +160,11 @@ _BY_KIND: dict[Exhaustion, type[ResourceExhausted]] = {
     Exhaustion.CONNECTION_SLOTS: ConnectionSlotsExhausted,
     Exhaustion.MEMORY: OutOfMemory,
 }
+#: every reason a ResourceExhausted carries (a failure recorded by its reason alone, such as a
+#: backfill's per-file failures, is told apart by it)
+EXHAUSTION_REASONS = frozenset(
+    {ResourceExhausted.reason} | {cls.reason for cls in (*_DISK_BY_RESOURCE.values(), *_BY_KIND.values())}
+)
 #: what an operator reads for each kind
 _WHAT = {
     Exhaustion.DISK_FULL: "no space left",
