@@ -108,10 +108,8 @@ def api_core_retry(policy: RetryPolicy, timeout: float, *also: type[Exception]) 
     )
 
 
-class RetriesExhausted(RetriableError):
+class RetriesExhausted(RetriableError, reason="retries-exhausted"):
     """Every allowed attempt failed transiently; the operation may succeed later."""
-
-    reason = "retries-exhausted"
 
     def __init__(self, message: str, kind: str, attempts: int, last: BaseException) -> None:
         super().__init__(message)

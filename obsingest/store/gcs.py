@@ -73,32 +73,26 @@ class GcsSettings(BaseSettings):
 
 
 # -- errors -----------------------------------------------------------------------------------
-class StoreRequestRefused(PermanentError):
+class StoreRequestRefused(PermanentError, reason="store-request-refused"):
     """The store refused the request itself (400, 401, 404 bucket, ...): retrying cannot help."""
 
-    reason = "store-request-refused"
+
+class BucketMissing(StoreRequestRefused, reason="bucket-missing"):
+    pass
 
 
-class BucketMissing(StoreRequestRefused):
-    reason = "bucket-missing"
+class StorePermissionDenied(StoreRequestRefused, reason="store-permission-denied"):
+    pass
 
 
-class StorePermissionDenied(StoreRequestRefused):
-    reason = "store-permission-denied"
-
-
-class ObjectVanished(RetriableError):
+class ObjectVanished(RetriableError, reason="object-vanished"):
     """The store said "already there" (412) and then "not there" (404): someone deleted it in
     between. A retry uploads it again."""
 
-    reason = "object-vanished"
 
-
-class StoreUnavailable(RetriableError):
+class StoreUnavailable(RetriableError, reason="store-unavailable"):
     """Reading failed for a reason that is not the object's fault (credentials, permissions,
     a wrong or missing bucket): the event must be redelivered, never quarantined."""
-
-    reason = "store-unavailable"
 
 
 def _read_error(exc: api_exceptions.GoogleAPICallError, bucket: str, what: str) -> Exception:
