@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, cast
@@ -97,21 +98,18 @@ def decode(message: bytes, expect: str | None = None) -> tuple[str, dict[str, An
     return writer.name, record
 
 
+def _opened(path: Path | BinaryIO, mode: str) -> AbstractContextManager[Any]:
+    return path.open(mode) if isinstance(path, Path) else nullcontext(path)
+
+
 def write_container(path: Path | BinaryIO, name: str, records: Iterable[dict[str, Any]]) -> None:
     """Write an Avro object container file (the archive format: schema in the header)."""
-    sv = schemas.latest(name)
-    if isinstance(path, Path):
-        with path.open("wb") as out:
-            fastavro.writer(out, sv.parsed, records, codec="deflate")
-    else:
-        fastavro.writer(path, sv.parsed, records, codec="deflate")
+    with _opened(path, "wb") as out:
+        fastavro.writer(out, schemas.latest(name).parsed, records, codec="deflate")
 
 
 def read_container(path: Path | BinaryIO, name: str | None = None) -> Iterator[dict[str, Any]]:
     """Read an Avro container file, resolving to the newest version of ``name`` when given."""
     reader_schema = schemas.latest(name).parsed if name else None
-    if isinstance(path, Path):
-        with path.open("rb") as fh:
-            yield from cast(Iterator[dict[str, Any]], fastavro.reader(fh, reader_schema))
-    else:
-        yield from cast(Iterator[dict[str, Any]], fastavro.reader(path, reader_schema))
+    with _opened(path, "rb") as fh:
+        yield from cast(Iterator[dict[str, Any]], fastavro.reader(fh, reader_schema))

@@ -1,18 +1,9 @@
 """Instruments and detectors as the observatory numbers them (obs_lsst's camera descriptions).
 
-Why a table here: ``lsst.obs.lsst`` is not on PyPI and pulls in the whole stack, while name
-parsing, the DAQ simulator, completeness, the focal-plane plot and the registry's dimension
-records all need the numbering. Values are transcribed from lsst/obs_lsst and checked by
-``tests/unit/obsingest/test_camera.py``:
-
-- ``policy/rafts.yaml``: raft offsets, yaws, ``id0`` (science rafts R01..R43: ids 0..188;
-  the corner rafts, two sensors each: 189..204);
-- ``policy/cameraHeader.yaml``: sensor types and geometry (ITL 4072x4000, E2V 4096x4004, 16
-  amplifiers; guiders as ITL; wavefront ITL half height, 8 amplifiers), amplifier layouts and
-  per-slot offsets in a raft;
-- ``policy/lsstCam/R*.yaml``: sensor type per raft, ``sensorTypes``, corner ``geometryWithinRaft``;
-- ``python/lsst/obs/lsst/_instrument.py`` and the translators: instrument and detector records;
-- ``python/lsst/obs/lsst/filters.py``: physical filter names per band.
+A table here because ``lsst.obs.lsst`` is not on PyPI and pulls in the whole stack. Values are
+transcribed from lsst/obs_lsst (``policy/rafts.yaml``, ``policy/cameraHeader.yaml``,
+``policy/lsstCam/R*.yaml``, ``_instrument.py``, ``filters.py``) and checked by
+``tests/unit/obsingest/test_camera.py``.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Data ids, object names and dataset ids: the identity of one CCD everywhere in the pipeline.
 
-A CCD's identity is (instrument, exposure, detector), as the Butler's raw data id. The camera's
-file name (``MC_O_20250415_000060_R01_S01.fits``: camera, controller, day_obs, seq_num, raft,
-sensor) or header (``identity_from_header``) gives it by obs_lsst's rules: exposure id
-``day_obs * 100000 + seq_num``, the year raised by 1000 per controller with its own counter.
-
-Objects are stored in Rubin's raw layout (prompt_processing's ``LSST_REGEXP``) under the ingest
-prefix, ``{instrument}/{day_obs}/{obs_id}/{obs_id}_{raft}_{sensor}.fits``: sorted by day and
-exposure, the camera's file name kept, the data id readable from the name alone. The earlier
-layout ``{instrument}/{day_obs}/{exposure}/{instrument}_{exposure}_{detector:03d}.fits.fz`` stays
-readable; any other name is a BadObjectName, never a guess.
+A CCD's identity is (instrument, exposure, detector), from the camera's file name or header by
+obs_lsst's rules (exposure id ``day_obs * 100000 + seq_num``). Objects are stored in Rubin's
+raw layout (prompt_processing's ``LSST_REGEXP``),
+``{instrument}/{day_obs}/{obs_id}/{obs_id}_{raft}_{sensor}.fits``; the earlier layout
+``{instrument}/{day_obs}/{exposure}/{instrument}_{exposure}_{detector:03d}.fits.fz`` stays readable;
+any other name is a BadObjectName, never a guess.
 """
 
 from __future__ import annotations
@@ -36,9 +32,6 @@ _CONTROLLER_STEP = 10_000_000
 CONTROLLERS = "OCHPQS"
 #: From these days on a controller shares the OCS's counter and gets no offset (obs_lsst).
 _SHARED_COUNTER_FROM = {"C": 20231005, "P": 20250418, "Q": 20250418, "S": 20250418}
-
-RAW_DATASET_TYPE = defaults.RAW_DATASET_TYPE
-DEFAULT_PREFIX = defaults.RAW_PREFIX
 
 #: Namespace of Butler-like deterministic dataset ids (uuid5 of "key=value" pairs).
 DATASET_ID_NAMESPACE = uuid.UUID("840b31d9-05cd-5161-b2c8-00d32b280d0f")
@@ -95,13 +88,9 @@ class DataId:
         """Stable string form; the Kafka key of every chunk of this CCD."""
         return f"{self.instrument}/{self.exposure}/{self.detector:03d}"
 
-    def object_name(self, prefix: str = DEFAULT_PREFIX, controller: str | None = None) -> str:
-        """The object's name in Rubin's layout (see module doc).
-
-        The observation id's controller letter is not always recoverable from the exposure id
-        (O and C share one counter since 2023-10-05): pass the header's ``controller`` where it
-        is known; else the one the id implies (``O`` for an id without offset).
-        """
+    def object_name(self, prefix: str = defaults.RAW_PREFIX, controller: str | None = None) -> str:
+        """The object's name in Rubin's layout. Pass the header's ``controller`` where known:
+        the exposure id does not always imply it (O and C share one counter since 2023-10-05)."""
         return self.identity(controller).object_name(prefix)
 
     def identity(self, controller: str | None = None) -> Identity:
@@ -131,7 +120,7 @@ class Identity:
         """The camera's own file name, e.g. ``MC_O_20250415_000060_R01_S01.fits``."""
         return f"{self.obs_id}_{self.raft}_{self.sensor}.fits"
 
-    def object_name(self, prefix: str = DEFAULT_PREFIX) -> str:
+    def object_name(self, prefix: str = defaults.RAW_PREFIX) -> str:
         data_id = self.data_id
         return f"{prefix}{data_id.instrument}/{data_id.day_obs}/{self.obs_id}/{self.file_name}"
 
@@ -199,13 +188,9 @@ def parse_obs_id(obs_id: str) -> tuple[str, str, int, int]:
 
 
 def identity_from_header(card: Callable[[str], object], where: str) -> Identity:
-    """A CCD's identity from its primary header (``card(KEY)``: a card's value or None).
-
-    Instrument from INSTRUME (camera or Butler names, and obs_lsst's older ``LSST_ATISS`` and
-    ``LSST_CAMERA`` with TELCODE ``CC``), observation from OBSID (LATISS's earliest: IMGNAME;
-    else DAYOBS, SEQNUM, CONTRLLR), detector from RAFTBAY and CCDSLOT. Missing or contradictory
-    cards are a NoIdentity naming the card: nothing else can stand in for them.
-    """
+    """A CCD's identity from its primary header (``card(KEY)``: a card's value or None):
+    INSTRUME, OBSID (else IMGNAME, or DAYOBS/SEQNUM/CONTRLLR), RAFTBAY and CCDSLOT. Missing or
+    contradictory cards are a NoIdentity naming the card: nothing else can stand in for them."""
 
     def text(key: str) -> str | None:
         value = card(key)
@@ -295,7 +280,7 @@ def _observation(
     return controller or "O", int(day), int(seq)
 
 
-def parse_object_name(name: str, prefix: str = DEFAULT_PREFIX) -> DataId:
+def parse_object_name(name: str, prefix: str = defaults.RAW_PREFIX) -> DataId:
     """Data id of ``name`` in either layout (module doc); else BadObjectName naming the object
     and the reason."""
     claim = name_claim(name, prefix)
@@ -307,7 +292,7 @@ def parse_object_name(name: str, prefix: str = DEFAULT_PREFIX) -> DataId:
     return claim[0]
 
 
-def name_claim(name: str, prefix: str = DEFAULT_PREFIX) -> tuple[DataId, str | None] | None:
+def name_claim(name: str, prefix: str = defaults.RAW_PREFIX) -> tuple[DataId, str | None] | None:
     """What an object's name says about its CCD: (data id, observation id) in Rubin's layout,
     (data id, None) in the earlier one, None for any other name below the prefix (the header
     decides). BadObjectName outside or escaping the prefix, or for impossible values in either
@@ -363,12 +348,9 @@ def _legacy_data_id(match: re.Match[str]) -> DataId:
     return DataId(match["instrument"], int(match["exposure"]), int(match["detector"]))
 
 
-def dataset_id(data_id: DataId, dataset_type: str = RAW_DATASET_TYPE, run: str = "") -> uuid.UUID:
-    """Deterministic dataset id, made as a Butler registry makes it for (type, run, data id).
-
-    The same CCD ingested into the same run always gets the same id, on any machine, which is
-    what makes re-registration and subscriber deduplication safe.
-    """
+def dataset_id(data_id: DataId, dataset_type: str = defaults.RAW_DATASET_TYPE, run: str = "") -> uuid.UUID:
+    """Deterministic dataset id, as a Butler registry makes it for (type, run, data id): the
+    same on any machine, so re-registration and subscriber deduplication are safe."""
     items = [("dataset_type", dataset_type), ("run", run)]
     items += sorted(
         [

@@ -1,10 +1,6 @@
-"""One source for every default the pipeline's parts must agree on.
-
-Object-name prefixes, topic and subscription names, the per-CCD budget, the local stack's Kafka
-address. Settings classes, deployment units, the CLI and the local stack take their defaults from
-here, so changing one never leaves another part publishing where nothing listens.
-
-Plain constants only: this module is imported by ``obsingest --help`` and must stay instant.
+"""One source for every default the pipeline's parts must agree on (prefixes, topic and
+subscription names, the per-CCD budget), so changing one never leaves another part publishing
+where nothing listens. Plain constants only: ``obsingest --help`` imports it and must stay instant.
 """
 
 from __future__ import annotations

@@ -1,37 +1,28 @@
-"""Error classes with meaning: whether retrying can help decides what every caller does.
-
-Retriable errors make a function return non-2xx (the message is redelivered) and make clients back
-off and retry. Permanent errors are quarantined with their reason and acknowledged, so one bad
-input never blocks the stream behind it.
-"""
+"""Error classes: retriable ones are redelivered / backed off; permanent ones are quarantined
+with their reason and acknowledged, so one bad input never blocks the stream behind it."""
 
 from __future__ import annotations
 
 import pickle
 from typing import Any, ClassVar
 
-#: Every ``reason`` an error class declares, added as the class is defined: the closed set of
-#: the metrics' ``reason`` label (``obsingest.metrics.LABEL_VALUES``), never listed by hand.
+#: Every class's ``reason``, added at class definition: the metrics' closed ``reason`` label set.
 REASONS: set[str] = {"error"}
 
 
 class ObsIngestError(Exception):
-    """Base of every error this project raises on purpose.
-
-    Each crosses a process boundary intact: ``__reduce__`` rebuilds it from ``args`` and
-    attributes without calling a subclass's ``__init__`` (default pickling would call
-    ``cls(*args)`` and miss its other arguments).
-    """
+    """Base of every error raised on purpose. ``__reduce__`` pickles it without calling a
+    subclass's ``__init__`` (default pickling calls ``cls(*args)``, missing other arguments)."""
 
     retriable: bool = False
     #: short machine-readable reason, stored in quarantine records and dead-letter attributes
     reason: str = "error"
-    #: the reasons instances may carry besides ``reason``, for a class that sets its own per
-    #: instance (a dead-letter reason from a vocabulary)
+    #: other reasons a class may set per instance (a dead-letter reason from a vocabulary)
     reasons: ClassVar[tuple[str, ...]] = ()
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, reason: str = "", **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        cls.reason = reason or cls.reason
         REASONS.add(cls.reason)
         REASONS.update(str(reason) for reason in cls.reasons)
 
@@ -47,8 +38,7 @@ def _rebuild_error(cls: type[ObsIngestError], args: tuple[Any, ...]) -> ObsInges
 
 
 def _picklable(value: Any) -> Any:
-    """``value``, or a stand-in naming it when it cannot be pickled (e.g. a library error that
-    holds a socket): an error's attributes must never stop the error itself from travelling."""
+    """``value``, or a stand-in naming it when unpicklable (a library error holding a socket)."""
     try:
         pickle.dumps(value)
     except Exception:
@@ -58,132 +48,91 @@ def _picklable(value: Any) -> Any:
     return value
 
 
-class RetriableError(ObsIngestError):
+class RetriableError(ObsIngestError, reason="transient"):
     """Transient: the same input may succeed later (network, 5xx, 429, pool exhausted, ...)."""
 
     retriable = True
-    reason = "transient"
 
 
-class PermanentError(ObsIngestError):
+class PermanentError(ObsIngestError, reason="permanent"):
     """The input itself is wrong; retrying cannot help. Quarantine it with the reason."""
 
-    retriable = False
-    reason = "permanent"
 
-
-class BadObjectName(PermanentError):
+class BadObjectName(PermanentError, reason="bad-object-name"):
     """An object name does not parse as a data id, or escapes the expected prefix."""
 
-    reason = "bad-object-name"
+
+class UnknownInstrument(BadObjectName, reason="unknown-instrument"):
+    pass
 
 
-class UnknownInstrument(BadObjectName):
-    reason = "unknown-instrument"
-
-
-class CorruptFile(PermanentError):
+class CorruptFile(PermanentError, reason="corrupt-file"):
     """The bytes are not a valid (compressed) FITS file: truncated, garbled, wrong headers."""
 
-    reason = "corrupt-file"
 
-
-class HeaderMismatch(PermanentError):
+class HeaderMismatch(PermanentError, reason="header-mismatch"):
     """The FITS header names a different data id than the object name."""
 
-    reason = "header-mismatch"
 
-
-class NoIdentity(HeaderMismatch):
+class NoIdentity(HeaderMismatch, reason="no-identity"):
     """A header that cannot say which CCD it is (no instrument, observation or detector)."""
 
-    reason = "no-identity"
 
-
-class ForeignBucket(PermanentError):
+class ForeignBucket(PermanentError, reason="foreign-bucket"):
     """A notification for an object in a bucket this deployment does not ingest from."""
 
-    reason = "foreign-bucket"
 
-
-class ObjectMissing(PermanentError):
+class ObjectMissing(PermanentError, reason="object-missing"):
     """An event refers to an object that no longer exists in the store."""
 
-    reason = "object-missing"
 
-
-class ChecksumConflict(PermanentError):
+class ChecksumConflict(PermanentError, reason="checksum-conflict"):
     """The same data id arrived again with different bytes: never silently overwritten."""
 
-    reason = "checksum-conflict"
 
-
-class ChecksumMismatch(PermanentError):
+class ChecksumMismatch(PermanentError, reason="checksum-mismatch"):
     """Bytes do not match the checksum that travelled with them (corruption in transit)."""
 
-    reason = "checksum-mismatch"
 
-
-class BadMetadata(PermanentError):
+class BadMetadata(PermanentError, reason="bad-metadata"):
     """Custom object metadata the register function carries on is not what a producer writes."""
 
-    reason = "bad-metadata"
 
-
-class BadMessage(PermanentError):
+class BadMessage(PermanentError, reason="bad-message"):
     """A message does not decode: unknown schema fingerprint, wrong magic, invalid Avro."""
 
-    reason = "bad-message"
+
+class ServiceUnavailable(RetriableError, reason="service-unavailable"):
+    pass
 
 
-class ServiceUnavailable(RetriableError):
-    reason = "service-unavailable"
+class UnstorableInput(PermanentError, reason="unstorable-input"):
+    """The registry cannot hold this input (value out of range or too long, integrity violation)."""
 
 
-class UnstorableInput(PermanentError):
-    """The registry cannot hold this input (a value out of range or too long for its column,
-    an integrity violation): retrying the same input cannot help, so it is quarantined."""
+class RequestRefused(PermanentError, reason="request-refused"):
+    """An HTTP request that is no delivery: answered 4xx with the reason, nothing quarantined."""
 
-    reason = "unstorable-input"
-
-
-class RequestRefused(PermanentError):
-    """An HTTP request that is not a delivery at all (no envelope, too big, nested too deep):
-    answered 4xx with the reason; there is nothing to quarantine."""
-
-    reason = "request-refused"
-    #: the HTTP status it is answered with
-    status = 400
+    status = 400  # the HTTP answer
 
 
-class NotADelivery(RequestRefused):
+class NotADelivery(RequestRefused, reason="not-a-delivery"):
     """The body is not a Pub/Sub push envelope or a CloudEvent."""
 
-    reason = "not-a-delivery"
 
-
-class RequestTooLarge(RequestRefused):
+class RequestTooLarge(RequestRefused, reason="request-too-large"):
     """The body is over the endpoint's size limit; refused before it is read."""
 
-    reason = "request-too-large"
     status = 413
 
 
-class NestingTooDeep(RequestRefused):
+class NestingTooDeep(RequestRefused, reason="nesting-too-deep"):
     """JSON nested deeper than any notification is; refused before it is parsed."""
 
-    reason = "nesting-too-deep"
 
-
-class ResourceExhausted(RetriableError):
-    """A resource ran out: a full disk, a quota, a rate limit, no connection slots, no memory.
-
-    Never a verdict on the input: an outage, retried, never quarantined. ``resource`` names what
-    ran out and ``where`` its path or URL, so the operator's line says which disk to free
-    (classification: ``obsingest.exhaustion``).
-    """
-
-    reason = "resource-exhausted"
+class ResourceExhausted(RetriableError, reason="resource-exhausted"):
+    """A resource ran out (disk, quota, rate, connection slots, memory): an outage, retried,
+    never quarantined. ``resource`` and ``where`` tell the operator what to free."""
 
     def __init__(self, message: str, resource: str = "", where: str = "") -> None:
         super().__init__(message)
@@ -191,50 +140,33 @@ class ResourceExhausted(RetriableError):
         self.where = where
 
 
-class DiskFull(ResourceExhausted):
+class DiskFull(ResourceExhausted, reason="disk-full"):
     """A filesystem is full or over its quota (ENOSPC, EDQUOT, SQLITE_FULL, SQLSTATE 53100)."""
 
-    reason = "disk-full"
 
-
-class DestinationFull(DiskFull):
+class DestinationFull(DiskFull, reason="destination-full"):
     """The object store's filesystem (a local store's directory) or its storage is full."""
 
-    reason = "destination-full"
 
-
-class RegistryFull(DiskFull):
+class RegistryFull(DiskFull, reason="registry-full"):
     """The registry's database cannot grow: PostgreSQL's or SQLite's disk is full."""
 
-    reason = "registry-full"
 
-
-class BusFull(DiskFull):
+class BusFull(DiskFull, reason="bus-full"):
     """The message bus cannot store more: a Kafka broker's log directory is full."""
 
-    reason = "bus-full"
 
-
-class QuotaExceeded(ResourceExhausted):
+class QuotaExceeded(ResourceExhausted, reason="quota-exceeded"):
     """A service quota is used up (GCS ``quotaExceeded``, gRPC RESOURCE_EXHAUSTED)."""
 
-    reason = "quota-exceeded"
 
-
-class RateLimited(ResourceExhausted):
+class RateLimited(ResourceExhausted, reason="rate-limited"):
     """A service asks to slow down (HTTP 429, GCS ``rateLimitExceeded``)."""
 
-    reason = "rate-limited"
+
+class ConnectionSlotsExhausted(ResourceExhausted, reason="connection-slots"):
+    """The database takes no more connections (SQLSTATE 53300)."""
 
 
-class ConnectionSlotsExhausted(ResourceExhausted):
-    """The database takes no more connections (SQLSTATE 53300: too many clients, remaining
-    connection slots reserved)."""
-
-    reason = "connection-slots"
-
-
-class OutOfMemory(ResourceExhausted):
+class OutOfMemory(ResourceExhausted, reason="out-of-memory"):
     """Memory ran out (MemoryError, ENOMEM, SQLSTATE 53200, SQLITE_NOMEM)."""
-
-    reason = "out-of-memory"

@@ -1,11 +1,8 @@
 """Resource exhaustion, classified once: which failures mean "something ran out".
 
-Running out of disk, quota, rate, connection slots or memory is an outage, never a verdict on
-the input (unclassified, a full disk quarantined good CCDs and a quota error was a permanent
-403). Every adapter asks ``exhaustion_of`` and raises what ``exhausted`` builds: a retriable
-``ResourceExhausted`` whose ``reason`` (``destination-full``, ``registry-full``, ``bus-full``,
-``quota-exceeded``, ``rate-limited``, ``connection-slots``, ``out-of-memory``) feeds metrics,
-health and the operator's one line. Pure: it reads only the exception and its causes.
+Running out of disk, quota, rate, connection slots or memory is an outage, never a verdict on the
+input (unclassified, a full disk quarantined good CCDs). ``exhaustion_of`` classifies, reading
+only the exception and its causes; ``exhausted`` builds the retriable ``ResourceExhausted``.
 """
 
 from __future__ import annotations
@@ -79,32 +76,10 @@ _WORDS: tuple[tuple[str, Exhaustion], ...] = (
 _MAX_DEPTH = 6
 
 
-#: every reason a ResourceExhausted carries (a failure recorded by its reason alone, such as a
-#: backfill's per-file failures, is told apart by it)
-EXHAUSTION_REASONS = frozenset(
-    cls.reason
-    for cls in (
-        ResourceExhausted,
-        DiskFull,
-        DestinationFull,
-        RegistryFull,
-        BusFull,
-        QuotaExceeded,
-        RateLimited,
-        ConnectionSlotsExhausted,
-        OutOfMemory,
-    )
-)
-
-
 def exhaustion_of(exc: BaseException) -> Exhaustion | None:
     """What ran out, if ``exc`` (or one of its causes) says a resource is exhausted; else None.
-
-    Reads, in this order: an already classified ``ResourceExhausted``; ``MemoryError``; an
-    ``OSError``'s errno; a PostgreSQL SQLSTATE (``sqlstate``/``pgcode``, also on a wrapped
-    driver error's ``orig``); a SQLite error code; an HTTP status (``code`` or
-    ``response.status_code``); then the words of the message.
-    """
+    Reads ``ResourceExhausted``, ``MemoryError``, errno, SQLSTATE, SQLite codes, HTTP status,
+    then the message's words."""
     seen: set[int] = set()
     current: BaseException | None = exc
     for _ in range(_MAX_DEPTH):
@@ -185,6 +160,11 @@ _BY_KIND: dict[Exhaustion, type[ResourceExhausted]] = {
     Exhaustion.CONNECTION_SLOTS: ConnectionSlotsExhausted,
     Exhaustion.MEMORY: OutOfMemory,
 }
+#: every reason a ResourceExhausted carries (a failure recorded by its reason alone, such as a
+#: backfill's per-file failures, is told apart by it)
+EXHAUSTION_REASONS = frozenset(
+    {ResourceExhausted.reason} | {cls.reason for cls in (*_DISK_BY_RESOURCE.values(), *_BY_KIND.values())}
+)
 #: what an operator reads for each kind
 _WHAT = {
     Exhaustion.DISK_FULL: "no space left",

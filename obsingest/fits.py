@@ -1,14 +1,9 @@
 """Minimal, strict FITS structure reader and writer helpers (header cards and block layout).
 
-The compressor and the register function need only the block structure (where each HDU is and
-the keywords that size it), so it is read by hand, headers only. Every fault (truncated, garbled,
-trailing garbage) is a :class:`FitsFormatError` (a :class:`~obsingest.errors.CorruptFile`)
-naming the reason and carrying the CFITSIO status fpack exits with, so ``obsingest compress`` is
-an fpack drop-in. numpy is imported only by the checksum helper, to keep that command's start-up
-fast.
-
-One cohesive concept, hence its length: the FITS block and card layout, read and written in
-one place, so the reader's checks and the writer's cards agree byte for byte.
+Read by hand, headers only: callers need only where each HDU is. Every fault is a
+``FitsFormatError`` carrying the CFITSIO status fpack exits with, so ``obsingest compress`` is an
+fpack drop-in. numpy is imported only by the checksum helper, for that command's start-up.
+One cohesive concept: the block and card layout read and written in one place, so they agree.
 """
 
 from __future__ import annotations
@@ -321,11 +316,8 @@ _TABLE_CARDS = re.compile(
 
 
 def primary_header(data: bytes | bytearray | memoryview) -> Hdu:
-    """``parse_fits(data)[0]`` for a valid file, checked the same way at a fraction of the cost.
-
-    Walks every HDU's header by offset (END found with ``bytes.find``, keyword fields checked by
-    one regex, only sizing cards decoded) without building ``parse_fits``'s card tuples. Anything
-    not plainly valid goes to ``parse_fits``, so a bad file gets exactly its FitsFormatError."""
+    """``parse_fits(data)[0]`` for a valid file, checked the same way without building card
+    tuples; anything not plainly valid goes to ``parse_fits`` for its exact FitsFormatError."""
     raw = data if isinstance(data, bytes) else bytes(data)
     found = _walk(raw)
     return found if found is not None else parse_fits(raw)[0]

@@ -1,8 +1,5 @@
-"""Structured logging: one JSON object per line, one event per line.
-
-Every log call names an ``event``. ``logging_context`` stamps the CCD's data id (and object) on
-every line logged around its work, so a night's logs can be grepped for one CCD across
-processes without each call passing it along.
+"""Structured logging: one JSON object per line, one event per line. ``logging_context`` stamps
+the CCD's data id on every line logged around its work, so logs can be grepped for one CCD.
 """
 
 from __future__ import annotations

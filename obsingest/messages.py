@@ -1,8 +1,5 @@
-"""Typed views of the Avro contracts in ``schemas/``.
-
-Field names and types mirror the newest schema version one to one; ``to_record``/``from_record``
-convert to and from the plain dicts fastavro reads and writes, and ``encode``/``decode`` add the
-single-object header. Timestamps are tz-aware UTC datetimes (microsecond precision, as on the wire).
+"""Typed views of the Avro contracts in ``schemas/``, field for field as the newest version.
+Timestamps are tz-aware UTC datetimes (microsecond precision, as on the wire).
 """
 
 from __future__ import annotations

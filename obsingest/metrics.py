@@ -1,24 +1,12 @@
 """Every Prometheus metric of the pipeline, defined once, and the helpers that expose them.
 
-Why one catalogue (and one cohesive concept, hence its length): every process records through
-the same definitions, so names, units, labels and buckets cannot drift between processes, the
-alert rules (``infra/prometheus/alerts.yml``) and the dashboard (``infra/grafana/obsingest.json``);
-unit tests walk ``CATALOGUE`` to hold the conventions and check rules and dashboard against it.
-
-Conventions (prometheus.io/docs/practices/naming): ``obsingest_`` prefix, base units in names,
-counters end in ``_total``, instants are ``_timestamp_seconds``. Every label takes values from a
-closed set (``LABEL_VALUES``): anything else is recorded as ``other`` and logged once
-(``strict=True`` raises, for tests), so no input can mint unbounded series. Data ids, object
-names, exposures and detectors are never labels.
-
-Worker pools (the edge's ``ProcessPoolExecutor``) aggregate in the parent, not with
-prometheus_client's multiprocess mode: a worker returns a picklable ``Observations`` with its
-result and the parent calls ``Metrics.apply``. So gauges stay ordinary (callback gauges work) and
-nothing depends on ``PROMETHEUS_MULTIPROC_DIR`` or on cleaning per-pid files after a worker is
-killed. Do not set ``PROMETHEUS_MULTIPROC_DIR`` for obsingest processes.
-
-Serving ``/metrics`` is ``metrics_http``. Only these modules import prometheus_client; others
-import it lazily where they record (a unit test checks).
+One catalogue so names, units, labels and buckets cannot drift between processes, the alert rules
+and the dashboard (unit tests check both against ``CATALOGUE``). Every label takes values from a
+closed set (``LABEL_VALUES``); anything else is recorded as ``other`` and logged once, so no input
+mints unbounded series. Worker pools aggregate in the parent (a worker returns ``Observations``,
+the parent calls ``Metrics.apply``), not with multiprocess mode: do not set
+``PROMETHEUS_MULTIPROC_DIR``. Only this and ``metrics_http`` import prometheus_client eagerly.
+One cohesive concept, hence its length: the catalogue.
 """
 
 from __future__ import annotations
@@ -299,7 +287,6 @@ class Metrics:
         checked = {k: self._value(k, v) for k, v in labels.items()}
         return self._families[name].labels(**checked)
 
-    # --- CCD outcomes -------------------------------------------------------------------------
     def ccd(self, component: str, outcome: str, reason: str | None = None, n: int = 1) -> None:
         """Count ``n`` CCDs with an outcome; quarantines and dead letters also by reason."""
         component = self._value("component", component)
@@ -363,7 +350,6 @@ class Metrics:
     def edge_stage(self, stage: str, seconds: float) -> None:
         self._child("obsingest_edge_stage_seconds", stage=stage).observe(seconds)
 
-    # --- state gauges -------------------------------------------------------------------------
     def edge_spool(
         self,
         depths: Mapping[str, int],
@@ -399,7 +385,6 @@ class Metrics:
     def redrive(self, source: str, result: str, n: int = 1) -> None:
         self._child("obsingest_redrive_attempts_total", source=source, result=result).inc(n)
 
-    # --- registry -----------------------------------------------------------------------------
     @contextmanager
     def registry_operation(self, operation: str) -> Iterator[None]:
         """Time a registry call; an exception is counted by its ``reason`` and re-raised."""
@@ -415,22 +400,21 @@ class Metrics:
                 time.perf_counter() - started
             )
 
-    # --- canary -------------------------------------------------------------------------------
     def canary(self, event: str, at: float | None = None) -> None:
         """A canary object ``written``, or its notification ``seen`` (at Unix time ``at``)."""
         event = self._value("event", event)
         self._child("obsingest_notification_canaries_total", event=event).inc()
         if event == "seen":
-            self._canary_last_seen = time.time() if at is None else at
-            self._families["obsingest_notification_canary_last_seen_timestamp_seconds"].set(
-                self._canary_last_seen
-            )
+            self._canary_seen(time.time() if at is None else at)
+
+    def _canary_seen(self, at: float) -> None:
+        self._canary_last_seen = at
+        self._families["obsingest_notification_canary_last_seen_timestamp_seconds"].set(at)
 
     def _canary_age(self) -> float:
         seen = self._canary_last_seen
         return float("nan") if seen is None else max(0.0, time.time() - seen)
 
-    # --- exposures ----------------------------------------------------------------------------
     def exposure_completed(
         self,
         instrument: str,
@@ -454,13 +438,11 @@ class Metrics:
         if n:
             self._child("obsingest_header_warnings_total", instrument=instrument).inc(n)
 
-    # --- presence API -------------------------------------------------------------------------
     def presence_request(self, route: str, status_code: int, seconds: float) -> None:
         code = status_class(status_code)
         self._child("obsingest_presence_requests_total", route=route, code=code).inc()
         self._child("obsingest_presence_request_seconds", route=route).observe(seconds)
 
-    # --- identity -----------------------------------------------------------------------------
     def start(self, component: str) -> None:
         """Call once at process start: build info, and this component's series created at 0,
         so ``rate()`` sees their first increment; reconcile's canary clock starts now."""
@@ -484,10 +466,7 @@ class Metrics:
                     name = "obsingest_exposures_completed_total"
                     self._child(name, instrument=instrument, status=status)
         if component == "reconcile" and self._canary_last_seen is None:
-            self._canary_last_seen = time.time()
-            self._families["obsingest_notification_canary_last_seen_timestamp_seconds"].set(
-                self._canary_last_seen
-            )
+            self._canary_seen(time.time())
 
     def apply(self, observations: Observations) -> None:
         """Record what a worker process observed (parent-side aggregation)."""

@@ -16,10 +16,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from obsingest.errors import PermanentError
 
 
-class MetricsPortUnavailable(PermanentError):
+class MetricsPortUnavailable(PermanentError, reason="metrics-port-unavailable"):
     """The configured metrics port cannot be bound (in use, or privileged)."""
-
-    reason = "metrics-port-unavailable"
 
 
 class MetricsSettings(BaseSettings):

@@ -1,11 +1,8 @@
 """The one retry helper: tenacity driven by the project's named policies.
 
-Every retry loop goes through ``call_with_retries`` (or a policy's ``backoff`` where the retry
-is a later redelivery, or ``api_core_retry`` inside a Google client's generated method). Why
-policies of our own: with 5 s from readout to announcement, a retry stops at the caller's
-deadline, retries only what the caller's ``classify`` says can heal, and caps some kinds more
-tightly (a transient-auth 403 gets two more tries, not six). Clock, sleep and randomness are
-injectable, for tests that do not wait.
+Own policies because with 5 s from readout to announcement a retry must stop at the caller's
+deadline, retry only what ``classify`` says can heal, and cap some kinds tighter (a transient 403).
+Clock, sleep and randomness are injectable for tests.
 """
 
 from __future__ import annotations
@@ -28,11 +25,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Transient:
-    """``classify``'s verdict for an error worth retrying.
-
-    ``kind`` names the failure in logs and in the final error; ``max_retries`` caps retries of
-    this kind below the policy's own limit (None: only the policy's limits apply).
-    """
+    """``classify``'s verdict for an error worth retrying: ``kind`` names it in logs and the
+    final error; ``max_retries`` caps retries of this kind below the policy's own limit."""
 
     kind: str
     max_retries: int | None = None
@@ -44,10 +38,7 @@ Classifier = Callable[[BaseException], "Transient | None"]
 @dataclass(frozen=True)
 class RetryPolicy:
     """How hard to try: attempts, backoff curve and an overall deadline (seconds; None: none).
-
-    With ``jitter`` the wait is uniform in [0, cap) (full jitter: many clients retrying at once
-    spread out); without it the wait is the cap itself.
-    """
+    ``jitter``: wait uniform in [0, cap), so many clients retrying at once spread out."""
 
     max_attempts: int = 6
     base_delay: float = 0.05
@@ -117,10 +108,8 @@ def api_core_retry(policy: RetryPolicy, timeout: float, *also: type[Exception]) 
     )
 
 
-class RetriesExhausted(RetriableError):
+class RetriesExhausted(RetriableError, reason="retries-exhausted"):
     """Every allowed attempt failed transiently; the operation may succeed later."""
-
-    reason = "retries-exhausted"
 
     def __init__(self, message: str, kind: str, attempts: int, last: BaseException) -> None:
         super().__init__(message)
@@ -151,13 +140,9 @@ def call_with_retries(
     rand: Callable[[], float] = random.random,
     on_retry: Callable[[Attempt], None] | None = None,
 ) -> T:
-    """Call ``fn(remaining_seconds)`` until it succeeds, fails permanently or runs out of tries.
-
-    ``fn`` gets the time left (inf without a deadline) to bound its own timeout. An error
-    ``classify`` returns None for is re-raised at once; a transient one is retried after the
-    backoff unless that passes the deadline, attempt limit or kind's cap; then RetriesExhausted
-    (retriable) is raised, chained to the last error.
-    """
+    """Call ``fn(remaining_seconds)`` until it succeeds, fails permanently (``classify`` says
+    None: re-raised at once) or passes the deadline, attempt limit or kind's cap: then
+    RetriesExhausted (retriable), chained to the last error."""
     start = clock()
     deadline = math.inf if policy.deadline is None else start + policy.deadline
     per_kind: dict[str, int] = {}

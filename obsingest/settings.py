@@ -1,9 +1,5 @@
-"""Typed settings, one group per concern. Read at startup (``load()``), never at import time.
-
-Every setting has a default that works locally on embedded defaults and an environment variable
-(``OBSINGEST_<GROUP>_<NAME>``, e.g. ``OBSINGEST_REGISTRY_URL``) so deployments change behaviour
-without code.
-"""
+"""Typed settings, one group per concern, read at startup (``load()``), never at import time:
+defaults that work locally, each overridden by ``OBSINGEST_<GROUP>_<NAME>``."""
 
 from __future__ import annotations
 
@@ -36,12 +32,8 @@ class RegistrySettings(BaseSettings):
 
 
 class HeaderSettings(BaseSettings):
-    """Header translation (``obsingest.translate``).
-
-    ``OBSINGEST_HEADER_CORRECTIONS``: directories of per-observation header corrections
-    (``{instrument}-{obsid}.yaml``, astro_metadata_translator's ``fix_header`` search path), joined
-    with ``os.pathsep`` like PATH; point it at obs_lsst's ``corrections/`` to get Rubin's.
-    """
+    """``OBSINGEST_HEADER_CORRECTIONS``: ``fix_header`` correction directories, joined with
+    ``os.pathsep``; point it at obs_lsst's ``corrections/`` to get Rubin's."""
 
     model_config = SettingsConfigDict(env_prefix="OBSINGEST_HEADER_", extra="ignore")
 
@@ -71,11 +63,8 @@ class StoreSettings(StoreLayout):
 
 
 class KafkaClientSettings(BaseSettings):
-    """What every Kafka client's settings share: the brokers and extra librdkafka properties.
-
-    ``bootstrap_servers`` comes from the unit's own ``<PREFIX>BOOTSTRAP_SERVERS``, else from the
-    conventional ``KAFKA_BOOTSTRAP_SERVERS`` that ``obsingest stack env`` exports.
-    """
+    """What every Kafka client's settings share: the brokers (``<PREFIX>BOOTSTRAP_SERVERS``,
+    else ``KAFKA_BOOTSTRAP_SERVERS``) and extra librdkafka properties."""
 
     bootstrap_servers: str = defaults.KAFKA_BOOTSTRAP
     #: Extra librdkafka properties, e.g. ``{"security.protocol": "SASL_SSL"}`` (JSON in env).

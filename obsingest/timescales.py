@@ -1,15 +1,9 @@
-"""Time scales: header times carry theirs, the pipeline's instants are UTC.
+"""Time scales: header times carry theirs (the camera writes TAI), the pipeline's instants are UTC.
 
-The camera writes header times (DATE-BEG, DATE-END, DATE-OBS, MJD-*) in TAI (``TIMESYS = 'TAI'``,
-37 s ahead of UTC since 2017). Everything the pipeline measures or sends is a UTC instant, so a
-header time is converted once, here, with its scale explicit: ``header_instant`` reads one as the
-UTC instant it names (no TIMESYS means UTC, per FITS), ``camera_time`` writes a UTC instant as
-the camera does (TAI ISOT and MJD).
-
-astropy is imported on first use only, and is slow per instant: ``time_as_utc`` and
-``utc_to_tai`` convert from astropy's own leap-second table (erfa's), exact because TAI - UTC is a
-whole number of seconds changing only on the table's dates. Instants outside the table (before
-1972, after its expiry) and other scales go through astropy.
+``header_instant`` reads a header time as the UTC instant it names (no TIMESYS means UTC, per
+FITS); ``camera_time`` writes a UTC instant as the camera does. astropy is slow per instant, so
+``time_as_utc`` and ``utc_to_tai`` use erfa's leap-second table directly (exact: TAI - UTC is whole
+seconds); instants outside the table and other scales go through astropy.
 """
 
 from __future__ import annotations

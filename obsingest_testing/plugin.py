@@ -1,15 +1,9 @@
 """The pytest plugin: ``pytest_plugins = ["obsingest_testing.plugin"]`` (or ``-p``).
 
-Fixtures:
-
-- ``obsingest_facility`` (session): a ``FacilityHandle`` on the whole facility in containers,
-  started once and removed at the end of the session (nothing it started is left running).
-- ``obsingest_facility_factory`` (session): ``start(kafka=False)`` for more facilities; they
-  share the service containers and are each removed at the end.
-- ``obsingest_container_services`` (session): the Pub/Sub, GCS, PostgreSQL (and Kafka)
-  containers every facility uses; override it to share containers a session already has.
-
-A facility that cannot start fails the test with the container's log tail; it is never skipped.
+Fixtures (session scope): ``obsingest_facility`` (a ``FacilityHandle``), ``obsingest_facility_factory``
+(``start(kafka=False)`` for more) and ``obsingest_container_services`` (the shared service
+containers; override it to reuse a session's). Everything started is removed at the end; a
+facility that cannot start fails the test with its log tail, never skips it.
 """
 
 from __future__ import annotations

@@ -1,24 +1,10 @@
-"""Avro schema compatibility, decided by the specification's schema-resolution rules.
+"""Avro schema compatibility by the specification's "Schema Resolution" rules, applied statically.
 
-A contract version is released only if *fully* compatible with the one before (backward and
-forward), so producers and subscribers upgrade in any order. "Can read" is the specification's
-"Schema Resolution" section, applied statically to every value a writer schema allows:
-
-- schemas *match*: same primitive or a promotion (int -> long/float/double, long ->
-  float/double, float -> double, string <-> bytes); arrays / maps on items / values; records,
-  enums or fixed with equal unqualified names or the writer's full name among the reader's
-  aliases (resolved in the reader's namespace); fixed sizes equal;
-- records: fields match by name or reader alias; a reader field the writer lacks needs a default;
-- enums: a writer symbol the reader lacks needs the reader's ``default``;
-- unions: each writer branch resolves against the first matching reader branch;
-- logical types ride on their underlying type, but two ``decimal`` need equal precision and scale.
-
-Why our own code: no maintained Python library checks resolution statically, and fastavro is laxer
-on reader-alias namespaces and decimals (tests/unit/schemas/test_compat_corpus.py pins both).
-Defaults are checked by fastavro when ``schemas._load_file`` parses each file.
-
-Problems read "<path>: <reason>", the path following reader field names from the root
-("ArrivalEvent.readout_time: ..."), ``[]`` for array items and ``{}`` for map values.
+A contract version is released only if fully compatible (backward and forward) with the one
+before, so producers and subscribers upgrade in any order. Our own code because no maintained
+library checks resolution statically and fastavro is laxer on reader-alias namespaces and decimals
+(tests/unit/schemas/test_compat_corpus.py pins both). Problems read "<path>: <reason>", the path
+of reader field names from the root, ``[]`` for array items and ``{}`` for map values.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The object-store contract shared by producers (writers) and functions (readers).
 
-Writes are create-once: a CCD is immutable once stored. A second write of the same bytes is a
-no-op that returns the existing object; a second write of different bytes raises
+Writes are create-once: the same bytes again return the existing object; different bytes raise
 ChecksumConflict carrying both versions, so nothing is silently overwritten.
 """
 

@@ -1,23 +1,14 @@
 """Google Cloud Storage behind ``ObjectStore``: create-once writes, verified bytes, bounded retries.
 
-Over 500 lines as one cohesive concept: a GCS bucket as a store, its settings, its error rules
-and the one create-once flow both request paths below share.
+- ``put`` sends the CRC32C with ``ifGenerationMatch=0``: a 412 means "already there", resolved by
+  checksum (same bytes: success; different: ObjectConflict).
+- Retries (``obsingest.retry``, within the 5 s budget) only for what can heal: 429, 408, 5xx,
+  resets, timeouts, and at most ``auth_retries`` 403s (production saw transient ones on HEAD).
+  A resource run out (some answered 403) is an outage, never capped as an auth 403.
+- ``GcsHttpStore`` sends the JSON-API requests itself through google-auth's urllib3 transport.
+- Proxies, ``.netrc`` and the CA bundle are read once per store (``HttpEnvironment``).
 
-- One ``storage.Client`` per store and one store per process: its session keeps connections warm.
-- ``put`` sends the client's CRC32C in the object resource (the service refuses bytes corrupted
-  in transit) with ``ifGenerationMatch=0``: a 412 means "already there", resolved by checksum
-  (same bytes: success; different: ObjectConflict, parked under ``quarantine/`` by the uploader).
-- Retries are ours (``obsingest.retry``), bounded by the 5 s budget, only for what can heal
-  (429, 408, 5xx, resets, timeouts, and at most ``auth_retries`` 403s: production saw transient
-  ones on object HEAD); anything else is a PermanentError at once.
-- A resource run out (429, ``rateLimitExceeded`` / ``quotaExceeded``, some answered 403) is an
-  outage: retried, never capped as an auth 403, then ``RateLimited`` / ``QuotaExceeded``
-  (retriable) for the caller's own backoff.
-- With ``STORAGE_EMULATOR_HOST`` (fake-gcs-server) the client uses anonymous credentials.
-- ``GcsHttpStore``: the same store whose put and stat send the library's JSON-API requests
-  through google-auth's urllib3 transport, for the backfill's and the edge's many uploads.
-- Proxies, ``.netrc`` and the CA bundle are read once per store (``HttpEnvironment``) and
-  honoured by both request paths.
+One cohesive concept, hence its length: a bucket as a store, its error rules and create-once flow.
 """
 
 from __future__ import annotations
@@ -82,32 +73,26 @@ class GcsSettings(BaseSettings):
 
 
 # -- errors -----------------------------------------------------------------------------------
-class StoreRequestRefused(PermanentError):
+class StoreRequestRefused(PermanentError, reason="store-request-refused"):
     """The store refused the request itself (400, 401, 404 bucket, ...): retrying cannot help."""
 
-    reason = "store-request-refused"
+
+class BucketMissing(StoreRequestRefused, reason="bucket-missing"):
+    pass
 
 
-class BucketMissing(StoreRequestRefused):
-    reason = "bucket-missing"
+class StorePermissionDenied(StoreRequestRefused, reason="store-permission-denied"):
+    pass
 
 
-class StorePermissionDenied(StoreRequestRefused):
-    reason = "store-permission-denied"
-
-
-class ObjectVanished(RetriableError):
+class ObjectVanished(RetriableError, reason="object-vanished"):
     """The store said "already there" (412) and then "not there" (404): someone deleted it in
     between. A retry uploads it again."""
 
-    reason = "object-vanished"
 
-
-class StoreUnavailable(RetriableError):
+class StoreUnavailable(RetriableError, reason="store-unavailable"):
     """Reading failed for a reason that is not the object's fault (credentials, permissions,
     a wrong or missing bucket): the event must be redelivered, never quarantined."""
-
-    reason = "store-unavailable"
 
 
 def _read_error(exc: api_exceptions.GoogleAPICallError, bucket: str, what: str) -> Exception:
@@ -135,11 +120,8 @@ _HASH_WORDS = ("hash", "crc32c", "md5")
 
 
 def classify_gcs_error(exc: BaseException, auth_retries: int = 2) -> Transient | None:
-    """Transient (with its kind) for errors a retry can fix; None for permanent ones.
-
-    A 412 is neither: it is create-once's "already there" and is handled by ``put``, so it is
-    classified permanent here (no retry) and caught by the caller.
-    """
+    """Transient (with its kind) for errors a retry can fix; None for permanent ones (a 412
+    too: create-once's "already there", handled by ``put``)."""
     from google.auth.exceptions import TransportError
 
     if isinstance(exc, api_exceptions.GoogleAPICallError):
@@ -147,15 +129,13 @@ def classify_gcs_error(exc: BaseException, auth_retries: int = 2) -> Transient |
         if status in _RETRIABLE_STATUS:
             return Transient(f"http-{status}")
         if status in (403, 507) and exhaustion_of(exc) is not None:
-            # quotaExceeded / rateLimitExceeded (GCS answers some with 403), 507: a resource
-            # ran out, not a permission; retried as any outage, never capped as an auth hiccup
+            # quotaExceeded / rateLimitExceeded / 507: an outage, not a permission
             return Transient(f"http-{status}-exhausted")
         if status == 403:
             return Transient("http-403", max_retries=auth_retries)
         text = str(exc).lower()
         if status == 400 and "match" in text and any(w in text for w in _HASH_WORDS):
-            # the service computed another checksum than we sent: bytes damaged in transit
-            # ("Provided CRC32C ... doesn't match calculated CRC32C ...", "... hash ... match")
+            # "Provided CRC32C ... doesn't match calculated ...": bytes damaged in transit
             return Transient("checksum-mismatch", max_retries=1)
         return None
     if isinstance(exc, (requests.Timeout, TimeoutError)):
@@ -190,11 +170,8 @@ def _permanent(exc: BaseException, bucket: str, what: str) -> PermanentError | N
 # -- client -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class HttpEnvironment:
-    """What ``requests`` takes from the environment for one endpoint, read once at start-up.
-
-    ``trust_env=True`` (requests' default) re-reads proxy, ``.netrc`` and CA bundle variables on
-    every request, a large share of a small upload's CPU. The store's session gets them from here
-    with ``trust_env=False``, resolved by requests' own rules (``NO_PROXY`` included)."""
+    """What ``requests`` takes from the environment for one endpoint, read once: its default
+    ``trust_env`` re-reads it on every request, a large share of a small upload's CPU."""
 
     endpoint: str
     #: scheme -> proxy URL (empty when none applies or ``NO_PROXY`` exempts the endpoint)
@@ -234,9 +211,8 @@ class HttpEnvironment:
 
 
 class _HostAuth(requests.auth.AuthBase):
-    """A ``.netrc`` entry's Basic credentials, sent to their host only (never to a redirect's
-    or a token endpoint's other host) as requests applies them: as a requests auth, and around
-    a urllib3 pool (``http``) as its ``urlopen``."""
+    """A ``.netrc`` entry's Basic credentials, sent to their host only, as a requests auth and
+    around a urllib3 pool (``http``) as its ``urlopen``."""
 
     def __init__(self, host: str, credentials: tuple[str, str], http: Any = None) -> None:
         import urllib3
@@ -257,32 +233,26 @@ class _HostAuth(requests.auth.AuthBase):
 
 
 def make_client(settings: GcsSettings, environment: HttpEnvironment | None = None) -> Any:
-    """A storage client with a pooled session; anonymous against an emulator. The session's
-    proxies, netrc credentials and CA bundle are read from the environment once (here, or
-    the caller's ``environment``), not on every request."""
+    """A storage client with a pooled session; anonymous against an emulator."""
+    import google.auth
+    from google.auth.credentials import AnonymousCredentials
+    from google.auth.transport.requests import AuthorizedSession
     from google.cloud import storage
     from requests.adapters import HTTPAdapter
 
     emulator = os.environ.get("STORAGE_EMULATOR_HOST")
+    credentials: Any
+    project: str | None
     if emulator:
-        from google.auth.credentials import AnonymousCredentials
-        from google.auth.transport.requests import AuthorizedSession
-
-        credentials: Any = AnonymousCredentials()  # type: ignore[no-untyped-call]  # google.auth
-        session = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]  # google.auth
-        client = storage.Client(
-            project=settings.project,
-            credentials=credentials,
-            client_options={"api_endpoint": emulator},
-            _http=session,
-        )
+        credentials, project = AnonymousCredentials(), None  # type: ignore[no-untyped-call]
+        options: dict[str, str] | None = {"api_endpoint": emulator}
     else:
-        import google.auth
-        from google.auth.transport.requests import AuthorizedSession
-
         credentials, project = google.auth.default()
-        session = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]  # google.auth
-        client = storage.Client(project=project or settings.project, _http=session)
+        options = None
+    session = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]  # google.auth
+    client = storage.Client(
+        project=project or settings.project, credentials=credentials, client_options=options, _http=session
+    )
     adapter = HTTPAdapter(pool_connections=settings.pool_connections, pool_maxsize=settings.pool_connections)
     session.mount("https://", adapter)
     session.mount("http://", adapter)
@@ -355,12 +325,16 @@ class GcsStore:
                 raise
             raise exhausted from exc
 
+    def _read(self, name: str, download: Callable[[float], T]) -> T:
+        try:
+            return self._retrying("read", name, download)
+        except api_exceptions.GoogleAPICallError as exc:
+            raise _read_error(exc, self.bucket, f"read {self.uri(name)!r}") from exc
+
     def _put_once(
         self, name: str, data: bytes, crc: str, metadata: dict[str, str], remaining: float
     ) -> StoredObject:
-        # CRC32C alone guards the transfer (added by checksum=, verified by the service).
-        # No client MD5: costly on the edge for the same protection; the service still
-        # computes md5Hash for the object resource.
+        # CRC32C alone guards the transfer; a client MD5 costs the edge CPU for no more
         blob = self._bucket.blob(name)
         blob.metadata = metadata
         blob.upload_from_string(
@@ -377,7 +351,6 @@ class GcsStore:
         blob = self._bucket.get_blob(name, retry=None, timeout=self._timeout(remaining))
         return None if blob is None else stored_object(blob, self.bucket)
 
-    # API -------------------------------------------------------------------------------------
     def put(self, name: str, data: bytes, metadata: dict[str, str] | None = None) -> PutResult:
         """Create-once upload; same bytes already there -> created=False; else ObjectConflict."""
         crc = crc32c_b64(data)
@@ -424,15 +397,11 @@ class GcsStore:
             )
             return data
 
-        try:
-            return self._retrying("read", name, download)
-        except api_exceptions.GoogleAPICallError as exc:
-            raise _read_error(exc, self.bucket, f"read {self.uri(name)!r}") from exc
+        return self._read(name, download)
 
     def read_head(self, name: str, length: int) -> Head:
-        """One ranged GET. Its response headers carry the object's generation and whole-object
-        CRC32C (``x-goog-generation``, ``x-goog-hash``), which the client puts on the blob: no
-        second request to learn which version the bytes are from."""
+        """One ranged GET; the client puts the response's generation and whole-object CRC32C
+        on the blob, so no second request."""
 
         def download(remaining: float) -> Head:
             blob = self._bucket.blob(name)
@@ -445,10 +414,7 @@ class GcsStore:
             )
             return Head(data, int(blob.generation or 0), blob.crc32c or "")
 
-        try:
-            return self._retrying("read", name, download)
-        except api_exceptions.GoogleAPICallError as exc:
-            raise _read_error(exc, self.bucket, f"read {self.uri(name)!r}") from exc
+        return self._read(name, download)
 
     def delete(self, name: str) -> None:
         """Remove an object (tests and operators only: the pipeline never deletes)."""
@@ -498,9 +464,8 @@ def stored_from_resource(resource: dict[str, Any], bucket: str) -> StoredObject:
 
 
 def pool_manager(environment: HttpEnvironment, maxsize: int) -> Any:
-    """A urllib3 pool manager for ``environment``'s endpoint as requests would reach it: through
-    its proxy (with the proxy URL's credentials) if one applies, trusting the CA bundle requests
-    uses. No retries of its own: callers retry by their own rules."""
+    """A urllib3 pool manager reaching the endpoint as requests would (proxy, CA bundle); no
+    retries of its own: callers retry by their own rules."""
     import urllib3
     from requests.certs import where  # the CA bundle requests (the library's transport) uses
 
@@ -518,11 +483,8 @@ def pool_manager(environment: HttpEnvironment, maxsize: int) -> Any:
 
 
 def authorized_http(settings: GcsSettings, endpoint: str, environment: HttpEnvironment | None = None) -> Any:
-    """google-auth's urllib3 transport: anonymous against an emulator, else default credentials.
-
-    Honours what the requests session does (``HttpEnvironment``): the endpoint's proxy (with the
-    proxy URL's credentials), the CA bundle, and a ``.netrc`` entry for the endpoint's host,
-    whose Basic credentials replace the token."""
+    """google-auth's urllib3 transport: anonymous against an emulator, else default credentials;
+    a ``.netrc`` entry for the endpoint's host replaces the token."""
     import google.auth
     from google.auth.credentials import AnonymousCredentials
     from google.auth.transport.urllib3 import AuthorizedHttp
@@ -540,8 +502,7 @@ def authorized_http(settings: GcsSettings, endpoint: str, environment: HttpEnvir
 
 
 def _anonymous_pool(http: Any, endpoint: str) -> Any:
-    """The connection pool of ``endpoint`` inside ``http`` when ``http`` is google-auth's
-    wrapper with anonymous credentials around a plain pool manager (no proxy); else None."""
+    """``endpoint``'s pool inside an anonymous google-auth wrapper of a plain pool manager."""
     import urllib3
     from google.auth.credentials import AnonymousCredentials
     from google.auth.transport.urllib3 import AuthorizedHttp
@@ -555,8 +516,7 @@ def _anonymous_pool(http: Any, endpoint: str) -> Any:
 
 
 class DataCorruption(Exception):  # the library's name: classify_gcs_error retries it by name
-    """Bytes received whose CRC32C differs from the ``x-goog-hash`` the store answered with:
-    damaged in transit."""
+    """Bytes received whose CRC32C differs from the answer's ``x-goog-hash``."""
 
 
 def _goog_hash(headers: Any, kind: str) -> str:
@@ -569,11 +529,9 @@ def _goog_hash(headers: Any, kind: str) -> str:
 
 
 class GcsHttpStore(GcsStore):
-    """``GcsStore`` whose put, stat and reads are one JSON-API request each through
-    google-auth's urllib3 transport, not the library's blob machinery: less CPU per object for
-    the backfill, the edge's workers and the register function (benchmarks/README.md). Errors
-    are the library's exceptions for the status, classified and retried by the same rules.
-    Listing and deleting are the library's (its client made on first use)."""
+    """``GcsStore`` whose put, stat and reads are one JSON-API request each through google-auth's
+    urllib3 transport: less CPU per object (benchmarks/README.md). Errors are the library's
+    exceptions, classified alike; listing and deleting use the library's client."""
 
     def __init__(
         self,
@@ -588,15 +546,12 @@ class GcsHttpStore(GcsStore):
         self.policy = self.settings.policy()
         self._client = client
         self.endpoint = endpoint or endpoint_from_env()
-        #: read once for both transports: this one and the library's client for reads
         self.environment = HttpEnvironment.resolve(self.endpoint)
         self.http = (
             http if http is not None else authorized_http(self.settings, self.endpoint, self.environment)
         )
-        #: the endpoint's own connection pool where google-auth's wrapper adds nothing (an
-        #: emulator: anonymous, no proxy, no ``.netrc``); None: every request goes through
-        #: ``http``. Its per-request credential step, URL parsing and pool lookup cost CPU for
-        #: each object the edge puts
+        #: the endpoint's own pool where google-auth's wrapper adds nothing but CPU per request
+        #: (an emulator: anonymous, no proxy), else None
         self._pool = _anonymous_pool(self.http, self.endpoint)
         b = quote(bucket, safe="")
         self._upload_url = (
@@ -667,8 +622,7 @@ class GcsHttpStore(GcsStore):
     def _put_once(
         self, name: str, data: bytes, crc: str, metadata: dict[str, str], remaining: float
     ) -> StoredObject:
-        # the 200 answer is the object resource as stored: size and crc32c computed by the
-        # service from the bytes it received, so the caller verifies without a second request
+        # the answer is the stored resource: the caller verifies without a second request
         resource = {"name": name, "contentType": CONTENT_TYPE, "crc32c": crc, "metadata": metadata}
         body, content_type = multipart_body(resource, data)
         answer = self._request("POST", self._upload_url, remaining, body, **{"content-type": content_type})
@@ -696,14 +650,11 @@ class GcsHttpStore(GcsStore):
             generation = int(response.headers.get("x-goog-generation") or 0)
             return Head(response.data, generation, _goog_hash(response.headers, "crc32c"))
 
-        try:
-            return self._retrying("read", name, download)
-        except api_exceptions.GoogleAPICallError as exc:
-            raise _read_error(exc, self.bucket, f"read {self.uri(name)!r}") from exc
+        return self._read(name, download)
 
     def read(self, name: str) -> bytes:
-        """Whole object, checked against the CRC32C the store answered with (a transcoded,
-        gzip-stored object's hash is of other bytes); ObjectMissing when absent."""
+        """Whole object, checked against the answer's CRC32C (unless gzip-stored: that hash is of
+        other bytes); ObjectMissing when absent."""
 
         def download(remaining: float) -> bytes:
             response = self._media(name, remaining, {})
@@ -716,10 +667,7 @@ class GcsHttpStore(GcsStore):
                 )
             return data
 
-        try:
-            return self._retrying("read", name, download)
-        except api_exceptions.GoogleAPICallError as exc:
-            raise _read_error(exc, self.bucket, f"read {self.uri(name)!r}") from exc
+        return self._read(name, download)
 
     def close(self) -> None:
         pool = getattr(self.http, "http", None)

@@ -1,14 +1,9 @@
 """Local-directory object store: the embedded default, with GCS's semantics where they matter.
 
-- Writes are atomic and create-once (temp file, then ``link``, which fails if the name exists)
-  and fsynced.
-- Metadata (size, crc32c, generation, custom metadata) is a JSON sidecar. No MD5 (too costly for
-  the assembler; CRC32C is the pipeline's checksum): ``md5Hash`` stays empty, as for GCS
-  composites.
-- Each new object's ``object.v1.finalized`` CloudEvent goes to a durable outbox directory (staged
-  before the link, promoted after), so no stored object loses its notification. Consumers ack by
-  deleting the file: at-least-once, like Pub/Sub.
-- A full filesystem raises ``DestinationFull`` (retriable) after removing what the put wrote.
+Writes are fsynced and create-once (temp file, then ``link``); metadata is a JSON sidecar (no
+MD5: too costly, as for GCS composites). Each new object's CloudEvent is staged in a durable
+outbox before the link and promoted after, so none loses its notification (ack = delete the
+file). A full filesystem raises ``DestinationFull`` after removing what the put wrote.
 """
 
 from __future__ import annotations
@@ -54,7 +49,6 @@ class LocalDirStore:
                 raise
             raise exhausted from exc
 
-    # paths -----------------------------------------------------------------------------------
     def _object_path(self, name: str) -> Path:
         if not name or name.startswith("/") or ".." in name.split("/") or name.startswith("."):
             raise BadObjectName(f"object {name!r}: not a valid object name for a local store")
@@ -76,7 +70,6 @@ class LocalDirStore:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
-    # API -------------------------------------------------------------------------------------
     def put(self, name: str, data: bytes, metadata: dict[str, str] | None = None) -> PutResult:
         """Create-once write. A full filesystem (ENOSPC, EDQUOT) is ``DestinationFull``, no
         memory ``OutOfMemory``: retriable outages that leave nothing behind (no ``.part`` file,
@@ -180,7 +173,6 @@ class LocalDirStore:
             self._object_path(name).unlink(missing_ok=True)
             self._meta_path(name).unlink(missing_ok=True)
 
-    # notifications ---------------------------------------------------------------------------
     def _stage_notification(self, obj: StoredObject) -> Path:
         event = storage_cloudevent(obj)
         staged = self.root / OUTBOX_DIR / f"{time.time_ns():020d}-{uuid.uuid4().hex}.pending"

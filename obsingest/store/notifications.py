@@ -129,11 +129,8 @@ def storage_cloudevent(obj: StoredObject) -> dict[str, Any]:
 
 
 def parse_object_resource(data: Any, event_id: str, event_type: str) -> ObjectEvent:
-    """The GCS object resource of a notification, every field checked for type and range.
-
-    A notification is untrusted input: a field of the wrong type or an impossible value is a
-    BadMessage naming the field and why, never an AttributeError further down the line.
-    """
+    """The GCS object resource of a notification, every field checked (untrusted input): a
+    BadMessage naming the field and why, never an AttributeError further down the line."""
     from obsingest.store.base import StoredObject
 
     where = f"event {clip(event_id)}"
@@ -241,12 +238,9 @@ _NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
 
 
 def json_nesting_exceeds(raw: bytes | str, limit: int = MAX_JSON_DEPTH) -> bool:
-    """True when ``raw`` nests arrays/objects deeper than ``limit``, decided before parsing
-    (json.loads recurses once per level: 100k levels cost a RecursionError, or worse).
-
-    Linear and in C: strings are removed, the brackets kept, then innermost ``[]`` pairs are
-    removed ``limit`` times; a pair still there was deeper than ``limit``.
-    """
+    """True when ``raw`` nests deeper than ``limit``, decided before json.loads recurses.
+    Linear and in C: strings removed, brackets kept, innermost ``[]`` pairs removed ``limit``
+    times; a pair still there was deeper."""
     data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else bytes(raw)
     if data.count(b"[") + data.count(b"{") <= limit:
         return False

@@ -1,16 +1,9 @@
 """Header translation: a raw's FITS header to Rubin's observation metadata and its identity.
 
-The API the rest of obsingest uses:
-
-- ``observation(header, filename=None) -> Translation``: any ``card -> value`` mapping
-  (``cards.HduHeader`` for a parsed header) translated by ``ObservationInfo``, the exposure part
-  once per exposure (``observe.ObservationCache``); ``.identity``, ``.info``, ``.warnings``.
-  ``NoIdentity`` (reason ``bad-header``) when the header does not say which CCD it is.
-- ``configure(search_path)``: the header-correction directories (default
-  ``OBSINGEST_HEADER_CORRECTIONS``, read at first use).
-
-The translators (``lsstcam.py``, ``latiss.py``, ``legacy_sim.py`` on ``rubin.py``) register on
-import; where ``lsst.obs.lsst`` is installed they step aside for Rubin's (``selection.py``).
+``observation(header, filename=None) -> Translation`` (``.identity``, ``.info``, ``.warnings``;
+``NoIdentity`` when the header does not say which CCD it is) and ``configure(search_path)`` (the
+header-correction directories). The translators register on import; where ``lsst.obs.lsst`` is
+installed they step aside for Rubin's (``selection.py``).
 """
 
 from __future__ import annotations

@@ -7,14 +7,12 @@ from typing import Any
 from obsingest.errors import HeaderMismatch
 
 
-class NoIdentity(HeaderMismatch):
+class NoIdentity(HeaderMismatch, reason="bad-header"):
     """A header yields no identity (instrument, exposure, detector, day, ...): permanent.
 
     ``card`` names the card(s) the identity comes from (``DAYOBS+SEQNUM``), ``value`` what the
     header holds there (a tuple for several cards; ``KeyError``: absent), ``why`` the reason.
     """
-
-    reason = "bad-header"
 
     def __init__(self, card: str, value: Any = KeyError, why: str = "not in the header") -> None:
         cards = card.split("+")

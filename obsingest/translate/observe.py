@@ -1,13 +1,9 @@
 """``observation(header)``: a raw's header, translated once per exposure, with its identity.
 
-``ObservationInfo`` (header corrections, then the translator's rules; Rubin's translator where
-``lsst.obs.lsst`` is installed, else ours) costs milliseconds, so the exposure part is translated
-once and cached, keyed on OBSID and every card an exposure-level property reads
-(``EXPOSURE_CARDS``); per CCD only the detector is translated. A CCD whose exposure cards differ
-misses the cache, so the cache never changes an answer.
-
-Translation warnings (a defaulted card, an unknown filter) are kept with the result; only a
-header yielding no identity is refused, naming the card and why.
+``ObservationInfo`` costs milliseconds, so the exposure part is cached, keyed on OBSID and every
+exposure-level card (``EXPOSURE_CARDS``): a CCD whose exposure cards differ misses, so the cache
+never changes an answer. Warnings are kept with the result; only a header yielding no identity
+is refused.
 """
 
 from __future__ import annotations
@@ -136,12 +132,8 @@ class Identity:
 
 @dataclass(frozen=True)
 class Translation:
-    """One CCD's header translated.
-
-    ``info`` is its exposure's ``ObservationInfo`` (shared by the exposure's CCDs: its detector
-    fields are those of the CCD that was translated whole; this CCD's are in ``identity``).
-    ``warnings`` are what the translation warned about, exposure's and detector's, in order.
-    """
+    """One CCD's header translated. ``info`` is shared by the exposure's CCDs (its detector
+    fields are another CCD's; this one's are in ``identity``); ``warnings`` in order."""
 
     identity: Identity
     info: ObservationInfo
@@ -197,10 +189,9 @@ def choose_translator(header: Mapping[str, Any], filename: str | None) -> type[M
 class ObservationCache:
     """Translates headers, the exposure part once per exposure (bounded LRU, thread-safe).
 
-    Concurrent CCDs of one exposure that miss the cache together wait for the first one's
-    translation instead of each doing it again (an exposure's CCDs arrive at once). For
-    obsingest's own translators, whose detector properties read RAFTBAY and CCDSLOT only, the
-    detector part is cached too, by those two cards' text, when it translated without warnings.
+    An exposure's CCDs arrive at once: those missing together wait for the first translation.
+    For our own translators (detector properties read only RAFTBAY and CCDSLOT) the detector
+    part is cached too, by those cards' text, when it translated without warnings.
     """
 
     def __init__(self, search_path: Sequence[str] = (), size: int = 32) -> None:

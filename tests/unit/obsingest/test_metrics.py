@@ -140,7 +140,8 @@ def test_instrument_label_values_are_the_known_instruments() -> None:
 
 
 def _reasons_in_code() -> dict[str, str]:
-    """Every ``reason = "..."`` class attribute and assembler dlq reason in the pipeline's code."""
+    """Every ``reason = "..."`` class attribute or ``reason="..."`` class keyword and assembler
+    dlq reason in the pipeline's code."""
     found: dict[str, str] = {}
     skip: tuple[str, ...] = ()  # the composition root and the local stack live elsewhere
     for top in ("obsingest", "producers", "functions"):
@@ -151,6 +152,9 @@ def _reasons_in_code() -> dict[str, str]:
             for node in ast.walk(ast.parse(path.read_text())):
                 if not isinstance(node, ast.ClassDef):
                     continue
+                for keyword in node.keywords:
+                    if keyword.arg == "reason" and isinstance(keyword.value, ast.Constant):
+                        found[str(keyword.value.value)] = f"{rel}:{node.name}"
                 for stmt in node.body:
                     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
                         target = stmt.targets[0]
