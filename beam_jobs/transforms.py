@@ -1,13 +1,8 @@
 """The one pipeline definition: per-exposure summaries from manifests and arrivals.
 
-:class:`ExposureSummaries` serves both modes:
-
-* batch: folds each exposure once (CombinePerKey, lifted before the shuffle) and summarizes
-  it, trigger ``batch``;
-* streaming: runs :class:`ExposureStateFn`, a stateful DoFn with an event-time timer that emits
-  when every expected detector has arrived or at the deadline, and revises after late arrivals.
-
-Either way the numbers come from :func:`beam_jobs.core.summarize_exposure`.
+:class:`ExposureSummaries` serves batch (a lifted CombinePerKey fold, trigger ``batch``) and
+streaming (:class:`ExposureStateFn`, emitting when every detector arrived or at the deadline,
+revising after late arrivals); both through :func:`beam_jobs.core.summarize_exposure`.
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
-"""Closing exposures: the register function's side of the exposures-ingested event and of the
-per-exposure metrics.
+"""Closing exposures: the register function's side of ExposureIngested and per-exposure metrics.
 
-``ExposureCloser.close`` runs the registry's check (``obsingest.registry.ingested``: exactly one
-ExposureIngested per exposure, written to the outbox) for one exposure; when this call wrote the
-event it publishes it at once through the announcer (a failed publish leaves it pending in the
-outbox, for the drains), and when this call closed the exposure first it counts it:
-``Metrics.exposure_completed`` with ``ok`` / ``over_budget``, or ``incomplete`` for an exposure
-whose deadline passed first (the facility service's ``sweep``). Each exposure is counted once,
-by whichever process inserted its closure row.
-
-The register service closes after every registration and every recorded manifest; the facility
-service sweeps recent manifests on each pass (``sweep``), which emits what a process killed
-between its commit and its check left unannounced, and closes overdue exposures as incomplete.
-
-Concurrent registrations of one exposure (205 handlers of a batch returning together) share
-their checks (``close_quietly``): a caller returns once a check that *started after it asked*
-has finished, which saw its committed registration, so a burst costs two or three checks, not
-one query per CCD. A failed check covers nobody: each of its waiters checks for itself. The
-checks also mark their callers' just-published outbox rows (on PostgreSQL in the check's own
-statement), so a CCD's mark costs no round trip of its own.
+``ExposureCloser.close`` runs the registry's exactly-once check for one exposure, publishes the
+event this call wrote (a failed publish stays pending in the outbox) and counts the exposure once,
+by whichever process inserted its closure row; ``sweep`` also closes overdue exposures incomplete.
+Concurrent registrations share checks (``close_quietly``): a caller returns once a check started
+after it asked has finished, so a burst costs two or three checks, not one per CCD; a failed check
+covers nobody.
 """
 
 from __future__ import annotations
