@@ -49,14 +49,10 @@ class ExposureCloser:
         return closing
 
     def close_quietly(self, instrument: str, exposure: int, published: Sequence[int] = ()) -> Closing | None:
-        """``close``, a registry failure logged rather than raised: the CCD that asked is
-        registered and announced already, and the facility's sweep asks again. Shared with
-        the concurrent callers of the same exposure (module doc): the closing of the check
-        that covered this call (None if it failed).
-
-        ``published``: outbox rows this caller published and has not marked yet. The check
-        that covers the call marks them in its own statement (one round trip for both, and
-        for every caller it covers); if that check fails they are marked on their own."""
+        """``close`` shared with concurrent callers (module doc), a registry failure logged, not
+        raised (the CCD is registered and announced; the sweep asks again): the closing of the
+        check that covered this call, None if it failed. ``published`` outbox rows are marked by
+        that check's own statement, or on their own if it fails."""
         key = (instrument, exposure)
         with self._landed:
             flight = self._flights.setdefault(key, _Flight())
