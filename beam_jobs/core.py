@@ -1,12 +1,8 @@
 """Per-exposure latency and completeness: the pure computation both pipeline modes share.
 
-Nothing here imports Beam, so the rules can be tested with hand-computed answers and the batch
-CombinePerKey path and the streaming stateful path cannot drift apart: both end in
-:func:`summarize_exposure`. The rules (latency in seconds of UTC, ``LATENCY_SCALE``; duplicates
-and re-ingests count a detector once, earliest publication wins; numpy's linear percentiles;
-over budget means strictly greater; detectors the manifest does not list are left out and
-reported via :attr:`ArrivalSet.unexpected`; status NO_MANIFEST > INCOMPLETE > OVER_BUDGET > OK)
-are spelled out in ``beam_jobs/README.md``, "The numbers".
+Nothing here imports Beam, so the rules are testable with hand-computed answers and the batch and
+streaming paths cannot drift apart: both end in :func:`summarize_exposure`. The rules are spelled
+out in ``beam_jobs/README.md``, "The numbers".
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Human-facing views of the summaries: a per-exposure table and PNG plots (matplotlib, Agg).
 
 Used by ``obsingest demo`` (``format_summary_table``, ``plot_latency``) and ``obsingest report``
-(``write_report``: latency histogram with the budget line, p95/max per exposure over the night,
-focal-plane map of per-detector latency for one exposure: every detector of the instrument in its
-obs_lsst place and size, LSSTCam's 189 science CCDs and its wavefront and guider sensors in the
-corner rafts, with raft boundaries and names).
+(``write_report``: latency histogram, p95/max per exposure over the night, and a focal-plane map
+of per-detector latency with every detector in its obs_lsst place, rafts outlined and named).
 """
 
 from __future__ import annotations

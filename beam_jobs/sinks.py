@@ -67,13 +67,9 @@ def _order(summary: ExposureSummary) -> tuple[str, int, int]:
 
 class WriteSummaryFile(beam.PTransform):
     """Batch: every summary into exactly one file ``path`` (no shard suffix), sorted by
-    (instrument, exposure, revision) so the file reads like the night.
-
-    One writer, fed by a side input: a single sorted file needs every summary in one place
-    anyway. The file is written under a temporary name and renamed into place, so a retried or
-    failed write never leaves a partial file behind, and an empty input still writes an (empty)
-    file. Cheaper than ``ToList | sort | WriteToText``, which gathers the same way through about
-    twenty Beam steps.
+    (instrument, exposure, revision). One writer fed by a side input (cheaper than ``ToList | sort |
+    WriteToText``); written to a temporary name and renamed, so a failed write never leaves a
+    partial file, and an empty input still writes an empty file.
     """
 
     def __init__(self, path: str) -> None:

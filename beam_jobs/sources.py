@@ -1,22 +1,11 @@
-"""Batch input: archived ArrivalEvent and ExposureManifest Avro container files, read as keyed
-elements ready for the per-exposure fold.
+"""Batch input: archived ArrivalEvent and ExposureManifest Avro files, read as keyed elements
+``((instrument, exposure), (kind, payload))`` for the per-exposure fold.
 
-Why not ``beam.io.ReadFromAvro`` (``benchmarks/beam_batch.py`` measures the difference):
-
-* its records carry fastavro's logical types (a ``uuid.UUID`` per dataset id, tz-aware
-  datetimes) that :class:`beam_jobs.core.Arrival` turns straight back into a string and integer
-  microseconds. Here an ArrivalEvent block is decoded against its writer schema with the
-  logical-type annotations removed (an annotation only names the primitive underneath: Avro
-  specification), so the same bytes read as those primitives directly. Writer schemas whose
-  fields are not those primitives take the ordinary path (``Arrival.from_record``);
-* one read of every file (Beam's :class:`ReadAllFiles`, the extension point of its own
-  ReadAllFromAvro) feeds the lifted CombinePerKey in the same fused stage: two reads joined by
-  ``Flatten`` would be materialized between stages on the DirectRunner. Each file's header says
-  which contract it holds;
-* elements leave already keyed: ``((instrument, exposure), (kind, payload))``.
-
-A file holding another contract, or records missing a field the summary needs, is an error
-that names the file and the reason.
+Not ``beam.io.ReadFromAvro`` (``benchmarks/beam_batch.py`` measures why): ArrivalEvent blocks are
+decoded with logical-type annotations removed, so ids and times read as the primitives ``Arrival``
+wants (other writer schemas take ``Arrival.from_record``); and one ``ReadAllFiles`` read feeds the
+lifted CombinePerKey in one fused stage, where a ``Flatten`` of two reads would be materialized on
+the DirectRunner. A file of another contract or missing a needed field is an error naming both.
 """
 
 from __future__ import annotations

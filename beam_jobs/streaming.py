@@ -1,12 +1,10 @@
 """Streaming mode: live per-exposure summaries from Pub/Sub (or Kafka) arrival events.
 
-Reads single-object-encoded ArrivalEvent and ExposureManifest messages, stamps them with event
-time (readout time; obs_start for manifests), runs :class:`ExposureSummaries` in streaming mode
-and writes each ExposureSummary to the ``exposure-summaries`` topic, optionally a local
-JSONL/Avro file and BigQuery; breaches also go to ``budget-alerts``. Beam's Pub/Sub IO honours
-``PUBSUB_EMULATOR_HOST``; on the DirectRunner its watermark is the wall clock, so deadlines fire
-in real time. Kafka (``kafka_bootstrap``, ``ReadFromKafka``) needs Java and Beam's expansion
-service jar: wired but not tested here (beam_jobs/README.md).
+Events are stamped with event time (readout time; obs_start for manifests), summarized by
+:class:`ExposureSummaries` and written to ``exposure-summaries`` (optionally a JSONL/Avro file and
+BigQuery); breaches also go to ``budget-alerts``. On the DirectRunner the watermark is the wall
+clock, so deadlines fire in real time. Kafka input needs Java and Beam's expansion service: wired
+but not tested here (beam_jobs/README.md).
 """
 
 from __future__ import annotations

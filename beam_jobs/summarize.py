@@ -1,12 +1,9 @@
 """Batch mode: summaries of a night from archived ArrivalEvents and ExposureManifests.
 
-Reads Avro container files (globs allowed, any Beam filesystem) in one
-:class:`beam_jobs.sources.ReadExposureEvents` (keyed elements straight into the fold), runs
-:class:`ExposureSummaries` in batch mode (one lifted CombinePerKey per exposure, revision 0,
-trigger ``batch``) and writes one JSON lines file, or an Avro container when the output name ends
-in ``.avro``. Runner options pass through (``--runner=DataflowRunner --project=... --region=...
---temp_location=gs://...``); DirectRunner is the default, in its in-memory mode
-(multi_threading lost events on Beam 2.77).
+Avro files (globs, any Beam filesystem) are read by ``ReadExposureEvents``, folded by
+:class:`ExposureSummaries` in batch mode and written as JSON lines (Avro when the output ends in
+``.avro``). Runner options pass through; the DirectRunner runs in-memory (multi_threading lost
+events on Beam 2.77).
 """
 
 from __future__ import annotations

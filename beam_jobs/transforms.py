@@ -1,13 +1,8 @@
 """The one pipeline definition: per-exposure summaries from manifests and arrivals.
 
-:class:`ExposureSummaries` serves both modes:
-
-* batch: folds each exposure once (CombinePerKey, lifted before the shuffle) and summarizes
-  it, trigger ``batch``;
-* streaming: runs :class:`ExposureStateFn`, a stateful DoFn with an event-time timer that emits
-  when every expected detector has arrived or at the deadline, and revises after late arrivals.
-
-Either way the numbers come from :func:`beam_jobs.core.summarize_exposure`.
+:class:`ExposureSummaries` serves batch (a lifted CombinePerKey fold, trigger ``batch``) and
+streaming (:class:`ExposureStateFn`, emitting when every detector arrived or at the deadline,
+revising after late arrivals); both through :func:`beam_jobs.core.summarize_exposure`.
 """
 
 from __future__ import annotations
@@ -77,10 +72,6 @@ class SummaryConfig:
     allowed_lateness: float = 600.0
 
 
-# ---------------------------------------------------------------------------------------------
-# Inputs: records or messages -> typed elements with event time
-
-
 def with_event_time(element: ExposureManifest | Arrival) -> TimestampedValue:
     """Event time = readout time for arrivals, shutter open (obs_start) for manifests."""
     micros = element.readout_us if isinstance(element, Arrival) else to_micros(element.obs_start)
@@ -116,10 +107,6 @@ class DecodeMessages(beam.DoFn):
         yield with_event_time(element)
 
 
-# ---------------------------------------------------------------------------------------------
-# Keying
-
-
 def key_manifest(manifest: ExposureManifest) -> tuple[ExposureKey, tuple[str, Any]]:
     return (manifest_key(manifest), (MANIFEST, manifest))
 
@@ -128,18 +115,10 @@ def key_arrival(arrival: Arrival) -> tuple[ExposureKey, tuple[str, Any]]:
     return ((arrival.instrument, arrival.exposure), (ARRIVAL, tuple(arrival)))
 
 
-# ---------------------------------------------------------------------------------------------
-# Batch: one group per exposure
-
-
 class FoldExposure(beam.CombineFn):
-    """Batch: fold one exposure's tagged elements into [earliest manifest, best arrival per
-    detector].
-
-    This is the reduction :func:`beam_jobs.core.dedupe` makes (per detector, the earliest
-    publication wins; ties by dataset id, then readout), done as a CombineFn so the runner folds
-    each bundle *before* the shuffle: one small accumulator per exposure crosses it instead of
-    every arrival. The accumulator is mutated in place, which Beam allows.
+    """Batch: fold one exposure into [earliest manifest, best arrival per detector], the
+    reduction of :func:`beam_jobs.core.dedupe`, as a CombineFn so each bundle is folded before the
+    shuffle (one accumulator per exposure crosses it, not every arrival). Mutated in place.
     """
 
     def create_accumulator(self) -> list[Any]:
@@ -235,9 +214,6 @@ def _emit(
     if is_breach(summary):
         yield beam.pvalue.TaggedOutput(ALERTS, summary)
 
-
-# ---------------------------------------------------------------------------------------------
-# Streaming: stateful per exposure, event-time timer
 
 ARRIVAL_CODER = TupleCoder([StrUtf8Coder(), StrUtf8Coder()] + [VarIntCoder() for _ in range(5)])
 
@@ -359,20 +335,12 @@ class ExposureStateFn(beam.DoFn):
         yield from _emit(summary, manifest, arrivals, self.unexpected)
 
 
-# ---------------------------------------------------------------------------------------------
-# The composite
-
-
 class ExposureSummaries(beam.PTransform):
-    """Manifests and arrivals -> DoOutputsTuple with ``summaries`` and ``alerts`` (PCollections
-    of ExposureSummary).
+    """Manifests and arrivals -> DoOutputsTuple with ``summaries`` and ``alerts``.
 
-    The input is either ``{"manifests": PCollection[ExposureManifest], "arrivals":
-    PCollection[Arrival]}``, keyed and merged here, or one PCollection already keyed as
-    :data:`KeyedElement` (``((instrument, exposure), (MANIFEST | ARRIVAL, manifest |
-    tuple(arrival)))``), as :class:`beam_jobs.sources.ReadExposureEvents` yields it. The batch job
-    uses the keyed form: a Flatten of two PCollections is a materialization point on the
-    DirectRunner, so every arrival would be encoded and decoded once more before the fold.
+    Input: ``{"manifests": ..., "arrivals": ...}``, keyed and merged here, or one PCollection of
+    :data:`KeyedElement` as ``ReadExposureEvents`` yields it; the batch job uses the latter, since a
+    Flatten would re-encode every arrival on the DirectRunner.
     """
 
     def __init__(self, config: SummaryConfig, streaming: bool) -> None:

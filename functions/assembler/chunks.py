@@ -1,8 +1,5 @@
-"""Record-level checks of CcdChunk records: what one chunk can tell without any other.
-
-Separate from the state machine (``reassembly``) because these are pure functions of one
-record: decoding, the data id, index and size ranges, the payload checksum, and the chunk size
-the producer cut the file with (which tells two copies of one CCD apart).
+"""Record-level checks of CcdChunk records: what one chunk can tell without any other
+(decoding, data id, index and size ranges, payload checksum, and the chunk size it was cut with).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The assembler's dead-letter policy: what goes to the DLQ topic, with which headers, and the
-rule that a dead letter must be acknowledged before any offset past it is committed.
-
-Poison records go there one by one (the original bytes, reason in headers); a file-level verdict
-(a file given up as incomplete, or refused as a whole) goes as a JSON report naming the data id,
-the offsets it spans and what was missing, so an operator can re-read or resend exactly that.
+"""The assembler's dead-letter policy: a dead letter must be acknowledged before any offset past
+it is committed. Poison records go one by one (original bytes, reason in headers); a file-level
+verdict goes as a JSON report (data id, offsets spanned, what was missing) for an operator to act on.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""The assembler as a process: one consumer-group member until SIGTERM/SIGINT.
-
-``python -m functions.assembler`` and ``obsingest assembler`` both end here. Start more with the
-same ``--group`` to scale out. SIGTERM/SIGINT stop it cleanly (safe offsets committed, group
-left); a SIGKILL loses nothing either: the next start re-reads every file not yet stored from the
-committed offset. Only argparse and the standard library are imported at module level.
+"""The assembler as a process (``python -m functions.assembler``, ``obsingest assembler``): one
+consumer-group member; more with the same ``--group`` scale out. SIGTERM/SIGINT commit safe offsets
+and leave the group; a SIGKILL loses nothing (files not yet stored are re-read). Only argparse and
+the standard library are imported at module level.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Which object an assembled CCD is stored as: the camera's file name in Rubin's layout, read
 from the assembled file's own primary header.
 
-The chunks carry the data id (instrument, exposure, detector), not the observation id, and the
-observation id's controller letter is not always recoverable from the exposure id (O and C share
-one counter since 2023-10-05). The file itself says it, as it said it to the edge's sender,
-which named the object the same way (``producers.ccd_bytes``).
+The chunks carry the data id, not the observation id, whose controller letter the exposure id
+does not always give (O and C share one counter since 2023-10-05); the header does, as it did to
+the edge's sender (``producers.ccd_bytes``).
 """
 
 from __future__ import annotations

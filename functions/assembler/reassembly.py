@@ -1,29 +1,13 @@
 """Reassembly of CCD files from CcdChunk records: the assembler's logic, free of I/O.
 
-``Reassembler.feed(value, partition, offset)`` takes one Kafka record and returns verdicts: a
-``Completed`` file (verified, ready to store), ``Poison`` (to dead-letter), ``Incomplete`` (an
-open file dropped from memory, with the missing chunk indices) or ``Recover`` (a file dropped
-from memory whose chunks have since all passed by: re-read it). ``expire(now)`` applies the
-timeout. ``safe_offsets()`` says, per partition, how far the consumer may commit.
+``feed`` turns one Kafka record into verdicts (``Completed``, ``Poison``, ``Incomplete``,
+``Recover``); ``expire`` applies the timeout; ``safe_offsets`` says how far each partition may
+commit: never past the first offset of a file still open or held, so a restart re-reads every
+unfinished file. **Callers must act on every verdict before committing the offsets after it.**
 
-The offset rule (functions/assembler/README.md): a partition's commit never passes the first
-offset of a file still open or held (dropped for memory, not yet recovered), so a restart
-re-reads every unfinished file. **Callers must act on every verdict (store, dead-letter,
-recover) before committing the offsets computed after it.**
-
-Copies: an edge that lost its producer mid-file resends the whole CCD, possibly cut with another
-chunk size. Every open file is therefore a set of *copies* of one data id, all with the same
-bytes (size and file checksum; a chunk naming other bytes while a copy is open is
-``file-metadata-changed``). A chunk joins the copy with its layout (chunk count and
-stride, the length of every chunk but the last, as ``producers.kafka.chunker`` cuts them) that
-still lacks its index; a chunk whose layout no copy has opens a new copy. The first copy to
-complete wins: the others are dropped (``Ignored``) and their offsets released, which is safe
-because the winner's own offsets hold the commit until it is stored. A copy that times out
-while another copy of the file is still open is dropped quietly too; only the last one is
-reported ``Incomplete``, so a CCD gets one dead-letter report, not one per attempt.
-
-One cohesive concept, hence its length: the state machine of open files, their copies and the
-offsets they hold; record-level checks live in ``chunks``.
+A resent CCD (possibly with another chunk size) opens another *copy* of the same bytes; the first
+copy to complete wins and the others are dropped (safe: the winner's offsets hold the commit until
+it is stored). Only the last copy to time out is reported ``Incomplete``: one report per CCD.
 """
 
 from __future__ import annotations

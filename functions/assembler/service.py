@@ -1,13 +1,9 @@
 """The assembler service: Kafka consumer group -> Reassembler -> object store, DLQ, commits.
 
-One consumer loop per instance (single-threaded on purpose) feeds the ``Reassembler`` and acts on
-each verdict; completed files are stored on a small thread pool while the loop keeps consuming.
-A commit never passes the first offset of a file still open, held or being stored, and a failed
-store marks the instance failed (nothing committed after it): functions/assembler/README.md,
-"The offset rule", says why a crash or a rebalance then loses and doubles nothing.
-
-One cohesive concept, hence its length: the loop, its verdicts, its commits and what it counts
-share one consumer's state; split, each part would reach into the others'.
+One single-threaded consumer loop acts on each verdict; completed files are stored on a small
+thread pool meanwhile. A commit never passes the first offset of a file still open, held or being
+stored, and a failed store marks the instance failed (functions/assembler/README.md, "The offset
+rule": why a crash or rebalance then loses and doubles nothing).
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """The presence API as an ASGI app: routes, the error replies, and request metrics.
 
-FastAPI on uvicorn: the Python HTTP/JSON stack the field uses for services like this, and
-FastAPI writes the OpenAPI description from the same declarations that validate the requests, so
-the description Schemathesis fuzzes cannot drift from the code. Path and query parameters are
-typed and bounded in that description (the instruments an enum, ids within 64 bits), so
-malformed input is refused by validation (422) before any query runs; what only the registry's
-knowledge can refuse (a detector the instrument does not have, a day that is not a date) is a
-``QueryRefused`` with its own 4xx. Every error body is JSON ``{"error", "message"}`` naming the
-offending input; a database that cannot answer is a 503 with Retry-After; nothing is a 500 on
-purpose (Schemathesis checks that, tests/integration/test_presence_fuzz.py).
-
-The lookups' handlers are ``async`` and call the reader as ``_asker`` says (on the loop for
-SQLite, on the thread pool for PostgreSQL); the night listing, the heaviest, is a plain ``def``
-that FastAPI runs on its thread pool.
+FastAPI writes the OpenAPI description from the declarations that validate requests, so what
+Schemathesis fuzzes cannot drift from the code. Bounded, typed parameters refuse malformed input
+(422) before any query; what only the registry can refuse is a ``QueryRefused`` 4xx; errors are
+JSON ``{"error", "message"}``; an unavailable database is 503 with Retry-After; nothing is a 500
+(tests/integration/test_presence_fuzz.py). Lookups are ``async`` (``_asker`` picks loop or thread
+pool); the heavy night listing is a plain ``def`` on the thread pool.
 """
 
 # No ``from __future__ import annotations``: FastAPI reads the route parameters' annotations at

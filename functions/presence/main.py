@@ -1,9 +1,7 @@
-"""Process entry point of the presence API: ``obsingest serve`` / ``python -m functions.presence``
-(one uvicorn worker; run more instances behind a load balancer to scale, as Cloud Run does with
-infra/terraform/presence.tf).
+"""Process entry point of the presence API: ``obsingest serve`` / ``python -m functions.presence``.
 
-uvicorn with httptools and uvloop (its "standard" parser and loop): the fastest of the mainstream
-ASGI servers for small JSON answers, and what FastAPI deployments run.
+One uvicorn worker (httptools, uvloop); scale with instances behind a load balancer, as Cloud Run
+does (infra/terraform/presence.tf).
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Announcing through the registry's outbox (``obsingest.registry.outbox``).
 
-The ArrivalEvent of a new dataset is written to the outbox in the registering transaction; this
-module publishes it: at once after the commit (``publish_new``: the latency path), and later for
-whatever is still pending (``drain``: run by the register function on its next invocations and by
-the reconcile service). The outbox also holds each complete exposure's ExposureIngested
-(``obsingest.registry.ingested``), published at once by ``publish_message`` and by the same
-drains. Every row is published by its own contract's rule (``STAMPED``): a contract whose
-``published_time`` says when it was sent is re-stamped with the moment it is sent, so a late
-announcement reports its real latency; any other body is published as it was written.
-
-A publish that fails leaves the row pending with the reason; the notification is still acked,
-because the outbox now owns the announcement. A drain stops at its first failure: the bus is
-down, and trying the rest now would only spend each one's timeout.
+``publish_new`` publishes a new dataset's ArrivalEvent at once after the commit (latency path);
+``drain`` publishes whatever is still pending (next invocations, reconcile service);
+``publish_message`` the exposure's ExposureIngested. A contract with ``published_time`` is
+re-stamped when sent (``STAMPED``), so a late announcement reports its real latency.
+A failed publish leaves the row pending with the reason and the notification is still acked (the
+outbox owns it); a drain stops at its first failure rather than spend every row's timeout.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Push-endpoint authentication: Pub/Sub push signs each request with a Google OIDC token.
 
-When enabled, a request without a bearer token gets 401, one with an invalid token, wrong
-audience or wrong service account gets 403, before any work is done.
-
-Google's token signing keys are fetched once and kept for as long as the response's
-Cache-Control allows (hours; Google publishes a rotated key well before signing with it), not
-fetched on every request: google-auth's ``id_token`` fetches on every call unless its transport
-caches. google-auth's documentation suggests wrapping the session in CacheControl; that would be
-a new dependency for one URL, so ``KeyCache`` below does the same for GET responses only.
+When enabled: no bearer token is 401; an invalid token, wrong audience or service account is 403,
+before any work. Google's signing keys are cached as long as Cache-Control allows (``KeyCache``):
+google-auth fetches them on every call otherwise, and CacheControl would be a dependency for one URL.
 """
 
 from __future__ import annotations

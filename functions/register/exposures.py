@@ -1,24 +1,11 @@
-"""Closing exposures: the register function's side of the exposures-ingested event and of the
-per-exposure metrics.
+"""Closing exposures: the register function's side of ExposureIngested and per-exposure metrics.
 
-``ExposureCloser.close`` runs the registry's check (``obsingest.registry.ingested``: exactly one
-ExposureIngested per exposure, written to the outbox) for one exposure; when this call wrote the
-event it publishes it at once through the announcer (a failed publish leaves it pending in the
-outbox, for the drains), and when this call closed the exposure first it counts it:
-``Metrics.exposure_completed`` with ``ok`` / ``over_budget``, or ``incomplete`` for an exposure
-whose deadline passed first (the facility service's ``sweep``). Each exposure is counted once,
-by whichever process inserted its closure row.
-
-The register service closes after every registration and every recorded manifest; the facility
-service sweeps recent manifests on each pass (``sweep``), which emits what a process killed
-between its commit and its check left unannounced, and closes overdue exposures as incomplete.
-
-Concurrent registrations of one exposure (205 handlers of a batch returning together) share
-their checks (``close_quietly``): a caller returns once a check that *started after it asked*
-has finished, which saw its committed registration, so a burst costs two or three checks, not
-one query per CCD. A failed check covers nobody: each of its waiters checks for itself. The
-checks also mark their callers' just-published outbox rows (on PostgreSQL in the check's own
-statement), so a CCD's mark costs no round trip of its own.
+``ExposureCloser.close`` runs the registry's exactly-once check for one exposure, publishes the
+event this call wrote (a failed publish stays pending in the outbox) and counts the exposure once,
+by whichever process inserted its closure row; ``sweep`` also closes overdue exposures incomplete.
+Concurrent registrations share checks (``close_quietly``): a caller returns once a check started
+after it asked has finished, so a burst costs two or three checks, not one per CCD; a failed check
+covers nobody.
 """
 
 from __future__ import annotations
@@ -62,14 +49,10 @@ class ExposureCloser:
         return closing
 
     def close_quietly(self, instrument: str, exposure: int, published: Sequence[int] = ()) -> Closing | None:
-        """``close``, a registry failure logged rather than raised: the CCD that asked is
-        registered and announced already, and the facility's sweep asks again. Shared with
-        the concurrent callers of the same exposure (module doc): the closing of the check
-        that covered this call (None if it failed).
-
-        ``published``: outbox rows this caller published and has not marked yet. The check
-        that covers the call marks them in its own statement (one round trip for both, and
-        for every caller it covers); if that check fails they are marked on their own."""
+        """``close`` shared with concurrent callers (module doc), a registry failure logged, not
+        raised (the CCD is registered and announced; the sweep asks again): the closing of the
+        check that covered this call, None if it failed. ``published`` outbox rows are marked by
+        that check's own statement, or on their own if it fails."""
         key = (instrument, exposure)
         with self._landed:
             flight = self._flights.setdefault(key, _Flight())

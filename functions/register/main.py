@@ -1,21 +1,12 @@
 """functions-framework entry points of the register function (deployable as Cloud Functions gen2).
 
-- ``on_object_finalized``: CloudEvent trigger; accepts a storage finalize CloudEvent or a Pub/Sub
-  CloudEvent wrapping a GCS notification.
-- ``on_push``: HTTP trigger for Pub/Sub push (and ``obsingest relay``), JSON envelope.
-- ``on_manifest``: HTTP trigger for Pub/Sub push of the ``exposures`` topic: each
-  ExposureManifest recorded in the registry once (``manifest_push``), the basis of completeness;
-  then its exposure is checked (an ExposureIngested if its CCDs all came first).
-
-Transport semantics: a permanent problem with a delivery is quarantined by the service with its
-reason and acknowledged (2xx); a retriable failure is answered 503 with Retry-After so the
-platform redelivers; a request that is not a delivery at all gets a 4xx. ``http_errors`` is the
-one place that maps errors to replies; its body guard bounds every request before it is read.
-
-Dependencies are built from settings once per process, so one bounded registry pool serves every
-invocation of an instance (see ``wiring``): under functions-framework while the app starts, before
-the instance listens, so its first deliveries do not pay for the build; on first use otherwise (a
-plain import in tests or in-process delivery builds nothing).
+``on_object_finalized`` (CloudEvent: storage finalize or Pub/Sub-wrapped GCS notification),
+``on_push`` (Pub/Sub push JSON, ``obsingest relay``) and ``on_manifest`` (push of the
+``exposures`` topic: record the manifest once, then check its exposure).
+Permanent problems are quarantined and acked (2xx), retriable failures answered 503 with
+Retry-After, non-deliveries 4xx; ``http_errors`` is the one place mapping errors to replies.
+Dependencies are built once per process (``wiring``), at app start under functions-framework so
+first deliveries don't pay for it, on first use otherwise.
 """
 
 from __future__ import annotations

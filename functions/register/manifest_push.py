@@ -1,16 +1,9 @@
-"""ExposureManifests into the registry: the work of the register function's ``on_manifest``
-entry point (Pub/Sub push of the ``exposures`` topic).
+"""ExposureManifests into the registry: the work of the ``on_manifest`` entry point.
 
-The same transport rules as the object notifications: a manifest recorded, or already recorded
-(a redelivery), is acknowledged; a permanent problem (the body is not an ExposureManifest, the
-manifest cannot describe a real exposure, or it differs from the one already recorded for its
-exposure) is quarantined with its reason and acknowledged, so it never blocks the topic; a
-retriable one (registry down) propagates and is answered 503; a request that is not a push
-delivery at all is refused 4xx (``http_errors``).
-
-Once a manifest is recorded (or found recorded: a redelivery, maybe after a crash between the
-two steps), its exposure is checked (``on_recorded``): CCDs registered before their manifest
-complete the exposure now, and its ExposureIngested is written and published here.
+Same transport rules as object notifications: recorded or already recorded is acked; a permanent
+problem (not a manifest, impossible, or differing from the recorded one) is quarantined and acked;
+a retriable one propagates (503). Once recorded (or found recorded after a crash), the exposure is
+checked (``on_recorded``), so CCDs registered before their manifest complete it now.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """Request bodies bounded before anything reads or parses them (WSGI middleware).
 
-Flask's MAX_CONTENT_LENGTH alone is not enough under functions-framework: the framework's
-``after_request`` hook reads the whole body after the function answered, so a refusal raised by
-the size check is raised a second time there and turns into a 500, and the CloudEvent view
-parses the body before the function runs. Checking in front of the Flask app covers both entry
-points and bodies with or without a Content-Length:
-
-- Content-Length over the limit: answered 413 at once, nothing read (gunicorn discards the rest
-  of the body in 8 KiB pieces before the next request on the connection; memory stays flat);
-- no Content-Length (chunked): read up to limit + 1 bytes, 413 beyond;
-- JSON nested deeper than any notification: 400 before a parser descends into it;
-- a body shorter than its Content-Length (client gone): 400.
-
-The accepted body is handed on as an in-memory stream with its exact length, so whatever reads
-it later (the framework, ``get_json``, the after-request drain) reads at most the limit.
+Flask's MAX_CONTENT_LENGTH is not enough under functions-framework: its ``after_request`` reads
+the whole body again (a refusal there becomes a 500) and the CloudEvent view parses before the
+function runs. So, in front of the app: Content-Length over the limit is 413 unread; chunked
+bodies are read up to limit + 1 (413 beyond); JSON nested deeper than any notification is 400;
+a body shorter than its Content-Length is 400. The accepted body is passed on in memory with its
+exact length, so later readers read at most the limit.
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """Orchestration of one finalize event, with I/O behind injected adapters.
 
-Order matters for at-least-once with idempotent effects: validate, register (idempotent) with
-the ArrivalEvent written to the registry's outbox in the same transaction, publish it, and only
-then let the transport ack. Once the dataset is committed its announcement belongs to the
-outbox: if publishing fails, the row stays pending and is published by a later drain (this
-service's next invocations, the reconcile service), so the notification is acked all the same.
-A redelivered notification finds the dataset registered (a no-op) and publishes the event again.
-Subscribers deduplicate on the deterministic dataset id.
-
-After each registration (new or redelivered) the exposure is checked (``exposures``): the CCD
-that completes it writes and publishes the exposure's one ExposureIngested, exactly once even
-when several register at once; ``close_exposure`` does the same after a manifest is recorded.
-
-Canary objects (``canary/``, written by the reconcile service to prove notifications flow) are
-recorded as seen and never become datasets.
-
-Permanent problems (bad name, corrupt file, conflicting bytes, ...) are quarantined with their
-reason and reported as handled, so one bad object never blocks the stream behind it.
+Order matters for at-least-once with idempotent effects: validate, register (idempotent, with the
+ArrivalEvent in the outbox in the same transaction), publish, then ack. A failed publish leaves the
+row pending for a later drain, so the notification is acked all the same; subscribers deduplicate
+on the deterministic dataset id. After each registration the exposure is checked (``exposures``).
+Canary objects are recorded as seen, never registered. Permanent problems are quarantined and
+reported as handled, so one bad object never blocks the stream behind it.
 """
 
 from __future__ import annotations

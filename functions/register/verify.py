@@ -1,17 +1,10 @@
 """What the register function reads of a stored CCD, and why that is enough.
 
-A CCD whose producer vouched for its bytes (the edge and the assembler write the CRC32C of what
-they compressed and checked as ``obsingest-checksum``) is verified without reading it back: the
-store computed the CRC32C of the bytes it holds when they were written (GCS rejects an upload
-whose bytes do not match the hash the client sent), and the notification carries it. The two
-equal means the stored bytes are the producer's. Then only the primary header is read (one
-ranged GET, ~64 KiB instead of a whole ~15 MB CCD, which cost three quarters of the function's
-CPU), from the generation the notification names. This is how the observatory's own ingest
-works: headers only, the file trusted by its checksum.
-
-An object without that claim, or whose claim disagrees with the store's CRC32C, is read whole,
-its CRC32C computed here and every HDU's structure checked, as before: bad input is refused with
-its reason (``ChecksumMismatch``, ``CorruptFile``) either way.
+A CCD whose producer vouched for its bytes (``obsingest-checksum``, a CRC32C) equal to the store's
+own CRC32C from the notification is the producer's bytes, so only its primary header is read (one
+ranged GET of the notified generation), as the observatory's own ingest does. Otherwise it is read
+whole, its CRC32C computed and every HDU checked; bad input is refused with its reason
+(``ChecksumMismatch``, ``CorruptFile``) either way.
 """
 
 from __future__ import annotations

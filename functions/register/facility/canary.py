@@ -1,17 +1,10 @@
 """The canary: proof that object notifications still flow, end to end.
 
-Every ``every`` seconds a tiny object is written under its own prefix (``canary/``). Its finalize
-notification travels the same way as a CCD's (bucket notification config -> topic ->
-subscription -> push or relay -> register function), and the register function records the
-sighting in the registry instead of registering a dataset. A canary written more than
-``timeout`` seconds ago and not seen, with no later canary seen either, means notifications
-have stopped: a bucket's notification config lost ("disabled for unknown reasons"), a deleted
-subscription, an emulator restarted. The watch then reports the pipeline broken since that
-canary was written, which the service turns into a log line, a metric, a non-zero health, a
-repair where one is wired, and a reconcile window reaching back to the start of the outage.
-
-A canary lost while later ones came back (a blip) is counted but does not make the pipeline
-broken. Seen canary objects are deleted; their rows are kept a day.
+Every ``every`` seconds a tiny object is written under ``canary/``; its notification travels a
+CCD's path and the register function records the sighting. One unseen after ``timeout``, with no
+later one seen, means notifications stopped since it was written: logged, counted, health
+non-zero, repaired where wired, and the reconcile window reaches back to it. A lost canary with
+later ones seen is only counted. Seen canaries are deleted; their rows are kept a day.
 """
 
 from __future__ import annotations

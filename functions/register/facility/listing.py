@@ -1,14 +1,9 @@
 """Listing a bucket for reconciliation, on the stores the pipeline runs on (GCS, a local dir).
 
-The ``ObjectStore`` protocol has no listing (the ingest path never lists), so this module lists
-each concrete store with its own means: GCS's ``list_blobs`` (one paged request per 1,000
-objects; the object resources carry size, CRC32C, metadata and creation time, so no further
-request is needed per object) and a directory walk of the local store with its metadata
-sidecars. Listing is by prefix; the time window is applied here, on ``time_created``: GCS cannot
-filter by time. It can start at a name, though (``start_offset``: only names >= it, in name
-order), and so can the directory walk (it skips every directory whose names all sort below it):
-the incremental reconcile (``watermark.py``) lists only from its watermark, so a pass costs what
-is new, not the whole prefix.
+``ObjectStore`` has no listing (the ingest path never lists), so each store is listed its own way:
+GCS ``list_blobs`` (its resources carry everything needed) and a walk of the local store with its
+sidecars. GCS cannot filter by time, so the window is applied here on ``time_created``; both can
+start at a name (``start_offset``), which the incremental reconcile relies on.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The facility service as a process: passes every ``OBSINGEST_RECONCILE_EVERY`` seconds until
 SIGTERM or Ctrl-C; the exit code is its health (0 healthy, 1 degraded, 2 notifications broken).
 
-This entry point is the deployment's own (e.g. a Cloud Run job or a VM service next to the
-function); it repairs nothing itself, since production's topics and notification configs
-belong to Terraform: a broken canary is logged, counted and returned as health. On the local
-stack ``obsingest reconcile --every`` runs the same service with the re-provisioning hook.
+It repairs nothing itself (production's topics and notification configs belong to Terraform);
+``obsingest reconcile --every`` runs the same service on the local stack with the re-provisioning hook.
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """Reconcile the bucket with the registry: register what a lost notification missed, report what
 the registry holds but the bucket no longer does.
 
-One pass lists the objects under the configured prefixes created in a window (and at least
-``grace`` seconds ago: younger ones are still on their way through their notification), asks
-the registry which of them it knows (a datastore record or a quarantine record names the
-object), and hands every other one to the very ``RegisterService`` the function runs, as the
-finalize event it missed. Registration is idempotent, so racing a late notification changes
-nothing; a bad object is quarantined with its reason, as it would have been.
-
-Rows whose object was stored in the window but is no longer in the bucket are reported (log,
-count, list): the pipeline never deletes, so it is for a human to look at.
-
-Two kinds of pass: ``run`` is the full-window sweep (the whole prefix listed, every object of the
-window checked, rows gone looked for); ``run_new`` the incremental one, listing only from each
-prefix's watermark and checking only what it has not settled yet (``watermark.py``), so its cost
-follows what is new, not how full the bucket is. The facility service runs the incremental pass
-every time and the sweep rarely (``full_every``), after an outage and at start-up; a sweep also
-re-seeds the watermarks.
+A pass lists objects of the window (at least ``grace`` seconds old: younger ones are still on
+their way), and hands those the registry does not know to the function's own ``RegisterService``
+(idempotent, so racing a late notification changes nothing). Rows whose object is gone are only
+reported: the pipeline never deletes. ``run`` sweeps the full window; ``run_new`` lists only from
+each prefix's watermark (``watermark.py``), so its cost follows what is new; a sweep re-seeds them.
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """Redrive: dead-lettered notifications go back to the objects topic once their cause had time
 to clear; bounded, and then parked for a human with their whole history.
 
-Dead letters are kept by the dead-letter topic's hold subscription. A pass pulls them all, and
-for each one decides (``decide``, pure):
-
-- REDRIVE when it is due: ``first_delay * 2**n`` seconds (at most ``max_delay``) after its
-  latest dead-lettering, n being how often it was redriven already. It is published back to the
-  objects topic, carrying ``redrive_count`` and one ``redrive_history_<n>`` attribute per earlier
-  dead-lettering (when, why, after how many pushes), then acked here.
-- PARK once it was redriven ``max_redrives`` times: published to the parked topic with its
-  history and ``parked_reason``, then acked here. A human looks (``obsingest redrive --parked``).
-- WAIT otherwise; and letters a manual pass's filter does not select are left alone too. Both
-  are released (nacked) when the pass ends, so between passes every letter is visible to the
-  next pass, whoever runs it.
-
-State lives in the messages themselves (attributes), so the redrive keeps none: it can be
-killed at any time. If it dies between publishing and acking, the letter is redriven twice;
-the register function is idempotent and subscribers deduplicate on the dataset id.
+Each pass pulls the hold subscription and ``decide``s (pure) per letter: REDRIVE when due
+(``first_delay * 2**n``, at most ``max_delay``, after its latest dead-lettering) with
+``redrive_count`` and ``redrive_history_<n>`` attributes; PARK after ``max_redrives`` (with
+``parked_reason``; ``obsingest redrive --parked``); WAIT otherwise, nacked when the pass ends.
+State lives in the message attributes, so the redrive can be killed at any time; dying between
+publish and ack redrives twice, which the idempotent register function absorbs.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
-"""The facility service: one pass every ``every`` seconds of canary, repair, reconcile,
-exposures sweep, outbox drain and redrive, each guarded so that one failing never stops the
-others or the loop.
+"""The facility service: one pass every ``every`` seconds of canary, repair, reconcile, exposures
+sweep, outbox drain and redrive, each guarded so one failing never stops the others or the loop.
 
-Order within a pass: the canary first (its verdict sets the reconcile window: after an outage
-the window reaches back to when the first unseen canary was written; after this service itself
-was stopped longer than the window, to its last pass before the stop), the repair if
-notifications are broken (re-provisioning, where a hook is wired: the local stack), then the
-reconcile (register what the outage missed), the exposures sweep (the ExposureIngested a lost
-check left unwritten; exposures overdue and incomplete counted once), the outbox drain (announce
-what a bus outage left unannounced), and the redrive (bring back dead letters that are due).
-
-The reconcile is incremental (from its watermarks: what is new since the last pass) except for
-the full-window sweep, which runs on its own schedule (``full_every``), on the first pass, and on
-every pass whose window reaches further back than usual (an outage seen by the canary, a resume
-after a long stop) until one completes.
+The canary goes first: its verdict sets the reconcile window (back to the first unseen canary
+after an outage, or to the last pass before a long stop). The full-window sweep runs every
+``full_every``, on the first pass, and on every pass with a wider window until one completes;
+otherwise the reconcile is incremental.
 """
 
 from __future__ import annotations

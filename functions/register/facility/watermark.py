@@ -1,21 +1,11 @@
 """The incremental reconcile's memory of one prefix: a watermark name to list from, and the names
 at or after it already settled, so that a pass costs what is new since the last one.
 
-Why it holds: object names sort by day and exposure under the prefix (``obsingest/dataid.py``),
-so what the camera writes now sorts after what it wrote minutes ago. A pass lists only names
-``>= start`` (GCS ``start_offset``; the local store skips directories below it), checks with the
-registry only the names it has not settled yet, and moves ``start`` up to the lowest name still
-*open*: created less than ``lag`` seconds ago (its exposure may still be arriving, in any order),
-or not settled yet (too young for the grace, or its registration failed) and created less than
-``hold`` seconds ago. Names below ``start`` are forgotten: memory is bounded by the objects of the
-last ``lag`` seconds plus the unsettled ones of the last ``hold`` seconds.
-
-What it cannot see: an object created now under a name below the watermark (a CCD of an exposure
-older than ``lag`` sent late, e.g. an edge draining a backlog) whose notification was also lost,
-and an unsettled object older than ``hold``. Both are left to the full-window sweep, which runs on
-its own, rarer schedule (``OBSINGEST_RECONCILE_FULL_EVERY``) and whenever the canary says
-notifications broke. Only the order of names and the store's listing are relied on, never the
-layout of a name.
+Names sort by day and exposure (``obsingest/dataid.py``), so a pass lists only names ``>= start``
+and moves ``start`` up to the lowest name still open: younger than ``lag``, or unsettled and
+younger than ``hold``. Memory is bounded by those. A late object below the watermark whose
+notification was also lost, or one unsettled past ``hold``, is left to the full-window sweep.
+Only the order of names and the store's listing are relied on, never a name's layout.
 """
 
 from __future__ import annotations
