@@ -44,11 +44,9 @@ _MIN_BUNDLE_BYTES = 1 << 20
 _SCAN_BYTES = 10_000
 
 
-class BadInputFile(PermanentError, ValueError):
+class BadInputFile(PermanentError, ValueError, reason="bad-input-file"):
     """An input file that is not an ArrivalEvent or ExposureManifest container, or whose records
     lack what the summary needs."""
-
-    reason = "bad-input-file"
 
 
 def contract_of(writer_schema: dict[str, Any]) -> str:

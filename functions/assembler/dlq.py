@@ -21,10 +21,8 @@ if TYPE_CHECKING:
 log = get_logger("obsingest.assembler")
 
 
-class DeadLetterFailed(RetriableError):
+class DeadLetterFailed(RetriableError, reason="dlq-failed"):
     """A DLQ record was not acknowledged: offsets past it must not be committed."""
-
-    reason = "dlq-failed"
 
 
 def poison_headers(p: Poison) -> dict[str, str]:

@@ -24,10 +24,8 @@ from obsingest.errors import ObsIngestError, RetriableError
 REREAD_TIMEOUT_S = 60.0
 
 
-class RecoveryFailed(RetriableError):
+class RecoveryFailed(RetriableError, reason="recovery-failed"):
     """Re-reading a file dropped from memory did not yield it; a restart re-reads it."""
-
-    reason = "recovery-failed"
 
 
 def reread(settings: AssemblerSettings, rec: Recover) -> list[Verdict]:

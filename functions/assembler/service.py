@@ -57,10 +57,8 @@ COUNTS = {
 TP = tuple[str, int]
 
 
-class StoreUnavailable(RetriableError):
+class StoreUnavailable(RetriableError, reason="store-unavailable"):
     """The store kept failing: stop without committing; a restart resumes from the commit."""
-
-    reason = "store-unavailable"
 
 
 def _store_failure(exc: BaseException) -> Transient | None:
@@ -73,10 +71,8 @@ def _store_retry(attempt: int, error: BaseException) -> None:
     log_event(log, "assembler.store_retry", logging.WARNING, attempt=attempt, error=str(error))
 
 
-class ConsumerFailed(PermanentError):
+class ConsumerFailed(PermanentError, reason="consumer-fatal"):
     """librdkafka reported a fatal consumer error."""
-
-    reason = "consumer-fatal"
 
 
 #: called after each store write, from the store threads (several at once): must be thread-safe

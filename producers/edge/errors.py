@@ -9,56 +9,38 @@ from __future__ import annotations
 from obsingest.errors import DiskFull, PermanentError, RetriableError
 
 
-class SourceVanished(PermanentError):
+class SourceVanished(PermanentError, reason="source-vanished"):
     """The raw file was deleted (or moved away) before the edge could read it."""
 
-    reason = "source-vanished"
 
-
-class NeverCompleted(PermanentError):
+class NeverCompleted(PermanentError, reason="never-completed"):
     """A file stayed in progress (``*.tmp`` / ``*.part``, or still growing) past the timeout."""
 
-    reason = "never-completed"
 
-
-class BadHandoffFile(PermanentError):
+class BadHandoffFile(PermanentError, reason="bad-file-name"):
     """A file in the hand-off directory does not follow the naming convention."""
 
-    reason = "bad-file-name"
 
-
-class BadManifest(PermanentError):
+class BadManifest(PermanentError, reason="bad-manifest"):
     """An exposure manifest or header sidecar is not the JSON the convention asks for."""
 
-    reason = "bad-manifest"
 
-
-class SourceUnreadable(RetriableError):
+class SourceUnreadable(RetriableError, reason="source-unreadable"):
     """The source exists but cannot be read now (permissions, I/O error, unmounted)."""
 
-    reason = "source-unreadable"
 
-
-class SpoolFull(DiskFull):
+class SpoolFull(DiskFull, reason="spool-full"):
     """The spool filesystem has no room: the journal cannot record new work (a full disk, so
     a command that meets it exits 75 with one line, as for any exhausted resource)."""
 
-    reason = "spool-full"
 
-
-class SpoolUnavailable(RetriableError):
+class SpoolUnavailable(RetriableError, reason="spool-unavailable"):
     """The journal cannot be written for another reason (I/O error, read-only, locked)."""
 
-    reason = "spool-unavailable"
 
-
-class WorkerCrashed(RetriableError):
+class WorkerCrashed(RetriableError, reason="worker-crashed"):
     """The worker process died while handling a CCD (a signal such as SIGBUS or SIGKILL)."""
 
-    reason = "worker-crashed"
 
-
-class UnexpectedError(RetriableError):
+class UnexpectedError(RetriableError, reason="unexpected-error"):
     """A worker raised something that is not an ObsIngestError (a bug or a library surprise)."""
-
-    reason = "unexpected-error"

@@ -35,22 +35,16 @@ if TYPE_CHECKING:
 log = get_logger("obsingest.producer.kafka")
 
 
-class ChunkDeliveryFailed(RetriableError):
+class ChunkDeliveryFailed(RetriableError, reason="chunk-delivery-failed"):
     """A chunk was not acknowledged (broker down, timeout): resend the whole CCD."""
 
-    reason = "chunk-delivery-failed"
 
-
-class ChunkRejected(PermanentError):
+class ChunkRejected(PermanentError, reason="chunk-rejected"):
     """The broker refused a chunk for good (record too large, topic authorisation, ...)."""
 
-    reason = "chunk-rejected"
 
-
-class ProducerFenced(PermanentError):
+class ProducerFenced(PermanentError, reason="producer-fatal"):
     """librdkafka reported a fatal error: this producer instance can no longer send."""
-
-    reason = "producer-fatal"
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,8 @@ from obsingest.errors import ObsIngestError, RetriableError
 from obsingest.store.base import ObjectStore, StoredObject
 
 
-class ListingFailed(RetriableError):
+class ListingFailed(RetriableError, reason="listing-failed"):
     """The bucket could not be listed (store down, network): the next pass tries again."""
-
-    reason = "listing-failed"
 
 
 def _list_gcs(store: Any, prefix: str, start_offset: str) -> Iterator[StoredObject]:
