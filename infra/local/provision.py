@@ -278,10 +278,8 @@ def delete_kafka_topics(bootstrap: str, names: list[str]) -> None:
         future.result(timeout=10)
 
 
-class KafkaNotRunning(ServiceUnavailable):
+class KafkaNotRunning(ServiceUnavailable, reason="kafka-unavailable"):
     """No broker answers at the bootstrap address."""
-
-    reason = "kafka-unavailable"
 
 
 def require_kafka(bootstrap: str, timeout: float = 5.0) -> None:
