@@ -204,11 +204,8 @@ def _primary_group(user: str) -> int:
 
 
 def descendants(pid: int) -> dict[int, int | None]:
-    """Every live descendant of ``pid`` with its start ticks (Linux /proc; empty elsewhere).
-
-    Needed because some services (postgres) put their children in new sessions, out of reach
-    of a process-group kill.
-    """
+    """Every live descendant of ``pid`` with its start ticks (Linux /proc): postgres puts
+    children in new sessions, out of a group kill's reach."""
     children: dict[int, list[int]] = {}
     proc = Path("/proc")
     if not proc.is_dir():
@@ -249,10 +246,8 @@ def _family_alive(family: dict[int, int | None]) -> bool:
 
 
 def stop_record(record: PidRecord, sig: int = signal.SIGTERM, timeout: float = 15.0) -> bool:
-    """Stop the recorded process, its group and its descendants: ``sig``, then SIGKILL.
-
-    Returns True if something was running. A recycled pid (different start time) is left alone.
-    """
+    """Stop the recorded process, its group and descendants: ``sig``, then SIGKILL. True if
+    something was running; a recycled pid (other start time) is left alone."""
     if not record_alive(record):
         # the leader is gone; clean up any orphans still in its group
         if group_alive(record.pgid):

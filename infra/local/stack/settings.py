@@ -1,12 +1,6 @@
-"""Typed settings of the local service stack.
-
-Every field can be overridden by an environment variable ``OBSINGEST_STACK_<FIELD>`` (for example
-``OBSINGEST_STACK_KAFKA_PORT=29092``). Settings are read when :func:`load_settings` is called, not
-at import time, so a test or CLI can change the environment first.
-
-Relative directories resolve against the project root (the checkout holding ``pyproject.toml``),
-not the current directory, so ``obsingest stack`` and pytest agree on one run directory wherever
-they are started from.
+"""Typed settings of the local service stack: ``OBSINGEST_STACK_<FIELD>`` overrides each field,
+read when :func:`load_settings` is called (not at import). Relative directories resolve against
+the project root, so ``obsingest stack`` and pytest agree on one run directory.
 """
 
 from __future__ import annotations
