@@ -1,9 +1,7 @@
-"""The demo: the whole flow of DESIGN.md on one machine, on embedded defaults.
+"""The demo (``obsingest demo``): DESIGN.md's whole flow on one machine, on embedded defaults.
 
-DAQ simulator -> manifest -> readout -> edge service (journal, workers that compress and upload
-create-once) -> finalize notifications -> register function -> registry -> ArrivalEvents -> Beam
-batch job -> per-exposure summaries, table and latency plot. Part of the composition root;
-``run_demo`` is what ``obsingest demo`` calls.
+DAQ simulator -> edge service -> finalize notifications -> register function -> registry ->
+ArrivalEvents -> Beam batch job -> summaries, table and latency plot.
 """
 
 from __future__ import annotations
