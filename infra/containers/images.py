@@ -115,7 +115,6 @@ class Builder:
     def say(self, text: str) -> None:
         print(f"images: {text}", file=self.log, flush=True)  # type: ignore[call-overload]
 
-    # the base ---------------------------------------------------------------------------------
     def base(self) -> None:
         """``obsingest/debian-base:bookworm`` from a cached debootstrap tarball."""
         if label_of(BASE_IMAGE) is not None:
@@ -165,7 +164,6 @@ class Builder:
             partial.rename(tarball)
         self.timings["base-debootstrap"] = time.monotonic() - started
 
-    # stand-ins --------------------------------------------------------------------------------
     def artefacts(self, service: str) -> dict[str, Path]:
         """Context name -> host path of the pinned artefacts a stand-in copies in."""
         if service not in ("kafka", "gcs", "pubsub"):

@@ -98,7 +98,6 @@ class LocalStackEnvironment:
         self.manifest_relay: Any = None
         self._subscribers: list[Any] = []
 
-    # lifecycle -------------------------------------------------------------------------------
     def start(self, on_arrival: ArrivalCallback, on_manifest: ManifestCallback | None) -> None:
         from functions.register import main as register_function
         from functions.register import wiring

@@ -113,7 +113,6 @@ class DemoPipeline:
         self.manifests: list[ExposureManifest] = []
         self._lock = threading.Lock()
 
-    # set-up ----------------------------------------------------------------------------------
     def _reset_workdir(self) -> None:
         """Start from nothing so '27 CCDs registered exactly once' is about this run only."""
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -132,7 +131,6 @@ class DemoPipeline:
         with self._lock:
             self.manifests.append(manifest)
 
-    # run -------------------------------------------------------------------------------------
     def run(self) -> DemoResult:
         from multiprocessing import get_context
 

@@ -95,7 +95,6 @@ class StackSettings(BaseSettings):
             }
         )
 
-    # -- derived locations ----------------------------------------------------------------------
     @property
     def log_dir(self) -> Path:
         return self.run_dir / "logs"
@@ -113,7 +112,6 @@ class StackSettings(BaseSettings):
     def data_dir(self, service: str) -> Path:
         return self.run_dir / service
 
-    # -- tools ----------------------------------------------------------------------------------
     def java_bin(self) -> str | None:
         return _tool(self.java, "java", ["/usr/bin/java"])
 
