@@ -131,14 +131,9 @@ class Postgres(Service):
     def launch(self) -> Launch:
         s = self.settings
         user = run_as_user(s.postgres_user)
-        argv = [
-            self._bin("postgres"),
-            "-D",
-            str(self.pgdata),
-            *server_options(s.postgres_port, s.host, s.postgres_durable),
-        ]
-        cwd = self.settings.data_dir(self.name)
-        return Launch(argv=argv, env={"LC_ALL": "C"}, user=user, cwd=cwd)
+        options = server_options(s.postgres_port, s.host, s.postgres_durable)
+        argv = [self._bin("postgres"), "-D", str(self.pgdata), *options]
+        return Launch(argv=argv, env={"LC_ALL": "C"}, user=user, cwd=s.data_dir(self.name))
 
     def record(self) -> PidRecord | None:
         """Our running postmaster: the recorded one, or one restarted in our data directory."""
