@@ -1,6 +1,4 @@
-"""The composition root: the ``obsingest`` command.
-
-The one package allowed to import every deployment unit (``producers``, ``functions``,
-``beam_jobs``), the kernel (``obsingest``) and the local stack (``infra.local``). ``commands``
-holds one thin module per subcommand; ``script`` and ``demo`` hold the wiring they call.
+"""The composition root: the ``obsingest`` command, the one package that may import every
+deployment unit, the kernel and ``infra.local``. ``commands``: one thin module per subcommand;
+``script`` and ``demo``: the wiring they call.
 """

@@ -1,8 +1,6 @@
-"""Entry point of the ``obsingest`` command, the composition root (see the package doc).
-
-Deployment units are imported lazily inside each command's ``run``, so ``obsingest --help``
-stays fast. Each subcommand module under ``obsingest_cli/commands/`` exposes
-``register(subparsers)``; add its name to ``COMMAND_MODULES`` to wire it in.
+"""Entry point of the ``obsingest`` command. Deployment units are imported inside each command's
+``run``, so ``--help`` stays fast; a module under ``commands/`` exposes ``register(subparsers)``
+and is wired in by its name in ``COMMAND_MODULES``.
 """
 
 from __future__ import annotations

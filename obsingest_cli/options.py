@@ -1,7 +1,5 @@
-"""Options several commands share, defined once (as daf_butler's ``cli/opt`` ``repo_argument``).
-
-Standard library only: every command module imports this at module level, and
-``obsingest --help`` must load nothing heavy.
+"""Options several commands share, defined once. Standard library only: every command module
+imports this, and ``obsingest --help`` must load nothing heavy.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
-"""The data facility as containers: services plus the pipeline's own components.
+"""The data facility as containers: ``ContainerServices`` plus the pipeline's own components.
 
-On top of ``ContainerServices`` (Pub/Sub, GCS, PostgreSQL; Kafka when the chunked transport is
-wanted) it provisions one namespace from the host, exactly as ``obsingest setup`` does (a
-bucket with its notification configs, every topic and the relays' subscriptions, a registry
-database with its schema), then runs the ``obsingest`` image by command:
-
-- register function: ``register on_push`` (functions-framework); ready when it answers HTTP
-- relay: ``relay --push-url <function>``; ready when its ``/metrics`` answers
-- facility service: ``facility`` (reconcile, canary, redrive, outbox drain); ``/metrics``
-- presence API: ``presence``; ready when ``/healthz`` is 200
-- assembler (with Kafka): ``assembler``; ready when its ``/metrics`` answers
-
-Everything is on host networking, bound to 127.0.0.1, labelled with the session. The result,
-``FacilityEndpoints``, is what a client needs: the standard environment variables, the bucket,
-the Pub/Sub project, the registry URL, the function's and presence API's URLs.
+Provisions one namespace from the host as ``obsingest setup`` does, then runs the ``obsingest``
+image as the register function, relay, facility service, presence API and (with Kafka) the
+assembler, each ready when its HTTP endpoint answers. ``FacilityEndpoints`` is what a client
+needs: environment variables, bucket, project, registry URL, function and presence URLs.
 """
 
 from __future__ import annotations

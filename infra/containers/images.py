@@ -75,14 +75,8 @@ def docker(
 
 def label_of(tag: str) -> str | None:
     """The stand-in digest label of a local image; '' for an image without it; None if absent."""
-    result = docker(
-        "image",
-        "inspect",
-        "--format",
-        f'{{{{index .Config.Labels "{STAND_IN_LABEL}"}}}}',
-        tag,
-        check=False,
-    )
+    template = f'{{{{index .Config.Labels "{STAND_IN_LABEL}"}}}}'
+    result = docker("image", "inspect", "--format", template, tag, check=False)
     if result.returncode != 0:
         return None
     return result.stdout.strip().replace("<no value>", "")
@@ -115,7 +109,6 @@ class Builder:
     def say(self, text: str) -> None:
         print(f"images: {text}", file=self.log, flush=True)  # type: ignore[call-overload]
 
-    # the base ---------------------------------------------------------------------------------
     def base(self) -> None:
         """``obsingest/debian-base:bookworm`` from a cached debootstrap tarball."""
         if label_of(BASE_IMAGE) is not None:
@@ -142,18 +135,8 @@ class Builder:
         started = time.monotonic()
         with tempfile.TemporaryDirectory(dir=self.cache, prefix="rootfs.") as tmp:
             rootfs = Path(tmp) / "rootfs"
-            result = subprocess.run(
-                [
-                    "nice",
-                    "debootstrap",
-                    "--variant=minbase",
-                    "bookworm",
-                    str(rootfs),
-                    DEBIAN_MIRROR,
-                ],
-                capture_output=True,
-                text=True,
-            )
+            argv = ["nice", "debootstrap", "--variant=minbase", "bookworm", str(rootfs), DEBIAN_MIRROR]
+            result = subprocess.run(argv, capture_output=True, text=True)
             if result.returncode != 0:
                 raise ImageError(f"debootstrap failed:\n{(result.stdout + result.stderr)[-3000:]}")
             # what a container never needs: apt's lists and caches, documentation
@@ -165,7 +148,6 @@ class Builder:
             partial.rename(tarball)
         self.timings["base-debootstrap"] = time.monotonic() - started
 
-    # stand-ins --------------------------------------------------------------------------------
     def artefacts(self, service: str) -> dict[str, Path]:
         """Context name -> host path of the pinned artefacts a stand-in copies in."""
         if service not in ("kafka", "gcs", "pubsub"):
@@ -235,20 +217,8 @@ class Builder:
         started = time.monotonic()
         name = f"obsingest-deps-build-{digest}"
         docker("rm", "-f", name, check=False)
-        docker(
-            "run",
-            "--name",
-            name,
-            "--network",
-            "none",
-            "-v",
-            f"{venv}:/src:ro",
-            python_tag,
-            "cp",
-            "-a",
-            "/src/.",
-            "/opt/obsingest/",
-        )
+        container = ["--name", name, "--network", "none", "-v", f"{venv}:/src:ro", python_tag]
+        docker("run", *container, "cp", "-a", "/src/.", "/opt/obsingest/")
         docker("commit", "--change", f"LABEL {STAND_IN_LABEL}={digest}", name, tag)
         docker("rm", name)
         self.timings["obsingest-deps"] = time.monotonic() - started
@@ -295,17 +265,8 @@ class Builder:
                 stage(context)
             self.say(f"building {tag} (stand-in)")
             args = [f"--build-arg={k}={v}" for k, v in build_args.items()]
-            docker(
-                "build",
-                "--network",
-                "host",
-                "--label",
-                f"{STAND_IN_LABEL}={digest}",
-                *args,
-                "-t",
-                tag,
-                str(context),
-            )
+            label = f"{STAND_IN_LABEL}={digest}"
+            docker("build", "--network", "host", "--label", label, *args, "-t", tag, str(context))
         self.timings[what] = time.monotonic() - started
 
     def _wheel(self, into: Path) -> Path:

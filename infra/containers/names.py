@@ -1,6 +1,4 @@
-"""Image names, one place: the official tags the testcontainers backend, the facility and the
-stand-in builder all use, so a stand-in is found by the name of the image it replaces.
-
+"""Image names in one place, so a stand-in is found by the name of the image it replaces.
 Overridable per service with ``OBSINGEST_TC_{KAFKA,GCS,PUBSUB,POSTGRES,OBSINGEST}_IMAGE``.
 """
 

@@ -1,17 +1,11 @@
 """Kafka, Pub/Sub, GCS and PostgreSQL as containers, started through ``testcontainers``.
 
-Every container runs with host networking and listens on 127.0.0.1 only, on a free port from
-``OBSINGEST_TC_PORT_RANGE`` (default 20000-29999, clear of the native stack's ports), so the
-tests reach it on loopback as they reach the native services, and no private-range address is
-ever used. Health is the native stack's own probe (a Kafka metadata request, a Pub/Sub call, a
-GCS bucket listing, a PostgreSQL query) run against the container's port, so "healthy" means
-the same thing on both backends. Every container carries the label ``org.obsingest.session``
-with this object's session id (and ``org.obsingest.run`` with ``OBSINGEST_TC_RUN``'s value, when
-set: the run that removes it if a session did not), and ``close()`` removes exactly the
-containers it started.
-
-Ryuk (testcontainers' reaper) is turned off: its image cannot be pulled here and it needs a
-bridge network; ``close()`` (and ``leftovers()`` for a test to assert on) do its job.
+Host networking, 127.0.0.1 only, free ports from ``OBSINGEST_TC_PORT_RANGE`` (clear of the
+native stack's), so tests reach them as they reach native services. Health is the native
+stack's own probe, so "healthy" means the same on both backends. Containers carry the session
+label (and ``org.obsingest.run`` from ``OBSINGEST_TC_RUN``); ``close()`` removes exactly
+those it started. Ryuk is off (its image cannot be pulled here and it needs a bridge network);
+``close()`` and ``leftovers()`` do its job.
 """
 
 from __future__ import annotations
@@ -77,12 +71,8 @@ class ContainerServices:
         self._futures: dict[str, Future[Any]] = {}
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="containers")
 
-    # plumbing ---------------------------------------------------------------------------------
     def labelled(self, container: Any) -> Any:
-        """Host networking and this session's labels on a not yet started container.
-
-        Port bindings are dropped: with host networking the service's own port is the host's.
-        """
+        """Host networking (so no port bindings) and this session's labels, before start."""
         container.ports.clear()
         return container.with_kwargs(network="host", labels=labels(self.session))
 
@@ -123,9 +113,7 @@ class ContainerServices:
         settings = load_settings(host=LOOPBACK, pubsub_project_id=self.project_id, **ports)
         return Stack(settings, only=[name]).service(name)
 
-    # the services -----------------------------------------------------------------------------
     def _start_kafka(self) -> str:
-        """Bootstrap servers of a one-node KRaft broker (apache/kafka's KAFKA_* variables)."""
         if "kafka" not in self.endpoints:
             from testcontainers.core.container import DockerContainer
 
@@ -145,7 +133,6 @@ class ContainerServices:
         return str(self.endpoints["kafka"])
 
     def _start_pubsub(self) -> tuple[str, str]:
-        """(emulator host, project) of the Pub/Sub emulator (``gcloud beta emulators pubsub``)."""
         if "pubsub" not in self.endpoints:
             from testcontainers.community.google import PubSubContainer
 
@@ -161,7 +148,6 @@ class ContainerServices:
         return str(self.endpoints["pubsub"]), self.project_id
 
     def _start_gcs(self) -> str:
-        """URL of fake-gcs-server, publishing bucket notifications to our Pub/Sub."""
         if "gcs" not in self.endpoints:
             from testcontainers.core.container import DockerContainer
 
@@ -181,7 +167,6 @@ class ContainerServices:
         return str(self.endpoints["gcs"])
 
     def _start_postgres(self) -> str:
-        """SQLAlchemy URL of the superuser's maintenance database (CREATEDB rights)."""
         if "postgres" not in self.endpoints:
             from testcontainers.community.postgres import PostgresContainer
 
@@ -205,7 +190,7 @@ class ContainerServices:
             self.endpoints["postgres"] = url
         return str(self.endpoints["postgres"])
 
-    # the accessors: start on first request (or after prestart), then the same endpoint ------
+    # the accessors: start on first request (or after prestart), then the same endpoint
     def kafka(self) -> str:
         """Bootstrap servers of a one-node KRaft broker (apache/kafka's KAFKA_* variables)."""
         return str(self._get("kafka"))
@@ -253,13 +238,11 @@ class ContainerServices:
             self._get(name)
         return took
 
-    # bookkeeping ------------------------------------------------------------------------------
     def container_ids(self) -> dict[str, str]:
         return {name: c.get_wrapped_container().id for name, c in self.containers.items()}
 
     def close(self) -> None:
-        """Remove every container this session started (and nothing else), once the starts
-        under way have ended."""
+        """Remove every container this session started (and nothing else), after pending starts."""
         with self._lock:
             futures = list(self._futures.values())
             self._futures.clear()

@@ -1,10 +1,7 @@
 """Time from nothing to a healthy stack on containers: ``python -m infra.containers.timing``.
 
-Prints, in seconds: the engine (``engine.sh up``: none, or one already answering), the images
-(``make images``: a debootstrap, stand-in builds, or nothing when warm) and the four services
-started side by side until their health probes pass; then removes the containers. The engine
-is stopped again only if this run started it. The README's figures come from here and from
-``obsingest stack up`` for the native stack.
+Prints seconds for the engine, the images and the four services' start until healthy, then
+removes the containers (and stops the engine only if this run started it).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""Provisioning: create, idempotently, the topics, subscriptions, bucket, bucket notification
-configs, Kafka topics and databases the pipeline uses on the local stack (and on a development
-project; production gets the same from Terraform, ``infra/terraform``).
+"""Idempotent provisioning of the topics, subscriptions, bucket, notification configs, Kafka
+topics and databases the pipeline uses locally (production gets the same from ``infra/terraform``).
 
-One module for all of it, so the CLI (``obsingest setup``), the demo, the tests and the
-benchmarks create things the same way. Order matters: GCS (and fake-gcs-server) publishes only
-to topics that already exist, so topics come before notification configs. Running anything here
-twice changes nothing.
+One module so the CLI, demo, tests and benchmarks create things alike. Topics come before
+notification configs: GCS publishes only to topics that already exist.
 """
 
 from __future__ import annotations
@@ -42,15 +39,9 @@ class SetupReport:
         log_event(log, "setup.created" if created else "setup.exists", resource=what)
 
 
-# -- Pub/Sub ----------------------------------------------------------------------------------
 def dlq_subscription(bus: BusSettings) -> str:
     """The subscription that keeps dead letters (a topic without one would drop them)."""
     return f"{bus.objects_dlq_topic}{defaults.HOLD_SUFFIX}"
-
-
-def manifest_dlq_subscription(bus: BusSettings) -> str:
-    """The subscription that keeps the manifests relay's dead letters."""
-    return f"{bus.exposures_dlq_topic}{defaults.HOLD_SUFFIX}"
 
 
 def parked_topic(bus: BusSettings) -> str:
@@ -60,20 +51,6 @@ def parked_topic(bus: BusSettings) -> str:
 
 def parked_subscription(bus: BusSettings) -> str:
     return f"{parked_topic(bus)}{defaults.HOLD_SUFFIX}"
-
-
-def topics_of(bus: BusSettings) -> list[str]:
-    return [
-        bus.objects_topic,
-        bus.objects_dlq_topic,
-        parked_topic(bus),
-        bus.arrivals_topic,
-        bus.exposures_ingested_topic,
-        bus.exposures_topic,
-        bus.exposures_dlq_topic,
-        bus.summaries_topic,
-        bus.alerts_topic,
-    ]
 
 
 def ensure_topic(publisher: Any, path: str, report: SetupReport) -> None:
@@ -86,8 +63,7 @@ def ensure_topic(publisher: Any, path: str, report: SetupReport) -> None:
         report.note(path, False)
 
 
-#: Pub/Sub's own limits on a subscription's delivery policy (dead_letter_policy and
-#: retry_policy): attempts 5..100, backoffs 0..600 s.
+#: Pub/Sub's own limits on a subscription's delivery policy.
 PUBSUB_MIN_DELIVERY_ATTEMPTS = 5
 PUBSUB_MAX_DELIVERY_ATTEMPTS = 100
 PUBSUB_MAX_BACKOFF_SECONDS = 600
@@ -95,11 +71,8 @@ PUBSUB_MAX_BACKOFF_SECONDS = 600
 
 @dataclass(frozen=True)
 class DeliveryPolicy:
-    """A push subscription's delivery policy, as Pub/Sub keeps it: after ``max_attempts``
-    deliveries a message goes to ``dead_letter_topic``; redeliveries back off exponentially
-    between ``min_backoff`` and ``max_backoff`` seconds. With a dead-letter policy Pub/Sub also
-    counts every message's ``delivery_attempt``, which is how the relay's counts survive its
-    own restarts."""
+    """A subscription's dead-letter and retry policy. With a dead-letter policy Pub/Sub counts
+    each message's ``delivery_attempt``, which is how the relay's counts survive its restarts."""
 
     dead_letter_topic: str
     max_attempts: int
@@ -126,9 +99,8 @@ class DeliveryPolicy:
 def relay_delivery_policy(
     bus: BusSettings, relay: RelaySettings, dead_letter_topic: str | None = None
 ) -> DeliveryPolicy:
-    """The relay subscription's policy, from the relay's own settings (so the relay always
-    dead-letters first, with its reason, before the emulator would without one); dead letters
-    go to ``dead_letter_topic`` (default: the relay's own, else the objects DLQ)."""
+    """The relay subscription's policy, from the relay's settings (so the relay dead-letters
+    first, with its reason, before the emulator would without one)."""
     from obsingest.bus.pubsub import topic_path
 
     topic = dead_letter_topic or relay.dead_letter_topic or bus.objects_dlq_topic
@@ -170,10 +142,8 @@ def ensure_subscription(
 
 
 def subscribe(project: str, topic: str, subscription: str, ack_deadline: int = 10) -> str:
-    """Create the pull subscription ``subscription`` on ``topic`` if absent; its path.
-
-    A new subscription sees only messages published after it exists: create it first.
-    """
+    """Create the pull subscription on ``topic`` if absent; its path. Create it before
+    publishing: a new subscription sees only later messages."""
     from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
 
     from obsingest.bus.pubsub import topic_path
@@ -190,7 +160,6 @@ def subscribe(project: str, topic: str, subscription: str, ack_deadline: int = 1
     return path
 
 
-# -- GCS --------------------------------------------------------------------------------------
 def ensure_bucket(client: Any, name: str, report: SetupReport) -> Any:
     bucket = client.lookup_bucket(name)
     if bucket is None:
@@ -232,7 +201,6 @@ def ensure_notification(bucket: Any, project: str, topic: str, prefix: str, repo
     report.note(label, True)
 
 
-# -- Kafka ------------------------------------------------------------------------------------
 def ensure_kafka_topics(
     bootstrap: str,
     partitions: dict[str, int],
@@ -278,10 +246,8 @@ def delete_kafka_topics(bootstrap: str, names: list[str]) -> None:
         future.result(timeout=10)
 
 
-class KafkaNotRunning(ServiceUnavailable):
+class KafkaNotRunning(ServiceUnavailable, reason="kafka-unavailable"):
     """No broker answers at the bootstrap address."""
-
-    reason = "kafka-unavailable"
 
 
 def require_kafka(bootstrap: str, timeout: float = 5.0) -> None:
@@ -300,7 +266,6 @@ def require_kafka(bootstrap: str, timeout: float = 5.0) -> None:
         raise KafkaNotRunning(f"Kafka at {bootstrap} lists no broker; run `obsingest stack up`")
 
 
-# -- PostgreSQL -------------------------------------------------------------------------------
 def _admin_sql(admin_url: str, sql: str) -> None:
     """Run ``sql`` outside a transaction on the server of ``admin_url`` (CREATE/DROP DATABASE)."""
     import psycopg
@@ -327,7 +292,6 @@ def drop_database(admin_url: str, url: str) -> None:
     _admin_sql(admin_url, f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)')
 
 
-# -- everything the direct path needs -----------------------------------------------------------
 def setup(
     bucket: str,
     bus: BusSettings | None = None,
@@ -339,15 +303,10 @@ def setup(
     storage_client: Any = None,
     relay: RelaySettings | None = None,
 ) -> SetupReport:
-    """Topics (objects, its DLQ and parking, arrivals, exposures-ingested, exposures and its
-    DLQ, summaries, alerts), the relays' pull subscriptions on objects and on exposures (the
-    manifests relay, -> ``on_manifest``), both with the delivery policy of ``relay`` (default:
-    the relay's settings) and each dead-lettering to its own DLQ, the ones that keep dead
-    letters and parked ones, the bucket and its notification configs, and Kafka's arrivals and
-    exposures-ingested topics when ``kafka_bootstrap`` is given.
-
-    Idempotent, and also the repair after an emulator restart lost topics, subscriptions or
-    notification configs (the reconcile service calls it when its canary stops coming back)."""
+    """Everything the direct path needs: topics, the two relays' subscriptions (each
+    dead-lettering to its own DLQ), the dead-letter and parked holds, the bucket and its
+    notifications, and Kafka's topics when ``kafka_bootstrap`` is given. Also the repair after
+    an emulator restart lost state (reconcile calls it when its canary stops coming back)."""
     from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
 
     from infra.local.relay.settings import RelaySettings
@@ -361,7 +320,18 @@ def setup(
     publisher = pubsub_v1.PublisherClient()
     subscriber = pubsub_v1.SubscriberClient()
     try:
-        for topic in topics_of(bus):
+        topics = (
+            bus.objects_topic,
+            bus.objects_dlq_topic,
+            parked_topic(bus),
+            bus.arrivals_topic,
+            bus.exposures_ingested_topic,
+            bus.exposures_topic,
+            bus.exposures_dlq_topic,
+            bus.summaries_topic,
+            bus.alerts_topic,
+        )
+        for topic in topics:
             ensure_topic(publisher, topic_path(project, topic), report)
         relay = relay or RelaySettings()
         relayed = (  # (subscription, its topic, its dead-letter topic)
@@ -378,7 +348,7 @@ def setup(
             )
         holds = (
             (dlq_subscription(bus), bus.objects_dlq_topic),
-            (manifest_dlq_subscription(bus), bus.exposures_dlq_topic),
+            (f"{bus.exposures_dlq_topic}{defaults.HOLD_SUFFIX}", bus.exposures_dlq_topic),
             (parked_subscription(bus), parked_topic(bus)),
         )
         for name, topic in holds:

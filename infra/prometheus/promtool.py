@@ -1,18 +1,11 @@
 """Build promtool, Prometheus' rule checker, from the Go module proxy: pinned, once, into .cache.
 
-Why build it: Prometheus ships promtool only inside its release tarballs, which this project's
-machines cannot download; the Go module proxy has the source at every release. The module
-``github.com/prometheus/prometheus`` tags Prometheus 3.x as ``v0.3xx.y`` (v0.316.0 = 3.16.0).
-
-Why these flags (a cold CI build pays them): the ``remove_all_sd`` build tag leaves out the
-service discoveries (cloud SDKs) rule checking never uses; ``-gcflags=all=-N -l`` skips the
-optimiser (promtool only checks a few files); ``-trimpath`` and ``-ldflags=-s -w`` keep the
-binary and the link step small. Figures: infra/prometheus/README.md.
-
-Go state lives in ``<cache>/go`` as for the local stack's Go tools (GOPATH, GOMODCACHE,
-GOCACHE), the binary in ``<cache>/bin/promtool-<version>/promtool``; it is built in a scratch
-directory and moved into place, under a lock, so an interrupted or concurrent build never leaves
-a half-written binary. Usage: ``python infra/prometheus/promtool.py`` prints the binary's path.
+Prometheus ships promtool only in release tarballs, which these machines cannot download; the
+module ``github.com/prometheus/prometheus`` tags 3.x as ``v0.3xx.y`` (v0.316.0 = 3.16.0). Flags
+keep a cold build cheap: ``remove_all_sd`` drops the service discoveries, ``-N -l`` skips the
+optimiser, ``-trimpath -s -w`` shrink the link (figures: infra/prometheus/README.md). Built in a
+scratch directory and moved into place under a lock, so no half-written binary is ever seen.
+Usage: ``python infra/prometheus/promtool.py`` prints the binary's path.
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--threads", type=int, default=None, help="compression threads per worker")
     budget_option(p)
     p.add_argument("--arrival-timeout", type=float, default=60.0, help="seconds to wait for announcements")
-    p.set_defaults(func=run_transfer)
+    p.set_defaults(func=run, script="run_transfer")
     _register_capacity(sub)
 
 
@@ -144,16 +144,10 @@ def _register_capacity(sub: argparse._SubParsersAction) -> None:  # type: ignore
     )
     c.add_argument("--run-dir", type=Path, default=Path(".run/bench/capacity"))
     c.add_argument("--json", type=Path, metavar="FILE", help="write the model's output as JSON")
-    c.set_defaults(func=run_capacity)
+    c.set_defaults(func=run, script="run_capacity")
 
 
-def run_capacity(args: argparse.Namespace) -> int:
-    from obsingest_cli.script.bench_transfer import run_capacity as run
+def run(args: argparse.Namespace) -> int:
+    from obsingest_cli.script import bench_transfer
 
-    return run(args)
-
-
-def run_transfer(args: argparse.Namespace) -> int:
-    from obsingest_cli.script.bench_transfer import run_transfer as run
-
-    return run(args)
+    return int(getattr(bench_transfer, args.script)(args))

@@ -68,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     write.add_argument("--template", type=Path, default=None, metavar="FILE", help=TEMPLATE_HELP)
     write.add_argument("--seed", type=int, default=0, help="simulator seed (default: 0)")
-    write.set_defaults(func=run_write)
+    write.set_defaults(func=run, script="write_one")
     night = daq_sub.add_parser(
         "night",
         help="play a night into an edge hand-off directory at the summit's cadence",
@@ -105,17 +105,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also publish each ExposureManifest on the exposures topic (default: files only)",
     )
-    night.set_defaults(func=run_night)
+    night.set_defaults(func=run, script="night")
     parser.set_defaults(func=lambda _args: parser.print_help() or 2)
 
 
-def run_night(args: argparse.Namespace) -> int:
-    from obsingest_cli.script.daq import night
+def run(args: argparse.Namespace) -> int:
+    from obsingest_cli.script import daq
 
-    return night(args)
-
-
-def run_write(args: argparse.Namespace) -> int:
-    from obsingest_cli.script.daq import write_one
-
-    return write_one(args)
+    return int(getattr(daq, args.script)(args))

@@ -1,6 +1,5 @@
-"""Bad inputs the demo can inject (``--inject-bad``) to show they are quarantined with a reason
-while every good CCD is still registered exactly once: what production saw or a buggy or
-malicious client could send.
+"""Bad inputs the demo can inject (``--inject-bad``), to show each is quarantined with a reason
+while every good CCD is still registered exactly once.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
 """Demo transport (b): edge workers stream chunks to Kafka; an assembler process stores files.
-
-Each run gets its own chunks and DLQ topics and consumer group, so runs never see each other's
-records; the topics are deleted on close. The assembler writes to the environment's store, whose
-finalize notifications register the files through the normal path.
+Each run has its own topics and consumer group (deleted on close), so runs never mix.
 """
 
 from __future__ import annotations
@@ -42,12 +39,8 @@ def kafka_bootstrap() -> str:
 
 
 class KafkaTransport:
-    """``DemoTransport`` over Kafka: sender URL, assembler lifecycle, wait-until-stored.
-
-    The assembler runs as its own process (``obsingest assembler``), as in production, so it
-    shares no interpreter lock or crash with the facility process; its log tail is shown if it
-    fails.
-    """
+    """``DemoTransport`` over Kafka. The assembler is its own process, as in production (no
+    shared interpreter lock or crash with the facility); its log tail is shown if it fails."""
 
     def __init__(self, env: DemoEnvironment, bootstrap: str | None = None) -> None:
         self.env = env

@@ -1,16 +1,10 @@
-"""The demo on the real local stack: GCS emulator -> Pub/Sub notifications -> relay -> register
+"""The demo on the real local stack: GCS emulator -> notifications -> relay -> register
 function -> PostgreSQL registry -> ArrivalEvents on Pub/Sub.
 
-Each run gets its own bucket, Pub/Sub project and PostgreSQL database, so "registered exactly
-once" is about this run; they are kept for inspection (URL in ``<workdir>/registry-url.txt``)
-unless ``keep=False`` (the transfer benchmark).
-
-The relay delivers in-process to the register function's ``on_push`` (what functions-framework
-runs, with the store it builds deployed) and a second relay pushes ``exposures`` to
-``on_manifest``, as push subscriptions do. A subscriber writes every ExposureIngested to
-``<workdir>/exposures-ingested.jsonl``. The notification config covers the whole bucket
-(production: ``raw/`` and ``quarantine/``), so ``--inject-bad``'s object outside the prefix
-shows the function itself refuses it.
+Each run has its own bucket, project and database, kept for inspection unless ``keep=False``.
+The relays deliver in-process to ``on_push`` and ``on_manifest``; ExposureIngested events go to
+``<workdir>/exposures-ingested.jsonl``. Notifications cover the whole bucket (production:
+``raw/`` and ``quarantine/``), so ``--inject-bad``'s stray object shows the function refuses it.
 """
 
 from __future__ import annotations
@@ -104,7 +98,6 @@ class LocalStackEnvironment:
         self.manifest_relay: Any = None
         self._subscribers: list[Any] = []
 
-    # lifecycle -------------------------------------------------------------------------------
     def start(self, on_arrival: ArrivalCallback, on_manifest: ManifestCallback | None) -> None:
         from functions.register import main as register_function
         from functions.register import wiring

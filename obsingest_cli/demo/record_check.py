@@ -1,8 +1,5 @@
-"""Whether what the demo reports is what the registry of record holds.
-
-For every exposure the demo produced, the registry's datasets (for a ``butler:`` registry, the
-Butler's own) are compared with the dataset ids announced; the demo exits non-zero and says why
-when they differ.
+"""Whether the datasets the demo announced are what the registry of record (for ``butler:``,
+the Butler) holds; the demo exits non-zero, saying why, when they differ.
 """
 
 from __future__ import annotations

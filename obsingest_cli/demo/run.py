@@ -1,9 +1,7 @@
-"""The demo: the whole flow of DESIGN.md on one machine, on embedded defaults.
+"""The demo (``obsingest demo``): DESIGN.md's whole flow on one machine, on embedded defaults.
 
-DAQ simulator -> manifest -> readout -> edge service (journal, workers that compress and upload
-create-once) -> finalize notifications -> register function -> registry -> ArrivalEvents -> Beam
-batch job -> per-exposure summaries, table and latency plot. Part of the composition root;
-``run_demo`` is what ``obsingest demo`` calls.
+DAQ simulator -> edge service -> finalize notifications -> register function -> registry ->
+ArrivalEvents -> Beam batch job -> summaries, table and latency plot.
 """
 
 from __future__ import annotations
@@ -115,7 +113,6 @@ class DemoPipeline:
         self.manifests: list[ExposureManifest] = []
         self._lock = threading.Lock()
 
-    # set-up ----------------------------------------------------------------------------------
     def _reset_workdir(self) -> None:
         """Start from nothing so '27 CCDs registered exactly once' is about this run only."""
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -134,7 +131,6 @@ class DemoPipeline:
         with self._lock:
             self.manifests.append(manifest)
 
-    # run -------------------------------------------------------------------------------------
     def run(self) -> DemoResult:
         from multiprocessing import get_context
 

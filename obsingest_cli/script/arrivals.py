@@ -1,8 +1,6 @@
-"""``obsingest arrivals tail``'s work: print ArrivalEvents from Pub/Sub ``ccd-arrivals``.
-
-Creates its own pull subscription if absent (it sees only what is published after), deduplicates
-on dataset id (at-least-once delivery), and prints one line per CCD: data id, dataset id,
-latency readout -> published and the per-stage deltas.
+"""``obsingest arrivals tail``'s work: print ArrivalEvents from Pub/Sub ``ccd-arrivals``, one
+line per CCD (latency and per-stage deltas), deduplicated on dataset id; the pull subscription
+is created if absent.
 """
 
 from __future__ import annotations

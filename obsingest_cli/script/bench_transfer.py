@@ -1,8 +1,6 @@
-"""``obsingest bench transfer`` and ``bench capacity``'s work: the harness (``producers.transfer``)
-wired to the demo's environments and transports for the facility side (``--end-to-end``), and the
-capacity model (``producers.transfer.capacity``) calibrated by two short harness runs.
-
-This module is composition root: it wires ``producers.transfer`` to the demo environments.
+"""``obsingest bench transfer`` and ``bench capacity``'s work: the harness
+(``producers.transfer``) wired to the demo's environments and transports (``--end-to-end``),
+and the capacity model calibrated by two short harness runs.
 """
 
 from __future__ import annotations

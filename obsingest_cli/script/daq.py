@@ -21,10 +21,9 @@ PUBLISH_DEADLINE = 30.0
 
 
 class ManifestPublisher:
-    """``play_night``'s ``on_manifest``: publish each ExposureManifest on the exposures topic
-    (key instrument/exposure, as every manifest publisher does), retrying transient failures;
-    one that still fails is reported on stderr and in the log and remembered (``failed``), and
-    the night goes on: its files are written whatever the bus does."""
+    """``play_night``'s ``on_manifest``: publish each ExposureManifest (key instrument/exposure),
+    retrying transient failures; one that still fails is reported and kept in ``failed``, and
+    the night goes on."""
 
     def __init__(
         self, publisher: Any, topic: str, policy: RetryPolicy | None = None, sleep: Any = None

@@ -1,6 +1,5 @@
-"""``obsingest status``: the live terminal view of the night (rich), or one snapshot printed for
-scripts with an exit status that says whether the last exposure made the budget (see
-``status_snapshot`` for what is shown and the exit codes, ``status_view`` for how).
+"""``obsingest status``: the live terminal view of the night, or one snapshot for scripts
+(``status_snapshot``: what is shown and the exit codes; ``status_view``: how).
 """
 
 from __future__ import annotations

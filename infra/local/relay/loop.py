@@ -1,14 +1,9 @@
 """The relay loop: pull -> push -> ack / nack with backoff / dead-letter (policy in ``policy``).
 
-Pub/Sub push delivery does not exist in the emulator, so ``obsingest relay`` does what Pub/Sub
-push would: POST each message to the function as a push envelope and treat 2xx as ack, anything
-else (or no answer) as a nack with backoff, until ``max_attempts``; then the message is published
-to the dead-letter topic with the reason in its attributes and the original is acked, so one
-poisoned message never blocks the subscription. Dead letters do not stay there: the redrive
-(``functions/register/facility``) publishes them back once their cause had time to clear.
-
-The three edges (where messages come from, where they are pushed, where dead letters go) are
-protocols, so every decision is unit-tested with fakes.
+The emulator has no push delivery, so the relay does what Pub/Sub push would: POST a push
+envelope, 2xx acks, anything else nacks with backoff until ``max_attempts``, then the message
+goes to the dead-letter topic with its reason and is acked, so one poisoned message never
+blocks the subscription. The three edges are protocols, so decisions are unit-tested with fakes.
 """
 
 from __future__ import annotations
@@ -81,9 +76,8 @@ class Relay:
         self.subscription_path = subscription_path or self.settings.subscription
         self._clock = clock
         self._lock = threading.Lock()
-        #: failed pushes per message id. Only a fallback: when the subscription has a
-        #: dead-letter policy (``obsingest setup`` gives the relay's one), Pub/Sub and the
-        #: emulator count ``delivery_attempt`` themselves, so counts survive a relay restart.
+        #: failed pushes per message id; a fallback to Pub/Sub's ``delivery_attempt`` (counted
+        #: when the subscription has a dead-letter policy, so it survives a relay restart)
         self._attempts: dict[str, int] = {}
         self._in_flight = 0
         self._last_activity = clock()
@@ -93,7 +87,6 @@ class Relay:
         #: with ``start`` and ``ack_linger``: acks waiting for the batch they share
         self._acks: AckBatcher | None = None
 
-    # one message -----------------------------------------------------------------------------
     def handle(self, delivery: Delivery) -> Action:
         """Push one message and settle it (ack, nack with backoff, or dead-letter + ack)."""
         envelope = push_envelope(delivery, self.subscription_path)
@@ -158,8 +151,8 @@ class Relay:
         }
 
     def _settle(self, call: Callable[[], None], fields: dict[str, Any]) -> None:
-        """Ack or nack; a failure only means the message comes back after its ack deadline,
-        which idempotent effects absorb, so it is logged rather than raised."""
+        """Ack or nack; a failure is logged, not raised: the message comes back after its ack
+        deadline, which idempotent effects absorb."""
         try:
             call()
         except Exception as exc:
@@ -169,7 +162,6 @@ class Relay:
         with self._lock:
             self._attempts.pop(message_id, None)
 
-    # loop ------------------------------------------------------------------------------------
     def run_once(self, timeout: float = 1.0) -> int:
         """Pull one batch and handle it (concurrently), waiting for all; returns its size."""
         deliveries = self.source.pull(self.settings.max_messages, timeout)
@@ -234,11 +226,6 @@ class Relay:
                 self._pool.submit(self._settle_async, delivery)
 
     @property
-    def in_flight(self) -> int:
-        with self._lock:
-            return self._in_flight
-
-    @property
     def pending_retries(self) -> int:
         """Messages that failed at least once and are neither acked nor dead-lettered yet."""
         with self._lock:
@@ -271,11 +258,9 @@ class Relay:
 
 
 class AckBatcher:
-    """Acks of the background relay, sent together: ``add`` queues an ack id, a thread sends
-    what came within ``linger`` seconds of the first in one acknowledge call (at most
-    ``max_batch`` ids; Pub/Sub takes up to 2,500). During a burst that is one round trip for
-    many messages instead of one each. A failed call is logged: its messages come back after
-    their ack deadline, as a failed single ack did."""
+    """Acks of the background relay, sent together: what came within ``linger`` seconds of the
+    first goes in one acknowledge call (at most ``max_batch``; Pub/Sub takes 2,500). A failed
+    call is logged: its messages come back after their ack deadline."""
 
     def __init__(self, source: PullSource, linger: float, max_batch: int = 1000) -> None:
         self.source = source

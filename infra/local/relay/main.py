@@ -14,10 +14,8 @@ from obsingest.settings import BusSettings
 
 
 def run(settings: RelaySettings, until_idle: float = 0.0) -> dict[str, int]:
-    """Relay ``settings.subscription`` to its push URL; returns the final counts.
-
-    ``until_idle`` > 0: return once nothing was pulled or awaits retry for that many seconds.
-    """
+    """Relay ``settings.subscription`` to its push URL; the final counts. ``until_idle`` > 0:
+    return once nothing was pulled or awaits retry for that many seconds."""
     from obsingest.metrics import get_metrics
     from obsingest.metrics_http import serve_metrics
 

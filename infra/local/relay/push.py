@@ -1,8 +1,5 @@
-"""Where the relay pushes: the function's URL over HTTP, or a handler in this process.
-
-HTTP is what production does (Pub/Sub push to a Cloud Function); the in-process target calls the
-very same entry point with a request-shaped object, for the demo and tests that should not need a
-server. Both answer a PushResult, so the relay's decisions are the same.
+"""Where the relay pushes: the function's URL over HTTP (as production), or, for the demo and
+tests, the same entry point called in this process with a request-shaped object.
 """
 
 from __future__ import annotations
@@ -15,13 +12,11 @@ from infra.local.relay.policy import PushResult
 
 
 class HttpPushTarget:
-    """POST the envelope as JSON; optionally with a Google-signed OIDC ID token.
+    """POST the envelope as JSON, optionally with a Google-signed OIDC ID token.
 
-    Straight through one urllib3 connection pool (keep-alive), with what ``requests`` would take
-    from the environment (proxy, ``NO_PROXY``, CA bundle, ``.netrc``) resolved once here
-    (``HttpEnvironment``): a requests session re-reads all of it and merges its settings on
-    every request, which cost the relay more CPU than the push itself. Redirects are not
-    followed: Pub/Sub push counts only a 2xx as delivered, so a 3xx is a failed push.
+    One urllib3 pool, the environment (proxy, CA bundle, ``.netrc``) resolved once: a requests
+    session re-reads it per request, which cost more CPU than the push. Redirects are not
+    followed: Pub/Sub push counts only a 2xx as delivered.
     """
 
     def __init__(self, url: str, *, timeout: float = 30.0, oidc_audience: str = "") -> None:

@@ -1,16 +1,9 @@
 """``OBSINGEST_RELAY_*``: how the emulator push relay pulls, pushes and gives up.
 
-The delivery policy mirrors a Pub/Sub push subscription's (and stays within its limits:
-``dead_letter_policy.max_delivery_attempts`` at most 100, ``retry_policy`` backoffs 0..600 s),
-so a function behaves the same behind the relay and behind Pub/Sub. Defaults are those of the
-production subscription (``infra/terraform``): 10 attempts, backoff doubling from 1 s to 60 s.
-The redeliveries then span 1+2+4+8+16+32+60+60+60 = 243 s, so an outage of the function or the
-registry of a few minutes costs no dead letter at all; a longer one is dead-lettered with its
-reason and brought back by the redrive (``functions/register/facility``), still no manual step.
-
-Pub/Sub refuses fewer than 5 attempts on a subscription; the relay accepts 1..100 so a test can
-dead-letter fast (the subscription's own policy is then provisioned at 5, and the relay, which
-counts the same deliveries, always gives up first, with its reason).
+The delivery policy mirrors a Pub/Sub push subscription's, within its limits, with production's
+defaults (``infra/terraform``): 10 attempts, backoff 1 s doubling to 60 s, i.e. 243 s of
+redeliveries, so a few minutes' outage costs no dead letter. The relay accepts 1..100 attempts
+(Pub/Sub at least 5) so a test can dead-letter fast; the relay then always gives up first.
 """
 
 from __future__ import annotations
@@ -34,14 +27,11 @@ class RelaySettings(BaseSettings):
 
     subscription: str = defaults.RELAY_SUBSCRIPTION
     push_url: str = defaults.RELAY_PUSH_URL
-    #: several instances of the function (``OBSINGEST_RELAY_PUSH_URLS='["http://a/", ...]'``):
-    #: deliveries are spread over them, and one whose instance does not answer goes to the
-    #: next at once (``spread.py``); empty: ``push_url`` alone
+    #: several instances of the function (``OBSINGEST_RELAY_PUSH_URLS='["http://a/", ...]'``),
+    #: failing over at once (``spread.py``); empty: ``push_url`` alone
     push_urls: tuple[str, ...] = ()
-    #: an instance that did not answer is passed over this long (doubling while it stays
-    #: dead, at most ``failover_max_cooldown``), then probed by one delivery at a time: a
-    #: refused probe costs its delivery milliseconds, and a restarted instance has work again
-    #: at most ``failover_max_cooldown`` after it listens
+    #: an instance that did not answer is passed over this long (doubling, at most
+    #: ``failover_max_cooldown``), then probed by one delivery at a time
     failover_cooldown: float = Field(default=0.5, ge=0)
     failover_max_cooldown: float = Field(default=2.0, ge=0)
     #: where given-up messages go (empty: the bus's objects dead-letter topic; the manifests
@@ -56,9 +46,7 @@ class RelaySettings(BaseSettings):
     #: pushes in flight at once
     concurrency: int = Field(default=defaults.RELAY_CONCURRENCY, ge=1)
     max_messages: int = Field(default=32, ge=1)
-    #: the background relay acks its pushed messages in batches: an ack waits up to this long
-    #: for others to share one acknowledge call (one round trip per message before); 0 acks
-    #: each at once. A late ack only risks a redelivery, which idempotent effects absorb
+    #: an ack waits up to this long to share one acknowledge call with others; 0: each at once
     ack_linger: float = Field(default=0.02, ge=0, le=1.0)
     push_timeout: float = Field(default=30.0, gt=0)
     #: OIDC: sign pushes with an ID token for this audience (empty: no Authorization header)

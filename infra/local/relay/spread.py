@@ -1,32 +1,14 @@
-"""Push to several instances of the function: spread the deliveries over them and, when one does
-not answer, deliver to the next one at once.
+"""Push to several instances of the function, round-robin; when one does not answer, deliver
+to the next at once (no backoff) instead of waiting out the relay's backoff and its restart.
 
-Why: with one instance, a SIGKILL inside an exposure's burst cost its CCDs the relay's backoff
-(1, 2, 4 s) plus the instance's restart, ~10 s, twice Rubin's budget. With two or more, the
-delivery that hit the dead instance goes to a live one within milliseconds (no backoff, the
-same push attempt), and the dead one is passed over for ``cooldown`` seconds (doubling while it
-stays dead, at most ``max_cooldown``) so later deliveries do not knock on it first. It is tried
-again after its cooldown, by a real delivery; if every instance fails the push fails as before
-and the relay's policy (nack with backoff, then dead-letter) takes over.
+A dead instance is passed over for ``cooldown`` seconds (doubling while it stays dead, up to
+``max_cooldown``), then probed by one delivery at a time (half-open circuit), so a restarting
+instance never holds many CCDs. Only a probe's failure doubles the cooldown: the pushes in
+flight when it died count as one failure.
 
-A recovering instance is probed by one delivery at a time (a half-open circuit): the deliveries
-in flight when it died all fail at once, and a restarted instance may not answer yet (or
-slowly: its first deliveries warm what its start-up left cold), so letting every delivery whose
-turn it is knock on it would hold many CCDs there at once; one probe costs one CCD at most,
-the others go to the live instances until the probe is answered. Only a probe's failure
-doubles the cooldown: the pushes that were in flight when the instance died fail together and
-count as one failure (each doubling it would put a restarted instance out of work for the
-longest cooldown).
-
-Only answers that say "this instance could not take it" fail over: no response at all
-(refused, reset, timeout: a dead or dying process) and 502/504 from a proxy in front of it. A
-503 is the function's own "the registry is unavailable, retry later", which another instance
-would answer too after its own retries, and a 4xx or 500 is about the message: those are the
-relay's to decide, as they were.
-
-Production does the same with Pub/Sub push to Cloud Functions with ``min_instance_count`` >= 2
-(the frontend routes around a dead instance) and a small retry ``minimum_backoff``
-(``infra/terraform``).
+Only "this instance could not take it" fails over: no response, or 502/504 from a proxy. A 503
+(registry unavailable; another instance would say the same), a 4xx or 500 are the relay's to
+decide. Production: Pub/Sub push to Cloud Functions with ``min_instance_count`` >= 2.
 """
 
 from __future__ import annotations
@@ -87,13 +69,11 @@ class SpreadPushTarget:
         self.failovers = 0
 
     def order(self) -> list[int]:
-        """This delivery's instances: round-robin from the next one, those cooling down last
-        (a recovering instance is this delivery's first when it is the one that probes it)."""
+        """This delivery's instances: round-robin, cooling-down ones last (a probed one first)."""
         return self._plan(claim=False)[0]
 
     def _plan(self, claim: bool = True) -> tuple[list[int], int | None]:
-        """The order, and the recovering instance this delivery probes (``claim``: it takes
-        the probe, which ``push`` hands back when it is answered)."""
+        """The order, and the recovering instance this delivery probes (``claim``: take it)."""
         n = len(self.targets)
         first = next(self._next) % n
         ring = [(first + i) % n for i in range(n)]
@@ -153,8 +133,7 @@ class SpreadPushTarget:
             self._down.pop(index, None)
 
     def _failed(self, index: int, started: float) -> None:
-        """Mark ``index`` down, or keep it down longer; a push that started before it was
-        marked down (in flight when it died) adds nothing."""
+        """Mark ``index`` down, or longer; a push started before it was marked down adds nothing."""
         with self._lock:
             state = self._down.get(index)
             if state is None:

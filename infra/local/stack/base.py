@@ -25,9 +25,7 @@ _log = get_logger("obsingest.stack")
 
 @contextmanager
 def artefact_lock(cache_dir: Path, name: str) -> Iterator[None]:
-    """Hold the cache's lock for artefact ``name`` (an exclusive ``flock``, released if the
-    holder dies). Processes that need the same artefact at once (the chaos suite's lanes,
-    two test sessions) then build it once while the others wait."""
+    """Hold the cache's ``flock`` for artefact ``name``, so concurrent processes build it once."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     with open(cache_dir / f".fetch-{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -68,7 +66,6 @@ class Service(ABC):
         #: the last record found dead by :meth:`record` (its owner passes to a restarted one)
         self.stale: PidRecord | None = None
 
-    # -- to implement ---------------------------------------------------------------------------
     @abstractmethod
     def fetch(self) -> None:
         """Put the pinned artefacts into the cache (no-op when already there)."""
@@ -97,7 +94,6 @@ class Service(ABC):
     def prepare(self) -> None:  # noqa: B027 - optional hook
         """One-time data initialisation (format storage, initdb); default: nothing."""
 
-    # -- shared behaviour ----------------------------------------------------------------------
     def fetch_once(self) -> None:
         """``fetch`` under the cache's lock for this service (``artefact_lock``)."""
         with artefact_lock(self.settings.cache_dir, self.name):
@@ -137,10 +133,8 @@ class Service(ABC):
         return True
 
     def elsewhere(self) -> str | None:
-        """Why the instance this run directory records cannot serve these settings (it listens
-        on other ports: started with other ``OBSINGEST_STACK_*_PORT``), or None. Without this a
-        second configuration sharing the run directory took it for its own and waited for it
-        on its own ports until the start-up timeout."""
+        """Why the recorded instance cannot serve these settings (it listens on other ports), or
+        None; else a second configuration sharing the run directory waits on its own ports."""
         rec = self.record()
         if rec is None or not _moved(rec, self.ports()):
             return None
@@ -205,11 +199,8 @@ class Service(ABC):
             time.sleep(0.2)
 
     def stop(self) -> bool:
-        """Stop our instance (whole process group) by recorded pid, if our owner may
-        (``infra.local.stack.owner``). True if one was running and was stopped.
-
-        Every call, refused or not, leaves a line in the run directory's ``stops.log``.
-        """
+        """Stop our instance's process group, if our owner may; True if one was stopped.
+        Every call, refused or not, leaves a line in ``stops.log``."""
         rec = process.read_pid_file(self.pid_path)
         if rec is None:
             log_stop(self.settings.run_dir, self.owner, self.name, None, "nothing recorded")

@@ -5,10 +5,8 @@ from __future__ import annotations
 from obsingest.errors import ServiceUnavailable
 
 
-class StackError(ServiceUnavailable):
+class StackError(ServiceUnavailable, reason="stack-service-failed"):
     """A local service failed; the message carries the tail of that service's own log."""
-
-    reason = "stack-service-failed"
 
     def __init__(self, service: str, message: str, log_tail: str = "") -> None:
         self.service = service
@@ -19,7 +17,5 @@ class StackError(ServiceUnavailable):
         super().__init__(text)
 
 
-class FetchError(StackError):
+class FetchError(StackError, reason="stack-fetch-failed"):
     """An artefact (jar, Go binary) could not be fetched or built."""
-
-    reason = "stack-fetch-failed"

@@ -1,8 +1,5 @@
-"""Google Cloud Storage emulator: fake-gcs-server, with per-bucket Pub/Sub notifications.
-
-fake-gcs-server publishes notification events through the Go Pub/Sub client, which honours
-PUBSUB_EMULATOR_HOST, so it is pointed at our pstest server. It publishes only to topics that
-already exist: create the topic before the notification config.
+"""Google Cloud Storage emulator: fake-gcs-server, publishing bucket notifications to our
+pstest server (PUBSUB_EMULATOR_HOST), only to topics that already exist.
 """
 
 from __future__ import annotations
@@ -21,9 +18,8 @@ class Gcs(Service):
 
     @property
     def binary(self) -> Path:
-        return (
-            self.settings.cache_dir / "bin" / f"fake-gcs-server-{FAKE_GCS_SERVER_VERSION}" / "fake-gcs-server"
-        )
+        build = f"fake-gcs-server-{FAKE_GCS_SERVER_VERSION}"
+        return self.settings.cache_dir / "bin" / build / "fake-gcs-server"
 
     @property
     def url(self) -> str:
@@ -43,12 +39,8 @@ class Gcs(Service):
         """``go install`` the pinned fake-gcs-server into the cache, once."""
         if self.binary.exists():
             return
-        run_go(
-            self.settings,
-            self.name,
-            ["install", f"{FAKE_GCS_SERVER_MODULE}@{FAKE_GCS_SERVER_VERSION}"],
-            gobin=self.binary.parent,
-        )
+        module = f"{FAKE_GCS_SERVER_MODULE}@{FAKE_GCS_SERVER_VERSION}"
+        run_go(self.settings, self.name, ["install", module], gobin=self.binary.parent)
 
     def launch(self) -> Launch:
         s = self.settings

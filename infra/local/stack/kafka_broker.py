@@ -15,11 +15,8 @@ from infra.local.stack.settings import KAFKA_VERSION, StackSettings
 
 
 def render_server_properties(settings: StackSettings, log_dir: Path | None) -> str:
-    """server.properties for a one-node KRaft cluster sized for a 2-core test machine.
-
-    Record limits are raised so ~8 MiB chunk records pass; internal topics have replication 1
-    because there is one broker; auto topic creation stays on for convenience in tests.
-    """
+    """server.properties for a one-node KRaft cluster sized for a 2-core test machine; record
+    limits raised so ~8 MiB chunk records pass, internal topics at replication 1 (one broker)."""
     host = settings.host
     max_bytes = settings.kafka_max_message_bytes
     props = {
@@ -144,13 +141,7 @@ class Kafka(Service):
         self.config_path.write_text(render_server_properties(self.settings, self.log_dirs))
         if (self.log_dirs / "meta.properties").exists():
             return
-        argv = [
-            *self._jvm(),
-            "kafka.tools.StorageTool",
-            "format",
-            "--config",
-            str(self.config_path),
-        ]
+        argv = [*self._jvm(), "kafka.tools.StorageTool", "format", "--config", str(self.config_path)]
         argv += ["--cluster-id", new_cluster_id(), "--ignore-formatted"]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
@@ -174,11 +165,8 @@ class Kafka(Service):
 
 
 def properties_to_docker_env(properties: str, drop: tuple[str, ...] = ("log.dirs",)) -> dict[str, str]:
-    """Turn server.properties text into the apache/kafka image's ``KAFKA_*`` variables.
-
-    The image maps ``KAFKA_A_B`` to ``a.b``, with ``__`` for a literal underscore and ``___`` for
-    a dash; this lets the Testcontainers backend reuse the native broker's configuration.
-    """
+    """server.properties as the apache/kafka image's ``KAFKA_*`` variables (``KAFKA_A_B`` is
+    ``a.b``; ``__`` a literal underscore, ``___`` a dash), for the Testcontainers backend."""
     env: dict[str, str] = {}
     for raw in properties.splitlines():
         line = raw.strip()

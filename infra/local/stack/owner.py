@@ -1,22 +1,15 @@
 """Who may stop a service: the owner recorded when it was started, and a log of every stop asked.
 
-A run directory (``.run/stack`` by default) is found by its path, and a path outlives the
-process that used it: a test session killed half-way whose checkout was cloned again at the
-same place, or a forked child of a session, would otherwise read the pid files of whoever runs
-there now and stop *their* services. So every pid record names its owner (a token, and the
-process that held it), and ``Service.stop`` stops a record only for that owner:
+A run directory's path outlives its process (a killed session's checkout cloned again, a fork),
+so every pid record names its owner and ``Service.stop`` stops a record only for that owner:
 
-- ``Owner.shared()`` is the stack of ``obsingest stack up`` / ``make stack-up`` (and of the
-  benchmarks and the demo, which use that stack): one well-known token, so ``obsingest stack
-  down`` in another process stops it. It also stops records whose owner process has exited
-  (services orphaned by a killed test session), and records written before owners existed.
-- ``Owner.private(label)`` is a test session's or a ``PrivateStack``'s: a fresh token, so
-  nothing but that object (in that process) ever stops what it started.
-- A process that is not the one the ``Owner`` was made in (a fork) stops nothing.
+- ``Owner.shared()``: the stack of ``obsingest stack up`` (and benchmarks, demo), one well-known
+  token; also stops records whose owner exited and records written before owners existed.
+- ``Owner.private(label)``: a test session's or ``PrivateStack``'s fresh token.
+- A process other than the one the ``Owner`` was made in (a fork) stops nothing.
 
-Every stop asked, done or refused, is appended as one JSON line to ``<run_dir>/stops.log``:
-who asked (pid, parent, argv, owner token, the calling frames), which record, and the outcome,
-so a stack stopped under someone's feet names the culprit.
+Every stop asked is one JSON line in ``<run_dir>/stops.log`` (who, which record, outcome), so a
+stack stopped under someone's feet names the culprit.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """PostgreSQL 15 from Debian: a cluster in the run directory, durable unless told otherwise.
 
-Durable by default (``fsync``, ``synchronous_commit``, ``full_page_writes`` on): the registry acks
-a notification only after its commit, so a commit lost in a crash would be a CCD registered,
-acked and announced, then gone. ``OBSINGEST_STACK_POSTGRES_DURABLE=false`` trades that for
-speed where nothing matters after the run (test fixtures that say so).
-
-postgres refuses to run as root, so when we are root the cluster is owned and run by an
-unprivileged OS user (``postgres`` if Debian's package created it, else ``nobody``). Unix sockets
-are disabled: clients use TCP on the loopback, and deep checkouts cannot overflow sun_path.
-
-A postmaster restarted behind our back (``pg_ctl restart``) has another pid than the one
-recorded at start; ``record`` adopts it from the cluster's own ``postmaster.pid`` (checked to be
-a live postgres serving this data directory), so ``obsingest stack status/down`` keep managing
-it.
+Durable by default: the registry acks a notification only after its commit, so a commit lost in
+a crash would be a CCD announced, then gone. ``OBSINGEST_STACK_POSTGRES_DURABLE=false`` trades
+that for speed in throwaway test clusters. As root the cluster runs as an unprivileged user
+(``postgres`` or ``nobody``); no Unix sockets (deep checkouts overflow sun_path). A postmaster
+restarted behind our back (``pg_ctl restart``) is adopted from its ``postmaster.pid``.
 """
 
 from __future__ import annotations
@@ -139,14 +131,9 @@ class Postgres(Service):
     def launch(self) -> Launch:
         s = self.settings
         user = run_as_user(s.postgres_user)
-        argv = [
-            self._bin("postgres"),
-            "-D",
-            str(self.pgdata),
-            *server_options(s.postgres_port, s.host, s.postgres_durable),
-        ]
-        cwd = self.settings.data_dir(self.name)
-        return Launch(argv=argv, env={"LC_ALL": "C"}, user=user, cwd=cwd)
+        options = server_options(s.postgres_port, s.host, s.postgres_durable)
+        argv = [self._bin("postgres"), "-D", str(self.pgdata), *options]
+        return Launch(argv=argv, env={"LC_ALL": "C"}, user=user, cwd=s.data_dir(self.name))
 
     def record(self) -> PidRecord | None:
         """Our running postmaster: the recorded one, or one restarted in our data directory."""

@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -46,39 +47,39 @@ class PidRecord:
             service=str(data["service"]),
             pid=int(data["pid"]),
             pgid=int(data.get("pgid", data["pid"])),
-            start_ticks=None if data.get("start_ticks") is None else int(data["start_ticks"]),
+            start_ticks=_int_or_none(data.get("start_ticks")),
             argv=[str(a) for a in data.get("argv", [])],
             log=str(data.get("log", "")),
             owner=str(data.get("owner") or ""),
-            owner_pid=None if data.get("owner_pid") is None else int(data["owner_pid"]),
-            owner_start_ticks=None
-            if data.get("owner_start_ticks") is None
-            else int(data["owner_start_ticks"]),
+            owner_pid=_int_or_none(data.get("owner_pid")),
+            owner_start_ticks=_int_or_none(data.get("owner_start_ticks")),
             ports=[int(p) for p in data.get("ports", [])],
         )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _stat(pid: int | str) -> list[str]:
+    """Fields 3 (state) onwards of ``/proc/<pid>/stat``; [] if absent. comm (field 2) may hold
+    spaces and parentheses: split after the last ')'."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return []
+
+
+def _is_zombie(pid: int) -> bool:
+    return _stat(pid)[:1] == ["Z"]
 
 
 def process_start_ticks(pid: int) -> int | None:
     """Start time of ``pid`` in clock ticks since boot (Linux /proc), None if unknown/absent."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # comm (field 2) may contain spaces and parentheses: split after the last ')'.
-    fields = stat.rsplit(")", 1)[1].split()
-    # fields[0] is field 3 (state); starttime is field 22.
-    try:
-        return int(fields[19])
+        return int(_stat(pid)[19])  # starttime is field 22
     except (IndexError, ValueError):
         return None
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
 def pid_alive(pid: int) -> bool:
@@ -112,13 +113,7 @@ def group_alive(pgid: int) -> bool:
         return True
     # killpg(0) also succeeds for zombies; look for a live member in /proc.
     for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        rest = stat.rsplit(")", 1)[1].split()
+        rest = _stat(entry.name) if entry.name.isdigit() else []
         if len(rest) > 2 and rest[2] == str(pgid) and rest[0] != "Z":
             return True
     return not Path("/proc").is_dir()
@@ -204,11 +199,8 @@ def _primary_group(user: str) -> int:
 
 
 def descendants(pid: int) -> dict[int, int | None]:
-    """Every live descendant of ``pid`` with its start ticks (Linux /proc; empty elsewhere).
-
-    Needed because some services (postgres) put their children in new sessions, out of reach
-    of a process-group kill.
-    """
+    """Every live descendant of ``pid`` with its start ticks (Linux /proc): postgres puts
+    children in new sessions, out of a group kill's reach."""
     children: dict[int, list[int]] = {}
     proc = Path("/proc")
     if not proc.is_dir():
@@ -249,10 +241,8 @@ def _family_alive(family: dict[int, int | None]) -> bool:
 
 
 def stop_record(record: PidRecord, sig: int = signal.SIGTERM, timeout: float = 15.0) -> bool:
-    """Stop the recorded process, its group and its descendants: ``sig``, then SIGKILL.
-
-    Returns True if something was running. A recycled pid (different start time) is left alone.
-    """
+    """Stop the recorded process, its group and descendants: ``sig``, then SIGKILL. True if
+    something was running; a recycled pid (other start time) is left alone."""
     if not record_alive(record):
         # the leader is gone; clean up any orphans still in its group
         if group_alive(record.pgid):

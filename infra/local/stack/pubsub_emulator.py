@@ -34,12 +34,8 @@ class PubSub(Service):
 
     @property
     def binary(self) -> Path:
-        return (
-            self.settings.cache_dir
-            / "bin"
-            / f"pstest-server-{PSTEST_VERSION}-{self.source_digest()}"
-            / "pstest-server"
-        )
+        build = f"pstest-server-{PSTEST_VERSION}-{self.source_digest()}"
+        return self.settings.cache_dir / "bin" / build / "pstest-server"
 
     @property
     def emulator_host(self) -> str:

@@ -1,12 +1,6 @@
-"""Typed settings of the local service stack.
-
-Every field can be overridden by an environment variable ``OBSINGEST_STACK_<FIELD>`` (for example
-``OBSINGEST_STACK_KAFKA_PORT=29092``). Settings are read when :func:`load_settings` is called, not
-at import time, so a test or CLI can change the environment first.
-
-Relative directories resolve against the project root (the checkout holding ``pyproject.toml``),
-not the current directory, so ``obsingest stack`` and pytest agree on one run directory wherever
-they are started from.
+"""Typed settings of the local service stack: ``OBSINGEST_STACK_<FIELD>`` overrides each field,
+read when :func:`load_settings` is called (not at import). Relative directories resolve against
+the project root, so ``obsingest stack`` and pytest agree on one run directory.
 """
 
 from __future__ import annotations
@@ -101,7 +95,6 @@ class StackSettings(BaseSettings):
             }
         )
 
-    # -- derived locations ----------------------------------------------------------------------
     @property
     def log_dir(self) -> Path:
         return self.run_dir / "logs"
@@ -119,7 +112,6 @@ class StackSettings(BaseSettings):
     def data_dir(self, service: str) -> Path:
         return self.run_dir / service
 
-    # -- tools ----------------------------------------------------------------------------------
     def java_bin(self) -> str | None:
         return _tool(self.java, "java", ["/usr/bin/java"])
 

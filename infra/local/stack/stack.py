@@ -68,11 +68,8 @@ class Stack:
                 future.result()
 
     def up(self, timeout: float | None = None) -> UpResult:
-        """Start whatever is not running and wait until all are healthy.
-
-        A service that fails to become healthy is stopped again (nothing half-started is left
-        running) and a StackError with its log tail is raised.
-        """
+        """Start whatever is not running and wait until all are healthy; one that fails is
+        stopped again and a StackError with its log tail raised."""
         self.fetch()
         conflicts = [(svc.name, why) for svc in self.services if (why := svc.elsewhere()) is not None]
         if conflicts:  # before anything starts: nothing half-up to stop again

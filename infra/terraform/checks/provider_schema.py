@@ -1,18 +1,11 @@
 """Check infra/terraform/*.tf against the Google provider's own schema, without the provider.
 
-Why: `terraform validate` needs the provider binary, which is not reachable from here
-(README.md, "What is checked here"); the provider's schema is, in the jsii assembly of the
-prebuilt CDK for Terraform bindings (@cdktf/provider-google on npm, pinned in tools.py,
-generated from one provider release's `terraform providers schema -json`). No maintained tool
-checks HCL against it, hence this small one. It checks what validate checks statically: every
-argument and block exists in the schema (computed-only attributes are not arguments), required
-ones are present, single blocks appear once, references name declared resources, variables
-and locals and attributes their type has. It does not evaluate expressions.
-
-Two steps, both plain Python: ``convert`` turns the 100 MB assembly into a compact schema JSON
-(once, cached); ``check`` parses the .tf files with python-hcl2 (present in checkov's
-environment, where this runs) and prints the problems as JSON. ``dump`` prints the parsed
-configuration as JSON for tests that check the configuration's own invariants.
+`terraform validate` needs the provider binary, unreachable here; its schema is in the jsii
+assembly of @cdktf/provider-google (pinned in tools.py). This checks what validate checks
+statically: arguments and blocks exist (computed-only are not arguments), required ones are
+present, single blocks appear once, references resolve. No expression evaluation.
+``convert`` compacts the assembly into a schema JSON (cached); ``check`` parses the .tf files
+with python-hcl2 and prints problems as JSON; ``dump`` prints the parsed configuration.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""The pinned tools that check infra/terraform offline, each fetched once into the cache.
-
-checkov in its own virtualenv (checkov.lock; its pins clash with the project lock); the Google
-provider's schema from the pinned @cdktf/provider-google npm package, compacted by
-provider_schema.py and checked against the integrity pin below; Terraform v1.5.7 built from the
-Go module proxy, for `terraform fmt -check`. Why each, and what cannot run here:
-infra/terraform/README.md, "What is checked here".
-
-Cache root: $OBSINGEST_STACK_CACHE_DIR, else .cache/ at the repository root (as the stack's).
-Run as a script for the Makefile: ``python infra/terraform/checks/tools.py checkov|schema|fmt``.
+"""The pinned tools that check infra/terraform offline, each fetched once into the cache:
+checkov in its own virtualenv (checkov.lock), the provider schema from @cdktf/provider-google
+(integrity-pinned below), Terraform v1.5.7 from the Go module proxy for `terraform fmt -check`.
+Why each: infra/terraform/README.md. Cache: $OBSINGEST_STACK_CACHE_DIR, else .cache/.
+Usage: ``python infra/terraform/checks/tools.py checkov|schema|fmt``.
 """
 
 from __future__ import annotations
