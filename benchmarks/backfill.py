@@ -2,13 +2,10 @@
 parallel uploader (``transfer_manager.upload_many_from_filenames``, worker processes) on the same
 files, in the same run, against the GCS emulator.
 
-Ours journals every file, uploads create-once, verifies CRC32C and size against the store and
-resumes after a crash; transfer_manager does none of that. Each (tool, N) run uploads the whole
-archive to a fresh bucket, ``REPEATS`` times with the tools' order alternating; a row reports
-each tool's median and the median of same-repeat ratios. Both send one multipart request per
-file with a client CRC32C, one connection per worker process. Goal: at every N, at least
-transfer_manager's throughput. Writes ``benchmarks/results/backfill.json``;
-``python -m benchmarks.backfill`` prints the table.
+Ours also journals, uploads create-once, verifies and resumes; transfer_manager only uploads.
+Each (tool, N) run uploads the whole archive to a fresh bucket, ``REPEATS`` times with the
+tools' order alternating; a row gives each tool's median and the median of same-repeat ratios.
+Goal: at every N, at least transfer_manager's throughput.
 """
 
 from __future__ import annotations
@@ -29,17 +26,13 @@ RESULTS = ROOT / "benchmarks" / "results" / "backfill.json"
 FILES = 1000
 FILE_BYTES = 64 * 1024
 PARALLEL = (1, 2, 4, 8)
-#: runs per (tool, N), order alternating; medians reported (3: a median of 2 is their mean, and
-#: one disturbed run on a shared machine moved a row's ratio by 0.2)
+#: runs per (tool, N), order alternating; medians reported (3: a median of 2 is their mean)
 REPEATS = 3
-
-WHAT_MOVED = note("backfill")
 
 
 def make_archive(root: Path, files: int, size: int) -> list[Path]:
-    """``files`` camera files of about ``size`` bytes each under names that say nothing: a
-    primary header with the CCD's identity cards (LSSTCam, 205 CCDs an exposure; the backfill
-    stores each under the name its header gives) and one image of random bytes."""
+    """``files`` camera files of about ``size`` bytes under names that say nothing (the backfill
+    names each from its header's identity cards), each one image of random bytes."""
     from obsingest.dataid import DataId, identity_cards, make_exposure_id
     from obsingest.fits import header_bytes, make_card, padded
 
@@ -170,7 +163,7 @@ def run(
         "repeats": repeats,
         "order": "alternating per repeat and per N; medians, ratio = median of same-repeat ratios",
         "rows": rows,
-        "what_moved": WHAT_MOVED,
+        "what_moved": note("backfill"),
         "goal": {
             "what": "obsingest backfill at least transfer_manager's files/s at every --parallel",
             "met": all(r["ratio"] >= 1.0 for r in rows),

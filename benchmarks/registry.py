@@ -1,16 +1,9 @@
 """Registrations per second, one event per call, on PostgreSQL (the local stack's) and SQLite.
 
-- ``service``: ``RegisterService.handle`` end to end for a pre-stored small CCD (read, verify,
-  parse the header, register, publish the ArrivalEvent on an in-memory bus);
-- ``registry``: the bare ``Registry.register`` call.
-
-One CCD per call, sequentially, as one invocation handles one event. Reference: the Rubin Data
-Butler registers one file per call at ~25 ms on SQLite (40/s); goal: at least 10x that (400/s)
-on both backends. Medians of ``repeats`` runs, each on a fresh database; the stack is started if
-needed.
-
-Run: ``python -m benchmarks.registry [--repeats N] [--ccds N]``; writes
-benchmarks/results/registry.json.
+``service``: ``RegisterService.handle`` end to end for a pre-stored small CCD; ``registry``: the
+bare ``Registry.register``. Sequential, as one invocation handles one event; medians of
+``repeats`` runs, each on a fresh database. Goal: at least 10x the Rubin Butler's one file per
+call on SQLite, on both backends.
 """
 
 from __future__ import annotations
@@ -20,7 +13,7 @@ import json
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -65,13 +58,6 @@ def prepare_store(root: Path, exposure: int, count: int) -> tuple[Any, list[Any]
     return store, events
 
 
-def _rate(calls: Sequence[Callable[[], Any]]) -> float:
-    start = time.perf_counter()
-    for call in calls:
-        call()
-    return len(calls) / (time.perf_counter() - start)
-
-
 def _measure(
     open_registry: Callable[[], Any], store: Any, events: list[Any], kind: str
 ) -> tuple[float, float]:
@@ -80,7 +66,7 @@ def _measure(
     from obsingest.bus.memory import InMemoryBus
     from obsingest.checksums import checksum_from_crc32c_b64
     from obsingest.dataid import parse_object_name
-    from obsingest.registry import FileRecord
+    from obsingest.registry import FileRecord, tables
 
     registry = open_registry()
     try:
@@ -89,8 +75,6 @@ def _measure(
             FileRecord(parse_object_name(events[0].obj.name), "warm", 1, "crc32c:00000000")
         )
         assert warm.created
-        from obsingest.registry import tables
-
         with registry.engine.begin() as conn:
             conn.execute(tables.datastore_record.delete())
             conn.execute(tables.dataset.delete())
@@ -108,7 +92,10 @@ def _measure(
                 for e in events
             ]
             calls = [lambda r=r: registry.register(r) for r in records]
-        rate = _rate(calls)
+        start = time.perf_counter()
+        for call in calls:
+            call()
+        rate = len(calls) / (time.perf_counter() - start)
         assert registry.count_datasets() == len(events)
     finally:
         registry.close()
