@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_header
+from benchmarks.common import run_header, stack_env
 
 RESULTS = Path(__file__).resolve().parent / "results" / "butler_facility.json"
 ROOT = Path(__file__).resolve().parent.parent
@@ -238,12 +238,12 @@ def _count(url: str) -> int:
 
 
 def run() -> dict[str, Any]:
-    from benchmarks.registry import ensure_stack, prepare_store
+    from benchmarks.registry import prepare_store
     from infra.local.provision import drop_database
     from obsingest.registry.butler_setup import set_up_repository
     from obsingest.settings import RegistrySettings
 
-    admin_url = ensure_stack()
+    admin_url = stack_env("postgres")["OBSINGEST_REGISTRY_URL"]
     made: list[str] = []
     try:
         with tempfile.TemporaryDirectory(prefix="bench-butler-facility-") as tmp:

@@ -20,25 +20,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import drop_bucket, run_header, save_result
+from benchmarks.common import drop_bucket, run_header, save_result, stack_env
 from obsingest.registry.completeness import percentile
 
 RESULTS = Path(__file__).resolve().parent / "results" / "direct_path.json"
 INSTRUMENT = "LSSTComCam"
 BUDGET_SECONDS = 5.0
 STAGES = ("compress", "store", "register", "publish", "receive", "total")
-
-
-def ensure_stack() -> dict[str, str]:
-    """Start Pub/Sub, GCS and PostgreSQL if needed; export their endpoints."""
-    from infra.local.stack import Stack
-
-    stack = Stack(only=["pubsub", "gcs", "postgres"])
-    stack.up()
-    env = stack.env()
-    for key in ("PUBSUB_EMULATOR_HOST", "STORAGE_EMULATOR_HOST"):
-        os.environ[key] = env[key]
-    return env
 
 
 def summarize(samples: list[float]) -> dict[str, float]:
@@ -151,7 +139,9 @@ def run(exposures: int = 2, detectors: int = 9, workers: int = 2) -> dict[str, A
     from producers.daq.simulator import CcdSpec, write_raw_ccd
     from producers.edge import CcdFile, EdgeService, EdgeSettings
 
-    env = ensure_stack()
+    env = stack_env("pubsub", "gcs", "postgres")
+    for key in ("PUBSUB_EMULATOR_HOST", "STORAGE_EMULATOR_HOST"):
+        os.environ[key] = env[key]
     path = DirectPath(env["OBSINGEST_REGISTRY_URL"])
     day_obs = int(datetime.now(UTC).strftime("%Y%m%d"))
     tmp = Path(tempfile.mkdtemp(prefix="bench-direct-"))

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import save_result
+from benchmarks.common import save_result, stack_env
 from obsingest.registry.completeness import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,15 +73,6 @@ def _ccds() -> list[bytes]:
             tmp.replace(path)
         out.append(path.read_bytes())
     return out
-
-
-def _bootstrap() -> str:
-    from infra.local.stack import Stack, load_settings
-
-    settings = load_settings()
-    stack = Stack(settings, only=["kafka"])
-    stack.up()
-    return os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or f"{settings.host}:{settings.kafka_port}"
 
 
 def _create_topic(bootstrap: str, name: str, partitions: int) -> None:
@@ -257,7 +248,8 @@ def run(repeats: int = 5, ccds_per_batch: int = 8, chunk_sizes: tuple[int, ...] 
     """Measure every chunk size; returns the result dict (also written to RESULTS)."""
     from producers.kafka import default_chunk_size
 
-    bootstrap = _bootstrap()
+    started = stack_env("kafka")["KAFKA_BOOTSTRAP_SERVERS"]
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or started
     ccds = _ccds()
     default = default_chunk_size(MAX_RECORD)
     sweep = []

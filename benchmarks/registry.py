@@ -18,22 +18,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_header, save_result
+from benchmarks.common import run_header, save_result, stack_env
 
 RESULTS = Path(__file__).resolve().parent / "results" / "registry.json"
 REFERENCE_PER_SECOND = 40.0  # Rubin Butler, one file per call on SQLite (~25 ms)
 GOAL_FACTOR = 10.0
 INSTRUMENT = "LSSTCam"
 DAY_OBS = 20261122
-
-
-def ensure_stack() -> str:
-    """The stack's PostgreSQL admin URL, starting the services if needed."""
-    from infra.local.stack import Stack
-
-    stack = Stack(only=["postgres"])
-    stack.up()
-    return stack.env()["OBSINGEST_REGISTRY_URL"]
 
 
 def prepare_store(root: Path, exposure: int, count: int) -> tuple[Any, list[Any]]:
@@ -113,7 +104,7 @@ def run(repeats: int = 3, ccds: int = 189) -> dict[str, Any]:
     from obsingest.registry import Registry
     from obsingest.settings import RegistrySettings
 
-    admin_url = ensure_stack()
+    admin_url = stack_env("postgres")["OBSINGEST_REGISTRY_URL"]
     exposure = make_exposure_id(DAY_OBS, 77)
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-registry-") as tmp:
