@@ -126,6 +126,9 @@ def run(repeats: int = 5, process_repeats: int = 5) -> dict:
             with open(out, "wb") as fh:
                 subprocess.run(["gzip", "-1", "-c", str(src)], stdout=fh, check=True)
 
+        def astropy(whole_amp: bool) -> Callable[[], object]:
+            return lambda: _astropy(src, out, whole_amp)
+
         def ours(threads: int, tile_rows: int | None = None) -> Callable[[], object]:
             return lambda: compress_file(src, out, threads=threads, tile_rows=tile_rows)
 
@@ -133,16 +136,8 @@ def run(repeats: int = 5, process_repeats: int = 5) -> dict:
             ("fpack", "fpack (row tiles), file -> file", fpack),
             ("fpack+copy", "cp raw + fpack, like the observatory figure", copy_fpack),
             ("gzip-1", "gzip -1 -c (command)", gzip1),
-            (
-                "astropy-rows",
-                "astropy CompImageHDU RICE_1, default row tiles",
-                lambda: _astropy(src, out, False),
-            ),
-            (
-                "astropy-amp",
-                "astropy CompImageHDU RICE_1, whole-amplifier tiles",
-                lambda: _astropy(src, out, True),
-            ),
+            ("astropy-rows", "astropy CompImageHDU RICE_1, default row tiles", astropy(False)),
+            ("astropy-amp", "astropy CompImageHDU RICE_1, whole-amplifier tiles", astropy(True)),
             ("ours-1t", "compress_file, 1 thread, whole-amplifier tiles", ours(1)),
             ("ours-2t", "compress_file, 2 threads, whole-amplifier tiles", ours(2)),
             ("ours-2t-rows", "compress_file, 2 threads, 1-row tiles (fpack's)", ours(2, 1)),
