@@ -196,5 +196,19 @@ def format_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def format_section(result: dict[str, Any]) -> str:
+    return (
+        f"{result['files']:,} files of {result['file_bytes']:,} bytes to the "
+        f"{result['destination']}, a fresh bucket per run. Ours: {result['ours']}. Reference, "
+        f"same files, same run: {result['reference']}.\n\n"
+        + format_table(result)
+        + (
+            f"\n\nWhat moved the figures:\n\n{result['what_moved'].rstrip()}"
+            if result.get("what_moved")
+            else ""
+        )
+    )
+
+
 if __name__ == "__main__":
     print(format_table(run()))

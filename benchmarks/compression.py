@@ -387,6 +387,24 @@ def format_process_table(process: dict) -> str:
     return "\n".join(lines)
 
 
+def format_section(result: dict[str, Any]) -> str:
+    text = (
+        f"Reference raw CCD ({result['input']['bytes']:,} bytes), file -> file, median of "
+        f"{result['repeats']} round-robin repeats; ratios against fpack measured in the same "
+        "run. First the library (in-process, started and warm), then whole processes as a "
+        "person runs them (a fresh process per call, start-up and imports included): `fpack`, "
+        "`obsingest compress` (the CLI entry point) and `python -m producers.compress` (the same "
+        "function without the CLI), one CCD per call and the demo's 27 CCDs in one call."
+    )
+    process = result["whole_process"]
+    repeats = ", ".join(f"{n} ({scenario})" for scenario, n in process["repeats"].items())
+    text += (
+        f" Whole-process repeats: {repeats}; 1-minute load average before/after "
+        f"{process['loadavg_1min_before_after']}."
+    )
+    return text + "\n\n" + format_table(result)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="runs per method (median)")

@@ -253,5 +253,15 @@ def format_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def format_section(result: dict[str, Any]) -> str:
+    return (
+        f"{result['ccds_per_exposure']} {result['ccd_size']}-size CCDs per exposure, "
+        f"{result['exposures_per_run']} exposures per run (the first excluded), "
+        f"{result['repeats']} alternating rounds; {result['what']}. harness = today's "
+        "`bench transfer` path (one process per CCD); edge = the edge service through its "
+        "in-process API (journal, worker pool, durable ack).\n\n" + format_table(result)
+    )
+
+
 if __name__ == "__main__":
     print(format_table(run()))

@@ -274,6 +274,27 @@ def format_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def format_section(result: dict[str, Any]) -> str:
+    goal = result["goal"]
+    first = next(iter(result["backends"].values()))
+    lag = "; ".join(f"{name} p99 {b['send_lag']['p99_ms']} ms" for name, b in result["backends"].items())
+    return "\n".join(
+        [
+            f"`obsingest serve` on a night of LSSTCam ({first['exposures']} exposures, "
+            f"{first['datasets']:,} datasets), {goal['rate_per_s']:g} requests/s from a second "
+            f"process (open loop, latency from the intended send time), mix {result['mix']}; load "
+            f"average at the start {result['machine']['load_1min']}.",
+            "",
+            format_table(result),
+            "",
+            f"Load generator's own send lag (how late it sent; counted in the figures): {lag}.",
+            "",
+            f"Goal (p99 < {goal['p99_ms_below']:g} ms at {goal['rate_per_s']:g} requests/s): "
+            f"{'met' if goal['met'] else 'NOT met'} (worst p99 {goal['worst_p99_ms']} ms)",
+        ]
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="presence API latency at a constant rate")
     parser.add_argument("--duration", type=float, default=20.0)
