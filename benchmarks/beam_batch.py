@@ -203,7 +203,6 @@ def run() -> dict[str, Any]:
         "plain_gbk_s_median": round(_median(plain, 0), 2),
         "plain_gbk_events_per_s": round(events / _median(plain, 0)),
         "plain_gbk_cpu_s_median": round(_median(plain, 1), 2),
-        # events/s of the summaries job over the plain pipeline's, medians of the same run
         "ratio_events_per_s": round(_median(plain, 0) / _median(ours, 0), 2),
         "ratio_cpu": round(_median(plain, 1) / _median(ours, 1), 2),
         "ratio_per_repeat": [round(p[0] / o[0], 2) for o, p in zip(ours, plain, strict=True)],

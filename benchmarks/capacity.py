@@ -115,7 +115,6 @@ def run(timeout: float = 280.0, calibrations: int = CALIBRATIONS) -> dict[str, A
         **run_header("capacity"),
         "seconds": round(time.monotonic() - started, 1),
         "calibration": cal.to_json(),
-        # every calibration's CPU seconds per CCD by stage, and the median of each stage
         "calibrations": [
             {"stages": c.stages(), "total_cpu": c.total_cpu, "load_1min": load}
             for c, load in zip(cals, loads, strict=True)

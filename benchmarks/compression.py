@@ -196,9 +196,6 @@ def run(repeats: int = 5, process_repeats: int = 5) -> dict:
     return result
 
 
-# --- whole processes: the command against fpack ----------------------------------------------
-
-
 def _write_demo_ccd(work: str, exposure: int, detector: int) -> str:
     from producers.daq.simulator import write_raw_ccd
 
