@@ -140,20 +140,16 @@ def format_tables(result: dict[str, Any]) -> str:
     cal = result["calibration"]
     stages = ", ".join(f"{k} {v:.3f}" for k, v in cal["stages"].items())
     runs = result.get("calibrations", [])
-    regpub = [c["stages"]["register+publish"] * 1000 for c in runs]
-    lines = (
-        [
-            f"Register function CPU per CCD (register+publish), median of {len(runs)} "
-            f"calibrations: {result['median_stages']['register+publish'] * 1000:.1f} ms (runs: "
-            + ", ".join(f"{x:.1f}" for x in regpub)
-            + " ms; load average "
-            + ", ".join(f"{c['load_1min']:g}" for c in runs)
-            + ").",
+    lines: list[str] = []
+    if runs:
+        regpub = ", ".join(f"{c['stages']['register+publish'] * 1000:.1f}" for c in runs)
+        loads = ", ".join(f"{c['load_1min']:g}" for c in runs)
+        lines += [
+            f"Register function CPU per CCD (register+publish), median of {len(runs)} calibrations: "
+            f"{result['median_stages']['register+publish'] * 1000:.1f} ms (runs: {regpub} ms; "
+            f"load average {loads}).",
             "",
         ]
-        if runs
-        else []
-    )
     lines += [
         f"Calibration ({cal['path']} path, {cal['cores']} cores; runs of 1 and {cal['ccds']} "
         f"CCDs per exposure): one CCD alone announced {cal['latency_one']:.2f} s after "
