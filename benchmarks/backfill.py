@@ -40,26 +40,14 @@ def make_archive(root: Path, files: int, size: int) -> list[Path]:
     paths = []
     for i in range(files):
         identity = DataId("LSSTCam", make_exposure_id(20250415, i // 205 + 1), i % 205).identity()
-        primary = [
-            make_card("SIMPLE", True),
-            make_card("BITPIX", 8),
-            make_card("NAXIS", 0),
-            make_card("EXTEND", True),
-            *(make_card(k, v) for k, v in identity_cards(identity).items()),
-        ]
+        primary = {"SIMPLE": True, "BITPIX": 8, "NAXIS": 0, "EXTEND": True, **identity_cards(identity)}
         n = max(1, size - 3 * 2880)
-        image = [
-            make_card("XTENSION", "IMAGE"),
-            make_card("BITPIX", 8),
-            make_card("NAXIS", 1),
-            make_card("NAXIS1", n),
-            make_card("PCOUNT", 0),
-            make_card("GCOUNT", 1),
-        ]
+        image = {"XTENSION": "IMAGE", "BITPIX": 8, "NAXIS": 1, "NAXIS1": n, "PCOUNT": 0, "GCOUNT": 1}
         path = root / f"{i % 10:02d}" / f"file-{i:05d}.fits"
         path.parent.mkdir(parents=True, exist_ok=True)
         data = rng.randbytes(n)
-        path.write_bytes(header_bytes(primary) + header_bytes(image) + data + bytes(padded(n) - n))
+        headers = [header_bytes([make_card(k, v) for k, v in cards.items()]) for cards in (primary, image)]
+        path.write_bytes(b"".join(headers) + data + bytes(padded(n) - n))
         paths.append(path)
     return paths
 

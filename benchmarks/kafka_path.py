@@ -41,6 +41,7 @@ DISTINCT_CCDS = 3
 #: Edge threads sharing one sender (an edge node ships many CCDs of an exposure at once)
 EDGE_THREADS = 4
 MAX_RECORD = 16 * 1024 * 1024
+OBS_START = datetime(2026, 11, 22, 3, tzinfo=UTC)
 #: ProducerPerformance's client settings, the best tried (batch.size 16 KiB, 1 MiB, 16 MiB);
 #: buffer.memory near our librdkafka queue's, or 8 MiB records are throttled by the client's buffer.
 PP_BATCH_SIZE = 1024 * 1024
@@ -58,16 +59,7 @@ def _ccds() -> list[bytes]:
     for det in range(DISTINCT_CCDS):
         path = CCD_CACHE / f"LSSTCam_{det:03d}.fits.fz"
         if not path.exists():
-            spec = CcdSpec(
-                "LSSTCam",
-                2026112200001,
-                det,
-                20261122,
-                datetime(2026, 11, 22, 3, tzinfo=UTC),
-                30.0,
-                "r",
-                "full",
-            )
+            spec = CcdSpec("LSSTCam", 2026112200001, det, 20261122, OBS_START, 30.0, "r", "full")
             tmp = path.with_suffix(".tmp")
             tmp.write_bytes(compress_fits(generate_raw_ccd(spec), threads=2))
             tmp.replace(path)
