@@ -2,13 +2,10 @@
 parallel uploader (``transfer_manager.upload_many_from_filenames``, worker processes) on the same
 files, in the same run, against the GCS emulator.
 
-Ours journals every file, uploads create-once, verifies CRC32C and size against the store and
-resumes after a crash; transfer_manager does none of that. Each (tool, N) run uploads the whole
-archive to a fresh bucket, ``REPEATS`` times with the tools' order alternating; a row reports
-each tool's median and the median of same-repeat ratios. Both send one multipart request per
-file with a client CRC32C, one connection per worker process. Goal: at every N, at least
-transfer_manager's throughput. Writes ``benchmarks/results/backfill.json``;
-``python -m benchmarks.backfill`` prints the table.
+Ours also journals, uploads create-once, verifies and resumes; transfer_manager only uploads.
+Each (tool, N) run uploads the whole archive to a fresh bucket, ``REPEATS`` times with the
+tools' order alternating; a row gives each tool's median and the median of same-repeat ratios.
+Goal: at every N, at least transfer_manager's throughput.
 """
 
 from __future__ import annotations
@@ -29,17 +26,13 @@ RESULTS = ROOT / "benchmarks" / "results" / "backfill.json"
 FILES = 1000
 FILE_BYTES = 64 * 1024
 PARALLEL = (1, 2, 4, 8)
-#: runs per (tool, N), order alternating; medians reported (3: a median of 2 is their mean, and
-#: one disturbed run on a shared machine moved a row's ratio by 0.2)
+#: runs per (tool, N), order alternating; medians reported (3: a median of 2 is their mean)
 REPEATS = 3
-
-WHAT_MOVED = note("backfill")
 
 
 def make_archive(root: Path, files: int, size: int) -> list[Path]:
-    """``files`` camera files of about ``size`` bytes each under names that say nothing: a
-    primary header with the CCD's identity cards (LSSTCam, 205 CCDs an exposure; the backfill
-    stores each under the name its header gives) and one image of random bytes."""
+    """``files`` camera files of about ``size`` bytes under names that say nothing (the backfill
+    names each from its header's identity cards), each one image of random bytes."""
     from obsingest.dataid import DataId, identity_cards, make_exposure_id
     from obsingest.fits import header_bytes, make_card, padded
 
@@ -47,26 +40,14 @@ def make_archive(root: Path, files: int, size: int) -> list[Path]:
     paths = []
     for i in range(files):
         identity = DataId("LSSTCam", make_exposure_id(20250415, i // 205 + 1), i % 205).identity()
-        primary = [
-            make_card("SIMPLE", True),
-            make_card("BITPIX", 8),
-            make_card("NAXIS", 0),
-            make_card("EXTEND", True),
-            *(make_card(k, v) for k, v in identity_cards(identity).items()),
-        ]
+        primary = {"SIMPLE": True, "BITPIX": 8, "NAXIS": 0, "EXTEND": True, **identity_cards(identity)}
         n = max(1, size - 3 * 2880)
-        image = [
-            make_card("XTENSION", "IMAGE"),
-            make_card("BITPIX", 8),
-            make_card("NAXIS", 1),
-            make_card("NAXIS1", n),
-            make_card("PCOUNT", 0),
-            make_card("GCOUNT", 1),
-        ]
+        image = {"XTENSION": "IMAGE", "BITPIX": 8, "NAXIS": 1, "NAXIS1": n, "PCOUNT": 0, "GCOUNT": 1}
         path = root / f"{i % 10:02d}" / f"file-{i:05d}.fits"
         path.parent.mkdir(parents=True, exist_ok=True)
         data = rng.randbytes(n)
-        path.write_bytes(header_bytes(primary) + header_bytes(image) + data + bytes(padded(n) - n))
+        headers = [header_bytes([make_card(k, v) for k, v in cards.items()]) for cards in (primary, image)]
+        path.write_bytes(b"".join(headers) + data + bytes(padded(n) - n))
         paths.append(path)
     return paths
 
@@ -170,7 +151,7 @@ def run(
         "repeats": repeats,
         "order": "alternating per repeat and per N; medians, ratio = median of same-repeat ratios",
         "rows": rows,
-        "what_moved": WHAT_MOVED,
+        "what_moved": note("backfill"),
         "goal": {
             "what": "obsingest backfill at least transfer_manager's files/s at every --parallel",
             "met": all(r["ratio"] >= 1.0 for r in rows),
@@ -201,6 +182,20 @@ def format_table(result: dict[str, Any]) -> str:
         f"{goal['worst_ratio']:.2f}x .. {goal['best_ratio']:.2f}x)",
     ]
     return "\n".join(lines)
+
+
+def format_section(result: dict[str, Any]) -> str:
+    return (
+        f"{result['files']:,} files of {result['file_bytes']:,} bytes to the "
+        f"{result['destination']}, a fresh bucket per run. Ours: {result['ours']}. Reference, "
+        f"same files, same run: {result['reference']}.\n\n"
+        + format_table(result)
+        + (
+            f"\n\nWhat moved the figures:\n\n{result['what_moved'].rstrip()}"
+            if result.get("what_moved")
+            else ""
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -1,13 +1,9 @@
-"""Beam batch throughput on the DirectRunner, next to a plain GroupByKey-and-percentiles pipeline,
-plus the streaming lag from an exposure's last arrival to its summary.
+"""Beam batch throughput on the DirectRunner, next to a plain GroupByKey-and-percentiles pipeline
+on the same Avro files, plus the streaming lag from an exposure's last arrival to its summary.
 
-Input: 1,059 exposures x 189 LSSTCam CCDs = 200,151 synthetic ArrivalEvents (plus manifests),
-written to Avro container files first; both pipelines read the same files on the same runner.
-Repeats alternate the two pipelines (and which goes first); figures are medians (wall and CPU
-seconds) and the ratio is of medians from the same run. The streaming lag is measured in-process
-(TestStream on the DirectRunner, wall clock from the moment the stateful step sees an exposure's
-last arrival to the moment its summary leaves it), not over Pub/Sub.
-Writes ``benchmarks/results/beam.json``.
+Repeats alternate the two pipelines; figures are medians (wall and CPU seconds), ratios of
+medians from the same run. The lag is measured in-process (TestStream on the DirectRunner, the
+stateful step seeing the last arrival -> its summary leaving it), not over Pub/Sub.
 """
 
 from __future__ import annotations
@@ -92,21 +88,13 @@ def _write_inputs(workdir: Path) -> tuple[list[str], list[str], int]:
 def _percentiles(item: tuple[tuple[str, int], list[float]]) -> str:
     key, values = item
     arr = np.asarray(values)
-    return json.dumps(
-        [
-            key[0],
-            key[1],
-            len(arr),
-            float(np.percentile(arr, 50)),
-            float(np.percentile(arr, 95)),
-            float(arr.max()),
-        ]
-    )
+    p50, p95 = np.percentile(arr, [50, 95])
+    return json.dumps([*key, len(arr), float(p50), float(p95), float(arr.max())])
 
 
 def _plain(arrivals: list[str], output: str) -> None:
-    """The reference: read, key by exposure, GroupByKey, percentiles, write. No dedup, no
-    manifests, no status."""
+    """The reference: read, key by exposure, GroupByKey, percentiles, write (no dedup, manifests
+    or status)."""
     with beam.Pipeline(options=PipelineOptions(["--runner=DirectRunner"])) as p:
         _ = (
             p
@@ -124,8 +112,7 @@ def _plain(arrivals: list[str], output: str) -> None:
 
 
 def _timed(fn: Any) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of this process): the DirectRunner runs in-process, and CPU
-    time is the steadier figure on a shared machine."""
+    """(wall, CPU seconds of this process): the DirectRunner runs in-process; CPU is steadier."""
     wall, cpu = time.perf_counter(), time.process_time()
     fn()
     return time.perf_counter() - wall, time.process_time() - cpu
@@ -216,7 +203,6 @@ def run() -> dict[str, Any]:
         "plain_gbk_s_median": round(_median(plain, 0), 2),
         "plain_gbk_events_per_s": round(events / _median(plain, 0)),
         "plain_gbk_cpu_s_median": round(_median(plain, 1), 2),
-        # events/s of the summaries job over the plain pipeline's, medians of the same run
         "ratio_events_per_s": round(_median(plain, 0) / _median(ours, 0), 2),
         "ratio_cpu": round(_median(plain, 1) / _median(ours, 1), 2),
         "ratio_per_repeat": [round(p[0] / o[0], 2) for o, p in zip(ours, plain, strict=True)],

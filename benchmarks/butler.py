@@ -1,25 +1,12 @@
 """Registration into a real daf_butler repository through obsingest, next to Butler's own ingest.
 
-One SQLite Butler repository (``make_repo``), run ``LSSTCam/raw/all``, small LSSTCam CCDs from
-the DAQ simulator in a local store. Four figures, each the median of ``repeats`` runs on fresh
-exposures:
-
-- ``obsingest_per_ccd``: ``RegisterService.handle`` for one finalize event at a time (read,
-  verify, header, companion + Butler registration, ArrivalEvent), sequentially;
-- ``obsingest_exposure``: a whole LSSTCam exposure's 205 events delivered at once to 205
-  concurrent handlers, group-committed (``group_commit``); ``seconds`` from every CCD arrived to
-  the last registration. The handler threads exist beforehand (a service's worker pool, not
-  timed); handing them the events is timed. After each run the Butler must hold all 205 raws;
-- ``butler_per_file``: ``Butler.ingest(FileDataset, transfer="direct")``, one file per call
-  (dimension records inserted beforehand, not timed);
-- ``butler_per_exposure``: one ``Butler.ingest`` call with an exposure's 205 files.
-
-The exposure and one-file-per-call figures are also in CPU seconds of this process
-(``*_cpu_s``, every thread). Goal: an exposure registered within 1 s of its last CCD, at least
-10x Butler's one-file-per-call rate.
-
-Run: ``python -m benchmarks.butler [--repeats N] [--per-call N]``; writes
-benchmarks/results/butler.json.
+One SQLite Butler repository, small simulated LSSTCam CCDs in a local store; each figure the
+median of ``repeats`` runs on fresh exposures: ``obsingest_per_ccd`` (one finalize event at a
+time), ``obsingest_exposure`` (205 events at once to 205 warm handlers, group-committed; the
+Butler must then hold all 205), ``butler_per_file`` (``Butler.ingest`` one file per call,
+dimension records inserted untimed) and ``butler_per_exposure`` (one call for 205 files); CPU
+seconds too (``*_cpu_s``). Goal: an exposure registered within 1 s of its last CCD, at least 10x
+Butler's one-file-per-call rate. Writes benchmarks/results/butler.json.
 """
 
 from __future__ import annotations
@@ -35,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from benchmarks.common import run_header
+from benchmarks.common import run_header, save_result
 
 if TYPE_CHECKING:
     from obsingest.registry.butler import ButlerRegistry
@@ -128,8 +115,7 @@ def _butler_own(butler: Any, registry: Any, paths: list[Path], exposure: int, on
 
 
 def _start_workers(pool: ThreadPoolExecutor, count: int) -> None:
-    """Make ``pool`` start ``count`` worker threads now (each holds a task until all do), so the
-    timed run meets a warm pool, as a service's requests do."""
+    """Start ``count`` worker threads of ``pool`` now, so the timed run meets a warm pool."""
     everyone = threading.Barrier(count)
     list(pool.map(lambda _: everyone.wait(60), range(count)))
 
@@ -161,22 +147,22 @@ def run(repeats: int = 3, per_call: int = 40) -> dict[str, Any]:
         registry = cast("ButlerRegistry", open_registry(RegistrySettings(url=url)))  # a Butler URL
         service = RegisterService(store, registry, InMemoryBus())
         butler = Butler.from_config(repo_of(url), writeable=True)
-        seq = 0
+        exposure = DAY_OBS * 100_000
         try:
             # warm-up: imports, instrument and detector records, the dataset type
-            seq += 1
-            for event in _stored_events(store, DAY_OBS * 100_000 + seq, range(2)):
+            exposure += 1
+            for event in _stored_events(store, exposure, range(2)):
                 service.handle(event)
             for _ in range(repeats):
-                seq += 1
-                events = _stored_events(store, DAY_OBS * 100_000 + seq, range(per_call))
+                exposure += 1
+                events = _stored_events(store, exposure, range(per_call))
                 started = time.perf_counter()
                 statuses = {service.handle(e).status for e in events}
                 assert statuses == {"registered"}, statuses
                 figures["obsingest_per_ccd_s"].append((time.perf_counter() - started) / per_call)
 
-                seq += 1
-                events = _stored_events(store, DAY_OBS * 100_000 + seq, range(DETECTORS))
+                exposure += 1
+                events = _stored_events(store, exposure, range(DETECTORS))
                 before = dict(registry.batch_stats())
                 with ThreadPoolExecutor(DETECTORS) as pool:
                     _start_workers(pool, DETECTORS)
@@ -188,9 +174,7 @@ def run(repeats: int = 3, per_call: int = 40) -> dict[str, Any]:
                 assert {o.status for o in outcomes} == {"registered"}
                 # asked of another Butler client on the same repository
                 held = butler.query_datasets(
-                    "raw",
-                    RUN,
-                    data_id={"instrument": INSTRUMENT, "exposure": DAY_OBS * 100_000 + seq},
+                    "raw", RUN, data_id={"instrument": INSTRUMENT, "exposure": exposure}
                 )
                 assert len(held) == DETECTORS, len(held)
                 after = registry.batch_stats()
@@ -203,15 +187,15 @@ def run(repeats: int = 3, per_call: int = 40) -> dict[str, Any]:
                     }
                 )
 
-                seq += 1
-                paths = _butler_files(root, DAY_OBS * 100_000 + seq, per_call)
-                seconds, cpu = _butler_own(butler, registry, paths, DAY_OBS * 100_000 + seq, False)
+                exposure += 1
+                paths = _butler_files(root, exposure, per_call)
+                seconds, cpu = _butler_own(butler, registry, paths, exposure, False)
                 figures["butler_per_file_s"].append(seconds / per_call)
                 figures["butler_per_file_cpu_s"].append(cpu / per_call)
 
-                seq += 1
-                paths = _butler_files(root, DAY_OBS * 100_000 + seq, DETECTORS)
-                seconds, _ = _butler_own(butler, registry, paths, DAY_OBS * 100_000 + seq, True)
+                exposure += 1
+                paths = _butler_files(root, exposure, DETECTORS)
+                seconds, _ = _butler_own(butler, registry, paths, exposure, True)
                 figures["butler_per_exposure_s"].append(seconds)
         finally:
             butler.close()
@@ -235,8 +219,7 @@ def run(repeats: int = 3, per_call: int = 40) -> dict[str, Any]:
         "rates_per_s": rates,
         "obsingest_transactions_per_exposure": batches,
         "factor_vs_butler_per_file": round(factor, 1),
-        # the same comparison in CPU seconds: Butler's one-file-per-call CPU for 205 files over
-        # obsingest's CPU for the exposure (a loaded machine stretches wall time, not this)
+        # the same comparison in CPU seconds, which a loaded machine does not stretch
         "cpu_factor_vs_butler_per_file": round(
             med["butler_per_file_cpu_s"] * DETECTORS / med["obsingest_exposure_cpu_s"], 1
         ),
@@ -246,8 +229,7 @@ def run(repeats: int = 3, per_call: int = 40) -> dict[str, Any]:
             "met": med["obsingest_exposure_s"] <= GOAL_EXPOSURE_SECONDS and factor >= GOAL_FACTOR,
         },
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    save_result(RESULTS, result)
     return result
 
 

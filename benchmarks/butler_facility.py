@@ -1,23 +1,11 @@
-"""A whole LSSTCam exposure at the facility into a PostgreSQL Butler (issue 20), next to Butler's
-own ``butler ingest-files`` of the same files in the same run.
+"""A whole LSSTCam exposure at the facility into a PostgreSQL Butler (issue 20), next to
+``butler ingest-files`` of the same files into a second fresh repository in the same run.
 
-Two warm register-function instances (processes, ``HANDLERS`` concurrent handlers each) on one
-fresh ``butler create`` repository with PostgreSQL registry and companion. The 205 small CCDs are
-stored at once; once *both instances say they are ready*, the finalize notifications are
-delivered to them concurrently (odd / even detectors). ``seconds``: delivery to the last handler
-back (registered in the Butler, announced); the Butler is then counted with ``butler
-query-datasets``. ``stages``: when the last CCD passed each stage; ``cpu_seconds``: each
-instance's CPU for start-up and for handling (start-up is far costlier than the handling, so it
-is kept apart rather than raced against a fixed start time).
-
-Reference: ``butler ingest-files REPO raw RUN table.csv --transfer direct`` of the same files into
-a second fresh repository (dimension records beforehand, untimed), the whole command timed.
-``ratio`` = its seconds / obsingest's warm ``seconds``; ``ratio_cold`` = its seconds / (the
-instances' start-up + ``seconds``).
-
-Goal: the last CCD within 7 s (Rubin's target), 205 in the Butler, each announced.
-
-Run: ``python -m benchmarks.butler_facility``; writes benchmarks/results/butler_facility.json.
+Two register-function instances (processes) on one fresh ``butler create`` repository; once both
+say they are ready (start-up costs far more than the handling, so it is kept apart), the 205
+CCDs' finalize notifications are delivered to them concurrently. ``ratio`` = the reference's
+seconds / our warm seconds; ``ratio_cold`` adds our start-up. Goal: the last CCD within 7 s
+(Rubin's target), 205 in the Butler, each announced. Writes results/butler_facility.json.
 """
 
 from __future__ import annotations
@@ -31,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_header
+from benchmarks.common import run_header, stack_env
 
 RESULTS = Path(__file__).resolve().parent / "results" / "butler_facility.json"
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,10 +31,8 @@ GOAL_SECONDS = 7.0
 #: concurrent handlers per instance
 HANDLERS = 32
 
-#: one register-function instance: opens its registry, says it is ready (wall time, CPU so far),
-#: waits for the start time the parent sends once every instance is ready, handles its events
-#: ``handlers`` at once, prints one JSON line: outcomes, per-stage times (wall clock, seconds
-#: since the epoch) and its CPU split into warm-up and handling
+#: one register-function instance: says it is ready, waits for the parent's start time, handles
+#: its events ``handlers`` at once, prints its outcomes, stage times and CPU (warm-up, handling)
 _INSTANCE = """
 import json, resource, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor
@@ -189,8 +175,7 @@ def _obsingest(url: str, store_root: Path, env: dict[str, str], work: Path) -> d
         "largest_batch": max(r["batches"]["largest_batch"] for r in reports),
         "batches": sum(r["batches"]["batches"] for r in reports),
         "handlers": HANDLERS,
-        # seconds after the delivery: the last CCD read and checked (submitted to a batch), the
-        # last batch committed (Butler + companion), the last announced, the last handler back
+        # seconds after the delivery until the last CCD passed each stage
         "stages": {
             "last_checked": last("checked"),
             "last_committed": round(max(end for _, end, _ in flushes) - start, 3),
@@ -253,12 +238,12 @@ def _count(url: str) -> int:
 
 
 def run() -> dict[str, Any]:
-    from benchmarks.registry import ensure_stack, prepare_store
+    from benchmarks.registry import prepare_store
     from infra.local.provision import drop_database
     from obsingest.registry.butler_setup import set_up_repository
     from obsingest.settings import RegistrySettings
 
-    admin_url = ensure_stack()
+    admin_url = stack_env("postgres")["OBSINGEST_REGISTRY_URL"]
     made: list[str] = []
     try:
         with tempfile.TemporaryDirectory(prefix="bench-butler-facility-") as tmp:

@@ -1,15 +1,11 @@
 """Capacity model benchmark: calibrate it, check its predictions on this machine against the
 transfer benchmark's measurements, and size LSSTCam and LSSTComCam.
 
-Calibration is ``obsingest bench capacity`` (its own process): two short end-to-end runs of the
-direct path (1 and 8 CCDs per exposure), ``CALIBRATIONS`` times. Each stage's CPU per CCD is the
-median over calibrations (``register+publish``: the figure issue 19 holds within 10%), and the
-model uses the calibration with the median total, so no single noisy run decides. The measured
-side is ``results/transfer.json`` from earlier in the same ``make bench``: max readout ->
-announced at 1, 4, 8, 16 and 24 CCDs. Each prediction uses the calibration's CPU and ``L1`` and,
-as the machine's state, the cores other users took during that row's exposures (from /proc).
-Goal: every prediction within 20% of the measured max. Model: ``producers/transfer/capacity.py``.
-Writes ``benchmarks/results/capacity.json``; ``python -m benchmarks.capacity`` prints the tables.
+Calibration is ``obsingest bench capacity`` (its own process), ``CALIBRATIONS`` times: each
+stage's CPU per CCD is the median over them and the model uses the calibration of median total,
+so no single noisy run decides. Each prediction of ``results/transfer.json``'s max readout ->
+announced (same ``make bench``) also takes the cores other users took during that row. Goal:
+every prediction within 20% of the measured max. Model: ``producers/transfer/capacity.py``.
 """
 
 from __future__ import annotations
@@ -24,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_header
+from benchmarks.common import run_header, save_result
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "capacity.json"
@@ -119,7 +115,6 @@ def run(timeout: float = 280.0, calibrations: int = CALIBRATIONS) -> dict[str, A
         **run_header("capacity"),
         "seconds": round(time.monotonic() - started, 1),
         "calibration": cal.to_json(),
-        # every calibration's CPU seconds per CCD by stage, and the median of each stage
         "calibrations": [
             {"stages": c.stages(), "total_cpu": c.total_cpu, "load_1min": load}
             for c, load in zip(cals, loads, strict=True)
@@ -135,8 +130,7 @@ def run(timeout: float = 280.0, calibrations: int = CALIBRATIONS) -> dict[str, A
             "met": len(checks) >= 5 and all(abs(c["error_pct"]) <= GOAL_PCT for c in checks),
         },
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    save_result(RESULTS, result)
     return result
 
 
@@ -146,20 +140,16 @@ def format_tables(result: dict[str, Any]) -> str:
     cal = result["calibration"]
     stages = ", ".join(f"{k} {v:.3f}" for k, v in cal["stages"].items())
     runs = result.get("calibrations", [])
-    regpub = [c["stages"]["register+publish"] * 1000 for c in runs]
-    lines = (
-        [
-            f"Register function CPU per CCD (register+publish), median of {len(runs)} "
-            f"calibrations: {result['median_stages']['register+publish'] * 1000:.1f} ms (runs: "
-            + ", ".join(f"{x:.1f}" for x in regpub)
-            + " ms; load average "
-            + ", ".join(f"{c['load_1min']:g}" for c in runs)
-            + ").",
+    lines: list[str] = []
+    if runs:
+        regpub = ", ".join(f"{c['stages']['register+publish'] * 1000:.1f}" for c in runs)
+        loads = ", ".join(f"{c['load_1min']:g}" for c in runs)
+        lines += [
+            f"Register function CPU per CCD (register+publish), median of {len(runs)} calibrations: "
+            f"{result['median_stages']['register+publish'] * 1000:.1f} ms (runs: {regpub} ms; "
+            f"load average {loads}).",
             "",
         ]
-        if runs
-        else []
-    )
     lines += [
         f"Calibration ({cal['path']} path, {cal['cores']} cores; runs of 1 and {cal['ccds']} "
         f"CCDs per exposure): one CCD alone announced {cal['latency_one']:.2f} s after "

@@ -1,12 +1,6 @@
 """How long a person waits for the command line: ``obsingest --help`` and every subcommand's
-``--help``, as whole processes, next to the interpreter's own start (``python -c pass``) in the
-same run.
-
-Goal (issue 16): every one under 0.25 s wall on this machine. Each figure is the median of
-``repeats`` runs, interleaved round-robin so machine noise hits every command alike.
-
-Run: ``python -m benchmarks.cli_startup [--repeats N]``; writes
-benchmarks/results/cli_startup.json.
+``--help`` as whole processes, next to ``python -c pass``, medians of round-robin repeats.
+Goal (issue 16): every one under 0.25 s wall on this machine.
 """
 
 from __future__ import annotations

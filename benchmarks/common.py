@@ -40,6 +40,15 @@ def save_result(path: Path, result: dict[str, Any]) -> None:
     path.write_text(json.dumps(result, indent=2) + "\n")
 
 
+def stack_env(*only: str) -> dict[str, str]:
+    """The local stack's ``only`` services, started if need be: the environment clients need."""
+    from infra.local.stack import Stack
+
+    stack = Stack(only=list(only))
+    stack.up()
+    return stack.env()
+
+
 def gcs_client() -> Any:
     """A storage client on the configured GCS (the local stack's emulator)."""
     from obsingest.store.gcs import GcsSettings, make_client

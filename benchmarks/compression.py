@@ -1,17 +1,12 @@
 """Compression benchmark: ours vs fpack, gzip -1 and astropy on the reference CCD, same run.
 
-Every tool goes file -> file from the page cache, timed by wall clock; external tools run as
-subprocesses (start-up included, as in the observatory's figures). fpack is measured alone and
-after a copy of the raw file (the observatory's "copy + compress"); gzip is ``gzip -1 -c``.
-Medians of ``repeats`` runs taken round-robin across methods (1-minute load average recorded);
-MB/s of uncompressed input, 10**6 bytes; our outputs must round-trip bit-identically.
-
-Whole processes (issue 16): ``obsingest compress`` and ``python -m producers.compress`` against
-``fpack``, a fresh process per call, outputs deleted before each (untimed): one reference CCD per
-call, and the demo's 27 CCDs (2 GB) in one call. Goals: one CCD >= 1.0x fpack's wall time, 27
-CCDs >= 1.5x.
-
-Run: ``python -m benchmarks.compression [--repeats N]``; writes benchmarks/results/compression.json.
+File -> file from the page cache, wall clock, medians of round-robin repeats; external tools as
+subprocesses (start-up included, as in the observatory's figures); our outputs must round-trip
+bit-identically. Then whole processes (issue 16): ``obsingest compress`` and ``python -m
+producers.compress`` against ``fpack``, a fresh process per call, on one CCD per call and on the
+demo's 27 CCDs in one call. Goals: the library >= 1.5x fpack's MB/s at <= 1% larger output; whole
+processes >= 1.0x fpack's wall time for one CCD, >= 1.5x for 27.
+Writes benchmarks/results/compression.json.
 """
 
 from __future__ import annotations
@@ -42,14 +37,16 @@ ONE, MANY = "1 CCD per call", f"{DEMO_EXPOSURES * DEMO_DETECTORS} CCDs in one ca
 GOAL_PROCESS = {ONE: 1.0, MANY: 1.5}
 
 
-def _reference_spec():
+def _spec(instrument: str = "LSSTCam", exposure: int = 2026112200012, detector: int = 94):
+    """The reference CCD by default; the demo's CCDs are LSSTComCam's."""
+    from obsingest.dataid import exposure_day_obs
     from producers.daq.simulator import CcdSpec
 
     return CcdSpec(
-        instrument="LSSTCam",
-        exposure=2026112200012,
-        detector=94,
-        day_obs=20261122,
+        instrument=instrument,
+        exposure=exposure,
+        detector=detector,
+        day_obs=exposure_day_obs(exposure),
         obs_start=datetime(2026, 11, 23, 3, 4, 5, tzinfo=UTC),
         exposure_time=30.0,
         filter="r",
@@ -61,8 +58,8 @@ def _reference_spec():
 def _time_round_robin(
     methods: list[tuple[str, str, Callable[[], object]]], out: Path, repeats: int
 ) -> dict[str, tuple[list[float], int]]:
-    """Wall-clock samples per method, interleaved (A B C A B C ...) so that background load on a
-    shared machine hits every method alike; also the output size of each method."""
+    """Wall-clock samples and output size per method, interleaved (A B C A B C ...) so that
+    background load hits every method alike."""
     samples: dict[str, list[float]] = {name: [] for name, _, _ in methods}
     sizes: dict[str, int] = {}
     for name, _, fn in methods:
@@ -102,16 +99,15 @@ def _versions() -> dict[str, str]:
 
 
 def run(repeats: int = 5, process_repeats: int = 5) -> dict:
-    """Measure every method on the reference CCD, then the whole-process comparison; return
-    (and write) the results."""
-    from producers.compress import compress_file, decompress_fits
+    """Every method on the reference CCD, then the whole processes; written and returned."""
+    from producers.compress import compress_file
     from producers.daq.simulator import write_raw_ccd
 
     if not shutil.which("fpack") or not shutil.which("gzip"):
         raise RuntimeError("fpack and gzip must be on PATH (Debian: libcfitsio-bin, gzip)")
     with tempfile.TemporaryDirectory(prefix="obsingest-bench-") as tmp:
         work = Path(tmp)
-        src = write_raw_ccd(_reference_spec(), work / "raw.fits")
+        src = write_raw_ccd(_spec(), work / "raw.fits")
         raw_bytes = src.stat().st_size
         out = work / "out.fits.fz"
 
@@ -130,6 +126,9 @@ def run(repeats: int = 5, process_repeats: int = 5) -> dict:
             with open(out, "wb") as fh:
                 subprocess.run(["gzip", "-1", "-c", str(src)], stdout=fh, check=True)
 
+        def astropy(whole_amp: bool) -> Callable[[], object]:
+            return lambda: _astropy(src, out, whole_amp)
+
         def ours(threads: int, tile_rows: int | None = None) -> Callable[[], object]:
             return lambda: compress_file(src, out, threads=threads, tile_rows=tile_rows)
 
@@ -137,16 +136,8 @@ def run(repeats: int = 5, process_repeats: int = 5) -> dict:
             ("fpack", "fpack (row tiles), file -> file", fpack),
             ("fpack+copy", "cp raw + fpack, like the observatory figure", copy_fpack),
             ("gzip-1", "gzip -1 -c (command)", gzip1),
-            (
-                "astropy-rows",
-                "astropy CompImageHDU RICE_1, default row tiles",
-                lambda: _astropy(src, out, False),
-            ),
-            (
-                "astropy-amp",
-                "astropy CompImageHDU RICE_1, whole-amplifier tiles",
-                lambda: _astropy(src, out, True),
-            ),
+            ("astropy-rows", "astropy CompImageHDU RICE_1, default row tiles", astropy(False)),
+            ("astropy-amp", "astropy CompImageHDU RICE_1, whole-amplifier tiles", astropy(True)),
             ("ours-1t", "compress_file, 1 thread, whole-amplifier tiles", ours(1)),
             ("ours-2t", "compress_file, 2 threads, whole-amplifier tiles", ours(2)),
             ("ours-2t-rows", "compress_file, 2 threads, 1-row tiles (fpack's)", ours(2, 1)),
@@ -154,8 +145,7 @@ def run(repeats: int = 5, process_repeats: int = 5) -> dict:
         for name, _, fn in methods:
             if name.startswith("ours"):
                 fn()
-                if decompress_fits(out.read_bytes()) != src.read_bytes():
-                    raise RuntimeError(f"{name}: round trip is not bit-identical")
+                _check_round_trip(out, src, name)
         load_before = os.getloadavg()
         timings = _time_round_robin(methods, out, repeats)
         load_after = os.getloadavg()
@@ -206,30 +196,10 @@ def run(repeats: int = 5, process_repeats: int = 5) -> dict:
     return result
 
 
-# --- whole processes: the command against fpack ----------------------------------------------
-
-
-def _demo_spec(exposure: int, detector: int):
-    from obsingest.dataid import exposure_day_obs
-    from producers.daq.simulator import CcdSpec
-
-    return CcdSpec(
-        instrument="LSSTComCam",
-        exposure=exposure,
-        detector=detector,
-        day_obs=exposure_day_obs(exposure),
-        obs_start=datetime(2026, 11, 23, 3, 4, 5, tzinfo=UTC),
-        exposure_time=30.0,
-        filter="r",
-        size="full",
-        seed=0,
-    )
-
-
 def _write_demo_ccd(work: str, exposure: int, detector: int) -> str:
     from producers.daq.simulator import write_raw_ccd
 
-    spec = _demo_spec(exposure, detector)
+    spec = _spec("LSSTComCam", exposure, detector)
     return write_raw_ccd(spec, Path(work) / spec.file_name).name  # the camera's name
 
 
@@ -252,8 +222,8 @@ def _obsingest_command() -> list[str]:
 def _median_processes(
     cases: list[tuple[str, list[str], list[Path]]], cwd: Path, repeats: int
 ) -> dict[str, dict]:
-    """Wall seconds of each command as a fresh process, round-robin; its outputs (``cases``'
-    third item) are deleted before every run, untimed. One untimed warm-up run each."""
+    """Wall seconds of each command as a fresh process, round-robin after one warm-up run; its
+    outputs (``cases``' third item) deleted before every run, untimed."""
     samples: dict[str, list[float]] = {name: [] for name, _, _ in cases}
     sizes: dict[str, int] = {}
     for rep in range(repeats + 1):
@@ -272,16 +242,16 @@ def _median_processes(
     return {name: {"samples": samples[name], "bytes": sizes[name]} for name in samples}
 
 
-def _check_round_trip(fz: Path, raw: Path) -> None:
+def _check_round_trip(fz: Path, raw: Path, name: str = "") -> None:
     from producers.compress import decompress_fits
 
     if decompress_fits(fz.read_bytes()) != raw.read_bytes():
-        raise RuntimeError(f"{fz.name}: round trip is not bit-identical")
+        raise RuntimeError(f"{name or fz.name}: round trip is not bit-identical")
 
 
 def whole_process(repeats: int = 5) -> dict:
-    """fpack, ``obsingest compress`` and ``python -m producers.compress`` as whole processes on
-    the same files in the same run: one reference CCD per call, then the demo's 27 in one call."""
+    """fpack and our two commands as whole processes on the same files: one reference CCD per
+    call, then the demo's 27 in one call."""
     from producers.daq.simulator import write_raw_ccd
 
     cli = [*_obsingest_command(), "compress"]
@@ -290,7 +260,7 @@ def whole_process(repeats: int = 5) -> dict:
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="obsingest-bench-process-") as tmp:
         work = Path(tmp)
-        src = write_raw_ccd(_reference_spec(), work / "raw.fits").name
+        src = write_raw_ccd(_spec(), work / "raw.fits").name
         out = {m: work / f"{m}.fz" for m in ("fpack", "cli", "lib", "rows")}
         one = [
             ("fpack", ["fpack", "-O", out["fpack"].name, src], [out["fpack"]]),
@@ -412,6 +382,24 @@ def format_process_table(process: dict) -> str:
             f"{'met' if g['met'] else 'NOT met'} ({g['speed_vs_fpack']}x)"
         )
     return "\n".join(lines)
+
+
+def format_section(result: dict[str, Any]) -> str:
+    text = (
+        f"Reference raw CCD ({result['input']['bytes']:,} bytes), file -> file, median of "
+        f"{result['repeats']} round-robin repeats; ratios against fpack measured in the same "
+        "run. First the library (in-process, started and warm), then whole processes as a "
+        "person runs them (a fresh process per call, start-up and imports included): `fpack`, "
+        "`obsingest compress` (the CLI entry point) and `python -m producers.compress` (the same "
+        "function without the CLI), one CCD per call and the demo's 27 CCDs in one call."
+    )
+    process = result["whole_process"]
+    repeats = ", ".join(f"{n} ({scenario})" for scenario, n in process["repeats"].items())
+    text += (
+        f" Whole-process repeats: {repeats}; 1-minute load average before/after "
+        f"{process['loadavg_1min_before_after']}."
+    )
+    return text + "\n\n" + format_table(result)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,16 +1,9 @@
 """Per-stage latency of the direct-upload path on the local stack, with full-size CCDs.
 
-DAQ simulator (75.6 MB raw CCDs) -> edge service (tiled Rice, create-once upload to the GCS
-emulator) -> notification on Pub/Sub -> relay (in-process push to ``on_push``) -> register
-(GcsStore read + verify, PostgreSQL registry) -> ArrivalEvent on Pub/Sub -> a subscriber.
-
-Per CCD, from the ArrivalEvent's timestamps: readout -> compressed -> stored -> registered ->
-published -> received; p50 / p95 / max of each stage and the total, against the 5 s budget. All
-CCDs of an exposure share one readout time and are queued at that instant (the worst case for
-the last). The stack is started if needed; the run's bucket, database and topics are deleted.
-
-Run: ``python -m benchmarks.direct_path [--exposures N] [--detectors N] [--workers N]``;
-writes benchmarks/results/direct_path.json.
+DAQ simulator -> edge service -> GCS emulator -> Pub/Sub notification -> relay (in-process push
+to ``on_push``) -> register (PostgreSQL) -> ArrivalEvent -> a subscriber; per CCD, p50 / p95 /
+max of each stage and the total against the 5 s budget. All CCDs of an exposure are read out at
+once (the worst case for the last). The run's bucket, database and topics are deleted.
 """
 
 from __future__ import annotations
@@ -27,25 +20,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_header, save_result
+from benchmarks.common import drop_bucket, run_header, save_result, stack_env
 from obsingest.registry.completeness import percentile
 
 RESULTS = Path(__file__).resolve().parent / "results" / "direct_path.json"
 INSTRUMENT = "LSSTComCam"
 BUDGET_SECONDS = 5.0
 STAGES = ("compress", "store", "register", "publish", "receive", "total")
-
-
-def ensure_stack() -> dict[str, str]:
-    """Start Pub/Sub, GCS and PostgreSQL if needed; export their endpoints."""
-    from infra.local.stack import Stack
-
-    stack = Stack(only=["pubsub", "gcs", "postgres"])
-    stack.up()
-    env = stack.env()
-    for key in ("PUBSUB_EMULATOR_HOST", "STORAGE_EMULATOR_HOST"):
-        os.environ[key] = env[key]
-    return env
 
 
 def summarize(samples: list[float]) -> dict[str, float]:
@@ -143,11 +124,8 @@ class DirectPath:
         from infra.local.provision import drop_database
         from obsingest_cli.demo.local_stack import delete_pubsub_project
 
-        client = self.store.client
-        if client.lookup_bucket(self.bucket) is not None:
-            for blob in client.list_blobs(self.bucket):
-                blob.delete()
-            client.bucket(self.bucket).delete()
+        if self.store.client.lookup_bucket(self.bucket) is not None:
+            drop_bucket(self.store.client, self.bucket)
         drop_database(self.admin_url, self.registry_url)
         delete_pubsub_project(self.project)
 
@@ -161,7 +139,9 @@ def run(exposures: int = 2, detectors: int = 9, workers: int = 2) -> dict[str, A
     from producers.daq.simulator import CcdSpec, write_raw_ccd
     from producers.edge import CcdFile, EdgeService, EdgeSettings
 
-    env = ensure_stack()
+    env = stack_env("pubsub", "gcs", "postgres")
+    for key in ("PUBSUB_EMULATOR_HOST", "STORAGE_EMULATOR_HOST"):
+        os.environ[key] = env[key]
     path = DirectPath(env["OBSINGEST_REGISTRY_URL"])
     day_obs = int(datetime.now(UTC).strftime("%Y%m%d"))
     tmp = Path(tempfile.mkdtemp(prefix="bench-direct-"))

@@ -1,17 +1,10 @@
 """Edge service overhead: the same 16 full-size CCDs per exposure through the one-shot reference
-path and through the edge service, to the GCS emulator, in the same run.
+path (``producers.edge.ship``, kept only for this comparison) and through ``EdgeService``, to the
+GCS emulator, alternating in the same run; per CCD readout -> acked, warm-up exposure excluded.
 
-- reference: ``producers.edge.ship`` (a warm process pool that reads, compresses and sends each
-  CCD; no journal, scheduler or crash isolation), kept only for this comparison;
-- edge: ``EdgeService`` with as many workers, fed through its in-process API at each readout:
-  the same work plus journal commits, hand-off and results back.
-
-Per CCD: readout -> acknowledged by the store; the first exposure (warm-up) is excluded; the
-paths alternate so load drift hits both. What the service adds is also measured per CCD in the
-same run (readout -> acked minus the worker's own read, compress and send), which is immune to
-the load swings that move the A/B means. Goal: that addition within 5% of the reference's mean
-per-CCD time; the A/B ratio by round is reported beside it. Writes
-``benchmarks/results/edge.json``; ``python -m benchmarks.edge`` prints the table.
+The goal is on what the service adds per CCD (readout -> acked minus the worker's own read,
+compress and send), which load swings do not move as they move the A/B means: within 5% of the
+reference's mean per-CCD time. The A/B ratio by round is reported beside it.
 """
 
 from __future__ import annotations
@@ -22,6 +15,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -50,8 +44,8 @@ def _stats(values: list[float]) -> dict[str, float]:
 
 
 def _stage(ccds: int, exposures: list[int]) -> list[dict[int, Path]]:
-    """Every exposure's raw files as the DAQ writes them: the cached CCDs with each exposure's
-    own header cards (the edge checks a file's header against the CCD it is handed as)."""
+    """Every exposure's raw files as the DAQ writes them, with their own header cards (the edge
+    checks them)."""
     from producers.transfer.ccdcache import INSTRUMENT, ensure_ccd_files
     from producers.transfer.staging import remove_staged, stage_run
 
@@ -59,6 +53,16 @@ def _stage(ccds: int, exposures: list[int]) -> list[dict[int, Path]]:
     remove_staged(STAGING)
     sources = {det: raw for det, (raw, _fz) in paths.items()}
     return stage_run(sources, STAGING, INSTRUMENT, exposures, compressed=False)
+
+
+def _readouts(exposures: list[int]) -> Iterator[tuple[int, int, datetime]]:
+    """(index, exposure, readout time) of each exposure, at its readout, INTERVAL apart."""
+    start = datetime.now(UTC) + timedelta(seconds=1)
+    for index, exposure in enumerate(exposures):
+        readout = start + timedelta(seconds=INTERVAL * index)
+        while (left := (readout - datetime.now(UTC)).total_seconds()) > 0:
+            time.sleep(min(left, 0.5))
+        yield index, exposure, readout
 
 
 def reference_run(ccds: int, numexp: int) -> tuple[list[float], list[str]]:
@@ -75,25 +79,12 @@ def reference_run(ccds: int, numexp: int) -> tuple[list[float], list[str]]:
     failed: list[str] = []
     try:
         with warm_pool(ccds, f"gs://{bucket}") as pool:
-            start = datetime.now(UTC) + timedelta(seconds=1)
-            for index, exposure in enumerate(exposures):
-                readout = start + timedelta(seconds=INTERVAL * index)
-                while (left := (readout - datetime.now(UTC)).total_seconds()) > 0:
-                    time.sleep(min(left, 0.5))
-                futures = [
-                    pool.submit(
-                        ship_ccd,
-                        ShipJob(
-                            str(staged[index][det]),
-                            INSTRUMENT,
-                            exposure,
-                            det,
-                            readout,
-                            f"gs://{bucket}",
-                        ),
-                    )
+            for index, exposure, readout in _readouts(exposures):
+                jobs = [
+                    ShipJob(str(staged[index][det]), INSTRUMENT, exposure, det, readout, f"gs://{bucket}")
                     for det in range(ccds)
                 ]
+                futures = [pool.submit(ship_ccd, job) for job in jobs]
                 for future in futures:
                     try:
                         res = future.result(timeout=120)
@@ -136,17 +127,12 @@ def edge_run(
     cpu: list[tuple[float, float]] = []
     try:
         with EdgeService(settings, log_level="WARNING") as edge:
-            start = datetime.now(UTC) + timedelta(seconds=1)
-            for index, exposure in enumerate(exposures):
-                readout = start + timedelta(seconds=INTERVAL * index)
-                while (left := (readout - datetime.now(UTC)).total_seconds()) > 0:
-                    time.sleep(min(left, 0.5))
-                futures = edge.submit_many(
-                    [
-                        CcdFile(str(staged[index][det]), INSTRUMENT, exposure, det, readout)
-                        for det in range(ccds)
-                    ]
-                )
+            for index, exposure, readout in _readouts(exposures):
+                files = [
+                    CcdFile(str(staged[index][det]), INSTRUMENT, exposure, det, readout)
+                    for det in range(ccds)
+                ]
+                futures = edge.submit_many(files)
                 outcomes = [f.result(timeout=120) for f in futures]
                 bad = [o for o in outcomes if not o.ok]
                 if bad:
@@ -155,8 +141,7 @@ def edge_run(
                     for o in outcomes:
                         assert o.latency is not None
                         latencies.append(o.latency)
-                        # what the service adds: readout -> acked minus the worker's own read,
-                        # compress and send (journal commits, queueing, hand-off to a worker)
+                        # what the service adds: journal commits, queueing, hand-off to a worker
                         work = o.read_seconds + o.compress_seconds + o.send_seconds
                         added.append(max(0.0, o.latency - work))
                         cpu.append((o.read_compress_cpu_seconds, o.send_cpu_seconds))
@@ -266,6 +251,16 @@ def format_table(result: dict[str, Any]) -> str:
         f"Goal ({goal['what']}): {'met' if goal['met'] else 'NOT met'}",
     ]
     return "\n".join(lines)
+
+
+def format_section(result: dict[str, Any]) -> str:
+    return (
+        f"{result['ccds_per_exposure']} {result['ccd_size']}-size CCDs per exposure, "
+        f"{result['exposures_per_run']} exposures per run (the first excluded), "
+        f"{result['repeats']} alternating rounds; {result['what']}. harness = today's "
+        "`bench transfer` path (one process per CCD); edge = the edge service through its "
+        "in-process API (journal, worker pool, durable ack).\n\n" + format_table(result)
+    )
 
 
 if __name__ == "__main__":

@@ -1,17 +1,9 @@
 """How long a restarted edge takes to be ready when its hand-off directory keeps 50,000 CCDs it
 has already acknowledged (``--on-ack keep``): restart -> ready, the first scan included.
 
-Goal (issue 24): under 5 s with 50,000 acknowledged files. Beside it, the same restart with a
-journal that lacks the files' mtime and size, so every file is offered and journalled again as
-a duplicate; measured on fewer files, per file.
-
-The hand-off directory holds header-only files (one camera primary header each) under
-``<day_obs>/<exposure>/``, 205 per exposure; the journal holds an acked row for each. Restart:
-``EdgeService.start()`` on a ``file://`` destination with 2 workers, until ready. The goal is
-judged on the median of the repeats; the main process's CPU seconds are beside it.
-
-Run: ``python -m benchmarks.edge_restart [--files N] [--repeats N]``; writes
-benchmarks/results/edge_restart.json.
+Goal (issue 24): under 5 s (median of the repeats). Beside it, on fewer files, a journal that
+lacks the files' mtime and size, so every file is offered and journalled again as a duplicate.
+The files are header-only, 205 per exposure, each with an acked journal row.
 """
 
 from __future__ import annotations
@@ -37,8 +29,8 @@ GOAL_SECONDS = 5.0
 
 
 def header(exposure: int, detector: int) -> bytes:
-    """The primary header the camera writes for this CCD, the cards saying which CCD it is (the
-    edge reads a file's identity from its header, never from its name), and no data."""
+    """The camera's primary header for this CCD and no data (the edge reads a file's identity
+    from its header, never from its name)."""
     from obsingest.dataid import DataId, identity_cards
     from obsingest.fits import header_bytes, make_card
 
@@ -52,8 +44,7 @@ def header(exposure: int, detector: int) -> bytes:
 
 
 def fill(handoff: Path, spool: Path, files: int, known: bool) -> None:
-    """``files`` hand-off files (a camera header each) and an acked journal row for each (with
-    their mtime and size when ``known``)."""
+    """``files`` hand-off files and an acked journal row each (with mtime and size if ``known``)."""
     from producers.edge.journal import Entry, Journal
 
     entries = []
@@ -115,8 +106,7 @@ def restart(root: Path) -> dict[str, Any]:
 
 
 def scan_only(root: Path) -> tuple[float, float]:
-    """The part of a restart that grows with the hand-off directory, alone: the journal's
-    finished files read and the directory scanned (wall and CPU seconds)."""
+    """The part of a restart that grows with the hand-off directory, alone: (wall, CPU) seconds."""
     from producers.edge.handoff import HandoffIntake
     from producers.edge.journal import Journal
 

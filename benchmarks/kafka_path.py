@@ -1,23 +1,11 @@
 """Kafka path benchmark: produce -> assemble -> store, next to Kafka's ProducerPerformance.
 
-Same broker, same run. For each chunk size (256 KiB, 1 MiB, 4 MiB, 8 MiB):
-
-- **chunked path**: full-size compressed CCDs (generated once, cached in
-  ``.cache/bench-kafka-path/``) sent by one ``KafkaChunkSender`` shared by four edge threads into
-  a fresh 6-partition topic, assembled by ``obsingest assembler`` (its own process) and stored
-  create-once (fsynced) locally. MB/s = CCD bytes / (last stored - first send); per-CCD latency =
-  stored - handed to the sender (from the assembler's log).
-- **ProducerPerformance** (kafka-tools 4.3.1): the same volume in records of an encoded chunk's
-  size, ``acks=all``, no compression, after ``--warmup-records``, client settings
-  ``PP_BATCH_SIZE`` / ``PP_BUFFER_MEMORY``: the ceiling of producing alone.
-
-Runs are paired (each batch of ours followed at once by a ProducerPerformance run) because this
-shared machine swings widely minute to minute; the ratio is the median of paired ratios, MB/s
-(10**6 bytes/s) medians of ``repeats``. Goal: chunked path >= 70% of ProducerPerformance at the
-default chunk size.
-
-Run: ``python -m benchmarks.kafka_path [--repeats N] [--ccds N]``; writes
-benchmarks/results/kafka_path.json.
+Per chunk size, on the same broker in the same run: full-size compressed CCDs sent by one
+``KafkaChunkSender`` shared by four edge threads, assembled by ``obsingest assembler`` (its own
+process) and stored create-once locally (MB/s = CCD bytes / (last stored - first send)); then
+ProducerPerformance on the same volume and record size, acks=all. Runs are paired (this shared
+machine swings minute to minute): the ratio is the median of paired ratios. Goal: >= 70% of
+ProducerPerformance at the default chunk size. Writes benchmarks/results/kafka_path.json.
 """
 
 from __future__ import annotations
@@ -40,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import save_result
+from benchmarks.common import save_result, stack_env
 from obsingest.registry.completeness import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,11 +41,9 @@ DISTINCT_CCDS = 3
 #: Edge threads sharing one sender (an edge node ships many CCDs of an exposure at once)
 EDGE_THREADS = 4
 MAX_RECORD = 16 * 1024 * 1024
-#: ProducerPerformance's client settings: the best of those we tried (batch.size 16 KiB, 1 MiB,
-#: 16 MiB). Records above 1 MiB travel in a batch of their own, as ours do; smaller ones share
-#: batches. buffer.memory matches our librdkafka queue's order of magnitude: with the default
-#: 32 MiB (or 16 MiB batches, which the Java client allocates whole) it could keep only two or
-#: three 8 MiB records in flight and would be throttled by its own buffer, not the broker.
+OBS_START = datetime(2026, 11, 22, 3, tzinfo=UTC)
+#: ProducerPerformance's client settings, the best tried (batch.size 16 KiB, 1 MiB, 16 MiB);
+#: buffer.memory near our librdkafka queue's, or 8 MiB records are throttled by the client's buffer.
 PP_BATCH_SIZE = 1024 * 1024
 PP_BUFFER_MEMORY = 256 * 1024 * 1024
 _PP_STEADY = re.compile(r"(\d+) steady state records sent, ([\d.]+) records/sec")
@@ -73,30 +59,12 @@ def _ccds() -> list[bytes]:
     for det in range(DISTINCT_CCDS):
         path = CCD_CACHE / f"LSSTCam_{det:03d}.fits.fz"
         if not path.exists():
-            spec = CcdSpec(
-                "LSSTCam",
-                2026112200001,
-                det,
-                20261122,
-                datetime(2026, 11, 22, 3, tzinfo=UTC),
-                30.0,
-                "r",
-                "full",
-            )
+            spec = CcdSpec("LSSTCam", 2026112200001, det, 20261122, OBS_START, 30.0, "r", "full")
             tmp = path.with_suffix(".tmp")
             tmp.write_bytes(compress_fits(generate_raw_ccd(spec), threads=2))
             tmp.replace(path)
         out.append(path.read_bytes())
     return out
-
-
-def _bootstrap() -> str:
-    from infra.local.stack import Stack, load_settings
-
-    settings = load_settings()
-    stack = Stack(settings, only=["kafka"])
-    stack.up()
-    return os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or f"{settings.host}:{settings.kafka_port}"
 
 
 def _create_topic(bootstrap: str, name: str, partitions: int) -> None:
@@ -118,11 +86,7 @@ def _delete_topics(bootstrap: str, names: list[str]) -> None:
 
 
 def _events(log: Path, event: str) -> list[dict[str, Any]]:
-    out = []
-    for line in log.read_text().splitlines():
-        if f'"event":"{event}"' in line:
-            out.append(json.loads(line))
-    return out
+    return [json.loads(line) for line in log.read_text().splitlines() if f'"event":"{event}"' in line]
 
 
 def _wait(predicate: Any, timeout: float, what: str) -> None:
@@ -142,8 +106,8 @@ def _chunked(
     work: Path,
     after_batch: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """Run the assembler process once, send ``repeats`` batches, measure each batch; call
-    ``after_batch(total bytes)`` after each (the paired reference run)."""
+    """Send ``repeats`` batches through one assembler process, measuring each; ``after_batch(total
+    bytes)`` runs the paired reference after each."""
     from functions.assembler.main import command
     from obsingest.dataid import DataId
     from producers.kafka import KafkaChunkSender, KafkaProducerSettings
@@ -167,7 +131,6 @@ def _chunked(
         for batch in range(repeats):
             exposure = 2026112200001 + batch
             ids = [DataId("LSSTCam", exposure, i) for i in range(per_batch)]
-            # each CCD's header says which CCD it is (the sender names the object from it)
             jobs = [(d, _as_ccd(ccds[d.detector % len(ccds)], d)) for d in ids]
             seen = len(_events(log, "assembler.stored"))
             started = datetime.now(UTC)
@@ -215,9 +178,7 @@ def _chunked(
 
 
 def _as_ccd(data: bytes, data_id: Any) -> bytes:
-    """A copy of a cached CCD whose primary header says it is ``data_id`` (identity cards
-    rewritten in place, same widths: nothing moves), since the sender names and checks a CCD
-    by its header."""
+    """A copy of a cached CCD whose header says it is ``data_id`` (the sender names a CCD by it)."""
     from producers.transfer.fitsheader import retarget_primary_header
 
     identity = data_id.identity()
@@ -247,15 +208,13 @@ def _record_for(chunk_size: int) -> bytes:
 
 
 def _producer_performance(bootstrap: str, record_size: int, total_bytes: int) -> float:
-    """One run of Kafka's own producer benchmark, same record size, same volume, acks=all;
-    its steady-state MB/s."""
+    """One ProducerPerformance run (same record size and volume, acks=all): its steady-state MB/s."""
     from infra.local.stack import load_settings
 
     settings = load_settings()
     java = settings.java_bin() or "java"
     libs = settings.cache_dir / "kafka-4.3.1" / "libs"
-    # Same volume as one measured batch, after a warm-up (metadata, connections, JVM JIT) that
-    # ProducerPerformance leaves out of its steady-state line, as our warm-up CCD is left out.
+    # a warm-up left out of the steady-state line, as our warm-up CCD is left out
     records = max(10, total_bytes // record_size)
     warmup = max(2, records // 4)
     topic = f"bench-pp-{uuid.uuid4().hex[:10]}"
@@ -281,7 +240,8 @@ def run(repeats: int = 5, ccds_per_batch: int = 8, chunk_sizes: tuple[int, ...] 
     """Measure every chunk size; returns the result dict (also written to RESULTS)."""
     from producers.kafka import default_chunk_size
 
-    bootstrap = _bootstrap()
+    started = stack_env("kafka")["KAFKA_BOOTSTRAP_SERVERS"]
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or started
     ccds = _ccds()
     default = default_chunk_size(MAX_RECORD)
     sweep = []
@@ -294,15 +254,7 @@ def run(repeats: int = 5, ccds_per_batch: int = 8, chunk_sizes: tuple[int, ...] 
             def after_batch(total: int, r: int = record_size, runs: list[float] = pp_runs) -> None:
                 runs.append(_producer_performance(bootstrap, r, total))
 
-            ours = _chunked(
-                bootstrap,
-                ccds,
-                size,
-                ccds_per_batch,
-                repeats,
-                Path(tmp),
-                after_batch=after_batch,
-            )
+            ours = _chunked(bootstrap, ccds, size, ccds_per_batch, repeats, Path(tmp), after_batch)
             paired = [a / b for a, b in zip(ours.pop("runs"), pp_runs, strict=True)]
             ours["producer_performance_mb_per_s"] = statistics.median(pp_runs)
             ours["producer_performance_runs"] = [round(r, 1) for r in pp_runs]

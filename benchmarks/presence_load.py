@@ -1,14 +1,10 @@
-"""Open-loop, constant-rate HTTP load generator for the presence benchmark (its second process).
+"""Open-loop, constant-rate HTTP load generator for the presence benchmark (its second process):
+sends the GETs of ``--paths`` (JSON ``[[kind, path], ...]``, cycled) and writes latency
+percentiles per kind and overall.
 
-``python -m benchmarks.presence_load --url URL --rate 500 --duration 20 --paths FILE --out FILE``
-sends the GETs of ``--paths`` (JSON ``[[kind, path], ...]``, cycled) at a constant rate and writes
-latency percentiles per kind and overall.
-
-Why not wrk: it is closed-loop, so a slow answer delays the requests behind it without counting
-them late (coordinated omission); wrk2 is not packaged. Here every latency is measured from the
-request's *intended* send time (start + i / rate), so any lag, the generator's own included, can
-only make the figures worse; the send lag is reported beside them. Keep-alive HTTP/1.1
-connections in a pool (a new one when all are busy), responses read by Content-Length, on uvloop.
+Not wrk: it is closed-loop, so a slow answer delays the requests behind it without counting them
+late (coordinated omission); wrk2 is not packaged. Here every latency runs from the request's
+*intended* send time, so any lag, the generator's own included, only makes the figures worse.
 """
 
 from __future__ import annotations
@@ -107,8 +103,7 @@ async def drive(
     sent = 0
     while sent < total:
         now = clock()
-        # everything whose intended time has come, at once: a late wake-up does not shift the
-        # schedule, it shows as latency
+        # all whose intended time has come: a late wake-up shows as latency, not a shifted schedule
         while sent < total and start + sent / rate <= now:
             task = asyncio.create_task(one(sent, start + sent / rate))
             pending.add(task)

@@ -1,10 +1,7 @@
-"""A night of LSSTCam in a registry, written fast: what the presence benchmark (and the presence
-API's tests, on a smaller night) query.
-
-Rows go in with executemany of plain INSERTs in large transactions (``Registry.register`` takes
-one transaction per CCD: ~205,000 of them would take minutes). Values are what the pipeline
-writes: deterministic dataset ids, a manifest per exposure, readout -> registered latencies of
-~1.5-4 s with a tail over the 5 s budget, a few exposures incomplete and a few without manifest.
+"""A night of LSSTCam in a registry, written fast (bulk INSERTs in large transactions, not a
+transaction per CCD): what the presence benchmark and the presence API's tests query. Values are
+what the pipeline writes, with a latency tail over the 5 s budget, a few exposures incomplete
+and a few without manifest.
 """
 
 from __future__ import annotations
@@ -29,8 +26,7 @@ CADENCE_SECONDS = 17.0
 
 
 class _Id(NamedTuple):
-    """What ``dataset_id`` reads of a data id, without DataId's validation (every id here is
-    valid by construction, and 205,000 validations cost seconds)."""
+    """What ``dataset_id`` reads of a data id, without DataId's validation (valid by construction)."""
 
     instrument: str
     exposure: int

@@ -1,16 +1,9 @@
 """Registrations per second, one event per call, on PostgreSQL (the local stack's) and SQLite.
 
-- ``service``: ``RegisterService.handle`` end to end for a pre-stored small CCD (read, verify,
-  parse the header, register, publish the ArrivalEvent on an in-memory bus);
-- ``registry``: the bare ``Registry.register`` call.
-
-One CCD per call, sequentially, as one invocation handles one event. Reference: the Rubin Data
-Butler registers one file per call at ~25 ms on SQLite (40/s); goal: at least 10x that (400/s)
-on both backends. Medians of ``repeats`` runs, each on a fresh database; the stack is started if
-needed.
-
-Run: ``python -m benchmarks.registry [--repeats N] [--ccds N]``; writes
-benchmarks/results/registry.json.
+``service``: ``RegisterService.handle`` end to end for a pre-stored small CCD; ``registry``: the
+bare ``Registry.register``. Sequential, as one invocation handles one event; medians of
+``repeats`` runs, each on a fresh database. Goal: at least 10x the Rubin Butler's one file per
+call on SQLite, on both backends.
 """
 
 from __future__ import annotations
@@ -20,27 +13,18 @@ import json
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_header, save_result
+from benchmarks.common import run_header, save_result, stack_env
 
 RESULTS = Path(__file__).resolve().parent / "results" / "registry.json"
 REFERENCE_PER_SECOND = 40.0  # Rubin Butler, one file per call on SQLite (~25 ms)
 GOAL_FACTOR = 10.0
 INSTRUMENT = "LSSTCam"
 DAY_OBS = 20261122
-
-
-def ensure_stack() -> str:
-    """The stack's PostgreSQL admin URL, starting the services if needed."""
-    from infra.local.stack import Stack
-
-    stack = Stack(only=["postgres"])
-    stack.up()
-    return stack.env()["OBSINGEST_REGISTRY_URL"]
 
 
 def prepare_store(root: Path, exposure: int, count: int) -> tuple[Any, list[Any]]:
@@ -65,13 +49,6 @@ def prepare_store(root: Path, exposure: int, count: int) -> tuple[Any, list[Any]
     return store, events
 
 
-def _rate(calls: Sequence[Callable[[], Any]]) -> float:
-    start = time.perf_counter()
-    for call in calls:
-        call()
-    return len(calls) / (time.perf_counter() - start)
-
-
 def _measure(
     open_registry: Callable[[], Any], store: Any, events: list[Any], kind: str
 ) -> tuple[float, float]:
@@ -80,7 +57,7 @@ def _measure(
     from obsingest.bus.memory import InMemoryBus
     from obsingest.checksums import checksum_from_crc32c_b64
     from obsingest.dataid import parse_object_name
-    from obsingest.registry import FileRecord
+    from obsingest.registry import FileRecord, tables
 
     registry = open_registry()
     try:
@@ -89,8 +66,6 @@ def _measure(
             FileRecord(parse_object_name(events[0].obj.name), "warm", 1, "crc32c:00000000")
         )
         assert warm.created
-        from obsingest.registry import tables
-
         with registry.engine.begin() as conn:
             conn.execute(tables.datastore_record.delete())
             conn.execute(tables.dataset.delete())
@@ -108,7 +83,10 @@ def _measure(
                 for e in events
             ]
             calls = [lambda r=r: registry.register(r) for r in records]
-        rate = _rate(calls)
+        start = time.perf_counter()
+        for call in calls:
+            call()
+        rate = len(calls) / (time.perf_counter() - start)
         assert registry.count_datasets() == len(events)
     finally:
         registry.close()
@@ -126,7 +104,7 @@ def run(repeats: int = 3, ccds: int = 189) -> dict[str, Any]:
     from obsingest.registry import Registry
     from obsingest.settings import RegistrySettings
 
-    admin_url = ensure_stack()
+    admin_url = stack_env("postgres")["OBSINGEST_REGISTRY_URL"]
     exposure = make_exposure_id(DAY_OBS, 77)
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-registry-") as tmp:

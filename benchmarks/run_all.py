@@ -1,14 +1,9 @@
 """``make bench``: every benchmark of the project in one go, then ``benchmarks/README.md``.
 
-Discovers each ``benchmarks/<name>.py`` with a top-level ``run`` (from its source, importing
-nothing heavy), starts the local stack if needed, and runs each benchmark in its own process
-with a timeout, so one failure or hang does not stop the others. Each writes
-``benchmarks/results/<name>.json``; then the README is written: machine, versions, date, one
-short table per benchmark and a plot of the transfer harness beside the observatory's figures.
-
-``python -m benchmarks.run_all NAME...`` (``make bench ONLY="butler backfill"``) re-runs only
-those; the others keep their last records (``results/run_all.json``, each dated) and the README
-says which were re-run. Published figures come from a full ``make bench``.
+Each ``benchmarks/<name>.py`` with a top-level ``run`` runs in its own process with a timeout, so
+one failure or hang does not stop the others; then the README is written from the results.
+``python -m benchmarks.run_all NAME...`` re-runs only those: the others keep their last dated
+records (``results/run_all.json``). Published figures come from a full ``make bench``.
 """
 
 from __future__ import annotations
@@ -31,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import note
-from benchmarks.sections import PLOT as _PLOT
-from benchmarks.sections import SECTIONS, generic
+from benchmarks.sections import PLOT, SECTIONS, generic
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks"
@@ -40,7 +34,6 @@ RESULTS = BENCH / "results"
 README = BENCH / "README.md"
 #: every benchmark's record of the last run that ran it (name, seconds, error, result, date)
 RECORDS = RESULTS / "run_all.json"
-PLOT = _PLOT
 
 #: Run first, in this order (the goals of issue 7); the rest follow alphabetically.
 FIRST = ("compression", "transfer")
@@ -128,11 +121,8 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def run_benchmark(name: str, timeout: float) -> dict[str, Any]:
-    """Run ``benchmarks.<name>.run()`` in its own process; its result or its failure.
-
-    The benchmark's stderr (its progress) is passed through as it comes and its tail kept for
-    the README if it fails; a watchdog kills it at the timeout.
-    """
+    """Run ``benchmarks.<name>.run()`` in its own process, killed at the timeout; its result,
+    or its failure with the tail of its stderr (passed through as it comes)."""
     print(f"\n=== {name} (timeout {timeout:.0f} s) ===", file=sys.stderr, flush=True)
     started = time.monotonic()
     tail: deque[str] = deque(maxlen=30)
@@ -166,16 +156,7 @@ def run_benchmark(name: str, timeout: float) -> dict[str, Any]:
         result = json.loads(out.read_text()) if out.exists() and not error else None
     status = "ok" if error is None else f"FAILED ({error})"
     print(f"=== {name}: {status} in {seconds} s ===", file=sys.stderr, flush=True)
-    return {
-        "name": name,
-        "seconds": seconds,
-        "error": error,
-        "tail": "".join(tail),
-        "result": result,
-    }
-
-
-# --- machine and versions -------------------------------------------------------------------
+    return {"name": name, "seconds": seconds, "error": error, "tail": "".join(tail), "result": result}
 
 
 def machine() -> dict[str, Any]:
@@ -239,28 +220,12 @@ def plot_transfer(result: dict[str, Any], path: Path = PLOT) -> Path | None:
         color = f"C{index}"
         mine = sorted(((r["ccds"], r) for r in rows if r["path"] == name), key=lambda x: x[0])
         xs = [n for n, _ in mine]
-        ax.plot(
-            xs,
-            [r["steady"]["max"] for _, r in mine],
-            "-o",
-            color=color,
-            label=f"{name}: max read + compress + send",
-        )
-        ax.plot(
-            xs,
-            [r["steady"]["send_max"] for _, r in mine],
-            ":o",
-            color=color,
-            label=f"{name}: max send",
-        )
+        for key, style, what in (("max", "-o", "max read + compress + send"), ("send_max", ":o", "max send")):
+            ax.plot(xs, [r["steady"][key] for _, r in mine], style, color=color, label=f"{name}: {what}")
         announced = [(n, r["latency"]["steady"]["max"]) for n, r in mine if r.get("latency")]
         if announced:
-            ax.plot(
-                *zip(*announced, strict=True),
-                "--s",
-                color=color,
-                label=f"{name}: max readout -> announced",
-            )
+            label = f"{name}: max readout -> announced"
+            ax.plot(*zip(*announced, strict=True), "--s", color=color, label=label)
     ax.axhline(result["budget_seconds"], color="red", lw=1, label="5 s budget")
     ax.set_xlabel("CCDs per exposure (read out together, through the edge service)")
     ax.set_ylabel("seconds per CCD")
@@ -343,15 +308,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         remaining = TOTAL_BUDGET - (time.monotonic() - t0)
         if remaining < 30:
-            runs.append(
-                {
-                    "name": name,
-                    "seconds": 0,
-                    "error": "skipped: out of time budget",
-                    "tail": "",
-                    "result": None,
-                }
-            )
+            skipped = {"seconds": 0, "error": "skipped: out of time budget", "tail": "", "result": None}
+            runs.append({"name": name, **skipped})
             continue
         run = run_benchmark(name, min(TIMEOUTS.get(name, DEFAULT_TIMEOUT), remaining))
         run["date"] = datetime.now(UTC).isoformat(timespec="seconds")

@@ -14,26 +14,6 @@ from benchmarks.common import note
 PLOT = Path(__file__).resolve().parent / "results" / "transfer.png"
 
 
-def _compression(result: dict[str, Any]) -> str:
-    from benchmarks.compression import format_table
-
-    text = (
-        f"Reference raw CCD ({result['input']['bytes']:,} bytes), file -> file, median of "
-        f"{result['repeats']} round-robin repeats; ratios against fpack measured in the same "
-        "run. First the library (in-process, started and warm), then whole processes as a "
-        "person runs them (a fresh process per call, start-up and imports included): `fpack`, "
-        "`obsingest compress` (the CLI entry point) and `python -m producers.compress` (the same "
-        "function without the CLI), one CCD per call and the demo's 27 CCDs in one call."
-    )
-    process = result["whole_process"]
-    repeats = ", ".join(f"{n} ({scenario})" for scenario, n in process["repeats"].items())
-    text += (
-        f" Whole-process repeats: {repeats}; 1-minute load average before/after "
-        f"{process['loadavg_1min_before_after']}."
-    )
-    return text + "\n\n" + format_table(result)
-
-
 def _transfer(result: dict[str, Any]) -> str:
     from benchmarks.transfer import format_section
 
@@ -156,57 +136,6 @@ def _butler(result: dict[str, Any]) -> str:
     )
 
 
-def _edge(result: dict[str, Any]) -> str:
-    from benchmarks.edge import format_table
-
-    return (
-        f"{result['ccds_per_exposure']} {result['ccd_size']}-size CCDs per exposure, "
-        f"{result['exposures_per_run']} exposures per run (the first excluded), "
-        f"{result['repeats']} alternating rounds; {result['what']}. harness = today's "
-        "`bench transfer` path (one process per CCD); edge = the edge service through its "
-        "in-process API (journal, worker pool, durable ack).\n\n" + format_table(result)
-    )
-
-
-def _backfill(result: dict[str, Any]) -> str:
-    from benchmarks.backfill import format_table
-
-    return (
-        f"{result['files']:,} files of {result['file_bytes']:,} bytes to the "
-        f"{result['destination']}, a fresh bucket per run. Ours: {result['ours']}. Reference, "
-        f"same files, same run: {result['reference']}.\n\n"
-        + format_table(result)
-        + (
-            f"\n\nWhat moved the figures:\n\n{result['what_moved'].rstrip()}"
-            if result.get("what_moved")
-            else ""
-        )
-    )
-
-
-def _presence(result: dict[str, Any]) -> str:
-    from benchmarks.presence import format_table
-
-    goal = result["goal"]
-    first = next(iter(result["backends"].values()))
-    lag = "; ".join(f"{name} p99 {b['send_lag']['p99_ms']} ms" for name, b in result["backends"].items())
-    return "\n".join(
-        [
-            f"`obsingest serve` on a night of LSSTCam ({first['exposures']} exposures, "
-            f"{first['datasets']:,} datasets), {goal['rate_per_s']:g} requests/s from a second "
-            f"process (open loop, latency from the intended send time), mix {result['mix']}; load "
-            f"average at the start {result['machine']['load_1min']}.",
-            "",
-            format_table(result),
-            "",
-            f"Load generator's own send lag (how late it sent; counted in the figures): {lag}.",
-            "",
-            f"Goal (p99 < {goal['p99_ms_below']:g} ms at {goal['rate_per_s']:g} requests/s): "
-            f"{'met' if goal['met'] else 'NOT met'} (worst p99 {goal['worst_p99_ms']} ms)",
-        ]
-    )
-
-
 def _butler_facility(result: dict[str, Any]) -> str:
     ours, ref = result["obsingest"], result["butler_ingest_files"]
     load = result["machine"]["load_1min"]
@@ -253,12 +182,11 @@ def _own(name: str) -> Callable[[dict[str, Any]], str]:
 
 SECTIONS = {
     "butler_facility": _butler_facility,
-    "compression": _compression,
     "transfer": _transfer,
     "beam_batch": _beam,
     "butler": _butler,
-    "edge": _edge,
-    "backfill": _backfill,
-    "presence": _presence,
-    **{name: _own(name) for name in ("capacity", "facility", "edge_restart")},
+    **{
+        name: _own(name)
+        for name in ("capacity", "facility", "edge_restart", "compression", "edge", "backfill", "presence")
+    },
 }

@@ -1,17 +1,11 @@
-"""Transfer harness benchmark: 1, 4, 8, 16 and 24 full-size CCDs per exposure on the direct path,
-16 on the Kafka path.
+"""Transfer harness benchmark: 1 to 24 full-size CCDs per exposure on the direct path, 16 on the
+Kafka path, next to the observatory's published transfer figures.
 
-Each run is ``obsingest bench transfer --compress --end-to-end`` on the local stack (its own
-process): the harness writes every exposure's raw CCDs first (as the DAQ), then at each readout
-hands the exposure's N CCDs to the edge service, whose workers read, compress and send them
-(direct to the GCS emulator, or chunked over Kafka to the assembler), and waits for every CCD's
-ArrivalEvent. Each row gives the observatory report's columns (transfer min/mean/max s, Mbit/s;
-first exposure apart) and readout -> announced against the 5 s budget, per stage, with CPU
-seconds by role.
-
-The interval shrinks with the CCD count (1: 4 s ... 16 and 24: 17 s, the real cadence) to keep
-``make bench`` short; every exposure still ends before the next readout. Writes
-``benchmarks/results/transfer.json``; ``python -m benchmarks.transfer`` prints the table.
+Each run is ``obsingest bench transfer --compress --end-to-end`` on the local stack in its own
+process: the edge service reads, compresses and sends each exposure's CCDs at readout, and the
+harness waits for every ArrivalEvent; rows give the report's columns and readout -> announced
+against the 5 s budget, per stage, with CPU by role. The interval shrinks with the CCD count to
+keep ``make bench`` short; every exposure still ends before the next readout.
 """
 
 from __future__ import annotations
@@ -34,7 +28,6 @@ RUN_DIR = ROOT / ".run" / "bench" / "transfer"
 BUDGET = 5.0
 #: CCDs per exposure measured on each path (the goals: 24 direct within 5 s, 16 Kafka <= 3.5 s)
 RUNS: dict[str, tuple[int, ...]] = {"direct": (1, 4, 8, 16, 24), "kafka": (16,)}
-CCDS = RUNS["direct"]
 INTERVALS = {1: 4.0, 4: 6.0, 8: 10.0, 16: 17.0, 24: 17.0}
 NUMEXP = 3
 #: the issue's goals: path -> (CCDs per exposure, max readout -> announced, seconds)
@@ -55,14 +48,6 @@ PUBLISHED: dict[int, dict[str, float]] = {
     16: {"min": 0.76, "mean": 0.95, "max": 1.53, "mbit_s": 1270},
 }
 PUBLISHED_COPY_COMPRESS_SEND_MAX = 1.36
-
-
-WHAT_MOVED = note("transfer")
-
-
-def _summary(result: dict[str, Any]) -> dict[str, Any]:
-    """The harness JSON minus per-CCD records (kept in the run's log file)."""
-    return {k: v for k, v in result.items() if k not in ("records", "arrivals")}
 
 
 def run_one(path: str, ccds: int, numexp: int, ccd_size: str, timeout: float) -> dict[str, Any]:
@@ -86,8 +71,9 @@ def run_one(path: str, ccds: int, numexp: int, ccd_size: str, timeout: float) ->
             code = None
         wall = round(time.monotonic() - started, 1)
         row: dict[str, Any] = {"path": path, "ccds": ccds, "interval": interval, "wall_s": wall}
-        if out.exists():
-            row.update(_summary(json.loads(out.read_text())))
+        if out.exists():  # per-CCD records stay in the run's log file
+            harness = json.loads(out.read_text())
+            row.update({k: v for k, v in harness.items() if k not in ("records", "arrivals")})
         if code != 0:
             row["error"] = f"exit {code}" if code is not None else f"timed out after {timeout} s"
             row["output_tail"] = (output or "")[-2000:]
@@ -138,7 +124,7 @@ def run(
         "published_copy_compress_send_max": PUBLISHED_COPY_COMPRESS_SEND_MAX,
         "rows": rows,
         "goals": goals,
-        "what_moved": WHAT_MOVED,
+        "what_moved": note("transfer"),
         "goal": {
             "what": "; ".join(
                 f"{p}: {n} CCDs per exposure, every CCD announced within {limit} s of readout"
@@ -219,8 +205,7 @@ def format_stages(result: dict[str, Any]) -> str:
 
 
 def format_cpu(result: dict[str, Any]) -> str:
-    """CPU seconds per exposure by role at each path's goal CCD count, and the floor they
-    imply."""
+    """CPU seconds per exposure by role at each path's goal CCD count, and the floor they imply."""
     rows = [r for r in _goal_rows(result, "cpu") if r["cpu"].get("per_exposure")]
     if not rows:
         return "(no CPU figures)"
