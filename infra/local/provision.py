@@ -66,7 +66,7 @@ def ensure_topic(publisher: Any, path: str, report: SetupReport) -> None:
 #: Pub/Sub's own limits on a subscription's delivery policy.
 PUBSUB_MIN_DELIVERY_ATTEMPTS = 5
 PUBSUB_MAX_DELIVERY_ATTEMPTS = 100
-PUBSUB_MAX_BACKOFF_SECONDS = 600
+PUBSUB_MAX_BACKOFF_SECONDS = 600.0
 
 
 @dataclass(frozen=True)

@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from obsingest.registry import Registry, open_registry
 from obsingest.settings import RegistrySettings
 
 
-def _open(url: str | None) -> Registry:
-    settings = RegistrySettings(url=url) if url else RegistrySettings()
-    return open_registry(settings)
+@contextmanager
+def _open(url: str | None) -> Iterator[Registry]:
+    registry = open_registry(RegistrySettings(url=url) if url else RegistrySettings())
+    try:
+        yield registry
+    finally:
+        registry.close()
 
 
 def list_datasets(url: str | None, instrument: str | None, exposure: int | None, as_json: bool) -> int:
     """Registered datasets with their datastore records, as a table or JSON."""
-    registry = _open(url)
-    rows = registry.datasets(instrument, exposure)
+    with _open(url) as registry:
+        rows = registry.datasets(instrument, exposure)
     if as_json:
         print(json.dumps(rows, indent=2))
     else:
@@ -27,29 +33,26 @@ def list_datasets(url: str | None, instrument: str | None, exposure: int | None,
                 f"{r['id']}  {r['uri']}"
             )
         print(f"{len(rows)} datasets")
-    registry.close()
     return 0
 
 
 def list_quarantine(url: str | None, as_json: bool) -> int:
     """Refused inputs: object, reason, message, occurrences."""
-    registry = _open(url)
-    rows = registry.quarantined()
+    with _open(url) as registry:
+        rows = registry.quarantined()
     if as_json:
         print(json.dumps(rows, indent=2))
     else:
         for r in rows:
             print(f"{r['reason']:<20} x{r['occurrences']:<3} {r['object_uri']}\n    {r['message']}")
         print(f"{len(rows)} quarantined")
-    registry.close()
     return 0
 
 
 def migrate(url: str | None) -> int:
     """Apply pending schema migrations (opening the registry does)."""
-    registry = _open(url)
-    print(f"registry schema up to date at {registry.engine.url.render_as_string(hide_password=True)}")
-    registry.close()
+    with _open(url) as registry:
+        print(f"registry schema up to date at {registry.engine.url.render_as_string(hide_password=True)}")
     return 0
 
 
@@ -68,12 +71,9 @@ def export(
 
     if fmt != "butler":
         raise ValueError(f"unknown export format {fmt!r} (butler)")
-    registry = _open(url)
-    try:
+    with _open(url) as registry:
         counts = export_butler(
             registry, path, storage_class=storage_class, target=target, formatters=formatters
         )
-    finally:
-        registry.close()
     print(json.dumps(counts) if as_json else f"wrote {path}: {counts}")
     return 0

@@ -13,11 +13,8 @@ from typing import Self
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from infra.local.provision import PUBSUB_MAX_BACKOFF_SECONDS, PUBSUB_MAX_DELIVERY_ATTEMPTS
 from obsingest import defaults
-
-#: Pub/Sub's limits on a subscription's delivery policy.
-MAX_DELIVERY_ATTEMPTS = 100
-MAX_BACKOFF_SECONDS = 600.0
 
 
 class RelaySettings(BaseSettings):
@@ -38,11 +35,11 @@ class RelaySettings(BaseSettings):
     #: relay on ``exposures-relay`` uses ``exposures-dlq``, which nothing redrives to objects)
     dead_letter_topic: str = ""
     #: pushes of one message before it is dead-lettered (Pub/Sub: max_delivery_attempts)
-    max_attempts: int = Field(default=defaults.RELAY_MAX_ATTEMPTS, ge=1, le=MAX_DELIVERY_ATTEMPTS)
+    max_attempts: int = Field(default=defaults.RELAY_MAX_ATTEMPTS, ge=1, le=PUBSUB_MAX_DELIVERY_ATTEMPTS)
     #: nack backoff: the message is redelivered after min(max, min * 2**(attempt-1)) seconds
     #: (Pub/Sub: retry_policy minimum_backoff / maximum_backoff)
-    min_backoff: float = Field(default=1.0, ge=0, le=MAX_BACKOFF_SECONDS)
-    max_backoff: float = Field(default=60.0, ge=0, le=MAX_BACKOFF_SECONDS)
+    min_backoff: float = Field(default=1.0, ge=0, le=PUBSUB_MAX_BACKOFF_SECONDS)
+    max_backoff: float = Field(default=60.0, ge=0, le=PUBSUB_MAX_BACKOFF_SECONDS)
     #: pushes in flight at once
     concurrency: int = Field(default=defaults.RELAY_CONCURRENCY, ge=1)
     max_messages: int = Field(default=32, ge=1)
