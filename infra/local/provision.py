@@ -63,12 +63,6 @@ def ensure_topic(publisher: Any, path: str, report: SetupReport) -> None:
         report.note(path, False)
 
 
-#: Pub/Sub's own limits on a subscription's delivery policy.
-PUBSUB_MIN_DELIVERY_ATTEMPTS = 5
-PUBSUB_MAX_DELIVERY_ATTEMPTS = 100
-PUBSUB_MAX_BACKOFF_SECONDS = 600.0
-
-
 @dataclass(frozen=True)
 class DeliveryPolicy:
     """A subscription's dead-letter and retry policy. With a dead-letter policy Pub/Sub counts
@@ -81,6 +75,12 @@ class DeliveryPolicy:
 
     def request_fields(self) -> dict[str, Any]:
         """The subscription fields, clamped to the range Pub/Sub accepts."""
+        from infra.local.relay.settings import (
+            PUBSUB_MAX_BACKOFF_SECONDS,
+            PUBSUB_MAX_DELIVERY_ATTEMPTS,
+            PUBSUB_MIN_DELIVERY_ATTEMPTS,
+        )
+
         attempts = min(max(self.max_attempts, PUBSUB_MIN_DELIVERY_ATTEMPTS), PUBSUB_MAX_DELIVERY_ATTEMPTS)
         low = min(max(self.min_backoff, 0.0), PUBSUB_MAX_BACKOFF_SECONDS)
         high = min(max(self.max_backoff, low), PUBSUB_MAX_BACKOFF_SECONDS)

@@ -13,8 +13,12 @@ from typing import Self
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from infra.local.provision import PUBSUB_MAX_BACKOFF_SECONDS, PUBSUB_MAX_DELIVERY_ATTEMPTS
 from obsingest import defaults
+
+#: Pub/Sub's own limits on a subscription's delivery policy (dead_letter_policy, retry_policy).
+PUBSUB_MIN_DELIVERY_ATTEMPTS = 5
+PUBSUB_MAX_DELIVERY_ATTEMPTS = 100
+PUBSUB_MAX_BACKOFF_SECONDS = 600.0
 
 
 class RelaySettings(BaseSettings):
