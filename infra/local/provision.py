@@ -11,6 +11,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from infra.local.relay.settings import (
+    PUBSUB_MAX_BACKOFF_SECONDS,
+    PUBSUB_MAX_DELIVERY_ATTEMPTS,
+    PUBSUB_MIN_DELIVERY_ATTEMPTS,
+)
 from obsingest import defaults
 from obsingest.errors import ServiceUnavailable
 from obsingest.logs import get_logger, log_event
@@ -75,12 +80,6 @@ class DeliveryPolicy:
 
     def request_fields(self) -> dict[str, Any]:
         """The subscription fields, clamped to the range Pub/Sub accepts."""
-        from infra.local.relay.settings import (
-            PUBSUB_MAX_BACKOFF_SECONDS,
-            PUBSUB_MAX_DELIVERY_ATTEMPTS,
-            PUBSUB_MIN_DELIVERY_ATTEMPTS,
-        )
-
         attempts = min(max(self.max_attempts, PUBSUB_MIN_DELIVERY_ATTEMPTS), PUBSUB_MAX_DELIVERY_ATTEMPTS)
         low = min(max(self.min_backoff, 0.0), PUBSUB_MAX_BACKOFF_SECONDS)
         high = min(max(self.max_backoff, low), PUBSUB_MAX_BACKOFF_SECONDS)
