@@ -26,10 +26,8 @@ from obsingest.logs import get_logger, log_event
 log = get_logger("obsingest.bus.pubsub")
 
 
-class PublishFailed(RetriableError):
+class PublishFailed(RetriableError, reason="publish-failed"):
     """The bus did not confirm the message in time, or refused it."""
-
-    reason = "publish-failed"
 
 
 def topic_path(project: str, topic: str) -> str:

@@ -34,10 +34,8 @@ T = TypeVar("T")
 SETUP_RETRY = RetryPolicy(max_attempts=6, base_delay=0.05, max_delay=0.5, deadline=10.0)
 
 
-class ButlerConflict(PermanentError):
+class ButlerConflict(PermanentError, reason="butler-conflict"):
     """The Butler already holds a different definition (an exposure record, a dataset type)."""
-
-    reason = "butler-conflict"
 
 
 def _race(exc: BaseException) -> Transient | None:

@@ -51,10 +51,8 @@ _CARDS = {
 }
 
 
-class BadHeader(HeaderMismatch):
+class BadHeader(HeaderMismatch, reason="bad-header"):
     """A header gives no identity, or a value the registry cannot keep."""
-
-    reason = "bad-header"
 
 
 def exposure_from_header(primary: Hdu, data_id: DataId, name: str) -> ExposureRecord:

@@ -33,18 +33,14 @@ _MAX_FILTER = 64
 _INT64_MAX = 2**63 - 1
 
 
-class BadManifest(PermanentError):
+class BadManifest(PermanentError, reason="bad-manifest"):
     """A manifest that cannot describe a real exposure (detectors out of range, ids that
     disagree, ...): quarantined, never recorded."""
 
-    reason = "bad-manifest"
 
-
-class ManifestConflict(PermanentError):
+class ManifestConflict(PermanentError, reason="manifest-conflict"):
     """A different manifest for an exposure whose manifest is already recorded: the first is
     kept, this one quarantined."""
-
-    reason = "manifest-conflict"
 
 
 ManifestStatus = Literal["recorded", "duplicate"]

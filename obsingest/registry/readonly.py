@@ -29,10 +29,8 @@ from obsingest.settings import RegistrySettings
 SQLITE_MMAP_BYTES = 1 << 30
 
 
-class RegistryNotReadable(PermanentError):
+class RegistryNotReadable(PermanentError, reason="registry-not-readable"):
     """The registry cannot be read: no such database, or a schema older than the reader's."""
-
-    reason = "registry-not-readable"
 
 
 def readonly_url(url: str) -> str:

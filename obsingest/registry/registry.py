@@ -47,10 +47,8 @@ from obsingest.timescales import as_utc
 T = TypeVar("T")
 
 
-class RegistryUnavailable(RetriableError):
+class RegistryUnavailable(RetriableError, reason="registry-unavailable"):
     """The database could not be reached or stayed busy through every retry."""
-
-    reason = "registry-unavailable"
 
 
 @dataclass(frozen=True)
