@@ -59,7 +59,7 @@ from obsingest.registry.butler_setup import ButlerConflict, ButlerSetup
 from obsingest.registry.engine import make_engine
 from obsingest.registry.group_commit import GroupCommit, exposures_complete
 from obsingest.registry.migrations import migrate
-from obsingest.registry.outbox import insert_rows
+from obsingest.registry.outbox import as_uuid, insert_rows
 from obsingest.registry.registry import (
     OUTBOX_LEASE_SECONDS,
     Announcer,
@@ -68,7 +68,6 @@ from obsingest.registry.registry import (
     Registration,
     Registry,
     RegistryUnavailable,
-    as_uuid,
 )
 from obsingest.settings import RegistrySettings, run_name
 

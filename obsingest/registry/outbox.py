@@ -150,10 +150,11 @@ def insert_rows(
         return {}
     rows = [outbox_values(ds_id, message, now, lease_seconds) for ds_id, message in entries]
     found = conn.execute(_INSERT_MANY, rows)
-    return {_dataset_uuid(row.dataset_id): int(row.id) for row in found}
+    return {as_uuid(row.dataset_id): int(row.id) for row in found}
 
 
-def _dataset_uuid(value: Any) -> uuid.UUID:
+def as_uuid(value: Any) -> uuid.UUID:
+    """A dataset id as the driver returns it (UUID on PostgreSQL, text or bytes on SQLite)."""
     if isinstance(value, uuid.UUID):
         return value
     return uuid.UUID(bytes=value) if isinstance(value, bytes) else uuid.UUID(str(value))
@@ -190,17 +191,7 @@ def insert_row_once(
     o = arrival_outbox
     stmt = (
         insert(o)
-        .values(
-            dataset_id=key,
-            topic=message.topic,
-            message_key=message.key,
-            attributes=json.dumps(message.attributes, sort_keys=True),
-            payload=message.payload,
-            created_at=now,
-            lease_until=now + timedelta(seconds=lease_seconds),
-            attempts=0,
-            last_error="",
-        )
+        .values(outbox_values(key, message, now, lease_seconds))
         .on_conflict_do_nothing(index_elements=[o.c.dataset_id])
         .returning(o.c.id)
     )

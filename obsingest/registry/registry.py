@@ -39,7 +39,7 @@ from obsingest.registry.driver import autocommit_rows
 from obsingest.registry.engine import make_engine
 from obsingest.registry.facility_tables import arrival_outbox
 from obsingest.registry.migrations import migrate
-from obsingest.registry.outbox import ArrivalOutbox, OutboxMessage, insert_row, outbox_values
+from obsingest.registry.outbox import ArrivalOutbox, OutboxMessage, as_uuid, insert_row, outbox_values
 from obsingest.retry import RetriesExhausted, RetryPolicy, Transient, call_with_retries
 from obsingest.settings import RegistrySettings, run_name
 from obsingest.timescales import as_utc
@@ -562,12 +562,3 @@ def _datastore_values(ds_id: uuid.UUID, record: FileRecord) -> dict[str, Any]:
         "stored_time": as_utc(record.stored_time),
         "transport": record.transport,
     }
-
-
-def as_uuid(value: Any) -> uuid.UUID:
-    """A dataset id as the driver returns it (UUID on PostgreSQL, text or bytes on SQLite)."""
-    if isinstance(value, uuid.UUID):
-        return value
-    if isinstance(value, bytes):
-        return uuid.UUID(bytes=value)
-    return uuid.UUID(str(value))
