@@ -23,9 +23,7 @@ A Butler transaction costs about the same whatever its size, so registrations ar
 (``group_commit``): concurrent callers of an exposure share one ingest, a batch waits at most
 ``gather`` seconds for callers still reading their file (``arriving``), a lone caller goes at once.
 The leader sets up the exposure's dimension records while the batch gathers.
-
-One module because it is one cohesive concept: the Butler as the registry of record, in the
-three steps above; its reads, set-up, settings and batching policy live in their own modules.
+One cohesive concept: the Butler as the registry of record, in the three steps above.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """The arrivals outbox: "registered" and "to be announced" commit together, or not at all.
 
-It holds every announcement the registry owes: each new dataset's ArrivalEvent and each complete
-exposure's ExposureIngested (``registry.ingested``, ``insert_row_once``: one per exposure).
-Rows carry single-object Avro bodies, published by their contract's rule
-(``functions/register/announce``).
-
-The register path inserts the row with the dataset (``insert_row`` from ``Registry._register``),
-publishes it right after the commit and marks it published. Whatever could not be published
-(topic gone, bus down, process killed) stays pending for a drain (``claim`` -> publish ->
-``mark_published``) run by the register function and the reconcile service, so "registered but
-not announced" cannot outlive an outage.
-
-Claims are leases (``lease_until``), taken by one ``UPDATE ... RETURNING`` statement (``FOR UPDATE
-SKIP LOCKED`` on PostgreSQL), not open transactions: a dead publisher's rows are published again
-when its lease expires (subscribers deduplicate on dataset id). A new row starts leased to the
-process that registered it. Published rows are kept ``retention`` long, then purged in batches.
+Rows (each new dataset's ArrivalEvent, each complete exposure's ExposureIngested, one per
+exposure) are inserted with the registration, published right after the commit and marked.
+What could not be published stays pending for a drain (``claim`` -> publish ->
+``mark_published``) by the register function and reconcile, so "registered but not announced"
+cannot outlive an outage. Claims are leases (``lease_until``) taken by one ``UPDATE ...
+RETURNING`` (``FOR UPDATE SKIP LOCKED`` on PostgreSQL), not open transactions: a dead
+publisher's rows go out again when its lease expires (subscribers deduplicate on dataset id).
 """
 
 from __future__ import annotations

@@ -7,8 +7,7 @@ are computed by the database.
 
 Exposure answers are cached (LRU) keyed by the number of the exposure's datasets and its
 manifest's digest: datasets are only inserted and a manifest recorded once, so an unchanged key
-means an unchanged answer, and a night listing costs one grouped count. One cohesive concept,
-hence its length: every read shares that cache and the same exposure and night queries.
+means an unchanged answer, and a night listing costs one grouped count.
 """
 
 from __future__ import annotations

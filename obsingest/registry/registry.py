@@ -7,9 +7,7 @@ bytes return the existing dataset, different bytes raise ChecksumConflict (quara
 believed new (the Butler backend's group commit) is inserted in one statement per table. On
 PostgreSQL, once this process has committed the run and exposure rows, a new dataset, its
 datastore record and its outbox row are one autocommit statement (``_register_at_once_sql``).
-
-One module because it is one cohesive concept: the idempotent registration (its statements,
-retries and dimension rows); reads and the outbox live in their own modules.
+One cohesive concept: the idempotent registration (statements, retries, dimension rows).
 """
 
 from __future__ import annotations
