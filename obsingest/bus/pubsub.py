@@ -38,13 +38,7 @@ def topic_path(project: str, topic: str) -> str:
 class PubSubPublisher:
     """One PublisherClient per process, reused for every topic."""
 
-    def __init__(
-        self,
-        project: str,
-        *,
-        timeout: float = 5.0,
-        client: Any = None,
-    ) -> None:
+    def __init__(self, project: str, *, timeout: float = 5.0, client: Any = None) -> None:
         from google.api_core import exceptions as api_exceptions
         from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
 
@@ -63,12 +57,7 @@ class PubSubPublisher:
         self._direct_retried = tuple(e for e in also if e is not api_exceptions.DeadlineExceeded)
 
     def publish(
-        self,
-        topic: str,
-        data: bytes,
-        *,
-        key: str | None = None,
-        attributes: dict[str, str] | None = None,
+        self, topic: str, data: bytes, *, key: str | None = None, attributes: dict[str, str] | None = None
     ) -> str:
         """Publish and wait for the message id. ``key`` has no meaning for Pub/Sub (no ordering
         keys: subscribers deduplicate rather than rely on order) and is carried as an attribute."""
@@ -99,11 +88,7 @@ class PubSubPublisher:
                     "publish", request, self.timeout, generated, self._direct_retried
                 )
             message_id: str = response.message_ids[0]
-        except (
-            concurrent.futures.TimeoutError,
-            TimeoutError,
-            api_exceptions.DeadlineExceeded,
-        ) as exc:
+        except (concurrent.futures.TimeoutError, TimeoutError, api_exceptions.DeadlineExceeded) as exc:
             log_event(log, "pubsub.publish_timeout", logging.WARNING, topic=path, key=key)
             raise PublishFailed(f"publish to {path}: no confirmation in {self.timeout} s") from exc
         except (api_exceptions.GoogleAPIError, RuntimeError, ValueError) as exc:

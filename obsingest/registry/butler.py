@@ -47,12 +47,7 @@ from obsingest.exhaustion import as_exhausted
 from obsingest.logs import get_logger, log_event
 from obsingest.registry import tables
 from obsingest.registry.butler_reads import ButlerAudit, ButlerReads
-from obsingest.registry.butler_repo import (
-    ButlerSettings,
-    default_companion_url,
-    raw_formatter,
-    repo_of,
-)
+from obsingest.registry.butler_repo import ButlerSettings, default_companion_url, raw_formatter, repo_of
 from obsingest.registry.butler_setup import ButlerConflict, ButlerSetup
 from obsingest.registry.engine import make_engine
 from obsingest.registry.group_commit import GroupCommit, exposures_complete
@@ -100,12 +95,7 @@ class ButlerRegistry(Registry):
     """Registry whose datasets live in a daf_butler repository (see module doc)."""
 
     def __init__(
-        self,
-        engine: Any,
-        settings: RegistrySettings,
-        butler_settings: ButlerSettings,
-        butler: Any,
-        repo: str,
+        self, engine: Any, settings: RegistrySettings, butler_settings: ButlerSettings, butler: Any, repo: str
     ) -> None:
         super().__init__(engine, settings)
         self.butler = butler
@@ -166,10 +156,7 @@ class ButlerRegistry(Registry):
 
     # registration: group commit ----------------------------------------------------------------
     def register(
-        self,
-        record: FileRecord,
-        exposure: ExposureRecord | None = None,
-        announce: Announcer | None = None,
+        self, record: FileRecord, exposure: ExposureRecord | None = None, announce: Announcer | None = None
     ) -> Registration:
         """Register one file; returns once the Butler and then the companion have it. The
         outbox row is written after the Butler commit, so no dataset is announced unheld."""
@@ -411,17 +398,10 @@ class ButlerRegistry(Registry):
         detector_record = self.setup.detector_records.get((instrument, detector))
         if records is None or detector_record is None:
             return DataCoordinate.standardize(
-                instrument=instrument,
-                exposure=exposure,
-                detector=detector,
-                universe=self.butler.dimensions,
+                instrument=instrument, exposure=exposure, detector=detector, universe=self.butler.dimensions
             )
         dimensions = dtype.dimensions
-        given: dict[str, int | str] = {
-            "instrument": instrument,
-            "exposure": exposure,
-            "detector": detector,
-        }
+        given: dict[str, int | str] = {"instrument": instrument, "exposure": exposure, "detector": detector}
         plain = DataCoordinate.from_required_values(
             dimensions, tuple(given[name] for name in dimensions.required)
         )

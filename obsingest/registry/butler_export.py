@@ -63,13 +63,7 @@ def export_butler(
     ``target`` (module doc) picks the formatter of each instrument's raws and the raw dataset
     type's storage class; ``formatters`` ({instrument: class}) and ``storage_class`` override
     them."""
-    from lsst.daf.butler import (
-        DatasetIdGenEnum,
-        DatasetRef,
-        DatasetType,
-        DimensionUniverse,
-        FileDataset,
-    )
+    from lsst.daf.butler import DatasetIdGenEnum, DatasetRef, DatasetType, DimensionUniverse, FileDataset
     from lsst.daf.butler.registry.interfaces import RunRecord
     from lsst.daf.butler.transfers import YamlRepoExportBackend
 
@@ -93,12 +87,7 @@ def export_butler(
             if key not in seen[element]:
                 seen[element].add(key)
                 records[element].append(with_timespan(record))
-    dtype = DatasetType(
-        registry.settings.dataset_type,
-        RAW_DIMENSIONS,
-        storage_class,
-        universe=universe,
-    )
+    dtype = DatasetType(registry.settings.dataset_type, RAW_DIMENSIONS, storage_class, universe=universe)
     by_run: dict[str, list[Any]] = defaultdict(list)
     for row in datasets:
         ref = DatasetRef(
@@ -122,14 +111,7 @@ def export_butler(
     with path.open("w") as stream:
         backend = YamlRepoExportBackend(stream, universe)
         # dependency order: what a record refers to comes first
-        for element in (
-            "instrument",
-            "detector",
-            "physical_filter",
-            "group",
-            "day_obs",
-            "exposure",
-        ):
+        for element in ("instrument", "detector", "physical_filter", "group", "day_obs", "exposure"):
             if records[element]:
                 cls = universe[element].RecordClass
                 backend.saveDimensionData(universe[element], *(cls(**r) for r in records[element]))

@@ -152,10 +152,7 @@ class ButlerAudit(RegistryAudit):
     """Reconcile's queries on a Butler-backed registry: ``registered_uris`` asks the Butler."""
 
     def __init__(
-        self,
-        engine: Engine,
-        retrying: Callable[[Callable[[], Any]], Any] | None,
-        reads: ButlerReads,
+        self, engine: Engine, retrying: Callable[[Callable[[], Any]], Any] | None, reads: ButlerReads
     ) -> None:
         super().__init__(engine, retrying)
         self.reads = reads

@@ -35,12 +35,7 @@ def autocommit_rows(engine: Engine, sql: str, params: Any) -> list[tuple[Any, ..
         return rows
     except dbapi_error as exc:
         raise DBAPIError.instance(
-            sql,
-            params,
-            exc,
-            dbapi_error,
-            connection_invalidated=True,
-            dialect=engine.dialect,
+            sql, params, exc, dbapi_error, connection_invalidated=True, dialect=engine.dialect
         ) from exc
     finally:
         if not done:

@@ -143,12 +143,7 @@ class IngestedCheck:
         self._build_statements()
 
     def _build_statements(self) -> None:
-        m, c, d, r = (
-            tables.exposure_manifest,
-            exposure_closure,
-            tables.dataset,
-            tables.datastore_record,
-        )
+        m, c, d, r = (tables.exposure_manifest, exposure_closure, tables.dataset, tables.datastore_record)
         ours = (d.c.dataset_type == bindparam("dt"), d.c.run == bindparam("run"))
         registered = (
             select(func.count())
@@ -245,12 +240,7 @@ class IngestedCheck:
         return _State(*rows[0]) if rows else None
 
     def _presence(
-        self,
-        instrument: str,
-        exposure: int,
-        day_obs: int,
-        expected: Sequence[int],
-        key: dict[str, Any],
+        self, instrument: str, exposure: int, day_obs: int, expected: Sequence[int], key: dict[str, Any]
     ) -> ExposurePresence:
         rows = self._read(lambda conn: conn.execute(self._q_rows, key).all())
         registered: list[tuple[int, float | None]] = []

@@ -169,9 +169,7 @@ def migrate(engine: Engine) -> int:
             migration.apply(conn)
             conn.execute(
                 insert(tables.schema_version).values(
-                    version=migration.version,
-                    description=migration.description,
-                    applied_at=datetime.now(UTC),
+                    version=migration.version, description=migration.description, applied_at=datetime.now(UTC)
                 )
             )
             applied += 1

@@ -65,10 +65,7 @@ _INSERT = arrival_outbox.insert().returning(arrival_outbox.c.id)
 _INSERT_MANY = arrival_outbox.insert().returning(arrival_outbox.c.id, arrival_outbox.c.dataset_id)
 _MARK = (
     update(arrival_outbox)
-    .where(
-        arrival_outbox.c.id.in_(bindparam("ids", expanding=True)),
-        arrival_outbox.c.published_at.is_(None),
-    )
+    .where(arrival_outbox.c.id.in_(bindparam("ids", expanding=True)), arrival_outbox.c.published_at.is_(None))
     .values(published_at=bindparam("at"), lease_until=None, last_error="")
 )
 #: ``_MARK`` on PostgreSQL, committing without waiting for its WAL flush
@@ -119,11 +116,7 @@ _CLAIM_DATASET = (
 
 
 def insert_row(
-    conn: Connection,
-    dataset_id: uuid.UUID,
-    message: OutboxMessage,
-    now: datetime,
-    lease_seconds: float,
+    conn: Connection, dataset_id: uuid.UUID, message: OutboxMessage, now: datetime, lease_seconds: float
 ) -> int:
     """Add the announcement of ``dataset_id`` inside the caller's (registration) transaction,
     leased to the caller for its immediate publish; returns the row id."""
@@ -132,10 +125,7 @@ def insert_row(
 
 
 def insert_rows(
-    conn: Connection,
-    entries: list[tuple[uuid.UUID, OutboxMessage]],
-    now: datetime,
-    lease_seconds: float,
+    conn: Connection, entries: list[tuple[uuid.UUID, OutboxMessage]], now: datetime, lease_seconds: float
 ) -> dict[uuid.UUID, int]:
     """``insert_row`` for many datasets in one statement: dataset id -> row id."""
     if not entries:
@@ -170,11 +160,7 @@ def outbox_values(
 
 
 def insert_row_once(
-    conn: Connection,
-    key: uuid.UUID,
-    message: OutboxMessage,
-    now: datetime,
-    lease_seconds: float,
+    conn: Connection, key: uuid.UUID, message: OutboxMessage, now: datetime, lease_seconds: float
 ) -> int | None:
     """Add an announcement under ``key`` unless one exists (INSERT ... ON CONFLICT DO NOTHING on
     the unique key): its row id, leased to the caller, or None when another caller's row exists.

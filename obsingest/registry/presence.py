@@ -219,12 +219,7 @@ class PresenceReader:
 
     # statements, built once (SQLAlchemy's compiled cache then serves every call) -------------
     def _build_statements(self, dialect: str) -> None:
-        d, r, e, m = (
-            tables.dataset,
-            tables.datastore_record,
-            tables.exposure,
-            tables.exposure_manifest,
-        )
+        d, r, e, m = (tables.dataset, tables.datastore_record, tables.exposure, tables.exposure_manifest)
         latency = _latency(dialect).label("latency")
         ccd_cols: tuple[ColumnElement[Any], ...]
         ccd_cols = (d.c.id, d.c.dataset_type, d.c.run, d.c.instrument, d.c.exposure, d.c.detector)
@@ -261,9 +256,7 @@ class PresenceReader:
         # changes it, which is all a version must do).
         ids = union(
             select(e.c.id.label("exposure")).where(
-                e.c.instrument == bindparam("inst"),
-                bindparam("lo") <= e.c.id,
-                e.c.id <= bindparam("hi"),
+                e.c.instrument == bindparam("inst"), bindparam("lo") <= e.c.id, e.c.id <= bindparam("hi")
             ),
             select(m.c.exposure.label("exposure")).where(
                 m.c.instrument == bindparam("inst"),
@@ -281,11 +274,7 @@ class PresenceReader:
             select(page.c.exposure, kept.c.digest, datasets.label("datasets"))
             .select_from(
                 page.outerjoin(
-                    kept,
-                    and_(
-                        kept.c.instrument == bindparam("inst"),
-                        kept.c.exposure == page.c.exposure,
-                    ),
+                    kept, and_(kept.c.instrument == bindparam("inst"), kept.c.exposure == page.c.exposure)
                 )
             )
             .order_by(page.c.exposure)
@@ -307,11 +296,7 @@ class PresenceReader:
         self._p_state = Prepared(self.engine, self._q_state)
 
     def _ours(self, instrument: str) -> dict[str, Any]:
-        return {
-            "dt": self.dataset_type,
-            "run": run_name(self.run_template, instrument),
-            "inst": instrument,
-        }
+        return {"dt": self.dataset_type, "run": run_name(self.run_template, instrument), "inst": instrument}
 
     # CCDs ------------------------------------------------------------------------------------
     def ccd(self, instrument: str, exposure: int, detector: int) -> CcdPresence:

@@ -17,12 +17,7 @@ from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import make_url
 
 from obsingest.errors import PermanentError
-from obsingest.registry.butler_repo import (
-    ButlerSettings,
-    default_companion_url,
-    is_butler_url,
-    repo_of,
-)
+from obsingest.registry.butler_repo import ButlerSettings, default_companion_url, is_butler_url, repo_of
 from obsingest.settings import RegistrySettings
 
 #: how much of a SQLite registry a reader maps into memory (a night of LSSTCam: ~150 MB)

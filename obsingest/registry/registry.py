@@ -195,10 +195,7 @@ class Registry:
         self._insert_datastore = self._insert(tables.datastore_record)
         self._select_existing = (
             select(tables.dataset.c.ingest_time, tables.datastore_record)
-            .join(
-                tables.datastore_record,
-                tables.datastore_record.c.dataset_id == tables.dataset.c.id,
-            )
+            .join(tables.datastore_record, tables.datastore_record.c.dataset_id == tables.dataset.c.id)
             .where(tables.dataset.c.id == bindparam("ds_id"))
         )
         # the exposure upsert: insert, or fill the fields that are still unknown (COALESCE)
@@ -292,10 +289,7 @@ class Registry:
         return nullcontext()
 
     def register(
-        self,
-        record: FileRecord,
-        exposure: ExposureRecord | None = None,
-        announce: Announcer | None = None,
+        self, record: FileRecord, exposure: ExposureRecord | None = None, announce: Announcer | None = None
     ) -> Registration:
         """Register one file; idempotent for the same bytes, ChecksumConflict for different ones.
 
@@ -408,11 +402,7 @@ class Registry:
         return inserted
 
     def _register(
-        self,
-        conn: Connection,
-        record: FileRecord,
-        exposure: ExposureRecord,
-        dimensions_written: bool = False,
+        self, conn: Connection, record: FileRecord, exposure: ExposureRecord, dimensions_written: bool = False
     ) -> Registration:
         data_id = record.data_id
         dtype = self.settings.dataset_type

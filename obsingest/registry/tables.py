@@ -105,11 +105,7 @@ dataset_type = Table(
     Column("storage_class", String(64), nullable=False),
 )
 
-run = Table(
-    "run",
-    metadata,
-    Column("name", String(200), primary_key=True),
-)
+run = Table("run", metadata, Column("name", String(200), primary_key=True))
 
 dataset = Table(
     "dataset",
