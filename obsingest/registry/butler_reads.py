@@ -172,7 +172,7 @@ class ButlerAudit(RegistryAudit):
             def fetch(c: Connection, q: Any = query) -> list[dict[str, Any]]:
                 return [dict(m) for m in c.execute(q).mappings()]
 
-            rows.extend(self._read(fetch))
+            rows.extend(self._run(fetch))
         return self.reads.held(rows) if rows else set()
 
 

@@ -300,18 +300,7 @@ class IngestedCheck:
             attributes=ingested_attributes(event),
         )
         c = exposure_closure
-        closure = {
-            "instrument": inst,
-            "exposure": exp,
-            "status": status,
-            "closed_by": self.closed_by,
-            "closed_at": now,
-            "missing": 0,
-            "latency_max": presence.latency_max,
-            "ingested_at": now,
-            "event_id": eid,
-        }
-        first_closure = self._insert(c).values(closure).on_conflict_do_nothing().returning(c.c.exposure)
+        first_closure = self._first_closure(presence, status, now, eid)
         late_completion = (
             update(c)
             .where(c.c.instrument == inst, c.c.exposure == exp, c.c.ingested_at.is_(None))
@@ -332,6 +321,25 @@ class IngestedCheck:
             return Closing(inst, exp, ALREADY, presence)
         return Closing(inst, exp, EMITTED, presence, event, message, row_id, counted, status)
 
+    def _first_closure(
+        self, presence: ExposurePresence, status: str, now: datetime, eid: uuid.UUID | None = None
+    ) -> Any:
+        """Insert the exposure's closure unless it has one (returning it when inserted);
+        ``eid``: the ExposureIngested written with it (None: closed incomplete)."""
+        c = exposure_closure
+        values = {
+            "instrument": presence.instrument,
+            "exposure": presence.exposure,
+            "status": status,
+            "closed_by": self.closed_by,
+            "closed_at": now,
+            "missing": len(presence.missing),
+            "latency_max": presence.latency_max,
+            "ingested_at": now if eid is not None else None,
+            "event_id": eid,
+        }
+        return self._insert(c).values(values).on_conflict_do_nothing().returning(c.c.exposure)
+
     # the deadline ------------------------------------------------------------------------------
     def close_incomplete(self, instrument: str, exposure: int) -> Closing:
         """The exposure's deadline passed: record it closed ``incomplete`` unless it was closed
@@ -344,23 +352,7 @@ class IngestedCheck:
         presence = self._presence(instrument, exposure, state.day_obs, expected, key)
         if not presence.missing:  # completed after all (its check was lost): its event
             return self.check(instrument, exposure)
-        c = exposure_closure
-        stmt = (
-            self._insert(c)
-            .values(
-                instrument=instrument,
-                exposure=exposure,
-                status=INCOMPLETE,
-                closed_by=self.closed_by,
-                closed_at=self.clock(),
-                missing=len(presence.missing),
-                latency_max=presence.latency_max,
-                ingested_at=None,
-                event_id=None,
-            )
-            .on_conflict_do_nothing()
-            .returning(c.c.exposure)
-        )
+        stmt = self._first_closure(presence, INCOMPLETE, self.clock())
         counted = self._write(lambda conn: conn.execute(stmt).first()) is not None
         return Closing(instrument, exposure, CLOSED_INCOMPLETE, presence, counted=counted, status=INCOMPLETE)
 

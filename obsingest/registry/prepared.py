@@ -3,7 +3,7 @@
 Why: SQLAlchemy's per-execution work costs as much as the query itself on SQLite, and the
 presence API answers hundreds of lookups a second. Statements stay SQLAlchemy Core, compiled for
 the engine's dialect; only execution skips the layer. Values come back as the driver gives them
-(``db_datetime``, ``db_uuid`` normalise SQLite's text); a driver error invalidates the
+(``db_datetime`` normalises SQLite's text); a driver error invalidates the
 connection and becomes ``RegistryUnavailable``, as SQLAlchemy would.
 """
 
@@ -63,11 +63,6 @@ def db_datetime(value: Any) -> datetime | None:
     if value is None:
         return None
     return as_utc(datetime.fromisoformat(value) if isinstance(value, str) else value)
-
-
-def db_uuid(value: Any) -> uuid.UUID:
-    """A UUID as the driver returns it (SQLite: 32 hex digits)."""
-    return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
 
 
 def uuid_param(engine: Engine, value: uuid.UUID) -> Any:

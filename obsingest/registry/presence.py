@@ -54,7 +54,8 @@ from obsingest.registry.completeness import (
     NightPage,
     summarize,
 )
-from obsingest.registry.prepared import Prepared, db_datetime, db_uuid, uuid_param
+from obsingest.registry.outbox import as_uuid
+from obsingest.registry.prepared import Prepared, db_datetime, uuid_param
 from obsingest.registry.readonly import make_readonly_engine, require_tables
 from obsingest.settings import RegistrySettings, run_name
 from obsingest.timescales import as_utc
@@ -343,7 +344,7 @@ class PresenceReader:
             detector=detector,
             day_obs=exposure_day_obs(exposure),
             registered=True,
-            dataset_id=str(db_uuid(ds_id)),
+            dataset_id=str(as_uuid(ds_id)),
             dataset_type=dtype,
             run=run,
             uri=uri,

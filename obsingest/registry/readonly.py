@@ -18,6 +18,7 @@ from sqlalchemy.engine import make_url
 
 from obsingest.errors import PermanentError
 from obsingest.registry.butler_repo import ButlerSettings, default_companion_url, is_butler_url, repo_of
+from obsingest.registry.engine import pool_options, psycopg_url
 from obsingest.settings import RegistrySettings
 
 #: how much of a SQLite registry a reader maps into memory (a night of LSSTCam: ~150 MB)
@@ -37,12 +38,7 @@ def readonly_url(url: str) -> str:
 
 def make_readonly_engine(settings: RegistrySettings) -> Engine:
     """A pooled engine that cannot write (see module doc)."""
-    url = readonly_url(settings.url)
-    pool: dict[str, Any] = {
-        "pool_size": settings.pool_size,
-        "max_overflow": settings.max_overflow,
-        "pool_timeout": settings.pool_timeout,
-    }
+    url, pool = psycopg_url(readonly_url(settings.url)), pool_options(settings)
     if url.startswith("sqlite"):
         path = make_url(url).database
         if not path or path == ":memory:":
@@ -65,8 +61,6 @@ def make_readonly_engine(settings: RegistrySettings) -> Engine:
             cur.close()
 
         return engine
-    if url.startswith("postgresql://"):
-        url = "postgresql+psycopg://" + url[len("postgresql://") :]
     if url.startswith("postgresql"):
         return create_engine(
             url,
