@@ -1,11 +1,9 @@
 """Publish to Google Pub/Sub (or its emulator, via PUBSUB_EMULATOR_HOST).
 
-``publish`` returns the message id only once Pub/Sub has the message: the register function acks
-its input after it returns. Each call is one Publish RPC in the calling thread, not the batching
-client: every caller waits for its own message anyway, and the batcher's threads and futures
-cost several times the RPC's CPU. The RPC is a plain gRPC call with the raw protobufs
-(``direct_rpc``); a failure the generated ``api.publish`` would retry is published again through
-it, whose retry policy is bounded by what is left of ``timeout``.
+``publish`` returns the message id only once Pub/Sub has the message. Each call is one Publish
+RPC in the calling thread, not the batching client (every caller waits for its own message, and
+the batcher's threads cost more CPU than the RPC), made directly (``direct_rpc``); a failure the
+generated ``api.publish`` would retry goes through it, bounded by what is left of ``timeout``.
 
 Every failure is a RetriableError (PublishFailed), even a missing topic: it is never the input's
 fault, so the message is redelivered (and eventually dead-lettered), not quarantined.

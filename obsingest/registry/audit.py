@@ -1,7 +1,6 @@
-"""Registry queries of the reconcile service: the registry's side of comparing bucket and
-registry. Batched lookups by URI (registered? quarantined?), the rows stored in a time window (to
-find objects that are gone), and the canary log (written by reconcile, marked seen by the
-register function when the canary's finalize event arrives).
+"""The reconcile service's registry queries: batched lookups by URI (registered? quarantined?),
+rows stored in a time window (objects gone), and the canary log (written by reconcile, marked
+seen by the register function when the canary's finalize event arrives).
 """
 
 from __future__ import annotations

@@ -20,9 +20,7 @@ retriably; the redelivery, or reconcile (registered = Butler *and* companion,
 ``butler_reads.ButlerAudit``), finds the dataset in the Butler and records and announces it once.
 
 A Butler transaction costs about the same whatever its size, so registrations are group-committed
-(``group_commit``): concurrent callers of an exposure share one ingest, a batch waits at most
-``gather`` seconds for callers still reading their file (``arriving``), a lone caller goes at once.
-The leader sets up the exposure's dimension records while the batch gathers.
+(``group_commit``): concurrent callers of an exposure share one ingest.
 One cohesive concept: the Butler as the registry of record, in the three steps above.
 """
 

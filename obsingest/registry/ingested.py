@@ -1,20 +1,16 @@
 """The exposures-ingested check: is this exposure complete now, and if so, write its one
 ExposureIngested to the outbox, exactly once, however many processes ask.
 
-Why *after* the registering commit: under READ COMMITTED two processes registering an exposure's
-last two CCDs could each miss the other's; checked after its commit, the later one sees both.
-Several checks may see it complete: the outbox row is keyed by the exposure's deterministic
-``event_id`` (uuid5 of instrument and exposure), so one INSERT wins and the event is published
-and drained like any ArrivalEvent.
-
-Who asks: the register function after each registration (redeliveries included) and each
-manifest it records, and the facility ``sweep`` of manifests in its window. Without a manifest
-nothing is emitted: the expected set is not guessed.
+Checked *after* the registering commit: under READ COMMITTED two processes registering an
+exposure's last two CCDs could each miss the other's; after the commit the later one sees both.
+The outbox row is keyed by the exposure's deterministic ``event_id``, so one INSERT wins.
+Asked by the register function (each registration and manifest) and the facility ``sweep``;
+without a manifest nothing is emitted (the expected set is not guessed).
 
 ``exposure_closure`` keeps each exposure's *first* closure (``ok`` / ``over_budget`` with the
-event, or from the sweep once its deadline, obs_start + exposure time + ``allowance``, passed
-incomplete). Metrics count an exposure when that row is inserted (``Closing.counted``), so it is
-counted once; a late completion still gets its event.
+event, or ``incomplete`` from the sweep once obs_start + exposure time + ``allowance`` passed);
+metrics count an exposure when that row is inserted (``Closing.counted``), so once; a late
+completion still gets its event.
 """
 
 from __future__ import annotations

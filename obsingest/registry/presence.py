@@ -323,21 +323,8 @@ class PresenceReader:
     def _ccd_of(self, row: tuple[Any, ...]) -> CcdPresence:
         """A row of ``_q_ccd`` / ``_q_dataset`` (columns in ``ccd_cols`` order) as the driver
         gives it."""
-        (
-            ds_id,
-            dtype,
-            run,
-            instrument,
-            exposure,
-            detector,
-            ingest_time,
-            uri,
-            size,
-            checksum,
-            transport,
-            readout_time,
-            latency,
-        ) = row
+        ds_id, dtype, run, instrument, exposure, detector, ingest_time, uri, size, checksum = row[:10]
+        transport, readout_time, latency = row[10:]
         return CcdPresence(
             instrument=instrument,
             exposure=exposure,
