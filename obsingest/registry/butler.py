@@ -39,7 +39,6 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from obsingest.dataid import dataset_id
 from obsingest.errors import ChecksumConflict, ObsIngestError, PermanentError
 from obsingest.exhaustion import as_exhausted
 from obsingest.logs import get_logger, log_event
@@ -59,6 +58,7 @@ from obsingest.registry.registry import (
     Registration,
     Registry,
     RegistryUnavailable,
+    checksum_conflict,
 )
 from obsingest.settings import RegistrySettings, run_name
 
@@ -215,15 +215,10 @@ class ButlerRegistry(Registry):
     def _checked(self, batch: Sequence[_Pending]) -> list[tuple[_Pending, Registration]]:
         """Each item with its (provisional) registration, ``created`` when the companion does
         not know the dataset; items recorded with other bytes finish with a ChecksumConflict."""
-        now = datetime.now(UTC)
-        planned = []
-        for p in batch:
-            run = run_name(self.settings.run, p.record.data_id.instrument)
-            ds_id = dataset_id(p.record.data_id, self.settings.dataset_type, run)
-            planned.append((p, ds_id, run))
+        planned = [(p, self._planned(p.record)) for p in batch]
         r = tables.datastore_record
         query = select(r.c.dataset_id, r.c.uri, r.c.size, r.c.checksum).where(
-            r.c.dataset_id.in_(sorted({ds_id for _, ds_id, _ in planned}))
+            r.c.dataset_id.in_(sorted({reg.dataset_id for _, reg in planned}))
         )
 
         def read() -> dict[uuid.UUID, Any]:
@@ -232,21 +227,12 @@ class ButlerRegistry(Registry):
 
         known = self._retrying(read)
         ok = []
-        for p, ds_id, run in planned:
-            row = known.get(ds_id)
+        for p, reg in planned:
+            row = known.get(reg.dataset_id)
             if row is not None and (row.checksum != p.record.checksum or row.size != p.record.size):
-                p.finish(
-                    None,
-                    ChecksumConflict(
-                        f"{p.record.data_id.key}: already registered as {row.uri} with "
-                        f"{row.checksum} ({row.size} bytes); refusing {p.record.uri} with "
-                        f"{p.record.checksum} ({p.record.size} bytes)"
-                    ),
-                )
+                p.finish(None, checksum_conflict(p.record, row.uri, row.checksum, row.size))
                 continue
-            uri = row.uri if row is not None else p.record.uri
-            reg = Registration(ds_id, self.settings.dataset_type, run, row is None, now, uri)
-            ok.append((p, reg))
+            ok.append((p, reg if row is None else dataclasses.replace(reg, created=False, uri=row.uri)))
         return ok
 
     # 2. the Butler -----------------------------------------------------------------------------

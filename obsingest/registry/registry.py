@@ -331,17 +331,12 @@ class Registry:
         """PostgreSQL, dimension rows committed: a new dataset with its datastore record and
         outbox row in one autocommit statement (``_register_at_once_sql``); None when the dataset
         exists (nothing written). Retrying it is safe: it is atomic."""
-        data_id = record.data_id
-        dtype = self.settings.dataset_type
-        run = run_name(self.settings.run, data_id.instrument)
-        ds_id = dataset_id(data_id, dtype, run)
-        now = datetime.now(UTC)
-        registration = Registration(ds_id, dtype, run, True, now, record.uri)
-        message = announce(registration)
+        registration = self._planned(record)
+        ds_id, now = registration.dataset_id, registration.registered_time
         rows = (
-            _dataset_values(registration, data_id),
+            _dataset_values(registration, record.data_id),
             _datastore_values(ds_id, record),
-            outbox_values(ds_id, message, now, OUTBOX_LEASE_SECONDS),
+            outbox_values(ds_id, announce(registration), now, OUTBOX_LEASE_SECONDS),
         )
         sql = _register_at_once_sql(*(tuple(row) for row in rows))
         params = {key: value for row in rows for key, value in row.items()}
@@ -404,26 +399,26 @@ class Registry:
     def _register(
         self, conn: Connection, record: FileRecord, exposure: ExposureRecord, dimensions_written: bool = False
     ) -> Registration:
-        data_id = record.data_id
-        dtype = self.settings.dataset_type
-        run = run_name(self.settings.run, data_id.instrument)
-        ds_id = dataset_id(data_id, dtype, run)
-        now = datetime.now(UTC)
+        registration = self._planned(record)
+        ds_id = registration.dataset_id
         if not dimensions_written:
-            self._write_dimensions(conn, run, exposure)
-        registration = Registration(ds_id, dtype, run, True, now, record.uri)
-        inserted = conn.execute(self._insert_dataset, _dataset_values(registration, data_id)).first()
+            self._write_dimensions(conn, registration.run, exposure)
+        inserted = conn.execute(self._insert_dataset, _dataset_values(registration, record.data_id)).first()
         if inserted is not None:
             conn.execute(self._insert_datastore, _datastore_values(ds_id, record))
             return registration
         row = conn.execute(self._select_existing, {"ds_id": ds_id}).mappings().one()
         if row["checksum"] != record.checksum or row["size"] != record.size:
-            raise ChecksumConflict(
-                f"{data_id.key}: already registered as {row['uri']} with {row['checksum']} "
-                f"({row['size']} bytes); refusing {record.uri} with {record.checksum} "
-                f"({record.size} bytes)"
-            )
-        return Registration(ds_id, dtype, run, False, as_utc(row["ingest_time"]) or now, row["uri"])
+            raise checksum_conflict(record, row["uri"], row["checksum"], row["size"])
+        registered = as_utc(row["ingest_time"]) or registration.registered_time
+        return dataclasses.replace(registration, created=False, registered_time=registered, uri=row["uri"])
+
+    def _planned(self, record: FileRecord) -> Registration:
+        """``record``'s registration as a new dataset, now."""
+        dtype = self.settings.dataset_type
+        run = run_name(self.settings.run, record.data_id.instrument)
+        ds_id = dataset_id(record.data_id, dtype, run)
+        return Registration(ds_id, dtype, run, True, datetime.now(UTC), record.uri)
 
     # facility: arrivals outbox, reconcile queries, canary (outbox.py, audit.py) ---------------
     def _with_outbox_row(
@@ -512,6 +507,14 @@ class Registry:
     def count_datasets(self) -> int:
         with self.engine.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(tables.dataset)).scalar() or 0)
+
+
+def checksum_conflict(record: FileRecord, uri: str, checksum: str, size: int) -> ChecksumConflict:
+    """``record``'s data id is registered as ``uri`` with other bytes."""
+    return ChecksumConflict(
+        f"{record.data_id.key}: already registered as {uri} with {checksum} ({size} bytes); "
+        f"refusing {record.uri} with {record.checksum} ({record.size} bytes)"
+    )
 
 
 def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
