@@ -32,6 +32,8 @@ T = TypeVar("T")
 
 #: a lost race is over in milliseconds; a database that stays down is the caller's retry
 SETUP_RETRY = RetryPolicy(max_attempts=6, base_delay=0.05, max_delay=0.5, deadline=10.0)
+#: an exposure's other dimension records, inserted in this order (before its exposure record)
+_ELEMENTS = ("physical_filter", "group", "day_obs")
 
 
 class ButlerConflict(PermanentError, reason="butler-conflict"):
@@ -62,11 +64,7 @@ class ButlerSetup:
         #: per (instrument, exposure): the DimensionRecords a data id is expanded with
         self.exposure_records: dict[tuple[str, int], dict[str, Any]] = {}
         #: physical_filter, group and day_obs records this process wrote, by (instrument, name)
-        self._written: dict[str, dict[tuple[Any, ...], Any]] = {
-            "physical_filter": {},
-            "group": {},
-            "day_obs": {},
-        }
+        self._written: dict[str, dict[tuple[Any, ...], Any]] = {e: {} for e in _ELEMENTS}
 
     def _do(self, what: str, fn: Callable[[], T]) -> T:
         def attempt(_remaining: float) -> T:
@@ -185,11 +183,7 @@ class ButlerSetup:
             return
         instruments = {key[0]: self.instrument(key[0]) for key in todo}
         made = {key: butler_records.exposure_records(exp) for key, exp in todo.items()}
-        new: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {
-            "physical_filter": {},
-            "group": {},
-            "day_obs": {},
-        }
+        new: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {e: {} for e in _ELEMENTS}
         for records in made.values():
             for element, found in new.items():
                 record = records[element]

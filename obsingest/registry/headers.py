@@ -27,27 +27,17 @@ from obsingest.fits import Hdu
 from obsingest.registry.registry import ExposureRecord
 from obsingest.timescales import time_as_utc
 
-#: lengths of the Butler's string columns (daf_butler dimensions.yaml, universe 8)
+#: the record's strings: the card each comes from (named when too long) and the length of its
+#: Butler column (daf_butler dimensions.yaml, universe 8)
 _LENGTHS = {
-    "obs_id": 64,
-    "group_name": 64,
-    "physical_filter": 32,
-    "band": 32,
-    "observation_type": 16,
-    "observation_reason": 68,
-    "science_program": 64,
-    "target_name": 64,
-}
-#: the cards the record's strings come from, named when one is too long
-_CARDS = {
-    "obs_id": "OBSID",
-    "group_name": "GROUPID",
-    "physical_filter": "FILTER",
-    "band": "FILTER",
-    "observation_type": "IMGTYPE",
-    "observation_reason": "REASON",
-    "science_program": "PROGRAM",
-    "target_name": "OBJECT",
+    "obs_id": ("OBSID", 64),
+    "group_name": ("GROUPID", 64),
+    "physical_filter": ("FILTER", 32),
+    "band": ("FILTER", 32),
+    "observation_type": ("IMGTYPE", 16),
+    "observation_reason": ("REASON", 68),
+    "science_program": ("PROGRAM", 64),
+    "target_name": ("OBJECT", 64),
 }
 
 
@@ -71,11 +61,11 @@ def exposure_from_header(primary: Hdu, data_id: DataId, name: str) -> ExposureRe
         record = cached[1]
     else:
         record = _record(result, data_id)
-        for field, limit in _LENGTHS.items():
+        for field, (card, limit) in _LENGTHS.items():
             value = getattr(record, field)
             if value is not None and len(value) > limit:
                 raise BadHeader(
-                    f"object {name!r}: header {_CARDS[field]} gives a {field} of {len(value)} "
+                    f"object {name!r}: header {card} gives a {field} of {len(value)} "
                     f"characters, the Butler keeps at most {limit}: {value[:40]!r}..."
                 )
         with _FIELDS_LOCK:
