@@ -51,7 +51,6 @@ class RegistryAudit:
         result: T = self._retrying(run)
         return result
 
-    # bucket vs registry ----------------------------------------------------------------------
     def registered_uris(self, uris: Iterable[str]) -> set[str]:
         """Which of ``uris`` have a datastore record."""
         return self._present(tables.datastore_record.c.uri, uris)
@@ -86,7 +85,6 @@ class RegistryAudit:
             query = query.where(r.c.uri.startswith(uri_prefix, autoescape=True))
         return self._run(lambda c: [dict(m) for m in c.execute(query).mappings()])
 
-    # canary ----------------------------------------------------------------------------------
     def canary_written(self, name: str, at: datetime) -> None:
         """Record a canary about to be written (before the object: its event cannot come first)."""
         stmt = self._insert(canary).values(name=name, written_at=at, seen_at=None)

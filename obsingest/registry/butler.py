@@ -134,7 +134,6 @@ class ButlerRegistry(Registry):
         super().close()
         self.butler.close()
 
-    # reads: the Butler itself (butler_reads) --------------------------------------------------
     @cached_property
     def reads(self) -> ButlerReads:
         return ButlerReads(self.butler, self.engine, self.settings, self._butler_lock)
@@ -152,7 +151,6 @@ class ButlerRegistry(Registry):
         """How many raws the Butler holds in the configured runs."""
         return self.reads.count()
 
-    # registration: group commit ----------------------------------------------------------------
     def register(
         self, record: FileRecord, exposure: ExposureRecord | None = None, announce: Announcer | None = None
     ) -> Registration:
@@ -211,9 +209,8 @@ class ButlerRegistry(Registry):
         self.stats.seconds += seconds
         log_event(log, "butler.batch", files=len(batch), ingest_ms=round(seconds * 1000, 2))
 
-    # 1. the companion's checksums --------------------------------------------------------------
     def _checked(self, batch: Sequence[_Pending]) -> list[tuple[_Pending, Registration]]:
-        """Each item with its (provisional) registration, ``created`` when the companion does
+        """Step 1: each item with its (provisional) registration, ``created`` when the companion does
         not know the dataset; items recorded with other bytes finish with a ChecksumConflict."""
         planned = [(p, self._planned(p.record)) for p in batch]
         r = tables.datastore_record
@@ -235,11 +232,10 @@ class ButlerRegistry(Registry):
             ok.append((p, reg if row is None else dataclasses.replace(reg, created=False, uri=row.uri)))
         return ok
 
-    # 2. the Butler -----------------------------------------------------------------------------
     def _butler_step(
         self, ok: Sequence[tuple[_Pending, Registration]]
     ) -> list[tuple[_Pending, Registration]]:
-        """Ingest ``ok``; returns the items the Butler now holds, finishes the others. A
+        """Step 2: ingest ``ok``; returns the items the Butler now holds, finishes the others. A
         permanent refusal of a multi-exposure batch is retried per exposure."""
         try:
             refused = self._in_butler(ok)
@@ -401,9 +397,8 @@ class ButlerRegistry(Registry):
             found = self._formatters[name] = get_class_of(name)
         return found
 
-    # 3. the companion's record and the outbox --------------------------------------------------
     def _companion_step(self, held: Sequence[tuple[_Pending, Registration]]) -> None:
-        """Record the held datasets and the new ones' outbox rows in one companion transaction.
+        """Step 3: record the held datasets and the new ones' outbox rows in one companion transaction.
         If it fails, the callers fail retriably and the Butler keeps the datasets for the
         redelivery (or reconcile). A message that cannot be built fails only its caller."""
 

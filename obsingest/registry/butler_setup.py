@@ -75,7 +75,6 @@ class ButlerSetup:
 
         return call_with_retries(attempt, _race, SETUP_RETRY, what=what, on_retry=retried)
 
-    # the whole of it -------------------------------------------------------------------------
     def prepare(self, runs: Iterable[str], instruments: Iterable[str]) -> dict[str, Any]:
         """Dataset type, runs, instruments and their detectors; what was ensured, for humans."""
         dtype = self.dataset_type()
@@ -102,7 +101,6 @@ class ButlerSetup:
             for written in self._written.values():
                 written.clear()
 
-    # steps -----------------------------------------------------------------------------------
     def dataset_type(self) -> Any:
         """The raw dataset type, registered with ``storage_class`` if the repository lacks it."""
         if self._dtype is not None:

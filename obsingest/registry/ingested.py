@@ -195,7 +195,6 @@ class IngestedCheck:
     def _write(self, fn: Callable[[Connection], Any]) -> Any:
         return self.registry._retrying(lambda: self.registry._in_tx(fn))
 
-    # the check ---------------------------------------------------------------------------------
     def check(self, instrument: str, exposure: int, published: Sequence[int] = ()) -> Closing:
         """Write the exposure's ExposureIngested if it is complete and nobody wrote it yet.
         Raises ``RegistryUnavailable`` when the registry cannot answer (ask again later).
@@ -336,7 +335,6 @@ class IngestedCheck:
         }
         return self._insert(c).values(values).on_conflict_do_nothing().returning(c.c.exposure)
 
-    # the deadline ------------------------------------------------------------------------------
     def close_incomplete(self, instrument: str, exposure: int) -> Closing:
         """The exposure's deadline passed: record it closed ``incomplete`` unless it was closed
         before (counted: this call closed it), or emit its event if it is complete after all."""
@@ -352,7 +350,6 @@ class IngestedCheck:
         counted = self._write(lambda conn: conn.execute(stmt).first()) is not None
         return Closing(instrument, exposure, CLOSED_INCOMPLETE, presence, counted=counted, status=INCOMPLETE)
 
-    # the sweep ---------------------------------------------------------------------------------
     def open_exposures(self, since: datetime, allowance: float) -> list[OpenExposure]:
         """Manifests recorded since ``since`` whose exposure has no event yet, oldest first."""
         found: list[OpenExposure] = []

@@ -218,8 +218,8 @@ class PresenceReader:
         with self.engine.connect() as conn:
             conn.execute(select(literal_column("1"))).scalar()
 
-    # statements, built once (SQLAlchemy's compiled cache then serves every call) -------------
     def _build_statements(self, dialect: str) -> None:
+        """Built once: SQLAlchemy's compiled cache then serves every call."""
         d, r, e, m = (tables.dataset, tables.datastore_record, tables.exposure, tables.exposure_manifest)
         latency = _latency(dialect).label("latency")
         ccd_cols: tuple[ColumnElement[Any], ...]
@@ -299,7 +299,6 @@ class PresenceReader:
     def _ours(self, instrument: str) -> dict[str, Any]:
         return {"dt": self.dataset_type, "run": run_name(self.run_template, instrument), "inst": instrument}
 
-    # CCDs ------------------------------------------------------------------------------------
     def ccd(self, instrument: str, exposure: int, detector: int) -> CcdPresence:
         """Whether this CCD is registered (in the configured dataset type and run)."""
         inst = check_instrument(instrument)
@@ -344,7 +343,6 @@ class PresenceReader:
             over_budget=None if latency is None else latency > self.budget_seconds,
         )
 
-    # exposures -------------------------------------------------------------------------------
     def exposure(self, instrument: str, exposure: int) -> ExposurePresence | None:
         """Expected, registered, missing, latencies and status; None when the registry knows
         nothing of the exposure (no manifest, no exposure record)."""
@@ -449,7 +447,6 @@ class PresenceReader:
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
 
-    # quarantine ------------------------------------------------------------------------------
     def quarantine(self, since: datetime | None = None, recent: int = 5) -> dict[str, Any]:
         """Quarantined inputs (seen since ``since``): counts by reason and the latest few."""
         q = tables.quarantine

@@ -227,7 +227,6 @@ class Registry:
     def close(self) -> None:
         self.engine.dispose()
 
-    # retries ---------------------------------------------------------------------------------
     def _retrying(self, fn: Callable[[], T]) -> T:
         """Retry transient database failures with exponential backoff and full jitter, bounded
         in time too (the caller's redelivery is the next retry); a failure the input causes
@@ -263,7 +262,6 @@ class Registry:
         message = f"registry unavailable after {attempts} attempts: {last}"
         raise RegistryUnavailable(message) from last
 
-    # writes ----------------------------------------------------------------------------------
     def upsert_exposure(self, record: ExposureRecord) -> None:
         """Insert the exposure dimension record, filling fields that are still unknown."""
         self._retrying(lambda: self._in_tx(lambda c: self._upsert_exposure(c, record)))
@@ -420,7 +418,6 @@ class Registry:
         ds_id = dataset_id(record.data_id, dtype, run)
         return Registration(ds_id, dtype, run, True, datetime.now(UTC), record.uri)
 
-    # facility: arrivals outbox, reconcile queries, canary (outbox.py, audit.py) ---------------
     def _with_outbox_row(
         self, conn: Connection, registration: Registration, announce: Announcer | None
     ) -> Registration:
@@ -477,7 +474,6 @@ class Registry:
             )
         )
 
-    # reads -----------------------------------------------------------------------------------
     def datasets(self, instrument: str | None = None, exposure: int | None = None) -> list[dict[str, Any]]:
         d, r = tables.dataset, tables.datastore_record
         query = select(d, r.c.uri, r.c.size, r.c.checksum, r.c.transport, r.c.readout_time).join(
