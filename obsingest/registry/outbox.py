@@ -76,14 +76,16 @@ WHERE id = ANY(%(ids)s) AND published_at IS NULL
   AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'"""
 
 
+#: a row no drain holds: no lease, or one that expired before ``:now``
+_FREE = or_(arrival_outbox.c.lease_until.is_(None), arrival_outbox.c.lease_until < bindparam("now"))
+
+
 def _claim_statement(postgres: bool) -> Any:
-    """Lease up to ``:limit`` free unpublished rows (oldest first) until ``:until``; free means
-    no lease or one that expired before ``:now``. Built once, executed with parameters (a drain
-    runs every few seconds in every function instance: SQLAlchemy's cache then serves it)."""
+    """Lease up to ``:limit`` free unpublished rows (oldest first) until ``:until``. Built once
+    (a drain runs every few seconds in every instance: SQLAlchemy's cache then serves it)."""
     o = arrival_outbox
-    free = or_(o.c.lease_until.is_(None), o.c.lease_until < bindparam("now"))
     candidates = (
-        select(o.c.id).where(o.c.published_at.is_(None), free).order_by(o.c.id).limit(bindparam("limit"))
+        select(o.c.id).where(o.c.published_at.is_(None), _FREE).order_by(o.c.id).limit(bindparam("limit"))
     )
     if postgres:
         candidates = candidates.with_for_update(skip_locked=True)
@@ -94,7 +96,7 @@ def _claim_statement(postgres: bool) -> Any:
     chosen = candidates.cte("outbox_claim").prefix_with("MATERIALIZED", dialect="postgresql")
     return (
         update(o)
-        .where(o.c.id == chosen.c.id, o.c.published_at.is_(None), free)
+        .where(o.c.id == chosen.c.id, o.c.published_at.is_(None), _FREE)
         .values(lease_until=bindparam("until"))
         .returning(*o.c)
     )
@@ -105,11 +107,7 @@ _CLAIM_POSTGRES = _claim_statement(postgres=True)
 #: lease one dataset's row (``:ds``) if it is unpublished and free at ``:now``, until ``:until``
 _CLAIM_DATASET = (
     update(arrival_outbox)
-    .where(
-        arrival_outbox.c.dataset_id == bindparam("ds"),
-        arrival_outbox.c.published_at.is_(None),
-        or_(arrival_outbox.c.lease_until.is_(None), arrival_outbox.c.lease_until < bindparam("now")),
-    )
+    .where(arrival_outbox.c.dataset_id == bindparam("ds"), arrival_outbox.c.published_at.is_(None), _FREE)
     .values(lease_until=bindparam("until"))
     .returning(*arrival_outbox.c)
 )
