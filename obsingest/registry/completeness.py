@@ -98,10 +98,6 @@ class ExposurePresence:
     note: str = ""
 
     @property
-    def complete(self) -> bool:
-        return not self.missing
-
-    @property
     def made_budget(self) -> bool:
         return self.status == COMPLETE
 
