@@ -1,15 +1,10 @@
 """What a Butler repository needs before a raw can be ingested, set up outside any transaction.
 
-A fresh ``butler create`` repository has no ``raw`` dataset type, run or dimension records, and
-daf_butler refuses to create tables inside ``butler.transaction()``, so each step runs on its own
-before the ingest, idempotently: the dataset type (configured storage class if it must be
-registered), the run, instrument and detector records (as obs_lsst's ``Instrument.register``),
-and per exposure its physical_filter, group, day_obs and exposure records (an existing exposure
-record that differs from the headers' is a ``ButlerConflict``).
-
-Several processes may set up one repository at once: a step that loses a race is done again and
-finds the winner's rows. Done steps are remembered per process. ``obsingest setup --registry
-butler:...`` does the static part up front (``ButlerSetup.prepare``).
+daf_butler refuses to create tables inside ``butler.transaction()``, so each step (dataset type,
+run, instrument and detectors as obs_lsst registers them, each exposure's records) runs on its
+own before the ingest, idempotently; an exposure record that differs from the headers' is a
+``ButlerConflict``. A step that loses a race with another process is done again and finds the
+winner's rows; done steps are remembered per process.
 """
 
 from __future__ import annotations
