@@ -270,12 +270,10 @@ class ButlerRegistry(Registry):
         return held
 
     def _in_butler(self, ok: Sequence[tuple[_Pending, Registration]]) -> dict[int, Exception]:
-        """Set-up, then one ingest of the files the Butler lacks. Returns refused items (by
-        ``id``): datasets the Butler holds at another URI.
-
-        When every file is new to the companion, the ingest skips the costly existence query;
-        if the Butler had one anyway (another tool, a failed companion write), the batch is
-        rolled back and done again with the query."""
+        """Set-up, then one ingest of the files the Butler lacks; returns refused items (by
+        ``id``): datasets the Butler holds at another URI. When every file is new to the
+        companion the ingest skips the costly existence query; if the Butler had one anyway,
+        the batch is rolled back and done again with the query."""
         with self._butler_lock:
             self._set_up(ok)
             if all(registration.created for _, registration in ok):

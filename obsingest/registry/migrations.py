@@ -137,11 +137,8 @@ def current_version(conn: Connection) -> int:
 
 
 def migrate(engine: Engine) -> int:
-    """Bring the schema to LATEST; returns the number of migrations applied.
-
-    A schema already at LATEST (every start but the first) is one look at its version, no lock:
-    a restarted register-function instance does this before it listens, on the cores a burst
-    is using."""
+    """Bring the schema to LATEST; returns the number of migrations applied. A schema already
+    at LATEST (every start but the first) costs one look at its version, no lock."""
     with engine.connect() as conn:
         if current_version(conn) >= LATEST:
             return 0

@@ -230,21 +230,16 @@ class ArrivalOutbox:
         return found[0] if found else None
 
     def mark_published(self, row_ids: list[int], at: datetime | None = None) -> None:
-        """Record rows as published, with ``synchronous_commit = off`` on PostgreSQL: no WAL
-        flush wait per CCD, visible at once, durable at the next flush. A mark lost in a server
-        crash (at most ~3 x ``wal_writer_delay``) only leaves its row pending for a drain to
-        publish again, which at-least-once allows; registrations stay synchronous.
-
-        One autocommit statement on the driver's connection (``registry.driver``): the
-        ``set_config(..., is_local => true)`` in its WHERE clause applies to the statement's own
-        transaction."""
+        """Record rows as published; on PostgreSQL one autocommit statement with
+        ``synchronous_commit = off`` (``set_config`` local to its own transaction): no WAL flush
+        wait per CCD. A mark lost in a server crash only leaves its row pending for a drain to
+        publish again, which at-least-once allows; registrations stay synchronous."""
         if not row_ids:
             return
         params = {"ids": list(row_ids), "at": at or datetime.now(UTC)}
         if not self._postgres:
             self._tx(lambda c: c.execute(_MARK, params))
             return
-
         self._retrying(lambda: autocommit_rows(self.engine, MARK_ASYNC_POSTGRES, params))
 
     def mark_failed(self, row_id: int, error: str, retry_after: float, now: datetime | None = None) -> None:

@@ -148,11 +148,9 @@ def _register_at_once_sql(
     dataset_keys: tuple[str, ...], datastore_keys: tuple[str, ...], outbox_keys: tuple[str, ...]
 ) -> str:
     """PostgreSQL: a new dataset, its datastore record and its outbox row in one statement (one
-    round trip, atomic in autocommit, no transaction); it answers the inserted dataset's id
-    (NULL when the dataset exists: ``Registry._register`` then decides) and the outbox row's id.
-
-    Built from the tables (``tables``, ``facility_tables``) and the row builders' keys, so a
-    column added to either is in this statement too."""
+    round trip, atomic in autocommit); it answers the inserted dataset's id (NULL when the
+    dataset exists) and the outbox row's id. Built from the tables and the row builders' keys,
+    so a column added to either is in this statement too."""
     table = tables.dataset
     values = ", ".join(f"%({key})s::{_pg_cast(table.c[key])}" for key in dataset_keys)
     return (
