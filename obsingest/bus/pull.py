@@ -162,10 +162,7 @@ class PubSubPullSource:
 
 class SubscriberThread:
     """Pull a subscription in a background thread, hand each message to ``callback``, ack it.
-
-    For subscribers that live inside another program (the demo, tests, benchmarks). A callback
-    that raises leaves the message unacked, so it is redelivered after the ack deadline.
-    """
+    A callback that raises leaves the message unacked, redelivered after the ack deadline."""
 
     def __init__(
         self,

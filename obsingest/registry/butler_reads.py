@@ -1,10 +1,9 @@
 """What a Butler-backed registry holds, read from the Butler itself (the registry of record).
 
-``registry list`` and ``count_datasets`` list the Butler's raws in the configured runs, with what
-the companion tables add (``companion: false`` when they lack it, as a failure between the two
-commits leaves it). Reconcile (``ButlerAudit.registered_uris``) counts an object as registered
-only when the Butler holds it at that URI *and* the companion recorded it; any other object goes
-to the register service, whose idempotent registration completes whichever lacks it.
+Listings are the Butler's raws in the configured runs with the companion's details
+(``companion: false`` when it lacks them). Reconcile (``ButlerAudit.registered_uris``) counts an
+object registered only when the Butler holds it at that URI *and* the companion recorded it;
+any other goes to the register service, whose idempotent registration completes either.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""A read-only engine on the registry, for readers that must never write (the presence API,
-``obsingest status``).
-
-Read-only at the database: SQLite with ``mode=ro`` and ``query_only``, PostgreSQL sessions with
+"""A read-only engine on the registry (the presence API, ``obsingest status``). Read-only at
+the database: SQLite with ``mode=ro`` and ``query_only``, PostgreSQL sessions with
 ``default_transaction_read_only`` (production adds a SELECT-only role, infra/terraform). A
 ``butler:<repo>`` URL reads the companion tables; no Butler is opened. No migration is run:
 ``require_tables`` says what is missing instead.
