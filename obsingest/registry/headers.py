@@ -1,13 +1,10 @@
 """The exposure dimension record from a raw's primary header, validated against its data id.
 
-Translated by ``obsingest.translate``, so the record holds what Rubin's raw ingest would: UTC
-times from the camera's TAI (the Butler backend converts back for its timespan), the measured
-shutter time, the sky angle with Rubin's ROTPA fixes, program and reason with their fallbacks.
-
-Refused: no identity (``BadHeader``), a contradiction of the data id it was stored under
-(``HeaderMismatch``), a string longer than the Butler's column (``BadHeader``). An unusable card
-takes the translator's default; the warning is kept (``header_warnings``) and counted
-(``obsingest_header_warnings_total``).
+Translated by ``obsingest.translate``, so the record holds what Rubin's raw ingest would (UTC
+times from the camera's TAI, ROTPA fixes, fallbacks). Refused: no identity (``BadHeader``), a
+contradiction of the data id it was stored under (``HeaderMismatch``), a string longer than the
+Butler's column (``BadHeader``). An unusable card takes the translator's default; the warning is
+kept (``header_warnings``) and counted (``obsingest_header_warnings_total``).
 """
 
 from __future__ import annotations

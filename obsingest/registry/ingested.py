@@ -196,12 +196,9 @@ class IngestedCheck:
         return self.registry._retrying(lambda: self.registry._in_tx(fn))
 
     def check(self, instrument: str, exposure: int, published: Sequence[int] = ()) -> Closing:
-        """Write the exposure's ExposureIngested if it is complete and nobody wrote it yet.
-        Raises ``RegistryUnavailable`` when the registry cannot answer (ask again later).
-
-        ``published``: arrivals-outbox rows to mark published first, as ``mark_published``
-        does (the register function's CCDs whose check this is): on PostgreSQL in the check's
-        own statement, elsewhere by a statement of their own."""
+        """Write the exposure's ExposureIngested if it is complete and nobody wrote it yet
+        (``RegistryUnavailable``: ask again later). ``published``: outbox rows to mark published
+        first, as ``mark_published`` does (on PostgreSQL within the check's own statement)."""
         key = {"inst": instrument, "exp": exposure, **self._ours(instrument)}
         state = self._state(key, published)
         if state is None:
