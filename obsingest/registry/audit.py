@@ -30,7 +30,7 @@ class CanaryRecord:
     seen_at: datetime | None
 
 
-def _chunks(items: list[str], size: int = _BATCH) -> Iterable[list[str]]:
+def chunks(items: list[T], size: int = _BATCH) -> Iterable[list[T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
 
@@ -65,7 +65,7 @@ class RegistryAudit:
 
         def query(conn: Connection) -> set[str]:
             found: set[str] = set()
-            for chunk in _chunks(wanted):
+            for chunk in chunks(wanted):
                 found.update(conn.execute(select(column).where(column.in_(chunk))).scalars())
             return found
 

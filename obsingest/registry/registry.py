@@ -483,7 +483,7 @@ class Registry:
             query = query.where(d.c.exposure == exposure)
         query = query.order_by(d.c.instrument, d.c.exposure, d.c.detector)
         with self.engine.connect() as conn:
-            return [_jsonable(dict(row)) for row in conn.execute(query).mappings()]
+            return [jsonable(dict(row)) for row in conn.execute(query).mappings()]
 
     def exposure(self, instrument: str, exposure: int) -> dict[str, Any] | None:
         """The exposure dimension record, or None when nothing of it is registered."""
@@ -491,12 +491,12 @@ class Registry:
         query = select(e).where(e.c.instrument == instrument, e.c.id == exposure)
         with self.engine.connect() as conn:
             row = conn.execute(query).mappings().first()
-        return _jsonable(dict(row)) if row is not None else None
+        return jsonable(dict(row)) if row is not None else None
 
     def quarantined(self) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
             rows = conn.execute(select(tables.quarantine).order_by(tables.quarantine.c.id)).mappings()
-            return [_jsonable(dict(row)) for row in rows]
+            return [jsonable(dict(row)) for row in rows]
 
     def count_datasets(self) -> int:
         with self.engine.connect() as conn:
@@ -511,7 +511,8 @@ def checksum_conflict(record: FileRecord, uri: str, checksum: str, size: int) ->
     )
 
 
-def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
+def jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` as JSON holds it: datetimes ISO UTC text, UUIDs text."""
     out = {}
     for key, value in row.items():
         if isinstance(value, datetime):
