@@ -11,12 +11,7 @@ from typing import Protocol
 
 class Publisher(Protocol):
     def publish(
-        self,
-        topic: str,
-        data: bytes,
-        *,
-        key: str | None = None,
-        attributes: dict[str, str] | None = None,
+        self, topic: str, data: bytes, *, key: str | None = None, attributes: dict[str, str] | None = None
     ) -> str:
         """Publish and wait for the broker's acknowledgement; returns a message id."""
         ...

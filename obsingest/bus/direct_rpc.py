@@ -1,10 +1,8 @@
 """Pub/Sub RPCs as plain gRPC calls on a generated client's channel, with the raw protobufs.
 
-Why: for one small message, the generated method's retry and timeout wrappers, the transport's
-logging interceptor and the proto-plus wrappers of every request and field cost more CPU than
-the RPC itself (the relay's pull and ack, the register function's publish of every arrival).
-What they did is done here: a gRPC error becomes the API's exception, and one the generated
-method would retry is made again through it (``fallback``), so its retry policy still applies.
+Why: for one small message, the generated method's wrappers, logging interceptor and proto-plus
+types cost more CPU than the RPC itself. A gRPC error becomes the API's exception, and one the
+generated method would retry is made again through it (``fallback``), so its retry policy holds.
 """
 
 from __future__ import annotations

@@ -14,12 +14,7 @@ class FanoutPublisher:
         self.publishers = publishers
 
     def publish(
-        self,
-        topic: str,
-        data: bytes,
-        *,
-        key: str | None = None,
-        attributes: dict[str, str] | None = None,
+        self, topic: str, data: bytes, *, key: str | None = None, attributes: dict[str, str] | None = None
     ) -> str:
         ids = [p.publish(topic, data, key=key, attributes=attributes) for p in self.publishers]
         return ",".join(ids)

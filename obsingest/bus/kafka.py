@@ -47,17 +47,10 @@ class KafkaPublisher:
         )
 
     def publish(
-        self,
-        topic: str,
-        data: bytes,
-        *,
-        key: str | None = None,
-        attributes: dict[str, str] | None = None,
+        self, topic: str, data: bytes, *, key: str | None = None, attributes: dict[str, str] | None = None
     ) -> str:
         """Produce and wait for this message's delivery report; returns ``topic/partition@offset``.
-
-        Attributes travel as record headers.
-        """
+        Attributes travel as record headers."""
         from confluent_kafka import KafkaException
 
         done = threading.Event()

@@ -34,12 +34,7 @@ class InMemoryBus:
             self._subscribers[topic].append(callback)
 
     def publish(
-        self,
-        topic: str,
-        data: bytes,
-        *,
-        key: str | None = None,
-        attributes: dict[str, str] | None = None,
+        self, topic: str, data: bytes, *, key: str | None = None, attributes: dict[str, str] | None = None
     ) -> str:
         with self._lock:
             message = Message(topic, data, key, dict(attributes or {}), str(next(self._ids)))

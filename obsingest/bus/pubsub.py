@@ -1,11 +1,9 @@
 """Publish to Google Pub/Sub (or its emulator, via PUBSUB_EMULATOR_HOST).
 
-``publish`` returns the message id only once Pub/Sub has the message: the register function acks
-its input after it returns. Each call is one Publish RPC in the calling thread, not the batching
-client: every caller waits for its own message anyway, and the batcher's threads and futures
-cost several times the RPC's CPU. The RPC is a plain gRPC call with the raw protobufs
-(``direct_rpc``); a failure the generated ``api.publish`` would retry is published again through
-it, whose retry policy is bounded by what is left of ``timeout``.
+``publish`` returns the message id only once Pub/Sub has the message. Each call is one Publish
+RPC in the calling thread, not the batching client (every caller waits for its own message, and
+the batcher's threads cost more CPU than the RPC), made directly (``direct_rpc``); a failure the
+generated ``api.publish`` would retry goes through it, bounded by what is left of ``timeout``.
 
 Every failure is a RetriableError (PublishFailed), even a missing topic: it is never the input's
 fault, so the message is redelivered (and eventually dead-lettered), not quarantined.
@@ -26,10 +24,8 @@ from obsingest.logs import get_logger, log_event
 log = get_logger("obsingest.bus.pubsub")
 
 
-class PublishFailed(RetriableError):
+class PublishFailed(RetriableError, reason="publish-failed"):
     """The bus did not confirm the message in time, or refused it."""
-
-    reason = "publish-failed"
 
 
 def topic_path(project: str, topic: str) -> str:
@@ -40,13 +36,7 @@ def topic_path(project: str, topic: str) -> str:
 class PubSubPublisher:
     """One PublisherClient per process, reused for every topic."""
 
-    def __init__(
-        self,
-        project: str,
-        *,
-        timeout: float = 5.0,
-        client: Any = None,
-    ) -> None:
+    def __init__(self, project: str, *, timeout: float = 5.0, client: Any = None) -> None:
         from google.api_core import exceptions as api_exceptions
         from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
 
@@ -65,12 +55,7 @@ class PubSubPublisher:
         self._direct_retried = tuple(e for e in also if e is not api_exceptions.DeadlineExceeded)
 
     def publish(
-        self,
-        topic: str,
-        data: bytes,
-        *,
-        key: str | None = None,
-        attributes: dict[str, str] | None = None,
+        self, topic: str, data: bytes, *, key: str | None = None, attributes: dict[str, str] | None = None
     ) -> str:
         """Publish and wait for the message id. ``key`` has no meaning for Pub/Sub (no ordering
         keys: subscribers deduplicate rather than rely on order) and is carried as an attribute."""
@@ -101,11 +86,7 @@ class PubSubPublisher:
                     "publish", request, self.timeout, generated, self._direct_retried
                 )
             message_id: str = response.message_ids[0]
-        except (
-            concurrent.futures.TimeoutError,
-            TimeoutError,
-            api_exceptions.DeadlineExceeded,
-        ) as exc:
+        except (concurrent.futures.TimeoutError, TimeoutError, api_exceptions.DeadlineExceeded) as exc:
             log_event(log, "pubsub.publish_timeout", logging.WARNING, topic=path, key=key)
             raise PublishFailed(f"publish to {path}: no confirmation in {self.timeout} s") from exc
         except (api_exceptions.GoogleAPIError, RuntimeError, ValueError) as exc:

@@ -1,16 +1,11 @@
 """Pulling a Pub/Sub subscription: synchronous pull with ack / modify-ack-deadline
-(``PubSubPullSource``, driven by the emulator push relay) and a background subscriber
-(``SubscriberThread``: the demo, tests, benchmarks).
-
-Synchronous, not streaming, pull: the relay takes only as many messages as it has push slots.
+(``PubSubPullSource``, for the emulator push relay, which takes only as many messages as it has
+push slots) and a background subscriber (``SubscriberThread``: the demo, tests, benchmarks).
 
 The emulator's long poll sleeps a fixed 500 ms on an empty subscription, which would eat into a
-CCD's 5 s budget at every hop. So with ``PUBSUB_EMULATOR_HOST`` set the source polls with
-``return_immediately``: every 20 ms while messages flow, backing off to 400 ms when idle to keep
-the idle CPU low. (The flag's deprecation warning is filtered in pyproject's pytest settings.)
-
-Pull and ack are plain gRPC calls on the client's channel with the raw protobuf messages
-(``direct_rpc``); a deadline or cancel is an empty pull.
+CCD's 5 s budget at every hop, so with ``PUBSUB_EMULATOR_HOST`` set the source polls with
+``return_immediately`` (backing off from 20 ms to 400 ms when idle). Pull and ack are direct
+gRPC calls (``direct_rpc``); a deadline or cancel is an empty pull.
 """
 
 from __future__ import annotations
@@ -167,10 +162,7 @@ class PubSubPullSource:
 
 class SubscriberThread:
     """Pull a subscription in a background thread, hand each message to ``callback``, ack it.
-
-    For subscribers that live inside another program (the demo, tests, benchmarks). A callback
-    that raises leaves the message unacked, so it is redelivered after the ack deadline.
-    """
+    A callback that raises leaves the message unacked, redelivered after the ack deadline."""
 
     def __init__(
         self,

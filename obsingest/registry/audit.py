@@ -1,7 +1,6 @@
-"""Registry queries of the reconcile service: the registry's side of comparing bucket and
-registry. Batched lookups by URI (registered? quarantined?), the rows stored in a time window (to
-find objects that are gone), and the canary log (written by reconcile, marked seen by the
-register function when the canary's finalize event arrives).
+"""The reconcile service's registry queries: batched lookups by URI (registered? quarantined?),
+rows stored in a time window (objects gone), and the canary log (written by reconcile, marked
+seen by the register function when the canary's finalize event arrives).
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ class CanaryRecord:
     seen_at: datetime | None
 
 
-def _chunks(items: list[str], size: int = _BATCH) -> Iterable[list[str]]:
+def chunks(items: list[T], size: int = _BATCH) -> Iterable[list[T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
 
@@ -44,23 +43,14 @@ class RegistryAudit:
         self._retrying = retrying or (lambda fn: fn())
         self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
 
-    def _read(self, fn: Callable[[Connection], T]) -> T:
+    def _run(self, fn: Callable[[Connection], T], write: bool = False) -> T:
         def run() -> T:
-            with self.engine.connect() as conn:
+            with self.engine.begin() if write else self.engine.connect() as conn:
                 return fn(conn)
 
         result: T = self._retrying(run)
         return result
 
-    def _write(self, fn: Callable[[Connection], T]) -> T:
-        def run() -> T:
-            with self.engine.begin() as conn:
-                return fn(conn)
-
-        result: T = self._retrying(run)
-        return result
-
-    # bucket vs registry ----------------------------------------------------------------------
     def registered_uris(self, uris: Iterable[str]) -> set[str]:
         """Which of ``uris`` have a datastore record."""
         return self._present(tables.datastore_record.c.uri, uris)
@@ -75,11 +65,11 @@ class RegistryAudit:
 
         def query(conn: Connection) -> set[str]:
             found: set[str] = set()
-            for chunk in _chunks(wanted):
+            for chunk in chunks(wanted):
                 found.update(conn.execute(select(column).where(column.in_(chunk))).scalars())
             return found
 
-        return self._read(query) if wanted else set()
+        return self._run(query) if wanted else set()
 
     def stored_between(self, start: datetime, end: datetime, uri_prefix: str = "") -> list[dict[str, Any]]:
         """Registered files whose object was stored in [start, end) (and whose URI starts with
@@ -93,14 +83,13 @@ class RegistryAudit:
         )
         if uri_prefix:
             query = query.where(r.c.uri.startswith(uri_prefix, autoescape=True))
-        return self._read(lambda c: [dict(m) for m in c.execute(query).mappings()])
+        return self._run(lambda c: [dict(m) for m in c.execute(query).mappings()])
 
-    # canary ----------------------------------------------------------------------------------
     def canary_written(self, name: str, at: datetime) -> None:
         """Record a canary about to be written (before the object: its event cannot come first)."""
         stmt = self._insert(canary).values(name=name, written_at=at, seen_at=None)
         stmt = stmt.on_conflict_do_update(index_elements=[canary.c.name], set_={"written_at": at})
-        self._write(lambda c: c.execute(stmt))
+        self._run(lambda c: c.execute(stmt), write=True)
 
     def canary_seen(self, name: str, at: datetime) -> None:
         """The register function saw the canary's finalize event (first sighting wins)."""
@@ -109,22 +98,22 @@ class RegistryAudit:
             index_elements=[canary.c.name],
             set_={"seen_at": func.coalesce(canary.c.seen_at, stmt.excluded.seen_at)},
         )
-        self._write(lambda c: c.execute(stmt))
+        self._run(lambda c: c.execute(stmt), write=True)
 
     def canaries(self, since: datetime) -> list[CanaryRecord]:
         """Canaries written since ``since``, oldest first."""
         query = select(canary).where(canary.c.written_at >= since).order_by(canary.c.written_at)
-        rows = self._read(lambda c: list(c.execute(query).mappings()))
+        rows = self._run(lambda c: list(c.execute(query).mappings()))
         return [CanaryRecord(row["name"], as_utc(row["written_at"]), as_utc(row["seen_at"])) for row in rows]
 
     def last_canary_written(self) -> datetime | None:
         """When a canary was last written (a facility pass: any process's, this one's included)."""
-        value = self._read(lambda c: c.execute(select(func.max(canary.c.written_at))).scalar())
+        value = self._run(lambda c: c.execute(select(func.max(canary.c.written_at))).scalar())
         return as_utc(value)
 
     def purge_canaries(self, older_than: timedelta, now: datetime | None = None) -> int:
         now = now or datetime.now(UTC)
         cutoff = now - older_than
         stmt = delete(canary).where(func.coalesce(canary.c.written_at, canary.c.seen_at) < cutoff)
-        deleted = self._write(lambda c: c.execute(stmt).rowcount)
+        deleted = self._run(lambda c: c.execute(stmt).rowcount, write=True)
         return max(int(deleted or 0), 0)

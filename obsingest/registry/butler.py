@@ -20,12 +20,8 @@ retriably; the redelivery, or reconcile (registered = Butler *and* companion,
 ``butler_reads.ButlerAudit``), finds the dataset in the Butler and records and announces it once.
 
 A Butler transaction costs about the same whatever its size, so registrations are group-committed
-(``group_commit``): concurrent callers of an exposure share one ingest, a batch waits at most
-``gather`` seconds for callers still reading their file (``arriving``), a lone caller goes at once.
-The leader sets up the exposure's dimension records while the batch gathers.
-
-One module because it is one cohesive concept: the Butler as the registry of record, in the
-three steps above; its reads, set-up, settings and batching policy live in their own modules.
+(``group_commit``): concurrent callers of an exposure share one ingest.
+One cohesive concept: the Butler as the registry of record, in the three steps above.
 """
 
 from __future__ import annotations
@@ -43,23 +39,17 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
-from obsingest.dataid import dataset_id
 from obsingest.errors import ChecksumConflict, ObsIngestError, PermanentError
 from obsingest.exhaustion import as_exhausted
 from obsingest.logs import get_logger, log_event
 from obsingest.registry import tables
 from obsingest.registry.butler_reads import ButlerAudit, ButlerReads
-from obsingest.registry.butler_repo import (
-    ButlerSettings,
-    default_companion_url,
-    raw_formatter,
-    repo_of,
-)
+from obsingest.registry.butler_repo import ButlerSettings, default_companion_url, raw_formatter, repo_of
 from obsingest.registry.butler_setup import ButlerConflict, ButlerSetup
 from obsingest.registry.engine import make_engine
 from obsingest.registry.group_commit import GroupCommit, exposures_complete
 from obsingest.registry.migrations import migrate
-from obsingest.registry.outbox import insert_rows
+from obsingest.registry.outbox import as_uuid, insert_rows
 from obsingest.registry.registry import (
     OUTBOX_LEASE_SECONDS,
     Announcer,
@@ -68,7 +58,7 @@ from obsingest.registry.registry import (
     Registration,
     Registry,
     RegistryUnavailable,
-    as_uuid,
+    checksum_conflict,
 )
 from obsingest.settings import RegistrySettings, run_name
 
@@ -103,12 +93,7 @@ class ButlerRegistry(Registry):
     """Registry whose datasets live in a daf_butler repository (see module doc)."""
 
     def __init__(
-        self,
-        engine: Any,
-        settings: RegistrySettings,
-        butler_settings: ButlerSettings,
-        butler: Any,
-        repo: str,
+        self, engine: Any, settings: RegistrySettings, butler_settings: ButlerSettings, butler: Any, repo: str
     ) -> None:
         super().__init__(engine, settings)
         self.butler = butler
@@ -149,7 +134,6 @@ class ButlerRegistry(Registry):
         super().close()
         self.butler.close()
 
-    # reads: the Butler itself (butler_reads) --------------------------------------------------
     @cached_property
     def reads(self) -> ButlerReads:
         return ButlerReads(self.butler, self.engine, self.settings, self._butler_lock)
@@ -167,12 +151,8 @@ class ButlerRegistry(Registry):
         """How many raws the Butler holds in the configured runs."""
         return self.reads.count()
 
-    # registration: group commit ----------------------------------------------------------------
     def register(
-        self,
-        record: FileRecord,
-        exposure: ExposureRecord | None = None,
-        announce: Announcer | None = None,
+        self, record: FileRecord, exposure: ExposureRecord | None = None, announce: Announcer | None = None
     ) -> Registration:
         """Register one file; returns once the Butler and then the companion have it. The
         outbox row is written after the Butler commit, so no dataset is announced unheld."""
@@ -229,19 +209,13 @@ class ButlerRegistry(Registry):
         self.stats.seconds += seconds
         log_event(log, "butler.batch", files=len(batch), ingest_ms=round(seconds * 1000, 2))
 
-    # 1. the companion's checksums --------------------------------------------------------------
     def _checked(self, batch: Sequence[_Pending]) -> list[tuple[_Pending, Registration]]:
-        """Each item with its (provisional) registration, ``created`` when the companion does
+        """Step 1: each item with its (provisional) registration, ``created`` when the companion does
         not know the dataset; items recorded with other bytes finish with a ChecksumConflict."""
-        now = datetime.now(UTC)
-        planned = []
-        for p in batch:
-            run = run_name(self.settings.run, p.record.data_id.instrument)
-            ds_id = dataset_id(p.record.data_id, self.settings.dataset_type, run)
-            planned.append((p, ds_id, run))
+        planned = [(p, self._planned(p.record)) for p in batch]
         r = tables.datastore_record
         query = select(r.c.dataset_id, r.c.uri, r.c.size, r.c.checksum).where(
-            r.c.dataset_id.in_(sorted({ds_id for _, ds_id, _ in planned}))
+            r.c.dataset_id.in_(sorted({reg.dataset_id for _, reg in planned}))
         )
 
         def read() -> dict[uuid.UUID, Any]:
@@ -250,28 +224,18 @@ class ButlerRegistry(Registry):
 
         known = self._retrying(read)
         ok = []
-        for p, ds_id, run in planned:
-            row = known.get(ds_id)
+        for p, reg in planned:
+            row = known.get(reg.dataset_id)
             if row is not None and (row.checksum != p.record.checksum or row.size != p.record.size):
-                p.finish(
-                    None,
-                    ChecksumConflict(
-                        f"{p.record.data_id.key}: already registered as {row.uri} with "
-                        f"{row.checksum} ({row.size} bytes); refusing {p.record.uri} with "
-                        f"{p.record.checksum} ({p.record.size} bytes)"
-                    ),
-                )
+                p.finish(None, checksum_conflict(p.record, row.uri, row.checksum, row.size))
                 continue
-            uri = row.uri if row is not None else p.record.uri
-            reg = Registration(ds_id, self.settings.dataset_type, run, row is None, now, uri)
-            ok.append((p, reg))
+            ok.append((p, reg if row is None else dataclasses.replace(reg, created=False, uri=row.uri)))
         return ok
 
-    # 2. the Butler -----------------------------------------------------------------------------
     def _butler_step(
         self, ok: Sequence[tuple[_Pending, Registration]]
     ) -> list[tuple[_Pending, Registration]]:
-        """Ingest ``ok``; returns the items the Butler now holds, finishes the others. A
+        """Step 2: ingest ``ok``; returns the items the Butler now holds, finishes the others. A
         permanent refusal of a multi-exposure batch is retried per exposure."""
         try:
             refused = self._in_butler(ok)
@@ -306,12 +270,10 @@ class ButlerRegistry(Registry):
         return held
 
     def _in_butler(self, ok: Sequence[tuple[_Pending, Registration]]) -> dict[int, Exception]:
-        """Set-up, then one ingest of the files the Butler lacks. Returns refused items (by
-        ``id``): datasets the Butler holds at another URI.
-
-        When every file is new to the companion, the ingest skips the costly existence query;
-        if the Butler had one anyway (another tool, a failed companion write), the batch is
-        rolled back and done again with the query."""
+        """Set-up, then one ingest of the files the Butler lacks; returns refused items (by
+        ``id``): datasets the Butler holds at another URI. When every file is new to the
+        companion the ingest skips the costly existence query; if the Butler had one anyway,
+        the batch is rolled back and done again with the query."""
         with self._butler_lock:
             self._set_up(ok)
             if all(registration.created for _, registration in ok):
@@ -414,17 +376,10 @@ class ButlerRegistry(Registry):
         detector_record = self.setup.detector_records.get((instrument, detector))
         if records is None or detector_record is None:
             return DataCoordinate.standardize(
-                instrument=instrument,
-                exposure=exposure,
-                detector=detector,
-                universe=self.butler.dimensions,
+                instrument=instrument, exposure=exposure, detector=detector, universe=self.butler.dimensions
             )
         dimensions = dtype.dimensions
-        given: dict[str, int | str] = {
-            "instrument": instrument,
-            "exposure": exposure,
-            "detector": detector,
-        }
+        given: dict[str, int | str] = {"instrument": instrument, "exposure": exposure, "detector": detector}
         plain = DataCoordinate.from_required_values(
             dimensions, tuple(given[name] for name in dimensions.required)
         )
@@ -440,9 +395,8 @@ class ButlerRegistry(Registry):
             found = self._formatters[name] = get_class_of(name)
         return found
 
-    # 3. the companion's record and the outbox --------------------------------------------------
     def _companion_step(self, held: Sequence[tuple[_Pending, Registration]]) -> None:
-        """Record the held datasets and the new ones' outbox rows in one companion transaction.
+        """Step 3: record the held datasets and the new ones' outbox rows in one companion transaction.
         If it fails, the callers fail retriably and the Butler keeps the datasets for the
         redelivery (or reconcile). A message that cannot be built fails only its caller."""
 

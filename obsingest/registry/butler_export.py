@@ -1,12 +1,8 @@
-"""Export obsingest's registry as a Butler export file that ``butler import`` loads.
-
-Written with daf_butler's ``YamlRepoExportBackend`` (what ``butler export`` writes): dimension
-records, runs, the ``raw`` dataset type and every dataset with its obsingest dataset id (= the
-Butler's DATAID_TYPE_RUN id) and absolute object URI, so ``butler import REPO FILE --transfer
-direct`` points the new repository at the objects where they are.
-
-``butler import`` imports each dataset's formatter class, so the file is written for its reader
-(``target``; docs/butler.md says why):
+"""Export obsingest's registry as a Butler export file (``YamlRepoExportBackend``, what ``butler
+export`` writes): dimension records, runs, the ``raw`` dataset type and every dataset with its
+id (= the Butler's DATAID_TYPE_RUN id) and object URI, for ``butler import REPO FILE --transfer
+direct``. ``butler import`` imports each dataset's formatter, so the file is written for its
+reader (``target``; docs/butler.md says why):
 
 - ``rubin`` (default): obs_lsst's raw formatter per instrument and storage class ``Exposure``,
   as Rubin's raw ingest records: ``butler.get`` returns an ``lsst.afw.image.Exposure``.
@@ -59,17 +55,8 @@ def export_butler(
     formatters: Mapping[str, str] | None = None,
 ) -> dict[str, int]:
     """Write the Butler export of ``registry`` to ``path``; returns what it holds, by kind.
-
-    ``target`` (module doc) picks the formatter of each instrument's raws and the raw dataset
-    type's storage class; ``formatters`` ({instrument: class}) and ``storage_class`` override
-    them."""
-    from lsst.daf.butler import (
-        DatasetIdGenEnum,
-        DatasetRef,
-        DatasetType,
-        DimensionUniverse,
-        FileDataset,
-    )
+    ``formatters`` and ``storage_class`` override what ``target`` picks (module doc)."""
+    from lsst.daf.butler import DatasetIdGenEnum, DatasetRef, DatasetType, DimensionUniverse, FileDataset
     from lsst.daf.butler.registry.interfaces import RunRecord
     from lsst.daf.butler.transfers import YamlRepoExportBackend
 
@@ -93,12 +80,7 @@ def export_butler(
             if key not in seen[element]:
                 seen[element].add(key)
                 records[element].append(with_timespan(record))
-    dtype = DatasetType(
-        registry.settings.dataset_type,
-        RAW_DIMENSIONS,
-        storage_class,
-        universe=universe,
-    )
+    dtype = DatasetType(registry.settings.dataset_type, RAW_DIMENSIONS, storage_class, universe=universe)
     by_run: dict[str, list[Any]] = defaultdict(list)
     for row in datasets:
         ref = DatasetRef(
@@ -122,14 +104,7 @@ def export_butler(
     with path.open("w") as stream:
         backend = YamlRepoExportBackend(stream, universe)
         # dependency order: what a record refers to comes first
-        for element in (
-            "instrument",
-            "detector",
-            "physical_filter",
-            "group",
-            "day_obs",
-            "exposure",
-        ):
+        for element in ("instrument", "detector", "physical_filter", "group", "day_obs", "exposure"):
             if records[element]:
                 cls = universe[element].RecordClass
                 backend.saveDimensionData(universe[element], *(cls(**r) for r in records[element]))

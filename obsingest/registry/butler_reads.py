@@ -1,10 +1,9 @@
 """What a Butler-backed registry holds, read from the Butler itself (the registry of record).
 
-``registry list`` and ``count_datasets`` list the Butler's raws in the configured runs, with what
-the companion tables add (``companion: false`` when they lack it, as a failure between the two
-commits leaves it). Reconcile (``ButlerAudit.registered_uris``) counts an object as registered
-only when the Butler holds it at that URI *and* the companion recorded it; any other object goes
-to the register service, whose idempotent registration completes whichever lacks it.
+Listings are the Butler's raws in the configured runs with the companion's details
+(``companion: false`` when it lacks them). Reconcile (``ButlerAudit.registered_uris``) counts an
+object registered only when the Butler holds it at that URI *and* the companion recorded it;
+any other goes to the register service, whose idempotent registration completes either.
 """
 
 from __future__ import annotations
@@ -12,18 +11,14 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable, Iterable
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Engine, select
 
 from obsingest.registry import tables
-from obsingest.registry.audit import RegistryAudit
+from obsingest.registry.audit import RegistryAudit, chunks
+from obsingest.registry.registry import jsonable
 from obsingest.settings import RegistrySettings, run_name
-from obsingest.timescales import as_utc
-
-#: dataset ids per companion lookup
-_CHUNK = 500
 
 
 class ButlerReads:
@@ -108,15 +103,15 @@ class ButlerReads:
         wanted = sorted(ids)
         out: dict[uuid.UUID, dict[str, Any]] = {}
         with self.engine.connect() as conn:
-            for start in range(0, len(wanted), _CHUNK):
+            for chunk in chunks(wanted):
                 query = (
                     select(d.c.id, d.c.ingest_time, r.c.uri, r.c.size, r.c.checksum)
                     .add_columns(r.c.transport, r.c.readout_time)
                     .join(r, r.c.dataset_id == d.c.id)
-                    .where(d.c.id.in_(wanted[start : start + _CHUNK]))
+                    .where(d.c.id.in_(chunk))
                 )
                 for row in conn.execute(query).mappings():
-                    out[row["id"]] = {k: _plain(v) for k, v in row.items() if k != "id"}
+                    out[row["id"]] = jsonable({k: v for k, v in row.items() if k != "id"})
         return out
 
     def held(self, rows: Iterable[dict[str, Any]]) -> set[str]:
@@ -152,10 +147,7 @@ class ButlerAudit(RegistryAudit):
     """Reconcile's queries on a Butler-backed registry: ``registered_uris`` asks the Butler."""
 
     def __init__(
-        self,
-        engine: Engine,
-        retrying: Callable[[Callable[[], Any]], Any] | None,
-        reads: ButlerReads,
+        self, engine: Engine, retrying: Callable[[Callable[[], Any]], Any] | None, reads: ButlerReads
     ) -> None:
         super().__init__(engine, retrying)
         self.reads = reads
@@ -165,24 +157,18 @@ class ButlerAudit(RegistryAudit):
         d, r = tables.dataset, tables.datastore_record
         wanted = sorted(set(uris))
         rows: list[dict[str, Any]] = []
-        for start in range(0, len(wanted), _CHUNK):
+        for chunk in chunks(wanted):
             query = (
                 select(d.c.id, d.c.instrument, d.c.exposure, d.c.run, r.c.uri)
                 .join(r, r.c.dataset_id == d.c.id)
-                .where(r.c.uri.in_(wanted[start : start + _CHUNK]))
+                .where(r.c.uri.in_(chunk))
             )
 
             def fetch(c: Connection, q: Any = query) -> list[dict[str, Any]]:
                 return [dict(m) for m in c.execute(q).mappings()]
 
-            rows.extend(self._read(fetch))
+            rows.extend(self._run(fetch))
         return self.reads.held(rows) if rows else set()
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return as_utc(value).isoformat()
-    return value
 
 
 class ButlerConfirmation:

@@ -1,8 +1,7 @@
 """A daf_butler repository as the registry: its URL, settings, formatter and creation.
 
-``butler:<repo>`` names one (``butler:///data/repo``, ``butler:repo``, ``butler:s3://...``). Kept
-apart from the backend itself (``butler``) so that what only configures or creates a repository
-loads no registry code.
+``butler:<repo>`` names one (``butler:///data/repo``, ``butler:repo``, ``butler:s3://...``).
+Apart from ``butler`` so that configuring or creating a repository loads no registry code.
 """
 
 from __future__ import annotations

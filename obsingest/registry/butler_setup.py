@@ -1,15 +1,10 @@
 """What a Butler repository needs before a raw can be ingested, set up outside any transaction.
 
-A fresh ``butler create`` repository has no ``raw`` dataset type, run or dimension records, and
-daf_butler refuses to create tables inside ``butler.transaction()``, so each step runs on its own
-before the ingest, idempotently: the dataset type (configured storage class if it must be
-registered), the run, instrument and detector records (as obs_lsst's ``Instrument.register``),
-and per exposure its physical_filter, group, day_obs and exposure records (an existing exposure
-record that differs from the headers' is a ``ButlerConflict``).
-
-Several processes may set up one repository at once: a step that loses a race is done again and
-finds the winner's rows. Done steps are remembered per process. ``obsingest setup --registry
-butler:...`` does the static part up front (``ButlerSetup.prepare``).
+daf_butler refuses to create tables inside ``butler.transaction()``, so each step (dataset type,
+run, instrument and detectors as obs_lsst registers them, each exposure's records) runs on its
+own before the ingest, idempotently; an exposure record that differs from the headers' is a
+``ButlerConflict``. A step that loses a race with another process is done again and finds the
+winner's rows; done steps are remembered per process.
 """
 
 from __future__ import annotations
@@ -32,12 +27,12 @@ T = TypeVar("T")
 
 #: a lost race is over in milliseconds; a database that stays down is the caller's retry
 SETUP_RETRY = RetryPolicy(max_attempts=6, base_delay=0.05, max_delay=0.5, deadline=10.0)
+#: an exposure's other dimension records, inserted in this order (before its exposure record)
+_ELEMENTS = ("physical_filter", "group", "day_obs")
 
 
-class ButlerConflict(PermanentError):
+class ButlerConflict(PermanentError, reason="butler-conflict"):
     """The Butler already holds a different definition (an exposure record, a dataset type)."""
-
-    reason = "butler-conflict"
 
 
 def _race(exc: BaseException) -> Transient | None:
@@ -64,11 +59,7 @@ class ButlerSetup:
         #: per (instrument, exposure): the DimensionRecords a data id is expanded with
         self.exposure_records: dict[tuple[str, int], dict[str, Any]] = {}
         #: physical_filter, group and day_obs records this process wrote, by (instrument, name)
-        self._written: dict[str, dict[tuple[Any, ...], Any]] = {
-            "physical_filter": {},
-            "group": {},
-            "day_obs": {},
-        }
+        self._written: dict[str, dict[tuple[Any, ...], Any]] = {e: {} for e in _ELEMENTS}
 
     def _do(self, what: str, fn: Callable[[], T]) -> T:
         def attempt(_remaining: float) -> T:
@@ -79,7 +70,6 @@ class ButlerSetup:
 
         return call_with_retries(attempt, _race, SETUP_RETRY, what=what, on_retry=retried)
 
-    # the whole of it -------------------------------------------------------------------------
     def prepare(self, runs: Iterable[str], instruments: Iterable[str]) -> dict[str, Any]:
         """Dataset type, runs, instruments and their detectors; what was ensured, for humans."""
         dtype = self.dataset_type()
@@ -106,7 +96,6 @@ class ButlerSetup:
             for written in self._written.values():
                 written.clear()
 
-    # steps -----------------------------------------------------------------------------------
     def dataset_type(self) -> Any:
         """The raw dataset type, registered with ``storage_class`` if the repository lacks it."""
         if self._dtype is not None:
@@ -187,11 +176,7 @@ class ButlerSetup:
             return
         instruments = {key[0]: self.instrument(key[0]) for key in todo}
         made = {key: butler_records.exposure_records(exp) for key, exp in todo.items()}
-        new: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {
-            "physical_filter": {},
-            "group": {},
-            "day_obs": {},
-        }
+        new: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {e: {} for e in _ELEMENTS}
         for records in made.values():
             for element, found in new.items():
                 record = records[element]

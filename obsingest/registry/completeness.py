@@ -1,8 +1,5 @@
-"""What the registry says about a CCD and an exposure: the presence answers, pure logic.
-
-Apart from the queries (``presence.py``) so the rules are tested without a database.
-``CcdPresence`` and ``ExposurePresence`` are also the presence API's JSON bodies (their ``Field``
-descriptions feed OpenAPI):
+"""The presence answers about a CCD and an exposure, pure logic (the queries are
+``presence.py``), also the presence API's JSON bodies (``Field`` descriptions feed OpenAPI):
 
 - *expected*: the manifest's detectors, else every detector of the instrument (``expected_source``);
 - *latency*: readout -> registered; p50/p95 by linear interpolation, as numpy and the Beam
@@ -96,10 +93,6 @@ class ExposurePresence:
     obs_start: datetime | None = None
     exposure_time: float | None = None
     note: str = ""
-
-    @property
-    def complete(self) -> bool:
-        return not self.missing
 
     @property
     def made_budget(self) -> bool:

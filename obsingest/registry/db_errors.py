@@ -1,10 +1,8 @@
 """What a database error means for the input that caused it, and text the database can hold.
 
-A value the database refuses (PostgreSQL SQLSTATE class 22 data exception, 23 integrity
-violation, 54 program limit, e.g. an index row over 2,704 bytes) fails the same way every time:
+A value the database refuses (SQLSTATE classes 22, 23, 54) fails the same way every time:
 permanent, the input is quarantined rather than retried until dead-lettered. Connection loss,
 shutdown, serialization failures, lock timeouts and full disks are transient: retried, then 503.
-
 SQLite enforces neither VARCHAR lengths nor the NUL rule, so quarantine text is made storable
 first (``storable``): the same record on both backends.
 """

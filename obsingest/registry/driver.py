@@ -1,13 +1,9 @@
-"""One statement in autocommit on the driver's own connection: the register path's writes and
-its exposure check on PostgreSQL.
+"""One statement in autocommit on the driver's own connection (the register path on PostgreSQL).
 
-Why: for the small statements a registration makes, SQLAlchemy's per-execution work and the
-BEGIN and COMMIT round trips of a transaction cost the calling process more CPU than the
-statement costs the server. A single statement is atomic by itself in autocommit, so a write
-that fits in one (``Registry``'s dataset + datastore + outbox insert) needs no transaction.
-
-A driver error comes back as SQLAlchemy would raise it (``DBAPIError`` with the connection
-invalidated), so ``db_errors.classify`` and the registry's retries treat it as before.
+Why: for a registration's small statements, SQLAlchemy's per-execution work and a transaction's
+BEGIN and COMMIT round trips cost the caller more CPU than the statement costs the server; one
+statement is atomic by itself in autocommit. A driver error is raised as SQLAlchemy would
+(``DBAPIError``, connection invalidated), so ``db_errors.classify`` and the retries still apply.
 """
 
 from __future__ import annotations
@@ -35,12 +31,7 @@ def autocommit_rows(engine: Engine, sql: str, params: Any) -> list[tuple[Any, ..
         return rows
     except dbapi_error as exc:
         raise DBAPIError.instance(
-            sql,
-            params,
-            exc,
-            dbapi_error,
-            connection_invalidated=True,
-            dialect=engine.dialect,
+            sql, params, exc, dbapi_error, connection_invalidated=True, dialect=engine.dialect
         ) from exc
     finally:
         if not done:

@@ -14,15 +14,23 @@ from sqlalchemy import Engine, create_engine, event
 from obsingest.settings import RegistrySettings
 
 
-def make_engine(settings: RegistrySettings) -> Engine:
-    url = settings.url
+def psycopg_url(url: str) -> str:
+    """A ``postgresql://`` URL with the psycopg 3 driver named; any other URL unchanged."""
     if url.startswith("postgresql://"):
-        url = "postgresql+psycopg://" + url[len("postgresql://") :]
-    pool = {
+        return "postgresql+psycopg://" + url.removeprefix("postgresql://")
+    return url
+
+
+def pool_options(settings: RegistrySettings) -> dict[str, Any]:
+    return {
         "pool_size": settings.pool_size,
         "max_overflow": settings.max_overflow,
         "pool_timeout": settings.pool_timeout,
     }
+
+
+def make_engine(settings: RegistrySettings) -> Engine:
+    url, pool = psycopg_url(settings.url), pool_options(settings)
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False}, **pool)
         _sqlite_tuning(engine)

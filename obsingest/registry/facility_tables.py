@@ -1,9 +1,6 @@
 """Tables of the data facility's safety nets: the arrivals outbox, the canary log, and each
-exposure's closure.
-
-Apart from ``tables.py`` (the Butler-like schema) because they are the pipeline's own
-bookkeeping, in their own ``MetaData`` so migration 1's ``create_all`` never creates them:
-migrations 4 (outbox, canary) and 6 (closures) are the one place they come from.
+exposure's closure. Their own ``MetaData`` (not ``tables.py``'s), so migration 1's ``create_all``
+never creates them: migrations 4 (outbox, canary) and 6 (closures) are where they come from.
 
 - ``arrival_outbox``: one row per announcement (a dataset's ArrivalEvent, written with the
   dataset; an exposure's ExposureIngested, keyed by its event id). ``dataset_id`` is unique, so

@@ -4,21 +4,15 @@ A caller queues its item and either waits while a batch is applied (the next bat
 queued item) or, when none is under way, leads: it applies batches until its own item is done.
 Users differ only in how long a leader waits before a batch:
 
-- plain (``gather=0``, the default): never. The outbox marks of an exposure's concurrent
-  publishers (``functions/register/announce``) become a handful of UPDATEs, not one each.
-- gathering (the Butler backend): a Butler transaction has a large fixed cost, and plain group
-  commit would split an exposure arriving at once into several batches. So a caller announces
-  itself first (``arriving``), and a batch with room waits, for at most ``gather`` seconds, while
-  callers are still preparing, while arrivals come in a burst (spaced under ``gap``, or during
-  this wait), or for ``gap`` when it holds a group's first item (``fresh``); not once it is
-  ``complete``. ``linger`` is a fixed sleep before each batch. ``prepare`` gets the items queued
-  when gathering starts, to do work that does not depend on the final batch (the exposure's
-  dimension records) off the critical path.
-
-  Arrivals during the wait count as a burst whatever their spacing because, with many handler
-  threads on one interpreter, the dispatcher gets the GIL only now and then: an exposure
-  delivered at once arrives with pauses longer than ``gap``, and stopping at the first would
-  split it into two transactions.
+- plain (``gather=0``): never (the outbox marks of an exposure's publishers).
+- gathering (the Butler backend, whose transactions have a large fixed cost): a caller announces
+  itself first (``arriving``); a batch with room waits, at most ``gather`` seconds, while callers
+  are preparing, while arrivals come in a burst (spaced under ``gap``, or during this wait), or
+  for ``gap`` after a group's first item (``fresh``); not once ``complete``. ``linger`` sleeps
+  before each batch; ``prepare`` gets the queued items to do batch-independent work early.
+  Arrivals during the wait count as a burst whatever their spacing: with many handler threads
+  the dispatcher gets the GIL only now and then, and stopping at the first pause over ``gap``
+  would split an exposure delivered at once into two transactions.
 """
 
 from __future__ import annotations

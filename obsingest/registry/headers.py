@@ -1,13 +1,10 @@
 """The exposure dimension record from a raw's primary header, validated against its data id.
 
-Translated by ``obsingest.translate``, so the record holds what Rubin's raw ingest would: UTC
-times from the camera's TAI (the Butler backend converts back for its timespan), the measured
-shutter time, the sky angle with Rubin's ROTPA fixes, program and reason with their fallbacks.
-
-Refused: no identity (``BadHeader``), a contradiction of the data id it was stored under
-(``HeaderMismatch``), a string longer than the Butler's column (``BadHeader``). An unusable card
-takes the translator's default; the warning is kept (``header_warnings``) and counted
-(``obsingest_header_warnings_total``).
+Translated by ``obsingest.translate``, so the record holds what Rubin's raw ingest would (UTC
+times from the camera's TAI, ROTPA fixes, fallbacks). Refused: no identity (``BadHeader``), a
+contradiction of the data id it was stored under (``HeaderMismatch``), a string longer than the
+Butler's column (``BadHeader``). An unusable card takes the translator's default; the warning is
+kept (``header_warnings``) and counted (``obsingest_header_warnings_total``).
 """
 
 from __future__ import annotations
@@ -27,34 +24,22 @@ from obsingest.fits import Hdu
 from obsingest.registry.registry import ExposureRecord
 from obsingest.timescales import time_as_utc
 
-#: lengths of the Butler's string columns (daf_butler dimensions.yaml, universe 8)
+#: the record's strings: the card each comes from (named when too long) and the length of its
+#: Butler column (daf_butler dimensions.yaml, universe 8)
 _LENGTHS = {
-    "obs_id": 64,
-    "group_name": 64,
-    "physical_filter": 32,
-    "band": 32,
-    "observation_type": 16,
-    "observation_reason": 68,
-    "science_program": 64,
-    "target_name": 64,
-}
-#: the cards the record's strings come from, named when one is too long
-_CARDS = {
-    "obs_id": "OBSID",
-    "group_name": "GROUPID",
-    "physical_filter": "FILTER",
-    "band": "FILTER",
-    "observation_type": "IMGTYPE",
-    "observation_reason": "REASON",
-    "science_program": "PROGRAM",
-    "target_name": "OBJECT",
+    "obs_id": ("OBSID", 64),
+    "group_name": ("GROUPID", 64),
+    "physical_filter": ("FILTER", 32),
+    "band": ("FILTER", 32),
+    "observation_type": ("IMGTYPE", 16),
+    "observation_reason": ("REASON", 68),
+    "science_program": ("PROGRAM", 64),
+    "target_name": ("OBJECT", 64),
 }
 
 
-class BadHeader(HeaderMismatch):
+class BadHeader(HeaderMismatch, reason="bad-header"):
     """A header gives no identity, or a value the registry cannot keep."""
-
-    reason = "bad-header"
 
 
 def exposure_from_header(primary: Hdu, data_id: DataId, name: str) -> ExposureRecord:
@@ -73,11 +58,11 @@ def exposure_from_header(primary: Hdu, data_id: DataId, name: str) -> ExposureRe
         record = cached[1]
     else:
         record = _record(result, data_id)
-        for field, limit in _LENGTHS.items():
+        for field, (card, limit) in _LENGTHS.items():
             value = getattr(record, field)
             if value is not None and len(value) > limit:
                 raise BadHeader(
-                    f"object {name!r}: header {_CARDS[field]} gives a {field} of {len(value)} "
+                    f"object {name!r}: header {card} gives a {field} of {len(value)} "
                     f"characters, the Butler keeps at most {limit}: {value[:40]!r}..."
                 )
         with _FIELDS_LOCK:

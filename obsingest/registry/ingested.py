@@ -1,20 +1,16 @@
 """The exposures-ingested check: is this exposure complete now, and if so, write its one
 ExposureIngested to the outbox, exactly once, however many processes ask.
 
-Why *after* the registering commit: under READ COMMITTED two processes registering an exposure's
-last two CCDs could each miss the other's; checked after its commit, the later one sees both.
-Several checks may see it complete: the outbox row is keyed by the exposure's deterministic
-``event_id`` (uuid5 of instrument and exposure), so one INSERT wins and the event is published
-and drained like any ArrivalEvent.
-
-Who asks: the register function after each registration (redeliveries included) and each
-manifest it records, and the facility ``sweep`` of manifests in its window. Without a manifest
-nothing is emitted: the expected set is not guessed.
+Checked *after* the registering commit: under READ COMMITTED two processes registering an
+exposure's last two CCDs could each miss the other's; after the commit the later one sees both.
+The outbox row is keyed by the exposure's deterministic ``event_id``, so one INSERT wins.
+Asked by the register function (each registration and manifest) and the facility ``sweep``;
+without a manifest nothing is emitted (the expected set is not guessed).
 
 ``exposure_closure`` keeps each exposure's *first* closure (``ok`` / ``over_budget`` with the
-event, or from the sweep once its deadline, obs_start + exposure time + ``allowance``, passed
-incomplete). Metrics count an exposure when that row is inserted (``Closing.counted``), so it is
-counted once; a late completion still gets its event.
+event, or ``incomplete`` from the sweep once obs_start + exposure time + ``allowance`` passed);
+metrics count an exposure when that row is inserted (``Closing.counted``), so once; a late
+completion still gets its event.
 """
 
 from __future__ import annotations
@@ -143,12 +139,7 @@ class IngestedCheck:
         self._build_statements()
 
     def _build_statements(self) -> None:
-        m, c, d, r = (
-            tables.exposure_manifest,
-            exposure_closure,
-            tables.dataset,
-            tables.datastore_record,
-        )
+        m, c, d, r = (tables.exposure_manifest, exposure_closure, tables.dataset, tables.datastore_record)
         ours = (d.c.dataset_type == bindparam("dt"), d.c.run == bindparam("run"))
         registered = (
             select(func.count())
@@ -204,14 +195,10 @@ class IngestedCheck:
     def _write(self, fn: Callable[[Connection], Any]) -> Any:
         return self.registry._retrying(lambda: self.registry._in_tx(fn))
 
-    # the check ---------------------------------------------------------------------------------
     def check(self, instrument: str, exposure: int, published: Sequence[int] = ()) -> Closing:
-        """Write the exposure's ExposureIngested if it is complete and nobody wrote it yet.
-        Raises ``RegistryUnavailable`` when the registry cannot answer (ask again later).
-
-        ``published``: arrivals-outbox rows to mark published first, as ``mark_published``
-        does (the register function's CCDs whose check this is): on PostgreSQL in the check's
-        own statement, elsewhere by a statement of their own."""
+        """Write the exposure's ExposureIngested if it is complete and nobody wrote it yet
+        (``RegistryUnavailable``: ask again later). ``published``: outbox rows to mark published
+        first, as ``mark_published`` does (on PostgreSQL within the check's own statement)."""
         key = {"inst": instrument, "exp": exposure, **self._ours(instrument)}
         state = self._state(key, published)
         if state is None:
@@ -245,12 +232,7 @@ class IngestedCheck:
         return _State(*rows[0]) if rows else None
 
     def _presence(
-        self,
-        instrument: str,
-        exposure: int,
-        day_obs: int,
-        expected: Sequence[int],
-        key: dict[str, Any],
+        self, instrument: str, exposure: int, day_obs: int, expected: Sequence[int], key: dict[str, Any]
     ) -> ExposurePresence:
         rows = self._read(lambda conn: conn.execute(self._q_rows, key).all())
         registered: list[tuple[int, float | None]] = []
@@ -310,18 +292,7 @@ class IngestedCheck:
             attributes=ingested_attributes(event),
         )
         c = exposure_closure
-        closure = {
-            "instrument": inst,
-            "exposure": exp,
-            "status": status,
-            "closed_by": self.closed_by,
-            "closed_at": now,
-            "missing": 0,
-            "latency_max": presence.latency_max,
-            "ingested_at": now,
-            "event_id": eid,
-        }
-        first_closure = self._insert(c).values(closure).on_conflict_do_nothing().returning(c.c.exposure)
+        first_closure = self._first_closure(presence, status, now, eid)
         late_completion = (
             update(c)
             .where(c.c.instrument == inst, c.c.exposure == exp, c.c.ingested_at.is_(None))
@@ -342,7 +313,25 @@ class IngestedCheck:
             return Closing(inst, exp, ALREADY, presence)
         return Closing(inst, exp, EMITTED, presence, event, message, row_id, counted, status)
 
-    # the deadline ------------------------------------------------------------------------------
+    def _first_closure(
+        self, presence: ExposurePresence, status: str, now: datetime, eid: uuid.UUID | None = None
+    ) -> Any:
+        """Insert the exposure's closure unless it has one (returning it when inserted);
+        ``eid``: the ExposureIngested written with it (None: closed incomplete)."""
+        c = exposure_closure
+        values = {
+            "instrument": presence.instrument,
+            "exposure": presence.exposure,
+            "status": status,
+            "closed_by": self.closed_by,
+            "closed_at": now,
+            "missing": len(presence.missing),
+            "latency_max": presence.latency_max,
+            "ingested_at": now if eid is not None else None,
+            "event_id": eid,
+        }
+        return self._insert(c).values(values).on_conflict_do_nothing().returning(c.c.exposure)
+
     def close_incomplete(self, instrument: str, exposure: int) -> Closing:
         """The exposure's deadline passed: record it closed ``incomplete`` unless it was closed
         before (counted: this call closed it), or emit its event if it is complete after all."""
@@ -354,27 +343,10 @@ class IngestedCheck:
         presence = self._presence(instrument, exposure, state.day_obs, expected, key)
         if not presence.missing:  # completed after all (its check was lost): its event
             return self.check(instrument, exposure)
-        c = exposure_closure
-        stmt = (
-            self._insert(c)
-            .values(
-                instrument=instrument,
-                exposure=exposure,
-                status=INCOMPLETE,
-                closed_by=self.closed_by,
-                closed_at=self.clock(),
-                missing=len(presence.missing),
-                latency_max=presence.latency_max,
-                ingested_at=None,
-                event_id=None,
-            )
-            .on_conflict_do_nothing()
-            .returning(c.c.exposure)
-        )
+        stmt = self._first_closure(presence, INCOMPLETE, self.clock())
         counted = self._write(lambda conn: conn.execute(stmt).first()) is not None
         return Closing(instrument, exposure, CLOSED_INCOMPLETE, presence, counted=counted, status=INCOMPLETE)
 
-    # the sweep ---------------------------------------------------------------------------------
     def open_exposures(self, since: datetime, allowance: float) -> list[OpenExposure]:
         """Manifests recorded since ``since`` whose exposure has no event yet, oldest first."""
         found: list[OpenExposure] = []

@@ -1,12 +1,9 @@
 """ExposureManifests in the registry: what is expected of each exposure, recorded once.
 
-Why here: completeness is asked of the registry (presence API, ``obsingest status``, the
-exposures-ingested event); on the ``exposures`` topic a manifest is seen only by its consumer.
-
-First manifest wins: a redelivery (same content, ``published`` aside) is a no-op; a different
-one raises ``ManifestConflict``; unknown instrument, detectors out of range or an exposure id
-disagreeing with its day_obs raise ``BadManifest`` (``UnknownInstrument``). The caller
-quarantines both. Written through the ``Registry``'s engine and retry, on every backend.
+Kept in the registry because completeness is asked of it (presence API, ``obsingest status``, the
+exposures-ingested event). First manifest wins: a redelivery (same content, ``published`` aside)
+is a no-op, a different one a ``ManifestConflict``; an impossible one a ``BadManifest`` (or
+``UnknownInstrument``). The caller quarantines both.
 """
 
 from __future__ import annotations
@@ -33,18 +30,14 @@ _MAX_FILTER = 64
 _INT64_MAX = 2**63 - 1
 
 
-class BadManifest(PermanentError):
+class BadManifest(PermanentError, reason="bad-manifest"):
     """A manifest that cannot describe a real exposure (detectors out of range, ids that
     disagree, ...): quarantined, never recorded."""
 
-    reason = "bad-manifest"
 
-
-class ManifestConflict(PermanentError):
+class ManifestConflict(PermanentError, reason="manifest-conflict"):
     """A different manifest for an exposure whose manifest is already recorded: the first is
     kept, this one quarantined."""
-
-    reason = "manifest-conflict"
 
 
 ManifestStatus = Literal["recorded", "duplicate"]

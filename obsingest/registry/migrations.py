@@ -60,32 +60,20 @@ def _butler_dimensions(conn: Connection) -> None:
     were missing before)."""
     for table in (tables.instrument, tables.detector, tables.exposure):
         _add_missing_columns(conn, table)
+    i, d = tables.instrument, tables.detector
     for inst in camera.INSTRUMENTS.values():
-        record = inst.record()
-        exists = conn.execute(
-            select(tables.instrument.c.name).where(tables.instrument.c.name == inst.name)
-        ).first()
-        i = tables.instrument
-        if exists:
-            conn.execute(update(i).where(i.c.name == inst.name).values(record))
+        if conn.execute(select(i.c.name).where(i.c.name == inst.name)).first():
+            conn.execute(update(i).where(i.c.name == inst.name).values(inst.record()))
         else:
-            conn.execute(insert(tables.instrument).values(record))
-        have = set(
-            conn.execute(
-                select(tables.detector.c.id).where(tables.detector.c.instrument == inst.name)
-            ).scalars()
-        )
+            conn.execute(insert(i).values(inst.record()))
+        have = set(conn.execute(select(d.c.id).where(d.c.instrument == inst.name)).scalars())
         for det in inst.detectors:
             values = inst.detector_record(det.id)
             if det.id in have:
-                d = tables.detector
-                conn.execute(
-                    update(d)
-                    .where(d.c.instrument == inst.name, d.c.id == det.id)
-                    .values({k: v for k, v in values.items() if k not in ("instrument", "id")})
-                )
+                rest = {k: v for k, v in values.items() if k not in ("instrument", "id")}
+                conn.execute(update(d).where(d.c.instrument == inst.name, d.c.id == det.id).values(rest))
             else:
-                conn.execute(insert(tables.detector).values(values))
+                conn.execute(insert(d).values(values))
 
 
 def _facility_tables(conn: Connection) -> None:
@@ -149,11 +137,8 @@ def current_version(conn: Connection) -> int:
 
 
 def migrate(engine: Engine) -> int:
-    """Bring the schema to LATEST; returns the number of migrations applied.
-
-    A schema already at LATEST (every start but the first) is one look at its version, no lock:
-    a restarted register-function instance does this before it listens, on the cores a burst
-    is using."""
+    """Bring the schema to LATEST; returns the number of migrations applied. A schema already
+    at LATEST (every start but the first) costs one look at its version, no lock."""
     with engine.connect() as conn:
         if current_version(conn) >= LATEST:
             return 0
@@ -169,9 +154,7 @@ def migrate(engine: Engine) -> int:
             migration.apply(conn)
             conn.execute(
                 insert(tables.schema_version).values(
-                    version=migration.version,
-                    description=migration.description,
-                    applied_at=datetime.now(UTC),
+                    version=migration.version, description=migration.description, applied_at=datetime.now(UTC)
                 )
             )
             applied += 1

@@ -1,20 +1,12 @@
 """The arrivals outbox: "registered" and "to be announced" commit together, or not at all.
 
-It holds every announcement the registry owes: each new dataset's ArrivalEvent and each complete
-exposure's ExposureIngested (``registry.ingested``, ``insert_row_once``: one per exposure).
-Rows carry single-object Avro bodies, published by their contract's rule
-(``functions/register/announce``).
-
-The register path inserts the row with the dataset (``insert_row`` from ``Registry._register``),
-publishes it right after the commit and marks it published. Whatever could not be published
-(topic gone, bus down, process killed) stays pending for a drain (``claim`` -> publish ->
-``mark_published``) run by the register function and the reconcile service, so "registered but
-not announced" cannot outlive an outage.
-
-Claims are leases (``lease_until``), taken by one ``UPDATE ... RETURNING`` statement (``FOR UPDATE
-SKIP LOCKED`` on PostgreSQL), not open transactions: a dead publisher's rows are published again
-when its lease expires (subscribers deduplicate on dataset id). A new row starts leased to the
-process that registered it. Published rows are kept ``retention`` long, then purged in batches.
+Rows (each new dataset's ArrivalEvent, each complete exposure's ExposureIngested, one per
+exposure) are inserted with the registration, published right after the commit and marked.
+What could not be published stays pending for a drain (``claim`` -> publish ->
+``mark_published``) by the register function and reconcile, so "registered but not announced"
+cannot outlive an outage. Claims are leases (``lease_until``) taken by one ``UPDATE ...
+RETURNING`` (``FOR UPDATE SKIP LOCKED`` on PostgreSQL), not open transactions: a dead
+publisher's rows go out again when its lease expires (subscribers deduplicate on dataset id).
 """
 
 from __future__ import annotations
@@ -73,10 +65,7 @@ _INSERT = arrival_outbox.insert().returning(arrival_outbox.c.id)
 _INSERT_MANY = arrival_outbox.insert().returning(arrival_outbox.c.id, arrival_outbox.c.dataset_id)
 _MARK = (
     update(arrival_outbox)
-    .where(
-        arrival_outbox.c.id.in_(bindparam("ids", expanding=True)),
-        arrival_outbox.c.published_at.is_(None),
-    )
+    .where(arrival_outbox.c.id.in_(bindparam("ids", expanding=True)), arrival_outbox.c.published_at.is_(None))
     .values(published_at=bindparam("at"), lease_until=None, last_error="")
 )
 #: ``_MARK`` on PostgreSQL, committing without waiting for its WAL flush
@@ -87,14 +76,16 @@ WHERE id = ANY(%(ids)s) AND published_at IS NULL
   AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'"""
 
 
+#: a row no drain holds: no lease, or one that expired before ``:now``
+_FREE = or_(arrival_outbox.c.lease_until.is_(None), arrival_outbox.c.lease_until < bindparam("now"))
+
+
 def _claim_statement(postgres: bool) -> Any:
-    """Lease up to ``:limit`` free unpublished rows (oldest first) until ``:until``; free means
-    no lease or one that expired before ``:now``. Built once, executed with parameters (a drain
-    runs every few seconds in every function instance: SQLAlchemy's cache then serves it)."""
+    """Lease up to ``:limit`` free unpublished rows (oldest first) until ``:until``. Built once
+    (a drain runs every few seconds in every instance: SQLAlchemy's cache then serves it)."""
     o = arrival_outbox
-    free = or_(o.c.lease_until.is_(None), o.c.lease_until < bindparam("now"))
     candidates = (
-        select(o.c.id).where(o.c.published_at.is_(None), free).order_by(o.c.id).limit(bindparam("limit"))
+        select(o.c.id).where(o.c.published_at.is_(None), _FREE).order_by(o.c.id).limit(bindparam("limit"))
     )
     if postgres:
         candidates = candidates.with_for_update(skip_locked=True)
@@ -105,7 +96,7 @@ def _claim_statement(postgres: bool) -> Any:
     chosen = candidates.cte("outbox_claim").prefix_with("MATERIALIZED", dialect="postgresql")
     return (
         update(o)
-        .where(o.c.id == chosen.c.id, o.c.published_at.is_(None), free)
+        .where(o.c.id == chosen.c.id, o.c.published_at.is_(None), _FREE)
         .values(lease_until=bindparam("until"))
         .returning(*o.c)
     )
@@ -116,22 +107,14 @@ _CLAIM_POSTGRES = _claim_statement(postgres=True)
 #: lease one dataset's row (``:ds``) if it is unpublished and free at ``:now``, until ``:until``
 _CLAIM_DATASET = (
     update(arrival_outbox)
-    .where(
-        arrival_outbox.c.dataset_id == bindparam("ds"),
-        arrival_outbox.c.published_at.is_(None),
-        or_(arrival_outbox.c.lease_until.is_(None), arrival_outbox.c.lease_until < bindparam("now")),
-    )
+    .where(arrival_outbox.c.dataset_id == bindparam("ds"), arrival_outbox.c.published_at.is_(None), _FREE)
     .values(lease_until=bindparam("until"))
     .returning(*arrival_outbox.c)
 )
 
 
 def insert_row(
-    conn: Connection,
-    dataset_id: uuid.UUID,
-    message: OutboxMessage,
-    now: datetime,
-    lease_seconds: float,
+    conn: Connection, dataset_id: uuid.UUID, message: OutboxMessage, now: datetime, lease_seconds: float
 ) -> int:
     """Add the announcement of ``dataset_id`` inside the caller's (registration) transaction,
     leased to the caller for its immediate publish; returns the row id."""
@@ -140,20 +123,18 @@ def insert_row(
 
 
 def insert_rows(
-    conn: Connection,
-    entries: list[tuple[uuid.UUID, OutboxMessage]],
-    now: datetime,
-    lease_seconds: float,
+    conn: Connection, entries: list[tuple[uuid.UUID, OutboxMessage]], now: datetime, lease_seconds: float
 ) -> dict[uuid.UUID, int]:
     """``insert_row`` for many datasets in one statement: dataset id -> row id."""
     if not entries:
         return {}
     rows = [outbox_values(ds_id, message, now, lease_seconds) for ds_id, message in entries]
     found = conn.execute(_INSERT_MANY, rows)
-    return {_dataset_uuid(row.dataset_id): int(row.id) for row in found}
+    return {as_uuid(row.dataset_id): int(row.id) for row in found}
 
 
-def _dataset_uuid(value: Any) -> uuid.UUID:
+def as_uuid(value: Any) -> uuid.UUID:
+    """A dataset id as the driver returns it (UUID on PostgreSQL, text or bytes on SQLite)."""
     if isinstance(value, uuid.UUID):
         return value
     return uuid.UUID(bytes=value) if isinstance(value, bytes) else uuid.UUID(str(value))
@@ -177,11 +158,7 @@ def outbox_values(
 
 
 def insert_row_once(
-    conn: Connection,
-    key: uuid.UUID,
-    message: OutboxMessage,
-    now: datetime,
-    lease_seconds: float,
+    conn: Connection, key: uuid.UUID, message: OutboxMessage, now: datetime, lease_seconds: float
 ) -> int | None:
     """Add an announcement under ``key`` unless one exists (INSERT ... ON CONFLICT DO NOTHING on
     the unique key): its row id, leased to the caller, or None when another caller's row exists.
@@ -190,17 +167,7 @@ def insert_row_once(
     o = arrival_outbox
     stmt = (
         insert(o)
-        .values(
-            dataset_id=key,
-            topic=message.topic,
-            message_key=message.key,
-            attributes=json.dumps(message.attributes, sort_keys=True),
-            payload=message.payload,
-            created_at=now,
-            lease_until=now + timedelta(seconds=lease_seconds),
-            attempts=0,
-            last_error="",
-        )
+        .values(outbox_values(key, message, now, lease_seconds))
         .on_conflict_do_nothing(index_elements=[o.c.dataset_id])
         .returning(o.c.id)
     )
@@ -263,21 +230,16 @@ class ArrivalOutbox:
         return found[0] if found else None
 
     def mark_published(self, row_ids: list[int], at: datetime | None = None) -> None:
-        """Record rows as published, with ``synchronous_commit = off`` on PostgreSQL: no WAL
-        flush wait per CCD, visible at once, durable at the next flush. A mark lost in a server
-        crash (at most ~3 x ``wal_writer_delay``) only leaves its row pending for a drain to
-        publish again, which at-least-once allows; registrations stay synchronous.
-
-        One autocommit statement on the driver's connection (``registry.driver``): the
-        ``set_config(..., is_local => true)`` in its WHERE clause applies to the statement's own
-        transaction."""
+        """Record rows as published; on PostgreSQL one autocommit statement with
+        ``synchronous_commit = off`` (``set_config`` local to its own transaction): no WAL flush
+        wait per CCD. A mark lost in a server crash only leaves its row pending for a drain to
+        publish again, which at-least-once allows; registrations stay synchronous."""
         if not row_ids:
             return
         params = {"ids": list(row_ids), "at": at or datetime.now(UTC)}
         if not self._postgres:
             self._tx(lambda c: c.execute(_MARK, params))
             return
-
         self._retrying(lambda: autocommit_rows(self.engine, MARK_ASYNC_POSTGRES, params))
 
     def mark_failed(self, row_id: int, error: str, retry_after: float, now: datetime | None = None) -> None:

@@ -1,10 +1,9 @@
 """Statements compiled once and run on the driver's own cursor: the presence reads' hot path.
 
 Why: SQLAlchemy's per-execution work costs as much as the query itself on SQLite, and the
-presence API answers hundreds of lookups a second. Statements stay SQLAlchemy Core, compiled for
-the engine's dialect; only execution skips the layer. Values come back as the driver gives them
-(``db_datetime``, ``db_uuid`` normalise SQLite's text); a driver error invalidates the
-connection and becomes ``RegistryUnavailable``, as SQLAlchemy would.
+presence API answers hundreds of lookups a second. Statements stay SQLAlchemy Core; only
+execution skips the layer. A driver error invalidates the connection and becomes
+``RegistryUnavailable``, as SQLAlchemy would.
 """
 
 from __future__ import annotations
@@ -63,11 +62,6 @@ def db_datetime(value: Any) -> datetime | None:
     if value is None:
         return None
     return as_utc(datetime.fromisoformat(value) if isinstance(value, str) else value)
-
-
-def db_uuid(value: Any) -> uuid.UUID:
-    """A UUID as the driver returns it (SQLite: 32 hex digits)."""
-    return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
 
 
 def uuid_param(engine: Engine, value: uuid.UUID) -> Any:

@@ -7,8 +7,7 @@ are computed by the database.
 
 Exposure answers are cached (LRU) keyed by the number of the exposure's datasets and its
 manifest's digest: datasets are only inserted and a manifest recorded once, so an unchanged key
-means an unchanged answer, and a night listing costs one grouped count. One cohesive concept,
-hence its length: every read shares that cache and the same exposure and night queries.
+means an unchanged answer, and a night listing costs one grouped count.
 """
 
 from __future__ import annotations
@@ -55,7 +54,8 @@ from obsingest.registry.completeness import (
     NightPage,
     summarize,
 )
-from obsingest.registry.prepared import Prepared, db_datetime, db_uuid, uuid_param
+from obsingest.registry.outbox import as_uuid
+from obsingest.registry.prepared import Prepared, db_datetime, uuid_param
 from obsingest.registry.readonly import make_readonly_engine, require_tables
 from obsingest.settings import RegistrySettings, run_name
 from obsingest.timescales import as_utc
@@ -218,14 +218,9 @@ class PresenceReader:
         with self.engine.connect() as conn:
             conn.execute(select(literal_column("1"))).scalar()
 
-    # statements, built once (SQLAlchemy's compiled cache then serves every call) -------------
     def _build_statements(self, dialect: str) -> None:
-        d, r, e, m = (
-            tables.dataset,
-            tables.datastore_record,
-            tables.exposure,
-            tables.exposure_manifest,
-        )
+        """Built once: SQLAlchemy's compiled cache then serves every call."""
+        d, r, e, m = (tables.dataset, tables.datastore_record, tables.exposure, tables.exposure_manifest)
         latency = _latency(dialect).label("latency")
         ccd_cols: tuple[ColumnElement[Any], ...]
         ccd_cols = (d.c.id, d.c.dataset_type, d.c.run, d.c.instrument, d.c.exposure, d.c.detector)
@@ -262,9 +257,7 @@ class PresenceReader:
         # changes it, which is all a version must do).
         ids = union(
             select(e.c.id.label("exposure")).where(
-                e.c.instrument == bindparam("inst"),
-                bindparam("lo") <= e.c.id,
-                e.c.id <= bindparam("hi"),
+                e.c.instrument == bindparam("inst"), bindparam("lo") <= e.c.id, e.c.id <= bindparam("hi")
             ),
             select(m.c.exposure.label("exposure")).where(
                 m.c.instrument == bindparam("inst"),
@@ -282,11 +275,7 @@ class PresenceReader:
             select(page.c.exposure, kept.c.digest, datasets.label("datasets"))
             .select_from(
                 page.outerjoin(
-                    kept,
-                    and_(
-                        kept.c.instrument == bindparam("inst"),
-                        kept.c.exposure == page.c.exposure,
-                    ),
+                    kept, and_(kept.c.instrument == bindparam("inst"), kept.c.exposure == page.c.exposure)
                 )
             )
             .order_by(page.c.exposure)
@@ -308,13 +297,8 @@ class PresenceReader:
         self._p_state = Prepared(self.engine, self._q_state)
 
     def _ours(self, instrument: str) -> dict[str, Any]:
-        return {
-            "dt": self.dataset_type,
-            "run": run_name(self.run_template, instrument),
-            "inst": instrument,
-        }
+        return {"dt": self.dataset_type, "run": run_name(self.run_template, instrument), "inst": instrument}
 
-    # CCDs ------------------------------------------------------------------------------------
     def ccd(self, instrument: str, exposure: int, detector: int) -> CcdPresence:
         """Whether this CCD is registered (in the configured dataset type and run)."""
         inst = check_instrument(instrument)
@@ -338,28 +322,15 @@ class PresenceReader:
     def _ccd_of(self, row: tuple[Any, ...]) -> CcdPresence:
         """A row of ``_q_ccd`` / ``_q_dataset`` (columns in ``ccd_cols`` order) as the driver
         gives it."""
-        (
-            ds_id,
-            dtype,
-            run,
-            instrument,
-            exposure,
-            detector,
-            ingest_time,
-            uri,
-            size,
-            checksum,
-            transport,
-            readout_time,
-            latency,
-        ) = row
+        ds_id, dtype, run, instrument, exposure, detector, ingest_time, uri, size, checksum = row[:10]
+        transport, readout_time, latency = row[10:]
         return CcdPresence(
             instrument=instrument,
             exposure=exposure,
             detector=detector,
             day_obs=exposure_day_obs(exposure),
             registered=True,
-            dataset_id=str(db_uuid(ds_id)),
+            dataset_id=str(as_uuid(ds_id)),
             dataset_type=dtype,
             run=run,
             uri=uri,
@@ -372,7 +343,6 @@ class PresenceReader:
             over_budget=None if latency is None else latency > self.budget_seconds,
         )
 
-    # exposures -------------------------------------------------------------------------------
     def exposure(self, instrument: str, exposure: int) -> ExposurePresence | None:
         """Expected, registered, missing, latencies and status; None when the registry knows
         nothing of the exposure (no manifest, no exposure record)."""
@@ -477,7 +447,6 @@ class PresenceReader:
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
 
-    # quarantine ------------------------------------------------------------------------------
     def quarantine(self, since: datetime | None = None, recent: int = 5) -> dict[str, Any]:
         """Quarantined inputs (seen since ``since``): counts by reason and the latest few."""
         q = tables.quarantine

@@ -1,7 +1,5 @@
-"""A read-only engine on the registry, for readers that must never write (the presence API,
-``obsingest status``).
-
-Read-only at the database: SQLite with ``mode=ro`` and ``query_only``, PostgreSQL sessions with
+"""A read-only engine on the registry (the presence API, ``obsingest status``). Read-only at
+the database: SQLite with ``mode=ro`` and ``query_only``, PostgreSQL sessions with
 ``default_transaction_read_only`` (production adds a SELECT-only role, infra/terraform). A
 ``butler:<repo>`` URL reads the companion tables; no Butler is opened. No migration is run:
 ``require_tables`` says what is missing instead.
@@ -17,22 +15,16 @@ from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import make_url
 
 from obsingest.errors import PermanentError
-from obsingest.registry.butler_repo import (
-    ButlerSettings,
-    default_companion_url,
-    is_butler_url,
-    repo_of,
-)
+from obsingest.registry.butler_repo import ButlerSettings, default_companion_url, is_butler_url, repo_of
+from obsingest.registry.engine import pool_options, psycopg_url
 from obsingest.settings import RegistrySettings
 
 #: how much of a SQLite registry a reader maps into memory (a night of LSSTCam: ~150 MB)
 SQLITE_MMAP_BYTES = 1 << 30
 
 
-class RegistryNotReadable(PermanentError):
+class RegistryNotReadable(PermanentError, reason="registry-not-readable"):
     """The registry cannot be read: no such database, or a schema older than the reader's."""
-
-    reason = "registry-not-readable"
 
 
 def readonly_url(url: str) -> str:
@@ -44,12 +36,7 @@ def readonly_url(url: str) -> str:
 
 def make_readonly_engine(settings: RegistrySettings) -> Engine:
     """A pooled engine that cannot write (see module doc)."""
-    url = readonly_url(settings.url)
-    pool: dict[str, Any] = {
-        "pool_size": settings.pool_size,
-        "max_overflow": settings.max_overflow,
-        "pool_timeout": settings.pool_timeout,
-    }
+    url, pool = psycopg_url(readonly_url(settings.url)), pool_options(settings)
     if url.startswith("sqlite"):
         path = make_url(url).database
         if not path or path == ":memory:":
@@ -72,8 +59,6 @@ def make_readonly_engine(settings: RegistrySettings) -> Engine:
             cur.close()
 
         return engine
-    if url.startswith("postgresql://"):
-        url = "postgresql+psycopg://" + url[len("postgresql://") :]
     if url.startswith("postgresql"):
         return create_engine(
             url,

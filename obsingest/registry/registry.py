@@ -7,9 +7,7 @@ bytes return the existing dataset, different bytes raise ChecksumConflict (quara
 believed new (the Butler backend's group commit) is inserted in one statement per table. On
 PostgreSQL, once this process has committed the run and exposure rows, a new dataset, its
 datastore record and its outbox row are one autocommit statement (``_register_at_once_sql``).
-
-One module because it is one cohesive concept: the idempotent registration (its statements,
-retries and dimension rows); reads and the outbox live in their own modules.
+One cohesive concept: the idempotent registration (statements, retries, dimension rows).
 """
 
 from __future__ import annotations
@@ -39,7 +37,7 @@ from obsingest.registry.driver import autocommit_rows
 from obsingest.registry.engine import make_engine
 from obsingest.registry.facility_tables import arrival_outbox
 from obsingest.registry.migrations import migrate
-from obsingest.registry.outbox import ArrivalOutbox, OutboxMessage, insert_row, outbox_values
+from obsingest.registry.outbox import ArrivalOutbox, OutboxMessage, as_uuid, insert_row, outbox_values
 from obsingest.retry import RetriesExhausted, RetryPolicy, Transient, call_with_retries
 from obsingest.settings import RegistrySettings, run_name
 from obsingest.timescales import as_utc
@@ -47,10 +45,8 @@ from obsingest.timescales import as_utc
 T = TypeVar("T")
 
 
-class RegistryUnavailable(RetriableError):
+class RegistryUnavailable(RetriableError, reason="registry-unavailable"):
     """The database could not be reached or stayed busy through every retry."""
-
-    reason = "registry-unavailable"
 
 
 @dataclass(frozen=True)
@@ -152,11 +148,9 @@ def _register_at_once_sql(
     dataset_keys: tuple[str, ...], datastore_keys: tuple[str, ...], outbox_keys: tuple[str, ...]
 ) -> str:
     """PostgreSQL: a new dataset, its datastore record and its outbox row in one statement (one
-    round trip, atomic in autocommit, no transaction); it answers the inserted dataset's id
-    (NULL when the dataset exists: ``Registry._register`` then decides) and the outbox row's id.
-
-    Built from the tables (``tables``, ``facility_tables``) and the row builders' keys, so a
-    column added to either is in this statement too."""
+    round trip, atomic in autocommit); it answers the inserted dataset's id (NULL when the
+    dataset exists) and the outbox row's id. Built from the tables and the row builders' keys,
+    so a column added to either is in this statement too."""
     table = tables.dataset
     values = ", ".join(f"%({key})s::{_pg_cast(table.c[key])}" for key in dataset_keys)
     return (
@@ -199,10 +193,7 @@ class Registry:
         self._insert_datastore = self._insert(tables.datastore_record)
         self._select_existing = (
             select(tables.dataset.c.ingest_time, tables.datastore_record)
-            .join(
-                tables.datastore_record,
-                tables.datastore_record.c.dataset_id == tables.dataset.c.id,
-            )
+            .join(tables.datastore_record, tables.datastore_record.c.dataset_id == tables.dataset.c.id)
             .where(tables.dataset.c.id == bindparam("ds_id"))
         )
         # the exposure upsert: insert, or fill the fields that are still unknown (COALESCE)
@@ -234,7 +225,6 @@ class Registry:
     def close(self) -> None:
         self.engine.dispose()
 
-    # retries ---------------------------------------------------------------------------------
     def _retrying(self, fn: Callable[[], T]) -> T:
         """Retry transient database failures with exponential backoff and full jitter, bounded
         in time too (the caller's redelivery is the next retry); a failure the input causes
@@ -270,7 +260,6 @@ class Registry:
         message = f"registry unavailable after {attempts} attempts: {last}"
         raise RegistryUnavailable(message) from last
 
-    # writes ----------------------------------------------------------------------------------
     def upsert_exposure(self, record: ExposureRecord) -> None:
         """Insert the exposure dimension record, filling fields that are still unknown."""
         self._retrying(lambda: self._in_tx(lambda c: self._upsert_exposure(c, record)))
@@ -296,10 +285,7 @@ class Registry:
         return nullcontext()
 
     def register(
-        self,
-        record: FileRecord,
-        exposure: ExposureRecord | None = None,
-        announce: Announcer | None = None,
+        self, record: FileRecord, exposure: ExposureRecord | None = None, announce: Announcer | None = None
     ) -> Registration:
         """Register one file; idempotent for the same bytes, ChecksumConflict for different ones.
 
@@ -341,17 +327,12 @@ class Registry:
         """PostgreSQL, dimension rows committed: a new dataset with its datastore record and
         outbox row in one autocommit statement (``_register_at_once_sql``); None when the dataset
         exists (nothing written). Retrying it is safe: it is atomic."""
-        data_id = record.data_id
-        dtype = self.settings.dataset_type
-        run = run_name(self.settings.run, data_id.instrument)
-        ds_id = dataset_id(data_id, dtype, run)
-        now = datetime.now(UTC)
-        registration = Registration(ds_id, dtype, run, True, now, record.uri)
-        message = announce(registration)
+        registration = self._planned(record)
+        ds_id, now = registration.dataset_id, registration.registered_time
         rows = (
-            _dataset_values(registration, data_id),
+            _dataset_values(registration, record.data_id),
             _datastore_values(ds_id, record),
-            outbox_values(ds_id, message, now, OUTBOX_LEASE_SECONDS),
+            outbox_values(ds_id, announce(registration), now, OUTBOX_LEASE_SECONDS),
         )
         sql = _register_at_once_sql(*(tuple(row) for row in rows))
         params = {key: value for row in rows for key, value in row.items()}
@@ -412,34 +393,29 @@ class Registry:
         return inserted
 
     def _register(
-        self,
-        conn: Connection,
-        record: FileRecord,
-        exposure: ExposureRecord,
-        dimensions_written: bool = False,
+        self, conn: Connection, record: FileRecord, exposure: ExposureRecord, dimensions_written: bool = False
     ) -> Registration:
-        data_id = record.data_id
-        dtype = self.settings.dataset_type
-        run = run_name(self.settings.run, data_id.instrument)
-        ds_id = dataset_id(data_id, dtype, run)
-        now = datetime.now(UTC)
+        registration = self._planned(record)
+        ds_id = registration.dataset_id
         if not dimensions_written:
-            self._write_dimensions(conn, run, exposure)
-        registration = Registration(ds_id, dtype, run, True, now, record.uri)
-        inserted = conn.execute(self._insert_dataset, _dataset_values(registration, data_id)).first()
+            self._write_dimensions(conn, registration.run, exposure)
+        inserted = conn.execute(self._insert_dataset, _dataset_values(registration, record.data_id)).first()
         if inserted is not None:
             conn.execute(self._insert_datastore, _datastore_values(ds_id, record))
             return registration
         row = conn.execute(self._select_existing, {"ds_id": ds_id}).mappings().one()
         if row["checksum"] != record.checksum or row["size"] != record.size:
-            raise ChecksumConflict(
-                f"{data_id.key}: already registered as {row['uri']} with {row['checksum']} "
-                f"({row['size']} bytes); refusing {record.uri} with {record.checksum} "
-                f"({record.size} bytes)"
-            )
-        return Registration(ds_id, dtype, run, False, as_utc(row["ingest_time"]) or now, row["uri"])
+            raise checksum_conflict(record, row["uri"], row["checksum"], row["size"])
+        registered = as_utc(row["ingest_time"]) or registration.registered_time
+        return dataclasses.replace(registration, created=False, registered_time=registered, uri=row["uri"])
 
-    # facility: arrivals outbox, reconcile queries, canary (outbox.py, audit.py) ---------------
+    def _planned(self, record: FileRecord) -> Registration:
+        """``record``'s registration as a new dataset, now."""
+        dtype = self.settings.dataset_type
+        run = run_name(self.settings.run, record.data_id.instrument)
+        ds_id = dataset_id(record.data_id, dtype, run)
+        return Registration(ds_id, dtype, run, True, datetime.now(UTC), record.uri)
+
     def _with_outbox_row(
         self, conn: Connection, registration: Registration, announce: Announcer | None
     ) -> Registration:
@@ -496,7 +472,6 @@ class Registry:
             )
         )
 
-    # reads -----------------------------------------------------------------------------------
     def datasets(self, instrument: str | None = None, exposure: int | None = None) -> list[dict[str, Any]]:
         d, r = tables.dataset, tables.datastore_record
         query = select(d, r.c.uri, r.c.size, r.c.checksum, r.c.transport, r.c.readout_time).join(
@@ -508,7 +483,7 @@ class Registry:
             query = query.where(d.c.exposure == exposure)
         query = query.order_by(d.c.instrument, d.c.exposure, d.c.detector)
         with self.engine.connect() as conn:
-            return [_jsonable(dict(row)) for row in conn.execute(query).mappings()]
+            return [jsonable(dict(row)) for row in conn.execute(query).mappings()]
 
     def exposure(self, instrument: str, exposure: int) -> dict[str, Any] | None:
         """The exposure dimension record, or None when nothing of it is registered."""
@@ -516,19 +491,28 @@ class Registry:
         query = select(e).where(e.c.instrument == instrument, e.c.id == exposure)
         with self.engine.connect() as conn:
             row = conn.execute(query).mappings().first()
-        return _jsonable(dict(row)) if row is not None else None
+        return jsonable(dict(row)) if row is not None else None
 
     def quarantined(self) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
             rows = conn.execute(select(tables.quarantine).order_by(tables.quarantine.c.id)).mappings()
-            return [_jsonable(dict(row)) for row in rows]
+            return [jsonable(dict(row)) for row in rows]
 
     def count_datasets(self) -> int:
         with self.engine.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(tables.dataset)).scalar() or 0)
 
 
-def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
+def checksum_conflict(record: FileRecord, uri: str, checksum: str, size: int) -> ChecksumConflict:
+    """``record``'s data id is registered as ``uri`` with other bytes."""
+    return ChecksumConflict(
+        f"{record.data_id.key}: already registered as {uri} with {checksum} ({size} bytes); "
+        f"refusing {record.uri} with {record.checksum} ({record.size} bytes)"
+    )
+
+
+def jsonable(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` as JSON holds it: datetimes ISO UTC text, UUIDs text."""
     out = {}
     for key, value in row.items():
         if isinstance(value, datetime):
@@ -564,12 +548,3 @@ def _datastore_values(ds_id: uuid.UUID, record: FileRecord) -> dict[str, Any]:
         "stored_time": as_utc(record.stored_time),
         "transport": record.transport,
     }
-
-
-def as_uuid(value: Any) -> uuid.UUID:
-    """A dataset id as the driver returns it (UUID on PostgreSQL, text or bytes on SQLite)."""
-    if isinstance(value, uuid.UUID):
-        return value
-    if isinstance(value, bytes):
-        return uuid.UUID(bytes=value)
-    return uuid.UUID(str(value))

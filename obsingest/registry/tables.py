@@ -1,11 +1,6 @@
-"""Registry tables (Butler-like): dimensions, dataset types, runs, datasets, datastore records,
-and a quarantine of what was refused and why.
-
-Dimension tables keep what the Butler's records need (daf_butler universe 8), so the registry can
-be exported to a Butler (``butler_export``). ``exposure_manifest`` holds each ExposureManifest,
-the basis of completeness (``manifests.py`` writes, ``presence.py`` reads; ``PRESENCE_INDEXES``).
-
-These are the *current* schema; ``migrations.py`` creates and evolves it.
+"""Registry tables, the *current* schema (``migrations.py`` creates and evolves it): Butler-like
+dimensions (what daf_butler universe 8 records need, for ``butler_export``), dataset types, runs,
+datasets, datastore records, the quarantine, and each ExposureManifest (completeness).
 """
 
 from __future__ import annotations
@@ -105,11 +100,7 @@ dataset_type = Table(
     Column("storage_class", String(64), nullable=False),
 )
 
-run = Table(
-    "run",
-    metadata,
-    Column("name", String(200), primary_key=True),
-)
+run = Table("run", metadata, Column("name", String(200), primary_key=True))
 
 dataset = Table(
     "dataset",
