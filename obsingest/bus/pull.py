@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from obsingest.bus.direct_rpc import DirectRpcs
 from obsingest.errors import PermanentError
@@ -36,6 +36,17 @@ class Delivery:
     publish_time: datetime | None = None
     #: Pub/Sub's own count when the subscription has a dead-letter policy, else 0
     delivery_attempt: int = 0
+
+
+class PullSource(Protocol):
+    """What the relay and the redrive take messages from (``PubSubPullSource``, or a test's)."""
+
+    def pull(self, max_messages: int, timeout: float) -> list[Delivery]: ...
+
+    def ack(self, ack_ids: list[str]) -> None: ...
+
+    def nack(self, ack_ids: list[str], delay_seconds: int) -> None:
+        """Make the messages redeliverable after ``delay_seconds`` (modify ack deadline)."""
 
 
 def subscription_path(project: str, subscription: str) -> str:

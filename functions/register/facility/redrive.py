@@ -18,10 +18,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from obsingest.bus.base import Publisher
-from obsingest.bus.pull import Delivery
+from obsingest.bus.pull import Delivery, PullSource
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import utcnow
 
@@ -36,16 +36,6 @@ PARKED_AT = "parked_at"
 _DEAD_LETTER_PREFIXES = ("dlq_", "CloudPubSubDeadLetterSource", PARKED_REASON, PARKED_AT)
 #: Pub/Sub's limit on one attribute value
 _ATTRIBUTE_BYTES = 1024
-
-
-class DeadLetterSource(Protocol):
-    """The hold subscription of a dead-letter topic (``obsingest.bus.pull.PubSubPullSource``)."""
-
-    def pull(self, max_messages: int, timeout: float) -> list[Delivery]: ...
-
-    def ack(self, ack_ids: list[str]) -> None: ...
-
-    def nack(self, ack_ids: list[str], delay_seconds: int) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -191,7 +181,8 @@ class RedriveReport:
 class Redriver:
     """One dead-letter hold subscription -> the objects topic (or the parked topic)."""
 
-    source: DeadLetterSource
+    #: the hold subscription of the dead-letter topic
+    source: PullSource
     publisher: Publisher
     objects_topic: str
     parked_topic: str

@@ -24,20 +24,11 @@ from infra.local.relay.policy import (
     push_envelope,
 )
 from infra.local.relay.settings import RelaySettings
-from obsingest.bus.pull import Delivery
+from obsingest.bus.pull import Delivery, PullSource
 from obsingest.logs import get_logger, log_event
 from obsingest.metrics import Metrics, private_metrics
 
 log = get_logger("obsingest.relay")
-
-
-class PullSource(Protocol):
-    def pull(self, max_messages: int, timeout: float) -> list[Delivery]: ...
-
-    def ack(self, ack_ids: list[str]) -> None: ...
-
-    def nack(self, ack_ids: list[str], delay_seconds: int) -> None:
-        """Make the messages redeliverable after ``delay_seconds`` (modify ack deadline)."""
 
 
 class PushTarget(Protocol):
