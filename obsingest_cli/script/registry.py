@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing
 
 from obsingest.registry import Registry, open_registry
 from obsingest.settings import RegistrySettings
 
 
-@contextmanager
-def _open(url: str | None) -> Iterator[Registry]:
-    registry = open_registry(RegistrySettings(url=url) if url else RegistrySettings())
-    try:
-        yield registry
-    finally:
-        registry.close()
+def _open(url: str | None) -> closing[Registry]:
+    """The registry at ``url`` (or the settings'), closed when the ``with`` block ends."""
+    return closing(open_registry(RegistrySettings(url=url) if url else RegistrySettings()))
 
 
 def list_datasets(url: str | None, instrument: str | None, exposure: int | None, as_json: bool) -> int:
