@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from infra.local.stack.process import PidRecord, process_start_ticks, spawn, stop_record, write_pid_file
+from infra.local.stack.process import PidRecord, process_start_ticks, write_pid_file
 from tests.integration.fixtures.private_stack import sweep_leftovers
 
 pytestmark = pytest.mark.unit
@@ -31,12 +31,12 @@ def _leftover(parent: Path, name: str, maker: int | None, service: int | None) -
 
 
 def test_only_a_directory_whose_maker_and_services_are_gone_is_removed(tmp_path: Path) -> None:
-    gone = spawn(
-        "x", [sys.executable, "-c", "pass"], log_path=tmp_path / "x.log", pid_path=tmp_path / "x.json"
-    )
+    # a maker that has exited: its start ticks read while it still runs (a child that exits at
+    # once may be reaped before they can be read, and a null record is kept, never judged)
+    gone = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     ticks = process_start_ticks(gone.pid)
-    time.sleep(0.5)
-    stop_record(gone, timeout=1)
+    assert ticks is not None
+    gone.communicate(timeout=30)
     me = os.getpid()
 
     dead = _leftover(tmp_path, "dead", maker=me, service=None)
