@@ -127,10 +127,7 @@ def dedupe(arrivals: Iterable[ArrivalEvent | Arrival], expected: Iterable[int] |
         arrival = item if isinstance(item, Arrival) else Arrival.from_event(item)
         total += 1
         seen = by_dataset.get(arrival.dataset_id)
-        if seen is None or (arrival.published_us, arrival.readout_us) < (
-            seen.published_us,
-            seen.readout_us,
-        ):
+        if seen is None or (arrival.published_us, arrival.readout_us) < (seen.published_us, seen.readout_us):
             by_dataset[arrival.dataset_id] = arrival
     survivors = by_dataset.values()
     by_detector = {a.detector: a for a in survivors}

@@ -20,14 +20,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.runners.runner import PipelineResult
 
 from beam_jobs.sinks import BIGQUERY_SCHEMA, AppendSummariesToLocalFile, to_bigquery_row
-from beam_jobs.transforms import (
-    ALERTS,
-    BAD,
-    SUMMARIES,
-    DecodeMessages,
-    ExposureSummaries,
-    SummaryConfig,
-)
+from beam_jobs.transforms import ALERTS, BAD, SUMMARIES, DecodeMessages, ExposureSummaries, SummaryConfig
 from obsingest import defaults
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ArrivalEvent, ExposureManifest
@@ -101,10 +94,7 @@ def _source(p: beam.Pipeline, settings: StreamingSettings, what: str) -> beam.PC
         raw = (
             p
             | f"ReadKafka{what}"
-            >> ReadFromKafka(
-                consumer_config={"bootstrap.servers": settings.kafka_bootstrap},
-                topics=[topic],
-            )
+            >> ReadFromKafka(consumer_config={"bootstrap.servers": settings.kafka_bootstrap}, topics=[topic])
             | f"KafkaValue{what}" >> beam.Map(lambda kv: kv[1])
         )
         parts.append(_decode(raw, f"Kafka{what}", contract, settings))
@@ -117,10 +107,7 @@ def _source(p: beam.Pipeline, settings: StreamingSettings, what: str) -> beam.PC
 
 def build_streaming(p: beam.Pipeline, settings: StreamingSettings) -> Any:
     """Add the streaming job to ``p``; returns the summaries/alerts outputs."""
-    inputs = {
-        "arrivals": _source(p, settings, "Arrivals"),
-        "manifests": _source(p, settings, "Manifests"),
-    }
+    inputs = {"arrivals": _source(p, settings, "Arrivals"), "manifests": _source(p, settings, "Manifests")}
     result = inputs | "ExposureSummaries" >> ExposureSummaries(settings.config, streaming=True)
     for tag, topic, path in (
         (SUMMARIES, settings.summaries_topic, settings.output),

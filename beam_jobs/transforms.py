@@ -17,12 +17,7 @@ from apache_beam import typehints
 from apache_beam.coders import PickleCoder, StrUtf8Coder, TupleCoder, VarIntCoder
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.transforms.userstate import (
-    BagStateSpec,
-    ReadModifyWriteStateSpec,
-    TimerSpec,
-    on_timer,
-)
+from apache_beam.transforms.userstate import BagStateSpec, ReadModifyWriteStateSpec, TimerSpec, on_timer
 from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Timestamp
 
@@ -134,11 +129,7 @@ class FoldExposure(beam.CombineFn):
         best: dict[int, tuple] = acc[1]
         detector = payload[3]
         current = best.get(detector)
-        if current is None or (payload[6], payload[0], payload[5]) < (
-            current[6],
-            current[0],
-            current[5],
-        ):
+        if current is None or (payload[6], payload[0], payload[5]) < (current[6], current[0], current[5]):
             best[detector] = payload
         return acc
 

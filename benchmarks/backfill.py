@@ -103,10 +103,7 @@ def _once(tool: str, root: Path, paths: list[Path], client: Any, n: int) -> floa
 
 
 def run(
-    files: int = FILES,
-    size: int = FILE_BYTES,
-    parallel: tuple[int, ...] = PARALLEL,
-    repeats: int = REPEATS,
+    files: int = FILES, size: int = FILE_BYTES, parallel: tuple[int, ...] = PARALLEL, repeats: int = REPEATS
 ) -> dict[str, Any]:
     from obsingest_cli.demo.local_stack import use_stack_environment
 

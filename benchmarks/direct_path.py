@@ -147,11 +147,7 @@ def run(exposures: int = 2, detectors: int = 9, workers: int = 2) -> dict[str, A
     tmp = Path(tempfile.mkdtemp(prefix="bench-direct-"))
     ship_seconds: list[float] = []
     settings = EdgeSettings(
-        destination=path.store.uri(""),
-        spool=tmp / "spool",
-        workers=workers,
-        health_port=-1,
-        min_free_bytes=0,
+        destination=path.store.uri(""), spool=tmp / "spool", workers=workers, health_port=-1, min_free_bytes=0
     )
     try:
         path.start()

@@ -165,10 +165,7 @@ def _bulk(conn: Connection, table: Table, rows: list[dict[str, Any]]) -> None:
     raw = conn.connection.driver_connection
     assert raw is not None  # an open connection has its driver's
     if conn.dialect.name == "postgresql":
-        with (
-            raw.cursor() as cur,
-            cur.copy(f"COPY {table.name} ({', '.join(names)}) FROM STDIN") as copy,
-        ):
+        with raw.cursor() as cur, cur.copy(f"COPY {table.name} ({', '.join(names)}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row([row[n] for n in names])
         return

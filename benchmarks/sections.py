@@ -75,12 +75,7 @@ def generic(result: dict[str, Any]) -> str:
     lines = [f"- {k}: {_cell(v)}" for k, v in scalars.items()]
     for key, value in result.items():
         if isinstance(value, list) and value and all(isinstance(r, dict) for r in value):
-            lines += [
-                "",
-                f"{key}:",
-                "",
-                *_table([(str(i + 1), r) for i, r in enumerate(value)], "#"),
-            ]
+            lines += ["", f"{key}:", "", *_table([(str(i + 1), r) for i, r in enumerate(value)], "#")]
         elif isinstance(value, dict) and value and all(isinstance(r, dict) for r in value.values()):
             lines += ["", f"{key}:", "", *_table(list(value.items()), key)]
     goal = result.get("goal")

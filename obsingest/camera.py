@@ -200,14 +200,8 @@ _CORNER_RAFTS: tuple[tuple[str, float, float, float, int, str], ...] = (
 #: corner sensors: slot -> (layout offset, geometryWithinRaft offset, sensor yaw in the raft)
 _Slot = tuple[str, tuple[float, float], tuple[float, float], float]
 _CORNER_SLOTS: dict[str, tuple[_Slot, ...]] = {
-    "G": (
-        ("SG0", (-42.25, 0.0), (0.49, 4.74), 270.0),
-        ("SG1", (0.0, -42.25), (4.74, 0.49), 0.0),
-    ),
-    "W": (
-        ("SW0", (-42.25, -52.8125), (2.5, 1.4375), 0.0),
-        ("SW1", (-42.25, -31.6875), (2.5, 3.5625), 180.0),
-    ),
+    "G": (("SG0", (-42.25, 0.0), (0.49, 4.74), 270.0), ("SG1", (0.0, -42.25), (4.74, 0.49), 0.0)),
+    "W": (("SW0", (-42.25, -52.8125), (2.5, 1.4375), 0.0), ("SW1", (-42.25, -31.6875), (2.5, 3.5625), 180.0)),
 }
 
 

@@ -179,12 +179,7 @@ def parse_obs_id(obs_id: str) -> tuple[str, str, int, int]:
     match = _OBS_ID_RE.match(obs_id)
     if not match or match["code"] not in CAMERA_CODES:
         raise ValueError(f"{obs_id!r} is not an observation id like MC_O_20250415_000060")
-    return (
-        CAMERA_CODES[match["code"]],
-        match["controller"],
-        int(match["obs_day"]),
-        int(match["seq"]),
-    )
+    return (CAMERA_CODES[match["code"]], match["controller"], int(match["obs_day"]), int(match["seq"]))
 
 
 def identity_from_header(card: Callable[[str], object], where: str) -> Identity:

@@ -41,11 +41,7 @@ _ERRNOS = {
 }
 #: PostgreSQL SQLSTATE class 53 (insufficient resources): disk full, out of memory, too many
 #: connections; 53400 (configuration limit exceeded) is left to the registry's own verdict
-SQLSTATES = {
-    "53100": Exhaustion.DISK_FULL,
-    "53200": Exhaustion.MEMORY,
-    "53300": Exhaustion.CONNECTION_SLOTS,
-}
+SQLSTATES = {"53100": Exhaustion.DISK_FULL, "53200": Exhaustion.MEMORY, "53300": Exhaustion.CONNECTION_SLOTS}
 #: SQLite's primary result codes (``sqlite3.Error.sqlite_errorcode`` & 0xff)
 _SQLITE_CODES = {13: Exhaustion.DISK_FULL, 7: Exhaustion.MEMORY}  # SQLITE_FULL, SQLITE_NOMEM
 #: HTTP statuses: Too Many Requests, Insufficient Storage
@@ -127,10 +123,7 @@ def _own_exhaustion(exc: BaseException) -> Exhaustion | None:
 #: Kafka's error names (``KafkaError.name()``) that mean a broker ran out of something: its log
 #: directory's disk (the broker answers KAFKA_STORAGE_ERROR, then takes the directory offline),
 #: a client quota
-KAFKA_NAMES = {
-    "KAFKA_STORAGE_ERROR": Exhaustion.DISK_FULL,
-    "THROTTLING_QUOTA_EXCEEDED": Exhaustion.QUOTA,
-}
+KAFKA_NAMES = {"KAFKA_STORAGE_ERROR": Exhaustion.DISK_FULL, "THROTTLING_QUOTA_EXCEEDED": Exhaustion.QUOTA}
 
 
 def kafka_exhaustion(name: str) -> Exhaustion | None:

@@ -217,8 +217,7 @@ def parse_fits(data: bytes | bytearray | memoryview) -> list[Hdu]:
         raise FitsFormatError("not a FITS file: does not start with SIMPLE =", short or 252)
     if size % BLOCK:
         raise FitsFormatError(
-            f"truncated: {size} bytes is not a whole number of {BLOCK}-byte FITS blocks",
-            short or 107,
+            f"truncated: {size} bytes is not a whole number of {BLOCK}-byte FITS blocks", short or 107
         )
     hdus: list[Hdu] = []
     offset = 0
@@ -523,22 +522,5 @@ def encode_checksum(value: int) -> str:
     characters of byte i go to places i, i+4, i+8, i+12, and the 16 are rotated right by one."""
     a, b, c, d = (_ENCODED[byte] for byte in (value & 0xFFFFFFFF).to_bytes(4, "big"))
     return bytes(
-        (
-            d[3],
-            a[0],
-            b[0],
-            c[0],
-            d[0],
-            a[1],
-            b[1],
-            c[1],
-            d[1],
-            a[2],
-            b[2],
-            c[2],
-            d[2],
-            a[3],
-            b[3],
-            c[3],
-        )
+        (d[3], a[0], b[0], c[0], d[0], a[1], b[1], c[1], d[1], a[2], b[2], c[2], d[2], a[3], b[3], c[3])
     ).decode("ascii")

@@ -91,10 +91,7 @@ class BusSettings(BaseSettings):
     #: so the arrivals publisher talks to the same broker as everything else.
     kafka_bootstrap_servers: str = Field(
         default=defaults.KAFKA_BOOTSTRAP,
-        validation_alias=AliasChoices(
-            "OBSINGEST_BUS_KAFKA_BOOTSTRAP_SERVERS",
-            "KAFKA_BOOTSTRAP_SERVERS",
-        ),
+        validation_alias=AliasChoices("OBSINGEST_BUS_KAFKA_BOOTSTRAP_SERVERS", "KAFKA_BOOTSTRAP_SERVERS"),
     )
 
     exposures_topic: str = defaults.EXPOSURES_TOPIC

@@ -51,7 +51,5 @@ def obsingest_facility_factory(
 
 
 @pytest.fixture(scope="session")
-def obsingest_facility(
-    obsingest_facility_factory: Callable[..., FacilityHandle],
-) -> FacilityHandle:
+def obsingest_facility(obsingest_facility_factory: Callable[..., FacilityHandle]) -> FacilityHandle:
     return obsingest_facility_factory()

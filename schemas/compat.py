@@ -145,12 +145,7 @@ class _Parser:
         self.named[fullname] = node  # before the fields: a record may refer to itself
         if kind == "record":
             node.fields = [
-                _Field(
-                    f["name"],
-                    tuple(f.get("aliases", [])),
-                    self.parse(f["type"], space),
-                    "default" in f,
-                )
+                _Field(f["name"], tuple(f.get("aliases", [])), self.parse(f["type"], space), "default" in f)
                 for f in schema["fields"]
             ]
         elif kind == "enum":

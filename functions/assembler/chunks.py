@@ -66,8 +66,7 @@ def validate_chunk(chunk: CcdChunk) -> DataId:
         raise ChunkPoison(PoisonReason.BAD_DATA_ID, f"{key}: day_obs {chunk.day_obs} does not match exposure")
     if chunk.chunk_count < 1 or chunk.total_size < 0:
         raise ChunkPoison(
-            PoisonReason.BAD_CHUNK,
-            f"{key}: chunk_count {chunk.chunk_count}, total_size {chunk.total_size}",
+            PoisonReason.BAD_CHUNK, f"{key}: chunk_count {chunk.chunk_count}, total_size {chunk.total_size}"
         )
     if not 0 <= chunk.chunk_index < chunk.chunk_count:
         raise ChunkPoison(

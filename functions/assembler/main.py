@@ -32,10 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--group", dest="group_id", help="consumer group id (default ccd-assembler)")
     p.add_argument("--store", dest="store_url", help="file://DIR or gs://BUCKET")
     p.add_argument(
-        "--memory-limit",
-        dest="memory_limit_bytes",
-        type=int,
-        help="payload bytes held for incomplete files",
+        "--memory-limit", dest="memory_limit_bytes", type=int, help="payload bytes held for incomplete files"
     )
     p.add_argument(
         "--incomplete-timeout",

@@ -105,9 +105,7 @@ class AssemblerService:
         self._gauges_at = 0.0
         self.store = store or open_store(
             StoreSettings(
-                url=settings.store_url,
-                prefix=settings.prefix,
-                quarantine_prefix=settings.quarantine_prefix,
+                url=settings.store_url, prefix=settings.prefix, quarantine_prefix=settings.quarantine_prefix
             )
         )
         self.on_stored = on_stored
@@ -398,12 +396,7 @@ class AssemblerService:
             self.settings.quarantine_prefix, name, done.checksum, meta, conflict.reason
         )
         log_event(
-            log,
-            "assembler.conflict_parked",
-            logging.ERROR,
-            object=name,
-            parked=parked,
-            error=str(conflict),
+            log, "assembler.conflict_parked", logging.ERROR, object=name, parked=parked, error=str(conflict)
         )
         return self.store.put(parked, done.data, parked_meta)
 

@@ -26,13 +26,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from functions.presence.models import (
-    ApiError,
-    Health,
-    InvalidRequest,
-    Night,
-    NightExposure,
-)
+from functions.presence.models import ApiError, Health, InvalidRequest, Night, NightExposure
 from functions.presence.settings import PresenceSettings
 from obsingest import camera
 from obsingest.errors import RetriableError
@@ -81,9 +75,7 @@ ROUTES = {
 
 
 def create_app(
-    reader: PresenceReader,
-    settings: PresenceSettings | None = None,
-    metrics: Metrics | None = None,
+    reader: PresenceReader, settings: PresenceSettings | None = None, metrics: Metrics | None = None
 ) -> FastAPI:
     """The API on ``reader``; ``metrics`` counts requests (by default a registry of the app's
     own, so several apps in one process, as in tests, do not collide)."""
@@ -114,9 +106,7 @@ def create_app(
         summary="Is this CCD registered? (by data id)",
     )
     async def ccd_by_data_id(
-        instrument: Instrument,
-        exposure: ExposureId,
-        detector: Annotated[int, Path(ge=0, le=MAX_DETECTOR)],
+        instrument: Instrument, exposure: ExposureId, detector: Annotated[int, Path(ge=0, le=MAX_DETECTOR)]
     ) -> Response:
         return _ccd(await ask(reader.ccd, instrument.value, exposure, detector))
 

@@ -131,11 +131,7 @@ class ArrivalAnnouncer:
         return sent
 
     def publish_new(
-        self,
-        row_id: int | None,
-        message: OutboxMessage,
-        arrival: ArrivalEvent,
-        mark: bool = True,
+        self, row_id: int | None, message: OutboxMessage, arrival: ArrivalEvent, mark: bool = True
     ) -> ArrivalEvent | None:
         """Publish a just-registered dataset's event; None when it stays in the outbox.
         ``mark=False``: the caller marks the row published itself (``mark``, or with its

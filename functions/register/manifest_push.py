@@ -73,14 +73,7 @@ def handle_push(
 def _quarantine(registry: Registry, source: str, exc: PermanentError, digest: str = "") -> tuple[str, int]:
     """Park a permanent problem with its reason and acknowledge it (200): it never blocks."""
     quarantine_manifest(registry, source, exc, digest)
-    log_event(
-        log,
-        "manifest.quarantined",
-        logging.WARNING,
-        source=source,
-        reason=exc.reason,
-        error=str(exc),
-    )
+    log_event(log, "manifest.quarantined", logging.WARNING, source=source, reason=exc.reason, error=str(exc))
     return f"quarantined: {exc.reason}: {clip(str(exc), 300)}", 200
 
 

@@ -50,10 +50,7 @@ class BodyGuard:
         except RequestRefused as exc:
             text, status = self._refuse(exc)
             payload = text.encode("utf-8", "backslashreplace")
-            headers = [
-                ("Content-Type", "text/plain; charset=utf-8"),
-                ("Content-Length", str(len(payload))),
-            ]
+            headers = [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(payload)))]
             start_response(f"{status} {_PHRASES.get(status, 'Refused')}", headers)
             return [payload]
         environ["wsgi.input"] = io.BytesIO(body)

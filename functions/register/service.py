@@ -197,12 +197,7 @@ class RegisterService:
             return self._register_as(obj, data_id, exposure, verified, transport)
 
     def _register_as(
-        self,
-        obj: StoredObject,
-        data_id: DataId,
-        exposure: ExposureRecord,
-        verified: Verified,
-        transport: str,
+        self, obj: StoredObject, data_id: DataId, exposure: ExposureRecord, verified: Verified, transport: str
     ) -> Outcome:
         readout = _meta_time(obj, MetadataKeys.READOUT_TIME) or obj.time_created
         record = FileRecord(
@@ -289,12 +284,7 @@ class RegisterService:
         return self._file_quarantine(obj, data_id, exc.reason, str(exc), uri)
 
     def _file_quarantine(
-        self,
-        obj: StoredObject,
-        data_id: DataId | None,
-        reason: str,
-        message: str,
-        uri: str | None = None,
+        self, obj: StoredObject, data_id: DataId | None, reason: str, message: str, uri: str | None = None
     ) -> Outcome:
         """Record a refused object with its reason; a repeat is counted, not duplicated."""
         with self._timed("quarantine"):
@@ -318,14 +308,7 @@ class RegisterService:
             self.registry.quarantine(QuarantineEntry(object_uri=source, reason=exc.reason, message=str(exc)))
         if self.metrics is not None:
             self.metrics.ccd(COMPONENT, "quarantined", reason=exc.reason)
-        log_event(
-            log,
-            "event.quarantined",
-            logging.WARNING,
-            source=source,
-            reason=exc.reason,
-            error=str(exc),
-        )
+        log_event(log, "event.quarantined", logging.WARNING, source=source, reason=exc.reason, error=str(exc))
         return Outcome("quarantined", source, reason=exc.reason, message=str(exc))
 
     def _record_canary(self, obj: StoredObject) -> Outcome:

@@ -122,10 +122,7 @@ class Facility:
         )
         self._metered("relay", ["relay", "--push-url", endpoints.function_url], env, timeout)
         self._metered(
-            "facility",
-            ["facility"],
-            {**env, "OBSINGEST_FACILITY_EVERY": str(self.facility_every)},
-            timeout,
+            "facility", ["facility"], {**env, "OBSINGEST_FACILITY_EVERY": str(self.facility_every)}, timeout
         )
         presence = ["presence", "--registry", registry_url, "--host", LOOPBACK]
         presence += ["--port", str(presence_port)]

@@ -38,15 +38,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 DEBIAN_MIRROR = os.environ.get("OBSINGEST_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 #: the project's own sources: a change in any of them means a new obsingest image
-PROJECT_SOURCES = (
-    "obsingest",
-    "obsingest_cli",
-    "producers",
-    "functions",
-    "beam_jobs",
-    "schemas",
-    "infra",
-)
+PROJECT_SOURCES = ("obsingest", "obsingest_cli", "producers", "functions", "beam_jobs", "schemas", "infra")
 SERVICES = ("kafka", "gcs", "pubsub", "postgres", "obsingest")
 UV = str(Path(sys.executable).parent / "uv")
 DOCKERFILE_DIR = {

@@ -117,10 +117,7 @@ class ContainerServices:
         if "kafka" not in self.endpoints:
             from testcontainers.core.container import DockerContainer
 
-            from infra.local.stack.kafka_broker import (
-                properties_to_docker_env,
-                render_server_properties,
-            )
+            from infra.local.stack.kafka_broker import properties_to_docker_env, render_server_properties
 
             port, controller = free_port(), free_port()
             native = self._native("kafka", kafka_port=port, kafka_controller_port=controller)

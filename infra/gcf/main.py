@@ -2,12 +2,7 @@
 function's entry points and put the body guard and error mapping on the framework's app (even if
 ``functions.register.main`` was imported before the framework loaded this file)."""
 
-from functions.register.main import (
-    install_on_framework_app,
-    on_manifest,
-    on_object_finalized,
-    on_push,
-)
+from functions.register.main import install_on_framework_app, on_manifest, on_object_finalized, on_push
 
 install_on_framework_app()
 

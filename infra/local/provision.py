@@ -133,10 +133,7 @@ def ensure_subscription(
         report.note(path, False)
         if fields:
             subscriber.update_subscription(
-                request={
-                    "subscription": {"name": path, **fields},
-                    "update_mask": {"paths": list(fields)},
-                }
+                request={"subscription": {"name": path, **fields}, "update_mask": {"paths": list(fields)}}
             )
 
 
@@ -176,10 +173,7 @@ def ensure_bucket(client: Any, name: str, report: SetupReport) -> Any:
 
 def ensure_notification(bucket: Any, project: str, topic: str, prefix: str, report: SetupReport) -> None:
     """One OBJECT_FINALIZE notification config per prefix ('' = the whole bucket)."""
-    from google.cloud.storage.notification import (
-        JSON_API_V1_PAYLOAD_FORMAT,
-        OBJECT_FINALIZE_EVENT_TYPE,
-    )
+    from google.cloud.storage.notification import JSON_API_V1_PAYLOAD_FORMAT, OBJECT_FINALIZE_EVENT_TYPE
 
     label = f"notification gs://{bucket.name}/{prefix}* -> {topic}"
     for existing in bucket.list_notifications():

@@ -67,12 +67,7 @@ class OutboxDispatcher:
                 else:
                     self._not_before[path] = now + self.policy.backoff(attempts)
                     log_event(
-                        log,
-                        "dispatch.retry",
-                        logging.WARNING,
-                        object=name,
-                        attempts=attempts,
-                        error=str(exc),
+                        log, "dispatch.retry", logging.WARNING, object=name, attempts=attempts, error=str(exc)
                     )
                 continue
             self.outbox.ack(path)

@@ -142,12 +142,7 @@ def classify_gcs_error(exc: BaseException, auth_retries: int = 2) -> Transient |
         return Transient("timeout")
     if isinstance(
         exc,
-        (
-            requests.ConnectionError,
-            requests.exceptions.ChunkedEncodingError,
-            ConnectionError,
-            TransportError,
-        ),
+        (requests.ConnectionError, requests.exceptions.ChunkedEncodingError, ConnectionError, TransportError),
     ):
         return Transient("connection")
     if type(exc).__name__ == "DataCorruption":  # checksum mismatch in transit: send again
@@ -406,11 +401,7 @@ class GcsStore:
         def download(remaining: float) -> Head:
             blob = self._bucket.blob(name)
             data: bytes = blob.download_as_bytes(
-                start=0,
-                end=max(0, length - 1),
-                checksum=None,
-                retry=None,
-                timeout=self._timeout(remaining),
+                start=0, end=max(0, length - 1), checksum=None, retry=None, timeout=self._timeout(remaining)
             )
             return Head(data, int(blob.generation or 0), blob.crc32c or "")
 

@@ -90,13 +90,7 @@ class LocalDirStore:
             tmp.unlink(missing_ok=True)
 
     def _link(
-        self,
-        name: str,
-        target: Path,
-        tmp: Path,
-        data: bytes,
-        crc: str,
-        metadata: dict[str, str] | None,
+        self, name: str, target: Path, tmp: Path, data: bytes, crc: str, metadata: dict[str, str] | None
     ) -> PutResult:
         """Under the store's lock: the object from its written temp file, with its sidecar and
         its staged notification; whatever was written is removed again if a step fails."""

@@ -60,11 +60,7 @@ def parked_copy(
     """Where and with what metadata refused bytes for ``name`` are parked (never overwriting
     the stored object); the register function files them in the registry's quarantine."""
     parked = f"{quarantine_prefix}{name}/{checksum.replace(':', '-')}.fits.fz"
-    return parked, {
-        **meta,
-        MetadataKeys.QUARANTINE_REASON: reason,
-        MetadataKeys.QUARANTINE_ORIGINAL: name,
-    }
+    return parked, {**meta, MetadataKeys.QUARANTINE_REASON: reason, MetadataKeys.QUARANTINE_ORIGINAL: name}
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,7 @@ import astropy.units as u
 from astro_metadata_translator import cache_translation
 from astropy.time import Time, TimeDelta
 
-from obsingest.translate.rubin import (
-    ROLLOVER,
-    SIMONYI_TELESCOPE,
-    RubinTranslator,
-    is_non_science_or_lab,
-)
+from obsingest.translate.rubin import ROLLOVER, SIMONYI_TELESCOPE, RubinTranslator, is_non_science_or_lab
 
 log = logging.getLogger(__name__)
 

@@ -260,10 +260,7 @@ class ObservationCache:
             running.set()
 
     def _detector(
-        self,
-        translator_class: type[MetadataTranslator],
-        header: Mapping[str, Any],
-        filename: str | None,
+        self, translator_class: type[MetadataTranslator], header: Mapping[str, Any], filename: str | None
     ) -> tuple[dict[str, tuple[Any, str]], tuple[str, ...]]:
         """(property -> (value, why it failed), warnings) of the detector part."""
         key = _detector_key(translator_class, header)
@@ -286,10 +283,7 @@ class ObservationCache:
         with warnings_log.capture() as warned:
             translator_class = choose_translator(fixed, filename)
             info = ObservationInfo(
-                fixed,
-                filename=filename,
-                translator_class=translator_class,
-                search_path=self.search_path,
+                fixed, filename=filename, translator_class=translator_class, search_path=self.search_path
             )
         return _Exposure(translator_class, info, tuple(warned), bool(fixed.get(FIXUP_SENTINEL)))
 

@@ -327,12 +327,7 @@ class RubinTranslator(FitsTranslator):
         if self.controller() == "H" and not self.are_keys_ok([el_key, az_key]):
             return None
         altaz = altaz_from_degree_headers(
-            self,
-            ((el_key, az_key),),
-            self.to_datetime_begin(),
-            is_zd=None,
-            max_alt=95.55,
-            min_alt=-5.55,
+            self, ((el_key, az_key),), self.to_datetime_begin(), is_zd=None, max_alt=95.55, min_alt=-5.55
         )
         self._used_these_cards(el_key, az_key)
         return altaz

@@ -20,9 +20,7 @@ DESCRIPTION = __doc__.split("\n\n", 1)[1].rsplit("\n\n", 1)[0]
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``bench`` and its ``transfer`` subcommand."""
     parser = subparsers.add_parser(
-        "bench",
-        help="benchmarks: the transfer harness, the capacity model",
-        description=DESCRIPTION,
+        "bench", help="benchmarks: the transfer harness, the capacity model", description=DESCRIPTION
     )
     sub = parser.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
     parser.set_defaults(func=lambda _args: (parser.print_help(), 2)[1])
@@ -97,9 +95,7 @@ def _register_capacity(sub: argparse._SubParsersAction) -> None:  # type: ignore
         "target. The model and its queueing assumptions: producers/transfer/capacity.py.",
     )
     c.add_argument(
-        "--camera",
-        default="LSSTCam",
-        help="LSSTCam (205 detectors), LSSTComCam (9), LATISS (1) or a number",
+        "--camera", default="LSSTCam", help="LSSTCam (205 detectors), LSSTComCam (9), LATISS (1) or a number"
     )
     c.add_argument("--cadence", type=float, default=17.0, help="seconds between exposures")
     budget_option(c, "seconds, readout -> announced, every CCD (default %(default)s)")

@@ -37,10 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--instrument", default="LSSTComCam", help="LSSTComCam (default) or LSSTCam")
     p.add_argument(
-        "--workers",
-        type=int,
-        default=os.cpu_count() or 2,
-        help="edge worker processes (default: CPU count)",
+        "--workers", type=int, default=os.cpu_count() or 2, help="edge worker processes (default: CPU count)"
     )
     p.add_argument(
         "--interval",

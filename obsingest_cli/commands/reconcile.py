@@ -32,9 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="compare objects created in the last SECONDS (default: OBSINGEST_RECONCILE_WINDOW, 6 h)",
     )
     p.add_argument(
-        "--grace",
-        type=float,
-        help="leave objects younger than SECONDS to their notification (default 15)",
+        "--grace", type=float, help="leave objects younger than SECONDS to their notification (default 15)"
     )
     p.add_argument(
         "--prefix",

@@ -36,9 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help=f"pushes before dead-lettering (default {defaults.RELAY_MAX_ATTEMPTS})",
     )
     p.add_argument(
-        "--concurrency",
-        type=int,
-        help=f"pushes in flight at once (default {defaults.RELAY_CONCURRENCY})",
+        "--concurrency", type=int, help=f"pushes in flight at once (default {defaults.RELAY_CONCURRENCY})"
     )
     p.add_argument("--oidc-audience", help="sign pushes with an ID token for this audience")
     p.add_argument(

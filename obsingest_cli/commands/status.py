@@ -30,10 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument("--once", action="store_true", help="print one snapshot and exit")
     p.add_argument(
-        "--json",
-        dest="as_json_output",
-        action="store_true",
-        help="with --once: the snapshot as JSON",
+        "--json", dest="as_json_output", action="store_true", help="with --once: the snapshot as JSON"
     )
     p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
     p.add_argument("--exposures", type=int, default=10, help="newest exposures shown (10)")

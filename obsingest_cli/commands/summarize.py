@@ -47,9 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--output", metavar="FILE", help="summaries file: JSON lines, or Avro if it ends in .avro"
     )
     parser.add_argument(
-        "--alerts-output",
-        metavar="FILE",
-        help="also write budget breaches (OVER_BUDGET/INCOMPLETE) here",
+        "--alerts-output", metavar="FILE", help="also write budget breaches (OVER_BUDGET/INCOMPLETE) here"
     )
     budget_option(parser, "per-CCD budget in seconds, readout -> published (default %(default)s)")
     stream = parser.add_argument_group("streaming")
@@ -70,14 +68,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="subscription on exposures (short name or full path)",
     )
     stream.add_argument(
-        "--summaries-topic",
-        default=defaults.SUMMARIES_TOPIC,
-        help="topic for summaries ('' for none)",
+        "--summaries-topic", default=defaults.SUMMARIES_TOPIC, help="topic for summaries ('' for none)"
     )
     stream.add_argument(
-        "--alerts-topic",
-        default=defaults.ALERTS_TOPIC,
-        help="topic for budget breaches ('' for none)",
+        "--alerts-topic", default=defaults.ALERTS_TOPIC, help="topic for budget breaches ('' for none)"
     )
     stream.add_argument(
         "--dead-letter-topic",

@@ -53,13 +53,11 @@ class EmbeddedEnvironment:
         from obsingest.store.dispatch import OutboxDispatcher
 
         self.bus.subscribe(
-            self.bus_settings.arrivals_topic,
-            lambda m: on_arrival(ArrivalEvent.decode(m.data)),
+            self.bus_settings.arrivals_topic, lambda m: on_arrival(ArrivalEvent.decode(m.data))
         )
         if on_manifest is not None:
             self.bus.subscribe(
-                self.bus_settings.exposures_topic,
-                lambda m: on_manifest(ExposureManifest.decode(m.data)),
+                self.bus_settings.exposures_topic, lambda m: on_manifest(ExposureManifest.decode(m.data))
             )
         self.bus.subscribe(self.bus_settings.exposures_topic, self._record_manifest)
         wiring.configure(
@@ -67,8 +65,7 @@ class EmbeddedEnvironment:
         )
         # In-process delivery to the very entry point Cloud Functions would call.
         self._dispatcher = OutboxDispatcher(
-            self.store.outbox(),
-            lambda event: register_function.on_object_finalized(from_dict(event)),
+            self.store.outbox(), lambda event: register_function.on_object_finalized(from_dict(event))
         )
         self._dispatcher.start()
 

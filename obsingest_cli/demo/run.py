@@ -262,10 +262,7 @@ class DemoPipeline:
         self.progress.update("Beam batch job: per-exposure latency and completeness ...")
         summaries_path = self.workdir / "summaries.jsonl"
         summaries = run_batch(
-            [str(arrivals_path)],
-            [str(manifests_path)],
-            str(summaries_path),
-            budget=self.config.budget,
+            [str(arrivals_path)], [str(manifests_path)], str(summaries_path), budget=self.config.budget
         )
         self.progress.update("Beam batch job: done", final=True)
         plot_path = self.workdir / "latency.png"

@@ -90,10 +90,7 @@ def pull_arrivals(
                     yield None, data
             if response.received_messages:
                 client.acknowledge(
-                    request={
-                        "subscription": path,
-                        "ack_ids": [m.ack_id for m in response.received_messages],
-                    }
+                    request={"subscription": path, "ack_ids": [m.ack_id for m in response.received_messages]}
                 )
     finally:
         client.close()

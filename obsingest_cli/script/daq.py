@@ -74,12 +74,7 @@ class ManifestPublisher:
         except Exception as exc:  # reported loudly; the night (and its files) go on
             self.failed.append(manifest.exposure)
             log_event(
-                log,
-                "daq.manifest_unpublished",
-                logging.ERROR,
-                manifest=key,
-                topic=self.topic,
-                error=str(exc),
+                log, "daq.manifest_unpublished", logging.ERROR, manifest=key, topic=self.topic, error=str(exc)
             )
             print(f"error: manifest {key} NOT published on {self.topic}: {exc}", file=sys.stderr)
             return
@@ -118,9 +113,7 @@ def night(args: argparse.Namespace) -> int:
             publisher = open_publisher(bus)
             manifests = ManifestPublisher(publisher, bus.exposures_topic)
         played = play_night(
-            plan,
-            lambda e: print(f"exposure {e.exposure}: {len(e.files)} CCDs"),
-            on_manifest=manifests,
+            plan, lambda e: print(f"exposure {e.exposure}: {len(e.files)} CCDs"), on_manifest=manifests
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -57,12 +57,7 @@ def reconcile(
     logs.configure("INFO" if every else "WARNING")
     overrides: dict[str, Any] = {
         key: value
-        for key, value in {
-            "every": every,
-            "window": window,
-            "grace": grace,
-            "prefixes": prefixes,
-        }.items()
+        for key, value in {"every": every, "window": window, "grace": grace, "prefixes": prefixes}.items()
         if value is not None
     }
     service_mode = bool(every) and not dry_run
@@ -83,10 +78,7 @@ def reconcile(
     report = facility.run_pass()
     service = facility.reconciler.service
     watch = CanaryWatch(
-        service.store,
-        service.registry.audit,
-        settings.canary_prefix,
-        timeout=settings.canary_timeout,
+        service.store, service.registry.audit, settings.canary_prefix, timeout=settings.canary_timeout
     )
     state = watch.state()  # what the service's canaries say, if one runs
     out = report.as_dict()

@@ -28,11 +28,7 @@ METRICS: tuple[tuple[str, str, str | None], ...] = (
     ("dead letters waiting", "obsingest_dead_letters_waiting", "source"),
     ("quarantined (counted by processes)", "obsingest_ccds_quarantined_total", "reason"),
     ("spooled at the edge", "obsingest_edge_spool_ccds", "state"),
-    (
-        "oldest unacknowledged at the edge (s)",
-        "obsingest_edge_oldest_unacknowledged_age_seconds",
-        None,
-    ),
+    ("oldest unacknowledged at the edge (s)", "obsingest_edge_oldest_unacknowledged_age_seconds", None),
     ("assembler consumer lag (records)", "obsingest_assembler_consumer_lag_messages", None),
 )
 #: spool states that are done with (not "spooled")

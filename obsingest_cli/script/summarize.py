@@ -44,12 +44,7 @@ def run_summarize(args: argparse.Namespace) -> int:
     from beam_jobs.summarize import run_batch
 
     summaries = run_batch(
-        args.arrivals,
-        args.manifests,
-        args.output,
-        args.budget,
-        beam_args,
-        alerts_output=args.alerts_output,
+        args.arrivals, args.manifests, args.output, args.budget, beam_args, alerts_output=args.alerts_output
     )
     print(format_summary_table(summaries))
     print(f"{len(summaries)} summaries -> {args.output}")

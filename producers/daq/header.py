@@ -41,12 +41,7 @@ CAMERA_CARDS: dict[str, dict[str, Value]] = {
         "DAQPART": "comcam",
         "TSTAND": "TMACCv1_SUM",
     },
-    "LATISS": {
-        "TELESCOP": "LSST AuxTelescope",
-        "PLATFORM": "auxtel",
-        "DAQPART": "lat",
-        "TSTAND": None,
-    },
+    "LATISS": {"TELESCOP": "LSST AuxTelescope", "PLATFORM": "auxtel", "DAQPART": "lat", "TSTAND": None},
 }
 #: Seconds between the start of integration (DATE-BEG) and the readout (DATE-END) beyond the
 #: exposure time: DARKTIME - EXPTIME in the real headers (shutter motion; a bias: clear only).

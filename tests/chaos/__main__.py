@@ -32,19 +32,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, help="replay this seed (default: a random one)")
     parser.add_argument("--only", nargs="+", metavar="SCENARIO", help="run only these")
     parser.add_argument(
-        "--reduced",
-        action="store_true",
-        help="the reduced nights of make test (in lanes unless --serial)",
+        "--reduced", action="store_true", help="the reduced nights of make test (in lanes unless --serial)"
     )
     parser.add_argument(
-        "--serial",
-        action="store_true",
-        help="one scenario after another in this process (make chaos does)",
+        "--serial", action="store_true", help="one scenario after another in this process (make chaos does)"
     )
     parser.add_argument(
-        "--no-doc",
-        action="store_true",
-        help="leave docs/reliability.md alone (also with --only, --reduced)",
+        "--no-doc", action="store_true", help="leave docs/reliability.md alone (also with --only, --reduced)"
     )
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     parser.add_argument("--workdir", type=Path, help="where worlds live (default: a temp dir)")

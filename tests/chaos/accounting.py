@@ -172,8 +172,7 @@ def _bad(world: World, bad: list[BadInput], items: dict[str, Any], tally: Tally)
     ]
     for item in (b for b in bad if b.sent and b.where == "edge"):
         entry = items.get(item.marker) or next(
-            (e for k, e in items.items() if k.startswith("file:") and k.endswith(item.marker)),
-            None,
+            (e for k, e in items.items() if k.startswith("file:") and k.endswith(item.marker)), None
         )
         ok = (
             entry is not None

@@ -81,11 +81,7 @@ def notification(kind: str, bucket: str, n: int) -> BadInput:
         return BadInput(kind, "bad-message", "registry", "", payload=(f"not json {nonce}".encode(), _attrs()))
     if kind == "json-array":
         return BadInput(
-            kind,
-            "bad-message",
-            "registry",
-            "",
-            payload=(json.dumps([1, 2, nonce]).encode(), _attrs()),
+            kind, "bad-message", "registry", "", payload=(json.dumps([1, 2, nonce]).encode(), _attrs())
         )
     if kind == "wrong-type":
         body = _resource(bucket, raw, size=[1])
@@ -114,11 +110,7 @@ def notification(kind: str, bucket: str, n: int) -> BadInput:
         reason, name = names[kind]
         marker = name.split("\x00")[0] if "\x00" in name else name
         return BadInput(
-            kind,
-            reason,
-            "registry",
-            marker,
-            payload=(json.dumps(_resource(bucket, name)).encode(), _attrs()),
+            kind, reason, "registry", marker, payload=(json.dumps(_resource(bucket, name)).encode(), _attrs())
         )
     if kind == "foreign-bucket":
         other = f"someone-elses-{nonce}"

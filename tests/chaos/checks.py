@@ -92,8 +92,7 @@ def edge_rode_out_the_store_outage(run: Run) -> None:
     assert any("destination-unreachable" in r for r in reasons), outage.notes["degraded"][:3]
     assert run.world.edge is not None and run.world.edge.events("edge.retry"), "no retry seen"
     backlog = sorted(
-        (i for i in items if i.seen_at < up and i.acked_at and i.acked_at >= up),
-        key=lambda i: i.acked_at,
+        (i for i in items if i.seen_at < up and i.acked_at and i.acked_at >= up), key=lambda i: i.acked_at
     )
     exposures = sorted({i.priority for i in backlog})
     # a real backlog: two thirds of the exposures read out while the link was down (10 of 15)

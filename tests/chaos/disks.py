@@ -64,8 +64,7 @@ def mount_registry_disk(stack: Any, tag: str, megabytes: int) -> Path:
     disk = stack.run_dir / f"registry-disk-{tag}"
     disk.mkdir(mode=0o700)
     subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m,mode=0700", "tmpfs", str(disk)],
-        check=True,
+        ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m,mode=0700", "tmpfs", str(disk)], check=True
     )
     user = run_as_user(stack.settings.postgres_user)
     if user:

@@ -113,11 +113,7 @@ class PostgresCrash(Fault):
         pid = world.stack.crash_restart_postgres()
         status = world.stack.stack.service("postgres").status()
         self.notes.update(
-            old_pid=before,
-            new_pid=pid,
-            status_pid=status.pid,
-            running=status.running,
-            healthy=status.healthy,
+            old_pid=before, new_pid=pid, status_pid=status.pid, running=status.running, healthy=status.healthy
         )
 
 

@@ -116,11 +116,7 @@ class TopicObserver:
     def _pull(self, path: str) -> int:
         try:
             response = self.client.pull(
-                request={
-                    "subscription": path,
-                    "max_messages": PULL_MAX,
-                    "return_immediately": True,
-                },
+                request={"subscription": path, "max_messages": PULL_MAX, "return_immediately": True},
                 timeout=5,
             )
         except Exception as exc:  # emulator restarting, subscription gone: try again

@@ -65,12 +65,7 @@ def _cores() -> int:
 
 
 def write(
-    rows: list[dict[str, Any]],
-    seed: int,
-    started: datetime,
-    seconds: float,
-    doc: Path = DOC,
-    raw: Path = RAW,
+    rows: list[dict[str, Any]], seed: int, started: datetime, seconds: float, doc: Path = DOC, raw: Path = RAW
 ) -> None:
     """Replace the generated section of ``doc`` (appended if the markers are missing)."""
     text = doc.read_text() if doc.exists() else "# Reliability\n"

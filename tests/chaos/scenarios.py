@@ -19,13 +19,7 @@ import random
 from collections.abc import Callable
 
 from tests.chaos import bad_input, checks, exhaustion
-from tests.chaos.exhaustion import (
-    BrokerDiskFull,
-    ConnectionHog,
-    RegistryDiskFull,
-    StoreDiskFull,
-    StoreStorm,
-)
+from tests.chaos.exhaustion import BrokerDiskFull, ConnectionHog, RegistryDiskFull, StoreDiskFull, StoreStorm
 from tests.chaos.faults import (
     BrokerKill,
     EmulatorRestart,
@@ -108,12 +102,7 @@ def _pg_crashes(rng: random.Random, night: Night) -> list[tuple[float, Fault]]:
 def _kafka_plan(rng: random.Random, night: Night) -> list[tuple[float, Fault]]:
     steps = [
         Kill("SIGKILL assembler", rng.uniform(1, 3), process="assembler"),
-        Kill(
-            "SIGKILL edge",
-            rng.uniform(1, 3),
-            process="edge",
-            vanished=bad_input.edge_file("vanished", 40),
-        ),
+        Kill("SIGKILL edge", rng.uniform(1, 3), process="edge", vanished=bad_input.edge_file("vanished", 40)),
         BrokerKill("SIGKILL Kafka broker", rng.uniform(3, 6)),
         Kill("SIGKILL assembler", rng.uniform(1, 3), process="assembler"),
     ]
@@ -162,11 +151,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         "store-link-resets",
         "edge <-> GCS: connections reset for 15 s, then a 20 s blackhole (toxiproxy)",
         _sequence(
-            (
-                lambda: LinkFault("edge<->store resets 15 s", 15.0, link="store", kind="reset"),
-                3.0,
-                6.0,
-            ),
+            (lambda: LinkFault("edge<->store resets 15 s", 15.0, link="store", kind="reset"), 3.0, 6.0),
             (
                 lambda: LinkFault("edge<->store blackhole 20 s", 20.0, link="store", kind="blackhole"),
                 3.0,

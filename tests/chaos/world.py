@@ -279,14 +279,7 @@ class World:
             self._manifest_processes(function_env, env)
         self.facility = ServiceProcess(
             "facility",
-            [
-                python,
-                "-m",
-                "obsingest_cli",
-                "reconcile",
-                "--every",
-                str(self.options.facility_every),
-            ],
+            [python, "-m", "obsingest_cli", "reconcile", "--every", str(self.options.facility_every)],
             self._metrics_env("facility", env),
             self.logs,
         )
@@ -437,8 +430,7 @@ class World:
 
     def _mount_spool(self, megabytes: int) -> None:
         subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(self.spool)],
-            check=True,
+            ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(self.spool)], check=True
         )
         self.spool_mounted = True
 
@@ -507,14 +499,7 @@ class World:
     def close(self) -> None:
         from infra.local.provision import drop_database
 
-        for proc in (
-            self.daq,
-            self.edge,
-            self.assembler,
-            self.facility,
-            self.relay,
-            self.manifest_relay,
-        ):
+        for proc in (self.daq, self.edge, self.assembler, self.facility, self.relay, self.manifest_relay):
             if proc is not None:
                 with contextlib.suppress(Exception):
                     proc.close()

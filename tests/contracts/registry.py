@@ -34,11 +34,7 @@ class RegistryContract:
         assert registry.count_datasets() == 1
         [row] = registry.datasets()
         assert row["id"] == str(first.dataset_id)
-        assert (row["instrument"], row["exposure"], row["detector"]) == (
-            "LSSTComCam",
-            DID.exposure,
-            4,
-        )
+        assert (row["instrument"], row["exposure"], row["detector"]) == ("LSSTComCam", DID.exposure, 4)
         assert (row["checksum"], row["size"]) == ("crc32c:0000abcd", 100)
 
     def test_same_data_id_different_bytes_is_a_conflict_and_nothing_is_overwritten(

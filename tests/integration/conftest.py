@@ -20,12 +20,7 @@ from typing import TypeVar
 import pytest
 
 from tests.integration.fixtures.backends import Backend, make_backend
-from tests.integration.fixtures.handles import (
-    GcsService,
-    KafkaService,
-    PostgresServer,
-    PubSubService,
-)
+from tests.integration.fixtures.handles import GcsService, KafkaService, PostgresServer, PubSubService
 
 T = TypeVar("T")
 

@@ -171,11 +171,7 @@ def corpus(good: StoredObject) -> list[Case]:
         named("s-outside-prefix", "q:bad-object-name", "elsewhere/s2.txt"),
         named("s-nul-name", "q:bad-object-name", "raw/s3\x00.fits.fz"),
         named("s-detector", "q:bad-object-name", good.name.replace("_S10.fits", "_S99.fits")),
-        named(
-            "s-instrument",
-            "q:unknown-instrument",
-            GOOD.object_name().replace("LSSTComCam", "Nonesuch"),
-        ),
+        named("s-instrument", "q:unknown-instrument", GOOD.object_name().replace("LSSTComCam", "Nonesuch")),
         named("s-traversal", "q:bad-object-name", "raw/../secrets/x.fits.fz"),
         # any name below the prefix is taken (the header says which CCD): this one is not there
         named("s-long-unicode", "q:object-missing", "raw/" + "é" * 510),
@@ -206,12 +202,7 @@ def corpus(good: StoredObject) -> list[Case]:
         push("s-archive", "ignored", res, attributes={"eventType": "OBJECT_ARCHIVE"}),
         # -- the good CCD, in the middle of it all
         push("good", "registered", res),
-        named(
-            "s-readout-garbage",
-            "duplicate",
-            good.name,
-            metadata={"obsingest-readout-time": "not a time"},
-        ),
+        named("s-readout-garbage", "duplicate", good.name, metadata={"obsingest-readout-time": "not a time"}),
         # -- CloudEvents that are not CloudEvents -> 4xx
         ce("c-not-json", "4xx:400", b"{"),
         ce("c-array", "4xx:400", [1]),
@@ -261,10 +252,7 @@ def corpus(good: StoredObject) -> list[Case]:
         structured("c-time", "q:bad-message", STORAGE_FINALIZED, {**res, "timeCreated": 17}),
         ce("c-binary-not-json", "q:bad-message", b"not json", _binary("c-binary-not-json")),
         structured(
-            "c-nul-name",
-            "q:bad-object-name",
-            STORAGE_FINALIZED,
-            {**res, "name": "raw/c\x00.fits.fz"},
+            "c-nul-name", "q:bad-object-name", STORAGE_FINALIZED, {**res, "name": "raw/c\x00.fits.fz"}
         ),
         structured("c-foreign", "q:foreign-bucket", STORAGE_FINALIZED, {**res, "bucket": "other-bucket"}),
         # -- the good CCD again, as a CloudEvent: a duplicate, nothing changes

@@ -42,13 +42,7 @@ def produce(kafka: KafkaService, topic: str, records: list[tuple[DataId, bytes]]
             errors.append(err)
 
     for data_id, value in records:
-        producer.produce(
-            topic,
-            value=value,
-            key=data_id.key.encode(),
-            partition=0,
-            on_delivery=on_delivery,
-        )
+        producer.produce(topic, value=value, key=data_id.key.encode(), partition=0, on_delivery=on_delivery)
     assert producer.flush(30) == 0 and not errors, errors
 
 

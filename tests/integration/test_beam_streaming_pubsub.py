@@ -14,13 +14,7 @@ import pytest
 
 from beam_jobs.streaming import StreamingSettings, run_streaming
 from obsingest.dataid import DataId, dataset_id
-from obsingest.messages import (
-    ArrivalEvent,
-    ExposureManifest,
-    ExposureSummary,
-    SummaryStatus,
-    utcnow,
-)
+from obsingest.messages import ArrivalEvent, ExposureManifest, ExposureSummary, SummaryStatus, utcnow
 from tests.integration.fixtures.handles import PubSubService
 
 pytestmark = pytest.mark.integration
@@ -77,10 +71,7 @@ def _pull_all(pubsub: PubSubService, subscription: str, want: int, wait: float) 
         resp = subscriber.pull(request={"subscription": subscription, "max_messages": 50}, timeout=10)
         if resp.received_messages:
             subscriber.acknowledge(
-                request={
-                    "subscription": subscription,
-                    "ack_ids": [m.ack_id for m in resp.received_messages],
-                }
+                request={"subscription": subscription, "ack_ids": [m.ack_id for m in resp.received_messages]}
             )
             got += [m.message.data for m in resp.received_messages]
         else:

@@ -61,11 +61,7 @@ def test_demo_registers_205_ccds_per_exposure_into_the_butler(kind, tmp_path, re
     butler = Butler.from_config(repo_of(url), writeable=True)
     try:
         ref = butler.find_dataset(
-            "raw",
-            instrument="LSSTCam",
-            exposure=2026112200001,
-            detector=7,
-            collections="LSSTCam/raw/all",
+            "raw", instrument="LSSTCam", exposure=2026112200001, detector=7, collections="LSSTCam/raw/all"
         )
         butler.pruneDatasets([ref], disassociate=True, unstore=True, purge=True)
     finally:

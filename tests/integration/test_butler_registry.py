@@ -101,11 +101,7 @@ def test_a_whole_lsstcam_exposure_lands_in_the_butler_with_obsingest_ids(env):
     butler = env.butler()
     try:
         [exposure] = butler.query_dimension_records("exposure", instrument="LSSTCam")
-        assert (exposure.obs_id, exposure.seq_num, exposure.day_obs) == (
-            "MC_O_20261122_000001",
-            1,
-            20261122,
-        )
+        assert (exposure.obs_id, exposure.seq_num, exposure.day_obs) == ("MC_O_20261122_000001", 1, 20261122)
         # the camera's cards: SHUTTIME is the exposure time, GROUPID and DATE-* are TAI
         assert (exposure.observation_type, exposure.exposure_time, exposure.dark_time) == (
             "science",

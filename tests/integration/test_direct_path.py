@@ -24,12 +24,7 @@ from infra.local.provision import dlq_subscription, setup
 from infra.local.relay import HttpPushTarget, Relay, RelaySettings, push_envelope
 from infra.local.relay.dead_letter import PubSubDeadLetter
 from obsingest.bus.pubsub import PubSubPublisher, topic_path
-from obsingest.bus.pull import (
-    Delivery,
-    PubSubPullSource,
-    SubscriberThread,
-    subscription_path,
-)
+from obsingest.bus.pull import Delivery, PubSubPullSource, SubscriberThread, subscription_path
 from obsingest.dataid import DataId, make_exposure_id
 from obsingest.messages import ArrivalEvent, utcnow
 from obsingest.registry import Registry
@@ -38,12 +33,7 @@ from obsingest.store.gcs import GcsSettings, GcsStore
 from obsingest.store.notifications import gcs_notification_message
 from producers.uploader import DirectUploader
 from tests.integration.fixtures.function_process import FunctionProcess
-from tests.integration.fixtures.handles import (
-    GcsService,
-    PostgresServer,
-    PubSubService,
-    unique_name,
-)
+from tests.integration.fixtures.handles import GcsService, PostgresServer, PubSubService, unique_name
 from tests.integration.fixtures.private_stack import free_port
 
 pytestmark = pytest.mark.integration

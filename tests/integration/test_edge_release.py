@@ -74,15 +74,7 @@ def test_release_sends_ccds_quarantined_for_a_full_disk_and_keeps_bad_ones(tmp_p
     assert not list(handoff.glob("*.fits"))
 
     edge = EdgeProcess(
-        handoff,
-        spool,
-        f"file://{store}",
-        tmp_path / "logs",
-        None,
-        "--workers",
-        "1",
-        "--rescan-interval",
-        "2",
+        handoff, spool, f"file://{store}", tmp_path / "logs", None, "--workers", "1", "--rescan-interval", "2"
     )
     try:
         edge.start()
@@ -103,9 +95,7 @@ def test_release_sends_ccds_quarantined_for_a_full_disk_and_keeps_bad_ones(tmp_p
         assert done.returncode == 0, done.stdout + done.stderr
         assert "3 of 3 quarantined CCD(s) released" in done.stdout
         wait_for(
-            lambda: all(state(spool, k) == "acked" for k, _ in wrongly),
-            60,
-            "the released CCDs acknowledged",
+            lambda: all(state(spool, k) == "acked" for k, _ in wrongly), 60, "the released CCDs acknowledged"
         )
     finally:
         edge.close()

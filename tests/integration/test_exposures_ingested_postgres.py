@@ -248,9 +248,7 @@ def test_last_ccds_registered_at_once_by_threads_give_one_event(ns: Namespace) -
     service.registry.close()
 
 
-def test_a_manifest_after_its_ccds_even_racing_the_last_one_gives_one_event(
-    ns: Namespace,
-) -> None:
+def test_a_manifest_after_its_ccds_even_racing_the_last_one_gives_one_event(ns: Namespace) -> None:
     from functions.register.manifest_push import handle_push
 
     service = build_service(ns, pool_size=8)

@@ -84,11 +84,7 @@ class Producer:
 
         for partition, key, value in items:
             self.producer.produce(
-                self.topic,
-                value=value,
-                key=key,
-                partition=partition,
-                on_delivery=on_delivery,
+                self.topic, value=value, key=key, partition=partition, on_delivery=on_delivery
             )
         assert self.producer.flush(30) == 0
         assert not errors, errors
@@ -142,11 +138,7 @@ class Deployment:
 
     def subprocess_assembler(self, log_path: Path) -> subprocess.Popen:
         argv = command(
-            self.kafka.bootstrap_servers,
-            self.topic,
-            self.dlq,
-            self.group,
-            f"file://{self.store_dir}",
+            self.kafka.bootstrap_servers, self.topic, self.dlq, self.group, f"file://{self.store_dir}"
         )
         with open(log_path, "ab") as log:
             return subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)

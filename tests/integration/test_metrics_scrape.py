@@ -98,11 +98,7 @@ def _wait(what: str, done: Any, timeout: float = 180.0) -> None:
 def _run_world(name: str, stack: PrivateStack, tmp_path: Path, **options: Any) -> World:
     kafka = options.pop("kafka", None)
     return World(
-        name,
-        stack,
-        tmp_path,
-        WorldOptions(metrics=True, facility_every=3.0, **options),
-        kafka=kafka,
+        name, stack, tmp_path, WorldOptions(metrics=True, facility_every=3.0, **options), kafka=kafka
     )
 
 
@@ -168,9 +164,7 @@ def _assert_pipeline_metrics(world: World) -> dict[str, dict[str, Any]]:
         "the facility saw a canary come back",
         lambda: (
             _value(
-                _scrape(world.metrics_urls["facility"]),
-                "obsingest_notification_canaries_total",
-                event="seen",
+                _scrape(world.metrics_urls["facility"]), "obsingest_notification_canaries_total", event="seen"
             )
             >= 1
         ),
@@ -189,11 +183,7 @@ def _assert_exposures_ingested(world: World) -> None:
     manifests' one, or the facility's sweep of a lost check)."""
     ingested = world.ingested
     assert ingested is not None
-    _wait(
-        f"{EXPOSURES} ExposureIngested",
-        lambda: len(ingested.per_exposure()) == EXPOSURES,
-        timeout=90,
-    )
+    _wait(f"{EXPOSURES} ExposureIngested", lambda: len(ingested.per_exposure()) == EXPOSURES, timeout=90)
     events = {item.event.exposure: item.event for item in ingested.events()}
     assert len(events) == EXPOSURES and ingested.snapshot()["undecodable"] == 0
     assert all(len(v) == 1 for v in ingested.per_exposure().values())

@@ -80,11 +80,7 @@ def test_a_registration_after_the_first_of_its_exposure_is_one_statement_with_th
         assert row["payload"] == announce(second).payload and row["published_at"] is None
         assert row["lease_until"] is not None and row["attempts"] == 0
         [stored] = [d for d in reg.datasets() if d["detector"] == 2]
-        assert (stored["uri"], stored["size"], stored["checksum"]) == (
-            "gs://b/raw/2",
-            100,
-            "crc32c:00000002",
-        )
+        assert (stored["uri"], stored["size"], stored["checksum"]) == ("gs://b/raw/2", 100, "crc32c:00000002")
         with reg.engine.connect() as conn:  # back in the pool as it came: not autocommit
             driver = conn.connection.driver_connection
             assert driver is not None and driver.autocommit is False

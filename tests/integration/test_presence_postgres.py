@@ -83,10 +83,7 @@ def test_the_reader_on_postgresql_cannot_write(postgres):
     _write(postgres)
     reader = PresenceReader.open(RegistrySettings(url=postgres), budget_seconds=5.0)
     try:
-        with (
-            pytest.raises(DBAPIError, match="read-only transaction"),
-            reader.engine.begin() as conn,
-        ):
+        with pytest.raises(DBAPIError, match="read-only transaction"), reader.engine.begin() as conn:
             conn.execute(text("DELETE FROM exposure_manifest"))
         assert reader.night("LSSTCam", DAY_OBS, limit=500).exposures
     finally:

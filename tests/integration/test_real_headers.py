@@ -102,13 +102,7 @@ def test_every_real_header_ingests_through_the_edge_under_its_camera_name(
     pipe = build_pipeline(postgres_server.admin_url, tag="realhdr")
     handoff = tmp_path / "handoff"
     edge = EdgeProcess(
-        handoff,
-        tmp_path / "spool",
-        f"gs://{pipe.bucket}",
-        tmp_path / "logs",
-        None,
-        "--workers",
-        "2",
+        handoff, tmp_path / "spool", f"gs://{pipe.bucket}", tmp_path / "logs", None, "--workers", "2"
     )
     try:
         edge.start()
@@ -175,22 +169,10 @@ def test_every_real_header_ingests_through_backfill_and_reconcile(
     assert len(stored) == len(HEADERS) and all(n.startswith("raw/") for n in stored)
 
     env.update(
-        OBSINGEST_STORE_URL=f"gs://{bucket}",
-        OBSINGEST_REGISTRY_URL=postgres,
-        OBSINGEST_BUS_BACKEND="memory",
+        OBSINGEST_STORE_URL=f"gs://{bucket}", OBSINGEST_REGISTRY_URL=postgres, OBSINGEST_BUS_BACKEND="memory"
     )
     reconcile = _run(
-        [
-            sys.executable,
-            "-m",
-            "obsingest_cli",
-            "reconcile",
-            "--grace",
-            "0",
-            "--no-repair",
-            "--json",
-        ],
-        env,
+        [sys.executable, "-m", "obsingest_cli", "reconcile", "--grace", "0", "--no-repair", "--json"], env
     )
     assert reconcile.returncode == 0, reconcile.stdout + reconcile.stderr
     registry = Registry.open(RegistrySettings(url=postgres))

@@ -36,15 +36,7 @@ from obsingest.store.gcs import GcsSettings, GcsStore
 from producers.uploader import DirectUploader
 from tests.integration.fixtures.function_process import FunctionProcess
 from tests.integration.fixtures.handles import GcsService, PostgresServer, PubSubService
-from tests.integration.malformed_corpus import (
-    CE_JSON,
-    GOOD,
-    MB,
-    Blank,
-    Case,
-    chunks,
-    corpus,
-)
+from tests.integration.malformed_corpus import CE_JSON, GOOD, MB, Blank, Case, chunks, corpus
 from tests.integration.test_direct_path import function_env, small_ccd
 
 pytestmark = pytest.mark.integration

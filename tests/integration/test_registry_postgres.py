@@ -79,9 +79,7 @@ def test_round_trip_keeps_the_exposure_record(postgres: str) -> None:
         registry.close()
 
 
-def test_concurrent_duplicate_deliveries_from_threads_and_processes_give_one_row(
-    postgres: str,
-) -> None:
+def test_concurrent_duplicate_deliveries_from_threads_and_processes_give_one_row(postgres: str) -> None:
     ctx = get_context("spawn")
     with ProcessPoolExecutor(2, mp_context=ctx) as procs:
         remote = [procs.submit(_register_many, postgres, 8) for _ in range(2)]

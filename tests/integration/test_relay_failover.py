@@ -29,17 +29,8 @@ from obsingest.settings import RegistrySettings
 from obsingest.store.gcs import GcsSettings, GcsStore
 from producers.uploader import DirectUploader
 from tests.integration.fixtures.function_process import FunctionProcess
-from tests.integration.fixtures.handles import (
-    GcsService,
-    PostgresServer,
-    PubSubService,
-)
-from tests.integration.test_direct_path import (
-    function_env,
-    provision,
-    small_ccd,
-    wait_for,
-)
+from tests.integration.fixtures.handles import GcsService, PostgresServer, PubSubService
+from tests.integration.test_direct_path import function_env, provision, small_ccd, wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -20,10 +20,7 @@ def _pull(pubsub: PubSubService, subscription: str, wait: float) -> list:
         resp = subscriber.pull(request={"subscription": subscription, "max_messages": 10}, timeout=10)
         if resp.received_messages:
             subscriber.acknowledge(
-                request={
-                    "subscription": subscription,
-                    "ack_ids": [m.ack_id for m in resp.received_messages],
-                }
+                request={"subscription": subscription, "ack_ids": [m.ack_id for m in resp.received_messages]}
             )
             return [m.message for m in resp.received_messages]
         if time.monotonic() > deadline:
@@ -32,10 +29,7 @@ def _pull(pubsub: PubSubService, subscription: str, wait: float) -> list:
 
 
 def test_upload_under_raw_publishes_object_finalize(gcs: GcsService, pubsub: PubSubService) -> None:
-    from google.cloud.storage.notification import (
-        JSON_API_V1_PAYLOAD_FORMAT,
-        OBJECT_FINALIZE_EVENT_TYPE,
-    )
+    from google.cloud.storage.notification import JSON_API_V1_PAYLOAD_FORMAT, OBJECT_FINALIZE_EVENT_TYPE
 
     # The topic must exist before the notification config: fake-gcs-server (like GCS) publishes
     # only to an existing topic.

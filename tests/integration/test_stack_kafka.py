@@ -19,10 +19,7 @@ SCHEMA = parse_schema(
         "type": "record",
         "name": "Blob",
         "namespace": "obsingest.test",
-        "fields": [
-            {"name": "id", "type": "string"},
-            {"name": "payload", "type": "bytes"},
-        ],
+        "fields": [{"name": "id", "type": "string"}, {"name": "payload", "type": "bytes"}],
     }
 )
 

@@ -33,9 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ci", action="store_true", help="3 exposures every 6 s, 1 SIGKILL")
     parser.add_argument("--no-write", action="store_true", help="print only")
     parser.add_argument(
-        "--cold",
-        action="store_true",
-        help="an instance is ready once it listens, not once warm (for an A/B)",
+        "--cold", action="store_true", help="an instance is ready once it listens, not once warm (for an A/B)"
     )
     parser.add_argument(
         "--restart-nice",
@@ -63,13 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
     interrupt_on_sigterm()
 
-    soak = Soak(
-        args.exposures,
-        args.interval,
-        args.kills,
-        seed,
-        warm=not args.cold,
-    )
+    soak = Soak(args.exposures, args.interval, args.kills, seed, warm=not args.cold)
     if args.instances is not None:
         soak.instances = args.instances
     if args.restart_nice is not None:

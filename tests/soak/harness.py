@@ -111,16 +111,7 @@ class SoakWorld(World):
         ]
         self.relay.close()
         self.relay = ServiceProcess(
-            "relay",
-            [
-                sys.executable,
-                "-m",
-                "obsingest_cli",
-                "relay",
-                *urls,
-            ],
-            env,
-            self.logs,
+            "relay", [sys.executable, "-m", "obsingest_cli", "relay", *urls], env, self.logs
         ).start()
         if self.warm:
             self.warm_up_s = {

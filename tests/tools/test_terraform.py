@@ -136,9 +136,7 @@ def test_checkov_finds_no_failed_check(checkov_report: dict[str, Any]) -> None:
     assert report["summary"]["passed"] > 50  # it really looked at the resources
 
 
-def test_every_checkov_skip_is_justified_next_to_its_resource(
-    checkov_report: dict[str, Any],
-) -> None:
+def test_every_checkov_skip_is_justified_next_to_its_resource(checkov_report: dict[str, Any]) -> None:
     skipped = checkov_report["results"]["skipped_checks"]
     assert skipped, "the skips below are expected to be reported as skipped"
     for check in skipped:

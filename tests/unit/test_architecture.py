@@ -51,16 +51,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     # benchmarks run commands as processes and may use the composition root's library, not
     # its command modules
     "benchmarks": frozenset(
-        {
-            "benchmarks",
-            "cli",
-            "producers",
-            "functions",
-            "beam_jobs",
-            "infra.local",
-            "kernel",
-            "schemas",
-        }
+        {"benchmarks", "cli", "producers", "functions", "beam_jobs", "infra.local", "kernel", "schemas"}
     ),
     "tests": frozenset(
         {

@@ -105,11 +105,7 @@ def load_oracle(checkout: Path) -> dict[str, type[MetadataTranslator]]:
         module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
         module.__spec__.submodule_search_locations = [str(path)]
         sys.modules[name] = module
-    from lsst.obs.lsst.translators import (  # type: ignore[import-not-found]
-        LatissTranslator,
-        LsstCamTranslator,
-        LsstComCamTranslator,
-    )
+    from lsst.obs.lsst.translators import LatissTranslator, LsstCamTranslator, LsstComCamTranslator  # type: ignore[import-not-found]
 
     for cls, camera in ((LsstCamTranslator, "lsstCam"), (LsstComCamTranslator, "comCam")):
         cls.detectorMapping = detector_table(checkout / "policy" / camera)
@@ -117,11 +113,7 @@ def load_oracle(checkout: Path) -> dict[str, type[MetadataTranslator]]:
         # corrections come from the checkout's folder on the search path, as ours do (the
         # package-resource copy is the same folder, and the stub package has no resources)
         cls.default_resource_package = None
-    return {
-        "LSSTCam": LsstCamTranslator,
-        "LSSTComCam": LsstComCamTranslator,
-        "LATISS": LatissTranslator,
-    }
+    return {"LSSTCam": LsstCamTranslator, "LSSTComCam": LsstComCamTranslator, "LATISS": LatissTranslator}
 
 
 def detector_table(policy: Path) -> dict[str, tuple[int, str]]:
@@ -155,10 +147,7 @@ def shown(value: Any) -> Any:
 
 
 def compare(
-    path: Path,
-    oracle: dict[str, type[MetadataTranslator]],
-    corrections: list[str],
-    via_fits: bool = False,
+    path: Path, oracle: dict[str, type[MetadataTranslator]], corrections: list[str], via_fits: bool = False
 ) -> tuple[str, str | None, list[tuple[str, Any, Any]]]:
     """(our translator, theirs, [(field, ours, theirs) for every field that differs])."""
     from astro_metadata_translator import ObservationInfo

@@ -169,16 +169,7 @@ def through_backfill(cases: list[dict[str, Any]], work: Path) -> tuple[Any, dict
     found = json.loads(report.read_text()) if report.exists() else {}
     found["returncode"] = backfill.returncode
     found["stderr"] = backfill.stderr[-2000:]
-    run = [
-        sys.executable,
-        "-m",
-        "obsingest_cli",
-        "reconcile",
-        "--grace",
-        "0",
-        "--no-repair",
-        "--json",
-    ]
+    run = [sys.executable, "-m", "obsingest_cli", "reconcile", "--grace", "0", "--no-repair", "--json"]
     reconcile = subprocess.run(run, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     found["reconcile"] = {
         "returncode": reconcile.returncode,

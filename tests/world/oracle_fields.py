@@ -55,11 +55,7 @@ def oracle_bands(checkout: Path) -> dict[str, str]:
         sys.modules["lsst.obs.base"] = base
     filters = importlib.import_module("lsst.obs.lsst.filters")
     bands: dict[str, str] = {}
-    for name in (
-        "LATISS_FILTER_DEFINITIONS",
-        "COMCAM_FILTER_DEFINITIONS",
-        "LSSTCAM_FILTER_DEFINITIONS",
-    ):
+    for name in ("LATISS_FILTER_DEFINITIONS", "COMCAM_FILTER_DEFINITIONS", "LSSTCAM_FILTER_DEFINITIONS"):
         for definition in getattr(filters, name):
             bands.setdefault(definition.physical_filter, definition.band)
     return bands

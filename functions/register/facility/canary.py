@@ -70,9 +70,7 @@ class CanaryWatch:
             # the row first: the sighting can then never arrive before its canary is known
             self.audit.canary_written(name, now)
             self.store.put(
-                name,
-                f"obsingest canary {now.isoformat()}\n".encode(),
-                {CANARY_METADATA_KEY: now.isoformat()},
+                name, f"obsingest canary {now.isoformat()}\n".encode(), {CANARY_METADATA_KEY: now.isoformat()}
             )
         except Exception as exc:  # the store or registry is down: judged by older canaries
             self.metrics.add("reconcile", "canary_write_failures")

@@ -194,13 +194,7 @@ class Reconciler:
                 store.stat(uri[len(base) :])
             except ObjectMissing:
                 gone.append(uri)
-                log_event(
-                    log,
-                    "reconcile.object_gone",
-                    logging.ERROR,
-                    uri=uri,
-                    dataset_id=str(row["id"]),
-                )
+                log_event(log, "reconcile.object_gone", logging.ERROR, uri=uri, dataset_id=str(row["id"]))
             except ObsIngestError as exc:  # cannot tell now: not reported as gone
                 log_event(log, "reconcile.stat_failed", logging.WARNING, uri=uri, error=str(exc))
         return gone

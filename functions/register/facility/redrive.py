@@ -217,12 +217,7 @@ class Redriver:
         return report
 
     def _one(
-        self,
-        delivery: Delivery,
-        report: RedriveReport,
-        reason: str | None,
-        dry_run: bool,
-        force: bool,
+        self, delivery: Delivery, report: RedriveReport, reason: str | None, dry_run: bool, force: bool
     ) -> bool:
         """Handle one letter; True when it left the subscription (redriven or parked)."""
         report.scanned += 1

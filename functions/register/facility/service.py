@@ -40,10 +40,7 @@ COMPONENT = "reconcile"
 SOURCE = "notifications"
 #: status names of the counts kept in the catalogue's own series: (metric, labels)
 CATALOGUE_COUNTS = {
-    "registered_by_reconcile": (
-        "obsingest_ccds_total",
-        {"component": COMPONENT, "outcome": "registered"},
-    ),
+    "registered_by_reconcile": ("obsingest_ccds_total", {"component": COMPONENT, "outcome": "registered"}),
     "objects_gone": ("obsingest_ccds_total", {"component": COMPONENT, "outcome": "missing_object"}),
     "canaries_written": ("obsingest_notification_canaries_total", {"event": "written"}),
     "redriven": ("obsingest_redrive_attempts_total", {"source": SOURCE, "result": "redriven"}),

@@ -39,11 +39,7 @@ class PrefixTail:
         return [obj for obj in listed if obj.name not in self.settled and since <= obj.time_created < until]
 
     def advance(
-        self,
-        listed: Sequence[StoredObject],
-        settled: Iterable[str],
-        now: datetime,
-        since: datetime,
+        self, listed: Sequence[StoredObject], settled: Iterable[str], now: datetime, since: datetime
     ) -> str:
         """After a pass over ``listed`` (every object named ``>= start``) in which ``settled``
         became known: move the watermark up to the lowest open name and forget what is below.

@@ -51,10 +51,7 @@ def build_closer(service: RegisterService, settings: ReconcileSettings) -> Expos
         service.registry, service.ingested_topic, service.budget_seconds, closed_by="reconcile"
     )
     return ExposureCloser(
-        check,
-        service.announcer,
-        service.metrics,
-        allowance=service.budget_seconds + settings.exposure_grace,
+        check, service.announcer, service.metrics, allowance=service.budget_seconds + settings.exposure_grace
     )
 
 
@@ -87,11 +84,7 @@ def build_facility(
     )
     return FacilityService(
         reconciler=Reconciler(
-            service,
-            tuple(settings.prefixes),
-            grace=settings.grace,
-            lag=settings.lag,
-            hold=settings.hold,
+            service, tuple(settings.prefixes), grace=settings.grace, lag=settings.lag, hold=settings.hold
         ),
         closer=build_closer(service, settings) if settings.exposures else None,
         announcer=service.announcer,

@@ -108,14 +108,7 @@ class Relay:
             delay = backoff_seconds(attempts, self.settings.min_backoff, self.settings.max_backoff)
             self._settle(lambda: self.source.nack([delivery.ack_id], delay), fields)
             self._count("retried")
-            log_event(
-                log,
-                "relay.nacked",
-                logging.WARNING,
-                delay_s=delay,
-                error=result.describe(),
-                **fields,
-            )
+            log_event(log, "relay.nacked", logging.WARNING, delay_s=delay, error=result.describe(), **fields)
         else:
             attrs = dead_letter_attributes(delivery, result, attempts)
             try:
@@ -174,11 +167,7 @@ class Relay:
             self.handle(delivery)
         except Exception as exc:  # never silent: the message is redelivered after its deadline
             log_event(
-                log,
-                "relay.handle_failed",
-                logging.ERROR,
-                message_id=delivery.message_id,
-                error=str(exc),
+                log, "relay.handle_failed", logging.ERROR, message_id=delivery.message_id, error=str(exc)
             )
         finally:
             with self._lock:

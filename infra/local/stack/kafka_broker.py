@@ -111,9 +111,7 @@ class Kafka(Service):
         result = subprocess.run(argv, capture_output=True, text=True)
         if result.returncode != 0:
             raise FetchError(
-                self.name,
-                "maven could not fetch the broker jars",
-                (result.stdout + result.stderr)[-4000:],
+                self.name, "maven could not fetch the broker jars", (result.stdout + result.stderr)[-4000:]
             )
         shutil.rmtree(self.libs, ignore_errors=True)
         staging.rename(self.libs)

@@ -36,10 +36,7 @@ class Stack:
     """The local service stack described by one :class:`StackSettings`."""
 
     def __init__(
-        self,
-        settings: StackSettings | None = None,
-        only: list[str] | None = None,
-        owner: Owner | None = None,
+        self, settings: StackSettings | None = None, only: list[str] | None = None, owner: Owner | None = None
     ) -> None:
         """``owner``: who the services this object starts belong to, and so who may stop them
         (``infra.local.stack.owner``); default the shared stack of ``obsingest stack``."""

@@ -212,10 +212,7 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["dump"] and len(argv) == 2:
         print(json.dumps(parse(Path(argv[1]))))
         return 0
-    print(
-        "usage: provider_schema.py convert JSII OUT | check SCHEMA TF_DIR | dump TF_DIR",
-        file=sys.stderr,
-    )
+    print("usage: provider_schema.py convert JSII OUT | check SCHEMA TF_DIR | dump TF_DIR", file=sys.stderr)
     return 2
 
 

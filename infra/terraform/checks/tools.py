@@ -78,13 +78,7 @@ def run_checkov(tf_dir: Path = TERRAFORM_DIR, cache: Path | None = None) -> dict
     env = {k: v for k, v in os.environ.items() if k not in ("BC_API_KEY", "PRISMA_API_URL")}
     argv = [str(python), "-m", "checkov.main", "--directory", str(tf_dir)]
     argv += ["--framework", "terraform", "--skip-download", "--compact", "--output", "json"]
-    result = subprocess.run(
-        argv,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tf_dir,
-    )
+    result = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tf_dir)
     if result.returncode not in (0, 1):  # 1 = failed checks, reported in the JSON
         raise ToolError(f"checkov exited {result.returncode}:\n{result.stderr[-4000:]}")
     report = json.loads(result.stdout)
@@ -161,10 +155,7 @@ def terraform(cache: Path | None = None) -> Path:
         CGO_ENABLED="0",
         GOBIN=str(target),
     )
-    _run(
-        [go, "install", "-trimpath", "-ldflags=-s -w", f"{TERRAFORM_MODULE}@{TERRAFORM_VERSION}"],
-        env=env,
-    )
+    _run([go, "install", "-trimpath", "-ldflags=-s -w", f"{TERRAFORM_MODULE}@{TERRAFORM_VERSION}"], env=env)
     return binary
 
 

@@ -7,10 +7,7 @@ from __future__ import annotations
 import pytest
 
 from infra.containers.services import ContainerServices
-from obsingest_testing.plugin import (  # noqa: F401 - fixtures, re-exported for this folder
-    obsingest_facility,
-    obsingest_facility_factory,
-)
+from obsingest_testing.plugin import obsingest_facility, obsingest_facility_factory  # noqa: F401 - fixtures, re-exported for this folder
 from tests.integration.fixtures.backends import Backend, TestcontainersBackend
 
 

@@ -24,9 +24,7 @@ DAY_OBS = 20261125
 DETECTORS = range(9)  # LSSTComCam: the whole focal plane
 
 
-def test_an_exposure_through_the_containerised_facility(
-    obsingest_facility: FacilityHandle,
-) -> None:
+def test_an_exposure_through_the_containerised_facility(obsingest_facility: FacilityHandle) -> None:
     facility = obsingest_facility
     exposure = make_exposure_id(DAY_OBS, 42)
     arrivals = facility.subscribe_arrivals()

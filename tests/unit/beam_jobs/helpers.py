@@ -13,13 +13,7 @@ from apache_beam.testing.test_stream import TestStream
 from apache_beam.utils.timestamp import Timestamp
 
 from beam_jobs.core import Arrival, to_micros
-from beam_jobs.transforms import (
-    ALERTS,
-    SUMMARIES,
-    ExposureSummaries,
-    SummaryConfig,
-    with_event_time,
-)
+from beam_jobs.transforms import ALERTS, SUMMARIES, ExposureSummaries, SummaryConfig, with_event_time
 from obsingest.dataid import DataId, dataset_id
 from obsingest.messages import ArrivalEvent, ExposureManifest, ExposureSummary
 
@@ -54,12 +48,7 @@ def manifest(
 
 
 def arrival(
-    seq: int,
-    detector: int,
-    readout: float,
-    latency: float,
-    run: str = "run1",
-    instrument: str = INSTRUMENT,
+    seq: int, detector: int, readout: float, latency: float, run: str = "run1", instrument: str = INSTRUMENT
 ) -> ArrivalEvent:
     """CCD ``detector`` of exposure ``seq`` read out at T0 + readout, published latency s later."""
     data_id = DataId(instrument, exposure_id(seq), detector)

@@ -147,11 +147,7 @@ def test_cli_summarize_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[
     )
     assert code == 0
     pngs = sorted(p.name for p in report_dir.glob("*.png"))
-    assert pngs == [
-        f"focal_plane_{exposure_id(2)}.png",
-        "latency_histogram.png",
-        "night_p95_max.png",
-    ]
+    assert pngs == [f"focal_plane_{exposure_id(2)}.png", "latency_histogram.png", "night_p95_max.png"]
     assert all((report_dir / n).read_bytes()[:4] == b"\x89PNG" for n in pngs)
 
 

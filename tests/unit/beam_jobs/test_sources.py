@@ -13,12 +13,7 @@ from apache_beam.io import source_test_utils
 
 import schemas
 from beam_jobs.core import Arrival, to_micros
-from beam_jobs.sources import (
-    BadInputFile,
-    ExposureEventFiles,
-    ReadExposureEvents,
-    raw_arrival_schema,
-)
+from beam_jobs.sources import BadInputFile, ExposureEventFiles, ReadExposureEvents, raw_arrival_schema
 from beam_jobs.transforms import ARRIVAL, MANIFEST
 from obsingest.messages import ArrivalEvent, ExposureManifest, ExposureSummary
 from tests.unit.beam_jobs.helpers import arrival, exposure_id, manifest
@@ -117,10 +112,7 @@ def test_split_ranges_read_every_record_exactly_once(tmp_path: Path) -> None:
     # dynamic splitting (the runner taking back the rest of a range) keeps exactly-once too
     single = splits[0]
     source_test_utils.assert_split_at_fraction_exhaustive(
-        single.source,
-        single.start_position,
-        single.stop_position,
-        perform_multi_threaded_test=False,
+        single.source, single.start_position, single.stop_position, perform_multi_threaded_test=False
     )
 
 

@@ -17,14 +17,7 @@ pytestmark = pytest.mark.unit
 
 def brief(summaries):  # (exposure seq, revision, trigger, status, arrived, missing)
     return [
-        (
-            s.exposure - exposure_id(0),
-            s.revision,
-            s.trigger,
-            s.status,
-            s.arrived,
-            s.missing_detectors,
-        )
+        (s.exposure - exposure_id(0), s.revision, s.trigger, s.status, s.arrived, s.missing_detectors)
         for s in summaries
     ]
 
@@ -109,12 +102,7 @@ def test_no_manifest_times_out_then_a_late_manifest_revises() -> None:
 
 def test_manifest_alone_times_out_from_nominal_readout() -> None:
     # shutter opens at 0, 15 s exposure: nominal readout 15 s, deadline 25 s
-    summaries, alerts = run_stream(
-        [
-            Step([manifest(1, range(2))], watermark=24),
-            Step(watermark=26),
-        ]
-    )
+    summaries, alerts = run_stream([Step([manifest(1, range(2))], watermark=24), Step(watermark=26)])
     assert brief(summaries) == [(1, 0, "deadline", SummaryStatus.INCOMPLETE, 0, [0, 1])]
     assert len(alerts) == 1
 

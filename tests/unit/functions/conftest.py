@@ -20,14 +20,7 @@ def small_ccd(exposure: int, detector: int, instrument: str = "LSSTComCam") -> b
     from producers.daq.simulator import CcdSpec, generate_raw_ccd
 
     spec = CcdSpec(
-        instrument,
-        exposure,
-        detector,
-        DAY_OBS,
-        datetime(2026, 11, 22, 3, 0, tzinfo=UTC),
-        15.0,
-        "r",
-        "small",
+        instrument, exposure, detector, DAY_OBS, datetime(2026, 11, 22, 3, 0, tzinfo=UTC), 15.0, "r", "small"
     )
     return compress_fits(generate_raw_ccd(spec), threads=1)
 

@@ -119,11 +119,7 @@ def test_openapi_describes_every_route_and_its_errors(client):
     }
     ccd = paths["/v1/ccds/{instrument}/{exposure}/{detector}"]["get"]
     assert {"200", "404", "422", "503"} <= set(ccd["responses"])
-    assert spec["components"]["schemas"]["Instrument"]["enum"] == [
-        "LSSTCam",
-        "LSSTComCam",
-        "LATISS",
-    ]
+    assert spec["components"]["schemas"]["Instrument"]["enum"] == ["LSSTCam", "LSSTComCam", "LATISS"]
 
 
 def test_metrics_count_requests_by_route_and_status_class(client):

@@ -235,9 +235,7 @@ def test_cloudevent_endpoint_answers_every_event_without_500(stored):
             event[data.draw(st.sampled_from(sorted(event)))] = data.draw(json_values)
         if data.draw(st.booleans()):  # structured mode
             response = client.post(
-                "/",
-                data=json.dumps(event),
-                headers={"Content-Type": "application/cloudevents+json"},
+                "/", data=json.dumps(event), headers={"Content-Type": "application/cloudevents+json"}
             )
         else:  # binary mode: attributes in headers, data as the body
             headers = {f"ce-{k}": str(v) for k, v in event.items() if k != "data" and isinstance(v, str)}

@@ -11,13 +11,7 @@ from functions_framework import create_app
 
 from functions.register import http_errors, main, wiring
 from functions.register.request_guard import BodyGuard, read_bounded
-from obsingest.errors import (
-    BadMessage,
-    NestingTooDeep,
-    NotADelivery,
-    RequestTooLarge,
-    RetriableError,
-)
+from obsingest.errors import BadMessage, NestingTooDeep, NotADelivery, RequestTooLarge, RetriableError
 
 pytestmark = pytest.mark.unit
 
@@ -194,9 +188,7 @@ def _signing_pair():
         .sign(key, hashes.SHA256())
     )
     pem_key = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     ).decode()
     return pem_key, cert.public_bytes(serialization.Encoding.PEM).decode()
 

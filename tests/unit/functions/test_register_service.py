@@ -18,10 +18,7 @@ READOUT = datetime(2026, 11, 22, 3, 0, 30, tzinfo=UTC)
 def _upload(env, did, data=None):
     uploader = DirectUploader(env.store)
     return uploader.send(
-        did,
-        data or small_ccd(did.exposure, did.detector),
-        READOUT,
-        READOUT + timedelta(seconds=0.3),
+        did, data or small_ccd(did.exposure, did.detector), READOUT, READOUT + timedelta(seconds=0.3)
     )
 
 
@@ -272,9 +269,5 @@ def test_the_exposure_record_is_kept_from_the_header_and_another_detector_is_ref
     assert "R22_S22" in outcomes[1].message
     with env.registry.engine.connect() as conn:
         row = conn.execute(select(tables.exposure)).mappings().one()
-    assert (row["obs_id"], row["physical_filter"], row["band"]) == (
-        "CC_O_20261122_000001",
-        "r_03",
-        "r",
-    )
+    assert (row["obs_id"], row["physical_filter"], row["band"]) == ("CC_O_20261122_000001", "r_03", "r")
     assert (row["observation_type"], row["seq_num"], row["dark_time"]) == ("science", 1, 15.4306)

@@ -117,9 +117,7 @@ def test_a_clean_run_removes_nothing_and_passes(tmp_path: Path) -> None:
     assert len((state / "containers").read_text().splitlines()) == 2
 
 
-def test_containers_carry_the_run_label_only_when_a_run_names_itself(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_containers_carry_the_run_label_only_when_a_run_names_itself(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(RUN_ENV, raising=False)
     assert labels("obsingest-s1") == {SESSION_LABEL: "obsingest-s1"}
     monkeypatch.setenv(RUN_ENV, "run-x")

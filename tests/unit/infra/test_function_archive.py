@@ -24,12 +24,7 @@ def test_archive_imports_the_entry_points_from_its_own_files(tmp_path):
     with zipfile.ZipFile(archive) as zf:
         zf.extractall(out)
         names = set(zf.namelist())
-    assert {
-        "main.py",
-        "requirements.txt",
-        "functions/register/main.py",
-        "schemas/__init__.py",
-    } <= names
+    assert {"main.py", "requirements.txt", "functions/register/main.py", "schemas/__init__.py"} <= names
     assert any(n.endswith(".avsc") for n in names)
     requirements = (out / "requirements.txt").read_text().splitlines()
     assert all("==" in line for line in requirements)

@@ -15,11 +15,7 @@ pytestmark = pytest.mark.unit
 def test_lsstcam_has_205_detectors_numbered_0_to_204():
     cam = camera.instrument("LSSTCam")
     assert cam.detector_ids == tuple(range(205))
-    assert Counter(d.purpose for d in cam.detectors) == {
-        "SCIENCE": 189,
-        "WAVEFRONT": 8,
-        "GUIDER": 8,
-    }
+    assert Counter(d.purpose for d in cam.detectors) == {"SCIENCE": 189, "WAVEFRONT": 8, "GUIDER": 8}
     assert len({d.full_name for d in cam.detectors}) == 205
 
 
@@ -96,11 +92,7 @@ def test_butler_records_as_obs_lsst_registers_them():
         "purpose": "SCIENCE",
     }
     latiss = camera.instrument("LATISS").detector_record(0)
-    assert (latiss["raft"], latiss["name_in_raft"], latiss["full_name"]) == (
-        None,
-        "RXX_S00",
-        "RXX_S00",
-    )
+    assert (latiss["raft"], latiss["name_in_raft"], latiss["full_name"]) == (None, "RXX_S00", "RXX_S00")
 
 
 def test_comcam_is_one_itl_raft():

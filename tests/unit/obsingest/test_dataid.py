@@ -89,19 +89,11 @@ def test_controller_offsets_follow_obs_lsst():
         ({"INSTRUME": "lsstCam", "RAFTBAY": "R01", "CCDSLOT": "S01"}, "no OBSID and no DAYOBS"),
         ({"INSTRUME": "lsstCam", "OBSID": "MC_O_20250415_000060", "CCDSLOT": "S01"}, "RAFTBAY"),
         (
-            {
-                "INSTRUME": "lsstCam",
-                "OBSID": "MC_O_20250415_000060",
-                "RAFTBAY": "R01",
-                "CCDSLOT": "S99",
-            },
+            {"INSTRUME": "lsstCam", "OBSID": "MC_O_20250415_000060", "RAFTBAY": "R01", "CCDSLOT": "S99"},
             "no such detector",
         ),
         ({"INSTRUME": "lsstCam", "OBSID": "CC_O_20250415_000060"}, "is of LSSTComCam"),
-        (
-            {"INSTRUME": "lsstCam", "OBSID": "MC_O_20250415_000060", "SEQNUM": 61},
-            "SEQNUM='61'",
-        ),
+        ({"INSTRUME": "lsstCam", "OBSID": "MC_O_20250415_000060", "SEQNUM": 61}, "SEQNUM='61'"),
     ],
 )
 def test_a_header_without_identity_names_the_card(cards, message):
@@ -171,10 +163,7 @@ def test_an_unknown_header_instrument_is_its_own_reason():
         ("raw/LSSTCam/20261122/../../../etc/passwd", r"escapes"),
         ("raw/LSSTCam/20261122/2026112200042/LSSTCam_2026112200042_1x7.fits.fz", "does not match"),
         ("raw/LSSTCam/20261122/2026112200042/LSSTCam_2026112200042_117.fits", "does not match"),
-        (
-            "raw/LSSTCam/20250415/MC_O_20250415_000060/MC_O_20250415_000061_R01_S01.fits",
-            "not match",
-        ),
+        ("raw/LSSTCam/20250415/MC_O_20250415_000060/MC_O_20250415_000061_R01_S01.fits", "not match"),
         ("raw/LSSTCam/20250416/MC_O_20250415_000060/MC_O_20250415_000060_R01_S01.fits", "day_obs"),
         ("raw/LSSTCam/20250415/CC_O_20250415_000060/CC_O_20250415_000060_R22_S01.fits", "not of"),
         ("raw/LSSTCam/20250415/MC_O_20250415_000060/MC_O_20250415_000060_R00_S11.fits", "detector"),

@@ -68,10 +68,7 @@ def sqlite_error(code: int, message: str) -> Exception:
         (sqlite_error(7, "out of memory"), Exhaustion.MEMORY),
         (sqlite3.OperationalError("database or disk is full"), Exhaustion.DISK_FULL),
         (api_exceptions.TooManyRequests("slow down"), Exhaustion.RATE_LIMIT),
-        (
-            api_exceptions.Forbidden("x", errors=[{"reason": "rateLimitExceeded"}]),
-            Exhaustion.RATE_LIMIT,
-        ),
+        (api_exceptions.Forbidden("x", errors=[{"reason": "rateLimitExceeded"}]), Exhaustion.RATE_LIMIT),
         (api_exceptions.Forbidden("The project exceeded quota"), Exhaustion.QUOTA),
         (api_exceptions.from_http_status(507, "Insufficient Storage"), Exhaustion.DISK_FULL),
         (RuntimeError("KafkaError{code=KAFKA_STORAGE_ERROR,val=56}"), Exhaustion.DISK_FULL),

@@ -106,17 +106,11 @@ FAULTS = [
     pytest.param(lambda raw: _set_value(raw, "NAXIS2", "-4"), 213, "negative axis", id="negative axis"),
     pytest.param(lambda raw: _set_value(raw, "PCOUNT", "x"), 214, "not an integer", id="PCOUNT not int"),
     pytest.param(
-        lambda raw: _set_value(raw, "PCOUNT", "-2880"),
-        214,
-        "invalid PCOUNT -2880",
-        id="negative PCOUNT",
+        lambda raw: _set_value(raw, "PCOUNT", "-2880"), 214, "invalid PCOUNT -2880", id="negative PCOUNT"
     ),
     pytest.param(lambda raw: _set_value(raw, "GCOUNT", "-1"), 215, "invalid GCOUNT -1", id="negative GCOUNT"),
     pytest.param(
-        lambda raw: _drop_card(raw, "NAXIS2"),
-        202,
-        "missing required keyword NAXIS2",
-        id="missing NAXIS2",
+        lambda raw: _drop_card(raw, "NAXIS2"), 202, "missing required keyword NAXIS2", id="missing NAXIS2"
     ),
     pytest.param(lambda raw: raw[:11520] + b"\x00" * 2880 + raw[14400:], 252, "XTENSION", id="no XTENSION"),
     pytest.param(lambda raw: raw + b"x" * 2880, 252, "XTENSION", id="trailing garbage"),

@@ -35,10 +35,7 @@ def test_the_checksum_encoding_agrees_with_astropy() -> None:
         assert encode_checksum(value) == _ValidHDU._char_encode(hdu, value)
 
 
-@pytest.mark.parametrize(
-    ("first", "second"),
-    [(True, 1), (False, 0), (1, 1.0), (0.0, -0.0), ("1", 1)],
-)
+@pytest.mark.parametrize(("first", "second"), [(True, 1), (False, 0), (1, 1.0), (0.0, -0.0), ("1", 1)])
 def test_equal_values_of_other_types_or_signs_make_their_own_cards(first: object, second: object) -> None:
     one, other = make_card("KEY", first, "c"), make_card("KEY", second, "c")
     assert one != other

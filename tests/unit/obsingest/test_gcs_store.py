@@ -199,8 +199,7 @@ def test_missing_object_on_read_and_stat(store):
 
 
 @pytest.mark.parametrize(
-    ("status", "error"),
-    [(404, BucketMissing), (401, StorePermissionDenied), (400, StoreRequestRefused)],
+    ("status", "error"), [(404, BucketMissing), (401, StorePermissionDenied), (400, StoreRequestRefused)]
 )
 def test_permanent_put_errors_surface_at_once(store, status, error):
     bucket = store.client.the_bucket

@@ -230,12 +230,7 @@ def test_values_outside_a_closed_set_become_other_or_raise() -> None:
     lenient.readout_latency("stored", 1.0, transport="carrier-pigeon", instrument="HSC")
     assert sample(lenient, "obsingest_ccds_total", component="register", outcome="other") == 1
     assert (
-        sample(
-            lenient,
-            "obsingest_readout_to_stored_seconds_count",
-            transport="other",
-            instrument="other",
-        )
+        sample(lenient, "obsingest_readout_to_stored_seconds_count", transport="other", instrument="other")
         == 1
     )
     strict = Metrics(CollectorRegistry(), strict=True)
@@ -266,12 +261,7 @@ def test_registry_operation_times_and_counts_errors(metrics: Metrics) -> None:
         raise ServiceUnavailable("db down")
     assert sample(metrics, "obsingest_registry_operation_seconds_count", operation="register") == 2
     assert (
-        sample(
-            metrics,
-            "obsingest_registry_errors_total",
-            operation="register",
-            reason="service-unavailable",
-        )
+        sample(metrics, "obsingest_registry_errors_total", operation="register", reason="service-unavailable")
         == 1
     )
 

@@ -60,11 +60,7 @@ def _b64(value) -> str:
 
 
 def _message(resource, event_type="OBJECT_FINALIZE", message_id="m-1"):
-    return {
-        "data": _b64(resource),
-        "attributes": {"eventType": event_type},
-        "messageId": message_id,
-    }
+    return {"data": _b64(resource), "attributes": {"eventType": event_type}, "messageId": message_id}
 
 
 def assert_well_typed(event: n.ObjectEvent) -> None:
@@ -115,10 +111,7 @@ def test_one_field_replaced_or_removed_parses_or_is_refused(field, value, remove
 
 
 @PROPERTY
-@given(
-    st.sampled_from(["data", "attributes", "messageId", "eventType"]),
-    json_values | hostile_text,
-)
+@given(st.sampled_from(["data", "attributes", "messageId", "eventType"]), json_values | hostile_text)
 def test_envelope_fields_of_any_type_parse_or_are_refused(field, value):
     message = _message(RESOURCE)
     if field == "eventType":

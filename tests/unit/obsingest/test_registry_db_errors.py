@@ -39,10 +39,7 @@ def wrapped(orig: Exception, base: type[Exception]) -> DBAPIError:
         (psycopg.errors.ProgramLimitExceeded("index row size 3456 exceeds"), Verdict.PERMANENT),
         (psycopg.errors.UniqueViolation("duplicate key"), Verdict.PERMANENT),
         (psycopg.errors.ForeignKeyViolation("fk"), Verdict.PERMANENT),
-        (
-            psycopg.DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes"),
-            Verdict.PERMANENT,
-        ),
+        (psycopg.DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes"), Verdict.PERMANENT),
         (psycopg.errors.AdminShutdown("terminating connection"), Verdict.TRANSIENT),
         (psycopg.errors.SerializationFailure("could not serialize"), Verdict.TRANSIENT),
         (psycopg.errors.DeadlockDetected("deadlock"), Verdict.TRANSIENT),

@@ -52,10 +52,7 @@ def test_brokers_come_from_the_unit_then_the_conventional_variable(
 def test_store_layout_is_read_under_each_units_prefix(
     monkeypatch: pytest.MonkeyPatch, cls: type, prefix: str
 ) -> None:
-    assert (cls().prefix, cls().quarantine_prefix) == (
-        defaults.RAW_PREFIX,
-        defaults.QUARANTINE_PREFIX,
-    )
+    assert (cls().prefix, cls().quarantine_prefix) == (defaults.RAW_PREFIX, defaults.QUARANTINE_PREFIX)
     monkeypatch.setenv(f"{prefix}PREFIX", "mine/")
     monkeypatch.setenv(f"{prefix}QUARANTINE_PREFIX", "parked/")
     assert (cls().prefix, cls().quarantine_prefix) == ("mine/", "parked/")

@@ -8,14 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from astropy.time import Time
 
-from obsingest.timescales import (
-    camera_time,
-    header_instant,
-    header_time,
-    time_as_utc,
-    utc_time,
-    utc_to_tai,
-)
+from obsingest.timescales import camera_time, header_instant, header_time, time_as_utc, utc_time, utc_to_tai
 
 pytestmark = pytest.mark.unit
 

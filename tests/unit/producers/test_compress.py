@@ -190,10 +190,7 @@ def test_primary_image_and_table_hdus(tmp_path) -> None:
 
 def test_astropy_rice_codec_contract() -> None:
     """Pin the astropy internal we call: contiguous int32 ndarray in, same bytes as from bytes."""
-    from astropy.io.fits.hdu.compressed._compression import (
-        compress_rice_1_c,
-        decompress_rice_1_c,
-    )
+    from astropy.io.fits.hdu.compressed._compression import compress_rice_1_c, decompress_rice_1_c
 
     tile = np.random.default_rng(1).normal(5000, 15, (8, 576)).astype("=i4")
     packed = compress_rice_1_c(tile, 32, 4)

@@ -9,13 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from producers.compress.fpack_args import (
-    CommandLineError,
-    Options,
-    output_name,
-    parse_args,
-    preflight,
-)
+from producers.compress.fpack_args import CommandLineError, Options, output_name, parse_args, preflight
 from producers.compress.output import publish
 from producers.compress.tiled_rice import rows_tiling, tile_shape
 

@@ -51,8 +51,7 @@ def test_same_spec_gives_same_bytes() -> None:
 
 
 @pytest.mark.parametrize(
-    "change",
-    [{"seed": 8}, {"detector": 95}, {"exposure": 2026112200013}, {"instrument": "LSSTComCam"}],
+    "change", [{"seed": 8}, {"detector": 95}, {"exposure": 2026112200013}, {"instrument": "LSSTComCam"}]
 )
 def test_any_data_id_or_seed_change_gives_other_pixels(change: dict) -> None:
     if change.get("instrument") == "LSSTComCam":

@@ -18,13 +18,7 @@ from obsingest.dataid import DataId, identity_from_header
 from obsingest.fits import parse_primary
 from obsingest.registry.headers import exposure_from_header
 from obsingest.timescales import header_instant
-from producers.daq.header import (
-    HARDWARE,
-    REPLACED,
-    load_template,
-    template_detector,
-    template_instrument,
-)
+from producers.daq.header import HARDWARE, REPLACED, load_template, template_detector, template_instrument
 from producers.daq.simulator import CcdSpec, generate_raw_ccd, header_cards
 
 pytestmark = pytest.mark.unit

@@ -28,13 +28,7 @@ def test_a_short_night_follows_the_hand_off_convention(tmp_path: Path) -> None:
     started = time.monotonic()
     played = play_night(
         NightPlan(
-            tmp_path,
-            "LSSTComCam",
-            exposures=3,
-            detectors=2,
-            interval=0.3,
-            day_obs=20261122,
-            first_seq=5,
+            tmp_path, "LSSTComCam", exposures=3, detectors=2, interval=0.3, day_obs=20261122, first_seq=5
         ),
         on_exposure=seen.append,
     )
@@ -82,13 +76,7 @@ def test_each_manifest_is_handed_over_at_its_readout_before_its_ccds(tmp_path: P
     manifests: list[ExposureManifest] = []
     played = play_night(
         NightPlan(
-            tmp_path,
-            "LSSTComCam",
-            exposures=2,
-            detectors=3,
-            interval=0.2,
-            day_obs=20261122,
-            first_seq=1,
+            tmp_path, "LSSTComCam", exposures=2, detectors=3, interval=0.2, day_obs=20261122, first_seq=1
         ),
         on_exposure=lambda e: events.append(("ccds", e.exposure, ccds_of(e.exposure))),
         on_manifest=on_manifest,

@@ -86,13 +86,7 @@ def dec(precision: int, scale: int) -> dict[str, Any]:
 
 
 def long_list(name: str = "LongList", *extra: dict[str, Any], **attrs: Any) -> dict[str, Any]:
-    return rec(
-        name,
-        fld("value", "long"),
-        fld("next", ["null", name]),
-        *extra,
-        **attrs,
-    )
+    return rec(name, fld("value", "long"), fld("next", ["null", name]), *extra, **attrs)
 
 
 AB = [fld("a", "int"), fld("b", "string")]
@@ -178,13 +172,7 @@ CASES: tuple[Case, ...] = (
         False,
         "R.a: the writer has no field 'a'",
     ),
-    Case(
-        "contract-gains-an-optional-field",
-        "field-default",
-        _contract("ArrivalEvent"),
-        _arrival_v2(),
-        True,
-    ),
+    Case("contract-gains-an-optional-field", "field-default", _contract("ArrivalEvent"), _arrival_v2(), True),
     # record names, aliases, namespaces ----------------------------------------------------
     Case(
         "record-renamed-without-alias",
@@ -194,13 +182,7 @@ CASES: tuple[Case, ...] = (
         False,
         "B: a record A cannot be read as record B: the names differ",
     ),
-    Case(
-        "record-doc-changed",
-        "record-name",
-        rec("A", *AB, doc="old"),
-        rec("A", *AB, doc="new"),
-        True,
-    ),
+    Case("record-doc-changed", "record-name", rec("A", *AB, doc="old"), rec("A", *AB, doc="new"), True),
     Case(
         "record-alias-only-on-the-writer",
         "record-alias",
@@ -209,13 +191,7 @@ CASES: tuple[Case, ...] = (
         False,
         "B: a record A cannot be read as record B: the names differ",
     ),
-    Case(
-        "record-renamed-with-alias",
-        "record-alias",
-        rec("A", *AB),
-        rec("B", *AB, aliases=["A"]),
-        True,
-    ),
+    Case("record-renamed-with-alias", "record-alias", rec("A", *AB), rec("B", *AB, aliases=["A"]), True),
     Case(
         "nested-record-renamed-without-alias",
         "record-name",
@@ -295,18 +271,10 @@ CASES: tuple[Case, ...] = (
         "R.v: an enum Colour matches no branch of the reader's union",
     ),
     Case(
-        "enum-symbol-added",
-        "enum-symbols",
-        one(enum("E", ["A", "B"])),
-        one(enum("E", ["A", "B", "C"])),
-        True,
+        "enum-symbol-added", "enum-symbols", one(enum("E", ["A", "B"])), one(enum("E", ["A", "B", "C"])), True
     ),
     Case(
-        "enum-symbols-reordered",
-        "enum-symbols",
-        one(enum("E", ["A", "B"])),
-        one(enum("E", ["B", "A"])),
-        True,
+        "enum-symbols-reordered", "enum-symbols", one(enum("E", ["A", "B"])), one(enum("E", ["B", "A"])), True
     ),
     Case(
         "enum-symbol-removed",
@@ -426,13 +394,7 @@ CASES: tuple[Case, ...] = (
     ),
     # unions -------------------------------------------------------------------------------
     Case("value-into-optional", "union-reader", one("int"), one(["null", "int"]), True),
-    Case(
-        "value-into-union-by-promotion",
-        "union-reader",
-        one("int"),
-        one(["null", "string", "long"]),
-        True,
-    ),
+    Case("value-into-union-by-promotion", "union-reader", one("int"), one(["null", "string", "long"]), True),
     Case(
         "value-into-union-without-its-type",
         "union-reader",
@@ -518,13 +480,7 @@ CASES: tuple[Case, ...] = (
     # logical types ride on their underlying type -------------------------------------------
     Case("timestamp-millis-to-micros", "logical", one(ts("millis")), one(ts("micros")), True),
     Case("long-to-timestamp", "logical", one("long"), one(ts("micros")), True),
-    Case(
-        "uuid-to-string",
-        "logical",
-        one({"type": "string", "logicalType": "uuid"}),
-        one("string"),
-        True,
-    ),
+    Case("uuid-to-string", "logical", one({"type": "string", "logicalType": "uuid"}), one("string"), True),
     Case("date-to-long", "logical", one({"type": "int", "logicalType": "date"}), one("long"), True),
     Case("bytes-to-decimal", "logical", one("bytes"), one(dec(6, 2)), True),
     Case(

@@ -84,7 +84,7 @@ def test_full_compatibility_reports_both_directions_with_paths():
     aliased = one(enum("Color", ["RED", "GREEN", "BLUE"], aliases=["Colour"]))
     assert check_full_compatibility(old, aliased) == [
         "old reader: R.v: an enum Color cannot be read as enum Colour: the names differ and "
-        "Color is not among the reader's aliases []",
+        "Color is not among the reader's aliases []"
     ]
     both_ways = one(enum("Color", ["RED", "GREEN", "BLUE"], aliases=["Colour"], default="RED"))
     old_aliased = one(enum("Colour", ["RED", "GREEN"], aliases=["Color"], default="RED"))
@@ -103,8 +103,7 @@ def test_every_writer_union_branch_is_checked_and_reported_once():
 def test_nested_paths_follow_reader_field_names():
     writer = rec("Top", fld("old", rec("Mid", fld("m", {"type": "map", "values": "int"}))))
     reader = rec(
-        "Top",
-        fld("new", rec("Mid", fld("m", {"type": "map", "values": "string"})), aliases=["old"]),
+        "Top", fld("new", rec("Mid", fld("m", {"type": "map", "values": "string"})), aliases=["old"])
     )
     assert can_read(reader, writer) == ["Top.new.m{}: an int cannot be read as a string"]
 

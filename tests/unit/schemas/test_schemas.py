@@ -11,13 +11,7 @@ from fastavro.schema import fingerprint
 import schemas
 from obsingest import avro
 from obsingest.errors import BadMessage
-from obsingest.messages import (
-    ArrivalEvent,
-    CcdChunk,
-    ExposureIngested,
-    ExposureManifest,
-    ExposureSummary,
-)
+from obsingest.messages import ArrivalEvent, CcdChunk, ExposureIngested, ExposureManifest, ExposureSummary
 from schemas.compat import check_full_compatibility
 
 pytestmark = pytest.mark.unit

@@ -287,12 +287,7 @@ def test_timeout_dead_letters_an_idle_file_with_missing_chunks_and_releases_its_
     assert r.expire(now=25) == []
     [dropped] = r.expire(now=31)
     assert isinstance(dropped, Incomplete)
-    assert (dropped.final, dropped.cause, dropped.missing, dropped.received) == (
-        True,
-        "timeout",
-        [1],
-        2,
-    )
+    assert (dropped.final, dropped.cause, dropped.missing, dropped.received) == (True, "timeout", [1], 2)
     assert (dropped.first_offset, dropped.last_offset) == (0, 1)
     assert r.safe_offset(P0) == 2  # B (offset 2) is the oldest open file now
     assert r.memory_bytes == 4096

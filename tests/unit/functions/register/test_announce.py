@@ -157,11 +157,7 @@ def test_the_drain_publishes_each_contract_by_its_own_rule(env):
         READOUT,
     )
     manifest = ExposureManifest("LSSTComCam", 2026112200001, 20261122, [1], READOUT, 15.0, "r", READOUT)
-    bodies = {
-        "ingested": ingested.encode(),
-        "manifest": manifest.encode(),
-        "opaque": b"not avro at all",
-    }
+    bodies = {"ingested": ingested.encode(), "manifest": manifest.encode(), "opaque": b"not avro at all"}
     for name, body in bodies.items():
         attributes = ingested_attributes(ingested) if name == "ingested" else {"k": name}
         _pending(env, name, OutboxMessage(f"topic-{name}", body, key=name, attributes=attributes))

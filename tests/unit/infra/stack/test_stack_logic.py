@@ -15,11 +15,7 @@ import pytest
 from infra.local.stack import Stack, render_exports, render_status_table
 from infra.local.stack.base import ServiceStatus
 from infra.local.stack.errors import StackError
-from infra.local.stack.kafka_broker import (
-    new_cluster_id,
-    properties_to_docker_env,
-    render_server_properties,
-)
+from infra.local.stack.kafka_broker import new_cluster_id, properties_to_docker_env, render_server_properties
 from infra.local.stack.postgres_server import registry_url, run_as_user, server_options
 from infra.local.stack.process import (
     PidRecord,

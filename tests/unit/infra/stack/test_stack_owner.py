@@ -72,9 +72,7 @@ def run_dir(tmp_path: Path):  # type: ignore[no-untyped-def]
         stop_record(rec, timeout=1)
 
 
-def test_a_session_stops_only_what_it_started_not_a_newer_session_in_the_same_dir(
-    run_dir: Path,
-) -> None:
+def test_a_session_stops_only_what_it_started_not_a_newer_session_in_the_same_dir(run_dir: Path) -> None:
     old = _stack(run_dir, Owner.private("pytest-session"))
     assert old.service("postgres").start()
     # the old run's service is gone (its checkout removed) and a new session starts its own
@@ -104,9 +102,7 @@ def test_a_session_stops_only_what_it_started_not_a_newer_session_in_the_same_di
     assert _log(run_dir)[-1]["outcome"] == "stopping (own)"
 
 
-def test_the_shared_stack_cannot_stop_a_live_session_but_stops_its_orphans(
-    run_dir: Path,
-) -> None:
+def test_the_shared_stack_cannot_stop_a_live_session_but_stops_its_orphans(run_dir: Path) -> None:
     session = _stack(run_dir, Owner.private("pytest-session"))
     assert session.service("postgres").start()
     mine = session.service("postgres").record()

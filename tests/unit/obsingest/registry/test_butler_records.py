@@ -7,11 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from obsingest.registry import ExposureRecord
-from obsingest.registry.butler_records import (
-    day_obs_timespan,
-    exposure_records,
-    instrument_records,
-)
+from obsingest.registry.butler_records import day_obs_timespan, exposure_records, instrument_records
 from obsingest.registry.butler_repo import default_companion_url, is_butler_url, repo_of
 
 pytestmark = pytest.mark.unit
@@ -65,15 +61,8 @@ def test_exposure_records_from_a_full_header_record():
 
 def test_a_bare_exposure_gets_obs_lsst_defaults():
     e = exposure_records(ExposureRecord("LSSTComCam", 2026112200003, 20261122))
-    assert e["physical_filter"] == {
-        "instrument": "LSSTComCam",
-        "name": "unknown",
-        "band": "unknown",
-    }
-    assert (e["exposure"]["obs_id"], e["exposure"]["group"]) == (
-        "CC_O_20261122_000003",
-        "2026112200003",
-    )
+    assert e["physical_filter"] == {"instrument": "LSSTComCam", "name": "unknown", "band": "unknown"}
+    assert (e["exposure"]["obs_id"], e["exposure"]["group"]) == ("CC_O_20261122_000003", "2026112200003")
     assert e["exposure"]["timespan"] is None
     assert e["exposure"]["observation_type"] == "unknown"
 

@@ -20,14 +20,7 @@ pytestmark = pytest.mark.unit
 
 @pytest.mark.parametrize(
     "values",
-    [
-        [3.0],
-        [1.0, 2.0],
-        [0.0, 10.0],
-        [4.0, 1.0, 3.0, 2.0],
-        [5.2, 0.1, 3.3, 2.2, 9.9],
-        list(range(205)),
-    ],
+    [[3.0], [1.0, 2.0], [0.0, 10.0], [4.0, 1.0, 3.0, 2.0], [5.2, 0.1, 3.3, 2.2, 9.9], list(range(205))],
 )
 @pytest.mark.parametrize("q", [0, 50, 95, 99, 100])
 def test_percentile_is_numpys_linear_interpolation(values, q):

@@ -155,11 +155,7 @@ def test_the_deadline_closes_it_incomplete_once_and_a_late_completion_still_emit
     # the event downstream waits for, but the exposure was counted already (incomplete)
     assert late.outcome == EMITTED and not late.counted and late.status == "over_budget"
     [closure] = closures(registry)
-    assert (closure["status"], closure["closed_by"], closure["missing"]) == (
-        "incomplete",
-        "reconcile",
-        2,
-    )
+    assert (closure["status"], closure["closed_by"], closure["missing"]) == ("incomplete", "reconcile", 2)
     assert closure["ingested_at"] is not None
     assert check(registry).check("LSSTComCam", E).outcome == ALREADY
 

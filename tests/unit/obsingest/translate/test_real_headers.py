@@ -118,14 +118,8 @@ def test_every_real_header_registers_as_its_exposure_record_from_fits(name, corr
     # the camera's TAI is 37 s ahead of UTC: the instant is converted, not relabelled
     begin_tai = datetime.fromisoformat(expected["datetime_begin"]["tai"]).replace(tzinfo=UTC)
     assert (begin_tai - record.obs_start).total_seconds() == pytest.approx(37.0, abs=ms)
-    assert (record.day_obs, record.seq_num) == (
-        expected["observing_day"],
-        expected["observation_counter"],
-    )
-    assert (record.obs_id, record.group_name) == (
-        expected["observation_id"],
-        expected["exposure_group"],
-    )
+    assert (record.day_obs, record.seq_num) == (expected["observing_day"], expected["observation_counter"])
+    assert (record.obs_id, record.group_name) == (expected["observation_id"], expected["exposure_group"])
     assert record.physical_filter == expected["physical_filter"]
     assert (record.observation_type, record.observation_reason) == (
         expected["observation_type"],
@@ -133,10 +127,7 @@ def test_every_real_header_registers_as_its_exposure_record_from_fits(name, corr
     )
     assert record.exposure_time == _quantity(expected["exposure_time"])
     assert record.dark_time == _quantity(expected["dark_time"])
-    assert (record.science_program, record.target_name) == (
-        expected["science_program"],
-        expected["object"],
-    )
+    assert (record.science_program, record.target_name) == (expected["science_program"], expected["object"])
     assert record.can_see_sky == expected["can_see_sky"]
     assert record.has_simulated == expected["has_simulated_content"]
     angle = _quantity(expected["boresight_rotation_angle"])

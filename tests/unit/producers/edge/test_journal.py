@@ -23,11 +23,7 @@ def test_states_survive_reopening_and_pending_is_newest_first(tmp_path: Path) ->
     again = Journal(tmp_path)
     assert [e.key for e in again.pending()] == ["LSSTCam/3/000", "LSSTCam/1/000"]
     one = again.get("LSSTCam/1/000")
-    assert one is not None and (one.state, one.size, one.checksum) == (
-        "compressed",
-        10,
-        "crc32c:00000001",
-    )
+    assert one is not None and (one.state, one.size, one.checksum) == ("compressed", 10, "crc32c:00000001")
     assert again.counts() == {"seen": 1, "compressed": 1, "sent": 0, "acked": 1, "quarantined": 0}
 
 

@@ -57,11 +57,7 @@ def test_a_submitted_ccd_is_stored_and_acked(edge: EdgeService, tmp_path: Path) 
 def test_a_late_ccd_is_reported_not_dropped(edge: EdgeService, tmp_path: Path) -> None:
     late = ccd(tmp_path, 2)
     late = CcdFile(
-        late.path,
-        late.instrument,
-        late.exposure,
-        late.detector,
-        datetime.now(UTC) - timedelta(seconds=60),
+        late.path, late.instrument, late.exposure, late.detector, datetime.now(UTC) - timedelta(seconds=60)
     )
     before = edge.counts()["over_budget"]
     outcome = edge.submit(late).result(timeout=60)

@@ -133,9 +133,7 @@ def test_without_date_end_the_readout_time_is_the_files_mtime(edge: EdgeService)
     assert edge.journal.get(did.key).readout == path.stat().st_mtime
 
 
-def test_a_second_file_with_other_bytes_for_a_sent_ccd_is_a_quarantined_conflict(
-    edge: EdgeService,
-) -> None:
+def test_a_second_file_with_other_bytes_for_a_sent_ccd_is_a_quarantined_conflict(edge: EdgeService) -> None:
     did = DataId("LSSTCam", 2023110700083, 4)
     first = hand_over(edge, "first.fits", ccd_file(did))
     wait_for(lambda: acked(edge, did.key))
@@ -153,9 +151,7 @@ def test_a_second_file_with_other_bytes_for_a_sent_ccd_is_a_quarantined_conflict
     assert (entry.source, entry.state, entry.object) == (str(first), "acked", object_name)
 
 
-def test_a_second_copy_of_the_same_bytes_is_a_duplicate_not_a_conflict(
-    edge: EdgeService,
-) -> None:
+def test_a_second_copy_of_the_same_bytes_is_a_duplicate_not_a_conflict(edge: EdgeService) -> None:
     did = DataId("LSSTCam", 2023110700084, 4)
     hand_over(edge, "original.fits", ccd_file(did))
     wait_for(lambda: acked(edge, did.key))

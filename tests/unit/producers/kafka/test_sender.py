@@ -97,12 +97,7 @@ def test_send_returns_acked_only_after_every_chunk_is_acknowledged():
     assert result.status == "acked"
     assert result.checksum == checksum_str(data)
     assert result.object_name == DATA_ID.object_name()
-    assert (result.chunks, result.partition, result.first_offset, result.last_offset) == (
-        3,
-        2,
-        100,
-        102,
-    )
+    assert (result.chunks, result.partition, result.first_offset, result.last_offset) == (3, 2, 100, 102)
     assert {key for _, key, _ in fake.records} == {DATA_ID.key.encode()}
     decoded = [CcdChunk.decode(value) for _, _, value in fake.records]
     assert b"".join(c.payload for c in decoded) == data
@@ -136,11 +131,7 @@ def test_url_parsing_and_chunk_size_option():
         parse_kafka_url("file:///tmp")
     s = open_kafka_sender("kafka://127.0.0.1:1/my-topic?chunk_size=65536", producer="p")
     try:
-        assert (s.topic, s.chunk_size, s.settings.bootstrap_servers) == (
-            "my-topic",
-            65536,
-            "127.0.0.1:1",
-        )
+        assert (s.topic, s.chunk_size, s.settings.bootstrap_servers) == ("my-topic", 65536, "127.0.0.1:1")
     finally:
         s.flush(0)
 

@@ -184,8 +184,5 @@ def test_an_exposure_that_overlapped_the_next_is_left_out() -> None:
         phase(2, 2.0, {"gcs": 0.4, "others": 1.0}),  # the last: nothing after it
     ]
     assert [p["index"] for p in capacity.clean_phases(phases)] == [2]
-    assert capacity.busy_per_ccd(phases, 4, {}) == {
-        "gcs": pytest.approx(0.1),
-        "others": pytest.approx(0.25),
-    }
+    assert capacity.busy_per_ccd(phases, 4, {}) == {"gcs": pytest.approx(0.1), "others": pytest.approx(0.25)}
     assert capacity.background_cores(phases) == pytest.approx(0.5)

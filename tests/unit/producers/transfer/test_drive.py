@@ -62,10 +62,7 @@ def test_a_run_refuses_impossible_counts(tmp_path: Path) -> None:
     def make(**kw: int) -> Run:
         values: dict[str, Any] = {"ccds": 2, "numexp": 2, **kw}
         return Run(
-            HarnessConfig("file:///x", interval=1.0, run_dir=tmp_path, **values),
-            None,
-            lambda *_: None,
-            {},
+            HarnessConfig("file:///x", interval=1.0, run_dir=tmp_path, **values), None, lambda *_: None, {}
         )
 
     with pytest.raises(ValueError, match=r"1\.\.189"):

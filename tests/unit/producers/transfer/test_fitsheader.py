@@ -13,10 +13,7 @@ from obsingest.dataid import DataId, identity_from_header
 from obsingest.fits import encode_checksum, make_card, parse_primary
 from producers.compress import compress_fits, decompress_fits
 from producers.daq.simulator import CcdSpec, generate_raw_ccd
-from producers.transfer.fitsheader import (
-    exposure_cards,
-    retarget_primary_header,
-)
+from producers.transfer.fitsheader import exposure_cards, retarget_primary_header
 
 pytestmark = pytest.mark.unit
 

@@ -51,10 +51,7 @@ def test_an_acked_outcome_keeps_the_workers_own_timings() -> None:
 
 def test_a_quarantined_outcome_is_a_failed_record_with_its_reason() -> None:
     outcome = Outcome(
-        key="LSSTCam/2026112300001/003",
-        state="quarantined",
-        reason="corrupt-file",
-        error="x.fits: truncated",
+        key="LSSTCam/2026112300001/003", state="quarantined", reason="corrupt-file", error="x.fits: truncated"
     )
     r = record_of(outcome, 3, 2026112300001, 0, T0, {})
     assert not r.ok and r.status == "failed"

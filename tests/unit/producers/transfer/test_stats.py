@@ -128,14 +128,7 @@ def test_stage_breakdown_says_where_the_time_goes():
 
 def test_stage_breakdown_skips_missing_timestamps():
     a = Arrival(
-        1,
-        0,
-        T0,
-        None,
-        None,
-        T0 + timedelta(seconds=1),
-        T0 + timedelta(seconds=2),
-        T0 + timedelta(seconds=2),
+        1, 0, T0, None, None, T0 + timedelta(seconds=1), T0 + timedelta(seconds=2), T0 + timedelta(seconds=2)
     )
     stages = [r.stage for r in stage_breakdown([a])]
     assert stages == ["publish", "deliver", "readout->announced"]

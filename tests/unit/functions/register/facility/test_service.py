@@ -126,10 +126,7 @@ def test_the_pass_drains_the_outbox_and_redrives_due_letters(env, monkeypatch):
     hold, dlq_bus = FakeHold(letter(1)), InMemoryBus()
     redriver = build_redriver(BusSettings(), RedriveSettings(first_delay=0), publisher=dlq_bus, source=hold)
     service = build_facility(
-        env.service,
-        BusSettings(),
-        ReconcileSettings(grace=0.0, canary=False),
-        redriver=redriver,
+        env.service, BusSettings(), ReconcileSettings(grace=0.0, canary=False), redriver=redriver
     )
     report = service.run_pass()
     assert report.drained == 1 and len(env.arrivals()) == 1
