@@ -217,6 +217,32 @@ def run() -> dict[str, Any]:
     return result
 
 
+def format_section(result: dict[str, Any]) -> str:
+    ours, plain = result["summarize_events_per_s"], result["plain_gbk_events_per_s"]
+    per_repeat = ", ".join(f"{r:.2f}x" for r in result["ratio_per_repeat"])
+    lag = result["streaming_lag"]
+    return "\n".join(
+        [
+            f"{result['events']:,} ArrivalEvents ({result['exposures']} exposures x "
+            f"{result['detectors']} CCDs), {result['runner']}, median of {result['repeats']} "
+            "alternated repeats; ratios are of medians from the same run.",
+            "",
+            "| pipeline | seconds | CPU seconds | events/s | vs plain GroupByKey |",
+            "| --- | ---: | ---: | ---: | ---: |",
+            f"| ours (summaries) | {result['summarize_s_median']} | "
+            f"{result['summarize_cpu_s_median']} | {ours:,} | "
+            f"{result['ratio_events_per_s']:.2f}x (CPU {result['ratio_cpu']:.2f}x) |",
+            f"| plain GroupByKey + percentiles | {result['plain_gbk_s_median']} | "
+            f"{result['plain_gbk_cpu_s_median']} | {plain:,} | 1.00x |",
+            "",
+            f"Ratio per repeat: {per_repeat}. Reference figure: "
+            f"{result['reference_plain_gbk_events_per_s']:,} events/s. "
+            f"Streaming lag, last arrival -> summary: p50 {lag['lag_ms_p50']} ms, max "
+            f"{lag['lag_ms_max']} ms ({lag['method']}).",
+        ]
+    )
+
+
 if __name__ == "__main__":
     # Run through the importable module: DoFns defined in __main__ are pickled by value, and the
     # lag stamps would land in copies of the module's dicts.

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from benchmarks.common import run_header, save_result
+from benchmarks.common import note, run_header, save_result
 
 if TYPE_CHECKING:
     from obsingest.registry.butler import ButlerRegistry
@@ -231,6 +231,53 @@ def run(repeats: int = 3, per_call: int = 40) -> dict[str, Any]:
     }
     save_result(RESULTS, result)
     return result
+
+
+def format_section(result: dict[str, Any]) -> str:
+    med, rates = result["median_seconds"], result["rates_per_s"]
+    goal = result["goal"]
+    tx = result["obsingest_transactions_per_exposure"]
+    return "\n".join(
+        [
+            f"{result['repository']}; run `LSSTCam/raw/all`; small LSSTCam CCDs; median of "
+            f"{result['repeats']} runs on fresh exposures; load average at the start "
+            f"{result['machine']['load_1min']}.",
+            "",
+            "| registration | seconds | files/s | vs Butler one file per call |",
+            "| --- | ---: | ---: | ---: |",
+            f"| obsingest, one event at a time (per CCD) | {med['obsingest_per_ccd_s']} | "
+            f"{rates['obsingest_per_ccd_per_s']:,} | "
+            f"{rates['obsingest_per_ccd_per_s'] / rates['butler_per_file_per_s']:.1f}x |",
+            f"| obsingest, a {result['detectors']}-CCD exposure arriving at once (group commit) | "
+            f"{med['obsingest_exposure_s']} | {rates['obsingest_exposure_per_s']:,} | "
+            f"{result['factor_vs_butler_per_file']}x |",
+            f"| Butler `ingest`, one file per call | {med['butler_per_file_s']} | "
+            f"{rates['butler_per_file_per_s']:,} | 1.0x |",
+            f"| Butler `ingest`, one call per exposure | {med['butler_per_exposure_s']} | "
+            f"{rates['butler_per_exposure_per_s']:,} | "
+            f"{rates['butler_per_exposure_per_s'] / rates['butler_per_file_per_s']:.1f}x |",
+            "",
+            *(
+                [
+                    f"CPU seconds (this process, every thread): obsingest's exposure "
+                    f"{med['obsingest_exposure_cpu_s']}, Butler one file per call "
+                    f"{med['butler_per_file_cpu_s']} per file: "
+                    f"{result['cpu_factor_vs_butler_per_file']}x in CPU.",
+                    "",
+                ]
+                if "obsingest_exposure_cpu_s" in med
+                else []
+            ),
+            "Butler transactions per obsingest exposure: "
+            + "; ".join(f"{t['transactions']} (largest {t['largest']})" for t in tx),
+            "",
+            f"Goal (exposure registered within {goal['exposure_within_s']} s of its last CCD, "
+            f">= {goal['factor']:g}x Butler's one-file-per-call rate): "
+            f"{'met' if goal['met'] else 'NOT met'}",
+            "",
+            note("butler").rstrip(),
+        ]
+    )
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_header, stack_env
+from benchmarks.common import note, run_header, stack_env
 
 RESULTS = Path(__file__).resolve().parent / "results" / "butler_facility.json"
 ROOT = Path(__file__).resolve().parent.parent
@@ -277,6 +277,45 @@ def run() -> dict[str, Any]:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2, default=str))
     return result
+
+
+def format_section(result: dict[str, Any]) -> str:
+    ours, ref = result["obsingest"], result["butler_ingest_files"]
+    load = result["machine"]["load_1min"]
+    stages, cpu = ours["stages"], ours["cpu_seconds"]
+    lines = [
+        f"A whole LSSTCam exposure ({result['ccds']} CCDs) delivered at once to "
+        f"{result['instances']} warm register-function processes ({ours['handlers']} "
+        "handlers each) on one PostgreSQL Butler from `butler create` (load average at the "
+        f"start {load} on {result['machine']['cpus']} cores).",
+        "",
+        "| path | seconds | in the Butler | registered | announced | batches (largest) |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+        f"| obsingest, delivery -> last CCD announced | {ours['seconds']} | "
+        f"{ours['in_butler']} | {ours['registered']} | {ours['announced']} | "
+        f"{ours['batches']} ({ours['largest_batch']}) |",
+        f"| `butler ingest-files` (whole command) | {ref['seconds']} | {ref['in_butler']} | - | - | - |",
+        "",
+    ]
+    lines += [
+        "Seconds after the delivery when the last CCD was read and checked "
+        f"{stages['last_checked']}, committed (Butler + companion) "
+        f"{stages['last_committed']}, announced {stages['last_announced']}, its handler "
+        f"back {stages['last_returned']}; batches took {stages['batch_seconds_sum']} s in "
+        f"all. CPU seconds per instance: start-up {cpu['warm_up']} (imports, the "
+        f"Butler and the companion opened; {ours['warm_up_seconds']} s wall for both), "
+        f"handling {cpu['handling']}.",
+        "",
+        note("butler_facility").rstrip().format(warm_up=ours["warm_up_seconds"], load=load),
+        "",
+    ]
+    lines.append(
+        f"Ratio (butler ingest-files / obsingest): {result['ratio']} warm, "
+        f"{result['ratio_cold']} counting the instances' start-up. Goal (last CCD within "
+        f"{result['goal']['last_ccd_within_seconds']} s, 205 in the "
+        f"Butler, each announced): {'met' if result['goal']['met'] else 'NOT met'}."
+    )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

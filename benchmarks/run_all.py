@@ -21,12 +21,12 @@ import threading
 import time
 from collections import deque
 from datetime import UTC, datetime
-from importlib import metadata
+from importlib import import_module, metadata
 from pathlib import Path
 from typing import Any
 
 from benchmarks.common import note
-from benchmarks.sections import PLOT, SECTIONS, generic
+from benchmarks.transfer import PLOT
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks"
@@ -239,6 +239,44 @@ def plot_transfer(result: dict[str, Any], path: Path = PLOT) -> Path | None:
     return path
 
 
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (int, float, str, bool)) or value is None
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)
+
+
+def _table(rows: list[tuple[str, dict[str, Any]]], first: str) -> list[str]:
+    """Markdown table of (label, figures) rows; scalar columns only, at most 10."""
+    keys: list[str] = []
+    for _, figures in rows:
+        keys += [k for k, v in figures.items() if _scalar(v) and k not in keys]
+    keys = keys[:10]
+    lines = [f"| {first} | " + " | ".join(keys) + " |", "| --- |" + " ---: |" * len(keys)]
+    for label, figures in rows:
+        lines.append(f"| {label} | " + " | ".join(_cell(figures.get(k, "")) for k in keys) + " |")
+    return lines
+
+
+def generic(result: dict[str, Any]) -> str:
+    """Benchmarks without a dedicated section: their scalars, then one table per list of
+    records or mapping of records, then the goal."""
+    scalars = {k: v for k, v in result.items() if _scalar(v) and k not in ("benchmark", "when", "host")}
+    lines = [f"- {k}: {_cell(v)}" for k, v in scalars.items()]
+    for key, value in result.items():
+        if isinstance(value, list) and value and all(isinstance(r, dict) for r in value):
+            lines += ["", f"{key}:", "", *_table([(str(i + 1), r) for i, r in enumerate(value)], "#")]
+        elif isinstance(value, dict) and value and all(isinstance(r, dict) for r in value.values()):
+            lines += ["", f"{key}:", "", *_table(list(value.items()), key)]
+    goal = result.get("goal")
+    if isinstance(goal, dict) and "met" in goal:
+        lines += ["", f"Goal: {'met' if goal['met'] else 'NOT met'}"]
+    return "\n".join(lines) or "(no figures)"
+
+
 def _date_line(info: dict[str, Any]) -> str:
     if not info.get("only"):
         return f"- date: {info['date']} (total {info['total_seconds']:.0f} s)"
@@ -275,7 +313,9 @@ def write_readme(runs: list[dict[str, Any]], info: dict[str, Any]) -> None:
             tail = (r["tail"] or "").strip().splitlines()[-8:]
             lines += [f"Failed: {r['error']}.", "", "```", *tail, "```"]
             continue
-        lines.append(SECTIONS.get(r["name"], generic)(r["result"]))
+        lines.append(
+            getattr(import_module(f"benchmarks.{r['name']}"), "format_section", generic)(r["result"])
+        )
     # sections written by harnesses that are not benchmarks here (make soak: results/soak.md)
     for extra in sorted(RESULTS.glob("*.md")):
         lines += ["", f"## {extra.stem}", "", extra.read_text().strip()]

@@ -24,6 +24,8 @@ from benchmarks.common import note, save_result
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "transfer.json"
+#: the plot run_all draws from the results
+PLOT = RESULTS.with_suffix(".png")
 RUN_DIR = ROOT / ".run" / "bench" / "transfer"
 BUDGET = 5.0
 #: CCDs per exposure measured on each path (the goals: 24 direct within 5 s, 16 Kafka <= 3.5 s)
@@ -238,7 +240,7 @@ def format_cpu(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n\n" + "\n".join(f"- {n}." for n in notes)
 
 
-def format_section(result: dict[str, Any], plot: str | None = None) -> str:
+def format_section(result: dict[str, Any]) -> str:
     """The README section (``benchmarks/run_all.py``): the tables, then what moved them."""
     paths = "; ".join(f"**{k}**: {v}" for k, v in result["paths"].items())
     load = result.get("machine", {})
@@ -262,7 +264,7 @@ def format_section(result: dict[str, Any], plot: str | None = None) -> str:
         "",
         format_cpu(result),
         "",
-        f"![max transfer time vs CCDs]({plot})" if plot else "",
+        f"![max transfer time vs CCDs]({PLOT.name})" if PLOT.exists() else "",
     ]
     if result.get("what_moved"):
         text += ["", "What moved each figure:", "", result["what_moved"].rstrip()]
