@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import drop_bucket, fresh_bucket, gcs_client, note, run_header, save_result
+from benchmarks.common import cli, drop_bucket, fresh_bucket, gcs_client, note, run_header, save_result
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "backfill.json"
@@ -196,4 +196,4 @@ def format_section(result: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    print(format_table(run()))
+    sys.exit(cli(run, format_table))

@@ -26,7 +26,7 @@ from apache_beam.testing.test_stream import TestStream
 from beam_jobs.core import Arrival
 from beam_jobs.summarize import run_batch
 from beam_jobs.transforms import SUMMARIES, ExposureSummaries, SummaryConfig, with_event_time
-from benchmarks.common import save_result
+from benchmarks.common import cli, save_result
 from obsingest import avro
 from obsingest.dataid import DataId, dataset_id
 from obsingest.messages import ExposureManifest
@@ -248,5 +248,4 @@ if __name__ == "__main__":
     # lag stamps would land in copies of the module's dicts.
     from benchmarks import beam_batch
 
-    json.dump(beam_batch.run(), sys.stdout, indent=2)
-    print()
+    sys.exit(cli(beam_batch.run))

@@ -11,9 +11,8 @@ Butler's one-file-per-call rate. Writes benchmarks/results/butler.json.
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -22,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from benchmarks.common import note, run_header, save_result
+from benchmarks.common import cli, note, run_header, save_result
 
 if TYPE_CHECKING:
     from obsingest.registry.butler import ButlerRegistry
@@ -280,13 +279,5 @@ def format_section(result: dict[str, Any]) -> str:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--per-call", type=int, default=40, help="files of the per-file figures")
-    args = parser.parse_args()
-    print(json.dumps(run(args.repeats, args.per_call), indent=2))
-
-
 if __name__ == "__main__":
-    main()
+    sys.exit(cli(run))

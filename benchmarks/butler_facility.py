@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import note, run_header, stack_env
+from benchmarks.common import cli, note, run_header, stack_env
 
 RESULTS = Path(__file__).resolve().parent / "results" / "butler_facility.json"
 ROOT = Path(__file__).resolve().parent.parent
@@ -319,4 +319,4 @@ def format_section(result: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    print(json.dumps(run(), indent=2, default=str))
+    sys.exit(cli(run))

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_header, save_result
+from benchmarks.common import cli, run_header, save_result
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "capacity.json"
@@ -195,4 +195,4 @@ def format_section(result: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    print(format_tables(run()))
+    sys.exit(cli(run, format_tables))

@@ -5,8 +5,6 @@ Goal (issue 16): every one under 0.25 s wall on this machine.
 
 from __future__ import annotations
 
-import argparse
-import json
 import shutil
 import statistics
 import subprocess
@@ -15,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_header, save_result
+from benchmarks.common import cli, run_header, save_result
 
 RESULTS = Path(__file__).resolve().parent / "results" / "cli_startup.json"
 GOAL_SECONDS = 0.25
@@ -70,13 +68,5 @@ def run(repeats: int = 15) -> dict[str, Any]:
     return result
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--repeats", type=int, default=15)
-    result = run(parser.parse_args().repeats)
-    print(json.dumps(result, indent=2))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli(run))

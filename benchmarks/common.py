@@ -3,11 +3,16 @@ notes on what moved its figures (``benchmarks/notes/<name>.md``, prose kept out 
 
 from __future__ import annotations
 
+import argparse
+import functools
+import inspect
 import json
 import os
 import platform
 import re
+import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -71,3 +76,30 @@ def drop_bucket(client: Any, bucket: str) -> int:
         count += 1
     client.bucket(bucket).delete()
     return count
+
+
+def _items(each: type, text: str) -> tuple[Any, ...]:
+    return tuple(each(x) for x in text.split(","))
+
+
+def cli(
+    run: Callable[..., dict[str, Any]],
+    show: Callable[[dict[str, Any]], str] | None = None,
+    ok: Callable[[dict[str, Any]], bool] | None = None,
+    argv: list[str] | None = None,
+    **defaults: Any,
+) -> int:
+    """``python -m benchmarks.<name>``: ``run``'s number, text and tuple parameters as options
+    (``--per-call`` for ``per_call``, a tuple comma-separated; ``defaults`` override its own),
+    the result printed by ``show`` (else as JSON); exit 1 when ``ok`` says a goal was missed."""
+    parser = argparse.ArgumentParser(description=(sys.modules[run.__module__].__doc__ or "").splitlines()[0])
+    for name, param in inspect.signature(run).parameters.items():
+        default = defaults.get(name, param.default)
+        kind: Any = type(default)
+        if isinstance(default, tuple):  # comma-separated
+            kind = functools.partial(_items, type(default[0]))
+        if isinstance(default, (int, float, str, tuple)):
+            parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=default)
+    result = run(**vars(parser.parse_args(argv)))
+    print(show(result) if show else json.dumps(result, indent=2, default=str))
+    return 0 if ok is None or ok(result) else 1

@@ -11,7 +11,6 @@ Writes benchmarks/results/compression.json.
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import shutil
@@ -26,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import save_result
+from benchmarks.common import cli, save_result
 
 RESULTS = Path(__file__).resolve().parent / "results" / "compression.json"
 GOAL_SPEEDUP = 1.5
@@ -402,21 +401,5 @@ def format_section(result: dict[str, Any]) -> str:
     return text + "\n\n" + format_table(result)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5, help="runs per method (median)")
-    parser.add_argument(
-        "--process-repeats",
-        type=int,
-        default=5,
-        help="whole-process runs per command, one CCD (half as many for the 27 CCDs)",
-    )
-    args = parser.parse_args(argv)
-    result = run(args.repeats, args.process_repeats)
-    print(format_table(result))
-    print(f"\nwritten {RESULTS}")
-    return 0 if result["goal"]["met"] and result["whole_process"]["met"] else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli(run, format_table, lambda r: r["goal"]["met"] and r["whole_process"]["met"]))

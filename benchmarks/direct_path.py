@@ -8,10 +8,10 @@ once (the worst case for the last). The run's bucket, database and topics are de
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import drop_bucket, run_header, save_result, stack_env
+from benchmarks.common import cli, drop_bucket, run_header, save_result, stack_env
 from obsingest.registry.completeness import percentile
 
 RESULTS = Path(__file__).resolve().parent / "results" / "direct_path.json"
@@ -187,7 +187,7 @@ def run(exposures: int = 2, detectors: int = 9, workers: int = 2) -> dict[str, A
         path.close()
         shutil.rmtree(tmp, ignore_errors=True)
     totals = [s["total"] for s in samples]
-    return {
+    result = {
         **run_header("direct_path"),
         "method": (
             f"{exposures} exposures x {detectors} full-size {INSTRUMENT} CCDs (75.6 MB raw), "
@@ -203,19 +203,10 @@ def run(exposures: int = 2, detectors: int = 9, workers: int = 2) -> dict[str, A
         "edge_compress_plus_upload": summarize(ship_seconds),
         "dead_lettered": path.relay.counts()["dead_lettered"] if path.relay else None,
     }
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--exposures", type=int, default=2)
-    parser.add_argument("--detectors", type=int, default=9)
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)
-    args = parser.parse_args(argv)
-    report = run(args.exposures, args.detectors, args.workers)
-    save_result(RESULTS, report)
-    print(json.dumps({k: report[k] for k in ("ccds", "over_budget", "stages")}, indent=2))
-    return 0
+    save_result(RESULTS, result)
+    return result
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    show = ("ccds", "over_budget", "stages")
+    sys.exit(cli(run, lambda r: json.dumps({k: r[k] for k in show}, indent=2), workers=os.cpu_count() or 2))

@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import drop_bucket, fresh_bucket, gcs_client, run_header, save_result
+from benchmarks.common import cli, drop_bucket, fresh_bucket, gcs_client, run_header, save_result
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "edge.json"
@@ -264,4 +264,4 @@ def format_section(result: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    print(format_table(run()))
+    sys.exit(cli(run, format_table))

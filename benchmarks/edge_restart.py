@@ -8,7 +8,6 @@ The files are header-only, 205 per exposure, each with an acked journal row.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -17,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_header, save_result
+from benchmarks.common import cli, run_header, save_result
 
 RESULTS = Path(__file__).resolve().parent / "results" / "edge_restart.json"
 FILES = 50_000
@@ -197,8 +196,4 @@ def format_section(result: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--files", type=int, default=FILES)
-    parser.add_argument("--repeats", type=int, default=REPEATS)
-    args = parser.parse_args()
-    print(format_section(run(args.files, args.repeats)))
+    sys.exit(cli(run, format_section))

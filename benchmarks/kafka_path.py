@@ -10,7 +10,6 @@ ProducerPerformance at the default chunk size. Writes benchmarks/results/kafka_p
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -28,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import save_result, stack_env
+from benchmarks.common import cli, save_result, stack_env
 from obsingest.registry.completeness import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -236,13 +235,13 @@ def _producer_performance(bootstrap: str, record_size: int, total_bytes: int) ->
     return float(rate) * record_size / 1e6
 
 
-def run(repeats: int = 5, ccds_per_batch: int = 8, chunk_sizes: tuple[int, ...] = CHUNK_SIZES):
-    """Measure every chunk size; returns the result dict (also written to RESULTS)."""
+def run(repeats: int = 5, ccds: int = 8, chunk_sizes: tuple[int, ...] = CHUNK_SIZES):
+    """Measure every chunk size, ``ccds`` CCDs per measured batch; written and returned."""
     from producers.kafka import default_chunk_size
 
     started = stack_env("kafka")["KAFKA_BOOTSTRAP_SERVERS"]
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or started
-    ccds = _ccds()
+    cached = _ccds()
     default = default_chunk_size(MAX_RECORD)
     sweep = []
     with tempfile.TemporaryDirectory(prefix="bench-kafka-") as tmp:
@@ -254,7 +253,7 @@ def run(repeats: int = 5, ccds_per_batch: int = 8, chunk_sizes: tuple[int, ...] 
             def after_batch(total: int, r: int = record_size, runs: list[float] = pp_runs) -> None:
                 runs.append(_producer_performance(bootstrap, r, total))
 
-            ours = _chunked(bootstrap, ccds, size, ccds_per_batch, repeats, Path(tmp), after_batch)
+            ours = _chunked(bootstrap, cached, size, ccds, repeats, Path(tmp), after_batch)
             paired = [a / b for a, b in zip(ours.pop("runs"), pp_runs, strict=True)]
             ours["producer_performance_mb_per_s"] = statistics.median(pp_runs)
             ours["producer_performance_runs"] = [round(r, 1) for r in pp_runs]
@@ -280,7 +279,7 @@ def run(repeats: int = 5, ccds_per_batch: int = 8, chunk_sizes: tuple[int, ...] 
         "repeats": repeats,
         "units": "MB/s = 10**6 bytes/s of compressed CCD bytes (chunked) or record bytes (PP)",
         "method": (
-            f"each batch of ours ({ccds_per_batch} full-size CCDs, 4 edge threads, assembler "
+            f"each batch of ours ({ccds} full-size CCDs, 4 edge threads, assembler "
             "process, fsynced local store) is followed at once by one ProducerPerformance run "
             f"of the same volume and record size (acks=all, batch.size={PP_BATCH_SIZE}, "
             f"buffer.memory={PP_BUFFER_MEMORY}); ratio = median of the {repeats} paired ratios"
@@ -295,17 +294,11 @@ def run(repeats: int = 5, ccds_per_batch: int = 8, chunk_sizes: tuple[int, ...] 
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--ccds", type=int, default=8, help="CCDs per measured batch")
-    parser.add_argument("--chunk-sizes", default=",".join(str(s) for s in CHUNK_SIZES))
-    args = parser.parse_args(argv)
-    sizes = tuple(int(s) for s in args.chunk_sizes.split(","))
-    result = run(args.repeats, args.ccds, sizes)
-    print(json.dumps({k: v for k, v in result.items() if k != "sweep"}, indent=2))
-    return 0 if result["goal_met"] else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(
+        cli(
+            run,
+            lambda r: json.dumps({k: v for k, v in r.items() if k != "sweep"}, indent=2),
+            lambda r: r["goal_met"],
+        )
+    )

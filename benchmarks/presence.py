@@ -10,7 +10,6 @@ Writes benchmarks/results/presence.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -24,7 +23,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_header, save_result
+from benchmarks.common import cli, run_header, save_result
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "presence.json"
@@ -295,21 +294,5 @@ def format_section(result: dict[str, Any]) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="presence API latency at a constant rate")
-    parser.add_argument("--duration", type=float, default=20.0)
-    parser.add_argument("--rate", type=float, default=RATE)
-    parser.add_argument("--exposures", type=int, default=1000)
-    parser.add_argument("--warmup", type=float, default=5.0)
-    parser.add_argument("--backends", default="sqlite,postgresql")
-    parser.add_argument("--workers", type=int, default=WORKERS)
-    args = parser.parse_args(argv)
-    backends = tuple(args.backends.split(","))
-    result = run(args.duration, args.rate, args.exposures, backends, args.warmup, args.workers)
-    print(format_table(result))
-    print(json.dumps(result["goal"]))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli(run, format_section))

@@ -8,9 +8,9 @@ call on SQLite, on both backends.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_header, save_result, stack_env
+from benchmarks.common import cli, run_header, save_result, stack_env
 
 RESULTS = Path(__file__).resolve().parent / "results" / "registry.json"
 REFERENCE_PER_SECOND = 40.0  # Rubin Butler, one file per call on SQLite (~25 ms)
@@ -138,7 +138,7 @@ def run(repeats: int = 3, ccds: int = 189) -> dict[str, Any]:
         finally:
             for url in made:  # throwaway databases: do not let them pile up in the stack
                 drop_database(admin_url, url)
-    return {
+    result = {
         **run_header("registry"),
         "method": (
             f"{ccds} small {INSTRUMENT} CCDs of one exposure, one event per call, sequential; "
@@ -154,18 +154,9 @@ def run(repeats: int = 3, ccds: int = 189) -> dict[str, Any]:
         "results": results,
         "all_goals_met": all(r["goal_met"] for r in results.values()),
     }
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--ccds", type=int, default=189, help="CCDs (events) per run, <= 189")
-    args = parser.parse_args(argv)
-    report = run(args.repeats, args.ccds)
-    save_result(RESULTS, report)
-    print(json.dumps(report["results"], indent=2))
-    return 0
+    save_result(RESULTS, result)
+    return result
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(cli(run, lambda r: json.dumps(r["results"], indent=2)))

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import note, save_result
+from benchmarks.common import cli, note, save_result
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "transfer.json"
@@ -272,9 +272,4 @@ def format_section(result: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    outcome = run()
-    print(format_table(outcome))
-    print()
-    print(format_stages(outcome))
-    print()
-    print(format_cpu(outcome))
+    sys.exit(cli(run, lambda r: "\n\n".join([format_table(r), format_stages(r), format_cpu(r)])))
