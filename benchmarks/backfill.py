@@ -160,8 +160,12 @@ def run(
     return result
 
 
-def format_table(result: dict[str, Any]) -> str:
+def format_section(result: dict[str, Any]) -> str:
     lines = [
+        f"{result['files']:,} files of {result['file_bytes']:,} bytes to the "
+        f"{result['destination']}, a fresh bucket per run. Ours: {result['ours']}. Reference, "
+        f"same files, same run: {result['reference']}.",
+        "",
         "| --parallel | obsingest files/s | obsingest Gbit/s | transfer_manager files/s "
         "| transfer_manager Gbit/s | ours / theirs |",
         "| ---: | ---: | ---: | ---: | ---: | ---: |",
@@ -178,22 +182,10 @@ def format_table(result: dict[str, Any]) -> str:
         f"Goal ({goal['what']}): {'met' if goal['met'] else 'NOT met'} (ratio "
         f"{goal['worst_ratio']:.2f}x .. {goal['best_ratio']:.2f}x)",
     ]
+    if result.get("what_moved"):
+        lines += ["", "What moved the figures:", "", result["what_moved"].rstrip()]
     return "\n".join(lines)
 
 
-def format_section(result: dict[str, Any]) -> str:
-    return (
-        f"{result['files']:,} files of {result['file_bytes']:,} bytes to the "
-        f"{result['destination']}, a fresh bucket per run. Ours: {result['ours']}. Reference, "
-        f"same files, same run: {result['reference']}.\n\n"
-        + format_table(result)
-        + (
-            f"\n\nWhat moved the figures:\n\n{result['what_moved'].rstrip()}"
-            if result.get("what_moved")
-            else ""
-        )
-    )
-
-
 if __name__ == "__main__":
-    sys.exit(cli(run, format_table))
+    sys.exit(cli(run, format_section))

@@ -134,13 +134,29 @@ def run(timeout: float = 280.0, calibrations: int = CALIBRATIONS) -> dict[str, A
     return result
 
 
-def format_tables(result: dict[str, Any]) -> str:
+def format_section(result: dict[str, Any]) -> str:
+    """The model in one paragraph, then the calibration, the checks and the cameras."""
     from producers.transfer.capacity import format_camera
 
     cal = result["calibration"]
     stages = ", ".join(f"{k} {v:.3f}" for k, v in cal["stages"].items())
     runs = result.get("calibrations", [])
-    lines: list[str] = []
+    lines = [
+        "`obsingest bench capacity`: the model (`producers/transfer/capacity.py`) calibrated by "
+        "two short end-to-end runs of the direct path (1 and 8 CCDs per exposure; CPU seconds "
+        "by role from /proc in each exposure's busy window, minus each role's idle rate), "
+        "then checked against the transfer benchmark's measured max readout -> announced of "
+        "this run. Model: the N CCDs of an exposure arrive together; the last is announced "
+        "after one CCD's own pipeline (`L1`, measured alone) plus the N - 1 others at the "
+        "bottleneck resource, `T(N) = L1 + (N - 1) * max_r(D_r / c_r)` (work-conserving "
+        "servers, operational laws of a batch, no steady-state queueing formula). Here the "
+        "resources are the shared cores (all stages' CPU over the cores other users and our "
+        "services' idle polling leave), the edge workers and the register function's single "
+        "interpreter; for a camera the stages are on their own machines and overlap, each "
+        "sized so that its queue of N - 1 CCDs fits in the budget after `L1`; GCS and Pub/Sub "
+        "are managed services there (not sized).",
+        "",
+    ]
     if runs:
         regpub = ", ".join(f"{c['stages']['register+publish'] * 1000:.1f}" for c in runs)
         loads = ", ".join(f"{c['load_1min']:g}" for c in runs)
@@ -175,24 +191,5 @@ def format_tables(result: dict[str, Any]) -> str:
     return "\n".join(lines).rstrip()
 
 
-def format_section(result: dict[str, Any]) -> str:
-    """The README section (``benchmarks/run_all.py``): the model in one paragraph, the tables."""
-    return (
-        "`obsingest bench capacity`: the model (`producers/transfer/capacity.py`) calibrated by "
-        "two short end-to-end runs of the direct path (1 and 8 CCDs per exposure; CPU seconds "
-        "by role from /proc in each exposure's busy window, minus each role's idle rate), "
-        "then checked against the transfer benchmark's measured max readout -> announced of "
-        "this run. Model: the N CCDs of an exposure arrive together; the last is announced "
-        "after one CCD's own pipeline (`L1`, measured alone) plus the N - 1 others at the "
-        "bottleneck resource, `T(N) = L1 + (N - 1) * max_r(D_r / c_r)` (work-conserving "
-        "servers, operational laws of a batch, no steady-state queueing formula). Here the "
-        "resources are the shared cores (all stages' CPU over the cores other users and our "
-        "services' idle polling leave), the edge workers and the register function's single "
-        "interpreter; for a camera the stages are on their own machines and overlap, each "
-        "sized so that its queue of N - 1 CCDs fits in the budget after `L1`; GCS and Pub/Sub "
-        "are managed services there (not sized).\n\n" + format_tables(result)
-    )
-
-
 if __name__ == "__main__":
-    sys.exit(cli(run, format_tables))
+    sys.exit(cli(run, format_section))

@@ -341,65 +341,49 @@ def _process_rows(scenario: str, cases: list, timed: dict, ccds: int) -> list[di
     return rows
 
 
-def format_table(result: dict) -> str:
-    """Markdown table of a ``run()`` result."""
-    lines = [
-        "| method | seconds | bytes | MB/s | speed vs fpack | size vs fpack |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for r in result["rows"]:
-        lines.append(
-            f"| {r['method']} | {r['seconds']:.3f} | {r['bytes']:,} | {r['mb_per_s']:.0f} "
-            f"| {r['speed_vs_fpack']:.2f}x | {r['size_vs_fpack']:.4f} |"
-        )
-    goal = result["goal"]
-    lines.append("")
-    lines.append(
-        f"Goal (>= {goal['speed_vs_fpack_min']}x fpack MB/s, size <= {goal['size_vs_fpack_max']}"
-        f" x fpack): {'met' if goal['met'] else 'NOT met'} "
-        f"({goal['speed_vs_fpack']}x, size {goal['size_vs_fpack']})"
-    )
-    lines += ["", format_process_table(result["whole_process"])]
-    return "\n".join(lines)
-
-
-def format_process_table(process: dict) -> str:
-    """Markdown table of the whole-process comparison (``whole_process()``)."""
-    lines = [
-        "| scenario | method | seconds (median) | min | output bytes | speed vs fpack |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
-    ]
-    for r in process["rows"]:
-        lines.append(
-            f"| {r['scenario']} | {r['method']} | {r['seconds']:.3f} | {r['min_seconds']:.3f} "
-            f"| {r['bytes']:,} | {r['speed_vs_fpack']:.2f}x |"
-        )
-    lines.append("")
-    for g in process["goals"]:
-        lines.append(
-            f"- Goal {g['scenario']}, `{g['method']}` >= {g['min']}x fpack's wall time: "
-            f"{'met' if g['met'] else 'NOT met'} ({g['speed_vs_fpack']}x)"
-        )
-    return "\n".join(lines)
-
-
 def format_section(result: dict[str, Any]) -> str:
-    text = (
+    """The library's table, then the whole processes'."""
+    process = result["whole_process"]
+    repeats = ", ".join(f"{n} ({scenario})" for scenario, n in process["repeats"].items())
+    goal = result["goal"]
+    lines = [
         f"Reference raw CCD ({result['input']['bytes']:,} bytes), file -> file, median of "
         f"{result['repeats']} round-robin repeats; ratios against fpack measured in the same "
         "run. First the library (in-process, started and warm), then whole processes as a "
         "person runs them (a fresh process per call, start-up and imports included): `fpack`, "
         "`obsingest compress` (the CLI entry point) and `python -m producers.compress` (the same "
-        "function without the CLI), one CCD per call and the demo's 27 CCDs in one call."
-    )
-    process = result["whole_process"]
-    repeats = ", ".join(f"{n} ({scenario})" for scenario, n in process["repeats"].items())
-    text += (
-        f" Whole-process repeats: {repeats}; 1-minute load average before/after "
-        f"{process['loadavg_1min_before_after']}."
-    )
-    return text + "\n\n" + format_table(result)
+        "function without the CLI), one CCD per call and the demo's 27 CCDs in one call. "
+        f"Whole-process repeats: {repeats}; 1-minute load average before/after "
+        f"{process['loadavg_1min_before_after']}.",
+        "",
+        "| method | seconds | bytes | MB/s | speed vs fpack | size vs fpack |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        *(
+            f"| {r['method']} | {r['seconds']:.3f} | {r['bytes']:,} | {r['mb_per_s']:.0f} "
+            f"| {r['speed_vs_fpack']:.2f}x | {r['size_vs_fpack']:.4f} |"
+            for r in result["rows"]
+        ),
+        "",
+        f"Goal (>= {goal['speed_vs_fpack_min']}x fpack MB/s, size <= {goal['size_vs_fpack_max']}"
+        f" x fpack): {'met' if goal['met'] else 'NOT met'} "
+        f"({goal['speed_vs_fpack']}x, size {goal['size_vs_fpack']})",
+        "",
+        "| scenario | method | seconds (median) | min | output bytes | speed vs fpack |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+        *(
+            f"| {r['scenario']} | {r['method']} | {r['seconds']:.3f} | {r['min_seconds']:.3f} "
+            f"| {r['bytes']:,} | {r['speed_vs_fpack']:.2f}x |"
+            for r in process["rows"]
+        ),
+        "",
+        *(
+            f"- Goal {g['scenario']}, `{g['method']}` >= {g['min']}x fpack's wall time: "
+            f"{'met' if g['met'] else 'NOT met'} ({g['speed_vs_fpack']}x)"
+            for g in process["goals"]
+        ),
+    ]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    sys.exit(cli(run, format_table, lambda r: r["goal"]["met"] and r["whole_process"]["met"]))
+    sys.exit(cli(run, format_section, lambda r: r["goal"]["met"] and r["whole_process"]["met"]))

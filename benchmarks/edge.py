@@ -218,8 +218,14 @@ def run(ccds: int = CCDS, numexp: int = NUMEXP, repeats: int = REPEATS) -> dict[
     return result
 
 
-def format_table(result: dict[str, Any]) -> str:
+def format_section(result: dict[str, Any]) -> str:
     lines = [
+        f"{result['ccds_per_exposure']} {result['ccd_size']}-size CCDs per exposure, "
+        f"{result['exposures_per_run']} exposures per run (the first excluded), "
+        f"{result['repeats']} alternating rounds; {result['what']}. harness = today's "
+        "`bench transfer` path (one process per CCD); edge = the edge service through its "
+        "in-process API (journal, worker pool, durable ack).",
+        "",
         "| path | CCDs | mean s | p50 s | max s | vs reference (mean) |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
@@ -253,15 +259,5 @@ def format_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def format_section(result: dict[str, Any]) -> str:
-    return (
-        f"{result['ccds_per_exposure']} {result['ccd_size']}-size CCDs per exposure, "
-        f"{result['exposures_per_run']} exposures per run (the first excluded), "
-        f"{result['repeats']} alternating rounds; {result['what']}. harness = today's "
-        "`bench transfer` path (one process per CCD); edge = the edge service through its "
-        "in-process API (journal, worker pool, durable ack).\n\n" + format_table(result)
-    )
-
-
 if __name__ == "__main__":
-    sys.exit(cli(run, format_table))
+    sys.exit(cli(run, format_section))

@@ -250,15 +250,22 @@ def run(
     return result
 
 
-def format_table(result: dict[str, Any]) -> str:
-    """The README section: one row per backend and request kind, then the server's CPU."""
+def format_section(result: dict[str, Any]) -> str:
+    """One row per backend and request kind, the server's CPU, the load generator's lag."""
+    goal, backends = result["goal"], result["backends"]
+    first = next(iter(backends.values()))
+    lag = "; ".join(f"{name} p99 {b['send_lag']['p99_ms']} ms" for name, b in backends.items())
     lines = [
+        f"`obsingest serve` on a night of LSSTCam ({first['exposures']} exposures, "
+        f"{first['datasets']:,} datasets), {goal['rate_per_s']:g} requests/s from a second "
+        f"process (open loop, latency from the intended send time), mix {result['mix']}; load "
+        f"average at the start {result['machine']['load_1min']}.",
+        "",
         "| backend | requests | achieved req/s | p50 ms | p95 ms | p99 ms | max ms |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for backend, b in result["backends"].items():
-        rows = [("all", b["overall"]), *b["by_kind"].items()]
-        for kind, p in rows:
+    for backend, b in backends.items():
+        for kind, p in [("all", b["overall"]), *b["by_kind"].items()]:
             rate = b["rate_achieved_per_s"] if kind == "all" else ""
             lines.append(
                 f"| {backend} | {kind} | {rate} | {p['p50_ms']} | {p['p95_ms']} | "
@@ -268,30 +275,16 @@ def format_table(result: dict[str, Any]) -> str:
     lines += [
         f"- {backend}: server CPU {b['server_cpu_ms_per_request']} ms a request (one process: "
         f"~{1000 / max(b['server_cpu_ms_per_request'], 1e-3):,.0f} requests/s per free core)"
-        for backend, b in result["backends"].items()
+        for backend, b in backends.items()
+    ]
+    lines += [
+        "",
+        f"Load generator's own send lag (how late it sent; counted in the figures): {lag}.",
+        "",
+        f"Goal (p99 < {goal['p99_ms_below']:g} ms at {goal['rate_per_s']:g} requests/s): "
+        f"{'met' if goal['met'] else 'NOT met'} (worst p99 {goal['worst_p99_ms']} ms)",
     ]
     return "\n".join(lines)
-
-
-def format_section(result: dict[str, Any]) -> str:
-    goal = result["goal"]
-    first = next(iter(result["backends"].values()))
-    lag = "; ".join(f"{name} p99 {b['send_lag']['p99_ms']} ms" for name, b in result["backends"].items())
-    return "\n".join(
-        [
-            f"`obsingest serve` on a night of LSSTCam ({first['exposures']} exposures, "
-            f"{first['datasets']:,} datasets), {goal['rate_per_s']:g} requests/s from a second "
-            f"process (open loop, latency from the intended send time), mix {result['mix']}; load "
-            f"average at the start {result['machine']['load_1min']}.",
-            "",
-            format_table(result),
-            "",
-            f"Load generator's own send lag (how late it sent; counted in the figures): {lag}.",
-            "",
-            f"Goal (p99 < {goal['p99_ms_below']:g} ms at {goal['rate_per_s']:g} requests/s): "
-            f"{'met' if goal['met'] else 'NOT met'} (worst p99 {goal['worst_p99_ms']} ms)",
-        ]
-    )
 
 
 if __name__ == "__main__":
