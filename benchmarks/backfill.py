@@ -21,8 +21,6 @@ from typing import Any
 
 from benchmarks.common import cli, drop_bucket, fresh_bucket, gcs_client, note, run_header, save_result
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results" / "backfill.json"
 FILES = 1000
 FILE_BYTES = 64 * 1024
 PARALLEL = (1, 2, 4, 8)
@@ -156,7 +154,7 @@ def run(
             "worst_ratio": min(r["ratio"] for r in rows),
         },
     }
-    save_result(RESULTS, result)
+    save_result("backfill", result)
     return result
 
 

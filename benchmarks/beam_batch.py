@@ -35,7 +35,6 @@ EXPOSURES = 1_059
 DETECTORS = 189
 REPEATS = 5
 LAG_EXPOSURES = 60
-RESULTS = Path(__file__).parent / "results" / "beam.json"
 T0 = datetime(2025, 6, 1, 0, 0, tzinfo=UTC)
 DAY = 20250601
 
@@ -213,7 +212,7 @@ def run() -> dict[str, Any]:
         "reference_plain_gbk_events_per_s": 40_000,
         "streaming_lag": lag,
     }
-    save_result(RESULTS, result)
+    save_result("beam", result)
     return result
 
 

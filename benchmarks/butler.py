@@ -26,7 +26,6 @@ from benchmarks.common import cli, note, run_header, save_result
 if TYPE_CHECKING:
     from obsingest.registry.butler import ButlerRegistry
 
-RESULTS = Path(__file__).resolve().parent / "results" / "butler.json"
 INSTRUMENT = "LSSTCam"
 DAY_OBS = 20261122
 RUN = "LSSTCam/raw/all"
@@ -228,7 +227,7 @@ def run(repeats: int = 3, per_call: int = 40) -> dict[str, Any]:
             "met": med["obsingest_exposure_s"] <= GOAL_EXPOSURE_SECONDS and factor >= GOAL_FACTOR,
         },
     }
-    save_result(RESULTS, result)
+    save_result("butler", result)
     return result
 
 

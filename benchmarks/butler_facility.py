@@ -19,10 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import cli, note, run_header, stack_env
+from benchmarks.common import ROOT, cli, note, run_header, save_result, stack_env
 
-RESULTS = Path(__file__).resolve().parent / "results" / "butler_facility.json"
-ROOT = Path(__file__).resolve().parent.parent
 EXPOSURE = 2026112200001
 RUN = "LSSTCam/raw/all"
 DETECTORS = 205
@@ -274,8 +272,7 @@ def run() -> dict[str, Any]:
         "ratio_cold": round(reference / (ours["warm_up_seconds"] + ours["seconds"]), 2),
         "goal": {"last_ccd_within_seconds": GOAL_SECONDS, "met": met},
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2, default=str))
+    save_result("butler_facility", result)
     return result
 
 

@@ -20,11 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import cli, run_header, save_result
+from benchmarks.common import RESULTS, ROOT, cli, run_header, save_result
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results" / "capacity.json"
-TRANSFER = ROOT / "benchmarks" / "results" / "transfer.json"
+TRANSFER = RESULTS / "transfer.json"
 RUN_DIR = ROOT / ".run" / "bench" / "capacity"
 GOAL_PCT = 20.0
 CAMERAS = ("LSSTCam", "LSSTComCam")
@@ -130,7 +128,7 @@ def run(timeout: float = 280.0, calibrations: int = CALIBRATIONS) -> dict[str, A
             "met": len(checks) >= 5 and all(abs(c["error_pct"]) <= GOAL_PCT for c in checks),
         },
     }
-    save_result(RESULTS, result)
+    save_result("capacity", result)
     return result
 
 

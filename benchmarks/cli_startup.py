@@ -15,7 +15,6 @@ from typing import Any
 
 from benchmarks.common import cli, run_header, save_result
 
-RESULTS = Path(__file__).resolve().parent / "results" / "cli_startup.json"
 GOAL_SECONDS = 0.25
 
 
@@ -64,7 +63,7 @@ def run(repeats: int = 15) -> dict[str, Any]:
             "met": worst < GOAL_SECONDS,
         },
     }
-    save_result(RESULTS, result)
+    save_result("cli_startup", result)
     return result
 
 

@@ -31,7 +31,9 @@ def run_header(name: str) -> dict[str, Any]:
     }
 
 
-NOTES = Path(__file__).resolve().parent / "notes"
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+NOTES = ROOT / "benchmarks" / "notes"
 
 
 def note(name: str) -> str:
@@ -39,10 +41,10 @@ def note(name: str) -> str:
     return re.sub(r"\A<!--.*?-->\n", "", (NOTES / f"{name}.md").read_text(), flags=re.S)
 
 
-def save_result(path: Path, result: dict[str, Any]) -> None:
-    """Write a benchmark's result JSON (``benchmarks/results/<name>.json``), its folder made."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2) + "\n")
+def save_result(name: str, result: dict[str, Any]) -> None:
+    """Write a benchmark's result JSON, ``benchmarks/results/<name>.json``."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
 
 
 def stack_env(*only: str) -> dict[str, str]:

@@ -27,7 +27,6 @@ from typing import Any
 
 from benchmarks.common import cli, save_result
 
-RESULTS = Path(__file__).resolve().parent / "results" / "compression.json"
 GOAL_SPEEDUP = 1.5
 GOAL_SIZE_TOLERANCE = 0.01
 DEMO_EXPOSURES, DEMO_DETECTORS = 3, 9
@@ -191,7 +190,7 @@ def run(repeats: int = 5, process_repeats: int = 5) -> dict:
         },
     }
     result["whole_process"] = whole_process(process_repeats)
-    save_result(RESULTS, result)
+    save_result("compression", result)
     return result
 
 

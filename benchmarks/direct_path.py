@@ -23,7 +23,6 @@ from typing import Any
 from benchmarks.common import cli, drop_bucket, run_header, save_result, stack_env
 from obsingest.registry.completeness import percentile
 
-RESULTS = Path(__file__).resolve().parent / "results" / "direct_path.json"
 INSTRUMENT = "LSSTComCam"
 BUDGET_SECONDS = 5.0
 STAGES = ("compress", "store", "register", "publish", "receive", "total")
@@ -203,7 +202,7 @@ def run(exposures: int = 2, detectors: int = 9, workers: int = 2) -> dict[str, A
         "edge_compress_plus_upload": summarize(ship_seconds),
         "dead_lettered": path.relay.counts()["dead_lettered"] if path.relay else None,
     }
-    save_result(RESULTS, result)
+    save_result("direct_path", result)
     return result
 
 

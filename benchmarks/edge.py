@@ -20,10 +20,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import cli, drop_bucket, fresh_bucket, gcs_client, run_header, save_result
+from benchmarks.common import ROOT, cli, drop_bucket, fresh_bucket, gcs_client, run_header, save_result
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results" / "edge.json"
 RUN_DIR = ROOT / ".run" / "bench" / "edge"
 STAGING = RUN_DIR / "staged"
 CCDS = 16
@@ -214,7 +212,7 @@ def run(ccds: int = CCDS, numexp: int = NUMEXP, repeats: int = REPEATS) -> dict[
             "met": overhead <= GOAL_PCT,
         },
     }
-    save_result(RESULTS, result)
+    save_result("edge", result)
     return result
 
 

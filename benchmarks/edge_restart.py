@@ -18,7 +18,6 @@ from typing import Any
 
 from benchmarks.common import cli, run_header, save_result
 
-RESULTS = Path(__file__).resolve().parent / "results" / "edge_restart.json"
 FILES = 50_000
 UNKNOWN_FILES = 5_000
 REPEATS = 5
@@ -165,7 +164,7 @@ def run(files: int = FILES, repeats: int = REPEATS) -> dict[str, Any]:
         "goal": f"ready in under {GOAL_SECONDS:g} s with {files:,} acknowledged files",
         "goal_met": known["ready_s_median"] < GOAL_SECONDS,
     }
-    save_result(RESULTS, result)
+    save_result("edge_restart", result)
     return result
 
 

@@ -25,7 +25,6 @@ from unittest import mock
 
 from benchmarks.common import run_header, save_result
 
-RESULTS = Path(__file__).resolve().parent / "results" / "facility.json"
 SIZES = (5_000, 50_000)
 PASSES = 15
 DETECTORS = 205
@@ -188,7 +187,7 @@ def run(sizes: tuple[int, ...] = SIZES, passes: int = PASSES) -> dict[str, Any]:
         f"{small['objects']:,} to {large['objects']:,} objects",
         "goal_met": ratio <= 1.0 + GOAL_FLAT,
     }
-    save_result(RESULTS, result)
+    save_result("facility", result)
     return result
 
 

@@ -27,11 +27,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import cli, save_result, stack_env
+from benchmarks.common import ROOT, cli, save_result, stack_env
 from obsingest.registry.completeness import percentile
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results" / "kafka_path.json"
 CCD_CACHE = ROOT / ".cache" / "bench-kafka-path"
 CHUNK_SIZES = (256 * 1024, 1024 * 1024, 4 * 1024 * 1024, 8 * 1024 * 1024)
 GOAL_RATIO = 0.70
@@ -290,7 +288,7 @@ def run(repeats: int = 5, ccds: int = 8, chunk_sizes: tuple[int, ...] = CHUNK_SI
         "goal_met": at_default["ratio"] >= GOAL_RATIO,
         "sweep": sweep,
     }
-    save_result(RESULTS, result)
+    save_result("kafka_path", result)
     return result
 
 

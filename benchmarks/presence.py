@@ -23,10 +23,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import cli, run_header, save_result
+from benchmarks.common import ROOT, cli, run_header, save_result
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results" / "presence.json"
 GOAL_P99_MS = 10.0
 RATE = 500.0
 #: request kind -> share of the requests
@@ -246,7 +244,7 @@ def run(
         "worst_p99_ms": worst,
         "met": worst < GOAL_P99_MS and achieved >= 0.98 * rate,
     }
-    save_result(RESULTS, result)
+    save_result("presence", result)
     return result
 
 

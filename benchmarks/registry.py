@@ -20,7 +20,6 @@ from typing import Any
 
 from benchmarks.common import cli, run_header, save_result, stack_env
 
-RESULTS = Path(__file__).resolve().parent / "results" / "registry.json"
 REFERENCE_PER_SECOND = 40.0  # Rubin Butler, one file per call on SQLite (~25 ms)
 GOAL_FACTOR = 10.0
 INSTRUMENT = "LSSTCam"
@@ -154,7 +153,7 @@ def run(repeats: int = 3, ccds: int = 189) -> dict[str, Any]:
         "results": results,
         "all_goals_met": all(r["goal_met"] for r in results.values()),
     }
-    save_result(RESULTS, result)
+    save_result("registry", result)
     return result
 
 

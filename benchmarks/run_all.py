@@ -25,12 +25,10 @@ from importlib import import_module, metadata
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import note
+from benchmarks.common import RESULTS, ROOT, note
 from benchmarks.transfer import PLOT
 
-ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks"
-RESULTS = BENCH / "results"
 README = BENCH / "README.md"
 #: every benchmark's record of the last run that ran it (name, seconds, error, result, date)
 RECORDS = RESULTS / "run_all.json"

@@ -20,12 +20,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import cli, note, save_result
+from benchmarks.common import RESULTS, ROOT, cli, note, save_result
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results" / "transfer.json"
 #: the plot run_all draws from the results
-PLOT = RESULTS.with_suffix(".png")
+PLOT = RESULTS / "transfer.png"
 RUN_DIR = ROOT / ".run" / "bench" / "transfer"
 BUDGET = 5.0
 #: CCDs per exposure measured on each path (the goals: 24 direct within 5 s, 16 Kafka <= 3.5 s)
@@ -137,7 +135,7 @@ def run(
             "met": all(g["met"] for p, g in goals.items() if p in runs),
         },
     }
-    save_result(RESULTS, result)
+    save_result("transfer", result)
     return result
 
 
