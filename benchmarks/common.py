@@ -10,6 +10,7 @@ import json
 import os
 import platform
 import re
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -45,6 +46,12 @@ def save_result(name: str, result: dict[str, Any]) -> None:
     """Write a benchmark's result JSON, ``benchmarks/results/<name>.json``."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+
+
+def tool_version(*argv: str) -> str:
+    """What ``argv`` (a tool's version option) prints."""
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    return (done.stdout or done.stderr).strip() or "not found"
 
 
 def stack_env(*only: str) -> dict[str, str]:

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import cli, save_result
+from benchmarks.common import cli, save_result, tool_version
 
 GOAL_SPEEDUP = 1.5
 GOAL_SIZE_TOLERANCE = 0.01
@@ -40,16 +40,9 @@ def _spec(instrument: str = "LSSTCam", exposure: int = 2026112200012, detector: 
     from obsingest.dataid import exposure_day_obs
     from producers.daq.simulator import CcdSpec
 
+    start = datetime(2026, 11, 23, 3, 4, 5, tzinfo=UTC)
     return CcdSpec(
-        instrument=instrument,
-        exposure=exposure,
-        detector=detector,
-        day_obs=exposure_day_obs(exposure),
-        obs_start=datetime(2026, 11, 23, 3, 4, 5, tzinfo=UTC),
-        exposure_time=30.0,
-        filter="r",
-        size="full",
-        seed=0,
+        instrument, exposure, detector, exposure_day_obs(exposure), start, 30.0, "r", "full", seed=0
     )
 
 
@@ -87,12 +80,11 @@ def _versions() -> dict[str, str]:
     import astropy
     import numpy
 
-    fpack = subprocess.run(["fpack", "-V"], capture_output=True, text=True, check=False)
     return {
         "python": platform.python_version(),
         "numpy": numpy.__version__,
         "astropy": astropy.__version__,
-        "fpack": (fpack.stdout or fpack.stderr).strip(),
+        "fpack": tool_version("fpack", "-V"),
     }
 
 

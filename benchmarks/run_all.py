@@ -25,7 +25,7 @@ from importlib import import_module, metadata
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import RESULTS, ROOT, note
+from benchmarks.common import RESULTS, ROOT, note, tool_version
 from benchmarks.transfer import PLOT
 
 BENCH = ROOT / "benchmarks"
@@ -51,7 +51,7 @@ TIMEOUTS = {
 }
 DEFAULT_TIMEOUT = 240
 TOTAL_BUDGET = 26 * 60
-PACKAGES = (
+PACKAGES = [
     "numpy",
     "astropy",
     "fitsio",
@@ -66,7 +66,7 @@ PACKAGES = (
     "lsst-daf-butler",
     "fastapi",
     "uvicorn",
-)
+]
 
 
 def discover() -> list[str]:
@@ -191,13 +191,11 @@ def versions() -> dict[str, str]:
         out["librdkafka"] = confluent_kafka.libversion()[0]
     except ImportError:
         pass
-    fpack = subprocess.run(["fpack", "-V"], capture_output=True, text=True, check=False)
-    out["fpack"] = (fpack.stdout or fpack.stderr).strip() or "not found"
+    out["fpack"] = tool_version("fpack", "-V")
     out["kafka"] = KAFKA_VERSION
     out["fake-gcs-server"] = FAKE_GCS_SERVER_VERSION
     out["pstest"] = PSTEST_VERSION
-    pg = subprocess.run(["psql", "--version"], capture_output=True, text=True, check=False)
-    out["postgresql"] = pg.stdout.strip() or "not found"
+    out["postgresql"] = tool_version("psql", "--version")
     return out
 
 
@@ -337,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # the benchmarks that need it will fail and say so
         stack = {"error": str(exc)}
         print(f"local stack not available: {exc}", file=sys.stderr)
-    kept = _load_records() if only else {}
+    kept = json.loads(RECORDS.read_text()) if only and RECORDS.exists() else {}
     runs = []
     for name in names:
         if only and name not in only:
@@ -370,14 +368,6 @@ def main(argv: list[str] | None = None) -> int:
     stop_started(stack)
     ran = [r for r in runs if not only or r["name"] in only]
     return 0 if all(r["error"] is None for r in ran) else 1
-
-
-def _load_records() -> dict[str, dict[str, Any]]:
-    """The last run's record of every benchmark (empty before the first full run)."""
-    try:
-        return dict(json.loads(RECORDS.read_text()))
-    except (OSError, ValueError):
-        return {}
 
 
 if __name__ == "__main__":
