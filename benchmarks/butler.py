@@ -17,45 +17,19 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from benchmarks.common import cli, note, run_header, save_result
+from benchmarks.registry import DAY_OBS, INSTRUMENT, small_ccd, stored_events
 
 if TYPE_CHECKING:
     from obsingest.registry.butler import ButlerRegistry
 
-INSTRUMENT = "LSSTCam"
-DAY_OBS = 20261122
 RUN = "LSSTCam/raw/all"
 DETECTORS = 205
 GOAL_EXPOSURE_SECONDS = 1.0
 GOAL_FACTOR = 10.0
-
-
-def _raw(exposure: int, detector: int) -> bytes:
-    from producers.compress import compress_fits
-    from producers.daq.simulator import CcdSpec, generate_raw_ccd
-
-    start = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
-    spec = CcdSpec(INSTRUMENT, exposure, detector, DAY_OBS, start, 15.0, "r", "small", seed=1)
-    return compress_fits(generate_raw_ccd(spec), threads=1)
-
-
-def _stored_events(store: Any, exposure: int, detectors: range) -> list[Any]:
-    """Store the CCDs of ``exposure``; their finalize events (no notification outbox)."""
-    from obsingest.dataid import DataId
-    from obsingest.messages import utcnow
-    from obsingest.store.notifications import GCS_NOTIFICATION_FINALIZE, ObjectEvent
-    from producers.uploader import DirectUploader
-
-    uploader = DirectUploader(store, producer="bench")
-    events = []
-    for det in detectors:
-        result = uploader.send(DataId(INSTRUMENT, exposure, det), _raw(exposure, det), utcnow())
-        events.append(ObjectEvent(f"e{exposure}-{det}", GCS_NOTIFICATION_FINALIZE, result.obj))
-    return events
 
 
 def _butler_files(root: Path, exposure: int, count: int) -> list[Path]:
@@ -65,7 +39,7 @@ def _butler_files(root: Path, exposure: int, count: int) -> list[Path]:
     paths = []
     for det in range(count):
         path = folder / f"{INSTRUMENT}_{exposure}_{det:03d}.fits.fz"
-        path.write_bytes(_raw(DAY_OBS * 100_000 + 1, det % DETECTORS))
+        path.write_bytes(small_ccd(DAY_OBS * 100_000 + 1, det % DETECTORS, seed=1))
         paths.append(path)
     return paths
 
@@ -76,7 +50,7 @@ def _exposure_record(exposure: int) -> Any:
     from obsingest.registry.headers import exposure_from_header
     from producers.compress import decompress_fits
 
-    raw = decompress_fits(_raw(exposure, 0))
+    raw = decompress_fits(small_ccd(exposure, 0, seed=1))
     return exposure_from_header(parse_fits(raw)[0], DataId(INSTRUMENT, exposure, 0), "bench")
 
 
@@ -149,18 +123,18 @@ def run(repeats: int = 3, per_call: int = 40) -> dict[str, Any]:
         try:
             # warm-up: imports, instrument and detector records, the dataset type
             exposure += 1
-            for event in _stored_events(store, exposure, range(2)):
+            for event in stored_events(store, exposure, range(2), seed=1):
                 service.handle(event)
             for _ in range(repeats):
                 exposure += 1
-                events = _stored_events(store, exposure, range(per_call))
+                events = stored_events(store, exposure, range(per_call), seed=1)
                 started = time.perf_counter()
                 statuses = {service.handle(e).status for e in events}
                 assert statuses == {"registered"}, statuses
                 figures["obsingest_per_ccd_s"].append((time.perf_counter() - started) / per_call)
 
                 exposure += 1
-                events = _stored_events(store, exposure, range(DETECTORS))
+                events = stored_events(store, exposure, range(DETECTORS), seed=1)
                 before = dict(registry.batch_stats())
                 with ThreadPoolExecutor(DETECTORS) as pool:
                     _start_workers(pool, DETECTORS)

@@ -64,12 +64,6 @@ def _ccds() -> list[bytes]:
     return out
 
 
-def _create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    from infra.local.provision import create_chunk_topics
-
-    create_chunk_topics(bootstrap, {name: partitions})
-
-
 def _delete_topics(bootstrap: str, names: list[str]) -> None:
     from confluent_kafka.admin import AdminClient
 
@@ -106,11 +100,12 @@ def _chunked(
     """Send ``repeats`` batches through one assembler process, measuring each; ``after_batch(total
     bytes)`` runs the paired reference after each."""
     from functions.assembler.main import command
+    from infra.local.provision import create_chunk_topics
     from obsingest.dataid import DataId
     from producers.kafka import KafkaChunkSender, KafkaProducerSettings
 
     topic = f"bench-chunks-{uuid.uuid4().hex[:10]}"
-    _create_topic(bootstrap, topic, PARTITIONS)
+    create_chunk_topics(bootstrap, {topic: PARTITIONS})
     store = work / f"store-{chunk_size}"
     log = work / f"assembler-{chunk_size}.log"
     argv = command(bootstrap, topic, f"{topic}-dlq", f"{topic}-group", f"file://{store}")
@@ -206,6 +201,7 @@ def _record_for(chunk_size: int) -> bytes:
 
 def _producer_performance(bootstrap: str, record_size: int, total_bytes: int) -> float:
     """One ProducerPerformance run (same record size and volume, acks=all): its steady-state MB/s."""
+    from infra.local.provision import create_chunk_topics
     from infra.local.stack import load_settings
 
     settings = load_settings()
@@ -215,7 +211,7 @@ def _producer_performance(bootstrap: str, record_size: int, total_bytes: int) ->
     records = max(10, total_bytes // record_size)
     warmup = max(2, records // 4)
     topic = f"bench-pp-{uuid.uuid4().hex[:10]}"
-    _create_topic(bootstrap, topic, PARTITIONS)
+    create_chunk_topics(bootstrap, {topic: PARTITIONS})
     argv = [java, "-Xmx512m", "-cp", f"{libs}/*", "org.apache.kafka.tools.ProducerPerformance"]
     argv += ["--topic", topic, "--num-records", str(records + warmup)]
     argv += ["--warmup-records", str(warmup), "--record-size", str(record_size)]

@@ -26,26 +26,37 @@ INSTRUMENT = "LSSTCam"
 DAY_OBS = 20261122
 
 
-def prepare_store(root: Path, exposure: int, count: int) -> tuple[Any, list[Any]]:
-    """``count`` small CCDs of one exposure in a local store; their finalize events."""
-    from obsingest.dataid import DataId
-    from obsingest.messages import utcnow
-    from obsingest.store.local import LocalDirStore
-    from obsingest.store.notifications import GCS_NOTIFICATION_FINALIZE, ObjectEvent
+def small_ccd(exposure: int, detector: int, seed: int = 0) -> bytes:
+    """A small simulated CCD of ``exposure`` (night ``DAY_OBS``), compressed."""
     from producers.compress import compress_fits
     from producers.daq.simulator import CcdSpec, generate_raw_ccd
+
+    start = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
+    spec = CcdSpec(INSTRUMENT, exposure, detector, DAY_OBS, start, 15.0, "r", "small", seed=seed)
+    return compress_fits(generate_raw_ccd(spec), threads=1)
+
+
+def stored_events(store: Any, exposure: int, detectors: range, seed: int = 0) -> list[Any]:
+    """Store the CCDs of ``exposure``; their finalize events (no notification outbox)."""
+    from obsingest.dataid import DataId
+    from obsingest.messages import utcnow
+    from obsingest.store.notifications import GCS_NOTIFICATION_FINALIZE, ObjectEvent
     from producers.uploader import DirectUploader
 
-    store = LocalDirStore(root, notify=False)
     uploader = DirectUploader(store, producer="bench")
-    obs_start = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
     events = []
-    for detector in range(count):
-        spec = CcdSpec(INSTRUMENT, exposure, detector, DAY_OBS, obs_start, 15.0, "r", "small")
-        data_id = DataId(INSTRUMENT, exposure, detector)
-        result = uploader.send(data_id, compress_fits(generate_raw_ccd(spec), threads=1), utcnow())
-        events.append(ObjectEvent(f"e{detector}", GCS_NOTIFICATION_FINALIZE, result.obj))
-    return store, events
+    for det in detectors:
+        sent = uploader.send(DataId(INSTRUMENT, exposure, det), small_ccd(exposure, det, seed), utcnow())
+        events.append(ObjectEvent(f"e{exposure}-{det}", GCS_NOTIFICATION_FINALIZE, sent.obj))
+    return events
+
+
+def prepare_store(root: Path, exposure: int, count: int) -> tuple[Any, list[Any]]:
+    """``count`` small CCDs of one exposure in a local store; their finalize events."""
+    from obsingest.store.local import LocalDirStore
+
+    store = LocalDirStore(root, notify=False)
+    return store, stored_events(store, exposure, range(count))
 
 
 def _measure(
