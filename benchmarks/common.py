@@ -55,11 +55,13 @@ def tool_version(*argv: str) -> str:
 
 
 def stack_env(*only: str) -> dict[str, str]:
-    """The local stack's ``only`` services, started if need be: the environment clients need."""
+    """The local stack's ``only`` services, started if need be (running ones are reused): the
+    environment clients need."""
     from infra.local.stack import Stack
 
     stack = Stack(only=list(only))
-    stack.up()
+    if not all(service.healthy() for service in stack.services):
+        stack.up()
     return stack.env()
 
 

@@ -6,7 +6,6 @@ bit-identically. Then whole processes (issue 16): ``obsingest compress`` and ``p
 producers.compress`` against ``fpack``, a fresh process per call, on one CCD per call and on the
 demo's 27 CCDs in one call. Goals: the library >= 1.5x fpack's MB/s at <= 1% larger output; whole
 processes >= 1.0x fpack's wall time for one CCD, >= 1.5x for 27.
-Writes benchmarks/results/compression.json.
 """
 
 from __future__ import annotations

@@ -41,16 +41,18 @@ def _stats(values: list[float]) -> dict[str, float]:
     }
 
 
-def _stage(ccds: int, exposures: list[int]) -> list[dict[int, Path]]:
-    """Every exposure's raw files as the DAQ writes them, with their own header cards (the edge
-    checks them)."""
+def _stage(ccds: int, numexp: int) -> tuple[list[int], list[dict[int, Path]]]:
+    """``numexp`` new exposures and their raw files as the DAQ writes them, with their own header
+    cards (the edge checks them)."""
     from producers.transfer.ccdcache import INSTRUMENT, ensure_ccd_files
+    from producers.transfer.plan import exposure_ids
     from producers.transfer.staging import remove_staged, stage_run
 
     paths = ensure_ccd_files(RUN_DIR / "cache", "full", list(range(ccds)))
     remove_staged(STAGING)
     sources = {det: raw for det, (raw, _fz) in paths.items()}
-    return stage_run(sources, STAGING, INSTRUMENT, exposures, compressed=False)
+    exposures = exposure_ids(datetime.now(UTC), numexp)
+    return exposures, stage_run(sources, STAGING, INSTRUMENT, exposures, compressed=False)
 
 
 def _readouts(exposures: list[int]) -> Iterator[tuple[int, int, datetime]]:
@@ -67,11 +69,9 @@ def reference_run(ccds: int, numexp: int) -> tuple[list[float], list[str]]:
     """The one-shot path: per-CCD readout -> acked seconds, warm-up exposure excluded."""
     from producers.edge.ship import ShipJob, ship_ccd, warm_pool
     from producers.transfer.ccdcache import INSTRUMENT
-    from producers.transfer.plan import exposure_ids
     from producers.transfer.staging import remove_staged
 
-    exposures = exposure_ids(datetime.now(UTC), numexp)
-    staged = _stage(ccds, exposures)
+    exposures, staged = _stage(ccds, numexp)
     bucket = fresh_bucket(gcs_client(), "bench-edge-reference")
     latencies: list[float] = []
     failed: list[str] = []
@@ -105,11 +105,10 @@ def edge_run(
     each CCD's worker CPU seconds (read + compress, send: checksum, checks, upload)."""
     from producers.edge import CcdFile, EdgeService, EdgeSettings
     from producers.transfer.ccdcache import INSTRUMENT
-    from producers.transfer.plan import compress_threads, exposure_ids
+    from producers.transfer.plan import compress_threads
     from producers.transfer.staging import remove_staged
 
-    exposures = exposure_ids(datetime.now(UTC), numexp)
-    staged = _stage(ccds, exposures)
+    exposures, staged = _stage(ccds, numexp)
     bucket = fresh_bucket(gcs_client(), "bench-edge-edge")
     spool = Path(tempfile.mkdtemp(prefix="bench-edge-spool-"))
     settings = EdgeSettings(

@@ -5,7 +5,6 @@ For SQLite and PostgreSQL (a fresh database, dropped afterwards): write a night
 walk the night's listing once per worker (an operator's first look), then drive the rate
 open-loop from a second process (``presence_load``) in a night's ``MIX``. Goal (issue 15): p99
 under 10 ms. Server and load share the 2 cores, so the load average is recorded.
-Writes benchmarks/results/presence.json.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, cli, run_header, save_result
+from benchmarks.common import ROOT, cli, run_header, save_result, stack_env
 
 GOAL_P99_MS = 10.0
 RATE = 500.0
@@ -181,15 +180,6 @@ def _cpu_seconds(pid: int) -> float:
     return total
 
 
-def _postgres_admin() -> str:
-    from infra.local.stack import Stack
-
-    stack = Stack(only=["postgres"])
-    if not all(service.healthy() for service in stack.services):  # a running one is reused
-        stack.up()
-    return stack.env()["OBSINGEST_REGISTRY_URL"]
-
-
 def run_backend(
     backend: str, exposures: int, rate: float, duration: float, warmup: float, workers: int
 ) -> dict[str, Any]:
@@ -203,7 +193,7 @@ def run_backend(
         else:
             admin = os.environ.get("OBSINGEST_REGISTRY_URL", "")
             if not admin.startswith("postgresql"):
-                admin = _postgres_admin()
+                admin = stack_env("postgres")["OBSINGEST_REGISTRY_URL"]
             url = provision.create_database(admin, "bench_presence")
         try:
             print(f"presence[{backend}]: writing {exposures} exposures ...", file=sys.stderr)
