@@ -101,16 +101,20 @@ def cli(
     **defaults: Any,
 ) -> int:
     """``python -m benchmarks.<name>``: ``run``'s number, text and tuple parameters as options
-    (``--per-call`` for ``per_call``, a tuple comma-separated; ``defaults`` override its own),
-    the result printed by ``show`` (else as JSON); exit 1 when ``ok`` says a goal was missed."""
+    (``--per-call`` for ``per_call``, a tuple's values comma- or space-separated; ``defaults``
+    override its own), the result printed by ``show`` (else as JSON); exit 1 when ``ok`` says a
+    goal was missed."""
     parser = argparse.ArgumentParser(description=(sys.modules[run.__module__].__doc__ or "").splitlines()[0])
     for name, param in inspect.signature(run).parameters.items():
         default = defaults.get(name, param.default)
-        kind: Any = type(default)
-        if isinstance(default, tuple):  # comma-separated
-            kind = functools.partial(_items, type(default[0]))
-        if isinstance(default, (int, float, str, tuple)):
-            parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=default)
-    result = run(**vars(parser.parse_args(argv)))
+        flag = f"--{name.replace('_', '-')}"
+        if isinstance(default, tuple):
+            parser.add_argument(
+                flag, type=functools.partial(_items, type(default[0])), nargs="+", default=default
+            )
+        elif isinstance(default, (int, float, str)):
+            parser.add_argument(flag, type=type(default), default=default)
+    args = {k: sum(v, ()) if isinstance(v, list) else v for k, v in vars(parser.parse_args(argv)).items()}
+    result = run(**args)
     print(show(result) if show else json.dumps(result, indent=2, default=str))
     return 0 if ok is None or ok(result) else 1

@@ -10,7 +10,6 @@ lag keeps the last few exposures listed on every pass, a constant).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import statistics
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from benchmarks.common import run_header, save_result
+from benchmarks.common import cli, run_header, save_result
 
 SIZES = (5_000, 50_000)
 PASSES = 15
@@ -211,8 +210,4 @@ def format_section(result: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
-    parser.add_argument("--passes", type=int, default=PASSES)
-    args = parser.parse_args()
-    print(format_section(run(tuple(args.sizes), args.passes)))
+    sys.exit(cli(run, format_section))
