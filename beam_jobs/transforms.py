@@ -106,8 +106,9 @@ def key_manifest(manifest: ExposureManifest) -> tuple[ExposureKey, tuple[str, An
     return (manifest_key(manifest), (MANIFEST, manifest))
 
 
-def key_arrival(arrival: Arrival) -> tuple[ExposureKey, tuple[str, Any]]:
-    return ((arrival.instrument, arrival.exposure), (ARRIVAL, tuple(arrival)))
+def key_arrival(arrival: tuple) -> tuple[ExposureKey, tuple[str, Any]]:
+    """An ``Arrival`` or its plain tuple, keyed: (instrument, exposure) are its fields 1 and 2."""
+    return ((arrival[1], arrival[2]), (ARRIVAL, tuple(arrival)))
 
 
 class FoldExposure(beam.CombineFn):

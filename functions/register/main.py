@@ -11,8 +11,10 @@ first deliveries don't pay for it, on first use otherwise.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 import functions_framework
@@ -42,25 +44,30 @@ def handle_cloudevent(event: CloudEvent) -> Outcome:
     return get_service().handle(parsed)
 
 
-@functions_framework.http
+def _push_endpoint(handle: Callable[[Any], tuple[str, int]]) -> Callable[[Any], tuple[str, int]]:
+    """A Pub/Sub push endpoint around ``handle``: POST only, the push token checked first, and
+    every error answered by the one mapping (``http_errors``), never a raw 500."""
+
+    @functools.wraps(handle)
+    def endpoint(request: Any) -> tuple[str, int]:
+        from functions.register.auth import verify_push_request
+
+        http_errors.entered()
+        try:
+            if getattr(request, "method", "POST") != "POST":
+                return "only POST delivers a push message", 405
+            return verify_push_request(request) or handle(request)
+        except Exception as exc:
+            return http_errors.reply_for(exc)
+
+    functions_framework.http(endpoint)  # registers its signature type under the name
+    return endpoint
+
+
+@_push_endpoint
 def on_push(request: Any) -> tuple[str, int]:
     """Pub/Sub push endpoint: 2xx acks, 503 makes Pub/Sub (or the relay) retry, 4xx refuses a
     request that is not a push delivery."""
-    http_errors.entered()
-    try:
-        return _push(request)
-    except Exception as exc:  # every error is answered by the one mapping, never a raw 500
-        return http_errors.reply_for(exc)
-
-
-def _push(request: Any) -> tuple[str, int]:
-    from functions.register.auth import verify_push_request
-
-    if getattr(request, "method", "POST") != "POST":
-        return "only POST delivers a push message", 405
-    denied = verify_push_request(request)
-    if denied is not None:
-        return denied
     body = request.get_json(silent=True)
     if not isinstance(body, dict) or not isinstance(body.get("message"), dict):
         raise NotADelivery(
@@ -79,26 +86,12 @@ def _push(request: Any) -> tuple[str, int]:
     return f"{outcome.status} {name} {reason}".strip(), 200
 
 
-@functions_framework.http
+@_push_endpoint
 def on_manifest(request: Any) -> tuple[str, int]:
     """Pub/Sub push endpoint of the ``exposures`` topic: 2xx acks (recorded, already recorded,
     or quarantined with its reason), 503 makes Pub/Sub retry, 4xx refuses a non-delivery."""
-    http_errors.entered()
-    try:
-        return _manifest(request)
-    except Exception as exc:  # the one mapping answers every error, never a raw 500
-        return http_errors.reply_for(exc)
-
-
-def _manifest(request: Any) -> tuple[str, int]:
-    from functions.register.auth import verify_push_request
     from functions.register.manifest_push import handle_push
 
-    if getattr(request, "method", "POST") != "POST":
-        return "only POST delivers a push message", 405
-    denied = verify_push_request(request)
-    if denied is not None:
-        return denied
     service = get_service()
     return handle_push(request.get_json(silent=True), service.registry, service.close_exposure)
 

@@ -16,7 +16,7 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -159,22 +159,13 @@ class RedriveReport:
     waiting: int = 0
     skipped: int = 0  # not selected by the filter
     failed: int = 0  # could not be republished: left for the next pass
-    by_reason: Counter[str] = field(default_factory=Counter)
-    next_due: datetime | None = None
     dry_run: bool = False
+    next_due: datetime | None = None
+    by_reason: Counter[str] = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "scanned": self.scanned,
-            "redriven": self.redriven,
-            "parked": self.parked,
-            "waiting": self.waiting,
-            "skipped": self.skipped,
-            "failed": self.failed,
-            "dry_run": self.dry_run,
-            "next_due": self.next_due.isoformat() if self.next_due else None,
-            "by_reason": dict(self.by_reason.most_common()),
-        }
+        next_due = self.next_due.isoformat() if self.next_due else None
+        return asdict(self) | {"next_due": next_due, "by_reason": dict(self.by_reason.most_common())}
 
 
 @dataclass
