@@ -196,13 +196,10 @@ class Reassembler:
         firsts = [f.first_offset for copies in state.files.values() for f in copies]
         return min([*firsts, state.next_offset])
 
-    def safe_offsets(self) -> dict[Partition, int]:
-        out = {}
-        for partition in self._partitions:
-            offset = self.safe_offset(partition)
-            if offset is not None:
-                out[partition] = offset
-        return out
+    def safe_offsets(self, partitions: Iterable[Partition] | None = None) -> dict[Partition, int]:
+        """``safe_offset`` of each of ``partitions`` (default: all) that has consumed something."""
+        offsets = {p: self.safe_offset(p) for p in (self._partitions if partitions is None else partitions)}
+        return {p: offset for p, offset in offsets.items() if offset is not None}
 
     # -- feeding ------------------------------------------------------------------------------
     def _passed(self, partition: Partition, offset: int) -> _PartitionState:
@@ -464,11 +461,9 @@ class Reassembler:
         Partial files are dropped, not reported: the next owner re-reads them from the
         committed offset, which is at or below their first chunk.
         """
-        safe = {}
+        partitions = list(partitions)
+        safe = self.safe_offsets(partitions)
         for partition in partitions:
-            offset = self.safe_offset(partition)
-            if offset is not None:
-                safe[partition] = offset
             state = self._partitions.pop(partition, None)
             if state is not None:
                 self._memory -= sum(f.nbytes for c in state.files.values() for f in c)

@@ -442,22 +442,17 @@ class AssemblerService:
         if self._failed:
             self._on_lost(consumer, partitions)
             return
-        revoked = [(tp.topic, tp.partition) for tp in partitions]
         with self._lock:
-            safe = self.reassembler.revoke(revoked)
+            committed = dict(self._committed)
+            revoked, safe = self._forget(partitions)
             offsets = [
-                TopicPartition(t, p, off)
-                for (t, p), off in safe.items()
-                if off > self._committed.get((t, p), -1)
+                TopicPartition(t, p, off) for (t, p), off in safe.items() if off > committed.get((t, p), -1)
             ]
             try:
                 if offsets:
                     consumer.commit(offsets=offsets, asynchronous=False)
             except KafkaException as exc:  # the next owner re-reads a little more: harmless
                 log_event(log, "assembler.revoke_commit_failed", logging.WARNING, error=str(exc))
-            for tp in revoked:
-                self._assigned.discard(tp)
-                self._committed.pop(tp, None)
         log_event(
             log,
             "assembler.revoked",
@@ -465,13 +460,18 @@ class AssemblerService:
             committed={str(p): o for (_, p), o in safe.items()},
         )
 
-    def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _forget(self, partitions: list[TopicPartition]) -> tuple[list[TP], dict[TP, int]]:
+        """Drop ``partitions`` from this instance (holding the lock); their offsets safe to commit."""
         revoked = [(tp.topic, tp.partition) for tp in partitions]
+        safe = self.reassembler.revoke(revoked)
+        for tp in revoked:
+            self._assigned.discard(tp)
+            self._committed.pop(tp, None)
+        return revoked, safe
+
+    def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         with self._lock:
-            self.reassembler.revoke(revoked)
-            for tp in revoked:
-                self._assigned.discard(tp)
-                self._committed.pop(tp, None)
+            revoked, _ = self._forget(partitions)
         log_event(log, "assembler.lost", logging.WARNING, partitions=[p for _, p in revoked])
 
 
