@@ -114,10 +114,7 @@ class _WriteOneFile(beam.DoFn):
         temporary = f"{self.path}.tmp-{uuid.uuid4().hex}"
         with FileSystems.create(temporary, compression_type=compression) as out:
             if is_avro(self.path):
-                import fastavro
-
-                parsed = schemas.latest(ExposureSummary.SCHEMA).parsed
-                fastavro.writer(out, parsed, payloads, codec="deflate")
+                _write_avro(out, payloads)
             else:
                 out.write("".join(line + "\n" for line in payloads).encode("utf-8"))
         FileSystems.rename([temporary], [self.path])
@@ -146,20 +143,19 @@ class AppendSummariesToLocalFile(beam.DoFn):
         path = Path(self.path)
         path.parent.mkdir(parents=True, exist_ok=True)
         if is_avro(self.path):
-            import fastavro
-
-            parsed = schemas.latest(ExposureSummary.SCHEMA).parsed
-            records = [s.to_record() for s in self._buffer]
-            if path.exists() and path.stat().st_size > 0:
-                with path.open("a+b") as out:
-                    fastavro.writer(out, parsed, records)
-            else:
-                with path.open("wb") as out:
-                    fastavro.writer(out, parsed, records, codec="deflate")
+            with path.open("a+b" if path.exists() and path.stat().st_size > 0 else "wb") as out:
+                _write_avro(out, [s.to_record() for s in self._buffer])
         else:
             with path.open("a", encoding="utf-8") as out:
                 out.writelines(to_json_line(s) + "\n" for s in self._buffer)
         self._buffer = []
+
+
+def _write_avro(out: Any, records: list[dict[str, Any]]) -> None:
+    """ExposureSummary records into a container file (appended with the file's own codec)."""
+    import fastavro
+
+    fastavro.writer(out, schemas.latest(ExposureSummary.SCHEMA).parsed, records, codec="deflate")
 
 
 def read_summaries(path: str) -> list[ExposureSummary]:
