@@ -17,10 +17,11 @@ that logs), with the request-level refusals the endpoints need before any work i
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
-from functions.register.request_guard import BodyGuard
+from functions.register.request_guard import body_guard
 from obsingest.errors import PermanentError, RequestRefused, RetriableError
 from obsingest.logs import get_logger, log_event
 from obsingest.settings import FunctionSettings
@@ -66,14 +67,8 @@ def install(app: Any) -> None:
     if getattr(app, "_obsingest_installed", False):
         return
     app._obsingest_installed = True
-    settings: list[FunctionSettings] = []  # read at the first request, not at import
-
-    def current() -> FunctionSettings:
-        if not settings:
-            settings.append(FunctionSettings())
-        return settings[0]
-
-    app.wsgi_app = BodyGuard(app.wsgi_app, lambda: current().max_request_bytes, reply_for)
+    current = functools.cache(FunctionSettings)  # read at the first request, not at import
+    app.wsgi_app = body_guard(app.wsgi_app, lambda: current().max_request_bytes, reply_for)
     # GET /metrics on the function's own port, ahead of the guard and the entry points
     from obsingest.metrics_http import with_metrics_endpoint
 
