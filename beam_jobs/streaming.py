@@ -1,10 +1,6 @@
-"""Streaming mode: live per-exposure summaries from Pub/Sub (or Kafka) arrival events.
-
-Events are stamped with event time (readout time; obs_start for manifests), summarized by
-:class:`ExposureSummaries` and written to ``exposure-summaries`` (optionally a JSONL/Avro file and
-BigQuery); breaches also go to ``budget-alerts``. On the DirectRunner the watermark is the wall
-clock, so deadlines fire in real time. Kafka input needs Java and Beam's expansion service: wired
-but not tested here (beam_jobs/README.md).
+"""Streaming mode: live per-exposure summaries from Pub/Sub (or Kafka) arrival events, to
+``exposure-summaries`` (optionally a file and BigQuery), breaches also to ``budget-alerts``. Kafka
+input needs Java and Beam's expansion service: wired but not tested here (beam_jobs/README.md).
 """
 
 from __future__ import annotations

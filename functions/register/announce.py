@@ -1,11 +1,8 @@
-"""Announcing through the registry's outbox (``obsingest.registry.outbox``).
-
-``publish_new`` publishes a new dataset's ArrivalEvent at once after the commit (latency path);
-``drain`` publishes whatever is still pending (next invocations, reconcile service);
-``publish_message`` the exposure's ExposureIngested. A contract with ``published_time`` is
-re-stamped when sent (``STAMPED``), so a late announcement reports its real latency.
-A failed publish leaves the row pending with the reason and the notification is still acked (the
-outbox owns it); a drain stops at its first failure rather than spend every row's timeout.
+"""Announcing through the registry's outbox (``obsingest.registry.outbox``): ``publish_new`` right
+after the commit (latency path), ``drain`` whatever is still pending, ``publish_message`` an
+exposure's ExposureIngested. ``STAMPED`` contracts get ``published_time`` when actually sent, so a
+late announcement reports its real latency. A failed publish leaves the row pending with its
+reason; a drain stops at its first failure rather than spend every row's timeout.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
-"""The one place where an error becomes an HTTP reply, for both entry points.
-
-| error | reply | the sender does |
-| --- | --- | --- |
-| ``RetriableError`` (registry down, publish failed, ...) | 503 + ``Retry-After`` | redelivers |
-| ``RequestRefused`` (not a delivery, too large, nested too deep) | its 4xx | gives up / DLQ |
-| other ``PermanentError`` that could not be quarantined | 400 | gives up / DLQ |
-| the framework cannot read the request as a CloudEvent | 400 | gives up / DLQ |
-| ``werkzeug`` HTTP errors (405, ...) | their own status | |
-| anything else: a bug | 500, logged with its traceback | redelivers |
-
-A permanent problem with a delivery never reaches this table: the service quarantines it with
-its reason and the entry point acknowledges it (2xx). The scheme follows lsst-dm/
-prompt_processing (``RetriableError`` -> ``ServiceUnavailable(retry_after=...)``, a 500 handler
-that logs), with the request-level refusals the endpoints need before any work is done.
+"""The one place where an error becomes an HTTP reply, for both entry points: retriable -> 503
+with Retry-After (redelivered), ``RequestRefused`` -> its 4xx, other permanent -> 400, an
+unreadable CloudEvent -> 400, werkzeug's HTTP errors as they are, anything else (a bug) -> 500
+with its traceback. A permanent problem with a delivery never gets here: the service quarantines
+it and the entry point acks it (functions/register/README.md, "Malformed input").
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""functions-framework entry points of the register function (deployable as Cloud Functions gen2).
-
-``on_object_finalized`` (CloudEvent: storage finalize or Pub/Sub-wrapped GCS notification),
-``on_push`` (Pub/Sub push JSON, ``obsingest relay``) and ``on_manifest`` (push of the
-``exposures`` topic: record the manifest once, then check its exposure).
-Permanent problems are quarantined and acked (2xx), retriable failures answered 503 with
-Retry-After, non-deliveries 4xx; ``http_errors`` is the one place mapping errors to replies.
-Dependencies are built once per process (``wiring``), at app start under functions-framework so
-first deliveries don't pay for it, on first use otherwise.
+"""functions-framework entry points of the register function (Cloud Functions gen2):
+``on_object_finalized`` (storage CloudEvent), ``on_push`` (Pub/Sub push, ``obsingest relay``) and
+``on_manifest`` (push of the ``exposures`` topic). Permanent problems are quarantined and acked,
+retriable ones answered 503 (``http_errors``); the service is built once per process (``wiring``).
 """
 
 from __future__ import annotations

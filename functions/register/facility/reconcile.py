@@ -1,11 +1,7 @@
-"""Reconcile the bucket with the registry: register what a lost notification missed, report what
-the registry holds but the bucket no longer does.
-
-A pass lists objects of the window (at least ``grace`` seconds old: younger ones are still on
-their way), and hands those the registry does not know to the function's own ``RegisterService``
-(idempotent, so racing a late notification changes nothing). Rows whose object is gone are only
-reported: the pipeline never deletes. ``run`` sweeps the full window; ``run_new`` lists only from
-each prefix's watermark (``watermark.py``), so its cost follows what is new; a sweep re-seeds them.
+"""Reconcile the bucket with the registry: register what a lost notification missed (through the
+function's own, idempotent ``RegisterService``), report rows whose object is gone (the pipeline
+never deletes). ``run`` sweeps the full window; ``run_new`` lists from each prefix's watermark
+(``watermark.py``), so its cost follows what is new.
 """
 
 from __future__ import annotations

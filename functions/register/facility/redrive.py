@@ -1,12 +1,8 @@
 """Redrive: dead-lettered notifications go back to the objects topic once their cause had time
-to clear; bounded, and then parked for a human with their whole history.
-
-Each pass pulls the hold subscription and ``decide``s (pure) per letter: REDRIVE when due
-(``first_delay * 2**n``, at most ``max_delay``, after its latest dead-lettering) with
-``redrive_count`` and ``redrive_history_<n>`` attributes; PARK after ``max_redrives`` (with
-``parked_reason``; ``obsingest redrive --parked``); WAIT otherwise, nacked when the pass ends.
-State lives in the message attributes, so the redrive can be killed at any time; dying between
-publish and ack redrives twice, which the idempotent register function absorbs.
+to clear (``decide``: due after ``first_delay * 2**n``, at most ``max_delay``), at most
+``max_redrives`` times, then parked with their whole history (functions/register/README.md).
+State lives only in the message attributes, so the redrive can be killed at any time; dying
+between publish and ack redrives twice, which the idempotent register function absorbs.
 """
 
 from __future__ import annotations

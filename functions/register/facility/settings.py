@@ -1,11 +1,8 @@
-"""``OBSINGEST_RECONCILE_*`` and ``OBSINGEST_REDRIVE_*``: typed settings of the facility service,
-read at start-up.
+"""``OBSINGEST_RECONCILE_*`` and ``OBSINGEST_REDRIVE_*``: typed settings of the facility service.
 
-Defaults are chosen for the promise "every CCD lost to a notification outage is registered
-within 2 minutes of the outage ending, with no manual step": a pass every 30 s registers any
-object older than the 15 s grace that the registry lacks, so a CCD whose notification was lost
-is registered 15-45 s after it was stored, whatever broke; a canary every 30 s that has not come
-back after 60 s says notifications are broken (and triggers the repair where one is wired).
+The defaults keep "every CCD lost to a notification outage is registered within 2 minutes of its
+end": a pass every 30 s registers what is older than the 15 s grace and missing; a canary every
+30 s, unseen after 60 s, says notifications are broken.
 """
 
 from __future__ import annotations
