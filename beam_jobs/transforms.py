@@ -121,7 +121,8 @@ class FoldExposure(beam.CombineFn):
         return [None, {}]
 
     def add_input(self, acc: list[Any], element: tuple[str, Any]) -> list[Any]:
-        # Once per event: the rank comparison is inlined (calling _rank costs per event).
+        # Per detector the lowest (published_us, dataset_id, readout_us) counts; written out
+        # here, not as a function: this runs once per event.
         kind, payload = element
         if kind == MANIFEST:
             if acc[0] is None or payload.published < acc[0].published:
@@ -141,22 +142,14 @@ class FoldExposure(beam.CombineFn):
             if merged is None:
                 merged = [manifest, best]
                 continue
-            if manifest is not None and (merged[0] is None or manifest.published < merged[0].published):
-                merged[0] = manifest
-            into: dict[int, tuple] = merged[1]
-            for detector, payload in best.items():
-                current = into.get(detector)
-                if current is None or _rank(payload) < _rank(current):
-                    into[detector] = payload
+            if manifest is not None:
+                self.add_input(merged, (MANIFEST, manifest))
+            for payload in best.values():
+                self.add_input(merged, (ARRIVAL, payload))
         return merged if merged is not None else self.create_accumulator()
 
     def extract_output(self, acc: list[Any]) -> list[Any]:
         return acc
-
-
-def _rank(arrival: tuple) -> tuple[int, str, int]:
-    """Which of two arrivals of one detector counts: (published_us, dataset_id, readout_us)."""
-    return (arrival[6], arrival[0], arrival[5])
 
 
 class SummarizeGroupFn(beam.DoFn):

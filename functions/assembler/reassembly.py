@@ -212,24 +212,12 @@ class Reassembler:
         self, value: bytes | None, partition: Partition, offset: int, now: float | None = None
     ) -> list[Verdict]:
         """Take one record of ``partition`` at ``offset``; records must come in offset order."""
+        now = self.clock() if now is None else now
+        state = self._passed(partition, offset)
         try:
             chunk = decode_chunk(value)
         except ChunkPoison as exc:
-            self._passed(partition, offset)
             return [Poison(partition, offset, exc.reason, str(exc), None, value)]
-        return self.feed_chunk(chunk, partition, offset, now, value)
-
-    def feed_chunk(
-        self,
-        chunk: CcdChunk,
-        partition: Partition,
-        offset: int,
-        now: float | None = None,
-        value: bytes | None = None,
-    ) -> list[Verdict]:
-        """Like ``feed`` for an already decoded chunk (``value`` goes to the DLQ if poison)."""
-        now = self.clock() if now is None else now
-        state = self._passed(partition, offset)
         try:
             data_id = validate_chunk(chunk)
         except ChunkPoison as exc:
