@@ -25,29 +25,27 @@ class DeadLetterFailed(RetriableError, reason="dlq-failed"):
     """A DLQ record was not acknowledged: offsets past it must not be committed."""
 
 
-def poison_headers(p: Poison) -> dict[str, str]:
-    topic, partition = p.partition
-    headers = {
-        "dlq_reason": p.reason,
-        "dlq_error": p.error,
+def _headers(reason: str, error: str, partition: tuple[str, int], offset: int) -> dict[str, str]:
+    topic, number = partition
+    return {
+        "dlq_reason": reason,
+        "dlq_error": error,
         "original_topic": topic,
-        "original_partition": str(partition),
-        "original_offset": str(p.offset),
+        "original_partition": str(number),
+        "original_offset": str(offset),
     }
+
+
+def poison_headers(p: Poison) -> dict[str, str]:
+    headers = _headers(p.reason, p.error, p.partition, p.offset)
     if p.first_offset is not None:
         headers["first_offset"] = str(p.first_offset)
     return headers
 
 
 def incomplete_headers(inc: Incomplete) -> dict[str, str]:
-    topic, partition = inc.partition
-    return {
-        "dlq_reason": PoisonReason.INCOMPLETE,
-        "dlq_error": f"{inc.data_id}: {inc.received}/{inc.chunk_count} chunks after "
-        f"{inc.cause}; missing {inc.missing}",
-        "original_topic": topic,
-        "original_partition": str(partition),
-        "original_offset": str(inc.first_offset),
+    error = f"{inc.data_id}: {inc.received}/{inc.chunk_count} chunks after {inc.cause}; missing {inc.missing}"
+    return _headers(PoisonReason.INCOMPLETE, error, inc.partition, inc.first_offset) | {
         "first_offset": str(inc.first_offset),
         "last_offset": str(inc.last_offset),
         "missing_chunks": ",".join(map(str, inc.missing)),

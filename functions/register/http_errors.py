@@ -35,12 +35,9 @@ def reply_for(exc: BaseException, before_entry: bool = False) -> tuple[str, int]
     if isinstance(exc, RetriableError):
         log_event(log, "request.retry", logging.WARNING, reason=exc.reason, error=_short(exc))
         return f"retriable: {exc.reason}: {_short(exc)}", 503
-    if isinstance(exc, RequestRefused):
+    if isinstance(exc, PermanentError):  # a RequestRefused with its own 4xx
         log_event(log, "request.refused", logging.WARNING, reason=exc.reason, error=_short(exc))
-        return f"{exc.reason}: {_short(exc)}", exc.status
-    if isinstance(exc, PermanentError):
-        log_event(log, "request.refused", logging.WARNING, reason=exc.reason, error=_short(exc))
-        return f"{exc.reason}: {_short(exc)}", 400
+        return f"{exc.reason}: {_short(exc)}", exc.status if isinstance(exc, RequestRefused) else 400
     if isinstance(exc, HTTPException):
         return f"{exc.code} {exc.name}: {exc.description}", int(exc.code or 500)
     if before_entry or _is_cloudevent_error(exc) or isinstance(exc, RecursionError):

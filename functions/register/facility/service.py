@@ -270,15 +270,14 @@ class FacilityService:
         assert self.reconciler is not None
         started = time.monotonic()
         widened = since < now - timedelta(seconds=self.window)
-        if widened or started - self._last_full >= self.full_every:
-            report = self.reconciler.run(since)
+        full = widened or started - self._last_full >= self.full_every
+        report = self.reconciler.run(since) if full else self.reconciler.run_new(since)
+        if full:
             self._last_full = started
-            self._add(full_sweeps=1)
-            self.state["last_full_sweep_seconds"] = time.monotonic() - started
-            return report
-        report = self.reconciler.run_new(since)
-        self._add(incremental_passes=1)
-        self.state["last_incremental_seconds"] = time.monotonic() - started
+        self._add(**{"full_sweeps" if full else "incremental_passes": 1})
+        self.state["last_full_sweep_seconds" if full else "last_incremental_seconds"] = (
+            time.monotonic() - started
+        )
         return report
 
     def _exposure_stats(self, report: PassReport, closings: list[Closing]) -> None:
