@@ -108,7 +108,7 @@ def create_app(
     async def ccd_by_data_id(
         instrument: Instrument, exposure: ExposureId, detector: Annotated[int, Path(ge=0, le=MAX_DETECTOR)]
     ) -> Response:
-        return _ccd(await ask(reader.ccd, instrument.value, exposure, detector))
+        return _dumped(_CCD, await ask(reader.ccd, instrument.value, exposure, detector))
 
     @app.get(
         "/v1/datasets/{dataset_id}",
@@ -120,7 +120,7 @@ def create_app(
         found = await ask(reader.dataset, dataset_id)
         if found is None:
             raise QueryRefused("unknown-dataset", f"no dataset with id {dataset_id}", 404)
-        return _ccd(found)
+        return _dumped(_CCD, found)
 
     @app.get(
         "/v1/exposures/{instrument}/{exposure}",
@@ -136,7 +136,7 @@ def create_app(
                 f"the registry has no manifest and no dataset of {instrument.value} exposure {exposure}",
                 404,
             )
-        return _exposure(found)
+        return _dumped(_EXPOSURE, found)
 
     @app.get(
         "/v1/nights/{instrument}/{day_obs}",
@@ -210,12 +210,8 @@ _CCD = TypeAdapter(CcdPresence)
 _EXPOSURE = TypeAdapter(ExposurePresence)
 
 
-def _ccd(found: CcdPresence) -> Response:
-    return Response(_CCD.dump_json(found), media_type="application/json")
-
-
-def _exposure(found: ExposurePresence) -> Response:
-    return Response(_EXPOSURE.dump_json(found), media_type="application/json")
+def _dumped(adapter: TypeAdapter[Any], found: Any) -> Response:
+    return Response(adapter.dump_json(found), media_type="application/json")
 
 
 def _night_entry(e: ExposurePresence) -> NightExposure:

@@ -16,7 +16,6 @@ import functions_framework
 from cloudevents.http import CloudEvent
 
 from functions.register import http_errors
-from functions.register.service import Outcome
 from functions.register.wiring import get_service, warm_up
 from obsingest.errors import BadMessage, NotADelivery
 from obsingest.store import notifications
@@ -26,17 +25,13 @@ from obsingest.store import notifications
 def on_object_finalized(event: CloudEvent) -> None:
     """Raise on retriable failure (answered 503: the trigger redelivers); return otherwise."""
     http_errors.entered()
-    handle_cloudevent(event)
-
-
-def handle_cloudevent(event: CloudEvent) -> Outcome:
     attributes = dict(event.get_attributes())
     try:
         parsed = notifications.parse_cloudevent(attributes.get("type", ""), attributes, event.data)
     except BadMessage as exc:
-        source = f"cloudevent:{_source_id(attributes.get('id'), attributes)}"
-        return get_service().quarantine_message(source, exc)
-    return get_service().handle(parsed)
+        get_service().quarantine_message(f"cloudevent:{_source_id(attributes.get('id'), attributes)}", exc)
+        return
+    get_service().handle(parsed)
 
 
 def _push_endpoint(handle: Callable[[Any], tuple[str, int]]) -> Callable[[Any], tuple[str, int]]:
