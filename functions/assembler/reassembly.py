@@ -174,16 +174,10 @@ class Reassembler:
         """Payload bytes currently held for incomplete files."""
         return self._memory
 
-    def open_files(self, partition: Partition | None = None) -> list[str]:
-        """Data ids of files open or held (in one partition, or all)."""
-        parts = [partition] if partition is not None else list(self._partitions)
-        names: list[str] = []
-        for p in parts:
-            state = self._partitions.get(p)
-            if state is not None:
-                # list() copies in one step: safe to call while the service thread feeds
-                names += list(state.files)
-        return sorted(names)
+    def open_files(self) -> list[str]:
+        """Data ids of files open or held. Each list() copies in one step: safe to call while
+        the service thread feeds."""
+        return sorted(key for state in list(self._partitions.values()) for key in list(state.files))
 
     def partitions(self) -> list[Partition]:
         return list(self._partitions)

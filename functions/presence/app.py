@@ -1,11 +1,9 @@
 """The presence API as an ASGI app: routes, the error replies, and request metrics.
 
 FastAPI writes the OpenAPI description from the declarations that validate requests, so what
-Schemathesis fuzzes cannot drift from the code. Bounded, typed parameters refuse malformed input
-(422) before any query; what only the registry can refuse is a ``QueryRefused`` 4xx; errors are
-JSON ``{"error", "message"}``; an unavailable database is 503 with Retry-After; nothing is a 500
-(tests/integration/test_presence_fuzz.py). Lookups are ``async`` (``_asker`` picks loop or thread
-pool); the heavy night listing is a plain ``def`` on the thread pool.
+Schemathesis fuzzes cannot drift from the code; every error is JSON ``{"error", "message"}`` and
+none is a 500 (tests/integration/test_presence_fuzz.py). Lookups are ``async`` (``_asker``); the
+heavy night listing is a plain ``def`` on the thread pool.
 """
 
 # No ``from __future__ import annotations``: FastAPI reads the route parameters' annotations at

@@ -1,11 +1,9 @@
-"""Request bodies bounded before anything reads or parses them (WSGI middleware).
+"""Request bodies bounded before anything reads or parses them (WSGI middleware, ``read_bounded``).
 
 Flask's MAX_CONTENT_LENGTH is not enough under functions-framework: its ``after_request`` reads
 the whole body again (a refusal there becomes a 500) and the CloudEvent view parses before the
-function runs. So, in front of the app: Content-Length over the limit is 413 unread; chunked
-bodies are read up to limit + 1 (413 beyond); JSON nested deeper than any notification is 400;
-a body shorter than its Content-Length is 400. The accepted body is passed on in memory with its
-exact length, so later readers read at most the limit.
+function runs. The accepted body is passed on in memory with its exact length, so later readers
+read at most the limit.
 """
 
 from __future__ import annotations
