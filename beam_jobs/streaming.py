@@ -15,7 +15,7 @@ from apache_beam.io.gcp.pubsub import PubsubMessage
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.runners.runner import PipelineResult
 
-from beam_jobs.sinks import BIGQUERY_SCHEMA, AppendSummariesToLocalFile, to_bigquery_row
+from beam_jobs.sinks import BIGQUERY_SCHEMA, AppendSummariesToLocalFile
 from beam_jobs.transforms import ALERTS, BAD, SUMMARIES, DecodeMessages, ExposureSummaries, SummaryConfig
 from obsingest import defaults
 from obsingest.logs import get_logger, log_event
@@ -121,7 +121,7 @@ def build_streaming(p: beam.Pipeline, settings: StreamingSettings) -> Any:
     if settings.bigquery_table:
         _ = (
             result[SUMMARIES]
-            | "ToBigQueryRow" >> beam.Map(to_bigquery_row)
+            | "ToBigQueryRow" >> beam.Map(lambda s: s.to_json_dict())  # ISO times suit TIMESTAMP
             | "WriteBigQuery"
             >> beam.io.WriteToBigQuery(
                 settings.bigquery_table,

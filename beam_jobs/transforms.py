@@ -216,16 +216,9 @@ def deadline_micros(manifest: ExposureManifest | None, arrivals: list[Arrival], 
 
 
 class ExposureStateFn(beam.DoFn):
-    """Holds one exposure's manifest and arrivals until it can be summarized.
-
-    * emits revision 0 when the manifest is there and every listed detector has arrived
-      (trigger ``all-arrived``), or when the watermark passes the deadline (``deadline``),
-      whichever comes first — also for arrivals without any manifest (status NO_MANIFEST);
-    * arrivals that come before their manifest are kept in state, never dropped;
-    * after emission, anything that changes the summary (a new detector, an earlier duplicate,
-      a late manifest) emits revision + 1 at once (``late-arrival``); pure duplicates emit nothing;
-    * state is garbage-collected when the watermark passes deadline + allowed lateness.
-    """
+    """Holds one exposure's manifest and arrivals (early arrivals too) until it can be
+    summarized: revision 0 at ``all-arrived`` or ``deadline``, revision + 1 for each later change
+    (``late-arrival``), state dropped at deadline + allowed lateness (beam_jobs/README.md)."""
 
     MANIFEST_STATE = ReadModifyWriteStateSpec("manifest", PickleCoder())
     ARRIVALS_STATE = BagStateSpec("arrivals", ARRIVAL_CODER)

@@ -52,13 +52,9 @@ class ReconcileSettings(BaseSettings):
 
 
 class RedriveSettings(BaseSettings):
-    """Bring dead-lettered notifications back: spaced exponentially, bounded, then parked.
-
-    A letter is redriven ``first_delay * 2**n`` seconds (at most ``max_delay``) after its n-th
-    dead-lettering, at most ``max_redrives`` times; the defaults (30 s doubling, 5 times) span
-    about 15 minutes of redrives, each followed by the relay's own ~4 minutes of redeliveries,
-    so an outage of about half an hour still needs no manual step.
-    """
+    """Bring dead-lettered notifications back: ``first_delay * 2**n`` seconds (at most
+    ``max_delay``) after the n-th dead-lettering, ``max_redrives`` times, then parked. With the
+    relay's own redeliveries, the defaults ride out an outage of about half an hour."""
 
     model_config = SettingsConfigDict(env_prefix="OBSINGEST_REDRIVE_", extra="ignore")
 
