@@ -194,10 +194,7 @@ def focal_plane_positions(
 
 
 def plot_focal_plane(
-    summary: ExposureSummary,
-    arrivals: list[ArrivalEvent] | list[Arrival],
-    path: Path,
-    detectors: Sequence[int] | None = None,
+    summary: ExposureSummary, arrivals: list[ArrivalEvent] | list[Arrival], path: Path
 ) -> Path:
     """Per-detector latency of one exposure on the focal plane, every detector in its place with
     its true size (science, wavefront, guider), raft boundaries and names; missing detectors
@@ -213,7 +210,7 @@ def plot_focal_plane(
         every = set(inst.detector_ids)
     except KeyError:
         inst, every = None, set()
-    known = every | set(detectors or ()) | set(ccds) | set(summary.missing_detectors)
+    known = every | set(ccds) | set(summary.missing_detectors)
     pos = focal_plane_positions(summary.instrument, known)
     budget = summary.budget_seconds
     vmax = max(budget * 1.5, max(ccds.values(), default=budget))

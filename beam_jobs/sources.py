@@ -90,13 +90,8 @@ class ExposureEventFiles(FileBasedSource):
     """Avro container files of ArrivalEvents or ExposureManifests -> keyed elements; splittable
     at Avro block boundaries like Beam's own Avro source."""
 
-    def __init__(self, file_pattern: str, min_bundle_size: int = 0, validate: bool = False) -> None:
-        super().__init__(
-            file_pattern,
-            min_bundle_size=min_bundle_size,
-            compression_type=CompressionTypes.UNCOMPRESSED,
-            validate=validate,
-        )
+    def __init__(self, file_pattern: str) -> None:
+        super().__init__(file_pattern, compression_type=CompressionTypes.UNCOMPRESSED, validate=False)
 
     def read_records(self, file_name: str, range_tracker: RangeTracker) -> Iterator[Any]:
         next_block_start = -1
@@ -218,13 +213,12 @@ class ReadExposureEvents(beam.PTransform):
     ``((instrument, exposure), (kind, payload))``. A pattern that matches nothing is an error at
     construction, as with ``beam.io.ReadFromAvro``."""
 
-    def __init__(self, patterns: Sequence[str], validate: bool = True) -> None:
+    def __init__(self, patterns: Sequence[str]) -> None:
         super().__init__()
         self.patterns = list(patterns)
-        if validate:
-            for pattern in self.patterns:
-                if not FileSystems.match([pattern], limits=[1])[0].metadata_list:
-                    raise OSError(f"No files found based on the file pattern {pattern}")
+        for pattern in self.patterns:
+            if not FileSystems.match([pattern], limits=[1])[0].metadata_list:
+                raise OSError(f"No files found based on the file pattern {pattern}")
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         return (

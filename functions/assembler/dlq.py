@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from functions.assembler.kafka_clients import dlq_producer_config
 from functions.assembler.reassembly import Incomplete, Poison, PoisonReason
 from functions.assembler.settings import AssemblerSettings
 from obsingest.errors import RetriableError
 from obsingest.logs import get_logger, log_event
-
-if TYPE_CHECKING:
-    from confluent_kafka import Producer
 
 log = get_logger("obsingest.assembler")
 
@@ -71,11 +68,11 @@ def incomplete_fields(inc: Incomplete) -> dict[str, Any]:
 class DeadLetters:
     """An idempotent producer on the DLQ topic; every send waits for its acknowledgement."""
 
-    def __init__(self, settings: AssemblerSettings, producer: Producer | None = None) -> None:
+    def __init__(self, settings: AssemblerSettings) -> None:
         from confluent_kafka import Producer
 
         self.topic = settings.dlq_topic
-        self._producer = producer or Producer(dlq_producer_config(settings))
+        self._producer = Producer(dlq_producer_config(settings))
 
     def poison(self, p: Poison, fallback_key: bytes | None) -> None:
         """One poison record (or a file-level refusal, as a report)."""

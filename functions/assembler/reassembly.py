@@ -32,6 +32,8 @@ from obsingest.dataid import DataId
 from obsingest.messages import CcdChunk
 
 Partition = tuple[str, int]
+#: completed files remembered per partition, so their late duplicate chunks are ignored
+COMPLETED_MEMORY = 4096
 
 
 @dataclass(frozen=True)
@@ -157,12 +159,10 @@ class Reassembler:
         self,
         memory_limit_bytes: int = 512 * 1024 * 1024,
         incomplete_timeout_s: float = 300.0,
-        completed_memory: int = 4096,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.memory_limit_bytes = memory_limit_bytes
         self.incomplete_timeout_s = incomplete_timeout_s
-        self.completed_memory = completed_memory
         self.clock = clock
         self._partitions: dict[Partition, _PartitionState] = {}
         self._memory = 0
@@ -393,7 +393,7 @@ class Reassembler:
     def _remember(self, state: _PartitionState, key: str, file_checksum: str) -> None:
         state.completed[key] = file_checksum
         state.completed.move_to_end(key)
-        while len(state.completed) > self.completed_memory:
+        while len(state.completed) > COMPLETED_MEMORY:
             state.completed.popitem(last=False)
 
     # -- memory and time bounds ---------------------------------------------------------------
