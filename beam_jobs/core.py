@@ -157,7 +157,6 @@ def summarize_exposure(
     key: ExposureKey | None = None,
     revision: int = 0,
     trigger: str = TRIGGER_BATCH,
-    emitted_time: datetime | None = None,
 ) -> ExposureSummary:
     """The ExposureSummary of one exposure from its manifest (or None) and its arrivals.
 
@@ -214,7 +213,7 @@ def summarize_exposure(
         last_arrival=from_micros(max(a.published_us for a in ccds)) if ccds else None,
         revision=revision,
         trigger=trigger,
-        emitted_time=emitted_time or utcnow(),
+        emitted_time=utcnow(),
     )
 
 

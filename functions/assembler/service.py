@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, cast
 
@@ -75,20 +74,11 @@ class ConsumerFailed(PermanentError, reason="consumer-fatal"):
     """librdkafka reported a fatal consumer error."""
 
 
-#: called after each store write, from the store threads (several at once): must be thread-safe
-StoredCallback = Callable[[Completed, PutResult], None]
-
-
 class AssemblerService:
     """One assembler instance: ``run()`` until stopped, or drive ``poll_once()`` yourself."""
 
     def __init__(
-        self,
-        settings: AssemblerSettings,
-        store: ObjectStore | None = None,
-        on_stored: StoredCallback | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        metrics: Metrics | None = None,
+        self, settings: AssemblerSettings, store: ObjectStore | None = None, metrics: Metrics | None = None
     ) -> None:
         from confluent_kafka import Consumer
 
@@ -108,10 +98,7 @@ class AssemblerService:
                 url=settings.store_url, prefix=settings.prefix, quarantine_prefix=settings.quarantine_prefix
             )
         )
-        self.on_stored = on_stored
-        self.reassembler = Reassembler(
-            settings.memory_limit_bytes, settings.incomplete_timeout_s, clock=clock
-        )
+        self.reassembler = Reassembler(settings.memory_limit_bytes, settings.incomplete_timeout_s)
         self._consumer: Consumer = Consumer(consumer_config(settings))
         self.dead_letters = DeadLetters(settings)
         self._assigned: set[TP] = set()
@@ -385,8 +372,6 @@ class AssemblerService:
             last_offset=done.last_offset,
             latency_s=round((utcnow() - done.readout_time).total_seconds(), 6),
         )
-        if self.on_stored is not None:
-            self.on_stored(done, result)
 
     def _park_conflict(
         self, done: Completed, name: str, meta: dict[str, str], conflict: ObjectConflict

@@ -85,8 +85,6 @@ class RegisterService:
     prefix: str = defaults.RAW_PREFIX
     quarantine_prefix: str = defaults.QUARANTINE_PREFIX
     canary_prefix: str = defaults.CANARY_PREFIX
-    #: seconds between two outbox drains run by this process's invocations
-    drain_every: float = 5.0
     #: the Prometheus catalogue (``obsingest.metrics``); None records nothing (unit tests)
     metrics: Metrics | None = None
     #: where each complete exposure's ExposureIngested goes
@@ -99,7 +97,7 @@ class RegisterService:
 
     def __post_init__(self) -> None:
         self.announcer = ArrivalAnnouncer(self.registry, self.publisher, on_announced=self._announced)
-        self._drain = PeriodicDrain(self.announcer, every=self.drain_every)
+        self._drain = PeriodicDrain(self.announcer)  # every 5 s at most, per process
         check = IngestedCheck(self.registry, self.ingested_topic, self.budget_seconds, closed_by=COMPONENT)
         self.closer = ExposureCloser(check, self.announcer, self.metrics)
 
