@@ -84,7 +84,6 @@ class RegisterService:
     arrivals_topic: str = defaults.ARRIVALS_TOPIC
     prefix: str = defaults.RAW_PREFIX
     quarantine_prefix: str = defaults.QUARANTINE_PREFIX
-    canary_prefix: str = defaults.CANARY_PREFIX
     #: the Prometheus catalogue (``obsingest.metrics``); None records nothing (unit tests)
     metrics: Metrics | None = None
     #: where each complete exposure's ExposureIngested goes
@@ -159,7 +158,7 @@ class RegisterService:
                     f"object {obj.name!r} is in bucket {obj.bucket!r}, "
                     f"not {self.store.bucket!r} that this function ingests from"
                 )
-            if obj.name.startswith(self.canary_prefix):
+            if obj.name.startswith(defaults.CANARY_PREFIX):
                 return self._record_canary(obj)
             if obj.name.startswith(self.quarantine_prefix):
                 return self._record_producer_quarantine(obj)

@@ -175,7 +175,6 @@ class Redriver:
     parked_topic: str
     policy: RedrivePolicy = field(default_factory=RedrivePolicy)
     max_per_pass: int = 1000
-    pull_timeout: float = 1.0
     clock: Callable[[], datetime] = utcnow
 
     def run_pass(
@@ -188,7 +187,7 @@ class Redriver:
         held: list[str] = []
         try:
             while report.scanned < self.max_per_pass:
-                batch = self.source.pull(min(100, self.max_per_pass), self.pull_timeout)
+                batch = self.source.pull(min(100, self.max_per_pass), 1.0)  # seconds
                 fresh = [d for d in batch if d.message_id not in seen]
                 held += [d.ack_id for d in batch if d.message_id in seen]
                 if not fresh:
