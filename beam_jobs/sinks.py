@@ -68,28 +68,16 @@ class WriteSummaryFile(beam.PTransform):
 
     def expand(self, summaries: beam.PCollection) -> Any:
         if is_avro(self.path):
-            items = summaries | "ToRecord" >> beam.Map(_record_item)
+            items = summaries | "ToRecord" >> beam.Map(lambda s: (_order(s), s.to_record()))
         else:
             # JSON lines are made before the gather: strings cross it with Beam's primitive
             # coder, where ExposureSummary objects (datetimes, enum) would fall back to pickle.
-            items = summaries | "ToJson" >> beam.Map(_json_item)
+            items = summaries | "ToJson" >> beam.Map(lambda s: (_order(s), to_json_line(s)))
         return (
             summaries.pipeline
             | "Once" >> beam.Impulse()
             | "WriteFile" >> beam.ParDo(_WriteOneFile(self.path), beam.pvalue.AsList(items))
         )
-
-
-def _json_item(summary: ExposureSummary) -> tuple[tuple[str, int, int], str]:
-    return (_order(summary), to_json_line(summary))
-
-
-def _record_item(summary: ExposureSummary) -> tuple[tuple[str, int, int], dict[str, Any]]:
-    return (_order(summary), summary.to_record())
-
-
-def _first(pair: tuple[Any, Any]) -> Any:
-    return pair[0]
 
 
 class _WriteOneFile(beam.DoFn):
@@ -99,7 +87,7 @@ class _WriteOneFile(beam.DoFn):
         self.path = path
 
     def process(self, _: Any, items: list[tuple[Any, Any]]) -> Iterator[str]:
-        payloads = [payload for _, payload in sorted(items, key=_first)]
+        payloads = [payload for _, payload in sorted(items, key=lambda item: item[0])]
         compression = CompressionTypes.detect_compression_type(self.path)
         temporary = f"{self.path}.tmp-{uuid.uuid4().hex}"
         with FileSystems.create(temporary, compression_type=compression) as out:

@@ -25,6 +25,7 @@ STARTED = "obsingest_entry_point_started"
 
 def reply_for(exc: BaseException, before_entry: bool = False) -> tuple[str, int]:
     """(body, status) for an error raised while serving a request."""
+    from cloudevents.exceptions import GenericException
     from werkzeug.exceptions import HTTPException
 
     from obsingest.exhaustion import as_exhausted
@@ -40,7 +41,7 @@ def reply_for(exc: BaseException, before_entry: bool = False) -> tuple[str, int]
         return f"{exc.reason}: {_short(exc)}", exc.status if isinstance(exc, RequestRefused) else 400
     if isinstance(exc, HTTPException):
         return f"{exc.code} {exc.name}: {exc.description}", int(exc.code or 500)
-    if before_entry or _is_cloudevent_error(exc) or isinstance(exc, RecursionError):
+    if before_entry or isinstance(exc, GenericException | RecursionError):  # an unreadable CloudEvent
         error = f"{type(exc).__name__}: {_short(exc)}"
         log_event(log, "request.refused", logging.WARNING, reason="not-a-delivery", error=error)
         return f"not-a-delivery: cannot read the request: {error}", 400
@@ -84,12 +85,6 @@ def entered() -> None:
 
     if has_app_context():
         g.setdefault(STARTED, True)
-
-
-def _is_cloudevent_error(exc: BaseException) -> bool:
-    from cloudevents.exceptions import GenericException
-
-    return isinstance(exc, GenericException)
 
 
 def _short(exc: BaseException, limit: int = 500) -> str:

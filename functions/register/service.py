@@ -351,14 +351,10 @@ def _arrival(registration: Registration, record: FileRecord) -> ArrivalEvent:
     )
 
 
-def _parse_iso(value: str) -> datetime | None:
+def _meta_time(obj: StoredObject, key: str) -> datetime | None:
+    """An ISO time in the object's metadata (naive: UTC); None if absent or unreadable."""
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        parsed = datetime.fromisoformat(obj.metadata.get(key, "").replace("Z", "+00:00"))
     except ValueError:
         return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def _meta_time(obj: StoredObject, key: str) -> datetime | None:
-    value = obj.metadata.get(key)
-    return _parse_iso(value) if value else None
