@@ -196,18 +196,13 @@ class Reassembler:
         return {p: offset for p, offset in offsets.items() if offset is not None}
 
     # -- feeding ------------------------------------------------------------------------------
-    def _passed(self, partition: Partition, offset: int) -> _PartitionState:
-        """The partition's state, its next offset past ``offset`` (whatever the record was)."""
-        state = self._partitions.setdefault(partition, _PartitionState())
-        state.next_offset = max(offset + 1, state.next_offset or 0)
-        return state
-
     def feed(
         self, value: bytes | None, partition: Partition, offset: int, now: float | None = None
     ) -> list[Verdict]:
         """Take one record of ``partition`` at ``offset``; records must come in offset order."""
         now = self.clock() if now is None else now
-        state = self._passed(partition, offset)
+        state = self._partitions.setdefault(partition, _PartitionState())
+        state.next_offset = max(offset + 1, state.next_offset or 0)  # whatever the record is
         try:
             chunk = decode_chunk(value)
         except ChunkPoison as exc:
