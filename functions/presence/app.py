@@ -186,17 +186,13 @@ def _asker(reader: PresenceReader) -> Callable[..., Awaitable[Any]]:
     """How a handler calls the reader. SQLite: directly, on the event loop (a hop to the thread
     pool would cost more than the query). PostgreSQL: on the thread pool, so concurrent
     requests' round trips overlap (the registry's pool bounds how many reach the database)."""
-    if reader.engine.dialect.name == "sqlite":
+    if reader.engine.dialect.name != "sqlite":
+        return run_in_threadpool
 
-        async def direct(fn: Callable[..., Any], *args: Any) -> Any:
-            return fn(*args)
+    async def direct(fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(*args)
 
-        return direct
-
-    async def threaded(fn: Callable[..., Any], *args: Any) -> Any:
-        return await run_in_threadpool(fn, *args)
-
-    return threaded
+    return direct
 
 
 def _json(body: BaseModel) -> Response:
