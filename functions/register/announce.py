@@ -68,32 +68,23 @@ def stamped_payload(message: OutboxMessage, arrival: ArrivalEvent, sent: Arrival
     return sent.encode()
 
 
-def arrival_attributes(arrival: ArrivalEvent) -> dict[str, str]:
-    """What subscribers filter on without decoding the Avro body."""
-    return {
+def arrival_message(arrival: ArrivalEvent, topic: str) -> OutboxMessage:
+    """The outbox row's content for ``arrival`` (re-stamped when it is actually published); its
+    attributes are what subscribers filter on without decoding the Avro body."""
+    attributes = {
         "instrument": arrival.instrument,
         "exposure": str(arrival.exposure),
         "detector": str(arrival.detector),
         "dataset_id": str(arrival.dataset_id),
         "schema": "ArrivalEvent",
     }
-
-
-def arrival_message(arrival: ArrivalEvent, topic: str) -> OutboxMessage:
-    """The outbox row's content for ``arrival`` (re-stamped when it is actually published)."""
-    return OutboxMessage(
-        topic=topic,
-        payload=arrival.encode(),
-        key=f"{arrival.instrument}/{arrival.exposure}",
-        attributes=arrival_attributes(arrival),
-    )
+    return OutboxMessage(topic, arrival.encode(), f"{arrival.instrument}/{arrival.exposure}", attributes)
 
 
 @dataclass
 class DrainResult:
     published: int = 0
     failed: int = 0
-    error: str = ""
 
 
 @dataclass
@@ -204,7 +195,6 @@ class ArrivalAnnouncer:
             for index, row in enumerate(rows):
                 if self.publish_row(row) is None:
                     result.failed += 1
-                    result.error = "publish failed"
                     # the bus is down: give the rest of the batch back for the next drain
                     rest = [r.id for r in rows[index + 1 :]]
                     self.registry.outbox.release(rest, self.retry_after)
