@@ -102,8 +102,7 @@ class ArrivalAnnouncer:
     _marks: Callable[[list[int]], None] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        # 205 concurrent publishers marking their rows one UPDATE each queued on the registry's
-        # connection pool and its write lock: ~2 ms of CPU per row; together, a handful per exposure
+        # concurrent publishers' rows marked in one UPDATE: one each queued on the pool and write lock
         self._marks = applying(lambda row_ids: self.registry.outbox.mark_published(row_ids))
 
     def send(self, message: OutboxMessage, arrival: ArrivalEvent) -> ArrivalEvent:
