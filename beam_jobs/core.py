@@ -135,7 +135,7 @@ def dedupe(arrivals: Iterable[ArrivalEvent | Arrival], expected: Iterable[int] |
         # Several dataset ids for one detector (e.g. two runs): the earliest publication wins,
         # ties by dataset id. With one dataset per detector (the usual case) there is no choice.
         by_detector = {}
-        for arrival in sorted(survivors, key=_publication_order):
+        for arrival in sorted(survivors, key=lambda a: (a.published_us, a.dataset_id)):
             by_detector.setdefault(arrival.detector, arrival)
     if expected is None:
         return ArrivalSet(by_detector, {}, total - len(by_detector))
@@ -143,10 +143,6 @@ def dedupe(arrivals: Iterable[ArrivalEvent | Arrival], expected: Iterable[int] |
     counted = {d: a for d, a in by_detector.items() if d in wanted}
     unexpected = {d: a for d, a in by_detector.items() if d not in wanted}
     return ArrivalSet(counted, unexpected, total - len(by_detector))
-
-
-def _publication_order(arrival: Arrival) -> tuple[int, str]:
-    return (arrival.published_us, arrival.dataset_id)
 
 
 def summarize_exposure(
@@ -157,7 +153,6 @@ def summarize_exposure(
     key: ExposureKey | None = None,
     revision: int = 0,
     trigger: str = TRIGGER_BATCH,
-    emitted_time: datetime | None = None,
 ) -> ExposureSummary:
     """The ExposureSummary of one exposure from its manifest (or None) and its arrivals.
 
@@ -214,7 +209,7 @@ def summarize_exposure(
         last_arrival=from_micros(max(a.published_us for a in ccds)) if ccds else None,
         revision=revision,
         trigger=trigger,
-        emitted_time=emitted_time or utcnow(),
+        emitted_time=utcnow(),
     )
 
 

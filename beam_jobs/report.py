@@ -8,9 +8,11 @@ of per-detector latency with every detector in its obs_lsst place, rafts outline
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from glob import glob
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -192,10 +194,7 @@ def focal_plane_positions(
 
 
 def plot_focal_plane(
-    summary: ExposureSummary,
-    arrivals: list[ArrivalEvent] | list[Arrival],
-    path: Path,
-    detectors: Sequence[int] | None = None,
+    summary: ExposureSummary, arrivals: list[ArrivalEvent] | list[Arrival], path: Path
 ) -> Path:
     """Per-detector latency of one exposure on the focal plane, every detector in its place with
     its true size (science, wavefront, guider), raft boundaries and names; missing detectors
@@ -211,7 +210,7 @@ def plot_focal_plane(
         every = set(inst.detector_ids)
     except KeyError:
         inst, every = None, set()
-    known = every | set(detectors or ()) | set(ccds) | set(summary.missing_detectors)
+    known = every | set(ccds) | set(summary.missing_detectors)
     pos = focal_plane_positions(summary.instrument, known)
     budget = summary.budget_seconds
     vmax = max(budget * 1.5, max(ccds.values(), default=budget))
@@ -221,33 +220,22 @@ def plot_focal_plane(
     fig, ax = plt.subplots(figsize=(9, 8.2) if big else (7, 6), layout="constrained")
     missing = set(summary.missing_detectors)
     patches, values = [], []
-    for d, (x, y, w, h) in pos.items():
-        rect = plt.Rectangle((x - w / 2, y - h / 2), w, h)
+    for d, box in pos.items():
         if d in ccds:
-            patches.append(rect)
+            patches.append(_rect(box))
             values.append(ccds[d])
         else:
             hatched = d in missing
+            face = "lightgrey" if hatched else "whitesmoke"
             ax.add_patch(
-                plt.Rectangle(
-                    (x - w / 2, y - h / 2),
-                    w,
-                    h,
-                    facecolor="lightgrey" if hatched else "whitesmoke",
-                    hatch="xx" if hatched else None,
-                    edgecolor="grey",
-                    linewidth=0.4,
-                )
+                _rect(box, facecolor=face, hatch="xx" if hatched else None, edgecolor="grey", linewidth=0.4)
             )
     collection = PatchCollection(patches, cmap=cmap, norm=norm, edgecolor="white", linewidth=0.3)
     collection.set_array(np.array(values))
     ax.add_collection(collection)
     for d, lat in ccds.items():
         if lat > budget and d in pos:
-            x, y, w, h = pos[d]
-            ax.add_patch(
-                plt.Rectangle((x - w / 2, y - h / 2), w, h, fill=False, edgecolor="tab:red", linewidth=1.2)
-            )
+            ax.add_patch(_rect(pos[d], fill=False, edgecolor="tab:red", linewidth=1.2))
     _raft_outlines(ax, summary.instrument, pos)
     for d, (x, y, _w, _h) in pos.items():
         det = camera.detector(summary.instrument, d)
@@ -266,11 +254,9 @@ def plot_focal_plane(
                 bbox={"facecolor": "white", "alpha": 0.7, "edgecolor": "none"},
             )
     if pos:
-        xs = [x - w / 2 for x, _, w, _ in pos.values()] + [x + w / 2 for x, _, w, _ in pos.values()]
-        ys = [y - h / 2 for _, y, _, h in pos.values()] + [y + h / 2 for _, y, _, h in pos.values()]
-        pad = 8.0
-        ax.set_xlim(min(xs) - pad, max(xs) + pad)
-        ax.set_ylim(min(ys) - pad, max(ys) + pad)
+        x0, x1, y0, y1 = _extent(pos.values(), pad=8.0)
+        ax.set_xlim(x0, x1)
+        ax.set_ylim(y0, y1)
     ax.set_aspect("equal")
     fig.colorbar(
         plt.cm.ScalarMappable(norm=norm, cmap=cmap),
@@ -282,10 +268,7 @@ def plot_focal_plane(
     ax.set_ylabel("focal plane y [mm]")
     counts = ""
     if inst is not None:
-        purposes: dict[str, int] = {}
-        for d in ccds:
-            purpose = camera.detector(summary.instrument, d).purpose
-            purposes[purpose] = purposes.get(purpose, 0) + 1
+        purposes = Counter(camera.detector(summary.instrument, d).purpose for d in ccds)
         counts = ", ".join(f"{n} {p.lower()}" for p, n in sorted(purposes.items()))
     ax.set_title(
         f"{summary.instrument} exposure {summary.exposure}: {summary.status}, "
@@ -302,14 +285,29 @@ def _raft_outlines(ax: plt.Axes, instrument: str, pos: dict[int, tuple[float, fl
         det = camera.detector(instrument, d)
         rafts.setdefault(det.raft, []).append(box)
     for raft, boxes in rafts.items():
-        x0 = min(x - w / 2 for x, _, w, _ in boxes) - 1.5
-        x1 = max(x + w / 2 for x, _, w, _ in boxes) + 1.5
-        y0 = min(y - h / 2 for _, y, _, h in boxes) - 1.5
-        y1 = max(y + h / 2 for _, y, _, h in boxes) + 1.5
+        x0, x1, y0, y1 = _extent(boxes, pad=1.5)
         ax.add_patch(
             plt.Rectangle((x0, y0), x1 - x0, y1 - y0, fill=False, edgecolor="steelblue", linewidth=0.9)
         )
         ax.text((x0 + x1) / 2, y1 + 0.8, raft, ha="center", va="bottom", fontsize=6, color="steelblue")
+
+
+def _rect(box: tuple[float, float, float, float], **style: Any) -> Any:
+    """The rectangle of a detector's (centre x, centre y, width, height)."""
+    x, y, w, h = box
+    return plt.Rectangle((x - w / 2, y - h / 2), w, h, **style)
+
+
+def _extent(
+    boxes: Iterable[tuple[float, float, float, float]], pad: float
+) -> tuple[float, float, float, float]:
+    """(x0, x1, y0, y1) around every box, ``pad`` mm wider on each side."""
+    boxes = list(boxes)
+    x0 = min(x - w / 2 for x, _, w, _ in boxes)
+    x1 = max(x + w / 2 for x, _, w, _ in boxes)
+    y0 = min(y - h / 2 for _, y, _, h in boxes)
+    y1 = max(y + h / 2 for _, y, _, h in boxes)
+    return x0 - pad, x1 + pad, y0 - pad, y1 + pad
 
 
 def _final(summaries: Iterable[ExposureSummary]) -> list[ExposureSummary]:

@@ -21,30 +21,25 @@ import schemas
 from obsingest import avro
 from obsingest.messages import ExposureSummary
 
-#: BigQuery table schema for ExposureSummary (the BigQuery option; documented, not run here).
-#: Avro -> BigQuery: string->STRING, long/int->INTEGER, double->FLOAT, array<int>->INTEGER
-#: REPEATED, timestamp-micros->TIMESTAMP, nullable unions -> NULLABLE.
-BIGQUERY_SCHEMA: dict[str, list[dict[str, str]]] = {
-    "fields": [
-        {"name": "instrument", "type": "STRING", "mode": "REQUIRED"},
-        {"name": "exposure", "type": "INTEGER", "mode": "REQUIRED"},
-        {"name": "day_obs", "type": "INTEGER", "mode": "NULLABLE"},
-        {"name": "expected", "type": "INTEGER", "mode": "NULLABLE"},
-        {"name": "arrived", "type": "INTEGER", "mode": "REQUIRED"},
-        {"name": "completeness", "type": "FLOAT", "mode": "NULLABLE"},
-        {"name": "latency_p50", "type": "FLOAT", "mode": "NULLABLE"},
-        {"name": "latency_p95", "type": "FLOAT", "mode": "NULLABLE"},
-        {"name": "latency_max", "type": "FLOAT", "mode": "NULLABLE"},
-        {"name": "budget_seconds", "type": "FLOAT", "mode": "REQUIRED"},
-        {"name": "over_budget", "type": "INTEGER", "mode": "REPEATED"},
-        {"name": "missing_detectors", "type": "INTEGER", "mode": "REPEATED"},
-        {"name": "status", "type": "STRING", "mode": "REQUIRED"},
-        {"name": "first_readout", "type": "TIMESTAMP", "mode": "NULLABLE"},
-        {"name": "last_arrival", "type": "TIMESTAMP", "mode": "NULLABLE"},
-        {"name": "revision", "type": "INTEGER", "mode": "REQUIRED"},
-        {"name": "trigger", "type": "STRING", "mode": "REQUIRED"},
-        {"name": "emitted_time", "type": "TIMESTAMP", "mode": "REQUIRED"},
-    ]
+#: Avro type -> BigQuery column type (nullable unions are NULLABLE, arrays REPEATED)
+_BIGQUERY_TYPES = {"string": "STRING", "int": "INTEGER", "long": "INTEGER", "double": "FLOAT"}
+
+
+def _bigquery_column(field: dict[str, Any]) -> dict[str, str]:
+    kind, mode = field["type"], "REQUIRED"
+    if isinstance(kind, list):
+        kind, mode = next(t for t in kind if t != "null"), "NULLABLE"
+    if isinstance(kind, dict) and kind["type"] == "array":
+        kind, mode = kind["items"], "REPEATED"
+    if isinstance(kind, dict):
+        kind = "TIMESTAMP" if kind.get("logicalType") == "timestamp-micros" else kind["type"]
+    return {"name": field["name"], "type": _BIGQUERY_TYPES.get(kind, kind), "mode": mode}
+
+
+#: BigQuery table schema for ExposureSummary, from its Avro schema (the BigQuery option;
+#: documented, not run here)
+BIGQUERY_SCHEMA = {
+    "fields": [_bigquery_column(f) for f in schemas.latest(ExposureSummary.SCHEMA).raw["fields"]]
 }
 
 
@@ -54,11 +49,6 @@ def is_avro(path: str) -> bool:
 
 def to_json_line(summary: ExposureSummary) -> str:
     return json.dumps(summary.to_json_dict(), separators=(",", ":"))
-
-
-def to_bigquery_row(summary: ExposureSummary) -> dict[str, Any]:
-    """A row for BIGQUERY_SCHEMA (ISO timestamps are accepted for TIMESTAMP columns)."""
-    return summary.to_json_dict()
 
 
 def _order(summary: ExposureSummary) -> tuple[str, int, int]:
@@ -78,28 +68,16 @@ class WriteSummaryFile(beam.PTransform):
 
     def expand(self, summaries: beam.PCollection) -> Any:
         if is_avro(self.path):
-            items = summaries | "ToRecord" >> beam.Map(_record_item)
+            items = summaries | "ToRecord" >> beam.Map(lambda s: (_order(s), s.to_record()))
         else:
             # JSON lines are made before the gather: strings cross it with Beam's primitive
             # coder, where ExposureSummary objects (datetimes, enum) would fall back to pickle.
-            items = summaries | "ToJson" >> beam.Map(_json_item)
+            items = summaries | "ToJson" >> beam.Map(lambda s: (_order(s), to_json_line(s)))
         return (
             summaries.pipeline
             | "Once" >> beam.Impulse()
             | "WriteFile" >> beam.ParDo(_WriteOneFile(self.path), beam.pvalue.AsList(items))
         )
-
-
-def _json_item(summary: ExposureSummary) -> tuple[tuple[str, int, int], str]:
-    return (_order(summary), to_json_line(summary))
-
-
-def _record_item(summary: ExposureSummary) -> tuple[tuple[str, int, int], dict[str, Any]]:
-    return (_order(summary), summary.to_record())
-
-
-def _first(pair: tuple[Any, Any]) -> Any:
-    return pair[0]
 
 
 class _WriteOneFile(beam.DoFn):
@@ -109,15 +87,12 @@ class _WriteOneFile(beam.DoFn):
         self.path = path
 
     def process(self, _: Any, items: list[tuple[Any, Any]]) -> Iterator[str]:
-        payloads = [payload for _, payload in sorted(items, key=_first)]
+        payloads = [payload for _, payload in sorted(items, key=lambda item: item[0])]
         compression = CompressionTypes.detect_compression_type(self.path)
         temporary = f"{self.path}.tmp-{uuid.uuid4().hex}"
         with FileSystems.create(temporary, compression_type=compression) as out:
             if is_avro(self.path):
-                import fastavro
-
-                parsed = schemas.latest(ExposureSummary.SCHEMA).parsed
-                fastavro.writer(out, parsed, payloads, codec="deflate")
+                _write_avro(out, payloads)
             else:
                 out.write("".join(line + "\n" for line in payloads).encode("utf-8"))
         FileSystems.rename([temporary], [self.path])
@@ -146,20 +121,19 @@ class AppendSummariesToLocalFile(beam.DoFn):
         path = Path(self.path)
         path.parent.mkdir(parents=True, exist_ok=True)
         if is_avro(self.path):
-            import fastavro
-
-            parsed = schemas.latest(ExposureSummary.SCHEMA).parsed
-            records = [s.to_record() for s in self._buffer]
-            if path.exists() and path.stat().st_size > 0:
-                with path.open("a+b") as out:
-                    fastavro.writer(out, parsed, records)
-            else:
-                with path.open("wb") as out:
-                    fastavro.writer(out, parsed, records, codec="deflate")
+            with path.open("a+b" if path.exists() and path.stat().st_size > 0 else "wb") as out:
+                _write_avro(out, [s.to_record() for s in self._buffer])
         else:
             with path.open("a", encoding="utf-8") as out:
                 out.writelines(to_json_line(s) + "\n" for s in self._buffer)
         self._buffer = []
+
+
+def _write_avro(out: Any, records: list[dict[str, Any]]) -> None:
+    """ExposureSummary records into a container file (appended with the file's own codec)."""
+    import fastavro
+
+    fastavro.writer(out, schemas.latest(ExposureSummary.SCHEMA).parsed, records, codec="deflate")
 
 
 def read_summaries(path: str) -> list[ExposureSummary]:

@@ -24,7 +24,7 @@ from apache_beam.io.iobase import RangeTracker
 from fastavro.read import SYNC_SIZE
 
 from beam_jobs.core import Arrival
-from beam_jobs.transforms import ARRIVAL, MANIFEST
+from beam_jobs.transforms import ARRIVAL, key_arrival, key_manifest
 from obsingest.errors import PermanentError
 from obsingest.messages import ArrivalEvent, ExposureManifest
 
@@ -86,25 +86,12 @@ def _strip_logical_types(node: Any) -> None:
             _strip_logical_types(value)
 
 
-def keyed_arrival(arrival: tuple) -> tuple[tuple[str, int], tuple[str, tuple]]:
-    return ((arrival[1], arrival[2]), (ARRIVAL, arrival))
-
-
-def keyed_manifest(manifest: ExposureManifest) -> tuple[tuple[str, int], tuple[str, Any]]:
-    return ((manifest.instrument, int(manifest.exposure)), (MANIFEST, manifest))
-
-
 class ExposureEventFiles(FileBasedSource):
     """Avro container files of ArrivalEvents or ExposureManifests -> keyed elements; splittable
     at Avro block boundaries like Beam's own Avro source."""
 
-    def __init__(self, file_pattern: str, min_bundle_size: int = 0, validate: bool = False) -> None:
-        super().__init__(
-            file_pattern,
-            min_bundle_size=min_bundle_size,
-            compression_type=CompressionTypes.UNCOMPRESSED,
-            validate=validate,
-        )
+    def __init__(self, file_pattern: str) -> None:
+        super().__init__(file_pattern, compression_type=CompressionTypes.UNCOMPRESSED, validate=False)
 
     def read_records(self, file_name: str, range_tracker: RangeTracker) -> Iterator[Any]:
         next_block_start = -1
@@ -147,9 +134,9 @@ class ExposureEventFiles(FileBasedSource):
             raw = raw_arrival_schema(writer_schema)
             if raw is not None:
                 return lambda block: _raw_arrivals(file_name, block, raw)
-            return lambda block: _logical_arrivals(file_name, block)
+            return lambda block: _records(file_name, block, contract, _arrival)
         if contract == ExposureManifest.SCHEMA:
-            return lambda block: _manifests(file_name, block)
+            return lambda block: _records(file_name, block, contract, _manifest)
         raise BadInputFile(
             f"{file_name}: holds {contract or 'an unnamed schema'}, expected "
             f"{ArrivalEvent.SCHEMA} or {ExposureManifest.SCHEMA} records"
@@ -178,8 +165,11 @@ def _raw_arrivals(file_name: str, block: Any, raw_schema: Any) -> Iterator[tuple
         yield ((arrival[1], arrival[2]), (ARRIVAL, arrival))
 
 
-def _block_records(file_name: str, block: Any) -> Iterator[dict[str, Any]]:
-    """The block's records with fastavro's logical types, bad bytes reported like the raw path."""
+def _records(
+    file_name: str, block: Any, contract: str, convert: Callable[[dict[str, Any]], Any]
+) -> Iterator[Any]:
+    """The block's records with fastavro's logical types through ``convert``; bad bytes reported
+    like the raw path, an unusable record naming its contract."""
     records = iter(block)
     for index in range(block.num_records):
         try:
@@ -188,25 +178,18 @@ def _block_records(file_name: str, block: Any) -> Iterator[dict[str, Any]]:
             raise BadInputFile(
                 f"{file_name}: record {index} of the block at byte {block.offset} does not decode: {exc!r}"
             ) from exc
-        yield record
-
-
-def _logical_arrivals(file_name: str, block: Any) -> Iterator[tuple]:
-    for record in _block_records(file_name, block):
         try:
-            arrival = tuple(Arrival.from_record(record))
+            yield convert(record)
         except (KeyError, TypeError, ValueError) as exc:
-            raise BadInputFile(f"{file_name}: ArrivalEvent record unusable: {exc!r}") from exc
-        yield keyed_arrival(arrival)
+            raise BadInputFile(f"{file_name}: {contract} record unusable: {exc!r}") from exc
 
 
-def _manifests(file_name: str, block: Any) -> Iterator[tuple]:
-    for record in _block_records(file_name, block):
-        try:
-            manifest = ExposureManifest.from_record(record)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise BadInputFile(f"{file_name}: ExposureManifest record unusable: {exc!r}") from exc
-        yield keyed_manifest(manifest)
+def _arrival(record: dict[str, Any]) -> Any:
+    return key_arrival(Arrival.from_record(record))
+
+
+def _manifest(record: dict[str, Any]) -> Any:
+    return key_manifest(ExposureManifest.from_record(record))
 
 
 def _advance_past_sync_marker(f: Any, sync_marker: bytes) -> None:
@@ -230,13 +213,12 @@ class ReadExposureEvents(beam.PTransform):
     ``((instrument, exposure), (kind, payload))``. A pattern that matches nothing is an error at
     construction, as with ``beam.io.ReadFromAvro``."""
 
-    def __init__(self, patterns: Sequence[str], validate: bool = True) -> None:
+    def __init__(self, patterns: Sequence[str]) -> None:
         super().__init__()
         self.patterns = list(patterns)
-        if validate:
-            for pattern in self.patterns:
-                if not FileSystems.match([pattern], limits=[1])[0].metadata_list:
-                    raise OSError(f"No files found based on the file pattern {pattern}")
+        for pattern in self.patterns:
+            if not FileSystems.match([pattern], limits=[1])[0].metadata_list:
+                raise OSError(f"No files found based on the file pattern {pattern}")
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         return (

@@ -1,10 +1,6 @@
-"""Streaming mode: live per-exposure summaries from Pub/Sub (or Kafka) arrival events.
-
-Events are stamped with event time (readout time; obs_start for manifests), summarized by
-:class:`ExposureSummaries` and written to ``exposure-summaries`` (optionally a JSONL/Avro file and
-BigQuery); breaches also go to ``budget-alerts``. On the DirectRunner the watermark is the wall
-clock, so deadlines fire in real time. Kafka input needs Java and Beam's expansion service: wired
-but not tested here (beam_jobs/README.md).
+"""Streaming mode: live per-exposure summaries from Pub/Sub (or Kafka) arrival events, to
+``exposure-summaries`` (optionally a file and BigQuery), breaches also to ``budget-alerts``. Kafka
+input needs Java and Beam's expansion service: wired but not tested here (beam_jobs/README.md).
 """
 
 from __future__ import annotations
@@ -19,7 +15,7 @@ from apache_beam.io.gcp.pubsub import PubsubMessage
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 from apache_beam.runners.runner import PipelineResult
 
-from beam_jobs.sinks import BIGQUERY_SCHEMA, AppendSummariesToLocalFile, to_bigquery_row
+from beam_jobs.sinks import BIGQUERY_SCHEMA, AppendSummariesToLocalFile
 from beam_jobs.transforms import ALERTS, BAD, SUMMARIES, DecodeMessages, ExposureSummaries, SummaryConfig
 from obsingest import defaults
 from obsingest.logs import get_logger, log_event
@@ -125,7 +121,7 @@ def build_streaming(p: beam.Pipeline, settings: StreamingSettings) -> Any:
     if settings.bigquery_table:
         _ = (
             result[SUMMARIES]
-            | "ToBigQueryRow" >> beam.Map(to_bigquery_row)
+            | "ToBigQueryRow" >> beam.Map(lambda s: s.to_json_dict())  # ISO times suit TIMESTAMP
             | "WriteBigQuery"
             >> beam.io.WriteToBigQuery(
                 settings.bigquery_table,

@@ -1,9 +1,6 @@
-"""Batch mode: summaries of a night from archived ArrivalEvents and ExposureManifests.
-
-Avro files (globs, any Beam filesystem) are read by ``ReadExposureEvents``, folded by
-:class:`ExposureSummaries` in batch mode and written as JSON lines (Avro when the output ends in
-``.avro``). Runner options pass through; the DirectRunner runs in-memory (multi_threading lost
-events on Beam 2.77).
+"""Batch mode: summaries of a night from archived ArrivalEvent and ExposureManifest Avro files,
+written as JSON lines (Avro when the output ends in ``.avro``). The DirectRunner runs in-memory:
+multi_threading lost events on Beam 2.77.
 """
 
 from __future__ import annotations

@@ -106,8 +106,9 @@ def key_manifest(manifest: ExposureManifest) -> tuple[ExposureKey, tuple[str, An
     return (manifest_key(manifest), (MANIFEST, manifest))
 
 
-def key_arrival(arrival: Arrival) -> tuple[ExposureKey, tuple[str, Any]]:
-    return ((arrival.instrument, arrival.exposure), (ARRIVAL, tuple(arrival)))
+def key_arrival(arrival: tuple) -> tuple[ExposureKey, tuple[str, Any]]:
+    """An ``Arrival`` or its plain tuple, keyed: (instrument, exposure) are its fields 1 and 2."""
+    return ((arrival[1], arrival[2]), (ARRIVAL, tuple(arrival)))
 
 
 class FoldExposure(beam.CombineFn):
@@ -120,7 +121,8 @@ class FoldExposure(beam.CombineFn):
         return [None, {}]
 
     def add_input(self, acc: list[Any], element: tuple[str, Any]) -> list[Any]:
-        # Once per event: the rank comparison is inlined (calling _rank costs per event).
+        # Per detector the lowest (published_us, dataset_id, readout_us) counts; written out
+        # here, not as a function: this runs once per event.
         kind, payload = element
         if kind == MANIFEST:
             if acc[0] is None or payload.published < acc[0].published:
@@ -140,22 +142,14 @@ class FoldExposure(beam.CombineFn):
             if merged is None:
                 merged = [manifest, best]
                 continue
-            if manifest is not None and (merged[0] is None or manifest.published < merged[0].published):
-                merged[0] = manifest
-            into: dict[int, tuple] = merged[1]
-            for detector, payload in best.items():
-                current = into.get(detector)
-                if current is None or _rank(payload) < _rank(current):
-                    into[detector] = payload
+            if manifest is not None:
+                self.add_input(merged, (MANIFEST, manifest))
+            for payload in best.values():
+                self.add_input(merged, (ARRIVAL, payload))
         return merged if merged is not None else self.create_accumulator()
 
     def extract_output(self, acc: list[Any]) -> list[Any]:
         return acc
-
-
-def _rank(arrival: tuple) -> tuple[int, str, int]:
-    """Which of two arrivals of one detector counts: (published_us, dataset_id, readout_us)."""
-    return (arrival[6], arrival[0], arrival[5])
 
 
 class SummarizeGroupFn(beam.DoFn):
@@ -222,16 +216,9 @@ def deadline_micros(manifest: ExposureManifest | None, arrivals: list[Arrival], 
 
 
 class ExposureStateFn(beam.DoFn):
-    """Holds one exposure's manifest and arrivals until it can be summarized.
-
-    * emits revision 0 when the manifest is there and every listed detector has arrived
-      (trigger ``all-arrived``), or when the watermark passes the deadline (``deadline``),
-      whichever comes first — also for arrivals without any manifest (status NO_MANIFEST);
-    * arrivals that come before their manifest are kept in state, never dropped;
-    * after emission, anything that changes the summary (a new detector, an earlier duplicate,
-      a late manifest) emits revision + 1 at once (``late-arrival``); pure duplicates emit nothing;
-    * state is garbage-collected when the watermark passes deadline + allowed lateness.
-    """
+    """Holds one exposure's manifest and arrivals (early arrivals too) until it can be
+    summarized: revision 0 at ``all-arrived`` or ``deadline``, revision + 1 for each later change
+    (``late-arrival``), state dropped at deadline + allowed lateness (beam_jobs/README.md)."""
 
     MANIFEST_STATE = ReadModifyWriteStateSpec("manifest", PickleCoder())
     ARRIVALS_STATE = BagStateSpec("arrivals", ARRIVAL_CODER)

@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from functions.assembler.kafka_clients import dlq_producer_config
 from functions.assembler.reassembly import Incomplete, Poison, PoisonReason
 from functions.assembler.settings import AssemblerSettings
 from obsingest.errors import RetriableError
 from obsingest.logs import get_logger, log_event
-
-if TYPE_CHECKING:
-    from confluent_kafka import Producer
 
 log = get_logger("obsingest.assembler")
 
@@ -25,29 +22,27 @@ class DeadLetterFailed(RetriableError, reason="dlq-failed"):
     """A DLQ record was not acknowledged: offsets past it must not be committed."""
 
 
-def poison_headers(p: Poison) -> dict[str, str]:
-    topic, partition = p.partition
-    headers = {
-        "dlq_reason": p.reason,
-        "dlq_error": p.error,
+def _headers(reason: str, error: str, partition: tuple[str, int], offset: int) -> dict[str, str]:
+    topic, number = partition
+    return {
+        "dlq_reason": reason,
+        "dlq_error": error,
         "original_topic": topic,
-        "original_partition": str(partition),
-        "original_offset": str(p.offset),
+        "original_partition": str(number),
+        "original_offset": str(offset),
     }
+
+
+def poison_headers(p: Poison) -> dict[str, str]:
+    headers = _headers(p.reason, p.error, p.partition, p.offset)
     if p.first_offset is not None:
         headers["first_offset"] = str(p.first_offset)
     return headers
 
 
 def incomplete_headers(inc: Incomplete) -> dict[str, str]:
-    topic, partition = inc.partition
-    return {
-        "dlq_reason": PoisonReason.INCOMPLETE,
-        "dlq_error": f"{inc.data_id}: {inc.received}/{inc.chunk_count} chunks after "
-        f"{inc.cause}; missing {inc.missing}",
-        "original_topic": topic,
-        "original_partition": str(partition),
-        "original_offset": str(inc.first_offset),
+    error = f"{inc.data_id}: {inc.received}/{inc.chunk_count} chunks after {inc.cause}; missing {inc.missing}"
+    return _headers(PoisonReason.INCOMPLETE, error, inc.partition, inc.first_offset) | {
         "first_offset": str(inc.first_offset),
         "last_offset": str(inc.last_offset),
         "missing_chunks": ",".join(map(str, inc.missing)),
@@ -73,11 +68,11 @@ def incomplete_fields(inc: Incomplete) -> dict[str, Any]:
 class DeadLetters:
     """An idempotent producer on the DLQ topic; every send waits for its acknowledgement."""
 
-    def __init__(self, settings: AssemblerSettings, producer: Producer | None = None) -> None:
+    def __init__(self, settings: AssemblerSettings) -> None:
         from confluent_kafka import Producer
 
         self.topic = settings.dlq_topic
-        self._producer = producer or Producer(dlq_producer_config(settings))
+        self._producer = Producer(dlq_producer_config(settings))
 
     def poison(self, p: Poison, fallback_key: bytes | None) -> None:
         """One poison record (or a file-level refusal, as a report)."""

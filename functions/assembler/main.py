@@ -10,18 +10,6 @@ import argparse
 import signal
 import sys
 import threading
-from typing import Any
-
-#: settings fields the command line may override (each also has OBSINGEST_ASSEMBLER_<FIELD>)
-_OVERRIDES = (
-    "bootstrap_servers",
-    "topic",
-    "dlq_topic",
-    "group_id",
-    "store_url",
-    "memory_limit_bytes",
-    "incomplete_timeout_s",
-)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -58,10 +46,9 @@ def run(args: argparse.Namespace) -> int:
     from obsingest.metrics_http import serve_metrics
 
     logs.configure(args.log_level)
-    overrides: dict[str, Any] = {
-        name: getattr(args, name) for name in _OVERRIDES if getattr(args, name) is not None
-    }
-    settings = AssemblerSettings(**overrides)
+    # an option given overrides its OBSINGEST_ASSEMBLER_* variable (options are named as fields)
+    given = {k: v for k, v in vars(args).items() if k in AssemblerSettings.model_fields and v is not None}
+    settings = AssemblerSettings(**given)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -32,6 +32,8 @@ from obsingest.dataid import DataId
 from obsingest.messages import CcdChunk
 
 Partition = tuple[str, int]
+#: completed files remembered per partition, so their late duplicate chunks are ignored
+COMPLETED_MEMORY = 4096
 
 
 @dataclass(frozen=True)
@@ -157,12 +159,10 @@ class Reassembler:
         self,
         memory_limit_bytes: int = 512 * 1024 * 1024,
         incomplete_timeout_s: float = 300.0,
-        completed_memory: int = 4096,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.memory_limit_bytes = memory_limit_bytes
         self.incomplete_timeout_s = incomplete_timeout_s
-        self.completed_memory = completed_memory
         self.clock = clock
         self._partitions: dict[Partition, _PartitionState] = {}
         self._memory = 0
@@ -174,16 +174,10 @@ class Reassembler:
         """Payload bytes currently held for incomplete files."""
         return self._memory
 
-    def open_files(self, partition: Partition | None = None) -> list[str]:
-        """Data ids of files open or held (in one partition, or all)."""
-        parts = [partition] if partition is not None else list(self._partitions)
-        names: list[str] = []
-        for p in parts:
-            state = self._partitions.get(p)
-            if state is not None:
-                # list() copies in one step: safe to call while the service thread feeds
-                names += list(state.files)
-        return sorted(names)
+    def open_files(self) -> list[str]:
+        """Data ids of files open or held. Each list() copies in one step: safe to call while
+        the service thread feeds."""
+        return sorted(key for state in list(self._partitions.values()) for key in list(state.files))
 
     def partitions(self) -> list[Partition]:
         return list(self._partitions)
@@ -196,43 +190,23 @@ class Reassembler:
         firsts = [f.first_offset for copies in state.files.values() for f in copies]
         return min([*firsts, state.next_offset])
 
-    def safe_offsets(self) -> dict[Partition, int]:
-        out = {}
-        for partition in self._partitions:
-            offset = self.safe_offset(partition)
-            if offset is not None:
-                out[partition] = offset
-        return out
+    def safe_offsets(self, partitions: Iterable[Partition] | None = None) -> dict[Partition, int]:
+        """``safe_offset`` of each of ``partitions`` (default: all) that has consumed something."""
+        offsets = {p: self.safe_offset(p) for p in (self._partitions if partitions is None else partitions)}
+        return {p: offset for p, offset in offsets.items() if offset is not None}
 
     # -- feeding ------------------------------------------------------------------------------
-    def _passed(self, partition: Partition, offset: int) -> _PartitionState:
-        """The partition's state, its next offset past ``offset`` (whatever the record was)."""
-        state = self._partitions.setdefault(partition, _PartitionState())
-        state.next_offset = max(offset + 1, state.next_offset or 0)
-        return state
-
     def feed(
         self, value: bytes | None, partition: Partition, offset: int, now: float | None = None
     ) -> list[Verdict]:
         """Take one record of ``partition`` at ``offset``; records must come in offset order."""
+        now = self.clock() if now is None else now
+        state = self._partitions.setdefault(partition, _PartitionState())
+        state.next_offset = max(offset + 1, state.next_offset or 0)  # whatever the record is
         try:
             chunk = decode_chunk(value)
         except ChunkPoison as exc:
-            self._passed(partition, offset)
             return [Poison(partition, offset, exc.reason, str(exc), None, value)]
-        return self.feed_chunk(chunk, partition, offset, now, value)
-
-    def feed_chunk(
-        self,
-        chunk: CcdChunk,
-        partition: Partition,
-        offset: int,
-        now: float | None = None,
-        value: bytes | None = None,
-    ) -> list[Verdict]:
-        """Like ``feed`` for an already decoded chunk (``value`` goes to the DLQ if poison)."""
-        now = self.clock() if now is None else now
-        state = self._passed(partition, offset)
         try:
             data_id = validate_chunk(chunk)
         except ChunkPoison as exc:
@@ -414,7 +388,7 @@ class Reassembler:
     def _remember(self, state: _PartitionState, key: str, file_checksum: str) -> None:
         state.completed[key] = file_checksum
         state.completed.move_to_end(key)
-        while len(state.completed) > self.completed_memory:
+        while len(state.completed) > COMPLETED_MEMORY:
             state.completed.popitem(last=False)
 
     # -- memory and time bounds ---------------------------------------------------------------
@@ -464,11 +438,9 @@ class Reassembler:
         Partial files are dropped, not reported: the next owner re-reads them from the
         committed offset, which is at or below their first chunk.
         """
-        safe = {}
+        partitions = list(partitions)
+        safe = self.safe_offsets(partitions)
         for partition in partitions:
-            offset = self.safe_offset(partition)
-            if offset is not None:
-                safe[partition] = offset
             state = self._partitions.pop(partition, None)
             if state is not None:
                 self._memory -= sum(f.nbytes for c in state.files.values() for f in c)

@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, cast
 
-from functions.assembler.dlq import DeadLetterFailed, DeadLetters, incomplete_fields
-from functions.assembler.kafka_clients import committed_lag, consumer_config, group_lag
+from functions.assembler.dlq import DeadLetters, incomplete_fields
+from functions.assembler.kafka_clients import committed_lag, consumer_config
+from functions.assembler.kafka_clients import group_lag as group_lag  # the tests' lag probe, re-exported
 from functions.assembler.naming import assembled_object_name
 from functions.assembler.reassembly import (
     Completed,
@@ -28,7 +28,7 @@ from functions.assembler.reassembly import (
     Recover,
     Verdict,
 )
-from functions.assembler.recovery import RecoveryFailed, reread
+from functions.assembler.recovery import reread
 from functions.assembler.settings import AssemblerSettings
 from obsingest.errors import PermanentError, RetriableError
 from obsingest.logs import get_logger, log_event, logging_context
@@ -75,20 +75,11 @@ class ConsumerFailed(PermanentError, reason="consumer-fatal"):
     """librdkafka reported a fatal consumer error."""
 
 
-#: called after each store write, from the store threads (several at once): must be thread-safe
-StoredCallback = Callable[[Completed, PutResult], None]
-
-
 class AssemblerService:
     """One assembler instance: ``run()`` until stopped, or drive ``poll_once()`` yourself."""
 
     def __init__(
-        self,
-        settings: AssemblerSettings,
-        store: ObjectStore | None = None,
-        on_stored: StoredCallback | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        metrics: Metrics | None = None,
+        self, settings: AssemblerSettings, store: ObjectStore | None = None, metrics: Metrics | None = None
     ) -> None:
         from confluent_kafka import Consumer
 
@@ -108,10 +99,7 @@ class AssemblerService:
                 url=settings.store_url, prefix=settings.prefix, quarantine_prefix=settings.quarantine_prefix
             )
         )
-        self.on_stored = on_stored
-        self.reassembler = Reassembler(
-            settings.memory_limit_bytes, settings.incomplete_timeout_s, clock=clock
-        )
+        self.reassembler = Reassembler(settings.memory_limit_bytes, settings.incomplete_timeout_s)
         self._consumer: Consumer = Consumer(consumer_config(settings))
         self.dead_letters = DeadLetters(settings)
         self._assigned: set[TP] = set()
@@ -385,8 +373,6 @@ class AssemblerService:
             last_offset=done.last_offset,
             latency_s=round((utcnow() - done.readout_time).total_seconds(), 6),
         )
-        if self.on_stored is not None:
-            self.on_stored(done, result)
 
     def _park_conflict(
         self, done: Completed, name: str, meta: dict[str, str], conflict: ObjectConflict
@@ -442,22 +428,17 @@ class AssemblerService:
         if self._failed:
             self._on_lost(consumer, partitions)
             return
-        revoked = [(tp.topic, tp.partition) for tp in partitions]
         with self._lock:
-            safe = self.reassembler.revoke(revoked)
+            committed = dict(self._committed)
+            revoked, safe = self._forget(partitions)
             offsets = [
-                TopicPartition(t, p, off)
-                for (t, p), off in safe.items()
-                if off > self._committed.get((t, p), -1)
+                TopicPartition(t, p, off) for (t, p), off in safe.items() if off > committed.get((t, p), -1)
             ]
             try:
                 if offsets:
                     consumer.commit(offsets=offsets, asynchronous=False)
             except KafkaException as exc:  # the next owner re-reads a little more: harmless
                 log_event(log, "assembler.revoke_commit_failed", logging.WARNING, error=str(exc))
-            for tp in revoked:
-                self._assigned.discard(tp)
-                self._committed.pop(tp, None)
         log_event(
             log,
             "assembler.revoked",
@@ -465,21 +446,16 @@ class AssemblerService:
             committed={str(p): o for (_, p), o in safe.items()},
         )
 
-    def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _forget(self, partitions: list[TopicPartition]) -> tuple[list[TP], dict[TP, int]]:
+        """Drop ``partitions`` from this instance (holding the lock); their offsets safe to commit."""
         revoked = [(tp.topic, tp.partition) for tp in partitions]
+        safe = self.reassembler.revoke(revoked)
+        for tp in revoked:
+            self._assigned.discard(tp)
+            self._committed.pop(tp, None)
+        return revoked, safe
+
+    def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         with self._lock:
-            self.reassembler.revoke(revoked)
-            for tp in revoked:
-                self._assigned.discard(tp)
-                self._committed.pop(tp, None)
+            revoked, _ = self._forget(partitions)
         log_event(log, "assembler.lost", logging.WARNING, partitions=[p for _, p in revoked])
-
-
-__all__ = [
-    "AssemblerService",
-    "ConsumerFailed",
-    "DeadLetterFailed",
-    "RecoveryFailed",
-    "StoreUnavailable",
-    "group_lag",
-]

@@ -1,11 +1,9 @@
 """The presence API as an ASGI app: routes, the error replies, and request metrics.
 
 FastAPI writes the OpenAPI description from the declarations that validate requests, so what
-Schemathesis fuzzes cannot drift from the code. Bounded, typed parameters refuse malformed input
-(422) before any query; what only the registry can refuse is a ``QueryRefused`` 4xx; errors are
-JSON ``{"error", "message"}``; an unavailable database is 503 with Retry-After; nothing is a 500
-(tests/integration/test_presence_fuzz.py). Lookups are ``async`` (``_asker`` picks loop or thread
-pool); the heavy night listing is a plain ``def`` on the thread pool.
+Schemathesis fuzzes cannot drift from the code; every error is JSON ``{"error", "message"}`` and
+none is a 500 (tests/integration/test_presence_fuzz.py). Lookups are ``async`` (``_asker``); the
+heavy night listing is a plain ``def`` on the thread pool.
 """
 
 # No ``from __future__ import annotations``: FastAPI reads the route parameters' annotations at
@@ -108,7 +106,7 @@ def create_app(
     async def ccd_by_data_id(
         instrument: Instrument, exposure: ExposureId, detector: Annotated[int, Path(ge=0, le=MAX_DETECTOR)]
     ) -> Response:
-        return _ccd(await ask(reader.ccd, instrument.value, exposure, detector))
+        return _dumped(_CCD, await ask(reader.ccd, instrument.value, exposure, detector))
 
     @app.get(
         "/v1/datasets/{dataset_id}",
@@ -120,7 +118,7 @@ def create_app(
         found = await ask(reader.dataset, dataset_id)
         if found is None:
             raise QueryRefused("unknown-dataset", f"no dataset with id {dataset_id}", 404)
-        return _ccd(found)
+        return _dumped(_CCD, found)
 
     @app.get(
         "/v1/exposures/{instrument}/{exposure}",
@@ -136,7 +134,7 @@ def create_app(
                 f"the registry has no manifest and no dataset of {instrument.value} exposure {exposure}",
                 404,
             )
-        return _exposure(found)
+        return _dumped(_EXPOSURE, found)
 
     @app.get(
         "/v1/nights/{instrument}/{day_obs}",
@@ -188,17 +186,13 @@ def _asker(reader: PresenceReader) -> Callable[..., Awaitable[Any]]:
     """How a handler calls the reader. SQLite: directly, on the event loop (a hop to the thread
     pool would cost more than the query). PostgreSQL: on the thread pool, so concurrent
     requests' round trips overlap (the registry's pool bounds how many reach the database)."""
-    if reader.engine.dialect.name == "sqlite":
+    if reader.engine.dialect.name != "sqlite":
+        return run_in_threadpool
 
-        async def direct(fn: Callable[..., Any], *args: Any) -> Any:
-            return fn(*args)
+    async def direct(fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(*args)
 
-        return direct
-
-    async def threaded(fn: Callable[..., Any], *args: Any) -> Any:
-        return await run_in_threadpool(fn, *args)
-
-    return threaded
+    return direct
 
 
 def _json(body: BaseModel) -> Response:
@@ -210,12 +204,8 @@ _CCD = TypeAdapter(CcdPresence)
 _EXPOSURE = TypeAdapter(ExposurePresence)
 
 
-def _ccd(found: CcdPresence) -> Response:
-    return Response(_CCD.dump_json(found), media_type="application/json")
-
-
-def _exposure(found: ExposurePresence) -> Response:
-    return Response(_EXPOSURE.dump_json(found), media_type="application/json")
+def _dumped(adapter: TypeAdapter[Any], found: Any) -> Response:
+    return Response(adapter.dump_json(found), media_type="application/json")
 
 
 def _night_entry(e: ExposurePresence) -> NightExposure:

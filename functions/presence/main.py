@@ -25,17 +25,13 @@ def build_app(
     budget_seconds: float | None = None,
     settings: PresenceSettings | None = None,
 ) -> FastAPI:
-    """The app on the registry at ``registry_url`` (default ``OBSINGEST_REGISTRY_URL``)."""
+    """The app on the registry at ``registry_url`` (default ``OBSINGEST_REGISTRY_URL``); with no
+    arguments, the factory of ``uvicorn --factory functions.presence.main:build_app``."""
     settings = settings or PresenceSettings()
     registry = RegistrySettings(url=registry_url) if registry_url else RegistrySettings()
     budget = budget_seconds if budget_seconds is not None else PipelineSettings().budget_seconds
     reader = PresenceReader.open(registry, budget, settings.cache_exposures)
     return create_app(reader, settings)
-
-
-def app_from_settings() -> FastAPI:
-    """Factory for ``uvicorn --factory functions.presence.main:app_from_settings``."""
-    return build_app()
 
 
 def serve(
@@ -84,7 +80,7 @@ def _uvicorn_options(settings: PresenceSettings) -> dict[str, Any]:
 
 def _serve_workers(settings: PresenceSettings, registry_url: str | None, budget_seconds: float | None) -> int:
     """Several uvicorn worker processes on one port: each builds its app from the environment
-    (``app_from_settings``), so what the command line said is passed on through it."""
+    (``build_app``), so what the command line said is passed on through it."""
     import os
 
     import uvicorn
@@ -100,7 +96,7 @@ def _serve_workers(settings: PresenceSettings, registry_url: str | None, budget_
         flush=True,
     )
     uvicorn.run(
-        "functions.presence.main:app_from_settings",
+        "functions.presence.main:build_app",
         factory=True,
         workers=settings.workers,
         **_uvicorn_options(settings),

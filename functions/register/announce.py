@@ -1,11 +1,8 @@
-"""Announcing through the registry's outbox (``obsingest.registry.outbox``).
-
-``publish_new`` publishes a new dataset's ArrivalEvent at once after the commit (latency path);
-``drain`` publishes whatever is still pending (next invocations, reconcile service);
-``publish_message`` the exposure's ExposureIngested. A contract with ``published_time`` is
-re-stamped when sent (``STAMPED``), so a late announcement reports its real latency.
-A failed publish leaves the row pending with the reason and the notification is still acked (the
-outbox owns it); a drain stops at its first failure rather than spend every row's timeout.
+"""Announcing through the registry's outbox (``obsingest.registry.outbox``): ``publish_new`` right
+after the commit (latency path), ``drain`` whatever is still pending, ``publish_message`` an
+exposure's ExposureIngested. ``STAMPED`` contracts get ``published_time`` when actually sent, so a
+late announcement reports its real latency. A failed publish leaves the row pending with its
+reason; a drain stops at its first failure rather than spend every row's timeout.
 """
 
 from __future__ import annotations
@@ -71,32 +68,23 @@ def stamped_payload(message: OutboxMessage, arrival: ArrivalEvent, sent: Arrival
     return sent.encode()
 
 
-def arrival_attributes(arrival: ArrivalEvent) -> dict[str, str]:
-    """What subscribers filter on without decoding the Avro body."""
-    return {
+def arrival_message(arrival: ArrivalEvent, topic: str) -> OutboxMessage:
+    """The outbox row's content for ``arrival`` (re-stamped when it is actually published); its
+    attributes are what subscribers filter on without decoding the Avro body."""
+    attributes = {
         "instrument": arrival.instrument,
         "exposure": str(arrival.exposure),
         "detector": str(arrival.detector),
         "dataset_id": str(arrival.dataset_id),
         "schema": "ArrivalEvent",
     }
-
-
-def arrival_message(arrival: ArrivalEvent, topic: str) -> OutboxMessage:
-    """The outbox row's content for ``arrival`` (re-stamped when it is actually published)."""
-    return OutboxMessage(
-        topic=topic,
-        payload=arrival.encode(),
-        key=f"{arrival.instrument}/{arrival.exposure}",
-        attributes=arrival_attributes(arrival),
-    )
+    return OutboxMessage(topic, arrival.encode(), f"{arrival.instrument}/{arrival.exposure}", attributes)
 
 
 @dataclass
 class DrainResult:
     published: int = 0
     failed: int = 0
-    error: str = ""
 
 
 @dataclass
@@ -114,8 +102,7 @@ class ArrivalAnnouncer:
     _marks: Callable[[list[int]], None] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        # 205 concurrent publishers marking their rows one UPDATE each queued on the registry's
-        # connection pool and its write lock: ~2 ms of CPU per row; together, a handful per exposure
+        # concurrent publishers' rows marked in one UPDATE: one each queued on the pool and write lock
         self._marks = applying(lambda row_ids: self.registry.outbox.mark_published(row_ids))
 
     def send(self, message: OutboxMessage, arrival: ArrivalEvent) -> ArrivalEvent:
@@ -207,7 +194,6 @@ class ArrivalAnnouncer:
             for index, row in enumerate(rows):
                 if self.publish_row(row) is None:
                     result.failed += 1
-                    result.error = "publish failed"
                     # the bus is down: give the rest of the batch back for the next drain
                     rest = [r.id for r in rows[index + 1 :]]
                     self.registry.outbox.release(rest, self.retry_after)

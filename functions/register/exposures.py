@@ -1,11 +1,7 @@
-"""Closing exposures: the register function's side of ExposureIngested and per-exposure metrics.
-
-``ExposureCloser.close`` runs the registry's exactly-once check for one exposure, publishes the
-event this call wrote (a failed publish stays pending in the outbox) and counts the exposure once,
-by whichever process inserted its closure row; ``sweep`` also closes overdue exposures incomplete.
+"""Closing exposures: ExposureIngested and per-exposure metrics. ``close`` runs the registry's
+exactly-once check and publishes what it wrote; ``sweep`` also closes overdue ones incomplete.
 Concurrent registrations share checks (``close_quietly``): a caller returns once a check started
-after it asked has finished, so a burst costs two or three checks, not one per CCD; a failed check
-covers nobody.
+after it asked has finished, so a burst costs two or three checks, not one per CCD.
 """
 
 from __future__ import annotations

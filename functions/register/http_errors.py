@@ -1,26 +1,17 @@
-"""The one place where an error becomes an HTTP reply, for both entry points.
-
-| error | reply | the sender does |
-| --- | --- | --- |
-| ``RetriableError`` (registry down, publish failed, ...) | 503 + ``Retry-After`` | redelivers |
-| ``RequestRefused`` (not a delivery, too large, nested too deep) | its 4xx | gives up / DLQ |
-| other ``PermanentError`` that could not be quarantined | 400 | gives up / DLQ |
-| the framework cannot read the request as a CloudEvent | 400 | gives up / DLQ |
-| ``werkzeug`` HTTP errors (405, ...) | their own status | |
-| anything else: a bug | 500, logged with its traceback | redelivers |
-
-A permanent problem with a delivery never reaches this table: the service quarantines it with
-its reason and the entry point acknowledges it (2xx). The scheme follows lsst-dm/
-prompt_processing (``RetriableError`` -> ``ServiceUnavailable(retry_after=...)``, a 500 handler
-that logs), with the request-level refusals the endpoints need before any work is done.
+"""The one place where an error becomes an HTTP reply, for both entry points: retriable -> 503
+with Retry-After (redelivered), ``RequestRefused`` -> its 4xx, other permanent -> 400, an
+unreadable CloudEvent -> 400, werkzeug's HTTP errors as they are, anything else (a bug) -> 500
+with its traceback. A permanent problem with a delivery never gets here: the service quarantines
+it and the entry point acks it (functions/register/README.md, "Malformed input").
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
-from functions.register.request_guard import BodyGuard
+from functions.register.request_guard import body_guard
 from obsingest.errors import PermanentError, RequestRefused, RetriableError
 from obsingest.logs import get_logger, log_event
 from obsingest.settings import FunctionSettings
@@ -34,6 +25,7 @@ STARTED = "obsingest_entry_point_started"
 
 def reply_for(exc: BaseException, before_entry: bool = False) -> tuple[str, int]:
     """(body, status) for an error raised while serving a request."""
+    from cloudevents.exceptions import GenericException
     from werkzeug.exceptions import HTTPException
 
     from obsingest.exhaustion import as_exhausted
@@ -44,15 +36,12 @@ def reply_for(exc: BaseException, before_entry: bool = False) -> tuple[str, int]
     if isinstance(exc, RetriableError):
         log_event(log, "request.retry", logging.WARNING, reason=exc.reason, error=_short(exc))
         return f"retriable: {exc.reason}: {_short(exc)}", 503
-    if isinstance(exc, RequestRefused):
+    if isinstance(exc, PermanentError):  # a RequestRefused with its own 4xx
         log_event(log, "request.refused", logging.WARNING, reason=exc.reason, error=_short(exc))
-        return f"{exc.reason}: {_short(exc)}", exc.status
-    if isinstance(exc, PermanentError):
-        log_event(log, "request.refused", logging.WARNING, reason=exc.reason, error=_short(exc))
-        return f"{exc.reason}: {_short(exc)}", 400
+        return f"{exc.reason}: {_short(exc)}", exc.status if isinstance(exc, RequestRefused) else 400
     if isinstance(exc, HTTPException):
         return f"{exc.code} {exc.name}: {exc.description}", int(exc.code or 500)
-    if before_entry or _is_cloudevent_error(exc) or isinstance(exc, RecursionError):
+    if before_entry or isinstance(exc, GenericException | RecursionError):  # an unreadable CloudEvent
         error = f"{type(exc).__name__}: {_short(exc)}"
         log_event(log, "request.refused", logging.WARNING, reason="not-a-delivery", error=error)
         return f"not-a-delivery: cannot read the request: {error}", 400
@@ -66,14 +55,8 @@ def install(app: Any) -> None:
     if getattr(app, "_obsingest_installed", False):
         return
     app._obsingest_installed = True
-    settings: list[FunctionSettings] = []  # read at the first request, not at import
-
-    def current() -> FunctionSettings:
-        if not settings:
-            settings.append(FunctionSettings())
-        return settings[0]
-
-    app.wsgi_app = BodyGuard(app.wsgi_app, lambda: current().max_request_bytes, reply_for)
+    current = functools.cache(FunctionSettings)  # read at the first request, not at import
+    app.wsgi_app = body_guard(app.wsgi_app, lambda: current().max_request_bytes, reply_for)
     # GET /metrics on the function's own port, ahead of the guard and the entry points
     from obsingest.metrics_http import with_metrics_endpoint
 
@@ -102,12 +85,6 @@ def entered() -> None:
 
     if has_app_context():
         g.setdefault(STARTED, True)
-
-
-def _is_cloudevent_error(exc: BaseException) -> bool:
-    from cloudevents.exceptions import GenericException
-
-    return isinstance(exc, GenericException)
 
 
 def _short(exc: BaseException, limit: int = 500) -> str:

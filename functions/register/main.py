@@ -1,25 +1,21 @@
-"""functions-framework entry points of the register function (deployable as Cloud Functions gen2).
-
-``on_object_finalized`` (CloudEvent: storage finalize or Pub/Sub-wrapped GCS notification),
-``on_push`` (Pub/Sub push JSON, ``obsingest relay``) and ``on_manifest`` (push of the
-``exposures`` topic: record the manifest once, then check its exposure).
-Permanent problems are quarantined and acked (2xx), retriable failures answered 503 with
-Retry-After, non-deliveries 4xx; ``http_errors`` is the one place mapping errors to replies.
-Dependencies are built once per process (``wiring``), at app start under functions-framework so
-first deliveries don't pay for it, on first use otherwise.
+"""functions-framework entry points of the register function (Cloud Functions gen2):
+``on_object_finalized`` (storage CloudEvent), ``on_push`` (Pub/Sub push, ``obsingest relay``) and
+``on_manifest`` (push of the ``exposures`` topic). Permanent problems are quarantined and acked,
+retriable ones answered 503 (``http_errors``); the service is built once per process (``wiring``).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 import functions_framework
 from cloudevents.http import CloudEvent
 
 from functions.register import http_errors
-from functions.register.service import Outcome
 from functions.register.wiring import get_service, warm_up
 from obsingest.errors import BadMessage, NotADelivery
 from obsingest.store import notifications
@@ -29,38 +25,39 @@ from obsingest.store import notifications
 def on_object_finalized(event: CloudEvent) -> None:
     """Raise on retriable failure (answered 503: the trigger redelivers); return otherwise."""
     http_errors.entered()
-    handle_cloudevent(event)
-
-
-def handle_cloudevent(event: CloudEvent) -> Outcome:
     attributes = dict(event.get_attributes())
     try:
         parsed = notifications.parse_cloudevent(attributes.get("type", ""), attributes, event.data)
     except BadMessage as exc:
-        source = f"cloudevent:{_source_id(attributes.get('id'), attributes)}"
-        return get_service().quarantine_message(source, exc)
-    return get_service().handle(parsed)
+        get_service().quarantine_message(f"cloudevent:{_source_id(attributes.get('id'), attributes)}", exc)
+        return
+    get_service().handle(parsed)
 
 
-@functions_framework.http
+def _push_endpoint(handle: Callable[[Any], tuple[str, int]]) -> Callable[[Any], tuple[str, int]]:
+    """A Pub/Sub push endpoint around ``handle``: POST only, the push token checked first, and
+    every error answered by the one mapping (``http_errors``), never a raw 500."""
+
+    @functools.wraps(handle)
+    def endpoint(request: Any) -> tuple[str, int]:
+        from functions.register.auth import verify_push_request
+
+        http_errors.entered()
+        try:
+            if getattr(request, "method", "POST") != "POST":
+                return "only POST delivers a push message", 405
+            return verify_push_request(request) or handle(request)
+        except Exception as exc:
+            return http_errors.reply_for(exc)
+
+    functions_framework.http(endpoint)  # registers its signature type under the name
+    return endpoint
+
+
+@_push_endpoint
 def on_push(request: Any) -> tuple[str, int]:
     """Pub/Sub push endpoint: 2xx acks, 503 makes Pub/Sub (or the relay) retry, 4xx refuses a
     request that is not a push delivery."""
-    http_errors.entered()
-    try:
-        return _push(request)
-    except Exception as exc:  # every error is answered by the one mapping, never a raw 500
-        return http_errors.reply_for(exc)
-
-
-def _push(request: Any) -> tuple[str, int]:
-    from functions.register.auth import verify_push_request
-
-    if getattr(request, "method", "POST") != "POST":
-        return "only POST delivers a push message", 405
-    denied = verify_push_request(request)
-    if denied is not None:
-        return denied
     body = request.get_json(silent=True)
     if not isinstance(body, dict) or not isinstance(body.get("message"), dict):
         raise NotADelivery(
@@ -79,26 +76,12 @@ def _push(request: Any) -> tuple[str, int]:
     return f"{outcome.status} {name} {reason}".strip(), 200
 
 
-@functions_framework.http
+@_push_endpoint
 def on_manifest(request: Any) -> tuple[str, int]:
     """Pub/Sub push endpoint of the ``exposures`` topic: 2xx acks (recorded, already recorded,
     or quarantined with its reason), 503 makes Pub/Sub retry, 4xx refuses a non-delivery."""
-    http_errors.entered()
-    try:
-        return _manifest(request)
-    except Exception as exc:  # the one mapping answers every error, never a raw 500
-        return http_errors.reply_for(exc)
-
-
-def _manifest(request: Any) -> tuple[str, int]:
-    from functions.register.auth import verify_push_request
     from functions.register.manifest_push import handle_push
 
-    if getattr(request, "method", "POST") != "POST":
-        return "only POST delivers a push message", 405
-    denied = verify_push_request(request)
-    if denied is not None:
-        return denied
     service = get_service()
     return handle_push(request.get_json(silent=True), service.registry, service.close_exposure)
 

@@ -1,9 +1,7 @@
-"""ExposureManifests into the registry: the work of the ``on_manifest`` entry point.
-
-Same transport rules as object notifications: recorded or already recorded is acked; a permanent
-problem (not a manifest, impossible, or differing from the recorded one) is quarantined and acked;
-a retriable one propagates (503). Once recorded (or found recorded after a crash), the exposure is
-checked (``on_recorded``), so CCDs registered before their manifest complete it now.
+"""ExposureManifests into the registry: the work of the ``on_manifest`` entry point, with the
+transport rules of object notifications (recorded or already recorded: acked; permanent problem:
+quarantined and acked; retriable: 503). Once recorded, the exposure is checked, so CCDs
+registered before their manifest complete it now.
 """
 
 from __future__ import annotations

@@ -1,15 +1,14 @@
-"""Request bodies bounded before anything reads or parses them (WSGI middleware).
+"""Request bodies bounded before anything reads or parses them (WSGI middleware, ``read_bounded``).
 
 Flask's MAX_CONTENT_LENGTH is not enough under functions-framework: its ``after_request`` reads
 the whole body again (a refusal there becomes a 500) and the CloudEvent view parses before the
-function runs. So, in front of the app: Content-Length over the limit is 413 unread; chunked
-bodies are read up to limit + 1 (413 beyond); JSON nested deeper than any notification is 400;
-a body shorter than its Content-Length is 400. The accepted body is passed on in memory with its
-exact length, so later readers read at most the limit.
+function runs. The accepted body is passed on in memory with its exact length, so later readers
+read at most the limit.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -24,31 +23,20 @@ Refuse = Callable[[Exception], "tuple[str, int]"]
 _READ_CHUNK = 64 * 1024
 
 
-class BodyGuard:
-    """Wraps a WSGI app; ``max_bytes`` is called once, on the first request (settings are read
-    at start-up, not when the module is imported)."""
+def body_guard(app: WsgiApp, max_bytes: Callable[[], int], refuse: Refuse) -> WsgiApp:
+    """``app`` behind the guard; ``max_bytes`` is called once, on the first request (settings are
+    read at start-up, not when the module is imported)."""
+    limit = functools.cache(max_bytes)
 
-    def __init__(self, app: WsgiApp, max_bytes: Callable[[], int], refuse: Refuse) -> None:
-        self.app = app
-        self._max_bytes = max_bytes
-        self._limit: int | None = None
-        self._refuse = refuse
-
-    @property
-    def limit(self) -> int:
-        if self._limit is None:
-            self._limit = self._max_bytes()
-        return self._limit
-
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+    def guarded(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         try:
-            body = read_bounded(environ, self.limit)
+            body = read_bounded(environ, limit())
             if json_nesting_exceeds(body):
                 raise NestingTooDeep(
                     f"request body nests JSON deeper than {MAX_JSON_DEPTH} levels; no notification does"
                 )
         except RequestRefused as exc:
-            text, status = self._refuse(exc)
+            text, status = refuse(exc)
             payload = text.encode("utf-8", "backslashreplace")
             headers = [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(payload)))]
             start_response(f"{status} {_PHRASES.get(status, 'Refused')}", headers)
@@ -57,7 +45,9 @@ class BodyGuard:
         environ["CONTENT_LENGTH"] = str(len(body))
         environ["wsgi.input_terminated"] = True
         environ.pop("HTTP_TRANSFER_ENCODING", None)
-        return self.app(environ, start_response)
+        return app(environ, start_response)
+
+    return guarded
 
 
 _PHRASES = {400: "Bad Request", 413: "Content Too Large"}

@@ -84,9 +84,6 @@ class RegisterService:
     arrivals_topic: str = defaults.ARRIVALS_TOPIC
     prefix: str = defaults.RAW_PREFIX
     quarantine_prefix: str = defaults.QUARANTINE_PREFIX
-    canary_prefix: str = defaults.CANARY_PREFIX
-    #: seconds between two outbox drains run by this process's invocations
-    drain_every: float = 5.0
     #: the Prometheus catalogue (``obsingest.metrics``); None records nothing (unit tests)
     metrics: Metrics | None = None
     #: where each complete exposure's ExposureIngested goes
@@ -99,7 +96,7 @@ class RegisterService:
 
     def __post_init__(self) -> None:
         self.announcer = ArrivalAnnouncer(self.registry, self.publisher, on_announced=self._announced)
-        self._drain = PeriodicDrain(self.announcer, every=self.drain_every)
+        self._drain = PeriodicDrain(self.announcer)  # every 5 s at most, per process
         check = IngestedCheck(self.registry, self.ingested_topic, self.budget_seconds, closed_by=COMPONENT)
         self.closer = ExposureCloser(check, self.announcer, self.metrics)
 
@@ -161,7 +158,7 @@ class RegisterService:
                     f"object {obj.name!r} is in bucket {obj.bucket!r}, "
                     f"not {self.store.bucket!r} that this function ingests from"
                 )
-            if obj.name.startswith(self.canary_prefix):
+            if obj.name.startswith(defaults.CANARY_PREFIX):
                 return self._record_canary(obj)
             if obj.name.startswith(self.quarantine_prefix):
                 return self._record_producer_quarantine(obj)
@@ -354,14 +351,10 @@ def _arrival(registration: Registration, record: FileRecord) -> ArrivalEvent:
     )
 
 
-def _parse_iso(value: str) -> datetime | None:
+def _meta_time(obj: StoredObject, key: str) -> datetime | None:
+    """An ISO time in the object's metadata (naive: UTC); None if absent or unreadable."""
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        parsed = datetime.fromisoformat(obj.metadata.get(key, "").replace("Z", "+00:00"))
     except ValueError:
         return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def _meta_time(obj: StoredObject, key: str) -> datetime | None:
-    value = obj.metadata.get(key)
-    return _parse_iso(value) if value else None

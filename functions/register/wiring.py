@@ -26,7 +26,6 @@ def build_service(
     publisher: Publisher,
     store_settings: StoreSettings,
     bus: BusSettings,
-    pipeline: PipelineSettings | None = None,
 ) -> RegisterService:
     """The register service on given adapters: topics, prefixes and the budget come from the
     settings, so every deployment (function, demo, tests) agrees on them; it records into the
@@ -41,7 +40,7 @@ def build_service(
         publisher=publisher,
         arrivals_topic=bus.arrivals_topic,
         ingested_topic=bus.exposures_ingested_topic,
-        budget_seconds=(pipeline or PipelineSettings()).budget_seconds,
+        budget_seconds=PipelineSettings().budget_seconds,
         prefix=store_settings.prefix,
         quarantine_prefix=store_settings.quarantine_prefix,
         metrics=metrics,

@@ -1,10 +1,7 @@
-"""The canary: proof that object notifications still flow, end to end.
-
-Every ``every`` seconds a tiny object is written under ``canary/``; its notification travels a
-CCD's path and the register function records the sighting. One unseen after ``timeout``, with no
-later one seen, means notifications stopped since it was written: logged, counted, health
-non-zero, repaired where wired, and the reconcile window reaches back to it. A lost canary with
-later ones seen is only counted. Seen canaries are deleted; their rows are kept a day.
+"""The canary: proof that object notifications still flow, end to end. A tiny object under
+``canary/`` every ``every`` seconds; one unseen after ``timeout``, with no later one seen, means
+notifications stopped when it was written (health non-zero, repair where wired, the reconcile
+window reaches back to it). Seen canaries are deleted; their rows are kept a day.
 """
 
 from __future__ import annotations

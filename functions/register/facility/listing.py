@@ -2,7 +2,7 @@
 
 ``ObjectStore`` has no listing (the ingest path never lists), so each store is listed its own way:
 GCS ``list_blobs`` (its resources carry everything needed) and a walk of the local store with its
-sidecars. GCS cannot filter by time, so the window is applied here on ``time_created``; both can
+sidecars (GCS cannot filter by time: the reconcile applies its window on ``time_created``). Both
 start at a name (``start_offset``), which the incremental reconcile relies on.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -55,15 +54,9 @@ def _list_local(store: Any, prefix: str, start_offset: str) -> Iterator[StoredOb
                 continue
 
 
-def list_objects(
-    store: ObjectStore,
-    prefix: str,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    start_offset: str = "",
-) -> list[StoredObject]:
-    """Objects under ``prefix`` created in [since, until) and named ``start_offset`` or later;
-    ListingFailed when the store cannot be listed."""
+def list_objects(store: ObjectStore, prefix: str, start_offset: str = "") -> list[StoredObject]:
+    """Objects under ``prefix`` named ``start_offset`` or later; ListingFailed when the store
+    cannot be listed."""
     from obsingest.store.gcs import GcsStore
     from obsingest.store.local import LocalDirStore
 
@@ -74,13 +67,8 @@ def list_objects(
     else:
         raise TypeError(f"cannot list a {type(store).__name__}: reconcile lists GCS or local dirs")
     try:
-        found = list(lister(store, prefix, start_offset))
+        return list(lister(store, prefix, start_offset))
     except ObsIngestError:
         raise
     except Exception as exc:  # google-api-core, requests, OSError: all "try again later"
         raise ListingFailed(f"listing {store.uri(prefix)!r}: {type(exc).__name__}: {exc}") from exc
-    return [
-        obj
-        for obj in found
-        if (since is None or obj.time_created >= since) and (until is None or obj.time_created < until)
-    ]

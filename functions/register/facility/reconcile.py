@@ -1,11 +1,7 @@
-"""Reconcile the bucket with the registry: register what a lost notification missed, report what
-the registry holds but the bucket no longer does.
-
-A pass lists objects of the window (at least ``grace`` seconds old: younger ones are still on
-their way), and hands those the registry does not know to the function's own ``RegisterService``
-(idempotent, so racing a late notification changes nothing). Rows whose object is gone are only
-reported: the pipeline never deletes. ``run`` sweeps the full window; ``run_new`` lists only from
-each prefix's watermark (``watermark.py``), so its cost follows what is new; a sweep re-seeds them.
+"""Reconcile the bucket with the registry: register what a lost notification missed (through the
+function's own, idempotent ``RegisterService``), report rows whose object is gone (the pipeline
+never deletes). ``run`` sweeps the full window; ``run_new`` lists from each prefix's watermark
+(``watermark.py``), so its cost follows what is new.
 """
 
 from __future__ import annotations
@@ -13,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -51,19 +47,8 @@ class ReconcileReport:
         return self.failed == 0 and not self.gone and (not self.dry_run or self.missing == 0)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "since": self.since.isoformat(),
-            "until": self.until.isoformat(),
-            "listed": self.listed,
-            "known": self.known,
-            "missing": self.missing,
-            "outcomes": dict(self.outcomes),
-            "failed": self.failed,
-            "gone": list(self.gone),
-            "dry_run": self.dry_run,
-            "mode": self.mode,
-            "watermarks": dict(self.watermarks),
-        }
+        times = {"since": self.since.isoformat(), "until": self.until.isoformat()}
+        return asdict(self) | times | {"outcomes": dict(self.outcomes)}
 
 
 @dataclass
@@ -101,18 +86,7 @@ class Reconciler:
                 if since <= obj.time_created < until:
                     listed[store.uri(obj.name)] = obj
         report.listed = len(listed)
-        audit = self.service.registry.audit
-        known = audit.registered_uris(listed) | audit.quarantined_uris(listed)
-        report.known = len(known & listed.keys())
-        missing = [obj for uri, obj in sorted(listed.items()) if uri not in known]
-        report.missing = len(missing)
-        settled = {listed[uri].name for uri in known & listed.keys()}
-        for obj in missing:
-            if dry_run:
-                log_event(log, "reconcile.missing", logging.WARNING, object=obj.name)
-                continue
-            if self._register(obj, report):
-                settled.add(obj.name)
+        settled = self._settle(listed, report, dry_run)
         report.gone = self._gone(since, until, listed)
         if not dry_run:
             for prefix, objs in everything.items():
@@ -129,24 +103,34 @@ class Reconciler:
         until = now - timedelta(seconds=self.grace)
         report = ReconcileReport(since=since, until=until, mode="incremental")
         store = self.service.store
-        audit = self.service.registry.audit
         for prefix in self.prefixes:
             tail = self._tail(prefix)
             objs = list_objects(store, prefix, start_offset=tail.start)
             report.listed += len(objs)
             fresh = {store.uri(obj.name): obj for obj in tail.unchecked(objs, since, until)}
-            known = audit.registered_uris(fresh) | audit.quarantined_uris(fresh)
-            report.known += len(known & fresh.keys())
-            settled = {fresh[uri].name for uri in known & fresh.keys()}
-            for uri, obj in sorted(fresh.items()):
-                if uri in known:
-                    continue
-                report.missing += 1
-                if self._register(obj, report):
-                    settled.add(obj.name)
+            settled = self._settle(fresh, report)
             report.watermarks[prefix] = tail.advance(objs, settled, now, since)
         self._log(report)
         return report
+
+    def _settle(
+        self, listed: dict[str, StoredObject], report: ReconcileReport, dry_run: bool = False
+    ) -> set[str]:
+        """Ask the registry about ``listed`` (uri -> object) and register what it lacks (only
+        log it if ``dry_run``); the names now known to it."""
+        audit = self.service.registry.audit
+        known = audit.registered_uris(listed) | audit.quarantined_uris(listed)
+        report.known += len(known & listed.keys())
+        settled = {listed[uri].name for uri in known & listed.keys()}
+        for uri, obj in sorted(listed.items()):
+            if uri in known:
+                continue
+            report.missing += 1
+            if dry_run:
+                log_event(log, "reconcile.missing", logging.WARNING, object=obj.name)
+            elif self._register(obj, report):
+                settled.add(obj.name)
+        return settled
 
     def _log(self, report: ReconcileReport) -> None:
         level = logging.WARNING if (report.missing or report.gone or report.failed) else logging.INFO

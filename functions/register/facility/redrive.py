@@ -1,12 +1,8 @@
 """Redrive: dead-lettered notifications go back to the objects topic once their cause had time
-to clear; bounded, and then parked for a human with their whole history.
-
-Each pass pulls the hold subscription and ``decide``s (pure) per letter: REDRIVE when due
-(``first_delay * 2**n``, at most ``max_delay``, after its latest dead-lettering) with
-``redrive_count`` and ``redrive_history_<n>`` attributes; PARK after ``max_redrives`` (with
-``parked_reason``; ``obsingest redrive --parked``); WAIT otherwise, nacked when the pass ends.
-State lives in the message attributes, so the redrive can be killed at any time; dying between
-publish and ack redrives twice, which the idempotent register function absorbs.
+to clear (``decide``: due after ``first_delay * 2**n``, at most ``max_delay``), at most
+``max_redrives`` times, then parked with their whole history (functions/register/README.md).
+State lives only in the message attributes, so the redrive can be killed at any time; dying
+between publish and ack redrives twice, which the idempotent register function absorbs.
 """
 
 from __future__ import annotations
@@ -16,7 +12,7 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -159,22 +155,13 @@ class RedriveReport:
     waiting: int = 0
     skipped: int = 0  # not selected by the filter
     failed: int = 0  # could not be republished: left for the next pass
-    by_reason: Counter[str] = field(default_factory=Counter)
-    next_due: datetime | None = None
     dry_run: bool = False
+    next_due: datetime | None = None
+    by_reason: Counter[str] = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "scanned": self.scanned,
-            "redriven": self.redriven,
-            "parked": self.parked,
-            "waiting": self.waiting,
-            "skipped": self.skipped,
-            "failed": self.failed,
-            "dry_run": self.dry_run,
-            "next_due": self.next_due.isoformat() if self.next_due else None,
-            "by_reason": dict(self.by_reason.most_common()),
-        }
+        next_due = self.next_due.isoformat() if self.next_due else None
+        return asdict(self) | {"next_due": next_due, "by_reason": dict(self.by_reason.most_common())}
 
 
 @dataclass
@@ -188,7 +175,6 @@ class Redriver:
     parked_topic: str
     policy: RedrivePolicy = field(default_factory=RedrivePolicy)
     max_per_pass: int = 1000
-    pull_timeout: float = 1.0
     clock: Callable[[], datetime] = utcnow
 
     def run_pass(
@@ -201,7 +187,7 @@ class Redriver:
         held: list[str] = []
         try:
             while report.scanned < self.max_per_pass:
-                batch = self.source.pull(min(100, self.max_per_pass), self.pull_timeout)
+                batch = self.source.pull(min(100, self.max_per_pass), 1.0)  # seconds
                 fresh = [d for d in batch if d.message_id not in seen]
                 held += [d.ack_id for d in batch if d.message_id in seen]
                 if not fresh:

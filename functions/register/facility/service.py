@@ -25,7 +25,7 @@ from functions.register.facility.redrive import Redriver, RedriveReport
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import utcnow
 from obsingest.metrics import COMPONENT_COUNTS, Metrics, private_metrics
-from obsingest.registry.ingested import CLOSED_INCOMPLETE, EMITTED, Closing
+from obsingest.registry.ingested import CLOSED_INCOMPLETE, EMITTED
 
 log = get_logger("obsingest.facility")
 
@@ -159,13 +159,22 @@ class FacilityService:
                         since = min(since, report.canary.broken_since - OUTAGE_MARGIN)
         if self.reconciler is not None:
             report.reconcile = self._guard(report, "reconcile", lambda: self._reconcile(now, since))
-            if report.reconcile is not None:
-                self._reconcile_stats(report.reconcile)
+            if (rec := report.reconcile) is not None:
+                self._add(
+                    objects_listed=rec.listed,
+                    missing_found=rec.missing,
+                    quarantined_by_reconcile=rec.outcomes.get("quarantined", 0),
+                    reconcile_failures=rec.failed,
+                )
+                self.metrics.ccd(COMPONENT, "registered", n=rec.outcomes.get("registered", 0))
+                self.metrics.ccd(COMPONENT, "missing_object", n=len(rec.gone))
         if self.closer is not None:
             closer = self.closer
             closings = self._guard(report, "exposures", lambda: closer.sweep(since))
             if closings is not None:
-                self._exposure_stats(report, closings)
+                report.ingested = sum(1 for c in closings if c.outcome == EMITTED)
+                report.incomplete = sum(1 for c in closings if c.outcome == CLOSED_INCOMPLETE and c.counted)
+                self._add(exposures_ingested=report.ingested, exposures_incomplete=report.incomplete)
         report.drained = self._guard(report, "outbox", self._drain) or 0
         if self.redriver is not None:
             report.redrive = self._guard(report, "redrive", self.redriver.run_pass)
@@ -254,37 +263,21 @@ class FacilityService:
         )
         return True
 
-    def _reconcile_stats(self, rec: ReconcileReport) -> None:
-        self._add(
-            objects_listed=rec.listed,
-            missing_found=rec.missing,
-            quarantined_by_reconcile=rec.outcomes.get("quarantined", 0),
-            reconcile_failures=rec.failed,
-        )
-        self.metrics.ccd(COMPONENT, "registered", n=rec.outcomes.get("registered", 0))
-        self.metrics.ccd(COMPONENT, "missing_object", n=len(rec.gone))
-
     def _reconcile(self, now: datetime, since: datetime) -> ReconcileReport:
         """The full sweep when due (its schedule, or a window reaching back further than
         usual), else the incremental pass."""
         assert self.reconciler is not None
         started = time.monotonic()
         widened = since < now - timedelta(seconds=self.window)
-        if widened or started - self._last_full >= self.full_every:
-            report = self.reconciler.run(since)
+        full = widened or started - self._last_full >= self.full_every
+        report = self.reconciler.run(since) if full else self.reconciler.run_new(since)
+        if full:
             self._last_full = started
-            self._add(full_sweeps=1)
-            self.state["last_full_sweep_seconds"] = time.monotonic() - started
-            return report
-        report = self.reconciler.run_new(since)
-        self._add(incremental_passes=1)
-        self.state["last_incremental_seconds"] = time.monotonic() - started
+        self._add(**{"full_sweeps" if full else "incremental_passes": 1})
+        self.state["last_full_sweep_seconds" if full else "last_incremental_seconds"] = (
+            time.monotonic() - started
+        )
         return report
-
-    def _exposure_stats(self, report: PassReport, closings: list[Closing]) -> None:
-        report.ingested = sum(1 for c in closings if c.outcome == EMITTED)
-        report.incomplete = sum(1 for c in closings if c.outcome == CLOSED_INCOMPLETE and c.counted)
-        self._add(exposures_ingested=report.ingested, exposures_incomplete=report.incomplete)
 
     def _drain(self) -> int:
         published = 0

@@ -1,11 +1,8 @@
-"""``OBSINGEST_RECONCILE_*`` and ``OBSINGEST_REDRIVE_*``: typed settings of the facility service,
-read at start-up.
+"""``OBSINGEST_RECONCILE_*`` and ``OBSINGEST_REDRIVE_*``: typed settings of the facility service.
 
-Defaults are chosen for the promise "every CCD lost to a notification outage is registered
-within 2 minutes of the outage ending, with no manual step": a pass every 30 s registers any
-object older than the 15 s grace that the registry lacks, so a CCD whose notification was lost
-is registered 15-45 s after it was stored, whatever broke; a canary every 30 s that has not come
-back after 60 s says notifications are broken (and triggers the repair where one is wired).
+The defaults keep "every CCD lost to a notification outage is registered within 2 minutes of its
+end": a pass every 30 s registers what is older than the 15 s grace and missing; a canary every
+30 s, unseen after 60 s, says notifications are broken.
 """
 
 from __future__ import annotations
@@ -55,13 +52,9 @@ class ReconcileSettings(BaseSettings):
 
 
 class RedriveSettings(BaseSettings):
-    """Bring dead-lettered notifications back: spaced exponentially, bounded, then parked.
-
-    A letter is redriven ``first_delay * 2**n`` seconds (at most ``max_delay``) after its n-th
-    dead-lettering, at most ``max_redrives`` times; the defaults (30 s doubling, 5 times) span
-    about 15 minutes of redrives, each followed by the relay's own ~4 minutes of redeliveries,
-    so an outage of about half an hour still needs no manual step.
-    """
+    """Bring dead-lettered notifications back: ``first_delay * 2**n`` seconds (at most
+    ``max_delay``) after the n-th dead-lettering, ``max_redrives`` times, then parked. With the
+    relay's own redeliveries, the defaults ride out an outage of about half an hour."""
 
     model_config = SettingsConfigDict(env_prefix="OBSINGEST_REDRIVE_", extra="ignore")
 

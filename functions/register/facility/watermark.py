@@ -1,11 +1,7 @@
 """The incremental reconcile's memory of one prefix: a watermark name to list from, and the names
-at or after it already settled, so that a pass costs what is new since the last one.
-
-Names sort by day and exposure (``obsingest/dataid.py``), so a pass lists only names ``>= start``
-and moves ``start`` up to the lowest name still open: younger than ``lag``, or unsettled and
-younger than ``hold``. Memory is bounded by those. A late object below the watermark whose
-notification was also lost, or one unsettled past ``hold``, is left to the full-window sweep.
-Only the order of names and the store's listing are relied on, never a name's layout.
+at or after it already settled. Names sort by day and exposure, so the watermark moves up to the
+lowest name still open (younger than ``lag``, or unsettled and younger than ``hold``); what falls
+below it is left to the full-window sweep. Only the order of names is relied on, never their layout.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import apache_beam as beam
 import pytest
 
 from beam_jobs.core import content, summarize_exposure
-from beam_jobs.sinks import WriteSummaryFile, read_summaries
+from beam_jobs.sinks import BIGQUERY_SCHEMA, WriteSummaryFile, read_summaries
 from obsingest.messages import ExposureSummary
 from tests.unit.beam_jobs.helpers import INSTRUMENT, arrival, exposure_id, manifest
 
@@ -63,3 +63,13 @@ def test_no_summaries_still_writes_an_empty_file(tmp_path: Path) -> None:
     _write([], path)
     assert path.exists() and path.read_text() == ""
     assert read_summaries(str(path)) == []
+
+
+def test_bigquery_schema_has_a_column_per_summary_field_typed_from_avro() -> None:
+    columns = {c["name"]: (c["type"], c["mode"]) for c in BIGQUERY_SCHEMA["fields"]}
+    assert set(columns) == set(_summaries()[0].to_json_dict())
+    assert columns["instrument"] == ("STRING", "REQUIRED") and columns["exposure"] == ("INTEGER", "REQUIRED")
+    assert columns["day_obs"] == ("INTEGER", "NULLABLE") and columns["completeness"] == ("FLOAT", "NULLABLE")
+    assert columns["over_budget"] == ("INTEGER", "REPEATED")
+    assert columns["first_readout"] == ("TIMESTAMP", "NULLABLE")
+    assert columns["emitted_time"] == ("TIMESTAMP", "REQUIRED")

@@ -10,7 +10,7 @@ import pytest
 from functions_framework import create_app
 
 from functions.register import http_errors, main, wiring
-from functions.register.request_guard import BodyGuard, read_bounded
+from functions.register.request_guard import body_guard, read_bounded
 from obsingest.errors import BadMessage, NestingTooDeep, NotADelivery, RequestTooLarge, RetriableError
 
 pytestmark = pytest.mark.unit
@@ -79,7 +79,7 @@ def test_body_guard_hands_on_an_accepted_body_with_its_length():
         start_response("200 OK", [])
         return [b"ok"]
 
-    guard = BodyGuard(app, lambda: LIMIT, http_errors.reply_for)
+    guard = body_guard(app, lambda: LIMIT, http_errors.reply_for)
     environ = {"wsgi.input": io.BytesIO(b'{"a": 1}'), "wsgi.input_terminated": True}
     assert guard(environ, lambda status, headers: None) == [b"ok"]
     assert seen == {"body": b'{"a": 1}', "length": "8"}
