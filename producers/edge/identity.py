@@ -87,10 +87,14 @@ def check_sidecar_identity(
         return
     found = identity_from_header(with_sidecar(cards, sidecar), f"{path}: with its header sidecar")
     if found.data_id != data_id:
-        raise HeaderMismatch(
-            f"{path}: header sidecar says {found.data_id.key} ({found.obs_id} "
-            f"{found.raft}_{found.sensor}), the file's header says {data_id.key}"
-        )
+        raise _sidecar_mismatch(path, found, data_id)
+
+
+def _sidecar_mismatch(path: Path | str, sidecar_says: Identity, file_says: DataId) -> HeaderMismatch:
+    return HeaderMismatch(
+        f"{path}: header sidecar says {sidecar_says.data_id.key} ({sidecar_says.obs_id} "
+        f"{sidecar_says.raft}_{sidecar_says.sensor}), the file's header says {file_says.key}"
+    )
 
 
 def handoff_identity(path: Path, sidecar: Mapping[str, object] | None = None) -> Identity:
@@ -149,22 +153,18 @@ def _instant(value: str, timesys: str | None) -> float:
 
 
 def _identity(path: Path, cards: Cards, sidecar: Mapping[str, object]) -> Identity:
+    # a .fz is sent as it is: the file's own header is what gets stored, the sidecar must agree
     precompressed = path.name.endswith(".fz")
-    if precompressed:  # sent as it is: the file's own header is what gets stored
-        identity = identity_from_header(cards, str(path))
+    identity = identity_from_header(cards if precompressed else with_sidecar(cards, sidecar), str(path))
+    if precompressed:
         check_sidecar_identity(cards, sidecar, identity.data_id, path)
-    else:
-        identity = identity_from_header(with_sidecar(cards, sidecar), str(path))
-        if any(key in sidecar for key in IDENTITY_CARDS):
-            try:
-                own = identity_from_header(cards, str(path)).data_id
-            except (HeaderMismatch, BadObjectName):  # the file alone says no CCD: the sidecar does
-                own = None
-            if own is not None and own != identity.data_id:
-                raise HeaderMismatch(
-                    f"{path}: header sidecar says {identity.data_id.key} ({identity.obs_id} "
-                    f"{identity.raft}_{identity.sensor}), the file's header says {own.key}"
-                )
+    elif any(key in sidecar for key in IDENTITY_CARDS):
+        try:
+            own = identity_from_header(cards, str(path)).data_id
+        except (HeaderMismatch, BadObjectName):  # the file alone says no CCD: the sidecar does
+            own = None
+        if own is not None and own != identity.data_id:
+            raise _sidecar_mismatch(path, identity, own)
     _check_name(path, identity)
     return identity
 
