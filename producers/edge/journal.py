@@ -103,6 +103,18 @@ class Entry:
 
 _COLUMNS = tuple(f.name for f in fields(Entry))
 _UPDATABLE = frozenset(_COLUMNS) - {"key", "seen_at"}
+_INSERT = f"INSERT OR IGNORE INTO items ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+
+
+def _new_rows(entries: Iterable[Entry]) -> list[tuple[Any, ...]]:
+    """The rows of new items, stamped seen (unless they say when) and updated now."""
+    now = time.time()
+    rows = []
+    for entry in entries:
+        entry.seen_at = entry.seen_at or now
+        entry.updated_at = now
+        rows.append(tuple(getattr(entry, c) for c in _COLUMNS))
+    return rows
 
 
 def _spool_error(exc: sqlite3.Error, path: Path) -> Exception:
@@ -174,39 +186,23 @@ class Journal:
 
     def add_batch(self, entries: list[Entry]) -> list[Entry | None]:
         """``add`` for several items in one transaction (one commit for a whole readout)."""
-        now = time.time()
         out: list[Entry | None] = []
         with self._tx() as db:
-            for entry in entries:
-                entry.seen_at = entry.seen_at or now
-                entry.updated_at = now
-                row = db.execute("SELECT * FROM items WHERE key = ?", (entry.key,)).fetchone()
-                if row is not None:
-                    out.append(_entry(row))
-                    continue
-                db.execute(
-                    f"INSERT INTO items ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
-                    tuple(getattr(entry, c) for c in _COLUMNS),
-                )
-                out.append(None)
+            for entry, row in zip(entries, _new_rows(entries), strict=True):
+                if db.execute(_INSERT, row).rowcount:
+                    out.append(None)
+                else:
+                    out.append(
+                        _entry(db.execute("SELECT * FROM items WHERE key = ?", (entry.key,)).fetchone())
+                    )
         return out
 
     def add_many(self, entries: Iterable[Entry]) -> int:
-        """Journal many new items in one transaction (existing keys are left alone); how many
-        were new."""
-        now = time.time()
-        rows = []
-        for e in entries:
-            e.seen_at = e.seen_at or now
-            e.updated_at = now
-            rows.append(tuple(getattr(e, c) for c in _COLUMNS))
+        """``add_batch`` for a whole listing, saying only how many items were new."""
+        rows = _new_rows(entries)
         with self._tx() as db:
             before = db.total_changes
-            db.executemany(
-                f"INSERT OR IGNORE INTO items ({', '.join(_COLUMNS)}) "
-                f"VALUES ({', '.join('?' * len(_COLUMNS))})",
-                rows,
-            )
+            db.executemany(_INSERT, rows)
             return db.total_changes - before
 
     def mark(self, key: str, state: State | None = None, *, durable: bool = False, **values: Any) -> None:
