@@ -47,7 +47,6 @@ class Found:
 
     kind: Kind
     path: Path
-    data_id: DataId | None = None
     sidecar: Path | None = None
     mtime: float = 0.0
     error: PermanentError | None = None
@@ -56,6 +55,10 @@ class Found:
     size: int = -1
     #: the end of the CCD's readout from its header's DATE-END (epoch seconds, UTC), if it has one
     readout: float | None = None
+
+    @property
+    def data_id(self) -> DataId | None:
+        return self.identity.data_id if self.identity is not None else None
 
 
 def classify(path: Path) -> Kind | None:
@@ -87,8 +90,8 @@ def identify(found: Found) -> Found | None:
     except SourceVanished:
         return None
     except PermanentError as exc:
-        return Found("bad", found.path, None, sidecar, found.mtime, exc)
-    return Found("ccd", found.path, identity.data_id, sidecar, found.mtime, None, identity, readout=readout)
+        return Found("bad", found.path, sidecar, found.mtime, exc)
+    return Found("ccd", found.path, sidecar, found.mtime, None, identity, readout=readout)
 
 
 def sidecar_of(path: Path) -> Path | None:
@@ -356,7 +359,7 @@ class HandoffIntake:
                     f"{path}: still in progress {now - mtime:.0f} s after its last write "
                     f"(timeout {self.incomplete_timeout:g} s): the writer never finished it"
                 )
-                self._offer(Found("incomplete", path, None, None, mtime, error, size=st.st_size))
+                self._offer(Found("incomplete", path, None, mtime, error, size=st.st_size))
         if now >= self._next_scan:
             self.scan()
 

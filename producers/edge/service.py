@@ -598,9 +598,7 @@ class EdgeService:
         self._journal_quarantine(key, error, data_id=key)
         entry = self.journal.get(key)
         if entry is not None:
-            move_to_quarantine(self.handoff, Path(entry.source), error)
-            if entry.sidecar:
-                move_to_quarantine(self.handoff, Path(entry.sidecar), error, note=False)
+            move_to_quarantine(self.handoff, Path(entry.source), error, entry.sidecar)
         self._resolve(key, Outcome(key=key, state="quarantined", reason=error.reason, error=str(error)))
 
     def _quarantine_file(self, path: Path, error: ObsIngestError, sidecar: Path | None = None) -> None:
@@ -613,9 +611,7 @@ class EdgeService:
             key=key, source=str(path), state="quarantined", reason=error.reason, error=str(error)[:2000]
         )
         self._journal_quarantine(key, error, row, file=str(path))
-        move_to_quarantine(self.handoff, path, error)
-        if sidecar is not None:
-            move_to_quarantine(self.handoff, sidecar, error, note=False)
+        move_to_quarantine(self.handoff, path, error, sidecar)
 
     def _journal_quarantine(
         self, key: str, error: ObsIngestError, new: Entry | None = None, **where: str
