@@ -19,7 +19,7 @@ from pathlib import Path
 
 from obsingest.dataid import DataId, Identity, identity_from_header, name_claim, parse_obs_id
 from obsingest.errors import BadObjectName, CorruptFile, HeaderMismatch
-from obsingest.fits import BLOCK, CARD, END_CARD, parse_primary
+from obsingest.fits import BLOCK, FitsFormatError, parse_primary
 from producers.edge.errors import SourceUnreadable, SourceVanished
 
 #: the cards the identity is computed from: a sidecar setting any of them is checked
@@ -48,29 +48,19 @@ def read_primary_cards(path: Path) -> Cards:
     CorruptFile (FitsFormatError) if it is not FITS or ends before its END card."""
     try:
         with open(path, "rb") as fh:
-            head = b""
+            head = fh.read(16 * BLOCK)
             while True:
-                block = fh.read(16 * BLOCK)
-                head += block
-                done = not block or len(head) >= MAX_HEADER_BYTES
-                if done or _has_end(head, len(head) - len(block)):
-                    break
+                try:
+                    return parse_primary(head).str_value
+                except FitsFormatError as exc:  # 107: no END card yet, read on (up to a limit)
+                    more = fh.read(16 * BLOCK) if exc.status == 107 and len(head) < MAX_HEADER_BYTES else b""
+                    if not more:
+                        raise CorruptFile(f"{path}: {exc}") from None
+                    head += more
     except FileNotFoundError:
         raise SourceVanished(f"{path}: vanished before its header was read") from None
     except OSError as exc:
         raise SourceUnreadable(f"{path}: cannot read its header: {exc.strerror or exc}") from None
-    try:
-        return parse_primary(head).str_value
-    except CorruptFile as exc:
-        raise CorruptFile(f"{path}: {exc}") from None
-
-
-def _has_end(head: bytes, new_from: int) -> bool:
-    """An END card at a card boundary in the bytes read since ``new_from``."""
-    at = head.find(END_CARD, new_from - new_from % CARD)
-    while at >= 0 and at % CARD:  # found, but not at a card boundary: look further
-        at = head.find(END_CARD, at + 1)
-    return at >= 0
 
 
 def with_sidecar(cards: Cards, sidecar: Mapping[str, object]) -> Cards:
