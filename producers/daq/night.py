@@ -90,20 +90,17 @@ def _spec(
 
 def generation_lead(interval: float, last: float) -> float:
     """Seconds before an exposure's readout moment to start generating its CCDs: the second half
-    of the interval, or more when the last exposure's took longer (twice that, and a second),
-    never more than the interval. Generated at once after the previous readout, the CCDs took
-    the DAQ host's CPU (a few seconds for 205 small CCDs) from the very burst the pipeline was
-    handling; a real DAQ does not share the pipeline's cores."""
+    of the interval, or twice what the last exposure's took and a second, never more than the
+    interval. Generating right after a readout would take the CPU from the very burst the
+    pipeline is handling; a real DAQ does not share the pipeline's cores."""
     return min(interval, max(interval / 2, 2 * last + 1.0))
 
 
 def first_readout_lead(plan: NightPlan, day_obs: int, detectors: list[int]) -> float:
-    """Seconds from now to the first exposure's readout moment: with a cadence, its CCDs are
-    generated before it as every later exposure's are (twice an estimate and a second, never more
-    than the interval), so its files exist at the readout their headers state. The estimate is one
-    CCD generated now (which also fills the simulator's per-night caches) times the detectors.
-    A camera's files follow its readout within its readout time; a readout stamped before its
-    CCDs were made would put the simulator's generation inside every latency measured from it."""
+    """Seconds from now to the first exposure's readout moment, leaving time to generate its CCDs
+    first (as ``generation_lead``, from one CCD generated now, which also fills the per-night
+    caches): a readout stamped before its CCDs exist would put the simulator's generation inside
+    every latency measured from it."""
     if plan.interval <= 0:
         return 0.0
     exposure = exposure_id(day_obs, plan.first_seq)

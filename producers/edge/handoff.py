@@ -1,11 +1,9 @@
-"""The DAQ's hand-off directory: what a file there means, when it is complete, and noticing it.
+"""The DAQ's hand-off directory: what a file there means, when it is complete, and noticing it
+(naming and completeness rules: producers/edge/README.md; identity: ``identity``).
 
-The naming convention and completeness rules (``rename`` / ``settle`` modes) are
-producers/edge/README.md's; which CCD a file is comes from its header
-(``producers.edge.identity``), never its name. Files are noticed by watchdog and by a scan at
-start-up, repeated every ``rescan_interval`` as a safety net; all of it runs on one thread, so no
-locks. A file is offered once per (mtime, size); ``known`` seeds that memory from the journal, so
-a restart over many acknowledged files only stats them.
+Files are noticed by watchdog and by scans (start-up, every ``rescan_interval``), all on one
+thread, so no locks. A file is offered once per (mtime, size); ``known`` seeds that memory from
+the journal, so a restart over many acknowledged files only stats them.
 """
 
 from __future__ import annotations
@@ -370,12 +368,9 @@ def _raise(exc: OSError) -> None:
 
 def _watched(mode: Literal["rename", "settle"] = "settle") -> list[type[Any]]:
     """The watchdog events ``_Handler`` takes, the only ones asked of the kernel (the inotify
-    mask): every open and read-only close of a CCD would otherwise be queued only to be dropped.
-
-    In ``rename`` mode a write says nothing (a file is complete when renamed or closed; one
-    being written is followed by ``tick`` from its creation), so no modify event is asked for:
-    one per write of every CCD, each handled by watchdog's threads and the intake's. ``settle``
-    mode takes them: a write restarts its file's quiet period at once."""
+    mask), so opens and read-only closes are never queued. Writes (one event per write of every
+    CCD) only in ``settle`` mode, where one restarts its file's quiet period; in ``rename`` mode
+    a file is complete when renamed or closed, and ``tick`` follows one being written."""
     from watchdog.events import (
         DirCreatedEvent,
         DirMovedEvent,

@@ -1,12 +1,8 @@
-"""Which CCD a hand-off file is: read from its primary header, never from its name.
-
-At discovery the edge reads just the primary header (a few blocks, not the 75 MB) with the JSON
-sidecar's cards merged over it, as the worker merges them into the stored header, and computes
-the identity with ``obsingest.dataid.identity_from_header``. A ``.fits.fz`` file is sent as it
-is, so its own header must say who it is and a sidecar may only agree.
-
-Quarantined, with the reason: no identity (``no-identity``, naming the card); a sidecar, or a
-name that claims a CCD, naming another CCD than the header (``header-mismatch``, with both).
+"""Which CCD a hand-off file is: read from its primary header (with its sidecar's cards over it,
+as the worker merges them), never from its name (producers/edge/README.md, "Identity from the
+header"). A ``.fits.fz`` is sent as it is, so its own header must say who it is and a sidecar
+may only agree. No identity is ``no-identity``; a sidecar or name naming another CCD than the
+header is ``header-mismatch``, with both.
 """
 
 from __future__ import annotations

@@ -2,21 +2,12 @@
 last, quarantine what cannot succeed, refuse new work loudly when the spool is full.
 
 One engine thread owns the scheduler and decides what runs; crash-isolated worker processes
-(``producers.edge.worker``) do the reading, compressing and sending (``producers.edge.ccd``); the
-hand-off directory intake (``producers.edge.handoff``) and the Python API (``submit``) journal
-new CCDs and queue them. State that must survive a crash is in the journal before each step;
-everything in memory is rebuilt from it at start-up.
-
-In-process API, for a DAQ that calls in directly (and for the demo and ``bench transfer``)::
-
-    with EdgeService(EdgeSettings(destination="gs://bucket", spool=Path("spool"))) as edge:
-        future = edge.submit(CcdFile("/daq/MC_O_20261122_000012_R22_S11.fits", "LSSTCam",
-                                     2026112200012, 94, readout_time))
-        outcome = future.result()   # Outcome: acked (status, object, timings) or quarantined
-
-One cohesive concept, hence its length: the engine's loop and every journal transition it makes,
-so each state change reads in one place; the policies live apart (``scheduler``, ``refusal``,
-``files``, ``health``).
+(``worker``, ``ccd``) read, compress and send; the hand-off intake (``handoff``) and the Python
+API (``submit``, producers/edge/README.md) journal new CCDs and queue them. State that must
+survive a crash is journalled before each step; everything in memory is rebuilt from it at
+start-up. One cohesive concept, hence its length: the engine's loop and every journal transition
+it makes, so each state change reads in one place; the policies live apart (``scheduler``,
+``refusal``, ``files``, ``failures``).
 """
 
 from __future__ import annotations
