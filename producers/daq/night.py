@@ -23,14 +23,8 @@ from obsingest.fileio import write_atomic
 from obsingest.messages import ExposureManifest
 from obsingest.timescales import camera_time
 from producers.daq.header import Cards, template_instrument
-from producers.daq.simulator import (
-    INSTRUMENTS,
-    CcdSpec,
-    exposure_id,
-    generate_raw_ccd,
-    header_cards,
-    physical_filter,
-)
+from producers.daq.manifest import exposure_manifest
+from producers.daq.simulator import INSTRUMENTS, CcdSpec, exposure_id, generate_raw_ccd, header_cards
 from producers.edge.files import manifest_json  # the JSON the edge reads
 
 FILTERS = ("u", "g", "r", "i", "z", "y")
@@ -163,18 +157,10 @@ def play_night(
         obs_id = specs[0].identity.obs_id
         folder = plan.handoff / str(day_obs) / obs_id if plan.nested else plan.handoff
         folder.mkdir(parents=True, exist_ok=True)
-        readout = datetime.now(UTC)
-        flt = physical_filter(plan.instrument, filt)[0]
-        manifest = ExposureManifest(
-            plan.instrument,
-            exposure,
-            day_obs,
-            detectors,
-            specs[0].obs_start,
-            plan.exposure_time,
-            flt,
-            readout,
+        manifest = exposure_manifest(
+            plan.instrument, exposure, day_obs, specs[0].obs_start, plan.exposure_time, filt, detectors
         )
+        readout = manifest.published
         path = folder / f"{plan.instrument}_{exposure}.manifest.json"
         write_atomic(path, manifest_json(manifest).encode())
         if on_manifest is not None:
