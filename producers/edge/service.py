@@ -56,6 +56,8 @@ COUNTS = {"accepted": "seen", "acked": "acknowledged", "refused": "refused"} | {
 #: the counts the ``edge.stopped`` log line carries
 LOGGED_COUNTS = ["accepted", "resumed", "acked", "refused", "quarantined", "worker_crashes", "over_budget"]
 
+#: seconds between refreshes of the spool gauges
+GAUGE_SECONDS = 5.0
 #: exit code after refusing new work longer than max_refusing_seconds (EX_TEMPFAIL)
 EXIT_REFUSING = 75
 #: exit code when the engine itself failed (EX_SOFTWARE)
@@ -81,11 +83,12 @@ class EdgeService:
         self.spool = Path(settings.spool).resolve()
         self.handoff = Path(settings.handoff).resolve() if settings.handoff else None
         from obsingest.metrics import private_metrics
-        from producers.edge.exporter import EdgeExporter
 
-        #: where this edge counts (the process's ``get_metrics()``; else a registry of its own)
+        #: where this edge counts (the process's ``get_metrics()``; else a registry of its own).
+        #: Workers never touch it: one killed by a signal leaves no stale per-process series.
         self.metrics = metrics or private_metrics()
-        self.exporter = EdgeExporter(self.metrics)
+        self.metrics.start(EDGE)
+        self._gauges_at = 0.0
         self.queue_depths = (0, 0)  # (pending, in flight), as of the engine's last turn
         self.scheduler = Scheduler(Backoff(settings.retry_base_delay, settings.retry_max_delay))
         self.journal: Journal | None = None
@@ -494,7 +497,7 @@ class EdgeService:
             if self.exhausted is None:
                 self.exhausted_since = time.monotonic()
             self.exhausted = exhausted
-            self.exporter.exhausted(exhausted.reason)
+            self.metrics.exhausted(EDGE, exhausted.reason)
         self._note_failure(key, error, outcome)
         wait = self.scheduler.retry(key, destination_fault=verdict.destination_fault)
         log_event(
@@ -526,7 +529,11 @@ class EdgeService:
         if self._source_problem and self.intake is None:
             self._source_problem = None
         self.metrics.ccd(EDGE, "acknowledged")
-        self.exporter.outcome(outcome)
+        if outcome.compress_seconds or outcome.read_seconds:
+            self.metrics.ccd(EDGE, "compressed")
+            self.metrics.edge_stage("compress", outcome.read_seconds + outcome.compress_seconds)
+        self.metrics.ccd(EDGE, "sent")
+        self.metrics.edge_stage("send", outcome.send_seconds)
         self.metrics.add(EDGE, f"acked_{outcome.status}")
         self.metrics.add(EDGE, "raw_bytes", outcome.raw_size)
         self.metrics.add(EDGE, "sent_bytes", outcome.size)
@@ -640,7 +647,7 @@ class EdgeService:
         if now - self._last_check < 0.5:
             return
         self._last_check = now
-        self.exporter.refresh(self)
+        self._refresh_gauges(now)
         if not self.refusal.refusing:
             self.refusal.space_ok()  # refuse before new work arrives, not only when it does
         elif self.refusal.can_resume():
@@ -659,6 +666,23 @@ class EdgeService:
             )
             self.exit_code = EXIT_REFUSING
             threading.Thread(target=self.stop, daemon=True).start()
+
+    def _refresh_gauges(self, now: float) -> None:
+        """Spool gauges, every GAUGE_SECONDS (a journal count query each): CCDs by journal
+        state, age of the oldest unacknowledged one, free bytes, refusal."""
+        if now - self._gauges_at < GAUGE_SECONDS or self.journal is None:
+            return
+        self._gauges_at = now
+        try:
+            depths = self.journal.counts()
+            oldest = self.journal.oldest_unacknowledged_readout()
+            free = self.refusal.free_bytes()
+        except Exception as exc:  # a full or broken spool must not stop the engine
+            log.warning("edge.metrics_refresh_failed", extra={"error": str(exc)})
+            return
+        age = max(0.0, time.time() - oldest) if oldest is not None else 0.0
+        refusing = self.refusal.reason.split(":", 1)[0] if self.refusal.reason else None
+        self.metrics.edge_spool(depths, age, free, refusing)
 
     # health ----------------------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
