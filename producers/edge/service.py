@@ -686,10 +686,35 @@ class EdgeService:
 
     # health ----------------------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
-        """ready | degraded (with reasons) | starting | draining | stopped, and the counts."""
-        from producers.edge.health import service_report
-
-        return service_report(self)
+        """``GET /health``: ready | degraded (with reasons) | starting | draining | stopped, and
+        the counts."""
+        reasons = [r for r in (self.refusal.reason, self._source_problem) if r]
+        scheduler, exhausted = self.scheduler, self.exhausted
+        if exhausted is not None:  # a resource ran out (destination-full, ...): an outage
+            reasons.append(f"{exhausted.reason}: {str(exhausted)[:300]}; retrying until it is back")
+        elif scheduler.destination_down:
+            reasons.append(
+                f"destination-unreachable: {scheduler.dest_failures} failed attempt(s) in a row, retrying"
+            )
+        counts: dict[str, int] = {}
+        if self.journal is not None and self.state != "stopped":
+            try:
+                counts = self.journal.counts()
+            except (SpoolFull, SpoolUnavailable):
+                counts = {}
+        return {
+            "status": "degraded" if self.state == "ready" and reasons else self.state,
+            "reasons": reasons,
+            "refusing_new_work": self.refusal.refusing,
+            "journal": counts,
+            "destination": {
+                "url": self.settings.destination,
+                "down": scheduler.destination_down,
+                "failures": scheduler.dest_failures,
+                "exhausted": exhausted.reason if exhausted is not None else None,
+            },
+            "stats": self.counts(),
+        }
 
     def counts(self) -> dict[str, Any]:
         """What this edge counted, read from its metrics (``/health``'s ``stats``), and its
