@@ -1,12 +1,9 @@
 """The edge's durable journal: every item's state, in SQLite (WAL mode) inside the spool directory.
 
 An item is a CCD (edge service) or a file (backfill); its state moves seen -> compressed -> sent
--> acked (or ``quarantined`` with a reason), each written *before* the next step, so after a
-crash every item not acked is redone (producers/edge/README.md, "The journal and recovery").
-Why SQLite: one file, transactions, crash safety and writers in several processes out of the
-standard library. Commits are ``synchronous=NORMAL`` (no fsync; they survive a killed process)
-except those after which something irreversible happens (an ack before the raw file is deleted
-or moved, a quarantine): ``synchronous=FULL``. A full spool raises ``SpoolFull`` (retriable).
+-> acked (or ``quarantined``), each written *before* the next step (producers/edge/README.md,
+"The journal and recovery", also for which commits fsync). SQLite: one file, transactions and
+writers in several processes from the standard library. A full spool raises ``SpoolFull``.
 """
 
 from __future__ import annotations
