@@ -238,10 +238,8 @@ class Journal:
         where = "state NOT IN ('acked', 'quarantined') ORDER BY priority DESC, key"
         return [_entry(r) for r in self._rows(f"SELECT * FROM items WHERE {where}")]
 
-    def items(self, state: State | None = None) -> list[Entry]:
-        if state is None:
-            return [_entry(r) for r in self._rows("SELECT * FROM items ORDER BY key")]
-        return [_entry(r) for r in self._rows("SELECT * FROM items WHERE state = ? ORDER BY key", (state,))]
+    def items(self) -> list[Entry]:
+        return [_entry(r) for r in self._rows("SELECT * FROM items ORDER BY key")]
 
     def handed_off(self) -> dict[str, tuple[float, int]]:
         """Source path -> (mtime, size) of every finished item (acked or quarantined) whose
