@@ -176,22 +176,14 @@ def sensor_serial(instrument: str, detector: int) -> str:
 
 def time_cards(spec: CcdSpec) -> dict[str, Value]:
     """DATE-*/MJD-* in TAI (``TIMESYS``), the group's time, and the three exposure durations."""
-    begin = spec.obs_start
-    end = begin + timedelta(seconds=spec.dark_time)
-    begin_isot, begin_mjd = camera_time(begin)
-    end_isot, end_mjd = camera_time(end)
-    group_isot, _ = camera_time(begin - timedelta(seconds=GROUP_LEAD))
-    cards: dict[str, Value] = {"DATE": end_isot, "MJD": end_mjd}
-    for key, (isot, mjd) in (
-        ("OBS", (begin_isot, begin_mjd)),
-        ("TRG", (end_isot, end_mjd)),
-        ("BEG", (begin_isot, begin_mjd)),
-        ("END", (end_isot, end_mjd)),
-    ):
+    begin = camera_time(spec.obs_start)
+    end = camera_time(spec.obs_start + timedelta(seconds=spec.dark_time))
+    cards: dict[str, Value] = {"DATE": end[0], "MJD": end[1]}
+    for key, (isot, mjd) in (("OBS", begin), ("TRG", end), ("BEG", begin), ("END", end)):
         cards[f"DATE-{key}"], cards[f"MJD-{key}"] = isot, mjd
     return cards | {
         "TIMESYS": CAMERA_SCALE,
-        "GROUPID": group_isot,
+        "GROUPID": camera_time(spec.obs_start - timedelta(seconds=GROUP_LEAD))[0],
         "EXPTIME": float(spec.exposure_time),
         "DARKTIME": round(spec.dark_time, 4),
         "SHUTTIME": spec.shutter_time,

@@ -23,14 +23,8 @@ from obsingest.fileio import write_atomic
 from obsingest.messages import ExposureManifest
 from obsingest.timescales import camera_time
 from producers.daq.header import Cards, template_instrument
-from producers.daq.simulator import (
-    INSTRUMENTS,
-    CcdSpec,
-    exposure_id,
-    generate_raw_ccd,
-    header_cards,
-    physical_filter,
-)
+from producers.daq.manifest import exposure_manifest
+from producers.daq.simulator import INSTRUMENTS, CcdSpec, exposure_id, generate_raw_ccd, header_cards
 from producers.edge.files import manifest_json  # the JSON the edge reads
 
 FILTERS = ("u", "g", "r", "i", "z", "y")
@@ -90,20 +84,17 @@ def _spec(
 
 def generation_lead(interval: float, last: float) -> float:
     """Seconds before an exposure's readout moment to start generating its CCDs: the second half
-    of the interval, or more when the last exposure's took longer (twice that, and a second),
-    never more than the interval. Generated at once after the previous readout, the CCDs took
-    the DAQ host's CPU (a few seconds for 205 small CCDs) from the very burst the pipeline was
-    handling; a real DAQ does not share the pipeline's cores."""
+    of the interval, or twice what the last exposure's took and a second, never more than the
+    interval. Generating right after a readout would take the CPU from the very burst the
+    pipeline is handling; a real DAQ does not share the pipeline's cores."""
     return min(interval, max(interval / 2, 2 * last + 1.0))
 
 
 def first_readout_lead(plan: NightPlan, day_obs: int, detectors: list[int]) -> float:
-    """Seconds from now to the first exposure's readout moment: with a cadence, its CCDs are
-    generated before it as every later exposure's are (twice an estimate and a second, never more
-    than the interval), so its files exist at the readout their headers state. The estimate is one
-    CCD generated now (which also fills the simulator's per-night caches) times the detectors.
-    A camera's files follow its readout within its readout time; a readout stamped before its
-    CCDs were made would put the simulator's generation inside every latency measured from it."""
+    """Seconds from now to the first exposure's readout moment, leaving time to generate its CCDs
+    first (as ``generation_lead``, from one CCD generated now, which also fills the per-night
+    caches): a readout stamped before its CCDs exist would put the simulator's generation inside
+    every latency measured from it."""
     if plan.interval <= 0:
         return 0.0
     exposure = exposure_id(day_obs, plan.first_seq)
@@ -166,18 +157,10 @@ def play_night(
         obs_id = specs[0].identity.obs_id
         folder = plan.handoff / str(day_obs) / obs_id if plan.nested else plan.handoff
         folder.mkdir(parents=True, exist_ok=True)
-        readout = datetime.now(UTC)
-        flt = physical_filter(plan.instrument, filt)[0]
-        manifest = ExposureManifest(
-            plan.instrument,
-            exposure,
-            day_obs,
-            detectors,
-            specs[0].obs_start,
-            plan.exposure_time,
-            flt,
-            readout,
+        manifest = exposure_manifest(
+            plan.instrument, exposure, day_obs, specs[0].obs_start, plan.exposure_time, filt, detectors
         )
+        readout = manifest.published
         path = folder / f"{plan.instrument}_{exposure}.manifest.json"
         write_atomic(path, manifest_json(manifest).encode())
         if on_manifest is not None:

@@ -38,27 +38,9 @@ from obsingest import camera
 from obsingest.dataid import EXPOSURE_SEQ_FACTOR, DataId, Identity, exposure_day_obs, make_exposure_id
 from obsingest.errors import BadObjectName
 from obsingest.fileio import write_atomic
-from obsingest.fits import header_bytes, make_card
+from obsingest.fits import BLANK_CARD, BLOCK, CARD, header_bytes, make_card
 from producers.daq import header
 from producers.daq.header import BIAS_DARK_TIME, DARK_OVERHEAD, SHUTTER_EXCESS, Cards, Value, physical_filter
-
-__all__ = [
-    "AMP_NAMES",
-    "INSTRUMENTS",
-    "LAYOUTS",
-    "AmpLayout",
-    "CcdSpec",
-    "amp_layout",
-    "detector_name",
-    "exposure_id",
-    "generate_raw_ccd",
-    "header_cards",
-    "physical_filter",
-    "write_raw_ccd",
-]
-
-BLOCK = 2880
-CARD = 80
 
 #: LSST amplifier segment names, in the order they are stored in a raw file (16-amplifier
 #: sensors). Wavefront sensors have the first 8 only (C10..C17, obs_lsst ``CCD_ITL_WF``).
@@ -256,8 +238,7 @@ def _primary_header(spec: CcdSpec) -> bytes:
     ]
     # Real raws carry ~4 blocks of primary header; pad with blank records before END to at least
     # that size, so a full CCD file is exactly the reference 75,582,720 bytes.
-    blank = b" " * CARD
-    records += [blank] * (_PRIMARY_HEADER_BLOCKS * BLOCK // CARD - 1 - len(records))
+    records += [BLANK_CARD] * (_PRIMARY_HEADER_BLOCKS * BLOCK // CARD - 1 - len(records))
     return header_bytes(records)
 
 

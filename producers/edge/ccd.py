@@ -30,6 +30,7 @@ from obsingest.logs import get_logger, log_event
 from obsingest.messages import utcnow
 from producers.edge.errors import SourceUnreadable, SourceVanished, SpoolFull, SpoolUnavailable
 from producers.edge.journal import Journal, State
+from producers.edge.sidecar import check_sidecar, merge_sidecar
 from producers.sender import SendStatus
 
 log = get_logger("obsingest.edge")
@@ -333,7 +334,7 @@ class CcdWorker:
         data = self._spooled(job)
         raw_size = 0
         read_s = compress_s = 0.0
-        self._precompressed = False
+        precompressed = False
         attempts = job.attempts + 1
         if data is not None:
             compressed_at = job.compressed_at or time.time()
@@ -341,10 +342,9 @@ class CcdWorker:
             checksum = job.checksum or checksum_str(data)  # the spooled copy matched it
             sending: dict[str, Any] = {"attempts": attempts}
         else:
-            data = self._compress(job, data_id, notes)
-            raw_size = self._raw_size
-            t1 = time.perf_counter()
-            read_s, compress_s = self._read_s, t1 - t0 - self._read_s
+            data, read_s, precompressed = self._compress(job, data_id)
+            raw_size = len(self.buffer or b"")
+            compress_s = time.perf_counter() - t0 - read_s
             compressed_at = time.time()
             spooled = None
             checksum = checksum_str(data)  # once: 15 MB of CRC32C per pass
@@ -376,7 +376,7 @@ class CcdWorker:
                 read_compress_cpu_seconds=cpu1 - cpu0,
                 send_cpu_seconds=time.process_time() - cpu1,
                 worker_pid=os.getpid(),
-                precompressed=self._precompressed,
+                precompressed=precompressed,
                 **fields,
             )
 
@@ -416,38 +416,23 @@ class CcdWorker:
             acked_time=acked,
         )
 
-    _raw_size = 0
-    _read_s = 0.0
-    _precompressed = False
-
-    def _compress(self, job: CcdJob, data_id: DataId, notes: list[str]) -> bytes:
+    def _compress(self, job: CcdJob, data_id: DataId) -> tuple[bytes, float, bool]:
+        """(compressed bytes, seconds reading them, whether they came compressed). A DAQ that
+        compresses itself is verified and sent as it is: a sidecar's identity is still checked,
+        its cards not merged (that would void the file's CHECKSUM and mean decompressing it)."""
         from producers.compress import compress_fits
 
         t0 = time.perf_counter()
-        self.buffer = read_exact(job.source, self.buffer)
-        raw: bytearray = self.buffer
-        self._raw_size = len(raw)
+        self.buffer = raw = read_exact(job.source, self.buffer)
         if job.source.endswith(PRECOMPRESSED_SUFFIX):
-            return self._take_precompressed(job, data_id, raw, t0)
+            if job.sidecar:
+                check_sidecar(Path(job.sidecar), data_id, raw)
+            verify_precompressed(raw, job.source)
+            return bytes(raw), time.perf_counter() - t0, True
         if job.sidecar:
-            from producers.edge.sidecar import merge_sidecar
-
             raw = merge_sidecar(raw, Path(job.sidecar), data_id)
-        self._read_s = time.perf_counter() - t0
+        read_s = time.perf_counter() - t0
         try:
-            return compress_fits(raw, threads=self.threads)
+            return compress_fits(raw, threads=self.threads), read_s, False
         except CorruptFile as exc:
             raise CorruptFile(f"{job.source}: {exc}") from None
-
-    def _take_precompressed(self, job: CcdJob, data_id: DataId, raw: bytearray, t0: float) -> bytes:
-        """A DAQ that compresses itself: verify, then send the bytes as they are. A sidecar's
-        identity is still checked; its cards are not merged (that would void the file's
-        CHECKSUM and mean decompressing it)."""
-        if job.sidecar:
-            from producers.edge.sidecar import check_sidecar
-
-            check_sidecar(Path(job.sidecar), data_id, raw)
-        verify_precompressed(raw, job.source)
-        self._precompressed = True
-        self._read_s = time.perf_counter() - t0
-        return bytes(raw)

@@ -65,29 +65,28 @@ def readout_from_manifest(text: str) -> float:
     return (start + timedelta(seconds=float(doc["exposure_time"]))).timestamp()
 
 
-def move_to_quarantine(handoff: Path | None, path: Path, error: ObsIngestError, note: bool = True) -> None:
-    """``HANDOFF/quarantine/<same relative path>`` plus ``<name>.reason.json``."""
-    if handoff is None or not inside(path, handoff) or not path.exists():
-        return
-    target = handoff / QUARANTINE_DIR / path.resolve().relative_to(handoff)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(path, target)
-        if note:
-            target.with_name(target.name + ".reason.json").write_text(
-                json.dumps(
-                    {
-                        "reason": error.reason,
-                        "error": str(error),
-                        "file": str(path),
-                        "time": datetime.now(UTC).isoformat(),
-                    },
-                    indent=1,
-                )
-                + "\n"
-            )
-    except OSError as exc:
-        log_event(log, "edge.quarantine_move_failed", logging.WARNING, path=str(path), error=str(exc))
+def move_to_quarantine(
+    handoff: Path | None,
+    path: Path,
+    error: ObsIngestError,
+    sidecar: Path | str | None = None,
+    note: bool = True,
+) -> None:
+    """``HANDOFF/quarantine/<same relative path>`` plus ``<name>.reason.json``; then its
+    sidecar, if any, without a note."""
+    if handoff is not None and inside(path, handoff) and path.exists():
+        target = handoff / QUARANTINE_DIR / path.resolve().relative_to(handoff)
+        reason = {"reason": error.reason, "error": str(error), "file": str(path)}
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, target)
+            if note:
+                reason["time"] = datetime.now(UTC).isoformat()
+                target.with_name(target.name + ".reason.json").write_text(json.dumps(reason, indent=1) + "\n")
+        except OSError as exc:
+            log_event(log, "edge.quarantine_move_failed", logging.WARNING, path=str(path), error=str(exc))
+    if sidecar:
+        move_to_quarantine(handoff, Path(sidecar), error, note=False)
 
 
 def release_raw(handoff: Path, mode: str, done_dir: Path | None, paths: list[str]) -> None:

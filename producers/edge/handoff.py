@@ -1,11 +1,9 @@
-"""The DAQ's hand-off directory: what a file there means, when it is complete, and noticing it.
+"""The DAQ's hand-off directory: what a file there means, when it is complete, and noticing it
+(naming and completeness rules: producers/edge/README.md; identity: ``identity``).
 
-The naming convention and completeness rules (``rename`` / ``settle`` modes) are
-producers/edge/README.md's; which CCD a file is comes from its header
-(``producers.edge.identity``), never its name. Files are noticed by watchdog and by a scan at
-start-up, repeated every ``rescan_interval`` as a safety net; all of it runs on one thread, so no
-locks. A file is offered once per (mtime, size); ``known`` seeds that memory from the journal, so
-a restart over many acknowledged files only stats them.
+Files are noticed by watchdog and by scans (start-up, every ``rescan_interval``), all on one
+thread, so no locks. A file is offered once per (mtime, size); ``known`` seeds that memory from
+the journal, so a restart over many acknowledged files only stats them.
 """
 
 from __future__ import annotations
@@ -47,7 +45,6 @@ class Found:
 
     kind: Kind
     path: Path
-    data_id: DataId | None = None
     sidecar: Path | None = None
     mtime: float = 0.0
     error: PermanentError | None = None
@@ -56,6 +53,10 @@ class Found:
     size: int = -1
     #: the end of the CCD's readout from its header's DATE-END (epoch seconds, UTC), if it has one
     readout: float | None = None
+
+    @property
+    def data_id(self) -> DataId | None:
+        return self.identity.data_id if self.identity is not None else None
 
 
 def classify(path: Path) -> Kind | None:
@@ -87,8 +88,8 @@ def identify(found: Found) -> Found | None:
     except SourceVanished:
         return None
     except PermanentError as exc:
-        return Found("bad", found.path, None, sidecar, found.mtime, exc)
-    return Found("ccd", found.path, identity.data_id, sidecar, found.mtime, None, identity, readout=readout)
+        return Found("bad", found.path, sidecar, found.mtime, exc)
+    return Found("ccd", found.path, sidecar, found.mtime, None, identity, readout=readout)
 
 
 def sidecar_of(path: Path) -> Path | None:
@@ -356,7 +357,7 @@ class HandoffIntake:
                     f"{path}: still in progress {now - mtime:.0f} s after its last write "
                     f"(timeout {self.incomplete_timeout:g} s): the writer never finished it"
                 )
-                self._offer(Found("incomplete", path, None, None, mtime, error, size=st.st_size))
+                self._offer(Found("incomplete", path, None, mtime, error, size=st.st_size))
         if now >= self._next_scan:
             self.scan()
 
@@ -367,12 +368,9 @@ def _raise(exc: OSError) -> None:
 
 def _watched(mode: Literal["rename", "settle"] = "settle") -> list[type[Any]]:
     """The watchdog events ``_Handler`` takes, the only ones asked of the kernel (the inotify
-    mask): every open and read-only close of a CCD would otherwise be queued only to be dropped.
-
-    In ``rename`` mode a write says nothing (a file is complete when renamed or closed; one
-    being written is followed by ``tick`` from its creation), so no modify event is asked for:
-    one per write of every CCD, each handled by watchdog's threads and the intake's. ``settle``
-    mode takes them: a write restarts its file's quiet period at once."""
+    mask), so opens and read-only closes are never queued. Writes (one event per write of every
+    CCD) only in ``settle`` mode, where one restarts its file's quiet period; in ``rename`` mode
+    a file is complete when renamed or closed, and ``tick`` follows one being written."""
     from watchdog.events import (
         DirCreatedEvent,
         DirMovedEvent,

@@ -1,12 +1,8 @@
-"""Which CCD a hand-off file is: read from its primary header, never from its name.
-
-At discovery the edge reads just the primary header (a few blocks, not the 75 MB) with the JSON
-sidecar's cards merged over it, as the worker merges them into the stored header, and computes
-the identity with ``obsingest.dataid.identity_from_header``. A ``.fits.fz`` file is sent as it
-is, so its own header must say who it is and a sidecar may only agree.
-
-Quarantined, with the reason: no identity (``no-identity``, naming the card); a sidecar, or a
-name that claims a CCD, naming another CCD than the header (``header-mismatch``, with both).
+"""Which CCD a hand-off file is: read from its primary header (with its sidecar's cards over it,
+as the worker merges them), never from its name (producers/edge/README.md, "Identity from the
+header"). A ``.fits.fz`` is sent as it is, so its own header must say who it is and a sidecar
+may only agree. No identity is ``no-identity``; a sidecar or name naming another CCD than the
+header is ``header-mismatch``, with both.
 """
 
 from __future__ import annotations
@@ -19,7 +15,7 @@ from pathlib import Path
 
 from obsingest.dataid import DataId, Identity, identity_from_header, name_claim, parse_obs_id
 from obsingest.errors import BadObjectName, CorruptFile, HeaderMismatch
-from obsingest.fits import BLOCK, CARD, END_CARD, parse_primary
+from obsingest.fits import BLOCK, FitsFormatError, parse_primary
 from producers.edge.errors import SourceUnreadable, SourceVanished
 
 #: the cards the identity is computed from: a sidecar setting any of them is checked
@@ -48,29 +44,19 @@ def read_primary_cards(path: Path) -> Cards:
     CorruptFile (FitsFormatError) if it is not FITS or ends before its END card."""
     try:
         with open(path, "rb") as fh:
-            head = b""
+            head = fh.read(16 * BLOCK)
             while True:
-                block = fh.read(16 * BLOCK)
-                head += block
-                done = not block or len(head) >= MAX_HEADER_BYTES
-                if done or _has_end(head, len(head) - len(block)):
-                    break
+                try:
+                    return parse_primary(head).str_value
+                except FitsFormatError as exc:  # 107: no END card yet, read on (up to a limit)
+                    more = fh.read(16 * BLOCK) if exc.status == 107 and len(head) < MAX_HEADER_BYTES else b""
+                    if not more:
+                        raise CorruptFile(f"{path}: {exc}") from None
+                    head += more
     except FileNotFoundError:
         raise SourceVanished(f"{path}: vanished before its header was read") from None
     except OSError as exc:
         raise SourceUnreadable(f"{path}: cannot read its header: {exc.strerror or exc}") from None
-    try:
-        return parse_primary(head).str_value
-    except CorruptFile as exc:
-        raise CorruptFile(f"{path}: {exc}") from None
-
-
-def _has_end(head: bytes, new_from: int) -> bool:
-    """An END card at a card boundary in the bytes read since ``new_from``."""
-    at = head.find(END_CARD, new_from - new_from % CARD)
-    while at >= 0 and at % CARD:  # found, but not at a card boundary: look further
-        at = head.find(END_CARD, at + 1)
-    return at >= 0
 
 
 def with_sidecar(cards: Cards, sidecar: Mapping[str, object]) -> Cards:
@@ -87,10 +73,14 @@ def check_sidecar_identity(
         return
     found = identity_from_header(with_sidecar(cards, sidecar), f"{path}: with its header sidecar")
     if found.data_id != data_id:
-        raise HeaderMismatch(
-            f"{path}: header sidecar says {found.data_id.key} ({found.obs_id} "
-            f"{found.raft}_{found.sensor}), the file's header says {data_id.key}"
-        )
+        raise _sidecar_mismatch(path, found, data_id)
+
+
+def _sidecar_mismatch(path: Path | str, sidecar_says: Identity, file_says: DataId) -> HeaderMismatch:
+    return HeaderMismatch(
+        f"{path}: header sidecar says {sidecar_says.data_id.key} ({sidecar_says.obs_id} "
+        f"{sidecar_says.raft}_{sidecar_says.sensor}), the file's header says {file_says.key}"
+    )
 
 
 def handoff_identity(path: Path, sidecar: Mapping[str, object] | None = None) -> Identity:
@@ -149,22 +139,18 @@ def _instant(value: str, timesys: str | None) -> float:
 
 
 def _identity(path: Path, cards: Cards, sidecar: Mapping[str, object]) -> Identity:
+    # a .fz is sent as it is: the file's own header is what gets stored, the sidecar must agree
     precompressed = path.name.endswith(".fz")
-    if precompressed:  # sent as it is: the file's own header is what gets stored
-        identity = identity_from_header(cards, str(path))
+    identity = identity_from_header(cards if precompressed else with_sidecar(cards, sidecar), str(path))
+    if precompressed:
         check_sidecar_identity(cards, sidecar, identity.data_id, path)
-    else:
-        identity = identity_from_header(with_sidecar(cards, sidecar), str(path))
-        if any(key in sidecar for key in IDENTITY_CARDS):
-            try:
-                own = identity_from_header(cards, str(path)).data_id
-            except (HeaderMismatch, BadObjectName):  # the file alone says no CCD: the sidecar does
-                own = None
-            if own is not None and own != identity.data_id:
-                raise HeaderMismatch(
-                    f"{path}: header sidecar says {identity.data_id.key} ({identity.obs_id} "
-                    f"{identity.raft}_{identity.sensor}), the file's header says {own.key}"
-                )
+    elif any(key in sidecar for key in IDENTITY_CARDS):
+        try:
+            own = identity_from_header(cards, str(path)).data_id
+        except (HeaderMismatch, BadObjectName):  # the file alone says no CCD: the sidecar does
+            own = None
+        if own is not None and own != identity.data_id:
+            raise _sidecar_mismatch(path, identity, own)
     _check_name(path, identity)
     return identity
 

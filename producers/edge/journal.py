@@ -1,12 +1,9 @@
 """The edge's durable journal: every item's state, in SQLite (WAL mode) inside the spool directory.
 
 An item is a CCD (edge service) or a file (backfill); its state moves seen -> compressed -> sent
--> acked (or ``quarantined`` with a reason), each written *before* the next step, so after a
-crash every item not acked is redone (producers/edge/README.md, "The journal and recovery").
-Why SQLite: one file, transactions, crash safety and writers in several processes out of the
-standard library. Commits are ``synchronous=NORMAL`` (no fsync; they survive a killed process)
-except those after which something irreversible happens (an ack before the raw file is deleted
-or moved, a quarantine): ``synchronous=FULL``. A full spool raises ``SpoolFull`` (retriable).
+-> acked (or ``quarantined``), each written *before* the next step (producers/edge/README.md,
+"The journal and recovery", also for which commits fsync). SQLite: one file, transactions and
+writers in several processes from the standard library. A full spool raises ``SpoolFull``.
 """
 
 from __future__ import annotations
@@ -103,6 +100,18 @@ class Entry:
 
 _COLUMNS = tuple(f.name for f in fields(Entry))
 _UPDATABLE = frozenset(_COLUMNS) - {"key", "seen_at"}
+_INSERT = f"INSERT OR IGNORE INTO items ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+
+
+def _new_rows(entries: Iterable[Entry]) -> list[tuple[Any, ...]]:
+    """The rows of new items, stamped seen (unless they say when) and updated now."""
+    now = time.time()
+    rows = []
+    for entry in entries:
+        entry.seen_at = entry.seen_at or now
+        entry.updated_at = now
+        rows.append(tuple(getattr(entry, c) for c in _COLUMNS))
+    return rows
 
 
 def _spool_error(exc: sqlite3.Error, path: Path) -> Exception:
@@ -174,39 +183,23 @@ class Journal:
 
     def add_batch(self, entries: list[Entry]) -> list[Entry | None]:
         """``add`` for several items in one transaction (one commit for a whole readout)."""
-        now = time.time()
         out: list[Entry | None] = []
         with self._tx() as db:
-            for entry in entries:
-                entry.seen_at = entry.seen_at or now
-                entry.updated_at = now
-                row = db.execute("SELECT * FROM items WHERE key = ?", (entry.key,)).fetchone()
-                if row is not None:
-                    out.append(_entry(row))
-                    continue
-                db.execute(
-                    f"INSERT INTO items ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
-                    tuple(getattr(entry, c) for c in _COLUMNS),
-                )
-                out.append(None)
+            for entry, row in zip(entries, _new_rows(entries), strict=True):
+                if db.execute(_INSERT, row).rowcount:
+                    out.append(None)
+                else:
+                    out.append(
+                        _entry(db.execute("SELECT * FROM items WHERE key = ?", (entry.key,)).fetchone())
+                    )
         return out
 
     def add_many(self, entries: Iterable[Entry]) -> int:
-        """Journal many new items in one transaction (existing keys are left alone); how many
-        were new."""
-        now = time.time()
-        rows = []
-        for e in entries:
-            e.seen_at = e.seen_at or now
-            e.updated_at = now
-            rows.append(tuple(getattr(e, c) for c in _COLUMNS))
+        """``add_batch`` for a whole listing, saying only how many items were new."""
+        rows = _new_rows(entries)
         with self._tx() as db:
             before = db.total_changes
-            db.executemany(
-                f"INSERT OR IGNORE INTO items ({', '.join(_COLUMNS)}) "
-                f"VALUES ({', '.join('?' * len(_COLUMNS))})",
-                rows,
-            )
+            db.executemany(_INSERT, rows)
             return db.total_changes - before
 
     def mark(self, key: str, state: State | None = None, *, durable: bool = False, **values: Any) -> None:
@@ -245,10 +238,8 @@ class Journal:
         where = "state NOT IN ('acked', 'quarantined') ORDER BY priority DESC, key"
         return [_entry(r) for r in self._rows(f"SELECT * FROM items WHERE {where}")]
 
-    def items(self, state: State | None = None) -> list[Entry]:
-        if state is None:
-            return [_entry(r) for r in self._rows("SELECT * FROM items ORDER BY key")]
-        return [_entry(r) for r in self._rows("SELECT * FROM items WHERE state = ? ORDER BY key", (state,))]
+    def items(self) -> list[Entry]:
+        return [_entry(r) for r in self._rows("SELECT * FROM items ORDER BY key")]
 
     def handed_off(self) -> dict[str, tuple[float, int]]:
         """Source path -> (mtime, size) of every finished item (acked or quarantined) whose

@@ -28,86 +28,66 @@ EXIT_USAGE = 2
 EXIT_SPOOL = 73
 
 _SECONDS = {"type": float, "metavar": "S"}
-#: the edge's options in --help order: flag -> (EdgeSettings field, add_argument keywords)
-_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
+_DIR = {"type": Path, "metavar": "DIR"}
+#: the edge's options in --help order: flag -> (EdgeSettings field, help, add_argument keywords)
+_OPTIONS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "--to": (
         "destination",
-        {"metavar": "URL", "help": "destination: gs://BUCKET, file://DIR or kafka://HOST:PORT/TOPIC"},
+        "destination: gs://BUCKET, file://DIR or kafka://HOST:PORT/TOPIC",
+        {"metavar": "URL"},
     ),
-    "--spool": (
-        "spool",
-        {
-            "type": Path,
-            "metavar": "DIR",
-            "help": "spool directory: journal + compressed CCDs waiting to be sent",
-        },
-    ),
-    "--handoff": (
-        "handoff",
-        {"type": Path, "metavar": "DIR", "help": "the DAQ's hand-off directory to watch (see the README)"},
-    ),
-    "--workers": ("workers", {"type": int, "help": "worker processes (default 2)"}),
-    "--threads": ("threads", {"type": int, "help": "compression threads per worker (default 1)"}),
-    "--prefix": ("prefix", {"help": "object name prefix (default raw/)"}),
+    "--spool": ("spool", "spool directory: journal + compressed CCDs waiting to be sent", _DIR),
+    "--handoff": ("handoff", "the DAQ's hand-off directory to watch (see the README)", _DIR),
+    "--workers": ("workers", "worker processes (default 2)", {"type": int}),
+    "--threads": ("threads", "compression threads per worker (default 1)", {"type": int}),
+    "--prefix": ("prefix", "object name prefix (default raw/)", {}),
     "--complete": (
         "complete",
-        {
-            "choices": ("rename", "settle"),
-            "help": "completeness rule: final name after rename (default) or size-stable",
-        },
+        "completeness rule: final name after rename (default) or size-stable",
+        {"choices": ("rename", "settle")},
     ),
-    "--settle": (
-        "settle_seconds",
-        {**_SECONDS, "help": "seconds a file must stay unchanged in settle mode (default 2)"},
-    ),
+    "--settle": ("settle_seconds", "seconds a file must stay unchanged in settle mode (default 2)", _SECONDS),
     "--incomplete-timeout": (
         "incomplete_timeout",
-        {**_SECONDS, "help": "quarantine *.tmp/*.part files older than this (default 600)"},
+        "quarantine *.tmp/*.part files older than this (default 600)",
+        _SECONDS,
     ),
     "--rescan-interval": (
         "rescan_interval",
-        {**_SECONDS, "help": "full rescan of the hand-off directory every S seconds (default 30)"},
+        "full rescan of the hand-off directory every S seconds (default 30)",
+        _SECONDS,
     ),
     "--on-ack": (
         "on_ack",
-        {
-            "choices": ("keep", "delete", "move"),
-            "help": "what to do with a raw file once acknowledged (default keep)",
-        },
+        "what to do with a raw file once acknowledged (default keep)",
+        {"choices": ("keep", "delete", "move")},
     ),
-    "--done-dir": ("done_dir", {"type": Path, "help": "target of --on-ack move (HANDOFF/done)"}),
-    "--retry-max-delay": (
-        "retry_max_delay",
-        {**_SECONDS, "help": "cap of the destination backoff (default 10)"},
-    ),
+    "--done-dir": ("done_dir", "target of --on-ack move (HANDOFF/done)", {"type": Path}),
+    "--retry-max-delay": ("retry_max_delay", "cap of the destination backoff (default 10)", _SECONDS),
     "--min-free-mb": (
         "min_free_bytes",
-        {
-            "type": float,
-            "metavar": "MB",
-            "help": "refuse new work below this much free spool space (default 512)",
-        },
+        "refuse new work below this much free spool space (default 512)",
+        {"type": float, "metavar": "MB"},
     ),
     "--max-refusing": (
         "max_refusing_seconds",
-        {**_SECONDS, "help": "exit 75 after refusing new work this long (default: never)"},
+        "exit 75 after refusing new work this long (default: never)",
+        _SECONDS,
     ),
-    "--budget": (
-        "budget_seconds",
-        {**_SECONDS, "help": "readout -> acknowledged budget; later CCDs are reported (5)"},
-    ),
-    "--health-host": ("health_host", {"help": "health endpoint address (default 127.0.0.1)"}),
+    "--budget": ("budget_seconds", "readout -> acknowledged budget; later CCDs are reported (5)", _SECONDS),
+    "--health-host": ("health_host", "health endpoint address (default 127.0.0.1)", {}),
     "--health-port": (
         "health_port",
-        {"type": int, "help": "health endpoint port (default 8089; 0: any free, -1: off)"},
+        "health endpoint port (default 8089; 0: any free, -1: off)",
+        {"type": int},
     ),
 }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The edge's options (every one also settable as OBSINGEST_EDGE_<FIELD>)."""
-    for flag, (_field, kwargs) in _OPTIONS.items():
-        parser.add_argument(flag, **kwargs)
+    for flag, (_field, help_text, kwargs) in _OPTIONS.items():
+        parser.add_argument(flag, help=help_text, **kwargs)
     parser.add_argument("--log-level", default="INFO", help="log level (default INFO)")
 
 
@@ -116,7 +96,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
     from producers.edge.settings import EdgeSettings
 
     overrides: dict[str, Any] = {}
-    for flag, (name, _kwargs) in _OPTIONS.items():
+    for flag, (name, _help, _kwargs) in _OPTIONS.items():
         value = getattr(args, flag[2:].replace("-", "_"), None)
         if value is None:
             continue

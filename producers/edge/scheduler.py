@@ -54,9 +54,6 @@ class Scheduler:
     def destination_down(self) -> bool:
         return self.dest_failures > 0
 
-    def __contains__(self, key: str) -> bool:
-        return key in self._priority
-
     # input -----------------------------------------------------------------------------------
     def add(self, key: str, priority: int) -> bool:
         """Queue an item (due now). False if it is already known."""

@@ -2,21 +2,12 @@
 last, quarantine what cannot succeed, refuse new work loudly when the spool is full.
 
 One engine thread owns the scheduler and decides what runs; crash-isolated worker processes
-(``producers.edge.worker``) do the reading, compressing and sending (``producers.edge.ccd``); the
-hand-off directory intake (``producers.edge.handoff``) and the Python API (``submit``) journal
-new CCDs and queue them. State that must survive a crash is in the journal before each step;
-everything in memory is rebuilt from it at start-up.
-
-In-process API, for a DAQ that calls in directly (and for the demo and ``bench transfer``)::
-
-    with EdgeService(EdgeSettings(destination="gs://bucket", spool=Path("spool"))) as edge:
-        future = edge.submit(CcdFile("/daq/MC_O_20261122_000012_R22_S11.fits", "LSSTCam",
-                                     2026112200012, 94, readout_time))
-        outcome = future.result()   # Outcome: acked (status, object, timings) or quarantined
-
-One cohesive concept, hence its length: the engine's loop and every journal transition it makes,
-so each state change reads in one place; the policies live apart (``scheduler``, ``refusal``,
-``files``, ``health``).
+(``worker``, ``ccd``) read, compress and send; the hand-off intake (``handoff``) and the Python
+API (``submit``, producers/edge/README.md) journal new CCDs and queue them. State that must
+survive a crash is journalled before each step; everything in memory is rebuilt from it at
+start-up. One cohesive concept, hence its length: the engine's loop and every journal transition
+it makes, so each state change reads in one place; the policies live apart (``scheduler``,
+``refusal``, ``files``, ``failures``).
 """
 
 from __future__ import annotations
@@ -65,6 +56,8 @@ COUNTS = {"accepted": "seen", "acked": "acknowledged", "refused": "refused"} | {
 #: the counts the ``edge.stopped`` log line carries
 LOGGED_COUNTS = ["accepted", "resumed", "acked", "refused", "quarantined", "worker_crashes", "over_budget"]
 
+#: seconds between refreshes of the spool gauges
+GAUGE_SECONDS = 5.0
 #: exit code after refusing new work longer than max_refusing_seconds (EX_TEMPFAIL)
 EXIT_REFUSING = 75
 #: exit code when the engine itself failed (EX_SOFTWARE)
@@ -90,11 +83,12 @@ class EdgeService:
         self.spool = Path(settings.spool).resolve()
         self.handoff = Path(settings.handoff).resolve() if settings.handoff else None
         from obsingest.metrics import private_metrics
-        from producers.edge.exporter import EdgeExporter
 
-        #: where this edge counts (the process's ``get_metrics()``; else a registry of its own)
+        #: where this edge counts (the process's ``get_metrics()``; else a registry of its own).
+        #: Workers never touch it: one killed by a signal leaves no stale per-process series.
         self.metrics = metrics or private_metrics()
-        self.exporter = EdgeExporter(self.metrics)
+        self.metrics.start(EDGE)
+        self._gauges_at = 0.0
         self.queue_depths = (0, 0)  # (pending, in flight), as of the engine's last turn
         self.scheduler = Scheduler(Backoff(settings.retry_base_delay, settings.retry_max_delay))
         self.journal: Journal | None = None
@@ -503,7 +497,7 @@ class EdgeService:
             if self.exhausted is None:
                 self.exhausted_since = time.monotonic()
             self.exhausted = exhausted
-            self.exporter.exhausted(exhausted.reason)
+            self.metrics.exhausted(EDGE, exhausted.reason)
         self._note_failure(key, error, outcome)
         wait = self.scheduler.retry(key, destination_fault=verdict.destination_fault)
         log_event(
@@ -535,7 +529,11 @@ class EdgeService:
         if self._source_problem and self.intake is None:
             self._source_problem = None
         self.metrics.ccd(EDGE, "acknowledged")
-        self.exporter.outcome(outcome)
+        if outcome.compress_seconds or outcome.read_seconds:
+            self.metrics.ccd(EDGE, "compressed")
+            self.metrics.edge_stage("compress", outcome.read_seconds + outcome.compress_seconds)
+        self.metrics.ccd(EDGE, "sent")
+        self.metrics.edge_stage("send", outcome.send_seconds)
         self.metrics.add(EDGE, f"acked_{outcome.status}")
         self.metrics.add(EDGE, "raw_bytes", outcome.raw_size)
         self.metrics.add(EDGE, "sent_bytes", outcome.size)
@@ -598,9 +596,7 @@ class EdgeService:
         self._journal_quarantine(key, error, data_id=key)
         entry = self.journal.get(key)
         if entry is not None:
-            move_to_quarantine(self.handoff, Path(entry.source), error)
-            if entry.sidecar:
-                move_to_quarantine(self.handoff, Path(entry.sidecar), error, note=False)
+            move_to_quarantine(self.handoff, Path(entry.source), error, entry.sidecar)
         self._resolve(key, Outcome(key=key, state="quarantined", reason=error.reason, error=str(error)))
 
     def _quarantine_file(self, path: Path, error: ObsIngestError, sidecar: Path | None = None) -> None:
@@ -613,9 +609,7 @@ class EdgeService:
             key=key, source=str(path), state="quarantined", reason=error.reason, error=str(error)[:2000]
         )
         self._journal_quarantine(key, error, row, file=str(path))
-        move_to_quarantine(self.handoff, path, error)
-        if sidecar is not None:
-            move_to_quarantine(self.handoff, sidecar, error, note=False)
+        move_to_quarantine(self.handoff, path, error, sidecar)
 
     def _journal_quarantine(
         self, key: str, error: ObsIngestError, new: Entry | None = None, **where: str
@@ -653,7 +647,7 @@ class EdgeService:
         if now - self._last_check < 0.5:
             return
         self._last_check = now
-        self.exporter.refresh(self)
+        self._refresh_gauges(now)
         if not self.refusal.refusing:
             self.refusal.space_ok()  # refuse before new work arrives, not only when it does
         elif self.refusal.can_resume():
@@ -673,12 +667,54 @@ class EdgeService:
             self.exit_code = EXIT_REFUSING
             threading.Thread(target=self.stop, daemon=True).start()
 
+    def _refresh_gauges(self, now: float) -> None:
+        """Spool gauges, every GAUGE_SECONDS (a journal count query each): CCDs by journal
+        state, age of the oldest unacknowledged one, free bytes, refusal."""
+        if now - self._gauges_at < GAUGE_SECONDS or self.journal is None:
+            return
+        self._gauges_at = now
+        try:
+            depths = self.journal.counts()
+            oldest = self.journal.oldest_unacknowledged_readout()
+            free = self.refusal.free_bytes()
+        except Exception as exc:  # a full or broken spool must not stop the engine
+            log.warning("edge.metrics_refresh_failed", extra={"error": str(exc)})
+            return
+        age = max(0.0, time.time() - oldest) if oldest is not None else 0.0
+        refusing = self.refusal.reason.split(":", 1)[0] if self.refusal.reason else None
+        self.metrics.edge_spool(depths, age, free, refusing)
+
     # health ----------------------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
-        """ready | degraded (with reasons) | starting | draining | stopped, and the counts."""
-        from producers.edge.health import service_report
-
-        return service_report(self)
+        """``GET /health``: ready | degraded (with reasons) | starting | draining | stopped, and
+        the counts."""
+        reasons = [r for r in (self.refusal.reason, self._source_problem) if r]
+        scheduler, exhausted = self.scheduler, self.exhausted
+        if exhausted is not None:  # a resource ran out (destination-full, ...): an outage
+            reasons.append(f"{exhausted.reason}: {str(exhausted)[:300]}; retrying until it is back")
+        elif scheduler.destination_down:
+            reasons.append(
+                f"destination-unreachable: {scheduler.dest_failures} failed attempt(s) in a row, retrying"
+            )
+        counts: dict[str, int] = {}
+        if self.journal is not None and self.state != "stopped":
+            try:
+                counts = self.journal.counts()
+            except (SpoolFull, SpoolUnavailable):
+                counts = {}
+        return {
+            "status": "degraded" if self.state == "ready" and reasons else self.state,
+            "reasons": reasons,
+            "refusing_new_work": self.refusal.refusing,
+            "journal": counts,
+            "destination": {
+                "url": self.settings.destination,
+                "down": scheduler.destination_down,
+                "failures": scheduler.dest_failures,
+                "exhausted": exhausted.reason if exhausted is not None else None,
+            },
+            "stats": self.counts(),
+        }
 
     def counts(self) -> dict[str, Any]:
         """What this edge counted, read from its metrics (``/health``'s ``stats``), and its

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from obsingest.dataid import DataId
 from obsingest.errors import CorruptFile
-from obsingest.fits import BLANK_CARD, BLOCK, CARD, END_CARD, card_key, header_bytes, make_card, parse_primary
+from obsingest.fits import BLANK_CARD, CARD, Hdu, card_key, header_bytes, make_card, parse_primary
 from obsingest.logs import get_logger, log_event
 from producers.edge.errors import BadManifest, SourceVanished
 from producers.edge.identity import Cards, check_sidecar_identity
@@ -60,34 +60,32 @@ def load_sidecar(path: Path) -> dict[str, Scalar]:
 def check_sidecar(path: Path, data_id: DataId, raw: bytes | bytearray) -> None:
     """The sidecar is readable and, over the file's header ``raw``, names no other CCD (for a
     hand-off it is not merged into: an already compressed one)."""
-    check_sidecar_identity(_cards_of(raw), load_sidecar(path), data_id, path)
+    check_sidecar_identity(_cards_of(_primary(raw)), load_sidecar(path), data_id, path)
 
 
-def _cards_of(raw: bytes | bytearray) -> Cards:
+def _primary(raw: bytes | bytearray) -> Hdu | None:
+    """The primary header, parsed once for the identity check and the merge; None if not FITS
+    (the compressor or the check says so, with the name)."""
     try:
-        return parse_primary(raw).str_value
+        return parse_primary(raw)
     except CorruptFile:
-        return lambda _key: None  # not FITS: the compressor or the check says so, with the name
+        return None
+
+
+def _cards_of(primary: Hdu | None) -> Cards:
+    return primary.str_value if primary is not None else lambda _key: None
 
 
 def merge_sidecar(raw: bytearray, path: Path, data_id: DataId) -> bytearray:
     """``raw`` with the sidecar's cards set in its primary header (existing cards replaced, new
     ones taking blank cards or new header blocks)."""
     cards = load_sidecar(path)
-    check_sidecar_identity(_cards_of(raw), cards, data_id, path)
-    if not cards:
+    primary = _primary(raw)
+    check_sidecar_identity(_cards_of(primary), cards, data_id, path)
+    if not cards or primary is None:
         return raw
-    header: list[bytes] = []
-    end_at = None
-    for offset in range(0, len(raw) - CARD + 1, CARD):
-        card = bytes(raw[offset : offset + CARD])
-        if card == END_CARD:
-            end_at = offset
-            break
-        header.append(card)
-    if end_at is None:
-        return raw  # not FITS: the compressor will say so with the file's name
-    old_size = end_at - end_at % BLOCK + BLOCK
+    header = list(primary.cards)
+    old_size = primary.data_offset
     while header and header[-1] == BLANK_CARD:
         header.pop()
     position = {card_key(c): i for i, c in enumerate(header)}

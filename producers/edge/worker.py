@@ -213,10 +213,6 @@ class WorkerPool:
         with self._lock:
             return sum(w.ready and w.job is None for w in self._workers)
 
-    def busy(self) -> int:
-        with self._lock:
-            return sum(w.job is not None for w in self._workers)
-
     def pids(self) -> list[int]:
         with self._lock:
             return [w.pid for w in self._workers]
