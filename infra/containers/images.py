@@ -19,8 +19,6 @@ matches is not rebuilt.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
@@ -28,11 +26,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from infra.containers.names import BASE_IMAGE, OFFICIAL, STAND_IN_LABEL, image
 from infra.local.stack import Stack, load_settings
+from infra.local.stack.base import artefact_lock
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -74,18 +73,6 @@ def label_of(tag: str) -> str | None:
     return result.stdout.strip().replace("<no value>", "")
 
 
-@contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """An exclusive flock: two sessions never build the same thing at once."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 class Builder:
     """Pulls or builds the images into the engine ``docker`` talks to."""
 
@@ -106,7 +93,7 @@ class Builder:
         if label_of(BASE_IMAGE) is not None:
             return
         tarball = self.cache / "debian-bookworm-minbase.tar.gz"
-        with locked(self.cache / ".base.lock"):
+        with artefact_lock(self.cache, "base"):
             if not tarball.exists():
                 self._debootstrap(tarball)
             started = time.monotonic()

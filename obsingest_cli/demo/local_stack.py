@@ -151,28 +151,20 @@ class LocalStackEnvironment:
         """``exposures`` -> the register function's ``on_manifest``; what it gives up on goes to
         the objects dead-letter topic, with the reason, like every other push of the demo."""
         from infra.local.provision import subscribe
-        from infra.local.relay.dead_letter import PubSubDeadLetter
-        from infra.local.relay.loop import Relay
         from infra.local.relay.push import InProcessTarget
         from infra.local.relay.settings import RelaySettings
-        from obsingest.bus.pull import PubSubPullSource
+        from infra.local.relay.wiring import build_relay
 
-        bus = self.bus_settings
-        subscribe(self.project, bus.exposures_topic, MANIFESTS_SUBSCRIPTION)
-        source = PubSubPullSource(self.project, MANIFESTS_SUBSCRIPTION)
-        return Relay(
-            source=source,
-            target=InProcessTarget(handler),
-            dead_letters=PubSubDeadLetter(self.project, bus.objects_dlq_topic),
-            settings=RelaySettings(
-                subscription=MANIFESTS_SUBSCRIPTION,
-                min_backoff=0.0,
-                max_backoff=2.0,
-                max_attempts=5,
-                concurrency=2,
-            ),
-            subscription_path=source.path,
+        subscribe(self.project, self.bus_settings.exposures_topic, MANIFESTS_SUBSCRIPTION)
+        settings = RelaySettings(
+            subscription=MANIFESTS_SUBSCRIPTION,
+            dead_letter_topic=self.bus_settings.objects_dlq_topic,
+            min_backoff=0.0,
+            max_backoff=2.0,
+            max_attempts=5,
+            concurrency=2,
         )
+        return build_relay(settings, self.bus_settings, target=InProcessTarget(handler))
 
     def publish_manifest(self, manifest: ExposureManifest) -> None:
         self.publisher.publish(
