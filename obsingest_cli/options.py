@@ -5,6 +5,7 @@ imports this, and ``obsingest --help`` must load nothing heavy.
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -34,6 +35,13 @@ def budget_option(
     default = None if from_settings else defaults.BUDGET_SECONDS
     help = help or "seconds, readout -> announced (default %(default)s)"
     parser.add_argument("--budget", type=float, default=default, help=help)
+
+
+def calls(target: str) -> Callable[[argparse.Namespace], int]:
+    """A command's ``func``: ``"module:function"``, imported only when the command runs (so
+    ``--help`` loads nothing heavy), called with the parsed arguments."""
+    module, _, name = target.partition(":")
+    return lambda args: int(getattr(importlib.import_module(module), name)(args))
 
 
 def call_with_options(target: Callable[..., T], args: argparse.Namespace, **given: Any) -> T:

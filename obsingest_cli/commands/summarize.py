@@ -11,7 +11,7 @@ import argparse
 import os
 
 from obsingest import defaults
-from obsingest_cli.options import budget_option
+from obsingest_cli.options import budget_option, calls
 
 DESCRIPTION = (
     "Compute one ExposureSummary per exposure (expected, arrived, completeness, latency "
@@ -96,10 +96,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "beam_args", nargs=argparse.REMAINDER, help="after '--': options passed to Beam unchanged"
     )
-    parser.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    from obsingest_cli.script.summarize import run_summarize
-
-    return run_summarize(args)
+    parser.set_defaults(func=calls("obsingest_cli.script.summarize:run_summarize"))
