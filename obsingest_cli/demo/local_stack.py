@@ -110,19 +110,27 @@ class LocalStackEnvironment:
         bus = self.bus_settings
         prefixes = self.prefixes or defaults.NOTIFIED_PREFIXES
         setup(self.bucket, bus, prefixes=prefixes, storage_client=self.store.client)
-        subscribe(self.project, bus.arrivals_topic, "demo-arrivals")
         self.ingested_path.write_text("")
 
-        def listen(subscription: str, handle: Any) -> SubscriberThread:
+        def listen(topic: str, subscription: str, handle: Any) -> SubscriberThread:
+            subscribe(self.project, topic, subscription)
             return SubscriberThread(self.project, subscription, handle, name=subscription).start()
 
-        self._subscribers = [listen("demo-arrivals", lambda d: on_arrival(ArrivalEvent.decode(d.data)))]
+        self._subscribers = [
+            listen(bus.arrivals_topic, "demo-arrivals", lambda d: on_arrival(ArrivalEvent.decode(d.data)))
+        ]
         if on_manifest is not None:  # every subscriber polls the emulator, busy or not
-            subscribe(self.project, bus.exposures_topic, "demo-exposures")
-            subscribe(self.project, bus.exposures_ingested_topic, "demo-ingested")
             self._subscribers += [
-                listen("demo-exposures", lambda d: on_manifest(ExposureManifest.decode(d.data))),
-                listen("demo-ingested", lambda d: self._write_ingested(ExposureIngested.decode(d.data))),
+                listen(
+                    bus.exposures_topic,
+                    "demo-exposures",
+                    lambda d: on_manifest(ExposureManifest.decode(d.data)),
+                ),
+                listen(
+                    bus.exposures_ingested_topic,
+                    "demo-ingested",
+                    lambda d: self._write_ingested(ExposureIngested.decode(d.data)),
+                ),
             ]
         wiring.configure(
             wiring.build_service(
@@ -133,38 +141,26 @@ class LocalStackEnvironment:
                 bus,
             )
         )
-        self.relay = build_relay(
-            RelaySettings(min_backoff=0.0, max_backoff=2.0, max_attempts=5),
-            bus,
-            target=InProcessTarget(register_function.on_push),
+
+        def relay(handler: Any, **options: Any) -> Any:
+            settings = RelaySettings(min_backoff=0.0, max_backoff=2.0, max_attempts=5, **options)
+            return build_relay(settings, bus, target=InProcessTarget(handler)).start()
+
+        self.relay = relay(register_function.on_push)
+        # exposures -> on_manifest; what it gives up on goes to the objects dead-letter topic,
+        # with the reason, like every other push of the demo
+        subscribe(self.project, bus.exposures_topic, MANIFESTS_SUBSCRIPTION)
+        self.manifest_relay = relay(
+            register_function.on_manifest,
+            subscription=MANIFESTS_SUBSCRIPTION,
+            dead_letter_topic=bus.objects_dlq_topic,
+            concurrency=2,
         )
-        self.relay.start()
-        self.manifest_relay = self._manifest_relay(register_function.on_manifest)
-        self.manifest_relay.start()
 
     def _write_ingested(self, event: ExposureIngested) -> None:
         line = json.dumps(event.to_record(), default=str, sort_keys=True)
         with self._ingested_lock, self.ingested_path.open("a") as out:
             out.write(line + "\n")
-
-    def _manifest_relay(self, handler: Any) -> Any:
-        """``exposures`` -> the register function's ``on_manifest``; what it gives up on goes to
-        the objects dead-letter topic, with the reason, like every other push of the demo."""
-        from infra.local.provision import subscribe
-        from infra.local.relay.push import InProcessTarget
-        from infra.local.relay.settings import RelaySettings
-        from infra.local.relay.wiring import build_relay
-
-        subscribe(self.project, self.bus_settings.exposures_topic, MANIFESTS_SUBSCRIPTION)
-        settings = RelaySettings(
-            subscription=MANIFESTS_SUBSCRIPTION,
-            dead_letter_topic=self.bus_settings.objects_dlq_topic,
-            min_backoff=0.0,
-            max_backoff=2.0,
-            max_attempts=5,
-            concurrency=2,
-        )
-        return build_relay(settings, self.bus_settings, target=InProcessTarget(handler))
 
     def publish_manifest(self, manifest: ExposureManifest) -> None:
         self.publisher.publish(

@@ -15,9 +15,8 @@ import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -42,23 +41,10 @@ class PidRecord:
 
     @classmethod
     def from_json(cls, text: str) -> PidRecord:
+        """A record ``to_json`` wrote; fields added since (pgid, owner, ports) take defaults."""
         data = json.loads(text)
-        return cls(
-            service=str(data["service"]),
-            pid=int(data["pid"]),
-            pgid=int(data.get("pgid", data["pid"])),
-            start_ticks=_int_or_none(data.get("start_ticks")),
-            argv=[str(a) for a in data.get("argv", [])],
-            log=str(data.get("log", "")),
-            owner=str(data.get("owner") or ""),
-            owner_pid=_int_or_none(data.get("owner_pid")),
-            owner_start_ticks=_int_or_none(data.get("owner_start_ticks")),
-            ports=[int(p) for p in data.get("ports", [])],
-        )
-
-
-def _int_or_none(value: Any) -> int | None:
-    return None if value is None else int(value)
+        data = {"pgid": data["pid"], "argv": [], "log": "", **data}
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
 def _stat(pid: int | str) -> list[str]:
