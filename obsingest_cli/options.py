@@ -37,11 +37,17 @@ def budget_option(
     parser.add_argument("--budget", type=float, default=default, help=help)
 
 
-def calls(target: str) -> Callable[[argparse.Namespace], int]:
+def calls(target: str, *, options: bool = False) -> Callable[[argparse.Namespace], int]:
     """A command's ``func``: ``"module:function"``, imported only when the command runs (so
-    ``--help`` loads nothing heavy), called with the parsed arguments."""
+    ``--help`` loads nothing heavy), called with the parsed arguments (``options``: with the
+    options named as its parameters, ``call_with_options``)."""
     module, _, name = target.partition(":")
-    return lambda args: int(getattr(importlib.import_module(module), name)(args))
+
+    def run(args: argparse.Namespace) -> int:
+        function = getattr(importlib.import_module(module), name)
+        return int(call_with_options(function, args) if options else function(args))
+
+    return run
 
 
 def call_with_options(target: Callable[..., T], args: argparse.Namespace, **given: Any) -> T:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from obsingest import defaults
@@ -37,7 +37,7 @@ def reconcile(
     every: float | None,
     window: float | None,
     grace: float | None,
-    prefixes: tuple[str, ...] | None,
+    prefixes: Sequence[str] | None,
     dry_run: bool,
     canary: bool,
     repair: bool,
@@ -55,6 +55,7 @@ def reconcile(
     from obsingest.messages import utcnow
 
     logs.configure("INFO" if every else "WARNING")
+    prefixes = tuple(prefixes) if prefixes else None
     overrides: dict[str, Any] = {
         key: value
         for key, value in {"every": every, "window": window, "grace": grace, "prefixes": prefixes}.items()
