@@ -114,10 +114,7 @@ class Builder:
         started = time.monotonic()
         with tempfile.TemporaryDirectory(dir=self.cache, prefix="rootfs.") as tmp:
             rootfs = Path(tmp) / "rootfs"
-            argv = ["nice", "debootstrap", "--variant=minbase", "bookworm", str(rootfs), DEBIAN_MIRROR]
-            result = subprocess.run(argv, capture_output=True, text=True)
-            if result.returncode != 0:
-                raise ImageError(f"debootstrap failed:\n{(result.stdout + result.stderr)[-3000:]}")
+            _run(["nice", "debootstrap", "--variant=minbase", "bookworm", str(rootfs), DEBIAN_MIRROR])
             # what a container never needs: apt's lists and caches, documentation
             for junk in ("var/lib/apt/lists", "var/cache/apt", "usr/share/doc", "usr/share/man"):
                 shutil.rmtree(rootfs / junk, ignore_errors=True)
@@ -250,21 +247,20 @@ class Builder:
 
     def _wheel(self, into: Path) -> Path:
         """The project's wheel (with its C extension), built by uv."""
-        _runner(ROOT)([UV, "build", "-q", "--wheel", "--out-dir", str(into), str(ROOT)])
+        _run([UV, "build", "-q", "--wheel", "--out-dir", str(into), str(ROOT)])
         return next(into.glob("obsingest-*.whl"))
 
     def _stage_deps(self, context: Path) -> None:
         """A relocatable virtualenv of the wheel's dependencies, pinned by requirements.lock,
         installed from uv's cache (the project itself is uninstalled again: it is a layer of
         its own)."""
-        run = _runner(ROOT)
         wheel = self._wheel(context / "wheels")
         venv = context / "venv"
         python = str(venv / "bin" / "python")
-        run([UV, "venv", "-q", "--relocatable", "--python", "/usr/bin/python3.11", str(venv)])
+        _run([UV, "venv", "-q", "--relocatable", "--python", "/usr/bin/python3.11", str(venv)])
         install = [UV, "pip", "install", "-q", "--python", python, "--link-mode=hardlink"]
-        run([*install, "--compile-bytecode", "-c", str(ROOT / "requirements.lock"), str(wheel)])
-        run([UV, "pip", "uninstall", "-q", "--python", python, "obsingest"])
+        _run([*install, "--compile-bytecode", "-c", str(ROOT / "requirements.lock"), str(wheel)])
+        _run([UV, "pip", "uninstall", "-q", "--python", python, "obsingest"])
         shutil.rmtree(context / "wheels")
 
     def _stage_project(self, context: Path) -> None:
@@ -272,20 +268,18 @@ class Builder:
         wheel = self._wheel(context / "wheels")
         install = [UV, "pip", "install", "-q", "--no-deps", "--compile-bytecode", "--python"]
         install += ["/usr/bin/python3.11", "--target", str(context / "site"), str(wheel)]
-        _runner(ROOT)(install)
+        _run(install)
         shutil.rmtree(context / "wheels")
 
     def ensure_all(self, services: tuple[str, ...] = SERVICES) -> dict[str, str]:
         return {service: self.ensure(service) for service in services}
 
 
-def _runner(cwd: Path) -> Callable[[list[str]], None]:
-    def run(argv: list[str]) -> None:
-        result = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise ImageError(f"{' '.join(argv[:3])} failed:\n{(result.stdout + result.stderr)[-3000:]}")
-
-    return run
+def _run(argv: list[str]) -> None:
+    """``argv`` in the project root; ImageError with its output if it fails."""
+    result = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ImageError(f"{' '.join(argv[:3])} failed:\n{(result.stdout + result.stderr)[-3000:]}")
 
 
 def _link_or_copy(src: str | Path, dst: str | Path) -> None:

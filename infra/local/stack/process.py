@@ -192,13 +192,9 @@ def descendants(pid: int) -> dict[int, int | None]:
     if not proc.is_dir():
         return {}
     for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            rest = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        children.setdefault(int(rest[1]), []).append(int(entry.name))
+        rest = _stat(entry.name) if entry.name.isdigit() else []
+        if rest:
+            children.setdefault(int(rest[1]), []).append(int(entry.name))
     out: dict[int, int | None] = {}
     stack = list(children.get(pid, []))
     while stack:
