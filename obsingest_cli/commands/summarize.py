@@ -1,9 +1,5 @@
-"""`obsingest summarize`: per-exposure latency and completeness with the Beam job.
-
-Batch (default) reads archived Avro files; ``--streaming`` runs the live job on Pub/Sub
-subscriptions. Everything after ``--`` goes to Beam unchanged (``--runner``, Dataflow or Flink
-options), so one command serves the laptop and the cluster.
-"""
+"""`obsingest summarize`: per-exposure summaries with the Beam job, batch or streaming; what
+follows ``--`` goes to Beam unchanged, so one command serves the laptop and the cluster."""
 
 from __future__ import annotations
 

@@ -41,8 +41,9 @@ class StackNotRunning(RuntimeError):
     """The local stack is not up: the demo cannot run on it."""
 
 
-def stack_endpoints(services: tuple[str, ...] = STACK_SERVICES) -> dict[str, str]:
-    """Environment of the running local stack; StackNotRunning naming what is down."""
+def use_stack_environment(services: tuple[str, ...] = STACK_SERVICES) -> dict[str, str]:
+    """Export the running local stack's endpoints into os.environ (variables already set win)
+    and return them; StackNotRunning naming what is down."""
     from infra.local.stack import Stack
 
     stack = Stack(only=list(services))
@@ -52,12 +53,7 @@ def stack_endpoints(services: tuple[str, ...] = STACK_SERVICES) -> dict[str, str
             f"local stack service(s) not answering: {', '.join(down)}. "
             "Start the stack first: `obsingest stack up`"
         )
-    return stack.env()
-
-
-def use_stack_environment(services: tuple[str, ...] = STACK_SERVICES) -> dict[str, str]:
-    """Export the stack's endpoints into os.environ (variables already set win)."""
-    env = stack_endpoints(services)
+    env = stack.env()
     for key, value in env.items():
         os.environ.setdefault(key, value)
     return {key: os.environ[key] for key in env}
