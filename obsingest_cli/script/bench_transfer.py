@@ -121,21 +121,6 @@ def prepare_destination(destination: str) -> None:
             create_chunk_topics(bootstrap, {dest.target: CHUNK_TOPIC_PARTITIONS})
 
 
-def stack_service_pids(destination: str, stack: str | None) -> dict[str, list[int]]:
-    """Pids of the local stack's services a run uses, for the CPU-by-role report."""
-    if destination.startswith("file://") and stack != "local":
-        return {}
-    from infra.local.stack import Stack
-
-    return {r.name: [r.pid] for r in Stack().status() if r.pid}
-
-
-def _progress() -> Callable[[str, bool], None]:
-    from obsingest_cli.demo.run import Progress
-
-    return Progress(sys.stderr).update
-
-
 def _write_json(path: Path, data: Any, indent: int | None = 2) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=indent) + "\n")
@@ -217,6 +202,8 @@ def run_transfer(args: argparse.Namespace) -> int:
 def harness_json(config: HarnessConfig, stack: str | None = None, end_to_end: bool = True) -> dict[str, Any]:
     """One harness run on the stack's endpoints, its JSON; without ``end_to_end`` the
     destination's bucket or topic is created if missing."""
+    from infra.local.stack import Stack
+    from obsingest_cli.demo.run import Progress
     from producers.transfer import run_harness
 
     use_stack_endpoints(config.destination)
@@ -225,8 +212,10 @@ def harness_json(config: HarnessConfig, stack: str | None = None, end_to_end: bo
     else:
         e2e = None
         prepare_destination(config.destination)
-    services = stack_service_pids(config.destination, stack)
-    return run_harness(config, e2e, _progress(), services).to_json()
+    # the local stack's services a run uses, for the CPU-by-role report
+    local = not config.destination.startswith("file://") or stack == "local"
+    services = {r.name: [r.pid] for r in Stack().status() if r.pid} if local else {}
+    return run_harness(config, e2e, Progress(sys.stderr).update, services).to_json()
 
 
 #: path -> destination of its calibration runs (the local stack, as ``benchmarks/transfer.py``)

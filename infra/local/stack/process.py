@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pwd
 import signal
 import socket
 import subprocess
@@ -157,7 +158,7 @@ def spawn(
             start_new_session=True,
             close_fds=True,
             user=user,
-            group=_primary_group(user) if user else None,
+            group=pwd.getpwnam(user).pw_gid if user else None,
             extra_groups=[] if user else None,
         )
     # The Popen object is dropped on purpose: the service outlives this process. Popen's
@@ -176,12 +177,6 @@ def spawn(
     )
     write_pid_file(pid_path, record)
     return record
-
-
-def _primary_group(user: str) -> int:
-    import pwd
-
-    return pwd.getpwnam(user).pw_gid
 
 
 def descendants(pid: int) -> dict[int, int | None]:
