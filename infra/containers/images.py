@@ -202,18 +202,27 @@ class Builder:
 
     def _staged_deps(self, digest: str) -> Path:
         """``.cache/images/obsingest-deps-<digest>/venv``, staged once per dependency set (a
-        previous set's folder is removed)."""
+        previous set's folder is removed): a relocatable virtualenv of the wheel's dependencies,
+        pinned by requirements.lock, installed from uv's cache (the project itself is uninstalled
+        again: it is a layer of its own)."""
         folder = self.cache / f"obsingest-deps-{digest}"
+        venv = folder / "venv"
         if (folder / ".complete").exists():
-            return folder / "venv"
+            return venv
         started = time.monotonic()
         for old in self.cache.glob("obsingest-deps-*"):
             shutil.rmtree(old, ignore_errors=True)
         folder.mkdir(parents=True)
-        self._stage_deps(folder)
+        wheel = self._wheel(folder / "wheels")
+        python = str(venv / "bin" / "python")
+        _run([UV, "venv", "-q", "--relocatable", "--python", "/usr/bin/python3.11", str(venv)])
+        install = [UV, "pip", "install", "-q", "--python", python, "--link-mode=hardlink"]
+        _run([*install, "--compile-bytecode", "-c", str(ROOT / "requirements.lock"), str(wheel)])
+        _run([UV, "pip", "uninstall", "-q", "--python", python, "obsingest"])
+        shutil.rmtree(folder / "wheels")
         (folder / ".complete").write_text(digest + "\n")
         self.timings["obsingest-deps-staging"] = time.monotonic() - started
-        return folder / "venv"
+        return venv
 
     def build(
         self,
@@ -249,19 +258,6 @@ class Builder:
         """The project's wheel (with its C extension), built by uv."""
         _run([UV, "build", "-q", "--wheel", "--out-dir", str(into), str(ROOT)])
         return next(into.glob("obsingest-*.whl"))
-
-    def _stage_deps(self, context: Path) -> None:
-        """A relocatable virtualenv of the wheel's dependencies, pinned by requirements.lock,
-        installed from uv's cache (the project itself is uninstalled again: it is a layer of
-        its own)."""
-        wheel = self._wheel(context / "wheels")
-        venv = context / "venv"
-        python = str(venv / "bin" / "python")
-        _run([UV, "venv", "-q", "--relocatable", "--python", "/usr/bin/python3.11", str(venv)])
-        install = [UV, "pip", "install", "-q", "--python", python, "--link-mode=hardlink"]
-        _run([*install, "--compile-bytecode", "-c", str(ROOT / "requirements.lock"), str(wheel)])
-        _run([UV, "pip", "uninstall", "-q", "--python", python, "obsingest"])
-        shutil.rmtree(context / "wheels")
 
     def _stage_project(self, context: Path) -> None:
         """The project's wheel unpacked into ``site/`` (no dependencies: the deps image)."""
