@@ -114,18 +114,15 @@ class KafkaTransport:
     def processes(self) -> dict[str, list[int]]:
         return {"assembler": [self._proc.pid]} if self._proc is not None else {}
 
-    def lag(self) -> int:
-        from functions.assembler.kafka_clients import group_lag
-
-        return group_lag(self.bootstrap, self.group_id, self.topic)
-
     def finish(self, timeout: float) -> None:
         """Wait until the group's committed offsets reach the end of every partition: since
         commits never pass an unfinished file, every CCD sent is then stored (or dead-lettered)."""
+        from functions.assembler.kafka_clients import group_lag
+
         deadline = time.monotonic() + timeout
         while True:
             self._check_alive()
-            lag = self.lag()
+            lag = group_lag(self.bootstrap, self.group_id, self.topic)
             if lag == 0:
                 self._check_alive()  # it may have failed right after a commit
                 return
