@@ -10,6 +10,7 @@ from typing import Any
 
 from obsingest import defaults
 from obsingest.settings import BusSettings, StoreSettings
+from obsingest_cli.script.setup import bucket_from_settings
 
 
 def local_stack_repair(
@@ -18,9 +19,9 @@ def local_stack_repair(
     """Re-ensure topics, subscriptions and notification configs with ``infra.local.provision``
     when the deployment is the local stack (the Pub/Sub emulator and a gs:// bucket); None
     elsewhere: production's belong to Terraform, and a broken canary is reported, not fixed."""
-    if not os.environ.get("PUBSUB_EMULATOR_HOST") or not store.url.startswith("gs://"):
+    bucket = bucket_from_settings(store)
+    if not os.environ.get("PUBSUB_EMULATOR_HOST") or not bucket:
         return None
-    bucket = store.url[len("gs://") :].split("/", 1)[0]
 
     def repair() -> Any:
         from infra.local.provision import setup
