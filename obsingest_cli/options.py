@@ -5,6 +5,7 @@ imports this, and ``obsingest --help`` must load nothing heavy.
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -34,6 +35,19 @@ def budget_option(
     default = None if from_settings else defaults.BUDGET_SECONDS
     help = help or "seconds, readout -> announced (default %(default)s)"
     parser.add_argument("--budget", type=float, default=default, help=help)
+
+
+def calls(target: str, *, options: bool = False) -> Callable[[argparse.Namespace], int]:
+    """A command's ``func``: ``"module:function"``, imported only when the command runs (so
+    ``--help`` loads nothing heavy), called with the parsed arguments (``options``: with the
+    options named as its parameters, ``call_with_options``)."""
+    module, _, name = target.partition(":")
+
+    def run(args: argparse.Namespace) -> int:
+        function = getattr(importlib.import_module(module), name)
+        return int(call_with_options(function, args) if options else function(args))
+
+    return run
 
 
 def call_with_options(target: Callable[..., T], args: argparse.Namespace, **given: Any) -> T:

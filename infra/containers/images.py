@@ -19,8 +19,6 @@ matches is not rebuilt.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
@@ -28,11 +26,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from infra.containers.names import BASE_IMAGE, OFFICIAL, STAND_IN_LABEL, image
 from infra.local.stack import Stack, load_settings
+from infra.local.stack.base import artefact_lock
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -74,18 +73,6 @@ def label_of(tag: str) -> str | None:
     return result.stdout.strip().replace("<no value>", "")
 
 
-@contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """An exclusive flock: two sessions never build the same thing at once."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 class Builder:
     """Pulls or builds the images into the engine ``docker`` talks to."""
 
@@ -106,7 +93,7 @@ class Builder:
         if label_of(BASE_IMAGE) is not None:
             return
         tarball = self.cache / "debian-bookworm-minbase.tar.gz"
-        with locked(self.cache / ".base.lock"):
+        with artefact_lock(self.cache, "base"):
             if not tarball.exists():
                 self._debootstrap(tarball)
             started = time.monotonic()
@@ -127,10 +114,7 @@ class Builder:
         started = time.monotonic()
         with tempfile.TemporaryDirectory(dir=self.cache, prefix="rootfs.") as tmp:
             rootfs = Path(tmp) / "rootfs"
-            argv = ["nice", "debootstrap", "--variant=minbase", "bookworm", str(rootfs), DEBIAN_MIRROR]
-            result = subprocess.run(argv, capture_output=True, text=True)
-            if result.returncode != 0:
-                raise ImageError(f"debootstrap failed:\n{(result.stdout + result.stderr)[-3000:]}")
+            _run(["nice", "debootstrap", "--variant=minbase", "bookworm", str(rootfs), DEBIAN_MIRROR])
             # what a container never needs: apt's lists and caches, documentation
             for junk in ("var/lib/apt/lists", "var/cache/apt", "usr/share/doc", "usr/share/man"):
                 shutil.rmtree(rootfs / junk, ignore_errors=True)
@@ -218,18 +202,27 @@ class Builder:
 
     def _staged_deps(self, digest: str) -> Path:
         """``.cache/images/obsingest-deps-<digest>/venv``, staged once per dependency set (a
-        previous set's folder is removed)."""
+        previous set's folder is removed): a relocatable virtualenv of the wheel's dependencies,
+        pinned by requirements.lock, installed from uv's cache (the project itself is uninstalled
+        again: it is a layer of its own)."""
         folder = self.cache / f"obsingest-deps-{digest}"
+        venv = folder / "venv"
         if (folder / ".complete").exists():
-            return folder / "venv"
+            return venv
         started = time.monotonic()
         for old in self.cache.glob("obsingest-deps-*"):
             shutil.rmtree(old, ignore_errors=True)
         folder.mkdir(parents=True)
-        self._stage_deps(folder)
+        wheel = self._wheel(folder / "wheels")
+        python = str(venv / "bin" / "python")
+        _run([UV, "venv", "-q", "--relocatable", "--python", "/usr/bin/python3.11", str(venv)])
+        install = [UV, "pip", "install", "-q", "--python", python, "--link-mode=hardlink"]
+        _run([*install, "--compile-bytecode", "-c", str(ROOT / "requirements.lock"), str(wheel)])
+        _run([UV, "pip", "uninstall", "-q", "--python", python, "obsingest"])
+        shutil.rmtree(folder / "wheels")
         (folder / ".complete").write_text(digest + "\n")
         self.timings["obsingest-deps-staging"] = time.monotonic() - started
-        return folder / "venv"
+        return venv
 
     def build(
         self,
@@ -263,42 +256,26 @@ class Builder:
 
     def _wheel(self, into: Path) -> Path:
         """The project's wheel (with its C extension), built by uv."""
-        _runner(ROOT)([UV, "build", "-q", "--wheel", "--out-dir", str(into), str(ROOT)])
+        _run([UV, "build", "-q", "--wheel", "--out-dir", str(into), str(ROOT)])
         return next(into.glob("obsingest-*.whl"))
-
-    def _stage_deps(self, context: Path) -> None:
-        """A relocatable virtualenv of the wheel's dependencies, pinned by requirements.lock,
-        installed from uv's cache (the project itself is uninstalled again: it is a layer of
-        its own)."""
-        run = _runner(ROOT)
-        wheel = self._wheel(context / "wheels")
-        venv = context / "venv"
-        python = str(venv / "bin" / "python")
-        run([UV, "venv", "-q", "--relocatable", "--python", "/usr/bin/python3.11", str(venv)])
-        install = [UV, "pip", "install", "-q", "--python", python, "--link-mode=hardlink"]
-        run([*install, "--compile-bytecode", "-c", str(ROOT / "requirements.lock"), str(wheel)])
-        run([UV, "pip", "uninstall", "-q", "--python", python, "obsingest"])
-        shutil.rmtree(context / "wheels")
 
     def _stage_project(self, context: Path) -> None:
         """The project's wheel unpacked into ``site/`` (no dependencies: the deps image)."""
         wheel = self._wheel(context / "wheels")
         install = [UV, "pip", "install", "-q", "--no-deps", "--compile-bytecode", "--python"]
         install += ["/usr/bin/python3.11", "--target", str(context / "site"), str(wheel)]
-        _runner(ROOT)(install)
+        _run(install)
         shutil.rmtree(context / "wheels")
 
     def ensure_all(self, services: tuple[str, ...] = SERVICES) -> dict[str, str]:
         return {service: self.ensure(service) for service in services}
 
 
-def _runner(cwd: Path) -> Callable[[list[str]], None]:
-    def run(argv: list[str]) -> None:
-        result = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise ImageError(f"{' '.join(argv[:3])} failed:\n{(result.stdout + result.stderr)[-3000:]}")
-
-    return run
+def _run(argv: list[str]) -> None:
+    """``argv`` in the project root; ImageError with its output if it fails."""
+    result = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ImageError(f"{' '.join(argv[:3])} failed:\n{(result.stdout + result.stderr)[-3000:]}")
 
 
 def _link_or_copy(src: str | Path, dst: str | Path) -> None:

@@ -113,79 +113,71 @@ class ContainerServices:
         settings = load_settings(host=LOOPBACK, pubsub_project_id=self.project_id, **ports)
         return Stack(settings, only=[name]).service(name)
 
+    def _serve(self, name: str, container: Any, probe: Any, port: int, endpoint: str) -> str:
+        """``run`` a service's container (called once per session, by ``_submit``); its endpoint."""
+        self.run(name, self.labelled(container), probe)
+        self.ports[name] = port
+        self.endpoints[name] = endpoint
+        return endpoint
+
     def _start_kafka(self) -> str:
-        if "kafka" not in self.endpoints:
-            from testcontainers.core.container import DockerContainer
+        from testcontainers.core.container import DockerContainer
 
-            from infra.local.stack.kafka_broker import properties_to_docker_env, render_server_properties
+        from infra.local.stack.kafka_broker import properties_to_docker_env, render_server_properties
 
-            port, controller = free_port(), free_port()
-            native = self._native("kafka", kafka_port=port, kafka_controller_port=controller)
-            env = properties_to_docker_env(render_server_properties(native.settings, None))
-            env["KAFKA_HEAP_OPTS"] = "-Xmx512m -Xms128m"
-            container = self.labelled(DockerContainer(image("kafka"), env=env))
-            self.run("kafka", container, native.probe)
-            self.ports["kafka"] = port
-            self.endpoints["kafka"] = f"{LOOPBACK}:{port}"
-        return str(self.endpoints["kafka"])
+        port, controller = free_port(), free_port()
+        native = self._native("kafka", kafka_port=port, kafka_controller_port=controller)
+        env = properties_to_docker_env(render_server_properties(native.settings, None))
+        env["KAFKA_HEAP_OPTS"] = "-Xmx512m -Xms128m"
+        return self._serve(
+            "kafka", DockerContainer(image("kafka"), env=env), native.probe, port, f"{LOOPBACK}:{port}"
+        )
 
     def _start_pubsub(self) -> tuple[str, str]:
-        if "pubsub" not in self.endpoints:
-            from testcontainers.community.google import PubSubContainer
+        from testcontainers.community.google import PubSubContainer
 
-            port = free_port()
-            container = PubSubContainer(image=image("pubsub"), project=self.project_id, port=port)
-            container.with_command(
-                f"gcloud beta emulators pubsub start --project={self.project_id} "
-                f"--host-port={LOOPBACK}:{port}"
-            )
-            self.run("pubsub", self.labelled(container), self._native("pubsub", pubsub_port=port).probe)
-            self.ports["pubsub"] = port
-            self.endpoints["pubsub"] = f"{LOOPBACK}:{port}"
-        return str(self.endpoints["pubsub"]), self.project_id
+        port = free_port()
+        container = PubSubContainer(image=image("pubsub"), project=self.project_id, port=port)
+        container.with_command(
+            f"gcloud beta emulators pubsub start --project={self.project_id} --host-port={LOOPBACK}:{port}"
+        )
+        probe = self._native("pubsub", pubsub_port=port).probe
+        return self._serve("pubsub", container, probe, port, f"{LOOPBACK}:{port}"), self.project_id
 
     def _start_gcs(self) -> str:
-        if "gcs" not in self.endpoints:
-            from testcontainers.core.container import DockerContainer
+        from testcontainers.core.container import DockerContainer
 
-            pubsub_host, _ = self.pubsub()
-            port = free_port()
-            url = f"http://{LOOPBACK}:{port}"
-            container = DockerContainer(image("gcs")).with_command(
-                f"-scheme http -host {LOOPBACK} -port {port} -external-url {url} "
-                f"-public-host {LOOPBACK}:{port} -backend memory -log-level info"
-            )
-            container.with_env("PUBSUB_EMULATOR_HOST", pubsub_host)
-            container.with_env("GOOGLE_CLOUD_PROJECT", self.project_id)
-            native = self._native("gcs", gcs_port=port, pubsub_port=self.ports["pubsub"])
-            self.run("gcs", self.labelled(container), native.probe)
-            self.ports["gcs"] = port
-            self.endpoints["gcs"] = url
-        return str(self.endpoints["gcs"])
+        pubsub_host, _ = self.pubsub()
+        port = free_port()
+        url = f"http://{LOOPBACK}:{port}"
+        container = DockerContainer(image("gcs")).with_command(
+            f"-scheme http -host {LOOPBACK} -port {port} -external-url {url} "
+            f"-public-host {LOOPBACK}:{port} -backend memory -log-level info"
+        )
+        container.with_env("PUBSUB_EMULATOR_HOST", pubsub_host)
+        container.with_env("GOOGLE_CLOUD_PROJECT", self.project_id)
+        native = self._native("gcs", gcs_port=port, pubsub_port=self.ports["pubsub"])
+        return self._serve("gcs", container, native.probe, port, url)
 
     def _start_postgres(self) -> str:
-        if "postgres" not in self.endpoints:
-            from testcontainers.community.postgres import PostgresContainer
+        from testcontainers.community.postgres import PostgresContainer
 
-            port = free_port()
-            container = PostgresContainer(
-                image("postgres"),
-                port=port,
-                username="postgres",
-                password="postgres",
-                dbname="postgres",
-                driver="psycopg",
-            )
-            # throwaway: durability off, as the native backend's test clusters
-            container.with_env("PGPORT", str(port)).with_command(
-                f"postgres -c listen_addresses={LOOPBACK} -c port={port} -c fsync=off "
-                "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-            )
-            url = f"postgresql+psycopg://postgres:postgres@{LOOPBACK}:{port}/postgres"
-            self.run("postgres", self.labelled(container), lambda: _sql_ping(url))
-            self.ports["postgres"] = port
-            self.endpoints["postgres"] = url
-        return str(self.endpoints["postgres"])
+        port = free_port()
+        container = PostgresContainer(
+            image("postgres"),
+            port=port,
+            username="postgres",
+            password="postgres",
+            dbname="postgres",
+            driver="psycopg",
+        )
+        # throwaway: durability off, as the native backend's test clusters
+        container.with_env("PGPORT", str(port)).with_command(
+            f"postgres -c listen_addresses={LOOPBACK} -c port={port} -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+        )
+        url = f"postgresql+psycopg://postgres:postgres@{LOOPBACK}:{port}/postgres"
+        return self._serve("postgres", container, lambda: _sql_ping(url), port, url)
 
     # the accessors: start on first request (or after prestart), then the same endpoint
     def kafka(self) -> str:

@@ -327,27 +327,20 @@ def setup(
         for topic in topics:
             ensure_topic(publisher, topic_path(project, topic), report)
         relay = relay or RelaySettings()
-        relayed = (  # (subscription, its topic, its dead-letter topic)
-            (relay_subscription, bus.objects_topic, bus.objects_dlq_topic),
-            (manifest_relay_subscription, bus.exposures_topic, bus.exposures_dlq_topic),
+        subscriptions = (  # (subscription, its topic, its delivery policy: each relay's own DLQ)
+            (relay_subscription, bus.objects_topic, relay_delivery_policy(bus, relay, bus.objects_dlq_topic)),
+            (
+                manifest_relay_subscription,
+                bus.exposures_topic,
+                relay_delivery_policy(bus, relay, bus.exposures_dlq_topic),
+            ),
+            (dlq_subscription(bus), bus.objects_dlq_topic, None),
+            (f"{bus.exposures_dlq_topic}{defaults.HOLD_SUFFIX}", bus.exposures_dlq_topic, None),
+            (parked_subscription(bus), parked_topic(bus), None),
         )
-        for name, topic, dead_letters in relayed:
-            ensure_subscription(
-                subscriber,
-                subscription_path(project, name),
-                topic_path(project, topic),
-                report,
-                policy=relay_delivery_policy(bus, relay, dead_letters),
-            )
-        holds = (
-            (dlq_subscription(bus), bus.objects_dlq_topic),
-            (f"{bus.exposures_dlq_topic}{defaults.HOLD_SUFFIX}", bus.exposures_dlq_topic),
-            (parked_subscription(bus), parked_topic(bus)),
-        )
-        for name, topic in holds:
-            ensure_subscription(
-                subscriber, subscription_path(project, name), topic_path(project, topic), report
-            )
+        for name, topic, policy in subscriptions:
+            path = subscription_path(project, name)
+            ensure_subscription(subscriber, path, topic_path(project, topic), report, policy=policy)
     finally:
         subscriber.close()
         publisher.stop()

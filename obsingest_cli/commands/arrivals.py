@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from obsingest_cli.options import calls
+
 DEFAULT_SUBSCRIPTION = "ccd-arrivals-tail"
 
 
@@ -26,12 +28,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     t.add_argument("--subscription", default=DEFAULT_SUBSCRIPTION, help="subscription to use")
     t.add_argument("--project", help="Pub/Sub project (default: OBSINGEST_BUS_PUBSUB_PROJECT)")
-    t.add_argument("--json", action="store_true", help="JSON lines instead of text")
+    t.add_argument("--json", dest="as_json_lines", action="store_true", help="JSON lines instead of text")
     t.add_argument("--limit", type=int, default=0, help="exit after N unique arrivals")
-    t.set_defaults(func=run_tail)
-
-
-def run_tail(args: argparse.Namespace) -> int:
-    from obsingest_cli.script.arrivals import run_tail as tail
-
-    return tail(args.project, args.subscription, args.json, args.limit)
+    t.set_defaults(func=calls("obsingest_cli.script.arrivals:run_tail", options=True))

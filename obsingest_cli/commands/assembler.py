@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from obsingest_cli.options import calls
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     from functions.assembler.main import add_arguments
@@ -19,10 +21,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         ),
     )
     add_arguments(p)
-    p.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    from functions.assembler.main import run as run_assembler
-
-    return run_assembler(args)
+    p.set_defaults(func=calls("functions.assembler.main:run"))

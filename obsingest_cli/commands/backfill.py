@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from obsingest_cli.options import calls
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from producers.backfill.main import DESCRIPTION, add_arguments  # standard library only
@@ -14,10 +16,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=DESCRIPTION,
     )
     add_arguments(parser)
-    parser.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    from producers.backfill.main import run as run_backfill
-
-    return run_backfill(args)
+    parser.set_defaults(func=calls("producers.backfill.main:run"))

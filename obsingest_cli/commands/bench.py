@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from obsingest_cli.options import budget_option
+from obsingest_cli.options import budget_option, calls
 
 DESCRIPTION = __doc__.split("\n\n", 1)[1].rsplit("\n\n", 1)[0]
 
@@ -79,7 +79,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--threads", type=int, default=None, help="compression threads per worker")
     budget_option(p)
     p.add_argument("--arrival-timeout", type=float, default=60.0, help="seconds to wait for announcements")
-    p.set_defaults(func=run, script="run_transfer")
+    p.set_defaults(func=calls("obsingest_cli.script.bench_transfer:run_transfer"))
     _register_capacity(sub)
 
 
@@ -140,10 +140,4 @@ def _register_capacity(sub: argparse._SubParsersAction) -> None:  # type: ignore
     )
     c.add_argument("--run-dir", type=Path, default=Path(".run/bench/capacity"))
     c.add_argument("--json", type=Path, metavar="FILE", help="write the model's output as JSON")
-    c.set_defaults(func=run, script="run_capacity")
-
-
-def run(args: argparse.Namespace) -> int:
-    from obsingest_cli.script import bench_transfer
-
-    return int(getattr(bench_transfer, args.script)(args))
+    c.set_defaults(func=calls("obsingest_cli.script.bench_transfer:run_capacity"))

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from obsingest import defaults
+from obsingest_cli.options import calls
 
 DESCRIPTION = """\
 Simulate the camera's data acquisition: write raw CCD readouts as multi-extension FITS
@@ -68,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     write.add_argument("--template", type=Path, default=None, metavar="FILE", help=TEMPLATE_HELP)
     write.add_argument("--seed", type=int, default=0, help="simulator seed (default: 0)")
-    write.set_defaults(func=run, script="write_one")
+    write.set_defaults(func=calls("obsingest_cli.script.daq:write_one"))
     night = daq_sub.add_parser(
         "night",
         help="play a night into an edge hand-off directory at the summit's cadence",
@@ -105,11 +106,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also publish each ExposureManifest on the exposures topic (default: files only)",
     )
-    night.set_defaults(func=run, script="night")
+    night.set_defaults(func=calls("obsingest_cli.script.daq:night"))
     parser.set_defaults(func=lambda _args: parser.print_help() or 2)
-
-
-def run(args: argparse.Namespace) -> int:
-    from obsingest_cli.script import daq
-
-    return int(getattr(daq, args.script)(args))

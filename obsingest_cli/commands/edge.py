@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from obsingest_cli.options import calls
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from producers.edge.main import DESCRIPTION, add_arguments  # standard library only
@@ -19,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=DESCRIPTION,
     )
     add_arguments(parser)
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=calls("producers.edge.main:run"))
     actions = parser.add_subparsers(dest="edge_action", metavar="ACTION")
     release = actions.add_parser(
         "release",
@@ -40,12 +42,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     release.add_argument("--dry-run", action="store_true", help="list, change nothing")
     release.set_defaults(func=run_release)
-
-
-def run(args: argparse.Namespace) -> int:
-    from producers.edge.main import run as run_edge
-
-    return run_edge(args)
 
 
 def run_release(args: argparse.Namespace) -> int:

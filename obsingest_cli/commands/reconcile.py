@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from obsingest_cli.options import call_with_options
+from obsingest_cli.options import calls
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -49,10 +49,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="never re-provision topics, subscriptions and notification configs (local stack)",
     )
     p.add_argument("--json", dest="as_json", action="store_true", help="print the pass report as JSON")
-    p.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    from obsingest_cli.script.facility import reconcile
-
-    return call_with_options(reconcile, args, prefixes=tuple(args.prefixes or ()) or None)
+    p.set_defaults(func=calls("obsingest_cli.script.facility:reconcile", options=True))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from obsingest_cli.options import call_with_options
+from obsingest_cli.options import calls
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -30,10 +30,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--parked", action="store_true", help="redrive parked letters instead")
     p.add_argument("--project", help="Pub/Sub project (default: OBSINGEST_BUS_PUBSUB_PROJECT)")
     p.add_argument("--json", dest="as_json", action="store_true", help="print the counts as JSON")
-    p.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    from obsingest_cli.script.facility import redrive
-
-    return call_with_options(redrive, args)
+    p.set_defaults(func=calls("obsingest_cli.script.facility:redrive", options=True))

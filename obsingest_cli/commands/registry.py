@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from obsingest_cli.options import call_with_options, registry_option
+from obsingest_cli.options import calls, registry_option
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     ls.add_argument("--instrument", help="only this instrument")
     ls.add_argument("--exposure", type=int, help="only this exposure id")
-    ls.set_defaults(func=run, script="list_datasets")
+    ls.set_defaults(func=calls("obsingest_cli.script.registry:list_datasets", options=True))
 
     q = sub.add_parser(
         "quarantine",
@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="list refused inputs and the reasons",
         description="List quarantined inputs: object, reason, message, occurrences.",
     )
-    q.set_defaults(func=run, script="list_quarantine")
+    q.set_defaults(func=calls("obsingest_cli.script.registry:list_quarantine", options=True))
 
     m = sub.add_parser(
         "migrate",
@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="create or upgrade the registry schema",
         description="Apply pending schema migrations (idempotent).",
     )
-    m.set_defaults(func=run, script="migrate")
+    m.set_defaults(func=calls("obsingest_cli.script.registry:migrate", options=True))
 
     x = sub.add_parser(
         "export",
@@ -72,13 +72,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     x.add_argument("--storage-class", help="storage class of the raw dataset type")
     x.add_argument("path", metavar="file", help="output file, e.g. export.yaml")
-    x.set_defaults(func=run, script="export")
-
-
-def run(args: argparse.Namespace) -> int:
-    from obsingest_cli.script import registry
-
-    given: dict[str, object] = {"url": args.registry}
-    if args.script == "export":
-        given["formatters"] = dict(item.split("=", 1) for item in args.formatter)
-    return call_with_options(getattr(registry, args.script), args, **given)
+    x.set_defaults(func=calls("obsingest_cli.script.registry:export", options=True))

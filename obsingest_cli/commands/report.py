@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from obsingest_cli.options import calls
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -39,10 +41,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="where to write the PNG files (default ./report)",
     )
     parser.add_argument("--exposure", type=int, help="exposure id for the focal-plane map")
-    parser.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    from obsingest_cli.script.report import run_report
-
-    return run_report(args.summaries, args.arrivals, args.output_dir, args.exposure)
+    parser.set_defaults(func=calls("obsingest_cli.script.report:run_report", options=True))

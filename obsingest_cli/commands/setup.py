@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from obsingest import defaults
-from obsingest_cli.options import call_with_options, registry_option
+from obsingest_cli.options import calls, registry_option
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -47,15 +47,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="instrument to set up in the Butler, repeatable (default: LSSTCam)",
     )
     p.add_argument("--json", dest="as_json", action="store_true", help="print the report as JSON")
-    p.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    from obsingest_cli.script.setup import run_setup
-
-    return call_with_options(
-        run_setup,
-        args,
-        prefixes=tuple(args.prefixes) if args.prefixes else defaults.NOTIFIED_PREFIXES,
-        instruments=tuple(args.instruments or ("LSSTCam",)),
-    )
+    p.set_defaults(func=calls("obsingest_cli.script.setup:run_setup", options=True))

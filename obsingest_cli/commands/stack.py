@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from obsingest_cli.options import calls
+
 _SERVICES_HELP = "limit to these services (default: all of kafka, pubsub, gcs, postgres)"
 
 
@@ -24,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     for action, help_, description in _SUBCOMMANDS:
         cmd = sub.add_parser(action, help=help_, description=description)
         cmd.add_argument("services", nargs="*", help=_SERVICES_HELP)
-        cmd.set_defaults(func=run, action=action)
+        cmd.set_defaults(func=calls(f"obsingest_cli.script.stack:{action}"))
         if action == "up":
             cmd.add_argument(
                 "--timeout",
@@ -71,10 +73,3 @@ _SUBCOMMANDS = (
         "Needs java/mvn/go; a warm cache makes this a no-op.",
     ),
 )
-
-
-def run(args: argparse.Namespace) -> int:
-    """One call into ``obsingest_cli.script.stack``: the function named by the subcommand."""
-    from obsingest_cli.script import stack
-
-    return int(getattr(stack, args.action)(args))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from obsingest_cli.options import budget_option, call_with_options, registry_option
+from obsingest_cli.options import budget_option, calls, registry_option
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -36,10 +36,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--exposures", type=int, default=10, help="newest exposures shown (10)")
     p.add_argument("--since-hours", type=float, default=24.0, help="quarantine window, hours (24)")
     budget_option(p, from_settings=True)
-    p.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    from obsingest_cli.script.status import run_status
-
-    return call_with_options(run_status, args, registry_url=args.registry, metrics_urls=args.metrics)
+    p.set_defaults(func=calls("obsingest_cli.script.status:run_status", options=True))

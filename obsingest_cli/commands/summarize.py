@@ -1,9 +1,5 @@
-"""`obsingest summarize`: per-exposure latency and completeness with the Beam job.
-
-Batch (default) reads archived Avro files; ``--streaming`` runs the live job on Pub/Sub
-subscriptions. Everything after ``--`` goes to Beam unchanged (``--runner``, Dataflow or Flink
-options), so one command serves the laptop and the cluster.
-"""
+"""`obsingest summarize`: per-exposure summaries with the Beam job, batch or streaming; what
+follows ``--`` goes to Beam unchanged, so one command serves the laptop and the cluster."""
 
 from __future__ import annotations
 
@@ -11,7 +7,7 @@ import argparse
 import os
 
 from obsingest import defaults
-from obsingest_cli.options import budget_option
+from obsingest_cli.options import budget_option, calls
 
 DESCRIPTION = (
     "Compute one ExposureSummary per exposure (expected, arrived, completeness, latency "
@@ -96,10 +92,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "beam_args", nargs=argparse.REMAINDER, help="after '--': options passed to Beam unchanged"
     )
-    parser.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    from obsingest_cli.script.summarize import run_summarize
-
-    return run_summarize(args)
+    parser.set_defaults(func=calls("obsingest_cli.script.summarize:run_summarize"))

@@ -4,6 +4,7 @@ Each run has its own topics and consumer group (deleted on close), so runs never
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -87,27 +88,24 @@ class KafkaTransport:
             assembler_log=str(self.log_path),
         )
 
+    def _log_lines(self) -> list[str]:
+        try:
+            return self.log_path.read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return []
+
     def _assigned(self) -> bool:
         """Whether the assembler logged an assignment with at least one partition."""
-        try:
-            lines = self.log_path.read_text(errors="replace").splitlines()
-        except FileNotFoundError:
-            return False
-        for line in lines:
+        for line in self._log_lines():
             if '"assembler.assigned"' in line:
-                try:
+                with contextlib.suppress(ValueError):
                     if json.loads(line).get("partitions"):
                         return True
-                except ValueError:
-                    continue
         return False
 
     def _log_tail(self, lines: int = 20) -> str:
-        try:
-            tail = self.log_path.read_text(errors="replace").splitlines()[-lines:]
-        except FileNotFoundError:
-            return ""
-        return "; assembler log tail:\n" + "\n".join(tail)
+        tail = self._log_lines()[-lines:]
+        return "; assembler log tail:\n" + "\n".join(tail) if tail else ""
 
     def _check_alive(self) -> None:
         if self._proc is not None and self._proc.poll() is not None:
@@ -116,18 +114,15 @@ class KafkaTransport:
     def processes(self) -> dict[str, list[int]]:
         return {"assembler": [self._proc.pid]} if self._proc is not None else {}
 
-    def lag(self) -> int:
-        from functions.assembler.kafka_clients import group_lag
-
-        return group_lag(self.bootstrap, self.group_id, self.topic)
-
     def finish(self, timeout: float) -> None:
         """Wait until the group's committed offsets reach the end of every partition: since
         commits never pass an unfinished file, every CCD sent is then stored (or dead-lettered)."""
+        from functions.assembler.kafka_clients import group_lag
+
         deadline = time.monotonic() + timeout
         while True:
             self._check_alive()
-            lag = self.lag()
+            lag = group_lag(self.bootstrap, self.group_id, self.topic)
             if lag == 0:
                 self._check_alive()  # it may have failed right after a commit
                 return

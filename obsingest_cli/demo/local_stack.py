@@ -41,8 +41,9 @@ class StackNotRunning(RuntimeError):
     """The local stack is not up: the demo cannot run on it."""
 
 
-def stack_endpoints(services: tuple[str, ...] = STACK_SERVICES) -> dict[str, str]:
-    """Environment of the running local stack; StackNotRunning naming what is down."""
+def use_stack_environment(services: tuple[str, ...] = STACK_SERVICES) -> dict[str, str]:
+    """Export the running local stack's endpoints into os.environ (variables already set win)
+    and return them; StackNotRunning naming what is down."""
     from infra.local.stack import Stack
 
     stack = Stack(only=list(services))
@@ -52,12 +53,7 @@ def stack_endpoints(services: tuple[str, ...] = STACK_SERVICES) -> dict[str, str
             f"local stack service(s) not answering: {', '.join(down)}. "
             "Start the stack first: `obsingest stack up`"
         )
-    return stack.env()
-
-
-def use_stack_environment(services: tuple[str, ...] = STACK_SERVICES) -> dict[str, str]:
-    """Export the stack's endpoints into os.environ (variables already set win)."""
-    env = stack_endpoints(services)
+    env = stack.env()
     for key, value in env.items():
         os.environ.setdefault(key, value)
     return {key: os.environ[key] for key in env}
@@ -110,19 +106,27 @@ class LocalStackEnvironment:
         bus = self.bus_settings
         prefixes = self.prefixes or defaults.NOTIFIED_PREFIXES
         setup(self.bucket, bus, prefixes=prefixes, storage_client=self.store.client)
-        subscribe(self.project, bus.arrivals_topic, "demo-arrivals")
         self.ingested_path.write_text("")
 
-        def listen(subscription: str, handle: Any) -> SubscriberThread:
+        def listen(topic: str, subscription: str, handle: Any) -> SubscriberThread:
+            subscribe(self.project, topic, subscription)
             return SubscriberThread(self.project, subscription, handle, name=subscription).start()
 
-        self._subscribers = [listen("demo-arrivals", lambda d: on_arrival(ArrivalEvent.decode(d.data)))]
+        self._subscribers = [
+            listen(bus.arrivals_topic, "demo-arrivals", lambda d: on_arrival(ArrivalEvent.decode(d.data)))
+        ]
         if on_manifest is not None:  # every subscriber polls the emulator, busy or not
-            subscribe(self.project, bus.exposures_topic, "demo-exposures")
-            subscribe(self.project, bus.exposures_ingested_topic, "demo-ingested")
             self._subscribers += [
-                listen("demo-exposures", lambda d: on_manifest(ExposureManifest.decode(d.data))),
-                listen("demo-ingested", lambda d: self._write_ingested(ExposureIngested.decode(d.data))),
+                listen(
+                    bus.exposures_topic,
+                    "demo-exposures",
+                    lambda d: on_manifest(ExposureManifest.decode(d.data)),
+                ),
+                listen(
+                    bus.exposures_ingested_topic,
+                    "demo-ingested",
+                    lambda d: self._write_ingested(ExposureIngested.decode(d.data)),
+                ),
             ]
         wiring.configure(
             wiring.build_service(
@@ -133,46 +137,26 @@ class LocalStackEnvironment:
                 bus,
             )
         )
-        self.relay = build_relay(
-            RelaySettings(min_backoff=0.0, max_backoff=2.0, max_attempts=5),
-            bus,
-            target=InProcessTarget(register_function.on_push),
+
+        def relay(handler: Any, **options: Any) -> Any:
+            settings = RelaySettings(min_backoff=0.0, max_backoff=2.0, max_attempts=5, **options)
+            return build_relay(settings, bus, target=InProcessTarget(handler)).start()
+
+        self.relay = relay(register_function.on_push)
+        # exposures -> on_manifest; what it gives up on goes to the objects dead-letter topic,
+        # with the reason, like every other push of the demo
+        subscribe(self.project, bus.exposures_topic, MANIFESTS_SUBSCRIPTION)
+        self.manifest_relay = relay(
+            register_function.on_manifest,
+            subscription=MANIFESTS_SUBSCRIPTION,
+            dead_letter_topic=bus.objects_dlq_topic,
+            concurrency=2,
         )
-        self.relay.start()
-        self.manifest_relay = self._manifest_relay(register_function.on_manifest)
-        self.manifest_relay.start()
 
     def _write_ingested(self, event: ExposureIngested) -> None:
         line = json.dumps(event.to_record(), default=str, sort_keys=True)
         with self._ingested_lock, self.ingested_path.open("a") as out:
             out.write(line + "\n")
-
-    def _manifest_relay(self, handler: Any) -> Any:
-        """``exposures`` -> the register function's ``on_manifest``; what it gives up on goes to
-        the objects dead-letter topic, with the reason, like every other push of the demo."""
-        from infra.local.provision import subscribe
-        from infra.local.relay.dead_letter import PubSubDeadLetter
-        from infra.local.relay.loop import Relay
-        from infra.local.relay.push import InProcessTarget
-        from infra.local.relay.settings import RelaySettings
-        from obsingest.bus.pull import PubSubPullSource
-
-        bus = self.bus_settings
-        subscribe(self.project, bus.exposures_topic, MANIFESTS_SUBSCRIPTION)
-        source = PubSubPullSource(self.project, MANIFESTS_SUBSCRIPTION)
-        return Relay(
-            source=source,
-            target=InProcessTarget(handler),
-            dead_letters=PubSubDeadLetter(self.project, bus.objects_dlq_topic),
-            settings=RelaySettings(
-                subscription=MANIFESTS_SUBSCRIPTION,
-                min_backoff=0.0,
-                max_backoff=2.0,
-                max_attempts=5,
-                concurrency=2,
-            ),
-            subscription_path=source.path,
-        )
 
     def publish_manifest(self, manifest: ExposureManifest) -> None:
         self.publisher.publish(

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO
@@ -237,7 +237,8 @@ class DemoPipeline:
         outcomes = edge.submit_many(ccds)
         for done, fut in enumerate(outcomes, 1):
             outcome = _await_outcome(fut, edge)
-            edge_log.write(json.dumps(_outcome_json(outcome)) + "\n")
+            record = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in asdict(outcome).items()}
+            edge_log.write(json.dumps(record) + "\n")
             if not outcome.ok:
                 raise RuntimeError(f"edge: {outcome.key} {outcome.state}: {outcome.error}")
             self.progress.update(f"{label}: compressed and stored {done}/{len(ccds)}")
@@ -291,13 +292,6 @@ class DemoPipeline:
                 "log": str(self.workdir / "demo.log"),
             },
         )
-
-
-def _outcome_json(outcome: Any) -> dict[str, Any]:
-    """One line of ``edge.jsonl``: what the edge service says became of one CCD."""
-    from dataclasses import asdict
-
-    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in asdict(outcome).items()}
 
 
 def run_demo(config: DemoConfig) -> int:

@@ -18,6 +18,7 @@ from obsingest_cli.options import call_with_options
 if TYPE_CHECKING:
     from obsingest.messages import ArrivalEvent
     from obsingest_cli.demo.environment import DemoEnvironment, DemoTransport
+    from producers.transfer import HarnessConfig
 
 
 class EnvironmentEndToEnd:
@@ -120,21 +121,6 @@ def prepare_destination(destination: str) -> None:
             create_chunk_topics(bootstrap, {dest.target: CHUNK_TOPIC_PARTITIONS})
 
 
-def stack_service_pids(destination: str, stack: str | None) -> dict[str, list[int]]:
-    """Pids of the local stack's services a run uses, for the CPU-by-role report."""
-    if destination.startswith("file://") and stack != "local":
-        return {}
-    from infra.local.stack import Stack
-
-    return {r.name: [r.pid] for r in Stack().status() if r.pid}
-
-
-def _progress() -> Callable[[str, bool], None]:
-    from obsingest_cli.demo.run import Progress
-
-    return Progress(sys.stderr).update
-
-
 def _write_json(path: Path, data: Any, indent: int | None = 2) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=indent) + "\n")
@@ -188,7 +174,7 @@ def run_transfer(args: argparse.Namespace) -> int:
     """The harness with ``args`` (``obsingest bench transfer``'s options): print the report,
     write the JSON; 0 when every transfer (and, end to end, every announcement) succeeded."""
     from obsingest import logs
-    from producers.transfer import HarnessConfig, run_harness
+    from producers.transfer import HarnessConfig
     from producers.transfer.plan import parse_starttime
 
     starttime = parse_starttime(args.starttime) if args.starttime else None
@@ -197,14 +183,7 @@ def run_transfer(args: argparse.Namespace) -> int:
     log_file = (args.run_dir / "bench.log").open("a")
     logs.configure(stream=log_file)
     try:
-        use_stack_endpoints(args.destination)
-        if args.end_to_end:
-            e2e = make_end_to_end(args.destination, args.stack, args.run_dir / "e2e")
-        else:
-            e2e = None
-            prepare_destination(args.destination)
-        services = stack_service_pids(args.destination, args.stack)
-        result = run_harness(config, e2e, _progress(), services).to_json()
+        result = harness_json(config, args.stack, args.end_to_end)
     except (ValueError, RuntimeError, TimeoutError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -220,32 +199,23 @@ def run_transfer(args: argparse.Namespace) -> int:
     return 0 if complete else 1
 
 
-def harness_json(
-    destination: str,
-    ccds: int,
-    numexp: int,
-    interval: float,
-    run_dir: Path,
-    stack: str | None = None,
-    compress: bool = True,
-    workers: int | None = None,
-) -> dict[str, Any]:
-    """One end-to-end harness run (as ``bench transfer --compress --end-to-end``), its JSON."""
-    from producers.transfer import HarnessConfig, run_harness
+def harness_json(config: HarnessConfig, stack: str | None = None, end_to_end: bool = True) -> dict[str, Any]:
+    """One harness run on the stack's endpoints, its JSON; without ``end_to_end`` the
+    destination's bucket or topic is created if missing."""
+    from infra.local.stack import Stack
+    from obsingest_cli.demo.run import Progress
+    from producers.transfer import run_harness
 
-    config = HarnessConfig(
-        destination=destination,
-        ccds=ccds,
-        numexp=numexp,
-        interval=interval,
-        compress=compress,
-        run_dir=run_dir,
-        workers=workers,
-    )
-    use_stack_endpoints(destination)
-    e2e = make_end_to_end(destination, stack, run_dir / "e2e")
-    services = stack_service_pids(destination, stack)
-    return run_harness(config, e2e, _progress(), services).to_json()
+    use_stack_endpoints(config.destination)
+    if end_to_end:
+        e2e = make_end_to_end(config.destination, stack, config.run_dir / "e2e")
+    else:
+        e2e = None
+        prepare_destination(config.destination)
+    # the local stack's services a run uses, for the CPU-by-role report
+    local = not config.destination.startswith("file://") or stack == "local"
+    services = {r.name: [r.pid] for r in Stack().status() if r.pid} if local else {}
+    return run_harness(config, e2e, Progress(sys.stderr).update, services).to_json()
 
 
 #: path -> destination of its calibration runs (the local stack, as ``benchmarks/transfer.py``)
@@ -254,10 +224,14 @@ CALIBRATION_DESTINATIONS = {"direct": "gs://calibration", "kafka": "kafka://ccd-
 
 def calibration_runs(path: str, ccds: int, run_dir: Path) -> dict[str, Any]:
     """The two short runs the model is calibrated on: 1 CCD and ``ccds`` CCDs per exposure."""
+    from producers.transfer import HarnessConfig
+
     destination = CALIBRATION_DESTINATIONS[path]
-    one = harness_json(destination, 1, 3, 4.0, run_dir)
-    # at the camera's cadence: an exposure must end before the next for its CPU to be its own
-    many = harness_json(destination, ccds, 3, 17.0, run_dir)
+    one, many = (
+        harness_json(HarnessConfig(destination, n, 3, interval, compress=True, run_dir=run_dir))
+        # at the camera's cadence: an exposure must end before the next for its CPU to be its own
+        for n, interval in ((1, 4.0), (ccds, 17.0))
+    )
     return {"path": path, "one": _slim(one), "many": _slim(many)}
 
 

@@ -81,29 +81,29 @@ class ManifestPublisher:
         self.published.append(manifest.exposure)
 
 
-def _template(args: argparse.Namespace) -> Any:
-    """The ``--template`` header's primary cards, None without one (ValueError if unreadable)."""
+def _template(args: argparse.Namespace) -> tuple[Any, str]:
+    """The ``--template`` header's primary cards, None without one (ValueError if unreadable),
+    and the instrument: ``--instrument``, else the template's, else LSSTCam."""
     if getattr(args, "template", None) is None:
-        return None
-    from producers.daq.header import load_template
+        return None, args.instrument or "LSSTCam"
+    from producers.daq.header import load_template, template_instrument
 
     try:
-        return load_template(args.template)
+        template = load_template(args.template)
     except OSError as exc:
         raise ValueError(f"--template: {exc}") from None
+    return template, args.instrument or template_instrument(template)
 
 
 def night(args: argparse.Namespace) -> int:
     """Play a night into the hand-off directory at the summit's cadence (and, with
     ``--publish-manifests``, publish each manifest on the bus's exposures topic)."""
-    from producers.daq.header import template_instrument
     from producers.daq.night import NightPlan, play_night
 
     publisher: Any = None
     manifests: ManifestPublisher | None = None
     try:
-        template = _template(args)
-        instrument = args.instrument or (template_instrument(template) if template is not None else "LSSTCam")
+        template, instrument = _template(args)
         plan = call_with_options(NightPlan, args, instrument=instrument, template=template)
         if getattr(args, "publish_manifests", False):
             from obsingest.bus.factory import open_publisher
@@ -140,12 +140,11 @@ def write_one(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from obsingest.dataid import exposure_day_obs
-    from producers.daq.header import template_detector, template_instrument
+    from producers.daq.header import template_detector
     from producers.daq.simulator import CcdSpec, write_raw_ccd
 
     try:
-        template = _template(args)
-        instrument = args.instrument or (template_instrument(template) if template is not None else "LSSTCam")
+        template, instrument = _template(args)
         detector = args.detector
         if detector is None and template is not None:
             detector = template_detector(template)

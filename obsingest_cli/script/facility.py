@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from obsingest import defaults
 from obsingest.settings import BusSettings, StoreSettings
+from obsingest_cli.script.setup import bucket_from_settings
 
 
 def local_stack_repair(
@@ -18,9 +19,9 @@ def local_stack_repair(
     """Re-ensure topics, subscriptions and notification configs with ``infra.local.provision``
     when the deployment is the local stack (the Pub/Sub emulator and a gs:// bucket); None
     elsewhere: production's belong to Terraform, and a broken canary is reported, not fixed."""
-    if not os.environ.get("PUBSUB_EMULATOR_HOST") or not store.url.startswith("gs://"):
+    bucket = bucket_from_settings(store)
+    if not os.environ.get("PUBSUB_EMULATOR_HOST") or not bucket:
         return None
-    bucket = store.url[len("gs://") :].split("/", 1)[0]
 
     def repair() -> Any:
         from infra.local.provision import setup
@@ -37,7 +38,7 @@ def reconcile(
     every: float | None,
     window: float | None,
     grace: float | None,
-    prefixes: tuple[str, ...] | None,
+    prefixes: Sequence[str] | None,
     dry_run: bool,
     canary: bool,
     repair: bool,
@@ -55,6 +56,7 @@ def reconcile(
     from obsingest.messages import utcnow
 
     logs.configure("INFO" if every else "WARNING")
+    prefixes = tuple(prefixes) if prefixes else None
     overrides: dict[str, Any] = {
         key: value
         for key, value in {"every": every, "window": window, "grace": grace, "prefixes": prefixes}.items()

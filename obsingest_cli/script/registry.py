@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from contextlib import closing
 
 from obsingest.registry import Registry, open_registry
@@ -14,10 +15,10 @@ def _open(url: str | None) -> closing[Registry]:
     return closing(open_registry(RegistrySettings(url=url) if url else RegistrySettings()))
 
 
-def list_datasets(url: str | None, instrument: str | None, exposure: int | None, as_json: bool) -> int:
+def list_datasets(registry: str | None, instrument: str | None, exposure: int | None, as_json: bool) -> int:
     """Registered datasets with their datastore records, as a table or JSON."""
-    with _open(url) as registry:
-        rows = registry.datasets(instrument, exposure)
+    with _open(registry) as db:
+        rows = db.datasets(instrument, exposure)
     if as_json:
         print(json.dumps(rows, indent=2))
     else:
@@ -31,10 +32,10 @@ def list_datasets(url: str | None, instrument: str | None, exposure: int | None,
     return 0
 
 
-def list_quarantine(url: str | None, as_json: bool) -> int:
+def list_quarantine(registry: str | None, as_json: bool) -> int:
     """Refused inputs: object, reason, message, occurrences."""
-    with _open(url) as registry:
-        rows = registry.quarantined()
+    with _open(registry) as db:
+        rows = db.quarantined()
     if as_json:
         print(json.dumps(rows, indent=2))
     else:
@@ -44,31 +45,30 @@ def list_quarantine(url: str | None, as_json: bool) -> int:
     return 0
 
 
-def migrate(url: str | None) -> int:
+def migrate(registry: str | None) -> int:
     """Apply pending schema migrations (opening the registry does)."""
-    with _open(url) as registry:
-        print(f"registry schema up to date at {registry.engine.url.render_as_string(hide_password=True)}")
+    with _open(registry) as db:
+        print(f"registry schema up to date at {db.engine.url.render_as_string(hide_password=True)}")
     return 0
 
 
 def export(
-    url: str | None,
+    registry: str | None,
     fmt: str,
     path: str,
     as_json: bool,
     target: str = "rubin",
-    formatters: dict[str, str] | None = None,
+    formatter: Sequence[str] = (),
     storage_class: str | None = None,
 ) -> int:
     """Write the registry as an export file (``butler``: what ``butler import`` loads), for the
-    environment ``target`` names (``registry.butler_export``)."""
+    environment ``target`` names (``registry.butler_export``); ``formatter``: INSTRUMENT=CLASS."""
     from obsingest.registry.butler_export import export_butler
 
     if fmt != "butler":
         raise ValueError(f"unknown export format {fmt!r} (butler)")
-    with _open(url) as registry:
-        counts = export_butler(
-            registry, path, storage_class=storage_class, target=target, formatters=formatters
-        )
+    formatters = dict(item.split("=", 1) for item in formatter)
+    with _open(registry) as db:
+        counts = export_butler(db, path, storage_class=storage_class, target=target, formatters=formatters)
     print(json.dumps(counts) if as_json else f"wrote {path}: {counts}")
     return 0

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 
+from obsingest import defaults
 from obsingest.settings import BusSettings, RegistrySettings, StoreSettings
 
 
@@ -26,19 +28,20 @@ def run_setup(
     *,
     bucket: str | None,
     project: str | None,
-    prefixes: tuple[str, ...],
+    prefixes: Sequence[str] | None,
     subscription: str,
     kafka: str | None,
     as_json: bool,
     registry: str | None = None,
-    instruments: tuple[str, ...] = ("LSSTCam",),
+    instruments: Sequence[str] | None = None,
 ) -> int:
-    """Create what is missing and print what exists; 2 when no bucket (and no Butler) is known."""
+    """Create what is missing and print what exists; 2 when no bucket (and no Butler) is known.
+    Defaults: prefixes raw/, quarantine/ and canary/; instrument LSSTCam."""
     from infra.local.provision import setup
     from obsingest import logs
 
     logs.configure("WARNING")
-    butler_done = _butler(registry, instruments, as_json)
+    butler_done = _butler(registry, tuple(instruments or ("LSSTCam",)), as_json)
     bus = BusSettings()
     if project:
         bus = bus.model_copy(update={"pubsub_project": project})
@@ -51,7 +54,7 @@ def run_setup(
     report = setup(
         bucket,
         bus,
-        prefixes=prefixes,
+        prefixes=tuple(prefixes or defaults.NOTIFIED_PREFIXES),
         relay_subscription=subscription,
         kafka_bootstrap=kafka or kafka_bootstrap_from_settings(bus),
     )

@@ -16,8 +16,8 @@ from obsingest_cli.script.status_view import render
 
 
 def run_status(
-    registry_url: str | None,
-    metrics_urls: list[str],
+    registry: str | None,
+    metrics: list[str],
     *,
     once: bool,
     as_json_output: bool,
@@ -29,7 +29,7 @@ def run_status(
     """The live view until Ctrl-C, or one snapshot printed (``once``) with its exit code."""
     from rich.console import Console
 
-    settings = RegistrySettings(url=registry_url) if registry_url else RegistrySettings()
+    settings = RegistrySettings(url=registry) if registry else RegistrySettings()
     budget_seconds = budget if budget is not None else PipelineSettings().budget_seconds
     console = Console()
     if not console.is_terminal:  # a script's pipe or file: room for every column
@@ -42,7 +42,7 @@ def run_status(
     since = timedelta(hours=since_hours)
     try:
         if once:
-            snapshot = take(reader, metrics_urls, exposures, since)
+            snapshot = take(reader, metrics, exposures, since)
             if as_json_output:
                 print(as_json(snapshot))
             else:
@@ -51,7 +51,7 @@ def run_status(
                 print(f"obsingest status: {snapshot.error}", file=sys.stderr)
                 return NOTHING_TO_JUDGE
             return snapshot.exit_code
-        return _live(console, reader, metrics_urls, exposures, since, interval)
+        return _live(console, reader, metrics, exposures, since, interval)
     finally:
         reader.close()
 

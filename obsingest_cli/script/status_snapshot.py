@@ -1,14 +1,7 @@
-"""One snapshot of the night for ``obsingest status``, taken again and again for the live view,
-or once for scripts.
-
-From the registry (``PresenceReader``): the newest exposures' completeness, latencies against
-the budget and status, and recent quarantines. From each ``--metrics URL`` (parsed by
-prometheus_client): dead-lettered and waiting messages, the edge's spool, the assembler's lag,
-quarantines; a family a process does not export is absent.
-
-Exit status of ``--once``: 0 the newest exposure made the budget, 1 it did not (incomplete or
-over budget), 2 no exposure to judge or the registry unreadable.
-"""
+"""One snapshot of the night for ``obsingest status`` (again and again for the live view): the
+registry's newest exposures and recent quarantines, and the METRICS each ``--metrics URL``
+exports (a family a process does not export is absent). ``--once`` exits 0 when the newest
+exposure made the budget, 1 when not, 2 with none to judge or the registry unreadable."""
 
 from __future__ import annotations
 

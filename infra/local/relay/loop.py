@@ -174,13 +174,14 @@ class Relay:
                 self._in_flight -= 1
                 self._last_activity = self._clock()
 
-    def start(self) -> None:
+    def start(self) -> Relay:
         """Relay in a background thread until ``stop``: messages are pushed as they come."""
         self._pool = ThreadPoolExecutor(self.settings.concurrency, thread_name_prefix="relay-push")
         if self.settings.ack_linger > 0:
             self._acks = AckBatcher(self.source, self.settings.ack_linger).start()
         self._thread = threading.Thread(target=self._run, name="relay", daemon=True)
         self._thread.start()
+        return self
 
     def _run(self) -> None:
         assert self._pool is not None

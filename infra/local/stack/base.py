@@ -126,11 +126,15 @@ class Service(ABC):
 
     def healthy(self) -> bool:
         """True if the service answers a real request right now."""
+        return self._probe_error() is None
+
+    def _probe_error(self) -> str | None:
+        """Why :meth:`probe` failed (its first line), or None if it passed."""
         try:
             self.probe()
-        except Exception:
-            return False
-        return True
+        except Exception as exc:
+            return str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        return None
 
     def elsewhere(self) -> str | None:
         """Why the recorded instance cannot serve these settings (it listens on other ports), or
@@ -227,19 +231,14 @@ class Service(ABC):
 
     def status(self) -> ServiceStatus:
         rec = self.record()
-        detail = ""
-        ok = False
-        try:
-            self.probe()
-            ok = True
-        except Exception as exc:
-            detail = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        error = self._probe_error()
+        detail = error or ""
         if rec is not None and _moved(rec, self.ports()):
             detail = f"ours listens on {rec.ports}, configured {self.ports()}"
         return ServiceStatus(
             name=self.name,
             running=rec is not None,
-            healthy=ok,
+            healthy=error is None,
             pid=rec.pid if rec else None,
             endpoint=self.endpoint,
             detail=detail,

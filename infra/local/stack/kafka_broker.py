@@ -88,12 +88,6 @@ class Kafka(Service):
     def env(self) -> dict[str, str]:
         return {"KAFKA_BOOTSTRAP_SERVERS": self.endpoint}
 
-    def _java(self) -> str:
-        java = self.settings.java_bin()
-        if not java:
-            raise FetchError(self.name, "java not found (make system-deps; OBSINGEST_STACK_JAVA)")
-        return java
-
     def fetch(self) -> None:
         """Copy the broker's runtime dependency closure from Maven Central, once."""
         stamp = self.libs / ".complete"
@@ -126,7 +120,10 @@ class Kafka(Service):
         return self.settings.data_dir(self.name) / "data"
 
     def _jvm(self) -> list[str]:
-        argv = [self._java(), f"-Xmx{self.settings.kafka_heap}", "-Xms128m", "-XX:+UseG1GC"]
+        java = self.settings.java_bin()
+        if not java:
+            raise FetchError(self.name, "java not found (make system-deps; OBSINGEST_STACK_JAVA)")
+        argv = [java, f"-Xmx{self.settings.kafka_heap}", "-Xms128m", "-XX:+UseG1GC"]
         argv += ["-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true"]
         argv += ["-Dorg.slf4j.simpleLogger.defaultLogLevel=info"]
         argv += ["-Dorg.slf4j.simpleLogger.showDateTime=true", "-cp", f"{self.libs}/*"]

@@ -10,14 +10,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pwd
 import signal
 import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -42,23 +42,10 @@ class PidRecord:
 
     @classmethod
     def from_json(cls, text: str) -> PidRecord:
+        """A record ``to_json`` wrote; fields added since (pgid, owner, ports) take defaults."""
         data = json.loads(text)
-        return cls(
-            service=str(data["service"]),
-            pid=int(data["pid"]),
-            pgid=int(data.get("pgid", data["pid"])),
-            start_ticks=_int_or_none(data.get("start_ticks")),
-            argv=[str(a) for a in data.get("argv", [])],
-            log=str(data.get("log", "")),
-            owner=str(data.get("owner") or ""),
-            owner_pid=_int_or_none(data.get("owner_pid")),
-            owner_start_ticks=_int_or_none(data.get("owner_start_ticks")),
-            ports=[int(p) for p in data.get("ports", [])],
-        )
-
-
-def _int_or_none(value: Any) -> int | None:
-    return None if value is None else int(value)
+        data = {"pgid": data["pid"], "argv": [], "log": "", **data}
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
 def _stat(pid: int | str) -> list[str]:
@@ -171,7 +158,7 @@ def spawn(
             start_new_session=True,
             close_fds=True,
             user=user,
-            group=_primary_group(user) if user else None,
+            group=pwd.getpwnam(user).pw_gid if user else None,
             extra_groups=[] if user else None,
         )
     # The Popen object is dropped on purpose: the service outlives this process. Popen's
@@ -192,12 +179,6 @@ def spawn(
     return record
 
 
-def _primary_group(user: str) -> int:
-    import pwd
-
-    return pwd.getpwnam(user).pw_gid
-
-
 def descendants(pid: int) -> dict[int, int | None]:
     """Every live descendant of ``pid`` with its start ticks (Linux /proc): postgres puts
     children in new sessions, out of a group kill's reach."""
@@ -206,13 +187,9 @@ def descendants(pid: int) -> dict[int, int | None]:
     if not proc.is_dir():
         return {}
     for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            rest = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        children.setdefault(int(rest[1]), []).append(int(entry.name))
+        rest = _stat(entry.name) if entry.name.isdigit() else []
+        if rest:
+            children.setdefault(int(rest[1]), []).append(int(entry.name))
     out: dict[int, int | None] = {}
     stack = list(children.get(pid, []))
     while stack:

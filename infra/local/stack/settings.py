@@ -95,19 +95,11 @@ class StackSettings(BaseSettings):
             }
         )
 
-    @property
-    def log_dir(self) -> Path:
-        return self.run_dir / "logs"
-
-    @property
-    def pid_dir(self) -> Path:
-        return self.run_dir / "pids"
-
     def log_file(self, service: str) -> Path:
-        return self.log_dir / f"{service}.log"
+        return self.run_dir / "logs" / f"{service}.log"
 
     def pid_file(self, service: str) -> Path:
-        return self.pid_dir / f"{service}.json"
+        return self.run_dir / "pids" / f"{service}.json"
 
     def data_dir(self, service: str) -> Path:
         return self.run_dir / service
