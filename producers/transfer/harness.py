@@ -22,8 +22,6 @@ from producers.transfer import stats
 
 log = get_logger("obsingest.producer.transfer")
 
-Progress = Callable[[str, bool], None]
-
 
 class EndToEnd(Protocol):
     """The facility side of an end-to-end run: where to send, and the announcements."""
@@ -186,28 +184,3 @@ class Arrivals:
     def all(self) -> list[stats.Arrival]:
         with self._lock:
             return sorted(self.by_key.values(), key=lambda a: (a.exposure, a.detector))
-
-
-def show_progress(
-    records: list[stats.TransferRecord],
-    exposures: list[int],
-    config: HarnessConfig,
-    e2e: bool,
-    arrivals: Arrivals,
-    show: Progress,
-    current: int,
-    final: bool = False,
-) -> None:
-    """One line per exposure: rewritten while it runs, kept when all its CCDs are sent."""
-    sent = [r for r in records if r.ok]
-    this = [r for r in sent if r.exposure_index == current]
-    text = (
-        f"exposure {current + 1}/{len(exposures)}: sent {len(this)}/{config.ccds}"
-        f" (all: {len(sent)}/{config.ccds * len(exposures)}"
-        f", failed {len(records) - len(sent)})"
-    )
-    if e2e:
-        text += f", announced {arrivals.count()}"
-    if this:
-        text += f", max {max(r.seconds for r in this):.2f} s"
-    show(text, final)

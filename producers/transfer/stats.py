@@ -21,6 +21,11 @@ from obsingest.registry.completeness import percentile
 from producers.sender import SendStatus
 
 
+def _iso_json(record: Any) -> dict[str, Any]:
+    """A record's fields as JSON values, datetimes as ISO 8601."""
+    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in asdict(record).items()}
+
+
 @dataclass(frozen=True)
 class TransferRecord:
     """One CCD moved by one worker: what the worker's JSON log line says."""
@@ -65,11 +70,7 @@ class TransferRecord:
         return not self.error
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        for key, value in out.items():
-            if isinstance(value, datetime):
-                out[key] = value.isoformat()
-        return out
+        return _iso_json(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TransferRecord:
@@ -179,7 +180,7 @@ class Arrival:
         return (self.published - self.readout).total_seconds()
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in asdict(self).items()}
+        return _iso_json(self)
 
 
 @dataclass(frozen=True)
