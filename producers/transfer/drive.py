@@ -32,7 +32,6 @@ from producers.transfer.plan import (
     parse_destination,
     readout_times,
 )
-from producers.transfer.records import record_of
 from producers.transfer.staging import remove_staged, stage_run
 
 log = get_logger("obsingest.producer.transfer")
@@ -342,7 +341,9 @@ class Run:
             outcome = future.result() if not future.cancelled() else None
             if outcome is None:
                 raise RuntimeError(f"the edge dropped exposure {index} detector {detector}")
-            record = record_of(outcome, detector, self.exposures[index], index, readouts[index], workers)
+            record = stats.record_of(
+                outcome, detector, self.exposures[index], index, readouts[index], workers
+            )
             self.records.append(record)
             self._line(
                 "transfer.done" if record.ok else "transfer.failed",

@@ -14,7 +14,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from obsingest.registry.completeness import percentile
@@ -80,6 +80,56 @@ class TransferRecord:
                 value = data[f.name]
                 kwargs[f.name] = datetime.fromisoformat(value) if f.type == "datetime" else value
         return cls(**kwargs)
+
+
+def record_of(
+    outcome: Any,
+    detector: int,
+    exposure: int,
+    exposure_index: int,
+    readout: datetime,
+    workers: dict[int, int],
+) -> TransferRecord:
+    """An edge ``Outcome`` (the worker's own step times and CPU seconds) as a record; ``workers``:
+    worker pid -> index. Queueing for a worker is readout -> start."""
+    if not outcome.ok:
+        reason = f"{outcome.reason}: " if outcome.reason else ""
+        return TransferRecord(
+            data_id=outcome.key,
+            worker=-1,
+            detector=detector,
+            exposure=exposure,
+            exposure_index=exposure_index,
+            readout=readout,
+            start=readout,
+            read_end=readout,
+            compressed=readout,
+            end=readout,
+            bytes=0,
+            raw_bytes=0,
+            status="failed",
+            error=f"{outcome.state}: {reason}{outcome.error or 'not acknowledged'}",
+        )
+    start = outcome.started_time or readout
+    return TransferRecord(
+        data_id=outcome.key,
+        worker=workers.get(outcome.worker_pid, -1),
+        detector=detector,
+        exposure=exposure,
+        exposure_index=exposure_index,
+        readout=readout,
+        start=start,
+        read_end=start + timedelta(seconds=outcome.read_seconds),
+        compressed=outcome.compressed_time or start,
+        end=outcome.acked_time or start,
+        bytes=outcome.size,
+        raw_bytes=outcome.raw_size,
+        status=outcome.status,
+        cpu_seconds=round(outcome.cpu_seconds, 4),
+        compress_cpu_seconds=round(outcome.read_compress_cpu_seconds, 4),
+        send_cpu_seconds=round(outcome.send_cpu_seconds, 4),
+        worker_pid=outcome.worker_pid,
+    )
 
 
 @dataclass(frozen=True)
