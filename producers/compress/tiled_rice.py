@@ -84,9 +84,6 @@ class CompressionResult:
         return self.raw_bytes / self.compressed_bytes if self.compressed_bytes else 0.0
 
 
-# --- compression ----------------------------------------------------------------------------
-
-
 def is_rice_image(hdu: Hdu) -> bool:
     """Whether we compress this HDU (else it is copied unchanged)."""
     if hdu.int_value("BITPIX") not in RICE_BITPIX or hdu.data_size == 0:

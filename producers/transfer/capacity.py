@@ -178,9 +178,6 @@ def calibrate(path: str, one: dict[str, Any], many: dict[str, Any]) -> Calibrati
     )
 
 
-# --- this machine ---------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Prediction:
     ccds: int
@@ -209,9 +206,6 @@ def predict_here(
             rates[label] = cal.roles[role]
     bottleneck = max(rates, key=lambda k: rates[k])
     return Prediction(ccds, cal.latency_one + (ccds - 1) * rates[bottleneck], bottleneck, rates)
-
-
-# --- a whole camera -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

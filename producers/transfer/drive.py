@@ -103,7 +103,6 @@ class Run:
         self._marks: list[tuple[str, int, float, cpu.CpuSample, float]] = []
         self._completed: set[int] = set()
 
-    # the run ----------------------------------------------------------------------------------
     def run(self) -> HarnessResult:
         from producers.edge import EdgeService, EdgeSettings
 
@@ -276,7 +275,6 @@ class Run:
         self._check_complete()
         self.show(f"announced: {self.arrivals.count()}/{expected}", True)
 
-    # CPU by phase -----------------------------------------------------------------------------
     def _mark(self, kind: str, index: int) -> None:
         ticks = cpu.thread_ticks(os.getpid(), self._tids)
         service = cpu.ticks_to_seconds(ticks) + self._submit_cpu

@@ -199,8 +199,6 @@ def split_warmup(records: Sequence[TransferRecord]) -> tuple[list[TransferRecord
     )
 
 
-# --- end to end -----------------------------------------------------------------------------
-
 #: (label, from, to) of every stage an ArrivalEvent's timestamps delimit, then the subscriber.
 STAGES: tuple[tuple[str, str, str], ...] = (
     ("read+compress", "readout", "compressed"),
@@ -283,9 +281,6 @@ def latency_summary(arrivals: Sequence[Arrival], expected: int, budget: float) -
         over_budget=sum(v > budget for v in values),
         budget=budget,
     )
-
-
-# --- tables ---------------------------------------------------------------------------------
 
 
 def _f(value: float | None, digits: int = 2) -> str:
