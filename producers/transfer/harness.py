@@ -111,21 +111,15 @@ class HarnessResult:
             "cpu": self._cpu_json(),
         }
         if self.end_to_end:
-            first = min(self.exposures)
-            steady_arrivals = [a for a in self.arrivals if a.exposure != first]
-            expected_steady = self.config.ccds * (self.config.numexp - 1)
+            c, first = self.config, min(self.exposures)
+            warmup = [a for a in self.arrivals if a.exposure == first]
+            steady = [a for a in self.arrivals if a.exposure != first]
             out["latency"] = {
-                "all": asdict(
-                    stats.latency_summary(
-                        self.arrivals, self.config.ccds * self.config.numexp, self.config.budget
-                    )
-                ),
-                "steady": asdict(stats.latency_summary(steady_arrivals, expected_steady, self.config.budget)),
+                "all": asdict(stats.latency_summary(self.arrivals, c.ccds * c.numexp, c.budget)),
+                "steady": asdict(stats.latency_summary(steady, c.ccds * (c.numexp - 1), c.budget)),
             }
-            out["stages"] = [asdict(r) for r in stats.stage_breakdown(steady_arrivals)]
-            out["stages_warmup"] = [
-                asdict(r) for r in stats.stage_breakdown([a for a in self.arrivals if a.exposure == first])
-            ]
+            out["stages"] = [asdict(r) for r in stats.stage_breakdown(steady)]
+            out["stages_warmup"] = [asdict(r) for r in stats.stage_breakdown(warmup)]
             out["arrivals"] = [a.to_json() for a in self.arrivals]
         out["records"] = [r.to_json() for r in self.records]
         return out
