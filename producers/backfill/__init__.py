@@ -11,13 +11,10 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-_EXPORTS = {"BackfillConfig": "producers.backfill.run", "run_backfill": "producers.backfill.run"}
-
-__all__ = sorted(_EXPORTS)
+__all__ = ["BackfillConfig", "run_backfill"]
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
+    if name not in __all__:
         raise AttributeError(f"module 'producers.backfill' has no attribute {name!r}")
-    return getattr(import_module(module), name)
+    return getattr(import_module("producers.backfill.run"), name)

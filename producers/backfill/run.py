@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections import Counter, deque
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from importlib import import_module
 from pathlib import Path
 from typing import Any, TextIO
@@ -96,17 +96,8 @@ class BackfillReport:
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "files": self.files,
-            "already_done": self.already_done,
-            "stored": self.stored,
-            "exists": self.exists,
-            "failed": self.failed,
-            "bytes": self.bytes,
-            "seconds": round(self.seconds, 3),
-            "files_s": round(self.files_s, 1),
-            "gbit_s": round(self.gbit_s, 4),
-        }
+        out = {**asdict(self), "seconds": round(self.seconds, 3)}
+        return {**out, "files_s": round(self.files_s, 1), "gbit_s": round(self.gbit_s, 4)}
 
 
 class _Run:

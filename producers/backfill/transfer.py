@@ -86,8 +86,6 @@ class UploadWorker:
         try:
             put = self.store.put(name, data, {"obsingest-checksum": checksum})
             created, size, stored_crc = put.created, put.obj.size, put.obj.crc32c
-            # The crc32c and size of the object as stored (the upload's response, or the existing
-            # object's on "exists") are the store's own: comparing them verifies the stored bytes.
             if size != len(data) or stored_crc != crc:
                 raise ChecksumMismatch(
                     f"{name}: store holds {size} B crc32c {stored_crc}, {path} has {len(data)} B crc32c {crc}"

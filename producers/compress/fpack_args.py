@@ -225,20 +225,18 @@ def preflight(opts: Options) -> list[tuple[str, str, str]]:
         if name.endswith(".fz"):
             raise CommandLineError(f"Error: fpack input file already has '.fz' suffix\n{name}\n" + NOOP)
         if opts.to_stdout:
-            plan.append((name, source, "-"))
-            continue
-        if opts.outfile is not None:
+            out = "-"
+        elif opts.outfile is not None:
             nfiles += 1
             if nfiles > 1:
                 raise CommandLineError(
                     f"Error: cannot use same output file name for multiple files:\n   {opts.outfile}\n" + NOOP
                 )
-            if readable(opts.outfile):
-                raise CommandLineError(f"Error: output file already exists:\n {opts.outfile}\n " + NOOP)
-            plan.append((name, source, opts.outfile))
-            continue
-        out = output_name(name, opts.clobber)
-        if out != name and readable(out):
+            out = opts.outfile
+        else:
+            out = output_name(name, opts.clobber)
+        # -O refuses any existing file; a derived name may be the input itself (-F)
+        if not opts.to_stdout and (out != name or opts.outfile is not None) and readable(out):
             raise CommandLineError(f"Error: output file already exists:\n {out}\n " + NOOP)
         plan.append((name, source, out))
     return plan

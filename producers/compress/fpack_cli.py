@@ -64,6 +64,11 @@ class _Run:
         if not self.status:
             self.status = status
 
+    def fitsio_fail(self, status: int, name: str, reason: object, stdout: str = "") -> None:
+        """A failure in fpack's words: CFITSIO's status line on stderr, then the file and why."""
+        text = STATUS_TEXT.get(status, "error")
+        self.fail(status, stdout, f"\nFITSIO status = {status}: {text}\n{name}: {reason}\n")
+
     def fits_error(self, item: _Input, exc: CorruptFile) -> None:
         """fpack's report: a fault in the primary header is an open error (stderr only); a
         later one names the HDU on stdout too. Then the status line and our reason."""
@@ -73,8 +78,7 @@ class _Run:
         if hdu:
             stdout = f"Error processing file: {item.name}\n  in HDU number {hdu}\n"
             stdout += "Input file is unchanged.\n"
-        text = STATUS_TEXT.get(status, "error")
-        self.fail(status, stdout, f"\nFITSIO status = {status}: {text}\n{item.name}: {exc}\n")
+        self.fitsio_fail(status, item.name, exc, stdout)
 
     def open(self, item: _Input) -> bool:
         """Read or map the input and queue its compression jobs; False (reported) if bad."""
@@ -91,10 +95,7 @@ class _Run:
                 item.data, item.closer = mapped.map, mapped.close
         except (OSError, EOFError) as exc:  # EOFError: a truncated .gz
             status = 108 if isinstance(exc, (IsADirectoryError, EOFError)) else 104
-            reason = getattr(exc, "strerror", None) or str(exc)
-            self.fail(
-                status, stderr=f"\nFITSIO status = {status}: {STATUS_TEXT[status]}\n{item.name}: {reason}\n"
-            )
+            self.fitsio_fail(status, item.name, getattr(exc, "strerror", None) or exc)
             return False
         try:
             item.hdus, jobs = tiled_rice.plan(memoryview(item.data), self.opts.tiling, self.opts.checksum)
@@ -146,11 +147,8 @@ class _Run:
             )
             return
         except OSError as exc:  # fpack's report when it cannot create the output
-            self.fail(
-                105,
-                f"Error processing file: {item.name}\n  in HDU number 1\n",
-                f"\nFITSIO status = 105: {STATUS_TEXT[105]}\n{item.target}: {exc.strerror or exc}\n",
-            )
+            stdout = f"Error processing file: {item.name}\n  in HDU number 1\n"
+            self.fitsio_fail(105, item.target, exc.strerror or exc, stdout)
             return
         if destroys_input and item.target != item.source:
             try:

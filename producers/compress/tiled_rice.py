@@ -19,7 +19,7 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
@@ -82,9 +82,6 @@ class CompressionResult:
     @property
     def ratio(self) -> float:
         return self.raw_bytes / self.compressed_bytes if self.compressed_bytes else 0.0
-
-
-# --- compression ----------------------------------------------------------------------------
 
 
 def is_rice_image(hdu: Hdu) -> bool:
@@ -371,22 +368,7 @@ def compress_file(
         raw_bytes = mapped.size
     Path(dst).parent.mkdir(parents=True, exist_ok=True)
     written = publish(Path(dst), parts)
-    result = CompressionResult(
-        raw_bytes=raw_bytes,
-        compressed_bytes=written,
-        seconds=time.perf_counter() - start,
-        threads=workers(threads),
-        tile_rows=tile_rows,
-    )
-    log_event(
-        get_logger(__name__),
-        "compressed",
-        src=str(src),
-        dst=str(dst),
-        raw_bytes=result.raw_bytes,
-        compressed_bytes=result.compressed_bytes,
-        seconds=round(result.seconds, 4),
-        threads=result.threads,
-        tile_rows=tile_rows,
-    )
+    result = CompressionResult(raw_bytes, written, time.perf_counter() - start, workers(threads), tile_rows)
+    fields = {**asdict(result), "seconds": round(result.seconds, 4)}
+    log_event(get_logger(__name__), "compressed", src=str(src), dst=str(dst), **fields)
     return result

@@ -84,6 +84,13 @@ class _Delivery:
             if self.acked + len(self.errors) >= self.expected:
                 self.done.set()
 
+    def wait(self, producer: Producer, timeout: float) -> bool:
+        """Serve delivery reports until every one is in (True) or ``timeout`` passes (False)."""
+        deadline = time.monotonic() + timeout
+        while not self.done.is_set() and time.monotonic() < deadline:
+            producer.poll(0.01)
+        return self.done.is_set()
+
 
 def producer_config(settings: KafkaProducerSettings, client_id: str) -> dict[str, Any]:
     """librdkafka settings for chunk producers (the reasons are in producers/kafka/README.md)."""
@@ -184,14 +191,11 @@ class KafkaChunkSender:
         return result
 
     def _wait(self, delivery: _Delivery, data_id: DataId) -> None:
-        deadline = time.monotonic() + self.settings.delivery_timeout_s + 10
-        while not delivery.done.is_set():
-            if time.monotonic() > deadline:
-                raise ChunkDeliveryFailed(
-                    f"{data_id.key}: {delivery.acked}/{delivery.expected} chunks acknowledged "
-                    f"within {self.settings.delivery_timeout_s} s"
-                )
-            self._producer.poll(0.01)
+        if not delivery.wait(self._producer, self.settings.delivery_timeout_s + 10):
+            raise ChunkDeliveryFailed(
+                f"{data_id.key}: {delivery.acked}/{delivery.expected} chunks acknowledged "
+                f"within {self.settings.delivery_timeout_s} s"
+            )
         if delivery.errors:
             raise self._classify(delivery.errors[0], data_id)
 
@@ -233,25 +237,11 @@ def publish_manifest(
     Published before readout, it is what completeness is measured against, so it must not be
     fire-and-forget: a lost manifest would make a complete exposure look like NO_MANIFEST.
     """
-    errors: list[Any] = []
-    done = threading.Event()
-
-    def on_delivery(err: Any, _msg: Any) -> None:
-        if err is not None:
-            errors.append(err)
-        done.set()
-
-    producer.produce(
-        topic,
-        value=manifest.encode(),
-        key=f"{manifest.instrument}/{manifest.exposure}".encode(),
-        on_delivery=on_delivery,
-    )
-    deadline = time.monotonic() + timeout
-    while not done.is_set() and time.monotonic() < deadline:
-        producer.poll(0.01)
-    if errors or not done.is_set():
-        reason = errors[0].str() if errors else f"no acknowledgement within {timeout} s"
+    delivery = _Delivery(expected=1)
+    key = f"{manifest.instrument}/{manifest.exposure}".encode()
+    producer.produce(topic, value=manifest.encode(), key=key, on_delivery=delivery.on_delivery)
+    if not delivery.wait(producer, timeout) or delivery.errors:
+        reason = delivery.errors[0].str() if delivery.errors else f"no acknowledgement within {timeout} s"
         raise ChunkDeliveryFailed(f"manifest {manifest.instrument}/{manifest.exposure}: {reason}")
 
 

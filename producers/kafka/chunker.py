@@ -12,7 +12,6 @@ import dataclasses
 from collections.abc import Iterator
 from datetime import datetime
 
-from obsingest.avro import HEADER_SIZE
 from obsingest.checksums import checksum_str
 from obsingest.dataid import DataId
 from obsingest.messages import CcdChunk
@@ -118,18 +117,3 @@ def encode_chunk(chunk: CcdChunk) -> bytes:
     """
     head = dataclasses.replace(chunk, payload=b"").encode()
     return b"".join((head[:-1], _varint(len(chunk.payload)), chunk.payload))
-
-
-__all__ = [
-    "HEADER_SIZE",
-    "MIN_CHUNK_SIZE",
-    "PREFERRED_CHUNK_SIZE",
-    "RECORD_RESERVE",
-    "ChunkSizeError",
-    "chunk_count",
-    "default_chunk_size",
-    "encode_chunk",
-    "iter_chunks",
-    "max_chunk_size",
-    "resolve_chunk_size",
-]

@@ -25,6 +25,7 @@ import math
 import statistics
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
 #: process role (``bench transfer``'s CPU-by-role report) -> pipeline stage
@@ -139,15 +140,12 @@ def background_cores(phases: list[dict[str, Any]]) -> float:
 
 def steady_latencies(result: dict[str, Any]) -> list[float]:
     """readout -> announced of every CCD of the later exposures of a harness result."""
-    first = min(result["exposures"])
-    return [_latency(a) for a in result.get("arrivals", []) if a["exposure"] != first]
-
-
-def _latency(arrival: dict[str, Any]) -> float:
-    from datetime import datetime
-
-    published = datetime.fromisoformat(arrival["published"])
-    return (published - datetime.fromisoformat(arrival["readout"])).total_seconds()
+    first, when = min(result["exposures"]), datetime.fromisoformat
+    return [
+        (when(a["published"]) - when(a["readout"])).total_seconds()
+        for a in result.get("arrivals", [])
+        if a["exposure"] != first
+    ]
 
 
 def calibrate(path: str, one: dict[str, Any], many: dict[str, Any]) -> Calibration:
@@ -180,9 +178,6 @@ def calibrate(path: str, one: dict[str, Any], many: dict[str, Any]) -> Calibrati
     )
 
 
-# --- this machine ---------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Prediction:
     ccds: int
@@ -208,12 +203,9 @@ def predict_here(
     }
     for role, label in SINGLE_CORE_ROLES.items():
         if role in cal.roles:
-            rates[label] = cal.roles[role] / 1.0
+            rates[label] = cal.roles[role]
     bottleneck = max(rates, key=lambda k: rates[k])
     return Prediction(ccds, cal.latency_one + (ccds - 1) * rates[bottleneck], bottleneck, rates)
-
-
-# --- a whole camera -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from obsingest import defaults
 from obsingest.logs import get_logger, log_event
 from producers.transfer import cpu, stats
 from producers.transfer.ccdcache import INSTRUMENT, ensure_ccd_files
-from producers.transfer.harness import Arrivals, EndToEnd, HarnessConfig, HarnessResult, show_progress
+from producers.transfer.harness import Arrivals, EndToEnd, HarnessConfig, HarnessResult
 from producers.transfer.plan import (
     compress_threads,
     edge_workers,
@@ -32,7 +32,6 @@ from producers.transfer.plan import (
     parse_destination,
     readout_times,
 )
-from producers.transfer.records import record_of
 from producers.transfer.staging import remove_staged, stage_run
 
 log = get_logger("obsingest.producer.transfer")
@@ -52,11 +51,7 @@ def run_harness(
     ``services``: role -> pids of the processes serving the run (emulators, broker, database),
     whose CPU time is reported next to the edge's and this process's (the facility side).
     """
-    return Run(config, end_to_end, progress or _quiet, services or {}).run()
-
-
-def _quiet(_text: str, _final: bool = False) -> None:
-    """Progress sink that shows nothing."""
+    return Run(config, end_to_end, progress or (lambda _text, _final: None), services or {}).run()
 
 
 class Run:
@@ -108,7 +103,6 @@ class Run:
         self._marks: list[tuple[str, int, float, cpu.CpuSample, float]] = []
         self._completed: set[int] = set()
 
-    # the run ----------------------------------------------------------------------------------
     def run(self) -> HarnessResult:
         from producers.edge import EdgeService, EdgeSettings
 
@@ -281,7 +275,6 @@ class Run:
         self._check_complete()
         self.show(f"announced: {self.arrivals.count()}/{expected}", True)
 
-    # CPU by phase -----------------------------------------------------------------------------
     def _mark(self, kind: str, index: int) -> None:
         ticks = cpu.thread_ticks(os.getpid(), self._tids)
         service = cpu.ticks_to_seconds(ticks) + self._submit_cpu
@@ -346,7 +339,9 @@ class Run:
             outcome = future.result() if not future.cancelled() else None
             if outcome is None:
                 raise RuntimeError(f"the edge dropped exposure {index} detector {detector}")
-            record = record_of(outcome, detector, self.exposures[index], index, readouts[index], workers)
+            record = stats.record_of(
+                outcome, detector, self.exposures[index], index, readouts[index], workers
+            )
             self.records.append(record)
             self._line(
                 "transfer.done" if record.ok else "transfer.failed",
@@ -354,22 +349,26 @@ class Run:
                 send_seconds=round(record.send_seconds, 4),
                 **record.to_json(),
             )
-            complete = sum(r.exposure_index == index for r in self.records) == self.config.ccds
-            show_progress(
-                self.records,
-                self.exposures,
-                self.config,
-                self.e2e is not None,
-                self.arrivals,
-                self.show,
-                index,
-                final=complete,
-            )
+            self._progress(index)
             try:
                 item = self._done.get_nowait()
             except queue.Empty:
                 item = None
         self._check_complete()
+
+    def _progress(self, current: int) -> None:
+        """One line per exposure: rewritten while it runs, kept when all its CCDs are sent."""
+        ccds, sent = self.config.ccds, [r for r in self.records if r.ok]
+        this = [r for r in sent if r.exposure_index == current]
+        text = (
+            f"exposure {current + 1}/{len(self.exposures)}: sent {len(this)}/{ccds}"
+            f" (all: {len(sent)}/{ccds * len(self.exposures)}, failed {len(self.records) - len(sent)})"
+        )
+        if self.e2e is not None:
+            text += f", announced {self.arrivals.count()}"
+        if this:
+            text += f", max {max(r.seconds for r in this):.2f} s"
+        self.show(text, sum(r.exposure_index == current for r in self.records) == ccds)
 
     def _line(self, event: str, **fields: Any) -> None:
         """One JSON line per transfer event in the run's log (data id, start, end)."""

@@ -7,25 +7,18 @@ as the camera writes them (same card widths, nothing moves) and the primary CHEC
 
 from __future__ import annotations
 
+import re
+
 from obsingest.dataid import DataId
 from obsingest.fits import BLOCK, CARD, checksum_words, encode_checksum, make_card
+
+#: a card's value field: blanks, a quoted string ('' escapes a quote) if any, up to the comment
+_VALUE = re.compile(r"\s*('(?:[^']|'')*'?)?[^/]*")
 
 
 def _comment(card: bytes | bytearray) -> str:
     """The comment after the value field (``/ ...``), '' if none."""
-    text = bytes(card[10:]).decode("ascii")
-    start = 0
-    if text.lstrip().startswith("'"):
-        start = text.index("'") + 1
-        while True:
-            end = text.index("'", start)
-            if text[end + 1 : end + 2] == "'":
-                start = end + 2
-                continue
-            start = end + 1
-            break
-    slash = text.find("/", start)
-    return text[slash + 1 :].strip() if slash >= 0 else ""
+    return _VALUE.sub("", bytes(card[10:]).decode("ascii"), count=1)[1:].strip()
 
 
 def _primary_header_end(buf: bytearray) -> int:

@@ -22,8 +22,6 @@ from producers.transfer import stats
 
 log = get_logger("obsingest.producer.transfer")
 
-Progress = Callable[[str, bool], None]
-
 
 class EndToEnd(Protocol):
     """The facility side of an end-to-end run: where to send, and the announcements."""
@@ -113,21 +111,15 @@ class HarnessResult:
             "cpu": self._cpu_json(),
         }
         if self.end_to_end:
-            first = min(self.exposures)
-            steady_arrivals = [a for a in self.arrivals if a.exposure != first]
-            expected_steady = self.config.ccds * (self.config.numexp - 1)
+            c, first = self.config, min(self.exposures)
+            warmup = [a for a in self.arrivals if a.exposure == first]
+            steady = [a for a in self.arrivals if a.exposure != first]
             out["latency"] = {
-                "all": asdict(
-                    stats.latency_summary(
-                        self.arrivals, self.config.ccds * self.config.numexp, self.config.budget
-                    )
-                ),
-                "steady": asdict(stats.latency_summary(steady_arrivals, expected_steady, self.config.budget)),
+                "all": asdict(stats.latency_summary(self.arrivals, c.ccds * c.numexp, c.budget)),
+                "steady": asdict(stats.latency_summary(steady, c.ccds * (c.numexp - 1), c.budget)),
             }
-            out["stages"] = [asdict(r) for r in stats.stage_breakdown(steady_arrivals)]
-            out["stages_warmup"] = [
-                asdict(r) for r in stats.stage_breakdown([a for a in self.arrivals if a.exposure == first])
-            ]
+            out["stages"] = [asdict(r) for r in stats.stage_breakdown(steady)]
+            out["stages_warmup"] = [asdict(r) for r in stats.stage_breakdown(warmup)]
             out["arrivals"] = [a.to_json() for a in self.arrivals]
         out["records"] = [r.to_json() for r in self.records]
         return out
@@ -186,28 +178,3 @@ class Arrivals:
     def all(self) -> list[stats.Arrival]:
         with self._lock:
             return sorted(self.by_key.values(), key=lambda a: (a.exposure, a.detector))
-
-
-def show_progress(
-    records: list[stats.TransferRecord],
-    exposures: list[int],
-    config: HarnessConfig,
-    e2e: bool,
-    arrivals: Arrivals,
-    show: Progress,
-    current: int,
-    final: bool = False,
-) -> None:
-    """One line per exposure: rewritten while it runs, kept when all its CCDs are sent."""
-    sent = [r for r in records if r.ok]
-    this = [r for r in sent if r.exposure_index == current]
-    text = (
-        f"exposure {current + 1}/{len(exposures)}: sent {len(this)}/{config.ccds}"
-        f" (all: {len(sent)}/{config.ccds * len(exposures)}"
-        f", failed {len(records) - len(sent)})"
-    )
-    if e2e:
-        text += f", announced {arrivals.count()}"
-    if this:
-        text += f", max {max(r.seconds for r in this):.2f} s"
-    show(text, final)

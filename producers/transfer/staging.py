@@ -39,15 +39,6 @@ def _copy(src: Path, dst: Path) -> None:
             done += n
 
 
-def retarget_file(path: Path, exposure: int, detector: int, instrument: str = "LSSTCam") -> None:
-    """Rewrite the primary header of the file at ``path`` to name ``exposure`` (in place)."""
-    with path.open("r+b") as fh:
-        head = bytearray(fh.read(HEADER_BYTES))
-        retarget_primary_header(head, exposure_cards(exposure, detector, instrument))
-        fh.seek(0)
-        fh.write(head)
-
-
 def stage_exposure(
     sources: dict[int, Path], directory: Path, instrument: str, exposure: int, compressed: bool
 ) -> dict[int, Path]:
@@ -58,20 +49,14 @@ def stage_exposure(
         final = directory / staged_name(instrument, exposure, detector, compressed)
         tmp = directory / f".{final.name}.tmp"
         _copy(src, tmp)
-        retarget_file(tmp, exposure, detector, instrument)
+        with tmp.open("r+b") as fh:  # the primary header rewritten in place to name this exposure
+            head = bytearray(fh.read(HEADER_BYTES))
+            retarget_primary_header(head, exposure_cards(exposure, detector, instrument))
+            fh.seek(0)
+            fh.write(head)
         tmp.rename(final)
         out[detector] = final
     return out
-
-
-def flush(paths: list[Path]) -> None:
-    """Write every file back to disk now, so no write-back runs during the measurement."""
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fdatasync(fd)
-        finally:
-            os.close(fd)
 
 
 def stage_run(
@@ -88,7 +73,13 @@ def stage_run(
         staged.append(stage_exposure(sources, directory / str(exposure), instrument, exposure, compressed))
         if progress:
             progress(index + 1, len(exposures))
-    flush([p for files in staged for p in files.values()])
+    # written back to disk now, so no write-back runs during the measurement
+    for path in (p for files in staged for p in files.values()):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
     return staged
 
 

@@ -14,11 +14,16 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from obsingest.registry.completeness import percentile
 from producers.sender import SendStatus
+
+
+def _iso_json(record: Any) -> dict[str, Any]:
+    """A record's fields as JSON values, datetimes as ISO 8601."""
+    return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in asdict(record).items()}
 
 
 @dataclass(frozen=True)
@@ -65,11 +70,7 @@ class TransferRecord:
         return not self.error
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        for key, value in out.items():
-            if isinstance(value, datetime):
-                out[key] = value.isoformat()
-        return out
+        return _iso_json(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TransferRecord:
@@ -79,6 +80,56 @@ class TransferRecord:
                 value = data[f.name]
                 kwargs[f.name] = datetime.fromisoformat(value) if f.type == "datetime" else value
         return cls(**kwargs)
+
+
+def record_of(
+    outcome: Any,
+    detector: int,
+    exposure: int,
+    exposure_index: int,
+    readout: datetime,
+    workers: dict[int, int],
+) -> TransferRecord:
+    """An edge ``Outcome`` (the worker's own step times and CPU seconds) as a record; ``workers``:
+    worker pid -> index. Queueing for a worker is readout -> start."""
+    if not outcome.ok:
+        reason = f"{outcome.reason}: " if outcome.reason else ""
+        return TransferRecord(
+            data_id=outcome.key,
+            worker=-1,
+            detector=detector,
+            exposure=exposure,
+            exposure_index=exposure_index,
+            readout=readout,
+            start=readout,
+            read_end=readout,
+            compressed=readout,
+            end=readout,
+            bytes=0,
+            raw_bytes=0,
+            status="failed",
+            error=f"{outcome.state}: {reason}{outcome.error or 'not acknowledged'}",
+        )
+    start = outcome.started_time or readout
+    return TransferRecord(
+        data_id=outcome.key,
+        worker=workers.get(outcome.worker_pid, -1),
+        detector=detector,
+        exposure=exposure,
+        exposure_index=exposure_index,
+        readout=readout,
+        start=start,
+        read_end=start + timedelta(seconds=outcome.read_seconds),
+        compressed=outcome.compressed_time or start,
+        end=outcome.acked_time or start,
+        bytes=outcome.size,
+        raw_bytes=outcome.raw_size,
+        status=outcome.status,
+        cpu_seconds=round(outcome.cpu_seconds, 4),
+        compress_cpu_seconds=round(outcome.read_compress_cpu_seconds, 4),
+        send_cpu_seconds=round(outcome.send_cpu_seconds, 4),
+        worker_pid=outcome.worker_pid,
+    )
 
 
 @dataclass(frozen=True)
@@ -148,8 +199,6 @@ def split_warmup(records: Sequence[TransferRecord]) -> tuple[list[TransferRecord
     )
 
 
-# --- end to end -----------------------------------------------------------------------------
-
 #: (label, from, to) of every stage an ArrivalEvent's timestamps delimit, then the subscriber.
 STAGES: tuple[tuple[str, str, str], ...] = (
     ("read+compress", "readout", "compressed"),
@@ -179,7 +228,7 @@ class Arrival:
         return (self.published - self.readout).total_seconds()
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v.isoformat() if isinstance(v, datetime) else v for k, v in asdict(self).items()}
+        return _iso_json(self)
 
 
 @dataclass(frozen=True)
@@ -232,9 +281,6 @@ def latency_summary(arrivals: Sequence[Arrival], expected: int, budget: float) -
         over_budget=sum(v > budget for v in values),
         budget=budget,
     )
-
-
-# --- tables ---------------------------------------------------------------------------------
 
 
 def _f(value: float | None, digits: int = 2) -> str:

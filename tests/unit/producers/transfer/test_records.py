@@ -11,8 +11,8 @@ import pytest
 from obsingest.fits import parse_fits
 from producers.edge.ccd import Outcome
 from producers.transfer import cpu
-from producers.transfer.records import record_of
 from producers.transfer.staging import remove_staged, stage_run, staged_name
+from producers.transfer.stats import record_of
 from tests.unit.producers.transfer.test_fitsheader import SPEC
 
 pytestmark = pytest.mark.unit
