@@ -43,7 +43,8 @@ class StackNotRunning(RuntimeError):
 
 def use_stack_environment(services: tuple[str, ...] = STACK_SERVICES) -> dict[str, str]:
     """Export the running local stack's endpoints into os.environ (variables already set win)
-    and return them; StackNotRunning naming what is down."""
+    and return the stack's own (so a caller can fall back to them); StackNotRunning naming what
+    is down."""
     from infra.local.stack import Stack
 
     stack = Stack(only=list(services))
@@ -56,7 +57,7 @@ def use_stack_environment(services: tuple[str, ...] = STACK_SERVICES) -> dict[st
     env = stack.env()
     for key, value in env.items():
         os.environ.setdefault(key, value)
-    return {key: os.environ[key] for key in env}
+    return env
 
 
 class LocalStackEnvironment:
