@@ -92,17 +92,6 @@ class Closing:
 
 
 @dataclass(frozen=True)
-class _State:
-    """A row of ``IngestedCheck._q_state``."""
-
-    detectors: str
-    expected: int
-    day_obs: int
-    registered: int
-    ingested_at: datetime | None
-
-
-@dataclass(frozen=True)
 class OpenExposure:
     """A manifest of the sweep's window whose exposure has not completed (no event yet)."""
 
@@ -203,18 +192,19 @@ class IngestedCheck:
         state = self._state(key, published)
         if state is None:
             return Closing(instrument, exposure, NO_MANIFEST)
-        if state.ingested_at is not None:
+        detectors, expected_count, day_obs, registered, ingested_at = state
+        if ingested_at is not None:
             return Closing(instrument, exposure, ALREADY)
-        if state.registered < state.expected:  # the common case: still arriving
+        if registered < expected_count:  # the common case: still arriving
             return Closing(instrument, exposure, NOT_COMPLETE)
-        expected = _detectors(state.detectors)
-        presence = self._presence(instrument, exposure, state.day_obs, expected, key)
+        expected = _detectors(detectors)
+        presence = self._presence(instrument, exposure, day_obs, expected, key)
         if presence.missing:  # some registered CCDs were not in the manifest
             return Closing(instrument, exposure, NOT_COMPLETE, presence)
         return self._emit(presence, expected)
 
     def _state(self, key: dict[str, Any], published: Sequence[int] = ()) -> Any:
-        """The exposure's manifest row with its registered count and closure time (``_q_state``),
+        """The exposure's (detectors, expected, day_obs, registered, ingested_at) (``_q_state``),
         None without a manifest; ``published`` outbox rows marked first (``check``)."""
         prepared = self._state_sql
         if prepared is None:
@@ -229,7 +219,7 @@ class IngestedCheck:
             values = {**key, "ids": list(published), "at": utcnow()}
         args = prepared.args(values)
         rows = self.registry._retrying(lambda: autocommit_rows(self.registry.engine, sql, args))
-        return _State(*rows[0]) if rows else None
+        return rows[0] if rows else None
 
     def _presence(
         self, instrument: str, exposure: int, day_obs: int, expected: Sequence[int], key: dict[str, Any]

@@ -182,7 +182,10 @@ class PresenceReader:
         #: a CCD answer checked against the registry of record (a Butler), None: no such check
         self.confirm: Any = None
         self._build_statements(engine.dialect.name)
-        self._prepare()
+        # the statements every request runs, on the driver's cursor (``prepared``)
+        self._p_ccd = Prepared(engine, self._q_ccd)
+        self._p_dataset = Prepared(engine, self._q_dataset)
+        self._p_state = Prepared(engine, self._q_state)
 
     @classmethod
     def open(
@@ -289,12 +292,6 @@ class PresenceReader:
             .order_by(latest.c.exposure.desc())
             .limit(bindparam("n"))
         )
-
-    def _prepare(self) -> None:
-        """The statements every request runs, on the driver's cursor (``prepared``)."""
-        self._p_ccd = Prepared(self.engine, self._q_ccd)
-        self._p_dataset = Prepared(self.engine, self._q_dataset)
-        self._p_state = Prepared(self.engine, self._q_state)
 
     def _ours(self, instrument: str) -> dict[str, Any]:
         return {"dt": self.dataset_type, "run": run_name(self.run_template, instrument), "inst": instrument}
