@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any
 
 from sqlalchemy import Connection, select
@@ -81,14 +81,6 @@ class _Pending:
         self.result, self.error = result, error
 
 
-@dataclass
-class _Stats:
-    batches: int = 0
-    files: int = 0
-    largest: int = 0
-    seconds: float = 0.0
-
-
 class ButlerRegistry(Registry):
     """Registry whose datasets live in a daf_butler repository (see module doc)."""
 
@@ -99,7 +91,8 @@ class ButlerRegistry(Registry):
         self.butler = butler
         self.repo = repo
         self.butler_settings = butler_settings
-        self.stats = _Stats()
+        #: how registrations were grouped into Butler transactions (``batch_stats``)
+        self._stats: dict[str, float] = {"batches": 0, "files": 0, "largest_batch": 0, "seconds": 0.0}
         self._batches: GroupCommit[_Pending] = GroupCommit(
             self._flush,
             butler_settings.max_batch,
@@ -113,8 +106,6 @@ class ButlerRegistry(Registry):
         self._butler_lock = threading.Lock()
         self.setup = ButlerSetup(butler, settings.dataset_type, butler_settings.storage_class)
         self._seen_exposures: set[tuple[str, int]] = set()
-        #: formatter classes by name (``_formatter``)
-        self._formatters: dict[str, Any] = {}
 
     @classmethod
     def open(cls, settings: RegistrySettings, migrate_schema: bool = True) -> ButlerRegistry:
@@ -203,10 +194,11 @@ class ButlerRegistry(Registry):
             if through:
                 self._companion_step(through)
         seconds = time.perf_counter() - started
-        self.stats.batches += 1
-        self.stats.files += len(batch)
-        self.stats.largest = max(self.stats.largest, len(batch))
-        self.stats.seconds += seconds
+        stats = self._stats
+        stats["batches"] += 1
+        stats["files"] += len(batch)
+        stats["largest_batch"] = max(stats["largest_batch"], len(batch))
+        stats["seconds"] += seconds
         log_event(log, "butler.batch", files=len(batch), ingest_ms=round(seconds * 1000, 2))
 
     def _checked(self, batch: Sequence[_Pending]) -> list[tuple[_Pending, Registration]]:
@@ -239,35 +231,23 @@ class ButlerRegistry(Registry):
         permanent refusal of a multi-exposure batch is retried per exposure."""
         try:
             refused = self._in_butler(ok)
-        except PermanentError as exc:
+        except ObsIngestError as exc:
             groups: dict[tuple[str, int], list[tuple[_Pending, Registration]]] = {}
             for item in ok:
-                key = (item[0].exposure.instrument, item[0].exposure.exposure)
-                groups.setdefault(key, []).append(item)
-            if len(groups) > 1:
+                groups.setdefault((item[0].exposure.instrument, item[0].exposure.exposure), []).append(item)
+            if isinstance(exc, PermanentError) and len(groups) > 1:
                 return [held for group in groups.values() for held in self._butler_step(group)]
-            for p, _ in ok:
-                p.finish(None, exc)
-            return []
-        except ObsIngestError as exc:
-            for p, _ in ok:
-                p.finish(None, exc)
-            return []
+            refused = {id(p): exc for p, _ in ok}
         except Exception as exc:  # the Butler's database or datastore failed: retry later
             self.setup.forget()
             error = as_exhausted(exc, "registry", f"Butler repository {self.repo}") or (
                 RegistryUnavailable(f"Butler repository {self.repo}: {type(exc).__name__}: {exc}")
             )
-            for p, _ in ok:
-                p.finish(None, error)
-            return []
-        held = []
-        for p, registration in ok:
+            refused = {id(p): error for p, _ in ok}
+        for p, _ in ok:
             if id(p) in refused:
                 p.finish(None, refused[id(p)])
-            else:
-                held.append((p, registration))
-        return held
+        return [(p, registration) for p, registration in ok if id(p) not in refused]
 
     def _in_butler(self, ok: Sequence[tuple[_Pending, Registration]]) -> dict[int, Exception]:
         """Set-up, then one ingest of the files the Butler lacks; returns refused items (by
@@ -334,7 +314,8 @@ class ButlerRegistry(Registry):
                 uri = existing.get(ref.id, batched.get(ref.id))
                 if uri is None:
                     batched[ref.id] = p.record.uri
-                    formatter = self._formatter(p.record.data_id.instrument)
+                    name = raw_formatter(p.record.data_id.instrument, self.butler_settings.formatter)
+                    formatter = _class_of(name)
                     datasets.append(FileDataset(p.record.uri, [ref], formatter=formatter))
                 elif uri != p.record.uri:
                     refused[id(p)] = ChecksumConflict(
@@ -385,26 +366,12 @@ class ButlerRegistry(Registry):
         )
         return plain.expanded({**records, "detector": detector_record})
 
-    def _formatter(self, instrument: str) -> Any:
-        """The raw formatter's class, cached (the ingest would import it by name per file)."""
-        from lsst.utils.introspection import get_class_of
-
-        name = raw_formatter(instrument, self.butler_settings.formatter)
-        found = self._formatters.get(name)
-        if found is None:
-            found = self._formatters[name] = get_class_of(name)
-        return found
-
     def _companion_step(self, held: Sequence[tuple[_Pending, Registration]]) -> None:
         """Step 3: record the held datasets and the new ones' outbox rows in one companion transaction.
         If it fails, the callers fail retriably and the Butler keeps the datasets for the
         redelivery (or reconcile). A message that cannot be built fails only its caller."""
-
-        def tx(conn: Connection) -> list[tuple[Registration | None, BaseException | None]]:
-            return self._companion_records(conn, held)
-
         try:
-            results = self._retrying(lambda: self._in_tx(tx))
+            results = self._retrying(lambda: self._in_tx(lambda conn: self._companion_records(conn, held)))
         except Exception as exc:
             for p, _ in held:
                 p.finish(None, exc)
@@ -472,11 +439,13 @@ class ButlerRegistry(Registry):
 
     def batch_stats(self) -> dict[str, float]:
         """How registrations were grouped into Butler transactions so far."""
-        s = self.stats
-        return {
-            "batches": s.batches,
-            "files": s.files,
-            "largest_batch": s.largest,
-            "mean_batch": s.files / s.batches if s.batches else 0.0,
-            "seconds": s.seconds,
-        }
+        s = self._stats
+        return {**s, "mean_batch": s["files"] / s["batches"] if s["batches"] else 0.0}
+
+
+@cache
+def _class_of(name: str) -> Any:
+    """A formatter class by name, imported once (the ingest would import it per file)."""
+    from lsst.utils.introspection import get_class_of
+
+    return get_class_of(name)
