@@ -28,10 +28,9 @@ from obsingest import camera
 from obsingest.messages import ExposureIngested, IngestedStatus, IngestedStatusName, utcnow
 from obsingest.registry import tables
 from obsingest.registry.completeness import COMPLETE, FROM_MANIFEST, ExposurePresence, summarize
-from obsingest.registry.driver import autocommit_rows
 from obsingest.registry.facility_tables import exposure_closure
 from obsingest.registry.outbox import MARK_ASYNC_POSTGRES, OutboxMessage, insert_row_once
-from obsingest.registry.prepared import Prepared
+from obsingest.registry.prepared import Prepared, autocommit_rows
 from obsingest.registry.registry import OUTBOX_LEASE_SECONDS, Registry
 from obsingest.settings import run_name
 from obsingest.timescales import as_utc
@@ -145,7 +144,7 @@ class IngestedCheck:
             .select_from(closed)
             .where(m.c.instrument == bindparam("inst"), m.c.exposure == bindparam("exp"))
         )
-        # PostgreSQL: the check's one read on the driver's connection (``registry.driver``)
+        # PostgreSQL: the check's one read on the driver's connection (``registry.prepared``)
         self._state_sql = Prepared(self.registry.engine, self._q_state) if self._postgres else None
         self._q_rows = (
             select(d.c.detector, d.c.ingest_time, r.c.readout_time)

@@ -21,8 +21,8 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, bindparam, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from obsingest.registry.driver import autocommit_rows
 from obsingest.registry.facility_tables import arrival_outbox
+from obsingest.registry.prepared import autocommit_rows
 from obsingest.timescales import as_utc
 
 T = TypeVar("T")

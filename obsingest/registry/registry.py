@@ -33,11 +33,11 @@ from obsingest.errors import ChecksumConflict, RetriableError, UnstorableInput
 from obsingest.exhaustion import as_exhausted
 from obsingest.registry import db_errors, tables
 from obsingest.registry.audit import RegistryAudit
-from obsingest.registry.driver import autocommit_rows
 from obsingest.registry.engine import make_engine
 from obsingest.registry.facility_tables import arrival_outbox
 from obsingest.registry.migrations import migrate
 from obsingest.registry.outbox import ArrivalOutbox, OutboxMessage, as_uuid, insert_row, outbox_values
+from obsingest.registry.prepared import autocommit_rows
 from obsingest.retry import RetriesExhausted, RetryPolicy, Transient, call_with_retries
 from obsingest.settings import RegistrySettings, run_name
 from obsingest.timescales import as_utc
