@@ -1,27 +1,20 @@
-"""Registry backend on a real daf_butler repository (``pip install obsingest[butler]``).
+"""Registry backend on a real daf_butler repository (``butler:<repo>``, ``obsingest[butler]``).
 
-A registry URL ``butler:<repo>`` (anything ``Butler.from_config`` opens) makes ``open_registry``
-return a ``ButlerRegistry``. The Butler is the registry of record: a CCD is registered once the
-Butler holds it. Registering:
+The Butler is the registry of record: a CCD is registered once the Butler holds it. Registering:
 
 1. checks obsingest's *companion* tables (SQLite next to a local repo, or
-   ``OBSINGEST_BUTLER_COMPANION_URL``) for the data id recorded with other bytes
-   (``ChecksumConflict``). They keep what a Butler does not: checksums, stage times, the
-   quarantine, the arrivals outbox.
-2. sets up what the Butler lacks (``butler_setup``, idempotent, outside any transaction), then
-   ingests the files in one Butler transaction (``transfer="direct"``, dataset id
-   ``DATAID_TYPE_RUN``, equal to obsingest's). A dataset already held at the same URI is kept;
-   at another URI it is a ChecksumConflict.
-3. only then records the datasets and their outbox rows in one companion transaction.
-   ``created`` means this call recorded it there first.
+   ``OBSINGEST_BUTLER_COMPANION_URL``; checksums, stage times, quarantine, outbox: what a Butler
+   does not keep) for the data id recorded with other bytes (``ChecksumConflict``);
+2. sets up what the Butler lacks (``butler_setup``, outside any transaction), then ingests the
+   files in one Butler transaction (``transfer="direct"``, dataset id ``DATAID_TYPE_RUN``, equal
+   to obsingest's); a dataset the Butler holds at another URI is a ChecksumConflict;
+3. only then records the datasets and their outbox rows in one companion transaction
+   (``created``: this call recorded it there first).
 
-So no failure leaves the companion claiming what the Butler lacks. A failure between 2 and 3 fails
-retriably; the redelivery, or reconcile (registered = Butler *and* companion,
-``butler_reads.ButlerAudit``), finds the dataset in the Butler and records and announces it once.
-
-A Butler transaction costs about the same whatever its size, so registrations are group-committed
-(``group_commit``): concurrent callers of an exposure share one ingest.
-One cohesive concept: the Butler as the registry of record, in the three steps above.
+So no failure leaves the companion claiming what the Butler lacks; a failure between 2 and 3 fails
+retriably and the redelivery, or reconcile (``butler_reads.ButlerAudit``), records and announces
+it once. A Butler transaction costs about the same whatever its size, so registrations are
+group-committed (``group_commit``): concurrent callers of an exposure share one ingest.
 """
 
 from __future__ import annotations

@@ -3,14 +3,11 @@ ExposureIngested to the outbox, exactly once, however many processes ask.
 
 Checked *after* the registering commit: under READ COMMITTED two processes registering an
 exposure's last two CCDs could each miss the other's; after the commit the later one sees both.
-The outbox row is keyed by the exposure's deterministic ``event_id``, so one INSERT wins.
-Asked by the register function (each registration and manifest) and the facility ``sweep``;
-without a manifest nothing is emitted (the expected set is not guessed).
-
-``exposure_closure`` keeps each exposure's *first* closure (``ok`` / ``over_budget`` with the
-event, or ``incomplete`` from the sweep once obs_start + exposure time + ``allowance`` passed);
-metrics count an exposure when that row is inserted (``Closing.counted``), so once; a late
-completion still gets its event.
+The outbox row is keyed by the exposure's deterministic ``event_id``, so one INSERT wins. Without
+a manifest nothing is emitted (the expected set is not guessed). ``exposure_closure`` keeps each
+exposure's *first* closure (``ok`` / ``over_budget``, or ``incomplete`` from the sweep once
+obs_start + exposure time + ``allowance`` passed): metrics count it when inserted
+(``Closing.counted``), so once; a late completion still gets its event.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """The arrivals outbox: "registered" and "to be announced" commit together, or not at all.
 
-Rows (each new dataset's ArrivalEvent, each complete exposure's ExposureIngested, one per
-exposure) are inserted with the registration, published right after the commit and marked.
-What could not be published stays pending for a drain (``claim`` -> publish ->
-``mark_published``) by the register function and reconcile, so "registered but not announced"
-cannot outlive an outage. Claims are leases (``lease_until``) taken by one ``UPDATE ...
-RETURNING`` (``FOR UPDATE SKIP LOCKED`` on PostgreSQL), not open transactions: a dead
-publisher's rows go out again when its lease expires (subscribers deduplicate on dataset id).
+Rows (a new dataset's ArrivalEvent, a complete exposure's ExposureIngested) are inserted with the
+registration, published right after the commit and marked; what could not be published stays
+pending for a drain (``claim`` -> publish -> ``mark_published``). Claims are leases
+(``lease_until``) taken by one ``UPDATE ... RETURNING`` (``FOR UPDATE SKIP LOCKED`` on
+PostgreSQL), not open transactions: a dead publisher's rows go out again when its lease expires
+(subscribers deduplicate on dataset id).
 """
 
 from __future__ import annotations

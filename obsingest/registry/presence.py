@@ -1,11 +1,7 @@
 """Presence reads: is a CCD registered, how complete and how late is an exposure, what did a night
-bring. Served to the presence API (``functions/presence``) and ``obsingest status``.
-
-Read-only (``readonly.make_readonly_engine``); every query is a primary-key or index-prefix
-lookup (a night is the exposure-id ranges of its day_obs, ``make_exposure_id``), and latencies
-are computed by the database.
-
-Exposure answers are cached (LRU) keyed by the number of the exposure's datasets and its
+bring (the presence API and ``obsingest status``). Read-only; every query is a primary-key or
+index-prefix lookup (a night: the exposure-id ranges of its day_obs), latencies computed by the
+database. Exposure answers are cached (LRU) keyed by the count of the exposure's datasets and its
 manifest's digest: datasets are only inserted and a manifest recorded once, so an unchanged key
 means an unchanged answer, and a night listing costs one grouped count.
 """

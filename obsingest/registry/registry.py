@@ -3,11 +3,7 @@
 ``register`` inserts dimension records, dataset and datastore record in one transaction with
 INSERT ... ON CONFLICT DO NOTHING, so repeated or concurrent deliveries give one row and a killed
 worker leaves nothing half-written. For an existing data id the stored checksum decides: same
-bytes return the existing dataset, different bytes raise ChecksumConflict (quarantined). A batch
-believed new (the Butler backend's group commit) is inserted in one statement per table. On
-PostgreSQL, once this process has committed the run and exposure rows, a new dataset, its
-datastore record and its outbox row are one autocommit statement (``_register_at_once_sql``).
-One cohesive concept: the idempotent registration (statements, retries, dimension rows).
+bytes return the existing dataset, different bytes raise ChecksumConflict (quarantined).
 """
 
 from __future__ import annotations
