@@ -159,12 +159,10 @@ class ButlerRegistry(Registry):
         A failure is left to the flush, which sets up again and reports it."""
         if self.butler_settings.gather <= 0:
             return  # no gathering to overlap: the flush sets up
+        runs = [run_name(self.settings.run, p.record.data_id.instrument) for p in queued]
         try:
             with self._butler_lock:
-                self.setup.dataset_type()
-                for p in queued:
-                    self.setup.run(run_name(self.settings.run, p.record.data_id.instrument))
-                self.setup.exposures(p.exposure for p in queued)
+                self._set_up(runs, [p.exposure for p in queued])
         except Exception as exc:
             log_event(log, "butler.prepare_failed", error=str(exc)[:200])
 
@@ -248,7 +246,13 @@ class ButlerRegistry(Registry):
         companion the ingest skips the costly existence query; if the Butler had one anyway,
         the batch is rolled back and done again with the query."""
         with self._butler_lock:
-            self._set_up(ok)
+            self._set_up([registration.run for _, registration in ok], [p.exposure for p, _ in ok])
+            for p, _ in ok:
+                key = (p.exposure.instrument, p.exposure.exposure)
+                if key not in self._seen_exposures:
+                    if len(self._seen_exposures) > 10_000:
+                        self._seen_exposures.clear()
+                    self._seen_exposures.add(key)
             if all(registration.created for _, registration in ok):
                 try:
                     with self.butler.transaction():
@@ -260,19 +264,13 @@ class ButlerRegistry(Registry):
             with self.butler.transaction():
                 return self._ingest(ok, look=True)
 
-    def _set_up(self, ok: Sequence[tuple[_Pending, Registration]]) -> None:
+    def _set_up(self, runs: list[str], exposures: list[ExposureRecord]) -> None:
         """Dataset type, runs, instruments, detectors and exposure records, each step in its
         own transaction (butler_setup)."""
         self.setup.dataset_type()
-        for run in sorted({registration.run for _, registration in ok}):
+        for run in sorted(set(runs)):
             self.setup.run(run)
-        self.setup.exposures(p.exposure for p, _ in ok)
-        for p, _ in ok:
-            key = (p.exposure.instrument, p.exposure.exposure)
-            if key not in self._seen_exposures:
-                if len(self._seen_exposures) > 10_000:
-                    self._seen_exposures.clear()
-                self._seen_exposures.add(key)
+        self.setup.exposures(exposures)
 
     def _ingest(self, ok: Sequence[tuple[_Pending, Registration]], look: bool) -> dict[int, Exception]:
         from lsst.daf.butler import DatasetIdGenEnum, DatasetRef, FileDataset

@@ -227,22 +227,13 @@ class PresenceReader:
         joined = d.join(r, r.c.dataset_id == d.c.id)
         ours: tuple[ColumnElement[bool], ...]
         ours = (d.c.dataset_type == bindparam("dt"), d.c.run == bindparam("run"))
-        ours += (d.c.instrument == bindparam("inst"),)
-        self._q_ccd = (
-            select(*ccd_cols, r.c.readout_time, latency)
-            .select_from(joined)
-            .where(*ours, d.c.exposure == bindparam("exp"), d.c.detector == bindparam("det"))
-        )
-        self._q_dataset = (
-            select(*ccd_cols, r.c.readout_time, latency).select_from(joined).where(d.c.id == bindparam("id"))
-        )
-        self._q_rows = (
-            select(d.c.detector, latency).select_from(joined).where(*ours, d.c.exposure == bindparam("exp"))
-        )
+        ours += (d.c.instrument == bindparam("inst"), d.c.exposure == bindparam("exp"))
+        ccd = select(*ccd_cols, r.c.readout_time, latency).select_from(joined)
+        self._q_ccd = ccd.where(*ours, d.c.detector == bindparam("det"))
+        self._q_dataset = ccd.where(d.c.id == bindparam("id"))
+        self._q_rows = select(d.c.detector, latency).select_from(joined).where(*ours)
         self._q_times = (
-            select(func.min(r.c.readout_time), func.max(d.c.ingest_time))
-            .select_from(joined)
-            .where(*ours, d.c.exposure == bindparam("exp"))
+            select(func.min(r.c.readout_time), func.max(d.c.ingest_time)).select_from(joined).where(*ours)
         )
         self._q_manifest = select(m).where(
             m.c.instrument == bindparam("inst"), m.c.exposure == bindparam("exp")
@@ -255,14 +246,14 @@ class PresenceReader:
         # datasets with its id (any run or instrument, ix_dataset_exposure: any registration
         # changes it, which is all a version must do).
         ids = union(
-            select(e.c.id.label("exposure")).where(
-                e.c.instrument == bindparam("inst"), bindparam("lo") <= e.c.id, e.c.id <= bindparam("hi")
-            ),
-            select(m.c.exposure.label("exposure")).where(
-                m.c.instrument == bindparam("inst"),
-                bindparam("lo") <= m.c.exposure,
-                m.c.exposure <= bindparam("hi"),
-            ),
+            *(
+                select(col.label("exposure")).where(
+                    col.table.c.instrument == bindparam("inst"),
+                    bindparam("lo") <= col,
+                    col <= bindparam("hi"),
+                )
+                for col in (e.c.id, m.c.exposure)
+            )
         ).subquery("ids")
         # the page first, then the versions of its exposures only
         page = select(ids.c.exposure).order_by(ids.c.exposure).limit(bindparam("n")).subquery("page")
@@ -280,8 +271,7 @@ class PresenceReader:
             .order_by(page.c.exposure)
         )
         latest = union(
-            select(e.c.instrument, e.c.id.label("exposure")),
-            select(m.c.instrument, m.c.exposure.label("exposure")),
+            *(select(col.table.c.instrument, col.label("exposure")) for col in (e.c.id, m.c.exposure))
         ).subquery()
         self._q_latest = (
             select(latest.c.instrument, latest.c.exposure)
