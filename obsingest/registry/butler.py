@@ -30,19 +30,18 @@ from datetime import UTC, datetime
 from functools import cache, cached_property
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
 from obsingest.errors import ChecksumConflict, ObsIngestError, PermanentError
 from obsingest.exhaustion import as_exhausted
 from obsingest.logs import get_logger, log_event
-from obsingest.registry import tables
 from obsingest.registry.butler_reads import ButlerAudit, ButlerReads
 from obsingest.registry.butler_repo import ButlerSettings, default_companion_url, raw_formatter, repo_of
 from obsingest.registry.butler_setup import ButlerConflict, ButlerSetup
 from obsingest.registry.engine import make_engine
 from obsingest.registry.group_commit import GroupCommit, exposures_complete
 from obsingest.registry.migrations import migrate
-from obsingest.registry.outbox import as_uuid, insert_rows
+from obsingest.registry.outbox import insert_rows
 from obsingest.registry.registry import (
     OUTBOX_LEASE_SECONDS,
     Announcer,
@@ -196,23 +195,14 @@ class ButlerRegistry(Registry):
         """Step 1: each item with its (provisional) registration, ``created`` when the companion does
         not know the dataset; items recorded with other bytes finish with a ChecksumConflict."""
         planned = [(p, self._planned(p.record)) for p in batch]
-        r = tables.datastore_record
-        query = select(r.c.dataset_id, r.c.uri, r.c.size, r.c.checksum).where(
-            r.c.dataset_id.in_(sorted({reg.dataset_id for _, reg in planned}))
-        )
-
-        def read() -> dict[uuid.UUID, Any]:
-            with self.engine.connect() as conn:
-                return {as_uuid(row.dataset_id): row for row in conn.execute(query)}
-
-        known = self._retrying(read)
+        known = self._retrying(lambda: self.reads.companion({reg.dataset_id for _, reg in planned}))
         ok = []
         for p, reg in planned:
             row = known.get(reg.dataset_id)
-            if row is not None and (row.checksum != p.record.checksum or row.size != p.record.size):
-                p.finish(None, checksum_conflict(p.record, row.uri, row.checksum, row.size))
+            if row is not None and (row["checksum"] != p.record.checksum or row["size"] != p.record.size):
+                p.finish(None, checksum_conflict(p.record, row["uri"], row["checksum"], row["size"]))
                 continue
-            ok.append((p, reg if row is None else dataclasses.replace(reg, created=False, uri=row.uri)))
+            ok.append((p, reg if row is None else dataclasses.replace(reg, created=False, uri=row["uri"])))
         return ok
 
     def _butler_step(

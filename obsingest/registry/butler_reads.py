@@ -78,7 +78,7 @@ class ButlerReads:
         """Rows as ``Registry.datasets`` gives them, the Butler's raws, in data id order."""
         refs = self.refs(instrument, exposure)
         uris = self.uris(refs)
-        companion = self._companion({ref.id for ref in refs})
+        companion = self.companion({ref.id for ref in refs})
         rows = []
         for ref in refs:
             mine = companion.get(ref.id, {})
@@ -102,7 +102,8 @@ class ButlerReads:
         rows.sort(key=lambda r: (r["instrument"], r["exposure"], r["detector"]))
         return rows
 
-    def _companion(self, ids: set[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
+    def companion(self, ids: set[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
+        """What the companion recorded of the datasets ``ids`` (JSON-ready), by dataset id."""
         d, r = tables.dataset, tables.datastore_record
         wanted = sorted(ids)
         out: dict[uuid.UUID, dict[str, Any]] = {}
