@@ -50,9 +50,9 @@ from obsingest.registry.completeness import (
     NightPage,
     summarize,
 )
+from obsingest.registry.engine import make_readonly_engine, require_tables
 from obsingest.registry.outbox import as_uuid
 from obsingest.registry.prepared import Prepared, db_datetime, uuid_param
-from obsingest.registry.readonly import make_readonly_engine, require_tables
 from obsingest.settings import RegistrySettings, run_name
 from obsingest.timescales import as_utc
 
