@@ -189,10 +189,8 @@ def _row(mapping: Any) -> OutboxRow:
 
 
 class ArrivalOutbox:
-    """Drain-side operations on the outbox of one registry engine.
-
-    ``retrying`` wraps each transaction (the registry's own retry of transient database errors).
-    """
+    """Drain-side operations on the outbox of one registry engine; ``retrying`` wraps each
+    transaction (the registry's own retry of transient database errors)."""
 
     def __init__(self, engine: Engine, retrying: Callable[[Callable[[], Any]], Any] | None = None) -> None:
         self.engine = engine

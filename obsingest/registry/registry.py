@@ -284,9 +284,7 @@ class Registry:
         self, record: FileRecord, exposure: ExposureRecord | None = None, announce: Announcer | None = None
     ) -> Registration:
         """Register one file; idempotent for the same bytes, ChecksumConflict for different ones.
-
-        ``announce``: the announcement of a new dataset, written to the arrivals outbox in the
-        same transaction (see ``_with_outbox_row``)."""
+        ``announce``: a new dataset's announcement, written to the outbox in the same transaction."""
         data_id = record.data_id
         exposure = exposure or ExposureRecord(data_id.instrument, data_id.exposure, data_id.day_obs)
         run = run_name(self.settings.run, data_id.instrument)
