@@ -265,14 +265,9 @@ class Registry:
             return fn(conn)
 
     def _upsert_exposure(self, conn: Connection, record: ExposureRecord) -> None:
-        values: dict[str, Any] = {
-            "instrument": record.instrument,
-            "id": record.exposure,
-            "day_obs": record.day_obs,
-        }
-        for name in _EXPOSURE_FIELDS:
-            values[name] = _column_value(getattr(record, name))
-        conn.execute(self._upsert_exposure_stmt, values)
+        values = {name: _column_value(getattr(record, name)) for name in _EXPOSURE_FIELDS}
+        key = {"instrument": record.instrument, "id": record.exposure, "day_obs": record.day_obs}
+        conn.execute(self._upsert_exposure_stmt, key | values)
 
     def arriving(self) -> AbstractContextManager[None]:
         """This thread prepares a registration (reads and checks a file) and calls ``register``
