@@ -17,9 +17,10 @@ from obsingest.errors import ObsIngestError, PermanentError
 from obsingest.logs import get_logger, log_event
 from obsingest.registry import butler_records
 from obsingest.registry.butler_records import with_timespan
-from obsingest.registry.butler_repo import RAW_DIMENSIONS
+from obsingest.registry.butler_repo import RAW_DIMENSIONS, ButlerSettings, repo_of
 from obsingest.registry.registry import ExposureRecord
 from obsingest.retry import RetryPolicy, Transient, call_with_retries
+from obsingest.settings import run_name
 
 log = get_logger("obsingest.registry.butler_setup")
 
@@ -62,13 +63,10 @@ class ButlerSetup:
         self._written: dict[str, dict[tuple[Any, ...], Any]] = {e: {} for e in _ELEMENTS}
 
     def _do(self, what: str, fn: Callable[[], T]) -> T:
-        def attempt(_remaining: float) -> T:
-            return fn()
-
         def retried(a: Any) -> None:
             log_event(log, "butler.setup_retried", what=what, error=str(a.error)[:200])
 
-        return call_with_retries(attempt, _race, SETUP_RETRY, what=what, on_retry=retried)
+        return call_with_retries(lambda _remaining: fn(), _race, SETUP_RETRY, what=what, on_retry=retried)
 
     def prepare(self, runs: Iterable[str], instruments: Iterable[str]) -> dict[str, Any]:
         """Dataset type, runs, instruments and their detectors; what was ensured, for humans."""
@@ -234,9 +232,6 @@ def set_up_repository(settings: Any, instruments: Iterable[str]) -> dict[str, An
     done up front on the repository ``settings.url`` names (a ``RegistrySettings``): the raw
     dataset type, the run of each instrument, the instruments and their detectors."""
     from lsst.daf.butler import Butler
-
-    from obsingest.registry.butler_repo import ButlerSettings, repo_of
-    from obsingest.settings import run_name
 
     instruments = sorted(set(instruments))
     butler = Butler.from_config(repo_of(settings.url), writeable=True)
