@@ -69,9 +69,6 @@ class _Pending:
     result: Registration | None = None
     error: BaseException | None = None
 
-    def finish(self, result: Registration | None, error: BaseException | None = None) -> None:
-        self.result, self.error = result, error
-
 
 class ButlerRegistry(Registry):
     """Registry whose datasets live in a daf_butler repository (see module doc)."""
@@ -177,7 +174,7 @@ class ButlerRegistry(Registry):
             ok = self._checked(batch)
         except BaseException as exc:
             for p in batch:
-                p.finish(None, exc)
+                p.error = exc
             ok = []
         if ok:
             through = self._butler_step(ok)
@@ -200,7 +197,7 @@ class ButlerRegistry(Registry):
         for p, reg in planned:
             row = known.get(reg.dataset_id)
             if row is not None and (row["checksum"] != p.record.checksum or row["size"] != p.record.size):
-                p.finish(None, checksum_conflict(p.record, row["uri"], row["checksum"], row["size"]))
+                p.error = checksum_conflict(p.record, row["uri"], row["checksum"], row["size"])
                 continue
             ok.append((p, reg if row is None else dataclasses.replace(reg, created=False, uri=row["uri"])))
         return ok
@@ -227,7 +224,7 @@ class ButlerRegistry(Registry):
             refused = {id(p): error for p, _ in ok}
         for p, _ in ok:
             if id(p) in refused:
-                p.finish(None, refused[id(p)])
+                p.error = refused[id(p)]
         return [(p, registration) for p, registration in ok if id(p) not in refused]
 
     def _in_butler(self, ok: Sequence[tuple[_Pending, Registration]]) -> dict[int, Exception]:
@@ -355,10 +352,10 @@ class ButlerRegistry(Registry):
             results = self._retrying(lambda: self._in_tx(lambda conn: self._companion_records(conn, held)))
         except Exception as exc:
             for p, _ in held:
-                p.finish(None, exc)
+                p.error = exc
             return
         for (p, planned), (registration, error) in zip(held, results, strict=True):
-            p.finish(registration, error)
+            p.result, p.error = registration, error
             self._remember(planned.run, p.exposure)
 
     def _companion_records(
