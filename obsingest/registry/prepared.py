@@ -11,16 +11,22 @@ connection, as SQLAlchemy would.
 
 from __future__ import annotations
 
+import re
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
+from functools import cache
 from typing import Any, cast
 
 from sqlalchemy import Engine
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from obsingest.exhaustion import as_exhausted
+from obsingest.registry import tables
+from obsingest.registry.facility_tables import arrival_outbox
 from obsingest.timescales import as_utc
 
 
@@ -86,6 +92,43 @@ def autocommit_rows(engine: Engine, sql: str, params: Any) -> list[tuple[Any, ..
         if not done:
             conn.invalidate()  # in an unknown state (autocommit on, or broken): never reused
         conn.close()
+
+
+_POSTGRES = postgresql.dialect()  # type: ignore[no-untyped-call]  # SQLAlchemy's dialect classes
+
+
+def _pg_cast(column: Any) -> str:
+    """``column``'s PostgreSQL type for a parameter cast, without a length: an explicit cast to
+    ``varchar(n)`` truncates silently, where an insert of a too-long value is refused."""
+    return re.sub(r"\(\d+\)", "", column.type.compile(dialect=_POSTGRES))
+
+
+def _insert_from_ds(table: Any, keys: Sequence[str], returning: str = "") -> str:
+    """``INSERT INTO table (keys) SELECT ... FROM ds``: ``dataset_id`` is the id ``ds``
+    inserted, every other value a parameter cast to its column's type."""
+    values = ", ".join(
+        "id" if key == "dataset_id" else f"%({key})s::{_pg_cast(table.c[key])}" for key in keys
+    )
+    return f"INSERT INTO {table.name} ({', '.join(keys)}) SELECT {values} FROM ds{returning}"
+
+
+@cache
+def register_at_once_sql(
+    dataset_keys: tuple[str, ...], datastore_keys: tuple[str, ...], outbox_keys: tuple[str, ...]
+) -> str:
+    """PostgreSQL: a new dataset, its datastore record and its outbox row in one statement (one
+    round trip, atomic in autocommit); it answers the inserted dataset's id (NULL when the
+    dataset exists) and the outbox row's id. Built from the tables and the row builders' keys,
+    so a column added to either is in this statement too."""
+    table = tables.dataset
+    values = ", ".join(f"%({key})s::{_pg_cast(table.c[key])}" for key in dataset_keys)
+    return (
+        f"WITH ds AS (INSERT INTO {table.name} ({', '.join(dataset_keys)}) VALUES ({values})"
+        " ON CONFLICT DO NOTHING RETURNING id),"
+        f" dr AS ({_insert_from_ds(tables.datastore_record, datastore_keys)}),"
+        f" ob AS ({_insert_from_ds(arrival_outbox, outbox_keys, ' RETURNING id')})"
+        " SELECT (SELECT id FROM ds), (SELECT id FROM ob)"
+    )
 
 
 def db_datetime(value: Any) -> datetime | None:

@@ -11,14 +11,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
 import threading
 import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
-from functools import cache, cached_property
+from functools import cached_property
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, bindparam, func, select
@@ -30,10 +29,9 @@ from obsingest.exhaustion import as_exhausted
 from obsingest.registry import db_errors, tables
 from obsingest.registry.audit import RegistryAudit
 from obsingest.registry.engine import make_engine
-from obsingest.registry.facility_tables import arrival_outbox
 from obsingest.registry.migrations import migrate
 from obsingest.registry.outbox import ArrivalOutbox, OutboxMessage, as_uuid, insert_row, outbox_values
-from obsingest.registry.prepared import autocommit_rows
+from obsingest.registry.prepared import autocommit_rows, register_at_once_sql
 from obsingest.retry import RetriesExhausted, RetryPolicy, Transient, call_with_retries
 from obsingest.settings import RegistrySettings, run_name
 from obsingest.timescales import as_utc
@@ -119,43 +117,6 @@ class QuarantineEntry:
     checksum: str = ""
     data_id: DataId | None = None
     size: int | None = None
-
-
-_POSTGRES = postgresql.dialect()  # type: ignore[no-untyped-call]  # SQLAlchemy's dialect classes
-
-
-def _pg_cast(column: Any) -> str:
-    """``column``'s PostgreSQL type for a parameter cast, without a length: an explicit cast to
-    ``varchar(n)`` truncates silently, where an insert of a too-long value is refused."""
-    return re.sub(r"\(\d+\)", "", column.type.compile(dialect=_POSTGRES))
-
-
-def _insert_from_ds(table: Any, keys: Sequence[str], returning: str = "") -> str:
-    """``INSERT INTO table (keys) SELECT ... FROM ds``: ``dataset_id`` is the id ``ds``
-    inserted, every other value a parameter cast to its column's type."""
-    values = ", ".join(
-        "id" if key == "dataset_id" else f"%({key})s::{_pg_cast(table.c[key])}" for key in keys
-    )
-    return f"INSERT INTO {table.name} ({', '.join(keys)}) SELECT {values} FROM ds{returning}"
-
-
-@cache
-def _register_at_once_sql(
-    dataset_keys: tuple[str, ...], datastore_keys: tuple[str, ...], outbox_keys: tuple[str, ...]
-) -> str:
-    """PostgreSQL: a new dataset, its datastore record and its outbox row in one statement (one
-    round trip, atomic in autocommit); it answers the inserted dataset's id (NULL when the
-    dataset exists) and the outbox row's id. Built from the tables and the row builders' keys,
-    so a column added to either is in this statement too."""
-    table = tables.dataset
-    values = ", ".join(f"%({key})s::{_pg_cast(table.c[key])}" for key in dataset_keys)
-    return (
-        f"WITH ds AS (INSERT INTO {table.name} ({', '.join(dataset_keys)}) VALUES ({values})"
-        " ON CONFLICT DO NOTHING RETURNING id),"
-        f" dr AS ({_insert_from_ds(tables.datastore_record, datastore_keys)}),"
-        f" ob AS ({_insert_from_ds(arrival_outbox, outbox_keys, ' RETURNING id')})"
-        " SELECT (SELECT id FROM ds), (SELECT id FROM ob)"
-    )
 
 
 #: every optional field of ExposureRecord: an upsert fills those still unknown
@@ -314,8 +275,8 @@ class Registry:
 
     def _register_at_once(self, record: FileRecord, announce: Announcer) -> Registration | None:
         """PostgreSQL, dimension rows committed: a new dataset with its datastore record and
-        outbox row in one autocommit statement (``_register_at_once_sql``); None when the dataset
-        exists (nothing written). Retrying it is safe: it is atomic."""
+        outbox row in one autocommit statement (``prepared.register_at_once_sql``); None when
+        the dataset exists (nothing written). Retrying it is safe: it is atomic."""
         registration = self._planned(record)
         ds_id, now = registration.dataset_id, registration.registered_time
         rows = (
@@ -323,7 +284,7 @@ class Registry:
             _datastore_values(ds_id, record),
             outbox_values(ds_id, announce(registration), now, OUTBOX_LEASE_SECONDS),
         )
-        sql = _register_at_once_sql(*(tuple(row) for row in rows))
+        sql = register_at_once_sql(*(tuple(row) for row in rows))
         params = {key: value for row in rows for key, value in row.items()}
         [(inserted, row_id)] = autocommit_rows(self.engine, sql, params)
         if inserted is None:
