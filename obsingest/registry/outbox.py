@@ -12,19 +12,17 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
-from sqlalchemy import Connection, Engine, bindparam, delete, func, or_, select, update
+from sqlalchemy import Connection, bindparam, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
+from obsingest.registry.audit import EngineQueries
 from obsingest.registry.facility_tables import arrival_outbox
 from obsingest.registry.prepared import autocommit_rows
 from obsingest.timescales import as_utc
-
-T = TypeVar("T")
 
 #: Longest error text kept on a row (the reason a publish failed, for the operator).
 _ERROR_CHARS = 500
@@ -188,22 +186,8 @@ def _row(mapping: Any) -> OutboxRow:
     )
 
 
-class ArrivalOutbox:
-    """Drain-side operations on the outbox of one registry engine; ``retrying`` wraps each
-    transaction (the registry's own retry of transient database errors)."""
-
-    def __init__(self, engine: Engine, retrying: Callable[[Callable[[], Any]], Any] | None = None) -> None:
-        self.engine = engine
-        self._retrying = retrying or (lambda fn: fn())
-        self._postgres = engine.dialect.name == "postgresql"
-
-    def _tx(self, fn: Callable[[Connection], T]) -> T:
-        def run() -> T:
-            with self.engine.begin() as conn:
-                return fn(conn)
-
-        result: T = self._retrying(run)
-        return result
+class ArrivalOutbox(EngineQueries):
+    """Drain-side operations on the outbox of one registry engine."""
 
     def _leased(
         self, stmt: Any, now: datetime | None, lease_seconds: float, **params: Any

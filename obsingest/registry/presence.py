@@ -103,10 +103,7 @@ def check_exposure(exposure: int) -> int:
             "bad-exposure-id", f"exposure id {shown(exposure)} is not a positive 64-bit integer"
         )
     day_obs = exposure_day_obs(exposure)
-    try:
-        validate_day_obs(day_obs, f"exposure id {exposure}")
-    except BadObjectName as exc:  # well-formed, but no exposure can have it
-        raise QueryRefused("bad-exposure-id", str(exc), 404) from None
+    check_day_obs(day_obs, f"exposure id {exposure}", "bad-exposure-id")
     return day_obs
 
 
@@ -125,11 +122,11 @@ def check_detector(instrument: camera.Instrument, detector: int) -> None:
         )
 
 
-def check_day_obs(day_obs: int) -> None:
+def check_day_obs(day_obs: int, what: str = "night", reason: str = "bad-day-obs") -> None:
     try:
-        validate_day_obs(day_obs, "night")
-    except BadObjectName as exc:  # a number, but no night has it
-        raise QueryRefused("bad-day-obs", str(exc), 404) from None
+        validate_day_obs(day_obs, what)
+    except BadObjectName as exc:  # well-formed, but no night has it
+        raise QueryRefused(reason, str(exc), 404) from None
 
 
 def _latency(dialect: str) -> ColumnElement[float]:
