@@ -177,10 +177,9 @@ class ButlerSetup:
         new: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {e: {} for e in _ELEMENTS}
         for records in made.values():
             for element, found in new.items():
-                record = records[element]
-                name = (record["instrument"], record.get("name", record.get("id")))
+                name = _name(records[element])
                 if name not in self._written[element]:
-                    found[name] = record
+                    found[name] = records[element]
         new["day_obs"] = {name: with_timespan(r) for name, r in new["day_obs"].items()}
         timed = {key: with_timespan(records["exposure"]) for key, records in made.items()}
 
@@ -203,15 +202,16 @@ class ButlerSetup:
         if len(self.exposure_records) > 10_000:
             self.exposure_records.clear()
         for key, records in made.items():
-            name = (key[0], records["physical_filter"]["name"])
             self.exposure_records[key] = {
                 "instrument": instruments[key[0]],
                 "exposure": universe["exposure"].RecordClass(**timed[key]),
-                "physical_filter": self._written["physical_filter"][name],
                 "band": universe["band"].RecordClass(name=records["physical_filter"]["band"]),
-                "group": self._written["group"][(key[0], records["group"]["name"])],
-                "day_obs": self._written["day_obs"][(key[0], records["day_obs"]["id"])],
-            }
+            } | {element: self._written[element][_name(records[element])] for element in _ELEMENTS}
+
+
+def _name(record: dict[str, Any]) -> tuple[Any, ...]:
+    """A physical_filter, group or day_obs record's key: (instrument, name or id)."""
+    return (record["instrument"], record.get("name", record.get("id")))
 
 
 def _sync(registry: Any, element: str, record: dict[str, Any]) -> None:
