@@ -211,11 +211,10 @@ class Registry:
                 raise
             last, attempts = gave_up.last, gave_up.attempts
         where = self.engine.url.render_as_string(hide_password=True)
-        exhausted = as_exhausted(last, "registry", where)  # registry-full, connection-slots, ...
-        if exhausted is not None:
-            raise exhausted from last
-        message = f"registry unavailable after {attempts} attempts: {last}"
-        raise RegistryUnavailable(message) from last
+        # registry-full, connection-slots, ... or just unavailable
+        raise as_exhausted(last, "registry", where) or RegistryUnavailable(
+            f"registry unavailable after {attempts} attempts: {last}"
+        ) from last
 
     def upsert_exposure(self, record: ExposureRecord) -> None:
         """Insert the exposure dimension record, filling fields that are still unknown."""
