@@ -3,6 +3,7 @@ daf_butler repository (``butler:<repo>``, needs ``obsingest[butler]``). ``open_r
 one place that picks the backend, so callers hold settings, not classes."""
 
 from obsingest.registry.butler_repo import is_butler_url
+from obsingest.registry.db_errors import RegistryUnavailable
 from obsingest.registry.outbox import OutboxMessage
 from obsingest.registry.registry import (
     Announcer,
@@ -11,7 +12,6 @@ from obsingest.registry.registry import (
     QuarantineEntry,
     Registration,
     Registry,
-    RegistryUnavailable,
 )
 from obsingest.settings import RegistrySettings
 

@@ -38,6 +38,7 @@ from obsingest.logs import get_logger, log_event
 from obsingest.registry.butler_reads import ButlerAudit, ButlerReads
 from obsingest.registry.butler_repo import ButlerSettings, default_companion_url, raw_formatter, repo_of
 from obsingest.registry.butler_setup import ButlerConflict, ButlerSetup
+from obsingest.registry.db_errors import RegistryUnavailable
 from obsingest.registry.engine import make_engine
 from obsingest.registry.group_commit import GroupCommit, exposures_complete
 from obsingest.registry.migrations import migrate
@@ -49,7 +50,6 @@ from obsingest.registry.registry import (
     FileRecord,
     Registration,
     Registry,
-    RegistryUnavailable,
     checksum_conflict,
 )
 from obsingest.settings import RegistrySettings, run_name

@@ -1,13 +1,14 @@
 """A daf_butler repository as the registry: its URL, settings, formatter and creation.
 
 ``butler:<repo>`` names one (``butler:///data/repo``, ``butler:repo``, ``butler:s3://...``).
-Apart from ``butler`` so that configuring a repository loads no registry code.
+Apart from ``butler`` so that configuring or creating a repository loads no registry code.
 """
 
 from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -89,8 +90,6 @@ def make_repo(root: str | Path, registry_db: str | None = None) -> str:
     default SQLite inside the repository. Returns the registry URL ``butler:<root>``."""
     from lsst.daf.butler import Butler, Config
 
-    from obsingest.registry.butler_setup import ButlerSetup
-
     config = Config(
         {
             "storageClasses": {RAW_FITS_STORAGE_CLASS: {"pytype": "astropy.io.fits.HDUList"}},
@@ -103,7 +102,18 @@ def make_repo(root: str | Path, registry_db: str | None = None) -> str:
     Butler.makeRepo(str(root), config=config)
     butler = Butler.from_config(str(root), writeable=True)
     try:
-        ButlerSetup(butler, "raw", RAW_FITS_STORAGE_CLASS).dataset_type()
+        ensure_dataset_type(butler, "raw", RAW_FITS_STORAGE_CLASS)
     finally:
         butler.close()
     return f"{URL_PREFIX}//{root}"
+
+
+def ensure_dataset_type(butler: Any, name: str, storage_class: str) -> Any:
+    from lsst.daf.butler import DatasetType
+
+    try:
+        return butler.get_dataset_type(name)
+    except Exception:  # MissingDatasetTypeError: register it
+        dtype = DatasetType(name, RAW_DIMENSIONS, storage_class, universe=butler.dimensions)
+        butler.registry.registerDatasetType(dtype)
+        return butler.get_dataset_type(name)

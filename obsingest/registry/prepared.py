@@ -26,6 +26,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 
 from obsingest.exhaustion import as_exhausted
 from obsingest.registry import tables
+from obsingest.registry.db_errors import RegistryUnavailable
 from obsingest.registry.facility_tables import arrival_outbox
 from obsingest.timescales import as_utc
 
@@ -57,8 +58,6 @@ class Prepared:
             finally:
                 cursor.close()
         except self._errors as exc:
-            from obsingest.registry.registry import RegistryUnavailable  # registry imports this module
-
             conn.invalidate(exc)  # a connection in an unknown state never goes back to the pool
             where = self.engine.url.render_as_string(hide_password=True)
             raise as_exhausted(exc, "registry", where) or RegistryUnavailable(

@@ -24,10 +24,11 @@ from sqlalchemy import Connection, Engine, bindparam, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from obsingest.dataid import DataId, dataset_id
-from obsingest.errors import ChecksumConflict, RetriableError, UnstorableInput
+from obsingest.errors import ChecksumConflict, UnstorableInput
 from obsingest.exhaustion import as_exhausted
 from obsingest.registry import db_errors, tables
 from obsingest.registry.audit import RegistryAudit
+from obsingest.registry.db_errors import RegistryUnavailable
 from obsingest.registry.engine import make_engine
 from obsingest.registry.migrations import migrate
 from obsingest.registry.outbox import ArrivalOutbox, OutboxMessage, as_uuid, insert_row, outbox_values
@@ -37,10 +38,6 @@ from obsingest.settings import RegistrySettings, run_name
 from obsingest.timescales import as_utc
 
 T = TypeVar("T")
-
-
-class RegistryUnavailable(RetriableError, reason="registry-unavailable"):
-    """The database could not be reached or stayed busy through every retry."""
 
 
 @dataclass(frozen=True)
