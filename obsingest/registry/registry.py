@@ -28,7 +28,7 @@ from obsingest.errors import ChecksumConflict, UnstorableInput
 from obsingest.exhaustion import as_exhausted
 from obsingest.registry import db_errors, tables
 from obsingest.registry.audit import RegistryAudit
-from obsingest.registry.db_errors import RegistryUnavailable
+from obsingest.registry.db_errors import RegistryUnavailable as RegistryUnavailable  # re-exported
 from obsingest.registry.engine import make_engine
 from obsingest.registry.migrations import migrate
 from obsingest.registry.outbox import ArrivalOutbox, OutboxMessage, as_uuid, insert_row, outbox_values
