@@ -35,13 +35,15 @@ def chunks(items: list[T], size: int = _BATCH) -> Iterable[list[T]]:
         yield items[start : start + size]
 
 
-class RegistryAudit:
-    """Read-mostly queries for reconciliation and the canary, on one registry engine."""
+class EngineQueries:
+    """Queries on one registry engine; ``retrying`` wraps each transaction (the registry's own
+    retry of transient database errors)."""
 
     def __init__(self, engine: Engine, retrying: Callable[[Callable[[], Any]], Any] | None = None) -> None:
         self.engine = engine
         self._retrying = retrying or (lambda fn: fn())
-        self._insert = postgresql.insert if engine.dialect.name == "postgresql" else sqlite.insert
+        self._postgres = engine.dialect.name == "postgresql"
+        self._insert = postgresql.insert if self._postgres else sqlite.insert
 
     def _run(self, fn: Callable[[Connection], T], write: bool = False) -> T:
         def run() -> T:
@@ -50,6 +52,13 @@ class RegistryAudit:
 
         result: T = self._retrying(run)
         return result
+
+    def _tx(self, fn: Callable[[Connection], T]) -> T:
+        return self._run(fn, write=True)
+
+
+class RegistryAudit(EngineQueries):
+    """Read-mostly queries for reconciliation and the canary."""
 
     def registered_uris(self, uris: Iterable[str]) -> set[str]:
         """Which of ``uris`` have a datastore record."""
@@ -89,7 +98,7 @@ class RegistryAudit:
         """Record a canary about to be written (before the object: its event cannot come first)."""
         stmt = self._insert(canary).values(name=name, written_at=at, seen_at=None)
         stmt = stmt.on_conflict_do_update(index_elements=[canary.c.name], set_={"written_at": at})
-        self._run(lambda c: c.execute(stmt), write=True)
+        self._tx(lambda c: c.execute(stmt))
 
     def canary_seen(self, name: str, at: datetime) -> None:
         """The register function saw the canary's finalize event (first sighting wins)."""
@@ -98,7 +107,7 @@ class RegistryAudit:
             index_elements=[canary.c.name],
             set_={"seen_at": func.coalesce(canary.c.seen_at, stmt.excluded.seen_at)},
         )
-        self._run(lambda c: c.execute(stmt), write=True)
+        self._tx(lambda c: c.execute(stmt))
 
     def canaries(self, since: datetime) -> list[CanaryRecord]:
         """Canaries written since ``since``, oldest first."""
@@ -115,5 +124,5 @@ class RegistryAudit:
         now = now or datetime.now(UTC)
         cutoff = now - older_than
         stmt = delete(canary).where(func.coalesce(canary.c.written_at, canary.c.seen_at) < cutoff)
-        deleted = self._run(lambda c: c.execute(stmt).rowcount, write=True)
+        deleted = self._tx(lambda c: c.execute(stmt).rowcount)
         return max(int(deleted or 0), 0)

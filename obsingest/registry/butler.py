@@ -1,27 +1,20 @@
-"""Registry backend on a real daf_butler repository (``pip install obsingest[butler]``).
+"""Registry backend on a real daf_butler repository (``butler:<repo>``, ``obsingest[butler]``).
 
-A registry URL ``butler:<repo>`` (anything ``Butler.from_config`` opens) makes ``open_registry``
-return a ``ButlerRegistry``. The Butler is the registry of record: a CCD is registered once the
-Butler holds it. Registering:
+The Butler is the registry of record: a CCD is registered once the Butler holds it. Registering:
 
 1. checks obsingest's *companion* tables (SQLite next to a local repo, or
-   ``OBSINGEST_BUTLER_COMPANION_URL``) for the data id recorded with other bytes
-   (``ChecksumConflict``). They keep what a Butler does not: checksums, stage times, the
-   quarantine, the arrivals outbox.
-2. sets up what the Butler lacks (``butler_setup``, idempotent, outside any transaction), then
-   ingests the files in one Butler transaction (``transfer="direct"``, dataset id
-   ``DATAID_TYPE_RUN``, equal to obsingest's). A dataset already held at the same URI is kept;
-   at another URI it is a ChecksumConflict.
-3. only then records the datasets and their outbox rows in one companion transaction.
-   ``created`` means this call recorded it there first.
+   ``OBSINGEST_BUTLER_COMPANION_URL``; checksums, stage times, quarantine, outbox: what a Butler
+   does not keep) for the data id recorded with other bytes (``ChecksumConflict``);
+2. sets up what the Butler lacks (``butler_setup``, outside any transaction), then ingests the
+   files in one Butler transaction (``transfer="direct"``, dataset id ``DATAID_TYPE_RUN``, equal
+   to obsingest's); a dataset the Butler holds at another URI is a ChecksumConflict;
+3. only then records the datasets and their outbox rows in one companion transaction
+   (``created``: this call recorded it there first).
 
-So no failure leaves the companion claiming what the Butler lacks. A failure between 2 and 3 fails
-retriably; the redelivery, or reconcile (registered = Butler *and* companion,
-``butler_reads.ButlerAudit``), finds the dataset in the Butler and records and announces it once.
-
-A Butler transaction costs about the same whatever its size, so registrations are group-committed
-(``group_commit``): concurrent callers of an exposure share one ingest.
-One cohesive concept: the Butler as the registry of record, in the three steps above.
+So no failure leaves the companion claiming what the Butler lacks; a failure between 2 and 3 fails
+retriably and the redelivery, or reconcile (``butler_reads.ButlerAudit``), records and announces
+it once. A Butler transaction costs about the same whatever its size, so registrations are
+group-committed (``group_commit``): concurrent callers of an exposure share one ingest.
 """
 
 from __future__ import annotations
@@ -34,22 +27,22 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection
 
 from obsingest.errors import ChecksumConflict, ObsIngestError, PermanentError
 from obsingest.exhaustion import as_exhausted
 from obsingest.logs import get_logger, log_event
-from obsingest.registry import tables
 from obsingest.registry.butler_reads import ButlerAudit, ButlerReads
 from obsingest.registry.butler_repo import ButlerSettings, default_companion_url, raw_formatter, repo_of
 from obsingest.registry.butler_setup import ButlerConflict, ButlerSetup
+from obsingest.registry.db_errors import RegistryUnavailable
 from obsingest.registry.engine import make_engine
 from obsingest.registry.group_commit import GroupCommit, exposures_complete
 from obsingest.registry.migrations import migrate
-from obsingest.registry.outbox import as_uuid, insert_rows
+from obsingest.registry.outbox import insert_rows
 from obsingest.registry.registry import (
     OUTBOX_LEASE_SECONDS,
     Announcer,
@@ -57,7 +50,6 @@ from obsingest.registry.registry import (
     FileRecord,
     Registration,
     Registry,
-    RegistryUnavailable,
     checksum_conflict,
 )
 from obsingest.settings import RegistrySettings, run_name
@@ -77,17 +69,6 @@ class _Pending:
     result: Registration | None = None
     error: BaseException | None = None
 
-    def finish(self, result: Registration | None, error: BaseException | None = None) -> None:
-        self.result, self.error = result, error
-
-
-@dataclass
-class _Stats:
-    batches: int = 0
-    files: int = 0
-    largest: int = 0
-    seconds: float = 0.0
-
 
 class ButlerRegistry(Registry):
     """Registry whose datasets live in a daf_butler repository (see module doc)."""
@@ -99,7 +80,8 @@ class ButlerRegistry(Registry):
         self.butler = butler
         self.repo = repo
         self.butler_settings = butler_settings
-        self.stats = _Stats()
+        #: how registrations were grouped into Butler transactions (``batch_stats``)
+        self._stats: dict[str, float] = {"batches": 0, "files": 0, "largest_batch": 0, "seconds": 0.0}
         self._batches: GroupCommit[_Pending] = GroupCommit(
             self._flush,
             butler_settings.max_batch,
@@ -113,8 +95,6 @@ class ButlerRegistry(Registry):
         self._butler_lock = threading.Lock()
         self.setup = ButlerSetup(butler, settings.dataset_type, butler_settings.storage_class)
         self._seen_exposures: set[tuple[str, int]] = set()
-        #: formatter classes by name (``_formatter``)
-        self._formatters: dict[str, Any] = {}
 
     @classmethod
     def open(cls, settings: RegistrySettings, migrate_schema: bool = True) -> ButlerRegistry:
@@ -175,12 +155,10 @@ class ButlerRegistry(Registry):
         A failure is left to the flush, which sets up again and reports it."""
         if self.butler_settings.gather <= 0:
             return  # no gathering to overlap: the flush sets up
+        runs = [run_name(self.settings.run, p.record.data_id.instrument) for p in queued]
         try:
             with self._butler_lock:
-                self.setup.dataset_type()
-                for p in queued:
-                    self.setup.run(run_name(self.settings.run, p.record.data_id.instrument))
-                self.setup.exposures(p.exposure for p in queued)
+                self._set_up(runs, [p.exposure for p in queued])
         except Exception as exc:
             log_event(log, "butler.prepare_failed", error=str(exc)[:200])
 
@@ -196,40 +174,32 @@ class ButlerRegistry(Registry):
             ok = self._checked(batch)
         except BaseException as exc:
             for p in batch:
-                p.finish(None, exc)
+                p.error = exc
             ok = []
         if ok:
             through = self._butler_step(ok)
             if through:
                 self._companion_step(through)
         seconds = time.perf_counter() - started
-        self.stats.batches += 1
-        self.stats.files += len(batch)
-        self.stats.largest = max(self.stats.largest, len(batch))
-        self.stats.seconds += seconds
+        stats = self._stats
+        stats["batches"] += 1
+        stats["files"] += len(batch)
+        stats["largest_batch"] = max(stats["largest_batch"], len(batch))
+        stats["seconds"] += seconds
         log_event(log, "butler.batch", files=len(batch), ingest_ms=round(seconds * 1000, 2))
 
     def _checked(self, batch: Sequence[_Pending]) -> list[tuple[_Pending, Registration]]:
         """Step 1: each item with its (provisional) registration, ``created`` when the companion does
         not know the dataset; items recorded with other bytes finish with a ChecksumConflict."""
         planned = [(p, self._planned(p.record)) for p in batch]
-        r = tables.datastore_record
-        query = select(r.c.dataset_id, r.c.uri, r.c.size, r.c.checksum).where(
-            r.c.dataset_id.in_(sorted({reg.dataset_id for _, reg in planned}))
-        )
-
-        def read() -> dict[uuid.UUID, Any]:
-            with self.engine.connect() as conn:
-                return {as_uuid(row.dataset_id): row for row in conn.execute(query)}
-
-        known = self._retrying(read)
+        known = self._retrying(lambda: self.reads.companion({reg.dataset_id for _, reg in planned}))
         ok = []
         for p, reg in planned:
             row = known.get(reg.dataset_id)
-            if row is not None and (row.checksum != p.record.checksum or row.size != p.record.size):
-                p.finish(None, checksum_conflict(p.record, row.uri, row.checksum, row.size))
+            if row is not None and (row["checksum"] != p.record.checksum or row["size"] != p.record.size):
+                p.error = checksum_conflict(p.record, row["uri"], row["checksum"], row["size"])
                 continue
-            ok.append((p, reg if row is None else dataclasses.replace(reg, created=False, uri=row.uri)))
+            ok.append((p, reg if row is None else dataclasses.replace(reg, created=False, uri=row["uri"])))
         return ok
 
     def _butler_step(
@@ -239,35 +209,23 @@ class ButlerRegistry(Registry):
         permanent refusal of a multi-exposure batch is retried per exposure."""
         try:
             refused = self._in_butler(ok)
-        except PermanentError as exc:
+        except ObsIngestError as exc:
             groups: dict[tuple[str, int], list[tuple[_Pending, Registration]]] = {}
             for item in ok:
-                key = (item[0].exposure.instrument, item[0].exposure.exposure)
-                groups.setdefault(key, []).append(item)
-            if len(groups) > 1:
+                groups.setdefault((item[0].exposure.instrument, item[0].exposure.exposure), []).append(item)
+            if isinstance(exc, PermanentError) and len(groups) > 1:
                 return [held for group in groups.values() for held in self._butler_step(group)]
-            for p, _ in ok:
-                p.finish(None, exc)
-            return []
-        except ObsIngestError as exc:
-            for p, _ in ok:
-                p.finish(None, exc)
-            return []
+            refused = {id(p): exc for p, _ in ok}
         except Exception as exc:  # the Butler's database or datastore failed: retry later
             self.setup.forget()
             error = as_exhausted(exc, "registry", f"Butler repository {self.repo}") or (
                 RegistryUnavailable(f"Butler repository {self.repo}: {type(exc).__name__}: {exc}")
             )
-            for p, _ in ok:
-                p.finish(None, error)
-            return []
-        held = []
-        for p, registration in ok:
+            refused = {id(p): error for p, _ in ok}
+        for p, _ in ok:
             if id(p) in refused:
-                p.finish(None, refused[id(p)])
-            else:
-                held.append((p, registration))
-        return held
+                p.error = refused[id(p)]
+        return [(p, registration) for p, registration in ok if id(p) not in refused]
 
     def _in_butler(self, ok: Sequence[tuple[_Pending, Registration]]) -> dict[int, Exception]:
         """Set-up, then one ingest of the files the Butler lacks; returns refused items (by
@@ -275,7 +233,13 @@ class ButlerRegistry(Registry):
         companion the ingest skips the costly existence query; if the Butler had one anyway,
         the batch is rolled back and done again with the query."""
         with self._butler_lock:
-            self._set_up(ok)
+            self._set_up([registration.run for _, registration in ok], [p.exposure for p, _ in ok])
+            for p, _ in ok:
+                key = (p.exposure.instrument, p.exposure.exposure)
+                if key not in self._seen_exposures:
+                    if len(self._seen_exposures) > 10_000:
+                        self._seen_exposures.clear()
+                    self._seen_exposures.add(key)
             if all(registration.created for _, registration in ok):
                 try:
                     with self.butler.transaction():
@@ -287,19 +251,13 @@ class ButlerRegistry(Registry):
             with self.butler.transaction():
                 return self._ingest(ok, look=True)
 
-    def _set_up(self, ok: Sequence[tuple[_Pending, Registration]]) -> None:
+    def _set_up(self, runs: list[str], exposures: list[ExposureRecord]) -> None:
         """Dataset type, runs, instruments, detectors and exposure records, each step in its
         own transaction (butler_setup)."""
         self.setup.dataset_type()
-        for run in sorted({registration.run for _, registration in ok}):
+        for run in sorted(set(runs)):
             self.setup.run(run)
-        self.setup.exposures(p.exposure for p, _ in ok)
-        for p, _ in ok:
-            key = (p.exposure.instrument, p.exposure.exposure)
-            if key not in self._seen_exposures:
-                if len(self._seen_exposures) > 10_000:
-                    self._seen_exposures.clear()
-                self._seen_exposures.add(key)
+        self.setup.exposures(exposures)
 
     def _ingest(self, ok: Sequence[tuple[_Pending, Registration]], look: bool) -> dict[int, Exception]:
         from lsst.daf.butler import DatasetIdGenEnum, DatasetRef, FileDataset
@@ -334,7 +292,8 @@ class ButlerRegistry(Registry):
                 uri = existing.get(ref.id, batched.get(ref.id))
                 if uri is None:
                     batched[ref.id] = p.record.uri
-                    formatter = self._formatter(p.record.data_id.instrument)
+                    name = raw_formatter(p.record.data_id.instrument, self.butler_settings.formatter)
+                    formatter = _class_of(name)
                     datasets.append(FileDataset(p.record.uri, [ref], formatter=formatter))
                 elif uri != p.record.uri:
                     refused[id(p)] = ChecksumConflict(
@@ -385,32 +344,18 @@ class ButlerRegistry(Registry):
         )
         return plain.expanded({**records, "detector": detector_record})
 
-    def _formatter(self, instrument: str) -> Any:
-        """The raw formatter's class, cached (the ingest would import it by name per file)."""
-        from lsst.utils.introspection import get_class_of
-
-        name = raw_formatter(instrument, self.butler_settings.formatter)
-        found = self._formatters.get(name)
-        if found is None:
-            found = self._formatters[name] = get_class_of(name)
-        return found
-
     def _companion_step(self, held: Sequence[tuple[_Pending, Registration]]) -> None:
         """Step 3: record the held datasets and the new ones' outbox rows in one companion transaction.
         If it fails, the callers fail retriably and the Butler keeps the datasets for the
         redelivery (or reconcile). A message that cannot be built fails only its caller."""
-
-        def tx(conn: Connection) -> list[tuple[Registration | None, BaseException | None]]:
-            return self._companion_records(conn, held)
-
         try:
-            results = self._retrying(lambda: self._in_tx(tx))
+            results = self._retrying(lambda: self._in_tx(lambda conn: self._companion_records(conn, held)))
         except Exception as exc:
             for p, _ in held:
-                p.finish(None, exc)
+                p.error = exc
             return
         for (p, planned), (registration, error) in zip(held, results, strict=True):
-            p.finish(registration, error)
+            p.result, p.error = registration, error
             self._remember(planned.run, p.exposure)
 
     def _companion_records(
@@ -472,11 +417,13 @@ class ButlerRegistry(Registry):
 
     def batch_stats(self) -> dict[str, float]:
         """How registrations were grouped into Butler transactions so far."""
-        s = self.stats
-        return {
-            "batches": s.batches,
-            "files": s.files,
-            "largest_batch": s.largest,
-            "mean_batch": s.files / s.batches if s.batches else 0.0,
-            "seconds": s.seconds,
-        }
+        s = self._stats
+        return {**s, "mean_batch": s["files"] / s["batches"] if s["batches"] else 0.0}
+
+
+@cache
+def _class_of(name: str) -> Any:
+    """A formatter class by name, imported once (the ingest would import it per file)."""
+    from lsst.utils.introspection import get_class_of
+
+    return get_class_of(name)

@@ -26,7 +26,7 @@ from sqlalchemy import select
 
 from obsingest import camera
 from obsingest.registry import butler_records, tables
-from obsingest.registry.butler_repo import FALLBACK_FORMATTER, RAW_FITS_STORAGE_CLASS
+from obsingest.registry.butler_repo import FALLBACK_FORMATTER, RAW_DIMENSIONS, RAW_FITS_STORAGE_CLASS
 from obsingest.registry.registry import ExposureRecord, Registry
 
 #: target -> (formatter of every raw, None: the instrument's obs_lsst one; storage class)
@@ -60,9 +60,6 @@ def export_butler(
     from lsst.daf.butler.registry.interfaces import RunRecord
     from lsst.daf.butler.transfers import YamlRepoExportBackend
 
-    from obsingest.registry.butler_records import with_timespan
-    from obsingest.registry.butler_repo import RAW_DIMENSIONS
-
     formatters = dict(formatters or {})
     storage_class = storage_class or TARGETS.get(target, (None, "Exposure"))[1]
     universe = DimensionUniverse()
@@ -79,7 +76,7 @@ def export_butler(
             key = tuple(v for k, v in record.items() if k in ("instrument", "id", "name"))
             if key not in seen[element]:
                 seen[element].add(key)
-                records[element].append(with_timespan(record))
+                records[element].append(butler_records.with_timespan(record))
     dtype = DatasetType(registry.settings.dataset_type, RAW_DIMENSIONS, storage_class, universe=universe)
     by_run: dict[str, list[Any]] = defaultdict(list)
     for row in datasets:

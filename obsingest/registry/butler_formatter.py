@@ -1,10 +1,6 @@
-"""A Butler formatter for raws where the science pipelines' one is not installed.
-
-``Butler.ingest`` imports the formatter a datastore record names. Production raws name obs_lsst's
-``LsstCamRawFormatter``, but ``lsst.obs.*`` is not on PyPI; this one lets a repository without
-the science pipelines (tests, quick look) read the same files: ``butler.get`` returns an
-``astropy.io.fits.HDUList`` (storage class ``RAW_FITS_STORAGE_CLASS``). docs/butler.md says
-which formatter a repository gets.
+"""A Butler formatter for raws where the science pipelines' one (obs_lsst, not on PyPI) is not
+installed: ``butler.get`` returns an ``astropy.io.fits.HDUList`` (storage class
+``RAW_FITS_STORAGE_CLASS``). docs/butler.md says which formatter a repository gets.
 """
 
 from __future__ import annotations

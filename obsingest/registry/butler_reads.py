@@ -38,25 +38,29 @@ class ButlerReads:
             names = [n for n in names if n == instrument]
         return {name: run_name(self.settings.run, name) for name in sorted(names)}
 
-    def refs(self, instrument: str | None = None, exposure: int | None = None) -> list[Any]:
-        """The raws the Butler holds in the configured runs (none before any was ingested)."""
+    def _raws(self, run: str, where: str, bind: dict[str, Any]) -> list[Any]:
+        """The raws in ``run`` that ``where`` picks (none before any was ingested)."""
         from lsst.daf.butler.registry import MissingCollectionError, MissingDatasetTypeError
 
+        with self._lock:
+            try:
+                found = self.butler.registry.queryDatasets(
+                    self.settings.dataset_type, collections=run, where=where, bind=bind
+                )
+                return list(found)
+            except (MissingCollectionError, MissingDatasetTypeError):
+                return []
+
+    def refs(self, instrument: str | None = None, exposure: int | None = None) -> list[Any]:
+        """The raws the Butler holds in the configured runs."""
         out: list[Any] = []
-        bind: dict[str, Any]
         for inst, run in self.runs(instrument).items():
-            where, bind = "instrument = inst", {"inst": inst}
             if exposure:
-                where, bind = where + " AND exposure = exp", {**bind, "exp": exposure}
-            with self._lock:
-                try:
-                    out.extend(
-                        self.butler.registry.queryDatasets(
-                            self.settings.dataset_type, collections=run, where=where, bind=bind
-                        )
-                    )
-                except (MissingCollectionError, MissingDatasetTypeError):
-                    continue
+                out += self._raws(
+                    run, "instrument = inst AND exposure = exp", {"inst": inst, "exp": exposure}
+                )
+            else:
+                out += self._raws(run, "instrument = inst", {"inst": inst})
         return out
 
     def uris(self, refs: list[Any]) -> dict[uuid.UUID, str]:
@@ -74,7 +78,7 @@ class ButlerReads:
         """Rows as ``Registry.datasets`` gives them, the Butler's raws, in data id order."""
         refs = self.refs(instrument, exposure)
         uris = self.uris(refs)
-        companion = self._companion({ref.id for ref in refs})
+        companion = self.companion({ref.id for ref in refs})
         rows = []
         for ref in refs:
             mine = companion.get(ref.id, {})
@@ -98,7 +102,8 @@ class ButlerReads:
         rows.sort(key=lambda r: (r["instrument"], r["exposure"], r["detector"]))
         return rows
 
-    def _companion(self, ids: set[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
+    def companion(self, ids: set[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
+        """What the companion recorded of the datasets ``ids`` (JSON-ready), by dataset id."""
         d, r = tables.dataset, tables.datastore_record
         wanted = sorted(ids)
         out: dict[uuid.UUID, dict[str, Any]] = {}
@@ -117,8 +122,6 @@ class ButlerReads:
     def held(self, rows: Iterable[dict[str, Any]]) -> set[str]:
         """Of companion rows (dataset ``id``, ``instrument``, ``exposure``, ``run``, ``uri``),
         the URIs whose dataset the Butler holds at that very URI."""
-        from lsst.daf.butler.registry import MissingCollectionError, MissingDatasetTypeError
-
         groups: dict[tuple[str, str], dict[uuid.UUID, str]] = {}
         exposures: dict[tuple[str, str], set[int]] = {}
         for row in rows:
@@ -127,17 +130,9 @@ class ButlerReads:
             exposures.setdefault(key, set()).add(int(row["exposure"]))
         refs: list[Any] = []
         for (run, instrument), wanted in groups.items():
-            with self._lock:
-                try:
-                    found = self.butler.registry.queryDatasets(
-                        self.settings.dataset_type,
-                        collections=run,
-                        where="instrument = inst AND exposure IN (exps)",
-                        bind={"inst": instrument, "exps": sorted(exposures[(run, instrument)])},
-                    )
-                    refs.extend(ref for ref in found if ref.id in wanted)
-                except (MissingCollectionError, MissingDatasetTypeError):
-                    continue
+            bind = {"inst": instrument, "exps": sorted(exposures[(run, instrument)])}
+            found = self._raws(run, "instrument = inst AND exposure IN (exps)", bind)
+            refs.extend(ref for ref in found if ref.id in wanted)
         uris = self.uris(refs)
         expected = {i: u for group in groups.values() for i, u in group.items()}
         return {uri for i, uri in uris.items() if expected.get(i) == uri}

@@ -36,10 +36,8 @@ def day_obs_timespan(day_obs: int) -> tuple[datetime, datetime]:
 
 
 def exposure_records(exp: ExposureRecord) -> dict[str, Record]:
-    """The records an exposure needs, by element: physical_filter, group, day_obs, exposure.
-
-    ``timespan`` values are (begin, end) UTC datetimes or None.
-    """
+    """The records an exposure needs, by element: physical_filter, group, day_obs, exposure;
+    ``timespan`` values are (begin, end) UTC datetimes or None."""
     inst = camera.instrument(exp.instrument)
     seq_num = exp.seq_num if exp.seq_num is not None else exp.exposure % 100_000
     physical_filter = exp.physical_filter or UNKNOWN_FILTER

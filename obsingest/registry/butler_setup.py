@@ -17,9 +17,10 @@ from obsingest.errors import ObsIngestError, PermanentError
 from obsingest.logs import get_logger, log_event
 from obsingest.registry import butler_records
 from obsingest.registry.butler_records import with_timespan
-from obsingest.registry.butler_repo import RAW_DIMENSIONS
+from obsingest.registry.butler_repo import RAW_DIMENSIONS, ButlerSettings, repo_of
 from obsingest.registry.registry import ExposureRecord
 from obsingest.retry import RetryPolicy, Transient, call_with_retries
+from obsingest.settings import run_name
 
 log = get_logger("obsingest.registry.butler_setup")
 
@@ -62,13 +63,10 @@ class ButlerSetup:
         self._written: dict[str, dict[tuple[Any, ...], Any]] = {e: {} for e in _ELEMENTS}
 
     def _do(self, what: str, fn: Callable[[], T]) -> T:
-        def attempt(_remaining: float) -> T:
-            return fn()
-
         def retried(a: Any) -> None:
             log_event(log, "butler.setup_retried", what=what, error=str(a.error)[:200])
 
-        return call_with_retries(attempt, _race, SETUP_RETRY, what=what, on_retry=retried)
+        return call_with_retries(lambda _remaining: fn(), _race, SETUP_RETRY, what=what, on_retry=retried)
 
     def prepare(self, runs: Iterable[str], instruments: Iterable[str]) -> dict[str, Any]:
         """Dataset type, runs, instruments and their detectors; what was ensured, for humans."""
@@ -179,10 +177,9 @@ class ButlerSetup:
         new: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {e: {} for e in _ELEMENTS}
         for records in made.values():
             for element, found in new.items():
-                record = records[element]
-                name = (record["instrument"], record.get("name", record.get("id")))
+                name = _name(records[element])
                 if name not in self._written[element]:
-                    found[name] = record
+                    found[name] = records[element]
         new["day_obs"] = {name: with_timespan(r) for name, r in new["day_obs"].items()}
         timed = {key: with_timespan(records["exposure"]) for key, records in made.items()}
 
@@ -205,15 +202,16 @@ class ButlerSetup:
         if len(self.exposure_records) > 10_000:
             self.exposure_records.clear()
         for key, records in made.items():
-            name = (key[0], records["physical_filter"]["name"])
             self.exposure_records[key] = {
                 "instrument": instruments[key[0]],
                 "exposure": universe["exposure"].RecordClass(**timed[key]),
-                "physical_filter": self._written["physical_filter"][name],
                 "band": universe["band"].RecordClass(name=records["physical_filter"]["band"]),
-                "group": self._written["group"][(key[0], records["group"]["name"])],
-                "day_obs": self._written["day_obs"][(key[0], records["day_obs"]["id"])],
-            }
+            } | {element: self._written[element][_name(records[element])] for element in _ELEMENTS}
+
+
+def _name(record: dict[str, Any]) -> tuple[Any, ...]:
+    """A physical_filter, group or day_obs record's key: (instrument, name or id)."""
+    return (record["instrument"], record.get("name", record.get("id")))
 
 
 def _sync(registry: Any, element: str, record: dict[str, Any]) -> None:
@@ -234,9 +232,6 @@ def set_up_repository(settings: Any, instruments: Iterable[str]) -> dict[str, An
     done up front on the repository ``settings.url`` names (a ``RegistrySettings``): the raw
     dataset type, the run of each instrument, the instruments and their detectors."""
     from lsst.daf.butler import Butler
-
-    from obsingest.registry.butler_repo import ButlerSettings, repo_of
-    from obsingest.settings import run_name
 
     instruments = sorted(set(instruments))
     butler = Butler.from_config(repo_of(settings.url), writeable=True)

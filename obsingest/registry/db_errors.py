@@ -15,6 +15,12 @@ from enum import Enum
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from obsingest.errors import RetriableError
+
+
+class RegistryUnavailable(RetriableError, reason="registry-unavailable"):
+    """The database could not be reached or stayed busy through every retry."""
+
 
 class Verdict(Enum):
     """What to do about a failed database call."""

@@ -3,15 +3,29 @@
 PostgreSQL: a small fixed pool, so a burst of invocations queues for a connection instead of
 exhausting ``max_connections``. SQLite: WAL, a busy timeout, and IMMEDIATE transactions so
 concurrent writers wait for the lock instead of failing on upgrade.
+
+A read-only engine (the presence API, ``obsingest status``) is read-only at the database: SQLite
+with ``mode=ro`` and ``query_only``, PostgreSQL sessions with ``default_transaction_read_only``
+(production adds a SELECT-only role, infra/terraform). A ``butler:<repo>`` URL reads the
+companion tables; no Butler is opened. No migration is run: ``require_tables`` says what is
+missing instead.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy.engine import make_url
 
+from obsingest.errors import PermanentError
+from obsingest.registry.butler_repo import ButlerSettings, default_companion_url, is_butler_url, repo_of
 from obsingest.settings import RegistrySettings
+
+#: how much of a SQLite registry a reader maps into memory (a night of LSSTCam: ~150 MB)
+SQLITE_MMAP_BYTES = 1 << 30
 
 
 def psycopg_url(url: str) -> str:
@@ -58,3 +72,66 @@ def _sqlite_tuning(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+class RegistryNotReadable(PermanentError, reason="registry-not-readable"):
+    """The registry cannot be read: no such database, or a schema older than the reader's."""
+
+
+def readonly_url(url: str) -> str:
+    """The database URL a reader opens for registry URL ``url`` (``butler:`` -> companion)."""
+    if is_butler_url(url):
+        return ButlerSettings().companion_url or default_companion_url(repo_of(url))
+    return url
+
+
+def make_readonly_engine(settings: RegistrySettings) -> Engine:
+    """A pooled engine that cannot write (see module doc)."""
+    url, pool = psycopg_url(readonly_url(settings.url)), pool_options(settings)
+    if url.startswith("sqlite"):
+        path = make_url(url).database
+        if not path or path == ":memory:":
+            raise RegistryNotReadable(f"{url!r}: an in-memory SQLite registry has nothing to read")
+        file = Path(path)
+        if not file.is_file():
+            raise RegistryNotReadable(f"no registry database at {file} (from {url!r})")
+        # file: URI so that mode=ro reaches SQLite; the WAL's -shm must be there or creatable
+        uri = f"sqlite:///file:{quote(str(file.resolve()))}?mode=ro&uri=true"
+        engine = create_engine(uri, connect_args={"check_same_thread": False}, **pool)
+
+        @event.listens_for(engine, "connect")
+        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA query_only=ON")
+            cur.execute("PRAGMA busy_timeout=5000")
+            # Reads of random CCDs touch pages all over a ~100 MB night: map the file (the OS
+            # page cache, shared by every connection) instead of a read() per page miss
+            cur.execute(f"PRAGMA mmap_size={SQLITE_MMAP_BYTES}")
+            cur.close()
+
+        return engine
+    if url.startswith("postgresql"):
+        return create_engine(
+            url,
+            connect_args={"options": "-c default_transaction_read_only=on"},
+            # one round trip a query: no BEGIN before it, no ROLLBACK when the connection goes
+            # back to the pool (each statement is its own read-only transaction)
+            isolation_level="AUTOCOMMIT",
+            pool_recycle=1800,
+            **pool,
+        )
+    raise RegistryNotReadable(f"{url!r}: not a SQLite, PostgreSQL or butler: registry URL")
+
+
+def require_tables(engine: Engine, names: tuple[str, ...]) -> None:
+    """RegistryNotReadable naming the tables ``engine``'s database lacks (an older schema: run
+    ``obsingest registry migrate`` with a writing role)."""
+    with engine.connect() as conn:
+        have = set(inspect(conn).get_table_names())
+    missing = [n for n in names if n not in have]
+    if missing:
+        where = engine.url.render_as_string(hide_password=True)
+        raise RegistryNotReadable(
+            f"registry {where} has no table(s) {', '.join(missing)}: its schema is older than "
+            "this reader (run `obsingest registry migrate` against it first)"
+        )

@@ -1,14 +1,10 @@
-"""Tables of the data facility's safety nets: the arrivals outbox, the canary log, and each
-exposure's closure. Their own ``MetaData`` (not ``tables.py``'s), so migration 1's ``create_all``
-never creates them: migrations 4 (outbox, canary) and 6 (closures) are where they come from.
+"""Tables of the data facility's safety nets, in their own ``MetaData`` (migrations 4 and 6 make
+them, never migration 1's ``create_all``):
 
-- ``arrival_outbox``: one row per announcement (a dataset's ArrivalEvent, written with the
-  dataset; an exposure's ExposureIngested, keyed by its event id). ``dataset_id`` is unique, so
-  an announcement is written once; ``published_at`` NULL means pending; ``lease_until`` is a claim.
+- ``arrival_outbox``: one row per announcement (unique ``dataset_id``: written once;
+  ``published_at`` NULL: pending; ``lease_until``: a claim).
 - ``canary``: each canary object reconcile wrote, with when its finalize event was seen.
-- ``exposure_closure``: an exposure's first closure only (``ok`` / ``over_budget`` /
-  ``incomplete``; ``ingested_at`` when its ExposureIngested was written), inserted once so
-  the metrics count each exposure once.
+- ``exposure_closure``: an exposure's first closure only, so the metrics count it once.
 """
 
 from __future__ import annotations

@@ -2,17 +2,13 @@
 
 A caller queues its item and either waits while a batch is applied (the next batch takes every
 queued item) or, when none is under way, leads: it applies batches until its own item is done.
-Users differ only in how long a leader waits before a batch:
-
-- plain (``gather=0``): never (the outbox marks of an exposure's publishers).
-- gathering (the Butler backend, whose transactions have a large fixed cost): a caller announces
-  itself first (``arriving``); a batch with room waits, at most ``gather`` seconds, while callers
-  are preparing, while arrivals come in a burst (spaced under ``gap``, or during this wait), or
-  for ``gap`` after a group's first item (``fresh``); not once ``complete``. ``linger`` sleeps
-  before each batch; ``prepare`` gets the queued items to do batch-independent work early.
-  Arrivals during the wait count as a burst whatever their spacing: with many handler threads
-  the dispatcher gets the GIL only now and then, and stopping at the first pause over ``gap``
-  would split an exposure delivered at once into two transactions.
+``gather=0`` never waits before a batch (the outbox marks). Gathering (the Butler backend, whose
+transactions have a large fixed cost): a batch with room waits, at most ``gather`` s, while
+callers are preparing (``arriving``), while arrivals come in a burst (spaced under ``gap``, or
+during this wait), or for ``gap`` after a group's first item (``fresh``); not once ``complete``.
+Arrivals during the wait count as a burst whatever their spacing: with many handler threads the
+dispatcher gets the GIL only now and then, and stopping at the first pause over ``gap`` would
+split an exposure delivered at once into two transactions.
 """
 
 from __future__ import annotations

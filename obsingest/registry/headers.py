@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -52,25 +53,24 @@ def exposure_from_header(primary: Hdu, data_id: DataId, name: str) -> ExposureRe
         raise BadHeader(f"object {name!r}: {exc}") from None
     _check_identity(result, primary, data_id, name)
     key = (id(result.info), data_id.instrument, data_id.exposure, result.warnings)
-    with _FIELDS_LOCK:
-        cached = _RECORDS.get(key)
-    if cached is not None and cached[0] is result.info:
-        record = cached[1]
-    else:
-        record = _record(result, data_id)
-        for field, (card, limit) in _LENGTHS.items():
-            value = getattr(record, field)
-            if value is not None and len(value) > limit:
-                raise BadHeader(
-                    f"object {name!r}: header {card} gives a {field} of {len(value)} "
-                    f"characters, the Butler keeps at most {limit}: {value[:40]!r}..."
-                )
-        with _FIELDS_LOCK:
-            _RECORDS[key] = (result.info, record)
-            while len(_RECORDS) > _FIELDS_SIZE:
-                _RECORDS.popitem(last=False)
+    record: ExposureRecord = _memo(_RECORDS, key, result.info, lambda: _record(result, data_id, name))
     _count_warnings(data_id.instrument, len(result.warnings))
     return record
+
+
+def _memo(cache: OrderedDict[Any, tuple[Any, Any]], key: Any, owner: Any, make: Callable[[], Any]) -> Any:
+    """``cache``'s value for ``key`` made for ``owner`` (kept so its id cannot be reused while
+    cached), or ``make()`` stored there; the oldest of ``_FIELDS_SIZE`` entries goes first."""
+    with _FIELDS_LOCK:
+        cached = cache.get(key)
+    if cached is not None and cached[0] is owner:
+        return cached[1]
+    value = make()
+    with _FIELDS_LOCK:
+        cache[key] = (owner, value)
+        while len(cache) > _FIELDS_SIZE:
+            cache.popitem(last=False)
+    return value
 
 
 def _check_identity(result: translate.Translation, primary: Hdu, data_id: DataId, name: str) -> None:
@@ -106,9 +106,10 @@ def _check_identity(result: translate.Translation, primary: Hdu, data_id: DataId
         )
 
 
-def _record(result: translate.Translation, data_id: DataId) -> ExposureRecord:
+def _record(result: translate.Translation, data_id: DataId, name: str) -> ExposureRecord:
+    """The checked record: a string longer than its Butler column is a ``BadHeader``."""
     ident = result.identity
-    return ExposureRecord(
+    record = ExposureRecord(
         instrument=data_id.instrument,
         exposure=data_id.exposure,
         day_obs=ident.observing_day,
@@ -116,8 +117,16 @@ def _record(result: translate.Translation, data_id: DataId) -> ExposureRecord:
         group_name=ident.exposure_group,
         seq_num=ident.observation_counter,
         header_warnings=result.warnings,
-        **_exposure_fields(result.info),
+        **_memo(_FIELDS, id(result.info), result.info, lambda: _exposure_fields(result.info)),
     )
+    for field, (card, limit) in _LENGTHS.items():
+        value = getattr(record, field)
+        if value is not None and len(value) > limit:
+            raise BadHeader(
+                f"object {name!r}: header {card} gives a {field} of {len(value)} "
+                f"characters, the Butler keeps at most {limit}: {value[:40]!r}..."
+            )
+    return record
 
 
 #: the record's values derived from an exposure's ObservationInfo, per exposure (the CCDs of an
@@ -132,15 +141,11 @@ _RECORDS: OrderedDict[tuple[Any, ...], tuple[Any, ExposureRecord]] = OrderedDict
 
 
 def _exposure_fields(info: Any) -> dict[str, Any]:
-    with _FIELDS_LOCK:
-        cached = _FIELDS.get(id(info))
-    if cached is not None and cached[0] is info:
-        return cached[1]
     radec = info.tracking_radec
     if radec is not None and radec.frame.name != "icrs":  # the cameras write ICRS already
         radec = radec.icrs
     altaz = info.altaz_begin
-    fields = {
+    return {
         "obs_start": _utc(info.datetime_begin),
         "obs_end": _utc(info.datetime_end),
         "exposure_time": _number(info.exposure_time, u.s),
@@ -160,11 +165,6 @@ def _exposure_fields(info: Any) -> dict[str, Any]:
         "has_simulated": info.has_simulated_content,
         "can_see_sky": info.can_see_sky,
     }
-    with _FIELDS_LOCK:
-        _FIELDS[id(info)] = (info, fields)
-        while len(_FIELDS) > _FIELDS_SIZE:
-            _FIELDS.popitem(last=False)
-    return fields
 
 
 def _utc(t: Any) -> datetime | None:

@@ -3,14 +3,11 @@ ExposureIngested to the outbox, exactly once, however many processes ask.
 
 Checked *after* the registering commit: under READ COMMITTED two processes registering an
 exposure's last two CCDs could each miss the other's; after the commit the later one sees both.
-The outbox row is keyed by the exposure's deterministic ``event_id``, so one INSERT wins.
-Asked by the register function (each registration and manifest) and the facility ``sweep``;
-without a manifest nothing is emitted (the expected set is not guessed).
-
-``exposure_closure`` keeps each exposure's *first* closure (``ok`` / ``over_budget`` with the
-event, or ``incomplete`` from the sweep once obs_start + exposure time + ``allowance`` passed);
-metrics count an exposure when that row is inserted (``Closing.counted``), so once; a late
-completion still gets its event.
+The outbox row is keyed by the exposure's deterministic ``event_id``, so one INSERT wins. Without
+a manifest nothing is emitted (the expected set is not guessed). ``exposure_closure`` keeps each
+exposure's *first* closure (``ok`` / ``over_budget``, or ``incomplete`` from the sweep once
+obs_start + exposure time + ``allowance`` passed): metrics count it when inserted
+(``Closing.counted``), so once; a late completion still gets its event.
 """
 
 from __future__ import annotations
@@ -28,10 +25,9 @@ from obsingest import camera
 from obsingest.messages import ExposureIngested, IngestedStatus, IngestedStatusName, utcnow
 from obsingest.registry import tables
 from obsingest.registry.completeness import COMPLETE, FROM_MANIFEST, ExposurePresence, summarize
-from obsingest.registry.driver import autocommit_rows
 from obsingest.registry.facility_tables import exposure_closure
 from obsingest.registry.outbox import MARK_ASYNC_POSTGRES, OutboxMessage, insert_row_once
-from obsingest.registry.prepared import Prepared
+from obsingest.registry.prepared import Prepared, autocommit_rows
 from obsingest.registry.registry import OUTBOX_LEASE_SECONDS, Registry
 from obsingest.settings import run_name
 from obsingest.timescales import as_utc
@@ -92,17 +88,6 @@ class Closing:
 
 
 @dataclass(frozen=True)
-class _State:
-    """A row of ``IngestedCheck._q_state``."""
-
-    detectors: str
-    expected: int
-    day_obs: int
-    registered: int
-    ingested_at: datetime | None
-
-
-@dataclass(frozen=True)
 class OpenExposure:
     """A manifest of the sweep's window whose exposure has not completed (no event yet)."""
 
@@ -156,7 +141,7 @@ class IngestedCheck:
             .select_from(closed)
             .where(m.c.instrument == bindparam("inst"), m.c.exposure == bindparam("exp"))
         )
-        # PostgreSQL: the check's one read on the driver's connection (``registry.driver``)
+        # PostgreSQL: the check's one read on the driver's connection (``registry.prepared``)
         self._state_sql = Prepared(self.registry.engine, self._q_state) if self._postgres else None
         self._q_rows = (
             select(d.c.detector, d.c.ingest_time, r.c.readout_time)
@@ -203,18 +188,19 @@ class IngestedCheck:
         state = self._state(key, published)
         if state is None:
             return Closing(instrument, exposure, NO_MANIFEST)
-        if state.ingested_at is not None:
+        detectors, expected_count, day_obs, registered, ingested_at = state
+        if ingested_at is not None:
             return Closing(instrument, exposure, ALREADY)
-        if state.registered < state.expected:  # the common case: still arriving
+        if registered < expected_count:  # the common case: still arriving
             return Closing(instrument, exposure, NOT_COMPLETE)
-        expected = _detectors(state.detectors)
-        presence = self._presence(instrument, exposure, state.day_obs, expected, key)
+        expected = _detectors(detectors)
+        presence = self._presence(instrument, exposure, day_obs, expected, key)
         if presence.missing:  # some registered CCDs were not in the manifest
             return Closing(instrument, exposure, NOT_COMPLETE, presence)
         return self._emit(presence, expected)
 
     def _state(self, key: dict[str, Any], published: Sequence[int] = ()) -> Any:
-        """The exposure's manifest row with its registered count and closure time (``_q_state``),
+        """The exposure's (detectors, expected, day_obs, registered, ingested_at) (``_q_state``),
         None without a manifest; ``published`` outbox rows marked first (``check``)."""
         prepared = self._state_sql
         if prepared is None:
@@ -229,7 +215,7 @@ class IngestedCheck:
             values = {**key, "ids": list(published), "at": utcnow()}
         args = prepared.args(values)
         rows = self.registry._retrying(lambda: autocommit_rows(self.registry.engine, sql, args))
-        return _State(*rows[0]) if rows else None
+        return rows[0] if rows else None
 
     def _presence(
         self, instrument: str, exposure: int, day_obs: int, expected: Sequence[int], key: dict[str, Any]

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, Engine, Table, insert, inspect, select, text, update
+from sqlalchemy import Connection, Engine, Index, Table, insert, inspect, select, text, update
 
 from obsingest import camera
 from obsingest.dataid import INSTRUMENTS
@@ -25,10 +25,6 @@ class Migration:
     version: int
     description: str
     apply: Callable[[Connection], None]
-
-
-def _initial(conn: Connection) -> None:
-    tables.metadata.create_all(conn, checkfirst=True)
 
 
 def _seed_dimensions(conn: Connection) -> None:
@@ -76,52 +72,35 @@ def _butler_dimensions(conn: Connection) -> None:
                 conn.execute(insert(d).values(values))
 
 
-def _facility_tables(conn: Connection) -> None:
-    """The arrivals outbox and the canary log (``facility_tables``): new tables only, so an
-    existing registry gains them without touching its datasets. Only these two: later
-    migrations add the module's other tables."""
-    facility_metadata = facility_tables.metadata
-    facility_metadata.create_all(
-        conn, tables=[facility_tables.arrival_outbox, facility_tables.canary], checkfirst=True
-    )
+def _create(*items: Table | Index) -> Callable[[Connection], None]:
+    """A migration that creates tables and indexes new since (``checkfirst``: a registry created
+    after them got them from migration 1's ``create_all``)."""
+
+    def apply(conn: Connection) -> None:
+        for item in items:
+            item.create(conn, checkfirst=True)
+
+    return apply
 
 
-def _manifests_and_presence_indexes(conn: Connection) -> None:
-    """The exposure_manifest table and the indexes of the presence reads. ``create_all`` in
-    migration 1 already made them on a registry created since: checkfirst, both."""
-    tables.exposure_manifest.create(conn, checkfirst=True)
-    for index in tables.PRESENCE_INDEXES:
-        index.create(conn, checkfirst=True)
-
-
-def _exposure_closures(conn: Connection) -> None:
-    """Each exposure's closure (``facility_tables.exposure_closure``: the exposures-ingested
-    event and the per-exposure metrics, once each) and the index of the sweep of recently
-    recorded manifests; a new table and index only."""
-    facility_tables.exposure_closure.create(conn, checkfirst=True)
-    tables.MANIFEST_RECORDED_INDEX.create(conn, checkfirst=True)
-
-
-def _header_warnings(conn: Connection) -> None:
-    """The exposure's ``header_warnings`` column: what translating its header warned about."""
-    _add_missing_columns(conn, tables.exposure)
-
-
-def _datastore_uri_index(conn: Connection) -> None:
-    """The index of datastore records by URI, which the incremental reconcile's lookups need
-    (``create_all`` in migration 1 already made it on a registry created since)."""
-    tables.DATASTORE_URI_INDEX.create(conn, checkfirst=True)
-
-
+#: facility_tables (outbox, canary, closures) has its own MetaData: migration 1 never makes them
 MIGRATIONS: tuple[Migration, ...] = (
-    Migration(1, "initial tables", _initial),
+    Migration(1, "initial tables", lambda conn: tables.metadata.create_all(conn, checkfirst=True)),
     Migration(2, "seed instruments, detectors and the raw dataset type", _seed_dimensions),
     Migration(3, "Butler dimension records: instrument, detector, exposure", _butler_dimensions),
-    Migration(4, "arrivals outbox and canary log", _facility_tables),
-    Migration(5, "exposure manifests; presence indexes", _manifests_and_presence_indexes),
-    Migration(6, "exposure closures; manifest recorded-time index", _exposure_closures),
-    Migration(7, "exposure header warnings", _header_warnings),
-    Migration(8, "datastore record URI index", _datastore_uri_index),
+    Migration(
+        4, "arrivals outbox and canary log", _create(facility_tables.arrival_outbox, facility_tables.canary)
+    ),
+    Migration(
+        5, "exposure manifests; presence indexes", _create(tables.exposure_manifest, *tables.PRESENCE_INDEXES)
+    ),
+    Migration(
+        6,
+        "exposure closures; manifest recorded-time index",
+        _create(facility_tables.exposure_closure, tables.MANIFEST_RECORDED_INDEX),
+    ),
+    Migration(7, "exposure header warnings", lambda conn: _add_missing_columns(conn, tables.exposure)),
+    Migration(8, "datastore record URI index", _create(tables.DATASTORE_URI_INDEX)),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -1,31 +1,28 @@
 """The arrivals outbox: "registered" and "to be announced" commit together, or not at all.
 
-Rows (each new dataset's ArrivalEvent, each complete exposure's ExposureIngested, one per
-exposure) are inserted with the registration, published right after the commit and marked.
-What could not be published stays pending for a drain (``claim`` -> publish ->
-``mark_published``) by the register function and reconcile, so "registered but not announced"
-cannot outlive an outage. Claims are leases (``lease_until``) taken by one ``UPDATE ...
-RETURNING`` (``FOR UPDATE SKIP LOCKED`` on PostgreSQL), not open transactions: a dead
-publisher's rows go out again when its lease expires (subscribers deduplicate on dataset id).
+Rows (a new dataset's ArrivalEvent, a complete exposure's ExposureIngested) are inserted with the
+registration, published right after the commit and marked; what could not be published stays
+pending for a drain (``claim`` -> publish -> ``mark_published``). Claims are leases
+(``lease_until``) taken by one ``UPDATE ... RETURNING`` (``FOR UPDATE SKIP LOCKED`` on
+PostgreSQL), not open transactions: a dead publisher's rows go out again when its lease expires
+(subscribers deduplicate on dataset id).
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
-from sqlalchemy import Connection, Engine, bindparam, delete, func, or_, select, update
+from sqlalchemy import Connection, bindparam, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from obsingest.registry.driver import autocommit_rows
+from obsingest.registry.audit import EngineQueries
 from obsingest.registry.facility_tables import arrival_outbox
+from obsingest.registry.prepared import autocommit_rows
 from obsingest.timescales import as_utc
-
-T = TypeVar("T")
 
 #: Longest error text kept on a row (the reason a publish failed, for the operator).
 _ERROR_CHARS = 500
@@ -61,8 +58,7 @@ class OutboxStatus:
 
 
 #: Built once, executed with parameters: no statement to build and hash per registration.
-_INSERT = arrival_outbox.insert().returning(arrival_outbox.c.id)
-_INSERT_MANY = arrival_outbox.insert().returning(arrival_outbox.c.id, arrival_outbox.c.dataset_id)
+_INSERT = arrival_outbox.insert().returning(arrival_outbox.c.id, arrival_outbox.c.dataset_id)
 _MARK = (
     update(arrival_outbox)
     .where(arrival_outbox.c.id.in_(bindparam("ids", expanding=True)), arrival_outbox.c.published_at.is_(None))
@@ -80,9 +76,20 @@ WHERE id = ANY(%(ids)s) AND published_at IS NULL
 _FREE = or_(arrival_outbox.c.lease_until.is_(None), arrival_outbox.c.lease_until < bindparam("now"))
 
 
+def _lease(*where: Any) -> Any:
+    """Lease the unpublished rows free at ``:now`` that ``where`` picks, until ``:until``."""
+    o = arrival_outbox
+    return (
+        update(o)
+        .where(*where, o.c.published_at.is_(None), _FREE)
+        .values(lease_until=bindparam("until"))
+        .returning(*o.c)
+    )
+
+
 def _claim_statement(postgres: bool) -> Any:
-    """Lease up to ``:limit`` free unpublished rows (oldest first) until ``:until``. Built once
-    (a drain runs every few seconds in every instance: SQLAlchemy's cache then serves it)."""
+    """Lease up to ``:limit`` free unpublished rows (oldest first). Built once (a drain runs
+    every few seconds in every instance: SQLAlchemy's cache then serves it)."""
     o = arrival_outbox
     candidates = (
         select(o.c.id).where(o.c.published_at.is_(None), _FREE).order_by(o.c.id).limit(bindparam("limit"))
@@ -94,23 +101,13 @@ def _claim_statement(postgres: bool) -> Any:
     # lease condition is repeated on the UPDATE: a row a concurrent drain claimed first is
     # re-checked by PostgreSQL and skipped, never claimed twice.
     chosen = candidates.cte("outbox_claim").prefix_with("MATERIALIZED", dialect="postgresql")
-    return (
-        update(o)
-        .where(o.c.id == chosen.c.id, o.c.published_at.is_(None), _FREE)
-        .values(lease_until=bindparam("until"))
-        .returning(*o.c)
-    )
+    return _lease(o.c.id == chosen.c.id)
 
 
 _CLAIM = _claim_statement(postgres=False)
 _CLAIM_POSTGRES = _claim_statement(postgres=True)
 #: lease one dataset's row (``:ds``) if it is unpublished and free at ``:now``, until ``:until``
-_CLAIM_DATASET = (
-    update(arrival_outbox)
-    .where(arrival_outbox.c.dataset_id == bindparam("ds"), arrival_outbox.c.published_at.is_(None), _FREE)
-    .values(lease_until=bindparam("until"))
-    .returning(*arrival_outbox.c)
-)
+_CLAIM_DATASET = _lease(arrival_outbox.c.dataset_id == bindparam("ds"))
 
 
 def insert_row(
@@ -118,8 +115,7 @@ def insert_row(
 ) -> int:
     """Add the announcement of ``dataset_id`` inside the caller's (registration) transaction,
     leased to the caller for its immediate publish; returns the row id."""
-    row_id = conn.execute(_INSERT, outbox_values(dataset_id, message, now, lease_seconds)).scalar_one()
-    return int(row_id)
+    return insert_rows(conn, [(dataset_id, message)], now, lease_seconds)[dataset_id]
 
 
 def insert_rows(
@@ -129,7 +125,7 @@ def insert_rows(
     if not entries:
         return {}
     rows = [outbox_values(ds_id, message, now, lease_seconds) for ds_id, message in entries]
-    found = conn.execute(_INSERT_MANY, rows)
+    found = conn.execute(_INSERT, rows)
     return {as_uuid(row.dataset_id): int(row.id) for row in found}
 
 
@@ -190,43 +186,34 @@ def _row(mapping: Any) -> OutboxRow:
     )
 
 
-class ArrivalOutbox:
-    """Drain-side operations on the outbox of one registry engine.
+class ArrivalOutbox(EngineQueries):
+    """Drain-side operations on the outbox of one registry engine."""
 
-    ``retrying`` wraps each transaction (the registry's own retry of transient database errors).
-    """
+    def _leased(
+        self, stmt: Any, now: datetime | None, lease_seconds: float, **params: Any
+    ) -> list[OutboxRow]:
+        now = now or datetime.now(UTC)
+        params.update(now=now, until=now + timedelta(seconds=lease_seconds))
+        rows = self._tx(lambda c: [_row(m) for m in c.execute(stmt, params).mappings()])
+        return sorted(rows, key=lambda r: r.id)
 
-    def __init__(self, engine: Engine, retrying: Callable[[Callable[[], Any]], Any] | None = None) -> None:
-        self.engine = engine
-        self._retrying = retrying or (lambda fn: fn())
-        self._postgres = engine.dialect.name == "postgresql"
-
-    def _tx(self, fn: Callable[[Connection], T]) -> T:
-        def run() -> T:
-            with self.engine.begin() as conn:
-                return fn(conn)
-
-        result: T = self._retrying(run)
-        return result
+    def _update_pending(self, where: Any, **values: Any) -> None:
+        """Set ``values`` on the rows ``where`` picks that are still unpublished."""
+        o = arrival_outbox
+        self._tx(lambda c: c.execute(update(o).where(where, o.c.published_at.is_(None)).values(**values)))
 
     def claim(
         self, limit: int = 100, lease_seconds: float = 30.0, now: datetime | None = None
     ) -> list[OutboxRow]:
         """Lease up to ``limit`` unpublished rows whose lease expired (oldest first)."""
-        now = now or datetime.now(UTC)
-        stmt = _CLAIM_POSTGRES if self._postgres else _CLAIM
-        params = {"now": now, "limit": limit, "until": now + timedelta(seconds=lease_seconds)}
-        rows = self._tx(lambda c: [_row(m) for m in c.execute(stmt, params).mappings()])
-        return sorted(rows, key=lambda r: r.id)
+        return self._leased(_CLAIM_POSTGRES if self._postgres else _CLAIM, now, lease_seconds, limit=limit)
 
     def claim_dataset(
         self, dataset_id: uuid.UUID, lease_seconds: float = 30.0, now: datetime | None = None
     ) -> OutboxRow | None:
         """Lease the row of one dataset if it is unpublished and free (a redelivery found the
         dataset registered but not announced); None otherwise."""
-        now = now or datetime.now(UTC)
-        params = {"ds": dataset_id, "now": now, "until": now + timedelta(seconds=lease_seconds)}
-        found = self._tx(lambda c: [_row(m) for m in c.execute(_CLAIM_DATASET, params).mappings()])
+        found = self._leased(_CLAIM_DATASET, now, lease_seconds, ds=dataset_id)
         return found[0] if found else None
 
     def mark_published(self, row_ids: list[int], at: datetime | None = None) -> None:
@@ -246,29 +233,21 @@ class ArrivalOutbox:
         """Keep the row pending with the reason; no drain takes it for ``retry_after`` s."""
         now = now or datetime.now(UTC)
         o = arrival_outbox
-        stmt = (
-            update(o)
-            .where(o.c.id == row_id, o.c.published_at.is_(None))
-            .values(
-                lease_until=now + timedelta(seconds=retry_after),
-                attempts=o.c.attempts + 1,
-                last_error=error[:_ERROR_CHARS],
-            )
+        self._update_pending(
+            o.c.id == row_id,
+            lease_until=now + timedelta(seconds=retry_after),
+            attempts=o.c.attempts + 1,
+            last_error=error[:_ERROR_CHARS],
         )
-        self._tx(lambda c: c.execute(stmt))
 
     def release(self, row_ids: list[int], retry_after: float, now: datetime | None = None) -> None:
         """Give claimed rows back, to be taken again in ``retry_after`` seconds."""
         if not row_ids:
             return
         now = now or datetime.now(UTC)
-        o = arrival_outbox
-        stmt = (
-            update(o)
-            .where(o.c.id.in_(row_ids), o.c.published_at.is_(None))
-            .values(lease_until=now + timedelta(seconds=retry_after))
+        self._update_pending(
+            arrival_outbox.c.id.in_(row_ids), lease_until=now + timedelta(seconds=retry_after)
         )
-        self._tx(lambda c: c.execute(stmt))
 
     def status(self, now: datetime | None = None, published: bool = True) -> OutboxStatus:
         """Pending rows and the oldest one's age; with ``published``, also how many published

@@ -1,11 +1,7 @@
 """Presence reads: is a CCD registered, how complete and how late is an exposure, what did a night
-bring. Served to the presence API (``functions/presence``) and ``obsingest status``.
-
-Read-only (``readonly.make_readonly_engine``); every query is a primary-key or index-prefix
-lookup (a night is the exposure-id ranges of its day_obs, ``make_exposure_id``), and latencies
-are computed by the database.
-
-Exposure answers are cached (LRU) keyed by the number of the exposure's datasets and its
+bring (the presence API and ``obsingest status``). Read-only; every query is a primary-key or
+index-prefix lookup (a night: the exposure-id ranges of its day_obs), latencies computed by the
+database. Exposure answers are cached (LRU) keyed by the count of the exposure's datasets and its
 manifest's digest: datasets are only inserted and a manifest recorded once, so an unchanged key
 means an unchanged answer, and a night listing costs one grouped count.
 """
@@ -54,9 +50,9 @@ from obsingest.registry.completeness import (
     NightPage,
     summarize,
 )
+from obsingest.registry.engine import make_readonly_engine, require_tables
 from obsingest.registry.outbox import as_uuid
 from obsingest.registry.prepared import Prepared, db_datetime, uuid_param
-from obsingest.registry.readonly import make_readonly_engine, require_tables
 from obsingest.settings import RegistrySettings, run_name
 from obsingest.timescales import as_utc
 
@@ -107,10 +103,7 @@ def check_exposure(exposure: int) -> int:
             "bad-exposure-id", f"exposure id {shown(exposure)} is not a positive 64-bit integer"
         )
     day_obs = exposure_day_obs(exposure)
-    try:
-        validate_day_obs(day_obs, f"exposure id {exposure}")
-    except BadObjectName as exc:  # well-formed, but no exposure can have it
-        raise QueryRefused("bad-exposure-id", str(exc), 404) from None
+    check_day_obs(day_obs, f"exposure id {exposure}", "bad-exposure-id")
     return day_obs
 
 
@@ -129,11 +122,11 @@ def check_detector(instrument: camera.Instrument, detector: int) -> None:
         )
 
 
-def check_day_obs(day_obs: int) -> None:
+def check_day_obs(day_obs: int, what: str = "night", reason: str = "bad-day-obs") -> None:
     try:
-        validate_day_obs(day_obs, "night")
-    except BadObjectName as exc:  # a number, but no night has it
-        raise QueryRefused("bad-day-obs", str(exc), 404) from None
+        validate_day_obs(day_obs, what)
+    except BadObjectName as exc:  # well-formed, but no night has it
+        raise QueryRefused(reason, str(exc), 404) from None
 
 
 def _latency(dialect: str) -> ColumnElement[float]:
@@ -182,7 +175,10 @@ class PresenceReader:
         #: a CCD answer checked against the registry of record (a Butler), None: no such check
         self.confirm: Any = None
         self._build_statements(engine.dialect.name)
-        self._prepare()
+        # the statements every request runs, on the driver's cursor (``prepared``)
+        self._p_ccd = Prepared(engine, self._q_ccd)
+        self._p_dataset = Prepared(engine, self._q_dataset)
+        self._p_state = Prepared(engine, self._q_state)
 
     @classmethod
     def open(
@@ -228,22 +224,13 @@ class PresenceReader:
         joined = d.join(r, r.c.dataset_id == d.c.id)
         ours: tuple[ColumnElement[bool], ...]
         ours = (d.c.dataset_type == bindparam("dt"), d.c.run == bindparam("run"))
-        ours += (d.c.instrument == bindparam("inst"),)
-        self._q_ccd = (
-            select(*ccd_cols, r.c.readout_time, latency)
-            .select_from(joined)
-            .where(*ours, d.c.exposure == bindparam("exp"), d.c.detector == bindparam("det"))
-        )
-        self._q_dataset = (
-            select(*ccd_cols, r.c.readout_time, latency).select_from(joined).where(d.c.id == bindparam("id"))
-        )
-        self._q_rows = (
-            select(d.c.detector, latency).select_from(joined).where(*ours, d.c.exposure == bindparam("exp"))
-        )
+        ours += (d.c.instrument == bindparam("inst"), d.c.exposure == bindparam("exp"))
+        ccd = select(*ccd_cols, r.c.readout_time, latency).select_from(joined)
+        self._q_ccd = ccd.where(*ours, d.c.detector == bindparam("det"))
+        self._q_dataset = ccd.where(d.c.id == bindparam("id"))
+        self._q_rows = select(d.c.detector, latency).select_from(joined).where(*ours)
         self._q_times = (
-            select(func.min(r.c.readout_time), func.max(d.c.ingest_time))
-            .select_from(joined)
-            .where(*ours, d.c.exposure == bindparam("exp"))
+            select(func.min(r.c.readout_time), func.max(d.c.ingest_time)).select_from(joined).where(*ours)
         )
         self._q_manifest = select(m).where(
             m.c.instrument == bindparam("inst"), m.c.exposure == bindparam("exp")
@@ -256,14 +243,14 @@ class PresenceReader:
         # datasets with its id (any run or instrument, ix_dataset_exposure: any registration
         # changes it, which is all a version must do).
         ids = union(
-            select(e.c.id.label("exposure")).where(
-                e.c.instrument == bindparam("inst"), bindparam("lo") <= e.c.id, e.c.id <= bindparam("hi")
-            ),
-            select(m.c.exposure.label("exposure")).where(
-                m.c.instrument == bindparam("inst"),
-                bindparam("lo") <= m.c.exposure,
-                m.c.exposure <= bindparam("hi"),
-            ),
+            *(
+                select(col.label("exposure")).where(
+                    col.table.c.instrument == bindparam("inst"),
+                    bindparam("lo") <= col,
+                    col <= bindparam("hi"),
+                )
+                for col in (e.c.id, m.c.exposure)
+            )
         ).subquery("ids")
         # the page first, then the versions of its exposures only
         page = select(ids.c.exposure).order_by(ids.c.exposure).limit(bindparam("n")).subquery("page")
@@ -281,20 +268,13 @@ class PresenceReader:
             .order_by(page.c.exposure)
         )
         latest = union(
-            select(e.c.instrument, e.c.id.label("exposure")),
-            select(m.c.instrument, m.c.exposure.label("exposure")),
+            *(select(col.table.c.instrument, col.label("exposure")) for col in (e.c.id, m.c.exposure))
         ).subquery()
         self._q_latest = (
             select(latest.c.instrument, latest.c.exposure)
             .order_by(latest.c.exposure.desc())
             .limit(bindparam("n"))
         )
-
-    def _prepare(self) -> None:
-        """The statements every request runs, on the driver's cursor (``prepared``)."""
-        self._p_ccd = Prepared(self.engine, self._q_ccd)
-        self._p_dataset = Prepared(self.engine, self._q_dataset)
-        self._p_state = Prepared(self.engine, self._q_state)
 
     def _ours(self, instrument: str) -> dict[str, Any]:
         return {"dt": self.dataset_type, "run": run_name(self.run_template, instrument), "inst": instrument}

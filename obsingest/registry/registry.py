@@ -3,11 +3,7 @@
 ``register`` inserts dimension records, dataset and datastore record in one transaction with
 INSERT ... ON CONFLICT DO NOTHING, so repeated or concurrent deliveries give one row and a killed
 worker leaves nothing half-written. For an existing data id the stored checksum decides: same
-bytes return the existing dataset, different bytes raise ChecksumConflict (quarantined). A batch
-believed new (the Butler backend's group commit) is inserted in one statement per table. On
-PostgreSQL, once this process has committed the run and exposure rows, a new dataset, its
-datastore record and its outbox row are one autocommit statement (``_register_at_once_sql``).
-One cohesive concept: the idempotent registration (statements, retries, dimension rows).
+bytes return the existing dataset, different bytes raise ChecksumConflict (quarantined).
 """
 
 from __future__ import annotations
@@ -15,38 +11,33 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
 import threading
 import uuid
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
-from functools import cache, cached_property
+from functools import cached_property
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, bindparam, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from obsingest.dataid import DataId, dataset_id
-from obsingest.errors import ChecksumConflict, RetriableError, UnstorableInput
+from obsingest.errors import ChecksumConflict, UnstorableInput
 from obsingest.exhaustion import as_exhausted
 from obsingest.registry import db_errors, tables
 from obsingest.registry.audit import RegistryAudit
-from obsingest.registry.driver import autocommit_rows
+from obsingest.registry.db_errors import RegistryUnavailable as RegistryUnavailable  # re-exported
 from obsingest.registry.engine import make_engine
-from obsingest.registry.facility_tables import arrival_outbox
 from obsingest.registry.migrations import migrate
 from obsingest.registry.outbox import ArrivalOutbox, OutboxMessage, as_uuid, insert_row, outbox_values
+from obsingest.registry.prepared import autocommit_rows, register_at_once_sql
 from obsingest.retry import RetriesExhausted, RetryPolicy, Transient, call_with_retries
 from obsingest.settings import RegistrySettings, run_name
 from obsingest.timescales import as_utc
 
 T = TypeVar("T")
-
-
-class RegistryUnavailable(RetriableError, reason="registry-unavailable"):
-    """The database could not be reached or stayed busy through every retry."""
 
 
 @dataclass(frozen=True)
@@ -123,43 +114,6 @@ class QuarantineEntry:
     checksum: str = ""
     data_id: DataId | None = None
     size: int | None = None
-
-
-_POSTGRES = postgresql.dialect()  # type: ignore[no-untyped-call]  # SQLAlchemy's dialect classes
-
-
-def _pg_cast(column: Any) -> str:
-    """``column``'s PostgreSQL type for a parameter cast, without a length: an explicit cast to
-    ``varchar(n)`` truncates silently, where an insert of a too-long value is refused."""
-    return re.sub(r"\(\d+\)", "", column.type.compile(dialect=_POSTGRES))
-
-
-def _insert_from_ds(table: Any, keys: Sequence[str], returning: str = "") -> str:
-    """``INSERT INTO table (keys) SELECT ... FROM ds``: ``dataset_id`` is the id ``ds``
-    inserted, every other value a parameter cast to its column's type."""
-    values = ", ".join(
-        "id" if key == "dataset_id" else f"%({key})s::{_pg_cast(table.c[key])}" for key in keys
-    )
-    return f"INSERT INTO {table.name} ({', '.join(keys)}) SELECT {values} FROM ds{returning}"
-
-
-@cache
-def _register_at_once_sql(
-    dataset_keys: tuple[str, ...], datastore_keys: tuple[str, ...], outbox_keys: tuple[str, ...]
-) -> str:
-    """PostgreSQL: a new dataset, its datastore record and its outbox row in one statement (one
-    round trip, atomic in autocommit); it answers the inserted dataset's id (NULL when the
-    dataset exists) and the outbox row's id. Built from the tables and the row builders' keys,
-    so a column added to either is in this statement too."""
-    table = tables.dataset
-    values = ", ".join(f"%({key})s::{_pg_cast(table.c[key])}" for key in dataset_keys)
-    return (
-        f"WITH ds AS (INSERT INTO {table.name} ({', '.join(dataset_keys)}) VALUES ({values})"
-        " ON CONFLICT DO NOTHING RETURNING id),"
-        f" dr AS ({_insert_from_ds(tables.datastore_record, datastore_keys)}),"
-        f" ob AS ({_insert_from_ds(arrival_outbox, outbox_keys, ' RETURNING id')})"
-        " SELECT (SELECT id FROM ds), (SELECT id FROM ob)"
-    )
 
 
 #: every optional field of ExposureRecord: an upsert fills those still unknown
@@ -254,11 +208,10 @@ class Registry:
                 raise
             last, attempts = gave_up.last, gave_up.attempts
         where = self.engine.url.render_as_string(hide_password=True)
-        exhausted = as_exhausted(last, "registry", where)  # registry-full, connection-slots, ...
-        if exhausted is not None:
-            raise exhausted from last
-        message = f"registry unavailable after {attempts} attempts: {last}"
-        raise RegistryUnavailable(message) from last
+        # registry-full, connection-slots, ... or just unavailable
+        raise as_exhausted(last, "registry", where) or RegistryUnavailable(
+            f"registry unavailable after {attempts} attempts: {last}"
+        ) from last
 
     def upsert_exposure(self, record: ExposureRecord) -> None:
         """Insert the exposure dimension record, filling fields that are still unknown."""
@@ -269,14 +222,9 @@ class Registry:
             return fn(conn)
 
     def _upsert_exposure(self, conn: Connection, record: ExposureRecord) -> None:
-        values: dict[str, Any] = {
-            "instrument": record.instrument,
-            "id": record.exposure,
-            "day_obs": record.day_obs,
-        }
-        for name in _EXPOSURE_FIELDS:
-            values[name] = _column_value(getattr(record, name))
-        conn.execute(self._upsert_exposure_stmt, values)
+        values = {name: _column_value(getattr(record, name)) for name in _EXPOSURE_FIELDS}
+        key = {"instrument": record.instrument, "id": record.exposure, "day_obs": record.day_obs}
+        conn.execute(self._upsert_exposure_stmt, key | values)
 
     def arriving(self) -> AbstractContextManager[None]:
         """This thread prepares a registration (reads and checks a file) and calls ``register``
@@ -288,9 +236,7 @@ class Registry:
         self, record: FileRecord, exposure: ExposureRecord | None = None, announce: Announcer | None = None
     ) -> Registration:
         """Register one file; idempotent for the same bytes, ChecksumConflict for different ones.
-
-        ``announce``: the announcement of a new dataset, written to the arrivals outbox in the
-        same transaction (see ``_with_outbox_row``)."""
+        ``announce``: a new dataset's announcement, written to the outbox in the same transaction."""
         data_id = record.data_id
         exposure = exposure or ExposureRecord(data_id.instrument, data_id.exposure, data_id.day_obs)
         run = run_name(self.settings.run, data_id.instrument)
@@ -325,8 +271,8 @@ class Registry:
 
     def _register_at_once(self, record: FileRecord, announce: Announcer) -> Registration | None:
         """PostgreSQL, dimension rows committed: a new dataset with its datastore record and
-        outbox row in one autocommit statement (``_register_at_once_sql``); None when the dataset
-        exists (nothing written). Retrying it is safe: it is atomic."""
+        outbox row in one autocommit statement (``prepared.register_at_once_sql``); None when
+        the dataset exists (nothing written). Retrying it is safe: it is atomic."""
         registration = self._planned(record)
         ds_id, now = registration.dataset_id, registration.registered_time
         rows = (
@@ -334,7 +280,7 @@ class Registry:
             _datastore_values(ds_id, record),
             outbox_values(ds_id, announce(registration), now, OUTBOX_LEASE_SECONDS),
         )
-        sql = _register_at_once_sql(*(tuple(row) for row in rows))
+        sql = register_at_once_sql(*(tuple(row) for row in rows))
         params = {key: value for row in rows for key, value in row.items()}
         [(inserted, row_id)] = autocommit_rows(self.engine, sql, params)
         if inserted is None:

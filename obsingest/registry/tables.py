@@ -5,8 +5,6 @@ datasets, datastore records, the quarantine, and each ExposureManifest (complete
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -26,27 +24,6 @@ from sqlalchemy import (
 )
 
 metadata = MetaData()
-
-#: exposure columns added by migration 3 (Butler's exposure record; obs_start/obs_end = timespan)
-EXPOSURE_COLUMNS: tuple[tuple[str, Any], ...] = (
-    ("obs_id", String(64)),
-    ("group_name", String(64)),
-    ("seq_num", Integer),
-    ("band", String(32)),
-    ("observation_type", String(16)),
-    ("observation_reason", String(68)),
-    ("dark_time", Float),
-    ("obs_end", DateTime(timezone=True)),
-    ("tracking_ra", Float),
-    ("tracking_dec", Float),
-    ("sky_angle", Float),
-    ("azimuth", Float),
-    ("zenith_angle", Float),
-    ("science_program", String(64)),
-    ("target_name", String(64)),
-    ("has_simulated", Boolean),
-    ("can_see_sky", Boolean),
-)
 
 schema_version = Table(
     "obsingest_schema_version",
@@ -87,7 +64,24 @@ exposure = Table(
     Column("obs_start", DateTime(timezone=True), nullable=True),
     Column("exposure_time", Float, nullable=True),
     Column("physical_filter", String(64), nullable=True),
-    *[Column(name, type_, nullable=True) for name, type_ in EXPOSURE_COLUMNS],
+    # the Butler exposure record's fields (migration 3; obs_start/obs_end: its timespan)
+    Column("obs_id", String(64)),
+    Column("group_name", String(64)),
+    Column("seq_num", Integer),
+    Column("band", String(32)),
+    Column("observation_type", String(16)),
+    Column("observation_reason", String(68)),
+    Column("dark_time", Float),
+    Column("obs_end", DateTime(timezone=True)),
+    Column("tracking_ra", Float),
+    Column("tracking_dec", Float),
+    Column("sky_angle", Float),
+    Column("azimuth", Float),
+    Column("zenith_angle", Float),
+    Column("science_program", String(64)),
+    Column("target_name", String(64)),
+    Column("has_simulated", Boolean),
+    Column("can_see_sky", Boolean),
     # what the header translation warned about, a JSON list of strings (migration 7)
     Column("header_warnings", Text, nullable=True),
 )

@@ -11,8 +11,8 @@ from sqlalchemy.exc import OperationalError
 
 from obsingest.dataid import DataId, dataset_id
 from obsingest.registry import Registry
+from obsingest.registry.engine import RegistryNotReadable
 from obsingest.registry.presence import PresenceReader, QueryRefused
-from obsingest.registry.readonly import RegistryNotReadable
 from obsingest.settings import RegistrySettings
 from tests.unit.obsingest.registry.conftest import DAY_OBS, E1, E2, E3, register
 
@@ -223,7 +223,7 @@ def test_latency_is_exact_to_the_microsecond(tmp_path, readout, registered):
 
 
 def test_a_butler_registry_is_read_through_its_companion_tables(tmp_path, monkeypatch):
-    from obsingest.registry.readonly import readonly_url
+    from obsingest.registry.engine import readonly_url
 
     monkeypatch.delenv("OBSINGEST_BUTLER_COMPANION_URL", raising=False)
     assert readonly_url(f"butler://{tmp_path}/repo") == (

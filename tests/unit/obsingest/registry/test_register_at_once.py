@@ -14,13 +14,8 @@ from obsingest.dataid import DataId
 from obsingest.registry import tables
 from obsingest.registry.facility_tables import arrival_outbox
 from obsingest.registry.outbox import OutboxMessage, outbox_values
-from obsingest.registry.registry import (
-    FileRecord,
-    Registration,
-    _dataset_values,
-    _datastore_values,
-    _register_at_once_sql,
-)
+from obsingest.registry.prepared import register_at_once_sql
+from obsingest.registry.registry import FileRecord, Registration, _dataset_values, _datastore_values
 
 pytestmark = pytest.mark.unit
 
@@ -60,7 +55,7 @@ def test_each_row_builder_names_every_required_column_of_its_table(index, table)
 
 def test_the_statement_inserts_exactly_the_builders_columns_with_unsized_casts():
     rows = _rows()
-    sql = _register_at_once_sql(*(tuple(row) for row in rows))
+    sql = register_at_once_sql(*(tuple(row) for row in rows))
     inserted = re.findall(r"INSERT INTO (\w+) \(([^)]*)\)", sql)
     assert [(name, cols.split(", ")) for name, cols in inserted] == [
         ("dataset", list(rows[0])),
