@@ -36,6 +36,7 @@ from obsingest.exhaustion import as_exhausted, exhaustion_of
 from obsingest.logs import get_logger, log_event
 from obsingest.retry import Attempt, RetriesExhausted, RetryPolicy, Transient, call_with_retries
 from obsingest.store.base import Head, ObjectConflict, PutResult, StoredObject
+from obsingest.store.notifications import stored_from_resource
 
 log = get_logger("obsingest.store.gcs")
 
@@ -434,26 +435,6 @@ def multipart_body(resource: dict[str, Any], data: bytes) -> tuple[bytes, str]:
     return b"".join((*parts, f"\r\n--{boundary}--".encode())), (f'multipart/related; boundary="{boundary}"')
 
 
-def stored_from_resource(resource: dict[str, Any], bucket: str) -> StoredObject:
-    """A JSON object resource as a ``StoredObject``."""
-    created = str(resource.get("timeCreated") or "")
-    try:
-        when = datetime.fromisoformat(created.replace("Z", "+00:00"))
-    except ValueError:
-        when = datetime.now(UTC)
-    return StoredObject(
-        bucket=bucket,
-        name=str(resource.get("name", "")),
-        size=int(resource.get("size") or 0),
-        crc32c=str(resource.get("crc32c") or ""),
-        md5_hash=str(resource.get("md5Hash") or ""),
-        generation=int(resource.get("generation") or 0),
-        time_created=when if when.tzinfo else when.replace(tzinfo=UTC),
-        metadata={str(k): str(v) for k, v in (resource.get("metadata") or {}).items()},
-        uri=f"gs://{bucket}/{resource.get('name', '')}",
-    )
-
-
 def pool_manager(environment: HttpEnvironment, maxsize: int) -> Any:
     """A urllib3 pool manager reaching the endpoint as requests would (proxy, CA bundle); no
     retries of its own: callers retry by their own rules."""
@@ -562,13 +543,6 @@ class GcsHttpStore(GcsStore):
     def _bucket(self) -> Any:
         return self.client.bucket(self.bucket)
 
-    def _request(
-        self, method: str, url: str, remaining: float, body: bytes | None = None, **headers: str
-    ) -> dict[str, Any]:
-        """One HTTP request; the JSON answer, or the error ``classify_gcs_error`` understands."""
-        answer: dict[str, Any] = json.loads(self._send(method, url, remaining, body, headers).data)
-        return answer
-
     def _send(
         self,
         method: str,
@@ -616,17 +590,17 @@ class GcsHttpStore(GcsStore):
         # the answer is the stored resource: the caller verifies without a second request
         resource = {"name": name, "contentType": CONTENT_TYPE, "crc32c": crc, "metadata": metadata}
         body, content_type = multipart_body(resource, data)
-        answer = self._request("POST", self._upload_url, remaining, body, **{"content-type": content_type})
-        return stored_from_resource(answer, self.bucket)
+        response = self._send("POST", self._upload_url, remaining, body, {"content-type": content_type})
+        return stored_from_resource(json.loads(response.data), self.bucket)
 
     def _stat_once(self, name: str, remaining: float) -> StoredObject | None:
         try:
-            answer = self._request("GET", self._object_url + quote(name, safe=""), remaining)
+            response = self._send("GET", self._object_url + quote(name, safe=""), remaining, None, {})
         except api_exceptions.NotFound as exc:
             if "bucket" in str(exc).lower():
                 raise
             return None
-        return stored_from_resource(answer, self.bucket)
+        return stored_from_resource(json.loads(response.data), self.bucket)
 
     def _media(self, name: str, remaining: float, headers: dict[str, str]) -> Any:
         url = self._media_url + quote(name, safe="") + "?alt=media"
