@@ -157,7 +157,7 @@ class Instrument:
 
 
 # --- LSSTCam --------------------------------------------------------------------------------------
-_SLOTS = ("S00", "S01", "S02", "S10", "S11", "S12", "S20", "S21", "S22")
+RAFT_SLOTS = ("S00", "S01", "S02", "S10", "S11", "S12", "S20", "S21", "S22")
 _SLOT_OFFSET = 42.25  # mm between sensor centres in a raft (cameraHeader.yaml RAFT_*)
 
 #: science rafts in id order, 9 ids each from 0; "Rrc": row r, column c, 127 mm apart around R22
@@ -200,7 +200,7 @@ def _rotate(x: float, y: float, degrees: float) -> tuple[float, float]:
 
 def _science_raft(raft: str, x0: float, y0: float, id0: int, kind: str) -> list[Detector]:
     out = []
-    for i, slot in enumerate(_SLOTS):
+    for i, slot in enumerate(RAFT_SLOTS):
         x, y = x0 + (i % 3 - 1) * _SLOT_OFFSET, y0 + (i // 3 - 1) * _SLOT_OFFSET
         out.append(Detector(id0 + i, raft, slot, SCIENCE, SENSOR_TYPES[kind], x, y, 0.0))
     return out
