@@ -158,6 +158,11 @@ def make_exposure_id(day_obs: int, seq_num: int, controller: str | None = None) 
     validate_day_obs(day_obs, "exposure id")
     if not 0 <= seq_num < EXPOSURE_SEQ_FACTOR:
         raise ValueError(f"sequence number {seq_num} out of range 0..{EXPOSURE_SEQ_FACTOR - 1}")
+    return packed_exposure_id(day_obs, seq_num, controller)
+
+
+def packed_exposure_id(day_obs: int, seq_num: int, controller: str | None) -> int:
+    """``make_exposure_id`` of values the caller has checked."""
     offset = 0
     if controller is not None and controller in CONTROLLERS:  # another letter: no offset
         shared_from = _SHARED_COUNTER_FROM.get(controller)

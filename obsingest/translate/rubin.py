@@ -12,7 +12,7 @@ import datetime as dt
 import hashlib
 import logging
 import re
-from typing import Any, ClassVar, Final, cast
+from typing import Any, ClassVar, cast
 
 import astropy.units as u
 from astro_metadata_translator import FitsTranslator, cache_translation
@@ -25,21 +25,15 @@ from astropy.coordinates import ICRS, EarthLocation, SkyCoord
 from astropy.time import Time, TimeDelta
 
 from obsingest import camera
+from obsingest.dataid import CONTROLLERS, EXPOSURE_SEQ_FACTOR, packed_exposure_id
 
 log = logging.getLogger(__name__)
 
 #: Simonyi Survey Telescope, the default site when a header carries no OBSGEO cards
 SIMONYI_LOCATION = EarthLocation.from_geodetic(-70.749417, -30.244639, 2663.0)
 SIMONYI_TELESCOPE = "Simonyi Survey Telescope"
-#: the controllers whose data are simulated, and the order that numbers the old id offsets
+#: the controllers whose data are simulated
 SIMULATED_CONTROLLERS = "HPQS"
-CONTROLLERS = "OC" + SIMULATED_CONTROLLERS
-#: exposure id = day_obs (plus a controller offset) followed by five digits of sequence number
-SEQ_DIGITS: Final = 5
-_CONTROLLER_STEP = 10_000_000
-#: after these days the controller no longer shifts the exposure id (counters were unified)
-_CALIB_CONTROLLER_UNIFIED = 20231004
-_SIM_CONTROLLERS_UNIFIED = 20250417
 #: the Rubin day starts at 12:00 TAI (SITCOMTN-032)
 ROLLOVER = TimeDelta(12 * 3600, scale="tai", format="sec")
 #: visit ids from a GROUPID that is an ISO time: seconds since this epoch, milliseconds, counter
@@ -48,28 +42,17 @@ _GROUP_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d{3})(?:[+#](\d+
 
 
 def exposure_id(day_obs: Any, seq_num: Any, controller: str | None = None) -> int:
-    """Rubin's exposure id of (DAYOBS, SEQNUM, CONTRLLR): ``YYYYMMDDnnnnn``.
-
-    Before the counters were unified, calibration (``C``) and simulated (``H P Q S``) controllers
-    added 1000, 2000, ... to the year so their ids could not collide with on-sky ones.
-    """
-    day = str(day_obs)
-    day = day.split("T", 1)[0].replace("-", "")
+    """Rubin's exposure id of (DAYOBS, SEQNUM, CONTRLLR) (``dataid.make_exposure_id``), each card
+    checked: ValueError naming the one that is not a day, a sequence number or a controller."""
+    day = str(day_obs).split("T", 1)[0].replace("-", "")
     if len(day) != 8 or not day.isdigit():
         raise ValueError(f"DAYOBS={day_obs!r} is not a YYYYMMDD day")
     seq = int(seq_num)
-    if not 0 <= seq < 10**SEQ_DIGITS:
-        raise ValueError(f"SEQNUM={seq_num!r} is outside 0..{10**SEQ_DIGITS - 1}")
-    number = int(day)
-    unified = (controller == "C" and number > _CALIB_CONTROLLER_UNIFIED) or (
-        controller in ("P", "Q", "S") and number > _SIM_CONTROLLERS_UNIFIED
-    )
-    if controller is not None and not unified:
-        index = CONTROLLERS.find(controller)
-        if index < 0 or not controller:
-            raise ValueError(f"CONTRLLR={controller!r} is none of {CONTROLLERS}")
-        number += _CONTROLLER_STEP * index
-    return number * 10**SEQ_DIGITS + seq
+    if not 0 <= seq < EXPOSURE_SEQ_FACTOR:
+        raise ValueError(f"SEQNUM={seq_num!r} is outside 0..{EXPOSURE_SEQ_FACTOR - 1}")
+    if controller is not None and (not controller or controller not in CONTROLLERS):
+        raise ValueError(f"CONTRLLR={controller!r} is none of {CONTROLLERS}")
+    return packed_exposure_id(int(day), seq, controller)
 
 
 def is_non_science_or_lab(translator: RubinTranslator) -> None:
