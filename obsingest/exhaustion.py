@@ -105,7 +105,7 @@ def _own_exhaustion(exc: BaseException) -> Exhaustion | None:
     code = getattr(exc, "sqlite_errorcode", None)
     if isinstance(code, int) and code & 0xFF in _SQLITE_CODES:
         return _SQLITE_CODES[code & 0xFF]
-    status = _http_status(exc)
+    status = http_status(exc)
     if status in _HTTP:
         return _HTTP[status]
     text = str(exc).lower()
@@ -131,7 +131,8 @@ def kafka_exhaustion(name: str) -> Exhaustion | None:
     return KAFKA_NAMES.get(name)
 
 
-def _http_status(exc: BaseException) -> int | None:
+def http_status(exc: BaseException) -> int | None:
+    """The HTTP status an error carries (``code``, or its ``response``'s), else None."""
     code = getattr(exc, "code", None)
     if isinstance(code, int) and 100 <= code <= 599:
         return code

@@ -32,7 +32,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from obsingest import defaults
 from obsingest.checksums import crc32c_b64
 from obsingest.errors import ObjectMissing, PermanentError, RetriableError
-from obsingest.exhaustion import as_exhausted, exhaustion_of
+from obsingest.exhaustion import as_exhausted, exhaustion_of, http_status
 from obsingest.logs import get_logger, log_event
 from obsingest.retry import Attempt, RetriesExhausted, RetryPolicy, Transient, call_with_retries
 from obsingest.store.base import Head, ObjectConflict, PutResult, StoredObject
@@ -99,21 +99,12 @@ class StoreUnavailable(RetriableError, reason="store-unavailable"):
 def _read_error(exc: api_exceptions.GoogleAPICallError, bucket: str, what: str) -> Exception:
     """Facility-side reads: only a missing *object* is the input's fault."""
     text = str(exc).lower()
-    if _status_of(exc) == 404 and "bucket" not in text:
+    if http_status(exc) == 404 and "bucket" not in text:
         return ObjectMissing(f"{what}: object does not exist in gs://{bucket}")
     return StoreUnavailable(f"{what}: {exc}")
 
 
 _RETRIABLE_STATUS = {408, 429, 500, 502, 503, 504}
-
-
-def _status_of(exc: BaseException) -> int | None:
-    code = getattr(exc, "code", None)
-    if isinstance(code, int):
-        return code
-    response = getattr(exc, "response", None)
-    status = getattr(response, "status_code", None)
-    return status if isinstance(status, int) else None
 
 
 #: words of a 400 that says the bytes received are not the bytes whose checksum was sent
@@ -126,7 +117,7 @@ def classify_gcs_error(exc: BaseException, auth_retries: int = 2) -> Transient |
     from google.auth.exceptions import TransportError
 
     if isinstance(exc, api_exceptions.GoogleAPICallError):
-        status = _status_of(exc)
+        status = http_status(exc)
         if status in _RETRIABLE_STATUS:
             return Transient(f"http-{status}")
         if status in (403, 507) and exhaustion_of(exc) is not None:
@@ -153,7 +144,7 @@ def classify_gcs_error(exc: BaseException, auth_retries: int = 2) -> Transient |
 
 def _permanent(exc: BaseException, bucket: str, what: str) -> PermanentError | None:
     """The PermanentError a non-retriable library error means, or None (not ours to map)."""
-    status = _status_of(exc) if isinstance(exc, api_exceptions.GoogleAPICallError) else None
+    status = http_status(exc) if isinstance(exc, api_exceptions.GoogleAPICallError) else None
     if status is None:
         return None
     if status == 404:
