@@ -101,12 +101,16 @@ class RubinTranslator(FitsTranslator):
             return False
         return self.on_mountain()
 
+    def _card(self, key: str) -> Any:
+        """The value of card ``key``, marked used, or None when it is absent or undefined."""
+        if not self.is_key_ok(key):
+            return None
+        self._used_these_cards(key)
+        return self._header[key]
+
     def controller(self) -> str | None:
         """CONTRLLR: O (operations), C (calibration), H P Q S (simulated), or None."""
-        if self.is_key_ok("CONTRLLR"):
-            self._used_these_cards("CONTRLLR")
-            return cast(str, self._header["CONTRLLR"])
-        return None
+        return cast(str | None, self._card("CONTRLLR"))
 
     @classmethod
     def observing_date_to_offset(cls, observing_date: Time) -> TimeDelta | None:
@@ -125,10 +129,8 @@ class RubinTranslator(FitsTranslator):
     def to_datetime_begin(self) -> Time:
         # The camera's clock is TAI; the MJD cards are preferred, as Rubin's ingest does.
         for key in ("MJD-BEG", "DATE-BEG", "MJD-OBS", "DATE-OBS"):
-            if self.is_key_ok(key):
-                self._used_these_cards(key)
-                fmt = "mjd" if key.startswith("MJD") else "fits"
-                return Time(self._header[key], scale="tai", format=fmt)
+            if (value := self._card(key)) is not None:
+                return Time(value, scale="tai", format="mjd" if key.startswith("MJD") else "fits")
         raise KeyError(f"{self._log_prefix}: none of MJD-BEG, DATE-BEG, MJD-OBS, DATE-OBS")
 
     @cache_translation
@@ -167,24 +169,19 @@ class RubinTranslator(FitsTranslator):
 
     @cache_translation
     def to_observing_day(self) -> int | None:
-        if self.is_key_ok("DAYOBS"):
-            self._used_these_cards("DAYOBS")
-            return int(self._header["DAYOBS"])
-        return super().to_observing_day()
+        day = self._card("DAYOBS")
+        return int(day) if day is not None else super().to_observing_day()
 
     @cache_translation
     def to_observation_counter(self) -> int:
-        if self.is_key_ok("SEQNUM"):
-            self._used_these_cards("SEQNUM")
-            return int(self._header["SEQNUM"])
+        if (seq := self._card("SEQNUM")) is not None:
+            return int(seq)
         log.warning("%s: no SEQNUM, observation counter 0", self._log_prefix)
         return 0
 
     @cache_translation
     def to_exposure_group(self) -> str | None:
-        if self.is_key_ok("GROUPID"):
-            self._used_these_cards("GROUPID")
-            group = self._header["GROUPID"]
+        if (group := self._card("GROUPID")) is not None:
             if isinstance(group, dt.datetime):
                 group = group.isoformat(timespec="milliseconds")
             return cast(str, group)
@@ -229,16 +226,14 @@ class RubinTranslator(FitsTranslator):
     @cache_translation
     def to_observation_reason(self) -> str:
         for key in ("REASON", "TESTTYPE"):
-            if self.is_key_ok(key):
-                self._used_these_cards(key)
-                return cast(str, self._header[key].lower())
+            if (reason := self._card(key)) is not None:
+                return cast(str, reason.lower())
         return super().to_observation_reason()
 
     @cache_translation
     def to_dark_time(self) -> u.Quantity:
-        if self.is_key_ok("DARKTIME"):
-            self._used_these_cards("DARKTIME")
-            return self._header["DARKTIME"] * u.s
+        if (dark := self._card("DARKTIME")) is not None:
+            return dark * u.s
         log.warning("%s: no DARKTIME, dark time = exposure time", self._log_prefix)
         return self.to_exposure_time()
 
@@ -249,9 +244,7 @@ class RubinTranslator(FitsTranslator):
 
     def primary_filter(self) -> str:
         """FILTER, with an empty slot (``empty``, ``empty_2``) called ``empty``."""
-        if self.is_key_ok("FILTER"):
-            self._used_these_cards("FILTER")
-            value = self._header["FILTER"]
+        if (value := self._card("FILTER")) is not None:
             return "empty" if re.match(r"empty_?\d*$", value.lower()) else value
         if self.to_observation_type() not in ("bias", "dark"):
             log.warning("%s: no FILTER, physical filter unknown", self._log_prefix)
@@ -326,9 +319,8 @@ class RubinTranslator(FitsTranslator):
     def to_boresight_airmass(self) -> float | None:
         if not self.on_sky():
             return None
-        if self.is_key_ok("AMSTART"):
-            self._used_these_cards("AMSTART")
-            return cast(float, self._header["AMSTART"])
+        if (airmass := self._card("AMSTART")) is not None:
+            return cast(float, airmass)
         altaz = self.to_altaz_begin()
         if altaz is not None:
             return cast(float, altaz.secz.to_value())
