@@ -180,13 +180,6 @@ class HttpEnvironment:
             verify=(os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or True),
         )
 
-    def proxy_url(self) -> str | None:
-        """The proxy requests would use for the endpoint (its scheme's, else ``ALL_PROXY``)."""
-        from requests.utils import prepend_scheme_if_needed, select_proxy
-
-        proxy = select_proxy(self.endpoint, self.proxies)
-        return prepend_scheme_if_needed(proxy, "http") if proxy else None
-
     def apply(self, session: requests.Session) -> requests.Session:
         """``session`` with these settings and without per-request environment reads."""
         session.trust_env = False
@@ -431,12 +424,12 @@ def pool_manager(environment: HttpEnvironment, maxsize: int) -> Any:
     retries of its own: callers retry by their own rules."""
     import urllib3
     from requests.certs import where  # the CA bundle requests (the library's transport) uses
+    from requests.utils import get_auth_from_url, prepend_scheme_if_needed, select_proxy
 
     ca_certs = environment.verify if isinstance(environment.verify, str) else where()
-    proxy = environment.proxy_url()
+    proxy = select_proxy(environment.endpoint, environment.proxies)  # its scheme's, else ALL_PROXY
     if proxy:
-        from requests.utils import get_auth_from_url
-
+        proxy = prepend_scheme_if_needed(proxy, "http")
         user, password = get_auth_from_url(proxy)
         headers = urllib3.make_headers(proxy_basic_auth=f"{user}:{password}") if user else None
         return urllib3.ProxyManager(
