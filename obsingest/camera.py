@@ -12,18 +12,6 @@ import math
 from dataclasses import dataclass
 from functools import cache
 
-__all__ = [
-    "INSTRUMENTS",
-    "SENSOR_TYPES",
-    "AmpGeometry",
-    "Detector",
-    "Instrument",
-    "SensorType",
-    "detector",
-    "detector_by_name",
-    "instrument",
-]
-
 #: Purposes as the Butler's detector records name them (afw ``DetectorType`` names).
 SCIENCE, WAVEFRONT, GUIDER = "SCIENCE", "WAVEFRONT", "GUIDER"
 

@@ -622,18 +622,3 @@ class GcsHttpStore(GcsStore):
         pool = getattr(self.http, "http", None)
         if pool is not None:
             pool.clear()
-
-
-__all__ = [
-    "BucketMissing",
-    "GcsHttpStore",
-    "GcsSettings",
-    "GcsStore",
-    "HttpEnvironment",
-    "ObjectVanished",
-    "StorePermissionDenied",
-    "StoreRequestRefused",
-    "StoreUnavailable",
-    "classify_gcs_error",
-    "make_client",
-]
