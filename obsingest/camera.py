@@ -12,18 +12,6 @@ import math
 from dataclasses import dataclass
 from functools import cache
 
-__all__ = [
-    "INSTRUMENTS",
-    "SENSOR_TYPES",
-    "AmpGeometry",
-    "Detector",
-    "Instrument",
-    "SensorType",
-    "detector",
-    "detector_by_name",
-    "instrument",
-]
-
 #: Purposes as the Butler's detector records name them (afw ``DetectorType`` names).
 SCIENCE, WAVEFRONT, GUIDER = "SCIENCE", "WAVEFRONT", "GUIDER"
 
@@ -157,33 +145,18 @@ class Instrument:
 
 
 # --- LSSTCam --------------------------------------------------------------------------------------
-_SLOTS = ("S00", "S01", "S02", "S10", "S11", "S12", "S20", "S21", "S22")
+RAFT_SLOTS = ("S00", "S01", "S02", "S10", "S11", "S12", "S20", "S21", "S22")
 _SLOT_OFFSET = 42.25  # mm between sensor centres in a raft (cameraHeader.yaml RAFT_*)
 
-#: science rafts: (offset x, offset y) [mm], id0, sensor type
-_SCIENCE_RAFTS: dict[str, tuple[float, float, int, str]] = {
-    "R01": (-127.0, -254.0, 0, "ITL"),
-    "R02": (0.0, -254.0, 9, "ITL"),
-    "R03": (127.0, -254.0, 18, "ITL"),
-    "R10": (-254.0, -127.0, 27, "ITL"),
-    "R11": (-127.0, -127.0, 36, "E2V"),
-    "R12": (0.0, -127.0, 45, "E2V"),
-    "R13": (127.0, -127.0, 54, "E2V"),
-    "R14": (254.0, -127.0, 63, "E2V"),
-    "R20": (-254.0, 0.0, 72, "ITL"),
-    "R21": (-127.0, 0.0, 81, "E2V"),
-    "R22": (0.0, 0.0, 90, "E2V"),
-    "R23": (127.0, 0.0, 99, "E2V"),
-    "R24": (254.0, 0.0, 108, "E2V"),
-    "R30": (-254.0, 127.0, 117, "E2V"),
-    "R31": (-127.0, 127.0, 126, "E2V"),
-    "R32": (0.0, 127.0, 135, "E2V"),
-    "R33": (127.0, 127.0, 144, "E2V"),
-    "R34": (254.0, 127.0, 153, "E2V"),
-    "R41": (-127.0, 254.0, 162, "ITL"),
-    "R42": (0.0, 254.0, 171, "ITL"),
-    "R43": (127.0, 254.0, 180, "ITL"),
-}
+#: science rafts in id order, 9 ids each from 0; "Rrc": row r, column c, 127 mm apart around R22
+_SCIENCE_RAFTS = (
+    *("R01", "R02", "R03", "R10", "R11", "R12", "R13", "R14", "R20", "R21", "R22", "R23", "R24", "R30"),
+    *("R31", "R32", "R33", "R34", "R41", "R42", "R43"),
+)
+_E2V_RAFTS = frozenset(
+    {"R11", "R12", "R13", "R14", "R21", "R22", "R23", "R24", "R30", "R31", "R32", "R33", "R34"}
+)
+_RAFT_OFFSET = 127.0
 
 #: corner rafts: raft (the W rafts are named as their raft), (x, y) [mm], raft yaw, id0, kind
 _CORNER_RAFTS: tuple[tuple[str, float, float, float, int, str], ...] = (
@@ -215,42 +188,23 @@ def _rotate(x: float, y: float, degrees: float) -> tuple[float, float]:
 
 def _science_raft(raft: str, x0: float, y0: float, id0: int, kind: str) -> list[Detector]:
     out = []
-    for i, slot in enumerate(_SLOTS):
-        row, col = divmod(i, 3)
-        out.append(
-            Detector(
-                id=id0 + i,
-                raft=raft,
-                name_in_raft=slot,
-                purpose=SCIENCE,
-                sensor=SENSOR_TYPES[kind],
-                x_mm=x0 + (col - 1) * _SLOT_OFFSET,
-                y_mm=y0 + (row - 1) * _SLOT_OFFSET,
-                yaw=0.0,
-            )
-        )
+    for i, slot in enumerate(RAFT_SLOTS):
+        x, y = x0 + (i % 3 - 1) * _SLOT_OFFSET, y0 + (i // 3 - 1) * _SLOT_OFFSET
+        out.append(Detector(id0 + i, raft, slot, SCIENCE, SENSOR_TYPES[kind], x, y, 0.0))
     return out
 
 
 def _lsstcam_detectors() -> tuple[Detector, ...]:
     dets = []
-    for raft, (x0, y0, id0, kind) in _SCIENCE_RAFTS.items():
-        dets += _science_raft(raft, x0, y0, id0, kind)
+    for n, raft in enumerate(_SCIENCE_RAFTS):
+        x0, y0 = (int(raft[2]) - 2) * _RAFT_OFFSET, (int(raft[1]) - 2) * _RAFT_OFFSET
+        dets += _science_raft(raft, x0, y0, 9 * n, "E2V" if raft in _E2V_RAFTS else "ITL")
     for raft, x0, y0, raft_yaw, id0, kind in _CORNER_RAFTS:
         for i, (slot, (lx, ly), (dx, dy), yaw) in enumerate(_CORNER_SLOTS[kind]):
             x, y = _rotate(lx + dx, ly + dy, raft_yaw)
-            dets.append(
-                Detector(
-                    id=id0 + i,
-                    raft=raft,
-                    name_in_raft=slot,
-                    purpose=GUIDER if kind == "G" else WAVEFRONT,
-                    sensor=SENSOR_TYPES["ITL_G" if kind == "G" else "ITL_WF"],
-                    x_mm=round(x0 + x, 4),
-                    y_mm=round(y0 + y, 4),
-                    yaw=(yaw + raft_yaw) % 360.0,
-                )
-            )
+            purpose, sensor = (GUIDER, "ITL_G") if kind == "G" else (WAVEFRONT, "ITL_WF")
+            x, y, yaw = round(x0 + x, 4), round(y0 + y, 4), (yaw + raft_yaw) % 360.0
+            dets.append(Detector(id0 + i, raft, slot, purpose, SENSOR_TYPES[sensor], x, y, yaw))
     return tuple(sorted(dets, key=lambda d: d.id))
 
 

@@ -158,6 +158,11 @@ def make_exposure_id(day_obs: int, seq_num: int, controller: str | None = None) 
     validate_day_obs(day_obs, "exposure id")
     if not 0 <= seq_num < EXPOSURE_SEQ_FACTOR:
         raise ValueError(f"sequence number {seq_num} out of range 0..{EXPOSURE_SEQ_FACTOR - 1}")
+    return packed_exposure_id(day_obs, seq_num, controller)
+
+
+def packed_exposure_id(day_obs: int, seq_num: int, controller: str | None) -> int:
+    """``make_exposure_id`` of values the caller has checked."""
     offset = 0
     if controller is not None and controller in CONTROLLERS:  # another letter: no offset
         shared_from = _SHARED_COUNTER_FROM.get(controller)
@@ -346,12 +351,6 @@ def _legacy_data_id(match: re.Match[str]) -> DataId:
 def dataset_id(data_id: DataId, dataset_type: str = defaults.RAW_DATASET_TYPE, run: str = "") -> uuid.UUID:
     """Deterministic dataset id, as a Butler registry makes it for (type, run, data id): the
     same on any machine, so re-registration and subscriber deduplication are safe."""
-    items = [("dataset_type", dataset_type), ("run", run)]
-    items += sorted(
-        [
-            ("detector", str(data_id.detector)),
-            ("exposure", str(data_id.exposure)),
-            ("instrument", data_id.instrument),
-        ]
-    )
-    return uuid.uuid5(DATASET_ID_NAMESPACE, ",".join(f"{k}={v}" for k, v in items))
+    items: dict[str, object] = {"dataset_type": dataset_type, "run": run}  # then the data id's keys, sorted
+    items |= {"detector": data_id.detector, "exposure": data_id.exposure, "instrument": data_id.instrument}
+    return uuid.uuid5(DATASET_ID_NAMESPACE, ",".join(f"{k}={v}" for k, v in items.items()))

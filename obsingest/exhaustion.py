@@ -94,7 +94,7 @@ def exhaustion_of(exc: BaseException) -> Exhaustion | None:
 
 def _own_exhaustion(exc: BaseException) -> Exhaustion | None:
     if isinstance(exc, ResourceExhausted):  # classified once, stays classified
-        return next((kind for kind, cls in _BY_KIND.items() if isinstance(exc, cls)), None)
+        return next((kind for kind, (cls, _) in _BY_KIND.items() if isinstance(exc, cls)), None)
     if isinstance(exc, MemoryError):
         return Exhaustion.MEMORY
     if isinstance(exc, OSError) and exc.errno in _ERRNOS:
@@ -105,7 +105,7 @@ def _own_exhaustion(exc: BaseException) -> Exhaustion | None:
     code = getattr(exc, "sqlite_errorcode", None)
     if isinstance(code, int) and code & 0xFF in _SQLITE_CODES:
         return _SQLITE_CODES[code & 0xFF]
-    status = _http_status(exc)
+    status = http_status(exc)
     if status in _HTTP:
         return _HTTP[status]
     text = str(exc).lower()
@@ -131,7 +131,8 @@ def kafka_exhaustion(name: str) -> Exhaustion | None:
     return KAFKA_NAMES.get(name)
 
 
-def _http_status(exc: BaseException) -> int | None:
+def http_status(exc: BaseException) -> int | None:
+    """The HTTP status an error carries (``code``, or its ``response``'s), else None."""
     code = getattr(exc, "code", None)
     if isinstance(code, int) and 100 <= code <= 599:
         return code
@@ -146,36 +147,30 @@ _DISK_BY_RESOURCE: dict[str, type[ResourceExhausted]] = {
     "registry": RegistryFull,
     "bus": BusFull,
 }
-_BY_KIND: dict[Exhaustion, type[ResourceExhausted]] = {
-    Exhaustion.DISK_FULL: DiskFull,
-    Exhaustion.QUOTA: QuotaExceeded,
-    Exhaustion.RATE_LIMIT: RateLimited,
-    Exhaustion.CONNECTION_SLOTS: ConnectionSlotsExhausted,
-    Exhaustion.MEMORY: OutOfMemory,
+#: what ran out -> its error class, and what an operator reads
+_BY_KIND: dict[Exhaustion, tuple[type[ResourceExhausted], str]] = {
+    Exhaustion.DISK_FULL: (DiskFull, "no space left"),
+    Exhaustion.QUOTA: (QuotaExceeded, "quota exceeded"),
+    Exhaustion.RATE_LIMIT: (RateLimited, "rate limited"),
+    Exhaustion.CONNECTION_SLOTS: (ConnectionSlotsExhausted, "no connection slots"),
+    Exhaustion.MEMORY: (OutOfMemory, "out of memory"),
 }
 #: every reason a ResourceExhausted carries (a failure recorded by its reason alone, such as a
 #: backfill's per-file failures, is told apart by it)
 EXHAUSTION_REASONS = frozenset(
-    {ResourceExhausted.reason} | {cls.reason for cls in (*_DISK_BY_RESOURCE.values(), *_BY_KIND.values())}
+    {ResourceExhausted.reason, *(c.reason for c in _DISK_BY_RESOURCE.values())}
+    | {c.reason for c, _ in _BY_KIND.values()}
 )
-#: what an operator reads for each kind
-_WHAT = {
-    Exhaustion.DISK_FULL: "no space left",
-    Exhaustion.QUOTA: "quota exceeded",
-    Exhaustion.RATE_LIMIT: "rate limited",
-    Exhaustion.CONNECTION_SLOTS: "no connection slots",
-    Exhaustion.MEMORY: "out of memory",
-}
 
 
 def exhausted(kind: Exhaustion, resource: str, where: str, detail: str = "") -> ResourceExhausted:
     """The ``ResourceExhausted`` for ``kind`` at ``resource`` (``destination``, ``registry``,
     ``bus``, ``disk``, ...) ``where`` (a path or URL); its message is the one line an operator
     reads: ``destination /data/store: no space left (OSError: [Errno 28] ...)``."""
-    cls = _BY_KIND[kind]
+    cls, what = _BY_KIND[kind]
     if kind is Exhaustion.DISK_FULL:
         cls = _DISK_BY_RESOURCE.get(resource, DiskFull)
-    message = f"{resource} {where}: {_WHAT[kind]}"
+    message = f"{resource} {where}: {what}"
     if detail:
         message += f" ({' '.join(detail.split())[:300]})"
     return cls(message, resource, where)

@@ -438,14 +438,10 @@ def card_memo(build: Callable[..., bytes], size: int = 16384) -> Callable[..., b
     return memoised
 
 
-def make_card(key: str, value: object, comment: str = "") -> bytes:
-    """One fixed-format 80-byte header card; a too-long comment is cut, a too-long value is an
-    error (it would change the value). Memoised (``card_memo``)."""
-    return _memoised_card(key, value, comment)
-
-
 def format_card(key: str, value: object, comment: str = "") -> bytes:
-    """``make_card`` without the memo, for a value written once (a checksum)."""
+    """One fixed-format 80-byte header card; a too-long comment is cut, a too-long value is an
+    error (it would change the value). ``make_card`` is it memoised; this, for a value written
+    once (a checksum)."""
     if isinstance(value, bool):
         text = f"{'T' if value else 'F':>20}"
     elif isinstance(value, int):
@@ -465,7 +461,8 @@ def format_card(key: str, value: object, comment: str = "") -> bytes:
     return line[:CARD].ljust(CARD).encode("ascii")
 
 
-_memoised_card = card_memo(format_card)
+#: ``format_card`` memoised (``card_memo``; arguments by position)
+make_card = card_memo(format_card)
 
 
 def header_bytes(cards: list[bytes] | tuple[bytes, ...]) -> bytes:

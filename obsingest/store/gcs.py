@@ -32,10 +32,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from obsingest import defaults
 from obsingest.checksums import crc32c_b64
 from obsingest.errors import ObjectMissing, PermanentError, RetriableError
-from obsingest.exhaustion import as_exhausted, exhaustion_of
+from obsingest.exhaustion import as_exhausted, exhaustion_of, http_status
 from obsingest.logs import get_logger, log_event
 from obsingest.retry import Attempt, RetriesExhausted, RetryPolicy, Transient, call_with_retries
 from obsingest.store.base import Head, ObjectConflict, PutResult, StoredObject
+from obsingest.store.notifications import stored_from_resource
 
 log = get_logger("obsingest.store.gcs")
 
@@ -98,21 +99,12 @@ class StoreUnavailable(RetriableError, reason="store-unavailable"):
 def _read_error(exc: api_exceptions.GoogleAPICallError, bucket: str, what: str) -> Exception:
     """Facility-side reads: only a missing *object* is the input's fault."""
     text = str(exc).lower()
-    if _status_of(exc) == 404 and "bucket" not in text:
+    if http_status(exc) == 404 and "bucket" not in text:
         return ObjectMissing(f"{what}: object does not exist in gs://{bucket}")
     return StoreUnavailable(f"{what}: {exc}")
 
 
 _RETRIABLE_STATUS = {408, 429, 500, 502, 503, 504}
-
-
-def _status_of(exc: BaseException) -> int | None:
-    code = getattr(exc, "code", None)
-    if isinstance(code, int):
-        return code
-    response = getattr(exc, "response", None)
-    status = getattr(response, "status_code", None)
-    return status if isinstance(status, int) else None
 
 
 #: words of a 400 that says the bytes received are not the bytes whose checksum was sent
@@ -125,7 +117,7 @@ def classify_gcs_error(exc: BaseException, auth_retries: int = 2) -> Transient |
     from google.auth.exceptions import TransportError
 
     if isinstance(exc, api_exceptions.GoogleAPICallError):
-        status = _status_of(exc)
+        status = http_status(exc)
         if status in _RETRIABLE_STATUS:
             return Transient(f"http-{status}")
         if status in (403, 507) and exhaustion_of(exc) is not None:
@@ -152,7 +144,7 @@ def classify_gcs_error(exc: BaseException, auth_retries: int = 2) -> Transient |
 
 def _permanent(exc: BaseException, bucket: str, what: str) -> PermanentError | None:
     """The PermanentError a non-retriable library error means, or None (not ours to map)."""
-    status = _status_of(exc) if isinstance(exc, api_exceptions.GoogleAPICallError) else None
+    status = http_status(exc) if isinstance(exc, api_exceptions.GoogleAPICallError) else None
     if status is None:
         return None
     if status == 404:
@@ -187,13 +179,6 @@ class HttpEnvironment:
             netrc_auth=(str(auth[0]), str(auth[1])) if auth else None,
             verify=(os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or True),
         )
-
-    def proxy_url(self) -> str | None:
-        """The proxy requests would use for the endpoint (its scheme's, else ``ALL_PROXY``)."""
-        from requests.utils import prepend_scheme_if_needed, select_proxy
-
-        proxy = select_proxy(self.endpoint, self.proxies)
-        return prepend_scheme_if_needed(proxy, "http") if proxy else None
 
     def apply(self, session: requests.Session) -> requests.Session:
         """``session`` with these settings and without per-request environment reads."""
@@ -434,37 +419,17 @@ def multipart_body(resource: dict[str, Any], data: bytes) -> tuple[bytes, str]:
     return b"".join((*parts, f"\r\n--{boundary}--".encode())), (f'multipart/related; boundary="{boundary}"')
 
 
-def stored_from_resource(resource: dict[str, Any], bucket: str) -> StoredObject:
-    """A JSON object resource as a ``StoredObject``."""
-    created = str(resource.get("timeCreated") or "")
-    try:
-        when = datetime.fromisoformat(created.replace("Z", "+00:00"))
-    except ValueError:
-        when = datetime.now(UTC)
-    return StoredObject(
-        bucket=bucket,
-        name=str(resource.get("name", "")),
-        size=int(resource.get("size") or 0),
-        crc32c=str(resource.get("crc32c") or ""),
-        md5_hash=str(resource.get("md5Hash") or ""),
-        generation=int(resource.get("generation") or 0),
-        time_created=when if when.tzinfo else when.replace(tzinfo=UTC),
-        metadata={str(k): str(v) for k, v in (resource.get("metadata") or {}).items()},
-        uri=f"gs://{bucket}/{resource.get('name', '')}",
-    )
-
-
 def pool_manager(environment: HttpEnvironment, maxsize: int) -> Any:
     """A urllib3 pool manager reaching the endpoint as requests would (proxy, CA bundle); no
     retries of its own: callers retry by their own rules."""
     import urllib3
     from requests.certs import where  # the CA bundle requests (the library's transport) uses
+    from requests.utils import get_auth_from_url, prepend_scheme_if_needed, select_proxy
 
     ca_certs = environment.verify if isinstance(environment.verify, str) else where()
-    proxy = environment.proxy_url()
+    proxy = select_proxy(environment.endpoint, environment.proxies)  # its scheme's, else ALL_PROXY
     if proxy:
-        from requests.utils import get_auth_from_url
-
+        proxy = prepend_scheme_if_needed(proxy, "http")
         user, password = get_auth_from_url(proxy)
         headers = urllib3.make_headers(proxy_basic_auth=f"{user}:{password}") if user else None
         return urllib3.ProxyManager(
@@ -562,13 +527,6 @@ class GcsHttpStore(GcsStore):
     def _bucket(self) -> Any:
         return self.client.bucket(self.bucket)
 
-    def _request(
-        self, method: str, url: str, remaining: float, body: bytes | None = None, **headers: str
-    ) -> dict[str, Any]:
-        """One HTTP request; the JSON answer, or the error ``classify_gcs_error`` understands."""
-        answer: dict[str, Any] = json.loads(self._send(method, url, remaining, body, headers).data)
-        return answer
-
     def _send(
         self,
         method: str,
@@ -616,17 +574,17 @@ class GcsHttpStore(GcsStore):
         # the answer is the stored resource: the caller verifies without a second request
         resource = {"name": name, "contentType": CONTENT_TYPE, "crc32c": crc, "metadata": metadata}
         body, content_type = multipart_body(resource, data)
-        answer = self._request("POST", self._upload_url, remaining, body, **{"content-type": content_type})
-        return stored_from_resource(answer, self.bucket)
+        response = self._send("POST", self._upload_url, remaining, body, {"content-type": content_type})
+        return stored_from_resource(json.loads(response.data), self.bucket)
 
     def _stat_once(self, name: str, remaining: float) -> StoredObject | None:
         try:
-            answer = self._request("GET", self._object_url + quote(name, safe=""), remaining)
+            response = self._send("GET", self._object_url + quote(name, safe=""), remaining, None, {})
         except api_exceptions.NotFound as exc:
             if "bucket" in str(exc).lower():
                 raise
             return None
-        return stored_from_resource(answer, self.bucket)
+        return stored_from_resource(json.loads(response.data), self.bucket)
 
     def _media(self, name: str, remaining: float, headers: dict[str, str]) -> Any:
         url = self._media_url + quote(name, safe="") + "?alt=media"
@@ -664,18 +622,3 @@ class GcsHttpStore(GcsStore):
         pool = getattr(self.http, "http", None)
         if pool is not None:
             pool.clear()
-
-
-__all__ = [
-    "BucketMissing",
-    "GcsHttpStore",
-    "GcsSettings",
-    "GcsStore",
-    "HttpEnvironment",
-    "ObjectVanished",
-    "StorePermissionDenied",
-    "StoreRequestRefused",
-    "StoreUnavailable",
-    "classify_gcs_error",
-    "make_client",
-]

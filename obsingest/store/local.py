@@ -24,7 +24,7 @@ from obsingest.errors import BadObjectName, ObjectMissing
 from obsingest.exhaustion import as_exhausted
 from obsingest.fileio import write_atomic
 from obsingest.store.base import Head, ObjectConflict, PutResult, StoredObject
-from obsingest.store.notifications import storage_cloudevent
+from obsingest.store.notifications import object_resource, storage_cloudevent, stored_from_resource
 
 META_DIR = ".meta"
 OUTBOX_DIR = ".notifications"
@@ -122,7 +122,7 @@ class LocalDirStore:
         try:
             staged = self._stage_notification(obj) if self.notify else None
             meta_path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(meta_path, json.dumps(_obj_to_json(obj)).encode(), fsync=True)
+            write_atomic(meta_path, json.dumps({**object_resource(obj), "uri": obj.uri}).encode(), fsync=True)
             target.parent.mkdir(parents=True, exist_ok=True)
             os.link(tmp, target)
             linked = True
@@ -142,7 +142,8 @@ class LocalDirStore:
         meta = self._meta_path(name)
         if not target.exists() or not meta.exists():
             raise ObjectMissing(f"object {name!r} does not exist in {self.root.as_uri()}")
-        return _obj_from_json(json.loads(meta.read_text()))
+        data = json.loads(meta.read_text())
+        return stored_from_resource(data, data.get("bucket", self.bucket), data.get("uri"))
 
     def read(self, name: str) -> bytes:
         # a name that is a prefix of other objects ("raw") is a directory here, no object, as in GCS
@@ -245,31 +246,3 @@ def _write_synced(path: Path, data: bytes) -> None:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
-
-
-def _obj_to_json(obj: StoredObject) -> dict[str, Any]:
-    return {
-        "bucket": obj.bucket,
-        "name": obj.name,
-        "size": obj.size,
-        "crc32c": obj.crc32c,
-        "md5Hash": obj.md5_hash,
-        "generation": obj.generation,
-        "timeCreated": obj.time_created.isoformat(),
-        "metadata": obj.metadata,
-        "uri": obj.uri,
-    }
-
-
-def _obj_from_json(data: dict[str, Any]) -> StoredObject:
-    return StoredObject(
-        bucket=data["bucket"],
-        name=data["name"],
-        size=int(data["size"]),
-        crc32c=data["crc32c"],
-        md5_hash=data["md5Hash"],
-        generation=int(data["generation"]),
-        time_created=datetime.fromisoformat(data["timeCreated"]),
-        metadata=data.get("metadata") or {},
-        uri=data.get("uri", ""),
-    )

@@ -96,6 +96,28 @@ def object_resource(obj: StoredObject) -> dict[str, Any]:
     }
 
 
+def stored_from_resource(resource: dict[str, Any], bucket: str, uri: str | None = None) -> StoredObject:
+    """A JSON object resource (``object_resource``'s, or a trusted store's) as a ``StoredObject``."""
+    from obsingest.store.base import StoredObject
+
+    created = str(resource.get("timeCreated") or "")
+    try:
+        when = datetime.fromisoformat(created.replace("Z", "+00:00"))
+    except ValueError:
+        when = datetime.now(UTC)
+    return StoredObject(
+        bucket=bucket,
+        name=str(resource.get("name", "")),
+        size=int(resource.get("size") or 0),
+        crc32c=str(resource.get("crc32c") or ""),
+        md5_hash=str(resource.get("md5Hash") or ""),
+        generation=int(resource.get("generation") or 0),
+        time_created=when if when.tzinfo else when.replace(tzinfo=UTC),
+        metadata={str(k): str(v) for k, v in (resource.get("metadata") or {}).items()},
+        uri=uri or f"gs://{bucket}/{resource.get('name', '')}",
+    )
+
+
 def gcs_notification_message(obj: StoredObject) -> tuple[bytes, dict[str, str]]:
     """A Pub/Sub message exactly as a GCS notification config publishes it (JSON_API_V1)."""
     attributes = {

@@ -110,9 +110,8 @@ class LatissTranslator(RubinTranslator):
     @cache_translation
     def to_observation_type(self) -> str:
         for key in ("OBSTYPE", "IMGTYPE"):
-            if self.is_key_ok(key):
-                self._used_these_cards(key)
-                kind = self._header[key].lower()
+            if (kind := self._card(key)) is not None:
+                kind = kind.lower()
                 if kind == "object" and not self.on_mountain():
                     return "labobject"
                 return "science" if kind in ("skyexp", "object") else kind
@@ -123,9 +122,7 @@ class LatissTranslator(RubinTranslator):
     @cache_translation
     def to_physical_filter(self) -> str:
         primary = self.primary_filter()
-        if self.is_key_ok("GRATING"):
-            self._used_these_cards("GRATING")
-            grating = self._header["GRATING"]
+        if (grating := self._card("GRATING")) is not None:
             if not grating or grating.lower().startswith("empty"):
                 grating = "empty"
         else:

@@ -17,6 +17,7 @@ import astropy.units as u
 from astro_metadata_translator import cache_translation
 from astropy.time import Time, TimeDelta
 
+from obsingest.camera import RAFT_SLOTS
 from obsingest.translate.rubin import ROLLOVER, SIMONYI_TELESCOPE, RubinTranslator, is_non_science_or_lab
 
 log = logging.getLogger(__name__)
@@ -48,36 +49,14 @@ _WRONG_FILTER: dict[tuple[int, int, int], tuple[str, str, float, int]] = {
 #: days on which block 417 was recorded as BLOCK-417 rather than its name, BLOCK-T417
 _BLOCK_T417_DAYS = frozenset(
     {
-        20250415,
-        20250416,
-        20250417,
-        20250418,
-        20250421,
-        20250423,
-        20250424,
-        20250425,
-        20250503,
-        20250504,
-        20250512,
-        20250522,
-        20250524,
-        20250826,
-        20250827,
-        20250828,
+        *(20250415, 20250416, 20250417, 20250418, 20250421, 20250423, 20250424, 20250425, 20250503, 20250504),
+        *(20250512, 20250522, 20250524, 20250826, 20250827, 20250828),
     }
 )
-#: ComCam's sensors, by slot, for headers that lack LSST_NUM
-_COMCAM_SERIALS = {
-    "S00": "ITL-3800C-229",
-    "S01": "ITL-3800C-251",
-    "S02": "ITL-3800C-215",
-    "S10": "ITL-3800C-326",
-    "S11": "ITL-3800C-283",
-    "S12": "ITL-3800C-243",
-    "S20": "ITL-3800C-319",
-    "S21": "ITL-3800C-209",
-    "S22": "ITL-3800C-206",
-}
+#: ComCam's sensors (ITL-3800C-nnn), by slot, for headers that lack LSST_NUM
+_COMCAM_SERIALS = dict(
+    zip(RAFT_SLOTS, ("229", "251", "215", "326", "283", "243", "319", "209", "206"), strict=True)
+)
 #: ComCam moved to Chile on this day: a FILTER of "r" or "" after it means no filter
 _COMCAM_IN_CHILE = Time("2020-03-13T00:00", format="isot", scale="utc")
 
@@ -239,7 +218,7 @@ def _fix_comcam(cls: type[LsstComCamTranslator], header: Any, label: str) -> boo
         header["INSTRUME"] = "ComCam"
         modified = True
     if "LSST_NUM" not in header and header.get("CCDSLOT") in _COMCAM_SERIALS:
-        header["LSST_NUM"] = _COMCAM_SERIALS[header["CCDSLOT"]]
+        header["LSST_NUM"] = "ITL-3800C-" + _COMCAM_SERIALS[header["CCDSLOT"]]
         modified = True
     if not isinstance(header.get("ROTPA"), Number):
         header["ROTPA"] = 0.0

@@ -12,7 +12,7 @@ import datetime as dt
 import hashlib
 import logging
 import re
-from typing import Any, ClassVar, Final, cast
+from typing import Any, ClassVar, cast
 
 import astropy.units as u
 from astro_metadata_translator import FitsTranslator, cache_translation
@@ -25,21 +25,15 @@ from astropy.coordinates import ICRS, EarthLocation, SkyCoord
 from astropy.time import Time, TimeDelta
 
 from obsingest import camera
+from obsingest.dataid import CONTROLLERS, EXPOSURE_SEQ_FACTOR, packed_exposure_id
 
 log = logging.getLogger(__name__)
 
 #: Simonyi Survey Telescope, the default site when a header carries no OBSGEO cards
 SIMONYI_LOCATION = EarthLocation.from_geodetic(-70.749417, -30.244639, 2663.0)
 SIMONYI_TELESCOPE = "Simonyi Survey Telescope"
-#: the controllers whose data are simulated, and the order that numbers the old id offsets
+#: the controllers whose data are simulated
 SIMULATED_CONTROLLERS = "HPQS"
-CONTROLLERS = "OC" + SIMULATED_CONTROLLERS
-#: exposure id = day_obs (plus a controller offset) followed by five digits of sequence number
-SEQ_DIGITS: Final = 5
-_CONTROLLER_STEP = 10_000_000
-#: after these days the controller no longer shifts the exposure id (counters were unified)
-_CALIB_CONTROLLER_UNIFIED = 20231004
-_SIM_CONTROLLERS_UNIFIED = 20250417
 #: the Rubin day starts at 12:00 TAI (SITCOMTN-032)
 ROLLOVER = TimeDelta(12 * 3600, scale="tai", format="sec")
 #: visit ids from a GROUPID that is an ISO time: seconds since this epoch, milliseconds, counter
@@ -48,28 +42,17 @@ _GROUP_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d{3})(?:[+#](\d+
 
 
 def exposure_id(day_obs: Any, seq_num: Any, controller: str | None = None) -> int:
-    """Rubin's exposure id of (DAYOBS, SEQNUM, CONTRLLR): ``YYYYMMDDnnnnn``.
-
-    Before the counters were unified, calibration (``C``) and simulated (``H P Q S``) controllers
-    added 1000, 2000, ... to the year so their ids could not collide with on-sky ones.
-    """
-    day = str(day_obs)
-    day = day.split("T", 1)[0].replace("-", "")
+    """Rubin's exposure id of (DAYOBS, SEQNUM, CONTRLLR) (``dataid.make_exposure_id``), each card
+    checked: ValueError naming the one that is not a day, a sequence number or a controller."""
+    day = str(day_obs).split("T", 1)[0].replace("-", "")
     if len(day) != 8 or not day.isdigit():
         raise ValueError(f"DAYOBS={day_obs!r} is not a YYYYMMDD day")
     seq = int(seq_num)
-    if not 0 <= seq < 10**SEQ_DIGITS:
-        raise ValueError(f"SEQNUM={seq_num!r} is outside 0..{10**SEQ_DIGITS - 1}")
-    number = int(day)
-    unified = (controller == "C" and number > _CALIB_CONTROLLER_UNIFIED) or (
-        controller in ("P", "Q", "S") and number > _SIM_CONTROLLERS_UNIFIED
-    )
-    if controller is not None and not unified:
-        index = CONTROLLERS.find(controller)
-        if index < 0 or not controller:
-            raise ValueError(f"CONTRLLR={controller!r} is none of {CONTROLLERS}")
-        number += _CONTROLLER_STEP * index
-    return number * 10**SEQ_DIGITS + seq
+    if not 0 <= seq < EXPOSURE_SEQ_FACTOR:
+        raise ValueError(f"SEQNUM={seq_num!r} is outside 0..{EXPOSURE_SEQ_FACTOR - 1}")
+    if controller is not None and (not controller or controller not in CONTROLLERS):
+        raise ValueError(f"CONTRLLR={controller!r} is none of {CONTROLLERS}")
+    return packed_exposure_id(int(day), seq, controller)
 
 
 def is_non_science_or_lab(translator: RubinTranslator) -> None:
@@ -118,12 +101,16 @@ class RubinTranslator(FitsTranslator):
             return False
         return self.on_mountain()
 
+    def _card(self, key: str) -> Any:
+        """The value of card ``key``, marked used, or None when it is absent or undefined."""
+        if not self.is_key_ok(key):
+            return None
+        self._used_these_cards(key)
+        return self._header[key]
+
     def controller(self) -> str | None:
         """CONTRLLR: O (operations), C (calibration), H P Q S (simulated), or None."""
-        if self.is_key_ok("CONTRLLR"):
-            self._used_these_cards("CONTRLLR")
-            return cast(str, self._header["CONTRLLR"])
-        return None
+        return cast(str | None, self._card("CONTRLLR"))
 
     @classmethod
     def observing_date_to_offset(cls, observing_date: Time) -> TimeDelta | None:
@@ -142,10 +129,8 @@ class RubinTranslator(FitsTranslator):
     def to_datetime_begin(self) -> Time:
         # The camera's clock is TAI; the MJD cards are preferred, as Rubin's ingest does.
         for key in ("MJD-BEG", "DATE-BEG", "MJD-OBS", "DATE-OBS"):
-            if self.is_key_ok(key):
-                self._used_these_cards(key)
-                fmt = "mjd" if key.startswith("MJD") else "fits"
-                return Time(self._header[key], scale="tai", format=fmt)
+            if (value := self._card(key)) is not None:
+                return Time(value, scale="tai", format="mjd" if key.startswith("MJD") else "fits")
         raise KeyError(f"{self._log_prefix}: none of MJD-BEG, DATE-BEG, MJD-OBS, DATE-OBS")
 
     @cache_translation
@@ -184,24 +169,19 @@ class RubinTranslator(FitsTranslator):
 
     @cache_translation
     def to_observing_day(self) -> int | None:
-        if self.is_key_ok("DAYOBS"):
-            self._used_these_cards("DAYOBS")
-            return int(self._header["DAYOBS"])
-        return super().to_observing_day()
+        day = self._card("DAYOBS")
+        return int(day) if day is not None else super().to_observing_day()
 
     @cache_translation
     def to_observation_counter(self) -> int:
-        if self.is_key_ok("SEQNUM"):
-            self._used_these_cards("SEQNUM")
-            return int(self._header["SEQNUM"])
+        if (seq := self._card("SEQNUM")) is not None:
+            return int(seq)
         log.warning("%s: no SEQNUM, observation counter 0", self._log_prefix)
         return 0
 
     @cache_translation
     def to_exposure_group(self) -> str | None:
-        if self.is_key_ok("GROUPID"):
-            self._used_these_cards("GROUPID")
-            group = self._header["GROUPID"]
+        if (group := self._card("GROUPID")) is not None:
             if isinstance(group, dt.datetime):
                 group = group.isoformat(timespec="milliseconds")
             return cast(str, group)
@@ -246,16 +226,14 @@ class RubinTranslator(FitsTranslator):
     @cache_translation
     def to_observation_reason(self) -> str:
         for key in ("REASON", "TESTTYPE"):
-            if self.is_key_ok(key):
-                self._used_these_cards(key)
-                return cast(str, self._header[key].lower())
+            if (reason := self._card(key)) is not None:
+                return cast(str, reason.lower())
         return super().to_observation_reason()
 
     @cache_translation
     def to_dark_time(self) -> u.Quantity:
-        if self.is_key_ok("DARKTIME"):
-            self._used_these_cards("DARKTIME")
-            return self._header["DARKTIME"] * u.s
+        if (dark := self._card("DARKTIME")) is not None:
+            return dark * u.s
         log.warning("%s: no DARKTIME, dark time = exposure time", self._log_prefix)
         return self.to_exposure_time()
 
@@ -266,9 +244,7 @@ class RubinTranslator(FitsTranslator):
 
     def primary_filter(self) -> str:
         """FILTER, with an empty slot (``empty``, ``empty_2``) called ``empty``."""
-        if self.is_key_ok("FILTER"):
-            self._used_these_cards("FILTER")
-            value = self._header["FILTER"]
+        if (value := self._card("FILTER")) is not None:
             return "empty" if re.match(r"empty_?\d*$", value.lower()) else value
         if self.to_observation_type() not in ("bias", "dark"):
             log.warning("%s: no FILTER, physical filter unknown", self._log_prefix)
@@ -343,9 +319,8 @@ class RubinTranslator(FitsTranslator):
     def to_boresight_airmass(self) -> float | None:
         if not self.on_sky():
             return None
-        if self.is_key_ok("AMSTART"):
-            self._used_these_cards("AMSTART")
-            return cast(float, self._header["AMSTART"])
+        if (airmass := self._card("AMSTART")) is not None:
+            return cast(float, airmass)
         altaz = self.to_altaz_begin()
         if altaz is not None:
             return cast(float, altaz.secz.to_value())

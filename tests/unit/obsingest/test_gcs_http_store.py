@@ -31,8 +31,8 @@ from obsingest.store.gcs import (
     StoreUnavailable,
     endpoint_from_env,
     multipart_body,
-    stored_from_resource,
 )
+from obsingest.store.notifications import stored_from_resource
 
 pytestmark = pytest.mark.unit
 
