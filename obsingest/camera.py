@@ -149,10 +149,7 @@ RAFT_SLOTS = ("S00", "S01", "S02", "S10", "S11", "S12", "S20", "S21", "S22")
 _SLOT_OFFSET = 42.25  # mm between sensor centres in a raft (cameraHeader.yaml RAFT_*)
 
 #: science rafts in id order, 9 ids each from 0; "Rrc": row r, column c, 127 mm apart around R22
-_SCIENCE_RAFTS = (
-    *("R01", "R02", "R03", "R10", "R11", "R12", "R13", "R14", "R20", "R21", "R22", "R23", "R24", "R30"),
-    *("R31", "R32", "R33", "R34", "R41", "R42", "R43"),
-)
+_SCIENCE_RAFTS = tuple(f"R{r}{c}" for r in range(5) for c in range(5) if not {r, c} <= {0, 4})
 _E2V_RAFTS = frozenset(
     {"R11", "R12", "R13", "R14", "R21", "R22", "R23", "R24", "R30", "R31", "R32", "R33", "R34"}
 )
