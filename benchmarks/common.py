@@ -108,12 +108,18 @@ def cli(
     for name, param in inspect.signature(run).parameters.items():
         default = defaults.get(name, param.default)
         flag = f"--{name.replace('_', '-')}"
-        if isinstance(default, tuple):
+        if default is None:  # a caller's parameter (a table, a hook), not a command-line option
+            continue
+        if isinstance(default, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default)
+        elif isinstance(default, tuple) and default:
             parser.add_argument(
                 flag, type=functools.partial(_items, type(default[0])), nargs="+", default=default
             )
         elif isinstance(default, (int, float, str)):
             parser.add_argument(flag, type=type(default), default=default)
+        else:
+            raise TypeError(f"{run.__module__}.{run.__name__}: no option for {name}={default!r}")
     args = {k: sum(v, ()) if isinstance(v, list) else v for k, v in vars(parser.parse_args(argv)).items()}
     result = run(**args)
     print(show(result) if show else json.dumps(result, indent=2, default=str))

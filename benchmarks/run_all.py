@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # the benchmarks that need it will fail and say so
         stack = {"error": str(exc)}
         print(f"local stack not available: {exc}", file=sys.stderr)
-    kept = json.loads(RECORDS.read_text()) if only and RECORDS.exists() else {}
+    kept = _load_records() if only else {}
     runs = []
     for name in names:
         if only and name not in only:
@@ -368,6 +368,14 @@ def main(argv: list[str] | None = None) -> int:
     stop_started(stack)
     ran = [r for r in runs if not only or r["name"] in only]
     return 0 if all(r["error"] is None for r in ran) else 1
+
+
+def _load_records() -> dict[str, dict[str, Any]]:
+    """The last run's record of every benchmark (empty before the first full run, or unreadable)."""
+    try:
+        return dict(json.loads(RECORDS.read_text()))
+    except (OSError, ValueError):
+        return {}
 
 
 if __name__ == "__main__":

@@ -100,7 +100,11 @@ class Entry:
 
 _COLUMNS = tuple(f.name for f in fields(Entry))
 _UPDATABLE = frozenset(_COLUMNS) - {"key", "seen_at"}
-_INSERT = f"INSERT OR IGNORE INTO items ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+#: a known key is skipped (not new work); any other constraint (NOT NULL) still raises
+_INSERT = (
+    f"INSERT INTO items ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+    " ON CONFLICT(key) DO NOTHING"
+)
 
 
 def _new_rows(entries: Iterable[Entry]) -> list[tuple[Any, ...]]:
