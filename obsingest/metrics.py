@@ -30,10 +30,29 @@ log = logging.getLogger("obsingest.metrics")
 #: readout -> stored / registered / announced: the observatory's SLA-aligned buckets plus
 #: sub-second ones (the budget is 5 s per CCD; later than 30 s counts as late).
 LATENCY_BUCKETS: tuple[float, ...] = (
-    *(0.25, 0.5, 1, 2, 3, 5, 6, 7, 8, 9, 10, 12, 14, 16, 18, 20, 25, 30, 45, 60),
+    0.25,
+    0.5,
+    1,
+    2,
+    3,
+    5,
+    6,
+    7,
+    8,
+    9,
+    10,
+    12,
+    14,
+    16,
+    18,
+    20,
+    25,
+    30,
+    45,
+    60,
 )
 #: registry operations and presence API requests: milliseconds to seconds.
-FAST_BUCKETS: tuple[float, ...] = (*(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),)
+FAST_BUCKETS: tuple[float, ...] = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
 OTHER = "other"
 
