@@ -351,6 +351,6 @@ def _legacy_data_id(match: re.Match[str]) -> DataId:
 def dataset_id(data_id: DataId, dataset_type: str = defaults.RAW_DATASET_TYPE, run: str = "") -> uuid.UUID:
     """Deterministic dataset id, as a Butler registry makes it for (type, run, data id): the
     same on any machine, so re-registration and subscriber deduplication are safe."""
-    items: dict[str, object] = {"dataset_type": dataset_type, "run": run}  # then the data id's keys, sorted
-    items |= {"detector": data_id.detector, "exposure": data_id.exposure, "instrument": data_id.instrument}
-    return uuid.uuid5(DATASET_ID_NAMESPACE, ",".join(f"{k}={v}" for k, v in items.items()))
+    keys = {"detector": data_id.detector, "exposure": data_id.exposure, "instrument": data_id.instrument}
+    items = [("dataset_type", dataset_type), ("run", run), *sorted(keys.items())]
+    return uuid.uuid5(DATASET_ID_NAMESPACE, ",".join(f"{k}={v}" for k, v in items))
