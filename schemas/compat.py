@@ -1,9 +1,10 @@
 """Avro schema compatibility by the specification's "Schema Resolution" rules, applied statically.
 
 A contract version is released only if fully compatible (backward and forward) with the one
-before, so producers and subscribers upgrade in any order. Our own code because no maintained
-library checks resolution statically and fastavro is laxer on reader-alias namespaces and decimals
-(tests/unit/schemas/test_compat_corpus.py pins both). Problems read "<path>: <reason>", the path
+before, so producers and subscribers upgrade in any order. Our own code because avro 1.12's
+avro.compatibility ignores decimal precision/scale and matches reader aliases unqualified (rejecting
+one in the inherited namespace, accepting a bare one across namespaces); fastavro is laxer on both
+(tests/unit/schemas/compat_corpus.py pins them). Problems read "<path>: <reason>", the path
 of reader field names from the root, ``[]`` for array items and ``{}`` for map values.
 """
 
