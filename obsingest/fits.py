@@ -116,7 +116,7 @@ class Hdu:
         text = self.value(key)
         if text is None:
             return None
-        return _parse_string(text) if text.startswith("'") else text
+        return parse_string(text) if text.startswith("'") else text
 
     @property
     def is_primary(self) -> bool:
@@ -133,7 +133,7 @@ class Hdu:
 _STRING = re.compile(r"'((?:[^']|'')*)'?")
 
 
-def _parse_string(text: str) -> str:
+def parse_string(text: str) -> str:
     """The string a quoted value holds (``'it''s'`` -> ``it's``), trailing blanks dropped."""
     match = _STRING.match(text)
     return match.group(1).replace("''", "'").rstrip() if match else ""
@@ -159,15 +159,16 @@ def keyword_index(cards: tuple[bytes, ...] | list[bytes]) -> dict[bytes, bytes]:
 
 
 def _card_text(card: bytes) -> str:
-    text = card[10:].decode("ascii", "replace").strip()
+    return value_text(card[10:].decode("ascii", "replace"))
+
+
+def value_text(text: str) -> str:
+    """What follows a card's ``=``, its comment dropped (a string keeps its quotes)."""
+    text = text.strip()
     if text.startswith("'"):
-        return text[: _string_end(text)]
+        match = _STRING.match(text)
+        return text[: match.end() if match else len(text)]
     return text.split("/", 1)[0].strip()
-
-
-def _string_end(text: str) -> int:
-    match = _STRING.match(text)
-    return match.end() if match else len(text)
 
 
 def read_header(buf: memoryview, offset: int, index: int) -> tuple[tuple[bytes, ...], int]:

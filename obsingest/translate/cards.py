@@ -12,17 +12,17 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from obsingest.fits import Hdu
+from obsingest.fits import Hdu, parse_string, value_text
 
 _INT = re.compile(r"[+-]?\d+$")
 
 
-def card_value(text: str | None, quoted: str | None) -> Any:
-    """The typed value of a card's value text (``quoted``: its string, when quoted)."""
+def card_value(text: str | None) -> Any:
+    """The typed value of a card's value text (``fits.value_text``)."""
     if text is None or text == "":
         return None
     if text.startswith("'"):
-        return quoted
+        return parse_string(text)
     if text == "T":
         return True
     if text == "F":
@@ -33,24 +33,6 @@ def card_value(text: str | None, quoted: str | None) -> Any:
         return float(text.replace("D", "E"))
     except ValueError:
         return text
-
-
-def _split_value(text: str) -> tuple[str, str | None]:
-    """(value text, the string if quoted) of what follows ``=`` on a card, comment dropped."""
-    text = text.strip()
-    if not text.startswith("'"):
-        return text.split("/", 1)[0].strip(), None
-    i, chars = 1, []
-    while i < len(text):
-        if text[i] == "'":
-            if text[i + 1 : i + 2] == "'":
-                chars.append("'")
-                i += 2
-                continue
-            break
-        chars.append(text[i])
-        i += 1
-    return "'", "".join(chars).rstrip()
 
 
 class HduHeader(Mapping[str, Any]):
@@ -79,8 +61,7 @@ class HduHeader(Mapping[str, Any]):
             for card in self._hdu.cards:
                 if card.startswith(b"HIERARCH ") and b"=" in card:
                     key, _, rest = card[9:].decode("ascii", "replace").partition("=")
-                    text, quoted = _split_value(rest)
-                    found.setdefault(key.strip(), card_value(text, quoted))
+                    found.setdefault(key.strip(), card_value(value_text(rest)))
             self._hierarch = found
         return self._hierarch
 
@@ -95,7 +76,7 @@ class HduHeader(Mapping[str, Any]):
             raise KeyError(key) from None
         if len(padded) != 8 or padded not in self._hdu.keywords:
             return self._long_cards()[key]
-        value = card_value(self._hdu.value(key), self._hdu.str_value(key))
+        value = card_value(self._hdu.value(key))
         self._values[key] = value
         return value
 
