@@ -252,11 +252,6 @@ def reason_label(reason: str) -> str:
     return OTHER
 
 
-def status_class(status_code: int) -> str:
-    """``2xx`` .. ``5xx`` for an HTTP status code (``other`` outside 200..599)."""
-    return f"{status_code // 100}xx" if 200 <= status_code <= 599 else OTHER
-
-
 def _create(spec: MetricSpec, registry: CollectorRegistry) -> Any:
     if spec.kind == "counter":
         return Counter(spec.name.removesuffix("_total"), spec.help, spec.labels, registry=registry)
@@ -279,10 +274,6 @@ class Metrics:
         self._warned: set[tuple[str, str]] = set()
         self._canary_last_seen: float | None = None
         self._families["obsingest_notification_canary_age_seconds"].set_function(self._canary_age)
-
-    def family(self, name: str) -> Any:
-        """The prometheus_client object of a catalogue metric, for what the methods don't cover."""
-        return self._families[name]
 
     def _value(self, label: str, value: str) -> str:
         allowed = LABEL_VALUES[label]
@@ -451,7 +442,7 @@ class Metrics:
             self._child("obsingest_header_warnings_total", instrument=instrument).inc(n)
 
     def presence_request(self, route: str, status_code: int, seconds: float) -> None:
-        code = status_class(status_code)
+        code = f"{status_code // 100}xx" if 200 <= status_code <= 599 else OTHER
         self._child("obsingest_presence_requests_total", route=route, code=code).inc()
         self._child("obsingest_presence_request_seconds", route=route).observe(seconds)
 
