@@ -40,14 +40,6 @@ class SensorType:
     amp: AmpGeometry
     pixel_mm: float = 0.010
 
-    @property
-    def width_mm(self) -> float:
-        return self.width * self.pixel_mm
-
-    @property
-    def height_mm(self) -> float:
-        return self.height * self.pixel_mm
-
 
 _AMP_ITL = AmpGeometry(raw_cols=576, raw_rows=2048, prescan=3, data_cols=509, data_rows=2000)
 _AMP_E2V = AmpGeometry(raw_cols=576, raw_rows=2048, prescan=10, data_cols=512, data_rows=2002)
@@ -84,7 +76,7 @@ class Detector:
     def footprint_mm(self) -> tuple[float, float]:
         """(width, height) on the focal plane, after the sensor's rotation."""
         turned = round(self.yaw / 90.0) % 2 == 1
-        w, h = self.sensor.width_mm, self.sensor.height_mm
+        w, h = self.sensor.width * self.sensor.pixel_mm, self.sensor.height * self.sensor.pixel_mm
         return (h, w) if turned else (w, h)
 
 
