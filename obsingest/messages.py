@@ -19,10 +19,6 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def seconds_between(start: datetime, end: datetime) -> float:
-    return (end - start).total_seconds()
-
-
 class _Message:
     SCHEMA: ClassVar[str]
     #: fields that are strings on the wire (Avro ``uuid``) and ``uuid.UUID`` here
@@ -118,7 +114,7 @@ class ArrivalEvent(_Message):
     @property
     def latency(self) -> float:
         """Seconds from readout to announcement: the figure the 5 s budget is about."""
-        return seconds_between(self.readout_time, self.published_time)
+        return (self.published_time - self.readout_time).total_seconds()
 
 
 IngestedStatusName = Literal["ok", "over_budget"]
