@@ -2,7 +2,7 @@
 
 Where ``lsst.obs.lsst``'s translators import, they register with astro_metadata_translator and
 ours step aside (``can_translate`` False), so ``ObservationInfo(header)`` picks Rubin's. Looked
-up once per process (the import is not cheap); resettable.
+up once per process (the import is not cheap).
 """
 
 from __future__ import annotations
@@ -28,8 +28,3 @@ def rubin_translators_installed() -> bool:
         log.warning("%s is installed but does not import (%s); using obsingest's", RUBIN_TRANSLATORS, exc)
         return False
     return True
-
-
-def reset() -> None:
-    """Look again on next use (tests, or a process that installed lsst.obs.lsst meanwhile)."""
-    rubin_translators_installed.cache_clear()

@@ -32,22 +32,22 @@ def fake_obs_lsst(monkeypatch):
 
     module.FakeRubinLsstCam = FakeRubinLsstCam
     monkeypatch.setitem(sys.modules, selection.RUBIN_TRANSLATORS, module)
-    selection.reset()
+    selection.rubin_translators_installed.cache_clear()
     yield FakeRubinLsstCam
     MetadataTranslator.translators.pop(FakeRubinLsstCam.name, None)
-    selection.reset()
+    selection.rubin_translators_installed.cache_clear()
 
 
 def test_without_lsst_obs_lsst_ours_translate(monkeypatch):
     monkeypatch.setitem(sys.modules, selection.RUBIN_TRANSLATORS, None)  # not importable
-    selection.reset()
+    selection.rubin_translators_installed.cache_clear()
     try:
         assert not selection.rubin_translators_installed()
         result = ObservationCache().observation(read(SCIENCE))
         assert result.translator == "LsstCamTranslator"
         assert result.info.translator_name == "obsingest-LSSTCam"
     finally:
-        selection.reset()
+        selection.rubin_translators_installed.cache_clear()
 
 
 def test_with_lsst_obs_lsst_importable_its_translators_are_picked(fake_obs_lsst):
