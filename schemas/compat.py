@@ -90,9 +90,7 @@ def _decimal(schema: dict[str, Any], size: int | None = None) -> tuple[int, int]
     if schema.get("logicalType") != "decimal":
         return None
     precision, scale = schema.get("precision"), schema.get("scale", 0)
-    if type(precision) is not int or type(scale) is not int or not 0 <= scale <= precision:
-        return None
-    if precision < 1:
+    if type(precision) is not int or type(scale) is not int or not 0 <= scale <= precision or precision < 1:
         return None
     if size is not None and precision > math.floor(math.log10(2 ** (8 * size - 1) - 1)):
         return None
