@@ -73,11 +73,7 @@ class LatissTranslator(RubinTranslator):
     }
 
     @classmethod
-    def can_translate(cls, header: Any, filename: str | None = None) -> bool:
-        from obsingest.translate.selection import rubin_translators_installed
-
-        if rubin_translators_installed():
-            return False
+    def names_camera(cls, header: Any) -> bool:
         return header.get("INSTRUME") in ("LSST_ATISS", "LATISS") or (header.get("DETNAME") == "RXX_S00")
 
     @classmethod

@@ -107,14 +107,6 @@ class LsstCamTranslator(RubinTranslator):
     }
 
     @classmethod
-    def can_translate(cls, header: Any, filename: str | None = None) -> bool:
-        from obsingest.translate.selection import rubin_translators_installed
-
-        if rubin_translators_installed():
-            return False
-        return str(header.get("INSTRUME", "")).lower() == cls.supported_instrument.lower()
-
-    @classmethod
     def fix_header(cls, header: Any, instrument: str, obsid: str, filename: str | None = None) -> bool:
         return _fix_lsstcam(header, cls._construct_log_prefix(obsid, filename))
 
@@ -165,12 +157,8 @@ class LsstComCamTranslator(LsstCamTranslator):
     }
 
     @classmethod
-    def can_translate(cls, header: Any, filename: str | None = None) -> bool:
-        from obsingest.translate.selection import rubin_translators_installed
-
-        if rubin_translators_installed() or "INSTRUME" not in header:
-            return False
-        instrument = str(header["INSTRUME"]).lower()
+    def names_camera(cls, header: Any) -> bool:
+        instrument = str(header.get("INSTRUME", "")).lower()
         if instrument == "comcam" and header.get("TELESCOP") in (SIMONYI_TELESCOPE, "LSST"):
             return True
         return instrument == "lsst_camera" and header.get("TELCODE") == "CC"

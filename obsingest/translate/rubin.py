@@ -26,6 +26,7 @@ from astropy.time import Time, TimeDelta
 
 from obsingest import camera
 from obsingest.dataid import CONTROLLERS, EXPOSURE_SEQ_FACTOR, packed_exposure_id
+from obsingest.translate.selection import rubin_translators_installed
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,15 @@ class RubinTranslator(FitsTranslator):
 
     _const_map: ClassVar[dict[str, Any]] = {}  # type: ignore[misc]  # the base types it per instance
     _trivial_map: ClassVar[dict[str, Any]] = {}  # type: ignore[misc]  # the base types it per instance
+
+    @classmethod
+    def can_translate(cls, header: Any, filename: str | None = None) -> bool:
+        """Never where Rubin's own translators are installed (``selection``)."""
+        return not rubin_translators_installed() and cls.names_camera(header)
+
+    @classmethod
+    def names_camera(cls, header: Any) -> bool:
+        return str(header.get("INSTRUME", "")).lower() == str(cls.supported_instrument).lower()
 
     # --- where and when ---------
     def on_mountain(self) -> bool:
