@@ -1,4 +1,4 @@
-"""Pick publishers from settings."""
+"""Pick publishers from settings; several at once publish through a ``FanoutPublisher``."""
 
 from __future__ import annotations
 
@@ -26,8 +26,22 @@ def open_publisher(settings: BusSettings) -> Publisher:
             raise ValueError(f"unknown bus backend {backend!r} (memory, pubsub, kafka)")
     if not publishers:
         raise ValueError("OBSINGEST_BUS_BACKEND names no backend")
-    if len(publishers) == 1:
-        return publishers[0]
-    from obsingest.bus.fanout import FanoutPublisher
+    return publishers[0] if len(publishers) == 1 else FanoutPublisher(publishers)
 
-    return FanoutPublisher(publishers)
+
+class FanoutPublisher:
+    """Publish to several buses (Pub/Sub for subscribers, Kafka for stream processors): succeeds
+    only when every bus accepted the message; a failure on any makes the caller retry the whole
+    publish, and subscribers deduplicate on the dataset id."""
+
+    def __init__(self, publishers: list[Publisher]) -> None:
+        self.publishers = publishers
+
+    def publish(
+        self, topic: str, data: bytes, *, key: str | None = None, attributes: dict[str, str] | None = None
+    ) -> str:
+        return ",".join(p.publish(topic, data, key=key, attributes=attributes) for p in self.publishers)
+
+    def close(self) -> None:
+        for publisher in self.publishers:
+            publisher.close()
