@@ -14,8 +14,7 @@ from typing import Any
 
 from obsingest.translate.bands import band
 from obsingest.translate.cards import HduHeader
-from obsingest.translate.errors import NoIdentity
-from obsingest.translate.observe import Identity, ObservationCache, Translation
+from obsingest.translate.observe import Identity, NoIdentity, ObservationCache, Translation
 
 __all__ = [
     "HduHeader",

@@ -18,9 +18,9 @@ from typing import Any
 from astro_metadata_translator import MetadataTranslator, ObservationInfo
 from astro_metadata_translator.headers import FIXUP_SENTINEL
 
+from obsingest.errors import HeaderMismatch
 from obsingest.translate import latiss, legacy_sim, lsstcam, warnings_log
 from obsingest.translate.cards import HduHeader
-from obsingest.translate.errors import NoIdentity
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +113,24 @@ IDENTITY_CARDS = {
     "detector_group": "RAFTBAY",
     "detector_name": "CCDSLOT",
 }
+
+
+class NoIdentity(HeaderMismatch, reason="bad-header"):
+    """A header yields no identity (instrument, exposure, detector, day, ...): permanent.
+
+    ``card`` names the card(s) the identity comes from (``DAYOBS+SEQNUM``), ``value`` what the
+    header holds there (a tuple for several cards; ``KeyError``: absent), ``why`` the reason.
+    """
+
+    def __init__(self, card: str, value: Any = KeyError, why: str = "not in the header") -> None:
+        cards = card.split("+")
+        values = value if isinstance(value, tuple) and len(value) == len(cards) else (value,)
+        shown = " ".join(
+            f"{c}={'(absent)' if v is KeyError else repr(v)}" for c, v in zip(cards, values, strict=False)
+        )
+        super().__init__(f"header {shown} gives no identity: {why}")
+        self.card = card
+        self.why = why
 
 
 @dataclass(frozen=True)
