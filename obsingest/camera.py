@@ -109,12 +109,9 @@ class Instrument:
     def detector_ids(self) -> tuple[int, ...]:
         return tuple(d.id for d in self.detectors)
 
-    def detector(self, detector_id: int) -> Detector:
-        return _by_id(self.name)[detector_id]
-
     def detector_record(self, detector_id: int) -> dict[str, object]:
         """The Butler ``detector`` dimension record, as obs_lsst's instrument registers it."""
-        det = self.detector(detector_id)
+        det = _by_id(self.name)[detector_id]
         return {
             "instrument": self.name,
             "id": det.id,
