@@ -11,6 +11,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 
 #: the loggers whose warnings are a translation's
 LOGGERS = ("astro_metadata_translator", "obsingest.translate", "lsst.obs.lsst")
@@ -29,17 +30,12 @@ class _Capture(logging.Handler):
 
 
 _handler = _Capture(level=logging.WARNING)
-_attached = False
-_attach_lock = threading.Lock()
 
 
+@cache
 def _attach() -> None:
-    global _attached
-    with _attach_lock:
-        if not _attached:
-            for name in LOGGERS:
-                logging.getLogger(name).addHandler(_handler)
-            _attached = True
+    for name in LOGGERS:  # addHandler adds a handler once, so two first calls at once are harmless
+        logging.getLogger(name).addHandler(_handler)
 
 
 @contextmanager
