@@ -86,9 +86,8 @@ COMPONENT_COUNTS: dict[str, frozenset[str]] = {
 #: the dead letter's attributes) and an object a producer parked without saying why.
 PUSH_FAILURES = ("http-4xx", "http-5xx", "no-response")
 errors.REASONS.update({*PUSH_FAILURES, "quarantined-by-producer"})
-#: Every ``reason`` a quarantine, dead letter or registry error can carry: the ``reason``s of
-#: the error classes this process has defined (``obsingest.errors.REASONS``, the same set,
-#: growing as a unit's error modules are imported; bounded by the code, under 100).
+#: Every ``reason`` a quarantine, dead letter or registry error can carry: ``errors.REASONS``
+#: itself, growing as a unit's error modules are imported (bounded by the code, under 100).
 REASONS = errors.REASONS
 
 _COMPONENTS = (*COMPONENT_OUTCOMES, "presence")
@@ -479,11 +478,8 @@ class Metrics:
 
 @dataclass
 class Observations:
-    """Picklable record of a worker's observations; the parent replays it with ``apply``.
-
-    Only per-event metrics (counters, histograms) can be recorded here; gauges describe the
-    parent's state and are set by the parent.
-    """
+    """Picklable record of a worker's per-event observations (counters, histograms), replayed by
+    the parent with ``apply``; gauges describe the parent's state and are set by the parent."""
 
     calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = field(default_factory=list)
 

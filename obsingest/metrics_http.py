@@ -71,10 +71,8 @@ WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 def with_metrics_endpoint(
     app: WsgiApp, registry: CollectorRegistry | None = None, path: str = "/metrics"
 ) -> WsgiApp:
-    """Wrap a WSGI app so ``path`` answers with the metrics, on the app's own port.
-
-    Flask (and functions-framework's app): ``app.wsgi_app = with_metrics_endpoint(app.wsgi_app)``.
-    """
+    """Wrap a WSGI app so ``path`` answers with the metrics, on the app's own port (Flask's:
+    ``app.wsgi_app = with_metrics_endpoint(app.wsgi_app)``)."""
     metrics_app = make_wsgi_app(REGISTRY if registry is None else registry)
 
     def dispatch(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:

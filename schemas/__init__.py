@@ -99,10 +99,8 @@ def by_fingerprint() -> dict[bytes, SchemaVersion]:
 
 
 def validate_all(directory: Path = SCHEMA_DIR) -> list[SchemaVersion]:
-    """Parse every schema, require every contract, and check each version against the previous.
-
-    Raises SchemaError naming the first problem found.
-    """
+    """Parse every schema, require every contract, and check each version against the previous;
+    SchemaError naming the first problem found."""
     from schemas.compat import check_full_compatibility
 
     versions = all_versions(directory)
