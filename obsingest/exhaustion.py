@@ -108,16 +108,13 @@ def _own_exhaustion(exc: BaseException) -> Exhaustion | None:
     status = http_status(exc)
     if status in _HTTP:
         return _HTTP[status]
-    text = str(exc).lower()
+    text = str(exc)
     # Google API errors carry the service's reasons ("rateLimitExceeded") in ``errors``
     details = getattr(exc, "errors", None)
     if isinstance(details, list):
         text += " " + " ".join(str(d.get("reason", "")) for d in details if isinstance(d, dict))
-        text = text.lower()
-    for words, kind in _WORDS:
-        if words in text:
-            return kind
-    return None
+    text = text.lower()
+    return next((kind for words, kind in _WORDS if words in text), None)
 
 
 #: Kafka's error names (``KafkaError.name()``) that mean a broker ran out of something: its log

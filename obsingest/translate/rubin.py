@@ -12,6 +12,7 @@ import datetime as dt
 import hashlib
 import logging
 import re
+from contextlib import suppress
 from typing import Any, ClassVar, cast
 
 import astropy.units as u
@@ -58,11 +59,9 @@ def exposure_id(day_obs: Any, seq_num: Any, controller: str | None = None) -> in
 
 def is_non_science_or_lab(translator: RubinTranslator) -> None:
     """Checker for cards a science observation on the mountain must have: KeyError if so."""
-    try:
+    with suppress(KeyError):
         is_non_science(translator)
         return
-    except KeyError:
-        pass
     if translator.on_mountain():
         raise KeyError(f"{translator._log_prefix}: a science observation on the mountain lacks it")
 
