@@ -187,9 +187,7 @@ class SubscriberThread:
         self.source = PubSubPullSource(project, subscription)
         self.callback = callback
         self.max_messages = max_messages
-        self.received = 0
-        self._clock = time.monotonic
-        self._last = self._clock()
+        self._last = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -229,8 +227,7 @@ class SubscriberThread:
                     continue
                 done.append(delivery.ack_id)
             if deliveries:
-                self.received += len(deliveries)
-                self._last = self._clock()
+                self._last = time.monotonic()
             try:
                 self.source.ack(done)
             except Exception as exc:  # they come back after the ack deadline: keep running
@@ -238,7 +235,7 @@ class SubscriberThread:
 
     def idle_for(self) -> float:
         """Seconds since the last message arrived."""
-        return self._clock() - self._last
+        return time.monotonic() - self._last
 
     def stop(self) -> None:
         self._stop.set()
