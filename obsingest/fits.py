@@ -246,11 +246,10 @@ def parse_fits(data: bytes | bytearray | memoryview) -> list[Hdu]:
 def _sized_hdu(index: int, cards: tuple[bytes, ...], data_offset: int) -> Hdu:
     """The HDU with these cards and the size of its data unit; FitsFormatError when a card that
     sizes it is missing or invalid."""
-    ints = _standard_ints(cards)
-    if ints is not None:  # the usual 2-axis extension: sizing cards first, in standard order
-        size = abs(ints["BITPIX"]) // 8 * ints["GCOUNT"]
-        size *= ints["PCOUNT"] + ints["NAXIS1"] * ints["NAXIS2"]
-        return Hdu(index, cards, data_offset, size, ints=ints)
+    first = b"".join(cards[:7])
+    table = _standard_table(first, 0, len(first))
+    if table is not None:
+        return Hdu(index, cards, data_offset, table[1], ints=table[0])
     hdu = Hdu(index, cards, data_offset, 0)
     bitpix = hdu.int_value("BITPIX")
     if bitpix not in (8, 16, 32, 64, -32, -64):
@@ -278,20 +277,22 @@ def _sized_hdu(index: int, cards: tuple[bytes, ...], data_offset: int) -> Hdu:
 _STANDARD_KEYS = ("BITPIX", "NAXIS", "NAXIS1", "NAXIS2", "PCOUNT", "GCOUNT")
 
 
-def _standard_ints(cards: tuple[bytes, ...]) -> dict[str, int] | None:
-    """The sizing values of a 2-axis extension whose first cards are XTENSION and these keywords
-    in the standard's order (so each is the first card of its name, as ``Hdu`` reads them), when
-    all are valid; None when in any doubt (``Hdu.int_value`` then reads them, raising errors)."""
-    match = _TABLE_CARDS.fullmatch(b"".join(cards[:7])) if len(cards) >= 7 else None
-    if match is None:
+def _standard_table(data: bytes, start: int, end: int) -> tuple[dict[str, int], int] | None:
+    """(these keywords' values, the data unit's size) of a 2-axis extension's header
+    ``data[start:end]`` whose first cards are XTENSION and them in the standard's order (so each
+    is the first card of its name, as ``Hdu`` reads them), all valid: the usual extension (a
+    compressed image's table). None when in any doubt (``Hdu.int_value`` or ``_Sizing`` read them)."""
+    table = _TABLE_CARDS.match(data, start)
+    if table is None or table.end() > end:
         return None
     try:  # int() of the bytes accepts only what it accepts of the decoded text
-        values = [int(value.split(b"/", 1)[0]) for value in match.groups()]
+        values = [int(value.split(b"/", 1)[0]) for value in table.groups()]
     except ValueError:
         return None
-    if values[0] not in (8, 16, 32, 64, -32, -64) or values[1] != 2 or min(values[2:]) < 0:
+    bitpix, naxis, width, rows, pcount, gcount = values
+    if bitpix not in (8, 16, 32, 64, -32, -64) or naxis != 2 or min(values[2:]) < 0:
         return None
-    return dict(zip(_STANDARD_KEYS, values, strict=True))
+    return dict(zip(_STANDARD_KEYS, values, strict=True)), abs(bitpix) // 8 * gcount * (pcount + width * rows)
 
 
 def parse_primary(head: bytes | bytearray | memoryview) -> Hdu:
@@ -354,21 +355,9 @@ def _data_size(data: bytes, start: int, end: int) -> int | None:
     sizes it is missing or is not a plain integer. Each value is the first ``KEY = value``
     card's, as ``Hdu`` reads it: looked for first where the standard puts it (BITPIX second,
     NAXIS, NAXISn, then PCOUNT, GCOUNT), while every card before it was one of these."""
-    bitpix: int | None
-    naxis: int | None
-    pcount: int | None
-    gcount: int | None
-    table = _TABLE_CARDS.match(data, start)
-    if table and table.end() <= end:  # the usual extension (a compressed image's table)
-        try:
-            bitpix, naxis, *rest = (int(v.split(b"/", 1)[0]) for v in table.groups())
-        except ValueError:
-            return None
-        if naxis == 2:
-            width, rows, pcount, gcount = rest
-            if bitpix in (8, 16, 32, 64, -32, -64) and min(rest) >= 0:
-                return abs(bitpix) // 8 * gcount * (pcount + width * rows)
-            return None
+    table = _standard_table(data, start, end)
+    if table is not None:
+        return table[1]
     keys = _Sizing(data, start, end)
     bitpix, naxis = keys.get(b"BITPIX"), keys.get(b"NAXIS")
     if bitpix not in (8, 16, 32, 64, -32, -64) or naxis is None or not 0 <= naxis <= 999:
