@@ -169,61 +169,52 @@ class LsstComCamTranslator(LsstCamTranslator):
 
 
 def _fix_lsstcam(header: Any, label: str) -> bool:
-    """LSSTCam's date rules, in place; True if a card changed."""
-    modified = False
+    """LSSTCam's date rules, in place; True if a card changed (the rules touch disjoint days or cards)."""
+    fixes: dict[str, Any] = {}
     if "FILTER" not in header and header.get("FILTER2") is not None:
         log.warning("%s: no FILTER but FILTER2=%r, FILTER2 dropped", label, header["FILTER2"])
-        header["FILTER2"] = None
-        modified = True
+        fixes["FILTER2"] = None
     day_text = header.get("DAYOBS")
     day = int(day_text) if day_text else None
     if day_text in _PH05_DAYS and header.get("FILTER") == "ph_05":
-        header["FILTER"] = "ph_5"
-        modified = True
+        fixes["FILTER"] = "ph_5"
     rotpa = header.get("ROTPA")
     if day and _ROTPA_MINUS_90[0] < day < _ROTPA_MINUS_90[1] and rotpa:
-        header["ROTPA"] = rotpa - 90.0
-        modified = True
+        fixes["ROTPA"] = rotpa - 90.0
     if day == _ROTPA_FLIPPED_DAY and header["SEQNUM"] < _ROTPA_FLIPPED_BEFORE_SEQ and rotpa:
-        header["ROTPA"] = _wrap_180(rotpa - 180.0)
-        modified = True
+        fixes["ROTPA"] = _wrap_180(rotpa - 180.0)
     vignetted = day in _FULLY_VIGNETTED_DAYS or any(
         first <= header["SEQNUM"] <= last for first, last in _FULLY_VIGNETTED_SEQS.get(day, ())
     )
     if vignetted and header["VIGN_MIN"] != "FULLY":
-        header["VIGN_MIN"] = "FULLY"
-        modified = True
+        fixes["VIGN_MIN"] = "FULLY"
     for (on_day, first, last), cards in _WRONG_FILTER.items():
         if day == on_day and first <= header["SEQNUM"] <= last:
-            header.update(zip(("FILTER", "FILTBAND", "FILTPOS", "FILTSLOT"), cards, strict=True))
-            modified = True
+            fixes.update(zip(("FILTER", "FILTBAND", "FILTPOS", "FILTSLOT"), cards, strict=True))
     if day in _BLOCK_T417_DAYS and header["PROGRAM"] == "BLOCK-417":
-        header["PROGRAM"] = "BLOCK-T417"
-        modified = True
-    return modified
+        fixes["PROGRAM"] = "BLOCK-T417"
+    header.update(fixes)
+    return bool(fixes)
 
 
 def _fix_comcam(cls: type[LsstComCamTranslator], header: Any, label: str) -> bool:
     """ComCam's rules, in place; True if a card changed."""
-    modified = False
+    fixes: dict[str, Any] = {}
     physical_filter = header.get("FILTER")
     if physical_filter in (None, "r", ""):
         if physical_filter is None:
-            header["FILTER"] = "unknown"
+            fixes["FILTER"] = "unknown"
         elif cls(header).to_datetime_begin() > _COMCAM_IN_CHILE:
-            header["FILTER"] = "empty"
+            fixes["FILTER"] = "empty"
         else:
-            header["FILTER"] = "r_03"  # "r" is a band, the lab's filter was r_03
-        log.warning("%s: FILTER %r replaced by %r", label, physical_filter, header["FILTER"])
-        modified = True
+            fixes["FILTER"] = "r_03"  # "r" is a band, the lab's filter was r_03
+        log.warning("%s: FILTER %r replaced by %r", label, physical_filter, fixes["FILTER"])
     if header.get("INSTRUME") == "LSST_CAMERA":
-        header["INSTRUME"] = "ComCam"
-        modified = True
+        fixes["INSTRUME"] = "ComCam"
     if "LSST_NUM" not in header and header.get("CCDSLOT") in _COMCAM_SERIALS:
-        header["LSST_NUM"] = "ITL-3800C-" + _COMCAM_SERIALS[header["CCDSLOT"]]
-        modified = True
+        fixes["LSST_NUM"] = "ITL-3800C-" + _COMCAM_SERIALS[header["CCDSLOT"]]
     if not isinstance(header.get("ROTPA"), Number):
-        header["ROTPA"] = 0.0
+        fixes["ROTPA"] = 0.0
         log.warning("%s: no numeric ROTPA, 0.0", label)
-        modified = True
-    return modified
+    header.update(fixes)
+    return bool(fixes)
