@@ -36,11 +36,10 @@ _SHARED_COUNTER_FROM = {"C": 20231005, "P": 20250418, "Q": 20250418, "S": 202504
 #: Namespace of Butler-like deterministic dataset ids (uuid5 of "key=value" pairs).
 DATASET_ID_NAMESPACE = uuid.UUID("840b31d9-05cd-5161-b2c8-00d32b280d0f")
 
-#: The camera's names: ``INSTRUME`` card and observation-id code per Butler instrument name.
-HEADER_INSTRUMENTS = {"lsstcam": "LSSTCam", "comcam": "LSSTComCam", "latiss": "LATISS"}
+#: Butler instrument name per lower-cased ``INSTRUME``: its own, ComCam's ``comCam``, and LATISS's
+#: before 2019 (obs_lsst's LATISS translator takes both)
+HEADER_INSTRUMENTS = {"comcam": "LSSTComCam", "lsst_atiss": "LATISS"}
 HEADER_INSTRUMENTS |= {name.lower(): name for name in camera.INSTRUMENTS}
-#: LATISS's INSTRUME before 2019 (obs_lsst's LATISS translator takes both)
-HEADER_INSTRUMENTS["lsst_atiss"] = "LATISS"
 #: INSTRUME as each camera writes it (real headers, HEADVER 2)
 CAMERA_INSTRUME = {"LSSTCam": "lsstCam", "LSSTComCam": "ComCam", "LATISS": "LATISS"}
 CAMERA_CODES = {i.obsid_prefix: name for name, i in camera.INSTRUMENTS.items()}
