@@ -81,8 +81,11 @@ class Hdu:
     ints: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if not self.keywords and self.cards:
-            self.keywords.update(keyword_index(self.cards))
+        if not self.keywords:
+            index = self.keywords
+            for card in self.cards:
+                if card[8:10] == b"= ":
+                    index.setdefault(card[:8], card)
 
     def value(self, key: str) -> str | None:
         """Raw value text of the first card named ``key`` (strings keep their quotes)."""
@@ -147,15 +150,6 @@ def card_key(card: bytes) -> str:
         if len(_KEYWORDS) < _KEYWORDS_MAX:
             _KEYWORDS[field] = key
     return key
-
-
-def keyword_index(cards: tuple[bytes, ...] | list[bytes]) -> dict[bytes, bytes]:
-    """First ``KEY = value`` card of each keyword, keyed by the padded 8-byte keyword."""
-    index: dict[bytes, bytes] = {}
-    for card in cards:
-        if card[8:10] == b"= ":
-            index.setdefault(card[:8], card)
-    return index
 
 
 def _card_text(card: bytes) -> str:
