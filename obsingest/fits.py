@@ -95,7 +95,7 @@ class Hdu:
             if len(_PADDED) < _KEYWORDS_MAX:
                 _PADDED[key] = padded_key
         card = self.keywords.get(padded_key)
-        return None if card is None else _card_text(card)
+        return None if card is None else value_text(card[10:].decode("ascii", "replace"))
 
     def int_value(self, key: str, default: int | None = None) -> int:
         known = self.ints.get(key)
@@ -150,10 +150,6 @@ def card_key(card: bytes) -> str:
         if len(_KEYWORDS) < _KEYWORDS_MAX:
             _KEYWORDS[field] = key
     return key
-
-
-def _card_text(card: bytes) -> str:
-    return value_text(card[10:].decode("ascii", "replace"))
 
 
 def value_text(text: str) -> str:
