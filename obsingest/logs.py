@@ -80,11 +80,9 @@ def log_event(logger: logging.Logger, event: str, level: int = logging.INFO, **f
 
 @contextmanager
 def logging_context(**fields: Any) -> Iterator[None]:
-    """Stamp ``fields`` (e.g. ``data_id=``, ``object=``) on every log line inside the block.
-
-    Nested contexts add to the outer one; fields given to a log call itself win. None values are
-    left out. The context is per thread (``contextvars``), so concurrent CCDs never mix.
-    """
+    """Stamp ``fields`` (``data_id=``, ``object=``) on every log line inside the block: nested
+    contexts add to the outer one, a log call's own fields win, None values are left out; per
+    thread (``contextvars``), so concurrent CCDs never mix."""
     merged = {**(_CONTEXT.get() or {}), **{k: v for k, v in fields.items() if v is not None}}
     token = _CONTEXT.set(merged)
     try:

@@ -116,11 +116,9 @@ IDENTITY_CARDS = {
 
 
 class NoIdentity(HeaderMismatch, reason="bad-header"):
-    """A header yields no identity (instrument, exposure, detector, day, ...): permanent.
-
-    ``card`` names the card(s) the identity comes from (``DAYOBS+SEQNUM``), ``value`` what the
-    header holds there (a tuple for several cards; ``KeyError``: absent), ``why`` the reason.
-    """
+    """A header yields no identity (instrument, exposure, detector, day, ...): permanent. ``card``
+    names the card(s) it comes from (``DAYOBS+SEQNUM``), ``value`` what the header holds there (a
+    tuple for several cards; ``KeyError``: absent), ``why`` the reason."""
 
     def __init__(self, card: str, value: Any = KeyError, why: str = "not in the header") -> None:
         cards = card.split("+")
@@ -205,12 +203,10 @@ def choose_translator(header: Mapping[str, Any], filename: str | None) -> type[M
 
 
 class ObservationCache:
-    """Translates headers, the exposure part once per exposure (bounded LRU, thread-safe).
-
-    An exposure's CCDs arrive at once: those missing together wait for the first translation.
-    For our own translators (detector properties read only RAFTBAY and CCDSLOT) the detector
-    part is cached too, by those cards' text, when it translated without warnings.
-    """
+    """Translates headers, the exposure part once per exposure (bounded LRU, thread-safe): an
+    exposure's CCDs arrive at once, those missing together wait for the first translation. For our
+    own translators (detector properties read only RAFTBAY and CCDSLOT) the detector part is cached
+    too, by those cards' text, when it translated without warnings."""
 
     def __init__(self, search_path: Sequence[str] = (), size: int = 32) -> None:
         self.search_path = list(search_path)
