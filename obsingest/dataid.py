@@ -68,7 +68,14 @@ class DataId:
     detector: int
 
     def __post_init__(self) -> None:
-        validate_detector(self.instrument, self.detector)
+        validate_instrument(self.instrument)
+        try:
+            camera.detector(self.instrument, self.detector)
+        except KeyError:
+            ids = camera.INSTRUMENTS[self.instrument].detector_ids
+            raise BadObjectName(
+                f"detector {self.detector} out of range {min(ids)}..{max(ids)} for {self.instrument}"
+            ) from None
         if self.exposure <= 0:
             raise BadObjectName(f"exposure id must be positive, got {self.exposure}")
         validate_day_obs(self.day_obs, f"exposure {self.exposure}")
@@ -131,17 +138,6 @@ def validate_instrument(instrument: str) -> int:
     except KeyError:
         raise UnknownInstrument(
             f"unknown instrument {instrument!r} (known: {', '.join(sorted(INSTRUMENTS))})"
-        ) from None
-
-
-def validate_detector(instrument: str, detector: int) -> None:
-    validate_instrument(instrument)
-    try:
-        camera.detector(instrument, detector)
-    except KeyError:
-        ids = camera.INSTRUMENTS[instrument].detector_ids
-        raise BadObjectName(
-            f"detector {detector} out of range {min(ids)}..{max(ids)} for {instrument}"
         ) from None
 
 
