@@ -107,17 +107,20 @@ class ContainerServices:
                 container.stop()
 
     def _native(self, name: str, **ports: int) -> Any:
-        """The native launcher of ``name`` pointed at our ports: its probe is our health."""
-        from infra.local.stack import Stack, load_settings
+        """The native launcher of ``name`` on free ports (or ``ports``): its probe is our health,
+        its ports and endpoint ours."""
+        from infra.local.stack import load_settings
+        from infra.local.stack.stack import SERVICE_CLASSES
 
-        settings = load_settings(host=LOOPBACK, pubsub_project_id=self.project_id, **ports)
-        return Stack(settings, only=[name]).service(name)
+        cls = {c.name: c for c in SERVICE_CLASSES}[name]
+        ports = {field: free_port() for field in cls.port_fields} | ports
+        return cls(load_settings(host=LOOPBACK, pubsub_project_id=self.project_id, **ports))
 
-    def _serve(self, name: str, container: Any, probe: Any, port: int, endpoint: str) -> str:
+    def _serve(self, native: Any, container: Any, probe: Any = None, endpoint: str = "") -> str:
         """``run`` a service's container (called once per session, by ``_submit``); its endpoint."""
-        self.run(name, self.labelled(container), probe)
-        self.ports[name] = port
-        self.endpoints[name] = endpoint
+        self.run(native.name, self.labelled(container), probe or native.probe)
+        self.ports[native.name] = native.ports()[0]
+        self.endpoints[native.name] = endpoint = endpoint or native.endpoint
         return endpoint
 
     def _start_kafka(self) -> str:
@@ -125,44 +128,35 @@ class ContainerServices:
 
         from infra.local.stack.kafka_broker import properties_to_docker_env, render_server_properties
 
-        port, controller = free_port(), free_port()
-        native = self._native("kafka", kafka_port=port, kafka_controller_port=controller)
+        native = self._native("kafka")
         env = properties_to_docker_env(render_server_properties(native.settings, None))
         env["KAFKA_HEAP_OPTS"] = "-Xmx512m -Xms128m"
-        return self._serve(
-            "kafka", DockerContainer(image("kafka"), env=env), native.probe, port, f"{LOOPBACK}:{port}"
-        )
+        return self._serve(native, DockerContainer(image("kafka"), env=env))
 
     def _start_pubsub(self) -> tuple[str, str]:
         from testcontainers.community.google import PubSubContainer
 
-        port = free_port()
+        native = self._native("pubsub")
+        port = native.settings.pubsub_port
         container = PubSubContainer(image=image("pubsub"), project=self.project_id, port=port)
         container.with_command(
-            f"gcloud beta emulators pubsub start --project={self.project_id} --host-port={LOOPBACK}:{port}"
+            f"gcloud beta emulators pubsub start --project={self.project_id} --host-port={native.endpoint}"
         )
-        probe = self._native("pubsub", pubsub_port=port).probe
-        return self._serve("pubsub", container, probe, port, f"{LOOPBACK}:{port}"), self.project_id
+        return self._serve(native, container), self.project_id
 
     def _start_gcs(self) -> str:
         from testcontainers.core.container import DockerContainer
 
-        pubsub_host, _ = self.pubsub()
-        port = free_port()
-        url = f"http://{LOOPBACK}:{port}"
-        container = DockerContainer(image("gcs")).with_command(
-            f"-scheme http -host {LOOPBACK} -port {port} -external-url {url} "
-            f"-public-host {LOOPBACK}:{port} -backend memory -log-level info"
-        )
-        container.with_env("PUBSUB_EMULATOR_HOST", pubsub_host)
-        container.with_env("GOOGLE_CLOUD_PROJECT", self.project_id)
-        native = self._native("gcs", gcs_port=port, pubsub_port=self.ports["pubsub"])
-        return self._serve("gcs", container, native.probe, port, url)
+        self.pubsub()
+        native = self._native("gcs", pubsub_port=self.ports["pubsub"])
+        server = native.server("memory")
+        return self._serve(native, DockerContainer(image("gcs"), env=server.env).with_command(server.argv))
 
     def _start_postgres(self) -> str:
         from testcontainers.community.postgres import PostgresContainer
 
-        port = free_port()
+        native = self._native("postgres")
+        port = native.settings.postgres_port
         container = PostgresContainer(
             image("postgres"),
             port=port,
@@ -171,13 +165,14 @@ class ContainerServices:
             dbname="postgres",
             driver="psycopg",
         )
-        # throwaway: durability off, as the native backend's test clusters
+        # throwaway: durability off, as the native backend's test clusters; not the native
+        # server_options: the official image's entry point needs the Unix socket they turn off
         container.with_env("PGPORT", str(port)).with_command(
             f"postgres -c listen_addresses={LOOPBACK} -c port={port} -c fsync=off "
             "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
         )
         url = f"postgresql+psycopg://postgres:postgres@{LOOPBACK}:{port}/postgres"
-        return self._serve("postgres", container, lambda: _sql_ping(url), port, url)
+        return self._serve(native, container, lambda: _sql_ping(url), url)
 
     # the accessors: start on first request (or after prestart), then the same endpoint
     def kafka(self) -> str:

@@ -56,6 +56,9 @@ class Service(ABC):
     """One local service. Subclasses say how to fetch, prepare, launch and probe it."""
 
     name: ClassVar[str]
+    #: the settings fields of the TCP ports it listens on (checked free before start; the
+    #: container backend gives each a free port); the first is the clients' endpoint
+    port_fields: ClassVar[tuple[str, ...]]
     stop_signal: ClassVar[int] = signal.SIGTERM
     stop_timeout: ClassVar[float] = 20.0
 
@@ -82,14 +85,12 @@ class Service(ABC):
     def env(self) -> dict[str, str]:
         """Environment variables clients need to reach this service."""
 
-    @abstractmethod
     def ports(self) -> list[int]:
-        """TCP ports the service listens on (checked free before start)."""
+        return [getattr(self.settings, field) for field in self.port_fields]
 
     @property
-    @abstractmethod
     def endpoint(self) -> str:
-        """Human-readable address for status output."""
+        return f"{self.settings.host}:{self.ports()[0]}"
 
     def prepare(self) -> None:  # noqa: B027 - optional hook
         """One-time data initialisation (format storage, initdb); default: nothing."""

@@ -68,6 +68,7 @@ def new_cluster_id() -> str:
 
 class Kafka(Service):
     name = "kafka"
+    port_fields = ("kafka_port", "kafka_controller_port")
     stop_timeout = 30.0
 
     @property
@@ -77,13 +78,6 @@ class Kafka(Service):
     @property
     def libs(self) -> Path:
         return self.home / "libs"
-
-    @property
-    def endpoint(self) -> str:
-        return f"{self.settings.host}:{self.settings.kafka_port}"
-
-    def ports(self) -> list[int]:
-        return [self.settings.kafka_port, self.settings.kafka_controller_port]
 
     def env(self) -> dict[str, str]:
         return {"KAFKA_BOOTSTRAP_SERVERS": self.endpoint}

@@ -67,19 +67,13 @@ def registry_url(host: str, port: int, database: str = "postgres") -> str:
 
 class Postgres(Service):
     name = "postgres"
+    port_fields = ("postgres_port",)
     stop_signal = signal.SIGINT  # "fast" shutdown: do not wait for clients to disconnect
     stop_timeout = 20.0
 
     @property
-    def endpoint(self) -> str:
-        return f"{self.settings.host}:{self.settings.postgres_port}"
-
-    @property
     def pgdata(self) -> Path:
         return self.settings.data_dir(self.name) / "data"
-
-    def ports(self) -> list[int]:
-        return [self.settings.postgres_port]
 
     def env(self) -> dict[str, str]:
         return {"OBSINGEST_REGISTRY_URL": registry_url(self.settings.host, self.settings.postgres_port)}

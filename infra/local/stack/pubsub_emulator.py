@@ -18,6 +18,7 @@ from infra.local.stack.settings import PSTEST_VERSION
 
 class PubSub(Service):
     name = "pubsub"
+    port_fields = ("pubsub_port",)
 
     @property
     def source_dir(self) -> Path:
@@ -37,21 +38,10 @@ class PubSub(Service):
         build = f"pstest-server-{PSTEST_VERSION}-{self.source_digest()}"
         return self.settings.cache_dir / "bin" / build / "pstest-server"
 
-    @property
-    def emulator_host(self) -> str:
-        return f"{self.settings.host}:{self.settings.pubsub_port}"
-
-    @property
-    def endpoint(self) -> str:
-        return self.emulator_host
-
-    def ports(self) -> list[int]:
-        return [self.settings.pubsub_port]
-
     def env(self) -> dict[str, str]:
         project = self.settings.pubsub_project_id
         return {
-            "PUBSUB_EMULATOR_HOST": self.emulator_host,
+            "PUBSUB_EMULATOR_HOST": self.endpoint,
             "PUBSUB_PROJECT_ID": project,
             "GOOGLE_CLOUD_PROJECT": project,
         }
@@ -74,8 +64,8 @@ class PubSub(Service):
         from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
 
         if not port_open(self.settings.host, self.settings.pubsub_port):
-            raise StackError(self.name, f"nothing listens on {self.emulator_host}")
-        channel = grpc.insecure_channel(self.emulator_host)
+            raise StackError(self.name, f"nothing listens on {self.endpoint}")
+        channel = grpc.insecure_channel(self.endpoint)
         try:
             client = PublisherClient(transport=PublisherGrpcTransport(channel=channel))
             pager = client.list_topics(
