@@ -11,9 +11,9 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from unittest import mock
 
 import requests
 
@@ -54,16 +54,9 @@ class FacilityEndpoints:
         return env
 
 
-@contextlib.contextmanager
-def environ(values: dict[str, str]) -> Iterator[None]:
-    """``os.environ`` with ``values`` for the duration (the Google clients read it)."""
-    saved = dict(os.environ)
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+def environ(values: dict[str, str]) -> Any:
+    """``os.environ`` with ``values`` for the duration of a ``with`` (the Google clients read it)."""
+    return mock.patch.dict(os.environ, values)
 
 
 class Facility:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import fcntl
 import logging
 import signal
+import subprocess
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from infra.local.stack import process
 from infra.local.stack.errors import StackError
@@ -110,6 +111,14 @@ class Service(ABC):
 
     def log_tail(self, lines: int = 40) -> str:
         return process.tail(self.log_path, lines)
+
+    def run_logged(self, argv: list[str], what: str, **kwargs: Any) -> None:
+        """A one-off step (storage format, initdb), its output appended to the service's log;
+        StackError with the log's tail if it fails."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            if subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, **kwargs).returncode:
+                raise StackError(self.name, f"{what} failed", self.log_tail())
 
     def record(self) -> PidRecord | None:
         """The pid record of our running instance, or None (stale records are removed)."""

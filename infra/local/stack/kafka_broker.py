@@ -132,11 +132,7 @@ class Kafka(Service):
             return
         argv = [*self._jvm(), "kafka.tools.StorageTool", "format", "--config", str(self.config_path)]
         argv += ["--cluster-id", new_cluster_id(), "--ignore-formatted"]
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            result = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT)
-        if result.returncode != 0:
-            raise StackError(self.name, "kafka storage format failed", self.log_tail())
+        self.run_logged(argv, "kafka storage format")
 
     def launch(self) -> Launch:
         return Launch(argv=[*self._jvm(), "kafka.Kafka", str(self.config_path)], env={})

@@ -13,7 +13,6 @@ import os
 import pwd
 import shutil
 import signal
-import subprocess
 from pathlib import Path
 
 from infra.local.stack import process
@@ -107,20 +106,7 @@ class Postgres(Service):
         shutil.rmtree(self.pgdata, ignore_errors=True)
         argv = [self._bin("initdb"), "-D", str(self.pgdata), "-U", SUPERUSER, "--auth=trust"]
         argv += ["--encoding=UTF8", "--locale=C", "--no-sync"]
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        group = pwd.getpwnam(user).pw_gid if user else None
-        with open(self.log_path, "ab") as log:
-            result = subprocess.run(
-                argv,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                user=user,
-                group=group,
-                extra_groups=[] if user else None,
-                cwd=str(base),
-            )
-        if result.returncode != 0:
-            raise StackError(self.name, "initdb failed", self.log_tail())
+        self.run_logged(argv, "initdb", cwd=str(base), **process.as_user(user))
 
     def launch(self) -> Launch:
         s = self.settings

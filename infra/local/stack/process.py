@@ -18,6 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,11 @@ def write_pid_file(path: Path, record: PidRecord) -> None:
     tmp.replace(path)
 
 
+def as_user(user: str | None) -> dict[str, Any]:
+    """``subprocess`` keyword arguments that run as ``user`` with its group only (None: as us)."""
+    return {"user": user, "group": pwd.getpwnam(user).pw_gid, "extra_groups": []} if user else {}
+
+
 def spawn(
     service: str,
     argv: Sequence[str],
@@ -157,9 +163,7 @@ def spawn(
             cwd=str(cwd) if cwd else None,
             start_new_session=True,
             close_fds=True,
-            user=user,
-            group=pwd.getpwnam(user).pw_gid if user else None,
-            extra_groups=[] if user else None,
+            **as_user(user),
         )
     # The Popen object is dropped on purpose: the service outlives this process. Popen's
     # __del__ does not kill; a later stop() reaps it via waitpid if we are still its parent.

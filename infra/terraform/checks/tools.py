@@ -19,11 +19,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from infra.prometheus.promtool import cache_dir as cache_root
+from infra.prometheus.promtool import go_binary, go_env
+
 HERE = Path(__file__).resolve().parent
 TERRAFORM_DIR = HERE.parent
 ROOT = TERRAFORM_DIR.parents[1]
 
 CHECKOV_LOCK = HERE / "checkov.lock"
+SCHEMA_SCRIPT = str(HERE / "provider_schema.py")
 PROVIDER_PACKAGE = "@cdktf/provider-google"
 PROVIDER_PACKAGE_VERSION = "16.12.1"  # bindings of hashicorp/google 6.50.0
 PROVIDER_VERSION = "6.50.0"
@@ -36,11 +40,6 @@ TERRAFORM_VERSION = "v1.5.7"
 
 class ToolError(RuntimeError):
     """A tool could not be fetched or built; the message carries its output."""
-
-
-def cache_root() -> Path:
-    configured = os.environ.get("OBSINGEST_STACK_CACHE_DIR")
-    return Path(configured).resolve() if configured else ROOT / ".cache"
 
 
 def _run(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
@@ -106,31 +105,24 @@ def provider_schema(cache: Path | None = None) -> Path:
         with tarfile.open(tarball) as archive:
             archive.extract("package/.jsii", tmp, filter="data")
         partial = out.with_suffix(".partial")
-        _run(
-            [
-                sys.executable,
-                str(HERE / "provider_schema.py"),
-                "convert",
-                str(Path(tmp) / "package" / ".jsii"),
-                str(partial),
-            ]
-        )
+        _run([sys.executable, SCHEMA_SCRIPT, "convert", str(Path(tmp) / "package" / ".jsii"), str(partial)])
         partial.replace(out)
     return out
 
 
 def schema_problems(tf_dir: Path = TERRAFORM_DIR, cache: Path | None = None) -> list[str]:
     """What the provider schema refuses in ``tf_dir`` (empty when everything is known)."""
-    schema = provider_schema(cache)
-    python = checkov_env(cache)  # python-hcl2 comes with checkov
-    script = str(HERE / "provider_schema.py")
-    return json.loads(_run([str(python), script, "check", str(schema), str(tf_dir)]).stdout)
+    return _in_checkov_env(cache, "check", str(provider_schema(cache)), str(tf_dir))
 
 
 def parsed_config(tf_dir: Path = TERRAFORM_DIR, cache: Path | None = None) -> dict[str, list]:
     """The .tf files of ``tf_dir`` as python-hcl2 parses them (see provider_schema.parse)."""
-    python = checkov_env(cache)
-    return json.loads(_run([str(python), str(HERE / "provider_schema.py"), "dump", str(tf_dir)]).stdout)
+    return _in_checkov_env(cache, "dump", str(tf_dir))
+
+
+def _in_checkov_env(cache: Path | None, *args: str) -> Any:
+    """provider_schema.py's JSON answer, run where python-hcl2 is: checkov's virtualenv."""
+    return json.loads(_run([str(checkov_env(cache)), SCHEMA_SCRIPT, *args]).stdout)
 
 
 def terraform(cache: Path | None = None) -> Path:
@@ -138,24 +130,9 @@ def terraform(cache: Path | None = None) -> Path:
     root = cache or cache_root()
     target = root / "bin" / f"terraform-{TERRAFORM_VERSION}"
     binary = target / "terraform"
-    if binary.exists():
-        return binary
-    go = shutil.which("go") or next(
-        (p for p in ("/usr/local/go/bin/go", "/usr/lib/go/bin/go") if Path(p).exists()), None
-    )
-    if not go:
-        raise ToolError("go not found (Go >= 1.21)")
-    gocache = root / "go"
-    env = dict(
-        os.environ,
-        GOPATH=str(gocache / "path"),
-        GOMODCACHE=str(gocache / "mod"),
-        GOCACHE=str(gocache / "build"),
-        GOFLAGS="-mod=mod -modcacherw -buildvcs=false",
-        CGO_ENABLED="0",
-        GOBIN=str(target),
-    )
-    _run([go, "install", "-trimpath", "-ldflags=-s -w", f"{TERRAFORM_MODULE}@{TERRAFORM_VERSION}"], env=env)
+    if not binary.exists():
+        module = f"{TERRAFORM_MODULE}@{TERRAFORM_VERSION}"
+        _run([go_binary(), "install", "-trimpath", "-ldflags=-s -w", module], env=go_env(root, target))
     return binary
 
 
