@@ -1,8 +1,7 @@
 """Background processes with recorded pids: spawn, recognise, stop, read their logs.
 
-Each service runs in its own session (process group == leader pid), so stopping kills the whole
-group and leaves nothing behind. The pid file also records the kernel start time of the leader,
-so a recycled pid is never mistaken for our service (and never killed).
+Each service runs in its own session (process group == leader pid), so a stop kills the whole
+group. The pid file also records the leader's kernel start time: a recycled pid is never ours.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -58,6 +57,13 @@ def _stat(pid: int | str) -> list[str]:
         return []
 
 
+def _all_stats() -> Iterator[tuple[int, list[str]]]:
+    """(pid, ``_stat``) of every process in /proc."""
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
+        if entry.name.isdigit() and (rest := _stat(entry.name)):
+            yield int(entry.name), rest
+
+
 def _is_zombie(pid: int) -> bool:
     return _stat(pid)[:1] == ["Z"]
 
@@ -71,7 +77,7 @@ def process_start_ticks(pid: int) -> int | None:
 
 
 def pid_alive(pid: int) -> bool:
-    """True if a (non-zombie) process with this pid exists."""
+    """A (non-zombie) process with this pid exists."""
     _reap(pid)
     try:
         os.kill(pid, 0)
@@ -83,7 +89,7 @@ def pid_alive(pid: int) -> bool:
 
 
 def record_alive(record: PidRecord) -> bool:
-    """True if the recorded process is still the one we started (pid not recycled)."""
+    """The recorded process is still the one we started (pid not recycled)."""
     if not pid_alive(record.pid):
         return False
     if record.start_ticks is None:
@@ -92,7 +98,7 @@ def record_alive(record: PidRecord) -> bool:
 
 
 def group_alive(pgid: int) -> bool:
-    """True if any non-zombie process remains in the process group."""
+    """A non-zombie process remains in the process group."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
@@ -100,11 +106,9 @@ def group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     # killpg(0) also succeeds for zombies; look for a live member in /proc.
-    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
-        rest = _stat(entry.name) if entry.name.isdigit() else []
-        if len(rest) > 2 and rest[2] == str(pgid) and rest[0] != "Z":
-            return True
-    return not Path("/proc").is_dir()
+    if not Path("/proc").is_dir():
+        return True
+    return any(rest[2] == str(pgid) and rest[0] != "Z" for _, rest in _all_stats())
 
 
 def _reap(pid: int) -> None:
@@ -165,8 +169,7 @@ def spawn(
             close_fds=True,
             **as_user(user),
         )
-    # The Popen object is dropped on purpose: the service outlives this process. Popen's
-    # __del__ does not kill; a later stop() reaps it via waitpid if we are still its parent.
+    # The Popen object is dropped: the service outlives us; stop() reaps it if we are its parent.
     record = PidRecord(
         service=service,
         pid=proc.pid,
@@ -187,13 +190,8 @@ def descendants(pid: int) -> dict[int, int | None]:
     """Every live descendant of ``pid`` with its start ticks (Linux /proc): postgres puts
     children in new sessions, out of a group kill's reach."""
     children: dict[int, list[int]] = {}
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return {}
-    for entry in proc.iterdir():
-        rest = _stat(entry.name) if entry.name.isdigit() else []
-        if rest:
-            children.setdefault(int(rest[1]), []).append(int(entry.name))
+    for child, rest in _all_stats():
+        children.setdefault(int(rest[1]), []).append(child)
     out: dict[int, int | None] = {}
     stack = list(children.get(pid, []))
     while stack:
@@ -224,8 +222,7 @@ def _family_alive(family: dict[int, int | None]) -> bool:
 def stop_record(record: PidRecord, sig: int = signal.SIGTERM, timeout: float = 15.0) -> bool:
     """Stop the recorded process, its group and descendants: ``sig``, then SIGKILL. True if
     something was running; a recycled pid (other start time) is left alone."""
-    if not record_alive(record):
-        # the leader is gone; clean up any orphans still in its group
+    if not record_alive(record):  # the leader is gone: kill its group's orphans
         if group_alive(record.pgid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(record.pgid, signal.SIGKILL)
@@ -254,7 +251,7 @@ def stop_record(record: PidRecord, sig: int = signal.SIGTERM, timeout: float = 1
 
 
 def tail(path: Path, lines: int = 40) -> str:
-    """Last ``lines`` lines of a log file (empty if missing), for error messages."""
+    """Last ``lines`` lines of a log file (empty if missing)."""
     try:
         with open(path, "rb") as fh:
             fh.seek(0, os.SEEK_END)
@@ -267,7 +264,7 @@ def tail(path: Path, lines: int = 40) -> str:
 
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
-    """True if something accepts TCP connections on host:port."""
+    """Something accepts TCP connections on host:port."""
     try:
         with socket.create_connection((host, port), timeout=timeout):
             return True
