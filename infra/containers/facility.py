@@ -1,9 +1,7 @@
-"""The data facility as containers: ``ContainerServices`` plus the pipeline's own components.
-
-Provisions one namespace from the host as ``obsingest setup`` does, then runs the ``obsingest``
-image as the register function, relay, facility service, presence API and (with Kafka) the
-assembler, each ready when its HTTP endpoint answers. ``FacilityEndpoints`` is what a client
-needs: environment variables, bucket, project, registry URL, function and presence URLs.
+"""The data facility as containers: ``ContainerServices``, one namespace provisioned from the
+host as ``obsingest setup`` does, and the ``obsingest`` image as the register function, relay,
+facility service, presence API and (with Kafka) the assembler, each ready when its HTTP
+endpoint answers.
 """
 
 from __future__ import annotations
@@ -88,7 +86,7 @@ class Facility:
         bootstrap = services.kafka() if self.kafka else None
         project = bucket = self.run_id
         chunks = f"ccd-chunks-{self.run_id}" if self.kafka else None
-        registry_url = self._provision(project, bucket, pubsub_host, gcs_url, bootstrap, chunks)
+        registry_url = self._provision(pubsub_host, gcs_url, bootstrap, chunks)
         function_port, presence_port = free_port(), free_port()
         endpoints = FacilityEndpoints(
             project=project,
@@ -129,28 +127,16 @@ class Facility:
         self.endpoints = FacilityEndpoints(**{**endpoints.__dict__, "containers": ids})
         return self.endpoints
 
-    def _provision(
-        self,
-        project: str,
-        bucket: str,
-        pubsub_host: str,
-        gcs_url: str,
-        bootstrap: str | None,
-        chunks: str | None,
-    ) -> str:
-        """``obsingest setup``'s provisioning, from the host, plus a migrated registry."""
+    def _provision(self, pubsub_host: str, gcs_url: str, bootstrap: str | None, chunks: str | None) -> str:
+        """``obsingest setup``'s provisioning of namespace ``run_id``, plus a migrated registry."""
         from infra.local.provision import create_chunk_topics, create_database, setup
         from obsingest.registry import Registry
         from obsingest.settings import BusSettings, RegistrySettings
         from obsingest.store.gcs import GcsSettings, GcsStore
 
-        with environ(
-            {
-                "PUBSUB_EMULATOR_HOST": pubsub_host,
-                "STORAGE_EMULATOR_HOST": gcs_url,
-                "GOOGLE_CLOUD_PROJECT": project,
-            }
-        ):
+        project = bucket = self.run_id
+        hosts = {"PUBSUB_EMULATOR_HOST": pubsub_host, "STORAGE_EMULATOR_HOST": gcs_url}
+        with environ({**hosts, "GOOGLE_CLOUD_PROJECT": project}):
             store = GcsStore(bucket, settings=GcsSettings(project=project))
             bus = BusSettings(backend="pubsub", pubsub_project=project)
             setup(bucket, bus, storage_client=store.client, kafka_bootstrap=bootstrap)

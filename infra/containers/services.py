@@ -1,11 +1,9 @@
 """Kafka, Pub/Sub, GCS and PostgreSQL as containers, started through ``testcontainers``.
 
-Host networking, 127.0.0.1 only, free ports from ``OBSINGEST_TC_PORT_RANGE`` (clear of the
-native stack's), so tests reach them as they reach native services. Health is the native
-stack's own probe, so "healthy" means the same on both backends. Containers carry the session
-label (and ``org.obsingest.run`` from ``OBSINGEST_TC_RUN``); ``close()`` removes exactly
-those it started. Ryuk is off (its image cannot be pulled here and it needs a bridge network);
-``close()`` and ``leftovers()`` do its job.
+Host networking, 127.0.0.1, free ports from ``OBSINGEST_TC_PORT_RANGE`` (clear of the native
+stack's); each service's ports, flags, endpoint and probe come from its native launcher, so
+"healthy" means the same on both backends. Ryuk is off (its image cannot be pulled here and it
+needs a bridge network): ``close()`` removes exactly the containers of its session label.
 """
 
 from __future__ import annotations
@@ -38,7 +36,6 @@ def port_range() -> tuple[int, int]:
 
 
 def free_port() -> int:
-    """A port nothing listens on, from ``OBSINGEST_TC_PORT_RANGE``."""
     low, high = port_range()
     for _ in range(200):
         port = random.randint(low, high)
@@ -72,7 +69,7 @@ class ContainerServices:
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="containers")
 
     def labelled(self, container: Any) -> Any:
-        """Host networking (so no port bindings) and this session's labels, before start."""
+        """Host networking (no port bindings) and this session's labels."""
         container.ports.clear()
         return container.with_kwargs(network="host", labels=labels(self.session))
 
@@ -82,14 +79,14 @@ class ContainerServices:
         last: Exception | None = None
         deadline = time.monotonic() + timeout
         try:
-            container.start()  # testcontainers' own wait strategy, if the class has one
+            container.start()
         except Exception as exc:
             last, deadline = exc, 0.0
         while time.monotonic() < deadline:
             try:
                 probe()
                 return container
-            except Exception as exc:  # the probe's own failure, kept for the message
+            except Exception as exc:
                 last = exc
             wrapped = container.get_wrapped_container()
             wrapped.reload()
@@ -117,7 +114,7 @@ class ContainerServices:
         return cls(load_settings(host=LOOPBACK, pubsub_project_id=self.project_id, **ports))
 
     def _serve(self, native: Any, container: Any, probe: Any = None, endpoint: str = "") -> str:
-        """``run`` a service's container (called once per session, by ``_submit``); its endpoint."""
+        """``run`` a service's container (once per session, by ``_submit``); its endpoint."""
         self.run(native.name, self.labelled(container), probe or native.probe)
         self.ports[native.name] = native.ports()[0]
         self.endpoints[native.name] = endpoint = endpoint or native.endpoint
@@ -207,7 +204,7 @@ class ContainerServices:
         return self._submit(name).result()
 
     def start_all(self, kafka: bool = True) -> dict[str, float]:
-        """Every service side by side (GCS after its Pub/Sub); seconds until each was healthy."""
+        """Every service side by side; seconds until each was healthy."""
         names = ["pubsub", "gcs", "postgres"] + (["kafka"] if kafka else [])
         started = time.monotonic()
         took: dict[str, float] = {}
@@ -231,7 +228,7 @@ class ContainerServices:
             futures = list(self._futures.values())
             self._futures.clear()
         for future in futures:
-            future.exception()  # waits; a failed start removed its own container
+            future.exception()  # a failed start removed its own container
         for name in reversed(list(self.containers)):
             self.remove(name)
         self.endpoints.clear()

@@ -1,9 +1,6 @@
 """The relay loop: pull -> push -> ack / nack with backoff / dead-letter (policy in ``policy``).
-
-The emulator has no push delivery, so the relay does what Pub/Sub push would: POST a push
-envelope, 2xx acks, anything else nacks with backoff until ``max_attempts``, then the message
-goes to the dead-letter topic with its reason and is acked, so one poisoned message never
-blocks the subscription. The three edges are protocols, so decisions are unit-tested with fakes.
+A dead-lettered message is acked, so one poisoned message never blocks the subscription. The
+three edges are protocols, so decisions are unit-tested with fakes.
 """
 
 from __future__ import annotations
@@ -58,7 +55,6 @@ class Relay:
         metrics: Metrics | None = None,
     ) -> None:
         self.source = source
-        #: where this relay counts (the process's: ``get_metrics()``; else a registry of its own)
         self.metrics = metrics or private_metrics()
         self._pulled = self.metrics.counter(COMPONENT, "pulled")
         self.target = target
@@ -67,15 +63,13 @@ class Relay:
         self.subscription_path = subscription_path or self.settings.subscription
         self._clock = clock
         self._lock = threading.Lock()
-        #: failed pushes per message id; a fallback to Pub/Sub's ``delivery_attempt`` (counted
-        #: when the subscription has a dead-letter policy, so it survives a relay restart)
+        #: failed pushes per message id, where Pub/Sub's ``delivery_attempt`` is not counted
         self._attempts: dict[str, int] = {}
         self._in_flight = 0
         self._last_activity = clock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None
-        #: with ``start`` and ``ack_linger``: acks waiting for the batch they share
         self._acks: AckBatcher | None = None
 
     def handle(self, delivery: Delivery) -> Action:
@@ -128,15 +122,14 @@ class Relay:
         self.metrics.ccd(COMPONENT, outcome, reason=reason)
 
     def counts(self) -> dict[str, int]:
-        """Messages pulled, acked, nacked and dead-lettered, read from the metrics."""
+        """Messages pulled, acked, nacked and dead-lettered (from the metrics)."""
         m = self.metrics
         return {"pulled": m.count(COMPONENT, "pulled")} | {
             name: m.count(COMPONENT, outcome) for name, outcome in COUNTS.items()
         }
 
     def _settle(self, call: Callable[[], None], fields: dict[str, Any]) -> None:
-        """Ack or nack; a failure is logged, not raised: the message comes back after its ack
-        deadline, which idempotent effects absorb."""
+        """Ack or nack; a failure is only logged: the message comes back after its deadline."""
         try:
             call()
         except Exception as exc:
@@ -147,7 +140,7 @@ class Relay:
             self._attempts.pop(message_id, None)
 
     def run_once(self, timeout: float = 1.0) -> int:
-        """Pull one batch and handle it (concurrently), waiting for all; returns its size."""
+        """Pull one batch and handle it concurrently; returns its size."""
         deliveries = self.source.pull(self.settings.max_messages, timeout)
         with self._lock:
             self._pulled.inc(len(deliveries))
@@ -175,7 +168,7 @@ class Relay:
                 self._last_activity = self._clock()
 
     def start(self) -> Relay:
-        """Relay in a background thread until ``stop``: messages are pushed as they come."""
+        """Relay in a background thread until ``stop``."""
         self._pool = ThreadPoolExecutor(self.settings.concurrency, thread_name_prefix="relay-push")
         if self.settings.ack_linger > 0:
             self._acks = AckBatcher(self.source, self.settings.ack_linger).start()
@@ -235,13 +228,12 @@ class Relay:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
         if self._acks is not None:
-            self._acks.stop()  # what is still waiting is acked now
+            self._acks.stop()  # acks what still waits
 
 
 class AckBatcher:
-    """Acks of the background relay, sent together: what came within ``linger`` seconds of the
-    first goes in one acknowledge call (at most ``max_batch``; Pub/Sub takes 2,500). A failed
-    call is logged: its messages come back after their ack deadline."""
+    """The background relay's acks, sent together: what came within ``linger`` seconds of the
+    first goes in one acknowledge call (at most ``max_batch``; Pub/Sub takes 2,500)."""
 
     def __init__(self, source: PullSource, linger: float, max_batch: int = 1000) -> None:
         self.source = source
@@ -260,7 +252,6 @@ class AckBatcher:
 
     @property
     def pending(self) -> int:
-        """Ack ids queued or in the call being sent."""
         with self._cond:
             return len(self._ids) + self._sending
 
@@ -285,7 +276,7 @@ class AckBatcher:
                     return  # stopping, nothing left
                 linger = not self._stopping
             if linger:
-                self._stopped.wait(self.linger)  # let the burst's other acks join (not at stop)
+                self._stopped.wait(self.linger)  # let the burst's other acks join
             with self._cond:
                 batch, self._ids = self._ids[: self.max_batch], self._ids[self.max_batch :]
                 self._sending = len(batch)

@@ -26,7 +26,7 @@ _log = get_logger("obsingest.stack")
 
 @contextmanager
 def artefact_lock(cache_dir: Path, name: str) -> Iterator[None]:
-    """Hold the cache's ``flock`` for artefact ``name``, so concurrent processes build it once."""
+    """The cache's ``flock`` for artefact ``name``, so concurrent processes build it once."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     with open(cache_dir / f".fetch-{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -65,7 +65,6 @@ class Service(ABC):
 
     def __init__(self, settings: StackSettings, owner: Owner | None = None) -> None:
         self.settings = settings
-        #: recorded in the pid file at start; ``stop`` stops only what this owner may stop
         self.owner = owner or Owner.shared()
         #: the last record found dead by :meth:`record` (its owner passes to a restarted one)
         self.stale: PidRecord | None = None
@@ -97,7 +96,6 @@ class Service(ABC):
         """One-time data initialisation (format storage, initdb); default: nothing."""
 
     def fetch_once(self) -> None:
-        """``fetch`` under the cache's lock for this service (``artefact_lock``)."""
         with artefact_lock(self.settings.cache_dir, self.name):
             self.fetch()
 
@@ -135,7 +133,6 @@ class Service(ABC):
         return self.record() is not None
 
     def healthy(self) -> bool:
-        """True if the service answers a real request right now."""
         return self._probe_error() is None
 
     def _probe_error(self) -> str | None:
@@ -147,8 +144,7 @@ class Service(ABC):
         return None
 
     def elsewhere(self) -> str | None:
-        """Why the recorded instance cannot serve these settings (it listens on other ports), or
-        None; else a second configuration sharing the run directory waits on its own ports."""
+        """Why our recorded instance cannot serve these settings (it listens on other ports)."""
         rec = self.record()
         if rec is None or not _moved(rec, self.ports()):
             return None
@@ -213,8 +209,8 @@ class Service(ABC):
             time.sleep(0.2)
 
     def stop(self) -> bool:
-        """Stop our instance's process group, if our owner may; True if one was stopped.
-        Every call, refused or not, leaves a line in ``stops.log``."""
+        """Stop our instance's process group, if our owner may; True if one was stopped. Every
+        call, refused or not, leaves a line in ``stops.log``."""
         rec = process.read_pid_file(self.pid_path)
         if rec is None:
             log_stop(self.settings.run_dir, self.owner, self.name, None, "nothing recorded")
@@ -256,6 +252,5 @@ class Service(ABC):
 
 
 def _moved(rec: PidRecord, ports: list[int]) -> bool:
-    """The recorded instance listens on other ports than ``ports`` (a record without ports,
-    written before they were kept, is taken at its word)."""
+    """The recorded instance listens on other ports (a record without ports is taken at its word)."""
     return bool(rec.ports) and sorted(rec.ports) != sorted(ports)

@@ -31,9 +31,8 @@ if TYPE_CHECKING:
 
 #: the token of the shared stack (``obsingest stack up``); records without an owner count as it
 SHARED_TOKEN = "obsingest-stack"
-#: the stop log's file name inside the run directory
 STOP_LOG = "stops.log"
-#: how many calling frames a stop log line keeps
+#: calling frames a stop log line keeps
 CALLER_FRAMES = 8
 
 
@@ -60,24 +59,16 @@ class Owner:
         return os.getpid() == self.pid
 
 
-def record_owner_alive(record: PidRecord) -> bool:
-    """True if the process that started ``record``'s service still runs (recycled pid: no)."""
-    if record.owner_pid is None:
-        return False
-    if not process.pid_alive(record.owner_pid):
-        return False
-    ticks = process.process_start_ticks(record.owner_pid)
-    return record.owner_start_ticks is None or ticks == record.owner_start_ticks
-
-
 def may_stop(owner: Owner, record: PidRecord) -> tuple[bool, str]:
-    """(allowed, why): the rule of the module docstring, for one record."""
+    """(allowed, why): the module docstring's rule."""
     if not owner.in_this_process:
         return False, f"asked from pid {os.getpid()}, not the owner's process {owner.pid}"
     recorded = record.owner or SHARED_TOKEN
     if recorded == owner.token:
         return True, "own"
-    if owner.token == SHARED_TOKEN and not record_owner_alive(record):
+    if owner.token == SHARED_TOKEN and (
+        record.owner_pid is None or not process.alive(record.owner_pid, record.owner_start_ticks)
+    ):
         return True, f"orphan: its owner {recorded} (pid {record.owner_pid}) has exited"
     return False, f"owned by {recorded} (pid {record.owner_pid}), not by {owner.token}"
 

@@ -88,13 +88,14 @@ def pid_alive(pid: int) -> bool:
     return not _is_zombie(pid)
 
 
+def alive(pid: int, start_ticks: int | None) -> bool:
+    """``pid`` runs and, if ``start_ticks`` is known, is the process that started then (not a
+    recycled pid)."""
+    return pid_alive(pid) and (start_ticks is None or process_start_ticks(pid) == start_ticks)
+
+
 def record_alive(record: PidRecord) -> bool:
-    """The recorded process is still the one we started (pid not recycled)."""
-    if not pid_alive(record.pid):
-        return False
-    if record.start_ticks is None:
-        return True
-    return process_start_ticks(record.pid) == record.start_ticks
+    return alive(record.pid, record.start_ticks)
 
 
 def group_alive(pgid: int) -> bool:
