@@ -62,7 +62,7 @@ def render_server_properties(settings: StackSettings, log_dir: Path | None) -> s
 
 
 def new_cluster_id() -> str:
-    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (as random-uuid)."""
+    """16 random bytes, URL-safe base64 without padding (as kafka-storage random-uuid)."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
@@ -83,7 +83,7 @@ class Kafka(Service):
         return {"KAFKA_BOOTSTRAP_SERVERS": self.endpoint}
 
     def fetch(self) -> None:
-        """Copy the broker's runtime dependency closure from Maven Central, once."""
+        """The broker's runtime dependency closure from Maven Central, once."""
         stamp = self.libs / ".complete"
         if stamp.exists():
             return
@@ -138,7 +138,7 @@ class Kafka(Service):
         return Launch(argv=[*self._jvm(), "kafka.Kafka", str(self.config_path)], env={})
 
     def probe(self) -> None:
-        """A metadata request through librdkafka, as every client will make."""
+        """A metadata request through librdkafka, as every client makes."""
         from confluent_kafka.admin import AdminClient
 
         if not port_open(self.settings.host, self.settings.kafka_port):
@@ -152,14 +152,9 @@ class Kafka(Service):
 def properties_to_docker_env(properties: str, drop: tuple[str, ...] = ("log.dirs",)) -> dict[str, str]:
     """server.properties as the apache/kafka image's ``KAFKA_*`` variables (``KAFKA_A_B`` is
     ``a.b``; ``__`` a literal underscore, ``___`` a dash), for the Testcontainers backend."""
-    env: dict[str, str] = {}
-    for raw in properties.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, value = line.split("=", 1)
-        if key in drop:
-            continue
-        name = key.replace("_", "__").replace("-", "___").replace(".", "_").upper()
-        env[f"KAFKA_{name}"] = value
-    return env
+    pairs = [line.strip().split("=", 1) for line in properties.splitlines() if "=" in line]
+    return {
+        "KAFKA_" + key.replace("_", "__").replace("-", "___").replace(".", "_").upper(): value
+        for key, value in pairs
+        if not key.startswith("#") and key not in drop
+    }

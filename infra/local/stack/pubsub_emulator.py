@@ -1,8 +1,5 @@
 """Pub/Sub emulator: Google's pstest fake served by infra/local/pstest-server (10 MB messages).
-
-pstest has no push delivery: push subscriptions are accepted but never delivered, so push must
-be relayed by a puller.
-"""
+It never delivers push subscriptions: ``infra.local.relay`` does."""
 
 from __future__ import annotations
 
@@ -25,7 +22,7 @@ class PubSub(Service):
         return self.settings.infra_dir / "pstest-server"
 
     def source_digest(self) -> str:
-        """Short hash of the server's sources: a changed go.mod/main.go means a rebuild."""
+        """Short hash of the server's sources: a change means a rebuild."""
         h = hashlib.sha256()
         for name in ("go.mod", "go.sum", "main.go"):
             path = self.source_dir / name
