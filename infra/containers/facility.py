@@ -7,6 +7,7 @@ endpoint answers.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import uuid
 from dataclasses import dataclass, field
@@ -76,9 +77,10 @@ class Facility:
         self.names: list[str] = []
         self.endpoints: FacilityEndpoints | None = None
         self._admin_url = ""
+        self._timeout = 120.0
 
     def start(self, timeout: float = 120.0) -> FacilityEndpoints:
-        services = self.services
+        services, self._timeout = self.services, timeout
         services.prestart("pubsub", "gcs", "postgres", *(["kafka"] if self.kafka else []))
         pubsub_host, _ = services.pubsub()
         gcs_url = services.gcs()
@@ -104,27 +106,17 @@ class Facility:
             "OBSINGEST_REGISTRY_POOL_SIZE": "4",
             "OBSINGEST_FUNCTION_PUSH_AUTH": "false",
         }
-        self._component(
-            "register",
-            ["register", "on_push", "--host", LOOPBACK, "--port", str(function_port)],
-            env,
-            _http_ok(endpoints.function_url, any_status=True),
-            timeout,
-        )
-        self._metered("relay", ["relay", "--push-url", endpoints.function_url], env, timeout)
-        self._metered(
-            "facility", ["facility"], {**env, "OBSINGEST_FACILITY_EVERY": str(self.facility_every)}, timeout
-        )
-        presence = ["presence", "--registry", registry_url, "--host", LOOPBACK]
-        presence += ["--port", str(presence_port)]
-        self._component("presence", presence, env, _http_ok(f"{endpoints.presence_url}/healthz"), timeout)
+        register = ["register", "on_push", "--host", LOOPBACK, "--port", str(function_port)]
+        self._component("register", register, env, _http_ok(endpoints.function_url, any_status=True))
+        self._metered("relay", ["relay", "--push-url", endpoints.function_url], env)
+        self._metered("facility", ["facility"], {**env, "OBSINGEST_FACILITY_EVERY": str(self.facility_every)})
+        presence = ["presence", "--registry", registry_url, "--host", LOOPBACK, "--port", str(presence_port)]
+        self._component("presence", presence, env, _http_ok(f"{endpoints.presence_url}/healthz"))
         if bootstrap and chunks:
             assembler = ["assembler", "--bootstrap-servers", bootstrap, "--topic", chunks]
             assembler += ["--dlq-topic", f"{chunks}-dlq", "--group", f"assembler-{self.run_id}"]
-            assembler += ["--store", f"gs://{bucket}"]
-            self._metered("assembler", assembler, env, timeout)
-        ids = services.container_ids()
-        self.endpoints = FacilityEndpoints(**{**endpoints.__dict__, "containers": ids})
+            self._metered("assembler", [*assembler, "--store", f"gs://{bucket}"], env)
+        self.endpoints = dataclasses.replace(endpoints, containers=services.container_ids())
         return self.endpoints
 
     def _provision(self, pubsub_host: str, gcs_url: str, bootstrap: str | None, chunks: str | None) -> str:
@@ -146,21 +138,19 @@ class Facility:
         Registry.open(RegistrySettings(url=registry_url)).close()  # the schema, migrated
         return registry_url
 
-    def _component(
-        self, name: str, command: list[str], env: dict[str, str], ready: Any, timeout: float
-    ) -> None:
+    def _component(self, name: str, command: list[str], env: dict[str, str], ready: Any) -> None:
         from testcontainers.core.container import DockerContainer
 
         container = DockerContainer(image("obsingest"), env=env).with_command(command)
         key = f"{name}-{self.run_id}"
         self.names.append(key)
-        self.services.run(key, self.services.labelled(container), ready, timeout)
+        self.services.run(key, self.services.labelled(container), ready, self._timeout)
 
-    def _metered(self, name: str, command: list[str], env: dict[str, str], timeout: float) -> None:
+    def _metered(self, name: str, command: list[str], env: dict[str, str]) -> None:
         """A component whose readiness is its Prometheus endpoint answering."""
         port = free_port()
         env = {**env, "OBSINGEST_METRICS_PORT": str(port), "OBSINGEST_METRICS_ADDR": LOOPBACK}
-        self._component(name, command, env, _http_ok(f"http://{LOOPBACK}:{port}/metrics"), timeout)
+        self._component(name, command, env, _http_ok(f"http://{LOOPBACK}:{port}/metrics"))
 
     def logs(self, name: str, tail: int = 200) -> str:
         """The log tail of component ``name`` (register, relay, facility, presence, assembler)."""
