@@ -179,10 +179,8 @@ class Builder:
         return tag
 
     def _staged_deps(self, digest: str) -> Path:
-        """``.cache/images/obsingest-deps-<digest>/venv``, staged once per dependency set (a
-        previous set's folder is removed): a relocatable virtualenv of the wheel's dependencies,
-        pinned by requirements.lock, installed from uv's cache (the project itself is uninstalled
-        again: it is a layer of its own)."""
+        """``.cache/images/obsingest-deps-<digest>/venv`` (older sets removed): a relocatable
+        virtualenv of the wheel's pinned dependencies from uv's cache, without the project."""
         folder = self.cache / f"obsingest-deps-{digest}"
         venv = folder / "venv"
         if (folder / ".complete").exists():

@@ -104,8 +104,7 @@ class ContainerServices:
                 container.stop()
 
     def _native(self, name: str, **ports: int) -> Any:
-        """The native launcher of ``name`` on free ports (or ``ports``): its probe is our health,
-        its ports and endpoint ours."""
+        """The native launcher of ``name`` on free ports: its probe, ports and endpoint are ours."""
         from infra.local.stack import load_settings
         from infra.local.stack.stack import SERVICE_CLASSES
 

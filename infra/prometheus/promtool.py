@@ -29,6 +29,7 @@ BUILD_FLAGS = (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+GO_FALLBACKS = ("/usr/local/go/bin/go", "/usr/lib/go/bin/go")
 
 
 class PromtoolBuildError(RuntimeError):
@@ -46,12 +47,7 @@ def promtool_path(cache: Path | None = None) -> Path:
 
 
 def go_binary() -> str:
-    for candidate in (
-        os.environ.get("OBSINGEST_STACK_GO", ""),
-        shutil.which("go") or "",
-        "/usr/local/go/bin/go",
-        "/usr/lib/go/bin/go",
-    ):
+    for candidate in (os.environ.get("OBSINGEST_STACK_GO"), shutil.which("go"), *GO_FALLBACKS):
         if candidate and Path(candidate).exists():
             return candidate
     raise PromtoolBuildError("go not found (install Go >= 1.26, or set OBSINGEST_STACK_GO)")

@@ -111,8 +111,7 @@ class Service(ABC):
         return process.tail(self.log_path, lines)
 
     def run_logged(self, argv: list[str], what: str, **kwargs: Any) -> None:
-        """A one-off step (storage format, initdb), its output appended to the service's log;
-        StackError with the log's tail if it fails."""
+        """A one-off step (format, initdb) into the service's log; StackError with its tail."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             if subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, **kwargs).returncode:

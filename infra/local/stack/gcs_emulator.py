@@ -37,8 +37,7 @@ class Gcs(Service):
         run_go(self.settings, self.name, ["install", module], gobin=self.binary.parent)
 
     def server(self, backend: str) -> Launch:
-        """The server's flags (no program: the container's entry point is the program) and
-        environment, shared with the container backend."""
+        """The server's flags (no program) and environment, shared with the container backend."""
         s = self.settings
         argv = ["-scheme", "http", "-host", s.host, "-port", str(s.gcs_port), "-external-url", self.endpoint]
         argv += ["-public-host", f"{s.host}:{s.gcs_port}", "-backend", backend, "-log-level", "info"]

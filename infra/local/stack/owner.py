@@ -1,15 +1,10 @@
 """Who may stop a service: the owner recorded when it was started, and a log of every stop asked.
 
 A run directory's path outlives its process (a killed session's checkout cloned again, a fork),
-so every pid record names its owner and ``Service.stop`` stops a record only for that owner:
-
-- ``Owner.shared()``: the stack of ``obsingest stack up`` (and benchmarks, demo), one well-known
-  token; also stops records whose owner exited and records written before owners existed.
-- ``Owner.private(label)``: a test session's or ``PrivateStack``'s fresh token.
-- A process other than the one the ``Owner`` was made in (a fork) stops nothing.
-
-Every stop asked is one JSON line in ``<run_dir>/stops.log`` (who, which record, outcome), so a
-stack stopped under someone's feet names the culprit.
+so ``Service.stop`` stops a record only for its owner: ``Owner.shared()`` (``obsingest stack
+up``, benchmarks, demo; also records whose owner exited or that name none) or a test session's
+``Owner.private(label)``; a forked process stops nothing. Every stop asked is one JSON line in
+``<run_dir>/stops.log``, so a stack stopped under someone's feet names the culprit.
 """
 
 from __future__ import annotations

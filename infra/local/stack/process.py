@@ -89,8 +89,7 @@ def pid_alive(pid: int) -> bool:
 
 
 def alive(pid: int, start_ticks: int | None) -> bool:
-    """``pid`` runs and, if ``start_ticks`` is known, is the process that started then (not a
-    recycled pid)."""
+    """``pid`` runs and, if ``start_ticks`` is known, started then (is not a recycled pid)."""
     return pid_alive(pid) and (start_ticks is None or process_start_ticks(pid) == start_ticks)
 
 

@@ -115,15 +115,7 @@ class StackSettings(BaseSettings):
 
 
 def _tool(configured: str, name: str, fallbacks: list[str]) -> str | None:
-    if configured:
-        return configured
-    found = shutil.which(name)
-    if found:
-        return found
-    for candidate in fallbacks:
-        if os.access(candidate, os.X_OK):
-            return candidate
-    return None
+    return configured or shutil.which(name) or next((c for c in fallbacks if os.access(c, os.X_OK)), None)
 
 
 def load_settings(**overrides: object) -> StackSettings:
