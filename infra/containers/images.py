@@ -20,7 +20,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -142,18 +141,15 @@ class Builder:
         """The image for ``service`` is present: pulled, kept, or built. Returns how."""
         tag = image(service)
         artefacts = self.artefacts(service)
-        build_args: dict[str, str] = {}
-        if service == "obsingest":
-            build_args["DEPS"] = self.ensure_deps()
-        digest = self.digest(service, artefacts, build_args.get("DEPS", ""))
+        deps = self.ensure_deps() if service == "obsingest" else ""
+        digest = self.digest(service, artefacts, deps)
         have = label_of(tag)
         if have == digest or (have == "" and service != "obsingest"):
             return "present"  # our current stand-in, or an official image pulled earlier
         official = self.pull and service != "obsingest" and tag == OFFICIAL[service]
         if official and docker("pull", tag, check=False, timeout=300).returncode == 0:
             return "pulled"
-        stage = self._stage_project if service == "obsingest" else None
-        self.build(service, tag, DOCKERFILE_DIR[service], digest, artefacts, stage, build_args)
+        self.build(service, tag, DOCKERFILE_DIR[service], digest, artefacts, deps)
         return "built"
 
     def ensure_deps(self) -> str:
@@ -165,7 +161,7 @@ class Builder:
             return tag
         venv = self._staged_deps(digest)
         python_tag = "obsingest/obsingest-deps:python"
-        self.build("obsingest-python", python_tag, "obsingest-deps", digest, {}, None, {})
+        self.build("obsingest-python", python_tag, "obsingest-deps", digest, {})
         # the 1 GB virtualenv goes in by a bind mount and `docker commit`: no build context
         # (tarred, sent, unpacked and copied again by the classic builder), one copy only
         started = time.monotonic()
@@ -201,16 +197,10 @@ class Builder:
         return venv
 
     def build(
-        self,
-        what: str,
-        tag: str,
-        folder: str,
-        digest: str,
-        artefacts: dict[str, Path],
-        stage: Callable[[Path], None] | None,
-        build_args: dict[str, str],
+        self, what: str, tag: str, folder: str, digest: str, artefacts: dict[str, Path], deps: str = ""
     ) -> None:
-        """``docker build --network host`` of ``images/<folder>`` plus artefacts and staging."""
+        """``docker build --network host`` of ``images/<folder>`` plus artefacts; with ``deps``
+        (the project's image) its wheel on that deps image."""
         self.base()
         started = time.monotonic()
         with tempfile.TemporaryDirectory(dir=self.cache, prefix=f"ctx-{what}.") as tmp:
@@ -222,10 +212,10 @@ class Builder:
                     shutil.copytree(path, context / name, copy_function=_link_or_copy)
                 else:
                     _link_or_copy(path, context / name)
-            if stage is not None:
-                stage(context)
+            if deps:
+                self._stage_project(context)
             self.say(f"building {tag} (stand-in)")
-            args = [f"--build-arg={k}={v}" for k, v in build_args.items()]
+            args = [f"--build-arg=DEPS={deps}"] if deps else []
             label = f"{STAND_IN_LABEL}={digest}"
             docker("build", "--network", "host", "--label", label, *args, "-t", tag, str(context))
         self.timings[what] = time.monotonic() - started

@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import Any
 
 from infra.containers.names import SESSION_LABEL, image, labels
@@ -206,16 +206,11 @@ class ContainerServices:
         """Every service side by side; seconds until each was healthy."""
         names = ["pubsub", "gcs", "postgres"] + (["kafka"] if kafka else [])
         started = time.monotonic()
-        took: dict[str, float] = {}
         self.prestart(*names)
-        for name in names:
-
-            def took_until(_f: object, n: str = name) -> None:
-                took.setdefault(n, time.monotonic() - started)
-
-            self._futures[name].add_done_callback(took_until)
-        for name in names:
-            self._get(name)
+        took: dict[str, float] = {}
+        for future in as_completed(futures := {self._futures[name]: name for name in names}):
+            future.result()
+            took[futures[future]] = time.monotonic() - started
         return took
 
     def container_ids(self) -> dict[str, str]:

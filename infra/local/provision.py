@@ -4,6 +4,7 @@ topics and databases (production: ``infra/terraform``), shared by the CLI, demo,
 
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -321,14 +322,10 @@ def setup(
         )
         for topic in topics:
             ensure_topic(publisher, topic_path(project, topic), report)
-        relay = relay or RelaySettings()
+        relay_policy = functools.partial(relay_delivery_policy, bus, relay or RelaySettings())
         subscriptions = (  # (subscription, its topic, its delivery policy)
-            (relay_subscription, bus.objects_topic, relay_delivery_policy(bus, relay, bus.objects_dlq_topic)),
-            (
-                manifest_relay_subscription,
-                bus.exposures_topic,
-                relay_delivery_policy(bus, relay, bus.exposures_dlq_topic),
-            ),
+            (relay_subscription, bus.objects_topic, relay_policy(bus.objects_dlq_topic)),
+            (manifest_relay_subscription, bus.exposures_topic, relay_policy(bus.exposures_dlq_topic)),
             (dlq_subscription(bus), bus.objects_dlq_topic, None),
             (f"{bus.exposures_dlq_topic}{defaults.HOLD_SUFFIX}", bus.exposures_dlq_topic, None),
             (parked_subscription(bus), parked_topic(bus), None),
