@@ -30,20 +30,12 @@ class ContainerError(RuntimeError):
     """A container did not become healthy; the message carries its log tail."""
 
 
-def port_range() -> tuple[int, int]:
-    low, _, high = os.environ.get("OBSINGEST_TC_PORT_RANGE", "20000-29999").partition("-")
-    return int(low), int(high)
-
-
 def free_port() -> int:
-    low, high = port_range()
+    low, _, high = os.environ.get("OBSINGEST_TC_PORT_RANGE", "20000-29999").partition("-")
     for _ in range(200):
-        port = random.randint(low, high)
-        with socket.socket() as s:
-            try:
-                s.bind((LOOPBACK, port))
-            except OSError:
-                continue
+        port = random.randint(int(low), int(high))
+        with socket.socket() as s, contextlib.suppress(OSError):
+            s.bind((LOOPBACK, port))
             return port
     raise ContainerError(f"no free port in {low}-{high}")
 

@@ -240,14 +240,8 @@ class Service(ABC):
         detail = error or ""
         if rec is not None and _moved(rec, self.ports()):
             detail = f"ours listens on {rec.ports}, configured {self.ports()}"
-        return ServiceStatus(
-            name=self.name,
-            running=rec is not None,
-            healthy=error is None,
-            pid=rec.pid if rec else None,
-            endpoint=self.endpoint,
-            detail=detail,
-        )
+        pid = rec.pid if rec else None
+        return ServiceStatus(self.name, rec is not None, error is None, pid, self.endpoint, detail)
 
 
 def _moved(rec: PidRecord, ports: list[int]) -> bool:

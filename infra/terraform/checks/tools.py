@@ -24,7 +24,6 @@ from infra.prometheus.promtool import go_binary, go_env
 
 HERE = Path(__file__).resolve().parent
 TERRAFORM_DIR = HERE.parent
-ROOT = TERRAFORM_DIR.parents[1]
 
 CHECKOV_LOCK = HERE / "checkov.lock"
 SCHEMA_SCRIPT = str(HERE / "provider_schema.py")
