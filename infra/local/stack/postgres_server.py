@@ -122,17 +122,9 @@ class Postgres(Service):
         if pid is None:
             return None
         before = self.stale
-        rec = PidRecord(
-            service=self.name,
-            pid=pid,
-            pgid=_pgid(pid),
-            start_ticks=process.process_start_ticks(pid),
-            argv=_cmdline(pid),
-            log=str(self.log_path),
-            owner=before.owner if before else "",
-            owner_pid=before.owner_pid if before else None,
-            owner_start_ticks=before.owner_start_ticks if before else None,
-        )
+        owner = (before.owner, before.owner_pid, before.owner_start_ticks) if before else ("", None, None)
+        ticks = process.process_start_ticks(pid)
+        rec = PidRecord(self.name, pid, _pgid(pid), ticks, _cmdline(pid), str(self.log_path), *owner)
         process.write_pid_file(self.pid_path, rec)
         return rec
 
@@ -142,13 +134,9 @@ class Postgres(Service):
 
         if not port_open(self.settings.host, self.settings.postgres_port):
             raise StackError(self.name, f"nothing listens on {self.endpoint}")
-        with psycopg.connect(
-            host=self.settings.host,
-            port=self.settings.postgres_port,
-            user=SUPERUSER,
-            dbname="postgres",
-            connect_timeout=2,
-        ) as conn:
+        s = self.settings
+        conninfo = f"host={s.host} port={s.postgres_port} user={SUPERUSER} dbname=postgres connect_timeout=2"
+        with psycopg.connect(conninfo) as conn:
             conn.execute("SELECT 1").fetchone()
 
 

@@ -254,9 +254,7 @@ def tail(path: Path, lines: int = 40) -> str:
     """Last ``lines`` lines of a log file (empty if missing)."""
     try:
         with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - 64 * 1024))
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - 64 * 1024))
             data = fh.read().decode("utf-8", "replace")
     except OSError:
         return ""

@@ -67,10 +67,7 @@ class Stack:
             raise StackError(",".join(n for n, _ in conflicts), "; ".join(f"{n}: {w}" for n, w in conflicts))
         result = UpResult()
         for svc in self.services:
-            if svc.start():
-                result.started.append(svc.name)
-            else:
-                result.already_running.append(svc.name)
+            (result.started if svc.start() else result.already_running).append(svc.name)
 
         def wait(svc: Service) -> StackError | None:
             try:
