@@ -148,12 +148,9 @@ class Relay:
             return 0
         with ThreadPoolExecutor(self.settings.concurrency) as pool:
             list(pool.map(self.handle, deliveries))
-        self._touch()
-        return len(deliveries)
-
-    def _touch(self) -> None:
         with self._lock:
             self._last_activity = self._clock()
+        return len(deliveries)
 
     def _settle_async(self, delivery: Delivery) -> None:
         try:
@@ -242,7 +239,6 @@ class AckBatcher:
         self._ids: list[str] = []
         self._sending = 0
         self._cond = threading.Condition()
-        self._stopping = False
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="relay-acks", daemon=True)
 
@@ -262,19 +258,18 @@ class AckBatcher:
 
     def stop(self) -> None:
         with self._cond:
-            self._stopping = True
+            self._stopped.set()
             self._cond.notify()
-        self._stopped.set()
         self._thread.join(timeout=30)
 
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._ids and not self._stopping:
+                while not self._ids and not self._stopped.is_set():
                     self._cond.wait()
                 if not self._ids:
                     return  # stopping, nothing left
-                linger = not self._stopping
+                linger = not self._stopped.is_set()
             if linger:
                 self._stopped.wait(self.linger)  # let the burst's other acks join
             with self._cond:

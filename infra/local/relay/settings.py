@@ -41,7 +41,6 @@ class RelaySettings(BaseSettings):
     #: nack backoff: redelivery after min(max, min * 2**(attempt-1)) seconds (Pub/Sub: retry_policy)
     min_backoff: float = Field(default=1.0, ge=0, le=PUBSUB_MAX_BACKOFF_SECONDS)
     max_backoff: float = Field(default=60.0, ge=0, le=PUBSUB_MAX_BACKOFF_SECONDS)
-    #: pushes in flight at once
     concurrency: int = Field(default=defaults.RELAY_CONCURRENCY, ge=1)
     max_messages: int = Field(default=32, ge=1)
     #: an ack waits up to this long to share one acknowledge call with others; 0: each at once

@@ -116,7 +116,8 @@ class SpreadPushTarget:
                         status=result.status,
                     )
                 if not instance_failed(result):
-                    self._up(index)
+                    with self._lock:
+                        self._down.pop(index, None)
                     return result
                 self._failed(index, started)
             return result
@@ -124,10 +125,6 @@ class SpreadPushTarget:
             if probe is not None:
                 with self._lock:
                     self._probing.discard(probe)
-
-    def _up(self, index: int) -> None:
-        with self._lock:
-            self._down.pop(index, None)
 
     def _failed(self, index: int, started: float) -> None:
         """Mark ``index`` down, or longer; a push started before it was marked down adds nothing."""

@@ -42,9 +42,7 @@ class StackSettings(BaseSettings):
     kafka_controller_port: int = 19093
     kafka_partitions: int = Field(6, description="num.partitions for auto-created topics")
     kafka_heap: str = Field("768m", description="-Xmx of the broker JVM (2-core machine)")
-    kafka_max_message_bytes: int = Field(
-        16 * 1024 * 1024, description="message.max.bytes; must exceed ~8 MiB chunk records"
-    )
+    kafka_max_message_bytes: int = Field(16 * 1024 * 1024, description="must exceed ~8 MiB chunk records")
 
     pubsub_port: int = 18085
     pubsub_project_id: str = defaults.LOCAL_PROJECT
@@ -61,9 +59,7 @@ class StackSettings(BaseSettings):
         True, description="fsync, synchronous_commit, full_page_writes (postgres_server.py); off for speed"
     )
     postgres_user: str = Field(
-        "",
-        description="OS user that runs the cluster when we are root (postgres refuses root); "
-        "empty = 'postgres' if it exists, else 'nobody'",
+        "", description="OS user running the cluster as root (default: postgres, nobody)"
     )
 
     java: str = ""
@@ -75,8 +71,7 @@ class StackSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _absolute_dirs(self) -> Self:
-        """Relative directories resolve against the project root, so ``obsingest stack`` and
-        pytest agree on one run directory."""
+        """Relative directories resolve against the project root: one run dir for CLI and pytest."""
         for name in ("run_dir", "cache_dir", "infra_dir"):
             path = getattr(self, name).expanduser()
             setattr(self, name, path if path.is_absolute() else (project_root() / path).resolve())

@@ -151,8 +151,7 @@ def main(argv: list[str]) -> int:
     failed = False
     if what in ("checkov", "all"):
         report = run_checkov()
-        summary = report.get("summary", {})
-        print(f"checkov: {summary}")
+        print(f"checkov: {report.get('summary', {})}")
         for check in report.get("results", {}).get("failed_checks", []):
             failed = True
             print(f"  FAILED {check['check_id']} {check['resource']} {check['file_path']}")
