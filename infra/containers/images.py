@@ -116,12 +116,10 @@ class Builder:
         """Context name -> host path of the pinned artefacts a stand-in copies in."""
         if service not in ("kafka", "gcs", "pubsub"):
             return {}
-        svc = Stack(self.settings, only=[service]).service(service)
+        svc: Any = Stack(self.settings, only=[service]).service(service)
         svc.fetch_once()
-        if service == "kafka":
-            return {"libs": svc.libs}  # type: ignore[attr-defined]
-        name = "fake-gcs-server" if service == "gcs" else "pstest-server"
-        return {name: svc.binary}  # type: ignore[attr-defined]
+        path = svc.libs if service == "kafka" else svc.binary  # named as the Dockerfile copies it
+        return {path.name: path}
 
     def digest(self, service: str, artefacts: dict[str, Path], base: str = "") -> str:
         """What a stand-in is built from: its Dockerfile folder, the artefacts, the sources."""

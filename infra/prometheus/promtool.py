@@ -82,14 +82,9 @@ def fetch(cache: Path | None = None, nice: int = 0) -> Path:
         with tempfile.TemporaryDirectory(dir=binary.parent.parent) as scratch:
             target = f"{PROMTOOL_PACKAGE}@{PROMETHEUS_VERSION}"
             argv = [go_binary(), "install", *BUILD_FLAGS, target]
+            env, renice = go_env(cache, Path(scratch)), (lambda: os.nice(nice)) if nice > 0 else None
             started = time.monotonic()
-            result = subprocess.run(
-                argv,
-                env=go_env(cache, Path(scratch)),
-                capture_output=True,
-                text=True,
-                preexec_fn=(lambda: os.nice(nice)) if nice > 0 else None,
-            )
+            result = subprocess.run(argv, env=env, capture_output=True, text=True, preexec_fn=renice)
             if result.returncode != 0:
                 raise PromtoolBuildError(
                     f"`{' '.join(argv)}` failed after {time.monotonic() - started:.0f} s:\n"

@@ -56,9 +56,8 @@ def render_server_properties(settings: StackSettings, log_dir: Path | None) -> s
     }
     if log_dir is not None:
         props["log.dirs"] = str(log_dir)
-    lines = ["# written by obsingest stack; edit StackSettings instead"]
-    lines += [f"{k}={v}" for k, v in props.items()]
-    return "\n".join(lines) + "\n"
+    header = "# written by obsingest stack; edit StackSettings instead\n"
+    return header + "".join(f"{k}={v}\n" for k, v in props.items())
 
 
 def new_cluster_id() -> str:

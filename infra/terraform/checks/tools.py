@@ -94,10 +94,8 @@ def provider_schema(cache: Path | None = None) -> Path:
         raise ToolError("npm not found (Debian package npm, or Node.js)")
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         spec = f"{PROVIDER_PACKAGE}@{PROVIDER_PACKAGE_VERSION}"
-        packed = json.loads(
-            _run([npm, "pack", spec, "--json", "--silent", "--pack-destination", tmp]).stdout
-        )[0]
-        tarball = Path(tmp) / packed["filename"]
+        packed = _run([npm, "pack", spec, "--json", "--silent", "--pack-destination", tmp]).stdout
+        tarball = Path(tmp) / json.loads(packed)[0]["filename"]
         digest = base64.b64encode(hashlib.sha512(tarball.read_bytes()).digest()).decode()
         if f"sha512-{digest}" != PROVIDER_PACKAGE_INTEGRITY:
             raise ToolError(f"{spec}: integrity sha512-{digest} is not the pinned one")
@@ -137,12 +135,9 @@ def terraform(cache: Path | None = None) -> Path:
 
 def terraform_fmt_problems(tf_dir: Path = TERRAFORM_DIR, cache: Path | None = None) -> str:
     """`terraform fmt -check -diff` output; empty when every file is formatted."""
-    result = subprocess.run(
-        [str(terraform(cache)), "fmt", "-check", "-diff", "-recursive", str(tf_dir)],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, TF_CLI_CONFIG_FILE="/dev/null"),
-    )
+    argv = [str(terraform(cache)), "fmt", "-check", "-diff", "-recursive", str(tf_dir)]
+    env = dict(os.environ, TF_CLI_CONFIG_FILE="/dev/null")
+    result = subprocess.run(argv, capture_output=True, text=True, env=env)
     return "" if result.returncode == 0 else (result.stdout + result.stderr)
 
 
