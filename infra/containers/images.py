@@ -93,12 +93,9 @@ class Builder:
         if not shutil.which("debootstrap"):
             if os.geteuid() != 0:
                 raise ImageError("debootstrap is missing: apt-get install debootstrap (as root)")
-            subprocess.run(
-                ["apt-get", "install", "-y", "-qq", "-o", "DPkg::Lock::Timeout=600", "debootstrap"],
-                check=True,
-                capture_output=True,
-                env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-            )
+            apt = ["apt-get", "install", "-y", "-qq", "-o", "DPkg::Lock::Timeout=600", "debootstrap"]
+            env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+            subprocess.run(apt, check=True, capture_output=True, env=env)
         self.say("debootstrap --variant=minbase bookworm (once; ~1-2 min)")
         started = time.monotonic()
         with tempfile.TemporaryDirectory(dir=self.cache, prefix="rootfs.") as tmp:

@@ -44,9 +44,8 @@ def pinned_requirements() -> str:
 
 
 def tracked_files() -> list[str]:
-    out = subprocess.run(
-        ["git", "ls-files", *PACKAGES], cwd=ROOT, check=True, capture_output=True, text=True
-    ).stdout
+    argv = ["git", "ls-files", *PACKAGES]
+    out = subprocess.run(argv, cwd=ROOT, check=True, capture_output=True, text=True).stdout
     return [f for f in out.splitlines() if f.endswith((".py", ".avsc"))]
 
 

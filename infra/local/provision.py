@@ -203,13 +203,11 @@ def ensure_kafka_topics(
 
     report = report or SetupReport()
     admin = AdminClient({"bootstrap.servers": bootstrap})  # referenced until futures resolve
-    futures = admin.create_topics(
-        [
-            NewTopic(name, num_partitions=n, replication_factor=1, config=dict(config or {}))
-            for name, n in partitions.items()
-        ],
-        operation_timeout=30,
-    )
+    topics = [
+        NewTopic(name, num_partitions=n, replication_factor=1, config=dict(config or {}))
+        for name, n in partitions.items()
+    ]
+    futures = admin.create_topics(topics, operation_timeout=30)
     for name, future in futures.items():
         try:
             future.result(timeout=30)

@@ -106,15 +106,8 @@ class SpreadPushTarget:
                     result = PushResult(None, error=f"{type(exc).__name__}: {exc}")
                 took = self.clock() - started
                 if took > SLOW_PUSH_SECONDS:
-                    log_event(
-                        log,
-                        "relay.slow_push",
-                        logging.INFO,
-                        instance=index,
-                        seconds=round(took, 3),
-                        probe=index == probe,
-                        status=result.status,
-                    )
+                    slow = {"instance": index, "seconds": round(took, 3), "probe": index == probe}
+                    log_event(log, "relay.slow_push", logging.INFO, status=result.status, **slow)
                 if not instance_failed(result):
                     with self._lock:
                         self._down.pop(index, None)

@@ -217,14 +217,8 @@ class Service(ABC):
         allowed, why = may_stop(self.owner, rec)
         if not allowed:
             log_stop(self.settings.run_dir, self.owner, self.name, rec, f"refused: {why}")
-            log_event(
-                _log,
-                "stack.service.stop_refused",
-                logging.WARNING,
-                service=self.name,
-                pid=rec.pid,
-                reason=why,
-            )
+            refused = {"service": self.name, "pid": rec.pid, "reason": why}
+            log_event(_log, "stack.service.stop_refused", logging.WARNING, **refused)
             return False
         log_stop(self.settings.run_dir, self.owner, self.name, rec, f"stopping ({why})")
         was_running = process.stop_record(rec, self.stop_signal, self.stop_timeout)
