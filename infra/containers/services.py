@@ -19,10 +19,10 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import Any
 
 from infra.containers.names import SESSION_LABEL, image, labels
+from obsingest import defaults
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
-PROJECT_ID_DEFAULT = "obsingest-local"
 LOOPBACK = "127.0.0.1"
 
 
@@ -52,7 +52,7 @@ class ContainerServices:
 
     def __init__(self, project_id: str | None = None, session: str | None = None) -> None:
         self.session = session or f"obsingest-{uuid.uuid4().hex[:10]}"
-        self.project_id = project_id or os.environ.get("PUBSUB_PROJECT_ID", PROJECT_ID_DEFAULT)
+        self.project_id = project_id or os.environ.get("PUBSUB_PROJECT_ID", defaults.LOCAL_PROJECT)
         self.containers: dict[str, Any] = {}
         self.endpoints: dict[str, Any] = {}
         self.ports: dict[str, int] = {}
@@ -100,7 +100,7 @@ class ContainerServices:
         from infra.local.stack import load_settings
         from infra.local.stack.stack import SERVICE_CLASSES
 
-        cls = {c.name: c for c in SERVICE_CLASSES}[name]
+        cls = SERVICE_CLASSES[name]
         ports = {field: free_port() for field in cls.port_fields} | ports
         return cls(load_settings(host=LOOPBACK, pubsub_project_id=self.project_id, **ports))
 

@@ -84,6 +84,7 @@ class Relay:
             attempts = max(attempts, delivery.delivery_attempt)
             self._attempts[delivery.message_id] = attempts
         action = decide(result, attempts, self.settings.max_attempts)
+        delay = backoff_seconds(attempts, self.settings.min_backoff, self.settings.max_backoff)
         fields = {
             "message_id": delivery.message_id,
             "object": delivery.attributes.get("objectId"),
@@ -99,7 +100,6 @@ class Relay:
             self._count("delivered")
             log_event(log, "relay.acked", logging.DEBUG, **fields)
         elif action is Action.NACK:
-            delay = backoff_seconds(attempts, self.settings.min_backoff, self.settings.max_backoff)
             self._settle(lambda: self.source.nack([delivery.ack_id], delay), fields)
             self._count("retried")
             log_event(log, "relay.nacked", logging.WARNING, delay_s=delay, error=result.describe(), **fields)
@@ -108,7 +108,6 @@ class Relay:
             try:
                 self.dead_letters.publish(delivery.data, attrs)
             except Exception as exc:  # DLQ down: keep the message, try again later
-                delay = backoff_seconds(attempts, self.settings.min_backoff, self.settings.max_backoff)
                 self.source.nack([delivery.ack_id], delay)
                 log_event(log, "relay.dead_letter_failed", logging.ERROR, error=str(exc), **fields)
                 return Action.NACK

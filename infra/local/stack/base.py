@@ -200,11 +200,8 @@ class Service(ABC):
                 self.pid_path.unlink(missing_ok=True)
                 raise StackError(self.name, "process exited during start-up", self.log_tail())
             if time.monotonic() > deadline:
-                raise StackError(
-                    self.name,
-                    f"not healthy after {timeout:.0f} s (last probe error: {last!r})",
-                    self.log_tail(),
-                )
+                why = f"not healthy after {timeout:.0f} s (last probe error: {last!r})"
+                raise StackError(self.name, why, self.log_tail())
             time.sleep(0.2)
 
     def stop(self) -> bool:

@@ -27,8 +27,7 @@ if TYPE_CHECKING:
 #: the token of the shared stack (``obsingest stack up``); records without an owner count as it
 SHARED_TOKEN = "obsingest-stack"
 STOP_LOG = "stops.log"
-#: calling frames a stop log line keeps
-CALLER_FRAMES = 8
+CALLER_FRAMES = 8  # of the asker, in a stop log line
 
 
 @dataclass(frozen=True)

@@ -62,12 +62,7 @@ class PubSub(Service):
 
         if not port_open(self.settings.host, self.settings.pubsub_port):
             raise StackError(self.name, f"nothing listens on {self.endpoint}")
-        channel = grpc.insecure_channel(self.endpoint)
-        try:
+        project = f"projects/{self.settings.pubsub_project_id}"
+        with grpc.insecure_channel(self.endpoint) as channel:
             client = PublisherClient(transport=PublisherGrpcTransport(channel=channel))
-            pager = client.list_topics(
-                request={"project": f"projects/{self.settings.pubsub_project_id}"}, timeout=2
-            )
-            list(pager)
-        finally:
-            channel.close()
+            list(client.list_topics(request={"project": project}, timeout=2))

@@ -19,9 +19,8 @@ from obsingest.logs import get_logger, log_event
 
 _log = get_logger("obsingest.stack")
 
-#: start order: Pub/Sub before GCS (GCS publishes notifications to it).
-SERVICE_CLASSES: tuple[type[Service], ...] = (PubSub, Gcs, Kafka, Postgres)
-SERVICE_NAMES: tuple[str, ...] = tuple(cls.name for cls in SERVICE_CLASSES)
+#: by name, in start order: Pub/Sub before GCS (GCS publishes notifications to it)
+SERVICE_CLASSES: dict[str, type[Service]] = {cls.name: cls for cls in (PubSub, Gcs, Kafka, Postgres)}
 
 
 @dataclass
@@ -41,11 +40,13 @@ class Stack:
         self.owner = owner or Owner.shared()
         #: the services the last ``down`` left running: another owner's
         self.refused: list[str] = []
-        unknown = set(only or []) - set(SERVICE_NAMES)
+        unknown = set(only or []) - set(SERVICE_CLASSES)
         if unknown:
-            raise ValueError(f"unknown service(s) {sorted(unknown)}; known: {SERVICE_NAMES}")
+            raise ValueError(f"unknown service(s) {sorted(unknown)}; known: {tuple(SERVICE_CLASSES)}")
         self.services: list[Service] = [
-            cls(self.settings, self.owner) for cls in SERVICE_CLASSES if not only or cls.name in only
+            cls(self.settings, self.owner)
+            for name, cls in SERVICE_CLASSES.items()
+            if not only or name in only
         ]
 
     def service(self, name: str) -> Service:
