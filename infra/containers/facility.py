@@ -144,7 +144,7 @@ class Facility:
         container = DockerContainer(image("obsingest"), env=env).with_command(command)
         key = f"{name}-{self.run_id}"
         self.names.append(key)
-        self.services.run(key, self.services.labelled(container), ready, self._timeout)
+        self.services.run(key, container, ready, self._timeout)
 
     def _metered(self, name: str, command: list[str], env: dict[str, str]) -> None:
         """A component whose readiness is its Prometheus endpoint answering."""

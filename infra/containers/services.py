@@ -60,14 +60,11 @@ class ContainerServices:
         self._futures: dict[str, Future[Any]] = {}
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="containers")
 
-    def labelled(self, container: Any) -> Any:
-        """Host networking (no port bindings) and this session's labels."""
-        container.ports.clear()
-        return container.with_kwargs(network="host", labels=labels(self.session))
-
     def run(self, name: str, container: Any, probe: Any, timeout: float = 120.0) -> Any:
-        """Start ``container``, wait until ``probe()`` passes; on failure remove it and raise."""
-        self.containers[name] = container
+        """Start ``container`` on host networking with this session's labels, wait until
+        ``probe()`` passes; on failure remove it and raise."""
+        container.ports.clear()  # host networking: no port bindings
+        self.containers[name] = container.with_kwargs(network="host", labels=labels(self.session))
         last: Exception | None = None
         deadline = time.monotonic() + timeout
         try:
@@ -90,8 +87,7 @@ class ContainerServices:
         raise ContainerError(f"{name} container ({container.image}) not healthy: {last}\n{logs}")
 
     def remove(self, name: str) -> None:
-        container = self.containers.pop(name, None)
-        if container is not None:
+        if (container := self.containers.pop(name, None)) is not None:
             with contextlib.suppress(Exception):
                 container.stop()
 
@@ -106,7 +102,7 @@ class ContainerServices:
 
     def _serve(self, native: Any, container: Any, probe: Any = None, endpoint: str = "") -> str:
         """``run`` a service's container (once per session, by ``_submit``); its endpoint."""
-        self.run(native.name, self.labelled(container), probe or native.probe)
+        self.run(native.name, container, probe or native.probe)
         self.ports[native.name] = native.ports()[0]
         self.endpoints[native.name] = endpoint = endpoint or native.endpoint
         return endpoint
