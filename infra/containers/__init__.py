@@ -1,3 +1,1 @@
-"""The facility as containers: an engine (``engine.sh``), images that work offline
-(``images``), and the services and pipeline components on host networking (``services``,
-``facility``)."""
+"""The facility as containers: engine (``engine.sh``), images, services and pipeline components."""

@@ -1,19 +1,18 @@
-"""The data facility as containers: ``ContainerServices`` plus the pipeline's own components.
-
-Provisions one namespace from the host as ``obsingest setup`` does, then runs the ``obsingest``
-image as the register function, relay, facility service, presence API and (with Kafka) the
-assembler, each ready when its HTTP endpoint answers. ``FacilityEndpoints`` is what a client
-needs: environment variables, bucket, project, registry URL, function and presence URLs.
+"""The data facility as containers: ``ContainerServices``, one namespace provisioned from the
+host as ``obsingest setup`` does, and the ``obsingest`` image as the register function, relay,
+facility service, presence API and (with Kafka) the assembler, each ready when its HTTP
+endpoint answers.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from unittest import mock
 
 import requests
 
@@ -54,16 +53,9 @@ class FacilityEndpoints:
         return env
 
 
-@contextlib.contextmanager
-def environ(values: dict[str, str]) -> Iterator[None]:
-    """``os.environ`` with ``values`` for the duration (the Google clients read it)."""
-    saved = dict(os.environ)
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+def environ(values: dict[str, str]) -> Any:
+    """``os.environ`` with ``values`` for the duration of a ``with`` (the Google clients read it)."""
+    return mock.patch.dict(os.environ, values)
 
 
 class Facility:
@@ -85,9 +77,10 @@ class Facility:
         self.names: list[str] = []
         self.endpoints: FacilityEndpoints | None = None
         self._admin_url = ""
+        self._timeout = 120.0
 
     def start(self, timeout: float = 120.0) -> FacilityEndpoints:
-        services = self.services
+        services, self._timeout = self.services, timeout
         services.prestart("pubsub", "gcs", "postgres", *(["kafka"] if self.kafka else []))
         pubsub_host, _ = services.pubsub()
         gcs_url = services.gcs()
@@ -95,7 +88,7 @@ class Facility:
         bootstrap = services.kafka() if self.kafka else None
         project = bucket = self.run_id
         chunks = f"ccd-chunks-{self.run_id}" if self.kafka else None
-        registry_url = self._provision(project, bucket, pubsub_host, gcs_url, bootstrap, chunks)
+        registry_url = self._provision(pubsub_host, gcs_url, bootstrap, chunks)
         function_port, presence_port = free_port(), free_port()
         endpoints = FacilityEndpoints(
             project=project,
@@ -113,51 +106,29 @@ class Facility:
             "OBSINGEST_REGISTRY_POOL_SIZE": "4",
             "OBSINGEST_FUNCTION_PUSH_AUTH": "false",
         }
-        self._component(
-            "register",
-            ["register", "on_push", "--host", LOOPBACK, "--port", str(function_port)],
-            env,
-            _http_ok(endpoints.function_url, any_status=True),
-            timeout,
-        )
-        self._metered("relay", ["relay", "--push-url", endpoints.function_url], env, timeout)
-        self._metered(
-            "facility", ["facility"], {**env, "OBSINGEST_FACILITY_EVERY": str(self.facility_every)}, timeout
-        )
-        presence = ["presence", "--registry", registry_url, "--host", LOOPBACK]
-        presence += ["--port", str(presence_port)]
-        self._component("presence", presence, env, _http_ok(f"{endpoints.presence_url}/healthz"), timeout)
+        register = ["register", "on_push", "--host", LOOPBACK, "--port", str(function_port)]
+        self._component("register", register, env, _http_ok(endpoints.function_url, any_status=True))
+        self._metered("relay", ["relay", "--push-url", endpoints.function_url], env)
+        self._metered("facility", ["facility"], {**env, "OBSINGEST_FACILITY_EVERY": str(self.facility_every)})
+        presence = ["presence", "--registry", registry_url, "--host", LOOPBACK, "--port", str(presence_port)]
+        self._component("presence", presence, env, _http_ok(f"{endpoints.presence_url}/healthz"))
         if bootstrap and chunks:
             assembler = ["assembler", "--bootstrap-servers", bootstrap, "--topic", chunks]
             assembler += ["--dlq-topic", f"{chunks}-dlq", "--group", f"assembler-{self.run_id}"]
-            assembler += ["--store", f"gs://{bucket}"]
-            self._metered("assembler", assembler, env, timeout)
-        ids = services.container_ids()
-        self.endpoints = FacilityEndpoints(**{**endpoints.__dict__, "containers": ids})
+            self._metered("assembler", [*assembler, "--store", f"gs://{bucket}"], env)
+        self.endpoints = dataclasses.replace(endpoints, containers=services.container_ids())
         return self.endpoints
 
-    def _provision(
-        self,
-        project: str,
-        bucket: str,
-        pubsub_host: str,
-        gcs_url: str,
-        bootstrap: str | None,
-        chunks: str | None,
-    ) -> str:
-        """``obsingest setup``'s provisioning, from the host, plus a migrated registry."""
+    def _provision(self, pubsub_host: str, gcs_url: str, bootstrap: str | None, chunks: str | None) -> str:
+        """``obsingest setup``'s provisioning of namespace ``run_id``, plus a migrated registry."""
         from infra.local.provision import create_chunk_topics, create_database, setup
         from obsingest.registry import Registry
         from obsingest.settings import BusSettings, RegistrySettings
         from obsingest.store.gcs import GcsSettings, GcsStore
 
-        with environ(
-            {
-                "PUBSUB_EMULATOR_HOST": pubsub_host,
-                "STORAGE_EMULATOR_HOST": gcs_url,
-                "GOOGLE_CLOUD_PROJECT": project,
-            }
-        ):
+        project = bucket = self.run_id
+        hosts = {"PUBSUB_EMULATOR_HOST": pubsub_host, "STORAGE_EMULATOR_HOST": gcs_url}
+        with environ({**hosts, "GOOGLE_CLOUD_PROJECT": project}):
             store = GcsStore(bucket, settings=GcsSettings(project=project))
             bus = BusSettings(backend="pubsub", pubsub_project=project)
             setup(bucket, bus, storage_client=store.client, kafka_bootstrap=bootstrap)
@@ -167,21 +138,19 @@ class Facility:
         Registry.open(RegistrySettings(url=registry_url)).close()  # the schema, migrated
         return registry_url
 
-    def _component(
-        self, name: str, command: list[str], env: dict[str, str], ready: Any, timeout: float
-    ) -> None:
+    def _component(self, name: str, command: list[str], env: dict[str, str], ready: Any) -> None:
         from testcontainers.core.container import DockerContainer
 
         container = DockerContainer(image("obsingest"), env=env).with_command(command)
         key = f"{name}-{self.run_id}"
         self.names.append(key)
-        self.services.run(key, self.services.labelled(container), ready, timeout)
+        self.services.run(key, container, ready, self._timeout)
 
-    def _metered(self, name: str, command: list[str], env: dict[str, str], timeout: float) -> None:
+    def _metered(self, name: str, command: list[str], env: dict[str, str]) -> None:
         """A component whose readiness is its Prometheus endpoint answering."""
         port = free_port()
         env = {**env, "OBSINGEST_METRICS_PORT": str(port), "OBSINGEST_METRICS_ADDR": LOOPBACK}
-        self._component(name, command, env, _http_ok(f"http://{LOOPBACK}:{port}/metrics"), timeout)
+        self._component(name, command, env, _http_ok(f"http://{LOOPBACK}:{port}/metrics"))
 
     def logs(self, name: str, tail: int = 200) -> str:
         """The log tail of component ``name`` (register, relay, facility, presence, assembler)."""

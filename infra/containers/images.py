@@ -1,17 +1,11 @@
 """``make images``: every image the container runs need, offline if it must be.
 
-For each service the official image is used when ``docker pull`` fetches it; where it cannot
-(no registry reachable), a stand-in is built locally under the official name, so testcontainers
-finds it by that name: a Debian base made by ``debootstrap --variant=minbase bookworm`` and
-``docker import`` (the tarball cached in ``.cache/images/``), extended with ``docker build
---network host`` from Debian packages and the native stack's pinned artefacts in ``.cache/``
-(the Kafka jars, the fake-gcs-server and pstest binaries; fetched first if the cache is cold).
-The ``obsingest`` image is the project's own wheel on top of ``obsingest/obsingest-deps:<digest>``,
-a relocatable virtualenv of the pinned dependencies (``requirements.lock``) staged on the host
-from uv's cache; a change to the sources rebuilds only the thin top layer.
-
-A stand-in carries a label with the digest of what it was built from; an image whose label
-matches is not rebuilt.
+The official image when ``docker pull`` fetches it; else a stand-in built under the official
+name (so testcontainers finds it): a ``debootstrap`` Debian base (tarball cached in
+``.cache/images/``) plus Debian packages and the native stack's pinned artefacts. ``obsingest``
+is the project's wheel on ``obsingest/obsingest-deps:<digest>``, a relocatable virtualenv of
+``requirements.lock``, so a source change rebuilds only the thin top layer. A stand-in's label
+holds the digest of what it was built from; one whose label matches is not rebuilt.
 
     python -m infra.containers.images [--no-pull] [SERVICE ...]
 """
@@ -26,8 +20,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from infra.containers.names import BASE_IMAGE, OFFICIAL, STAND_IN_LABEL, image
 from infra.local.stack import Stack, load_settings
@@ -38,15 +32,10 @@ ROOT = HERE.parents[1]
 DEBIAN_MIRROR = os.environ.get("OBSINGEST_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 #: the project's own sources: a change in any of them means a new obsingest image
 PROJECT_SOURCES = ("obsingest", "obsingest_cli", "producers", "functions", "beam_jobs", "schemas", "infra")
-SERVICES = ("kafka", "gcs", "pubsub", "postgres", "obsingest")
+SERVICES = tuple(OFFICIAL)
 UV = str(Path(sys.executable).parent / "uv")
-DOCKERFILE_DIR = {
-    "kafka": "kafka",
-    "gcs": "fake-gcs-server",
-    "pubsub": "pubsub",
-    "postgres": "postgres",
-    "obsingest": "obsingest",
-}
+#: the folder of ``images/`` holding a service's Dockerfile: its name, but for gcs
+DOCKERFILE_DIR = {service: service for service in SERVICES} | {"gcs": "fake-gcs-server"}
 
 
 class ImageError(RuntimeError):
@@ -89,7 +78,7 @@ class Builder:
         print(f"images: {text}", file=self.log, flush=True)  # type: ignore[call-overload]
 
     def base(self) -> None:
-        """``obsingest/debian-base:bookworm`` from a cached debootstrap tarball."""
+        """``obsingest/debian-base:bookworm``: ``docker import`` of a cached debootstrap tarball."""
         if label_of(BASE_IMAGE) is not None:
             return
         tarball = self.cache / "debian-bookworm-minbase.tar.gz"
@@ -104,18 +93,14 @@ class Builder:
         if not shutil.which("debootstrap"):
             if os.geteuid() != 0:
                 raise ImageError("debootstrap is missing: apt-get install debootstrap (as root)")
-            subprocess.run(
-                ["apt-get", "install", "-y", "-qq", "-o", "DPkg::Lock::Timeout=600", "debootstrap"],
-                check=True,
-                capture_output=True,
-                env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-            )
+            apt = ["apt-get", "install", "-y", "-qq", "-o", "DPkg::Lock::Timeout=600", "debootstrap"]
+            env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+            subprocess.run(apt, check=True, capture_output=True, env=env)
         self.say("debootstrap --variant=minbase bookworm (once; ~1-2 min)")
         started = time.monotonic()
         with tempfile.TemporaryDirectory(dir=self.cache, prefix="rootfs.") as tmp:
             rootfs = Path(tmp) / "rootfs"
             _run(["nice", "debootstrap", "--variant=minbase", "bookworm", str(rootfs), DEBIAN_MIRROR])
-            # what a container never needs: apt's lists and caches, documentation
             for junk in ("var/lib/apt/lists", "var/cache/apt", "usr/share/doc", "usr/share/man"):
                 shutil.rmtree(rootfs / junk, ignore_errors=True)
             (rootfs / "var/lib/apt/lists/partial").mkdir(parents=True, exist_ok=True)
@@ -128,27 +113,19 @@ class Builder:
         """Context name -> host path of the pinned artefacts a stand-in copies in."""
         if service not in ("kafka", "gcs", "pubsub"):
             return {}
-        svc = Stack(self.settings, only=[service]).service(service)
+        svc: Any = Stack(self.settings, only=[service]).service(service)
         svc.fetch_once()
-        if service == "kafka":
-            return {"libs": svc.libs}  # type: ignore[attr-defined]
-        name = "fake-gcs-server" if service == "gcs" else "pstest-server"
-        return {name: svc.binary}  # type: ignore[attr-defined]
+        path = svc.libs if service == "kafka" else svc.binary  # named as the Dockerfile copies it
+        return {path.name: path}
 
     def digest(self, service: str, artefacts: dict[str, Path], base: str = "") -> str:
         """What a stand-in is built from: its Dockerfile folder, the artefacts, the sources."""
-        h = hashlib.sha256(base.encode())
-        for path in sorted((HERE / "images" / DOCKERFILE_DIR[service]).rglob("*")):
-            if path.is_file():
-                h.update(path.name.encode() + path.read_bytes())
+        h = _folder_hash(DOCKERFILE_DIR[service], base, pins=service == "obsingest")
         for name, path in sorted(artefacts.items()):
-            files = sorted(path.rglob("*")) if path.is_dir() else [path]
-            for f in files:
+            for f in sorted(path.rglob("*")) if path.is_dir() else [path]:
                 stat = f.stat()
                 h.update(f"{name}/{f.name}:{stat.st_size}:{int(stat.st_mtime)}".encode())
         if service == "obsingest":
-            for name in ("pyproject.toml", "requirements.lock"):
-                h.update((ROOT / name).read_bytes())
             for package in PROJECT_SOURCES:
                 for path in sorted((ROOT / package).rglob("*")):
                     if path.suffix in (".py", ".c", ".avsc", ".go", ".mod", ".sum", ".xml"):
@@ -159,35 +136,27 @@ class Builder:
         """The image for ``service`` is present: pulled, kept, or built. Returns how."""
         tag = image(service)
         artefacts = self.artefacts(service)
-        build_args: dict[str, str] = {}
-        if service == "obsingest":
-            build_args["DEPS"] = self.ensure_deps()
-        digest = self.digest(service, artefacts, build_args.get("DEPS", ""))
+        deps = self.ensure_deps() if service == "obsingest" else ""
+        digest = self.digest(service, artefacts, deps)
         have = label_of(tag)
         if have == digest or (have == "" and service != "obsingest"):
             return "present"  # our current stand-in, or an official image pulled earlier
         official = self.pull and service != "obsingest" and tag == OFFICIAL[service]
         if official and docker("pull", tag, check=False, timeout=300).returncode == 0:
             return "pulled"
-        stage = self._stage_project if service == "obsingest" else None
-        self.build(service, tag, DOCKERFILE_DIR[service], digest, artefacts, stage, build_args)
+        self.build(service, tag, DOCKERFILE_DIR[service], digest, artefacts, deps)
         return "built"
 
     def ensure_deps(self) -> str:
         """``obsingest/obsingest-deps:<digest>``: Python and the pinned dependencies, rebuilt
         only when requirements.lock or pyproject.toml change (the slow, 1 GB layer)."""
-        h = hashlib.sha256()
-        for path in sorted((HERE / "images" / "obsingest-deps").iterdir()):
-            h.update(path.name.encode() + path.read_bytes())
-        for name in ("pyproject.toml", "requirements.lock"):
-            h.update((ROOT / name).read_bytes())
-        digest = h.hexdigest()[:16]
+        digest = _folder_hash("obsingest-deps").hexdigest()[:16]
         tag = f"obsingest/obsingest-deps:{digest}"
         if label_of(tag) == digest:
             return tag
         venv = self._staged_deps(digest)
         python_tag = "obsingest/obsingest-deps:python"
-        self.build("obsingest-python", python_tag, "obsingest-deps", digest, {}, None, {})
+        self.build("obsingest-python", python_tag, "obsingest-deps", digest, {})
         # the 1 GB virtualenv goes in by a bind mount and `docker commit`: no build context
         # (tarred, sent, unpacked and copied again by the classic builder), one copy only
         started = time.monotonic()
@@ -201,10 +170,8 @@ class Builder:
         return tag
 
     def _staged_deps(self, digest: str) -> Path:
-        """``.cache/images/obsingest-deps-<digest>/venv``, staged once per dependency set (a
-        previous set's folder is removed): a relocatable virtualenv of the wheel's dependencies,
-        pinned by requirements.lock, installed from uv's cache (the project itself is uninstalled
-        again: it is a layer of its own)."""
+        """``.cache/images/obsingest-deps-<digest>/venv`` (older sets removed): a relocatable
+        virtualenv of the wheel's pinned dependencies from uv's cache, without the project."""
         folder = self.cache / f"obsingest-deps-{digest}"
         venv = folder / "venv"
         if (folder / ".complete").exists():
@@ -225,16 +192,10 @@ class Builder:
         return venv
 
     def build(
-        self,
-        what: str,
-        tag: str,
-        folder: str,
-        digest: str,
-        artefacts: dict[str, Path],
-        stage: Callable[[Path], None] | None,
-        build_args: dict[str, str],
+        self, what: str, tag: str, folder: str, digest: str, artefacts: dict[str, Path], deps: str = ""
     ) -> None:
-        """``docker build --network host`` of ``images/<folder>`` plus artefacts and staging."""
+        """``docker build --network host`` of ``images/<folder>`` plus artefacts; with ``deps``
+        (the project's image) its wheel on that deps image."""
         self.base()
         started = time.monotonic()
         with tempfile.TemporaryDirectory(dir=self.cache, prefix=f"ctx-{what}.") as tmp:
@@ -246,10 +207,10 @@ class Builder:
                     shutil.copytree(path, context / name, copy_function=_link_or_copy)
                 else:
                     _link_or_copy(path, context / name)
-            if stage is not None:
-                stage(context)
+            if deps:
+                self._stage_project(context)
             self.say(f"building {tag} (stand-in)")
-            args = [f"--build-arg={k}={v}" for k, v in build_args.items()]
+            args = [f"--build-arg=DEPS={deps}"] if deps else []
             label = f"{STAND_IN_LABEL}={digest}"
             docker("build", "--network", "host", "--label", label, *args, "-t", tag, str(context))
         self.timings[what] = time.monotonic() - started
@@ -269,6 +230,17 @@ class Builder:
 
     def ensure_all(self, services: tuple[str, ...] = SERVICES) -> dict[str, str]:
         return {service: self.ensure(service) for service in services}
+
+
+def _folder_hash(folder: str, base: str = "", pins: bool = True) -> Any:
+    """sha256 over ``base``, the files of ``images/<folder>`` and (``pins``) the dependency pins."""
+    h = hashlib.sha256(base.encode())
+    for path in sorted((HERE / "images" / folder).rglob("*")):
+        if path.is_file():
+            h.update(path.name.encode() + path.read_bytes())
+    for name in ("pyproject.toml", "requirements.lock") if pins else ():
+        h.update((ROOT / name).read_bytes())
+    return h
 
 
 def _run(argv: list[str]) -> None:

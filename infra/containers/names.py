@@ -1,6 +1,4 @@
-"""Image names in one place, so a stand-in is found by the name of the image it replaces.
-Overridable per service with ``OBSINGEST_TC_{KAFKA,GCS,PUBSUB,POSTGRES,OBSINGEST}_IMAGE``.
-"""
+"""Image names in one place, so a stand-in is found by the name of the image it replaces."""
 
 from __future__ import annotations
 
@@ -22,8 +20,8 @@ OFFICIAL: dict[str, str] = {
 
 #: label every container we start carries, valued with the session that started it
 SESSION_LABEL = "org.obsingest.session"
-#: label valued with the run (``make test-containers``) whose sessions started the container,
-#: from ``OBSINGEST_TC_RUN``: what the run removes afterwards, other runs' containers left alone
+#: label valued with the run (``make test-containers``) whose sessions started the container:
+#: what the run removes afterwards, other runs' containers left alone
 RUN_LABEL = "org.obsingest.run"
 RUN_ENV = "OBSINGEST_TC_RUN"
 #: label of a locally built image: the digest of what it was built from
@@ -31,15 +29,11 @@ STAND_IN_LABEL = "org.obsingest.stand-in"
 
 
 def labels(session: str) -> dict[str, str]:
-    """The labels of a container started by ``session``: the session's, and the run's if the
-    environment names one (``OBSINGEST_TC_RUN``, set by infra/containers/test-containers.sh)."""
-    out = {SESSION_LABEL: session}
+    """The session's label, and the run's if infra/containers/test-containers.sh names one."""
     run = os.environ.get(RUN_ENV, "")
-    if run:
-        out[RUN_LABEL] = run
-    return out
+    return {SESSION_LABEL: session} | ({RUN_LABEL: run} if run else {})
 
 
 def image(service: str) -> str:
-    """The image to run for ``service``: the environment's override, else the official tag."""
+    """``OBSINGEST_TC_<SERVICE>_IMAGE``, else the official tag."""
     return os.environ.get(f"OBSINGEST_TC_{service.upper()}_IMAGE") or OFFICIAL[service]

@@ -1,11 +1,9 @@
 """Kafka, Pub/Sub, GCS and PostgreSQL as containers, started through ``testcontainers``.
 
-Host networking, 127.0.0.1 only, free ports from ``OBSINGEST_TC_PORT_RANGE`` (clear of the
-native stack's), so tests reach them as they reach native services. Health is the native
-stack's own probe, so "healthy" means the same on both backends. Containers carry the session
-label (and ``org.obsingest.run`` from ``OBSINGEST_TC_RUN``); ``close()`` removes exactly
-those it started. Ryuk is off (its image cannot be pulled here and it needs a bridge network);
-``close()`` and ``leftovers()`` do its job.
+Host networking, 127.0.0.1, free ports from ``OBSINGEST_TC_PORT_RANGE`` (clear of the native
+stack's); each service's ports, flags, endpoint and probe come from its native launcher, so
+"healthy" means the same on both backends. Ryuk is off (its image cannot be pulled here and it
+needs a bridge network): ``close()`` removes exactly the containers of its session label.
 """
 
 from __future__ import annotations
@@ -17,14 +15,14 @@ import socket
 import threading
 import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import Any
 
 from infra.containers.names import SESSION_LABEL, image, labels
+from obsingest import defaults
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
-PROJECT_ID_DEFAULT = "obsingest-local"
 LOOPBACK = "127.0.0.1"
 
 
@@ -32,21 +30,12 @@ class ContainerError(RuntimeError):
     """A container did not become healthy; the message carries its log tail."""
 
 
-def port_range() -> tuple[int, int]:
-    low, _, high = os.environ.get("OBSINGEST_TC_PORT_RANGE", "20000-29999").partition("-")
-    return int(low), int(high)
-
-
 def free_port() -> int:
-    """A port nothing listens on, from ``OBSINGEST_TC_PORT_RANGE``."""
-    low, high = port_range()
+    low, _, high = os.environ.get("OBSINGEST_TC_PORT_RANGE", "20000-29999").partition("-")
     for _ in range(200):
-        port = random.randint(low, high)
-        with socket.socket() as s:
-            try:
-                s.bind((LOOPBACK, port))
-            except OSError:
-                continue
+        port = random.randint(int(low), int(high))
+        with socket.socket() as s, contextlib.suppress(OSError):
+            s.bind((LOOPBACK, port))
             return port
     raise ContainerError(f"no free port in {low}-{high}")
 
@@ -63,7 +52,7 @@ class ContainerServices:
 
     def __init__(self, project_id: str | None = None, session: str | None = None) -> None:
         self.session = session or f"obsingest-{uuid.uuid4().hex[:10]}"
-        self.project_id = project_id or os.environ.get("PUBSUB_PROJECT_ID", PROJECT_ID_DEFAULT)
+        self.project_id = project_id or os.environ.get("PUBSUB_PROJECT_ID", defaults.LOCAL_PROJECT)
         self.containers: dict[str, Any] = {}
         self.endpoints: dict[str, Any] = {}
         self.ports: dict[str, int] = {}
@@ -71,25 +60,22 @@ class ContainerServices:
         self._futures: dict[str, Future[Any]] = {}
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="containers")
 
-    def labelled(self, container: Any) -> Any:
-        """Host networking (so no port bindings) and this session's labels, before start."""
-        container.ports.clear()
-        return container.with_kwargs(network="host", labels=labels(self.session))
-
     def run(self, name: str, container: Any, probe: Any, timeout: float = 120.0) -> Any:
-        """Start ``container``, wait until ``probe()`` passes; on failure remove it and raise."""
-        self.containers[name] = container
+        """Start ``container`` on host networking with this session's labels, wait until
+        ``probe()`` passes; on failure remove it and raise."""
+        container.ports.clear()  # host networking: no port bindings
+        self.containers[name] = container.with_kwargs(network="host", labels=labels(self.session))
         last: Exception | None = None
         deadline = time.monotonic() + timeout
         try:
-            container.start()  # testcontainers' own wait strategy, if the class has one
+            container.start()
         except Exception as exc:
             last, deadline = exc, 0.0
         while time.monotonic() < deadline:
             try:
                 probe()
                 return container
-            except Exception as exc:  # the probe's own failure, kept for the message
+            except Exception as exc:
                 last = exc
             wrapped = container.get_wrapped_container()
             wrapped.reload()
@@ -101,23 +87,24 @@ class ContainerServices:
         raise ContainerError(f"{name} container ({container.image}) not healthy: {last}\n{logs}")
 
     def remove(self, name: str) -> None:
-        container = self.containers.pop(name, None)
-        if container is not None:
+        if (container := self.containers.pop(name, None)) is not None:
             with contextlib.suppress(Exception):
                 container.stop()
 
     def _native(self, name: str, **ports: int) -> Any:
-        """The native launcher of ``name`` pointed at our ports: its probe is our health."""
-        from infra.local.stack import Stack, load_settings
+        """The native launcher of ``name`` on free ports: its probe, ports and endpoint are ours."""
+        from infra.local.stack import load_settings
+        from infra.local.stack.stack import SERVICE_CLASSES
 
-        settings = load_settings(host=LOOPBACK, pubsub_project_id=self.project_id, **ports)
-        return Stack(settings, only=[name]).service(name)
+        cls = SERVICE_CLASSES[name]
+        ports = {field: free_port() for field in cls.port_fields} | ports
+        return cls(load_settings(host=LOOPBACK, pubsub_project_id=self.project_id, **ports))
 
-    def _serve(self, name: str, container: Any, probe: Any, port: int, endpoint: str) -> str:
-        """``run`` a service's container (called once per session, by ``_submit``); its endpoint."""
-        self.run(name, self.labelled(container), probe)
-        self.ports[name] = port
-        self.endpoints[name] = endpoint
+    def _serve(self, native: Any, container: Any, probe: Any = None, endpoint: str = "") -> str:
+        """``run`` a service's container (once per session, by ``_submit``); its endpoint."""
+        self.run(native.name, container, probe or native.probe)
+        self.ports[native.name] = native.ports()[0]
+        self.endpoints[native.name] = endpoint = endpoint or native.endpoint
         return endpoint
 
     def _start_kafka(self) -> str:
@@ -125,44 +112,35 @@ class ContainerServices:
 
         from infra.local.stack.kafka_broker import properties_to_docker_env, render_server_properties
 
-        port, controller = free_port(), free_port()
-        native = self._native("kafka", kafka_port=port, kafka_controller_port=controller)
+        native = self._native("kafka")
         env = properties_to_docker_env(render_server_properties(native.settings, None))
         env["KAFKA_HEAP_OPTS"] = "-Xmx512m -Xms128m"
-        return self._serve(
-            "kafka", DockerContainer(image("kafka"), env=env), native.probe, port, f"{LOOPBACK}:{port}"
-        )
+        return self._serve(native, DockerContainer(image("kafka"), env=env))
 
     def _start_pubsub(self) -> tuple[str, str]:
         from testcontainers.community.google import PubSubContainer
 
-        port = free_port()
+        native = self._native("pubsub")
+        port = native.settings.pubsub_port
         container = PubSubContainer(image=image("pubsub"), project=self.project_id, port=port)
         container.with_command(
-            f"gcloud beta emulators pubsub start --project={self.project_id} --host-port={LOOPBACK}:{port}"
+            f"gcloud beta emulators pubsub start --project={self.project_id} --host-port={native.endpoint}"
         )
-        probe = self._native("pubsub", pubsub_port=port).probe
-        return self._serve("pubsub", container, probe, port, f"{LOOPBACK}:{port}"), self.project_id
+        return self._serve(native, container), self.project_id
 
     def _start_gcs(self) -> str:
         from testcontainers.core.container import DockerContainer
 
-        pubsub_host, _ = self.pubsub()
-        port = free_port()
-        url = f"http://{LOOPBACK}:{port}"
-        container = DockerContainer(image("gcs")).with_command(
-            f"-scheme http -host {LOOPBACK} -port {port} -external-url {url} "
-            f"-public-host {LOOPBACK}:{port} -backend memory -log-level info"
-        )
-        container.with_env("PUBSUB_EMULATOR_HOST", pubsub_host)
-        container.with_env("GOOGLE_CLOUD_PROJECT", self.project_id)
-        native = self._native("gcs", gcs_port=port, pubsub_port=self.ports["pubsub"])
-        return self._serve("gcs", container, native.probe, port, url)
+        self.pubsub()
+        native = self._native("gcs", pubsub_port=self.ports["pubsub"])
+        server = native.server("memory")
+        return self._serve(native, DockerContainer(image("gcs"), env=server.env).with_command(server.argv))
 
     def _start_postgres(self) -> str:
         from testcontainers.community.postgres import PostgresContainer
 
-        port = free_port()
+        native = self._native("postgres")
+        port = native.settings.postgres_port
         container = PostgresContainer(
             image("postgres"),
             port=port,
@@ -171,13 +149,14 @@ class ContainerServices:
             dbname="postgres",
             driver="psycopg",
         )
-        # throwaway: durability off, as the native backend's test clusters
+        # throwaway: durability off, as the native backend's test clusters; not the native
+        # server_options: the official image's entry point needs the Unix socket they turn off
         container.with_env("PGPORT", str(port)).with_command(
             f"postgres -c listen_addresses={LOOPBACK} -c port={port} -c fsync=off "
             "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
         )
         url = f"postgresql+psycopg://postgres:postgres@{LOOPBACK}:{port}/postgres"
-        return self._serve("postgres", container, lambda: _sql_ping(url), port, url)
+        return self._serve(native, container, lambda: _sql_ping(url), url)
 
     # the accessors: start on first request (or after prestart), then the same endpoint
     def kafka(self) -> str:
@@ -212,19 +191,14 @@ class ContainerServices:
         return self._submit(name).result()
 
     def start_all(self, kafka: bool = True) -> dict[str, float]:
-        """Every service side by side (GCS after its Pub/Sub); seconds until each was healthy."""
+        """Every service side by side; seconds until each was healthy."""
         names = ["pubsub", "gcs", "postgres"] + (["kafka"] if kafka else [])
         started = time.monotonic()
-        took: dict[str, float] = {}
         self.prestart(*names)
-        for name in names:
-
-            def took_until(_f: object, n: str = name) -> None:
-                took.setdefault(n, time.monotonic() - started)
-
-            self._futures[name].add_done_callback(took_until)
-        for name in names:
-            self._get(name)
+        took: dict[str, float] = {}
+        for future in as_completed(futures := {self._futures[name]: name for name in names}):
+            future.result()
+            took[futures[future]] = time.monotonic() - started
         return took
 
     def container_ids(self) -> dict[str, str]:
@@ -236,7 +210,7 @@ class ContainerServices:
             futures = list(self._futures.values())
             self._futures.clear()
         for future in futures:
-            future.exception()  # waits; a failed start removed its own container
+            future.exception()  # a failed start removed its own container
         for name in reversed(list(self.containers)):
             self.remove(name)
         self.endpoints.clear()

@@ -1,8 +1,6 @@
-"""Time from nothing to a healthy stack on containers: ``python -m infra.containers.timing``.
-
-Prints seconds for the engine, the images and the four services' start until healthy, then
-removes the containers (and stops the engine only if this run started it).
-"""
+"""Seconds from nothing to a healthy stack on containers (engine, images, services), then the
+containers removed and the engine stopped if this run started it:
+``python -m infra.containers.timing``."""
 
 from __future__ import annotations
 

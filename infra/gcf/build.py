@@ -1,9 +1,6 @@
-"""Build the register function's source archive for Cloud Functions gen2.
-
-The archive holds ``main.py`` (the entry-point shim), the packages the function imports
-(``functions/``, ``obsingest/``, ``schemas/``) and a ``requirements.txt`` with exactly the pins of
-``requirements.lock`` for the function's own dependencies (Beam, astropy and the rest of the
-edge and batch stack stay out of it). Usage: ``python infra/gcf/build.py OUT.zip``.
+"""Build the register function's source archive for Cloud Functions gen2: ``main.py`` (the shim),
+the packages it imports and a ``requirements.txt`` with ``requirements.lock``'s pins of its own
+dependencies only (no Beam, astropy, ...). Usage: ``python infra/gcf/build.py OUT.zip``.
 """
 
 from __future__ import annotations
@@ -47,9 +44,8 @@ def pinned_requirements() -> str:
 
 
 def tracked_files() -> list[str]:
-    out = subprocess.run(
-        ["git", "ls-files", *PACKAGES], cwd=ROOT, check=True, capture_output=True, text=True
-    ).stdout
+    argv = ["git", "ls-files", *PACKAGES]
+    out = subprocess.run(argv, cwd=ROOT, check=True, capture_output=True, text=True).stdout
     return [f for f in out.splitlines() if f.endswith((".py", ".avsc"))]
 
 

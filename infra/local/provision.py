@@ -1,12 +1,10 @@
-"""Idempotent provisioning of the topics, subscriptions, bucket, notification configs, Kafka
-topics and databases the pipeline uses locally (production gets the same from ``infra/terraform``).
-
-One module so the CLI, demo, tests and benchmarks create things alike. Topics come before
-notification configs: GCS publishes only to topics that already exist.
+"""Idempotent provisioning of the local topics, subscriptions, bucket, notifications, Kafka
+topics and databases (production: ``infra/terraform``), shared by the CLI, demo, tests and benchmarks.
 """
 
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -26,9 +24,9 @@ if TYPE_CHECKING:
 
 log = get_logger("obsingest.provision")
 
-#: Kafka record limit of topics that carry whole ~8 MiB chunk records.
+#: Kafka record limit of topics that carry whole ~8 MiB chunk records
 MAX_RECORD_BYTES = 16 * 1024 * 1024
-#: Partitions of a chunks topic: room for several assembler instances.
+#: partitions of a chunks topic: room for several assembler instances
 CHUNK_TOPIC_PARTITIONS = 6
 
 
@@ -98,8 +96,7 @@ class DeliveryPolicy:
 def relay_delivery_policy(
     bus: BusSettings, relay: RelaySettings, dead_letter_topic: str | None = None
 ) -> DeliveryPolicy:
-    """The relay subscription's policy, from the relay's settings (so the relay dead-letters
-    first, with its reason, before the emulator would without one)."""
+    """From the relay's settings, so the relay dead-letters first, with its reason."""
     from obsingest.bus.pubsub import topic_path
 
     topic = dead_letter_topic or relay.dead_letter_topic or bus.objects_dlq_topic
@@ -119,8 +116,7 @@ def ensure_subscription(
     ack_deadline: int = 60,
     policy: DeliveryPolicy | None = None,
 ) -> None:
-    """Create the pull subscription unless it exists; with ``policy``, make an existing one's
-    dead-letter and retry policy match."""
+    """Create the pull subscription unless it exists; an existing one gets ``policy``."""
     from google.api_core import exceptions as api_exceptions
 
     fields = policy.request_fields() if policy else {}
@@ -138,8 +134,8 @@ def ensure_subscription(
 
 
 def subscribe(project: str, topic: str, subscription: str, ack_deadline: int = 10) -> str:
-    """Create the pull subscription on ``topic`` if absent; its path. Create it before
-    publishing: a new subscription sees only later messages."""
+    """The path of the pull subscription on ``topic``, created if absent (before publishing: a
+    new subscription sees only later messages)."""
     from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
 
     from obsingest.bus.pubsub import topic_path
@@ -172,7 +168,8 @@ def ensure_bucket(client: Any, name: str, report: SetupReport) -> Any:
 
 
 def ensure_notification(bucket: Any, project: str, topic: str, prefix: str, report: SetupReport) -> None:
-    """One OBJECT_FINALIZE notification config per prefix ('' = the whole bucket)."""
+    """One OBJECT_FINALIZE notification config per prefix ('' = the whole bucket); the topic
+    must exist first: GCS publishes only to existing topics."""
     from google.cloud.storage.notification import JSON_API_V1_PAYLOAD_FORMAT, OBJECT_FINALIZE_EVENT_TYPE
 
     label = f"notification gs://{bucket.name}/{prefix}* -> {topic}"
@@ -200,19 +197,17 @@ def ensure_kafka_topics(
     report: SetupReport | None = None,
     config: dict[str, str] | None = None,
 ) -> SetupReport:
-    """Create each topic (name -> partitions) unless it exists; wait until created."""
+    """Create each topic (name -> partitions) unless it exists, and wait."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
     report = report or SetupReport()
     admin = AdminClient({"bootstrap.servers": bootstrap})  # referenced until futures resolve
-    futures = admin.create_topics(
-        [
-            NewTopic(name, num_partitions=n, replication_factor=1, config=dict(config or {}))
-            for name, n in partitions.items()
-        ],
-        operation_timeout=30,
-    )
+    topics = [
+        NewTopic(name, num_partitions=n, replication_factor=1, config=dict(config or {}))
+        for name, n in partitions.items()
+    ]
+    futures = admin.create_topics(topics, operation_timeout=30)
     for name, future in futures.items():
         try:
             future.result(timeout=30)
@@ -231,7 +226,7 @@ def create_chunk_topics(bootstrap: str, partitions: dict[str, int]) -> SetupRepo
 
 
 def delete_kafka_topics(bootstrap: str, names: list[str]) -> None:
-    """Delete topics (raises the first failure: callers decide whether leftovers matter)."""
+    """Delete topics; raises the first failure."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -244,7 +239,7 @@ class KafkaNotRunning(ServiceUnavailable, reason="kafka-unavailable"):
 
 
 def require_kafka(bootstrap: str, timeout: float = 5.0) -> None:
-    """Fail clearly, naming the fix, when no broker answers."""
+    """Raise KafkaNotRunning, naming the fix, when no broker answers."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000, "log_level": 0})
@@ -296,10 +291,9 @@ def setup(
     storage_client: Any = None,
     relay: RelaySettings | None = None,
 ) -> SetupReport:
-    """Everything the direct path needs: topics, the two relays' subscriptions (each
-    dead-lettering to its own DLQ), the dead-letter and parked holds, the bucket and its
-    notifications, and Kafka's topics when ``kafka_bootstrap`` is given. Also the repair after
-    an emulator restart lost state (reconcile calls it when its canary stops coming back)."""
+    """Everything the direct path needs: topics, the two relays' subscriptions (each with its
+    own DLQ), the dead-letter and parked holds, the bucket and its notifications, and Kafka's
+    topics with ``kafka_bootstrap``. Also reconcile's repair after an emulator lost its state."""
     from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
 
     from infra.local.relay.settings import RelaySettings
@@ -326,14 +320,10 @@ def setup(
         )
         for topic in topics:
             ensure_topic(publisher, topic_path(project, topic), report)
-        relay = relay or RelaySettings()
-        subscriptions = (  # (subscription, its topic, its delivery policy: each relay's own DLQ)
-            (relay_subscription, bus.objects_topic, relay_delivery_policy(bus, relay, bus.objects_dlq_topic)),
-            (
-                manifest_relay_subscription,
-                bus.exposures_topic,
-                relay_delivery_policy(bus, relay, bus.exposures_dlq_topic),
-            ),
+        relay_policy = functools.partial(relay_delivery_policy, bus, relay or RelaySettings())
+        subscriptions = (  # (subscription, its topic, its delivery policy)
+            (relay_subscription, bus.objects_topic, relay_policy(bus.objects_dlq_topic)),
+            (manifest_relay_subscription, bus.exposures_topic, relay_policy(bus.exposures_dlq_topic)),
             (dlq_subscription(bus), bus.objects_dlq_topic, None),
             (f"{bus.exposures_dlq_topic}{defaults.HOLD_SUFFIX}", bus.exposures_dlq_topic, None),
             (parked_subscription(bus), parked_topic(bus), None),

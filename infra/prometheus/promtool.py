@@ -1,11 +1,7 @@
-"""Build promtool, Prometheus' rule checker, from the Go module proxy: pinned, once, into .cache.
-
-Prometheus ships promtool only in release tarballs, which these machines cannot download; the
-module ``github.com/prometheus/prometheus`` tags 3.x as ``v0.3xx.y`` (v0.316.0 = 3.16.0). Flags
-keep a cold build cheap: ``remove_all_sd`` drops the service discoveries, ``-N -l`` skips the
-optimiser, ``-trimpath -s -w`` shrink the link (figures: infra/prometheus/README.md). Built in a
-scratch directory and moved into place under a lock, so no half-written binary is ever seen.
-Usage: ``python infra/prometheus/promtool.py`` prints the binary's path.
+"""Build promtool, Prometheus' rule checker, from the Go module proxy (release tarballs cannot
+be downloaded here): pinned, once, into .cache; also the Go environment of infra/terraform/checks.
+Built in a scratch directory and moved into place under a lock, so no half-written binary is
+ever seen. Usage: ``python infra/prometheus/promtool.py`` prints the binary's path.
 """
 
 from __future__ import annotations
@@ -23,23 +19,21 @@ PROMETHEUS_MODULE = "github.com/prometheus/prometheus"
 PROMETHEUS_VERSION = "v0.316.0"  # Prometheus 3.16.0
 PROMTOOL_PACKAGE = f"{PROMETHEUS_MODULE}/cmd/promtool"
 PROMETHEUS_RELEASE = "3.16.0"
+#: a cheap cold build (figures: infra/prometheus/README.md): no service discoveries, no
+#: optimiser (a third less compile CPU), no symbol table; the release for `promtool --version`
 BUILD_FLAGS = (
     "-tags=remove_all_sd",
     "-trimpath",
-    # no optimisation or inlining: a third less compile CPU; checking rules stays ~1-3 s
     "-gcflags=all=-N -l",
-    # no symbol table or DWARF (smaller link); the release number for `promtool --version`
     f"-ldflags=-s -w -X github.com/prometheus/common/version.Version={PROMETHEUS_RELEASE}",
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+GO_FALLBACKS = ("/usr/local/go/bin/go", "/usr/lib/go/bin/go")
 
 
 class PromtoolBuildError(RuntimeError):
     """promtool could not be built; the message carries go's output."""
-
-    retriable = False
-    reason = "promtool-build-failed"
 
 
 def cache_dir() -> Path:
@@ -53,12 +47,7 @@ def promtool_path(cache: Path | None = None) -> Path:
 
 
 def go_binary() -> str:
-    for candidate in (
-        os.environ.get("OBSINGEST_STACK_GO", ""),
-        shutil.which("go") or "",
-        "/usr/local/go/bin/go",
-        "/usr/lib/go/bin/go",
-    ):
+    for candidate in (os.environ.get("OBSINGEST_STACK_GO"), shutil.which("go"), *GO_FALLBACKS):
         if candidate and Path(candidate).exists():
             return candidate
     raise PromtoolBuildError("go not found (install Go >= 1.26, or set OBSINGEST_STACK_GO)")
@@ -80,28 +69,22 @@ def go_env(cache: Path, gobin: Path) -> dict[str, str]:
 
 
 def fetch(cache: Path | None = None, nice: int = 0) -> Path:
-    """The pinned promtool, built on first use. Raises PromtoolBuildError with go's output.
-    ``nice`` > 0 builds at a lower CPU priority (a background build beside other work)."""
+    """The pinned promtool, built on first use (at CPU priority ``nice``)."""
     cache = cache or cache_dir()
     binary = promtool_path(cache)
     if binary.exists():
         return binary
     binary.parent.parent.mkdir(parents=True, exist_ok=True)
     with open(binary.parent.parent / f".promtool-{PROMETHEUS_VERSION}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it right now
+        fcntl.flock(lock, fcntl.LOCK_EX)
         if binary.exists():
             return binary
         with tempfile.TemporaryDirectory(dir=binary.parent.parent) as scratch:
             target = f"{PROMTOOL_PACKAGE}@{PROMETHEUS_VERSION}"
             argv = [go_binary(), "install", *BUILD_FLAGS, target]
+            env, renice = go_env(cache, Path(scratch)), (lambda: os.nice(nice)) if nice > 0 else None
             started = time.monotonic()
-            result = subprocess.run(
-                argv,
-                env=go_env(cache, Path(scratch)),
-                capture_output=True,
-                text=True,
-                preexec_fn=(lambda: os.nice(nice)) if nice > 0 else None,
-            )
+            result = subprocess.run(argv, env=env, capture_output=True, text=True, preexec_fn=renice)
             if result.returncode != 0:
                 raise PromtoolBuildError(
                     f"`{' '.join(argv)}` failed after {time.monotonic() - started:.0f} s:\n"

@@ -1,8 +1,5 @@
 """Pub/Sub push for emulators, which never push: pull a subscription, POST each message as push
-would, ack on 2xx, nack with backoff otherwise, dead-letter after N attempts.
-
-``policy`` decides (pure), ``loop`` runs the relay, ``push`` and ``dead_letter`` are the edges,
-``wiring`` builds them on Pub/Sub, ``main`` is the process (``obsingest relay``).
+would, ack on 2xx, nack with backoff otherwise, dead-letter after N attempts (``obsingest relay``).
 """
 
 from infra.local.relay.loop import Relay

@@ -1,9 +1,6 @@
 """The relay loop: pull -> push -> ack / nack with backoff / dead-letter (policy in ``policy``).
-
-The emulator has no push delivery, so the relay does what Pub/Sub push would: POST a push
-envelope, 2xx acks, anything else nacks with backoff until ``max_attempts``, then the message
-goes to the dead-letter topic with its reason and is acked, so one poisoned message never
-blocks the subscription. The three edges are protocols, so decisions are unit-tested with fakes.
+A dead-lettered message is acked, so one poisoned message never blocks the subscription. The
+three edges are protocols, so decisions are unit-tested with fakes.
 """
 
 from __future__ import annotations
@@ -58,7 +55,6 @@ class Relay:
         metrics: Metrics | None = None,
     ) -> None:
         self.source = source
-        #: where this relay counts (the process's: ``get_metrics()``; else a registry of its own)
         self.metrics = metrics or private_metrics()
         self._pulled = self.metrics.counter(COMPONENT, "pulled")
         self.target = target
@@ -67,15 +63,13 @@ class Relay:
         self.subscription_path = subscription_path or self.settings.subscription
         self._clock = clock
         self._lock = threading.Lock()
-        #: failed pushes per message id; a fallback to Pub/Sub's ``delivery_attempt`` (counted
-        #: when the subscription has a dead-letter policy, so it survives a relay restart)
+        #: failed pushes per message id, where Pub/Sub's ``delivery_attempt`` is not counted
         self._attempts: dict[str, int] = {}
         self._in_flight = 0
         self._last_activity = clock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None
-        #: with ``start`` and ``ack_linger``: acks waiting for the batch they share
         self._acks: AckBatcher | None = None
 
     def handle(self, delivery: Delivery) -> Action:
@@ -90,6 +84,7 @@ class Relay:
             attempts = max(attempts, delivery.delivery_attempt)
             self._attempts[delivery.message_id] = attempts
         action = decide(result, attempts, self.settings.max_attempts)
+        delay = backoff_seconds(attempts, self.settings.min_backoff, self.settings.max_backoff)
         fields = {
             "message_id": delivery.message_id,
             "object": delivery.attributes.get("objectId"),
@@ -105,7 +100,6 @@ class Relay:
             self._count("delivered")
             log_event(log, "relay.acked", logging.DEBUG, **fields)
         elif action is Action.NACK:
-            delay = backoff_seconds(attempts, self.settings.min_backoff, self.settings.max_backoff)
             self._settle(lambda: self.source.nack([delivery.ack_id], delay), fields)
             self._count("retried")
             log_event(log, "relay.nacked", logging.WARNING, delay_s=delay, error=result.describe(), **fields)
@@ -114,7 +108,6 @@ class Relay:
             try:
                 self.dead_letters.publish(delivery.data, attrs)
             except Exception as exc:  # DLQ down: keep the message, try again later
-                delay = backoff_seconds(attempts, self.settings.min_backoff, self.settings.max_backoff)
                 self.source.nack([delivery.ack_id], delay)
                 log_event(log, "relay.dead_letter_failed", logging.ERROR, error=str(exc), **fields)
                 return Action.NACK
@@ -128,15 +121,14 @@ class Relay:
         self.metrics.ccd(COMPONENT, outcome, reason=reason)
 
     def counts(self) -> dict[str, int]:
-        """Messages pulled, acked, nacked and dead-lettered, read from the metrics."""
+        """Messages pulled, acked, nacked and dead-lettered (from the metrics)."""
         m = self.metrics
         return {"pulled": m.count(COMPONENT, "pulled")} | {
             name: m.count(COMPONENT, outcome) for name, outcome in COUNTS.items()
         }
 
     def _settle(self, call: Callable[[], None], fields: dict[str, Any]) -> None:
-        """Ack or nack; a failure is logged, not raised: the message comes back after its ack
-        deadline, which idempotent effects absorb."""
+        """Ack or nack; a failure is only logged: the message comes back after its deadline."""
         try:
             call()
         except Exception as exc:
@@ -147,7 +139,7 @@ class Relay:
             self._attempts.pop(message_id, None)
 
     def run_once(self, timeout: float = 1.0) -> int:
-        """Pull one batch and handle it (concurrently), waiting for all; returns its size."""
+        """Pull one batch and handle it concurrently; returns its size."""
         deliveries = self.source.pull(self.settings.max_messages, timeout)
         with self._lock:
             self._pulled.inc(len(deliveries))
@@ -155,12 +147,9 @@ class Relay:
             return 0
         with ThreadPoolExecutor(self.settings.concurrency) as pool:
             list(pool.map(self.handle, deliveries))
-        self._touch()
-        return len(deliveries)
-
-    def _touch(self) -> None:
         with self._lock:
             self._last_activity = self._clock()
+        return len(deliveries)
 
     def _settle_async(self, delivery: Delivery) -> None:
         try:
@@ -175,7 +164,7 @@ class Relay:
                 self._last_activity = self._clock()
 
     def start(self) -> Relay:
-        """Relay in a background thread until ``stop``: messages are pushed as they come."""
+        """Relay in a background thread until ``stop``."""
         self._pool = ThreadPoolExecutor(self.settings.concurrency, thread_name_prefix="relay-push")
         if self.settings.ack_linger > 0:
             self._acks = AckBatcher(self.source, self.settings.ack_linger).start()
@@ -235,13 +224,12 @@ class Relay:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
         if self._acks is not None:
-            self._acks.stop()  # what is still waiting is acked now
+            self._acks.stop()  # acks what still waits
 
 
 class AckBatcher:
-    """Acks of the background relay, sent together: what came within ``linger`` seconds of the
-    first goes in one acknowledge call (at most ``max_batch``; Pub/Sub takes 2,500). A failed
-    call is logged: its messages come back after their ack deadline."""
+    """The background relay's acks, sent together: what came within ``linger`` seconds of the
+    first goes in one acknowledge call (at most ``max_batch``; Pub/Sub takes 2,500)."""
 
     def __init__(self, source: PullSource, linger: float, max_batch: int = 1000) -> None:
         self.source = source
@@ -250,7 +238,6 @@ class AckBatcher:
         self._ids: list[str] = []
         self._sending = 0
         self._cond = threading.Condition()
-        self._stopping = False
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="relay-acks", daemon=True)
 
@@ -260,7 +247,6 @@ class AckBatcher:
 
     @property
     def pending(self) -> int:
-        """Ack ids queued or in the call being sent."""
         with self._cond:
             return len(self._ids) + self._sending
 
@@ -271,21 +257,20 @@ class AckBatcher:
 
     def stop(self) -> None:
         with self._cond:
-            self._stopping = True
+            self._stopped.set()
             self._cond.notify()
-        self._stopped.set()
         self._thread.join(timeout=30)
 
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._ids and not self._stopping:
+                while not self._ids and not self._stopped.is_set():
                     self._cond.wait()
                 if not self._ids:
                     return  # stopping, nothing left
-                linger = not self._stopping
+                linger = not self._stopped.is_set()
             if linger:
-                self._stopped.wait(self.linger)  # let the burst's other acks join (not at stop)
+                self._stopped.wait(self.linger)  # let the burst's other acks join
             with self._cond:
                 batch, self._ids = self._ids[: self.max_batch], self._ids[self.max_batch :]
                 self._sending = len(batch)

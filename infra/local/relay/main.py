@@ -26,10 +26,8 @@ def run(settings: RelaySettings, until_idle: float = 0.0) -> dict[str, int]:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     relay.start()
     try:
-        while not stop.is_set():
-            stop.wait(0.2)
-            idle = relay.pending_retries == 0 and relay.idle_for() >= until_idle
-            if until_idle and idle:
+        while not stop.wait(0.2):
+            if until_idle and relay.pending_retries == 0 and relay.idle_for() >= until_idle:
                 break
     except KeyboardInterrupt:
         pass

@@ -1,6 +1,6 @@
-"""The relay's delivery policy as pure functions: what an endpoint's answer means (ack, nack
-with backoff, dead-letter), the push envelope and the dead-letter attributes. Pub/Sub push
-semantics, so a function behaves the same behind the relay and behind real Pub/Sub push."""
+"""The relay's delivery policy as pure functions with Pub/Sub push semantics (so a function
+behaves the same behind either): ack / nack with backoff / dead-letter, the envelope, the
+dead-letter attributes."""
 
 from __future__ import annotations
 

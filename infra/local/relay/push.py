@@ -1,6 +1,5 @@
-"""Where the relay pushes: the function's URL over HTTP (as production), or, for the demo and
-tests, the same entry point called in this process with a request-shaped object.
-"""
+"""Where the relay pushes: the function's URL over HTTP, or (demo, tests) the same entry point
+called in this process with a request-shaped object."""
 
 from __future__ import annotations
 
@@ -12,12 +11,9 @@ from infra.local.relay.policy import PushResult
 
 
 class HttpPushTarget:
-    """POST the envelope as JSON, optionally with a Google-signed OIDC ID token.
-
-    One urllib3 pool, the environment (proxy, CA bundle, ``.netrc``) resolved once: a requests
-    session re-reads it per request, which cost more CPU than the push. Redirects are not
-    followed: Pub/Sub push counts only a 2xx as delivered.
-    """
+    """POST the envelope as JSON, optionally with a Google-signed OIDC ID token. One urllib3 pool,
+    the environment (proxy, CA bundle, ``.netrc``) resolved once: a requests session re-reads it
+    per request, costlier than the push. No redirects: Pub/Sub push counts only a 2xx."""
 
     def __init__(self, url: str, *, timeout: float = 30.0, oidc_audience: str = "") -> None:
         import urllib3
@@ -37,7 +33,7 @@ class HttpPushTarget:
         self._credentials: Any = None
 
     def _bearer(self) -> str | None:
-        """An ID token for the audience, refreshed by google-auth when close to expiry."""
+        """An ID token for the audience, refreshed by google-auth near expiry."""
         if not self.oidc_audience:
             return None
         import google.auth.transport.requests

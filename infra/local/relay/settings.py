@@ -1,9 +1,9 @@
 """``OBSINGEST_RELAY_*``: how the emulator push relay pulls, pushes and gives up.
 
-The delivery policy mirrors a Pub/Sub push subscription's, within its limits, with production's
-defaults (``infra/terraform``): 10 attempts, backoff 1 s doubling to 60 s, i.e. 243 s of
-redeliveries, so a few minutes' outage costs no dead letter. The relay accepts 1..100 attempts
-(Pub/Sub at least 5) so a test can dead-letter fast; the relay then always gives up first.
+The delivery policy is a Pub/Sub push subscription's with production's defaults
+(``infra/terraform``): 10 attempts, backoff 1 s doubling to 60 s (243 s of redeliveries: a few
+minutes' outage costs no dead letter). The relay accepts 1..100 attempts (Pub/Sub at least 5)
+so a test can dead-letter fast; the relay then always gives up first.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from obsingest import defaults
 
-#: Pub/Sub's own limits on a subscription's delivery policy (dead_letter_policy, retry_policy).
+#: Pub/Sub's own limits on a subscription's delivery policy
 PUBSUB_MIN_DELIVERY_ATTEMPTS = 5
 PUBSUB_MAX_DELIVERY_ATTEMPTS = 100
 PUBSUB_MAX_BACKOFF_SECONDS = 600.0
@@ -31,20 +31,16 @@ class RelaySettings(BaseSettings):
     #: several instances of the function (``OBSINGEST_RELAY_PUSH_URLS='["http://a/", ...]'``),
     #: failing over at once (``spread.py``); empty: ``push_url`` alone
     push_urls: tuple[str, ...] = ()
-    #: an instance that did not answer is passed over this long (doubling, at most
-    #: ``failover_max_cooldown``), then probed by one delivery at a time
+    #: an instance that did not answer is passed over this long (doubling, at most the max)
     failover_cooldown: float = Field(default=0.5, ge=0)
     failover_max_cooldown: float = Field(default=2.0, ge=0)
-    #: where given-up messages go (empty: the bus's objects dead-letter topic; the manifests
-    #: relay on ``exposures-relay`` uses ``exposures-dlq``, which nothing redrives to objects)
+    #: where given-up messages go (empty: the bus's objects dead-letter topic)
     dead_letter_topic: str = ""
     #: pushes of one message before it is dead-lettered (Pub/Sub: max_delivery_attempts)
     max_attempts: int = Field(default=defaults.RELAY_MAX_ATTEMPTS, ge=1, le=PUBSUB_MAX_DELIVERY_ATTEMPTS)
-    #: nack backoff: the message is redelivered after min(max, min * 2**(attempt-1)) seconds
-    #: (Pub/Sub: retry_policy minimum_backoff / maximum_backoff)
+    #: nack backoff: redelivery after min(max, min * 2**(attempt-1)) seconds (Pub/Sub: retry_policy)
     min_backoff: float = Field(default=1.0, ge=0, le=PUBSUB_MAX_BACKOFF_SECONDS)
     max_backoff: float = Field(default=60.0, ge=0, le=PUBSUB_MAX_BACKOFF_SECONDS)
-    #: pushes in flight at once
     concurrency: int = Field(default=defaults.RELAY_CONCURRENCY, ge=1)
     max_messages: int = Field(default=32, ge=1)
     #: an ack waits up to this long to share one acknowledge call with others; 0: each at once

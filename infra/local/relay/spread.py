@@ -1,14 +1,11 @@
 """Push to several instances of the function, round-robin; when one does not answer, deliver
-to the next at once (no backoff) instead of waiting out the relay's backoff and its restart.
+to the next at once instead of waiting out the relay's backoff and the instance's restart.
 
 A dead instance is passed over for ``cooldown`` seconds (doubling while it stays dead, up to
 ``max_cooldown``), then probed by one delivery at a time (half-open circuit), so a restarting
-instance never holds many CCDs. Only a probe's failure doubles the cooldown: the pushes in
-flight when it died count as one failure.
-
-Only "this instance could not take it" fails over: no response, or 502/504 from a proxy. A 503
-(registry unavailable; another instance would say the same), a 4xx or 500 are the relay's to
-decide. Production: Pub/Sub push to Cloud Functions with ``min_instance_count`` >= 2.
+instance never holds many CCDs; the pushes in flight when it died count as one failure. Only
+no response or a proxy's 502/504 fail over: a 503 (registry down: another instance would say
+the same), 4xx or 500 are the relay's to decide.
 """
 
 from __future__ import annotations
@@ -69,7 +66,7 @@ class SpreadPushTarget:
         self.failovers = 0
 
     def order(self) -> list[int]:
-        """This delivery's instances: round-robin, cooling-down ones last (a probed one first)."""
+        """A delivery's instances: round-robin, cooling-down ones last (a probed one first)."""
         return self._plan(claim=False)[0]
 
     def _plan(self, claim: bool = True) -> tuple[list[int], int | None]:
@@ -109,17 +106,11 @@ class SpreadPushTarget:
                     result = PushResult(None, error=f"{type(exc).__name__}: {exc}")
                 took = self.clock() - started
                 if took > SLOW_PUSH_SECONDS:
-                    log_event(
-                        log,
-                        "relay.slow_push",
-                        logging.INFO,
-                        instance=index,
-                        seconds=round(took, 3),
-                        probe=index == probe,
-                        status=result.status,
-                    )
+                    slow = {"instance": index, "seconds": round(took, 3), "probe": index == probe}
+                    log_event(log, "relay.slow_push", logging.INFO, status=result.status, **slow)
                 if not instance_failed(result):
-                    self._up(index)
+                    with self._lock:
+                        self._down.pop(index, None)
                     return result
                 self._failed(index, started)
             return result
@@ -127,10 +118,6 @@ class SpreadPushTarget:
             if probe is not None:
                 with self._lock:
                     self._probing.discard(probe)
-
-    def _up(self, index: int) -> None:
-        with self._lock:
-            self._down.pop(index, None)
 
     def _failed(self, index: int, started: float) -> None:
         """Mark ``index`` down, or longer; a push started before it was marked down adds nothing."""

@@ -1,5 +1,4 @@
-"""Build a relay on Pub/Sub from settings: the one place that picks the relay's concrete edges
-(used by ``obsingest relay``, the demo on the local stack, tests and benchmarks)."""
+"""Build a relay on Pub/Sub from settings: the one place that picks the relay's concrete edges."""
 
 from __future__ import annotations
 
@@ -42,9 +41,8 @@ def push_target(settings: RelaySettings) -> Any:
 def build_relay(
     settings: RelaySettings, bus: BusSettings, target: Any = None, metrics: Metrics | None = None
 ) -> Relay:
-    """A relay on the settings' subscription, pushing to ``target`` (default: HTTP push URL),
-    counting into ``metrics`` (the relay process passes ``get_metrics()``; by default a registry
-    of its own, so relays built one after another in one process count apart)."""
+    """A relay on the settings' subscription, pushing to ``target`` (default: the HTTP push URL),
+    counting into ``metrics`` (default: a registry of its own, so relays in one process count apart)."""
     from infra.local.relay.dead_letter import PubSubDeadLetter
     from obsingest.bus.pull import PubSubPullSource
     from obsingest.metrics import private_metrics

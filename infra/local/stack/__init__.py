@@ -1,8 +1,5 @@
-"""The local service stack: real Kafka, Pub/Sub, GCS and PostgreSQL as native processes.
-
-``obsingest stack up|down|status|env|fetch`` and the integration-test fixtures drive it; see
-``infra/local/`` for the pinned artefacts (Kafka pom, the pstest server) and the compose file.
-"""
+"""The local service stack: real Kafka, Pub/Sub, GCS and PostgreSQL as native processes,
+driven by ``obsingest stack`` and the integration-test fixtures."""
 
 from __future__ import annotations
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import fcntl
 import logging
 import signal
+import subprocess
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from infra.local.stack import process
 from infra.local.stack.errors import StackError
@@ -25,7 +26,7 @@ _log = get_logger("obsingest.stack")
 
 @contextmanager
 def artefact_lock(cache_dir: Path, name: str) -> Iterator[None]:
-    """Hold the cache's ``flock`` for artefact ``name``, so concurrent processes build it once."""
+    """The cache's ``flock`` for artefact ``name``, so concurrent processes build it once."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     with open(cache_dir / f".fetch-{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -56,12 +57,14 @@ class Service(ABC):
     """One local service. Subclasses say how to fetch, prepare, launch and probe it."""
 
     name: ClassVar[str]
+    #: the settings fields of the TCP ports it listens on (checked free before start; the
+    #: container backend gives each a free port); the first is the clients' endpoint
+    port_fields: ClassVar[tuple[str, ...]]
     stop_signal: ClassVar[int] = signal.SIGTERM
     stop_timeout: ClassVar[float] = 20.0
 
     def __init__(self, settings: StackSettings, owner: Owner | None = None) -> None:
         self.settings = settings
-        #: recorded in the pid file at start; ``stop`` stops only what this owner may stop
         self.owner = owner or Owner.shared()
         #: the last record found dead by :meth:`record` (its owner passes to a restarted one)
         self.stale: PidRecord | None = None
@@ -82,20 +85,17 @@ class Service(ABC):
     def env(self) -> dict[str, str]:
         """Environment variables clients need to reach this service."""
 
-    @abstractmethod
     def ports(self) -> list[int]:
-        """TCP ports the service listens on (checked free before start)."""
+        return [getattr(self.settings, field) for field in self.port_fields]
 
     @property
-    @abstractmethod
     def endpoint(self) -> str:
-        """Human-readable address for status output."""
+        return f"{self.settings.host}:{self.ports()[0]}"
 
     def prepare(self) -> None:  # noqa: B027 - optional hook
         """One-time data initialisation (format storage, initdb); default: nothing."""
 
     def fetch_once(self) -> None:
-        """``fetch`` under the cache's lock for this service (``artefact_lock``)."""
         with artefact_lock(self.settings.cache_dir, self.name):
             self.fetch()
 
@@ -109,6 +109,13 @@ class Service(ABC):
 
     def log_tail(self, lines: int = 40) -> str:
         return process.tail(self.log_path, lines)
+
+    def run_logged(self, argv: list[str], what: str, **kwargs: Any) -> None:
+        """A one-off step (format, initdb) into the service's log; StackError with its tail."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            if subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, **kwargs).returncode:
+                raise StackError(self.name, f"{what} failed", self.log_tail())
 
     def record(self) -> PidRecord | None:
         """The pid record of our running instance, or None (stale records are removed)."""
@@ -125,7 +132,6 @@ class Service(ABC):
         return self.record() is not None
 
     def healthy(self) -> bool:
-        """True if the service answers a real request right now."""
         return self._probe_error() is None
 
     def _probe_error(self) -> str | None:
@@ -137,8 +143,7 @@ class Service(ABC):
         return None
 
     def elsewhere(self) -> str | None:
-        """Why the recorded instance cannot serve these settings (it listens on other ports), or
-        None; else a second configuration sharing the run directory waits on its own ports."""
+        """Why our recorded instance cannot serve these settings (it listens on other ports)."""
         rec = self.record()
         if rec is None or not _moved(rec, self.ports()):
             return None
@@ -195,16 +200,13 @@ class Service(ABC):
                 self.pid_path.unlink(missing_ok=True)
                 raise StackError(self.name, "process exited during start-up", self.log_tail())
             if time.monotonic() > deadline:
-                raise StackError(
-                    self.name,
-                    f"not healthy after {timeout:.0f} s (last probe error: {last!r})",
-                    self.log_tail(),
-                )
+                why = f"not healthy after {timeout:.0f} s (last probe error: {last!r})"
+                raise StackError(self.name, why, self.log_tail())
             time.sleep(0.2)
 
     def stop(self) -> bool:
-        """Stop our instance's process group, if our owner may; True if one was stopped.
-        Every call, refused or not, leaves a line in ``stops.log``."""
+        """Stop our instance's process group, if our owner may; True if one was stopped. Every
+        call, refused or not, leaves a line in ``stops.log``."""
         rec = process.read_pid_file(self.pid_path)
         if rec is None:
             log_stop(self.settings.run_dir, self.owner, self.name, None, "nothing recorded")
@@ -212,14 +214,8 @@ class Service(ABC):
         allowed, why = may_stop(self.owner, rec)
         if not allowed:
             log_stop(self.settings.run_dir, self.owner, self.name, rec, f"refused: {why}")
-            log_event(
-                _log,
-                "stack.service.stop_refused",
-                logging.WARNING,
-                service=self.name,
-                pid=rec.pid,
-                reason=why,
-            )
+            refused = {"service": self.name, "pid": rec.pid, "reason": why}
+            log_event(_log, "stack.service.stop_refused", logging.WARNING, **refused)
             return False
         log_stop(self.settings.run_dir, self.owner, self.name, rec, f"stopping ({why})")
         was_running = process.stop_record(rec, self.stop_signal, self.stop_timeout)
@@ -235,17 +231,10 @@ class Service(ABC):
         detail = error or ""
         if rec is not None and _moved(rec, self.ports()):
             detail = f"ours listens on {rec.ports}, configured {self.ports()}"
-        return ServiceStatus(
-            name=self.name,
-            running=rec is not None,
-            healthy=error is None,
-            pid=rec.pid if rec else None,
-            endpoint=self.endpoint,
-            detail=detail,
-        )
+        pid = rec.pid if rec else None
+        return ServiceStatus(self.name, rec is not None, error is None, pid, self.endpoint, detail)
 
 
 def _moved(rec: PidRecord, ports: list[int]) -> bool:
-    """The recorded instance listens on other ports than ``ports`` (a record without ports,
-    written before they were kept, is taken at its word)."""
+    """The recorded instance listens on other ports (a record without ports is taken at its word)."""
     return bool(rec.ports) and sorted(rec.ports) != sorted(ports)

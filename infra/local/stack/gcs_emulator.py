@@ -15,6 +15,7 @@ from infra.local.stack.settings import FAKE_GCS_SERVER_MODULE, FAKE_GCS_SERVER_V
 
 class Gcs(Service):
     name = "gcs"
+    port_fields = ("gcs_port",)
 
     @property
     def binary(self) -> Path:
@@ -22,18 +23,11 @@ class Gcs(Service):
         return self.settings.cache_dir / "bin" / build / "fake-gcs-server"
 
     @property
-    def url(self) -> str:
+    def endpoint(self) -> str:
         return f"http://{self.settings.host}:{self.settings.gcs_port}"
 
-    @property
-    def endpoint(self) -> str:
-        return self.url
-
-    def ports(self) -> list[int]:
-        return [self.settings.gcs_port]
-
     def env(self) -> dict[str, str]:
-        return {"STORAGE_EMULATOR_HOST": self.url}
+        return {"STORAGE_EMULATOR_HOST": self.endpoint}
 
     def fetch(self) -> None:
         """``go install`` the pinned fake-gcs-server into the cache, once."""
@@ -42,20 +36,24 @@ class Gcs(Service):
         module = f"{FAKE_GCS_SERVER_MODULE}@{FAKE_GCS_SERVER_VERSION}"
         run_go(self.settings, self.name, ["install", module], gobin=self.binary.parent)
 
-    def launch(self) -> Launch:
+    def server(self, backend: str) -> Launch:
+        """The server's flags (no program) and environment, shared with the container backend."""
         s = self.settings
-        root = s.data_dir(self.name) / "storage"
-        root.mkdir(parents=True, exist_ok=True)
-        argv = [str(self.binary), "-scheme", "http", "-host", s.host, "-port", str(s.gcs_port)]
-        argv += ["-external-url", self.url, "-public-host", f"{s.host}:{s.gcs_port}"]
-        argv += ["-backend", s.gcs_backend, "-filesystem-root", str(root), "-log-level", "info"]
+        argv = ["-scheme", "http", "-host", s.host, "-port", str(s.gcs_port), "-external-url", self.endpoint]
+        argv += ["-public-host", f"{s.host}:{s.gcs_port}", "-backend", backend, "-log-level", "info"]
         env = {
             "PUBSUB_EMULATOR_HOST": f"{s.host}:{s.pubsub_port}",
             "GOOGLE_CLOUD_PROJECT": s.pubsub_project_id,
         }
         return Launch(argv=argv, env=env)
 
+    def launch(self) -> Launch:
+        root = self.settings.data_dir(self.name) / "storage"
+        root.mkdir(parents=True, exist_ok=True)
+        server = self.server(self.settings.gcs_backend)
+        return Launch([str(self.binary), *server.argv, "-filesystem-root", str(root)], server.env)
+
     def probe(self) -> None:
         """A bucket list over the JSON API, as the storage client does."""
-        resp = requests.get(f"{self.url}/storage/v1/b", params={"project": "probe"}, timeout=2)
+        resp = requests.get(f"{self.endpoint}/storage/v1/b", params={"project": "probe"}, timeout=2)
         resp.raise_for_status()

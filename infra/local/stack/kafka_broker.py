@@ -56,18 +56,18 @@ def render_server_properties(settings: StackSettings, log_dir: Path | None) -> s
     }
     if log_dir is not None:
         props["log.dirs"] = str(log_dir)
-    lines = ["# written by obsingest stack; edit StackSettings instead"]
-    lines += [f"{k}={v}" for k, v in props.items()]
-    return "\n".join(lines) + "\n"
+    header = "# written by obsingest stack; edit StackSettings instead\n"
+    return header + "".join(f"{k}={v}\n" for k, v in props.items())
 
 
 def new_cluster_id() -> str:
-    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding (as random-uuid)."""
+    """16 random bytes, URL-safe base64 without padding (as kafka-storage random-uuid)."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 class Kafka(Service):
     name = "kafka"
+    port_fields = ("kafka_port", "kafka_controller_port")
     stop_timeout = 30.0
 
     @property
@@ -78,18 +78,11 @@ class Kafka(Service):
     def libs(self) -> Path:
         return self.home / "libs"
 
-    @property
-    def endpoint(self) -> str:
-        return f"{self.settings.host}:{self.settings.kafka_port}"
-
-    def ports(self) -> list[int]:
-        return [self.settings.kafka_port, self.settings.kafka_controller_port]
-
     def env(self) -> dict[str, str]:
         return {"KAFKA_BOOTSTRAP_SERVERS": self.endpoint}
 
     def fetch(self) -> None:
-        """Copy the broker's runtime dependency closure from Maven Central, once."""
+        """The broker's runtime dependency closure from Maven Central, once."""
         stamp = self.libs / ".complete"
         if stamp.exists():
             return
@@ -138,17 +131,13 @@ class Kafka(Service):
             return
         argv = [*self._jvm(), "kafka.tools.StorageTool", "format", "--config", str(self.config_path)]
         argv += ["--cluster-id", new_cluster_id(), "--ignore-formatted"]
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            result = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT)
-        if result.returncode != 0:
-            raise StackError(self.name, "kafka storage format failed", self.log_tail())
+        self.run_logged(argv, "kafka storage format")
 
     def launch(self) -> Launch:
         return Launch(argv=[*self._jvm(), "kafka.Kafka", str(self.config_path)], env={})
 
     def probe(self) -> None:
-        """A metadata request through librdkafka, as every client will make."""
+        """A metadata request through librdkafka, as every client makes."""
         from confluent_kafka.admin import AdminClient
 
         if not port_open(self.settings.host, self.settings.kafka_port):
@@ -162,14 +151,9 @@ class Kafka(Service):
 def properties_to_docker_env(properties: str, drop: tuple[str, ...] = ("log.dirs",)) -> dict[str, str]:
     """server.properties as the apache/kafka image's ``KAFKA_*`` variables (``KAFKA_A_B`` is
     ``a.b``; ``__`` a literal underscore, ``___`` a dash), for the Testcontainers backend."""
-    env: dict[str, str] = {}
-    for raw in properties.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, value = line.split("=", 1)
-        if key in drop:
-            continue
-        name = key.replace("_", "__").replace("-", "___").replace(".", "_").upper()
-        env[f"KAFKA_{name}"] = value
-    return env
+    pairs = [line.strip().split("=", 1) for line in properties.splitlines() if "=" in line]
+    return {
+        "KAFKA_" + key.replace("_", "__").replace("-", "___").replace(".", "_").upper(): value
+        for key, value in pairs
+        if not key.startswith("#") and key not in drop
+    }

@@ -1,15 +1,10 @@
 """Who may stop a service: the owner recorded when it was started, and a log of every stop asked.
 
 A run directory's path outlives its process (a killed session's checkout cloned again, a fork),
-so every pid record names its owner and ``Service.stop`` stops a record only for that owner:
-
-- ``Owner.shared()``: the stack of ``obsingest stack up`` (and benchmarks, demo), one well-known
-  token; also stops records whose owner exited and records written before owners existed.
-- ``Owner.private(label)``: a test session's or ``PrivateStack``'s fresh token.
-- A process other than the one the ``Owner`` was made in (a fork) stops nothing.
-
-Every stop asked is one JSON line in ``<run_dir>/stops.log`` (who, which record, outcome), so a
-stack stopped under someone's feet names the culprit.
+so ``Service.stop`` stops a record only for its owner: ``Owner.shared()`` (``obsingest stack
+up``, benchmarks, demo; also records whose owner exited or that name none) or a test session's
+``Owner.private(label)``; a forked process stops nothing. Every stop asked is one JSON line in
+``<run_dir>/stops.log``, so a stack stopped under someone's feet names the culprit.
 """
 
 from __future__ import annotations
@@ -31,10 +26,8 @@ if TYPE_CHECKING:
 
 #: the token of the shared stack (``obsingest stack up``); records without an owner count as it
 SHARED_TOKEN = "obsingest-stack"
-#: the stop log's file name inside the run directory
 STOP_LOG = "stops.log"
-#: how many calling frames a stop log line keeps
-CALLER_FRAMES = 8
+CALLER_FRAMES = 8  # of the asker, in a stop log line
 
 
 @dataclass(frozen=True)
@@ -60,24 +53,16 @@ class Owner:
         return os.getpid() == self.pid
 
 
-def record_owner_alive(record: PidRecord) -> bool:
-    """True if the process that started ``record``'s service still runs (recycled pid: no)."""
-    if record.owner_pid is None:
-        return False
-    if not process.pid_alive(record.owner_pid):
-        return False
-    ticks = process.process_start_ticks(record.owner_pid)
-    return record.owner_start_ticks is None or ticks == record.owner_start_ticks
-
-
 def may_stop(owner: Owner, record: PidRecord) -> tuple[bool, str]:
-    """(allowed, why): the rule of the module docstring, for one record."""
+    """(allowed, why): the module docstring's rule."""
     if not owner.in_this_process:
         return False, f"asked from pid {os.getpid()}, not the owner's process {owner.pid}"
     recorded = record.owner or SHARED_TOKEN
     if recorded == owner.token:
         return True, "own"
-    if owner.token == SHARED_TOKEN and not record_owner_alive(record):
+    if owner.token == SHARED_TOKEN and (
+        record.owner_pid is None or not process.alive(record.owner_pid, record.owner_start_ticks)
+    ):
         return True, f"orphan: its owner {recorded} (pid {record.owner_pid}) has exited"
     return False, f"owned by {recorded} (pid {record.owner_pid}), not by {owner.token}"
 

@@ -1,19 +1,18 @@
-"""PostgreSQL 15 from Debian: a cluster in the run directory, durable unless told otherwise.
+"""PostgreSQL 15 from Debian: a cluster in the run directory.
 
 Durable by default: the registry acks a notification only after its commit, so a commit lost in
-a crash would be a CCD announced, then gone. ``OBSINGEST_STACK_POSTGRES_DURABLE=false`` trades
-that for speed in throwaway test clusters. As root the cluster runs as an unprivileged user
-(``postgres`` or ``nobody``); no Unix sockets (deep checkouts overflow sun_path). A postmaster
-restarted behind our back (``pg_ctl restart``) is adopted from its ``postmaster.pid``.
+a crash would be a CCD announced, then gone (``OBSINGEST_STACK_POSTGRES_DURABLE=false``: speed
+for throwaway test clusters). As root the cluster runs as an unprivileged user; no Unix sockets
+(deep checkouts overflow sun_path). A postmaster restarted by ``pg_ctl restart`` is adopted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
 import signal
-import subprocess
 from pathlib import Path
 
 from infra.local.stack import process
@@ -28,14 +27,9 @@ def run_as_user(configured: str) -> str | None:
     """OS user to own and run the cluster: None when we are not root (run as ourselves)."""
     if os.geteuid() != 0:
         return None
-    for candidate in (configured, "postgres", "nobody"):
-        if not candidate:
-            continue
-        try:
-            pwd.getpwnam(candidate)
-        except KeyError:
-            continue
-        return candidate
+    for candidate in filter(None, (configured, "postgres", "nobody")):
+        with contextlib.suppress(KeyError):
+            return pwd.getpwnam(candidate).pw_name
     raise StackError("postgres", "running as root and no unprivileged user found to run postgres")
 
 
@@ -54,10 +48,7 @@ def server_options(port: int, host: str, durable: bool = True) -> list[str]:
         "log_min_messages": "warning",
         "log_connections": "off",
     }
-    out: list[str] = []
-    for key, value in settings.items():
-        out += ["-c", f"{key}={value}"]
-    return out
+    return [arg for key, value in settings.items() for arg in ("-c", f"{key}={value}")]
 
 
 def registry_url(host: str, port: int, database: str = "postgres") -> str:
@@ -67,19 +58,13 @@ def registry_url(host: str, port: int, database: str = "postgres") -> str:
 
 class Postgres(Service):
     name = "postgres"
+    port_fields = ("postgres_port",)
     stop_signal = signal.SIGINT  # "fast" shutdown: do not wait for clients to disconnect
     stop_timeout = 20.0
 
     @property
-    def endpoint(self) -> str:
-        return f"{self.settings.host}:{self.settings.postgres_port}"
-
-    @property
     def pgdata(self) -> Path:
         return self.settings.data_dir(self.name) / "data"
-
-    def ports(self) -> list[int]:
-        return [self.settings.postgres_port]
 
     def env(self) -> dict[str, str]:
         return {"OBSINGEST_REGISTRY_URL": registry_url(self.settings.host, self.settings.postgres_port)}
@@ -95,7 +80,7 @@ class Postgres(Service):
         return str(bindir / tool)
 
     def fetch(self) -> None:
-        """Nothing to download: Debian's server package provides the binaries. Check for them."""
+        """Check for Debian's server binaries (nothing to download)."""
         self._bin("initdb")
         self._bin("postgres")
 
@@ -113,20 +98,7 @@ class Postgres(Service):
         shutil.rmtree(self.pgdata, ignore_errors=True)
         argv = [self._bin("initdb"), "-D", str(self.pgdata), "-U", SUPERUSER, "--auth=trust"]
         argv += ["--encoding=UTF8", "--locale=C", "--no-sync"]
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        group = pwd.getpwnam(user).pw_gid if user else None
-        with open(self.log_path, "ab") as log:
-            result = subprocess.run(
-                argv,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                user=user,
-                group=group,
-                extra_groups=[] if user else None,
-                cwd=str(base),
-            )
-        if result.returncode != 0:
-            raise StackError(self.name, "initdb failed", self.log_tail())
+        self.run_logged(argv, "initdb", cwd=str(base), **process.as_user(user))
 
     def launch(self) -> Launch:
         s = self.settings
@@ -144,24 +116,15 @@ class Postgres(Service):
         return super().stop()
 
     def _adopt_restarted(self) -> PidRecord | None:
-        """Record the postmaster named by ``postmaster.pid`` if it is alive and serves our data
-        directory (``pg_ctl restart`` starts a new one, in a new session, with a new pid). It
-        belongs to whoever owned the postmaster it replaced (unknown: the shared stack)."""
+        """Record the live postmaster of our data directory (``pg_ctl restart`` starts one in a
+        new session): it belongs to the owner of the one it replaced (unknown: the shared stack)."""
         pid = postmaster_pid(self.pgdata)
         if pid is None:
             return None
         before = self.stale
-        rec = PidRecord(
-            service=self.name,
-            pid=pid,
-            pgid=_pgid(pid),
-            start_ticks=process.process_start_ticks(pid),
-            argv=_cmdline(pid),
-            log=str(self.log_path),
-            owner=before.owner if before else "",
-            owner_pid=before.owner_pid if before else None,
-            owner_start_ticks=before.owner_start_ticks if before else None,
-        )
+        owner = (before.owner, before.owner_pid, before.owner_start_ticks) if before else ("", None, None)
+        ticks = process.process_start_ticks(pid)
+        rec = PidRecord(self.name, pid, _pgid(pid), ticks, _cmdline(pid), str(self.log_path), *owner)
         process.write_pid_file(self.pid_path, rec)
         return rec
 
@@ -171,20 +134,15 @@ class Postgres(Service):
 
         if not port_open(self.settings.host, self.settings.postgres_port):
             raise StackError(self.name, f"nothing listens on {self.endpoint}")
-        with psycopg.connect(
-            host=self.settings.host,
-            port=self.settings.postgres_port,
-            user=SUPERUSER,
-            dbname="postgres",
-            connect_timeout=2,
-        ) as conn:
+        s = self.settings
+        conninfo = f"host={s.host} port={s.postgres_port} user={SUPERUSER} dbname=postgres connect_timeout=2"
+        with psycopg.connect(conninfo) as conn:
             conn.execute("SELECT 1").fetchone()
 
 
 def postmaster_pid(pgdata: Path) -> int | None:
     """The live postmaster serving ``pgdata``, from its ``postmaster.pid`` (line 1: pid, line 2:
-    data directory), or None. A stale file (crashed server, recycled pid) names no live
-    postgres process of this directory and gives None."""
+    data directory); None for a stale file (crashed server, recycled pid)."""
     try:
         lines = (pgdata / "postmaster.pid").read_text().splitlines()
         pid = int(lines[0])
@@ -208,13 +166,6 @@ def _cmdline(pid: int) -> list[str]:
     return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
 
 
-def _pgid(pid: int) -> int:
-    try:
-        return os.getpgid(pid)
-    except OSError:
-        return pid
-
-
 def _chown_tree(path: Path, user: str) -> None:
     """Re-own a data dir (e.g. after the configured user changed); cheap when already right."""
     entry = pwd.getpwnam(user)
@@ -224,3 +175,10 @@ def _chown_tree(path: Path, user: str) -> None:
         for name in [*dirs, *files]:
             os.chown(os.path.join(root, name), entry.pw_uid, entry.pw_gid)
     os.chown(path, entry.pw_uid, entry.pw_gid)
+
+
+def _pgid(pid: int) -> int:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return pid

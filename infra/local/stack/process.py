@@ -1,8 +1,7 @@
 """Background processes with recorded pids: spawn, recognise, stop, read their logs.
 
-Each service runs in its own session (process group == leader pid), so stopping kills the whole
-group and leaves nothing behind. The pid file also records the kernel start time of the leader,
-so a recycled pid is never mistaken for our service (and never killed).
+Each service runs in its own session (process group == leader pid), so a stop kills the whole
+group. The pid file also records the leader's kernel start time: a recycled pid is never ours.
 """
 
 from __future__ import annotations
@@ -15,9 +14,10 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,13 @@ def _stat(pid: int | str) -> list[str]:
         return []
 
 
+def _all_stats() -> Iterator[tuple[int, list[str]]]:
+    """(pid, ``_stat``) of every process in /proc."""
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
+        if entry.name.isdigit() and (rest := _stat(entry.name)):
+            yield int(entry.name), rest
+
+
 def _is_zombie(pid: int) -> bool:
     return _stat(pid)[:1] == ["Z"]
 
@@ -70,7 +77,7 @@ def process_start_ticks(pid: int) -> int | None:
 
 
 def pid_alive(pid: int) -> bool:
-    """True if a (non-zombie) process with this pid exists."""
+    """A (non-zombie) process with this pid exists."""
     _reap(pid)
     try:
         os.kill(pid, 0)
@@ -81,17 +88,17 @@ def pid_alive(pid: int) -> bool:
     return not _is_zombie(pid)
 
 
+def alive(pid: int, start_ticks: int | None) -> bool:
+    """``pid`` runs and, if ``start_ticks`` is known, started then (is not a recycled pid)."""
+    return pid_alive(pid) and (start_ticks is None or process_start_ticks(pid) == start_ticks)
+
+
 def record_alive(record: PidRecord) -> bool:
-    """True if the recorded process is still the one we started (pid not recycled)."""
-    if not pid_alive(record.pid):
-        return False
-    if record.start_ticks is None:
-        return True
-    return process_start_ticks(record.pid) == record.start_ticks
+    return alive(record.pid, record.start_ticks)
 
 
 def group_alive(pgid: int) -> bool:
-    """True if any non-zombie process remains in the process group."""
+    """A non-zombie process remains in the process group."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
@@ -99,11 +106,9 @@ def group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     # killpg(0) also succeeds for zombies; look for a live member in /proc.
-    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
-        rest = _stat(entry.name) if entry.name.isdigit() else []
-        if len(rest) > 2 and rest[2] == str(pgid) and rest[0] != "Z":
-            return True
-    return not Path("/proc").is_dir()
+    if not Path("/proc").is_dir():
+        return True
+    return any(rest[2] == str(pgid) and rest[0] != "Z" for _, rest in _all_stats())
 
 
 def _reap(pid: int) -> None:
@@ -124,6 +129,11 @@ def write_pid_file(path: Path, record: PidRecord) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(record.to_json())
     tmp.replace(path)
+
+
+def as_user(user: str | None) -> dict[str, Any]:
+    """``subprocess`` keyword arguments that run as ``user`` with its group only (None: as us)."""
+    return {"user": user, "group": pwd.getpwnam(user).pw_gid, "extra_groups": []} if user else {}
 
 
 def spawn(
@@ -157,12 +167,9 @@ def spawn(
             cwd=str(cwd) if cwd else None,
             start_new_session=True,
             close_fds=True,
-            user=user,
-            group=pwd.getpwnam(user).pw_gid if user else None,
-            extra_groups=[] if user else None,
+            **as_user(user),
         )
-    # The Popen object is dropped on purpose: the service outlives this process. Popen's
-    # __del__ does not kill; a later stop() reaps it via waitpid if we are still its parent.
+    # The Popen object is dropped: the service outlives us; stop() reaps it if we are its parent.
     record = PidRecord(
         service=service,
         pid=proc.pid,
@@ -183,13 +190,8 @@ def descendants(pid: int) -> dict[int, int | None]:
     """Every live descendant of ``pid`` with its start ticks (Linux /proc): postgres puts
     children in new sessions, out of a group kill's reach."""
     children: dict[int, list[int]] = {}
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return {}
-    for entry in proc.iterdir():
-        rest = _stat(entry.name) if entry.name.isdigit() else []
-        if rest:
-            children.setdefault(int(rest[1]), []).append(int(entry.name))
+    for child, rest in _all_stats():
+        children.setdefault(int(rest[1]), []).append(child)
     out: dict[int, int | None] = {}
     stack = list(children.get(pid, []))
     while stack:
@@ -220,8 +222,7 @@ def _family_alive(family: dict[int, int | None]) -> bool:
 def stop_record(record: PidRecord, sig: int = signal.SIGTERM, timeout: float = 15.0) -> bool:
     """Stop the recorded process, its group and descendants: ``sig``, then SIGKILL. True if
     something was running; a recycled pid (other start time) is left alone."""
-    if not record_alive(record):
-        # the leader is gone; clean up any orphans still in its group
+    if not record_alive(record):  # the leader is gone: kill its group's orphans
         if group_alive(record.pgid):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(record.pgid, signal.SIGKILL)
@@ -250,12 +251,10 @@ def stop_record(record: PidRecord, sig: int = signal.SIGTERM, timeout: float = 1
 
 
 def tail(path: Path, lines: int = 40) -> str:
-    """Last ``lines`` lines of a log file (empty if missing), for error messages."""
+    """Last ``lines`` lines of a log file (empty if missing)."""
     try:
         with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - 64 * 1024))
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - 64 * 1024))
             data = fh.read().decode("utf-8", "replace")
     except OSError:
         return ""
@@ -263,7 +262,7 @@ def tail(path: Path, lines: int = 40) -> str:
 
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
-    """True if something accepts TCP connections on host:port."""
+    """Something accepts TCP connections on host:port."""
     try:
         with socket.create_connection((host, port), timeout=timeout):
             return True

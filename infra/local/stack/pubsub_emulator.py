@@ -1,8 +1,5 @@
 """Pub/Sub emulator: Google's pstest fake served by infra/local/pstest-server (10 MB messages).
-
-pstest has no push delivery: push subscriptions are accepted but never delivered, so push must
-be relayed by a puller.
-"""
+It never delivers push subscriptions: ``infra.local.relay`` does."""
 
 from __future__ import annotations
 
@@ -18,13 +15,14 @@ from infra.local.stack.settings import PSTEST_VERSION
 
 class PubSub(Service):
     name = "pubsub"
+    port_fields = ("pubsub_port",)
 
     @property
     def source_dir(self) -> Path:
         return self.settings.infra_dir / "pstest-server"
 
     def source_digest(self) -> str:
-        """Short hash of the server's sources: a changed go.mod/main.go means a rebuild."""
+        """Short hash of the server's sources: a change means a rebuild."""
         h = hashlib.sha256()
         for name in ("go.mod", "go.sum", "main.go"):
             path = self.source_dir / name
@@ -37,21 +35,10 @@ class PubSub(Service):
         build = f"pstest-server-{PSTEST_VERSION}-{self.source_digest()}"
         return self.settings.cache_dir / "bin" / build / "pstest-server"
 
-    @property
-    def emulator_host(self) -> str:
-        return f"{self.settings.host}:{self.settings.pubsub_port}"
-
-    @property
-    def endpoint(self) -> str:
-        return self.emulator_host
-
-    def ports(self) -> list[int]:
-        return [self.settings.pubsub_port]
-
     def env(self) -> dict[str, str]:
         project = self.settings.pubsub_project_id
         return {
-            "PUBSUB_EMULATOR_HOST": self.emulator_host,
+            "PUBSUB_EMULATOR_HOST": self.endpoint,
             "PUBSUB_PROJECT_ID": project,
             "GOOGLE_CLOUD_PROJECT": project,
         }
@@ -74,13 +61,8 @@ class PubSub(Service):
         from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
 
         if not port_open(self.settings.host, self.settings.pubsub_port):
-            raise StackError(self.name, f"nothing listens on {self.emulator_host}")
-        channel = grpc.insecure_channel(self.emulator_host)
-        try:
+            raise StackError(self.name, f"nothing listens on {self.endpoint}")
+        project = f"projects/{self.settings.pubsub_project_id}"
+        with grpc.insecure_channel(self.endpoint) as channel:
             client = PublisherClient(transport=PublisherGrpcTransport(channel=channel))
-            pager = client.list_topics(
-                request={"project": f"projects/{self.settings.pubsub_project_id}"}, timeout=2
-            )
-            list(pager)
-        finally:
-            channel.close()
+            list(client.list_topics(request={"project": project}, timeout=2))

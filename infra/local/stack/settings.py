@@ -1,16 +1,14 @@
 """Typed settings of the local service stack: ``OBSINGEST_STACK_<FIELD>`` overrides each field,
-read when :func:`load_settings` is called (not at import). Relative directories resolve against
-the project root, so ``obsingest stack`` and pytest agree on one run directory.
-"""
+read when :func:`load_settings` is called (not at import)."""
 
 from __future__ import annotations
 
 import os
 import shutil
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from obsingest import defaults
@@ -44,9 +42,7 @@ class StackSettings(BaseSettings):
     kafka_controller_port: int = 19093
     kafka_partitions: int = Field(6, description="num.partitions for auto-created topics")
     kafka_heap: str = Field("768m", description="-Xmx of the broker JVM (2-core machine)")
-    kafka_max_message_bytes: int = Field(
-        16 * 1024 * 1024, description="message.max.bytes; must exceed ~8 MiB chunk records"
-    )
+    kafka_max_message_bytes: int = Field(16 * 1024 * 1024, description="must exceed ~8 MiB chunk records")
 
     pubsub_port: int = 18085
     pubsub_project_id: str = defaults.LOCAL_PROJECT
@@ -54,22 +50,16 @@ class StackSettings(BaseSettings):
     gcs_port: int = 14443
     gcs_backend: Literal["filesystem", "memory"] = Field(
         "filesystem",
-        description="fake-gcs-server backend. filesystem: objects on disk, across restarts. "
-        "memory (as compose.yaml) needs half the CPU per upload but holds every object in RAM "
-        "until deleted (a day of benchmarks got it OOM-killed at 20 GB)",
+        description="fake-gcs-server backend. memory (as compose.yaml) needs half the CPU per upload "
+        "but holds every object in RAM until deleted (a day of benchmarks: OOM-killed at 20 GB)",
     )
 
     postgres_port: int = 15432
     postgres_durable: bool = Field(
-        True,
-        description="fsync, synchronous_commit and full_page_writes on: a commit the registry "
-        "acknowledged survives a crash. Test fixtures may turn it off for speed "
-        "(OBSINGEST_STACK_POSTGRES_DURABLE=false) and say so",
+        True, description="fsync, synchronous_commit, full_page_writes (postgres_server.py); off for speed"
     )
     postgres_user: str = Field(
-        "",
-        description="OS user that runs the cluster when we are root (postgres refuses root); "
-        "empty = 'postgres' if it exists, else 'nobody'",
+        "", description="OS user running the cluster as root (default: postgres, nobody)"
     )
 
     java: str = ""
@@ -79,21 +69,13 @@ class StackSettings(BaseSettings):
 
     startup_timeout: float = Field(60.0, description="seconds to wait for each service health")
 
-    def resolved(self) -> StackSettings:
-        """A copy with directories made absolute against the project root."""
-        root = project_root()
-
-        def absolute(p: Path) -> Path:
-            p = p.expanduser()
-            return p if p.is_absolute() else (root / p).resolve()
-
-        return self.model_copy(
-            update={
-                "run_dir": absolute(self.run_dir),
-                "cache_dir": absolute(self.cache_dir),
-                "infra_dir": absolute(self.infra_dir),
-            }
-        )
+    @model_validator(mode="after")
+    def _absolute_dirs(self) -> Self:
+        """Relative directories resolve against the project root: one run dir for CLI and pytest."""
+        for name in ("run_dir", "cache_dir", "infra_dir"):
+            path = getattr(self, name).expanduser()
+            setattr(self, name, path if path.is_absolute() else (project_root() / path).resolve())
+        return self
 
     def log_file(self, service: str) -> Path:
         return self.run_dir / "logs" / f"{service}.log"
@@ -128,17 +110,9 @@ class StackSettings(BaseSettings):
 
 
 def _tool(configured: str, name: str, fallbacks: list[str]) -> str | None:
-    if configured:
-        return configured
-    found = shutil.which(name)
-    if found:
-        return found
-    for candidate in fallbacks:
-        if os.access(candidate, os.X_OK):
-            return candidate
-    return None
+    return configured or shutil.which(name) or next((c for c in fallbacks if os.access(c, os.X_OK)), None)
 
 
 def load_settings(**overrides: object) -> StackSettings:
-    """Read settings from the environment now (not at import) and resolve directories."""
-    return StackSettings(**overrides).resolved()  # type: ignore[arg-type]
+    """Read settings from the environment now (not at import)."""
+    return StackSettings(**overrides)  # type: ignore[arg-type]

@@ -19,15 +19,12 @@ from obsingest.logs import get_logger, log_event
 
 _log = get_logger("obsingest.stack")
 
-#: start order: Pub/Sub before GCS (GCS publishes notifications to it).
-SERVICE_CLASSES: tuple[type[Service], ...] = (PubSub, Gcs, Kafka, Postgres)
-SERVICE_NAMES: tuple[str, ...] = tuple(cls.name for cls in SERVICE_CLASSES)
+#: by name, in start order: Pub/Sub before GCS (GCS publishes notifications to it)
+SERVICE_CLASSES: dict[str, type[Service]] = {cls.name: cls for cls in (PubSub, Gcs, Kafka, Postgres)}
 
 
 @dataclass
 class UpResult:
-    """What ``up`` did: which services it started now, which were already running."""
-
     started: list[str] = field(default_factory=list)
     already_running: list[str] = field(default_factory=list)
 
@@ -38,28 +35,26 @@ class Stack:
     def __init__(
         self, settings: StackSettings | None = None, only: list[str] | None = None, owner: Owner | None = None
     ) -> None:
-        """``owner``: who the services this object starts belong to, and so who may stop them
-        (``infra.local.stack.owner``); default the shared stack of ``obsingest stack``."""
+        """``owner``: who may stop the services this object starts (default: the shared stack)."""
         self.settings = settings or load_settings()
         self.owner = owner or Owner.shared()
-        #: the services the last ``down`` left running: another owner's (``owner.may_stop``)
+        #: the services the last ``down`` left running: another owner's
         self.refused: list[str] = []
-        unknown = set(only or []) - set(SERVICE_NAMES)
+        unknown = set(only or []) - set(SERVICE_CLASSES)
         if unknown:
-            raise ValueError(f"unknown service(s) {sorted(unknown)}; known: {SERVICE_NAMES}")
+            raise ValueError(f"unknown service(s) {sorted(unknown)}; known: {tuple(SERVICE_CLASSES)}")
         self.services: list[Service] = [
-            cls(self.settings, self.owner) for cls in SERVICE_CLASSES if not only or cls.name in only
+            cls(self.settings, self.owner)
+            for name, cls in SERVICE_CLASSES.items()
+            if not only or name in only
         ]
 
     def service(self, name: str) -> Service:
-        for svc in self.services:
-            if svc.name == name:
-                return svc
-        raise KeyError(name)
+        return {svc.name: svc for svc in self.services}[name]
 
     def fetch(self) -> None:
-        """Download/build every artefact into the cache (no-op when warm), all at once: Maven
-        fetching the broker's jars waits on the network while Go compiles the emulators."""
+        """Every artefact into the cache (no-op when warm), all at once: Maven fetching the
+        broker's jars waits on the network while Go compiles the emulators."""
         with ThreadPoolExecutor(max_workers=len(self.services) or 1) as pool:
             for future in [pool.submit(svc.fetch_once) for svc in self.services]:
                 future.result()
@@ -73,10 +68,7 @@ class Stack:
             raise StackError(",".join(n for n, _ in conflicts), "; ".join(f"{n}: {w}" for n, w in conflicts))
         result = UpResult()
         for svc in self.services:
-            if svc.start():
-                result.started.append(svc.name)
-            else:
-                result.already_running.append(svc.name)
+            (result.started if svc.start() else result.already_running).append(svc.name)
 
         def wait(svc: Service) -> StackError | None:
             try:
@@ -101,9 +93,8 @@ class Stack:
         return result
 
     def down(self, names: list[str] | None = None, purge: bool = False) -> list[str]:
-        """Stop our services (reverse order) by recorded pid, those this object's owner may stop
-        (others are left running, and the refusal is logged); ``purge`` also deletes the data of
-        those stopped or not running."""
+        """Stop (in reverse order) the services this object's owner may stop; ``purge`` also
+        deletes the data of those stopped or not running."""
         stopped = []
         self.refused = []
         for svc in reversed(self.services):
@@ -123,7 +114,7 @@ class Stack:
             return list(pool.map(lambda s: s.status(), self.services))
 
     def env(self) -> dict[str, str]:
-        """Every variable clients need, merged over all services."""
+        """Every variable clients need."""
         out: dict[str, str] = {}
         for svc in self.services:
             out.update(svc.env())
@@ -136,7 +127,6 @@ def render_exports(env: dict[str, str]) -> str:
 
 
 def render_status_table(rows: list[ServiceStatus]) -> str:
-    """A plain-text table of service health, one line per service."""
     header = ("SERVICE", "STATE", "PID", "ENDPOINT", "DETAIL")
     body = []
     for r in rows:

@@ -2,10 +2,9 @@
 
 `terraform validate` needs the provider binary, unreachable here; its schema is in the jsii
 assembly of @cdktf/provider-google (pinned in tools.py). This checks what validate checks
-statically: arguments and blocks exist (computed-only are not arguments), required ones are
-present, single blocks appear once, references resolve. No expression evaluation.
-``convert`` compacts the assembly into a schema JSON (cached); ``check`` parses the .tf files
-with python-hcl2 and prints problems as JSON; ``dump`` prints the parsed configuration.
+statically: arguments and blocks exist, required ones are present, single blocks appear once,
+references resolve. ``convert`` compacts the assembly into a schema JSON; ``check`` prints the
+problems of the .tf files (parsed with python-hcl2) as JSON; ``dump`` the parsed configuration.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -151,14 +151,17 @@ def _strings(value: Any) -> list[str]:
     return []
 
 
+def _blocks(config: dict[str, list[Any]], section: str) -> Iterator[tuple[str, str, str, Any]]:
+    """(file, type, name, body) of every block of ``section`` (resource or data)."""
+    for item in config.get(section, []):
+        for rtype, named in item.items():
+            if rtype != "__file__":
+                yield from ((item.get("__file__", "?"), rtype, name, body) for name, body in named.items())
+
+
 def check_references(schema: dict[str, Any], config: dict[str, list[Any]]) -> list[str]:
     """References to undeclared resources, variables, locals, or attributes a type lacks."""
-    declared: dict[str, set[tuple[str, str]]] = {"resource": set(), "data": set()}
-    for section in declared:
-        for item in config.get(section, []):
-            for rtype, named in item.items():
-                if rtype != "__file__":
-                    declared[section].update((rtype, name) for name in named)
+    declared = {s: {(rtype, name) for _, rtype, name, _ in _blocks(config, s)} for s in ("resource", "data")}
     names = {
         "var": {n for item in config.get("variable", []) for n in item if n != "__file__"},
         "local": {n for item in config.get("locals", []) for n in item if n != "__file__"},
@@ -186,19 +189,14 @@ def check(schema_path: Path, tf_dir: Path) -> list[str]:
     schema = json.loads(schema_path.read_text())
     config = parse(tf_dir)
     problems: list[str] = []
-    for section, kind in (("resource", "resource"), ("data", "data")):
-        for item in config.get(section, []):
-            filename = item.get("__file__", "?")
-            for rtype, named in item.items():
-                if rtype == "__file__":
-                    continue
-                for name, body in named.items():
-                    where = f"{filename}: {rtype}.{name}"
-                    spec = schema[kind].get(rtype)
-                    if spec is None:
-                        problems.append(f"{where}: unknown {kind} type {rtype!r}")
-                        continue
-                    problems += _check_body(where, body, spec, True)
+    for kind in ("resource", "data"):
+        for filename, rtype, name, body in _blocks(config, kind):
+            where = f"{filename}: {rtype}.{name}"
+            spec = schema[kind].get(rtype)
+            if spec is None:
+                problems.append(f"{where}: unknown {kind} type {rtype!r}")
+            else:
+                problems += _check_body(where, body, spec, True)
     return problems + check_references(schema, config)
 
 

@@ -19,11 +19,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from infra.prometheus.promtool import cache_dir as cache_root
+from infra.prometheus.promtool import go_binary, go_env
+
 HERE = Path(__file__).resolve().parent
 TERRAFORM_DIR = HERE.parent
-ROOT = TERRAFORM_DIR.parents[1]
 
 CHECKOV_LOCK = HERE / "checkov.lock"
+SCHEMA_SCRIPT = str(HERE / "provider_schema.py")
 PROVIDER_PACKAGE = "@cdktf/provider-google"
 PROVIDER_PACKAGE_VERSION = "16.12.1"  # bindings of hashicorp/google 6.50.0
 PROVIDER_VERSION = "6.50.0"
@@ -36,11 +39,6 @@ TERRAFORM_VERSION = "v1.5.7"
 
 class ToolError(RuntimeError):
     """A tool could not be fetched or built; the message carries its output."""
-
-
-def cache_root() -> Path:
-    configured = os.environ.get("OBSINGEST_STACK_CACHE_DIR")
-    return Path(configured).resolve() if configured else ROOT / ".cache"
 
 
 def _run(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
@@ -96,41 +94,32 @@ def provider_schema(cache: Path | None = None) -> Path:
         raise ToolError("npm not found (Debian package npm, or Node.js)")
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         spec = f"{PROVIDER_PACKAGE}@{PROVIDER_PACKAGE_VERSION}"
-        packed = json.loads(
-            _run([npm, "pack", spec, "--json", "--silent", "--pack-destination", tmp]).stdout
-        )[0]
-        tarball = Path(tmp) / packed["filename"]
+        packed = _run([npm, "pack", spec, "--json", "--silent", "--pack-destination", tmp]).stdout
+        tarball = Path(tmp) / json.loads(packed)[0]["filename"]
         digest = base64.b64encode(hashlib.sha512(tarball.read_bytes()).digest()).decode()
         if f"sha512-{digest}" != PROVIDER_PACKAGE_INTEGRITY:
             raise ToolError(f"{spec}: integrity sha512-{digest} is not the pinned one")
         with tarfile.open(tarball) as archive:
             archive.extract("package/.jsii", tmp, filter="data")
         partial = out.with_suffix(".partial")
-        _run(
-            [
-                sys.executable,
-                str(HERE / "provider_schema.py"),
-                "convert",
-                str(Path(tmp) / "package" / ".jsii"),
-                str(partial),
-            ]
-        )
+        _run([sys.executable, SCHEMA_SCRIPT, "convert", str(Path(tmp) / "package" / ".jsii"), str(partial)])
         partial.replace(out)
     return out
 
 
 def schema_problems(tf_dir: Path = TERRAFORM_DIR, cache: Path | None = None) -> list[str]:
     """What the provider schema refuses in ``tf_dir`` (empty when everything is known)."""
-    schema = provider_schema(cache)
-    python = checkov_env(cache)  # python-hcl2 comes with checkov
-    script = str(HERE / "provider_schema.py")
-    return json.loads(_run([str(python), script, "check", str(schema), str(tf_dir)]).stdout)
+    return _in_checkov_env(cache, "check", str(provider_schema(cache)), str(tf_dir))
 
 
 def parsed_config(tf_dir: Path = TERRAFORM_DIR, cache: Path | None = None) -> dict[str, list]:
     """The .tf files of ``tf_dir`` as python-hcl2 parses them (see provider_schema.parse)."""
-    python = checkov_env(cache)
-    return json.loads(_run([str(python), str(HERE / "provider_schema.py"), "dump", str(tf_dir)]).stdout)
+    return _in_checkov_env(cache, "dump", str(tf_dir))
+
+
+def _in_checkov_env(cache: Path | None, *args: str) -> Any:
+    """provider_schema.py's JSON answer, run where python-hcl2 is: checkov's virtualenv."""
+    return json.loads(_run([str(checkov_env(cache)), SCHEMA_SCRIPT, *args]).stdout)
 
 
 def terraform(cache: Path | None = None) -> Path:
@@ -138,35 +127,17 @@ def terraform(cache: Path | None = None) -> Path:
     root = cache or cache_root()
     target = root / "bin" / f"terraform-{TERRAFORM_VERSION}"
     binary = target / "terraform"
-    if binary.exists():
-        return binary
-    go = shutil.which("go") or next(
-        (p for p in ("/usr/local/go/bin/go", "/usr/lib/go/bin/go") if Path(p).exists()), None
-    )
-    if not go:
-        raise ToolError("go not found (Go >= 1.21)")
-    gocache = root / "go"
-    env = dict(
-        os.environ,
-        GOPATH=str(gocache / "path"),
-        GOMODCACHE=str(gocache / "mod"),
-        GOCACHE=str(gocache / "build"),
-        GOFLAGS="-mod=mod -modcacherw -buildvcs=false",
-        CGO_ENABLED="0",
-        GOBIN=str(target),
-    )
-    _run([go, "install", "-trimpath", "-ldflags=-s -w", f"{TERRAFORM_MODULE}@{TERRAFORM_VERSION}"], env=env)
+    if not binary.exists():
+        module = f"{TERRAFORM_MODULE}@{TERRAFORM_VERSION}"
+        _run([go_binary(), "install", "-trimpath", "-ldflags=-s -w", module], env=go_env(root, target))
     return binary
 
 
 def terraform_fmt_problems(tf_dir: Path = TERRAFORM_DIR, cache: Path | None = None) -> str:
     """`terraform fmt -check -diff` output; empty when every file is formatted."""
-    result = subprocess.run(
-        [str(terraform(cache)), "fmt", "-check", "-diff", "-recursive", str(tf_dir)],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, TF_CLI_CONFIG_FILE="/dev/null"),
-    )
+    argv = [str(terraform(cache)), "fmt", "-check", "-diff", "-recursive", str(tf_dir)]
+    env = dict(os.environ, TF_CLI_CONFIG_FILE="/dev/null")
+    result = subprocess.run(argv, capture_output=True, text=True, env=env)
     return "" if result.returncode == 0 else (result.stdout + result.stderr)
 
 
@@ -175,8 +146,7 @@ def main(argv: list[str]) -> int:
     failed = False
     if what in ("checkov", "all"):
         report = run_checkov()
-        summary = report.get("summary", {})
-        print(f"checkov: {summary}")
+        print(f"checkov: {report.get('summary', {})}")
         for check in report.get("results", {}).get("failed_checks", []):
             failed = True
             print(f"  FAILED {check['check_id']} {check['resource']} {check['file_path']}")
