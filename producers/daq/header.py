@@ -84,16 +84,10 @@ _PLAIN_KEY = re.compile(r"^[A-Z0-9_-]{1,8}$")
 _ISOT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?$")
 
 
-# --- templates ---------------------------------------------------------------------------------
-
-
 def load_template(path: Path) -> Cards:
-    """The primary-header cards of a real header dump (YAML or JSON, card -> value), in order.
-
-    A dump flattens every HDU into one mapping (obs_lsst's ``tests/headers``): cards from the
-    first ``XTENSION`` on are an extension's and are dropped, as are the FITS structure cards
-    (rebuilt for the simulated file) and ``__CONTENT__``. ValueError if it is not such a dump.
-    """
+    """The primary-header cards of a real header dump (YAML or JSON, card -> value, obs_lsst's
+    ``tests/headers``), in order, without extensions' and FITS structure cards (README.md).
+    ValueError if it is not such a dump."""
     path = Path(path)
     text = path.read_text()
     try:
@@ -146,9 +140,6 @@ def template_detector(template: Cards) -> int | None:
         return None
 
 
-# --- the simulator's own cards -----------------------------------------------------------------
-
-
 def identity_cards(spec: CcdSpec) -> dict[str, Value]:
     """The cards that make a CCD this CCD (``obsingest.dataid.identity_cards``), with its
     sensor's make and size."""
@@ -166,9 +157,8 @@ def identity_cards(spec: CcdSpec) -> dict[str, Value]:
 
 
 def sensor_serial(instrument: str, detector: int) -> str:
-    """A sensor's part and serial number as LSST_NUM writes it (``ITL-3800C-226``,
-    ``E2V-CCD250-382``, ``ITL-4400B-025``): ours are made up, fixed per detector, so that the
-    translators' detector_serial has a value, as on the camera."""
+    """A made-up LSST_NUM fixed per detector, in the camera's form (``ITL-3800C-226``,
+    ``E2V-CCD250-382``), so the translators' detector_serial has a value as on the camera."""
     det = camera.detector(instrument, detector)
     part = {"E2V": "CCD250", "ITL_WF": "4400B"}.get(det.sensor.name, "3800C")
     return f"{det.sensor.manufacturer}-{part}-{100 + detector:03d}"
@@ -317,8 +307,6 @@ def _shifted(key: str, value: Value, shift: timedelta | None) -> Value:
     return value
 
 
-# --- cards to bytes ----------------------------------------------------------------------------
-
 #: Comments on the cards whose meaning is not obvious from their name.
 COMMENTS = {
     "DATE-BEG": "start of integration (TIMESYS)",
@@ -337,11 +325,9 @@ COMMENTS = {
 def _card_bytes(key: str, value: Value) -> bytes:
     """One header record (80 bytes, or more for astropy's long-string and HIERARCH forms).
 
-    The common cards are written by hand (fast, byte-for-byte ours): a None value is a card
-    present and empty, as the camera writes ``SEEING``; floats keep every digit. Anything else
-    (a keyword longer than 8 characters, a string longer than a card) goes through astropy.
-    Memoised (``card_memo``): every CCD of an exposure repeats most of its primary header.
-    """
+    Common cards by hand (fast): None is a card present and empty (the camera's ``SEEING``),
+    floats keep every digit; long keywords and strings go through astropy. Memoised below:
+    every CCD of an exposure repeats most of its primary header."""
     comment = COMMENTS.get(key, "")
     if _PLAIN_KEY.match(key):
         if value is None:
