@@ -25,11 +25,9 @@ def publish(
     durable: bool = False,
     check: Callable[[Path], None] | None = None,
 ) -> int:
-    """Write ``parts`` to ``target`` through a checked temp file; returns the bytes written.
-
-    An existing ``target`` is replaced (callers that must not clobber check first, as fpack's
-    preflight does). On any failure the temp file is removed and ``target`` is untouched.
-    """
+    """Write ``parts`` to ``target`` through a checked temp file; returns the bytes written. An
+    existing ``target`` is replaced (fpack's preflight refuses to clobber before); on any failure
+    the temp file is removed and ``target`` is untouched."""
     target = Path(target)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{next(_serial)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)

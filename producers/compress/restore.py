@@ -119,11 +119,9 @@ def _decompress_image(buf: memoryview, hdu: Hdu) -> tuple[list[bytes], bool]:
 
 
 def decompress_fits(fz: bytes, threads: int | None = None) -> bytes:
-    """Restore a plain FITS file from ``.fits.fz`` bytes (RICE_1 integer images; rest copied).
-
-    HDUs are decoded in parallel on ``threads`` threads (default: CPU count). Raises CorruptFile
-    when the bytes are not a valid compressed file. Checksum cards are dropped (plain output).
-    """
+    """Restore a plain FITS file, without checksum cards, from ``.fits.fz`` bytes (RICE_1 integer
+    images; rest copied), HDUs in parallel on ``threads`` (default: CPU count). CorruptFile when
+    the bytes are not a valid compressed file."""
     buf = memoryview(fz)
     hdus = parse_fits(buf)
 
