@@ -1,28 +1,20 @@
-"""A capacity model of the pipeline: from per-CCD CPU and bytes measured here, how long the last
-CCD of an exposure takes, and what a whole camera needs. Pure: unit-tested, no I/O.
+"""A capacity model of the pipeline (pure; benchmarks/README.md, "capacity"): from per-CCD CPU
+and bytes measured here, how long the last CCD of an exposure takes and what a camera needs.
 
-Calibration (``calibrate``): two short ``bench transfer --compress --end-to-end`` runs (CPU by
-role from /proc, ``producers.transfer.drive``): one CCD per exposure gives ``L1`` (readout ->
-announced of a CCD that meets no other); N CCDs per exposure, not overlapping, give each stage's
-CPU seconds per CCD (busy CPU minus the role's idle rate, over N) and the bytes per CCD. Stages:
-compress, send, then ``STAGE_OF_ROLE`` (the ArrivalEvent's CPU counts with registering).
-
-Queueing (operational laws of a closed batch, not M/M/c): the N CCDs arrive at once and nothing
-else is in flight; every resource is work-conserving, so the last CCD is announced at
-``T(N) = L1 + (N - 1) * max_r(D_r / c_r)`` (``D_r``: CPU seconds per CCD resource r gives,
-``c_r``: CCDs it serves at once). Here the resources are the shared cores (less other users' and
-our idle polling, both measured), the edge workers and the register function's one interpreter;
-for a camera the stages run on their own machines and overlap: edge cores, network and register
-instances (one CCD each) are sized so a queue of N - 1 CCDs fits in ``limit - L1``; GCS and
-Pub/Sub are not sized. ``L1`` from loopback is the floor (``extra_latency`` adds a WAN's).
-Limits: CPU seconds are this machine's (``cpu_scale`` converts); memory, disk and lock contention
-count only as far as they show in CPU seconds and ``L1``.
+``calibrate``: two ``bench transfer --compress --end-to-end`` runs; 1 CCD per exposure gives
+``L1`` (readout -> announced of a CCD alone), N CCDs per exposure each role's busy CPU seconds per
+CCD (less its idle rate) and the bytes per CCD. The last of N CCDs read out together is announced
+at ``T(N) = L1 + (N - 1) * max_r(D_r / c_r)`` (operational laws of a closed batch, not M/M/c;
+``D_r``: CPU seconds per CCD at resource r, ``c_r``: CCDs it serves at once). Limits: CPU seconds
+are this machine's (``cpu_scale`` converts); memory, disk and lock contention count only as far
+as they show in CPU seconds and ``L1``; ``L1`` from loopback is a floor (``extra_latency``).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -103,10 +95,9 @@ def idle_rates(phases: list[dict[str, Any]]) -> dict[str, float]:
     seconds = sum(p.get("idle_seconds", 0.0) for p in phases)
     if seconds <= 0:
         return {}
-    totals: dict[str, float] = {}
+    totals: Counter[str] = Counter()
     for p in phases:
-        for role, cpu in p.get("idle", {}).items():
-            totals[role] = totals.get(role, 0.0) + cpu
+        totals.update(p.get("idle", {}))
     return {role: cpu / seconds for role, cpu in totals.items()}
 
 
@@ -190,9 +181,8 @@ class Prediction:
 def predict_here(
     cal: Calibration, ccds: int, workers: int | None = None, background: float | None = None
 ) -> Prediction:
-    """Max readout -> announced of ``ccds`` CCDs read out together on the calibration's machine,
-    with ``workers`` edge workers and ``background`` cores taken by other users (default: as
-    during the calibration)."""
+    """Max readout -> announced of ``ccds`` CCDs read out together on the calibration's machine
+    (``workers`` and other users' ``background`` cores: as during the calibration by default)."""
     busy = cal.background if background is None else background
     idle = sum(cal.idle_rates.get(r, 0.0) for r in cal.roles)
     cores = max(0.25, cal.cores - busy - idle)

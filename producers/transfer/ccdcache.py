@@ -1,8 +1,6 @@
-"""The CCD files the harness reads: generated once per size and detector, then reused.
-
-Simulating inside a measurement would measure the simulator, so every detector's raw file and
-its compressed twin are written once (atomically) into a cache and read back by every run and
-exposure; only the exposure cards change (``fitsheader``).
+"""The CCD files the harness reads: every detector's raw file and compressed twin, written once
+per size (atomically) into a cache and reused by every run, since simulating inside a
+measurement would measure the simulator.
 """
 
 from __future__ import annotations

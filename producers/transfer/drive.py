@@ -1,5 +1,6 @@
-"""One harness run driving the edge service: stage the DAQ's files, start the edge, play the
-schedule, collect every CCD's outcome, measure CPU by role, clean up.
+"""One harness run driving the edge service: stage the DAQ's files and warm the edge's workers
+(so start-up never lands inside a figure), play the schedule (each readout's CCDs in one
+``submit_many``), collect every CCD's outcome, measure CPU by role, clean up.
 
 The edge service runs in this process (its engine and result threads) with its worker processes
 beside it; in end-to-end mode this process is also the facility side (relay, register function,
@@ -81,8 +82,6 @@ class Run:
         cpus = os.cpu_count() or 1
         self.workers = config.workers or edge_workers(config.ccds, cpus)
         self.threads = config.threads or compress_threads(self.workers, cpus)
-        # fresh per run: a create-once store or a registry that outlives the run never answers
-        # "exists" instead of moving the bytes
         self.exposures = exposure_ids(config.starttime or datetime.now(UTC), config.numexp)
         self.sender_url, self.prefix = self.dest.sender_url, self.dest.prefix
         self.quarantine = defaults.QUARANTINE_PREFIX

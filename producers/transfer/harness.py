@@ -1,6 +1,4 @@
-"""A harness run's configuration, result and collection: the camera and DAQ played against the
-edge service. Files are staged before the start and the edge's workers warmed, so start-up never
-lands inside a figure; each readout's CCDs go in one ``submit_many`` (``drive``). End-to-end
+"""A harness run's configuration, result and announcements (the run itself: ``drive``). End-to-end
 wiring belongs to ``obsingest bench transfer``: the harness only sees ``EndToEnd``.
 """
 

@@ -1,8 +1,7 @@
-"""What a harness run will do, decided before any process starts: pure and unit-tested.
-
-Where to send (``open_sender``'s URL), when each exposure is read out (one wall-clock schedule,
-as a camera reads every CCD out at once), and which exposure ids (fresh per run, so a store or
-registry that outlives the run never answers "exists" instead of moving the bytes).
+"""What a harness run will do, decided before any process starts (pure): where to send, when each
+exposure is read out (one wall-clock schedule: a camera reads every CCD out at once), and which
+exposure ids (fresh per run, so a store or registry that outlives the run never answers "exists"
+instead of moving the bytes).
 """
 
 from __future__ import annotations
@@ -35,12 +34,9 @@ class Destination:
 
 
 def parse_destination(text: str, environ: dict[str, str] | None = None) -> Destination:
-    """``file://DIR``, ``gs://BUCKET[/PREFIX]`` or ``kafka://[HOST:PORT/]TOPIC``.
-
-    A GCS prefix becomes the object-name prefix (``gs://b/bench`` -> ``bench/LSSTCam/...``).
-    ``kafka://TOPIC`` takes its broker from KAFKA_BOOTSTRAP_SERVERS (as exported by
-    ``obsingest stack env``), else the local stack's port.
-    """
+    """``file://DIR``, ``gs://BUCKET[/PREFIX]`` (the object-name prefix: ``gs://b/bench`` ->
+    ``bench/LSSTCam/...``) or ``kafka://[HOST:PORT/]TOPIC`` (default broker:
+    KAFKA_BOOTSTRAP_SERVERS, as ``obsingest stack env`` exports it, else the local stack's)."""
     env = os.environ if environ is None else environ
     scheme, sep, rest = text.partition("://")
     if not sep or not rest:
@@ -80,11 +76,8 @@ def readout_times(start: datetime, interval: float, count: int) -> list[datetime
 
 
 def exposure_ids(start: datetime, count: int) -> list[int]:
-    """``count`` consecutive Rubin-style exposure ids starting at the run's second of day.
-
-    Two runs get disjoint ids unless they start within ``count`` seconds of each other, which a
-    run of ``count`` exposures at an interval of a second or more cannot do.
-    """
+    """``count`` consecutive Rubin-style exposure ids from the run's second of day: disjoint from
+    another run's unless it started within ``count`` seconds (a run's own length at >= 1 s)."""
     utc = start.astimezone(UTC)
     day_obs = int(utc.strftime("%Y%m%d"))
     first = utc.hour * 3600 + utc.minute * 60 + utc.second + 1
