@@ -214,7 +214,7 @@ def default_cards(
     own = CAMERA_CARDS[spec.instrument]
     science = spec.exposure_time > 0
     imgtype = "OBJECT" if science else "BIAS"
-    flt, band = _filter_cards(spec)
+    flt, band = physical_filter(spec.instrument, spec.filter)
     values: dict[str, Value] = {
         **_FIXED,
         **own,
@@ -225,7 +225,8 @@ def default_cards(
         "OBJECT": "simulated field" if science else "bias",
         "REASON": "science" if science else "calibration",
         "FILTBAND": band,
-        "FILTER": flt,
+        # LATISS's without the grating the Butler appends: 'SDSSr_65mm~empty' is 'SDSSr_65mm' + GRATING
+        "FILTER": flt.split("~", 1)[0],
     }
     if spec.instrument == "LATISS":
         values["GRATING"] = "empty_1"
@@ -246,13 +247,6 @@ def physical_filter(instrument: str, band_or_filter: str) -> tuple[str, str]:
         if name == band_or_filter:
             return name, band
     return band_or_filter, band_or_filter[:1]
-
-
-def _filter_cards(spec: CcdSpec) -> tuple[str, str]:
-    """(FILTER, FILTBAND) as the camera writes them: LATISS's filter without the grating the
-    Butler appends (``SDSSr_65mm~empty`` is FILTER 'SDSSr_65mm' + GRATING 'empty_1')."""
-    flt, band = physical_filter(spec.instrument, spec.filter)
-    return flt.split("~", 1)[0], band
 
 
 def templated_cards(spec: CcdSpec, template: Cards) -> list[tuple[str, Value]]:

@@ -107,7 +107,8 @@ def detector_name(instrument: str, detector: int) -> str:
 
 
 def _detector(instrument: str, detector: int) -> camera.Detector:
-    _instrument(instrument)
+    if instrument not in INSTRUMENTS:
+        raise ValueError(f"unknown instrument {instrument!r}; known: {sorted(INSTRUMENTS)}")
     try:
         return camera.detector(instrument, detector)
     except KeyError as exc:
@@ -198,19 +199,13 @@ class CcdSpec:
         return AMP_NAMES[: self.detector_info.sensor.amplifiers]
 
 
-def _instrument(name: str) -> camera.Instrument:
-    try:
-        return INSTRUMENTS[name]
-    except KeyError:
-        raise ValueError(f"unknown instrument {name!r}; known: {sorted(INSTRUMENTS)}") from None
-
-
 def header_cards(spec: CcdSpec) -> list[tuple[str, Value]]:
     """The primary header's cards (FITS structure aside) of the CCD ``spec`` describes: the
     template's with this CCD's identity and times, or the simulator's own."""
     if spec.template is not None:
         return header.templated_cards(spec, spec.template)
-    return header.default_cards(spec, *_observation_cards(spec))
+    seed, instrument_word, _ = _seed_words(spec)
+    return header.default_cards(spec, *_exposure_cards(seed, instrument_word, spec.exposure, spec.dark_time))
 
 
 def _primary_header(spec: CcdSpec) -> bytes:
@@ -228,19 +223,12 @@ def _primary_header(spec: CcdSpec) -> bytes:
     return header_bytes(records)
 
 
-def _observation_cards(spec: CcdSpec) -> tuple[dict[str, Value], dict[str, Value]]:
-    """(pointing, weather) of the exposure: plausible values, the same on every CCD of an
-    exposure (the Butler's exposure record comes from any of them); each CCD gets its copies."""
-    pointing, weather = _exposure_cards(
-        spec.seed & 0xFFFFFFFF, zlib.crc32(spec.instrument.encode()), spec.exposure, spec.dark_time
-    )
-    return dict(pointing), dict(weather)
-
-
 @lru_cache(maxsize=16)
 def _exposure_cards(
     seed: int, instrument_word: int, exposure: int, dark_time: float
 ) -> tuple[dict[str, Value], dict[str, Value]]:
+    """(pointing, weather) of an exposure: plausible values, the same on every CCD of it (the
+    Butler's exposure record comes from any of them); cached, so read only."""
     rng = np.random.default_rng([seed, instrument_word, exposure & 0xFFFFFFFF, 0x0B5])
     alt = rng.uniform(35.0, 85.0)
     ra, dec = float(round(rng.uniform(0.0, 360.0), 6)), float(round(rng.uniform(-80.0, 10.0), 6))
