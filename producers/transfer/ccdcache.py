@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from multiprocessing import get_context
 from pathlib import Path
 
-from obsingest.dataid import DataId
+from obsingest.dataid import DataId, exposure_day_obs
 from obsingest.logs import get_logger, log_event
 
 log = get_logger("obsingest.producer.transfer")
@@ -31,22 +31,13 @@ def ccd_paths(cache_dir: Path, size: str, detector: int) -> tuple[Path, Path]:
 
 
 def _make(cache_dir: str, size: str, detector: int) -> int:
-    from obsingest.dataid import exposure_day_obs
     from producers.compress import compress_file
     from producers.daq.simulator import CcdSpec, write_raw_ccd
 
     raw, fz = ccd_paths(Path(cache_dir), size, detector)
     if not raw.exists():
-        spec = CcdSpec(
-            INSTRUMENT,
-            CACHE_EXPOSURE,
-            detector,
-            exposure_day_obs(CACHE_EXPOSURE),
-            _OBS_START,
-            30.0,
-            "r",
-            size,  # type: ignore[arg-type]
-        )
+        day_obs = exposure_day_obs(CACHE_EXPOSURE)
+        spec = CcdSpec(INSTRUMENT, CACHE_EXPOSURE, detector, day_obs, _OBS_START, 30.0, "r", size)  # type: ignore[arg-type]
         write_raw_ccd(spec, raw)
     if not fz.exists():
         compress_file(raw, fz, threads=1)

@@ -329,12 +329,13 @@ class Run:
         return announced
 
     def _collect(self, timeout: float, readouts: list[datetime], workers: dict[int, int]) -> None:
-        try:
-            item = self._done.get(timeout=max(0.0, timeout))
-        except queue.Empty:
-            item = None
-        while item is not None:
-            index, detector, future = item
+        block = True
+        while True:
+            try:
+                index, detector, future = self._done.get(block, max(0.0, timeout))
+            except queue.Empty:
+                break
+            block = False  # then whatever else is in, without waiting
             outcome = future.result() if not future.cancelled() else None
             if outcome is None:
                 raise RuntimeError(f"the edge dropped exposure {index} detector {detector}")
@@ -349,10 +350,6 @@ class Run:
                 **record.to_json(),
             )
             self._progress(index)
-            try:
-                item = self._done.get_nowait()
-            except queue.Empty:
-                item = None
         self._check_complete()
 
     def _progress(self, current: int) -> None:
