@@ -4,11 +4,8 @@ Why by hand and not argparse: fpack's grammar is its own (flags first and separa
 glued values, ``-i2f``/``-n3ratio`` multi-letter flags, ``-h`` meaning Hcompress rather than
 help) and its users' scripts depend on its messages and exit codes (255 for every command-line
 error, messages on stdout). The checks follow fpack 1.7.0's ``fp_get_param`` and
-``fp_preflight`` (CFITSIO ``utilities/fpack.c``, ``fpackutil.c``) in the same order.
-
-Flags fpack has but that cannot apply to what we do (other algorithms, lossy quantisation,
-algorithm tests, listing, table compression) are refused with a message saying why, never
-silently ignored.
+``fp_preflight`` (CFITSIO ``utilities/fpack.c``, ``fpackutil.c``) in the same order. Flags that
+cannot apply to what we do are refused with a message saying why, never silently ignored.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Publishing a compressed file: a reader sees no file or the whole file, never a torn one.
 
-Written to a temporary file beside the target, optionally checked there (``check``: ``-D``/``-F``
-compare the decoded output with the input before anything is deleted), made durable
-(``durable``: fsync the file before the rename and the directory after it, so a crash cannot
-lose both input and output), then renamed. Unlike ``obsingest.fileio.write_atomic`` it runs the
-check between write and rename and needs no ``tempfile`` import (command start-up time).
+Unlike ``obsingest.fileio.write_atomic``, the temp file can be checked before the rename (``-D``/
+``-F`` compare the decoded output with the input before anything is deleted), ``durable`` fsyncs
+file and directory so a crash cannot lose both input and output, and no ``tempfile`` import.
 """
 
 from __future__ import annotations

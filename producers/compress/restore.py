@@ -1,9 +1,7 @@
-"""Back from ``.fits.fz``: restore plain FITS (``decompress_fits``, what funpack does for our
-RICE_1 files and fpack's) and prove that a written file restores its input (``verify_plan``,
-run by ``obsingest compress -D/-F`` before an input is deleted or overwritten).
-
-Decoding is our C decoder (``_rice.unpack_image``: whole HDU per call, no GIL, bounds-checked),
-so neither needs numpy or astropy; HDUs are independent jobs for a thread pool.
+"""Back from ``.fits.fz``: restore plain FITS (``decompress_fits``, funpack for our RICE_1 files
+and fpack's) and prove that a written file restores its input (``verify_plan``, before ``-D/-F``
+delete or overwrite it). Decoding is ``_rice.unpack_image`` (a whole HDU per call, no GIL,
+bounds-checked): no numpy or astropy; HDUs are independent jobs for a thread pool.
 """
 
 from __future__ import annotations

@@ -142,26 +142,19 @@ def template_detector(template: Cards) -> int | None:
 
 def identity_cards(spec: CcdSpec) -> dict[str, Value]:
     """The cards that make a CCD this CCD (``obsingest.dataid.identity_cards``), with its
-    sensor's make and size."""
+    sensor's make and size, and a made-up LSST_NUM fixed per detector in the camera's form
+    (``ITL-3800C-226``, ``E2V-CCD250-382``), so the translators' detector_serial has a value."""
     identity = DataId(spec.instrument, spec.exposure, spec.detector).identity(spec.controller)
-    det = spec.detector_info
-    layout = spec.layout
+    sensor, layout = spec.detector_info.sensor, spec.layout
     rows = layout.data_rows * (len(spec.amp_names) // 8)
+    part = {"E2V": "CCD250", "ITL_WF": "4400B"}.get(sensor.name, "3800C")
     return {
         **dataid.identity_cards(identity),
-        "CCD_MANU": det.sensor.manufacturer,
-        "CCD_TYPE": _CCD_TYPE.get(det.sensor.name, "3800C"),
+        "CCD_MANU": sensor.manufacturer,
+        "CCD_TYPE": _CCD_TYPE.get(sensor.name, "3800C"),
         "DETSIZE": f"[1:{layout.data_cols * 8},1:{rows}]",
-        "LSST_NUM": sensor_serial(spec.instrument, spec.detector),
+        "LSST_NUM": f"{sensor.manufacturer}-{part}-{100 + spec.detector:03d}",
     }
-
-
-def sensor_serial(instrument: str, detector: int) -> str:
-    """A made-up LSST_NUM fixed per detector, in the camera's form (``ITL-3800C-226``,
-    ``E2V-CCD250-382``), so the translators' detector_serial has a value as on the camera."""
-    det = camera.detector(instrument, detector)
-    part = {"E2V": "CCD250", "ITL_WF": "4400B"}.get(det.sensor.name, "3800C")
-    return f"{det.sensor.manufacturer}-{part}-{100 + detector:03d}"
 
 
 def time_cards(spec: CcdSpec) -> dict[str, Value]:

@@ -74,9 +74,7 @@ class Calibration:
 
     def stages(self) -> dict[str, float]:
         """CPU seconds per CCD by stage."""
-        out = dict.fromkeys(STAGES, 0.0)
-        out["compress"] = self.compress_cpu
-        out["send"] = self.send_cpu
+        out = dict.fromkeys(STAGES, 0.0) | {"compress": self.compress_cpu, "send": self.send_cpu}
         for role, seconds in self.roles.items():
             out[STAGE_OF_ROLE.get(role, "register+publish")] += seconds
         return out

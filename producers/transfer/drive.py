@@ -48,10 +48,8 @@ def run_harness(
     services: dict[str, list[int]] | None = None,
 ) -> HarnessResult:
     """Run the whole measurement; raises if the edge cannot start or CCDs never come back.
-
     ``services``: role -> pids of the processes serving the run (emulators, broker, database),
-    whose CPU time is reported next to the edge's and this process's (the facility side).
-    """
+    whose CPU time is reported next to the edge's and this process's (the facility side)."""
     return Run(config, end_to_end, progress or (lambda _text, _final: None), services or {}).run()
 
 
