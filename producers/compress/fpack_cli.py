@@ -126,10 +126,8 @@ class _Run:
                 )
                 return
             if item.target == "-":
-                stream = sys.stdout.buffer
-                for part in parts:
-                    stream.write(part)
-                stream.flush()
+                sys.stdout.buffer.writelines(parts)
+                sys.stdout.buffer.flush()
                 return
             self.write(item, parts)
         finally:

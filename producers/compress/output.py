@@ -31,8 +31,7 @@ def publish(
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as fh:
-            for part in parts:
-                fh.write(part)
+            fh.writelines(parts)
             size = fh.tell()
             if durable:
                 fh.flush()
