@@ -1,8 +1,6 @@
-"""The primary header of a simulated raw: the cards, names and time scale the camera writes.
-
-Written from the real Rubin headers in ``tests/fixtures/real_headers`` so that everything
-downstream runs on what the camera sends; the cards, their TAI times and the template rules
-(``load_template``, ``REPLACED``, ``HARDWARE``) are described in ``producers/daq/README.md``.
+"""The primary header of a simulated raw: the cards, names and time scale the camera writes,
+from the real Rubin headers in ``tests/fixtures/real_headers``, so everything downstream runs on
+what the camera sends (cards, TAI times and template rules: ``producers/daq/README.md``).
 """
 
 from __future__ import annotations
