@@ -317,11 +317,13 @@ def _card_bytes(key: str, value: Value) -> bytes:
     if _PLAIN_KEY.match(key):
         if value is None:
             return f"{key:<8}= {'':<20}".ljust(CARD).encode("ascii")
-        if isinstance(value, float) and not isinstance(value, bool):
-            text = _float_text(value)
-            if text is not None:
-                line = f"{key:<8}= {text:>20}" + (f" / {comment}" if comment else "")
-                return line[:CARD].ljust(CARD).encode("ascii")
+        if isinstance(value, float) and math.isfinite(value):  # every digit, as FITS writes it
+            text = repr(value).upper()
+            if "." not in text and "E" not in text:
+                text += ".0"
+            text = text if len(text) <= 20 else f"{value:.15G}"
+            line = f"{key:<8}= {text:>20}" + (f" / {comment}" if comment else "")
+            return line[:CARD].ljust(CARD).encode("ascii")
         try:
             return make_card(key, value, comment)
         except ValueError:
@@ -334,16 +336,6 @@ def _card_bytes(key: str, value: Value) -> bytes:
 
 
 card_bytes = card_memo(_card_bytes)
-
-
-def _float_text(value: float) -> str | None:
-    """A float as FITS writes it without losing a digit; None if it has no FITS form."""
-    if not math.isfinite(value):
-        return None
-    text = repr(value).upper()
-    if "." not in text and "E" not in text:
-        text += ".0"
-    return text if len(text) <= 20 else f"{value:.15G}"
 
 
 def header_records(cards: Iterable[tuple[str, Value]]) -> list[bytes]:
