@@ -127,16 +127,6 @@ def background_cores(phases: list[dict[str, Any]]) -> float:
     return sum(p["busy"].get("others", 0.0) for p in steady) / seconds if seconds > 0 else 0.0
 
 
-def steady_latencies(result: dict[str, Any]) -> list[float]:
-    """readout -> announced of every CCD of the later exposures of a harness result."""
-    first, when = min(result["exposures"]), datetime.fromisoformat
-    return [
-        (when(a["published"]) - when(a["readout"])).total_seconds()
-        for a in result.get("arrivals", [])
-        if a["exposure"] != first
-    ]
-
-
 def calibrate(path: str, one: dict[str, Any], many: dict[str, Any]) -> Calibration:
     """A calibration from two harness results (JSON of ``bench transfer --end-to-end``): ``one``
     with 1 CCD per exposure (for ``L1``), ``many`` with N (for the per-CCD demands)."""
@@ -148,7 +138,12 @@ def calibrate(path: str, one: dict[str, Any], many: dict[str, Any]) -> Calibrati
     send = _median(r.get("send_cpu_seconds", 0.0) for r in records)
     roles = {role: cpu for role, cpu in per_ccd.items() if role not in NOT_OURS and role != "edge_workers"}
     send += roles.pop("edge_service", 0.0)
-    latencies = steady_latencies(one)
+    first, when = min(one["exposures"]), datetime.fromisoformat
+    latencies = [  # readout -> announced of the later exposures' CCDs
+        (when(a["published"]) - when(a["readout"])).total_seconds()
+        for a in one.get("arrivals", [])
+        if a["exposure"] != first
+    ]
     if not latencies:
         raise ValueError("the 1-CCD calibration run announced nothing after its warm-up")
     return Calibration(
