@@ -58,16 +58,14 @@ with fpack's codes (255 for command-line errors, CFITSIO's status for unreadable
 
 _REFUSED = {
     "-h": "Hcompress is not supported: obsingest compress writes lossless RICE_1 only",
-    "-g": "GZIP tiles are not supported: obsingest compress writes RICE_1 only",
-    "-g1": "GZIP tiles are not supported: obsingest compress writes RICE_1 only",
+    **dict.fromkeys(("-g", "-g1"), "GZIP tiles are not supported: obsingest compress writes RICE_1 only"),
     "-g2": "GZIP_2 tiles are not supported: obsingest compress writes RICE_1 only",
     "-p": "PLIO is not supported: obsingest compress writes RICE_1 only",
     "-d": "uncompressed tiles are not supported: obsingest compress writes RICE_1 only",
     "-s": "lossy Hcompress scaling is not supported: obsingest compress is lossless only",
     "-n": "noise rescaling of scaled integers is lossy: obsingest compress is lossless only",
     "-i2f": "quantising integer images is lossy: obsingest compress keeps integers exact",
-    "-n3ratio": "applies to -i2f (lossy), which obsingest compress does not do",
-    "-n3min": "applies to -i2f (lossy), which obsingest compress does not do",
+    **dict.fromkeys(("-n3ratio", "-n3min"), "applies to -i2f (lossy), which obsingest compress does not do"),
     "-T": "the algorithm comparison test is fpack's own: run fpack -T",
     "-R": "the algorithm comparison report is fpack's own: run fpack -T -R",
     "-L": "listing is not supported: run fpack -L or funpack -L",

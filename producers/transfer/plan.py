@@ -19,7 +19,6 @@ Scheme = Literal["file", "gs", "kafka"]
 
 #: Used when ``kafka://TOPIC`` names no broker and KAFKA_BOOTSTRAP_SERVERS is unset (the stack's).
 DEFAULT_KAFKA_BOOTSTRAP = defaults.KAFKA_BOOTSTRAP
-DEFAULT_PREFIX = defaults.RAW_PREFIX
 
 
 @dataclass(frozen=True)
@@ -28,7 +27,7 @@ class Destination:
 
     scheme: Scheme
     sender_url: str
-    prefix: str = DEFAULT_PREFIX
+    prefix: str = defaults.RAW_PREFIX
     #: file: the directory; gs: the bucket; kafka: the topic
     target: str = ""
 
@@ -43,13 +42,13 @@ def parse_destination(text: str, environ: dict[str, str] | None = None) -> Desti
         raise ValueError(f"destination {text!r}: expected file://DIR, gs://BUCKET or kafka://TOPIC")
     if scheme == "file":
         directory = os.path.abspath(rest)
-        return Destination("file", f"file://{directory}", DEFAULT_PREFIX, directory)
+        return Destination("file", f"file://{directory}", defaults.RAW_PREFIX, directory)
     if scheme == "gs":
         bucket, _, prefix = rest.partition("/")
         if not bucket:
             raise ValueError(f"destination {text!r}: no bucket")
         prefix = prefix.strip("/")
-        return Destination("gs", f"gs://{bucket}", f"{prefix}/" if prefix else DEFAULT_PREFIX, bucket)
+        return Destination("gs", f"gs://{bucket}", f"{prefix}/" if prefix else defaults.RAW_PREFIX, bucket)
     if scheme == "kafka":
         host, slash, topic = rest.rpartition("/")
         if not slash:
@@ -57,7 +56,7 @@ def parse_destination(text: str, environ: dict[str, str] | None = None) -> Desti
         if not topic:
             raise ValueError(f"destination {text!r}: no topic")
         bootstrap = host or env.get("KAFKA_BOOTSTRAP_SERVERS", DEFAULT_KAFKA_BOOTSTRAP)
-        return Destination("kafka", f"kafka://{bootstrap}/{topic}", DEFAULT_PREFIX, topic)
+        return Destination("kafka", f"kafka://{bootstrap}/{topic}", defaults.RAW_PREFIX, topic)
     raise ValueError(f"destination {text!r}: unsupported scheme {scheme!r} (file, gs, kafka)")
 
 
