@@ -71,11 +71,8 @@ def stage_run(
         if progress:
             progress(index + 1, len(exposures))
     for path in (p for files in staged for p in files.values()):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fdatasync(fd)
-        finally:
-            os.close(fd)
+        with path.open("rb") as fh:
+            os.fdatasync(fh.fileno())
     return staged
 
 
