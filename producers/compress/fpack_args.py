@@ -4,11 +4,8 @@ Why by hand and not argparse: fpack's grammar is its own (flags first and separa
 glued values, ``-i2f``/``-n3ratio`` multi-letter flags, ``-h`` meaning Hcompress rather than
 help) and its users' scripts depend on its messages and exit codes (255 for every command-line
 error, messages on stdout). The checks follow fpack 1.7.0's ``fp_get_param`` and
-``fp_preflight`` (CFITSIO ``utilities/fpack.c``, ``fpackutil.c``) in the same order.
-
-Flags fpack has but that cannot apply to what we do (other algorithms, lossy quantisation,
-algorithm tests, listing, table compression) are refused with a message saying why, never
-silently ignored.
+``fp_preflight`` (CFITSIO ``utilities/fpack.c``, ``fpackutil.c``) in the same order. Flags that
+cannot apply to what we do are refused with a message saying why, never silently ignored.
 """
 
 from __future__ import annotations
@@ -61,16 +58,14 @@ with fpack's codes (255 for command-line errors, CFITSIO's status for unreadable
 
 _REFUSED = {
     "-h": "Hcompress is not supported: obsingest compress writes lossless RICE_1 only",
-    "-g": "GZIP tiles are not supported: obsingest compress writes RICE_1 only",
-    "-g1": "GZIP tiles are not supported: obsingest compress writes RICE_1 only",
+    **dict.fromkeys(("-g", "-g1"), "GZIP tiles are not supported: obsingest compress writes RICE_1 only"),
     "-g2": "GZIP_2 tiles are not supported: obsingest compress writes RICE_1 only",
     "-p": "PLIO is not supported: obsingest compress writes RICE_1 only",
     "-d": "uncompressed tiles are not supported: obsingest compress writes RICE_1 only",
     "-s": "lossy Hcompress scaling is not supported: obsingest compress is lossless only",
     "-n": "noise rescaling of scaled integers is lossy: obsingest compress is lossless only",
     "-i2f": "quantising integer images is lossy: obsingest compress keeps integers exact",
-    "-n3ratio": "applies to -i2f (lossy), which obsingest compress does not do",
-    "-n3min": "applies to -i2f (lossy), which obsingest compress does not do",
+    **dict.fromkeys(("-n3ratio", "-n3min"), "applies to -i2f (lossy), which obsingest compress does not do"),
     "-T": "the algorithm comparison test is fpack's own: run fpack -T",
     "-R": "the algorithm comparison report is fpack's own: run fpack -T -R",
     "-L": "listing is not supported: run fpack -L or funpack -L",

@@ -91,8 +91,9 @@ class _Run:
                 with gzip.open(item.source, "rb") as fh:
                     item.data = fh.read()
             else:
-                mapped = tiled_rice.MappedFile(Path(item.source))
-                item.data, item.closer = mapped.map, mapped.close
+                stack = contextlib.ExitStack()
+                item.data = stack.enter_context(tiled_rice.mapped_file(Path(item.source)))
+                item.closer = stack.close
         except (OSError, EOFError) as exc:  # EOFError: a truncated .gz
             status = 108 if isinstance(exc, (IsADirectoryError, EOFError)) else 104
             self.fitsio_fail(status, item.name, getattr(exc, "strerror", None) or exc)
@@ -125,10 +126,8 @@ class _Run:
                 )
                 return
             if item.target == "-":
-                stream = sys.stdout.buffer
-                for part in parts:
-                    stream.write(part)
-                stream.flush()
+                sys.stdout.buffer.writelines(parts)
+                sys.stdout.buffer.flush()
                 return
             self.write(item, parts)
         finally:
@@ -165,8 +164,8 @@ class _Run:
     def verify(self, item: _Input, path: Path) -> None:
         """The written file decodes to the input, HDU by HDU (CorruptFile if not)."""
         assert item.data is not None  # write() verifies before the input is closed
-        with tiled_rice.MappedFile(path) as written:
-            packed = memoryview(written.map)
+        with tiled_rice.mapped_file(path) as written:
+            packed = memoryview(written)
             try:
                 jobs = restore.verify_plan(packed, memoryview(item.data), item.hdus)
                 for future in [self.pool.submit(job) for job in jobs]:

@@ -1,10 +1,8 @@
 """Publishing a compressed file: a reader sees no file or the whole file, never a torn one.
 
-Written to a temporary file beside the target, optionally checked there (``check``: ``-D``/``-F``
-compare the decoded output with the input before anything is deleted), made durable
-(``durable``: fsync the file before the rename and the directory after it, so a crash cannot
-lose both input and output), then renamed. Unlike ``obsingest.fileio.write_atomic`` it runs the
-check between write and rename and needs no ``tempfile`` import (command start-up time).
+Unlike ``obsingest.fileio.write_atomic``, the temp file can be checked before the rename (``-D``/
+``-F`` compare the decoded output with the input before anything is deleted), ``durable`` fsyncs
+file and directory so a crash cannot lose both input and output, and no ``tempfile`` import.
 """
 
 from __future__ import annotations
@@ -25,18 +23,15 @@ def publish(
     durable: bool = False,
     check: Callable[[Path], None] | None = None,
 ) -> int:
-    """Write ``parts`` to ``target`` through a checked temp file; returns the bytes written.
-
-    An existing ``target`` is replaced (callers that must not clobber check first, as fpack's
-    preflight does). On any failure the temp file is removed and ``target`` is untouched.
-    """
+    """Write ``parts`` to ``target`` through a checked temp file; returns the bytes written. An
+    existing ``target`` is replaced (fpack's preflight refuses to clobber before); on any failure
+    the temp file is removed and ``target`` is untouched."""
     target = Path(target)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{next(_serial)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as fh:
-            for part in parts:
-                fh.write(part)
+            fh.writelines(parts)
             size = fh.tell()
             if durable:
                 fh.flush()

@@ -1,9 +1,7 @@
-"""Back from ``.fits.fz``: restore plain FITS (``decompress_fits``, what funpack does for our
-RICE_1 files and fpack's) and prove that a written file restores its input (``verify_plan``,
-run by ``obsingest compress -D/-F`` before an input is deleted or overwritten).
-
-Decoding is our C decoder (``_rice.unpack_image``: whole HDU per call, no GIL, bounds-checked),
-so neither needs numpy or astropy; HDUs are independent jobs for a thread pool.
+"""Back from ``.fits.fz``: restore plain FITS (``decompress_fits``, funpack for our RICE_1 files
+and fpack's) and prove that a written file restores its input (``verify_plan``, before ``-D/-F``
+delete or overwrite it). Decoding is ``_rice.unpack_image`` (a whole HDU per call, no GIL,
+bounds-checked): no numpy or astropy; HDUs are independent jobs for a thread pool.
 """
 
 from __future__ import annotations
@@ -119,11 +117,9 @@ def _decompress_image(buf: memoryview, hdu: Hdu) -> tuple[list[bytes], bool]:
 
 
 def decompress_fits(fz: bytes, threads: int | None = None) -> bytes:
-    """Restore a plain FITS file from ``.fits.fz`` bytes (RICE_1 integer images; rest copied).
-
-    HDUs are decoded in parallel on ``threads`` threads (default: CPU count). Raises CorruptFile
-    when the bytes are not a valid compressed file. Checksum cards are dropped (plain output).
-    """
+    """Restore a plain FITS file, without checksum cards, from ``.fits.fz`` bytes (RICE_1 integer
+    images; rest copied), HDUs in parallel on ``threads`` (default: CPU count). CorruptFile when
+    the bytes are not a valid compressed file."""
     buf = memoryview(fz)
     hdus = parse_fits(buf)
 

@@ -1,14 +1,10 @@
 """Parallel tiled Rice compression of FITS images into fpack-compatible ``.fits.fz`` files.
 
-The amplifier HDUs of a raw CCD are independent, so each is compressed in its own thread-pool
-task by our RICE_1 coder (``producers/compress/_rice.c``: byte-identical to CFITSIO's, releases
-the GIL); headers, tile descriptors, heap and checksums are written here in fpack's layout. No
-numpy or astropy import: ``obsingest compress`` (an fpack drop-in) must start in milliseconds.
-
-Tiles: by default one per image HDU (fpack's ``-w``); ``Tiling`` (``-t``) or ``tile_rows=N`` for
-others (``tile_rows=1`` is fpack's default). Output is deterministic (no timestamp in CHECKSUM
-comments), so a re-sent CCD has the same checksum. Integer images (BITPIX 16, 32; NAXIS 1 or 2)
-are compressed losslessly; other HDUs are copied unchanged (float data stays lossless).
+Each image HDU (a raw CCD's amplifiers are independent) is one thread-pool task for our RICE_1
+coder (``_rice.c``: byte-identical to CFITSIO's, releases the GIL); headers, tile descriptors,
+heap and checksums are written here in fpack's layout. Integer images (BITPIX 16, 32; NAXIS 1 or
+2) are compressed losslessly, other HDUs copied unchanged. Output is deterministic (no timestamp
+in CHECKSUM comments), so a re-sent CCD has the same checksum.
 """
 
 from __future__ import annotations
@@ -17,10 +13,10 @@ import contextlib
 import mmap
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -180,35 +176,23 @@ _RICE_PARAMS = _cards(
 _TILE = "size of tiles to be compressed"
 _BYTEPIX = "bytes per pixel (1, 2, 4, or 8)"
 
-#: keyword field -> its Z-keyword field (b"" when the card keeps its keyword), as fpack renames
-_Z_FIELDS: dict[bytes, bytes] = {}
-_Z_FIELDS_MAX = 4096
 
-
+@lru_cache(maxsize=4096)
 def _z_field(field: bytes) -> bytes:
+    """A keyword field's Z-keyword field (b"" when the card keeps its keyword), as fpack renames."""
     key = card_key(field)
     if key.startswith("NAXIS"):
-        new = ("Z" + key).encode("ascii").ljust(8)
-    elif key in TO_Z:
-        new = TO_Z[key].encode("ascii").ljust(8)
-    else:
-        new = b""
-    if len(_Z_FIELDS) < _Z_FIELDS_MAX:
-        _Z_FIELDS[field] = new
-    return new
+        return ("Z" + key).encode("ascii").ljust(8)
+    return TO_Z[key].encode("ascii").ljust(8) if key in TO_Z else b""
 
 
 def _z_cards(hdu: Hdu) -> list[bytes]:
     """The image's cards as they go into the compressed header: sizing keywords renamed."""
-    original = hdu.cards
-    cards = [rename_card(original[0], "ZSIMPLE" if hdu.is_primary else "ZTENSION")]
-    append, known = cards.append, _Z_FIELDS.get
-    for card in original[1:]:
-        field = card[:8]
-        new = known(field)
-        if new is None:
-            new = _z_field(field)
-        append(new + card[8:] if new else card)
+    first, *rest = hdu.cards
+    cards = [rename_card(first, "ZSIMPLE" if hdu.is_primary else "ZTENSION")]
+    for card in rest:
+        new = _z_field(card[:8])
+        cards.append(new + card[8:] if new else card)
     return cards
 
 
@@ -303,36 +287,25 @@ def _compress_parts(
             buf.release()
 
 
-class MappedFile:
-    """A read-only memory map of a file (no copy of the raw CCD into the Python heap), its pages
+@contextlib.contextmanager
+def mapped_file(path: Path) -> Iterator[mmap.mmap | bytes]:
+    """A file as a read-only memory map (no copy of a raw CCD into the Python heap), its pages
     mapped in one call (MAP_POPULATE) rather than one fault per 4 KiB page."""
-
-    def __init__(self, path: Path) -> None:
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        raise CorruptFile(f"input file does not exist: {path}") from None
+    with fh:
+        if not os.fstat(fh.fileno()).st_size:
+            yield b""
+            return
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        mapped = mmap.mmap(fh.fileno(), 0, flags=flags, prot=mmap.PROT_READ)
         try:
-            self._fh = open(path, "rb")  # noqa: SIM115 - closed in close()
-        except FileNotFoundError:
-            raise CorruptFile(f"input file does not exist: {path}") from None
-        try:
-            self.size = os.fstat(self._fh.fileno()).st_size
-            flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-            self.map: mmap.mmap | bytes = (
-                mmap.mmap(self._fh.fileno(), 0, flags=flags, prot=mmap.PROT_READ) if self.size else b""
-            )
-        except BaseException:
-            self._fh.close()
-            raise
-
-    def close(self) -> None:
-        if isinstance(self.map, mmap.mmap):
+            yield mapped
+        finally:
             with contextlib.suppress(BufferError):  # a traceback may still hold a view
-                self.map.close()
-        self._fh.close()
-
-    def __enter__(self) -> MappedFile:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+                mapped.close()
 
 
 def compress_fits(
@@ -342,16 +315,13 @@ def compress_fits(
     *,
     checksum: bool = True,
 ) -> bytes:
-    """Compress a FITS file (bytes or path) to ``.fits.fz`` bytes, amplifiers in parallel.
-
-    ``threads``: worker threads (default: CPU count). ``tile_rows``: rows per Rice tile (default:
-    the whole HDU, one tile per amplifier). ``checksum``: write CHECKSUM/DATASUM like fpack does.
-    Raises CorruptFile if the input is not a structurally valid FITS file.
-    """
+    """Compress a FITS file (bytes or path) to ``.fits.fz`` bytes, amplifiers in parallel on
+    ``threads`` (default: CPU count), ``tile_rows`` rows per tile (default: one tile per HDU),
+    CHECKSUM/DATASUM as fpack writes them. CorruptFile if the input is not valid FITS."""
     tiling = rows_tiling(tile_rows)
     if isinstance(raw, (str, Path)):
-        with MappedFile(Path(raw)) as mapped:
-            return b"".join(_compress_parts(mapped.map, threads, tiling, checksum))
+        with mapped_file(Path(raw)) as data:
+            return b"".join(_compress_parts(data, threads, tiling, checksum))
     return b"".join(_compress_parts(raw, threads, tiling, checksum))
 
 
@@ -363,9 +333,9 @@ def compress_file(
 
     start = time.perf_counter()
     tiling = rows_tiling(tile_rows)
-    with MappedFile(Path(src)) as mapped:
-        parts = _compress_parts(mapped.map, threads, tiling, checksum)
-        raw_bytes = mapped.size
+    with mapped_file(Path(src)) as data:
+        parts = _compress_parts(data, threads, tiling, checksum)
+        raw_bytes = len(data)
     Path(dst).parent.mkdir(parents=True, exist_ok=True)
     written = publish(Path(dst), parts)
     result = CompressionResult(raw_bytes, written, time.perf_counter() - start, workers(threads), tile_rows)

@@ -1,8 +1,6 @@
-"""The primary header of a simulated raw: the cards, names and time scale the camera writes.
-
-Written from the real Rubin headers in ``tests/fixtures/real_headers`` so that everything
-downstream runs on what the camera sends; the cards, their TAI times and the template rules
-(``load_template``, ``REPLACED``, ``HARDWARE``) are described in ``producers/daq/README.md``.
+"""The primary header of a simulated raw: the cards, names and time scale the camera writes,
+from the real Rubin headers in ``tests/fixtures/real_headers``, so everything downstream runs on
+what the camera sends (cards, TAI times and template rules: ``producers/daq/README.md``).
 """
 
 from __future__ import annotations
@@ -84,16 +82,10 @@ _PLAIN_KEY = re.compile(r"^[A-Z0-9_-]{1,8}$")
 _ISOT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?$")
 
 
-# --- templates ---------------------------------------------------------------------------------
-
-
 def load_template(path: Path) -> Cards:
-    """The primary-header cards of a real header dump (YAML or JSON, card -> value), in order.
-
-    A dump flattens every HDU into one mapping (obs_lsst's ``tests/headers``): cards from the
-    first ``XTENSION`` on are an extension's and are dropped, as are the FITS structure cards
-    (rebuilt for the simulated file) and ``__CONTENT__``. ValueError if it is not such a dump.
-    """
+    """The primary-header cards of a real header dump (YAML or JSON, card -> value, obs_lsst's
+    ``tests/headers``), in order, without extensions' and FITS structure cards (README.md).
+    ValueError if it is not such a dump."""
     path = Path(path)
     text = path.read_text()
     try:
@@ -146,32 +138,21 @@ def template_detector(template: Cards) -> int | None:
         return None
 
 
-# --- the simulator's own cards -----------------------------------------------------------------
-
-
 def identity_cards(spec: CcdSpec) -> dict[str, Value]:
     """The cards that make a CCD this CCD (``obsingest.dataid.identity_cards``), with its
-    sensor's make and size."""
+    sensor's make and size, and a made-up LSST_NUM fixed per detector in the camera's form
+    (``ITL-3800C-226``, ``E2V-CCD250-382``), so the translators' detector_serial has a value."""
     identity = DataId(spec.instrument, spec.exposure, spec.detector).identity(spec.controller)
-    det = spec.detector_info
-    layout = spec.layout
+    sensor, layout = spec.detector_info.sensor, spec.layout
     rows = layout.data_rows * (len(spec.amp_names) // 8)
+    part = {"E2V": "CCD250", "ITL_WF": "4400B"}.get(sensor.name, "3800C")
     return {
         **dataid.identity_cards(identity),
-        "CCD_MANU": det.sensor.manufacturer,
-        "CCD_TYPE": _CCD_TYPE.get(det.sensor.name, "3800C"),
+        "CCD_MANU": sensor.manufacturer,
+        "CCD_TYPE": _CCD_TYPE.get(sensor.name, "3800C"),
         "DETSIZE": f"[1:{layout.data_cols * 8},1:{rows}]",
-        "LSST_NUM": sensor_serial(spec.instrument, spec.detector),
+        "LSST_NUM": f"{sensor.manufacturer}-{part}-{100 + spec.detector:03d}",
     }
-
-
-def sensor_serial(instrument: str, detector: int) -> str:
-    """A sensor's part and serial number as LSST_NUM writes it (``ITL-3800C-226``,
-    ``E2V-CCD250-382``, ``ITL-4400B-025``): ours are made up, fixed per detector, so that the
-    translators' detector_serial has a value, as on the camera."""
-    det = camera.detector(instrument, detector)
-    part = {"E2V": "CCD250", "ITL_WF": "4400B"}.get(det.sensor.name, "3800C")
-    return f"{det.sensor.manufacturer}-{part}-{100 + detector:03d}"
 
 
 def time_cards(spec: CcdSpec) -> dict[str, Value]:
@@ -224,7 +205,7 @@ def default_cards(
     own = CAMERA_CARDS[spec.instrument]
     science = spec.exposure_time > 0
     imgtype = "OBJECT" if science else "BIAS"
-    flt, band = _filter_cards(spec)
+    flt, band = physical_filter(spec.instrument, spec.filter)
     values: dict[str, Value] = {
         **_FIXED,
         **own,
@@ -235,7 +216,8 @@ def default_cards(
         "OBJECT": "simulated field" if science else "bias",
         "REASON": "science" if science else "calibration",
         "FILTBAND": band,
-        "FILTER": flt,
+        # LATISS's without the grating the Butler appends: 'SDSSr_65mm~empty' is 'SDSSr_65mm' + GRATING
+        "FILTER": flt.split("~", 1)[0],
     }
     if spec.instrument == "LATISS":
         values["GRATING"] = "empty_1"
@@ -256,13 +238,6 @@ def physical_filter(instrument: str, band_or_filter: str) -> tuple[str, str]:
         if name == band_or_filter:
             return name, band
     return band_or_filter, band_or_filter[:1]
-
-
-def _filter_cards(spec: CcdSpec) -> tuple[str, str]:
-    """(FILTER, FILTBAND) as the camera writes them: LATISS's filter without the grating the
-    Butler appends (``SDSSr_65mm~empty`` is FILTER 'SDSSr_65mm' + GRATING 'empty_1')."""
-    flt, band = physical_filter(spec.instrument, spec.filter)
-    return flt.split("~", 1)[0], band
 
 
 def templated_cards(spec: CcdSpec, template: Cards) -> list[tuple[str, Value]]:
@@ -317,8 +292,6 @@ def _shifted(key: str, value: Value, shift: timedelta | None) -> Value:
     return value
 
 
-# --- cards to bytes ----------------------------------------------------------------------------
-
 #: Comments on the cards whose meaning is not obvious from their name.
 COMMENTS = {
     "DATE-BEG": "start of integration (TIMESYS)",
@@ -337,20 +310,20 @@ COMMENTS = {
 def _card_bytes(key: str, value: Value) -> bytes:
     """One header record (80 bytes, or more for astropy's long-string and HIERARCH forms).
 
-    The common cards are written by hand (fast, byte-for-byte ours): a None value is a card
-    present and empty, as the camera writes ``SEEING``; floats keep every digit. Anything else
-    (a keyword longer than 8 characters, a string longer than a card) goes through astropy.
-    Memoised (``card_memo``): every CCD of an exposure repeats most of its primary header.
-    """
+    Common cards by hand (fast): None is a card present and empty (the camera's ``SEEING``),
+    floats keep every digit; long keywords and strings go through astropy. Memoised below:
+    every CCD of an exposure repeats most of its primary header."""
     comment = COMMENTS.get(key, "")
     if _PLAIN_KEY.match(key):
         if value is None:
             return f"{key:<8}= {'':<20}".ljust(CARD).encode("ascii")
-        if isinstance(value, float) and not isinstance(value, bool):
-            text = _float_text(value)
-            if text is not None:
-                line = f"{key:<8}= {text:>20}" + (f" / {comment}" if comment else "")
-                return line[:CARD].ljust(CARD).encode("ascii")
+        if isinstance(value, float) and math.isfinite(value):  # every digit, as FITS writes it
+            text = repr(value).upper()
+            if "." not in text and "E" not in text:
+                text += ".0"
+            text = text if len(text) <= 20 else f"{value:.15G}"
+            line = f"{key:<8}= {text:>20}" + (f" / {comment}" if comment else "")
+            return line[:CARD].ljust(CARD).encode("ascii")
         try:
             return make_card(key, value, comment)
         except ValueError:
@@ -363,16 +336,6 @@ def _card_bytes(key: str, value: Value) -> bytes:
 
 
 card_bytes = card_memo(_card_bytes)
-
-
-def _float_text(value: float) -> str | None:
-    """A float as FITS writes it without losing a digit; None if it has no FITS form."""
-    if not math.isfinite(value):
-        return None
-    text = repr(value).upper()
-    if "." not in text and "E" not in text:
-        text += ".0"
-    return text if len(text) <= 20 else f"{value:.15G}"
 
 
 def header_records(cards: Iterable[tuple[str, Value]]) -> list[bytes]:

@@ -1,8 +1,6 @@
 """What the DAQ announces before readout: the ExposureManifest listing every detector expected.
-
-Completeness is counted against this list, so it names detectors as the observatory numbers
-them: for a whole LSSTCam exposure the 189 science CCDs and the 8 wavefront and 8 guider sensors
-(ids 0..204), not merely the science ones.
+Completeness is counted against it, so it names them as the observatory numbers them: for a whole
+LSSTCam exposure 189 science, 8 wavefront and 8 guider sensors (ids 0..204).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Play a night into an edge hand-off directory at the summit's cadence (``obsingest daq night``).
 
-Per exposure, at its readout moment: the manifest (written first, then given to
-``on_manifest``), then every CCD under the camera's own name in ``{day_obs}/{obs_id}/``, each
-written to a temporary name and renamed (the edge's ``rename`` rule), each after its JSON sidecar
-with ``sidecars`` (names: ``producers/daq/README.md``). The next exposure's CCDs are generated in
-the interval's second half (``generation_lead``), not during the burst the pipeline handles.
-The manifest's ``obs_start`` (UTC) is the headers' DATE-BEG and CCDs are read out ``dark_time``
+Per exposure, at its readout moment: the manifest, then every CCD under the camera's name
+(README.md), each written to a temporary name and renamed (the edge's ``rename`` rule). The
+manifest's ``obs_start`` (UTC) is the headers' DATE-BEG and CCDs are read out ``dark_time``
 later, so files, manifest and the edge's clock agree on one instant.
 """
 
@@ -22,7 +19,7 @@ from typing import Literal
 from obsingest.fileio import write_atomic
 from obsingest.messages import ExposureManifest
 from obsingest.timescales import camera_time
-from producers.daq.header import Cards, template_instrument
+from producers.daq.header import Cards
 from producers.daq.manifest import exposure_manifest
 from producers.daq.simulator import INSTRUMENTS, CcdSpec, exposure_id, generate_raw_ccd, header_cards
 from producers.edge.files import manifest_json  # the JSON the edge reads
@@ -83,18 +80,17 @@ def _spec(
 
 
 def generation_lead(interval: float, last: float) -> float:
-    """Seconds before an exposure's readout moment to start generating its CCDs: the second half
-    of the interval, or twice what the last exposure's took and a second, never more than the
-    interval. Generating right after a readout would take the CPU from the very burst the
-    pipeline is handling; a real DAQ does not share the pipeline's cores."""
+    """Seconds before an exposure's readout to start generating its CCDs: half the interval, or
+    twice the last exposure's generation and a second, at most the interval. Not right after a
+    readout: that would take the CPU from the burst the pipeline is handling (a real DAQ does not
+    share the pipeline's cores)."""
     return min(interval, max(interval / 2, 2 * last + 1.0))
 
 
 def first_readout_lead(plan: NightPlan, day_obs: int, detectors: list[int]) -> float:
-    """Seconds from now to the first exposure's readout moment, leaving time to generate its CCDs
-    first (as ``generation_lead``, from one CCD generated now, which also fills the per-night
-    caches): a readout stamped before its CCDs exist would put the simulator's generation inside
-    every latency measured from it."""
+    """Seconds from now to the first readout, time to generate its CCDs (as ``generation_lead``,
+    from one CCD generated now, which also fills the caches): a readout stamped before its CCDs
+    exist would put generation inside every latency measured from it."""
     if plan.interval <= 0:
         return 0.0
     exposure = exposure_id(day_obs, plan.first_seq)
@@ -120,14 +116,11 @@ def play_night(
     on_manifest: Callable[[ExposureManifest], None] | None = None,
 ) -> list[PlayedExposure]:
     """Write the night; returns what was written (and tells ``on_exposure`` as it goes).
-
-    ``on_manifest`` gets each exposure's manifest at its readout moment, after its file is
-    written and before any of its CCDs is (it may block: the CCDs wait for it)."""
+    ``on_manifest`` gets each manifest after its file is written and before any of its CCDs
+    (it may block: the CCDs wait for it)."""
     if plan.instrument not in INSTRUMENTS:
         raise ValueError(f"unknown instrument {plan.instrument!r}; known: {sorted(INSTRUMENTS)}")
-    if plan.template is not None and template_instrument(plan.template) != plan.instrument:
-        found = template_instrument(plan.template)
-        raise ValueError(f"the template is a {found} header, not {plan.instrument}")
+
     ids = INSTRUMENTS[plan.instrument].detector_ids  # as the observatory numbers them
     if not 1 <= plan.detectors <= len(ids):
         raise ValueError(f"--detectors must be 1..{len(ids)} for {plan.instrument}")

@@ -1,26 +1,20 @@
 """DAQ simulator: realistic raw CCD readouts as multi-extension FITS, deterministic by seed.
 
-A raw CCD is a header-only primary HDU followed by 16 amplifier ("segment") image HDUs of int32
-pixels, laid out like an LSST raw: each segment has a serial prescan, the imaging section and a
-serial overscan, plus parallel overscan rows. The full layout (16 x 2048 x 576 x 4 bytes =
-75,582,720 pixel bytes) matches the reference CCD of the observatory transfer reports, so the
-compression and transfer figures measured on it are comparable.
-
-Detectors are the observatory's (``obsingest.camera``): every LSSTCam detector with its
-sensor's geometry (ITL, e2v, half-height wavefront sensors). The primary header and file name are
-the camera's (``header``, ``producers/daq/README.md``), or a real header used as a template.
+A raw CCD is a header-only primary HDU and 16 amplifier ("segment") int32 image HDUs laid out
+like an LSST raw (serial prescan, imaging section, serial overscan, parallel overscan rows). The
+full layout (75,582,720 pixel bytes) is the observatory transfer reports' reference CCD, so the
+compression and transfer figures compare. Detectors and their sensors' geometry are
+``obsingest.camera``'s; the primary header and file name the camera's (``header``, README.md).
 
 Pixel model, in ADU (gain 1):
 
-* bias: one level per amplifier in 1,000-20,000 ADU, fixed by (seed, instrument, detector, amp)
-  and independent of the exposure, as on a real camera;
-* read noise: Gaussian, ~5 ADU (per amplifier, 4.5-5.5);
-* sky: ``rate(filter) * exposure_time`` electrons per pixel in the imaging section, with Poisson
-  noise. Sky + read noise is one Gaussian of variance ``sky + rn**2`` when the sky mean is >= 50 e-
-  (the difference is below what compression can see); below that, exact Poisson (CDF inversion);
-* stars: Gaussian PSF blobs with log-uniform fluxes, exact Poisson counts on their stamps;
-* cosmic rays: short sharp straight tracks of a few hundred to a few thousand ADU per pixel;
-* everything is clipped to a 18-bit full well above bias, like a saturated amplifier.
+* bias: one level per amplifier in 1,000-20,000 ADU, fixed by (seed, instrument, detector, amp),
+  not by the exposure; read noise: Gaussian, 4.5-5.5 ADU per amplifier;
+* sky: ``rate(filter) * exposure_time`` e- per pixel, Poisson; from a mean of 50 e- on, sky +
+  read noise is one Gaussian of variance ``sky + rn**2`` (below what compression can see);
+* stars: Gaussian PSFs with log-uniform fluxes, exact Poisson counts on their stamps;
+* cosmic rays: short straight tracks of a few hundred to a few thousand ADU per pixel;
+* everything clipped to an 18-bit full well above bias.
 """
 
 from __future__ import annotations
@@ -89,9 +83,8 @@ def amp_layout(sensor: camera.SensorType, size: str) -> AmpLayout:
 #: Supported cameras, as the observatory numbers their detectors (``obsingest.camera``).
 INSTRUMENTS: dict[str, camera.Instrument] = camera.INSTRUMENTS
 
-#: Sky brightness per filter, electrons per pixel per second. Scaled so that a 30 s r-band full CCD
-#: compresses with fpack to ~15.2 MB, within 0.5% of the reference CCD's 15,137,280 bytes: the
-#: compression and transfer figures then compare with the observatory's.
+#: Sky brightness per filter, e- per pixel per second: a 30 s r-band full CCD fpacks to ~15.2 MB,
+#: within 0.5% of the reference CCD's 15,137,280 bytes, so our figures compare with the observatory's.
 _SKY_RATE = {"u": 1.0, "g": 2.5, "r": 3.5, "i": 5.0, "z": 7.0, "y": 9.0}
 _DEFAULT_SKY_RATE = 3.5
 _FULL_WELL = 2**18
@@ -114,7 +107,8 @@ def detector_name(instrument: str, detector: int) -> str:
 
 
 def _detector(instrument: str, detector: int) -> camera.Detector:
-    _instrument(instrument)
+    if instrument not in INSTRUMENTS:
+        raise ValueError(f"unknown instrument {instrument!r}; known: {sorted(INSTRUMENTS)}")
     try:
         return camera.detector(instrument, detector)
     except KeyError as exc:
@@ -125,11 +119,9 @@ def _detector(instrument: str, detector: int) -> camera.Detector:
 class CcdSpec:
     """Everything that determines one simulated raw CCD (same spec -> same bytes).
 
-    ``obs_start`` is the UTC instant integration starts (the header's DATE-BEG, which the camera
-    writes in TAI); the readout follows ``dark_time`` later (DATE-END, ``readout_time``).
-    ``controller`` is the observation id's controller letter (``O``: the OCS, by default; the
-    exposure id must carry its offset, ``make_exposure_id``). ``template``: the primary cards of
-    a real header (``header.load_template``), written with this CCD's identity and times.
+    ``obs_start``: the UTC instant integration starts (README.md, "Times"). ``controller``: the
+    observation id's letter (default ``O``; the exposure id carries its offset). ``template``: a
+    real header's primary cards (``header.load_template``), written with this CCD's identity.
     """
 
     instrument: str
@@ -145,8 +137,7 @@ class CcdSpec:
     template: Cards | None = None
 
     def __post_init__(self) -> None:
-        _instrument(self.instrument)
-        detector_name(self.instrument, self.detector)
+        detector_name(self.instrument, self.detector)  # ValueError naming the valid ones
         if self.size not in LAYOUTS:
             raise ValueError(f"size must be one of {sorted(LAYOUTS)}, not {self.size!r}")
         if self.obs_start.tzinfo is None or self.obs_start.utcoffset() is None:
@@ -178,8 +169,7 @@ class CcdSpec:
 
     @property
     def dark_time(self) -> float:
-        """Seconds from the start of integration to the readout (DARKTIME; DATE-END - DATE-BEG
-        in the camera's headers): the exposure time plus the camera's shutter overhead."""
+        """Seconds from the start of integration to the readout (DARKTIME)."""
         if self.exposure_time <= 0:
             return BIAS_DARK_TIME
         return round(self.exposure_time + DARK_OVERHEAD[self.instrument], 4)
@@ -193,7 +183,7 @@ class CcdSpec:
 
     @property
     def readout_time(self) -> datetime:
-        """The UTC instant the CCD is read out (the header's DATE-END, there in TAI)."""
+        """The UTC instant the CCD is read out (the header's DATE-END)."""
         return self.obs_start.astimezone(UTC) + timedelta(seconds=self.dark_time)
 
     @property
@@ -209,22 +199,13 @@ class CcdSpec:
         return AMP_NAMES[: self.detector_info.sensor.amplifiers]
 
 
-def _instrument(name: str) -> camera.Instrument:
-    try:
-        return INSTRUMENTS[name]
-    except KeyError:
-        raise ValueError(f"unknown instrument {name!r}; known: {sorted(INSTRUMENTS)}") from None
-
-
-# --- the primary header: the camera's cards (``producers.daq.header``) ---------------------------
-
-
 def header_cards(spec: CcdSpec) -> list[tuple[str, Value]]:
     """The primary header's cards (FITS structure aside) of the CCD ``spec`` describes: the
     template's with this CCD's identity and times, or the simulator's own."""
     if spec.template is not None:
         return header.templated_cards(spec, spec.template)
-    return header.default_cards(spec, *_observation_cards(spec))
+    seed, instrument_word, _ = _seed_words(spec)
+    return header.default_cards(spec, *_exposure_cards(seed, instrument_word, spec.exposure, spec.dark_time))
 
 
 def _primary_header(spec: CcdSpec) -> bytes:
@@ -242,20 +223,12 @@ def _primary_header(spec: CcdSpec) -> bytes:
     return header_bytes(records)
 
 
-def _observation_cards(spec: CcdSpec) -> tuple[dict[str, Value], dict[str, Value]]:
-    """(pointing, weather) of the exposure: plausible values, fixed by the spec and the same on
-    every CCD of an exposure (the Butler's exposure record comes from any of them). Drawn once
-    per exposure; each CCD gets its own copies."""
-    pointing, weather = _exposure_cards(
-        spec.seed & 0xFFFFFFFF, zlib.crc32(spec.instrument.encode()), spec.exposure, spec.dark_time
-    )
-    return dict(pointing), dict(weather)
-
-
 @lru_cache(maxsize=16)
 def _exposure_cards(
     seed: int, instrument_word: int, exposure: int, dark_time: float
 ) -> tuple[dict[str, Value], dict[str, Value]]:
+    """(pointing, weather) of an exposure: plausible values, the same on every CCD of it (the
+    Butler's exposure record comes from any of them); cached, so read only."""
     rng = np.random.default_rng([seed, instrument_word, exposure & 0xFFFFFFFF, 0x0B5])
     alt = rng.uniform(35.0, 85.0)
     ra, dec = float(round(rng.uniform(0.0, 360.0), 6)), float(round(rng.uniform(-80.0, 10.0), 6))
@@ -307,9 +280,6 @@ def _amp_header_bytes(lay: AmpLayout, index: int, name: str, bias: float, read_n
     return header_bytes(cards)
 
 
-# --- pixels ---------------------------------------------------------------------------------------
-
-
 def _seed_words(spec: CcdSpec) -> list[int]:
     return [spec.seed & 0xFFFFFFFF, zlib.crc32(spec.instrument.encode()), spec.detector]
 
@@ -337,9 +307,8 @@ def _amp_pixels(spec: CcdSpec, rng: np.random.Generator, bias: float, read_noise
 
 
 def _poisson_small(rng: np.random.Generator, mean: float, shape: tuple[int, ...]) -> np.ndarray:
-    """Exact Poisson draws by inverting the CDF (table lookup): ~2x faster than
-    ``Generator.poisson`` for a scalar mean below 50, where the normal approximation is not used.
-    """
+    """Exact Poisson draws by inverting the CDF (table lookup), faster than ``Generator.poisson``
+    for a scalar mean below 50 (the normal approximation's limit)."""
     k = np.arange(int(mean + 12 * np.sqrt(mean) + 12))
     log_pmf = k * np.log(mean) - mean - np.cumsum(np.log(np.maximum(k, 1)))
     cdf = np.cumsum(np.exp(log_pmf))

@@ -1,28 +1,20 @@
-"""A capacity model of the pipeline: from per-CCD CPU and bytes measured here, how long the last
-CCD of an exposure takes, and what a whole camera needs. Pure: unit-tested, no I/O.
+"""A capacity model of the pipeline (pure; benchmarks/README.md, "capacity"): from per-CCD CPU
+and bytes measured here, how long the last CCD of an exposure takes and what a camera needs.
 
-Calibration (``calibrate``): two short ``bench transfer --compress --end-to-end`` runs (CPU by
-role from /proc, ``producers.transfer.drive``): one CCD per exposure gives ``L1`` (readout ->
-announced of a CCD that meets no other); N CCDs per exposure, not overlapping, give each stage's
-CPU seconds per CCD (busy CPU minus the role's idle rate, over N) and the bytes per CCD. Stages:
-compress, send, then ``STAGE_OF_ROLE`` (the ArrivalEvent's CPU counts with registering).
-
-Queueing (operational laws of a closed batch, not M/M/c): the N CCDs arrive at once and nothing
-else is in flight; every resource is work-conserving, so the last CCD is announced at
-``T(N) = L1 + (N - 1) * max_r(D_r / c_r)`` (``D_r``: CPU seconds per CCD resource r gives,
-``c_r``: CCDs it serves at once). Here the resources are the shared cores (less other users' and
-our idle polling, both measured), the edge workers and the register function's one interpreter;
-for a camera the stages run on their own machines and overlap: edge cores, network and register
-instances (one CCD each) are sized so a queue of N - 1 CCDs fits in ``limit - L1``; GCS and
-Pub/Sub are not sized. ``L1`` from loopback is the floor (``extra_latency`` adds a WAN's).
-Limits: CPU seconds are this machine's (``cpu_scale`` converts); memory, disk and lock contention
-count only as far as they show in CPU seconds and ``L1``.
+``calibrate``: two ``bench transfer --compress --end-to-end`` runs; 1 CCD per exposure gives
+``L1`` (readout -> announced of a CCD alone), N CCDs per exposure each role's busy CPU seconds per
+CCD (less its idle rate) and the bytes per CCD. The last of N CCDs read out together is announced
+at ``T(N) = L1 + (N - 1) * max_r(D_r / c_r)`` (operational laws of a closed batch, not M/M/c;
+``D_r``: CPU seconds per CCD at resource r, ``c_r``: CCDs it serves at once). Limits: CPU seconds
+are this machine's (``cpu_scale`` converts); memory, disk and lock contention count only as far
+as they show in CPU seconds and ``L1``; ``L1`` from loopback is a floor (``extra_latency``).
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -82,9 +74,7 @@ class Calibration:
 
     def stages(self) -> dict[str, float]:
         """CPU seconds per CCD by stage."""
-        out = dict.fromkeys(STAGES, 0.0)
-        out["compress"] = self.compress_cpu
-        out["send"] = self.send_cpu
+        out = dict.fromkeys(STAGES, 0.0) | {"compress": self.compress_cpu, "send": self.send_cpu}
         for role, seconds in self.roles.items():
             out[STAGE_OF_ROLE.get(role, "register+publish")] += seconds
         return out
@@ -103,10 +93,9 @@ def idle_rates(phases: list[dict[str, Any]]) -> dict[str, float]:
     seconds = sum(p.get("idle_seconds", 0.0) for p in phases)
     if seconds <= 0:
         return {}
-    totals: dict[str, float] = {}
+    totals: Counter[str] = Counter()
     for p in phases:
-        for role, cpu in p.get("idle", {}).items():
-            totals[role] = totals.get(role, 0.0) + cpu
+        totals.update(p.get("idle", {}))
     return {role: cpu / seconds for role, cpu in totals.items()}
 
 
@@ -138,16 +127,6 @@ def background_cores(phases: list[dict[str, Any]]) -> float:
     return sum(p["busy"].get("others", 0.0) for p in steady) / seconds if seconds > 0 else 0.0
 
 
-def steady_latencies(result: dict[str, Any]) -> list[float]:
-    """readout -> announced of every CCD of the later exposures of a harness result."""
-    first, when = min(result["exposures"]), datetime.fromisoformat
-    return [
-        (when(a["published"]) - when(a["readout"])).total_seconds()
-        for a in result.get("arrivals", [])
-        if a["exposure"] != first
-    ]
-
-
 def calibrate(path: str, one: dict[str, Any], many: dict[str, Any]) -> Calibration:
     """A calibration from two harness results (JSON of ``bench transfer --end-to-end``): ``one``
     with 1 CCD per exposure (for ``L1``), ``many`` with N (for the per-CCD demands)."""
@@ -159,7 +138,12 @@ def calibrate(path: str, one: dict[str, Any], many: dict[str, Any]) -> Calibrati
     send = _median(r.get("send_cpu_seconds", 0.0) for r in records)
     roles = {role: cpu for role, cpu in per_ccd.items() if role not in NOT_OURS and role != "edge_workers"}
     send += roles.pop("edge_service", 0.0)
-    latencies = steady_latencies(one)
+    first, when = min(one["exposures"]), datetime.fromisoformat
+    latencies = [  # readout -> announced of the later exposures' CCDs
+        (when(a["published"]) - when(a["readout"])).total_seconds()
+        for a in one.get("arrivals", [])
+        if a["exposure"] != first
+    ]
     if not latencies:
         raise ValueError("the 1-CCD calibration run announced nothing after its warm-up")
     return Calibration(
@@ -190,9 +174,8 @@ class Prediction:
 def predict_here(
     cal: Calibration, ccds: int, workers: int | None = None, background: float | None = None
 ) -> Prediction:
-    """Max readout -> announced of ``ccds`` CCDs read out together on the calibration's machine,
-    with ``workers`` edge workers and ``background`` cores taken by other users (default: as
-    during the calibration)."""
+    """Max readout -> announced of ``ccds`` CCDs read out together on the calibration's machine
+    (``workers`` and other users' ``background`` cores: as during the calibration by default)."""
     busy = cal.background if background is None else background
     idle = sum(cal.idle_rates.get(r, 0.0) for r in cal.roles)
     cores = max(0.25, cal.cores - busy - idle)

@@ -1,8 +1,6 @@
-"""The CCD files the harness reads: generated once per size and detector, then reused.
-
-Simulating inside a measurement would measure the simulator, so every detector's raw file and
-its compressed twin are written once (atomically) into a cache and read back by every run and
-exposure; only the exposure cards change (``fitsheader``).
+"""The CCD files the harness reads: every detector's raw file and compressed twin, written once
+per size (atomically) into a cache and reused by every run, since simulating inside a
+measurement would measure the simulator.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from datetime import UTC, datetime
 from multiprocessing import get_context
 from pathlib import Path
 
-from obsingest.dataid import DataId
+from obsingest.dataid import DataId, exposure_day_obs
 from obsingest.logs import get_logger, log_event
 
 log = get_logger("obsingest.producer.transfer")
@@ -33,22 +31,13 @@ def ccd_paths(cache_dir: Path, size: str, detector: int) -> tuple[Path, Path]:
 
 
 def _make(cache_dir: str, size: str, detector: int) -> int:
-    from obsingest.dataid import exposure_day_obs
     from producers.compress import compress_file
     from producers.daq.simulator import CcdSpec, write_raw_ccd
 
     raw, fz = ccd_paths(Path(cache_dir), size, detector)
     if not raw.exists():
-        spec = CcdSpec(
-            INSTRUMENT,
-            CACHE_EXPOSURE,
-            detector,
-            exposure_day_obs(CACHE_EXPOSURE),
-            _OBS_START,
-            30.0,
-            "r",
-            size,  # type: ignore[arg-type]
-        )
+        day_obs = exposure_day_obs(CACHE_EXPOSURE)
+        spec = CcdSpec(INSTRUMENT, CACHE_EXPOSURE, detector, day_obs, _OBS_START, 30.0, "r", size)  # type: ignore[arg-type]
         write_raw_ccd(spec, raw)
     if not fz.exists():
         compress_file(raw, fz, threads=1)

@@ -1,8 +1,6 @@
-"""CPU seconds by role during a run, from /proc: where the time goes when cores are scarce.
-
-On a 2-core box every role shares the cores (in production they are separate machines):
-wall-clock stage times say *when* a CCD waited, CPU seconds say *who* used the cores. Parsing
-and arithmetic are pure (unit-tested on sample /proc text); ``sample`` reads /proc.
+"""CPU seconds by role during a run, from /proc: *who* used the cores, where wall-clock stage times
+say *when* a CCD waited (here every role shares the cores; in production they are separate
+machines). Parsing and arithmetic are pure; ``sample`` reads /proc.
 """
 
 from __future__ import annotations
@@ -28,9 +26,7 @@ def parse_pid_stat(text: str) -> ProcStat:
     pid = int(text.split(" ", 1)[0])
     fields = text[text.rindex(")") + 2 :].split()
     # fields[0] is state (field 3); utime/stime/cutime/cstime are fields 14..17
-    ppid = int(fields[1])
-    ticks = sum(int(x) for x in fields[11:15])
-    return ProcStat(pid, ppid, ticks)
+    return ProcStat(pid, ppid=int(fields[1]), ticks=sum(int(x) for x in fields[11:15]))
 
 
 def parse_machine_stat(text: str) -> tuple[int, int]:

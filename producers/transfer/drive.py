@@ -1,5 +1,6 @@
-"""One harness run driving the edge service: stage the DAQ's files, start the edge, play the
-schedule, collect every CCD's outcome, measure CPU by role, clean up.
+"""One harness run driving the edge service: stage the DAQ's files and warm the edge's workers
+(so start-up never lands inside a figure), play the schedule (each readout's CCDs in one
+``submit_many``), collect every CCD's outcome, measure CPU by role, clean up.
 
 The edge service runs in this process (its engine and result threads) with its worker processes
 beside it; in end-to-end mode this process is also the facility side (relay, register function,
@@ -47,10 +48,8 @@ def run_harness(
     services: dict[str, list[int]] | None = None,
 ) -> HarnessResult:
     """Run the whole measurement; raises if the edge cannot start or CCDs never come back.
-
     ``services``: role -> pids of the processes serving the run (emulators, broker, database),
-    whose CPU time is reported next to the edge's and this process's (the facility side).
-    """
+    whose CPU time is reported next to the edge's and this process's (the facility side)."""
     return Run(config, end_to_end, progress or (lambda _text, _final: None), services or {}).run()
 
 
@@ -81,8 +80,6 @@ class Run:
         cpus = os.cpu_count() or 1
         self.workers = config.workers or edge_workers(config.ccds, cpus)
         self.threads = config.threads or compress_threads(self.workers, cpus)
-        # fresh per run: a create-once store or a registry that outlives the run never answers
-        # "exists" instead of moving the bytes
         self.exposures = exposure_ids(config.starttime or datetime.now(UTC), config.numexp)
         self.sender_url, self.prefix = self.dest.sender_url, self.dest.prefix
         self.quarantine = defaults.QUARANTINE_PREFIX
@@ -330,12 +327,13 @@ class Run:
         return announced
 
     def _collect(self, timeout: float, readouts: list[datetime], workers: dict[int, int]) -> None:
-        try:
-            item = self._done.get(timeout=max(0.0, timeout))
-        except queue.Empty:
-            item = None
-        while item is not None:
-            index, detector, future = item
+        block = True
+        while True:
+            try:
+                index, detector, future = self._done.get(block, max(0.0, timeout))
+            except queue.Empty:
+                break
+            block = False  # then whatever else is in, without waiting
             outcome = future.result() if not future.cancelled() else None
             if outcome is None:
                 raise RuntimeError(f"the edge dropped exposure {index} detector {detector}")
@@ -350,10 +348,6 @@ class Run:
                 **record.to_json(),
             )
             self._progress(index)
-            try:
-                item = self._done.get_nowait()
-            except queue.Empty:
-                item = None
         self._check_complete()
 
     def _progress(self, current: int) -> None:

@@ -1,8 +1,6 @@
-"""Give a cached CCD file the identity of a new exposure, in place, in microseconds.
-
-The harness reuses the same pixels every exposure, but the register function refuses a header
-naming another exposure than its object name: so OBSID, DAYOBS, SEQNUM and FILENAME are rewritten
-as the camera writes them (same card widths, nothing moves) and the primary CHECKSUM recomputed.
+"""Give a cached CCD file the identity of a new exposure, in place, in microseconds: the harness
+reuses the same pixels every exposure, but the register function refuses a header naming another
+exposure than its object name. Same card widths (nothing moves); the primary CHECKSUM recomputed.
 """
 
 from __future__ import annotations
@@ -42,12 +40,9 @@ def exposure_cards(exposure: int, detector: int, instrument: str = "LSSTCam") ->
 
 
 def retarget_primary_header(buf: bytearray, values: dict[str, int | str]) -> None:
-    """Rewrite the given cards of the primary header in ``buf`` in place (comments kept).
-
-    Every key must already be present (KeyError otherwise: the file is not what the harness
-    generated). A primary HDU with a CHECKSUM card gets it recomputed; the harness's primary
-    HDUs carry no data (NAXIS = 0, DATASUM = 0), which ValueError enforces.
-    """
+    """Rewrite the given cards of the primary header in ``buf`` in place (comments kept): KeyError
+    if one is missing (not a file the harness generated). A CHECKSUM is recomputed, for a primary
+    HDU without data only (NAXIS = 0, DATASUM = 0; ValueError otherwise)."""
     end = _primary_header_end(buf)
     positions = {bytes(buf[o : o + 8]).decode("ascii").strip(): o for o in range(0, end, CARD)}
     missing = set(values) - set(positions)

@@ -1,6 +1,4 @@
-"""A harness run's configuration, result and collection: the camera and DAQ played against the
-edge service. Files are staged before the start and the edge's workers warmed, so start-up never
-lands inside a figure; each readout's CCDs go in one ``submit_many`` (``drive``). End-to-end
+"""A harness run's configuration, result and announcements (the run itself: ``drive``). End-to-end
 wiring belongs to ``obsingest bench transfer``: the harness only sees ``EndToEnd``.
 """
 
@@ -143,19 +141,6 @@ class HarnessResult:
         }
 
 
-def _arrival(event: ArrivalEvent, received: datetime) -> stats.Arrival:
-    return stats.Arrival(
-        exposure=event.exposure,
-        detector=event.detector,
-        readout=event.readout_time,
-        compressed=event.compressed_time,
-        stored=event.stored_time,
-        registered=event.registered_time,
-        published=event.published_time,
-        received=received,
-    )
-
-
 class Arrivals:
     """Thread-safe collection of the run's announcements (deduplicated on data id)."""
 
@@ -168,8 +153,18 @@ class Arrivals:
         received = datetime.now(UTC)
         if event.exposure not in self._exposures:
             return
+        arrival = stats.Arrival(
+            exposure=event.exposure,
+            detector=event.detector,
+            readout=event.readout_time,
+            compressed=event.compressed_time,
+            stored=event.stored_time,
+            registered=event.registered_time,
+            published=event.published_time,
+            received=received,
+        )
         with self._lock:
-            self.by_key.setdefault((event.exposure, event.detector), _arrival(event, received))
+            self.by_key.setdefault((event.exposure, event.detector), arrival)
 
     def count(self, exposure: int | None = None) -> int:
         with self._lock:

@@ -1,8 +1,7 @@
-"""What a harness run will do, decided before any process starts: pure and unit-tested.
-
-Where to send (``open_sender``'s URL), when each exposure is read out (one wall-clock schedule,
-as a camera reads every CCD out at once), and which exposure ids (fresh per run, so a store or
-registry that outlives the run never answers "exists" instead of moving the bytes).
+"""What a harness run will do, decided before any process starts (pure): where to send, when each
+exposure is read out (one wall-clock schedule: a camera reads every CCD out at once), and which
+exposure ids (fresh per run, so a store or registry that outlives the run never answers "exists"
+instead of moving the bytes).
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ Scheme = Literal["file", "gs", "kafka"]
 
 #: Used when ``kafka://TOPIC`` names no broker and KAFKA_BOOTSTRAP_SERVERS is unset (the stack's).
 DEFAULT_KAFKA_BOOTSTRAP = defaults.KAFKA_BOOTSTRAP
-DEFAULT_PREFIX = defaults.RAW_PREFIX
 
 
 @dataclass(frozen=True)
@@ -29,31 +27,28 @@ class Destination:
 
     scheme: Scheme
     sender_url: str
-    prefix: str = DEFAULT_PREFIX
+    prefix: str = defaults.RAW_PREFIX
     #: file: the directory; gs: the bucket; kafka: the topic
     target: str = ""
 
 
 def parse_destination(text: str, environ: dict[str, str] | None = None) -> Destination:
-    """``file://DIR``, ``gs://BUCKET[/PREFIX]`` or ``kafka://[HOST:PORT/]TOPIC``.
-
-    A GCS prefix becomes the object-name prefix (``gs://b/bench`` -> ``bench/LSSTCam/...``).
-    ``kafka://TOPIC`` takes its broker from KAFKA_BOOTSTRAP_SERVERS (as exported by
-    ``obsingest stack env``), else the local stack's port.
-    """
+    """``file://DIR``, ``gs://BUCKET[/PREFIX]`` (the object-name prefix: ``gs://b/bench`` ->
+    ``bench/LSSTCam/...``) or ``kafka://[HOST:PORT/]TOPIC`` (default broker:
+    KAFKA_BOOTSTRAP_SERVERS, as ``obsingest stack env`` exports it, else the local stack's)."""
     env = os.environ if environ is None else environ
     scheme, sep, rest = text.partition("://")
     if not sep or not rest:
         raise ValueError(f"destination {text!r}: expected file://DIR, gs://BUCKET or kafka://TOPIC")
     if scheme == "file":
         directory = os.path.abspath(rest)
-        return Destination("file", f"file://{directory}", DEFAULT_PREFIX, directory)
+        return Destination("file", f"file://{directory}", defaults.RAW_PREFIX, directory)
     if scheme == "gs":
         bucket, _, prefix = rest.partition("/")
         if not bucket:
             raise ValueError(f"destination {text!r}: no bucket")
         prefix = prefix.strip("/")
-        return Destination("gs", f"gs://{bucket}", f"{prefix}/" if prefix else DEFAULT_PREFIX, bucket)
+        return Destination("gs", f"gs://{bucket}", f"{prefix}/" if prefix else defaults.RAW_PREFIX, bucket)
     if scheme == "kafka":
         host, slash, topic = rest.rpartition("/")
         if not slash:
@@ -61,7 +56,7 @@ def parse_destination(text: str, environ: dict[str, str] | None = None) -> Desti
         if not topic:
             raise ValueError(f"destination {text!r}: no topic")
         bootstrap = host or env.get("KAFKA_BOOTSTRAP_SERVERS", DEFAULT_KAFKA_BOOTSTRAP)
-        return Destination("kafka", f"kafka://{bootstrap}/{topic}", DEFAULT_PREFIX, topic)
+        return Destination("kafka", f"kafka://{bootstrap}/{topic}", defaults.RAW_PREFIX, topic)
     raise ValueError(f"destination {text!r}: unsupported scheme {scheme!r} (file, gs, kafka)")
 
 
@@ -80,11 +75,8 @@ def readout_times(start: datetime, interval: float, count: int) -> list[datetime
 
 
 def exposure_ids(start: datetime, count: int) -> list[int]:
-    """``count`` consecutive Rubin-style exposure ids starting at the run's second of day.
-
-    Two runs get disjoint ids unless they start within ``count`` seconds of each other, which a
-    run of ``count`` exposures at an interval of a second or more cannot do.
-    """
+    """``count`` consecutive Rubin-style exposure ids from the run's second of day: disjoint from
+    another run's unless it started within ``count`` seconds (a run's own length at >= 1 s)."""
     utc = start.astimezone(UTC)
     day_obs = int(utc.strftime("%Y%m%d"))
     first = utc.hour * 3600 + utc.minute * 60 + utc.second + 1

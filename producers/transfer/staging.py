@@ -1,10 +1,7 @@
-"""The DAQ's side of a harness run: every exposure's CCD files written before the first readout.
-
-Each exposure gets its own files (the register function refuses a header naming another
-exposure): copied with ``copy_file_range``, the primary header's exposure cards rewritten in
-place (``fitsheader``), renamed into the run's hand-off directory, and flushed (``fdatasync``)
-before the first readout so write-back never runs while an exposure is measured. The disk space
-(numexp x CCDs files) is freed by ``remove_staged``.
+"""The DAQ's side of a harness run: every exposure's own CCD files (``fitsheader`` says why),
+copied with ``copy_file_range``, renamed into the run's hand-off directory and flushed before the
+first readout, so write-back never runs while an exposure is measured; ``remove_staged`` frees
+the disk space (numexp x CCDs files).
 """
 
 from __future__ import annotations
@@ -49,7 +46,7 @@ def stage_exposure(
         final = directory / staged_name(instrument, exposure, detector, compressed)
         tmp = directory / f".{final.name}.tmp"
         _copy(src, tmp)
-        with tmp.open("r+b") as fh:  # the primary header rewritten in place to name this exposure
+        with tmp.open("r+b") as fh:
             head = bytearray(fh.read(HEADER_BYTES))
             retarget_primary_header(head, exposure_cards(exposure, detector, instrument))
             fh.seek(0)
@@ -73,13 +70,9 @@ def stage_run(
         staged.append(stage_exposure(sources, directory / str(exposure), instrument, exposure, compressed))
         if progress:
             progress(index + 1, len(exposures))
-    # written back to disk now, so no write-back runs during the measurement
     for path in (p for files in staged for p in files.values()):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fdatasync(fd)
-        finally:
-            os.close(fd)
+        with path.open("rb") as fh:
+            os.fdatasync(fh.fileno())
     return staged
 
 

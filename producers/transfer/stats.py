@@ -1,11 +1,9 @@
 """Statistics and tables of a harness run, in the observatory transfer report's columns (pure).
 
-* Transfer time of a CCD = its end - its start (read + compress + send, from the moment a worker
-  takes it); send time = end - compressed; queued = readout -> start.
-* Aggregate Mbit/s of an exposure = its bytes * 8 / (last end - first start), as the report's
-  bandwidth row relates to its max row (16 x 15.1 MB * 8 / 1.53 s = 1270); over several
-  exposures, the median. The first exposure (warm-up) is summarised apart, as in the report.
-* End-to-end: readout -> announced per CCD (the 5 s budget) and the time between stages, p50, max.
+Transfer time of a CCD = end - start (read + compress + send, from the moment a worker takes it);
+send time = end - compressed. An exposure's aggregate Mbit/s relates its bytes to its span as the
+report's bandwidth row does to its max row (16 x 15.1 MB * 8 / 1.53 s = 1270); over several
+exposures, the median.
 """
 
 from __future__ import annotations
@@ -91,7 +89,7 @@ def record_of(
     workers: dict[int, int],
 ) -> TransferRecord:
     """An edge ``Outcome`` (the worker's own step times and CPU seconds) as a record; ``workers``:
-    worker pid -> index. Queueing for a worker is readout -> start."""
+    worker pid -> index."""
     if not outcome.ok:
         reason = f"{outcome.reason}: " if outcome.reason else ""
         return TransferRecord(
