@@ -1,9 +1,6 @@
-"""When the edge refuses new work (spool full or unwritable), and saying so loudly.
-
-The spool's free space is checked on every new CCD and twice a second; below the floor, or
-after a journal write failed, new work is refused: an error log line (repeated every 10 s while
-it lasts), a reason for the health endpoint, and the time it started (for the exit-code policy).
-Resuming needs the floor cleared *and* a successful journal write.
+"""When the edge refuses new work (spool below its free-space floor, or a journal write failed),
+and saying so loudly: an error log line (repeated every 10 s), a reason for the health endpoint,
+and since when (for the exit-code policy). Resuming needs the floor cleared *and* a journal write.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """Which CCD goes next: the newest exposure first, one probe at a time while the destination is down.
 
-Pure logic (the clock is injected). Items are ordered by priority (the exposure id: newest
-first), then arrival, so live data never queues behind a backlog. A destination failure starts a
-capped exponential backoff for the destination; when it ends one item (the newest) is sent as a
-probe, whose success ends the outage. Failures of sends already in flight when the backoff began
-do not lengthen it (16 simultaneous failures are one step). An item's own failure backs off that
-item alone. Nothing is dropped here: items leave only through ``done``.
+Pure logic (the clock is injected). Items go by priority (the exposure id), then arrival. A
+destination failure starts a capped exponential backoff; when it ends, one item is sent as a
+probe, whose success ends the outage. Sends already in flight when the backoff began do not
+lengthen it (16 simultaneous failures are one step). An item's own failure backs off that item
+alone. Nothing is dropped here: items leave only through ``done``.
 """
 
 from __future__ import annotations
@@ -109,8 +108,7 @@ class Scheduler:
         self.dest_not_before = 0.0
 
     def finished(self, key: str) -> None:
-        """The item left without telling us anything about the destination (quarantined for its
-        own fault)."""
+        """The item left without telling anything about the destination (quarantined)."""
         self.in_flight.discard(key)
         self._priority.pop(key, None)
         self._item_failures.pop(key, None)
@@ -145,8 +143,7 @@ class Scheduler:
         self._push_ready(key)
 
     def drop_queued(self) -> list[str]:
-        """Forget everything queued (not in flight): the service is stopping; the journal keeps
-        it for the next start."""
+        """Forget everything queued (not in flight): the journal keeps it for the next start."""
         keys = list(self._queued)
         for key in keys:
             self._priority.pop(key, None)

@@ -1,11 +1,10 @@
 """Crash-isolated worker processes: one bad input kills at most its own worker, never the pool.
 
-Unlike ``ProcessPoolExecutor`` (one dead worker breaks the whole pool: a SIGBUS in one CCD's
-read failed every other CCD), each worker has its own pipe: a death fails only the job it held,
-as ``WorkerCrashed`` naming the signal, and a fresh worker takes its place. Each worker builds its
-handler once (``target`` with ``args``, kept warm across jobs); jobs go only to idle workers, so
-the scheduler decides at the last moment what runs next. Workers ignore SIGINT/SIGTERM (the
-parent stops them after draining) and exit when their parent's pipe closes.
+Unlike ``ProcessPoolExecutor`` (one dead worker breaks the whole pool), each worker has its own
+pipe: a death fails only the job it held, as ``WorkerCrashed`` naming the signal, and a fresh
+worker takes its place. Each builds its handler once; jobs go only to idle workers, so the
+scheduler decides at the last moment what runs next. Workers ignore SIGINT/SIGTERM (the parent
+stops them after draining) and exit when their parent's pipe closes.
 """
 
 from __future__ import annotations
@@ -119,11 +118,9 @@ class WorkerPool:
         preload: tuple[str, ...] = (),
         respawn_method: str | None = None,
     ) -> None:
-        """``start_method="forkserver"`` with ``preload`` modules starts workers as forks of a
-        server that imported them once, where spawning costs each worker the imports (seconds
-        on a loaded machine). ``"fork"`` is faster still (the caller's imports are inherited)
-        but only safe while the caller has no other threads, i.e. at ``start``: replacements
-        for crashed workers are then started with ``respawn_method`` (e.g. ``"spawn"``)."""
+        """``"forkserver"`` with ``preload`` modules starts workers as forks of a server that
+        imported them once. ``"fork"`` is only safe while the caller has no other threads, i.e.
+        at ``start``: replacements for crashed workers then use ``respawn_method``."""
         if size < 1:
             raise ValueError("a pool needs at least one worker")
         self.size = size
@@ -144,7 +141,6 @@ class WorkerPool:
 
     # lifecycle -------------------------------------------------------------------------------
     def _spawn(self, index: int, respawn: bool = False) -> _Worker:
-        # get_context(name) is typed as BaseContext, which has no Process
         ctx = cast(
             ForkContext | ForkServerContext | SpawnContext, self._respawn_ctx if respawn else self._ctx
         )
@@ -165,8 +161,7 @@ class WorkerPool:
         self.wait_ready(timeout)
 
     def launch(self) -> None:
-        """Start every worker without waiting for them: ``submit`` takes jobs as each becomes
-        ready, ``wait_ready`` waits for all (a caller does its own start-up meanwhile)."""
+        """Start every worker without waiting for them (``wait_ready`` does)."""
         self._workers = [self._spawn(i) for i in range(self.size)]
         self._collector = threading.Thread(target=self._collect, name=f"{self.name}-pool", daemon=True)
         self._collector.start()
@@ -280,8 +275,7 @@ class WorkerPool:
             log_event(log, "pool.callback_failed", logging.ERROR, error=repr(exc))
 
     def _died(self, worker: _Worker) -> None:
-        # A result may have been sent just before the end: take it first.
-        while True:
+        while True:  # a result may have been sent just before the end: take it first
             try:
                 if not worker.conn.poll():
                     break
