@@ -23,7 +23,7 @@ from obsingest.fileio import write_atomic
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import utcnow
 from producers.edge.errors import SourceUnreadable, SourceVanished, SpoolFull, SpoolUnavailable
-from producers.edge.journal import Journal, State
+from producers.edge.journal import Entry, Journal, State
 from producers.edge.sidecar import check_sidecar, merge_sidecar
 from producers.sender import SendStatus
 
@@ -65,23 +65,6 @@ class CcdFile:
             readout_time = datetime.fromtimestamp(readout_end, UTC)
         d = identity.data_id
         return cls(str(path), d.instrument, d.exposure, d.detector, readout_time, sidecar)
-
-
-@dataclass(frozen=True)
-class CcdJob:
-    """One attempt at one CCD, as a worker receives it (picklable)."""
-
-    key: str
-    source: str
-    instrument: str
-    exposure: int
-    detector: int
-    readout: float
-    attempts: int = 0
-    sidecar: str | None = None
-    spooled: str | None = None
-    checksum: str | None = None
-    compressed_at: float | None = None
 
 
 #: where one CCD (or one attempt at it) ended
@@ -278,7 +261,7 @@ class CcdWorker:
             notes.append(str(exc))
             log_event(log, "edge.journal_failed", logging.ERROR, key=key, state=state, error=str(exc))
 
-    def _spooled(self, job: CcdJob) -> bytes | None:
+    def _spooled(self, job: Entry) -> bytes | None:
         if not job.spooled or not job.checksum:
             return None
         try:
@@ -307,9 +290,11 @@ class CcdWorker:
             return None
         return str(path)
 
-    def __call__(self, job: CcdJob) -> Outcome:
-        data_id = DataId(job.instrument, job.exposure, job.detector)
-        readout = datetime.fromtimestamp(job.readout, UTC)
+    def __call__(self, job: Entry) -> Outcome:
+        """One attempt at the CCD the journal row ``job`` is."""
+        instrument, exposure, detector = job.key.split("/")
+        data_id = DataId(instrument, int(exposure), int(detector))
+        readout = datetime.fromtimestamp(job.readout or time.time(), UTC)
         notes: list[str] = []
         started = time.time()
         cpu0 = time.process_time()
@@ -397,7 +382,7 @@ class CcdWorker:
             acked_time=acked,
         )
 
-    def _compress(self, job: CcdJob, data_id: DataId) -> tuple[bytes, float, bool]:
+    def _compress(self, job: Entry, data_id: DataId) -> tuple[bytes, float, bool]:
         """(compressed bytes, seconds reading them, whether they came compressed). A ``.fits.fz``
         is verified and sent as it is: a sidecar's identity is checked, its cards not merged
         (that would void the file's CHECKSUM and mean decompressing it)."""

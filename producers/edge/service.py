@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 from obsingest.errors import ObsIngestError, ResourceExhausted
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ExposureManifest
-from producers.edge.ccd import CcdFile, CcdJob, Outcome, OutcomeStatus, SendFailed
+from producers.edge.ccd import CcdFile, Outcome, OutcomeStatus, SendFailed
 from producers.edge.errors import BadHandoffFile, SourceUnreadable, SpoolFull, SpoolUnavailable, WorkerCrashed
 from producers.edge.failures import judge
 from producers.edge.files import (
@@ -419,21 +419,7 @@ class EdgeService:
             if entry is None or entry.terminal:
                 self.scheduler.finished(key)
                 continue
-            instrument, exposure, detector = key.split("/")
-            job = CcdJob(
-                key=key,
-                source=entry.source,
-                instrument=instrument,
-                exposure=int(exposure),
-                detector=int(detector),
-                readout=entry.readout or time.time(),
-                attempts=entry.attempts,
-                sidecar=entry.sidecar,
-                spooled=entry.spooled,
-                checksum=entry.checksum,
-                compressed_at=entry.compressed_at,
-            )
-            if not self.pool.submit(key, job):
+            if not self.pool.submit(key, entry):
                 self.scheduler.requeue(key)
                 return
 
