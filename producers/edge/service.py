@@ -216,14 +216,8 @@ class EdgeService:
 
     def wait_idle(self, timeout: float) -> bool:
         """Until nothing is queued or in flight (True), or ``timeout`` (False)."""
-        deadline = time.monotonic() + timeout
-        with self._idle:
-            while len(self.scheduler) or not self._events.empty():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._idle.wait(min(left, 0.2))
-        return True
+        with self._idle:  # the engine notifies at every turn
+            return self._idle.wait_for(lambda: not len(self.scheduler) and self._events.empty(), timeout)
 
     # intake: the Python API and the hand-off directory --------------------------------------
     def submit(self, ccd: CcdFile) -> Future[Outcome]:

@@ -168,27 +168,22 @@ class WorkerPool:
 
     def wait_ready(self, timeout: float = 300.0) -> None:
         """Until every worker has built its handler; TimeoutError / RuntimeError if not."""
-        deadline = time.monotonic() + timeout
+
+        def ready() -> bool:  # checked at every worker's news (ready, died)
+            if self.stats.restarts > 3 * self.size and any(not w.ready for w in self._workers):
+                raise RuntimeError(f"{self.name} workers keep dying while starting up")
+            return all(w.ready for w in self._workers)
+
         with self._changed:
-            while not all(w.ready for w in self._workers):
-                dead = [w for w in self._workers if not w.process.is_alive() and not w.ready]
-                if dead and self.stats.restarts > 3 * self.size:
-                    raise RuntimeError(f"{self.name} workers keep dying while starting up")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"{self.name} workers not ready after {timeout} s")
-                self._changed.wait(min(left, 0.5))
+            if not self._changed.wait_for(ready, timeout):
+                raise TimeoutError(f"{self.name} workers not ready after {timeout} s")
 
     def stop(self, timeout: float = 60.0) -> None:
         """Let running jobs finish (up to ``timeout``), then stop every worker."""
         deadline = time.monotonic() + timeout
         with self._changed:
             self._stopping = True
-            while any(w.job is not None for w in self._workers):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._changed.wait(min(left, 0.5))
+            self._changed.wait_for(lambda: all(w.job is None for w in self._workers), timeout)
             workers = list(self._workers)
         for w in workers:
             with contextlib.suppress(OSError, BrokenPipeError):
