@@ -1,11 +1,9 @@
 """The edge's Kafka sender: one compressed CCD -> its CcdChunk records, acknowledged.
 
-``send`` returns only when the broker has acknowledged every chunk of the CCD (``acks=all``), so
-an edge worker that got a result knows the CCD is durable in Kafka and will be assembled; if any
-chunk fails, ``send`` raises and the caller retries the whole CCD (the assembler ignores the
-duplicate chunks). The producer is idempotent, so librdkafka's own retries never duplicate or
-reorder a chunk inside its partition; the key (the data id) puts every chunk of a CCD in one
-partition, in order, which is what lets the assembler reason about offsets.
+``send`` returns only when the broker has acknowledged every chunk (``acks=all``); if any chunk
+fails it raises and the caller resends the whole CCD (the assembler ignores duplicate chunks).
+The idempotent producer never duplicates or reorders a chunk inside its partition, and the key
+(the data id) puts every chunk of a CCD in one partition, in order, for the assembler's offsets.
 """
 
 from __future__ import annotations
@@ -232,11 +230,8 @@ def publish_manifest(
     topic: str = defaults.EXPOSURES_TOPIC,
     timeout: float = 30.0,
 ) -> None:
-    """ExposureManifest -> ``topic`` (key instrument/exposure), acknowledged before returning.
-
-    Published before readout, it is what completeness is measured against, so it must not be
-    fire-and-forget: a lost manifest would make a complete exposure look like NO_MANIFEST.
-    """
+    """ExposureManifest -> ``topic`` (key instrument/exposure), acknowledged before returning:
+    a lost manifest would make a complete exposure look like NO_MANIFEST."""
     delivery = _Delivery(expected=1)
     key = f"{manifest.instrument}/{manifest.exposure}".encode()
     producer.produce(topic, value=manifest.encode(), key=key, on_delivery=delivery.on_delivery)

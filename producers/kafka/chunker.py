@@ -16,7 +16,7 @@ from obsingest.checksums import checksum_str
 from obsingest.dataid import DataId
 from obsingest.messages import CcdChunk
 
-#: Everything in a Kafka record batch besides the chunk payload, generously bounded.
+#: Everything in a Kafka record batch besides the chunk payload.
 RECORD_RESERVE = 4 * 1024
 #: Longest instrument / producer name the reserve allows for.
 MAX_NAME_BYTES = 1024
@@ -109,11 +109,8 @@ def iter_chunks(
 
 
 def encode_chunk(chunk: CcdChunk) -> bytes:
-    """Single-object encoding of ``chunk``, identical to ``chunk.encode()`` but one payload copy.
-
-    ``payload`` is the schema's last field, so the record is the encoding of every other field
-    (made by fastavro with an empty payload, whose length varint is the single byte 00), then the
-    payload's length and bytes. ``tests/unit/producers/kafka`` proves byte equality.
-    """
+    """``chunk.encode()`` with one payload copy: ``payload`` is the schema's last field, so the
+    record is the encoding with an empty payload (whose length varint is the single byte 00)
+    with the payload's length and bytes in its place."""
     head = dataclasses.replace(chunk, payload=b"").encode()
     return b"".join((head[:-1], _varint(len(chunk.payload)), chunk.payload))

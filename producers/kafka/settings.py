@@ -25,7 +25,7 @@ class KafkaProducerSettings(KafkaClientSettings):
     chunk_size: int = Field(default=0, ge=0)
     #: Must not exceed the broker's/topic's record limit; the chunk size is derived from it.
     message_max_bytes: int = Field(default=DEFAULT_MESSAGE_MAX_BYTES, ge=64 * 1024)
-    #: A little batching lets librdkafka pipeline a CCD's chunks; CCDs are sent as a burst.
+    #: A little batching lets librdkafka pipeline a CCD's chunks.
     linger_ms: float = Field(default=2.0, ge=0)
     #: librdkafka batch.size; a record larger than this is sent in a batch of its own.
     batch_size: int = Field(default=16 * 1024 * 1024, ge=1024)
