@@ -1,9 +1,6 @@
 """The DAQ's hand-off directory: what a file there means, when it is complete, and noticing it
-(naming and completeness rules: producers/edge/README.md; identity: ``identity``).
-
-Files are noticed by watchdog and by scans (start-up, every ``rescan_interval``), all on one
-thread, so no locks. A file is offered once per (mtime, size); ``known`` seeds that memory from
-the journal, so a restart over many acknowledged files only stats them.
+(the rules: producers/edge/README.md). Watchdog's events and the scans are handled on one thread,
+so no locks. A file is offered once per (mtime, size).
 """
 
 from __future__ import annotations

@@ -40,7 +40,6 @@ class Scheduler:
         self.dest_not_before = 0.0
         self._probe: str | None = None
 
-    # state -----------------------------------------------------------------------------------
     def __len__(self) -> int:
         """Items known and not done (queued or in flight)."""
         return len(self._priority)
@@ -53,7 +52,6 @@ class Scheduler:
     def destination_down(self) -> bool:
         return self.dest_failures > 0
 
-    # input -----------------------------------------------------------------------------------
     def add(self, key: str, priority: int) -> bool:
         """Queue an item (due now). False if it is already known."""
         if key in self._priority:
@@ -66,7 +64,6 @@ class Scheduler:
         heapq.heappush(self._ready, (-self._priority[key], next(self._seq), key))
         self._queued.add(key)
 
-    # output ----------------------------------------------------------------------------------
     def pop_due(self) -> str | None:
         """The next item to send now, or None (nothing due, or the destination is backing off or
         already being probed). The item is in flight until ``done``/``retry``/``requeue``."""
@@ -100,7 +97,6 @@ class Scheduler:
                 candidates.append(max(0.0, self.dest_not_before - now))
         return min(candidates) if candidates else None
 
-    # results ---------------------------------------------------------------------------------
     def done(self, key: str) -> None:
         """The item is finished (acked or quarantined); a success ends a destination outage."""
         self.finished(key)

@@ -1,9 +1,6 @@
-"""Rubin-style JSON header sidecars: header cards the camera's header service writes beside a raw.
-
-``<stem>.json`` next to ``<stem>.fits``: FITS keyword -> scalar, flat or under ``"PRIMARY"``.
-The cards are merged into the primary header before compression, so the stored CCD is
-self-describing; non-FITS keys and non-scalar values are skipped (and logged). A sidecar whose
-identity cards (``identity.IDENTITY_CARDS``) name another CCD is a ``HeaderMismatch``.
+"""Rubin-style JSON header sidecars (``<stem>.json`` beside ``<stem>.fits``, producers/edge/README.md),
+merged into the primary header before compression so the stored CCD is self-describing; non-FITS
+keys and non-scalar values are skipped (and logged).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Splitting a compressed CCD into CcdChunk records: pure arithmetic, no Kafka.
-
-``RECORD_RESERVE`` (4 KiB, names capped at 1 KiB each) bounds everything in a record but the
-payload, so ``chunk_size <= message_max_bytes - RECORD_RESERVE`` always fits; the default is the
-largest power of two below that, capped at ``PREFERRED_CHUNK_SIZE`` (producers/kafka/README.md,
+"""Splitting a compressed CCD into CcdChunk records: pure arithmetic, no Kafka. A chunk of at
+most ``message_max_bytes - RECORD_RESERVE`` always fits a record (producers/kafka/README.md,
 "Chunk size arithmetic").
 """
 
