@@ -304,11 +304,11 @@ class CcdWorker:
         read_s = compress_s = 0.0
         precompressed = False
         attempts = job.attempts + 1
+        sending: dict[str, Any] = {"attempts": attempts}
         if data is not None:
             compressed_at = job.compressed_at or time.time()
             spooled = job.spooled
             checksum = job.checksum or checksum_str(data)  # the spooled copy matched it
-            sending: dict[str, Any] = {"attempts": attempts}
         else:
             data, read_s, precompressed = self._compress(job, data_id)
             raw_size = len(self.buffer or b"")
@@ -316,13 +316,7 @@ class CcdWorker:
             compressed_at = time.time()
             spooled = None
             checksum = checksum_str(data)  # once: 15 MB of CRC32C per pass
-            sending = {
-                "attempts": attempts,
-                "size": len(data),
-                "checksum": checksum,
-                "compressed_at": compressed_at,
-                "spooled": None,
-            }
+            sending.update(size=len(data), checksum=checksum, compressed_at=compressed_at, spooled=None)
         cpu1 = time.process_time()
         self._mark(job.key, "sent", notes, **sending)
         compressed_time = datetime.fromtimestamp(compressed_at, UTC)
