@@ -301,7 +301,15 @@ class EdgeService:
                 )
                 return self._accept([entry], found=found)
             if found.kind == "manifest":
-                self._take_manifest(found.path)
+                if manifest := read_manifest(found.path):  # None: it vanished
+                    self.submit_manifest(manifest)
+                    log_event(
+                        log,
+                        "edge.manifest",
+                        instrument=manifest.instrument,
+                        exposure=manifest.exposure,
+                        detectors=len(manifest.detectors),
+                    )
                 return True
             error = found.error or BadHandoffFile(f"{found.path}: not a file the edge takes")
             self._quarantine_file(found.path, error, found.sidecar)  # a refused CCD's sidecar too
@@ -324,12 +332,10 @@ class EdgeService:
     def _second_file(self, found: Found, first: Entry) -> None:
         """Another hand-off file for a CCD the journal has from a first one (``second_file``): a
         duplicate (released as ``on_ack`` says once the first is acked) or a checksum conflict."""
-        assert found.data_id is not None
-        key = found.data_id.key
         verdict = second_file(found.path, first)
         self.metrics.add(EDGE, "duplicates")
         if verdict is None:
-            log_event(log, "edge.duplicate_file", data_id=key, file=str(found.path), first=first.source)
+            log_event(log, "edge.duplicate_file", data_id=first.key, file=str(found.path), first=first.source)
             if first.state == "acked" and self.handoff is not None:
                 release_raw(self.handoff, self.settings.on_ack, self.settings.done_dir, [str(found.path)])
             return
@@ -337,25 +343,12 @@ class EdgeService:
             log,
             "edge.conflict",
             logging.ERROR,
-            data_id=key,
+            data_id=first.key,
             file=str(found.path),
             first=first.source,
             reason=verdict.reason,
         )
         self._quarantine_file(found.path, verdict, found.sidecar)
-
-    def _take_manifest(self, path: Path) -> None:
-        manifest = read_manifest(path)
-        if manifest is None:
-            return
-        self.submit_manifest(manifest)
-        log_event(
-            log,
-            "edge.manifest",
-            instrument=manifest.instrument,
-            exposure=manifest.exposure,
-            detectors=len(manifest.detectors),
-        )
 
     def _on_source_problem(self, problem: str | None) -> None:
         self._source_problem = problem
