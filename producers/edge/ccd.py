@@ -99,10 +99,8 @@ class Outcome:
     #: wall clock when the worker took this attempt (its queueing ends here)
     started_time: datetime | None = None
     #: CPU seconds of the worker process for this attempt: read (+ compress), and send
-    #: (checksum, journal commits, the transport client's work)
     read_compress_cpu_seconds: float = 0.0
     send_cpu_seconds: float = 0.0
-    #: pid of the worker process that handled the attempt
     worker_pid: int = 0
     #: the hand-off was already tile-compressed (``.fits.fz``): sent as it is
     precompressed: bool = False

@@ -6,7 +6,7 @@ and since when (for the exit-code policy). Resuming needs the floor cleared *and
 from __future__ import annotations
 
 import logging
-import os
+import shutil
 import time
 from pathlib import Path
 
@@ -30,8 +30,7 @@ class Refusal:
         return self.reason is not None
 
     def free_bytes(self) -> int:
-        st = os.statvfs(self.spool)
-        return st.f_bavail * st.f_frsize
+        return shutil.disk_usage(self.spool).free
 
     def space_ok(self) -> bool:
         """False (and refusing) below the floor; True only when not refusing at all."""

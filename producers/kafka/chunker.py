@@ -15,7 +15,6 @@ from obsingest.messages import CcdChunk
 
 #: Everything in a Kafka record batch besides the chunk payload.
 RECORD_RESERVE = 4 * 1024
-#: Longest instrument / producer name the reserve allows for.
 MAX_NAME_BYTES = 1024
 #: Upper bound of the default chunk payload (bigger buys no throughput, costs memory/latency).
 PREFERRED_CHUNK_SIZE = 8 * 1024 * 1024

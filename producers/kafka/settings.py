@@ -9,8 +9,7 @@ from pydantic_settings import SettingsConfigDict
 from obsingest import defaults
 from obsingest.settings import KafkaClientSettings
 
-#: The broker's ``message.max.bytes`` on the local stack (infra.local.stack.settings) and the
-#: value we ask production clusters for: a 16 MiB record limit leaves room for 8 MiB chunks.
+#: The broker's ``message.max.bytes`` we ask for (the local stack's too): room for 8 MiB chunks.
 DEFAULT_MESSAGE_MAX_BYTES = 16 * 1024 * 1024
 
 
