@@ -13,21 +13,15 @@ import heapq
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class Backoff:
-    base: float = 0.5
-    cap: float = 10.0
-
-    def delay(self, failures: int) -> float:
-        return min(self.cap, self.base * 2 ** max(0, failures - 1))
+from obsingest.retry import RetryPolicy
 
 
 class Scheduler:
-    def __init__(self, backoff: Backoff | None = None, clock: Callable[[], float] = time.monotonic) -> None:
-        self.backoff = backoff or Backoff()
+    def __init__(
+        self, backoff: RetryPolicy | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.backoff = backoff or RetryPolicy(base_delay=0.5, max_delay=10.0)
         self.clock = clock
         self._seq = itertools.count()
         self._ready: list[tuple[int, int, str]] = []  # (-priority, seq, key)
@@ -121,12 +115,12 @@ class Scheduler:
         if destination_fault:
             if was_probe or not self.dest_failures or now >= self.dest_not_before:
                 self.dest_failures += 1
-                self.dest_not_before = now + self.backoff.delay(self.dest_failures)
+                self.dest_not_before = now + self.backoff.backoff_cap(self.dest_failures)
             self._push_ready(key)
             return max(0.0, self.dest_not_before - now)
         failures = self._item_failures.get(key, 0) + 1
         self._item_failures[key] = failures
-        delay = self.backoff.delay(failures)
+        delay = self.backoff.backoff_cap(failures)
         heapq.heappush(self._delayed, (now + delay, -self._priority[key], next(self._seq), key))
         self._queued.add(key)
         return delay

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 from obsingest.errors import ObsIngestError, ResourceExhausted
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ExposureManifest
+from obsingest.retry import RetryPolicy
 from producers.edge.ccd import CcdFile, Outcome, OutcomeStatus, SendFailed
 from producers.edge.errors import BadHandoffFile, SourceUnreadable, SpoolFull, SpoolUnavailable, WorkerCrashed
 from producers.edge.failures import judge
@@ -37,7 +38,7 @@ from producers.edge.files import (
 from producers.edge.handoff import Found, HandoffIntake
 from producers.edge.journal import Entry, Journal
 from producers.edge.refusal import Refusal
-from producers.edge.scheduler import Backoff, Scheduler
+from producers.edge.scheduler import Scheduler
 from producers.edge.settings import EdgeSettings
 from producers.edge.worker import WorkerInit, WorkerPool
 
@@ -84,7 +85,9 @@ class EdgeService:
         self.metrics.start(EDGE)
         self._gauges_at = 0.0
         self.queue_depths = (0, 0)  # (pending, in flight), as of the engine's last turn
-        self.scheduler = Scheduler(Backoff(settings.retry_base_delay, settings.retry_max_delay))
+        self.scheduler = Scheduler(
+            RetryPolicy(base_delay=settings.retry_base_delay, max_delay=settings.retry_max_delay)
+        )
         self.journal: Journal | None = None
         self.pool: WorkerPool | None = None
         self.intake: HandoffIntake | None = None
