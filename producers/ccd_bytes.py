@@ -1,10 +1,9 @@
 """What every sender checks before a CCD leaves the edge, and which name it goes under.
 
-The register function trusts a CCD's bytes when the store's CRC32C equals the sender's
-``obsingest-checksum`` and reads only its primary header (functions/register/verify.py), so the
-sender vouches for the structure of what it checksums. The object's name is the camera's file
-name in Rubin's layout, from the header's identity cards (the data id alone does not always
-recover the observation id's controller letter).
+The register function trusts bytes whose CRC32C is the sender's ``obsingest-checksum`` and reads
+only their primary header (functions/register/verify.py), so the sender vouches for their
+structure. The name comes from the header's identity cards: the data id alone does not always
+recover the observation id's controller letter.
 """
 
 from __future__ import annotations
@@ -15,12 +14,8 @@ from obsingest.fits import primary_header
 
 
 def check_ccd_bytes(data_id: DataId, data: bytes) -> Identity:
-    """The CCD's identity, read from the header of what is about to be sent.
-
-    Every HDU must be whole (a header walk, cheap), else CorruptFile naming the CCD; the primary
-    header must say which CCD it is (NoIdentity naming the card) and say ``data_id`` (else
-    HeaderMismatch with both: the file changed since the edge read its header, or a caller's
-    data id is not the file's). The edge quarantines all three."""
+    """The CCD's identity, read from the header of what is about to be sent: CorruptFile unless
+    every HDU is whole, NoIdentity or HeaderMismatch unless the primary header says ``data_id``."""
     try:
         primary = primary_header(data)  # every HDU walked (its errors: parse_fits's)
     except CorruptFile as exc:

@@ -1,8 +1,6 @@
-"""The edge's one verb: send a compressed CCD towards the data facility.
-
-Two implementations: ``producers.uploader.DirectUploader`` (object store, transport (a)) and
-``producers.kafka`` (chunked Avro over Kafka, transport (b)). ``open_sender`` picks one from a URL
-so edge workers, the demo and the transfer harness share one code path.
+"""The edge's one verb: send a compressed CCD towards the data facility, through
+``producers.uploader.DirectUploader`` (object store) or ``producers.kafka`` (chunks), as
+``open_sender`` picks from a URL.
 """
 
 from __future__ import annotations

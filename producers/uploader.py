@@ -1,9 +1,6 @@
-"""Direct upload of a compressed CCD to the object store (DESIGN.md transport (a)).
-
-Create-once: a retry after a lost acknowledgement finds its own bytes already there and succeeds;
-different bytes under the same name are never overwritten. They are parked under the quarantine
-prefix with the reason in their metadata, so the conflict is recorded (the register function
-files it in the registry's quarantine) and the bytes are kept for an operator.
+"""Direct upload of a compressed CCD to the object store (DESIGN.md transport (a)), create-once:
+a retry after a lost acknowledgement finds its own bytes and succeeds; different bytes under the
+name are parked under the quarantine prefix with the reason in their metadata, for an operator.
 """
 
 from __future__ import annotations
@@ -47,7 +44,6 @@ class DirectUploader:
     def send(
         self, data_id: DataId, data: bytes, readout_time: datetime, compressed_time: datetime | None = None
     ) -> UploadResult:
-        # named from its header: the camera's file name in Rubin's layout (producers.ccd_bytes)
         name = check_ccd_bytes(data_id, data).object_name(self.prefix)
         checksum = checksum_str(data)
         meta = object_metadata(checksum, readout_time, compressed_time, self.transport, self.producer)

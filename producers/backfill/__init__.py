@@ -1,9 +1,6 @@
-"""Backfill: bulk transfer of an archive (file lists, directory trees, globs) to the object store,
-journalled (resumable after any crash), every file verified by checksum after upload.
-
-``obsingest backfill SRC... --to gs://BUCKET/PREFIX [--parallel N]`` is the command line
-(``producers.backfill.main``); ``run_backfill`` is the library call. Names resolve lazily so the
-command line's option module loads without the store clients.
+"""Backfill: bulk transfer of an archive to the object store, journalled and verified
+(``obsingest backfill``, ``producers.backfill.main``; ``run_backfill`` is the library call).
+Names resolve lazily so the command line's option module loads without the store clients.
 """
 
 from __future__ import annotations

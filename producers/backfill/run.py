@@ -2,13 +2,9 @@
 
 The journal (``SPOOL/backfill.sqlite3``, the edge's format) gets every file as ``seen`` before
 anything is sent, each batch as ``sent`` before a worker gets it, each file as ``acked`` once the
-store provably holds its bytes. A rerun skips what is acked and re-puts the rest: the store is
-create-once, so a file that did arrive answers "exists" and is verified, never uploaded twice.
-
-Commits are batched per dispatch turn and not fsynced (WAL, ``synchronous=NORMAL``) on purpose:
-a killed process loses no commit, an OS crash only acks or sents, redone as re-verifications
-(``tests/integration/test_backfill.py``); nothing irreversible follows an ack, so no FULL commit.
-Workers are the edge's crash-isolated pool (``producers.edge.worker``), forked once per run.
+store provably holds its bytes. A rerun re-puts what is not acked: the store is create-once, so a
+file that did arrive answers "exists" and is verified. Commits are not fsynced: an OS crash only
+loses acks, redone as re-verifications, and nothing irreversible follows an ack.
 """
 
 from __future__ import annotations
@@ -48,8 +44,7 @@ class BackfillConfig:
     retries: int = 3
     retry_pause: float = 2.0
     progress: bool = True
-    #: object name prefix, over the destination's (a file://DIR destination has none: the
-    #: ingest prefix raw/ has to be given so the register function and reconcile find them)
+    #: object name prefix, over the destination's (file://DIR has none: give raw/ to ingest)
     prefix: str | None = None
 
 
@@ -101,14 +96,10 @@ class BackfillReport:
 
 
 class _Run:
-    """The dispatch loop: keep every worker busy with a batch, journal results in batches.
-
-    Pipelined so that no worker waits for the journal: every worker's *next* batch is
-    journalled ``sent`` ahead of time (one spare batch per worker), and the collector thread
-    hands it over the moment the worker reports, before this process journals that report.
-    One transaction then records the finished batch's acks together with the ``sent`` of the
-    batch after next (a group commit). A batch is still ``sent`` before any worker holds it, a
-    file ``acked`` only after the store verified it.
+    """The dispatch loop, pipelined so that no worker waits for the journal: every worker's next
+    batch is journalled ``sent`` ahead of time, and the collector thread hands it over the moment
+    the worker reports. One transaction then records the finished batch's acks with the ``sent``
+    of the batch after next.
     """
 
     def __init__(self, config: BackfillConfig, journal: Journal, report: BackfillReport, bar: Any) -> None:
@@ -152,7 +143,6 @@ class _Run:
             fresh = [batches.popleft() for _ in range(min(spare, len(batches)))]
             updates += [(e.key, "sent", {"attempts": e.attempts + 1}) for b in fresh for e in b]
             if updates:
-                # not durable: a lost ack after a power cut only means a re-put answered "exists"
                 self.journal.mark_many(updates)
                 updates = []
             with self.cond:
@@ -208,8 +198,7 @@ def run_backfill(config: BackfillConfig, out: TextIO = sys.stderr) -> BackfillRe
     files = expand_sources(config.sources, prefix)
     journal = Journal(config.spool, name=JOURNAL_NAME)
     try:
-        # keyed by where the file is (stable across reruns); the object it is stored as comes
-        # from its header, in the worker (``producers.backfill.transfer``)
+        # keyed by where the file is (stable across reruns), not by the object its header names
         journal.add_many(Entry(key=f.name, source=str(f.path), size=f.size) for f in files)
         wanted = {f.name for f in files}
         todo = [e for e in journal.pending() if e.key in wanted]
@@ -223,9 +212,7 @@ def run_backfill(config: BackfillConfig, out: TextIO = sys.stderr) -> BackfillRe
             parallel=config.parallel,
         )
         run = _Run(config, journal, report, None)
-        # Workers are forks of this process, started before it has any other thread, so they
-        # inherit the store client library imported once here. A dead worker is replaced by a
-        # spawned one.
+        # workers fork before this process has another thread: they inherit these imports
         if store_url.startswith("gs://"):
             import_module("obsingest.store.gcs")
             import_module("google.auth.transport.urllib3")

@@ -1,10 +1,9 @@
 """What to back up: expand ``SRC`` arguments into (file, name) pairs.
 
 The name (prefix + the file's path relative to its source) is its journal and report key, stable
-across reruns; the object it is stored as comes from its header (``transfer``). Relative to: a
-directory itself; a glob's fixed leading directories (``**`` recurses); an ``@LIST`` file's
-(one path a line, ``#`` comments) common parent; a plain file has its name only. Hidden
-(``.``-prefixed) files and directories are skipped: tools' state, not archive.
+across reruns. Relative to: a directory itself; a glob's fixed leading directories; an ``@LIST``
+file's (one path a line, ``#`` comments) common parent; a plain file has its name only. Hidden
+files and directories are skipped: tools' state, not archive.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """One backfill worker process: upload a batch of files create-once and verify each.
 
-Each file is stored under the name its own primary header gives (``identity_from_header``: the
-camera's file name in Rubin's layout under the destination's prefix), read from the bytes the
-worker reads anyway, so an archive lands where the register function and ``obsingest
-reconcile`` take it; a file that cannot say which CCD it is fails with its reason. A file counts
-as done only when the CRC32C and size the *store* reports for the object it holds (the upload's
+Each file is stored under the name its own primary header gives (where the register function and
+``obsingest reconcile`` take it); one that cannot say which CCD it is fails with its reason. A
+file is done only when the CRC32C and size the *store* reports for its object (the upload's
 response, or the existing object's) match what was read from disk: no extra request per file.
 """
 

@@ -1,9 +1,7 @@
 """The edge as a service: take the DAQ's CCDs, journal them, compress, send, resume after any crash.
 
-``EdgeService`` (``service``) is behind ``obsingest edge`` and the in-process API; its parts:
-``journal``, ``handoff``, ``scheduler``, ``worker``, ``ccd`` (one CCD), ``health``; ``ship`` is only
-``benchmarks/edge.py``'s one-shot reference. Names resolve lazily (PEP 562) so ``obsingest
---help`` can import ``producers.edge.main`` without loading numpy and the codec.
+Names resolve lazily (PEP 562) so ``obsingest --help`` can import ``producers.edge.main`` without
+loading numpy and the codec.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
-"""What one edge worker does to one CCD: read -> compress -> spool if it must wait -> send.
+"""What one edge worker does to one CCD: read -> compress -> spool if it must wait -> send, with
+the journal commits of producers/edge/README.md ("The journal and recovery").
 
-A ``.fits.fz`` hand-off (a DAQ that compresses itself) is verified and sent as it is. The raw file
-is read with plain ``read`` calls into a kept buffer, never memory-mapped: a file truncated under
-a map kills the reader with SIGBUS, a short read is an ordinary ``CorruptFile``.
-
-The worker journals two commits per CCD: ``sent`` (size, checksum, attempts) before the send,
-``acked`` after it (durably when the raw file is released next). A redo of a send that did arrive
-is answered "exists" by the create-once destination, so nothing is lost or doubled. A transient
-failure leaves the compressed bytes in ``SPOOL/ccd/`` (journalled ``compressed``) for the retry;
-a spooled copy whose checksum no longer matches is discarded and the CCD compressed anew.
+The raw file is read with plain ``read`` calls into a kept buffer, never memory-mapped: a file
+truncated under a map kills the reader with SIGBUS, a short read is an ordinary ``CorruptFile``.
 """
 
 from __future__ import annotations
@@ -29,7 +23,7 @@ from obsingest.fileio import write_atomic
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import utcnow
 from producers.edge.errors import SourceUnreadable, SourceVanished, SpoolFull, SpoolUnavailable
-from producers.edge.journal import Journal, State
+from producers.edge.journal import Entry, Journal, State
 from producers.edge.sidecar import check_sidecar, merge_sidecar
 from producers.sender import SendStatus
 
@@ -59,11 +53,9 @@ class CcdFile:
     def from_header(
         cls, path: str | Path, readout_time: datetime | None = None, sidecar: str | None = None
     ) -> CcdFile:
-        """The CCD at ``path`` (any name), which CCD it is read from its primary header and
-        ``sidecar``, as the hand-off directory reads it (``producers.edge.identity``): for a DAQ
-        that calls in without knowing the data id. Without ``readout_time``, the header's
-        DATE-END says it (``identity.readout_end``). NoIdentity (naming the card),
-        HeaderMismatch, CorruptFile or SourceVanished when it cannot be read as one."""
+        """The CCD at ``path``, which CCD it is read from its header and ``sidecar`` as the
+        hand-off directory reads it, for a DAQ that does not know the data id; ``readout_time``
+        by default from DATE-END. NoIdentity, HeaderMismatch, CorruptFile or SourceVanished."""
         from producers.edge.identity import handoff_identity_and_readout
         from producers.edge.sidecar import load_sidecar
 
@@ -73,23 +65,6 @@ class CcdFile:
             readout_time = datetime.fromtimestamp(readout_end, UTC)
         d = identity.data_id
         return cls(str(path), d.instrument, d.exposure, d.detector, readout_time, sidecar)
-
-
-@dataclass(frozen=True)
-class CcdJob:
-    """One attempt at one CCD, as a worker receives it (picklable)."""
-
-    key: str
-    source: str
-    instrument: str
-    exposure: int
-    detector: int
-    readout: float
-    attempts: int = 0
-    sidecar: str | None = None
-    spooled: str | None = None
-    checksum: str | None = None
-    compressed_at: float | None = None
 
 
 #: where one CCD (or one attempt at it) ended
@@ -124,10 +99,8 @@ class Outcome:
     #: wall clock when the worker took this attempt (its queueing ends here)
     started_time: datetime | None = None
     #: CPU seconds of the worker process for this attempt: read (+ compress), and send
-    #: (checksum, journal commits, the transport client's work)
     read_compress_cpu_seconds: float = 0.0
     send_cpu_seconds: float = 0.0
-    #: pid of the worker process that handled the attempt
     worker_pid: int = 0
     #: the hand-off was already tile-compressed (``.fits.fz``): sent as it is
     precompressed: bool = False
@@ -160,11 +133,8 @@ class SendFailed(ObsIngestError):
 
 
 def read_exact(path: str, buf: bytearray | None = None) -> bytearray:
-    """The whole file into ``buf`` (reused when it has the file's size).
-
-    Raises SourceVanished (gone), SourceUnreadable (permissions, I/O) or CorruptFile when the
-    file shrank while it was read (truncated mid-read).
-    """
+    """The whole file into ``buf`` (reused when it has the file's size). SourceVanished (gone),
+    SourceUnreadable (permissions, I/O) or CorruptFile (shrank while it was read)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
@@ -199,20 +169,15 @@ def warm_up() -> None:
     CCD's latency is not an interpreter start-up figure."""
     import numpy as np
 
+    from obsingest.fits import header_bytes, make_card, padded
     from producers.compress import compress_fits, decompress_fits
 
-    cards = (
-        "SIMPLE  =                    T",
-        "BITPIX  =                   32",
-        "NAXIS   =                    2",
-        "NAXIS1  =                    8",
-        "NAXIS2  =                    8",
-        "END",
-    )
-    header = b"".join(f"{card:<80}".encode() for card in cards)
-    header += b" " * (-len(header) % 2880)
+    cards = [
+        make_card(k, v)
+        for k, v in (("SIMPLE", True), ("BITPIX", 32), ("NAXIS", 2), ("NAXIS1", 8), ("NAXIS2", 8))
+    ]
     pixels = np.arange(64, dtype=">i4").tobytes()
-    decompress_fits(compress_fits(header + pixels + bytes(-len(pixels) % 2880), threads=1))
+    decompress_fits(compress_fits(header_bytes(cards) + pixels.ljust(padded(len(pixels)), b"\0"), threads=1))
 
 
 #: a hand-off with this suffix is already tile-compressed (fpack's convention): sent as it is
@@ -242,9 +207,8 @@ def spool_path(spool: Path, key: str) -> Path:
 
 
 def open_edge_sender(destination: str, prefix: str, quarantine_prefix: str, producer: str) -> Any:
-    """The worker's sender. ``gs://BUCKET``: the direct uploader over ``GcsHttpStore`` (one
-    JSON-API request per put, cheaper than the library's upload, same create-once, CRC32C,
-    retry, proxy, netrc and CA rules); else what ``producers.sender.open_sender`` opens."""
+    """The worker's sender: ``gs://BUCKET`` through ``GcsHttpStore`` (one JSON-API request per
+    put, cheaper than the library's upload); else what ``producers.sender.open_sender`` opens."""
     if destination.startswith("gs://"):
         from obsingest.store.gcs import GcsHttpStore
         from producers.uploader import DirectUploader
@@ -295,7 +259,7 @@ class CcdWorker:
             notes.append(str(exc))
             log_event(log, "edge.journal_failed", logging.ERROR, key=key, state=state, error=str(exc))
 
-    def _spooled(self, job: CcdJob) -> bytes | None:
+    def _spooled(self, job: Entry) -> bytes | None:
         if not job.spooled or not job.checksum:
             return None
         try:
@@ -324,9 +288,11 @@ class CcdWorker:
             return None
         return str(path)
 
-    def __call__(self, job: CcdJob) -> Outcome:
-        data_id = DataId(job.instrument, job.exposure, job.detector)
-        readout = datetime.fromtimestamp(job.readout, UTC)
+    def __call__(self, job: Entry) -> Outcome:
+        """One attempt at the CCD the journal row ``job`` is."""
+        instrument, exposure, detector = job.key.split("/")
+        data_id = DataId(instrument, int(exposure), int(detector))
+        readout = datetime.fromtimestamp(job.readout or time.time(), UTC)
         notes: list[str] = []
         started = time.time()
         cpu0 = time.process_time()
@@ -336,11 +302,11 @@ class CcdWorker:
         read_s = compress_s = 0.0
         precompressed = False
         attempts = job.attempts + 1
+        sending: dict[str, Any] = {"attempts": attempts}
         if data is not None:
             compressed_at = job.compressed_at or time.time()
             spooled = job.spooled
             checksum = job.checksum or checksum_str(data)  # the spooled copy matched it
-            sending: dict[str, Any] = {"attempts": attempts}
         else:
             data, read_s, precompressed = self._compress(job, data_id)
             raw_size = len(self.buffer or b"")
@@ -348,20 +314,12 @@ class CcdWorker:
             compressed_at = time.time()
             spooled = None
             checksum = checksum_str(data)  # once: 15 MB of CRC32C per pass
-            sending = {
-                "attempts": attempts,
-                "size": len(data),
-                "checksum": checksum,
-                "compressed_at": compressed_at,
-                "spooled": None,
-            }
+            sending.update(size=len(data), checksum=checksum, compressed_at=compressed_at, spooled=None)
         cpu1 = time.process_time()
-        # one commit before the send: what was compressed and that it is being sent
         self._mark(job.key, "sent", notes, **sending)
         compressed_time = datetime.fromtimestamp(compressed_at, UTC)
 
         def finished(state: OutcomeState, **fields: Any) -> Outcome:
-            """This CCD's Outcome: the fields every end has, and ``fields``."""
             return Outcome(
                 key=job.key,
                 state=state,
@@ -416,10 +374,10 @@ class CcdWorker:
             acked_time=acked,
         )
 
-    def _compress(self, job: CcdJob, data_id: DataId) -> tuple[bytes, float, bool]:
-        """(compressed bytes, seconds reading them, whether they came compressed). A DAQ that
-        compresses itself is verified and sent as it is: a sidecar's identity is still checked,
-        its cards not merged (that would void the file's CHECKSUM and mean decompressing it)."""
+    def _compress(self, job: Entry, data_id: DataId) -> tuple[bytes, float, bool]:
+        """(compressed bytes, seconds reading them, whether they came compressed). A ``.fits.fz``
+        is verified and sent as it is: a sidecar's identity is checked, its cards not merged
+        (that would void the file's CHECKSUM and mean decompressing it)."""
         from producers.compress import compress_fits
 
         t0 = time.perf_counter()

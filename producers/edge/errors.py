@@ -1,7 +1,5 @@
-"""What can go wrong at the edge that is not the destination's fault, and whether waiting helps.
-
-Permanent ones quarantine the CCD with their ``reason``; retriable ones keep it journalled and
-retry it later (the spool or the source may come back).
+"""What can go wrong at the edge that is not the destination's fault: permanent ones quarantine
+the CCD with their ``reason``, retriable ones keep it journalled for a retry.
 """
 
 from __future__ import annotations

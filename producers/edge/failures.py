@@ -1,7 +1,6 @@
 """What the edge does about a failed attempt at a CCD: quarantine it, count it as a crash, or
-retry it; and whether the destination is to blame (then everything backs off). Unit-tested
-without processes. A resource that ran out (``obsingest.exhaustion``: disk full, quota, rate
-limit, ...) is an outage, never a verdict on the CCD: retried for as long as it lasts.
+retry it; and whether the destination is to blame (then everything backs off). A resource that
+ran out (``obsingest.exhaustion``) is an outage, never a verdict on the CCD.
 """
 
 from __future__ import annotations
@@ -47,8 +46,8 @@ EDGE_SIDE = (SourceUnreadable, SpoolFull, SpoolUnavailable)
 @dataclass(frozen=True)
 class Verdict:
     """``action``: ``quarantine`` (the input's fault), ``crash`` (a worker died or raised
-    something unknown: counted, quarantined after the crash limit) or ``retry`` (kept, tried
-    again after a backoff: the destination's if ``destination_fault``, else this CCD's own)."""
+    something unknown: quarantined after the crash limit) or ``retry`` (after a backoff: the
+    destination's if ``destination_fault``, else this CCD's own)."""
 
     action: str
     error: ObsIngestError
@@ -64,9 +63,8 @@ class Verdict:
 
 
 def judge(error: BaseException, destination: str = "") -> Verdict:
-    """The verdict on one failed attempt (``error`` as the worker raised it, unwrapped from
-    ``SendFailed``); ``destination`` names where an exhausted resource is when the error
-    does not say."""
+    """The verdict on one failed attempt (unwrapped from ``SendFailed``); ``destination``
+    names where an exhausted resource is when the error does not say."""
     if isinstance(error, INPUT_FAULTS):
         return Verdict("quarantine", error)
     if isinstance(error, EDGE_SIDE):
@@ -79,7 +77,6 @@ def judge(error: BaseException, destination: str = "") -> Verdict:
         return Verdict("crash", error)
     if not isinstance(error, ObsIngestError):
         return Verdict("crash", UnexpectedError(f"{type(error).__name__}: {error}"))
-    # transient (or the destination refusing): keep it, back off, try again
     return Verdict("retry", error, destination_fault=True)
 
 

@@ -1,6 +1,6 @@
-"""What the edge does to files in the hand-off directory: read manifests, move bad files aside
-with their reason, delete or move raw files once acknowledged. Only files inside the hand-off
-directory are ever touched: a DAQ calling the Python API keeps its own files."""
+"""What the edge does to files in the hand-off directory: read manifests, move bad files aside,
+release raw files once acknowledged. Only files inside it are touched: a DAQ calling the Python
+API keeps its own files."""
 
 from __future__ import annotations
 
@@ -90,8 +90,8 @@ def move_to_quarantine(
 
 
 def release_raw(handoff: Path, mode: str, done_dir: Path | None, paths: list[str]) -> None:
-    """on_ack ``delete`` or ``move`` (to ``done_dir``, default HANDOFF/done) for a CCD's raw
-    file and sidecar, once its acknowledgement is durable in the journal."""
+    """on_ack ``delete`` or ``move`` (to ``done_dir``, default HANDOFF/done) of a CCD's raw file
+    and sidecar, once its acknowledgement is durable in the journal."""
     if mode == "keep":
         return
     for name in paths:
@@ -111,10 +111,9 @@ def release_raw(handoff: Path, mode: str, done_dir: Path | None, paths: list[str
 
 def second_file(path: Path, first: Entry) -> ChecksumConflict | None:
     """A second hand-off file ``path`` for the CCD the journal has from ``first.source``: None
-    when both files hold the same bytes (or the second vanished), a ChecksumConflict naming both
-    files and their raw checksums when they differ, or when the first file is gone and the
-    bytes cannot be compared (the stored object's checksum is of its compressed bytes): the
-    second file is never sent over the first, it is quarantined for a person to decide."""
+    when both hold the same bytes (or the second vanished), else a ChecksumConflict naming both
+    files and checksums, also when the first is gone (the stored checksum is of compressed
+    bytes): a second file is never sent over the first, a person decides."""
     try:
         second = checksum_str(path.read_bytes())
     except FileNotFoundError:

@@ -1,9 +1,6 @@
 """The DAQ's hand-off directory: what a file there means, when it is complete, and noticing it
-(naming and completeness rules: producers/edge/README.md; identity: ``identity``).
-
-Files are noticed by watchdog and by scans (start-up, every ``rescan_interval``), all on one
-thread, so no locks. A file is offered once per (mtime, size); ``known`` seeds that memory from
-the journal, so a restart over many acknowledged files only stats them.
+(the rules: producers/edge/README.md). Watchdog's events and the scans are handled on one thread,
+so no locks. A file is offered once per (mtime, size).
 """
 
 from __future__ import annotations
@@ -106,12 +103,9 @@ class _Tracked:
 
 
 class HandoffIntake:
-    """Finds complete files under ``root`` and passes each to ``on_found`` once.
-
-    ``on_found`` returns False when it could not take the file now (spool full): the file is
-    offered again by a later scan. ``on_problem`` hears "source-unreadable" problems (None when
-    the directory reads again).
-    """
+    """Finds complete files under ``root`` and passes each to ``on_found`` once; one it could
+    not take now (False: spool full) is offered again by a later scan. ``on_problem`` hears
+    "source-unreadable" problems (None once the directory reads again)."""
 
     def __init__(
         self,
@@ -137,11 +131,9 @@ class HandoffIntake:
         self._events: queue.Queue[tuple[str, str, str]] = queue.Queue()
         self._tracked: dict[Path, _Tracked] = {}
         self._incomplete: dict[Path, float] = {}
-        #: path (text) -> (mtime, size) offered and taken: a scan passes over these by text too
-        self._taken: dict[str, tuple[float, int]] = {}
-        #: path (text) -> (mtime, size) the journal finished before this start (``known``):
-        #: the scan passes over them by text, without building a Path for each
-        self._known: dict[str, tuple[float, int]] = dict(known or {})
+        #: path (text) -> (mtime, size) taken, by this run or (``known``) finished before it: a
+        #: scan passes over these by text, without building a Path for each
+        self._taken: dict[str, tuple[float, int]] = dict(known or {})
         self._problem: str | None = None
         self._next_scan = 0.0
         self._stop = threading.Event()
@@ -186,8 +178,7 @@ class HandoffIntake:
                     self.scan(Path(src) if src else None)
                 elif kind:
                     self._event(kind, Path(src), Path(dest) if dest else None)
-                # as often as when idle, not after every event of a burst: each tick stats
-                # every file being written or settling
+                # at most every TICK_SECONDS through a burst: each tick stats every pending file
                 if time.monotonic() - ticked >= TICK_SECONDS:
                     ticked = time.monotonic()
                     self.tick()
@@ -211,7 +202,6 @@ class HandoffIntake:
         self._tracked.pop(path, None)
         self._incomplete.pop(path, None)
         self._taken.pop(str(path), None)
-        self._known.pop(str(path), None)
 
     def _skipped(self, path: Path) -> bool:
         try:
@@ -223,11 +213,9 @@ class HandoffIntake:
         return any(p.startswith(".") for p in parts[:-1])
 
     def scan(self, under: Path | None = None) -> None:
-        """Offer every complete file under the root (start-up, and every rescan_interval), or
-        only under ``under``, a directory that just appeared (its files may have arrived before
-        watchdog watched it): a new exposure's directory costs a walk of itself, not of every
-        exposure the hand-off directory keeps. A directory that cannot be walked falls back to
-        the whole root, whose scan reports what is unreadable."""
+        """Offer every complete file under the root (start-up, every rescan_interval), or only
+        under ``under``, a new directory whose files may have arrived before watchdog watched it
+        (one that cannot be walked falls back to the root, whose scan reports what is unreadable)."""
         if under is not None:
             if self._skipped(under / "-"):
                 return
@@ -253,27 +241,24 @@ class HandoffIntake:
                 d for d in dirnames if not d.startswith(".") and not (here == self.root and d in _OWN_DIRS)
             )
             for name in sorted(filenames):
-                if (self._known or self._taken) and self._unchanged(os.path.join(dirpath, name)):
+                if self._taken and self._unchanged(os.path.join(dirpath, name)):
                     continue
                 self._consider(here / name, complete=self.mode == "rename", scan=True)
 
     def _unchanged(self, path: str) -> bool:
-        """Taken already, or finished before this start (a restart's journalled acks), with its
-        present mtime and size: one stat, not the naming rules nor a Path, for each of the
-        thousands a hand-off directory keeps. A file changed since is offered as any other
-        (and forgotten as finished before this start)."""
-        taken, known = self._taken.get(path), self._known.get(path)
-        if taken is None and known is None:
+        """Taken already with its present mtime and size: one stat, not the naming rules nor a
+        Path, for each of the thousands a hand-off directory keeps. A file changed since is
+        forgotten and offered as any other."""
+        taken = self._taken.get(path)
+        if taken is None:
             return False
         try:
             st = os.stat(path)
         except OSError:
             return False
-        now = (st.st_mtime, st.st_size)
-        if now in (taken, known):
+        if (st.st_mtime, st.st_size) == taken:
             return True
-        if known is not None:
-            del self._known[path]
+        del self._taken[path]
         return False
 
     def _set_problem(self, problem: str | None) -> None:
@@ -300,8 +285,7 @@ class HandoffIntake:
             self._set_problem(f"source-unreadable: {path}: {exc}")
             return
         seen = (st.st_mtime, st.st_size)
-        text = str(path)
-        if self._taken.get(text) == seen or self._known.get(text) == seen:
+        if self._taken.get(str(path)) == seen:
             return
         if kind == "incomplete":
             self._incomplete.setdefault(path, st.st_mtime)
@@ -368,9 +352,8 @@ def _raise(exc: OSError) -> None:
 
 def _watched(mode: Literal["rename", "settle"] = "settle") -> list[type[Any]]:
     """The watchdog events ``_Handler`` takes, the only ones asked of the kernel (the inotify
-    mask), so opens and read-only closes are never queued. Writes (one event per write of every
-    CCD) only in ``settle`` mode, where one restarts its file's quiet period; in ``rename`` mode
-    a file is complete when renamed or closed, and ``tick`` follows one being written."""
+    mask): no opens or read-only closes; writes (one event per write) only in ``settle`` mode,
+    where each restarts its file's quiet period."""
     from watchdog.events import (
         DirCreatedEvent,
         DirMovedEvent,
@@ -393,8 +376,7 @@ def _watched(mode: Literal["rename", "settle"] = "settle") -> list[type[Any]]:
 
 
 class _Handler:
-    """watchdog callbacks -> the intake thread's queue (nothing else happens on watchdog's
-    thread)."""
+    """watchdog callbacks -> the intake thread's queue (nothing else runs on watchdog's thread)."""
 
     def __init__(self, events: queue.Queue[tuple[str, str, str]]) -> None:
         self.events = events

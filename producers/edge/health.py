@@ -1,6 +1,5 @@
-"""The edge's health endpoint: ``GET /health`` -> JSON (status ready | degraded | starting |
-draining | stopped, reasons, journal counts, destination, stats). HTTP 200 when ready, 503
-otherwise, so ``curl -f`` or a watchdog can act on the status code alone. Standard library only.
+"""The edge's health endpoint: ``GET /health`` -> the service's ``health()`` as JSON; HTTP 200
+when ready, 503 otherwise, so ``curl -f`` or a watchdog can act on the status code alone.
 """
 
 from __future__ import annotations

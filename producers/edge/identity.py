@@ -1,8 +1,5 @@
-"""Which CCD a hand-off file is: read from its primary header (with its sidecar's cards over it,
-as the worker merges them), never from its name (producers/edge/README.md, "Identity from the
-header"). A ``.fits.fz`` is sent as it is, so its own header must say who it is and a sidecar
-may only agree. No identity is ``no-identity``; a sidecar or name naming another CCD than the
-header is ``header-mismatch``, with both.
+"""Which CCD a hand-off file is: read from its primary header with its sidecar's cards over it,
+never from its name (producers/edge/README.md, "Identity from the header").
 """
 
 from __future__ import annotations
@@ -38,10 +35,8 @@ _SECOND = timedelta(seconds=1)
 
 
 def read_primary_cards(path: Path) -> Cards:
-    """The file's primary header (only its blocks are read) as a card getter.
-
-    SourceVanished if the file is gone, SourceUnreadable (retriable) if it cannot be read,
-    CorruptFile (FitsFormatError) if it is not FITS or ends before its END card."""
+    """The file's primary header (only its blocks are read) as a card getter. SourceVanished,
+    SourceUnreadable, or CorruptFile if it is not FITS or ends before its END card."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(16 * BLOCK)
@@ -91,8 +86,7 @@ def handoff_identity(path: Path, sidecar: Mapping[str, object] | None = None) ->
 def handoff_identity_and_readout(
     path: Path, sidecar: Mapping[str, object] | None = None
 ) -> tuple[Identity, float | None]:
-    """``handoff_identity`` and the CCD's readout end from the same header read (``readout_end``
-    of the merged cards; None where the header has no DATE-END)."""
+    """``handoff_identity`` and ``readout_end`` of the merged cards, from one header read."""
     cards = read_primary_cards(path)
     sidecar = sidecar or {}
     identity = _identity(path, cards, sidecar)
@@ -100,10 +94,8 @@ def handoff_identity_and_readout(
 
 
 def readout_end(cards: Cards) -> float | None:
-    """The end of the CCD's readout (epoch seconds, UTC) from its header's DATE-END, read in the
-    scale TIMESYS names (the camera's TAI, 37 s ahead of UTC): the moment the CCD's 5 s budget
-    starts, up to ~1 s after the manifest's obs_start + exposure_time. None without a DATE-END,
-    or with one that is no time (the caller falls back to the manifest)."""
+    """The end of the CCD's readout (epoch seconds, UTC) from its header's DATE-END in the scale
+    TIMESYS names (the camera's TAI); None without a DATE-END or with one that is no time."""
     value = cards("DATE-END")
     if value is None or str(value).strip() == "":
         return None
@@ -116,10 +108,9 @@ def readout_end(cards: Cards) -> float | None:
 
 @lru_cache(maxsize=1024)
 def _instant(value: str, timesys: str | None) -> float:
-    """Cached: every CCD of an exposure carries the same DATE-END or nearly. A TAI or UTC ISO
-    time (the camera's) is converted by ``obsingest.timescales``' leap-second table, far cheaper
-    than astropy; anything else (an MJD, another scale, a leap second, outside the table) goes
-    through astropy."""
+    """Cached: an exposure's CCDs share their DATE-END, or nearly. A TAI or UTC ISO time goes
+    through ``obsingest.timescales``' leap-second table, far cheaper than astropy; anything else
+    (an MJD, another scale, a leap second, outside the table) through astropy."""
     from obsingest.timescales import header_instant, tai_to_utc
 
     scale = (timesys or "").strip().upper() or "UTC"
@@ -171,8 +162,8 @@ def _check_name(path: Path, identity: Identity) -> None:
 
 def name_of_file(name: str) -> tuple[DataId, str | None] | None:
     """What a file name claims: (data id, observation id) for the camera's names, (data id,
-    None) for the earlier hand-off names, None for any other name. BadObjectName for a name of
-    either form that no CCD can have (no such detector, unknown instrument)."""
+    None) for the earlier hand-off names, None for any other; BadObjectName for a name of either
+    form that no CCD can have."""
     match = CAMERA_NAME.match(name)
     if match:
         try:

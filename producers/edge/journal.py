@@ -1,9 +1,6 @@
-"""The edge's durable journal: every item's state, in SQLite (WAL mode) inside the spool directory.
-
-An item is a CCD (edge service) or a file (backfill); its state moves seen -> compressed -> sent
--> acked (or ``quarantined``), each written *before* the next step (producers/edge/README.md,
-"The journal and recovery", also for which commits fsync). SQLite: one file, transactions and
-writers in several processes from the standard library. A full spool raises ``SpoolFull``.
+"""The edge's durable journal: every item's state (a CCD's, or a backfill's file's), in SQLite
+(WAL mode) inside the spool directory; the states and which commits fsync: producers/edge/README.md,
+"The journal and recovery". A full spool raises ``SpoolFull``.
 """
 
 from __future__ import annotations
@@ -88,8 +85,7 @@ class Entry:
     updated_at: float = 0.0
     acked_at: float | None = None
     over_budget: int = 0
-    #: the hand-off file's mtime and size when it was taken: a restart skips a finished item's
-    #: file by them without offering it again (``handed_off``)
+    #: the hand-off file's mtime and size when it was taken (``handed_off``)
     source_mtime: float | None = None
     source_size: int | None = None
 
@@ -181,8 +177,7 @@ class Journal:
 
     # items -----------------------------------------------------------------------------------
     def add(self, entry: Entry) -> Entry | None:
-        """Journal a new item (state ``seen``). Returns None if it is new, else the row that was
-        already there (unchanged): a second hand-off of the same data id is not new work."""
+        """Journal a new item: None if it is new, else the row already there (unchanged)."""
         return self.add_batch([entry])[0]
 
     def add_batch(self, entries: list[Entry]) -> list[Entry | None]:
@@ -246,9 +241,8 @@ class Journal:
         return [_entry(r) for r in self._rows("SELECT * FROM items ORDER BY key")]
 
     def handed_off(self) -> dict[str, tuple[float, int]]:
-        """Source path -> (mtime, size) of every finished item (acked or quarantined) whose
-        hand-off file was recorded: what a restarted edge need not offer, read or journal again
-        (one query, however many files the hand-off directory keeps)."""
+        """Source path -> (mtime, size) of every finished item whose hand-off file was recorded:
+        what a restarted edge need not offer, read or journal again."""
         rows = self._rows(
             "SELECT source, source_mtime, source_size FROM items "
             "WHERE state IN ('acked', 'quarantined') AND source_mtime IS NOT NULL"

@@ -1,15 +1,12 @@
-"""When the edge refuses new work (spool full or unwritable), and saying so loudly.
-
-The spool's free space is checked on every new CCD and twice a second; below the floor, or
-after a journal write failed, new work is refused: an error log line (repeated every 10 s while
-it lasts), a reason for the health endpoint, and the time it started (for the exit-code policy).
-Resuming needs the floor cleared *and* a successful journal write.
+"""When the edge refuses new work (spool below its free-space floor, or a journal write failed),
+and saying so loudly: an error log line (repeated every 10 s), a reason for the health endpoint,
+and since when (for the exit-code policy). Resuming needs the floor cleared *and* a journal write.
 """
 
 from __future__ import annotations
 
 import logging
-import os
+import shutil
 import time
 from pathlib import Path
 
@@ -33,8 +30,7 @@ class Refusal:
         return self.reason is not None
 
     def free_bytes(self) -> int:
-        st = os.statvfs(self.spool)
-        return st.f_bavail * st.f_frsize
+        return shutil.disk_usage(self.spool).free
 
     def space_ok(self) -> bool:
         """False (and refusing) below the floor; True only when not refusing at all."""

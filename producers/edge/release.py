@@ -1,11 +1,7 @@
-"""Release quarantined CCDs back into the hand-off directory: ``obsingest edge release``.
-
-A CCD quarantined for a reason not its own (e.g. a full destination disk taken for
-``unexpected-error``) is never resent from ``HANDOFF/quarantine/``. Each one whose
-``.reason.json`` names a given reason goes back where the DAQ left it, with its sidecar, its
-journal entry set back to ``seen``; the create-once destination answers ``exists`` for one that
-did arrive. Order, for a crash at any point: the journal first (a pending entry whose file is
-still in quarantine is taken back by the next release), then the sidecar, the CCD, its note.
+"""Release quarantined CCDs back into the hand-off directory: ``obsingest edge release``
+(producers/edge/README.md). Order, for a crash at any point: the journal first (a pending entry
+whose file is still in quarantine is taken back by the next release), then the sidecar, the CCD,
+its note.
 """
 
 from __future__ import annotations
@@ -30,8 +26,7 @@ NOTE_SUFFIX = ".reason.json"
 
 @dataclass(frozen=True)
 class Released:
-    """One quarantined file considered: ``status`` released | would-release (dry run) |
-    skipped (``why``)."""
+    """One quarantined file considered, and what became of it (``why`` it was skipped)."""
 
     path: Path
     key: str

@@ -1,11 +1,10 @@
 """Which CCD goes next: the newest exposure first, one probe at a time while the destination is down.
 
-Pure logic (the clock is injected). Items are ordered by priority (the exposure id: newest
-first), then arrival, so live data never queues behind a backlog. A destination failure starts a
-capped exponential backoff for the destination; when it ends one item (the newest) is sent as a
-probe, whose success ends the outage. Failures of sends already in flight when the backoff began
-do not lengthen it (16 simultaneous failures are one step). An item's own failure backs off that
-item alone. Nothing is dropped here: items leave only through ``done``.
+Pure logic (the clock is injected). Items go by priority (the exposure id), then arrival. A
+destination failure starts a capped exponential backoff; when it ends, one item is sent as a
+probe, whose success ends the outage. Sends already in flight when the backoff began do not
+lengthen it (16 simultaneous failures are one step). An item's own failure backs off that item
+alone. Nothing is dropped here: items leave only through ``done``.
 """
 
 from __future__ import annotations
@@ -14,21 +13,15 @@ import heapq
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class Backoff:
-    base: float = 0.5
-    cap: float = 10.0
-
-    def delay(self, failures: int) -> float:
-        return min(self.cap, self.base * 2 ** max(0, failures - 1))
+from obsingest.retry import RetryPolicy
 
 
 class Scheduler:
-    def __init__(self, backoff: Backoff | None = None, clock: Callable[[], float] = time.monotonic) -> None:
-        self.backoff = backoff or Backoff()
+    def __init__(
+        self, backoff: RetryPolicy | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.backoff = backoff or RetryPolicy(base_delay=0.5, max_delay=10.0)
         self.clock = clock
         self._seq = itertools.count()
         self._ready: list[tuple[int, int, str]] = []  # (-priority, seq, key)
@@ -41,7 +34,6 @@ class Scheduler:
         self.dest_not_before = 0.0
         self._probe: str | None = None
 
-    # state -----------------------------------------------------------------------------------
     def __len__(self) -> int:
         """Items known and not done (queued or in flight)."""
         return len(self._priority)
@@ -54,7 +46,6 @@ class Scheduler:
     def destination_down(self) -> bool:
         return self.dest_failures > 0
 
-    # input -----------------------------------------------------------------------------------
     def add(self, key: str, priority: int) -> bool:
         """Queue an item (due now). False if it is already known."""
         if key in self._priority:
@@ -67,7 +58,6 @@ class Scheduler:
         heapq.heappush(self._ready, (-self._priority[key], next(self._seq), key))
         self._queued.add(key)
 
-    # output ----------------------------------------------------------------------------------
     def pop_due(self) -> str | None:
         """The next item to send now, or None (nothing due, or the destination is backing off or
         already being probed). The item is in flight until ``done``/``retry``/``requeue``."""
@@ -101,7 +91,6 @@ class Scheduler:
                 candidates.append(max(0.0, self.dest_not_before - now))
         return min(candidates) if candidates else None
 
-    # results ---------------------------------------------------------------------------------
     def done(self, key: str) -> None:
         """The item is finished (acked or quarantined); a success ends a destination outage."""
         self.finished(key)
@@ -109,8 +98,7 @@ class Scheduler:
         self.dest_not_before = 0.0
 
     def finished(self, key: str) -> None:
-        """The item left without telling us anything about the destination (quarantined for its
-        own fault)."""
+        """The item left without telling anything about the destination (quarantined)."""
         self.in_flight.discard(key)
         self._priority.pop(key, None)
         self._item_failures.pop(key, None)
@@ -127,12 +115,12 @@ class Scheduler:
         if destination_fault:
             if was_probe or not self.dest_failures or now >= self.dest_not_before:
                 self.dest_failures += 1
-                self.dest_not_before = now + self.backoff.delay(self.dest_failures)
+                self.dest_not_before = now + self.backoff.backoff_cap(self.dest_failures)
             self._push_ready(key)
             return max(0.0, self.dest_not_before - now)
         failures = self._item_failures.get(key, 0) + 1
         self._item_failures[key] = failures
-        delay = self.backoff.delay(failures)
+        delay = self.backoff.backoff_cap(failures)
         heapq.heappush(self._delayed, (now + delay, -self._priority[key], next(self._seq), key))
         self._queued.add(key)
         return delay
@@ -145,8 +133,7 @@ class Scheduler:
         self._push_ready(key)
 
     def drop_queued(self) -> list[str]:
-        """Forget everything queued (not in flight): the service is stopping; the journal keeps
-        it for the next start."""
+        """Forget everything queued (not in flight): the journal keeps it for the next start."""
         keys = list(self._queued)
         for key in keys:
             self._priority.pop(key, None)

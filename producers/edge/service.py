@@ -1,30 +1,30 @@
-"""The edge service: journal every CCD, send the newest first, retry outages for as long as they
-last, quarantine what cannot succeed, refuse new work loudly when the spool is full.
-
-One engine thread owns the scheduler and decides what runs; crash-isolated worker processes
-(``worker``, ``ccd``) read, compress and send; the hand-off intake (``handoff``) and the Python
-API (``submit``, producers/edge/README.md) journal new CCDs and queue them. State that must
-survive a crash is journalled before each step; everything in memory is rebuilt from it at
-start-up. One cohesive concept, hence its length: the engine's loop and every journal transition
-it makes, so each state change reads in one place; the policies live apart (``scheduler``,
+"""The edge service (producers/edge/README.md): one engine thread owns the scheduler and decides
+what runs; crash-isolated worker processes (``worker``, ``ccd``) read, compress and send; the
+hand-off intake and ``submit`` journal new CCDs. Everything in memory is rebuilt from the journal at
+start-up. One cohesive concept, hence its length: the engine's loop and every journal transition it
+makes, so each state change reads in one place; the policies live apart (``scheduler``,
 ``refusal``, ``files``, ``failures``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from obsingest.errors import ObsIngestError, ResourceExhausted
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ExposureManifest
-from producers.edge.ccd import CcdFile, CcdJob, Outcome, OutcomeStatus, SendFailed
+from obsingest.retry import RetryPolicy
+from producers.edge.ccd import CcdFile, Outcome, OutcomeStatus, SendFailed
 from producers.edge.errors import BadHandoffFile, SourceUnreadable, SpoolFull, SpoolUnavailable, WorkerCrashed
 from producers.edge.failures import judge
 from producers.edge.files import (
@@ -38,7 +38,7 @@ from producers.edge.files import (
 from producers.edge.handoff import Found, HandoffIntake
 from producers.edge.journal import Entry, Journal
 from producers.edge.refusal import Refusal
-from producers.edge.scheduler import Backoff, Scheduler
+from producers.edge.scheduler import Scheduler
 from producers.edge.settings import EdgeSettings
 from producers.edge.worker import WorkerInit, WorkerPool
 
@@ -56,14 +56,10 @@ COUNTS = {"accepted": "seen", "acked": "acknowledged", "refused": "refused"} | {
 #: the counts the ``edge.stopped`` log line carries
 LOGGED_COUNTS = ["accepted", "resumed", "acked", "refused", "quarantined", "worker_crashes", "over_budget"]
 
-#: seconds between refreshes of the spool gauges
 GAUGE_SECONDS = 5.0
-#: exit code after refusing new work longer than max_refusing_seconds (EX_TEMPFAIL)
-EXIT_REFUSING = 75
-#: exit code when the engine itself failed (EX_SOFTWARE)
-EXIT_INTERNAL = 70
-#: imported once by the pool's fork server: workers (and replacements after a crash) start as
-#: forks of it in milliseconds instead of seconds of imports each
+EXIT_REFUSING = 75  # refused new work longer than max_refusing_seconds (EX_TEMPFAIL)
+EXIT_INTERNAL = 70  # the engine itself failed (EX_SOFTWARE)
+#: imported once by the pool's fork server: workers start as forks of it in milliseconds
 WORKER_PRELOAD = (
     "producers.edge.ccd",
     "producers.compress",
@@ -84,29 +80,29 @@ class EdgeService:
         self.handoff = Path(settings.handoff).resolve() if settings.handoff else None
         from obsingest.metrics import private_metrics
 
-        #: where this edge counts (the process's ``get_metrics()``; else a registry of its own).
-        #: Workers never touch it: one killed by a signal leaves no stale per-process series.
+        #: workers never touch it: one killed by a signal leaves no stale per-process series
         self.metrics = metrics or private_metrics()
         self.metrics.start(EDGE)
         self._gauges_at = 0.0
         self.queue_depths = (0, 0)  # (pending, in flight), as of the engine's last turn
-        self.scheduler = Scheduler(Backoff(settings.retry_base_delay, settings.retry_max_delay))
+        self.scheduler = Scheduler(
+            RetryPolicy(base_delay=settings.retry_base_delay, max_delay=settings.retry_max_delay)
+        )
         self.journal: Journal | None = None
         self.pool: WorkerPool | None = None
         self.intake: HandoffIntake | None = None
         self.health_server: Any = None
         self.state = "starting"
         self.exit_code = 0
-        self._events: queue.Queue[tuple[Any, ...]] = queue.Queue()
+        #: what the engine thread runs next (the intake's, the workers' and ``stop``'s news)
+        self._events: queue.Queue[Callable[[], None]] = queue.Queue()
         self._futures: dict[str, list[Future[Outcome]]] = {}
-        #: key -> the row just journalled for a new CCD, until its first dispatch: what the
-        #: journal holds (nothing else writes it before then), without reading it back
+        #: key -> the row just journalled for a new CCD, so its first dispatch need not read it back
         self._fresh: dict[str, Entry] = {}
         self._failures: dict[str, int] = {}
         self.refusal = Refusal(self.spool, settings.min_free_bytes)
         self._source_problem: str | None = None
-        #: what ran out at the last failed attempt (DestinationFull, ...) until an ack, and
-        #: since when (monotonic): health, metrics, and callers that must not wait for ever
+        #: what ran out at the last failed attempt (DestinationFull, ...) until an ack, and since when
         self.exhausted: ResourceExhausted | None = None
         self.exhausted_since = 0.0
         self._draining = False
@@ -117,9 +113,10 @@ class EdgeService:
 
     # lifecycle -------------------------------------------------------------------------------
     def start(self) -> EdgeService:
-        """Open the journal, resume what it holds, warm the workers, then take new work."""
+        """Open the journal (SpoolFull / SpoolUnavailable: cannot start), resume what it holds,
+        warm the workers, then take new work."""
         s = self.settings
-        self.journal = Journal(self.spool)  # SpoolFull / SpoolUnavailable: cannot start
+        self.journal = Journal(self.spool)
         purged = self.journal.purge_acked(older_than=time.time() - s.keep_days * 86400)
         if purged:
             log_event(log, "edge.journal_purged", rows=purged, keep_days=s.keep_days)
@@ -156,9 +153,7 @@ class EdgeService:
             start_method="forkserver",
             preload=WORKER_PRELOAD,
         )
-        # the workers start (forkserver, imports) while this process reads the journal and
-        # scans the hand-off directory: a restart costs the longer of the two, not their sum
-        self.pool.launch()
+        self.pool.launch()  # the workers start while the hand-off directory is scanned
         self._engine = threading.Thread(target=self._run, name="edge-engine", daemon=True)
         self._engine.start()
         if self.handoff is not None:
@@ -174,8 +169,7 @@ class EdgeService:
             )
             self.intake.start()
         self.pool.wait_ready()
-        # the header's DATE-END is read in UTC through astropy (seconds of imports): loaded now,
-        # beside the first minutes' work, rather than by the intake at a night's first CCD
+        # astropy's imports (seconds) now, not by the intake at a night's first CCD
         threading.Thread(target=_warm_time_scales, name="edge-warm-timescales", daemon=True).start()
         self.state = "ready"
         log_event(
@@ -198,7 +192,7 @@ class EdgeService:
         self.state = "draining"
         if self.intake is not None:
             self.intake.stop()
-        self._events.put(("drain",))
+        self._events.put(self._drain)
         if self._engine is not None:
             self._engine.join(timeout=timeout)
         if self.pool is not None:
@@ -208,11 +202,10 @@ class EdgeService:
         if self.journal is not None:
             self.journal.close()
         self.state = "stopped"
-        for futures in self._futures.values():
-            for future in futures:
-                if not future.done():
-                    future.cancel()
-        log_event(log, "edge.stopped", exit_code=self.exit_code, **self._counts_for_log())
+        for future in (f for futures in self._futures.values() for f in futures):
+            future.cancel()
+        counts = self.counts()
+        log_event(log, "edge.stopped", exit_code=self.exit_code, **{k: counts[k] for k in LOGGED_COUNTS})
         self._stopped.set()
 
     def __enter__(self) -> EdgeService:
@@ -226,39 +219,30 @@ class EdgeService:
 
     def wait_idle(self, timeout: float) -> bool:
         """Until nothing is queued or in flight (True), or ``timeout`` (False)."""
-        deadline = time.monotonic() + timeout
-        with self._idle:
-            while len(self.scheduler) or not self._events.empty():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._idle.wait(min(left, 0.2))
-        return True
+        with self._idle:  # the engine notifies at every turn
+            return self._idle.wait_for(lambda: not len(self.scheduler) and self._events.empty(), timeout)
 
     # intake: the Python API and the hand-off directory --------------------------------------
     def submit(self, ccd: CcdFile) -> Future[Outcome]:
         """Journal one CCD and queue it; the future resolves when it is acked or quarantined.
-
-        Raises SpoolFull / SpoolUnavailable (retriable) while the service refuses new work, and
-        BadObjectName for an impossible data id: nothing was journalled then.
-        """
+        SpoolFull / SpoolUnavailable while the service refuses new work, BadObjectName for an
+        impossible data id: nothing was journalled then."""
         return self.submit_many([ccd])[0]
 
     def submit_many(self, ccds: list[CcdFile]) -> list[Future[Outcome]]:
         """``submit`` for a whole readout, journalled in one commit (all or none)."""
         futures: list[Future[Outcome]] = [Future() for _ in ccds]
-        entries = []
-        for ccd in ccds:
-            readout = ccd.readout_time or datetime.now(UTC)
-            entries.append(
-                Entry(
-                    key=ccd.data_id.key,
-                    source=str(Path(ccd.path).resolve()),
-                    priority=ccd.exposure,
-                    readout=readout.timestamp(),
-                    sidecar=ccd.sidecar,
-                )
+        now = datetime.now(UTC)
+        entries = [
+            Entry(
+                key=ccd.data_id.key,
+                source=str(Path(ccd.path).resolve()),
+                priority=ccd.exposure,
+                readout=(ccd.readout_time or now).timestamp(),
+                sidecar=ccd.sidecar,
             )
+            for ccd in ccds
+        ]
         self._accept(entries, futures)
         return futures
 
@@ -271,8 +255,7 @@ class EdgeService:
         self, entries: list[Entry], futures: list[Future[Outcome]] | None = None, found: Found | None = None
     ) -> bool:
         """Journal ``entries`` and queue the new ones. ``found``: the hand-off file of the one
-        entry, which is a second file (``_second_file``) if the journal has its CCD from
-        another file."""
+        entry (a ``_second_file`` if the journal has its CCD from another file)."""
         assert self.journal is not None
         if self.state in ("draining", "stopped"):
             raise SpoolUnavailable("the edge service is stopping: no new work taken")
@@ -302,13 +285,13 @@ class EdgeService:
                     if future is not None:
                         future.set_result(_outcome_of(known))
                     continue
-            self._events.put(("add", entry.key, entry.priority, future))
+            self._events.put(partial(self._queue, entry.key, entry.priority, future))
         return True
 
     def _on_found(self, found: Found) -> bool:
         """The intake found a complete file (or a bad one): journal it or quarantine it."""
         try:
-            if found.kind == "ccd":  # a second file of a journalled CCD: ``_accept`` sees it
+            if found.kind == "ccd":
                 assert found.data_id is not None and self.journal is not None
                 entry = Entry(
                     key=found.data_id.key,
@@ -321,7 +304,15 @@ class EdgeService:
                 )
                 return self._accept([entry], found=found)
             if found.kind == "manifest":
-                self._take_manifest(found.path)
+                if manifest := read_manifest(found.path):  # None: it vanished
+                    self.submit_manifest(manifest)
+                    log_event(
+                        log,
+                        "edge.manifest",
+                        instrument=manifest.instrument,
+                        exposure=manifest.exposure,
+                        detectors=len(manifest.detectors),
+                    )
                 return True
             error = found.error or BadHandoffFile(f"{found.path}: not a file the edge takes")
             self._quarantine_file(found.path, error, found.sidecar)  # a refused CCD's sidecar too
@@ -333,9 +324,8 @@ class EdgeService:
             return True
 
     def _readout_of(self, found: Found) -> float:
-        """The header's DATE-END (the camera's end of readout, in UTC) where it has one; else
-        the exposure manifest's end of exposure (obs_start + exposure_time, up to ~1 s earlier)
-        if it is known; else the file's mtime."""
+        """The header's DATE-END; else the exposure manifest's end of exposure; else the file's
+        mtime (producers/edge/README.md, "Readout time")."""
         assert self.journal is not None and found.data_id is not None
         if found.readout is not None:
             return found.readout
@@ -343,16 +333,12 @@ class EdgeService:
         return readout_from_manifest(text) if text else found.mtime
 
     def _second_file(self, found: Found, first: Entry) -> None:
-        """Another hand-off file for a CCD the journal already has from a first file
-        (``second_file``): the same bytes are a plain duplicate, released as ``on_ack`` says
-        once the first is acknowledged; different bytes are quarantined as a checksum conflict
-        naming both files and checksums, never sent over the first."""
-        assert found.data_id is not None
-        key = found.data_id.key
+        """Another hand-off file for a CCD the journal has from a first one (``second_file``): a
+        duplicate (released as ``on_ack`` says once the first is acked) or a checksum conflict."""
         verdict = second_file(found.path, first)
         self.metrics.add(EDGE, "duplicates")
         if verdict is None:
-            log_event(log, "edge.duplicate_file", data_id=key, file=str(found.path), first=first.source)
+            log_event(log, "edge.duplicate_file", data_id=first.key, file=str(found.path), first=first.source)
             if first.state == "acked" and self.handoff is not None:
                 release_raw(self.handoff, self.settings.on_ack, self.settings.done_dir, [str(found.path)])
             return
@@ -360,32 +346,19 @@ class EdgeService:
             log,
             "edge.conflict",
             logging.ERROR,
-            data_id=key,
+            data_id=first.key,
             file=str(found.path),
             first=first.source,
             reason=verdict.reason,
         )
         self._quarantine_file(found.path, verdict, found.sidecar)
 
-    def _take_manifest(self, path: Path) -> None:
-        manifest = read_manifest(path)
-        if manifest is None:
-            return
-        self.submit_manifest(manifest)
-        log_event(
-            log,
-            "edge.manifest",
-            instrument=manifest.instrument,
-            exposure=manifest.exposure,
-            detectors=len(manifest.detectors),
-        )
-
     def _on_source_problem(self, problem: str | None) -> None:
         self._source_problem = problem
 
     # the engine ------------------------------------------------------------------------------
     def _on_result(self, key: str, ok: bool, value: Any) -> None:
-        self._events.put(("result", key, ok, value))
+        self._events.put(partial(self._result, key, ok, value))
 
     def _run(self) -> None:
         try:
@@ -406,38 +379,25 @@ class EdgeService:
                 # for it instead of polling every millisecond through the burst
                 wait = None
             timeout = 0.25 if wait is None else min(0.25, max(wait, 0.001))
-            try:
-                event = self._events.get(timeout=timeout)
-            except queue.Empty:
-                event = None
-            while event is not None:
-                self._handle(event)
-                try:
-                    event = self._events.get_nowait()
-                except queue.Empty:
-                    event = None
+            with contextlib.suppress(queue.Empty):  # every event queued, then on
+                self._events.get(timeout=timeout)()
+                while True:
+                    self._events.get_nowait()()
             self._periodic()
             self.queue_depths = (self.scheduler.queued, len(self.scheduler.in_flight))
             with self._idle:
                 self._idle.notify_all()
 
-    def _handle(self, event: tuple[Any, ...]) -> None:
-        kind = event[0]
-        if kind == "add":
-            _, key, priority, future = event
-            if future is not None:
-                self._futures.setdefault(key, []).append(future)
-            self.scheduler.add(key, priority)
-        elif kind == "result":
-            _, key, ok, value = event
-            self._result(key, ok, value)
-        elif kind == "drain":
-            self._draining = True
-            dropped = self.scheduler.drop_queued()
-            self._fresh.clear()
-            log_event(
-                log, "edge.draining", in_flight=len(self.scheduler.in_flight), left_in_journal=len(dropped)
-            )
+    def _queue(self, key: str, priority: int, future: Future[Outcome] | None) -> None:
+        if future is not None:
+            self._futures.setdefault(key, []).append(future)
+        self.scheduler.add(key, priority)
+
+    def _drain(self) -> None:
+        self._draining = True
+        dropped = self.scheduler.drop_queued()
+        self._fresh.clear()
+        log_event(log, "edge.draining", in_flight=len(self.scheduler.in_flight), left_in_journal=len(dropped))
 
     def _dispatch(self) -> None:
         assert self.pool is not None and self.journal is not None
@@ -449,20 +409,7 @@ class EdgeService:
             if entry is None or entry.terminal:
                 self.scheduler.finished(key)
                 continue
-            job = CcdJob(
-                key=key,
-                source=entry.source,
-                instrument=key.split("/")[0],
-                exposure=int(key.split("/")[1]),
-                detector=int(key.split("/")[2]),
-                readout=entry.readout or time.time(),
-                attempts=entry.attempts,
-                sidecar=entry.sidecar,
-                spooled=entry.spooled,
-                checksum=entry.checksum,
-                compressed_at=entry.compressed_at,
-            )
-            if not self.pool.submit(key, job):
+            if not self.pool.submit(key, entry):
                 self.scheduler.requeue(key)
                 return
 
@@ -492,7 +439,7 @@ class EdgeService:
             return
         if isinstance(error, SourceUnreadable):
             self._source_problem = f"source-unreadable: {error}"
-        exhausted = verdict.exhausted  # an outage of what ran out: health and metrics say it
+        exhausted = verdict.exhausted
         if exhausted is not None:
             if self.exhausted is None:
                 self.exhausted_since = time.monotonic()
@@ -512,7 +459,6 @@ class EdgeService:
         )
 
     def _note_failure(self, key: str, error: ObsIngestError, outcome: Outcome | None) -> None:
-        assert self.journal is not None
         self.metrics.ccd(EDGE, "retried", reason=error.reason)
         values: dict[str, Any] = {"reason": error.reason, "error": str(error)[:2000]}
         if outcome is not None:
@@ -522,7 +468,6 @@ class EdgeService:
         self._mark(key, **values)
 
     def _acked(self, key: str, outcome: Outcome) -> None:
-        assert self.journal is not None
         self.scheduler.done(key)
         self._failures.pop(key, None)
         self.exhausted = None
@@ -601,30 +546,27 @@ class EdgeService:
 
     def _quarantine_file(self, path: Path, error: ObsIngestError, sidecar: Path | None = None) -> None:
         """A hand-off file that is no CCD the edge can take (bad name, never completed, bad
-        manifest): journalled under ``file:<path>`` and moved aside with its reason (and its
-        sidecar, if any)."""
-        assert self.journal is not None
-        key = f"file:{path}"
-        row = Entry(
-            key=key, source=str(path), state="quarantined", reason=error.reason, error=str(error)[:2000]
-        )
-        self._journal_quarantine(key, error, row, file=str(path))
+        manifest): journalled under ``file:<path>`` and moved aside with its reason and sidecar."""
+        self._journal_quarantine(f"file:{path}", error, source=str(path), file=str(path))
         move_to_quarantine(self.handoff, path, error, sidecar)
 
     def _journal_quarantine(
-        self, key: str, error: ObsIngestError, new: Entry | None = None, **where: str
+        self, key: str, error: ObsIngestError, source: str | None = None, **where: str
     ) -> None:
-        """Count, log and durably journal one quarantine (adding ``new`` first, if given;
+        """Count, log and durably journal one quarantine (a new row for ``source``, if given;
         ``where``: the log's data_id or file)."""
-        assert self.journal is not None
         self.metrics.ccd(EDGE, "quarantined", reason=error.reason)
         log_event(
             log, "edge.quarantined", logging.ERROR, **where, reason=error.reason, error=str(error)[:500]
         )
+        assert self.journal is not None
+        reason, text = error.reason, str(error)[:2000]
         try:
-            if new is not None:
-                self.journal.add(new)
-            self.journal.mark(key, "quarantined", durable=True, reason=error.reason, error=str(error)[:2000])
+            if source is not None:
+                self.journal.add(
+                    Entry(key=key, source=source, state="quarantined", reason=reason, error=text)
+                )
+            self.journal.mark(key, "quarantined", durable=True, reason=reason, error=text)
         except (SpoolFull, SpoolUnavailable) as exc:
             self.refusal.refuse(exc.reason, str(exc))
 
@@ -668,8 +610,8 @@ class EdgeService:
             threading.Thread(target=self.stop, daemon=True).start()
 
     def _refresh_gauges(self, now: float) -> None:
-        """Spool gauges, every GAUGE_SECONDS (a journal count query each): CCDs by journal
-        state, age of the oldest unacknowledged one, free bytes, refusal."""
+        """Spool gauges (a journal count query each): CCDs by journal state, age of the oldest
+        unacknowledged one, free bytes, refusal."""
         if now - self._gauges_at < GAUGE_SECONDS or self.journal is None:
             return
         self._gauges_at = now
@@ -690,7 +632,7 @@ class EdgeService:
         the counts."""
         reasons = [r for r in (self.refusal.reason, self._source_problem) if r]
         scheduler, exhausted = self.scheduler, self.exhausted
-        if exhausted is not None:  # a resource ran out (destination-full, ...): an outage
+        if exhausted is not None:
             reasons.append(f"{exhausted.reason}: {str(exhausted)[:300]}; retrying until it is back")
         elif scheduler.destination_down:
             reasons.append(
@@ -698,10 +640,8 @@ class EdgeService:
             )
         counts: dict[str, int] = {}
         if self.journal is not None and self.state != "stopped":
-            try:
+            with contextlib.suppress(SpoolFull, SpoolUnavailable):
                 counts = self.journal.counts()
-            except (SpoolFull, SpoolUnavailable):
-                counts = {}
         return {
             "status": "degraded" if self.state == "ready" and reasons else self.state,
             "reasons": reasons,
@@ -717,8 +657,7 @@ class EdgeService:
         }
 
     def counts(self) -> dict[str, Any]:
-        """What this edge counted, read from its metrics (``/health``'s ``stats``), and its
-        queue: pending and in flight."""
+        """What this edge counted, read from its metrics (``/health``'s ``stats``), and its queue."""
         m = self.metrics
         own = m.by_label("obsingest_service_counts_total", "counter", component=EDGE)
         own |= m.by_label("obsingest_ccds_total", "outcome", component=EDGE)
@@ -728,10 +667,6 @@ class EdgeService:
         out["retries"] = m.by_label("obsingest_ccds_retried_total", "reason", component=EDGE)
         out["pending"], out["in_flight"] = self.queue_depths
         return out
-
-    def _counts_for_log(self) -> dict[str, Any]:
-        snap = self.counts()
-        return {k: snap[k] for k in LOGGED_COUNTS}
 
 
 def _warm_time_scales() -> None:

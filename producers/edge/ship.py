@@ -1,9 +1,6 @@
-"""One-shot shipping of one CCD: read raw -> compress (tiled Rice) -> send through a transport.
-
-Runs in a worker process with plain picklable records and one transport client per process
-(connection reuse keeps per-CCD latency low). Kept only as the reference path
-``benchmarks/edge.py`` measures the edge service against (no journal, scheduler or crash
-isolation); everything else goes through ``EdgeService``.
+"""One-shot shipping of one CCD (read -> compress -> send, one sender per process): only the
+reference path ``benchmarks/edge.py`` measures ``EdgeService`` against (no journal, scheduler or
+crash isolation).
 """
 
 from __future__ import annotations
@@ -47,16 +44,12 @@ class ShipJob:
 
 @dataclass(frozen=True)
 class ShipResult:
-    data_id: str
+    """What the benchmark reads: when the CCD was compressed and how long its send took."""
+
     status: SendStatus
     object_name: str
-    raw_size: int
-    size: int
-    checksum: str
-    compress_seconds: float
-    send_seconds: float
-    readout_time: datetime
     compressed_time: datetime
+    send_seconds: float
 
 
 @cache
@@ -79,11 +72,8 @@ def warm_pool(
     quarantine_prefix: str = defaults.QUARANTINE_PREFIX,
 ) -> ProcessPoolExecutor:
     """A process pool whose every worker has started, warmed up and (given ``sender_url``)
-    opened its sender before this returns.
-
-    ProcessPoolExecutor spawns workers lazily, so without this the first exposure would wait
-    for interpreter start-up, imports (~2 s) and connection set-up inside its latency figures.
-    """
+    opened its sender before this returns: ProcessPoolExecutor spawns workers lazily, which the
+    first exposure's latency figures would include."""
     ctx = get_context("spawn")
     barrier = ctx.Barrier(workers)
     destination = (sender_url, prefix, quarantine_prefix) if sender_url else None
@@ -96,9 +86,8 @@ def warm_pool(
 
 
 def _send_with_retries(job: ShipJob, data_id: DataId, data: bytes, compressed_time: datetime) -> SendResult:
-    """A CCD late is still a CCD: after a send gave up (its own retries bounded by the budget),
-    send again with backoff. Safe to repeat: the store is create-once and the assembler ignores
-    duplicate chunks."""
+    """A CCD late is still a CCD: after a send gave up, send again with backoff (the store is
+    create-once, the assembler ignores duplicate chunks)."""
     sender = _sender(job.sender_url, job.prefix, job.quarantine_prefix)
 
     def on_retry(attempt: Attempt) -> None:
@@ -124,23 +113,9 @@ def _send_with_retries(job: ShipJob, data_id: DataId, data: bytes, compressed_ti
 
 def ship_ccd(job: ShipJob) -> ShipResult:
     data_id = DataId(job.instrument, job.exposure, job.detector)
-    raw = Path(job.raw_path)
-    t0 = time.perf_counter()
-    # A path, not bytes: the codec memory-maps it instead of allocating 75 MB per CCD.
-    fz = compress_fits(raw, threads=job.compress_threads)
-    t1 = time.perf_counter()
+    # a path: the codec memory-maps it instead of allocating 75 MB per CCD
+    fz = compress_fits(Path(job.raw_path), threads=job.compress_threads)
     compressed_time = utcnow()
+    t1 = time.perf_counter()
     result = _send_with_retries(job, data_id, fz, compressed_time)
-    t2 = time.perf_counter()
-    return ShipResult(
-        data_id=data_id.key,
-        status=result.status,
-        object_name=result.object_name,
-        raw_size=raw.stat().st_size,
-        size=len(fz),
-        checksum=result.checksum,
-        compress_seconds=t1 - t0,
-        send_seconds=t2 - t1,
-        readout_time=job.readout_time,
-        compressed_time=compressed_time,
-    )
+    return ShipResult(result.status, result.object_name, compressed_time, time.perf_counter() - t1)

@@ -1,9 +1,6 @@
-"""Rubin-style JSON header sidecars: header cards the camera's header service writes beside a raw.
-
-``<stem>.json`` next to ``<stem>.fits``: FITS keyword -> scalar, flat or under ``"PRIMARY"``.
-The cards are merged into the primary header before compression, so the stored CCD is
-self-describing; non-FITS keys and non-scalar values are skipped (and logged). A sidecar whose
-identity cards (``identity.IDENTITY_CARDS``) name another CCD is a ``HeaderMismatch``.
+"""Rubin-style JSON header sidecars (``<stem>.json`` beside ``<stem>.fits``, producers/edge/README.md),
+merged into the primary header before compression so the stored CCD is self-describing; non-FITS
+keys and non-scalar values are skipped (and logged).
 """
 
 from __future__ import annotations
@@ -59,13 +56,12 @@ def load_sidecar(path: Path) -> dict[str, Scalar]:
 
 def check_sidecar(path: Path, data_id: DataId, raw: bytes | bytearray) -> None:
     """The sidecar is readable and, over the file's header ``raw``, names no other CCD (for a
-    hand-off it is not merged into: an already compressed one)."""
+    pre-compressed hand-off, which it is not merged into)."""
     check_sidecar_identity(_cards_of(_primary(raw)), load_sidecar(path), data_id, path)
 
 
 def _primary(raw: bytes | bytearray) -> Hdu | None:
-    """The primary header, parsed once for the identity check and the merge; None if not FITS
-    (the compressor or the check says so, with the name)."""
+    """The primary header; None if not FITS (the compressor or the check says so)."""
     try:
         return parse_primary(raw)
     except CorruptFile:
@@ -77,8 +73,7 @@ def _cards_of(primary: Hdu | None) -> Cards:
 
 
 def merge_sidecar(raw: bytearray, path: Path, data_id: DataId) -> bytearray:
-    """``raw`` with the sidecar's cards set in its primary header (existing cards replaced, new
-    ones taking blank cards or new header blocks)."""
+    """``raw`` with the sidecar's cards set in its primary header (existing cards replaced)."""
     cards = load_sidecar(path)
     primary = _primary(raw)
     check_sidecar_identity(_cards_of(primary), cards, data_id, path)

@@ -1,11 +1,10 @@
 """Crash-isolated worker processes: one bad input kills at most its own worker, never the pool.
 
-Unlike ``ProcessPoolExecutor`` (one dead worker breaks the whole pool: a SIGBUS in one CCD's
-read failed every other CCD), each worker has its own pipe: a death fails only the job it held,
-as ``WorkerCrashed`` naming the signal, and a fresh worker takes its place. Each worker builds its
-handler once (``target`` with ``args``, kept warm across jobs); jobs go only to idle workers, so
-the scheduler decides at the last moment what runs next. Workers ignore SIGINT/SIGTERM (the
-parent stops them after draining) and exit when their parent's pipe closes.
+Unlike ``ProcessPoolExecutor`` (one dead worker breaks the whole pool), each worker has its own
+pipe: a death fails only the job it held, as ``WorkerCrashed`` naming the signal, and a fresh
+worker takes its place. Each builds its handler once; jobs go only to idle workers, so the
+scheduler decides at the last moment what runs next. Workers ignore SIGINT/SIGTERM (the parent
+stops them after draining) and exit when their parent's pipe closes.
 """
 
 from __future__ import annotations
@@ -119,11 +118,9 @@ class WorkerPool:
         preload: tuple[str, ...] = (),
         respawn_method: str | None = None,
     ) -> None:
-        """``start_method="forkserver"`` with ``preload`` modules starts workers as forks of a
-        server that imported them once, where spawning costs each worker the imports (seconds
-        on a loaded machine). ``"fork"`` is faster still (the caller's imports are inherited)
-        but only safe while the caller has no other threads, i.e. at ``start``: replacements
-        for crashed workers are then started with ``respawn_method`` (e.g. ``"spawn"``)."""
+        """``"forkserver"`` with ``preload`` modules starts workers as forks of a server that
+        imported them once. ``"fork"`` is only safe while the caller has no other threads, i.e.
+        at ``start``: replacements for crashed workers then use ``respawn_method``."""
         if size < 1:
             raise ValueError("a pool needs at least one worker")
         self.size = size
@@ -144,7 +141,6 @@ class WorkerPool:
 
     # lifecycle -------------------------------------------------------------------------------
     def _spawn(self, index: int, respawn: bool = False) -> _Worker:
-        # get_context(name) is typed as BaseContext, which has no Process
         ctx = cast(
             ForkContext | ForkServerContext | SpawnContext, self._respawn_ctx if respawn else self._ctx
         )
@@ -165,35 +161,29 @@ class WorkerPool:
         self.wait_ready(timeout)
 
     def launch(self) -> None:
-        """Start every worker without waiting for them: ``submit`` takes jobs as each becomes
-        ready, ``wait_ready`` waits for all (a caller does its own start-up meanwhile)."""
+        """Start every worker without waiting for them (``wait_ready`` does)."""
         self._workers = [self._spawn(i) for i in range(self.size)]
         self._collector = threading.Thread(target=self._collect, name=f"{self.name}-pool", daemon=True)
         self._collector.start()
 
     def wait_ready(self, timeout: float = 300.0) -> None:
         """Until every worker has built its handler; TimeoutError / RuntimeError if not."""
-        deadline = time.monotonic() + timeout
+
+        def ready() -> bool:  # checked at every worker's news (ready, died)
+            if self.stats.restarts > 3 * self.size and any(not w.ready for w in self._workers):
+                raise RuntimeError(f"{self.name} workers keep dying while starting up")
+            return all(w.ready for w in self._workers)
+
         with self._changed:
-            while not all(w.ready for w in self._workers):
-                dead = [w for w in self._workers if not w.process.is_alive() and not w.ready]
-                if dead and self.stats.restarts > 3 * self.size:
-                    raise RuntimeError(f"{self.name} workers keep dying while starting up")
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"{self.name} workers not ready after {timeout} s")
-                self._changed.wait(min(left, 0.5))
+            if not self._changed.wait_for(ready, timeout):
+                raise TimeoutError(f"{self.name} workers not ready after {timeout} s")
 
     def stop(self, timeout: float = 60.0) -> None:
         """Let running jobs finish (up to ``timeout``), then stop every worker."""
         deadline = time.monotonic() + timeout
         with self._changed:
             self._stopping = True
-            while any(w.job is not None for w in self._workers):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._changed.wait(min(left, 0.5))
+            self._changed.wait_for(lambda: all(w.job is None for w in self._workers), timeout)
             workers = list(self._workers)
         for w in workers:
             with contextlib.suppress(OSError, BrokenPipeError):
@@ -280,8 +270,7 @@ class WorkerPool:
             log_event(log, "pool.callback_failed", logging.ERROR, error=repr(exc))
 
     def _died(self, worker: _Worker) -> None:
-        # A result may have been sent just before the end: take it first.
-        while True:
+        while True:  # a result may have been sent just before the end: take it first
             try:
                 if not worker.conn.poll():
                     break

@@ -1,7 +1,5 @@
-"""Transport (b): a compressed CCD as chunked Avro (CcdChunk) records over Kafka.
-
-``open_kafka_sender("kafka://HOST:PORT/TOPIC", producer=...)`` is what ``producers.sender``
-calls; the assembler service in ``functions/assembler`` rebuilds the files at the facility.
+"""Transport (b): a compressed CCD as chunked Avro (CcdChunk) records over Kafka, rebuilt at the
+facility by ``functions/assembler``.
 """
 
 from producers.kafka.chunk_sender import (

@@ -1,11 +1,9 @@
 """The edge's Kafka sender: one compressed CCD -> its CcdChunk records, acknowledged.
 
-``send`` returns only when the broker has acknowledged every chunk of the CCD (``acks=all``), so
-an edge worker that got a result knows the CCD is durable in Kafka and will be assembled; if any
-chunk fails, ``send`` raises and the caller retries the whole CCD (the assembler ignores the
-duplicate chunks). The producer is idempotent, so librdkafka's own retries never duplicate or
-reorder a chunk inside its partition; the key (the data id) puts every chunk of a CCD in one
-partition, in order, which is what lets the assembler reason about offsets.
+``send`` returns only when the broker has acknowledged every chunk (``acks=all``); if any chunk
+fails it raises and the caller resends the whole CCD (the assembler ignores duplicate chunks).
+The idempotent producer never duplicates or reorders a chunk inside its partition, and the key
+(the data id) puts every chunk of a CCD in one partition, in order, for the assembler's offsets.
 """
 
 from __future__ import annotations
@@ -164,7 +162,13 @@ class KafkaChunkSender:
                     self._producer.poll(0.05)
                 except KafkaException as exc:
                     raise self._classify(exc.args[0], data_id) from exc
-        self._wait(delivery, data_id)
+        if not delivery.wait(self._producer, self.settings.delivery_timeout_s + 10):
+            raise ChunkDeliveryFailed(
+                f"{data_id.key}: {delivery.acked}/{delivery.expected} chunks acknowledged "
+                f"within {self.settings.delivery_timeout_s} s"
+            )
+        if delivery.errors:
+            raise self._classify(delivery.errors[0], data_id)
         partitions = {p for p, _ in delivery.offsets}
         offsets = sorted(o for _, o in delivery.offsets)
         result = KafkaSendResult(
@@ -190,15 +194,6 @@ class KafkaChunkSender:
         )
         return result
 
-    def _wait(self, delivery: _Delivery, data_id: DataId) -> None:
-        if not delivery.wait(self._producer, self.settings.delivery_timeout_s + 10):
-            raise ChunkDeliveryFailed(
-                f"{data_id.key}: {delivery.acked}/{delivery.expected} chunks acknowledged "
-                f"within {self.settings.delivery_timeout_s} s"
-            )
-        if delivery.errors:
-            raise self._classify(delivery.errors[0], data_id)
-
     def _classify(self, err: KafkaError, data_id: DataId) -> Exception:
         """Retriable when Kafka says so (or the chunk merely timed out); else permanent."""
         from confluent_kafka import KafkaError
@@ -216,33 +211,21 @@ class KafkaChunkSender:
         return ChunkRejected(message)
 
     def publish_manifest(self, manifest: ExposureManifest, timeout: float = 30.0) -> None:
-        """Publish ``manifest`` to the exposures topic and wait for its acknowledgement."""
-        publish_manifest(self._producer, manifest, self.settings.exposures_topic, timeout)
+        """ExposureManifest -> the exposures topic (key instrument/exposure), acknowledged before
+        returning: a lost manifest would make a complete exposure look like NO_MANIFEST."""
+        delivery = _Delivery(expected=1)
+        key = f"{manifest.instrument}/{manifest.exposure}".encode()
+        topic = self.settings.exposures_topic
+        self._producer.produce(topic, value=manifest.encode(), key=key, on_delivery=delivery.on_delivery)
+        if not delivery.wait(self._producer, timeout) or delivery.errors:
+            reason = delivery.errors[0].str() if delivery.errors else f"no acknowledgement within {timeout} s"
+            raise ChunkDeliveryFailed(f"manifest {manifest.instrument}/{manifest.exposure}: {reason}")
 
     def flush(self, timeout: float = 30.0) -> int:
         return self._producer.flush(timeout)
 
     def close(self) -> None:
         self._producer.flush(30)
-
-
-def publish_manifest(
-    producer: Producer,
-    manifest: ExposureManifest,
-    topic: str = defaults.EXPOSURES_TOPIC,
-    timeout: float = 30.0,
-) -> None:
-    """ExposureManifest -> ``topic`` (key instrument/exposure), acknowledged before returning.
-
-    Published before readout, it is what completeness is measured against, so it must not be
-    fire-and-forget: a lost manifest would make a complete exposure look like NO_MANIFEST.
-    """
-    delivery = _Delivery(expected=1)
-    key = f"{manifest.instrument}/{manifest.exposure}".encode()
-    producer.produce(topic, value=manifest.encode(), key=key, on_delivery=delivery.on_delivery)
-    if not delivery.wait(producer, timeout) or delivery.errors:
-        reason = delivery.errors[0].str() if delivery.errors else f"no acknowledgement within {timeout} s"
-        raise ChunkDeliveryFailed(f"manifest {manifest.instrument}/{manifest.exposure}: {reason}")
 
 
 def parse_kafka_url(url: str) -> tuple[str, str, dict[str, str]]:

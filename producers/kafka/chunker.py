@@ -1,8 +1,5 @@
-"""Splitting a compressed CCD into CcdChunk records: pure arithmetic, no Kafka.
-
-``RECORD_RESERVE`` (4 KiB, names capped at 1 KiB each) bounds everything in a record but the
-payload, so ``chunk_size <= message_max_bytes - RECORD_RESERVE`` always fits; the default is the
-largest power of two below that, capped at ``PREFERRED_CHUNK_SIZE`` (producers/kafka/README.md,
+"""Splitting a compressed CCD into CcdChunk records: pure arithmetic, no Kafka. A chunk of at
+most ``message_max_bytes - RECORD_RESERVE`` always fits a record (producers/kafka/README.md,
 "Chunk size arithmetic").
 """
 
@@ -16,9 +13,8 @@ from obsingest.checksums import checksum_str
 from obsingest.dataid import DataId
 from obsingest.messages import CcdChunk
 
-#: Everything in a Kafka record batch besides the chunk payload, generously bounded.
+#: Everything in a Kafka record batch besides the chunk payload.
 RECORD_RESERVE = 4 * 1024
-#: Longest instrument / producer name the reserve allows for.
 MAX_NAME_BYTES = 1024
 #: Upper bound of the default chunk payload (bigger buys no throughput, costs memory/latency).
 PREFERRED_CHUNK_SIZE = 8 * 1024 * 1024
@@ -109,11 +105,8 @@ def iter_chunks(
 
 
 def encode_chunk(chunk: CcdChunk) -> bytes:
-    """Single-object encoding of ``chunk``, identical to ``chunk.encode()`` but one payload copy.
-
-    ``payload`` is the schema's last field, so the record is the encoding of every other field
-    (made by fastavro with an empty payload, whose length varint is the single byte 00), then the
-    payload's length and bytes. ``tests/unit/producers/kafka`` proves byte equality.
-    """
+    """``chunk.encode()`` with one payload copy: ``payload`` is the schema's last field, so the
+    record is the encoding with an empty payload (whose length varint is the single byte 00)
+    with the payload's length and bytes in its place."""
     head = dataclasses.replace(chunk, payload=b"").encode()
     return b"".join((head[:-1], _varint(len(chunk.payload)), chunk.payload))

@@ -9,8 +9,7 @@ from pydantic_settings import SettingsConfigDict
 from obsingest import defaults
 from obsingest.settings import KafkaClientSettings
 
-#: The broker's ``message.max.bytes`` on the local stack (infra.local.stack.settings) and the
-#: value we ask production clusters for: a 16 MiB record limit leaves room for 8 MiB chunks.
+#: The broker's ``message.max.bytes`` we ask for (the local stack's too): room for 8 MiB chunks.
 DEFAULT_MESSAGE_MAX_BYTES = 16 * 1024 * 1024
 
 
@@ -25,7 +24,7 @@ class KafkaProducerSettings(KafkaClientSettings):
     chunk_size: int = Field(default=0, ge=0)
     #: Must not exceed the broker's/topic's record limit; the chunk size is derived from it.
     message_max_bytes: int = Field(default=DEFAULT_MESSAGE_MAX_BYTES, ge=64 * 1024)
-    #: A little batching lets librdkafka pipeline a CCD's chunks; CCDs are sent as a burst.
+    #: A little batching lets librdkafka pipeline a CCD's chunks.
     linger_ms: float = Field(default=2.0, ge=0)
     #: librdkafka batch.size; a record larger than this is sent in a batch of its own.
     batch_size: int = Field(default=16 * 1024 * 1024, ge=1024)

@@ -14,7 +14,7 @@ from obsingest.errors import CorruptFile, HeaderMismatch, RetriableError
 from obsingest.fits import parse_fits
 from producers.compress import decompress_fits
 from producers.daq.simulator import CcdSpec, generate_raw_ccd
-from producers.edge.ccd import CcdJob, CcdWorker, SendFailed, read_exact
+from producers.edge.ccd import CcdWorker, SendFailed, read_exact
 from producers.edge.errors import SourceVanished
 from producers.edge.journal import Entry, Journal
 from producers.edge.sidecar import merge_sidecar
@@ -112,7 +112,7 @@ def test_a_failed_send_spills_to_the_spool_and_the_retry_sends_from_it(tmp_path:
     journal.add(Entry(key=DATA_ID.key, source=str(source), priority=EXPOSURE))
     worker = CcdWorker(f"file://{tmp_path / 'store'}", "raw/", "quarantine/", str(spool), warm=False)
     worker.sender = FlakySender(failures=1)
-    job = CcdJob(DATA_ID.key, str(source), "LSSTCam", EXPOSURE, 4, readout=1.8e9)
+    job = Entry(DATA_ID.key, str(source), readout=1.8e9)
     with pytest.raises(SendFailed) as failed:
         worker(job)
     outcome = failed.value.outcome
@@ -121,12 +121,9 @@ def test_a_failed_send_spills_to_the_spool_and_the_retry_sends_from_it(tmp_path:
     assert row is not None and (row.state, row.attempts) == ("compressed", 1)
     assert row.spooled == outcome.spooled and row.checksum == outcome.checksum
     source.unlink()  # the retry must not need the raw file any more
-    retry = CcdJob(
+    retry = Entry(
         DATA_ID.key,
         str(source),
-        "LSSTCam",
-        EXPOSURE,
-        4,
         readout=1.8e9,
         attempts=row.attempts,
         spooled=row.spooled,
@@ -152,16 +149,7 @@ def test_a_damaged_spool_copy_is_discarded_and_the_ccd_compressed_again(tmp_path
     bad.write_bytes(b"torn")
     worker = CcdWorker(f"file://{tmp_path / 'store'}", "raw/", "quarantine/", str(spool), warm=False)
     worker.sender = FlakySender(failures=0)
-    job = CcdJob(
-        DATA_ID.key,
-        str(source),
-        "LSSTCam",
-        EXPOSURE,
-        4,
-        readout=1.8e9,
-        spooled=str(bad),
-        checksum="crc32c:12345678",
-    )
+    job = Entry(DATA_ID.key, str(source), readout=1.8e9, spooled=str(bad), checksum="crc32c:12345678")
     assert worker(job).ok
     assert decompress_fits(worker.sender.sent[0]) == raw_ccd()
     worker.close()
@@ -183,7 +171,7 @@ def test_a_ccd_costs_two_journal_commits_sent_then_acked(tmp_path: Path) -> None
         mark_many(updates, durable=durable)
 
     worker.journal.mark_many = counted  # type: ignore[method-assign]
-    assert worker(CcdJob(DATA_ID.key, str(source), "LSSTCam", EXPOSURE, 4, readout=1.8e9)).ok
+    assert worker(Entry(DATA_ID.key, str(source), readout=1.8e9)).ok
     assert commits == [["sent"], ["acked"]]
     worker.close()
 
@@ -202,7 +190,7 @@ def _killed_worker(source: Path, spool: Path, store: Path, when: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
     worker.sender.send = dying
-    worker(CcdJob(DATA_ID.key, str(source), "LSSTCam", EXPOSURE, 4, readout=1.8e9))
+    worker(Entry(DATA_ID.key, str(source), readout=1.8e9))
 
 
 @pytest.mark.parametrize(("when", "status"), [("before-send", "stored"), ("after-store", "exists")])
@@ -210,7 +198,7 @@ def test_a_worker_sigkilled_after_its_sent_commit_is_redone_once_from_the_raw_fi
     tmp_path: Path, when: str, status: str
 ) -> None:
     """Crash safety of the single pre-send commit: a worker killed after it leaves the row
-    ``sent`` with no spooled copy; the job the service rebuilds from that row is compressed
+    ``sent`` with no spooled copy; that row, handed to a worker again, is compressed
     again from the raw file and sent, and the create-once store keeps one object: nothing lost,
     nothing doubled."""
     import multiprocessing
@@ -230,20 +218,7 @@ def test_a_worker_sigkilled_after_its_sent_commit_is_redone_once_from_the_raw_fi
     assert row is not None and (row.state, row.attempts, row.spooled) == ("sent", 1, None)
     assert row.checksum and row.size
     worker = CcdWorker(f"file://{store}", "raw/", "quarantine/", str(spool), warm=False)
-    redo = CcdJob(  # as the service's dispatch builds it from the journal at resume
-        DATA_ID.key,
-        row.source,
-        "LSSTCam",
-        EXPOSURE,
-        4,
-        readout=1.8e9,
-        attempts=row.attempts,
-        sidecar=row.sidecar,
-        spooled=row.spooled,
-        checksum=row.checksum,
-        compressed_at=row.compressed_at,
-    )
-    outcome = worker(redo)
+    outcome = worker(row)  # the journal's row, as the service's dispatch hands it over at resume
     assert outcome.ok and outcome.status == status and outcome.attempts == 2
     assert outcome.checksum == row.checksum  # the same bytes, compressed again
     stored = [p for p in (store / "raw").rglob("*") if p.is_file()]

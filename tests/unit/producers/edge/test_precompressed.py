@@ -13,7 +13,7 @@ from obsingest.dataid import DataId
 from obsingest.errors import CorruptFile, HeaderMismatch
 from producers.compress import compress_fits
 from producers.daq.simulator import CcdSpec, generate_raw_ccd
-from producers.edge.ccd import CcdJob, CcdWorker, verify_precompressed
+from producers.edge.ccd import CcdWorker, verify_precompressed
 from producers.edge.handoff import classify, sidecar_of
 from producers.edge.journal import Entry, Journal
 
@@ -53,16 +53,8 @@ def worker_for(tmp_path: Path, source: Path, sidecar: Path | None = None) -> Ccd
     return worker
 
 
-def job(source: Path, sidecar: Path | None = None) -> CcdJob:
-    return CcdJob(
-        DATA_ID.key,
-        str(source),
-        "LSSTCam",
-        EXPOSURE,
-        4,
-        readout=1.8e9,
-        sidecar=str(sidecar) if sidecar else None,
-    )
+def job(source: Path, sidecar: Path | None = None) -> Entry:
+    return Entry(DATA_ID.key, str(source), readout=1.8e9, sidecar=str(sidecar) if sidecar else None)
 
 
 def test_a_precompressed_handoff_is_sent_byte_for_byte(tmp_path: Path) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from producers.edge.scheduler import Backoff, Scheduler
+from obsingest.retry import RetryPolicy
+from producers.edge.scheduler import Scheduler
 
 pytestmark = pytest.mark.unit
 
@@ -41,7 +42,7 @@ def test_duplicates_are_not_queued_twice() -> None:
 
 def test_an_outage_sends_one_probe_at_a_time_with_capped_backoff() -> None:
     clock = Clock()
-    s = Scheduler(Backoff(base=1.0, cap=4.0), clock=clock)
+    s = Scheduler(RetryPolicy(base_delay=1.0, max_delay=4.0), clock=clock)
     for i in range(5):
         s.add(f"k{i}", i)
     in_flight = drain(s)
@@ -65,7 +66,7 @@ def test_an_outage_sends_one_probe_at_a_time_with_capped_backoff() -> None:
 
 def test_recovery_drains_everything_at_once_newest_first() -> None:
     clock = Clock()
-    s = Scheduler(Backoff(base=1.0, cap=4.0), clock=clock)
+    s = Scheduler(RetryPolicy(base_delay=1.0, max_delay=4.0), clock=clock)
     for i in range(4):
         s.add(f"k{i}", i)
     for key in drain(s):
@@ -91,7 +92,7 @@ def test_new_live_data_jumps_the_backlog() -> None:
 
 def test_an_items_own_failure_backs_off_that_item_only() -> None:
     clock = Clock()
-    s = Scheduler(Backoff(base=1.0, cap=8.0), clock=clock)
+    s = Scheduler(RetryPolicy(base_delay=1.0, max_delay=8.0), clock=clock)
     s.add("bad", 5)
     s.add("good", 1)
     assert s.pop_due() == "bad"
