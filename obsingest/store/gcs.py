@@ -5,8 +5,9 @@
 - Retries (``obsingest.retry``, within the 5 s budget) only for what can heal: 429, 408, 5xx,
   resets, timeouts, and at most ``auth_retries`` 403s (production saw transient ones on HEAD).
   A resource run out (some answered 403) is an outage, never capped as an auth 403.
-- ``GcsHttpStore`` sends the JSON-API requests itself through google-auth's urllib3 transport.
-- Proxies, ``.netrc`` and the CA bundle are read once per store (``HttpEnvironment``).
+- Requests are the JSON API's, sent through google-auth's urllib3 transport; the library's client
+  is kept for listings and provisioning. Proxies, ``.netrc`` and the CA bundle are read once per
+  store (``HttpEnvironment``) for both.
 
 One cohesive concept, hence its length: a bucket as a store, its error rules and create-once flow.
 """
@@ -130,14 +131,11 @@ def classify_gcs_error(exc: BaseException, auth_retries: int = 2) -> Transient |
             # "Provided CRC32C ... doesn't match calculated ...": bytes damaged in transit
             return Transient("checksum-mismatch", max_retries=1)
         return None
-    if isinstance(exc, (requests.Timeout, TimeoutError)):
+    if isinstance(exc, TimeoutError):
         return Transient("timeout")
-    if isinstance(
-        exc,
-        (requests.ConnectionError, requests.exceptions.ChunkedEncodingError, ConnectionError, TransportError),
-    ):
+    if isinstance(exc, (ConnectionError, TransportError)):
         return Transient("connection")
-    if type(exc).__name__ == "DataCorruption":  # checksum mismatch in transit: send again
+    if isinstance(exc, DataCorruption):  # checksum mismatch in transit: send again
         return Transient("data-corruption")
     return None
 
@@ -259,144 +257,6 @@ def stored_object(blob: Any, bucket: str) -> StoredObject:
     )
 
 
-class GcsStore:
-    """A GCS bucket as an ``ObjectStore``. Thread-safe; share one per process."""
-
-    def __init__(self, bucket: str, client: Any = None, settings: GcsSettings | None = None) -> None:
-        self.settings = settings or GcsSettings()
-        self.bucket = bucket
-        self.client = client or make_client(self.settings)
-        self._bucket = self.client.bucket(bucket)
-        self.policy = self.settings.policy()
-
-    def uri(self, name: str) -> str:
-        return f"gs://{self.bucket}/{name}"
-
-    def _timeout(self, remaining: float) -> float:
-        return max(0.05, min(self.settings.request_timeout, remaining))
-
-    def _retrying(self, what: str, name: str, fn: Callable[[float], T]) -> T:
-        def on_retry(attempt: Attempt) -> None:
-            log_event(
-                log,
-                "gcs.retry",
-                logging.WARNING,
-                op=what,
-                object=name,
-                attempt=attempt.number,
-                kind=attempt.kind,
-                delay_s=round(attempt.delay, 4),
-                error=str(attempt.error)[:300],
-            )
-
-        auth_retries = self.settings.auth_retries
-        try:
-            return call_with_retries(
-                fn,
-                lambda exc: classify_gcs_error(exc, auth_retries),
-                self.policy,
-                what=f"gcs {what} gs://{self.bucket}/{name}",
-                on_retry=on_retry,
-            )
-        except RetriesExhausted as exc:  # rate-limited, quota-exceeded: say what ran out
-            resource = "destination" if what == "put" else "store"
-            exhausted = as_exhausted(exc, resource, f"gs://{self.bucket}")
-            if exhausted is None:
-                raise
-            raise exhausted from exc
-
-    def _read(self, name: str, download: Callable[[float], T]) -> T:
-        try:
-            return self._retrying("read", name, download)
-        except api_exceptions.GoogleAPICallError as exc:
-            raise _read_error(exc, self.bucket, f"read {self.uri(name)!r}") from exc
-
-    def _put_once(
-        self, name: str, data: bytes, crc: str, metadata: dict[str, str], remaining: float
-    ) -> StoredObject:
-        # CRC32C alone guards the transfer; a client MD5 costs the edge CPU for no more
-        blob = self._bucket.blob(name)
-        blob.metadata = metadata
-        blob.upload_from_string(
-            data,
-            content_type=CONTENT_TYPE,
-            if_generation_match=0,
-            checksum="crc32c",
-            retry=None,
-            timeout=self._timeout(remaining),
-        )
-        return stored_object(blob, self.bucket)
-
-    def _stat_once(self, name: str, remaining: float) -> StoredObject | None:
-        blob = self._bucket.get_blob(name, retry=None, timeout=self._timeout(remaining))
-        return None if blob is None else stored_object(blob, self.bucket)
-
-    def put(self, name: str, data: bytes, metadata: dict[str, str] | None = None) -> PutResult:
-        """Create-once upload; same bytes already there -> created=False; else ObjectConflict."""
-        crc = crc32c_b64(data)
-        meta = dict(metadata or {})
-        try:
-            obj = self._retrying(
-                "put", name, lambda remaining: self._put_once(name, data, crc, meta, remaining)
-            )
-        except api_exceptions.PreconditionFailed:
-            try:
-                existing = self.stat(name)
-            except ObjectMissing as exc:
-                raise ObjectVanished(f"{self.uri(name)}: 412 on create, then gone: {exc}") from exc
-            if existing.size == len(data) and existing.crc32c == crc:
-                log_event(log, "gcs.put.exists", object=name, size=len(data))
-                return PutResult(existing, created=False)
-            raise ObjectConflict(
-                f"object {self.uri(name)!r} already exists with different bytes "
-                f"(stored crc32c {existing.crc32c}, {existing.size} B; new {crc}, {len(data)} B)",
-                existing,
-                crc,
-            ) from None
-        except api_exceptions.GoogleAPICallError as exc:
-            raise _permanent(exc, self.bucket, f"put {name!r}") or exc from exc
-        return PutResult(obj, created=True)
-
-    def stat(self, name: str) -> StoredObject:
-        """Object metadata (a GET of the resource: GCS's HEAD). 403s are retried, bounded."""
-        try:
-            obj = self._retrying("stat", name, lambda remaining: self._stat_once(name, remaining))
-        except api_exceptions.GoogleAPICallError as exc:
-            raise _read_error(exc, self.bucket, f"stat {name!r}") from exc
-        if obj is None:
-            raise ObjectMissing(f"object {self.uri(name)!r} does not exist")
-        return obj
-
-    def read(self, name: str) -> bytes:
-        """Whole object, CRC32C-verified by the client; ObjectMissing when absent."""
-
-        def download(remaining: float) -> bytes:
-            blob = self._bucket.blob(name)
-            data: bytes = blob.download_as_bytes(
-                checksum="crc32c", retry=None, timeout=self._timeout(remaining)
-            )
-            return data
-
-        return self._read(name, download)
-
-    def read_head(self, name: str, length: int) -> Head:
-        """One ranged GET; the client puts the response's generation and whole-object CRC32C
-        on the blob, so no second request."""
-
-        def download(remaining: float) -> Head:
-            blob = self._bucket.blob(name)
-            data: bytes = blob.download_as_bytes(
-                start=0, end=max(0, length - 1), checksum=None, retry=None, timeout=self._timeout(remaining)
-            )
-            return Head(data, int(blob.generation or 0), blob.crc32c or "")
-
-        return self._read(name, download)
-
-    def delete(self, name: str) -> None:
-        """Remove an object (tests and operators only: the pipeline never deletes)."""
-        self._bucket.blob(name).delete()
-
-
 PUBLIC_ENDPOINT = "https://storage.googleapis.com"
 
 
@@ -471,7 +331,7 @@ def _anonymous_pool(http: Any, endpoint: str) -> Any:
     return manager.connection_from_url(endpoint)
 
 
-class DataCorruption(Exception):  # the library's name: classify_gcs_error retries it by name
+class DataCorruption(Exception):
     """Bytes received whose CRC32C differs from the answer's ``x-goog-hash``."""
 
 
@@ -484,10 +344,11 @@ def _goog_hash(headers: Any, kind: str) -> str:
     return ""
 
 
-class GcsHttpStore(GcsStore):
-    """``GcsStore`` whose put, stat and reads are one JSON-API request each through google-auth's
-    urllib3 transport: less CPU per object (benchmarks/README.md). Errors are the library's
-    exceptions, classified alike; listing and deleting use the library's client."""
+class GcsStore:
+    """A GCS bucket as an ``ObjectStore``: put, stat, reads and deletes are one JSON-API request
+    each through google-auth's urllib3 transport (less CPU per object than the library's client:
+    benchmarks/README.md). The library's client (``client``) is only made for listings and
+    provisioning. Thread-safe; share one per process."""
 
     def __init__(
         self,
@@ -518,14 +379,52 @@ class GcsHttpStore(GcsStore):
 
     @property
     def client(self) -> Any:
-        """The library's client, made on first list or delete (puts and reads never need it)."""
+        """The library's client, made on first use (puts and reads never need it)."""
         if self._client is None:
             self._client = make_client(self.settings, self.environment)
         return self._client
 
-    @property
-    def _bucket(self) -> Any:
-        return self.client.bucket(self.bucket)
+    def uri(self, name: str) -> str:
+        return f"gs://{self.bucket}/{name}"
+
+    def _timeout(self, remaining: float) -> float:
+        return max(0.05, min(self.settings.request_timeout, remaining))
+
+    def _retrying(self, what: str, name: str, fn: Callable[[float], T]) -> T:
+        def on_retry(attempt: Attempt) -> None:
+            log_event(
+                log,
+                "gcs.retry",
+                logging.WARNING,
+                op=what,
+                object=name,
+                attempt=attempt.number,
+                kind=attempt.kind,
+                delay_s=round(attempt.delay, 4),
+                error=str(attempt.error)[:300],
+            )
+
+        auth_retries = self.settings.auth_retries
+        try:
+            return call_with_retries(
+                fn,
+                lambda exc: classify_gcs_error(exc, auth_retries),
+                self.policy,
+                what=f"gcs {what} gs://{self.bucket}/{name}",
+                on_retry=on_retry,
+            )
+        except RetriesExhausted as exc:  # rate-limited, quota-exceeded: say what ran out
+            resource = "destination" if what == "put" else "store"
+            exhausted = as_exhausted(exc, resource, f"gs://{self.bucket}")
+            if exhausted is None:
+                raise
+            raise exhausted from exc
+
+    def _read(self, name: str, download: Callable[[float], T]) -> T:
+        try:
+            return self._retrying("read", name, download)
+        except api_exceptions.GoogleAPICallError as exc:
+            raise _read_error(exc, self.bucket, f"read {self.uri(name)!r}") from exc
 
     def _send(
         self,
@@ -571,7 +470,8 @@ class GcsHttpStore(GcsStore):
     def _put_once(
         self, name: str, data: bytes, crc: str, metadata: dict[str, str], remaining: float
     ) -> StoredObject:
-        # the answer is the stored resource: the caller verifies without a second request
+        # CRC32C alone guards the transfer (a client MD5 costs the edge CPU for no more); the
+        # answer is the stored resource: verified without a second request
         resource = {"name": name, "contentType": CONTENT_TYPE, "crc32c": crc, "metadata": metadata}
         body, content_type = multipart_body(resource, data)
         response = self._send("POST", self._upload_url, remaining, body, {"content-type": content_type})
@@ -585,6 +485,42 @@ class GcsHttpStore(GcsStore):
                 raise
             return None
         return stored_from_resource(json.loads(response.data), self.bucket)
+
+    def put(self, name: str, data: bytes, metadata: dict[str, str] | None = None) -> PutResult:
+        """Create-once upload; same bytes already there -> created=False; else ObjectConflict."""
+        crc = crc32c_b64(data)
+        meta = dict(metadata or {})
+        try:
+            obj = self._retrying(
+                "put", name, lambda remaining: self._put_once(name, data, crc, meta, remaining)
+            )
+        except api_exceptions.PreconditionFailed:
+            try:
+                existing = self.stat(name)
+            except ObjectMissing as exc:
+                raise ObjectVanished(f"{self.uri(name)}: 412 on create, then gone: {exc}") from exc
+            if existing.size == len(data) and existing.crc32c == crc:
+                log_event(log, "gcs.put.exists", object=name, size=len(data))
+                return PutResult(existing, created=False)
+            raise ObjectConflict(
+                f"object {self.uri(name)!r} already exists with different bytes "
+                f"(stored crc32c {existing.crc32c}, {existing.size} B; new {crc}, {len(data)} B)",
+                existing,
+                crc,
+            ) from None
+        except api_exceptions.GoogleAPICallError as exc:
+            raise _permanent(exc, self.bucket, f"put {name!r}") or exc from exc
+        return PutResult(obj, created=True)
+
+    def stat(self, name: str) -> StoredObject:
+        """Object metadata (a GET of the resource: GCS's HEAD). 403s are retried, bounded."""
+        try:
+            obj = self._retrying("stat", name, lambda remaining: self._stat_once(name, remaining))
+        except api_exceptions.GoogleAPICallError as exc:
+            raise _read_error(exc, self.bucket, f"stat {name!r}") from exc
+        if obj is None:
+            raise ObjectMissing(f"object {self.uri(name)!r} does not exist")
+        return obj
 
     def _media(self, name: str, remaining: float, headers: dict[str, str]) -> Any:
         url = self._media_url + quote(name, safe="") + "?alt=media"
@@ -618,7 +554,16 @@ class GcsHttpStore(GcsStore):
 
         return self._read(name, download)
 
+    def delete(self, name: str) -> None:
+        """Remove an object (tests and operators only: the pipeline never deletes)."""
+        timeout = self.settings.request_timeout
+        self._send("DELETE", self._object_url + quote(name, safe=""), timeout, None, {}, ok=(200, 204))
+
     def close(self) -> None:
         pool = getattr(self.http, "http", None)
         if pool is not None:
             pool.clear()
+
+
+#: the name the edge, the backfill and the register function import
+GcsHttpStore = GcsStore
