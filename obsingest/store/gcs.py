@@ -17,10 +17,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
@@ -218,12 +218,12 @@ def make_client(settings: GcsSettings, environment: HttpEnvironment | None = Non
     from google.cloud import storage
     from requests.adapters import HTTPAdapter
 
-    emulator = os.environ.get("STORAGE_EMULATOR_HOST")
+    endpoint = environment.endpoint if environment else endpoint_from_env()
     credentials: Any
     project: str | None
-    if emulator:
+    if endpoint != PUBLIC_ENDPOINT:
         credentials, project = AnonymousCredentials(), None  # type: ignore[no-untyped-call]
-        options: dict[str, str] | None = {"api_endpoint": emulator}
+        options: dict[str, str] | None = {"api_endpoint": endpoint}
     else:
         credentials, project = google.auth.default()
         options = None
@@ -234,27 +234,13 @@ def make_client(settings: GcsSettings, environment: HttpEnvironment | None = Non
     adapter = HTTPAdapter(pool_connections=settings.pool_connections, pool_maxsize=settings.pool_connections)
     session.mount("https://", adapter)
     session.mount("http://", adapter)
-    if environment is None:
-        endpoint = getattr(client._connection, "API_BASE_URL", None) or PUBLIC_ENDPOINT
-        environment = HttpEnvironment.resolve(endpoint)
-    environment.apply(session)
+    (environment or HttpEnvironment.resolve(endpoint)).apply(session)
     return client
 
 
 def stored_object(blob: Any, bucket: str) -> StoredObject:
-    """A GCS object resource (``Blob``) as a ``StoredObject``; listings carry every field."""
-    created = blob.time_created or datetime.now(UTC)
-    return StoredObject(
-        bucket=bucket,
-        name=blob.name,
-        size=int(blob.size or 0),
-        crc32c=blob.crc32c or "",
-        md5_hash=blob.md5_hash or "",
-        generation=int(blob.generation or 0),
-        time_created=created if created.tzinfo else created.replace(tzinfo=UTC),
-        metadata={str(k): str(v) for k, v in (blob.metadata or {}).items()},
-        uri=f"gs://{bucket}/{blob.name}",
-    )
+    """A listed ``Blob`` as a ``StoredObject``: its JSON resource, as the store's own requests'."""
+    return stored_from_resource(blob._properties, bucket)
 
 
 PUBLIC_ENDPOINT = "https://storage.googleapis.com"
@@ -335,13 +321,10 @@ class DataCorruption(Exception):
     """Bytes received whose CRC32C differs from the answer's ``x-goog-hash``."""
 
 
-def _goog_hash(headers: Any, kind: str) -> str:
-    """One hash of ``x-goog-hash`` (``crc32c=...,md5=...``), '' if absent."""
-    for part in str(headers.get("x-goog-hash", "")).split(","):
-        key, _, value = part.strip().partition("=")
-        if key == kind:
-            return value
-    return ""
+def _crc32c(headers: Any) -> str:
+    """The CRC32C of ``x-goog-hash`` (``crc32c=...,md5=...``), '' if absent."""
+    found = re.search(r"(?:^|,)\s*crc32c=([^,\s]+)", str(headers.get("x-goog-hash", "")))
+    return found[1] if found else ""
 
 
 class GcsStore:
@@ -533,7 +516,7 @@ class GcsStore:
             headers = {"range": f"bytes=0-{max(0, length - 1)}"}
             response = self._media(name, remaining, headers)
             generation = int(response.headers.get("x-goog-generation") or 0)
-            return Head(response.data, generation, _goog_hash(response.headers, "crc32c"))
+            return Head(response.data, generation, _crc32c(response.headers))
 
         return self._read(name, download)
 
@@ -544,7 +527,7 @@ class GcsStore:
         def download(remaining: float) -> bytes:
             response = self._media(name, remaining, {})
             data: bytes = response.data
-            stored = _goog_hash(response.headers, "crc32c")
+            stored = _crc32c(response.headers)
             encoding = str(response.headers.get("x-goog-stored-content-encoding", "identity"))
             if stored and encoding == "identity" and crc32c_b64(data) != stored:
                 raise DataCorruption(
