@@ -213,6 +213,10 @@ class Reassembler:
             key = chunk_key(chunk)
             return [Poison(partition, offset, exc.reason, str(exc), key, value)]
         key = data_id.key
+
+        def poison(reason: str, error: str) -> list[Verdict]:
+            return [Poison(partition, offset, reason, error, key, value)]
+
         copies = state.files.get(key)
         if not copies:
             if state.completed.get(key) == chunk.file_checksum:
@@ -221,19 +225,13 @@ class Reassembler:
             return self._add(partition, state, new, chunk, offset, now)
         first = copies[0]
         if (first.total_size, first.file_checksum) != (chunk.total_size, chunk.file_checksum):
-            return [
-                Poison(
-                    partition,
-                    offset,
-                    PoisonReason.FILE_CHANGED,
-                    f"{key}: chunk {chunk.chunk_index} says {chunk.chunk_count} chunks, "
-                    f"{chunk.total_size} bytes, {chunk.file_checksum}; the file began at offset "
-                    f"{first.first_offset} with {first.chunk_count} chunks, "
-                    f"{first.total_size} bytes, {first.file_checksum}",
-                    key,
-                    value,
-                )
-            ]
+            return poison(
+                PoisonReason.FILE_CHANGED,
+                f"{key}: chunk {chunk.chunk_index} says {chunk.chunk_count} chunks, "
+                f"{chunk.total_size} bytes, {chunk.file_checksum}; the file began at offset "
+                f"{first.first_offset} with {first.chunk_count} chunks, "
+                f"{first.total_size} bytes, {first.file_checksum}",
+            )
         stride = chunk_stride(chunk)
         same_layout = [c for c in copies if c.fits(chunk.chunk_count, stride)]
         for c in same_layout:
@@ -245,17 +243,11 @@ class Reassembler:
             return self._add(partition, state, lacking[-1], chunk, offset, now)
         if same_layout:
             known = same_layout[-1].chunk_checksums[chunk.chunk_index]
-            return [
-                Poison(
-                    partition,
-                    offset,
-                    PoisonReason.CHUNK_CONFLICT,
-                    f"{key}: chunk {chunk.chunk_index} again with other bytes "
-                    f"({chunk.chunk_checksum}, first {known})",
-                    key,
-                    value,
-                )
-            ]
+            return poison(
+                PoisonReason.CHUNK_CONFLICT,
+                f"{key}: chunk {chunk.chunk_index} again with other bytes "
+                f"({chunk.chunk_checksum}, first {known})",
+            )
         # the same bytes cut another way: a resend with another chunk size starts a new copy
         new = self._open(state, chunk, data_id, offset, now)
         return self._add(partition, state, new, chunk, offset, now)
@@ -344,31 +336,21 @@ class Reassembler:
         data = b"".join(f.parts[i] for i in range(f.chunk_count))
         self._forget(state, f)
         key = f.data_id.key
+
+        def refused(reason: str, error: str) -> list[Verdict]:
+            return [Poison(partition, f.last_offset, reason, error, key, None, f.first_offset)]
+
         if len(data) != f.total_size:
-            return [
-                Poison(
-                    partition,
-                    f.last_offset,
-                    PoisonReason.FILE_SIZE,
-                    f"{key}: chunks add up to {len(data)} bytes, total_size says {f.total_size}",
-                    key,
-                    None,
-                    f.first_offset,
-                )
-            ]
+            return refused(
+                PoisonReason.FILE_SIZE,
+                f"{key}: chunks add up to {len(data)} bytes, total_size says {f.total_size}",
+            )
         actual = checksum_str(data)
         if actual != f.file_checksum:
-            return [
-                Poison(
-                    partition,
-                    f.last_offset,
-                    PoisonReason.FILE_CHECKSUM,
-                    f"{key}: assembled file has {actual}, chunks say {f.file_checksum}",
-                    key,
-                    None,
-                    f.first_offset,
-                )
-            ]
+            return refused(
+                PoisonReason.FILE_CHECKSUM,
+                f"{key}: assembled file has {actual}, chunks say {f.file_checksum}",
+            )
         superseded = self._drop_copies(partition, state, key, "complete")
         self._remember(state, key, f.file_checksum)
         done = Completed(

@@ -336,43 +336,37 @@ class AssemblerService:
 
     def _store(self, done: Completed) -> None:
         with logging_context(data_id=done.data_id.key):
-            self._store_file(done)
-
-    def _store_file(self, done: Completed) -> None:
-        name = assembled_object_name(done.data_id, done.data, self.settings.prefix)
-        meta = object_metadata(
-            done.checksum, done.readout_time, done.compressed_time, TRANSPORT, done.producer
-        )
-        try:  # network, 5xx, disk: retry, then stop without committing
-            result = call_with_retries(
-                lambda _left: self.store.put(name, done.data, meta),
-                _store_failure,
-                RetryPolicy.doubling(self.settings.store_attempts, self.settings.store_backoff_s),
-                what=name,
-                on_retry=lambda attempt: _store_retry(attempt.number, attempt.error),
+            name = assembled_object_name(done.data_id, done.data, self.settings.prefix)
+            meta = object_metadata(
+                done.checksum, done.readout_time, done.compressed_time, TRANSPORT, done.producer
             )
-            status = "stored" if result.created else "exists"
-        except ObjectConflict as conflict:
-            result = self._park_conflict(done, name, meta, conflict)
-            status = "conflict"
-        except RetriesExhausted as gave_up:
-            _store_retry(gave_up.attempts, gave_up.last)
-            raise StoreUnavailable(f"{name}: {gave_up.last}") from gave_up.last
-        self._count(
-            {"stored": "stored", "exists": "duplicate", "conflict": "quarantined"}[status],
-            "checksum-conflict" if status == "conflict" else None,
-        )
-        log_event(
-            log,
-            f"assembler.{status}",
-            object=result.obj.name,
-            size=len(done.data),
-            chunks=done.chunk_count,
-            partition=done.partition[1],
-            first_offset=done.first_offset,
-            last_offset=done.last_offset,
-            latency_s=round((utcnow() - done.readout_time).total_seconds(), 6),
-        )
+            try:  # network, 5xx, disk: retry, then stop without committing
+                result = call_with_retries(
+                    lambda _left: self.store.put(name, done.data, meta),
+                    _store_failure,
+                    RetryPolicy.doubling(self.settings.store_attempts, self.settings.store_backoff_s),
+                    what=name,
+                    on_retry=lambda attempt: _store_retry(attempt.number, attempt.error),
+                )
+                status, outcome = ("stored", "stored") if result.created else ("exists", "duplicate")
+            except ObjectConflict as conflict:
+                result = self._park_conflict(done, name, meta, conflict)
+                status, outcome = "conflict", "quarantined"
+            except RetriesExhausted as gave_up:
+                _store_retry(gave_up.attempts, gave_up.last)
+                raise StoreUnavailable(f"{name}: {gave_up.last}") from gave_up.last
+            self._count(outcome, "checksum-conflict" if status == "conflict" else None)
+            log_event(
+                log,
+                f"assembler.{status}",
+                object=result.obj.name,
+                size=len(done.data),
+                chunks=done.chunk_count,
+                partition=done.partition[1],
+                first_offset=done.first_offset,
+                last_offset=done.last_offset,
+                latency_s=round((utcnow() - done.readout_time).total_seconds(), 6),
+            )
 
     def _park_conflict(
         self, done: Completed, name: str, meta: dict[str, str], conflict: ObjectConflict
