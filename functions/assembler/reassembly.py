@@ -415,11 +415,9 @@ class Reassembler:
         return out
 
     def revoke(self, partitions: Iterable[Partition]) -> dict[Partition, int]:
-        """Forget ``partitions`` (rebalance): returns the offsets safe to commit for them.
-
-        Partial files are dropped, not reported: the next owner re-reads them from the
-        committed offset, which is at or below their first chunk.
-        """
+        """Forget ``partitions`` (rebalance): returns the offsets safe to commit for them. Partial
+        files are dropped, not reported: the next owner re-reads them from that offset, which is
+        at or below their first chunk."""
         partitions = list(partitions)
         safe = self.safe_offsets(partitions)
         for partition in partitions:
