@@ -97,14 +97,6 @@ class StoreUnavailable(RetriableError, reason="store-unavailable"):
     a wrong or missing bucket): the event must be redelivered, never quarantined."""
 
 
-def _read_error(exc: api_exceptions.GoogleAPICallError, bucket: str, what: str) -> Exception:
-    """Facility-side reads: only a missing *object* is the input's fault."""
-    text = str(exc).lower()
-    if http_status(exc) == 404 and "bucket" not in text:
-        return ObjectMissing(f"{what}: object does not exist in gs://{bucket}")
-    return StoreUnavailable(f"{what}: {exc}")
-
-
 _RETRIABLE_STATUS = {408, 429, 500, 502, 503, 504}
 
 
@@ -403,11 +395,15 @@ class GcsStore:
                 raise
             raise exhausted from exc
 
-    def _read(self, name: str, download: Callable[[float], T]) -> T:
+    def _read(self, what: str, name: str, fetch: Callable[[float], T]) -> T:
+        """Facility-side reads: only a missing *object* is the input's fault."""
         try:
-            return self._retrying("read", name, download)
+            return self._retrying(what, name, fetch)
         except api_exceptions.GoogleAPICallError as exc:
-            raise _read_error(exc, self.bucket, f"read {self.uri(name)!r}") from exc
+            where = f"{what} {self.uri(name)!r}"
+            if http_status(exc) == 404 and "bucket" not in str(exc).lower():
+                raise ObjectMissing(f"{where}: object does not exist in gs://{self.bucket}") from exc
+            raise StoreUnavailable(f"{where}: {exc}") from exc
 
     def _send(
         self,
@@ -497,10 +493,7 @@ class GcsStore:
 
     def stat(self, name: str) -> StoredObject:
         """Object metadata (a GET of the resource: GCS's HEAD). 403s are retried, bounded."""
-        try:
-            obj = self._retrying("stat", name, lambda remaining: self._stat_once(name, remaining))
-        except api_exceptions.GoogleAPICallError as exc:
-            raise _read_error(exc, self.bucket, f"stat {name!r}") from exc
+        obj = self._read("stat", name, lambda remaining: self._stat_once(name, remaining))
         if obj is None:
             raise ObjectMissing(f"object {self.uri(name)!r} does not exist")
         return obj
@@ -518,7 +511,7 @@ class GcsStore:
             generation = int(response.headers.get("x-goog-generation") or 0)
             return Head(response.data, generation, _crc32c(response.headers))
 
-        return self._read(name, download)
+        return self._read("read", name, download)
 
     def read(self, name: str) -> bytes:
         """Whole object, checked against the answer's CRC32C (unless gzip-stored: that hash is of
@@ -535,7 +528,7 @@ class GcsStore:
                 )
             return data
 
-        return self._read(name, download)
+        return self._read("read", name, download)
 
     def delete(self, name: str) -> None:
         """Remove an object (tests and operators only: the pipeline never deletes)."""

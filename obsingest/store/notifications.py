@@ -364,9 +364,10 @@ def _time(data: dict[str, Any], key: str, where: str) -> datetime:
     if not isinstance(value, str):
         raise BadMessage(f"{where}: field {key!r} is {_kind(value)}, not an RFC 3339 time")
     try:
-        return _parse_time(value)
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))  # no offset: taken as UTC
     except ValueError:
         raise BadMessage(f"{where}: field {key!r} = {clip(value)} is not an RFC 3339 time") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _metadata(value: Any, where: str) -> dict[str, str]:
@@ -390,9 +391,3 @@ def _json(raw: bytes | str, event_id: str) -> Any:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise BadMessage(f"event {clip(event_id)}: payload is not JSON ({exc})") from None
-
-
-def _parse_time(value: str) -> datetime:
-    """RFC 3339 as GCS writes it; a time without an offset is taken as UTC."""
-    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
