@@ -42,7 +42,8 @@ class LocalDirStore:
         try:
             for sub in (META_DIR, OUTBOX_DIR, DLQ_DIR, TMP_DIR):
                 (self.root / sub).mkdir(parents=True, exist_ok=True)
-            self._recover()
+            with self._lock():
+                self._recover()
         except OSError as exc:
             exhausted = as_exhausted(exc, "destination", str(self.root))
             if exhausted is None:
@@ -97,7 +98,7 @@ class LocalDirStore:
         if target.exists():
             existing = self.stat(name)
             if existing.size == len(data) and existing.crc32c == crc:
-                self._promote_staged(name, existing.generation)
+                self._recover()  # its notification, if a failed put left it staged
                 return PutResult(existing, created=False)
             raise ObjectConflict(
                 f"object {name!r} already exists with different bytes "
@@ -133,7 +134,7 @@ class LocalDirStore:
                     staged.unlink(missing_ok=True)
         if staged:
             # Stored: should promoting its notification fail, the retry's "exists" promotes it
-            # (``_promote_staged``), as does ``_recover`` at the next start.
+            # (``_recover``), as does the next start.
             staged.rename(staged.with_suffix(".json"))
         return PutResult(obj, created=True)
 
@@ -174,33 +175,20 @@ class LocalDirStore:
         write_atomic(staged, json.dumps(event).encode(), fsync=True)
         return staged
 
-    def _promote_staged(self, name: str, generation: int) -> None:
-        """Promote a notification still staged for ``name`` (its put failed after the object
-        was linked, e.g. a full disk at the rename): the object is there, so is its event."""
-        for staged in (self.root / OUTBOX_DIR).glob("*.pending"):
-            try:
-                event = json.loads(staged.read_text())
-            except (OSError, ValueError):
-                continue
-            data = event.get("data", {})
-            if data.get("name") == name and data.get("generation") == str(generation):
-                staged.rename(staged.with_suffix(".json"))
-
     def _recover(self) -> None:
-        """Promote staged notifications whose object made it; drop those whose write did not."""
-        with self._lock():
-            for staged in (self.root / OUTBOX_DIR).glob("*.pending"):
-                event = json.loads(staged.read_text())
-                name = event["data"]["name"]
-                try:
-                    current = self.stat(name)
-                except (ObjectMissing, BadObjectName):
-                    staged.unlink(missing_ok=True)
-                    continue
-                if str(current.generation) == event["data"]["generation"]:
-                    staged.rename(staged.with_suffix(".json"))
-                else:
-                    staged.unlink(missing_ok=True)
+        """Under the lock, so no put is between staging and promoting: promote staged
+        notifications whose object made it; drop those whose write did not."""
+        for staged in (self.root / OUTBOX_DIR).glob("*.pending"):
+            data = json.loads(staged.read_text())["data"]
+            try:
+                current = self.stat(data["name"])
+            except (ObjectMissing, BadObjectName):
+                staged.unlink(missing_ok=True)
+                continue
+            if str(current.generation) == data["generation"]:
+                staged.rename(staged.with_suffix(".json"))
+            else:
+                staged.unlink(missing_ok=True)
 
     def outbox(self) -> LocalOutbox:
         return LocalOutbox(self.root / OUTBOX_DIR, self.root / DLQ_DIR)
