@@ -132,18 +132,6 @@ def classify_gcs_error(exc: BaseException, auth_retries: int = 2) -> Transient |
     return None
 
 
-def _permanent(exc: BaseException, bucket: str, what: str) -> PermanentError | None:
-    """The PermanentError a non-retriable library error means, or None (not ours to map)."""
-    status = http_status(exc) if isinstance(exc, api_exceptions.GoogleAPICallError) else None
-    if status is None:
-        return None
-    if status == 404:
-        return BucketMissing(f"{what}: bucket {bucket!r} not found ({exc})")
-    if status in (401, 403):
-        return StorePermissionDenied(f"{what}: permission denied ({exc})")
-    return StoreRequestRefused(f"{what}: refused with HTTP {status} ({exc})")
-
-
 # -- client -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class HttpEnvironment:
@@ -487,8 +475,13 @@ class GcsStore:
                 existing,
                 crc,
             ) from None
-        except api_exceptions.GoogleAPICallError as exc:
-            raise _permanent(exc, self.bucket, f"put {name!r}") or exc from exc
+        except api_exceptions.GoogleAPICallError as exc:  # not retriable: refused
+            what, status = f"put {name!r}", http_status(exc)
+            if status == 404:
+                raise BucketMissing(f"{what}: bucket {self.bucket!r} not found ({exc})") from exc
+            if status in (401, 403):
+                raise StorePermissionDenied(f"{what}: permission denied ({exc})") from exc
+            raise StoreRequestRefused(f"{what}: refused with HTTP {status} ({exc})") from exc
         return PutResult(obj, created=True)
 
     def stat(self, name: str) -> StoredObject:

@@ -174,10 +174,6 @@ def from_storage_cloudevent(attributes: dict[str, Any], data: Any) -> ObjectEven
     event_id = _event_id(attributes.get("id", ""))
     if isinstance(data, (bytes, str)):
         data = _json(data, event_id)
-    if not isinstance(data, dict):
-        raise BadMessage(
-            f"event {clip(event_id)}: storage CloudEvent data is {_kind(data)}, not an object resource"
-        )
     return parse_object_resource(data, event_id, GCS_NOTIFICATION_FINALIZE)
 
 
