@@ -399,7 +399,7 @@ class GcsStore:
         url: str,
         remaining: float,
         body: bytes | None,
-        headers: dict[str, str],
+        headers: dict[str, str] | None,
         ok: tuple[int, ...] = (200,),
     ) -> Any:
         """One HTTP request; the urllib3 response of an ``ok`` status, else the library's
@@ -408,21 +408,12 @@ class GcsStore:
         from google.auth.exceptions import TransportError
 
         timeout = urllib3.Timeout(total=self._timeout(remaining))
+        # the endpoint's own pool takes the path
+        http, target = (self.http, url) if self._pool is None else (self._pool, url[len(self.endpoint) :])
         try:
-            if self._pool is not None:
-                response = self._pool.urlopen(
-                    method,
-                    url[len(self.endpoint) :],  # the path: the pool is the endpoint's
-                    body=body,
-                    headers=headers or None,
-                    timeout=timeout,
-                    retries=False,
-                    redirect=False,
-                )
-            else:
-                response = self.http.urlopen(
-                    method, url, body=body, headers=headers or None, timeout=timeout, retries=False
-                )
+            response = http.urlopen(
+                method, target, body=body, headers=headers, timeout=timeout, retries=False, redirect=False
+            )
         except urllib3.exceptions.TimeoutError as exc:
             raise TimeoutError(f"{method} {url}: {exc}") from exc
         except urllib3.exceptions.HTTPError as exc:  # connection refused/reset, protocol
@@ -446,7 +437,7 @@ class GcsStore:
 
     def _stat_once(self, name: str, remaining: float) -> StoredObject | None:
         try:
-            response = self._send("GET", self._object_url + quote(name, safe=""), remaining, None, {})
+            response = self._send("GET", self._object_url + quote(name, safe=""), remaining, None, None)
         except api_exceptions.NotFound as exc:
             if "bucket" in str(exc).lower():
                 raise
@@ -491,7 +482,7 @@ class GcsStore:
             raise ObjectMissing(f"object {self.uri(name)!r} does not exist")
         return obj
 
-    def _media(self, name: str, remaining: float, headers: dict[str, str]) -> Any:
+    def _media(self, name: str, remaining: float, headers: dict[str, str] | None) -> Any:
         url = self._media_url + quote(name, safe="") + "?alt=media"
         return self._send("GET", url, remaining, None, headers, ok=(200, 206))
 
@@ -511,7 +502,7 @@ class GcsStore:
         other bytes); ObjectMissing when absent."""
 
         def download(remaining: float) -> bytes:
-            response = self._media(name, remaining, {})
+            response = self._media(name, remaining, None)
             data: bytes = response.data
             stored = _crc32c(response.headers)
             encoding = str(response.headers.get("x-goog-stored-content-encoding", "identity"))
@@ -526,7 +517,7 @@ class GcsStore:
     def delete(self, name: str) -> None:
         """Remove an object (tests and operators only: the pipeline never deletes)."""
         timeout = self.settings.request_timeout
-        self._send("DELETE", self._object_url + quote(name, safe=""), timeout, None, {}, ok=(200, 204))
+        self._send("DELETE", self._object_url + quote(name, safe=""), timeout, None, None, ok=(200, 204))
 
     def close(self) -> None:
         pool = getattr(self.http, "http", None)
