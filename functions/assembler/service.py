@@ -94,11 +94,7 @@ class AssemblerService:
         self._bytes = self.metrics.counter(COMPONENT, "bytes")
         self._last_record = time.monotonic()
         self._gauges_at = 0.0
-        self.store = store or open_store(
-            StoreSettings(
-                url=settings.store_url, prefix=settings.prefix, quarantine_prefix=settings.quarantine_prefix
-            )
-        )
+        self.store = store or open_store(StoreSettings(url=settings.store_url))
         self.reassembler = Reassembler(settings.memory_limit_bytes, settings.incomplete_timeout_s)
         self._consumer: Consumer = Consumer(consumer_config(settings))
         self.dead_letters = DeadLetters(settings)
