@@ -219,8 +219,7 @@ def _night_entry(e: ExposurePresence) -> NightExposure:
 
 
 def _install_errors(app: FastAPI) -> None:
-    def error(status: int, reason: str, message: str, **extra: Any) -> JSONResponse:
-        headers = extra.pop("headers", None)
+    def error(status: int, reason: str, message: str, headers: Any = None, **extra: Any) -> JSONResponse:
         return JSONResponse({"error": reason, "message": message, **extra}, status, headers)
 
     @app.exception_handler(QueryRefused)

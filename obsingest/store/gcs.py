@@ -327,9 +327,7 @@ class GcsStore:
         self._client = client
         self.endpoint = endpoint or endpoint_from_env()
         self.environment = HttpEnvironment.resolve(self.endpoint)
-        self.http = (
-            http if http is not None else authorized_http(self.settings, self.endpoint, self.environment)
-        )
+        self.http = http or authorized_http(self.settings, self.endpoint, self.environment)
         #: the endpoint's own pool where google-auth's wrapper adds nothing but CPU per request
         #: (an emulator: anonymous, no proxy), else None
         self._pool = _anonymous_pool(self.http, self.endpoint)
@@ -445,7 +443,6 @@ class GcsStore:
         return stored_from_resource(json.loads(response.data), self.bucket)
 
     def put(self, name: str, data: bytes, metadata: dict[str, str] | None = None) -> PutResult:
-        """Create-once upload; same bytes already there -> created=False; else ObjectConflict."""
         crc = crc32c_b64(data)
         meta = dict(metadata or {})
         try:
@@ -476,7 +473,7 @@ class GcsStore:
         return PutResult(obj, created=True)
 
     def stat(self, name: str) -> StoredObject:
-        """Object metadata (a GET of the resource: GCS's HEAD). 403s are retried, bounded."""
+        """Object metadata: a GET of the resource (GCS's HEAD)."""
         obj = self._read("stat", name, lambda remaining: self._stat_once(name, remaining))
         if obj is None:
             raise ObjectMissing(f"object {self.uri(name)!r} does not exist")
