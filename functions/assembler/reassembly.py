@@ -137,6 +137,11 @@ class _File:
     def missing(self) -> list[int]:
         return [i for i in range(self.chunk_count) if i not in self.chunk_checksums]
 
+    def partial(self, what: str) -> str:
+        """Why this copy is dropped before completing, for its ``Ignored``."""
+        got = f"{len(self.chunk_checksums)}/{self.chunk_count} chunks from offset {self.first_offset}"
+        return f"partial copy {what} ({got})"
+
     def fits(self, chunk_count: int, stride: int | None) -> bool:
         """Whether a chunk cut this way can belong to this copy."""
         known = self.stride is None or stride is None or self.stride == stride
@@ -165,15 +170,11 @@ class Reassembler:
         self.incomplete_timeout_s = incomplete_timeout_s
         self.clock = clock
         self._partitions: dict[Partition, _PartitionState] = {}
-        self._memory = 0
+        #: payload bytes currently held for incomplete files
+        self.memory_bytes = 0
         self._seq = 0
 
     # -- introspection ------------------------------------------------------------------------
-    @property
-    def memory_bytes(self) -> int:
-        """Payload bytes currently held for incomplete files."""
-        return self._memory
-
     def open_files(self) -> list[str]:
         """Data ids of files open or held. Each list() copies in one step: safe to call while
         the service thread feeds."""
@@ -277,7 +278,7 @@ class Reassembler:
             return [Recover(partition, key, current.first_offset, current.last_offset), *superseded]
         assert current.parts is not None
         current.parts[chunk.chunk_index] = chunk.payload
-        self._memory += len(chunk.payload)
+        self.memory_bytes += len(chunk.payload)
         if len(current.parts) == current.chunk_count:
             return self._complete(partition, state, current)
         return self._enforce_memory(partition)
@@ -305,7 +306,7 @@ class Reassembler:
     def _forget(self, state: _PartitionState, f: _File) -> None:
         """Remove one copy (and its payload) from the open files."""
         key = f.data_id.key
-        self._memory -= f.nbytes
+        self.memory_bytes -= f.nbytes
         if f.parts is not None:
             f.parts = {}
         copies = state.files.get(key, [])
@@ -321,13 +322,7 @@ class Reassembler:
         for f in list(state.files.get(key, [])):
             self._forget(state, f)
             out.append(
-                Ignored(
-                    partition,
-                    f.first_offset,
-                    key,
-                    f"partial copy dropped ({len(f.chunk_checksums)}/{f.chunk_count} chunks "
-                    f"from offset {f.first_offset}): another copy is {winner}",
-                )
+                Ignored(partition, f.first_offset, key, f"{f.partial('dropped')}: another copy is {winner}")
             )
         return out
 
@@ -377,7 +372,7 @@ class Reassembler:
     def _enforce_memory(self, partition: Partition) -> list[Verdict]:
         """Over the limit: drop the youngest open copies' payloads (their offsets stay held)."""
         out: list[Verdict] = []
-        while self._memory > self.memory_limit_bytes:
+        while self.memory_bytes > self.memory_limit_bytes:
             candidates = [
                 (f.started, p, f)
                 for p, s in self._partitions.items()
@@ -388,7 +383,7 @@ class Reassembler:
             if not candidates:
                 break
             _, p, victim = max(candidates, key=lambda c: c[0])
-            self._memory -= victim.nbytes
+            self.memory_bytes -= victim.nbytes
             victim.parts = None
             out.append(self._incomplete(p, victim, "memory", final=False))
         return out
@@ -405,10 +400,7 @@ class Reassembler:
                         continue
                     self._forget(state, f)
                     if state.files.get(key):
-                        why = (
-                            f"partial copy timed out ({len(f.chunk_checksums)}/{f.chunk_count} "
-                            f"chunks from offset {f.first_offset}) while another copy is open"
-                        )
+                        why = f"{f.partial('timed out')} while another copy is open"
                         out.append(Ignored(partition, f.first_offset, key, why))
                     else:
                         out.append(self._incomplete(partition, f, "timeout", final=True))
@@ -423,7 +415,7 @@ class Reassembler:
         for partition in partitions:
             state = self._partitions.pop(partition, None)
             if state is not None:
-                self._memory -= sum(f.nbytes for c in state.files.values() for f in c)
+                self.memory_bytes -= sum(f.nbytes for c in state.files.values() for f in c)
         return safe
 
     @staticmethod
