@@ -79,7 +79,7 @@ class LocalDirStore:
         crc = crc32c_b64(data)
         tmp = self.root / TMP_DIR / f"{uuid.uuid4().hex}.part"
         try:
-            _write_synced(tmp, data)
+            write_atomic(tmp, data, fsync=True)  # durable before it is linked under its name
             with self._lock():
                 return self._link(name, target, tmp, data, crc, metadata)
         except (OSError, MemoryError) as exc:
@@ -226,11 +226,3 @@ class LocalOutbox:
         write_atomic(target, json.dumps(event).encode(), fsync=True)
         path.unlink(missing_ok=True)
         return target
-
-
-def _write_synced(path: Path, data: bytes) -> None:
-    """Write and fsync a file that is not visible under its final name yet."""
-    with open(path, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
