@@ -203,20 +203,13 @@ def from_pubsub_message(message: Any) -> ObjectEvent:
     return parse_object_resource(_json(payload, event_id), event_id, event_type)
 
 
-def from_pubsub_cloudevent(data: Any) -> ObjectEvent:
-    if isinstance(data, (bytes, str)):
-        data = _json(data, "pubsub-cloudevent")
-    if not isinstance(data, dict) or "message" not in data:
-        raise BadMessage("Pub/Sub CloudEvent without a message")
-    return from_pubsub_message(data["message"])
-
-
-def from_push_envelope(body: Any) -> ObjectEvent:
-    """Pub/Sub push JSON: {"message": {...}, "subscription": "..."}."""
+def from_push_envelope(body: Any, label: str = "push", refusal: str = "") -> ObjectEvent:
+    """Pub/Sub push JSON, {"message": {...}, "subscription": "..."}, or a Pub/Sub CloudEvent's
+    data, {"message": {...}} (``label`` and ``refusal`` name which in errors)."""
     if isinstance(body, (bytes, str)):
-        body = _json(body, "push")
+        body = _json(body, label)
     if not isinstance(body, dict) or not isinstance(body.get("message"), dict):
-        raise BadMessage("push request is not a Pub/Sub envelope")
+        raise BadMessage(refusal or "push request is not a Pub/Sub envelope")
     return from_pubsub_message(body["message"])
 
 
@@ -224,7 +217,7 @@ def parse_cloudevent(event_type: str, attributes: dict[str, Any], data: Any) -> 
     if event_type == STORAGE_FINALIZED:
         return from_storage_cloudevent(attributes, data)
     if event_type == PUBSUB_PUBLISHED:
-        return from_pubsub_cloudevent(data)
+        return from_push_envelope(data, "pubsub-cloudevent", "Pub/Sub CloudEvent without a message")
     raise BadMessage(
         f"event {clip(attributes.get('id', ''))}: unsupported CloudEvent type {clip(event_type)}"
     )
