@@ -284,8 +284,7 @@ class AssemblerService:
         """Per partition, the first offset of the oldest file still being stored."""
         held: dict[TP, int] = {}
         for done in self._pending.values():
-            tp = done.partition
-            held[tp] = min(held.get(tp, done.first_offset), done.first_offset)
+            held[done.partition] = min(held.get(done.partition, done.first_offset), done.first_offset)
         return held
 
     def _commit(self) -> None:

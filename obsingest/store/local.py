@@ -2,8 +2,7 @@
 
 Writes are fsynced and create-once (temp file, then ``link``); metadata is a JSON sidecar (no
 MD5: too costly, as for GCS composites). Each new object's CloudEvent is staged in a durable
-outbox before the link and promoted after, so none loses its notification (ack = delete the
-file). A full filesystem raises ``DestinationFull`` after removing what the put wrote.
+outbox before the link and promoted after, so none loses its notification (ack = delete the file).
 """
 
 from __future__ import annotations
