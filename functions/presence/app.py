@@ -158,7 +158,7 @@ def create_app(
                 instrument=page.instrument,
                 day_obs=page.day_obs,
                 limit=size,
-                exposures=[_night_entry(e) for e in page.exposures],
+                exposures=[NightExposure.model_validate(e) for e in page.exposures],
                 next_after=page.next_after,
             ),
         )
@@ -202,20 +202,6 @@ _CCD, _EXPOSURE, _NIGHT = TypeAdapter(CcdPresence), TypeAdapter(ExposurePresence
 def _dumped(adapter: TypeAdapter[Any], found: Any) -> Response:
     """``found`` as JSON, serialised once by pydantic (FastAPI would validate it again first)."""
     return Response(adapter.dump_json(found), media_type="application/json")
-
-
-def _night_entry(e: ExposurePresence) -> NightExposure:
-    return NightExposure(
-        exposure=e.exposure,
-        expected=e.expected,
-        expected_source=e.expected_source,
-        registered=e.registered,
-        missing=len(e.missing),
-        over_budget=len(e.over_budget),
-        latency_p95=e.latency_p95,
-        latency_max=e.latency_max,
-        status=e.status,
-    )
 
 
 def _install_errors(app: FastAPI) -> None:
