@@ -239,9 +239,6 @@ class AssemblerService:
         except Exception as exc:
             log_event(log, "assembler.metrics_failed", logging.WARNING, error=str(exc))
 
-    def _count(self, outcome: str, reason: str | None = None) -> None:
-        self.metrics.ccd(COMPONENT, outcome, reason=reason)
-
     def _consume(self, timeout: float) -> list[Message]:
         """Wait up to ``timeout`` for the first record, then take what is already fetched:
         a batch never waits for records that are not there (``consume(n, t)`` would wait the
@@ -312,7 +309,7 @@ class AssemblerService:
             self._store(verdict)
         elif isinstance(verdict, Poison):
             self.dead_letters.poison(verdict, msg.key() if msg is not None else None)
-            self._count("dead_lettered", verdict.reason)
+            self.metrics.ccd(COMPONENT, "dead_lettered", reason=verdict.reason)
         elif isinstance(verdict, Incomplete):
             self._incomplete(verdict)
         elif isinstance(verdict, Recover):
@@ -350,7 +347,7 @@ class AssemblerService:
             except RetriesExhausted as gave_up:
                 _store_retry(gave_up.attempts, gave_up.last)
                 raise StoreUnavailable(f"{name}: {gave_up.last}") from gave_up.last
-            self._count(outcome, "checksum-conflict" if status == "conflict" else None)
+            self.metrics.ccd(COMPONENT, outcome, reason="checksum-conflict" if status == "conflict" else None)
             log_event(
                 log,
                 f"assembler.{status}",
@@ -380,7 +377,7 @@ class AssemblerService:
             log_event(log, "assembler.evicted", logging.WARNING, **incomplete_fields(inc))
             return
         self.dead_letters.incomplete(inc)
-        self._count("dead_lettered", PoisonReason.INCOMPLETE)
+        self.metrics.ccd(COMPONENT, "dead_lettered", reason=PoisonReason.INCOMPLETE)
 
     def _recover(self, rec: Recover) -> None:
         """Re-read one dropped file (``recovery``) and act on its verdicts here."""

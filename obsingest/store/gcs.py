@@ -65,14 +65,6 @@ class GcsSettings(BaseSettings):
     #: HTTP connections kept per host (parallel uploads/reads from one process).
     pool_connections: int = Field(default=32, ge=1)
 
-    def policy(self) -> RetryPolicy:
-        return RetryPolicy(
-            max_attempts=self.max_attempts,
-            base_delay=self.base_delay,
-            max_delay=self.max_delay,
-            deadline=self.deadline_seconds,
-        )
-
 
 # -- errors -----------------------------------------------------------------------------------
 class StoreRequestRefused(PermanentError, reason="store-request-refused"):
@@ -323,7 +315,8 @@ class GcsStore:
     ) -> None:
         self.settings = settings or GcsSettings()
         self.bucket = bucket
-        self.policy = self.settings.policy()
+        s = self.settings
+        self.policy = RetryPolicy(s.max_attempts, s.base_delay, s.max_delay, deadline=s.deadline_seconds)
         self._client = client
         self.endpoint = endpoint or endpoint_from_env()
         self.environment = HttpEnvironment.resolve(self.endpoint)
