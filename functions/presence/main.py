@@ -1,8 +1,6 @@
 """Process entry point of the presence API: ``obsingest serve`` / ``python -m functions.presence``.
-
-One uvicorn worker (httptools, uvloop); scale with instances behind a load balancer, as Cloud Run
-does (infra/terraform/presence.tf).
-"""
+uvicorn (httptools, uvloop); scale with instances behind a load balancer, as Cloud Run does
+(infra/terraform/presence.tf), or with worker processes on one port."""
 
 from __future__ import annotations
 
