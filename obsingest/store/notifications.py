@@ -237,6 +237,7 @@ MAX_JSON_DEPTH = 32
 MAX_OBJECT_NAME_BYTES = 1024
 MAX_BUCKET_NAME = 222
 _INT64_MAX = 2**63 - 1
+_SURROGATE = re.compile("[\ud800-\udfff]")
 #: JSON strings, skipped whole (even an unterminated one, which runs to the end): a possessive
 #: loop, so every byte is looked at once whatever the quotes and backslashes.
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.?)*+(?:"|\Z)', re.DOTALL)
@@ -270,8 +271,8 @@ def clip(value: Any, limit: int = 120) -> str:
 def _kind(value: Any) -> str:
     if value is None:
         return "null"
-    name = {"dict": "object", "list": "array", "str": "string"}.get(type(value).__name__)
-    name = name or type(value).__name__
+    name = type(value).__name__
+    name = {"dict": "object", "list": "array", "str": "string"}.get(name, name)
     return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
@@ -282,11 +283,8 @@ def _event_id(value: Any) -> str:
 
 
 def _valid_text(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate (JSON can escape one): not Unicode text
-        return False
-    return True
+    """Not Unicode text: a lone surrogate (JSON can escape one), which UTF-8 cannot encode."""
+    return _SURROGATE.search(value) is None
 
 
 def _bucket(data: dict[str, Any], where: str) -> str:
