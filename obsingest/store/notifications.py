@@ -237,6 +237,7 @@ MAX_JSON_DEPTH = 32
 MAX_OBJECT_NAME_BYTES = 1024
 MAX_BUCKET_NAME = 222
 _INT64_MAX = 2**63 - 1
+#: what makes a str not Unicode text: a lone surrogate (JSON can escape one), UTF-8 cannot encode it
 _SURROGATE = re.compile("[\ud800-\udfff]")
 #: JSON strings, skipped whole (even an unterminated one, which runs to the end): a possessive
 #: loop, so every byte is looked at once whatever the quotes and backslashes.
@@ -282,16 +283,11 @@ def _event_id(value: Any) -> str:
     return str(value)[:256]
 
 
-def _valid_text(value: str) -> bool:
-    """Not Unicode text: a lone surrogate (JSON can escape one), which UTF-8 cannot encode."""
-    return _SURROGATE.search(value) is None
-
-
 def _bucket(data: dict[str, Any], where: str) -> str:
     bucket = data.get("bucket")
     if not isinstance(bucket, str) or not bucket:
         raise BadMessage(f"{where}: field 'bucket' is {_kind(bucket)}, not a bucket name")
-    if len(bucket) > MAX_BUCKET_NAME or not _valid_text(bucket) or not bucket.isprintable():
+    if len(bucket) > MAX_BUCKET_NAME or _SURROGATE.search(bucket) or not bucket.isprintable():
         raise BadMessage(f"{where}: bucket {clip(bucket)} is not a bucket name")
     return bucket
 
@@ -300,7 +296,7 @@ def _object_name(data: dict[str, Any], where: str) -> str:
     name = data.get("name")
     if not isinstance(name, str) or not name:
         raise BadMessage(f"{where}: field 'name' is {_kind(name)}, not an object name")
-    if not _valid_text(name):
+    if _SURROGATE.search(name):
         raise BadMessage(f"{where}: object name {clip(name)} is not valid Unicode")
     size = len(name.encode("utf-8"))
     if size > MAX_OBJECT_NAME_BYTES:
@@ -366,7 +362,7 @@ def _metadata(value: Any, where: str) -> dict[str, str]:
     for key, item in value.items():
         if not isinstance(item, str):
             raise BadMessage(f"{where}: metadata {clip(key)} is {_kind(item)}, not a string")
-        if not _valid_text(key) or not _valid_text(item):
+        if _SURROGATE.search(key) or _SURROGATE.search(item):
             raise BadMessage(f"{where}: metadata {clip(key)} is not valid Unicode")
     return dict(value)
 
