@@ -397,8 +397,7 @@ class AssemblerService:
     # -- rebalance ----------------------------------------------------------------------------
     def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         with self._lock:
-            for tp in partitions:
-                self._assigned.add((tp.topic, tp.partition))
+            self._assigned.update((tp.topic, tp.partition) for tp in partitions)
             if self._assigned:
                 self.assigned.set()
         log_event(log, "assembler.assigned", partitions=[tp.partition for tp in partitions])

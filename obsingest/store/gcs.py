@@ -281,12 +281,10 @@ def _anonymous_pool(http: Any, endpoint: str) -> Any:
     from google.auth.credentials import AnonymousCredentials
     from google.auth.transport.urllib3 import AuthorizedHttp
 
-    if not isinstance(http, AuthorizedHttp) or not isinstance(http.credentials, AnonymousCredentials):
+    anonymous = isinstance(http, AuthorizedHttp) and isinstance(http.credentials, AnonymousCredentials)
+    if not anonymous or type(http.http) is not urllib3.PoolManager:  # a ProxyManager, or a caller's own
         return None
-    manager = http.http
-    if type(manager) is not urllib3.PoolManager:  # a ProxyManager, or a caller's own
-        return None
-    return manager.connection_from_url(endpoint)
+    return http.http.connection_from_url(endpoint)
 
 
 class DataCorruption(Exception):
@@ -313,9 +311,8 @@ class GcsStore:
         http: Any = None,
         client: Any = None,
     ) -> None:
-        self.settings = settings or GcsSettings()
+        self.settings = s = settings or GcsSettings()
         self.bucket = bucket
-        s = self.settings
         self.policy = RetryPolicy(s.max_attempts, s.base_delay, s.max_delay, deadline=s.deadline_seconds)
         self._client = client
         self.endpoint = endpoint or endpoint_from_env()
