@@ -85,8 +85,7 @@ class Incomplete:
 @dataclass(frozen=True)
 class Recover:
     """A file dropped for memory has now had every chunk pass by: re-read offsets
-    ``first_offset..last_offset`` of ``partition`` for key ``data_id`` and feed them to a fresh
-    Reassembler (``functions.assembler.service`` does this with a separate consumer)."""
+    ``first_offset..last_offset`` of ``partition`` for key ``data_id`` (``recovery``)."""
 
     partition: Partition
     data_id: str

@@ -48,12 +48,9 @@ COMPONENT = "assembler"
 #: seconds between refreshes of the lag / open files / memory gauges
 GAUGE_SECONDS = 2.0
 #: ``counts()`` name -> the outcome or count it reads (poison: dead letters but incomplete ones)
-COUNTS = {
-    "stored": "stored",
-    "existing": "duplicate",
-    "conflicts": "quarantined",
-    "poison": "dead_lettered",
-} | {name: name for name in ("ignored", "recovered", "records", "bytes")}
+COUNTS = {"existing": "duplicate", "conflicts": "quarantined", "poison": "dead_lettered"} | {
+    name: name for name in ("stored", "ignored", "recovered", "records", "bytes")
+}
 TP = tuple[str, int]
 
 

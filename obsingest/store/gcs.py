@@ -298,10 +298,8 @@ def _crc32c(headers: Any) -> str:
 
 
 class GcsStore:
-    """A GCS bucket as an ``ObjectStore``: put, stat, reads and deletes are one JSON-API request
-    each through google-auth's urllib3 transport (less CPU per object than the library's client:
-    benchmarks/README.md). The library's client (``client``) is only made for listings and
-    provisioning. Thread-safe; share one per process."""
+    """A GCS bucket as an ``ObjectStore``, one JSON-API request per call (less CPU per object than
+    the library's client: benchmarks/README.md). Thread-safe; share one per process."""
 
     def __init__(
         self,

@@ -147,9 +147,8 @@ class LocalDirStore:
 
     def read(self, name: str) -> bytes:
         # a name that is a prefix of other objects ("raw") is a directory here, no object, as in GCS
-        target = self._object_path(name)
         try:
-            return target.read_bytes()
+            return self._object_path(name).read_bytes()
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise ObjectMissing(f"object {name!r} does not exist in {self.root.as_uri()}") from None
 
