@@ -21,13 +21,11 @@ from obsingest.store.local import LocalOutbox
 
 log = get_logger("obsingest.dispatch")
 
-Handler = Callable[[dict[str, Any]], None]
-
 
 @dataclass
 class OutboxDispatcher:
     outbox: LocalOutbox
-    handler: Handler
+    handler: Callable[[dict[str, Any]], None]
     policy: RetryPolicy = OUTBOX_REDELIVERY
     poll_interval: float = 0.02
     delivered: int = 0

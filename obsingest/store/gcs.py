@@ -66,7 +66,6 @@ class GcsSettings(BaseSettings):
     pool_connections: int = Field(default=32, ge=1)
 
 
-# -- errors -----------------------------------------------------------------------------------
 class StoreRequestRefused(PermanentError, reason="store-request-refused"):
     """The store refused the request itself (400, 401, 404 bucket, ...): retrying cannot help."""
 
@@ -124,7 +123,6 @@ def classify_gcs_error(exc: BaseException, auth_retries: int = 2) -> Transient |
     return None
 
 
-# -- client -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class HttpEnvironment:
     """What ``requests`` takes from the environment for one endpoint, read once: its default
