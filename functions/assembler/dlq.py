@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import asdict
 from typing import Any
 
 from functions.assembler.kafka_clients import dlq_producer_config
@@ -33,36 +34,11 @@ def _headers(reason: str, error: str, partition: tuple[str, int], offset: int) -
     }
 
 
-def poison_headers(p: Poison) -> dict[str, str]:
-    headers = _headers(p.reason, p.error, p.partition, p.offset)
-    if p.first_offset is not None:
-        headers["first_offset"] = str(p.first_offset)
-    return headers
-
-
-def incomplete_headers(inc: Incomplete) -> dict[str, str]:
-    error = f"{inc.data_id}: {inc.received}/{inc.chunk_count} chunks after {inc.cause}; missing {inc.missing}"
-    return _headers(PoisonReason.INCOMPLETE, error, inc.partition, inc.first_offset) | {
-        "first_offset": str(inc.first_offset),
-        "last_offset": str(inc.last_offset),
-        "missing_chunks": ",".join(map(str, inc.missing)),
-        "file_checksum": inc.file_checksum,
-    }
-
-
 def incomplete_fields(inc: Incomplete) -> dict[str, Any]:
     """The facts of an incomplete file, for its report and its log line."""
-    return dict(
-        data_id=inc.data_id,
-        cause=inc.cause,
-        missing=inc.missing,
-        received=inc.received,
-        chunk_count=inc.chunk_count,
-        partition=inc.partition[1],
-        first_offset=inc.first_offset,
-        last_offset=inc.last_offset,
-        final=inc.final,
-    )
+    fields = asdict(inc) | {"partition": inc.partition[1]}
+    del fields["file_checksum"]
+    return fields
 
 
 class DeadLetters:
@@ -76,7 +52,9 @@ class DeadLetters:
 
     def poison(self, p: Poison, fallback_key: bytes | None) -> None:
         """One poison record (or a file-level refusal, as a report)."""
-        headers = poison_headers(p)
+        headers = _headers(p.reason, p.error, p.partition, p.offset)
+        if p.first_offset is not None:
+            headers["first_offset"] = str(p.first_offset)
         value = p.value
         if value is None:  # a file-level verdict: a report instead of one record
             value = json.dumps({"data_id": p.data_id, **headers}).encode()
@@ -97,7 +75,16 @@ class DeadLetters:
         """A file given up as incomplete: a JSON report of what was received and missing."""
         fields = incomplete_fields(inc)
         report = {"report": "incomplete", **fields, "file_checksum": inc.file_checksum}
-        self.send(inc.data_id.encode(), json.dumps(report).encode(), incomplete_headers(inc))
+        error = (
+            f"{inc.data_id}: {inc.received}/{inc.chunk_count} chunks after {inc.cause}; missing {inc.missing}"
+        )
+        headers = _headers(PoisonReason.INCOMPLETE, error, inc.partition, inc.first_offset) | {
+            "first_offset": str(inc.first_offset),
+            "last_offset": str(inc.last_offset),
+            "missing_chunks": ",".join(map(str, inc.missing)),
+            "file_checksum": inc.file_checksum,
+        }
+        self.send(inc.data_id.encode(), json.dumps(report).encode(), headers)
         log_event(log, "assembler.incomplete", logging.ERROR, **fields)
 
     def send(self, key: bytes | None, value: bytes, headers: dict[str, str]) -> None:

@@ -1,8 +1,5 @@
-"""The assembler's Kafka client configuration and the consumer-group lag query.
-
-Why each librdkafka setting: functions/assembler/README.md. Kept apart from the consumer loop so
-the settings are read (and reviewed) in one place.
-"""
+"""The assembler's Kafka client configuration (why each setting: functions/assembler/README.md)
+and the consumer-group lag queries."""
 
 from __future__ import annotations
 
@@ -12,7 +9,6 @@ from functions.assembler.settings import AssemblerSettings
 
 
 def consumer_config(settings: AssemblerSettings, group_id: str | None = None) -> dict[str, Any]:
-    """librdkafka consumer settings (reasons in functions/assembler/README.md)."""
     return {
         "bootstrap.servers": settings.bootstrap_servers,
         "group.id": group_id or settings.group_id,

@@ -52,8 +52,7 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    metrics = get_metrics()
-    metrics.start("assembler")
+    metrics = get_metrics()  # started by the service
     metrics_server = serve_metrics()  # /metrics on OBSINGEST_METRICS_PORT (0: off)
     try:
         AssemblerService(settings, metrics=metrics).run(stop, idle_exit_s=args.idle_exit)

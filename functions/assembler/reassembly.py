@@ -85,8 +85,7 @@ class Incomplete:
 @dataclass(frozen=True)
 class Recover:
     """A file dropped for memory has now had every chunk pass by: re-read offsets
-    ``first_offset..last_offset`` of ``partition`` for key ``data_id`` and feed them to a fresh
-    Reassembler (``functions.assembler.service`` does this with a separate consumer)."""
+    ``first_offset..last_offset`` of ``partition`` for key ``data_id`` (``recovery``)."""
 
     partition: Partition
     data_id: str
@@ -137,6 +136,11 @@ class _File:
     def missing(self) -> list[int]:
         return [i for i in range(self.chunk_count) if i not in self.chunk_checksums]
 
+    def partial(self, what: str) -> str:
+        """Why this copy is dropped before completing, for its ``Ignored``."""
+        got = f"{len(self.chunk_checksums)}/{self.chunk_count} chunks from offset {self.first_offset}"
+        return f"partial copy {what} ({got})"
+
     def fits(self, chunk_count: int, stride: int | None) -> bool:
         """Whether a chunk cut this way can belong to this copy."""
         known = self.stride is None or stride is None or self.stride == stride
@@ -165,15 +169,11 @@ class Reassembler:
         self.incomplete_timeout_s = incomplete_timeout_s
         self.clock = clock
         self._partitions: dict[Partition, _PartitionState] = {}
-        self._memory = 0
+        #: payload bytes currently held for incomplete files
+        self.memory_bytes = 0
         self._seq = 0
 
     # -- introspection ------------------------------------------------------------------------
-    @property
-    def memory_bytes(self) -> int:
-        """Payload bytes currently held for incomplete files."""
-        return self._memory
-
     def open_files(self) -> list[str]:
         """Data ids of files open or held. Each list() copies in one step: safe to call while
         the service thread feeds."""
@@ -213,6 +213,10 @@ class Reassembler:
             key = chunk_key(chunk)
             return [Poison(partition, offset, exc.reason, str(exc), key, value)]
         key = data_id.key
+
+        def poison(reason: str, error: str) -> list[Verdict]:
+            return [Poison(partition, offset, reason, error, key, value)]
+
         copies = state.files.get(key)
         if not copies:
             if state.completed.get(key) == chunk.file_checksum:
@@ -221,19 +225,13 @@ class Reassembler:
             return self._add(partition, state, new, chunk, offset, now)
         first = copies[0]
         if (first.total_size, first.file_checksum) != (chunk.total_size, chunk.file_checksum):
-            return [
-                Poison(
-                    partition,
-                    offset,
-                    PoisonReason.FILE_CHANGED,
-                    f"{key}: chunk {chunk.chunk_index} says {chunk.chunk_count} chunks, "
-                    f"{chunk.total_size} bytes, {chunk.file_checksum}; the file began at offset "
-                    f"{first.first_offset} with {first.chunk_count} chunks, "
-                    f"{first.total_size} bytes, {first.file_checksum}",
-                    key,
-                    value,
-                )
-            ]
+            return poison(
+                PoisonReason.FILE_CHANGED,
+                f"{key}: chunk {chunk.chunk_index} says {chunk.chunk_count} chunks, "
+                f"{chunk.total_size} bytes, {chunk.file_checksum}; the file began at offset "
+                f"{first.first_offset} with {first.chunk_count} chunks, "
+                f"{first.total_size} bytes, {first.file_checksum}",
+            )
         stride = chunk_stride(chunk)
         same_layout = [c for c in copies if c.fits(chunk.chunk_count, stride)]
         for c in same_layout:
@@ -245,17 +243,11 @@ class Reassembler:
             return self._add(partition, state, lacking[-1], chunk, offset, now)
         if same_layout:
             known = same_layout[-1].chunk_checksums[chunk.chunk_index]
-            return [
-                Poison(
-                    partition,
-                    offset,
-                    PoisonReason.CHUNK_CONFLICT,
-                    f"{key}: chunk {chunk.chunk_index} again with other bytes "
-                    f"({chunk.chunk_checksum}, first {known})",
-                    key,
-                    value,
-                )
-            ]
+            return poison(
+                PoisonReason.CHUNK_CONFLICT,
+                f"{key}: chunk {chunk.chunk_index} again with other bytes "
+                f"({chunk.chunk_checksum}, first {known})",
+            )
         # the same bytes cut another way: a resend with another chunk size starts a new copy
         new = self._open(state, chunk, data_id, offset, now)
         return self._add(partition, state, new, chunk, offset, now)
@@ -285,7 +277,7 @@ class Reassembler:
             return [Recover(partition, key, current.first_offset, current.last_offset), *superseded]
         assert current.parts is not None
         current.parts[chunk.chunk_index] = chunk.payload
-        self._memory += len(chunk.payload)
+        self.memory_bytes += len(chunk.payload)
         if len(current.parts) == current.chunk_count:
             return self._complete(partition, state, current)
         return self._enforce_memory(partition)
@@ -313,7 +305,7 @@ class Reassembler:
     def _forget(self, state: _PartitionState, f: _File) -> None:
         """Remove one copy (and its payload) from the open files."""
         key = f.data_id.key
-        self._memory -= f.nbytes
+        self.memory_bytes -= f.nbytes
         if f.parts is not None:
             f.parts = {}
         copies = state.files.get(key, [])
@@ -329,13 +321,7 @@ class Reassembler:
         for f in list(state.files.get(key, [])):
             self._forget(state, f)
             out.append(
-                Ignored(
-                    partition,
-                    f.first_offset,
-                    key,
-                    f"partial copy dropped ({len(f.chunk_checksums)}/{f.chunk_count} chunks "
-                    f"from offset {f.first_offset}): another copy is {winner}",
-                )
+                Ignored(partition, f.first_offset, key, f"{f.partial('dropped')}: another copy is {winner}")
             )
         return out
 
@@ -344,31 +330,21 @@ class Reassembler:
         data = b"".join(f.parts[i] for i in range(f.chunk_count))
         self._forget(state, f)
         key = f.data_id.key
+
+        def refused(reason: str, error: str) -> list[Verdict]:
+            return [Poison(partition, f.last_offset, reason, error, key, None, f.first_offset)]
+
         if len(data) != f.total_size:
-            return [
-                Poison(
-                    partition,
-                    f.last_offset,
-                    PoisonReason.FILE_SIZE,
-                    f"{key}: chunks add up to {len(data)} bytes, total_size says {f.total_size}",
-                    key,
-                    None,
-                    f.first_offset,
-                )
-            ]
+            return refused(
+                PoisonReason.FILE_SIZE,
+                f"{key}: chunks add up to {len(data)} bytes, total_size says {f.total_size}",
+            )
         actual = checksum_str(data)
         if actual != f.file_checksum:
-            return [
-                Poison(
-                    partition,
-                    f.last_offset,
-                    PoisonReason.FILE_CHECKSUM,
-                    f"{key}: assembled file has {actual}, chunks say {f.file_checksum}",
-                    key,
-                    None,
-                    f.first_offset,
-                )
-            ]
+            return refused(
+                PoisonReason.FILE_CHECKSUM,
+                f"{key}: assembled file has {actual}, chunks say {f.file_checksum}",
+            )
         superseded = self._drop_copies(partition, state, key, "complete")
         self._remember(state, key, f.file_checksum)
         done = Completed(
@@ -395,7 +371,7 @@ class Reassembler:
     def _enforce_memory(self, partition: Partition) -> list[Verdict]:
         """Over the limit: drop the youngest open copies' payloads (their offsets stay held)."""
         out: list[Verdict] = []
-        while self._memory > self.memory_limit_bytes:
+        while self.memory_bytes > self.memory_limit_bytes:
             candidates = [
                 (f.started, p, f)
                 for p, s in self._partitions.items()
@@ -406,7 +382,7 @@ class Reassembler:
             if not candidates:
                 break
             _, p, victim = max(candidates, key=lambda c: c[0])
-            self._memory -= victim.nbytes
+            self.memory_bytes -= victim.nbytes
             victim.parts = None
             out.append(self._incomplete(p, victim, "memory", final=False))
         return out
@@ -423,27 +399,22 @@ class Reassembler:
                         continue
                     self._forget(state, f)
                     if state.files.get(key):
-                        why = (
-                            f"partial copy timed out ({len(f.chunk_checksums)}/{f.chunk_count} "
-                            f"chunks from offset {f.first_offset}) while another copy is open"
-                        )
+                        why = f"{f.partial('timed out')} while another copy is open"
                         out.append(Ignored(partition, f.first_offset, key, why))
                     else:
                         out.append(self._incomplete(partition, f, "timeout", final=True))
         return out
 
     def revoke(self, partitions: Iterable[Partition]) -> dict[Partition, int]:
-        """Forget ``partitions`` (rebalance): returns the offsets safe to commit for them.
-
-        Partial files are dropped, not reported: the next owner re-reads them from the
-        committed offset, which is at or below their first chunk.
-        """
+        """Forget ``partitions`` (rebalance): returns the offsets safe to commit for them. Partial
+        files are dropped, not reported: the next owner re-reads them from that offset, which is
+        at or below their first chunk."""
         partitions = list(partitions)
         safe = self.safe_offsets(partitions)
         for partition in partitions:
             state = self._partitions.pop(partition, None)
             if state is not None:
-                self._memory -= sum(f.nbytes for c in state.files.values() for f in c)
+                self.memory_bytes -= sum(f.nbytes for c in state.files.values() for f in c)
         return safe
 
     @staticmethod

@@ -32,7 +32,6 @@ def reread(settings: AssemblerSettings, rec: Recover) -> list[Verdict]:
     """The final verdicts (Completed, or a file-level Poison) of the dropped file ``rec``."""
     from confluent_kafka import Consumer, TopicPartition
 
-    topic, partition = rec.partition
     cfg = consumer_config(settings, group_id=f"{settings.group_id}-recovery-{uuid.uuid4().hex[:8]}")
     cfg.pop("partition.assignment.strategy")
     reader = Consumer(cfg)
@@ -41,7 +40,7 @@ def reread(settings: AssemblerSettings, rec: Recover) -> list[Verdict]:
     key = rec.data_id.encode()
     deadline = time.monotonic() + REREAD_TIMEOUT_S
     try:
-        reader.assign([TopicPartition(topic, partition, rec.first_offset)])
+        reader.assign([TopicPartition(*rec.partition, rec.first_offset)])
         position = rec.first_offset
         while position <= rec.last_offset:
             if time.monotonic() > deadline:

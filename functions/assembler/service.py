@@ -48,12 +48,9 @@ COMPONENT = "assembler"
 #: seconds between refreshes of the lag / open files / memory gauges
 GAUGE_SECONDS = 2.0
 #: ``counts()`` name -> the outcome or count it reads (poison: dead letters but incomplete ones)
-COUNTS = {
-    "stored": "stored",
-    "existing": "duplicate",
-    "conflicts": "quarantined",
-    "poison": "dead_lettered",
-} | {name: name for name in ("ignored", "recovered", "records", "bytes")}
+COUNTS = {"existing": "duplicate", "conflicts": "quarantined", "poison": "dead_lettered"} | {
+    name: name for name in ("stored", "ignored", "recovered", "records", "bytes")
+}
 TP = tuple[str, int]
 
 
@@ -94,11 +91,7 @@ class AssemblerService:
         self._bytes = self.metrics.counter(COMPONENT, "bytes")
         self._last_record = time.monotonic()
         self._gauges_at = 0.0
-        self.store = store or open_store(
-            StoreSettings(
-                url=settings.store_url, prefix=settings.prefix, quarantine_prefix=settings.quarantine_prefix
-            )
-        )
+        self.store = store or open_store(StoreSettings(url=settings.store_url))
         self.reassembler = Reassembler(settings.memory_limit_bytes, settings.incomplete_timeout_s)
         self._consumer: Consumer = Consumer(consumer_config(settings))
         self.dead_letters = DeadLetters(settings)
@@ -243,9 +236,6 @@ class AssemblerService:
         except Exception as exc:
             log_event(log, "assembler.metrics_failed", logging.WARNING, error=str(exc))
 
-    def _count(self, outcome: str, reason: str | None = None) -> None:
-        self.metrics.ccd(COMPONENT, outcome, reason=reason)
-
     def _consume(self, timeout: float) -> list[Message]:
         """Wait up to ``timeout`` for the first record, then take what is already fetched:
         a batch never waits for records that are not there (``consume(n, t)`` would wait the
@@ -288,8 +278,7 @@ class AssemblerService:
         """Per partition, the first offset of the oldest file still being stored."""
         held: dict[TP, int] = {}
         for done in self._pending.values():
-            tp = done.partition
-            held[tp] = min(held.get(tp, done.first_offset), done.first_offset)
+            held[done.partition] = min(held.get(done.partition, done.first_offset), done.first_offset)
         return held
 
     def _commit(self) -> None:
@@ -317,7 +306,7 @@ class AssemblerService:
             self._store(verdict)
         elif isinstance(verdict, Poison):
             self.dead_letters.poison(verdict, msg.key() if msg is not None else None)
-            self._count("dead_lettered", verdict.reason)
+            self.metrics.ccd(COMPONENT, "dead_lettered", reason=verdict.reason)
         elif isinstance(verdict, Incomplete):
             self._incomplete(verdict)
         elif isinstance(verdict, Recover):
@@ -336,43 +325,37 @@ class AssemblerService:
 
     def _store(self, done: Completed) -> None:
         with logging_context(data_id=done.data_id.key):
-            self._store_file(done)
-
-    def _store_file(self, done: Completed) -> None:
-        name = assembled_object_name(done.data_id, done.data, self.settings.prefix)
-        meta = object_metadata(
-            done.checksum, done.readout_time, done.compressed_time, TRANSPORT, done.producer
-        )
-        try:  # network, 5xx, disk: retry, then stop without committing
-            result = call_with_retries(
-                lambda _left: self.store.put(name, done.data, meta),
-                _store_failure,
-                RetryPolicy.doubling(self.settings.store_attempts, self.settings.store_backoff_s),
-                what=name,
-                on_retry=lambda attempt: _store_retry(attempt.number, attempt.error),
+            name = assembled_object_name(done.data_id, done.data, self.settings.prefix)
+            meta = object_metadata(
+                done.checksum, done.readout_time, done.compressed_time, TRANSPORT, done.producer
             )
-            status = "stored" if result.created else "exists"
-        except ObjectConflict as conflict:
-            result = self._park_conflict(done, name, meta, conflict)
-            status = "conflict"
-        except RetriesExhausted as gave_up:
-            _store_retry(gave_up.attempts, gave_up.last)
-            raise StoreUnavailable(f"{name}: {gave_up.last}") from gave_up.last
-        self._count(
-            {"stored": "stored", "exists": "duplicate", "conflict": "quarantined"}[status],
-            "checksum-conflict" if status == "conflict" else None,
-        )
-        log_event(
-            log,
-            f"assembler.{status}",
-            object=result.obj.name,
-            size=len(done.data),
-            chunks=done.chunk_count,
-            partition=done.partition[1],
-            first_offset=done.first_offset,
-            last_offset=done.last_offset,
-            latency_s=round((utcnow() - done.readout_time).total_seconds(), 6),
-        )
+            try:  # network, 5xx, disk: retry, then stop without committing
+                result = call_with_retries(
+                    lambda _left: self.store.put(name, done.data, meta),
+                    _store_failure,
+                    RetryPolicy.doubling(self.settings.store_attempts, self.settings.store_backoff_s),
+                    what=name,
+                    on_retry=lambda attempt: _store_retry(attempt.number, attempt.error),
+                )
+                status, outcome = ("stored", "stored") if result.created else ("exists", "duplicate")
+            except ObjectConflict as conflict:
+                result = self._park_conflict(done, name, meta, conflict)
+                status, outcome = "conflict", "quarantined"
+            except RetriesExhausted as gave_up:
+                _store_retry(gave_up.attempts, gave_up.last)
+                raise StoreUnavailable(f"{name}: {gave_up.last}") from gave_up.last
+            self.metrics.ccd(COMPONENT, outcome, reason="checksum-conflict" if status == "conflict" else None)
+            log_event(
+                log,
+                f"assembler.{status}",
+                object=result.obj.name,
+                size=len(done.data),
+                chunks=done.chunk_count,
+                partition=done.partition[1],
+                first_offset=done.first_offset,
+                last_offset=done.last_offset,
+                latency_s=round((utcnow() - done.readout_time).total_seconds(), 6),
+            )
 
     def _park_conflict(
         self, done: Completed, name: str, meta: dict[str, str], conflict: ObjectConflict
@@ -391,7 +374,7 @@ class AssemblerService:
             log_event(log, "assembler.evicted", logging.WARNING, **incomplete_fields(inc))
             return
         self.dead_letters.incomplete(inc)
-        self._count("dead_lettered", PoisonReason.INCOMPLETE)
+        self.metrics.ccd(COMPONENT, "dead_lettered", reason=PoisonReason.INCOMPLETE)
 
     def _recover(self, rec: Recover) -> None:
         """Re-read one dropped file (``recovery``) and act on its verdicts here."""
@@ -411,8 +394,7 @@ class AssemblerService:
     # -- rebalance ----------------------------------------------------------------------------
     def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         with self._lock:
-            for tp in partitions:
-                self._assigned.add((tp.topic, tp.partition))
+            self._assigned.update((tp.topic, tp.partition) for tp in partitions)
             if self._assigned:
                 self.assigned.set()
         log_event(log, "assembler.assigned", partitions=[tp.partition for tp in partitions])

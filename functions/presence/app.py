@@ -18,7 +18,7 @@ from typing import Annotated, Any
 from fastapi import FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, TypeAdapter
+from pydantic import TypeAdapter
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.concurrency import run_in_threadpool
@@ -152,14 +152,15 @@ def create_app(
     ) -> Response:
         size = limit or settings.page_size
         page = reader.night(instrument.value, day_obs, size, after)
-        return _json(
+        return _dumped(
+            _NIGHT,
             Night(
                 instrument=page.instrument,
                 day_obs=page.day_obs,
                 limit=size,
-                exposures=[_night_entry(e) for e in page.exposures],
+                exposures=[NightExposure.model_validate(e) for e in page.exposures],
                 next_after=page.next_after,
-            )
+            ),
         )
 
     @app.get("/healthz", response_model=Health, responses=_ERRORS, summary="Can it answer?")
@@ -195,36 +196,16 @@ def _asker(reader: PresenceReader) -> Callable[..., Awaitable[Any]]:
     return direct
 
 
-def _json(body: BaseModel) -> Response:
-    """The model's JSON, serialised once by pydantic (FastAPI would validate it again first)."""
-    return Response(body.model_dump_json(), media_type="application/json")
-
-
-_CCD = TypeAdapter(CcdPresence)
-_EXPOSURE = TypeAdapter(ExposurePresence)
+_CCD, _EXPOSURE, _NIGHT = TypeAdapter(CcdPresence), TypeAdapter(ExposurePresence), TypeAdapter(Night)
 
 
 def _dumped(adapter: TypeAdapter[Any], found: Any) -> Response:
+    """``found`` as JSON, serialised once by pydantic (FastAPI would validate it again first)."""
     return Response(adapter.dump_json(found), media_type="application/json")
 
 
-def _night_entry(e: ExposurePresence) -> NightExposure:
-    return NightExposure(
-        exposure=e.exposure,
-        expected=e.expected,
-        expected_source=e.expected_source,
-        registered=e.registered,
-        missing=len(e.missing),
-        over_budget=len(e.over_budget),
-        latency_p95=e.latency_p95,
-        latency_max=e.latency_max,
-        status=e.status,
-    )
-
-
 def _install_errors(app: FastAPI) -> None:
-    def error(status: int, reason: str, message: str, **extra: Any) -> JSONResponse:
-        headers = extra.pop("headers", None)
+    def error(status: int, reason: str, message: str, headers: Any = None, **extra: Any) -> JSONResponse:
         return JSONResponse({"error": reason, "message": message, **extra}, status, headers)
 
     @app.exception_handler(QueryRefused)

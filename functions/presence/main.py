@@ -1,11 +1,10 @@
 """Process entry point of the presence API: ``obsingest serve`` / ``python -m functions.presence``.
-
-One uvicorn worker (httptools, uvloop); scale with instances behind a load balancer, as Cloud Run
-does (infra/terraform/presence.tf).
-"""
+uvicorn (httptools, uvloop); scale with instances behind a load balancer, as Cloud Run does
+(infra/terraform/presence.tf), or with worker processes on one port."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -41,32 +40,15 @@ def serve(
     budget_seconds: float | None = None,
     workers: int | None = None,
 ) -> int:
-    """Serve until interrupted; returns the exit status."""
+    """Serve until interrupted; returns the exit status. Several worker processes on one port
+    each build their app from the environment (``build_app``): the arguments are passed on
+    through it."""
     import uvicorn
 
-    settings = PresenceSettings()
     updates = {k: v for k, v in (("host", host), ("port", port), ("workers", workers)) if v}
-    settings = settings.model_copy(update=updates)
-    if settings.workers > 1:
-        return _serve_workers(settings, registry_url, budget_seconds)
-    app = build_app(registry_url, budget_seconds, settings)
-    reader: PresenceReader = app.state.reader
-    where = reader.source
-    log_event(log, "presence.serving", host=settings.host, port=settings.port, registry=where)
-    print(
-        f"presence API on http://{settings.host}:{settings.port}/ (OpenAPI: /openapi.json) reading {where}",
-        file=sys.stderr,
-        flush=True,
-    )
-    try:
-        uvicorn.run(app, **_uvicorn_options(settings))
-    finally:
-        reader.close()
-    return 0
-
-
-def _uvicorn_options(settings: PresenceSettings) -> dict[str, Any]:
-    return {
+    settings = PresenceSettings().model_copy(update=updates)
+    where = f"presence API on http://{settings.host}:{settings.port}/"
+    options: dict[str, Any] = {
         "host": settings.host,
         "port": settings.port,
         "loop": "uvloop",
@@ -76,31 +58,23 @@ def _uvicorn_options(settings: PresenceSettings) -> dict[str, Any]:
         # a load balancer in front keeps connections open: the server must not close first
         "timeout_keep_alive": 75,
     }
-
-
-def _serve_workers(settings: PresenceSettings, registry_url: str | None, budget_seconds: float | None) -> int:
-    """Several uvicorn worker processes on one port: each builds its app from the environment
-    (``build_app``), so what the command line said is passed on through it."""
-    import os
-
-    import uvicorn
-
-    if registry_url:
-        os.environ["OBSINGEST_REGISTRY_URL"] = registry_url
-    if budget_seconds is not None:
-        os.environ["OBSINGEST_BUDGET_SECONDS"] = str(budget_seconds)
-    build_app().state.reader.close()  # fail here, once, if the registry cannot be read
-    print(
-        f"presence API on http://{settings.host}:{settings.port}/ with {settings.workers} worker processes",
-        file=sys.stderr,
-        flush=True,
-    )
-    uvicorn.run(
-        "functions.presence.main:build_app",
-        factory=True,
-        workers=settings.workers,
-        **_uvicorn_options(settings),
-    )
+    if settings.workers > 1:
+        if registry_url:
+            os.environ["OBSINGEST_REGISTRY_URL"] = registry_url
+        if budget_seconds is not None:
+            os.environ["OBSINGEST_BUDGET_SECONDS"] = str(budget_seconds)
+        build_app().state.reader.close()  # fail here, once, if the registry cannot be read
+        print(f"{where} with {settings.workers} worker processes", file=sys.stderr, flush=True)
+        uvicorn.run("functions.presence.main:build_app", factory=True, workers=settings.workers, **options)
+        return 0
+    app = build_app(registry_url, budget_seconds, settings)
+    reader: PresenceReader = app.state.reader
+    log_event(log, "presence.serving", host=settings.host, port=settings.port, registry=reader.source)
+    print(f"{where} (OpenAPI: /openapi.json) reading {reader.source}", file=sys.stderr, flush=True)
+    try:
+        uvicorn.run(app, **options)
+    finally:
+        reader.close()
     return 0
 
 

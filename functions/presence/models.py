@@ -5,9 +5,9 @@ and an exposure's answers are the registry's records themselves
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from obsingest.registry.completeness import ExpectedSource, Status
 
@@ -34,6 +34,8 @@ class InvalidRequest(ApiError):
 class NightExposure(BaseModel):
     """One exposure of a night, counts only (its own endpoint has the lists)."""
 
+    model_config = ConfigDict(from_attributes=True)
+
     exposure: int
     expected: int
     expected_source: ExpectedSource
@@ -43,6 +45,11 @@ class NightExposure(BaseModel):
     latency_p95: float | None = None
     latency_max: float | None = None
     status: Status
+
+    @field_validator("missing", "over_budget", mode="before")
+    @classmethod
+    def _counted(cls, value: Any) -> Any:
+        return len(value) if isinstance(value, (tuple, list)) else value
 
 
 class Night(BaseModel):

@@ -1,9 +1,6 @@
-"""``OBSINGEST_PRESENCE_*``: where the presence API listens and how much it answers at once.
-
-Read at start-up (``PresenceSettings()``), never at import. The registry comes from
-``OBSINGEST_REGISTRY_*`` (a read-only role in production), the budget from
-``OBSINGEST_BUDGET_SECONDS``, like every other part of the pipeline.
-"""
+"""``OBSINGEST_PRESENCE_*``: where the presence API listens and how much it answers at once. The
+registry comes from ``OBSINGEST_REGISTRY_*`` (a read-only role in production), the budget from
+``OBSINGEST_BUDGET_SECONDS``, like every other part of the pipeline."""
 
 from __future__ import annotations
 

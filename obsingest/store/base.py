@@ -1,8 +1,5 @@
-"""The object-store contract shared by producers (writers) and functions (readers).
-
-Writes are create-once: the same bytes again return the existing object; different bytes raise
-ChecksumConflict carrying both versions, so nothing is silently overwritten.
-"""
+"""The object-store contract shared by producers (writers) and functions (readers): writes are
+create-once, so nothing is silently overwritten."""
 
 from __future__ import annotations
 

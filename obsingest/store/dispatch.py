@@ -21,19 +21,17 @@ from obsingest.store.local import LocalOutbox
 
 log = get_logger("obsingest.dispatch")
 
-Handler = Callable[[dict[str, Any]], None]
-
 
 @dataclass
 class OutboxDispatcher:
     outbox: LocalOutbox
-    handler: Handler
+    handler: Callable[[dict[str, Any]], None]
     policy: RetryPolicy = OUTBOX_REDELIVERY
     poll_interval: float = 0.02
     delivered: int = 0
     dead_lettered: int = 0
-    _attempts: dict[Path, int] = field(default_factory=dict)
-    _not_before: dict[Path, float] = field(default_factory=dict)
+    #: event -> (failed attempts, when it may be tried again)
+    _retry: dict[Path, tuple[int, float]] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -42,43 +40,37 @@ class OutboxDispatcher:
         handled = 0
         now = time.monotonic()
         for path, event in self.outbox.pending():
-            if self._not_before.get(path, 0.0) > now:
+            attempts, not_before = self._retry.get(path, (0, 0.0))
+            if not_before > now:
                 continue
             try:
                 self.handler(event)
             except Exception as exc:  # any failure is retried; the handler classifies its own
-                attempts = self._attempts.get(path, 0) + 1
-                self._attempts[path] = attempts
+                attempts += 1
                 data = event.get("data")
                 name = data.get("name") if isinstance(data, dict) else None
-                if attempts >= self.policy.max_attempts:
-                    self.outbox.dead_letter(path, f"{type(exc).__name__}: {exc}", attempts)
-                    self.dead_lettered += 1
-                    handled += 1
-                    log_event(
-                        log,
-                        "dispatch.dead_lettered",
-                        logging.ERROR,
-                        object=name,
-                        attempts=attempts,
-                        error=str(exc),
-                    )
-                    self._forget(path)
-                else:
-                    self._not_before[path] = now + self.policy.backoff(attempts)
+                if attempts < self.policy.max_attempts:
+                    self._retry[path] = (attempts, now + self.policy.backoff(attempts))
                     log_event(
                         log, "dispatch.retry", logging.WARNING, object=name, attempts=attempts, error=str(exc)
                     )
-                continue
-            self.outbox.ack(path)
-            self._forget(path)
-            self.delivered += 1
+                    continue
+                self.outbox.dead_letter(path, f"{type(exc).__name__}: {exc}", attempts)
+                self.dead_lettered += 1
+                log_event(
+                    log,
+                    "dispatch.dead_lettered",
+                    logging.ERROR,
+                    object=name,
+                    attempts=attempts,
+                    error=str(exc),
+                )
+            else:
+                self.outbox.ack(path)
+                self.delivered += 1
+            self._retry.pop(path, None)
             handled += 1
         return handled
-
-    def _forget(self, path: Path) -> None:
-        self._attempts.pop(path, None)
-        self._not_before.pop(path, None)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="outbox-dispatcher", daemon=True)

@@ -2,8 +2,7 @@
 
 Writes are fsynced and create-once (temp file, then ``link``); metadata is a JSON sidecar (no
 MD5: too costly, as for GCS composites). Each new object's CloudEvent is staged in a durable
-outbox before the link and promoted after, so none loses its notification (ack = delete the
-file). A full filesystem raises ``DestinationFull`` after removing what the put wrote.
+outbox before the link and promoted after, so none loses its notification (ack = delete the file).
 """
 
 from __future__ import annotations
@@ -42,7 +41,8 @@ class LocalDirStore:
         try:
             for sub in (META_DIR, OUTBOX_DIR, DLQ_DIR, TMP_DIR):
                 (self.root / sub).mkdir(parents=True, exist_ok=True)
-            self._recover()
+            with self._lock():
+                self._recover()
         except OSError as exc:
             exhausted = as_exhausted(exc, "destination", str(self.root))
             if exhausted is None:
@@ -78,7 +78,7 @@ class LocalDirStore:
         crc = crc32c_b64(data)
         tmp = self.root / TMP_DIR / f"{uuid.uuid4().hex}.part"
         try:
-            _write_synced(tmp, data)
+            write_atomic(tmp, data, fsync=True)  # durable before it is linked under its name
             with self._lock():
                 return self._link(name, target, tmp, data, crc, metadata)
         except (OSError, MemoryError) as exc:
@@ -97,7 +97,7 @@ class LocalDirStore:
         if target.exists():
             existing = self.stat(name)
             if existing.size == len(data) and existing.crc32c == crc:
-                self._promote_staged(name, existing.generation)
+                self._recover()  # its notification, if a failed put left it staged
                 return PutResult(existing, created=False)
             raise ObjectConflict(
                 f"object {name!r} already exists with different bytes "
@@ -133,7 +133,7 @@ class LocalDirStore:
                     staged.unlink(missing_ok=True)
         if staged:
             # Stored: should promoting its notification fail, the retry's "exists" promotes it
-            # (``_promote_staged``), as does ``_recover`` at the next start.
+            # (``_recover``), as does the next start.
             staged.rename(staged.with_suffix(".json"))
         return PutResult(obj, created=True)
 
@@ -147,9 +147,8 @@ class LocalDirStore:
 
     def read(self, name: str) -> bytes:
         # a name that is a prefix of other objects ("raw") is a directory here, no object, as in GCS
-        target = self._object_path(name)
         try:
-            return target.read_bytes()
+            return self._object_path(name).read_bytes()
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise ObjectMissing(f"object {name!r} does not exist in {self.root.as_uri()}") from None
 
@@ -174,33 +173,20 @@ class LocalDirStore:
         write_atomic(staged, json.dumps(event).encode(), fsync=True)
         return staged
 
-    def _promote_staged(self, name: str, generation: int) -> None:
-        """Promote a notification still staged for ``name`` (its put failed after the object
-        was linked, e.g. a full disk at the rename): the object is there, so is its event."""
-        for staged in (self.root / OUTBOX_DIR).glob("*.pending"):
-            try:
-                event = json.loads(staged.read_text())
-            except (OSError, ValueError):
-                continue
-            data = event.get("data", {})
-            if data.get("name") == name and data.get("generation") == str(generation):
-                staged.rename(staged.with_suffix(".json"))
-
     def _recover(self) -> None:
-        """Promote staged notifications whose object made it; drop those whose write did not."""
-        with self._lock():
-            for staged in (self.root / OUTBOX_DIR).glob("*.pending"):
-                event = json.loads(staged.read_text())
-                name = event["data"]["name"]
-                try:
-                    current = self.stat(name)
-                except (ObjectMissing, BadObjectName):
-                    staged.unlink(missing_ok=True)
-                    continue
-                if str(current.generation) == event["data"]["generation"]:
-                    staged.rename(staged.with_suffix(".json"))
-                else:
-                    staged.unlink(missing_ok=True)
+        """Under the lock, so no put is between staging and promoting: promote staged
+        notifications whose object made it; drop those whose write did not."""
+        for staged in (self.root / OUTBOX_DIR).glob("*.pending"):
+            data = json.loads(staged.read_text())["data"]
+            try:
+                current = self.stat(data["name"])
+            except (ObjectMissing, BadObjectName):
+                staged.unlink(missing_ok=True)
+                continue
+            if str(current.generation) == data["generation"]:
+                staged.rename(staged.with_suffix(".json"))
+            else:
+                staged.unlink(missing_ok=True)
 
     def outbox(self) -> LocalOutbox:
         return LocalOutbox(self.root / OUTBOX_DIR, self.root / DLQ_DIR)
@@ -238,11 +224,3 @@ class LocalOutbox:
         write_atomic(target, json.dumps(event).encode(), fsync=True)
         path.unlink(missing_ok=True)
         return target
-
-
-def _write_synced(path: Path, data: bytes) -> None:
-    """Write and fsync a file that is not visible under its final name yet."""
-    with open(path, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())

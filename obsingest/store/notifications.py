@@ -174,10 +174,6 @@ def from_storage_cloudevent(attributes: dict[str, Any], data: Any) -> ObjectEven
     event_id = _event_id(attributes.get("id", ""))
     if isinstance(data, (bytes, str)):
         data = _json(data, event_id)
-    if not isinstance(data, dict):
-        raise BadMessage(
-            f"event {clip(event_id)}: storage CloudEvent data is {_kind(data)}, not an object resource"
-        )
     return parse_object_resource(data, event_id, GCS_NOTIFICATION_FINALIZE)
 
 
@@ -207,20 +203,13 @@ def from_pubsub_message(message: Any) -> ObjectEvent:
     return parse_object_resource(_json(payload, event_id), event_id, event_type)
 
 
-def from_pubsub_cloudevent(data: Any) -> ObjectEvent:
-    if isinstance(data, (bytes, str)):
-        data = _json(data, "pubsub-cloudevent")
-    if not isinstance(data, dict) or "message" not in data:
-        raise BadMessage("Pub/Sub CloudEvent without a message")
-    return from_pubsub_message(data["message"])
-
-
-def from_push_envelope(body: Any) -> ObjectEvent:
-    """Pub/Sub push JSON: {"message": {...}, "subscription": "..."}."""
+def from_push_envelope(body: Any, label: str = "push", refusal: str = "") -> ObjectEvent:
+    """Pub/Sub push JSON, {"message": {...}, "subscription": "..."}, or a Pub/Sub CloudEvent's
+    data, {"message": {...}} (``label`` and ``refusal`` name which in errors)."""
     if isinstance(body, (bytes, str)):
-        body = _json(body, "push")
+        body = _json(body, label)
     if not isinstance(body, dict) or not isinstance(body.get("message"), dict):
-        raise BadMessage("push request is not a Pub/Sub envelope")
+        raise BadMessage(refusal or "push request is not a Pub/Sub envelope")
     return from_pubsub_message(body["message"])
 
 
@@ -228,7 +217,7 @@ def parse_cloudevent(event_type: str, attributes: dict[str, Any], data: Any) -> 
     if event_type == STORAGE_FINALIZED:
         return from_storage_cloudevent(attributes, data)
     if event_type == PUBSUB_PUBLISHED:
-        return from_pubsub_cloudevent(data)
+        return from_push_envelope(data, "pubsub-cloudevent", "Pub/Sub CloudEvent without a message")
     raise BadMessage(
         f"event {clip(attributes.get('id', ''))}: unsupported CloudEvent type {clip(event_type)}"
     )
@@ -248,6 +237,8 @@ MAX_JSON_DEPTH = 32
 MAX_OBJECT_NAME_BYTES = 1024
 MAX_BUCKET_NAME = 222
 _INT64_MAX = 2**63 - 1
+#: what makes a str not Unicode text: a lone surrogate (JSON can escape one), UTF-8 cannot encode it
+_SURROGATE = re.compile("[\ud800-\udfff]")
 #: JSON strings, skipped whole (even an unterminated one, which runs to the end): a possessive
 #: loop, so every byte is looked at once whatever the quotes and backslashes.
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.?)*+(?:"|\Z)', re.DOTALL)
@@ -281,8 +272,8 @@ def clip(value: Any, limit: int = 120) -> str:
 def _kind(value: Any) -> str:
     if value is None:
         return "null"
-    name = {"dict": "object", "list": "array", "str": "string"}.get(type(value).__name__)
-    name = name or type(value).__name__
+    name = type(value).__name__
+    name = {"dict": "object", "list": "array", "str": "string"}.get(name, name)
     return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
@@ -292,19 +283,11 @@ def _event_id(value: Any) -> str:
     return str(value)[:256]
 
 
-def _valid_text(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate (JSON can escape one): not Unicode text
-        return False
-    return True
-
-
 def _bucket(data: dict[str, Any], where: str) -> str:
     bucket = data.get("bucket")
     if not isinstance(bucket, str) or not bucket:
         raise BadMessage(f"{where}: field 'bucket' is {_kind(bucket)}, not a bucket name")
-    if len(bucket) > MAX_BUCKET_NAME or not _valid_text(bucket) or not bucket.isprintable():
+    if len(bucket) > MAX_BUCKET_NAME or _SURROGATE.search(bucket) or not bucket.isprintable():
         raise BadMessage(f"{where}: bucket {clip(bucket)} is not a bucket name")
     return bucket
 
@@ -313,7 +296,7 @@ def _object_name(data: dict[str, Any], where: str) -> str:
     name = data.get("name")
     if not isinstance(name, str) or not name:
         raise BadMessage(f"{where}: field 'name' is {_kind(name)}, not an object name")
-    if not _valid_text(name):
+    if _SURROGATE.search(name):
         raise BadMessage(f"{where}: object name {clip(name)} is not valid Unicode")
     size = len(name.encode("utf-8"))
     if size > MAX_OBJECT_NAME_BYTES:
@@ -364,9 +347,10 @@ def _time(data: dict[str, Any], key: str, where: str) -> datetime:
     if not isinstance(value, str):
         raise BadMessage(f"{where}: field {key!r} is {_kind(value)}, not an RFC 3339 time")
     try:
-        return _parse_time(value)
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))  # no offset: taken as UTC
     except ValueError:
         raise BadMessage(f"{where}: field {key!r} = {clip(value)} is not an RFC 3339 time") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _metadata(value: Any, where: str) -> dict[str, str]:
@@ -378,7 +362,7 @@ def _metadata(value: Any, where: str) -> dict[str, str]:
     for key, item in value.items():
         if not isinstance(item, str):
             raise BadMessage(f"{where}: metadata {clip(key)} is {_kind(item)}, not a string")
-        if not _valid_text(key) or not _valid_text(item):
+        if _SURROGATE.search(key) or _SURROGATE.search(item):
             raise BadMessage(f"{where}: metadata {clip(key)} is not valid Unicode")
     return dict(value)
 
@@ -390,9 +374,3 @@ def _json(raw: bytes | str, event_id: str) -> Any:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise BadMessage(f"event {clip(event_id)}: payload is not JSON ({exc})") from None
-
-
-def _parse_time(value: str) -> datetime:
-    """RFC 3339 as GCS writes it; a time without an offset is taken as UTC."""
-    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

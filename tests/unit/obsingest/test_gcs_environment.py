@@ -1,6 +1,7 @@
-"""The GCS client's session reads proxies, netrc credentials and the CA bundle from the
-environment once, at start-up (``HttpEnvironment``), and still honours all three on every
-upload, with ``trust_env=False`` so requests no longer re-reads them per request."""
+"""The store's transport and the library client's session (listings, provisioning) read proxies,
+netrc credentials and the CA bundle from the environment once, at start-up (``HttpEnvironment``),
+and still honour all three on every request, with ``trust_env=False`` so requests no longer
+re-reads them per request."""
 
 from __future__ import annotations
 
@@ -70,14 +71,18 @@ def _store_with_recorder() -> tuple[GcsStore, Recorder]:
     return GcsStore("b", client=client), recorder
 
 
-def test_proxy_netrc_and_ca_bundle_set_at_startup_are_honoured_by_uploads(startup_env, monkeypatch):
+def _list(store: GcsStore) -> None:
+    list(store.client.list_blobs("b", prefix="raw/"))
+
+
+def test_proxy_netrc_and_ca_bundle_set_at_startup_are_honoured_by_listings(startup_env, monkeypatch):
     store, recorder = _store_with_recorder()
     # resolved at start-up: what the environment says afterwards no longer matters
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "NETRC", "REQUESTS_CA_BUNDLE"):
         monkeypatch.delenv(name)
-    assert store.put("raw/x", b"abc").created
+    _list(store)
     request, transport = recorder.sent[-1]
-    assert request.url is not None and request.url.startswith(f"{ENDPOINT}/upload/")
+    assert request.url is not None and request.url.startswith(f"{ENDPOINT}/storage/v1/b/b/o")
     assert transport["proxies"]["http"] == PROXY
     assert transport["verify"] == startup_env["bundle"]
     expected = base64.b64encode(b"edge:s3cret").decode()
@@ -103,14 +108,14 @@ def test_the_environment_is_not_read_per_request(startup_env, monkeypatch):
 
     for name in ("get_environ_proxies", "get_netrc_auth"):
         monkeypatch.setattr(requests.sessions, name, counting(name))
-    store.put("raw/x", b"abc")
+    _list(store)
     assert calls == []
 
 
 def test_no_proxy_exempts_the_endpoint(startup_env, monkeypatch):
     monkeypatch.setenv("NO_PROXY", "storage.test")
-    _store, recorder = _store_with_recorder()
-    _store.put("raw/x", b"abc")
+    store, recorder = _store_with_recorder()
+    _list(store)
     _request, transport = recorder.sent[-1]
     assert transport["proxies"] == {}
 
@@ -173,15 +178,13 @@ class _Proxy:
 
 
 def test_the_lean_store_honours_the_startup_proxy_netrc_and_ca_bundle(startup_env, monkeypatch):
-    """``GcsHttpStore`` (the edge's uploads) goes through the proxy set at start-up, with the
-    proxy URL's credentials, sends the netrc entry's credentials, and verifies with the CA
-    bundle, as the library's requests session does."""
-    from obsingest.store.gcs import GcsHttpStore
-
+    """``GcsStore``'s uploads go through the proxy set at start-up, with the proxy URL's
+    credentials, send the netrc entry's credentials, and verify with the CA bundle, as the
+    library's requests session does."""
     proxy = _Proxy()
     try:
         monkeypatch.setenv("HTTP_PROXY", f"http://pu:pp@127.0.0.1:{proxy.port}")
-        store = GcsHttpStore("b", GcsSettings(max_attempts=1))
+        store = GcsStore("b", GcsSettings(max_attempts=1))
         for name in ("HTTP_PROXY", "HTTPS_PROXY", "NETRC", "REQUESTS_CA_BUNDLE"):
             monkeypatch.delenv(name)
         assert store.put("raw/x", b"abc").created
@@ -209,9 +212,7 @@ def test_the_lean_store_without_a_proxy_goes_direct(monkeypatch):
 
 
 def test_the_lean_store_reads_the_environment_once_for_both_transports(startup_env, monkeypatch):
-    """Its own transport and the library's client (made on first read) share one reading."""
-    from obsingest.store.gcs import GcsHttpStore
-
+    """Its own transport and the library's client (made on first use) share one reading."""
     reads: list[str] = []
     resolve = HttpEnvironment.resolve.__func__  # type: ignore[attr-defined]
 
@@ -220,6 +221,6 @@ def test_the_lean_store_reads_the_environment_once_for_both_transports(startup_e
         return resolve(cls, endpoint)
 
     monkeypatch.setattr(HttpEnvironment, "resolve", classmethod(counted))
-    store = GcsHttpStore("b", GcsSettings(max_attempts=1))
+    store = GcsStore("b", GcsSettings(max_attempts=1))
     assert store.client._http.auth.host == "storage.test"  # the netrc entry, applied
     assert reads == [ENDPOINT]

@@ -1,4 +1,4 @@
-"""``GcsHttpStore`` (one request per put, stat or read), pure logic: the multipart body the JSON
+"""``GcsStore`` (one request per put, stat or read), pure logic: the multipart body the JSON
 API expects, the media GET a read sends and what it takes from the answer's headers, the answers
 mapped onto the store's errors (create-once 412 -> compare, 5xx/connection/damaged in transit ->
 retried, 4xx -> permanent, a missing object). A scripted stand-in answers the HTTP calls; the
@@ -24,8 +24,8 @@ from obsingest.retry import RetriesExhausted
 from obsingest.store import ObjectConflict
 from obsingest.store.gcs import (
     BucketMissing,
-    GcsHttpStore,
     GcsSettings,
+    GcsStore,
     ObjectVanished,
     StoreRequestRefused,
     StoreUnavailable,
@@ -77,9 +77,9 @@ def resource(data: bytes, generation: int = 7) -> bytes:
     ).encode()
 
 
-def store(http: ScriptedHttp) -> GcsHttpStore:
+def store(http: ScriptedHttp) -> GcsStore:
     settings = GcsSettings(base_delay=0, max_delay=0, max_attempts=3)
-    return GcsHttpStore("bkt", settings, endpoint="http://gcs.invalid", http=http)
+    return GcsStore("bkt", settings, endpoint="http://gcs.invalid", http=http)
 
 
 def test_the_body_is_a_multipart_related_resource_then_the_bytes() -> None:
@@ -175,6 +175,16 @@ def test_refusals_are_permanent_at_once(answer: Answer, error: type[Exception]) 
     assert not caught.value.retriable and len(http.calls) == 1  # type: ignore[attr-defined]
 
 
+def test_delete_is_one_request_and_a_missing_object_is_not_found() -> None:
+    from google.api_core import exceptions as api_exceptions
+
+    http = ScriptedHttp(Answer(204, b""), Answer(404, b"No such object"))
+    store(http).delete("a/b.fits")
+    assert http.calls == [("DELETE", "http://gcs.invalid/storage/v1/b/bkt/o/a%2Fb.fits", None)]
+    with pytest.raises(api_exceptions.NotFound):
+        store(http).delete("a/b.fits")
+
+
 def test_the_resource_becomes_a_stored_object() -> None:
     obj = stored_from_resource(json.loads(resource(DATA, 9)), "bkt")
     assert (obj.size, obj.generation, obj.uri) == (len(DATA), 9, "gs://bkt/a/b.fits")
@@ -255,7 +265,7 @@ def test_the_function_reads_a_bucket_through_it_and_never_loads_the_storage_libr
     )
     env = {**os.environ, "STORAGE_EMULATOR_HOST": "http://gcs.invalid"}
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["GcsHttpStore", "bkt", "False"]
+    assert out.stdout.split() == ["GcsStore", "bkt", "False"]
 
 
 # where requests go: the endpoint's own pool when google-auth's wrapper would add nothing ------
@@ -266,7 +276,7 @@ def test_an_anonymous_wrapper_sends_to_the_endpoints_pool_by_path() -> None:
     from google.auth.transport.urllib3 import AuthorizedHttp
 
     wrapped = AuthorizedHttp(AnonymousCredentials(), http=urllib3.PoolManager())
-    gcs = GcsHttpStore("bkt", GcsSettings(), endpoint="http://gcs.invalid:4443", http=wrapped)
+    gcs = GcsStore("bkt", GcsSettings(), endpoint="http://gcs.invalid:4443", http=wrapped)
     pool = ScriptedHttp(Answer(200, resource(DATA)))
     assert gcs._pool is not None and gcs._pool.host == "gcs.invalid" and gcs._pool.port == 4443
     gcs._pool = pool
@@ -282,7 +292,7 @@ def test_credentials_a_proxy_or_a_callers_http_keep_every_request_on_http() -> N
     from google.oauth2.credentials import Credentials
 
     def pool_of(http: Any) -> Any:
-        return GcsHttpStore("bkt", GcsSettings(), endpoint="http://gcs.invalid", http=http)._pool
+        return GcsStore("bkt", GcsSettings(), endpoint="http://gcs.invalid", http=http)._pool
 
     assert pool_of(AuthorizedHttp(Credentials("token"), http=urllib3.PoolManager())) is None
     proxied = urllib3.ProxyManager("http://proxy.invalid:3128")

@@ -1,19 +1,24 @@
-"""GcsStore's error handling, on a fake client: classification, create-once, bounded retries."""
+"""GcsStore's error handling, on a fake JSON API: classification, create-once, bounded retries."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
-from datetime import UTC, datetime
+import json
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import pytest
-import requests
+import urllib3
 from google.api_core import exceptions as api_exceptions
+from google.auth.exceptions import TransportError
 
 from obsingest.checksums import crc32c_b64
 from obsingest.errors import ObjectMissing, PermanentError, RetriableError
 from obsingest.store.gcs import (
     BucketMissing,
+    DataCorruption,
     GcsSettings,
     GcsStore,
     StorePermissionDenied,
@@ -49,12 +54,11 @@ def test_client_errors_are_permanent(status):
 @pytest.mark.parametrize(
     "exc",
     [
-        requests.ConnectionError("reset"),
-        requests.Timeout("read timed out"),
+        TransportError("reset"),
         ConnectionResetError(104, "Connection reset by peer"),
         ConnectionAbortedError("aborted"),
         TimeoutError(),
-        requests.exceptions.ChunkedEncodingError("broken"),
+        DataCorruption("crc32c differs"),
     ],
 )
 def test_dropped_connections_and_timeouts_are_transient(exc):
@@ -81,112 +85,102 @@ def test_programming_errors_are_not_retried():
     assert classify_gcs_error(ValueError("bug")) is None
 
 
-# -- a fake storage client -------------------------------------------------------------------
-class FakeBlob:
-    def __init__(self, bucket: FakeBucket, name: str) -> None:
-        self.bucket, self.name = bucket, name
-        self.metadata: dict | None = None
-        self.md5_hash: str | None = None
-        self.crc32c: str | None = None
-        self.size: int | None = None
-        self.generation: int | None = None
-        self.time_created: datetime | None = None
-
-    def _fill(self, data: bytes, metadata: dict) -> FakeBlob:
-        self.size, self.crc32c = len(data), crc32c_b64(data)
-        self.md5_hash = base64.b64encode(hashlib.md5(data).digest()).decode()  # as the service
-        self.generation, self.time_created = 7, datetime(2026, 1, 1, tzinfo=UTC)
-        self.metadata = metadata
-        return self
-
-    def upload_from_string(self, data, *, if_generation_match, checksum, retry, timeout, **kw):
-        assert if_generation_match == 0 and checksum == "crc32c" and retry is None
-        assert self.md5_hash is None  # CRC32C (checksum=) guards the transfer; no client MD5
-        self.bucket.calls.append(("put", self.name))
-        self.bucket.fail("put")
-        if self.name in self.bucket.objects:
-            raise http(412, "precondition failed")
-        self.bucket.objects[self.name] = (data, dict(self.metadata or {}))
-        self._fill(data, dict(self.metadata or {}))
-
-    def download_as_bytes(self, *, checksum, retry, timeout):
-        self.bucket.calls.append(("read", self.name))
-        self.bucket.fail("read")
-        if self.name not in self.bucket.objects:
-            raise http(404, "no such object")
-        return self.bucket.objects[self.name][0]
+# -- a fake JSON API ----------------------------------------------------------------------------
+@dataclass
+class Answer:
+    status: int
+    data: bytes
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class FakeBucket:
+    """Answers the store's requests (upload, object GET, media GET) as GCS would, after raising
+    or answering the failures queued for ``put``, ``stat`` or ``read``."""
+
     def __init__(self) -> None:
         self.objects: dict[str, tuple[bytes, dict]] = {}
-        self.failures: dict[str, list[Exception]] = {}
+        self.failures: dict[str, list[Exception | Answer]] = {}
         self.calls: list[tuple[str, str]] = []
 
-    def fail(self, op: str) -> None:
+    def resource(self, name: str) -> bytes:
+        data, meta = self.objects[name]
+        md5 = base64.b64encode(hashlib.md5(data).digest()).decode()  # as the service
+        fields = {"name": name, "size": str(len(data)), "crc32c": crc32c_b64(data), "md5Hash": md5}
+        return json.dumps({**fields, "generation": "7", "metadata": meta}).encode()
+
+    def urlopen(self, method: str, url: str, body: bytes | None = None, **_: Any) -> Answer:
+        path = urlsplit(url).path
+        if method == "POST":
+            op, resource = "put", json.loads((body or b"").split(b"\r\n")[3])
+            name = resource["name"]
+        else:
+            op, name = ("read" if "/download/" in path else "stat"), unquote(path.rsplit("/", 1)[1])
+        self.calls.append((op, name))
         queue = self.failures.get(op) or []
         if queue:
-            raise queue.pop(0)
+            failure = queue.pop(0)
+            if isinstance(failure, Exception):
+                raise failure
+            return failure
+        if op == "put":
+            assert "ifGenerationMatch=0" in url and "md5Hash" not in resource  # CRC32C guards it
+            if name in self.objects:
+                return Answer(412, b"precondition failed")
+            self.objects[name] = (
+                (body or b"").split(b"\r\n\r\n", 2)[2].rsplit(b"\r\n", 1)[0],
+                resource["metadata"],
+            )
+        elif name not in self.objects:
+            return Answer(404, b"No such object")
+        if op == "read":
+            data = self.objects[name][0]
+            return Answer(200, data, {"x-goog-hash": f"crc32c={crc32c_b64(data)}"})
+        return Answer(200, self.resource(name))
 
-    def blob(self, name: str) -> FakeBlob:
-        return FakeBlob(self, name)
 
-    def get_blob(self, name, *, retry, timeout):
-        self.calls.append(("stat", name))
-        self.fail("stat")
-        if name not in self.objects:
-            return None
-        data, meta = self.objects[name]
-        return FakeBlob(self, name)._fill(data, meta)
-
-
-class FakeClient:
-    def __init__(self) -> None:
-        self.the_bucket = FakeBucket()
-
-    def bucket(self, name: str) -> FakeBucket:
-        return self.the_bucket
+def http_answer(status: int, text: str = "x") -> Answer:
+    return Answer(status, text.encode())
 
 
 @pytest.fixture
 def store():
     settings = GcsSettings(base_delay=0.0, max_delay=0.0, deadline_seconds=5.0)
-    return GcsStore("b", client=FakeClient(), settings=settings)
+    return GcsStore("b", settings, endpoint="http://gcs.invalid", http=FakeBucket())
 
 
 def test_put_retries_503_and_connection_resets(store):
-    bucket = store.client.the_bucket
-    bucket.failures["put"] = [http(503), ConnectionResetError("reset")]
+    bucket = store.http
+    bucket.failures["put"] = [http_answer(503), urllib3.exceptions.ProtocolError("reset")]
     assert store.put("raw/x", b"abc").created
     assert bucket.calls.count(("put", "raw/x")) == 3
 
 
 def test_lost_ack_retry_finds_its_own_bytes(store):
     """The first write landed but its answer was lost: the retry's 412 resolves to success."""
-    bucket = store.client.the_bucket
+    bucket = store.http
     bucket.objects["raw/x"] = (b"abc", {})
-    bucket.failures["put"] = [requests.Timeout("read timed out")]
+    bucket.failures["put"] = [urllib3.exceptions.ReadTimeoutError(None, "/", "read timed out")]
     result = store.put("raw/x", b"abc")
     assert not result.created
 
 
 def test_stat_retries_a_transient_403(store):
     store.put("raw/x", b"abc")
-    store.client.the_bucket.failures["stat"] = [http(403), http(403)]
+    store.http.failures["stat"] = [http_answer(403), http_answer(403)]
     assert store.stat("raw/x").size == 3
 
 
 def test_a_persistent_403_gives_up_after_the_cap_as_retriable(store):
     store.put("raw/x", b"abc")
-    bucket = store.client.the_bucket
-    bucket.failures["stat"] = [http(403) for _ in range(10)]
+    bucket = store.http
+    bucket.failures["stat"] = [http_answer(403) for _ in range(10)]
     with pytest.raises(RetriableError):
         store.stat("raw/x")
     assert bucket.calls.count(("stat", "raw/x")) == 3
 
 
 def test_exhausted_5xx_is_retriable(store):
-    store.client.the_bucket.failures["read"] = [http(503) for _ in range(20)]
+    store.http.failures["read"] = [http_answer(503) for _ in range(20)]
     with pytest.raises(RetriableError):
         store.read("raw/x")
 
@@ -202,8 +196,8 @@ def test_missing_object_on_read_and_stat(store):
     ("status", "error"), [(404, BucketMissing), (401, StorePermissionDenied), (400, StoreRequestRefused)]
 )
 def test_permanent_put_errors_surface_at_once(store, status, error):
-    bucket = store.client.the_bucket
-    bucket.failures["put"] = [http(status)]
+    bucket = store.http
+    bucket.failures["put"] = [http_answer(status)]
     with pytest.raises(error) as info:
         store.put("raw/x", b"abc")
     assert isinstance(info.value, PermanentError)
@@ -217,9 +211,9 @@ def test_permanent_put_errors_surface_at_once(store, status, error):
 def test_facility_side_read_errors_that_are_not_the_objects_fault_are_retriable(store, status, text):
     """A wrong credential or bucket must make the event redeliver, never quarantine a CCD."""
     store.put("raw/x", b"abc")
-    bucket = store.client.the_bucket
-    bucket.failures["read"] = [http(status, text) for _ in range(10)]
-    bucket.failures["stat"] = [http(status, text) for _ in range(10)]
+    bucket = store.http
+    bucket.failures["read"] = [http_answer(status, text) for _ in range(10)]
+    bucket.failures["stat"] = [http_answer(status, text) for _ in range(10)]
     with pytest.raises(RetriableError) as info:
         store.read("raw/x")
     assert not isinstance(info.value, PermanentError)
@@ -233,8 +227,8 @@ def test_a_429_storm_ends_as_rate_limited_retriable(store):
     """Issue 21: a resource run out is an outage with its reason, for the caller's backoff."""
     from obsingest.errors import RateLimited
 
-    bucket = store.client.the_bucket
-    bucket.failures["put"] = [http(429, "Too Many Requests") for _ in range(20)]
+    bucket = store.http
+    bucket.failures["put"] = [http_answer(429, "Too Many Requests") for _ in range(20)]
     with pytest.raises(RateLimited) as caught:
         store.put("raw/x", b"abc")
     assert caught.value.retriable and caught.value.reason == "rate-limited"
@@ -250,12 +244,11 @@ def test_a_quota_or_rate_403_is_not_capped_as_auth_nor_permanent(store, reason, 
     tries of an auth hiccup), then retriable with the reason, never StorePermissionDenied."""
     import obsingest.errors
 
-    bucket = store.client.the_bucket
-    bucket.failures["put"] = [
-        api_exceptions.Forbidden("limit", errors=[{"reason": reason}]) for _ in range(20)
-    ]
+    bucket = store.http
+    limit = Answer(403, json.dumps({"error": {"code": 403, "errors": [{"reason": reason}]}}).encode())
+    bucket.failures["put"] = [limit for _ in range(20)]
     with pytest.raises(getattr(obsingest.errors, error)):
         store.put("raw/x", b"abc")
     assert bucket.calls.count(("put", "raw/x")) == store.policy.max_attempts
-    bucket.failures["put"] = [api_exceptions.Forbidden("limit", errors=[{"reason": reason}])]
+    bucket.failures["put"] = [limit]
     assert store.put("raw/x", b"abc").created  # healed at the next try

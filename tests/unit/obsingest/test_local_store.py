@@ -70,6 +70,18 @@ def test_recovery_promotes_staged_events_of_stored_objects_and_drops_the_rest(tm
     assert not list((tmp_path / OUTBOX_DIR).glob("*.pending"))
 
 
+def test_a_retry_after_a_failed_promotion_promotes_the_staged_event(tmp_path):
+    """The object was linked but its event stayed staged (the rename failed): the retry's
+    "exists" promotes it, once."""
+    store = LocalDirStore(tmp_path)
+    store.put(NAME, b"abc")
+    [(path, _)] = store.outbox().pending()
+    path.rename(path.with_suffix(".pending"))
+    assert not store.put(NAME, b"abc").created
+    assert [e["data"]["name"] for _, e in store.outbox().pending()] == [NAME]
+    assert not list((tmp_path / OUTBOX_DIR).glob("*.pending"))
+
+
 def test_ack_and_dead_letter(tmp_path):
     store = LocalDirStore(tmp_path)
     store.put(NAME, b"abc")
