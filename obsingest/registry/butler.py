@@ -3,18 +3,16 @@
 The Butler is the registry of record: a CCD is registered once the Butler holds it. Registering:
 
 1. checks obsingest's *companion* tables (SQLite next to a local repo, or
-   ``OBSINGEST_BUTLER_COMPANION_URL``; checksums, stage times, quarantine, outbox: what a Butler
-   does not keep) for the data id recorded with other bytes (``ChecksumConflict``);
-2. sets up what the Butler lacks (``butler_setup``, outside any transaction), then ingests the
-   files in one Butler transaction (``transfer="direct"``, dataset id ``DATAID_TYPE_RUN``, equal
-   to obsingest's); a dataset the Butler holds at another URI is a ChecksumConflict;
-3. only then records the datasets and their outbox rows in one companion transaction
-   (``created``: this call recorded it there first).
+   ``OBSINGEST_BUTLER_COMPANION_URL``: checksums, stage times, quarantine, outbox) for the data
+   id recorded with other bytes (``ChecksumConflict``);
+2. sets up what the Butler lacks (``butler_setup``), then ingests the files in one Butler
+   transaction (``transfer="direct"``, dataset id ``DATAID_TYPE_RUN``, equal to obsingest's);
+   a dataset the Butler holds at another URI is a ChecksumConflict;
+3. only then records the datasets and their outbox rows in one companion transaction.
 
-So no failure leaves the companion claiming what the Butler lacks; a failure between 2 and 3 fails
-retriably and the redelivery, or reconcile (``butler_reads.ButlerAudit``), records and announces
-it once. A Butler transaction costs about the same whatever its size, so registrations are
-group-committed (``group_commit``): concurrent callers of an exposure share one ingest.
+So the companion never claims what the Butler lacks; a failure between 2 and 3 fails retriably
+and the redelivery, or reconcile, records and announces it once. A Butler transaction costs about
+the same whatever its size, so concurrent registrations are group-committed (``group_commit``).
 """
 
 from __future__ import annotations
@@ -64,7 +62,6 @@ class _Pending:
     record: FileRecord
     exposure: ExposureRecord
     announce: Announcer | None = None
-    #: set (under the condition) once the whole batch, companion rows included, is through
     done: bool = False
     result: Registration | None = None
     error: BaseException | None = None
@@ -134,8 +131,7 @@ class ButlerRegistry(Registry):
     def register(
         self, record: FileRecord, exposure: ExposureRecord | None = None, announce: Announcer | None = None
     ) -> Registration:
-        """Register one file; returns once the Butler and then the companion have it. The
-        outbox row is written after the Butler commit, so no dataset is announced unheld."""
+        """Register one file; returns once the Butler and then the companion have it."""
         data_id = record.data_id
         exposure = exposure or ExposureRecord(data_id.instrument, data_id.exposure, data_id.day_obs)
         item = _Pending(record, exposure, announce)
@@ -151,14 +147,13 @@ class ButlerRegistry(Registry):
         return any((p.exposure.instrument, p.exposure.exposure) not in seen for p in batch)
 
     def _prepare(self, queued: list[_Pending]) -> None:
-        """While a batch gathers, do its flush's set-up (dataset type, runs, dimension records).
-        A failure is left to the flush, which sets up again and reports it."""
+        """While a batch gathers, do its flush's set-up; a failure is left to the flush."""
         if self.butler_settings.gather <= 0:
             return  # no gathering to overlap: the flush sets up
         runs = [run_name(self.settings.run, p.record.data_id.instrument) for p in queued]
         try:
             with self._butler_lock:
-                self._set_up(runs, [p.exposure for p in queued])
+                self.setup.prepare(runs, exposures=[p.exposure for p in queued])
         except Exception as exc:
             log_event(log, "butler.prepare_failed", error=str(exc)[:200])
 
@@ -167,8 +162,7 @@ class ButlerRegistry(Registry):
         return self._batches.arriving()
 
     def _flush(self, batch: list[_Pending]) -> None:
-        """Companion check, Butler, companion record for a whole batch; every item ends done
-        (never raises)."""
+        """Steps 1-3 (module doc) for a batch; every item ends with a result or error."""
         started = time.perf_counter()
         try:
             ok = self._checked(batch)
@@ -189,8 +183,7 @@ class ButlerRegistry(Registry):
         log_event(log, "butler.batch", files=len(batch), ingest_ms=round(seconds * 1000, 2))
 
     def _checked(self, batch: Sequence[_Pending]) -> list[tuple[_Pending, Registration]]:
-        """Step 1: each item with its (provisional) registration, ``created`` when the companion does
-        not know the dataset; items recorded with other bytes finish with a ChecksumConflict."""
+        """Step 1: each item with its registration (``created``: new to the companion)."""
         planned = [(p, self._planned(p.record)) for p in batch]
         known = self._retrying(lambda: self.reads.companion({reg.dataset_id for _, reg in planned}))
         ok = []
@@ -205,8 +198,8 @@ class ButlerRegistry(Registry):
     def _butler_step(
         self, ok: Sequence[tuple[_Pending, Registration]]
     ) -> list[tuple[_Pending, Registration]]:
-        """Step 2: ingest ``ok``; returns the items the Butler now holds, finishes the others. A
-        permanent refusal of a multi-exposure batch is retried per exposure."""
+        """Step 2: the items the Butler now holds (the others get their error); a permanent
+        refusal of a multi-exposure batch is retried per exposure."""
         try:
             refused = self._in_butler(ok)
         except ObsIngestError as exc:
@@ -228,12 +221,11 @@ class ButlerRegistry(Registry):
         return [(p, registration) for p, registration in ok if id(p) not in refused]
 
     def _in_butler(self, ok: Sequence[tuple[_Pending, Registration]]) -> dict[int, Exception]:
-        """Set-up, then one ingest of the files the Butler lacks; returns refused items (by
-        ``id``): datasets the Butler holds at another URI. When every file is new to the
-        companion the ingest skips the costly existence query; if the Butler had one anyway,
-        the batch is rolled back and done again with the query."""
+        """Set-up, then one ingest; returns the refused items (by ``id``). When every file is new
+        to the companion the ingest skips the costly existence query; if the Butler had one
+        anyway, the batch is rolled back and done again with it."""
         with self._butler_lock:
-            self._set_up([registration.run for _, registration in ok], [p.exposure for p, _ in ok])
+            self.setup.prepare([reg.run for _, reg in ok], exposures=[p.exposure for p, _ in ok])
             for p, _ in ok:
                 key = (p.exposure.instrument, p.exposure.exposure)
                 if key not in self._seen_exposures:
@@ -250,14 +242,6 @@ class ButlerRegistry(Registry):
                     log_event(log, "butler.ingest_retried_with_lookup", error=str(exc)[:200])
             with self.butler.transaction():
                 return self._ingest(ok, look=True)
-
-    def _set_up(self, runs: list[str], exposures: list[ExposureRecord]) -> None:
-        """Dataset type, runs, instruments, detectors and exposure records, each step in its
-        own transaction (butler_setup)."""
-        self.setup.dataset_type()
-        for run in sorted(set(runs)):
-            self.setup.run(run)
-        self.setup.exposures(exposures)
 
     def _ingest(self, ok: Sequence[tuple[_Pending, Registration]], look: bool) -> dict[int, Exception]:
         from lsst.daf.butler import DatasetIdGenEnum, DatasetRef, FileDataset
@@ -283,8 +267,7 @@ class ButlerRegistry(Registry):
                 )
             by_run.setdefault(registration.run, []).append((p, ref))
         datasets = []
-        #: a CCD delivered again while its first delivery is still in the batch (a redelivery
-        #: storm) is ingested once: two FileDatasets of one data id fail the whole ingest
+        # a CCD delivered twice in one batch is ingested once (two FileDatasets fail the ingest)
         batched: dict[uuid.UUID, str] = {}
         for run, items in by_run.items():
             existing = self._existing(run, [ref for _, ref in items]) if look else {}
@@ -327,8 +310,7 @@ class ButlerRegistry(Registry):
         return out
 
     def _data_id(self, dtype: Any, instrument: str, exposure: int, detector: int) -> Any:
-        """An expanded data id (records attached) so the ingest does not query them back, built
-        from the raw dimensions' values in order without re-standardizing."""
+        """An expanded data id (records attached), so the ingest does not query them back."""
         from lsst.daf.butler import DataCoordinate
 
         records = self.setup.exposure_records.get((instrument, exposure))
@@ -345,9 +327,7 @@ class ButlerRegistry(Registry):
         return plain.expanded({**records, "detector": detector_record})
 
     def _companion_step(self, held: Sequence[tuple[_Pending, Registration]]) -> None:
-        """Step 3: record the held datasets and the new ones' outbox rows in one companion transaction.
-        If it fails, the callers fail retriably and the Butler keeps the datasets for the
-        redelivery (or reconcile). A message that cannot be built fails only its caller."""
+        """Step 3; a message that cannot be built fails only its caller."""
         try:
             results = self._retrying(lambda: self._in_tx(lambda conn: self._companion_records(conn, held)))
         except Exception as exc:
@@ -361,9 +341,8 @@ class ButlerRegistry(Registry):
     def _companion_records(
         self, conn: Connection, held: Sequence[tuple[_Pending, Registration]]
     ) -> list[tuple[Registration | None, BaseException | None]]:
-        """(registration, error) per item: new datasets, their datastore records and outbox rows
-        in one statement each for the batch; the others (redelivery, another writer) one by
-        one, which tells a duplicate from a ChecksumConflict."""
+        """(registration, error) per item: the new in one statement per table, the others
+        (redelivery, another writer) one by one, which tells a duplicate from a ChecksumConflict."""
         first = {  # the first item of each exposure writes its rows
             (planned.run, p.exposure.instrument, p.exposure.exposure): (planned.run, p.exposure)
             for p, planned in reversed(held)
@@ -377,43 +356,32 @@ class ButlerRegistry(Registry):
             if planned.created
         ]
         inserted = self._insert_new(conn, [(p.record, reg) for _, p, reg in fresh])
+        done: dict[int, Registration] = {}
+        for i, _, reg in fresh:
+            if reg.dataset_id in inserted:  # not: another writer's, or an earlier item's
+                inserted.discard(reg.dataset_id)
+                done[i] = reg
         out: dict[int, tuple[Registration | None, BaseException | None]] = {}
+        for i, (p, _) in enumerate(held):
+            if i not in done:
+                try:
+                    done[i] = self._register(conn, p.record, p.exposure, True)
+                except ChecksumConflict as exc:  # another process's bytes won the race
+                    out[i] = (None, exc)
         messages = []
-        for i, p, reg in fresh:
-            if reg.dataset_id not in inserted:
-                continue  # another writer's, or an earlier item's: one by one below
-            inserted.discard(reg.dataset_id)
-            if p.announce is None:
+        for i, reg in done.items():
+            announce = held[i][0].announce
+            if announce is None or not reg.created:
                 out[i] = (reg, None)
                 continue
             try:
-                messages.append((i, reg, p.announce(reg)))
+                messages.append((i, reg, announce(reg)))
             except Exception as exc:  # fails its caller only; its redelivery announces it
                 out[i] = (None, exc)
         rows = insert_rows(conn, [(reg.dataset_id, m) for _, reg, m in messages], now, OUTBOX_LEASE_SECONDS)
         for i, reg, _ in messages:
             out[i] = (dataclasses.replace(reg, outbox_id=rows[reg.dataset_id]), None)
-        for i, (p, _) in enumerate(held):
-            if i in out:
-                continue
-            try:
-                registration = self._register(conn, p.record, p.exposure, True)
-            except ChecksumConflict as exc:  # another process's bytes won the race
-                out[i] = (None, exc)
-                continue
-            out[i] = self._outbox(conn, registration, p.announce)
         return [out[i] for i in range(len(held))]
-
-    def _outbox(
-        self, conn: Connection, registration: Registration, announce: Announcer | None
-    ) -> tuple[Registration | None, BaseException | None]:
-        if announce is None or not registration.created:
-            return registration, None
-        try:
-            message = announce(registration)
-        except Exception as exc:  # fails its caller only; its redelivery announces it
-            return None, exc
-        return self._with_outbox_row(conn, registration, lambda _: message), None
 
     def batch_stats(self) -> dict[str, float]:
         """How registrations were grouped into Butler transactions so far."""

@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy import select
 
 from obsingest import camera
-from obsingest.registry import butler_records, tables
+from obsingest.registry import butler_setup, tables
 from obsingest.registry.butler_repo import FALLBACK_FORMATTER, RAW_DIMENSIONS, RAW_FITS_STORAGE_CLASS
 from obsingest.registry.registry import ExposureRecord, Registry
 
@@ -67,16 +67,16 @@ def export_butler(
     instruments = sorted({row["instrument"] for row in datasets})
     records: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for name in instruments:
-        instrument, detectors = butler_records.instrument_records(name)
+        instrument, detectors = butler_setup.instrument_records(name)
         records["instrument"].append(instrument)
         records["detector"] += detectors
     seen: dict[str, set[tuple[Any, ...]]] = defaultdict(set)
     for exposure in exposures:
-        for element, record in butler_records.exposure_records(exposure).items():
+        for element, record in butler_setup.exposure_records(exposure).items():
             key = tuple(v for k, v in record.items() if k in ("instrument", "id", "name"))
             if key not in seen[element]:
                 seen[element].add(key)
-                records[element].append(butler_records.with_timespan(record))
+                records[element].append(butler_setup.with_timespan(record))
     dtype = DatasetType(registry.settings.dataset_type, RAW_DIMENSIONS, storage_class, universe=universe)
     by_run: dict[str, list[Any]] = defaultdict(list)
     for row in datasets:

@@ -14,6 +14,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from obsingest import defaults
+from obsingest.logs import get_logger, log_event
 
 URL_PREFIX = "butler:"
 #: obsingest's stand-in for the science pipelines' raw formatter (see butler_formatter)
@@ -21,6 +22,8 @@ FALLBACK_FORMATTER = "obsingest.registry.butler_formatter.RawFitsFormatter"
 #: the storage class a repository without the science pipelines gives raws (``make_repo``)
 RAW_FITS_STORAGE_CLASS = "ObsingestRawFits"
 RAW_DIMENSIONS = ("instrument", "exposure", "detector")
+
+log = get_logger("obsingest.registry.butler_setup")
 
 
 class ButlerSettings(BaseSettings):
@@ -109,11 +112,16 @@ def make_repo(root: str | Path, registry_db: str | None = None) -> str:
 
 
 def ensure_dataset_type(butler: Any, name: str, storage_class: str) -> Any:
+    """The dataset type ``name``, registered with ``storage_class`` if the repository lacks it."""
     from lsst.daf.butler import DatasetType
+    from lsst.daf.butler.registry import MissingDatasetTypeError
 
     try:
         return butler.get_dataset_type(name)
-    except Exception:  # MissingDatasetTypeError: register it
-        dtype = DatasetType(name, RAW_DIMENSIONS, storage_class, universe=butler.dimensions)
-        butler.registry.registerDatasetType(dtype)
-        return butler.get_dataset_type(name)
+    except MissingDatasetTypeError:
+        pass
+    butler.registry.registerDatasetType(
+        DatasetType(name, RAW_DIMENSIONS, storage_class, universe=butler.dimensions)
+    )
+    log_event(log, "butler.dataset_type_registered", name=name, sc=storage_class)
+    return butler.get_dataset_type(name)

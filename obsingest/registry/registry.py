@@ -135,8 +135,7 @@ class Registry:
         self.settings = settings
         self._postgres = engine.dialect.name == "postgresql"
         self._insert = postgresql.insert if self._postgres else sqlite.insert
-        # Statements built once and executed with parameters: SQLAlchemy's compiled cache then
-        # serves every call, instead of building and hashing a new statement per registration.
+        # built once: SQLAlchemy's compiled cache then serves every call
         self._insert_run = self._insert(tables.run).on_conflict_do_nothing()
         self._insert_dataset = (
             self._insert(tables.dataset)
@@ -150,7 +149,6 @@ class Registry:
             .join(tables.datastore_record, tables.datastore_record.c.dataset_id == tables.dataset.c.id)
             .where(tables.dataset.c.id == bindparam("ds_id"))
         )
-        # the exposure upsert: insert, or fill the fields that are still unknown (COALESCE)
         upsert = self._insert(tables.exposure)
         self._upsert_exposure_stmt = upsert.on_conflict_do_update(
             index_elements=[tables.exposure.c.instrument, tables.exposure.c.id],
@@ -159,16 +157,14 @@ class Registry:
                 for name in _EXPOSURE_FIELDS
             },
         )
-        # Dimension rows this process has seen committed (rows are never deleted): a repeat
-        # registration skips their upserts, two of the round trips of a one-event transaction.
+        # dimension rows this process saw committed (never deleted): a repeat skips their upserts
         self._known_runs: set[str] = set()
         self._known_exposures: dict[tuple[str, int], frozenset[str]] = {}
         self._known_lock = threading.Lock()
 
     @classmethod
     def open(cls, settings: RegistrySettings, migrate_schema: bool = True) -> Registry:
-        """The SQLite or PostgreSQL registry at ``settings.url``. To open whatever backend a URL
-        names (``butler:<repo>`` included), use ``obsingest.registry.open_registry``."""
+        """The SQLite or PostgreSQL registry at ``settings.url`` (any backend: ``open_registry``)."""
         if settings.url.startswith("butler:") and cls is Registry:
             raise ValueError(f"{settings.url!r} names a Butler repository: open it with open_registry()")
         registry = cls(make_engine(settings), settings)
@@ -180,9 +176,8 @@ class Registry:
         self.engine.dispose()
 
     def _retrying(self, fn: Callable[[], T]) -> T:
-        """Retry transient database failures with exponential backoff and full jitter, bounded
-        in time too (the caller's redelivery is the next retry); a failure the input causes
-        (db_errors.classify) is UnstorableInput at once."""
+        """Retry transient database failures (backoff with jitter, bounded in time: the caller's
+        redelivery is the next retry); a failure the input causes is UnstorableInput at once."""
 
         def attempt(_remaining: float) -> T:
             try:
@@ -208,7 +203,6 @@ class Registry:
                 raise
             last, attempts = gave_up.last, gave_up.attempts
         where = self.engine.url.render_as_string(hide_password=True)
-        # registry-full, connection-slots, ... or just unavailable
         raise as_exhausted(last, "registry", where) or RegistryUnavailable(
             f"registry unavailable after {attempts} attempts: {last}"
         ) from last
@@ -227,9 +221,8 @@ class Registry:
         conn.execute(self._upsert_exposure_stmt, key | values)
 
     def arriving(self) -> AbstractContextManager[None]:
-        """This thread prepares a registration (reads and checks a file) and calls ``register``
-        inside the block, or gives up. A registry that group-commits (the Butler backend) lets
-        its next batch wait for it; this one commits each call by itself: nothing to do."""
+        """This thread prepares a registration and calls ``register`` inside the block (or gives
+        up): a group-committing registry (Butler) lets its next batch wait for it."""
         return nullcontext()
 
     def register(
@@ -270,9 +263,8 @@ class Registry:
         return not known_run or self._needs_exposure_upsert(exposure)
 
     def _register_at_once(self, record: FileRecord, announce: Announcer) -> Registration | None:
-        """PostgreSQL, dimension rows committed: a new dataset with its datastore record and
-        outbox row in one autocommit statement (``prepared.register_at_once_sql``); None when
-        the dataset exists (nothing written). Retrying it is safe: it is atomic."""
+        """PostgreSQL, dimension rows committed: the new dataset, datastore record and outbox row
+        in one atomic statement (``prepared.register_at_once_sql``); None when the dataset exists."""
         registration = self._planned(record)
         ds_id, now = registration.dataset_id, registration.registered_time
         rows = (
@@ -321,10 +313,8 @@ class Registry:
     def _insert_new(
         self, conn: Connection, items: Sequence[tuple[FileRecord, Registration]]
     ) -> set[uuid.UUID]:
-        """Insert the datasets of ``items`` (believed new, dimension rows written) and the
-        datastore records of those inserted: two statements for a whole batch, not two per
-        dataset. Returns the ids inserted; an id some other writer (or an earlier item) inserted
-        first is not among them, and its item must be registered one by one (``_register``)."""
+        """Insert the datasets of ``items`` (believed new) and their datastore records, two
+        statements for the batch; returns the ids inserted (the others: ``_register`` one by one)."""
         if not items:
             return set()
         rows = [_dataset_values(reg, rec.data_id) for rec, reg in items]
@@ -379,12 +369,10 @@ class Registry:
 
     @cached_property
     def outbox(self) -> ArrivalOutbox:
-        """Drain-side operations on the arrivals outbox (claim, mark, status, purge)."""
         return ArrivalOutbox(self.engine, self._retrying)
 
     @cached_property
     def audit(self) -> RegistryAudit:
-        """Reconcile and canary queries."""
         return RegistryAudit(self.engine, self._retrying)
 
     def quarantine(self, entry: QuarantineEntry) -> None:
@@ -392,8 +380,7 @@ class Registry:
         self._retrying(lambda: self._in_tx(lambda c: self._quarantine(c, entry)))
 
     def _quarantine(self, conn: Connection, entry: QuarantineEntry) -> None:
-        """Text is made storable first (db_errors.storable): a refused input's name, reason and
-        message are untrusted, and the record of why it was refused must always be written."""
+        """Text made storable first: it is untrusted, and why an input was refused must be kept."""
         now = datetime.now(UTC)
         q = tables.quarantine
         stmt = self._insert(q).values(
