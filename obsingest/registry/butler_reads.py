@@ -1,9 +1,7 @@
-"""What a Butler-backed registry holds, read from the Butler itself (the registry of record).
-
-Listings are the Butler's raws in the configured runs with the companion's details
-(``companion: false`` when it lacks them). Reconcile (``ButlerAudit.registered_uris``) counts an
-object registered only when the Butler holds it at that URI *and* the companion recorded it;
-any other goes to the register service, whose idempotent registration completes either.
+"""What a Butler-backed registry holds, read from the Butler itself (the registry of record):
+listings are its raws with the companion's details (``companion: false`` when it lacks them);
+reconcile counts an object registered only when the Butler holds it at that URI *and* the
+companion recorded it (any other goes to the idempotent register service, which completes either).
 """
 
 from __future__ import annotations
@@ -53,14 +51,10 @@ class ButlerReads:
 
     def refs(self, instrument: str | None = None, exposure: int | None = None) -> list[Any]:
         """The raws the Butler holds in the configured runs."""
+        where = "instrument = inst AND exposure = exp" if exposure else "instrument = inst"
         out: list[Any] = []
         for inst, run in self.runs(instrument).items():
-            if exposure:
-                out += self._raws(
-                    run, "instrument = inst AND exposure = exp", {"inst": inst, "exp": exposure}
-                )
-            else:
-                out += self._raws(run, "instrument = inst", {"inst": inst})
+            out += self._raws(run, where, {"inst": inst, "exp": exposure} if exposure else {"inst": inst})
         return out
 
     def uris(self, refs: list[Any]) -> dict[uuid.UUID, str]:
@@ -120,8 +114,8 @@ class ButlerReads:
         return out
 
     def held(self, rows: Iterable[dict[str, Any]]) -> set[str]:
-        """Of companion rows (dataset ``id``, ``instrument``, ``exposure``, ``run``, ``uri``),
-        the URIs whose dataset the Butler holds at that very URI."""
+        """Of companion rows (``id``, ``instrument``, ``exposure``, ``run``, ``uri``), the URIs
+        whose dataset the Butler holds at that very URI."""
         groups: dict[tuple[str, str], dict[uuid.UUID, str]] = {}
         exposures: dict[tuple[str, str], set[int]] = {}
         for row in rows:
@@ -139,7 +133,7 @@ class ButlerReads:
 
 
 class ButlerAudit(RegistryAudit):
-    """Reconcile's queries on a Butler-backed registry: ``registered_uris`` asks the Butler."""
+    """Reconcile's queries; ``registered_uris`` asks the Butler too."""
 
     def __init__(
         self, engine: Engine, retrying: Callable[[Callable[[], Any]], Any] | None, reads: ButlerReads
@@ -168,7 +162,7 @@ class ButlerAudit(RegistryAudit):
 
 class ButlerConfirmation:
     """For the presence reader on a ``butler:`` registry: a CCD the companion reports registered
-    is registered only if the Butler holds its dataset (``CcdPresence`` -> ``CcdPresence``)."""
+    is registered only if the Butler holds its dataset."""
 
     def __init__(self, repo: str) -> None:
         from lsst.daf.butler import Butler

@@ -1,8 +1,5 @@
-"""A daf_butler repository as the registry: its URL, settings, formatter and creation.
-
-``butler:<repo>`` names one (``butler:///data/repo``, ``butler:repo``, ``butler:s3://...``).
-Apart from ``butler`` so that configuring or creating a repository loads no registry code.
-"""
+"""A daf_butler repository as the registry (``butler:<repo>``): its URL, settings, formatter and
+creation, apart from ``butler`` so that configuring or creating one loads no registry code."""
 
 from __future__ import annotations
 
@@ -87,10 +84,9 @@ def raw_formatter(instrument: str, configured: str = "") -> str:
 
 
 def make_repo(root: str | Path, registry_db: str | None = None) -> str:
-    """Create a Butler repository that reads obsingest's raws without the science pipelines:
-    the ``raw`` dataset type gets the ObsingestRawFits storage class (an astropy HDUList read by
-    RawFitsFormatter). ``registry_db``: a SQLAlchemy URL (PostgreSQL needs ``btree_gist``);
-    default SQLite inside the repository. Returns the registry URL ``butler:<root>``."""
+    """Create a Butler repository that reads obsingest's raws without the science pipelines (the
+    ``raw`` dataset type's storage class ObsingestRawFits: an astropy HDUList); ``registry_db``:
+    a SQLAlchemy URL (PostgreSQL needs ``btree_gist``), default SQLite. Returns ``butler:<root>``."""
     from lsst.daf.butler import Butler, Config
 
     config = Config(

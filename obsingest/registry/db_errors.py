@@ -68,8 +68,7 @@ def classify(exc: BaseException) -> Verdict:
 
 
 def describe(exc: BaseException, limit: int = 300) -> str:
-    """The driver's own one-line message (without SQLAlchemy's SQL and parameters, which
-    would repeat the offending input in full)."""
+    """The driver's one-line message, without SQLAlchemy's SQL and parameters (the input again)."""
     orig = exc.orig if isinstance(exc, DBAPIError) else exc
     sqlstate = getattr(orig, "sqlstate", None)
     text = " ".join(str(orig).split())
@@ -78,10 +77,9 @@ def describe(exc: BaseException, limit: int = 300) -> str:
 
 
 def storable(text: str, limit: int, max_bytes: int | None = None) -> str:
-    """``text`` as every backend can hold it: NUL and lone surrogates escaped, at most
-    ``limit`` characters (and ``max_bytes`` of UTF-8). A shortened value ends with a digest
-    of the whole, so two long values that share a prefix stay distinct in a unique key.
-    """
+    """``text`` as every backend can hold it: NUL and lone surrogates escaped, at most ``limit``
+    characters (and ``max_bytes`` of UTF-8); a shortened value ends with a digest of the whole,
+    so two long values that share a prefix stay distinct in a unique key."""
     safe = text.replace("\x00", "\\x00")
     safe = safe.encode("utf-8", "backslashreplace").decode("utf-8")
     max_bytes = max_bytes if max_bytes is not None else 4 * limit

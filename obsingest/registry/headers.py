@@ -60,7 +60,7 @@ def exposure_from_header(primary: Hdu, data_id: DataId, name: str) -> ExposureRe
 
 def _memo(cache: OrderedDict[Any, tuple[Any, Any]], key: Any, owner: Any, make: Callable[[], Any]) -> Any:
     """``cache``'s value for ``key`` made for ``owner`` (kept so its id cannot be reused while
-    cached), or ``make()`` stored there; the oldest of ``_FIELDS_SIZE`` entries goes first."""
+    cached), or ``make()`` stored there (LRU of ``_FIELDS_SIZE``)."""
     with _FIELDS_LOCK:
         cached = cache.get(key)
     if cached is not None and cached[0] is owner:
@@ -129,14 +129,11 @@ def _record(result: translate.Translation, data_id: DataId, name: str) -> Exposu
     return record
 
 
-#: the record's values derived from an exposure's ObservationInfo, per exposure (the CCDs of an
-#: exposure share the ObservationInfo object; keyed by its id, the object kept so the id cannot be
-#: reused while cached)
+#: the record's values from an exposure's ObservationInfo (shared by its CCDs), by the info's id
 _FIELDS: OrderedDict[int, tuple[Any, dict[str, Any]]] = OrderedDict()
 _FIELDS_LOCK = threading.Lock()
 _FIELDS_SIZE = 32
-#: the checked record, per exposure (and warnings): every CCD of an exposure gets the same
-#: (immutable) ExposureRecord, built and checked once
+#: the checked record per exposure (and warnings): built and checked once for all its CCDs
 _RECORDS: OrderedDict[tuple[Any, ...], tuple[Any, ExposureRecord]] = OrderedDict()
 
 

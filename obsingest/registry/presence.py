@@ -61,8 +61,8 @@ TABLES = ("dataset", "datastore_record", "exposure", "exposure_manifest", "quara
 
 
 class QueryRefused(PermanentError):
-    """A question the registry cannot answer as asked: ``status`` is its HTTP status (400 bad
-    input, 404 nothing by that name), ``reason`` a short slug, the message names the input."""
+    """A question the registry cannot answer as asked: ``status`` its HTTP status (400 bad input,
+    404 nothing by that name), ``reason`` a short slug."""
 
     def __init__(self, reason: str, message: str, status: int = 400) -> None:
         super().__init__(message)

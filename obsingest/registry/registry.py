@@ -233,7 +233,8 @@ class Registry:
         data_id = record.data_id
         exposure = exposure or ExposureRecord(data_id.instrument, data_id.exposure, data_id.day_obs)
         run = run_name(self.settings.run, data_id.instrument)
-        if self._postgres and announce is not None and not self._needs_dimensions(run, exposure):
+        known = run in self._known_runs and not self._needs_exposure_upsert(exposure)
+        if self._postgres and announce is not None and known:  # dimension rows committed
             at_once = self._retrying(lambda: self._register_at_once(record, announce))
             if at_once is not None:
                 return at_once
@@ -255,12 +256,6 @@ class Registry:
             raise
         self._remember(run, exposure)
         return result
-
-    def _needs_dimensions(self, run: str, exposure: ExposureRecord) -> bool:
-        """Whether a registration must write the run or exposure row first."""
-        with self._known_lock:
-            known_run = run in self._known_runs
-        return not known_run or self._needs_exposure_upsert(exposure)
 
     def _register_at_once(self, record: FileRecord, announce: Announcer) -> Registration | None:
         """PostgreSQL, dimension rows committed: the new dataset, datastore record and outbox row
@@ -470,14 +465,6 @@ def _dataset_values(registration: Registration, data_id: DataId) -> dict[str, An
 
 
 def _datastore_values(ds_id: uuid.UUID, record: FileRecord) -> dict[str, Any]:
-    return {
-        "dataset_id": ds_id,
-        "uri": record.uri,
-        "size": record.size,
-        "checksum": record.checksum,
-        "md5": record.md5,
-        "readout_time": as_utc(record.readout_time),
-        "compressed_time": as_utc(record.compressed_time),
-        "stored_time": as_utc(record.stored_time),
-        "transport": record.transport,
-    }
+    """The datastore row of ``record``: every field but the data id is a column."""
+    values = {f.name: _column_value(getattr(record, f.name)) for f in fields(record) if f.name != "data_id"}
+    return {"dataset_id": ds_id, **values}
