@@ -67,7 +67,7 @@ class _Pending:
     error: BaseException | None = None
 
 
-class ButlerRegistry(Registry):
+class ButlerRegistry(ButlerReads, Registry):
     """Registry whose datasets live in a daf_butler repository (see module doc)."""
 
     def __init__(
@@ -112,21 +112,9 @@ class ButlerRegistry(Registry):
         self.butler.close()
 
     @cached_property
-    def reads(self) -> ButlerReads:
-        return ButlerReads(self.butler, self.engine, self.settings, self._butler_lock)
-
-    @cached_property
     def audit(self) -> ButlerAudit:
         """Reconcile's queries: registered means the Butler and the companion hold it."""
-        return ButlerAudit(self.engine, self._retrying, self.reads)
-
-    def datasets(self, instrument: str | None = None, exposure: int | None = None) -> list[dict[str, Any]]:
-        """The raws the Butler holds (in the configured runs), with the companion's details."""
-        return self.reads.datasets(instrument, exposure)
-
-    def count_datasets(self) -> int:
-        """How many raws the Butler holds in the configured runs."""
-        return self.reads.count()
+        return ButlerAudit(self.engine, self._retrying, self)
 
     def register(
         self, record: FileRecord, exposure: ExposureRecord | None = None, announce: Announcer | None = None
@@ -185,7 +173,7 @@ class ButlerRegistry(Registry):
     def _checked(self, batch: Sequence[_Pending]) -> list[tuple[_Pending, Registration]]:
         """Step 1: each item with its registration (``created``: new to the companion)."""
         planned = [(p, self._planned(p.record)) for p in batch]
-        known = self._retrying(lambda: self.reads.companion({reg.dataset_id for _, reg in planned}))
+        known = self._retrying(lambda: self.companion({reg.dataset_id for _, reg in planned}))
         ok = []
         for p, reg in planned:
             row = known.get(reg.dataset_id)

@@ -1,17 +1,8 @@
 """Export obsingest's registry as a Butler export file (``YamlRepoExportBackend``, what ``butler
-export`` writes): dimension records, runs, the ``raw`` dataset type and every dataset with its
-id (= the Butler's DATAID_TYPE_RUN id) and object URI, for ``butler import REPO FILE --transfer
+export`` writes): dimension records, runs, the ``raw`` dataset type and every dataset with its id
+(= the Butler's DATAID_TYPE_RUN id) and object URI, for ``butler import REPO FILE --transfer
 direct``. ``butler import`` imports each dataset's formatter, so the file is written for its
-reader (``target``; docs/butler.md says why):
-
-- ``rubin`` (default): obs_lsst's raw formatter per instrument and storage class ``Exposure``,
-  as Rubin's raw ingest records: ``butler.get`` returns an ``lsst.afw.image.Exposure``.
-- ``daf_butler``: plain daf_butler, which has no FITS formatter, so datasets name
-  ``lsst.daf.butler.FormatterV2``: records, ids and URIs are there, but ``butler.get`` refuses.
-- ``obsingest``: ``RawFitsFormatter`` and storage class ``ObsingestRawFits`` (``make_repo``):
-  ``butler.get`` returns an astropy HDUList.
-
-``formatters`` ({instrument: class}) overrides the target's choice per instrument.
+reader, ``target`` (``TARGETS``; docs/butler.md says what each gives and why ``rubin`` is the default).
 """
 
 from __future__ import annotations
@@ -55,7 +46,7 @@ def export_butler(
     formatters: Mapping[str, str] | None = None,
 ) -> dict[str, int]:
     """Write the Butler export of ``registry`` to ``path``; returns what it holds, by kind.
-    ``formatters`` and ``storage_class`` override what ``target`` picks (module doc)."""
+    ``formatters`` ({instrument: class}) and ``storage_class`` override what ``target`` picks."""
     from lsst.daf.butler import DatasetIdGenEnum, DatasetRef, DatasetType, DimensionUniverse, FileDataset
     from lsst.daf.butler.registry.interfaces import RunRecord
     from lsst.daf.butler.transfers import YamlRepoExportBackend

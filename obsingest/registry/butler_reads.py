@@ -20,17 +20,17 @@ from obsingest.settings import RegistrySettings, run_name
 
 
 class ButlerReads:
-    """Queries of the Butler (raws in the configured runs) joined with the companion."""
+    """``ButlerRegistry``'s queries of the Butler (raws in the configured runs) joined with the
+    companion."""
 
-    def __init__(self, butler: Any, engine: Engine, settings: RegistrySettings, lock: threading.Lock) -> None:
-        self.butler = butler
-        self.engine = engine
-        self.settings = settings
-        self._lock = lock
+    butler: Any
+    engine: Engine
+    settings: RegistrySettings
+    _butler_lock: threading.Lock
 
     def runs(self, instrument: str | None = None) -> dict[str, str]:
         """instrument -> the run its raws go to, for the instruments the Butler knows."""
-        with self._lock:
+        with self._butler_lock:
             names = [r.name for r in self.butler.registry.queryDimensionRecords("instrument")]
         if instrument:
             names = [n for n in names if n == instrument]
@@ -40,7 +40,7 @@ class ButlerReads:
         """The raws in ``run`` that ``where`` picks (none before any was ingested)."""
         from lsst.daf.butler.registry import MissingCollectionError, MissingDatasetTypeError
 
-        with self._lock:
+        with self._butler_lock:
             try:
                 found = self.butler.registry.queryDatasets(
                     self.settings.dataset_type, collections=run, where=where, bind=bind
@@ -61,11 +61,11 @@ class ButlerReads:
         """dataset id -> the URI the Butler's datastore records for it (one query)."""
         if not refs:
             return {}
-        with self._lock:
+        with self._butler_lock:
             found = self.butler.get_many_uris(refs)
         return {ref.id: str(uris.primaryURI) for ref, uris in found.items() if uris.primaryURI}
 
-    def count(self) -> int:
+    def count_datasets(self) -> int:
         return len(self.refs())
 
     def datasets(self, instrument: str | None = None, exposure: int | None = None) -> list[dict[str, Any]]:
