@@ -89,7 +89,7 @@ class ButlerRegistry(ButlerReads, Registry):
             complete=lambda batch: exposures_complete(p.record.data_id for p in batch),
             prepare=self._prepare,
         )
-        self._butler_lock = threading.Lock()
+        self._butler_lock = threading.RLock()
         self.setup = ButlerSetup(butler, settings.dataset_type, butler_settings.storage_class)
         self._seen_exposures: set[tuple[str, int]] = set()
 
@@ -236,7 +236,7 @@ class ButlerRegistry(ButlerReads, Registry):
 
         dtype = self.setup.dataset_type()
         refused: dict[int, Exception] = {}
-        by_run: dict[str, list[tuple[_Pending, Any]]] = {}
+        items: list[tuple[_Pending, Any]] = []
         for p, registration in ok:
             data_id = p.record.data_id
             coordinate = self._data_id(dtype, data_id.instrument, data_id.exposure, data_id.detector)
@@ -253,24 +253,25 @@ class ButlerRegistry(ButlerReads, Registry):
                     f"{data_id.key}: the Butler's DATAID_TYPE_RUN id {ref.id} differs from "
                     f"obsingest's {registration.dataset_id} (dataset type or run template?)"
                 )
-            by_run.setdefault(registration.run, []).append((p, ref))
+            items.append((p, ref))
         datasets = []
         # a CCD delivered twice in one batch is ingested once (two FileDatasets fail the ingest)
         batched: dict[uuid.UUID, str] = {}
-        for run, items in by_run.items():
-            existing = self._existing(run, [ref for _, ref in items]) if look else {}
-            for p, ref in items:
-                uri = existing.get(ref.id, batched.get(ref.id))
-                if uri is None:
-                    batched[ref.id] = p.record.uri
-                    name = raw_formatter(p.record.data_id.instrument, self.butler_settings.formatter)
-                    formatter = _class_of(name)
-                    datasets.append(FileDataset(p.record.uri, [ref], formatter=formatter))
-                elif uri != p.record.uri:
-                    refused[id(p)] = ChecksumConflict(
-                        f"{p.record.data_id.key}: the Butler at {self.repo} already has "
-                        f"dataset {ref.id} at {uri}; refusing {p.record.uri}"
-                    )
+        wanted = [
+            (ref.run, p.record.data_id.instrument, p.record.data_id.exposure, ref.id) for p, ref in items
+        ]
+        existing = self.held_uris(wanted) if look else {}
+        for p, ref in items:
+            uri = existing.get(ref.id, batched.get(ref.id))
+            if uri is None:
+                batched[ref.id] = p.record.uri
+                name = raw_formatter(p.record.data_id.instrument, self.butler_settings.formatter)
+                datasets.append(FileDataset(p.record.uri, [ref], formatter=_class_of(name)))
+            elif uri != p.record.uri:
+                refused[id(p)] = ChecksumConflict(
+                    f"{p.record.data_id.key}: the Butler at {self.repo} already has "
+                    f"dataset {ref.id} at {uri}; refusing {p.record.uri}"
+                )
         if datasets:
             self.butler.ingest(
                 *datasets,
@@ -279,23 +280,6 @@ class ButlerRegistry(ButlerReads, Registry):
                 skip_existing=look,
             )
         return refused
-
-    def _existing(self, run: str, refs: list[Any]) -> dict[uuid.UUID, str]:
-        """URI of each of ``refs`` the Butler already holds in ``run`` (one query per run)."""
-        wanted = {ref.id for ref in refs}
-        out: dict[uuid.UUID, str] = {}
-        for instrument in sorted({ref.dataId["instrument"] for ref in refs}):
-            exposures = sorted(
-                {ref.dataId["exposure"] for ref in refs if ref.dataId["instrument"] == instrument}
-            )
-            found = self.butler.registry.queryDatasets(
-                self.setup.dataset_type(),
-                collections=run,
-                where="instrument = inst AND exposure IN (exps)",
-                bind={"inst": instrument, "exps": exposures},
-            )
-            out.update({r.id: str(self.butler.getURI(r)) for r in found if r.id in wanted})
-        return out
 
     def _data_id(self, dtype: Any, instrument: str, exposure: int, detector: int) -> Any:
         """An expanded data id (records attached), so the ingest does not query them back."""

@@ -26,7 +26,7 @@ class ButlerReads:
     butler: Any
     engine: Engine
     settings: RegistrySettings
-    _butler_lock: threading.Lock
+    _butler_lock: threading.RLock  # the ingest holds it while it asks
 
     def runs(self, instrument: str | None = None) -> dict[str, str]:
         """instrument -> the run its raws go to, for the instruments the Butler knows."""
@@ -116,20 +116,25 @@ class ButlerReads:
     def held(self, rows: Iterable[dict[str, Any]]) -> set[str]:
         """Of companion rows (``id``, ``instrument``, ``exposure``, ``run``, ``uri``), the URIs
         whose dataset the Butler holds at that very URI."""
-        groups: dict[tuple[str, str], dict[uuid.UUID, str]] = {}
-        exposures: dict[tuple[str, str], set[int]] = {}
-        for row in rows:
-            key = (row["run"], row["instrument"])
-            groups.setdefault(key, {})[row["id"]] = row["uri"]
-            exposures.setdefault(key, set()).add(int(row["exposure"]))
+        rows = list(rows)
+        uris = self.held_uris((r["run"], r["instrument"], int(r["exposure"]), r["id"]) for r in rows)
+        return {r["uri"] for r in rows if uris.get(r["id"]) == r["uri"]}
+
+    def held_uris(self, wanted: Iterable[tuple[str, str, int, uuid.UUID]]) -> dict[uuid.UUID, str]:
+        """The Butler's URI of each (run, instrument, exposure, dataset id) it holds: one query
+        per run and instrument."""
+        groups: dict[tuple[str, str], dict[uuid.UUID, int]] = {}
+        for run, instrument, exposure, ds_id in wanted:
+            groups.setdefault((run, instrument), {})[ds_id] = exposure
         refs: list[Any] = []
-        for (run, instrument), wanted in groups.items():
-            bind = {"inst": instrument, "exps": sorted(exposures[(run, instrument)])}
-            found = self._raws(run, "instrument = inst AND exposure IN (exps)", bind)
-            refs.extend(ref for ref in found if ref.id in wanted)
-        uris = self.uris(refs)
-        expected = {i: u for group in groups.values() for i, u in group.items()}
-        return {uri for i, uri in uris.items() if expected.get(i) == uri}
+        for (run, instrument), ids in groups.items():
+            bind = {"inst": instrument, "exps": sorted(set(ids.values()))}
+            refs += [
+                ref
+                for ref in self._raws(run, "instrument = inst AND exposure IN (exps)", bind)
+                if ref.id in ids
+            ]
+        return self.uris(refs)
 
 
 class ButlerAudit(RegistryAudit):

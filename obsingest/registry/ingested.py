@@ -163,13 +163,10 @@ class IngestedCheck:
     def _read(self, fn: Callable[[Connection], Any]) -> Any:
         """One read statement, on PostgreSQL in autocommit: its own snapshot, started after the
         caller's commit, without a transaction's BEGIN and ROLLBACK round trips."""
-        postgres = self._postgres
 
         def run() -> Any:
             with self.registry.engine.connect() as conn:
-                if postgres:
-                    conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-                return fn(conn)
+                return fn(conn.execution_options(isolation_level="AUTOCOMMIT") if self._postgres else conn)
 
         return self.registry._retrying(run)
 

@@ -371,11 +371,8 @@ class Registry:
         return RegistryAudit(self.engine, self._retrying)
 
     def quarantine(self, entry: QuarantineEntry) -> None:
-        """Record a refused input; a repeat of (object, reason, checksum) is counted once."""
-        self._retrying(lambda: self._in_tx(lambda c: self._quarantine(c, entry)))
-
-    def _quarantine(self, conn: Connection, entry: QuarantineEntry) -> None:
-        """Text made storable first: it is untrusted, and why an input was refused must be kept."""
+        """Record a refused input; a repeat of (object, reason, checksum) is counted once. Text is
+        made storable first: it is untrusted, and why an input was refused must be kept."""
         now = datetime.now(UTC)
         q = tables.quarantine
         stmt = self._insert(q).values(
@@ -393,12 +390,11 @@ class Registry:
             last_seen=now,
             occurrences=1,
         )
-        conn.execute(
-            stmt.on_conflict_do_update(
-                index_elements=[q.c.object_uri, q.c.reason, q.c.checksum],
-                set_={"last_seen": now, "occurrences": q.c.occurrences + 1},
-            )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[q.c.object_uri, q.c.reason, q.c.checksum],
+            set_={"last_seen": now, "occurrences": q.c.occurrences + 1},
         )
+        self._retrying(lambda: self._in_tx(lambda c: c.execute(stmt)))
 
     def datasets(self, instrument: str | None = None, exposure: int | None = None) -> list[dict[str, Any]]:
         d, r = tables.dataset, tables.datastore_record
