@@ -301,7 +301,7 @@ class ButlerRegistry(ButlerReads, Registry):
     def _companion_step(self, held: Sequence[tuple[_Pending, Registration]]) -> None:
         """Step 3; a message that cannot be built fails only its caller."""
         try:
-            results = self._retrying(lambda: self._in_tx(lambda conn: self._companion_records(conn, held)))
+            results = self._tx(lambda conn: self._companion_records(conn, held))
         except Exception as exc:
             for p, _ in held:
                 p.error = exc

@@ -1,10 +1,7 @@
-"""What a database error means for the input that caused it, and text the database can hold.
-
-A value the database refuses (SQLSTATE classes 22, 23, 54) fails the same way every time:
-permanent, the input is quarantined rather than retried until dead-lettered. Connection loss,
-shutdown, serialization failures, lock timeouts and full disks are transient: retried, then 503.
-SQLite enforces neither VARCHAR lengths nor the NUL rule, so quarantine text is made storable
-first (``storable``): the same record on both backends.
+"""What a database error means for the input that caused it (a value the database refuses fails
+the same way every time: quarantined, not retried until dead-lettered), and text the database can
+hold (SQLite enforces neither VARCHAR lengths nor the NUL rule: ``storable`` makes both backends
+keep the same record).
 """
 
 from __future__ import annotations
@@ -23,8 +20,6 @@ class RegistryUnavailable(RetriableError, reason="registry-unavailable"):
 
 
 class Verdict(Enum):
-    """What to do about a failed database call."""
-
     TRANSIENT = "transient"  # retry, then 503: the same input may succeed later
     PERMANENT = "permanent"  # the input cannot be stored: quarantine it
     UNKNOWN = "unknown"  # not a database error, or one that means a bug: let it propagate

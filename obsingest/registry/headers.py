@@ -1,10 +1,8 @@
-"""The exposure dimension record from a raw's primary header, validated against its data id.
-
-Translated by ``obsingest.translate``, so the record holds what Rubin's raw ingest would (UTC
-times from the camera's TAI, ROTPA fixes, fallbacks). Refused: no identity (``BadHeader``), a
-contradiction of the data id it was stored under (``HeaderMismatch``), a string longer than the
-Butler's column (``BadHeader``). An unusable card takes the translator's default; the warning is
-kept (``header_warnings``) and counted (``obsingest_header_warnings_total``).
+"""The exposure dimension record from a raw's primary header (``obsingest.translate``: what
+Rubin's raw ingest would record), validated against its data id. Refused: no identity or a string
+longer than the Butler's column (``BadHeader``), a contradiction of the data id
+(``HeaderMismatch``). An unusable card takes the translator's default; the warning is kept
+(``header_warnings``) and counted (``obsingest_header_warnings_total``).
 """
 
 from __future__ import annotations
@@ -44,7 +42,7 @@ class BadHeader(HeaderMismatch, reason="bad-header"):
 
 
 def exposure_from_header(primary: Hdu, data_id: DataId, name: str) -> ExposureRecord:
-    """The exposure record of ``data_id`` from its raw's primary header (see module doc)."""
+    """The exposure record of ``data_id`` from its raw's primary header."""
     try:
         result = translate.observation(translate.HduHeader(primary))
     except translate.NoIdentity as exc:

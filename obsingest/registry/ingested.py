@@ -170,9 +170,6 @@ class IngestedCheck:
 
         return self.registry._retrying(run)
 
-    def _write(self, fn: Callable[[Connection], Any]) -> Any:
-        return self.registry._retrying(lambda: self.registry._in_tx(fn))
-
     def check(self, instrument: str, exposure: int, published: Sequence[int] = ()) -> Closing:
         """Write the exposure's ExposureIngested if it is complete and nobody wrote it yet;
         ``published``: outbox rows to mark published first (``mark_published``)."""
@@ -285,7 +282,7 @@ class IngestedCheck:
             conn.execute(late_completion)  # closed incomplete at its deadline, complete now
             return row_id, False
 
-        row_id, counted = self._write(tx)
+        row_id, counted = self.registry._tx(tx)
         if row_id is None:
             return Closing(inst, exp, ALREADY, presence)
         return Closing(inst, exp, EMITTED, presence, event, message, row_id, counted, status)
@@ -320,7 +317,7 @@ class IngestedCheck:
         if not presence.missing:  # completed after all (its check was lost): its event
             return self.check(instrument, exposure)
         stmt = self._first_closure(presence, INCOMPLETE, self.clock())
-        counted = self._write(lambda conn: conn.execute(stmt).first()) is not None
+        counted = self.registry._tx(lambda conn: conn.execute(stmt).first()) is not None
         return Closing(instrument, exposure, CLOSED_INCOMPLETE, presence, counted=counted, status=INCOMPLETE)
 
     def open_exposures(self, since: datetime, allowance: float) -> list[OpenExposure]:

@@ -135,7 +135,7 @@ def record_manifest(registry: Registry, manifest: ExposureManifest) -> ManifestO
             )
         return "duplicate"
 
-    status = registry._retrying(lambda: registry._in_tx(tx))
+    status = registry._tx(tx)
     return ManifestOutcome(status, manifest.instrument, manifest.exposure, len(detectors), digest)
 
 

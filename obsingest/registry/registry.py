@@ -209,11 +209,15 @@ class Registry:
 
     def upsert_exposure(self, record: ExposureRecord) -> None:
         """Insert the exposure dimension record, filling fields that are still unknown."""
-        self._retrying(lambda: self._in_tx(lambda c: self._upsert_exposure(c, record)))
+        self._tx(lambda c: self._upsert_exposure(c, record))
 
     def _in_tx(self, fn: Callable[[Connection], T]) -> T:
         with self.engine.begin() as conn:
             return fn(conn)
+
+    def _tx(self, fn: Callable[[Connection], T]) -> T:
+        """``fn`` in a transaction, retried."""
+        return self._retrying(lambda: self._in_tx(fn))
 
     def _upsert_exposure(self, conn: Connection, record: ExposureRecord) -> None:
         values = {name: _column_value(getattr(record, name)) for name in _EXPOSURE_FIELDS}
@@ -240,10 +244,8 @@ class Registry:
                 return at_once
             # the dataset exists: the transaction below compares its bytes (or finds it)
         try:
-            result = self._retrying(
-                lambda: self._in_tx(
-                    lambda c: self._with_outbox_row(c, self._register(c, record, exposure), announce)
-                )
+            result = self._tx(
+                lambda c: self._with_outbox_row(c, self._register(c, record, exposure), announce)
             )
         except ChecksumConflict:
             # The transaction rolled back: the run row existed before (the conflicting dataset
@@ -394,7 +396,7 @@ class Registry:
             index_elements=[q.c.object_uri, q.c.reason, q.c.checksum],
             set_={"last_seen": now, "occurrences": q.c.occurrences + 1},
         )
-        self._retrying(lambda: self._in_tx(lambda c: c.execute(stmt)))
+        self._tx(lambda c: c.execute(stmt))
 
     def datasets(self, instrument: str | None = None, exposure: int | None = None) -> list[dict[str, Any]]:
         d, r = tables.dataset, tables.datastore_record
