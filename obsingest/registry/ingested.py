@@ -208,16 +208,9 @@ class IngestedCheck:
     def _presence(
         self, instrument: str, exposure: int, day_obs: int, expected: Sequence[int], key: dict[str, Any]
     ) -> ExposurePresence:
-        rows = self._read(lambda conn: conn.execute(self._q_rows, key).all())
-        registered: list[tuple[int, float | None]] = []
-        readouts, ingests = [], []
-        for det, ingest_time, readout_time in rows:
-            ingest, readout = as_utc(ingest_time), as_utc(readout_time)
-            ingests.append(ingest)
-            if readout is not None:
-                readouts.append(readout)
-            latency = (ingest - readout).total_seconds() if ingest and readout else None
-            registered.append((int(det), latency))
+        found = self._read(lambda conn: conn.execute(self._q_rows, key).all())
+        rows = [(int(det), as_utc(ingest), as_utc(readout)) for det, ingest, readout in found]
+        registered = [(det, (i - r).total_seconds() if i and r else None) for det, i, r in rows]
         return summarize(
             instrument,
             exposure,
@@ -226,8 +219,8 @@ class IngestedCheck:
             FROM_MANIFEST,
             registered,
             self.budget_seconds,
-            first_readout=min(readouts) if readouts else None,
-            last_registered=max((t for t in ingests if t is not None), default=None),
+            first_readout=min((r for _, _, r in rows if r is not None), default=None),
+            last_registered=max((i for _, i, _ in rows if i is not None), default=None),
         )
 
     def _emit(self, presence: ExposurePresence, expected: Sequence[int]) -> Closing:
