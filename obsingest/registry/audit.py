@@ -1,7 +1,5 @@
-"""The reconcile service's registry queries: batched lookups by URI (registered? quarantined?),
-rows stored in a time window (objects gone), and the canary log (written by reconcile, marked
-seen by the register function when the canary's finalize event arrives).
-"""
+"""The reconcile service's registry queries: batched lookups by URI, rows stored in a time
+window, and the canary log (written by reconcile, marked seen by the register function)."""
 
 from __future__ import annotations
 
@@ -36,8 +34,7 @@ def chunks(items: list[T], size: int = _BATCH) -> Iterable[list[T]]:
 
 
 class EngineQueries:
-    """Queries on one registry engine; ``retrying`` wraps each transaction (the registry's own
-    retry of transient database errors)."""
+    """Queries on one registry engine; ``retrying`` (the registry's) wraps each transaction."""
 
     def __init__(self, engine: Engine, retrying: Callable[[Callable[[], Any]], Any] | None = None) -> None:
         self.engine = engine
@@ -58,8 +55,6 @@ class EngineQueries:
 
 
 class RegistryAudit(EngineQueries):
-    """Read-mostly queries for reconciliation and the canary."""
-
     def registered_uris(self, uris: Iterable[str]) -> set[str]:
         """Which of ``uris`` have a datastore record."""
         return self._present(tables.datastore_record.c.uri, uris)
@@ -69,7 +64,6 @@ class RegistryAudit(EngineQueries):
         return self._present(tables.quarantine.c.object_uri, uris)
 
     def _present(self, column: Any, uris: Iterable[str]) -> set[str]:
-        """Which of ``uris`` ``column`` holds, asked in batches of ``_BATCH``."""
         wanted = sorted(set(uris))
 
         def query(conn: Connection) -> set[str]:
@@ -81,8 +75,7 @@ class RegistryAudit(EngineQueries):
         return self._run(query) if wanted else set()
 
     def stored_between(self, start: datetime, end: datetime, uri_prefix: str = "") -> list[dict[str, Any]]:
-        """Registered files whose object was stored in [start, end) (and whose URI starts with
-        ``uri_prefix``): dataset id, data id and URI."""
+        """Registered files stored in [start, end) under ``uri_prefix``: dataset id, data id, URI."""
         d, r = tables.dataset, tables.datastore_record
         query = (
             select(d.c.id, d.c.instrument, d.c.exposure, d.c.detector, r.c.uri, r.c.stored_time)
@@ -116,7 +109,7 @@ class RegistryAudit(EngineQueries):
         return [CanaryRecord(row["name"], as_utc(row["written_at"]), as_utc(row["seen_at"])) for row in rows]
 
     def last_canary_written(self) -> datetime | None:
-        """When a canary was last written (a facility pass: any process's, this one's included)."""
+        """When any process last wrote a canary."""
         value = self._run(lambda c: c.execute(select(func.max(canary.c.written_at))).scalar())
         return as_utc(value)
 

@@ -3,18 +3,16 @@
 The Butler is the registry of record: a CCD is registered once the Butler holds it. Registering:
 
 1. checks obsingest's *companion* tables (SQLite next to a local repo, or
-   ``OBSINGEST_BUTLER_COMPANION_URL``; checksums, stage times, quarantine, outbox: what a Butler
-   does not keep) for the data id recorded with other bytes (``ChecksumConflict``);
-2. sets up what the Butler lacks (``butler_setup``, outside any transaction), then ingests the
-   files in one Butler transaction (``transfer="direct"``, dataset id ``DATAID_TYPE_RUN``, equal
-   to obsingest's); a dataset the Butler holds at another URI is a ChecksumConflict;
-3. only then records the datasets and their outbox rows in one companion transaction
-   (``created``: this call recorded it there first).
+   ``OBSINGEST_BUTLER_COMPANION_URL``: checksums, stage times, quarantine, outbox) for the data
+   id recorded with other bytes (``ChecksumConflict``);
+2. sets up what the Butler lacks (``butler_setup``), then ingests the files in one Butler
+   transaction (``transfer="direct"``, dataset id ``DATAID_TYPE_RUN``, equal to obsingest's);
+   a dataset the Butler holds at another URI is a ChecksumConflict;
+3. only then records the datasets and their outbox rows in one companion transaction.
 
-So no failure leaves the companion claiming what the Butler lacks; a failure between 2 and 3 fails
-retriably and the redelivery, or reconcile (``butler_reads.ButlerAudit``), records and announces
-it once. A Butler transaction costs about the same whatever its size, so registrations are
-group-committed (``group_commit``): concurrent callers of an exposure share one ingest.
+So the companion never claims what the Butler lacks; a failure between 2 and 3 fails retriably
+and the redelivery, or reconcile, records and announces it once. A Butler transaction costs about
+the same whatever its size, so concurrent registrations are group-committed (``group_commit``).
 """
 
 from __future__ import annotations
@@ -64,13 +62,12 @@ class _Pending:
     record: FileRecord
     exposure: ExposureRecord
     announce: Announcer | None = None
-    #: set (under the condition) once the whole batch, companion rows included, is through
     done: bool = False
     result: Registration | None = None
     error: BaseException | None = None
 
 
-class ButlerRegistry(Registry):
+class ButlerRegistry(ButlerReads, Registry):
     """Registry whose datasets live in a daf_butler repository (see module doc)."""
 
     def __init__(
@@ -92,7 +89,7 @@ class ButlerRegistry(Registry):
             complete=lambda batch: exposures_complete(p.record.data_id for p in batch),
             prepare=self._prepare,
         )
-        self._butler_lock = threading.Lock()
+        self._butler_lock = threading.RLock()
         self.setup = ButlerSetup(butler, settings.dataset_type, butler_settings.storage_class)
         self._seen_exposures: set[tuple[str, int]] = set()
 
@@ -115,27 +112,14 @@ class ButlerRegistry(Registry):
         self.butler.close()
 
     @cached_property
-    def reads(self) -> ButlerReads:
-        return ButlerReads(self.butler, self.engine, self.settings, self._butler_lock)
-
-    @cached_property
     def audit(self) -> ButlerAudit:
         """Reconcile's queries: registered means the Butler and the companion hold it."""
-        return ButlerAudit(self.engine, self._retrying, self.reads)
-
-    def datasets(self, instrument: str | None = None, exposure: int | None = None) -> list[dict[str, Any]]:
-        """The raws the Butler holds (in the configured runs), with the companion's details."""
-        return self.reads.datasets(instrument, exposure)
-
-    def count_datasets(self) -> int:
-        """How many raws the Butler holds in the configured runs."""
-        return self.reads.count()
+        return ButlerAudit(self.engine, self._retrying, self)
 
     def register(
         self, record: FileRecord, exposure: ExposureRecord | None = None, announce: Announcer | None = None
     ) -> Registration:
-        """Register one file; returns once the Butler and then the companion have it. The
-        outbox row is written after the Butler commit, so no dataset is announced unheld."""
+        """Register one file; returns once the Butler and then the companion have it."""
         data_id = record.data_id
         exposure = exposure or ExposureRecord(data_id.instrument, data_id.exposure, data_id.day_obs)
         item = _Pending(record, exposure, announce)
@@ -151,14 +135,13 @@ class ButlerRegistry(Registry):
         return any((p.exposure.instrument, p.exposure.exposure) not in seen for p in batch)
 
     def _prepare(self, queued: list[_Pending]) -> None:
-        """While a batch gathers, do its flush's set-up (dataset type, runs, dimension records).
-        A failure is left to the flush, which sets up again and reports it."""
+        """While a batch gathers, do its flush's set-up; a failure is left to the flush."""
         if self.butler_settings.gather <= 0:
             return  # no gathering to overlap: the flush sets up
         runs = [run_name(self.settings.run, p.record.data_id.instrument) for p in queued]
         try:
             with self._butler_lock:
-                self._set_up(runs, [p.exposure for p in queued])
+                self.setup.prepare(runs, exposures=[p.exposure for p in queued])
         except Exception as exc:
             log_event(log, "butler.prepare_failed", error=str(exc)[:200])
 
@@ -167,8 +150,7 @@ class ButlerRegistry(Registry):
         return self._batches.arriving()
 
     def _flush(self, batch: list[_Pending]) -> None:
-        """Companion check, Butler, companion record for a whole batch; every item ends done
-        (never raises)."""
+        """Steps 1-3 (module doc) for a batch; every item ends with a result or error."""
         started = time.perf_counter()
         try:
             ok = self._checked(batch)
@@ -189,10 +171,9 @@ class ButlerRegistry(Registry):
         log_event(log, "butler.batch", files=len(batch), ingest_ms=round(seconds * 1000, 2))
 
     def _checked(self, batch: Sequence[_Pending]) -> list[tuple[_Pending, Registration]]:
-        """Step 1: each item with its (provisional) registration, ``created`` when the companion does
-        not know the dataset; items recorded with other bytes finish with a ChecksumConflict."""
+        """Step 1: each item with its registration (``created``: new to the companion)."""
         planned = [(p, self._planned(p.record)) for p in batch]
-        known = self._retrying(lambda: self.reads.companion({reg.dataset_id for _, reg in planned}))
+        known = self._retrying(lambda: self.companion({reg.dataset_id for _, reg in planned}))
         ok = []
         for p, reg in planned:
             row = known.get(reg.dataset_id)
@@ -205,8 +186,8 @@ class ButlerRegistry(Registry):
     def _butler_step(
         self, ok: Sequence[tuple[_Pending, Registration]]
     ) -> list[tuple[_Pending, Registration]]:
-        """Step 2: ingest ``ok``; returns the items the Butler now holds, finishes the others. A
-        permanent refusal of a multi-exposure batch is retried per exposure."""
+        """Step 2: the items the Butler now holds (the others get their error); a permanent
+        refusal of a multi-exposure batch is retried per exposure."""
         try:
             refused = self._in_butler(ok)
         except ObsIngestError as exc:
@@ -228,12 +209,11 @@ class ButlerRegistry(Registry):
         return [(p, registration) for p, registration in ok if id(p) not in refused]
 
     def _in_butler(self, ok: Sequence[tuple[_Pending, Registration]]) -> dict[int, Exception]:
-        """Set-up, then one ingest of the files the Butler lacks; returns refused items (by
-        ``id``): datasets the Butler holds at another URI. When every file is new to the
-        companion the ingest skips the costly existence query; if the Butler had one anyway,
-        the batch is rolled back and done again with the query."""
+        """Set-up, then one ingest; returns the refused items (by ``id``). When every file is new
+        to the companion the ingest skips the costly existence query; if the Butler had one
+        anyway, the batch is rolled back and done again with it."""
         with self._butler_lock:
-            self._set_up([registration.run for _, registration in ok], [p.exposure for p, _ in ok])
+            self.setup.prepare([reg.run for _, reg in ok], exposures=[p.exposure for p, _ in ok])
             for p, _ in ok:
                 key = (p.exposure.instrument, p.exposure.exposure)
                 if key not in self._seen_exposures:
@@ -251,20 +231,12 @@ class ButlerRegistry(Registry):
             with self.butler.transaction():
                 return self._ingest(ok, look=True)
 
-    def _set_up(self, runs: list[str], exposures: list[ExposureRecord]) -> None:
-        """Dataset type, runs, instruments, detectors and exposure records, each step in its
-        own transaction (butler_setup)."""
-        self.setup.dataset_type()
-        for run in sorted(set(runs)):
-            self.setup.run(run)
-        self.setup.exposures(exposures)
-
     def _ingest(self, ok: Sequence[tuple[_Pending, Registration]], look: bool) -> dict[int, Exception]:
         from lsst.daf.butler import DatasetIdGenEnum, DatasetRef, FileDataset
 
         dtype = self.setup.dataset_type()
         refused: dict[int, Exception] = {}
-        by_run: dict[str, list[tuple[_Pending, Any]]] = {}
+        items: list[tuple[_Pending, Any]] = []
         for p, registration in ok:
             data_id = p.record.data_id
             coordinate = self._data_id(dtype, data_id.instrument, data_id.exposure, data_id.detector)
@@ -281,25 +253,25 @@ class ButlerRegistry(Registry):
                     f"{data_id.key}: the Butler's DATAID_TYPE_RUN id {ref.id} differs from "
                     f"obsingest's {registration.dataset_id} (dataset type or run template?)"
                 )
-            by_run.setdefault(registration.run, []).append((p, ref))
+            items.append((p, ref))
         datasets = []
-        #: a CCD delivered again while its first delivery is still in the batch (a redelivery
-        #: storm) is ingested once: two FileDatasets of one data id fail the whole ingest
+        # a CCD delivered twice in one batch is ingested once (two FileDatasets fail the ingest)
         batched: dict[uuid.UUID, str] = {}
-        for run, items in by_run.items():
-            existing = self._existing(run, [ref for _, ref in items]) if look else {}
-            for p, ref in items:
-                uri = existing.get(ref.id, batched.get(ref.id))
-                if uri is None:
-                    batched[ref.id] = p.record.uri
-                    name = raw_formatter(p.record.data_id.instrument, self.butler_settings.formatter)
-                    formatter = _class_of(name)
-                    datasets.append(FileDataset(p.record.uri, [ref], formatter=formatter))
-                elif uri != p.record.uri:
-                    refused[id(p)] = ChecksumConflict(
-                        f"{p.record.data_id.key}: the Butler at {self.repo} already has "
-                        f"dataset {ref.id} at {uri}; refusing {p.record.uri}"
-                    )
+        wanted = [
+            (ref.run, p.record.data_id.instrument, p.record.data_id.exposure, ref.id) for p, ref in items
+        ]
+        existing = self.held_uris(wanted) if look else {}
+        for p, ref in items:
+            uri = existing.get(ref.id, batched.get(ref.id))
+            if uri is None:
+                batched[ref.id] = p.record.uri
+                name = raw_formatter(p.record.data_id.instrument, self.butler_settings.formatter)
+                datasets.append(FileDataset(p.record.uri, [ref], formatter=_class_of(name)))
+            elif uri != p.record.uri:
+                refused[id(p)] = ChecksumConflict(
+                    f"{p.record.data_id.key}: the Butler at {self.repo} already has "
+                    f"dataset {ref.id} at {uri}; refusing {p.record.uri}"
+                )
         if datasets:
             self.butler.ingest(
                 *datasets,
@@ -309,26 +281,8 @@ class ButlerRegistry(Registry):
             )
         return refused
 
-    def _existing(self, run: str, refs: list[Any]) -> dict[uuid.UUID, str]:
-        """URI of each of ``refs`` the Butler already holds in ``run`` (one query per run)."""
-        wanted = {ref.id for ref in refs}
-        out: dict[uuid.UUID, str] = {}
-        for instrument in sorted({ref.dataId["instrument"] for ref in refs}):
-            exposures = sorted(
-                {ref.dataId["exposure"] for ref in refs if ref.dataId["instrument"] == instrument}
-            )
-            found = self.butler.registry.queryDatasets(
-                self.setup.dataset_type(),
-                collections=run,
-                where="instrument = inst AND exposure IN (exps)",
-                bind={"inst": instrument, "exps": exposures},
-            )
-            out.update({r.id: str(self.butler.getURI(r)) for r in found if r.id in wanted})
-        return out
-
     def _data_id(self, dtype: Any, instrument: str, exposure: int, detector: int) -> Any:
-        """An expanded data id (records attached) so the ingest does not query them back, built
-        from the raw dimensions' values in order without re-standardizing."""
+        """An expanded data id (records attached), so the ingest does not query them back."""
         from lsst.daf.butler import DataCoordinate
 
         records = self.setup.exposure_records.get((instrument, exposure))
@@ -345,11 +299,9 @@ class ButlerRegistry(Registry):
         return plain.expanded({**records, "detector": detector_record})
 
     def _companion_step(self, held: Sequence[tuple[_Pending, Registration]]) -> None:
-        """Step 3: record the held datasets and the new ones' outbox rows in one companion transaction.
-        If it fails, the callers fail retriably and the Butler keeps the datasets for the
-        redelivery (or reconcile). A message that cannot be built fails only its caller."""
+        """Step 3; a message that cannot be built fails only its caller."""
         try:
-            results = self._retrying(lambda: self._in_tx(lambda conn: self._companion_records(conn, held)))
+            results = self._tx(lambda conn: self._companion_records(conn, held))
         except Exception as exc:
             for p, _ in held:
                 p.error = exc
@@ -361,9 +313,8 @@ class ButlerRegistry(Registry):
     def _companion_records(
         self, conn: Connection, held: Sequence[tuple[_Pending, Registration]]
     ) -> list[tuple[Registration | None, BaseException | None]]:
-        """(registration, error) per item: new datasets, their datastore records and outbox rows
-        in one statement each for the batch; the others (redelivery, another writer) one by
-        one, which tells a duplicate from a ChecksumConflict."""
+        """(registration, error) per item: the new in one statement per table, the others
+        (redelivery, another writer) one by one, which tells a duplicate from a ChecksumConflict."""
         first = {  # the first item of each exposure writes its rows
             (planned.run, p.exposure.instrument, p.exposure.exposure): (planned.run, p.exposure)
             for p, planned in reversed(held)
@@ -377,43 +328,32 @@ class ButlerRegistry(Registry):
             if planned.created
         ]
         inserted = self._insert_new(conn, [(p.record, reg) for _, p, reg in fresh])
+        done: dict[int, Registration] = {}
+        for i, _, reg in fresh:
+            if reg.dataset_id in inserted:  # not: another writer's, or an earlier item's
+                inserted.discard(reg.dataset_id)
+                done[i] = reg
         out: dict[int, tuple[Registration | None, BaseException | None]] = {}
+        for i, (p, _) in enumerate(held):
+            if i not in done:
+                try:
+                    done[i] = self._register(conn, p.record, p.exposure, True)
+                except ChecksumConflict as exc:  # another process's bytes won the race
+                    out[i] = (None, exc)
         messages = []
-        for i, p, reg in fresh:
-            if reg.dataset_id not in inserted:
-                continue  # another writer's, or an earlier item's: one by one below
-            inserted.discard(reg.dataset_id)
-            if p.announce is None:
+        for i, reg in done.items():
+            announce = held[i][0].announce
+            if announce is None or not reg.created:
                 out[i] = (reg, None)
                 continue
             try:
-                messages.append((i, reg, p.announce(reg)))
+                messages.append((i, reg, announce(reg)))
             except Exception as exc:  # fails its caller only; its redelivery announces it
                 out[i] = (None, exc)
         rows = insert_rows(conn, [(reg.dataset_id, m) for _, reg, m in messages], now, OUTBOX_LEASE_SECONDS)
         for i, reg, _ in messages:
             out[i] = (dataclasses.replace(reg, outbox_id=rows[reg.dataset_id]), None)
-        for i, (p, _) in enumerate(held):
-            if i in out:
-                continue
-            try:
-                registration = self._register(conn, p.record, p.exposure, True)
-            except ChecksumConflict as exc:  # another process's bytes won the race
-                out[i] = (None, exc)
-                continue
-            out[i] = self._outbox(conn, registration, p.announce)
         return [out[i] for i in range(len(held))]
-
-    def _outbox(
-        self, conn: Connection, registration: Registration, announce: Announcer | None
-    ) -> tuple[Registration | None, BaseException | None]:
-        if announce is None or not registration.created:
-            return registration, None
-        try:
-            message = announce(registration)
-        except Exception as exc:  # fails its caller only; its redelivery announces it
-            return None, exc
-        return self._with_outbox_row(conn, registration, lambda _: message), None
 
     def batch_stats(self) -> dict[str, float]:
         """How registrations were grouped into Butler transactions so far."""

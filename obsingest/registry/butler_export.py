@@ -1,17 +1,8 @@
 """Export obsingest's registry as a Butler export file (``YamlRepoExportBackend``, what ``butler
-export`` writes): dimension records, runs, the ``raw`` dataset type and every dataset with its
-id (= the Butler's DATAID_TYPE_RUN id) and object URI, for ``butler import REPO FILE --transfer
+export`` writes): dimension records, runs, the ``raw`` dataset type and every dataset with its id
+(= the Butler's DATAID_TYPE_RUN id) and object URI, for ``butler import REPO FILE --transfer
 direct``. ``butler import`` imports each dataset's formatter, so the file is written for its
-reader (``target``; docs/butler.md says why):
-
-- ``rubin`` (default): obs_lsst's raw formatter per instrument and storage class ``Exposure``,
-  as Rubin's raw ingest records: ``butler.get`` returns an ``lsst.afw.image.Exposure``.
-- ``daf_butler``: plain daf_butler, which has no FITS formatter, so datasets name
-  ``lsst.daf.butler.FormatterV2``: records, ids and URIs are there, but ``butler.get`` refuses.
-- ``obsingest``: ``RawFitsFormatter`` and storage class ``ObsingestRawFits`` (``make_repo``):
-  ``butler.get`` returns an astropy HDUList.
-
-``formatters`` ({instrument: class}) overrides the target's choice per instrument.
+reader, ``target`` (``TARGETS``; docs/butler.md says what each gives and why ``rubin`` is the default).
 """
 
 from __future__ import annotations
@@ -25,7 +16,7 @@ from typing import Any
 from sqlalchemy import select
 
 from obsingest import camera
-from obsingest.registry import butler_records, tables
+from obsingest.registry import butler_setup, tables
 from obsingest.registry.butler_repo import FALLBACK_FORMATTER, RAW_DIMENSIONS, RAW_FITS_STORAGE_CLASS
 from obsingest.registry.registry import ExposureRecord, Registry
 
@@ -55,7 +46,7 @@ def export_butler(
     formatters: Mapping[str, str] | None = None,
 ) -> dict[str, int]:
     """Write the Butler export of ``registry`` to ``path``; returns what it holds, by kind.
-    ``formatters`` and ``storage_class`` override what ``target`` picks (module doc)."""
+    ``formatters`` ({instrument: class}) and ``storage_class`` override what ``target`` picks."""
     from lsst.daf.butler import DatasetIdGenEnum, DatasetRef, DatasetType, DimensionUniverse, FileDataset
     from lsst.daf.butler.registry.interfaces import RunRecord
     from lsst.daf.butler.transfers import YamlRepoExportBackend
@@ -67,16 +58,16 @@ def export_butler(
     instruments = sorted({row["instrument"] for row in datasets})
     records: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for name in instruments:
-        instrument, detectors = butler_records.instrument_records(name)
+        instrument, detectors = butler_setup.instrument_records(name)
         records["instrument"].append(instrument)
         records["detector"] += detectors
     seen: dict[str, set[tuple[Any, ...]]] = defaultdict(set)
     for exposure in exposures:
-        for element, record in butler_records.exposure_records(exposure).items():
+        for element, record in butler_setup.exposure_records(exposure).items():
             key = tuple(v for k, v in record.items() if k in ("instrument", "id", "name"))
             if key not in seen[element]:
                 seen[element].add(key)
-                records[element].append(butler_records.with_timespan(record))
+                records[element].append(butler_setup.with_timespan(record))
     dtype = DatasetType(registry.settings.dataset_type, RAW_DIMENSIONS, storage_class, universe=universe)
     by_run: dict[str, list[Any]] = defaultdict(list)
     for row in datasets:

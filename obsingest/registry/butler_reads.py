@@ -1,9 +1,7 @@
-"""What a Butler-backed registry holds, read from the Butler itself (the registry of record).
-
-Listings are the Butler's raws in the configured runs with the companion's details
-(``companion: false`` when it lacks them). Reconcile (``ButlerAudit.registered_uris``) counts an
-object registered only when the Butler holds it at that URI *and* the companion recorded it;
-any other goes to the register service, whose idempotent registration completes either.
+"""What a Butler-backed registry holds, read from the Butler itself (the registry of record):
+listings are its raws with the companion's details (``companion: false`` when it lacks them);
+reconcile counts an object registered only when the Butler holds it at that URI *and* the
+companion recorded it (any other goes to the idempotent register service, which completes either).
 """
 
 from __future__ import annotations
@@ -22,17 +20,17 @@ from obsingest.settings import RegistrySettings, run_name
 
 
 class ButlerReads:
-    """Queries of the Butler (raws in the configured runs) joined with the companion."""
+    """``ButlerRegistry``'s queries of the Butler (raws in the configured runs) joined with the
+    companion."""
 
-    def __init__(self, butler: Any, engine: Engine, settings: RegistrySettings, lock: threading.Lock) -> None:
-        self.butler = butler
-        self.engine = engine
-        self.settings = settings
-        self._lock = lock
+    butler: Any
+    engine: Engine
+    settings: RegistrySettings
+    _butler_lock: threading.RLock  # the ingest holds it while it asks
 
     def runs(self, instrument: str | None = None) -> dict[str, str]:
         """instrument -> the run its raws go to, for the instruments the Butler knows."""
-        with self._lock:
+        with self._butler_lock:
             names = [r.name for r in self.butler.registry.queryDimensionRecords("instrument")]
         if instrument:
             names = [n for n in names if n == instrument]
@@ -42,7 +40,7 @@ class ButlerReads:
         """The raws in ``run`` that ``where`` picks (none before any was ingested)."""
         from lsst.daf.butler.registry import MissingCollectionError, MissingDatasetTypeError
 
-        with self._lock:
+        with self._butler_lock:
             try:
                 found = self.butler.registry.queryDatasets(
                     self.settings.dataset_type, collections=run, where=where, bind=bind
@@ -53,25 +51,21 @@ class ButlerReads:
 
     def refs(self, instrument: str | None = None, exposure: int | None = None) -> list[Any]:
         """The raws the Butler holds in the configured runs."""
+        where = "instrument = inst AND exposure = exp" if exposure else "instrument = inst"
         out: list[Any] = []
         for inst, run in self.runs(instrument).items():
-            if exposure:
-                out += self._raws(
-                    run, "instrument = inst AND exposure = exp", {"inst": inst, "exp": exposure}
-                )
-            else:
-                out += self._raws(run, "instrument = inst", {"inst": inst})
+            out += self._raws(run, where, {"inst": inst, "exp": exposure} if exposure else {"inst": inst})
         return out
 
     def uris(self, refs: list[Any]) -> dict[uuid.UUID, str]:
         """dataset id -> the URI the Butler's datastore records for it (one query)."""
         if not refs:
             return {}
-        with self._lock:
+        with self._butler_lock:
             found = self.butler.get_many_uris(refs)
         return {ref.id: str(uris.primaryURI) for ref, uris in found.items() if uris.primaryURI}
 
-    def count(self) -> int:
+    def count_datasets(self) -> int:
         return len(self.refs())
 
     def datasets(self, instrument: str | None = None, exposure: int | None = None) -> list[dict[str, Any]]:
@@ -120,26 +114,31 @@ class ButlerReads:
         return out
 
     def held(self, rows: Iterable[dict[str, Any]]) -> set[str]:
-        """Of companion rows (dataset ``id``, ``instrument``, ``exposure``, ``run``, ``uri``),
-        the URIs whose dataset the Butler holds at that very URI."""
-        groups: dict[tuple[str, str], dict[uuid.UUID, str]] = {}
-        exposures: dict[tuple[str, str], set[int]] = {}
-        for row in rows:
-            key = (row["run"], row["instrument"])
-            groups.setdefault(key, {})[row["id"]] = row["uri"]
-            exposures.setdefault(key, set()).add(int(row["exposure"]))
+        """Of companion rows (``id``, ``instrument``, ``exposure``, ``run``, ``uri``), the URIs
+        whose dataset the Butler holds at that very URI."""
+        rows = list(rows)
+        uris = self.held_uris((r["run"], r["instrument"], int(r["exposure"]), r["id"]) for r in rows)
+        return {r["uri"] for r in rows if uris.get(r["id"]) == r["uri"]}
+
+    def held_uris(self, wanted: Iterable[tuple[str, str, int, uuid.UUID]]) -> dict[uuid.UUID, str]:
+        """The Butler's URI of each (run, instrument, exposure, dataset id) it holds: one query
+        per run and instrument."""
+        groups: dict[tuple[str, str], dict[uuid.UUID, int]] = {}
+        for run, instrument, exposure, ds_id in wanted:
+            groups.setdefault((run, instrument), {})[ds_id] = exposure
         refs: list[Any] = []
-        for (run, instrument), wanted in groups.items():
-            bind = {"inst": instrument, "exps": sorted(exposures[(run, instrument)])}
-            found = self._raws(run, "instrument = inst AND exposure IN (exps)", bind)
-            refs.extend(ref for ref in found if ref.id in wanted)
-        uris = self.uris(refs)
-        expected = {i: u for group in groups.values() for i, u in group.items()}
-        return {uri for i, uri in uris.items() if expected.get(i) == uri}
+        for (run, instrument), ids in groups.items():
+            bind = {"inst": instrument, "exps": sorted(set(ids.values()))}
+            refs += [
+                ref
+                for ref in self._raws(run, "instrument = inst AND exposure IN (exps)", bind)
+                if ref.id in ids
+            ]
+        return self.uris(refs)
 
 
 class ButlerAudit(RegistryAudit):
-    """Reconcile's queries on a Butler-backed registry: ``registered_uris`` asks the Butler."""
+    """Reconcile's queries; ``registered_uris`` asks the Butler too."""
 
     def __init__(
         self, engine: Engine, retrying: Callable[[Callable[[], Any]], Any] | None, reads: ButlerReads
@@ -168,7 +167,7 @@ class ButlerAudit(RegistryAudit):
 
 class ButlerConfirmation:
     """For the presence reader on a ``butler:`` registry: a CCD the companion reports registered
-    is registered only if the Butler holds its dataset (``CcdPresence`` -> ``CcdPresence``)."""
+    is registered only if the Butler holds its dataset."""
 
     def __init__(self, repo: str) -> None:
         from lsst.daf.butler import Butler

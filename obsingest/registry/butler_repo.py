@@ -1,8 +1,5 @@
-"""A daf_butler repository as the registry: its URL, settings, formatter and creation.
-
-``butler:<repo>`` names one (``butler:///data/repo``, ``butler:repo``, ``butler:s3://...``).
-Apart from ``butler`` so that configuring or creating a repository loads no registry code.
-"""
+"""A daf_butler repository as the registry (``butler:<repo>``): its URL, settings, formatter and
+creation, apart from ``butler`` so that configuring or creating one loads no registry code."""
 
 from __future__ import annotations
 
@@ -14,6 +11,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from obsingest import defaults
+from obsingest.logs import get_logger, log_event
 
 URL_PREFIX = "butler:"
 #: obsingest's stand-in for the science pipelines' raw formatter (see butler_formatter)
@@ -21,6 +19,8 @@ FALLBACK_FORMATTER = "obsingest.registry.butler_formatter.RawFitsFormatter"
 #: the storage class a repository without the science pipelines gives raws (``make_repo``)
 RAW_FITS_STORAGE_CLASS = "ObsingestRawFits"
 RAW_DIMENSIONS = ("instrument", "exposure", "detector")
+
+log = get_logger("obsingest.registry.butler_setup")
 
 
 class ButlerSettings(BaseSettings):
@@ -84,10 +84,9 @@ def raw_formatter(instrument: str, configured: str = "") -> str:
 
 
 def make_repo(root: str | Path, registry_db: str | None = None) -> str:
-    """Create a Butler repository that reads obsingest's raws without the science pipelines:
-    the ``raw`` dataset type gets the ObsingestRawFits storage class (an astropy HDUList read by
-    RawFitsFormatter). ``registry_db``: a SQLAlchemy URL (PostgreSQL needs ``btree_gist``);
-    default SQLite inside the repository. Returns the registry URL ``butler:<root>``."""
+    """Create a Butler repository that reads obsingest's raws without the science pipelines (the
+    ``raw`` dataset type's storage class ObsingestRawFits: an astropy HDUList); ``registry_db``:
+    a SQLAlchemy URL (PostgreSQL needs ``btree_gist``), default SQLite. Returns ``butler:<root>``."""
     from lsst.daf.butler import Butler, Config
 
     config = Config(
@@ -109,11 +108,16 @@ def make_repo(root: str | Path, registry_db: str | None = None) -> str:
 
 
 def ensure_dataset_type(butler: Any, name: str, storage_class: str) -> Any:
+    """The dataset type ``name``, registered with ``storage_class`` if the repository lacks it."""
     from lsst.daf.butler import DatasetType
+    from lsst.daf.butler.registry import MissingDatasetTypeError
 
     try:
         return butler.get_dataset_type(name)
-    except Exception:  # MissingDatasetTypeError: register it
-        dtype = DatasetType(name, RAW_DIMENSIONS, storage_class, universe=butler.dimensions)
-        butler.registry.registerDatasetType(dtype)
-        return butler.get_dataset_type(name)
+    except MissingDatasetTypeError:
+        pass
+    butler.registry.registerDatasetType(
+        DatasetType(name, RAW_DIMENSIONS, storage_class, universe=butler.dimensions)
+    )
+    log_event(log, "butler.dataset_type_registered", name=name, sc=storage_class)
+    return butler.get_dataset_type(name)

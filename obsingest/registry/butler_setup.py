@@ -1,5 +1,7 @@
 """What a Butler repository needs before a raw can be ingested, set up outside any transaction.
 
+The dimension records are plain dicts (``exposure_records``, ``instrument_records``), what
+obs_lsst would write for the same raws; the export makes DimensionRecords of them too.
 daf_butler refuses to create tables inside ``butler.transaction()``, so each step (dataset type,
 run, instrument and detectors as obs_lsst registers them, each exposure's records) runs on its
 own before the ingest, idempotently; an exposure record that differs from the headers' is a
@@ -11,16 +13,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+from obsingest import camera
 from obsingest.errors import ObsIngestError, PermanentError
 from obsingest.logs import get_logger, log_event
-from obsingest.registry import butler_records
-from obsingest.registry.butler_records import with_timespan
-from obsingest.registry.butler_repo import RAW_DIMENSIONS, ButlerSettings, repo_of
+from obsingest.registry.butler_repo import RAW_DIMENSIONS, ButlerSettings, ensure_dataset_type, repo_of
 from obsingest.registry.registry import ExposureRecord
 from obsingest.retry import RetryPolicy, Transient, call_with_retries
 from obsingest.settings import run_name
+from obsingest.timescales import utc_to_tai
 
 log = get_logger("obsingest.registry.butler_setup")
 
@@ -46,7 +49,7 @@ def _race(exc: BaseException) -> Transient | None:
 
 
 class ButlerSetup:
-    """Idempotent, race-safe set-up of one repository (see module doc)."""
+    """Idempotent, race-safe set-up of one repository."""
 
     def __init__(self, butler: Any, dataset_type: str, storage_class: str) -> None:
         self.butler = butler
@@ -68,8 +71,10 @@ class ButlerSetup:
 
         return call_with_retries(lambda _remaining: fn(), _race, SETUP_RETRY, what=what, on_retry=retried)
 
-    def prepare(self, runs: Iterable[str], instruments: Iterable[str]) -> dict[str, Any]:
-        """Dataset type, runs, instruments and their detectors; what was ensured, for humans."""
+    def prepare(
+        self, runs: Iterable[str], instruments: Iterable[str] = (), exposures: Iterable[ExposureRecord] = ()
+    ) -> dict[str, Any]:
+        """Dataset type, runs, instruments (with detectors) and exposures; what was ensured."""
         dtype = self.dataset_type()
         runs = sorted(set(runs))
         for run in runs:
@@ -77,6 +82,7 @@ class ButlerSetup:
         instruments = sorted(set(instruments))
         for name in instruments:
             self.instrument(name)
+        self.exposures(exposures)
         return {
             "dataset_type": dtype.name,
             "storage_class": dtype.storageClass_name,
@@ -98,22 +104,10 @@ class ButlerSetup:
         """The raw dataset type, registered with ``storage_class`` if the repository lacks it."""
         if self._dtype is not None:
             return self._dtype
-        from lsst.daf.butler import DatasetType
-        from lsst.daf.butler.registry import MissingDatasetTypeError
-
         name = self.dataset_type_name
-
-        def ensure() -> Any:
-            try:
-                return self.butler.get_dataset_type(name)
-            except MissingDatasetTypeError:
-                pass
-            dtype = DatasetType(name, RAW_DIMENSIONS, self.storage_class, universe=self.butler.dimensions)
-            self.butler.registry.registerDatasetType(dtype)
-            log_event(log, "butler.dataset_type_registered", name=name, sc=self.storage_class)
-            return self.butler.get_dataset_type(name)
-
-        dtype = self._do(f"dataset type {name}", ensure)
+        dtype = self._do(
+            f"dataset type {name}", lambda: ensure_dataset_type(self.butler, name, self.storage_class)
+        )
         required = sorted(dtype.dimensions.required)
         if required != sorted(RAW_DIMENSIONS):
             raise ButlerConflict(
@@ -141,7 +135,7 @@ class ButlerSetup:
         found = self._instruments.get(instrument)
         if found is not None:
             return found
-        record, detectors = butler_records.instrument_records(instrument)
+        record, detectors = instrument_records(instrument)
 
         def ensure() -> None:
             registry = self.butler.registry
@@ -158,13 +152,11 @@ class ButlerSetup:
         return found
 
     def exposure(self, exposure: ExposureRecord) -> None:
-        """physical_filter, group, day_obs and exposure records of one exposure."""
         self.exposures([exposure])
 
     def exposures(self, exposures: Iterable[ExposureRecord]) -> None:
-        """The records of the exposures this process has not set up yet: physical_filter, group
-        and day_obs of all of them in one insert per element (skipping ones already written),
-        then each exposure record, synced (compared with one already there)."""
+        """The records of exposures not set up yet: physical_filter, group and day_obs in one
+        insert per element, then each exposure record, synced (compared with one already there)."""
         todo: dict[tuple[str, int], ExposureRecord] = {}
         for exposure in exposures:
             key = (exposure.instrument, exposure.exposure)
@@ -173,7 +165,7 @@ class ButlerSetup:
         if not todo:
             return
         instruments = {key[0]: self.instrument(key[0]) for key in todo}
-        made = {key: butler_records.exposure_records(exp) for key, exp in todo.items()}
+        made = {key: exposure_records(exp) for key, exp in todo.items()}
         new: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {e: {} for e in _ELEMENTS}
         for records in made.values():
             for element, found in new.items():
@@ -228,9 +220,8 @@ def _sync(registry: Any, element: str, record: dict[str, Any]) -> None:
 
 
 def set_up_repository(settings: Any, instruments: Iterable[str]) -> dict[str, Any]:
-    """``obsingest setup --registry butler:<repo>``: what the first registrations would set up,
-    done up front on the repository ``settings.url`` names (a ``RegistrySettings``): the raw
-    dataset type, the run of each instrument, the instruments and their detectors."""
+    """``obsingest setup --registry butler:<repo>``: what the first registrations would set up
+    (dataset type, runs, instruments and detectors), done up front."""
     from lsst.daf.butler import Butler
 
     instruments = sorted(set(instruments))
@@ -240,3 +231,91 @@ def set_up_repository(settings: Any, instruments: Iterable[str]) -> dict[str, An
         return setup.prepare([run_name(settings.run, i) for i in instruments], instruments)
     finally:
         butler.close()
+
+
+#: obs_lsst's day_obs offset for the Simonyi telescope and ComCam/LATISS: the observing day
+#: rolls over at 12:00 (LsstCamTranslator.observing_date_to_offset)
+DAY_OBS_OFFSET = timedelta(hours=12)
+#: obs_lsst's placeholder filter for a raw without one (filters.py ``unknown``)
+UNKNOWN_FILTER = "unknown"
+
+
+def instrument_records(instrument: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(instrument record, detector records) of ``instrument``, as obs_lsst registers them."""
+    inst = camera.instrument(instrument)
+    return inst.record(), [inst.detector_record(d) for d in inst.detector_ids]
+
+
+def day_obs_timespan(day_obs: int) -> tuple[datetime, datetime]:
+    """The [begin, end) of an observing day: YYYY-MM-DD 12:00 to the next day's 12:00."""
+    day = datetime.strptime(str(day_obs), "%Y%m%d").replace(tzinfo=UTC)
+    return day + DAY_OBS_OFFSET, day + DAY_OBS_OFFSET + timedelta(days=1)
+
+
+def exposure_records(exp: ExposureRecord) -> dict[str, dict[str, Any]]:
+    """The records an exposure needs, by element: physical_filter, group, day_obs, exposure;
+    ``timespan`` values are (begin, end) UTC datetimes or None."""
+    inst = camera.instrument(exp.instrument)
+    seq_num = exp.seq_num if exp.seq_num is not None else exp.exposure % 100_000
+    physical_filter = exp.physical_filter or UNKNOWN_FILTER
+    band = exp.band or (UNKNOWN_FILTER if physical_filter == UNKNOWN_FILTER else None)
+    if band is None:
+        band = next((b for b, f in inst.filters.items() if f == physical_filter), physical_filter)
+    group = exp.group_name or str(exp.exposure)
+    begin = exp.obs_start
+    end = exp.obs_end
+    if end is None and begin is not None and exp.exposure_time is not None:
+        end = begin + timedelta(seconds=exp.exposure_time)
+    return {
+        "physical_filter": {"instrument": exp.instrument, "name": physical_filter, "band": band},
+        "group": {"instrument": exp.instrument, "name": group},
+        "day_obs": {
+            "instrument": exp.instrument,
+            "id": exp.day_obs,
+            "timespan": day_obs_timespan(exp.day_obs),
+        },
+        "exposure": {
+            "instrument": exp.instrument,
+            "id": exp.exposure,
+            "obs_id": exp.obs_id or f"{inst.obsid_prefix}_O_{exp.day_obs}_{seq_num:06d}",
+            "physical_filter": physical_filter,
+            "group": group,
+            "day_obs": exp.day_obs,
+            "exposure_time": exp.exposure_time,
+            "dark_time": exp.dark_time,
+            "observation_type": exp.observation_type or "unknown",
+            "observation_reason": exp.observation_reason or "unknown",
+            "seq_num": seq_num,
+            "seq_start": seq_num,
+            "seq_end": seq_num,
+            "target_name": exp.target_name,
+            "science_program": exp.science_program,
+            "tracking_ra": exp.tracking_ra,
+            "tracking_dec": exp.tracking_dec,
+            "sky_angle": exp.sky_angle,
+            "azimuth": exp.azimuth,
+            "zenith_angle": exp.zenith_angle,
+            "has_simulated": exp.has_simulated,
+            "can_see_sky": exp.can_see_sky,
+            "timespan": (begin, end) if begin is not None and end is not None else None,
+        },
+    }
+
+
+def with_timespan(record: dict[str, Any]) -> dict[str, Any]:
+    """(begin, end) UTC datetimes -> a Butler Timespan (TAI, as daf_butler stores times)."""
+    value = record.get("timespan")
+    if value is None:
+        return record
+    from astropy.time import Time
+    from lsst.daf.butler import Timespan
+
+    # TAI from the leap-second table (timescales.utc_to_tai): the same nanoseconds as astropy's
+    # Time(utc).tai, at half the cost
+    begin, end = (Time(utc_to_tai(naive_utc(t).replace(tzinfo=UTC)), scale="tai") for t in value)
+    return {**record, "timespan": Timespan(begin, end)}
+
+
+def naive_utc(t: datetime) -> datetime:
+    """Naive UTC for astropy; a naive value (SQLite gives them back) is UTC already."""
+    return t if t.tzinfo is None else t.astimezone(UTC).replace(tzinfo=None)

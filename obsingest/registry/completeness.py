@@ -1,10 +1,7 @@
-"""The presence answers about a CCD and an exposure, pure logic (the queries are
-``presence.py``), also the presence API's JSON bodies (``Field`` descriptions feed OpenAPI):
-
-- *expected*: the manifest's detectors, else every detector of the instrument (``expected_source``);
-- *latency*: readout -> registered; p50/p95 by linear interpolation, as numpy and the Beam
-  summaries do, so both agree;
-- *status*: ``incomplete`` > ``over_budget`` > ``complete``, Beam's precedence.
+"""The presence answers about a CCD and an exposure, pure logic (the queries are ``presence.py``)
+and the presence API's JSON bodies (``Field`` descriptions feed OpenAPI). Expected: the manifest's
+detectors, else every detector of the instrument; latency p50/p95 by linear interpolation, as the
+Beam summaries (numpy) do; status ``incomplete`` > ``over_budget`` > ``complete``, Beam's precedence.
 """
 
 from __future__ import annotations
@@ -110,8 +107,7 @@ class NightPage:
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0..100) of ``values``: linear interpolation between the closest
-    ranks, as ``numpy.percentile``'s default (the transfer harness's tables use it too)."""
+    """The q-th percentile (0..100) of ``values``, as ``numpy.percentile``'s default."""
     if not values:
         raise ValueError("percentile of no values")
     ordered = sorted(values)
@@ -139,8 +135,8 @@ def summarize(
     budget_seconds: float,
     **details: object,
 ) -> ExposurePresence:
-    """The exposure's answer from its expected detectors and the (detector, latency) of each
-    registered CCD; ``details`` fill the descriptive fields (times, filter, note)."""
+    """The exposure's answer from its expected detectors and each registered CCD's (detector,
+    latency); ``details``: the descriptive fields (times, filter, note)."""
     have = {det for det, _ in registered}
     want = set(expected)
     latencies = sorted(lat for _, lat in registered if lat is not None)

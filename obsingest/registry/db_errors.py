@@ -1,10 +1,7 @@
-"""What a database error means for the input that caused it, and text the database can hold.
-
-A value the database refuses (SQLSTATE classes 22, 23, 54) fails the same way every time:
-permanent, the input is quarantined rather than retried until dead-lettered. Connection loss,
-shutdown, serialization failures, lock timeouts and full disks are transient: retried, then 503.
-SQLite enforces neither VARCHAR lengths nor the NUL rule, so quarantine text is made storable
-first (``storable``): the same record on both backends.
+"""What a database error means for the input that caused it (a value the database refuses fails
+the same way every time: quarantined, not retried until dead-lettered), and text the database can
+hold (SQLite enforces neither VARCHAR lengths nor the NUL rule: ``storable`` makes both backends
+keep the same record).
 """
 
 from __future__ import annotations
@@ -23,8 +20,6 @@ class RegistryUnavailable(RetriableError, reason="registry-unavailable"):
 
 
 class Verdict(Enum):
-    """What to do about a failed database call."""
-
     TRANSIENT = "transient"  # retry, then 503: the same input may succeed later
     PERMANENT = "permanent"  # the input cannot be stored: quarantine it
     UNKNOWN = "unknown"  # not a database error, or one that means a bug: let it propagate
@@ -68,8 +63,7 @@ def classify(exc: BaseException) -> Verdict:
 
 
 def describe(exc: BaseException, limit: int = 300) -> str:
-    """The driver's own one-line message (without SQLAlchemy's SQL and parameters, which
-    would repeat the offending input in full)."""
+    """The driver's one-line message, without SQLAlchemy's SQL and parameters (the input again)."""
     orig = exc.orig if isinstance(exc, DBAPIError) else exc
     sqlstate = getattr(orig, "sqlstate", None)
     text = " ".join(str(orig).split())
@@ -78,10 +72,9 @@ def describe(exc: BaseException, limit: int = 300) -> str:
 
 
 def storable(text: str, limit: int, max_bytes: int | None = None) -> str:
-    """``text`` as every backend can hold it: NUL and lone surrogates escaped, at most
-    ``limit`` characters (and ``max_bytes`` of UTF-8). A shortened value ends with a digest
-    of the whole, so two long values that share a prefix stay distinct in a unique key.
-    """
+    """``text`` as every backend can hold it: NUL and lone surrogates escaped, at most ``limit``
+    characters (and ``max_bytes`` of UTF-8); a shortened value ends with a digest of the whole,
+    so two long values that share a prefix stay distinct in a unique key."""
     safe = text.replace("\x00", "\\x00")
     safe = safe.encode("utf-8", "backslashreplace").decode("utf-8")
     max_bytes = max_bytes if max_bytes is not None else 4 * limit

@@ -4,11 +4,9 @@ PostgreSQL: a small fixed pool, so a burst of invocations queues for a connectio
 exhausting ``max_connections``. SQLite: WAL, a busy timeout, and IMMEDIATE transactions so
 concurrent writers wait for the lock instead of failing on upgrade.
 
-A read-only engine (the presence API, ``obsingest status``) is read-only at the database: SQLite
-with ``mode=ro`` and ``query_only``, PostgreSQL sessions with ``default_transaction_read_only``
-(production adds a SELECT-only role, infra/terraform). A ``butler:<repo>`` URL reads the
-companion tables; no Butler is opened. No migration is run: ``require_tables`` says what is
-missing instead.
+A read-only engine (the presence API, ``obsingest status``) is read-only at the database (SQLite
+``mode=ro`` and ``query_only``, PostgreSQL ``default_transaction_read_only``); a ``butler:<repo>``
+URL reads the companion tables. No migration is run: ``require_tables`` says what is missing.
 """
 
 from __future__ import annotations
@@ -52,8 +50,7 @@ def make_engine(settings: RegistrySettings) -> Engine:
     return create_engine(
         url,
         **pool,
-        # No pre-ping (a round trip per checkout): a connection the server closed fails its
-        # statement, is invalidated, and Registry's retry runs the transaction on a fresh one.
+        # no pre-ping (a round trip per checkout): Registry's retry replaces a closed connection
         pool_recycle=1800,
     )
 
@@ -86,7 +83,6 @@ def readonly_url(url: str) -> str:
 
 
 def make_readonly_engine(settings: RegistrySettings) -> Engine:
-    """A pooled engine that cannot write (see module doc)."""
     url, pool = psycopg_url(readonly_url(settings.url)), pool_options(settings)
     if url.startswith("sqlite"):
         path = make_url(url).database
@@ -104,8 +100,8 @@ def make_readonly_engine(settings: RegistrySettings) -> Engine:
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA query_only=ON")
             cur.execute("PRAGMA busy_timeout=5000")
-            # Reads of random CCDs touch pages all over a ~100 MB night: map the file (the OS
-            # page cache, shared by every connection) instead of a read() per page miss
+            # reads of random CCDs touch pages all over a night: map the file (the OS page
+            # cache, shared by every connection) instead of a read() per page miss
             cur.execute(f"PRAGMA mmap_size={SQLITE_MMAP_BYTES}")
             cur.close()
 
@@ -114,8 +110,7 @@ def make_readonly_engine(settings: RegistrySettings) -> Engine:
         return create_engine(
             url,
             connect_args={"options": "-c default_transaction_read_only=on"},
-            # one round trip a query: no BEGIN before it, no ROLLBACK when the connection goes
-            # back to the pool (each statement is its own read-only transaction)
+            # one round trip a query: no BEGIN before it, no ROLLBACK back in the pool
             isolation_level="AUTOCOMMIT",
             pool_recycle=1800,
             **pool,
@@ -124,8 +119,7 @@ def make_readonly_engine(settings: RegistrySettings) -> Engine:
 
 
 def require_tables(engine: Engine, names: tuple[str, ...]) -> None:
-    """RegistryNotReadable naming the tables ``engine``'s database lacks (an older schema: run
-    ``obsingest registry migrate`` with a writing role)."""
+    """RegistryNotReadable naming the tables ``engine``'s database lacks (an older schema)."""
     with engine.connect() as conn:
         have = set(inspect(conn).get_table_names())
     missing = [n for n in names if n not in have]

@@ -1,10 +1,7 @@
 """Tables of the data facility's safety nets, in their own ``MetaData`` (migrations 4 and 6 make
-them, never migration 1's ``create_all``):
-
-- ``arrival_outbox``: one row per announcement (unique ``dataset_id``: written once;
-  ``published_at`` NULL: pending; ``lease_until``: a claim).
-- ``canary``: each canary object reconcile wrote, with when its finalize event was seen.
-- ``exposure_closure``: an exposure's first closure only, so the metrics count it once.
+them, never migration 1's ``create_all``): ``arrival_outbox`` (one row per announcement,
+``published_at`` NULL: pending, ``lease_until``: a claim), ``canary`` (each canary object
+reconcile wrote and when its event was seen), ``exposure_closure`` (an exposure's first closure).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Group commit: the items of concurrent callers applied together, by a leader among them.
 
-A caller queues its item and either waits while a batch is applied (the next batch takes every
-queued item) or, when none is under way, leads: it applies batches until its own item is done.
-``gather=0`` never waits before a batch (the outbox marks). Gathering (the Butler backend, whose
+A caller queues its item and either waits while a batch is applied or, when none is under way,
+leads: it applies batches until its own item is done. Gathering (the Butler backend, whose
 transactions have a large fixed cost): a batch with room waits, at most ``gather`` s, while
 callers are preparing (``arriving``), while arrivals come in a burst (spaced under ``gap``, or
 during this wait), or for ``gap`` after a group's first item (``fresh``); not once ``complete``.
@@ -26,16 +25,14 @@ from obsingest.dataid import DataId
 
 
 class Item(Protocol):
-    #: set (under the lock) once the item's batch is through
-    done: bool
+    done: bool  # set (under the lock) once the item's batch is through
 
 
 T = TypeVar("T", bound=Item)
 
 
 class GroupCommit(Generic[T]):
-    """Submits items to ``flush`` in batches (see module doc). ``flush`` must finish every item
-    it is given (record its result or error); ``done`` is set here once it returns."""
+    """Submits items to ``flush`` in batches; ``flush`` must record every item's result or error."""
 
     def __init__(
         self,
@@ -59,16 +56,15 @@ class GroupCommit(Generic[T]):
         self.gather = gather
         self.gap = gap
         self.linger = linger
-        #: monotonic times of the two latest arrivals (``arriving``, or ``submit`` without it)
+        #: monotonic times of the two latest arrivals
         self._arrivals = (float("-inf"), float("-inf"))
-        lock = threading.Lock()
-        self._lock = lock
-        #: the lock's context; the leader waits for the end of a gathering on ``_gathered``
-        self._cond = threading.Condition(lock)
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        #: the leader waits here for the end of a gathering
+        self._gathered = threading.Condition(self._lock)
         #: each follower waits on its own condition (by ``id`` of its item), woken only when its
         #: item is done or it may lead: one wake-up per follower, not every caller per batch
         self._waiters: dict[int, threading.Condition] = {}
-        self._gathered = threading.Condition(lock)
         self._queue: list[T] = []
         self._leader = False
         self._preparing = 0
@@ -121,8 +117,7 @@ class GroupCommit(Generic[T]):
         if lead:
             self._lead(item)
 
-    def _arrived(self) -> None:
-        """(lock held) Note an arrival."""
+    def _arrived(self) -> None:  # lock held
         self._arrivals = (self._arrivals[1], time.monotonic())
 
     def _wake_gatherer(self) -> None:
@@ -193,10 +188,9 @@ class _Items:
 
 
 def applying(apply: Callable[[list[Any]], None], **policy: Any) -> Callable[[list[Any]], None]:
-    """``apply`` as a group commit (``policy``: ``GroupCommit``'s keywords, default plain): the
-    returned callable takes one caller's items and returns once they are applied, together with
-    the items of concurrent callers in one ``apply`` call, raising that call's error as if the
-    caller had called ``apply`` itself."""
+    """``apply`` as a group commit (``policy``: ``GroupCommit``'s keywords): the callable returned
+    takes one caller's items and applies them with concurrent callers' in one ``apply`` call,
+    raising that call's error as if the caller had called ``apply`` itself."""
 
     def flush(batch: list[_Items]) -> None:
         try:

@@ -1,10 +1,8 @@
-"""The exposure dimension record from a raw's primary header, validated against its data id.
-
-Translated by ``obsingest.translate``, so the record holds what Rubin's raw ingest would (UTC
-times from the camera's TAI, ROTPA fixes, fallbacks). Refused: no identity (``BadHeader``), a
-contradiction of the data id it was stored under (``HeaderMismatch``), a string longer than the
-Butler's column (``BadHeader``). An unusable card takes the translator's default; the warning is
-kept (``header_warnings``) and counted (``obsingest_header_warnings_total``).
+"""The exposure dimension record from a raw's primary header (``obsingest.translate``: what
+Rubin's raw ingest would record), validated against its data id. Refused: no identity or a string
+longer than the Butler's column (``BadHeader``), a contradiction of the data id
+(``HeaderMismatch``). An unusable card takes the translator's default; the warning is kept
+(``header_warnings``) and counted (``obsingest_header_warnings_total``).
 """
 
 from __future__ import annotations
@@ -44,7 +42,7 @@ class BadHeader(HeaderMismatch, reason="bad-header"):
 
 
 def exposure_from_header(primary: Hdu, data_id: DataId, name: str) -> ExposureRecord:
-    """The exposure record of ``data_id`` from its raw's primary header (see module doc)."""
+    """The exposure record of ``data_id`` from its raw's primary header."""
     try:
         result = translate.observation(translate.HduHeader(primary))
     except translate.NoIdentity as exc:
@@ -60,7 +58,7 @@ def exposure_from_header(primary: Hdu, data_id: DataId, name: str) -> ExposureRe
 
 def _memo(cache: OrderedDict[Any, tuple[Any, Any]], key: Any, owner: Any, make: Callable[[], Any]) -> Any:
     """``cache``'s value for ``key`` made for ``owner`` (kept so its id cannot be reused while
-    cached), or ``make()`` stored there; the oldest of ``_FIELDS_SIZE`` entries goes first."""
+    cached), or ``make()`` stored there (LRU of ``_FIELDS_SIZE``)."""
     with _FIELDS_LOCK:
         cached = cache.get(key)
     if cached is not None and cached[0] is owner:
@@ -129,14 +127,11 @@ def _record(result: translate.Translation, data_id: DataId, name: str) -> Exposu
     return record
 
 
-#: the record's values derived from an exposure's ObservationInfo, per exposure (the CCDs of an
-#: exposure share the ObservationInfo object; keyed by its id, the object kept so the id cannot be
-#: reused while cached)
+#: the record's values from an exposure's ObservationInfo (shared by its CCDs), by the info's id
 _FIELDS: OrderedDict[int, tuple[Any, dict[str, Any]]] = OrderedDict()
 _FIELDS_LOCK = threading.Lock()
 _FIELDS_SIZE = 32
-#: the checked record, per exposure (and warnings): every CCD of an exposure gets the same
-#: (immutable) ExposureRecord, built and checked once
+#: the checked record per exposure (and warnings): built and checked once for all its CCDs
 _RECORDS: OrderedDict[tuple[Any, ...], tuple[Any, ExposureRecord]] = OrderedDict()
 
 

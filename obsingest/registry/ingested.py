@@ -4,10 +4,9 @@ ExposureIngested to the outbox, exactly once, however many processes ask.
 Checked *after* the registering commit: under READ COMMITTED two processes registering an
 exposure's last two CCDs could each miss the other's; after the commit the later one sees both.
 The outbox row is keyed by the exposure's deterministic ``event_id``, so one INSERT wins. Without
-a manifest nothing is emitted (the expected set is not guessed). ``exposure_closure`` keeps each
-exposure's *first* closure (``ok`` / ``over_budget``, or ``incomplete`` from the sweep once
-obs_start + exposure time + ``allowance`` passed): metrics count it when inserted
-(``Closing.counted``), so once; a late completion still gets its event.
+a manifest nothing is emitted. ``exposure_closure`` keeps each exposure's *first* closure (``ok``
+/ ``over_budget``, or ``incomplete`` from the sweep after its deadline), which metrics count when
+inserted (``Closing.counted``); a late completion still gets its event.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from datetime import datetime, timedelta
 from typing import Any, Final, Literal
 
 from sqlalchemy import Connection, and_, bindparam, func, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from obsingest import camera
 from obsingest.messages import ExposureIngested, IngestedStatus, IngestedStatusName, utcnow
@@ -119,8 +117,7 @@ class IngestedCheck:
         self.lease_seconds = lease_seconds
         self.clock = clock
         self.dataset_type = registry.settings.dataset_type
-        self._postgres = registry.engine.dialect.name == "postgresql"
-        self._insert = postgresql.insert if self._postgres else sqlite.insert
+        self._postgres = registry._postgres
         self._build_statements()
 
     def _build_statements(self) -> None:
@@ -135,7 +132,7 @@ class IngestedCheck:
         )
         same = and_(c.c.instrument == m.c.instrument, c.c.exposure == m.c.exposure)
         closed = m.outerjoin(c, same)
-        # one round trip per check: most checks stop here (the exposure is still arriving)
+        # one round trip per check: most stop here (the exposure is still arriving)
         self._q_state = (
             select(m.c.detectors, m.c.expected, m.c.day_obs, registered, c.c.ingested_at)
             .select_from(closed)
@@ -165,25 +162,17 @@ class IngestedCheck:
 
     def _read(self, fn: Callable[[Connection], Any]) -> Any:
         """One read statement, on PostgreSQL in autocommit: its own snapshot, started after the
-        caller's commit (what the check needs), without the BEGIN and ROLLBACK round trips of a
-        transaction. (SQLite keeps its transaction: its engine manages BEGIN itself.)"""
-        postgres = self._postgres
+        caller's commit, without a transaction's BEGIN and ROLLBACK round trips."""
 
         def run() -> Any:
             with self.registry.engine.connect() as conn:
-                if postgres:
-                    conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-                return fn(conn)
+                return fn(conn.execution_options(isolation_level="AUTOCOMMIT") if self._postgres else conn)
 
         return self.registry._retrying(run)
 
-    def _write(self, fn: Callable[[Connection], Any]) -> Any:
-        return self.registry._retrying(lambda: self.registry._in_tx(fn))
-
     def check(self, instrument: str, exposure: int, published: Sequence[int] = ()) -> Closing:
-        """Write the exposure's ExposureIngested if it is complete and nobody wrote it yet
-        (``RegistryUnavailable``: ask again later). ``published``: outbox rows to mark published
-        first, as ``mark_published`` does (on PostgreSQL within the check's own statement)."""
+        """Write the exposure's ExposureIngested if it is complete and nobody wrote it yet;
+        ``published``: outbox rows to mark published first (``mark_published``)."""
         key = {"inst": instrument, "exp": exposure, **self._ours(instrument)}
         state = self._state(key, published)
         if state is None:
@@ -200,8 +189,7 @@ class IngestedCheck:
         return self._emit(presence, expected)
 
     def _state(self, key: dict[str, Any], published: Sequence[int] = ()) -> Any:
-        """The exposure's (detectors, expected, day_obs, registered, ingested_at) (``_q_state``),
-        None without a manifest; ``published`` outbox rows marked first (``check``)."""
+        """The exposure's ``_q_state`` row, None without a manifest."""
         prepared = self._state_sql
         if prepared is None:
             if published:
@@ -220,16 +208,9 @@ class IngestedCheck:
     def _presence(
         self, instrument: str, exposure: int, day_obs: int, expected: Sequence[int], key: dict[str, Any]
     ) -> ExposurePresence:
-        rows = self._read(lambda conn: conn.execute(self._q_rows, key).all())
-        registered: list[tuple[int, float | None]] = []
-        readouts, ingests = [], []
-        for det, ingest_time, readout_time in rows:
-            ingest, readout = as_utc(ingest_time), as_utc(readout_time)
-            ingests.append(ingest)
-            if readout is not None:
-                readouts.append(readout)
-            latency = (ingest - readout).total_seconds() if ingest and readout else None
-            registered.append((int(det), latency))
+        found = self._read(lambda conn: conn.execute(self._q_rows, key).all())
+        rows = [(int(det), as_utc(ingest), as_utc(readout)) for det, ingest, readout in found]
+        registered = [(det, (i - r).total_seconds() if i and r else None) for det, i, r in rows]
         return summarize(
             instrument,
             exposure,
@@ -238,8 +219,8 @@ class IngestedCheck:
             FROM_MANIFEST,
             registered,
             self.budget_seconds,
-            first_readout=min(readouts) if readouts else None,
-            last_registered=max((t for t in ingests if t is not None), default=None),
+            first_readout=min((r for _, _, r in rows if r is not None), default=None),
+            last_registered=max((i for _, i, _ in rows if i is not None), default=None),
         )
 
     def _emit(self, presence: ExposurePresence, expected: Sequence[int]) -> Closing:
@@ -294,7 +275,7 @@ class IngestedCheck:
             conn.execute(late_completion)  # closed incomplete at its deadline, complete now
             return row_id, False
 
-        row_id, counted = self._write(tx)
+        row_id, counted = self.registry._tx(tx)
         if row_id is None:
             return Closing(inst, exp, ALREADY, presence)
         return Closing(inst, exp, EMITTED, presence, event, message, row_id, counted, status)
@@ -302,8 +283,7 @@ class IngestedCheck:
     def _first_closure(
         self, presence: ExposurePresence, status: str, now: datetime, eid: uuid.UUID | None = None
     ) -> Any:
-        """Insert the exposure's closure unless it has one (returning it when inserted);
-        ``eid``: the ExposureIngested written with it (None: closed incomplete)."""
+        """Insert the exposure's closure unless it has one (returning it when inserted)."""
         c = exposure_closure
         values = {
             "instrument": presence.instrument,
@@ -316,11 +296,11 @@ class IngestedCheck:
             "ingested_at": now if eid is not None else None,
             "event_id": eid,
         }
-        return self._insert(c).values(values).on_conflict_do_nothing().returning(c.c.exposure)
+        return self.registry._insert(c).values(values).on_conflict_do_nothing().returning(c.c.exposure)
 
     def close_incomplete(self, instrument: str, exposure: int) -> Closing:
-        """The exposure's deadline passed: record it closed ``incomplete`` unless it was closed
-        before (counted: this call closed it), or emit its event if it is complete after all."""
+        """The exposure's deadline passed: close it ``incomplete`` unless closed before, or emit
+        its event if it is complete after all."""
         key = {"inst": instrument, "exp": exposure, **self._ours(instrument)}
         state = self._read(lambda conn: conn.execute(self._q_state, key).first())
         if state is None:
@@ -330,7 +310,7 @@ class IngestedCheck:
         if not presence.missing:  # completed after all (its check was lost): its event
             return self.check(instrument, exposure)
         stmt = self._first_closure(presence, INCOMPLETE, self.clock())
-        counted = self._write(lambda conn: conn.execute(stmt).first()) is not None
+        counted = self.registry._tx(lambda conn: conn.execute(stmt).first()) is not None
         return Closing(instrument, exposure, CLOSED_INCOMPLETE, presence, counted=counted, status=INCOMPLETE)
 
     def open_exposures(self, since: datetime, allowance: float) -> list[OpenExposure]:
@@ -354,8 +334,8 @@ class IngestedCheck:
         return found
 
     def sweep(self, since: datetime, allowance: float) -> list[Closing]:
-        """Emit what a lost check left complete and unannounced, and close as ``incomplete``
-        the exposures whose deadline passed; the closings that did something, oldest first."""
+        """Emit what a lost check left complete and unannounced, close the exposures whose
+        deadline passed; the closings that did something, oldest first."""
         now = self.clock()
         done: list[Closing] = []
         for item in self.open_exposures(since, allowance):

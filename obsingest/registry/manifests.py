@@ -1,9 +1,7 @@
-"""ExposureManifests in the registry: what is expected of each exposure, recorded once.
-
-Kept in the registry because completeness is asked of it (presence API, ``obsingest status``, the
-exposures-ingested event). First manifest wins: a redelivery (same content, ``published`` aside)
-is a no-op, a different one a ``ManifestConflict``; an impossible one a ``BadManifest`` (or
-``UnknownInstrument``). The caller quarantines both.
+"""ExposureManifests in the registry (completeness is asked of it): what is expected of each
+exposure, recorded once. First manifest wins: a redelivery (same content, ``published`` aside) is
+a no-op, a different one a ``ManifestConflict``, an impossible one a ``BadManifest`` (or
+``UnknownInstrument``); the caller quarantines both.
 """
 
 from __future__ import annotations
@@ -31,13 +29,11 @@ _INT64_MAX = 2**63 - 1
 
 
 class BadManifest(PermanentError, reason="bad-manifest"):
-    """A manifest that cannot describe a real exposure (detectors out of range, ids that
-    disagree, ...): quarantined, never recorded."""
+    """A manifest that cannot describe a real exposure: quarantined, never recorded."""
 
 
 class ManifestConflict(PermanentError, reason="manifest-conflict"):
-    """A different manifest for an exposure whose manifest is already recorded: the first is
-    kept, this one quarantined."""
+    """A different manifest for an exposure whose manifest is recorded: this one is quarantined."""
 
 
 ManifestStatus = Literal["recorded", "duplicate"]
@@ -53,8 +49,7 @@ class ManifestOutcome:
 
 
 def validate_manifest(manifest: ExposureManifest) -> tuple[int, ...]:
-    """The manifest's detectors, sorted; ``BadManifest`` (or ``UnknownInstrument``) naming the
-    exposure and what is wrong otherwise."""
+    """The manifest's detectors, sorted; else ``BadManifest`` (or ``UnknownInstrument``)."""
     where = f"manifest of {manifest.instrument!r} exposure {manifest.exposure}"
     validate_instrument(manifest.instrument)
     if not 0 < manifest.exposure <= _INT64_MAX:
@@ -104,8 +99,7 @@ def manifest_digest(manifest: ExposureManifest) -> str:
 
 
 def record_manifest(registry: Registry, manifest: ExposureManifest) -> ManifestOutcome:
-    """Record ``manifest`` once (see module doc). Raises ``BadManifest``/``UnknownInstrument``,
-    ``ManifestConflict`` (permanent: quarantine it), or ``RegistryUnavailable`` (retry)."""
+    """Record ``manifest`` once; ``BadManifest``, ``ManifestConflict`` or ``RegistryUnavailable``."""
     detectors = validate_manifest(manifest)
     digest = manifest_digest(manifest)
     m = tables.exposure_manifest
@@ -141,15 +135,15 @@ def record_manifest(registry: Registry, manifest: ExposureManifest) -> ManifestO
             )
         return "duplicate"
 
-    status = registry._retrying(lambda: registry._in_tx(tx))
+    status = registry._tx(tx)
     return ManifestOutcome(status, manifest.instrument, manifest.exposure, len(detectors), digest)
 
 
 def quarantine_manifest(
     registry: Registry, source: str, exc: PermanentError, digest: str = ""
 ) -> QuarantineEntry:
-    """Keep a refused manifest's reason in the quarantine (a repeat is counted, not doubled).
-    ``source`` names it: ``manifest/<instrument>/<exposure>`` or the delivery's id."""
+    """Keep a refused manifest's reason in the quarantine; ``source`` names it (its exposure
+    ``manifest/<instrument>/<exposure>`` or the delivery's id)."""
     entry = QuarantineEntry(object_uri=source, reason=exc.reason, message=str(exc), checksum=digest)
     registry.quarantine(entry)
     return entry

@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, Engine, Index, Table, insert, inspect, select, text, update
+from sqlalchemy import Connection, Engine, Index, Table, insert, inspect, select, text
+from sqlalchemy.dialects import postgresql, sqlite
 
 from obsingest import camera
 from obsingest.dataid import INSTRUMENTS
@@ -31,7 +32,6 @@ def _seed_dimensions(conn: Connection) -> None:
     """Instruments and their detectors are static dimension records: seed them once."""
     for name, count in INSTRUMENTS.items():
         conn.execute(insert(tables.instrument).values(name=name, detector_max=count))
-        # (migration 3 completes these records; LSSTCam's count is 205 since it)
         conn.execute(insert(tables.detector), [{"instrument": name, "id": i} for i in range(count)])
     conn.execute(
         insert(tables.dataset_type).values(
@@ -41,8 +41,7 @@ def _seed_dimensions(conn: Connection) -> None:
 
 
 def _add_missing_columns(conn: Connection, table: Table) -> None:
-    """ALTER TABLE ... ADD COLUMN for columns of the current definition the database lacks (a
-    registry created before them); a fresh one already has them from ``create_all``."""
+    """ALTER TABLE ... ADD COLUMN for the columns of ``table`` the database lacks."""
     have = {c["name"] for c in inspect(conn).get_columns(table.name)}
     for column in table.columns:
         if column.name not in have:
@@ -52,29 +51,21 @@ def _add_missing_columns(conn: Connection, table: Table) -> None:
 
 def _butler_dimensions(conn: Connection) -> None:
     """Butler's dimension data: the new instrument/detector/exposure columns, and the instrument
-    and detector records as obs_lsst registers them (LSSTCam's corner rafts, ids 189..204,
-    were missing before)."""
+    and detector records as obs_lsst registers them (LSSTCam's corner rafts were missing)."""
     for table in (tables.instrument, tables.detector, tables.exposure):
         _add_missing_columns(conn, table)
-    i, d = tables.instrument, tables.detector
+    upsert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
     for inst in camera.INSTRUMENTS.values():
-        if conn.execute(select(i.c.name).where(i.c.name == inst.name)).first():
-            conn.execute(update(i).where(i.c.name == inst.name).values(inst.record()))
-        else:
-            conn.execute(insert(i).values(inst.record()))
-        have = set(conn.execute(select(d.c.id).where(d.c.instrument == inst.name)).scalars())
-        for det in inst.detectors:
-            values = inst.detector_record(det.id)
-            if det.id in have:
-                rest = {k: v for k, v in values.items() if k not in ("instrument", "id")}
-                conn.execute(update(d).where(d.c.instrument == inst.name, d.c.id == det.id).values(rest))
-            else:
-                conn.execute(insert(d).values(values))
+        rows = [(tables.instrument, inst.record())]
+        rows += [(tables.detector, inst.detector_record(det.id)) for det in inst.detectors]
+        for table, values in rows:
+            key = table.primary_key.columns
+            rest = {k: v for k, v in values.items() if k not in key}
+            conn.execute(upsert(table).values(values).on_conflict_do_update(index_elements=key, set_=rest))
 
 
 def _create(*items: Table | Index) -> Callable[[Connection], None]:
-    """A migration that creates tables and indexes new since (``checkfirst``: a registry created
-    after them got them from migration 1's ``create_all``)."""
+    """A migration creating tables and indexes (``checkfirst``: migration 1 may have made them)."""
 
     def apply(conn: Connection) -> None:
         for item in items:
@@ -116,8 +107,7 @@ def current_version(conn: Connection) -> int:
 
 
 def migrate(engine: Engine) -> int:
-    """Bring the schema to LATEST; returns the number of migrations applied. A schema already
-    at LATEST (every start but the first) costs one look at its version, no lock."""
+    """Bring the schema to LATEST (a schema there costs one look, no lock); how many applied."""
     with engine.connect() as conn:
         if current_version(conn) >= LATEST:
             return 0

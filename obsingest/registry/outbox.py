@@ -57,15 +57,13 @@ class OutboxStatus:
     published: int | None
 
 
-#: Built once, executed with parameters: no statement to build and hash per registration.
 _INSERT = arrival_outbox.insert().returning(arrival_outbox.c.id, arrival_outbox.c.dataset_id)
 _MARK = (
     update(arrival_outbox)
     .where(arrival_outbox.c.id.in_(bindparam("ids", expanding=True)), arrival_outbox.c.published_at.is_(None))
     .values(published_at=bindparam("at"), lease_until=None, last_error="")
 )
-#: ``_MARK`` on PostgreSQL, committing without waiting for its WAL flush
-#: (``ArrivalOutbox.mark_published``)
+#: ``_MARK`` on PostgreSQL, committing without waiting for its WAL flush (``mark_published``)
 MARK_ASYNC_POSTGRES = """\
 UPDATE arrival_outbox SET published_at = %(at)s, lease_until = NULL, last_error = ''
 WHERE id = ANY(%(ids)s) AND published_at IS NULL
@@ -88,8 +86,7 @@ def _lease(*where: Any) -> Any:
 
 
 def _claim_statement(postgres: bool) -> Any:
-    """Lease up to ``:limit`` free unpublished rows (oldest first). Built once (a drain runs
-    every few seconds in every instance: SQLAlchemy's cache then serves it)."""
+    """Lease up to ``:limit`` free unpublished rows (oldest first)."""
     o = arrival_outbox
     candidates = (
         select(o.c.id).where(o.c.published_at.is_(None), _FREE).order_by(o.c.id).limit(bindparam("limit"))
@@ -113,8 +110,7 @@ _CLAIM_DATASET = _lease(arrival_outbox.c.dataset_id == bindparam("ds"))
 def insert_row(
     conn: Connection, dataset_id: uuid.UUID, message: OutboxMessage, now: datetime, lease_seconds: float
 ) -> int:
-    """Add the announcement of ``dataset_id`` inside the caller's (registration) transaction,
-    leased to the caller for its immediate publish; returns the row id."""
+    """Add the announcement of ``dataset_id`` in the caller's transaction; returns the row id."""
     return insert_rows(conn, [(dataset_id, message)], now, lease_seconds)[dataset_id]
 
 
@@ -156,9 +152,8 @@ def outbox_values(
 def insert_row_once(
     conn: Connection, key: uuid.UUID, message: OutboxMessage, now: datetime, lease_seconds: float
 ) -> int | None:
-    """Add an announcement under ``key`` unless one exists (INSERT ... ON CONFLICT DO NOTHING on
-    the unique key): its row id, leased to the caller, or None when another caller's row exists.
-    PostgreSQL makes a concurrent second insert wait for the first transaction, then skip."""
+    """Add an announcement under ``key`` unless one exists: its row id, or None when another
+    caller's row exists (PostgreSQL makes a concurrent second insert wait, then skip)."""
     insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
     o = arrival_outbox
     stmt = (
@@ -187,7 +182,7 @@ def _row(mapping: Any) -> OutboxRow:
 
 
 class ArrivalOutbox(EngineQueries):
-    """Drain-side operations on the outbox of one registry engine."""
+    """Drain-side operations (claim, mark, status, purge) on one registry's outbox."""
 
     def _leased(
         self, stmt: Any, now: datetime | None, lease_seconds: float, **params: Any
@@ -217,10 +212,8 @@ class ArrivalOutbox(EngineQueries):
         return found[0] if found else None
 
     def mark_published(self, row_ids: list[int], at: datetime | None = None) -> None:
-        """Record rows as published; on PostgreSQL one autocommit statement with
-        ``synchronous_commit = off`` (``set_config`` local to its own transaction): no WAL flush
-        wait per CCD. A mark lost in a server crash only leaves its row pending for a drain to
-        publish again, which at-least-once allows; registrations stay synchronous."""
+        """Record rows as published; on PostgreSQL with ``synchronous_commit = off`` (no WAL flush
+        wait per CCD): a mark lost in a crash leaves its row for a drain to publish again."""
         if not row_ids:
             return
         params = {"ids": list(row_ids), "at": at or datetime.now(UTC)}
@@ -250,9 +243,8 @@ class ArrivalOutbox(EngineQueries):
         )
 
     def status(self, now: datetime | None = None, published: bool = True) -> OutboxStatus:
-        """Pending rows and the oldest one's age; with ``published``, also how many published
-        rows are kept (a count over a week of the night's rows: the facility's every-pass
-        gauge asks without it, so its pass does not grow with the outbox)."""
+        """Pending rows and the oldest one's age; with ``published``, how many published rows are
+        kept (a count over a week's rows: the facility's every-pass gauge skips it)."""
         now = now or datetime.now(UTC)
         o = arrival_outbox
         done: int | None = None
@@ -269,15 +261,14 @@ class ArrivalOutbox(EngineQueries):
         return OutboxStatus(int(pending), age, done)
 
     def row(self, dataset_id: uuid.UUID) -> dict[str, Any] | None:
-        """The outbox row of one dataset (for tests and inspection)."""
+        """The outbox row of one dataset."""
         o = arrival_outbox
         with self.engine.connect() as conn:
             found = conn.execute(select(o).where(o.c.dataset_id == dataset_id)).mappings().first()
         return dict(found) if found is not None else None
 
     def purge(self, older_than: timedelta, batch: int = 1000, now: datetime | None = None) -> int:
-        """Delete up to ``batch`` rows published more than ``older_than`` ago (bounded
-        retention, in bounded transactions); returns how many were deleted."""
+        """Delete up to ``batch`` rows published more than ``older_than`` ago; how many."""
         now = now or datetime.now(UTC)
         o = arrival_outbox
         old = (

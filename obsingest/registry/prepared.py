@@ -1,25 +1,18 @@
-"""Statements run on the driver's own connection: the presence reads' and the PostgreSQL register
-path's hot paths.
-
-Why: SQLAlchemy's per-execution work costs as much as the query itself on SQLite, and the
-presence API answers hundreds of lookups a second; for a registration's small statements it and
-a transaction's BEGIN and COMMIT round trips cost the caller more CPU than the statement costs
-the server (one statement is atomic by itself in autocommit). Statements stay SQLAlchemy Core or
-are built from its tables; only execution skips the layer. A driver error invalidates the
-connection, as SQLAlchemy would.
-"""
+"""Statements run on the driver's own connection, for the hot paths (presence reads, the
+PostgreSQL register path): SQLAlchemy's per-execution work, and a transaction's BEGIN and COMMIT
+round trips, cost more than such a small statement (one statement is atomic by itself in
+autocommit). Statements are SQLAlchemy Core; only their execution skips it."""
 
 from __future__ import annotations
 
-import re
 import uuid
-from collections.abc import Sequence
 from datetime import datetime
 from functools import cache
 from typing import Any, cast
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, bindparam, insert, select
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects.postgresql import psycopg
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -38,8 +31,7 @@ class Prepared:
         compiled = cast(SQLCompiler, statement.compile(dialect=engine.dialect))
         self.engine = engine
         self.sql = str(compiled)
-        # the statement's own constants (LIMITs, function arguments) by bind name; the caller
-        # gives the named parameters
+        # the statement's own constants (LIMITs, function arguments); the caller gives the rest
         self._defaults = {name: bind.effective_value for name, bind in compiled.binds.items()}
         self._order = tuple(compiled.positiontup or ()) if compiled.positional else None
         self._errors = engine.dialect.loaded_dbapi.Error
@@ -68,10 +60,8 @@ class Prepared:
 
 
 def autocommit_rows(engine: Engine, sql: str, params: Any) -> list[tuple[Any, ...]]:
-    """Run ``sql`` (the driver's paramstyle) with ``params`` in autocommit on a pooled
-    connection; its rows (none for a statement without a result). The connection goes back to
-    the pool as it came (not autocommit), or is discarded if anything failed. A driver error is
-    raised as SQLAlchemy would (``DBAPIError``), so ``db_errors.classify`` and the retries apply."""
+    """Run ``sql`` (the driver's paramstyle) in autocommit on a pooled connection; its rows. A
+    driver error is raised as SQLAlchemy's ``DBAPIError``, so ``db_errors.classify`` applies."""
     dbapi_error = engine.dialect.loaded_dbapi.Error
     conn = engine.raw_connection()
     done = False
@@ -93,41 +83,27 @@ def autocommit_rows(engine: Engine, sql: str, params: Any) -> list[tuple[Any, ..
         conn.close()
 
 
-_POSTGRES = postgresql.dialect()  # type: ignore[no-untyped-call]  # SQLAlchemy's dialect classes
-
-
-def _pg_cast(column: Any) -> str:
-    """``column``'s PostgreSQL type for a parameter cast, without a length: an explicit cast to
-    ``varchar(n)`` truncates silently, where an insert of a too-long value is refused."""
-    return re.sub(r"\(\d+\)", "", column.type.compile(dialect=_POSTGRES))
-
-
-def _insert_from_ds(table: Any, keys: Sequence[str], returning: str = "") -> str:
-    """``INSERT INTO table (keys) SELECT ... FROM ds``: ``dataset_id`` is the id ``ds``
-    inserted, every other value a parameter cast to its column's type."""
-    values = ", ".join(
-        "id" if key == "dataset_id" else f"%({key})s::{_pg_cast(table.c[key])}" for key in keys
-    )
-    return f"INSERT INTO {table.name} ({', '.join(keys)}) SELECT {values} FROM ds{returning}"
-
-
 @cache
 def register_at_once_sql(
     dataset_keys: tuple[str, ...], datastore_keys: tuple[str, ...], outbox_keys: tuple[str, ...]
 ) -> str:
     """PostgreSQL: a new dataset, its datastore record and its outbox row in one statement (one
-    round trip, atomic in autocommit); it answers the inserted dataset's id (NULL when the
-    dataset exists) and the outbox row's id. Built from the tables and the row builders' keys,
-    so a column added to either is in this statement too."""
-    table = tables.dataset
-    values = ", ".join(f"%({key})s::{_pg_cast(table.c[key])}" for key in dataset_keys)
-    return (
-        f"WITH ds AS (INSERT INTO {table.name} ({', '.join(dataset_keys)}) VALUES ({values})"
-        " ON CONFLICT DO NOTHING RETURNING id),"
-        f" dr AS ({_insert_from_ds(tables.datastore_record, datastore_keys)}),"
-        f" ob AS ({_insert_from_ds(arrival_outbox, outbox_keys, ' RETURNING id')})"
-        " SELECT (SELECT id FROM ds), (SELECT id FROM ob)"
-    )
+    round trip, atomic in autocommit), answering the inserted dataset's id (NULL when the dataset
+    exists) and the outbox row's id. Built from the row builders' keys, so a column added to one
+    is in it too; the psycopg dialect casts each parameter to its column's type without a length
+    (a cast to ``varchar(n)`` would truncate a too-long value where an insert refuses it)."""
+    d = tables.dataset
+    ds = postgresql.insert(d).values({k: bindparam(k, type_=d.c[k].type) for k in dataset_keys})
+    ds_id = ds.on_conflict_do_nothing().returning(d.c.id).cte("ds")
+
+    def from_ds(table: Any, keys: tuple[str, ...]) -> Any:
+        values = (ds_id.c.id if k == "dataset_id" else bindparam(k, type_=table.c[k].type) for k in keys)
+        return insert(table).from_select(list(keys), select(*values))
+
+    dr = from_ds(tables.datastore_record, datastore_keys).cte("dr")
+    ob = from_ds(arrival_outbox, outbox_keys).returning(arrival_outbox.c.id).cte("ob")
+    stmt = select(select(ds_id.c.id).scalar_subquery(), select(ob.c.id).scalar_subquery()).add_cte(dr)
+    return str(stmt.compile(dialect=psycopg.dialect()))  # type: ignore[no-untyped-call]
 
 
 def db_datetime(value: Any) -> datetime | None:

@@ -1,9 +1,8 @@
 """Presence reads: is a CCD registered, how complete and how late is an exposure, what did a night
-bring (the presence API and ``obsingest status``). Read-only; every query is a primary-key or
-index-prefix lookup (a night: the exposure-id ranges of its day_obs), latencies computed by the
-database. Exposure answers are cached (LRU) keyed by the count of the exposure's datasets and its
-manifest's digest: datasets are only inserted and a manifest recorded once, so an unchanged key
-means an unchanged answer, and a night listing costs one grouped count.
+bring (the presence API and ``obsingest status``). Every query is a primary-key or index-prefix
+lookup, latencies computed by the database. Exposure answers are cached (LRU), versioned by the
+count of the exposure's datasets and its manifest's digest: datasets are only inserted and a
+manifest recorded once, so an unchanged version means an unchanged answer.
 """
 
 from __future__ import annotations
@@ -62,8 +61,8 @@ TABLES = ("dataset", "datastore_record", "exposure", "exposure_manifest", "quara
 
 
 class QueryRefused(PermanentError):
-    """A question the registry cannot answer as asked: ``status`` is its HTTP status (400 bad
-    input, 404 nothing by that name), ``reason`` a short slug, the message names the input."""
+    """A question the registry cannot answer as asked: ``status`` its HTTP status (400 bad input,
+    404 nothing by that name), ``reason`` a short slug."""
 
     def __init__(self, reason: str, message: str, status: int = 400) -> None:
         super().__init__(message)
@@ -139,11 +138,8 @@ def _latency(dialect: str) -> ColumnElement[float]:
     # would become the next second), microseconds from the fraction (julianday() would round too)
     ingest, readout = cast(d.c.ingest_time, String), cast(r.c.readout_time, String)
     # constants as SQL text, not bound parameters: fewer values to bind on every execution
-    seconds: ColumnElement[Any]
-    one: ColumnElement[Any]
-    nineteen: ColumnElement[Any]
-    twenty: ColumnElement[Any]
-    seconds, one, nineteen, twenty = (literal_column(v) for v in ("'%s'", "1", "19", "20"))
+    constants: list[ColumnElement[Any]] = [literal_column(v) for v in ("'%s'", "1", "19", "20")]
+    seconds, one, nineteen, twenty = constants
     whole = func.strftime(seconds, func.substr(ingest, one, nineteen)) - func.strftime(
         seconds, func.substr(readout, one, nineteen)
     )
@@ -170,12 +166,12 @@ class PresenceReader:
         self._cache: OrderedDict[tuple[str, int], tuple[tuple[Any, ...], ExposurePresence]] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
-        #: the registry URL as given (password hidden), for humans
+        #: the registry URL, password hidden
         self.source = engine.url.render_as_string(hide_password=True)
         #: a CCD answer checked against the registry of record (a Butler), None: no such check
         self.confirm: Any = None
         self._build_statements(engine.dialect.name)
-        # the statements every request runs, on the driver's cursor (``prepared``)
+        # what every request runs, on the driver's cursor (``prepared``)
         self._p_ccd = Prepared(engine, self._q_ccd)
         self._p_dataset = Prepared(engine, self._q_dataset)
         self._p_state = Prepared(engine, self._q_state)
@@ -215,7 +211,6 @@ class PresenceReader:
             conn.execute(select(literal_column("1"))).scalar()
 
     def _build_statements(self, dialect: str) -> None:
-        """Built once: SQLAlchemy's compiled cache then serves every call."""
         d, r, e, m = (tables.dataset, tables.datastore_record, tables.exposure, tables.exposure_manifest)
         latency = _latency(dialect).label("latency")
         ccd_cols: tuple[ColumnElement[Any], ...]
@@ -238,10 +233,9 @@ class PresenceReader:
         self._q_exposure = select(e.c.physical_filter, e.c.obs_start, e.c.exposure_time).where(
             e.c.instrument == bindparam("inst"), e.c.id == bindparam("exp")
         )
-        # The exposures of an id window (those with an exposure record or a manifest), each with
-        # the version of its answer in one round trip: its manifest's digest and the number of
-        # datasets with its id (any run or instrument, ix_dataset_exposure: any registration
-        # changes it, which is all a version must do).
+        # The exposures of an id window (with an exposure record or a manifest), each with its
+        # answer's version: the manifest's digest and the number of datasets with its id (any
+        # run or instrument, ix_dataset_exposure: any registration changes it, all it must do).
         ids = union(
             *(
                 select(col.label("exposure")).where(
@@ -300,8 +294,7 @@ class PresenceReader:
         return self.confirm(ccd) if self.confirm is not None else ccd
 
     def _ccd_of(self, row: tuple[Any, ...]) -> CcdPresence:
-        """A row of ``_q_ccd`` / ``_q_dataset`` (columns in ``ccd_cols`` order) as the driver
-        gives it."""
+        """A row of ``_q_ccd`` / ``_q_dataset`` as the driver gives it."""
         ds_id, dtype, run, instrument, exposure, detector, ingest_time, uri, size, checksum = row[:10]
         transport, readout_time, latency = row[10:]
         return CcdPresence(
@@ -336,7 +329,7 @@ class PresenceReader:
         check_instrument(instrument)
         check_day_obs(day_obs)
         found: list[ExposurePresence] = []
-        # the night's ids: one range per controller offset of that day, in id order
+        # one id range per controller offset of that day, in id order
         for start in sorted({make_exposure_id(day_obs, 0, c) for c in CONTROLLERS}):
             lo, hi = start, start + EXPOSURE_SEQ_FACTOR - 1
             if after is not None:
@@ -363,8 +356,7 @@ class PresenceReader:
         return sorted(out, key=lambda s: s.exposure, reverse=True)
 
     def _answers(self, instrument: str, lo: int, hi: int, n: int) -> list[ExposurePresence]:
-        """Answers for the first ``n`` exposures with ids in [lo, hi], ascending: from the
-        cache when their version is unchanged, computed otherwise."""
+        """Answers for the first ``n`` exposures with ids in [lo, hi], ascending (cached by version)."""
         ours = self._ours(instrument)
         states = self._p_state.rows({"inst": instrument, "lo": lo, "hi": hi, "n": n})
         out: list[ExposurePresence | None] = []
@@ -374,7 +366,7 @@ class PresenceReader:
             out.append(self._cached((instrument, exposure), version))
             if out[-1] is None:
                 stale.append((len(out) - 1, exposure, version))
-        if stale:  # computed from the rows: an exposure still arriving, or not asked before
+        if stale:  # an exposure still arriving, or not asked before
             with self.engine.connect() as conn:
                 for index, exposure, version in stale:
                     answer = self._summary(conn, ours, instrument, exposure)

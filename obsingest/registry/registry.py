@@ -135,8 +135,7 @@ class Registry:
         self.settings = settings
         self._postgres = engine.dialect.name == "postgresql"
         self._insert = postgresql.insert if self._postgres else sqlite.insert
-        # Statements built once and executed with parameters: SQLAlchemy's compiled cache then
-        # serves every call, instead of building and hashing a new statement per registration.
+        # built once: SQLAlchemy's compiled cache then serves every call
         self._insert_run = self._insert(tables.run).on_conflict_do_nothing()
         self._insert_dataset = (
             self._insert(tables.dataset)
@@ -150,7 +149,6 @@ class Registry:
             .join(tables.datastore_record, tables.datastore_record.c.dataset_id == tables.dataset.c.id)
             .where(tables.dataset.c.id == bindparam("ds_id"))
         )
-        # the exposure upsert: insert, or fill the fields that are still unknown (COALESCE)
         upsert = self._insert(tables.exposure)
         self._upsert_exposure_stmt = upsert.on_conflict_do_update(
             index_elements=[tables.exposure.c.instrument, tables.exposure.c.id],
@@ -159,16 +157,14 @@ class Registry:
                 for name in _EXPOSURE_FIELDS
             },
         )
-        # Dimension rows this process has seen committed (rows are never deleted): a repeat
-        # registration skips their upserts, two of the round trips of a one-event transaction.
+        # dimension rows this process saw committed (never deleted): a repeat skips their upserts
         self._known_runs: set[str] = set()
         self._known_exposures: dict[tuple[str, int], frozenset[str]] = {}
         self._known_lock = threading.Lock()
 
     @classmethod
     def open(cls, settings: RegistrySettings, migrate_schema: bool = True) -> Registry:
-        """The SQLite or PostgreSQL registry at ``settings.url``. To open whatever backend a URL
-        names (``butler:<repo>`` included), use ``obsingest.registry.open_registry``."""
+        """The SQLite or PostgreSQL registry at ``settings.url`` (any backend: ``open_registry``)."""
         if settings.url.startswith("butler:") and cls is Registry:
             raise ValueError(f"{settings.url!r} names a Butler repository: open it with open_registry()")
         registry = cls(make_engine(settings), settings)
@@ -180,9 +176,8 @@ class Registry:
         self.engine.dispose()
 
     def _retrying(self, fn: Callable[[], T]) -> T:
-        """Retry transient database failures with exponential backoff and full jitter, bounded
-        in time too (the caller's redelivery is the next retry); a failure the input causes
-        (db_errors.classify) is UnstorableInput at once."""
+        """Retry transient database failures (backoff with jitter, bounded in time: the caller's
+        redelivery is the next retry); a failure the input causes is UnstorableInput at once."""
 
         def attempt(_remaining: float) -> T:
             try:
@@ -208,18 +203,21 @@ class Registry:
                 raise
             last, attempts = gave_up.last, gave_up.attempts
         where = self.engine.url.render_as_string(hide_password=True)
-        # registry-full, connection-slots, ... or just unavailable
         raise as_exhausted(last, "registry", where) or RegistryUnavailable(
             f"registry unavailable after {attempts} attempts: {last}"
         ) from last
 
     def upsert_exposure(self, record: ExposureRecord) -> None:
         """Insert the exposure dimension record, filling fields that are still unknown."""
-        self._retrying(lambda: self._in_tx(lambda c: self._upsert_exposure(c, record)))
+        self._tx(lambda c: self._upsert_exposure(c, record))
 
     def _in_tx(self, fn: Callable[[Connection], T]) -> T:
         with self.engine.begin() as conn:
             return fn(conn)
+
+    def _tx(self, fn: Callable[[Connection], T]) -> T:
+        """``fn`` in a transaction, retried."""
+        return self._retrying(lambda: self._in_tx(fn))
 
     def _upsert_exposure(self, conn: Connection, record: ExposureRecord) -> None:
         values = {name: _column_value(getattr(record, name)) for name in _EXPOSURE_FIELDS}
@@ -227,9 +225,8 @@ class Registry:
         conn.execute(self._upsert_exposure_stmt, key | values)
 
     def arriving(self) -> AbstractContextManager[None]:
-        """This thread prepares a registration (reads and checks a file) and calls ``register``
-        inside the block, or gives up. A registry that group-commits (the Butler backend) lets
-        its next batch wait for it; this one commits each call by itself: nothing to do."""
+        """This thread prepares a registration and calls ``register`` inside the block (or gives
+        up): a group-committing registry (Butler) lets its next batch wait for it."""
         return nullcontext()
 
     def register(
@@ -240,16 +237,15 @@ class Registry:
         data_id = record.data_id
         exposure = exposure or ExposureRecord(data_id.instrument, data_id.exposure, data_id.day_obs)
         run = run_name(self.settings.run, data_id.instrument)
-        if self._postgres and announce is not None and not self._needs_dimensions(run, exposure):
+        known = run in self._known_runs and not self._needs_exposure_upsert(exposure)
+        if self._postgres and announce is not None and known:  # dimension rows committed
             at_once = self._retrying(lambda: self._register_at_once(record, announce))
             if at_once is not None:
                 return at_once
             # the dataset exists: the transaction below compares its bytes (or finds it)
         try:
-            result = self._retrying(
-                lambda: self._in_tx(
-                    lambda c: self._with_outbox_row(c, self._register(c, record, exposure), announce)
-                )
+            result = self._tx(
+                lambda c: self._with_outbox_row(c, self._register(c, record, exposure), announce)
             )
         except ChecksumConflict:
             # The transaction rolled back: the run row existed before (the conflicting dataset
@@ -263,16 +259,9 @@ class Registry:
         self._remember(run, exposure)
         return result
 
-    def _needs_dimensions(self, run: str, exposure: ExposureRecord) -> bool:
-        """Whether a registration must write the run or exposure row first."""
-        with self._known_lock:
-            known_run = run in self._known_runs
-        return not known_run or self._needs_exposure_upsert(exposure)
-
     def _register_at_once(self, record: FileRecord, announce: Announcer) -> Registration | None:
-        """PostgreSQL, dimension rows committed: a new dataset with its datastore record and
-        outbox row in one autocommit statement (``prepared.register_at_once_sql``); None when
-        the dataset exists (nothing written). Retrying it is safe: it is atomic."""
+        """PostgreSQL, dimension rows committed: the new dataset, datastore record and outbox row
+        in one atomic statement (``prepared.register_at_once_sql``); None when the dataset exists."""
         registration = self._planned(record)
         ds_id, now = registration.dataset_id, registration.registered_time
         rows = (
@@ -321,10 +310,8 @@ class Registry:
     def _insert_new(
         self, conn: Connection, items: Sequence[tuple[FileRecord, Registration]]
     ) -> set[uuid.UUID]:
-        """Insert the datasets of ``items`` (believed new, dimension rows written) and the
-        datastore records of those inserted: two statements for a whole batch, not two per
-        dataset. Returns the ids inserted; an id some other writer (or an earlier item) inserted
-        first is not among them, and its item must be registered one by one (``_register``)."""
+        """Insert the datasets of ``items`` (believed new) and their datastore records, two
+        statements for the batch; returns the ids inserted (the others: ``_register`` one by one)."""
         if not items:
             return set()
         rows = [_dataset_values(reg, rec.data_id) for rec, reg in items]
@@ -379,21 +366,15 @@ class Registry:
 
     @cached_property
     def outbox(self) -> ArrivalOutbox:
-        """Drain-side operations on the arrivals outbox (claim, mark, status, purge)."""
         return ArrivalOutbox(self.engine, self._retrying)
 
     @cached_property
     def audit(self) -> RegistryAudit:
-        """Reconcile and canary queries."""
         return RegistryAudit(self.engine, self._retrying)
 
     def quarantine(self, entry: QuarantineEntry) -> None:
-        """Record a refused input; a repeat of (object, reason, checksum) is counted once."""
-        self._retrying(lambda: self._in_tx(lambda c: self._quarantine(c, entry)))
-
-    def _quarantine(self, conn: Connection, entry: QuarantineEntry) -> None:
-        """Text is made storable first (db_errors.storable): a refused input's name, reason and
-        message are untrusted, and the record of why it was refused must always be written."""
+        """Record a refused input; a repeat of (object, reason, checksum) is counted once. Text is
+        made storable first: it is untrusted, and why an input was refused must be kept."""
         now = datetime.now(UTC)
         q = tables.quarantine
         stmt = self._insert(q).values(
@@ -411,12 +392,11 @@ class Registry:
             last_seen=now,
             occurrences=1,
         )
-        conn.execute(
-            stmt.on_conflict_do_update(
-                index_elements=[q.c.object_uri, q.c.reason, q.c.checksum],
-                set_={"last_seen": now, "occurrences": q.c.occurrences + 1},
-            )
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[q.c.object_uri, q.c.reason, q.c.checksum],
+            set_={"last_seen": now, "occurrences": q.c.occurrences + 1},
         )
+        self._tx(lambda c: c.execute(stmt))
 
     def datasets(self, instrument: str | None = None, exposure: int | None = None) -> list[dict[str, Any]]:
         d, r = tables.dataset, tables.datastore_record
@@ -483,14 +463,6 @@ def _dataset_values(registration: Registration, data_id: DataId) -> dict[str, An
 
 
 def _datastore_values(ds_id: uuid.UUID, record: FileRecord) -> dict[str, Any]:
-    return {
-        "dataset_id": ds_id,
-        "uri": record.uri,
-        "size": record.size,
-        "checksum": record.checksum,
-        "md5": record.md5,
-        "readout_time": as_utc(record.readout_time),
-        "compressed_time": as_utc(record.compressed_time),
-        "stored_time": as_utc(record.stored_time),
-        "transport": record.transport,
-    }
+    """The datastore row of ``record``: every field but the data id is a column."""
+    values = {f.name: _column_value(getattr(record, f.name)) for f in fields(record) if f.name != "data_id"}
+    return {"dataset_id": ds_id, **values}

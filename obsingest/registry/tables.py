@@ -162,20 +162,18 @@ exposure_manifest = Table(
     Column("digest", String(64), nullable=False),
 )
 
-#: Indexes the presence reads need beyond the keys (migration 4). A CCD, or an exposure's CCDs, is
-#: a prefix of ``uq_dataset_dataid``; a night's exposures the id range [day_obs * 100000,
-#: day_obs * 100000 + 99999] of the exposure and manifest primary keys. What is left:
+#: Indexes the presence reads need beyond the keys (a CCD is a prefix of ``uq_dataset_dataid``, a
+#: night an id range of the exposure and manifest keys).
 PRESENCE_INDEXES: tuple[Index, ...] = (
-    # how many datasets each exposure of a page has, from a small integer index: the version of
-    # the presence reader's cached answers (a night page of 50 exposures: ~10,000 entries)
+    # how many datasets each exposure of a page has: the version of the reader's cached answers
+    # (a night page of 50 exposures: ~10,000 entries)
     Index("ix_dataset_exposure", dataset.c.exposure),
     # the status view's recently quarantined inputs
     Index("ix_quarantine_last_seen", quarantine.c.last_seen),
 )
 
-#: The facility's sweep of recently recorded manifests (``registry.ingested``, migration 6).
+#: The facility's sweep of recently recorded manifests (``registry.ingested``).
 MANIFEST_RECORDED_INDEX = Index("ix_exposure_manifest_recorded", exposure_manifest.c.recorded_time)
 
-#: The reconcile's lookup of objects by URI (``audit.registered_uris``, migration 7): without it
-#: every pass scans every datastore record, so its cost grew with the night.
+#: The reconcile's lookup of objects by URI (``audit.registered_uris``): no scan per pass.
 DATASTORE_URI_INDEX = Index("ix_datastore_record_uri", datastore_record.c.uri)

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pytest
 
 from obsingest.registry import ExposureRecord
-from obsingest.registry.butler_records import day_obs_timespan, exposure_records, instrument_records
 from obsingest.registry.butler_repo import default_companion_url, is_butler_url, repo_of
+from obsingest.registry.butler_setup import day_obs_timespan, exposure_records, instrument_records
 
 pytestmark = pytest.mark.unit
 
