@@ -74,19 +74,11 @@ class Arrival(NamedTuple):
 
     @classmethod
     def from_event(cls, event: ArrivalEvent) -> Arrival:
-        return cls(
-            str(event.dataset_id),
-            event.instrument,
-            int(event.exposure),
-            int(event.detector),
-            int(event.day_obs),
-            to_micros(event.readout_time),
-            to_micros(event.published_time),
-        )
+        return cls.from_record(vars(event))
 
     @classmethod
     def from_record(cls, record: dict) -> Arrival:
-        """From the dict fastavro (or Beam's ReadFromAvro) yields for an ArrivalEvent."""
+        """From an ArrivalEvent's fields, as a dict (fastavro's record: times as datetime or micros)."""
         return cls(
             str(record["dataset_id"]),
             record["instrument"],
@@ -124,7 +116,7 @@ def dedupe(arrivals: Iterable[ArrivalEvent | Arrival], expected: Iterable[int] |
     by_dataset: dict[str, Arrival] = {}
     total = 0
     for item in arrivals:
-        arrival = item if isinstance(item, Arrival) else Arrival.from_event(item)
+        arrival = as_arrival(item)
         total += 1
         seen = by_dataset.get(arrival.dataset_id)
         if seen is None or (arrival.published_us, arrival.readout_us) < (seen.published_us, seen.readout_us):
@@ -197,7 +189,8 @@ def summarize_exposure(
         day_obs=day_obs,
         expected=len(expected) if expected is not None else None,
         arrived=len(counted),
-        completeness=_completeness(len(counted), expected),
+        # 1.0 for a manifest that expects nothing
+        completeness=(len(counted) / len(expected) if expected else 1.0) if expected is not None else None,
         latency_p50=p50,
         latency_p95=p95,
         latency_max=float(values.max()) if has else None,
@@ -211,13 +204,6 @@ def summarize_exposure(
         trigger=trigger,
         emitted_time=utcnow(),
     )
-
-
-def _completeness(arrived: int, expected: list[int] | None) -> float | None:
-    """arrived / expected; None without a manifest; 1.0 for a manifest that expects nothing."""
-    if expected is None:
-        return None
-    return arrived / len(expected) if expected else 1.0
 
 
 def is_breach(summary: ExposureSummary) -> bool:

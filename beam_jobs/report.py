@@ -11,6 +11,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from glob import glob
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -52,17 +53,9 @@ def compact_ranges(values: Sequence[int], limit: int = 40) -> str:
     """[1,2,3,7] -> '1-3,7' (truncated with '...' past ``limit`` characters)."""
     if not values:
         return "-"
-    parts: list[str] = []
-    items = sorted(values)
-    start = prev = items[0]
-    for v in [*items[1:], None]:
-        if v is not None and v == prev + 1:
-            prev = v
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if v is not None:
-            start = prev = v
-    text = ",".join(parts)
+    # consecutive values share their value minus their index
+    runs = [[v for _, v in run] for _, run in groupby(enumerate(sorted(values)), lambda iv: iv[1] - iv[0])]
+    text = ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -10,9 +10,9 @@ the DirectRunner. A file of another contract or missing a needed field is an err
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator, Sequence
-from copy import deepcopy
 from typing import Any, cast
 
 import apache_beam as beam
@@ -49,12 +49,6 @@ class BadInputFile(PermanentError, ValueError, reason="bad-input-file"):
     lack what the summary needs."""
 
 
-def contract_of(writer_schema: dict[str, Any]) -> str:
-    """The contract name in a container's writer schema (``org.obsingest.ArrivalEvent`` ->
-    ``ArrivalEvent``)."""
-    return str(writer_schema.get("name", "")).rsplit(".", 1)[-1]
-
-
 def _primitive(field_type: Any) -> tuple[str | None, str | None]:
     if isinstance(field_type, str):
         return field_type, None
@@ -71,19 +65,11 @@ def raw_arrival_schema(writer_schema: dict[str, Any]) -> Any | None:
         kind, found = _primitive(fields.get(name))
         if kind not in types or found != logical:
             return None
-    raw = deepcopy(writer_schema)
-    _strip_logical_types(raw)
+    # a copy without any "logicalType" key
+    raw = json.loads(
+        json.dumps(writer_schema), object_hook=lambda d: {k: v for k, v in d.items() if k != "logicalType"}
+    )
     return fastavro.parse_schema(raw)  # marked as parsed: schemaless_reader skips re-parsing
-
-
-def _strip_logical_types(node: Any) -> None:
-    if isinstance(node, dict):
-        node.pop("logicalType", None)
-        for value in node.values():
-            _strip_logical_types(value)
-    elif isinstance(node, list):
-        for value in node:
-            _strip_logical_types(value)
 
 
 class ExposureEventFiles(FileBasedSource):
@@ -129,7 +115,7 @@ class ExposureEventFiles(FileBasedSource):
 
     @staticmethod
     def _decoder(file_name: str, writer_schema: dict[str, Any]) -> Any:
-        contract = contract_of(writer_schema)
+        contract = str(writer_schema.get("name", "")).rsplit(".", 1)[-1]  # org.obsingest.X -> X
         if contract == ArrivalEvent.SCHEMA:
             raw = raw_arrival_schema(writer_schema)
             if raw is not None:
@@ -204,10 +190,6 @@ def _advance_past_sync_marker(f: Any, sync_marker: bytes) -> None:
         data = f.read(_SCAN_BYTES)
 
 
-def _patterns(_: bytes, patterns: list[str]) -> list[str]:
-    return patterns
-
-
 class ReadExposureEvents(beam.PTransform):
     """Every file matched by ``patterns`` (globs, any Beam filesystem) -> keyed elements
     ``((instrument, exposure), (kind, payload))``. A pattern that matches nothing is an error at
@@ -226,7 +208,7 @@ class ReadExposureEvents(beam.PTransform):
             # Impulse + FlatMap rather than Create: Create reshuffles more than one element, and
             # ReadAllFiles reshuffles the file ranges anyway.
             | "Impulse" >> beam.Impulse()
-            | "Patterns" >> beam.FlatMap(_patterns, self.patterns)
+            | "Patterns" >> beam.FlatMap(lambda _, patterns: patterns, self.patterns)
             | "ReadFiles"
             >> ReadAllFiles(
                 splittable=True,

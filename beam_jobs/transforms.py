@@ -136,17 +136,15 @@ class FoldExposure(beam.CombineFn):
         return acc
 
     def merge_accumulators(self, accumulators: Iterable[list[Any]]) -> list[Any]:
-        # The first accumulator is merged into (Beam allows mutating the first one only).
-        merged: list[Any] | None = None
-        for manifest, best in accumulators:
-            if merged is None:
-                merged = [manifest, best]
-                continue
+        # The others are merged into the first (Beam allows mutating the first one only).
+        rest = iter(accumulators)
+        merged = next(rest, None) or self.create_accumulator()
+        for manifest, best in rest:
             if manifest is not None:
                 self.add_input(merged, (MANIFEST, manifest))
             for payload in best.values():
                 self.add_input(merged, (ARRIVAL, payload))
-        return merged if merged is not None else self.create_accumulator()
+        return merged
 
     def extract_output(self, acc: list[Any]) -> list[Any]:
         return acc

@@ -1,10 +1,8 @@
 """The facility service: one pass every ``every`` seconds of canary, repair, reconcile, exposures
 sweep, outbox drain and redrive, each guarded so one failing never stops the others or the loop.
-
 The canary goes first: its verdict sets the reconcile window (back to the first unseen canary
-after an outage, or to the last pass before a long stop). The full-window sweep runs every
-``full_every``, on the first pass, and on every pass with a wider window until one completes;
-otherwise the reconcile is incremental.
+after an outage, or to the last pass before a long stop). The reconcile is a full-window sweep
+every ``full_every``, on the first pass and while the window is widened; otherwise incremental.
 """
 
 from __future__ import annotations
@@ -140,7 +138,6 @@ class FacilityService:
             return NOTIFICATIONS_BROKEN
         return HEALTHY if self.state["last_pass_ok"] else DEGRADED
 
-    # one pass ----------------------------------------------------------------------------------
     def run_pass(self) -> PassReport:
         report = PassReport()
         now = self.clock()
@@ -189,16 +186,15 @@ class FacilityService:
             self._resume_from = None  # the stop is covered: back to the window
         self._add(passes=1, failed_passes=0 if ok else 1)
         self.state["last_pass_ok"] = int(ok)
-        level = logging.INFO if ok and (report.canary is None or report.canary.healthy) else (logging.WARNING)
+        level = logging.INFO if ok and (report.canary is None or report.canary.healthy) else logging.WARNING
         log_event(log, "facility.pass", level, **report.as_dict())
         return report
 
     def _resume_point(self, report: PassReport) -> None:
-        """Once, before this process's first canary: when did the facility last pass? A stop
-        longer than the window (the service down for a night) would otherwise leave the objects
-        and exposures of its first hours outside every reconcile and sweep for ever, and the
-        canary cannot tell: nothing wrote canaries while it was stopped. Asked again next pass
-        if the registry cannot answer now."""
+        """Once, before this process's first canary: when did the facility last pass? After a
+        stop longer than the window (down for a night) the first hours' objects and exposures
+        would otherwise escape every reconcile and sweep, unseen by the canary (none was
+        written). Asked again next pass if the registry cannot answer."""
         if self.canary is None:
             return
         last = self._guard(report, "resume", self.canary.audit.last_canary_written)
@@ -299,7 +295,6 @@ class FacilityService:
             outbox_pending=status.pending, outbox_oldest_pending_seconds=status.oldest_pending_age
         )
 
-    # the loop ----------------------------------------------------------------------------------
     def run_forever(self) -> int:
         """Pass after pass until ``stop``; returns the health at the end."""
         while not self._stop.is_set():
