@@ -1,8 +1,6 @@
-"""Per-exposure latency and completeness: the pure computation both pipeline modes share.
-
-Nothing here imports Beam, so the rules are testable with hand-computed answers and the batch and
-streaming paths cannot drift apart: both end in :func:`summarize_exposure`. The rules are spelled
-out in ``beam_jobs/README.md``, "The numbers".
+"""Per-exposure latency and completeness, the pure computation both pipeline modes share: no Beam
+here, so the rules are testable by hand and batch and streaming cannot drift apart (both end in
+:func:`summarize_exposure`; the rules: ``beam_jobs/README.md``, "The numbers").
 """
 
 from __future__ import annotations
@@ -146,10 +144,8 @@ def summarize_exposure(
     revision: int = 0,
     trigger: str = TRIGGER_BATCH,
 ) -> ExposureSummary:
-    """The ExposureSummary of one exposure from its manifest (or None) and its arrivals.
-
-    ``key`` (instrument, exposure) is only needed when there is neither a manifest nor an arrival.
-    """
+    """The ExposureSummary of one exposure from its manifest (or None) and its arrivals; ``key``
+    (instrument, exposure) names it when there is neither."""
     arrivals = [as_arrival(a) for a in arrivals]
     expected = sorted(set(manifest.detectors)) if manifest is not None else None
     counted = dedupe(arrivals, expected).counted

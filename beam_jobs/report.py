@@ -1,8 +1,6 @@
-"""Human-facing views of the summaries: a per-exposure table and PNG plots (matplotlib, Agg).
-
-Used by ``obsingest demo`` (``format_summary_table``, ``plot_latency``) and ``obsingest report``
-(``write_report``: latency histogram, p95/max per exposure over the night, and a focal-plane map
-of per-detector latency with every detector in its obs_lsst place, rafts outlined and named).
+"""Human-facing views of the summaries: a per-exposure table and PNG plots (matplotlib, Agg), for
+``obsingest demo`` (``format_summary_table``, ``plot_latency``) and ``obsingest report``
+(``write_report``: latency histogram, p95/max per exposure, focal-plane map).
 """
 
 from __future__ import annotations
@@ -172,9 +170,8 @@ def plot_night(summaries: list[ExposureSummary], path: Path) -> Path:
 def focal_plane_positions(
     instrument: str, detectors: Iterable[int]
 ) -> dict[int, tuple[float, float, float, float]]:
-    """Where each detector sits, as obs_lsst places it: (x, y, width, height) in mm on the focal
-    plane, the footprint already turned by the sensor's yaw (``obsingest.camera``). Detectors the
-    camera does not know are left out."""
+    """(x, y, width, height) in mm of each detector the camera knows, as obs_lsst places it (the
+    footprint turned by the sensor's yaw, ``obsingest.camera``)."""
     out = {}
     for d in sorted(detectors):
         try:
@@ -233,8 +230,7 @@ def plot_focal_plane(
     for d, (x, y, _w, _h) in pos.items():
         det = camera.detector(summary.instrument, d)
         if big:
-            label = det.name_in_raft
-            ax.text(x, y, label, ha="center", va="center", fontsize=3.6, color="dimgrey")
+            ax.text(x, y, det.name_in_raft, ha="center", va="center", fontsize=3.6, color="dimgrey")
         else:
             state = f"{ccds[d]:.2f} s" if d in ccds else "missing"
             ax.text(

@@ -1,8 +1,6 @@
-"""Where ExposureSummaries go: files (JSON lines or Avro), Pub/Sub, BigQuery.
-
-JSON lines carry ``ExposureSummary.to_json_dict()`` (ISO timestamps), one summary per line; an
-output name ending in ``.avro`` writes an Avro object container file with the ExposureSummary
-schema instead. Pub/Sub messages are single-object-encoded Avro, like every message here.
+"""Where ExposureSummaries go: files, Pub/Sub (single-object-encoded Avro), BigQuery. A file is
+JSON lines of ``ExposureSummary.to_json_dict()`` (ISO timestamps), or an Avro object container
+file when its name ends in ``.avro``.
 """
 
 from __future__ import annotations
@@ -58,9 +56,7 @@ def _order(summary: ExposureSummary) -> tuple[str, int, int]:
 class WriteSummaryFile(beam.PTransform):
     """Batch: every summary into exactly one file ``path`` (no shard suffix), sorted by
     (instrument, exposure, revision). One writer fed by a side input (cheaper than ``ToList | sort |
-    WriteToText``); written to a temporary name and renamed, so a failed write never leaves a
-    partial file, and an empty input still writes an empty file.
-    """
+    WriteToText``), via a temporary name: a failed write leaves no partial file, no input an empty one."""
 
     def __init__(self, path: str) -> None:
         super().__init__()

@@ -1,11 +1,10 @@
 """Batch input: archived ArrivalEvent and ExposureManifest Avro files, read as keyed elements
-``((instrument, exposure), (kind, payload))`` for the per-exposure fold.
-
-Not ``beam.io.ReadFromAvro`` (``benchmarks/beam_batch.py`` measures why): ArrivalEvent blocks are
-decoded with logical-type annotations removed, so ids and times read as the primitives ``Arrival``
-wants (other writer schemas take ``Arrival.from_record``); and one ``ReadAllFiles`` read feeds the
-lifted CombinePerKey in one fused stage, where a ``Flatten`` of two reads would be materialized on
-the DirectRunner. A file of another contract or missing a needed field is an error naming both.
+``((instrument, exposure), (kind, payload))`` for the per-exposure fold. Not ``beam.io.ReadFromAvro``
+(``benchmarks/beam_batch.py`` measures why): ArrivalEvent blocks are decoded with logical types
+removed, so ids and times read as the primitives ``Arrival`` wants (other writer schemas take
+``Arrival.from_record``); and one ``ReadAllFiles`` read feeds the lifted CombinePerKey in one fused
+stage, where a ``Flatten`` of two reads would be materialized on the DirectRunner. A file of
+another contract or missing a needed field is an error naming both.
 """
 
 from __future__ import annotations
@@ -191,9 +190,8 @@ def _advance_past_sync_marker(f: Any, sync_marker: bytes) -> None:
 
 
 class ReadExposureEvents(beam.PTransform):
-    """Every file matched by ``patterns`` (globs, any Beam filesystem) -> keyed elements
-    ``((instrument, exposure), (kind, payload))``. A pattern that matches nothing is an error at
-    construction, as with ``beam.io.ReadFromAvro``."""
+    """Every file matched by ``patterns`` (globs, any Beam filesystem) -> keyed elements; a pattern
+    that matches nothing is an error at construction, as with ``beam.io.ReadFromAvro``."""
 
     def __init__(self, patterns: Sequence[str]) -> None:
         super().__init__()

@@ -23,16 +23,11 @@ from obsingest.messages import ArrivalEvent, ExposureManifest
 
 log = get_logger("beam_jobs.streaming")
 
-SUMMARIES_TOPIC = defaults.SUMMARIES_TOPIC
-ALERTS_TOPIC = defaults.ALERTS_TOPIC
-
 
 @dataclass
 class StreamingSettings:
-    """Where the streaming job reads and writes, and its timing policy.
-
-    Pub/Sub names are full paths: ``projects/P/subscriptions/S`` and ``projects/P/topics/T``.
-    """
+    """Where the streaming job reads and writes (Pub/Sub names are full paths:
+    ``projects/P/subscriptions/S``, ``projects/P/topics/T``), and its timing policy."""
 
     arrivals_subscription: str | None = None
     manifests_subscription: str | None = None

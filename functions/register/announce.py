@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from obsingest import avro
@@ -30,8 +29,6 @@ log = get_logger("obsingest.register.announce")
 #: Seconds before a drain may retry a row whose publish failed. 0: at once, paced by the drains'
 #: own cadence (each stops at its first failure), and a redelivery may publish it right away.
 RETRY_AFTER_SECONDS = 0.0
-#: Published rows are kept this long for inspection, then purged.
-RETENTION = timedelta(days=7)
 
 #: Contracts re-stamped when actually sent (``published_time`` = now): name -> typed view. A body
 #: of any other contract (or not ours) is published as written.
@@ -203,9 +200,6 @@ class ArrivalAnnouncer:
                 failed=result.failed,
             )
         return result
-
-    def purge(self, retention: timedelta = RETENTION) -> int:
-        return self.registry.outbox.purge(retention)
 
 
 @dataclass

@@ -95,22 +95,13 @@ class CanaryWatch:
         cutoff = now - timedelta(seconds=self.timeout)
         seen = [r for r in rows if r.seen_at is not None and r.written_at is not None]
         last_seen = max((r.seen_at for r in seen), default=None)  # type: ignore[type-var]
-        latest_seen_written = max((r.written_at for r in seen), default=None)  # type: ignore[type-var]
+        newest_back = max((r.written_at for r in seen), default=None)  # type: ignore[type-var]
         overdue = [r for r in rows if r.seen_at is None and r.written_at and r.written_at <= cutoff]
-        stopped = [
-            r
-            for r in overdue
-            if latest_seen_written is None or r.written_at > latest_seen_written  # type: ignore[operator]
-        ]
+        # overdue and written after the newest canary that came back: notifications stopped
+        stopped = [r for r in overdue if not newest_back or r.written_at > newest_back]  # type: ignore[operator]
         broken_since = min((r.written_at for r in stopped), default=None)  # type: ignore[type-var]
         last_written = max((r.written_at for r in rows if r.written_at), default=None)
-        return CanaryState(
-            healthy=not stopped,
-            broken_since=broken_since,
-            last_written=last_written,
-            last_seen=last_seen,
-            overdue=len(overdue),
-        )
+        return CanaryState(not stopped, broken_since, last_written, last_seen, len(overdue))
 
     def _tidy(self, now: datetime) -> None:
         """Delete this watch's canary objects once seen; purge old rows (best effort)."""

@@ -286,7 +286,7 @@ class FacilityService:
         now = time.monotonic()
         if now - self._last_purge > 3600:
             self._last_purge = now
-            self.announcer.purge(self.outbox_retention)
+            self.announcer.registry.outbox.purge(self.outbox_retention)
         return published
 
     def _outbox_stats(self) -> None:

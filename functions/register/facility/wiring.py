@@ -10,7 +10,7 @@ from typing import Any
 from functions.register.exposures import ExposureCloser
 from functions.register.facility.canary import CanaryWatch
 from functions.register.facility.reconcile import Reconciler
-from functions.register.facility.redrive import RedrivePolicy, Redriver
+from functions.register.facility.redrive import Redriver
 from functions.register.facility.service import FacilityService
 from functions.register.facility.settings import ReconcileSettings, RedriveSettings
 from functions.register.service import RegisterService
@@ -39,19 +39,7 @@ def build_redriver(
         publisher=publisher or PubSubPublisher(bus.pubsub_project),
         objects_topic=bus.objects_topic,
         parked_topic=settings.parked(dlq),
-        policy=RedrivePolicy(settings.max_redrives, settings.first_delay, settings.max_delay),
-        max_per_pass=settings.max_per_pass,
-    )
-
-
-def build_closer(service: RegisterService, settings: ReconcileSettings) -> ExposureCloser:
-    """The exposures sweep on the register service's registry, announcer, topic and budget;
-    what it closes is recorded as closed by ``reconcile``."""
-    check = IngestedCheck(
-        service.registry, service.ingested_topic, service.budget_seconds, closed_by="reconcile"
-    )
-    return ExposureCloser(
-        check, service.announcer, service.metrics, allowance=service.budget_seconds + settings.exposure_grace
+        policy=settings,
     )
 
 
@@ -71,22 +59,22 @@ def build_facility(
     redrive = redrive or RedriveSettings()
     if redriver is None and redrive.enabled and isinstance(service.store, GcsStore):
         redriver = build_redriver(bus, redrive)
-    canary = (
-        CanaryWatch(
-            service.store,
-            service.registry.audit,
-            settings.canary_prefix,
-            every=settings.canary_every,
-            timeout=settings.canary_timeout,
+    canary: CanaryWatch | None = None
+    closer: ExposureCloser | None = None
+    if settings.canary:
+        every, timeout = settings.canary_every, settings.canary_timeout
+        canary = CanaryWatch(service.store, service.registry.audit, settings.canary_prefix, every, timeout)
+    if settings.exposures:  # the register service's sweep, its closings recorded as by ``reconcile``
+        check = IngestedCheck(
+            service.registry, service.ingested_topic, service.budget_seconds, closed_by="reconcile"
         )
-        if settings.canary
-        else None
-    )
+        allowance = service.budget_seconds + settings.exposure_grace
+        closer = ExposureCloser(check, service.announcer, service.metrics, allowance=allowance)
     return FacilityService(
         reconciler=Reconciler(
             service, tuple(settings.prefixes), grace=settings.grace, lag=settings.lag, hold=settings.hold
         ),
-        closer=build_closer(service, settings) if settings.exposures else None,
+        closer=closer,
         announcer=service.announcer,
         canary=canary,
         redriver=redriver,
