@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import apache_beam as beam
 from apache_beam.io.gcp.pubsub import PubsubMessage
@@ -96,8 +95,8 @@ def _source(p: beam.Pipeline, settings: StreamingSettings, what: str) -> beam.PC
     return tuple(parts) | f"Flatten{what}" >> beam.Flatten()
 
 
-def build_streaming(p: beam.Pipeline, settings: StreamingSettings) -> Any:
-    """Add the streaming job to ``p``; returns the summaries/alerts outputs."""
+def build_streaming(p: beam.Pipeline, settings: StreamingSettings) -> None:
+    """Add the streaming job to ``p``."""
     inputs = {"arrivals": _source(p, settings, "Arrivals"), "manifests": _source(p, settings, "Manifests")}
     result = inputs | "ExposureSummaries" >> ExposureSummaries(settings.config, streaming=True)
     for tag, topic, path in (
@@ -125,7 +124,6 @@ def build_streaming(p: beam.Pipeline, settings: StreamingSettings) -> Any:
                 write_disposition=beam.io.BigQueryDisposition.WRITE_APPEND,
             )
         )
-    return result
 
 
 def run_streaming(settings: StreamingSettings) -> PipelineResult:

@@ -38,15 +38,6 @@ STAMPED: dict[str, type[ArrivalEvent] | type[ExposureIngested]] = {
 }
 
 
-def typed_view(payload: bytes) -> ArrivalEvent | ExposureIngested | None:
-    """The typed message of a row's body if its contract is in ``STAMPED``, else None."""
-    try:
-        view = STAMPED.get(avro.writer_schema(payload).name)
-        return view.decode(payload) if view is not None else None
-    except BadMessage:
-        return None
-
-
 #: ``published_time`` is the ArrivalEvent contract's last field: re-stamping a body changes its
 #: last bytes only (the contract's own schema says so; a new version that moves it re-encodes)
 _STAMP_IS_TAIL = avro.ends_with_long(ArrivalEvent.SCHEMA, "published_time")
@@ -147,7 +138,12 @@ class ArrivalAnnouncer:
     def publish_row(self, row: OutboxRow) -> Any:
         """Publish one claimed row by its contract (``publish_new`` or ``publish_message``); what
         was sent, None when publishing failed."""
-        view = typed_view(row.message.payload)
+        payload = row.message.payload
+        try:
+            contract = STAMPED.get(avro.writer_schema(payload).name)
+            view = contract.decode(payload) if contract is not None else None
+        except BadMessage:  # not one of ours: published as written
+            view = None
         if isinstance(view, ArrivalEvent):
             return self.publish_new(row.id, row.message, view)
         return self.publish_message(row.id, row.message, view)

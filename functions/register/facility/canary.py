@@ -79,14 +79,6 @@ class CanaryWatch:
         self.metrics.canary("written")
         log_event(log, "canary.written", logging.DEBUG, canary=name)
 
-    @property
-    def written(self) -> int:
-        return int(self.metrics.value("obsingest_notification_canaries_total", event="written"))
-
-    @property
-    def write_failures(self) -> int:
-        return self.metrics.count("reconcile", "canary_write_failures")
-
     def state(self, now: datetime | None = None) -> CanaryState:
         """Healthy unless the newest canary old enough to be judged never came back."""
         now = now or self.clock()

@@ -303,10 +303,5 @@ class FacilityService:
             self._stop.wait(max(0.0, self.every - (time.monotonic() - started)))
         return self.health()
 
-    def start(self) -> threading.Thread:
-        thread = threading.Thread(target=self.run_forever, name="facility", daemon=True)
-        thread.start()
-        return thread
-
     def stop(self) -> None:
         self._stop.set()
