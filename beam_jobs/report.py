@@ -116,8 +116,7 @@ def plot_latency(arrivals: list[ArrivalEvent], budget: float, path: Path) -> Pat
         xs, ys = zip(*over, strict=True)
         ax.scatter(xs, ys, marker="x", s=40, color="tab:red", label="over budget")
     _budget_line(ax, budget)
-    ax.set_xlabel("CCD (ordered by exposure, detector)")
-    ax.set_ylabel(LATENCY_LABEL)
+    ax.set(xlabel="CCD (ordered by exposure, detector)", ylabel=LATENCY_LABEL)
     ax.set_title(f"Per-CCD latency: {len(ccds)} CCDs, {len(over)} over the {budget:g} s budget")
     ax.set_ylim(bottom=0, top=max([budget * 1.2, *(a.latency * 1.05 for a in ccds)]))
     ax.legend(fontsize="small", loc="upper left", ncols=2)
@@ -131,8 +130,7 @@ def plot_latency_histogram(arrivals: list[ArrivalEvent] | list[Arrival], budget:
     ax.hist(latencies, bins=np.linspace(0, top, 60), color="tab:blue")  # type: ignore[arg-type]  # stubs: no ndarray
     _budget_line(ax, budget, horizontal=False)
     over = int((latencies > budget).sum())
-    ax.set_xlabel(LATENCY_LABEL)
-    ax.set_ylabel("CCDs")
+    ax.set(xlabel=LATENCY_LABEL, ylabel="CCDs")
     ax.set_title(f"Latency of {latencies.size} CCDs ({over} over budget)")
     ax.legend()
     return _save(fig, path)
@@ -160,8 +158,7 @@ def plot_night(summaries: list[ExposureSummary], path: Path) -> Path:
         )
     if rows:
         _budget_line(ax, rows[0].budget_seconds)
-    ax.set_xlabel("exposure (in order of exposure id)")
-    ax.set_ylabel(LATENCY_LABEL)
+    ax.set(xlabel="exposure (in order of exposure id)", ylabel=LATENCY_LABEL)
     ax.set_title(f"Per-exposure p95/max latency, {len(rows)} exposures")
     ax.legend(fontsize="small")
     return _save(fig, path)
@@ -195,20 +192,18 @@ def plot_focal_plane(
     ccds = {
         a.detector: a.latency for a in _per_ccd(arrivals) if a.key == (summary.instrument, summary.exposure)
     }
+    missing = set(summary.missing_detectors)
     try:
-        inst = camera.instrument(summary.instrument)
-        every = set(inst.detector_ids)
+        every = set(camera.instrument(summary.instrument).detector_ids)
     except KeyError:
-        inst, every = None, set()
-    known = every | set(ccds) | set(summary.missing_detectors)
-    pos = focal_plane_positions(summary.instrument, known)
+        every = set()
+    pos = focal_plane_positions(summary.instrument, every | set(ccds) | missing)
     budget = summary.budget_seconds
     vmax = max(budget * 1.5, max(ccds.values(), default=budget))
     norm = Normalize(vmin=0, vmax=vmax)
     cmap = plt.get_cmap("magma_r")
     big = len(pos) > 20
     fig, ax = plt.subplots(figsize=(9, 8.2) if big else (7, 6), layout="constrained")
-    missing = set(summary.missing_detectors)
     patches, values = [], []
     for d, box in pos.items():
         if d in ccds:
@@ -244,8 +239,7 @@ def plot_focal_plane(
             )
     if pos:
         x0, x1, y0, y1 = _extent(pos.values(), pad=8.0)
-        ax.set_xlim(x0, x1)
-        ax.set_ylim(y0, y1)
+        ax.set(xlim=(x0, x1), ylim=(y0, y1))
     ax.set_aspect("equal")
     fig.colorbar(
         plt.cm.ScalarMappable(norm=norm, cmap=cmap),
@@ -253,12 +247,9 @@ def plot_focal_plane(
         label=f"{LATENCY_LABEL} (red frame: over budget; grey: missing)",
         shrink=0.8,
     )
-    ax.set_xlabel("focal plane x [mm]")
-    ax.set_ylabel("focal plane y [mm]")
-    counts = ""
-    if inst is not None:
-        purposes = Counter(camera.detector(summary.instrument, d).purpose for d in ccds)
-        counts = ", ".join(f"{n} {p.lower()}" for p, n in sorted(purposes.items()))
+    ax.set(xlabel="focal plane x [mm]", ylabel="focal plane y [mm]")
+    purposes = Counter(camera.detector(summary.instrument, d).purpose for d in ccds if d in pos)
+    counts = ", ".join(f"{n} {p.lower()}" for p, n in sorted(purposes.items()))
     ax.set_title(
         f"{summary.instrument} exposure {summary.exposure}: {summary.status}, "
         f"{len(ccds)}/{len(pos)} detectors\n{counts}",

@@ -10,12 +10,12 @@ another contract or missing a needed field is an error naming both.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
 import apache_beam as beam
 import fastavro
+from apache_beam.io.avroio import _AvroUtils
 from apache_beam.io.filebasedsource import FileBasedSource, ReadAllFiles
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -40,7 +40,6 @@ _RAW_ARRIVAL_FIELDS: dict[str, tuple[set[str], str | None]] = {
 
 _DESIRED_BUNDLE_BYTES = 64 << 20
 _MIN_BUNDLE_BYTES = 1 << 20
-_SCAN_BYTES = 10_000
 
 
 class BadInputFile(PermanentError, ValueError, reason="bad-input-file"):
@@ -100,7 +99,7 @@ class ExposureEventFiles(FileBasedSource):
             # Start at the first block after ``start_offset``; back up over a sync marker the
             # previous range may have ended inside.
             f.seek(max(0, start_offset - SYNC_SIZE))
-            _advance_past_sync_marker(f, sync_marker)
+            _AvroUtils.advance_file_past_next_sync_marker(f, sync_marker)  # Beam's Avro source's own
             next_block_start = f.tell()
             while range_tracker.try_claim(next_block_start):
                 try:
@@ -175,18 +174,6 @@ def _arrival(record: dict[str, Any]) -> Any:
 
 def _manifest(record: dict[str, Any]) -> Any:
     return key_manifest(ExposureManifest.from_record(record))
-
-
-def _advance_past_sync_marker(f: Any, sync_marker: bytes) -> None:
-    data = f.read(_SCAN_BYTES)
-    while data:
-        pos = data.find(sync_marker)
-        if pos >= 0:
-            f.seek(-(len(data) - pos - len(sync_marker)), os.SEEK_CUR)
-            return
-        if len(data) >= len(sync_marker):
-            f.seek(-(len(sync_marker) - 1), os.SEEK_CUR)  # the marker may straddle two reads
-        data = f.read(_SCAN_BYTES)
 
 
 class ReadExposureEvents(beam.PTransform):

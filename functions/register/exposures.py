@@ -66,7 +66,19 @@ class ExposureCloser:
             marks, flight.marks = flight.marks, []  # those of every caller this check covers
         result: Closing | None = None
         try:
-            result = self._close_logged(instrument, exposure, marks)
+            result = self.close(instrument, exposure, marks)
+        except ObsIngestError as exc:
+            if marks:  # not marked with the check: on their own (a failure is logged)
+                self.announcer.mark(marks)
+            log_event(
+                log,
+                "exposure.check_deferred",
+                logging.WARNING,
+                instrument=instrument,
+                exposure=exposure,
+                reason=exc.reason,
+                error=str(exc),
+            )
         finally:
             with self._landed:
                 flight.running = False
@@ -81,23 +93,6 @@ class ExposureCloser:
         flight.callers -= 1
         if not flight.callers and self._flights.get(key) is flight:
             del self._flights[key]
-
-    def _close_logged(self, instrument: str, exposure: int, marks: list[int]) -> Closing | None:
-        try:
-            return self.close(instrument, exposure, marks)
-        except ObsIngestError as exc:
-            if marks:  # not marked with the check: on their own (a failure is logged)
-                self.announcer.mark(marks)
-            log_event(
-                log,
-                "exposure.check_deferred",
-                logging.WARNING,
-                instrument=instrument,
-                exposure=exposure,
-                reason=exc.reason,
-                error=str(exc),
-            )
-            return None
 
     def sweep(self, since: datetime) -> list[Closing]:
         """Exposures of manifests recorded since ``since``: emit the complete ones nobody

@@ -83,7 +83,7 @@ def on_manifest(request: Any) -> tuple[str, int]:
     from functions.register.manifest_push import handle_push
 
     service = get_service()
-    return handle_push(request.get_json(silent=True), service.registry, service.close_exposure)
+    return handle_push(request.get_json(silent=True), service.registry, service.closer.close)
 
 
 def _source_id(given: Any, content: Any) -> str:

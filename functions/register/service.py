@@ -45,7 +45,7 @@ from obsingest.registry import (
     Registry,
 )
 from obsingest.registry.headers import exposure_from_header
-from obsingest.registry.ingested import Closing, IngestedCheck
+from obsingest.registry.ingested import IngestedCheck
 from obsingest.store.base import ObjectStore, StoredObject
 from obsingest.store.notifications import MetadataKeys, ObjectEvent
 
@@ -99,11 +99,6 @@ class RegisterService:
         self._drain = PeriodicDrain(self.announcer)  # every 5 s at most, per process
         check = IngestedCheck(self.registry, self.ingested_topic, self.budget_seconds, closed_by=COMPONENT)
         self.closer = ExposureCloser(check, self.announcer, self.metrics)
-
-    def close_exposure(self, instrument: str, exposure: int) -> Closing:
-        """Check one exposure (after its manifest was recorded): its ExposureIngested if it is
-        complete now. Raises ``RetriableError`` when the registry cannot answer."""
-        return self.closer.close(instrument, exposure)
 
     def handle(self, event: ObjectEvent) -> Outcome:
         """Handle one event. Raises only RetriableError (or unexpected errors): retry those."""
