@@ -1,5 +1,4 @@
 """Push-endpoint authentication: Pub/Sub push signs each request with a Google OIDC token.
-
 When enabled: no bearer token is 401; an invalid token, wrong audience or service account is 403,
 before any work. Google's signing keys are cached as long as Cache-Control allows (``KeyCache``):
 google-auth fetches them on every call otherwise, and CacheControl would be a dependency for one URL.
@@ -12,7 +11,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from werkzeug.datastructures import ResponseCacheControl
@@ -83,22 +82,18 @@ def _request() -> Any:
 
 #: the environment variables FunctionSettings reads (pydantic-settings: any case)
 _PREFIX = str(FunctionSettings.model_config.get("env_prefix", "")).upper()
-#: (those variables as they were, the settings built from them)
-_current: tuple[tuple[tuple[str, str], ...], FunctionSettings] | None = None
 
 
 def current_settings() -> FunctionSettings:
     """The function's settings from the environment, built again only when one of their
     variables changed: building them (pydantic-settings reads and validates the whole
     environment) cost more CPU than the rest of the check, on every request."""
-    global _current
-    key = tuple(sorted((k, v) for k, v in os.environ.items() if k.upper().startswith(_PREFIX)))
-    cached = _current
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    settings = FunctionSettings()  # a configuration error raises, every time, and is not kept
-    _current = (key, settings)
-    return settings
+    return _settings_of(tuple(sorted((k, v) for k, v in os.environ.items() if k.upper().startswith(_PREFIX))))
+
+
+@lru_cache(maxsize=1)  # a configuration error raises, every time, and is not kept
+def _settings_of(_variables: tuple[tuple[str, str], ...]) -> FunctionSettings:
+    return FunctionSettings()
 
 
 def verify_push_request(request: Any, settings: FunctionSettings | None = None) -> tuple[str, int] | None:

@@ -1,11 +1,10 @@
-"""Orchestration of one finalize event, with I/O behind injected adapters.
-
-Order matters for at-least-once with idempotent effects: validate, register (idempotent, with the
-ArrivalEvent in the outbox in the same transaction), publish, then ack. A failed publish leaves the
-row pending for a later drain, so the notification is acked all the same; subscribers deduplicate
-on the deterministic dataset id. After each registration the exposure is checked (``exposures``).
-Canary objects are recorded as seen, never registered. Permanent problems are quarantined and
-reported as handled, so one bad object never blocks the stream behind it.
+"""Orchestration of one finalize event, with I/O behind injected adapters. Order matters for
+at-least-once with idempotent effects: validate, register (idempotent, with the ArrivalEvent in the
+outbox in the same transaction), publish, then ack. A failed publish leaves the row pending for a
+later drain, so the notification is acked all the same; subscribers deduplicate on the deterministic
+dataset id. After each registration the exposure is checked (``exposures``). Canary objects are
+recorded as seen, never registered. Permanent problems are quarantined and reported as handled, so
+one bad object never blocks the stream behind it.
 """
 
 from __future__ import annotations

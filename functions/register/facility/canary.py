@@ -1,7 +1,6 @@
 """The canary: proof that object notifications still flow, end to end. A tiny object under
 ``canary/`` every ``every`` seconds; one unseen after ``timeout``, with no later one seen, means
-notifications stopped when it was written (health non-zero, repair where wired, the reconcile
-window reaches back to it). Seen canaries are deleted; their rows are kept a day.
+notifications stopped when it was written. Seen canaries are deleted; their rows kept a day.
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
 """``OBSINGEST_RECONCILE_*`` and ``OBSINGEST_REDRIVE_*``: typed settings of the facility service.
-
 The defaults keep "every CCD lost to a notification outage is registered within 2 minutes of its
 end": a pass every 30 s registers what is older than the 15 s grace and missing; a canary every
 30 s, unseen after 60 s, says notifications are broken.
