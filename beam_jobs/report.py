@@ -262,8 +262,7 @@ def _raft_outlines(ax: plt.Axes, instrument: str, pos: dict[int, tuple[float, fl
     """A frame around each raft's detectors and the raft's name above it."""
     rafts: dict[str, list[tuple[float, float, float, float]]] = {}
     for d, box in pos.items():
-        det = camera.detector(instrument, d)
-        rafts.setdefault(det.raft, []).append(box)
+        rafts.setdefault(camera.detector(instrument, d).raft, []).append(box)
     for raft, boxes in rafts.items():
         x0, x1, y0, y1 = _extent(boxes, pad=1.5)
         ax.add_patch(
@@ -282,12 +281,8 @@ def _extent(
     boxes: Iterable[tuple[float, float, float, float]], pad: float
 ) -> tuple[float, float, float, float]:
     """(x0, x1, y0, y1) around every box, ``pad`` mm wider on each side."""
-    boxes = list(boxes)
-    x0 = min(x - w / 2 for x, _, w, _ in boxes)
-    x1 = max(x + w / 2 for x, _, w, _ in boxes)
-    y0 = min(y - h / 2 for _, y, _, h in boxes)
-    y1 = max(y + h / 2 for _, y, _, h in boxes)
-    return x0 - pad, x1 + pad, y0 - pad, y1 + pad
+    x, y, w, h = np.array(list(boxes)).T
+    return (x - w / 2).min() - pad, (x + w / 2).max() + pad, (y - h / 2).min() - pad, (y + h / 2).max() + pad
 
 
 def _final(summaries: Iterable[ExposureSummary]) -> list[ExposureSummary]:

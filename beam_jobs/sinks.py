@@ -87,10 +87,7 @@ class _WriteOneFile(beam.DoFn):
         compression = CompressionTypes.detect_compression_type(self.path)
         temporary = f"{self.path}.tmp-{uuid.uuid4().hex}"
         with FileSystems.create(temporary, compression_type=compression) as out:
-            if is_avro(self.path):
-                _write_avro(out, payloads)
-            else:
-                out.write("".join(line + "\n" for line in payloads).encode("utf-8"))
+            _write(out, self.path, payloads)
         FileSystems.rename([temporary], [self.path])
         yield self.path
 
@@ -116,20 +113,21 @@ class AppendSummariesToLocalFile(beam.DoFn):
             return
         path = Path(self.path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        if is_avro(self.path):
-            with path.open("a+b" if path.exists() and path.stat().st_size > 0 else "wb") as out:
-                _write_avro(out, [s.to_record() for s in self._buffer])
-        else:
-            with path.open("a", encoding="utf-8") as out:
-                out.writelines(to_json_line(s) + "\n" for s in self._buffer)
+        payloads = [s.to_record() if is_avro(self.path) else to_json_line(s) for s in self._buffer]
+        with path.open("a+b" if path.exists() and path.stat().st_size > 0 else "wb") as out:
+            _write(out, self.path, payloads)
         self._buffer = []
 
 
-def _write_avro(out: Any, records: list[dict[str, Any]]) -> None:
-    """ExposureSummary records into a container file (appended with the file's own codec)."""
+def _write(out: Any, path: str, payloads: list[Any]) -> None:
+    """ExposureSummary records into an Avro container file (appended with the file's own codec),
+    or JSON lines, by ``path``'s name."""
     import fastavro
 
-    fastavro.writer(out, schemas.latest(ExposureSummary.SCHEMA).parsed, records, codec="deflate")
+    if is_avro(path):
+        fastavro.writer(out, schemas.latest(ExposureSummary.SCHEMA).parsed, payloads, codec="deflate")
+    else:
+        out.write("".join(line + "\n" for line in payloads).encode("utf-8"))
 
 
 def read_summaries(path: str) -> list[ExposureSummary]:

@@ -212,6 +212,7 @@ class ExposureStateFn(beam.DoFn):
         self.revisions = Metrics.counter(NAMESPACE, "revisions")
         self.collected = Metrics.counter(NAMESPACE, "exposures_garbage_collected")
         self.summarize = functools.partial(summarize_exposure, budget=config.budget)
+        self.lateness_us = round(config.allowed_lateness * 1e6)
 
     def process(
         self,
@@ -246,16 +247,12 @@ class ExposureStateFn(beam.DoFn):
             summary = self.summarize(manifest, arrivals, key=key, trigger=TRIGGER_ALL_ARRIVED)
             emitted_state.write(summary)
             deadline_state.write(deadline)
-            timer.set(Timestamp(micros=deadline + self._lateness_us))
+            timer.set(Timestamp(micros=deadline + self.lateness_us))
             yield from _emit(summary, manifest, arrivals, self.unexpected)
             return
         if deadline_state.read() != deadline:
             deadline_state.write(deadline)
             timer.set(Timestamp(micros=deadline))
-
-    @property
-    def _lateness_us(self) -> int:
-        return round(self.config.allowed_lateness * 1e6)
 
     @on_timer(TIMER)
     def on_deadline(
@@ -280,7 +277,7 @@ class ExposureStateFn(beam.DoFn):
             return  # a timer of state that was already collected: nothing to report
         summary = self.summarize(manifest, arrivals, key=tuple(key), trigger=TRIGGER_DEADLINE)
         emitted_state.write(summary)
-        timer.set(Timestamp(micros=fired.micros + self._lateness_us))
+        timer.set(Timestamp(micros=fired.micros + self.lateness_us))
         yield from _emit(summary, manifest, arrivals, self.unexpected)
 
 

@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from obsingest import avro
@@ -189,11 +189,7 @@ class ArrivalAnnouncer:
             self._drain_lock.release()
         if result.published or result.failed:
             log_event(
-                log,
-                "outbox.drained",
-                logging.WARNING if result.failed else logging.INFO,
-                published=result.published,
-                failed=result.failed,
+                log, "outbox.drained", logging.WARNING if result.failed else logging.INFO, **asdict(result)
             )
         return result
 

@@ -238,10 +238,8 @@ class FacilityService:
             )
 
     def _repair(self, report: PassReport, state: CanaryState) -> bool:
-        if self.repair is None:
-            return False
         now = time.monotonic()
-        if now - self._last_repair < self.repair_every:
+        if self.repair is None or now - self._last_repair < self.repair_every:
             return False
         self._last_repair = now
         try:
