@@ -127,9 +127,7 @@ def dedupe(arrivals: Iterable[ArrivalEvent | Arrival], expected: Iterable[int] |
         by_detector = {}
         for arrival in sorted(survivors, key=lambda a: (a.published_us, a.dataset_id)):
             by_detector.setdefault(arrival.detector, arrival)
-    if expected is None:
-        return ArrivalSet(by_detector, {}, total - len(by_detector))
-    wanted = set(expected)
+    wanted = set(by_detector if expected is None else expected)
     counted = {d: a for d, a in by_detector.items() if d in wanted}
     unexpected = {d: a for d, a in by_detector.items() if d not in wanted}
     return ArrivalSet(counted, unexpected, total - len(by_detector))

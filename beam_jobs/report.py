@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from glob import glob
@@ -149,7 +148,7 @@ def plot_night(summaries: list[ExposureSummary], path: Path) -> Path:
     if bad:
         ax.scatter(
             bad,
-            [mx[i] if not math.isnan(mx[i]) else 0 for i in bad],
+            np.nan_to_num([mx[i] for i in bad]),
             marker="o",
             facecolors="none",
             edgecolors="tab:red",

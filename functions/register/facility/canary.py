@@ -62,6 +62,7 @@ class CanaryWatch:
 
     def _write(self, now: datetime) -> None:
         name = f"{self.prefix}{now:%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:8]}"
+        self._last_written = now  # a failed write too: try again at the next interval, not every pass
         try:
             # the row first: the sighting can then never arrive before its canary is known
             self.audit.canary_written(name, now)
@@ -71,9 +72,7 @@ class CanaryWatch:
         except Exception as exc:  # the store or registry is down: judged by older canaries
             self.metrics.add("reconcile", "canary_write_failures")
             log_event(log, "canary.write_failed", logging.WARNING, canary=name, error=str(exc))
-            self._last_written = now  # try again at the next interval, not every pass
             return
-        self._last_written = now
         self._mine.append(name)
         self.metrics.canary("written")
         log_event(log, "canary.written", logging.DEBUG, canary=name)
