@@ -66,12 +66,3 @@ class RedriveSettings(BaseSettings):
     def delay(self, redrives: int) -> float:
         """Seconds after its latest dead-lettering a letter redriven ``redrives`` times is due."""
         return min(self.max_delay, self.first_delay * 2**redrives)
-
-    def dead_letter_subscription(self, dlq_topic: str) -> str:
-        return self.subscription or f"{dlq_topic}{defaults.HOLD_SUFFIX}"
-
-    def parked(self, dlq_topic: str) -> str:
-        return self.parked_topic or f"{dlq_topic}{defaults.PARKED_SUFFIX}"
-
-    def parked_subscription(self, dlq_topic: str) -> str:
-        return f"{self.parked(dlq_topic)}{defaults.HOLD_SUFFIX}"

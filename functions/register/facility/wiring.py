@@ -14,6 +14,7 @@ from functions.register.facility.redrive import Redriver
 from functions.register.facility.service import FacilityService
 from functions.register.facility.settings import ReconcileSettings, RedriveSettings
 from functions.register.service import RegisterService
+from obsingest import defaults
 from obsingest.bus.base import Publisher
 from obsingest.metrics import private_metrics
 from obsingest.registry.ingested import IngestedCheck
@@ -33,12 +34,15 @@ def build_redriver(
     from obsingest.bus.pull import PubSubPullSource
 
     dlq = bus.objects_dlq_topic
-    subscription = settings.parked_subscription(dlq) if parked else settings.dead_letter_subscription(dlq)
+    parked_topic = settings.parked_topic or f"{dlq}{defaults.PARKED_SUFFIX}"
+    held = settings.subscription or f"{dlq}{defaults.HOLD_SUFFIX}"
+    if parked:
+        held = f"{parked_topic}{defaults.HOLD_SUFFIX}"
     return Redriver(
-        source=source or PubSubPullSource(bus.pubsub_project, subscription),
+        source=source or PubSubPullSource(bus.pubsub_project, held),
         publisher=publisher or PubSubPublisher(bus.pubsub_project),
         objects_topic=bus.objects_topic,
-        parked_topic=settings.parked(dlq),
+        parked_topic=parked_topic,
         policy=settings,
     )
 
