@@ -140,21 +140,14 @@ def plot_night(summaries: list[ExposureSummary], path: Path) -> Path:
     rows = sorted(_final(summaries), key=lambda s: s.exposure)
     fig, ax = plt.subplots(figsize=(10, 4.5), layout="constrained")
     x = np.arange(len(rows))
-    p95 = [np.nan if s.latency_p95 is None else s.latency_p95 for s in rows]
-    mx = [np.nan if s.latency_max is None else s.latency_max for s in rows]
+    p95 = np.array([s.latency_p95 for s in rows], dtype=float)  # None: NaN, not drawn
+    mx = np.array([s.latency_max for s in rows], dtype=float)
     ax.plot(x, p95, marker=".", linewidth=1, label="p95")
     ax.plot(x, mx, marker=".", linewidth=1, alpha=0.7, label="max")
     bad = [i for i, s in enumerate(rows) if s.status != "OK"]
     if bad:
-        ax.scatter(
-            bad,
-            np.nan_to_num([mx[i] for i in bad]),
-            marker="o",
-            facecolors="none",
-            edgecolors="tab:red",
-            s=60,
-            label="not OK",
-        )
+        ring: dict[str, Any] = {"marker": "o", "facecolors": "none", "edgecolors": "tab:red", "s": 60}
+        ax.scatter(bad, np.nan_to_num(mx[bad]), label="not OK", **ring)
     if rows:
         _budget_line(ax, rows[0].budget_seconds)
     ax.set(xlabel="exposure (in order of exposure id)", ylabel=LATENCY_LABEL)
@@ -227,33 +220,19 @@ def plot_focal_plane(
             ax.text(x, y, det.name_in_raft, ha="center", va="center", fontsize=3.6, color="dimgrey")
         else:
             state = f"{ccds[d]:.2f} s" if d in ccds else "missing"
-            ax.text(
-                x,
-                y,
-                f"{det.full_name}\n{d}: {state}",
-                ha="center",
-                va="center",
-                fontsize=8,
-                bbox={"facecolor": "white", "alpha": 0.7, "edgecolor": "none"},
-            )
+            bbox: dict[str, Any] = {"facecolor": "white", "alpha": 0.7, "edgecolor": "none"}
+            ax.text(x, y, f"{det.full_name}\n{d}: {state}", ha="center", va="center", fontsize=8, bbox=bbox)
     if pos:
         x0, x1, y0, y1 = _extent(pos.values(), pad=8.0)
         ax.set(xlim=(x0, x1), ylim=(y0, y1))
     ax.set_aspect("equal")
-    fig.colorbar(
-        plt.cm.ScalarMappable(norm=norm, cmap=cmap),
-        ax=ax,
-        label=f"{LATENCY_LABEL} (red frame: over budget; grey: missing)",
-        shrink=0.8,
-    )
+    label = f"{LATENCY_LABEL} (red frame: over budget; grey: missing)"
+    fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, label=label, shrink=0.8)
     ax.set(xlabel="focal plane x [mm]", ylabel="focal plane y [mm]")
     purposes = Counter(camera.detector(summary.instrument, d).purpose for d in ccds if d in pos)
     counts = ", ".join(f"{n} {p.lower()}" for p, n in sorted(purposes.items()))
-    ax.set_title(
-        f"{summary.instrument} exposure {summary.exposure}: {summary.status}, "
-        f"{len(ccds)}/{len(pos)} detectors\n{counts}",
-        fontsize=10,
-    )
+    title = f"{summary.instrument} exposure {summary.exposure}: {summary.status}"
+    ax.set_title(f"{title}, {len(ccds)}/{len(pos)} detectors\n{counts}", fontsize=10)
     return _save(fig, path)
 
 
