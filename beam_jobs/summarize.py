@@ -45,12 +45,6 @@ def run_batch(
         if alerts_output:
             _ = result[ALERTS] | "WriteAlerts" >> WriteSummaryFile(alerts_output)
     summaries = sorted(read_summaries(output), key=lambda s: (s.instrument, s.exposure))
-    log_event(
-        log,
-        "batch_done",
-        logging.INFO,
-        output=output,
-        exposures=len(summaries),
-        seconds=round(time.monotonic() - started, 3),
-    )
+    seconds = round(time.monotonic() - started, 3)
+    log_event(log, "batch_done", logging.INFO, output=output, exposures=len(summaries), seconds=seconds)
     return summaries

@@ -95,12 +95,8 @@ class ArrivalAnnouncer:
         """Publish ``arrival`` (the event ``message`` carries) stamped now, bypassing the outbox;
         raises what the bus raises."""
         sent = dataclasses.replace(arrival, published_time=utcnow())
-        self.publisher.publish(
-            message.topic,
-            stamped_payload(message, arrival, sent),
-            key=message.key,
-            attributes=message.attributes,
-        )
+        payload = stamped_payload(message, arrival, sent)
+        self.publisher.publish(message.topic, payload, key=message.key, attributes=message.attributes)
         return sent
 
     def publish_new(

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from functions.register.announce import ArrivalAnnouncer
 from obsingest import defaults
@@ -109,27 +109,21 @@ class ExposureCloser:
             self.metrics.exposure_completed(
                 closing.instrument, closing.status, closing.max_latency, closing.missing
             )
+        about: dict[str, Any] = {"instrument": closing.instrument, "exposure": closing.exposure}
+        presence = closing.presence
         if closing.outcome == EMITTED:
-            presence = closing.presence
             log_event(
                 log,
                 "exposure.ingested",
-                instrument=closing.instrument,
-                exposure=closing.exposure,
+                **about,
                 status=closing.status,
                 expected=presence.expected if presence else None,
                 latency_max_s=presence.latency_max if presence else None,
                 counted=closing.counted,
             )
         elif closing.outcome == CLOSED_INCOMPLETE and closing.counted:
-            log_event(
-                log,
-                "exposure.incomplete_at_deadline",
-                logging.WARNING,
-                instrument=closing.instrument,
-                exposure=closing.exposure,
-                missing=list(closing.presence.missing) if closing.presence else None,
-            )
+            missing = list(presence.missing) if presence else None
+            log_event(log, "exposure.incomplete_at_deadline", logging.WARNING, **about, missing=missing)
 
 
 @dataclass

@@ -23,8 +23,7 @@ def _list_gcs(store: Any, prefix: str, start_offset: str) -> Iterator[StoredObje
     from obsingest.store.gcs import stored_object  # google.api_core: GCS listings only
 
     blobs = store.client.list_blobs(store.bucket, prefix=prefix or None, start_offset=start_offset or None)
-    for blob in blobs:
-        yield stored_object(blob, store.bucket)
+    return (stored_object(blob, store.bucket) for blob in blobs)
 
 
 def below(directory: str, start_offset: str) -> bool:
