@@ -210,10 +210,7 @@ _VOLATILE = ("revision", "trigger", "emitted_time")
 
 def content(summary: ExposureSummary) -> dict:
     """The summary without when/why it was emitted: what batch and streaming must agree on."""
-    record = summary.to_record()
-    for name in _VOLATILE:
-        record.pop(name)
-    return record
+    return {name: value for name, value in summary.to_record().items() if name not in _VOLATILE}
 
 
 def same_content(a: ExposureSummary, b: ExposureSummary) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import apache_beam as beam
 from apache_beam.io.gcp.pubsub import PubsubMessage
@@ -143,9 +143,7 @@ def run_streaming(settings: StreamingSettings) -> PipelineResult:
         arrivals=settings.arrivals_subscription,
         manifests=settings.manifests_subscription,
         summaries_topic=settings.summaries_topic,
-        budget=settings.budget,
-        grace=settings.grace,
-        allowed_lateness=settings.allowed_lateness,
+        **asdict(settings.config),  # budget, grace, allowed_lateness
     )
     result = p.run()
     if settings.run_for is None:

@@ -24,9 +24,8 @@ log = get_logger("obsingest.register.auth")
 
 
 class KeyCache:
-    """A google-auth transport ``Request`` that keeps successful GET responses for their
-    Cache-Control ``max-age`` (minus ``Age``); ``no-store``/``no-cache`` or no max-age: not kept.
-    Anything else is passed through."""
+    """A google-auth transport ``Request`` that keeps successful GET responses while fresh
+    (``fresh_for``); anything else is passed through."""
 
     def __init__(self, inner: Any, clock: Callable[[], float] = time.monotonic) -> None:
         self._inner = inner

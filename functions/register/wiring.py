@@ -95,9 +95,5 @@ def warm_up() -> None:
     try:
         get_service()
     except Exception as exc:  # start-up must not die of what a delivery can retry
-        log_event(
-            get_logger("obsingest.register.wiring"),
-            "register.warm_up.failed",
-            level=logging.WARNING,
-            error=f"{type(exc).__name__}: {exc}",
-        )
+        log = get_logger("obsingest.register.wiring")
+        log_event(log, "register.warm_up.failed", logging.WARNING, error=f"{type(exc).__name__}: {exc}")

@@ -6,8 +6,6 @@ repairs nothing itself (production's topics and notification configs belong to T
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable
-from typing import Any
 
 from functions.register.facility.service import FacilityService
 from functions.register.facility.wiring import facility_from_settings
@@ -31,6 +29,6 @@ def serve(service: FacilityService) -> int:
             metrics_server.close()
 
 
-def main(repair: Callable[[], Any] | None = None) -> int:
+def main() -> int:
     logs.configure()
-    return serve(facility_from_settings(repair))
+    return serve(facility_from_settings())
