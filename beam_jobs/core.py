@@ -122,8 +122,7 @@ def dedupe(arrivals: Iterable[ArrivalEvent | Arrival], expected: Iterable[int] |
     survivors = by_dataset.values()
     by_detector = {a.detector: a for a in survivors}
     if len(by_detector) != len(by_dataset):
-        # Several dataset ids for one detector (e.g. two runs): the earliest publication wins,
-        # ties by dataset id. With one dataset per detector (the usual case) there is no choice.
+        # several dataset ids for one detector (two runs; the usual case has one): ties by dataset id
         by_detector = {}
         for arrival in sorted(survivors, key=lambda a: (a.published_us, a.dataset_id)):
             by_detector.setdefault(arrival.detector, arrival)

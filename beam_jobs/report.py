@@ -267,8 +267,7 @@ def _final(summaries: Iterable[ExposureSummary]) -> list[ExposureSummary]:
     """The newest revision per exposure."""
     best: dict[tuple[str, int], ExposureSummary] = {}
     for s in summaries:
-        key = (s.instrument, s.exposure)
-        if key not in best or s.revision > best[key].revision:
+        if (key := (s.instrument, s.exposure)) not in best or s.revision > best[key].revision:
             best[key] = s
     return list(best.values())
 
@@ -283,10 +282,7 @@ def _save(fig: plt.Figure, path: Path) -> Path:
 
 def expand(patterns: Sequence[str]) -> list[str]:
     """Shell-style globs -> file names (a pattern that matches nothing is kept, to fail loudly)."""
-    out: list[str] = []
-    for pattern in patterns:
-        out += sorted(glob(pattern)) or [pattern]
-    return out
+    return [name for pattern in patterns for name in sorted(glob(pattern)) or [pattern]]
 
 
 def load_arrivals(paths: Sequence[str]) -> list[ArrivalEvent]:
@@ -316,9 +312,8 @@ def write_report(
         budget = final[0].budget_seconds if final else defaults.BUDGET_SECONDS
         written["histogram"] = plot_latency_histogram(arrivals, budget, output_dir / "latency_histogram.png")
     if final:
-        chosen = next((s for s in final if s.exposure == exposure), None) if exposure else None
-        if chosen is None:
-            chosen = max(final, key=lambda s: (s.latency_max or -1.0, s.exposure))
+        worst = max(final, key=lambda s: (s.latency_max or -1.0, s.exposure))
+        chosen = next((s for s in final if exposure and s.exposure == exposure), worst)
         written["focal_plane"] = plot_focal_plane(
             chosen, arrivals, output_dir / f"focal_plane_{chosen.exposure}.png"
         )

@@ -34,8 +34,7 @@ def _bigquery_column(field: dict[str, Any]) -> dict[str, str]:
     return {"name": field["name"], "type": _BIGQUERY_TYPES.get(kind, kind), "mode": mode}
 
 
-#: BigQuery table schema for ExposureSummary, from its Avro schema (the BigQuery option;
-#: documented, not run here)
+#: BigQuery table schema for ExposureSummary, from its Avro schema (documented, not run here)
 BIGQUERY_SCHEMA = {
     "fields": [_bigquery_column(f) for f in schemas.latest(ExposureSummary.SCHEMA).raw["fields"]]
 }

@@ -90,7 +90,6 @@ class FacilityService:
     repair: Callable[[], Any] | None = None
     window: float = 6 * 3600.0
     every: float = 30.0
-    #: seconds between full-window sweeps of the reconcile (the passes between are incremental)
     full_every: float = 1800.0
     repair_every: float = 60.0
     drain_limit: int = 1000
