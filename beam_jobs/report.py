@@ -167,8 +167,7 @@ def focal_plane_positions(
             det = camera.detector(instrument, d)
         except KeyError:
             continue
-        w, h = det.footprint_mm
-        out[d] = (det.x_mm, det.y_mm, w, h)
+        out[d] = (det.x_mm, det.y_mm, *det.footprint_mm)
     return out
 
 

@@ -133,7 +133,6 @@ def read_summaries(path: str) -> list[ExposureSummary]:
     """Summaries from a JSON-lines or Avro file (local or any Beam filesystem, e.g. gs://)."""
     with FileSystems.open(path) as fh:
         if is_avro(path):
-            records = avro.read_container(fh, ExposureSummary.SCHEMA)
-            return [ExposureSummary.from_record(r) for r in records]
+            return [ExposureSummary.from_record(r) for r in avro.read_container(fh, ExposureSummary.SCHEMA)]
         text = fh.read().decode("utf-8")
     return [ExposureSummary.from_json_dict(json.loads(line)) for line in text.splitlines() if line]

@@ -81,9 +81,7 @@ class ExposureEventFiles(FileBasedSource):
         next_block_start = -1
 
         def split_points_unclaimed(stop_position: int) -> int | object:
-            if next_block_start >= stop_position:
-                return 0
-            return RangeTracker.SPLIT_POINTS_UNKNOWN
+            return 0 if next_block_start >= stop_position else RangeTracker.SPLIT_POINTS_UNKNOWN
 
         range_tracker.set_split_points_unclaimed_callback(split_points_unclaimed)
         start_offset = range_tracker.start_position() or 0
