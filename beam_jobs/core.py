@@ -1,8 +1,6 @@
-"""Per-exposure latency and completeness: the pure computation both pipeline modes share.
-
-Nothing here imports Beam, so the rules are testable with hand-computed answers and the batch and
-streaming paths cannot drift apart: both end in :func:`summarize_exposure`. The rules are spelled
-out in ``beam_jobs/README.md``, "The numbers".
+"""Per-exposure latency and completeness, the pure computation both pipeline modes share: no Beam
+here, so the rules are testable by hand and batch and streaming cannot drift apart (both end in
+:func:`summarize_exposure`; the rules: ``beam_jobs/README.md``, "The numbers").
 """
 
 from __future__ import annotations
@@ -74,19 +72,11 @@ class Arrival(NamedTuple):
 
     @classmethod
     def from_event(cls, event: ArrivalEvent) -> Arrival:
-        return cls(
-            str(event.dataset_id),
-            event.instrument,
-            int(event.exposure),
-            int(event.detector),
-            int(event.day_obs),
-            to_micros(event.readout_time),
-            to_micros(event.published_time),
-        )
+        return cls.from_record(vars(event))
 
     @classmethod
     def from_record(cls, record: dict) -> Arrival:
-        """From the dict fastavro (or Beam's ReadFromAvro) yields for an ArrivalEvent."""
+        """From an ArrivalEvent's fields, as a dict (fastavro's record: times as datetime or micros)."""
         return cls(
             str(record["dataset_id"]),
             record["instrument"],
@@ -124,7 +114,7 @@ def dedupe(arrivals: Iterable[ArrivalEvent | Arrival], expected: Iterable[int] |
     by_dataset: dict[str, Arrival] = {}
     total = 0
     for item in arrivals:
-        arrival = item if isinstance(item, Arrival) else Arrival.from_event(item)
+        arrival = as_arrival(item)
         total += 1
         seen = by_dataset.get(arrival.dataset_id)
         if seen is None or (arrival.published_us, arrival.readout_us) < (seen.published_us, seen.readout_us):
@@ -132,14 +122,11 @@ def dedupe(arrivals: Iterable[ArrivalEvent | Arrival], expected: Iterable[int] |
     survivors = by_dataset.values()
     by_detector = {a.detector: a for a in survivors}
     if len(by_detector) != len(by_dataset):
-        # Several dataset ids for one detector (e.g. two runs): the earliest publication wins,
-        # ties by dataset id. With one dataset per detector (the usual case) there is no choice.
+        # several dataset ids for one detector (two runs; the usual case has one): ties by dataset id
         by_detector = {}
         for arrival in sorted(survivors, key=lambda a: (a.published_us, a.dataset_id)):
             by_detector.setdefault(arrival.detector, arrival)
-    if expected is None:
-        return ArrivalSet(by_detector, {}, total - len(by_detector))
-    wanted = set(expected)
+    wanted = set(by_detector if expected is None else expected)
     counted = {d: a for d, a in by_detector.items() if d in wanted}
     unexpected = {d: a for d, a in by_detector.items() if d not in wanted}
     return ArrivalSet(counted, unexpected, total - len(by_detector))
@@ -154,10 +141,8 @@ def summarize_exposure(
     revision: int = 0,
     trigger: str = TRIGGER_BATCH,
 ) -> ExposureSummary:
-    """The ExposureSummary of one exposure from its manifest (or None) and its arrivals.
-
-    ``key`` (instrument, exposure) is only needed when there is neither a manifest nor an arrival.
-    """
+    """The ExposureSummary of one exposure from its manifest (or None) and its arrivals; ``key``
+    (instrument, exposure) names it when there is neither."""
     arrivals = [as_arrival(a) for a in arrivals]
     expected = sorted(set(manifest.detectors)) if manifest is not None else None
     counted = dedupe(arrivals, expected).counted
@@ -197,7 +182,8 @@ def summarize_exposure(
         day_obs=day_obs,
         expected=len(expected) if expected is not None else None,
         arrived=len(counted),
-        completeness=_completeness(len(counted), expected),
+        # 1.0 for a manifest that expects nothing
+        completeness=(len(counted) / len(expected) if expected else 1.0) if expected is not None else None,
         latency_p50=p50,
         latency_p95=p95,
         latency_max=float(values.max()) if has else None,
@@ -213,13 +199,6 @@ def summarize_exposure(
     )
 
 
-def _completeness(arrived: int, expected: list[int] | None) -> float | None:
-    """arrived / expected; None without a manifest; 1.0 for a manifest that expects nothing."""
-    if expected is None:
-        return None
-    return arrived / len(expected) if expected else 1.0
-
-
 def is_breach(summary: ExposureSummary) -> bool:
     """Whether the summary belongs on the ``budget-alerts`` output."""
     return summary.status in BREACH_STATUSES
@@ -230,10 +209,7 @@ _VOLATILE = ("revision", "trigger", "emitted_time")
 
 def content(summary: ExposureSummary) -> dict:
     """The summary without when/why it was emitted: what batch and streaming must agree on."""
-    record = summary.to_record()
-    for name in _VOLATILE:
-        record.pop(name)
-    return record
+    return {name: value for name, value in summary.to_record().items() if name not in _VOLATILE}
 
 
 def same_content(a: ExposureSummary, b: ExposureSummary) -> bool:

@@ -1,16 +1,14 @@
-"""Human-facing views of the summaries: a per-exposure table and PNG plots (matplotlib, Agg).
-
-Used by ``obsingest demo`` (``format_summary_table``, ``plot_latency``) and ``obsingest report``
-(``write_report``: latency histogram, p95/max per exposure over the night, and a focal-plane map
-of per-detector latency with every detector in its obs_lsst place, rafts outlined and named).
+"""Human-facing views of the summaries: a per-exposure table and PNG plots (matplotlib, Agg), for
+``obsingest demo`` (``format_summary_table``, ``plot_latency``) and ``obsingest report``
+(``write_report``: latency histogram, p95/max per exposure, focal-plane map).
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from glob import glob
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -52,17 +50,9 @@ def compact_ranges(values: Sequence[int], limit: int = 40) -> str:
     """[1,2,3,7] -> '1-3,7' (truncated with '...' past ``limit`` characters)."""
     if not values:
         return "-"
-    parts: list[str] = []
-    items = sorted(values)
-    start = prev = items[0]
-    for v in [*items[1:], None]:
-        if v is not None and v == prev + 1:
-            prev = v
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if v is not None:
-            start = prev = v
-    text = ",".join(parts)
+    # consecutive values share their value minus their index
+    runs = [[v for _, v in run] for _, run in groupby(enumerate(sorted(values)), lambda iv: iv[1] - iv[0])]
+    text = ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -125,8 +115,7 @@ def plot_latency(arrivals: list[ArrivalEvent], budget: float, path: Path) -> Pat
         xs, ys = zip(*over, strict=True)
         ax.scatter(xs, ys, marker="x", s=40, color="tab:red", label="over budget")
     _budget_line(ax, budget)
-    ax.set_xlabel("CCD (ordered by exposure, detector)")
-    ax.set_ylabel(LATENCY_LABEL)
+    ax.set(xlabel="CCD (ordered by exposure, detector)", ylabel=LATENCY_LABEL)
     ax.set_title(f"Per-CCD latency: {len(ccds)} CCDs, {len(over)} over the {budget:g} s budget")
     ax.set_ylim(bottom=0, top=max([budget * 1.2, *(a.latency * 1.05 for a in ccds)]))
     ax.legend(fontsize="small", loc="upper left", ncols=2)
@@ -140,8 +129,7 @@ def plot_latency_histogram(arrivals: list[ArrivalEvent] | list[Arrival], budget:
     ax.hist(latencies, bins=np.linspace(0, top, 60), color="tab:blue")  # type: ignore[arg-type]  # stubs: no ndarray
     _budget_line(ax, budget, horizontal=False)
     over = int((latencies > budget).sum())
-    ax.set_xlabel(LATENCY_LABEL)
-    ax.set_ylabel("CCDs")
+    ax.set(xlabel=LATENCY_LABEL, ylabel="CCDs")
     ax.set_title(f"Latency of {latencies.size} CCDs ({over} over budget)")
     ax.legend()
     return _save(fig, path)
@@ -152,25 +140,17 @@ def plot_night(summaries: list[ExposureSummary], path: Path) -> Path:
     rows = sorted(_final(summaries), key=lambda s: s.exposure)
     fig, ax = plt.subplots(figsize=(10, 4.5), layout="constrained")
     x = np.arange(len(rows))
-    p95 = [np.nan if s.latency_p95 is None else s.latency_p95 for s in rows]
-    mx = [np.nan if s.latency_max is None else s.latency_max for s in rows]
+    p95 = np.array([s.latency_p95 for s in rows], dtype=float)  # None: NaN, not drawn
+    mx = np.array([s.latency_max for s in rows], dtype=float)
     ax.plot(x, p95, marker=".", linewidth=1, label="p95")
     ax.plot(x, mx, marker=".", linewidth=1, alpha=0.7, label="max")
     bad = [i for i, s in enumerate(rows) if s.status != "OK"]
     if bad:
-        ax.scatter(
-            bad,
-            [mx[i] if not math.isnan(mx[i]) else 0 for i in bad],
-            marker="o",
-            facecolors="none",
-            edgecolors="tab:red",
-            s=60,
-            label="not OK",
-        )
+        ring: dict[str, Any] = {"marker": "o", "facecolors": "none", "edgecolors": "tab:red", "s": 60}
+        ax.scatter(bad, np.nan_to_num(mx[bad]), label="not OK", **ring)
     if rows:
         _budget_line(ax, rows[0].budget_seconds)
-    ax.set_xlabel("exposure (in order of exposure id)")
-    ax.set_ylabel(LATENCY_LABEL)
+    ax.set(xlabel="exposure (in order of exposure id)", ylabel=LATENCY_LABEL)
     ax.set_title(f"Per-exposure p95/max latency, {len(rows)} exposures")
     ax.legend(fontsize="small")
     return _save(fig, path)
@@ -179,17 +159,15 @@ def plot_night(summaries: list[ExposureSummary], path: Path) -> Path:
 def focal_plane_positions(
     instrument: str, detectors: Iterable[int]
 ) -> dict[int, tuple[float, float, float, float]]:
-    """Where each detector sits, as obs_lsst places it: (x, y, width, height) in mm on the focal
-    plane, the footprint already turned by the sensor's yaw (``obsingest.camera``). Detectors the
-    camera does not know are left out."""
+    """(x, y, width, height) in mm of each detector the camera knows, as obs_lsst places it (the
+    footprint turned by the sensor's yaw, ``obsingest.camera``)."""
     out = {}
     for d in sorted(detectors):
         try:
             det = camera.detector(instrument, d)
         except KeyError:
             continue
-        w, h = det.footprint_mm
-        out[d] = (det.x_mm, det.y_mm, w, h)
+        out[d] = (det.x_mm, det.y_mm, *det.footprint_mm)
     return out
 
 
@@ -205,20 +183,18 @@ def plot_focal_plane(
     ccds = {
         a.detector: a.latency for a in _per_ccd(arrivals) if a.key == (summary.instrument, summary.exposure)
     }
+    missing = set(summary.missing_detectors)
     try:
-        inst = camera.instrument(summary.instrument)
-        every = set(inst.detector_ids)
+        every = set(camera.instrument(summary.instrument).detector_ids)
     except KeyError:
-        inst, every = None, set()
-    known = every | set(ccds) | set(summary.missing_detectors)
-    pos = focal_plane_positions(summary.instrument, known)
+        every = set()
+    pos = focal_plane_positions(summary.instrument, every | set(ccds) | missing)
     budget = summary.budget_seconds
     vmax = max(budget * 1.5, max(ccds.values(), default=budget))
     norm = Normalize(vmin=0, vmax=vmax)
     cmap = plt.get_cmap("magma_r")
     big = len(pos) > 20
     fig, ax = plt.subplots(figsize=(9, 8.2) if big else (7, 6), layout="constrained")
-    missing = set(summary.missing_detectors)
     patches, values = [], []
     for d, box in pos.items():
         if d in ccds:
@@ -240,41 +216,22 @@ def plot_focal_plane(
     for d, (x, y, _w, _h) in pos.items():
         det = camera.detector(summary.instrument, d)
         if big:
-            label = det.name_in_raft
-            ax.text(x, y, label, ha="center", va="center", fontsize=3.6, color="dimgrey")
+            ax.text(x, y, det.name_in_raft, ha="center", va="center", fontsize=3.6, color="dimgrey")
         else:
             state = f"{ccds[d]:.2f} s" if d in ccds else "missing"
-            ax.text(
-                x,
-                y,
-                f"{det.full_name}\n{d}: {state}",
-                ha="center",
-                va="center",
-                fontsize=8,
-                bbox={"facecolor": "white", "alpha": 0.7, "edgecolor": "none"},
-            )
+            bbox: dict[str, Any] = {"facecolor": "white", "alpha": 0.7, "edgecolor": "none"}
+            ax.text(x, y, f"{det.full_name}\n{d}: {state}", ha="center", va="center", fontsize=8, bbox=bbox)
     if pos:
         x0, x1, y0, y1 = _extent(pos.values(), pad=8.0)
-        ax.set_xlim(x0, x1)
-        ax.set_ylim(y0, y1)
+        ax.set(xlim=(x0, x1), ylim=(y0, y1))
     ax.set_aspect("equal")
-    fig.colorbar(
-        plt.cm.ScalarMappable(norm=norm, cmap=cmap),
-        ax=ax,
-        label=f"{LATENCY_LABEL} (red frame: over budget; grey: missing)",
-        shrink=0.8,
-    )
-    ax.set_xlabel("focal plane x [mm]")
-    ax.set_ylabel("focal plane y [mm]")
-    counts = ""
-    if inst is not None:
-        purposes = Counter(camera.detector(summary.instrument, d).purpose for d in ccds)
-        counts = ", ".join(f"{n} {p.lower()}" for p, n in sorted(purposes.items()))
-    ax.set_title(
-        f"{summary.instrument} exposure {summary.exposure}: {summary.status}, "
-        f"{len(ccds)}/{len(pos)} detectors\n{counts}",
-        fontsize=10,
-    )
+    label = f"{LATENCY_LABEL} (red frame: over budget; grey: missing)"
+    fig.colorbar(plt.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax, label=label, shrink=0.8)
+    ax.set(xlabel="focal plane x [mm]", ylabel="focal plane y [mm]")
+    purposes = Counter(camera.detector(summary.instrument, d).purpose for d in ccds if d in pos)
+    counts = ", ".join(f"{n} {p.lower()}" for p, n in sorted(purposes.items()))
+    title = f"{summary.instrument} exposure {summary.exposure}: {summary.status}"
+    ax.set_title(f"{title}, {len(ccds)}/{len(pos)} detectors\n{counts}", fontsize=10)
     return _save(fig, path)
 
 
@@ -282,8 +239,7 @@ def _raft_outlines(ax: plt.Axes, instrument: str, pos: dict[int, tuple[float, fl
     """A frame around each raft's detectors and the raft's name above it."""
     rafts: dict[str, list[tuple[float, float, float, float]]] = {}
     for d, box in pos.items():
-        det = camera.detector(instrument, d)
-        rafts.setdefault(det.raft, []).append(box)
+        rafts.setdefault(camera.detector(instrument, d).raft, []).append(box)
     for raft, boxes in rafts.items():
         x0, x1, y0, y1 = _extent(boxes, pad=1.5)
         ax.add_patch(
@@ -302,20 +258,15 @@ def _extent(
     boxes: Iterable[tuple[float, float, float, float]], pad: float
 ) -> tuple[float, float, float, float]:
     """(x0, x1, y0, y1) around every box, ``pad`` mm wider on each side."""
-    boxes = list(boxes)
-    x0 = min(x - w / 2 for x, _, w, _ in boxes)
-    x1 = max(x + w / 2 for x, _, w, _ in boxes)
-    y0 = min(y - h / 2 for _, y, _, h in boxes)
-    y1 = max(y + h / 2 for _, y, _, h in boxes)
-    return x0 - pad, x1 + pad, y0 - pad, y1 + pad
+    x, y, w, h = np.array(list(boxes)).T
+    return (x - w / 2).min() - pad, (x + w / 2).max() + pad, (y - h / 2).min() - pad, (y + h / 2).max() + pad
 
 
 def _final(summaries: Iterable[ExposureSummary]) -> list[ExposureSummary]:
     """The newest revision per exposure."""
     best: dict[tuple[str, int], ExposureSummary] = {}
     for s in summaries:
-        key = (s.instrument, s.exposure)
-        if key not in best or s.revision > best[key].revision:
+        if (key := (s.instrument, s.exposure)) not in best or s.revision > best[key].revision:
             best[key] = s
     return list(best.values())
 
@@ -330,10 +281,7 @@ def _save(fig: plt.Figure, path: Path) -> Path:
 
 def expand(patterns: Sequence[str]) -> list[str]:
     """Shell-style globs -> file names (a pattern that matches nothing is kept, to fail loudly)."""
-    out: list[str] = []
-    for pattern in patterns:
-        out += sorted(glob(pattern)) or [pattern]
-    return out
+    return [name for pattern in patterns for name in sorted(glob(pattern)) or [pattern]]
 
 
 def load_arrivals(paths: Sequence[str]) -> list[ArrivalEvent]:
@@ -363,9 +311,8 @@ def write_report(
         budget = final[0].budget_seconds if final else defaults.BUDGET_SECONDS
         written["histogram"] = plot_latency_histogram(arrivals, budget, output_dir / "latency_histogram.png")
     if final:
-        chosen = next((s for s in final if s.exposure == exposure), None) if exposure else None
-        if chosen is None:
-            chosen = max(final, key=lambda s: (s.latency_max or -1.0, s.exposure))
+        worst = max(final, key=lambda s: (s.latency_max or -1.0, s.exposure))
+        chosen = next((s for s in final if exposure and s.exposure == exposure), worst)
         written["focal_plane"] = plot_focal_plane(
             chosen, arrivals, output_dir / f"focal_plane_{chosen.exposure}.png"
         )

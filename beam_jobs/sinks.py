@@ -1,8 +1,6 @@
-"""Where ExposureSummaries go: files (JSON lines or Avro), Pub/Sub, BigQuery.
-
-JSON lines carry ``ExposureSummary.to_json_dict()`` (ISO timestamps), one summary per line; an
-output name ending in ``.avro`` writes an Avro object container file with the ExposureSummary
-schema instead. Pub/Sub messages are single-object-encoded Avro, like every message here.
+"""Where ExposureSummaries go: files, Pub/Sub (single-object-encoded Avro), BigQuery. A file is
+JSON lines of ``ExposureSummary.to_json_dict()`` (ISO timestamps), or an Avro object container
+file when its name ends in ``.avro``.
 """
 
 from __future__ import annotations
@@ -36,8 +34,7 @@ def _bigquery_column(field: dict[str, Any]) -> dict[str, str]:
     return {"name": field["name"], "type": _BIGQUERY_TYPES.get(kind, kind), "mode": mode}
 
 
-#: BigQuery table schema for ExposureSummary, from its Avro schema (the BigQuery option;
-#: documented, not run here)
+#: BigQuery table schema for ExposureSummary, from its Avro schema (documented, not run here)
 BIGQUERY_SCHEMA = {
     "fields": [_bigquery_column(f) for f in schemas.latest(ExposureSummary.SCHEMA).raw["fields"]]
 }
@@ -58,9 +55,7 @@ def _order(summary: ExposureSummary) -> tuple[str, int, int]:
 class WriteSummaryFile(beam.PTransform):
     """Batch: every summary into exactly one file ``path`` (no shard suffix), sorted by
     (instrument, exposure, revision). One writer fed by a side input (cheaper than ``ToList | sort |
-    WriteToText``); written to a temporary name and renamed, so a failed write never leaves a
-    partial file, and an empty input still writes an empty file.
-    """
+    WriteToText``), via a temporary name: a failed write leaves no partial file, no input an empty one."""
 
     def __init__(self, path: str) -> None:
         super().__init__()
@@ -91,10 +86,7 @@ class _WriteOneFile(beam.DoFn):
         compression = CompressionTypes.detect_compression_type(self.path)
         temporary = f"{self.path}.tmp-{uuid.uuid4().hex}"
         with FileSystems.create(temporary, compression_type=compression) as out:
-            if is_avro(self.path):
-                _write_avro(out, payloads)
-            else:
-                out.write("".join(line + "\n" for line in payloads).encode("utf-8"))
+            _write(out, self.path, payloads)
         FileSystems.rename([temporary], [self.path])
         yield self.path
 
@@ -120,27 +112,27 @@ class AppendSummariesToLocalFile(beam.DoFn):
             return
         path = Path(self.path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        if is_avro(self.path):
-            with path.open("a+b" if path.exists() and path.stat().st_size > 0 else "wb") as out:
-                _write_avro(out, [s.to_record() for s in self._buffer])
-        else:
-            with path.open("a", encoding="utf-8") as out:
-                out.writelines(to_json_line(s) + "\n" for s in self._buffer)
+        payloads = [s.to_record() if is_avro(self.path) else to_json_line(s) for s in self._buffer]
+        with path.open("a+b" if path.exists() and path.stat().st_size > 0 else "wb") as out:
+            _write(out, self.path, payloads)
         self._buffer = []
 
 
-def _write_avro(out: Any, records: list[dict[str, Any]]) -> None:
-    """ExposureSummary records into a container file (appended with the file's own codec)."""
+def _write(out: Any, path: str, payloads: list[Any]) -> None:
+    """ExposureSummary records into an Avro container file (appended with the file's own codec),
+    or JSON lines, by ``path``'s name."""
     import fastavro
 
-    fastavro.writer(out, schemas.latest(ExposureSummary.SCHEMA).parsed, records, codec="deflate")
+    if is_avro(path):
+        fastavro.writer(out, schemas.latest(ExposureSummary.SCHEMA).parsed, payloads, codec="deflate")
+    else:
+        out.write("".join(line + "\n" for line in payloads).encode("utf-8"))
 
 
 def read_summaries(path: str) -> list[ExposureSummary]:
     """Summaries from a JSON-lines or Avro file (local or any Beam filesystem, e.g. gs://)."""
     with FileSystems.open(path) as fh:
         if is_avro(path):
-            records = avro.read_container(fh, ExposureSummary.SCHEMA)
-            return [ExposureSummary.from_record(r) for r in records]
+            return [ExposureSummary.from_record(r) for r in avro.read_container(fh, ExposureSummary.SCHEMA)]
         text = fh.read().decode("utf-8")
     return [ExposureSummary.from_json_dict(json.loads(line)) for line in text.splitlines() if line]

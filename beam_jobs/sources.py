@@ -1,22 +1,21 @@
 """Batch input: archived ArrivalEvent and ExposureManifest Avro files, read as keyed elements
-``((instrument, exposure), (kind, payload))`` for the per-exposure fold.
-
-Not ``beam.io.ReadFromAvro`` (``benchmarks/beam_batch.py`` measures why): ArrivalEvent blocks are
-decoded with logical-type annotations removed, so ids and times read as the primitives ``Arrival``
-wants (other writer schemas take ``Arrival.from_record``); and one ``ReadAllFiles`` read feeds the
-lifted CombinePerKey in one fused stage, where a ``Flatten`` of two reads would be materialized on
-the DirectRunner. A file of another contract or missing a needed field is an error naming both.
+``((instrument, exposure), (kind, payload))`` for the per-exposure fold. Not ``beam.io.ReadFromAvro``
+(``benchmarks/beam_batch.py`` measures why): ArrivalEvent blocks are decoded with logical types
+removed, so ids and times read as the primitives ``Arrival`` wants (other writer schemas take
+``Arrival.from_record``); and one ``ReadAllFiles`` read feeds the lifted CombinePerKey in one fused
+stage, where a ``Flatten`` of two reads would be materialized on the DirectRunner. A file of
+another contract or missing a needed field is an error naming both.
 """
 
 from __future__ import annotations
 
-import os
+import json
 from collections.abc import Callable, Iterator, Sequence
-from copy import deepcopy
 from typing import Any, cast
 
 import apache_beam as beam
 import fastavro
+from apache_beam.io.avroio import _AvroUtils
 from apache_beam.io.filebasedsource import FileBasedSource, ReadAllFiles
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -41,18 +40,11 @@ _RAW_ARRIVAL_FIELDS: dict[str, tuple[set[str], str | None]] = {
 
 _DESIRED_BUNDLE_BYTES = 64 << 20
 _MIN_BUNDLE_BYTES = 1 << 20
-_SCAN_BYTES = 10_000
 
 
 class BadInputFile(PermanentError, ValueError, reason="bad-input-file"):
     """An input file that is not an ArrivalEvent or ExposureManifest container, or whose records
     lack what the summary needs."""
-
-
-def contract_of(writer_schema: dict[str, Any]) -> str:
-    """The contract name in a container's writer schema (``org.obsingest.ArrivalEvent`` ->
-    ``ArrivalEvent``)."""
-    return str(writer_schema.get("name", "")).rsplit(".", 1)[-1]
 
 
 def _primitive(field_type: Any) -> tuple[str | None, str | None]:
@@ -71,19 +63,11 @@ def raw_arrival_schema(writer_schema: dict[str, Any]) -> Any | None:
         kind, found = _primitive(fields.get(name))
         if kind not in types or found != logical:
             return None
-    raw = deepcopy(writer_schema)
-    _strip_logical_types(raw)
+    # a copy without any "logicalType" key
+    raw = json.loads(
+        json.dumps(writer_schema), object_hook=lambda d: {k: v for k, v in d.items() if k != "logicalType"}
+    )
     return fastavro.parse_schema(raw)  # marked as parsed: schemaless_reader skips re-parsing
-
-
-def _strip_logical_types(node: Any) -> None:
-    if isinstance(node, dict):
-        node.pop("logicalType", None)
-        for value in node.values():
-            _strip_logical_types(value)
-    elif isinstance(node, list):
-        for value in node:
-            _strip_logical_types(value)
 
 
 class ExposureEventFiles(FileBasedSource):
@@ -97,9 +81,7 @@ class ExposureEventFiles(FileBasedSource):
         next_block_start = -1
 
         def split_points_unclaimed(stop_position: int) -> int | object:
-            if next_block_start >= stop_position:
-                return 0
-            return RangeTracker.SPLIT_POINTS_UNKNOWN
+            return 0 if next_block_start >= stop_position else RangeTracker.SPLIT_POINTS_UNKNOWN
 
         range_tracker.set_split_points_unclaimed_callback(split_points_unclaimed)
         start_offset = range_tracker.start_position() or 0
@@ -115,7 +97,7 @@ class ExposureEventFiles(FileBasedSource):
             # Start at the first block after ``start_offset``; back up over a sync marker the
             # previous range may have ended inside.
             f.seek(max(0, start_offset - SYNC_SIZE))
-            _advance_past_sync_marker(f, sync_marker)
+            _AvroUtils.advance_file_past_next_sync_marker(f, sync_marker)  # Beam's Avro source's own
             next_block_start = f.tell()
             while range_tracker.try_claim(next_block_start):
                 try:
@@ -129,7 +111,7 @@ class ExposureEventFiles(FileBasedSource):
 
     @staticmethod
     def _decoder(file_name: str, writer_schema: dict[str, Any]) -> Any:
-        contract = contract_of(writer_schema)
+        contract = str(writer_schema.get("name", "")).rsplit(".", 1)[-1]  # org.obsingest.X -> X
         if contract == ArrivalEvent.SCHEMA:
             raw = raw_arrival_schema(writer_schema)
             if raw is not None:
@@ -192,26 +174,9 @@ def _manifest(record: dict[str, Any]) -> Any:
     return key_manifest(ExposureManifest.from_record(record))
 
 
-def _advance_past_sync_marker(f: Any, sync_marker: bytes) -> None:
-    data = f.read(_SCAN_BYTES)
-    while data:
-        pos = data.find(sync_marker)
-        if pos >= 0:
-            f.seek(-(len(data) - pos - len(sync_marker)), os.SEEK_CUR)
-            return
-        if len(data) >= len(sync_marker):
-            f.seek(-(len(sync_marker) - 1), os.SEEK_CUR)  # the marker may straddle two reads
-        data = f.read(_SCAN_BYTES)
-
-
-def _patterns(_: bytes, patterns: list[str]) -> list[str]:
-    return patterns
-
-
 class ReadExposureEvents(beam.PTransform):
-    """Every file matched by ``patterns`` (globs, any Beam filesystem) -> keyed elements
-    ``((instrument, exposure), (kind, payload))``. A pattern that matches nothing is an error at
-    construction, as with ``beam.io.ReadFromAvro``."""
+    """Every file matched by ``patterns`` (globs, any Beam filesystem) -> keyed elements; a pattern
+    that matches nothing is an error at construction, as with ``beam.io.ReadFromAvro``."""
 
     def __init__(self, patterns: Sequence[str]) -> None:
         super().__init__()
@@ -226,7 +191,7 @@ class ReadExposureEvents(beam.PTransform):
             # Impulse + FlatMap rather than Create: Create reshuffles more than one element, and
             # ReadAllFiles reshuffles the file ranges anyway.
             | "Impulse" >> beam.Impulse()
-            | "Patterns" >> beam.FlatMap(_patterns, self.patterns)
+            | "Patterns" >> beam.FlatMap(lambda _, patterns: patterns, self.patterns)
             | "ReadFiles"
             >> ReadAllFiles(
                 splittable=True,

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field
 
 import apache_beam as beam
 from apache_beam.io.gcp.pubsub import PubsubMessage
@@ -23,16 +22,11 @@ from obsingest.messages import ArrivalEvent, ExposureManifest
 
 log = get_logger("beam_jobs.streaming")
 
-SUMMARIES_TOPIC = defaults.SUMMARIES_TOPIC
-ALERTS_TOPIC = defaults.ALERTS_TOPIC
-
 
 @dataclass
 class StreamingSettings:
-    """Where the streaming job reads and writes, and its timing policy.
-
-    Pub/Sub names are full paths: ``projects/P/subscriptions/S`` and ``projects/P/topics/T``.
-    """
+    """Where the streaming job reads and writes (Pub/Sub names are full paths:
+    ``projects/P/subscriptions/S``, ``projects/P/topics/T``), and its timing policy."""
 
     arrivals_subscription: str | None = None
     manifests_subscription: str | None = None
@@ -101,8 +95,8 @@ def _source(p: beam.Pipeline, settings: StreamingSettings, what: str) -> beam.PC
     return tuple(parts) | f"Flatten{what}" >> beam.Flatten()
 
 
-def build_streaming(p: beam.Pipeline, settings: StreamingSettings) -> Any:
-    """Add the streaming job to ``p``; returns the summaries/alerts outputs."""
+def build_streaming(p: beam.Pipeline, settings: StreamingSettings) -> None:
+    """Add the streaming job to ``p``."""
     inputs = {"arrivals": _source(p, settings, "Arrivals"), "manifests": _source(p, settings, "Manifests")}
     result = inputs | "ExposureSummaries" >> ExposureSummaries(settings.config, streaming=True)
     for tag, topic, path in (
@@ -130,7 +124,6 @@ def build_streaming(p: beam.Pipeline, settings: StreamingSettings) -> Any:
                 write_disposition=beam.io.BigQueryDisposition.WRITE_APPEND,
             )
         )
-    return result
 
 
 def run_streaming(settings: StreamingSettings) -> PipelineResult:
@@ -150,9 +143,7 @@ def run_streaming(settings: StreamingSettings) -> PipelineResult:
         arrivals=settings.arrivals_subscription,
         manifests=settings.manifests_subscription,
         summaries_topic=settings.summaries_topic,
-        budget=settings.budget,
-        grace=settings.grace,
-        allowed_lateness=settings.allowed_lateness,
+        **asdict(settings.config),  # budget, grace, allowed_lateness
     )
     result = p.run()
     if settings.run_for is None:

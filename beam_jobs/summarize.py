@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
@@ -20,22 +19,6 @@ from obsingest.logs import get_logger, log_event
 from obsingest.messages import ExposureSummary
 
 log = get_logger("beam_jobs.summarize")
-
-
-def build_batch(
-    p: beam.Pipeline,
-    arrivals: Sequence[str],
-    manifests: Sequence[str],
-    output: str,
-    config: SummaryConfig,
-    alerts_output: str | None = None,
-) -> None:
-    """Add the batch job to ``p`` (separate from running it, so tests and benchmarks reuse it)."""
-    events = p | "ReadEvents" >> ReadExposureEvents([*arrivals, *manifests])
-    result = events | "ExposureSummaries" >> ExposureSummaries(config, streaming=False)
-    _ = result[SUMMARIES] | "WriteSummaries" >> WriteSummaryFile(output)
-    if alerts_output:
-        _ = result[ALERTS] | "WriteAlerts" >> WriteSummaryFile(alerts_output)
 
 
 def run_batch(
@@ -54,14 +37,14 @@ def run_batch(
         standard.runner = "DirectRunner"
     started = time.monotonic()
     with beam.Pipeline(options=options) as p:
-        build_batch(p, arrivals, manifests, output, SummaryConfig(budget=budget), alerts_output)
+        events = p | "ReadEvents" >> ReadExposureEvents([*arrivals, *manifests])
+        result = events | "ExposureSummaries" >> ExposureSummaries(
+            SummaryConfig(budget=budget), streaming=False
+        )
+        _ = result[SUMMARIES] | "WriteSummaries" >> WriteSummaryFile(output)
+        if alerts_output:
+            _ = result[ALERTS] | "WriteAlerts" >> WriteSummaryFile(alerts_output)
     summaries = sorted(read_summaries(output), key=lambda s: (s.instrument, s.exposure))
-    log_event(
-        log,
-        "batch_done",
-        logging.INFO,
-        output=output,
-        exposures=len(summaries),
-        seconds=round(time.monotonic() - started, 3),
-    )
+    seconds = round(time.monotonic() - started, 3)
+    log_event(log, "batch_done", logging.INFO, output=output, exposures=len(summaries), seconds=seconds)
     return summaries

@@ -1,12 +1,11 @@
-"""The one pipeline definition: per-exposure summaries from manifests and arrivals.
-
-:class:`ExposureSummaries` serves batch (a lifted CombinePerKey fold, trigger ``batch``) and
-streaming (:class:`ExposureStateFn`, emitting when every detector arrived or at the deadline,
-revising after late arrivals); both through :func:`beam_jobs.core.summarize_exposure`.
+"""The one pipeline definition, per-exposure summaries from manifests and arrivals:
+:class:`ExposureSummaries` serves batch (a lifted CombinePerKey fold) and streaming
+(:class:`ExposureStateFn`), both through :func:`beam_jobs.core.summarize_exposure`.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -112,10 +111,8 @@ def key_arrival(arrival: tuple) -> tuple[ExposureKey, tuple[str, Any]]:
 
 
 class FoldExposure(beam.CombineFn):
-    """Batch: fold one exposure into [earliest manifest, best arrival per detector], the
-    reduction of :func:`beam_jobs.core.dedupe`, as a CombineFn so each bundle is folded before the
-    shuffle (one accumulator per exposure crosses it, not every arrival). Mutated in place.
-    """
+    """Batch: fold one exposure into [earliest manifest, best arrival per detector] (``dedupe``'s
+    reduction) before the shuffle, so one accumulator per exposure crosses it. Mutated in place."""
 
     def create_accumulator(self) -> list[Any]:
         return [None, {}]
@@ -136,17 +133,15 @@ class FoldExposure(beam.CombineFn):
         return acc
 
     def merge_accumulators(self, accumulators: Iterable[list[Any]]) -> list[Any]:
-        # The first accumulator is merged into (Beam allows mutating the first one only).
-        merged: list[Any] | None = None
-        for manifest, best in accumulators:
-            if merged is None:
-                merged = [manifest, best]
-                continue
+        # The others are merged into the first (Beam allows mutating the first one only).
+        rest = iter(accumulators)
+        merged = next(rest, None) or self.create_accumulator()
+        for manifest, best in rest:
             if manifest is not None:
                 self.add_input(merged, (MANIFEST, manifest))
             for payload in best.values():
                 self.add_input(merged, (ARRIVAL, payload))
-        return merged if merged is not None else self.create_accumulator()
+        return merged
 
     def extract_output(self, acc: list[Any]) -> list[Any]:
         return acc
@@ -172,29 +167,14 @@ def _emit(
     arrivals: list[Arrival],
     unexpected_counter: Any,
 ) -> Iterator[Any]:
+    about = {"instrument": summary.instrument, "exposure": summary.exposure}
     if manifest is not None:
-        wanted = set(manifest.detectors)
-        extra = sorted({a.detector for a in arrivals} - wanted)
+        extra = sorted({a.detector for a in arrivals} - set(manifest.detectors))
         if extra:
             unexpected_counter.inc(len(extra))
-            log_event(
-                log,
-                "unexpected_detectors",
-                logging.WARNING,
-                instrument=summary.instrument,
-                exposure=summary.exposure,
-                detectors=extra,
-            )
-    log_event(
-        log,
-        "exposure_summary",
-        logging.DEBUG,
-        instrument=summary.instrument,
-        exposure=summary.exposure,
-        status=summary.status,
-        revision=summary.revision,
-        trigger=summary.trigger,
-    )
+            log_event(log, "unexpected_detectors", logging.WARNING, **about, detectors=extra)
+    how = {"status": summary.status, "revision": summary.revision, "trigger": summary.trigger}
+    log_event(log, "exposure_summary", logging.DEBUG, **about, **how)
     yield summary
     if is_breach(summary):
         yield beam.pvalue.TaggedOutput(ALERTS, summary)
@@ -231,6 +211,8 @@ class ExposureStateFn(beam.DoFn):
         self.unexpected = Metrics.counter(NAMESPACE, "unexpected_detector_arrivals")
         self.revisions = Metrics.counter(NAMESPACE, "revisions")
         self.collected = Metrics.counter(NAMESPACE, "exposures_garbage_collected")
+        self.summarize = functools.partial(summarize_exposure, budget=config.budget)
+        self.lateness_us = round(config.allowed_lateness * 1e6)
 
     def process(
         self,
@@ -253,14 +235,8 @@ class ExposureStateFn(beam.DoFn):
         arrivals = [Arrival(*t) for t in arrivals_state.read()]
         emitted: ExposureSummary | None = emitted_state.read()
         if emitted is not None:
-            revised = summarize_exposure(
-                manifest,
-                arrivals,
-                self.config.budget,
-                key=key,
-                revision=emitted.revision + 1,
-                trigger=TRIGGER_LATE,
-            )
+            revision = emitted.revision + 1
+            revised = self.summarize(manifest, arrivals, key=key, revision=revision, trigger=TRIGGER_LATE)
             if not same_content(revised, emitted):
                 self.revisions.inc()
                 emitted_state.write(revised)
@@ -268,21 +244,15 @@ class ExposureStateFn(beam.DoFn):
             return
         deadline = deadline_micros(manifest, arrivals, self.config)
         if manifest is not None and set(manifest.detectors) <= {a.detector for a in arrivals}:
-            summary = summarize_exposure(
-                manifest, arrivals, self.config.budget, key=key, trigger=TRIGGER_ALL_ARRIVED
-            )
+            summary = self.summarize(manifest, arrivals, key=key, trigger=TRIGGER_ALL_ARRIVED)
             emitted_state.write(summary)
             deadline_state.write(deadline)
-            timer.set(Timestamp(micros=deadline + self._lateness_us))
+            timer.set(Timestamp(micros=deadline + self.lateness_us))
             yield from _emit(summary, manifest, arrivals, self.unexpected)
             return
         if deadline_state.read() != deadline:
             deadline_state.write(deadline)
             timer.set(Timestamp(micros=deadline))
-
-    @property
-    def _lateness_us(self) -> int:
-        return round(self.config.allowed_lateness * 1e6)
 
     @on_timer(TIMER)
     def on_deadline(
@@ -305,21 +275,16 @@ class ExposureStateFn(beam.DoFn):
         arrivals = [Arrival(*t) for t in arrivals_state.read()]
         if manifest is None and not arrivals:
             return  # a timer of state that was already collected: nothing to report
-        summary = summarize_exposure(
-            manifest, arrivals, self.config.budget, key=tuple(key), trigger=TRIGGER_DEADLINE
-        )
+        summary = self.summarize(manifest, arrivals, key=tuple(key), trigger=TRIGGER_DEADLINE)
         emitted_state.write(summary)
-        timer.set(Timestamp(micros=fired.micros + self._lateness_us))
+        timer.set(Timestamp(micros=fired.micros + self.lateness_us))
         yield from _emit(summary, manifest, arrivals, self.unexpected)
 
 
 class ExposureSummaries(beam.PTransform):
-    """Manifests and arrivals -> DoOutputsTuple with ``summaries`` and ``alerts``.
-
-    Input: ``{"manifests": ..., "arrivals": ...}``, keyed and merged here, or one PCollection of
-    :data:`KeyedElement` as ``ReadExposureEvents`` yields it; the batch job uses the latter, since a
-    Flatten would re-encode every arrival on the DirectRunner.
-    """
+    """Manifests and arrivals -> DoOutputsTuple with ``summaries`` and ``alerts``. Input:
+    ``{"manifests": ..., "arrivals": ...}``, keyed and merged here, or one PCollection of
+    :data:`KeyedElement` (``ReadExposureEvents``: a Flatten would re-encode every arrival)."""
 
     def __init__(self, config: SummaryConfig, streaming: bool) -> None:
         super().__init__()

@@ -12,8 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import timedelta
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from obsingest import avro
@@ -30,8 +29,6 @@ log = get_logger("obsingest.register.announce")
 #: Seconds before a drain may retry a row whose publish failed. 0: at once, paced by the drains'
 #: own cadence (each stops at its first failure), and a redelivery may publish it right away.
 RETRY_AFTER_SECONDS = 0.0
-#: Published rows are kept this long for inspection, then purged.
-RETENTION = timedelta(days=7)
 
 #: Contracts re-stamped when actually sent (``published_time`` = now): name -> typed view. A body
 #: of any other contract (or not ours) is published as written.
@@ -41,25 +38,14 @@ STAMPED: dict[str, type[ArrivalEvent] | type[ExposureIngested]] = {
 }
 
 
-def typed_view(payload: bytes) -> ArrivalEvent | ExposureIngested | None:
-    """The typed message of a row's body when its contract is re-stamped (``STAMPED``); None
-    for any other body (published as it is)."""
-    try:
-        view = STAMPED.get(avro.writer_schema(payload).name)
-        return view.decode(payload) if view is not None else None
-    except BadMessage:
-        return None
-
-
 #: ``published_time`` is the ArrivalEvent contract's last field: re-stamping a body changes its
 #: last bytes only (the contract's own schema says so; a new version that moves it re-encodes)
 _STAMP_IS_TAIL = avro.ends_with_long(ArrivalEvent.SCHEMA, "published_time")
 
 
 def stamped_payload(message: OutboxMessage, arrival: ArrivalEvent, sent: ArrivalEvent) -> bytes:
-    """The body of ``sent`` (``arrival`` with a new ``published_time``), ``message`` being
-    ``arrival``'s body: its bytes with the new stamp in place of the old when the stamp is the
-    body's tail (one Avro encoding per CCD, not two), else ``sent`` encoded again."""
+    """The body of ``sent`` (``arrival`` restamped): ``message``'s bytes with the new stamp in place
+    of the old when it is the tail (one Avro encoding per CCD, not two), else ``sent`` encoded."""
     if _STAMP_IS_TAIL:
         old = avro.timestamp_micros(arrival.published_time)
         body = avro.replace_trailing_long(message.payload, old, avro.timestamp_micros(sent.published_time))
@@ -109,12 +95,8 @@ class ArrivalAnnouncer:
         """Publish ``arrival`` (the event ``message`` carries) stamped now, bypassing the outbox;
         raises what the bus raises."""
         sent = dataclasses.replace(arrival, published_time=utcnow())
-        self.publisher.publish(
-            message.topic,
-            stamped_payload(message, arrival, sent),
-            key=message.key,
-            attributes=message.attributes,
-        )
+        payload = stamped_payload(message, arrival, sent)
+        self.publisher.publish(message.topic, payload, key=message.key, attributes=message.attributes)
         return sent
 
     def publish_new(
@@ -126,8 +108,7 @@ class ArrivalAnnouncer:
         try:
             sent = self.send(message, arrival)
         except Exception as exc:  # any publisher failure: the row stays, with the reason
-            deferred = "arrival.publish_deferred"
-            self._failed(row_id, exc, deferred, dataset_id=str(arrival.dataset_id))
+            self._failed(row_id, exc, "arrival.publish_deferred", dataset_id=str(arrival.dataset_id))
             return None
         if mark:
             self.mark([row_id] if row_id is not None else [])
@@ -138,9 +119,8 @@ class ArrivalAnnouncer:
     def publish_message(
         self, row_id: int | None, message: OutboxMessage, view: ExposureIngested | None = None
     ) -> Any:
-        """Publish an outbox row that is not an ArrivalEvent: ``view`` (its typed message, when
-        its contract is re-stamped) stamped now, else the body as written. What was sent (the
-        typed message, or the body), None when it stays in the outbox with the reason."""
+        """Publish an outbox row that is not an ArrivalEvent: ``view`` (its typed message) stamped
+        now, else the body as written. What was sent; None when it stays in the outbox."""
         sent = dataclasses.replace(view, published_time=utcnow()) if view is not None else None
         payload = sent.encode() if sent is not None else message.payload
         try:
@@ -152,10 +132,14 @@ class ArrivalAnnouncer:
         return sent if sent is not None else payload
 
     def publish_row(self, row: OutboxRow) -> Any:
-        """Publish one claimed row by its contract's rule: an ArrivalEvent as ``publish_new``
-        (latency callback included), anything else as ``publish_message``. What was sent, None
-        (row kept, reason recorded) when publishing failed."""
-        view = typed_view(row.message.payload)
+        """Publish one claimed row by its contract (``publish_new`` or ``publish_message``); what
+        was sent, None when publishing failed."""
+        payload = row.message.payload
+        try:
+            contract = STAMPED.get(avro.writer_schema(payload).name)
+            view = contract.decode(payload) if contract is not None else None
+        except BadMessage:  # not one of ours: published as written
+            view = None
         if isinstance(view, ArrivalEvent):
             return self.publish_new(row.id, row.message, view)
         return self.publish_message(row.id, row.message, view)
@@ -173,14 +157,12 @@ class ArrivalAnnouncer:
 
     def mark(self, row_ids: list[int]) -> None:
         """Mark published rows as such; a failure is logged (the rows stay pending: a drain
-        publishes them once more after their lease)."""
+        publishes them once more after their lease, which subscribers deduplicate)."""
         if not row_ids:
             return
         try:
-            self._marks(row_ids)  # with the rows of concurrent publishers, in one UPDATE
+            self._marks(row_ids)
         except ObsIngestError as exc:
-            # Published but not marked: a drain publishes it once more after the lease; the
-            # subscribers' deduplication on dataset id absorbs that.
             log_event(log, "outbox.mark_failed", logging.WARNING, rows=row_ids, error=str(exc))
 
     def drain(self, limit: int = 100) -> DrainResult:
@@ -203,16 +185,9 @@ class ArrivalAnnouncer:
             self._drain_lock.release()
         if result.published or result.failed:
             log_event(
-                log,
-                "outbox.drained",
-                logging.WARNING if result.failed else logging.INFO,
-                published=result.published,
-                failed=result.failed,
+                log, "outbox.drained", logging.WARNING if result.failed else logging.INFO, **asdict(result)
             )
         return result
-
-    def purge(self, retention: timedelta = RETENTION) -> int:
-        return self.registry.outbox.purge(retention)
 
 
 @dataclass

@@ -1,5 +1,4 @@
 """Push-endpoint authentication: Pub/Sub push signs each request with a Google OIDC token.
-
 When enabled: no bearer token is 401; an invalid token, wrong audience or service account is 403,
 before any work. Google's signing keys are cached as long as Cache-Control allows (``KeyCache``):
 google-auth fetches them on every call otherwise, and CacheControl would be a dependency for one URL.
@@ -12,8 +11,11 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
+
+from werkzeug.datastructures import ResponseCacheControl
+from werkzeug.http import parse_cache_control_header
 
 from obsingest.logs import get_logger, log_event
 from obsingest.settings import FunctionSettings
@@ -22,9 +24,8 @@ log = get_logger("obsingest.register.auth")
 
 
 class KeyCache:
-    """A google-auth transport ``Request`` that keeps successful GET responses for their
-    Cache-Control ``max-age`` (minus ``Age``); ``no-store``/``no-cache`` or no max-age: not kept.
-    Anything else is passed through."""
+    """A google-auth transport ``Request`` that keeps successful GET responses while fresh
+    (``fresh_for``); anything else is passed through."""
 
     def __init__(self, inner: Any, clock: Callable[[], float] = time.monotonic) -> None:
         self._inner = inner
@@ -60,18 +61,14 @@ def fresh_for(headers: Mapping[str, str]) -> float:
     """Seconds a response stays fresh by its Cache-Control max-age and Age (RFC 9111); 0 when
     it must not be reused."""
     lowered = {str(k).lower(): str(v) for k, v in headers.items()}
-    directives = [d.strip().lower() for d in lowered.get("cache-control", "").split(",")]
-    if "no-store" in directives or "no-cache" in directives:
+    control = parse_cache_control_header(lowered.get("cache-control", "").lower(), cls=ResponseCacheControl)
+    try:
+        age = int(lowered.get("age", "0") or 0)
+    except ValueError:
         return 0.0
-    for directive in directives:
-        if directive.startswith("max-age="):
-            try:
-                max_age = int(directive.split("=", 1)[1].strip('"'))
-                age = int(lowered.get("age", "0") or 0)
-            except ValueError:
-                return 0.0
-            return float(max(0, max_age - max(0, age)))
-    return 0.0
+    if control.no_store or control.no_cache or control.max_age is None:
+        return 0.0
+    return float(max(0, control.max_age - max(0, age)))
 
 
 @cache
@@ -84,22 +81,18 @@ def _request() -> Any:
 
 #: the environment variables FunctionSettings reads (pydantic-settings: any case)
 _PREFIX = str(FunctionSettings.model_config.get("env_prefix", "")).upper()
-#: (those variables as they were, the settings built from them)
-_current: tuple[tuple[tuple[str, str], ...], FunctionSettings] | None = None
 
 
 def current_settings() -> FunctionSettings:
     """The function's settings from the environment, built again only when one of their
     variables changed: building them (pydantic-settings reads and validates the whole
     environment) cost more CPU than the rest of the check, on every request."""
-    global _current
-    key = tuple(sorted((k, v) for k, v in os.environ.items() if k.upper().startswith(_PREFIX)))
-    cached = _current
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    settings = FunctionSettings()  # a configuration error raises, every time, and is not kept
-    _current = (key, settings)
-    return settings
+    return _settings_of(tuple(sorted((k, v) for k, v in os.environ.items() if k.upper().startswith(_PREFIX))))
+
+
+@lru_cache(maxsize=1)  # a configuration error raises, every time, and is not kept
+def _settings_of(_variables: tuple[tuple[str, str], ...]) -> FunctionSettings:
+    return FunctionSettings()
 
 
 def verify_push_request(request: Any, settings: FunctionSettings | None = None) -> tuple[str, int] | None:

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from functions.register.announce import ArrivalAnnouncer
 from obsingest import defaults
@@ -66,7 +66,19 @@ class ExposureCloser:
             marks, flight.marks = flight.marks, []  # those of every caller this check covers
         result: Closing | None = None
         try:
-            result = self._close_logged(instrument, exposure, marks)
+            result = self.close(instrument, exposure, marks)
+        except ObsIngestError as exc:
+            if marks:  # not marked with the check: on their own (a failure is logged)
+                self.announcer.mark(marks)
+            log_event(
+                log,
+                "exposure.check_deferred",
+                logging.WARNING,
+                instrument=instrument,
+                exposure=exposure,
+                reason=exc.reason,
+                error=str(exc),
+            )
         finally:
             with self._landed:
                 flight.running = False
@@ -81,23 +93,6 @@ class ExposureCloser:
         flight.callers -= 1
         if not flight.callers and self._flights.get(key) is flight:
             del self._flights[key]
-
-    def _close_logged(self, instrument: str, exposure: int, marks: list[int]) -> Closing | None:
-        try:
-            return self.close(instrument, exposure, marks)
-        except ObsIngestError as exc:
-            if marks:  # not marked with the check: on their own (a failure is logged)
-                self.announcer.mark(marks)
-            log_event(
-                log,
-                "exposure.check_deferred",
-                logging.WARNING,
-                instrument=instrument,
-                exposure=exposure,
-                reason=exc.reason,
-                error=str(exc),
-            )
-            return None
 
     def sweep(self, since: datetime) -> list[Closing]:
         """Exposures of manifests recorded since ``since``: emit the complete ones nobody
@@ -114,27 +109,21 @@ class ExposureCloser:
             self.metrics.exposure_completed(
                 closing.instrument, closing.status, closing.max_latency, closing.missing
             )
+        about: dict[str, Any] = {"instrument": closing.instrument, "exposure": closing.exposure}
+        presence = closing.presence
         if closing.outcome == EMITTED:
-            presence = closing.presence
             log_event(
                 log,
                 "exposure.ingested",
-                instrument=closing.instrument,
-                exposure=closing.exposure,
+                **about,
                 status=closing.status,
                 expected=presence.expected if presence else None,
                 latency_max_s=presence.latency_max if presence else None,
                 counted=closing.counted,
             )
         elif closing.outcome == CLOSED_INCOMPLETE and closing.counted:
-            log_event(
-                log,
-                "exposure.incomplete_at_deadline",
-                logging.WARNING,
-                instrument=closing.instrument,
-                exposure=closing.exposure,
-                missing=list(closing.presence.missing) if closing.presence else None,
-            )
+            missing = list(presence.missing) if presence else None
+            log_event(log, "exposure.incomplete_at_deadline", logging.WARNING, **about, missing=missing)
 
 
 @dataclass

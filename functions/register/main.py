@@ -34,9 +34,10 @@ def on_object_finalized(event: CloudEvent) -> None:
     get_service().handle(parsed)
 
 
-def _push_endpoint(handle: Callable[[Any], tuple[str, int]]) -> Callable[[Any], tuple[str, int]]:
-    """A Pub/Sub push endpoint around ``handle``: POST only, the push token checked first, and
-    every error answered by the one mapping (``http_errors``), never a raw 500."""
+def _push_endpoint(handle: Callable[[dict[str, Any]], tuple[str, int]]) -> Callable[[Any], tuple[str, int]]:
+    """A Pub/Sub push endpoint handing the envelope to ``handle``: POST only, the push token
+    checked first, a body that is no envelope refused, and every error answered by the one
+    mapping (``http_errors``), never a raw 500."""
 
     @functools.wraps(handle)
     def endpoint(request: Any) -> tuple[str, int]:
@@ -46,7 +47,15 @@ def _push_endpoint(handle: Callable[[Any], tuple[str, int]]) -> Callable[[Any], 
         try:
             if getattr(request, "method", "POST") != "POST":
                 return "only POST delivers a push message", 405
-            return verify_push_request(request) or handle(request)
+            if refused := verify_push_request(request):
+                return refused
+            body = request.get_json(silent=True)
+            if not isinstance(body, dict) or not isinstance(body.get("message"), dict):
+                raise NotADelivery(
+                    "request body is not a Pub/Sub push envelope "
+                    '{"message": {"data": ..., "attributes": ..., "messageId": ...}, "subscription": ...}'
+                )
+            return handle(body)
         except Exception as exc:
             return http_errors.reply_for(exc)
 
@@ -55,15 +64,9 @@ def _push_endpoint(handle: Callable[[Any], tuple[str, int]]) -> Callable[[Any], 
 
 
 @_push_endpoint
-def on_push(request: Any) -> tuple[str, int]:
+def on_push(body: dict[str, Any]) -> tuple[str, int]:
     """Pub/Sub push endpoint: 2xx acks, 503 makes Pub/Sub (or the relay) retry, 4xx refuses a
     request that is not a push delivery."""
-    body = request.get_json(silent=True)
-    if not isinstance(body, dict) or not isinstance(body.get("message"), dict):
-        raise NotADelivery(
-            "request body is not a Pub/Sub push envelope "
-            '{"message": {"data": ..., "attributes": ..., "messageId": ...}, "subscription": ...}'
-        )
     message = body["message"]
     try:
         parsed = notifications.from_push_envelope(body)
@@ -77,13 +80,13 @@ def on_push(request: Any) -> tuple[str, int]:
 
 
 @_push_endpoint
-def on_manifest(request: Any) -> tuple[str, int]:
+def on_manifest(body: dict[str, Any]) -> tuple[str, int]:
     """Pub/Sub push endpoint of the ``exposures`` topic: 2xx acks (recorded, already recorded,
     or quarantined with its reason), 503 makes Pub/Sub retry, 4xx refuses a non-delivery."""
     from functions.register.manifest_push import handle_push
 
     service = get_service()
-    return handle_push(request.get_json(silent=True), service.registry, service.close_exposure)
+    return handle_push(body, service.registry, service.closer.close)
 
 
 def _source_id(given: Any, content: Any) -> str:

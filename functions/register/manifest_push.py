@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from obsingest.errors import BadMessage, NotADelivery, PermanentError
+from obsingest.errors import BadMessage, PermanentError
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ExposureManifest
 from obsingest.registry import Registry
@@ -22,14 +22,9 @@ from obsingest.store.notifications import clip, message_id
 log = get_logger("obsingest.register.manifests")
 
 
-def decode_push(body: Any) -> ExposureManifest:
-    """The manifest in a Pub/Sub push envelope; ``NotADelivery`` if ``body`` is no envelope,
-    ``BadMessage`` if its data is not an ExposureManifest."""
-    if not isinstance(body, dict) or not isinstance(body.get("message"), dict):
-        raise NotADelivery(
-            "request body is not a Pub/Sub push envelope "
-            '{"message": {"data": ..., "messageId": ...}, "subscription": ...}'
-        )
+def decode_push(body: dict[str, Any]) -> ExposureManifest:
+    """The manifest in a Pub/Sub push envelope (``main`` refused any other body); ``BadMessage``
+    if its data is not an ExposureManifest."""
     message = body["message"]
     where = f"message {clip(message_id(message)) or '(no id)'}"
     raw = message.get("data", "")
@@ -48,7 +43,7 @@ def decode_push(body: Any) -> ExposureManifest:
 
 
 def handle_push(
-    body: Any, registry: Registry, on_recorded: Callable[[str, int], Any] | None = None
+    body: dict[str, Any], registry: Registry, on_recorded: Callable[[str, int], Any] | None = None
 ) -> tuple[str, int]:
     """(reply body, status) for one push delivery of the ``exposures`` topic; ``on_recorded``
     (instrument, exposure) runs once the manifest is in the registry (its retriable errors
@@ -61,7 +56,11 @@ def handle_push(
     try:
         outcome = record_manifest(registry, manifest)
     except PermanentError as exc:
-        return _quarantine(registry, f"manifest/{name}", exc, _digest(manifest))
+        try:
+            digest = manifest_digest(manifest)
+        except Exception:  # a manifest too broken to digest still gets its quarantine record
+            digest = ""
+        return _quarantine(registry, f"manifest/{name}", exc, digest)
     log_event(log, f"manifest.{outcome.status}", manifest=name, expected=outcome.expected)
     if on_recorded is not None:
         on_recorded(manifest.instrument, manifest.exposure)
@@ -73,10 +72,3 @@ def _quarantine(registry: Registry, source: str, exc: PermanentError, digest: st
     quarantine_manifest(registry, source, exc, digest)
     log_event(log, "manifest.quarantined", logging.WARNING, source=source, reason=exc.reason, error=str(exc))
     return f"quarantined: {exc.reason}: {clip(str(exc), 300)}", 200
-
-
-def _digest(manifest: ExposureManifest) -> str:
-    try:
-        return manifest_digest(manifest)
-    except Exception:  # a manifest too broken to digest still gets its quarantine record
-        return ""

@@ -1,5 +1,4 @@
 """Request bodies bounded before anything reads or parses them (WSGI middleware, ``read_bounded``).
-
 Flask's MAX_CONTENT_LENGTH is not enough under functions-framework: its ``after_request`` reads
 the whole body again (a refusal there becomes a 500) and the CloudEvent view parses before the
 function runs. The accepted body is passed on in memory with its exact length, so later readers

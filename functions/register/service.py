@@ -1,11 +1,10 @@
-"""Orchestration of one finalize event, with I/O behind injected adapters.
-
-Order matters for at-least-once with idempotent effects: validate, register (idempotent, with the
-ArrivalEvent in the outbox in the same transaction), publish, then ack. A failed publish leaves the
-row pending for a later drain, so the notification is acked all the same; subscribers deduplicate
-on the deterministic dataset id. After each registration the exposure is checked (``exposures``).
-Canary objects are recorded as seen, never registered. Permanent problems are quarantined and
-reported as handled, so one bad object never blocks the stream behind it.
+"""Orchestration of one finalize event, with I/O behind injected adapters. Order matters for
+at-least-once with idempotent effects: validate, register (idempotent, with the ArrivalEvent in the
+outbox in the same transaction), publish, then ack. A failed publish leaves the row pending for a
+later drain, so the notification is acked all the same; subscribers deduplicate on the deterministic
+dataset id. After each registration the exposure is checked (``exposures``). Canary objects are
+recorded as seen, never registered. Permanent problems are quarantined and reported as handled, so
+one bad object never blocks the stream behind it.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, Literal
 
 from functions.register.announce import ArrivalAnnouncer, PeriodicDrain, arrival_message
 from functions.register.exposures import ExposureCloser
-from functions.register.verify import Verified, read_verified
+from functions.register.verify import read_verified
 from obsingest import defaults
 from obsingest.bus.base import Publisher
 from obsingest.checksums import checksum_from_crc32c_b64
@@ -45,7 +44,7 @@ from obsingest.registry import (
     Registry,
 )
 from obsingest.registry.headers import exposure_from_header
-from obsingest.registry.ingested import Closing, IngestedCheck
+from obsingest.registry.ingested import IngestedCheck
 from obsingest.store.base import ObjectStore, StoredObject
 from obsingest.store.notifications import MetadataKeys, ObjectEvent
 
@@ -100,11 +99,6 @@ class RegisterService:
         check = IngestedCheck(self.registry, self.ingested_topic, self.budget_seconds, closed_by=COMPONENT)
         self.closer = ExposureCloser(check, self.announcer, self.metrics)
 
-    def close_exposure(self, instrument: str, exposure: int) -> Closing:
-        """Check one exposure (after its manifest was recorded): its ExposureIngested if it is
-        complete now. Raises ``RetriableError`` when the registry cannot answer."""
-        return self.closer.close(instrument, exposure)
-
     def handle(self, event: ObjectEvent) -> Outcome:
         """Handle one event. Raises only RetriableError (or unexpected errors): retry those."""
         obj = event.obj
@@ -125,7 +119,6 @@ class RegisterService:
         self._drain.maybe_drain()  # announce what an earlier outage left in the outbox
         return outcome
 
-    # metrics ---------------------------------------------------------------------------------
     def _count(self, outcome: Outcome) -> None:
         """CCD outcome and, for a new dataset, readout -> stored and -> registered."""
         m = self.metrics
@@ -175,8 +168,9 @@ class RegisterService:
                     latency_s=round(outcome.arrival.latency, 6) if outcome.arrival else None,
                     handle_ms=round((time.perf_counter() - started) * 1000, 2),
                 )
-        except PermanentError as exc:
-            return self._quarantine(obj, data_id, exc)
+        except PermanentError as exc:  # a foreign bucket's object is named with its bucket
+            foreign = f"{obj.bucket}/{obj.name}" if isinstance(exc, ForeignBucket) else None
+            return self._quarantine(obj, data_id, exc.reason, str(exc), foreign)
         return outcome
 
     def _register(self, obj: StoredObject, claim: tuple[DataId, str | None] | None) -> Outcome:
@@ -191,54 +185,43 @@ class RegisterService:
         verified = read_verified(self.store, obj)
         data_id, exposure = self._check_header(obj.name, verified.primary, claim)
         with logging_context(data_id=data_id.key):
-            return self._register_as(obj, data_id, exposure, verified, transport)
-
-    def _register_as(
-        self, obj: StoredObject, data_id: DataId, exposure: ExposureRecord, verified: Verified, transport: str
-    ) -> Outcome:
-        readout = _meta_time(obj, MetadataKeys.READOUT_TIME) or obj.time_created
-        record = FileRecord(
-            data_id=data_id,
-            uri=self.store.uri(obj.name),
-            size=verified.size,
-            checksum=verified.checksum,
-            md5=obj.md5_hash,
-            readout_time=readout,
-            compressed_time=_meta_time(obj, MetadataKeys.COMPRESSED_TIME),
-            stored_time=obj.time_created,
-            transport=transport,
-        )
-        built: list[tuple[ArrivalEvent, OutboxMessage]] = []
-
-        def announce(registration: Registration) -> OutboxMessage:
-            arrival = _arrival(registration, record)
-            message = arrival_message(arrival, self.arrivals_topic)
-            built.append((arrival, message))
-            return message
-
-        with self._timed("register"):
-            registration = self.registry.register(record, exposure, announce=announce)
-        published: list[int] = []
-        if registration.created:
-            arrival, message = built[-1]
-            # marked published by the exposure's check below, in the same statement
-            sent = self.announcer.publish_new(registration.outbox_id, message, arrival, mark=False)
-            if sent is not None and registration.outbox_id is not None:
-                published.append(registration.outbox_id)
-            outcome = Outcome(
-                "registered",
-                obj.name,
-                data_id,
-                sent or arrival,
-                message="" if sent else "announcement pending in the outbox",
+            record = FileRecord(
+                data_id=data_id,
+                uri=self.store.uri(obj.name),
+                size=verified.size,
+                checksum=verified.checksum,
+                md5=obj.md5_hash,
+                readout_time=_meta_time(obj, MetadataKeys.READOUT_TIME) or obj.time_created,
+                compressed_time=_meta_time(obj, MetadataKeys.COMPRESSED_TIME),
+                stored_time=obj.time_created,
+                transport=transport,
             )
-        else:
-            again = self._announce_again(registration, record)
-            outcome = Outcome("duplicate", obj.name, data_id, again)
-        # after the commit (and the CCD's own announcement): did this CCD complete its exposure?
-        # A redelivery asks too: its first delivery may have died between commit and check.
-        self.closer.close_quietly(data_id.instrument, data_id.exposure, published)
-        return outcome
+            built: list[tuple[ArrivalEvent, OutboxMessage]] = []
+
+            def announce(registration: Registration) -> OutboxMessage:
+                arrival = _arrival(registration, record)
+                message = arrival_message(arrival, self.arrivals_topic)
+                built.append((arrival, message))
+                return message
+
+            with self._timed("register"):
+                registration = self.registry.register(record, exposure, announce=announce)
+            published: list[int] = []
+            if registration.created:
+                arrival, message = built[-1]
+                # marked published by the exposure's check below, in the same statement
+                sent = self.announcer.publish_new(registration.outbox_id, message, arrival, mark=False)
+                if sent is not None and registration.outbox_id is not None:
+                    published.append(registration.outbox_id)
+                pending = "" if sent else "announcement pending in the outbox"
+                outcome = Outcome("registered", obj.name, data_id, sent or arrival, message=pending)
+            else:
+                again = self._announce_again(registration, record)
+                outcome = Outcome("duplicate", obj.name, data_id, again)
+            # after the commit (and the CCD's own announcement): did this CCD complete its exposure?
+            # A redelivery asks too: its first delivery may have died between commit and check.
+            self.closer.close_quietly(data_id.instrument, data_id.exposure, published)
+            return outcome
 
     def _announce_again(self, registration: Registration, record: FileRecord) -> ArrivalEvent:
         """A redelivery: publish the event again (what an at-least-once subscriber expects),
@@ -260,10 +243,9 @@ class RegisterService:
     def _check_header(
         self, name: str, primary: Hdu, claim: tuple[DataId, str | None] | None
     ) -> tuple[DataId, ExposureRecord]:
-        """The CCD's data id from its header (``read_verified`` refused garbled files), and its
-        exposure record. Objects may have any name below the prefix: the header's identity
-        cards say which CCD it is (NoIdentity naming the card if they cannot); a name in either
-        layout (``claim``) must say the same CCD, else HeaderMismatch with both."""
+        """The CCD's data id and exposure record from its header: objects may have any name below
+        the prefix (NoIdentity naming the card the header lacks); a name in either layout
+        (``claim``) must say the same CCD, else HeaderMismatch with both."""
         identity = identity_from_header(primary.str_value, f"object {name!r}")
         if claim is not None:
             named, obs_id = claim
@@ -273,14 +255,9 @@ class RegisterService:
                     f"({identity.obs_id} {identity.raft}_{identity.sensor}) but the name says "
                     f"{named.key}" + (f" ({obs_id})" if obs_id else "")
                 )
-        # the Butler's exposure record, validated (DETNAME, DAYOBS, SEQNUM, times, pointing, ...)
         return identity.data_id, exposure_from_header(primary, identity.data_id, name)
 
-    def _quarantine(self, obj: StoredObject, data_id: DataId | None, exc: PermanentError) -> Outcome:
-        uri = f"{obj.bucket}/{obj.name}" if isinstance(exc, ForeignBucket) else None
-        return self._file_quarantine(obj, data_id, exc.reason, str(exc), uri)
-
-    def _file_quarantine(
+    def _quarantine(
         self, obj: StoredObject, data_id: DataId | None, reason: str, message: str, uri: str | None = None
     ) -> Outcome:
         """Record a refused object with its reason; a repeat is counted, not duplicated."""
@@ -318,14 +295,12 @@ class RegisterService:
         """Producer-parked bytes (quarantine prefix): record why, register nothing."""
         reason = obj.metadata.get(MetadataKeys.QUARANTINE_REASON, "quarantined-by-producer")
         original = obj.metadata.get(MetadataKeys.QUARANTINE_ORIGINAL, "")
-        data_id = None
-        if original:
-            try:
-                data_id = parse_object_name(original, self.prefix)
-            except PermanentError:
-                data_id = None
+        try:
+            data_id = parse_object_name(original, self.prefix) if original else None
+        except PermanentError:
+            data_id = None
         message = f"producer refused {original or obj.name!r}: {reason}; bytes kept at {obj.name!r}"
-        return self._file_quarantine(obj, data_id, reason, message)
+        return self._quarantine(obj, data_id, reason, message)
 
 
 def _arrival(registration: Registration, record: FileRecord) -> ArrivalEvent:

@@ -1,10 +1,9 @@
-"""What the register function reads of a stored CCD, and why that is enough.
-
-A CCD whose producer vouched for its bytes (``obsingest-checksum``, a CRC32C) equal to the store's
-own CRC32C from the notification is the producer's bytes, so only its primary header is read (one
-ranged GET of the notified generation), as the observatory's own ingest does. Otherwise it is read
-whole, its CRC32C computed and every HDU checked; bad input is refused with its reason
-(``ChecksumMismatch``, ``CorruptFile``) either way.
+"""What the register function reads of a stored CCD, and why that is enough. A CCD whose producer
+vouched for its bytes (``obsingest-checksum``, a CRC32C) equal to the store's own CRC32C from the
+notification is the producer's bytes, so only its primary header is read (one ranged GET of the
+notified generation), as the observatory's own ingest does. Otherwise it is read whole, its CRC32C
+computed and every HDU checked; bad input is refused with its reason (``ChecksumMismatch``,
+``CorruptFile``) either way.
 """
 
 from __future__ import annotations

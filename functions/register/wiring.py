@@ -1,8 +1,6 @@
-"""Build the register service from settings: the only place that picks concrete adapters.
-
-The process-wide instance lives here rather than in ``main``: functions-framework loads
-``main.py`` from its path as a module of its own, and the state must be shared with code that
-imports ``functions.register`` normally (in-process delivery, tests).
+"""Build the register service from settings: the only place that picks concrete adapters. The
+process-wide instance lives here, not in ``main``: functions-framework loads ``main.py`` by path as
+a module of its own, and in-process delivery and tests import ``functions.register`` normally.
 """
 
 from __future__ import annotations
@@ -27,9 +25,8 @@ def build_service(
     store_settings: StoreSettings,
     bus: BusSettings,
 ) -> RegisterService:
-    """The register service on given adapters: topics, prefixes and the budget come from the
-    settings, so every deployment (function, demo, tests) agrees on them; it records into the
-    process's Prometheus catalogue."""
+    """The register service on given adapters, with topics, prefixes and budget from settings so
+    every deployment (function, demo, tests) agrees on them."""
     from obsingest.metrics import get_metrics
 
     metrics = get_metrics()
@@ -82,11 +79,8 @@ def configure(service: RegisterService | None) -> None:
 
 
 def get_service() -> RegisterService:
-    """The process's service, built from settings on first use.
-
-    Once it is built, what start-up made (the imported modules, the adapters, their caches) is
-    moved out of the collector's reach (``gc.freeze``): it lives as long as the process, and a full
-    collection in a burst would otherwise walk all of it again for nothing."""
+    """The process's service, built from settings on first use. What start-up made lives as long
+    as the process: ``gc.freeze`` keeps a full collection in a burst from walking it again."""
     global _service
     with _lock:
         if _service is None:
@@ -96,16 +90,10 @@ def get_service() -> RegisterService:
 
 
 def warm_up() -> None:
-    """Build the process's service now, before the instance takes requests: a new instance's
-    first deliveries (those failed over from a crashed one among them) then do not wait for the
-    build. A build that fails here (registry still starting) is only logged; the first delivery
-    builds it again, as it would have anyway."""
+    """Build the service before the instance takes requests, so its first deliveries do not wait
+    for it; a failure (registry still starting) is logged and the first delivery builds it again."""
     try:
         get_service()
     except Exception as exc:  # start-up must not die of what a delivery can retry
-        log_event(
-            get_logger("obsingest.register.wiring"),
-            "register.warm_up.failed",
-            level=logging.WARNING,
-            error=f"{type(exc).__name__}: {exc}",
-        )
+        log = get_logger("obsingest.register.wiring")
+        log_event(log, "register.warm_up.failed", logging.WARNING, error=f"{type(exc).__name__}: {exc}")

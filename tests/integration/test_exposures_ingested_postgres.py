@@ -263,7 +263,7 @@ def test_a_manifest_after_its_ccds_even_racing_the_last_one_gives_one_event(ns: 
     def push_manifest(exposure: int, n: int) -> tuple[str, int]:
         data = manifest(exposure, [0, 1, 2, 3]).encode()
         envelope = {"message": {"data": base64.b64encode(data).decode(), "messageId": f"m{n}"}}
-        return handle_push(envelope, service.registry, service.close_exposure)
+        return handle_push(envelope, service.registry, service.closer.close)
 
     # every CCD first, then the same manifest pushed three times at once (redeliveries)
     with ThreadPoolExecutor(6) as pool:

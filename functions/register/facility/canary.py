@@ -1,7 +1,6 @@
 """The canary: proof that object notifications still flow, end to end. A tiny object under
 ``canary/`` every ``every`` seconds; one unseen after ``timeout``, with no later one seen, means
-notifications stopped when it was written (health non-zero, repair where wired, the reconcile
-window reaches back to it). Seen canaries are deleted; their rows are kept a day.
+notifications stopped when it was written. Seen canaries are deleted; their rows kept a day.
 """
 
 from __future__ import annotations
@@ -63,6 +62,7 @@ class CanaryWatch:
 
     def _write(self, now: datetime) -> None:
         name = f"{self.prefix}{now:%Y%m%dT%H%M%S%f}-{uuid.uuid4().hex[:8]}"
+        self._last_written = now  # a failed write too: try again at the next interval, not every pass
         try:
             # the row first: the sighting can then never arrive before its canary is known
             self.audit.canary_written(name, now)
@@ -72,20 +72,10 @@ class CanaryWatch:
         except Exception as exc:  # the store or registry is down: judged by older canaries
             self.metrics.add("reconcile", "canary_write_failures")
             log_event(log, "canary.write_failed", logging.WARNING, canary=name, error=str(exc))
-            self._last_written = now  # try again at the next interval, not every pass
             return
-        self._last_written = now
         self._mine.append(name)
         self.metrics.canary("written")
         log_event(log, "canary.written", logging.DEBUG, canary=name)
-
-    @property
-    def written(self) -> int:
-        return int(self.metrics.value("obsingest_notification_canaries_total", event="written"))
-
-    @property
-    def write_failures(self) -> int:
-        return self.metrics.count("reconcile", "canary_write_failures")
 
     def state(self, now: datetime | None = None) -> CanaryState:
         """Healthy unless the newest canary old enough to be judged never came back."""
@@ -95,22 +85,13 @@ class CanaryWatch:
         cutoff = now - timedelta(seconds=self.timeout)
         seen = [r for r in rows if r.seen_at is not None and r.written_at is not None]
         last_seen = max((r.seen_at for r in seen), default=None)  # type: ignore[type-var]
-        latest_seen_written = max((r.written_at for r in seen), default=None)  # type: ignore[type-var]
+        newest_back = max((r.written_at for r in seen), default=None)  # type: ignore[type-var]
         overdue = [r for r in rows if r.seen_at is None and r.written_at and r.written_at <= cutoff]
-        stopped = [
-            r
-            for r in overdue
-            if latest_seen_written is None or r.written_at > latest_seen_written  # type: ignore[operator]
-        ]
+        # overdue and written after the newest canary that came back: notifications stopped
+        stopped = [r for r in overdue if not newest_back or r.written_at > newest_back]  # type: ignore[operator]
         broken_since = min((r.written_at for r in stopped), default=None)  # type: ignore[type-var]
         last_written = max((r.written_at for r in rows if r.written_at), default=None)
-        return CanaryState(
-            healthy=not stopped,
-            broken_since=broken_since,
-            last_written=last_written,
-            last_seen=last_seen,
-            overdue=len(overdue),
-        )
+        return CanaryState(not stopped, broken_since, last_written, last_seen, len(overdue))
 
     def _tidy(self, now: datetime) -> None:
         """Delete this watch's canary objects once seen; purge old rows (best effort)."""

@@ -1,9 +1,7 @@
-"""Listing a bucket for reconciliation, on the stores the pipeline runs on (GCS, a local dir).
-
-``ObjectStore`` has no listing (the ingest path never lists), so each store is listed its own way:
-GCS ``list_blobs`` (its resources carry everything needed) and a walk of the local store with its
-sidecars (GCS cannot filter by time: the reconcile applies its window on ``time_created``). Both
-start at a name (``start_offset``), which the incremental reconcile relies on.
+"""Listing a bucket for reconciliation, GCS's ``list_blobs`` or a walk of a local store (the
+ingest path never lists, so ``ObjectStore`` has no listing). Both start at a name
+(``start_offset``), which the incremental reconcile relies on; the window on ``time_created`` is
+the reconcile's (GCS cannot filter by time).
 """
 
 from __future__ import annotations
@@ -25,8 +23,7 @@ def _list_gcs(store: Any, prefix: str, start_offset: str) -> Iterator[StoredObje
     from obsingest.store.gcs import stored_object  # google.api_core: GCS listings only
 
     blobs = store.client.list_blobs(store.bucket, prefix=prefix or None, start_offset=start_offset or None)
-    for blob in blobs:
-        yield stored_object(blob, store.bucket)
+    return (stored_object(blob, store.bucket) for blob in blobs)
 
 
 def below(directory: str, start_offset: str) -> bool:

@@ -1,15 +1,11 @@
-"""The facility service as a process: passes every ``OBSINGEST_RECONCILE_EVERY`` seconds until
-SIGTERM or Ctrl-C; the exit code is its health (0 healthy, 1 degraded, 2 notifications broken).
-
-It repairs nothing itself (production's topics and notification configs belong to Terraform);
-``obsingest reconcile --every`` runs the same service on the local stack with the re-provisioning hook.
+"""The facility service as a process until SIGTERM or Ctrl-C; the exit code is its health. It
+repairs nothing itself (production's topics and notification configs belong to Terraform);
+``obsingest reconcile --every`` runs it on the local stack with the re-provisioning hook.
 """
 
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable
-from typing import Any
 
 from functions.register.facility.service import FacilityService
 from functions.register.facility.wiring import facility_from_settings
@@ -33,6 +29,6 @@ def serve(service: FacilityService) -> int:
             metrics_server.close()
 
 
-def main(repair: Callable[[], Any] | None = None) -> int:
+def main() -> int:
     logs.configure()
-    return serve(facility_from_settings(repair))
+    return serve(facility_from_settings())

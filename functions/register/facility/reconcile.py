@@ -78,13 +78,9 @@ class Reconciler:
         until = min(until, latest) if until else latest
         report = ReconcileReport(since=since, until=until, dry_run=dry_run)
         store = self.service.store
-        listed: dict[str, StoredObject] = {}
-        everything: dict[str, list[StoredObject]] = {}
-        for prefix in self.prefixes:
-            everything[prefix] = list_objects(store, prefix)
-            for obj in everything[prefix]:
-                if since <= obj.time_created < until:
-                    listed[store.uri(obj.name)] = obj
+        everything = {prefix: list_objects(store, prefix) for prefix in self.prefixes}
+        window = [obj for objs in everything.values() for obj in objs if since <= obj.time_created < until]
+        listed = {store.uri(obj.name): obj for obj in window}
         report.listed = len(listed)
         settled = self._settle(listed, report, dry_run)
         report.gone = self._gone(since, until, listed)
@@ -137,8 +133,7 @@ class Reconciler:
         log_event(log, "reconcile.pass", level, **report.as_dict())
 
     def _register(self, obj: StoredObject, report: ReconcileReport) -> bool:
-        """Hand ``obj`` to the register service; whether it is settled (False: a retriable
-        failure, tried again next pass)."""
+        """Hand ``obj`` to the register service; False on a retriable failure (next pass)."""
         event = ObjectEvent(f"reconcile:{obj.generation}", GCS_NOTIFICATION_FINALIZE, obj)
         try:
             outcome = self.service.handle(event)

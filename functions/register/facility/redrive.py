@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from functions.register.facility.settings import RedriveSettings
 from obsingest.bus.base import Publisher
 from obsingest.bus.pull import Delivery, PullSource
 from obsingest.logs import get_logger, log_event
@@ -32,17 +33,6 @@ PARKED_AT = "parked_at"
 _DEAD_LETTER_PREFIXES = ("dlq_", "CloudPubSubDeadLetterSource", PARKED_REASON, PARKED_AT)
 #: Pub/Sub's limit on one attribute value
 _ATTRIBUTE_BYTES = 1024
-
-
-@dataclass(frozen=True)
-class RedrivePolicy:
-    max_redrives: int = 5
-    first_delay: float = 30.0
-    max_delay: float = 1800.0
-
-    def delay(self, redrives: int) -> float:
-        """Seconds after its latest dead-lettering a letter redriven ``redrives`` times is due."""
-        return min(self.max_delay, self.first_delay * 2**redrives)
 
 
 class Decision(enum.Enum):
@@ -81,7 +71,7 @@ def decide(
     attributes: dict[str, str],
     dead_lettered_at: datetime,
     now: datetime,
-    policy: RedrivePolicy,
+    policy: RedriveSettings,
     force: bool = False,
 ) -> Decision:
     """What to do with one letter now. ``force`` (a human asked): redrive, whatever its count."""
@@ -173,8 +163,8 @@ class Redriver:
     publisher: Publisher
     objects_topic: str
     parked_topic: str
-    policy: RedrivePolicy = field(default_factory=RedrivePolicy)
-    max_per_pass: int = 1000
+    #: its delays, redrives and letters per pass
+    policy: RedriveSettings = field(default_factory=RedriveSettings)
     clock: Callable[[], datetime] = utcnow
 
     def run_pass(
@@ -186,8 +176,8 @@ class Redriver:
         seen: set[str] = set()
         held: list[str] = []
         try:
-            while report.scanned < self.max_per_pass:
-                batch = self.source.pull(min(100, self.max_per_pass), 1.0)  # seconds
+            while report.scanned < self.policy.max_per_pass:
+                batch = self.source.pull(min(100, self.policy.max_per_pass), 1.0)  # seconds
                 fresh = [d for d in batch if d.message_id not in seen]
                 held += [d.ack_id for d in batch if d.message_id in seen]
                 if not fresh:

@@ -1,10 +1,8 @@
 """The facility service: one pass every ``every`` seconds of canary, repair, reconcile, exposures
 sweep, outbox drain and redrive, each guarded so one failing never stops the others or the loop.
-
 The canary goes first: its verdict sets the reconcile window (back to the first unseen canary
-after an outage, or to the last pass before a long stop). The full-window sweep runs every
-``full_every``, on the first pass, and on every pass with a wider window until one completes;
-otherwise the reconcile is incremental.
+after an outage, or to the last pass before a long stop). The reconcile is a full-window sweep
+every ``full_every``, on the first pass and while the window is widened; otherwise incremental.
 """
 
 from __future__ import annotations
@@ -92,7 +90,6 @@ class FacilityService:
     repair: Callable[[], Any] | None = None
     window: float = 6 * 3600.0
     every: float = 30.0
-    #: seconds between full-window sweeps of the reconcile (the passes between are incremental)
     full_every: float = 1800.0
     repair_every: float = 60.0
     drain_limit: int = 1000
@@ -140,7 +137,6 @@ class FacilityService:
             return NOTIFICATIONS_BROKEN
         return HEALTHY if self.state["last_pass_ok"] else DEGRADED
 
-    # one pass ----------------------------------------------------------------------------------
     def run_pass(self) -> PassReport:
         report = PassReport()
         now = self.clock()
@@ -189,16 +185,15 @@ class FacilityService:
             self._resume_from = None  # the stop is covered: back to the window
         self._add(passes=1, failed_passes=0 if ok else 1)
         self.state["last_pass_ok"] = int(ok)
-        level = logging.INFO if ok and (report.canary is None or report.canary.healthy) else (logging.WARNING)
+        level = logging.INFO if ok and (report.canary is None or report.canary.healthy) else logging.WARNING
         log_event(log, "facility.pass", level, **report.as_dict())
         return report
 
     def _resume_point(self, report: PassReport) -> None:
-        """Once, before this process's first canary: when did the facility last pass? A stop
-        longer than the window (the service down for a night) would otherwise leave the objects
-        and exposures of its first hours outside every reconcile and sweep for ever, and the
-        canary cannot tell: nothing wrote canaries while it was stopped. Asked again next pass
-        if the registry cannot answer now."""
+        """Once, before this process's first canary: when did the facility last pass? After a
+        stop longer than the window (down for a night) the first hours' objects and exposures
+        would otherwise escape every reconcile and sweep, unseen by the canary (none was
+        written). Asked again next pass if the registry cannot answer."""
         if self.canary is None:
             return
         last = self._guard(report, "resume", self.canary.audit.last_canary_written)
@@ -242,10 +237,8 @@ class FacilityService:
             )
 
     def _repair(self, report: PassReport, state: CanaryState) -> bool:
-        if self.repair is None:
-            return False
         now = time.monotonic()
-        if now - self._last_repair < self.repair_every:
+        if self.repair is None or now - self._last_repair < self.repair_every:
             return False
         self._last_repair = now
         try:
@@ -290,7 +283,7 @@ class FacilityService:
         now = time.monotonic()
         if now - self._last_purge > 3600:
             self._last_purge = now
-            self.announcer.purge(self.outbox_retention)
+            self.announcer.registry.outbox.purge(self.outbox_retention)
         return published
 
     def _outbox_stats(self) -> None:
@@ -299,7 +292,6 @@ class FacilityService:
             outbox_pending=status.pending, outbox_oldest_pending_seconds=status.oldest_pending_age
         )
 
-    # the loop ----------------------------------------------------------------------------------
     def run_forever(self) -> int:
         """Pass after pass until ``stop``; returns the health at the end."""
         while not self._stop.is_set():
@@ -307,11 +299,6 @@ class FacilityService:
             self.run_pass()
             self._stop.wait(max(0.0, self.every - (time.monotonic() - started)))
         return self.health()
-
-    def start(self) -> threading.Thread:
-        thread = threading.Thread(target=self.run_forever, name="facility", daemon=True)
-        thread.start()
-        return thread
 
     def stop(self) -> None:
         self._stop.set()

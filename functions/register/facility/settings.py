@@ -1,5 +1,4 @@
 """``OBSINGEST_RECONCILE_*`` and ``OBSINGEST_REDRIVE_*``: typed settings of the facility service.
-
 The defaults keep "every CCD lost to a notification outage is registered within 2 minutes of its
 end": a pass every 30 s registers what is older than the 15 s grace and missing; a canary every
 30 s, unseen after 60 s, says notifications are broken.
@@ -22,16 +21,13 @@ class ReconcileSettings(BaseSettings):
     every: float = Field(default=30.0, gt=0)
     #: prefixes listed (raw CCDs and producer-parked bytes: both carry notifications)
     prefixes: tuple[str, ...] = (defaults.RAW_PREFIX, defaults.QUARANTINE_PREFIX)
-    #: objects created this long ago at most are compared (seconds); a notification outage
-    #: detected by the canary widens the window back to its start
+    #: seconds back that objects are compared (an outage the canary sees widens it to its start)
     window: float = Field(default=6 * 3600.0, gt=0)
     #: objects younger than this are left to their notification (seconds)
     grace: float = Field(default=15.0, ge=0)
-    #: seconds between full-window sweeps; the passes between list only from each prefix's
-    #: watermark, so they cost what is new (an outage the canary sees forces a sweep)
+    #: seconds between full-window sweeps (the passes between list from each prefix's watermark)
     full_every: float = Field(default=1800.0, gt=0)
-    #: the watermark stays below objects created less than ``lag`` s ago, and below unsettled
-    #: ones (registration failed) created less than ``hold`` s ago (``facility/watermark.py``)
+    #: the watermarks' ``lag`` and ``hold`` (seconds, ``facility/watermark.py``)
     lag: float = Field(default=120.0, ge=0)
     hold: float = Field(default=1800.0, ge=0)
     #: canary: write one every ``canary_every`` s; not seen after ``canary_timeout`` s = broken
@@ -44,17 +40,15 @@ class ReconcileSettings(BaseSettings):
     #: outbox rows published per pass at most; published rows kept this many days
     drain_limit: int = Field(default=1000, ge=1)
     outbox_retention_days: float = Field(default=7.0, gt=0)
-    #: the exposures sweep: an exposure not complete ``budget + exposure_grace`` seconds after
-    #: its shutter closed (manifest obs_start + exposure time) is counted incomplete at its
-    #: deadline, once (``OBSINGEST_RECONCILE_EXPOSURE_GRACE``)
+    #: the exposures sweep: an exposure not complete ``budget + exposure_grace`` seconds after its
+    #: shutter closed (manifest obs_start + exposure time) is counted incomplete, once
     exposures: bool = True
     exposure_grace: float = Field(default=defaults.EXPOSURE_DEADLINE_GRACE_SECONDS, ge=0)
 
 
 class RedriveSettings(BaseSettings):
-    """Bring dead-lettered notifications back: ``first_delay * 2**n`` seconds (at most
-    ``max_delay``) after the n-th dead-lettering, ``max_redrives`` times, then parked. With the
-    relay's own redeliveries, the defaults ride out an outage of about half an hour."""
+    """Bring dead-lettered notifications back (``facility/redrive.py``); with the relay's own
+    redeliveries, the defaults ride out an outage of about half an hour."""
 
     model_config = SettingsConfigDict(env_prefix="OBSINGEST_REDRIVE_", extra="ignore")
 
@@ -69,11 +63,6 @@ class RedriveSettings(BaseSettings):
     #: where letters given up on are parked; empty: ``<objects dlq topic>-parked``
     parked_topic: str = ""
 
-    def dead_letter_subscription(self, dlq_topic: str) -> str:
-        return self.subscription or f"{dlq_topic}{defaults.HOLD_SUFFIX}"
-
-    def parked(self, dlq_topic: str) -> str:
-        return self.parked_topic or f"{dlq_topic}{defaults.PARKED_SUFFIX}"
-
-    def parked_subscription(self, dlq_topic: str) -> str:
-        return f"{self.parked(dlq_topic)}{defaults.HOLD_SUFFIX}"
+    def delay(self, redrives: int) -> float:
+        """Seconds after its latest dead-lettering a letter redriven ``redrives`` times is due."""
+        return min(self.max_delay, self.first_delay * 2**redrives)

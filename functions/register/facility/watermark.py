@@ -49,12 +49,8 @@ class PrefixTail:
             for obj in listed
             if obj.time_created >= recent or (obj.name not in self.settled and obj.time_created >= held)
         ]
-        if open_names:
-            start = min(open_names)
-        elif listed:
-            start = max(obj.name for obj in listed)  # listed again next pass: one object
-        else:
-            start = self.start
+        # the lowest open name, else the last one listed (listed again next pass: one object)
+        start = min(open_names) if open_names else max((obj.name for obj in listed), default=self.start)
         self.start = max(start, self.start)
         names = {obj.name for obj in listed}
         self.settled = {n for n in self.settled if n >= self.start and n in names}

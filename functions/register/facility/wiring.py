@@ -10,10 +10,11 @@ from typing import Any
 from functions.register.exposures import ExposureCloser
 from functions.register.facility.canary import CanaryWatch
 from functions.register.facility.reconcile import Reconciler
-from functions.register.facility.redrive import RedrivePolicy, Redriver
+from functions.register.facility.redrive import Redriver
 from functions.register.facility.service import FacilityService
 from functions.register.facility.settings import ReconcileSettings, RedriveSettings
 from functions.register.service import RegisterService
+from obsingest import defaults
 from obsingest.bus.base import Publisher
 from obsingest.metrics import private_metrics
 from obsingest.registry.ingested import IngestedCheck
@@ -33,25 +34,16 @@ def build_redriver(
     from obsingest.bus.pull import PubSubPullSource
 
     dlq = bus.objects_dlq_topic
-    subscription = settings.parked_subscription(dlq) if parked else settings.dead_letter_subscription(dlq)
+    parked_topic = settings.parked_topic or f"{dlq}{defaults.PARKED_SUFFIX}"
+    held = settings.subscription or f"{dlq}{defaults.HOLD_SUFFIX}"
+    if parked:
+        held = f"{parked_topic}{defaults.HOLD_SUFFIX}"
     return Redriver(
-        source=source or PubSubPullSource(bus.pubsub_project, subscription),
+        source=source or PubSubPullSource(bus.pubsub_project, held),
         publisher=publisher or PubSubPublisher(bus.pubsub_project),
         objects_topic=bus.objects_topic,
-        parked_topic=settings.parked(dlq),
-        policy=RedrivePolicy(settings.max_redrives, settings.first_delay, settings.max_delay),
-        max_per_pass=settings.max_per_pass,
-    )
-
-
-def build_closer(service: RegisterService, settings: ReconcileSettings) -> ExposureCloser:
-    """The exposures sweep on the register service's registry, announcer, topic and budget;
-    what it closes is recorded as closed by ``reconcile``."""
-    check = IngestedCheck(
-        service.registry, service.ingested_topic, service.budget_seconds, closed_by="reconcile"
-    )
-    return ExposureCloser(
-        check, service.announcer, service.metrics, allowance=service.budget_seconds + settings.exposure_grace
+        parked_topic=parked_topic,
+        policy=settings,
     )
 
 
@@ -71,22 +63,22 @@ def build_facility(
     redrive = redrive or RedriveSettings()
     if redriver is None and redrive.enabled and isinstance(service.store, GcsStore):
         redriver = build_redriver(bus, redrive)
-    canary = (
-        CanaryWatch(
-            service.store,
-            service.registry.audit,
-            settings.canary_prefix,
-            every=settings.canary_every,
-            timeout=settings.canary_timeout,
+    canary: CanaryWatch | None = None
+    closer: ExposureCloser | None = None
+    if settings.canary:
+        every, timeout = settings.canary_every, settings.canary_timeout
+        canary = CanaryWatch(service.store, service.registry.audit, settings.canary_prefix, every, timeout)
+    if settings.exposures:  # the register service's sweep, its closings recorded as by ``reconcile``
+        check = IngestedCheck(
+            service.registry, service.ingested_topic, service.budget_seconds, closed_by="reconcile"
         )
-        if settings.canary
-        else None
-    )
+        allowance = service.budget_seconds + settings.exposure_grace
+        closer = ExposureCloser(check, service.announcer, service.metrics, allowance=allowance)
     return FacilityService(
         reconciler=Reconciler(
             service, tuple(settings.prefixes), grace=settings.grace, lag=settings.lag, hold=settings.hold
         ),
-        closer=build_closer(service, settings) if settings.exposures else None,
+        closer=closer,
         announcer=service.announcer,
         canary=canary,
         redriver=redriver,

@@ -118,10 +118,10 @@ def test_a_manifest_recorded_after_its_ccds_completes_the_exposure(env, service,
     env.deliver_all()
     assert ingested(env) == []  # no manifest: the expected set is not guessed
     data = manifest([0, 1, 2]).encode()
-    reply, status = handle_push(push(data), env.registry, service.close_exposure)
+    reply, status = handle_push(push(data), env.registry, service.closer.close)
     assert status == 200 and reply.startswith("recorded")
     assert len(ingested(env)) == 1 and count(metrics, "ok") == 1
-    reply, status = handle_push(push(data, "m2"), env.registry, service.close_exposure)
+    reply, status = handle_push(push(data, "m2"), env.registry, service.closer.close)
     assert status == 200 and reply.startswith("duplicate")
     assert len(ingested(env)) == 1 and count(metrics, "ok") == 1
 

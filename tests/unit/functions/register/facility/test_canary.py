@@ -24,6 +24,11 @@ class Clock:
         self.now += timedelta(seconds=seconds)
 
 
+def written(watch: CanaryWatch) -> int:
+    """Canaries written, by the metric the facility exports."""
+    return int(watch.metrics.value("obsingest_notification_canaries_total", event="written"))
+
+
 @pytest.fixture
 def watch(env):
     clock = Clock()
@@ -51,7 +56,7 @@ def test_healthy_while_canaries_come_back_and_seen_objects_are_deleted(env, watc
         watch.clock_.advance(30)
         assert state.healthy
     state = watch.tick()
-    assert state.healthy and state.overdue == 0 and watch.written == 5
+    assert state.healthy and state.overdue == 0 and written(watch) == 5
     assert state.seen_age(watch.clock_.now) is not None
     # every canary already seen was deleted from the bucket (the newest one is still pending)
     listed = [p for p in (env.store.root / "canary").iterdir()]
@@ -89,4 +94,4 @@ def test_a_canary_that_cannot_be_written_is_counted_and_not_retried_every_pass(e
     env.store.put = refuse
     watch.tick()
     watch.tick()
-    assert watch.write_failures == 1 and watch.written == 0
+    assert watch.metrics.count("reconcile", "canary_write_failures") == 1 and written(watch) == 0

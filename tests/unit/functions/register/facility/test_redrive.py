@@ -10,7 +10,6 @@ import pytest
 
 from functions.register.facility.redrive import (
     Decision,
-    RedrivePolicy,
     Redriver,
     decide,
     history,
@@ -20,13 +19,14 @@ from functions.register.facility.redrive import (
     redriven_attributes,
     redrives_so_far,
 )
+from functions.register.facility.settings import RedriveSettings
 from obsingest.bus.memory import InMemoryBus
 from obsingest.bus.pull import Delivery
 
 pytestmark = pytest.mark.unit
 
 T0 = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
-POLICY = RedrivePolicy(max_redrives=3, first_delay=30.0, max_delay=100.0)
+POLICY = RedriveSettings(max_redrives=3, first_delay=30.0, max_delay=100.0)
 
 
 def letter(n: int, at: datetime = T0, **attrs: str) -> Delivery:
