@@ -1,9 +1,7 @@
 """Per-stage latency of the direct-upload path on the local stack, with full-size CCDs.
 
-DAQ simulator -> edge service -> GCS emulator -> Pub/Sub notification -> relay (in-process push
-to ``on_push``) -> register (PostgreSQL) -> ArrivalEvent -> a subscriber; per CCD, p50 / p95 /
-max of each stage and the total against the 5 s budget. All CCDs of an exposure are read out at
-once (the worst case for the last). The run's bucket, database and topics are deleted.
+DAQ simulator to ArrivalEvent subscriber (relay pushing in-process to ``on_push``, PostgreSQL
+registry); all CCDs of an exposure are read out at once, the worst case for the last.
 """
 
 from __future__ import annotations
