@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import cli, drop_bucket, run_header, save_result, stack_env
+from obsingest.messages import seconds_between
 from obsingest.registry.completeness import percentile
 
 INSTRUMENT = "LSSTComCam"
@@ -35,9 +36,7 @@ def summarize(samples: list[float]) -> dict[str, float]:
 
 
 def stage_samples(arrival: Any, received: datetime) -> dict[str, float]:
-    def delta(a: datetime, b: datetime) -> float:
-        return (b - a).total_seconds()
-
+    delta = seconds_between
     return {
         "compress": delta(arrival.readout_time, arrival.compressed_time),
         "store": delta(arrival.compressed_time, arrival.stored_time),
