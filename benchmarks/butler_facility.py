@@ -2,8 +2,8 @@
 ``butler ingest-files`` of the same files into a second fresh repository in the same run.
 
 Two warm register-function processes; start-up costs far more than the handling, so it is kept
-apart (``ratio`` is warm, ``ratio_cold`` adds it). Goal: the last CCD within 7 s, 205 in the
-Butler, each announced.
+apart (``ratio`` is warm, ``ratio_cold`` adds it). Goal: the last CCD within 7 s (Rubin's
+target), 205 in the Butler, each announced.
 """
 
 from __future__ import annotations

@@ -236,8 +236,7 @@ def _check_round_trip(fz: Path, raw: Path, name: str = "") -> None:
 
 
 def whole_process(repeats: int = 5) -> dict:
-    """fpack and our two commands as whole processes on the same files: one reference CCD per
-    call, then the demo's 27 in one call."""
+    """fpack and our two commands as whole processes: one CCD per call, then 27 in one call."""
     from producers.daq.simulator import write_raw_ccd
 
     cli = [*_obsingest_command(), "compress"]

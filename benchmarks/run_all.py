@@ -317,8 +317,7 @@ def write_readme(runs: list[dict[str, Any]], info: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run every benchmark, or only those named in ``argv`` (the others keep their last
-    records); write the README from the records."""
+    """Run every benchmark, or only those named in ``argv``; write the README from the records."""
     only = list(sys.argv[1:] if argv is None else argv)
     names = discover()
     unknown = sorted(set(only) - set(names))

@@ -83,8 +83,7 @@ def pull_arrivals(path: str, max_messages: int = 100) -> Iterator[tuple[ArrivalE
 
 
 def run_tail(project: str | None, subscription: str, as_json_lines: bool, limit: int) -> int:
-    """Print each new arrival on the configured arrivals topic until Ctrl-C or ``limit`` unique
-    ones (0: forever)."""
+    """Print each new arrival until Ctrl-C or ``limit`` unique ones (0: forever)."""
     import contextlib
 
     from infra.local.provision import subscribe
