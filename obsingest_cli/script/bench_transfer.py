@@ -110,15 +110,11 @@ def prepare_destination(destination: str) -> None:
         client = make_client(GcsSettings())
         if client.lookup_bucket(dest.target) is None:
             client.create_bucket(dest.target)
-    elif dest.scheme == "kafka":
-        from confluent_kafka.admin import AdminClient
-
+    elif dest.scheme == "kafka":  # an existing topic is left as it is
         from infra.local.provision import CHUNK_TOPIC_PARTITIONS, create_chunk_topics
 
         bootstrap = dest.sender_url[len("kafka://") :].rsplit("/", 1)[0]
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        if dest.target not in admin.list_topics(timeout=10).topics:
-            create_chunk_topics(bootstrap, {dest.target: CHUNK_TOPIC_PARTITIONS})
+        create_chunk_topics(bootstrap, {dest.target: CHUNK_TOPIC_PARTITIONS})
 
 
 def _write_json(path: Path, data: Any, indent: int | None = 2) -> None:
