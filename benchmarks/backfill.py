@@ -1,11 +1,7 @@
 """Backfill throughput: ``--parallel`` sweep, files/s and Gbit/s against N, next to Google's own
 parallel uploader (``transfer_manager.upload_many_from_filenames``, worker processes) on the same
-files, in the same run, against the GCS emulator.
-
-Ours also journals, uploads create-once, verifies and resumes; transfer_manager only uploads.
-Each (tool, N) run uploads the whole archive to a fresh bucket, ``REPEATS`` times with the
-tools' order alternating; a row gives each tool's median and the median of same-repeat ratios.
-Goal: at every N, at least transfer_manager's throughput.
+files in the same run, to the GCS emulator. Ours also journals, uploads create-once and verifies;
+transfer_manager only uploads. Tools alternate per repeat; ratios are of same-repeat runs.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """Beam batch throughput on the DirectRunner, next to a plain GroupByKey-and-percentiles pipeline
-on the same Avro files, plus the streaming lag from an exposure's last arrival to its summary.
-
-Repeats alternate the two pipelines; figures are medians (wall and CPU seconds), ratios of
-medians from the same run. The lag is measured in-process (TestStream on the DirectRunner, the
-stateful step seeing the last arrival -> its summary leaving it), not over Pub/Sub.
+on the same Avro files (alternated repeats, medians), and the streaming lag from an exposure's last
+arrival to its summary, measured in-process with TestStream (not over Pub/Sub).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Registration into a real daf_butler repository through obsingest, next to Butler's own ingest.
 
-One SQLite Butler repository, small simulated LSSTCam CCDs in a local store; each figure the
-median of ``repeats`` runs on fresh exposures: ``obsingest_per_ccd`` (one finalize event at a
-time), ``obsingest_exposure`` (205 events at once to 205 warm handlers, group-committed; the
-Butler must then hold all 205), ``butler_per_file`` (``Butler.ingest`` one file per call,
-dimension records inserted untimed) and ``butler_per_exposure`` (one call for 205 files); CPU
-seconds too (``*_cpu_s``). Goal: an exposure registered within 1 s of its last CCD, at least 10x
-Butler's one-file-per-call rate. Writes benchmarks/results/butler.json.
+SQLite repository, small CCDs, medians of ``repeats`` runs on fresh exposures, wall and CPU
+seconds. Goal: an exposure registered within 1 s of its last CCD, at least 10x Butler's
+one-file-per-call rate.
 """
 
 from __future__ import annotations

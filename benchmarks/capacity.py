@@ -1,11 +1,8 @@
 """Capacity model benchmark: calibrate it, check its predictions on this machine against the
 transfer benchmark's measurements, and size LSSTCam and LSSTComCam.
 
-Calibration is ``obsingest bench capacity`` (its own process), ``CALIBRATIONS`` times: each
-stage's CPU per CCD is the median over them and the model uses the calibration of median total,
-so no single noisy run decides. Each prediction of ``results/transfer.json``'s max readout ->
-announced (same ``make bench``) also takes the cores other users took during that row. Goal:
-every prediction within 20% of the measured max. Model: ``producers/transfer/capacity.py``.
+``CALIBRATIONS`` calibrations; the one of median total CPU per CCD decides, so no single noisy run
+does. Goal: every prediction within 20% of the measured max.
 """
 
 from __future__ import annotations

@@ -100,10 +100,8 @@ def cli(
     argv: list[str] | None = None,
     **defaults: Any,
 ) -> int:
-    """``python -m benchmarks.<name>``: ``run``'s number, text and tuple parameters as options
-    (``--per-call`` for ``per_call``, a tuple's values comma- or space-separated; ``defaults``
-    override its own), the result printed by ``show`` (else as JSON); exit 1 when ``ok`` says a
-    goal was missed."""
+    """``python -m benchmarks.<name>``: ``run``'s parameters as options (``defaults`` override its
+    own), the result printed by ``show`` (else as JSON); exit 1 when ``ok`` says a goal was missed."""
     parser = argparse.ArgumentParser(description=(sys.modules[run.__module__].__doc__ or "").splitlines()[0])
     for name, param in inspect.signature(run).parameters.items():
         default = defaults.get(name, param.default)

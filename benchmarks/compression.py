@@ -1,11 +1,8 @@
 """Compression benchmark: ours vs fpack, gzip -1 and astropy on the reference CCD, same run.
 
-File -> file from the page cache, wall clock, medians of round-robin repeats; external tools as
-subprocesses (start-up included, as in the observatory's figures); our outputs must round-trip
-bit-identically. Then whole processes (issue 16): ``obsingest compress`` and ``python -m
-producers.compress`` against ``fpack``, a fresh process per call, on one CCD per call and on the
-demo's 27 CCDs in one call. Goals: the library >= 1.5x fpack's MB/s at <= 1% larger output; whole
-processes >= 1.0x fpack's wall time for one CCD, >= 1.5x for 27.
+File -> file from the page cache, medians of round-robin repeats; external tools as subprocesses
+(start-up included, as in the observatory's figures); our outputs must round-trip bit-identically.
+Then whole processes (issue 16), a fresh one per call, on one CCD and on the demo's 27 CCDs.
 """
 
 from __future__ import annotations
@@ -239,8 +236,7 @@ def _check_round_trip(fz: Path, raw: Path, name: str = "") -> None:
 
 
 def whole_process(repeats: int = 5) -> dict:
-    """fpack and our two commands as whole processes on the same files: one reference CCD per
-    call, then the demo's 27 in one call."""
+    """fpack and our two commands as whole processes: one CCD per call, then 27 in one call."""
     from producers.daq.simulator import write_raw_ccd
 
     cli = [*_obsingest_command(), "compress"]

@@ -1,9 +1,7 @@
 """Per-stage latency of the direct-upload path on the local stack, with full-size CCDs.
 
-DAQ simulator -> edge service -> GCS emulator -> Pub/Sub notification -> relay (in-process push
-to ``on_push``) -> register (PostgreSQL) -> ArrivalEvent -> a subscriber; per CCD, p50 / p95 /
-max of each stage and the total against the 5 s budget. All CCDs of an exposure are read out at
-once (the worst case for the last). The run's bucket, database and topics are deleted.
+DAQ simulator to ArrivalEvent subscriber (relay pushing in-process to ``on_push``, PostgreSQL
+registry); all CCDs of an exposure are read out at once, the worst case for the last.
 """
 
 from __future__ import annotations
@@ -21,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import cli, drop_bucket, run_header, save_result, stack_env
+from obsingest.messages import seconds_between
 from obsingest.registry.completeness import percentile
 
 INSTRUMENT = "LSSTComCam"
@@ -37,9 +36,7 @@ def summarize(samples: list[float]) -> dict[str, float]:
 
 
 def stage_samples(arrival: Any, received: datetime) -> dict[str, float]:
-    def delta(a: datetime, b: datetime) -> float:
-        return (b - a).total_seconds()
-
+    delta = seconds_between
     return {
         "compress": delta(arrival.readout_time, arrival.compressed_time),
         "store": delta(arrival.compressed_time, arrival.stored_time),

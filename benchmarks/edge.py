@@ -1,10 +1,7 @@
 """Edge service overhead: the same 16 full-size CCDs per exposure through the one-shot reference
-path (``producers.edge.ship``, kept only for this comparison) and through ``EdgeService``, to the
-GCS emulator, alternating in the same run; per CCD readout -> acked, warm-up exposure excluded.
-
-The goal is on what the service adds per CCD (readout -> acked minus the worker's own read,
-compress and send), which load swings do not move as they move the A/B means: within 5% of the
-reference's mean per-CCD time. The A/B ratio by round is reported beside it.
+path (``producers.edge.ship``, kept only for this comparison) and through ``EdgeService``,
+alternating in the same run. The goal is on what the service adds per CCD (readout -> acked minus
+the worker's own read, compress and send), which load swings do not move as they move the means.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """What one pass of the facility service costs as the night's bucket fills: CPU seconds of the
 incremental pass and of the full-window sweep at 5,000 and 50,000 objects.
 
-Goal (issue 24): the incremental pass flat (within 20 %) between the two sizes. The fill is
-untimed (tiny objects, fsync a no-op, rows as a night leaves them, in ``/dev/shm`` where there
-is one); then each pass follows one new exposure, the sizes alternating so load drift hits both.
-The facility's clock runs ``AHEAD`` seconds ahead, past the watermark's lag (in a real night the
-lag keeps the last few exposures listed on every pass, a constant).
+Goal (issue 24): the incremental pass flat (within 20 %). The fill is untimed; the sizes alternate
+so load drift hits both. The facility's clock runs ``AHEAD`` seconds ahead, past the watermark's
+lag (which in a real night is a constant).
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Kafka path benchmark: produce -> assemble -> store, next to Kafka's ProducerPerformance.
 
-Per chunk size, on the same broker in the same run: full-size compressed CCDs sent by one
-``KafkaChunkSender`` shared by four edge threads, assembled by ``obsingest assembler`` (its own
-process) and stored create-once locally (MB/s = CCD bytes / (last stored - first send)); then
-ProducerPerformance on the same volume and record size, acks=all. Runs are paired (this shared
-machine swings minute to minute): the ratio is the median of paired ratios. Goal: >= 70% of
-ProducerPerformance at the default chunk size. Writes benchmarks/results/kafka_path.json.
+Per chunk size: full-size CCDs sent by one ``KafkaChunkSender`` shared by edge threads, assembled
+by ``obsingest assembler`` (its own process); each batch paired with a ProducerPerformance run of
+the same volume and record size (this machine swings minute to minute), the ratio the median of
+paired ratios. Goal: >= 70% at the default chunk size.
 """
 
 from __future__ import annotations

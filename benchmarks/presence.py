@@ -1,10 +1,7 @@
 """Presence API under load: p50/p95/p99/max at a constant 500 requests/s, a night of LSSTCam.
 
-For SQLite and PostgreSQL (a fresh database, dropped afterwards): write a night
-(``presence_night``) into a fresh registry, start ``obsingest serve`` with a worker per core,
-walk the night's listing once per worker (an operator's first look), then drive the rate
-open-loop from a second process (``presence_load``) in a night's ``MIX``. Goal (issue 15): p99
-under 10 ms. Server and load share the 2 cores, so the load average is recorded.
+SQLite and PostgreSQL; ``obsingest serve`` with a worker per core, driven open-loop from a second
+process (``presence_load``). Goal (issue 15): p99 under 10 ms.
 """
 
 from __future__ import annotations

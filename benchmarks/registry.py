@@ -1,9 +1,7 @@
 """Registrations per second, one event per call, on PostgreSQL (the local stack's) and SQLite.
 
-``service``: ``RegisterService.handle`` end to end for a pre-stored small CCD; ``registry``: the
-bare ``Registry.register``. Sequential, as one invocation handles one event; medians of
-``repeats`` runs, each on a fresh database. Goal: at least 10x the Rubin Butler's one file per
-call on SQLite, on both backends.
+``RegisterService.handle`` end to end and the bare ``Registry.register``, sequential, medians of
+runs on fresh databases. Goal: at least 10x the Rubin Butler's one file per call on SQLite.
 """
 
 from __future__ import annotations

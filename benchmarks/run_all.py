@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import signal
 import subprocess
 import sys
@@ -159,13 +160,9 @@ def run_benchmark(name: str, timeout: float) -> dict[str, Any]:
 
 def machine() -> dict[str, Any]:
     cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    with contextlib.suppress(OSError):
+        found = re.search(r"^model name\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.M)
+        cpu = found[1].strip() if found else cpu
     mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return {
         "cpus": os.cpu_count(),
@@ -320,8 +317,7 @@ def write_readme(runs: list[dict[str, Any]], info: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run every benchmark, or only those named in ``argv`` (the others keep their last
-    records); write the README from the records."""
+    """Run every benchmark, or only those named in ``argv``; write the README from the records."""
     only = list(sys.argv[1:] if argv is None else argv)
     names = discover()
     unknown = sorted(set(only) - set(names))

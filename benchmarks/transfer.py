@@ -2,10 +2,8 @@
 Kafka path, next to the observatory's published transfer figures.
 
 Each run is ``obsingest bench transfer --compress --end-to-end`` on the local stack in its own
-process: the edge service reads, compresses and sends each exposure's CCDs at readout, and the
-harness waits for every ArrivalEvent; rows give the report's columns and readout -> announced
-against the 5 s budget, per stage, with CPU by role. The interval shrinks with the CCD count to
-keep ``make bench`` short; every exposure still ends before the next readout.
+process. The interval shrinks with the CCD count to keep ``make bench`` short; every exposure
+still ends before the next readout.
 """
 
 from __future__ import annotations

@@ -47,8 +47,8 @@ def build_parser(names: tuple[str, ...] = COMMAND_MODULES) -> argparse.ArgumentP
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command. ``obsingest CMD ...`` builds only CMD's parser: a command run as often
-    as ``compress`` (an fpack drop-in) should not pay for importing every other one."""
+    """Run one command, building only its parser: ``compress`` (an fpack drop-in) should not
+    pay for importing every other command."""
     argv = sys.argv[1:] if argv is None else argv
     only = (argv[0],) if argv and argv[0] in COMMAND_MODULES else COMMAND_MODULES
     parser = build_parser(only)
@@ -70,9 +70,8 @@ EX_TEMPFAIL = 75
 
 
 def _failed(command: str, exc: Exception) -> int | None:
-    """One line instead of a traceback for what the pipeline names: an exhausted resource
-    (which one, where; exit 75, as ``obsingest edge`` does after refusing work too long) or an
-    ObsIngestError (exit 1); None for anything else."""
+    """One line instead of a traceback: an exhausted resource (exit 75, as ``obsingest edge``)
+    or an ObsIngestError (exit 1); None for anything else."""
     from obsingest.errors import ObsIngestError
     from obsingest.exhaustion import one_line
 

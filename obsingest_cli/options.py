@@ -38,9 +38,8 @@ def budget_option(
 
 
 def calls(target: str, *, options: bool = False) -> Callable[[argparse.Namespace], int]:
-    """A command's ``func``: ``"module:function"``, imported only when the command runs (so
-    ``--help`` loads nothing heavy), called with the parsed arguments (``options``: with the
-    options named as its parameters, ``call_with_options``)."""
+    """A command's ``func``: ``"module:function"`` imported only when the command runs (``--help``
+    loads nothing heavy), called with the parsed arguments (``options``: ``call_with_options``)."""
     module, _, name = target.partition(":")
 
     def run(args: argparse.Namespace) -> int:

@@ -7,8 +7,6 @@ import argparse
 
 from obsingest_cli.options import calls
 
-DEFAULT_SUBSCRIPTION = "ccd-arrivals-tail"
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser(
@@ -26,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
             "new CCD: data id, dataset id, latency readout -> published, per-stage deltas."
         ),
     )
-    t.add_argument("--subscription", default=DEFAULT_SUBSCRIPTION, help="subscription to use")
+    t.add_argument("--subscription", default="ccd-arrivals-tail", help="subscription to use")
     t.add_argument("--project", help="Pub/Sub project (default: OBSINGEST_BUS_PUBSUB_PROJECT)")
     t.add_argument("--json", dest="as_json_lines", action="store_true", help="JSON lines instead of text")
     t.add_argument("--limit", type=int, default=0, help="exit after N unique arrivals")

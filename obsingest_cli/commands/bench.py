@@ -18,7 +18,6 @@ DESCRIPTION = __doc__.split("\n\n", 1)[1].rsplit("\n\n", 1)[0]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add ``bench`` and its ``transfer`` subcommand."""
     parser = subparsers.add_parser(
         "bench", help="benchmarks: the transfer harness, the capacity model", description=DESCRIPTION
     )
@@ -80,10 +79,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     budget_option(p)
     p.add_argument("--arrival-timeout", type=float, default=60.0, help="seconds to wait for announcements")
     p.set_defaults(func=calls("obsingest_cli.script.bench_transfer:run_transfer"))
-    _register_capacity(sub)
-
-
-def _register_capacity(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     c = sub.add_parser(
         "capacity",
         help="per-stage CPU and bytes per CCD measured here -> what a whole camera needs",

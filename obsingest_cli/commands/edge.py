@@ -1,8 +1,5 @@
-"""``obsingest edge``: the edge service (producers/edge): hand-off directory -> journal -> send.
-
-``obsingest edge release``: CCDs quarantined for a reason that was never theirs
-(``unexpected-error``) back into the hand-off directory, to be sent like any other.
-"""
+"""``obsingest edge``: the edge service (producers/edge): hand-off directory -> journal -> send;
+``obsingest edge release``: quarantined CCDs back into the hand-off directory."""
 
 from __future__ import annotations
 

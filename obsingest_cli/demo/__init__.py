@@ -1,3 +1,3 @@
 """The whole-pipeline demo: where it runs (``environment``, ``embedded``, ``local_stack``), how
-the edge sends (``transports``, ``kafka_transport``), the run itself (``pipeline``) and the bad
+the edge sends (``transports``, ``kafka_transport``), the run itself (``run``) and the bad
 inputs it can inject (``faults``)."""

@@ -29,8 +29,6 @@ log = get_logger("obsingest.demo.embedded")
 
 
 class EmbeddedEnvironment:
-    """No services at all: the default of ``make demo``."""
-
     def __init__(self, workdir: Path, registry_url: str | None = None) -> None:
         from obsingest.store.local import LocalDirStore
 

@@ -18,8 +18,6 @@ ManifestCallback = Callable[[ExposureManifest], None]
 
 
 class DemoEnvironment(Protocol):
-    """What the demo needs from a deployment of the pipeline."""
-
     #: where edge workers upload (file://DIR or gs://BUCKET); also where assemblers write
     store_url: str
     store_settings: StoreSettings
@@ -46,8 +44,7 @@ class DemoEnvironment(Protocol):
 
 
 class DemoTransport(Protocol):
-    """How edge workers move CCDs: the ``sender_url`` they send to, and whatever must run at the
-    data facility for it (the Kafka assembler) while the demo runs."""
+    """The ``sender_url`` edge workers send to, and whatever must run at the facility for it."""
 
     sender_url: str
 

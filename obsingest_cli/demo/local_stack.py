@@ -61,8 +61,6 @@ def use_stack_environment(services: tuple[str, ...] = STACK_SERVICES) -> dict[st
 
 
 class LocalStackEnvironment:
-    """``obsingest demo --stack local``: the direct-upload path on real services."""
-
     def __init__(self, workdir: Path, *, whole_bucket_notifications: bool = True, keep: bool = True) -> None:
         from obsingest.bus.pubsub import PubSubPublisher
         from obsingest.store.gcs import GcsSettings, GcsStore

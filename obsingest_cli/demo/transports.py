@@ -7,8 +7,6 @@ from obsingest_cli.demo.environment import DemoEnvironment
 
 
 class DirectTransport:
-    """Edge workers upload straight to the store; nothing runs at the facility side."""
-
     def __init__(self, env: DemoEnvironment) -> None:
         self.sender_url = env.store_url
 

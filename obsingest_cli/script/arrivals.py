@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
-from typing import Any, TextIO
+from collections.abc import Iterator
+from typing import Any
 
 from obsingest.messages import ArrivalEvent
 
@@ -48,25 +48,11 @@ def as_json(event: ArrivalEvent) -> dict[str, Any]:
     return out
 
 
-class Deduplicator:
-    """Remembers the dataset ids seen (bounded), so each CCD is reported once."""
-
-    def __init__(self, limit: int = 1_000_000) -> None:
-        self.limit = limit
-        self._seen: dict[str, None] = {}
-
-    def first_time(self, dataset_id: str) -> bool:
-        if dataset_id in self._seen:
-            return False
-        self._seen[dataset_id] = None
-        if len(self._seen) > self.limit:
-            self._seen.pop(next(iter(self._seen)))
-        return True
+#: dataset ids remembered to report each CCD once (the oldest forgotten first)
+SEEN_LIMIT = 1_000_000
 
 
-def pull_arrivals(
-    path: str, stop: Callable[[], bool], max_messages: int = 100
-) -> Iterator[tuple[ArrivalEvent | None, bytes]]:
+def pull_arrivals(path: str, max_messages: int = 100) -> Iterator[tuple[ArrivalEvent | None, bytes]]:
     """Yield (event or None if undecodable, raw data) for every message; acks after yielding."""
     from google.api_core import exceptions as api_exceptions
     from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
@@ -75,7 +61,7 @@ def pull_arrivals(
 
     client = pubsub_v1.SubscriberClient()
     try:
-        while not stop():
+        while True:
             try:
                 response = client.pull(
                     request={"subscription": path, "max_messages": max_messages}, timeout=5
@@ -96,48 +82,30 @@ def pull_arrivals(
         client.close()
 
 
-def tail(
-    project: str,
-    topic: str,
-    subscription: str,
-    *,
-    as_json_lines: bool = False,
-    limit: int = 0,
-    out: TextIO = sys.stdout,
-) -> int:
-    """Print arrivals until ``limit`` unique ones (0: forever); returns how many were printed."""
-    from infra.local.provision import subscribe
-
-    path = subscribe(project, topic, subscription)
-    dedup = Deduplicator()
-    printed = 0
-    for event, data in pull_arrivals(path, lambda: False):
-        if event is None:
-            print(f"undecodable message ({len(data)} bytes)", file=sys.stderr)
-            continue
-        if not dedup.first_time(str(event.dataset_id)):
-            continue
-        line = json.dumps(as_json(event)) if as_json_lines else format_line(event)
-        print(line, file=out, flush=True)
-        printed += 1
-        if limit and printed >= limit:
-            break
-    return printed
-
-
 def run_tail(project: str | None, subscription: str, as_json_lines: bool, limit: int) -> int:
-    """``tail`` on the configured arrivals topic until Ctrl-C or ``limit``."""
+    """Print each new arrival until Ctrl-C or ``limit`` unique ones (0: forever)."""
     import contextlib
 
+    from infra.local.provision import subscribe
     from obsingest.settings import BusSettings
 
     bus = BusSettings()
+    seen: dict[str, None] = {}
+    printed = 0
     with contextlib.suppress(KeyboardInterrupt):
-        tail(
-            project or bus.pubsub_project,
-            bus.arrivals_topic,
-            subscription,
-            as_json_lines=as_json_lines,
-            limit=limit,
-        )
+        path = subscribe(project or bus.pubsub_project, bus.arrivals_topic, subscription)
+        for event, data in pull_arrivals(path):
+            if event is None:
+                print(f"undecodable message ({len(data)} bytes)", file=sys.stderr)
+                continue
+            key = str(event.dataset_id)
+            if key in seen:
+                continue
+            seen[key] = None
+            if len(seen) > SEEN_LIMIT:
+                seen.pop(next(iter(seen)))
+            print(json.dumps(as_json(event)) if as_json_lines else format_line(event), flush=True)
+            printed += 1
+            if limit and printed >= limit:
+                break
     return 0

@@ -110,15 +110,11 @@ def prepare_destination(destination: str) -> None:
         client = make_client(GcsSettings())
         if client.lookup_bucket(dest.target) is None:
             client.create_bucket(dest.target)
-    elif dest.scheme == "kafka":
-        from confluent_kafka.admin import AdminClient
-
+    elif dest.scheme == "kafka":  # an existing topic is left as it is
         from infra.local.provision import CHUNK_TOPIC_PARTITIONS, create_chunk_topics
 
         bootstrap = dest.sender_url[len("kafka://") :].rsplit("/", 1)[0]
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        if dest.target not in admin.list_topics(timeout=10).topics:
-            create_chunk_topics(bootstrap, {dest.target: CHUNK_TOPIC_PARTITIONS})
+        create_chunk_topics(bootstrap, {dest.target: CHUNK_TOPIC_PARTITIONS})
 
 
 def _write_json(path: Path, data: Any, indent: int | None = 2) -> None:
@@ -171,8 +167,7 @@ def format_report(result: dict[str, Any]) -> str:
 
 
 def run_transfer(args: argparse.Namespace) -> int:
-    """The harness with ``args`` (``obsingest bench transfer``'s options): print the report,
-    write the JSON; 0 when every transfer (and, end to end, every announcement) succeeded."""
+    """``obsingest bench transfer``: 0 when every transfer (and announcement) succeeded."""
     from obsingest import logs
     from producers.transfer import HarnessConfig
     from producers.transfer.plan import parse_starttime
@@ -200,8 +195,7 @@ def run_transfer(args: argparse.Namespace) -> int:
 
 
 def harness_json(config: HarnessConfig, stack: str | None = None, end_to_end: bool = True) -> dict[str, Any]:
-    """One harness run on the stack's endpoints, its JSON; without ``end_to_end`` the
-    destination's bucket or topic is created if missing."""
+    """One harness run on the stack's endpoints, its JSON."""
     from infra.local.stack import Stack
     from obsingest_cli.demo.run import Progress
     from producers.transfer import run_harness
@@ -241,8 +235,7 @@ def _slim(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_capacity(args: argparse.Namespace) -> int:
-    """``obsingest bench capacity``: calibrate (or read a calibration), print this machine's
-    predictions and the camera's sizing; 0 unless the calibration failed."""
+    """``obsingest bench capacity``: 0 unless the calibration failed."""
     from obsingest import logs
     from producers.transfer import capacity
 

@@ -96,8 +96,7 @@ def _template(args: argparse.Namespace) -> tuple[Any, str]:
 
 
 def night(args: argparse.Namespace) -> int:
-    """Play a night into the hand-off directory at the summit's cadence (and, with
-    ``--publish-manifests``, publish each manifest on the bus's exposures topic)."""
+    """Play a night into the hand-off directory (``--publish-manifests``: manifests on the bus too)."""
     from producers.daq.night import NightPlan, play_night
 
     publisher: Any = None

@@ -35,8 +35,7 @@ def run_setup(
     registry: str | None = None,
     instruments: Sequence[str] | None = None,
 ) -> int:
-    """Create what is missing and print what exists; 2 when no bucket (and no Butler) is known.
-    Defaults: prefixes raw/, quarantine/ and canary/; instrument LSSTCam."""
+    """Create what is missing and print what exists; 2 when no bucket (and no Butler) is known."""
     from infra.local.provision import setup
     from obsingest import logs
 

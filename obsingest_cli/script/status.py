@@ -1,6 +1,5 @@
 """``obsingest status``: the live terminal view of the night, or one snapshot for scripts
-(``status_snapshot``: what is shown and the exit codes; ``status_view``: how).
-"""
+(``status_snapshot``: what is shown; ``status_view``: how)."""
 
 from __future__ import annotations
 

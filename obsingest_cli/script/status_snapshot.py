@@ -1,7 +1,5 @@
-"""One snapshot of the night for ``obsingest status`` (again and again for the live view): the
-registry's newest exposures and recent quarantines, and the METRICS each ``--metrics URL``
-exports (a family a process does not export is absent). ``--once`` exits 0 when the newest
-exposure made the budget, 1 when not, 2 with none to judge or the registry unreadable."""
+"""One snapshot of the night for ``obsingest status``: the registry's newest exposures and recent
+quarantines, and the METRICS each ``--metrics URL`` exports (absent when a process does not)."""
 
 from __future__ import annotations
 
