@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import cli, drop_bucket, run_header, save_result, stack_env
-from obsingest.messages import seconds_between
 from obsingest.registry.completeness import percentile
 
 INSTRUMENT = "LSSTComCam"
@@ -36,7 +35,9 @@ def summarize(samples: list[float]) -> dict[str, float]:
 
 
 def stage_samples(arrival: Any, received: datetime) -> dict[str, float]:
-    delta = seconds_between
+    def delta(a: datetime, b: datetime) -> float:
+        return (b - a).total_seconds()
+
     return {
         "compress": delta(arrival.readout_time, arrival.compressed_time),
         "store": delta(arrival.compressed_time, arrival.stored_time),

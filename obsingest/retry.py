@@ -60,9 +60,13 @@ class RetryPolicy:
         """A late result is still a result: waits of first_delay, 2x, 4x ..., no deadline."""
         return cls(max_attempts, first_delay, math.inf, 2.0, None, jitter=False)
 
+    def backoff_cap(self, retry: int) -> float:
+        """Upper bound of the wait before retry number ``retry`` (1-based)."""
+        return min(self.max_delay, self.base_delay * self.multiplier ** (retry - 1))
+
     def backoff(self, retry: int, rand: Callable[[], float] = random.random) -> float:
         """The wait before retry number ``retry`` (1-based)."""
-        cap = min(self.max_delay, self.base_delay * self.multiplier ** (retry - 1))
+        cap = self.backoff_cap(retry)
         return rand() * cap if self.jitter else cap
 
 
