@@ -28,7 +28,9 @@ _NAMED = ("record", "enum", "fixed")
 
 
 class SchemaSyntaxError(ValueError):
-    """A schema the compatibility check cannot interpret (unknown name, missing attribute)."""
+    """A schema the check cannot interpret: an unknown name, a missing attribute, or anything else
+    fastavro's parser refuses (a decimal its size cannot hold, an enum default not among its
+    symbols), as the contracts' release refuses it."""
 
 
 def _parse(schema: Any) -> tuple[Any, dict[str, Any]]:
@@ -36,6 +38,8 @@ def _parse(schema: Any) -> tuple[Any, dict[str, Any]]:
     later uses of a named type left as its full name) and its named types by full name."""
     named: dict[str, Any] = {}
     try:
+        # _write_hint=False (a documented parameter): an unmarked parse, so parsing the same dict
+        # again resolves its names again instead of returning it as already parsed
         return parse_schema(schema, named_schemas=named, _write_hint=False), named
     except UnknownType as exc:
         raise SchemaSyntaxError(f"unknown type name {exc.name!r}") from None

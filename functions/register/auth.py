@@ -1,4 +1,5 @@
 """Push-endpoint authentication: Pub/Sub push signs each request with a Google OIDC token.
+
 When enabled: no bearer token is 401; an invalid token, wrong audience or service account is 403,
 before any work. Google's signing keys are cached as long as Cache-Control allows (``KeyCache``):
 google-auth fetches them on every call otherwise, and CacheControl would be a dependency for one URL.
@@ -13,9 +14,6 @@ import time
 from collections.abc import Callable, Mapping
 from functools import cache, lru_cache
 from typing import Any
-
-from werkzeug.datastructures import ResponseCacheControl
-from werkzeug.http import parse_cache_control_header
 
 from obsingest.logs import get_logger, log_event
 from obsingest.settings import FunctionSettings
@@ -61,14 +59,18 @@ def fresh_for(headers: Mapping[str, str]) -> float:
     """Seconds a response stays fresh by its Cache-Control max-age and Age (RFC 9111); 0 when
     it must not be reused."""
     lowered = {str(k).lower(): str(v) for k, v in headers.items()}
-    control = parse_cache_control_header(lowered.get("cache-control", "").lower(), cls=ResponseCacheControl)
-    try:
-        age = int(lowered.get("age", "0") or 0)
-    except ValueError:
+    directives = [d.strip().lower() for d in lowered.get("cache-control", "").split(",")]
+    if "no-store" in directives or "no-cache" in directives:  # a field-named no-cache still keeps
         return 0.0
-    if control.no_store or control.no_cache or control.max_age is None:
-        return 0.0
-    return float(max(0, control.max_age - max(0, age)))
+    for directive in directives:  # the first max-age, as RFC 9111 4.2.1 says
+        if directive.startswith("max-age="):
+            try:
+                max_age = int(directive.split("=", 1)[1].strip('"'))
+                age = int(lowered.get("age", "0") or 0)
+            except ValueError:
+                return 0.0
+            return float(max(0, max_age - max(0, age)))
+    return 0.0
 
 
 @cache

@@ -15,6 +15,7 @@ PACKAGES = ("functions", "obsingest", "schemas")
 #: what the register path imports (directly or through the adapters it can be configured with)
 RUNTIME = (
     "functions-framework",
+    "werkzeug",
     "cloudevents",
     "google-cloud-storage",
     "google-cloud-pubsub",

@@ -21,6 +21,7 @@ import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
@@ -209,8 +210,19 @@ def make_client(settings: GcsSettings, environment: HttpEnvironment | None = Non
 
 
 def stored_object(blob: Any, bucket: str) -> StoredObject:
-    """A listed ``Blob`` as a ``StoredObject``: its JSON resource, as the store's own requests'."""
-    return stored_from_resource(blob._properties, bucket)
+    """A listed ``Blob`` as a ``StoredObject`` (its public attributes; listings carry every field)."""
+    created = blob.time_created or datetime.now(UTC)
+    return StoredObject(
+        bucket=bucket,
+        name=blob.name,
+        size=int(blob.size or 0),
+        crc32c=blob.crc32c or "",
+        md5_hash=blob.md5_hash or "",
+        generation=int(blob.generation or 0),
+        time_created=created if created.tzinfo else created.replace(tzinfo=UTC),
+        metadata={str(k): str(v) for k, v in (blob.metadata or {}).items()},
+        uri=f"gs://{bucket}/{blob.name}",
+    )
 
 
 PUBLIC_ENDPOINT = "https://storage.googleapis.com"
@@ -499,8 +511,10 @@ class GcsStore:
 
     def delete(self, name: str) -> None:
         """Remove an object (tests and operators only: the pipeline never deletes)."""
-        timeout = self.settings.request_timeout
-        self._send("DELETE", self._object_url + quote(name, safe=""), timeout, None, None, ok=(200, 204))
+        url = self._object_url + quote(name, safe="")
+        self._retrying(
+            "delete", name, lambda remaining: self._send("DELETE", url, remaining, None, None, ok=(200, 204))
+        )
 
     def close(self) -> None:
         pool = getattr(self.http, "http", None)

@@ -177,7 +177,10 @@ class LocalDirStore:
         """Under the lock, so no put is between staging and promoting: promote staged
         notifications whose object made it; drop those whose write did not."""
         for staged in (self.root / OUTBOX_DIR).glob("*.pending"):
-            data = json.loads(staged.read_text())["data"]
+            try:
+                data = json.loads(staged.read_text())["data"]
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # unreadable: left for an operator, never a reason to refuse a put
             try:
                 current = self.stat(data["name"])
             except (ObjectMissing, BadObjectName):

@@ -82,6 +82,17 @@ def test_a_retry_after_a_failed_promotion_promotes_the_staged_event(tmp_path):
     assert not list((tmp_path / OUTBOX_DIR).glob("*.pending"))
 
 
+def test_an_unreadable_staged_event_neither_blocks_a_put_nor_a_start(tmp_path):
+    """A corrupt ``.pending`` file is left where it is: a repeated put and a restart still work."""
+    store = LocalDirStore(tmp_path)
+    store.put(NAME, b"abc")
+    corrupt = tmp_path / OUTBOX_DIR / "corrupt.pending"
+    corrupt.write_text("{not json")
+    assert not store.put(NAME, b"abc").created
+    assert LocalDirStore(tmp_path).stat(NAME).size == 3
+    assert corrupt.exists()
+
+
 def test_ack_and_dead_letter(tmp_path):
     store = LocalDirStore(tmp_path)
     store.put(NAME, b"abc")
