@@ -119,5 +119,5 @@ def ensure_dataset_type(butler: Any, name: str, storage_class: str) -> Any:
     butler.registry.registerDatasetType(
         DatasetType(name, RAW_DIMENSIONS, storage_class, universe=butler.dimensions)
     )
-    log_event(log, "butler.dataset_type_registered", name=name, sc=storage_class)
+    log_event(log, "butler.dataset_type_registered", dataset_type=name, sc=storage_class)
     return butler.get_dataset_type(name)

@@ -267,3 +267,25 @@ def test_generic_module_names_are_unique() -> None:
             seen.setdefault(path.stem, []).append(name)
     clashes = {stem: names for stem, names in seen.items() if len(names) > 1}
     assert not clashes, f"one generic name, several meanings: {clashes}"
+
+
+def test_no_log_event_field_overwrites_a_log_record_attribute() -> None:
+    """``log_event``'s fields become LogRecord attributes: ``name=`` (or ``msg=``, ``module=``...)
+    raises KeyError, but only when the level is enabled, so a test at WARNING never sees it."""
+    import logging
+
+    reserved = set(logging.LogRecord("n", 0, "p", 0, "m", (), None).__dict__) | {"message", "asctime"}
+    bad = []
+    for path in modules().values():
+        if path.suffix != ".py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            func = node.func if isinstance(node, ast.Call) else None
+            if getattr(func, "id", getattr(func, "attr", None)) == "log_event":
+                call = cast(ast.Call, node)
+                bad += [
+                    f"{path.relative_to(ROOT)}:{call.lineno}: {k.arg}"
+                    for k in call.keywords
+                    if k.arg in reserved
+                ]
+    assert not bad, bad
