@@ -40,7 +40,7 @@ class FacilityHandle:
             try:
                 store.put(name, data)
             finally:
-                store.client.close()
+                store.close()
 
     def subscribe_arrivals(self, name: str | None = None) -> str:
         """A new pull subscription on the arrivals topic (sees what is published after it)."""

@@ -60,7 +60,7 @@ def fresh_for(headers: Mapping[str, str]) -> float:
     it must not be reused."""
     lowered = {str(k).lower(): str(v) for k, v in headers.items()}
     directives = [d.strip().lower() for d in lowered.get("cache-control", "").split(",")]
-    if "no-store" in directives or "no-cache" in directives:  # a field-named no-cache still keeps
+    if "no-store" in directives or "no-cache" in directives:  # no-cache="field" limits a field only
         return 0.0
     for directive in directives:  # the first max-age, as RFC 9111 4.2.1 says
         if directive.startswith("max-age="):
