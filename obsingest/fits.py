@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from obsingest.errors import CorruptFile
@@ -44,6 +45,7 @@ STATUS_TEXT = {
     252: "1st key not SIMPLE or XTENSION",
     403: "keyword value not integer",
 }
+_BITPIX = (8, 16, 32, 64, -32, -64)
 _INT_STATUS = {"BITPIX": 211, "NAXIS": 212, "PCOUNT": 214, "GCOUNT": 215}
 
 
@@ -55,16 +57,6 @@ class FitsFormatError(CorruptFile):
         super().__init__(message)
         self.status = status
         self.hdu = hdu
-
-    def __reduce__(self) -> tuple[object, ...]:  # crosses process boundaries intact
-        return (type(self), (str(self), self.status, self.hdu))
-
-
-#: keyword field (8 bytes) -> keyword, for ``card_key``, and keyword -> its padded field, for
-#: ``Hdu.value``: headers repeat a few hundred keywords (bounded: a garbled header adds no more)
-_KEYWORDS: dict[bytes, str] = {}
-_PADDED: dict[str, bytes] = {}
-_KEYWORDS_MAX = 4096
 
 
 @dataclass(frozen=True)
@@ -89,12 +81,7 @@ class Hdu:
 
     def value(self, key: str) -> str | None:
         """Raw value text of the first card named ``key`` (strings keep their quotes)."""
-        padded_key = _PADDED.get(key)
-        if padded_key is None:
-            padded_key = key.encode("ascii").ljust(8)
-            if len(_PADDED) < _KEYWORDS_MAX:
-                _PADDED[key] = padded_key
-        card = self.keywords.get(padded_key)
+        card = self.keywords.get(_padded_key(key))
         return None if card is None else value_text(card[10:].decode("ascii", "replace"))
 
     def int_value(self, key: str, default: int | None = None) -> int:
@@ -143,13 +130,18 @@ def parse_string(text: str) -> str:
 
 
 def card_key(card: bytes) -> str:
-    field = card[:8]
-    key = _KEYWORDS.get(field)
-    if key is None:
-        key = field.decode("ascii", "replace").rstrip()
-        if len(_KEYWORDS) < _KEYWORDS_MAX:
-            _KEYWORDS[field] = key
-    return key
+    return _keyword(card[:8])
+
+
+# headers repeat a few hundred keywords: each field decoded or padded once (bounded)
+@lru_cache(maxsize=4096)
+def _keyword(field: bytes) -> str:
+    return field.decode("ascii", "replace").rstrip()
+
+
+@lru_cache(maxsize=4096)
+def _padded_key(key: str) -> bytes:
+    return key.encode("ascii").ljust(8)
 
 
 def value_text(text: str) -> str:
@@ -234,44 +226,50 @@ def parse_fits(data: bytes | bytearray | memoryview) -> list[Hdu]:
 
 
 def _sized_hdu(index: int, cards: tuple[bytes, ...], data_offset: int) -> Hdu:
-    """The HDU with these cards and the size of its data unit; FitsFormatError when a card that
-    sizes it is missing or invalid."""
+    """The HDU with these cards and the size of its data unit."""
     first = b"".join(cards[:7])
     table = _standard_table(first, 0, len(first))
     if table is not None:
         return Hdu(index, cards, data_offset, table[1], ints=table[0])
     hdu = Hdu(index, cards, data_offset, 0)
-    bitpix = hdu.int_value("BITPIX")
-    if bitpix not in (8, 16, 32, 64, -32, -64):
+    return Hdu(index, cards, data_offset, _unit_size(hdu.int_value, index), hdu.keywords, hdu.ints)
+
+
+def _unit_size(value: Callable[[str, int | None], int], index: int) -> int:
+    """Bytes of the data unit whose sizing cards ``value(key, default)`` reads; FitsFormatError
+    when one is invalid."""
+    bitpix = value("BITPIX", None)
+    if bitpix not in _BITPIX:
         raise FitsFormatError(f"HDU {index}: invalid BITPIX {bitpix}", 211, index)
-    naxis = hdu.int_value("NAXIS")
+    naxis = value("NAXIS", None)
     if not 0 <= naxis <= 999:
         raise FitsFormatError(f"HDU {index}: invalid NAXIS {naxis}", 212, index)
-    pixels = 0
-    if naxis:
-        pixels = 1
-        for n in hdu.shape:
-            if n < 0:
-                raise FitsFormatError(f"HDU {index}: negative axis length {n}", 213, index)
-            pixels *= n
-    pcount = hdu.int_value("PCOUNT", 0)
-    gcount = hdu.int_value("GCOUNT", 1)
+    pixels = 1
+    for i in range(1, naxis + 1):
+        n = value(f"NAXIS{i}", None)
+        if n < 0:
+            raise FitsFormatError(f"HDU {index}: negative axis length {n}", 213, index)
+        pixels *= n
+    pcount, gcount = value("PCOUNT", 0), value("GCOUNT", 1)
     # a negative count would make the data size negative: the walk would go back (for ever)
     for key, count in (("PCOUNT", pcount), ("GCOUNT", gcount)):
         if count < 0:
             raise FitsFormatError(f"HDU {index}: invalid {key} {count}", _INT_STATUS[key], index)
-    data_size = abs(bitpix) // 8 * gcount * (pcount + pixels) if naxis else 0
-    return Hdu(index, cards, data_offset, data_size, hdu.keywords, hdu.ints)
+    return abs(bitpix) // 8 * gcount * (pcount + pixels) if naxis else 0
 
 
 _STANDARD_KEYS = ("BITPIX", "NAXIS", "NAXIS1", "NAXIS2", "PCOUNT", "GCOUNT")
+#: the first cards of a 2-axis extension as the standard orders them; each value field captured
+_TABLE_CARDS = re.compile(
+    rb"(?s)XTENSION= .{70}" + b"".join(k.encode().ljust(8) + rb"= (.{70})" for k in _STANDARD_KEYS)
+)
 
 
 def _standard_table(data: bytes, start: int, end: int) -> tuple[dict[str, int], int] | None:
     """(these keywords' values, the data unit's size) of a 2-axis extension's header
     ``data[start:end]`` whose first cards are XTENSION and them in the standard's order (so each
     is the first card of its name, as ``Hdu`` reads them), all valid: the usual extension (a
-    compressed image's table). None when in any doubt (``Hdu.int_value`` or ``_Sizing`` read them)."""
+    compressed image's table). None when in any doubt (``_unit_size`` reads them)."""
     table = _TABLE_CARDS.match(data, start)
     if table is None or table.end() > end:
         return None
@@ -280,7 +278,7 @@ def _standard_table(data: bytes, start: int, end: int) -> tuple[dict[str, int], 
     except ValueError:
         return None
     bitpix, naxis, width, rows, pcount, gcount = values
-    if bitpix not in (8, 16, 32, 64, -32, -64) or naxis != 2 or min(values[2:]) < 0:
+    if bitpix not in _BITPIX or naxis != 2 or min(values[2:]) < 0:
         return None
     return dict(zip(_STANDARD_KEYS, values, strict=True)), abs(bitpix) // 8 * gcount * (pcount + width * rows)
 
@@ -294,16 +292,6 @@ def parse_primary(head: bytes | bytearray | memoryview) -> Hdu:
         raise FitsFormatError("not a FITS file: does not start with SIMPLE =", 252)
     cards, data_offset = read_header(buf, 0, 0)
     return Hdu(0, cards, data_offset, 0)
-
-
-#: the first cards of a 2-axis extension as the standard orders them; each value field captured
-_TABLE_CARDS = re.compile(
-    rb"(?s)XTENSION= .{70}"
-    + b"".join(
-        key.ljust(8) + rb"= (.{70})"
-        for key in (b"BITPIX", b"NAXIS", b"NAXIS1", b"NAXIS2", b"PCOUNT", b"GCOUNT")
-    )
-)
 
 
 def primary_header(data: bytes | bytearray | memoryview) -> Hdu:
@@ -341,56 +329,30 @@ def _walk(data: bytes) -> Hdu | None:
 
 
 def _data_size(data: bytes, start: int, end: int) -> int | None:
-    """Bytes of the data unit the header ``data[start:end]`` describes; None when a card that
-    sizes it is missing or is not a plain integer. Each value is the first ``KEY = value``
-    card's, as ``Hdu`` reads it: looked for first where the standard puts it (BITPIX second,
-    NAXIS, NAXISn, then PCOUNT, GCOUNT), while every card before it was one of these."""
+    """``_unit_size`` of the header ``data[start:end]``; None when a card that sizes it is missing
+    or invalid. Each value is the first ``KEY = value`` card's, as ``Hdu`` reads it."""
     table = _standard_table(data, start, end)
     if table is not None:
         return table[1]
-    keys = _Sizing(data, start, end)
-    bitpix, naxis = keys.get(b"BITPIX"), keys.get(b"NAXIS")
-    if bitpix not in (8, 16, 32, 64, -32, -64) or naxis is None or not 0 <= naxis <= 999:
-        return None
-    pixels = 1
-    for i in range(1, naxis + 1):
-        n = keys.get(b"NAXIS%d" % i)
-        if n is None or n < 0:
-            return None
-        pixels *= n
-    pcount, gcount = keys.get(b"PCOUNT", 0), keys.get(b"GCOUNT", 1)
-    if pcount is None or gcount is None or pcount < 0 or gcount < 0:
-        return None
-    return abs(bitpix) // 8 * gcount * (pcount + pixels) if naxis else 0
 
-
-class _Sizing:
-    """Integer values of one header's cards, asked for in the standard's order."""
-
-    __slots__ = ("data", "end", "next", "standard", "start")
-
-    def __init__(self, data: bytes, start: int, end: int) -> None:
-        self.data, self.start, self.end = data, start, end
-        self.next = start + CARD  # where the next standard card would be
-        self.standard = True  # every card so far was where the standard puts it
-
-    def get(self, key: bytes, default: int | None = None) -> int | None:
-        field = key.ljust(8) + b"= "
-        data = self.data
-        if self.standard and self.next < self.end and data.startswith(field, self.next):
-            at = self.next
-            self.next += CARD
-        else:
-            self.standard = False
-            at = data.find(field, self.start, self.end)
-            while at >= 0 and (at - self.start) % CARD:
-                at = data.find(field, at + 1, self.end)
-            if at < 0:
-                return default
+    def value(key: str, default: int | None) -> int:
+        field = key.encode().ljust(8) + b"= "
+        at = data.find(field, start, end)
+        while at >= 0 and (at - start) % CARD:
+            at = data.find(field, at + 1, end)
+        if at < 0:
+            if default is None:
+                raise FitsFormatError(f"no {key}")
+            return default
         try:  # int() of the bytes accepts only what it accepts of the decoded text
             return int(data[at + 10 : at + CARD].split(b"/", 1)[0])
         except ValueError:
-            return None
+            raise FitsFormatError(f"{key} is not an integer") from None
+
+    try:
+        return _unit_size(value, 0)
+    except FitsFormatError:
+        return None
 
 
 def padded(n: int) -> int:
