@@ -29,30 +29,9 @@ log = logging.getLogger("obsingest.metrics")
 
 #: readout -> stored / registered / announced: the observatory's SLA-aligned buckets plus
 #: sub-second ones (the budget is 5 s per CCD; later than 30 s counts as late).
-LATENCY_BUCKETS: tuple[float, ...] = (
-    0.25,
-    0.5,
-    1,
-    2,
-    3,
-    5,
-    6,
-    7,
-    8,
-    9,
-    10,
-    12,
-    14,
-    16,
-    18,
-    20,
-    25,
-    30,
-    45,
-    60,
-)
+LATENCY_BUCKETS = (0.25, 0.5, 1, 2, 3, 5, 6, 7, 8, 9, 10, 12, 14, 16, 18, 20, 25, 30, 45, 60)
 #: registry operations and presence API requests: milliseconds to seconds.
-FAST_BUCKETS: tuple[float, ...] = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+FAST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
 OTHER = "other"
 
@@ -252,15 +231,13 @@ def reason_label(reason: str) -> str:
 
 
 def _create(spec: MetricSpec, registry: CollectorRegistry) -> Any:
-    if spec.kind == "counter":
-        return Counter(spec.name.removesuffix("_total"), spec.help, spec.labels, registry=registry)
-    if spec.kind == "gauge":
-        return Gauge(spec.name, spec.help, spec.labels, registry=registry)
+    """The family; prometheus_client adds a counter's ``_total`` and an info's ``_info``."""
+    name = spec.name.removesuffix("_total").removesuffix("_info")
     if spec.kind == "histogram":
-        return Histogram(spec.name, spec.help, spec.labels, registry=registry, buckets=spec.buckets)
-    if spec.kind == "info":
-        return Info(spec.name.removesuffix("_info"), spec.help, registry=registry)
-    raise ValueError(f"metric {spec.name}: unknown kind {spec.kind!r}")
+        return Histogram(name, spec.help, spec.labels, registry=registry, buckets=spec.buckets)
+    if spec.kind == "info":  # its labels are the info's keys, no series labels
+        return Info(name, spec.help, registry=registry)
+    return {"counter": Counter, "gauge": Gauge}[spec.kind](name, spec.help, spec.labels, registry=registry)
 
 
 class Metrics:
