@@ -182,22 +182,14 @@ class _HostAuth(requests.auth.AuthBase):
 
 
 def make_client(settings: GcsSettings, environment: HttpEnvironment | None = None) -> Any:
-    """A storage client with a pooled session; anonymous against an emulator."""
-    import google.auth
-    from google.auth.credentials import AnonymousCredentials
+    """A storage client with a pooled session."""
     from google.auth.transport.requests import AuthorizedSession
     from google.cloud import storage
     from requests.adapters import HTTPAdapter
 
     endpoint = environment.endpoint if environment else endpoint_from_env()
-    credentials: Any
-    project: str | None
-    if endpoint != PUBLIC_ENDPOINT:
-        credentials, project = AnonymousCredentials(), None  # type: ignore[no-untyped-call]
-        options: dict[str, str] | None = {"api_endpoint": endpoint}
-    else:
-        credentials, project = google.auth.default()
-        options = None
+    credentials, project = _credentials(endpoint)
+    options = None if endpoint == PUBLIC_ENDPOINT else {"api_endpoint": endpoint}
     session = AuthorizedSession(credentials)  # type: ignore[no-untyped-call]  # google.auth
     client = storage.Client(
         project=project or settings.project, credentials=credentials, client_options=options, _http=session
@@ -266,22 +258,26 @@ def pool_manager(environment: HttpEnvironment, maxsize: int) -> Any:
     return urllib3.PoolManager(maxsize=maxsize, retries=False, ca_certs=ca_certs)
 
 
-def authorized_http(settings: GcsSettings, endpoint: str, environment: HttpEnvironment | None = None) -> Any:
-    """google-auth's urllib3 transport: anonymous against an emulator, else default credentials;
-    a ``.netrc`` entry for the endpoint's host replaces the token."""
+def _credentials(endpoint: str, *scopes: str) -> tuple[Any, str | None]:
+    """Anonymous against an emulator, else the default credentials (and their project)."""
     import google.auth
     from google.auth.credentials import AnonymousCredentials
+
+    if endpoint != PUBLIC_ENDPOINT:
+        return AnonymousCredentials(), None  # type: ignore[no-untyped-call]  # google.auth
+    return google.auth.default(scopes=list(scopes) or None)
+
+
+def authorized_http(settings: GcsSettings, endpoint: str, environment: HttpEnvironment | None = None) -> Any:
+    """google-auth's urllib3 transport (``_credentials``); a ``.netrc`` entry for the endpoint's
+    host replaces the token."""
     from google.auth.transport.urllib3 import AuthorizedHttp
 
     env = environment or HttpEnvironment.resolve(endpoint)
     pool = pool_manager(env, settings.pool_connections)
     if env.netrc_auth is not None:
         return _HostAuth(urlsplit(endpoint).hostname or "", env.netrc_auth, pool)
-    if endpoint != PUBLIC_ENDPOINT:
-        credentials: Any = AnonymousCredentials()  # type: ignore[no-untyped-call]  # google.auth
-    else:
-        scope = "https://www.googleapis.com/auth/devstorage.read_write"
-        credentials, _ = google.auth.default(scopes=[scope])
+    credentials, _ = _credentials(endpoint, "https://www.googleapis.com/auth/devstorage.read_write")
     return AuthorizedHttp(credentials, http=pool)  # type: ignore[no-untyped-call]  # google.auth
 
 
@@ -431,15 +427,6 @@ class GcsStore:
         response = self._send("POST", self._upload_url, remaining, body, {"content-type": content_type})
         return stored_from_resource(json.loads(response.data), self.bucket)
 
-    def _stat_once(self, name: str, remaining: float) -> StoredObject | None:
-        try:
-            response = self._send("GET", self._object_url + quote(name, safe=""), remaining, None, None)
-        except api_exceptions.NotFound as exc:
-            if "bucket" in str(exc).lower():
-                raise
-            return None
-        return stored_from_resource(json.loads(response.data), self.bucket)
-
     def put(self, name: str, data: bytes, metadata: dict[str, str] | None = None) -> PutResult:
         crc = crc32c_b64(data)
         meta = dict(metadata or {})
@@ -472,10 +459,9 @@ class GcsStore:
 
     def stat(self, name: str) -> StoredObject:
         """Object metadata: a GET of the resource (GCS's HEAD)."""
-        obj = self._read("stat", name, lambda remaining: self._stat_once(name, remaining))
-        if obj is None:
-            raise ObjectMissing(f"object {self.uri(name)!r} does not exist")
-        return obj
+        url = self._object_url + quote(name, safe="")
+        response = self._read("stat", name, lambda remaining: self._send("GET", url, remaining, None, None))
+        return stored_from_resource(json.loads(response.data), self.bucket)
 
     def _media(self, name: str, remaining: float, headers: dict[str, str] | None) -> Any:
         url = self._media_url + quote(name, safe="") + "?alt=media"
