@@ -3,10 +3,9 @@
 One catalogue so names, units, labels and buckets cannot drift between processes, the alert rules
 and the dashboard (unit tests check both against ``CATALOGUE``). Every label takes values from a
 closed set (``LABEL_VALUES``); anything else is recorded as ``other`` and logged once, so no input
-mints unbounded series. Worker pools aggregate in the parent (a worker returns ``Observations``,
-the parent calls ``Metrics.apply``), not with multiprocess mode: do not set
-``PROMETHEUS_MULTIPROC_DIR``. Only this and ``metrics_http`` import prometheus_client eagerly.
-One cohesive concept, hence its length: the catalogue.
+mints unbounded series. Worker pools report to their parent, which records: no multiprocess
+mode, do not set ``PROMETHEUS_MULTIPROC_DIR``. Only this and ``metrics_http`` import
+prometheus_client eagerly. One cohesive concept, hence its length: the catalogue.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import time
 from collections.abc import Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, Info
@@ -446,28 +445,6 @@ class Metrics:
                     self._child(name, instrument=instrument, status=status)
         if component == "reconcile" and self._canary_last_seen is None:
             self._canary_seen(time.time())
-
-    def apply(self, observations: Observations) -> None:
-        """Record what a worker process observed (parent-side aggregation)."""
-        for method, args, kwargs in observations.calls:
-            getattr(self, method)(*args, **kwargs)
-
-
-@dataclass
-class Observations:
-    """Picklable record of a worker's per-event observations (counters, histograms), replayed by
-    the parent with ``apply``; gauges describe the parent's state and are set by the parent."""
-
-    calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = field(default_factory=list)
-
-    def ccd(self, component: str, outcome: str, reason: str | None = None, n: int = 1) -> None:
-        self.calls.append(("ccd", (component, outcome), {"reason": reason, "n": n}))
-
-    def readout_latency(self, stage: str, seconds: float, transport: str, instrument: str) -> None:
-        self.calls.append(("readout_latency", (stage, seconds, transport, instrument), {}))
-
-    def edge_stage(self, stage: str, seconds: float) -> None:
-        self.calls.append(("edge_stage", (stage, seconds), {}))
 
 
 _default: Metrics | None = None

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import importlib
 import math
-import pickle
 import re
 import socket
 import subprocess
@@ -30,7 +29,6 @@ from obsingest.metrics import (
     PUSH_FAILURES,
     REASONS,
     Metrics,
-    Observations,
     private_metrics,
     reason_label,
 )
@@ -316,17 +314,6 @@ def test_reconcile_start_starts_the_canary_clock(metrics: Metrics) -> None:
     assert sample(metrics, "obsingest_notification_canary_last_seen_timestamp_seconds") == started
     labels = {"instrument": "LATISS", "status": "incomplete"}
     assert sample(metrics, "obsingest_exposures_completed_total", **labels) == 0
-
-
-def test_worker_observations_cross_a_process_boundary_and_apply(metrics: Metrics) -> None:
-    seen = Observations()
-    seen.ccd("edge", "compressed")
-    seen.edge_stage("compress", 0.35)
-    seen.ccd("edge", "quarantined", reason="corrupt-file")
-    metrics.apply(pickle.loads(pickle.dumps(seen)))
-    assert sample(metrics, "obsingest_ccds_total", component="edge", outcome="compressed") == 1
-    assert sample(metrics, "obsingest_edge_stage_seconds_count", stage="compress") == 1
-    assert sample(metrics, "obsingest_ccds_quarantined_total", component="edge", reason="corrupt-file") == 1
 
 
 # --- exposing /metrics ---------------------------------------------------------------------------
