@@ -49,22 +49,14 @@ class OutboxDispatcher:
                 attempts += 1
                 data = event.get("data")
                 name = data.get("name") if isinstance(data, dict) else None
+                fields = {"object": name, "attempts": attempts, "error": str(exc)}
                 if attempts < self.policy.max_attempts:
                     self._retry[path] = (attempts, now + self.policy.backoff(attempts))
-                    log_event(
-                        log, "dispatch.retry", logging.WARNING, object=name, attempts=attempts, error=str(exc)
-                    )
+                    log_event(log, "dispatch.retry", logging.WARNING, **fields)
                     continue
                 self.outbox.dead_letter(path, f"{type(exc).__name__}: {exc}", attempts)
                 self.dead_lettered += 1
-                log_event(
-                    log,
-                    "dispatch.dead_lettered",
-                    logging.ERROR,
-                    object=name,
-                    attempts=attempts,
-                    error=str(exc),
-                )
+                log_event(log, "dispatch.dead_lettered", logging.ERROR, **fields)
             else:
                 self.outbox.ack(path)
                 self.delivered += 1
