@@ -104,9 +104,7 @@ class Hdu:
 
     def str_value(self, key: str) -> str | None:
         text = self.value(key)
-        if text is None:
-            return None
-        return parse_string(text) if text.startswith("'") else text
+        return parse_string(text) if text is not None and text.startswith("'") else text
 
     @property
     def is_primary(self) -> bool:

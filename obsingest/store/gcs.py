@@ -342,9 +342,6 @@ class GcsStore:
     def uri(self, name: str) -> str:
         return f"gs://{self.bucket}/{name}"
 
-    def _timeout(self, remaining: float) -> float:
-        return max(0.05, min(self.settings.request_timeout, remaining))
-
     def _retrying(self, what: str, name: str, fn: Callable[[float], T]) -> T:
         def on_retry(attempt: Attempt) -> None:
             log_event(
@@ -399,7 +396,7 @@ class GcsStore:
         import urllib3
         from google.auth.exceptions import TransportError
 
-        timeout = urllib3.Timeout(total=self._timeout(remaining))
+        timeout = urllib3.Timeout(total=max(0.05, min(self.settings.request_timeout, remaining)))
         # the endpoint's own pool takes the path
         http, target = (self.http, url) if self._pool is None else (self._pool, url[len(self.endpoint) :])
         try:
