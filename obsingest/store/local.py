@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from obsingest.checksums import crc32c_b64
 from obsingest.errors import BadObjectName, ObjectMissing
@@ -145,21 +145,21 @@ class LocalDirStore:
         data = json.loads(meta.read_text())
         return stored_from_resource(data, data.get("bucket", self.bucket), data.get("uri"))
 
-    def read(self, name: str) -> bytes:
+    def _open(self, name: str) -> BinaryIO:
         # a name that is a prefix of other objects ("raw") is a directory here, no object, as in GCS
         try:
-            return self._object_path(name).read_bytes()
+            return self._object_path(name).open("rb")
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise ObjectMissing(f"object {name!r} does not exist in {self.root.as_uri()}") from None
 
+    def read(self, name: str) -> bytes:
+        with self._open(name) as f:
+            return f.read()
+
     def read_head(self, name: str, length: int) -> Head:
         obj = self.stat(name)
-        try:
-            with self._object_path(name).open("rb") as f:
-                data = f.read(length)
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            raise ObjectMissing(f"object {name!r} does not exist in {self.root.as_uri()}") from None
-        return Head(data, obj.generation, obj.crc32c)
+        with self._open(name) as f:
+            return Head(f.read(length), obj.generation, obj.crc32c)
 
     def delete(self, name: str) -> None:
         """Remove an object (tests and operators only: the pipeline never deletes)."""
