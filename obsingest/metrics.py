@@ -10,6 +10,7 @@ prometheus_client eagerly. One cohesive concept, hence its length: the catalogue
 
 from __future__ import annotations
 
+import itertools
 import logging
 import platform
 import threading
@@ -439,10 +440,8 @@ class Metrics:
         for name in COMPONENT_COUNTS.get(component, ()):
             self.counter(component, name)
         if component in _CLOSERS:
-            for instrument in LABEL_VALUES["instrument"]:
-                for status in LABEL_VALUES["status"]:
-                    name = "obsingest_exposures_completed_total"
-                    self._child(name, instrument=instrument, status=status)
+            for instrument, status in itertools.product(LABEL_VALUES["instrument"], LABEL_VALUES["status"]):
+                self._child("obsingest_exposures_completed_total", instrument=instrument, status=status)
         if component == "reconcile" and self._canary_last_seen is None:
             self._canary_seen(time.time())
 

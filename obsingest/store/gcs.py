@@ -344,17 +344,9 @@ class GcsStore:
 
     def _retrying(self, what: str, name: str, fn: Callable[[float], T]) -> T:
         def on_retry(attempt: Attempt) -> None:
-            log_event(
-                log,
-                "gcs.retry",
-                logging.WARNING,
-                op=what,
-                object=name,
-                attempt=attempt.number,
-                kind=attempt.kind,
-                delay_s=round(attempt.delay, 4),
-                error=str(attempt.error)[:300],
-            )
+            fields = {"op": what, "object": name, "attempt": attempt.number, "kind": attempt.kind}
+            delay_s, error = round(attempt.delay, 4), str(attempt.error)[:300]
+            log_event(log, "gcs.retry", logging.WARNING, **fields, delay_s=delay_s, error=error)
 
         auth_retries = self.settings.auth_retries
         try:
