@@ -137,31 +137,23 @@ class Instrument:
 RAFT_SLOTS = ("S00", "S01", "S02", "S10", "S11", "S12", "S20", "S21", "S22")
 _SLOT_OFFSET = 42.25  # mm between sensor centres in a raft (cameraHeader.yaml RAFT_*)
 
-#: science rafts in id order, 9 ids each from 0; "Rrc": row r, column c, 127 mm apart around R22
+#: science rafts in id order, 9 ids each from 0
 _SCIENCE_RAFTS = tuple(f"R{r}{c}" for r in range(5) for c in range(5) if not {r, c} <= {0, 4})
 _E2V_RAFTS = frozenset(
     {"R11", "R12", "R13", "R14", "R21", "R22", "R23", "R24", "R30", "R31", "R32", "R33", "R34"}
 )
 _RAFT_OFFSET = 127.0
 
-#: corner rafts: raft (the W rafts are named as their raft), (x, y) [mm], raft yaw, id0, kind
-_CORNER_RAFTS: tuple[tuple[str, float, float, float, int, str], ...] = (
-    ("R00", -254.0, -254.0, 180.0, 189, "G"),
-    ("R00", -254.0, -254.0, 180.0, 191, "W"),
-    ("R04", 254.0, -254.0, 270.0, 193, "G"),
-    ("R04", 254.0, -254.0, 270.0, 195, "W"),
-    ("R40", -254.0, 254.0, 90.0, 197, "G"),
-    ("R40", -254.0, 254.0, 90.0, 199, "W"),
-    ("R44", 254.0, 254.0, 0.0, 201, "G"),
-    ("R44", 254.0, 254.0, 0.0, 203, "W"),
+#: corner rafts and their yaw; their ids follow the science rafts', 4 each (in slot order)
+_CORNER_RAFTS = {"R00": 180.0, "R04": 270.0, "R40": 90.0, "R44": 0.0}
+#: corner sensors, 2 guiders (G) and 2 wavefront sensors (W, named as their raft): slot, layout
+#: offset, geometryWithinRaft offset, sensor yaw in the raft
+_CORNER_SLOTS: tuple[tuple[str, tuple[float, float], tuple[float, float], float], ...] = (
+    ("SG0", (-42.25, 0.0), (0.49, 4.74), 270.0),
+    ("SG1", (0.0, -42.25), (4.74, 0.49), 0.0),
+    ("SW0", (-42.25, -52.8125), (2.5, 1.4375), 0.0),
+    ("SW1", (-42.25, -31.6875), (2.5, 3.5625), 180.0),
 )
-
-#: corner sensors: slot -> (layout offset, geometryWithinRaft offset, sensor yaw in the raft)
-_Slot = tuple[str, tuple[float, float], tuple[float, float], float]
-_CORNER_SLOTS: dict[str, tuple[_Slot, ...]] = {
-    "G": (("SG0", (-42.25, 0.0), (0.49, 4.74), 270.0), ("SG1", (0.0, -42.25), (4.74, 0.49), 0.0)),
-    "W": (("SW0", (-42.25, -52.8125), (2.5, 1.4375), 0.0), ("SW1", (-42.25, -31.6875), (2.5, 3.5625), 180.0)),
-}
 
 
 def _rotate(x: float, y: float, degrees: float) -> tuple[float, float]:
@@ -181,17 +173,23 @@ def _science_raft(raft: str, x0: float, y0: float, id0: int, kind: str) -> list[
 
 
 def _lsstcam_detectors() -> tuple[Detector, ...]:
+    """Every detector, appended in id order."""
     dets = []
     for n, raft in enumerate(_SCIENCE_RAFTS):
-        x0, y0 = (int(raft[2]) - 2) * _RAFT_OFFSET, (int(raft[1]) - 2) * _RAFT_OFFSET
-        dets += _science_raft(raft, x0, y0, 9 * n, "E2V" if raft in _E2V_RAFTS else "ITL")
-    for raft, x0, y0, raft_yaw, id0, kind in _CORNER_RAFTS:
-        for i, (slot, (lx, ly), (dx, dy), yaw) in enumerate(_CORNER_SLOTS[kind]):
+        dets += _science_raft(raft, *_raft_centre(raft), 9 * n, "E2V" if raft in _E2V_RAFTS else "ITL")
+    for raft, raft_yaw in _CORNER_RAFTS.items():
+        x0, y0 = _raft_centre(raft)
+        for slot, (lx, ly), (dx, dy), yaw in _CORNER_SLOTS:
             x, y = _rotate(lx + dx, ly + dy, raft_yaw)
-            purpose, sensor = (GUIDER, "ITL_G") if kind == "G" else (WAVEFRONT, "ITL_WF")
+            purpose, sensor = (GUIDER, "ITL_G") if slot[1] == "G" else (WAVEFRONT, "ITL_WF")
             x, y, yaw = round(x0 + x, 4), round(y0 + y, 4), (yaw + raft_yaw) % 360.0
-            dets.append(Detector(id0 + i, raft, slot, purpose, SENSOR_TYPES[sensor], x, y, yaw))
-    return tuple(sorted(dets, key=lambda d: d.id))
+            dets.append(Detector(len(dets), raft, slot, purpose, SENSOR_TYPES[sensor], x, y, yaw))
+    return tuple(dets)
+
+
+def _raft_centre(raft: str) -> tuple[float, float]:
+    """Raft ``Rrc`` (row r, column c) on the focal plane [mm]: 127 mm apart around R22."""
+    return (int(raft[2]) - 2) * _RAFT_OFFSET, (int(raft[1]) - 2) * _RAFT_OFFSET
 
 
 INSTRUMENTS: dict[str, Instrument] = {
