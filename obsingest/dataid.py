@@ -219,13 +219,11 @@ def identity_from_header(card: Callable[[str], object], where: str) -> Identity:
     raft, sensor = text("RAFTBAY"), text("CCDSLOT")
     if instrument == "LATISS":
         raft, sensor = raft or "R00", sensor or "S00"
-        full_name = f"RXX_{sensor}"
     elif raft is None or sensor is None:
         missing = "RAFTBAY" if raft is None else "CCDSLOT"
         raise NoIdentity(f"{where}: header has no {missing} card: no detector")
-    else:
-        full_name = f"{raft}_{sensor}"
     try:
+        full_name = f"{'RXX' if instrument == 'LATISS' else raft}_{sensor}"
         detector = camera.detector_by_name(instrument, full_name).id
     except KeyError:
         raise NoIdentity(
