@@ -127,17 +127,21 @@ def parse_string(text: str) -> str:
     return match.group(1).replace("''", "'").rstrip() if match else ""
 
 
+#: keyword field -> keyword: headers repeat a few hundred (bounded: a garbled header adds none)
+_KEYWORDS: dict[bytes, str] = {}
+
+
 def card_key(card: bytes) -> str:
-    return _keyword(card[:8])
+    field = card[:8]
+    key = _KEYWORDS.get(field)
+    if key is None:
+        key = field.decode("ascii", "replace").rstrip()
+        if len(_KEYWORDS) < 4096:
+            _KEYWORDS[field] = key
+    return key
 
 
-# headers repeat a few hundred keywords: each field decoded or padded once (bounded)
-@lru_cache(maxsize=4096)
-def _keyword(field: bytes) -> str:
-    return field.decode("ascii", "replace").rstrip()
-
-
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=4096)  # a few hundred keywords, each padded once
 def _padded_key(key: str) -> bytes:
     return key.encode("ascii").ljust(8)
 
