@@ -275,14 +275,9 @@ class Metrics:
                 raise ValueError(f"component {component!r} has no outcome {outcome!r}")
             outcome = OTHER
         self._child("obsingest_ccds_total", component=component, outcome=outcome).inc(n)
-        by_reason = {
-            "quarantined": "obsingest_ccds_quarantined_total",
-            "dead_lettered": "obsingest_ccds_dead_lettered_total",
-            "retried": "obsingest_ccds_retried_total",
-        }.get(outcome)
-        if by_reason and (reason or outcome != "retried"):
-            label = reason_label(reason or "error")
-            self._child(by_reason, component=component, reason=label).inc(n)
+        if outcome in ("quarantined", "dead_lettered") or (outcome == "retried" and reason):
+            name = f"obsingest_ccds_{outcome}_total"
+            self._child(name, component=component, reason=reason_label(reason or "error")).inc(n)
 
     def counter(self, component: str, name: str) -> Any:
         """The prometheus_client child of one of a component's own counts (``COMPONENT_COUNTS``),
