@@ -22,6 +22,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
@@ -318,7 +319,8 @@ class GcsStore:
         self.settings = s = settings or GcsSettings()
         self.bucket = bucket
         self.policy = RetryPolicy(s.max_attempts, s.base_delay, s.max_delay, deadline=s.deadline_seconds)
-        self._client = client
+        if client is not None:
+            self.client = client
         self.endpoint = endpoint or endpoint_from_env()
         self.environment = HttpEnvironment.resolve(self.endpoint)
         self.http = http or authorized_http(self.settings, self.endpoint, self.environment)
@@ -332,12 +334,10 @@ class GcsStore:
         self._object_url = f"{self.endpoint}/storage/v1/b/{b}/o/"
         self._media_url = f"{self.endpoint}/download/storage/v1/b/{b}/o/"
 
-    @property
+    @cached_property
     def client(self) -> Any:
         """The library's client, made on first use (puts and reads never need it)."""
-        if self._client is None:
-            self._client = make_client(self.settings, self.environment)
-        return self._client
+        return make_client(self.settings, self.environment)
 
     def uri(self, name: str) -> str:
         return f"gs://{self.bucket}/{name}"
