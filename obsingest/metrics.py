@@ -334,15 +334,12 @@ class Metrics:
         """Set the spool gauges; states missing from ``depths`` are 0, as are other refusals."""
         for state in LABEL_VALUES["state"]:
             self._child("obsingest_edge_spool_ccds", state=state).set(depths.get(state, 0))
-        self._families["obsingest_edge_oldest_unacknowledged_age_seconds"].set(
-            oldest_unacknowledged_age_seconds
-        )
-        self._families["obsingest_edge_spool_free_bytes"].set(free_bytes)
+        f = self._families
+        f["obsingest_edge_oldest_unacknowledged_age_seconds"].set(oldest_unacknowledged_age_seconds)
+        f["obsingest_edge_spool_free_bytes"].set(free_bytes)
         current = self._value("refusal", refusing) if refusing else None
         for refusal in LABEL_VALUES["refusal"] | ({current} if current else set()):
-            self._child("obsingest_edge_refusing_new_work", refusal=refusal).set(
-                1 if refusal == current else 0
-            )
+            self._child("obsingest_edge_refusing_new_work", refusal=refusal).set(int(refusal == current))
 
     def assembler_state(
         self, lag_messages: int, open_files: int, held_payload_bytes: int, held_limit_bytes: int
