@@ -44,11 +44,18 @@ class EngineQueries:
 
     def _run(self, fn: Callable[[Connection], T], write: bool = False) -> T:
         def run() -> T:
-            with self.engine.begin() if write else self.engine.connect() as conn:
+            if write:
+                return self._in_tx(fn)
+            with self.engine.connect() as conn:
                 return fn(conn)
 
         result: T = self._retrying(run)
         return result
+
+    def _in_tx(self, fn: Callable[[Connection], T]) -> T:
+        """One attempt of ``_tx``: ``fn`` in a transaction."""
+        with self.engine.begin() as conn:
+            return fn(conn)
 
     def _tx(self, fn: Callable[[Connection], T]) -> T:
         return self._run(fn, write=True)

@@ -177,8 +177,8 @@ class ButlerRegistry(ButlerReads, Registry):
         ok = []
         for p, reg in planned:
             row = known.get(reg.dataset_id)
-            if row is not None and (row["checksum"] != p.record.checksum or row["size"] != p.record.size):
-                p.error = checksum_conflict(p.record, row["uri"], row["checksum"], row["size"])
+            if row is not None and (conflict := checksum_conflict(p.record, row)):
+                p.error = conflict
                 continue
             ok.append((p, reg if row is None else dataclasses.replace(reg, created=False, uri=row["uri"])))
         return ok

@@ -77,21 +77,11 @@ class ButlerReads:
         for ref in refs:
             mine = companion.get(ref.id, {})
             rows.append(
-                {
-                    "id": str(ref.id),
-                    "dataset_type": ref.datasetType.name,
-                    "run": ref.run,
-                    "instrument": ref.dataId["instrument"],
-                    "exposure": ref.dataId["exposure"],
-                    "detector": ref.dataId["detector"],
-                    "ingest_time": mine.get("ingest_time"),
-                    "uri": uris.get(ref.id, ""),
-                    "size": mine.get("size"),
-                    "checksum": mine.get("checksum"),
-                    "transport": mine.get("transport"),
-                    "readout_time": mine.get("readout_time"),
-                    "companion": bool(mine),
-                }
+                {"id": str(ref.id), "dataset_type": ref.datasetType.name, "run": ref.run}
+                | {k: ref.dataId[k] for k in ("instrument", "exposure", "detector")}
+                | {"ingest_time": mine.get("ingest_time"), "uri": uris.get(ref.id, "")}
+                | {k: mine.get(k) for k in ("size", "checksum", "transport", "readout_time")}
+                | {"companion": bool(mine)}
             )
         rows.sort(key=lambda r: (r["instrument"], r["exposure"], r["detector"]))
         return rows

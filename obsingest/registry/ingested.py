@@ -160,13 +160,15 @@ class IngestedCheck:
     def _ours(self, instrument: str) -> dict[str, Any]:
         return {"dt": self.dataset_type, "run": run_name(self.registry.settings.run, instrument)}
 
-    def _read(self, fn: Callable[[Connection], Any]) -> Any:
-        """One read statement, on PostgreSQL in autocommit: its own snapshot, started after the
+    def _read(self, stmt: Any, params: dict[str, Any]) -> Sequence[Any]:
+        """``stmt``'s rows, on PostgreSQL in autocommit: its own snapshot, started after the
         caller's commit, without a transaction's BEGIN and ROLLBACK round trips."""
 
-        def run() -> Any:
+        def run() -> Sequence[Any]:
             with self.registry.engine.connect() as conn:
-                return fn(conn.execution_options(isolation_level="AUTOCOMMIT") if self._postgres else conn)
+                if self._postgres:
+                    conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+                return conn.execute(stmt, params).all()
 
         return self.registry._retrying(run)
 
@@ -194,7 +196,8 @@ class IngestedCheck:
         if prepared is None:
             if published:
                 self.registry.outbox.mark_published(list(published))
-            return self._read(lambda conn: conn.execute(self._q_state, key).first())
+            found = self._read(self._q_state, key)
+            return found[0] if found else None
         sql, values = prepared.sql, key
         if published:
             # the mark rides on the read: a data-modifying CTE runs whatever the SELECT reads,
@@ -208,7 +211,7 @@ class IngestedCheck:
     def _presence(
         self, instrument: str, exposure: int, day_obs: int, expected: Sequence[int], key: dict[str, Any]
     ) -> ExposurePresence:
-        found = self._read(lambda conn: conn.execute(self._q_rows, key).all())
+        found = self._read(self._q_rows, key)
         rows = [(int(det), as_utc(ingest), as_utc(readout)) for det, ingest, readout in found]
         registered = [(det, (i - r).total_seconds() if i and r else None) for det, i, r in rows]
         return summarize(
@@ -302,11 +305,11 @@ class IngestedCheck:
         """The exposure's deadline passed: close it ``incomplete`` unless closed before, or emit
         its event if it is complete after all."""
         key = {"inst": instrument, "exp": exposure, **self._ours(instrument)}
-        state = self._read(lambda conn: conn.execute(self._q_state, key).first())
+        state = self._state(key)
         if state is None:
             return Closing(instrument, exposure, NO_MANIFEST)
-        expected = _detectors(state.detectors)
-        presence = self._presence(instrument, exposure, state.day_obs, expected, key)
+        detectors, _, day_obs, _, _ = state
+        presence = self._presence(instrument, exposure, day_obs, _detectors(detectors), key)
         if not presence.missing:  # completed after all (its check was lost): its event
             return self.check(instrument, exposure)
         stmt = self._first_closure(presence, INCOMPLETE, self.clock())
@@ -318,18 +321,10 @@ class IngestedCheck:
         found: list[OpenExposure] = []
         for instrument in camera.INSTRUMENTS:
             params = {"inst": instrument, "since": since, **self._ours(instrument)}
-
-            def query(conn: Connection, p: dict[str, Any] = params) -> Any:
-                return conn.execute(self._q_open, p).all()
-
-            rows = self._read(query)
+            rows = self._read(self._q_open, params)
             for exposure, expected, obs_start, exposure_time, registered, closed in rows:
                 start = as_utc(obs_start)
-                deadline = (
-                    start + timedelta(seconds=(exposure_time or 0.0) + allowance)
-                    if start is not None
-                    else None
-                )
+                deadline = start and start + timedelta(seconds=(exposure_time or 0.0) + allowance)
                 found.append(OpenExposure(instrument, exposure, expected, registered, deadline, closed))
         return found
 
