@@ -214,12 +214,9 @@ class ButlerRegistry(ButlerReads, Registry):
         anyway, the batch is rolled back and done again with it."""
         with self._butler_lock:
             self.setup.prepare([reg.run for _, reg in ok], exposures=[p.exposure for p, _ in ok])
-            for p, _ in ok:
-                key = (p.exposure.instrument, p.exposure.exposure)
-                if key not in self._seen_exposures:
-                    if len(self._seen_exposures) > 10_000:
-                        self._seen_exposures.clear()
-                    self._seen_exposures.add(key)
+            if len(self._seen_exposures) > 10_000:
+                self._seen_exposures.clear()
+            self._seen_exposures.update((p.exposure.instrument, p.exposure.exposure) for p, _ in ok)
             if all(registration.created for _, registration in ok):
                 try:
                     with self.butler.transaction():

@@ -12,7 +12,7 @@ inserted (``Closing.counted``); a late completion still gets its event.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal
@@ -101,21 +101,13 @@ class IngestedCheck:
     """Completeness checks and the exposures-ingested outbox rows on one registry."""
 
     def __init__(
-        self,
-        registry: Registry,
-        topic: str,
-        budget_seconds: float,
-        *,
-        closed_by: str = "register",
-        lease_seconds: float = OUTBOX_LEASE_SECONDS,
-        clock: Callable[[], datetime] = utcnow,
+        self, registry: Registry, topic: str, budget_seconds: float, *, closed_by: str = "register"
     ) -> None:
         self.registry = registry
         self.topic = topic
         self.budget_seconds = budget_seconds
         self.closed_by = closed_by
-        self.lease_seconds = lease_seconds
-        self.clock = clock
+        self.lease_seconds = OUTBOX_LEASE_SECONDS
         self.dataset_type = registry.settings.dataset_type
         self._postgres = registry._postgres
         self._build_statements()
@@ -228,7 +220,7 @@ class IngestedCheck:
 
     def _emit(self, presence: ExposurePresence, expected: Sequence[int]) -> Closing:
         inst, exp = presence.instrument, presence.exposure
-        now = self.clock()
+        now = utcnow()
         status: IngestedStatusName = (
             IngestedStatus.OK if presence.status == COMPLETE else IngestedStatus.OVER_BUDGET
         )
@@ -312,7 +304,7 @@ class IngestedCheck:
         presence = self._presence(instrument, exposure, day_obs, _detectors(detectors), key)
         if not presence.missing:  # completed after all (its check was lost): its event
             return self.check(instrument, exposure)
-        stmt = self._first_closure(presence, INCOMPLETE, self.clock())
+        stmt = self._first_closure(presence, INCOMPLETE, utcnow())
         counted = self.registry._tx(lambda conn: conn.execute(stmt).first()) is not None
         return Closing(instrument, exposure, CLOSED_INCOMPLETE, presence, counted=counted, status=INCOMPLETE)
 
@@ -331,7 +323,7 @@ class IngestedCheck:
     def sweep(self, since: datetime, allowance: float) -> list[Closing]:
         """Emit what a lost check left complete and unannounced, close the exposures whose
         deadline passed; the closings that did something, oldest first."""
-        now = self.clock()
+        now = utcnow()
         done: list[Closing] = []
         for item in self.open_exposures(since, allowance):
             if item.registered >= item.expected:
