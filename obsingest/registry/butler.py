@@ -319,17 +319,16 @@ class ButlerRegistry(ButlerReads, Registry):
         for run, exposure in first.values():
             self._write_dimensions(conn, run, exposure)
         now = datetime.now(UTC)
-        fresh = [
-            (i, p, dataclasses.replace(planned, registered_time=now, uri=p.record.uri))
-            for i, (p, planned) in enumerate(held)
-            if planned.created
-        ]
-        inserted = self._insert_new(conn, [(p.record, reg) for _, p, reg in fresh])
-        done: dict[int, Registration] = {}
-        for i, _, reg in fresh:
-            if reg.dataset_id in inserted:  # not: another writer's, or an earlier item's
-                inserted.discard(reg.dataset_id)
-                done[i] = reg
+        fresh: dict[uuid.UUID, tuple[int, Registration]] = {}  # a CCD twice in the batch: its first
+        for i, (p, planned) in enumerate(held):
+            if planned.created:
+                reg = dataclasses.replace(planned, registered_time=now, uri=p.record.uri)
+                fresh.setdefault(planned.dataset_id, (i, reg))
+        inserted = self._insert_new(
+            conn, {ds_id: (held[i][0].record, reg) for ds_id, (i, reg) in fresh.items()}
+        )
+        # not inserted: another writer's (``_register`` below tells a duplicate from a conflict)
+        done = {i: reg for ds_id, (i, reg) in fresh.items() if ds_id in inserted}
         out: dict[int, tuple[Registration | None, BaseException | None]] = {}
         for i, (p, _) in enumerate(held):
             if i not in done:

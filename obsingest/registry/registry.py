@@ -13,7 +13,7 @@ import json
 import math
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
@@ -297,19 +297,15 @@ class Registry(EngineQueries):
             self._upsert_exposure(conn, exposure)
 
     def _insert_new(
-        self, conn: Connection, items: Sequence[tuple[FileRecord, Registration]]
+        self, conn: Connection, fresh: dict[uuid.UUID, tuple[FileRecord, Registration]]
     ) -> set[uuid.UUID]:
-        """Insert the datasets of ``items`` (believed new) and their datastore records, two
+        """Insert the datasets of ``fresh`` (believed new) and their datastore records, two
         statements for the batch; returns the ids inserted (the others: ``_register`` one by one)."""
-        if not items:
+        if not fresh:
             return set()
-        rows = [_dataset_values(reg, rec.data_id) for rec, reg in items]
+        rows = [_dataset_values(reg, rec.data_id) for rec, reg in fresh.values()]
         inserted = {as_uuid(row[0]) for row in conn.execute(self._insert_dataset, rows)}
-        records, seen = [], set()
-        for rec, reg in items:
-            if reg.dataset_id in inserted and reg.dataset_id not in seen:
-                seen.add(reg.dataset_id)
-                records.append(_datastore_values(reg.dataset_id, rec))
+        records = [_datastore_values(ds_id, rec) for ds_id, (rec, _) in fresh.items() if ds_id in inserted]
         if records:
             conn.execute(self._insert_datastore, records)
         return inserted
