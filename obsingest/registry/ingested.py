@@ -247,12 +247,7 @@ class IngestedCheck:
             latency_p95=presence.latency_p95,
             latency_max=presence.latency_max,
         )
-        message = OutboxMessage(
-            topic=self.topic,
-            payload=event.encode(),
-            key=f"{inst}/{exp}",
-            attributes=ingested_attributes(event),
-        )
+        message = OutboxMessage(self.topic, event.encode(), f"{inst}/{exp}", ingested_attributes(event))
         c = exposure_closure
         first_closure = self._first_closure(presence, status, now, eid)
         late_completion = (
