@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -49,22 +50,24 @@ def exposure_from_header(primary: Hdu, data_id: DataId, name: str) -> ExposureRe
     except CorruptFile as exc:
         raise BadHeader(f"object {name!r}: {exc}") from None
     _check_identity(result, primary, data_id, name)
+    key = (id(result.info), data_id.instrument, data_id.exposure, result.warnings)
+    record: ExposureRecord = _memo(_RECORDS, key, result.info, lambda: _record(result, data_id, name))
     _count_warnings(data_id.instrument, len(result.warnings))
-    return _record(result, data_id, name)
+    return record
 
 
-def _fields(info: Any) -> dict[str, Any]:
-    """``_exposure_fields(info)``, kept for the exposure's other CCDs (keyed by the info's id,
-    the info kept so that id cannot be reused while cached; LRU of ``_FIELDS_SIZE``)."""
+def _memo(cache: OrderedDict[Any, tuple[Any, Any]], key: Any, owner: Any, make: Callable[[], Any]) -> Any:
+    """``cache``'s value for ``key`` made for ``owner`` (kept so its id cannot be reused while
+    cached), or ``make()`` stored there (LRU of ``_FIELDS_SIZE``)."""
     with _FIELDS_LOCK:
-        cached = _FIELDS.get(id(info))
-    if cached is not None and cached[0] is info:
+        cached = cache.get(key)
+    if cached is not None and cached[0] is owner:
         return cached[1]
-    value = _exposure_fields(info)
+    value = make()
     with _FIELDS_LOCK:
-        _FIELDS[id(info)] = (info, value)
-        while len(_FIELDS) > _FIELDS_SIZE:
-            _FIELDS.popitem(last=False)
+        cache[key] = (owner, value)
+        while len(cache) > _FIELDS_SIZE:
+            cache.popitem(last=False)
     return value
 
 
@@ -112,7 +115,7 @@ def _record(result: translate.Translation, data_id: DataId, name: str) -> Exposu
         group_name=ident.exposure_group,
         seq_num=ident.observation_counter,
         header_warnings=result.warnings,
-        **_fields(result.info),
+        **_memo(_FIELDS, id(result.info), result.info, lambda: _exposure_fields(result.info)),
     )
     for field, (card, limit) in _LENGTHS.items():
         value = getattr(record, field)
@@ -128,6 +131,8 @@ def _record(result: translate.Translation, data_id: DataId, name: str) -> Exposu
 _FIELDS: OrderedDict[int, tuple[Any, dict[str, Any]]] = OrderedDict()
 _FIELDS_LOCK = threading.Lock()
 _FIELDS_SIZE = 32
+#: the checked record per exposure (and warnings): built and checked once for all its CCDs
+_RECORDS: OrderedDict[tuple[Any, ...], tuple[Any, ExposureRecord]] = OrderedDict()
 
 
 def _exposure_fields(info: Any) -> dict[str, Any]:

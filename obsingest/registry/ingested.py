@@ -22,7 +22,13 @@ from sqlalchemy import Connection, and_, bindparam, func, select, update
 from obsingest import camera
 from obsingest.messages import ExposureIngested, IngestedStatus, IngestedStatusName, utcnow
 from obsingest.registry import tables
-from obsingest.registry.completeness import COMPLETE, FROM_MANIFEST, ExposurePresence, summarize
+from obsingest.registry.completeness import (
+    COMPLETE,
+    FROM_MANIFEST,
+    ExposurePresence,
+    manifest_detectors,
+    summarize,
+)
 from obsingest.registry.facility_tables import exposure_closure
 from obsingest.registry.outbox import MARK_ASYNC_POSTGRES, OutboxMessage, insert_row_once
 from obsingest.registry.prepared import Prepared, autocommit_rows
@@ -176,7 +182,7 @@ class IngestedCheck:
             return Closing(instrument, exposure, ALREADY)
         if registered < expected_count:  # the common case: still arriving
             return Closing(instrument, exposure, NOT_COMPLETE)
-        expected = _detectors(detectors)
+        expected = manifest_detectors(detectors)
         presence = self._presence(instrument, exposure, day_obs, expected, key)
         if presence.missing:  # some registered CCDs were not in the manifest
             return Closing(instrument, exposure, NOT_COMPLETE, presence)
@@ -296,7 +302,7 @@ class IngestedCheck:
         if state is None:
             return Closing(instrument, exposure, NO_MANIFEST)
         detectors, _, day_obs, _, _ = state
-        presence = self._presence(instrument, exposure, day_obs, _detectors(detectors), key)
+        presence = self._presence(instrument, exposure, day_obs, manifest_detectors(detectors), key)
         if not presence.missing:  # completed after all (its check was lost): its event
             return self.check(instrument, exposure)
         stmt = self._first_closure(presence, INCOMPLETE, utcnow())
@@ -330,8 +336,3 @@ class IngestedCheck:
             if closing.outcome in (EMITTED, CLOSED_INCOMPLETE):
                 done.append(closing)
         return done
-
-
-def _detectors(text: str) -> list[int]:
-    """The manifest's detectors as ``exposure_manifest`` keeps them ("0,1,2")."""
-    return [int(x) for x in text.split(",") if x]

@@ -46,6 +46,7 @@ from obsingest.registry.completeness import (
     CcdPresence,
     ExposurePresence,
     NightPage,
+    manifest_detectors,
     summarize,
 )
 from obsingest.registry.engine import make_readonly_engine, require_tables
@@ -362,7 +363,7 @@ class PresenceReader:
         first, last = conn.execute(self._q_times, {**ours, "exp": exposure}).one()
         source: Literal["manifest", "instrument"]
         if manifest is not None:
-            expected = [int(x) for x in manifest.detectors.split(",") if x]
+            expected = manifest_detectors(manifest.detectors)
             source = FROM_MANIFEST
             about = (manifest.physical_filter, manifest.obs_start, manifest.exposure_time)
         else:
