@@ -42,10 +42,8 @@ class EngineQueries:
         self._postgres = engine.dialect.name == "postgresql"
         self._insert = postgresql.insert if self._postgres else sqlite.insert
 
-    def _run(self, fn: Callable[[Connection], T], write: bool = False) -> T:
+    def _run(self, fn: Callable[[Connection], T]) -> T:
         def run() -> T:
-            if write:
-                return self._in_tx(fn)
             with self.engine.connect() as conn:
                 return fn(conn)
 
@@ -58,7 +56,8 @@ class EngineQueries:
             return fn(conn)
 
     def _tx(self, fn: Callable[[Connection], T]) -> T:
-        return self._run(fn, write=True)
+        result: T = self._retrying(lambda: self._in_tx(fn))
+        return result
 
 
 class RegistryAudit(EngineQueries):
