@@ -420,14 +420,13 @@ def checksum_conflict(record: FileRecord, row: Any) -> ChecksumConflict | None:
 
 def jsonable(row: dict[str, Any]) -> dict[str, Any]:
     """``row`` as JSON holds it: datetimes ISO UTC text, UUIDs text."""
-    out = {}
-    for key, value in row.items():
-        if isinstance(value, datetime):
-            value = as_utc(value).isoformat()
-        elif isinstance(value, uuid.UUID):
-            value = str(value)
-        out[key] = value
-    return out
+    return {key: _json_value(value) for key, value in row.items()}
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return as_utc(value).isoformat()
+    return str(value) if isinstance(value, uuid.UUID) else value
 
 
 def _dataset_values(registration: Registration, data_id: DataId) -> dict[str, Any]:
