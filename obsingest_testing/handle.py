@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from contextlib import closing
 from typing import Any
 
 from infra.containers.facility import Facility, FacilityEndpoints, environ
@@ -35,12 +36,11 @@ class FacilityHandle:
         """Write an object into the facility's bucket, as a sender at the summit would."""
         from obsingest.store.gcs import GcsSettings, GcsStore
 
-        with environ(self.env()):
-            store = GcsStore(self.bucket, settings=GcsSettings(project=self.project))
-            try:
-                store.put(name, data)
-            finally:
-                store.close()
+        with (
+            environ(self.env()),
+            closing(GcsStore(self.bucket, settings=GcsSettings(project=self.project))) as store,
+        ):
+            store.put(name, data)
 
     def subscribe_arrivals(self, name: str | None = None) -> str:
         """A new pull subscription on the arrivals topic (sees what is published after it)."""
@@ -59,17 +59,13 @@ class FacilityHandle:
         from obsingest.bus.pull import PubSubPullSource
 
         events: list[ArrivalEvent] = []
-        with environ(self.env()):
-            source = PubSubPullSource(self.project, subscription)
-            try:
-                deadline = time.monotonic() + timeout
-                while len(events) < count and (left := deadline - time.monotonic()) > 0:
-                    batch = source.pull(100, min(left, 5.0))
-                    events += [ArrivalEvent.decode(d.data) for d in batch]
-                    if batch:
-                        source.ack([d.ack_id for d in batch])
-            finally:
-                source.close()
+        with environ(self.env()), closing(PubSubPullSource(self.project, subscription)) as source:
+            deadline = time.monotonic() + timeout
+            while len(events) < count and (left := deadline - time.monotonic()) > 0:
+                batch = source.pull(100, min(left, 5.0))
+                events += [ArrivalEvent.decode(d.data) for d in batch]
+                if batch:
+                    source.ack([d.ack_id for d in batch])
         return events
 
     def presence(self, path: str) -> Any:

@@ -42,16 +42,22 @@ class EngineQueries:
         self._postgres = engine.dialect.name == "postgresql"
         self._insert = postgresql.insert if self._postgres else sqlite.insert
 
-    def _run(self, fn: Callable[[Connection], T], write: bool = False) -> T:
+    def _run(self, fn: Callable[[Connection], T]) -> T:
         def run() -> T:
-            with self.engine.begin() if write else self.engine.connect() as conn:
+            with self.engine.connect() as conn:
                 return fn(conn)
 
         result: T = self._retrying(run)
         return result
 
+    def _in_tx(self, fn: Callable[[Connection], T]) -> T:
+        """One attempt of ``_tx``: ``fn`` in a transaction."""
+        with self.engine.begin() as conn:
+            return fn(conn)
+
     def _tx(self, fn: Callable[[Connection], T]) -> T:
-        return self._run(fn, write=True)
+        result: T = self._retrying(lambda: self._in_tx(fn))
+        return result
 
 
 class RegistryAudit(EngineQueries):

@@ -177,8 +177,8 @@ class ButlerRegistry(ButlerReads, Registry):
         ok = []
         for p, reg in planned:
             row = known.get(reg.dataset_id)
-            if row is not None and (row["checksum"] != p.record.checksum or row["size"] != p.record.size):
-                p.error = checksum_conflict(p.record, row["uri"], row["checksum"], row["size"])
+            if row is not None and (conflict := checksum_conflict(p.record, row)):
+                p.error = conflict
                 continue
             ok.append((p, reg if row is None else dataclasses.replace(reg, created=False, uri=row["uri"])))
         return ok
@@ -214,12 +214,9 @@ class ButlerRegistry(ButlerReads, Registry):
         anyway, the batch is rolled back and done again with it."""
         with self._butler_lock:
             self.setup.prepare([reg.run for _, reg in ok], exposures=[p.exposure for p, _ in ok])
-            for p, _ in ok:
-                key = (p.exposure.instrument, p.exposure.exposure)
-                if key not in self._seen_exposures:
-                    if len(self._seen_exposures) > 10_000:
-                        self._seen_exposures.clear()
-                    self._seen_exposures.add(key)
+            if len(self._seen_exposures) > 10_000:
+                self._seen_exposures.clear()
+            self._seen_exposures.update((p.exposure.instrument, p.exposure.exposure) for p, _ in ok)
             if all(registration.created for _, registration in ok):
                 try:
                     with self.butler.transaction():
@@ -322,17 +319,16 @@ class ButlerRegistry(ButlerReads, Registry):
         for run, exposure in first.values():
             self._write_dimensions(conn, run, exposure)
         now = datetime.now(UTC)
-        fresh = [
-            (i, p, dataclasses.replace(planned, registered_time=now, uri=p.record.uri))
-            for i, (p, planned) in enumerate(held)
-            if planned.created
-        ]
-        inserted = self._insert_new(conn, [(p.record, reg) for _, p, reg in fresh])
-        done: dict[int, Registration] = {}
-        for i, _, reg in fresh:
-            if reg.dataset_id in inserted:  # not: another writer's, or an earlier item's
-                inserted.discard(reg.dataset_id)
-                done[i] = reg
+        fresh: dict[uuid.UUID, tuple[int, Registration]] = {}  # a CCD twice in the batch: its first
+        for i, (p, planned) in enumerate(held):
+            if planned.created:
+                reg = dataclasses.replace(planned, registered_time=now, uri=p.record.uri)
+                fresh.setdefault(planned.dataset_id, (i, reg))
+        inserted = self._insert_new(
+            conn, {ds_id: (held[i][0].record, reg) for ds_id, (i, reg) in fresh.items()}
+        )
+        # not inserted: another writer's (``_register`` below tells a duplicate from a conflict)
+        done = {i: reg for ds_id, (i, reg) in fresh.items() if ds_id in inserted}
         out: dict[int, tuple[Registration | None, BaseException | None]] = {}
         for i, (p, _) in enumerate(held):
             if i not in done:

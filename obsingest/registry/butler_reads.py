@@ -20,8 +20,7 @@ from obsingest.settings import RegistrySettings, run_name
 
 
 class ButlerReads:
-    """``ButlerRegistry``'s queries of the Butler (raws in the configured runs) joined with the
-    companion."""
+    """``ButlerRegistry``'s queries of the Butler (raws in the configured runs)."""
 
     butler: Any
     engine: Engine
@@ -77,21 +76,11 @@ class ButlerReads:
         for ref in refs:
             mine = companion.get(ref.id, {})
             rows.append(
-                {
-                    "id": str(ref.id),
-                    "dataset_type": ref.datasetType.name,
-                    "run": ref.run,
-                    "instrument": ref.dataId["instrument"],
-                    "exposure": ref.dataId["exposure"],
-                    "detector": ref.dataId["detector"],
-                    "ingest_time": mine.get("ingest_time"),
-                    "uri": uris.get(ref.id, ""),
-                    "size": mine.get("size"),
-                    "checksum": mine.get("checksum"),
-                    "transport": mine.get("transport"),
-                    "readout_time": mine.get("readout_time"),
-                    "companion": bool(mine),
-                }
+                {"id": str(ref.id), "dataset_type": ref.datasetType.name, "run": ref.run}
+                | {k: ref.dataId[k] for k in ("instrument", "exposure", "detector")}
+                | {"ingest_time": mine.get("ingest_time"), "uri": uris.get(ref.id, "")}
+                | {k: mine.get(k) for k in ("size", "checksum", "transport", "readout_time")}
+                | {"companion": bool(mine)}
             )
         rows.sort(key=lambda r: (r["instrument"], r["exposure"], r["detector"]))
         return rows
@@ -113,13 +102,6 @@ class ButlerReads:
                     out[row["id"]] = jsonable({k: v for k, v in row.items() if k != "id"})
         return out
 
-    def held(self, rows: Iterable[dict[str, Any]]) -> set[str]:
-        """Of companion rows (``id``, ``instrument``, ``exposure``, ``run``, ``uri``), the URIs
-        whose dataset the Butler holds at that very URI."""
-        rows = list(rows)
-        uris = self.held_uris((r["run"], r["instrument"], int(r["exposure"]), r["id"]) for r in rows)
-        return {r["uri"] for r in rows if uris.get(r["id"]) == r["uri"]}
-
     def held_uris(self, wanted: Iterable[tuple[str, str, int, uuid.UUID]]) -> dict[uuid.UUID, str]:
         """The Butler's URI of each (run, instrument, exposure, dataset id) it holds: one query
         per run and instrument."""
@@ -138,7 +120,8 @@ class ButlerReads:
 
 
 class ButlerAudit(RegistryAudit):
-    """Reconcile's queries; ``registered_uris`` asks the Butler too."""
+    """Reconcile's queries; ``registered_uris``: the companion has recorded them and the Butler
+    holds them at that URI."""
 
     def __init__(
         self, engine: Engine, retrying: Callable[[Callable[[], Any]], Any] | None, reads: ButlerReads
@@ -147,22 +130,24 @@ class ButlerAudit(RegistryAudit):
         self.reads = reads
 
     def registered_uris(self, uris: Iterable[str]) -> set[str]:
-        """Which of ``uris`` the companion has recorded and the Butler holds at that URI."""
         d, r = tables.dataset, tables.datastore_record
+        query = select(d.c.id, d.c.instrument, d.c.exposure, d.c.run, r.c.uri).join(
+            r, r.c.dataset_id == d.c.id
+        )
         wanted = sorted(set(uris))
-        rows: list[dict[str, Any]] = []
-        for chunk in chunks(wanted):
-            query = (
-                select(d.c.id, d.c.instrument, d.c.exposure, d.c.run, r.c.uri)
-                .join(r, r.c.dataset_id == d.c.id)
-                .where(r.c.uri.in_(chunk))
-            )
 
-            def fetch(c: Connection, q: Any = query) -> list[dict[str, Any]]:
-                return [dict(m) for m in c.execute(q).mappings()]
+        def rows_of(conn: Connection) -> list[dict[str, Any]]:
+            return [
+                dict(m)
+                for chunk in chunks(wanted)
+                for m in conn.execute(query.where(r.c.uri.in_(chunk))).mappings()
+            ]
 
-            rows.extend(self._run(fetch))
-        return self.reads.held(rows) if rows else set()
+        rows = self._run(rows_of)
+        if not rows:
+            return set()
+        held = self.reads.held_uris((x["run"], x["instrument"], int(x["exposure"]), x["id"]) for x in rows)
+        return {x["uri"] for x in rows if held.get(x["id"]) == x["uri"]}
 
 
 class ButlerConfirmation:

@@ -280,26 +280,27 @@ def exposure_records(exp: ExposureRecord) -> dict[str, dict[str, Any]]:
             "obs_id": exp.obs_id or f"{inst.obsid_prefix}_O_{exp.day_obs}_{seq_num:06d}",
             "physical_filter": physical_filter,
             "group": group,
-            "day_obs": exp.day_obs,
-            "exposure_time": exp.exposure_time,
-            "dark_time": exp.dark_time,
             "observation_type": exp.observation_type or "unknown",
             "observation_reason": exp.observation_reason or "unknown",
             "seq_num": seq_num,
             "seq_start": seq_num,
             "seq_end": seq_num,
-            "target_name": exp.target_name,
-            "science_program": exp.science_program,
-            "tracking_ra": exp.tracking_ra,
-            "tracking_dec": exp.tracking_dec,
-            "sky_angle": exp.sky_angle,
-            "azimuth": exp.azimuth,
-            "zenith_angle": exp.zenith_angle,
-            "has_simulated": exp.has_simulated,
-            "can_see_sky": exp.can_see_sky,
-            "timespan": (begin, end) if begin is not None and end is not None else None,
-        },
+        }
+        | {name: getattr(exp, name) for name in _AS_GIVEN}
+        | {"timespan": (begin, end) if begin is not None and end is not None else None},
     }
+
+
+#: the exposure record's fields the headers give as they are
+_AS_GIVEN: tuple[str, ...] = (
+    "day_obs",
+    "exposure_time",
+    "dark_time",
+    "target_name",
+    "science_program",
+    "tracking_ra",
+)
+_AS_GIVEN += ("tracking_dec", "sky_angle", "azimuth", "zenith_angle", "has_simulated", "can_see_sky")
 
 
 def with_timespan(record: dict[str, Any]) -> dict[str, Any]:

@@ -117,6 +117,11 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
+def manifest_detectors(text: str) -> list[int]:
+    """A manifest's detectors as ``exposure_manifest`` keeps them ("0,1,2")."""
+    return [int(x) for x in text.split(",") if x]
+
+
 def status_of(missing: Iterable[int], over_budget: Iterable[int]) -> Status:
     if any(True for _ in missing):
         return INCOMPLETE

@@ -59,12 +59,8 @@ def _sqlite_tuning(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA synchronous=NORMAL")
-        cur.execute("PRAGMA foreign_keys=ON")
-        cur.execute("PRAGMA busy_timeout=30000")
-        cur.close()
+        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON", "busy_timeout=30000"):
+            dbapi_conn.execute(f"PRAGMA {pragma}").close()
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
@@ -97,13 +93,10 @@ def make_readonly_engine(settings: RegistrySettings) -> Engine:
 
         @event.listens_for(engine, "connect")
         def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-            cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA query_only=ON")
-            cur.execute("PRAGMA busy_timeout=5000")
-            # reads of random CCDs touch pages all over a night: map the file (the OS page
+            # mmap: reads of random CCDs touch pages all over a night: map the file (the OS page
             # cache, shared by every connection) instead of a read() per page miss
-            cur.execute(f"PRAGMA mmap_size={SQLITE_MMAP_BYTES}")
-            cur.close()
+            for pragma in ("query_only=ON", "busy_timeout=5000", f"mmap_size={SQLITE_MMAP_BYTES}"):
+                dbapi_conn.execute(f"PRAGMA {pragma}").close()
 
         return engine
     if url.startswith("postgresql"):

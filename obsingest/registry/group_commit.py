@@ -67,13 +67,9 @@ class GroupCommit(Generic[T]):
         self._waiters: dict[int, threading.Condition] = {}
         self._queue: list[T] = []
         self._leader = False
-        self._preparing = 0
+        #: callers inside ``arriving`` that have not submitted yet
+        self.preparing = 0
         self._local = threading.local()
-
-    @property
-    def preparing(self) -> int:
-        """Callers inside ``arriving`` that have not submitted yet."""
-        return self._preparing
 
     @contextmanager
     def arriving(self) -> Iterator[None]:
@@ -82,7 +78,7 @@ class GroupCommit(Generic[T]):
             yield
             return
         with self._cond:
-            self._preparing += 1
+            self.preparing += 1
             self._arrived()
         self._local.arriving = True
         try:
@@ -91,7 +87,7 @@ class GroupCommit(Generic[T]):
             if self._local.arriving:  # gave up (or failed) before submitting
                 self._local.arriving = False
                 with self._cond:
-                    self._preparing -= 1
+                    self.preparing -= 1
                     self._wake_gatherer()
 
     def submit(self, item: T) -> None:
@@ -99,7 +95,7 @@ class GroupCommit(Generic[T]):
         with self._cond:
             if getattr(self._local, "arriving", False):
                 self._local.arriving = False
-                self._preparing -= 1
+                self.preparing -= 1
             else:
                 self._arrived()
             self._queue.append(item)
@@ -122,7 +118,7 @@ class GroupCommit(Generic[T]):
 
     def _wake_gatherer(self) -> None:
         """(lock held) Wake a gathering leader once waiting no longer gains anything."""
-        if not self._preparing or len(self._queue) >= self.max_batch:
+        if not self.preparing or len(self._queue) >= self.max_batch:
             self._gathered.notify_all()
 
     def _lead(self, mine: T) -> None:
@@ -166,7 +162,7 @@ class GroupCommit(Generic[T]):
             now = time.monotonic()
             if now >= deadline:
                 return
-            if self._preparing:
+            if self.preparing:
                 self._gathered.wait(deadline - now)
                 continue
             previous, last = self._arrivals

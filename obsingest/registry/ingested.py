@@ -12,7 +12,7 @@ inserted (``Closing.counted``); a late completion still gets its event.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal
@@ -22,7 +22,13 @@ from sqlalchemy import Connection, and_, bindparam, func, select, update
 from obsingest import camera
 from obsingest.messages import ExposureIngested, IngestedStatus, IngestedStatusName, utcnow
 from obsingest.registry import tables
-from obsingest.registry.completeness import COMPLETE, FROM_MANIFEST, ExposurePresence, summarize
+from obsingest.registry.completeness import (
+    COMPLETE,
+    FROM_MANIFEST,
+    ExposurePresence,
+    manifest_detectors,
+    summarize,
+)
 from obsingest.registry.facility_tables import exposure_closure
 from obsingest.registry.outbox import MARK_ASYNC_POSTGRES, OutboxMessage, insert_row_once
 from obsingest.registry.prepared import Prepared, autocommit_rows
@@ -101,21 +107,13 @@ class IngestedCheck:
     """Completeness checks and the exposures-ingested outbox rows on one registry."""
 
     def __init__(
-        self,
-        registry: Registry,
-        topic: str,
-        budget_seconds: float,
-        *,
-        closed_by: str = "register",
-        lease_seconds: float = OUTBOX_LEASE_SECONDS,
-        clock: Callable[[], datetime] = utcnow,
+        self, registry: Registry, topic: str, budget_seconds: float, *, closed_by: str = "register"
     ) -> None:
         self.registry = registry
         self.topic = topic
         self.budget_seconds = budget_seconds
         self.closed_by = closed_by
-        self.lease_seconds = lease_seconds
-        self.clock = clock
+        self.lease_seconds = OUTBOX_LEASE_SECONDS
         self.dataset_type = registry.settings.dataset_type
         self._postgres = registry._postgres
         self._build_statements()
@@ -160,13 +158,15 @@ class IngestedCheck:
     def _ours(self, instrument: str) -> dict[str, Any]:
         return {"dt": self.dataset_type, "run": run_name(self.registry.settings.run, instrument)}
 
-    def _read(self, fn: Callable[[Connection], Any]) -> Any:
-        """One read statement, on PostgreSQL in autocommit: its own snapshot, started after the
+    def _read(self, stmt: Any, params: dict[str, Any]) -> Sequence[Any]:
+        """``stmt``'s rows, on PostgreSQL in autocommit: its own snapshot, started after the
         caller's commit, without a transaction's BEGIN and ROLLBACK round trips."""
 
-        def run() -> Any:
+        def run() -> Sequence[Any]:
             with self.registry.engine.connect() as conn:
-                return fn(conn.execution_options(isolation_level="AUTOCOMMIT") if self._postgres else conn)
+                if self._postgres:
+                    conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+                return conn.execute(stmt, params).all()
 
         return self.registry._retrying(run)
 
@@ -182,7 +182,7 @@ class IngestedCheck:
             return Closing(instrument, exposure, ALREADY)
         if registered < expected_count:  # the common case: still arriving
             return Closing(instrument, exposure, NOT_COMPLETE)
-        expected = _detectors(detectors)
+        expected = manifest_detectors(detectors)
         presence = self._presence(instrument, exposure, day_obs, expected, key)
         if presence.missing:  # some registered CCDs were not in the manifest
             return Closing(instrument, exposure, NOT_COMPLETE, presence)
@@ -194,7 +194,8 @@ class IngestedCheck:
         if prepared is None:
             if published:
                 self.registry.outbox.mark_published(list(published))
-            return self._read(lambda conn: conn.execute(self._q_state, key).first())
+            found = self._read(self._q_state, key)
+            return found[0] if found else None
         sql, values = prepared.sql, key
         if published:
             # the mark rides on the read: a data-modifying CTE runs whatever the SELECT reads,
@@ -208,7 +209,7 @@ class IngestedCheck:
     def _presence(
         self, instrument: str, exposure: int, day_obs: int, expected: Sequence[int], key: dict[str, Any]
     ) -> ExposurePresence:
-        found = self._read(lambda conn: conn.execute(self._q_rows, key).all())
+        found = self._read(self._q_rows, key)
         rows = [(int(det), as_utc(ingest), as_utc(readout)) for det, ingest, readout in found]
         registered = [(det, (i - r).total_seconds() if i and r else None) for det, i, r in rows]
         return summarize(
@@ -225,7 +226,7 @@ class IngestedCheck:
 
     def _emit(self, presence: ExposurePresence, expected: Sequence[int]) -> Closing:
         inst, exp = presence.instrument, presence.exposure
-        now = self.clock()
+        now = utcnow()
         status: IngestedStatusName = (
             IngestedStatus.OK if presence.status == COMPLETE else IngestedStatus.OVER_BUDGET
         )
@@ -252,12 +253,7 @@ class IngestedCheck:
             latency_p95=presence.latency_p95,
             latency_max=presence.latency_max,
         )
-        message = OutboxMessage(
-            topic=self.topic,
-            payload=event.encode(),
-            key=f"{inst}/{exp}",
-            attributes=ingested_attributes(event),
-        )
+        message = OutboxMessage(self.topic, event.encode(), f"{inst}/{exp}", ingested_attributes(event))
         c = exposure_closure
         first_closure = self._first_closure(presence, status, now, eid)
         late_completion = (
@@ -302,14 +298,14 @@ class IngestedCheck:
         """The exposure's deadline passed: close it ``incomplete`` unless closed before, or emit
         its event if it is complete after all."""
         key = {"inst": instrument, "exp": exposure, **self._ours(instrument)}
-        state = self._read(lambda conn: conn.execute(self._q_state, key).first())
+        state = self._state(key)
         if state is None:
             return Closing(instrument, exposure, NO_MANIFEST)
-        expected = _detectors(state.detectors)
-        presence = self._presence(instrument, exposure, state.day_obs, expected, key)
+        detectors, _, day_obs, _, _ = state
+        presence = self._presence(instrument, exposure, day_obs, manifest_detectors(detectors), key)
         if not presence.missing:  # completed after all (its check was lost): its event
             return self.check(instrument, exposure)
-        stmt = self._first_closure(presence, INCOMPLETE, self.clock())
+        stmt = self._first_closure(presence, INCOMPLETE, utcnow())
         counted = self.registry._tx(lambda conn: conn.execute(stmt).first()) is not None
         return Closing(instrument, exposure, CLOSED_INCOMPLETE, presence, counted=counted, status=INCOMPLETE)
 
@@ -318,25 +314,17 @@ class IngestedCheck:
         found: list[OpenExposure] = []
         for instrument in camera.INSTRUMENTS:
             params = {"inst": instrument, "since": since, **self._ours(instrument)}
-
-            def query(conn: Connection, p: dict[str, Any] = params) -> Any:
-                return conn.execute(self._q_open, p).all()
-
-            rows = self._read(query)
+            rows = self._read(self._q_open, params)
             for exposure, expected, obs_start, exposure_time, registered, closed in rows:
                 start = as_utc(obs_start)
-                deadline = (
-                    start + timedelta(seconds=(exposure_time or 0.0) + allowance)
-                    if start is not None
-                    else None
-                )
+                deadline = start and start + timedelta(seconds=(exposure_time or 0.0) + allowance)
                 found.append(OpenExposure(instrument, exposure, expected, registered, deadline, closed))
         return found
 
     def sweep(self, since: datetime, allowance: float) -> list[Closing]:
         """Emit what a lost check left complete and unannounced, close the exposures whose
         deadline passed; the closings that did something, oldest first."""
-        now = self.clock()
+        now = utcnow()
         done: list[Closing] = []
         for item in self.open_exposures(since, allowance):
             if item.registered >= item.expected:
@@ -348,8 +336,3 @@ class IngestedCheck:
             if closing.outcome in (EMITTED, CLOSED_INCOMPLETE):
                 done.append(closing)
         return done
-
-
-def _detectors(text: str) -> list[int]:
-    """The manifest's detectors as ``exposure_manifest`` keeps them ("0,1,2")."""
-    return [int(x) for x in text.split(",") if x]

@@ -6,6 +6,7 @@ autocommit). Statements are SQLAlchemy Core; only their execution skips it."""
 from __future__ import annotations
 
 import uuid
+from contextlib import closing
 from datetime import datetime
 from functools import cache
 from typing import Any, cast
@@ -43,12 +44,9 @@ class Prepared:
     def rows(self, values: dict[str, Any]) -> list[tuple[Any, ...]]:
         conn = self.engine.raw_connection()
         try:
-            cursor = conn.cursor()
-            try:
+            with closing(conn.cursor()) as cursor:
                 cursor.execute(self.sql, self.args(values))
                 return list(cursor.fetchall())
-            finally:
-                cursor.close()
         except self._errors as exc:
             conn.invalidate(exc)  # a connection in an unknown state never goes back to the pool
             where = self.engine.url.render_as_string(hide_password=True)

@@ -16,7 +16,6 @@ from typing import Any, Literal
 
 from sqlalchemy import (
     ColumnElement,
-    Engine,
     Float,
     String,
     and_,
@@ -47,6 +46,7 @@ from obsingest.registry.completeness import (
     CcdPresence,
     ExposurePresence,
     NightPage,
+    manifest_detectors,
     summarize,
 )
 from obsingest.registry.engine import make_readonly_engine, require_tables
@@ -148,28 +148,29 @@ def _latency(dialect: str) -> ColumnElement[float]:
 
 
 class PresenceReader:
-    """Presence queries on a (read-only) registry engine."""
+    """Presence queries on a read-only engine of ``settings.url`` (SQLite, PostgreSQL or
+    ``butler:``: the companion tables, each CCD answer confirmed by the Butler, the registry of record)."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        *,
-        dataset_type: str,
-        run_template: str,
-        budget_seconds: float,
-        cache_size: int = 20_000,
-    ) -> None:
-        self.engine = engine
-        self.dataset_type = dataset_type
-        self.run_template = run_template
+    def __init__(self, settings: RegistrySettings, budget_seconds: float, cache_size: int = 20_000) -> None:
+        self.engine = engine = make_readonly_engine(settings)
+        try:
+            require_tables(engine, TABLES)
+        except Exception:
+            engine.dispose()
+            raise
+        self.dataset_type = settings.dataset_type
+        self.run_template = settings.run
         self.budget_seconds = budget_seconds
         self._cache: OrderedDict[tuple[str, int], tuple[tuple[Any, ...], ExposurePresence]] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
         #: the registry URL, password hidden
-        self.source = engine.url.render_as_string(hide_password=True)
-        #: a CCD answer checked against the registry of record (a Butler), None: no such check
+        self.source = shown_url(settings.url)
         self.confirm: Any = None
+        if is_butler_url(settings.url):
+            from obsingest.registry.butler_reads import ButlerConfirmation
+
+            self.confirm = ButlerConfirmation(repo_of(settings.url))
         self._build_statements(engine.dialect.name)
         # what every request runs, on the driver's cursor (``prepared``)
         self._p_ccd = Prepared(engine, self._q_ccd)
@@ -180,26 +181,7 @@ class PresenceReader:
     def open(
         cls, settings: RegistrySettings, budget_seconds: float, cache_size: int = 20_000
     ) -> PresenceReader:
-        """A reader on ``settings.url`` (SQLite, PostgreSQL or ``butler:``), read-only."""
-        engine = make_readonly_engine(settings)
-        try:
-            require_tables(engine, TABLES)
-        except Exception:
-            engine.dispose()
-            raise
-        reader = cls(
-            engine,
-            dataset_type=settings.dataset_type,
-            run_template=settings.run,
-            budget_seconds=budget_seconds,
-            cache_size=cache_size,
-        )
-        reader.source = shown_url(settings.url)
-        if is_butler_url(settings.url):  # the Butler is the registry of record: ask it too
-            from obsingest.registry.butler_reads import ButlerConfirmation
-
-            reader.confirm = ButlerConfirmation(repo_of(settings.url))
-        return reader
+        return cls(settings, budget_seconds, cache_size)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -381,7 +363,7 @@ class PresenceReader:
         first, last = conn.execute(self._q_times, {**ours, "exp": exposure}).one()
         source: Literal["manifest", "instrument"]
         if manifest is not None:
-            expected = [int(x) for x in manifest.detectors.split(",") if x]
+            expected = manifest_detectors(manifest.detectors)
             source = FROM_MANIFEST
             about = (manifest.physical_filter, manifest.obs_start, manifest.exposure_time)
         else:

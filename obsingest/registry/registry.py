@@ -13,7 +13,7 @@ import json
 import math
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
@@ -21,13 +21,12 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, bindparam, func, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from obsingest.dataid import DataId, dataset_id
 from obsingest.errors import ChecksumConflict, UnstorableInput
 from obsingest.exhaustion import as_exhausted
 from obsingest.registry import db_errors, tables
-from obsingest.registry.audit import RegistryAudit
+from obsingest.registry.audit import EngineQueries, RegistryAudit
 from obsingest.registry.db_errors import RegistryUnavailable as RegistryUnavailable  # re-exported
 from obsingest.registry.engine import make_engine
 from obsingest.registry.migrations import migrate
@@ -127,14 +126,12 @@ def _column_value(value: Any) -> Any:
     return as_utc(value) if isinstance(value, datetime) else value
 
 
-class Registry:
-    """Registry on a SQLAlchemy engine (SQLite or PostgreSQL)."""
+class Registry(EngineQueries):
+    """Registry on a SQLAlchemy engine (SQLite or PostgreSQL); every transaction ``_retrying``."""
 
     def __init__(self, engine: Engine, settings: RegistrySettings) -> None:
-        self.engine = engine
+        super().__init__(engine, self._retrying)
         self.settings = settings
-        self._postgres = engine.dialect.name == "postgresql"
-        self._insert = postgresql.insert if self._postgres else sqlite.insert
         # built once: SQLAlchemy's compiled cache then serves every call
         self._insert_run = self._insert(tables.run).on_conflict_do_nothing()
         self._insert_dataset = (
@@ -210,14 +207,6 @@ class Registry:
     def upsert_exposure(self, record: ExposureRecord) -> None:
         """Insert the exposure dimension record, filling fields that are still unknown."""
         self._tx(lambda c: self._upsert_exposure(c, record))
-
-    def _in_tx(self, fn: Callable[[Connection], T]) -> T:
-        with self.engine.begin() as conn:
-            return fn(conn)
-
-    def _tx(self, fn: Callable[[Connection], T]) -> T:
-        """``fn`` in a transaction, retried."""
-        return self._retrying(lambda: self._in_tx(fn))
 
     def _upsert_exposure(self, conn: Connection, record: ExposureRecord) -> None:
         values = {name: _column_value(getattr(record, name)) for name in _EXPOSURE_FIELDS}
@@ -308,19 +297,15 @@ class Registry:
             self._upsert_exposure(conn, exposure)
 
     def _insert_new(
-        self, conn: Connection, items: Sequence[tuple[FileRecord, Registration]]
+        self, conn: Connection, fresh: dict[uuid.UUID, tuple[FileRecord, Registration]]
     ) -> set[uuid.UUID]:
-        """Insert the datasets of ``items`` (believed new) and their datastore records, two
+        """Insert the datasets of ``fresh`` (believed new) and their datastore records, two
         statements for the batch; returns the ids inserted (the others: ``_register`` one by one)."""
-        if not items:
+        if not fresh:
             return set()
-        rows = [_dataset_values(reg, rec.data_id) for rec, reg in items]
+        rows = [_dataset_values(reg, rec.data_id) for rec, reg in fresh.values()]
         inserted = {as_uuid(row[0]) for row in conn.execute(self._insert_dataset, rows)}
-        records, seen = [], set()
-        for rec, reg in items:
-            if reg.dataset_id in inserted and reg.dataset_id not in seen:
-                seen.add(reg.dataset_id)
-                records.append(_datastore_values(reg.dataset_id, rec))
+        records = [_datastore_values(ds_id, rec) for ds_id, (rec, _) in fresh.items() if ds_id in inserted]
         if records:
             conn.execute(self._insert_datastore, records)
         return inserted
@@ -337,8 +322,8 @@ class Registry:
             conn.execute(self._insert_datastore, _datastore_values(ds_id, record))
             return registration
         row = conn.execute(self._select_existing, {"ds_id": ds_id}).mappings().one()
-        if row["checksum"] != record.checksum or row["size"] != record.size:
-            raise checksum_conflict(record, row["uri"], row["checksum"], row["size"])
+        if conflict := checksum_conflict(record, row):
+            raise conflict
         registered = as_utc(row["ingest_time"]) or registration.registered_time
         return dataclasses.replace(registration, created=False, registered_time=registered, uri=row["uri"])
 
@@ -355,14 +340,9 @@ class Registry:
         """In the registering transaction: a new dataset gets its outbox row, or neither exists."""
         if announce is None or not registration.created:
             return registration
-        row_id = insert_row(
-            conn,
-            registration.dataset_id,
-            announce(registration),
-            registration.registered_time,
-            OUTBOX_LEASE_SECONDS,
-        )
-        return dataclasses.replace(registration, outbox_id=row_id)
+        reg, message = registration, announce(registration)
+        row_id = insert_row(conn, reg.dataset_id, message, reg.registered_time, OUTBOX_LEASE_SECONDS)
+        return dataclasses.replace(reg, outbox_id=row_id)
 
     @cached_property
     def outbox(self) -> ArrivalOutbox:
@@ -384,9 +364,7 @@ class Registry:
             reason=db_errors.storable(entry.reason, 64),
             message=db_errors.storable(entry.message, 4096),
             checksum=db_errors.storable(entry.checksum, 64, max_bytes=64),
-            instrument=entry.data_id.instrument if entry.data_id else None,
-            exposure=entry.data_id.exposure if entry.data_id else None,
-            detector=entry.data_id.detector if entry.data_id else None,
+            **{key: getattr(entry.data_id, key, None) for key in ("instrument", "exposure", "detector")},
             size=entry.size,
             first_seen=now,
             last_seen=now,
@@ -429,24 +407,26 @@ class Registry:
             return int(conn.execute(select(func.count()).select_from(tables.dataset)).scalar() or 0)
 
 
-def checksum_conflict(record: FileRecord, uri: str, checksum: str, size: int) -> ChecksumConflict:
-    """``record``'s data id is registered as ``uri`` with other bytes."""
+def checksum_conflict(record: FileRecord, row: Any) -> ChecksumConflict | None:
+    """The refusal of ``record`` when its data id is registered (``row``: uri, checksum, size)
+    with other bytes; None for the same bytes."""
+    if row["checksum"] == record.checksum and row["size"] == record.size:
+        return None
     return ChecksumConflict(
-        f"{record.data_id.key}: already registered as {uri} with {checksum} ({size} bytes); "
-        f"refusing {record.uri} with {record.checksum} ({record.size} bytes)"
+        f"{record.data_id.key}: already registered as {row['uri']} with {row['checksum']} "
+        f"({row['size']} bytes); refusing {record.uri} with {record.checksum} ({record.size} bytes)"
     )
 
 
 def jsonable(row: dict[str, Any]) -> dict[str, Any]:
     """``row`` as JSON holds it: datetimes ISO UTC text, UUIDs text."""
-    out = {}
-    for key, value in row.items():
-        if isinstance(value, datetime):
-            value = as_utc(value).isoformat()
-        elif isinstance(value, uuid.UUID):
-            value = str(value)
-        out[key] = value
-    return out
+    return {key: _json_value(value) for key, value in row.items()}
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return as_utc(value).isoformat()
+    return str(value) if isinstance(value, uuid.UUID) else value
 
 
 def _dataset_values(registration: Registration, data_id: DataId) -> dict[str, Any]:
