@@ -198,8 +198,7 @@ def output_name(name: str, clobber: bool) -> str:
 
 def preflight(opts: Options) -> list[tuple[str, str, str]]:
     """(name given, input to read, output to write or "-" for stdout) per file; CommandLineError
-    at the first name fpack would refuse, before any file is touched (fpack's ``fp_preflight``).
-    """
+    at the first name fpack would refuse, before any file is touched (fpack's ``fp_preflight``)."""
     plan: list[tuple[str, str, str]] = []
     nfiles = 0
     for name in opts.files:
