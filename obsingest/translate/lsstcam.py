@@ -47,9 +47,26 @@ _WRONG_FILTER: dict[tuple[int, int, int], tuple[str, str, float, int]] = {
     (20260315, 49, 109): ("i_39", "i", 304.0, 1),
 }
 #: days on which block 417 was recorded as BLOCK-417 rather than its name, BLOCK-T417
-_T417_DAYS = """20250415 20250416 20250417 20250418 20250421 20250423 20250424 20250425
-    20250503 20250504 20250512 20250522 20250524 20250826 20250827 20250828"""
-_BLOCK_T417_DAYS = frozenset(map(int, _T417_DAYS.split()))
+_BLOCK_T417_DAYS = frozenset(
+    {
+        20250415,
+        20250416,
+        20250417,
+        20250418,
+        20250421,
+        20250423,
+        20250424,
+        20250425,
+        20250503,
+        20250504,
+        20250512,
+        20250522,
+        20250524,
+        20250826,
+        20250827,
+        20250828,
+    }
+)
 #: ComCam's sensors (ITL-3800C-nnn), by slot, for headers that lack LSST_NUM
 _COMCAM_SERIALS = dict(
     zip(RAFT_SLOTS, ("229", "251", "215", "326", "283", "243", "319", "209", "206"), strict=True)

@@ -27,12 +27,19 @@ Cards = tuple[tuple[str, Value], ...]
 
 #: What each camera writes besides its identity cards (real headers, HEADVER 2).
 CAMERA_CARDS: dict[str, dict[str, Value]] = {
-    name: dict(zip(("TELESCOP", "PLATFORM", "DAQPART", "TSTAND"), values, strict=True))
-    for name, values in {
-        "LSSTCam": ("Simonyi Survey Telescope", "lsstcam", "camera", "TMAMCv1_SUM"),
-        "LSSTComCam": ("Simonyi Survey Telescope", "comcam", "comcam", "TMACCv1_SUM"),
-        "LATISS": ("LSST AuxTelescope", "auxtel", "lat", None),
-    }.items()
+    "LSSTCam": {
+        "TELESCOP": "Simonyi Survey Telescope",
+        "PLATFORM": "lsstcam",
+        "DAQPART": "camera",
+        "TSTAND": "TMAMCv1_SUM",
+    },
+    "LSSTComCam": {
+        "TELESCOP": "Simonyi Survey Telescope",
+        "PLATFORM": "comcam",
+        "DAQPART": "comcam",
+        "TSTAND": "TMACCv1_SUM",
+    },
+    "LATISS": {"TELESCOP": "LSST AuxTelescope", "PLATFORM": "auxtel", "DAQPART": "lat", "TSTAND": None},
 }
 #: Seconds between the start of integration (DATE-BEG) and the readout (DATE-END) beyond the
 #: exposure time: DARKTIME - EXPTIME in the real headers (shutter motion; a bias: clear only).

@@ -21,9 +21,12 @@ from typing import Any
 #: process role (``bench transfer``'s CPU-by-role report) -> pipeline stage
 STAGE_OF_ROLE: dict[str, str] = {
     "edge_service": "send",
-    **dict.fromkeys(("gcs", "assembler", "kafka"), "store"),
+    "gcs": "store",
+    "assembler": "store",
+    "kafka": "store",
     "pubsub": "notify",
-    **dict.fromkeys(("facility_process", "postgres"), "register+publish"),
+    "facility_process": "register+publish",
+    "postgres": "register+publish",
 }
 STAGES = ("compress", "send", "store", "notify", "register+publish")
 #: roles that are one Python process each (one interpreter lock: at most one core of CPU)
