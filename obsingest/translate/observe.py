@@ -306,7 +306,6 @@ class ObservationCache:
 _Event = threading.Event
 _DETECTOR_IDENTITY = ("detector_group", "detector_name", "detector_num")
 _EXPOSURE_IDENTITY = tuple(p for p in IDENTITY_CARDS if p not in _DETECTOR_IDENTITY)
-#: the cards obsingest's translators read for the detector properties
 _DETECTOR_KEY_CARDS = ("RAFTBAY", "CCDSLOT")
 _DETECTOR_KEY_PADDED = tuple(card.encode("ascii").ljust(8) for card in _DETECTOR_KEY_CARDS)
 
@@ -314,8 +313,7 @@ _DETECTOR_KEY_PADDED = tuple(card.encode("ascii").ljust(8) for card in _DETECTOR
 def _detector_key(
     translator_class: type[MetadataTranslator], header: Mapping[str, Any]
 ) -> tuple[Any, ...] | None:
-    """The detector cache's key, or None for a translator not known to read only RAFTBAY and
-    CCDSLOT for its detector properties (Rubin's own, where installed: translated per CCD)."""
+    """The detector cache's key; None for a translator not in ``_OWN_TRANSLATORS`` (Rubin's own)."""
     if translator_class not in _OWN_TRANSLATORS:
         return None
     if isinstance(header, HduHeader):

@@ -1,7 +1,8 @@
 """Tiled Rice compression of raw CCDs into fpack-compatible ``.fits.fz``, amplifiers in parallel.
 
-Light on purpose (no numpy, no astropy): ``obsingest compress`` / ``python -m producers.compress``
-(``fpack_cli``) import this package and must start in tens of milliseconds.
+Light on purpose (the standard library, the C coder and ``obsingest.fits``; no numpy, no astropy:
+``python -X importtime``): ``obsingest compress`` / ``python -m producers.compress`` (``fpack_cli``)
+import this package and must start in tens of milliseconds.
 """
 
 from producers.compress.restore import decompress_fits

@@ -161,18 +161,13 @@ def parse_args(argv: list[str]) -> Options:
             opts.delete_input |= arg == "-D"
             opts.to_stdout |= arg == "-S"
             opts.checksum &= arg != "-C"
-        elif arg in ("-H", "--help"):
-            opts.show = "help"
-            return opts
-        elif arg in ("-V", "--version"):
-            opts.show = "version"
+        elif arg in ("-H", "--help", "-V", "--version"):
+            opts.show = "help" if arg in ("-H", "--help") else "version"
             return opts
         elif arg == "-O":
             opts.outfile = value()
-        elif arg == "--threads":
-            opts.threads = _threads(value())
-        elif arg.startswith("--threads="):
-            opts.threads = _threads(arg.partition("=")[2])
+        elif arg == "--threads" or arg.startswith("--threads="):
+            opts.threads = _threads(arg.partition("=")[2] if "=" in arg else value())
         else:
             raise CommandLineError(f"Error: unknown command line flag `{arg}'\n" + USAGE + HINT)
         i += 1
@@ -203,8 +198,7 @@ def output_name(name: str, clobber: bool) -> str:
 
 def preflight(opts: Options) -> list[tuple[str, str, str]]:
     """(name given, input to read, output to write or "-" for stdout) per file; CommandLineError
-    at the first name fpack would refuse, before any file is touched (fpack's ``fp_preflight``).
-    """
+    at the first name fpack would refuse, before any file is touched (fpack's ``fp_preflight``)."""
     plan: list[tuple[str, str, str]] = []
     nfiles = 0
     for name in opts.files:

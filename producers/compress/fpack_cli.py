@@ -5,8 +5,7 @@ A drop-in for ``fpack`` on integer images: same flags, output names, messages an
 parallel; a bad file does not stop the others (the exit status is still the first failure's) and
 nothing is written for it; truncated files are refused (fpack zero-fills them); ``-D``/``-F``
 destroy an input only after the output was read back, compared and fsynced; the default tile is
-the whole image (``-w``). Start-up dominates one CCD's wall time, so only the standard library,
-the C coder and the kernel's FITS reader are imported (``python -X importtime``).
+the whole image (``-w``). Imports stay light (the package doc says why).
 """
 
 from __future__ import annotations
@@ -72,8 +71,7 @@ class _Run:
     def fits_error(self, item: _Input, exc: CorruptFile) -> None:
         """fpack's report: a fault in the primary header is an open error (stderr only); a
         later one names the HDU on stdout too. Then the status line and our reason."""
-        status = exc.status if isinstance(exc, FitsFormatError) else 108
-        hdu = exc.hdu if isinstance(exc, FitsFormatError) else None
+        status, hdu = (exc.status, exc.hdu) if isinstance(exc, FitsFormatError) else (108, None)
         stdout = ""
         if hdu:
             stdout = f"Error processing file: {item.name}\n  in HDU number {hdu}\n"

@@ -1,7 +1,7 @@
 """Back from ``.fits.fz``: restore plain FITS (``decompress_fits``, funpack for our RICE_1 files
 and fpack's) and prove that a written file restores its input (``verify_plan``, before ``-D/-F``
 delete or overwrite it). Decoding is ``_rice.unpack_image`` (a whole HDU per call, no GIL,
-bounds-checked): no numpy or astropy; HDUs are independent jobs for a thread pool.
+bounds-checked); HDUs are independent jobs for a thread pool.
 """
 
 from __future__ import annotations
@@ -23,12 +23,13 @@ from producers.compress.tiled_rice import (
 
 __all__ = ["decompress_fits", "unpack_data", "verify_plan"]
 
-# Keywords of the compressed BINTABLE itself, dropped when the image header is restored.
+# Keywords of the compressed BINTABLE itself and the image's checksums, dropped when the image
+# header is restored (it is restored without checksum cards).
 _FROM_Z = {v: k for k, v in TO_Z.items()}
 _BINTABLE_ONLY = (
     {"XTENSION", "BITPIX", "NAXIS", "PCOUNT", "GCOUNT", "TFIELDS", "THEAP"}
     | {"ZIMAGE", "ZCMPTYPE", "ZQUANTIZ", "ZDITHER0"}
-    | {"CHECKSUM", "DATASUM"}
+    | {"CHECKSUM", "DATASUM", "ZHECKSUM", "ZDATASUM"}
 )
 _BINTABLE_PREFIXES = ("NAXIS", "TTYPE", "TFORM", "TUNIT", "ZTILE", "ZNAME", "ZVAL")
 
@@ -102,8 +103,6 @@ def _decompress_image(buf: memoryview, hdu: Hdu) -> tuple[list[bytes], bool]:
             continue
         if key.startswith("ZNAXIS"):
             cards.append(rename_card(card, key[1:]))
-        elif key in ("ZHECKSUM", "ZDATASUM"):
-            continue
         elif key in _FROM_Z:
             cards.append(rename_card(card, _FROM_Z[key]))
         else:

@@ -51,18 +51,9 @@ Tiling = tuple[int, ...] | None
 Job = Callable[[], list[bytes]]
 T = TypeVar("T")
 
-# Image keywords that become Z-keywords in the compressed header (fpack's mapping).
-TO_Z = {
-    "SIMPLE": "ZSIMPLE",
-    "XTENSION": "ZTENSION",
-    "BITPIX": "ZBITPIX",
-    "NAXIS": "ZNAXIS",
-    "EXTEND": "ZEXTEND",
-    "PCOUNT": "ZPCOUNT",
-    "GCOUNT": "ZGCOUNT",
-    "CHECKSUM": "ZHECKSUM",
-    "DATASUM": "ZDATASUM",
-}
+#: image keywords that become Z-keywords in the compressed header (fpack's mapping: Z + last 7 letters)
+_Z_KEYS = ("SIMPLE", "XTENSION", "BITPIX", "NAXIS", "EXTEND", "PCOUNT", "GCOUNT", "CHECKSUM", "DATASUM")
+TO_Z = {key: "Z" + key[-7:] for key in _Z_KEYS}
 
 
 @dataclass(frozen=True)

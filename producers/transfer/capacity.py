@@ -1,11 +1,9 @@
 """A capacity model of the pipeline (pure; benchmarks/README.md, "capacity"): from per-CCD CPU
-and bytes measured here, how long the last CCD of an exposure takes and what a camera needs.
-
-``calibrate``: two ``bench transfer --compress --end-to-end`` runs; 1 CCD per exposure gives
-``L1`` (readout -> announced of a CCD alone), N CCDs per exposure each role's busy CPU seconds per
-CCD (less its idle rate) and the bytes per CCD. The last of N CCDs read out together is announced
-at ``T(N) = L1 + (N - 1) * max_r(D_r / c_r)`` (operational laws of a closed batch, not M/M/c;
-``D_r``: CPU seconds per CCD at resource r, ``c_r``: CCDs it serves at once). Limits: CPU seconds
+and bytes measured here (``calibrate``), how long the last CCD of an exposure takes and what a
+camera needs. The last of N CCDs read out together is announced at ``T(N) = L1 + (N - 1) *
+max_r(D_r / c_r)`` (operational laws of a closed batch, not M/M/c; ``L1``: readout -> announced
+of a CCD alone; ``D_r``: CPU seconds per CCD at resource r, less its idle rate; ``c_r``: CCDs it
+serves at once). Limits: CPU seconds
 are this machine's (``cpu_scale`` converts); memory, disk and lock contention count only as far
 as they show in CPU seconds and ``L1``; ``L1`` from loopback is a floor (``extra_latency``).
 """

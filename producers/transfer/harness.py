@@ -89,11 +89,7 @@ class HarnessResult:
             "run_id": self.run_id,
             "destination": self.config.destination,
             "sender_url": self.sender_url,
-            "ccds": self.config.ccds,
-            "numexp": self.config.numexp,
-            "interval": self.config.interval,
-            "compress": self.config.compress,
-            "ccd_size": self.config.ccd_size,
+            **{k: getattr(self.config, k) for k in ("ccds", "numexp", "interval", "compress", "ccd_size")},
             "workers": self.workers,
             "threads": self.threads,
             "staging_seconds": round(self.staging_seconds, 2),
@@ -153,16 +149,9 @@ class Arrivals:
         received = datetime.now(UTC)
         if event.exposure not in self._exposures:
             return
-        arrival = stats.Arrival(
-            exposure=event.exposure,
-            detector=event.detector,
-            readout=event.readout_time,
-            compressed=event.compressed_time,
-            stored=event.stored_time,
-            registered=event.registered_time,
-            published=event.published_time,
-            received=received,
-        )
+        stages = ("readout", "compressed", "stored", "registered", "published")
+        times = {stage: getattr(event, f"{stage}_time") for stage in stages}
+        arrival = stats.Arrival(exposure=event.exposure, detector=event.detector, received=received, **times)
         with self._lock:
             self.by_key.setdefault((event.exposure, event.detector), arrival)
 

@@ -90,19 +90,18 @@ def record_of(
 ) -> TransferRecord:
     """An edge ``Outcome`` (the worker's own step times and CPU seconds) as a record; ``workers``:
     worker pid -> index."""
+    ccd: dict[str, Any] = dict(
+        data_id=outcome.key,
+        detector=detector,
+        exposure=exposure,
+        exposure_index=exposure_index,
+        readout=readout,
+    )
     if not outcome.ok:
         reason = f"{outcome.reason}: " if outcome.reason else ""
         return TransferRecord(
-            data_id=outcome.key,
+            **ccd | dict.fromkeys(("start", "read_end", "compressed", "end"), readout),
             worker=-1,
-            detector=detector,
-            exposure=exposure,
-            exposure_index=exposure_index,
-            readout=readout,
-            start=readout,
-            read_end=readout,
-            compressed=readout,
-            end=readout,
             bytes=0,
             raw_bytes=0,
             status="failed",
@@ -110,12 +109,8 @@ def record_of(
         )
     start = outcome.started_time or readout
     return TransferRecord(
-        data_id=outcome.key,
+        **ccd,
         worker=workers.get(outcome.worker_pid, -1),
-        detector=detector,
-        exposure=exposure,
-        exposure_index=exposure_index,
-        readout=readout,
         start=start,
         read_end=start + timedelta(seconds=outcome.read_seconds),
         compressed=outcome.compressed_time or start,
