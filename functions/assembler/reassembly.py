@@ -1,9 +1,6 @@
-"""Reassembly of CCD files from CcdChunk records: the assembler's logic, free of I/O.
-
-``feed`` turns one Kafka record into verdicts (``Completed``, ``Poison``, ``Incomplete``,
-``Recover``); ``expire`` applies the timeout; ``safe_offsets`` says how far each partition may
-commit: never past the first offset of a file still open or held, so a restart re-reads every
-unfinished file. **Callers must act on every verdict before committing the offsets after it.**
+"""Reassembly of CCD files from CcdChunk records, free of I/O: ``feed`` turns a record into
+verdicts, ``expire`` applies the timeout, ``safe_offsets`` never passes the first offset of a file
+still open or held. **Callers must act on every verdict before committing the offsets after it.**
 
 A resent CCD (possibly with another chunk size) opens another *copy* of the same bytes; the first
 copy to complete wins and the others are dropped (safe: the winner's offsets hold the commit until
@@ -18,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-# ChunkPoison, PoisonReason, decode_chunk, validate_chunk: also imported from here by callers
+# also imported from here by callers
 from functions.assembler.chunks import (
     ChunkPoison,
     PoisonReason,
@@ -175,8 +172,7 @@ class Reassembler:
 
     # -- introspection ------------------------------------------------------------------------
     def open_files(self) -> list[str]:
-        """Data ids of files open or held. Each list() copies in one step: safe to call while
-        the service thread feeds."""
+        """Data ids of files open or held; each list() copies in one step, safe while feeding."""
         return sorted(key for state in list(self._partitions.values()) for key in list(state.files))
 
     def partitions(self) -> list[Partition]:
@@ -191,7 +187,7 @@ class Reassembler:
         return min([*firsts, state.next_offset])
 
     def safe_offsets(self, partitions: Iterable[Partition] | None = None) -> dict[Partition, int]:
-        """``safe_offset`` of each of ``partitions`` (default: all) that has consumed something."""
+        """``safe_offset`` of each of ``partitions`` (default: all) that consumed something."""
         offsets = {p: self.safe_offset(p) for p in (self._partitions if partitions is None else partitions)}
         return {p: offset for p, offset in offsets.items() if offset is not None}
 
@@ -388,8 +384,8 @@ class Reassembler:
         return out
 
     def expire(self, now: float | None = None) -> list[Verdict]:
-        """Dead-letter files idle for longer than the timeout; their offsets are released. A
-        copy that times out while another copy of its file is open is dropped quietly."""
+        """Dead-letter files idle past the timeout, releasing their offsets (a copy whose file
+        has another copy open is dropped quietly)."""
         now = self.clock() if now is None else now
         out: list[Verdict] = []
         for partition, state in self._partitions.items():
@@ -406,9 +402,8 @@ class Reassembler:
         return out
 
     def revoke(self, partitions: Iterable[Partition]) -> dict[Partition, int]:
-        """Forget ``partitions`` (rebalance): returns the offsets safe to commit for them. Partial
-        files are dropped, not reported: the next owner re-reads them from that offset, which is
-        at or below their first chunk."""
+        """Forget ``partitions`` (rebalance); their safe offsets. Partial files are dropped
+        unreported: the next owner re-reads them from there."""
         partitions = list(partitions)
         safe = self.safe_offsets(partitions)
         for partition in partitions:

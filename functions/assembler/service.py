@@ -47,7 +47,7 @@ TRANSPORT = "kafka"
 COMPONENT = "assembler"
 #: seconds between refreshes of the lag / open files / memory gauges
 GAUGE_SECONDS = 2.0
-#: ``counts()`` name -> the outcome or count it reads (poison: dead letters but incomplete ones)
+#: ``counts()`` name -> the outcome or count it reads
 COUNTS = {"existing": "duplicate", "conflicts": "quarantined", "poison": "dead_lettered"} | {
     name: name for name in ("stored", "ignored", "recovered", "records", "bytes")
 }
@@ -84,7 +84,6 @@ class AssemblerService:
         from obsingest.store import open_store
 
         self.settings = settings
-        #: where this instance counts (deployments: ``get_metrics()``; else its own registry)
         self.metrics = metrics or private_metrics()
         self.metrics.start(COMPONENT)
         self._records = self.metrics.counter(COMPONENT, "records")
@@ -100,9 +99,9 @@ class AssemblerService:
         self._lock = threading.Lock()
         self._subscribed = False
         self._closed = False
-        #: set when a batch failed part-way: committing anything after that could skip files
+        #: a batch failed part-way: committing anything after that could skip files
         self._failed = False
-        #: the store failure that made the instance fail, raised by the next poll
+        #: raised by the next poll
         self._store_error: BaseException | None = None
         #: completed files being written: they hold their partition's commit back
         self._stores = ThreadPoolExecutor(settings.store_concurrency, thread_name_prefix="assembler-store")
@@ -123,8 +122,7 @@ class AssemblerService:
             log_event(log, "assembler.subscribed", topic=self.settings.topic, group=self.settings.group_id)
 
     def run(self, stop: threading.Event | None = None, idle_exit_s: float | None = None) -> None:
-        """Poll until ``stop`` is set (or, with ``idle_exit_s``, until idle that long with no
-        open file); always closes cleanly, committing what is safe."""
+        """Poll until ``stop`` is set or idle ``idle_exit_s``; always closes, committing what is safe."""
         stop = stop or threading.Event()
         self.subscribe()
         try:
@@ -142,7 +140,7 @@ class AssemblerService:
         return time.monotonic() - self._last_record
 
     def counts(self) -> dict[str, int]:
-        """What this instance counted, read from its metrics (the ``assembler.closed`` log)."""
+        """What this instance counted (the ``assembler.closed`` log)."""
         m, c = self.metrics, COMPONENT
         out = {name: m.count(c, outcome) for name, outcome in COUNTS.items()}
         dead = m.value("obsingest_ccds_dead_lettered_total", component=c, reason="incomplete")
@@ -169,8 +167,7 @@ class AssemblerService:
 
     # -- the loop -----------------------------------------------------------------------------
     def poll_once(self, timeout: float = 0.2) -> int:
-        """One batch: feed, act on every verdict (stores start in the background), then commit
-        what is safe. Returns records handled."""
+        """One batch: feed, act on every verdict, then commit what is safe; records handled."""
         from confluent_kafka import KafkaError, KafkaException
 
         self.subscribe()
@@ -205,9 +202,7 @@ class AssemblerService:
                 self._act(verdict, None)
             self._reap(block=False)
         except BaseException:
-            # Files may be complete (gone from the reassembler's state) but not stored: from
-            # now on nothing may be committed, not even on close or revoke. The restarted
-            # service re-reads from the last commit.
+            # complete files may be unstored: commit nothing more; a restart re-reads them
             self._failed = True
             raise
         try:
@@ -218,8 +213,7 @@ class AssemblerService:
         return handled
 
     def _update_gauges(self) -> None:
-        """Lag, open files and held payload every few seconds; never raises (metrics must not
-        stop the service)."""
+        """Lag, open files and held payload every few seconds; never raises."""
         now = time.monotonic()
         if now - self._gauges_at < GAUGE_SECONDS:
             return
@@ -237,9 +231,8 @@ class AssemblerService:
             log_event(log, "assembler.metrics_failed", logging.WARNING, error=str(exc))
 
     def _consume(self, timeout: float) -> list[Message]:
-        """Wait up to ``timeout`` for the first record, then take what is already fetched:
-        a batch never waits for records that are not there (``consume(n, t)`` would wait the
-        whole ``t`` for ``n``). While stores run, the wait is short so they are reaped soon."""
+        """Wait up to ``timeout`` for one record, then take what is already fetched
+        (``consume(n, t)`` would wait the whole ``t`` for ``n``); short while stores run."""
         if self._pending:
             timeout = min(timeout, 0.01)
         first = self._consumer.consume(1, timeout)
@@ -249,15 +242,13 @@ class AssemblerService:
 
     # -- stores in flight -----------------------------------------------------------------------
     def _store_async(self, done: Completed) -> None:
-        """Start writing ``done``; with the pool's queue full (bounded memory of finished
-        files), first wait for a store to finish."""
+        """Start writing ``done``, first waiting for a store while the queue is full."""
         while len(self._pending) >= 2 * self.settings.store_concurrency:
             self._reap(block=True)
         self._pending[self._stores.submit(self._store, done)] = done
 
     def _reap(self, block: bool) -> None:
-        """Forget finished stores (waiting for at least one if ``block``); a failure marks the
-        instance failed and propagates."""
+        """Forget finished stores (waiting for one if ``block``); a failure fails the instance."""
         if block and self._pending:
             wait(list(self._pending), return_when=FIRST_COMPLETED)
         for future in [f for f in self._pending if f.done()]:
@@ -269,7 +260,6 @@ class AssemblerService:
                 raise error
 
     def _drain(self) -> None:
-        """Wait for every store in flight (before a revoke's or close's commit)."""
         if self._pending:
             wait(list(self._pending))
             self._reap(block=False)
@@ -400,7 +390,7 @@ class AssemblerService:
         log_event(log, "assembler.assigned", partitions=[tp.partition for tp in partitions])
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        from confluent_kafka import KafkaException, TopicPartition
+        from confluent_kafka import KafkaException
 
         if not self._failed:
             try:
@@ -410,17 +400,12 @@ class AssemblerService:
         if self._failed:
             self._on_lost(consumer, partitions)
             return
+        try:
+            self._commit()
+        except KafkaException as exc:  # the next owner re-reads a little more: harmless
+            log_event(log, "assembler.revoke_commit_failed", logging.WARNING, error=str(exc))
         with self._lock:
-            committed = dict(self._committed)
             revoked, safe = self._forget(partitions)
-            offsets = [
-                TopicPartition(t, p, off) for (t, p), off in safe.items() if off > committed.get((t, p), -1)
-            ]
-            try:
-                if offsets:
-                    consumer.commit(offsets=offsets, asynchronous=False)
-            except KafkaException as exc:  # the next owner re-reads a little more: harmless
-                log_event(log, "assembler.revoke_commit_failed", logging.WARNING, error=str(exc))
         log_event(
             log,
             "assembler.revoked",

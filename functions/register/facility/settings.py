@@ -1,7 +1,6 @@
-"""``OBSINGEST_RECONCILE_*`` and ``OBSINGEST_REDRIVE_*``: typed settings of the facility service.
-The defaults keep "every CCD lost to a notification outage is registered within 2 minutes of its
-end": a pass every 30 s registers what is older than the 15 s grace and missing; a canary every
-30 s, unseen after 60 s, says notifications are broken.
+"""``OBSINGEST_RECONCILE_*`` and ``OBSINGEST_REDRIVE_*``. The defaults register every CCD a
+notification outage lost within 2 minutes of its end (a pass every 30 s, 15 s grace, a canary
+every 30 s unseen after 60 s).
 """
 
 from __future__ import annotations
@@ -13,8 +12,6 @@ from obsingest import defaults
 
 
 class ReconcileSettings(BaseSettings):
-    """The bucket-vs-registry pass, the canary and the outbox drain."""
-
     model_config = SettingsConfigDict(env_prefix="OBSINGEST_RECONCILE_", extra="ignore")
 
     #: seconds between passes of the service (``obsingest reconcile --every``)
@@ -47,8 +44,7 @@ class ReconcileSettings(BaseSettings):
 
 
 class RedriveSettings(BaseSettings):
-    """Bring dead-lettered notifications back (``facility/redrive.py``); with the relay's own
-    redeliveries, the defaults ride out an outage of about half an hour."""
+    """``facility/redrive.py``: the defaults ride out an outage of about half an hour."""
 
     model_config = SettingsConfigDict(env_prefix="OBSINGEST_REDRIVE_", extra="ignore")
 
