@@ -1,6 +1,5 @@
-"""``OBSINGEST_PRESENCE_*``: where the presence API listens and how much it answers at once. The
-registry comes from ``OBSINGEST_REGISTRY_*`` (a read-only role in production), the budget from
-``OBSINGEST_BUDGET_SECONDS``, like every other part of the pipeline."""
+"""``OBSINGEST_PRESENCE_*``: where the presence API listens and how much it answers at once (the
+registry and budget come from the pipeline's own settings)."""
 
 from __future__ import annotations
 
