@@ -123,10 +123,6 @@ class _File:
     parts: dict[int, bytes] | None = field(default_factory=dict)
 
     @property
-    def held(self) -> bool:
-        return self.parts is None
-
-    @property
     def nbytes(self) -> int:
         return sum(len(p) for p in self.parts.values()) if self.parts else 0
 
@@ -170,7 +166,6 @@ class Reassembler:
         self.memory_bytes = 0
         self._seq = 0
 
-    # -- introspection ------------------------------------------------------------------------
     def open_files(self) -> list[str]:
         """Data ids of files open or held; each list() copies in one step, safe while feeding."""
         return sorted(key for state in list(self._partitions.values()) for key in list(state.files))
@@ -191,7 +186,6 @@ class Reassembler:
         offsets = {p: self.safe_offset(p) for p in (self._partitions if partitions is None else partitions)}
         return {p: offset for p, offset in offsets.items() if offset is not None}
 
-    # -- feeding ------------------------------------------------------------------------------
     def feed(
         self, value: bytes | None, partition: Partition, offset: int, now: float | None = None
     ) -> list[Verdict]:
@@ -263,7 +257,7 @@ class Reassembler:
         current.last_seen = now
         if current.stride is None:
             current.stride = chunk_stride(chunk)
-        if current.held:
+        if current.parts is None:  # held
             if current.missing():
                 return []
             key = current.data_id.key
@@ -271,12 +265,11 @@ class Reassembler:
             superseded = self._drop_copies(partition, state, key, "being recovered")
             self._remember(state, key, current.file_checksum)
             return [Recover(partition, key, current.first_offset, current.last_offset), *superseded]
-        assert current.parts is not None
         current.parts[chunk.chunk_index] = chunk.payload
         self.memory_bytes += len(chunk.payload)
         if len(current.parts) == current.chunk_count:
             return self._complete(partition, state, current)
-        return self._enforce_memory(partition)
+        return self._enforce_memory()
 
     def _open(
         self, state: _PartitionState, chunk: CcdChunk, data_id: DataId, offset: int, now: float
@@ -363,8 +356,7 @@ class Reassembler:
         while len(state.completed) > COMPLETED_MEMORY:
             state.completed.popitem(last=False)
 
-    # -- memory and time bounds ---------------------------------------------------------------
-    def _enforce_memory(self, partition: Partition) -> list[Verdict]:
+    def _enforce_memory(self) -> list[Verdict]:
         """Over the limit: drop the youngest open copies' payloads (their offsets stay held)."""
         out: list[Verdict] = []
         while self.memory_bytes > self.memory_limit_bytes:
@@ -373,7 +365,7 @@ class Reassembler:
                 for p, s in self._partitions.items()
                 for copies in s.files.values()
                 for f in copies
-                if not f.held
+                if f.parts is not None
             ]
             if not candidates:
                 break

@@ -35,7 +35,7 @@ from obsingest.logs import get_logger, log_event, logging_context
 from obsingest.messages import utcnow
 from obsingest.metrics import Metrics, private_metrics
 from obsingest.retry import RetriesExhausted, RetryPolicy, Transient, call_with_retries
-from obsingest.store.base import ObjectConflict, ObjectStore, PutResult
+from obsingest.store.base import ObjectConflict, ObjectStore
 from obsingest.store.notifications import object_metadata, parked_copy
 
 if TYPE_CHECKING:
@@ -109,7 +109,6 @@ class AssemblerService:
         #: set once this instance owns at least one partition (tests and the demo wait on it)
         self.assigned = threading.Event()
 
-    # -- lifecycle ----------------------------------------------------------------------------
     def subscribe(self) -> None:
         if not self._subscribed:
             self._consumer.subscribe(
@@ -165,7 +164,6 @@ class AssemblerService:
             self.dead_letters.close()
             log_event(log, "assembler.closed", **self.counts())
 
-    # -- the loop -----------------------------------------------------------------------------
     def poll_once(self, timeout: float = 0.2) -> int:
         """One batch: feed, act on every verdict, then commit what is safe; records handled."""
         from confluent_kafka import KafkaError, KafkaException
@@ -240,7 +238,6 @@ class AssemblerService:
             return first
         return first + self._consumer.consume(self.settings.batch_records - 1, 0)
 
-    # -- stores in flight -----------------------------------------------------------------------
     def _store_async(self, done: Completed) -> None:
         """Start writing ``done``, first waiting for a store while the queue is full."""
         while len(self._pending) >= 2 * self.settings.store_concurrency:
@@ -264,19 +261,14 @@ class AssemblerService:
             wait(list(self._pending))
             self._reap(block=False)
 
-    def _held_back(self) -> dict[TP, int]:
-        """Per partition, the first offset of the oldest file still being stored."""
-        held: dict[TP, int] = {}
-        for done in self._pending.values():
-            held[done.partition] = min(held.get(done.partition, done.first_offset), done.first_offset)
-        return held
-
     def _commit(self) -> None:
         from confluent_kafka import TopicPartition
 
         if self._failed:
             return
-        held = self._held_back()
+        held: dict[TP, int] = {}  # the first offset of each partition's oldest file being stored
+        for done in self._pending.values():
+            held[done.partition] = min(held.get(done.partition, done.first_offset), done.first_offset)
         with self._lock:
             safe = {tp: min(off, held.get(tp, off)) for tp, off in self.reassembler.safe_offsets().items()}
             offsets = [
@@ -290,17 +282,30 @@ class AssemblerService:
             for tp in offsets:
                 self._committed[(tp.topic, tp.partition)] = tp.offset
 
-    # -- verdicts -----------------------------------------------------------------------------
     def _act(self, verdict: Verdict, msg: Message | None) -> None:
         if isinstance(verdict, Completed):
             self._store(verdict)
         elif isinstance(verdict, Poison):
             self.dead_letters.poison(verdict, msg.key() if msg is not None else None)
             self.metrics.ccd(COMPONENT, "dead_lettered", reason=verdict.reason)
+        elif isinstance(verdict, Incomplete) and not verdict.final:  # dropped for memory: offsets held
+            log_event(log, "assembler.evicted", logging.WARNING, **incomplete_fields(verdict))
         elif isinstance(verdict, Incomplete):
-            self._incomplete(verdict)
-        elif isinstance(verdict, Recover):
-            self._recover(verdict)
+            self.dead_letters.incomplete(verdict)
+            self.metrics.ccd(COMPONENT, "dead_lettered", reason=PoisonReason.INCOMPLETE)
+        elif isinstance(verdict, Recover):  # re-read the dropped file; its verdicts are acted on here
+            finished = reread(self.settings, verdict)
+            self.metrics.add(COMPONENT, "recovered")
+            log_event(
+                log,
+                "assembler.recovered",
+                data_id=verdict.data_id,
+                partition=verdict.partition[1],
+                first_offset=verdict.first_offset,
+                last_offset=verdict.last_offset,
+            )
+            for each in finished:
+                self._act(each, None)
         elif isinstance(verdict, Ignored):
             self.metrics.add(COMPONENT, "ignored")
             log_event(
@@ -328,8 +333,18 @@ class AssemblerService:
                     on_retry=lambda attempt: _store_retry(attempt.number, attempt.error),
                 )
                 status, outcome = ("stored", "stored") if result.created else ("exists", "duplicate")
-            except ObjectConflict as conflict:
-                result = self._park_conflict(done, name, meta, conflict)
+            except ObjectConflict as conflict:  # other bytes under that name: parked, as direct uploads do
+                q = self.settings.quarantine_prefix
+                parked, parked_meta = parked_copy(q, name, done.checksum, meta, conflict.reason)
+                log_event(
+                    log,
+                    "assembler.conflict_parked",
+                    logging.ERROR,
+                    object=name,
+                    parked=parked,
+                    error=str(conflict),
+                )
+                result = self.store.put(parked, done.data, parked_meta)
                 status, outcome = "conflict", "quarantined"
             except RetriesExhausted as gave_up:
                 _store_retry(gave_up.attempts, gave_up.last)
@@ -347,41 +362,6 @@ class AssemblerService:
                 latency_s=round((utcnow() - done.readout_time).total_seconds(), 6),
             )
 
-    def _park_conflict(
-        self, done: Completed, name: str, meta: dict[str, str], conflict: ObjectConflict
-    ) -> PutResult:
-        """Different bytes under an existing name: park them, as direct uploads do."""
-        parked, parked_meta = parked_copy(
-            self.settings.quarantine_prefix, name, done.checksum, meta, conflict.reason
-        )
-        log_event(
-            log, "assembler.conflict_parked", logging.ERROR, object=name, parked=parked, error=str(conflict)
-        )
-        return self.store.put(parked, done.data, parked_meta)
-
-    def _incomplete(self, inc: Incomplete) -> None:
-        if not inc.final:  # dropped for memory: offsets held, recovered once all chunks passed
-            log_event(log, "assembler.evicted", logging.WARNING, **incomplete_fields(inc))
-            return
-        self.dead_letters.incomplete(inc)
-        self.metrics.ccd(COMPONENT, "dead_lettered", reason=PoisonReason.INCOMPLETE)
-
-    def _recover(self, rec: Recover) -> None:
-        """Re-read one dropped file (``recovery``) and act on its verdicts here."""
-        finished = reread(self.settings, rec)
-        self.metrics.add(COMPONENT, "recovered")
-        log_event(
-            log,
-            "assembler.recovered",
-            data_id=rec.data_id,
-            partition=rec.partition[1],
-            first_offset=rec.first_offset,
-            last_offset=rec.last_offset,
-        )
-        for verdict in finished:
-            self._act(verdict, None)
-
-    # -- rebalance ----------------------------------------------------------------------------
     def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         with self._lock:
             self._assigned.update((tp.topic, tp.partition) for tp in partitions)

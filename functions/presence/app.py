@@ -89,7 +89,7 @@ def create_app(
     app.state.reader, app.state.stats, app.state.settings = reader, stats, settings
     _install_errors(app)
     ask = _asker(reader)
-    app.add_middleware(_Observe, stats=stats)
+    app.add_middleware(_observe, stats=stats)
 
     @app.get(
         "/v1/ccds/{instrument}/{exposure}/{detector}",
@@ -241,16 +241,12 @@ def _install_errors(app: FastAPI) -> None:
         return error(500, "internal-error", f"internal error: {type(exc).__name__}")
 
 
-class _Observe:
+def _observe(app: Any, stats: Metrics) -> Any:
     """Pure ASGI middleware: every request's route template, status and duration, counted."""
 
-    def __init__(self, app: Any, stats: Metrics) -> None:
-        self.app = app
-        self.stats = stats
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def observed(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
+            await app(scope, receive, send)
             return
         started = time.perf_counter()
         status = [500]
@@ -261,8 +257,9 @@ class _Observe:
             await send(message)
 
         try:
-            await self.app(scope, receive, sending)
+            await app(scope, receive, sending)
         finally:
             route = getattr(scope.get("route"), "path", None) or "unmatched"
-            elapsed = time.perf_counter() - started
-            self.stats.presence_request(ROUTES.get(route, "other"), status[0], elapsed)
+            stats.presence_request(ROUTES.get(route, "other"), status[0], time.perf_counter() - started)
+
+    return observed
