@@ -1,10 +1,8 @@
 """Reassembly of CCD files from CcdChunk records, free of I/O: ``feed`` turns a record into
 verdicts, ``expire`` applies the timeout, ``safe_offsets`` never passes the first offset of a file
 still open or held. **Callers must act on every verdict before committing the offsets after it.**
-
-A resent CCD (possibly with another chunk size) opens another *copy* of the same bytes; the first
-copy to complete wins and the others are dropped (safe: the winner's offsets hold the commit until
-it is stored). Only the last copy to time out is reported ``Incomplete``: one report per CCD.
+A resent CCD opens another *copy*; the first to complete wins, the others are dropped, and only
+the last to time out is reported ``Incomplete``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The assembler service: Kafka consumer group -> Reassembler -> object store, DLQ, commits.
-
-One single-threaded consumer loop acts on each verdict; completed files are stored on a small
-thread pool meanwhile. A commit never passes the first offset of a file still open, held or being
-stored, and a failed store marks the instance failed (functions/assembler/README.md, "The offset
-rule": why a crash or rebalance then loses and doubles nothing).
+"""The assembler service: Kafka consumer group -> Reassembler -> object store, DLQ, commits. One
+consumer loop acts on each verdict while a thread pool stores completed files; a commit never
+passes the first offset of a file still open, held or being stored (functions/assembler/README.md).
 """
 
 from __future__ import annotations

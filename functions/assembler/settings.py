@@ -21,8 +21,7 @@ class AssemblerSettings(KafkaClientSettings, StoreLayout):
     store_url: str = defaults.STORE_URL
     #: Payload bytes held for incomplete files; must exceed the largest file (recovery re-reads one).
     memory_limit_bytes: int = Field(default=512 * 1024 * 1024, ge=1024 * 1024)
-    #: An open file that received nothing for this long is dead-lettered as incomplete.
-    #: Must exceed the producers' delivery timeout (OBSINGEST_KAFKA_DELIVERY_TIMEOUT_S, 60 s).
+    #: An open file idle this long is dead-lettered; must exceed the producers' delivery timeout.
     incomplete_timeout_s: float = Field(default=300.0, gt=0)
     #: Largest record the broker accepts (message.max.bytes): sizes the fetches.
     max_record_bytes: int = Field(default=DEFAULT_MAX_RECORD_BYTES, ge=1024 * 1024)

@@ -17,8 +17,7 @@ class PresenceSettings(BaseSettings):
     max_page_size: int = Field(default=500, ge=1)
     #: exposure answers kept (each is validated against the registry on every use; ~1 KiB each)
     cache_exposures: int = Field(default=20_000, ge=0)
-    #: server processes (uvicorn workers) sharing the port; each has its own cache and its own
-    #: /metrics (scrape each, or run one per container and scale containers, as Cloud Run does)
+    #: uvicorn workers sharing the port, each with its own cache and /metrics
     workers: int = Field(default=1, ge=1)
     #: one log line per request (off: at hundreds of requests/s the log is the cost)
     access_log: bool = False

@@ -28,23 +28,15 @@ class KeyCache:
         self._lock = threading.Lock()
         self._kept: dict[str, tuple[float, Any]] = {}
 
-    def __call__(
-        self,
-        url: str,
-        method: str = "GET",
-        body: Any = None,
-        headers: Mapping[str, str] | None = None,
-        timeout: Any = None,
-        **kwargs: Any,
-    ) -> Any:
+    def __call__(self, url: str, method: str = "GET", body: Any = None, **kwargs: Any) -> Any:
         if method != "GET" or body is not None:
-            return self._inner(url, method=method, body=body, headers=headers, timeout=timeout, **kwargs)
+            return self._inner(url, method=method, body=body, **kwargs)
         now = self._clock()
         with self._lock:
             kept = self._kept.get(url)
         if kept is not None and kept[0] > now:
             return kept[1]
-        response = self._inner(url, method="GET", headers=headers, timeout=timeout, **kwargs)
+        response = self._inner(url, method="GET", **kwargs)
         lifetime = fresh_for(getattr(response, "headers", None) or {})
         if getattr(response, "status", None) == 200 and lifetime > 0:
             with self._lock:

@@ -143,8 +143,10 @@ class RegisterService:
                     f"object {obj.name!r} is in bucket {obj.bucket!r}, "
                     f"not {self.store.bucket!r} that this function ingests from"
                 )
-            if obj.name.startswith(defaults.CANARY_PREFIX):
-                return self._record_canary(obj)
+            if obj.name.startswith(defaults.CANARY_PREFIX):  # reconcile's canary: notifications flow
+                self.registry.audit.canary_seen(obj.name, utcnow())
+                log_event(log, "canary.seen", logging.DEBUG, object_created=obj.time_created.isoformat())
+                return Outcome("canary", obj.name, reason="canary")
             if obj.name.startswith(self.quarantine_prefix):
                 return self._record_producer_quarantine(obj)
             claim = name_claim(obj.name, self.prefix)
@@ -273,11 +275,6 @@ class RegisterService:
             self.metrics.ccd(COMPONENT, "quarantined", reason=exc.reason)
         log_event(log, "event.quarantined", logging.WARNING, source=source, reason=exc.reason, error=str(exc))
         return Outcome("quarantined", source, reason=exc.reason, message=str(exc))
-
-    def _record_canary(self, obj: StoredObject) -> Outcome:
-        self.registry.audit.canary_seen(obj.name, utcnow())
-        log_event(log, "canary.seen", logging.DEBUG, object_created=obj.time_created.isoformat())
-        return Outcome("canary", obj.name, reason="canary")
 
     def _record_producer_quarantine(self, obj: StoredObject) -> Outcome:
         """Producer-parked bytes (quarantine prefix): record why, register nothing."""

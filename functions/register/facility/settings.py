@@ -37,8 +37,7 @@ class ReconcileSettings(BaseSettings):
     #: outbox rows published per pass at most; published rows kept this many days
     drain_limit: int = Field(default=1000, ge=1)
     outbox_retention_days: float = Field(default=7.0, gt=0)
-    #: the exposures sweep: an exposure not complete ``budget + exposure_grace`` seconds after its
-    #: shutter closed (manifest obs_start + exposure time) is counted incomplete, once
+    #: the exposures sweep: incomplete ``budget + exposure_grace`` s after shutter close, counted once
     exposures: bool = True
     exposure_grace: float = Field(default=defaults.EXPOSURE_DEADLINE_GRACE_SECONDS, ge=0)
 

@@ -1,7 +1,6 @@
-"""The incremental reconcile's memory of one prefix: a watermark name to list from, and the names
-at or after it already settled. Names sort by day and exposure, so the watermark moves up to the
-lowest name still open (younger than ``lag``, or unsettled and younger than ``hold``); what falls
-below it is left to the full-window sweep. Only the order of names is relied on, never their layout.
+"""The incremental reconcile's memory of one prefix: a watermark name to list from, moved up to the
+lowest name still open (younger than ``lag``, or unsettled and younger than ``hold``), and the names
+at or after it already settled. What falls below is left to the full-window sweep.
 """
 
 from __future__ import annotations
