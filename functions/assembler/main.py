@@ -28,10 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="seconds an open file may idle before it is dead-lettered",
     )
     p.add_argument(
-        "--idle-exit",
-        type=float,
-        default=None,
-        help="exit after this many seconds without records and no open file",
+        "--idle-exit", type=float, help="exit after this many seconds without records and open files"
     )
     p.add_argument("--log-level", default="INFO")
 

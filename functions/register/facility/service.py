@@ -148,7 +148,7 @@ class FacilityService:
                     if report.canary.broken_since is not None:
                         since = min(since, report.canary.broken_since - OUTAGE_MARGIN)
         if self.reconciler is not None:
-            report.reconcile = self._guard(report, "reconcile", lambda: self._reconcile(now, since))
+            report.reconcile = self._guard(report, "reconcile", self._reconcile, now, since)
             if (rec := report.reconcile) is not None:
                 self._add(
                     objects_listed=rec.listed,
@@ -159,8 +159,7 @@ class FacilityService:
                 self.metrics.ccd(COMPONENT, "registered", n=rec.outcomes.get("registered", 0))
                 self.metrics.ccd(COMPONENT, "missing_object", n=len(rec.gone))
         if self.closer is not None:
-            closer = self.closer
-            closings = self._guard(report, "exposures", lambda: closer.sweep(since))
+            closings = self._guard(report, "exposures", self.closer.sweep, since)
             if closings is not None:
                 report.ingested = sum(1 for c in closings if c.outcome == EMITTED)
                 report.incomplete = sum(1 for c in closings if c.outcome == CLOSED_INCOMPLETE and c.counted)
@@ -202,9 +201,9 @@ class FacilityService:
                 note="stopped longer than the window: reaching back to the last pass",
             )
 
-    def _guard(self, report: PassReport, what: str, fn: Callable[[], Any]) -> Any:
+    def _guard(self, report: PassReport, what: str, fn: Callable[..., Any], *args: Any) -> Any:
         try:
-            return fn()
+            return fn(*args)
         except Exception as exc:  # one stage failing never stops the others or the loop
             report.errors.append(f"{what}: {type(exc).__name__}: {exc}"[:500])
             log_event(log, "facility.stage_failed", logging.ERROR, stage=what, error=str(exc))
