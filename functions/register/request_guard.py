@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import io
 from collections.abc import Callable, Iterable
+from http import HTTPStatus
 from typing import Any
 
 from obsingest.errors import NestingTooDeep, NotADelivery, RequestRefused, RequestTooLarge
@@ -35,7 +36,7 @@ def body_guard(app: WsgiApp, max_bytes: Callable[[], int], refuse: Refuse) -> Ws
             text, status = refuse(exc)
             payload = text.encode("utf-8", "backslashreplace")
             headers = [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(payload)))]
-            start_response(f"{status} {_PHRASES.get(status, 'Refused')}", headers)
+            start_response(f"{status} {HTTPStatus(status).phrase}", headers)
             return [payload]
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
@@ -44,9 +45,6 @@ def body_guard(app: WsgiApp, max_bytes: Callable[[], int], refuse: Refuse) -> Ws
         return app(environ, start_response)
 
     return guarded
-
-
-_PHRASES = {400: "Bad Request", 413: "Content Too Large"}
 
 
 def read_bounded(environ: dict[str, Any], limit: int) -> bytes:
