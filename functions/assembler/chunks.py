@@ -1,6 +1,4 @@
-"""Record-level checks of CcdChunk records: what one chunk can tell without any other
-(decoding, data id, index and size ranges, payload checksum, and the chunk size it was cut with).
-"""
+"""Record-level checks of CcdChunk records: what one chunk can tell without any other."""
 
 from __future__ import annotations
 
@@ -56,7 +54,7 @@ def decode_chunk(value: bytes | None) -> CcdChunk:
 
 
 def validate_chunk(chunk: CcdChunk) -> DataId:
-    """Record-level checks that need no other chunk: data id, ranges, payload checksum."""
+    """Data id, ranges, payload checksum."""
     try:
         data_id = DataId(chunk.instrument, chunk.exposure, chunk.detector)
     except (BadObjectName, ObsIngestError) as exc:
@@ -88,9 +86,8 @@ def validate_chunk(chunk: CcdChunk) -> DataId:
 
 
 def chunk_stride(chunk: CcdChunk) -> int | None:
-    """The chunk size the producer cut this chunk's file with (every chunk but the last has
-    it), or None when the chunk does not tell: the only chunk of a file, or a last chunk that
-    fits no equal cut."""
+    """The chunk size the producer cut this file with, None when the chunk does not tell (an
+    only chunk, or a last one fitting no equal cut)."""
     count, size = chunk.chunk_count, len(chunk.payload)
     if count == 1:
         return None

@@ -1,6 +1,5 @@
-"""The assembler's dead-letter policy: a dead letter must be acknowledged before any offset past
-it is committed. Poison records go one by one (original bytes, reason in headers); a file-level
-verdict goes as a JSON report (data id, offsets spanned, what was missing) for an operator to act on.
+"""The assembler's dead letters, each acknowledged before any offset past it is committed: poison
+records as they are (reason in headers), a file-level verdict as a JSON report.
 """
 
 from __future__ import annotations
@@ -51,7 +50,6 @@ class DeadLetters:
         self._producer = Producer(dlq_producer_config(settings))
 
     def poison(self, p: Poison, fallback_key: bytes | None) -> None:
-        """One poison record (or a file-level refusal, as a report)."""
         headers = _headers(p.reason, p.error, p.partition, p.offset)
         if p.first_offset is not None:
             headers["first_offset"] = str(p.first_offset)
@@ -72,7 +70,6 @@ class DeadLetters:
         )
 
     def incomplete(self, inc: Incomplete) -> None:
-        """A file given up as incomplete: a JSON report of what was received and missing."""
         fields = incomplete_fields(inc)
         report = {"report": "incomplete", **fields, "file_checksum": inc.file_checksum}
         error = (

@@ -40,8 +40,7 @@ def dlq_producer_config(settings: AssemblerSettings) -> dict[str, Any]:
 
 
 def group_lag(bootstrap_servers: str, group_id: str, topic: str, timeout: float = 10.0) -> int:
-    """Records of ``topic`` not yet committed by ``group_id`` (0: every file is stored or
-    dead-lettered, since commits never pass an unfinished file)."""
+    """Records of ``topic`` not yet committed by ``group_id`` (0: every file is finished)."""
     from confluent_kafka import Consumer, TopicPartition
 
     probe = Consumer(
@@ -62,8 +61,7 @@ def group_lag(bootstrap_servers: str, group_id: str, topic: str, timeout: float 
 
 
 def committed_lag(consumer: Any, assigned: list[tuple[str, int]], committed: dict) -> int:
-    """Records past this instance's committed offsets on its partitions, from the watermarks
-    the consumer already holds (``cached=True``: no broker round trip per call)."""
+    """Records past this instance's committed offsets, from the cached watermarks (no round trip)."""
     from confluent_kafka import TopicPartition
 
     lag = 0

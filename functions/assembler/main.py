@@ -1,7 +1,6 @@
 """The assembler as a process (``python -m functions.assembler``, ``obsingest assembler``): one
-consumer-group member; more with the same ``--group`` scale out. SIGTERM/SIGINT commit safe offsets
-and leave the group; a SIGKILL loses nothing (files not yet stored are re-read). Only argparse and
-the standard library are imported at module level.
+consumer-group member. SIGTERM/SIGINT commit safe offsets and leave the group; a SIGKILL loses
+nothing. Only the standard library is imported at module level.
 """
 
 from __future__ import annotations
@@ -29,16 +28,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="seconds an open file may idle before it is dead-lettered",
     )
     p.add_argument(
-        "--idle-exit",
-        type=float,
-        default=None,
-        help="exit after this many seconds without records and no open file",
+        "--idle-exit", type=float, help="exit after this many seconds without records and open files"
     )
     p.add_argument("--log-level", default="INFO")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run one assembler with ``args`` over the settings from the environment."""
     from functions.assembler.service import AssemblerService
     from functions.assembler.settings import AssemblerSettings
     from obsingest import logs
@@ -46,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from obsingest.metrics_http import serve_metrics
 
     logs.configure(args.log_level)
-    # an option given overrides its OBSINGEST_ASSEMBLER_* variable (options are named as fields)
+    # an option given overrides its variable (options are named as fields)
     given = {k: v for k, v in vars(args).items() if k in AssemblerSettings.model_fields and v is not None}
     settings = AssemblerSettings(**given)
     stop = threading.Event()
@@ -63,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def command(bootstrap: str, topic: str, dlq_topic: str, group: str, store_url: str) -> list[str]:
-    """The argv that runs one assembler as its own process (demo, harness, tests, benchmarks)."""
+    """The argv that runs one assembler as its own process."""
     argv = [sys.executable, "-m", "functions.assembler", "--bootstrap-servers", bootstrap]
     argv += ["--topic", topic, "--dlq-topic", dlq_topic, "--group", group, "--store", store_url]
     return argv

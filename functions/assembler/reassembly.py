@@ -1,13 +1,8 @@
-"""Reassembly of CCD files from CcdChunk records: the assembler's logic, free of I/O.
-
-``feed`` turns one Kafka record into verdicts (``Completed``, ``Poison``, ``Incomplete``,
-``Recover``); ``expire`` applies the timeout; ``safe_offsets`` says how far each partition may
-commit: never past the first offset of a file still open or held, so a restart re-reads every
-unfinished file. **Callers must act on every verdict before committing the offsets after it.**
-
-A resent CCD (possibly with another chunk size) opens another *copy* of the same bytes; the first
-copy to complete wins and the others are dropped (safe: the winner's offsets hold the commit until
-it is stored). Only the last copy to time out is reported ``Incomplete``: one report per CCD.
+"""Reassembly of CCD files from CcdChunk records, free of I/O: ``feed`` turns a record into
+verdicts, ``expire`` applies the timeout, ``safe_offsets`` never passes the first offset of a file
+still open or held. **Callers must act on every verdict before committing the offsets after it.**
+A resent CCD opens another *copy*; the first to complete wins, the others are dropped, and only
+the last to time out is reported ``Incomplete``.
 """
 
 from __future__ import annotations
@@ -18,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-# ChunkPoison, PoisonReason, decode_chunk, validate_chunk: also imported from here by callers
+# also imported from here by callers
 from functions.assembler.chunks import (
     ChunkPoison,
     PoisonReason,
@@ -126,10 +121,6 @@ class _File:
     parts: dict[int, bytes] | None = field(default_factory=dict)
 
     @property
-    def held(self) -> bool:
-        return self.parts is None
-
-    @property
     def nbytes(self) -> int:
         return sum(len(p) for p in self.parts.values()) if self.parts else 0
 
@@ -173,10 +164,8 @@ class Reassembler:
         self.memory_bytes = 0
         self._seq = 0
 
-    # -- introspection ------------------------------------------------------------------------
     def open_files(self) -> list[str]:
-        """Data ids of files open or held. Each list() copies in one step: safe to call while
-        the service thread feeds."""
+        """Data ids of files open or held; each list() copies in one step, safe while feeding."""
         return sorted(key for state in list(self._partitions.values()) for key in list(state.files))
 
     def partitions(self) -> list[Partition]:
@@ -191,11 +180,10 @@ class Reassembler:
         return min([*firsts, state.next_offset])
 
     def safe_offsets(self, partitions: Iterable[Partition] | None = None) -> dict[Partition, int]:
-        """``safe_offset`` of each of ``partitions`` (default: all) that has consumed something."""
+        """``safe_offset`` of each of ``partitions`` (default: all) that consumed something."""
         offsets = {p: self.safe_offset(p) for p in (self._partitions if partitions is None else partitions)}
         return {p: offset for p, offset in offsets.items() if offset is not None}
 
-    # -- feeding ------------------------------------------------------------------------------
     def feed(
         self, value: bytes | None, partition: Partition, offset: int, now: float | None = None
     ) -> list[Verdict]:
@@ -267,7 +255,7 @@ class Reassembler:
         current.last_seen = now
         if current.stride is None:
             current.stride = chunk_stride(chunk)
-        if current.held:
+        if current.parts is None:  # held
             if current.missing():
                 return []
             key = current.data_id.key
@@ -275,12 +263,11 @@ class Reassembler:
             superseded = self._drop_copies(partition, state, key, "being recovered")
             self._remember(state, key, current.file_checksum)
             return [Recover(partition, key, current.first_offset, current.last_offset), *superseded]
-        assert current.parts is not None
         current.parts[chunk.chunk_index] = chunk.payload
         self.memory_bytes += len(chunk.payload)
         if len(current.parts) == current.chunk_count:
             return self._complete(partition, state, current)
-        return self._enforce_memory(partition)
+        return self._enforce_memory()
 
     def _open(
         self, state: _PartitionState, chunk: CcdChunk, data_id: DataId, offset: int, now: float
@@ -367,8 +354,7 @@ class Reassembler:
         while len(state.completed) > COMPLETED_MEMORY:
             state.completed.popitem(last=False)
 
-    # -- memory and time bounds ---------------------------------------------------------------
-    def _enforce_memory(self, partition: Partition) -> list[Verdict]:
+    def _enforce_memory(self) -> list[Verdict]:
         """Over the limit: drop the youngest open copies' payloads (their offsets stay held)."""
         out: list[Verdict] = []
         while self.memory_bytes > self.memory_limit_bytes:
@@ -377,7 +363,7 @@ class Reassembler:
                 for p, s in self._partitions.items()
                 for copies in s.files.values()
                 for f in copies
-                if not f.held
+                if f.parts is not None
             ]
             if not candidates:
                 break
@@ -388,8 +374,8 @@ class Reassembler:
         return out
 
     def expire(self, now: float | None = None) -> list[Verdict]:
-        """Dead-letter files idle for longer than the timeout; their offsets are released. A
-        copy that times out while another copy of its file is open is dropped quietly."""
+        """Dead-letter files idle past the timeout, releasing their offsets (a copy whose file
+        has another copy open is dropped quietly)."""
         now = self.clock() if now is None else now
         out: list[Verdict] = []
         for partition, state in self._partitions.items():
@@ -406,9 +392,8 @@ class Reassembler:
         return out
 
     def revoke(self, partitions: Iterable[Partition]) -> dict[Partition, int]:
-        """Forget ``partitions`` (rebalance): returns the offsets safe to commit for them. Partial
-        files are dropped, not reported: the next owner re-reads them from that offset, which is
-        at or below their first chunk."""
+        """Forget ``partitions`` (rebalance); their safe offsets. Partial files are dropped
+        unreported: the next owner re-reads them from there."""
         partitions = list(partitions)
         safe = self.safe_offsets(partitions)
         for partition in partitions:

@@ -1,6 +1,5 @@
-"""Re-reading one file that was dropped from memory (the memory bound), with a private,
-group-less consumer: the group's offsets never move for it, and the file's verdicts are returned
-to the service to act on as if it had been assembled in place."""
+"""Re-reading one file dropped from memory with a private consumer (the group's offsets never
+move for it); the service acts on its verdicts as if it had been assembled in place."""
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ from functions.assembler.reassembly import (
 from functions.assembler.settings import AssemblerSettings
 from obsingest.errors import ObsIngestError, RetriableError
 
-#: seconds a re-read may take before the instance gives up (a restart re-reads it again)
+#: seconds a re-read may take before the instance gives up
 REREAD_TIMEOUT_S = 60.0
 
 
@@ -67,8 +66,7 @@ def reread(settings: AssemblerSettings, rec: Recover) -> list[Verdict]:
 
 
 def _names(value: bytes | None, data_id: str) -> bool:
-    """Whether a record keyed otherwise is still a chunk of ``data_id`` (the key is a
-    convention of our producers, not something correctness may depend on)."""
+    """Whether a record keyed otherwise is a chunk of ``data_id`` (keys are only a convention)."""
     try:
         return decode_chunk(value).data_id.key == data_id
     except (ChunkPoison, ObsIngestError):

@@ -1,9 +1,6 @@
-"""The assembler service: Kafka consumer group -> Reassembler -> object store, DLQ, commits.
-
-One single-threaded consumer loop acts on each verdict; completed files are stored on a small
-thread pool meanwhile. A commit never passes the first offset of a file still open, held or being
-stored, and a failed store marks the instance failed (functions/assembler/README.md, "The offset
-rule": why a crash or rebalance then loses and doubles nothing).
+"""The assembler service: Kafka consumer group -> Reassembler -> object store, DLQ, commits. One
+consumer loop acts on each verdict while a thread pool stores completed files; a commit never
+passes the first offset of a file still open, held or being stored (functions/assembler/README.md).
 """
 
 from __future__ import annotations
@@ -35,7 +32,7 @@ from obsingest.logs import get_logger, log_event, logging_context
 from obsingest.messages import utcnow
 from obsingest.metrics import Metrics, private_metrics
 from obsingest.retry import RetriesExhausted, RetryPolicy, Transient, call_with_retries
-from obsingest.store.base import ObjectConflict, ObjectStore, PutResult
+from obsingest.store.base import ObjectConflict, ObjectStore
 from obsingest.store.notifications import object_metadata, parked_copy
 
 if TYPE_CHECKING:
@@ -47,7 +44,7 @@ TRANSPORT = "kafka"
 COMPONENT = "assembler"
 #: seconds between refreshes of the lag / open files / memory gauges
 GAUGE_SECONDS = 2.0
-#: ``counts()`` name -> the outcome or count it reads (poison: dead letters but incomplete ones)
+#: ``counts()`` name -> the outcome or count it reads
 COUNTS = {"existing": "duplicate", "conflicts": "quarantined", "poison": "dead_lettered"} | {
     name: name for name in ("stored", "ignored", "recovered", "records", "bytes")
 }
@@ -84,7 +81,6 @@ class AssemblerService:
         from obsingest.store import open_store
 
         self.settings = settings
-        #: where this instance counts (deployments: ``get_metrics()``; else its own registry)
         self.metrics = metrics or private_metrics()
         self.metrics.start(COMPONENT)
         self._records = self.metrics.counter(COMPONENT, "records")
@@ -100,9 +96,9 @@ class AssemblerService:
         self._lock = threading.Lock()
         self._subscribed = False
         self._closed = False
-        #: set when a batch failed part-way: committing anything after that could skip files
+        #: a batch failed part-way: committing anything after that could skip files
         self._failed = False
-        #: the store failure that made the instance fail, raised by the next poll
+        #: raised by the next poll
         self._store_error: BaseException | None = None
         #: completed files being written: they hold their partition's commit back
         self._stores = ThreadPoolExecutor(settings.store_concurrency, thread_name_prefix="assembler-store")
@@ -110,7 +106,6 @@ class AssemblerService:
         #: set once this instance owns at least one partition (tests and the demo wait on it)
         self.assigned = threading.Event()
 
-    # -- lifecycle ----------------------------------------------------------------------------
     def subscribe(self) -> None:
         if not self._subscribed:
             self._consumer.subscribe(
@@ -123,8 +118,7 @@ class AssemblerService:
             log_event(log, "assembler.subscribed", topic=self.settings.topic, group=self.settings.group_id)
 
     def run(self, stop: threading.Event | None = None, idle_exit_s: float | None = None) -> None:
-        """Poll until ``stop`` is set (or, with ``idle_exit_s``, until idle that long with no
-        open file); always closes cleanly, committing what is safe."""
+        """Poll until ``stop`` is set or idle ``idle_exit_s``; always closes, committing what is safe."""
         stop = stop or threading.Event()
         self.subscribe()
         try:
@@ -142,7 +136,7 @@ class AssemblerService:
         return time.monotonic() - self._last_record
 
     def counts(self) -> dict[str, int]:
-        """What this instance counted, read from its metrics (the ``assembler.closed`` log)."""
+        """What this instance counted (the ``assembler.closed`` log)."""
         m, c = self.metrics, COMPONENT
         out = {name: m.count(c, outcome) for name, outcome in COUNTS.items()}
         dead = m.value("obsingest_ccds_dead_lettered_total", component=c, reason="incomplete")
@@ -167,10 +161,8 @@ class AssemblerService:
             self.dead_letters.close()
             log_event(log, "assembler.closed", **self.counts())
 
-    # -- the loop -----------------------------------------------------------------------------
     def poll_once(self, timeout: float = 0.2) -> int:
-        """One batch: feed, act on every verdict (stores start in the background), then commit
-        what is safe. Returns records handled."""
+        """One batch: feed, act on every verdict, then commit what is safe; records handled."""
         from confluent_kafka import KafkaError, KafkaException
 
         self.subscribe()
@@ -205,9 +197,7 @@ class AssemblerService:
                 self._act(verdict, None)
             self._reap(block=False)
         except BaseException:
-            # Files may be complete (gone from the reassembler's state) but not stored: from
-            # now on nothing may be committed, not even on close or revoke. The restarted
-            # service re-reads from the last commit.
+            # complete files may be unstored: commit nothing more; a restart re-reads them
             self._failed = True
             raise
         try:
@@ -218,8 +208,7 @@ class AssemblerService:
         return handled
 
     def _update_gauges(self) -> None:
-        """Lag, open files and held payload every few seconds; never raises (metrics must not
-        stop the service)."""
+        """Lag, open files and held payload every few seconds; never raises."""
         now = time.monotonic()
         if now - self._gauges_at < GAUGE_SECONDS:
             return
@@ -237,9 +226,8 @@ class AssemblerService:
             log_event(log, "assembler.metrics_failed", logging.WARNING, error=str(exc))
 
     def _consume(self, timeout: float) -> list[Message]:
-        """Wait up to ``timeout`` for the first record, then take what is already fetched:
-        a batch never waits for records that are not there (``consume(n, t)`` would wait the
-        whole ``t`` for ``n``). While stores run, the wait is short so they are reaped soon."""
+        """Wait up to ``timeout`` for one record, then take what is already fetched
+        (``consume(n, t)`` would wait the whole ``t`` for ``n``); short while stores run."""
         if self._pending:
             timeout = min(timeout, 0.01)
         first = self._consumer.consume(1, timeout)
@@ -247,17 +235,14 @@ class AssemblerService:
             return first
         return first + self._consumer.consume(self.settings.batch_records - 1, 0)
 
-    # -- stores in flight -----------------------------------------------------------------------
     def _store_async(self, done: Completed) -> None:
-        """Start writing ``done``; with the pool's queue full (bounded memory of finished
-        files), first wait for a store to finish."""
+        """Start writing ``done``, first waiting for a store while the queue is full."""
         while len(self._pending) >= 2 * self.settings.store_concurrency:
             self._reap(block=True)
         self._pending[self._stores.submit(self._store, done)] = done
 
     def _reap(self, block: bool) -> None:
-        """Forget finished stores (waiting for at least one if ``block``); a failure marks the
-        instance failed and propagates."""
+        """Forget finished stores (waiting for one if ``block``); a failure fails the instance."""
         if block and self._pending:
             wait(list(self._pending), return_when=FIRST_COMPLETED)
         for future in [f for f in self._pending if f.done()]:
@@ -269,24 +254,18 @@ class AssemblerService:
                 raise error
 
     def _drain(self) -> None:
-        """Wait for every store in flight (before a revoke's or close's commit)."""
         if self._pending:
             wait(list(self._pending))
             self._reap(block=False)
-
-    def _held_back(self) -> dict[TP, int]:
-        """Per partition, the first offset of the oldest file still being stored."""
-        held: dict[TP, int] = {}
-        for done in self._pending.values():
-            held[done.partition] = min(held.get(done.partition, done.first_offset), done.first_offset)
-        return held
 
     def _commit(self) -> None:
         from confluent_kafka import TopicPartition
 
         if self._failed:
             return
-        held = self._held_back()
+        held: dict[TP, int] = {}  # the first offset of each partition's oldest file being stored
+        for done in self._pending.values():
+            held[done.partition] = min(held.get(done.partition, done.first_offset), done.first_offset)
         with self._lock:
             safe = {tp: min(off, held.get(tp, off)) for tp, off in self.reassembler.safe_offsets().items()}
             offsets = [
@@ -300,17 +279,30 @@ class AssemblerService:
             for tp in offsets:
                 self._committed[(tp.topic, tp.partition)] = tp.offset
 
-    # -- verdicts -----------------------------------------------------------------------------
     def _act(self, verdict: Verdict, msg: Message | None) -> None:
         if isinstance(verdict, Completed):
             self._store(verdict)
         elif isinstance(verdict, Poison):
             self.dead_letters.poison(verdict, msg.key() if msg is not None else None)
             self.metrics.ccd(COMPONENT, "dead_lettered", reason=verdict.reason)
+        elif isinstance(verdict, Incomplete) and not verdict.final:  # dropped for memory: offsets held
+            log_event(log, "assembler.evicted", logging.WARNING, **incomplete_fields(verdict))
         elif isinstance(verdict, Incomplete):
-            self._incomplete(verdict)
-        elif isinstance(verdict, Recover):
-            self._recover(verdict)
+            self.dead_letters.incomplete(verdict)
+            self.metrics.ccd(COMPONENT, "dead_lettered", reason=PoisonReason.INCOMPLETE)
+        elif isinstance(verdict, Recover):  # re-read the dropped file; its verdicts are acted on here
+            finished = reread(self.settings, verdict)
+            self.metrics.add(COMPONENT, "recovered")
+            log_event(
+                log,
+                "assembler.recovered",
+                data_id=verdict.data_id,
+                partition=verdict.partition[1],
+                first_offset=verdict.first_offset,
+                last_offset=verdict.last_offset,
+            )
+            for each in finished:
+                self._act(each, None)
         elif isinstance(verdict, Ignored):
             self.metrics.add(COMPONENT, "ignored")
             log_event(
@@ -338,8 +330,18 @@ class AssemblerService:
                     on_retry=lambda attempt: _store_retry(attempt.number, attempt.error),
                 )
                 status, outcome = ("stored", "stored") if result.created else ("exists", "duplicate")
-            except ObjectConflict as conflict:
-                result = self._park_conflict(done, name, meta, conflict)
+            except ObjectConflict as conflict:  # other bytes under that name: parked, as direct uploads do
+                q = self.settings.quarantine_prefix
+                parked, parked_meta = parked_copy(q, name, done.checksum, meta, conflict.reason)
+                log_event(
+                    log,
+                    "assembler.conflict_parked",
+                    logging.ERROR,
+                    object=name,
+                    parked=parked,
+                    error=str(conflict),
+                )
+                result = self.store.put(parked, done.data, parked_meta)
                 status, outcome = "conflict", "quarantined"
             except RetriesExhausted as gave_up:
                 _store_retry(gave_up.attempts, gave_up.last)
@@ -357,41 +359,6 @@ class AssemblerService:
                 latency_s=round((utcnow() - done.readout_time).total_seconds(), 6),
             )
 
-    def _park_conflict(
-        self, done: Completed, name: str, meta: dict[str, str], conflict: ObjectConflict
-    ) -> PutResult:
-        """Different bytes under an existing name: park them, as direct uploads do."""
-        parked, parked_meta = parked_copy(
-            self.settings.quarantine_prefix, name, done.checksum, meta, conflict.reason
-        )
-        log_event(
-            log, "assembler.conflict_parked", logging.ERROR, object=name, parked=parked, error=str(conflict)
-        )
-        return self.store.put(parked, done.data, parked_meta)
-
-    def _incomplete(self, inc: Incomplete) -> None:
-        if not inc.final:  # dropped for memory: offsets held, recovered once all chunks passed
-            log_event(log, "assembler.evicted", logging.WARNING, **incomplete_fields(inc))
-            return
-        self.dead_letters.incomplete(inc)
-        self.metrics.ccd(COMPONENT, "dead_lettered", reason=PoisonReason.INCOMPLETE)
-
-    def _recover(self, rec: Recover) -> None:
-        """Re-read one dropped file (``recovery``) and act on its verdicts here."""
-        finished = reread(self.settings, rec)
-        self.metrics.add(COMPONENT, "recovered")
-        log_event(
-            log,
-            "assembler.recovered",
-            data_id=rec.data_id,
-            partition=rec.partition[1],
-            first_offset=rec.first_offset,
-            last_offset=rec.last_offset,
-        )
-        for verdict in finished:
-            self._act(verdict, None)
-
-    # -- rebalance ----------------------------------------------------------------------------
     def _on_assign(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
         with self._lock:
             self._assigned.update((tp.topic, tp.partition) for tp in partitions)
@@ -400,7 +367,7 @@ class AssemblerService:
         log_event(log, "assembler.assigned", partitions=[tp.partition for tp in partitions])
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        from confluent_kafka import KafkaException, TopicPartition
+        from confluent_kafka import KafkaException
 
         if not self._failed:
             try:
@@ -410,17 +377,12 @@ class AssemblerService:
         if self._failed:
             self._on_lost(consumer, partitions)
             return
+        try:
+            self._commit()
+        except KafkaException as exc:  # the next owner re-reads a little more: harmless
+            log_event(log, "assembler.revoke_commit_failed", logging.WARNING, error=str(exc))
         with self._lock:
-            committed = dict(self._committed)
             revoked, safe = self._forget(partitions)
-            offsets = [
-                TopicPartition(t, p, off) for (t, p), off in safe.items() if off > committed.get((t, p), -1)
-            ]
-            try:
-                if offsets:
-                    consumer.commit(offsets=offsets, asynchronous=False)
-            except KafkaException as exc:  # the next owner re-reads a little more: harmless
-                log_event(log, "assembler.revoke_commit_failed", logging.WARNING, error=str(exc))
         log_event(
             log,
             "assembler.revoked",

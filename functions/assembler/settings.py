@@ -12,8 +12,6 @@ DEFAULT_MAX_RECORD_BYTES = 16 * 1024 * 1024
 
 
 class AssemblerSettings(KafkaClientSettings, StoreLayout):
-    """Where chunks come from, where files go, and the bounds that keep one instance healthy."""
-
     model_config = SettingsConfigDict(env_prefix="OBSINGEST_ASSEMBLER_", extra="ignore")
 
     topic: str = defaults.CHUNKS_TOPIC
@@ -21,11 +19,9 @@ class AssemblerSettings(KafkaClientSettings, StoreLayout):
     group_id: str = defaults.ASSEMBLER_GROUP
     #: Object store the files go to: file://DIR or gs://BUCKET.
     store_url: str = defaults.STORE_URL
-    #: Payload bytes held for incomplete files before the youngest are dropped from memory.
-    #: Must exceed the largest file (a recovery re-reads one whole file).
+    #: Payload bytes held for incomplete files; must exceed the largest file (recovery re-reads one).
     memory_limit_bytes: int = Field(default=512 * 1024 * 1024, ge=1024 * 1024)
-    #: An open file that received nothing for this long is dead-lettered as incomplete.
-    #: Must exceed the producers' delivery timeout (OBSINGEST_KAFKA_DELIVERY_TIMEOUT_S, 60 s).
+    #: An open file idle this long is dead-lettered; must exceed the producers' delivery timeout.
     incomplete_timeout_s: float = Field(default=300.0, gt=0)
     #: Largest record the broker accepts (message.max.bytes): sizes the fetches.
     max_record_bytes: int = Field(default=DEFAULT_MAX_RECORD_BYTES, ge=1024 * 1024)
@@ -38,8 +34,6 @@ class AssemblerSettings(KafkaClientSettings, StoreLayout):
     #: Store writes retried this often (exponential backoff) before the service gives up.
     store_attempts: int = Field(default=5, ge=1)
     store_backoff_s: float = Field(default=0.2, gt=0)
-    #: Files written to the store at once, while consuming goes on (twice as many may wait,
-    #: which bounds the memory of finished files). Commits never pass a file being written.
-    #: Writes mostly wait on the store: 8 kept 16 CCDs an exposure within budget on 2 cores.
+    #: Files written to the store at once while consuming goes on (twice as many may wait).
     store_concurrency: int = Field(default=8, ge=1)
     session_timeout_ms: int = Field(default=10_000, ge=1000)

@@ -1,13 +1,9 @@
-"""The presence API as an ASGI app: routes, the error replies, and request metrics.
-
-FastAPI writes the OpenAPI description from the declarations that validate requests, so what
-Schemathesis fuzzes cannot drift from the code; every error is JSON ``{"error", "message"}`` and
-none is a 500 (tests/integration/test_presence_fuzz.py). Lookups are ``async`` (``_asker``); the
-heavy night listing is a plain ``def`` on the thread pool.
+"""The presence API as an ASGI app: routes, error replies, request metrics. The OpenAPI that
+Schemathesis fuzzes comes from the declarations that validate requests; every error is JSON
+``{"error", "message"}``, none a 500. The heavy night listing is a plain ``def`` (thread pool).
 """
 
-# No ``from __future__ import annotations``: FastAPI reads the route parameters' annotations at
-# run time, and the page size bound comes from the settings of this app.
+# No ``from __future__ import annotations``: FastAPI reads the annotations at run time.
 import enum
 import logging
 import time
@@ -75,8 +71,7 @@ ROUTES = {
 def create_app(
     reader: PresenceReader, settings: PresenceSettings | None = None, metrics: Metrics | None = None
 ) -> FastAPI:
-    """The API on ``reader``; ``metrics`` counts requests (by default a registry of the app's
-    own, so several apps in one process, as in tests, do not collide)."""
+    """The API on ``reader``; ``metrics`` counts requests (default: the app's own registry)."""
     from prometheus_client import generate_latest
 
     settings = settings or PresenceSettings()
@@ -88,14 +83,13 @@ def create_app(
         description="Is a CCD registered, how complete and how late is an exposure, what did a "
         "night bring: read-only, from the dataset registry. Latency is readout -> registered; "
         f"the budget is {reader.budget_seconds:g} s per CCD.",
-        # metrics are Prometheus (/metrics); FastAPI's OpenTelemetry hooks would cost a check on
-        # every request for nothing
+        # metrics are Prometheus: OpenTelemetry hooks would cost a check per request for nothing
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.reader, app.state.stats, app.state.settings = reader, stats, settings
     _install_errors(app)
     ask = _asker(reader)
-    app.add_middleware(_Observe, stats=stats)
+    app.add_middleware(_observe, stats=stats)
 
     @app.get(
         "/v1/ccds/{instrument}/{exposure}/{detector}",
@@ -184,9 +178,8 @@ def create_app(
 
 
 def _asker(reader: PresenceReader) -> Callable[..., Awaitable[Any]]:
-    """How a handler calls the reader. SQLite: directly, on the event loop (a hop to the thread
-    pool would cost more than the query). PostgreSQL: on the thread pool, so concurrent
-    requests' round trips overlap (the registry's pool bounds how many reach the database)."""
+    """How a handler calls the reader: SQLite directly (a thread hop costs more than the query),
+    PostgreSQL on the thread pool so concurrent round trips overlap."""
     if reader.engine.dialect.name != "sqlite":
         return run_in_threadpool
 
@@ -248,16 +241,12 @@ def _install_errors(app: FastAPI) -> None:
         return error(500, "internal-error", f"internal error: {type(exc).__name__}")
 
 
-class _Observe:
+def _observe(app: Any, stats: Metrics) -> Any:
     """Pure ASGI middleware: every request's route template, status and duration, counted."""
 
-    def __init__(self, app: Any, stats: Metrics) -> None:
-        self.app = app
-        self.stats = stats
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def observed(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
+            await app(scope, receive, send)
             return
         started = time.perf_counter()
         status = [500]
@@ -268,8 +257,9 @@ class _Observe:
             await send(message)
 
         try:
-            await self.app(scope, receive, sending)
+            await app(scope, receive, sending)
         finally:
             route = getattr(scope.get("route"), "path", None) or "unmatched"
-            elapsed = time.perf_counter() - started
-            self.stats.presence_request(ROUTES.get(route, "other"), status[0], elapsed)
+            stats.presence_request(ROUTES.get(route, "other"), status[0], time.perf_counter() - started)
+
+    return observed

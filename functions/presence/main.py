@@ -1,6 +1,5 @@
-"""Process entry point of the presence API: ``obsingest serve`` / ``python -m functions.presence``.
-uvicorn (httptools, uvloop); scale with instances behind a load balancer, as Cloud Run does
-(infra/terraform/presence.tf), or with worker processes on one port."""
+"""Process entry point of the presence API (``obsingest serve``, ``python -m functions.presence``):
+uvicorn, scaled by instances behind a load balancer or worker processes on one port."""
 
 from __future__ import annotations
 
@@ -24,8 +23,7 @@ def build_app(
     budget_seconds: float | None = None,
     settings: PresenceSettings | None = None,
 ) -> FastAPI:
-    """The app on the registry at ``registry_url`` (default ``OBSINGEST_REGISTRY_URL``); with no
-    arguments, the factory of ``uvicorn --factory functions.presence.main:build_app``."""
+    """The app on ``registry_url`` (default ``OBSINGEST_REGISTRY_URL``); uvicorn's factory too."""
     settings = settings or PresenceSettings()
     registry = RegistrySettings(url=registry_url) if registry_url else RegistrySettings()
     budget = budget_seconds if budget_seconds is not None else PipelineSettings().budget_seconds
@@ -40,9 +38,8 @@ def serve(
     budget_seconds: float | None = None,
     workers: int | None = None,
 ) -> int:
-    """Serve until interrupted; returns the exit status. Several worker processes on one port
-    each build their app from the environment (``build_app``): the arguments are passed on
-    through it."""
+    """Serve until interrupted; the exit status. Worker processes build their app from the
+    environment, so the arguments are passed on through it."""
     import uvicorn
 
     updates = {k: v for k, v in (("host", host), ("port", port), ("workers", workers)) if v}

@@ -1,7 +1,5 @@
-"""The presence API's own JSON bodies, as pydantic models: FastAPI writes them into the OpenAPI
-description (what Schemathesis checks every answer against) and serialises through them. A CCD's
-and an exposure's answers are the registry's records themselves
-(``obsingest.registry.completeness``)."""
+"""The presence API's own JSON bodies (OpenAPI and serialisation); a CCD's and an exposure's answers
+are the registry's records themselves (``obsingest.registry.completeness``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""``OBSINGEST_PRESENCE_*``: where the presence API listens and how much it answers at once. The
-registry comes from ``OBSINGEST_REGISTRY_*`` (a read-only role in production), the budget from
-``OBSINGEST_BUDGET_SECONDS``, like every other part of the pipeline."""
+"""``OBSINGEST_PRESENCE_*``: where the presence API listens and how much it answers at once (the
+registry and budget come from the pipeline's own settings)."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ class PresenceSettings(BaseSettings):
     max_page_size: int = Field(default=500, ge=1)
     #: exposure answers kept (each is validated against the registry on every use; ~1 KiB each)
     cache_exposures: int = Field(default=20_000, ge=0)
-    #: server processes (uvicorn workers) sharing the port; each has its own cache and its own
-    #: /metrics (scrape each, or run one per container and scale containers, as Cloud Run does)
+    #: uvicorn workers sharing the port, each with its own cache and /metrics
     workers: int = Field(default=1, ge=1)
     #: one log line per request (off: at hundreds of requests/s the log is the cost)
     access_log: bool = False

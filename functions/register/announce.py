@@ -1,8 +1,7 @@
-"""Announcing through the registry's outbox (``obsingest.registry.outbox``): ``publish_new`` right
-after the commit (latency path), ``drain`` whatever is still pending, ``publish_message`` an
-exposure's ExposureIngested. ``STAMPED`` contracts get ``published_time`` when actually sent, so a
-late announcement reports its real latency. A failed publish leaves the row pending with its
-reason; a drain stops at its first failure rather than spend every row's timeout.
+"""Announcing through the registry's outbox: ``publish_new`` right after the commit, ``drain``
+what is pending, ``publish_message`` an ExposureIngested. ``STAMPED`` contracts get
+``published_time`` when actually sent, so a late announcement reports its real latency. A failed
+publish leaves the row pending; a drain stops at its first failure.
 """
 
 from __future__ import annotations
@@ -26,26 +25,23 @@ from obsingest.registry.outbox import OutboxRow
 
 log = get_logger("obsingest.register.announce")
 
-#: Seconds before a drain may retry a row whose publish failed. 0: at once, paced by the drains'
-#: own cadence (each stops at its first failure), and a redelivery may publish it right away.
+#: Seconds before a drain may retry a failed row. 0: paced by the drains' own cadence.
 RETRY_AFTER_SECONDS = 0.0
 
-#: Contracts re-stamped when actually sent (``published_time`` = now): name -> typed view. A body
-#: of any other contract (or not ours) is published as written.
+#: Contracts re-stamped when sent: name -> typed view; any other body is published as written.
 STAMPED: dict[str, type[ArrivalEvent] | type[ExposureIngested]] = {
     ArrivalEvent.SCHEMA: ArrivalEvent,
     ExposureIngested.SCHEMA: ExposureIngested,
 }
 
 
-#: ``published_time`` is the ArrivalEvent contract's last field: re-stamping a body changes its
-#: last bytes only (the contract's own schema says so; a new version that moves it re-encodes)
+#: ``published_time`` is the ArrivalEvent's last field: re-stamping changes the last bytes only
 _STAMP_IS_TAIL = avro.ends_with_long(ArrivalEvent.SCHEMA, "published_time")
 
 
 def stamped_payload(message: OutboxMessage, arrival: ArrivalEvent, sent: ArrivalEvent) -> bytes:
-    """The body of ``sent`` (``arrival`` restamped): ``message``'s bytes with the new stamp in place
-    of the old when it is the tail (one Avro encoding per CCD, not two), else ``sent`` encoded."""
+    """The body of ``sent``: ``message``'s bytes with the new tail stamp (one Avro encoding per
+    CCD, not two), else ``sent`` encoded."""
     if _STAMP_IS_TAIL:
         old = avro.timestamp_micros(arrival.published_time)
         body = avro.replace_trailing_long(message.payload, old, avro.timestamp_micros(sent.published_time))
@@ -55,8 +51,7 @@ def stamped_payload(message: OutboxMessage, arrival: ArrivalEvent, sent: Arrival
 
 
 def arrival_message(arrival: ArrivalEvent, topic: str) -> OutboxMessage:
-    """The outbox row's content for ``arrival`` (re-stamped when it is actually published); its
-    attributes are what subscribers filter on without decoding the Avro body."""
+    """The outbox row of ``arrival``; subscribers filter on its attributes without decoding."""
     attributes = {
         "instrument": arrival.instrument,
         "exposure": str(arrival.exposure),
@@ -80,7 +75,7 @@ class ArrivalAnnouncer:
     registry: Registry
     publisher: Publisher
     retry_after: float = RETRY_AFTER_SECONDS
-    #: monotonic time of the last failed publish (drains skip while the bus was just down)
+    #: monotonic time of the last failed publish (drains wait a while after it)
     failed_at: float = float("-inf")
     #: told of every dataset's first announcement (now or by a drain): latency metrics
     on_announced: Callable[[ArrivalEvent], None] | None = None
@@ -92,8 +87,7 @@ class ArrivalAnnouncer:
         self._marks = applying(lambda row_ids: self.registry.outbox.mark_published(row_ids))
 
     def send(self, message: OutboxMessage, arrival: ArrivalEvent) -> ArrivalEvent:
-        """Publish ``arrival`` (the event ``message`` carries) stamped now, bypassing the outbox;
-        raises what the bus raises."""
+        """Publish ``message``'s ``arrival`` stamped now, bypassing the outbox; raises what the bus raises."""
         sent = dataclasses.replace(arrival, published_time=utcnow())
         payload = stamped_payload(message, arrival, sent)
         self.publisher.publish(message.topic, payload, key=message.key, attributes=message.attributes)
@@ -103,8 +97,7 @@ class ArrivalAnnouncer:
         self, row_id: int | None, message: OutboxMessage, arrival: ArrivalEvent, mark: bool = True
     ) -> ArrivalEvent | None:
         """Publish a just-registered dataset's event; None when it stays in the outbox.
-        ``mark=False``: the caller marks the row published itself (``mark``, or with its
-        exposure's check: ``ExposureCloser.close_quietly``)."""
+        ``mark=False``: the caller marks the row (``ExposureCloser.close_quietly``)."""
         try:
             sent = self.send(message, arrival)
         except Exception as exc:  # any publisher failure: the row stays, with the reason
@@ -119,8 +112,8 @@ class ArrivalAnnouncer:
     def publish_message(
         self, row_id: int | None, message: OutboxMessage, view: ExposureIngested | None = None
     ) -> Any:
-        """Publish an outbox row that is not an ArrivalEvent: ``view`` (its typed message) stamped
-        now, else the body as written. What was sent; None when it stays in the outbox."""
+        """Publish a row that is no ArrivalEvent: ``view`` stamped now, else the body as written.
+        What was sent; None when it stays in the outbox."""
         sent = dataclasses.replace(view, published_time=utcnow()) if view is not None else None
         payload = sent.encode() if sent is not None else message.payload
         try:
@@ -132,8 +125,7 @@ class ArrivalAnnouncer:
         return sent if sent is not None else payload
 
     def publish_row(self, row: OutboxRow) -> Any:
-        """Publish one claimed row by its contract (``publish_new`` or ``publish_message``); what
-        was sent, None when publishing failed."""
+        """Publish one claimed row by its contract; what was sent, None when publishing failed."""
         payload = row.message.payload
         try:
             contract = STAMPED.get(avro.writer_schema(payload).name)
@@ -156,8 +148,7 @@ class ArrivalAnnouncer:
             log_event(log, "outbox.mark_failed_failed", logging.WARNING, error=str(mark_exc))
 
     def mark(self, row_ids: list[int]) -> None:
-        """Mark published rows as such; a failure is logged (the rows stay pending: a drain
-        publishes them once more after their lease, which subscribers deduplicate)."""
+        """Mark rows published; a failure is logged (a drain publishes them again, deduplicated)."""
         if not row_ids:
             return
         try:
@@ -166,8 +157,8 @@ class ArrivalAnnouncer:
             log_event(log, "outbox.mark_failed", logging.WARNING, rows=row_ids, error=str(exc))
 
     def drain(self, limit: int = 100) -> DrainResult:
-        """Publish up to ``limit`` pending rows, stopping at the first failure. One drain per
-        process at a time (a concurrent call returns at once with nothing done)."""
+        """Publish up to ``limit`` pending rows, stopping at the first failure; a concurrent
+        call returns at once with nothing done."""
         result = DrainResult()
         if not self._drain_lock.acquire(blocking=False):
             return result
@@ -192,8 +183,7 @@ class ArrivalAnnouncer:
 
 @dataclass
 class PeriodicDrain:
-    """Drain at most once per ``every`` seconds, from a caller that runs often (the function's
-    invocations): the cost is one query per interval per process, not one per request."""
+    """Drain at most once per ``every`` seconds, from a caller that runs often (each request)."""
 
     announcer: ArrivalAnnouncer
     every: float = 5.0

@@ -1,8 +1,6 @@
-"""Push-endpoint authentication: Pub/Sub push signs each request with a Google OIDC token.
-
-When enabled: no bearer token is 401; an invalid token, wrong audience or service account is 403,
-before any work. Google's signing keys are cached as long as Cache-Control allows (``KeyCache``):
-google-auth fetches them on every call otherwise, and CacheControl would be a dependency for one URL.
+"""Push-endpoint authentication (Pub/Sub push's Google OIDC token): no bearer token is 401; an
+invalid token, wrong audience or service account is 403, before any work. Google's signing keys
+are cached while Cache-Control allows (google-auth fetches them on every call otherwise).
 """
 
 from __future__ import annotations
@@ -22,8 +20,7 @@ log = get_logger("obsingest.register.auth")
 
 
 class KeyCache:
-    """A google-auth transport ``Request`` that keeps successful GET responses while fresh
-    (``fresh_for``); anything else is passed through."""
+    """A google-auth transport ``Request`` keeping successful GET responses while ``fresh_for``."""
 
     def __init__(self, inner: Any, clock: Callable[[], float] = time.monotonic) -> None:
         self._inner = inner
@@ -31,23 +28,15 @@ class KeyCache:
         self._lock = threading.Lock()
         self._kept: dict[str, tuple[float, Any]] = {}
 
-    def __call__(
-        self,
-        url: str,
-        method: str = "GET",
-        body: Any = None,
-        headers: Mapping[str, str] | None = None,
-        timeout: Any = None,
-        **kwargs: Any,
-    ) -> Any:
+    def __call__(self, url: str, method: str = "GET", body: Any = None, **kwargs: Any) -> Any:
         if method != "GET" or body is not None:
-            return self._inner(url, method=method, body=body, headers=headers, timeout=timeout, **kwargs)
+            return self._inner(url, method=method, body=body, **kwargs)
         now = self._clock()
         with self._lock:
             kept = self._kept.get(url)
         if kept is not None and kept[0] > now:
             return kept[1]
-        response = self._inner(url, method="GET", headers=headers, timeout=timeout, **kwargs)
+        response = self._inner(url, method="GET", **kwargs)
         lifetime = fresh_for(getattr(response, "headers", None) or {})
         if getattr(response, "status", None) == 200 and lifetime > 0:
             with self._lock:
@@ -56,8 +45,7 @@ class KeyCache:
 
 
 def fresh_for(headers: Mapping[str, str]) -> float:
-    """Seconds a response stays fresh by its Cache-Control max-age and Age (RFC 9111); 0 when
-    it must not be reused."""
+    """Seconds a response stays fresh by its Cache-Control max-age and Age (RFC 9111)."""
     lowered = {str(k).lower(): str(v) for k, v in headers.items()}
     directives = [d.strip().lower() for d in lowered.get("cache-control", "").split(",")]
     if "no-store" in directives or "no-cache" in directives:  # no-cache="field" limits a field only
@@ -75,7 +63,6 @@ def fresh_for(headers: Mapping[str, str]) -> float:
 
 @cache
 def _request() -> Any:
-    """One HTTP session per process for fetching Google's token signing keys, cached."""
     from google.auth.transport import requests as google_requests
 
     return KeyCache(google_requests.Request())
@@ -86,9 +73,8 @@ _PREFIX = str(FunctionSettings.model_config.get("env_prefix", "")).upper()
 
 
 def current_settings() -> FunctionSettings:
-    """The function's settings from the environment, built again only when one of their
-    variables changed: building them (pydantic-settings reads and validates the whole
-    environment) cost more CPU than the rest of the check, on every request."""
+    """The function's settings, built again only when one of their variables changed (building
+    them costs more CPU than the rest of the check)."""
     return _settings_of(tuple(sorted((k, v) for k, v in os.environ.items() if k.upper().startswith(_PREFIX))))
 
 

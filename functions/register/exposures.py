@@ -1,7 +1,6 @@
-"""Closing exposures: ExposureIngested and per-exposure metrics. ``close`` runs the registry's
-exactly-once check and publishes what it wrote; ``sweep`` also closes overdue ones incomplete.
-Concurrent registrations share checks (``close_quietly``): a caller returns once a check started
-after it asked has finished, so a burst costs two or three checks, not one per CCD.
+"""Closing exposures: ``close`` runs the registry's exactly-once check and publishes its
+ExposureIngested; ``sweep`` also closes overdue ones incomplete. Concurrent callers of
+``close_quietly`` share checks: a burst costs two or three checks, not one per CCD.
 """
 
 from __future__ import annotations
@@ -27,8 +26,6 @@ log = get_logger("obsingest.register.exposures")
 
 @dataclass
 class ExposureCloser:
-    """Checks exposures, publishes their ExposureIngested, counts their closures."""
-
     check: IngestedCheck
     announcer: ArrivalAnnouncer
     metrics: Metrics | None = None
@@ -38,17 +35,15 @@ class ExposureCloser:
     _landed: threading.Condition = field(default_factory=threading.Condition, init=False, repr=False)
 
     def close(self, instrument: str, exposure: int, published: Sequence[int] = ()) -> Closing:
-        """Check one exposure now (``published``: outbox rows to mark published first, see
-        ``IngestedCheck.check``); raises ``RetriableError`` when the registry cannot answer."""
+        """Check one exposure now (``published``: outbox rows to mark published); raises
+        ``RetriableError`` when the registry cannot answer."""
         closing = self.check.check(instrument, exposure, published)
         self._done(closing)
         return closing
 
     def close_quietly(self, instrument: str, exposure: int, published: Sequence[int] = ()) -> Closing | None:
-        """``close`` shared with concurrent callers (module doc), a registry failure logged, not
-        raised (the CCD is registered and announced; the sweep asks again): the closing of the
-        check that covered this call, None if it failed. ``published`` outbox rows are marked by
-        that check's own statement, or on their own if it fails."""
+        """``close`` shared with concurrent callers: returns once a check started after this call
+        has finished (its closing; None if it failed, logged: the sweep asks again)."""
         key = (instrument, exposure)
         with self._landed:
             flight = self._flights.setdefault(key, _Flight())
@@ -89,14 +84,14 @@ class ExposureCloser:
         return result
 
     def _leave(self, key: tuple[str, int], flight: _Flight) -> None:
-        """(lock held) One caller is through; the last one forgets the exposure."""
+        """(lock held) The last caller through forgets the exposure."""
         flight.callers -= 1
         if not flight.callers and self._flights.get(key) is flight:
             del self._flights[key]
 
     def sweep(self, since: datetime) -> list[Closing]:
-        """Exposures of manifests recorded since ``since``: emit the complete ones nobody
-        announced, close the overdue ones as incomplete; what it did."""
+        """Emit the complete exposures of manifests since ``since`` nobody announced, close
+        the overdue ones incomplete."""
         closings = self.check.sweep(since, self.allowance)
         for closing in closings:
             self._done(closing)
@@ -132,7 +127,7 @@ class _Flight:
 
     #: callers so far, numbered in the order they asked
     asked: int = 0
-    #: callers numbered up to this asked before a check that finished had started
+    #: callers numbered up to this are covered by a finished check
     covered: int = 0
     #: callers inside ``close_quietly`` now
     callers: int = 0

@@ -1,8 +1,7 @@
-"""The one place where an error becomes an HTTP reply, for both entry points: retriable -> 503
-with Retry-After (redelivered), ``RequestRefused`` -> its 4xx, other permanent -> 400, an
-unreadable CloudEvent -> 400, werkzeug's HTTP errors as they are, anything else (a bug) -> 500
-with its traceback. A permanent problem with a delivery never gets here: the service quarantines
-it and the entry point acks it (functions/register/README.md, "Malformed input").
+"""The one place where an error becomes an HTTP reply: retriable -> 503 with Retry-After,
+``RequestRefused`` -> its 4xx, other permanent or an unreadable CloudEvent -> 400, werkzeug's
+errors as they are, anything else (a bug) -> 500. A delivery's permanent problem never gets here:
+it is quarantined and acked (functions/register/README.md, "Malformed input").
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ from obsingest.settings import FunctionSettings
 
 log = get_logger("obsingest.register.http")
 
-#: Set on ``flask.g`` when an entry point starts: an error before it is the framework failing
-#: to read the request (a malformed CloudEvent), not a failure of the delivery's work.
+#: Set on ``flask.g`` when an entry point starts: an error before it is an unreadable request.
 STARTED = "obsingest_entry_point_started"
 
 
@@ -30,8 +28,7 @@ def reply_for(exc: BaseException, before_entry: bool = False) -> tuple[str, int]
 
     from obsingest.exhaustion import as_exhausted
 
-    # MemoryError (a huge object) or a raw ENOSPC: an outage of that resource, answered 503 so
-    # the delivery is retried, never a 500 that reads as a bug nor a 400 that drops it
+    # MemoryError or a raw ENOSPC: an outage of that resource, retried (503), not a bug or a drop
     exc = as_exhausted(exc, "function", "register function") or exc
     if isinstance(exc, RetriableError):
         log_event(log, "request.retry", logging.WARNING, reason=exc.reason, error=_short(exc))
@@ -50,14 +47,12 @@ def reply_for(exc: BaseException, before_entry: bool = False) -> tuple[str, int]
 
 
 def install(app: Any) -> None:
-    """Put the body guard in front of the framework's Flask ``app``, route every error and
-    503 through this module, and answer ``/metrics``. Idempotent per app."""
+    """Body guard, error mapping, Retry-After and ``/metrics`` on the framework's ``app``; idempotent."""
     if getattr(app, "_obsingest_installed", False):
         return
     app._obsingest_installed = True
     current = functools.cache(FunctionSettings)  # read at the first request, not at import
     app.wsgi_app = body_guard(app.wsgi_app, lambda: current().max_request_bytes, reply_for)
-    # GET /metrics on the function's own port, ahead of the guard and the entry points
     from obsingest.metrics_http import with_metrics_endpoint
 
     app.wsgi_app = with_metrics_endpoint(app.wsgi_app)

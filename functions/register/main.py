@@ -1,7 +1,5 @@
-"""functions-framework entry points of the register function (Cloud Functions gen2):
-``on_object_finalized`` (storage CloudEvent), ``on_push`` (Pub/Sub push, ``obsingest relay``) and
-``on_manifest`` (push of the ``exposures`` topic). Permanent problems are quarantined and acked,
-retriable ones answered 503 (``http_errors``); the service is built once per process (``wiring``).
+"""functions-framework entry points of the register function: ``on_object_finalized`` (storage
+CloudEvent), ``on_push`` (Pub/Sub push, ``obsingest relay``), ``on_manifest`` (``exposures`` push).
 """
 
 from __future__ import annotations
@@ -35,9 +33,8 @@ def on_object_finalized(event: CloudEvent) -> None:
 
 
 def _push_endpoint(handle: Callable[[dict[str, Any]], tuple[str, int]]) -> Callable[[Any], tuple[str, int]]:
-    """A Pub/Sub push endpoint handing the envelope to ``handle``: POST only, the push token
-    checked first, a body that is no envelope refused, and every error answered by the one
-    mapping (``http_errors``), never a raw 500."""
+    """A Pub/Sub push endpoint handing the envelope to ``handle``: POST only, the token checked
+    first, a non-envelope refused, every error answered by ``http_errors``."""
 
     @functools.wraps(handle)
     def endpoint(request: Any) -> tuple[str, int]:
@@ -65,8 +62,7 @@ def _push_endpoint(handle: Callable[[dict[str, Any]], tuple[str, int]]) -> Calla
 
 @_push_endpoint
 def on_push(body: dict[str, Any]) -> tuple[str, int]:
-    """Pub/Sub push endpoint: 2xx acks, 503 makes Pub/Sub (or the relay) retry, 4xx refuses a
-    request that is not a push delivery."""
+    """2xx acks, 503 makes Pub/Sub (or the relay) retry, 4xx refuses a non-delivery."""
     message = body["message"]
     try:
         parsed = notifications.from_push_envelope(body)
@@ -81,8 +77,7 @@ def on_push(body: dict[str, Any]) -> tuple[str, int]:
 
 @_push_endpoint
 def on_manifest(body: dict[str, Any]) -> tuple[str, int]:
-    """Pub/Sub push endpoint of the ``exposures`` topic: 2xx acks (recorded, already recorded,
-    or quarantined with its reason), 503 makes Pub/Sub retry, 4xx refuses a non-delivery."""
+    """The ``exposures`` topic's push: as ``on_push``, for ExposureManifests."""
     from functions.register.manifest_push import handle_push
 
     service = get_service()
@@ -90,8 +85,7 @@ def on_manifest(body: dict[str, Any]) -> tuple[str, int]:
 
 
 def _source_id(given: Any, content: Any) -> str:
-    """The delivery's own id, else a digest of its content: distinct bad deliveries without an
-    id stay distinct quarantine records."""
+    """The delivery's own id, else a digest of its content (bad deliveries stay distinct)."""
     if isinstance(given, (str, int)) and not isinstance(given, bool) and str(given):
         return str(given)
     try:
@@ -102,9 +96,8 @@ def _source_id(given: Any, content: Any) -> str:
 
 
 def install_on_framework_app() -> None:
-    """functions-framework executes this module inside its Flask app's context: put the body
-    guard and the error mapping on that app and build the service. A plain import (tests,
-    in-process delivery) has no app and does neither."""
+    """Under functions-framework (in its Flask app's context): install ``http_errors`` and build
+    the service; a plain import (tests) does neither."""
     import flask
 
     if flask.has_app_context():

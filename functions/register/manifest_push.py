@@ -1,13 +1,10 @@
-"""ExposureManifests into the registry: the work of the ``on_manifest`` entry point, with the
-transport rules of object notifications (recorded or already recorded: acked; permanent problem:
-quarantined and acked; retriable: 503). Once recorded, the exposure is checked, so CCDs
-registered before their manifest complete it now.
+"""ExposureManifests into the registry (``on_manifest``), with the rules of object notifications:
+acked, quarantined and acked, or 503. Once recorded the exposure is checked (CCDs before it count).
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -23,8 +20,7 @@ log = get_logger("obsingest.register.manifests")
 
 
 def decode_push(body: dict[str, Any]) -> ExposureManifest:
-    """The manifest in a Pub/Sub push envelope (``main`` refused any other body); ``BadMessage``
-    if its data is not an ExposureManifest."""
+    """The manifest in a Pub/Sub push envelope; ``BadMessage`` if it is not one."""
     message = body["message"]
     where = f"message {clip(message_id(message)) or '(no id)'}"
     raw = message.get("data", "")
@@ -32,7 +28,7 @@ def decode_push(body: dict[str, Any]) -> ExposureManifest:
         raise BadMessage(f"{where}: no base64 data (an ExposureManifest was expected)")
     try:
         data = base64.b64decode(raw, validate=True)
-    except (binascii.Error, ValueError) as exc:
+    except ValueError as exc:  # binascii.Error included
         raise BadMessage(f"{where}: data is not base64 ({exc})") from None
     try:
         return ExposureManifest.decode(data)
@@ -45,9 +41,8 @@ def decode_push(body: dict[str, Any]) -> ExposureManifest:
 def handle_push(
     body: dict[str, Any], registry: Registry, on_recorded: Callable[[str, int], Any] | None = None
 ) -> tuple[str, int]:
-    """(reply body, status) for one push delivery of the ``exposures`` topic; ``on_recorded``
-    (instrument, exposure) runs once the manifest is in the registry (its retriable errors
-    propagate: 503, and the redelivery finds the manifest recorded and asks again)."""
+    """(reply body, status) for one push delivery; ``on_recorded(instrument, exposure)`` runs
+    once the manifest is recorded (its retriable errors propagate: 503)."""
     try:
         manifest = decode_push(body)
     except BadMessage as exc:
@@ -68,7 +63,6 @@ def handle_push(
 
 
 def _quarantine(registry: Registry, source: str, exc: PermanentError, digest: str = "") -> tuple[str, int]:
-    """Park a permanent problem with its reason and acknowledge it (200): it never blocks."""
     quarantine_manifest(registry, source, exc, digest)
     log_event(log, "manifest.quarantined", logging.WARNING, source=source, reason=exc.reason, error=str(exc))
     return f"quarantined: {exc.reason}: {clip(str(exc), 300)}", 200

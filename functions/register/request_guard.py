@@ -1,8 +1,6 @@
-"""Request bodies bounded before anything reads or parses them (WSGI middleware, ``read_bounded``).
-Flask's MAX_CONTENT_LENGTH is not enough under functions-framework: its ``after_request`` reads
-the whole body again (a refusal there becomes a 500) and the CloudEvent view parses before the
-function runs. The accepted body is passed on in memory with its exact length, so later readers
-read at most the limit.
+"""Request bodies bounded before anything reads or parses them (WSGI middleware). Flask's
+MAX_CONTENT_LENGTH is not enough under functions-framework: its ``after_request`` reads the whole
+body again (a refusal there becomes a 500) and the CloudEvent view parses before the function runs.
 """
 
 from __future__ import annotations
@@ -10,21 +8,21 @@ from __future__ import annotations
 import functools
 import io
 from collections.abc import Callable, Iterable
+from http import HTTPStatus
 from typing import Any
 
 from obsingest.errors import NestingTooDeep, NotADelivery, RequestRefused, RequestTooLarge
 from obsingest.store.notifications import MAX_JSON_DEPTH, json_nesting_exceeds
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
-#: (body, status) for a refused request: the one error-to-reply mapping (``http_errors``)
+#: (body, status) for a refused request (``http_errors.reply_for``)
 Refuse = Callable[[Exception], "tuple[str, int]"]
 
 _READ_CHUNK = 64 * 1024
 
 
 def body_guard(app: WsgiApp, max_bytes: Callable[[], int], refuse: Refuse) -> WsgiApp:
-    """``app`` behind the guard; ``max_bytes`` is called once, on the first request (settings are
-    read at start-up, not when the module is imported)."""
+    """``app`` behind the guard; ``max_bytes`` is called once, on the first request."""
     limit = functools.cache(max_bytes)
 
     def guarded(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
@@ -38,7 +36,7 @@ def body_guard(app: WsgiApp, max_bytes: Callable[[], int], refuse: Refuse) -> Ws
             text, status = refuse(exc)
             payload = text.encode("utf-8", "backslashreplace")
             headers = [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(payload)))]
-            start_response(f"{status} {_PHRASES.get(status, 'Refused')}", headers)
+            start_response(f"{status} {HTTPStatus(status).phrase}", headers)
             return [payload]
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
@@ -49,12 +47,8 @@ def body_guard(app: WsgiApp, max_bytes: Callable[[], int], refuse: Refuse) -> Ws
     return guarded
 
 
-_PHRASES = {400: "Bad Request", 413: "Content Too Large"}
-
-
 def read_bounded(environ: dict[str, Any], limit: int) -> bytes:
-    """The request body, at most ``limit`` bytes; RequestTooLarge beyond, before reading when
-    the length is declared."""
+    """The request body, at most ``limit`` bytes; RequestTooLarge beyond (unread if declared)."""
     stream = environ.get("wsgi.input")
     declared = environ.get("CONTENT_LENGTH") or ""
     if declared.strip():

@@ -1,10 +1,7 @@
-"""Orchestration of one finalize event, with I/O behind injected adapters. Order matters for
-at-least-once with idempotent effects: validate, register (idempotent, with the ArrivalEvent in the
-outbox in the same transaction), publish, then ack. A failed publish leaves the row pending for a
-later drain, so the notification is acked all the same; subscribers deduplicate on the deterministic
-dataset id. After each registration the exposure is checked (``exposures``). Canary objects are
-recorded as seen, never registered. Permanent problems are quarantined and reported as handled, so
-one bad object never blocks the stream behind it.
+"""One finalize event, I/O behind injected adapters, in the order at-least-once needs: validate,
+register (idempotent, the ArrivalEvent in the outbox in the same transaction), publish, ack. A failed
+publish leaves the row for a later drain; subscribers deduplicate on the dataset id. Permanent
+problems are quarantined and acked, so one bad object never blocks the stream behind it.
 """
 
 from __future__ import annotations
@@ -53,15 +50,13 @@ if TYPE_CHECKING:
 
 log = get_logger("obsingest.register")
 
-#: this unit's ``component`` label in the metrics
 COMPONENT = "register"
 
-#: What a producer writes as ``obsingest-transport`` ("direct", "kafka"): a short slug, stored in
-#: a 16-character column and sent in every ArrivalEvent.
+#: ``obsingest-transport`` ("direct", "kafka"): a slug for a 16-character column
 _TRANSPORT = re.compile(r"[a-z][a-z0-9-]{0,15}")
 
 
-#: what became of one event: its CCD's ``obsingest_ccds_total`` status label too
+#: what became of one event (its ``obsingest_ccds_total`` label)
 OutcomeStatus = Literal["registered", "duplicate", "quarantined", "ignored", "canary"]
 
 
@@ -83,9 +78,8 @@ class RegisterService:
     arrivals_topic: str = defaults.ARRIVALS_TOPIC
     prefix: str = defaults.RAW_PREFIX
     quarantine_prefix: str = defaults.QUARANTINE_PREFIX
-    #: the Prometheus catalogue (``obsingest.metrics``); None records nothing (unit tests)
+    #: None records nothing (unit tests)
     metrics: Metrics | None = None
-    #: where each complete exposure's ExposureIngested goes
     ingested_topic: str = defaults.EXPOSURES_INGESTED_TOPIC
     #: per-CCD budget, readout -> registered, that makes an exposure ``ok`` or ``over_budget``
     budget_seconds: float = defaults.BUDGET_SECONDS
@@ -120,7 +114,6 @@ class RegisterService:
         return outcome
 
     def _count(self, outcome: Outcome) -> None:
-        """CCD outcome and, for a new dataset, readout -> stored and -> registered."""
         m = self.metrics
         if m is None or outcome.status == "canary":  # canaries are counted by reconcile
             return
@@ -135,7 +128,6 @@ class RegisterService:
             m.readout_latency("registered", registered, **labels)
 
     def _announced(self, arrival: ArrivalEvent) -> None:
-        """A dataset announced for the first time (at once, or later by an outbox drain)."""
         if self.metrics is not None:
             self.metrics.readout_latency("announced", arrival.latency, arrival.transport, arrival.instrument)
 
@@ -151,8 +143,10 @@ class RegisterService:
                     f"object {obj.name!r} is in bucket {obj.bucket!r}, "
                     f"not {self.store.bucket!r} that this function ingests from"
                 )
-            if obj.name.startswith(defaults.CANARY_PREFIX):
-                return self._record_canary(obj)
+            if obj.name.startswith(defaults.CANARY_PREFIX):  # reconcile's canary: notifications flow
+                self.registry.audit.canary_seen(obj.name, utcnow())
+                log_event(log, "canary.seen", logging.DEBUG, object_created=obj.time_created.isoformat())
+                return Outcome("canary", obj.name, reason="canary")
             if obj.name.startswith(self.quarantine_prefix):
                 return self._record_producer_quarantine(obj)
             claim = name_claim(obj.name, self.prefix)
@@ -174,8 +168,7 @@ class RegisterService:
         return outcome
 
     def _register(self, obj: StoredObject, claim: tuple[DataId, str | None] | None) -> Outcome:
-        """Register one object under the data id its header gives (``claim``: what its name
-        says, if it says anything, which must agree)."""
+        """Register one object under the data id its header gives (which ``claim`` must agree with)."""
         transport = obj.metadata.get(MetadataKeys.TRANSPORT, "direct")
         if not _TRANSPORT.fullmatch(transport):
             raise BadMetadata(
@@ -224,9 +217,8 @@ class RegisterService:
             return outcome
 
     def _announce_again(self, registration: Registration, record: FileRecord) -> ArrivalEvent:
-        """A redelivery: publish the event again (what an at-least-once subscriber expects),
-        from the outbox row if it is still pending. Only a dataset without an outbox row
-        (registered before the outbox existed) must fail the delivery when publishing fails."""
+        """A redelivery publishes again (from the outbox row if still pending); only a dataset
+        without an outbox row (older than the outbox) fails the delivery when publishing fails."""
         pending = self.registry.outbox.claim_dataset(registration.dataset_id)
         if pending is not None:
             sent = self.announcer.publish_row(pending)
@@ -243,9 +235,8 @@ class RegisterService:
     def _check_header(
         self, name: str, primary: Hdu, claim: tuple[DataId, str | None] | None
     ) -> tuple[DataId, ExposureRecord]:
-        """The CCD's data id and exposure record from its header: objects may have any name below
-        the prefix (NoIdentity naming the card the header lacks); a name in either layout
-        (``claim``) must say the same CCD, else HeaderMismatch with both."""
+        """The CCD's data id and exposure record from its header; a name in either layout
+        (``claim``) must say the same CCD, else HeaderMismatch."""
         identity = identity_from_header(primary.str_value, f"object {name!r}")
         if claim is not None:
             named, obs_id = claim
@@ -284,12 +275,6 @@ class RegisterService:
             self.metrics.ccd(COMPONENT, "quarantined", reason=exc.reason)
         log_event(log, "event.quarantined", logging.WARNING, source=source, reason=exc.reason, error=str(exc))
         return Outcome("quarantined", source, reason=exc.reason, message=str(exc))
-
-    def _record_canary(self, obj: StoredObject) -> Outcome:
-        """The reconcile service's canary came back as an event: notifications flow."""
-        self.registry.audit.canary_seen(obj.name, utcnow())
-        log_event(log, "canary.seen", logging.DEBUG, object_created=obj.time_created.isoformat())
-        return Outcome("canary", obj.name, reason="canary")
 
     def _record_producer_quarantine(self, obj: StoredObject) -> Outcome:
         """Producer-parked bytes (quarantine prefix): record why, register nothing."""

@@ -1,9 +1,6 @@
-"""What the register function reads of a stored CCD, and why that is enough. A CCD whose producer
-vouched for its bytes (``obsingest-checksum``, a CRC32C) equal to the store's own CRC32C from the
-notification is the producer's bytes, so only its primary header is read (one ranged GET of the
-notified generation), as the observatory's own ingest does. Otherwise it is read whole, its CRC32C
-computed and every HDU checked; bad input is refused with its reason (``ChecksumMismatch``,
-``CorruptFile``) either way.
+"""What the register function reads of a stored CCD. One whose producer's ``obsingest-checksum``
+equals the store's CRC32C is the producer's bytes: only its primary header is read (one ranged
+GET). Otherwise it is read whole, its CRC32C computed and every HDU checked.
 """
 
 from __future__ import annotations
@@ -16,23 +13,19 @@ from obsingest.fits import Hdu, parse_primary, primary_header
 from obsingest.store.base import ObjectStore, StoredObject
 from obsingest.store.notifications import MetadataKeys
 
-#: what is read of a vouched-for CCD: its primary header (a few 2,880-byte blocks for an LSST
-#: CCD) with room to spare; a longer header is read whole
+#: read of a vouched-for CCD: its primary header with room to spare (a longer one is read whole)
 HEAD_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
 class Verified:
-    """A stored CCD whose bytes are known to be the producer's."""
-
     primary: Hdu  # its primary header
     size: int
     checksum: str  # ``crc32c:xxxxxxxx``
 
 
 def read_verified(store: ObjectStore, obj: StoredObject) -> Verified:
-    """The CCD's primary header, size and checksum, verified; ChecksumMismatch or CorruptFile
-    (both permanent, naming the object) otherwise."""
+    """The CCD's primary header, size and checksum; ChecksumMismatch or CorruptFile otherwise."""
     claimed = obj.metadata.get(MetadataKeys.CHECKSUM, "")
     if claimed and obj.crc32c and obj.size > 0 and claimed == _checksum(obj.crc32c):
         head = store.read_head(obj.name, HEAD_BYTES)

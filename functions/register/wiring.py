@@ -1,6 +1,5 @@
 """Build the register service from settings: the only place that picks concrete adapters. The
-process-wide instance lives here, not in ``main``: functions-framework loads ``main.py`` by path as
-a module of its own, and in-process delivery and tests import ``functions.register`` normally.
+process-wide instance lives here, not in ``main``, which functions-framework loads by path.
 """
 
 from __future__ import annotations
@@ -25,8 +24,7 @@ def build_service(
     store_settings: StoreSettings,
     bus: BusSettings,
 ) -> RegisterService:
-    """The register service on given adapters, with topics, prefixes and budget from settings so
-    every deployment (function, demo, tests) agrees on them."""
+    """The register service on given adapters, topics, prefixes and budget from settings."""
     from obsingest.metrics import get_metrics
 
     metrics = get_metrics()
@@ -45,8 +43,7 @@ def build_service(
 
 
 def store_from_settings(settings: StoreSettings) -> ObjectStore:
-    """The store of ``settings.url``; a bucket's through ``GcsHttpStore`` (one request per read,
-    ``google.cloud.storage`` never loaded)."""
+    """The store of ``settings.url``; a bucket's through the lean ``GcsHttpStore``."""
     if settings.url.startswith("gs://"):
         from obsingest.store.gcs import GcsHttpStore
 
@@ -79,8 +76,8 @@ def configure(service: RegisterService | None) -> None:
 
 
 def get_service() -> RegisterService:
-    """The process's service, built from settings on first use. What start-up made lives as long
-    as the process: ``gc.freeze`` keeps a full collection in a burst from walking it again."""
+    """The process's service, built on first use; ``gc.freeze`` keeps full collections from
+    walking what start-up made."""
     global _service
     with _lock:
         if _service is None:
@@ -90,8 +87,7 @@ def get_service() -> RegisterService:
 
 
 def warm_up() -> None:
-    """Build the service before the instance takes requests, so its first deliveries do not wait
-    for it; a failure (registry still starting) is logged and the first delivery builds it again."""
+    """Build the service before the first request; a failure is logged (a delivery retries it)."""
     try:
         get_service()
     except Exception as exc:  # start-up must not die of what a delivery can retry

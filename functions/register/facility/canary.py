@@ -1,6 +1,5 @@
-"""The canary: proof that object notifications still flow, end to end. A tiny object under
-``canary/`` every ``every`` seconds; one unseen after ``timeout``, with no later one seen, means
-notifications stopped when it was written. Seen canaries are deleted; their rows kept a day.
+"""The canary: a tiny object under ``canary/`` every ``every`` seconds; one unseen after
+``timeout``, with no later one seen, means notifications stopped when it was written.
 """
 
 from __future__ import annotations
@@ -46,13 +45,12 @@ class CanaryWatch:
     every: float = 30.0
     timeout: float = 60.0
     clock: Callable[[], datetime] = utcnow
-    #: where canaries written and failed writes are counted (the facility's; its own if None)
     metrics: Metrics = field(default_factory=private_metrics)
     _last_written: datetime | None = None
     _mine: list[str] = field(default_factory=list)
 
     def tick(self) -> CanaryState:
-        """Write a canary when one is due, then judge from the registry's canary log."""
+        """Write a canary when due, then judge from the registry's canary log."""
         now = self.clock()
         if self._last_written is None or now - self._last_written >= timedelta(seconds=self.every):
             self._write(now)

@@ -1,7 +1,5 @@
-"""Listing a bucket for reconciliation, GCS's ``list_blobs`` or a walk of a local store (the
-ingest path never lists, so ``ObjectStore`` has no listing). Both start at a name
-(``start_offset``), which the incremental reconcile relies on; the window on ``time_created`` is
-the reconcile's (GCS cannot filter by time).
+"""Listing a bucket for reconciliation (``ObjectStore`` has none): GCS's ``list_blobs`` or a walk
+of a local store, both from a name (``start_offset``), as the incremental reconcile needs.
 """
 
 from __future__ import annotations
@@ -27,8 +25,7 @@ def _list_gcs(store: Any, prefix: str, start_offset: str) -> Iterator[StoredObje
 
 
 def below(directory: str, start_offset: str) -> bool:
-    """Whether every name under ``directory`` (``a/b/``, with its slash) sorts below
-    ``start_offset``: it does, and the offset does not continue it."""
+    """Whether every name under ``directory`` (``a/b/``) sorts below ``start_offset``."""
     return directory < start_offset and not start_offset.startswith(directory)
 
 
@@ -52,8 +49,7 @@ def _list_local(store: Any, prefix: str, start_offset: str) -> Iterator[StoredOb
 
 
 def list_objects(store: ObjectStore, prefix: str, start_offset: str = "") -> list[StoredObject]:
-    """Objects under ``prefix`` named ``start_offset`` or later; ListingFailed when the store
-    cannot be listed."""
+    """Objects under ``prefix`` named ``start_offset`` or later; ListingFailed if unlistable."""
     from obsingest.store.gcs import GcsStore
     from obsingest.store.local import LocalDirStore
 

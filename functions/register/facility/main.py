@@ -1,6 +1,5 @@
 """The facility service as a process until SIGTERM or Ctrl-C; the exit code is its health. It
-repairs nothing itself (production's topics and notification configs belong to Terraform);
-``obsingest reconcile --every`` runs it on the local stack with the re-provisioning hook.
+repairs nothing (production's topics belong to Terraform; ``obsingest reconcile --every`` repairs).
 """
 
 from __future__ import annotations
@@ -13,8 +12,7 @@ from obsingest import logs
 
 
 def serve(service: FacilityService) -> int:
-    """Run ``service`` until SIGTERM/Ctrl-C, serving ``/metrics`` on OBSINGEST_METRICS_PORT
-    (0: off); its health at the end."""
+    """Run ``service`` until SIGTERM/Ctrl-C, serving ``/metrics``; its health at the end."""
     from obsingest.metrics_http import serve_metrics
 
     signal.signal(signal.SIGTERM, lambda *_: service.stop())

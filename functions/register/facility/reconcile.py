@@ -1,7 +1,6 @@
-"""Reconcile the bucket with the registry: register what a lost notification missed (through the
-function's own, idempotent ``RegisterService``), report rows whose object is gone (the pipeline
-never deletes). ``run`` sweeps the full window; ``run_new`` lists from each prefix's watermark
-(``watermark.py``), so its cost follows what is new.
+"""Reconcile the bucket with the registry: register what a lost notification missed (through
+``RegisterService``), report rows whose object is gone. ``run`` sweeps the full window; ``run_new``
+lists from each prefix's watermark, so its cost follows what is new.
 """
 
 from __future__ import annotations
@@ -36,9 +35,7 @@ class ReconcileReport:
     failed: int = 0  # retriable errors: tried again next pass
     gone: list[str] = field(default_factory=list)
     dry_run: bool = False
-    #: "full" (the window swept) or "incremental" (from the watermarks)
     mode: str = "full"
-    #: the watermark of each prefix after the pass
     watermarks: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -60,7 +57,6 @@ class Reconciler:
     #: the watermarks' ``lag`` and ``hold`` (seconds, ``PrefixTail``)
     lag: float = 120.0
     hold: float = 1800.0
-    #: each prefix's watermark and settled names: the incremental pass's memory
     tails: dict[str, PrefixTail] = field(default_factory=dict)
 
     def _tail(self, prefix: str) -> PrefixTail:
@@ -71,8 +67,8 @@ class Reconciler:
         return self.tails[prefix]
 
     def run(self, since: datetime, until: datetime | None = None, dry_run: bool = False) -> ReconcileReport:
-        """The full sweep: compare objects created in [since, min(until, now - grace)) with the
-        registry, look for rows whose object is gone, and re-seed the watermarks."""
+        """The full sweep of [since, min(until, now - grace)): register what is missing, report
+        what is gone, re-seed the watermarks."""
         now = self.clock()
         latest = now - timedelta(seconds=self.grace)
         until = min(until, latest) if until else latest
@@ -93,8 +89,7 @@ class Reconciler:
         return report
 
     def run_new(self, since: datetime) -> ReconcileReport:
-        """The incremental pass: from each prefix's watermark, check and register what is not
-        settled yet (created in [since, now - grace)); no search for gone rows (the sweep's)."""
+        """The incremental pass: from each prefix's watermark, register what is not settled yet."""
         now = self.clock()
         until = now - timedelta(seconds=self.grace)
         report = ReconcileReport(since=since, until=until, mode="incremental")
@@ -112,8 +107,7 @@ class Reconciler:
     def _settle(
         self, listed: dict[str, StoredObject], report: ReconcileReport, dry_run: bool = False
     ) -> set[str]:
-        """Ask the registry about ``listed`` (uri -> object) and register what it lacks (only
-        log it if ``dry_run``); the names now known to it."""
+        """Register what the registry lacks of ``listed`` (uri -> object); the names it now knows."""
         audit = self.service.registry.audit
         known = audit.registered_uris(listed) | audit.quarantined_uris(listed)
         report.known += len(known & listed.keys())
@@ -133,7 +127,7 @@ class Reconciler:
         log_event(log, "reconcile.pass", level, **report.as_dict())
 
     def _register(self, obj: StoredObject, report: ReconcileReport) -> bool:
-        """Hand ``obj`` to the register service; False on a retriable failure (next pass)."""
+        """Hand ``obj`` to the register service; False on a retriable failure."""
         event = ObjectEvent(f"reconcile:{obj.generation}", GCS_NOTIFICATION_FINALIZE, obj)
         try:
             outcome = self.service.handle(event)
@@ -160,8 +154,8 @@ class Reconciler:
         return True
 
     def _gone(self, since: datetime, until: datetime, listed: dict[str, StoredObject]) -> list[str]:
-        """Registered objects of the window that the bucket no longer has (checked one by one:
-        the row's stored time and the listing's could straddle the window's edge)."""
+        """Registered objects of the window the bucket no longer has (each stat-ed: the row's and
+        the listing's times could straddle the window's edge)."""
         store = self.service.store
         base = store.uri("")
         gone = []

@@ -1,8 +1,6 @@
-"""Redrive: dead-lettered notifications go back to the objects topic once their cause had time
-to clear (``decide``: due after ``first_delay * 2**n``, at most ``max_delay``), at most
-``max_redrives`` times, then parked with their whole history (functions/register/README.md).
-State lives only in the message attributes, so the redrive can be killed at any time; dying
-between publish and ack redrives twice, which the idempotent register function absorbs.
+"""Redrive: dead-lettered notifications go back to the objects topic after ``first_delay * 2**n``
+(at most ``max_delay``), at most ``max_redrives`` times, then parked with their history. State
+lives only in the message attributes; dying between publish and ack redrives twice (idempotent).
 """
 
 from __future__ import annotations
@@ -28,8 +26,7 @@ REDRIVE_COUNT = "redrive_count"
 HISTORY_PREFIX = "redrive_history_"
 PARKED_REASON = "parked_reason"
 PARKED_AT = "parked_at"
-#: attributes set by whoever dead-lettered the message (the relay: ``dlq_*``; Pub/Sub itself:
-#: ``CloudPubSubDeadLetterSource*``); they describe one dead-lettering and move into the history
+#: attributes of one dead-lettering (the relay's, Pub/Sub's), moved into the history
 _DEAD_LETTER_PREFIXES = ("dlq_", "CloudPubSubDeadLetterSource", PARKED_REASON, PARKED_AT)
 #: Pub/Sub's limit on one attribute value
 _ATTRIBUTE_BYTES = 1024
@@ -59,8 +56,8 @@ def reason_of(attributes: dict[str, str]) -> str:
 
 
 def matches(attributes: dict[str, str], wanted: str | None) -> bool:
-    """Filter of a manual redrive: ``wanted`` found (case-insensitively) in the reason or equal
-    to the HTTP status (``503``, ``none`` for no answer)."""
+    """A manual redrive's filter: ``wanted`` in the reason (any case) or the HTTP status (``503``,
+    ``none``)."""
     if not wanted:
         return True
     needle = wanted.lower()
@@ -74,10 +71,10 @@ def decide(
     policy: RedriveSettings,
     force: bool = False,
 ) -> Decision:
-    """What to do with one letter now. ``force`` (a human asked): redrive, whatever its count."""
-    count = redrives_so_far(attributes)
+    """What to do with one letter now; ``force`` (a human asked) redrives whatever its count."""
     if force:
         return Decision.REDRIVE
+    count = redrives_so_far(attributes)
     if count >= policy.max_redrives:
         return Decision.PARK
     due = dead_lettered_at + timedelta(seconds=policy.delay(count))
@@ -112,7 +109,7 @@ def history(attributes: dict[str, str]) -> list[dict[str, Any]]:
 
 
 def _recorded(attributes: dict[str, str], dead_lettered_at: datetime) -> dict[str, str]:
-    """The attributes without this dead-lettering's own fields, which move into the history."""
+    """The attributes with this dead-lettering's own fields moved into the history."""
     number = len(history(attributes)) + 1
     kept = {k: v for k, v in attributes.items() if not k.startswith(_DEAD_LETTER_PREFIXES)}
     kept[f"{HISTORY_PREFIX}{number}"] = _history_entry(attributes, dead_lettered_at)
@@ -158,20 +155,19 @@ class RedriveReport:
 class Redriver:
     """One dead-letter hold subscription -> the objects topic (or the parked topic)."""
 
-    #: the hold subscription of the dead-letter topic
+    #: the dead-letter topic's hold subscription
     source: PullSource
     publisher: Publisher
     objects_topic: str
     parked_topic: str
-    #: its delays, redrives and letters per pass
     policy: RedriveSettings = field(default_factory=RedriveSettings)
     clock: Callable[[], datetime] = utcnow
 
     def run_pass(
         self, *, reason: str | None = None, dry_run: bool = False, force: bool = False
     ) -> RedriveReport:
-        """Look at every letter once; redrive the due ones (all selected ones with ``force``),
-        park the exhausted ones, leave the rest. ``dry_run``: decide and count, change nothing."""
+        """Look at every letter once: redrive the due (or, ``force``, all selected), park the
+        exhausted, leave the rest; ``dry_run`` counts and changes nothing."""
         report = RedriveReport(dry_run=dry_run)
         seen: set[str] = set()
         held: list[str] = []
@@ -210,46 +206,43 @@ class Redriver:
             due = lettered + timedelta(seconds=self.policy.delay(redrives_so_far(attributes)))
             report.next_due = min(report.next_due or due, due)
             return False
-        if dry_run:
-            if decision is Decision.REDRIVE:
-                report.redriven += 1
+        redrive = decision is Decision.REDRIVE
+        if not dry_run:
+            if redrive:
+                topic, attrs = self.objects_topic, redriven_attributes(attributes, lettered)
             else:
-                report.parked += 1
-            return False
-        if decision is Decision.REDRIVE:
-            topic, attrs = self.objects_topic, redriven_attributes(attributes, lettered)
-        else:
-            topic, attrs = self.parked_topic, parked_attributes(attributes, lettered, now)
-        try:
-            self.publisher.publish(topic, delivery.data, attributes=attrs)
-        except Exception as exc:  # the topic is down: the letter stays for the next pass
-            report.failed += 1
+                topic, attrs = self.parked_topic, parked_attributes(attributes, lettered, now)
+            try:
+                self.publisher.publish(topic, delivery.data, attributes=attrs)
+            except Exception as exc:  # the topic is down: the letter stays for the next pass
+                report.failed += 1
+                log_event(
+                    log,
+                    "redrive.publish_failed",
+                    logging.WARNING,
+                    message_id=delivery.message_id,
+                    topic=topic,
+                    error=str(exc),
+                )
+                return False
+            try:
+                self.source.ack([delivery.ack_id])
+            except Exception as exc:  # comes back after its deadline: redriven twice, idempotent
+                log_event(log, "redrive.ack_failed", logging.WARNING, error=str(exc))
             log_event(
                 log,
-                "redrive.publish_failed",
-                logging.WARNING,
+                "redrive.redriven" if redrive else "redrive.parked",
+                logging.WARNING if redrive else logging.ERROR,
                 message_id=delivery.message_id,
-                topic=topic,
-                error=str(exc),
+                object=attributes.get("objectId"),
+                redrives=redrives_so_far(attrs) if redrive else None,
+                reason=reason_of(attributes),
             )
-            return False
-        try:
-            self.source.ack([delivery.ack_id])
-        except Exception as exc:  # comes back after its deadline: redriven twice, idempotent
-            log_event(log, "redrive.ack_failed", logging.WARNING, error=str(exc))
-        fields = {
-            "message_id": delivery.message_id,
-            "object": attributes.get("objectId"),
-            "redrives": redrives_so_far(attrs) if decision is Decision.REDRIVE else None,
-            "reason": reason_of(attributes),
-        }
-        if decision is Decision.REDRIVE:
+        if redrive:
             report.redriven += 1
-            log_event(log, "redrive.redriven", logging.WARNING, **fields)
         else:
             report.parked += 1
-            log_event(log, "redrive.parked", logging.ERROR, **fields)
-        return True
+        return not dry_run
 
     def _release(self, ack_ids: list[str]) -> None:
         if not ack_ids:

@@ -1,8 +1,7 @@
-"""The facility service: one pass every ``every`` seconds of canary, repair, reconcile, exposures
-sweep, outbox drain and redrive, each guarded so one failing never stops the others or the loop.
-The canary goes first: its verdict sets the reconcile window (back to the first unseen canary
-after an outage, or to the last pass before a long stop). The reconcile is a full-window sweep
-every ``full_every``, on the first pass and while the window is widened; otherwise incremental.
+"""The facility service: every ``every`` seconds a pass of canary, repair, reconcile, exposures
+sweep, outbox drain and redrive, each guarded so one failing never stops the others. The canary's
+verdict sets the reconcile window (back to the first unseen canary, or the last pass before a long
+stop); the reconcile sweeps the full window every ``full_every`` and while widened, else incremental.
 """
 
 from __future__ import annotations
@@ -29,12 +28,10 @@ log = get_logger("obsingest.facility")
 
 #: health codes (also the exit codes of ``obsingest reconcile`` and the service)
 HEALTHY = 0
-#: something could not be fixed this pass (registration failed, objects gone, outbox stuck)
+#: something could not be fixed this pass
 DEGRADED = 1
-#: notifications have stopped (the canary did not come back)
 NOTIFICATIONS_BROKEN = 2
 COMPONENT = "reconcile"
-#: the redrive's ``source`` label
 SOURCE = "notifications"
 #: status names of the counts kept in the catalogue's own series: (metric, labels)
 CATALOGUE_COUNTS = {
@@ -95,15 +92,12 @@ class FacilityService:
     drain_limit: int = 1000
     outbox_retention: timedelta = timedelta(days=7)
     clock: Callable[[], datetime] = utcnow
-    #: where the passes are counted (deployments: ``get_metrics()``)
     metrics: Metrics = field(default_factory=private_metrics)
     #: gauges as of the last pass (``snapshot``)
     state: dict[str, float | int | None] = field(
         default_factory=lambda: {"notifications_healthy": 1, "last_pass_ok": 1}
     )
-    #: where passes reach back to after this process started from a stop longer than the
-    #: window: the previous process's last pass (its last canary written); None once a pass
-    #: completed without error (``_resume_point``)
+    #: after a stop longer than the window, the last pass before it (``_resume_point``)
     _resume_from: datetime | None = None
     _resume_known: bool = False
     _last_repair: float = float("-inf")
@@ -122,7 +116,7 @@ class FacilityService:
             self.metrics.add(COMPONENT, name, n)
 
     def snapshot(self) -> dict[str, float | int | None]:
-        """The counts (read from the metrics) and the gauges of the last pass, by name."""
+        """The counts and the gauges of the last pass, by name."""
         m = self.metrics
         out: dict[str, float | int | None] = {
             name: m.count(COMPONENT, name) for name in sorted(COMPONENT_COUNTS[COMPONENT])
@@ -154,7 +148,7 @@ class FacilityService:
                     if report.canary.broken_since is not None:
                         since = min(since, report.canary.broken_since - OUTAGE_MARGIN)
         if self.reconciler is not None:
-            report.reconcile = self._guard(report, "reconcile", lambda: self._reconcile(now, since))
+            report.reconcile = self._guard(report, "reconcile", self._reconcile, now, since)
             if (rec := report.reconcile) is not None:
                 self._add(
                     objects_listed=rec.listed,
@@ -165,8 +159,7 @@ class FacilityService:
                 self.metrics.ccd(COMPONENT, "registered", n=rec.outcomes.get("registered", 0))
                 self.metrics.ccd(COMPONENT, "missing_object", n=len(rec.gone))
         if self.closer is not None:
-            closer = self.closer
-            closings = self._guard(report, "exposures", lambda: closer.sweep(since))
+            closings = self._guard(report, "exposures", self.closer.sweep, since)
             if closings is not None:
                 report.ingested = sum(1 for c in closings if c.outcome == EMITTED)
                 report.incomplete = sum(1 for c in closings if c.outcome == CLOSED_INCOMPLETE and c.counted)
@@ -190,10 +183,8 @@ class FacilityService:
         return report
 
     def _resume_point(self, report: PassReport) -> None:
-        """Once, before this process's first canary: when did the facility last pass? After a
-        stop longer than the window (down for a night) the first hours' objects and exposures
-        would otherwise escape every reconcile and sweep, unseen by the canary (none was
-        written). Asked again next pass if the registry cannot answer."""
+        """Once: when did the facility last pass? After a stop longer than the window, objects
+        of its first hours would escape every reconcile unseen by the canary (none was written)."""
         if self.canary is None:
             return
         last = self._guard(report, "resume", self.canary.audit.last_canary_written)
@@ -210,9 +201,9 @@ class FacilityService:
                 note="stopped longer than the window: reaching back to the last pass",
             )
 
-    def _guard(self, report: PassReport, what: str, fn: Callable[[], Any]) -> Any:
+    def _guard(self, report: PassReport, what: str, fn: Callable[..., Any], *args: Any) -> Any:
         try:
-            return fn()
+            return fn(*args)
         except Exception as exc:  # one stage failing never stops the others or the loop
             report.errors.append(f"{what}: {type(exc).__name__}: {exc}"[:500])
             log_event(log, "facility.stage_failed", logging.ERROR, stage=what, error=str(exc))
@@ -257,8 +248,7 @@ class FacilityService:
         return True
 
     def _reconcile(self, now: datetime, since: datetime) -> ReconcileReport:
-        """The full sweep when due (its schedule, or a window reaching back further than
-        usual), else the incremental pass."""
+        """The full sweep when due or the window is widened, else the incremental pass."""
         assert self.reconciler is not None
         started = time.monotonic()
         widened = since < now - timedelta(seconds=self.window)
@@ -293,7 +283,7 @@ class FacilityService:
         )
 
     def run_forever(self) -> int:
-        """Pass after pass until ``stop``; returns the health at the end."""
+        """Pass after pass until ``stop``; the health at the end."""
         while not self._stop.is_set():
             started = time.monotonic()
             self.run_pass()

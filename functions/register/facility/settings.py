@@ -1,7 +1,6 @@
-"""``OBSINGEST_RECONCILE_*`` and ``OBSINGEST_REDRIVE_*``: typed settings of the facility service.
-The defaults keep "every CCD lost to a notification outage is registered within 2 minutes of its
-end": a pass every 30 s registers what is older than the 15 s grace and missing; a canary every
-30 s, unseen after 60 s, says notifications are broken.
+"""``OBSINGEST_RECONCILE_*`` and ``OBSINGEST_REDRIVE_*``. The defaults register every CCD a
+notification outage lost within 2 minutes of its end (a pass every 30 s, 15 s grace, a canary
+every 30 s unseen after 60 s).
 """
 
 from __future__ import annotations
@@ -13,8 +12,6 @@ from obsingest import defaults
 
 
 class ReconcileSettings(BaseSettings):
-    """The bucket-vs-registry pass, the canary and the outbox drain."""
-
     model_config = SettingsConfigDict(env_prefix="OBSINGEST_RECONCILE_", extra="ignore")
 
     #: seconds between passes of the service (``obsingest reconcile --every``)
@@ -40,15 +37,13 @@ class ReconcileSettings(BaseSettings):
     #: outbox rows published per pass at most; published rows kept this many days
     drain_limit: int = Field(default=1000, ge=1)
     outbox_retention_days: float = Field(default=7.0, gt=0)
-    #: the exposures sweep: an exposure not complete ``budget + exposure_grace`` seconds after its
-    #: shutter closed (manifest obs_start + exposure time) is counted incomplete, once
+    #: the exposures sweep: incomplete ``budget + exposure_grace`` s after shutter close, counted once
     exposures: bool = True
     exposure_grace: float = Field(default=defaults.EXPOSURE_DEADLINE_GRACE_SECONDS, ge=0)
 
 
 class RedriveSettings(BaseSettings):
-    """Bring dead-lettered notifications back (``facility/redrive.py``); with the relay's own
-    redeliveries, the defaults ride out an outage of about half an hour."""
+    """``facility/redrive.py``: the defaults ride out an outage of about half an hour."""
 
     model_config = SettingsConfigDict(env_prefix="OBSINGEST_REDRIVE_", extra="ignore")
 

@@ -1,7 +1,6 @@
-"""The incremental reconcile's memory of one prefix: a watermark name to list from, and the names
-at or after it already settled. Names sort by day and exposure, so the watermark moves up to the
-lowest name still open (younger than ``lag``, or unsettled and younger than ``hold``); what falls
-below it is left to the full-window sweep. Only the order of names is relied on, never their layout.
+"""The incremental reconcile's memory of one prefix: a watermark name to list from, moved up to the
+lowest name still open (younger than ``lag``, or unsettled and younger than ``hold``), and the names
+at or after it already settled. What falls below is left to the full-window sweep.
 """
 
 from __future__ import annotations
@@ -15,8 +14,6 @@ from obsingest.store.base import StoredObject
 
 @dataclass
 class PrefixTail:
-    """The watermark of one listed prefix and the settled names at or after it."""
-
     prefix: str
     #: objects created less than this many seconds ago keep the watermark below them
     lag: float = 120.0
@@ -30,17 +27,14 @@ class PrefixTail:
     def unchecked(
         self, listed: Iterable[StoredObject], since: datetime, until: datetime
     ) -> list[StoredObject]:
-        """What the registry must be asked about: listed, not settled, created in the window
-        [since, until) (younger ones are left to their notification until the next pass)."""
+        """What the registry must be asked about: not settled, created in [since, until)."""
         return [obj for obj in listed if obj.name not in self.settled and since <= obj.time_created < until]
 
     def advance(
         self, listed: Sequence[StoredObject], settled: Iterable[str], now: datetime, since: datetime
     ) -> str:
-        """After a pass over ``listed`` (every object named ``>= start``) in which ``settled``
-        became known: move the watermark up to the lowest open name and forget what is below.
-        Objects created before ``since`` (outside the window) never hold it back. Returns the
-        new watermark; it never moves down."""
+        """After a pass over ``listed`` (named ``>= start``) that settled ``settled``: move the
+        watermark up to the lowest open name (never down) and return it."""
         self.settled.update(settled)
         recent = now - timedelta(seconds=self.lag)
         held = max(since, now - timedelta(seconds=self.hold))

@@ -1,5 +1,4 @@
-"""Build the facility service and the redriver from settings: the one place that picks their
-concrete edges (the register function's own service, Pub/Sub for dead letters)."""
+"""Build the facility service and the redriver from settings: the one place picking their edges."""
 
 from __future__ import annotations
 
@@ -56,8 +55,7 @@ def build_facility(
     repair: Callable[[], Any] | None = None,
     redriver: Redriver | None = None,
 ) -> FacilityService:
-    """The service on a register service. Redrive runs when dead letters live on Pub/Sub (a GCS
-    bucket's notifications) and ``redrive.enabled``."""
+    """The service on a register service; redrive runs for a GCS bucket when ``redrive.enabled``."""
     from obsingest.store.gcs import GcsStore
 
     redrive = redrive or RedriveSettings()
@@ -96,8 +94,7 @@ def build_facility(
 def facility_from_settings(
     repair: Callable[[], Any] | None = None, redrive: bool = True, **overrides: Any
 ) -> FacilityService:
-    """From ``OBSINGEST_STORE_* / _REGISTRY_* / _BUS_* / _RECONCILE_* / _REDRIVE_*``;
-    ``redrive=False`` leaves the redrive out (no Pub/Sub client is made)."""
+    """From the environment's settings; ``redrive=False`` leaves the redrive out."""
     from functions.register.wiring import service_from_settings
 
     settings = ReconcileSettings(**overrides)
