@@ -105,10 +105,10 @@ def group_alive(pgid: int) -> bool:
         return False
     except PermissionError:
         return True
-    # killpg(0) also succeeds for zombies; look for a live member in /proc.
-    if not Path("/proc").is_dir():
-        return True
-    return any(rest[2] == str(pgid) and rest[0] != "Z" for _, rest in _all_stats())
+    # killpg(0) also succeeds for zombies: look for a live member in /proc
+    return not Path("/proc").is_dir() or any(
+        rest[2] == str(pgid) and rest[0] != "Z" for _, rest in _all_stats()
+    )
 
 
 def _reap(pid: int) -> None:
@@ -151,9 +151,6 @@ def spawn(
     """Start ``argv`` detached in a new session, output appended to ``log_path``; record its pid
     and ``owner`` (token, pid, start ticks of the process that may stop it)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    full_env = dict(os.environ)
-    if env:
-        full_env.update(env)
     with open(log_path, "ab") as log:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
         log.write(f"\n=== {stamp} starting: {' '.join(argv)}\n".encode())
@@ -163,13 +160,13 @@ def spawn(
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=full_env,
+            env={**os.environ, **(env or {})},
             cwd=str(cwd) if cwd else None,
             start_new_session=True,
             close_fds=True,
             **as_user(user),
         )
-    # The Popen object is dropped: the service outlives us; stop() reaps it if we are its parent.
+    # the service outlives the dropped Popen; stop() reaps it if we are its parent
     record = PidRecord(
         service=service,
         pid=proc.pid,
@@ -224,8 +221,7 @@ def stop_record(record: PidRecord, sig: int = signal.SIGTERM, timeout: float = 1
     something was running; a recycled pid (other start time) is left alone."""
     if not record_alive(record):  # the leader is gone: kill its group's orphans
         if group_alive(record.pgid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(record.pgid, signal.SIGKILL)
+            _kill_leftovers(record.pgid, {})
         return False
     family = descendants(record.pid)
 
