@@ -37,16 +37,6 @@ class PidRecord:
     #: the TCP ports it was started to listen on (empty in records written before they were kept)
     ports: list[int] = field(default_factory=list)
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2)
-
-    @classmethod
-    def from_json(cls, text: str) -> PidRecord:
-        """A record ``to_json`` wrote; fields added since (pgid, owner, ports) take defaults."""
-        data = json.loads(text)
-        data = {"pgid": data["pid"], "argv": [], "log": "", **data}
-        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
-
 
 def _stat(pid: int | str) -> list[str]:
     """Fields 3 (state) onwards of ``/proc/<pid>/stat``; [] if absent. comm (field 2) may hold
@@ -118,16 +108,19 @@ def _reap(pid: int) -> None:
 
 
 def read_pid_file(path: Path) -> PidRecord | None:
+    """The record ``write_pid_file`` wrote; fields added since (pgid, owner, ports) take defaults."""
     try:
-        return PidRecord.from_json(path.read_text())
+        data = json.loads(path.read_text())
+        data = {"pgid": data["pid"], "argv": [], "log": "", **data}
     except (OSError, ValueError, KeyError):
         return None
+    return PidRecord(**{f.name: data[f.name] for f in fields(PidRecord) if f.name in data})
 
 
 def write_pid_file(path: Path, record: PidRecord) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(record.to_json())
+    tmp.write_text(json.dumps(asdict(record), indent=2))
     tmp.replace(path)
 
 
