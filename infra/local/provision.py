@@ -65,18 +65,16 @@ def ensure_topic(publisher: Any, path: str, report: SetupReport) -> None:
 def relay_delivery_policy(
     bus: BusSettings, relay: RelaySettings, dead_letter_topic: str | None = None
 ) -> dict[str, Any]:
-    """A subscription's dead-letter and retry fields from the relay's settings, so the relay
-    dead-letters first, with its reason. With a dead-letter policy Pub/Sub counts each message's
-    ``delivery_attempt``, which is how the relay's counts survive its restarts. RelaySettings
-    keeps the backoffs within Pub/Sub's range; its attempts are raised to Pub/Sub's minimum."""
+    """A subscription's dead-letter and retry fields from the relay's settings (raised to Pub/Sub's
+    minimum attempts), so the relay dead-letters first, with its reason; Pub/Sub's count of each
+    message's ``delivery_attempt`` is how the relay's counts survive its restarts."""
     from obsingest.bus.pubsub import topic_path
 
     topic = dead_letter_topic or relay.dead_letter_topic or bus.objects_dlq_topic
-    attempts = max(relay.max_attempts, PUBSUB_MIN_DELIVERY_ATTEMPTS)
     return {
         "dead_letter_policy": {
             "dead_letter_topic": topic_path(bus.pubsub_project, topic),
-            "max_delivery_attempts": attempts,
+            "max_delivery_attempts": max(relay.max_attempts, PUBSUB_MIN_DELIVERY_ATTEMPTS),
         },
         "retry_policy": {
             "minimum_backoff": {"seconds": int(relay.min_backoff), "nanos": int(relay.min_backoff % 1 * 1e9)},

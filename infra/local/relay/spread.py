@@ -36,8 +36,6 @@ def instance_failed(result: PushResult) -> bool:
 
 
 class SpreadPushTarget:
-    """Round-robin over ``targets``; a delivery whose instance failed goes to the next at once."""
-
     def __init__(
         self,
         targets: Sequence[PushTarget],
