@@ -188,19 +188,15 @@ def plot_focal_plane(
     cmap = plt.get_cmap("magma_r")
     big = len(pos) > 20
     fig, ax = plt.subplots(figsize=(9, 8.2) if big else (7, 6), layout="constrained")
-    patches, values = [], []
     for d, box in pos.items():
-        if d in ccds:
-            patches.append(_rect(box))
-            values.append(ccds[d])
-        else:
-            hatched = d in missing
-            face = "lightgrey" if hatched else "whitesmoke"
-            ax.add_patch(
-                _rect(box, facecolor=face, hatch="xx" if hatched else None, edgecolor="grey", linewidth=0.4)
-            )
-    collection = PatchCollection(patches, cmap=cmap, norm=norm, edgecolor="white", linewidth=0.3)
-    collection.set_array(np.array(values))
+        if d not in ccds:  # missing hatched, not expected plain
+            grey = {"facecolor": "lightgrey", "hatch": "xx"} if d in missing else {"facecolor": "whitesmoke"}
+            ax.add_patch(_rect(box, edgecolor="grey", linewidth=0.4, **grey))
+    arrived = [d for d in pos if d in ccds]
+    collection = PatchCollection(
+        [_rect(pos[d]) for d in arrived], cmap=cmap, norm=norm, edgecolor="white", linewidth=0.3
+    )
+    collection.set_array(np.array([ccds[d] for d in arrived]))
     ax.add_collection(collection)
     for d, lat in ccds.items():
         if lat > budget and d in pos:
