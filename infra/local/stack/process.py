@@ -218,8 +218,7 @@ def stop_record(record: PidRecord, sig: int = signal.SIGTERM, timeout: float = 1
         return False
     family = descendants(record.pid)
 
-    def gone() -> bool:
-        _reap(record.pid)
+    def gone() -> bool:  # pid_alive reaps our own exited child
         return not (pid_alive(record.pid) or group_alive(record.pgid) or _family_alive(family))
 
     with contextlib.suppress(ProcessLookupError):
