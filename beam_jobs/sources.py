@@ -10,12 +10,12 @@ another contract or missing a needed field is an error naming both.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
 import apache_beam as beam
 import fastavro
-from apache_beam.io.avroio import _AvroUtils
 from apache_beam.io.filebasedsource import FileBasedSource, ReadAllFiles
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -97,7 +97,7 @@ class ExposureEventFiles(FileBasedSource):
             # Start at the first block after ``start_offset``; back up over a sync marker the
             # previous range may have ended inside.
             f.seek(max(0, start_offset - SYNC_SIZE))
-            _AvroUtils.advance_file_past_next_sync_marker(f, sync_marker)  # Beam's own Avro source's
+            _advance_past_sync_marker(f, sync_marker)
             next_block_start = f.tell()
             while range_tracker.try_claim(next_block_start):
                 try:
@@ -172,6 +172,19 @@ def _arrival(record: dict[str, Any]) -> Any:
 
 def _manifest(record: dict[str, Any]) -> Any:
     return key_manifest(ExposureManifest.from_record(record))
+
+
+def _advance_past_sync_marker(f: Any, sync_marker: bytes) -> None:
+    """Seek just past the next sync marker (as Beam's Avro source does, in a private helper)."""
+    data = f.read(10_000)
+    while data:
+        pos = data.find(sync_marker)
+        if pos >= 0:
+            f.seek(-(len(data) - pos - len(sync_marker)), os.SEEK_CUR)
+            return
+        if len(data) >= len(sync_marker):
+            f.seek(-(len(sync_marker) - 1), os.SEEK_CUR)  # the marker may straddle two reads
+        data = f.read(10_000)
 
 
 class ReadExposureEvents(beam.PTransform):
