@@ -1,6 +1,5 @@
-"""Human-facing views of the summaries: a per-exposure table and PNG plots (matplotlib, Agg), for
-``obsingest demo`` (``format_summary_table``, ``plot_latency``) and ``obsingest report``
-(``write_report``: latency histogram, p95/max per exposure, focal-plane map).
+"""Human-facing views of the summaries for ``obsingest demo`` and ``obsingest report``: a
+per-exposure table and PNG plots (matplotlib, Agg).
 """
 
 from __future__ import annotations
@@ -38,7 +37,6 @@ _COLUMNS = (
 )
 
 
-#: Axis label of every latency: what it runs between, and in which time scale.
 LATENCY_LABEL = f"latency, readout -> published [s, {LATENCY_SCALE}]"
 
 
@@ -85,14 +83,9 @@ def _row(values: Sequence[str], widths: Sequence[int]) -> str:
 
 def _per_ccd(arrivals: Iterable[ArrivalEvent | Arrival]) -> list[Arrival]:
     """Deduplicated arrivals (one per detector and exposure), sorted by exposure, detector."""
-    by_exposure: dict[tuple[str, int], list[Arrival]] = {}
-    for item in arrivals:
-        a = as_arrival(item)
-        by_exposure.setdefault(a.key, []).append(a)
-    out: list[Arrival] = []
-    for key in sorted(by_exposure):
-        out += sorted(dedupe(by_exposure[key], None).counted.values(), key=lambda a: a.detector)
-    return out
+    ordered = sorted(map(as_arrival, arrivals), key=lambda a: a.key)
+    exposures = (dedupe(group, None).counted.values() for _, group in groupby(ordered, lambda a: a.key))
+    return [a for counted in exposures for a in sorted(counted, key=lambda a: a.detector)]
 
 
 def _budget_line(ax: plt.Axes, budget: float, horizontal: bool = True) -> None:
@@ -195,19 +188,15 @@ def plot_focal_plane(
     cmap = plt.get_cmap("magma_r")
     big = len(pos) > 20
     fig, ax = plt.subplots(figsize=(9, 8.2) if big else (7, 6), layout="constrained")
-    patches, values = [], []
     for d, box in pos.items():
-        if d in ccds:
-            patches.append(_rect(box))
-            values.append(ccds[d])
-        else:
-            hatched = d in missing
-            face = "lightgrey" if hatched else "whitesmoke"
-            ax.add_patch(
-                _rect(box, facecolor=face, hatch="xx" if hatched else None, edgecolor="grey", linewidth=0.4)
-            )
-    collection = PatchCollection(patches, cmap=cmap, norm=norm, edgecolor="white", linewidth=0.3)
-    collection.set_array(np.array(values))
+        if d not in ccds:  # missing hatched, not expected plain
+            grey = {"facecolor": "lightgrey", "hatch": "xx"} if d in missing else {"facecolor": "whitesmoke"}
+            ax.add_patch(_rect(box, edgecolor="grey", linewidth=0.4, **grey))
+    arrived = [d for d in pos if d in ccds]
+    collection = PatchCollection(
+        [_rect(pos[d]) for d in arrived], cmap=cmap, norm=norm, edgecolor="white", linewidth=0.3
+    )
+    collection.set_array(np.array([ccds[d] for d in arrived]))
     ax.add_collection(collection)
     for d, lat in ccds.items():
         if lat > budget and d in pos:

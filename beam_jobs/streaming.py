@@ -71,8 +71,14 @@ def _decode(
 
 
 def _source(p: beam.Pipeline, settings: StreamingSettings, what: str) -> beam.PCollection:
-    contract = ArrivalEvent.SCHEMA if what == "Arrivals" else ExposureManifest.SCHEMA
-    subscription = settings.arrivals_subscription if what == "Arrivals" else settings.manifests_subscription
+    contract, subscription, topic = {
+        "Arrivals": (ArrivalEvent.SCHEMA, settings.arrivals_subscription, settings.kafka_arrivals_topic),
+        "Manifests": (
+            ExposureManifest.SCHEMA,
+            settings.manifests_subscription,
+            settings.kafka_manifests_topic,
+        ),
+    }[what]
     parts = []
     if subscription:
         raw = p | f"ReadPubSub{what}" >> beam.io.ReadFromPubSub(subscription=subscription)
@@ -80,7 +86,6 @@ def _source(p: beam.Pipeline, settings: StreamingSettings, what: str) -> beam.PC
     if settings.kafka_bootstrap:
         from apache_beam.io.kafka import ReadFromKafka
 
-        topic = settings.kafka_arrivals_topic if what == "Arrivals" else settings.kafka_manifests_topic
         raw = (
             p
             | f"ReadKafka{what}"
@@ -90,9 +95,7 @@ def _source(p: beam.Pipeline, settings: StreamingSettings, what: str) -> beam.PC
         parts.append(_decode(raw, f"Kafka{what}", contract, settings))
     if not parts:
         raise ValueError(f"no source for {what.lower()}: give a subscription or kafka_bootstrap")
-    if len(parts) == 1:
-        return parts[0]
-    return tuple(parts) | f"Flatten{what}" >> beam.Flatten()
+    return parts[0] if len(parts) == 1 else tuple(parts) | f"Flatten{what}" >> beam.Flatten()
 
 
 def build_streaming(p: beam.Pipeline, settings: StreamingSettings) -> None:

@@ -9,11 +9,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from infra.local.relay.settings import (
-    PUBSUB_MAX_BACKOFF_SECONDS,
-    PUBSUB_MAX_DELIVERY_ATTEMPTS,
-    PUBSUB_MIN_DELIVERY_ATTEMPTS,
-)
+from infra.local.relay.settings import PUBSUB_MIN_DELIVERY_ATTEMPTS
 from obsingest import defaults
 from obsingest.errors import ServiceUnavailable
 from obsingest.logs import get_logger, log_event
@@ -66,46 +62,25 @@ def ensure_topic(publisher: Any, path: str, report: SetupReport) -> None:
         report.note(path, False)
 
 
-@dataclass(frozen=True)
-class DeliveryPolicy:
-    """A subscription's dead-letter and retry policy. With a dead-letter policy Pub/Sub counts
-    each message's ``delivery_attempt``, which is how the relay's counts survive its restarts."""
-
-    dead_letter_topic: str
-    max_attempts: int
-    min_backoff: float
-    max_backoff: float
-
-    def request_fields(self) -> dict[str, Any]:
-        """The subscription fields, clamped to the range Pub/Sub accepts."""
-        attempts = min(max(self.max_attempts, PUBSUB_MIN_DELIVERY_ATTEMPTS), PUBSUB_MAX_DELIVERY_ATTEMPTS)
-        low = min(max(self.min_backoff, 0.0), PUBSUB_MAX_BACKOFF_SECONDS)
-        high = min(max(self.max_backoff, low), PUBSUB_MAX_BACKOFF_SECONDS)
-        return {
-            "dead_letter_policy": {
-                "dead_letter_topic": self.dead_letter_topic,
-                "max_delivery_attempts": attempts,
-            },
-            "retry_policy": {
-                "minimum_backoff": {"seconds": int(low), "nanos": int(low % 1 * 1e9)},
-                "maximum_backoff": {"seconds": int(high), "nanos": int(high % 1 * 1e9)},
-            },
-        }
-
-
 def relay_delivery_policy(
     bus: BusSettings, relay: RelaySettings, dead_letter_topic: str | None = None
-) -> DeliveryPolicy:
-    """From the relay's settings, so the relay dead-letters first, with its reason."""
+) -> dict[str, Any]:
+    """A subscription's dead-letter and retry fields from the relay's settings (raised to Pub/Sub's
+    minimum attempts), so the relay dead-letters first, with its reason; Pub/Sub's count of each
+    message's ``delivery_attempt`` is how the relay's counts survive its restarts."""
     from obsingest.bus.pubsub import topic_path
 
     topic = dead_letter_topic or relay.dead_letter_topic or bus.objects_dlq_topic
-    return DeliveryPolicy(
-        dead_letter_topic=topic_path(bus.pubsub_project, topic),
-        max_attempts=relay.max_attempts,
-        min_backoff=relay.min_backoff,
-        max_backoff=relay.max_backoff,
-    )
+    return {
+        "dead_letter_policy": {
+            "dead_letter_topic": topic_path(bus.pubsub_project, topic),
+            "max_delivery_attempts": max(relay.max_attempts, PUBSUB_MIN_DELIVERY_ATTEMPTS),
+        },
+        "retry_policy": {
+            "minimum_backoff": {"seconds": int(relay.min_backoff), "nanos": int(relay.min_backoff % 1 * 1e9)},
+            "maximum_backoff": {"seconds": int(relay.max_backoff), "nanos": int(relay.max_backoff % 1 * 1e9)},
+        },
+    }
 
 
 def ensure_subscription(
@@ -114,12 +89,12 @@ def ensure_subscription(
     topic: str,
     report: SetupReport,
     ack_deadline: int = 60,
-    policy: DeliveryPolicy | None = None,
+    fields: dict[str, Any] | None = None,
 ) -> None:
-    """Create the pull subscription unless it exists; an existing one gets ``policy``."""
+    """Create the pull subscription unless it exists; an existing one gets the policy ``fields``."""
     from google.api_core import exceptions as api_exceptions
 
-    fields = policy.request_fields() if policy else {}
+    fields = fields or {}
     try:
         subscriber.create_subscription(
             request={"name": path, "topic": topic, "ack_deadline_seconds": ack_deadline, **fields}
@@ -330,7 +305,7 @@ def setup(
         )
         for name, topic, policy in subscriptions:
             path = subscription_path(project, name)
-            ensure_subscription(subscriber, path, topic_path(project, topic), report, policy=policy)
+            ensure_subscription(subscriber, path, topic_path(project, topic), report, fields=policy)
     finally:
         subscriber.close()
         publisher.stop()

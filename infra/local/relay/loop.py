@@ -1,6 +1,5 @@
 """The relay loop: pull -> push -> ack / nack with backoff / dead-letter (policy in ``policy``).
-A dead-lettered message is acked, so one poisoned message never blocks the subscription. The
-three edges are protocols, so decisions are unit-tested with fakes.
+A dead-lettered message is acked, so one poisoned message never blocks the subscription.
 """
 
 from __future__ import annotations
@@ -51,7 +50,6 @@ class Relay:
         dead_letters: DeadLetterSink,
         settings: RelaySettings | None = None,
         subscription_path: str = "",
-        clock: Callable[[], float] = time.monotonic,
         metrics: Metrics | None = None,
     ) -> None:
         self.source = source
@@ -61,19 +59,18 @@ class Relay:
         self.dead_letters = dead_letters
         self.settings = settings or RelaySettings()
         self.subscription_path = subscription_path or self.settings.subscription
-        self._clock = clock
         self._lock = threading.Lock()
         #: failed pushes per message id, where Pub/Sub's ``delivery_attempt`` is not counted
         self._attempts: dict[str, int] = {}
         self._in_flight = 0
-        self._last_activity = clock()
+        self._last_activity = time.monotonic()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._acks: AckBatcher | None = None
 
     def handle(self, delivery: Delivery) -> Action:
-        """Push one message and settle it (ack, nack with backoff, or dead-letter + ack)."""
+        """Push one message and settle it."""
         envelope = push_envelope(delivery, self.subscription_path)
         try:
             result = self.target.push(envelope)
@@ -148,7 +145,7 @@ class Relay:
         with ThreadPoolExecutor(self.settings.concurrency) as pool:
             list(pool.map(self.handle, deliveries))
         with self._lock:
-            self._last_activity = self._clock()
+            self._last_activity = time.monotonic()
         return len(deliveries)
 
     def _settle_async(self, delivery: Delivery) -> None:
@@ -161,7 +158,7 @@ class Relay:
         finally:
             with self._lock:
                 self._in_flight -= 1
-                self._last_activity = self._clock()
+                self._last_activity = time.monotonic()
 
     def start(self) -> Relay:
         """Relay in a background thread until ``stop``."""
@@ -191,7 +188,7 @@ class Relay:
             with self._lock:
                 self._pulled.inc(len(deliveries))
                 self._in_flight += len(deliveries)
-                self._last_activity = self._clock()
+                self._last_activity = time.monotonic()
             for delivery in deliveries:
                 self._pool.submit(self._settle_async, delivery)
 
@@ -206,12 +203,12 @@ class Relay:
         with self._lock:
             if self._in_flight or (self._acks is not None and self._acks.pending):
                 return 0.0
-            return self._clock() - self._last_activity
+            return time.monotonic() - self._last_activity
 
     def wait_idle(self, quiet: float, timeout: float) -> bool:
         """Block until nothing is in flight or awaiting retry and nothing came for ``quiet`` s."""
-        deadline = self._clock() + timeout
-        while self._clock() < deadline:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
             if self.pending_retries == 0 and self.idle_for() >= quiet:
                 return True
             time.sleep(0.05)

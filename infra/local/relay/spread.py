@@ -15,8 +15,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
+from infra.local.relay.loop import PushTarget
 from infra.local.relay.policy import PushResult
 from obsingest.logs import get_logger, log_event
 
@@ -29,21 +30,15 @@ SLOW_PUSH_SECONDS = 1.0
 FAILOVER_STATUSES = frozenset({502, 504})
 
 
-class Target(Protocol):
-    def push(self, envelope: dict[str, Any]) -> PushResult: ...
-
-
 def instance_failed(result: PushResult) -> bool:
     """Whether another instance should be tried at once."""
     return result.status is None or result.status in FAILOVER_STATUSES
 
 
 class SpreadPushTarget:
-    """Round-robin over ``targets``; a delivery whose instance failed goes to the next at once."""
-
     def __init__(
         self,
-        targets: Sequence[Target],
+        targets: Sequence[PushTarget],
         *,
         cooldown: float = 0.5,
         max_cooldown: float = 10.0,

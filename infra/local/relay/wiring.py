@@ -19,13 +19,13 @@ def push_target(settings: RelaySettings) -> Any:
     from infra.local.relay.push import HttpPushTarget
     from infra.local.relay.spread import SpreadPushTarget
 
+    urls = settings.urls()
     targets = [
         HttpPushTarget(url, timeout=settings.push_timeout, oidc_audience=settings.oidc_audience)
-        for url in settings.urls()
+        for url in urls
     ]
     if len(targets) == 1:
         return targets[0]
-    urls = settings.urls()
 
     def failed_over(index: int, result: Any) -> None:
         log_event(log, "relay.failover", logging.INFO, to=urls[index], error=result.describe()[:200])
@@ -49,7 +49,6 @@ def build_relay(
 
     metrics = metrics or private_metrics()
     metrics.start("relay")
-
     source = PubSubPullSource(bus.pubsub_project, settings.subscription)
     return Relay(
         source=source,

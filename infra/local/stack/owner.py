@@ -47,15 +47,10 @@ class Owner:
         pid = os.getpid()
         return cls(f"{label}:{pid}:{uuid.uuid4().hex[:12]}", pid, process.process_start_ticks(pid))
 
-    @property
-    def in_this_process(self) -> bool:
-        """False in a forked child (or anywhere else the object was carried to)."""
-        return os.getpid() == self.pid
-
 
 def may_stop(owner: Owner, record: PidRecord) -> tuple[bool, str]:
     """(allowed, why): the module docstring's rule."""
-    if not owner.in_this_process:
+    if os.getpid() != owner.pid:  # a forked child, or wherever the object was carried to
         return False, f"asked from pid {os.getpid()}, not the owner's process {owner.pid}"
     recorded = record.owner or SHARED_TOKEN
     if recorded == owner.token:

@@ -37,16 +37,6 @@ class PidRecord:
     #: the TCP ports it was started to listen on (empty in records written before they were kept)
     ports: list[int] = field(default_factory=list)
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2)
-
-    @classmethod
-    def from_json(cls, text: str) -> PidRecord:
-        """A record ``to_json`` wrote; fields added since (pgid, owner, ports) take defaults."""
-        data = json.loads(text)
-        data = {"pgid": data["pid"], "argv": [], "log": "", **data}
-        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
-
 
 def _stat(pid: int | str) -> list[str]:
     """Fields 3 (state) onwards of ``/proc/<pid>/stat``; [] if absent. comm (field 2) may hold
@@ -105,10 +95,10 @@ def group_alive(pgid: int) -> bool:
         return False
     except PermissionError:
         return True
-    # killpg(0) also succeeds for zombies; look for a live member in /proc.
-    if not Path("/proc").is_dir():
-        return True
-    return any(rest[2] == str(pgid) and rest[0] != "Z" for _, rest in _all_stats())
+    # killpg(0) also succeeds for zombies: look for a live member in /proc
+    return not Path("/proc").is_dir() or any(
+        rest[2] == str(pgid) and rest[0] != "Z" for _, rest in _all_stats()
+    )
 
 
 def _reap(pid: int) -> None:
@@ -118,16 +108,19 @@ def _reap(pid: int) -> None:
 
 
 def read_pid_file(path: Path) -> PidRecord | None:
+    """The record ``write_pid_file`` wrote; fields added since (pgid, owner, ports) take defaults."""
     try:
-        return PidRecord.from_json(path.read_text())
+        data = json.loads(path.read_text())
+        data = {"pgid": data["pid"], "argv": [], "log": "", **data}
     except (OSError, ValueError, KeyError):
         return None
+    return PidRecord(**{f.name: data[f.name] for f in fields(PidRecord) if f.name in data})
 
 
 def write_pid_file(path: Path, record: PidRecord) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(record.to_json())
+    tmp.write_text(json.dumps(asdict(record), indent=2))
     tmp.replace(path)
 
 
@@ -151,9 +144,6 @@ def spawn(
     """Start ``argv`` detached in a new session, output appended to ``log_path``; record its pid
     and ``owner`` (token, pid, start ticks of the process that may stop it)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    full_env = dict(os.environ)
-    if env:
-        full_env.update(env)
     with open(log_path, "ab") as log:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
         log.write(f"\n=== {stamp} starting: {' '.join(argv)}\n".encode())
@@ -163,13 +153,13 @@ def spawn(
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=full_env,
+            env={**os.environ, **(env or {})},
             cwd=str(cwd) if cwd else None,
             start_new_session=True,
             close_fds=True,
             **as_user(user),
         )
-    # The Popen object is dropped: the service outlives us; stop() reaps it if we are its parent.
+    # the service outlives the dropped Popen; stop() reaps it if we are its parent
     record = PidRecord(
         service=service,
         pid=proc.pid,
@@ -224,13 +214,11 @@ def stop_record(record: PidRecord, sig: int = signal.SIGTERM, timeout: float = 1
     something was running; a recycled pid (other start time) is left alone."""
     if not record_alive(record):  # the leader is gone: kill its group's orphans
         if group_alive(record.pgid):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(record.pgid, signal.SIGKILL)
+            _kill_leftovers(record.pgid, {})
         return False
     family = descendants(record.pid)
 
-    def gone() -> bool:
-        _reap(record.pid)
+    def gone() -> bool:  # pid_alive reaps our own exited child
         return not (pid_alive(record.pid) or group_alive(record.pgid) or _family_alive(family))
 
     with contextlib.suppress(ProcessLookupError):

@@ -21,18 +21,15 @@ class PubSub(Service):
     def source_dir(self) -> Path:
         return self.settings.infra_dir / "pstest-server"
 
-    def source_digest(self) -> str:
-        """Short hash of the server's sources: a change means a rebuild."""
+    @property
+    def binary(self) -> Path:
+        """Named by a short hash of the server's sources: a change means a rebuild."""
         h = hashlib.sha256()
         for name in ("go.mod", "go.sum", "main.go"):
             path = self.source_dir / name
             h.update(name.encode())
             h.update(path.read_bytes() if path.exists() else b"")
-        return h.hexdigest()[:12]
-
-    @property
-    def binary(self) -> Path:
-        build = f"pstest-server-{PSTEST_VERSION}-{self.source_digest()}"
+        build = f"pstest-server-{PSTEST_VERSION}-{h.hexdigest()[:12]}"
         return self.settings.cache_dir / "bin" / build / "pstest-server"
 
     def env(self) -> dict[str, str]:

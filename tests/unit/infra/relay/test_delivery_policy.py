@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from infra.local.provision import DeliveryPolicy, relay_delivery_policy
+from infra.local.provision import relay_delivery_policy
 from infra.local.relay import Action, Delivery, PushResult, Relay, RelaySettings
 from infra.local.relay.policy import backoff_seconds
 from obsingest.settings import BusSettings
@@ -44,17 +44,19 @@ def test_settings_outside_pubsubs_limits_are_refused(fields):
 
 def test_the_subscription_policy_is_clamped_to_what_pubsub_accepts():
     bus = BusSettings(pubsub_project="p", objects_dlq_topic="dlq")
-    fields = relay_delivery_policy(bus, RelaySettings()).request_fields()
+    fields = relay_delivery_policy(bus, RelaySettings())
     assert fields["dead_letter_policy"] == {
         "dead_letter_topic": "projects/p/topics/dlq",
         "max_delivery_attempts": 10,
     }
     assert fields["retry_policy"]["minimum_backoff"] == {"seconds": 1, "nanos": 0}
     assert fields["retry_policy"]["maximum_backoff"] == {"seconds": 60, "nanos": 0}
-    fast = DeliveryPolicy("projects/p/topics/dlq", 3, 0.5, 0.0).request_fields()
+    fast = relay_delivery_policy(bus, RelaySettings(max_attempts=3, min_backoff=0.5, max_backoff=0.5))
     assert fast["dead_letter_policy"]["max_delivery_attempts"] == 5  # Pub/Sub's minimum
     assert fast["retry_policy"]["minimum_backoff"] == {"seconds": 0, "nanos": 500_000_000}
-    assert fast["retry_policy"]["maximum_backoff"]["nanos"] == 500_000_000  # never below min
+    assert fast["retry_policy"]["maximum_backoff"]["nanos"] == 500_000_000
+    with pytest.raises(ValidationError):  # never below min
+        RelaySettings(min_backoff=0.5, max_backoff=0.0)
 
 
 class OneShot:
@@ -104,8 +106,9 @@ def test_a_restarted_relay_continues_the_count_from_delivery_attempt():
 def test_the_manifests_relay_dead_letters_to_its_own_topic():
     bus = BusSettings(pubsub_project="p")
     manifests = RelaySettings(dead_letter_topic=bus.exposures_dlq_topic)
-    policy = relay_delivery_policy(bus, manifests).request_fields()["dead_letter_policy"]
+    policy = relay_delivery_policy(bus, manifests)["dead_letter_policy"]
     assert policy["dead_letter_topic"] == "projects/p/topics/exposures-dlq"
     explicit = relay_delivery_policy(bus, RelaySettings(), "exposures-dlq")
-    assert explicit.dead_letter_topic == "projects/p/topics/exposures-dlq"
-    assert relay_delivery_policy(bus, RelaySettings()).dead_letter_topic.endswith("/ccd-objects-dlq")
+    assert explicit["dead_letter_policy"]["dead_letter_topic"] == "projects/p/topics/exposures-dlq"
+    default = relay_delivery_policy(bus, RelaySettings())["dead_letter_policy"]
+    assert default["dead_letter_topic"].endswith("/ccd-objects-dlq")
