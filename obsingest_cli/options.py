@@ -23,6 +23,11 @@ def registry_option(parser: argparse.ArgumentParser, help: str = REGISTRY_HELP) 
     parser.add_argument("--registry", default=None, help=help)
 
 
+def project_option(parser: argparse.ArgumentParser) -> None:
+    """``--project``: the Pub/Sub project (None: the bus settings')."""
+    parser.add_argument("--project", help="Pub/Sub project (default: OBSINGEST_BUS_PUBSUB_PROJECT)")
+
+
 def budget_option(
     parser: argparse.ArgumentParser, help: str | None = None, *, from_settings: bool = False
 ) -> None:

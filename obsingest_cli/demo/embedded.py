@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -41,7 +40,6 @@ class EmbeddedEnvironment:
         self.store = LocalDirStore(workdir / "store")
         self.bus = InMemoryBus()
         self._dispatcher: OutboxDispatcher | None = None
-        self._lock = threading.Lock()
 
     def start(self, on_arrival: ArrivalCallback, on_manifest: ManifestCallback | None) -> None:
         from cloudevents.http import from_dict

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
@@ -109,9 +108,9 @@ class DemoPipeline:
         if not 1 <= config.detectors <= count:
             raise ValueError(f"--detectors must be 1..{count} for {config.instrument}")
         self.workdir = config.workdir.resolve()
+        #: appended to by the environment's subscriber threads (list.append is atomic)
         self.arrivals: list[ArrivalEvent] = []
         self.manifests: list[ExposureManifest] = []
-        self._lock = threading.Lock()
 
     def _reset_workdir(self) -> None:
         """Start from nothing so '27 CCDs registered exactly once' is about this run only."""
@@ -122,14 +121,6 @@ class DemoPipeline:
                 shutil.rmtree(path)
             else:
                 path.unlink(missing_ok=True)
-
-    def _on_arrival(self, event: ArrivalEvent) -> None:
-        with self._lock:
-            self.arrivals.append(event)
-
-    def _on_manifest(self, manifest: ExposureManifest) -> None:
-        with self._lock:
-            self.manifests.append(manifest)
 
     def run(self) -> DemoResult:
         from multiprocessing import get_context
@@ -156,7 +147,7 @@ class DemoPipeline:
             budget_seconds=cfg.budget,
         )
         try:
-            env.start(self._on_arrival, self._on_manifest)
+            env.start(self.arrivals.append, self.manifests.append)
             transport.start()
             self.progress.update(f"starting {cfg.workers} edge workers ...")
             # the DAQ simulator's own processes write the raw CCDs; the edge service takes them
@@ -244,8 +235,7 @@ class DemoPipeline:
             self.progress.update(f"{label}: compressed and stored {done}/{len(ccds)}")
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            with self._lock:
-                arrived = {a.detector for a in self.arrivals if a.exposure == exposure}
+            arrived = {a.detector for a in self.arrivals if a.exposure == exposure}
             self.progress.update(f"{label}: registered and announced {len(arrived)}/{len(detectors)}")
             if len(arrived) >= len(detectors):
                 break
