@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from infra.local import provision
-from obsingest import defaults
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ArrivalEvent, ExposureIngested, ExposureManifest
 from obsingest.registry import open_registry
@@ -61,7 +60,7 @@ def use_stack_environment(services: tuple[str, ...] = STACK_SERVICES) -> dict[st
 
 
 class LocalStackEnvironment:
-    def __init__(self, workdir: Path, *, whole_bucket_notifications: bool = True, keep: bool = True) -> None:
+    def __init__(self, workdir: Path, *, keep: bool = True) -> None:
         from obsingest.bus.pubsub import PubSubPublisher
         from obsingest.store.gcs import GcsSettings, GcsStore
 
@@ -69,12 +68,10 @@ class LocalStackEnvironment:
         run_id = uuid.uuid4().hex[:10]
         self.project = f"obsingest-demo-{run_id}"
         self.bucket = f"obsingest-demo-{run_id}"
-        self.prefixes: tuple[str, ...] = ("",) if whole_bucket_notifications else ()
-        admin_url = os.environ.get("OBSINGEST_REGISTRY_URL") or env["OBSINGEST_REGISTRY_URL"]
-        if not admin_url.startswith("postgresql"):
-            admin_url = env["OBSINGEST_REGISTRY_URL"]
-        self.admin_url = admin_url
-        self.registry_url = provision.create_database(admin_url, "obsingest_demo")
+        # the user's PostgreSQL if OBSINGEST_REGISTRY_URL names one, else the stack's
+        admin_url = os.environ.get("OBSINGEST_REGISTRY_URL", "")
+        self.admin_url = admin_url if admin_url.startswith("postgresql") else env["OBSINGEST_REGISTRY_URL"]
+        self.registry_url = provision.create_database(self.admin_url, "obsingest_demo")
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "registry-url.txt").write_text(self.registry_url + "\n")
         self.ingested_path = workdir / INGESTED_FILE
@@ -103,8 +100,7 @@ class LocalStackEnvironment:
         from obsingest.bus.pull import SubscriberThread
 
         bus = self.bus_settings
-        prefixes = self.prefixes or defaults.NOTIFIED_PREFIXES
-        setup(self.bucket, bus, prefixes=prefixes, storage_client=self.store.client)
+        setup(self.bucket, bus, prefixes=("",), storage_client=self.store.client)  # the whole bucket
         self.ingested_path.write_text("")
 
         def listen(topic: str, subscription: str, handle: Any) -> SubscriberThread:

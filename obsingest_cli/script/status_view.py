@@ -14,8 +14,6 @@ from obsingest.registry.completeness import COMPLETE, INCOMPLETE, ExposurePresen
 from obsingest_cli.script.status_snapshot import Snapshot
 
 _STYLE = {COMPLETE: "green", INCOMPLETE: "red"}
-_COLUMNS = "exposure,instrument,filter,expected,registered,missing,p50 s,p95 s,max s,over budget,status"
-_LEFT = {"instrument", "filter", "missing", "status"}
 
 
 def _seconds(value: float | None) -> str:
@@ -28,8 +26,20 @@ def _status(e: ExposurePresence) -> Text:
 
 def exposures_table(snapshot: Snapshot) -> Table:
     table = Table(title="newest exposures", title_justify="left", expand=False)
-    for name in _COLUMNS.split(","):
-        table.add_column(name, justify="left" if name in _LEFT else "right")
+    for name, justify in (
+        ("exposure", "right"),
+        ("instrument", "left"),
+        ("filter", "left"),
+        ("expected", "right"),
+        ("registered", "right"),
+        ("missing", "left"),
+        ("p50 s", "right"),
+        ("p95 s", "right"),
+        ("max s", "right"),
+        ("over budget", "right"),
+        ("status", "left"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for e in snapshot.exposures:
         missing = ",".join(str(d) for d in e.missing[:8]) + ("..." if len(e.missing) > 8 else "")
         expected = f"{e.expected}" + ("" if e.expected_source == "manifest" else " (instrument)")
