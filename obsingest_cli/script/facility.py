@@ -99,9 +99,7 @@ def redrive(*, reason: str | None, dry_run: bool, parked: bool, project: str | N
     from obsingest import logs
 
     logs.configure("WARNING")
-    bus = BusSettings()
-    if project:
-        bus = bus.model_copy(update={"pubsub_project": project})
+    bus = BusSettings(pubsub_project=project) if project else BusSettings()
     redriver = build_redriver(bus, RedriveSettings(), parked=parked)
     report = redriver.run_pass(reason=reason, dry_run=dry_run, force=True)
     _print({"source": "parked" if parked else "dead-letters", **report.as_dict()}, as_json)

@@ -51,19 +51,16 @@ def migrate(registry: str | None) -> int:
 
 def export(
     registry: str | None,
-    fmt: str,
     path: str,
     as_json: bool,
     target: str = "rubin",
     formatter: Sequence[str] = (),
     storage_class: str | None = None,
 ) -> int:
-    """Write the registry as an export file (``butler``: what ``butler import`` loads), for the
+    """Write the registry as what ``butler import`` loads (``--format`` has one choice), for the
     environment ``target`` names (``registry.butler_export``); ``formatter``: INSTRUMENT=CLASS."""
     from obsingest.registry.butler_export import export_butler
 
-    if fmt != "butler":
-        raise ValueError(f"unknown export format {fmt!r} (butler)")
     formatters = dict(item.split("=", 1) for item in formatter)
     with _open(registry) as db:
         counts = export_butler(db, path, storage_class=storage_class, target=target, formatters=formatters)
