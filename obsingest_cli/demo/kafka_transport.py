@@ -1,6 +1,5 @@
 """Demo transport (b): edge workers stream chunks to Kafka; an assembler process stores files.
-Each run has its own topics and consumer group (deleted on close), so runs never mix.
-"""
+Each run has its own topics and consumer group (deleted on close), so runs never mix."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The demo (``obsingest demo``): DESIGN.md's whole flow on one machine, on embedded defaults.
 
 DAQ simulator -> edge service -> finalize notifications -> register function -> registry ->
-ArrivalEvents -> Beam batch job -> summaries, table and latency plot.
-"""
+ArrivalEvents -> Beam batch job -> summaries, table and latency plot."""
 
 from __future__ import annotations
 
@@ -185,7 +184,8 @@ class DemoPipeline:
         index: int,
         edge_log: TextIO,
     ) -> None:
-        from producers.daq.simulator import CcdSpec, physical_filter, write_raw_ccd
+        from producers.daq.manifest import exposure_manifest
+        from producers.daq.simulator import CcdSpec, write_raw_ccd
         from producers.edge import CcdFile
 
         cfg = self.config
@@ -202,15 +202,8 @@ class DemoPipeline:
         ]
         obs_start = now - timedelta(seconds=specs[0].dark_time)
         specs = [replace(spec, obs_start=obs_start) for spec in specs]
-        manifest = ExposureManifest(
-            instrument=cfg.instrument,
-            exposure=exposure,
-            day_obs=day_obs,
-            detectors=detectors,
-            obs_start=obs_start,
-            exposure_time=EXPOSURE_TIME,
-            filter=physical_filter(cfg.instrument, band)[0],
-            published=utcnow(),
+        manifest = exposure_manifest(
+            cfg.instrument, exposure, day_obs, obs_start, EXPOSURE_TIME, band, detectors
         )
         env.publish_manifest(manifest)
         edge.submit_manifest(manifest)

@@ -1,7 +1,5 @@
-"""``obsingest bench transfer`` and ``bench capacity``'s work: the harness
-(``producers.transfer``) wired to the demo's environments and transports (``--end-to-end``),
-and the capacity model calibrated by two short harness runs.
-"""
+"""``obsingest bench transfer`` and ``bench capacity``'s work: the harness (``producers.transfer``)
+on the demo's environments and transports, and the capacity model it calibrates."""
 
 from __future__ import annotations
 
@@ -88,16 +86,11 @@ def make_end_to_end(destination: str, stack: str | None, workdir: Path) -> Envir
 def use_stack_endpoints(destination: str) -> None:
     """gs:// and kafka:// without explicit endpoints talk to the local stack (as
     ``eval "$(obsingest stack env)"`` would set up); variables already set win."""
-    import os
+    from obsingest_cli.demo.local_stack import use_stack_environment
 
-    from infra.local.stack import Stack
-
-    scheme = destination.partition("://")[0]
-    services = {"gs": ["pubsub", "gcs"], "kafka": ["kafka"]}.get(scheme)
-    if not services:
-        return
-    for key, value in Stack(only=services).env().items():
-        os.environ.setdefault(key, value)
+    services = {"gs": ("pubsub", "gcs"), "kafka": ("kafka",)}.get(destination.partition("://")[0])
+    if services:
+        use_stack_environment(services, check=False)
 
 
 def prepare_destination(destination: str) -> None:
