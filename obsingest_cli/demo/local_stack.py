@@ -174,22 +174,18 @@ class LocalStackEnvironment:
         if not self.relay.wait_idle(quiet=1.5, timeout=timeout):
             raise TimeoutError(f"relay still busy after {timeout} s: notifications not drained")
         left = max(1.0, deadline - time.monotonic())
-        if self.manifest_relay and not self.manifest_relay.wait_idle(quiet=1.0, timeout=left):
+        if not self.manifest_relay.wait_idle(quiet=1.0, timeout=left):  # started with the relay
             raise TimeoutError(f"manifests relay still busy after {timeout} s")
         while time.monotonic() < deadline and any(s.idle_for() < 1.0 for s in self._subscribers):
             time.sleep(0.05)
-        lost = self.manifest_relay.counts()["dead_lettered"] if self.manifest_relay else 0
-        return int(self.relay.counts()["dead_lettered"]) + int(lost)
+        return sum(int(relay.counts()["dead_lettered"]) for relay in (self.relay, self.manifest_relay))
 
     def close(self) -> None:
         from functions.register import wiring
 
-        if self.relay is not None:
-            self.relay.stop()
-        if self.manifest_relay is not None:
-            self.manifest_relay.stop()
-        for subscriber in self._subscribers:
-            subscriber.stop()
+        for running in (self.relay, self.manifest_relay, *self._subscribers):
+            if running is not None:
+                running.stop()
         wiring.configure(None)
         self.publisher.close()
         self.registry.close()
