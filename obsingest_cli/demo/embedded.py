@@ -58,7 +58,6 @@ class EmbeddedEnvironment:
         wiring.configure(
             wiring.build_service(self.store, self.registry, self.bus, self.store_settings, self.bus_settings)
         )
-        # In-process delivery to the very entry point Cloud Functions would call.
         self._dispatcher = OutboxDispatcher(
             self.store.outbox(), lambda event: register_function.on_object_finalized(from_dict(event))
         )
