@@ -1,7 +1,5 @@
-"""Entry point of the ``obsingest`` command. Deployment units are imported inside each command's
-``run``, so ``--help`` stays fast; a module under ``commands/`` exposes ``register(subparsers)``
-and is wired in by its name in ``COMMAND_MODULES``.
-"""
+"""Entry point of the ``obsingest`` command: a module under ``commands/`` exposes
+``register(subparsers)`` and is wired in by its name in ``COMMAND_MODULES``."""
 
 from __future__ import annotations
 

@@ -20,7 +20,12 @@ REGISTRY_HELP = (
 def registry_option(parser: argparse.ArgumentParser, help: str = REGISTRY_HELP) -> None:
     """``--registry URL``: the registry a command reads or writes (None: the command's default,
     usually ``$OBSINGEST_REGISTRY_URL``)."""
-    parser.add_argument("--registry", default=None, help=help)
+    parser.add_argument("--registry", help=help)
+
+
+def project_option(parser: argparse.ArgumentParser) -> None:
+    """``--project``: the Pub/Sub project (None: the bus settings')."""
+    parser.add_argument("--project", help="Pub/Sub project (default: OBSINGEST_BUS_PUBSUB_PROJECT)")
 
 
 def budget_option(

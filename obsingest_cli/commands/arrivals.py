@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from obsingest_cli.options import calls
+from obsingest_cli.options import calls, project_option
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         ),
     )
     t.add_argument("--subscription", default="ccd-arrivals-tail", help="subscription to use")
-    t.add_argument("--project", help="Pub/Sub project (default: OBSINGEST_BUS_PUBSUB_PROJECT)")
+    project_option(t)
     t.add_argument("--json", dest="as_json_lines", action="store_true", help="JSON lines instead of text")
     t.add_argument("--limit", type=int, default=0, help="exit after N unique arrivals")
     t.set_defaults(func=calls("obsingest_cli.script.arrivals:run_tail", options=True))

@@ -37,10 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument("--ccds", type=int, default=1, help="CCDs per exposure")
     p.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        help="edge worker processes (default: one per core, at most one per CCD)",
+        "--workers", type=int, help="edge worker processes (default: one per core, at most one per CCD)"
     )
     p.add_argument("--numexp", type=int, default=3, help="exposures (the first is warm-up)")
     p.add_argument("--interval", type=float, default=17.0, help="seconds between readouts")
@@ -64,7 +61,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument(
         "--stack",
         choices=["embedded", "local"],
-        default=None,
         help="end-to-end environment (default: embedded for file://, local for gs:// and kafka://)",
     )
     p.add_argument("--json", type=Path, metavar="FILE", help="write the full result as JSON")
@@ -75,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         default=Path(".run/bench/transfer"),
         help="CCD file cache and JSON-lines transfer logs (default .run/bench/transfer)",
     )
-    p.add_argument("--threads", type=int, default=None, help="compression threads per worker")
+    p.add_argument("--threads", type=int, help="compression threads per worker")
     budget_option(p)
     p.add_argument("--arrival-timeout", type=float, default=60.0, help="seconds to wait for announcements")
     p.set_defaults(func=calls("obsingest_cli.script.bench_transfer:run_transfer"))

@@ -38,16 +38,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         help="file to write, or a directory to write the camera's file name into",
     )
-    write.add_argument("--instrument", default=None, help="LSSTCam, LSSTComCam or LATISS (default: LSSTCam)")
+    write.add_argument("--instrument", help="LSSTCam, LSSTComCam or LATISS (default: LSSTCam)")
     write.add_argument(
         "--exposure",
         type=int,
         required=True,
         help="exposure id, day_obs * 100000 + seq_num (e.g. 2026112200012)",
     )
-    write.add_argument(
-        "--detector", type=int, default=None, help="detector id (LSSTCam 0..204; or the template's)"
-    )
+    write.add_argument("--detector", type=int, help="detector id (LSSTCam 0..204; or the template's)")
     write.add_argument(
         "--size",
         choices=("full", "small"),
@@ -56,18 +54,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     write.add_argument("--filter", default="r", help="filter band (default: r)")
     write.add_argument(
-        "--exptime",
-        type=float,
-        default=None,
-        help="exposure time, seconds (default: the template's, else 30)",
+        "--exptime", type=float, help="exposure time, seconds (default: the template's, else 30)"
     )
     write.add_argument(
         "--obs-start",
-        default=None,
         help="UTC start of integration, ISO with timezone (default: now); the header says it in "
         "TAI, 37 s later",
     )
-    write.add_argument("--template", type=Path, default=None, metavar="FILE", help=TEMPLATE_HELP)
+    write.add_argument("--template", type=Path, metavar="FILE", help=TEMPLATE_HELP)
     write.add_argument("--seed", type=int, default=0, help="simulator seed (default: 0)")
     write.set_defaults(func=calls("obsingest_cli.script.daq:write_one"))
     night = daq_sub.add_parser(
@@ -82,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "reported on stderr, the night goes on, and the exit status is 1.",
     )
     night.add_argument("handoff", type=Path, metavar="HANDOFF", help="hand-off directory")
-    night.add_argument("--instrument", default=None, help="LSSTCam, LSSTComCam or LATISS (default: LSSTCam)")
+    night.add_argument("--instrument", help="LSSTCam, LSSTComCam or LATISS (default: LSSTCam)")
     night.add_argument("--exposures", type=int, default=10, help="exposures (default 10)")
     night.add_argument("--detectors", type=int, default=9, help="CCDs per exposure (default 9)")
     night.add_argument(
@@ -92,10 +86,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="seconds between exposures (default: %(default)s, the summit's cadence)",
     )
     night.add_argument("--size", choices=("full", "small"), default="small", help="CCD size")
-    night.add_argument("--day-obs", type=int, default=None, help="YYYYMMDD (default: today)")
+    night.add_argument("--day-obs", type=int, help="YYYYMMDD (default: today)")
     night.add_argument("--first-seq", type=int, default=1, help="first sequence number")
     night.add_argument("--seed", type=int, default=0, help="simulator seed")
-    night.add_argument("--template", type=Path, default=None, metavar="FILE", help=TEMPLATE_HELP)
+    night.add_argument("--template", type=Path, metavar="FILE", help=TEMPLATE_HELP)
     night.add_argument(
         "--sidecars",
         action="store_true",

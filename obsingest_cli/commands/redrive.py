@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from obsingest_cli.options import calls
+from obsingest_cli.options import calls, project_option
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -28,6 +28,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )
     p.add_argument("--dry-run", action="store_true", help="count what would be redriven, change nothing")
     p.add_argument("--parked", action="store_true", help="redrive parked letters instead")
-    p.add_argument("--project", help="Pub/Sub project (default: OBSINGEST_BUS_PUBSUB_PROJECT)")
+    project_option(p)
     p.add_argument("--json", dest="as_json", action="store_true", help="print the counts as JSON")
     p.set_defaults(func=calls("obsingest_cli.script.facility:redrive", options=True))

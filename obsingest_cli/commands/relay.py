@@ -51,15 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     from infra.local.relay.main import main
 
-    return main(
-        {
-            "subscription": args.subscription,
-            "push_url": args.push_url[0] if args.push_url else None,
-            "push_urls": tuple(args.push_url) if args.push_url and len(args.push_url) > 1 else None,
-            "dead_letter_topic": args.dead_letter_topic,
-            "max_attempts": args.max_attempts,
-            "concurrency": args.concurrency,
-            "oidc_audience": args.oidc_audience,
-        },
-        args.until_idle,
-    )
+    urls = args.push_url or []
+    names = ("subscription", "dead_letter_topic", "max_attempts", "concurrency", "oidc_audience")
+    options = {name: getattr(args, name) for name in names}
+    options.update(push_url=urls[0] if urls else None, push_urls=tuple(urls) if len(urls) > 1 else None)
+    return main(options, args.until_idle)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from obsingest import defaults
-from obsingest_cli.options import calls, registry_option
+from obsingest_cli.options import calls, project_option, registry_option
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         ),
     )
     p.add_argument("--bucket", help="bucket name (default: from OBSINGEST_STORE_URL=gs://BUCKET)")
-    p.add_argument("--project", help="Pub/Sub project (default: OBSINGEST_BUS_PUBSUB_PROJECT)")
+    project_option(p)
     p.add_argument(
         "--prefix",
         action="append",

@@ -31,7 +31,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
             cmd.add_argument(
                 "--timeout",
                 type=float,
-                default=None,
                 help="seconds to wait for each service (default: OBSINGEST_STACK_STARTUP_TIMEOUT, 60)",
             )
         elif action == "down":

@@ -19,20 +19,17 @@ def make_environment(
         return EmbeddedEnvironment(workdir, registry_url)
     if registry_url:
         raise ValueError("--registry applies to the embedded stack only")
-    if stack == "local":
-        from obsingest_cli.demo.local_stack import LocalStackEnvironment
+    from obsingest_cli.demo.local_stack import LocalStackEnvironment
 
-        return LocalStackEnvironment(workdir, keep=keep)
-    raise ValueError(f"unknown --stack {stack!r} (embedded, local)")
+    return LocalStackEnvironment(workdir, keep=keep)
 
 
 def make_transport(name: str, env: DemoEnvironment) -> DemoTransport:
+    """``direct`` or ``kafka`` (argparse's choices)."""
     if name == "direct":
         from obsingest_cli.demo.transports import DirectTransport
 
         return DirectTransport(env)
-    if name == "kafka":
-        from obsingest_cli.demo.kafka_transport import KafkaTransport
+    from obsingest_cli.demo.kafka_transport import KafkaTransport
 
-        return KafkaTransport(env)
-    raise ValueError(f"unknown --transport {name!r} (direct, kafka)")
+    return KafkaTransport(env)

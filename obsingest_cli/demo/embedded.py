@@ -7,11 +7,9 @@ ExposureManifest on the bus is pushed to its ``on_manifest``, as Cloud Functions
 
 from __future__ import annotations
 
-import base64
 import logging
-import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from obsingest.bus.memory import InMemoryBus, Message
 from obsingest.logs import get_logger, log_event
@@ -41,7 +39,6 @@ class EmbeddedEnvironment:
         self.store = LocalDirStore(workdir / "store")
         self.bus = InMemoryBus()
         self._dispatcher: OutboxDispatcher | None = None
-        self._lock = threading.Lock()
 
     def start(self, on_arrival: ArrivalCallback, on_manifest: ManifestCallback | None) -> None:
         from cloudevents.http import from_dict
@@ -61,7 +58,6 @@ class EmbeddedEnvironment:
         wiring.configure(
             wiring.build_service(self.store, self.registry, self.bus, self.store_settings, self.bus_settings)
         )
-        # In-process delivery to the very entry point Cloud Functions would call.
         self._dispatcher = OutboxDispatcher(
             self.store.outbox(), lambda event: register_function.on_object_finalized(from_dict(event))
         )
@@ -75,21 +71,20 @@ class EmbeddedEnvironment:
         )
 
     def _record_manifest(self, message: Message) -> None:
-        """Push the manifest to the register function's ``on_manifest`` (Pub/Sub push body)."""
+        """Push the manifest to the register function's ``on_manifest``, as the relay would."""
         from functions.register import main as register_function
-        from infra.local.relay.push import PushHandler, PushRequest
+        from infra.local.relay.policy import push_envelope
+        from infra.local.relay.push import InProcessTarget
+        from obsingest.bus.pull import Delivery
 
-        envelope = {
-            "message": {
-                "data": base64.b64encode(message.data).decode(),
-                "attributes": message.attributes,
-                "messageId": message.message_id,
-            },
-            "subscription": "embedded-exposures",
-        }
-        body, status = cast(PushHandler, register_function.on_manifest)(PushRequest(envelope))
-        if status >= 300:
-            log_event(log, "demo.manifest_not_recorded", logging.WARNING, status=status, reply=body)
+        delivery = Delivery("", message.message_id, message.data, message.attributes)
+        result = InProcessTarget(register_function.on_manifest).push(
+            push_envelope(delivery, "embedded-exposures")
+        )
+        if not result.ok:
+            log_event(
+                log, "demo.manifest_not_recorded", logging.WARNING, status=result.status, reply=result.body
+            )
 
     def inject_notification(self, obj: StoredObject) -> None:
         self.store.outbox().inject(storage_cloudevent(obj))

@@ -1,7 +1,5 @@
-"""What the demo needs from a deployment of the pipeline (``DemoEnvironment``: ``embedded`` or
-``local``) and from a way of moving CCDs (``DemoTransport``: direct upload, or chunked Avro over
-Kafka with an assembler process).
-"""
+"""What the demo needs from a deployment of the pipeline (``DemoEnvironment``) and from a way
+of moving CCDs (``DemoTransport``)."""
 
 from __future__ import annotations
 

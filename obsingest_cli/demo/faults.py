@@ -1,6 +1,5 @@
 """Bad inputs the demo can inject (``--inject-bad``), to show each is quarantined with a reason
-while every good CCD is still registered exactly once.
-"""
+while every good CCD is still registered exactly once."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Demo transport (b): edge workers stream chunks to Kafka; an assembler process stores files.
-Each run has its own topics and consumer group (deleted on close), so runs never mix.
-"""
+Each run has its own topics and consumer group (deleted on close), so runs never mix."""
 
 from __future__ import annotations
 
@@ -43,9 +42,9 @@ class KafkaTransport:
     """``DemoTransport`` over Kafka. The assembler is its own process, as in production (no
     shared interpreter lock or crash with the facility); its log tail is shown if it fails."""
 
-    def __init__(self, env: DemoEnvironment, bootstrap: str | None = None) -> None:
+    def __init__(self, env: DemoEnvironment) -> None:
         self.env = env
-        self.bootstrap = bootstrap or kafka_bootstrap()
+        self.bootstrap = kafka_bootstrap()
         run = uuid.uuid4().hex[:12]
         self.topic = f"ccd-chunks-demo-{run}"
         self.dlq_topic = f"{self.topic}-dlq"

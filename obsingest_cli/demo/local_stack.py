@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from infra.local import provision
-from obsingest import defaults
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ArrivalEvent, ExposureIngested, ExposureManifest
 from obsingest.registry import open_registry
@@ -41,14 +40,14 @@ class StackNotRunning(RuntimeError):
     """The local stack is not up: the demo cannot run on it."""
 
 
-def use_stack_environment(services: tuple[str, ...] = STACK_SERVICES) -> dict[str, str]:
-    """Export the running local stack's endpoints into os.environ (variables already set win)
-    and return the stack's own (so a caller can fall back to them); StackNotRunning naming what
+def use_stack_environment(services: tuple[str, ...] = STACK_SERVICES, check: bool = True) -> dict[str, str]:
+    """Export the local stack's endpoints into os.environ (variables already set win) and return
+    the stack's own (so a caller can fall back to them); ``check``: StackNotRunning naming what
     is down."""
     from infra.local.stack import Stack
 
     stack = Stack(only=list(services))
-    down = [svc.name for svc in stack.services if not svc.healthy()]
+    down = [svc.name for svc in stack.services if check and not svc.healthy()]
     if down:
         raise StackNotRunning(
             f"local stack service(s) not answering: {', '.join(down)}. "
@@ -61,7 +60,7 @@ def use_stack_environment(services: tuple[str, ...] = STACK_SERVICES) -> dict[st
 
 
 class LocalStackEnvironment:
-    def __init__(self, workdir: Path, *, whole_bucket_notifications: bool = True, keep: bool = True) -> None:
+    def __init__(self, workdir: Path, *, keep: bool = True) -> None:
         from obsingest.bus.pubsub import PubSubPublisher
         from obsingest.store.gcs import GcsSettings, GcsStore
 
@@ -69,12 +68,10 @@ class LocalStackEnvironment:
         run_id = uuid.uuid4().hex[:10]
         self.project = f"obsingest-demo-{run_id}"
         self.bucket = f"obsingest-demo-{run_id}"
-        self.prefixes: tuple[str, ...] = ("",) if whole_bucket_notifications else ()
-        admin_url = os.environ.get("OBSINGEST_REGISTRY_URL") or env["OBSINGEST_REGISTRY_URL"]
-        if not admin_url.startswith("postgresql"):
-            admin_url = env["OBSINGEST_REGISTRY_URL"]
-        self.admin_url = admin_url
-        self.registry_url = provision.create_database(admin_url, "obsingest_demo")
+        # the user's PostgreSQL if OBSINGEST_REGISTRY_URL names one, else the stack's
+        admin_url = os.environ.get("OBSINGEST_REGISTRY_URL", "")
+        self.admin_url = admin_url if admin_url.startswith("postgresql") else env["OBSINGEST_REGISTRY_URL"]
+        self.registry_url = provision.create_database(self.admin_url, "obsingest_demo")
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "registry-url.txt").write_text(self.registry_url + "\n")
         self.ingested_path = workdir / INGESTED_FILE
@@ -103,8 +100,7 @@ class LocalStackEnvironment:
         from obsingest.bus.pull import SubscriberThread
 
         bus = self.bus_settings
-        prefixes = self.prefixes or defaults.NOTIFIED_PREFIXES
-        setup(self.bucket, bus, prefixes=prefixes, storage_client=self.store.client)
+        setup(self.bucket, bus, prefixes=("",), storage_client=self.store.client)  # the whole bucket
         self.ingested_path.write_text("")
 
         def listen(topic: str, subscription: str, handle: Any) -> SubscriberThread:
@@ -178,22 +174,18 @@ class LocalStackEnvironment:
         if not self.relay.wait_idle(quiet=1.5, timeout=timeout):
             raise TimeoutError(f"relay still busy after {timeout} s: notifications not drained")
         left = max(1.0, deadline - time.monotonic())
-        if self.manifest_relay and not self.manifest_relay.wait_idle(quiet=1.0, timeout=left):
+        if not self.manifest_relay.wait_idle(quiet=1.0, timeout=left):  # started with the relay
             raise TimeoutError(f"manifests relay still busy after {timeout} s")
         while time.monotonic() < deadline and any(s.idle_for() < 1.0 for s in self._subscribers):
             time.sleep(0.05)
-        lost = self.manifest_relay.counts()["dead_lettered"] if self.manifest_relay else 0
-        return int(self.relay.counts()["dead_lettered"]) + int(lost)
+        return sum(int(relay.counts()["dead_lettered"]) for relay in (self.relay, self.manifest_relay))
 
     def close(self) -> None:
         from functions.register import wiring
 
-        if self.relay is not None:
-            self.relay.stop()
-        if self.manifest_relay is not None:
-            self.manifest_relay.stop()
-        for subscriber in self._subscribers:
-            subscriber.stop()
+        for running in (self.relay, self.manifest_relay, *self._subscribers):
+            if running is not None:
+                running.stop()
         wiring.configure(None)
         self.publisher.close()
         self.registry.close()

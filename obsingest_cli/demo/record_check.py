@@ -1,6 +1,5 @@
 """Whether the datasets the demo announced are what the registry of record (for ``butler:``,
-the Butler) holds; the demo exits non-zero, saying why, when they differ.
-"""
+the Butler) holds; the demo exits non-zero, saying why, when they differ."""
 
 from __future__ import annotations
 

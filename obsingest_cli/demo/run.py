@@ -1,15 +1,13 @@
 """The demo (``obsingest demo``): DESIGN.md's whole flow on one machine, on embedded defaults.
 
 DAQ simulator -> edge service -> finalize notifications -> register function -> registry ->
-ArrivalEvents -> Beam batch job -> summaries, table and latency plot.
-"""
+ArrivalEvents -> Beam batch job -> summaries, table and latency plot."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import sys
-import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
@@ -109,9 +107,9 @@ class DemoPipeline:
         if not 1 <= config.detectors <= count:
             raise ValueError(f"--detectors must be 1..{count} for {config.instrument}")
         self.workdir = config.workdir.resolve()
+        #: appended to by the environment's subscriber threads (list.append is atomic)
         self.arrivals: list[ArrivalEvent] = []
         self.manifests: list[ExposureManifest] = []
-        self._lock = threading.Lock()
 
     def _reset_workdir(self) -> None:
         """Start from nothing so '27 CCDs registered exactly once' is about this run only."""
@@ -122,14 +120,6 @@ class DemoPipeline:
                 shutil.rmtree(path)
             else:
                 path.unlink(missing_ok=True)
-
-    def _on_arrival(self, event: ArrivalEvent) -> None:
-        with self._lock:
-            self.arrivals.append(event)
-
-    def _on_manifest(self, manifest: ExposureManifest) -> None:
-        with self._lock:
-            self.manifests.append(manifest)
 
     def run(self) -> DemoResult:
         from multiprocessing import get_context
@@ -156,7 +146,7 @@ class DemoPipeline:
             budget_seconds=cfg.budget,
         )
         try:
-            env.start(self._on_arrival, self._on_manifest)
+            env.start(self.arrivals.append, self.manifests.append)
             transport.start()
             self.progress.update(f"starting {cfg.workers} edge workers ...")
             # the DAQ simulator's own processes write the raw CCDs; the edge service takes them
@@ -194,7 +184,8 @@ class DemoPipeline:
         index: int,
         edge_log: TextIO,
     ) -> None:
-        from producers.daq.simulator import CcdSpec, physical_filter, write_raw_ccd
+        from producers.daq.manifest import exposure_manifest
+        from producers.daq.simulator import CcdSpec, write_raw_ccd
         from producers.edge import CcdFile
 
         cfg = self.config
@@ -211,15 +202,8 @@ class DemoPipeline:
         ]
         obs_start = now - timedelta(seconds=specs[0].dark_time)
         specs = [replace(spec, obs_start=obs_start) for spec in specs]
-        manifest = ExposureManifest(
-            instrument=cfg.instrument,
-            exposure=exposure,
-            day_obs=day_obs,
-            detectors=detectors,
-            obs_start=obs_start,
-            exposure_time=EXPOSURE_TIME,
-            filter=physical_filter(cfg.instrument, band)[0],
-            published=utcnow(),
+        manifest = exposure_manifest(
+            cfg.instrument, exposure, day_obs, obs_start, EXPOSURE_TIME, band, detectors
         )
         env.publish_manifest(manifest)
         edge.submit_manifest(manifest)
@@ -244,8 +228,7 @@ class DemoPipeline:
             self.progress.update(f"{label}: compressed and stored {done}/{len(ccds)}")
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            with self._lock:
-                arrived = {a.detector for a in self.arrivals if a.exposure == exposure}
+            arrived = {a.detector for a in self.arrivals if a.exposure == exposure}
             self.progress.update(f"{label}: registered and announced {len(arrived)}/{len(detectors)}")
             if len(arrived) >= len(detectors):
                 break

@@ -1,7 +1,4 @@
-"""``obsingest arrivals tail``'s work: print ArrivalEvents from Pub/Sub ``ccd-arrivals``, one
-line per CCD (latency and per-stage deltas), deduplicated on dataset id; the pull subscription
-is created if absent.
-"""
+"""``obsingest arrivals tail``'s work: ArrivalEvents from Pub/Sub, one line per new CCD."""
 
 from __future__ import annotations
 
@@ -12,23 +9,22 @@ from typing import Any
 
 from obsingest.messages import ArrivalEvent
 
+STAGE_TIMES = (
+    ("compress", "compressed_time"),
+    ("store", "stored_time"),
+    ("register", "registered_time"),
+    ("publish", "published_time"),
+)
+
 
 def stage_deltas(event: ArrivalEvent) -> dict[str, float | None]:
     """Seconds spent in each stage: readout->compressed->stored->registered->published."""
-    stamps = [
-        ("compress", event.compressed_time),
-        ("store", event.stored_time),
-        ("register", event.registered_time),
-        ("publish", event.published_time),
-    ]
     out: dict[str, float | None] = {}
     previous = event.readout_time
-    for name, stamp in stamps:
-        if stamp is None:
-            out[name] = None
-            continue
-        out[name] = round((stamp - previous).total_seconds(), 6)
-        previous = stamp
+    for name, attr in STAGE_TIMES:
+        stamp = getattr(event, attr)
+        out[name] = None if stamp is None else round((stamp - previous).total_seconds(), 6)
+        previous = stamp or previous
     return out
 
 
@@ -54,32 +50,21 @@ SEEN_LIMIT = 1_000_000
 
 def pull_arrivals(path: str, max_messages: int = 100) -> Iterator[tuple[ArrivalEvent | None, bytes]]:
     """Yield (event or None if undecodable, raw data) for every message; acks after yielding."""
-    from google.api_core import exceptions as api_exceptions
-    from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
-
+    from obsingest.bus.pull import PubSubPullSource
     from obsingest.errors import BadMessage
 
-    client = pubsub_v1.SubscriberClient()
+    source = PubSubPullSource("", path)  # a full path: no project needed
     try:
         while True:
-            try:
-                response = client.pull(
-                    request={"subscription": path, "max_messages": max_messages}, timeout=5
-                )
-            except api_exceptions.DeadlineExceeded:
-                continue
-            for received in response.received_messages:
-                data = bytes(received.message.data)
+            deliveries = source.pull(max_messages, timeout=5)
+            for delivery in deliveries:
                 try:
-                    yield ArrivalEvent.decode(data), data
+                    yield ArrivalEvent.decode(delivery.data), delivery.data
                 except BadMessage:
-                    yield None, data
-            if response.received_messages:
-                client.acknowledge(
-                    request={"subscription": path, "ack_ids": [m.ack_id for m in response.received_messages]}
-                )
+                    yield None, delivery.data
+            source.ack([d.ack_id for d in deliveries])
     finally:
-        client.close()
+        source.close()
 
 
 def run_tail(project: str | None, subscription: str, as_json_lines: bool, limit: int) -> int:

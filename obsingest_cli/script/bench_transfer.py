@@ -1,7 +1,5 @@
-"""``obsingest bench transfer`` and ``bench capacity``'s work: the harness
-(``producers.transfer``) wired to the demo's environments and transports (``--end-to-end``),
-and the capacity model calibrated by two short harness runs.
-"""
+"""``obsingest bench transfer`` and ``bench capacity``'s work: the harness (``producers.transfer``)
+on the demo's environments and transports, and the capacity model it calibrates."""
 
 from __future__ import annotations
 
@@ -11,9 +9,11 @@ import sys
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from obsingest_cli.options import call_with_options
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from obsingest.messages import ArrivalEvent
@@ -86,16 +86,11 @@ def make_end_to_end(destination: str, stack: str | None, workdir: Path) -> Envir
 def use_stack_endpoints(destination: str) -> None:
     """gs:// and kafka:// without explicit endpoints talk to the local stack (as
     ``eval "$(obsingest stack env)"`` would set up); variables already set win."""
-    import os
+    from obsingest_cli.demo.local_stack import use_stack_environment
 
-    from infra.local.stack import Stack
-
-    scheme = destination.partition("://")[0]
-    services = {"gs": ["pubsub", "gcs"], "kafka": ["kafka"]}.get(scheme)
-    if not services:
-        return
-    for key, value in Stack(only=services).env().items():
-        os.environ.setdefault(key, value)
+    services = {"gs": ("pubsub", "gcs"), "kafka": ("kafka",)}.get(destination.partition("://")[0])
+    if services:
+        use_stack_environment(services, check=False)
 
 
 def prepare_destination(destination: str) -> None:
@@ -120,6 +115,20 @@ def prepare_destination(destination: str) -> None:
 def _write_json(path: Path, data: Any, indent: int | None = 2) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=indent) + "\n")
+
+
+def _logged(run_dir: Path, failed: str, work: Callable[[], T]) -> T | None:
+    """``work()`` logging into RUN_DIR/bench.log; None, said on stderr, when it fails."""
+    from obsingest import logs
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with (run_dir / "bench.log").open("a") as log_file:
+        logs.configure(stream=log_file)
+        try:
+            return work()
+        except (ValueError, RuntimeError, TimeoutError) as exc:
+            print(f"error: {failed}{exc}", file=sys.stderr)
+            return None
 
 
 def format_report(result: dict[str, Any]) -> str:
@@ -168,22 +177,14 @@ def format_report(result: dict[str, Any]) -> str:
 
 def run_transfer(args: argparse.Namespace) -> int:
     """``obsingest bench transfer``: 0 when every transfer (and announcement) succeeded."""
-    from obsingest import logs
     from producers.transfer import HarnessConfig
     from producers.transfer.plan import parse_starttime
 
     starttime = parse_starttime(args.starttime) if args.starttime else None
     config = call_with_options(HarnessConfig, args, starttime=starttime)
-    args.run_dir.mkdir(parents=True, exist_ok=True)
-    log_file = (args.run_dir / "bench.log").open("a")
-    logs.configure(stream=log_file)
-    try:
-        result = harness_json(config, args.stack, args.end_to_end)
-    except (ValueError, RuntimeError, TimeoutError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    result = _logged(args.run_dir, "", lambda: harness_json(config, args.stack, args.end_to_end))
+    if result is None:
         return 1
-    finally:
-        log_file.close()
     print(format_report(result))
     if args.json:
         _write_json(args.json, result)
@@ -236,7 +237,6 @@ def _slim(result: dict[str, Any]) -> dict[str, Any]:
 
 def run_capacity(args: argparse.Namespace) -> int:
     """``obsingest bench capacity``: 0 unless the calibration failed."""
-    from obsingest import logs
     from producers.transfer import capacity
 
     try:
@@ -244,19 +244,16 @@ def run_capacity(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    args.run_dir.mkdir(parents=True, exist_ok=True)
     if args.calibration and args.calibration.exists():
         runs = json.loads(args.calibration.read_text())
     else:
-        log_file = (args.run_dir / "bench.log").open("a")
-        logs.configure(stream=log_file)
-        try:
-            runs = calibration_runs(args.path, args.calibration_ccds, args.run_dir)
-        except (ValueError, RuntimeError, TimeoutError) as exc:
-            print(f"error: calibration failed: {exc}", file=sys.stderr)
+        runs = _logged(
+            args.run_dir,
+            "calibration failed: ",
+            lambda: calibration_runs(args.path, args.calibration_ccds, args.run_dir),
+        )
+        if runs is None:
             return 1
-        finally:
-            log_file.close()
         if args.calibration:
             _write_json(args.calibration, runs, indent=None)
     cal = capacity.calibrate(runs["path"], runs["one"], runs["many"])

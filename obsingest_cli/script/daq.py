@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from obsingest_cli.options import call_with_options
@@ -26,7 +27,7 @@ class ManifestPublisher:
     the night goes on."""
 
     def __init__(
-        self, publisher: Any, topic: str, policy: RetryPolicy | None = None, sleep: Any = None
+        self, publisher: Any, topic: str, policy: RetryPolicy | None = None, sleep: Any = time.sleep
     ) -> None:
         from obsingest.retry import RetryPolicy
 
@@ -61,7 +62,6 @@ class ManifestPublisher:
                 error=str(attempt.error),
             )
 
-        extra = {"sleep": self.sleep} if self.sleep is not None else {}
         try:
             call_with_retries(
                 lambda _left: self.publisher.publish(self.topic, data, key=key, attributes=attributes),
@@ -69,7 +69,7 @@ class ManifestPublisher:
                 self.policy,
                 what=f"publish manifest {key}",
                 on_retry=on_retry,
-                **extra,
+                sleep=self.sleep,
             )
         except Exception as exc:  # reported loudly; the night (and its files) go on
             self.failed.append(manifest.exposure)
@@ -84,7 +84,7 @@ class ManifestPublisher:
 def _template(args: argparse.Namespace) -> tuple[Any, str]:
     """The ``--template`` header's primary cards, None without one (ValueError if unreadable),
     and the instrument: ``--instrument``, else the template's, else LSSTCam."""
-    if getattr(args, "template", None) is None:
+    if args.template is None:
         return None, args.instrument or "LSSTCam"
     from producers.daq.header import load_template, template_instrument
 
@@ -104,7 +104,7 @@ def night(args: argparse.Namespace) -> int:
     try:
         template, instrument = _template(args)
         plan = call_with_options(NightPlan, args, instrument=instrument, template=template)
-        if getattr(args, "publish_manifests", False):
+        if args.publish_manifests:
             from obsingest.bus.factory import open_publisher
             from obsingest.settings import BusSettings
 
@@ -154,16 +154,14 @@ def write_one(args: argparse.Namespace) -> int:
             found = dict(template or ()).get("EXPTIME")
             exptime = float(found) if isinstance(found, (int, float)) else 30.0
         start = datetime.fromisoformat(args.obs_start) if args.obs_start else datetime.now(UTC)
-        spec = CcdSpec(
+        spec = call_with_options(
+            CcdSpec,
+            args,
             instrument=instrument,
-            exposure=args.exposure,
             detector=detector,
             day_obs=exposure_day_obs(args.exposure),
             obs_start=start,
             exposure_time=exptime,
-            filter=args.filter,
-            size=args.size,
-            seed=args.seed,
             template=template,
         )
     except ValueError as exc:

@@ -56,12 +56,8 @@ def reconcile(
     from obsingest.messages import utcnow
 
     logs.configure("INFO" if every else "WARNING")
-    prefixes = tuple(prefixes) if prefixes else None
-    overrides: dict[str, Any] = {
-        key: value
-        for key, value in {"every": every, "window": window, "grace": grace, "prefixes": prefixes}.items()
-        if value is not None
-    }
+    given = {"every": every, "window": window, "grace": grace, "prefixes": tuple(prefixes or ()) or None}
+    overrides: dict[str, Any] = {key: value for key, value in given.items() if value is not None}
     service_mode = bool(every) and not dry_run
     overrides["canary"] = canary and service_mode
     hook = local_stack_repair(StoreSettings(), BusSettings()) if repair else None
@@ -99,9 +95,7 @@ def redrive(*, reason: str | None, dry_run: bool, parked: bool, project: str | N
     from obsingest import logs
 
     logs.configure("WARNING")
-    bus = BusSettings()
-    if project:
-        bus = bus.model_copy(update={"pubsub_project": project})
+    bus = BusSettings(pubsub_project=project) if project else BusSettings()
     redriver = build_redriver(bus, RedriveSettings(), parked=parked)
     report = redriver.run_pass(reason=reason, dry_run=dry_run, force=True)
     _print({"source": "parked" if parked else "dead-letters", **report.as_dict()}, as_json)

@@ -19,29 +19,26 @@ def list_datasets(registry: str | None, instrument: str | None, exposure: int | 
     """Registered datasets with their datastore records, as a table or JSON."""
     with _open(registry) as db:
         rows = db.datasets(instrument, exposure)
-    if as_json:
-        print(json.dumps(rows, indent=2))
-    else:
-        print(f"{'instrument':<12} {'exposure':>14} {'det':>4} {'size':>10}  dataset id / uri")
-        for r in rows:
-            print(
-                f"{r['instrument']:<12} {r['exposure']:>14} {r['detector']:>4} {r['size']:>10}  "
-                f"{r['id']}  {r['uri']}"
-            )
-        print(f"{len(rows)} datasets")
-    return 0
+    head = f"{'instrument':<12} {'exposure':>14} {'det':>4} {'size':>10}  dataset id / uri"
+    row = "{instrument:<12} {exposure:>14} {detector:>4} {size:>10}  {id}  {uri}"
+    return _print(rows, as_json, [head], row, "datasets")
 
 
 def list_quarantine(registry: str | None, as_json: bool) -> int:
     """Refused inputs: object, reason, message, occurrences."""
     with _open(registry) as db:
         rows = db.quarantined()
+    return _print(
+        rows, as_json, [], "{reason:<20} x{occurrences:<3} {object_uri}\n    {message}", "quarantined"
+    )
+
+
+def _print(rows: list[dict], as_json: bool, head: list[str], row: str, what: str) -> int:
+    """``rows`` as JSON, or ``head``, one ``row.format`` line each and the count ``what``."""
     if as_json:
         print(json.dumps(rows, indent=2))
     else:
-        for r in rows:
-            print(f"{r['reason']:<20} x{r['occurrences']:<3} {r['object_uri']}\n    {r['message']}")
-        print(f"{len(rows)} quarantined")
+        print("\n".join([*head, *(row.format(**r) for r in rows), f"{len(rows)} {what}"]))
     return 0
 
 
@@ -54,19 +51,16 @@ def migrate(registry: str | None) -> int:
 
 def export(
     registry: str | None,
-    fmt: str,
     path: str,
     as_json: bool,
     target: str = "rubin",
     formatter: Sequence[str] = (),
     storage_class: str | None = None,
 ) -> int:
-    """Write the registry as an export file (``butler``: what ``butler import`` loads), for the
+    """Write the registry as what ``butler import`` loads (``--format`` has one choice), for the
     environment ``target`` names (``registry.butler_export``); ``formatter``: INSTRUMENT=CLASS."""
     from obsingest.registry.butler_export import export_butler
 
-    if fmt != "butler":
-        raise ValueError(f"unknown export format {fmt!r} (butler)")
     formatters = dict(item.split("=", 1) for item in formatter)
     with _open(registry) as db:
         counts = export_butler(db, path, storage_class=storage_class, target=target, formatters=formatters)

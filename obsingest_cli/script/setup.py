@@ -41,9 +41,7 @@ def run_setup(
 
     logs.configure("WARNING")
     butler_done = _butler(registry, tuple(instruments or ("LSSTCam",)), as_json)
-    bus = BusSettings()
-    if project:
-        bus = bus.model_copy(update={"pubsub_project": project})
+    bus = BusSettings(pubsub_project=project) if project else BusSettings()
     bucket = bucket or bucket_from_settings(StoreSettings())
     if not bucket:
         if butler_done:

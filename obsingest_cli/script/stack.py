@@ -19,7 +19,7 @@ def _fail(exc: Exception) -> int:
 
 
 def up(args: argparse.Namespace) -> int:
-    from infra.local.stack import StackError, render_status_table
+    from infra.local.stack import StackError
 
     t0 = time.monotonic()
     stack = _stack(args)
@@ -32,9 +32,7 @@ def up(args: argparse.Namespace) -> int:
     print(
         f"started: {started}; already running: {', '.join(result.already_running) or 'none'} ({took:.1f} s)"
     )
-    rows = stack.status()
-    print(render_status_table(rows), end="")
-    return 0 if all(r.healthy for r in rows) else 1
+    return _table(stack)
 
 
 def down(args: argparse.Namespace) -> int:
@@ -50,9 +48,14 @@ def down(args: argparse.Namespace) -> int:
 
 
 def status(args: argparse.Namespace) -> int:
+    return _table(_stack(args))
+
+
+def _table(stack: Stack) -> int:
+    """Print the health table; 1 if a service is unhealthy."""
     from infra.local.stack import render_status_table
 
-    rows = _stack(args).status()
+    rows = stack.status()
     print(render_status_table(rows), end="")
     return 0 if all(r.healthy for r in rows) else 1
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sys
 import time
+from contextlib import suppress
 from datetime import timedelta
-from typing import Any
 
 from obsingest.registry.presence import PresenceReader
 from obsingest.settings import PipelineSettings, RegistrySettings
@@ -50,27 +50,13 @@ def run_status(
                 print(f"obsingest status: {snapshot.error}", file=sys.stderr)
                 return NOTHING_TO_JUDGE
             return snapshot.exit_code
-        return _live(console, reader, metrics, exposures, since, interval)
-    finally:
-        reader.close()
+        from rich.live import Live
 
-
-def _live(
-    console: Any,
-    reader: PresenceReader,
-    metrics_urls: list[str],
-    exposures: int,
-    since: timedelta,
-    interval: float,
-) -> int:
-    from rich.live import Live
-
-    snapshot = take(reader, metrics_urls, exposures, since)
-    try:
-        with Live(render(snapshot), console=console, auto_refresh=False, screen=False) as live:
+        snapshot = take(reader, metrics, exposures, since)
+        with suppress(KeyboardInterrupt), Live(render(snapshot), console=console, auto_refresh=False) as live:
             while True:
                 time.sleep(interval)
-                snapshot = take(reader, metrics_urls, exposures, since)
-                live.update(render(snapshot), refresh=True)
-    except KeyboardInterrupt:
+                live.update(render(take(reader, metrics, exposures, since)), refresh=True)
         return 0
+    finally:
+        reader.close()
