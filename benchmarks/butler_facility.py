@@ -283,8 +283,6 @@ def format_section(result: dict[str, Any]) -> str:
         f"{ours['batches']} ({ours['largest_batch']}) |",
         f"| `butler ingest-files` (whole command) | {ref['seconds']} | {ref['in_butler']} | - | - | - |",
         "",
-    ]
-    lines += [
         "Seconds after the delivery when the last CCD was read and checked "
         f"{stages['last_checked']}, committed (Butler + companion) "
         f"{stages['last_committed']}, announced {stages['last_announced']}, its handler "
@@ -295,13 +293,11 @@ def format_section(result: dict[str, Any]) -> str:
         "",
         note("butler_facility").rstrip().format(warm_up=ours["warm_up_seconds"], load=load),
         "",
-    ]
-    lines.append(
         f"Ratio (butler ingest-files / obsingest): {result['ratio']} warm, "
         f"{result['ratio_cold']} counting the instances' start-up. Goal (last CCD within "
         f"{result['goal']['last_ccd_within_seconds']} s, 205 in the "
-        f"Butler, each announced): {'met' if result['goal']['met'] else 'NOT met'}."
-    )
+        f"Butler, each announced): {'met' if result['goal']['met'] else 'NOT met'}.",
+    ]
     return "\n".join(lines)
 
 

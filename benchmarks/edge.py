@@ -227,8 +227,7 @@ def format_section(result: dict[str, Any]) -> str:
         lines.append(
             f"| {name} | {s['n']} | {s['mean']:.3f} | {s['p50']:.3f} | {s['max']:.3f} | {ratio:.3f}x |"
         )
-    goal = result["goal"]
-    added = result["edge_added"]
+    goal, added, cpu = result["goal"], result["edge_added"], result["edge_worker_cpu_ms"]
     lines += [
         "",
         f"Failed transfers (not timed): reference {result['reference_failed']}, edge "
@@ -239,9 +238,6 @@ def format_section(result: dict[str, Any]) -> str:
         f"{added['max'] * 1000:.0f} ms = {result['overhead_mean_pct']:.1f}% of the "
         f"reference's mean. Edge / reference means by round (A/B, same CCDs, alternating; "
         f"load noise included): {result['ab_ratio_by_round']}.",
-    ]
-    cpu = result["edge_worker_cpu_ms"]
-    lines += [
         "",
         f"Edge worker CPU per CCD (p50): read + compress {cpu['read_compress']['p50']:.1f} "
         f"ms, send (checksum, header check, upload) {cpu['send']['p50']:.1f} ms.",
