@@ -169,20 +169,11 @@ def _chunked(
 
 def _as_ccd(data: bytes, data_id: Any) -> bytes:
     """A copy of a cached CCD whose header says it is ``data_id`` (the sender names a CCD by it)."""
+    from obsingest.dataid import identity_cards
     from producers.transfer.fitsheader import retarget_primary_header
 
-    identity = data_id.identity()
     buf = bytearray(data)
-    retarget_primary_header(
-        buf,
-        {
-            "OBSID": identity.obs_id,
-            "DAYOBS": str(data_id.day_obs),
-            "SEQNUM": data_id.seq_num,
-            "RAFTBAY": identity.raft,
-            "CCDSLOT": identity.sensor,
-        },
-    )
+    retarget_primary_header(buf, identity_cards(data_id.identity()))
     return bytes(buf)
 
 
