@@ -93,7 +93,7 @@ def _chunked(
     per_batch: int,
     repeats: int,
     work: Path,
-    after_batch: Callable[[int], None] | None = None,
+    after_batch: Callable[[int], None],
 ) -> dict[str, Any]:
     """Send ``repeats`` batches through one assembler process, measuring each; ``after_batch(total
     bytes)`` runs the paired reference after each."""
@@ -143,8 +143,7 @@ def _chunked(
                     "bytes": total,
                 }
             )
-            if after_batch is not None:
-                after_batch(total)
+            after_batch(total)
     finally:
         proc.terminate()
         proc.wait(30)
