@@ -225,17 +225,11 @@ def format_section(result: dict[str, Any]) -> str:
             f"{rates['butler_per_exposure_per_s']:,} | "
             f"{rates['butler_per_exposure_per_s'] / rates['butler_per_file_per_s']:.1f}x |",
             "",
-            *(
-                [
-                    f"CPU seconds (this process, every thread): obsingest's exposure "
-                    f"{med['obsingest_exposure_cpu_s']}, Butler one file per call "
-                    f"{med['butler_per_file_cpu_s']} per file: "
-                    f"{result['cpu_factor_vs_butler_per_file']}x in CPU.",
-                    "",
-                ]
-                if "obsingest_exposure_cpu_s" in med
-                else []
-            ),
+            f"CPU seconds (this process, every thread): obsingest's exposure "
+            f"{med['obsingest_exposure_cpu_s']}, Butler one file per call "
+            f"{med['butler_per_file_cpu_s']} per file: "
+            f"{result['cpu_factor_vs_butler_per_file']}x in CPU.",
+            "",
             "Butler transactions per obsingest exposure: "
             + "; ".join(f"{t['transactions']} (largest {t['largest']})" for t in tx),
             "",

@@ -56,29 +56,21 @@ events = [
                 store.stat(DataId("LSSTCam", exposure, d).object_name()))
     for d in detectors
 ]
-# stage times: checked (read + header checked, the registration submitted), batches
-checked, batches, lock = [], [], threading.Lock()
-register, flush = registry.register, registry._batches._flush
-def timed_register(*a, **k):
-    with lock:
-        checked.append(time.time())
-    return register(*a, **k)
-def timed_flush(batch):
-    t0 = time.time()
-    try:
-        return flush(batch)
-    finally:
+# stage times: checked (read + header checked, the registration submitted), batches, announced
+checked, batches, announced_at, lock = [], [], [], threading.Lock()
+def stamped(fn, record):
+    def call(*args, **kwargs):
+        t0 = time.time()
+        out = fn(*args, **kwargs)
         with lock:
-            batches.append((t0, time.time(), len(batch)))
-announced_at, publish = [], bus.publish
-def timed_publish(topic, data, **k):
-    out = publish(topic, data, **k)
-    if topic == "ccd-arrivals":
-        with lock:
-            announced_at.append(time.time())
-    return out
-registry.register, registry._batches._flush = timed_register, timed_flush
-bus.publish = timed_publish
+            record(t0, time.time(), *args)
+        return out
+    return call
+registry.register = stamped(registry.register, lambda t0, t1, *_: checked.append(t0))
+registry._batches._flush = stamped(
+    registry._batches._flush, lambda t0, t1, batch: batches.append((t0, t1, len(batch))))
+bus.publish = stamped(
+    bus.publish, lambda t0, t1, topic, *_: topic == "ccd-arrivals" and announced_at.append(t1))
 print(json.dumps({"ready": time.time(), "cpu_warm": cpu()}), flush=True)
 start = float(sys.stdin.readline())
 time.sleep(max(0.0, start - time.time()))
@@ -291,8 +283,6 @@ def format_section(result: dict[str, Any]) -> str:
         f"{ours['batches']} ({ours['largest_batch']}) |",
         f"| `butler ingest-files` (whole command) | {ref['seconds']} | {ref['in_butler']} | - | - | - |",
         "",
-    ]
-    lines += [
         "Seconds after the delivery when the last CCD was read and checked "
         f"{stages['last_checked']}, committed (Butler + companion) "
         f"{stages['last_committed']}, announced {stages['last_announced']}, its handler "
@@ -303,13 +293,11 @@ def format_section(result: dict[str, Any]) -> str:
         "",
         note("butler_facility").rstrip().format(warm_up=ours["warm_up_seconds"], load=load),
         "",
-    ]
-    lines.append(
         f"Ratio (butler ingest-files / obsingest): {result['ratio']} warm, "
         f"{result['ratio_cold']} counting the instances' start-up. Goal (last CCD within "
         f"{result['goal']['last_ccd_within_seconds']} s, 205 in the "
-        f"Butler, each announced): {'met' if result['goal']['met'] else 'NOT met'}."
-    )
+        f"Butler, each announced): {'met' if result['goal']['met'] else 'NOT met'}.",
+    ]
     return "\n".join(lines)
 
 

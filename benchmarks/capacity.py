@@ -135,7 +135,9 @@ def format_section(result: dict[str, Any]) -> str:
 
     cal = result["calibration"]
     stages = ", ".join(f"{k} {v:.3f}" for k, v in cal["stages"].items())
-    runs = result.get("calibrations", [])
+    runs = result["calibrations"]
+    regpub = ", ".join(f"{c['stages']['register+publish'] * 1000:.1f}" for c in runs)
+    loads = ", ".join(f"{c['load_1min']:g}" for c in runs)
     lines = [
         "`obsingest bench capacity`: the model (`producers/transfer/capacity.py`) calibrated by "
         "two short end-to-end runs of the direct path (1 and 8 CCDs per exposure; CPU seconds "
@@ -151,17 +153,10 @@ def format_section(result: dict[str, Any]) -> str:
         "sized so that its queue of N - 1 CCDs fits in the budget after `L1`; GCS and Pub/Sub "
         "are managed services there (not sized).",
         "",
-    ]
-    if runs:
-        regpub = ", ".join(f"{c['stages']['register+publish'] * 1000:.1f}" for c in runs)
-        loads = ", ".join(f"{c['load_1min']:g}" for c in runs)
-        lines += [
-            f"Register function CPU per CCD (register+publish), median of {len(runs)} calibrations: "
-            f"{result['median_stages']['register+publish'] * 1000:.1f} ms (runs: {regpub} ms; "
-            f"load average {loads}).",
-            "",
-        ]
-    lines += [
+        f"Register function CPU per CCD (register+publish), median of {len(runs)} calibrations: "
+        f"{result['median_stages']['register+publish'] * 1000:.1f} ms (runs: {regpub} ms; "
+        f"load average {loads}).",
+        "",
         f"Calibration ({cal['path']} path, {cal['cores']} cores; runs of 1 and {cal['ccds']} "
         f"CCDs per exposure): one CCD alone announced {cal['latency_one']:.2f} s after "
         f"readout; CPU seconds per CCD {cal['total_cpu']:.3f} ({stages}); idle polling "

@@ -7,6 +7,7 @@ Then whole processes (issue 16), a fresh one per call, on one CCD and on the dem
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import shutil
@@ -16,7 +17,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,22 +43,33 @@ def _spec(instrument: str = "LSSTCam", exposure: int = 2026112200012, detector: 
     )
 
 
-def _time_round_robin(
-    methods: list[tuple[str, str, Callable[[], object]]], out: Path, repeats: int
+def _round_robin(
+    cases: Mapping[str, tuple[Callable[[], object], list[Path]]], repeats: int, clear: bool = False
 ) -> dict[str, tuple[list[float], int]]:
-    """Wall-clock samples and output size per method, interleaved (A B C A B C ...) so that
-    background load hits every method alike."""
-    samples: dict[str, list[float]] = {name: [] for name, _, _ in methods}
+    """Wall-clock samples of each case, interleaved (A B C A B C ...) after an untimed warm-up
+    round, so that background load hits every case alike; the size of its outputs after the
+    warm-up. ``clear``: its outputs deleted before every run, untimed."""
+    samples: dict[str, list[float]] = {name: [] for name in cases}
     sizes: dict[str, int] = {}
-    for name, _, fn in methods:
-        fn()  # warm-up: imports, page cache, thread pool
-        sizes[name] = out.stat().st_size
-    for _ in range(repeats):
-        for name, _, fn in methods:
+    for rep in range(repeats + 1):
+        for name, (fn, outputs) in cases.items():
+            for path in outputs if clear else ():
+                path.unlink(missing_ok=True)
             start = time.perf_counter()
             fn()
-            samples[name].append(time.perf_counter() - start)
-    return {name: (samples[name], sizes[name]) for name in samples}
+            if rep:
+                samples[name].append(time.perf_counter() - start)
+            else:  # warm-up: imports, page cache, thread pool
+                sizes[name] = sum(path.stat().st_size for path in outputs)
+    return {name: (samples[name], sizes[name]) for name in cases}
+
+
+def _timing(samples: list[float], size: int) -> dict[str, Any]:
+    return {
+        "seconds": round(statistics.median(samples), 4),
+        "min_seconds": round(min(samples), 4),
+        "bytes": size,
+    }
 
 
 def _astropy(src: Path, dst: Path, whole_amp: bool) -> None:
@@ -133,22 +145,13 @@ def run(repeats: int = 5, process_repeats: int = 5) -> dict:
                 fn()
                 _check_round_trip(out, src, name)
         load_before = os.getloadavg()
-        timings = _time_round_robin(methods, out, repeats)
+        timings = _round_robin({name: (fn, [out]) for name, _, fn in methods}, repeats)
         load_after = os.getloadavg()
         rows: list[dict[str, Any]] = []
         for name, what, _ in methods:
-            samples, size = timings[name]
-            seconds = statistics.median(samples)
-            rows.append(
-                {
-                    "method": name,
-                    "what": what,
-                    "seconds": round(seconds, 4),
-                    "min_seconds": round(min(samples), 4),
-                    "bytes": size,
-                    "mb_per_s": round(raw_bytes / 1e6 / seconds, 1),
-                }
-            )
+            row = {"method": name, "what": what, **_timing(*timings[name])}
+            row["mb_per_s"] = round(raw_bytes / 1e6 / statistics.median(timings[name][0]), 1)
+            rows.append(row)
     by = {r["method"]: r for r in rows}
     for r in rows:
         r["speed_vs_fpack"] = round(r["mb_per_s"] / by["fpack"]["mb_per_s"], 2)
@@ -205,27 +208,17 @@ def _obsingest_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "obsingest_cli"]
 
 
-def _median_processes(
-    cases: list[tuple[str, list[str], list[Path]]], cwd: Path, repeats: int
-) -> dict[str, dict]:
-    """Wall seconds of each command as a fresh process, round-robin after one warm-up run; its
-    outputs (``cases``' third item) deleted before every run, untimed."""
-    samples: dict[str, list[float]] = {name: [] for name, _, _ in cases}
-    sizes: dict[str, int] = {}
-    for rep in range(repeats + 1):
-        for name, argv, outputs in cases:
-            for path in outputs:
-                path.unlink(missing_ok=True)
-            start = time.perf_counter()
-            done = subprocess.run(argv, cwd=cwd, capture_output=True, check=False)
-            seconds = time.perf_counter() - start
-            if done.returncode:
-                raise RuntimeError(f"{name}: exit {done.returncode}: {(done.stdout + done.stderr)!r}")
-            if rep:
-                samples[name].append(seconds)
-            else:
-                sizes[name] = sum(path.stat().st_size for path in outputs)
-    return {name: {"samples": samples[name], "bytes": sizes[name]} for name in samples}
+def _command(name: str, argv: list[str], cwd: Path) -> None:
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, check=False)
+    if done.returncode:
+        raise RuntimeError(f"{name}: exit {done.returncode}: {(done.stdout + done.stderr)!r}")
+
+
+def _processes(cases: list[tuple[str, list[str], list[Path]]], cwd: Path, repeats: int) -> dict:
+    """``_round_robin`` of each command as a fresh process, its outputs (``cases``' third item)
+    deleted before every run."""
+    calls = {name: (functools.partial(_command, name, argv, cwd), outputs) for name, argv, outputs in cases}
+    return _round_robin(calls, repeats, True)
 
 
 def _check_round_trip(fz: Path, raw: Path, name: str = "") -> None:
@@ -257,7 +250,7 @@ def whole_process(repeats: int = 5) -> dict:
                 [out["rows"]],
             ),
         ]
-        timed = _median_processes(one, work, repeats)
+        timed = _processes(one, work, repeats)
         for name in ("cli", "lib", "rows"):
             _check_round_trip(out[name], work / src)
         rows += _process_rows(ONE, one, timed, 1)
@@ -270,7 +263,7 @@ def whole_process(repeats: int = 5) -> dict:
             ("obsingest compress", [*cli, *names], outputs),
             ("python -m producers.compress", [*lib, *names], outputs),
         ]
-        timed = _median_processes(many, work, max(1, repeats // 2))
+        timed = _processes(many, work, max(1, repeats // 2))
         for index in (0, len(names) - 1):
             _check_round_trip(outputs[index], work / names[index])
         rows += _process_rows(MANY, many, timed, len(names))
@@ -307,24 +300,18 @@ def _display(argv: list[str], ccds: int) -> str:
 
 
 def _process_rows(scenario: str, cases: list, timed: dict, ccds: int) -> list[dict]:
-    fpack = statistics.median(timed["fpack"]["samples"])
-    rows = []
-    for name, argv, _ in cases:
-        samples = timed[name]["samples"]
-        seconds = statistics.median(samples)
-        rows.append(
-            {
-                "scenario": scenario,
-                "method": name,
-                "command": _display(argv, ccds),
-                "ccds": ccds,
-                "seconds": round(seconds, 4),
-                "min_seconds": round(min(samples), 4),
-                "bytes": timed[name]["bytes"],
-                "speed_vs_fpack": round(fpack / seconds, 2),
-            }
-        )
-    return rows
+    fpack = statistics.median(timed["fpack"][0])
+    return [
+        {
+            "scenario": scenario,
+            "method": name,
+            "command": _display(argv, ccds),
+            "ccds": ccds,
+            **_timing(*timed[name]),
+            "speed_vs_fpack": round(fpack / statistics.median(timed[name][0]), 2),
+        }
+        for name, argv, _ in cases
+    ]
 
 
 def format_section(result: dict[str, Any]) -> str:

@@ -23,7 +23,15 @@ from obsingest.registry.completeness import percentile
 
 INSTRUMENT = "LSSTComCam"
 BUDGET_SECONDS = 5.0
-STAGES = ("compress", "store", "register", "publish", "receive", "total")
+#: stage -> the ArrivalEvent's timestamps it runs between (``received``: the subscriber's receipt)
+STAGES = {
+    "compress": ("readout_time", "compressed_time"),
+    "store": ("compressed_time", "stored_time"),
+    "register": ("stored_time", "registered_time"),
+    "publish": ("registered_time", "published_time"),
+    "receive": ("published_time", "received"),
+    "total": ("readout_time", "received"),
+}
 
 
 def summarize(samples: list[float]) -> dict[str, float]:
@@ -35,17 +43,8 @@ def summarize(samples: list[float]) -> dict[str, float]:
 
 
 def stage_samples(arrival: Any, received: datetime) -> dict[str, float]:
-    def delta(a: datetime, b: datetime) -> float:
-        return (b - a).total_seconds()
-
-    return {
-        "compress": delta(arrival.readout_time, arrival.compressed_time),
-        "store": delta(arrival.compressed_time, arrival.stored_time),
-        "register": delta(arrival.stored_time, arrival.registered_time),
-        "publish": delta(arrival.registered_time, arrival.published_time),
-        "receive": delta(arrival.published_time, received),
-        "total": delta(arrival.readout_time, received),
-    }
+    times = {**vars(arrival), "received": received}
+    return {stage: (times[end] - times[start]).total_seconds() for stage, (start, end) in STAGES.items()}
 
 
 class DirectPath:

@@ -6,8 +6,8 @@ the worker's own read, compress and send), which load swings do not move as they
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -38,9 +38,10 @@ def _stats(values: list[float]) -> dict[str, float]:
     }
 
 
-def _stage(ccds: int, numexp: int) -> tuple[list[int], list[dict[int, Path]]]:
-    """``numexp`` new exposures and their raw files as the DAQ writes them, with their own header
-    cards (the edge checks them)."""
+@contextlib.contextmanager
+def _staged(ccds: int, numexp: int, name: str) -> Iterator[tuple[list[int], list[dict[int, Path]], str]]:
+    """``numexp`` new exposures, their raw files as the DAQ writes them with their own header
+    cards (the edge checks them), and a fresh bucket: (exposures, files, bucket)."""
     from producers.transfer.ccdcache import INSTRUMENT, ensure_ccd_files
     from producers.transfer.plan import exposure_ids
     from producers.transfer.staging import remove_staged, stage_run
@@ -49,7 +50,13 @@ def _stage(ccds: int, numexp: int) -> tuple[list[int], list[dict[int, Path]]]:
     remove_staged(STAGING)
     sources = {det: raw for det, (raw, _fz) in paths.items()}
     exposures = exposure_ids(datetime.now(UTC), numexp)
-    return exposures, stage_run(sources, STAGING, INSTRUMENT, exposures, compressed=False)
+    staged = stage_run(sources, STAGING, INSTRUMENT, exposures, compressed=False)
+    bucket = fresh_bucket(gcs_client(), f"bench-edge-{name}")
+    try:
+        yield exposures, staged, bucket
+    finally:
+        drop_bucket(gcs_client(), bucket)
+        remove_staged(STAGING)
 
 
 def _readouts(exposures: list[int]) -> Iterator[tuple[int, int, datetime]]:
@@ -66,32 +73,28 @@ def reference_run(ccds: int, numexp: int) -> tuple[list[float], list[str]]:
     """The one-shot path: per-CCD readout -> acked seconds, warm-up exposure excluded."""
     from producers.edge.ship import ShipJob, ship_ccd, warm_pool
     from producers.transfer.ccdcache import INSTRUMENT
-    from producers.transfer.staging import remove_staged
 
-    exposures, staged = _stage(ccds, numexp)
-    bucket = fresh_bucket(gcs_client(), "bench-edge-reference")
     latencies: list[float] = []
     failed: list[str] = []
-    try:
-        with warm_pool(ccds, f"gs://{bucket}") as pool:
-            for index, exposure, readout in _readouts(exposures):
-                jobs = [
-                    ShipJob(str(staged[index][det]), INSTRUMENT, exposure, det, readout, f"gs://{bucket}")
-                    for det in range(ccds)
-                ]
-                futures = [pool.submit(ship_ccd, job) for job in jobs]
-                for future in futures:
-                    try:
-                        res = future.result(timeout=120)
-                    except Exception as exc:  # the one-shot path gives up: counted, not timed
-                        failed.append(f"{type(exc).__name__}: {exc}")
-                        continue
-                    if index > 0:
-                        acked = res.compressed_time + timedelta(seconds=res.send_seconds)
-                        latencies.append((acked - readout).total_seconds())
-    finally:
-        drop_bucket(gcs_client(), bucket)
-        remove_staged(STAGING)
+    with (
+        _staged(ccds, numexp, "reference") as (exposures, staged, bucket),
+        warm_pool(ccds, f"gs://{bucket}") as pool,
+    ):
+        for index, exposure, readout in _readouts(exposures):
+            jobs = [
+                ShipJob(str(staged[index][det]), INSTRUMENT, exposure, det, readout, f"gs://{bucket}")
+                for det in range(ccds)
+            ]
+            futures = [pool.submit(ship_ccd, job) for job in jobs]
+            for future in futures:
+                try:
+                    res = future.result(timeout=120)
+                except Exception as exc:  # the one-shot path gives up: counted, not timed
+                    failed.append(f"{type(exc).__name__}: {exc}")
+                    continue
+                if index > 0:
+                    acked = res.compressed_time + timedelta(seconds=res.send_seconds)
+                    latencies.append((acked - readout).total_seconds())
     return latencies, failed
 
 
@@ -103,23 +106,22 @@ def edge_run(
     from producers.edge import CcdFile, EdgeService, EdgeSettings
     from producers.transfer.ccdcache import INSTRUMENT
     from producers.transfer.plan import compress_threads
-    from producers.transfer.staging import remove_staged
 
-    exposures, staged = _stage(ccds, numexp)
-    bucket = fresh_bucket(gcs_client(), "bench-edge-edge")
-    spool = Path(tempfile.mkdtemp(prefix="bench-edge-spool-"))
-    settings = EdgeSettings(
-        destination=f"gs://{bucket}",
-        spool=spool,
-        workers=ccds,
-        threads=compress_threads(ccds, os.cpu_count() or 1),
-        health_port=-1,
-        min_free_bytes=0,
-    )
     latencies: list[float] = []
     added: list[float] = []
     cpu: list[tuple[float, float]] = []
-    try:
+    with (
+        _staged(ccds, numexp, "edge") as (exposures, staged, bucket),
+        tempfile.TemporaryDirectory(prefix="bench-edge-spool-", ignore_cleanup_errors=True) as spool,
+    ):
+        settings = EdgeSettings(
+            destination=f"gs://{bucket}",
+            spool=Path(spool),
+            workers=ccds,
+            threads=compress_threads(ccds, os.cpu_count() or 1),
+            health_port=-1,
+            min_free_bytes=0,
+        )
         with EdgeService(settings, log_level="WARNING") as edge:
             for index, exposure, readout in _readouts(exposures):
                 files = [
@@ -140,10 +142,6 @@ def edge_run(
                         added.append(max(0.0, o.latency - work))
                         cpu.append((o.read_compress_cpu_seconds, o.send_cpu_seconds))
             journal = edge.health()["journal"]
-    finally:
-        drop_bucket(gcs_client(), bucket)
-        shutil.rmtree(spool, ignore_errors=True)
-        remove_staged(STAGING)
     return latencies, added, journal, cpu
 
 
@@ -229,8 +227,7 @@ def format_section(result: dict[str, Any]) -> str:
         lines.append(
             f"| {name} | {s['n']} | {s['mean']:.3f} | {s['p50']:.3f} | {s['max']:.3f} | {ratio:.3f}x |"
         )
-    goal = result["goal"]
-    added = result["edge_added"]
+    goal, added, cpu = result["goal"], result["edge_added"], result["edge_worker_cpu_ms"]
     lines += [
         "",
         f"Failed transfers (not timed): reference {result['reference_failed']}, edge "
@@ -241,9 +238,6 @@ def format_section(result: dict[str, Any]) -> str:
         f"{added['max'] * 1000:.0f} ms = {result['overhead_mean_pct']:.1f}% of the "
         f"reference's mean. Edge / reference means by round (A/B, same CCDs, alternating; "
         f"load noise included): {result['ab_ratio_by_round']}.",
-    ]
-    cpu = result["edge_worker_cpu_ms"]
-    lines += [
         "",
         f"Edge worker CPU per CCD (p50): read + compress {cpu['read_compress']['p50']:.1f} "
         f"ms, send (checksum, header check, upload) {cpu['send']['p50']:.1f} ms.",

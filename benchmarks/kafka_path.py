@@ -93,7 +93,7 @@ def _chunked(
     per_batch: int,
     repeats: int,
     work: Path,
-    after_batch: Callable[[int], None] | None = None,
+    after_batch: Callable[[int], None],
 ) -> dict[str, Any]:
     """Send ``repeats`` batches through one assembler process, measuring each; ``after_batch(total
     bytes)`` runs the paired reference after each."""
@@ -143,8 +143,7 @@ def _chunked(
                     "bytes": total,
                 }
             )
-            if after_batch is not None:
-                after_batch(total)
+            after_batch(total)
     finally:
         proc.terminate()
         proc.wait(30)
@@ -169,20 +168,11 @@ def _chunked(
 
 def _as_ccd(data: bytes, data_id: Any) -> bytes:
     """A copy of a cached CCD whose header says it is ``data_id`` (the sender names a CCD by it)."""
+    from obsingest.dataid import identity_cards
     from producers.transfer.fitsheader import retarget_primary_header
 
-    identity = data_id.identity()
     buf = bytearray(data)
-    retarget_primary_header(
-        buf,
-        {
-            "OBSID": identity.obs_id,
-            "DAYOBS": str(data_id.day_obs),
-            "SEQNUM": data_id.seq_num,
-            "RAFTBAY": identity.raft,
-            "CCDSLOT": identity.sensor,
-        },
-    )
+    retarget_primary_header(buf, identity_cards(data_id.identity()))
     return bytes(buf)
 
 

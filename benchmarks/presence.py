@@ -138,6 +138,8 @@ def walk_night(server: Server) -> tuple[float, int]:
 def measure(
     registry_url: str, night: Any, rate: float, duration: float, warmup: float, work: Path, workers: int
 ) -> dict[str, Any]:
+    from producers.transfer import cpu as proc_cpu
+
     server = Server(registry_url, free_port(), work / "serve.log", workers)
     try:
         server.wait_ready()
@@ -147,12 +149,13 @@ def measure(
         paths = work / "paths.json"
         paths.write_text(json.dumps(request_mix(night, int((duration + warmup) * rate) + 100)))
         out = work / "load.json"
-        cpu_before = _cpu_seconds(server.proc.pid)
+        server_tree = {"server": [server.proc.pid]}  # and its uvicorn workers
+        cpu_before = proc_cpu.sample(server_tree)
         load = [sys.executable, "-m", "benchmarks.presence_load", "--url", server.url]
         load += ["--paths", str(paths), "--rate", str(rate), "--duration", str(duration)]
         load += ["--warmup", str(warmup), "--out", str(out)]
         subprocess.run(load, cwd=ROOT, check=True, timeout=duration + warmup + 120)
-        cpu = _cpu_seconds(server.proc.pid) - cpu_before
+        cpu = proc_cpu.delta_seconds(cpu_before, proc_cpu.sample(server_tree))["server"]
         load = json.loads(out.read_text())
         check = server.get(f"/v1/exposures/{INSTRUMENT}/{night.exposures[0]}")
     finally:
@@ -166,15 +169,6 @@ def measure(
         "server_cpu_ms_per_request": round(cpu * 1000 / int((duration + warmup) * rate), 3),
         **load,
     }
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` and its children (the uvicorn workers)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    total = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    for children in Path(f"/proc/{pid}/task").glob("*/children"):
-        total += sum(_cpu_seconds(int(c)) for c in children.read_text().split())
-    return total
 
 
 def run_backend(
@@ -220,9 +214,8 @@ def run(
     warmup: float = 5.0,
     workers: int = WORKERS,
 ) -> dict[str, Any]:
-    result: dict[str, Any] = {**run_header("presence"), "mix": MIX, "backends": {}}
-    for backend in backends:
-        result["backends"][backend] = run_backend(backend, exposures, rate, duration, warmup, workers)
+    result: dict[str, Any] = {**run_header("presence"), "mix": MIX}  # the load at the start
+    result["backends"] = {b: run_backend(b, exposures, rate, duration, warmup, workers) for b in backends}
     worst = max(b["overall"]["p99_ms"] for b in result["backends"].values())
     achieved = min(b["rate_achieved_per_s"] for b in result["backends"].values())
     result["goal"] = {

@@ -32,22 +32,23 @@ def percentiles(values: list[float]) -> dict[str, float | int]:
     }
 
 
-class _Connection:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
+Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
-    async def get(self, request: bytes) -> int:
-        self.writer.write(request)
-        head = await self.reader.readuntil(b"\r\n\r\n")
-        status = int(head[9:12])
-        length = 0
-        for line in head.split(b"\r\n")[1:]:
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                length = int(value)
-        if length:
-            await self.reader.readexactly(length)
-        return status
+
+async def _get(conn: Connection, request: bytes) -> int:
+    """Send ``request`` on ``conn``, read the whole answer; its status."""
+    reader, writer = conn
+    writer.write(request)
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head[9:12])
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    if length:
+        await reader.readexactly(length)
+    return status
 
 
 async def drive(
@@ -55,14 +56,14 @@ async def drive(
 ) -> dict[str, Any]:
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
-    idle: list[_Connection] = []
+    idle: list[Connection] = []
     opened = 0
 
-    async def connect() -> _Connection:
+    async def connect() -> Connection:
         nonlocal opened
-        reader, writer = await asyncio.open_connection(host, port)
+        conn = await asyncio.open_connection(host, port)
         opened += 1
-        return _Connection(reader, writer)
+        return conn
 
     for _ in range(16):
         idle.append(await connect())
@@ -88,7 +89,7 @@ async def drive(
                 conn = await connect()
             if intended >= measure_from:
                 lags.append(clock() - intended)
-            status = await conn.get(request)
+            status = await _get(conn, request)
         except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
             errors.append(f"{kind}: {type(exc).__name__}: {exc}")
             conn = None

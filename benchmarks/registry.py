@@ -6,6 +6,7 @@ runs on fresh databases. Goal: at least 10x the Rubin Butler's one file per call
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 import sys
@@ -57,17 +58,16 @@ def prepare_store(root: Path, exposure: int, count: int) -> tuple[Any, list[Any]
     return store, stored_events(store, exposure, range(count))
 
 
-def _measure(
-    open_registry: Callable[[], Any], store: Any, events: list[Any], kind: str
-) -> tuple[float, float]:
-    """(calls per second, mean ms per call) for one run on a fresh database."""
+def _measure(new_url: Callable[[], str], store: Any, events: list[Any], kind: str) -> float:
+    """Calls per second of one run on a fresh database at ``new_url()``."""
     from functions.register.service import RegisterService
     from obsingest.bus.memory import InMemoryBus
     from obsingest.checksums import checksum_from_crc32c_b64
     from obsingest.dataid import parse_object_name
-    from obsingest.registry import FileRecord, tables
+    from obsingest.registry import FileRecord, Registry, tables
+    from obsingest.settings import RegistrySettings
 
-    registry = open_registry()
+    registry = Registry.open(RegistrySettings(url=new_url()))
     try:
         # warm-up outside the timing: pool connection, prepared statements, dimension rows
         warm = registry.register(
@@ -77,6 +77,7 @@ def _measure(
         with registry.engine.begin() as conn:
             conn.execute(tables.datastore_record.delete())
             conn.execute(tables.dataset.delete())
+        calls: list[Callable[..., object]]
         if kind == "service":
             service = RegisterService(store, registry, InMemoryBus())
             calls = [lambda e=e: _expect(service.handle(e).status, "registered") for e in events]
@@ -98,7 +99,7 @@ def _measure(
         assert registry.count_datasets() == len(events)
     finally:
         registry.close()
-    return rate, 1000.0 / rate
+    return rate
 
 
 def _expect(value: str, expected: str) -> None:
@@ -109,8 +110,6 @@ def _expect(value: str, expected: str) -> None:
 def run(repeats: int = 3, ccds: int = 189) -> dict[str, Any]:
     from infra.local.provision import create_database, drop_database
     from obsingest.dataid import make_exposure_id
-    from obsingest.registry import Registry
-    from obsingest.settings import RegistrySettings
 
     admin_url = stack_env("postgres")["OBSINGEST_REGISTRY_URL"]
     exposure = make_exposure_id(DAY_OBS, 77)
@@ -118,23 +117,20 @@ def run(repeats: int = 3, ccds: int = 189) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-registry-") as tmp:
         tmpdir = Path(tmp)
         store, events = prepare_store(tmpdir / "store", exposure, ccds)
-        counter = iter(range(10_000))
-
-        def sqlite() -> Any:
-            path = tmpdir / f"registry-{next(counter)}.sqlite3"
-            return Registry.open(RegistrySettings(url=f"sqlite:///{path}"))
-
         made: list[str] = []
+        names = itertools.count()
 
-        def postgres() -> Any:
+        def postgres() -> str:
             made.append(create_database(admin_url, "bench_reg"))
-            return Registry.open(RegistrySettings(url=made[-1]))
+            return made[-1]
+
+        def sqlite() -> str:
+            return f"sqlite:///{tmpdir / f'registry-{next(names)}.sqlite3'}"
 
         try:
-            for backend, opener in (("postgresql", postgres), ("sqlite", sqlite)):
+            for backend, new_url in (("postgresql", postgres), ("sqlite", sqlite)):
                 for kind in ("service", "registry"):
-                    samples = [_measure(opener, store, events, kind) for _ in range(repeats)]
-                    rates = [s[0] for s in samples]
+                    rates = [_measure(new_url, store, events, kind) for _ in range(repeats)]
                     median = statistics.median(rates)
                     results[f"{backend}.{kind}"] = {
                         "per_second_median": round(median, 1),

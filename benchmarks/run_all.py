@@ -8,7 +8,6 @@ records (``results/run_all.json``). Published figures come from a full ``make be
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import json
 import os
@@ -72,13 +71,7 @@ PACKAGES = [
 
 def discover() -> list[str]:
     """Names of benchmark modules that define a top-level ``run`` function."""
-    names = []
-    for path in sorted(BENCH.glob("*.py")):
-        if path.stem in ("__init__", "run_all"):
-            continue
-        tree = ast.parse(path.read_text(), str(path))
-        if any(isinstance(n, ast.FunctionDef) and n.name == "run" for n in tree.body):
-            names.append(path.stem)
+    names = [path.stem for path in sorted(BENCH.glob("*.py")) if "\ndef run(" in path.read_text()]
     first = [n for n in FIRST if n in names]
     return first + [n for n in names if n not in first]
 
@@ -174,6 +167,8 @@ def machine() -> dict[str, Any]:
 
 
 def versions() -> dict[str, str]:
+    import confluent_kafka
+
     from infra.local.stack.settings import FAKE_GCS_SERVER_VERSION, KAFKA_VERSION, PSTEST_VERSION
 
     out = {"python": platform.python_version()}
@@ -182,12 +177,7 @@ def versions() -> dict[str, str]:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             out[name] = "not installed"
-    try:
-        import confluent_kafka
-
-        out["librdkafka"] = confluent_kafka.libversion()[0]
-    except ImportError:
-        pass
+    out["librdkafka"] = confluent_kafka.libversion()[0]
     out["fpack"] = tool_version("fpack", "-V")
     out["kafka"] = KAFKA_VERSION
     out["fake-gcs-server"] = FAKE_GCS_SERVER_VERSION
@@ -270,26 +260,24 @@ def generic(result: dict[str, Any]) -> str:
     return "\n".join(lines) or "(no figures)"
 
 
-def _date_line(info: dict[str, Any]) -> str:
-    if not info.get("only"):
-        return f"- date: {info['date']} (total {info['total_seconds']:.0f} s)"
-    return (
-        f"- date: {info['date']}: only {', '.join(info['only'])} re-run "
-        f"({info['total_seconds']:.0f} s); the others are from their own runs (dates in the "
-        "table; machine and versions below are this run's)"
-    )
-
-
 def write_readme(runs: list[dict[str, Any]], info: dict[str, Any]) -> None:
     vers = info["versions"]
     mach = info["machine"]
+    date = f"- date: {info['date']}"
+    if info.get("only"):
+        date += (
+            f": only {', '.join(info['only'])} re-run ({info['total_seconds']:.0f} s); the others are from "
+            "their own runs (dates in the table; machine and versions below are this run's)"
+        )
+    else:
+        date += f" (total {info['total_seconds']:.0f} s)"
     lines = [
         "# Benchmarks",
         "",
         "Written by `make bench` (`python -m benchmarks.run_all`); do not edit by hand. Every "
         "figure is from the run below; JSON in `results/`.",
         "",
-        _date_line(info),
+        date,
         f"- machine: {mach['cpus']} cores, {mach['cpu_model']}, {mach['memory_gib']} GiB, "
         f"{mach['platform']}; load average (1/5/15 min) before {info['load_before']}, after "
         f"{mach['loadavg']} (a shared, noisy machine: medians and same-run ratios matter)",
@@ -331,7 +319,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # the benchmarks that need it will fail and say so
         stack = {"error": str(exc)}
         print(f"local stack not available: {exc}", file=sys.stderr)
-    kept = _load_records() if only else {}
+    kept: dict[str, dict[str, Any]] = {}  # the last run's record of every benchmark, if readable
+    if only:
+        with contextlib.suppress(OSError, ValueError):
+            kept = dict(json.loads(RECORDS.read_text()))
     runs = []
     for name in names:
         if only and name not in only:
@@ -364,14 +355,6 @@ def main(argv: list[str] | None = None) -> int:
     stop_started(stack)
     ran = [r for r in runs if not only or r["name"] in only]
     return 0 if all(r["error"] is None for r in ran) else 1
-
-
-def _load_records() -> dict[str, dict[str, Any]]:
-    """The last run's record of every benchmark (empty before the first full run, or unreadable)."""
-    try:
-        return dict(json.loads(RECORDS.read_text()))
-    except (OSError, ValueError):
-        return {}
 
 
 if __name__ == "__main__":
