@@ -105,6 +105,21 @@ class BusSettings(BaseSettings):
     #: ``OBSINGEST_BUS_EXPOSURES_INGESTED_TOPIC``: one ExposureIngested per complete exposure
     exposures_ingested_topic: str = defaults.EXPOSURES_INGESTED_TOPIC
 
+    @property
+    def objects_dlq_hold(self) -> str:
+        """The subscription that keeps the objects' dead letters."""
+        return hold_subscription(self.objects_dlq_topic)
+
+    @property
+    def objects_parked_topic(self) -> str:
+        """Where redrive parks dead letters it gave up on, for a human."""
+        return self.objects_dlq_topic + defaults.PARKED_SUFFIX
+
+
+def hold_subscription(topic: str) -> str:
+    """The subscription that keeps ``topic``'s messages (a topic without one drops them)."""
+    return topic + defaults.HOLD_SUFFIX
+
 
 class PipelineSettings(BaseSettings):
     """What the pipeline promises: the per-CCD budget from readout to announcement."""

@@ -13,7 +13,7 @@ from infra.local.relay.settings import PUBSUB_MIN_DELIVERY_ATTEMPTS
 from obsingest import defaults
 from obsingest.errors import ServiceUnavailable
 from obsingest.logs import get_logger, log_event
-from obsingest.settings import BusSettings
+from obsingest.settings import BusSettings, hold_subscription
 
 if TYPE_CHECKING:
     from infra.local.relay.settings import RelaySettings
@@ -36,20 +36,6 @@ class SetupReport:
     def note(self, what: str, created: bool) -> None:
         (self.created if created else self.existing).append(what)
         log_event(log, "setup.created" if created else "setup.exists", resource=what)
-
-
-def dlq_subscription(bus: BusSettings) -> str:
-    """The subscription that keeps dead letters (a topic without one would drop them)."""
-    return f"{bus.objects_dlq_topic}{defaults.HOLD_SUFFIX}"
-
-
-def parked_topic(bus: BusSettings) -> str:
-    """Where redrive parks dead letters it gave up on, for a human."""
-    return f"{bus.objects_dlq_topic}{defaults.PARKED_SUFFIX}"
-
-
-def parked_subscription(bus: BusSettings) -> str:
-    return f"{parked_topic(bus)}{defaults.HOLD_SUFFIX}"
 
 
 def ensure_topic(publisher: Any, path: str, report: SetupReport) -> None:
@@ -285,7 +271,7 @@ def setup(
         topics = (
             bus.objects_topic,
             bus.objects_dlq_topic,
-            parked_topic(bus),
+            bus.objects_parked_topic,
             bus.arrivals_topic,
             bus.exposures_ingested_topic,
             bus.exposures_topic,
@@ -299,9 +285,9 @@ def setup(
         subscriptions = (  # (subscription, its topic, its delivery policy)
             (relay_subscription, bus.objects_topic, relay_policy(bus.objects_dlq_topic)),
             (manifest_relay_subscription, bus.exposures_topic, relay_policy(bus.exposures_dlq_topic)),
-            (dlq_subscription(bus), bus.objects_dlq_topic, None),
-            (f"{bus.exposures_dlq_topic}{defaults.HOLD_SUFFIX}", bus.exposures_dlq_topic, None),
-            (parked_subscription(bus), parked_topic(bus), None),
+            (bus.objects_dlq_hold, bus.objects_dlq_topic, None),
+            (hold_subscription(bus.exposures_dlq_topic), bus.exposures_dlq_topic, None),
+            (hold_subscription(bus.objects_parked_topic), bus.objects_parked_topic, None),
         )
         for name, topic, policy in subscriptions:
             path = subscription_path(project, name)

@@ -44,11 +44,12 @@ def _facility_passes(run: Run) -> list[dict[str, Any]]:
 
 def _dead_letters_left(run: Run) -> int:
     """Letters waiting on the dead-letter hold subscription and on the parked one (peeked)."""
-    from infra.local.provision import dlq_subscription, parked_subscription
+    from obsingest.settings import hold_subscription
     from tests.integration.fixtures.pipeline import waiting
 
     bus = run.world.bus
-    return sum(waiting(run.world.project, s) for s in (dlq_subscription(bus), parked_subscription(bus)))
+    held = (bus.objects_dlq_hold, hold_subscription(bus.objects_parked_topic))
+    return sum(waiting(run.world.project, s) for s in held)
 
 
 def _stored_between(run: Run, start: float, end: float) -> set[str]:

@@ -20,7 +20,7 @@ from typing import Any, cast
 import pytest
 import requests
 
-from infra.local.provision import dlq_subscription, setup
+from infra.local.provision import setup
 from infra.local.relay import HttpPushTarget, Relay, RelaySettings, push_envelope
 from infra.local.relay.dead_letter import PubSubDeadLetter
 from obsingest.bus.pubsub import PubSubPublisher, topic_path
@@ -131,7 +131,7 @@ def provision(gcs: GcsService, pubsub: PubSubService, name: str) -> tuple[BusSet
     pubsub.topics += [topic_path(project, t) for t in names.values()]
     pubsub.subscriptions += [
         subscription_path(project, relay_sub),
-        subscription_path(project, dlq_subscription(bus)),
+        subscription_path(project, bus.objects_dlq_hold),
     ]
     arrivals_sub = pubsub.new_subscription(topic_path(project, bus.arrivals_topic), "arrivals")
     return bus, bucket, relay_sub, arrivals_sub

@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from infra.local.provision import dlq_subscription
 from obsingest.bus.pull import PubSubPullSource
 from obsingest_cli.main import main
 from tests.integration.fixtures.handles import GcsService, PostgresServer, PubSubService
@@ -75,6 +74,6 @@ def test_manual_redrive_dry_run_and_filter(
         assert "registry unavailable" in json.loads(back.attributes["redrive_history_1"])["reason"]
         assert not any(key.startswith("dlq_") for key in back.attributes)
         source.close()
-        assert dlq_subscription(pipe.bus).endswith("-hold")
+        assert pipe.bus.objects_dlq_hold.endswith("-hold")
     finally:
         pipe.close()

@@ -344,3 +344,21 @@ if os.environ.get("OBSINGEST_TERRAFORM_BUILD") == "1":  # 10-15 min cold build: 
         assert shutil.which("go") or Path("/usr/local/go/bin/go").exists()
         diff = tools.terraform_fmt_problems(TF)
         assert not diff, f"terraform fmt -check:\n{diff}"
+
+
+def test_the_local_dead_letter_names_are_the_deployed_ones(config: dict[str, list[Any]]) -> None:
+    """Redrive and the local stack name the hold and parked places by the kernel's rule
+    (``BusSettings``); the deployment declares them by hand."""
+    from obsingest.settings import BusSettings, hold_subscription
+
+    bus = BusSettings()
+    subscriptions = resources(config, "google_pubsub_subscription")
+    kept = {s["name"][0]: s["topic"][0] for s in subscriptions.values() if "push_config" not in s}
+    expected = {
+        bus.objects_dlq_hold: bus.objects_dlq_topic,
+        hold_subscription(bus.objects_parked_topic): bus.objects_parked_topic,
+        hold_subscription(bus.exposures_dlq_topic): bus.exposures_dlq_topic,
+    }
+    for name, topic in expected.items():
+        assert name in kept, f"{name} is not deployed (deployed: {sorted(kept)})"
+        assert kept[name] == f'${{google_pubsub_topic.topic["{topic}"].id}}', (name, kept[name])

@@ -13,11 +13,10 @@ from functions.register.facility.redrive import Redriver
 from functions.register.facility.service import FacilityService
 from functions.register.facility.settings import ReconcileSettings, RedriveSettings
 from functions.register.service import RegisterService
-from obsingest import defaults
 from obsingest.bus.base import Publisher
 from obsingest.metrics import private_metrics
 from obsingest.registry.ingested import IngestedCheck
-from obsingest.settings import BusSettings
+from obsingest.settings import BusSettings, hold_subscription
 
 
 def build_redriver(
@@ -32,11 +31,8 @@ def build_redriver(
     from obsingest.bus.pubsub import PubSubPublisher
     from obsingest.bus.pull import PubSubPullSource
 
-    dlq = bus.objects_dlq_topic
-    parked_topic = settings.parked_topic or f"{dlq}{defaults.PARKED_SUFFIX}"
-    held = settings.subscription or f"{dlq}{defaults.HOLD_SUFFIX}"
-    if parked:
-        held = f"{parked_topic}{defaults.HOLD_SUFFIX}"
+    parked_topic = settings.parked_topic or bus.objects_parked_topic
+    held = hold_subscription(parked_topic) if parked else settings.subscription or bus.objects_dlq_hold
     return Redriver(
         source=source or PubSubPullSource(bus.pubsub_project, held),
         publisher=publisher or PubSubPublisher(bus.pubsub_project),
