@@ -1,9 +1,10 @@
 """A capacity model of the pipeline (pure; benchmarks/README.md, "capacity"): from per-CCD CPU
 and bytes measured here (``calibrate``), how long the last CCD of an exposure takes and what a
-camera needs. The last of N CCDs read out together is announced at ``T(N) = L1 + (N - 1) *
-max_r(D_r / c_r)`` (operational laws of a closed batch, not M/M/c; ``L1``: readout -> announced
-of a CCD alone; ``D_r``: CPU seconds per CCD at resource r, less its idle rate; ``c_r``: CCDs it
-serves at once). Limits: CPU seconds
+camera needs. The last of N CCDs read out together is announced at ``T(N) = L1 + max_r max(0,
+N * D_r / c_r - D_r)`` (``L1``: readout -> announced of a CCD alone; ``D_r``: CPU seconds per CCD
+at resource r, less its idle rate; ``c_r``: CCDs it serves at once): N jobs of ``D_r`` on ``c_r``
+servers end no sooner than ``N * D_r / c_r`` (work conserved), and one CCD alone spent ``D_r`` of
+``L1`` there (operational laws of a closed batch, not M/M/c). Limits: CPU seconds
 are this machine's (``cpu_scale`` converts); memory, disk and lock contention count only as far
 as they show in CPU seconds and ``L1``; ``L1`` from loopback is a floor (``extra_latency``).
 """
@@ -178,15 +179,18 @@ def predict_here(
     idle = sum(cal.idle_rates.get(r, 0.0) for r in cal.roles)
     cores = max(0.25, cal.cores - busy - idle)
     workers = workers or cal.edge_workers or ccds
-    rates = {
-        "shared cores": cal.total_cpu / cores,
-        "edge workers": cal.edge_cpu / max(0.25, min(workers, cores)),
+    # each resource's (CPU seconds per CCD, CCDs it serves at once)
+    demands = {
+        "shared cores": (cal.total_cpu, cores),
+        "edge workers": (cal.edge_cpu, max(0.25, min(workers, cores))),
     }
     for role, label in SINGLE_CORE_ROLES.items():
         if role in cal.roles:
-            rates[label] = cal.roles[role]
-    bottleneck = max(rates, key=lambda k: rates[k])
-    return Prediction(ccds, cal.latency_one + (ccds - 1) * rates[bottleneck], bottleneck, rates)
+            demands[label] = (cal.roles[role], 1.0)
+    rates = {label: demand / servers for label, (demand, servers) in demands.items()}
+    beyond = {label: max(0.0, ccds * rates[label] - demand) for label, (demand, _) in demands.items()}
+    bottleneck = max(demands, key=lambda k: (beyond[k], rates[k]))
+    return Prediction(ccds, cal.latency_one + beyond[bottleneck], bottleneck, rates)
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ def test_idle_rates_and_busy_work_per_ccd_take_polling_off() -> None:
     assert capacity.background_cores(phases) == pytest.approx(0.5)
 
 
-def test_prediction_is_one_ccd_plus_the_others_at_the_bottleneck() -> None:
+def test_prediction_is_one_ccd_plus_the_rest_of_the_work_at_the_bottleneck() -> None:
     c = cal()
     one = predict_here(c, 1)
     assert one.max_latency == pytest.approx(0.5)
@@ -70,9 +70,18 @@ def test_prediction_is_one_ccd_plus_the_others_at_the_bottleneck() -> None:
     cores = 2 - 0.05  # the idle polling of our own services takes its share
     p = predict_here(c, 16)
     assert p.bottleneck == "shared cores"
-    assert p.max_latency == pytest.approx(0.5 + 15 * total / cores)
+    # 16 CCDs' CPU over the cores, less what the CCD alone already spent inside L1
+    assert p.max_latency == pytest.approx(0.5 + 16 * total / cores - total)
     busier = predict_here(c, 16, background=1.0)
-    assert busier.max_latency == pytest.approx(0.5 + 15 * total / (cores - 1.0))
+    assert busier.max_latency == pytest.approx(0.5 + 16 * total / (cores - 1.0) - total)
+
+
+def test_as_many_ccds_as_cores_run_side_by_side() -> None:
+    """Two CCDs on two idle cores are announced about when one alone is, not one CCD's CPU
+    over the cores later."""
+    c = cal(idle_rates={}, roles={"gcs": 0.10, "pubsub": 0.05, "postgres": 0.01})  # no single interpreter
+    assert predict_here(c, 2).max_latency == pytest.approx(0.5)
+    assert predict_here(c, 3).max_latency == pytest.approx(0.5 + (3 / 2 - 1) * (0.12 + 0.16))
 
 
 def test_a_single_interpreter_becomes_the_bottleneck() -> None:
