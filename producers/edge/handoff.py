@@ -354,24 +354,16 @@ def _watched(mode: Literal["rename", "settle"] = "settle") -> list[type[Any]]:
     """The watchdog events ``_Handler`` takes, the only ones asked of the kernel (the inotify
     mask): no opens or read-only closes; writes (one event per write) only in ``settle`` mode,
     where each restarts its file's quiet period."""
-    from watchdog.events import (
-        DirCreatedEvent,
-        DirMovedEvent,
-        FileClosedEvent,
-        FileCreatedEvent,
-        FileDeletedEvent,
-        FileModifiedEvent,
-        FileMovedEvent,
-    )
+    from watchdog import events
 
     return [
-        FileCreatedEvent,
-        *([FileModifiedEvent] if mode == "settle" else []),
-        FileMovedEvent,
-        FileDeletedEvent,
-        FileClosedEvent,
-        DirCreatedEvent,
-        DirMovedEvent,
+        events.FileCreatedEvent,
+        *([events.FileModifiedEvent] if mode == "settle" else []),
+        events.FileMovedEvent,
+        events.FileDeletedEvent,
+        events.FileClosedEvent,
+        events.DirCreatedEvent,
+        events.DirMovedEvent,
     ]
 
 
@@ -387,8 +379,5 @@ class _Handler:
                 where = getattr(event, "dest_path", "") or event.src_path
                 self.events.put(("rescan", os.fsdecode(where), ""))
             return
-        kind = event.event_type
-        if kind not in ("created", "modified", "moved", "deleted", "closed"):
-            return
         dest = getattr(event, "dest_path", "") or ""
-        self.events.put((kind, os.fsdecode(event.src_path), os.fsdecode(dest)))
+        self.events.put((event.event_type, os.fsdecode(event.src_path), os.fsdecode(dest)))

@@ -1,8 +1,7 @@
 """The edge service (producers/edge/README.md): one engine thread owns the scheduler and decides
 what runs; crash-isolated worker processes (``worker``, ``ccd``) read, compress and send; the
 hand-off intake and ``submit`` journal new CCDs. Everything in memory is rebuilt from the journal at
-start-up. One cohesive concept, hence its length: the engine's loop and every journal transition it
-makes, so each state change reads in one place; the policies live apart (``scheduler``,
+start-up. Every journal transition is made here; the policies live apart (``scheduler``,
 ``refusal``, ``files``, ``failures``).
 """
 
@@ -136,18 +135,7 @@ class EdgeService:
                 log_event(log, "edge.health_port_unwritten", logging.WARNING, error=str(exc))
         self.pool = WorkerPool(
             s.workers,
-            WorkerInit(
-                "producers.edge.ccd:CcdWorker",
-                (
-                    s.destination,
-                    s.prefix,
-                    s.quarantine_prefix,
-                    str(self.spool),
-                    s.threads,
-                    True,
-                    s.on_ack != "keep",
-                ),
-            ),
+            WorkerInit("producers.edge.ccd:CcdWorker", (s.model_copy(update={"spool": self.spool}),)),
             self._on_result,
             log_level=self.log_level,
             start_method="forkserver",
@@ -417,10 +405,7 @@ class EdgeService:
         if ok:
             self._acked(key, value)
             return
-        error = value
-        outcome = None
-        if isinstance(error, SendFailed):
-            outcome, error = error.outcome, error.error
+        outcome, error = (value.outcome, value.error) if isinstance(value, SendFailed) else (None, value)
         verdict = judge(error, self.settings.destination)
         error = verdict.error
         if verdict.action == "quarantine":
@@ -439,8 +424,7 @@ class EdgeService:
             return
         if isinstance(error, SourceUnreadable):
             self._source_problem = f"source-unreadable: {error}"
-        exhausted = verdict.exhausted
-        if exhausted is not None:
+        if (exhausted := verdict.exhausted) is not None:
             if self.exhausted is None:
                 self.exhausted_since = time.monotonic()
             self.exhausted = exhausted

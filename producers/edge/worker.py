@@ -237,18 +237,15 @@ class WorkerPool:
                 ready = []
             for item in ready:
                 worker = waitables[item]
-                if item is worker.conn:
-                    self._receive(worker)
-                else:
+                if item is not worker.conn:
                     self._died(worker)
-
-    def _receive(self, worker: _Worker) -> None:
-        try:
-            message = worker.conn.recv()
-        except (EOFError, OSError):
-            worker.process.join(timeout=0.1)  # exiting: let the sentinel tell, without spinning
-            return
-        self._handle(worker, message)
+                    continue
+                try:
+                    message = worker.conn.recv()
+                except (EOFError, OSError):
+                    worker.process.join(timeout=0.1)  # exiting: let the sentinel tell, without spinning
+                    continue
+                self._handle(worker, message)
 
     def _handle(self, worker: _Worker, message: Any) -> None:
         if message[0] == "ready":

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
 from obsingest import defaults
-from obsingest.checksums import checksum_str
 from obsingest.dataid import DataId
 from obsingest.errors import PermanentError, RetriableError
 from obsingest.exhaustion import exhausted, kafka_exhaustion
@@ -138,18 +137,10 @@ class KafkaChunkSender:
 
         started = time.perf_counter()
         identity = check_ccd_bytes(data_id, data)
-        checksum = checksum_str(data)
         chunks = list(
-            iter_chunks(
-                data_id,
-                data,
-                readout_time,
-                compressed_time,
-                self.producer_name,
-                self.chunk_size,
-                file_checksum=checksum,
-            )
+            iter_chunks(data_id, data, readout_time, compressed_time, self.producer_name, self.chunk_size)
         )
+        checksum = chunks[0].file_checksum
         delivery = _Delivery(expected=len(chunks))
         key = data_id.key.encode()
         for chunk in chunks:

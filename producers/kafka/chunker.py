@@ -36,10 +36,7 @@ def default_chunk_size(message_max_bytes: int) -> int:
     limit = max_chunk_size(message_max_bytes)
     if limit < MIN_CHUNK_SIZE:
         raise ChunkSizeError(f"message.max.bytes {message_max_bytes} is too small for chunks")
-    size = MIN_CHUNK_SIZE
-    while size * 2 <= min(limit, PREFERRED_CHUNK_SIZE):
-        size *= 2
-    return size
+    return 1 << (min(limit, PREFERRED_CHUNK_SIZE).bit_length() - 1)
 
 
 def resolve_chunk_size(chunk_size: int, message_max_bytes: int) -> int:
