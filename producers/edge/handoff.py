@@ -95,13 +95,6 @@ def sidecar_of(path: Path) -> Path | None:
     return candidate if candidate.exists() else None
 
 
-@dataclass
-class _Tracked:
-    size: int
-    mtime: float
-    quiet_since: float
-
-
 class HandoffIntake:
     """Finds complete files under ``root`` and passes each to ``on_found`` once; one it could
     not take now (False: spool full) is offered again by a later scan. ``on_problem`` hears
@@ -129,8 +122,9 @@ class HandoffIntake:
         self.rescan_interval = rescan_interval
         self.clock = clock
         self._events: queue.Queue[tuple[str, str, str]] = queue.Queue()
-        self._tracked: dict[Path, _Tracked] = {}
-        self._incomplete: dict[Path, float] = {}
+        #: settle mode: path -> ((mtime, size) last seen, since when it has not changed)
+        self._tracked: dict[Path, tuple[tuple[float, int], float]] = {}
+        self._incomplete: set[Path] = set()
         #: path (text) -> (mtime, size) taken, by this run or (``known``) finished before it: a
         #: scan passes over these by text, without building a Path for each
         self._taken: dict[str, tuple[float, int]] = dict(known or {})
@@ -200,7 +194,7 @@ class HandoffIntake:
 
     def _forget(self, path: Path) -> None:
         self._tracked.pop(path, None)
-        self._incomplete.pop(path, None)
+        self._incomplete.discard(path)
         self._taken.pop(str(path), None)
 
     def _skipped(self, path: Path) -> bool:
@@ -288,15 +282,13 @@ class HandoffIntake:
         if self._taken.get(str(path)) == seen:
             return
         if kind == "incomplete":
-            self._incomplete.setdefault(path, st.st_mtime)
+            self._incomplete.add(path)
             return
         if complete:
             self._offer(Found(kind, path, mtime=st.st_mtime, size=st.st_size))
             return
-        now = self.clock()
-        tracked = self._tracked.get(path)
-        if tracked is None or (tracked.size, tracked.mtime) != (st.st_size, st.st_mtime):
-            self._tracked[path] = _Tracked(st.st_size, st.st_mtime, now)
+        if path not in self._tracked or self._tracked[path][0] != seen:
+            self._tracked[path] = (seen, self.clock())
 
     def _offer(self, found: Found) -> None:
         if found.kind == "ccd":
@@ -316,27 +308,27 @@ class HandoffIntake:
     def tick(self) -> None:
         """Settle checks, never-completed timeouts and the periodic rescan."""
         now = self.clock()
-        for path, tracked in list(self._tracked.items()):
+        for path, (seen, quiet_since) in list(self._tracked.items()):
             try:
                 st = path.stat()
             except OSError:
                 self._tracked.pop(path, None)
                 continue
-            if (st.st_size, st.st_mtime) != (tracked.size, tracked.mtime):
-                self._tracked[path] = _Tracked(st.st_size, st.st_mtime, now)
-            elif now - tracked.quiet_since >= self.settle:
+            if (st.st_mtime, st.st_size) != seen:
+                self._tracked[path] = ((st.st_mtime, st.st_size), now)
+            elif now - quiet_since >= self.settle:
                 kind = classify(path)
                 if kind is not None:
                     self._offer(Found(kind, path, mtime=st.st_mtime, size=st.st_size))
-        for path, mtime in list(self._incomplete.items()):
+        for path in list(self._incomplete):
             try:
                 st = path.stat()
             except OSError:
-                self._incomplete.pop(path, None)
+                self._incomplete.discard(path)
                 continue
             mtime = st.st_mtime
             if now - mtime >= self.incomplete_timeout:
-                self._incomplete.pop(path, None)
+                self._incomplete.discard(path)
                 error = NeverCompleted(
                     f"{path}: still in progress {now - mtime:.0f} s after its last write "
                     f"(timeout {self.incomplete_timeout:g} s): the writer never finished it"
