@@ -110,7 +110,6 @@ class HandoffIntake:
         settle: float = 2.0,
         incomplete_timeout: float = 600.0,
         rescan_interval: float = 30.0,
-        clock: Callable[[], float] = time.time,
         known: Mapping[str, tuple[float, int]] | None = None,
     ) -> None:
         self.root = Path(root).resolve()
@@ -120,7 +119,6 @@ class HandoffIntake:
         self.settle = settle
         self.incomplete_timeout = incomplete_timeout
         self.rescan_interval = rescan_interval
-        self.clock = clock
         self._events: queue.Queue[tuple[str, str, str]] = queue.Queue()
         #: settle mode: path -> ((mtime, size) last seen, since when it has not changed)
         self._tracked: dict[Path, tuple[tuple[float, int], float]] = {}
@@ -218,7 +216,7 @@ class HandoffIntake:
             except OSError:
                 self.scan()
             return
-        self._next_scan = self.clock() + self.rescan_interval
+        self._next_scan = time.time() + self.rescan_interval
         try:
             if not os.access(self.root, os.R_OK | os.X_OK):
                 raise PermissionError(f"{self.root}: not readable")
@@ -288,7 +286,7 @@ class HandoffIntake:
             self._offer(Found(kind, path, mtime=st.st_mtime, size=st.st_size))
             return
         if path not in self._tracked or self._tracked[path][0] != seen:
-            self._tracked[path] = (seen, self.clock())
+            self._tracked[path] = (seen, time.time())
 
     def _offer(self, found: Found) -> None:
         if found.kind == "ccd":
@@ -307,7 +305,7 @@ class HandoffIntake:
 
     def tick(self) -> None:
         """Settle checks, never-completed timeouts and the periodic rescan."""
-        now = self.clock()
+        now = time.time()
         for path, (seen, quiet_since) in list(self._tracked.items()):
             try:
                 st = path.stat()

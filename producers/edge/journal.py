@@ -32,7 +32,6 @@ class Entry:
     key: str
     source: str
     state: State = "seen"
-    target: str = ""
     priority: int = 0
     readout: float | None = None
     sidecar: str | None = None
