@@ -121,8 +121,6 @@ class WorkerPool:
         """``"forkserver"`` with ``preload`` modules starts workers as forks of a server that
         imported them once. ``"fork"`` is only safe while the caller has no other threads, i.e.
         at ``start``: replacements for crashed workers then use ``respawn_method``."""
-        if size < 1:
-            raise ValueError("a pool needs at least one worker")
         self.size = size
         self.init = init
         self.on_result = on_result
