@@ -364,10 +364,8 @@ class _Handler:
         self.events = events
 
     def dispatch(self, event: Any) -> None:
-        if event.is_directory:
-            if event.event_type in ("moved", "created"):
-                where = getattr(event, "dest_path", "") or event.src_path
-                self.events.put(("rescan", os.fsdecode(where), ""))
-            return
-        dest = getattr(event, "dest_path", "") or ""
-        self.events.put((event.event_type, os.fsdecode(event.src_path), os.fsdecode(dest)))
+        dest = os.fsdecode(getattr(event, "dest_path", "") or "")
+        if event.is_directory:  # created or moved in: the only directory events ``_watched`` asks for
+            self.events.put(("rescan", dest or os.fsdecode(event.src_path), ""))
+        else:
+            self.events.put((event.event_type, os.fsdecode(event.src_path), dest))

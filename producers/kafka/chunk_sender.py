@@ -1,9 +1,6 @@
-"""The edge's Kafka sender: one compressed CCD -> its CcdChunk records, acknowledged.
-
-``send`` returns only when the broker has acknowledged every chunk (``acks=all``); if any chunk
-fails it raises and the caller resends the whole CCD (the assembler ignores duplicate chunks).
-The idempotent producer never duplicates or reorders a chunk inside its partition, and the key
-(the data id) puts every chunk of a CCD in one partition, in order, for the assembler's offsets.
+"""The edge's Kafka sender: one compressed CCD -> its CcdChunk records, every one acknowledged
+(``acks=all``) before ``send`` returns; a failed chunk raises and the caller resends the whole CCD.
+Why the producer is idempotent and keyed by the data id: producers/kafka/README.md.
 """
 
 from __future__ import annotations

@@ -102,8 +102,7 @@ def iter_chunks(
 
 
 def encode_chunk(chunk: CcdChunk) -> bytes:
-    """``chunk.encode()`` with one payload copy: ``payload`` is the schema's last field, so the
-    record is the encoding with an empty payload (whose length varint is the single byte 00)
-    with the payload's length and bytes in its place."""
+    """``chunk.encode()`` with one payload copy (producers/kafka/README.md): the encoding with an
+    empty payload (whose length varint is the single byte 00), then the payload's length and bytes."""
     head = dataclasses.replace(chunk, payload=b"").encode()
     return b"".join((head[:-1], _varint(len(chunk.payload)), chunk.payload))
