@@ -230,17 +230,12 @@ def parse_kafka_url(url: str) -> tuple[str, str, dict[str, str]]:
 
 
 def open_kafka_sender(
-    url: str,
-    producer: str = "edge",
-    prefix: str = defaults.RAW_PREFIX,
-    settings: KafkaProducerSettings | None = None,
+    url: str, producer: str = "edge", prefix: str = defaults.RAW_PREFIX
 ) -> KafkaChunkSender:
     """Sender for ``kafka://HOST:PORT/TOPIC``; other settings from ``OBSINGEST_KAFKA_*``."""
     bootstrap, topic, options = parse_kafka_url(url)
-    base = settings or KafkaProducerSettings()
     update: dict[str, Any] = {"bootstrap_servers": bootstrap}
     if "chunk_size" in options:
         update["chunk_size"] = int(options["chunk_size"])
-    return KafkaChunkSender(
-        base.model_copy(update=update), topic=topic or None, producer_name=producer, prefix=prefix
-    )
+    settings = KafkaProducerSettings().model_copy(update=update)
+    return KafkaChunkSender(settings, topic=topic or None, producer_name=producer, prefix=prefix)

@@ -74,13 +74,12 @@ def iter_chunks(
     compressed_time: datetime | None,
     producer: str,
     chunk_size: int,
-    file_checksum: str | None = None,
 ) -> Iterator[CcdChunk]:
     """The CcdChunk records of one file, in order (payloads are slices of ``data``)."""
     if len(data_id.instrument.encode()) > MAX_NAME_BYTES or len(producer.encode()) > MAX_NAME_BYTES:
         raise ChunkSizeError(f"instrument/producer name longer than {MAX_NAME_BYTES} bytes")
     count = chunk_count(len(data), chunk_size)
-    checksum = file_checksum or checksum_str(data)
+    checksum = checksum_str(data)
     view = memoryview(data)
     for index in range(count):
         payload = bytes(view[index * chunk_size : (index + 1) * chunk_size])
