@@ -235,7 +235,7 @@ class HandoffIntake:
             for name in sorted(filenames):
                 if self._taken and self._unchanged(os.path.join(dirpath, name)):
                     continue
-                self._consider(here / name, complete=self.mode == "rename", scan=True)
+                self._consider(here / name, complete=self.mode == "rename")
 
     def _unchanged(self, path: str) -> bool:
         """Taken already with its present mtime and size: one stat, not the naming rules nor a
@@ -262,7 +262,7 @@ class HandoffIntake:
                 log_event(log, "handoff.readable", root=str(self.root))
             self.on_problem(problem)
 
-    def _consider(self, path: Path, complete: bool, scan: bool = False) -> None:
+    def _consider(self, path: Path, complete: bool) -> None:
         kind = classify(path)
         if kind is None:
             return

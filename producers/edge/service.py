@@ -128,7 +128,6 @@ class EdgeService:
             from producers.edge.health import HealthServer
 
             self.health_server = HealthServer(self.health, s.health_host, s.health_port)
-            self.health_server.start()
             try:
                 (self.spool / "health.port").write_text(f"{self.health_server.port}\n")
             except OSError as exc:  # a full spool must not stop the service from starting

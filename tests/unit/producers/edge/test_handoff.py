@@ -145,9 +145,9 @@ def test_a_new_directory_is_walked_alone_and_taken_files_cost_one_stat(tmp_path:
     considered: list[Path] = []
     consider = intake._consider
 
-    def counting(path: Path, complete: bool, scan: bool = False) -> None:
+    def counting(path: Path, complete: bool) -> None:
         considered.append(path)
-        consider(path, complete, scan)
+        consider(path, complete)
 
     monkeypatch.setattr(intake, "_consider", counting)
     intake.scan()  # the full safety-net rescan: nothing new, nothing offered again
