@@ -107,8 +107,6 @@ def producer_config(settings: KafkaProducerSettings, client_id: str) -> dict[str
 class KafkaChunkSender:
     """A ``producers.sender.Sender`` streaming CCDs as chunks to one topic. Thread-safe."""
 
-    transport = "kafka"
-
     def __init__(
         self,
         settings: KafkaProducerSettings,
