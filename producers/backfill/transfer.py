@@ -9,6 +9,7 @@ response, or the existing object's) match what was read from disk: no extra requ
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from obsingest.checksums import checksum_from_crc32c_b64, crc32c_b64
@@ -64,8 +65,7 @@ class UploadWorker:
 
     def one(self, key: str, path: str) -> FileResult:
         try:
-            with open(path, "rb") as fh:
-                data = fh.read()
+            data = Path(path).read_bytes()
         except FileNotFoundError:
             return FileResult(
                 key, False, reason="source-vanished", error=f"{path}: vanished before it was read"
