@@ -274,8 +274,7 @@ class WorkerPool:
                 break
             self._handle(worker, message)
         worker.process.join(timeout=1)
-        code = worker.process.exitcode
-        what = _describe_exit(code)
+        what = _describe_exit(worker.process.exitcode)
         with self._changed:
             job = worker.job
             worker.job = None
@@ -283,8 +282,7 @@ class WorkerPool:
                 self._workers.remove(worker)
             stopping = self._stopping
             if not stopping:
-                replacement = self._spawn(worker.index, respawn=True)
-                self._workers.append(replacement)
+                self._workers.append(self._spawn(worker.index, respawn=True))
                 self.stats.restarts += 1
             self._changed.notify_all()
         with contextlib.suppress(OSError):
