@@ -52,8 +52,7 @@ def read_manifest(path: Path) -> ExposureManifest | None:
 
 def manifest_json(manifest: ExposureManifest) -> str:
     """An ExposureManifest as the JSON the edge reads (and the simulated DAQ writes)."""
-    record = manifest.to_record()
-    return json.dumps({k: v.isoformat() if isinstance(v, datetime) else v for k, v in record.items()})
+    return json.dumps(manifest.to_record(), default=datetime.isoformat)
 
 
 def readout_from_manifest(text: str) -> float:

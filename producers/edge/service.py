@@ -219,13 +219,12 @@ class EdgeService:
     def submit_many(self, ccds: list[CcdFile]) -> list[Future[Outcome]]:
         """``submit`` for a whole readout, journalled in one commit (all or none)."""
         futures: list[Future[Outcome]] = [Future() for _ in ccds]
-        now = datetime.now(UTC)
         entries = [
             Entry(
                 key=ccd.data_id.key,
                 source=str(Path(ccd.path).resolve()),
                 priority=ccd.exposure,
-                readout=(ccd.readout_time or now).timestamp(),
+                readout=ccd.readout_time.timestamp() if ccd.readout_time else time.time(),
                 sidecar=ccd.sidecar,
             )
             for ccd in ccds
