@@ -1,8 +1,8 @@
 """The edge service (producers/edge/README.md): one engine thread owns the scheduler and decides
 what runs; crash-isolated worker processes (``worker``, ``ccd``) read, compress and send; the
 hand-off intake and ``submit`` journal new CCDs. Everything in memory is rebuilt from the journal at
-start-up. Every journal transition is made here; the policies live apart (``scheduler``,
-``refusal``, ``files``, ``failures``).
+start-up. One cohesive concept: the engine's loop and every journal transition it makes; the
+policies live apart (``scheduler``, ``refusal``, ``files``, ``failures``).
 """
 
 from __future__ import annotations
