@@ -20,6 +20,7 @@ from obsingest.errors import PermanentError
 from obsingest.logs import get_logger, log_event
 from producers.edge.errors import NeverCompleted, SourceUnreadable, SourceVanished
 from producers.edge.identity import handoff_identity_and_readout
+from producers.edge.settings import EdgeSettings
 from producers.edge.sidecar import load_sidecar
 
 log = get_logger("obsingest.edge.handoff")
@@ -106,19 +107,13 @@ class HandoffIntake:
         on_found: Callable[[Found], bool],
         on_problem: Callable[[str | None], None] = lambda _p: None,
         *,
-        mode: Literal["rename", "settle"] = "rename",
-        settle: float = 2.0,
-        incomplete_timeout: float = 600.0,
-        rescan_interval: float = 30.0,
+        settings: EdgeSettings | None = None,
         known: Mapping[str, tuple[float, int]] | None = None,
     ) -> None:
         self.root = Path(root).resolve()
         self.on_found = on_found
         self.on_problem = on_problem
-        self.mode = mode
-        self.settle = settle
-        self.incomplete_timeout = incomplete_timeout
-        self.rescan_interval = rescan_interval
+        self.settings = settings or EdgeSettings()
         self._events: queue.Queue[tuple[str, str, str]] = queue.Queue()
         #: settle mode: path -> ((mtime, size) last seen, since when it has not changed)
         self._tracked: dict[Path, tuple[tuple[float, int], float]] = {}
@@ -140,7 +135,10 @@ class HandoffIntake:
         self.scan()
         self._observer = Observer()
         self._observer.schedule(
-            _Handler(self._events), str(self.root), recursive=True, event_filter=_watched(self.mode)
+            _Handler(self._events),
+            str(self.root),
+            recursive=True,
+            event_filter=_watched(self.settings.complete),
         )
         self._observer.start()
         self._thread = threading.Thread(target=self._run, name="edge-handoff", daemon=True)
@@ -181,12 +179,12 @@ class HandoffIntake:
         if kind == "moved":
             self._forget(src)
             if dest is not None and not self._skipped(dest):
-                self._consider(dest, complete=self.mode == "rename")
+                self._consider(dest, complete=self.settings.complete == "rename")
         elif kind == "deleted":
             self._forget(src)
         elif not self._skipped(src):
             if kind == "closed":
-                self._consider(src, complete=self.mode == "rename")
+                self._consider(src, complete=self.settings.complete == "rename")
             elif kind in ("created", "modified"):
                 self._consider(src, complete=False)
 
@@ -216,7 +214,7 @@ class HandoffIntake:
             except OSError:
                 self.scan()
             return
-        self._next_scan = time.time() + self.rescan_interval
+        self._next_scan = time.time() + self.settings.rescan_interval
         try:
             if not os.access(self.root, os.R_OK | os.X_OK):
                 raise PermissionError(f"{self.root}: not readable")
@@ -235,7 +233,7 @@ class HandoffIntake:
             for name in sorted(filenames):
                 if self._taken and self._unchanged(os.path.join(dirpath, name)):
                     continue
-                self._consider(here / name, complete=self.mode == "rename")
+                self._consider(here / name, complete=self.settings.complete == "rename")
 
     def _unchanged(self, path: str) -> bool:
         """Taken already with its present mtime and size: one stat, not the naming rules nor a
@@ -314,7 +312,7 @@ class HandoffIntake:
                 continue
             if (st.st_mtime, st.st_size) != seen:
                 self._tracked[path] = ((st.st_mtime, st.st_size), now)
-            elif now - quiet_since >= self.settle:
+            elif now - quiet_since >= self.settings.settle_seconds:
                 kind = classify(path)
                 if kind is not None:
                     self._offer(Found(kind, path, mtime=st.st_mtime, size=st.st_size))
@@ -325,11 +323,11 @@ class HandoffIntake:
                 self._incomplete.discard(path)
                 continue
             mtime = st.st_mtime
-            if now - mtime >= self.incomplete_timeout:
+            if now - mtime >= self.settings.incomplete_timeout:
                 self._incomplete.discard(path)
                 error = NeverCompleted(
                     f"{path}: still in progress {now - mtime:.0f} s after its last write "
-                    f"(timeout {self.incomplete_timeout:g} s): the writer never finished it"
+                    f"(timeout {self.settings.incomplete_timeout:g} s): the writer never finished it"
                 )
                 self._offer(Found("incomplete", path, None, mtime, error, size=st.st_size))
         if now >= self._next_scan:

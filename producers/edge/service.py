@@ -144,15 +144,9 @@ class EdgeService:
         self._engine = threading.Thread(target=self._run, name="edge-engine", daemon=True)
         self._engine.start()
         if self.handoff is not None:
+            known = self.journal.handed_off()
             self.intake = HandoffIntake(
-                self.handoff,
-                self._on_found,
-                self._on_source_problem,
-                mode=s.complete,
-                settle=s.settle_seconds,
-                incomplete_timeout=s.incomplete_timeout,
-                rescan_interval=s.rescan_interval,
-                known=self.journal.handed_off(),
+                self.handoff, self._on_found, self._on_source_problem, settings=s, known=known
             )
             self.intake.start()
         self.pool.wait_ready()
