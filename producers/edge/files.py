@@ -18,6 +18,7 @@ from obsingest.messages import ExposureManifest
 from producers.edge.errors import BadManifest
 from producers.edge.handoff import DONE_DIR, QUARANTINE_DIR
 from producers.edge.journal import Entry
+from producers.edge.settings import EdgeSettings
 
 log = get_logger("obsingest.edge")
 
@@ -88,20 +89,20 @@ def move_to_quarantine(
         move_to_quarantine(handoff, Path(sidecar), error, note=False)
 
 
-def release_raw(handoff: Path, mode: str, done_dir: Path | None, paths: list[str]) -> None:
-    """on_ack ``delete`` or ``move`` (to ``done_dir``, default HANDOFF/done) of a CCD's raw file
-    and sidecar, once its acknowledgement is durable in the journal."""
-    if mode == "keep":
+def release_raw(handoff: Path, settings: EdgeSettings, paths: list[str]) -> None:
+    """``on_ack`` ``delete`` or ``move`` (to ``done_dir``, default HANDOFF/done) of a CCD's raw
+    file and sidecar, once its acknowledgement is durable in the journal."""
+    if settings.on_ack == "keep":
         return
     for name in paths:
         path = Path(name)
         if not inside(path, handoff):
             continue
         try:
-            if mode == "delete":
+            if settings.on_ack == "delete":
                 path.unlink(missing_ok=True)
             elif path.exists():
-                target = Path(done_dir or handoff / DONE_DIR) / path.resolve().relative_to(handoff)
+                target = Path(settings.done_dir or handoff / DONE_DIR) / path.resolve().relative_to(handoff)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(path, target)
         except OSError as exc:

@@ -320,7 +320,7 @@ class EdgeService:
         if verdict is None:
             log_event(log, "edge.duplicate_file", data_id=first.key, file=str(found.path), first=first.source)
             if first.state == "acked" and self.handoff is not None:
-                release_raw(self.handoff, self.settings.on_ack, self.settings.done_dir, [str(found.path)])
+                release_raw(self.handoff, self.settings, [str(found.path)])
             return
         log_event(
             log,
@@ -502,12 +502,7 @@ class EdgeService:
             return
         entry = self.journal.get(key)
         if entry is not None and entry.state == "acked":
-            release_raw(
-                self.handoff,
-                self.settings.on_ack,
-                self.settings.done_dir,
-                [p for p in (entry.source, entry.sidecar) if p],
-            )
+            release_raw(self.handoff, self.settings, [p for p in (entry.source, entry.sidecar) if p])
 
     def _quarantine(self, key: str, error: ObsIngestError) -> None:
         """The CCD cannot succeed: journal why (durably), move its file aside, tell the caller."""
