@@ -239,9 +239,7 @@ class Journal:
     def counts(self) -> dict[str, int]:
         """Items by state (every state present, zeros included)."""
         rows = self._rows("SELECT state, COUNT(*) FROM items GROUP BY state")
-        out: dict[str, int] = dict.fromkeys(STATES, 0)
-        out.update({r[0]: r[1] for r in rows})
-        return out
+        return dict.fromkeys(STATES, 0) | {r[0]: r[1] for r in rows}
 
     def oldest_unacknowledged_readout(self) -> float | None:
         """Readout time (epoch seconds) of the oldest CCD neither acked nor quarantined."""
