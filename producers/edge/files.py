@@ -23,14 +23,6 @@ from producers.edge.settings import EdgeSettings
 log = get_logger("obsingest.edge")
 
 
-def inside(path: Path, root: Path) -> bool:
-    try:
-        path.resolve().relative_to(root)
-    except ValueError:
-        return False
-    return True
-
-
 def read_manifest(path: Path) -> ExposureManifest | None:
     """The ExposureManifest in ``path`` (None if it vanished); BadManifest if it is not one."""
     try:
@@ -74,7 +66,7 @@ def move_to_quarantine(
 ) -> None:
     """``HANDOFF/quarantine/<same relative path>`` plus ``<name>.reason.json``; then its
     sidecar, if any, without a note."""
-    if handoff is not None and inside(path, handoff) and path.exists():
+    if handoff is not None and path.resolve().is_relative_to(handoff) and path.exists():
         target = handoff / QUARANTINE_DIR / path.resolve().relative_to(handoff)
         reason = {"reason": error.reason, "error": str(error), "file": str(path)}
         try:
@@ -96,7 +88,7 @@ def release_raw(handoff: Path, settings: EdgeSettings, paths: list[str]) -> None
         return
     for name in paths:
         path = Path(name)
-        if not inside(path, handoff):
+        if not path.resolve().is_relative_to(handoff):
             continue
         try:
             if settings.on_ack == "delete":
