@@ -60,7 +60,6 @@ class _Delivery:
     """Delivery reports of one CCD's chunks; callbacks may run on any thread that polls."""
 
     expected: int
-    acked: int = 0
     errors: list[KafkaError] = field(default_factory=list)
     offsets: list[tuple[int, int]] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
@@ -71,11 +70,10 @@ class _Delivery:
             if err is not None:
                 self.errors.append(err)
             else:
-                self.acked += 1
                 partition, offset = msg.partition(), msg.offset()
                 assert partition is not None and offset is not None  # set once delivered
                 self.offsets.append((partition, offset))
-            if self.acked + len(self.errors) >= self.expected:
+            if len(self.offsets) + len(self.errors) >= self.expected:
                 self.done.set()
 
     def wait(self, producer: Producer, timeout: float) -> bool:
@@ -150,7 +148,7 @@ class KafkaChunkSender:
                     raise self._classify(exc.args[0], data_id) from exc
         if not delivery.wait(self._producer, self.settings.delivery_timeout_s + 10):
             raise ChunkDeliveryFailed(
-                f"{data_id.key}: {delivery.acked}/{delivery.expected} chunks acknowledged "
+                f"{data_id.key}: {len(delivery.offsets)}/{delivery.expected} chunks acknowledged "
                 f"within {self.settings.delivery_timeout_s} s"
             )
         if delivery.errors:
