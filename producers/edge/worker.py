@@ -225,10 +225,9 @@ class WorkerPool:
             with self._lock:
                 if self._stopping and all(not w.process.is_alive() for w in self._workers):
                     return
-                waitables: dict[Any, _Worker] = {}
-                for w in self._workers:
-                    waitables[w.conn] = w
-                    waitables[w.process.sentinel] = w
+                waitables: dict[Any, _Worker] = {
+                    x: w for w in self._workers for x in (w.conn, w.process.sentinel)
+                }
             try:
                 ready = wait(list(waitables), timeout=0.5)
             except OSError:
