@@ -116,8 +116,7 @@ class EdgeService:
         warm the workers, then take new work."""
         s = self.settings
         self.journal = Journal(self.spool)
-        purged = self.journal.purge_acked(older_than=time.time() - s.keep_days * 86400)
-        if purged:
+        if purged := self.journal.purge_acked(older_than=time.time() - s.keep_days * 86400):
             log_event(log, "edge.journal_purged", rows=purged, keep_days=s.keep_days)
         for entry in self.journal.pending():
             if self.scheduler.add(entry.key, entry.priority):
