@@ -197,10 +197,6 @@ def verify_precompressed(data: bytes | bytearray, source: str) -> None:
         )
 
 
-def spool_path(spool: Path, key: str) -> Path:
-    return spool / SPOOL_CCD_DIR / (key.replace("/", "_") + ".fits.fz")
-
-
 def open_edge_sender(destination: str, prefix: str, quarantine_prefix: str, producer: str) -> Any:
     """The worker's sender: ``gs://BUCKET`` through ``GcsHttpStore`` (one JSON-API request per
     put, cheaper than the library's upload); else what ``producers.sender.open_sender`` opens."""
@@ -267,7 +263,7 @@ class CcdWorker:
         return data
 
     def _spill(self, key: str, data: bytes, notes: list[str]) -> str | None:
-        path = spool_path(self.spool, key)
+        path = self.spool / SPOOL_CCD_DIR / (key.replace("/", "_") + ".fits.fz")
         try:
             write_atomic(path, data)
         except OSError as exc:

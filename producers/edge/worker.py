@@ -41,11 +41,6 @@ class WorkerInit:
     args: tuple[Any, ...] = ()
 
 
-def _resolve(target: str) -> Any:
-    module, _, name = target.partition(":")
-    return getattr(import_module(module), name)
-
-
 def _send_safely(conn: Connection, message: Any) -> bool:
     try:
         conn.send(message)
@@ -65,7 +60,8 @@ def worker_main(conn: Connection, init: WorkerInit, log_level: str = "INFO") -> 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logs.configure(level=log_level)
-    handler = _resolve(init.target)(*init.args)
+    module, _, name = init.target.partition(":")
+    handler = getattr(import_module(module), name)(*init.args)
     conn.send(("ready", os.getpid()))
     while True:
         try:
