@@ -225,11 +225,10 @@ def run_backfill(config: BackfillConfig, out: TextIO = sys.stderr) -> BackfillRe
             start_method="fork",
             respawn_method="spawn",
         )
-        bar = None
         if todo:
             pool.start()
             started = time.monotonic()
-            bar = run.bar = _bar(todo, config, out)
+            run.bar = _bar(todo, config, out)
             try:
                 rounds = RetryPolicy.doubling(config.retries + 1, config.retry_pause)
                 for attempt in range(1, rounds.max_attempts + 1):
@@ -240,8 +239,8 @@ def run_backfill(config: BackfillConfig, out: TextIO = sys.stderr) -> BackfillRe
                         time.sleep(rounds.backoff(attempt))
             finally:
                 pool.stop()
-        if bar is not None:
-            bar.close()
+                if run.bar is not None:
+                    run.bar.close()
         report.seconds = time.monotonic() - started
         log_event(log, "backfill.done", **report.to_json())
         return report

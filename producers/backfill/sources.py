@@ -9,6 +9,7 @@ files and directories are skipped: tools' state, not archive.
 from __future__ import annotations
 
 import glob
+import itertools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,12 +32,7 @@ def _walk(root: Path) -> Iterator[Path]:
 
 
 def _glob_base(pattern: str) -> Path:
-    parts = []
-    for part in Path(pattern).parts:
-        if glob.has_magic(part):
-            break
-        parts.append(part)
-    return Path(*parts) if parts else Path(".")
+    return Path(*itertools.takewhile(lambda part: not glob.has_magic(part), Path(pattern).parts))
 
 
 def expand_sources(sources: list[str], prefix: str = "") -> list[SourceFile]:

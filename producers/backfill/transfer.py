@@ -8,11 +8,11 @@ response, or the existing object's) match what was read from disk: no extra requ
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
-from obsingest.checksums import crc32c
+from obsingest.checksums import checksum_from_crc32c_b64, crc32c_b64
 from obsingest.dataid import identity_from_header
 from obsingest.errors import ChecksumMismatch, ObsIngestError
 from obsingest.fits import parse_primary
@@ -65,8 +65,7 @@ class UploadWorker:
 
     def one(self, key: str, path: str) -> FileResult:
         try:
-            with open(path, "rb") as fh:
-                data = fh.read()
+            data = Path(path).read_bytes()
         except FileNotFoundError:
             return FileResult(
                 key, False, reason="source-vanished", error=f"{path}: vanished before it was read"
@@ -78,9 +77,8 @@ class UploadWorker:
         except ObsIngestError as exc:  # not FITS, no identity, an instrument we do not ingest
             error = str(exc) if str(exc).startswith(path) else f"{path}: {exc}"
             return FileResult(key, False, size=len(data), reason=exc.reason, error=error[:1000])
-        value = crc32c(data)
-        crc = base64.b64encode(value.to_bytes(4, "big")).decode()
-        checksum = f"crc32c:{value:08x}"  # as obsingest.checksums.checksum_str
+        crc = crc32c_b64(data)
+        checksum = checksum_from_crc32c_b64(crc)  # one CRC pass for both forms
         try:
             put = self.store.put(name, data, {"obsingest-checksum": checksum})
             created, size, stored_crc = put.created, put.obj.size, put.obj.crc32c

@@ -18,16 +18,9 @@ from obsingest.messages import ExposureManifest
 from producers.edge.errors import BadManifest
 from producers.edge.handoff import DONE_DIR, QUARANTINE_DIR
 from producers.edge.journal import Entry
+from producers.edge.settings import EdgeSettings
 
 log = get_logger("obsingest.edge")
-
-
-def inside(path: Path, root: Path) -> bool:
-    try:
-        path.resolve().relative_to(root)
-    except ValueError:
-        return False
-    return True
 
 
 def read_manifest(path: Path) -> ExposureManifest | None:
@@ -52,8 +45,7 @@ def read_manifest(path: Path) -> ExposureManifest | None:
 
 def manifest_json(manifest: ExposureManifest) -> str:
     """An ExposureManifest as the JSON the edge reads (and the simulated DAQ writes)."""
-    record = manifest.to_record()
-    return json.dumps({k: v.isoformat() if isinstance(v, datetime) else v for k, v in record.items()})
+    return json.dumps(manifest.to_record(), default=datetime.isoformat)
 
 
 def readout_from_manifest(text: str) -> float:
@@ -74,7 +66,7 @@ def move_to_quarantine(
 ) -> None:
     """``HANDOFF/quarantine/<same relative path>`` plus ``<name>.reason.json``; then its
     sidecar, if any, without a note."""
-    if handoff is not None and inside(path, handoff) and path.exists():
+    if handoff is not None and path.resolve().is_relative_to(handoff) and path.exists():
         target = handoff / QUARANTINE_DIR / path.resolve().relative_to(handoff)
         reason = {"reason": error.reason, "error": str(error), "file": str(path)}
         try:
@@ -89,20 +81,20 @@ def move_to_quarantine(
         move_to_quarantine(handoff, Path(sidecar), error, note=False)
 
 
-def release_raw(handoff: Path, mode: str, done_dir: Path | None, paths: list[str]) -> None:
-    """on_ack ``delete`` or ``move`` (to ``done_dir``, default HANDOFF/done) of a CCD's raw file
-    and sidecar, once its acknowledgement is durable in the journal."""
-    if mode == "keep":
+def release_raw(handoff: Path, settings: EdgeSettings, paths: list[str]) -> None:
+    """``on_ack`` ``delete`` or ``move`` (to ``done_dir``, default HANDOFF/done) of a CCD's raw
+    file and sidecar, once its acknowledgement is durable in the journal."""
+    if settings.on_ack == "keep":
         return
     for name in paths:
         path = Path(name)
-        if not inside(path, handoff):
+        if not path.resolve().is_relative_to(handoff):
             continue
         try:
-            if mode == "delete":
+            if settings.on_ack == "delete":
                 path.unlink(missing_ok=True)
             elif path.exists():
-                target = Path(done_dir or handoff / DONE_DIR) / path.resolve().relative_to(handoff)
+                target = Path(settings.done_dir or handoff / DONE_DIR) / path.resolve().relative_to(handoff)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(path, target)
         except OSError as exc:

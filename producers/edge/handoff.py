@@ -20,6 +20,7 @@ from obsingest.errors import PermanentError
 from obsingest.logs import get_logger, log_event
 from producers.edge.errors import NeverCompleted, SourceUnreadable, SourceVanished
 from producers.edge.identity import handoff_identity_and_readout
+from producers.edge.settings import EdgeSettings
 from producers.edge.sidecar import load_sidecar
 
 log = get_logger("obsingest.edge.handoff")
@@ -95,13 +96,6 @@ def sidecar_of(path: Path) -> Path | None:
     return candidate if candidate.exists() else None
 
 
-@dataclass
-class _Tracked:
-    size: int
-    mtime: float
-    quiet_since: float
-
-
 class HandoffIntake:
     """Finds complete files under ``root`` and passes each to ``on_found`` once; one it could
     not take now (False: spool full) is offered again by a later scan. ``on_problem`` hears
@@ -113,24 +107,17 @@ class HandoffIntake:
         on_found: Callable[[Found], bool],
         on_problem: Callable[[str | None], None] = lambda _p: None,
         *,
-        mode: Literal["rename", "settle"] = "rename",
-        settle: float = 2.0,
-        incomplete_timeout: float = 600.0,
-        rescan_interval: float = 30.0,
-        clock: Callable[[], float] = time.time,
+        settings: EdgeSettings | None = None,
         known: Mapping[str, tuple[float, int]] | None = None,
     ) -> None:
         self.root = Path(root).resolve()
         self.on_found = on_found
         self.on_problem = on_problem
-        self.mode = mode
-        self.settle = settle
-        self.incomplete_timeout = incomplete_timeout
-        self.rescan_interval = rescan_interval
-        self.clock = clock
+        self.settings = settings or EdgeSettings()
         self._events: queue.Queue[tuple[str, str, str]] = queue.Queue()
-        self._tracked: dict[Path, _Tracked] = {}
-        self._incomplete: dict[Path, float] = {}
+        #: settle mode: path -> ((mtime, size) last seen, since when it has not changed)
+        self._tracked: dict[Path, tuple[tuple[float, int], float]] = {}
+        self._incomplete: set[Path] = set()
         #: path (text) -> (mtime, size) taken, by this run or (``known``) finished before it: a
         #: scan passes over these by text, without building a Path for each
         self._taken: dict[str, tuple[float, int]] = dict(known or {})
@@ -148,7 +135,10 @@ class HandoffIntake:
         self.scan()
         self._observer = Observer()
         self._observer.schedule(
-            _Handler(self._events), str(self.root), recursive=True, event_filter=_watched(self.mode)
+            _Handler(self._events),
+            str(self.root),
+            recursive=True,
+            event_filter=_watched(self.settings.complete),
         )
         self._observer.start()
         self._thread = threading.Thread(target=self._run, name="edge-handoff", daemon=True)
@@ -189,18 +179,18 @@ class HandoffIntake:
         if kind == "moved":
             self._forget(src)
             if dest is not None and not self._skipped(dest):
-                self._consider(dest, complete=self.mode == "rename")
+                self._consider(dest, complete=self.settings.complete == "rename")
         elif kind == "deleted":
             self._forget(src)
         elif not self._skipped(src):
             if kind == "closed":
-                self._consider(src, complete=self.mode == "rename")
+                self._consider(src, complete=self.settings.complete == "rename")
             elif kind in ("created", "modified"):
                 self._consider(src, complete=False)
 
     def _forget(self, path: Path) -> None:
         self._tracked.pop(path, None)
-        self._incomplete.pop(path, None)
+        self._incomplete.discard(path)
         self._taken.pop(str(path), None)
 
     def _skipped(self, path: Path) -> bool:
@@ -224,7 +214,7 @@ class HandoffIntake:
             except OSError:
                 self.scan()
             return
-        self._next_scan = self.clock() + self.rescan_interval
+        self._next_scan = time.time() + self.settings.rescan_interval
         try:
             if not os.access(self.root, os.R_OK | os.X_OK):
                 raise PermissionError(f"{self.root}: not readable")
@@ -243,7 +233,7 @@ class HandoffIntake:
             for name in sorted(filenames):
                 if self._taken and self._unchanged(os.path.join(dirpath, name)):
                     continue
-                self._consider(here / name, complete=self.mode == "rename", scan=True)
+                self._consider(here / name, complete=self.settings.complete == "rename")
 
     def _unchanged(self, path: str) -> bool:
         """Taken already with its present mtime and size: one stat, not the naming rules nor a
@@ -270,7 +260,7 @@ class HandoffIntake:
                 log_event(log, "handoff.readable", root=str(self.root))
             self.on_problem(problem)
 
-    def _consider(self, path: Path, complete: bool, scan: bool = False) -> None:
+    def _consider(self, path: Path, complete: bool) -> None:
         kind = classify(path)
         if kind is None:
             return
@@ -288,15 +278,13 @@ class HandoffIntake:
         if self._taken.get(str(path)) == seen:
             return
         if kind == "incomplete":
-            self._incomplete.setdefault(path, st.st_mtime)
+            self._incomplete.add(path)
             return
         if complete:
             self._offer(Found(kind, path, mtime=st.st_mtime, size=st.st_size))
             return
-        now = self.clock()
-        tracked = self._tracked.get(path)
-        if tracked is None or (tracked.size, tracked.mtime) != (st.st_size, st.st_mtime):
-            self._tracked[path] = _Tracked(st.st_size, st.st_mtime, now)
+        if path not in self._tracked or self._tracked[path][0] != seen:
+            self._tracked[path] = (seen, time.time())
 
     def _offer(self, found: Found) -> None:
         if found.kind == "ccd":
@@ -315,31 +303,31 @@ class HandoffIntake:
 
     def tick(self) -> None:
         """Settle checks, never-completed timeouts and the periodic rescan."""
-        now = self.clock()
-        for path, tracked in list(self._tracked.items()):
+        now = time.time()
+        for path, (seen, quiet_since) in list(self._tracked.items()):
             try:
                 st = path.stat()
             except OSError:
                 self._tracked.pop(path, None)
                 continue
-            if (st.st_size, st.st_mtime) != (tracked.size, tracked.mtime):
-                self._tracked[path] = _Tracked(st.st_size, st.st_mtime, now)
-            elif now - tracked.quiet_since >= self.settle:
+            if (st.st_mtime, st.st_size) != seen:
+                self._tracked[path] = ((st.st_mtime, st.st_size), now)
+            elif now - quiet_since >= self.settings.settle_seconds:
                 kind = classify(path)
                 if kind is not None:
                     self._offer(Found(kind, path, mtime=st.st_mtime, size=st.st_size))
-        for path, mtime in list(self._incomplete.items()):
+        for path in list(self._incomplete):
             try:
                 st = path.stat()
             except OSError:
-                self._incomplete.pop(path, None)
+                self._incomplete.discard(path)
                 continue
             mtime = st.st_mtime
-            if now - mtime >= self.incomplete_timeout:
-                self._incomplete.pop(path, None)
+            if now - mtime >= self.settings.incomplete_timeout:
+                self._incomplete.discard(path)
                 error = NeverCompleted(
                     f"{path}: still in progress {now - mtime:.0f} s after its last write "
-                    f"(timeout {self.incomplete_timeout:g} s): the writer never finished it"
+                    f"(timeout {self.settings.incomplete_timeout:g} s): the writer never finished it"
                 )
                 self._offer(Found("incomplete", path, None, mtime, error, size=st.st_size))
         if now >= self._next_scan:
@@ -354,24 +342,16 @@ def _watched(mode: Literal["rename", "settle"] = "settle") -> list[type[Any]]:
     """The watchdog events ``_Handler`` takes, the only ones asked of the kernel (the inotify
     mask): no opens or read-only closes; writes (one event per write) only in ``settle`` mode,
     where each restarts its file's quiet period."""
-    from watchdog.events import (
-        DirCreatedEvent,
-        DirMovedEvent,
-        FileClosedEvent,
-        FileCreatedEvent,
-        FileDeletedEvent,
-        FileModifiedEvent,
-        FileMovedEvent,
-    )
+    from watchdog import events
 
     return [
-        FileCreatedEvent,
-        *([FileModifiedEvent] if mode == "settle" else []),
-        FileMovedEvent,
-        FileDeletedEvent,
-        FileClosedEvent,
-        DirCreatedEvent,
-        DirMovedEvent,
+        events.FileCreatedEvent,
+        *([events.FileModifiedEvent] if mode == "settle" else []),
+        events.FileMovedEvent,
+        events.FileDeletedEvent,
+        events.FileClosedEvent,
+        events.DirCreatedEvent,
+        events.DirMovedEvent,
     ]
 
 
@@ -382,13 +362,8 @@ class _Handler:
         self.events = events
 
     def dispatch(self, event: Any) -> None:
-        if event.is_directory:
-            if event.event_type in ("moved", "created"):
-                where = getattr(event, "dest_path", "") or event.src_path
-                self.events.put(("rescan", os.fsdecode(where), ""))
-            return
-        kind = event.event_type
-        if kind not in ("created", "modified", "moved", "deleted", "closed"):
-            return
-        dest = getattr(event, "dest_path", "") or ""
-        self.events.put((kind, os.fsdecode(event.src_path), os.fsdecode(dest)))
+        dest = os.fsdecode(getattr(event, "dest_path", "") or "")
+        if event.is_directory:  # created or moved in: the only directory events ``_watched`` asks for
+            self.events.put(("rescan", dest or os.fsdecode(event.src_path), ""))
+        else:
+            self.events.put((event.event_type, os.fsdecode(event.src_path), dest))

@@ -14,15 +14,11 @@ PATHS = ("/health", "/healthz", "/")
 
 
 class HealthServer:
-    def __init__(
-        self, report: Callable[[], dict[str, Any]], host: str = "127.0.0.1", port: int = 8089
-    ) -> None:
+    def __init__(self, report: Callable[[], dict[str, Any]], host: str, port: int) -> None:
         self.httpd = ThreadingHTTPServer((host, port), _handler(report))
         self.httpd.daemon_threads = True
         self.port = int(self.httpd.server_address[1])
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="edge-health", daemon=True)
-
-    def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:

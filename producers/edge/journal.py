@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, Field, dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -24,51 +24,14 @@ State = Literal["seen", "compressed", "sent", "acked", "quarantined"]
 STATES: tuple[State, ...] = get_args(State)
 TERMINAL: tuple[State, ...] = ("acked", "quarantined")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS items (
-    key TEXT PRIMARY KEY,
-    source TEXT NOT NULL,
-    target TEXT NOT NULL DEFAULT '',
-    priority INTEGER NOT NULL DEFAULT 0,
-    state TEXT NOT NULL,
-    readout REAL,
-    sidecar TEXT,
-    spooled TEXT,
-    size INTEGER,
-    checksum TEXT,
-    compressed_at REAL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    reason TEXT,
-    error TEXT,
-    status TEXT,
-    object TEXT,
-    seen_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    acked_at REAL,
-    over_budget INTEGER NOT NULL DEFAULT 0,
-    source_mtime REAL,
-    source_size INTEGER
-);
-CREATE INDEX IF NOT EXISTS items_state ON items (state, priority DESC);
-CREATE TABLE IF NOT EXISTS exposures (
-    instrument TEXT NOT NULL,
-    exposure INTEGER NOT NULL,
-    manifest TEXT NOT NULL,
-    seen_at REAL NOT NULL,
-    PRIMARY KEY (instrument, exposure)
-);
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
-
 
 @dataclass
 class Entry:
-    """One journalled item (a row of ``items``)."""
+    """One journalled item: a row of ``items``, whose columns are these fields."""
 
     key: str
     source: str
     state: State = "seen"
-    target: str = ""
     priority: int = 0
     readout: float | None = None
     sidecar: str | None = None
@@ -101,6 +64,30 @@ _INSERT = (
     f"INSERT INTO items ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
     " ON CONFLICT(key) DO NOTHING"
 )
+
+
+def _column(f: Field[Any]) -> str:
+    """An ``Entry`` field as the ``items`` column that holds it: NOT NULL unless it may be None."""
+    kind = {"str": "TEXT", "State": "TEXT", "int": "INTEGER", "float": "REAL"}[str(f.type).split(" ")[0]]
+    if f.name == "key":
+        return f"key {kind} PRIMARY KEY"
+    if str(f.type).endswith("| None"):
+        return f"{f.name} {kind}"
+    return f"{f.name} {kind} NOT NULL" + ("" if f.default is MISSING else f" DEFAULT {f.default!r}")
+
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS items ({", ".join(_column(f) for f in fields(Entry))});
+CREATE INDEX IF NOT EXISTS items_state ON items (state, priority DESC);
+CREATE TABLE IF NOT EXISTS exposures (
+    instrument TEXT NOT NULL,
+    exposure INTEGER NOT NULL,
+    manifest TEXT NOT NULL,
+    seen_at REAL NOT NULL,
+    PRIMARY KEY (instrument, exposure)
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
 
 
 def _new_rows(entries: Iterable[Entry]) -> list[tuple[Any, ...]]:
@@ -252,9 +239,7 @@ class Journal:
     def counts(self) -> dict[str, int]:
         """Items by state (every state present, zeros included)."""
         rows = self._rows("SELECT state, COUNT(*) FROM items GROUP BY state")
-        out: dict[str, int] = dict.fromkeys(STATES, 0)
-        out.update({r[0]: r[1] for r in rows})
-        return out
+        return dict.fromkeys(STATES, 0) | {r[0]: r[1] for r in rows}
 
     def oldest_unacknowledged_readout(self) -> float | None:
         """Readout time (epoch seconds) of the oldest CCD neither acked nor quarantined."""
@@ -289,11 +274,11 @@ class Journal:
 
 
 def _add_missing_columns(db: sqlite3.Connection) -> None:
-    """A journal written by an older edge lacks the newer columns: add them (NULL)."""
+    """A journal written by an older edge lacks the newer columns: add them (NULL or the default)."""
     have = {row[1] for row in db.execute("PRAGMA table_info(items)")}
-    for column, kind in (("source_mtime", "REAL"), ("source_size", "INTEGER")):
-        if column not in have:
-            db.execute(f"ALTER TABLE items ADD COLUMN {column} {kind}")
+    for f in fields(Entry):
+        if f.name not in have:
+            db.execute(f"ALTER TABLE items ADD COLUMN {_column(f)}")
 
 
 @contextmanager

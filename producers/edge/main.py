@@ -1,8 +1,5 @@
-"""The edge service's process entry point: ``python -m producers.edge`` / ``obsingest edge``.
-
-Runs until SIGTERM or SIGINT, then drains in-flight sends and exits 0; 2 bad command line or
-settings, 73 spool unusable at start-up, 75 refused new work longer than ``--max-refusing``,
-70 internal error (the table for supervisors: producers/edge/README.md, "Exit codes").
+"""The edge service's process entry point: ``python -m producers.edge`` / ``obsingest edge``; runs
+until SIGTERM or SIGINT, then drains in-flight sends (exit codes: producers/edge/README.md).
 Imports only the standard library at import time: ``obsingest --help`` builds its parser from
 ``add_arguments``.
 """
@@ -107,7 +104,7 @@ def settings_from_args(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the service until SIGTERM/SIGINT; the exit code (see the module docstring)."""
+    """Run the service until SIGTERM/SIGINT; the exit code."""
     from pydantic import ValidationError
 
     from obsingest import logs

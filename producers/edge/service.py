@@ -1,9 +1,8 @@
 """The edge service (producers/edge/README.md): one engine thread owns the scheduler and decides
 what runs; crash-isolated worker processes (``worker``, ``ccd``) read, compress and send; the
 hand-off intake and ``submit`` journal new CCDs. Everything in memory is rebuilt from the journal at
-start-up. One cohesive concept, hence its length: the engine's loop and every journal transition it
-makes, so each state change reads in one place; the policies live apart (``scheduler``,
-``refusal``, ``files``, ``failures``).
+start-up. One cohesive concept: the engine's loop and every journal transition it makes; the
+policies live apart (``scheduler``, ``refusal``, ``files``, ``failures``).
 """
 
 from __future__ import annotations
@@ -117,8 +116,7 @@ class EdgeService:
         warm the workers, then take new work."""
         s = self.settings
         self.journal = Journal(self.spool)
-        purged = self.journal.purge_acked(older_than=time.time() - s.keep_days * 86400)
-        if purged:
+        if purged := self.journal.purge_acked(older_than=time.time() - s.keep_days * 86400):
             log_event(log, "edge.journal_purged", rows=purged, keep_days=s.keep_days)
         for entry in self.journal.pending():
             if self.scheduler.add(entry.key, entry.priority):
@@ -129,25 +127,13 @@ class EdgeService:
             from producers.edge.health import HealthServer
 
             self.health_server = HealthServer(self.health, s.health_host, s.health_port)
-            self.health_server.start()
             try:
                 (self.spool / "health.port").write_text(f"{self.health_server.port}\n")
             except OSError as exc:  # a full spool must not stop the service from starting
                 log_event(log, "edge.health_port_unwritten", logging.WARNING, error=str(exc))
         self.pool = WorkerPool(
             s.workers,
-            WorkerInit(
-                "producers.edge.ccd:CcdWorker",
-                (
-                    s.destination,
-                    s.prefix,
-                    s.quarantine_prefix,
-                    str(self.spool),
-                    s.threads,
-                    True,
-                    s.on_ack != "keep",
-                ),
-            ),
+            WorkerInit("producers.edge.ccd:CcdWorker", (s.model_copy(update={"spool": self.spool}),)),
             self._on_result,
             log_level=self.log_level,
             start_method="forkserver",
@@ -157,15 +143,9 @@ class EdgeService:
         self._engine = threading.Thread(target=self._run, name="edge-engine", daemon=True)
         self._engine.start()
         if self.handoff is not None:
+            known = self.journal.handed_off()
             self.intake = HandoffIntake(
-                self.handoff,
-                self._on_found,
-                self._on_source_problem,
-                mode=s.complete,
-                settle=s.settle_seconds,
-                incomplete_timeout=s.incomplete_timeout,
-                rescan_interval=s.rescan_interval,
-                known=self.journal.handed_off(),
+                self.handoff, self._on_found, self._on_source_problem, settings=s, known=known
             )
             self.intake.start()
         self.pool.wait_ready()
@@ -232,13 +212,12 @@ class EdgeService:
     def submit_many(self, ccds: list[CcdFile]) -> list[Future[Outcome]]:
         """``submit`` for a whole readout, journalled in one commit (all or none)."""
         futures: list[Future[Outcome]] = [Future() for _ in ccds]
-        now = datetime.now(UTC)
         entries = [
             Entry(
                 key=ccd.data_id.key,
                 source=str(Path(ccd.path).resolve()),
                 priority=ccd.exposure,
-                readout=(ccd.readout_time or now).timestamp(),
+                readout=ccd.readout_time.timestamp() if ccd.readout_time else time.time(),
                 sidecar=ccd.sidecar,
             )
             for ccd in ccds
@@ -340,7 +319,7 @@ class EdgeService:
         if verdict is None:
             log_event(log, "edge.duplicate_file", data_id=first.key, file=str(found.path), first=first.source)
             if first.state == "acked" and self.handoff is not None:
-                release_raw(self.handoff, self.settings.on_ack, self.settings.done_dir, [str(found.path)])
+                release_raw(self.handoff, self.settings, [str(found.path)])
             return
         log_event(
             log,
@@ -417,10 +396,7 @@ class EdgeService:
         if ok:
             self._acked(key, value)
             return
-        error = value
-        outcome = None
-        if isinstance(error, SendFailed):
-            outcome, error = error.outcome, error.error
+        outcome, error = (value.outcome, value.error) if isinstance(value, SendFailed) else (None, value)
         verdict = judge(error, self.settings.destination)
         error = verdict.error
         if verdict.action == "quarantine":
@@ -439,8 +415,7 @@ class EdgeService:
             return
         if isinstance(error, SourceUnreadable):
             self._source_problem = f"source-unreadable: {error}"
-        exhausted = verdict.exhausted
-        if exhausted is not None:
+        if (exhausted := verdict.exhausted) is not None:
             if self.exhausted is None:
                 self.exhausted_since = time.monotonic()
             self.exhausted = exhausted
@@ -526,12 +501,7 @@ class EdgeService:
             return
         entry = self.journal.get(key)
         if entry is not None and entry.state == "acked":
-            release_raw(
-                self.handoff,
-                self.settings.on_ack,
-                self.settings.done_dir,
-                [p for p in (entry.source, entry.sidecar) if p],
-            )
+            release_raw(self.handoff, self.settings, [p for p in (entry.source, entry.sidecar) if p])
 
     def _quarantine(self, key: str, error: ObsIngestError) -> None:
         """The CCD cannot succeed: journal why (durably), move its file aside, tell the caller."""

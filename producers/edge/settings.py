@@ -20,7 +20,6 @@ class EdgeSettings(StoreLayout):
 
     destination: str = defaults.STORE_URL
     spool: Path = Path("./edge-spool")
-    #: the DAQ's hand-off directory; None: only the Python API feeds the service
     handoff: Path | None = None
     workers: int = Field(default=2, ge=1)
     threads: int = Field(default=1, ge=1)
@@ -41,5 +40,4 @@ class EdgeSettings(StoreLayout):
     keep_days: float = Field(default=30.0, gt=0)
     budget_seconds: float = Field(default=defaults.BUDGET_SECONDS, gt=0)
     health_host: str = "127.0.0.1"
-    #: HTTP health endpoint port; 0 picks a free one (written to SPOOL/health.port), -1 disables
     health_port: int = Field(default=8089, ge=-1)

@@ -24,7 +24,7 @@ from obsingest.messages import utcnow
 from obsingest.retry import EDGE_RESEND, Attempt, RetriesExhausted, Transient, call_with_retries
 from producers.compress import compress_fits
 from producers.edge.ccd import warm_up
-from producers.sender import Sender, SendResult, SendStatus, open_sender
+from producers.sender import Sender, SendResult, open_sender
 
 log = get_logger("obsingest.edge")
 
@@ -37,48 +37,37 @@ class ShipJob:
     detector: int
     readout_time: datetime
     sender_url: str  # file://DIR, gs://BUCKET or kafka://HOST:PORT/TOPIC
-    prefix: str = defaults.RAW_PREFIX
-    quarantine_prefix: str = defaults.QUARANTINE_PREFIX
-    compress_threads: int = 1
 
 
 @dataclass(frozen=True)
 class ShipResult:
     """What the benchmark reads: when the CCD was compressed and how long its send took."""
 
-    status: SendStatus
-    object_name: str
     compressed_time: datetime
     send_seconds: float
 
 
 @cache
-def _sender(url: str, prefix: str, quarantine_prefix: str) -> Sender:
+def _sender(url: str) -> Sender:
     """One sender per process and destination: connections stay warm between CCDs."""
-    return open_sender(url, prefix, quarantine_prefix, producer=f"edge-{os.getpid()}")
+    return open_sender(url, defaults.RAW_PREFIX, defaults.QUARANTINE_PREFIX, producer=f"edge-{os.getpid()}")
 
 
-def _start_worker(barrier: Any, destination: tuple[str, str, str] | None) -> None:
+def _start_worker(barrier: Any, sender_url: str | None) -> None:
     warm_up()
-    if destination is not None:
-        _sender(*destination)  # connect now: the first CCD should not pay for it
+    if sender_url is not None:
+        _sender(sender_url)  # connect now: the first CCD should not pay for it
     barrier.wait(timeout=300)
 
 
-def warm_pool(
-    workers: int,
-    sender_url: str | None = None,
-    prefix: str = defaults.RAW_PREFIX,
-    quarantine_prefix: str = defaults.QUARANTINE_PREFIX,
-) -> ProcessPoolExecutor:
+def warm_pool(workers: int, sender_url: str | None = None) -> ProcessPoolExecutor:
     """A process pool whose every worker has started, warmed up and (given ``sender_url``)
     opened its sender before this returns: ProcessPoolExecutor spawns workers lazily, which the
     first exposure's latency figures would include."""
     ctx = get_context("spawn")
     barrier = ctx.Barrier(workers)
-    destination = (sender_url, prefix, quarantine_prefix) if sender_url else None
     pool = ProcessPoolExecutor(
-        workers, mp_context=ctx, initializer=_start_worker, initargs=(barrier, destination)
+        workers, mp_context=ctx, initializer=_start_worker, initargs=(barrier, sender_url)
     )
     for future in [pool.submit(os.getpid) for _ in range(workers)]:
         future.result()
@@ -88,7 +77,7 @@ def warm_pool(
 def _send_with_retries(job: ShipJob, data_id: DataId, data: bytes, compressed_time: datetime) -> SendResult:
     """A CCD late is still a CCD: after a send gave up, send again with backoff (the store is
     create-once, the assembler ignores duplicate chunks)."""
-    sender = _sender(job.sender_url, job.prefix, job.quarantine_prefix)
+    sender = _sender(job.sender_url)
 
     def on_retry(attempt: Attempt) -> None:
         log_event(
@@ -114,8 +103,8 @@ def _send_with_retries(job: ShipJob, data_id: DataId, data: bytes, compressed_ti
 def ship_ccd(job: ShipJob) -> ShipResult:
     data_id = DataId(job.instrument, job.exposure, job.detector)
     # a path: the codec memory-maps it instead of allocating 75 MB per CCD
-    fz = compress_fits(Path(job.raw_path), threads=job.compress_threads)
+    fz = compress_fits(Path(job.raw_path), threads=1)
     compressed_time = utcnow()
     t1 = time.perf_counter()
-    result = _send_with_retries(job, data_id, fz, compressed_time)
-    return ShipResult(result.status, result.object_name, compressed_time, time.perf_counter() - t1)
+    _send_with_retries(job, data_id, fz, compressed_time)
+    return ShipResult(compressed_time, time.perf_counter() - t1)

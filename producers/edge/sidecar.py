@@ -40,15 +40,10 @@ def load_sidecar(path: Path) -> dict[str, Scalar]:
     cards: dict[str, Scalar] = {}
     skipped = []
     for key, value in doc.items():
-        if (
-            isinstance(key, str)
-            and _KEYWORD.match(key)
-            and key not in _RESERVED
-            and isinstance(value, (str, int, float, bool))
-        ):
+        if _KEYWORD.match(key) and key not in _RESERVED and isinstance(value, (str, int, float, bool)):
             cards[key] = value
         elif key != "PRIMARY":
-            skipped.append(str(key)[:40])
+            skipped.append(key[:40])
     if skipped:
         log_event(log, "edge.sidecar_skipped", path=str(path), keys=skipped[:20])
     return cards

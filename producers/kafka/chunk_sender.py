@@ -1,9 +1,6 @@
-"""The edge's Kafka sender: one compressed CCD -> its CcdChunk records, acknowledged.
-
-``send`` returns only when the broker has acknowledged every chunk (``acks=all``); if any chunk
-fails it raises and the caller resends the whole CCD (the assembler ignores duplicate chunks).
-The idempotent producer never duplicates or reorders a chunk inside its partition, and the key
-(the data id) puts every chunk of a CCD in one partition, in order, for the assembler's offsets.
+"""The edge's Kafka sender: one compressed CCD -> its CcdChunk records, every one acknowledged
+(``acks=all``) before ``send`` returns; a failed chunk raises and the caller resends the whole CCD.
+Why the producer is idempotent and keyed by the data id: producers/kafka/README.md.
 """
 
 from __future__ import annotations
@@ -17,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
 from obsingest import defaults
-from obsingest.checksums import checksum_str
 from obsingest.dataid import DataId
 from obsingest.errors import PermanentError, RetriableError
 from obsingest.exhaustion import exhausted, kafka_exhaustion
@@ -64,7 +60,6 @@ class _Delivery:
     """Delivery reports of one CCD's chunks; callbacks may run on any thread that polls."""
 
     expected: int
-    acked: int = 0
     errors: list[KafkaError] = field(default_factory=list)
     offsets: list[tuple[int, int]] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
@@ -75,11 +70,10 @@ class _Delivery:
             if err is not None:
                 self.errors.append(err)
             else:
-                self.acked += 1
                 partition, offset = msg.partition(), msg.offset()
                 assert partition is not None and offset is not None  # set once delivered
                 self.offsets.append((partition, offset))
-            if self.acked + len(self.errors) >= self.expected:
+            if len(self.offsets) + len(self.errors) >= self.expected:
                 self.done.set()
 
     def wait(self, producer: Producer, timeout: float) -> bool:
@@ -111,8 +105,6 @@ def producer_config(settings: KafkaProducerSettings, client_id: str) -> dict[str
 class KafkaChunkSender:
     """A ``producers.sender.Sender`` streaming CCDs as chunks to one topic. Thread-safe."""
 
-    transport = "kafka"
-
     def __init__(
         self,
         settings: KafkaProducerSettings,
@@ -138,18 +130,10 @@ class KafkaChunkSender:
 
         started = time.perf_counter()
         identity = check_ccd_bytes(data_id, data)
-        checksum = checksum_str(data)
         chunks = list(
-            iter_chunks(
-                data_id,
-                data,
-                readout_time,
-                compressed_time,
-                self.producer_name,
-                self.chunk_size,
-                file_checksum=checksum,
-            )
+            iter_chunks(data_id, data, readout_time, compressed_time, self.producer_name, self.chunk_size)
         )
+        checksum = chunks[0].file_checksum
         delivery = _Delivery(expected=len(chunks))
         key = data_id.key.encode()
         for chunk in chunks:
@@ -164,7 +148,7 @@ class KafkaChunkSender:
                     raise self._classify(exc.args[0], data_id) from exc
         if not delivery.wait(self._producer, self.settings.delivery_timeout_s + 10):
             raise ChunkDeliveryFailed(
-                f"{data_id.key}: {delivery.acked}/{delivery.expected} chunks acknowledged "
+                f"{data_id.key}: {len(delivery.offsets)}/{delivery.expected} chunks acknowledged "
                 f"within {self.settings.delivery_timeout_s} s"
             )
         if delivery.errors:
@@ -242,17 +226,12 @@ def parse_kafka_url(url: str) -> tuple[str, str, dict[str, str]]:
 
 
 def open_kafka_sender(
-    url: str,
-    producer: str = "edge",
-    prefix: str = defaults.RAW_PREFIX,
-    settings: KafkaProducerSettings | None = None,
+    url: str, producer: str = "edge", prefix: str = defaults.RAW_PREFIX
 ) -> KafkaChunkSender:
     """Sender for ``kafka://HOST:PORT/TOPIC``; other settings from ``OBSINGEST_KAFKA_*``."""
     bootstrap, topic, options = parse_kafka_url(url)
-    base = settings or KafkaProducerSettings()
     update: dict[str, Any] = {"bootstrap_servers": bootstrap}
     if "chunk_size" in options:
         update["chunk_size"] = int(options["chunk_size"])
-    return KafkaChunkSender(
-        base.model_copy(update=update), topic=topic or None, producer_name=producer, prefix=prefix
-    )
+    settings = KafkaProducerSettings().model_copy(update=update)
+    return KafkaChunkSender(settings, topic=topic or None, producer_name=producer, prefix=prefix)

@@ -36,10 +36,7 @@ def default_chunk_size(message_max_bytes: int) -> int:
     limit = max_chunk_size(message_max_bytes)
     if limit < MIN_CHUNK_SIZE:
         raise ChunkSizeError(f"message.max.bytes {message_max_bytes} is too small for chunks")
-    size = MIN_CHUNK_SIZE
-    while size * 2 <= min(limit, PREFERRED_CHUNK_SIZE):
-        size *= 2
-    return size
+    return 1 << (min(limit, PREFERRED_CHUNK_SIZE).bit_length() - 1)
 
 
 def resolve_chunk_size(chunk_size: int, message_max_bytes: int) -> int:
@@ -77,13 +74,12 @@ def iter_chunks(
     compressed_time: datetime | None,
     producer: str,
     chunk_size: int,
-    file_checksum: str | None = None,
 ) -> Iterator[CcdChunk]:
     """The CcdChunk records of one file, in order (payloads are slices of ``data``)."""
     if len(data_id.instrument.encode()) > MAX_NAME_BYTES or len(producer.encode()) > MAX_NAME_BYTES:
         raise ChunkSizeError(f"instrument/producer name longer than {MAX_NAME_BYTES} bytes")
     count = chunk_count(len(data), chunk_size)
-    checksum = file_checksum or checksum_str(data)
+    checksum = checksum_str(data)
     view = memoryview(data)
     for index in range(count):
         payload = bytes(view[index * chunk_size : (index + 1) * chunk_size])
@@ -105,8 +101,7 @@ def iter_chunks(
 
 
 def encode_chunk(chunk: CcdChunk) -> bytes:
-    """``chunk.encode()`` with one payload copy: ``payload`` is the schema's last field, so the
-    record is the encoding with an empty payload (whose length varint is the single byte 00)
-    with the payload's length and bytes in its place."""
+    """``chunk.encode()`` with one payload copy (producers/kafka/README.md): the encoding with an
+    empty payload (whose length varint is the single byte 00), then the payload's length and bytes."""
     head = dataclasses.replace(chunk, payload=b"").encode()
     return b"".join((head[:-1], _varint(len(chunk.payload)), chunk.payload))

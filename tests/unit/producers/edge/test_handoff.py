@@ -11,6 +11,7 @@ import pytest
 
 from obsingest.dataid import DataId
 from producers.edge.handoff import Found, HandoffIntake, classify
+from producers.edge.settings import EdgeSettings
 from tests.fixtures.camera_files import ccd_file
 
 pytestmark = pytest.mark.unit
@@ -60,7 +61,7 @@ def test_startup_scan_watcher_rename_and_never_completed(tmp_path: Path) -> None
     stale.write_bytes(b"never finished")
     os.utime(stale, (time.time() - 100, time.time() - 100))
     got = Collector()
-    intake = HandoffIntake(tmp_path, got, incomplete_timeout=50, rescan_interval=60)
+    intake = HandoffIntake(tmp_path, got, settings=EdgeSettings(incomplete_timeout=50, rescan_interval=60))
     intake.start()
     try:
         assert [f.path for f in got.found] == [old]
@@ -89,7 +90,9 @@ def test_startup_scan_watcher_rename_and_never_completed(tmp_path: Path) -> None
 
 def test_settle_mode_waits_for_a_quiet_file(tmp_path: Path) -> None:
     got = Collector()
-    intake = HandoffIntake(tmp_path, got, mode="settle", settle=0.5, rescan_interval=60)
+    intake = HandoffIntake(
+        tmp_path, got, settings=EdgeSettings(complete="settle", settle_seconds=0.5, rescan_interval=60)
+    )
     intake.start()
     try:
         path = tmp_path / "MC_O_20261122_000001_R01_S01.fits"
@@ -109,7 +112,7 @@ def test_settle_mode_waits_for_a_quiet_file(tmp_path: Path) -> None:
 def test_a_refused_file_is_offered_again_by_the_next_scan(tmp_path: Path) -> None:
     (tmp_path / "a.fits").write_bytes(ccd_file(DataId("LSSTCam", 2026112200001, 0)))
     got = Collector(accept=False)
-    intake = HandoffIntake(tmp_path, got, rescan_interval=60)
+    intake = HandoffIntake(tmp_path, got, settings=EdgeSettings(rescan_interval=60))
     intake.scan()
     intake.scan()
     assert len(got.found) == 2
@@ -139,15 +142,15 @@ def test_a_new_directory_is_walked_alone_and_taken_files_cost_one_stat(tmp_path:
         data_id = DataId("LSSTCam", 2026112200001, det)
         (old / data_id.identity().file_name).write_bytes(ccd_file(data_id))
     got = Collector()
-    intake = HandoffIntake(tmp_path, got, rescan_interval=60)
+    intake = HandoffIntake(tmp_path, got, settings=EdgeSettings(rescan_interval=60))
     intake.scan()
     assert len(got.found) == 3
     considered: list[Path] = []
     consider = intake._consider
 
-    def counting(path: Path, complete: bool, scan: bool = False) -> None:
+    def counting(path: Path, complete: bool) -> None:
         considered.append(path)
-        consider(path, complete, scan)
+        consider(path, complete)
 
     monkeypatch.setattr(intake, "_consider", counting)
     intake.scan()  # the full safety-net rescan: nothing new, nothing offered again
@@ -201,7 +204,7 @@ def test_the_watcher_is_asked_only_for_the_events_the_intake_takes(tmp_path: Pat
     kept = tmp_path / "kept.txt"
     kept.write_bytes(b"x")
     got = Collector()
-    intake = HandoffIntake(tmp_path, got, rescan_interval=60)
+    intake = HandoffIntake(tmp_path, got, settings=EdgeSettings(rescan_interval=60))
     intake.start()
     try:
         kept.read_bytes()  # an open and a read-only close: nothing the intake takes
@@ -226,7 +229,7 @@ def test_a_burst_of_events_ticks_as_often_as_idle_not_per_event(tmp_path: Path, 
     TICK_SECONDS, as an idle intake does, not after each event."""
     from producers.edge.handoff import TICK_SECONDS
 
-    intake = HandoffIntake(tmp_path, Collector(), rescan_interval=60)
+    intake = HandoffIntake(tmp_path, Collector(), settings=EdgeSettings(rescan_interval=60))
     ticks: list[float] = []
     tick = intake.tick
 
@@ -260,7 +263,7 @@ def test_rename_mode_asks_for_no_write_events_and_follows_a_slow_temp_file(tmp_p
     assert FileModifiedEvent not in _watched("rename")
     assert FileModifiedEvent in _watched("settle")
     got = Collector()
-    intake = HandoffIntake(tmp_path, got, incomplete_timeout=0.6, rescan_interval=60)
+    intake = HandoffIntake(tmp_path, got, settings=EdgeSettings(incomplete_timeout=0.6, rescan_interval=60))
     intake.start()
     try:
         data = ccd_file(DataId("LSSTCam", 2026112200001, 1))
