@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import io
 from collections.abc import Callable, Iterable
-from http import HTTPStatus
 from typing import Any
 
 from obsingest.errors import NestingTooDeep, NotADelivery, RequestRefused, RequestTooLarge
@@ -36,7 +35,7 @@ def body_guard(app: WsgiApp, max_bytes: Callable[[], int], refuse: Refuse) -> Ws
             text, status = refuse(exc)
             payload = text.encode("utf-8", "backslashreplace")
             headers = [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(payload)))]
-            start_response(f"{status} {HTTPStatus(status).phrase}", headers)
+            start_response(f"{status} {_PHRASES.get(status, 'Refused')}", headers)
             return [payload]
         environ["wsgi.input"] = io.BytesIO(body)
         environ["CONTENT_LENGTH"] = str(len(body))
@@ -45,6 +44,10 @@ def body_guard(app: WsgiApp, max_bytes: Callable[[], int], refuse: Refuse) -> Ws
         return app(environ, start_response)
 
     return guarded
+
+
+#: RFC 9110's reason phrases (Python 3.11's HTTPStatus still says "Request Entity Too Large")
+_PHRASES = {400: "Bad Request", 413: "Content Too Large"}
 
 
 def read_bounded(environ: dict[str, Any], limit: int) -> bytes:

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import MISSING, Field, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -24,10 +24,46 @@ State = Literal["seen", "compressed", "sent", "acked", "quarantined"]
 STATES: tuple[State, ...] = get_args(State)
 TERMINAL: tuple[State, ...] = ("acked", "quarantined")
 
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS items (
+    key TEXT PRIMARY KEY,
+    source TEXT NOT NULL,
+    target TEXT NOT NULL DEFAULT '',  -- unused; kept so an edge rolled back can write this journal
+    priority INTEGER NOT NULL DEFAULT 0,
+    state TEXT NOT NULL,
+    readout REAL,
+    sidecar TEXT,
+    spooled TEXT,
+    size INTEGER,
+    checksum TEXT,
+    compressed_at REAL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    reason TEXT,
+    error TEXT,
+    status TEXT,
+    object TEXT,
+    seen_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    acked_at REAL,
+    over_budget INTEGER NOT NULL DEFAULT 0,
+    source_mtime REAL,
+    source_size INTEGER
+);
+CREATE INDEX IF NOT EXISTS items_state ON items (state, priority DESC);
+CREATE TABLE IF NOT EXISTS exposures (
+    instrument TEXT NOT NULL,
+    exposure INTEGER NOT NULL,
+    manifest TEXT NOT NULL,
+    seen_at REAL NOT NULL,
+    PRIMARY KEY (instrument, exposure)
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
 
 @dataclass
 class Entry:
-    """One journalled item: a row of ``items``, whose columns are these fields."""
+    """One journalled item (a row of ``items``)."""
 
     key: str
     source: str
@@ -64,30 +100,6 @@ _INSERT = (
     f"INSERT INTO items ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
     " ON CONFLICT(key) DO NOTHING"
 )
-
-
-def _column(f: Field[Any]) -> str:
-    """An ``Entry`` field as the ``items`` column that holds it: NOT NULL unless it may be None."""
-    kind = {"str": "TEXT", "State": "TEXT", "int": "INTEGER", "float": "REAL"}[str(f.type).split(" ")[0]]
-    if f.name == "key":
-        return f"key {kind} PRIMARY KEY"
-    if str(f.type).endswith("| None"):
-        return f"{f.name} {kind}"
-    return f"{f.name} {kind} NOT NULL" + ("" if f.default is MISSING else f" DEFAULT {f.default!r}")
-
-
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS items ({", ".join(_column(f) for f in fields(Entry))});
-CREATE INDEX IF NOT EXISTS items_state ON items (state, priority DESC);
-CREATE TABLE IF NOT EXISTS exposures (
-    instrument TEXT NOT NULL,
-    exposure INTEGER NOT NULL,
-    manifest TEXT NOT NULL,
-    seen_at REAL NOT NULL,
-    PRIMARY KEY (instrument, exposure)
-);
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
 
 
 def _new_rows(entries: Iterable[Entry]) -> list[tuple[Any, ...]]:
@@ -274,11 +286,11 @@ class Journal:
 
 
 def _add_missing_columns(db: sqlite3.Connection) -> None:
-    """A journal written by an older edge lacks the newer columns: add them (NULL or the default)."""
+    """A journal written by an older edge lacks the newer columns: add them (NULL)."""
     have = {row[1] for row in db.execute("PRAGMA table_info(items)")}
-    for f in fields(Entry):
-        if f.name not in have:
-            db.execute(f"ALTER TABLE items ADD COLUMN {_column(f)}")
+    for column, kind in (("source_mtime", "REAL"), ("source_size", "INTEGER")):
+        if column not in have:
+            db.execute(f"ALTER TABLE items ADD COLUMN {column} {kind}")
 
 
 @contextmanager
