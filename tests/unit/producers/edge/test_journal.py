@@ -3,6 +3,7 @@ disk is SpoolFull."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,23 @@ def test_states_survive_reopening_and_pending_is_newest_first(tmp_path: Path) ->
     one = again.get("LSSTCam/1/000")
     assert one is not None and (one.state, one.size, one.checksum) == ("compressed", 10, "crc32c:00000001")
     assert again.counts() == {"seen": 1, "compressed": 1, "sent": 0, "acked": 1, "quarantined": 0}
+
+
+def test_a_journal_made_now_still_takes_the_previous_edges_rows(tmp_path: Path) -> None:
+    """Rolling the edge back keeps its journal: the previous edge inserts every column it knew,
+    ``target`` (unused now) among them."""
+    j = Journal(tmp_path)
+    j.add(Entry(key="new", source="/new"))
+    path = j.path
+    j.close()
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "INSERT INTO items (key, source, target, priority, state, seen_at, updated_at) "
+            "VALUES ('old', '/old', '', 0, 'seen', 1.0, 1.0)"
+        )
+    db.close()
+    again = Journal(tmp_path)
+    assert sorted(e.key for e in again.pending()) == ["new", "old"]
 
 
 def test_a_second_hand_off_returns_the_existing_row(tmp_path: Path) -> None:
