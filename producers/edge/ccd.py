@@ -7,6 +7,7 @@ truncated under a map kills the reader with SIGBUS, a short read is an ordinary 
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import time
@@ -23,7 +24,6 @@ from obsingest.logs import get_logger, log_event
 from obsingest.messages import utcnow
 from producers.edge.errors import SourceUnreadable, SourceVanished, SpoolFull, SpoolUnavailable
 from producers.edge.journal import Entry, Journal, State
-from producers.edge.settings import EdgeSettings
 from producers.edge.sidecar import check_sidecar, merge_sidecar
 from producers.sender import SendStatus
 
@@ -145,16 +145,21 @@ def read_exact(path: str, buf: bytearray | None = None) -> bytearray:
         size = os.fstat(fd).st_size
         if buf is None or len(buf) != size:
             buf = bytearray(size)
+        view = memoryview(buf)
         got = 0
-        with memoryview(buf) as view:
+        try:
             while got < size:
                 n = os.readv(fd, [view[got:]])
                 if n == 0:
                     raise CorruptFile(f"{path}: truncated while being read: got {got} of {size} bytes")
                 got += n
+        except OSError as exc:
+            if exc.errno == errno.EIO:
+                raise SourceUnreadable(f"{path}: I/O error while reading: {exc}") from None
+            raise SourceUnreadable(f"{path}: read failed: {exc}") from None
+        finally:
+            view.release()
         return buf
-    except OSError as exc:
-        raise SourceUnreadable(f"{path}: read failed: {exc}") from None
     finally:
         os.close(fd)
 
@@ -197,6 +202,10 @@ def verify_precompressed(data: bytes | bytearray, source: str) -> None:
         )
 
 
+def spool_path(spool: Path, key: str) -> Path:
+    return spool / SPOOL_CCD_DIR / (key.replace("/", "_") + ".fits.fz")
+
+
 def open_edge_sender(destination: str, prefix: str, quarantine_prefix: str, producer: str) -> Any:
     """The worker's sender: ``gs://BUCKET`` through ``GcsHttpStore`` (one JSON-API request per
     put, cheaper than the library's upload); else what ``producers.sender.open_sender`` opens."""
@@ -214,17 +223,24 @@ def open_edge_sender(destination: str, prefix: str, quarantine_prefix: str, prod
 class CcdWorker:
     """A worker process's handler: warm codec, one sender, one journal connection, one buffer."""
 
-    def __init__(self, settings: EdgeSettings, warm: bool = True) -> None:
+    def __init__(
+        self,
+        destination: str,
+        prefix: str,
+        quarantine_prefix: str,
+        spool: str,
+        threads: int = 1,
+        warm: bool = True,
+        durable_ack: bool = False,
+    ) -> None:
         if warm:
             warm_up()
-        self.spool = Path(settings.spool)
-        self.threads = settings.threads
-        self.sender = open_edge_sender(
-            settings.destination, settings.prefix, settings.quarantine_prefix, producer=f"edge-{os.getpid()}"
-        )
+        self.spool = Path(spool)
+        self.threads = threads
+        self.sender = open_edge_sender(destination, prefix, quarantine_prefix, producer=f"edge-{os.getpid()}")
         self.journal = Journal(self.spool)
         #: fsync the ack: only needed when the raw file is released after it (on_ack)
-        self.durable_ack = settings.on_ack != "keep"
+        self.durable_ack = durable_ack
         self.buffer: bytearray | None = None
 
     def close(self) -> None:
@@ -263,7 +279,7 @@ class CcdWorker:
         return data
 
     def _spill(self, key: str, data: bytes, notes: list[str]) -> str | None:
-        path = self.spool / SPOOL_CCD_DIR / (key.replace("/", "_") + ".fits.fz")
+        path = spool_path(self.spool, key)
         try:
             write_atomic(path, data)
         except OSError as exc:

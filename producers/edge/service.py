@@ -133,7 +133,18 @@ class EdgeService:
                 log_event(log, "edge.health_port_unwritten", logging.WARNING, error=str(exc))
         self.pool = WorkerPool(
             s.workers,
-            WorkerInit("producers.edge.ccd:CcdWorker", (s.model_copy(update={"spool": self.spool}),)),
+            WorkerInit(
+                "producers.edge.ccd:CcdWorker",
+                (
+                    s.destination,
+                    s.prefix,
+                    s.quarantine_prefix,
+                    str(self.spool),
+                    s.threads,
+                    True,
+                    s.on_ack != "keep",
+                ),
+            ),
             self._on_result,
             log_level=self.log_level,
             start_method="forkserver",

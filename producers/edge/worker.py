@@ -41,6 +41,11 @@ class WorkerInit:
     args: tuple[Any, ...] = ()
 
 
+def _resolve(target: str) -> Any:
+    module, _, name = target.partition(":")
+    return getattr(import_module(module), name)
+
+
 def _send_safely(conn: Connection, message: Any) -> bool:
     try:
         conn.send(message)
@@ -60,8 +65,7 @@ def worker_main(conn: Connection, init: WorkerInit, log_level: str = "INFO") -> 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logs.configure(level=log_level)
-    module, _, name = init.target.partition(":")
-    handler = getattr(import_module(module), name)(*init.args)
+    handler = _resolve(init.target)(*init.args)
     conn.send(("ready", os.getpid()))
     while True:
         try:
@@ -117,6 +121,8 @@ class WorkerPool:
         """``"forkserver"`` with ``preload`` modules starts workers as forks of a server that
         imported them once. ``"fork"`` is only safe while the caller has no other threads, i.e.
         at ``start``: replacements for crashed workers then use ``respawn_method``."""
+        if size < 1:
+            raise ValueError("a pool needs at least one worker")
         self.size = size
         self.init = init
         self.on_result = on_result
@@ -221,24 +227,28 @@ class WorkerPool:
             with self._lock:
                 if self._stopping and all(not w.process.is_alive() for w in self._workers):
                     return
-                waitables: dict[Any, _Worker] = {
-                    x: w for w in self._workers for x in (w.conn, w.process.sentinel)
-                }
+                waitables: dict[Any, _Worker] = {}
+                for w in self._workers:
+                    waitables[w.conn] = w
+                    waitables[w.process.sentinel] = w
             try:
                 ready = wait(list(waitables), timeout=0.5)
             except OSError:
                 ready = []
             for item in ready:
                 worker = waitables[item]
-                if item is not worker.conn:
+                if item is worker.conn:
+                    self._receive(worker)
+                else:
                     self._died(worker)
-                    continue
-                try:
-                    message = worker.conn.recv()
-                except (EOFError, OSError):
-                    worker.process.join(timeout=0.1)  # exiting: let the sentinel tell, without spinning
-                    continue
-                self._handle(worker, message)
+
+    def _receive(self, worker: _Worker) -> None:
+        try:
+            message = worker.conn.recv()
+        except (EOFError, OSError):
+            worker.process.join(timeout=0.1)  # exiting: let the sentinel tell, without spinning
+            return
+        self._handle(worker, message)
 
     def _handle(self, worker: _Worker, message: Any) -> None:
         if message[0] == "ready":
@@ -269,7 +279,8 @@ class WorkerPool:
                 break
             self._handle(worker, message)
         worker.process.join(timeout=1)
-        what = _describe_exit(worker.process.exitcode)
+        code = worker.process.exitcode
+        what = _describe_exit(code)
         with self._changed:
             job = worker.job
             worker.job = None
@@ -277,7 +288,8 @@ class WorkerPool:
                 self._workers.remove(worker)
             stopping = self._stopping
             if not stopping:
-                self._workers.append(self._spawn(worker.index, respawn=True))
+                replacement = self._spawn(worker.index, respawn=True)
+                self._workers.append(replacement)
                 self.stats.restarts += 1
             self._changed.notify_all()
         with contextlib.suppress(OSError):

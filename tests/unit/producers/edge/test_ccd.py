@@ -17,7 +17,6 @@ from producers.daq.simulator import CcdSpec, generate_raw_ccd
 from producers.edge.ccd import CcdWorker, SendFailed, read_exact
 from producers.edge.errors import SourceVanished
 from producers.edge.journal import Entry, Journal
-from producers.edge.settings import EdgeSettings
 from producers.edge.sidecar import merge_sidecar
 
 pytestmark = pytest.mark.unit
@@ -111,7 +110,7 @@ def test_a_failed_send_spills_to_the_spool_and_the_retry_sends_from_it(tmp_path:
     spool = tmp_path / "spool"
     journal = Journal(spool)
     journal.add(Entry(key=DATA_ID.key, source=str(source), priority=EXPOSURE))
-    worker = CcdWorker(EdgeSettings(destination=f"file://{tmp_path / 'store'}", spool=spool), warm=False)
+    worker = CcdWorker(f"file://{tmp_path / 'store'}", "raw/", "quarantine/", str(spool), warm=False)
     worker.sender = FlakySender(failures=1)
     job = Entry(DATA_ID.key, str(source), readout=1.8e9)
     with pytest.raises(SendFailed) as failed:
@@ -148,7 +147,7 @@ def test_a_damaged_spool_copy_is_discarded_and_the_ccd_compressed_again(tmp_path
     bad = spool / "ccd" / "bad.fits.fz"
     bad.parent.mkdir(parents=True)
     bad.write_bytes(b"torn")
-    worker = CcdWorker(EdgeSettings(destination=f"file://{tmp_path / 'store'}", spool=spool), warm=False)
+    worker = CcdWorker(f"file://{tmp_path / 'store'}", "raw/", "quarantine/", str(spool), warm=False)
     worker.sender = FlakySender(failures=0)
     job = Entry(DATA_ID.key, str(source), readout=1.8e9, spooled=str(bad), checksum="crc32c:12345678")
     assert worker(job).ok
@@ -162,7 +161,7 @@ def test_a_ccd_costs_two_journal_commits_sent_then_acked(tmp_path: Path) -> None
     source.write_bytes(raw_ccd())
     spool = tmp_path / "spool"
     Journal(spool).add(Entry(key=DATA_ID.key, source=str(source)))
-    worker = CcdWorker(EdgeSettings(destination=f"file://{tmp_path / 'store'}", spool=spool), warm=False)
+    worker = CcdWorker(f"file://{tmp_path / 'store'}", "raw/", "quarantine/", str(spool), warm=False)
     commits: list[list[str | None]] = []
     mark_many = worker.journal.mark_many
 
@@ -182,7 +181,7 @@ def _killed_worker(source: Path, spool: Path, store: Path, when: str) -> None:
     them but before the ack was journalled."""
     import signal
 
-    worker = CcdWorker(EdgeSettings(destination=f"file://{store}", spool=spool), warm=False)
+    worker = CcdWorker(f"file://{store}", "raw/", "quarantine/", str(spool), warm=False)
     send = worker.sender.send
 
     def dying(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -218,7 +217,7 @@ def test_a_worker_sigkilled_after_its_sent_commit_is_redone_once_from_the_raw_fi
     row = journal.get(DATA_ID.key)
     assert row is not None and (row.state, row.attempts, row.spooled) == ("sent", 1, None)
     assert row.checksum and row.size
-    worker = CcdWorker(EdgeSettings(destination=f"file://{store}", spool=spool), warm=False)
+    worker = CcdWorker(f"file://{store}", "raw/", "quarantine/", str(spool), warm=False)
     outcome = worker(row)  # the journal's row, as the service's dispatch hands it over at resume
     assert outcome.ok and outcome.status == status and outcome.attempts == 2
     assert outcome.checksum == row.checksum  # the same bytes, compressed again

@@ -16,7 +16,6 @@ from producers.daq.simulator import CcdSpec, generate_raw_ccd
 from producers.edge.ccd import CcdWorker, verify_precompressed
 from producers.edge.handoff import classify, sidecar_of
 from producers.edge.journal import Entry, Journal
-from producers.edge.settings import EdgeSettings
 
 pytestmark = pytest.mark.unit
 
@@ -49,7 +48,7 @@ class Recorder:
 def worker_for(tmp_path: Path, source: Path, sidecar: Path | None = None) -> CcdWorker:
     spool = tmp_path / "spool"
     Journal(spool).add(Entry(key=DATA_ID.key, source=str(source), priority=EXPOSURE))
-    worker = CcdWorker(EdgeSettings(destination=f"file://{tmp_path / 'store'}", spool=spool), warm=False)
+    worker = CcdWorker(f"file://{tmp_path / 'store'}", "raw/", "quarantine/", str(spool), warm=False)
     worker.sender = Recorder()
     return worker
 
