@@ -71,10 +71,13 @@ def test_concurrent_registrations_share_transactions_and_each_gets_its_own(regis
 
 
 def test_a_lone_caller_is_ingested_at_once(registry):
+    """A lone caller is not held for the gathering window: with a 30 s window it returns in a
+    fraction of it (no tight wall-clock figure: the first call's own set-up varies by machine)."""
     registry._in_butler = Recorder(seconds=0.0)
+    registry._batches.gather = 30.0
     started = time.perf_counter()
     assert registry.register(_record(3)).created
-    assert time.perf_counter() - started < 2.0
+    assert time.perf_counter() - started < 15.0
     again = registry.register(_record(3))
     assert not again.created  # redelivery: the same dataset, no new row
 
