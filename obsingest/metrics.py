@@ -62,8 +62,10 @@ COMPONENT_COUNTS: dict[str, frozenset[str]] = {
 }
 
 #: Reasons that are no error class's: the relay's push failures by class (the full answer is in
-#: the dead letter's attributes) and an object a producer parked without saying why.
-PUSH_FAILURES = ("http-4xx", "http-5xx", "no-response")
+#: the dead letter's attributes: its start -> the label) and an object a producer parked without
+#: saying why.
+_PUSH_FAILURE_LABELS = {"HTTP 4": "http-4xx", "HTTP 5": "http-5xx", "no response": "no-response"}
+PUSH_FAILURES = tuple(_PUSH_FAILURE_LABELS.values())
 errors.REASONS.update({*PUSH_FAILURES, "quarantined-by-producer"})
 #: Every ``reason`` a quarantine, dead letter or registry error can carry: ``errors.REASONS``
 #: itself, growing as a unit's error modules are imported (bounded by the code, under 100).
@@ -214,20 +216,12 @@ def _catalogue(table: str) -> tuple[MetricSpec, ...]:
 
 CATALOGUE: tuple[MetricSpec, ...] = _catalogue(_TABLE)
 
-SPECS: dict[str, MetricSpec] = {spec.name: spec for spec in CATALOGUE}
-
 
 def reason_label(reason: str) -> str:
     """The ``reason`` label for an error reason or a relay push failure (``HTTP 503: ...``)."""
     if reason in REASONS:
         return reason
-    if reason.startswith("HTTP 4"):
-        return "http-4xx"
-    if reason.startswith("HTTP 5"):
-        return "http-5xx"
-    if reason.startswith("no response"):
-        return "no-response"
-    return OTHER
+    return next((label for start, label in _PUSH_FAILURE_LABELS.items() if reason.startswith(start)), OTHER)
 
 
 def _create(spec: MetricSpec, registry: CollectorRegistry) -> Any:
@@ -317,8 +311,6 @@ class Metrics:
     def readout_latency(self, stage: str, seconds: float, transport: str, instrument: str) -> None:
         """Observe readout -> ``stage`` (stored, registered or announced) for one CCD."""
         name = f"obsingest_readout_to_{stage}_seconds"
-        if name not in SPECS:
-            raise ValueError(f"no readout latency for stage {stage!r}")
         self._child(name, transport=transport, instrument=instrument).observe(seconds)
 
     def edge_stage(self, stage: str, seconds: float) -> None:

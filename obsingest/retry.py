@@ -126,7 +126,6 @@ class Attempt:
     kind: str
     error: BaseException
     delay: float
-    remaining: float
 
 
 def call_with_retries(
@@ -166,8 +165,7 @@ def call_with_retries(
         kind = seen[0].kind
         per_kind[kind] = per_kind.get(kind, 0) + 1
         if on_retry is not None:
-            delay, remaining = state.upcoming_sleep, deadline - clock()
-            on_retry(Attempt(state.attempt_number, kind, _error(state), delay, remaining))
+            on_retry(Attempt(state.attempt_number, kind, _error(state), state.upcoming_sleep))
 
     def give_up(state: tenacity.RetryCallState) -> T:
         error, kind = _error(state), seen[0].kind

@@ -23,14 +23,7 @@ log = get_logger("obsingest.bus.kafka")
 class KafkaPublisher:
     """One producer per process; thread-safe."""
 
-    def __init__(
-        self,
-        bootstrap: str,
-        *,
-        timeout: float = 5.0,
-        linger_ms: int = 1,
-        config: dict[str, Any] | None = None,
-    ) -> None:
+    def __init__(self, bootstrap: str, *, timeout: float = 5.0) -> None:
         from confluent_kafka import Producer
 
         self.timeout = timeout
@@ -39,10 +32,9 @@ class KafkaPublisher:
                 "bootstrap.servers": bootstrap,
                 "acks": "all",
                 "enable.idempotence": True,
-                "linger.ms": linger_ms,
+                "linger.ms": 1,
                 "delivery.timeout.ms": int(timeout * 1000),
                 "request.timeout.ms": max(1000, int(timeout * 1000) - 100),
-                **(config or {}),
             }
         )
 

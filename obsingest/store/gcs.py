@@ -8,8 +8,6 @@
 - Requests are the JSON API's, sent through google-auth's urllib3 transport; the library's client
   is kept for listings and provisioning. Proxies, ``.netrc`` and the CA bundle are read once per
   store (``HttpEnvironment``) for both.
-
-One cohesive concept, hence its length: a bucket as a store, its error rules and create-once flow.
 """
 
 from __future__ import annotations
@@ -72,12 +70,10 @@ class StoreRequestRefused(PermanentError, reason="store-request-refused"):
     """The store refused the request itself (400, 401, 404 bucket, ...): retrying cannot help."""
 
 
-class BucketMissing(StoreRequestRefused, reason="bucket-missing"):
-    pass
+class BucketMissing(StoreRequestRefused, reason="bucket-missing"): ...
 
 
-class StorePermissionDenied(StoreRequestRefused, reason="store-permission-denied"):
-    pass
+class StorePermissionDenied(StoreRequestRefused, reason="store-permission-denied"): ...
 
 
 class ObjectVanished(RetriableError, reason="object-vanished"):
