@@ -127,7 +127,6 @@ class PipelineSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="OBSINGEST_", extra="ignore")
 
     budget_seconds: float = Field(default=defaults.BUDGET_SECONDS, gt=0)
-    log_level: str = "INFO"
 
 
 def run_name(template: str, instrument: str) -> str:

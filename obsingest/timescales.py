@@ -25,21 +25,14 @@ CAMERA_SCALE = "TAI"
 _SCALES = {"UTC": "utc", "TAI": "tai", "TT": "tt", "TDB": "tdb", "TCG": "tcg", "TCB": "tcb"}
 
 
-def _scale(timesys: str | None) -> str:
-    """astropy's name of the scale ``TIMESYS`` names: UTC when the card is absent or empty."""
-    key = (timesys or "").strip().upper() or "UTC"
-    try:
-        return _SCALES[key]
-    except KeyError:
-        raise ValueError(f"TIMESYS={timesys!r} is not a time scale we read") from None
-
-
 def header_time(value: str | float, timesys: str | None = None) -> Time:
     """A header time (ISOT text, or an MJD number) as an astropy Time in the scale TIMESYS
-    names; ValueError if it is not a time."""
+    names (UTC when the card is absent or empty); ValueError if it is not a time."""
     from astropy.time import Time
 
-    scale = _scale(timesys)
+    scale = _SCALES.get((timesys or "").strip().upper() or "UTC")
+    if scale is None:
+        raise ValueError(f"TIMESYS={timesys!r} is not a time scale we read")
     try:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return Time(float(value), format="mjd", scale=scale)
@@ -109,19 +102,6 @@ def _leap_table() -> _LeapTable:
     )
 
 
-def _naive_of_jd(jd1: float, jd2: float) -> datetime:
-    """The calendar instant of a two-part Julian date (in whatever scale it counts), to the
-    microsecond, rounded as ``Time.to_datetime`` rounds."""
-    whole = jd1 - _J2000_JD  # astropy keeps jd1 a whole number and jd2 in [-0.5, 0.5]
-    return _J2000 + timedelta(days=whole) + timedelta(days=jd2)
-
-
-def _ends_in_leap(utc: datetime) -> bool:
-    """Whether a UTC day ends in a leap second (astropy's UTC day fraction then counts 86401 s)."""
-    next_day = datetime(utc.year, utc.month, utc.day) + timedelta(days=1)
-    return next_day in _leap_table().utc_starts
-
-
 def tai_to_utc(tai: datetime) -> datetime | None:
     """A naive TAI instant as a UTC datetime (timezone-aware) by the leap-second table; None
     outside the table's range."""
@@ -153,8 +133,12 @@ def time_as_utc(t: Any) -> datetime:
     what ``t.utc.to_datetime(timezone=UTC)`` gives at a fraction of the cost."""
     scale = t.scale
     if scale in ("tai", "utc") and t.isscalar:
-        naive = _naive_of_jd(float(t.jd1), float(t.jd2))
-        if scale == "utc" and naive >= _INTEGER_LEAPS_FROM and not _ends_in_leap(naive):
+        # the two-part JD's calendar instant, rounded as ``Time.to_datetime`` rounds (astropy keeps
+        # jd1 a whole number and jd2 in [-0.5, 0.5])
+        naive = _J2000 + timedelta(days=float(t.jd1) - _J2000_JD) + timedelta(days=float(t.jd2))
+        # a UTC day ending in a leap second counts 86401 s in astropy's day fraction
+        next_day = datetime(naive.year, naive.month, naive.day) + timedelta(days=1)
+        if scale == "utc" and naive >= _INTEGER_LEAPS_FROM and next_day not in _leap_table().utc_starts:
             return naive.replace(tzinfo=UTC)
         if scale == "tai":
             utc = tai_to_utc(naive)
