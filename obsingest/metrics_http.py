@@ -68,15 +68,13 @@ def serve_metrics(
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
-def with_metrics_endpoint(
-    app: WsgiApp, registry: CollectorRegistry | None = None, path: str = "/metrics"
-) -> WsgiApp:
-    """Wrap a WSGI app so ``path`` answers with the metrics, on the app's own port (Flask's:
+def with_metrics_endpoint(app: WsgiApp, registry: CollectorRegistry | None = None) -> WsgiApp:
+    """Wrap a WSGI app so ``/metrics`` answers with the metrics, on the app's own port (Flask's:
     ``app.wsgi_app = with_metrics_endpoint(app.wsgi_app)``)."""
     metrics_app = make_wsgi_app(REGISTRY if registry is None else registry)
 
     def dispatch(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        served = metrics_app if environ.get("PATH_INFO") == path else app
+        served = metrics_app if environ.get("PATH_INFO") == "/metrics" else app
         body: Iterable[bytes] = served(environ, start_response)
         return body
 

@@ -175,18 +175,9 @@ class SubscriberThread:
     """Pull a subscription in a background thread, hand each message to ``callback``, ack it.
     A callback that raises leaves the message unacked, redelivered after the ack deadline."""
 
-    def __init__(
-        self,
-        project: str,
-        subscription: str,
-        callback: Any,
-        *,
-        max_messages: int = 100,
-        name: str = "subscriber",
-    ) -> None:
+    def __init__(self, project: str, subscription: str, callback: Any, *, name: str = "subscriber") -> None:
         self.source = PubSubPullSource(project, subscription)
         self.callback = callback
-        self.max_messages = max_messages
         self._last = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -198,7 +189,7 @@ class SubscriberThread:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                deliveries = self.source.pull(self.max_messages, 2.0)
+                deliveries = self.source.pull(100, 2.0)
             except Exception as exc:  # emulator hiccup: keep going
                 log_event(log, "subscriber.pull_failed", logging.WARNING, error=str(exc))
                 self._stop.wait(0.5)
