@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from obsingest.bus.pubsub import PublishFailed
-from obsingest.exhaustion import as_exhausted, exhausted, kafka_exhaustion
+from obsingest.exhaustion import as_exhausted
 from obsingest.logs import get_logger, log_event
 
 log = get_logger("obsingest.bus.kafka")
@@ -71,18 +71,14 @@ class KafkaPublisher:
                 if time.monotonic() > deadline:
                     raise PublishFailed(f"kafka {topic}: no delivery report in {self.timeout} s")
                 self.producer.poll(0.01)
+            if outcome["err"] is not None:  # a broker's disk full is bus-full (retriable), as raised
+                raise KafkaException(outcome["err"])
         except (KafkaException, BufferError) as exc:
             log_event(log, "kafka.publish_failed", logging.WARNING, topic=topic, error=str(exc))
             raise as_exhausted(exc, "bus", f"kafka topic {topic}") or PublishFailed(
                 f"kafka {topic}: {exc}"
             ) from exc
-        err, msg = outcome["err"], outcome["msg"]
-        if err is not None:
-            log_event(log, "kafka.publish_failed", logging.WARNING, topic=topic, error=str(err))
-            kind = kafka_exhaustion(err.name())  # a broker's disk full: bus-full, retriable
-            if kind is not None:
-                raise exhausted(kind, "bus", f"kafka topic {topic}", err.str())
-            raise PublishFailed(f"kafka {topic}: {err}")
+        msg = outcome["msg"]
         return f"{msg.topic()}/{msg.partition()}@{msg.offset()}"
 
     def close(self) -> None:
