@@ -131,14 +131,12 @@ class Identity:
         return f"{prefix}{data_id.instrument}/{data_id.day_obs}/{self.obs_id}/{self.file_name}"
 
 
-def validate_instrument(instrument: str) -> int:
-    """Number of detectors of ``instrument``; UnknownInstrument if we do not ingest it."""
-    try:
-        return INSTRUMENTS[instrument]
-    except KeyError:
+def validate_instrument(instrument: str) -> None:
+    """UnknownInstrument if we do not ingest ``instrument``."""
+    if instrument not in INSTRUMENTS:
         raise UnknownInstrument(
             f"unknown instrument {instrument!r} (known: {', '.join(sorted(INSTRUMENTS))})"
-        ) from None
+        )
 
 
 def validate_day_obs(day_obs: int, what: str) -> None:
