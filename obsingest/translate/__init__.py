@@ -3,7 +3,7 @@
 ``observation(header, filename=None) -> Translation`` (``.identity``, ``.info``, ``.warnings``;
 ``NoIdentity`` when the header does not say which CCD it is) and ``configure(search_path)`` (the
 header-correction directories). The translators register on import; where ``lsst.obs.lsst`` is
-installed they step aside for Rubin's (``selection.py``).
+installed they step aside for Rubin's (``rubin.py``).
 """
 
 from __future__ import annotations
