@@ -25,6 +25,7 @@ from obsingest.registry import tables
 from obsingest.registry.completeness import (
     COMPLETE,
     FROM_MANIFEST,
+    INCOMPLETE,
     ExposurePresence,
     manifest_detectors,
     summarize,
@@ -46,7 +47,6 @@ NOT_COMPLETE: Final = "not-complete"
 EMITTED: Final = "emitted"  # this call wrote the exposure's ExposureIngested
 ALREADY: Final = "already-emitted"
 CLOSED_INCOMPLETE: Final = "closed-incomplete"  # the sweep: deadline passed, not complete
-INCOMPLETE: Final = "incomplete"  # the closure status (and metrics label) of such an exposure
 
 
 def event_id(instrument: str, exposure: int) -> uuid.UUID:
