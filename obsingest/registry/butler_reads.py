@@ -27,14 +27,6 @@ class ButlerReads:
     settings: RegistrySettings
     _butler_lock: threading.RLock  # the ingest holds it while it asks
 
-    def runs(self, instrument: str | None = None) -> dict[str, str]:
-        """instrument -> the run its raws go to, for the instruments the Butler knows."""
-        with self._butler_lock:
-            names = [r.name for r in self.butler.registry.queryDimensionRecords("instrument")]
-        if instrument:
-            names = [n for n in names if n == instrument]
-        return {name: run_name(self.settings.run, name) for name in sorted(names)}
-
     def _raws(self, run: str, where: str, bind: dict[str, Any]) -> list[Any]:
         """The raws in ``run`` that ``where`` picks (none before any was ingested)."""
         from lsst.daf.butler.registry import MissingCollectionError, MissingDatasetTypeError
@@ -49,11 +41,14 @@ class ButlerReads:
                 return []
 
     def refs(self, instrument: str | None = None, exposure: int | None = None) -> list[Any]:
-        """The raws the Butler holds in the configured runs."""
+        """The raws the Butler holds in the configured runs of the instruments it knows."""
+        with self._butler_lock:
+            names = [r.name for r in self.butler.registry.queryDimensionRecords("instrument")]
         where = "instrument = inst AND exposure = exp" if exposure else "instrument = inst"
         out: list[Any] = []
-        for inst, run in self.runs(instrument).items():
-            out += self._raws(run, where, {"inst": inst, "exp": exposure} if exposure else {"inst": inst})
+        for inst in sorted(n for n in names if not instrument or n == instrument):
+            bind = {"inst": inst, "exp": exposure} if exposure else {"inst": inst}
+            out += self._raws(run_name(self.settings.run, inst), where, bind)
         return out
 
     def uris(self, refs: list[Any]) -> dict[uuid.UUID, str]:

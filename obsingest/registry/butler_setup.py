@@ -23,7 +23,7 @@ from obsingest.registry.butler_repo import RAW_DIMENSIONS, ButlerSettings, ensur
 from obsingest.registry.registry import ExposureRecord
 from obsingest.retry import RetryPolicy, Transient, call_with_retries
 from obsingest.settings import run_name
-from obsingest.timescales import utc_to_tai
+from obsingest.timescales import as_utc, utc_to_tai
 
 log = get_logger("obsingest.registry.butler_setup")
 
@@ -313,10 +313,5 @@ def with_timespan(record: dict[str, Any]) -> dict[str, Any]:
 
     # TAI from the leap-second table (timescales.utc_to_tai): the same nanoseconds as astropy's
     # Time(utc).tai, at half the cost
-    begin, end = (Time(utc_to_tai(naive_utc(t).replace(tzinfo=UTC)), scale="tai") for t in value)
+    begin, end = (Time(utc_to_tai(as_utc(t)), scale="tai") for t in value)
     return {**record, "timespan": Timespan(begin, end)}
-
-
-def naive_utc(t: datetime) -> datetime:
-    """Naive UTC for astropy; a naive value (SQLite gives them back) is UTC already."""
-    return t if t.tzinfo is None else t.astimezone(UTC).replace(tzinfo=None)

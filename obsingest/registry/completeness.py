@@ -10,9 +10,11 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field
+
+from obsingest.timescales import as_utc
 
 Status = Literal["complete", "incomplete", "over_budget"]
 COMPLETE: Final = "complete"
@@ -128,6 +130,17 @@ def status_of(missing: Iterable[int], over_budget: Iterable[int]) -> Status:
     if any(True for _ in over_budget):
         return OVER_BUDGET
     return COMPLETE
+
+
+def from_times(rows: Sequence[tuple[int, datetime | None, datetime | None]]) -> dict[str, Any]:
+    """``summarize``'s ``registered`` and the exposure's first readout and last registration
+    (UTC), from each registered CCD's (detector, registered time, readout time) as the database
+    gives them (naive UTC on SQLite)."""
+    return {
+        "registered": [(det, (i - r).total_seconds() if i and r else None) for det, i, r in rows],
+        "first_readout": as_utc(min((r for _, _, r in rows if r is not None), default=None)),
+        "last_registered": as_utc(max((i for _, i, _ in rows if i is not None), default=None)),
+    }
 
 
 def summarize(

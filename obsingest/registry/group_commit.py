@@ -183,10 +183,10 @@ class _Items:
     error: BaseException | None = field(default=None, repr=False)
 
 
-def applying(apply: Callable[[list[Any]], None], **policy: Any) -> Callable[[list[Any]], None]:
-    """``apply`` as a group commit (``policy``: ``GroupCommit``'s keywords): the callable returned
-    takes one caller's items and applies them with concurrent callers' in one ``apply`` call,
-    raising that call's error as if the caller had called ``apply`` itself."""
+def applying(apply: Callable[[list[Any]], None]) -> Callable[[list[Any]], None]:
+    """``apply`` as a plain group commit: the callable returned takes one caller's items and
+    applies them with concurrent callers' in one ``apply`` call, raising that call's error as if
+    the caller had called ``apply`` itself."""
 
     def flush(batch: list[_Items]) -> None:
         try:
@@ -195,7 +195,7 @@ def applying(apply: Callable[[list[Any]], None], **policy: Any) -> Callable[[lis
             for entry in batch:
                 entry.error = exc
 
-    commit: GroupCommit[_Items] = GroupCommit(flush, **policy)
+    commit: GroupCommit[_Items] = GroupCommit(flush)
 
     def call(items: list[Any]) -> None:
         entry = _Items(items)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -50,25 +49,21 @@ def exposure_from_header(primary: Hdu, data_id: DataId, name: str) -> ExposureRe
     except CorruptFile as exc:
         raise BadHeader(f"object {name!r}: {exc}") from None
     _check_identity(result, primary, data_id, name)
+    # the exposure's CCDs share ``info``: its record is built and checked once (the info is kept
+    # with it, so its id cannot be reused while cached)
     key = (id(result.info), data_id.instrument, data_id.exposure, result.warnings)
-    record: ExposureRecord = _memo(_RECORDS, key, result.info, lambda: _record(result, data_id, name))
+    with _RECORDS_LOCK:
+        cached = _RECORDS.get(key)
+    if cached is not None and cached[0] is result.info:
+        record = cached[1]
+    else:
+        record = _record(result, data_id, name)
+        with _RECORDS_LOCK:
+            _RECORDS[key] = (result.info, record)
+            while len(_RECORDS) > 32:
+                _RECORDS.popitem(last=False)
     _count_warnings(data_id.instrument, len(result.warnings))
     return record
-
-
-def _memo(cache: OrderedDict[Any, tuple[Any, Any]], key: Any, owner: Any, make: Callable[[], Any]) -> Any:
-    """``cache``'s value for ``key`` made for ``owner`` (kept so its id cannot be reused while
-    cached), or ``make()`` stored there (LRU of ``_FIELDS_SIZE``)."""
-    with _FIELDS_LOCK:
-        cached = cache.get(key)
-    if cached is not None and cached[0] is owner:
-        return cached[1]
-    value = make()
-    with _FIELDS_LOCK:
-        cache[key] = (owner, value)
-        while len(cache) > _FIELDS_SIZE:
-            cache.popitem(last=False)
-    return value
 
 
 def _check_identity(result: translate.Translation, primary: Hdu, data_id: DataId, name: str) -> None:
@@ -115,7 +110,7 @@ def _record(result: translate.Translation, data_id: DataId, name: str) -> Exposu
         group_name=ident.exposure_group,
         seq_num=ident.observation_counter,
         header_warnings=result.warnings,
-        **_memo(_FIELDS, id(result.info), result.info, lambda: _exposure_fields(result.info)),
+        **_exposure_fields(result.info),
     )
     for field, (card, limit) in _LENGTHS.items():
         value = getattr(record, field)
@@ -127,12 +122,8 @@ def _record(result: translate.Translation, data_id: DataId, name: str) -> Exposu
     return record
 
 
-#: the record's values from an exposure's ObservationInfo (shared by its CCDs), by the info's id
-_FIELDS: OrderedDict[int, tuple[Any, dict[str, Any]]] = OrderedDict()
-_FIELDS_LOCK = threading.Lock()
-_FIELDS_SIZE = 32
-#: the checked record per exposure (and warnings): built and checked once for all its CCDs
 _RECORDS: OrderedDict[tuple[Any, ...], tuple[Any, ExposureRecord]] = OrderedDict()
+_RECORDS_LOCK = threading.Lock()
 
 
 def _exposure_fields(info: Any) -> dict[str, Any]:

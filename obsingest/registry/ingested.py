@@ -25,7 +25,9 @@ from obsingest.registry import tables
 from obsingest.registry.completeness import (
     COMPLETE,
     FROM_MANIFEST,
+    INCOMPLETE,
     ExposurePresence,
+    from_times,
     manifest_detectors,
     summarize,
 )
@@ -46,7 +48,6 @@ NOT_COMPLETE: Final = "not-complete"
 EMITTED: Final = "emitted"  # this call wrote the exposure's ExposureIngested
 ALREADY: Final = "already-emitted"
 CLOSED_INCOMPLETE: Final = "closed-incomplete"  # the sweep: deadline passed, not complete
-INCOMPLETE: Final = "incomplete"  # the closure status (and metrics label) of such an exposure
 
 
 def event_id(instrument: str, exposure: int) -> uuid.UUID:
@@ -209,19 +210,15 @@ class IngestedCheck:
     def _presence(
         self, instrument: str, exposure: int, day_obs: int, expected: Sequence[int], key: dict[str, Any]
     ) -> ExposurePresence:
-        found = self._read(self._q_rows, key)
-        rows = [(int(det), as_utc(ingest), as_utc(readout)) for det, ingest, readout in found]
-        registered = [(det, (i - r).total_seconds() if i and r else None) for det, i, r in rows]
+        rows = self._read(self._q_rows, key)
         return summarize(
             instrument,
             exposure,
             day_obs,
             expected,
             FROM_MANIFEST,
-            registered,
-            self.budget_seconds,
-            first_readout=min((r for _, _, r in rows if r is not None), default=None),
-            last_registered=max((i for _, i, _ in rows if i is not None), default=None),
+            budget_seconds=self.budget_seconds,
+            **from_times(rows),
         )
 
     def _emit(self, presence: ExposurePresence, expected: Sequence[int]) -> Closing:

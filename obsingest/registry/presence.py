@@ -1,8 +1,8 @@
 """Presence reads: is a CCD registered, how complete and how late is an exposure, what did a night
 bring (the presence API and ``obsingest status``). Every query is a primary-key or index-prefix
-lookup, latencies computed by the database. Exposure answers are cached (LRU), versioned by the
-count of the exposure's datasets and its manifest's digest: datasets are only inserted and a
-manifest recorded once, so an unchanged version means an unchanged answer.
+lookup. Exposure answers are cached (LRU), versioned by the count of the exposure's datasets and
+its manifest's digest: datasets are only inserted and a manifest recorded once, so an unchanged
+version means an unchanged answer.
 """
 
 from __future__ import annotations
@@ -14,19 +14,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any, Literal
 
-from sqlalchemy import (
-    ColumnElement,
-    Float,
-    String,
-    and_,
-    bindparam,
-    cast,
-    extract,
-    func,
-    literal_column,
-    select,
-    union,
-)
+from sqlalchemy import ColumnElement, and_, bindparam, func, literal_column, select, union
 from sqlalchemy.engine import make_url
 
 from obsingest import camera
@@ -46,6 +34,7 @@ from obsingest.registry.completeness import (
     CcdPresence,
     ExposurePresence,
     NightPage,
+    from_times,
     manifest_detectors,
     summarize,
 )
@@ -128,25 +117,6 @@ def check_day_obs(day_obs: int, what: str = "night", reason: str = "bad-day-obs"
         raise QueryRefused(reason, str(exc), 404) from None
 
 
-def _latency(dialect: str) -> ColumnElement[float]:
-    """Seconds from readout to registration, computed by the database (NULL without readout)."""
-    d, r = tables.dataset, tables.datastore_record
-    if dialect == "postgresql":
-        return cast(extract("epoch", d.c.ingest_time - r.c.readout_time), Float)
-    # SQLite keeps datetimes as 'YYYY-MM-DD HH:MM:SS.ffffff' text: whole seconds by strftime
-    # of the text without its fraction (SQLite's date functions round to milliseconds, so .9996
-    # would become the next second), microseconds from the fraction (julianday() would round too)
-    ingest, readout = cast(d.c.ingest_time, String), cast(r.c.readout_time, String)
-    # constants as SQL text, not bound parameters: fewer values to bind on every execution
-    constants: list[ColumnElement[Any]] = [literal_column(v) for v in ("'%s'", "1", "19", "20")]
-    seconds, one, nineteen, twenty = constants
-    whole = func.strftime(seconds, func.substr(ingest, one, nineteen)) - func.strftime(
-        seconds, func.substr(readout, one, nineteen)
-    )
-    fraction = cast(func.substr(ingest, twenty), Float) - cast(func.substr(readout, twenty), Float)
-    return cast(whole, Float) + fraction
-
-
 class PresenceReader:
     """Presence queries on a read-only engine of ``settings.url`` (SQLite, PostgreSQL or
     ``butler:``: the companion tables, each CCD answer confirmed by the Butler, the registry of record)."""
@@ -171,7 +141,7 @@ class PresenceReader:
             from obsingest.registry.butler_reads import ButlerConfirmation
 
             self.confirm = ButlerConfirmation(repo_of(settings.url))
-        self._build_statements(engine.dialect.name)
+        self._build_statements()
         # what every request runs, on the driver's cursor (``prepared``)
         self._p_ccd = Prepared(engine, self._q_ccd)
         self._p_dataset = Prepared(engine, self._q_dataset)
@@ -192,9 +162,8 @@ class PresenceReader:
         with self.engine.connect() as conn:
             conn.execute(select(literal_column("1"))).scalar()
 
-    def _build_statements(self, dialect: str) -> None:
+    def _build_statements(self) -> None:
         d, r, e, m = (tables.dataset, tables.datastore_record, tables.exposure, tables.exposure_manifest)
-        latency = _latency(dialect).label("latency")
         ccd_cols: tuple[ColumnElement[Any], ...]
         ccd_cols = (d.c.id, d.c.dataset_type, d.c.run, d.c.instrument, d.c.exposure, d.c.detector)
         ccd_cols += (d.c.ingest_time, r.c.uri, r.c.size, r.c.checksum, r.c.transport)
@@ -202,12 +171,11 @@ class PresenceReader:
         ours: tuple[ColumnElement[bool], ...]
         ours = (d.c.dataset_type == bindparam("dt"), d.c.run == bindparam("run"))
         ours += (d.c.instrument == bindparam("inst"), d.c.exposure == bindparam("exp"))
-        ccd = select(*ccd_cols, r.c.readout_time, latency).select_from(joined)
+        ccd = select(*ccd_cols, r.c.readout_time).select_from(joined)
         self._q_ccd = ccd.where(*ours, d.c.detector == bindparam("det"))
         self._q_dataset = ccd.where(d.c.id == bindparam("id"))
-        self._q_rows = select(d.c.detector, latency).select_from(joined).where(*ours)
-        self._q_times = (
-            select(func.min(r.c.readout_time), func.max(d.c.ingest_time)).select_from(joined).where(*ours)
+        self._q_rows = (
+            select(d.c.detector, d.c.ingest_time, r.c.readout_time).select_from(joined).where(*ours)
         )
         self._q_manifest = select(m).where(
             m.c.instrument == bindparam("inst"), m.c.exposure == bindparam("exp")
@@ -278,7 +246,8 @@ class PresenceReader:
     def _ccd_of(self, row: tuple[Any, ...]) -> CcdPresence:
         """A row of ``_q_ccd`` / ``_q_dataset`` as the driver gives it."""
         ds_id, dtype, run, instrument, exposure, detector, ingest_time, uri, size, checksum = row[:10]
-        transport, readout_time, latency = row[10:]
+        registered, readout = db_datetime(ingest_time), db_datetime(row[11])
+        latency = (registered - readout).total_seconds() if registered and readout else None
         return CcdPresence(
             instrument=instrument,
             exposure=exposure,
@@ -291,9 +260,9 @@ class PresenceReader:
             uri=uri,
             size=size,
             checksum=checksum,
-            transport=transport,
-            readout_time=db_datetime(readout_time),
-            registered_time=db_datetime(ingest_time),
+            transport=row[10],
+            readout_time=readout,
+            registered_time=registered,
             latency_seconds=latency,
             over_budget=None if latency is None else latency > self.budget_seconds,
         )
@@ -359,8 +328,7 @@ class PresenceReader:
     def _summary(self, conn: Any, ours: dict[str, Any], instrument: str, exposure: int) -> ExposurePresence:
         key = {"inst": instrument, "exp": exposure}
         manifest = conn.execute(self._q_manifest, key).first()
-        rows = [tuple(row) for row in conn.execute(self._q_rows, {**ours, "exp": exposure})]
-        first, last = conn.execute(self._q_times, {**ours, "exp": exposure}).one()
+        rows = conn.execute(self._q_rows, {**ours, "exp": exposure}).all()
         source: Literal["manifest", "instrument"]
         if manifest is not None:
             expected = manifest_detectors(manifest.detectors)
@@ -377,13 +345,11 @@ class PresenceReader:
             exposure_day_obs(exposure),
             expected,
             source,
-            rows,
-            self.budget_seconds,
-            first_readout=as_utc(first),
-            last_registered=as_utc(last),
+            budget_seconds=self.budget_seconds,
             physical_filter=flt,
             obs_start=as_utc(start),
             exposure_time=exptime,
+            **from_times(rows),
         )
 
     def _cached(self, key: tuple[str, int], version: tuple[Any, ...]) -> ExposurePresence | None:

@@ -3,12 +3,11 @@
 ``observation(header, filename=None) -> Translation`` (``.identity``, ``.info``, ``.warnings``;
 ``NoIdentity`` when the header does not say which CCD it is) and ``configure(search_path)`` (the
 header-correction directories). The translators register on import; where ``lsst.obs.lsst`` is
-installed they step aside for Rubin's (``selection.py``).
+installed they step aside for Rubin's (``rubin.py``).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,7 +26,6 @@ __all__ = [
     "observation",
 ]
 
-_lock = threading.Lock()
 _cache: ObservationCache | None = None
 
 
@@ -38,9 +36,8 @@ def configure(search_path: Sequence[str] | None = None) -> ObservationCache:
         from obsingest.settings import HeaderSettings
 
         search_path = HeaderSettings().corrections
-    with _lock:
-        _cache = ObservationCache(search_path)
-        return _cache
+    _cache = ObservationCache(search_path)  # one assignment: a racing first call just makes two
+    return _cache
 
 
 def observation(header: Mapping[str, Any], filename: str | None = None) -> Translation:

@@ -11,18 +11,18 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from astro_metadata_translator import MetadataTranslator, ObservationInfo
 from astro_metadata_translator.headers import FIXUP_SENTINEL
 
 from obsingest.errors import HeaderMismatch
-from obsingest.translate import latiss, legacy_sim, lsstcam, warnings_log
+from obsingest.translate import latiss, legacy_sim, lsstcam
 from obsingest.translate.cards import HduHeader
-
-log = logging.getLogger(__name__)
 
 #: every card an exposure-level property or header fix of Rubin's cameras reads: two CCDs of one
 #: exposure with equal values here translate to the same exposure record
@@ -282,7 +282,7 @@ class ObservationCache:
             found = self._detectors.get(key)
             if found is not None:
                 return found, ()
-        with warnings_log.capture() as warned:
+        with captured_warnings() as warned:
             translator = translator_class(header, filename=filename)
             detector = {p: _property(translator, p) for p in _DETECTOR_IDENTITY}
         if key is not None and not warned and all(v is not None for v, _ in detector.values()):
@@ -294,7 +294,7 @@ class ObservationCache:
 
     def _translate_exposure(self, header: Mapping[str, Any], filename: str | None) -> _Exposure:
         fixed = dict(header)  # fix_header writes into the header it is given
-        with warnings_log.capture() as warned:
+        with captured_warnings() as warned:
             translator_class = choose_translator(fixed, filename)
             info = ObservationInfo(
                 fixed, filename=filename, translator_class=translator_class, search_path=self.search_path
@@ -343,3 +343,44 @@ def _property(translator: MetadataTranslator, prop: str) -> tuple[Any, str]:
 def _reason(prop: str, warned: tuple[str, ...]) -> str:
     """The warning ObservationInfo logged when ``prop`` failed, if any."""
     return next((w for w in warned if f"property '{prop}'" in w), "")
+
+
+#: the loggers whose warnings (defaulted cards, uncomputable properties) are a translation's: one
+#: handler hands each record to the capture open in the logging thread, so concurrent translations
+#: keep their warnings apart (silencing those loggers silences the capture)
+WARNING_LOGGERS = ("astro_metadata_translator", "obsingest.translate", "lsst.obs.lsst")
+_local = threading.local()
+
+
+class _Capture(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        sink = getattr(_local, "sink", None)
+        if sink is not None:
+            try:
+                sink.append(record.getMessage())
+            except Exception:  # a broken format string must not break the translation
+                sink.append(str(record.msg))
+
+
+_handler = _Capture(level=logging.WARNING)
+
+
+@cache
+def _attach() -> None:
+    for name in WARNING_LOGGERS:  # addHandler adds a handler once: two first calls are harmless
+        logging.getLogger(name).addHandler(_handler)
+
+
+@contextmanager
+def captured_warnings() -> Iterator[list[str]]:
+    """Collect, in a list, the WARNING-or-worse messages this thread's translation logs."""
+    _attach()
+    outer = getattr(_local, "sink", None)
+    sink: list[str] = []
+    _local.sink = sink
+    try:
+        yield sink
+    finally:
+        _local.sink = outer
+        if outer is not None:
+            outer.extend(sink)

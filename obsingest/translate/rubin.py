@@ -3,16 +3,19 @@
 Rubin's rules, as its raw ingest applies them: times are TAI whatever TIMESYS says for the start
 (DATE-END alone follows TIMESYS), the exposure id is ``DAYOBS * 100000 + SEQNUM`` with the old
 controller offsets, the observing day rolls over at 12:00 TAI, and a present but empty card takes
-the property's default with a warning instead of refusing the CCD.
+the property's default with a warning instead of refusing the CCD. Where ``lsst.obs.lsst``'s
+translators import, they register with astro_metadata_translator and ours step aside.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import importlib
 import logging
 import re
 from contextlib import suppress
+from functools import cache
 from typing import Any, ClassVar, cast
 
 import astropy.units as u
@@ -27,9 +30,11 @@ from astropy.time import Time, TimeDelta
 
 from obsingest import camera
 from obsingest.dataid import CONTROLLERS, EXPOSURE_SEQ_FACTOR, packed_exposure_id
-from obsingest.translate.selection import rubin_translators_installed
 
 log = logging.getLogger(__name__)
+
+#: the module that registers Rubin's translators when imported
+RUBIN_TRANSLATORS = "lsst.obs.lsst.translators"
 
 #: Simonyi Survey Telescope, the default site when a header carries no OBSGEO cards
 SIMONYI_LOCATION = EarthLocation.from_geodetic(-70.749417, -30.244639, 2663.0)
@@ -41,6 +46,20 @@ ROLLOVER = TimeDelta(12 * 3600, scale="tai", format="sec")
 #: visit ids from a GROUPID that is an ISO time: seconds since this epoch, milliseconds, counter
 _VISIT_EPOCH = dt.datetime(2015, 1, 1)
 _GROUP_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\.(\d{3})(?:[+#](\d+))?$")
+
+
+@cache
+def rubin_translators_installed() -> bool:
+    """True when Rubin's own translators import (and so are registered); looked up once, the
+    import is not cheap."""
+    try:
+        importlib.import_module(RUBIN_TRANSLATORS)
+    except ImportError:
+        return False
+    except Exception as exc:  # installed but broken: ours are better than none
+        log.warning("%s is installed but does not import (%s); using obsingest's", RUBIN_TRANSLATORS, exc)
+        return False
+    return True
 
 
 def exposure_id(day_obs: Any, seq_num: Any, controller: str | None = None) -> int:
@@ -81,7 +100,7 @@ class RubinTranslator(FitsTranslator):
 
     @classmethod
     def can_translate(cls, header: Any, filename: str | None = None) -> bool:
-        """Never where Rubin's own translators are installed (``selection``)."""
+        """Never where Rubin's own translators are installed."""
         return not rubin_translators_installed() and cls.names_camera(header)
 
     @classmethod

@@ -95,9 +95,9 @@ def read_header(path: Path) -> dict[str, Any]:
 
 def load_oracle(checkout: Path) -> dict[str, type[MetadataTranslator]]:
     """obs_lsst's translators from ``checkout``, by instrument, registered with the library."""
-    from obsingest.translate import selection
+    from obsingest.translate import rubin
 
-    selection.rubin_translators_installed()  # decided (False) before the oracle is importable
+    rubin.rubin_translators_installed()  # decided (False) before the oracle is importable
     root = checkout / "python" / "lsst" / "obs"
     for name, path in (("lsst.obs", root), ("lsst.obs.lsst", root / "lsst")):
         module = types.ModuleType(name)

@@ -49,7 +49,6 @@ def main(argv: list[str] | None = None) -> int:
 
     def first_ccd() -> object:
         translate._cache = ObservationCache()
-        headers._FIELDS.clear()
         headers._RECORDS.clear()
         return headers.exposure_from_header(primary, data_id, "bench")
 

@@ -8,7 +8,7 @@ import types
 import pytest
 from astro_metadata_translator import MetadataTranslator, ObservationInfo
 
-from obsingest.translate import ObservationCache, selection
+from obsingest.translate import ObservationCache, rubin
 from obsingest.translate.lsstcam import LsstCamTranslator
 from tests.unit.obsingest.translate.real_headers import read
 
@@ -21,7 +21,7 @@ SCIENCE = "lsstCam-MC_O_20250415_000060_R01_S01.yaml"
 def fake_obs_lsst(monkeypatch):
     """An importable ``lsst.obs.lsst.translators`` whose import registers a translator, as
     obs_lsst's does; removed from the library's registry afterwards."""
-    module = types.ModuleType(selection.RUBIN_TRANSLATORS)
+    module = types.ModuleType(rubin.RUBIN_TRANSLATORS)
 
     class FakeRubinLsstCam(LsstCamTranslator):
         name = "test-fake-obs-lsst-LSSTCam"
@@ -31,27 +31,27 @@ def fake_obs_lsst(monkeypatch):
             return str(header.get("INSTRUME", "")).lower() == "lsstcam"
 
     module.FakeRubinLsstCam = FakeRubinLsstCam
-    monkeypatch.setitem(sys.modules, selection.RUBIN_TRANSLATORS, module)
-    selection.rubin_translators_installed.cache_clear()
+    monkeypatch.setitem(sys.modules, rubin.RUBIN_TRANSLATORS, module)
+    rubin.rubin_translators_installed.cache_clear()
     yield FakeRubinLsstCam
     MetadataTranslator.translators.pop(FakeRubinLsstCam.name, None)
-    selection.rubin_translators_installed.cache_clear()
+    rubin.rubin_translators_installed.cache_clear()
 
 
 def test_without_lsst_obs_lsst_ours_translate(monkeypatch):
-    monkeypatch.setitem(sys.modules, selection.RUBIN_TRANSLATORS, None)  # not importable
-    selection.rubin_translators_installed.cache_clear()
+    monkeypatch.setitem(sys.modules, rubin.RUBIN_TRANSLATORS, None)  # not importable
+    rubin.rubin_translators_installed.cache_clear()
     try:
-        assert not selection.rubin_translators_installed()
+        assert not rubin.rubin_translators_installed()
         result = ObservationCache().observation(read(SCIENCE))
         assert result.translator == "LsstCamTranslator"
         assert result.info.translator_name == "obsingest-LSSTCam"
     finally:
-        selection.rubin_translators_installed.cache_clear()
+        rubin.rubin_translators_installed.cache_clear()
 
 
 def test_with_lsst_obs_lsst_importable_its_translators_are_picked(fake_obs_lsst):
-    assert selection.rubin_translators_installed()
+    assert rubin.rubin_translators_installed()
     result = ObservationCache().observation(read(SCIENCE))
     assert result.info.translator_name == fake_obs_lsst.name
     # and the library's own choice agrees: ObservationInfo(header, translator_class=None)
