@@ -18,7 +18,6 @@ from obsingest.dataid import DataId
 from obsingest.errors import PermanentError, RetriableError
 from obsingest.exhaustion import exhausted, kafka_exhaustion
 from obsingest.logs import get_logger, log_event
-from obsingest.messages import ExposureManifest
 from producers.ccd_bytes import check_ccd_bytes
 from producers.kafka.chunker import encode_chunk, iter_chunks, resolve_chunk_size
 from producers.kafka.settings import KafkaProducerSettings
@@ -193,17 +192,6 @@ class KafkaChunkSender:
         if err.retriable() or err.code() in transient:
             return ChunkDeliveryFailed(message)
         return ChunkRejected(message)
-
-    def publish_manifest(self, manifest: ExposureManifest, timeout: float = 30.0) -> None:
-        """ExposureManifest -> the exposures topic (key instrument/exposure), acknowledged before
-        returning: a lost manifest would make a complete exposure look like NO_MANIFEST."""
-        delivery = _Delivery(expected=1)
-        key = f"{manifest.instrument}/{manifest.exposure}".encode()
-        topic = self.settings.exposures_topic
-        self._producer.produce(topic, value=manifest.encode(), key=key, on_delivery=delivery.on_delivery)
-        if not delivery.wait(self._producer, timeout) or delivery.errors:
-            reason = delivery.errors[0].str() if delivery.errors else f"no acknowledgement within {timeout} s"
-            raise ChunkDeliveryFailed(f"manifest {manifest.instrument}/{manifest.exposure}: {reason}")
 
     def flush(self, timeout: float = 30.0) -> int:
         return self._producer.flush(timeout)
