@@ -109,7 +109,6 @@ class KafkaChunkSender:
         settings: KafkaProducerSettings,
         topic: str | None = None,
         producer_name: str = "edge",
-        prefix: str = defaults.RAW_PREFIX,
         producer: Producer | None = None,
     ) -> None:
         from confluent_kafka import Producer
@@ -117,7 +116,6 @@ class KafkaChunkSender:
         self.settings = settings
         self.topic = topic or settings.chunks_topic
         self.producer_name = producer_name
-        self.prefix = prefix
         self.chunk_size = resolve_chunk_size(settings.chunk_size, settings.message_max_bytes)
         self._producer = producer or Producer(producer_config(settings, producer_name))
 
@@ -157,7 +155,7 @@ class KafkaChunkSender:
         result = KafkaSendResult(
             status="acked",
             checksum=checksum,
-            object_name=identity.object_name(self.prefix),
+            object_name=identity.object_name(defaults.RAW_PREFIX),
             size=len(data),
             chunks=len(chunks),
             partition=partitions.pop(),
@@ -213,13 +211,8 @@ def parse_kafka_url(url: str) -> tuple[str, str, dict[str, str]]:
     return parts.netloc, topic, options
 
 
-def open_kafka_sender(
-    url: str, producer: str = "edge", prefix: str = defaults.RAW_PREFIX
-) -> KafkaChunkSender:
+def open_kafka_sender(url: str, producer: str = "edge") -> KafkaChunkSender:
     """Sender for ``kafka://HOST:PORT/TOPIC``; other settings from ``OBSINGEST_KAFKA_*``."""
     bootstrap, topic, options = parse_kafka_url(url)
-    update: dict[str, Any] = {"bootstrap_servers": bootstrap}
-    if "chunk_size" in options:
-        update["chunk_size"] = int(options["chunk_size"])
-    settings = KafkaProducerSettings().model_copy(update=update)
-    return KafkaChunkSender(settings, topic=topic or None, producer_name=producer, prefix=prefix)
+    fields: dict[str, Any] = {"bootstrap_servers": bootstrap, **options}  # validated as settings
+    return KafkaChunkSender(KafkaProducerSettings(**fields), topic=topic or None, producer_name=producer)
