@@ -86,8 +86,8 @@ def identify(found: Found) -> Found | None:
     except SourceVanished:
         return None
     except PermanentError as exc:
-        return Found("bad", found.path, sidecar, found.mtime, exc)
-    return Found("ccd", found.path, sidecar, found.mtime, None, identity, readout=readout)
+        return replace(found, kind="bad", sidecar=sidecar, error=exc)
+    return replace(found, kind="ccd", sidecar=sidecar, identity=identity, readout=readout)
 
 
 def sidecar_of(path: Path) -> Path | None:
@@ -296,7 +296,7 @@ class HandoffIntake:
             if identified is None:
                 self._forget(found.path)
                 return
-            found = replace(identified, size=found.size)
+            found = identified
         self._tracked.pop(found.path, None)
         if self.on_found(found):
             self._taken[str(found.path)] = (found.mtime, found.size)
