@@ -52,12 +52,7 @@ class UploadWorker:
 
     def __init__(self, store_url: str, prefix: str = "") -> None:
         self.prefix = prefix
-        if store_url.startswith("gs://"):
-            from obsingest.store.gcs import GcsHttpStore
-
-            self.store: Any = GcsHttpStore(store_url[len("gs://") :])
-        else:
-            self.store = open_store(StoreSettings(url=store_url))
+        self.store: Any = open_store(StoreSettings(url=store_url))
 
     def __call__(self, batch: list[tuple[str, str]]) -> list[FileResult]:
         """``batch``: (journal key, file path) pairs."""

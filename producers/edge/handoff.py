@@ -86,8 +86,8 @@ def identify(found: Found) -> Found | None:
     except SourceVanished:
         return None
     except PermanentError as exc:
-        return Found("bad", found.path, sidecar, found.mtime, exc)
-    return Found("ccd", found.path, sidecar, found.mtime, None, identity, readout=readout)
+        return replace(found, kind="bad", sidecar=sidecar, error=exc)
+    return replace(found, kind="ccd", sidecar=sidecar, identity=identity, readout=readout)
 
 
 def sidecar_of(path: Path) -> Path | None:
@@ -135,10 +135,7 @@ class HandoffIntake:
         self.scan()
         self._observer = Observer()
         self._observer.schedule(
-            _Handler(self._events),
-            str(self.root),
-            recursive=True,
-            event_filter=_watched(self.settings.complete),
+            self, str(self.root), recursive=True, event_filter=_watched(self.settings.complete)
         )
         self._observer.start()
         self._thread = threading.Thread(target=self._run, name="edge-handoff", daemon=True)
@@ -154,6 +151,14 @@ class HandoffIntake:
 
     def request_rescan(self) -> None:
         self._events.put(("rescan", "", ""))
+
+    def dispatch(self, event: Any) -> None:
+        """watchdog's callback, on its thread: only queues the event for the intake thread."""
+        dest = os.fsdecode(getattr(event, "dest_path", "") or "")
+        if event.is_directory:  # created or moved in: the only directory events ``_watched`` asks for
+            self._events.put(("rescan", dest or os.fsdecode(event.src_path), ""))
+        else:
+            self._events.put((event.event_type, os.fsdecode(event.src_path), dest))
 
     # the intake thread -----------------------------------------------------------------------
     def _run(self) -> None:
@@ -296,7 +301,7 @@ class HandoffIntake:
             if identified is None:
                 self._forget(found.path)
                 return
-            found = replace(identified, size=found.size)
+            found = identified
         self._tracked.pop(found.path, None)
         if self.on_found(found):
             self._taken[str(found.path)] = (found.mtime, found.size)
@@ -339,7 +344,7 @@ def _raise(exc: OSError) -> None:
 
 
 def _watched(mode: Literal["rename", "settle"] = "settle") -> list[type[Any]]:
-    """The watchdog events ``_Handler`` takes, the only ones asked of the kernel (the inotify
+    """The watchdog events ``dispatch`` takes, the only ones asked of the kernel (the inotify
     mask): no opens or read-only closes; writes (one event per write) only in ``settle`` mode,
     where each restarts its file's quiet period."""
     from watchdog import events
@@ -353,17 +358,3 @@ def _watched(mode: Literal["rename", "settle"] = "settle") -> list[type[Any]]:
         events.DirCreatedEvent,
         events.DirMovedEvent,
     ]
-
-
-class _Handler:
-    """watchdog callbacks -> the intake thread's queue (nothing else runs on watchdog's thread)."""
-
-    def __init__(self, events: queue.Queue[tuple[str, str, str]]) -> None:
-        self.events = events
-
-    def dispatch(self, event: Any) -> None:
-        dest = os.fsdecode(getattr(event, "dest_path", "") or "")
-        if event.is_directory:  # created or moved in: the only directory events ``_watched`` asks for
-            self.events.put(("rescan", dest or os.fsdecode(event.src_path), ""))
-        else:
-            self.events.put((event.event_type, os.fsdecode(event.src_path), dest))

@@ -18,7 +18,6 @@ from obsingest.dataid import DataId
 from obsingest.errors import PermanentError, RetriableError
 from obsingest.exhaustion import exhausted, kafka_exhaustion
 from obsingest.logs import get_logger, log_event
-from obsingest.messages import ExposureManifest
 from producers.ccd_bytes import check_ccd_bytes
 from producers.kafka.chunker import encode_chunk, iter_chunks, resolve_chunk_size
 from producers.kafka.settings import KafkaProducerSettings
@@ -110,7 +109,6 @@ class KafkaChunkSender:
         settings: KafkaProducerSettings,
         topic: str | None = None,
         producer_name: str = "edge",
-        prefix: str = defaults.RAW_PREFIX,
         producer: Producer | None = None,
     ) -> None:
         from confluent_kafka import Producer
@@ -118,7 +116,6 @@ class KafkaChunkSender:
         self.settings = settings
         self.topic = topic or settings.chunks_topic
         self.producer_name = producer_name
-        self.prefix = prefix
         self.chunk_size = resolve_chunk_size(settings.chunk_size, settings.message_max_bytes)
         self._producer = producer or Producer(producer_config(settings, producer_name))
 
@@ -158,7 +155,7 @@ class KafkaChunkSender:
         result = KafkaSendResult(
             status="acked",
             checksum=checksum,
-            object_name=identity.object_name(self.prefix),
+            object_name=identity.object_name(defaults.RAW_PREFIX),
             size=len(data),
             chunks=len(chunks),
             partition=partitions.pop(),
@@ -194,17 +191,6 @@ class KafkaChunkSender:
             return ChunkDeliveryFailed(message)
         return ChunkRejected(message)
 
-    def publish_manifest(self, manifest: ExposureManifest, timeout: float = 30.0) -> None:
-        """ExposureManifest -> the exposures topic (key instrument/exposure), acknowledged before
-        returning: a lost manifest would make a complete exposure look like NO_MANIFEST."""
-        delivery = _Delivery(expected=1)
-        key = f"{manifest.instrument}/{manifest.exposure}".encode()
-        topic = self.settings.exposures_topic
-        self._producer.produce(topic, value=manifest.encode(), key=key, on_delivery=delivery.on_delivery)
-        if not delivery.wait(self._producer, timeout) or delivery.errors:
-            reason = delivery.errors[0].str() if delivery.errors else f"no acknowledgement within {timeout} s"
-            raise ChunkDeliveryFailed(f"manifest {manifest.instrument}/{manifest.exposure}: {reason}")
-
     def flush(self, timeout: float = 30.0) -> int:
         return self._producer.flush(timeout)
 
@@ -225,13 +211,8 @@ def parse_kafka_url(url: str) -> tuple[str, str, dict[str, str]]:
     return parts.netloc, topic, options
 
 
-def open_kafka_sender(
-    url: str, producer: str = "edge", prefix: str = defaults.RAW_PREFIX
-) -> KafkaChunkSender:
+def open_kafka_sender(url: str, producer: str = "edge") -> KafkaChunkSender:
     """Sender for ``kafka://HOST:PORT/TOPIC``; other settings from ``OBSINGEST_KAFKA_*``."""
     bootstrap, topic, options = parse_kafka_url(url)
-    update: dict[str, Any] = {"bootstrap_servers": bootstrap}
-    if "chunk_size" in options:
-        update["chunk_size"] = int(options["chunk_size"])
-    settings = KafkaProducerSettings().model_copy(update=update)
-    return KafkaChunkSender(settings, topic=topic or None, producer_name=producer, prefix=prefix)
+    fields: dict[str, Any] = {"bootstrap_servers": bootstrap, **options}  # validated as settings
+    return KafkaChunkSender(KafkaProducerSettings(**fields), topic=topic or None, producer_name=producer)

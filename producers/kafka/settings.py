@@ -19,7 +19,6 @@ class KafkaProducerSettings(KafkaClientSettings):
     model_config = SettingsConfigDict(env_prefix="OBSINGEST_KAFKA_", extra="ignore")
 
     chunks_topic: str = defaults.CHUNKS_TOPIC
-    exposures_topic: str = defaults.EXPOSURES_TOPIC
     #: 0 = ``default_chunk_size(message_max_bytes)``
     chunk_size: int = Field(default=0, ge=0)
     message_max_bytes: int = Field(default=DEFAULT_MESSAGE_MAX_BYTES, ge=64 * 1024)

@@ -168,8 +168,6 @@ def test_a_new_directory_is_walked_alone_and_taken_files_cost_one_stat(tmp_path:
 
 
 def test_the_watcher_asks_for_a_scan_of_the_new_directory(tmp_path: Path) -> None:
-    from producers.edge.handoff import _Handler
-
     class Event:
         is_directory = True
         event_type = "created"
@@ -179,13 +177,11 @@ def test_the_watcher_asks_for_a_scan_of_the_new_directory(tmp_path: Path) -> Non
         event_type = "moved"
         dest_path = str(tmp_path / "e")
 
-    import queue
-
-    events: queue.Queue[tuple[str, str, str]] = queue.Queue()
-    _Handler(events).dispatch(Event())
-    _Handler(events).dispatch(Moved())
-    assert events.get_nowait() == ("rescan", str(tmp_path / "d"), "")
-    assert events.get_nowait() == ("rescan", str(tmp_path / "e"), "")
+    intake = HandoffIntake(tmp_path, Collector())
+    intake.dispatch(Event())
+    intake.dispatch(Moved())
+    assert intake._events.get_nowait() == ("rescan", str(tmp_path / "d"), "")
+    assert intake._events.get_nowait() == ("rescan", str(tmp_path / "e"), "")
 
 
 def test_the_watcher_is_asked_only_for_the_events_the_intake_takes(tmp_path: Path, monkeypatch) -> None:
@@ -194,13 +190,13 @@ def test_the_watcher_is_asked_only_for_the_events_the_intake_takes(tmp_path: Pat
     from producers.edge import handoff
 
     kinds: list[tuple[str, bool]] = []
-    dispatch = handoff._Handler.dispatch
+    dispatch = handoff.HandoffIntake.dispatch
 
     def recording(self, event) -> None:  # type: ignore[no-untyped-def]
         kinds.append((event.event_type, event.is_directory))
         dispatch(self, event)
 
-    monkeypatch.setattr(handoff._Handler, "dispatch", recording)
+    monkeypatch.setattr(handoff.HandoffIntake, "dispatch", recording)
     kept = tmp_path / "kept.txt"
     kept.write_bytes(b"x")
     got = Collector()

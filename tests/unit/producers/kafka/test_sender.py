@@ -13,7 +13,7 @@ from obsingest.checksums import checksum_str
 from obsingest.dataid import DataId
 from obsingest.errors import CorruptFile, PermanentError, RetriableError
 from obsingest.fits import header_bytes, make_card, padded
-from obsingest.messages import CcdChunk, ExposureManifest
+from obsingest.messages import CcdChunk
 from producers.kafka import (
     ChunkDeliveryFailed,
     ChunkRejected,
@@ -153,18 +153,3 @@ def test_bytes_that_are_not_a_whole_fits_file_are_never_sent() -> None:
     with pytest.raises(CorruptFile, match=r"LSSTComCam/2026112200001/004: not sent: truncated"):
         sender(fake).send(DATA_ID, fits_bytes(10_000)[:-2880], READOUT)
     assert fake.records == []
-
-
-def test_publish_manifest_waits_for_its_acknowledgement_and_raises_on_an_error():
-    manifest = ExposureManifest("LSSTComCam", 2026112200001, 20261122, [0, 4], READOUT, 15.0, "r", READOUT)
-    fake = FakeProducer()
-    sender(fake).publish_manifest(manifest, timeout=1)
-    assert fake.records[0][:2] == (KafkaProducerSettings().exposures_topic, b"LSSTComCam/2026112200001")
-    assert not fake.pending
-    failing = FakeProducer(fail_at=0, error=KafkaError(KafkaError._MSG_TIMED_OUT))
-    with pytest.raises(ChunkDeliveryFailed, match="manifest LSSTComCam/2026112200001"):
-        sender(failing).publish_manifest(manifest, timeout=1)
-    silent = FakeProducer()
-    silent.poll = lambda _timeout=0: 0  # never serves the report
-    with pytest.raises(ChunkDeliveryFailed, match=r"no acknowledgement within 0\.05 s"):
-        sender(silent).publish_manifest(manifest, timeout=0.05)
