@@ -35,7 +35,6 @@ from obsingest.fits import (
     rename_card,
 )
 from producers.compress import _rice
-from producers.compress.output import publish
 
 __all__ = ["BLOCKSIZE", "CompressionResult", "Tiling", "compress_file", "compress_fits", "plan", "run_jobs"]
 
@@ -320,15 +319,16 @@ def compress_file(
     src: Path, dst: Path, threads: int | None = None, tile_rows: int | None = None, *, checksum: bool = True
 ) -> CompressionResult:
     """Compress file ``src`` into ``dst`` (atomic: temp + rename); timed read+compress+write."""
-    from obsingest.logs import get_logger, log_event  # not needed by the command line path
+    from obsingest.fileio import write_atomic  # these two: not needed by the command line path
+    from obsingest.logs import get_logger, log_event
 
     start = time.perf_counter()
     tiling = rows_tiling(tile_rows)
     with mapped_file(Path(src)) as data:
         parts = _compress_parts(data, threads, tiling, checksum)
         raw_bytes = len(data)
-    Path(dst).parent.mkdir(parents=True, exist_ok=True)
-    written = publish(Path(dst), parts)
+    write_atomic(Path(dst), parts)
+    written = sum(map(len, parts))
     result = CompressionResult(raw_bytes, written, time.perf_counter() - start, workers(threads), tile_rows)
     fields = {**asdict(result), "seconds": round(result.seconds, 4)}
     log_event(get_logger(__name__), "compressed", src=str(src), dst=str(dst), **fields)
