@@ -81,7 +81,7 @@ class _Input:
     source: str  # what is read: the name, its .gz, or "-" for stdin
     target: str  # output file, or "-" for stdout
     data: bytes | mmap.mmap | None = None  # None once closed
-    closer: Callable[[], None] | None = None
+    mapping: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     hdus: list[Hdu] = field(default_factory=list)
     futures: list[Future[list[bytes]]] = field(default_factory=list)
 
@@ -130,9 +130,7 @@ class _Run:
                 with gzip.open(item.source, "rb") as fh:
                     item.data = fh.read()
             else:
-                stack = contextlib.ExitStack()
-                item.data = stack.enter_context(tiled_rice.mapped_file(Path(item.source)))
-                item.closer = stack.close
+                item.data = item.mapping.enter_context(tiled_rice.mapped_file(Path(item.source)))
         except (OSError, EOFError) as exc:  # EOFError: a truncated .gz
             status = 108 if isinstance(exc, (IsADirectoryError, EOFError)) else 104
             self.fitsio_fail(status, item.name, getattr(exc, "strerror", None) or exc)
@@ -148,9 +146,8 @@ class _Run:
 
     def close(self, item: _Input) -> None:
         item.hdus, item.futures = [], []
-        if item.closer is not None:
-            item.closer()
-        item.data = item.closer = None
+        item.mapping.close()
+        item.data = None
 
     def finish(self, item: _Input) -> None:
         """Write one file whose jobs were queued, then -D/-F and -v, as fpack's loop does."""
