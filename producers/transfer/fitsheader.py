@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 
-from obsingest.dataid import DataId
 from obsingest.fits import BLOCK, CARD, checksum_words, encode_checksum, make_card
 
 #: a card's value field: blanks, a quoted string ('' escapes a quote) if any, up to the comment
@@ -25,18 +24,6 @@ def _primary_header_end(buf: bytearray) -> int:
         if bytes(buf[offset : offset + 8]) == b"END     ":
             return offset - offset % BLOCK + BLOCK
     raise ValueError("no END card: not a FITS file")
-
-
-def exposure_cards(exposure: int, detector: int, instrument: str = "LSSTCam") -> dict[str, int | str]:
-    """The primary-header cards that name one CCD of an exposure, as the camera (and so the DAQ
-    simulator) writes them: the observation id and its day and number, and the file name."""
-    identity = DataId(instrument, exposure, detector).identity()
-    return {
-        "SEQNUM": identity.data_id.seq_num,
-        "DAYOBS": str(identity.data_id.day_obs),
-        "OBSID": identity.obs_id,
-        "FILENAME": identity.file_name,
-    }
 
 
 def retarget_primary_header(buf: bytearray, values: dict[str, int | str]) -> None:

@@ -10,8 +10,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from obsingest.dataid import DataId
-from producers.transfer.fitsheader import exposure_cards, retarget_primary_header
+from obsingest.dataid import DataId, identity_cards
+from producers.transfer.fitsheader import retarget_primary_header
 
 #: bytes read to find and rewrite the primary header (it is a few 2880-byte blocks)
 HEADER_BYTES = 2880 * 16
@@ -45,7 +45,9 @@ def stage_run(
             shutil.copyfile(src, tmp)  # in the kernel (sendfile), as fast as copy_file_range here
             with tmp.open("r+b") as fh:
                 head = bytearray(fh.read(HEADER_BYTES))
-                retarget_primary_header(head, exposure_cards(exposure, detector, instrument))
+                retarget_primary_header(
+                    head, identity_cards(DataId(instrument, exposure, detector).identity())
+                )
                 fh.seek(0)
                 fh.write(head)
             files[detector] = tmp.rename(final)
