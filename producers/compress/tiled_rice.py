@@ -101,12 +101,10 @@ def rows_tiling(tile_rows: int | None) -> Tiling:
 
 def _checksummed(prefix: bytes, cards: list[bytes], data_parts: Sequence[bytes]) -> bytes:
     """Header bytes ``prefix`` + ``cards`` (no CHECKSUM/DATASUM among them, no blank card in
-    ``prefix``) with DATASUM and CHECKSUM cards for these data bytes, END and padding. The header
-    is joined once: CHECKSUM is summed as 16 zeros, then its value is written in place."""
+    ``prefix``) with DATASUM and CHECKSUM cards for these data bytes (all but the last a multiple
+    of 4 bytes long), END and padding. CHECKSUM is summed as 16 zeros, then written in place."""
     datasum = 0
     for part in data_parts:
-        if len(part) % 4 and part is not data_parts[-1]:
-            raise AssertionError("data parts must be 4-byte aligned")
         datasum = _rice.checksum(part, datasum)
     # Like CFITSIO: new cards take the place of trailing blank cards, so the header keeps its size.
     at = len(cards)
