@@ -89,5 +89,6 @@ def compress_threads(ccds: int, cpus: int) -> int:
 
 def edge_workers(ccds: int, cpus: int) -> int:
     """One edge worker process per core: more only share the cores among more 75 MB buffers and
-    every CCD leaves late together (``benchmarks/README.md``, transfer)."""
+    every CCD leaves late together; one per core finishes CCDs one after another, so the register
+    function works on the first while the edge compresses the next (``benchmarks/README.md``)."""
     return max(1, min(ccds, cpus))
