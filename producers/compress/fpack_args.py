@@ -179,11 +179,6 @@ def parse_args(argv: list[str]) -> Options:
     return opts
 
 
-def readable(path: str) -> bool:
-    """fpack's ``fp_access``: the name opens for reading (a directory does, on Linux)."""
-    return os.access(path, os.R_OK)
-
-
 def output_name(name: str, clobber: bool) -> str:
     """fpack's output file name for input ``name``: .gz/.bz2 dropped, .imh -> .fits, + .fz."""
     out = "input.fits" if name == "-" else name
@@ -207,8 +202,8 @@ def preflight(opts: Options) -> list[tuple[str, str, str]]:
         if "[" in name or "]" in name:
             raise CommandLineError(f"Error: section/extension notation not supported: {name}\n" + NOOP)
         source = name
-        if name != "-" and not readable(name):
-            if not readable(name + ".gz"):
+        if name != "-" and not os.access(name, os.R_OK):  # fpack's fp_access: a directory passes
+            if not os.access(name + ".gz", os.R_OK):
                 raise CommandLineError(f"Error: can't find or read input file {name}\n" + NOOP)
             source = name + ".gz"  # CFITSIO opens the gzipped file under the plain name
         if name.endswith(".fz"):
@@ -225,7 +220,7 @@ def preflight(opts: Options) -> list[tuple[str, str, str]]:
         else:
             out = output_name(name, opts.clobber)
         # -O refuses any existing file; a derived name may be the input itself (-F)
-        if not opts.to_stdout and (out != name or opts.outfile is not None) and readable(out):
+        if not opts.to_stdout and (out != name or opts.outfile is not None) and os.access(out, os.R_OK):
             raise CommandLineError(f"Error: output file already exists:\n {out}\n " + NOOP)
         plan.append((name, source, out))
     return plan

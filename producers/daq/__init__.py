@@ -1,6 +1,2 @@
 """DAQ simulator: writes raw CCDs (multi-extension FITS) as the camera writes them, under the
 camera's names, deterministically by seed (README.md)."""
-
-from producers.daq.manifest import expected_detectors, exposure_manifest
-
-__all__ = ["expected_detectors", "exposure_manifest"]

@@ -59,25 +59,17 @@ class AmpLayout:
         return self.rows * self.cols * 4
 
 
-def _full(amp: camera.AmpGeometry) -> AmpLayout:
-    return AmpLayout(amp.raw_rows, amp.raw_cols, amp.prescan, amp.data_cols, amp.data_rows)
-
-
-#: ``full`` is the reference CCD (an ITL amplifier as obs_lsst describes it); ``small`` keeps the
-#: same structure for fast tests. Per-sensor layouts: ``amp_layout``.
-LAYOUTS: dict[str, AmpLayout] = {
-    "full": _full(camera.SENSOR_TYPES["ITL"].amp),
-    "small": AmpLayout(rows=64, cols=32, prescan=3, data_cols=21, data_rows=56),
-}
-#: small e2v amplifiers: the e2v proportions (wider prescan, taller imaging section) kept
-_SMALL_E2V = AmpLayout(rows=64, cols=32, prescan=5, data_cols=22, data_rows=57)
+#: ``small`` keeps a raw's structure for fast tests, e2v amplifiers their proportions (wider
+#: prescan, taller imaging section); ``full`` is the sensor's amplifier as obs_lsst describes it
+_SMALL = {"ITL": AmpLayout(64, 32, 3, 21, 56), "E2V": AmpLayout(64, 32, 5, 22, 57)}
 
 
 def amp_layout(sensor: camera.SensorType, size: str) -> AmpLayout:
     """Amplifier layout of a sensor type at a simulator size (e2v and ITL amplifiers differ)."""
     if size == "full":
-        return _full(sensor.amp)
-    return _SMALL_E2V if sensor.manufacturer == "E2V" else LAYOUTS["small"]
+        amp = sensor.amp
+        return AmpLayout(amp.raw_rows, amp.raw_cols, amp.prescan, amp.data_cols, amp.data_rows)
+    return _SMALL["E2V" if sensor.manufacturer == "E2V" else "ITL"]
 
 
 #: Supported cameras, as the observatory numbers their detectors (``obsingest.camera``).
@@ -134,8 +126,8 @@ class CcdSpec:
 
     def __post_init__(self) -> None:
         detector_name(self.instrument, self.detector)  # ValueError naming the valid ones
-        if self.size not in LAYOUTS:
-            raise ValueError(f"size must be one of {sorted(LAYOUTS)}, not {self.size!r}")
+        if self.size not in ("full", "small"):
+            raise ValueError(f"size must be one of ['full', 'small'], not {self.size!r}")
         if self.obs_start.tzinfo is None or self.obs_start.utcoffset() is None:
             raise ValueError("obs_start must be timezone-aware (UTC)")
         if self.exposure_time < 0:

@@ -290,10 +290,14 @@ def camera_report(
 
 def format_camera(report: dict[str, Any], name: str) -> str:
     b, w = report["per_ccd_budget"], report["whole_exposure_target"]
-
-    def cell(s: dict[str, Any], key: str) -> str:
-        return str(s[key]) if s["feasible"] else "impossible"
-
+    rows = {
+        "edge cores": "edge_cores",
+        "edge nodes": "edge_nodes",
+        "register function instances": "register_instances",
+        "bandwidth edge -> facility, Gbit/s": "bandwidth_gbit_s",
+        "predicted last CCD announced, s": "predicted_max",
+    }
+    cells = {k: [str(s[k]) if s["feasible"] else "impossible" for s in (b, w)] for k in rows.values()}
     lines = [
         f"{name}: {report['detectors']} detectors every {report['cadence_s']} s; "
         f"{report['compressed_bytes_per_exposure'] / 1e9:.2f} GB compressed per exposure "
@@ -303,13 +307,7 @@ def format_camera(report: dict[str, Any], name: str) -> str:
         "| --- | ---: | ---: |",
         f"| limit, s (slack after one CCD's own pipeline) | {b['limit']} ({b['slack']}) "
         f"| {w['limit']} ({w['slack']}) |",
-        f"| edge cores | {cell(b, 'edge_cores')} | {cell(w, 'edge_cores')} |",
-        f"| edge nodes | {cell(b, 'edge_nodes')} | {cell(w, 'edge_nodes')} |",
-        f"| register function instances | {cell(b, 'register_instances')} "
-        f"| {cell(w, 'register_instances')} |",
-        f"| bandwidth edge -> facility, Gbit/s | {cell(b, 'bandwidth_gbit_s')} "
-        f"| {cell(w, 'bandwidth_gbit_s')} |",
-        f"| predicted last CCD announced, s | {cell(b, 'predicted_max')} | {cell(w, 'predicted_max')} |",
+        *(f"| {label} | {cells[key][0]} | {cells[key][1]} |" for label, key in rows.items()),
         "",
         "CPU seconds per CCD by stage (measured here): "
         + ", ".join(f"{k} {v:.3f}" for k, v in report["cpu_per_ccd_by_stage"].items()),

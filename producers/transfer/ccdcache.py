@@ -45,11 +45,7 @@ def _make(cache_dir: str, size: str, detector: int) -> int:
 
 
 def ensure_ccd_files(
-    cache_dir: Path,
-    size: str,
-    detectors: list[int],
-    workers: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    cache_dir: Path, size: str, detectors: list[int], progress: Callable[[int, int], None] | None = None
 ) -> dict[int, tuple[Path, Path]]:
     """Make sure every detector's raw and compressed file is in the cache; return their paths."""
     paths = {d: ccd_paths(cache_dir, size, d) for d in detectors}
@@ -58,7 +54,7 @@ def ensure_ccd_files(
         (cache_dir / size).mkdir(parents=True, exist_ok=True)
         log_event(log, "transfer.cache.generate", size=size, detectors=missing)
         ctx = get_context("spawn")
-        procs = min(len(missing), workers or os.cpu_count() or 1)
+        procs = min(len(missing), os.cpu_count() or 1)
         with ProcessPoolExecutor(procs, mp_context=ctx) as pool:
             futures = [pool.submit(_make, str(cache_dir), size, d) for d in missing]
             for done, future in enumerate(futures, 1):

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -97,8 +97,8 @@ def _read_stats(proc: Path) -> list[ProcStat]:
     return stats
 
 
-def thread_ticks(pid: int, tids: Iterable[int], proc: Path = Path("/proc")) -> int:
-    """User + system ticks of some threads of one process (``/proc/PID/task/TID/stat``); a
+def thread_seconds(pid: int, tids: Iterable[int], proc: Path = Path("/proc")) -> float:
+    """User + system CPU seconds of some threads of one process (``/proc/PID/task/TID/stat``); a
     thread that has ended counts 0."""
     total = 0
     for tid in tids:
@@ -108,11 +108,7 @@ def thread_ticks(pid: int, tids: Iterable[int], proc: Path = Path("/proc")) -> i
             continue
         fields = text[text.rindex(")") + 2 :].split()
         total += int(fields[11]) + int(fields[12])
-    return total
-
-
-def ticks_to_seconds(ticks: int) -> float:
-    return ticks / _TICKS
+    return total / _TICKS
 
 
 def sample(roles: dict[str, list[int]], proc: Path = Path("/proc")) -> CpuSample:

@@ -1,11 +1,8 @@
 """One harness run driving the edge service: stage the DAQ's files and warm the edge's workers
 (so start-up never lands inside a figure), play the schedule (each readout's CCDs in one
-``submit_many``), collect every CCD's outcome, measure CPU by role, clean up.
-
-The edge service runs in this process (its engine and result threads) with its worker processes
-beside it; in end-to-end mode this process is also the facility side (relay, register function,
-subscribers), so the edge service's own threads are measured apart (``edge_service``: their CPU
-ticks from /proc plus the submitting calls) and taken out of ``facility_process``.
+``submit_many``), collect every CCD's outcome, measure CPU by role. The edge service's threads
+run in this process, which end to end is also the facility side: their CPU is ``edge_service``,
+taken out of ``facility_process``.
 """
 
 from __future__ import annotations
@@ -48,8 +45,7 @@ def run_harness(
     services: dict[str, list[int]] | None = None,
 ) -> HarnessResult:
     """Run the whole measurement; raises if the edge cannot start or CCDs never come back.
-    ``services``: role -> pids of the processes serving the run (emulators, broker, database),
-    whose CPU time is reported next to the edge's and this process's (the facility side)."""
+    ``services``: role -> pids of the processes serving the run, for the CPU-by-role report."""
     return Run(config, end_to_end, progress or (lambda _text, _final: None), services or {}).run()
 
 
@@ -270,8 +266,7 @@ class Run:
         self.show(f"announced: {self.arrivals.count()}/{expected}", True)
 
     def _mark(self, kind: str, index: int) -> None:
-        ticks = cpu.thread_ticks(os.getpid(), self._tids)
-        service = cpu.ticks_to_seconds(ticks) + self._submit_cpu
+        service = cpu.thread_seconds(os.getpid(), self._tids) + self._submit_cpu
         self._marks.append((kind, index, time.monotonic(), cpu.sample(self._roles), service))
 
     def _delta(self, a: tuple[Any, ...], b: tuple[Any, ...]) -> dict[str, float]:
@@ -291,9 +286,8 @@ class Run:
             self._mark("complete", index)
 
     def phases(self) -> list[dict[str, Any]]:
-        """Per exposure: ``busy`` (readout -> its last CCD back or announced) and ``idle`` (-> the
-        next readout) windows with CPU seconds by role, so busy work per CCD and idle rates
-        (polling services, other users) can be told apart (``capacity``)."""
+        """Per exposure: CPU seconds by role while ``busy`` (readout -> its last CCD back or
+        announced) and ``idle`` (-> the next readout), for ``capacity``."""
         at = {(m[0], m[1]): m for m in self._marks}
         out = []
         for index in range(len(self.exposures)):

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import re
 
-from obsingest.dataid import DataId
-from obsingest.fits import BLOCK, CARD, checksum_words, encode_checksum, make_card
+from obsingest.errors import CorruptFile
+from obsingest.fits import CARD, card_key, checksum_words, encode_checksum, make_card, parse_primary
 
 #: a card's value field: blanks, a quoted string ('' escapes a quote) if any, up to the comment
 _VALUE = re.compile(r"\s*('(?:[^']|'')*'?)?[^/]*")
@@ -19,32 +19,15 @@ def _comment(card: bytes | bytearray) -> str:
     return _VALUE.sub("", bytes(card[10:]).decode("ascii"), count=1)[1:].strip()
 
 
-def _primary_header_end(buf: bytearray) -> int:
-    """Offset just past the primary header's last block; ValueError if there is no END."""
-    for offset in range(0, len(buf) - CARD + 1, CARD):
-        if bytes(buf[offset : offset + 8]) == b"END     ":
-            return offset - offset % BLOCK + BLOCK
-    raise ValueError("no END card: not a FITS file")
-
-
-def exposure_cards(exposure: int, detector: int, instrument: str = "LSSTCam") -> dict[str, int | str]:
-    """The primary-header cards that name one CCD of an exposure, as the camera (and so the DAQ
-    simulator) writes them: the observation id and its day and number, and the file name."""
-    identity = DataId(instrument, exposure, detector).identity()
-    return {
-        "SEQNUM": identity.data_id.seq_num,
-        "DAYOBS": str(identity.data_id.day_obs),
-        "OBSID": identity.obs_id,
-        "FILENAME": identity.file_name,
-    }
-
-
 def retarget_primary_header(buf: bytearray, values: dict[str, int | str]) -> None:
     """Rewrite the given cards of the primary header in ``buf`` in place (comments kept): KeyError
     if one is missing (not a file the harness generated). A CHECKSUM is recomputed, for a primary
     HDU without data only (NAXIS = 0, DATASUM = 0; ValueError otherwise)."""
-    end = _primary_header_end(buf)
-    positions = {bytes(buf[o : o + 8]).decode("ascii").strip(): o for o in range(0, end, CARD)}
+    try:
+        hdu = parse_primary(buf)
+    except CorruptFile as exc:
+        raise ValueError(f"not a FITS primary header: {exc}") from None
+    positions = {card_key(card): i * CARD for i, card in enumerate(hdu.cards)}
     missing = set(values) - set(positions)
     if missing:
         raise KeyError(f"primary header lacks {sorted(missing)}")
@@ -53,10 +36,10 @@ def retarget_primary_header(buf: bytearray, values: dict[str, int | str]) -> Non
         buf[at : at + CARD] = make_card(key, value, _comment(buf[at : at + CARD]))
     if "CHECKSUM" not in positions:
         return
-    if "NAXIS" in positions and bytes(buf[positions["NAXIS"] + 10 : positions["NAXIS"] + 30]).strip() != b"0":
+    if hdu.int_value("NAXIS", 0):
         raise ValueError("primary HDU has data; only header-only primaries are retargeted")
     at = positions["CHECKSUM"]
     comment = _comment(buf[at : at + CARD])
     buf[at : at + CARD] = make_card("CHECKSUM", "0" * 16, comment)
-    total = checksum_words(buf[:end])
+    total = checksum_words(buf[: hdu.data_offset])
     buf[at : at + CARD] = make_card("CHECKSUM", encode_checksum(~total & 0xFFFFFFFF), comment)

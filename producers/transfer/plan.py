@@ -17,9 +17,6 @@ from obsingest.timescales import as_utc
 
 Scheme = Literal["file", "gs", "kafka"]
 
-#: Used when ``kafka://TOPIC`` names no broker and KAFKA_BOOTSTRAP_SERVERS is unset (the stack's).
-DEFAULT_KAFKA_BOOTSTRAP = defaults.KAFKA_BOOTSTRAP
-
 
 @dataclass(frozen=True)
 class Destination:
@@ -55,7 +52,7 @@ def parse_destination(text: str, environ: dict[str, str] | None = None) -> Desti
             host, topic = "", rest
         if not topic:
             raise ValueError(f"destination {text!r}: no topic")
-        bootstrap = host or env.get("KAFKA_BOOTSTRAP_SERVERS", DEFAULT_KAFKA_BOOTSTRAP)
+        bootstrap = host or env.get("KAFKA_BOOTSTRAP_SERVERS", defaults.KAFKA_BOOTSTRAP)
         return Destination("kafka", f"kafka://{bootstrap}/{topic}", defaults.RAW_PREFIX, topic)
     raise ValueError(f"destination {text!r}: unsupported scheme {scheme!r} (file, gs, kafka)")
 
@@ -91,9 +88,7 @@ def compress_threads(ccds: int, cpus: int) -> int:
 
 
 def edge_workers(ccds: int, cpus: int) -> int:
-    """Edge worker processes for ``ccds`` CCDs per exposure on ``cpus`` cores: one per core.
-
-    More workers than cores only share the cores among more 75 MB buffers and every CCD leaves
-    late together; one per core finishes CCDs one after another, so the register function works
-    on the first while the edge compresses the next (``benchmarks/README.md``, transfer)."""
+    """One edge worker process per core: more only share the cores among more 75 MB buffers and
+    every CCD leaves late together; one per core finishes CCDs one after another, so the register
+    function works on the first while the edge compresses the next (``benchmarks/README.md``)."""
     return max(1, min(ccds, cpus))

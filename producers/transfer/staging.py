@@ -1,7 +1,6 @@
 """The DAQ's side of a harness run: every exposure's own CCD files (``fitsheader`` says why),
-copied with ``copy_file_range``, renamed into the run's hand-off directory and flushed before the
-first readout, so write-back never runs while an exposure is measured; ``remove_staged`` frees
-the disk space (numexp x CCDs files).
+renamed into the run's hand-off directory and flushed before the first readout, so write-back
+never runs while an exposure is measured; ``remove_staged`` frees the disk space.
 """
 
 from __future__ import annotations
@@ -11,8 +10,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from obsingest.dataid import DataId
-from producers.transfer.fitsheader import exposure_cards, retarget_primary_header
+from obsingest.dataid import DataId, identity_cards
+from producers.transfer.fitsheader import retarget_primary_header
 
 #: bytes read to find and rewrite the primary header (it is a few 2880-byte blocks)
 HEADER_BYTES = 2880 * 16
@@ -25,37 +24,6 @@ def staged_name(instrument: str, exposure: int, detector: int, compressed: bool)
     return name + (".fz" if compressed else "")
 
 
-def _copy(src: Path, dst: Path) -> None:
-    size = src.stat().st_size
-    with src.open("rb") as a, dst.open("wb") as b:
-        done = 0
-        while done < size:
-            n = os.copy_file_range(a.fileno(), b.fileno(), size - done)
-            if n == 0:
-                raise OSError(f"{src}: short copy ({done} of {size} bytes)")
-            done += n
-
-
-def stage_exposure(
-    sources: dict[int, Path], directory: Path, instrument: str, exposure: int, compressed: bool
-) -> dict[int, Path]:
-    """One exposure's files (detector -> path), each written under ``.NAME.tmp`` then renamed."""
-    directory.mkdir(parents=True, exist_ok=True)
-    out = {}
-    for detector, src in sources.items():
-        final = directory / staged_name(instrument, exposure, detector, compressed)
-        tmp = directory / f".{final.name}.tmp"
-        _copy(src, tmp)
-        with tmp.open("r+b") as fh:
-            head = bytearray(fh.read(HEADER_BYTES))
-            retarget_primary_header(head, exposure_cards(exposure, detector, instrument))
-            fh.seek(0)
-            fh.write(head)
-        tmp.rename(final)
-        out[detector] = final
-    return out
-
-
 def stage_run(
     sources: dict[int, Path],
     directory: Path,
@@ -64,10 +32,26 @@ def stage_run(
     compressed: bool,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[dict[int, Path]]:
-    """Every exposure's files, flushed; per exposure index: detector -> path."""
+    """Every exposure's files (per exposure index: detector -> path), each written under
+    ``.NAME.tmp`` then renamed, and flushed."""
     staged = []
     for index, exposure in enumerate(exposures):
-        staged.append(stage_exposure(sources, directory / str(exposure), instrument, exposure, compressed))
+        folder = directory / str(exposure)
+        folder.mkdir(parents=True, exist_ok=True)
+        files = {}
+        for detector, src in sources.items():
+            final = folder / staged_name(instrument, exposure, detector, compressed)
+            tmp = folder / f".{final.name}.tmp"
+            shutil.copyfile(src, tmp)  # in the kernel (sendfile), as fast as copy_file_range here
+            with tmp.open("r+b") as fh:
+                head = bytearray(fh.read(HEADER_BYTES))
+                retarget_primary_header(
+                    head, identity_cards(DataId(instrument, exposure, detector).identity())
+                )
+                fh.seek(0)
+                fh.write(head)
+            files[detector] = tmp.rename(final)
+        staged.append(files)
         if progress:
             progress(index + 1, len(exposures))
     for path in (p for files in staged for p in files.values()):

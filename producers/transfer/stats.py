@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -69,15 +69,6 @@ class TransferRecord:
 
     def to_json(self) -> dict[str, Any]:
         return _iso_json(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TransferRecord:
-        kwargs: dict[str, Any] = {}
-        for f in fields(cls):
-            if f.name in data:
-                value = data[f.name]
-                kwargs[f.name] = datetime.fromisoformat(value) if f.type == "datetime" else value
-        return cls(**kwargs)
 
 
 def record_of(

@@ -1,6 +1,6 @@
 """fpack's command line as ``obsingest compress`` reads it (producers/compress/fpack_args.py):
 each flag, fpack's output names and tile rules, and publishing through a checked temp file
-(producers/compress/output.py). In-process and fast; the comparisons with the real fpack
+(``fpack_cli.publish``). In-process and fast; the comparisons with the real fpack
 binary are in test_compress_cli."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from producers.compress.fpack_args import CommandLineError, Options, output_name, parse_args, preflight
-from producers.compress.output import publish
+from producers.compress.fpack_cli import publish
 from producers.compress.tiled_rice import rows_tiling, tile_shape
 
 pytestmark = pytest.mark.unit
@@ -123,7 +123,7 @@ def test_tile_shapes_follow_fpack(tiling, axes, expected) -> None:
 
 def test_publish_replaces_atomically_and_cleans_up_on_failure(tmp_path) -> None:
     target = tmp_path / "out.fz"
-    assert publish(target, [b"ab", b"cd"], durable=True) == 4
+    publish(target, [b"ab", b"cd"], durable=True)
     assert target.read_bytes() == b"abcd"
     seen = []
 

@@ -215,7 +215,7 @@ def test_faint_sky_is_poisson() -> None:
 
 
 def test_manifest_lists_the_whole_focal_plane_by_default() -> None:
-    from producers.daq import expected_detectors, exposure_manifest
+    from producers.daq.manifest import expected_detectors, exposure_manifest
 
     manifest = exposure_manifest("LSSTCam", 2026112200012, 20261122, START, 30.0, "r")
     assert manifest.detectors == list(range(205))

@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 import pytest
 from astropy.io import fits
 
-from obsingest.dataid import DataId, identity_from_header
+from obsingest.dataid import DataId, identity_cards, identity_from_header
 from obsingest.fits import encode_checksum, make_card, parse_primary
 from producers.compress import compress_fits, decompress_fits
 from producers.daq.simulator import CcdSpec, generate_raw_ccd
-from producers.transfer.fitsheader import exposure_cards, retarget_primary_header
+from producers.transfer.fitsheader import retarget_primary_header
 
 pytestmark = pytest.mark.unit
 
@@ -33,8 +33,14 @@ def _primary(data: bytes) -> fits.Header:
             return hdus[0].header.copy()
 
 
+def exposure_cards(exposure: int, detector: int, instrument: str = "LSSTCam") -> dict[str, int | str]:
+    """The cards staging writes: the identity cards of that CCD."""
+    return identity_cards(DataId(instrument, exposure, detector).identity())
+
+
 def test_exposure_cards_follow_the_camera_convention():
-    assert exposure_cards(2026112300077, 7) == {
+    cards = exposure_cards(2026112300077, 7)
+    assert {k: cards[k] for k in ("SEQNUM", "DAYOBS", "OBSID", "FILENAME")} == {
         "SEQNUM": 77,
         "DAYOBS": "20261123",
         "OBSID": "MC_O_20261123_000077",

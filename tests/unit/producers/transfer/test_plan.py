@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from obsingest import defaults
 from producers.transfer.plan import (
-    DEFAULT_KAFKA_BOOTSTRAP,
     compress_threads,
     exposure_ids,
     parse_destination,
@@ -47,7 +47,7 @@ def test_kafka_topic_takes_broker_from_environment():
 
 
 def test_kafka_topic_defaults_to_stack_broker():
-    assert parse_destination("kafka://t", {}).sender_url == f"kafka://{DEFAULT_KAFKA_BOOTSTRAP}/t"
+    assert parse_destination("kafka://t", {}).sender_url == f"kafka://{defaults.KAFKA_BOOTSTRAP}/t"
 
 
 def test_kafka_url_with_broker_is_kept():

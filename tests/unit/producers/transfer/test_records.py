@@ -88,12 +88,12 @@ def test_each_exposure_gets_its_own_files_named_and_headed_for_it(tmp_path: Path
     assert not (tmp_path / "handoff").exists()
 
 
-def test_thread_ticks_of_this_thread_and_of_none(tmp_path: Path) -> None:
+def test_thread_seconds_of_this_thread_and_of_none(tmp_path: Path) -> None:
     import threading
 
     tid = threading.get_native_id()
     end = __import__("time").process_time() + 0.05
     while __import__("time").process_time() < end:
         pass
-    assert cpu.thread_ticks(os.getpid(), [tid]) > 0
-    assert cpu.thread_ticks(os.getpid(), [2**30]) == 0
+    assert cpu.thread_seconds(os.getpid(), [tid]) > 0
+    assert cpu.thread_seconds(os.getpid(), [2**30]) == 0
