@@ -88,7 +88,7 @@ class RegisterService:
     _drain: PeriodicDrain = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.announcer = ArrivalAnnouncer(self.registry, self.publisher, on_announced=self._announced)
+        self.announcer = ArrivalAnnouncer(self.registry, self.publisher, self.metrics)
         self._drain = PeriodicDrain(self.announcer)  # every 5 s at most, per process
         check = IngestedCheck(self.registry, self.ingested_topic, self.budget_seconds, closed_by=COMPONENT)
         self.closer = ExposureCloser(check, self.announcer, self.metrics)
@@ -126,10 +126,6 @@ class RegisterService:
                 m.readout_latency("stored", stored, **labels)
             registered = (arrival.registered_time - arrival.readout_time).total_seconds()
             m.readout_latency("registered", registered, **labels)
-
-    def _announced(self, arrival: ArrivalEvent) -> None:
-        if self.metrics is not None:
-            self.metrics.readout_latency("announced", arrival.latency, arrival.transport, arrival.instrument)
 
     def _timed(self, operation: str) -> AbstractContextManager[None]:
         return nullcontext() if self.metrics is None else self.metrics.registry_operation(operation)
