@@ -14,6 +14,7 @@ import functions_framework
 from cloudevents.http import CloudEvent
 
 from functions.register import http_errors
+from functions.register.auth import verify_push_request
 from functions.register.wiring import get_service, warm_up
 from obsingest.errors import BadMessage, NotADelivery
 from obsingest.store import notifications
@@ -38,8 +39,6 @@ def _push_endpoint(handle: Callable[[dict[str, Any]], tuple[str, int]]) -> Calla
 
     @functools.wraps(handle)
     def endpoint(request: Any) -> tuple[str, int]:
-        from functions.register.auth import verify_push_request
-
         http_errors.entered()
         try:
             if getattr(request, "method", "POST") != "POST":
