@@ -87,10 +87,7 @@ def _source_id(given: Any, content: Any) -> str:
     """The delivery's own id, else a digest of its content (bad deliveries stay distinct)."""
     if isinstance(given, (str, int)) and not isinstance(given, bool) and str(given):
         return str(given)
-    try:
-        canonical = json.dumps(content, sort_keys=True, default=repr)
-    except (TypeError, ValueError, RecursionError):
-        canonical = repr(type(content))
+    canonical = json.dumps(content, sort_keys=True, default=repr)  # parsed JSON: it always dumps
     return "sha256-" + hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
