@@ -12,6 +12,7 @@ from typing import NamedTuple, cast
 import numpy as np
 
 from obsingest import defaults
+from obsingest.avro import EPOCH
 from obsingest.messages import (
     ArrivalEvent,
     ExposureManifest,
@@ -22,7 +23,6 @@ from obsingest.messages import (
 )
 from obsingest.timescales import PIPELINE_SCALE
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
 
 #: Triggers, as written into ExposureSummary.trigger.

@@ -120,12 +120,10 @@ class RegisterService:
         m.ccd(COMPONENT, outcome.status, reason=outcome.reason or None)
         arrival = outcome.arrival
         if outcome.status == "registered" and arrival is not None:
-            labels = {"transport": arrival.transport, "instrument": arrival.instrument}
-            if arrival.stored_time is not None:
-                stored = (arrival.stored_time - arrival.readout_time).total_seconds()
-                m.readout_latency("stored", stored, **labels)
-            registered = (arrival.registered_time - arrival.readout_time).total_seconds()
-            m.readout_latency("registered", registered, **labels)
+            for stage, at in (("stored", arrival.stored_time), ("registered", arrival.registered_time)):
+                if at is not None:
+                    latency = (at - arrival.readout_time).total_seconds()
+                    m.readout_latency(stage, latency, arrival.transport, arrival.instrument)
 
     def _timed(self, operation: str) -> AbstractContextManager[None]:
         return nullcontext() if self.metrics is None else self.metrics.registry_operation(operation)
