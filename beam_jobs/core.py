@@ -6,13 +6,13 @@ here, so the rules are testable by hand and batch and streaming cannot drift apa
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple, cast
 
 import numpy as np
 
 from obsingest import defaults
+from obsingest.avro import EPOCH
 from obsingest.messages import (
     ArrivalEvent,
     ExposureManifest,
@@ -23,7 +23,6 @@ from obsingest.messages import (
 )
 from obsingest.timescales import PIPELINE_SCALE
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
 
 #: Triggers, as written into ExposureSummary.trigger.
@@ -100,22 +99,12 @@ def manifest_key(manifest: ExposureManifest) -> ExposureKey:
     return (manifest.instrument, int(manifest.exposure))
 
 
-@dataclass(frozen=True)
-class ArrivalSet:
-    """Arrivals of one exposure after deduplication, split by whether the manifest expects them."""
-
-    counted: dict[int, Arrival]
-    unexpected: dict[int, Arrival]
-    duplicates: int
-
-
-def dedupe(arrivals: Iterable[ArrivalEvent | Arrival], expected: Iterable[int] | None) -> ArrivalSet:
-    """One arrival per detector: earliest publication wins, over dataset ids and over runs."""
+def dedupe(arrivals: Iterable[ArrivalEvent | Arrival], expected: Iterable[int] | None) -> dict[int, Arrival]:
+    """One arrival per detector (of ``expected``, if given): earliest publication wins, over
+    dataset ids and over runs."""
     by_dataset: dict[str, Arrival] = {}
-    total = 0
     for item in arrivals:
         arrival = as_arrival(item)
-        total += 1
         seen = by_dataset.get(arrival.dataset_id)
         if seen is None or (arrival.published_us, arrival.readout_us) < (seen.published_us, seen.readout_us):
             by_dataset[arrival.dataset_id] = arrival
@@ -126,10 +115,10 @@ def dedupe(arrivals: Iterable[ArrivalEvent | Arrival], expected: Iterable[int] |
         by_detector = {}
         for arrival in sorted(survivors, key=lambda a: (a.published_us, a.dataset_id)):
             by_detector.setdefault(arrival.detector, arrival)
-    wanted = set(by_detector if expected is None else expected)
-    counted = {d: a for d, a in by_detector.items() if d in wanted}
-    unexpected = {d: a for d, a in by_detector.items() if d not in wanted}
-    return ArrivalSet(counted, unexpected, total - len(by_detector))
+    if expected is None:
+        return by_detector
+    wanted = set(expected)
+    return {d: a for d, a in by_detector.items() if d in wanted}
 
 
 def summarize_exposure(
@@ -145,7 +134,7 @@ def summarize_exposure(
     (instrument, exposure) names it when there is neither."""
     arrivals = [as_arrival(a) for a in arrivals]
     expected = sorted(set(manifest.detectors)) if manifest is not None else None
-    counted = dedupe(arrivals, expected).counted
+    counted = dedupe(arrivals, expected)
     if manifest is not None:
         instrument, exposure = manifest_key(manifest)
         day_obs: int | None = int(manifest.day_obs)

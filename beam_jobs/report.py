@@ -84,7 +84,7 @@ def _row(values: Sequence[str], widths: Sequence[int]) -> str:
 def _per_ccd(arrivals: Iterable[ArrivalEvent | Arrival]) -> list[Arrival]:
     """Deduplicated arrivals (one per detector and exposure), sorted by exposure, detector."""
     ordered = sorted(map(as_arrival, arrivals), key=lambda a: a.key)
-    exposures = (dedupe(group, None).counted.values() for _, group in groupby(ordered, lambda a: a.key))
+    exposures = (dedupe(group, None).values() for _, group in groupby(ordered, lambda a: a.key))
     return [a for counted in exposures for a in sorted(counted, key=lambda a: a.detector)]
 
 

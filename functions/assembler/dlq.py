@@ -10,7 +10,7 @@ from dataclasses import asdict
 from typing import Any
 
 from functions.assembler.kafka_clients import dlq_producer_config
-from functions.assembler.reassembly import Incomplete, Poison, PoisonReason
+from functions.assembler.reassembly import Ignored, Incomplete, Poison, PoisonReason, Recover
 from functions.assembler.settings import AssemblerSettings
 from obsingest.errors import RetriableError
 from obsingest.logs import get_logger, log_event
@@ -33,10 +33,10 @@ def _headers(reason: str, error: str, partition: tuple[str, int], offset: int) -
     }
 
 
-def incomplete_fields(inc: Incomplete) -> dict[str, Any]:
-    """The facts of an incomplete file, for its report and its log line."""
-    fields = asdict(inc) | {"partition": inc.partition[1]}
-    del fields["file_checksum"]
+def verdict_fields(verdict: Incomplete | Recover | Ignored) -> dict[str, Any]:
+    """A verdict's facts for its log line (and an incomplete file's report), the partition by number."""
+    fields = asdict(verdict) | {"partition": verdict.partition[1]}
+    fields.pop("file_checksum", None)
     return fields
 
 
@@ -70,7 +70,7 @@ class DeadLetters:
         )
 
     def incomplete(self, inc: Incomplete) -> None:
-        fields = incomplete_fields(inc)
+        fields = verdict_fields(inc)
         report = {"report": "incomplete", **fields, "file_checksum": inc.file_checksum}
         error = (
             f"{inc.data_id}: {inc.received}/{inc.chunk_count} chunks after {inc.cause}; missing {inc.missing}"

@@ -147,22 +147,17 @@ class _PartitionState:
     completed: OrderedDict[str, str] = field(default_factory=OrderedDict)
 
 
+@dataclass
 class Reassembler:
     """Per-partition reassembly state machine. Not thread-safe: one consumer loop drives it."""
 
-    def __init__(
-        self,
-        memory_limit_bytes: int = 512 * 1024 * 1024,
-        incomplete_timeout_s: float = 300.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.memory_limit_bytes = memory_limit_bytes
-        self.incomplete_timeout_s = incomplete_timeout_s
-        self.clock = clock
-        self._partitions: dict[Partition, _PartitionState] = {}
-        #: payload bytes currently held for incomplete files
-        self.memory_bytes = 0
-        self._seq = 0
+    memory_limit_bytes: int = 512 * 1024 * 1024
+    incomplete_timeout_s: float = 300.0
+    clock: Callable[[], float] = time.monotonic
+    _partitions: dict[Partition, _PartitionState] = field(default_factory=dict, init=False)
+    #: payload bytes currently held for incomplete files
+    memory_bytes: int = field(default=0, init=False)
+    _seq: int = field(default=0, init=False)
 
     def open_files(self) -> list[str]:
         """Data ids of files open or held; each list() copies in one step, safe while feeding."""

@@ -11,7 +11,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, cast
 
-from functions.assembler.dlq import DeadLetters, incomplete_fields
+from functions.assembler.dlq import DeadLetters, verdict_fields
 from functions.assembler.kafka_clients import committed_lag, consumer_config
 from functions.assembler.kafka_clients import group_lag as group_lag  # the tests' lag probe, re-exported
 from functions.assembler.naming import assembled_object_name
@@ -286,34 +286,19 @@ class AssemblerService:
             self.dead_letters.poison(verdict, msg.key() if msg is not None else None)
             self.metrics.ccd(COMPONENT, "dead_lettered", reason=verdict.reason)
         elif isinstance(verdict, Incomplete) and not verdict.final:  # dropped for memory: offsets held
-            log_event(log, "assembler.evicted", logging.WARNING, **incomplete_fields(verdict))
+            log_event(log, "assembler.evicted", logging.WARNING, **verdict_fields(verdict))
         elif isinstance(verdict, Incomplete):
             self.dead_letters.incomplete(verdict)
             self.metrics.ccd(COMPONENT, "dead_lettered", reason=PoisonReason.INCOMPLETE)
         elif isinstance(verdict, Recover):  # re-read the dropped file; its verdicts are acted on here
             finished = reread(self.settings, verdict)
             self.metrics.add(COMPONENT, "recovered")
-            log_event(
-                log,
-                "assembler.recovered",
-                data_id=verdict.data_id,
-                partition=verdict.partition[1],
-                first_offset=verdict.first_offset,
-                last_offset=verdict.last_offset,
-            )
+            log_event(log, "assembler.recovered", **verdict_fields(verdict))
             for each in finished:
                 self._act(each, None)
         elif isinstance(verdict, Ignored):
             self.metrics.add(COMPONENT, "ignored")
-            log_event(
-                log,
-                "assembler.ignored",
-                logging.DEBUG,
-                data_id=verdict.data_id,
-                partition=verdict.partition[1],
-                offset=verdict.offset,
-                why=verdict.why,
-            )
+            log_event(log, "assembler.ignored", logging.DEBUG, **verdict_fields(verdict))
 
     def _store(self, done: Completed) -> None:
         with logging_context(data_id=done.data_id.key):

@@ -8,8 +8,6 @@ from pydantic_settings import SettingsConfigDict
 from obsingest import defaults
 from obsingest.settings import KafkaClientSettings, StoreLayout
 
-DEFAULT_MAX_RECORD_BYTES = 16 * 1024 * 1024
-
 
 class AssemblerSettings(KafkaClientSettings, StoreLayout):
     model_config = SettingsConfigDict(env_prefix="OBSINGEST_ASSEMBLER_", extra="ignore")
@@ -24,7 +22,7 @@ class AssemblerSettings(KafkaClientSettings, StoreLayout):
     #: An open file idle this long is dead-lettered; must exceed the producers' delivery timeout.
     incomplete_timeout_s: float = Field(default=300.0, gt=0)
     #: Largest record the broker accepts (message.max.bytes): sizes the fetches.
-    max_record_bytes: int = Field(default=DEFAULT_MAX_RECORD_BYTES, ge=1024 * 1024)
+    max_record_bytes: int = Field(default=16 * 1024 * 1024, ge=1024 * 1024)
     #: fetch.max.bytes: one fetch response brings up to this much (several chunks).
     fetch_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024 * 1024)
     #: librdkafka's per-partition prefetch queue (queued.max.messages.kbytes), in KiB.

@@ -20,7 +20,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from functions.presence.models import ApiError, Health, InvalidRequest, Night, NightExposure
+from functions.presence.models import ApiError, Health, InvalidRequest, Night, NightExposure, ValidationIssue
 from functions.presence.settings import PresenceSettings
 from obsingest import camera
 from obsingest.errors import RetriableError
@@ -207,14 +207,7 @@ def _install_errors(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        issues = [
-            {
-                "loc": [p if isinstance(p, int) else str(p) for p in e.get("loc", ())],
-                "msg": str(e.get("msg", "")),
-                "type": str(e.get("type", "")),
-            }
-            for e in exc.errors()
-        ]
+        issues = [ValidationIssue.model_validate(e).model_dump() for e in exc.errors()]
         message = "; ".join(f"{' '.join(str(p) for p in i['loc'])}: {i['msg']}" for i in issues)
         return error(422, "invalid-request", message or "invalid request", detail=issues)
 

@@ -73,7 +73,3 @@ def serve(
     finally:
         reader.close()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(serve())

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from obsingest import avro
 from obsingest.bus.base import Publisher
@@ -22,6 +22,9 @@ from obsingest.messages import ArrivalEvent, ExposureIngested, utcnow
 from obsingest.registry import OutboxMessage, Registry
 from obsingest.registry.group_commit import applying
 from obsingest.registry.outbox import OutboxRow
+
+if TYPE_CHECKING:
+    from obsingest.metrics import Metrics
 
 log = get_logger("obsingest.register.announce")
 
@@ -74,11 +77,10 @@ class ArrivalAnnouncer:
 
     registry: Registry
     publisher: Publisher
-    retry_after: float = RETRY_AFTER_SECONDS
+    #: every dataset's first announcement (now or by a drain) is timed here; None: not recorded
+    metrics: Metrics | None = None
     #: monotonic time of the last failed publish (drains wait a while after it)
     failed_at: float = float("-inf")
-    #: told of every dataset's first announcement (now or by a drain): latency metrics
-    on_announced: Callable[[ArrivalEvent], None] | None = None
     _drain_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _marks: Callable[[list[int]], None] = field(init=False, repr=False)
 
@@ -105,8 +107,8 @@ class ArrivalAnnouncer:
             return None
         if mark:
             self.mark([row_id] if row_id is not None else [])
-        if self.on_announced is not None:
-            self.on_announced(sent)
+        if self.metrics is not None:
+            self.metrics.readout_latency("announced", sent.latency, sent.transport, sent.instrument)
         return sent
 
     def publish_message(
@@ -143,7 +145,7 @@ class ArrivalAnnouncer:
         if row_id is None:
             return
         try:
-            self.registry.outbox.mark_failed(row_id, f"{reason}: {exc}", self.retry_after)
+            self.registry.outbox.mark_failed(row_id, f"{reason}: {exc}", RETRY_AFTER_SECONDS)
         except ObsIngestError as mark_exc:  # the lease expires by itself: a drain retries
             log_event(log, "outbox.mark_failed_failed", logging.WARNING, error=str(mark_exc))
 
@@ -169,7 +171,7 @@ class ArrivalAnnouncer:
                     result.failed += 1
                     # the bus is down: give the rest of the batch back for the next drain
                     rest = [r.id for r in rows[index + 1 :]]
-                    self.registry.outbox.release(rest, self.retry_after)
+                    self.registry.outbox.release(rest, RETRY_AFTER_SECONDS)
                     break
                 result.published += 1
         finally:

@@ -6,14 +6,13 @@ it is quarantined and acked (functions/register/README.md, "Malformed input").
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import Any
 
+from functions.register.auth import current_settings
 from functions.register.request_guard import body_guard
 from obsingest.errors import PermanentError, RequestRefused, RetriableError
 from obsingest.logs import get_logger, log_event
-from obsingest.settings import FunctionSettings
 
 log = get_logger("obsingest.register.http")
 
@@ -51,8 +50,7 @@ def install(app: Any) -> None:
     if getattr(app, "_obsingest_installed", False):
         return
     app._obsingest_installed = True
-    current = functools.cache(FunctionSettings)  # read at the first request, not at import
-    app.wsgi_app = body_guard(app.wsgi_app, lambda: current().max_request_bytes, reply_for)
+    app.wsgi_app = body_guard(app.wsgi_app, lambda: current_settings().max_request_bytes, reply_for)
     from obsingest.metrics_http import with_metrics_endpoint
 
     app.wsgi_app = with_metrics_endpoint(app.wsgi_app)
@@ -67,7 +65,7 @@ def install(app: Any) -> None:
 
     def retry_after(response: Any) -> Any:
         if response.status_code == 503 and "Retry-After" not in response.headers:
-            response.headers["Retry-After"] = str(current().retry_after_seconds)
+            response.headers["Retry-After"] = str(current_settings().retry_after_seconds)
         return response
 
     app.register_error_handler(Exception, on_error)

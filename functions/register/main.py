@@ -14,6 +14,7 @@ import functions_framework
 from cloudevents.http import CloudEvent
 
 from functions.register import http_errors
+from functions.register.auth import verify_push_request
 from functions.register.wiring import get_service, warm_up
 from obsingest.errors import BadMessage, NotADelivery
 from obsingest.store import notifications
@@ -38,8 +39,6 @@ def _push_endpoint(handle: Callable[[dict[str, Any]], tuple[str, int]]) -> Calla
 
     @functools.wraps(handle)
     def endpoint(request: Any) -> tuple[str, int]:
-        from functions.register.auth import verify_push_request
-
         http_errors.entered()
         try:
             if getattr(request, "method", "POST") != "POST":
@@ -88,10 +87,7 @@ def _source_id(given: Any, content: Any) -> str:
     """The delivery's own id, else a digest of its content (bad deliveries stay distinct)."""
     if isinstance(given, (str, int)) and not isinstance(given, bool) and str(given):
         return str(given)
-    try:
-        canonical = json.dumps(content, sort_keys=True, default=repr)
-    except (TypeError, ValueError, RecursionError):
-        canonical = repr(type(content))
+    canonical = json.dumps(content, sort_keys=True, default=repr)  # parsed JSON: it always dumps
     return "sha256-" + hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 

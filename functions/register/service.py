@@ -88,7 +88,7 @@ class RegisterService:
     _drain: PeriodicDrain = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.announcer = ArrivalAnnouncer(self.registry, self.publisher, on_announced=self._announced)
+        self.announcer = ArrivalAnnouncer(self.registry, self.publisher, self.metrics)
         self._drain = PeriodicDrain(self.announcer)  # every 5 s at most, per process
         check = IngestedCheck(self.registry, self.ingested_topic, self.budget_seconds, closed_by=COMPONENT)
         self.closer = ExposureCloser(check, self.announcer, self.metrics)
@@ -120,16 +120,10 @@ class RegisterService:
         m.ccd(COMPONENT, outcome.status, reason=outcome.reason or None)
         arrival = outcome.arrival
         if outcome.status == "registered" and arrival is not None:
-            labels = {"transport": arrival.transport, "instrument": arrival.instrument}
-            if arrival.stored_time is not None:
-                stored = (arrival.stored_time - arrival.readout_time).total_seconds()
-                m.readout_latency("stored", stored, **labels)
-            registered = (arrival.registered_time - arrival.readout_time).total_seconds()
-            m.readout_latency("registered", registered, **labels)
-
-    def _announced(self, arrival: ArrivalEvent) -> None:
-        if self.metrics is not None:
-            self.metrics.readout_latency("announced", arrival.latency, arrival.transport, arrival.instrument)
+            for stage, at in (("stored", arrival.stored_time), ("registered", arrival.registered_time)):
+                if at is not None:
+                    latency = (at - arrival.readout_time).total_seconds()
+                    m.readout_latency(stage, latency, arrival.transport, arrival.instrument)
 
     def _timed(self, operation: str) -> AbstractContextManager[None]:
         return nullcontext() if self.metrics is None else self.metrics.registry_operation(operation)
