@@ -257,16 +257,7 @@ def run_capacity(args: argparse.Namespace) -> int:
         if args.calibration:
             _write_json(args.calibration, runs, indent=None)
     cal = capacity.calibrate(runs["path"], runs["one"], runs["many"])
-    report = capacity.camera_report(
-        cal,
-        detectors,
-        args.cadence,
-        args.budget,
-        args.target,
-        args.cores_per_node,
-        args.cpu_scale,
-        args.extra_latency,
-    )
+    report = call_with_options(capacity.camera_report, args, cal=cal, detectors=detectors)
     here = [capacity.predict_here(cal, n) for n in args.predict]
     print(
         f"calibration ({cal.path} path, {cal.cores} cores, {cal.ccds} CCDs per exposure, "

@@ -39,8 +39,7 @@ class PidRecord:
 
 
 def _stat(pid: int | str) -> list[str]:
-    """Fields 3 (state) onwards of ``/proc/<pid>/stat``; [] if absent. comm (field 2) may hold
-    spaces and parentheses: split after the last ')'."""
+    """Fields 3 (state) onwards of ``/proc/<pid>/stat`` ([] if absent); comm may hold ')'."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
@@ -48,7 +47,6 @@ def _stat(pid: int | str) -> list[str]:
 
 
 def _all_stats() -> Iterator[tuple[int, list[str]]]:
-    """(pid, ``_stat``) of every process in /proc."""
     for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
         if entry.name.isdigit() and (rest := _stat(entry.name)):
             yield int(entry.name), rest
@@ -67,7 +65,6 @@ def process_start_ticks(pid: int) -> int | None:
 
 
 def pid_alive(pid: int) -> bool:
-    """A (non-zombie) process with this pid exists."""
     _reap(pid)
     try:
         os.kill(pid, 0)
@@ -102,7 +99,7 @@ def group_alive(pgid: int) -> bool:
 
 
 def _reap(pid: int) -> None:
-    """Collect our own exited child so it does not linger as a zombie."""
+    """Collect our own exited child, not to leave a zombie."""
     with contextlib.suppress(ChildProcessError, OSError):
         os.waitpid(pid, os.WNOHANG)
 
@@ -239,7 +236,6 @@ def stop_record(record: PidRecord, sig: int = signal.SIGTERM, timeout: float = 1
 
 
 def tail(path: Path, lines: int = 40) -> str:
-    """Last ``lines`` lines of a log file (empty if missing)."""
     try:
         with open(path, "rb") as fh:
             fh.seek(max(0, fh.seek(0, os.SEEK_END) - 64 * 1024))
@@ -250,7 +246,6 @@ def tail(path: Path, lines: int = 40) -> str:
 
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
-    """Something accepts TCP connections on host:port."""
     try:
         with socket.create_connection((host, port), timeout=timeout):
             return True
