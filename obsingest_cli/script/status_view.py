@@ -15,7 +15,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from obsingest.registry.completeness import COMPLETE, INCOMPLETE, ExposurePresence
+from obsingest.registry.completeness import COMPLETE, INCOMPLETE
 from obsingest.registry.presence import PresenceReader
 from obsingest.settings import PipelineSettings, RegistrySettings
 from obsingest_cli.script.status_snapshot import NOTHING_TO_JUDGE, Snapshot, as_json, take
@@ -25,10 +25,6 @@ _STYLE = {COMPLETE: "green", INCOMPLETE: "red"}
 
 def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
-
-
-def _status(e: ExposurePresence) -> Text:
-    return Text(e.status.replace("_", " "), style=_STYLE.get(e.status, "yellow"))
 
 
 def exposures_table(snapshot: Snapshot) -> Table:
@@ -61,7 +57,7 @@ def exposures_table(snapshot: Snapshot) -> Table:
             _seconds(e.latency_p95),
             _seconds(e.latency_max),
             str(len(e.over_budget)),
-            _status(e),
+            Text(e.status.replace("_", " "), style=_STYLE.get(e.status, "yellow")),
         )
     return table
 

@@ -199,13 +199,6 @@ def _kill_leftovers(pgid: int, family: dict[int, int | None]) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
-def _family_alive(family: dict[int, int | None]) -> bool:
-    return any(
-        ticks is not None and process_start_ticks(pid) == ticks and not _is_zombie(pid)
-        for pid, ticks in family.items()
-    )
-
-
 def stop_record(record: PidRecord, sig: int = signal.SIGTERM, timeout: float = 15.0) -> bool:
     """Stop the recorded process, its group and descendants: ``sig``, then SIGKILL. True if
     something was running; a recycled pid (other start time) is left alone."""
@@ -216,7 +209,12 @@ def stop_record(record: PidRecord, sig: int = signal.SIGTERM, timeout: float = 1
     family = descendants(record.pid)
 
     def gone() -> bool:  # pid_alive reaps our own exited child
-        return not (pid_alive(record.pid) or group_alive(record.pgid) or _family_alive(family))
+        if pid_alive(record.pid) or group_alive(record.pgid):
+            return False
+        return not any(
+            ticks is not None and process_start_ticks(pid) == ticks and not _is_zombie(pid)
+            for pid, ticks in family.items()
+        )
 
     with contextlib.suppress(ProcessLookupError):
         os.kill(record.pid, sig)
