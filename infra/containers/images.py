@@ -65,17 +65,16 @@ def label_of(tag: str) -> str | None:
 class Builder:
     """Pulls or builds the images into the engine ``docker`` talks to."""
 
-    def __init__(self, pull: bool = True, log: object = sys.stderr) -> None:
+    def __init__(self, pull: bool = True) -> None:
         self.settings = load_settings()
         override = os.environ.get("OBSINGEST_IMAGES_CACHE_DIR")
         self.cache = Path(override) if override else self.settings.cache_dir / "images"
         self.cache.mkdir(parents=True, exist_ok=True)
         self.pull = pull
-        self.log = log
         self.timings: dict[str, float] = {}
 
     def say(self, text: str) -> None:
-        print(f"images: {text}", file=self.log, flush=True)  # type: ignore[call-overload]
+        print(f"images: {text}", file=sys.stderr, flush=True)
 
     def base(self) -> None:
         """``obsingest/debian-base:bookworm``: ``docker import`` of a cached debootstrap tarball."""

@@ -49,10 +49,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    from infra.local.relay.main import main
+    """Relay with the given options over ``OBSINGEST_RELAY_*``; print the final counts."""
+    import json
+
+    from infra.local.relay.settings import RelaySettings
+    from infra.local.relay.wiring import run as relay
 
     urls = args.push_url or []
     names = ("subscription", "dead_letter_topic", "max_attempts", "concurrency", "oidc_audience")
     options = {name: getattr(args, name) for name in names}
     options.update(push_url=urls[0] if urls else None, push_urls=tuple(urls) if len(urls) > 1 else None)
-    return main(options, args.until_idle)
+    settings = RelaySettings(**{k: v for k, v in options.items() if v is not None})
+    print(json.dumps(relay(settings, args.until_idle)))
+    return 0

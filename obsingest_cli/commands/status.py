@@ -36,4 +36,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--exposures", type=int, default=10, help="newest exposures shown (10)")
     p.add_argument("--since-hours", type=float, default=24.0, help="quarantine window, hours (24)")
     budget_option(p, from_settings=True)
-    p.set_defaults(func=calls("obsingest_cli.script.status:run_status", options=True))
+    p.set_defaults(func=calls("obsingest_cli.script.status_view:run_status", options=True))

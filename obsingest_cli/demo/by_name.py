@@ -24,11 +24,29 @@ def make_environment(
     return LocalStackEnvironment(workdir, keep=keep)
 
 
+class DirectTransport:
+    """Transport (a): edge workers upload straight to the store; nothing runs at the facility.
+    Transport (b), chunked Avro over Kafka, is ``kafka_transport``."""
+
+    def __init__(self, env: DemoEnvironment) -> None:
+        self.sender_url = env.store_url
+
+    def start(self) -> None:
+        pass
+
+    def finish(self, timeout: float) -> None:
+        pass  # uploads are synchronous: nothing in flight
+
+    def processes(self) -> dict[str, list[int]]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
 def make_transport(name: str, env: DemoEnvironment) -> DemoTransport:
     """``direct`` or ``kafka`` (argparse's choices)."""
     if name == "direct":
-        from obsingest_cli.demo.transports import DirectTransport
-
         return DirectTransport(env)
     from obsingest_cli.demo.kafka_transport import KafkaTransport
 

@@ -83,16 +83,6 @@ def make_end_to_end(destination: str, stack: str | None, workdir: Path) -> Envir
     return EnvironmentEndToEnd(env, transport)
 
 
-def use_stack_endpoints(destination: str) -> None:
-    """gs:// and kafka:// without explicit endpoints talk to the local stack (as
-    ``eval "$(obsingest stack env)"`` would set up); variables already set win."""
-    from obsingest_cli.demo.local_stack import use_stack_environment
-
-    services = {"gs": ("pubsub", "gcs"), "kafka": ("kafka",)}.get(destination.partition("://")[0])
-    if services:
-        use_stack_environment(services, check=False)
-
-
 def prepare_destination(destination: str) -> None:
     """Without --end-to-end nothing else creates the bucket or topic: create them if missing
     (the topic with room for whole chunks, like the Kafka transport's)."""
@@ -198,10 +188,15 @@ def run_transfer(args: argparse.Namespace) -> int:
 def harness_json(config: HarnessConfig, stack: str | None = None, end_to_end: bool = True) -> dict[str, Any]:
     """One harness run on the stack's endpoints, its JSON."""
     from infra.local.stack import Stack
+    from obsingest_cli.demo.local_stack import use_stack_environment
     from obsingest_cli.demo.run import Progress
     from producers.transfer import run_harness
 
-    use_stack_endpoints(config.destination)
+    # gs:// and kafka:// without explicit endpoints talk to the local stack (as `eval "$(obsingest
+    # stack env)"` would set up); variables already set win
+    wanted = {"gs": ("pubsub", "gcs"), "kafka": ("kafka",)}.get(config.destination.partition("://")[0])
+    if wanted:
+        use_stack_environment(wanted, check=False)
     if end_to_end:
         e2e = make_end_to_end(config.destination, stack, config.run_dir / "e2e")
     else:
@@ -257,16 +252,7 @@ def run_capacity(args: argparse.Namespace) -> int:
         if args.calibration:
             _write_json(args.calibration, runs, indent=None)
     cal = capacity.calibrate(runs["path"], runs["one"], runs["many"])
-    report = capacity.camera_report(
-        cal,
-        detectors,
-        args.cadence,
-        args.budget,
-        args.target,
-        args.cores_per_node,
-        args.cpu_scale,
-        args.extra_latency,
-    )
+    report = call_with_options(capacity.camera_report, args, cal=cal, detectors=detectors)
     here = [capacity.predict_here(cal, n) for n in args.predict]
     print(
         f"calibration ({cal.path} path, {cal.cores} cores, {cal.ccds} CCDs per exposure, "

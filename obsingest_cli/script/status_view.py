@@ -1,8 +1,13 @@
-"""How ``obsingest status`` draws a snapshot (rich): the newest exposures against the budget,
+"""``obsingest status``: the live terminal view of the night, or one snapshot for scripts
+(``status_snapshot``: what is shown). Drawn with rich: the newest exposures against the budget,
 the verdict on the last one, the quarantine, and what each process's metrics say."""
 
 from __future__ import annotations
 
+import sys
+import time
+from contextlib import suppress
+from datetime import timedelta
 from typing import Any
 
 from rich.console import Group
@@ -10,18 +15,16 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from obsingest.registry.completeness import COMPLETE, INCOMPLETE, ExposurePresence
-from obsingest_cli.script.status_snapshot import Snapshot
+from obsingest.registry.completeness import COMPLETE, INCOMPLETE
+from obsingest.registry.presence import PresenceReader
+from obsingest.settings import PipelineSettings, RegistrySettings
+from obsingest_cli.script.status_snapshot import NOTHING_TO_JUDGE, Snapshot, as_json, take
 
 _STYLE = {COMPLETE: "green", INCOMPLETE: "red"}
 
 
 def _seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
-
-
-def _status(e: ExposurePresence) -> Text:
-    return Text(e.status.replace("_", " "), style=_STYLE.get(e.status, "yellow"))
 
 
 def exposures_table(snapshot: Snapshot) -> Table:
@@ -54,7 +57,7 @@ def exposures_table(snapshot: Snapshot) -> Table:
             _seconds(e.latency_p95),
             _seconds(e.latency_max),
             str(len(e.over_budget)),
-            _status(e),
+            Text(e.status.replace("_", " "), style=_STYLE.get(e.status, "yellow")),
         )
     return table
 
@@ -121,3 +124,51 @@ def render(snapshot: Snapshot) -> Group:
     if snapshot.metrics:
         parts.append(metrics_panel(snapshot))
     return Group(*parts)
+
+
+def run_status(
+    registry: str | None,
+    metrics: list[str],
+    *,
+    once: bool,
+    as_json_output: bool,
+    interval: float,
+    exposures: int,
+    since_hours: float,
+    budget: float | None,
+) -> int:
+    """The live view until Ctrl-C, or one snapshot printed (``once``) with its exit code."""
+    from rich.console import Console
+
+    settings = RegistrySettings(url=registry) if registry else RegistrySettings()
+    budget_seconds = budget if budget is not None else PipelineSettings().budget_seconds
+    console = Console()
+    if not console.is_terminal:  # a script's pipe or file: room for every column
+        console = Console(width=150)
+    try:
+        reader = PresenceReader.open(settings, budget_seconds)
+    except Exception as exc:
+        print(f"obsingest status: cannot read the registry: {exc}", file=sys.stderr)
+        return NOTHING_TO_JUDGE
+    since = timedelta(hours=since_hours)
+    try:
+        if once:
+            snapshot = take(reader, metrics, exposures, since)
+            if as_json_output:
+                print(as_json(snapshot))
+            else:
+                console.print(render(snapshot))
+            if snapshot.error:
+                print(f"obsingest status: {snapshot.error}", file=sys.stderr)
+                return NOTHING_TO_JUDGE
+            return snapshot.exit_code
+        from rich.live import Live
+
+        snapshot = take(reader, metrics, exposures, since)
+        with suppress(KeyboardInterrupt), Live(render(snapshot), console=console, auto_refresh=False) as live:
+            while True:
+                time.sleep(interval)
+                live.update(render(take(reader, metrics, exposures, since)), refresh=True)
+        return 0
+    finally:
+        reader.close()

@@ -43,9 +43,7 @@ def run_summarize(args: argparse.Namespace) -> int:
     from beam_jobs.report import format_summary_table
     from beam_jobs.summarize import run_batch
 
-    summaries = run_batch(
-        args.arrivals, args.manifests, args.output, args.budget, beam_args, alerts_output=args.alerts_output
-    )
+    summaries = call_with_options(run_batch, args, pipeline_args=beam_args)
     print(format_summary_table(summaries))
     print(f"{len(summaries)} summaries -> {args.output}")
     return 0

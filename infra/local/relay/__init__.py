@@ -3,15 +3,8 @@ would, ack on 2xx, nack with backoff otherwise, dead-letter after N attempts (``
 """
 
 from infra.local.relay.loop import Relay
-from infra.local.relay.policy import (
-    Action,
-    PushResult,
-    backoff_seconds,
-    dead_letter_attributes,
-    decide,
-    push_envelope,
-)
-from infra.local.relay.push import HttpPushTarget, InProcessTarget, PushRequest
+from infra.local.relay.policy import Action, PushResult, backoff_seconds, decide, push_envelope
+from infra.local.relay.push import HttpPushTarget, InProcessTarget
 from infra.local.relay.settings import RelaySettings
 from obsingest.bus.pull import Delivery
 
@@ -20,12 +13,10 @@ __all__ = [
     "Delivery",
     "HttpPushTarget",
     "InProcessTarget",
-    "PushRequest",
     "PushResult",
     "Relay",
     "RelaySettings",
     "backoff_seconds",
-    "dead_letter_attributes",
     "decide",
     "push_envelope",
 ]

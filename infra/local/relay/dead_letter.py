@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from obsingest.bus.pubsub import topic_path
 from obsingest.logs import get_logger, log_event
@@ -14,14 +13,13 @@ log = get_logger("obsingest.relay")
 class PubSubDeadLetter:
     """Publishes given-up messages to the dead-letter topic, waiting for the message id."""
 
-    def __init__(self, project: str, topic: str, client: Any = None, timeout: float = 10.0) -> None:
+    def __init__(self, project: str, topic: str) -> None:
         from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
 
         self.path = topic_path(project, topic)
-        self.client = client or pubsub_v1.PublisherClient()
-        self.timeout = timeout
+        self.client = pubsub_v1.PublisherClient()
 
     def publish(self, data: bytes, attributes: dict[str, str]) -> str:
-        message_id: str = self.client.publish(self.path, data, **attributes).result(timeout=self.timeout)
+        message_id: str = self.client.publish(self.path, data, **attributes).result(timeout=10)
         log_event(log, "relay.dlq_published", logging.INFO, topic=self.path, id=message_id)
         return message_id

@@ -1,12 +1,16 @@
-"""Build a relay on Pub/Sub from settings: the one place that picks the relay's concrete edges."""
+"""Build a relay on Pub/Sub from settings (the one place that picks the relay's concrete edges),
+and run it as a process (``obsingest relay``)."""
 
 from __future__ import annotations
 
 import logging
+import signal
+import threading
 from typing import Any
 
 from infra.local.relay.loop import Relay
 from infra.local.relay.settings import RelaySettings
+from obsingest import logs
 from obsingest.logs import get_logger, log_event
 from obsingest.metrics import Metrics
 from obsingest.settings import BusSettings
@@ -60,3 +64,28 @@ def build_relay(
         subscription_path=source.path,
         metrics=metrics,
     )
+
+
+def run(settings: RelaySettings, until_idle: float = 0.0) -> dict[str, int]:
+    """Relay until SIGTERM/Ctrl-C, or (``until_idle`` > 0) until nothing was pulled or awaits
+    retry for that many seconds; the final counts."""
+    from obsingest.metrics import get_metrics
+    from obsingest.metrics_http import serve_metrics
+
+    logs.configure()
+    relay = build_relay(settings, BusSettings(), metrics=get_metrics())
+    metrics_server = serve_metrics()  # /metrics on OBSINGEST_METRICS_PORT (0: off)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    relay.start()
+    try:
+        while not stop.wait(0.2):
+            if until_idle and relay.pending_retries == 0 and relay.idle_for() >= until_idle:
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        relay.stop()
+        if metrics_server is not None:
+            metrics_server.close()
+    return relay.counts()

@@ -39,8 +39,7 @@ class PidRecord:
 
 
 def _stat(pid: int | str) -> list[str]:
-    """Fields 3 (state) onwards of ``/proc/<pid>/stat``; [] if absent. comm (field 2) may hold
-    spaces and parentheses: split after the last ')'."""
+    """Fields 3 (state) onwards of ``/proc/<pid>/stat`` ([] if absent); comm may hold ')'."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
@@ -48,7 +47,6 @@ def _stat(pid: int | str) -> list[str]:
 
 
 def _all_stats() -> Iterator[tuple[int, list[str]]]:
-    """(pid, ``_stat``) of every process in /proc."""
     for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
         if entry.name.isdigit() and (rest := _stat(entry.name)):
             yield int(entry.name), rest
@@ -67,7 +65,6 @@ def process_start_ticks(pid: int) -> int | None:
 
 
 def pid_alive(pid: int) -> bool:
-    """A (non-zombie) process with this pid exists."""
     _reap(pid)
     try:
         os.kill(pid, 0)
@@ -102,7 +99,7 @@ def group_alive(pgid: int) -> bool:
 
 
 def _reap(pid: int) -> None:
-    """Collect our own exited child so it does not linger as a zombie."""
+    """Collect our own exited child, not to leave a zombie."""
     with contextlib.suppress(ChildProcessError, OSError):
         os.waitpid(pid, os.WNOHANG)
 
@@ -202,13 +199,6 @@ def _kill_leftovers(pgid: int, family: dict[int, int | None]) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
-def _family_alive(family: dict[int, int | None]) -> bool:
-    return any(
-        ticks is not None and process_start_ticks(pid) == ticks and not _is_zombie(pid)
-        for pid, ticks in family.items()
-    )
-
-
 def stop_record(record: PidRecord, sig: int = signal.SIGTERM, timeout: float = 15.0) -> bool:
     """Stop the recorded process, its group and descendants: ``sig``, then SIGKILL. True if
     something was running; a recycled pid (other start time) is left alone."""
@@ -219,7 +209,12 @@ def stop_record(record: PidRecord, sig: int = signal.SIGTERM, timeout: float = 1
     family = descendants(record.pid)
 
     def gone() -> bool:  # pid_alive reaps our own exited child
-        return not (pid_alive(record.pid) or group_alive(record.pgid) or _family_alive(family))
+        if pid_alive(record.pid) or group_alive(record.pgid):
+            return False
+        return not any(
+            ticks is not None and process_start_ticks(pid) == ticks and not _is_zombie(pid)
+            for pid, ticks in family.items()
+        )
 
     with contextlib.suppress(ProcessLookupError):
         os.kill(record.pid, sig)
@@ -239,7 +234,6 @@ def stop_record(record: PidRecord, sig: int = signal.SIGTERM, timeout: float = 1
 
 
 def tail(path: Path, lines: int = 40) -> str:
-    """Last ``lines`` lines of a log file (empty if missing)."""
     try:
         with open(path, "rb") as fh:
             fh.seek(max(0, fh.seek(0, os.SEEK_END) - 64 * 1024))
@@ -250,7 +244,6 @@ def tail(path: Path, lines: int = 40) -> str:
 
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
-    """Something accepts TCP connections on host:port."""
     try:
         with socket.create_connection((host, port), timeout=timeout):
             return True
