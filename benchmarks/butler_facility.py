@@ -213,16 +213,12 @@ def _butler_ingest_files(url: str, store_root: Path, work: Path) -> float:
 
 
 def _count(url: str) -> int:
+    from lsst.daf.butler import Butler
+
     from obsingest.registry.butler_repo import repo_of
 
-    butler = str(Path(sys.executable).with_name("butler"))
-    out = subprocess.run(
-        [butler, "query-datasets", repo_of(url), "raw", "--collections", RUN, "--limit", "0"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return sum(1 for line in out.splitlines() if line.strip().startswith("raw "))
+    with Butler.from_config(repo_of(url)) as butler:
+        return len(butler.query_datasets("raw", RUN, limit=None, explain=False))
 
 
 def run() -> dict[str, Any]:

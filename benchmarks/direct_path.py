@@ -6,6 +6,7 @@ registry); all CCDs of an exposure are read out at once, the worst case for the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -47,83 +49,59 @@ def stage_samples(arrival: Any, received: datetime) -> dict[str, float]:
     return {stage: (times[end] - times[start]).total_seconds() for stage, (start, end) in STAGES.items()}
 
 
-class DirectPath:
-    """One isolated deployment of the path on the stack: own project, bucket and database."""
+@contextlib.contextmanager
+def deployment(admin_url: str) -> Iterator[tuple[Any, Any, Any, dict[str, tuple[Any, datetime]]]]:
+    """One isolated deployment of the path on the stack (own project, bucket and database), removed
+    at the end: (store, registry, relay, dataset id -> (ArrivalEvent, the subscriber's receipt))."""
+    from functions.register import main as register_function
+    from functions.register import wiring
+    from infra.local.provision import create_database, drop_database, setup, subscribe
+    from infra.local.relay import InProcessTarget, RelaySettings
+    from infra.local.relay.wiring import build_relay
+    from obsingest.bus.pubsub import PubSubPublisher
+    from obsingest.bus.pull import SubscriberThread
+    from obsingest.messages import ArrivalEvent, utcnow
+    from obsingest.registry import Registry
+    from obsingest.settings import BusSettings, RegistrySettings, StoreSettings
+    from obsingest.store.gcs import GcsSettings, GcsStore
+    from obsingest_cli.demo.local_stack import delete_pubsub_project
 
-    def __init__(self, admin_url: str) -> None:
-        from infra.local.provision import create_database
-        from obsingest.bus.pubsub import PubSubPublisher
-        from obsingest.registry import Registry
-        from obsingest.settings import BusSettings, RegistrySettings
-        from obsingest.store.gcs import GcsSettings, GcsStore
+    project = bucket = f"bench-direct-{uuid.uuid4().hex[:10]}"
+    os.environ["OBSINGEST_GCS_PROJECT"] = project  # for the spawned edge workers
+    bus = BusSettings(backend="pubsub", pubsub_project=project)
+    received: dict[str, tuple[Any, datetime]] = {}
+    lock = threading.Lock()
 
-        run_id = uuid.uuid4().hex[:10]
-        self.project = f"bench-direct-{run_id}"
-        self.bucket = f"bench-direct-{run_id}"
-        os.environ["OBSINGEST_GCS_PROJECT"] = self.project  # for the spawned edge workers
-        self.bus = BusSettings(backend="pubsub", pubsub_project=self.project)
-        self.registry_url = create_database(admin_url, "bench_direct")
-        self.admin_url = admin_url
-        self.registry = Registry.open(RegistrySettings(url=self.registry_url))
-        self.store = GcsStore(self.bucket, settings=GcsSettings(project=self.project))
-        self.publisher = PubSubPublisher(self.project)
-        self.received: dict[str, tuple[Any, datetime]] = {}
-        self._lock = threading.Lock()
-        self.relay: Any = None
-        self.subscriber: Any = None
-
-    def _on_arrival(self, delivery: Any) -> None:
-        from obsingest.messages import ArrivalEvent, utcnow
-
+    def on_arrival(delivery: Any) -> None:
         now = utcnow()
         event = ArrivalEvent.decode(delivery.data)
-        with self._lock:
-            self.received.setdefault(str(event.dataset_id), (event, now))
+        with lock:
+            received.setdefault(str(event.dataset_id), (event, now))
 
-    def start(self) -> None:
-        from functions.register import main as register_function
-        from functions.register import wiring
-        from infra.local.provision import setup, subscribe
-        from infra.local.relay import InProcessTarget, RelaySettings
-        from infra.local.relay.wiring import build_relay
-        from obsingest.bus.pull import SubscriberThread
-        from obsingest.settings import StoreSettings
+    def drop_run_bucket() -> None:
+        if store.client.lookup_bucket(bucket) is not None:
+            drop_bucket(store.client, bucket)
 
-        setup(self.bucket, self.bus, storage_client=self.store.client)
-        subscribe(self.project, self.bus.arrivals_topic, "bench-arrivals")
-        self.subscriber = SubscriberThread(self.project, "bench-arrivals", self._on_arrival)
-        self.subscriber.start()
-        wiring.configure(
-            wiring.build_service(self.store, self.registry, self.publisher, StoreSettings(), self.bus)
-        )
-        self.relay = build_relay(
+    with contextlib.ExitStack() as stack:  # leaves nothing behind, whatever was made
+        registry_url = create_database(admin_url, "bench_direct")
+        stack.callback(drop_database, admin_url, registry_url)
+        store = GcsStore(bucket, settings=GcsSettings(project=project))
+        stack.callback(drop_run_bucket)
+        stack.callback(delete_pubsub_project, project)
+        registry = stack.enter_context(contextlib.closing(Registry.open(RegistrySettings(url=registry_url))))
+        publisher = stack.enter_context(contextlib.closing(PubSubPublisher(project)))
+        setup(bucket, bus, storage_client=store.client)
+        subscribe(project, bus.arrivals_topic, "bench-arrivals")
+        stack.callback(SubscriberThread(project, "bench-arrivals", on_arrival).start().stop)
+        wiring.configure(wiring.build_service(store, registry, publisher, StoreSettings(), bus))
+        stack.callback(wiring.configure, None)
+        relay = build_relay(
             RelaySettings(min_backoff=0.0, max_backoff=2.0, concurrency=4),
-            self.bus,
+            bus,
             target=InProcessTarget(register_function.on_push),
-        )
-        self.relay.start()
-
-    def close(self) -> None:
-        from functions.register import wiring
-
-        if self.relay is not None:
-            self.relay.stop()
-        if self.subscriber is not None:
-            self.subscriber.stop()
-        wiring.configure(None)
-        self.publisher.close()
-        self.registry.close()
-        self._delete_run_data()
-
-    def _delete_run_data(self) -> None:
-        """Leave nothing behind: objects and bucket, database, Pub/Sub topics/subscriptions."""
-        from infra.local.provision import drop_database
-        from obsingest_cli.demo.local_stack import delete_pubsub_project
-
-        if self.store.client.lookup_bucket(self.bucket) is not None:
-            drop_bucket(self.store.client, self.bucket)
-        drop_database(self.admin_url, self.registry_url)
-        delete_pubsub_project(self.project)
+        ).start()
+        stack.callback(relay.stop)
+        yield store, registry, relay, received
 
 
 def run(exposures: int = 2, detectors: int = 9, workers: int = 2) -> dict[str, Any]:
@@ -138,22 +116,26 @@ def run(exposures: int = 2, detectors: int = 9, workers: int = 2) -> dict[str, A
     env = stack_env("pubsub", "gcs", "postgres")
     for key in ("PUBSUB_EMULATOR_HOST", "STORAGE_EMULATOR_HOST"):
         os.environ[key] = env[key]
-    path = DirectPath(env["OBSINGEST_REGISTRY_URL"])
     day_obs = int(datetime.now(UTC).strftime("%Y%m%d"))
-    tmp = Path(tempfile.mkdtemp(prefix="bench-direct-"))
     ship_seconds: list[float] = []
-    settings = EdgeSettings(
-        destination=path.store.uri(""), spool=tmp / "spool", workers=workers, health_port=-1, min_free_bytes=0
-    )
-    try:
-        path.start()
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-direct-", ignore_cleanup_errors=True) as tmp,
+        deployment(env["OBSINGEST_REGISTRY_URL"]) as (store, registry, relay, received),
+    ):
+        settings = EdgeSettings(
+            destination=store.uri(""),
+            spool=Path(tmp) / "spool",
+            workers=workers,
+            health_port=-1,
+            min_free_bytes=0,
+        )
         with (
             EdgeService(settings, log_level="WARNING") as edge,
             ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as daq,
         ):
             for index in range(exposures):
                 exposure = make_exposure_id(day_obs, 500 + index)
-                raw_dir = tmp / str(exposure)
+                raw_dir = Path(tmp) / str(exposure)
                 obs_start = utcnow()
                 specs = [
                     CcdSpec(INSTRUMENT, exposure, d, day_obs, obs_start, 15.0, "r", "full")
@@ -172,16 +154,14 @@ def run(exposures: int = 2, detectors: int = 9, workers: int = 2) -> dict[str, A
                     raise RuntimeError(f"edge: {len(bad)} CCDs not acked: {bad[0].error}")
                 ship_seconds += [o.read_seconds + o.compress_seconds + o.send_seconds for o in outcomes]
                 deadline = time.monotonic() + 120
-                while len(path.received) < (index + 1) * detectors:
+                while len(received) < (index + 1) * detectors:
                     if time.monotonic() > deadline:
-                        raise RuntimeError(f"only {len(path.received)} arrivals after 120 s")
+                        raise RuntimeError(f"only {len(received)} arrivals after 120 s")
                     time.sleep(0.02)
                 shutil.rmtree(raw_dir)
-        registered = path.registry.count_datasets()
-        samples = [stage_samples(e, received) for e, received in path.received.values()]
-    finally:
-        path.close()
-        shutil.rmtree(tmp, ignore_errors=True)
+        registered = registry.count_datasets()
+        samples = [stage_samples(e, at) for e, at in received.values()]
+        dead_lettered = relay.counts()["dead_lettered"]
     totals = [s["total"] for s in samples]
     result = {
         **run_header("direct_path"),
@@ -197,7 +177,7 @@ def run(exposures: int = 2, detectors: int = 9, workers: int = 2) -> dict[str, A
         "over_budget": sum(t > BUDGET_SECONDS for t in totals),
         "stages": {stage: summarize([s[stage] for s in samples]) for stage in STAGES},
         "edge_compress_plus_upload": summarize(ship_seconds),
-        "dead_lettered": path.relay.counts()["dead_lettered"] if path.relay else None,
+        "dead_lettered": dead_lettered,
     }
     save_result("direct_path", result)
     return result

@@ -19,7 +19,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -87,16 +86,10 @@ def _wait(predicate: Any, timeout: float, what: str) -> None:
 
 
 def _chunked(
-    bootstrap: str,
-    ccds: list[bytes],
-    chunk_size: int,
-    per_batch: int,
-    repeats: int,
-    work: Path,
-    after_batch: Callable[[int], None],
+    bootstrap: str, ccds: list[bytes], chunk_size: int, per_batch: int, repeats: int, work: Path
 ) -> dict[str, Any]:
-    """Send ``repeats`` batches through one assembler process, measuring each; ``after_batch(total
-    bytes)`` runs the paired reference after each."""
+    """Send ``repeats`` batches through one assembler process, measuring each, each followed by
+    its paired ProducerPerformance run of the same volume and record size."""
     from functions.assembler.main import command
     from infra.local.provision import create_chunk_topics
     from obsingest.dataid import DataId
@@ -109,7 +102,9 @@ def _chunked(
     argv = command(bootstrap, topic, f"{topic}-dlq", f"{topic}-group", f"file://{store}")
     settings = KafkaProducerSettings(bootstrap_servers=bootstrap, chunk_size=chunk_size)
     sender = KafkaChunkSender(settings, topic, producer_name="bench-edge")
+    record = len(_record_for(chunk_size))
     batches: list[dict[str, Any]] = []
+    pp_runs: list[float] = []
     with open(log, "wb") as fh:
         proc = subprocess.Popen(argv, cwd=ROOT, stdout=fh, stderr=subprocess.STDOUT)
     try:
@@ -143,7 +138,7 @@ def _chunked(
                     "bytes": total,
                 }
             )
-            after_batch(total)
+            pp_runs.append(_producer_performance(bootstrap, record, total))
     finally:
         proc.terminate()
         proc.wait(30)
@@ -151,7 +146,7 @@ def _chunked(
         shutil.rmtree(store, ignore_errors=True)
         _delete_topics(bootstrap, [topic, f"{topic}-dlq"])
     lat = sorted(x for b in batches for x in b["latencies"])
-    record = len(_record_for(chunk_size))
+    paired = [b["mb_per_s"] / pp for b, pp in zip(batches, pp_runs, strict=True)]
     return {
         "chunk_size": chunk_size,
         "record_size": record,
@@ -159,10 +154,13 @@ def _chunked(
         "ccd_bytes": statistics.median(len(c) for c in ccds),
         "mb_per_s": statistics.median(b["mb_per_s"] for b in batches),
         "mb_per_s_runs": [round(b["mb_per_s"], 1) for b in batches],
-        "runs": [b["mb_per_s"] for b in batches],
         "latency_p50_s": percentile(lat, 50),
         "latency_p95_s": percentile(lat, 95),
         "latency_max_s": lat[-1],
+        "producer_performance_mb_per_s": statistics.median(pp_runs),
+        "producer_performance_runs": [round(r, 1) for r in pp_runs],
+        "ratio": statistics.median(paired),
+        "ratio_runs": [round(r, 3) for r in paired],
     }
 
 
@@ -229,18 +227,7 @@ def run(repeats: int = 5, ccds: int = 8, chunk_sizes: tuple[int, ...] = CHUNK_SI
     with tempfile.TemporaryDirectory(prefix="bench-kafka-") as tmp:
         for size in chunk_sizes:
             print(f"chunk size {size // 1024} KiB ...", file=sys.stderr)
-            record_size = len(_record_for(size))
-            pp_runs: list[float] = []
-
-            def after_batch(total: int, r: int = record_size, runs: list[float] = pp_runs) -> None:
-                runs.append(_producer_performance(bootstrap, r, total))
-
-            ours = _chunked(bootstrap, cached, size, ccds, repeats, Path(tmp), after_batch)
-            paired = [a / b for a, b in zip(ours.pop("runs"), pp_runs, strict=True)]
-            ours["producer_performance_mb_per_s"] = statistics.median(pp_runs)
-            ours["producer_performance_runs"] = [round(r, 1) for r in pp_runs]
-            ours["ratio"] = statistics.median(paired)
-            ours["ratio_runs"] = [round(r, 3) for r in paired]
+            ours = _chunked(bootstrap, cached, size, ccds, repeats, Path(tmp))
             sweep.append(ours)
             print(
                 f"  chunked {ours['mb_per_s']:.1f} MB/s, ProducerPerformance "

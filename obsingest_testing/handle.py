@@ -18,7 +18,6 @@ class FacilityHandle:
     def __init__(self, facility: Facility, endpoints: FacilityEndpoints) -> None:
         self.facility = facility
         self.endpoints = endpoints
-        self._subscribers: list[Any] = []
 
     def env(self) -> dict[str, str]:
         """PUBSUB_EMULATOR_HOST, STORAGE_EMULATOR_HOST, OBSINGEST_* ...: point a client here."""
