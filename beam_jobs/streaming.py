@@ -11,9 +11,10 @@ from dataclasses import asdict, dataclass, field
 
 import apache_beam as beam
 from apache_beam.io.gcp.pubsub import PubsubMessage
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.runners.runner import PipelineResult
 
+from beam_jobs.runner import pipeline_options
 from beam_jobs.sinks import BIGQUERY_SCHEMA, AppendSummariesToLocalFile
 from beam_jobs.transforms import ALERTS, BAD, SUMMARIES, DecodeMessages, ExposureSummaries, SummaryConfig
 from obsingest import defaults
@@ -131,11 +132,8 @@ def build_streaming(p: beam.Pipeline, settings: StreamingSettings) -> None:
 
 def run_streaming(settings: StreamingSettings) -> PipelineResult:
     """Start the streaming job; block until it ends, or cancel it after ``settings.run_for``."""
-    options = PipelineOptions(settings.pipeline_args)
+    options = pipeline_options(settings.pipeline_args, streaming=True)
     standard = options.view_as(StandardOptions)
-    standard.streaming = True
-    if not standard.runner:
-        standard.runner = "DirectRunner"
     p = beam.Pipeline(options=options)
     build_streaming(p, settings)
     log_event(

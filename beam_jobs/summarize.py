@@ -9,8 +9,8 @@ import logging
 import time
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
+from beam_jobs.runner import pipeline_options
 from beam_jobs.sinks import WriteSummaryFile, read_summaries
 from beam_jobs.sources import ReadExposureEvents
 from beam_jobs.transforms import ALERTS, SUMMARIES, ExposureSummaries, SummaryConfig
@@ -31,12 +31,8 @@ def run_batch(
 ) -> list[ExposureSummary]:
     """Run the batch job; write ``output`` and return its summaries sorted by (instrument,
     exposure)."""
-    options = PipelineOptions(pipeline_args or [])
-    standard = options.view_as(StandardOptions)
-    if not standard.runner:
-        standard.runner = "DirectRunner"
     started = time.monotonic()
-    with beam.Pipeline(options=options) as p:
+    with beam.Pipeline(options=pipeline_options(pipeline_args or [])) as p:
         events = p | "ReadEvents" >> ReadExposureEvents([*arrivals, *manifests])
         result = events | "ExposureSummaries" >> ExposureSummaries(
             SummaryConfig(budget=budget), streaming=False

@@ -1,5 +1,5 @@
-"""Beam batch throughput on the DirectRunner, next to a plain GroupByKey-and-percentiles pipeline
-on the same Avro files (alternated repeats, medians), and the streaming lag from an exposure's last
+"""Beam batch throughput on the batch job's default runner, next to a plain GroupByKey-and-percentiles
+pipeline on the same Avro files (alternated repeats, medians), and the streaming lag from an exposure's last
 arrival to its summary, measured in-process with TestStream (not over Pub/Sub).
 """
 
@@ -21,6 +21,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, StandardOption
 from apache_beam.testing.test_stream import TestStream
 
 from beam_jobs.core import Arrival
+from beam_jobs.runner import pipeline_options
 from beam_jobs.summarize import run_batch
 from beam_jobs.transforms import SUMMARIES, ExposureSummaries, SummaryConfig, with_event_time
 from benchmarks.common import cli, save_result
@@ -91,7 +92,7 @@ def _percentiles(item: tuple[tuple[str, int], list[float]]) -> str:
 def _plain(arrivals: list[str], output: str) -> None:
     """The reference: read, key by exposure, GroupByKey, percentiles, write (no dedup, manifests
     or status)."""
-    with beam.Pipeline(options=PipelineOptions(["--runner=DirectRunner"])) as p:
+    with beam.Pipeline(options=pipeline_options()) as p:
         _ = (
             p
             | beam.io.ReadFromAvro(arrivals[0])
@@ -186,7 +187,7 @@ def run() -> dict[str, Any]:
     )
     result = {
         "benchmark": "beam_batch",
-        "runner": "DirectRunner (default mode)",
+        "runner": "FnApiRunner (the batch job's default, as the DirectRunner falls back to)",
         "events": events,
         "exposures": EXPOSURES,
         "detectors": DETECTORS,

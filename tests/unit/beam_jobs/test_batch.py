@@ -125,7 +125,7 @@ def test_cli_summarize_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[
             "--budget",
             "5",
             "--",
-            "--runner=DirectRunner",
+            "--runner=BundleBasedDirectRunner",
         ]
     )
     assert code == 0

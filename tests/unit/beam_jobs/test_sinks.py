@@ -9,6 +9,7 @@ import apache_beam as beam
 import pytest
 
 from beam_jobs.core import content, summarize_exposure
+from beam_jobs.runner import pipeline_options
 from beam_jobs.sinks import BIGQUERY_SCHEMA, WriteSummaryFile, read_summaries
 from obsingest.messages import ExposureSummary
 from tests.unit.beam_jobs.helpers import INSTRUMENT, arrival, exposure_id, manifest
@@ -28,7 +29,7 @@ def _summaries() -> list[ExposureSummary]:
 
 
 def _write(summaries: list[ExposureSummary], path: Path) -> None:
-    with beam.Pipeline() as p:
+    with beam.Pipeline(options=pipeline_options()) as p:
         _ = p | beam.Create(summaries).with_output_types(ExposureSummary) | WriteSummaryFile(str(path))
 
 

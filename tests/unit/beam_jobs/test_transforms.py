@@ -13,6 +13,7 @@ import pytest
 from apache_beam.testing.util import assert_that, equal_to
 
 from beam_jobs.core import Arrival, content, summarize_exposure
+from beam_jobs.runner import pipeline_options
 from beam_jobs.transforms import (
     ARRIVAL,
     MANIFEST,
@@ -85,7 +86,7 @@ def test_keyed_and_dict_inputs_give_the_same_batch_summaries() -> None:
     ] + [_line(summarize_exposure(None, [e for e in events if e.exposure == arrivals[-1][2]]))]
 
     config = SummaryConfig()
-    with beam.Pipeline() as p:
+    with beam.Pipeline(options=pipeline_options()) as p:
         as_dict = {
             "manifests": p | "M" >> beam.Create(manifests),
             "arrivals": p | "A" >> beam.Create(arrivals),
