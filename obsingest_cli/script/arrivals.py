@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from obsingest.messages import ArrivalEvent
@@ -47,42 +48,49 @@ def as_json(event: ArrivalEvent) -> dict[str, Any]:
 SEEN_LIMIT = 1_000_000
 
 
+def pull_arrivals(path: str, max_messages: int = 100) -> Iterator[tuple[ArrivalEvent | None, bytes]]:
+    """Yield (event or None if undecodable, raw data) for every message; acks after yielding."""
+    from obsingest.bus.pull import PubSubPullSource
+    from obsingest.errors import BadMessage
+
+    source = PubSubPullSource("", path)  # a full path: no project needed
+    try:
+        while True:
+            deliveries = source.pull(max_messages, timeout=5)
+            for delivery in deliveries:
+                try:
+                    yield ArrivalEvent.decode(delivery.data), delivery.data
+                except BadMessage:
+                    yield None, delivery.data
+            source.ack([d.ack_id for d in deliveries])
+    finally:
+        source.close()
+
+
 def run_tail(project: str | None, subscription: str, as_json_lines: bool, limit: int) -> int:
     """Print each new arrival until Ctrl-C or ``limit`` unique ones (0: forever)."""
     import contextlib
-    import itertools
-    import threading
 
     from infra.local.provision import subscribe
-    from obsingest.bus.pull import Delivery, SubscriberThread
-    from obsingest.errors import BadMessage
     from obsingest.settings import BusSettings
 
     bus = BusSettings()
     seen: dict[str, None] = {}
-    printed = itertools.count(1)
-    done = threading.Event()
-
-    def show(delivery: Delivery) -> None:
-        try:
-            event = ArrivalEvent.decode(delivery.data)
-        except BadMessage:
-            print(f"undecodable message ({len(delivery.data)} bytes)", file=sys.stderr)
-            return
-        key = str(event.dataset_id)
-        if key in seen or done.is_set():
-            return
-        seen[key] = None
-        if len(seen) > SEEN_LIMIT:
-            seen.pop(next(iter(seen)))
-        print(json.dumps(as_json(event)) if as_json_lines else format_line(event), flush=True)
-        if limit and next(printed) >= limit:
-            done.set()
-
-    project = project or bus.pubsub_project
-    path = subscribe(project, bus.arrivals_topic, subscription)
-    tail = SubscriberThread(project, path, show, name="arrivals-tail").start()
+    printed = 0
     with contextlib.suppress(KeyboardInterrupt):
-        done.wait()
-    tail.stop()
+        path = subscribe(project or bus.pubsub_project, bus.arrivals_topic, subscription)
+        for event, data in pull_arrivals(path):
+            if event is None:
+                print(f"undecodable message ({len(data)} bytes)", file=sys.stderr)
+                continue
+            key = str(event.dataset_id)
+            if key in seen:
+                continue
+            seen[key] = None
+            if len(seen) > SEEN_LIMIT:
+                seen.pop(next(iter(seen)))
+            print(json.dumps(as_json(event)) if as_json_lines else format_line(event), flush=True)
+            printed += 1
+            if limit and printed >= limit:
+                break
     return 0
