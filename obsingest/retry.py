@@ -72,8 +72,6 @@ class RetryPolicy:
 
 #: Storage and bus calls on the per-CCD path: jittered, at most 6 tries within the 5 s budget.
 BUDGET = RetryPolicy()
-#: The edge's resends of a CCD whose send gave up (each send retried within BUDGET already).
-EDGE_RESEND = RetryPolicy.doubling(4, 0.5)
 #: The local store's finalize events redelivered to their handler before dead-lettering.
 OUTBOX_REDELIVERY = RetryPolicy.doubling(5, 0.05)
 #: Pub/Sub Publish, retried by api_core inside the RPC; the publisher's timeout is the deadline.

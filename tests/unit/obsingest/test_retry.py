@@ -8,7 +8,6 @@ from obsingest import defaults
 from obsingest.errors import RetriableError
 from obsingest.retry import (
     BUDGET,
-    EDGE_RESEND,
     OUTBOX_REDELIVERY,
     PUBSUB_PUBLISH,
     RetriesExhausted,
@@ -173,15 +172,6 @@ def test_budget_policy_jitters_six_tries_within_the_per_ccd_budget():
     assert fn.calls == 6 and info.value.attempts == 6
     assert fn.budgets[0] == defaults.BUDGET_SECONDS
     assert [BUDGET.backoff(n, lambda: 0.5) for n in (1, 2, 5, 6)] == pytest.approx([0.025, 0.05, 0.4, 0.5])
-
-
-def test_edge_resend_doubles_from_half_a_second_without_jitter_or_deadline():
-    fn = Flaky(*[Transient5xx() for _ in range(10)])
-    clock = FakeClock()
-    with pytest.raises(RetriesExhausted):
-        call_with_retries(fn, classify, EDGE_RESEND, clock=clock.clock, sleep=clock.sleep, rand=lambda: 0.0)
-    assert fn.calls == 4 and clock.sleeps == [0.5, 1.0, 2.0]
-    assert fn.budgets[0] == float("inf")
 
 
 def test_outbox_redelivery_schedules_five_deliveries_doubling_from_50_ms():
