@@ -36,43 +36,6 @@ def encode(name: str, record: dict[str, Any]) -> bytes:
     return buf.getvalue()
 
 
-def ends_with_long(name: str, field: str) -> bool:
-    """Whether the newest version of contract ``name`` ends with ``field``, a plain ``long`` (or a
-    logical type on one): then that field's encoding is the last bytes of every message, and
-    ``replace_trailing_long`` can change it without encoding the rest again."""
-    fields = schemas.latest(name).parsed.get("fields") or []
-    if not fields or fields[-1].get("name") != field:
-        return False
-    kind = fields[-1].get("type")
-    return kind == "long" or (isinstance(kind, dict) and kind.get("type") == "long")
-
-
-def long_bytes(value: int) -> bytes:
-    """Avro's encoding of a ``long``: zigzag, then base-128 varint, low groups first."""
-    zigzag = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while zigzag > 0x7F:
-        out.append((zigzag & 0x7F) | 0x80)
-        zigzag >>= 7
-    out.append(zigzag)
-    return bytes(out)
-
-
-def timestamp_micros(value: datetime) -> int:
-    """A tz-aware datetime as Avro's ``timestamp-micros`` (microseconds since the epoch, UTC)."""
-    delta = value - EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def replace_trailing_long(message: bytes, old: int, new: int) -> bytes | None:
-    """``message`` (of a contract that ``ends_with_long``) with its last field ``old`` replaced
-    by ``new``; None when the message does not end with ``old``'s encoding (encode it again)."""
-    tail = long_bytes(old)
-    if len(message) <= HEADER_SIZE + len(tail) or not message.endswith(tail):
-        return None
-    return message[: -len(tail)] + long_bytes(new)
-
-
 def writer_schema(message: bytes) -> schemas.SchemaVersion:
     """Which schema wrote ``message`` (raises BadMessage when the header is not ours)."""
     if len(message) < HEADER_SIZE or message[:2] != MAGIC:

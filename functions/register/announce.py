@@ -38,21 +38,6 @@ STAMPED: dict[str, type[ArrivalEvent] | type[ExposureIngested]] = {
 }
 
 
-#: ``published_time`` is the ArrivalEvent's last field: re-stamping changes the last bytes only
-_STAMP_IS_TAIL = avro.ends_with_long(ArrivalEvent.SCHEMA, "published_time")
-
-
-def stamped_payload(message: OutboxMessage, arrival: ArrivalEvent, sent: ArrivalEvent) -> bytes:
-    """The body of ``sent``: ``message``'s bytes with the new tail stamp (one Avro encoding per
-    CCD, not two), else ``sent`` encoded."""
-    if _STAMP_IS_TAIL:
-        old = avro.timestamp_micros(arrival.published_time)
-        body = avro.replace_trailing_long(message.payload, old, avro.timestamp_micros(sent.published_time))
-        if body is not None:
-            return body
-    return sent.encode()
-
-
 def arrival_message(arrival: ArrivalEvent, topic: str) -> OutboxMessage:
     """The outbox row of ``arrival``; subscribers filter on its attributes without decoding."""
     attributes = {
@@ -91,8 +76,7 @@ class ArrivalAnnouncer:
     def send(self, message: OutboxMessage, arrival: ArrivalEvent) -> ArrivalEvent:
         """Publish ``message``'s ``arrival`` stamped now, bypassing the outbox; raises what the bus raises."""
         sent = dataclasses.replace(arrival, published_time=utcnow())
-        payload = stamped_payload(message, arrival, sent)
-        self.publisher.publish(message.topic, payload, key=message.key, attributes=message.attributes)
+        self.publisher.publish(message.topic, sent.encode(), key=message.key, attributes=message.attributes)
         return sent
 
     def publish_new(

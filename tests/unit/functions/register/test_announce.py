@@ -218,35 +218,6 @@ def _arrival(registered: datetime):
     )
 
 
-@pytest.mark.parametrize(
-    "registered, published",
-    [
-        (READOUT, READOUT + timedelta(seconds=2, microseconds=17)),
-        (READOUT, READOUT + timedelta(days=4000, microseconds=999_999)),  # longer varint
-        (datetime(1970, 1, 1, tzinfo=UTC), READOUT),  # one-byte stamp -> eight bytes
-        (datetime(1969, 12, 31, 23, 59, 59, 5, tzinfo=UTC), READOUT),  # negative micros
-        (READOUT, datetime(1970, 1, 1, tzinfo=UTC)),  # longer -> shorter
-    ],
-)
-def test_a_restamped_body_is_the_body_the_stamped_event_encodes_to(registered, published):
-    from functions.register.announce import arrival_message, stamped_payload
-
-    arrival = _arrival(registered)
-    message = arrival_message(arrival, "arrivals")
-    sent = dataclasses.replace(arrival, published_time=published)
-    assert stamped_payload(message, arrival, sent) == sent.encode()
-
-
-def test_a_body_that_is_not_the_events_own_is_encoded_again():
-    from functions.register.announce import arrival_message, stamped_payload
-
-    arrival = _arrival(READOUT)
-    other = dataclasses.replace(arrival, published_time=READOUT + timedelta(microseconds=1))
-    message = arrival_message(other, "arrivals")  # its tail is not ``arrival``'s stamp
-    sent = dataclasses.replace(arrival, published_time=READOUT + timedelta(seconds=3))
-    assert stamped_payload(message, arrival, sent) == sent.encode()
-
-
 def test_the_published_body_carries_the_stamp_the_service_reports(env):
     upload(env, 2)
     [outcome] = env.deliver_all()
