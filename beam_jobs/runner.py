@@ -1,10 +1,11 @@
 """Pipeline options with a local runner chosen when none is named.
 
-Beam's DirectRunner first tries Prism, fetching its binary from GitHub at run time: offline that
-fails after ~0.3 s and leaves a ``/tmp/beam-temp*`` directory behind on every run, and an unpinned
-download has no place in a pipeline (``make prism`` builds a pinned one for ``--runner=PrismRunner``).
-So the default is what DirectRunner falls back to: the FnApiRunner for batch, the
-BundleBasedDirectRunner for streaming.
+For a batch job Beam's DirectRunner first tries Prism, fetching its binary from GitHub at run time:
+offline that fails after ~0.3 s and leaves a ``/tmp/beam-temp*`` directory behind on every run,
+and an unpinned download has no place in a pipeline (``make prism`` builds a pinned one for
+``--runner=PrismRunner``). The batch job gets what the DirectRunner falls back to for it, the
+FnApiRunner. A streaming job keeps the DirectRunner: which runner suits it depends on its sources
+and sinks (Pub/Sub or Kafka), and that choice is the DirectRunner's.
 """
 
 from __future__ import annotations
@@ -21,5 +22,5 @@ def pipeline_options(pipeline_args: Sequence[str] = (), *, streaming: bool = Fal
     if streaming:
         standard.streaming = True
     if not standard.runner:
-        standard.runner = "BundleBasedDirectRunner" if standard.streaming else "FnApiRunner"
+        standard.runner = "DirectRunner" if standard.streaming else "FnApiRunner"
     return options

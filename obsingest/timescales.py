@@ -136,10 +136,11 @@ def time_as_utc(t: Any) -> datetime:
         # the two-part JD's calendar instant, rounded as ``Time.to_datetime`` rounds (astropy keeps
         # jd1 a whole number and jd2 in [-0.5, 0.5])
         naive = _J2000 + timedelta(days=float(t.jd1) - _J2000_JD) + timedelta(days=float(t.jd2))
-        # a UTC day ending in a leap second counts 86401 s in astropy's day fraction
-        next_day = datetime(naive.year, naive.month, naive.day) + timedelta(days=1)
-        if scale == "utc" and naive >= _INTEGER_LEAPS_FROM and next_day not in _leap_table().utc_starts:
-            return naive.replace(tzinfo=UTC)
+        if scale == "utc" and naive >= _INTEGER_LEAPS_FROM:
+            # a UTC day ending in a leap second counts 86401 s in astropy's day fraction
+            next_day = datetime(naive.year, naive.month, naive.day) + timedelta(days=1)
+            if next_day not in _leap_table().utc_starts:
+                return naive.replace(tzinfo=UTC)
         if scale == "tai":
             utc = tai_to_utc(naive)
             if utc is not None:

@@ -317,15 +317,15 @@ def compress_file(
     src: Path, dst: Path, threads: int | None = None, tile_rows: int | None = None, *, checksum: bool = True
 ) -> CompressionResult:
     """Compress file ``src`` into ``dst`` (atomic: temp + rename); timed read+compress+write."""
-    from obsingest.fileio import write_atomic  # these two: not needed by the command line path
-    from obsingest.logs import get_logger, log_event
+    from obsingest.logs import get_logger, log_event  # not needed by the command line path
+    from producers.compress.fpack_cli import publish  # the command line's output rules and umask
 
     start = time.perf_counter()
     tiling = rows_tiling(tile_rows)
     with mapped_file(Path(src)) as data:
         parts = _compress_parts(data, threads, tiling, checksum)
         raw_bytes = len(data)
-    write_atomic(Path(dst), parts)
+    publish(Path(dst), parts)
     written = sum(map(len, parts))
     result = CompressionResult(raw_bytes, written, time.perf_counter() - start, workers(threads), tile_rows)
     fields = {**asdict(result), "seconds": round(result.seconds, 4)}

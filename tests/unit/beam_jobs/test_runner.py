@@ -1,4 +1,4 @@
-"""The runner a job gets when none is named: local, and never a run-time download of Prism."""
+"""The runner a job gets when none is named: local, and for batch never a run-time download of Prism."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ def runner_of(options: beam.options.pipeline_options.PipelineOptions) -> str:
     return str(options.view_as(StandardOptions).runner)
 
 
-def test_batch_runs_on_the_fn_api_runner_and_streaming_on_the_bundle_based_one() -> None:
+def test_batch_runs_on_the_fn_api_runner_and_streaming_on_the_direct_runner() -> None:
     assert runner_of(pipeline_options()) == "FnApiRunner"
-    assert runner_of(pipeline_options(["--streaming"])) == "BundleBasedDirectRunner"
+    assert runner_of(pipeline_options(["--streaming"])) == "DirectRunner"
     streaming = pipeline_options([], streaming=True)
-    assert runner_of(streaming) == "BundleBasedDirectRunner"
+    assert runner_of(streaming) == "DirectRunner"
     assert streaming.view_as(StandardOptions).streaming
 
 
@@ -30,7 +30,7 @@ def test_a_named_runner_is_kept() -> None:
     assert runner_of(options) == "PrismRunner"
 
 
-def test_a_default_pipeline_never_tries_prism(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_default_batch_pipeline_never_tries_prism(monkeypatch: pytest.MonkeyPatch) -> None:
     """Beam's DirectRunner would try Prism first (and swallow its failure): fail if it is tried."""
     tried: list[str] = []
 
