@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 
 from obsingest import defaults
@@ -17,11 +16,12 @@ def bucket_from_settings(store: StoreSettings) -> str | None:
 
 
 def kafka_bootstrap_from_settings(bus: BusSettings) -> str | None:
-    """Kafka's address when Kafka is one of the bus backends (KAFKA_BOOTSTRAP_SERVERS wins)."""
+    """Kafka's address when Kafka is one of the bus backends: the broker the arrivals publisher
+    uses (``BusSettings``: its own variable, else KAFKA_BOOTSTRAP_SERVERS)."""
     backends = {b.strip() for b in bus.backend.split(",")}
     if "kafka" not in backends:
         return None
-    return os.environ.get("KAFKA_BOOTSTRAP_SERVERS") or bus.kafka_bootstrap_servers
+    return bus.kafka_bootstrap_servers
 
 
 def run_setup(
