@@ -42,21 +42,12 @@ def build_service(
     )
 
 
-def store_from_settings(settings: StoreSettings) -> ObjectStore:
-    """The store of ``settings.url``; a bucket's through the lean ``GcsHttpStore``."""
-    if settings.url.startswith("gs://"):
-        from obsingest.store.gcs import GcsHttpStore
-
-        return GcsHttpStore(settings.url[len("gs://") :].split("/", 1)[0])
-    return open_store(settings)
-
-
 def service_from_settings() -> RegisterService:
     """Adapters picked from settings (``OBSINGEST_STORE_*``, ``_REGISTRY_*``, ``_BUS_*``)."""
     store_settings = StoreSettings()
     bus = BusSettings()
     return build_service(
-        store_from_settings(store_settings),
+        open_store(store_settings),
         open_registry(RegistrySettings()),
         open_publisher(bus),
         store_settings,

@@ -491,7 +491,3 @@ class GcsStore:
         pool = getattr(self.http, "http", None)
         if pool is not None:
             pool.clear()
-
-
-#: the name the edge, the backfill and the register function import
-GcsHttpStore = GcsStore

@@ -23,6 +23,7 @@ from obsingest.logs import get_logger, log_event
 from obsingest.messages import ArrivalEvent, ExposureIngested, ExposureManifest
 from obsingest.registry import open_registry
 from obsingest.settings import BusSettings, RegistrySettings, StoreSettings
+from obsingest.store import open_store
 from obsingest.store.base import StoredObject
 from obsingest.store.notifications import gcs_notification_message
 from obsingest_cli.demo.environment import ArrivalCallback, ManifestCallback
@@ -125,11 +126,7 @@ class LocalStackEnvironment:
             ]
         wiring.configure(
             wiring.build_service(
-                wiring.store_from_settings(self.store_settings),
-                self.registry,
-                self.publisher,
-                self.store_settings,
-                bus,
+                open_store(self.store_settings), self.registry, self.publisher, self.store_settings, bus
             )
         )
 

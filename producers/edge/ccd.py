@@ -207,14 +207,14 @@ def spool_path(spool: Path, key: str) -> Path:
 
 
 def open_edge_sender(destination: str, prefix: str, quarantine_prefix: str, producer: str) -> Any:
-    """The worker's sender: ``gs://BUCKET`` through ``GcsHttpStore`` (one JSON-API request per
-    put, cheaper than the library's upload); else what ``producers.sender.open_sender`` opens."""
+    """The worker's sender: ``gs://BUCKET`` through ``GcsStore`` (one JSON-API request per put,
+    cheaper than the library's upload); else what ``producers.sender.open_sender`` opens."""
     if destination.startswith("gs://"):
-        from obsingest.store.gcs import GcsHttpStore
+        from obsingest.store.gcs import GcsStore
         from producers.uploader import DirectUploader
 
         bucket = destination[len("gs://") :].split("/", 1)[0]
-        return DirectUploader(GcsHttpStore(bucket), prefix, quarantine_prefix, producer=producer)
+        return DirectUploader(GcsStore(bucket), prefix, quarantine_prefix, producer=producer)
     from producers.sender import open_sender
 
     return open_sender(destination, prefix, quarantine_prefix, producer=producer)

@@ -1,4 +1,4 @@
-"""The backfill's lean create-once upload (``GcsHttpStore``) on the GCS emulator: one request
+"""The backfill's lean create-once upload (``GcsStore``) on the GCS emulator: one request
 creates and returns what the store holds; the same bytes again are "exists" (nothing rewritten);
 other bytes are a conflict that leaves the stored object alone; bytes that do not match the
 declared CRC32C are refused; a missing bucket is a permanent error; awkward object names survive
@@ -12,7 +12,7 @@ from obsingest.checksums import crc32c_b64
 from obsingest.retry import RetriesExhausted
 from obsingest.store import ObjectConflict
 from obsingest.store import gcs as gcs_store
-from obsingest.store.gcs import BucketMissing, GcsHttpStore, GcsSettings
+from obsingest.store.gcs import BucketMissing, GcsSettings, GcsStore
 from tests.integration.fixtures.handles import GcsService
 
 pytestmark = pytest.mark.integration
@@ -20,8 +20,8 @@ pytestmark = pytest.mark.integration
 DATA = b"SIMPLE  =                    T / backfill" * 100
 
 
-def uploader(gcs: GcsService, bucket: str) -> GcsHttpStore:
-    return GcsHttpStore(bucket, GcsSettings(project=gcs.project_id, base_delay=0.01, max_attempts=3))
+def uploader(gcs: GcsService, bucket: str) -> GcsStore:
+    return GcsStore(bucket, GcsSettings(project=gcs.project_id, base_delay=0.01, max_attempts=3))
 
 
 @pytest.mark.parametrize("name", ["a/b/file-0001.fits.fz", "night 1/#7?x=1&y/é ü.fits"])

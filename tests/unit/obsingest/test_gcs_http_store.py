@@ -260,7 +260,7 @@ def test_the_function_reads_a_bucket_through_it_and_never_loads_the_storage_libr
         "import sys\n"
         "from functions.register import wiring\n"
         "from obsingest.settings import StoreSettings\n"
-        "store = wiring.store_from_settings(StoreSettings(url='gs://bkt/any'))\n"
+        "store = wiring.open_store(StoreSettings(url='gs://bkt/any'))\n"
         "print(type(store).__name__, store.bucket, 'google.cloud.storage' in sys.modules)\n"
     )
     env = {**os.environ, "STORAGE_EMULATOR_HOST": "http://gcs.invalid"}

@@ -229,14 +229,14 @@ def test_a_worker_sigkilled_after_its_sent_commit_is_redone_once_from_the_raw_fi
 
 
 def test_a_gcs_destination_is_sent_through_the_lean_store(monkeypatch) -> None:
-    """gs:// uploads go through ``GcsHttpStore`` (one JSON-API request per put)."""
-    from obsingest.store.gcs import GcsHttpStore
+    """gs:// uploads go through ``GcsStore`` (one JSON-API request per put)."""
+    from obsingest.store.gcs import GcsStore
     from producers.edge.ccd import open_edge_sender
     from producers.uploader import DirectUploader
 
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")
     sender = open_edge_sender("gs://bucket/any", "raw/", "quarantine/", "edge-1")
-    assert isinstance(sender, DirectUploader) and isinstance(sender.store, GcsHttpStore)
+    assert isinstance(sender, DirectUploader) and isinstance(sender.store, GcsStore)
     assert sender.store.bucket == "bucket" and sender.prefix == "raw/"
     local = open_edge_sender("file:///tmp/x", "raw/", "quarantine/", "edge-1")
-    assert not isinstance(getattr(local, "store", None), GcsHttpStore)
+    assert not isinstance(getattr(local, "store", None), GcsStore)
