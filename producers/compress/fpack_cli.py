@@ -11,12 +11,10 @@ the whole image (``-w``). Imports stay light (the package doc says why).
 from __future__ import annotations
 
 import contextlib
-import itertools
 import mmap
 import os
 import sys
 from collections import deque
-from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,51 +24,11 @@ from obsingest.errors import CorruptFile
 from obsingest.fits import STATUS_TEXT, FitsFormatError, Hdu
 from producers.compress import restore, tiled_rice
 from producers.compress.fpack_args import HELP, CommandLineError, Options, parse_args, preflight
+from producers.compress.output import publish, sync_directory
 
 #: CFITSIO's DATA_COMPRESSION_ERR: what fpack exits with when compressing an HDU fails
 COMPRESSION_FAILED = 413
 FPACK_COMPATIBLE = "fpack 1.7.0"
-_serial = itertools.count()
-
-
-def publish(
-    target: Path,
-    parts: Iterable[bytes],
-    *,
-    durable: bool = False,
-    check: Callable[[Path], None] | None = None,
-) -> None:
-    """Write ``parts`` to ``target`` through a temp file, so a reader sees no file or the whole
-    file; an existing ``target`` is replaced, and on any failure it is untouched. Unlike
-    ``obsingest.fileio.write_atomic`` (no ``tempfile`` import: start-up), ``check`` sees the temp
-    file before the rename (-D/-F) and ``durable`` fsyncs file and directory, so a crash cannot
-    lose both input and output."""
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{next(_serial)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.writelines(parts)
-            if durable:
-                fh.flush()
-                os.fsync(fh.fileno())
-        if check is not None:
-            check(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    if durable:
-        sync_directory(target.parent)
-
-
-def sync_directory(path: Path) -> None:
-    """fsync a directory, so that a rename or unlink in it survives a crash."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @dataclass

@@ -35,6 +35,7 @@ from obsingest.fits import (
     rename_card,
 )
 from producers.compress import _rice
+from producers.compress.output import publish
 
 __all__ = ["BLOCKSIZE", "CompressionResult", "Tiling", "compress_file", "compress_fits", "plan", "run_jobs"]
 
@@ -318,15 +319,14 @@ def compress_file(
 ) -> CompressionResult:
     """Compress file ``src`` into ``dst`` (atomic: temp + rename); timed read+compress+write."""
     from obsingest.logs import get_logger, log_event  # not needed by the command line path
-    from producers.compress.fpack_cli import publish  # the command line's output rules and umask
 
     start = time.perf_counter()
     tiling = rows_tiling(tile_rows)
     with mapped_file(Path(src)) as data:
         parts = _compress_parts(data, threads, tiling, checksum)
         raw_bytes = len(data)
-    publish(Path(dst), parts)
-    written = sum(map(len, parts))
+    Path(dst).parent.mkdir(parents=True, exist_ok=True)
+    written = publish(Path(dst), parts)
     result = CompressionResult(raw_bytes, written, time.perf_counter() - start, workers(threads), tile_rows)
     fields = {**asdict(result), "seconds": round(result.seconds, 4)}
     log_event(get_logger(__name__), "compressed", src=str(src), dst=str(dst), **fields)
