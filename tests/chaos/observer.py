@@ -146,6 +146,15 @@ class TopicObserver:
                 log.debug("ack on %s failed: %s", path, exc)
         return len(ack_ids)
 
+    def catch_up(self, rounds: int = 20) -> None:
+        """Pull every subscription until a round finds nothing (at most ``rounds``): what the
+        emulator has accepted is received before a fault that would forget it."""
+        for _ in range(rounds):
+            with self._lock:
+                paths = list(self.subscriptions)
+            if sum(self._pull(path) for path in paths) == 0:
+                return
+
     # what was seen -----------------------------------------------------------------------------
     def received(self) -> list[Any]:
         """What each distinct message decoded to (a redelivery of one message counted once)."""
