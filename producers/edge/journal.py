@@ -239,6 +239,10 @@ class Journal:
     def items(self) -> list[Entry]:
         return [_entry(r) for r in self._rows("SELECT * FROM items ORDER BY key")]
 
+    def quarantined(self) -> list[Entry]:
+        """Every quarantined item (few; a restart finishes the file moves a crash interrupted)."""
+        return [_entry(r) for r in self._rows("SELECT * FROM items WHERE state = 'quarantined'")]
+
     def handed_off(self) -> dict[str, tuple[float, int]]:
         """Source path -> (mtime, size) of every finished item whose hand-off file was recorded:
         what a restarted edge need not offer, read or journal again."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import queue
 import threading
 import time
@@ -19,7 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from obsingest.errors import ObsIngestError, ResourceExhausted
+from obsingest.errors import ObsIngestError, PermanentError, ResourceExhausted
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ExposureManifest
 from obsingest.retry import RetryPolicy
@@ -123,6 +124,7 @@ class EdgeService:
                 self.metrics.add(EDGE, "resumed")
         if resumed := self.metrics.count(EDGE, "resumed"):
             log_event(log, "edge.resumed_from_journal", ccds=resumed)
+        self._finish_quarantine_moves()
         if s.health_port >= 0:  # up first: "starting" (503) while the workers warm up
             from producers.edge.health import HealthServer
 
@@ -524,6 +526,25 @@ class EdgeService:
         if entry is not None:
             move_to_quarantine(self.handoff, Path(entry.source), error, entry.sidecar)
         self._resolve(key, Outcome(key=key, state="quarantined", reason=error.reason, error=str(error)))
+
+    def _finish_quarantine_moves(self) -> None:
+        """A quarantine is journalled before its file is moved aside, so a crash in between left the
+        file in the hand-off directory, where the intake skips it as finished: move it now (the
+        same file only: one since written under that name is the intake's to judge)."""
+        assert self.journal is not None
+        for entry in self.journal.quarantined() if self.handoff is not None else []:
+            try:
+                st = os.stat(entry.source)
+            except OSError:
+                continue  # moved aside already, or gone
+            if (st.st_mtime, st.st_size) != (entry.source_mtime, entry.source_size):
+                continue
+            error = PermanentError(entry.error or "quarantined")
+            error.reason = entry.reason or error.reason
+            move_to_quarantine(self.handoff, Path(entry.source), error, entry.sidecar)
+            log_event(
+                log, "edge.quarantine_move_finished", logging.WARNING, file=entry.source, reason=error.reason
+            )
 
     def _quarantine_file(self, path: Path, error: ObsIngestError, sidecar: Path | None = None) -> None:
         """A hand-off file that is no CCD the edge can take (bad name, never completed, bad

@@ -75,3 +75,62 @@ def test_a_restart_skips_acknowledged_files_and_resends_the_unacknowledged(
     assert offered == [f"LSSTCam_{EXPOSURE}_002.fits"]  # the acknowledged two: not offered
     assert stats["resumed"] == 1 and stats["accepted"] == 0
     assert entry is not None and entry.state == "acked" and entry.status == "exists"
+
+
+def test_a_restart_finishes_moving_a_quarantined_file_a_crash_left_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The quarantine is journalled before the file moves aside: a SIGKILL in between left it in
+    the hand-off directory, skipped as finished by every later run (chaos edge-sigkill)."""
+    handoff = tmp_path / "handoff"
+    handoff.mkdir()
+    spec = CcdSpec("LSSTCam", EXPOSURE, 7, 20261122, datetime.now(UTC), 15.0, "r", "small")
+    bad = handoff / f"LSSTCam_{EXPOSURE}_007.fits"
+    write_raw_ccd(spec, bad)
+    with bad.open("r+b") as fh:  # truncated: a corrupt file, quarantined with its reason
+        fh.truncate(bad.stat().st_size // 2)
+    settings = EdgeSettings(
+        destination=f"file://{tmp_path / 'store'}",
+        spool=tmp_path / "spool",
+        handoff=handoff,
+        workers=1,
+        health_port=-1,
+        min_free_bytes=0,
+    )
+    aside = handoff / "quarantine" / bad.name
+    note = aside.with_name(aside.name + ".reason.json")
+    edge = EdgeService(settings, log_level="WARNING").start()
+    try:
+        wait_for(lambda: edge.journal.counts()["quarantined"] == 1 and note.exists())
+    finally:
+        edge.stop()
+    # the crash: journalled as quarantined, the file not yet moved (os.replace keeps mtime, size)
+    note.unlink()
+    aside.replace(bad)
+    offered: list[str] = []
+    on_found = EdgeService._on_found
+
+    def spy(self: EdgeService, found: Found) -> bool:
+        offered.append(found.path.name)
+        return on_found(self, found)
+
+    monkeypatch.setattr(EdgeService, "_on_found", spy)
+    edge = EdgeService(settings, log_level="WARNING").start()
+    try:
+        wait_for(lambda: aside.exists() and note.exists(), timeout=30)
+        counts = edge.journal.counts()
+    finally:
+        edge.stop()
+    assert not bad.exists() and offered == []
+    assert '"reason": "corrupt-file"' in note.read_text()
+    assert counts["quarantined"] == 1  # the same entry, not a second quarantine
+
+    # a new file later written under that name is the intake's to judge, not moved unread
+    write_raw_ccd(spec, bad)
+    aside.unlink()
+    edge = EdgeService(settings, log_level="WARNING").start()
+    try:
+        wait_for(lambda: offered == [bad.name], timeout=30)
+    finally:
+        edge.stop()
+    assert bad.exists() and not aside.exists()
