@@ -27,15 +27,8 @@ def wait_for(check, timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
-def test_a_restart_skips_acknowledged_files_and_resends_the_unacknowledged(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    handoff = tmp_path / "handoff"
-    handoff.mkdir()
-    for detector in range(3):
-        spec = CcdSpec("LSSTCam", EXPOSURE, detector, 20261122, datetime.now(UTC), 15.0, "r", "small")
-        write_raw_ccd(spec, handoff / f"LSSTCam_{EXPOSURE}_{detector:03d}.fits")
-    settings = EdgeSettings(
+def edge_settings(tmp_path: Path, handoff: Path) -> EdgeSettings:
+    return EdgeSettings(
         destination=f"file://{tmp_path / 'store'}",
         spool=tmp_path / "spool",
         handoff=handoff,
@@ -43,6 +36,10 @@ def test_a_restart_skips_acknowledged_files_and_resends_the_unacknowledged(
         health_port=-1,
         min_free_bytes=0,
     )
+
+
+def spy_on_offers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the hand-off files the intake offers the service, in order."""
     offered: list[str] = []
     on_found = EdgeService._on_found
 
@@ -51,6 +48,19 @@ def test_a_restart_skips_acknowledged_files_and_resends_the_unacknowledged(
         return on_found(self, found)
 
     monkeypatch.setattr(EdgeService, "_on_found", spy)
+    return offered
+
+
+def test_a_restart_skips_acknowledged_files_and_resends_the_unacknowledged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handoff = tmp_path / "handoff"
+    handoff.mkdir()
+    for detector in range(3):
+        spec = CcdSpec("LSSTCam", EXPOSURE, detector, 20261122, datetime.now(UTC), 15.0, "r", "small")
+        write_raw_ccd(spec, handoff / f"LSSTCam_{EXPOSURE}_{detector:03d}.fits")
+    settings = edge_settings(tmp_path, handoff)
+    offered = spy_on_offers(monkeypatch)
     edge = EdgeService(settings, log_level="WARNING").start()
     try:
         wait_for(lambda: edge.journal.counts()["acked"] == 3)
@@ -89,14 +99,7 @@ def test_a_restart_finishes_moving_a_quarantined_file_a_crash_left_in_place(
     write_raw_ccd(spec, bad)
     with bad.open("r+b") as fh:  # truncated: a corrupt file, quarantined with its reason
         fh.truncate(bad.stat().st_size // 2)
-    settings = EdgeSettings(
-        destination=f"file://{tmp_path / 'store'}",
-        spool=tmp_path / "spool",
-        handoff=handoff,
-        workers=1,
-        health_port=-1,
-        min_free_bytes=0,
-    )
+    settings = edge_settings(tmp_path, handoff)
     aside = handoff / "quarantine" / bad.name
     note = aside.with_name(aside.name + ".reason.json")
     edge = EdgeService(settings, log_level="WARNING").start()
@@ -107,14 +110,7 @@ def test_a_restart_finishes_moving_a_quarantined_file_a_crash_left_in_place(
     # the crash: journalled as quarantined, the file not yet moved (os.replace keeps mtime, size)
     note.unlink()
     aside.replace(bad)
-    offered: list[str] = []
-    on_found = EdgeService._on_found
-
-    def spy(self: EdgeService, found: Found) -> bool:
-        offered.append(found.path.name)
-        return on_found(self, found)
-
-    monkeypatch.setattr(EdgeService, "_on_found", spy)
+    offered = spy_on_offers(monkeypatch)
     edge = EdgeService(settings, log_level="WARNING").start()
     try:
         wait_for(lambda: aside.exists() and note.exists(), timeout=30)
