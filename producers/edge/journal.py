@@ -243,12 +243,14 @@ class Journal:
         """Every quarantined item (few; a restart finishes the file moves a crash interrupted)."""
         return [_entry(r) for r in self._rows("SELECT * FROM items WHERE state = 'quarantined'")]
 
-    def handed_off(self) -> dict[str, tuple[float, int]]:
+    def handed_off(self, acked: bool = True) -> dict[str, tuple[float, int]]:
         """Source path -> (mtime, size) of every finished item whose hand-off file was recorded:
-        what a restarted edge need not offer, read or journal again."""
+        what a restarted edge need not offer, read or journal again (``acked=False``: the
+        quarantined only)."""
+        states = "('acked', 'quarantined')" if acked else "('quarantined')"
         rows = self._rows(
             "SELECT source, source_mtime, source_size FROM items "
-            "WHERE state IN ('acked', 'quarantined') AND source_mtime IS NOT NULL"
+            f"WHERE state IN {states} AND source_mtime IS NOT NULL"
         )
         return {r[0]: (float(r[1]), int(r[2]) if r[2] is not None else -1) for r in rows}
 

@@ -156,7 +156,9 @@ class EdgeService:
         self._engine = threading.Thread(target=self._run, name="edge-engine", daemon=True)
         self._engine.start()
         if self.handoff is not None:
-            known = self.journal.handed_off()
+            # on_ack delete/move: an acknowledged file still here is one a crash kept from its
+            # release, so it is offered again and ``_accept`` releases it
+            known = self.journal.handed_off(acked=s.on_ack == "keep")
             self.intake = HandoffIntake(
                 self.handoff, self._on_found, self._on_source_problem, settings=s, known=known
             )
@@ -504,16 +506,16 @@ class EdgeService:
             attempts=outcome.attempts,
             latency_s=round(latency, 4) if latency is not None else None,
         )
-        if outcome.status != "conflict":
-            self._after_ack(key)
+        self._after_ack(key)
         self._resolve(key, outcome)
 
     def _after_ack(self, key: str) -> None:
-        """on_ack: delete or move the raw file (and its sidecar) once its CCD is acknowledged."""
+        """on_ack: delete or move the raw file (and its sidecar) once its CCD is acknowledged (a
+        checksum conflict's stays for a person to judge)."""
         if self.settings.on_ack == "keep" or self.handoff is None or self.journal is None:
             return
         entry = self.journal.get(key)
-        if entry is not None and entry.state == "acked":
+        if entry is not None and entry.state == "acked" and entry.status != "conflict":
             release_raw(self.handoff, self.settings, [p for p in (entry.source, entry.sidecar) if p])
 
     def _quarantine(self, key: str, error: ObsIngestError) -> None:

@@ -4,6 +4,7 @@ again; one whose CCD was not acknowledged before the stop is resent."""
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -130,3 +131,61 @@ def test_a_restart_finishes_moving_a_quarantined_file_a_crash_left_in_place(
     finally:
         edge.stop()
     assert bad.exists() and not aside.exists()
+
+
+def test_a_restart_releases_an_acknowledged_file_a_crash_kept_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """on_ack=delete: the acknowledgement is journalled before the file is deleted, so a SIGKILL
+    in between left it in the hand-off directory; the next run offers it again and deletes it,
+    neither journalling nor sending it a second time."""
+    handoff = tmp_path / "handoff"
+    handoff.mkdir()
+    spec = CcdSpec("LSSTCam", EXPOSURE, 4, 20261122, datetime.now(UTC), 15.0, "r", "small")
+    raw = handoff / f"LSSTCam_{EXPOSURE}_004.fits"
+    write_raw_ccd(spec, raw)
+    content, mtime = raw.read_bytes(), raw.stat().st_mtime
+    settings = edge_settings(tmp_path, handoff).model_copy(update={"on_ack": "delete"})
+    edge = EdgeService(settings, log_level="WARNING").start()
+    try:
+        wait_for(lambda: edge.journal.counts()["acked"] == 1 and not raw.exists())
+    finally:
+        edge.stop()
+    stored = sorted(p.name for p in (tmp_path / "store").rglob("*") if p.is_file())
+    # the crash: journalled as acknowledged, the file not yet deleted
+    raw.write_bytes(content)
+    os.utime(raw, (mtime, mtime))
+    offered = spy_on_offers(monkeypatch)
+    edge = EdgeService(settings, log_level="WARNING").start()
+    try:
+        wait_for(lambda: not raw.exists(), timeout=30)
+        counts, stats = edge.journal.counts(), edge.counts()
+    finally:
+        edge.stop()
+    assert offered == [raw.name]
+    assert counts["acked"] == 1 and stats["accepted"] == 0 and stats["resumed"] == 0
+    assert sorted(p.name for p in (tmp_path / "store").rglob("*") if p.is_file()) == stored
+
+
+def test_a_conflicting_file_stays_for_a_person_through_a_restart(tmp_path: Path) -> None:
+    """on_ack=delete releases acknowledged files, but not one whose bytes conflicted with those
+    already stored (parked aside): neither when acknowledged nor when a restart offers it again."""
+    handoff = tmp_path / "handoff"
+    handoff.mkdir()
+    raw = handoff / f"LSSTCam_{EXPOSURE}_005.fits"
+    start = datetime.now(UTC)
+    for i, spool in enumerate(("spool-first", "spool", "spool")):
+        if i < 2:  # the same CCD written twice: other bytes the second time
+            spec = CcdSpec("LSSTCam", EXPOSURE, 5, 20261122, start, 15.0 + i, "r", "small")
+            write_raw_ccd(spec, raw)
+        settings = edge_settings(tmp_path, handoff).model_copy(
+            update={"spool": tmp_path / spool, "on_ack": "delete" if i else "keep"}
+        )
+        edge = EdgeService(settings, log_level="WARNING").start()
+        try:
+            wait_for(lambda e=edge: e.journal.counts()["acked"] == 1)
+            entry = edge.journal.get(f"LSSTCam/{EXPOSURE}/005")
+        finally:
+            edge.stop()
+        assert entry is not None and entry.status == ("conflict" if i else "stored")
+        assert raw.exists()
