@@ -132,7 +132,14 @@ def build_streaming(p: beam.Pipeline, settings: StreamingSettings) -> None:
 
 def run_streaming(settings: StreamingSettings) -> PipelineResult:
     """Start the streaming job; block until it ends, or cancel it after ``settings.run_for``."""
-    options = pipeline_options(settings.pipeline_args, streaming=True)
+    pubsub = (
+        settings.arrivals_subscription,
+        settings.manifests_subscription,
+        settings.summaries_topic,
+        settings.alerts_topic,
+        settings.dead_letter_topic,
+    )
+    options = pipeline_options(settings.pipeline_args, streaming=True, pubsub=any(pubsub))
     standard = options.view_as(StandardOptions)
     p = beam.Pipeline(options=options)
     build_streaming(p, settings)

@@ -11,6 +11,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from apache_beam.runners.portability import prism_runner
 
 from beam_jobs.streaming import StreamingSettings, run_streaming
 from obsingest.dataid import DataId, dataset_id
@@ -79,7 +80,9 @@ def _pull_all(pubsub: PubSubService, subscription: str, want: int, wait: float) 
     return got
 
 
-def test_streaming_job_on_pubsub_emulator(pubsub: PubSubService, tmp_path) -> None:
+def test_streaming_job_on_pubsub_emulator(
+    pubsub: PubSubService, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     arrivals_topic = pubsub.new_topic("ccd-arrivals")
     manifests_topic = pubsub.new_topic("exposures")
     summaries_topic = pubsub.new_topic("exposure-summaries")
@@ -102,6 +105,13 @@ def test_streaming_job_on_pubsub_emulator(pubsub: PubSubService, tmp_path) -> No
         grace=1.0,
         run_for=30.0,
     )
+    tried: list[str] = []  # the DirectRunner would try (and download) Prism first, then fall back
+
+    def refuse(self: object, *args: object) -> None:
+        tried.append("prism")
+        raise RuntimeError("Prism tried")
+
+    monkeypatch.setattr(prism_runner.PrismRunner, "run_pipeline", refuse)
     job = threading.Thread(target=run_streaming, args=(settings,), daemon=True)
     job.start()
     time.sleep(3)  # the job is pulling by now; events are "live"
@@ -121,7 +131,7 @@ def test_streaming_job_on_pubsub_emulator(pubsub: PubSubService, tmp_path) -> No
         .received_messages
     )
     job.join(timeout=60)
-    assert not job.is_alive()
+    assert not job.is_alive() and tried == []
     assert [m.message.data for m in dead] == [b"not avro"]
     assert "ArrivalEvent" in dead[0].message.attributes["dlq_reason"]
 

@@ -19,10 +19,17 @@ def runner_of(options: beam.options.pipeline_options.PipelineOptions) -> str:
 
 def test_batch_runs_on_the_fn_api_runner_and_streaming_on_the_direct_runner() -> None:
     assert runner_of(pipeline_options()) == "FnApiRunner"
+    assert runner_of(pipeline_options(pubsub=True)) == "FnApiRunner"
     assert runner_of(pipeline_options(["--streaming"])) == "DirectRunner"
     streaming = pipeline_options([], streaming=True)
     assert runner_of(streaming) == "DirectRunner"
     assert streaming.view_as(StandardOptions).streaming
+
+
+def test_streaming_pubsub_runs_on_what_the_direct_runner_falls_back_to() -> None:
+    """Without Prism the DirectRunner ends on the BundleBasedDirectRunner for Pub/Sub I/O."""
+    assert runner_of(pipeline_options(streaming=True, pubsub=True)) == "BundleBasedDirectRunner"
+    assert runner_of(pipeline_options(["--streaming"], pubsub=True)) == "BundleBasedDirectRunner"
 
 
 def test_a_named_runner_is_kept() -> None:
