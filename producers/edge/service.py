@@ -534,7 +534,9 @@ class EdgeService:
         file in the hand-off directory, where the intake skips it as finished: move it now (the
         same file only: one since written under that name is the intake's to judge)."""
         assert self.journal is not None
-        for entry in self.journal.quarantined() if self.handoff is not None else []:
+        if self.handoff is None:
+            return
+        for entry in self.journal.quarantined():
             try:
                 st = os.stat(entry.source)
             except OSError:
