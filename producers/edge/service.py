@@ -24,7 +24,7 @@ from obsingest.errors import ObsIngestError, PermanentError, ResourceExhausted
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ExposureManifest
 from obsingest.retry import RetryPolicy
-from producers.edge.ccd import CcdFile, Outcome, OutcomeStatus, SendFailed
+from producers.edge.ccd import SPOOL_CCD_DIR, CcdFile, Outcome, OutcomeStatus, SendFailed
 from producers.edge.errors import BadHandoffFile, SourceUnreadable, SpoolFull, SpoolUnavailable, WorkerCrashed
 from producers.edge.failures import judge
 from producers.edge.files import (
@@ -119,11 +119,13 @@ class EdgeService:
         self.journal = Journal(self.spool)
         if purged := self.journal.purge_acked(older_than=time.time() - s.keep_days * 86400):
             log_event(log, "edge.journal_purged", rows=purged, keep_days=s.keep_days)
-        for entry in self.journal.pending():
+        pending = self.journal.pending()
+        for entry in pending:
             if self.scheduler.add(entry.key, entry.priority):
                 self.metrics.add(EDGE, "resumed")
         if resumed := self.metrics.count(EDGE, "resumed"):
             log_event(log, "edge.resumed_from_journal", ccds=resumed)
+        self._drop_unneeded_copies(pending)
         self._finish_quarantine_moves()
         if s.health_port >= 0:  # up first: "starting" (503) while the workers warm up
             from producers.edge.health import HealthServer
@@ -527,7 +529,24 @@ class EdgeService:
         entry = self.journal.get(key)
         if entry is not None:
             move_to_quarantine(self.handoff, Path(entry.source), error, entry.sidecar)
+            if entry.spooled:
+                Path(entry.spooled).unlink(missing_ok=True)
         self._resolve(key, Outcome(key=key, state="quarantined", reason=error.reason, error=str(error)))
+
+    def _drop_unneeded_copies(self, pending: list[Entry]) -> None:
+        """Spooled compressed copies are for pending CCDs only: delete the rest, which a crash kept
+        (killed between the ack and the copy's deletion, or between a spill and its journal mark),
+        each a whole CCD of the spool that buffers outages."""
+        directory = self.spool / SPOOL_CCD_DIR
+        needed = {Path(entry.spooled).name for entry in pending if entry.spooled}
+        try:
+            unneeded = [name for name in os.listdir(directory) if name not in needed]
+        except FileNotFoundError:
+            return
+        for name in unneeded:
+            (directory / name).unlink(missing_ok=True)
+        if unneeded:
+            log_event(log, "edge.spool_copies_dropped", logging.WARNING, files=len(unneeded))
 
     def _finish_quarantine_moves(self) -> None:
         """A quarantine is journalled before its file is moved aside, so a crash in between left the

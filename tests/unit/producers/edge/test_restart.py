@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from obsingest.errors import PermanentError
 from producers.daq.simulator import CcdSpec, write_raw_ccd
 from producers.edge import EdgeService, EdgeSettings
+from producers.edge.ccd import spool_path
 from producers.edge.handoff import Found
-from producers.edge.journal import Journal
+from producers.edge.journal import Entry, Journal
 
 pytestmark = pytest.mark.unit
 
@@ -189,3 +191,57 @@ def test_a_conflicting_file_stays_for_a_person_through_a_restart(tmp_path: Path)
             edge.stop()
         assert entry is not None and entry.status == ("conflict" if i else "stored")
         assert raw.exists()
+
+
+@pytest.mark.parametrize("journalled", [True, False], ids=["ack-then-unlink", "spill-then-mark"])
+def test_a_restart_drops_the_spooled_copy_of_a_ccd_acked_before_a_crash(
+    tmp_path: Path, journalled: bool
+) -> None:
+    """A SIGKILL between the ``acked`` commit and the copy's deletion (the journal names the copy),
+    or between a spill and its ``compressed`` mark (the resend, compressed again, was acked and
+    the copy is named nowhere) left a whole compressed CCD in the spool for good."""
+    handoff = tmp_path / "handoff"
+    handoff.mkdir()
+    spec = CcdSpec("LSSTCam", EXPOSURE, 3, 20261122, datetime.now(UTC), 15.0, "r", "small")
+    write_raw_ccd(spec, handoff / f"LSSTCam_{EXPOSURE}_003.fits")
+    settings = edge_settings(tmp_path, handoff)
+    key = f"LSSTCam/{EXPOSURE}/003"
+    edge = EdgeService(settings, log_level="WARNING").start()
+    try:
+        wait_for(lambda: edge.journal.counts()["acked"] == 1)
+    finally:
+        edge.stop()
+    copy = spool_path(settings.spool, key)  # the crash, by hand
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_bytes(b"\0" * 2880)
+    journal = Journal(settings.spool)
+    if journalled:
+        journal.mark(key, None, spooled=str(copy))
+    journal.close()
+    EdgeService(settings, log_level="WARNING").start().stop()
+    assert not copy.exists()
+
+
+def test_only_the_copies_of_pending_ccds_stay_in_the_spool(tmp_path: Path) -> None:
+    settings = edge_settings(tmp_path, tmp_path / "handoff")
+    needed, unneeded = (spool_path(settings.spool, f"LSSTCam/{EXPOSURE}/00{d}") for d in (1, 2))
+    needed.parent.mkdir(parents=True)
+    for path in (needed, unneeded, needed.with_name(".half-written.tmp")):
+        path.write_bytes(b"\0")
+    pending = Entry(key=f"LSSTCam/{EXPOSURE}/001", source="raw.fits", state="compressed", spooled=str(needed))
+    EdgeService(settings, log_level="WARNING")._drop_unneeded_copies([pending])
+    assert [p.name for p in needed.parent.iterdir()] == [needed.name]
+
+
+def test_a_quarantined_ccd_leaves_no_spooled_copy(tmp_path: Path) -> None:
+    settings = edge_settings(tmp_path, tmp_path / "handoff")
+    key = f"LSSTCam/{EXPOSURE}/001"
+    copy = spool_path(settings.spool, key)
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(b"\0")
+    edge = EdgeService(settings, log_level="WARNING")
+    edge.journal = Journal(settings.spool)
+    edge.journal.add(Entry(key=key, source=str(tmp_path / "raw.fits"), state="compressed", spooled=str(copy)))
+    edge._quarantine(key, PermanentError("bad header"))
+    assert edge.journal.counts()["quarantined"] == 1 and not copy.exists()
+    edge.journal.close()
