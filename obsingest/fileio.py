@@ -1,11 +1,15 @@
-"""Atomic file writes: a reader sees the old file or the whole new one, never a torn one."""
+"""Atomic file writes (a reader sees the old file or the whole new one, never a torn one) and
+the exclusive ``flock`` that serialises writers across processes."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from typing import IO, Any
 
 
 def write_atomic(path: Path, data: bytes | Iterable[bytes], fsync: bool = False) -> Path:
@@ -29,3 +33,14 @@ def write_atomic(path: Path, data: bytes | Iterable[bytes], fsync: bool = False)
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+@contextmanager
+def flocked(file: IO[Any] | Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on an open file, or on the file at a path (created if absent)."""
+    with open(file, "a") if isinstance(file, Path) else nullcontext(file) as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -7,13 +7,10 @@ outbox before the link and promoted after, so none loses its notification (ack =
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -21,7 +18,7 @@ from typing import Any, BinaryIO
 from obsingest.checksums import crc32c_b64
 from obsingest.errors import BadObjectName, ObjectMissing
 from obsingest.exhaustion import as_exhausted
-from obsingest.fileio import write_atomic
+from obsingest.fileio import flocked, write_atomic
 from obsingest.store.base import Head, ObjectConflict, PutResult, StoredObject
 from obsingest.store.notifications import object_resource, storage_cloudevent, stored_from_resource
 
@@ -41,7 +38,7 @@ class LocalDirStore:
         try:
             for sub in (META_DIR, OUTBOX_DIR, DLQ_DIR, TMP_DIR):
                 (self.root / sub).mkdir(parents=True, exist_ok=True)
-            with self._lock():
+            with flocked(self.root / ".lock"):
                 self._recover()
         except OSError as exc:
             exhausted = as_exhausted(exc, "destination", str(self.root))
@@ -61,15 +58,6 @@ class LocalDirStore:
         """The object's URI. Not validated: it also names refused objects in quarantine reports."""
         return f"{self.root.as_uri()}/{name}"
 
-    @contextmanager
-    def _lock(self) -> Iterator[None]:
-        with open(self.root / ".lock", "a+") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
-
     def put(self, name: str, data: bytes, metadata: dict[str, str] | None = None) -> PutResult:
         """Create-once write. A full filesystem (ENOSPC, EDQUOT) is ``DestinationFull``, no
         memory ``OutOfMemory``: retriable outages that leave nothing behind (no ``.part`` file,
@@ -79,7 +67,7 @@ class LocalDirStore:
         tmp = self.root / TMP_DIR / f"{uuid.uuid4().hex}.part"
         try:
             write_atomic(tmp, data, fsync=True)  # durable before it is linked under its name
-            with self._lock():
+            with flocked(self.root / ".lock"):
                 return self._link(name, target, tmp, data, crc, metadata)
         except (OSError, MemoryError) as exc:
             exhausted = as_exhausted(exc, "destination", str(self.root))
@@ -163,7 +151,7 @@ class LocalDirStore:
 
     def delete(self, name: str) -> None:
         """Remove an object (tests and operators only: the pipeline never deletes)."""
-        with self._lock():
+        with flocked(self.root / ".lock"):
             self._object_path(name).unlink(missing_ok=True)
             self._meta_path(name).unlink(missing_ok=True)
 

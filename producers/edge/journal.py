@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import sqlite3
 import threading
 import time
@@ -17,6 +16,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from obsingest.fileio import flocked
 from producers.edge.errors import SpoolFull, SpoolUnavailable
 
 JOURNAL_NAME = "journal.sqlite3"
@@ -149,7 +149,7 @@ class Journal:
     # transactions ----------------------------------------------------------------------------
     @contextmanager
     def _tx(self, durable: bool = False) -> Iterator[sqlite3.Connection]:
-        with self._lock, _flocked(self._write_lock):
+        with self._lock, flocked(self._write_lock):
             db = self._db
             try:
                 if durable:
@@ -297,15 +297,6 @@ def _add_missing_columns(db: sqlite3.Connection) -> None:
     for column, kind in (("source_mtime", "REAL"), ("source_size", "INTEGER")):
         if column not in have:
             db.execute(f"ALTER TABLE items ADD COLUMN {column} {kind}")
-
-
-@contextmanager
-def _flocked(fh: Any) -> Iterator[None]:
-    fcntl.flock(fh, fcntl.LOCK_EX)
-    try:
-        yield
-    finally:
-        fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _entry(row: sqlite3.Row) -> Entry:

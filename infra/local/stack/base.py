@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import signal
 import subprocess
@@ -19,6 +18,7 @@ from infra.local.stack.errors import StackError
 from infra.local.stack.owner import Owner, log_stop, may_stop
 from infra.local.stack.process import PidRecord
 from infra.local.stack.settings import StackSettings
+from obsingest.fileio import flocked
 from obsingest.logs import get_logger, log_event
 
 _log = get_logger("obsingest.stack")
@@ -28,8 +28,7 @@ _log = get_logger("obsingest.stack")
 def artefact_lock(cache_dir: Path, name: str) -> Iterator[None]:
     """The cache's ``flock`` for artefact ``name``, so concurrent processes build it once."""
     cache_dir.mkdir(parents=True, exist_ok=True)
-    with open(cache_dir / f".fetch-{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with flocked(cache_dir / f".fetch-{name}.lock"):
         yield
 
 
