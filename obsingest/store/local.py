@@ -7,6 +7,7 @@ outbox before the link and promoted after, so none loses its notification (ack =
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -26,6 +27,9 @@ META_DIR = ".meta"
 OUTBOX_DIR = ".notifications"
 DLQ_DIR = ".notifications-dlq"
 TMP_DIR = ".tmp"
+#: a put's temporary file this old belongs to a put that died (a live one writes its own outside
+#: the lock, so a young one may be in use)
+ORPHAN_SECONDS = 3600.0
 
 
 class LocalDirStore:
@@ -163,7 +167,13 @@ class LocalDirStore:
 
     def _recover(self) -> None:
         """Under the lock, so no put is between staging and promoting: promote staged
-        notifications whose object made it; drop those whose write did not."""
+        notifications whose object made it; drop those whose write did not; delete the
+        temporary files of puts killed before they linked (each a whole object)."""
+        cutoff = time.time() - ORPHAN_SECONDS
+        for tmp in (self.root / TMP_DIR).iterdir():
+            with contextlib.suppress(OSError):
+                if tmp.stat().st_mtime < cutoff:
+                    tmp.unlink()
         for staged in (self.root / OUTBOX_DIR).glob("*.pending"):
             try:
                 data = json.loads(staged.read_text())["data"]

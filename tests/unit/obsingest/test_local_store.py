@@ -1,4 +1,9 @@
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -6,7 +11,7 @@ import pytest
 from obsingest.checksums import crc32c_b64
 from obsingest.errors import BadObjectName
 from obsingest.store.base import ObjectConflict
-from obsingest.store.local import OUTBOX_DIR, LocalDirStore
+from obsingest.store.local import OUTBOX_DIR, TMP_DIR, LocalDirStore
 from obsingest.store.notifications import STORAGE_FINALIZED
 from tests.contracts.object_store import ObjectStoreContract
 
@@ -103,3 +108,30 @@ def test_ack_and_dead_letter(tmp_path):
     target = outbox.dead_letter(p2, "boom", 5)
     assert outbox.pending() == []
     assert json.loads(target.read_text())["deadLetter"] == {"reason": "boom", "attempts": 5}
+
+
+KILLED_BEFORE_THE_LINK = r"""
+import os, signal, sys
+from obsingest.store.local import LocalDirStore
+store = LocalDirStore(sys.argv[1])
+os.link = lambda *_a, **_k: os.kill(os.getpid(), signal.SIGKILL)  # the bytes written, not linked
+store.put("raw/LSSTCam/x.fits.fz", b"x" * 100_000)
+"""
+
+
+def test_a_put_killed_before_its_link_leaves_no_temporary_file_after_the_next_start(tmp_path) -> None:
+    """A SIGKILL between writing a put's bytes and linking them left the whole object in .tmp/
+    for good; the next start deletes such files once no live put can own them."""
+    root = tmp_path / "bucket"
+    LocalDirStore(root)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = subprocess.run([sys.executable, "-c", KILLED_BEFORE_THE_LINK, str(root)], env=env, timeout=120)
+    assert child.returncode == -signal.SIGKILL
+    old = list((root / TMP_DIR).iterdir())
+    assert len(old) == 1
+    os.utime(old[0], (time.time() - 7200, time.time() - 7200))
+    young = root / TMP_DIR / "another-put-writing.part"
+    young.write_bytes(b"y")  # a live put's: kept
+    store = LocalDirStore(root)
+    assert [p.name for p in (root / TMP_DIR).iterdir()] == [young.name]
+    assert store.put("raw/LSSTCam/x.fits.fz", b"x" * 100_000).created
