@@ -481,10 +481,12 @@ class GcsStore:
         return self._read("read", name, download)
 
     def delete(self, name: str) -> None:
-        """Remove an object (tests and operators only: the pipeline never deletes)."""
+        """Remove an object, if there (the pipeline deletes only its own canaries)."""
         url = self._object_url + quote(name, safe="")
         self._retrying(
-            "delete", name, lambda remaining: self._send("DELETE", url, remaining, None, None, ok=(200, 204))
+            "delete",
+            name,
+            lambda remaining: self._send("DELETE", url, remaining, None, None, ok=(200, 204, 404)),
         )
 
     def close(self) -> None:

@@ -154,7 +154,7 @@ class LocalDirStore:
             return Head(f.read(length), obj.generation, obj.crc32c)
 
     def delete(self, name: str) -> None:
-        """Remove an object (tests and operators only: the pipeline never deletes)."""
+        """Remove an object, if there (the pipeline deletes only its own canaries)."""
         with flocked(self.root / ".lock"):
             self._object_path(name).unlink(missing_ok=True)
             self._meta_path(name).unlink(missing_ok=True)

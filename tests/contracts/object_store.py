@@ -71,3 +71,11 @@ class ObjectStoreContract:
             created = list(pool.map(put, range(6)))
         assert created.count(True) == 1
         assert store.read(NAME) == DATA
+
+    def test_delete_removes_an_object_and_a_missing_one_is_no_error(self, store: ObjectStore) -> None:
+        """The canary watch deletes its objects; one a crashed predecessor deleted is no error."""
+        store.put(NAME, DATA)
+        for _ in range(2):
+            store.delete(NAME)  # type: ignore[attr-defined]  # not every store deletes
+        with pytest.raises(ObjectMissing):
+            store.stat(NAME)

@@ -47,7 +47,7 @@ class CanaryWatch:
     clock: Callable[[], datetime] = utcnow
     metrics: Metrics = field(default_factory=private_metrics)
     _last_written: datetime | None = None
-    _mine: list[str] = field(default_factory=list)
+    _mine: list[str] | None = None
 
     def tick(self) -> CanaryState:
         """Write a canary when due, then judge from the registry's canary log."""
@@ -71,7 +71,8 @@ class CanaryWatch:
             self.metrics.add("reconcile", "canary_write_failures")
             log_event(log, "canary.write_failed", logging.WARNING, canary=name, error=str(exc))
             return
-        self._mine.append(name)
+        if self._mine is not None:
+            self._mine.append(name)
         self.metrics.canary("written")
         log_event(log, "canary.written", logging.DEBUG, canary=name)
 
@@ -92,17 +93,26 @@ class CanaryWatch:
         return CanaryState(not stopped, broken_since, last_written, last_seen, len(overdue))
 
     def _tidy(self, now: datetime) -> None:
-        """Delete this watch's canary objects once seen; purge old rows (best effort)."""
-        if not self._mine:
-            return
+        """Delete this watch's canary objects once seen (or their rows purged); purge old rows
+        (best effort). The first pass adopts what a crashed predecessor under this prefix left:
+        the canaries not seen yet and those of its last intervals (seen, perhaps not deleted)."""
         try:
             rows = {r.name: r for r in self.audit.canaries(since=now - KEEP)}
+            if self._mine is None:
+                ours = {
+                    r.name: (r.written_at, r.seen_at)
+                    for r in rows.values()
+                    if r.name.startswith(self.prefix) and r.written_at is not None
+                }
+                newest = max((at for at, _ in ours.values()), default=now)
+                recent = newest - timedelta(seconds=2 * (self.every + self.timeout))
+                self._mine = [name for name, (at, seen) in ours.items() if seen is None or at >= recent]
             delete = getattr(self.store, "delete", None)
             for name in list(self._mine):
                 row = rows.get(name)
                 if row is None or row.seen_at is not None:
-                    if row is not None and delete is not None:
-                        delete(name)
+                    if delete is not None:
+                        delete(name)  # idempotent: an adopted one may be gone already
                     self._mine.remove(name)
             self.audit.purge_canaries(KEEP, now)
         except Exception as exc:  # the store's delete raises its library's own errors

@@ -95,3 +95,23 @@ def test_a_canary_that_cannot_be_written_is_counted_and_not_retried_every_pass(e
     watch.tick()
     watch.tick()
     assert watch.metrics.count("reconcile", "canary_write_failures") == 1 and written(watch) == 0
+
+
+def test_a_restarted_watch_deletes_the_canaries_its_crashed_predecessor_left(env) -> None:
+    """Canaries are deleted once seen by the watch that wrote them, which keeps their names in
+    memory: a facility killed before that left them in the bucket for good (a local store has no
+    lifecycle rule). The next watch under the prefix adopts the unseen and the recent ones."""
+    clock = Clock()
+    first = CanaryWatch(env.store, env.registry.audit, "canary/", every=30, timeout=60, clock=clock)
+    first.tick()
+    deliver_canaries(env)
+    clock.advance(30)
+    first.tick()  # deletes the first (seen), writes a second ... and the facility is killed
+    [orphan] = (env.store.root / "canary").iterdir()
+    second = CanaryWatch(env.store, env.registry.audit, "canary/", every=30, timeout=60, clock=clock)
+    for _ in range(3):
+        assert deliver_canaries(env) >= 1
+        clock.advance(30)
+        assert second.tick().healthy
+    left = [p.name for p in (env.store.root / "canary").iterdir()]
+    assert orphan.name not in left and len(left) == 1  # the newest, not seen yet
