@@ -80,6 +80,8 @@ def _release_one(
     if kind != "ccd":
         return skipped("not a CCD file name: only CCDs are released")
     if not parked.exists():
+        if journal is not None:  # released by a run killed before it removed the note
+            note.unlink(missing_ok=True)
         return skipped(f"{parked} is gone")
     try:  # which CCD it is comes from its header, as when the edge first took it
         key = handoff_identity(parked).data_id.key
