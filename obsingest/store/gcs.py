@@ -483,11 +483,15 @@ class GcsStore:
     def delete(self, name: str) -> None:
         """Remove an object, if there (the pipeline deletes only its own canaries)."""
         url = self._object_url + quote(name, safe="")
-        self._retrying(
-            "delete",
-            name,
-            lambda remaining: self._send("DELETE", url, remaining, None, None, ok=(200, 204, 404)),
-        )
+        try:
+            self._retrying(
+                "delete",
+                name,
+                lambda remaining: self._send("DELETE", url, remaining, None, None, ok=(200, 204)),
+            )
+        except api_exceptions.NotFound as exc:
+            if "bucket" in str(exc).lower():
+                raise
 
     def close(self) -> None:
         pool = getattr(self.http, "http", None)

@@ -175,12 +175,16 @@ def test_refusals_are_permanent_at_once(answer: Answer, error: type[Exception]) 
     assert not caught.value.retriable and len(http.calls) == 1  # type: ignore[attr-defined]
 
 
-def test_delete_is_one_request_and_a_missing_object_is_not_found() -> None:
+def test_delete_is_one_request_a_missing_object_is_done_and_a_missing_bucket_not_found() -> None:
     from google.api_core import exceptions as api_exceptions
 
-    http = ScriptedHttp(Answer(204, b""), Answer(404, b"No such object"))
+    http = ScriptedHttp(
+        Answer(204, b""), Answer(404, b"No such object"), Answer(404, b"The specified bucket does not exist.")
+    )
     store(http).delete("a/b.fits")
     assert http.calls == [("DELETE", "http://gcs.invalid/storage/v1/b/bkt/o/a%2Fb.fits", None)]
+    store(http).delete("a/b.fits")
+    assert len(http.calls) == 2
     with pytest.raises(api_exceptions.NotFound):
         store(http).delete("a/b.fits")
 
