@@ -141,7 +141,7 @@ def edge_run(
                         work = o.read_seconds + o.compress_seconds + o.send_seconds
                         added.append(max(0.0, o.latency - work))
                         cpu.append((o.read_compress_cpu_seconds, o.send_cpu_seconds))
-            journal = edge.health()["journal"]
+            journal = edge.journal.counts()
     return latencies, added, journal, cpu
 
 

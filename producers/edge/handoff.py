@@ -220,23 +220,30 @@ class HandoffIntake:
                 self.scan()
             return
         self._next_scan = time.time() + self.settings.rescan_interval
+        visited: set[str] = set()
         try:
             if not os.access(self.root, os.R_OK | os.X_OK):
                 raise PermissionError(f"{self.root}: not readable")
-            self._walk(self.root)
+            self._walk(self.root, visited)
         except OSError as exc:
             self._set_problem(f"source-unreadable: hand-off directory {self.root}: {exc}")
             return
         self._set_problem(None)
+        # forget what no longer is here (moved out with its directory, or gone before a restart
+        # that the journal's finished files were read at): weeks of files otherwise
+        self._taken = {path: seen for path, seen in self._taken.items() if path in visited}
 
-    def _walk(self, top: Path) -> None:
+    def _walk(self, top: Path, visited: set[str] | None = None) -> None:
         for dirpath, dirnames, filenames in os.walk(top, onerror=_raise):
             here = Path(dirpath)
             dirnames[:] = sorted(
                 d for d in dirnames if not d.startswith(".") and not (here == self.root and d in _OWN_DIRS)
             )
             for name in sorted(filenames):
-                if self._taken and self._unchanged(os.path.join(dirpath, name)):
+                path = os.path.join(dirpath, name)
+                if visited is not None:
+                    visited.add(path)
+                if self._taken and self._unchanged(path):
                     continue
                 self._consider(here / name, complete=self.settings.complete == "rename")
 

@@ -57,6 +57,7 @@ COUNTS = {"accepted": "seen", "acked": "acknowledged", "refused": "refused"} | {
 LOGGED_COUNTS = ["accepted", "resumed", "acked", "refused", "quarantined", "worker_crashes", "over_budget"]
 
 GAUGE_SECONDS = 5.0
+PURGE_SECONDS = 3600.0
 EXIT_REFUSING = 75  # refused new work longer than max_refusing_seconds (EX_TEMPFAIL)
 EXIT_INTERNAL = 70  # the engine itself failed (EX_SOFTWARE)
 #: imported once by the pool's fork server: workers start as forks of it in milliseconds
@@ -109,7 +110,7 @@ class EdgeService:
         self._engine: threading.Thread | None = None
         self._stopped = threading.Event()
         self._idle = threading.Condition()
-        self._last_check = 0.0
+        self._last_check = self._purged_at = 0.0
 
     # lifecycle -------------------------------------------------------------------------------
     def start(self) -> EdgeService:
@@ -117,8 +118,7 @@ class EdgeService:
         warm the workers, then take new work."""
         s = self.settings
         self.journal = Journal(self.spool)
-        if purged := self.journal.purge_acked(older_than=time.time() - s.keep_days * 86400):
-            log_event(log, "edge.journal_purged", rows=purged, keep_days=s.keep_days)
+        self._purge(time.monotonic())
         pending = self.journal.pending()
         for entry in pending:
             if self.scheduler.add(entry.key, entry.priority):
@@ -615,6 +615,8 @@ class EdgeService:
             return
         self._last_check = now
         self._refresh_gauges(now)
+        if now - self._purged_at >= PURGE_SECONDS:
+            self._purge(now)
         if not self.refusal.refusing:
             self.refusal.space_ok()  # refuse before new work arrives, not only when it does
         elif self.refusal.can_resume():
@@ -633,6 +635,20 @@ class EdgeService:
             )
             self.exit_code = EXIT_REFUSING
             threading.Thread(target=self.stop, daemon=True).start()
+
+    def _purge(self, now: float) -> None:
+        """Forget what was acknowledged more than ``keep_days`` ago (at start and every hour: an
+        edge runs for weeks, and a month of rows is gigabytes of spool)."""
+        assert self.journal is not None
+        self._purged_at = now
+        keep_days = self.settings.keep_days
+        try:
+            purged = self.journal.purge(older_than=time.time() - keep_days * 86400)
+        except (SpoolFull, SpoolUnavailable) as exc:  # a delete needs a little room: next hour
+            log_event(log, "edge.journal_purge_failed", logging.WARNING, error=str(exc))
+            return
+        if purged:
+            log_event(log, "edge.journal_purged", rows=purged, keep_days=keep_days)
 
     def _refresh_gauges(self, now: float) -> None:
         """Spool gauges (a journal count query each): CCDs by journal state, age of the oldest

@@ -276,3 +276,23 @@ def test_rename_mode_asks_for_no_write_events_and_follows_a_slow_temp_file(tmp_p
         assert [(f.kind, f.path.name) for f in got.found] == [("ccd", "MC_O_20261122_000001_R01_S01.fits")]
     finally:
         intake.stop()
+
+
+def test_a_full_scan_forgets_taken_files_that_are_no_longer_there(tmp_path: Path) -> None:
+    """The intake remembers what it took (and, after a restart, what the journal finished) so as
+    not to offer it again; a night moved out with its directory, or files gone before the
+    restart, must not stay remembered for weeks."""
+    root, night = tmp_path / "handoff", tmp_path / "handoff" / "20250415"
+    night.mkdir(parents=True)
+    for i in range(300):
+        (night / f"MC_O_20250415_{i:06d}.manifest.json").write_text("{}")
+    known = {f"/gone/MC_O_20250301_{i:06d}_R22_S11.fits": (1.0, 10) for i in range(300)}
+    intake = HandoffIntake(root, lambda _found: True, settings=EdgeSettings(rescan_interval=60), known=known)
+    intake.scan()
+    assert len(intake._taken) == 300  # this night's files; the journal's gone ones forgotten
+    (night / "MC_O_20250415_000000.manifest.json").rename(tmp_path / "kept.json")
+    intake.scan()
+    assert len(intake._taken) == 299
+    night.rename(tmp_path / "archive")  # watchdog reports the directory, not its files
+    intake.scan()
+    assert intake._taken == {}

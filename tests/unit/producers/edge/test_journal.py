@@ -4,6 +4,7 @@ disk is SpoolFull."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -81,5 +82,43 @@ def test_old_acked_rows_are_purged_pending_ones_never(tmp_path: Path) -> None:
         j.add(Entry(key=key, source=key))
     j.mark("old", "acked", acked_at=100.0)
     j.mark("new", "acked", acked_at=10_000.0)
-    assert j.purge_acked(older_than=5_000.0) == 1
+    j.record_exposure("LSSTCam", 1, "{}")
+    assert j.purge(older_than=5_000.0) == 1
     assert [e.key for e in j.items()] == ["new", "waiting"]
+    assert j.exposure_manifest("LSSTCam", 1) == "{}"  # recorded now: kept
+    assert j.purge(older_than=time.time() + 1) == 1
+    assert j.exposure_manifest("LSSTCam", 1) is None
+
+
+def test_counts_stay_exact_between_full_counts_of_the_acked(tmp_path: Path) -> None:
+    """Acked items are counted in full every few minutes; between, those acked since are added."""
+    j = Journal(tmp_path)
+    j.add_many([Entry(key=f"k{i}", source="x") for i in range(4)])
+    j.mark("k0", "acked", acked_at=time.time() - 10)
+    assert j.counts() == {"seen": 3, "compressed": 0, "sent": 0, "acked": 1, "quarantined": 0}
+    j.mark("k1", "acked", acked_at=time.time())
+    j.mark("k2", "quarantined", reason="corrupt-file")
+    j.mark("k3", "sent")
+    assert j.counts() == {"seen": 0, "compressed": 0, "sent": 1, "acked": 2, "quarantined": 1}
+    assert j.purge(older_than=time.time() - 5) == 1
+    assert j.counts()["acked"] == 1
+
+
+def test_what_runs_every_few_seconds_or_hourly_seeks_an_index(tmp_path: Path) -> None:
+    """A month of acked rows is millions: the gauges, /health, the purge and a restart's resume
+    must not scan them (only the first ``counts`` does, once)."""
+    j = Journal(tmp_path)
+    j.counts()
+    statements: list[str] = []
+    j._db.set_trace_callback(statements.append)
+    j.counts()
+    j.oldest_unacknowledged_readout()
+    j.pending()
+    j.purge(older_than=time.time())
+    j._db.set_trace_callback(None)
+    queries = [q for q in statements if q.lstrip().startswith(("SELECT", "DELETE")) and "FROM items" in q]
+    assert len(queries) == 6  # the exposures' delete scans a month of exposures, thousands
+    for sql in queries:
+        plan = " ".join(str(tuple(r)) for r in j._rows("EXPLAIN QUERY PLAN " + sql))
+        assert "SEARCH items USING" in plan and "SCAN" not in plan, (sql, plan)
+        assert "items_state (state=?)" not in plan or "'acked'" not in sql, (sql, plan)

@@ -245,3 +245,30 @@ def test_a_quarantined_ccd_leaves_no_spooled_copy(tmp_path: Path) -> None:
     edge._quarantine(key, PermanentError("bad header"))
     assert edge.journal.counts()["quarantined"] == 1 and not copy.exists()
     edge.journal.close()
+
+
+def test_a_running_edge_purges_its_journal_every_hour_not_only_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An edge runs for weeks: rows acked (and manifests recorded) more than keep_days ago go
+    while it runs, else the spool keeps every CCD since the last restart."""
+    from producers.edge import service
+
+    settings = edge_settings(tmp_path, tmp_path / "handoff").model_copy(update={"keep_days": 1.0})
+    edge = EdgeService(settings, log_level="WARNING")
+    edge.journal = journal = Journal(settings.spool)
+    edge._purge(time.monotonic())  # what start() does
+    old = time.time() - 3 * 86400
+    journal.add_many(
+        [Entry(key=f"LSSTCam/{EXPOSURE}/{d:03d}", source="x", state="acked", acked_at=old) for d in range(50)]
+    )
+    journal.record_exposure("LSSTCam", EXPOSURE, "{}")
+    journal._db.execute("UPDATE exposures SET seen_at = ?", (old,))
+    start = time.monotonic()
+    for hours in (0.5, 1.01):
+        monkeypatch.setattr(service.time, "monotonic", lambda h=hours: start + h * 3600)
+        edge._periodic()
+        left = journal.counts()["acked"]
+        assert left == (50 if hours < 1 else 0)
+    assert journal.exposure_manifest("LSSTCam", EXPOSURE) is None
+    journal.close()
