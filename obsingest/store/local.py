@@ -12,6 +12,7 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -194,19 +195,40 @@ class LocalDirStore:
 
 
 class LocalOutbox:
-    """Consumer side of the notification outbox: list, ack (delete), dead-letter with a reason."""
+    """Consumer side of the notification outbox: list, ack (delete), dead-letter with a reason.
+
+    An event file appears whole or not at all (``write_atomic``'s rename, or a staged
+    ``.pending`` renamed to ``.json``), so one that is not a JSON object is corrupt, never half
+    written: listing moves it to the dead letters with its raw text, and lists the rest."""
 
     def __init__(self, directory: Path, dlq: Path) -> None:
         self.directory = directory
         self.dlq = dlq
 
-    def pending(self) -> list[tuple[Path, dict[str, Any]]]:
+    def pending(
+        self, refused: Callable[[Path, str], None] | None = None
+    ) -> list[tuple[Path, dict[str, Any]]]:
+        """The events, oldest first. An unreadable or non-object one is dead-lettered instead, and
+        ``refused(its dead letter, the reason)`` told if this call moved it."""
         out = []
         for path in sorted(self.directory.glob("*.json")):
             try:
-                out.append((path, json.loads(path.read_text())))
+                raw = path.read_bytes()
             except FileNotFoundError:
                 continue  # acked by a concurrent consumer
+            event, why = _parse_event(raw)
+            if event is not None:
+                out.append((path, event))
+                continue
+            reason = f"event file {path.name}: {why}"
+            target = self.dlq / path.name
+            write_atomic(target, _letter(raw, reason, 0), fsync=True)
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                continue  # a concurrent listing moved it (and wrote the same dead letter)
+            if refused is not None:
+                refused(target, reason)
         return out
 
     def inject(self, event: dict[str, Any]) -> Path:
@@ -219,9 +241,39 @@ class LocalOutbox:
         path.unlink(missing_ok=True)
 
     def dead_letter(self, path: Path, reason: str, attempts: int) -> Path:
-        event = json.loads(path.read_text())
-        event["deadLetter"] = {"reason": reason, "attempts": attempts}
         target = self.dlq / path.name
-        write_atomic(target, json.dumps(event).encode(), fsync=True)
+        write_atomic(target, _letter(path.read_bytes(), reason, attempts), fsync=True)
         path.unlink(missing_ok=True)
         return target
+
+
+_JSON_TYPES = {
+    list: "array",
+    str: "string",
+    int: "number",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+}
+
+
+def _parse_event(raw: bytes) -> tuple[dict[str, Any] | None, str]:
+    """The event in an outbox file, or None and why it is none."""
+    try:
+        event = json.loads(raw)
+    except UnicodeDecodeError as exc:
+        return None, f"not JSON text ({exc})"
+    except ValueError as exc:
+        return None, f"not JSON ({exc})"
+    if not isinstance(event, dict):
+        return None, f"not a JSON object (a JSON {_JSON_TYPES.get(type(event), type(event).__name__)})"
+    return event, ""
+
+
+def _letter(raw: bytes, reason: str, attempts: int) -> bytes:
+    """A dead letter: the event with ``deadLetter`` added, or, for a file that holds no event
+    (no JSON object), its text as ``raw`` (undecodable bytes as backslash escapes)."""
+    event, _ = _parse_event(raw)
+    letter: dict[str, Any] = event if event is not None else {"raw": raw.decode("utf-8", "backslashreplace")}
+    letter["deadLetter"] = {"reason": reason, "attempts": attempts}
+    return json.dumps(letter).encode()

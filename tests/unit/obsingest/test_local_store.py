@@ -11,7 +11,7 @@ import pytest
 from obsingest.checksums import crc32c_b64
 from obsingest.errors import BadObjectName
 from obsingest.store.base import ObjectConflict
-from obsingest.store.local import OUTBOX_DIR, TMP_DIR, LocalDirStore
+from obsingest.store.local import DLQ_DIR, OUTBOX_DIR, TMP_DIR, LocalDirStore
 from obsingest.store.notifications import STORAGE_FINALIZED
 from tests.contracts.object_store import ObjectStoreContract
 
@@ -108,6 +108,53 @@ def test_ack_and_dead_letter(tmp_path):
     target = outbox.dead_letter(p2, "boom", 5)
     assert outbox.pending() == []
     assert json.loads(target.read_text())["deadLetter"] == {"reason": "boom", "attempts": 5}
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        (b'{"data": {"name": "raw/', "not JSON (Unterminated string"),
+        (b"\xff{", "not JSON text ('utf-8' codec can't decode byte 0xff in position 0"),
+        (b"[1, 2]", "not a JSON object (a JSON array)"),
+        (b"null", "not a JSON object (a JSON null)"),
+        (b'"text"', "not a JSON object (a JSON string)"),
+    ],
+)
+def test_an_event_file_holding_no_event_is_dead_lettered_with_its_text_and_the_rest_listed(
+    tmp_path, raw, why
+):
+    """Event files appear whole (renamed into place), so one that is no JSON object is corrupt:
+    listing the outbox raised for all of them (torn JSON) or listed it for the dispatcher to trip
+    on (not an object); now it goes to the dead letters, named with its reason, its text kept."""
+    store = LocalDirStore(tmp_path)
+    outbox = store.outbox()
+    bad = tmp_path / OUTBOX_DIR / "00000000000000000001-bad.json"  # first in name (= time) order
+    bad.write_bytes(raw)
+    store.put(NAME, b"abc")
+    refused: list[tuple[str, str]] = []
+    [(_, event)] = outbox.pending(lambda letter, reason: refused.append((letter.name, reason)))
+    assert event["data"]["name"] == NAME
+    [(name, reason)] = refused
+    assert name == bad.name and reason.startswith(f"event file {bad.name}: {why}")
+    assert not bad.exists()
+    letter = json.loads((tmp_path / DLQ_DIR / bad.name).read_text())
+    assert letter == {
+        "raw": raw.decode("utf-8", "backslashreplace"),
+        "deadLetter": {"reason": reason, "attempts": 0},
+    }
+    assert len(outbox.pending()) == 1 and len(refused) == 1  # moved once
+
+
+def test_dead_letter_keeps_the_text_of_an_event_that_is_not_an_object(tmp_path):
+    outbox = LocalDirStore(tmp_path).outbox()
+    path = tmp_path / OUTBOX_DIR / "1-list.json"
+    path.write_text("[1, 2]")
+    target = outbox.dead_letter(path, "boom", 1)
+    assert json.loads(target.read_text()) == {
+        "raw": "[1, 2]",
+        "deadLetter": {"reason": "boom", "attempts": 1},
+    }
+    assert not path.exists()
 
 
 KILLED_BEFORE_THE_LINK = r"""
