@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from functions.register.facility.listing import list_objects
+from functions.register.facility.listing import list_nights, list_objects
 from functions.register.facility.reconcile import Reconciler
 from functions.register.wiring import build_service
 from obsingest.bus.memory import InMemoryBus
@@ -59,6 +59,8 @@ def test_the_emulator_lists_from_a_name(service) -> None:
             store.put(DataId(INSTRUMENT, exposure, detector).object_name(), b"x")
     names = [o.name for o in list_objects(store, "raw/")]
     assert len(names) == 4
+    assert [o.name for o in list_nights(store, "raw/", lambda night: night == 20261122)] == names
+    assert list(list_nights(store, "raw/", lambda night: False)) == []
     second = "raw/LSSTComCam/20261122/CC_O_20261122_000002/"
     for offset in ["", *names, f"{names[1]}0", second, "s"]:
         listed = [o.name for o in list_objects(store, "raw/", start_offset=offset)]

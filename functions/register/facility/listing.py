@@ -1,11 +1,13 @@
 """Listing a bucket for reconciliation (``ObjectStore`` has none): GCS's ``list_blobs`` or a walk
-of a local store, both from a name (``start_offset``), as the incremental reconcile needs.
+of a local store, both from a name (``start_offset``), as the incremental reconcile needs; and
+``list_nights``, which lists only the nights (``.../{day_obs}/`` prefixes) a sweep asks for.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,20 +50,97 @@ def _list_local(store: Any, prefix: str, start_offset: str) -> Iterator[StoredOb
                 continue
 
 
-def list_objects(store: ObjectStore, prefix: str, start_offset: str = "") -> list[StoredObject]:
-    """Objects under ``prefix`` named ``start_offset`` or later; ListingFailed if unlistable."""
+def _children_gcs(store: Any, prefix: str) -> tuple[list[StoredObject], list[str]]:
+    from obsingest.store.gcs import stored_object
+
+    blobs = store.client.list_blobs(store.bucket, prefix=prefix or None, delimiter="/")
+    objects = [stored_object(blob, store.bucket) for blob in blobs]  # every page: then .prefixes
+    return objects, sorted(blobs.prefixes)
+
+
+def _children_local(store: Any, prefix: str) -> tuple[list[StoredObject], list[str]]:
+    directory: Path = store.root / prefix
+    if not directory.is_dir():
+        return [], []
+    objects: list[StoredObject] = []
+    prefixes: list[str] = []
+    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir():
+            prefixes.append(f"{prefix}{entry.name}/")
+            continue
+        try:
+            objects.append(store.stat(f"{prefix}{entry.name}"))
+        except ObsIngestError:  # written half-way (no sidecar yet) or just deleted
+            continue
+    return objects, prefixes
+
+
+def _listing(store: ObjectStore, local: Callable[..., Any], gcs: Callable[..., Any]) -> Any:
     from obsingest.store.gcs import GcsStore
     from obsingest.store.local import LocalDirStore
 
     if isinstance(store, GcsStore):
-        lister = _list_gcs
-    elif isinstance(store, LocalDirStore):
-        lister = _list_local
-    else:
-        raise TypeError(f"cannot list a {type(store).__name__}: reconcile lists GCS or local dirs")
+        return gcs
+    if isinstance(store, LocalDirStore):
+        return local
+    raise TypeError(f"cannot list a {type(store).__name__}: reconcile lists GCS or local dirs")
+
+
+def iter_objects(store: ObjectStore, prefix: str, start_offset: str = "") -> Iterator[StoredObject]:
+    """Objects under ``prefix`` named ``start_offset`` or later, one page at a time;
+    ListingFailed if unlistable."""
+    lister = _listing(store, _list_local, _list_gcs)
     try:
-        return list(lister(store, prefix, start_offset))
+        yield from lister(store, prefix, start_offset)
     except ObsIngestError:
         raise
     except Exception as exc:  # google-api-core, requests, OSError: all "try again later"
         raise ListingFailed(f"listing {store.uri(prefix)!r}: {type(exc).__name__}: {exc}") from exc
+
+
+def list_objects(store: ObjectStore, prefix: str, start_offset: str = "") -> list[StoredObject]:
+    """Objects under ``prefix`` named ``start_offset`` or later; ListingFailed if unlistable."""
+    return list(iter_objects(store, prefix, start_offset))
+
+
+def children(store: ObjectStore, prefix: str) -> tuple[list[StoredObject], list[str]]:
+    """One level of ``prefix`` (a ``/`` delimiter listing): its objects and its sub-prefixes."""
+    lister = _listing(store, _children_local, _children_gcs)
+    try:
+        result: tuple[list[StoredObject], list[str]] = lister(store, prefix)
+    except ObsIngestError:
+        raise
+    except Exception as exc:  # as in iter_objects
+        raise ListingFailed(f"listing {store.uri(prefix)!r}: {type(exc).__name__}: {exc}") from exc
+    return result
+
+
+_NIGHT = re.compile(r"(19|2[0-2])\d\d(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])")
+
+
+def night_of(prefix: str) -> int | None:
+    """The day_obs a prefix's last part names (``raw/LSSTCam/20261122/``), else None."""
+    part = prefix.rstrip("/").rpartition("/")[2]
+    return int(part) if _NIGHT.fullmatch(part) else None
+
+
+def list_nights(
+    store: ObjectStore, prefix: str, wanted: Callable[[int], bool], depth: int = 3
+) -> Iterator[StoredObject]:
+    """The objects under ``prefix`` but those of the nights not ``wanted``: the levels above the
+    night (``{instrument}/``, ``raw/{instrument}/`` in quarantine) are walked one delimiter
+    listing at a time, down to ``depth`` levels; a night is listed whole if wanted, skipped if
+    not; anything else (a prefix at or below a night, a name outside the layout) is listed whole."""
+    if depth <= 0 or any(night_of(part) for part in prefix.split("/")):
+        yield from iter_objects(store, prefix)
+        return
+    objects, prefixes = children(store, prefix)
+    yield from objects
+    for sub in prefixes:
+        night = night_of(sub)
+        if night is None:
+            yield from list_nights(store, sub, wanted, depth - 1)
+        elif wanted(night):
+            yield from iter_objects(store, sub)

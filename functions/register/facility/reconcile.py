@@ -1,6 +1,7 @@
 """Reconcile the bucket with the registry: register what a lost notification missed (through
-``RegisterService``), report rows whose object is gone. ``run`` sweeps the full window; ``run_new``
-lists from each prefix's watermark, so its cost follows what is new.
+``RegisterService``), report rows whose object is gone. ``run`` sweeps the full window (every
+night, or only the nights it can hold: the service's routine sweeps); ``run_new`` lists from each
+prefix's watermark, so its cost follows what is new.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from functions.register.facility.listing import list_objects
+from functions.register.facility.listing import list_nights, list_objects, night_of
 from functions.register.facility.watermark import PrefixTail
 from functions.register.service import RegisterService
 from obsingest.errors import ObjectMissing, ObsIngestError, RetriableError
@@ -66,22 +67,40 @@ class Reconciler:
             self.tails[prefix] = PrefixTail(prefix, lag=self.lag, hold=hold)
         return self.tails[prefix]
 
-    def run(self, since: datetime, until: datetime | None = None, dry_run: bool = False) -> ReconcileReport:
+    def run(
+        self, since: datetime, until: datetime | None = None, dry_run: bool = False, every_night: bool = True
+    ) -> ReconcileReport:
         """The full sweep of [since, min(until, now - grace)): register what is missing, report
-        what is gone, re-seed the watermarks."""
+        what is gone, re-seed the watermarks. Lists every night, or only those the window can hold
+        (``nights``) unless ``every_night``; keeps only the window's objects (and the watermark's)."""
         now = self.clock()
         latest = now - timedelta(seconds=self.grace)
         until = min(until, latest) if until else latest
         report = ReconcileReport(since=since, until=until, dry_run=dry_run)
         store = self.service.store
-        everything = {prefix: list_objects(store, prefix) for prefix in self.prefixes}
-        window = [obj for objs in everything.values() for obj in objs if since <= obj.time_created < until]
+        base = store.uri("")
+        rows = self.service.registry.audit.stored_between(since, until, uri_prefix=base)
+        wanted = nights(since, {uri[len(base) :] for uri in (row["uri"] for row in rows)}, every_night)
+        # what the watermark looks at: the young (``lag``) and the unsettled (never before since)
+        kept_from = min(since, now - timedelta(seconds=self.lag))
+        kept: dict[str, list[StoredObject]] = {}
+        for prefix in self.prefixes:
+            kept[prefix] = objs = []
+            last: StoredObject | None = None
+            for obj in list_nights(store, prefix, wanted):
+                if obj.time_created >= kept_from:
+                    objs.append(obj)
+                if last is None or obj.name > last.name:
+                    last = obj
+            if last is not None and last not in objs:
+                objs.append(last)  # the watermark's fallback: the last name listed
+        window = [obj for objs in kept.values() for obj in objs if since <= obj.time_created < until]
         listed = {store.uri(obj.name): obj for obj in window}
         report.listed = len(listed)
         settled = self._settle(listed, report, dry_run)
-        report.gone = self._gone(since, until, listed)
+        report.gone = self._gone(rows, listed)
         if not dry_run:
-            for prefix, objs in everything.items():
+            for prefix, objs in kept.items():
                 tail = self._tail(prefix)
                 tail.start, tail.settled = "", set()
                 report.watermarks[prefix] = tail.advance(objs, settled, now, since)
@@ -153,13 +172,13 @@ class Reconciler:
         )
         return True
 
-    def _gone(self, since: datetime, until: datetime, listed: dict[str, StoredObject]) -> list[str]:
-        """Registered objects of the window the bucket no longer has (each stat-ed: the row's and
-        the listing's times could straddle the window's edge)."""
+    def _gone(self, rows: list[dict[str, Any]], listed: dict[str, StoredObject]) -> list[str]:
+        """Registered objects of the window (``rows``) the bucket no longer has (each stat-ed: the
+        row's and the listing's times could straddle the window's edge)."""
         store = self.service.store
         base = store.uri("")
         gone = []
-        for row in self.service.registry.audit.stored_between(since, until, uri_prefix=base):
+        for row in rows:
             uri = row["uri"]
             if uri in listed:
                 continue
@@ -171,3 +190,15 @@ class Reconciler:
             except ObsIngestError as exc:  # cannot tell now: not reported as gone
                 log_event(log, "reconcile.stat_failed", logging.WARNING, uri=uri, error=str(exc))
         return gone
+
+
+def nights(since: datetime, stored: set[str], every_night: bool = False) -> Callable[[int], bool]:
+    """Which nights (day_obs) a sweep of the window from ``since`` lists. An object created in the
+    window was observed in it (day_obs >= the UTC date of ``since`` less a day: day_obs is the
+    date at UTC-12h), every later night included; or sent late, an earlier night's: its
+    notification's siblings are registered in the window (``stored``: their nights are listed),
+    unless notifications were down (the window is widened) or it came before the facility's
+    start: those sweeps, the first one and ``obsingest reconcile`` by hand, list ``every_night``."""
+    first = int((since - timedelta(days=1)).strftime("%Y%m%d"))
+    late = {night for name in stored for part in name.split("/") if (night := night_of(part)) is not None}
+    return lambda night: every_night or night >= first or night in late

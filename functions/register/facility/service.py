@@ -253,7 +253,13 @@ class FacilityService:
         started = time.monotonic()
         widened = since < now - timedelta(seconds=self.window)
         full = widened or started - self._last_full >= self.full_every
-        report = self.reconciler.run(since) if full else self.reconciler.run_new(since)
+        # widened (notifications were down, a long stop) or the first sweep (what happened before
+        # it is unknown): a late upload of an old night may have lost its notification with all
+        # its siblings', so the sweep lists every night (the nights it can hold otherwise)
+        every_night = widened or self._last_full == float("-inf")
+        report = (
+            self.reconciler.run(since, every_night=every_night) if full else self.reconciler.run_new(since)
+        )
         if full:
             self._last_full = started
         self._add(**{"full_sweeps" if full else "incremental_passes": 1})
