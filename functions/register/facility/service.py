@@ -44,6 +44,8 @@ CATALOGUE_COUNTS = {
 
 #: how far before the first unseen canary the reconcile window starts after an outage
 OUTAGE_MARGIN = timedelta(minutes=2)
+#: how often a full sweep lists every night of the bucket, not only those its window can hold
+EVERY_NIGHT_SECONDS = 86400.0
 
 
 @dataclass
@@ -102,6 +104,7 @@ class FacilityService:
     _resume_known: bool = False
     _last_repair: float = float("-inf")
     _last_full: float = float("-inf")
+    _last_every_night: float = float("-inf")
     _last_purge: float = float("-inf")
     _canary_seen: datetime | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -253,15 +256,16 @@ class FacilityService:
         started = time.monotonic()
         widened = since < now - timedelta(seconds=self.window)
         full = widened or started - self._last_full >= self.full_every
-        # widened (notifications were down, a long stop) or the first sweep (what happened before
-        # it is unknown): a late upload of an old night may have lost its notification with all
-        # its siblings', so the sweep lists every night (the nights it can hold otherwise)
-        every_night = widened or self._last_full == float("-inf")
+        # an old night's CCD sent late may have lost its notification with all its siblings':
+        # the first sweep, a widened one and one a day list every night (else those the window can hold)
+        every_night = widened or started - self._last_every_night >= EVERY_NIGHT_SECONDS
         report = (
             self.reconciler.run(since, every_night=every_night) if full else self.reconciler.run_new(since)
         )
         if full:
             self._last_full = started
+            if every_night:
+                self._last_every_night = started
         self._add(**{"full_sweeps" if full else "incremental_passes": 1})
         self.state["last_full_sweep_seconds" if full else "last_incremental_seconds"] = (
             time.monotonic() - started

@@ -134,3 +134,22 @@ def test_the_pass_drains_the_outbox_and_redrives_due_letters(env, monkeypatch):
     stats = service.snapshot()
     assert stats["outbox_published"] == 1 and stats["outbox_pending"] == 0
     assert stats["redriven"] == 1
+
+
+def test_full_sweeps_list_every_night_at_first_and_once_a_day(env, monkeypatch):
+    """Between, a full sweep lists only the nights its window can hold (a bucket keeps months):
+    an old night's CCD sent late whose notification was lost is found within a day."""
+    from functions.register.facility import service as module
+
+    service = facility(env, full_every=60.0)
+    asked: list[bool] = []
+    run = service.reconciler.run
+    monkeypatch.setattr(
+        service.reconciler, "run", lambda since, **kw: asked.append(kw["every_night"]) or run(since, **kw)
+    )
+    clock = [1000.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: clock[0])
+    for hours in (0, 0.5, 23, 24.1, 25):
+        clock[0] = 1000.0 + hours * 3600
+        service._reconcile(datetime.now(UTC), datetime.now(UTC) - timedelta(seconds=service.window))
+    assert asked == [True, False, False, True, False]
