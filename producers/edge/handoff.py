@@ -5,6 +5,7 @@ so no locks. A file is offered once per (mtime, size).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -126,18 +127,14 @@ class HandoffIntake:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._observer: Any = None
+        self._rewatch_at = 0.0
+        self._unwatched: str | None = None  # the problem while no watcher runs
 
     # lifecycle -------------------------------------------------------------------------------
     def start(self) -> None:
-        from watchdog.observers import Observer
-
         self.root.mkdir(parents=True, exist_ok=True)
         self.scan()
-        self._observer = Observer()
-        self._observer.schedule(
-            self, str(self.root), recursive=True, event_filter=_watched(self.settings.complete)
-        )
-        self._observer.start()
+        self._observer = self._watch()
         self._thread = threading.Thread(target=self._run, name="edge-handoff", daemon=True)
         self._thread.start()
 
@@ -148,6 +145,35 @@ class HandoffIntake:
             self._observer.join(timeout=5)
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+    def _watch(self) -> Any:
+        from watchdog.observers import Observer
+
+        observer = Observer()
+        observer.schedule(self, str(self.root), recursive=True, event_filter=_watched(self.settings.complete))
+        observer.start()
+        return observer
+
+    def _check_watcher(self, now: float) -> None:
+        """A watcher thread that died (an inotify error ends it silently) leaves new files to the
+        next rescan, past the budget: start a new one, then scan for what it missed."""
+        observer = self._observer
+        if now < self._rewatch_at or observer is None:
+            return
+        if observer.is_alive() and all(emitter.is_alive() for emitter in observer.emitters):
+            return
+        log_event(log, "handoff.watcher_died", logging.ERROR, root=str(self.root))
+        self._rewatch_at = now + 5.0  # a failing restart is tried every 5 s, not every tick
+        with contextlib.suppress(Exception):
+            observer.stop()
+        try:
+            self._observer = self._watch()
+        except OSError as exc:
+            self._unwatched = f"source-unwatched: hand-off directory {self.root}: {exc}"
+            self._set_problem(self._unwatched)
+            return
+        self._unwatched = None
+        self.scan()
 
     def request_rescan(self) -> None:
         self._events.put(("rescan", "", ""))
@@ -228,7 +254,7 @@ class HandoffIntake:
         except OSError as exc:
             self._set_problem(f"source-unreadable: hand-off directory {self.root}: {exc}")
             return
-        self._set_problem(None)
+        self._set_problem(self._unwatched)
         # forget what no longer is here (moved out with its directory, or gone before a restart
         # that the journal's finished files were read at): weeks of files otherwise
         self._taken = {path: seen for path, seen in self._taken.items() if path in visited}
@@ -342,6 +368,7 @@ class HandoffIntake:
                     f"(timeout {self.settings.incomplete_timeout:g} s): the writer never finished it"
                 )
                 self._offer(Found("incomplete", path, None, mtime, error, size=st.st_size))
+        self._check_watcher(now)
         if now >= self._next_scan:
             self.scan()
 

@@ -296,3 +296,37 @@ def test_a_full_scan_forgets_taken_files_that_are_no_longer_there(tmp_path: Path
     night.rename(tmp_path / "archive")  # watchdog reports the directory, not its files
     intake.scan()
     assert intake._taken == {}
+
+
+def test_a_watcher_that_died_is_replaced_or_reported(tmp_path: Path, monkeypatch) -> None:
+    """An inotify error ends watchdog's thread silently: new CCDs would wait for the 30 s rescan
+    (six budgets) while /health said ready. A new watcher is started; one that cannot start is a
+    problem until one can."""
+    found: list[Found] = []
+    problems: list[str | None] = []
+    intake = HandoffIntake(
+        tmp_path,
+        lambda f: found.append(f) or True,
+        problems.append,
+        settings=EdgeSettings(rescan_interval=30),
+    )
+    intake.start()
+    watch = intake._watch
+
+    def broken() -> None:
+        raise OSError(28, "inotify watch limit reached")
+
+    try:
+        monkeypatch.setattr(intake, "_watch", broken)
+        for emitter in list(intake._observer.emitters):
+            emitter.stop()
+            emitter.join(timeout=5)
+        wait_for(lambda: problems and problems[-1] and "source-unwatched" in problems[-1])
+        monkeypatch.setattr(intake, "_watch", watch)
+        wait_for(lambda: problems[-1] is None, timeout=15)  # a new watcher, 5 s later
+        data_id = DataId("LSSTCam", 2026112200002, 3)
+        (tmp_path / ".x.tmp").write_bytes(ccd_file(data_id))
+        (tmp_path / ".x.tmp").rename(tmp_path / data_id.identity().file_name)
+        wait_for(lambda: len(found) == 1, timeout=5)  # by the new watcher, not the 30 s rescan
+    finally:
+        intake.stop()
