@@ -672,6 +672,8 @@ class EdgeService:
         """``GET /health``: ready | degraded (with reasons) | starting | draining | stopped, and
         the counts."""
         reasons = [r for r in (self.refusal.reason, self._source_problem) if r]
+        if self.pool is not None and (broken := self.pool.broken()):
+            reasons.append(f"worker-pool: {broken}")
         scheduler, exhausted = self.scheduler, self.exhausted
         if exhausted is not None:
             reasons.append(f"{exhausted.reason}: {str(exhausted)[:300]}; retrying until it is back")

@@ -25,12 +25,15 @@ from multiprocessing.context import ForkContext, ForkServerContext, SpawnContext
 from typing import Any, cast
 
 from obsingest.logs import get_logger, log_event
+from obsingest.retry import RetryPolicy
 from producers.edge.errors import UnexpectedError, WorkerCrashed
 
 log = get_logger("obsingest.edge.worker")
 
 #: ``on_result(job_id, ok, value)``: value is the handler's return (ok) or the error (not ok)
 ResultCallback = Callable[[Any, bool, Any], None]
+#: waits between attempts to refill a slot whose worker could not be replaced (EMFILE, ENOMEM)
+RESPAWN_BACKOFF = RetryPolicy(base_delay=0.5, max_delay=30.0, deadline=None, jitter=False)
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,19 @@ class WorkerInit:
 def _resolve(target: str) -> Any:
     module, _, name = target.partition(":")
     return getattr(import_module(module), name)
+
+
+def _sendable(reply: tuple[bool, Any]) -> tuple[bool, Any]:
+    """``reply``, its error replaced by a stand-in if the parent could not rebuild it (it does
+    not pickle, or does not unpickle: an ``__init__`` taking more than the message)."""
+    ok, error = reply
+    if ok:
+        return reply
+    try:
+        pickle.loads(pickle.dumps(error))
+    except Exception as exc:
+        return False, UnexpectedError(f"{type(error).__name__}: {error} (cannot be sent back: {exc!r})")
+    return reply
 
 
 def _send_safely(conn: Connection, message: Any) -> bool:
@@ -78,7 +94,7 @@ def worker_main(conn: Connection, init: WorkerInit, log_level: str = "INFO") -> 
         try:
             reply: tuple[bool, Any] = (True, handler(payload))
         except Exception as exc:  # reported to the parent, which classifies it
-            reply = (False, exc)
+            reply = _sendable((False, exc))
         if not _send_safely(conn, (job_id, reply)):
             return
     close = getattr(handler, "close", None)
@@ -136,6 +152,8 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._workers: list[_Worker] = []
+        #: slot index -> (failed respawns, when to try again): a worker that could not be replaced
+        self._vacant: dict[int, tuple[int, float]] = {}
         self._stopping = False
         self._collector: threading.Thread | None = None
 
@@ -145,14 +163,19 @@ class WorkerPool:
             ForkContext | ForkServerContext | SpawnContext, self._respawn_ctx if respawn else self._ctx
         )
         parent, child = ctx.Pipe(duplex=True)
-        process = ctx.Process(
-            target=worker_main,
-            args=(child, self.init, self.log_level),
-            name=f"{self.name}-worker-{index}",
-            daemon=True,
-        )
-        process.start()
-        child.close()
+        try:
+            process = ctx.Process(
+                target=worker_main,
+                args=(child, self.init, self.log_level),
+                name=f"{self.name}-worker-{index}",
+                daemon=True,
+            )
+            process.start()
+        except BaseException:
+            parent.close()  # a start that failed (EMFILE, ENOMEM) leaks no descriptors
+            raise
+        finally:
+            child.close()
         return _Worker(index, process, parent, pid=process.pid or 0)
 
     def start(self, timeout: float = 300.0) -> None:
@@ -172,7 +195,7 @@ class WorkerPool:
         def ready() -> bool:  # checked at every worker's news (ready, died)
             if self.stats.restarts > 3 * self.size and any(not w.ready for w in self._workers):
                 raise RuntimeError(f"{self.name} workers keep dying while starting up")
-            return all(w.ready for w in self._workers)
+            return not self._vacant and all(w.ready for w in self._workers)
 
         with self._changed:
             if not self._changed.wait_for(ready, timeout):
@@ -207,6 +230,18 @@ class WorkerPool:
         with self._lock:
             return [w.pid for w in self._workers]
 
+    def broken(self) -> str | None:
+        """Why the pool is not whole (its collector thread dead, a slot without a worker), or
+        None when it is (or is not running: not launched yet, stopping)."""
+        with self._lock:
+            if self._collector is None or self._stopping:
+                return None
+            if not self._collector.is_alive():
+                return "the result collector thread is dead: no result is delivered"
+            if self._vacant:
+                return f"{len(self._vacant)} of {self.size} worker(s) could not be replaced, retrying"
+        return None
+
     def submit(self, job_id: Any, payload: Any) -> bool:
         """Give ``payload`` to an idle worker; False if none is idle (or the pool is stopping)."""
         with self._lock:
@@ -224,23 +259,29 @@ class WorkerPool:
     # collector -------------------------------------------------------------------------------
     def _collect(self) -> None:
         while True:
-            with self._lock:
-                if self._stopping and all(not w.process.is_alive() for w in self._workers):
-                    return
-                waitables: dict[Any, _Worker] = {}
-                for w in self._workers:
-                    waitables[w.conn] = w
-                    waitables[w.process.sentinel] = w
-            try:
-                ready = wait(list(waitables), timeout=0.5)
-            except OSError:
-                ready = []
-            for item in ready:
-                worker = waitables[item]
-                if item is worker.conn:
-                    self._receive(worker)
-                else:
-                    self._died(worker)
+            try:  # a fault must not end the thread: no result would ever be delivered again
+                with self._lock:
+                    if self._stopping and all(not w.process.is_alive() for w in self._workers):
+                        return
+                    if self._vacant:
+                        self._refill()
+                    waitables: dict[Any, _Worker] = {}
+                    for w in self._workers:
+                        waitables[w.conn] = w
+                        waitables[w.process.sentinel] = w
+                try:
+                    ready = wait(list(waitables), timeout=0.5)
+                except OSError:
+                    ready = []
+                for item in ready:
+                    worker = waitables[item]
+                    if item is worker.conn:
+                        self._receive(worker)
+                    else:
+                        self._died(worker)
+            except Exception as exc:
+                log_event(log, "pool.collector_failed", logging.ERROR, error=repr(exc))
+                time.sleep(0.1)  # a fault that repeats is logged, not spun on
 
     def _receive(self, worker: _Worker) -> None:
         try:
@@ -248,7 +289,23 @@ class WorkerPool:
         except (EOFError, OSError):
             worker.process.join(timeout=0.1)  # exiting: let the sentinel tell, without spinning
             return
+        except Exception as exc:  # a message that cannot be rebuilt here (it does not unpickle)
+            self._unreadable(worker, exc)
+            return
         self._handle(worker, message)
+
+    def _unreadable(self, worker: _Worker, exc: Exception) -> None:
+        """Fail the worker's job with an UnexpectedError and replace the worker (killed, its
+        exit is handled as any other's): its pipe is not to be trusted any more."""
+        with self._changed:
+            job, worker.job, worker.ready = worker.job, None, False
+            self._changed.notify_all()
+        log_event(log, "pool.unreadable_result", logging.ERROR, pid=worker.pid, job=str(job), error=repr(exc))
+        with contextlib.suppress(OSError):
+            worker.process.kill()
+        if job is not None:
+            error = UnexpectedError(f"worker pid {worker.pid}'s result for {job} cannot be read: {exc!r}")
+            self._deliver(job, False, error)
 
     def _handle(self, worker: _Worker, message: Any) -> None:
         if message[0] == "ready":
@@ -277,6 +334,9 @@ class WorkerPool:
                 message = worker.conn.recv()
             except (EOFError, OSError):
                 break
+            except Exception as exc:
+                self._unreadable(worker, exc)
+                break
             self._handle(worker, message)
         worker.process.join(timeout=1)
         code = worker.process.exitcode
@@ -288,9 +348,8 @@ class WorkerPool:
                 self._workers.remove(worker)
             stopping = self._stopping
             if not stopping:
-                replacement = self._spawn(worker.index, respawn=True)
-                self._workers.append(replacement)
-                self.stats.restarts += 1
+                self._vacant[worker.index] = (0, 0.0)
+                self._refill()
             self._changed.notify_all()
         with contextlib.suppress(OSError):
             worker.conn.close()
@@ -303,6 +362,34 @@ class WorkerPool:
             )
         elif not stopping:
             log_event(log, "pool.worker_exited", logging.WARNING, pid=worker.pid, exit=what)
+
+    def _refill(self) -> None:
+        """Replace the workers of vacant slots that are due (holding the lock); a slot whose
+        spawn fails (EMFILE, ENOMEM, fork refused) stays empty until its backoff ends."""
+        now = time.monotonic()
+        for index, (failures, due) in list(self._vacant.items()):
+            if now < due:
+                continue
+            try:
+                replacement = self._spawn(index, respawn=True)
+            except Exception as exc:
+                failures += 1
+                wait_s = RESPAWN_BACKOFF.backoff_cap(failures)
+                self._vacant[index] = (failures, now + wait_s)
+                log_event(
+                    log,
+                    "pool.respawn_failed",
+                    logging.ERROR,
+                    slot=index,
+                    failures=failures,
+                    retry_in_s=wait_s,
+                    error=repr(exc),
+                )
+                continue
+            del self._vacant[index]
+            self._workers.append(replacement)
+            self.stats.restarts += 1
+            self._changed.notify_all()
 
 
 def _describe_exit(code: int | None) -> str:

@@ -1,8 +1,10 @@
 """The edge service through its Python API, on a file:// store (no services): acked outcomes,
-duplicates, over-budget reported not dropped, quarantine, the health endpoint, refusing."""
+duplicates, over-budget reported not dropped, quarantine, the health endpoint (degraded when the
+worker pool is not whole), refusing."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -83,6 +85,17 @@ def test_health_endpoint_reports_counts(edge: EdgeService) -> None:
     assert resp.status_code == 200 and body["status"] == "ready"
     assert body["journal"]["acked"] >= 2 and body["journal"]["quarantined"] >= 1
     assert requests.get(f"http://127.0.0.1:{port}/nope", timeout=5).status_code == 404
+
+
+def test_a_broken_worker_pool_makes_health_degraded(edge: EdgeService, monkeypatch) -> None:
+    assert edge.pool is not None and edge.health()["status"] == "ready"
+    dead = threading.Thread(target=lambda: None)  # a collector that died: nothing is delivered
+    dead.start()
+    dead.join()
+    monkeypatch.setattr(edge.pool, "_collector", dead)
+    health = edge.health()
+    assert health["status"] == "degraded"
+    assert any(r.startswith("worker-pool: ") and "collector" in r for r in health["reasons"])
 
 
 def test_below_the_free_space_floor_new_work_is_refused(edge: EdgeService, tmp_path: Path) -> None:
