@@ -149,7 +149,7 @@ class HandoffIntake:
     def _watch(self) -> Any:
         from watchdog.observers import Observer
 
-        observer = Observer()
+        observer: Any = Observer()  # watchdog dispatches to any object with ``dispatch``
         observer.schedule(self, str(self.root), recursive=True, event_filter=_watched(self.settings.complete))
         observer.start()
         return observer

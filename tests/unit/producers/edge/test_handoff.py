@@ -304,12 +304,12 @@ def test_a_watcher_that_died_is_replaced_or_reported(tmp_path: Path, monkeypatch
     problem until one can."""
     found: list[Found] = []
     problems: list[str | None] = []
-    intake = HandoffIntake(
-        tmp_path,
-        lambda f: found.append(f) or True,
-        problems.append,
-        settings=EdgeSettings(rescan_interval=30),
-    )
+
+    def take(f: Found) -> bool:
+        found.append(f)
+        return True
+
+    intake = HandoffIntake(tmp_path, take, problems.append, settings=EdgeSettings(rescan_interval=30))
     intake.start()
     watch = intake._watch
 
