@@ -1,6 +1,7 @@
 """Listing a bucket for reconciliation (``ObjectStore`` has none): GCS's ``list_blobs`` or a walk
 of a local store, both from a name (``start_offset``), as the incremental reconcile needs; and
-``list_nights``, which lists only the nights (``.../{day_obs}/`` prefixes) a sweep asks for.
+``list_nights``, which lists only the nights (``.../{day_obs}/`` prefixes) a sweep asks for;
+``lanes``, a prefix's instrument prefixes, each listed from its own watermark.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from obsingest import defaults
+from obsingest.camera import INSTRUMENTS
 from obsingest.errors import ObsIngestError, RetriableError
 from obsingest.store.base import ObjectStore, StoredObject
 
@@ -144,3 +147,44 @@ def list_nights(
             yield from list_nights(store, sub, wanted, depth - 1)
         elif wanted(night):
             yield from iter_objects(store, sub)
+
+
+def splits(prefix: str) -> bool:
+    """Whether ``prefix`` is above the instruments (``raw/``, ``quarantine/``): it names no
+    instrument and no night, and ends a level."""
+    ends_a_level = not prefix or prefix.endswith("/")
+    return ends_a_level and not any(part in INSTRUMENTS or night_of(part) for part in prefix.split("/"))
+
+
+def lane_of(prefix: str, name: str, raw: str = defaults.RAW_PREFIX) -> str | None:
+    """The lane (see ``lanes``) of ``name``, an object under ``prefix``; None for an object lying
+    directly at one of its levels (outside the layout)."""
+    if not splits(prefix):
+        return prefix
+    rest = name[len(prefix) :]
+    if rest.startswith(raw):
+        prefix, rest = prefix + raw, rest[len(raw) :]
+    head, slash, _ = rest.partition("/")
+    return f"{prefix}{head}/" if slash else None
+
+
+def lanes(
+    store: ObjectStore, prefix: str, raw: str = defaults.RAW_PREFIX
+) -> tuple[list[StoredObject], list[str]]:
+    """What the incremental reconcile lists ``prefix`` as: one lane per instrument prefix
+    (``raw/{instrument}/``; ``quarantine/raw/{instrument}/`` under the quarantine prefix, whose
+    names are the raw ones), each from its own watermark, as names sort by instrument first; and
+    the objects lying directly at those levels. Any other sub-prefix is a lane of its own; a prefix
+    at or below an instrument or a night is one lane. One delimiter listing per level (two under
+    the quarantine prefix)."""
+    if not splits(prefix):
+        return [], [prefix]
+    objects, subs = children(store, prefix)
+    found: list[str] = []
+    for sub in subs:
+        if sub == prefix + raw:
+            more, deeper = children(store, sub)
+            objects, found = objects + more, found + deeper
+        else:
+            found.append(sub)
+    return objects, found

@@ -1,7 +1,7 @@
 """Reconcile the bucket with the registry: register what a lost notification missed (through
 ``RegisterService``), report rows whose object is gone. ``run`` sweeps the full window (every
-night, or only the nights it can hold: the service's routine sweeps); ``run_new`` lists from each
-prefix's watermark, so its cost follows what is new.
+night, or only the nights it can hold: the service's routine sweeps); ``run_new`` lists each
+instrument prefix (``listing.lanes``) from its own watermark, so its cost follows what is new.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from functions.register.facility.listing import list_nights, list_objects, night_of
+from functions.register.facility import listing
+from functions.register.facility.listing import lane_of, list_nights, list_objects, night_of
 from functions.register.facility.watermark import PrefixTail
 from functions.register.service import RegisterService
 from obsingest.errors import ObjectMissing, ObsIngestError, RetriableError
@@ -37,6 +38,7 @@ class ReconcileReport:
     gone: list[str] = field(default_factory=list)
     dry_run: bool = False
     mode: str = "full"
+    #: lane (instrument prefix, ``listing.lanes``) -> the name its next incremental pass lists from
     watermarks: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -58,14 +60,17 @@ class Reconciler:
     #: the watermarks' ``lag`` and ``hold`` (seconds, ``PrefixTail``)
     lag: float = 120.0
     hold: float = 1800.0
+    #: one per lane (``listing.lanes``: an instrument prefix), found again by every pass
     tails: dict[str, PrefixTail] = field(default_factory=dict)
+    #: names of the objects lying directly at a prefix's levels (outside the layout) now settled
+    loose: set[str] = field(default_factory=set)
 
-    def _tail(self, prefix: str) -> PrefixTail:
-        if prefix not in self.tails:
+    def _tail(self, lane: str) -> PrefixTail:
+        if lane not in self.tails:
             # an object younger than the grace is not checked yet: it must hold the watermark
             hold = max(self.hold, self.grace + self.lag)
-            self.tails[prefix] = PrefixTail(prefix, lag=self.lag, hold=hold)
-        return self.tails[prefix]
+            self.tails[lane] = PrefixTail(lane, lag=self.lag, hold=hold)
+        return self.tails[lane]
 
     def run(
         self, since: datetime, until: datetime | None = None, dry_run: bool = False, every_night: bool = True
@@ -81,45 +86,79 @@ class Reconciler:
         base = store.uri("")
         rows = self.service.registry.audit.stored_between(since, until, uri_prefix=base)
         wanted = nights(since, {uri[len(base) :] for uri in (row["uri"] for row in rows)}, every_night)
-        # what the watermark looks at: the young (``lag``) and the unsettled (never before since)
+        # what the watermarks look at: the young (``lag``) and the unsettled (never before since)
         kept_from = min(since, now - timedelta(seconds=self.lag))
-        kept: dict[str, list[StoredObject]] = {}
+        kept: dict[str, list[StoredObject]] = {}  # per lane
+        last: dict[str, StoredObject] = {}
+        loose: list[StoredObject] = []
         for prefix in self.prefixes:
-            kept[prefix] = objs = []
-            last: StoredObject | None = None
+            kept.update((found, []) for found in listing.lanes(store, prefix)[1])  # idle lanes too
             for obj in list_nights(store, prefix, wanted):
+                lane = lane_of(prefix, obj.name)
+                if lane is None:
+                    loose.append(obj)
+                    continue
+                objs = kept.setdefault(lane, [])
                 if obj.time_created >= kept_from:
                     objs.append(obj)
-                if last is None or obj.name > last.name:
-                    last = obj
-            if last is not None and last not in objs:
-                objs.append(last)  # the watermark's fallback: the last name listed
-        window = [obj for objs in kept.values() for obj in objs if since <= obj.time_created < until]
+                if lane not in last or obj.name > last[lane].name:
+                    last[lane] = obj
+        for lane, obj in last.items():
+            if obj not in kept[lane]:
+                kept[lane].append(obj)  # the watermark's fallback: the last name listed
+        window = [
+            obj
+            for obj in (*loose, *(o for objs in kept.values() for o in objs))
+            if since <= obj.time_created < until
+        ]
         listed = {store.uri(obj.name): obj for obj in window}
         report.listed = len(listed)
         settled = self._settle(listed, report, dry_run)
         report.gone = self._gone(rows, listed)
         if not dry_run:
-            for prefix, objs in kept.items():
-                tail = self._tail(prefix)
-                tail.start, tail.settled = "", set()
-                report.watermarks[prefix] = tail.advance(objs, settled, now, since)
+            # an idle lane (nothing in the nights listed) starts at the window's first night: the
+            # incremental passes list what comes, not the lane's past
+            floor = "" if every_night else f"{since - timedelta(days=1):%Y%m%d}/"
+            self.tails = {}
+            for lane, objs in kept.items():
+                tail = self._tail(lane)
+                tail.start = "" if objs else f"{lane}{floor}"
+                report.watermarks[lane] = tail.advance(objs, settled, now, since)
+            self.loose = settled & {obj.name for obj in loose}
         self._log(report)
         return report
 
     def run_new(self, since: datetime) -> ReconcileReport:
-        """The incremental pass: from each prefix's watermark, register what is not settled yet."""
+        """The incremental pass: each lane (instrument prefix) from its own watermark, and the
+        objects lying outside them, register what is not settled yet. The lanes are found again
+        every pass (a delimiter listing per level: ``raw/``, ``quarantine/``, ``quarantine/raw/``),
+        so a new instrument's first CCD is seen by the next pass."""
         now = self.clock()
         until = now - timedelta(seconds=self.grace)
         report = ReconcileReport(since=since, until=until, mode="incremental")
         store = self.service.store
+        loose: list[StoredObject] = []
+        found: list[str] = []
         for prefix in self.prefixes:
-            tail = self._tail(prefix)
-            objs = list_objects(store, prefix, start_offset=tail.start)
+            objects, lanes = listing.lanes(store, prefix)
+            loose += objects
+            found += lanes
+        self.tails = {lane: tail for lane, tail in self.tails.items() if lane in found}
+        for lane in found:
+            tail = self._tail(lane)
+            objs = list_objects(store, lane, start_offset=tail.start)
             report.listed += len(objs)
             fresh = {store.uri(obj.name): obj for obj in tail.unchecked(objs, since, until)}
             settled = self._settle(fresh, report)
-            report.watermarks[prefix] = tail.advance(objs, settled, now, since)
+            report.watermarks[lane] = tail.advance(objs, settled, now, since)
+        report.listed += len(loose)
+        names = {obj.name for obj in loose}
+        fresh = {
+            store.uri(obj.name): obj
+            for obj in loose
+            if obj.name not in self.loose and since <= obj.time_created < until
+        }
+        self.loose = (self.loose | self._settle(fresh, report)) & names
         self._log(report)
         return report
 

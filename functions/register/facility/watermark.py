@@ -1,4 +1,5 @@
-"""The incremental reconcile's memory of one prefix: a watermark name to list from, moved up to the
+"""The incremental reconcile's memory of one lane (an instrument prefix, ``listing.lanes``: names
+sort by instrument first, so instruments do not share one): a watermark name to list from, moved up to the
 lowest name still open (younger than ``lag``, or unsettled and younger than ``hold``), and the names
 at or after it already settled. What falls below is left to the full-window sweep.
 """

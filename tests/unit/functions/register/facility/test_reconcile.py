@@ -154,7 +154,7 @@ def test_the_full_sweep_lists_only_the_nights_its_window_can_hold(nights):
     assert report.listed == NightsBucket.PER_NIGHT  # the window: one night
     # that night and the one before (day_obs is the date at UTC-12h), not the ten stored
     assert nights.bucket.returned <= 2 * NightsBucket.PER_NIGHT
-    assert report.watermarks["raw/"] == max(o.name for o in nights.bucket.objects)
+    assert report.watermarks["raw/LSSTCam/"] == max(o.name for o in nights.bucket.objects)
 
 
 def test_the_full_sweep_lists_an_old_night_sent_late_or_every_night_when_widened(nights):

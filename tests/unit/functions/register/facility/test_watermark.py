@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from functions.register.facility.listing import below, list_objects
+from functions.register.facility.listing import below, lane_of, lanes, list_objects
 from functions.register.facility.reconcile import Reconciler
 from functions.register.facility.watermark import PrefixTail
 from obsingest.dataid import DataId
@@ -165,8 +165,8 @@ def test_incremental_passes_list_from_the_watermark_and_ask_only_about_what_is_n
     assert (again.missing, asked) == (0, [])
     clock.now += timedelta(seconds=120)
     reconciler.run_new(since)
-    assert reconciler.tails["raw/"].start.endswith("CC_O_20261122_000005_R22_S22.fits")
-    assert len(reconciler.tails["raw/"].settled) == 1
+    assert reconciler.tails["raw/LSSTComCam/"].start.endswith("CC_O_20261122_000005_R22_S22.fits")
+    assert len(reconciler.tails["raw/LSSTComCam/"].settled) == 1
 
 
 def test_a_failed_registration_is_tried_again_by_the_next_incremental_pass(env, monkeypatch):
@@ -224,7 +224,95 @@ def test_objects_within_a_long_grace_hold_the_watermark_until_they_are_checked(e
     clock.now += timedelta(seconds=1800)  # past lag and hold, not yet past the grace
     assert reconciler.run_new(since).missing == 0
     first = DataId("LSSTComCam", 2026112200001, 0).object_name()
-    assert reconciler.tails["raw/"].start == first  # held at the unchecked objects
+    assert reconciler.tails["raw/LSSTComCam/"].start == first  # held at the unchecked objects
     clock.now += timedelta(seconds=1801)
     report = reconciler.run_new(since)
     assert report.outcomes == {"registered": 2}
+
+
+def send(env, instrument: str, exposure: int, detectors: range) -> None:
+    for detector in detectors:
+        did = DataId(instrument, exposure, detector)
+        DirectUploader(env.store).send(did, small_ccd(exposure, detector, instrument), NOW)
+
+
+def test_each_instrument_keeps_its_own_watermark_so_a_lost_ccd_of_either_is_registered(env, monkeypatch):
+    # names sort by instrument first: raw/LATISS/... < raw/LSSTCam/...; one watermark for raw/
+    # held by LSSTCam's open exposure rose past every LATISS name, so a new LATISS CCD whose
+    # notification was lost waited for the full sweep (30 min), not the next pass
+    from obsingest.store import local
+
+    clock = Clock()
+
+    class StoreTime(datetime):  # the store stamps objects with the test's clock
+        @classmethod
+        def now(cls, tz=None):
+            return clock.now
+
+    monkeypatch.setattr(local, "datetime", StoreTime)
+    reconciler = Reconciler(env.service, ("raw/", "quarantine/"), grace=15.0, lag=60.0, clock=clock)
+    since = clock.now - timedelta(hours=1)
+    send(env, "LATISS", 2026112200001, range(1))
+    send(env, "LSSTCam", 2026112200001, range(3))
+    env.deliver_all()
+    clock.now += timedelta(seconds=120)
+    assert reconciler.run(since).missing == 0
+    send(env, "LSSTCam", 2026112200002, range(3))  # LSSTCam keeps arriving: open for 60 s
+    env.deliver_all()
+    clock.now += timedelta(seconds=16)
+    assert reconciler.run_new(since).missing == 0
+    send(env, "LATISS", 2026112200002, range(1))
+    lose_notifications(env)  # the new LATISS CCD's notification is lost
+    clock.now += timedelta(seconds=16)  # past the grace
+    report = reconciler.run_new(since)
+    assert report.outcomes == {"registered": 1} and report.consistent
+    assert env.registry.count_datasets() == 8
+    # each from its own watermark: LATISS's last settled name and the new one, LSSTCam's open 3
+    assert report.listed == 2 + 3
+    assert set(report.watermarks) == {"raw/LATISS/", "raw/LSSTCam/"}
+    assert report.watermarks["raw/LSSTCam/"].startswith("raw/LSSTCam/20261122/MC_O_20261122_000002/")
+
+
+def test_lanes_are_the_instrument_prefixes_of_raw_and_of_the_quarantine(env):
+    send(env, "LATISS", 2026112200001, range(1))
+    send(env, "LSSTCam", 2026112200001, range(1))
+    parked = f"quarantine/{DataId('LATISS', 2026112200001, 0).object_name()}/sha256-ab.fits.fz"
+    env.store.put(parked, b"x")
+    env.store.put("raw/stray.fits", b"x")  # outside the layout: checked on every pass
+    loose, raw_lanes = lanes(env.store, "raw/")
+    assert ([o.name for o in loose], raw_lanes) == (["raw/stray.fits"], ["raw/LATISS/", "raw/LSSTCam/"])
+    assert lanes(env.store, "quarantine/") == ([], ["quarantine/raw/LATISS/"])
+    assert lanes(env.store, "raw/LSSTCam/") == ([], ["raw/LSSTCam/"])  # at an instrument: one lane
+    found = {o.name: lane_of(p, o.name) for p in ("raw/", "quarantine/") for o in list_objects(env.store, p)}
+    assert found == {
+        DataId("LATISS", 2026112200001, 0).object_name(): "raw/LATISS/",
+        DataId("LSSTCam", 2026112200001, 0).object_name(): "raw/LSSTCam/",
+        parked: "quarantine/raw/LATISS/",
+        "raw/stray.fits": None,
+    }
+
+
+def test_a_new_instrument_and_a_stray_object_are_reconciled_by_the_next_incremental_pass(env):
+    clock = Clock()
+    reconciler = Reconciler(env.service, ("raw/", "quarantine/"), grace=0.0, lag=60.0, clock=clock)
+    since = clock.now - timedelta(hours=1)
+    send(env, "LSSTCam", 2026112200001, range(2))
+    env.deliver_all()
+    clock.now += timedelta(seconds=120)
+    sweep = reconciler.run(since, every_night=False)
+    assert set(sweep.watermarks) == {"raw/LSSTCam/"}
+    send(env, "LATISS", 2026112200001, range(1))  # an instrument the sweep never saw
+    env.store.put("raw/stray.fits", b"not fits")
+    lose_notifications(env)
+    clock.now += timedelta(seconds=1)
+    report = reconciler.run_new(since)
+    assert report.outcomes == {"registered": 1, "quarantined": 1} and report.consistent
+    assert set(report.watermarks) == {"raw/LATISS/", "raw/LSSTCam/"}
+    assert reconciler.run_new(since).missing == 0  # the quarantined stray counts as settled
+    assert reconciler.loose == {"raw/stray.fits"}
+    clock.now += timedelta(seconds=120)
+    # the sweep of the window's nights: an idle lane starts at the window's first night
+    env.store.put("raw/LSSTComCam/20200101/CC_O_20200101_000001/x.fits", b"x")
+    resweep = reconciler.run(since, every_night=False)
+    day = f"{since - timedelta(days=1):%Y%m%d}"
+    assert resweep.watermarks["raw/LSSTComCam/"] == f"raw/LSSTComCam/{day}/"
