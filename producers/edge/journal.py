@@ -31,6 +31,8 @@ _OPEN, _OTHER = (
 )
 #: the planner would walk every acked row through items_state
 _BY_ACK = "INDEXED BY items_acked"
+#: how often ``counts`` counts every acked item again (a clock stepped back can hide some)
+RECOUNT_SECONDS = 86400.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS items (
@@ -157,8 +159,8 @@ class Journal:
             _add_missing_columns(self._db)
         except sqlite3.Error as exc:
             raise _spool_error(exc, self.path) from exc
-        #: (when, how many items were acked before then), counted once for ``counts``
-        self._acked_before: tuple[float, int] | None = None
+        #: for ``counts``: (a time, how many items were acked before it, when they were counted in full)
+        self._acked_before: tuple[float, int, float] | None = None
 
     # transactions ----------------------------------------------------------------------------
     @contextmanager
@@ -273,16 +275,17 @@ class Journal:
 
     def counts(self) -> dict[str, int]:
         """Items by state (every state present, zeros included). The acked, a month of them, are
-        counted in full once (~0.1 s per million rows, holding the journal); then those acked
-        since are added, seeking an index."""
-        if self._acked_before is None:
-            now, sql = time.time(), "SELECT COUNT(*) FROM items WHERE state = 'acked' AND acked_at < ?"
-            self._acked_before = (now, self._rows(sql, (now,))[0][0])
-        until, before = self._acked_before
-        since = self._rows(
-            f"SELECT COUNT(*) FROM items {_BY_ACK} WHERE state = 'acked' AND acked_at >= ?", (until,)
-        )
-        rows = self._rows(f"SELECT state, COUNT(*) FROM items WHERE {_OTHER} GROUP BY state")
+        counted in full once a day (~0.1 s per million rows, holding the journal); between, those
+        acked since the last count (``purge`` moves it up every hour) are added, seeking an index."""
+        with self._lock:
+            if self._acked_before is None or time.monotonic() - self._acked_before[2] >= RECOUNT_SECONDS:
+                now, sql = time.time(), "SELECT COUNT(*) FROM items WHERE state = 'acked' AND acked_at < ?"
+                self._acked_before = (now, self._rows(sql, (now,))[0][0], time.monotonic())
+            until, before, _ = self._acked_before
+            since = self._rows(
+                f"SELECT COUNT(*) FROM items {_BY_ACK} WHERE state = 'acked' AND acked_at >= ?", (until,)
+            )
+            rows = self._rows(f"SELECT state, COUNT(*) FROM items WHERE {_OTHER} GROUP BY state")
         return dict.fromkeys(STATES, 0) | {r[0]: r[1] for r in rows} | {"acked": before + since[0][0]}
 
     def oldest_unacknowledged_readout(self) -> float | None:
@@ -293,16 +296,20 @@ class Journal:
     def purge(self, older_than: float) -> int:
         """Forget items acked, and exposure manifests recorded, before ``older_than`` (epoch
         seconds); how many items. Kept until then so that a late second hand-off of the same CCD
-        is recognised as already sent."""
-        until, before = self._acked_before or (older_than, 0)
-        delete = f"DELETE FROM items {_BY_ACK} WHERE state = 'acked' AND acked_at >= ? AND acked_at < ?"
-        with self._tx() as db:
+        is recognised as already sent. Moves ``counts``' cut up to now (less a minute for acks
+        being committed), so that what it adds stays an hour's acks, not the uptime's."""
+        span = f"FROM items {_BY_ACK} WHERE state = 'acked' AND acked_at >= ? AND acked_at < ?"
+        with self._lock, self._tx() as db:
             db.execute("DELETE FROM exposures WHERE seen_at < ?", (older_than,))
-            counted = db.execute(delete, (0.0, min(until, older_than))).rowcount  # in ``before``
-            purged = counted + db.execute(delete, (until, older_than)).rowcount
-        if self._acked_before is not None:
-            self._acked_before = (until, before - counted)
-        return purged
+            if self._acked_before is None:
+                return int(db.execute(f"DELETE {span}", (0.0, older_than)).rowcount)
+            until, before, counted_at = self._acked_before
+            counted = db.execute(f"DELETE {span}", (0.0, min(until, older_than))).rowcount  # in ``before``
+            purged = counted + db.execute(f"DELETE {span}", (until, older_than)).rowcount
+            later = max(until, time.time() - 60.0)
+            added = db.execute(f"SELECT COUNT(*) {span}", (until, later)).fetchone()[0]
+            self._acked_before = (later, before - counted + added, counted_at)
+        return int(purged)
 
     # exposures and meta ----------------------------------------------------------------------
     def record_exposure(self, instrument: str, exposure: int, manifest_json: str) -> None:
