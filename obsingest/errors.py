@@ -38,9 +38,10 @@ def _rebuild_error(cls: type[ObsIngestError], args: tuple[Any, ...]) -> ObsInges
 
 
 def _picklable(value: Any) -> Any:
-    """``value``, or a stand-in naming it when unpicklable (a library error holding a socket)."""
+    """``value``, or a stand-in naming it when it does not survive pickling (a library error
+    holding a socket, or whose ``__init__`` takes more than its message)."""
     try:
-        pickle.dumps(value)
+        pickle.loads(pickle.dumps(value))
     except Exception:
         if isinstance(value, BaseException):
             return RuntimeError(f"{type(value).__name__}: {value}")

@@ -109,3 +109,21 @@ def test_an_unpicklable_attribute_is_replaced_by_a_stand_in_not_an_error() -> No
         copy = pickle.loads(pickle.dumps(error))
     assert "socket" in copy.sock
     assert copy.attempts == 1
+
+
+class _TwoArgumentError(Exception):
+    """A library error whose ``__init__`` takes more than its message: it pickles, then fails to
+    unpickle in the receiving process."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def test_an_attribute_that_does_not_unpickle_is_replaced_and_the_error_keeps_its_kind() -> None:
+    """An edge worker's transient failure must reach the service as retriable, not as a crash."""
+    error = RetriesExhausted("gave up", "connection", 2, ConnectionResetError("x"))
+    error.cause = _TwoArgumentError("reset by peer", 104)  # type: ignore[attr-defined]
+    copy = pickle.loads(pickle.dumps(error))
+    assert copy.retriable and copy.attempts == 2
+    assert isinstance(copy.cause, RuntimeError) and "reset by peer" in str(copy.cause)
