@@ -140,11 +140,11 @@ class HandoffIntake:
 
     def stop(self) -> None:
         self._stop.set()
+        if self._thread is not None:  # first: it may replace the watcher until it ends
+            self._thread.join(timeout=5)
         if self._observer is not None:
             self._observer.stop()
             self._observer.join(timeout=5)
-        if self._thread is not None:
-            self._thread.join(timeout=5)
 
     def _watch(self) -> Any:
         from watchdog.observers import Observer
