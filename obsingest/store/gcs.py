@@ -489,8 +489,8 @@ class GcsStore:
                 name,
                 lambda remaining: self._send("DELETE", url, remaining, None, None, ok=(200, 204)),
             )
-        except api_exceptions.NotFound as exc:
-            if "bucket" in str(exc).lower():
+        except api_exceptions.NotFound as exc:  # GCS: "No such object: ..." is done
+            if "bucket does not exist" in str(exc).lower():
                 raise
 
     def close(self) -> None:

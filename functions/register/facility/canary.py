@@ -104,15 +104,21 @@ class CanaryWatch:
                     for r in rows.values()
                     if r.name.startswith(self.prefix) and r.written_at is not None
                 }
-                newest = max((at for at, _ in ours.values()), default=now)
+                # the predecessor's newest (not the one this watch has just written)
+                mine = self._last_written or now
+                newest = max((at for at, _ in ours.values() if at < mine), default=now)
                 recent = newest - timedelta(seconds=2 * (self.every + self.timeout))
                 self._mine = [name for name, (at, seen) in ours.items() if seen is None or at >= recent]
             delete = getattr(self.store, "delete", None)
             for name in list(self._mine):
                 row = rows.get(name)
                 if row is None or row.seen_at is not None:
-                    if delete is not None:
-                        delete(name)  # idempotent: an adopted one may be gone already
+                    try:
+                        if delete is not None:
+                            delete(name)  # idempotent: an adopted one may be gone already
+                    except Exception as exc:  # the store's own errors: this one next pass
+                        log_event(log, "canary.delete_failed", logging.WARNING, canary=name, error=str(exc))
+                        continue
                     self._mine.remove(name)
             self.audit.purge_canaries(KEEP, now)
         except Exception as exc:  # the store's delete raises its library's own errors

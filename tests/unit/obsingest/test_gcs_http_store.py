@@ -179,11 +179,13 @@ def test_delete_is_one_request_a_missing_object_is_done_and_a_missing_bucket_not
     from google.api_core import exceptions as api_exceptions
 
     http = ScriptedHttp(
-        Answer(204, b""), Answer(404, b"No such object"), Answer(404, b"The specified bucket does not exist.")
+        Answer(204, b""),
+        Answer(404, b"No such object: bkt/bucket/b.fits"),
+        Answer(404, b"The specified bucket does not exist."),
     )
     store(http).delete("a/b.fits")
     assert http.calls == [("DELETE", "http://gcs.invalid/storage/v1/b/bkt/o/a%2Fb.fits", None)]
-    store(http).delete("a/b.fits")
+    store(http).delete("bucket/b.fits")  # a name with "bucket" in it is still an object's 404
     assert len(http.calls) == 2
     with pytest.raises(api_exceptions.NotFound):
         store(http).delete("a/b.fits")

@@ -115,3 +115,16 @@ def test_a_restarted_watch_deletes_the_canaries_its_crashed_predecessor_left(env
         assert second.tick().healthy
     left = [p.name for p in (env.store.root / "canary").iterdir()]
     assert orphan.name not in left and len(left) == 1  # the newest, not seen yet
+
+
+def test_a_watch_restarted_minutes_later_still_deletes_a_seen_canary_left_behind(env) -> None:
+    """Killed after its canary was seen but before it was deleted, restarted ten minutes later."""
+    clock = Clock()
+    first = CanaryWatch(env.store, env.registry.audit, "canary/", every=30, timeout=60, clock=clock)
+    first.tick()
+    assert deliver_canaries(env) == 1  # seen ... and the facility is killed before its next tick
+    [left] = (env.store.root / "canary").iterdir()
+    clock.advance(600)
+    second = CanaryWatch(env.store, env.registry.audit, "canary/", every=30, timeout=60, clock=clock)
+    second.tick()
+    assert left.name not in [p.name for p in (env.store.root / "canary").iterdir()]
