@@ -73,11 +73,18 @@ class Reconciler:
         return self.tails[lane]
 
     def run(
-        self, since: datetime, until: datetime | None = None, dry_run: bool = False, every_night: bool = True
+        self,
+        since: datetime,
+        until: datetime | None = None,
+        dry_run: bool = False,
+        every_night: bool = True,
+        late_since: datetime | None = None,
     ) -> ReconcileReport:
         """The full sweep of [since, min(until, now - grace)): register what is missing, report
         what is gone, re-seed the watermarks. Lists every night, or only those the window can hold
-        (``nights``) unless ``every_night``; keeps only the window's objects (and the watermark's)."""
+        (``nights``) unless ``every_night``; keeps only the window's objects (and the watermark's),
+        and, listing every night, those created since ``late_since`` in the nights a routine sweep
+        skips (an old night's CCD sent late: only such a sweep lists it)."""
         now = self.clock()
         latest = now - timedelta(seconds=self.grace)
         until = min(until, latest) if until else latest
@@ -85,7 +92,9 @@ class Reconciler:
         store = self.service.store
         base = store.uri("")
         rows = self.service.registry.audit.stored_between(since, until, uri_prefix=base)
-        wanted = nights(since, {uri[len(base) :] for uri in (row["uri"] for row in rows)}, every_night)
+        stored = {uri[len(base) :] for uri in (row["uri"] for row in rows)}
+        wanted, routine = nights(since, stored, every_night), nights(since, stored)
+        late: list[StoredObject] = []
         # what the watermarks look at: the young (``lag``) and the unsettled (never before since)
         kept_from = min(since, now - timedelta(seconds=self.lag))
         kept: dict[str, list[StoredObject]] = {}  # per lane
@@ -94,6 +103,10 @@ class Reconciler:
         for prefix in self.prefixes:
             kept.update((found, []) for found in listing.lanes(store, prefix)[1])  # idle lanes too
             for obj in list_nights(store, prefix, wanted):
+                if late_since is not None and late_since <= obj.time_created < since:
+                    night = next((n for part in obj.name.split("/") if (n := night_of(part))), None)
+                    if night is not None and not routine(night):
+                        late.append(obj)
                 lane = lane_of(prefix, obj.name)
                 if lane is None:
                     loose.append(obj)
@@ -106,7 +119,7 @@ class Reconciler:
         for lane, obj in last.items():
             if obj not in kept[lane]:
                 kept[lane].append(obj)  # the watermark's fallback: the last name listed
-        window = [
+        window = late + [
             obj
             for obj in (*loose, *(o for objs in kept.values() for o in objs))
             if since <= obj.time_created < until

@@ -105,6 +105,8 @@ class FacilityService:
     _last_repair: float = float("-inf")
     _last_full: float = float("-inf")
     _last_every_night: float = float("-inf")
+    #: the window's start of the last sweep that listed every night (the next one reaches back to it)
+    _every_night_since: datetime | None = None
     _last_purge: float = float("-inf")
     _canary_seen: datetime | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -259,13 +261,15 @@ class FacilityService:
         # an old night's CCD sent late may have lost its notification with all its siblings':
         # the first sweep, a widened one and one a day list every night (else those the window can hold)
         every_night = widened or started - self._last_every_night >= EVERY_NIGHT_SECONDS
-        report = (
-            self.reconciler.run(since, every_night=every_night) if full else self.reconciler.run_new(since)
-        )
+        if not full:
+            report = self.reconciler.run_new(since)
+        elif every_night:
+            report = self.reconciler.run(since, every_night=True, late_since=self._every_night_since)
+            self._last_every_night, self._every_night_since = started, since
+        else:
+            report = self.reconciler.run(since, every_night=False)
         if full:
             self._last_full = started
-            if every_night:
-                self._last_every_night = started
         self._add(**{"full_sweeps" if full else "incremental_passes": 1})
         self.state["last_full_sweep_seconds" if full else "last_incremental_seconds"] = (
             time.monotonic() - started

@@ -179,3 +179,15 @@ def test_local_listing_of_nights_walks_down_to_the_night_and_skips_the_unwanted(
     assert [
         o.name for o in listing.list_nights(env.store, "raw/LSSTComCam/20261122/", lambda n: False)
     ] == everything
+
+
+def test_the_daily_every_night_sweep_reaches_back_to_the_last_for_late_ccds_of_old_nights(nights):
+    """An old night's CCD sent late, created between two daily sweeps but outside any routine
+    window that lists its night (none does), its notification lost, no sibling registered."""
+    old = nights.bucket.objects[0]
+    nights.bucket.objects[0] = replace(old, time_created=nights.since - timedelta(hours=10))
+    assert nights.reconciler.run(nights.since, every_night=False).listed == NightsBucket.PER_NIGHT
+    assert nights.reconciler.run(nights.since).listed == NightsBucket.PER_NIGHT  # outside the window
+    late_since = nights.since - timedelta(hours=24)  # the last daily sweep's window start
+    report = nights.reconciler.run(nights.since, late_since=late_since)
+    assert report.listed == NightsBucket.PER_NIGHT + 1

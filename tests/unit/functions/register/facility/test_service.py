@@ -137,19 +137,27 @@ def test_the_pass_drains_the_outbox_and_redrives_due_letters(env, monkeypatch):
 
 
 def test_full_sweeps_list_every_night_at_first_and_once_a_day(env, monkeypatch):
-    """Between, a full sweep lists only the nights its window can hold (a bucket keeps months):
-    an old night's CCD sent late whose notification was lost is found within a day."""
+    """Between, a full sweep lists only the nights its window can hold (a bucket keeps months);
+    the daily one reaches back to the last one's window for an old night's CCD sent late whose
+    notification was lost."""
     from functions.register.facility import service as module
 
     service = facility(env, full_every=60.0)
-    asked: list[bool] = []
+    asked: list[tuple[bool, datetime | None]] = []
     run = service.reconciler.run
-    monkeypatch.setattr(
-        service.reconciler, "run", lambda since, **kw: asked.append(kw["every_night"]) or run(since, **kw)
-    )
+
+    def spy(since, **kw):
+        asked.append((kw["every_night"], kw.get("late_since")))
+        return run(since, **kw)
+
+    monkeypatch.setattr(service.reconciler, "run", spy)
     clock = [1000.0]
     monkeypatch.setattr(module.time, "monotonic", lambda: clock[0])
+    starts = []
     for hours in (0, 0.5, 23, 24.1, 25):
         clock[0] = 1000.0 + hours * 3600
-        service._reconcile(datetime.now(UTC), datetime.now(UTC) - timedelta(seconds=service.window))
-    assert asked == [True, False, False, True, False]
+        now = datetime.now(UTC)
+        starts.append(now - timedelta(seconds=service.window))
+        service._reconcile(now, starts[-1])
+    assert [every for every, _ in asked] == [True, False, False, True, False]
+    assert [late for _, late in asked] == [None, None, None, starts[0], None]
