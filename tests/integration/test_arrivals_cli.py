@@ -71,13 +71,23 @@ def test_tail_prints_each_ccd_once_and_survives_an_undecodable_message(
 
     first, second = _arrival(2026112700007, 0), _arrival(2026112700007, 1)
     publisher = pubsub.publisher()
-    for data in (first.encode(), first.encode(), b"not an arrival", second.encode()):
+    for data in (first.encode(), first.encode(), b"not an arrival"):
         publisher.publish(topic, data).result(timeout=30)
+    # Pub/Sub keeps no order: the second CCD only once the undecodable one was met (else the
+    # tail could reach --limit 2 before it)
+    out, err = "", ""
+    deadline = time.monotonic() + 30
+    while "undecodable" not in err and time.monotonic() < deadline:
+        time.sleep(0.1)
+        captured = capsys.readouterr()
+        out, err = out + captured.out, err + captured.err
+    publisher.publish(topic, second.encode()).result(timeout=30)
     tail.join(timeout=60)
 
     assert not tail.is_alive(), "arrivals tail did not stop after --limit 2"
     assert codes == [0]
-    out, err = capsys.readouterr()
+    captured = capsys.readouterr()
+    out, err = out + captured.out, err + captured.err
     lines = {line["dataset_id"]: line for line in map(json.loads, out.splitlines())}  # in any order
     assert len(out.splitlines()) == 2
     assert set(lines) == {str(first.dataset_id), str(second.dataset_id)}
