@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -91,16 +92,23 @@ def _listing(store: ObjectStore, local: Callable[..., Any], gcs: Callable[..., A
     raise TypeError(f"cannot list a {type(store).__name__}: reconcile lists GCS or local dirs")
 
 
+@contextmanager
+def _listing_failed(store: ObjectStore, prefix: str) -> Iterator[None]:
+    """Any error but the project's own, listing ``prefix``, as ListingFailed (try again later)."""
+    try:
+        yield
+    except ObsIngestError:
+        raise
+    except Exception as exc:  # google-api-core, requests, OSError
+        raise ListingFailed(f"listing {store.uri(prefix)!r}: {type(exc).__name__}: {exc}") from exc
+
+
 def iter_objects(store: ObjectStore, prefix: str, start_offset: str = "") -> Iterator[StoredObject]:
     """Objects under ``prefix`` named ``start_offset`` or later, one page at a time;
     ListingFailed if unlistable."""
     lister = _listing(store, _list_local, _list_gcs)
-    try:
+    with _listing_failed(store, prefix):
         yield from lister(store, prefix, start_offset)
-    except ObsIngestError:
-        raise
-    except Exception as exc:  # google-api-core, requests, OSError: all "try again later"
-        raise ListingFailed(f"listing {store.uri(prefix)!r}: {type(exc).__name__}: {exc}") from exc
 
 
 def list_objects(store: ObjectStore, prefix: str, start_offset: str = "") -> list[StoredObject]:
@@ -111,12 +119,8 @@ def list_objects(store: ObjectStore, prefix: str, start_offset: str = "") -> lis
 def children(store: ObjectStore, prefix: str) -> tuple[list[StoredObject], list[str]]:
     """One level of ``prefix`` (a ``/`` delimiter listing): its objects and its sub-prefixes."""
     lister = _listing(store, _children_local, _children_gcs)
-    try:
+    with _listing_failed(store, prefix):
         result: tuple[list[StoredObject], list[str]] = lister(store, prefix)
-    except ObsIngestError:
-        raise
-    except Exception as exc:  # as in iter_objects
-        raise ListingFailed(f"listing {store.uri(prefix)!r}: {type(exc).__name__}: {exc}") from exc
     return result
 
 
@@ -129,6 +133,11 @@ def night_of(prefix: str) -> int | None:
     return int(part) if _NIGHT.fullmatch(part) else None
 
 
+def nights_in(name: str) -> list[int]:
+    """The day_obs that a name's (or prefix's) parts name, in order (one in the layout)."""
+    return [night for part in name.split("/") if (night := night_of(part)) is not None]
+
+
 def list_nights(
     store: ObjectStore, prefix: str, wanted: Callable[[int], bool], depth: int = 3
 ) -> Iterator[StoredObject]:
@@ -136,7 +145,7 @@ def list_nights(
     night (``{instrument}/``, ``raw/{instrument}/`` in quarantine) are walked one delimiter
     listing at a time, down to ``depth`` levels; a night is listed whole if wanted, skipped if
     not; anything else (a prefix at or below a night, a name outside the layout) is listed whole."""
-    if depth <= 0 or any(night_of(part) for part in prefix.split("/")):
+    if depth <= 0 or nights_in(prefix):
         yield from iter_objects(store, prefix)
         return
     objects, prefixes = children(store, prefix)

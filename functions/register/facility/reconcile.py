@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from functions.register.facility import listing
-from functions.register.facility.listing import lane_of, list_nights, list_objects, night_of
+from functions.register.facility.listing import lane_of, list_nights, list_objects, nights_in
 from functions.register.facility.watermark import PrefixTail
 from functions.register.service import RegisterService
 from obsingest.errors import ObjectMissing, ObsIngestError, RetriableError
@@ -104,8 +104,8 @@ class Reconciler:
             kept.update((found, []) for found in listing.lanes(store, prefix)[1])  # idle lanes too
             for obj in list_nights(store, prefix, wanted):
                 if late_since is not None and late_since <= obj.time_created < since:
-                    night = next((n for part in obj.name.split("/") if (n := night_of(part))), None)
-                    if night is not None and not routine(night):
+                    found = nights_in(obj.name)
+                    if found and not routine(found[0]):
                         late.append(obj)
                 lane = lane_of(prefix, obj.name)
                 if lane is None:
@@ -252,5 +252,5 @@ def nights(since: datetime, stored: set[str], every_night: bool = False) -> Call
     unless notifications were down (the window is widened) or it came before the facility's
     start: those sweeps, the first one and ``obsingest reconcile`` by hand, list ``every_night``."""
     first = int((since - timedelta(days=1)).strftime("%Y%m%d"))
-    late = {night for name in stored for part in name.split("/") if (night := night_of(part)) is not None}
+    late = {night for name in stored for night in nights_in(name)}
     return lambda night: every_night or night >= first or night in late

@@ -191,3 +191,15 @@ def test_the_daily_every_night_sweep_reaches_back_to_the_last_for_late_ccds_of_o
     late_since = nights.since - timedelta(hours=24)  # the last daily sweep's window start
     report = nights.reconciler.run(nights.since, late_since=late_since)
     assert report.listed == NightsBucket.PER_NIGHT + 1
+
+
+def test_a_store_that_cannot_be_listed_is_listing_failed_a_retriable_error(env, monkeypatch):
+    def broken(*_args):
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(listing, "_list_local", broken)
+    monkeypatch.setattr(listing, "_children_local", broken)
+    for attempt in (lambda: list_objects(env.store, "raw/"), lambda: listing.children(env.store, "raw/")):
+        with pytest.raises(listing.ListingFailed, match="disk gone") as info:
+            attempt()
+        assert info.value.retriable
