@@ -95,3 +95,33 @@ def test_incremental_passes_on_gcs_register_what_is_new_and_ask_only_about_it(se
     assert len(service.registry.datasets()) == 18
     asked.clear()
     assert reconciler.run_new(since).missing == 0 and asked == []
+
+
+@pytest.mark.parametrize("server", ["refusing", "hung"])
+def test_an_unreachable_store_fails_a_listing_in_seconds(server, monkeypatch) -> None:
+    """A pass also holds the canary, the outbox drain and the redrive: a store that refuses
+    connections, or accepts and never answers, fails the listing within the listing's own bounds,
+    not after the library's 120 s of retries (89 s refused, over 2 min hung, before)."""
+    import socket
+    import time
+
+    from functions.register.facility import listing
+
+    monkeypatch.setattr(listing, "PAGE_TIMEOUT", (1.0, 2.0), raising=False)
+    monkeypatch.setattr(listing, "RETRY_SECONDS", 3.0, raising=False)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    if server == "hung":
+        sock.listen(16)  # the kernel accepts; nobody answers
+    else:
+        sock.close()
+    try:
+        store = GcsStore("unreachable", endpoint=f"http://127.0.0.1:{port}")
+        for lister in (listing.list_objects, listing.children):
+            started = time.monotonic()
+            with pytest.raises(listing.ListingFailed, match="unreachable/raw/"):
+                lister(store, "raw/")
+            assert time.monotonic() - started < 20
+    finally:
+        sock.close()

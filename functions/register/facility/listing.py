@@ -23,10 +23,24 @@ class ListingFailed(RetriableError, reason="listing-failed"):
     """The bucket could not be listed (store down, network): the next pass tries again."""
 
 
+#: each page's (connect, read) timeout and the retries' total, in seconds: a pass also holds the
+#: canary, the outbox drain and the redrive, so an unlistable store fails it in seconds (the next
+#: pass tries again) rather than after the library's 120 s of retries, once per listing
+PAGE_TIMEOUT = (5.0, 30.0)
+RETRY_SECONDS = 15.0
+
+
+def _gcs_pages(store: Any, **query: Any) -> Any:
+    from google.cloud.storage.retry import DEFAULT_RETRY
+
+    retry = DEFAULT_RETRY.with_timeout(RETRY_SECONDS)
+    return store.client.list_blobs(store.bucket, timeout=PAGE_TIMEOUT, retry=retry, **query)
+
+
 def _list_gcs(store: Any, prefix: str, start_offset: str) -> Iterator[StoredObject]:
     from obsingest.store.gcs import stored_object  # google.api_core: GCS listings only
 
-    blobs = store.client.list_blobs(store.bucket, prefix=prefix or None, start_offset=start_offset or None)
+    blobs = _gcs_pages(store, prefix=prefix or None, start_offset=start_offset or None)
     return (stored_object(blob, store.bucket) for blob in blobs)
 
 
@@ -57,7 +71,7 @@ def _list_local(store: Any, prefix: str, start_offset: str) -> Iterator[StoredOb
 def _children_gcs(store: Any, prefix: str) -> tuple[list[StoredObject], list[str]]:
     from obsingest.store.gcs import stored_object
 
-    blobs = store.client.list_blobs(store.bucket, prefix=prefix or None, delimiter="/")
+    blobs = _gcs_pages(store, prefix=prefix or None, delimiter="/")
     objects = [stored_object(blob, store.bucket) for blob in blobs]  # every page: then .prefixes
     return objects, sorted(blobs.prefixes)
 
