@@ -2,9 +2,10 @@
 
 The journal (``SPOOL/backfill.sqlite3``, the edge's format) gets every file as ``seen`` before
 anything is sent, each batch as ``sent`` before a worker gets it, each file as ``acked`` once the
-store provably holds its bytes. A rerun re-puts what is not acked: the store is create-once, so a
-file that did arrive answers "exists" and is verified. Commits are not fsynced: an OS crash only
-loses acks, redone as re-verifications, and nothing irreversible follows an ack.
+store provably holds its bytes. A rerun re-puts what is not acked (the quarantined too): the
+store is create-once, so a file that did arrive answers "exists" and is verified. Commits are
+not fsynced: an OS crash only loses acks, redone as re-verifications, and nothing irreversible
+follows an ack.
 """
 
 from __future__ import annotations
@@ -201,7 +202,9 @@ def run_backfill(config: BackfillConfig, out: TextIO = sys.stderr) -> BackfillRe
         # keyed by where the file is (stable across reruns), not by the object its header names
         journal.add_many(Entry(key=f.name, source=str(f.path), size=f.size) for f in files)
         wanted = {f.name for f in files}
-        todo = [e for e in journal.pending() if e.key in wanted]
+        # the quarantined too: what refused them may be fixed (a stale object, a permission);
+        # a file still bad fails again with its reason, so exit 0 means every file is in
+        todo = [e for e in journal.pending() + journal.quarantined() if e.key in wanted]
         report = BackfillReport(files=len(files), already_done=len(files) - len(todo))
         log_event(
             log,

@@ -133,3 +133,38 @@ def test_a_result_for_a_crashed_worker_comes_back_for_a_retry(tmp_path: Path) ->
         assert "RuntimeError" in report.failed["k0"]
     finally:
         journal.close()
+
+
+def test_a_rerun_retries_the_files_a_permanent_failure_stopped(tmp_path: Path) -> None:
+    """A file refused for a reason outside itself (another object under its name, a permission,
+    a missing bucket) is fixed outside the backfill; the rerun must send it, not count it as
+    already done and exit 0 with it missing from the store. A file that is still bad fails again
+    with its reason."""
+    from obsingest.dataid import DataId
+    from obsingest.errors import ObjectMissing
+    from obsingest.store.local import LocalDirStore
+    from producers.backfill.run import run_backfill
+    from tests.fixtures.camera_files import ccd_file
+
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    data_id = DataId("LSSTCam", 2025041500060, 1)
+    (archive / "good.fits").write_bytes(ccd_file(data_id))
+    (archive / "junk.fits").write_bytes(b"not a FITS file")
+    store = LocalDirStore(tmp_path / "store", notify=False)
+    name = data_id.object_name(prefix="")
+    store.put(name, b"other bytes, stale")  # in the way: the first run's put is refused
+    config = BackfillConfig(
+        [str(archive)], f"file://{tmp_path / 'store'}", tmp_path / "spool", 1, progress=False
+    )
+
+    first = run_backfill(config)
+    assert set(first.failed) == {"good.fits", "junk.fits"}
+
+    store.delete(name)  # the operator removes the stale object
+    with pytest.raises(ObjectMissing):
+        store.stat(name)
+    second = run_backfill(config)
+    assert second.stored == 1, second.table()
+    assert store.stat(name).size == (archive / "good.fits").stat().st_size
+    assert set(second.failed) == {"junk.fits"} and second.failed["junk.fits"].startswith("corrupt-file")
