@@ -155,7 +155,10 @@ class _Run:
                 done, self.results = self.results, []
                 self.outstanding -= len(done)
             for keys, ok, value in done:
-                if not ok:  # the worker failed the whole batch: each file retried
+                if not ok and len(keys) > 1:  # the worker died on one file, maybe: each alone
+                    batches.extend([by_key[k]] for k in keys)
+                    continue
+                if not ok:  # the worker failed on this file: retried
                     reason, error = getattr(value, "reason", "error"), f"{type(value).__name__}: {value}"
                     value = [FileResult(k, False, retriable=True, reason=reason, error=error) for k in keys]
                 retry += [by_key[r.key] for r in self._record(value, updates)]

@@ -168,3 +168,42 @@ def test_a_rerun_retries_the_files_a_permanent_failure_stopped(tmp_path: Path) -
     assert second.stored == 1, second.table()
     assert store.stat(name).size == (archive / "good.fits").stat().st_size
     assert set(second.failed) == {"junk.fits"} and second.failed["junk.fits"].startswith("corrupt-file")
+
+
+class PoisonPool(FakePool):
+    """A worker dies on any batch holding a poison file (out of memory on it, say)."""
+
+    def __init__(self, size: int, journal: Journal, poison: set[str]) -> None:
+        super().__init__(size, journal, fail=set())
+        self.poison = poison
+
+    def _answer(self, keys: list[str]) -> None:
+        if not self.poison & set(keys):
+            super()._answer(keys)
+            return
+        with self.lock:
+            self.busy -= 1
+        assert self.run is not None
+        self.run.on_result(keys, False, RuntimeError("worker pid 1 died (killed by SIGKILL)"))
+
+
+def test_a_file_that_kills_its_worker_does_not_hold_back_its_batch(tmp_path: Path) -> None:
+    """Every retry round batches the same files together again: one that kills its worker failed
+    its batch-mates in every round and every rerun, good files never sent."""
+    journal = Journal(tmp_path, name="backfill.sqlite3")
+    try:
+        journal.add_many(Entry(key=f"k{i}", source=f"/src/{i}", size=10) for i in range(8))
+        todo = journal.pending()
+        report = BackfillReport(files=8)
+        run = _Run(BackfillConfig(["x"], "gs://b", tmp_path, 1, batch=4), journal, report, None)
+        pool = PoisonPool(1, journal, poison={"k2"})
+        run.pool = pool  # type: ignore[assignment]
+        pool.run = run
+        retry = run.run_round(pool, todo)  # type: ignore[arg-type]
+        for thread in pool.threads:
+            thread.join()
+        assert [e.key for e in retry] == ["k2"]
+        assert set(report.failed) == {"k2"} and "SIGKILL" in report.failed["k2"]
+        assert journal.counts()["acked"] == 7
+    finally:
+        journal.close()
