@@ -66,5 +66,14 @@ def expand_sources(sources: list[str], prefix: str = "") -> list[SourceFile]:
     for path, rel in pairs:
         name = prefix + rel.as_posix()
         if name not in out:
-            out[name] = SourceFile(path, name, path.stat().st_size)
+            out[name] = SourceFile(path, name, _size(path))
     return list(out.values())
+
+
+def _size(path: Path) -> int:
+    """0 for a file that is not there (a dangling link, a listed file moved since): its worker
+    fails it with its reason (``source-vanished``) and the others are sent."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
