@@ -24,7 +24,10 @@ class SourceFile:
 
 
 def _walk(root: Path) -> Iterator[Path]:
-    for dirpath, dirnames, filenames in os.walk(root):
+    def unlistable(exc: OSError) -> None:  # os.walk would skip it, and its files, silently
+        raise OSError(exc.errno, f"backfill source {root}: cannot list {exc.filename}: {exc.strerror}")
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unlistable):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
             if not name.startswith("."):

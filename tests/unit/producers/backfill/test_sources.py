@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -80,3 +81,22 @@ def test_a_dangling_link_or_a_listed_file_gone_fails_alone(tree: Path) -> None:
     listing = tree / "list.txt"
     listing.write_text(f"{tree / 'a/1.fz'}\n{tree / 'a/moved.fz'}\n")
     assert [f.name for f in expand_sources([f"@{listing}"])] == ["1.fz", "moved.fz"]
+
+
+def test_a_directory_that_cannot_be_listed_is_an_error_naming_it(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """os.walk skips a directory it cannot list (permission denied, an I/O error) without a word:
+    every file below it was left out, and the backfill said every file was in (exit 0)."""
+    import os
+
+    scandir = os.scandir
+
+    def refusing(path: Any) -> Any:
+        if str(path).endswith("/b"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refusing)
+    with pytest.raises(OSError, match=r"a/b.*Permission denied"):
+        expand_sources([str(tree / "a")])
