@@ -154,6 +154,11 @@ class KafkaChunkSender:
         if delivery.errors:
             raise self._classify(delivery.errors[0], data_id, producer)
         partitions = {p for p, _ in delivery.offsets}
+        if len(partitions) > 1:  # the topic gained partitions mid-CCD: no assembler sees it whole
+            raise ChunkDeliveryFailed(
+                f"{data_id.key}: chunks landed in partitions {sorted(partitions)} of {self.topic}, "
+                "not one: resend the whole CCD"
+            )
         offsets = sorted(o for _, o in delivery.offsets)
         result = KafkaSendResult(
             status="acked",

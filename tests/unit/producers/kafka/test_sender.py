@@ -189,3 +189,22 @@ def test_a_fatal_error_replaces_the_producer_instead_of_failing_every_ccd_after(
     assert s.send(DATA_ID, fits_bytes(8000), READOUT).status == "acked"
     assert len(FatalOnceProducer.made) == 2
     assert FatalOnceProducer.made[1].config["client.id"] == "edge-7"
+
+
+class RepartitionedProducer(FakeProducer):
+    """The topic gained partitions while a CCD was being produced: the key maps elsewhere from
+    the second chunk on (librdkafka partitions at produce() with the metadata it has then)."""
+
+    def poll(self, _timeout=0):
+        served, self.pending = self.pending, []
+        for callback, err, msg in served:
+            callback(err, FakeMessage(2 if msg.offset() == 100 else 5, msg.offset()))
+        return len(served)
+
+
+def test_a_ccd_whose_chunks_landed_in_two_partitions_is_not_acked():
+    """The assembler rebuilds a CCD from one partition: one split by a partition increase is
+    never completed there (dead-lettered as incomplete), yet every chunk was acknowledged and
+    send() said acked, so the edge never sent it again."""
+    with pytest.raises(ChunkDeliveryFailed, match="partitions"):
+        sender(RepartitionedProducer()).send(DATA_ID, fits_bytes(8000), READOUT)
