@@ -1,8 +1,9 @@
 """``obsingest backfill`` / ``python -m producers.backfill``: options and the run.
 
 Exit codes: 0 every file verified in the store; 1 some files failed (listed with reasons); 2 bad
-command line; 73 the spool (journal) cannot be used; 75 every failure was a resource run out
-(destination full, rate-limited, ...: one line names it). Rerunning the same command resumes.
+command line, or a source that cannot be listed; 73 the spool (journal) cannot be used; 75 every
+failure was a resource run out (destination full, rate-limited, ...: one line names it).
+Rerunning the same command resumes.
 Imports only the standard library at import time (``obsingest --help`` uses ``add_arguments``).
 """
 
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         report = run_backfill(config)
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, OSError) as exc:  # a source missing or that cannot be listed
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except (SpoolFull, SpoolUnavailable) as exc:

@@ -2,9 +2,10 @@
 
 The journal (``SPOOL/backfill.sqlite3``, the edge's format) gets every file as ``seen`` before
 anything is sent, each batch as ``sent`` before a worker gets it, each file as ``acked`` once the
-store provably holds its bytes. A rerun re-puts what is not acked: the store is create-once, so a
-file that did arrive answers "exists" and is verified. Commits are not fsynced: an OS crash only
-loses acks, redone as re-verifications, and nothing irreversible follows an ack.
+store provably holds its bytes. A rerun re-puts what is not acked (the quarantined too): the
+store is create-once, so a file that did arrive answers "exists" and is verified. Commits are
+not fsynced: an OS crash only loses acks, redone as re-verifications, and nothing irreversible
+follows an ack.
 """
 
 from __future__ import annotations
@@ -154,7 +155,10 @@ class _Run:
                 done, self.results = self.results, []
                 self.outstanding -= len(done)
             for keys, ok, value in done:
-                if not ok:  # the worker failed the whole batch: each file retried
+                if not ok and len(keys) > 1:  # the worker died on one file, maybe: each alone
+                    batches.extend([by_key[k]] for k in keys)
+                    continue
+                if not ok:  # the worker failed on this file: retried
                     reason, error = getattr(value, "reason", "error"), f"{type(value).__name__}: {value}"
                     value = [FileResult(k, False, retriable=True, reason=reason, error=error) for k in keys]
                 retry += [by_key[r.key] for r in self._record(value, updates)]
@@ -201,7 +205,9 @@ def run_backfill(config: BackfillConfig, out: TextIO = sys.stderr) -> BackfillRe
         # keyed by where the file is (stable across reruns), not by the object its header names
         journal.add_many(Entry(key=f.name, source=str(f.path), size=f.size) for f in files)
         wanted = {f.name for f in files}
-        todo = [e for e in journal.pending() if e.key in wanted]
+        # the quarantined too: what refused them may be fixed (a stale object, a permission);
+        # a file still bad fails again with its reason, so exit 0 means every file is in
+        todo = [e for e in journal.pending() + journal.quarantined() if e.key in wanted]
         report = BackfillReport(files=len(files), already_done=len(files) - len(todo))
         log_event(
             log,

@@ -24,7 +24,10 @@ class SourceFile:
 
 
 def _walk(root: Path) -> Iterator[Path]:
-    for dirpath, dirnames, filenames in os.walk(root):
+    def unlistable(exc: OSError) -> None:  # os.walk would skip it, and its files, silently
+        raise OSError(exc.errno, f"backfill source {root}: cannot list {exc.filename}: {exc.strerror}")
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unlistable):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
             if not name.startswith("."):
@@ -66,5 +69,14 @@ def expand_sources(sources: list[str], prefix: str = "") -> list[SourceFile]:
     for path, rel in pairs:
         name = prefix + rel.as_posix()
         if name not in out:
-            out[name] = SourceFile(path, name, path.stat().st_size)
+            out[name] = SourceFile(path, name, _size(path))
     return list(out.values())
+
+
+def _size(path: Path) -> int:
+    """0 for a file that is not there (a dangling link, a listed file moved since): its worker
+    fails it with its reason (``source-vanished``) and the others are sent."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

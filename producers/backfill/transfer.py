@@ -8,6 +8,8 @@ response, or the existing object's) match what was read from disk: no extra requ
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -60,6 +62,8 @@ class UploadWorker:
 
     def one(self, key: str, path: str) -> FileResult:
         try:
+            if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO's read would wait for ever
+                return FileResult(key, False, reason="not-a-file", error=f"{path}: not a regular file")
             data = Path(path).read_bytes()
         except FileNotFoundError:
             return FileResult(

@@ -37,7 +37,8 @@ class ChunkRejected(PermanentError, reason="chunk-rejected"):
 
 
 class ProducerFenced(PermanentError, reason="producer-fatal"):
-    """librdkafka reported a fatal error: this producer instance can no longer send."""
+    """librdkafka reported a fatal error: that producer instance can no longer send (the sender
+    replaces it: a resend goes through a new one)."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,7 @@ class KafkaChunkSender:
         self.producer_name = producer_name
         self.chunk_size = resolve_chunk_size(settings.chunk_size, settings.message_max_bytes)
         self._producer = producer or Producer(producer_config(settings, producer_name))
+        self._lock = threading.Lock()
 
     def send(
         self, data_id: DataId, data: bytes, readout_time: datetime, compressed_time: datetime | None = None
@@ -131,26 +133,32 @@ class KafkaChunkSender:
             iter_chunks(data_id, data, readout_time, compressed_time, self.producer_name, self.chunk_size)
         )
         checksum = chunks[0].file_checksum
+        producer = self._producer
         delivery = _Delivery(expected=len(chunks))
         key = data_id.key.encode()
         for chunk in chunks:
             value = encode_chunk(chunk)
             while True:
                 try:
-                    self._producer.produce(self.topic, value=value, key=key, on_delivery=delivery.on_delivery)
+                    producer.produce(self.topic, value=value, key=key, on_delivery=delivery.on_delivery)
                     break
                 except BufferError:  # local queue full: serve delivery reports, then retry
-                    self._producer.poll(0.05)
+                    producer.poll(0.05)
                 except KafkaException as exc:
-                    raise self._classify(exc.args[0], data_id) from exc
-        if not delivery.wait(self._producer, self.settings.delivery_timeout_s + 10):
+                    raise self._classify(exc.args[0], data_id, producer) from exc
+        if not delivery.wait(producer, self.settings.delivery_timeout_s + 10):
             raise ChunkDeliveryFailed(
                 f"{data_id.key}: {len(delivery.offsets)}/{delivery.expected} chunks acknowledged "
                 f"within {self.settings.delivery_timeout_s} s"
             )
         if delivery.errors:
-            raise self._classify(delivery.errors[0], data_id)
+            raise self._classify(delivery.errors[0], data_id, producer)
         partitions = {p for p, _ in delivery.offsets}
+        if len(partitions) > 1:  # the topic gained partitions mid-CCD: no assembler sees it whole
+            raise ChunkDeliveryFailed(
+                f"{data_id.key}: chunks landed in partitions {sorted(partitions)} of {self.topic}, "
+                "not one: resend the whole CCD"
+            )
         offsets = sorted(o for _, o in delivery.offsets)
         result = KafkaSendResult(
             status="acked",
@@ -175,13 +183,18 @@ class KafkaChunkSender:
         )
         return result
 
-    def _classify(self, err: KafkaError, data_id: DataId) -> Exception:
-        """Retriable when Kafka says so (or the chunk merely timed out); else permanent."""
+    def _classify(self, err: KafkaError, data_id: DataId, producer: Producer) -> Exception:
+        """Retriable when Kafka says so (or the chunk merely timed out); else permanent. A fatal
+        error ends ``producer`` for good: a new one takes its place for the next send."""
         from confluent_kafka import KafkaError
+        from confluent_kafka import Producer as NewProducer
 
         message = f"{data_id.key}: chunk not delivered to {self.topic}: {err.str()}"
         log_event(log, "kafka.send_failed", logging.ERROR, data_id=data_id.key, error=err.str())
         if err.fatal():
+            with self._lock:
+                if self._producer is producer:
+                    self._producer = NewProducer(producer_config(self.settings, self.producer_name))
             return ProducerFenced(message)
         kind = kafka_exhaustion(err.name())  # the broker's disk full: an outage (bus-full)
         if kind is not None:

@@ -84,6 +84,7 @@ class Run:
             self.quarantine = end_to_end.quarantine_prefix
         self.handoff = self.run_dir / "handoff" / self.run_id
         self.spool = self.run_dir / "spool" / self.run_id
+        _remove_dead_runs(self.run_dir)
         self.arrivals = Arrivals(set(self.exposures))
         self.records: list[stats.TransferRecord] = []
         self.errors: list[str] = []
@@ -360,6 +361,25 @@ class Run:
         if self._log is not None:
             stamp = datetime.now(UTC).isoformat()
             self._log.write(json.dumps({"ts": stamp, "event": event, "run_id": self.run_id, **fields}) + "\n")
+
+
+def _remove_dead_runs(run_dir: Path) -> None:
+    """The hand-off and spool directories of runs whose process is gone: a run killed (SIGKILL,
+    the OOM killer) never reached its ``finally``, and left its staged CCDs behind for good."""
+    for path in [*run_dir.glob("handoff/*-*"), *run_dir.glob("spool/*-*")]:
+        pid = path.name.rpartition("-")[2]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
 
 
 def _edge_threads(edge: Any) -> list[int]:

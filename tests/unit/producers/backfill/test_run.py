@@ -133,3 +133,77 @@ def test_a_result_for_a_crashed_worker_comes_back_for_a_retry(tmp_path: Path) ->
         assert "RuntimeError" in report.failed["k0"]
     finally:
         journal.close()
+
+
+def test_a_rerun_retries_the_files_a_permanent_failure_stopped(tmp_path: Path) -> None:
+    """A file refused for a reason outside itself (another object under its name, a permission,
+    a missing bucket) is fixed outside the backfill; the rerun must send it, not count it as
+    already done and exit 0 with it missing from the store. A file that is still bad fails again
+    with its reason."""
+    from obsingest.dataid import DataId
+    from obsingest.errors import ObjectMissing
+    from obsingest.store.local import LocalDirStore
+    from producers.backfill.run import run_backfill
+    from tests.fixtures.camera_files import ccd_file
+
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    data_id = DataId("LSSTCam", 2025041500060, 1)
+    (archive / "good.fits").write_bytes(ccd_file(data_id))
+    (archive / "junk.fits").write_bytes(b"not a FITS file")
+    store = LocalDirStore(tmp_path / "store", notify=False)
+    name = data_id.object_name(prefix="")
+    store.put(name, b"other bytes, stale")  # in the way: the first run's put is refused
+    config = BackfillConfig(
+        [str(archive)], f"file://{tmp_path / 'store'}", tmp_path / "spool", 1, progress=False
+    )
+
+    first = run_backfill(config)
+    assert set(first.failed) == {"good.fits", "junk.fits"}
+
+    store.delete(name)  # the operator removes the stale object
+    with pytest.raises(ObjectMissing):
+        store.stat(name)
+    second = run_backfill(config)
+    assert second.stored == 1, second.table()
+    assert store.stat(name).size == (archive / "good.fits").stat().st_size
+    assert set(second.failed) == {"junk.fits"} and second.failed["junk.fits"].startswith("corrupt-file")
+
+
+class PoisonPool(FakePool):
+    """A worker dies on any batch holding a poison file (out of memory on it, say)."""
+
+    def __init__(self, size: int, journal: Journal, poison: set[str]) -> None:
+        super().__init__(size, journal, fail=set())
+        self.poison = poison
+
+    def _answer(self, keys: list[str]) -> None:
+        if not self.poison & set(keys):
+            super()._answer(keys)
+            return
+        with self.lock:
+            self.busy -= 1
+        assert self.run is not None
+        self.run.on_result(keys, False, RuntimeError("worker pid 1 died (killed by SIGKILL)"))
+
+
+def test_a_file_that_kills_its_worker_does_not_hold_back_its_batch(tmp_path: Path) -> None:
+    """Every retry round batches the same files together again: one that kills its worker failed
+    its batch-mates in every round and every rerun, good files never sent."""
+    journal = Journal(tmp_path, name="backfill.sqlite3")
+    try:
+        journal.add_many(Entry(key=f"k{i}", source=f"/src/{i}", size=10) for i in range(8))
+        todo = journal.pending()
+        report = BackfillReport(files=8)
+        run = _Run(BackfillConfig(["x"], "gs://b", tmp_path, 1, batch=4), journal, report, None)
+        pool = PoisonPool(1, journal, poison={"k2"})
+        run.pool = pool  # type: ignore[assignment]
+        pool.run = run
+        retry = run.run_round(pool, todo)  # type: ignore[arg-type]
+        for thread in pool.threads:
+            thread.join()
+        assert [e.key for e in retry] == ["k2"]
+        assert set(report.failed) == {"k2"} and "SIGKILL" in report.failed["k2"]
+        assert journal.counts()["acked"] == 7
+    finally:
+        journal.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,3 +68,35 @@ def test_the_report_table_and_rates() -> None:
     table = report.table()
     assert "failed: source-vanished" in table and "Gbit/s" in table
     assert "x: source-vanished" in table
+
+
+def test_a_dangling_link_or_a_listed_file_gone_fails_alone(tree: Path) -> None:
+    """One dangling symlink in a tree, or one file of an @LIST moved since, stopped the whole
+    backfill before it began (exit 2): it is a file like the others, failed by its worker with
+    its reason (source-vanished) while the rest are sent."""
+    (tree / "a" / "b" / "gone.fz").symlink_to(tree / "nowhere.fz")
+    got = expand_sources([str(tree / "a")])
+    assert [f.name for f in got] == ["1.fz", "b/2.fz", "b/3.txt", "b/gone.fz"]
+    assert got[-1].size == 0
+    listing = tree / "list.txt"
+    listing.write_text(f"{tree / 'a/1.fz'}\n{tree / 'a/moved.fz'}\n")
+    assert [f.name for f in expand_sources([f"@{listing}"])] == ["1.fz", "moved.fz"]
+
+
+def test_a_directory_that_cannot_be_listed_is_an_error_naming_it(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """os.walk skips a directory it cannot list (permission denied, an I/O error) without a word:
+    every file below it was left out, and the backfill said every file was in (exit 0)."""
+    import os
+
+    scandir = os.scandir
+
+    def refusing(path: Any) -> Any:
+        if str(path).endswith("/b"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", refusing)
+    with pytest.raises(OSError, match=r"a/b.*Permission denied"):
+        expand_sources([str(tree / "a")])

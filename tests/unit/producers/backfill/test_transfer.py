@@ -54,3 +54,27 @@ def test_a_vanished_source_is_named(tmp_path: Path) -> None:
     worker = UploadWorker(f"file://{tmp_path / 'store'}")
     gone = worker.one("x/b.fits", str(tmp_path / "b.fits"))
     assert not gone.ok and gone.reason == "source-vanished" and "b.fits" in gone.error
+
+
+def test_a_fifo_in_the_archive_fails_instead_of_hanging_its_worker(tmp_path: Path) -> None:
+    """A named pipe (or device) among the files: reading it waited for a writer for ever, its
+    worker held its batch and the backfill never ended nor reported."""
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe.fits"
+    os.mkfifo(fifo)
+    worker = UploadWorker(f"file://{tmp_path / 'store'}")
+    out: list = []
+    reader = threading.Thread(target=lambda: out.append(worker.one("x/pipe.fits", str(fifo))), daemon=True)
+    reader.start()
+    reader.join(timeout=60)  # a guard against the hang, not a measurement
+    try:
+        assert not reader.is_alive(), "the worker is still waiting on the FIFO"
+        [failed] = out
+        assert not failed.ok and not failed.retriable and failed.reason == "not-a-file"
+        assert failed.error == f"{fifo}: not a regular file"
+    finally:
+        if reader.is_alive():  # let it go
+            with open(fifo, "wb"):
+                pass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import pytest
 from confluent_kafka import KafkaError
@@ -153,3 +153,58 @@ def test_bytes_that_are_not_a_whole_fits_file_are_never_sent() -> None:
     with pytest.raises(CorruptFile, match=r"LSSTComCam/2026112200001/004: not sent: truncated"):
         sender(fake).send(DATA_ID, fits_bytes(10_000)[:-2880], READOUT)
     assert fake.records == []
+
+
+class FatalOnceProducer(FakeProducer):
+    """librdkafka after a fatal error: that delivery fails, and every later produce() raises the
+    fatal error again (the instance never sends again)."""
+
+    made: ClassVar[list[FatalOnceProducer]] = []
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        fatal = not FatalOnceProducer.made
+        super().__init__(fail_at=0 if fatal else None, error=KafkaError(KafkaError._FENCED, fatal=True))
+        self.config = config
+        FatalOnceProducer.made.append(self)
+
+    def produce(self, topic, value, key, on_delivery):
+        if self.fail_at is not None and self.records:
+            from confluent_kafka import KafkaException
+
+            raise KafkaException(self.error)
+        super().produce(topic, value, key, on_delivery)
+
+
+def test_a_fatal_error_replaces_the_producer_instead_of_failing_every_ccd_after(monkeypatch):
+    """A fatal error (fenced, out of sequence) ends a librdkafka producer for good: the edge
+    resends every CCD through it for ever, an outage that never ends without a restart."""
+    import confluent_kafka
+
+    FatalOnceProducer.made = []
+    monkeypatch.setattr(confluent_kafka, "Producer", FatalOnceProducer)
+    settings = KafkaProducerSettings(chunk_size=4096, delivery_timeout_s=1)
+    s = KafkaChunkSender(settings, topic="chunks", producer_name="edge-7")
+    with pytest.raises(PermanentError, match="chunk not delivered"):
+        s.send(DATA_ID, fits_bytes(8000), READOUT)
+    assert s.send(DATA_ID, fits_bytes(8000), READOUT).status == "acked"
+    assert len(FatalOnceProducer.made) == 2
+    assert FatalOnceProducer.made[1].config["client.id"] == "edge-7"
+
+
+class RepartitionedProducer(FakeProducer):
+    """The topic gained partitions while a CCD was being produced: the key maps elsewhere from
+    the second chunk on (librdkafka partitions at produce() with the metadata it has then)."""
+
+    def poll(self, _timeout=0):
+        served, self.pending = self.pending, []
+        for callback, err, msg in served:
+            callback(err, FakeMessage(2 if msg.offset() == 100 else 5, msg.offset()))
+        return len(served)
+
+
+def test_a_ccd_whose_chunks_landed_in_two_partitions_is_not_acked():
+    """The assembler rebuilds a CCD from one partition: one split by a partition increase is
+    never completed there (dead-lettered as incomplete), yet every chunk was acknowledged and
+    send() said acked, so the edge never sent it again."""
+    with pytest.raises(ChunkDeliveryFailed, match="partitions"):
+        sender(RepartitionedProducer()).send(DATA_ID, fits_bytes(8000), READOUT)

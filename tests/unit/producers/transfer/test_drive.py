@@ -72,3 +72,29 @@ def test_a_run_refuses_impossible_counts(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="workers"):
         make(workers=0)
     assert make(ccds=24).workers == min(24, os.cpu_count() or 1)
+
+
+def test_a_new_run_removes_what_a_killed_run_staged(tmp_path: Path) -> None:
+    """A run killed (SIGKILL, the OOM killer) never reaches its ``finally``: its staged CCDs
+    (gigabytes at full size) and spool stayed under the run directory for good, one set a kill.
+    The next run removes those of runs whose process is gone, and keeps a live run's."""
+    import subprocess
+    import sys
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    dead, live = int(gone.stdout), os.getpid()
+    for kind in ("handoff", "spool"):
+        for pid in (dead, live):
+            left = tmp_path / kind / f"20261122T030000-{pid}" / "2026112200001"
+            left.mkdir(parents=True)
+            (left / "MC_O_20261122_000001_R22_S11.fits").write_bytes(b"x" * 2880)
+    Run(
+        HarnessConfig("file:///x", ccds=1, numexp=1, interval=1.0, run_dir=tmp_path),
+        None,
+        lambda *_: None,
+        {},
+    )
+    for kind in ("handoff", "spool"):
+        assert [p.name for p in (tmp_path / kind).iterdir()] == [f"20261122T030000-{live}"]
