@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from functions.assembler.dlq import DeadLetters
-from functions.assembler.reassembly import Incomplete, Reassembler
+from functions.assembler.reassembly import Incomplete, Poison, PoisonReason, Reassembler
 from functions.assembler.settings import AssemblerSettings
 
 from .reassembly_helpers import Feeder, ccd, only, reencode
@@ -46,3 +46,21 @@ def test_an_incomplete_file_claiming_millions_of_chunks_gets_a_report_that_fits_
     (record,) = producer.records
     assert _record_bytes(record) < settings.max_record_bytes
     assert record["headers"][0] == ("dlq_reason", b"incomplete")
+
+
+def test_a_record_naming_a_megabytes_long_instrument_is_dead_lettered_within_the_dlqs_limit():
+    # its data id went whole into the DLQ key, the dlq_error header and the log: three copies of
+    # 6 MiB, a DLQ record the producer refused, and the instance died on it after every restart
+    r = Reassembler()
+    feed = Feeder(r)
+    _, _, records = ccd(1)
+    bad = reencode(records[0], instrument="X" * (6 << 20))
+    poison = only(feed(bad), Poison)
+    assert poison.reason == PoisonReason.BAD_DATA_ID and poison.value == bad
+    settings = AssemblerSettings(bootstrap_servers="127.0.0.1:1")
+    dead = DeadLetters(settings)
+    dead._producer = producer = FakeProducer()  # type: ignore[assignment]
+    dead.poison(poison, b"k")
+    (record,) = producer.records
+    assert record["value"] == bad  # the original record, as it was
+    assert _record_bytes(record) - len(bad) < 4096  # what the DLQ adds stays small
