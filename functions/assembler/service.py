@@ -11,7 +11,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, cast
 
-from functions.assembler.dlq import DeadLetters, verdict_fields
+from functions.assembler.dlq import DeadLetters, shown, verdict_fields
 from functions.assembler.kafka_clients import committed_lag, consumer_config
 from functions.assembler.kafka_clients import group_lag as group_lag  # the tests' lag probe, re-exported
 from functions.assembler.naming import assembled_object_name
@@ -303,8 +303,10 @@ class AssemblerService:
     def _store(self, done: Completed) -> None:
         with logging_context(data_id=done.data_id.key):
             name = assembled_object_name(done.data_id, done.data, self.settings.prefix)
+            # the producer name is the record's (ours cap it; GCS refuses metadata over 8 KiB)
+            producer = shown(done.producer)
             meta = object_metadata(
-                done.checksum, done.readout_time, done.compressed_time, TRANSPORT, done.producer
+                done.checksum, done.readout_time, done.compressed_time, TRANSPORT, producer
             )
             try:  # network, 5xx, disk: retry, then stop without committing
                 result = call_with_retries(
