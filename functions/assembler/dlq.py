@@ -19,6 +19,8 @@ log = get_logger("obsingest.assembler")
 #: characters of a DLQ key or header value (and of a logged data id or error): a record's strings
 #: may be megabytes long, and its copy must still fit the DLQ topic beside the record itself
 SHOWN_CHARS = 1024
+#: what a DLQ copy adds to a record at most (clipped key and headers, the record's framing)
+COPY_RESERVE = 4096
 
 
 def shown(text: str) -> str:
@@ -55,6 +57,8 @@ class DeadLetters:
         from confluent_kafka import Producer
 
         self.topic = settings.dlq_topic
+        #: the largest record copied as it is (the DLQ topic takes what the chunks topic takes)
+        self.largest_copy = settings.max_record_bytes - COPY_RESERVE
         self._producer = Producer(dlq_producer_config(settings))
 
     def poison(self, p: Poison, fallback_key: bytes | None) -> None:
@@ -63,7 +67,10 @@ class DeadLetters:
             headers["first_offset"] = str(p.first_offset)
         data_id = shown(p.data_id) if p.data_id else None
         value = p.value
-        if value is None:  # a file-level verdict: a report instead of one record
+        if value is not None and len(value) > self.largest_copy:  # no room for the headers
+            headers["dlq_value"] = f"omitted: {len(value)} bytes; replay it from its original offset"
+            value = None
+        if value is None:  # a file-level verdict, or a record too large: a report instead
             value = json.dumps({"data_id": data_id, **headers}).encode()
         key = data_id.encode() if data_id else fallback_key
         self.send(key, value, headers)
