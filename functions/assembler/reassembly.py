@@ -373,23 +373,34 @@ class Reassembler:
             out.append(self._incomplete(p, victim, "memory", final=False))
         return out
 
-    def expire(self, now: float | None = None) -> list[Verdict]:
+    def expire(
+        self, now: float | None = None, read_to_end: Callable[[Partition], bool] | None = None
+    ) -> list[Verdict]:
         """Dead-letter files idle past the timeout, releasing their offsets (a copy whose file
-        has another copy open is dropped quietly)."""
+        has another copy open is dropped quietly); only in partitions ``read_to_end`` says hold
+        no record not yet fed (after a pause or a stall, the missing chunks may be unread yet)."""
         now = self.clock() if now is None else now
         out: list[Verdict] = []
         for partition, state in self._partitions.items():
-            for key, copies in list(state.files.items()):
-                for f in list(copies):
-                    if now - f.last_seen < self.incomplete_timeout_s:
-                        continue
-                    self._forget(state, f)
-                    if state.files.get(key):
-                        why = f"{f.partial('timed out')} while another copy is open"
-                        out.append(Ignored(partition, f.first_offset, key, why))
-                    else:
-                        out.append(self._incomplete(partition, f, "timeout", final=True))
+            idle = [
+                f for c in state.files.values() for f in c if now - f.last_seen >= self.incomplete_timeout_s
+            ]
+            if not idle or (read_to_end is not None and not read_to_end(partition)):
+                continue
+            for f in idle:
+                key = f.data_id.key
+                self._forget(state, f)
+                if state.files.get(key):
+                    why = f"{f.partial('timed out')} while another copy is open"
+                    out.append(Ignored(partition, f.first_offset, key, why))
+                else:
+                    out.append(self._incomplete(partition, f, "timeout", final=True))
         return out
+
+    def next_offset(self, partition: Partition) -> int:
+        """The offset after the last record fed from ``partition`` (0: none yet)."""
+        state = self._partitions.get(partition)
+        return (state.next_offset or 0) if state is not None else 0
 
     def revoke(self, partitions: Iterable[Partition]) -> dict[Partition, int]:
         """Forget ``partitions`` (rebalance); their safe offsets. Partial files are dropped

@@ -44,6 +44,8 @@ TRANSPORT = "kafka"
 COMPONENT = "assembler"
 #: seconds between refreshes of the lag / open files / memory gauges
 GAUGE_SECONDS = 2.0
+#: seconds to wait for a partition's high watermark before an idle file's expiry
+WATERMARK_TIMEOUT_S = 2.0
 #: ``counts()`` name -> the outcome or count it reads
 COUNTS = {"existing": "duplicate", "conflicts": "quarantined", "poison": "dead_lettered"} | {
     name: name for name in ("stored", "ignored", "recovered", "records", "bytes")
@@ -193,7 +195,7 @@ class AssemblerService:
                         self._store_async(verdict)
                     else:
                         self._act(verdict, msg)
-            for verdict in self.reassembler.expire():
+            for verdict in self.reassembler.expire(read_to_end=self._read_to_end):
                 self._act(verdict, None)
             self._reap(block=False)
         except BaseException:
@@ -206,6 +208,18 @@ class AssemblerService:
             log_event(log, "assembler.commit_failed", logging.WARNING, error=str(exc))
         self._update_gauges()
         return handled
+
+    def _read_to_end(self, tp: TP) -> bool:
+        """Whether every record the broker now holds in ``tp`` has been fed (asked only when a
+        file there is idle past the timeout): else its missing chunks may be among them."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            _, high = self._consumer.get_watermark_offsets(TopicPartition(*tp), timeout=WATERMARK_TIMEOUT_S)
+        except KafkaException as exc:  # cannot tell: the file waits for the next poll
+            log_event(log, "assembler.watermark_failed", logging.WARNING, partition=tp[1], error=str(exc))
+            return False
+        return self.reassembler.next_offset(tp) >= high
 
     def _update_gauges(self) -> None:
         """Lag, open files and held payload every few seconds; never raises."""

@@ -156,3 +156,58 @@ def test_a_megabytes_long_producer_name_does_not_make_a_file_unstorable(tmp_path
     name = DataId("LSSTComCam", 2026112200001, 0).object_name()
     assert store.read(name) == b"x" * 10000
     assert max(o for _, o in consumer.commits) == 3
+
+
+class PausedConsumer(FakeConsumer):
+    """``None`` in the records: one consume answers nothing although what follows is already in
+    the topic (a fetch in flight after the process was paused). The high watermark counts all."""
+
+    def __init__(self, messages: list[Msg | None]) -> None:
+        super().__init__([m for m in messages if m is not None])
+        self.stream = messages
+        self.high = len(self.messages)
+
+    def consume(self, count: int, timeout: float) -> list[Msg]:
+        if self.stream and self.stream[0] is None:
+            self.stream.pop(0)
+            return []
+        out: list[Msg] = []
+        while self.stream and self.stream[0] is not None and len(out) < count:
+            out.append(cast(Msg, self.stream.pop(0)))
+        return out
+
+    def get_watermark_offsets(self, partition, timeout=None, cached=False):
+        return 0, self.high
+
+
+class RecordingProducer:
+    def __init__(self) -> None:
+        self.records: list[Any] = []
+
+    def produce(self, topic, **record) -> None:
+        self.records.append(record)
+
+    def flush(self, timeout) -> int:
+        return 0
+
+
+def test_a_pause_longer_than_the_timeout_does_not_expire_a_file_whose_chunks_are_unread(tmp_path):
+    # paused (SIGSTOP, a stalled store, a partition outage) past the incomplete timeout between
+    # two chunks of a CCD the producer had sent whole: the file was dead-lettered as incomplete
+    # and committed past before its last chunks were read; they opened an orphan: the CCD lost
+    store = LocalDirStore(tmp_path / "store")
+    service, consumer = _service(tmp_path, store)
+    first, *rest = consumer.messages
+    paused = PausedConsumer([first, None, None, *rest])
+    service._consumer = cast(Any, paused)
+    service.dead_letters._producer = dlq = cast(Any, RecordingProducer())
+    now = [0.0]
+    service.reassembler.clock = lambda: now[0]
+    service.poll_once(0)  # chunk 0: the file opens
+    now[0] += 2 * service.settings.incomplete_timeout_s  # the pause
+    service.poll_once(0)  # nothing delivered yet: the rest is still in flight
+    service.poll_once(0)  # the other chunks
+    service.close()
+    assert dlq.records == []
+    assert store.read(DataId("LSSTComCam", 2026112200001, 0).object_name()) == b"x" * 10000
+    assert max(o for _, o in paused.commits) == 3
