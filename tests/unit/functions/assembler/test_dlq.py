@@ -8,8 +8,7 @@ import pytest
 from functions.assembler.dlq import DeadLetters
 from functions.assembler.reassembly import Incomplete, Poison, PoisonReason, Reassembler
 from functions.assembler.settings import AssemblerSettings
-
-from .reassembly_helpers import Feeder, ccd, only, reencode
+from tests.unit.functions.assembler.reassembly_helpers import Feeder, ccd, only, reencode
 
 pytestmark = pytest.mark.unit
 
