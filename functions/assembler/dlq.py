@@ -16,6 +16,16 @@ from obsingest.errors import RetriableError
 from obsingest.logs import get_logger, log_event
 
 log = get_logger("obsingest.assembler")
+#: characters of a DLQ key or header value (and of a logged data id or error): a record's strings
+#: may be megabytes long, and its copy must still fit the DLQ topic beside the record itself
+SHOWN_CHARS = 1024
+#: what a DLQ copy adds to a record at most (clipped key and headers, the record's framing)
+COPY_RESERVE = 4096
+
+
+def shown(text: str) -> str:
+    """``text`` clipped to ``SHOWN_CHARS``, saying how long it was."""
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text)} chars)"
 
 
 class DeadLetterFailed(RetriableError, reason="dlq-failed"):
@@ -26,7 +36,7 @@ def _headers(reason: str, error: str, partition: tuple[str, int], offset: int) -
     topic, number = partition
     return {
         "dlq_reason": reason,
-        "dlq_error": error,
+        "dlq_error": shown(error),
         "original_topic": topic,
         "original_partition": str(number),
         "original_offset": str(offset),
@@ -47,31 +57,37 @@ class DeadLetters:
         from confluent_kafka import Producer
 
         self.topic = settings.dlq_topic
+        #: the largest record copied as it is (the DLQ topic takes what the chunks topic takes)
+        self.largest_copy = settings.max_record_bytes - COPY_RESERVE
         self._producer = Producer(dlq_producer_config(settings))
 
     def poison(self, p: Poison, fallback_key: bytes | None) -> None:
         headers = _headers(p.reason, p.error, p.partition, p.offset)
         if p.first_offset is not None:
             headers["first_offset"] = str(p.first_offset)
+        data_id = shown(p.data_id) if p.data_id else None
         value = p.value
-        if value is None:  # a file-level verdict: a report instead of one record
-            value = json.dumps({"data_id": p.data_id, **headers}).encode()
-        key = p.data_id.encode() if p.data_id else fallback_key
+        if value is not None and len(value) > self.largest_copy:  # no room for the headers
+            headers["dlq_value"] = f"omitted: {len(value)} bytes; replay it from its original offset"
+            value = None
+        if value is None:  # a file-level verdict, or a record too large: a report instead
+            value = json.dumps({"data_id": data_id, **headers}).encode()
+        key = data_id.encode() if data_id else fallback_key
         self.send(key, value, headers)
         log_event(
             log,
             "assembler.poison",
             logging.ERROR,
-            data_id=p.data_id,
+            data_id=data_id,
             reason=p.reason,
-            error=p.error,
+            error=headers["dlq_error"],
             partition=p.partition[1],
             offset=p.offset,
         )
 
     def incomplete(self, inc: Incomplete) -> None:
         fields = verdict_fields(inc)
-        report = {"report": "incomplete", **fields, "file_checksum": inc.file_checksum}
+        report = {"report": "incomplete", **fields, "file_checksum": shown(inc.file_checksum)}
         error = (
             f"{inc.data_id}: {inc.received}/{inc.chunk_count} chunks after {inc.cause}; missing {inc.missing}"
         )
@@ -79,7 +95,7 @@ class DeadLetters:
             "first_offset": str(inc.first_offset),
             "last_offset": str(inc.last_offset),
             "missing_chunks": ",".join(map(str, inc.missing)),
-            "file_checksum": inc.file_checksum,
+            "file_checksum": shown(inc.file_checksum),
         }
         self.send(inc.data_id.encode(), json.dumps(report).encode(), headers)
         log_event(log, "assembler.incomplete", logging.ERROR, **fields)

@@ -12,6 +12,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import islice
 
 # also imported from here by callers
 from functions.assembler.chunks import (
@@ -29,6 +30,8 @@ from obsingest.messages import CcdChunk
 Partition = tuple[str, int]
 #: completed files remembered per partition, so their late duplicate chunks are ignored
 COMPLETED_MEMORY = 4096
+#: missing chunk indices an incomplete file's report lists (the lowest; a record may claim any count)
+MISSING_LISTED = 1000
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,7 @@ class Incomplete:
     partition: Partition
     data_id: str
     chunk_count: int
-    missing: list[int]
+    missing: list[int]  # the lowest MISSING_LISTED of them
     received: int
     first_offset: int
     last_offset: int
@@ -125,7 +128,9 @@ class _File:
         return sum(len(p) for p in self.parts.values()) if self.parts else 0
 
     def missing(self) -> list[int]:
-        return [i for i in range(self.chunk_count) if i not in self.chunk_checksums]
+        """The lowest ``MISSING_LISTED`` indices not received, in time bounded by what was."""
+        absent = (i for i in range(self.chunk_count) if i not in self.chunk_checksums)
+        return list(islice(absent, MISSING_LISTED))
 
     def partial(self, what: str) -> str:
         """Why this copy is dropped before completing, for its ``Ignored``."""
@@ -251,7 +256,7 @@ class Reassembler:
         if current.stride is None:
             current.stride = chunk_stride(chunk)
         if current.parts is None:  # held
-            if current.missing():
+            if len(current.chunk_checksums) < current.chunk_count:
                 return []
             key = current.data_id.key
             self._forget(state, current)
@@ -368,23 +373,34 @@ class Reassembler:
             out.append(self._incomplete(p, victim, "memory", final=False))
         return out
 
-    def expire(self, now: float | None = None) -> list[Verdict]:
+    def expire(
+        self, now: float | None = None, read_to_end: Callable[[Partition], bool] | None = None
+    ) -> list[Verdict]:
         """Dead-letter files idle past the timeout, releasing their offsets (a copy whose file
-        has another copy open is dropped quietly)."""
+        has another copy open is dropped quietly); only in partitions ``read_to_end`` says hold
+        no record not yet fed (after a pause or a stall, the missing chunks may be unread yet)."""
         now = self.clock() if now is None else now
         out: list[Verdict] = []
         for partition, state in self._partitions.items():
-            for key, copies in list(state.files.items()):
-                for f in list(copies):
-                    if now - f.last_seen < self.incomplete_timeout_s:
-                        continue
-                    self._forget(state, f)
-                    if state.files.get(key):
-                        why = f"{f.partial('timed out')} while another copy is open"
-                        out.append(Ignored(partition, f.first_offset, key, why))
-                    else:
-                        out.append(self._incomplete(partition, f, "timeout", final=True))
+            idle = [
+                f for c in state.files.values() for f in c if now - f.last_seen >= self.incomplete_timeout_s
+            ]
+            if not idle or (read_to_end is not None and not read_to_end(partition)):
+                continue
+            for f in idle:
+                key = f.data_id.key
+                self._forget(state, f)
+                if state.files.get(key):
+                    why = f"{f.partial('timed out')} while another copy is open"
+                    out.append(Ignored(partition, f.first_offset, key, why))
+                else:
+                    out.append(self._incomplete(partition, f, "timeout", final=True))
         return out
+
+    def next_offset(self, partition: Partition) -> int:
+        """The offset after the last record fed from ``partition`` (0: none yet)."""
+        state = self._partitions.get(partition)
+        return (state.next_offset or 0) if state is not None else 0
 
     def revoke(self, partitions: Iterable[Partition]) -> dict[Partition, int]:
         """Forget ``partitions`` (rebalance); their safe offsets. Partial files are dropped
@@ -405,7 +421,7 @@ class Reassembler:
             f.data_id.key,
             f.chunk_count,
             missing,
-            f.chunk_count - len(missing),
+            len(f.chunk_checksums),
             f.first_offset,
             f.last_offset,
             cause,

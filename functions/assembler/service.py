@@ -11,7 +11,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, cast
 
-from functions.assembler.dlq import DeadLetters, verdict_fields
+from functions.assembler.dlq import DeadLetters, shown, verdict_fields
 from functions.assembler.kafka_clients import committed_lag, consumer_config
 from functions.assembler.kafka_clients import group_lag as group_lag  # the tests' lag probe, re-exported
 from functions.assembler.naming import assembled_object_name
@@ -44,6 +44,8 @@ TRANSPORT = "kafka"
 COMPONENT = "assembler"
 #: seconds between refreshes of the lag / open files / memory gauges
 GAUGE_SECONDS = 2.0
+#: seconds to wait for a partition's high watermark before an idle file's expiry
+WATERMARK_TIMEOUT_S = 2.0
 #: ``counts()`` name -> the outcome or count it reads
 COUNTS = {"existing": "duplicate", "conflicts": "quarantined", "poison": "dead_lettered"} | {
     name: name for name in ("stored", "ignored", "recovered", "records", "bytes")
@@ -193,7 +195,7 @@ class AssemblerService:
                         self._store_async(verdict)
                     else:
                         self._act(verdict, msg)
-            for verdict in self.reassembler.expire():
+            for verdict in self.reassembler.expire(read_to_end=self._read_to_end):
                 self._act(verdict, None)
             self._reap(block=False)
         except BaseException:
@@ -206,6 +208,18 @@ class AssemblerService:
             log_event(log, "assembler.commit_failed", logging.WARNING, error=str(exc))
         self._update_gauges()
         return handled
+
+    def _read_to_end(self, tp: TP) -> bool:
+        """Whether every record the broker now holds in ``tp`` has been fed (asked only when a
+        file there is idle past the timeout): else its missing chunks may be among them."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            _, high = self._consumer.get_watermark_offsets(TopicPartition(*tp), timeout=WATERMARK_TIMEOUT_S)
+        except KafkaException as exc:  # cannot tell: the file waits for the next poll
+            log_event(log, "assembler.watermark_failed", logging.WARNING, partition=tp[1], error=str(exc))
+            return False
+        return self.reassembler.next_offset(tp) >= high
 
     def _update_gauges(self) -> None:
         """Lag, open files and held payload every few seconds; never raises."""
@@ -303,8 +317,10 @@ class AssemblerService:
     def _store(self, done: Completed) -> None:
         with logging_context(data_id=done.data_id.key):
             name = assembled_object_name(done.data_id, done.data, self.settings.prefix)
+            # the producer name is the record's (ours cap it; GCS refuses metadata over 8 KiB)
+            producer = shown(done.producer)
             meta = object_metadata(
-                done.checksum, done.readout_time, done.compressed_time, TRANSPORT, done.producer
+                done.checksum, done.readout_time, done.compressed_time, TRANSPORT, producer
             )
             try:  # network, 5xx, disk: retry, then stop without committing
                 result = call_with_retries(

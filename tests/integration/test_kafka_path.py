@@ -394,3 +394,24 @@ def test_files_dropped_for_memory_are_recovered_from_their_offsets(kafka, tmp_pa
         assert service.reassembler.memory_bytes == 0
     dep.assert_exactly(files)
     assert dep.dlq_size() == 0
+
+
+def test_a_poison_record_too_large_for_a_copy_in_the_dlq_is_reported_and_passed(kafka, tmp_path):
+    # a record the chunks topic took at its limit: its copy with the DLQ headers did not fit the
+    # DLQ (the broker refused it), the instance died, and again on it after every restart
+    dep = Deployment(kafka, tmp_path, partitions=1)
+    limit = AssemblerSettings().max_record_bytes
+    files = ccds(7, 1)
+    ((data_id, data),) = files.items()
+    Producer(kafka, dep.topic).send(
+        [(0, b"k", b"\x00" * (limit - 100)), *[(0, b"k", v) for v in records(data_id, data)]]
+    )
+    with dep.assembler() as service:
+        wait_until(lambda: dep.lag() == 0 or service._failed, 60, "the CCD behind the poison")
+        assert service.counts()["stored"] == 1
+    dep.assert_exactly(files)
+    (dead,) = dep.dlq_records(1)
+    assert dead["headers"]["dlq_reason"] == "undecodable"
+    assert dead["headers"]["original_offset"] == "0"
+    report = json.loads(dead["value"])
+    assert report["dlq_value"].startswith(f"omitted: {limit - 100} bytes")

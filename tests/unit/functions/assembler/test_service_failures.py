@@ -1,6 +1,7 @@
 """The service's commit rule when something fails part-way: nothing may be committed past a
 file that was completed but not stored, not on the failing batch, not on close, not on revoke."""
 
+import dataclasses
 import threading
 import time
 from datetime import UTC, datetime
@@ -11,6 +12,8 @@ import pytest
 from functions.assembler.service import AssemblerService, StoreUnavailable
 from functions.assembler.settings import AssemblerSettings
 from obsingest.dataid import DataId
+from obsingest.messages import CcdChunk
+from obsingest.store.gcs import StoreRequestRefused
 from obsingest.store.local import LocalDirStore
 from producers.kafka import encode_chunk, iter_chunks
 
@@ -66,7 +69,7 @@ class BrokenStore(LocalDirStore):
         raise OSError("destination disk full")
 
 
-def _service(tmp_path, store) -> tuple[AssemblerService, FakeConsumer]:
+def _service(tmp_path, store, producer: str | None = None) -> tuple[AssemblerService, FakeConsumer]:
     settings = AssemblerSettings(
         bootstrap_servers="127.0.0.1:1",
         store_attempts=2,
@@ -81,6 +84,8 @@ def _service(tmp_path, store) -> tuple[AssemblerService, FakeConsumer]:
             DataId("LSSTComCam", 2026112200001, 0), b"x" * 10000, datetime.now(UTC), None, "t", 4096
         )
     ]
+    if producer is not None:  # what no producer of ours writes (its names are capped)
+        records = [dataclasses.replace(CcdChunk.decode(r), producer=producer).encode() for r in records]
     consumer = FakeConsumer([Msg(0, i, v) for i, v in enumerate(records)])
     service._consumer = cast(Any, consumer)
     service._assigned.add((TOPIC, 0))
@@ -130,3 +135,79 @@ def test_consuming_goes_on_while_a_file_is_stored_but_commits_wait_for_it(tmp_pa
     assert max(o for _, o in consumer.commits) == 3
     service.close()
     assert store.read(DataId("LSSTComCam", 2026112200001, 0).object_name()) == b"x" * 10000
+
+
+class MetadataLimitedStore(LocalDirStore):
+    """Refuses custom metadata over 8 KiB in all, as GCS does (HTTP 400)."""
+
+    def put(self, name, data, metadata=None):
+        if sum(len(k) + len(v) for k, v in (metadata or {}).items()) > 8192:
+            raise StoreRequestRefused(f"{name}: refused with HTTP 400 (metadata too large)")
+        return super().put(name, data, metadata)
+
+
+def test_a_megabytes_long_producer_name_does_not_make_a_file_unstorable(tmp_path):
+    # the producer name went whole into the object's metadata: the store refused the file
+    # (permanent), the instance died, and again on that file after every restart
+    store = MetadataLimitedStore(tmp_path / "store")
+    service, consumer = _service(tmp_path, store, producer="p" * (1 << 20))
+    service.poll_once(0)
+    service.close()
+    name = DataId("LSSTComCam", 2026112200001, 0).object_name()
+    assert store.read(name) == b"x" * 10000
+    assert max(o for _, o in consumer.commits) == 3
+
+
+class PausedConsumer(FakeConsumer):
+    """``None`` in the records: one consume answers nothing although what follows is already in
+    the topic (a fetch in flight after the process was paused). The high watermark counts all."""
+
+    def __init__(self, messages: list[Msg | None]) -> None:
+        super().__init__([m for m in messages if m is not None])
+        self.stream = messages
+        self.high = len(self.messages)
+
+    def consume(self, count: int, timeout: float) -> list[Msg]:
+        if self.stream and self.stream[0] is None:
+            self.stream.pop(0)
+            return []
+        out: list[Msg] = []
+        while self.stream and self.stream[0] is not None and len(out) < count:
+            out.append(cast(Msg, self.stream.pop(0)))
+        return out
+
+    def get_watermark_offsets(self, partition, timeout=None, cached=False):
+        return 0, self.high
+
+
+class RecordingProducer:
+    def __init__(self) -> None:
+        self.records: list[Any] = []
+
+    def produce(self, topic, **record) -> None:
+        self.records.append(record)
+
+    def flush(self, timeout) -> int:
+        return 0
+
+
+def test_a_pause_longer_than_the_timeout_does_not_expire_a_file_whose_chunks_are_unread(tmp_path):
+    # paused (SIGSTOP, a stalled store, a partition outage) past the incomplete timeout between
+    # two chunks of a CCD the producer had sent whole: the file was dead-lettered as incomplete
+    # and committed past before its last chunks were read; they opened an orphan: the CCD lost
+    store = LocalDirStore(tmp_path / "store")
+    service, consumer = _service(tmp_path, store)
+    first, *rest = consumer.messages
+    paused = PausedConsumer([first, None, None, *rest])
+    service._consumer = cast(Any, paused)
+    service.dead_letters._producer = dlq = cast(Any, RecordingProducer())
+    now = [0.0]
+    service.reassembler.clock = lambda: now[0]
+    service.poll_once(0)  # chunk 0: the file opens
+    now[0] += 2 * service.settings.incomplete_timeout_s  # the pause
+    service.poll_once(0)  # nothing delivered yet: the rest is still in flight
+    service.poll_once(0)  # the other chunks
+    service.close()
+    assert dlq.records == []
+    assert store.read(DataId("LSSTComCam", 2026112200001, 0).object_name()) == b"x" * 10000
+    assert max(o for _, o in paused.commits) == 3
