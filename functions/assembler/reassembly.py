@@ -374,20 +374,21 @@ class Reassembler:
         return out
 
     def expire(
-        self, now: float | None = None, read_to_end: Callable[[Partition], bool] | None = None
+        self, now: float | None = None, settled: Callable[[Partition], float] | None = None
     ) -> list[Verdict]:
         """Dead-letter files idle past the timeout, releasing their offsets (a copy whose file
-        has another copy open is dropped quietly); only in partitions ``read_to_end`` says hold
-        no record not yet fed (after a pause or a stall, the missing chunks may be unread yet)."""
+        has another copy open is dropped quietly). With ``settled`` (a partition's latest time
+        by which every record it then held has been fed), only files idle past the timeout at
+        that time: after a pause or a stall, the missing chunks may be unread yet."""
         now = self.clock() if now is None else now
         out: list[Verdict] = []
         for partition, state in self._partitions.items():
-            idle = [
-                f for c in state.files.values() for f in c if now - f.last_seen >= self.incomplete_timeout_s
-            ]
-            if not idle or (read_to_end is not None and not read_to_end(partition)):
+            last = now - self.incomplete_timeout_s
+            if not any(f.last_seen <= last for c in state.files.values() for f in c):
                 continue
-            for f in idle:
+            if settled is not None:
+                last = min(last, settled(partition) - self.incomplete_timeout_s)
+            for f in [f for c in state.files.values() for f in c if f.last_seen <= last]:
                 key = f.data_id.key
                 self._forget(state, f)
                 if state.files.get(key):

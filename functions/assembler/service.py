@@ -94,6 +94,9 @@ class AssemblerService:
         self._consumer: Consumer = Consumer(consumer_config(settings))
         self.dead_letters = DeadLetters(settings)
         self._assigned: set[TP] = set()
+        #: per partition: (high watermark, when asked) not read to yet; the last such time read to
+        self._marks: dict[TP, tuple[int, float]] = {}
+        self._settled_at: dict[TP, float] = {}
         self._committed: dict[TP, int] = {}
         self._lock = threading.Lock()
         self._subscribed = False
@@ -195,7 +198,7 @@ class AssemblerService:
                         self._store_async(verdict)
                     else:
                         self._act(verdict, msg)
-            for verdict in self.reassembler.expire(read_to_end=self._read_to_end):
+            for verdict in self.reassembler.expire(settled=self._settled):
                 self._act(verdict, None)
             self._reap(block=False)
         except BaseException:
@@ -209,17 +212,33 @@ class AssemblerService:
         self._update_gauges()
         return handled
 
-    def _read_to_end(self, tp: TP) -> bool:
-        """Whether every record the broker now holds in ``tp`` has been fed (asked only when a
-        file there is idle past the timeout): else its missing chunks may be among them."""
+    def _settled(self, tp: TP) -> float:
+        """The latest time (the reassembler's clock) by which every record the broker then held
+        in ``tp`` has been fed; asked only when a file there is idle past the timeout. Each
+        mark is the high watermark when asked: under steady traffic the partition's end moves
+        on, but the records there at the mark are read soon."""
         from confluent_kafka import KafkaException, TopicPartition
 
-        try:
-            _, high = self._consumer.get_watermark_offsets(TopicPartition(*tp), timeout=WATERMARK_TIMEOUT_S)
-        except KafkaException as exc:  # cannot tell: the file waits for the next poll
-            log_event(log, "assembler.watermark_failed", logging.WARNING, partition=tp[1], error=str(exc))
-            return False
-        return self.reassembler.next_offset(tp) >= high
+        settled, mark = self._settled_at.get(tp, float("-inf")), self._marks.get(tp)
+        if mark is not None and self.reassembler.next_offset(tp) >= mark[0]:
+            settled, mark = mark[1], None
+            self._settled_at[tp] = settled
+        if mark is None:
+            now = self.reassembler.clock()
+            try:
+                _, high = self._consumer.get_watermark_offsets(
+                    TopicPartition(*tp), timeout=WATERMARK_TIMEOUT_S
+                )
+            except KafkaException as exc:  # cannot tell: the file waits for the next poll
+                log_event(log, "assembler.watermark_failed", logging.WARNING, partition=tp[1], error=str(exc))
+                self._marks.pop(tp, None)
+                return settled
+            if self.reassembler.next_offset(tp) >= high:
+                settled = self._settled_at[tp] = now
+                self._marks.pop(tp, None)
+            else:
+                self._marks[tp] = (high, now)
+        return settled
 
     def _update_gauges(self) -> None:
         """Lag, open files and held payload every few seconds; never raises."""
@@ -397,7 +416,8 @@ class AssemblerService:
         safe = self.reassembler.revoke(revoked)
         for tp in revoked:
             self._assigned.discard(tp)
-            self._committed.pop(tp, None)
+            for kept in (self._committed, self._marks, self._settled_at):
+                kept.pop(tp, None)
         return revoked, safe
 
     def _on_lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:

@@ -211,3 +211,48 @@ def test_a_pause_longer_than_the_timeout_does_not_expire_a_file_whose_chunks_are
     assert dlq.records == []
     assert store.read(DataId("LSSTComCam", 2026112200001, 0).object_name()) == b"x" * 10000
     assert max(o for _, o in paused.commits) == 3
+
+
+class SteadyConsumer(FakeConsumer):
+    """One record a consume, and a producer always one record ahead: the partition's end is never
+    reached, as under a night's steady traffic."""
+
+    def consume(self, count: int, timeout: float) -> list[Msg]:
+        return super().consume(1, timeout)
+
+    def get_watermark_offsets(self, partition, timeout=None, cached=False):
+        return 0, self.fed + 1
+
+    @property
+    def fed(self) -> int:
+        return self.total - len(self.messages)
+
+
+def test_under_steady_traffic_a_dead_partial_still_expires_once_what_was_there_is_read(tmp_path):
+    # a producer died after a CCD's first chunk; other CCDs keep coming, so the partition is never
+    # read to its end: expiry waited for that end, the commit stayed behind the dead partial for
+    # good (a restart re-read everything since) and its payload stayed held
+    store = LocalDirStore(tmp_path / "store")
+    service, _ = _service(tmp_path, store)
+    when = datetime.now(UTC)
+    dead = encode_chunk(
+        next(iter_chunks(DataId("LSSTComCam", 2026112200001, 0), b"x" * 10000, when, None, "t", 4096))
+    )
+    others = [
+        encode_chunk(c)
+        for d in range(1, 6)
+        for c in iter_chunks(DataId("LSSTComCam", 2026112200002, d), b"y" * 100, when, None, "t", 4096)
+    ]
+    consumer = SteadyConsumer([Msg(0, i, v) for i, v in enumerate([dead, *others])])
+    consumer.total = len(consumer.messages)
+    service._consumer = cast(Any, consumer)
+    service.dead_letters._producer = dlq = cast(Any, RecordingProducer())
+    now = [0.0]
+    service.reassembler.clock = lambda: now[0]
+    service.poll_once(0)  # the dead partial's only chunk
+    for _ in others:
+        now[0] += service.settings.incomplete_timeout_s
+        service.poll_once(0)
+    service.close()
+    assert [dict(r["headers"])["dlq_reason"] for r in dlq.records] == [b"incomplete"]
+    assert max(o for _, o in consumer.commits) == len(others) + 1
