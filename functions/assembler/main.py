@@ -1,6 +1,7 @@
 """The assembler as a process (``python -m functions.assembler``, ``obsingest assembler``): one
 consumer-group member. SIGTERM/SIGINT commit safe offsets and leave the group; a SIGKILL loses
-nothing. Only the standard library is imported at module level.
+nothing; an outage of the store or the DLQ is waited out by a new instance, no supervisor needed.
+Only the standard library is imported at module level.
 """
 
 from __future__ import annotations
@@ -34,11 +35,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import logging
+
     from functions.assembler.service import AssemblerService
     from functions.assembler.settings import AssemblerSettings
     from obsingest import logs
+    from obsingest.errors import RetriableError
+    from obsingest.logs import get_logger, log_event
     from obsingest.metrics import get_metrics
     from obsingest.metrics_http import serve_metrics
+    from obsingest.retry import RetryPolicy, Transient, call_with_retries
+
+    #: a store or DLQ outage outlasting an instance's retries stops it without committing past
+    #: what it could not write; a new instance resumes from the commit, for as long as it lasts
+    RESTART = RetryPolicy(max_attempts=sys.maxsize, base_delay=1.0, max_delay=30.0, deadline=None)
+    log = get_logger("obsingest.assembler")
 
     logs.configure(args.log_level)
     # an option given overrides its variable (options are named as fields)
@@ -48,9 +59,24 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     metrics = get_metrics()  # started by the service
+
+    def pause(seconds: float) -> None:  # a SIGTERM ends a wait between instances
+        stop.wait(seconds)
+
     metrics_server = serve_metrics()  # /metrics on OBSINGEST_METRICS_PORT (0: off)
     try:
-        AssemblerService(settings, metrics=metrics).run(stop, idle_exit_s=args.idle_exit)
+        call_with_retries(
+            lambda _left: AssemblerService(settings, metrics=metrics).run(stop, idle_exit_s=args.idle_exit),
+            lambda exc: (
+                Transient("outage") if isinstance(exc, RetriableError) and not stop.is_set() else None
+            ),
+            RESTART,
+            what="assembler",
+            sleep=pause,
+            on_retry=lambda a: log_event(
+                log, "assembler.restarting", logging.ERROR, error=str(a.error), delay_s=round(a.delay, 1)
+            ),
+        )
     finally:
         if metrics_server is not None:
             metrics_server.close()

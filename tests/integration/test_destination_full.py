@@ -15,7 +15,6 @@ issue's own figures, which ``make chaos`` runs:
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -25,6 +24,7 @@ import pytest
 
 from producers.daq.simulator import CcdSpec, write_raw_ccd
 from producers.edge.journal import Journal
+from tests.integration.fixtures import disk
 from tests.integration.fixtures.edge import EdgeProcess, wait_for
 
 pytestmark = pytest.mark.integration
@@ -41,17 +41,8 @@ ROOM = 600 * 1024
 
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Path]:
-    """A small tmpfs of our own (root only), always unmounted."""
-    if os.geteuid() != 0:
-        pytest.fail("mounting a tmpfs needs root (the destination must really fill up)")
-    mount = tmp_path / "destination"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_MB}m", "tmpfs", str(mount)], check=True)
-    try:
+    with disk.tmpfs(tmp_path / "destination", TMPFS_MB) as mount:
         yield mount
-    finally:
-        if subprocess.run(["umount", str(mount)], check=False).returncode != 0:
-            subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def write_night(handoff: Path) -> list[str]:
@@ -65,14 +56,6 @@ def write_night(handoff: Path) -> list[str]:
         write_raw_ccd(spec, handoff / f"LSSTCam_{exposure}_{detector:03d}.fits")
         keys.append(f"LSSTCam/{exposure}/{detector}")
     return keys
-
-
-def fill(mount: Path, leave: int) -> Path:
-    ballast = mount / "ballast"
-    st = os.statvfs(mount)
-    with ballast.open("wb") as fh:
-        fh.write(b"\0" * max(0, st.f_bavail * st.f_frsize - leave))
-    return ballast
 
 
 def journal_counts(spool: Path) -> dict[str, int]:
@@ -117,7 +100,7 @@ def test_a_full_destination_is_an_outage_every_ccd_registered_once(tmpfs: Path, 
     handoff.mkdir()
     store_root = tmpfs / "store"
     keys = write_night(handoff)
-    ballast = fill(tmpfs, ROOM)
+    ballast = disk.fill(tmpfs, ROOM)
     edge = EdgeProcess(
         handoff,
         spool,

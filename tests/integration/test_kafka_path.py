@@ -29,6 +29,7 @@ from obsingest.messages import CcdChunk
 from obsingest.store.local import LocalDirStore
 from obsingest.store.notifications import MetadataKeys
 from producers.kafka import KafkaChunkSender, KafkaProducerSettings, encode_chunk, iter_chunks
+from tests.integration.fixtures import disk
 from tests.integration.fixtures.handles import KafkaService, unique_name
 
 pytestmark = pytest.mark.integration
@@ -415,3 +416,36 @@ def test_a_poison_record_too_large_for_a_copy_in_the_dlq_is_reported_and_passed(
     assert dead["headers"]["original_offset"] == "0"
     report = json.loads(dead["value"])
     assert report["dlq_value"].startswith(f"omitted: {limit - 100} bytes")
+
+
+def test_a_store_outage_longer_than_the_retries_is_waited_out_by_the_process(kafka, tmp_path):
+    # the store failing past an instance's retries stopped the process (exit 1): nothing was
+    # lost (no commit past the file) but nothing came in either until someone restarted it
+    with disk.tmpfs(tmp_path / "full", 16) as mount:
+        _wait_out_a_full_store(Deployment(kafka, tmp_path, partitions=1), mount)
+
+
+def _wait_out_a_full_store(dep: Deployment, mount: Path) -> None:
+    dep.store_dir, dep.store = mount, LocalDirStore(mount)
+    ballast = disk.fill(mount, leave=0)
+    files = ccds(8, 4)
+    Producer(dep.kafka, dep.topic).send(
+        [(0, d.key.encode(), v) for d, data in files.items() for v in records(d, data)]
+    )
+    log = mount.parent / "assembler.log"
+    proc = dep.subprocess_assembler(log)
+    try:
+        failed = "assembler.store_retry"
+        wait_until(lambda: failed in log.read_text() or proc.poll() is not None, 60, "a store failure")
+        time.sleep(5)  # past the instance's retries (0.2 + 0.4 + 0.8 + 1.6 s)
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert "assembler.restarting" in log.read_text()
+        assert all(dep.stored(d) is None for d in files)
+        ballast.unlink()
+        wait_until(lambda: all(dep.stored(d) for d in files), 90, "every CCD once the disk has room")
+        wait_until(lambda: dep.lag() == 0, 60, "the assembler to commit everything")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0, log.read_text()[-3000:]
+    dep.assert_exactly(files)
+    assert dep.dlq_size() == 0
