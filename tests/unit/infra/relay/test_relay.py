@@ -18,6 +18,7 @@ from infra.local.relay import (
     decide,
     push_envelope,
 )
+from infra.local.relay.policy import dead_letter_attributes
 
 pytestmark = pytest.mark.unit
 
@@ -150,6 +151,16 @@ def test_always_failing_message_is_dead_lettered_with_reason_and_acked():
     assert attrs["objectId"] == "raw/x" and attrs["dlq_message_id"] == "msg-1"
     assert source.acked == ["ack-1++"]  # the original is acked only after the DLQ has it
     assert relay.counts()["dead_lettered"] == 1 and relay.pending_retries == 0
+
+
+@pytest.mark.parametrize("body", ["\ufffd" * 1000, "é" * 1000, "x" * 5000])
+def test_the_dead_letter_reason_fits_pubsubs_attribute_limit_in_bytes(body):
+    """Pub/Sub refuses an attribute value over 1024 bytes (INVALID_ARGUMENT): a reason cut at
+    500 characters is up to 2,000 bytes of UTF-8 (a body decoded with replacement characters is
+    3 bytes a character), and the dead letter would fail at every attempt, its reason never kept."""
+    attrs = dead_letter_attributes(delivery(1), PushResult(502, body), attempts=3)
+    assert all(len(value.encode()) <= 1024 for value in attrs.values())
+    assert attrs["dlq_reason"].startswith("HTTP 502: ") and len(attrs["dlq_reason"]) > 300
 
 
 def test_no_response_is_dead_lettered_with_status_none():
