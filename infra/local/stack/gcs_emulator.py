@@ -9,7 +9,7 @@ from pathlib import Path
 import requests
 
 from infra.local.stack.base import Launch, Service
-from infra.local.stack.golang import run_go
+from infra.local.stack.golang import install
 from infra.local.stack.settings import FAKE_GCS_SERVER_MODULE, FAKE_GCS_SERVER_VERSION
 
 
@@ -34,7 +34,7 @@ class Gcs(Service):
         if self.binary.exists():
             return
         module = f"{FAKE_GCS_SERVER_MODULE}@{FAKE_GCS_SERVER_VERSION}"
-        run_go(self.settings, self.name, ["install", module], gobin=self.binary.parent)
+        install(self.settings, self.name, module, self.binary)
 
     def server(self, backend: str) -> Launch:
         """The server's flags (no program) and environment, shared with the container backend."""
