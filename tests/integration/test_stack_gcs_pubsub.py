@@ -94,3 +94,23 @@ def test_pubsub_carries_messages_above_four_mib(pubsub: PubSubService) -> None:
     message_id = pubsub.publisher().publish(topic, data).result(timeout=30)
     assert message_id
     assert subscription
+
+
+def test_the_gcs_emulator_does_not_log_every_request() -> None:
+    """The stack's fake-gcs-server logged one line per request at its 'info' level, appended to
+    <run_dir>/logs/gcs.log for good: ~250 bytes a request, several a CCD, hundreds of MB a
+    night. Requests leave the log as it was; start-up and errors still go there."""
+    import requests
+
+    from tests.integration.fixtures.private_stack import PrivateStack
+
+    stack = PrivateStack(["gcs"]).up()
+    try:
+        gcs = stack.stack.service("gcs")
+        before = gcs.log_path.stat().st_size
+        endpoint = f"http://{stack.settings.host}:{stack.settings.gcs_port}"
+        for _ in range(20):
+            requests.get(f"{endpoint}/storage/v1/b", params={"project": "p"}, timeout=5).raise_for_status()
+        assert gcs.log_path.stat().st_size == before, gcs.log_tail(5)
+    finally:
+        stack.down()

@@ -40,7 +40,8 @@ class Gcs(Service):
         """The server's flags (no program) and environment, shared with the container backend."""
         s = self.settings
         argv = ["-scheme", "http", "-host", s.host, "-port", str(s.gcs_port), "-external-url", self.endpoint]
-        argv += ["-public-host", f"{s.host}:{s.gcs_port}", "-backend", backend, "-log-level", "info"]
+        # warn: at info it logs every request, into a log kept for good (hundreds of MB a night)
+        argv += ["-public-host", f"{s.host}:{s.gcs_port}", "-backend", backend, "-log-level", "warn"]
         env = {
             "PUBSUB_EMULATOR_HOST": f"{s.host}:{s.pubsub_port}",
             "GOOGLE_CLOUD_PROJECT": s.pubsub_project_id,
