@@ -177,6 +177,28 @@ def test_pubsub_delivery_attempt_counts_when_higher_than_ours():
     assert dlq.published and source.acked == ["a"]
 
 
+def test_a_failed_message_that_never_comes_back_stops_counting_as_pending():
+    """After an emulator restart (or pstest's 10-minute retention) a nacked message never comes
+    back: its count was kept for good, so pending_retries never fell to 0 (``obsingest relay
+    --until-idle`` never ended, ``wait_idle`` always timed out) and the counts grew with every
+    such message. Long past its backoff it is forgotten."""
+
+    class LosingSource(FakeSource):
+        def nack(self, ack_ids: list[str], delay_seconds: int) -> None:
+            self.nacked += [(a, delay_seconds) for a in ack_ids]  # and the emulator restarts
+
+    now = [1000.0]
+    source = LosingSource(delivery(1))
+    relay = Relay(source, ScriptedTarget(503), FakeDlq(), RelaySettings(max_attempts=5))
+    relay.clock = lambda: now[0]
+    relay.run_once()
+    assert source.nacked == [("ack-1", 1)] and relay.pending_retries == 1
+    now[0] += 60  # a minute past its 1 s backoff: perhaps still coming
+    assert relay.pending_retries == 1
+    now[0] += 86_400  # a day
+    assert relay.pending_retries == 0
+
+
 def test_if_the_dlq_is_down_the_message_is_kept_not_lost():
     relay, (source, _) = make(ScriptedTarget(503), delivery(1), max_attempts=1, dlq=FakeDlq(True))
     assert relay.handle(source.pull(1, 0)[0]) is Action.NACK
