@@ -116,7 +116,8 @@ class Relay:
             try:
                 self.dead_letters.publish(delivery.data, attrs)
             except Exception as exc:  # DLQ down: keep the message, try again later
-                self.source.nack([delivery.ack_id], delay)
+                self._settle(lambda: self.source.nack([delivery.ack_id], delay), fields)
+                self._count("retried")
                 log_event(log, "relay.dead_letter_failed", logging.ERROR, error=str(exc), **fields)
                 return Action.NACK
             self._forget(delivery.message_id)

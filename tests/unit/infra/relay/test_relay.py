@@ -203,6 +203,21 @@ def test_if_the_dlq_is_down_the_message_is_kept_not_lost():
     relay, (source, _) = make(ScriptedTarget(503), delivery(1), max_attempts=1, dlq=FakeDlq(True))
     assert relay.handle(source.pull(1, 0)[0]) is Action.NACK
     assert source.acked == [] and relay.pending_retries == 1
+    assert source.nacked == [("ack-1", 1)] and relay.counts()["nacked"] == 1  # counted as retried
+
+
+def test_if_the_dlq_and_the_nack_both_fail_handle_still_answers():
+    """Pub/Sub down: the dead letter and the nack fail alike; the message comes back after its
+    ack deadline, as after any settle that failed (``run_once`` raised instead)."""
+
+    class NackFails(FakeSource):
+        def nack(self, ack_ids: list[str], delay_seconds: int) -> None:
+            raise ConnectionError("emulator gone")
+
+    source = NackFails(delivery(1))
+    relay = Relay(source, ScriptedTarget(503), FakeDlq(True), RelaySettings(max_attempts=1))
+    assert relay.run_once() == 1
+    assert source.acked == [] and relay.pending_retries == 1
 
 
 def test_a_crashing_target_nacks_rather_than_loses():
