@@ -69,6 +69,11 @@ def relay_delivery_policy(
     }
 
 
+#: the topic of a subscription whose topic was deleted: it receives nothing, even once the
+#: topic is made again
+DELETED_TOPIC = "_deleted-topic_"
+
+
 def ensure_subscription(
     subscriber: Any,
     path: str,
@@ -77,16 +82,21 @@ def ensure_subscription(
     ack_deadline: int = 60,
     fields: dict[str, Any] | None = None,
 ) -> None:
-    """Create the pull subscription unless it exists; an existing one gets the policy ``fields``."""
+    """Create the pull subscription unless it exists; an existing one gets the policy ``fields``,
+    one its topic's deletion detached for good (``DELETED_TOPIC``) is made again."""
     from google.api_core import exceptions as api_exceptions
 
     fields = fields or {}
+    request = {"name": path, "topic": topic, "ack_deadline_seconds": ack_deadline, **fields}
     try:
-        subscriber.create_subscription(
-            request={"name": path, "topic": topic, "ack_deadline_seconds": ack_deadline, **fields}
-        )
+        subscriber.create_subscription(request=request)
         report.note(path, True)
     except api_exceptions.AlreadyExists:
+        if subscriber.get_subscription(request={"subscription": path}).topic == DELETED_TOPIC:
+            subscriber.delete_subscription(request={"subscription": path})
+            subscriber.create_subscription(request=request)
+            report.note(path, True)
+            return
         report.note(path, False)
         if fields:
             subscriber.update_subscription(

@@ -21,30 +21,32 @@ log = get_logger("obsingest.bus.kafka")
 
 
 class KafkaPublisher:
-    """One producer per process; thread-safe."""
+    """One producer per process; thread-safe. A producer that raised a fatal error (librdkafka:
+    it can never send again) is replaced by a new one for the publishes after it."""
 
     def __init__(self, bootstrap: str, *, timeout: float = 5.0) -> None:
         from confluent_kafka import Producer
 
         self.timeout = timeout
-        self.producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "acks": "all",
-                "enable.idempotence": True,
-                "linger.ms": 1,
-                "delivery.timeout.ms": int(timeout * 1000),
-                "request.timeout.ms": max(1000, int(timeout * 1000) - 100),
-            }
-        )
+        self._config = {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 1,
+            "delivery.timeout.ms": int(timeout * 1000),
+            "request.timeout.ms": max(1000, int(timeout * 1000) - 100),
+        }
+        self._lock = threading.Lock()
+        self.producer = Producer(self._config)
 
     def publish(
         self, topic: str, data: bytes, *, key: str | None = None, attributes: dict[str, str] | None = None
     ) -> str:
         """Produce and wait for this message's delivery report; returns ``topic/partition@offset``.
         Attributes travel as record headers."""
-        from confluent_kafka import KafkaException
+        from confluent_kafka import KafkaException, Producer
 
+        producer = self.producer
         done = threading.Event()
         outcome: dict[str, Any] = {}
 
@@ -59,22 +61,24 @@ class KafkaPublisher:
         try:
             while True:
                 try:
-                    self.producer.produce(
-                        topic, value=data, key=key, headers=headers, on_delivery=on_delivery
-                    )
+                    producer.produce(topic, value=data, key=key, headers=headers, on_delivery=on_delivery)
                     break
                 except BufferError:  # local queue full: serve callbacks, then try again
                     if time.monotonic() > deadline:
                         raise
-                    self.producer.poll(0.01)
+                    producer.poll(0.01)
             while not done.is_set():
                 if time.monotonic() > deadline:
                     raise PublishFailed(f"kafka {topic}: no delivery report in {self.timeout} s")
-                self.producer.poll(0.01)
+                producer.poll(0.01)
             if outcome["err"] is not None:  # a broker's disk full is bus-full (retriable), as raised
                 raise KafkaException(outcome["err"])
         except (KafkaException, BufferError) as exc:
             log_event(log, "kafka.publish_failed", logging.WARNING, topic=topic, error=str(exc))
+            if _fatal(exc):
+                with self._lock:  # once, whichever publish met it first
+                    if self.producer is producer:
+                        self.producer = Producer(self._config)
             raise as_exhausted(exc, "bus", f"kafka topic {topic}") or PublishFailed(
                 f"kafka {topic}: {exc}"
             ) from exc
@@ -84,3 +88,12 @@ class KafkaPublisher:
     def close(self) -> None:
         """Deliver what is queued (bounded by the timeout)."""
         self.producer.flush(self.timeout)
+
+
+def _fatal(exc: Exception) -> bool:
+    """librdkafka's fatal error: its delivery reports and ``produce`` say ``_FATAL`` (the
+    ``fatal()`` flag is set only on the error the error callback gets)."""
+    from confluent_kafka import KafkaError
+
+    error = exc.args[0] if exc.args else None
+    return isinstance(error, KafkaError) and (error.fatal() or error.code() == KafkaError._FATAL)

@@ -171,13 +171,30 @@ class PubSubPullSource:
         self.client.close()
 
 
+#: deliveries of one message its callback failed on before ``SubscriberThread`` gives it up: its
+#: subscription (``provision.subscribe``) has no dead-letter policy to stop the redeliveries
+SUBSCRIBER_MAX_ATTEMPTS = 5
+
+
 class SubscriberThread:
     """Pull a subscription in a background thread, hand each message to ``callback``, ack it.
-    A callback that raises leaves the message unacked, redelivered after the ack deadline."""
+    A callback that raises leaves the message unacked, redelivered after the ack deadline, up to
+    ``max_attempts`` deliveries; then it is acked and logged as dropped with the last error."""
 
-    def __init__(self, project: str, subscription: str, callback: Any, *, name: str = "subscriber") -> None:
+    def __init__(
+        self,
+        project: str,
+        subscription: str,
+        callback: Any,
+        *,
+        name: str = "subscriber",
+        max_attempts: int = SUBSCRIBER_MAX_ATTEMPTS,
+    ) -> None:
         self.source = PubSubPullSource(project, subscription)
         self.callback = callback
+        self.max_attempts = max_attempts
+        #: failed deliveries per message id, of messages not yet handled nor given up
+        self._failures: dict[str, int] = {}
         self._last = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -208,14 +225,20 @@ class SubscriberThread:
                         error=str(exc),
                     )
                 except Exception as exc:
+                    failures = self._failures.get(delivery.message_id, 0) + 1
+                    gave_up = failures >= self.max_attempts
                     log_event(
                         log,
-                        "subscriber.callback_failed",
+                        "subscriber.message_dropped" if gave_up else "subscriber.callback_failed",
                         logging.ERROR,
                         message_id=delivery.message_id,
+                        attempts=failures,
                         error=str(exc),
                     )
-                    continue
+                    if not gave_up:
+                        self._failures[delivery.message_id] = failures
+                        continue
+                self._failures.pop(delivery.message_id, None)
                 done.append(delivery.ack_id)
             if deliveries:
                 self._last = time.monotonic()

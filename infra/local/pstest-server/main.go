@@ -14,7 +14,12 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"reflect"
+	"runtime/debug"
+	"sync"
 	"syscall"
+	"time"
+	"unsafe"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
@@ -28,6 +33,8 @@ func main() {
 	host := flag.String("host", "127.0.0.1", "address to bind to")
 	port := flag.Int("port", 8085, "port to serve the Pub/Sub gRPC API on")
 	maxBytes := flag.Int("max-message-bytes", maxMessageBytes, "gRPC max send/receive message size")
+	keep := flag.Duration("keep-published", 10*time.Minute,
+		"forget the record of messages published longer ago than this (0: keep every one)")
 	flag.Parse()
 
 	// pstest starts its own (4 MiB) server on an ephemeral loopback port. We close that server
@@ -47,6 +54,10 @@ func main() {
 	pubsubpb.RegisterSubscriberServer(srv, &fake.GServer)
 	pubsubpb.RegisterSchemaServiceServer(srv, &fake.GServer)
 
+	if *keep > 0 {
+		go forgetPublishedEvery(&fake.GServer, *keep)
+	}
+
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
@@ -59,4 +70,51 @@ func main() {
 	if err := srv.Serve(lis); err != nil {
 		log.Fatalf("serve: %v", err)
 	}
+}
+
+// forgetPublishedEvery drops, every tenth of `age`, pstest's record of the messages published
+// more than `age` ago. pstest keeps every message ever published (GServer.msgs and msgsByID,
+// for its in-process inspection API and Seek) and never forgets one: ~2.6 KB a message,
+// measured, so a long-running emulator grew by about a GB a night of CCDs. A subscription holds
+// its own reference to each message it has not had acked, so delivery is unaffected; pstest
+// itself drops a subscription's messages left unpulled for 10 minutes, hence the default.
+func forgetPublishedEvery(g *pstest.GServer, age time.Duration) {
+	interval := max(age/10, 100*time.Millisecond)
+	for range time.Tick(interval) {
+		n, err := forgetPublished(g, time.Now().Add(-age))
+		if err != nil {
+			log.Printf("pstest-server: not forgetting published messages: %v", err)
+			return
+		}
+		if n > 0 {
+			debug.FreeOSMemory()
+		}
+	}
+}
+
+// forgetPublished removes the messages published before `cut` from pstest's record, under its
+// own lock, and returns how many. The fields are unexported (pstest is pinned by go.mod): they
+// are reached by reflection, and checked, so a pstest that changed them is left alone.
+func forgetPublished(g *pstest.GServer, cut time.Time) (int, error) {
+	v := reflect.ValueOf(g).Elem()
+	mu, msgs, byID := v.FieldByName("mu"), v.FieldByName("msgs"), v.FieldByName("msgsByID")
+	if !mu.IsValid() || mu.Type() != reflect.TypeFor[sync.Mutex]() ||
+		!msgs.IsValid() || msgs.Type() != reflect.TypeFor[[]*pstest.Message]() ||
+		!byID.IsValid() || byID.Type() != reflect.TypeFor[map[string]*pstest.Message]() {
+		return 0, fmt.Errorf("pstest's GServer has no mu, msgs and msgsByID of the expected types")
+	}
+	lock := (*sync.Mutex)(unsafe.Pointer(mu.UnsafeAddr()))
+	published := (*[]*pstest.Message)(unsafe.Pointer(msgs.UnsafeAddr()))
+	index := *(*map[string]*pstest.Message)(unsafe.Pointer(byID.UnsafeAddr()))
+	lock.Lock()
+	defer lock.Unlock()
+	n := 0
+	for n < len(*published) && (*published)[n].PublishTime.Before(cut) {
+		delete(index, (*published)[n].ID)
+		n++
+	}
+	if n > 0 { // a new array: the old one would keep the forgotten messages reachable
+		*published = append([]*pstest.Message(nil), (*published)[n:]...)
+	}
+	return n, nil
 }

@@ -38,6 +38,10 @@ class DeadLetterSink(Protocol):
 #: this unit's ``component`` label, and the names ``counts()`` reports its outcomes under
 COMPONENT = "relay"
 COUNTS = {"acked": "delivered", "nacked": "retried", "dead_lettered": "dead_lettered"}
+#: seconds after its backoff a failed message still not back is forgotten (an emulator restart
+#: or pstest's 10-minute retention dropped it, another consumer took it); should it come back,
+#: Pub/Sub's ``delivery_attempt`` counts on
+FORGET_AFTER = 600.0
 
 
 class Relay:
@@ -60,8 +64,11 @@ class Relay:
         self.settings = settings or RelaySettings()
         self.subscription_path = subscription_path or self.settings.subscription
         self._lock = threading.Lock()
-        #: failed pushes per message id, where Pub/Sub's ``delivery_attempt`` is not counted
-        self._attempts: dict[str, int] = {}
+        #: failed pushes per message id (where Pub/Sub's ``delivery_attempt`` is not counted),
+        #: and when to forget it (``FORGET_AFTER``)
+        self._attempts: dict[str, tuple[int, float]] = {}
+        self._next_sweep = 0.0
+        self.clock = time.monotonic  # of the attempts' deadlines (a test sets its own)
         self._in_flight = 0
         self._last_activity = time.monotonic()
         self._stop = threading.Event()
@@ -76,12 +83,16 @@ class Relay:
             result = self.target.push(envelope)
         except Exception as exc:  # a target bug must not lose the message: nack it
             result = PushResult(None, error=f"{type(exc).__name__}: {exc}")
+        now = self.clock()
         with self._lock:
-            attempts = self._attempts.get(delivery.message_id, 0) + 1
-            attempts = max(attempts, delivery.delivery_attempt)
-            self._attempts[delivery.message_id] = attempts
+            attempts = max(
+                self._attempts.get(delivery.message_id, (0, 0.0))[0] + 1, delivery.delivery_attempt
+            )
+            delay = backoff_seconds(attempts, self.settings.min_backoff, self.settings.max_backoff)
+            self._attempts[delivery.message_id] = (attempts, now + delay + FORGET_AFTER)
+            if now >= self._next_sweep:
+                self._sweep(now)
         action = decide(result, attempts, self.settings.max_attempts)
-        delay = backoff_seconds(attempts, self.settings.min_backoff, self.settings.max_backoff)
         fields = {
             "message_id": delivery.message_id,
             "object": delivery.attributes.get("objectId"),
@@ -105,7 +116,8 @@ class Relay:
             try:
                 self.dead_letters.publish(delivery.data, attrs)
             except Exception as exc:  # DLQ down: keep the message, try again later
-                self.source.nack([delivery.ack_id], delay)
+                self._settle(lambda: self.source.nack([delivery.ack_id], delay), fields)
+                self._count("retried")
                 log_event(log, "relay.dead_letter_failed", logging.ERROR, error=str(exc), **fields)
                 return Action.NACK
             self._forget(delivery.message_id)
@@ -134,6 +146,12 @@ class Relay:
     def _forget(self, message_id: str) -> None:
         with self._lock:
             self._attempts.pop(message_id, None)
+
+    def _sweep(self, now: float) -> None:
+        """Forget the failed messages long overdue (under the lock); next sweep in a while."""
+        for message_id in [m for m, (_, until) in self._attempts.items() if until <= now]:
+            del self._attempts[message_id]
+        self._next_sweep = now + FORGET_AFTER / 10
 
     def run_once(self, timeout: float = 1.0) -> int:
         """Pull one batch and handle it concurrently; returns its size."""
@@ -194,8 +212,10 @@ class Relay:
 
     @property
     def pending_retries(self) -> int:
-        """Messages that failed at least once and are neither acked nor dead-lettered yet."""
+        """Messages that failed at least once and are neither acked nor dead-lettered yet (nor
+        long overdue: ``FORGET_AFTER``)."""
         with self._lock:
+            self._sweep(self.clock())
             return len(self._attempts)
 
     def idle_for(self) -> float:

@@ -66,11 +66,17 @@ def push_envelope(delivery: Delivery, subscription: str) -> dict[str, Any]:
     }
 
 
+#: the most bytes (UTF-8) Pub/Sub takes in one attribute value
+MAX_ATTRIBUTE_BYTES = 1024
+
+
 def dead_letter_attributes(delivery: Delivery, result: PushResult, attempts: int) -> dict[str, str]:
-    """The original attributes plus why and after how many attempts it was given up."""
+    """The original attributes plus why and after how many attempts it was given up (the reason
+    cut to what Pub/Sub takes: a longer value fails the whole publish)."""
+    reason = result.describe().encode()[:MAX_ATTRIBUTE_BYTES].decode("utf-8", "ignore")
     return {
         **delivery.attributes,
-        "dlq_reason": result.describe(),
+        "dlq_reason": reason,
         "dlq_attempts": str(attempts),
         "dlq_status": str(result.status) if result.status is not None else "none",
         "dlq_message_id": delivery.message_id,

@@ -9,7 +9,7 @@ from pathlib import Path
 import requests
 
 from infra.local.stack.base import Launch, Service
-from infra.local.stack.golang import run_go
+from infra.local.stack.golang import install
 from infra.local.stack.settings import FAKE_GCS_SERVER_MODULE, FAKE_GCS_SERVER_VERSION
 
 
@@ -34,13 +34,14 @@ class Gcs(Service):
         if self.binary.exists():
             return
         module = f"{FAKE_GCS_SERVER_MODULE}@{FAKE_GCS_SERVER_VERSION}"
-        run_go(self.settings, self.name, ["install", module], gobin=self.binary.parent)
+        install(self.settings, self.name, module, self.binary)
 
     def server(self, backend: str) -> Launch:
         """The server's flags (no program) and environment, shared with the container backend."""
         s = self.settings
         argv = ["-scheme", "http", "-host", s.host, "-port", str(s.gcs_port), "-external-url", self.endpoint]
-        argv += ["-public-host", f"{s.host}:{s.gcs_port}", "-backend", backend, "-log-level", "info"]
+        # warn: at info it logs every request, into a log kept for good (hundreds of MB a night)
+        argv += ["-public-host", f"{s.host}:{s.gcs_port}", "-backend", backend, "-log-level", "warn"]
         env = {
             "PUBSUB_EMULATOR_HOST": f"{s.host}:{s.pubsub_port}",
             "GOOGLE_CLOUD_PROJECT": s.pubsub_project_id,

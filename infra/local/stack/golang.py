@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -42,3 +43,17 @@ def run_go(
     result = subprocess.run([go, *args], cwd=cwd, env=go_env(settings, gobin), capture_output=True, text=True)
     if result.returncode != 0:
         raise FetchError(service, f"`go {' '.join(args)}` failed", (result.stdout + result.stderr)[-4000:])
+
+
+def install(
+    settings: StackSettings, service: str, package: str, binary: Path, *, cwd: Path | None = None
+) -> None:
+    """``go install <package>`` into ``binary`` (named as the package's command): installed into a
+    staging directory beside it, then renamed into place. go writes an executable in place (a
+    copy out of its build cache): killed midway, it would leave a part under the binary's name,
+    which a later fetch (building only a missing binary) took for the whole."""
+    staging = binary.parent / ".partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    run_go(settings, service, ["install", package], cwd=cwd, gobin=staging)
+    (staging / binary.name).rename(binary)
+    staging.rmdir()

@@ -85,7 +85,8 @@ class Postgres(Service):
         self._bin("postgres")
 
     def prepare(self) -> None:
-        """initdb the cluster the first time, owned by the user that will run it."""
+        """initdb the cluster the first time, owned by the user that will run it, beside the data
+        directory and renamed into place once whole (initdb writes PG_VERSION before its bootstrap)."""
         user = run_as_user(self.settings.postgres_user)
         base = self.settings.data_dir(self.name)
         base.mkdir(parents=True, exist_ok=True)
@@ -95,10 +96,13 @@ class Postgres(Service):
             if user:
                 _chown_tree(self.pgdata, user)
             return
-        shutil.rmtree(self.pgdata, ignore_errors=True)
-        argv = [self._bin("initdb"), "-D", str(self.pgdata), "-U", SUPERUSER, "--auth=trust"]
+        staging = self.pgdata.with_name(f"{self.pgdata.name}.initdb")
+        for leftover in (self.pgdata, staging):
+            shutil.rmtree(leftover, ignore_errors=True)
+        argv = [self._bin("initdb"), "-D", str(staging), "-U", SUPERUSER, "--auth=trust"]
         argv += ["--encoding=UTF8", "--locale=C", "--no-sync"]
         self.run_logged(argv, "initdb", cwd=str(base), **process.as_user(user))
+        staging.rename(self.pgdata)
 
     def launch(self) -> Launch:
         s = self.settings

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from infra.local.stack.base import Launch, Service
 from infra.local.stack.errors import StackError
-from infra.local.stack.golang import run_go
+from infra.local.stack.golang import install
 from infra.local.stack.process import port_open
 from infra.local.stack.settings import PSTEST_VERSION
 
@@ -44,8 +44,7 @@ class PubSub(Service):
         """Build the in-repo pstest server into the cache (rebuilt only when sources change)."""
         if self.binary.exists():
             return
-        self.binary.parent.mkdir(parents=True, exist_ok=True)
-        run_go(self.settings, self.name, ["build", "-o", str(self.binary), "."], cwd=self.source_dir)
+        install(self.settings, self.name, ".", self.binary, cwd=self.source_dir)
 
     def launch(self) -> Launch:
         s = self.settings

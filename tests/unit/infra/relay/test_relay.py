@@ -18,6 +18,7 @@ from infra.local.relay import (
     decide,
     push_envelope,
 )
+from infra.local.relay.policy import dead_letter_attributes
 
 pytestmark = pytest.mark.unit
 
@@ -152,6 +153,16 @@ def test_always_failing_message_is_dead_lettered_with_reason_and_acked():
     assert relay.counts()["dead_lettered"] == 1 and relay.pending_retries == 0
 
 
+@pytest.mark.parametrize("body", ["\ufffd" * 1000, "é" * 1000, "x" * 5000])
+def test_the_dead_letter_reason_fits_pubsubs_attribute_limit_in_bytes(body):
+    """Pub/Sub refuses an attribute value over 1024 bytes (INVALID_ARGUMENT): a reason cut at
+    500 characters is up to 2,000 bytes of UTF-8 (a body decoded with replacement characters is
+    3 bytes a character), and the dead letter would fail at every attempt, its reason never kept."""
+    attrs = dead_letter_attributes(delivery(1), PushResult(502, body), attempts=3)
+    assert all(len(value.encode()) <= 1024 for value in attrs.values())
+    assert attrs["dlq_reason"].startswith("HTTP 502: ") and len(attrs["dlq_reason"]) > 300
+
+
 def test_no_response_is_dead_lettered_with_status_none():
     relay, (_, dlq) = make(ScriptedTarget(None), delivery(1), max_attempts=1)
     relay.run_once()
@@ -166,9 +177,46 @@ def test_pubsub_delivery_attempt_counts_when_higher_than_ours():
     assert dlq.published and source.acked == ["a"]
 
 
+def test_a_failed_message_that_never_comes_back_stops_counting_as_pending():
+    """After an emulator restart (or pstest's 10-minute retention) a nacked message never comes
+    back: its count was kept for good, so pending_retries never fell to 0 (``obsingest relay
+    --until-idle`` never ended, ``wait_idle`` always timed out) and the counts grew with every
+    such message. Long past its backoff it is forgotten."""
+
+    class LosingSource(FakeSource):
+        def nack(self, ack_ids: list[str], delay_seconds: int) -> None:
+            self.nacked += [(a, delay_seconds) for a in ack_ids]  # and the emulator restarts
+
+    now = [1000.0]
+    source = LosingSource(delivery(1))
+    relay = Relay(source, ScriptedTarget(503), FakeDlq(), RelaySettings(max_attempts=5))
+    relay.clock = lambda: now[0]
+    relay.run_once()
+    assert source.nacked == [("ack-1", 1)] and relay.pending_retries == 1
+    now[0] += 60  # a minute past its 1 s backoff: perhaps still coming
+    assert relay.pending_retries == 1
+    now[0] += 86_400  # a day
+    assert relay.pending_retries == 0
+
+
 def test_if_the_dlq_is_down_the_message_is_kept_not_lost():
     relay, (source, _) = make(ScriptedTarget(503), delivery(1), max_attempts=1, dlq=FakeDlq(True))
     assert relay.handle(source.pull(1, 0)[0]) is Action.NACK
+    assert source.acked == [] and relay.pending_retries == 1
+    assert source.nacked == [("ack-1", 1)] and relay.counts()["nacked"] == 1  # counted as retried
+
+
+def test_if_the_dlq_and_the_nack_both_fail_handle_still_answers():
+    """Pub/Sub down: the dead letter and the nack fail alike; the message comes back after its
+    ack deadline, as after any settle that failed (``run_once`` raised instead)."""
+
+    class NackFails(FakeSource):
+        def nack(self, ack_ids: list[str], delay_seconds: int) -> None:
+            raise ConnectionError("emulator gone")
+
+    source = NackFails(delivery(1))
+    relay = Relay(source, ScriptedTarget(503), FakeDlq(True), RelaySettings(max_attempts=1))
+    assert relay.run_once() == 1
     assert source.acked == [] and relay.pending_retries == 1
 
 

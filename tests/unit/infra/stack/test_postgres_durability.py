@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from infra.local.stack.errors import StackError
 from infra.local.stack.postgres_server import Postgres, postmaster_pid, server_options
 from infra.local.stack.process import process_start_ticks, read_pid_file
 from infra.local.stack.settings import load_settings
@@ -77,3 +78,29 @@ def test_a_stale_or_foreign_postmaster_pid_is_not_adopted(tmp_path, fake_postmas
     assert postmaster_pid(pg.pgdata) is None  # alive, but not a postgres
     pid_file.write_text("garbage\n")
     assert postmaster_pid(pg.pgdata) is None
+
+
+def _fake_initdb(bindir: Path, body: str) -> None:
+    """An ``initdb`` that makes ``-D``'s directory, writes PG_VERSION first (as initdb does,
+    before its bootstrap), then runs ``body``."""
+    bindir.mkdir(exist_ok=True)
+    script = bindir / "initdb"
+    script.write_text(f'#!/bin/sh\nD="$2"\nmkdir -p "$D"\necho 15 > "$D/PG_VERSION"\n{body}\n')
+    script.chmod(0o755)
+    (bindir / "postgres").write_text("#!/bin/sh\n")
+
+
+def test_an_initdb_killed_midway_is_redone_at_the_next_start(tmp_path, monkeypatch):
+    """initdb writes PG_VERSION before its bootstrap: killed in between, the cluster is half made,
+    and a start that took PG_VERSION for a finished cluster would launch on it and fail at every
+    start until someone deleted the directory. The next start initialises it again."""
+    monkeypatch.setattr("infra.local.stack.postgres_server.run_as_user", lambda configured: None)
+    bindir = tmp_path / "bin"
+    pg = Postgres(load_settings(run_dir=tmp_path / "run", pg_bin_dir=str(bindir)))
+    _fake_initdb(bindir, "kill -9 $$")
+    with pytest.raises(StackError, match="initdb failed"):
+        pg.prepare()
+    _fake_initdb(bindir, 'touch "$D/bootstrapped"')
+    pg.prepare()
+    assert (pg.pgdata / "PG_VERSION").exists() and (pg.pgdata / "bootstrapped").exists()
+    assert sorted(p.name for p in pg.pgdata.parent.iterdir()) == ["data"]  # nothing half made

@@ -3,12 +3,19 @@ poll sleeps a fixed 500 ms instead of waking when a message arrives)."""
 
 from __future__ import annotations
 
+import threading
 from types import SimpleNamespace
 
 import pytest
 
 from obsingest.bus.direct_rpc import DirectRpcs
-from obsingest.bus.pull import EMULATOR_POLL_SECONDS, PubSubPullSource
+from obsingest.bus.pull import (
+    EMULATOR_POLL_SECONDS,
+    SUBSCRIBER_MAX_ATTEMPTS,
+    Delivery,
+    PubSubPullSource,
+    SubscriberThread,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -100,3 +107,56 @@ def test_a_direct_pull_reads_the_raw_protobuf_answer() -> None:
     ]
     assert got[0].publish_time == datetime(2026, 11, 22, 1, 2, 3, 456000, tzinfo=UTC)
     assert got[1].publish_time is None
+
+
+class RedeliveringSource:
+    """A subscription without a dead-letter policy: what is not acked comes back at the next
+    pull (its ack deadline passed), with a fresh ack id, until ``limit`` deliveries."""
+
+    def __init__(self, *message_ids: str, limit: int = 50) -> None:
+        self.pending = list(message_ids)
+        self.deliveries: dict[str, int] = {}
+        self.acked: list[str] = []
+        self.limit = limit
+        self.settled = threading.Event()  # everything acked, or redelivered ``limit`` times
+
+    def pull(self, max_messages: int, timeout: float) -> list[Delivery]:
+        if self.settled.is_set() or not self.pending:
+            self.settled.set()
+            return []
+        for m in self.pending:
+            self.deliveries[m] = self.deliveries.get(m, 0) + 1
+            if self.deliveries[m] >= self.limit:
+                self.settled.set()
+        return [Delivery(f"{m}:{self.deliveries[m]}", m, m.encode()) for m in self.pending]
+
+    def ack(self, ack_ids: list[str]) -> None:
+        self.acked += ack_ids
+        self.pending = [m for m in self.pending if all(a.split(":")[0] != m for a in ack_ids)]
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_message_whose_callback_always_fails_is_dropped_after_some_attempts(monkeypatch):
+    """Its subscription (``provision.subscribe``) has no dead-letter policy: a message the
+    callback always fails on would come back every ack deadline for good. It is given up, with
+    an error, after SUBSCRIBER_MAX_ATTEMPTS deliveries; the good one behind it is handled once."""
+    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", "127.0.0.1:1")  # a client that never connects
+    handled: list[str] = []
+
+    def callback(delivery: Delivery) -> None:
+        if delivery.message_id == "poison":
+            raise RuntimeError("observer bug")
+        handled.append(delivery.message_id)
+
+    subscriber = SubscriberThread("p", "s", callback)
+    source = subscriber.source = RedeliveringSource("poison", "good")
+    subscriber.start()
+    try:
+        assert source.settled.wait(30)
+    finally:
+        subscriber.stop()
+    assert source.deliveries == {"poison": SUBSCRIBER_MAX_ATTEMPTS, "good": 1}
+    assert handled == ["good"] and sorted(source.acked) == ["good:1", f"poison:{SUBSCRIBER_MAX_ATTEMPTS}"]
+    assert subscriber._failures == {}  # nothing kept for a message given up
