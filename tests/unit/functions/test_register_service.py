@@ -132,6 +132,18 @@ def test_an_object_larger_than_any_ccd_is_quarantined_unread(env, did, monkeypat
     assert env.registry.count_datasets() == 0
 
 
+@pytest.mark.parametrize("when", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"])
+def test_a_readout_time_with_no_utc_instant_is_unreadable_not_a_crash(env, did, when):
+    """Metadata whose time has no UTC datetime raised OverflowError from the registry (an HTTP
+    500, redelivered until dead-lettered): it is unreadable, so the store's time stands in."""
+    _upload(env, did)
+    [(_path, event)] = env.store.outbox().pending()
+    event["data"]["metadata"][MetadataKeys.READOUT_TIME] = when
+    outcome = env.service.handle(from_storage_cloudevent(event, event["data"]))
+    assert outcome.status == "registered"
+    assert outcome.arrival.readout_time == outcome.arrival.stored_time
+
+
 def test_a_claim_the_stored_bytes_do_not_match_is_read_whole_and_refused(env, did):
     ccd = small_ccd(did.exposure, did.detector)
     env.store.put(did.object_name(), ccd, {MetadataKeys.CHECKSUM: "crc32c:00000000"})
