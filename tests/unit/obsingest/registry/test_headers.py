@@ -95,6 +95,10 @@ def test_a_header_of_another_instrument_is_a_mismatch():
         ("DECSTART", 95.0, "tracking_dec", "tracking_radec"),
         ("DATE-BEG", "yesterday", "obs_start", "datetime_begin"),
         ("DARKTIME", "'soon'", "dark_time", "dark_time"),
+        # each raised from the record's conversions (an HTTP 500 at every delivery), now defaulted
+        ("GROUPID", 12345, "group_name", "GROUPID gives 12345"),
+        ("DARKTIME", "", "dark_time", "dark_time"),
+        ("MJD-BEG", 1e308, "obs_start", "obs_start"),
     ],
 )
 def test_an_unusable_value_takes_the_default_with_a_warning_as_rubin_does(key, value, field, words):
