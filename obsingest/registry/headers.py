@@ -155,12 +155,12 @@ def _exposure_fields(info: Any, warnings: list[str]) -> dict[str, Any]:
         "band": translate.band(info.physical_filter),
         "observation_type": info.observation_type,
         "observation_reason": info.observation_reason,
-        "tracking_ra": None if radec is None else float(radec.ra.deg),
-        "tracking_dec": None if radec is None else float(radec.dec.deg),
+        "tracking_ra": None if radec is None else _finite(radec.ra.deg),
+        "tracking_dec": None if radec is None else _finite(radec.dec.deg),
         "sky_angle": _number(info.boresight_rotation_angle, u.deg),
-        "azimuth": None if altaz is None else float(altaz.az.deg),
+        "azimuth": None if altaz is None else _finite(altaz.az.deg),
         # AltAz.zen is 90 degrees - alt, computed here without a frame attribute lookup
-        "zenith_angle": None if altaz is None else 90.0 - float(altaz.alt.deg),
+        "zenith_angle": None if altaz is None else _finite(90.0 - float(altaz.alt.deg)),
         "science_program": info.science_program,
         "target_name": info.object,
         "has_simulated": info.has_simulated_content,
@@ -176,10 +176,14 @@ def _utc(t: Any) -> datetime | None:
 
 def _number(q: Any, unit: u.Unit) -> float | None:
     """A quantity's value in ``unit``; None for none or NaN (LATISS's unknown rotation)."""
-    if q is None:
-        return None
-    value = float(q.to_value(unit))
-    return None if math.isnan(value) else value
+    return None if q is None else _finite(q.to_value(unit))
+
+
+def _finite(value: Any) -> float | None:
+    """A finite number, else None: a NaN the database keeps as NULL (SQLite) would differ from
+    the record at the Butler's next sync of it, an infinity is no angle or time."""
+    number = float(value)
+    return number if math.isfinite(number) else None
 
 
 def _count_warnings(instrument: str, n: int) -> None:

@@ -112,6 +112,20 @@ def test_an_unusable_value_takes_the_default_with_a_warning_as_rubin_does(key, v
     assert record.obs_id == "MC_O_20261122_000012"
 
 
+@pytest.mark.parametrize(
+    ("key", "field"), [("RASTART", "tracking_ra"), ("AZSTART", "azimuth"), ("ROTPA", "sky_angle")]
+)
+def test_a_value_with_no_finite_number_is_unknown(key, field):
+    """RASTART = 1E999 gave a NaN tracking_ra, which the Butler's database keeps as NULL: its
+    exposure record then differed from itself at every sync (a retriable Butler failure for the
+    whole batch, for ever). No number is None, as a NaN was already for the time cards."""
+    raw = generate_raw_ccd(SPEC)
+    start = raw.index(key.encode().ljust(8) + b"= ")
+    raw = raw[:start] + f"{key:<8}= {'1E999':>20}".ljust(80).encode() + raw[start + 80 :]
+    record = exposure_from_header(_primary(raw), DID, "x")
+    assert getattr(record, field) is None
+
+
 def _escape(word: str) -> str:
     import re
 
