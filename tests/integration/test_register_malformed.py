@@ -198,3 +198,26 @@ def test_values_postgresql_refuses_are_permanent_not_retried(postgres: str) -> N
     assert not info.value.retriable and time.monotonic() - started < 5
     assert registry.count_datasets() == 0
     registry.close()
+
+
+def test_values_postgresql_refuses_are_permanent_on_the_one_statement_path_too(postgres: str) -> None:
+    """Once its exposure is known, a CCD is registered by one autocommit statement: its driver
+    error was marked connection-invalidated, so every refusal (SQLSTATE 22, 23, 54) was classed
+    transient, retried and answered 503 until dead-lettered, never quarantined."""
+    from dataclasses import replace
+
+    from obsingest.registry import OutboxMessage
+
+    def announce(registration):
+        return OutboxMessage("ccd-arrivals", b"event", key="k")
+
+    registry = Registry.open(RegistrySettings(url=postgres, retry_attempts=5))
+    first = FileRecord(GOOD, "gs://b/x", 1, "crc32c:00000000", readout_time=datetime.now(UTC))
+    assert registry.register(first, announce=announce).created  # its run and exposure now known
+    other = replace(first, data_id=replace(GOOD, detector=GOOD.detector + 1), uri="gs://b/y", md5="m" * 100)
+    started = time.monotonic()
+    with pytest.raises(UnstorableInput, match="StringDataRightTruncation") as info:
+        registry.register(other, announce=announce)
+    assert not info.value.retriable and time.monotonic() - started < 5
+    assert registry.count_datasets() == 1
+    registry.close()
