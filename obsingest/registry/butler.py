@@ -33,6 +33,7 @@ from sqlalchemy import Connection
 from obsingest.errors import ChecksumConflict, ObsIngestError, PermanentError
 from obsingest.exhaustion import as_exhausted
 from obsingest.logs import get_logger, log_event
+from obsingest.registry import db_errors
 from obsingest.registry.butler_reads import ButlerAudit, ButlerReads
 from obsingest.registry.butler_repo import ButlerSettings, default_companion_url, raw_formatter, repo_of
 from obsingest.registry.butler_setup import ButlerConflict, ButlerSetup
@@ -101,7 +102,15 @@ class ButlerRegistry(ButlerReads, Registry):
         repo = repo_of(settings.url)
         companion = butler_settings.companion_url or default_companion_url(repo)
         companion_settings = settings.model_copy(update={"url": companion})
-        butler = Butler.from_config(repo, writeable=True)
+        try:
+            butler = Butler.from_config(repo, writeable=True)
+        except Exception as exc:  # its database down at start: an outage (503), not a bug (500)
+            if db_errors.classify(exc) is not db_errors.Verdict.TRANSIENT:
+                raise
+            where = f"Butler repository {repo}"
+            raise as_exhausted(exc, "registry", where) or RegistryUnavailable(
+                f"{where}: {type(exc).__name__}: {exc}"
+            ) from exc
         registry = cls(make_engine(companion_settings), settings, butler_settings, butler, repo)
         if migrate_schema:
             registry._retrying(lambda: migrate(registry.engine))

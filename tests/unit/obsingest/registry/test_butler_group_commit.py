@@ -256,3 +256,19 @@ def test_the_same_ccd_twice_in_one_batch_is_recorded_once(registry):
     outcomes = [f.result() for f in futures]
     assert sorted(o.created for o in outcomes) == [False, True, True]
     assert len(_outbox(registry)) == 2
+
+
+def test_a_butler_database_down_at_start_is_an_outage_not_a_bug(tmp_path, monkeypatch):
+    """Opening the Butler raised the driver's OperationalError as it was: a function started
+    during a registry outage answered every delivery 500 (a bug), not 503 with Retry-After."""
+    pytest.importorskip("lsst.daf.butler")
+    from lsst.daf.butler import Butler
+    from sqlalchemy.exc import OperationalError
+
+    def down(*args, **kwargs):
+        raise OperationalError("connect", None, ConnectionRefusedError("connection refused"))
+
+    monkeypatch.setattr(Butler, "from_config", down)
+    monkeypatch.setenv("OBSINGEST_BUTLER_COMPANION_URL", f"sqlite:///{tmp_path / 'companion.sqlite3'}")
+    with pytest.raises(RegistryUnavailable, match="connection refused"):
+        ButlerRegistry.open(RegistrySettings(url=f"butler:{tmp_path / 'repo'}"))
