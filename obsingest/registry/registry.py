@@ -228,7 +228,11 @@ class Registry(EngineQueries):
         run = run_name(self.settings.run, data_id.instrument)
         known = run in self._known_runs and not self._needs_exposure_upsert(exposure)
         if self._postgres and announce is not None and known:  # dimension rows committed
-            at_once = self._retrying(lambda: self._register_at_once(record, announce))
+            try:
+                at_once = self._retrying(lambda: self._register_at_once(record, announce))
+            except UnstorableInput:  # its dimension rows gone (a restore)? the full path decides
+                self._forget(run, exposure)
+                at_once = None
             if at_once is not None:
                 return at_once
             # the dataset exists: the transaction below compares its bytes (or finds it)
