@@ -236,10 +236,19 @@ class Registry(EngineQueries):
             if at_once is not None:
                 return at_once
             # the dataset exists: the transaction below compares its bytes (or finds it)
+        skipped = run in self._known_runs or not self._needs_exposure_upsert(exposure)
+
+        def attempt() -> Registration:
+            return self._tx(lambda c: self._with_outbox_row(c, self._register(c, record, exposure), announce))
+
         try:
-            result = self._tx(
-                lambda c: self._with_outbox_row(c, self._register(c, record, exposure), announce)
-            )
+            try:
+                result = attempt()
+            except UnstorableInput:
+                if not skipped:
+                    raise
+                self._forget(run, exposure)  # rows it skipped may be gone (a restore): write them
+                result = attempt()
         except ChecksumConflict:
             # The transaction rolled back: the run row existed before (the conflicting dataset
             # references it), but this call's exposure fields may not have been written.

@@ -180,3 +180,22 @@ def test_retries_stop_at_the_deadline_not_only_the_attempt_count(tmp_path, monke
         reg.register(_file())
     reg.close()
     assert calls["n"] < 50
+
+
+def test_dimension_rows_gone_under_a_process_that_wrote_them_are_written_again(registry):
+    """The process skips the run and exposure rows it committed; a database restored from a
+    backup taken before them refused the next CCD's dataset (a foreign key) as unstorable input:
+    quarantined, with nothing left to retry it. The rows are written again instead."""
+    from dataclasses import replace
+
+    from sqlalchemy import delete
+
+    from obsingest.registry.facility_tables import arrival_outbox
+
+    assert registry.register(_file()).created
+    with registry.engine.begin() as conn:  # the restore: nothing of the run or exposure is left
+        for table in (arrival_outbox, tables.datastore_record, tables.dataset, tables.exposure, tables.run):
+            conn.execute(delete(table))
+    other = replace(_file(uri="file:///b"), data_id=replace(DID, detector=5))
+    assert registry.register(other).created
+    assert registry.count_datasets() == 1 and registry.exposure(DID.instrument, DID.exposure)
