@@ -314,7 +314,10 @@ class IngestedCheck:
             rows = self._read(self._q_open, params)
             for exposure, expected, obs_start, exposure_time, registered, closed in rows:
                 start = as_utc(obs_start)
-                deadline = start and start + timedelta(seconds=(exposure_time or 0.0) + allowance)
+                try:
+                    deadline = start and start + timedelta(seconds=(exposure_time or 0.0) + allowance)
+                except OverflowError:  # no such instant (an impossible manifest): never overdue
+                    deadline = None
                 found.append(OpenExposure(instrument, exposure, expected, registered, deadline, closed))
         return found
 

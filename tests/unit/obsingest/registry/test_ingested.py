@@ -226,3 +226,17 @@ def test_migration_6_adds_the_closures_to_an_existing_registry(tmp_path, monkeyp
         assert check(registry).check("LSSTComCam", E).outcome == EMITTED
     finally:
         registry.close()
+
+
+def test_a_manifest_whose_deadline_is_no_instant_does_not_stop_the_sweep(registry):
+    """exposure_time = 1e308 is finite, so the manifest was recorded; its deadline overflowed in
+    open_exposures at every facility pass, and no exposure of the window was swept again."""
+    now = datetime.now(UTC)
+    record_manifest(registry, manifest(E, [0, 1], exposure_time=1e308))
+    record_manifest(registry, manifest(E + 1, [0, 1], obs_start=now - timedelta(seconds=90)))
+    register(registry, E + 1, 0, 1.0)
+    sweeper = check(registry, closed_by="reconcile")
+    opened = {o.exposure: o for o in sweeper.open_exposures(now - timedelta(hours=1), 30.0)}
+    assert opened[E].deadline is None
+    done = sweeper.sweep(now - timedelta(hours=1), 30.0)
+    assert [(c.exposure, c.outcome) for c in done] == [(E + 1, CLOSED_INCOMPLETE)]
