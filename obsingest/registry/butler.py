@@ -30,7 +30,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from obsingest.errors import ChecksumConflict, ObsIngestError, PermanentError
+from obsingest.errors import ChecksumConflict, ObsIngestError
 from obsingest.exhaustion import as_exhausted
 from obsingest.logs import get_logger, log_event
 from obsingest.registry import db_errors
@@ -195,27 +195,30 @@ class ButlerRegistry(ButlerReads, Registry):
     def _butler_step(
         self, ok: Sequence[tuple[_Pending, Registration]]
     ) -> list[tuple[_Pending, Registration]]:
-        """Step 2: the items the Butler now holds (the others get their error); a permanent
-        refusal of a multi-exposure batch is retried per exposure."""
+        """Step 2: the items the Butler now holds (the others get their error); a failed
+        multi-exposure batch is retried per exposure (one exposure's fault fails it alone)."""
         try:
             refused = self._in_butler(ok)
-        except ObsIngestError as exc:
+        except Exception as exc:
+            if not isinstance(exc, ObsIngestError):  # the repository may have changed
+                self.setup.forget()
             groups: dict[tuple[str, int], list[tuple[_Pending, Registration]]] = {}
             for item in ok:
                 groups.setdefault((item[0].exposure.instrument, item[0].exposure.exposure), []).append(item)
-            if isinstance(exc, PermanentError) and len(groups) > 1:
+            if len(groups) > 1:
                 return [held for group in groups.values() for held in self._butler_step(group)]
-            refused = {id(p): exc for p, _ in ok}
-        except Exception as exc:  # the Butler's database or datastore failed: retry later
-            self.setup.forget()
-            error = as_exhausted(exc, "registry", f"Butler repository {self.repo}") or (
-                RegistryUnavailable(f"Butler repository {self.repo}: {type(exc).__name__}: {exc}")
-            )
+            error = exc if isinstance(exc, ObsIngestError) else self._unavailable(exc)
             refused = {id(p): error for p, _ in ok}
         for p, _ in ok:
             if id(p) in refused:
                 p.error = refused[id(p)]
         return [(p, registration) for p, registration in ok if id(p) not in refused]
+
+    def _unavailable(self, exc: Exception) -> ObsIngestError:
+        """The Butler's database or datastore failed: retry later."""
+        return as_exhausted(exc, "registry", f"Butler repository {self.repo}") or (
+            RegistryUnavailable(f"Butler repository {self.repo}: {type(exc).__name__}: {exc}")
+        )
 
     def _in_butler(self, ok: Sequence[tuple[_Pending, Registration]]) -> dict[int, Exception]:
         """Set-up, then one ingest; returns the refused items (by ``id``). When every file is new
