@@ -134,6 +134,16 @@ class Registry(EngineQueries):
         self.settings = settings
         # built once: SQLAlchemy's compiled cache then serves every call
         self._insert_run = self._insert(tables.run).on_conflict_do_nothing()
+        # migration 2 seeds ``raw`` only: a configured dataset type is added with its first run
+        self._insert_dataset_type = (
+            self._insert(tables.dataset_type)
+            .values(
+                name=settings.dataset_type,
+                dimensions="instrument,exposure,detector",
+                storage_class="Exposure",
+            )
+            .on_conflict_do_nothing()
+        )
         self._insert_dataset = (
             self._insert(tables.dataset)
             .on_conflict_do_nothing()
@@ -305,6 +315,7 @@ class Registry(EngineQueries):
     def _write_dimensions(self, conn: Connection, run: str, exposure: ExposureRecord) -> None:
         """The run and exposure rows a dataset needs, unless this process committed them."""
         if run not in self._known_runs:
+            conn.execute(self._insert_dataset_type)
             conn.execute(self._insert_run, {"name": run})
         if self._needs_exposure_upsert(exposure):
             self._upsert_exposure(conn, exposure)

@@ -199,3 +199,16 @@ def test_dimension_rows_gone_under_a_process_that_wrote_them_are_written_again(r
     other = replace(_file(uri="file:///b"), data_id=replace(DID, detector=5))
     assert registry.register(other).created
     assert registry.count_datasets() == 1 and registry.exposure(DID.instrument, DID.exposure)
+
+
+def test_a_configured_dataset_type_is_registered_with_its_first_dataset(tmp_path):
+    """``OBSINGEST_REGISTRY_DATASET_TYPE`` other than ``raw``: only ``raw`` was seeded, so every
+    CCD broke the dataset's foreign key and was quarantined as unstorable input."""
+    settings = RegistrySettings(url=f"sqlite:///{tmp_path / 'r.sqlite3'}", dataset_type="raw_sim")
+    registry = Registry.open(settings)
+    try:
+        registration = registry.register(_file())
+        assert registration.created and registration.dataset_type == "raw_sim"
+        assert registry.datasets()[0]["dataset_type"] == "raw_sim"
+    finally:
+        registry.close()
