@@ -306,9 +306,10 @@ def _arrival(registration: Registration, record: FileRecord) -> ArrivalEvent:
 
 
 def _meta_time(obj: StoredObject, key: str) -> datetime | None:
-    """An ISO time in the object's metadata (naive: UTC); None if absent or unreadable."""
+    """An ISO time in the object's metadata (naive: UTC); None if absent or unreadable (or
+    with no UTC datetime: year 1 at +14:00)."""
     try:
         parsed = datetime.fromisoformat(obj.metadata.get(key, "").replace("Z", "+00:00"))
-    except ValueError:
+        return parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    except (ValueError, OverflowError):
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

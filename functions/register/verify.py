@@ -15,6 +15,8 @@ from obsingest.store.notifications import MetadataKeys
 
 #: read of a vouched-for CCD: its primary header with room to spare (a longer one is read whole)
 HEAD_BYTES = 64 * 1024
+#: a raw CCD is tens of MB: a larger object is no CCD, refused before a whole read takes it into memory
+MAX_OBJECT_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,10 @@ def read_verified(store: ObjectStore, obj: StoredObject) -> Verified:
 
 
 def _read_whole(store: ObjectStore, obj: StoredObject, claimed: str) -> Verified:
+    if obj.size > MAX_OBJECT_BYTES:
+        raise CorruptFile(
+            f"object {obj.name!r}: {obj.size} bytes, more than any CCD (at most {MAX_OBJECT_BYTES}); not read"
+        )
     data = store.read(obj.name)
     actual_crc = crc32c_b64(data)
     if len(data) != obj.size or (obj.crc32c and actual_crc != obj.crc32c):

@@ -30,9 +30,10 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from obsingest.errors import ChecksumConflict, ObsIngestError, PermanentError
+from obsingest.errors import ChecksumConflict, ObsIngestError
 from obsingest.exhaustion import as_exhausted
 from obsingest.logs import get_logger, log_event
+from obsingest.registry import db_errors
 from obsingest.registry.butler_reads import ButlerAudit, ButlerReads
 from obsingest.registry.butler_repo import ButlerSettings, default_companion_url, raw_formatter, repo_of
 from obsingest.registry.butler_setup import ButlerConflict, ButlerSetup
@@ -101,7 +102,15 @@ class ButlerRegistry(ButlerReads, Registry):
         repo = repo_of(settings.url)
         companion = butler_settings.companion_url or default_companion_url(repo)
         companion_settings = settings.model_copy(update={"url": companion})
-        butler = Butler.from_config(repo, writeable=True)
+        try:
+            butler = Butler.from_config(repo, writeable=True)
+        except Exception as exc:  # its database down at start: an outage (503), not a bug (500)
+            if db_errors.classify(exc) is not db_errors.Verdict.TRANSIENT:
+                raise
+            where = f"Butler repository {repo}"
+            raise as_exhausted(exc, "registry", where) or RegistryUnavailable(
+                f"{where}: {type(exc).__name__}: {exc}"
+            ) from exc
         registry = cls(make_engine(companion_settings), settings, butler_settings, butler, repo)
         if migrate_schema:
             registry._retrying(lambda: migrate(registry.engine))
@@ -186,27 +195,30 @@ class ButlerRegistry(ButlerReads, Registry):
     def _butler_step(
         self, ok: Sequence[tuple[_Pending, Registration]]
     ) -> list[tuple[_Pending, Registration]]:
-        """Step 2: the items the Butler now holds (the others get their error); a permanent
-        refusal of a multi-exposure batch is retried per exposure."""
+        """Step 2: the items the Butler now holds (the others get their error); a failed
+        multi-exposure batch is retried per exposure (one exposure's fault fails it alone)."""
         try:
             refused = self._in_butler(ok)
-        except ObsIngestError as exc:
+        except Exception as exc:
+            if not isinstance(exc, ObsIngestError):  # the repository may have changed
+                self.setup.forget()
             groups: dict[tuple[str, int], list[tuple[_Pending, Registration]]] = {}
             for item in ok:
                 groups.setdefault((item[0].exposure.instrument, item[0].exposure.exposure), []).append(item)
-            if isinstance(exc, PermanentError) and len(groups) > 1:
+            if len(groups) > 1:
                 return [held for group in groups.values() for held in self._butler_step(group)]
-            refused = {id(p): exc for p, _ in ok}
-        except Exception as exc:  # the Butler's database or datastore failed: retry later
-            self.setup.forget()
-            error = as_exhausted(exc, "registry", f"Butler repository {self.repo}") or (
-                RegistryUnavailable(f"Butler repository {self.repo}: {type(exc).__name__}: {exc}")
-            )
+            error = exc if isinstance(exc, ObsIngestError) else self._unavailable(exc)
             refused = {id(p): error for p, _ in ok}
         for p, _ in ok:
             if id(p) in refused:
                 p.error = refused[id(p)]
         return [(p, registration) for p, registration in ok if id(p) not in refused]
+
+    def _unavailable(self, exc: Exception) -> ObsIngestError:
+        """The Butler's database or datastore failed: retry later."""
+        return as_exhausted(exc, "registry", f"Butler repository {self.repo}") or (
+            RegistryUnavailable(f"Butler repository {self.repo}: {type(exc).__name__}: {exc}")
+        )
 
     def _in_butler(self, ok: Sequence[tuple[_Pending, Registration]]) -> dict[int, Exception]:
         """Set-up, then one ingest; returns the refused items (by ``id``). When every file is new

@@ -11,6 +11,7 @@ winner's rows; done steps are remembered per process.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
@@ -265,14 +266,15 @@ def exposure_records(exp: ExposureRecord) -> dict[str, dict[str, Any]]:
     begin = exp.obs_start
     end = exp.obs_end
     if end is None and begin is not None and exp.exposure_time is not None:
-        end = begin + timedelta(seconds=exp.exposure_time)
+        with contextlib.suppress(OverflowError):  # no such instant: no timespan
+            end = begin + timedelta(seconds=exp.exposure_time)
     return {
         "physical_filter": {"instrument": exp.instrument, "name": physical_filter, "band": band},
         "group": {"instrument": exp.instrument, "name": group},
         "day_obs": {
             "instrument": exp.instrument,
             "id": exp.day_obs,
-            "timespan": day_obs_timespan(exp.day_obs),
+            "timespan": _held(*day_obs_timespan(exp.day_obs)),
         },
         "exposure": {
             "instrument": exp.instrument,
@@ -287,8 +289,21 @@ def exposure_records(exp: ExposureRecord) -> dict[str, dict[str, Any]]:
             "seq_end": seq_num,
         }
         | {name: getattr(exp, name) for name in _AS_GIVEN}
-        | {"timespan": (begin, end) if begin is not None and end is not None else None},
+        | {"timespan": _held(begin, end)},
     }
+
+
+#: the UTC instants a Butler timespan holds (daf_butler: TAI from 1970 to 2100; TAI - UTC < 1 min)
+_BUTLER_TIMES = (datetime(1970, 1, 1, tzinfo=UTC), datetime(2099, 12, 31, tzinfo=UTC))
+
+
+def _held(begin: datetime | None, end: datetime | None) -> tuple[datetime, datetime] | None:
+    """(begin, end) as a timespan value; None (unknown) when the Butler cannot hold either: its
+    refusal would fail the set-up of a whole batch, other exposures' CCDs too, at every retry."""
+    if begin is None or end is None:
+        return None
+    low, high = _BUTLER_TIMES
+    return (begin, end) if low <= as_utc(begin) and as_utc(end) <= high else None
 
 
 #: the exposure record's fields the headers give as they are

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -62,7 +64,7 @@ def exposure_from_header(primary: Hdu, data_id: DataId, name: str) -> ExposureRe
             _RECORDS[key] = (result.info, record)
             while len(_RECORDS) > 32:
                 _RECORDS.popitem(last=False)
-    _count_warnings(data_id.instrument, len(result.warnings))
+    _count_warnings(data_id.instrument, len(record.header_warnings))
     return record
 
 
@@ -100,8 +102,10 @@ def _check_identity(result: translate.Translation, primary: Hdu, data_id: DataId
 
 
 def _record(result: translate.Translation, data_id: DataId, name: str) -> ExposureRecord:
-    """The checked record: a string longer than its Butler column is a ``BadHeader``."""
+    """The checked record: a string longer than its Butler column is a ``BadHeader``; a value
+    that cannot be converted, or no text where text is kept, is unknown, with a warning."""
     ident = result.identity
+    warnings = list(result.warnings)
     record = ExposureRecord(
         instrument=data_id.instrument,
         exposure=data_id.exposure,
@@ -109,43 +113,54 @@ def _record(result: translate.Translation, data_id: DataId, name: str) -> Exposu
         obs_id=ident.observation_id,
         group_name=ident.exposure_group,
         seq_num=ident.observation_counter,
-        header_warnings=result.warnings,
-        **_exposure_fields(result.info),
+        **_exposure_fields(result.info, warnings),
     )
+    unknown: dict[str, Any] = {}
     for field, (card, limit) in _LENGTHS.items():
         value = getattr(record, field)
-        if value is not None and len(value) > limit:
+        if value is not None and not isinstance(value, str):
+            warnings.append(f"header {card} gives {value!r}, not text: {field} left unknown")
+            unknown[field] = None
+        elif value is not None and len(value) > limit:
             raise BadHeader(
                 f"object {name!r}: header {card} gives a {field} of {len(value)} "
                 f"characters, the Butler keeps at most {limit}: {value[:40]!r}..."
             )
-    return record
+    return replace(record, header_warnings=tuple(warnings), **unknown)
 
 
 _RECORDS: OrderedDict[tuple[Any, ...], tuple[Any, ExposureRecord]] = OrderedDict()
 _RECORDS_LOCK = threading.Lock()
 
 
-def _exposure_fields(info: Any) -> dict[str, Any]:
+def _exposure_fields(info: Any, warnings: list[str]) -> dict[str, Any]:
+    def usable(field: str, convert: Callable[[], Any]) -> Any:
+        """``convert()``; None, with a warning, when the translated value cannot be converted."""
+        try:
+            return convert()
+        except (ArithmeticError, AttributeError, TypeError, ValueError) as exc:
+            warnings.append(f"{field}: {type(exc).__name__}: {exc}; left unknown")
+            return None
+
     radec = info.tracking_radec
     if radec is not None and radec.frame.name != "icrs":  # the cameras write ICRS already
         radec = radec.icrs
     altaz = info.altaz_begin
     return {
-        "obs_start": _utc(info.datetime_begin),
-        "obs_end": _utc(info.datetime_end),
-        "exposure_time": _number(info.exposure_time, u.s),
-        "dark_time": _number(info.dark_time, u.s),
+        "obs_start": usable("obs_start", lambda: _utc(info.datetime_begin)),
+        "obs_end": usable("obs_end", lambda: _utc(info.datetime_end)),
+        "exposure_time": usable("exposure_time", lambda: _number(info.exposure_time, u.s)),
+        "dark_time": usable("dark_time", lambda: _number(info.dark_time, u.s)),
         "physical_filter": info.physical_filter,
         "band": translate.band(info.physical_filter),
         "observation_type": info.observation_type,
         "observation_reason": info.observation_reason,
-        "tracking_ra": None if radec is None else float(radec.ra.deg),
-        "tracking_dec": None if radec is None else float(radec.dec.deg),
+        "tracking_ra": None if radec is None else _finite(radec.ra.deg),
+        "tracking_dec": None if radec is None else _finite(radec.dec.deg),
         "sky_angle": _number(info.boresight_rotation_angle, u.deg),
-        "azimuth": None if altaz is None else float(altaz.az.deg),
+        "azimuth": None if altaz is None else _finite(altaz.az.deg),
         # AltAz.zen is 90 degrees - alt, computed here without a frame attribute lookup
-        "zenith_angle": None if altaz is None else 90.0 - float(altaz.alt.deg),
+        "zenith_angle": None if altaz is None else _finite(90.0 - float(altaz.alt.deg)),
         "science_program": info.science_program,
         "target_name": info.object,
         "has_simulated": info.has_simulated_content,
@@ -161,10 +176,14 @@ def _utc(t: Any) -> datetime | None:
 
 def _number(q: Any, unit: u.Unit) -> float | None:
     """A quantity's value in ``unit``; None for none or NaN (LATISS's unknown rotation)."""
-    if q is None:
-        return None
-    value = float(q.to_value(unit))
-    return None if math.isnan(value) else value
+    return None if q is None else _finite(q.to_value(unit))
+
+
+def _finite(value: Any) -> float | None:
+    """A finite number, else None: a NaN the database keeps as NULL (SQLite) would differ from
+    the record at the Butler's next sync of it, an infinity is no angle or time."""
+    number = float(value)
+    return number if math.isfinite(number) else None
 
 
 def _count_warnings(instrument: str, n: int) -> None:

@@ -185,7 +185,7 @@ class IngestedCheck:
             return Closing(instrument, exposure, NOT_COMPLETE)
         expected = manifest_detectors(detectors)
         presence = self._presence(instrument, exposure, day_obs, expected, key)
-        if presence.missing:  # some registered CCDs were not in the manifest
+        if presence.missing:  # counted CCDs the manifest did not list, and some it did missing
             return Closing(instrument, exposure, NOT_COMPLETE, presence)
         return self._emit(presence, expected)
 
@@ -314,7 +314,10 @@ class IngestedCheck:
             rows = self._read(self._q_open, params)
             for exposure, expected, obs_start, exposure_time, registered, closed in rows:
                 start = as_utc(obs_start)
-                deadline = start and start + timedelta(seconds=(exposure_time or 0.0) + allowance)
+                try:
+                    deadline = start and start + timedelta(seconds=(exposure_time or 0.0) + allowance)
+                except OverflowError:  # no such instant (an impossible manifest): never overdue
+                    deadline = None
                 found.append(OpenExposure(instrument, exposure, expected, registered, deadline, closed))
         return found
 
@@ -324,10 +327,11 @@ class IngestedCheck:
         now = utcnow()
         done: list[Closing] = []
         for item in self.open_exposures(since, allowance):
-            if item.registered >= item.expected:
+            # overdue first: as many CCDs as expected may still miss one (an unlisted one counted)
+            if item.closed is None and item.deadline is not None and item.deadline <= now:
+                closing = self.close_incomplete(item.instrument, item.exposure)  # or its event
+            elif item.registered >= item.expected:
                 closing = self.check(item.instrument, item.exposure)
-            elif item.closed is None and item.deadline is not None and item.deadline <= now:
-                closing = self.close_incomplete(item.instrument, item.exposure)
             else:
                 continue
             if closing.outcome in (EMITTED, CLOSED_INCOMPLETE):

@@ -11,6 +11,7 @@ import json
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import pairwise
 from typing import Any, Literal
 
 from sqlalchemy import Connection, select
@@ -67,7 +68,7 @@ def validate_manifest(manifest: ExposureManifest) -> tuple[int, ...]:
     if not detectors:
         raise BadManifest(f"{where}: expects no detector at all")
     if len(set(detectors)) != len(detectors):
-        twice = sorted({d for d in detectors if detectors.count(d) > 1})
+        twice = sorted({a for a, b in pairwise(detectors) if a == b})  # neighbours: they are sorted
         raise BadManifest(f"{where}: detectors listed twice: {twice[:10]}")
     known = set(camera.INSTRUMENTS[manifest.instrument].detector_ids)
     unknown = [d for d in detectors if d not in known]

@@ -92,6 +92,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(7, "exposure header warnings", lambda conn: _add_missing_columns(conn, tables.exposure)),
     Migration(8, "datastore record URI index", _create(tables.DATASTORE_URI_INDEX)),
+    Migration(9, "datastore record stored-time index", _create(tables.DATASTORE_STORED_INDEX)),
 )
 
 LATEST = MIGRATIONS[-1].version

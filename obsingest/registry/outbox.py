@@ -86,10 +86,13 @@ def _lease(*where: Any) -> Any:
 
 
 def _claim_statement(postgres: bool) -> Any:
-    """Lease up to ``:limit`` free unpublished rows (oldest first)."""
+    """Lease up to ``:limit`` free unpublished rows (``ArrivalOutbox.claim``'s order)."""
     o = arrival_outbox
     candidates = (
-        select(o.c.id).where(o.c.published_at.is_(None), _FREE).order_by(o.c.id).limit(bindparam("limit"))
+        select(o.c.id)
+        .where(o.c.published_at.is_(None), _FREE)
+        .order_by(o.c.attempts, o.c.id)
+        .limit(bindparam("limit"))
     )
     if postgres:
         candidates = candidates.with_for_update(skip_locked=True)
@@ -190,7 +193,7 @@ class ArrivalOutbox(EngineQueries):
         now = now or datetime.now(UTC)
         params.update(now=now, until=now + timedelta(seconds=lease_seconds))
         rows = self._tx(lambda c: [_row(m) for m in c.execute(stmt, params).mappings()])
-        return sorted(rows, key=lambda r: r.id)
+        return sorted(rows, key=lambda r: (r.attempts, r.id))
 
     def _update_pending(self, where: Any, **values: Any) -> None:
         """Set ``values`` on the rows ``where`` picks that are still unpublished."""
@@ -200,7 +203,9 @@ class ArrivalOutbox(EngineQueries):
     def claim(
         self, limit: int = 100, lease_seconds: float = 30.0, now: datetime | None = None
     ) -> list[OutboxRow]:
-        """Lease up to ``limit`` unpublished rows whose lease expired (oldest first)."""
+        """Lease up to ``limit`` unpublished rows whose lease expired: those that failed fewest
+        times first, then the oldest (a drain stops at a failure: a row that always fails, a
+        topic gone for good, must not hold back the rows behind it)."""
         return self._leased(_CLAIM_POSTGRES if self._postgres else _CLAIM, now, lease_seconds, limit=limit)
 
     def claim_dataset(
@@ -268,7 +273,8 @@ class ArrivalOutbox(EngineQueries):
         return dict(found) if found is not None else None
 
     def purge(self, older_than: timedelta, batch: int = 1000, now: datetime | None = None) -> int:
-        """Delete up to ``batch`` rows published more than ``older_than`` ago; how many."""
+        """Delete every row published more than ``older_than`` ago, ``batch`` per transaction
+        (a night is ~190,000 rows; the facility purges once an hour); how many."""
         now = now or datetime.now(UTC)
         o = arrival_outbox
         old = (
@@ -278,5 +284,9 @@ class ArrivalOutbox(EngineQueries):
             .limit(batch)
         )
         stmt = delete(o).where(o.c.id.in_(old.scalar_subquery()))
-        deleted = self._tx(lambda c: c.execute(stmt).rowcount)
-        return max(int(deleted or 0), 0)
+        total = 0
+        while True:
+            deleted = max(int(self._tx(lambda c: c.execute(stmt).rowcount) or 0), 0)
+            total += deleted
+            if deleted < batch:
+                return total

@@ -59,12 +59,13 @@ class Prepared:
 
 def autocommit_rows(engine: Engine, sql: str, params: Any) -> list[tuple[Any, ...]]:
     """Run ``sql`` (the driver's paramstyle) in autocommit on a pooled connection; its rows. A
-    driver error is raised as SQLAlchemy's ``DBAPIError``, so ``db_errors.classify`` applies."""
+    driver error is raised as SQLAlchemy's ``DBAPIError``, so ``db_errors.classify`` applies
+    (invalidated only when the connection broke: a value refused is the input's fault)."""
     dbapi_error = engine.dialect.loaded_dbapi.Error
     conn = engine.raw_connection()
+    driver: Any = conn.driver_connection
     done = False
     try:
-        driver: Any = conn.driver_connection
         driver.autocommit = True
         cursor = driver.execute(sql, params)
         rows = list(cursor.fetchall()) if cursor.description is not None else []
@@ -73,7 +74,12 @@ def autocommit_rows(engine: Engine, sql: str, params: Any) -> list[tuple[Any, ..
         return rows
     except dbapi_error as exc:
         raise DBAPIError.instance(
-            sql, params, exc, dbapi_error, connection_invalidated=True, dialect=engine.dialect
+            sql,
+            params,
+            exc,
+            dbapi_error,
+            connection_invalidated=engine.dialect.is_disconnect(exc, driver, None),
+            dialect=engine.dialect,
         ) from exc
     finally:
         if not done:

@@ -134,6 +134,16 @@ class Registry(EngineQueries):
         self.settings = settings
         # built once: SQLAlchemy's compiled cache then serves every call
         self._insert_run = self._insert(tables.run).on_conflict_do_nothing()
+        # migration 2 seeds ``raw`` only: a configured dataset type is added with its first run
+        self._insert_dataset_type = (
+            self._insert(tables.dataset_type)
+            .values(
+                name=settings.dataset_type,
+                dimensions="instrument,exposure,detector",
+                storage_class="Exposure",
+            )
+            .on_conflict_do_nothing()
+        )
         self._insert_dataset = (
             self._insert(tables.dataset)
             .on_conflict_do_nothing()
@@ -228,14 +238,27 @@ class Registry(EngineQueries):
         run = run_name(self.settings.run, data_id.instrument)
         known = run in self._known_runs and not self._needs_exposure_upsert(exposure)
         if self._postgres and announce is not None and known:  # dimension rows committed
-            at_once = self._retrying(lambda: self._register_at_once(record, announce))
+            try:
+                at_once = self._retrying(lambda: self._register_at_once(record, announce))
+            except UnstorableInput:  # its dimension rows gone (a restore)? the full path decides
+                self._forget(run, exposure)
+                at_once = None
             if at_once is not None:
                 return at_once
             # the dataset exists: the transaction below compares its bytes (or finds it)
+        skipped = run in self._known_runs or not self._needs_exposure_upsert(exposure)
+
+        def attempt() -> Registration:
+            return self._tx(lambda c: self._with_outbox_row(c, self._register(c, record, exposure), announce))
+
         try:
-            result = self._tx(
-                lambda c: self._with_outbox_row(c, self._register(c, record, exposure), announce)
-            )
+            try:
+                result = attempt()
+            except UnstorableInput:
+                if not skipped:
+                    raise
+                self._forget(run, exposure)  # rows it skipped may be gone (a restore): write them
+                result = attempt()
         except ChecksumConflict:
             # The transaction rolled back: the run row existed before (the conflicting dataset
             # references it), but this call's exposure fields may not have been written.
@@ -292,6 +315,7 @@ class Registry(EngineQueries):
     def _write_dimensions(self, conn: Connection, run: str, exposure: ExposureRecord) -> None:
         """The run and exposure rows a dataset needs, unless this process committed them."""
         if run not in self._known_runs:
+            conn.execute(self._insert_dataset_type)
             conn.execute(self._insert_run, {"name": run})
         if self._needs_exposure_upsert(exposure):
             self._upsert_exposure(conn, exposure)

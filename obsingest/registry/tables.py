@@ -177,3 +177,7 @@ MANIFEST_RECORDED_INDEX = Index("ix_exposure_manifest_recorded", exposure_manife
 
 #: The reconcile's lookup of objects by URI (``audit.registered_uris``): no scan per pass.
 DATASTORE_URI_INDEX = Index("ix_datastore_record_uri", datastore_record.c.uri)
+
+#: The reconcile full sweep's window of stored files (``audit.stored_between``): no scan of all
+#: history (datastore records are never purged) every sweep.
+DATASTORE_STORED_INDEX = Index("ix_datastore_record_stored", datastore_record.c.stored_time)

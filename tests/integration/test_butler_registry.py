@@ -235,3 +235,23 @@ def test_an_exposure_arriving_at_once_is_one_ingest_and_a_conflict_in_it_only_it
     assert sorted(int(r["detector"]) for r in rows) == list(range(205))
     [row] = env.registry.quarantined()
     assert (row["reason"], row["detector"]) == ("checksum-conflict", 94)
+
+
+def test_an_exposure_whose_times_the_butler_cannot_hold_registers_without_a_timespan(env):
+    """A header whose exposure began before 1970 (a reset clock): daf_butler refuses such a
+    timespan, which failed the set-up of the whole Butler batch, retriably, at every redelivery
+    (its batch-mates of other exposures too). Its record now has no timespan; all register."""
+    from producers.compress import compress_fits
+    from producers.daq.simulator import CcdSpec, generate_raw_ccd
+
+    reset = datetime(1969, 12, 31, 23, tzinfo=UTC)
+    for det in range(3):
+        spec = CcdSpec("LSSTCam", EXPOSURE + 1, det, 20261122, reset, 15.0, "r", "small", seed=1)
+        env.upload(EXPOSURE + 1, [det], compress_fits(generate_raw_ccd(spec), threads=1))
+    env.upload(EXPOSURE, range(3))
+    assert [o.status for o in env.deliver()] == ["registered"] * 6
+    with env.butler() as butler:
+        [record] = butler.registry.queryDimensionRecords(
+            "exposure", instrument="LSSTCam", exposure=EXPOSURE + 1
+        )
+    assert record.timespan is None

@@ -198,3 +198,52 @@ def test_values_postgresql_refuses_are_permanent_not_retried(postgres: str) -> N
     assert not info.value.retriable and time.monotonic() - started < 5
     assert registry.count_datasets() == 0
     registry.close()
+
+
+def test_values_postgresql_refuses_are_permanent_on_the_one_statement_path_too(postgres: str) -> None:
+    """Once its exposure is known, a CCD is registered by one autocommit statement: its driver
+    error was marked connection-invalidated, so every refusal (SQLSTATE 22, 23, 54) was classed
+    transient, retried and answered 503 until dead-lettered, never quarantined."""
+    from dataclasses import replace
+
+    from obsingest.registry import OutboxMessage
+
+    def announce(registration):
+        return OutboxMessage("ccd-arrivals", b"event", key="k")
+
+    registry = Registry.open(RegistrySettings(url=postgres, retry_attempts=5))
+    first = FileRecord(GOOD, "gs://b/x", 1, "crc32c:00000000", readout_time=datetime.now(UTC))
+    assert registry.register(first, announce=announce).created  # its run and exposure now known
+    other = replace(first, data_id=replace(GOOD, detector=GOOD.detector + 1), uri="gs://b/y", md5="m" * 100)
+    started = time.monotonic()
+    with pytest.raises(UnstorableInput, match="StringDataRightTruncation") as info:
+        registry.register(other, announce=announce)
+    assert not info.value.retriable and time.monotonic() - started < 5
+    assert registry.count_datasets() == 1
+    registry.close()
+
+
+def test_an_exposure_row_gone_under_a_process_that_wrote_it_is_written_again(postgres: str) -> None:
+    """The one-statement path trusts that this process committed the run and exposure rows; a
+    database restored from a backup taken before them refuses its dataset (a foreign key): the
+    CCD is registered by the full path, which writes them again, not quarantined or retried."""
+    from dataclasses import replace
+
+    from sqlalchemy import delete
+
+    from obsingest.registry import OutboxMessage, tables
+    from obsingest.registry.facility_tables import arrival_outbox
+
+    def announce(registration):
+        return OutboxMessage("ccd-arrivals", b"event", key="k")
+
+    registry = Registry.open(RegistrySettings(url=postgres, retry_attempts=5))
+    first = FileRecord(GOOD, "gs://b/x", 1, "crc32c:00000000", readout_time=datetime.now(UTC))
+    assert registry.register(first, announce=announce).created
+    with registry.engine.begin() as conn:  # the restore: nothing of the exposure is left
+        for table in (arrival_outbox, tables.datastore_record, tables.dataset, tables.exposure):
+            conn.execute(delete(table))
+    other = replace(first, data_id=replace(GOOD, detector=GOOD.detector + 1), uri="gs://b/y")
+    assert registry.register(other, announce=announce).created
+    assert registry.count_datasets() == 1 and registry.exposure(GOOD.instrument, GOOD.exposure)
+    registry.close()

@@ -2,7 +2,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from functions.register.verify import HEAD_BYTES
+from functions.register.verify import HEAD_BYTES, MAX_OBJECT_BYTES
 from obsingest.checksums import checksum_from_crc32c_b64
 from obsingest.errors import CorruptFile, HeaderMismatch, RetriableError
 from obsingest.store.notifications import MetadataKeys, from_storage_cloudevent, storage_cloudevent
@@ -113,6 +113,35 @@ def test_a_vouched_ccd_is_verified_by_checksums_reading_only_its_header(env, did
     [row] = env.registry.datasets()
     assert row["checksum"] == checksum_from_crc32c_b64(stored.crc32c)
     assert row["size"] == stored.size
+
+
+def test_an_object_larger_than_any_ccd_is_quarantined_unread(env, did, monkeypatch):
+    """Read whole into memory, a multi-GB file under raw/ was a MemoryError (503, redelivered
+    for ever) or the function's OOM kill: refused on the size its event gives, never read."""
+    env.store.put(did.object_name(), b"not a CCD at all")
+    [(_path, event)] = env.store.outbox().pending()
+    event["data"]["size"] = str(MAX_OBJECT_BYTES + 1)
+
+    def too_much(name):
+        raise MemoryError(f"read whole: {name}")
+
+    monkeypatch.setattr(env.store, "read", too_much)
+    outcome = env.service.handle(from_storage_cloudevent(event, event["data"]))
+    assert (outcome.status, outcome.reason) == ("quarantined", "corrupt-file")
+    assert f"{MAX_OBJECT_BYTES + 1} bytes" in outcome.message and did.object_name() in outcome.message
+    assert env.registry.count_datasets() == 0
+
+
+@pytest.mark.parametrize("when", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"])
+def test_a_readout_time_with_no_utc_instant_is_unreadable_not_a_crash(env, did, when):
+    """Metadata whose time has no UTC datetime raised OverflowError from the registry (an HTTP
+    500, redelivered until dead-lettered): it is unreadable, so the store's time stands in."""
+    _upload(env, did)
+    [(_path, event)] = env.store.outbox().pending()
+    event["data"]["metadata"][MetadataKeys.READOUT_TIME] = when
+    outcome = env.service.handle(from_storage_cloudevent(event, event["data"]))
+    assert outcome.status == "registered"
+    assert outcome.arrival.readout_time == outcome.arrival.stored_time
 
 
 def test_a_claim_the_stored_bytes_do_not_match_is_read_whole_and_refused(env, did):

@@ -180,3 +180,35 @@ def test_retries_stop_at_the_deadline_not_only_the_attempt_count(tmp_path, monke
         reg.register(_file())
     reg.close()
     assert calls["n"] < 50
+
+
+def test_dimension_rows_gone_under_a_process_that_wrote_them_are_written_again(registry):
+    """The process skips the run and exposure rows it committed; a database restored from a
+    backup taken before them refused the next CCD's dataset (a foreign key) as unstorable input:
+    quarantined, with nothing left to retry it. The rows are written again instead."""
+    from dataclasses import replace
+
+    from sqlalchemy import delete
+
+    from obsingest.registry.facility_tables import arrival_outbox
+
+    assert registry.register(_file()).created
+    with registry.engine.begin() as conn:  # the restore: nothing of the run or exposure is left
+        for table in (arrival_outbox, tables.datastore_record, tables.dataset, tables.exposure, tables.run):
+            conn.execute(delete(table))
+    other = replace(_file(uri="file:///b"), data_id=replace(DID, detector=5))
+    assert registry.register(other).created
+    assert registry.count_datasets() == 1 and registry.exposure(DID.instrument, DID.exposure)
+
+
+def test_a_configured_dataset_type_is_registered_with_its_first_dataset(tmp_path):
+    """``OBSINGEST_REGISTRY_DATASET_TYPE`` other than ``raw``: only ``raw`` was seeded, so every
+    CCD broke the dataset's foreign key and was quarantined as unstorable input."""
+    settings = RegistrySettings(url=f"sqlite:///{tmp_path / 'r.sqlite3'}", dataset_type="raw_sim")
+    registry = Registry.open(settings)
+    try:
+        registration = registry.register(_file())
+        assert registration.created and registration.dataset_type == "raw_sim"
+        assert registry.datasets()[0]["dataset_type"] == "raw_sim"
+    finally:
+        registry.close()

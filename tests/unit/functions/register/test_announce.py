@@ -224,3 +224,29 @@ def test_the_published_body_carries_the_stamp_the_service_reports(env):
     [received] = env.arrivals()
     assert received == outcome.arrival
     assert received.published_time > received.registered_time
+
+
+def test_a_row_that_always_fails_does_not_hold_back_the_rows_behind_it(env, monkeypatch):
+    """A row addressed to a topic that is gone for good (renamed in settings, never created)
+    failed at every drain; drains take the oldest first and stop at a failure, so every row
+    behind it stayed unannounced for ever. Rows that failed more often now go last."""
+    from obsingest.registry import OutboxMessage
+
+    _pending(env, "poison", OutboxMessage("gone-topic", b"bytes", key="k"))
+    for detector in (1, 2):
+        upload(env, detector)
+    with BusDown(env, monkeypatch):
+        env.deliver_all()  # both arrivals stay pending, behind the poison row
+    original = env.bus.publish
+
+    def gone(topic, *args, **kwargs):
+        if topic == "gone-topic":
+            raise RetriableError("publish to projects/p/topics/gone-topic: 404 topic not found")
+        return original(topic, *args, **kwargs)
+
+    monkeypatch.setattr(env.bus, "publish", gone)
+    env.registry.outbox.release([1, 2, 3], retry_after=0)  # the writers' leases are over
+    for _ in range(3):  # drains as the facility runs them, pass after pass
+        env.service.announcer.drain()
+    assert sorted(a.detector for a in env.arrivals()) == [1, 2]
+    assert env.registry.outbox.status().pending == 1  # the poison row only, with its reason

@@ -122,6 +122,14 @@ class OutboxContract:
         status = registry.outbox.status()
         assert (status.pending, status.published) == (1, 0)  # the pending row is never purged
 
+    def test_one_purge_deletes_every_row_past_the_retention_in_batches(self, registry):
+        """The facility purges once an hour: a night's 190,000 rows must go in one call, not
+        ``batch`` of them (1,000 an hour is a quarter of a night a day: the table grew forever)."""
+        regs = [self.register(registry, d) for d in range(5)]
+        registry.outbox.mark_published([r.outbox_id for r in regs], at=T0)
+        assert registry.outbox.purge(timedelta(days=7), batch=2, now=T0 + timedelta(days=8)) == 5
+        assert registry.outbox.status().published == 0
+
     def test_canary_log(self, registry):
         audit = registry.audit
         audit.canary_written("canary/a", T0)

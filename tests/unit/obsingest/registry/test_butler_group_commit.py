@@ -256,3 +256,40 @@ def test_the_same_ccd_twice_in_one_batch_is_recorded_once(registry):
     outcomes = [f.result() for f in futures]
     assert sorted(o.created for o in outcomes) == [False, True, True]
     assert len(_outbox(registry)) == 2
+
+
+def test_a_butler_database_down_at_start_is_an_outage_not_a_bug(tmp_path, monkeypatch):
+    """Opening the Butler raised the driver's OperationalError as it was: a function started
+    during a registry outage answered every delivery 500 (a bug), not 503 with Retry-After."""
+    pytest.importorskip("lsst.daf.butler")
+    from lsst.daf.butler import Butler
+    from sqlalchemy.exc import OperationalError
+
+    def down(*args, **kwargs):
+        raise OperationalError("connect", None, ConnectionRefusedError("connection refused"))
+
+    monkeypatch.setattr(Butler, "from_config", down)
+    monkeypatch.setenv("OBSINGEST_BUTLER_COMPANION_URL", f"sqlite:///{tmp_path / 'companion.sqlite3'}")
+    with pytest.raises(RegistryUnavailable, match="connection refused"):
+        ButlerRegistry.open(RegistrySettings(url=f"butler:{tmp_path / 'repo'}"))
+
+
+def test_a_batch_failing_on_one_exposure_still_ingests_the_others(registry):
+    """An error the Butler raises for one exposure's records or files (any exception, not only a
+    refusal) failed every CCD of the batch, other exposures' too, at each of their redeliveries
+    while they kept sharing batches with it. Its exposure alone fails now; the others go in."""
+    from obsingest.registry.butler import _Pending
+    from obsingest.registry.registry import ExposureRecord
+
+    recorder = Recorder(seconds=0.0, fail_exposure=2026112200002)
+    registry._in_butler = recorder
+    batch = []
+    for exposure in (2026112200001, 2026112200002):
+        for det in range(3):
+            record = _record(det, exposure)
+            batch.append(_Pending(record, ExposureRecord("LSSTCam", exposure, 20261122)))
+    registry._flush(batch)
+    good, bad = batch[:3], batch[3:]
+    assert all(p.result is not None and p.result.created and p.error is None for p in good)
+    assert all(isinstance(p.error, RegistryUnavailable) for p in bad)
+    assert _companion_exposures(registry) == [2026112200001] * 3

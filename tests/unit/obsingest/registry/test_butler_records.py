@@ -82,3 +82,27 @@ def test_registry_urls_that_name_a_butler(tmp_path):
     assert default_companion_url(str(tmp_path / "butler.yaml")).endswith(f"{tmp_path}/obsingest.sqlite3")
     with pytest.raises(ValueError, match="OBSINGEST_BUTLER_COMPANION_URL"):
         default_companion_url("s3://bucket/repo")
+
+
+@pytest.mark.parametrize(
+    ("fields", "day_obs"),
+    [
+        ({"obs_start": datetime(1969, 12, 31, 23, tzinfo=UTC), "exposure_time": 30.0}, 20261122),
+        ({"obs_start": datetime(2100, 6, 1, tzinfo=UTC), "exposure_time": 30.0}, 20261122),
+        ({"obs_start": START, "exposure_time": float("inf")}, 20261122),
+        ({"obs_start": START, "exposure_time": 1e308}, 20261122),
+        ({"obs_start": START, "exposure_time": 30.0}, 21500101),  # a day_obs dataid accepts
+    ],
+)
+def test_times_the_butler_cannot_hold_give_no_timespan_not_an_error(fields, day_obs):
+    """daf_butler keeps timespans from 1970 to 2100 (TAI); outside, or an end that overflows,
+    raised in the set-up of the Butler batch: RegistryUnavailable for every CCD of the batch,
+    other exposures' too, at every redelivery. Such a record has no timespan instead."""
+    pytest.importorskip("lsst.daf.butler")
+    from obsingest.registry.butler_setup import with_timespan
+
+    exposure = 2026112200012 if day_obs == 20261122 else 2150010100012
+    records = exposure_records(ExposureRecord("LSSTCam", exposure, day_obs, **fields))
+    for element in ("day_obs", "exposure"):
+        with_timespan(records[element])
+    assert records["day_obs" if day_obs != 20261122 else "exposure"]["timespan"] is None

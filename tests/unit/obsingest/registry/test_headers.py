@@ -95,6 +95,10 @@ def test_a_header_of_another_instrument_is_a_mismatch():
         ("DECSTART", 95.0, "tracking_dec", "tracking_radec"),
         ("DATE-BEG", "yesterday", "obs_start", "datetime_begin"),
         ("DARKTIME", "'soon'", "dark_time", "dark_time"),
+        # each raised from the record's conversions (an HTTP 500 at every delivery), now defaulted
+        ("GROUPID", 12345, "group_name", "GROUPID gives 12345"),
+        ("DARKTIME", "", "dark_time", "dark_time"),
+        ("MJD-BEG", 1e308, "obs_start", "obs_start"),
     ],
 )
 def test_an_unusable_value_takes_the_default_with_a_warning_as_rubin_does(key, value, field, words):
@@ -106,6 +110,20 @@ def test_an_unusable_value_takes_the_default_with_a_warning_as_rubin_does(key, v
     assert getattr(record, field) is None
     assert any(words in warning for warning in record.header_warnings)
     assert record.obs_id == "MC_O_20261122_000012"
+
+
+@pytest.mark.parametrize(
+    ("key", "field"), [("RASTART", "tracking_ra"), ("AZSTART", "azimuth"), ("ROTPA", "sky_angle")]
+)
+def test_a_value_with_no_finite_number_is_unknown(key, field):
+    """RASTART = 1E999 gave a NaN tracking_ra, which the Butler's database keeps as NULL: its
+    exposure record then differed from itself at every sync (a retriable Butler failure for the
+    whole batch, for ever). No number is None, as a NaN was already for the time cards."""
+    raw = generate_raw_ccd(SPEC)
+    start = raw.index(key.encode().ljust(8) + b"= ")
+    raw = raw[:start] + f"{key:<8}= {'1E999':>20}".ljust(80).encode() + raw[start + 80 :]
+    record = exposure_from_header(_primary(raw), DID, "x")
+    assert getattr(record, field) is None
 
 
 def _escape(word: str) -> str:

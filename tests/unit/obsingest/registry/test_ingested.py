@@ -193,6 +193,21 @@ def test_the_sweep_emits_lost_checks_and_closes_overdue_exposures(registry):
     assert sweeper.open_exposures(now + timedelta(minutes=1), 30.0) == []
 
 
+def test_the_sweep_closes_an_overdue_exposure_as_many_ccds_as_expected_but_one_unlisted(registry):
+    """A CCD the manifest did not list stands in the count for a missing one: the sweep must
+    still close the exposure incomplete at its deadline (it checked it, not complete, forever)."""
+    now = datetime.now(UTC)
+    record_manifest(registry, manifest(E, [0, 1, 2], obs_start=now - timedelta(seconds=90)))
+    for det in (0, 1, 5):  # detector 2 lost, 5 not in the manifest
+        register(registry, E, det, 1.0)
+    sweeper = check(registry, closed_by="reconcile")
+    done = sweeper.sweep(now - timedelta(hours=1), 30.0)
+    assert [(c.exposure, c.outcome, c.counted, c.missing) for c in done] == [(E, CLOSED_INCOMPLETE, True, 1)]
+    assert sweeper.sweep(now - timedelta(hours=1), 30.0) == []
+    register(registry, E, 2, 120.0)  # late after all: its event still comes
+    assert sweeper.sweep(now - timedelta(hours=1), 30.0)[0].outcome == EMITTED
+
+
 def test_migration_6_adds_the_closures_to_an_existing_registry(tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path / 'old.sqlite3'}"
     saved = migrations.MIGRATIONS
@@ -211,3 +226,17 @@ def test_migration_6_adds_the_closures_to_an_existing_registry(tmp_path, monkeyp
         assert check(registry).check("LSSTComCam", E).outcome == EMITTED
     finally:
         registry.close()
+
+
+def test_a_manifest_whose_deadline_is_no_instant_does_not_stop_the_sweep(registry):
+    """exposure_time = 1e308 is finite, so the manifest was recorded; its deadline overflowed in
+    open_exposures at every facility pass, and no exposure of the window was swept again."""
+    now = datetime.now(UTC)
+    record_manifest(registry, manifest(E, [0, 1], exposure_time=1e308))
+    record_manifest(registry, manifest(E + 1, [0, 1], obs_start=now - timedelta(seconds=90)))
+    register(registry, E + 1, 0, 1.0)
+    sweeper = check(registry, closed_by="reconcile")
+    opened = {o.exposure: o for o in sweeper.open_exposures(now - timedelta(hours=1), 30.0)}
+    assert opened[E].deadline is None
+    done = sweeper.sweep(now - timedelta(hours=1), 30.0)
+    assert [(c.exposure, c.outcome) for c in done] == [(E + 1, CLOSED_INCOMPLETE)]

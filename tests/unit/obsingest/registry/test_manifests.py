@@ -100,3 +100,24 @@ def test_the_manifest_of_an_offset_exposure_is_of_its_own_day(night):
     record_manifest(registry, manifest(3023090100078, [0, 1], day_obs=20230901))
     with pytest.raises(BadManifest, match="exposure id is of day_obs 20230901"):
         record_manifest(registry, manifest(3023090100079, [0, 1], day_obs=20230902))
+
+
+def test_finding_the_detectors_listed_twice_is_linear_in_the_manifest():
+    """A 1 MiB push holds ~750,000 detector ids: counting each one's copies took minutes of CPU
+    (the GIL held) per delivery, every redelivery again. Counted by comparisons, not by time."""
+    from obsingest.registry.manifests import validate_manifest
+
+    compared = [0]
+
+    class Id(int):
+        __hash__ = int.__hash__
+
+        def __eq__(self, other):
+            compared[0] += 1
+            return int.__eq__(self, other)
+
+    n = 2000
+    ids = [Id(1) for _ in range(n)] + [Id(2)]  # equal values, distinct objects: no identity shortcut
+    with pytest.raises(BadManifest, match=r"detectors listed twice: \[1\]"):
+        validate_manifest(manifest(E1, ids))
+    assert compared[0] <= 4 * n
