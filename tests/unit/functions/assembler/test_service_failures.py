@@ -217,6 +217,10 @@ class SteadyConsumer(FakeConsumer):
     """One record a consume, and a producer always one record ahead: the partition's end is never
     reached, as under a night's steady traffic."""
 
+    def __init__(self, messages: list[Msg]) -> None:
+        super().__init__(messages)
+        self.total = len(messages)
+
     def consume(self, count: int, timeout: float) -> list[Msg]:
         return super().consume(1, timeout)
 
@@ -244,7 +248,6 @@ def test_under_steady_traffic_a_dead_partial_still_expires_once_what_was_there_i
         for c in iter_chunks(DataId("LSSTComCam", 2026112200002, d), b"y" * 100, when, None, "t", 4096)
     ]
     consumer = SteadyConsumer([Msg(0, i, v) for i, v in enumerate([dead, *others])])
-    consumer.total = len(consumer.messages)
     service._consumer = cast(Any, consumer)
     service.dead_letters._producer = dlq = cast(Any, RecordingProducer())
     now = [0.0]
