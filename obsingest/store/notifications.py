@@ -348,9 +348,9 @@ def _time(data: dict[str, Any], key: str, where: str) -> datetime:
         raise BadMessage(f"{where}: field {key!r} is {_kind(value)}, not an RFC 3339 time")
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))  # no offset: taken as UTC
-    except ValueError:
+        return parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    except (ValueError, OverflowError):  # OverflowError: no UTC instant (0001-01-01T00:00+14:00)
         raise BadMessage(f"{where}: field {key!r} = {clip(value)} is not an RFC 3339 time") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def _metadata(value: Any, where: str) -> dict[str, str]:

@@ -200,6 +200,9 @@ def choose_translator(header: Mapping[str, Any], filename: str | None) -> type[M
         raise NoIdentity(
             "INSTRUME", header.get("INSTRUME", KeyError), "no translator knows this instrument"
         ) from None
+    except TypeError as exc:  # a card of a type a translator's test cannot read (FILTER = 5)
+        why = f"the translators cannot read this header ({exc})"
+        raise NoIdentity("INSTRUME", header.get("INSTRUME", KeyError), why) from None
 
 
 class ObservationCache:

@@ -160,6 +160,7 @@ def test_random_bytes_and_text_as_payloads_parse_or_are_refused(raw, text):
         ("bucket", None, "'bucket' is null"),
         ("timeCreated", 1700000000, "'timeCreated' is an int"),
         ("timeCreated", "yesterday", "'timeCreated'"),
+        ("timeCreated", "0001-01-01T00:00+14:00", "'timeCreated'"),  # no UTC instant: was a 500
         ("metadata", ["a"], "'metadata' is an array"),
         ("metadata", {"k": {"nested": 1}}, "metadata 'k' is an object"),
         ("crc32c", "!!!", "'crc32c'"),
