@@ -184,6 +184,18 @@ class Deployment:
         finally:
             probe.close()
 
+    def settle(self, proc: subprocess.Popen, log: Path, expected: dict[DataId, bytes], what: str) -> None:
+        """Wait until ``proc`` has stored ``expected`` and committed everything, stop it (exit 0),
+        then check the store holds exactly that and the DLQ nothing."""
+        try:
+            wait_until(lambda: all(self.stored(d) for d in expected), 90, what)
+            wait_until(lambda: self.lag() == 0, 60, "the assembler to commit everything")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0, log.read_text()[-3000:]
+        self.assert_exactly(expected)
+        assert self.dlq_size() == 0
+
     def assert_exactly(self, expected: dict[DataId, bytes]) -> None:
         for data_id, data in expected.items():
             assert self.stored(data_id) == data, data_id
@@ -293,16 +305,8 @@ def test_assembler_killed_mid_file_and_restarted_stores_and_registers_every_ccd_
     assert dep.lag() > 0  # commits stopped at the first half-files
 
     producer.send(second)
-    proc = dep.subprocess_assembler(log)
-    try:
-        expected = {**whole, **split, **late}
-        wait_until(lambda: all(dep.stored(d) for d in expected), 90, "every CCD after restart")
-        wait_until(lambda: dep.lag() == 0, 60, "the restarted assembler to commit everything")
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0, log.read_text()[-3000:]
-    dep.assert_exactly(expected)
-    assert dep.dlq_size() == 0
+    expected = {**whole, **split, **late}
+    dep.settle(dep.subprocess_assembler(log), log, expected, "every CCD after restart")
     events = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
     restored = [e for e in events if e["event"] in {"assembler.stored", "assembler.exists"}]
     assert {e["data_id"] for e in restored} == {d.key for d in expected}
@@ -442,10 +446,7 @@ def _wait_out_a_full_store(dep: Deployment, mount: Path) -> None:
         assert "assembler.restarting" in log.read_text()
         assert all(dep.stored(d) is None for d in files)
         ballast.unlink()
-        wait_until(lambda: all(dep.stored(d) for d in files), 90, "every CCD once the disk has room")
-        wait_until(lambda: dep.lag() == 0, 60, "the assembler to commit everything")
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0, log.read_text()[-3000:]
-    dep.assert_exactly(files)
-    assert dep.dlq_size() == 0
+    except BaseException:
+        proc.kill()
+        raise
+    dep.settle(proc, log, files, "every CCD once the disk has room")

@@ -14,13 +14,6 @@ pytestmark = pytest.mark.unit
 DID = DataId("LSSTComCam", 2026112200001, 4)
 
 
-@pytest.fixture
-def registry(tmp_path):
-    reg = Registry.open(RegistrySettings(url=f"sqlite:///{tmp_path / 'r.sqlite3'}"))
-    yield reg
-    reg.close()
-
-
 def _file(checksum="crc32c:0000abcd", uri="file:///a", size=100):
     return FileRecord(DID, uri, size, checksum, readout_time=datetime(2026, 11, 22, tzinfo=UTC))
 

@@ -105,13 +105,6 @@ def test_shortened_text_stays_distinct_and_says_so():
     assert storable("a\x00b", 64) == "a\\x00b" and storable("a\ud800", 64) == "a\\ud800"
 
 
-@pytest.fixture
-def registry(tmp_path):
-    reg = Registry.open(RegistrySettings(url=f"sqlite:///{tmp_path / 'r.sqlite3'}"))
-    yield reg
-    reg.close()
-
-
 def test_hostile_quarantine_text_is_stored_sanitised(registry):
     entries = [
         QuarantineEntry("file:///s/raw/a\x00b", "bad-object-name", "name 'a\x00b'"),

@@ -7,19 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import event
 
-from obsingest.registry import Registry
-from obsingest.settings import RegistrySettings
-
 pytestmark = pytest.mark.unit
 
 T0 = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-def registry(tmp_path):
-    reg = Registry.open(RegistrySettings(url=f"sqlite:///{tmp_path / 'r.sqlite3'}"))
-    yield reg
-    reg.close()
 
 
 def test_the_full_sweeps_window_query_searches_an_index(registry):

@@ -10,20 +10,12 @@ from obsingest.dataid import DataId
 from obsingest.registry import ExposureRecord, Registry, tables
 from obsingest.registry.butler_export import _read
 from obsingest.registry.headers import exposure_from_header
-from obsingest.settings import RegistrySettings
 from tests.unit.obsingest.translate.real_headers import fits_primary, read
 
 pytestmark = pytest.mark.unit
 
 SCIENCE = "lsstCam-MC_O_20250415_000060_R01_S01.yaml"
 DID = DataId("LSSTCam", 2025041500060, 1)
-
-
-@pytest.fixture
-def registry(tmp_path):
-    reg = Registry.open(RegistrySettings(url=f"sqlite:///{tmp_path / 'r.sqlite3'}"))
-    yield reg
-    reg.close()
 
 
 def _column(registry: Registry) -> list[str | None]:

@@ -31,13 +31,6 @@ E = DAY_OBS * 100_000 + 7
 TOPIC = "exposures-ingested"
 
 
-@pytest.fixture
-def registry(tmp_path):
-    reg = Registry.open(RegistrySettings(url=f"sqlite:///{tmp_path / 'r.sqlite3'}"))
-    yield reg
-    reg.close()
-
-
 def check(registry: Registry, **kw) -> IngestedCheck:
     return IngestedCheck(registry, TOPIC, 5.0, **kw)
 
