@@ -146,7 +146,15 @@ class KafkaChunkSender:
                     producer.poll(0.05)
                 except KafkaException as exc:
                     raise self._classify(exc.args[0], data_id, producer) from exc
-        if not delivery.wait(producer, self.settings.delivery_timeout_s + 10):
+        try:
+            acked = delivery.wait(producer, self.settings.delivery_timeout_s + 10)
+        except (KafkaException, SystemError) as exc:  # a fatal error raises out of the poll serving it
+            # (SystemError when a delivery report was served after it: the fatal error is its cause)
+            fatal = exc if isinstance(exc, KafkaException) else exc.__cause__
+            if not isinstance(fatal, KafkaException):
+                raise
+            raise self._classify(fatal.args[0], data_id, producer) from exc
+        if not acked:
             raise ChunkDeliveryFailed(
                 f"{data_id.key}: {len(delivery.offsets)}/{delivery.expected} chunks acknowledged "
                 f"within {self.settings.delivery_timeout_s} s"
@@ -191,7 +199,7 @@ class KafkaChunkSender:
 
         message = f"{data_id.key}: chunk not delivered to {self.topic}: {err.str()}"
         log_event(log, "kafka.send_failed", logging.ERROR, data_id=data_id.key, error=err.str())
-        if err.fatal():
+        if err.fatal() or err.code() == KafkaError._FATAL:  # produce() after one: _FATAL, not fatal()
             with self._lock:
                 if self._producer is producer:
                     self._producer = NewProducer(producer_config(self.settings, self.producer_name))

@@ -208,3 +208,62 @@ def test_a_ccd_whose_chunks_landed_in_two_partitions_is_not_acked():
     send() said acked, so the edge never sent it again."""
     with pytest.raises(ChunkDeliveryFailed, match="partitions"):
         sender(RepartitionedProducer()).send(DATA_ID, fits_bytes(8000), READOUT)
+
+
+def _inject_fatal_error(producer: Any) -> None:
+    """librdkafka's own test hook (rd_kafka_test_fatal_error): the fatal error a fenced or
+    out-of-sequence idempotent producer gets, taken the way librdkafka takes a real one."""
+    import ctypes
+    import glob
+    import sys
+    from pathlib import Path
+
+    import confluent_kafka
+
+    libs = Path(confluent_kafka.__file__).parent.parent / "confluent_kafka.libs"
+    lib = ctypes.CDLL(glob.glob(str(libs / "librdkafka*"))[0])
+    lib.rd_kafka_test_fatal_error.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p]
+    # confluent_kafka's Handle: the object header, then the rd_kafka_t pointer
+    handle = ctypes.c_void_p.from_address(id(producer) + sys.getsizeof(object())).value
+    assert lib.rd_kafka_test_fatal_error(handle, KafkaError._FENCED, b"fenced by the test") == 0
+
+
+class FatalInFlight:
+    """A real producer that meets its fatal error while the first CCD is waiting for acks."""
+
+    def __init__(self, producer: Any) -> None:
+        self.producer, self.injected = producer, False
+
+    def produce(self, *args: Any, **kwargs: Any) -> None:
+        self.producer.produce(*args, **kwargs)
+
+    def poll(self, timeout: float) -> int:
+        if not self.injected:
+            self.injected = True
+            _inject_fatal_error(self.producer)
+        return cast(int, self.producer.poll(timeout))
+
+
+@pytest.mark.parametrize("when", ["between sends", "in flight"])
+def test_a_real_librdkafka_fatal_error_replaces_the_producer(when):
+    """librdkafka (in-process mock cluster) after a fatal error: the poll serving it raises
+    it (a SystemError if a delivery report follows), the CCD in flight is purged, every later
+    produce() raises _FATAL, and none of these has fatal() set. The sender still replaces the
+    producer, and the CCD that met it fails with a sender error: before, the in-flight one
+    raised librdkafka's exception raw and every later send failed through the dead producer."""
+    from confluent_kafka import Producer
+
+    settings = KafkaProducerSettings(
+        chunk_size=4096, delivery_timeout_s=5, extra={"test.mock.num.brokers": 1, "log_level": 0}
+    )
+    real = Producer(producer_config(settings, "edge-7"))
+    first: Any = FatalInFlight(real) if when == "in flight" else real
+    s = KafkaChunkSender(settings, topic="chunks", producer_name="edge-7", producer=first)
+    if when == "between sends":
+        assert s.send(DATA_ID, fits_bytes(8000), READOUT).status == "acked"
+        _inject_fatal_error(real)
+    with pytest.raises((RetriableError, PermanentError)):  # what the edge judges; never raw
+        s.send(DATA_ID, fits_bytes(8000), READOUT)
+    assert s._producer is not first
+    assert s.send(DATA_ID, fits_bytes(8000), READOUT).status == "acked"
+    s.close()
