@@ -36,6 +36,7 @@ def dlq_producer_config(settings: AssemblerSettings) -> dict[str, Any]:
         "compression.type": "none",
         "message.max.bytes": settings.max_record_bytes + 64 * 1024,
         "linger.ms": 0,
+        **settings.extra,  # the consumer's too: a secured cluster's credentials
     }
 
 
