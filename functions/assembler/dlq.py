@@ -101,15 +101,22 @@ class DeadLetters:
         log_event(log, "assembler.incomplete", logging.ERROR, **fields)
 
     def send(self, key: bytes | None, value: bytes, headers: dict[str, str]) -> None:
+        from confluent_kafka import KafkaException
+
         errors: list[Any] = []
-        self._producer.produce(
-            self.topic,
-            value=value,
-            key=key,
-            headers=[(k, v.encode()) for k, v in headers.items()],
-            on_delivery=lambda err, _m: errors.append(err) if err else None,
-        )
-        if self._producer.flush(30) or errors:
+        try:
+            self._producer.produce(
+                self.topic,
+                value=value,
+                key=key,
+                headers=[(k, v.encode()) for k, v in headers.items()],
+                on_delivery=lambda err, _m: errors.append(err) if err else None,
+            )
+            unflushed = self._producer.flush(30)
+        except (KafkaException, SystemError) as exc:  # librdkafka's fatal error among them (a
+            # SystemError if a delivery report was served after it): a new instance has a new producer
+            raise DeadLetterFailed(f"DLQ {self.topic}: {exc.__cause__ or exc}") from exc
+        if unflushed or errors:
             raise DeadLetterFailed(f"DLQ {self.topic}: {errors or 'not flushed'}")
 
     def close(self) -> None:

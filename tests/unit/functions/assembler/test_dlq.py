@@ -1,7 +1,7 @@
 """Dead letters of the assembler: every report must fit the DLQ's record limit, whatever the
 record that caused it claims."""
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -63,3 +63,32 @@ def test_a_record_naming_a_megabytes_long_instrument_is_dead_lettered_within_the
     (record,) = producer.records
     assert record["value"] == bad  # the original record, as it was
     assert _record_bytes(record) - len(bad) < 4096  # what the DLQ adds stays small
+
+
+@pytest.mark.parametrize("when", ["between dead letters", "in flight"])
+def test_a_fatal_error_of_the_dlq_producer_is_a_dlq_failure_a_new_instance_retries(when):
+    """librdkafka's fatal error (in-process mock cluster) ends the DLQ producer: produce() raises
+    _FATAL after it, the flush that serves it raises it. Raw KafkaExceptions, not DeadLetterFailed:
+    the assembler process exited (it starts a new instance, with a new producer, only after a
+    retriable error) and nothing restarted it."""
+    from functions.assembler.dlq import DeadLetterFailed
+    from tests.fixtures.kafka_fatal import MOCK_CLUSTER, inject_fatal_error
+
+    dead = DeadLetters(AssemblerSettings(extra=MOCK_CLUSTER))
+    dead.send(b"k", b"first", {"dlq_reason": "test"})
+    real = dead._producer
+
+    class FatalInFlight:
+        def produce(self, *args: Any, **kwargs: Any) -> None:
+            real.produce(*args, **kwargs)
+            inject_fatal_error(real)
+
+        def flush(self, timeout: float) -> int:
+            return int(real.flush(timeout))
+
+    if when == "in flight":
+        dead._producer = cast(Any, FatalInFlight())
+    else:
+        inject_fatal_error(real)
+    with pytest.raises(DeadLetterFailed):
+        dead.send(b"k", b"second", {"dlq_reason": "test"})

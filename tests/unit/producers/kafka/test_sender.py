@@ -23,6 +23,7 @@ from producers.kafka import (
     parse_kafka_url,
     producer_config,
 )
+from tests.fixtures.kafka_fatal import MOCK_CLUSTER, inject_fatal_error
 
 pytestmark = pytest.mark.unit
 
@@ -210,24 +211,6 @@ def test_a_ccd_whose_chunks_landed_in_two_partitions_is_not_acked():
         sender(RepartitionedProducer()).send(DATA_ID, fits_bytes(8000), READOUT)
 
 
-def _inject_fatal_error(producer: Any) -> None:
-    """librdkafka's own test hook (rd_kafka_test_fatal_error): the fatal error a fenced or
-    out-of-sequence idempotent producer gets, taken the way librdkafka takes a real one."""
-    import ctypes
-    import glob
-    import sys
-    from pathlib import Path
-
-    import confluent_kafka
-
-    libs = Path(confluent_kafka.__file__).parent.parent / "confluent_kafka.libs"
-    lib = ctypes.CDLL(glob.glob(str(libs / "librdkafka*"))[0])
-    lib.rd_kafka_test_fatal_error.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p]
-    # confluent_kafka's Handle: the object header, then the rd_kafka_t pointer
-    handle = ctypes.c_void_p.from_address(id(producer) + sys.getsizeof(object())).value
-    assert lib.rd_kafka_test_fatal_error(handle, KafkaError._FENCED, b"fenced by the test") == 0
-
-
 class FatalInFlight:
     """A real producer that meets its fatal error while the first CCD is waiting for acks."""
 
@@ -240,7 +223,7 @@ class FatalInFlight:
     def poll(self, timeout: float) -> int:
         if not self.injected:
             self.injected = True
-            _inject_fatal_error(self.producer)
+            inject_fatal_error(self.producer)
         return cast(int, self.producer.poll(timeout))
 
 
@@ -253,15 +236,13 @@ def test_a_real_librdkafka_fatal_error_replaces_the_producer(when):
     raised librdkafka's exception raw and every later send failed through the dead producer."""
     from confluent_kafka import Producer
 
-    settings = KafkaProducerSettings(
-        chunk_size=4096, delivery_timeout_s=5, extra={"test.mock.num.brokers": 1, "log_level": 0}
-    )
+    settings = KafkaProducerSettings(chunk_size=4096, delivery_timeout_s=5, extra=MOCK_CLUSTER)
     real = Producer(producer_config(settings, "edge-7"))
     first: Any = FatalInFlight(real) if when == "in flight" else real
     s = KafkaChunkSender(settings, topic="chunks", producer_name="edge-7", producer=first)
     if when == "between sends":
         assert s.send(DATA_ID, fits_bytes(8000), READOUT).status == "acked"
-        _inject_fatal_error(real)
+        inject_fatal_error(real)
     with pytest.raises((RetriableError, PermanentError)):  # what the edge judges; never raw
         s.send(DATA_ID, fits_bytes(8000), READOUT)
     assert s._producer is not first
