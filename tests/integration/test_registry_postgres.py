@@ -14,7 +14,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
 from obsingest.dataid import DataId
-from obsingest.registry import ExposureRecord, FileRecord, Registry
+from obsingest.registry import ExposureRecord, FileRecord, Registry, RegistryUnavailable
 from obsingest.registry.migrations import LATEST
 from obsingest.settings import RegistrySettings
 from tests.contracts.registry import RegistryContract
@@ -185,3 +185,59 @@ def test_migrations_from_two_processes_at_once(postgres: str) -> None:
         instruments = conn.execute("SELECT count(*) FROM instrument").fetchone()
     assert sorted(versions) == list(range(1, LATEST + 1))
     assert instruments is not None and instruments[0] == 3
+
+
+def _in_thread(call: Any) -> tuple[threading.Thread, list[BaseException | None]]:
+    """``call`` on a daemon thread; the list gets its error (None: it returned)."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def test_a_register_behind_another_sessions_lock_gives_up_within_the_retry_deadline(postgres: str) -> None:
+    """A session holding a lock (a migration, or a client that died in its transaction: the
+    server keeps it for hours) hung every register call, and every group-commit follower behind
+    it, with no bound: each Pub/Sub redelivery one more hung thread. The wait is now bounded by
+    the retry deadline: RegistryUnavailable (503), and redelivery retries."""
+    registry = open_registry(postgres, retry_deadline=1.0)
+    holder = psycopg.connect(conninfo(postgres))
+    try:
+        registry.register(record())  # the dimension rows exist: only the dataset insert waits
+        holder.execute("LOCK TABLE dataset IN ACCESS EXCLUSIVE MODE")
+        thread, outcome = _in_thread(lambda: registry.register(record(DataId("LSSTComCam", DID.exposure, 4))))
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "register still waiting for another session's lock"
+        [error] = outcome
+        assert isinstance(error, RegistryUnavailable), error
+        holder.rollback()
+        assert registry.register(record(DataId("LSSTComCam", DID.exposure, 4))).created
+    finally:
+        holder.close()
+        registry.close()
+
+
+def test_a_migration_waits_for_another_processs_migration_however_long(postgres: str) -> None:
+    """The bounded lock wait is for requests: a process starting while another migrates waits
+    for it (here longer than its retry deadline), as before."""
+    from obsingest.registry.migrations import _LOCK_KEY
+
+    holder = psycopg.connect(conninfo(postgres), autocommit=True)
+    holder.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
+    release = threading.Timer(2.0, lambda: holder.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,)))
+    release.start()
+    try:
+        registry = open_registry(postgres, retry_deadline=0.5)
+        registry.close()
+    finally:
+        release.join()
+        holder.close()
