@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -15,6 +20,7 @@ from sqlalchemy.engine import make_url
 
 from obsingest.dataid import DataId
 from obsingest.registry import ExposureRecord, FileRecord, Registry, RegistryUnavailable
+from obsingest.registry import engine as engine_module
 from obsingest.registry.migrations import LATEST
 from obsingest.settings import RegistrySettings
 from tests.contracts.registry import RegistryContract
@@ -224,6 +230,88 @@ def test_a_register_behind_another_sessions_lock_gives_up_within_the_retry_deadl
     finally:
         holder.close()
         registry.close()
+
+
+class _Forwarder:
+    """A private loopback port in front of PostgreSQL: a DROP rule on it makes the server vanish
+    (no RST, nothing acknowledged) for this test's connections only."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        for s in (source, sink):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@contextlib.contextmanager
+def _vanished(port: int) -> Iterator[None]:
+    """Every packet to or from loopback ``port`` dropped (as root, with iptables)."""
+    rules = [
+        ["INPUT", "-i", "lo", "-p", "tcp", flag, str(port), "-j", "DROP"] for flag in ("--dport", "--sport")
+    ]
+    added = []
+    try:
+        for rule in rules:
+            subprocess.run(["iptables", "-I", *rule], check=True, capture_output=True)
+            added.append(rule)
+        yield
+    finally:
+        for rule in added:
+            subprocess.run(["iptables", "-D", *rule], check=False, capture_output=True)
+
+
+def test_a_server_that_vanishes_fails_a_register_in_seconds_not_minutes(
+    postgres: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server gone without a RST (host down, partition) hung a register call in the kernel's
+    retransmissions (~15 min) and every caller queued behind it. libpq's connect_timeout,
+    keepalives and tcp_user_timeout (shortened here) now end it: RegistryUnavailable."""
+    if os.geteuid() != 0 or shutil.which("iptables") is None:
+        pytest.skip("needs root and iptables to drop a port's packets")
+    monkeypatch.setitem(engine_module.POSTGRES_LIVENESS, "connect_timeout", 2)
+    monkeypatch.setitem(engine_module.POSTGRES_LIVENESS, "keepalives_idle", 1)
+    monkeypatch.setitem(engine_module.POSTGRES_LIVENESS, "keepalives_interval", 1)
+    monkeypatch.setitem(engine_module.POSTGRES_LIVENESS, "tcp_user_timeout", 2000)
+    url = make_url(postgres)
+    forwarder = _Forwarder(url.host or "127.0.0.1", url.port or 5432)
+    private = url.set(host="127.0.0.1", port=forwarder.port).render_as_string(hide_password=False)
+    registry = open_registry(private, retry_deadline=1.0)
+    try:
+        registry.register(record())
+        with _vanished(forwarder.port):
+            thread, outcome = _in_thread(
+                lambda: registry.register(record(DataId("LSSTComCam", DID.exposure, 4)))
+            )
+            thread.join(timeout=60)
+            assert not thread.is_alive(), "register still waiting for a server that is gone"
+        [error] = outcome
+        assert isinstance(error, RegistryUnavailable), error
+        assert registry.register(record(DataId("LSSTComCam", DID.exposure, 4))).created
+    finally:
+        registry.close()
+        forwarder.close()
 
 
 def test_a_migration_waits_for_another_processs_migration_however_long(postgres: str) -> None:
