@@ -41,6 +41,35 @@ def pool_options(settings: RegistrySettings) -> dict[str, Any]:
     }
 
 
+#: libpq's bounds on a PostgreSQL server that stops answering without closing the connection
+#: (host down, network partition: no RST), which would otherwise hang a call for the kernel's
+#: ~15 min of retransmissions: a connect gives up after ``connect_timeout`` s; data or keepalive
+#: probes (an idle wait for a reply) unacknowledged for ``tcp_user_timeout`` ms end the
+#: connection. A busy server acknowledges both: a long statement is never cut. A key the URL
+#: sets is the URL's.
+POSTGRES_LIVENESS: dict[str, Any] = {
+    "connect_timeout": 5,
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 20_000,
+}
+
+
+def postgres_connect_args(url: str, settings: RegistrySettings, *options: str) -> dict[str, Any]:
+    """psycopg's connection arguments: ``POSTGRES_LIVENESS``; a lock wait bounded by the retry
+    deadline (a statement behind another session's lock, e.g. one whose client died in its
+    transaction and which the server keeps for hours, fails as lock-not-available, transient:
+    past the deadline redelivery retries), after the URL's own ``options``."""
+    lock_timeout = f"-c lock_timeout={max(1, round(settings.retry_deadline * 1000))}"
+    query = make_url(url).query
+    given = query.get("options", "")
+    given = given if isinstance(given, str) else " ".join(given)
+    liveness = {key: value for key, value in POSTGRES_LIVENESS.items() if key not in query}
+    return {**liveness, "options": " ".join(filter(None, (given, lock_timeout, *options)))}
+
+
 def make_engine(settings: RegistrySettings) -> Engine:
     url, pool = psycopg_url(settings.url), pool_options(settings)
     if url.startswith("sqlite"):
@@ -49,6 +78,7 @@ def make_engine(settings: RegistrySettings) -> Engine:
         return engine
     return create_engine(
         url,
+        connect_args=postgres_connect_args(url, settings),
         **pool,
         # no pre-ping (a round trip per checkout): Registry's retry replaces a closed connection
         pool_recycle=1800,
@@ -102,7 +132,7 @@ def make_readonly_engine(settings: RegistrySettings) -> Engine:
     if url.startswith("postgresql"):
         return create_engine(
             url,
-            connect_args={"options": "-c default_transaction_read_only=on"},
+            connect_args=postgres_connect_args(url, settings, "-c default_transaction_read_only=on"),
             # one round trip a query: no BEGIN before it, no ROLLBACK back in the pool
             isolation_level="AUTOCOMMIT",
             pool_recycle=1800,

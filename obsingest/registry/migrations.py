@@ -117,6 +117,9 @@ def migrate(engine: Engine) -> int:
         with engine.begin() as conn:
             # SQLite transactions begin IMMEDIATE (see registry.engine), which serialises too.
             if conn.dialect.name == "postgresql":
+                # a step waits for another process's step and for its tables' locks as long as it
+                # takes (requests' lock waits are bounded: registry.engine's lock_timeout)
+                conn.execute(text("SET LOCAL lock_timeout = 0"))
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _LOCK_KEY})
             tables.schema_version.create(conn, checkfirst=True)
             if current_version(conn) >= migration.version:

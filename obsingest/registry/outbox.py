@@ -266,10 +266,11 @@ class ArrivalOutbox(EngineQueries):
         return OutboxStatus(int(pending), age, done)
 
     def row(self, dataset_id: uuid.UUID) -> dict[str, Any] | None:
-        """The outbox row of one dataset."""
+        """The outbox row of one dataset (retried: a redelivery's answer depends on it)."""
         o = arrival_outbox
-        with self.engine.connect() as conn:
-            found = conn.execute(select(o).where(o.c.dataset_id == dataset_id)).mappings().first()
+        found = self._run(
+            lambda c: c.execute(select(o).where(o.c.dataset_id == dataset_id)).mappings().first()
+        )
         return dict(found) if found is not None else None
 
     def purge(self, older_than: timedelta, batch: int = 1000, now: datetime | None = None) -> int:

@@ -11,7 +11,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any, cast
 
-from sqlalchemy import Engine, bindparam, insert, select
+from sqlalchemy import Engine, bindparam, event, insert, select
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import psycopg
 from sqlalchemy.exc import DBAPIError
@@ -36,25 +36,40 @@ class Prepared:
         self._defaults = {name: bind.effective_value for name, bind in compiled.binds.items()}
         self._order = tuple(compiled.positiontup or ()) if compiled.positional else None
         self._errors = engine.dialect.loaded_dbapi.Error
+        if not event.contains(engine, "checkin", _pooled):
+            event.listen(engine, "checkin", _pooled)
 
     def args(self, values: dict[str, Any]) -> tuple[Any, ...] | dict[str, Any]:
         merged = {**self._defaults, **values}
         return tuple(merged[name] for name in self._order) if self._order is not None else merged
 
     def rows(self, values: dict[str, Any]) -> list[tuple[Any, ...]]:
-        conn = self.engine.raw_connection()
-        try:
-            with closing(conn.cursor()) as cursor:
-                cursor.execute(self.sql, self.args(values))
-                return list(cursor.fetchall())
-        except self._errors as exc:
-            conn.invalidate(exc)  # a connection in an unknown state never goes back to the pool
-            where = self.engine.url.render_as_string(hide_password=True)
-            raise as_exhausted(exc, "registry", where) or RegistryUnavailable(
-                f"registry query failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        finally:
-            conn.close()
+        """The statement's rows; a pooled connection the server closed since (a restart) is
+        replaced and the statement run again, so no request fails for a stale pool."""
+        while True:
+            conn = self.engine.raw_connection()
+            try:
+                with closing(conn.cursor()) as cursor:
+                    cursor.execute(self.sql, self.args(values))
+                    return list(cursor.fetchall())
+            except self._errors as exc:
+                driver = conn.driver_connection
+                stale = conn.info.get("pooled") and self.engine.dialect.is_disconnect(exc, driver, None)
+                conn.invalidate(exc)  # a connection in an unknown state never goes back to the pool
+                if stale:  # invalidating cleared its mark: each stale connection is tried once
+                    continue
+                where = self.engine.url.render_as_string(hide_password=True)
+                raise as_exhausted(exc, "registry", where) or RegistryUnavailable(
+                    f"registry query failed: {type(exc).__name__}: {exc}"
+                ) from exc
+            finally:
+                conn.close()
+
+
+def _pooled(dbapi_conn: Any, record: Any) -> None:
+    """(pool checkin) Mark a connection that went back to the pool: it may be stale later."""
+    if dbapi_conn is not None:
+        record.info["pooled"] = True
 
 
 def autocommit_rows(engine: Engine, sql: str, params: Any) -> list[tuple[Any, ...]]:

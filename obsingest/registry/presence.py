@@ -10,12 +10,14 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from datetime import datetime
 from functools import cache
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from sqlalchemy import ColumnElement, and_, bindparam, func, literal_column, select, union
+from sqlalchemy import ColumnElement, Connection, and_, bindparam, func, literal_column, select, union
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 
 from obsingest import camera
 from obsingest.dataid import (
@@ -46,6 +48,8 @@ from obsingest.timescales import as_utc
 
 _INT64_MAX = 2**63 - 1
 #: tables a presence reader needs (``exposure_manifest`` since schema migration 4)
+T = TypeVar("T")
+
 TABLES = ("dataset", "datastore_record", "exposure", "exposure_manifest", "quarantine")
 
 
@@ -159,8 +163,20 @@ class PresenceReader:
             self.confirm.close()
 
     def ping(self) -> None:
+        self._connected(lambda conn: conn.execute(select(literal_column("1"))).scalar())
+
+    def _connected(self, fn: Callable[[Connection], T]) -> T:
+        """``fn`` on a pooled connection; once more if that one was closed by the server (a
+        restart): SQLAlchemy then replaces every connection pooled before, so no request (no
+        /healthz) fails for a stale pool."""
+        try:
+            with self.engine.connect() as conn:
+                return fn(conn)
+        except DBAPIError as exc:
+            if not exc.connection_invalidated:
+                raise
         with self.engine.connect() as conn:
-            conn.execute(select(literal_column("1"))).scalar()
+            return fn(conn)
 
     def _build_statements(self) -> None:
         d, r, e, m = (tables.dataset, tables.datastore_record, tables.exposure, tables.exposure_manifest)
@@ -294,8 +310,7 @@ class PresenceReader:
 
     def latest(self, limit: int = 10) -> list[ExposurePresence]:
         """The ``limit`` newest exposures (highest ids) of any instrument, newest first."""
-        with self.engine.connect() as conn:
-            rows = conn.execute(self._q_latest, {"n": limit}).all()
+        rows = self._connected(lambda conn: conn.execute(self._q_latest, {"n": limit}).all())
         by_instrument: dict[str, list[int]] = {}
         for row in rows:
             by_instrument.setdefault(row.instrument, []).append(row.exposure)
@@ -317,12 +332,15 @@ class PresenceReader:
             out.append(self._cached((instrument, exposure), version))
             if out[-1] is None:
                 stale.append((len(out) - 1, exposure, version))
-        if stale:  # an exposure still arriving, or not asked before
-            with self.engine.connect() as conn:
-                for index, exposure, version in stale:
-                    answer = self._summary(conn, ours, instrument, exposure)
-                    self._store((instrument, exposure), version, answer)
-                    out[index] = answer
+
+        def summarise(conn: Connection) -> None:  # an exposure still arriving, or not asked before
+            for index, exposure, version in stale:
+                answer = self._summary(conn, ours, instrument, exposure)
+                self._store((instrument, exposure), version, answer)
+                out[index] = answer
+
+        if stale:
+            self._connected(summarise)
         return [a for a in out if a is not None]
 
     def _summary(self, conn: Any, ours: dict[str, Any], instrument: str, exposure: int) -> ExposurePresence:

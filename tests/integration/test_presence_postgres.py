@@ -2,16 +2,19 @@
 night written to PostgreSQL and to SQLite gets the same answers from ``obsingest serve`` on
 either; the reader cannot write; manifests are recorded once on PostgreSQL too."""
 
+import contextlib
 import math
+import time
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import create_engine, text
 from sqlalchemy.exc import DBAPIError
 
 from benchmarks.presence import Server, free_port
 from benchmarks.presence_night import write_night
 from obsingest.registry import Registry
+from obsingest.registry.engine import psycopg_url
 from obsingest.registry.manifests import ManifestConflict, record_manifest
 from obsingest.registry.presence import PresenceReader
 from obsingest.settings import RegistrySettings
@@ -108,3 +111,38 @@ def test_manifests_and_new_registrations_on_postgresql(postgres):
     finally:
         reader.close()
         registry.close()
+
+
+def _restart_sessions(url: str) -> None:
+    """What a PostgreSQL restart does to a client's pool: every session of the database ends."""
+    engine = create_engine(psycopg_url(url), isolation_level="AUTOCOMMIT")
+    others = "datname = current_database() AND pid <> pg_backend_pid()"
+    try:
+        with engine.connect() as conn:
+            conn.execute(text(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE {others}"))
+            while conn.execute(text(f"SELECT count(*) FROM pg_stat_activity WHERE {others}")).scalar():
+                time.sleep(0.05)
+    finally:
+        engine.dispose()
+
+
+def test_a_restarted_server_costs_no_request_an_error(postgres):
+    """Each pooled connection a restart left stale was one 503 (a burst the size of the pool)
+    and the first /healthz said the registry was down: a stale one is now replaced and the
+    request answered."""
+    registry = Registry.open(RegistrySettings(url=postgres))
+    register(registry, E1, 0, 1.5)
+    registry.close()
+    pool = 4
+    reader = PresenceReader.open(RegistrySettings(url=postgres, pool_size=pool), budget_seconds=5.0)
+    try:
+        for ask in (lambda: reader.exposure("LSSTComCam", E1), reader.ping):
+            with contextlib.ExitStack() as held:  # every pooled connection used once
+                for conn in [held.enter_context(reader.engine.connect()) for _ in range(pool)]:
+                    conn.execute(text("SELECT 1"))
+            _restart_sessions(postgres)
+            for _ in range(pool):
+                ask()
+        assert reader.exposure("LSSTComCam", E1).registered == 1
+    finally:
+        reader.close()

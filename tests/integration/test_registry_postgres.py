@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -14,7 +19,8 @@ from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
 from obsingest.dataid import DataId
-from obsingest.registry import ExposureRecord, FileRecord, Registry
+from obsingest.registry import ExposureRecord, FileRecord, Registry, RegistryUnavailable
+from obsingest.registry import engine as engine_module
 from obsingest.registry.migrations import LATEST
 from obsingest.settings import RegistrySettings
 from tests.contracts.registry import RegistryContract
@@ -185,3 +191,141 @@ def test_migrations_from_two_processes_at_once(postgres: str) -> None:
         instruments = conn.execute("SELECT count(*) FROM instrument").fetchone()
     assert sorted(versions) == list(range(1, LATEST + 1))
     assert instruments is not None and instruments[0] == 3
+
+
+def _in_thread(call: Any) -> tuple[threading.Thread, list[BaseException | None]]:
+    """``call`` on a daemon thread; the list gets its error (None: it returned)."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def test_a_register_behind_another_sessions_lock_gives_up_within_the_retry_deadline(postgres: str) -> None:
+    """A session holding a lock (a migration, or a client that died in its transaction: the
+    server keeps it for hours) hung every register call, and every group-commit follower behind
+    it, with no bound: each Pub/Sub redelivery one more hung thread. The wait is now bounded by
+    the retry deadline: RegistryUnavailable (503), and redelivery retries."""
+    registry = open_registry(postgres, retry_deadline=1.0)
+    holder = psycopg.connect(conninfo(postgres))
+    try:
+        registry.register(record())  # the dimension rows exist: only the dataset insert waits
+        holder.execute("LOCK TABLE dataset IN ACCESS EXCLUSIVE MODE")
+        thread, outcome = _in_thread(lambda: registry.register(record(DataId("LSSTComCam", DID.exposure, 4))))
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "register still waiting for another session's lock"
+        [error] = outcome
+        assert isinstance(error, RegistryUnavailable), error
+        holder.rollback()
+        assert registry.register(record(DataId("LSSTComCam", DID.exposure, 4))).created
+    finally:
+        holder.close()
+        registry.close()
+
+
+class _Forwarder:
+    """A private loopback port in front of PostgreSQL: a DROP rule on it makes the server vanish
+    (no RST, nothing acknowledged) for this test's connections only."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        for s in (source, sink):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@contextlib.contextmanager
+def _vanished(port: int) -> Iterator[None]:
+    """Every packet to or from loopback ``port`` dropped (as root, with iptables)."""
+    rules = [
+        ["INPUT", "-i", "lo", "-p", "tcp", flag, str(port), "-j", "DROP"] for flag in ("--dport", "--sport")
+    ]
+    added = []
+    try:
+        for rule in rules:
+            subprocess.run(["iptables", "-I", *rule], check=True, capture_output=True)
+            added.append(rule)
+        yield
+    finally:
+        for rule in added:
+            subprocess.run(["iptables", "-D", *rule], check=False, capture_output=True)
+
+
+def test_a_server_that_vanishes_fails_a_register_in_seconds_not_minutes(
+    postgres: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server gone without a RST (host down, partition) hung a register call in the kernel's
+    retransmissions (~15 min) and every caller queued behind it. libpq's connect_timeout,
+    keepalives and tcp_user_timeout (shortened here) now end it: RegistryUnavailable."""
+    if os.geteuid() != 0 or shutil.which("iptables") is None:
+        pytest.skip("needs root and iptables to drop a port's packets")
+    monkeypatch.setitem(engine_module.POSTGRES_LIVENESS, "connect_timeout", 2)
+    monkeypatch.setitem(engine_module.POSTGRES_LIVENESS, "keepalives_idle", 1)
+    monkeypatch.setitem(engine_module.POSTGRES_LIVENESS, "keepalives_interval", 1)
+    monkeypatch.setitem(engine_module.POSTGRES_LIVENESS, "tcp_user_timeout", 2000)
+    url = make_url(postgres)
+    forwarder = _Forwarder(url.host or "127.0.0.1", url.port or 5432)
+    private = url.set(host="127.0.0.1", port=forwarder.port).render_as_string(hide_password=False)
+    registry = open_registry(private, retry_deadline=1.0)
+    try:
+        registry.register(record())
+        with _vanished(forwarder.port):
+            thread, outcome = _in_thread(
+                lambda: registry.register(record(DataId("LSSTComCam", DID.exposure, 4)))
+            )
+            thread.join(timeout=60)
+            assert not thread.is_alive(), "register still waiting for a server that is gone"
+        [error] = outcome
+        assert isinstance(error, RegistryUnavailable), error
+        assert registry.register(record(DataId("LSSTComCam", DID.exposure, 4))).created
+    finally:
+        registry.close()
+        forwarder.close()
+
+
+def test_a_migration_waits_for_another_processs_migration_however_long(postgres: str) -> None:
+    """The bounded lock wait is for requests: a process starting while another migrates waits
+    for it (here longer than its retry deadline), as before."""
+    from obsingest.registry.migrations import _LOCK_KEY
+
+    holder = psycopg.connect(conninfo(postgres), autocommit=True)
+    holder.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
+    release = threading.Timer(2.0, lambda: holder.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,)))
+    release.start()
+    try:
+        registry = open_registry(postgres, retry_deadline=0.5)
+        registry.close()
+    finally:
+        release.join()
+        holder.close()

@@ -300,3 +300,31 @@ def test_the_exposure_record_is_kept_from_the_header_and_another_detector_is_ref
         row = conn.execute(select(tables.exposure)).mappings().one()
     assert (row["obs_id"], row["physical_filter"], row["band"]) == ("CC_O_20261122_000001", "r_03", "r")
     assert (row["observation_type"], row["seq_num"], row["dark_time"]) == ("science", 1, 15.4306)
+
+
+def test_a_database_hiccup_looking_up_an_announced_row_is_retried_not_a_500(env, did, monkeypatch):
+    """A redelivery whose publish fails asks the outbox whether the dataset was announced: a
+    transient database error there is retried like every registry call (it was an HTTP 500)."""
+    import sqlite3
+
+    from sqlalchemy.exc import OperationalError
+
+    _upload(env, did)
+    [(_path, event)] = env.store.outbox().pending()
+    env.service.handle(from_storage_cloudevent(event, event["data"]))
+    engine, connect = env.registry.engine, env.registry.engine.connect
+    hiccups = []
+
+    def hiccup_once():
+        if not hiccups:
+            hiccups.append(1)
+            raise OperationalError("SELECT", {}, sqlite3.OperationalError("disk I/O error"))
+        return connect()
+
+    def broken(*args, **kwargs):
+        monkeypatch.setattr(engine, "connect", hiccup_once)  # the next database call hiccups
+        raise RetriableError("Pub/Sub unavailable")
+
+    monkeypatch.setattr(env.bus, "publish", broken)
+    outcome = env.service.handle(from_storage_cloudevent(event, event["data"]))
+    assert outcome.status == "duplicate" and hiccups == [1]
