@@ -289,7 +289,7 @@ def test_a_server_that_vanishes_fails_a_register_in_seconds_not_minutes(
     retransmissions (~15 min) and every caller queued behind it. libpq's connect_timeout,
     keepalives and tcp_user_timeout (shortened here) now end it: RegistryUnavailable."""
     if os.geteuid() != 0 or shutil.which("iptables") is None:
-        pytest.skip("needs root and iptables to drop a port's packets")
+        pytest.fail("needs root and iptables to drop a port's packets (infra/local/system-deps.sh)")
     monkeypatch.setitem(engine_module.POSTGRES_LIVENESS, "connect_timeout", 2)
     monkeypatch.setitem(engine_module.POSTGRES_LIVENESS, "keepalives_idle", 1)
     monkeypatch.setitem(engine_module.POSTGRES_LIVENESS, "keepalives_interval", 1)
