@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -89,6 +90,11 @@ class DecodeMessages(beam.DoFn):
                 element: Any = Arrival.from_event(ArrivalEvent.decode(message))
             else:
                 element = ExposureManifest.decode(message)
+                if not math.isfinite(element.exposure_time):  # no deadline can be computed
+                    raise BadMessage(
+                        f"ExposureManifest of exposure {element.exposure}: exposure_time "
+                        f"{element.exposure_time!r} is not a finite number of seconds"
+                    )
         except BadMessage as exc:
             self.bad.inc()
             log_event(log, "bad_message", logging.WARNING, contract=self.contract, reason=str(exc))
