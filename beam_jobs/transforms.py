@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +48,8 @@ MANIFEST = "m"
 ARRIVAL = "a"
 
 NAMESPACE = "obsingest.beam"
+#: a manifest's exposure time beyond this (a night) is bad input: its deadline is no timestamp
+LONGEST_EXPOSURE = 86_400.0
 
 #: (instrument, exposure) -> (kind, payload); the type hint gives the stateful DoFn and the
 #: CombinePerKey a deterministic key coder.
@@ -90,10 +91,10 @@ class DecodeMessages(beam.DoFn):
                 element: Any = Arrival.from_event(ArrivalEvent.decode(message))
             else:
                 element = ExposureManifest.decode(message)
-                if not math.isfinite(element.exposure_time):  # no deadline can be computed
+                if not 0 <= element.exposure_time <= LONGEST_EXPOSURE:  # NaN too: no deadline
                     raise BadMessage(
                         f"ExposureManifest of exposure {element.exposure}: exposure_time "
-                        f"{element.exposure_time!r} is not a finite number of seconds"
+                        f"{element.exposure_time!r} is not within 0..{LONGEST_EXPOSURE:g} s"
                     )
         except BadMessage as exc:
             self.bad.inc()

@@ -104,11 +104,12 @@ def test_keyed_and_dict_inputs_give_the_same_batch_summaries() -> None:
         assert_that(keyed[SUMMARIES] | "L2" >> beam.Map(_line), equal_to(expected), "keyed")
 
 
-@pytest.mark.parametrize("exposure_time", [float("nan"), float("inf"), float("-inf")])
-def test_a_manifest_without_a_finite_exposure_time_is_dead_lettered_not_held(exposure_time: float) -> None:
-    """It decodes (Avro's double takes NaN), but its deadline cannot be computed: held in the
-    streaming state it raised in ExposureStateFn at every delivery, failing the bundle, so Pub/Sub
-    redelivered it forever and the exposures behind it in the bundle were never summarized."""
+@pytest.mark.parametrize("exposure_time", [float("nan"), float("inf"), 1e15, -1e15])
+def test_a_manifest_without_a_plausible_exposure_time_is_dead_lettered_not_held(exposure_time: float) -> None:
+    """It decodes (Avro's double takes NaN), but its deadline is no timestamp: held in the
+    streaming state it raised (ValueError, OverflowError) in ExposureStateFn at every delivery,
+    failing the bundle: the DirectRunner gave up, Pub/Sub redelivered it forever, and the
+    exposures behind it in the bundle were never summarized."""
     body = manifest(1, range(2), exptime=exposure_time).encode()
     out = list(DecodeMessages(ExposureManifest.SCHEMA).process(body))
     assert len(out) == 1 and isinstance(out[0], TaggedOutput) and out[0].tag == BAD
