@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,6 +45,8 @@ def as_json(event: ArrivalEvent) -> dict[str, Any]:
     return out
 
 
+#: the wait before subscribing again after the bus failed the tail
+RESUBSCRIBE_SECONDS = 1.0
 #: dataset ids remembered to report each CCD once (the oldest forgotten first)
 SEEN_LIMIT = 1_000_000
 
@@ -71,6 +74,8 @@ def run_tail(project: str | None, subscription: str, as_json_lines: bool, limit:
     """Print each new arrival until Ctrl-C or ``limit`` unique ones (0: forever)."""
     import contextlib
 
+    from google.api_core import exceptions as api_exceptions
+
     from infra.local.provision import subscribe
     from obsingest.settings import BusSettings
 
@@ -78,19 +83,24 @@ def run_tail(project: str | None, subscription: str, as_json_lines: bool, limit:
     seen: dict[str, None] = {}
     printed = 0
     with contextlib.suppress(KeyboardInterrupt):
-        path = subscribe(project or bus.pubsub_project, bus.arrivals_topic, subscription)
-        for event, data in pull_arrivals(path):
-            if event is None:
-                print(f"undecodable message ({len(data)} bytes)", file=sys.stderr)
-                continue
-            key = str(event.dataset_id)
-            if key in seen:
-                continue
-            seen[key] = None
-            if len(seen) > SEEN_LIMIT:
-                seen.pop(next(iter(seen)))
-            print(json.dumps(as_json(event)) if as_json_lines else format_line(event), flush=True)
-            printed += 1
-            if limit and printed >= limit:
-                break
+        while not limit or printed < limit:
+            try:  # (again) after the bus went away: an emulator restart takes the subscription
+                path = subscribe(project or bus.pubsub_project, bus.arrivals_topic, subscription)
+                for event, data in pull_arrivals(path):
+                    if event is None:
+                        print(f"undecodable message ({len(data)} bytes)", file=sys.stderr)
+                        continue
+                    key = str(event.dataset_id)
+                    if key in seen:
+                        continue
+                    seen[key] = None
+                    if len(seen) > SEEN_LIMIT:
+                        seen.pop(next(iter(seen)))
+                    print(json.dumps(as_json(event)) if as_json_lines else format_line(event), flush=True)
+                    printed += 1
+                    if limit and printed >= limit:
+                        break
+            except api_exceptions.GoogleAPIError as exc:  # the bus down or reset: follow on
+                print(f"arrivals tail: {type(exc).__name__}: {exc}; subscribing again", file=sys.stderr)
+                time.sleep(RESUBSCRIBE_SECONDS)
     return 0
