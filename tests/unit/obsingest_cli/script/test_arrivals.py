@@ -77,3 +77,15 @@ def test_the_subscription_gone_with_the_emulator_is_made_again_and_the_tail_goes
     ]
     assert "Subscription does not exist" in err
     assert subscription.subscribed == 3
+
+
+def test_what_was_printed_before_the_limit_is_acknowledged_and_only_that(
+    subscription: Subscription, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--limit`` stopped mid-batch without acknowledging anything: the next tail on the same
+    (durable, default-named) subscription printed those CCDs again as new."""
+    subscription.steps.append([arrival(1, d, 15, 1.0) for d in range(3)])
+    assert arrivals.run_tail("p", "tail", True, limit=1) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1
+    assert subscription.acked == ["ack-0"]
+    assert subscription.pending == {"ack-1", "ack-2"}  # not shown: the next tail gets them
