@@ -6,6 +6,8 @@ file when its name ends in ``.avro``.
 from __future__ import annotations
 
 import json
+import logging
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +19,10 @@ from apache_beam.io.filesystems import FileSystems
 
 import schemas
 from obsingest import avro
+from obsingest.logs import get_logger, log_event
 from obsingest.messages import ExposureSummary
+
+log = get_logger("beam_jobs.sinks")
 
 #: Avro type -> BigQuery column type (nullable unions are NULLABLE, arrays REPEATED)
 _BIGQUERY_TYPES = {"string": "STRING", "int": "INTEGER", "long": "INTEGER", "double": "FLOAT"}
@@ -114,8 +119,18 @@ class AppendSummariesToLocalFile(beam.DoFn):
         path.parent.mkdir(parents=True, exist_ok=True)
         payloads = [s.to_record() if is_avro(self.path) else to_json_line(s) for s in self._buffer]
         with path.open("a+b" if path.exists() and path.stat().st_size > 0 else "wb") as out:
+            if not is_avro(self.path) and _ends_torn(out):
+                out.write(b"\n")  # a line torn by a kill stays one line, unreadable alone
             _write(out, self.path, payloads)
         self._buffer = []
+
+
+def _ends_torn(out: Any) -> bool:
+    """Whether the JSON-lines file open in ``out`` ends inside a line (a kill mid-write)."""
+    if out.seek(0, os.SEEK_END) == 0:
+        return False
+    out.seek(-1, os.SEEK_END)
+    return bool(out.read(1) != b"\n")
 
 
 def _write(out: Any, path: str, payloads: list[Any]) -> None:
@@ -134,5 +149,14 @@ def read_summaries(path: str) -> list[ExposureSummary]:
     with FileSystems.open(path) as fh:
         if is_avro(path):
             return [ExposureSummary.from_record(r) for r in avro.read_container(fh, ExposureSummary.SCHEMA)]
-        text = fh.read().decode("utf-8")
-    return [ExposureSummary.from_json_dict(json.loads(line)) for line in text.splitlines() if line]
+        text = fh.read().decode("utf-8", errors="replace")
+    out = []
+    for number, line in enumerate(text.splitlines(), 1):
+        try:
+            record = json.loads(line) if line else None
+        except json.JSONDecodeError as exc:  # torn by a kill: its summary was emitted again
+            log_event(log, "torn_summary_line", logging.WARNING, path=path, line=number, error=str(exc))
+            continue
+        if record is not None:
+            out.append(ExposureSummary.from_json_dict(record))
+    return out

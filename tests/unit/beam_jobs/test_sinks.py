@@ -10,7 +10,13 @@ import pytest
 
 from beam_jobs.core import content, summarize_exposure
 from beam_jobs.runner import pipeline_options
-from beam_jobs.sinks import BIGQUERY_SCHEMA, WriteSummaryFile, read_summaries
+from beam_jobs.sinks import (
+    BIGQUERY_SCHEMA,
+    AppendSummariesToLocalFile,
+    WriteSummaryFile,
+    read_summaries,
+    to_json_line,
+)
 from obsingest.messages import ExposureSummary
 from tests.unit.beam_jobs.helpers import INSTRUMENT, arrival, exposure_id, manifest
 
@@ -74,3 +80,24 @@ def test_bigquery_schema_has_a_column_per_summary_field_typed_from_avro() -> Non
     assert columns["over_budget"] == ("INTEGER", "REPEATED")
     assert columns["first_readout"] == ("TIMESTAMP", "NULLABLE")
     assert columns["emitted_time"] == ("TIMESTAMP", "REQUIRED")
+
+
+def _append(path: Path, summaries: list[ExposureSummary]) -> None:
+    sink = AppendSummariesToLocalFile(str(path))
+    sink.start_bundle()
+    for s in summaries:
+        list(sink.process(s))
+    sink.finish_bundle()
+
+
+def test_a_line_torn_by_a_killed_streaming_job_costs_only_itself(tmp_path: Path) -> None:
+    """The streaming job killed mid-append leaves a line without its end; the next run appended
+    its first summary to it, and every read of the file (``obsingest report``) failed on
+    JSONDecodeError. The torn summary's bundle was not committed: it is emitted again."""
+    first, torn, later = _summaries()[:3]
+    path = tmp_path / "summaries.jsonl"
+    _append(path, [first])
+    with path.open("ab") as out:  # killed halfway through the next line
+        out.write(to_json_line(torn).encode()[:40])
+    _append(path, [torn, later])
+    assert [content(s) for s in read_summaries(str(path))] == [content(s) for s in (first, torn, later)]
