@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import closing, suppress
 from typing import Any
 
@@ -52,7 +52,9 @@ RESUBSCRIBE_SECONDS = 1.0
 SEEN_LIMIT = 1_000_000
 
 
-def pull_arrivals(path: str, max_messages: int = 100) -> Iterator[tuple[ArrivalEvent | None, bytes]]:
+def pull_arrivals(
+    path: str, max_messages: int = 100
+) -> Generator[tuple[ArrivalEvent | None, bytes], None, None]:
     """Yield (event or None if undecodable, raw data) for every message; acks what was yielded
     after each batch, or when the caller stops taking (``--limit``: the rest is redelivered)."""
     from google.api_core.exceptions import GoogleAPIError
