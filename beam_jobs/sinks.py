@@ -6,18 +6,24 @@ file when its name ends in ``.avro``.
 from __future__ import annotations
 
 import json
+import logging
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import apache_beam as beam
+import fastavro
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 import schemas
 from obsingest import avro
+from obsingest.logs import get_logger, log_event
 from obsingest.messages import ExposureSummary
+
+log = get_logger("beam_jobs.sinks")
 
 #: Avro type -> BigQuery column type (nullable unions are NULLABLE, arrays REPEATED)
 _BIGQUERY_TYPES = {"string": "STRING", "int": "INTEGER", "long": "INTEGER", "double": "FLOAT"}
@@ -114,15 +120,42 @@ class AppendSummariesToLocalFile(beam.DoFn):
         path.parent.mkdir(parents=True, exist_ok=True)
         payloads = [s.to_record() if is_avro(self.path) else to_json_line(s) for s in self._buffer]
         with path.open("a+b" if path.exists() and path.stat().st_size > 0 else "wb") as out:
+            _mend_torn_end(out, self.path)
             _write(out, self.path, payloads)
         self._buffer = []
+
+
+def _mend_torn_end(out: Any, path: str) -> None:
+    """A kill mid-append leaves the file open in ``out`` ending inside a line: end it (it stays
+    one unreadable line), or inside an Avro block: cut it off (or the whole file, a torn
+    header). Its bundle was not committed: its summaries are emitted again."""
+    from fastavro.read import SYNC_SIZE
+
+    end = out.seek(0, os.SEEK_END)
+    if end == 0:
+        return
+    if not is_avro(path):
+        out.seek(-1, os.SEEK_END)
+        if out.read(1) != b"\n":
+            out.write(b"\n")
+        return
+    out.seek(0)
+    try:
+        fastavro.block_reader(out)  # reads the header, which ends with the file's sync marker
+    except Exception:  # fastavro raises several types on a bad header
+        out.truncate(0)
+        return
+    out.seek(out.tell() - SYNC_SIZE)
+    sync = out.read(SYNC_SIZE)
+    out.seek(end - SYNC_SIZE)
+    if out.read(SYNC_SIZE) != sync:  # every whole block ends with it
+        out.seek(0)
+        out.truncate(out.read().rfind(sync) + SYNC_SIZE)
 
 
 def _write(out: Any, path: str, payloads: list[Any]) -> None:
     """ExposureSummary records into an Avro container file (appended with the file's own codec),
     or JSON lines, by ``path``'s name."""
-    import fastavro
-
     if is_avro(path):
         fastavro.writer(out, schemas.latest(ExposureSummary.SCHEMA).parsed, payloads, codec="deflate")
     else:
@@ -133,6 +166,31 @@ def read_summaries(path: str) -> list[ExposureSummary]:
     """Summaries from a JSON-lines or Avro file (local or any Beam filesystem, e.g. gs://)."""
     with FileSystems.open(path) as fh:
         if is_avro(path):
-            return [ExposureSummary.from_record(r) for r in avro.read_container(fh, ExposureSummary.SCHEMA)]
-        text = fh.read().decode("utf-8")
-    return [ExposureSummary.from_json_dict(json.loads(line)) for line in text.splitlines() if line]
+            return _read_avro(path, fh)
+        text = fh.read().decode("utf-8", errors="replace")
+    out: list[ExposureSummary] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        try:
+            record = json.loads(line) if line else None
+        except json.JSONDecodeError as exc:  # torn by a kill: its summary was emitted again
+            log_event(log, "torn_summary_line", logging.WARNING, path=path, line=number, error=str(exc))
+            continue
+        if record is not None:
+            out.append(ExposureSummary.from_json_dict(record))
+    return out
+
+
+def _read_avro(path: str, fh: Any) -> list[ExposureSummary]:
+    """The summaries of an Avro file, up to a block torn by a kill (its summaries were emitted
+    again, after it, once the file was appended to)."""
+    out: list[ExposureSummary] = []
+    records = avro.read_container(fh, ExposureSummary.SCHEMA)
+    while True:
+        try:
+            record = next(records, None)
+        except Exception as exc:  # fastavro raises several types on a torn block
+            log_event(log, "torn_summary_block", logging.WARNING, path=path, error=repr(exc))
+            return out
+        if record is None:
+            return out
+        out.append(ExposureSummary.from_record(record))

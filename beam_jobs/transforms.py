@@ -48,6 +48,8 @@ MANIFEST = "m"
 ARRIVAL = "a"
 
 NAMESPACE = "obsingest.beam"
+#: a manifest's exposure time beyond this (a night) is bad input: its deadline is no timestamp
+LONGEST_EXPOSURE = 86_400.0
 
 #: (instrument, exposure) -> (kind, payload); the type hint gives the stateful DoFn and the
 #: CombinePerKey a deterministic key coder.
@@ -89,6 +91,11 @@ class DecodeMessages(beam.DoFn):
                 element: Any = Arrival.from_event(ArrivalEvent.decode(message))
             else:
                 element = ExposureManifest.decode(message)
+                if not 0 <= element.exposure_time <= LONGEST_EXPOSURE:  # NaN too: no deadline
+                    raise BadMessage(
+                        f"ExposureManifest of exposure {element.exposure}: exposure_time "
+                        f"{element.exposure_time!r} is not within 0..{LONGEST_EXPOSURE:g} s"
+                    )
         except BadMessage as exc:
             self.bad.inc()
             log_event(log, "bad_message", logging.WARNING, contract=self.contract, reason=str(exc))

@@ -54,15 +54,30 @@ class FacilityHandle:
 
     def arrivals(self, subscription: str, count: int = 1, timeout: float = 60.0) -> list[ArrivalEvent]:
         """At least ``count`` ArrivalEvents from ``subscription`` (acked), or what came by
-        ``timeout`` seconds."""
+        ``timeout`` seconds. A message that is no ArrivalEvent is acked and raised (BadMessage)
+        once; the events pulled with it are left to the next read."""
         from obsingest.bus.pull import PubSubPullSource
+        from obsingest.errors import BadMessage
 
         events: list[ArrivalEvent] = []
         with environ(self.env()), closing(PubSubPullSource(self.project, subscription)) as source:
             deadline = time.monotonic() + timeout
             while len(events) < count and (left := deadline - time.monotonic()) > 0:
                 batch = source.pull(100, min(left, 5.0))
-                events += [ArrivalEvent.decode(d.data) for d in batch]
+                good, bad = [], []
+                for delivery in batch:
+                    try:
+                        good.append(ArrivalEvent.decode(delivery.data))
+                    except BadMessage as exc:
+                        bad.append((delivery, exc))
+                if bad:  # not redelivered into every later read
+                    source.ack([d.ack_id for d, _ in bad])
+                    first, why = bad[0]
+                    raise BadMessage(
+                        f"{len(bad)} message(s) on {subscription} are no ArrivalEvent; "
+                        f"message {first.message_id}: {why}"
+                    )
+                events += good
                 if batch:
                     source.ack([d.ack_id for d in batch])
         return events

@@ -77,6 +77,8 @@ class Facility:
         self.names: list[str] = []
         self.endpoints: FacilityEndpoints | None = None
         self._admin_url = ""
+        #: the namespace's database, once made (dropped by close() even if start() failed)
+        self._registry_url = ""
         self._timeout = 120.0
 
     def start(self, timeout: float = 120.0) -> FacilityEndpoints:
@@ -88,7 +90,7 @@ class Facility:
         bootstrap = services.kafka() if self.kafka else None
         project = bucket = self.run_id
         chunks = f"ccd-chunks-{self.run_id}" if self.kafka else None
-        registry_url = self._provision(pubsub_host, gcs_url, bootstrap, chunks)
+        registry_url = self._registry_url = self._provision(pubsub_host, gcs_url, bootstrap, chunks)
         function_port, presence_port = free_port(), free_port()
         endpoints = FacilityEndpoints(
             project=project,
@@ -134,7 +136,7 @@ class Facility:
             setup(bucket, bus, storage_client=store.client, kafka_bootstrap=bootstrap)
         if bootstrap and chunks:
             create_chunk_topics(bootstrap, {chunks: 6, f"{chunks}-dlq": 1})
-        registry_url = create_database(self._admin_url, self.run_id.replace("-", "_"))
+        registry_url = self._registry_url = create_database(self._admin_url, self.run_id.replace("-", "_"))
         Registry.open(RegistrySettings(url=registry_url)).close()  # the schema, migrated
         return registry_url
 
@@ -165,9 +167,10 @@ class Facility:
         for key in reversed(self.names):
             self.services.remove(key)
         self.names.clear()
-        if self.endpoints is not None and not self.owns_services:
+        if self._registry_url and not self.owns_services:
             with contextlib.suppress(Exception):
-                drop_database(self._admin_url, self.endpoints.registry_url)
+                drop_database(self._admin_url, self._registry_url)
+            self._registry_url = ""
         if self.owns_services:
             self.services.close()
 

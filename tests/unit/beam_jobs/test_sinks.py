@@ -10,7 +10,7 @@ import pytest
 
 from beam_jobs.core import content, summarize_exposure
 from beam_jobs.runner import pipeline_options
-from beam_jobs.sinks import BIGQUERY_SCHEMA, WriteSummaryFile, read_summaries
+from beam_jobs.sinks import BIGQUERY_SCHEMA, AppendSummariesToLocalFile, WriteSummaryFile, read_summaries
 from obsingest.messages import ExposureSummary
 from tests.unit.beam_jobs.helpers import INSTRUMENT, arrival, exposure_id, manifest
 
@@ -74,3 +74,29 @@ def test_bigquery_schema_has_a_column_per_summary_field_typed_from_avro() -> Non
     assert columns["over_budget"] == ("INTEGER", "REPEATED")
     assert columns["first_readout"] == ("TIMESTAMP", "NULLABLE")
     assert columns["emitted_time"] == ("TIMESTAMP", "REQUIRED")
+
+
+def _append(path: Path, summaries: list[ExposureSummary]) -> None:
+    sink = AppendSummariesToLocalFile(str(path))
+    sink.start_bundle()
+    for s in summaries:
+        list(sink.process(s))
+    sink.finish_bundle()
+
+
+@pytest.mark.parametrize("name", ["s.jsonl", "s.avro"])
+def test_a_summary_torn_by_a_killed_streaming_job_costs_only_itself(tmp_path: Path, name: str) -> None:
+    """The streaming job killed mid-append leaves a line without its end, or an Avro block cut
+    short. The next run appended after it, and every read of the file (``obsingest report``)
+    failed: JSONDecodeError, or zlib's "invalid distance". The torn summary's bundle was not
+    committed: it is emitted again."""
+    first, torn, later = _summaries()[:3]
+    path = tmp_path / name
+    _append(path, [first])
+    before = path.stat().st_size
+    _append(path, [torn])
+    with path.open("r+b") as out:  # killed halfway through writing it
+        out.truncate((before + path.stat().st_size) // 2)
+    assert [content(s) for s in read_summaries(str(path))] == [content(first)]
+    _append(path, [torn, later])
+    assert [content(s) for s in read_summaries(str(path))] == [content(s) for s in (first, torn, later)]

@@ -10,14 +10,18 @@ from typing import Any
 
 import apache_beam as beam
 import pytest
+from apache_beam.pvalue import TaggedOutput
 from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.transforms.window import TimestampedValue
 
 from beam_jobs.core import Arrival, content, summarize_exposure
 from beam_jobs.runner import pipeline_options
 from beam_jobs.transforms import (
     ARRIVAL,
+    BAD,
     MANIFEST,
     SUMMARIES,
+    DecodeMessages,
     ExposureSummaries,
     FoldExposure,
     SummaryConfig,
@@ -25,7 +29,7 @@ from beam_jobs.transforms import (
     key_manifest,
 )
 from obsingest.messages import ArrivalEvent, ExposureManifest
-from tests.unit.beam_jobs.helpers import arrival, manifest
+from tests.unit.beam_jobs.helpers import arrival, exposure_id, manifest
 
 pytestmark = pytest.mark.unit
 
@@ -98,3 +102,19 @@ def test_keyed_and_dict_inputs_give_the_same_batch_summaries() -> None:
         )
         assert_that(as_dict[SUMMARIES] | "L1" >> beam.Map(_line), equal_to(expected), "dict")
         assert_that(keyed[SUMMARIES] | "L2" >> beam.Map(_line), equal_to(expected), "keyed")
+
+
+@pytest.mark.parametrize("exposure_time", [float("nan"), float("inf"), 1e15, -1e15])
+def test_a_manifest_without_a_plausible_exposure_time_is_dead_lettered_not_held(exposure_time: float) -> None:
+    """It decodes (Avro's double takes NaN), but its deadline is no timestamp: held in the
+    streaming state it raised (ValueError, OverflowError) in ExposureStateFn at every delivery,
+    failing the bundle: the DirectRunner gave up, Pub/Sub redelivered it forever, and the
+    exposures behind it in the bundle were never summarized."""
+    body = manifest(1, range(2), exptime=exposure_time).encode()
+    out = list(DecodeMessages(ExposureManifest.SCHEMA).process(body))
+    assert len(out) == 1 and isinstance(out[0], TaggedOutput) and out[0].tag == BAD
+    kept, reason = out[0].value
+    assert kept == body
+    assert "exposure_time" in reason and str(exposure_id(1)) in reason
+    good = list(DecodeMessages(ExposureManifest.SCHEMA).process(manifest(1, range(2)).encode()))
+    assert [type(e) for e in good] == [TimestampedValue]

@@ -2,6 +2,8 @@
 against the budget, verdict, quarantine, processes), and --once's exit status."""
 
 import json
+import socket
+import threading
 from datetime import UTC, datetime
 
 import pytest
@@ -9,6 +11,7 @@ from rich.console import Console
 
 from obsingest.registry.completeness import FROM_MANIFEST, summarize
 from obsingest_cli.main import main
+from obsingest_cli.script import status_view
 from obsingest_cli.script.status_snapshot import MetricsSource, Snapshot, parse_metrics
 from obsingest_cli.script.status_view import render
 from tests.unit.obsingest.registry.conftest import E1, E2, night  # noqa: F401
@@ -95,4 +98,21 @@ def test_once_prints_and_exits_with_the_verdict_on_the_last_exposure(night, caps
 
 def test_once_on_a_registry_that_is_not_there_is_2(tmp_path, capsys):
     assert main(["status", "--registry", f"sqlite:///{tmp_path / 'no.sqlite3'}", "--once"]) == 2
+    assert "cannot read the registry" in capsys.readouterr().err
+
+
+def test_once_on_a_registry_server_that_never_answers_is_2_not_a_hang(monkeypatch, capsys):
+    """A PostgreSQL that takes the connection and never answers (hung, or a proxy to a dead
+    link): --once waited forever (no connect timeout), as did every refresh of the live view."""
+    monkeypatch.setattr(status_view, "CONNECT_TIMEOUT_SECONDS", 1)
+    with socket.socket() as hung:
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(8)  # never accepted, never answered
+        url = f"postgresql+psycopg://u:p@127.0.0.1:{hung.getsockname()[1]}/registry"
+        codes: list[int] = []
+        run = threading.Thread(target=lambda: codes.append(main(["status", "--registry", url, "--once"])))
+        run.daemon = True
+        run.start()
+        run.join(60)  # a hang detector, not a time limit: the timeout is 1 s
+    assert codes == [2]
     assert "cannot read the registry" in capsys.readouterr().err
