@@ -51,6 +51,7 @@ from obsingest.registry.registry import (
     Registry,
     checksum_conflict,
 )
+from obsingest.retry import RetriesExhausted
 from obsingest.settings import RegistrySettings, run_name
 
 log = get_logger("obsingest.registry.butler")
@@ -196,7 +197,8 @@ class ButlerRegistry(ButlerReads, Registry):
         self, ok: Sequence[tuple[_Pending, Registration]]
     ) -> list[tuple[_Pending, Registration]]:
         """Step 2: the items the Butler now holds (the others get their error); a failed
-        multi-exposure batch is retried per exposure (one exposure's fault fails it alone)."""
+        multi-exposure batch is retried per exposure (one exposure's fault fails it alone), unless
+        the Butler's database is unreachable: the same for all, each try waits out its retries."""
         try:
             refused = self._in_butler(ok)
         except Exception as exc:
@@ -205,7 +207,7 @@ class ButlerRegistry(ButlerReads, Registry):
             groups: dict[tuple[str, int], list[tuple[_Pending, Registration]]] = {}
             for item in ok:
                 groups.setdefault((item[0].exposure.instrument, item[0].exposure.exposure), []).append(item)
-            if len(groups) > 1:
+            if len(groups) > 1 and not _outage(exc):
                 return [held for group in groups.values() for held in self._butler_step(group)]
             error = exc if isinstance(exc, ObsIngestError) else self._unavailable(exc)
             refused = {id(p): error for p, _ in ok}
@@ -375,3 +377,9 @@ def _class_of(name: str) -> Any:
     from lsst.utils.introspection import get_class_of
 
     return get_class_of(name)
+
+
+def _outage(exc: BaseException) -> bool:
+    """The Butler's database unreachable (directly, or the set-up's retries gave up on it)."""
+    last = exc.last if isinstance(exc, RetriesExhausted) else exc
+    return db_errors.classify(last) is db_errors.Verdict.TRANSIENT
