@@ -30,7 +30,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from obsingest.errors import ChecksumConflict, ObsIngestError
+from obsingest.errors import ChecksumConflict, ObsIngestError, UnstorableInput
 from obsingest.exhaustion import as_exhausted
 from obsingest.logs import get_logger, log_event
 from obsingest.registry import db_errors
@@ -310,16 +310,32 @@ class ButlerRegistry(ButlerReads, Registry):
         return plain.expanded({**records, "detector": detector_record})
 
     def _companion_step(self, held: Sequence[tuple[_Pending, Registration]]) -> None:
-        """Step 3; a message that cannot be built fails only its caller."""
+        """Step 3; a message that cannot be built fails only its caller. Refused with dimension
+        rows skipped as committed (gone: a restore), it writes them again (``Registry.register``)."""
+        skipped = any(
+            planned.run in self._known_runs or not self._needs_exposure_upsert(p.exposure)
+            for p, planned in held
+        )
         try:
-            results = self._tx(lambda conn: self._companion_records(conn, held))
+            try:
+                results = self._tx(lambda conn: self._companion_records(conn, held))
+            except UnstorableInput:
+                if not skipped:
+                    raise
+                self._forget_rows(held)
+                results = self._tx(lambda conn: self._companion_records(conn, held))
         except Exception as exc:
+            self._forget_rows(held)
             for p, _ in held:
                 p.error = exc
             return
         for (p, planned), (registration, error) in zip(held, results, strict=True):
             p.result, p.error = registration, error
             self._remember(planned.run, p.exposure)
+
+    def _forget_rows(self, held: Sequence[tuple[_Pending, Registration]]) -> None:
+        for p, planned in held:
+            self._forget(planned.run, p.exposure)
 
     def _companion_records(
         self, conn: Connection, held: Sequence[tuple[_Pending, Registration]]

@@ -324,3 +324,22 @@ def test_a_butler_database_outage_fails_a_batch_once_not_once_per_exposure(regis
     assert calls == [6]
     assert all(p.result is None and p.error is not None and p.error.retriable for p in batch)
     assert _companion_exposures(registry) == []
+
+
+def test_companion_rows_gone_under_a_process_that_wrote_them_are_written_again(registry):
+    """The Butler backend's companion skips the run and exposure rows this process committed,
+    as the SQL registry does; a companion restored from a backup taken before them refused every
+    later CCD of the run (a foreign key) as unstorable input: quarantined although the Butler
+    held it, until the process restarted. The rows are written again, as the SQL registry does."""
+    from sqlalchemy import delete
+
+    from obsingest.registry import tables
+
+    registry._in_butler = Recorder(seconds=0.0)
+    assert registry.register(_record(1)).created
+    with registry.engine.begin() as conn:  # the restore: nothing of the run or exposure is left
+        for table in (arrival_outbox, tables.datastore_record, tables.dataset, tables.exposure, tables.run):
+            conn.execute(delete(table))
+    assert registry.register(_record(2)).created
+    assert _companion_exposures(registry) == [2026112200001]
+    assert registry.exposure("LSSTCam", 2026112200001) is not None
