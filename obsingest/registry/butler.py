@@ -30,7 +30,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from obsingest.errors import ChecksumConflict, ObsIngestError
+from obsingest.errors import ChecksumConflict, ObsIngestError, UnstorableInput
 from obsingest.exhaustion import as_exhausted
 from obsingest.logs import get_logger, log_event
 from obsingest.registry import db_errors
@@ -51,6 +51,7 @@ from obsingest.registry.registry import (
     Registry,
     checksum_conflict,
 )
+from obsingest.retry import RetriesExhausted
 from obsingest.settings import RegistrySettings, run_name
 
 log = get_logger("obsingest.registry.butler")
@@ -196,7 +197,8 @@ class ButlerRegistry(ButlerReads, Registry):
         self, ok: Sequence[tuple[_Pending, Registration]]
     ) -> list[tuple[_Pending, Registration]]:
         """Step 2: the items the Butler now holds (the others get their error); a failed
-        multi-exposure batch is retried per exposure (one exposure's fault fails it alone)."""
+        multi-exposure batch is retried per exposure (one exposure's fault fails it alone), unless
+        the Butler's database is unreachable: the same for all, each try waits out its retries."""
         try:
             refused = self._in_butler(ok)
         except Exception as exc:
@@ -205,7 +207,7 @@ class ButlerRegistry(ButlerReads, Registry):
             groups: dict[tuple[str, int], list[tuple[_Pending, Registration]]] = {}
             for item in ok:
                 groups.setdefault((item[0].exposure.instrument, item[0].exposure.exposure), []).append(item)
-            if len(groups) > 1:
+            if len(groups) > 1 and not _outage(exc):
                 return [held for group in groups.values() for held in self._butler_step(group)]
             error = exc if isinstance(exc, ObsIngestError) else self._unavailable(exc)
             refused = {id(p): error for p, _ in ok}
@@ -308,16 +310,32 @@ class ButlerRegistry(ButlerReads, Registry):
         return plain.expanded({**records, "detector": detector_record})
 
     def _companion_step(self, held: Sequence[tuple[_Pending, Registration]]) -> None:
-        """Step 3; a message that cannot be built fails only its caller."""
+        """Step 3; a message that cannot be built fails only its caller. Refused with dimension
+        rows skipped as committed (gone: a restore), it writes them again (``Registry.register``)."""
+        skipped = any(
+            planned.run in self._known_runs or not self._needs_exposure_upsert(p.exposure)
+            for p, planned in held
+        )
         try:
-            results = self._tx(lambda conn: self._companion_records(conn, held))
+            try:
+                results = self._tx(lambda conn: self._companion_records(conn, held))
+            except UnstorableInput:
+                if not skipped:
+                    raise
+                self._forget_rows(held)
+                results = self._tx(lambda conn: self._companion_records(conn, held))
         except Exception as exc:
+            self._forget_rows(held)
             for p, _ in held:
                 p.error = exc
             return
         for (p, planned), (registration, error) in zip(held, results, strict=True):
             p.result, p.error = registration, error
             self._remember(planned.run, p.exposure)
+
+    def _forget_rows(self, held: Sequence[tuple[_Pending, Registration]]) -> None:
+        for p, planned in held:
+            self._forget(planned.run, p.exposure)
 
     def _companion_records(
         self, conn: Connection, held: Sequence[tuple[_Pending, Registration]]
@@ -375,3 +393,9 @@ def _class_of(name: str) -> Any:
     from lsst.utils.introspection import get_class_of
 
     return get_class_of(name)
+
+
+def _outage(exc: BaseException) -> bool:
+    """The Butler's database unreachable (directly, or the set-up's retries gave up on it)."""
+    last = exc.last if isinstance(exc, RetriesExhausted) else exc
+    return db_errors.classify(last) is db_errors.Verdict.TRANSIENT

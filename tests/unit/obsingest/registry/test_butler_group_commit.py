@@ -293,3 +293,53 @@ def test_a_batch_failing_on_one_exposure_still_ingests_the_others(registry):
     assert all(p.result is not None and p.result.created and p.error is None for p in good)
     assert all(isinstance(p.error, RegistryUnavailable) for p in bad)
     assert _companion_exposures(registry) == [2026112200001] * 3
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["driver-error", "setup-gave-up"])
+def test_a_butler_database_outage_fails_a_batch_once_not_once_per_exposure(registry, wrapped):
+    """The Butler's database unreachable is the same for every exposure: a batch of several
+    exposures failing so is not tried again exposure by exposure (each try waits for the
+    set-up's retries, ~10 s: a flush of k exposures held its callers, and every batch queued
+    behind it, k + 1 times as long through an outage, when redeliveries mix many exposures)."""
+    from sqlalchemy.exc import OperationalError
+
+    from obsingest.registry.butler import _Pending
+    from obsingest.registry.registry import ExposureRecord
+    from obsingest.retry import RetriesExhausted
+
+    calls = []
+
+    def down(ok):
+        calls.append(len(ok))
+        error = OperationalError("connect", {}, ConnectionRefusedError("connection refused"))
+        raise RetriesExhausted("butler set-up gave up", "butler-setup", 6, error) if wrapped else error
+
+    registry._in_butler = down
+    batch = []
+    for exposure in (2026112200001, 2026112200002, 2026112200003):
+        batch += [
+            _Pending(_record(det, exposure), ExposureRecord("LSSTCam", exposure, 20261122)) for det in (1, 2)
+        ]
+    registry._flush(batch)
+    assert calls == [6]
+    assert all(p.result is None and p.error is not None and p.error.retriable for p in batch)
+    assert _companion_exposures(registry) == []
+
+
+def test_companion_rows_gone_under_a_process_that_wrote_them_are_written_again(registry):
+    """The Butler backend's companion skips the run and exposure rows this process committed,
+    as the SQL registry does; a companion restored from a backup taken before them refused every
+    later CCD of the run (a foreign key) as unstorable input: quarantined although the Butler
+    held it, until the process restarted. The rows are written again, as the SQL registry does."""
+    from sqlalchemy import delete
+
+    from obsingest.registry import tables
+
+    registry._in_butler = Recorder(seconds=0.0)
+    assert registry.register(_record(1)).created
+    with registry.engine.begin() as conn:  # the restore: nothing of the run or exposure is left
+        for table in (arrival_outbox, tables.datastore_record, tables.dataset, tables.exposure, tables.run):
+            conn.execute(delete(table))
+    assert registry.register(_record(2)).created
+    assert _companion_exposures(registry) == [2026112200001]
+    assert registry.exposure("LSSTCam", 2026112200001) is not None
