@@ -27,3 +27,17 @@ def test_the_full_sweeps_window_query_searches_an_index(registry):
     with registry.engine.connect() as conn:
         plan = " ".join(str(tuple(r)) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, params))
     assert "SEARCH datastore_record USING INDEX" in plan and "SCAN datastore_record" not in plan, plan
+
+
+def test_a_registry_made_before_the_index_gets_it_from_migration_9(registry):
+    """A fresh database gets the index from its tables; one at version 8 from migration 9."""
+    from sqlalchemy import delete, inspect
+
+    from obsingest.registry import migrations, tables
+
+    with registry.engine.begin() as conn:
+        tables.DATASTORE_STORED_INDEX.drop(conn)
+        conn.execute(delete(tables.schema_version).where(tables.schema_version.c.version == 9))
+    assert migrations.migrate(registry.engine) == 1
+    indexes = {ix["name"] for ix in inspect(registry.engine).get_indexes("datastore_record")}
+    assert tables.DATASTORE_STORED_INDEX.name in indexes
