@@ -31,7 +31,8 @@ def service():
 
 def test_long(service):
     child = os.fork()
-    if child == 0:
+    if child == 0:  # says it runs: a signal before Python's after-fork step in the child is lost
+        (OUT / "child-ready").write_text("yes")
         time.sleep(60)
         os._exit(0)
     (OUT / "child").write_text(str(child))
@@ -67,7 +68,7 @@ def test_sigterm_tears_the_session_down_and_a_forked_child_still_dies(tmp_path: 
     )
     try:
         deadline = time.monotonic() + 60
-        while not (tmp_path / "ready").exists():
+        while not ((tmp_path / "ready").exists() and (tmp_path / "child-ready").exists()):
             assert proc.poll() is None and time.monotonic() < deadline, proc.stdout
             time.sleep(0.05)
         child = int((tmp_path / "child").read_text())
