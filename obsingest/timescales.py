@@ -157,3 +157,12 @@ def as_utc(value: datetime | None) -> datetime | None:
     if value is None:
         return None
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def parse_utc(text: str) -> datetime:
+    """An ISO 8601 / RFC 3339 time (``Z``, an offset, or none: UTC) as an aware UTC datetime;
+    ValueError if it is none or names no UTC instant (year 1 at +14:00)."""
+    try:
+        return as_utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
+    except OverflowError as exc:
+        raise ValueError(f"{text!r} names no UTC instant") from exc

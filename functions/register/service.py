@@ -11,7 +11,7 @@ import re
 import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
 from functions.register.announce import ArrivalAnnouncer, PeriodicDrain, arrival_message
@@ -44,6 +44,7 @@ from obsingest.registry.headers import exposure_from_header
 from obsingest.registry.ingested import IngestedCheck
 from obsingest.store.base import ObjectStore, StoredObject
 from obsingest.store.notifications import MetadataKeys, ObjectEvent
+from obsingest.timescales import parse_utc
 
 if TYPE_CHECKING:
     from obsingest.metrics import Metrics
@@ -309,7 +310,6 @@ def _meta_time(obj: StoredObject, key: str) -> datetime | None:
     """An ISO time in the object's metadata (naive: UTC); None if absent or unreadable (or
     with no UTC datetime: year 1 at +14:00)."""
     try:
-        parsed = datetime.fromisoformat(obj.metadata.get(key, "").replace("Z", "+00:00"))
-        return parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-    except (ValueError, OverflowError):
+        return parse_utc(obj.metadata.get(key, ""))
+    except ValueError:
         return None

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from obsingest.errors import BadMessage
+from obsingest.timescales import parse_utc
 
 if TYPE_CHECKING:
     from obsingest.store.base import StoredObject
@@ -347,9 +348,8 @@ def _time(data: dict[str, Any], key: str, where: str) -> datetime:
     if not isinstance(value, str):
         raise BadMessage(f"{where}: field {key!r} is {_kind(value)}, not an RFC 3339 time")
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))  # no offset: taken as UTC
-        return parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-    except (ValueError, OverflowError):  # OverflowError: no UTC instant (0001-01-01T00:00+14:00)
+        return parse_utc(value)  # no offset: taken as UTC
+    except ValueError:
         raise BadMessage(f"{where}: field {key!r} = {clip(value)} is not an RFC 3339 time") from None
 
 
