@@ -14,7 +14,6 @@ from rich.console import Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
-from sqlalchemy.engine import make_url
 
 from obsingest.registry.completeness import COMPLETE, INCOMPLETE
 from obsingest.registry.presence import PresenceReader
@@ -127,22 +126,6 @@ def render(snapshot: Snapshot) -> Group:
     return Group(*parts)
 
 
-#: how long a registry connection may take before the view says it cannot read the registry
-CONNECT_TIMEOUT_SECONDS = 5
-
-
-def bounded_connect(url: str) -> str:
-    """A PostgreSQL ``url`` with a connect timeout (unless it sets one): a server that takes the
-    connection and never answers must not hang ``--once`` or the view's refresh."""
-    if not url.startswith("postgresql"):
-        return url
-    parsed = make_url(url)
-    if "connect_timeout" in parsed.query:
-        return url
-    bounded = parsed.update_query_dict({"connect_timeout": str(CONNECT_TIMEOUT_SECONDS)})
-    return bounded.render_as_string(hide_password=False)
-
-
 def run_status(
     registry: str | None,
     metrics: list[str],
@@ -158,7 +141,6 @@ def run_status(
     from rich.console import Console
 
     settings = RegistrySettings(url=registry) if registry else RegistrySettings()
-    settings = settings.model_copy(update={"url": bounded_connect(settings.url)})
     budget_seconds = budget if budget is not None else PipelineSettings().budget_seconds
     console = Console()
     if not console.is_terminal:  # a script's pipe or file: room for every column

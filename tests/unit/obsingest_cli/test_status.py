@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 import pytest
 from rich.console import Console
 
+from obsingest.registry import engine
 from obsingest.registry.completeness import FROM_MANIFEST, summarize
 from obsingest_cli.main import main
-from obsingest_cli.script import status_view
 from obsingest_cli.script.status_snapshot import MetricsSource, Snapshot, parse_metrics
 from obsingest_cli.script.status_view import render
 from tests.unit.obsingest.registry.conftest import E1, E2, night  # noqa: F401
@@ -103,8 +103,9 @@ def test_once_on_a_registry_that_is_not_there_is_2(tmp_path, capsys):
 
 def test_once_on_a_registry_server_that_never_answers_is_2_not_a_hang(monkeypatch, capsys):
     """A PostgreSQL that takes the connection and never answers (hung, or a proxy to a dead
-    link): --once waited forever (no connect timeout), as did every refresh of the live view."""
-    monkeypatch.setattr(status_view, "CONNECT_TIMEOUT_SECONDS", 1)
+    link): --once waited forever (no connect timeout), as did every refresh of the live view.
+    The registry engines' connect timeout (``POSTGRES_LIVENESS``) bounds it; 1 s here."""
+    monkeypatch.setitem(engine.POSTGRES_LIVENESS, "connect_timeout", 1)
     with socket.socket() as hung:
         hung.bind(("127.0.0.1", 0))
         hung.listen(8)  # never accepted, never answered
