@@ -30,7 +30,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from obsingest.errors import ChecksumConflict, ObsIngestError, UnstorableInput
+from obsingest.errors import ChecksumConflict, ObsIngestError
 from obsingest.exhaustion import as_exhausted
 from obsingest.logs import get_logger, log_event
 from obsingest.registry import db_errors
@@ -108,10 +108,7 @@ class ButlerRegistry(ButlerReads, Registry):
         except Exception as exc:  # its database down at start: an outage (503), not a bug (500)
             if db_errors.classify(exc) is not db_errors.Verdict.TRANSIENT:
                 raise
-            where = f"Butler repository {repo}"
-            raise as_exhausted(exc, "registry", where) or RegistryUnavailable(
-                f"{where}: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise _unavailable(exc, repo) from exc
         registry = cls(make_engine(companion_settings), settings, butler_settings, butler, repo)
         if migrate_schema:
             registry._retrying(lambda: migrate(registry.engine))
@@ -209,18 +206,12 @@ class ButlerRegistry(ButlerReads, Registry):
                 groups.setdefault((item[0].exposure.instrument, item[0].exposure.exposure), []).append(item)
             if len(groups) > 1 and not _outage(exc):
                 return [held for group in groups.values() for held in self._butler_step(group)]
-            error = exc if isinstance(exc, ObsIngestError) else self._unavailable(exc)
+            error = exc if isinstance(exc, ObsIngestError) else _unavailable(exc, self.repo)
             refused = {id(p): error for p, _ in ok}
         for p, _ in ok:
             if id(p) in refused:
                 p.error = refused[id(p)]
         return [(p, registration) for p, registration in ok if id(p) not in refused]
-
-    def _unavailable(self, exc: Exception) -> ObsIngestError:
-        """The Butler's database or datastore failed: retry later."""
-        return as_exhausted(exc, "registry", f"Butler repository {self.repo}") or (
-            RegistryUnavailable(f"Butler repository {self.repo}: {type(exc).__name__}: {exc}")
-        )
 
     def _in_butler(self, ok: Sequence[tuple[_Pending, Registration]]) -> dict[int, Exception]:
         """Set-up, then one ingest; returns the refused items (by ``id``). When every file is new
@@ -312,30 +303,20 @@ class ButlerRegistry(ButlerReads, Registry):
     def _companion_step(self, held: Sequence[tuple[_Pending, Registration]]) -> None:
         """Step 3; a message that cannot be built fails only its caller. Refused with dimension
         rows skipped as committed (gone: a restore), it writes them again (``Registry.register``)."""
-        skipped = any(
-            planned.run in self._known_runs or not self._needs_exposure_upsert(p.exposure)
-            for p, planned in held
-        )
+        rows = [(planned.run, p.exposure) for p, planned in held]
         try:
-            try:
-                results = self._tx(lambda conn: self._companion_records(conn, held))
-            except UnstorableInput:
-                if not skipped:
-                    raise
-                self._forget_rows(held)
-                results = self._tx(lambda conn: self._companion_records(conn, held))
+            results = self._rows_written_if_gone(
+                lambda: self._tx(lambda conn: self._companion_records(conn, held)), rows
+            )
         except Exception as exc:
-            self._forget_rows(held)
+            for run, exposure in rows:
+                self._forget(run, exposure)
             for p, _ in held:
                 p.error = exc
             return
         for (p, planned), (registration, error) in zip(held, results, strict=True):
             p.result, p.error = registration, error
             self._remember(planned.run, p.exposure)
-
-    def _forget_rows(self, held: Sequence[tuple[_Pending, Registration]]) -> None:
-        for p, planned in held:
-            self._forget(planned.run, p.exposure)
 
     def _companion_records(
         self, conn: Connection, held: Sequence[tuple[_Pending, Registration]]
@@ -393,6 +374,13 @@ def _class_of(name: str) -> Any:
     from lsst.utils.introspection import get_class_of
 
     return get_class_of(name)
+
+
+def _unavailable(exc: Exception, repo: Any) -> ObsIngestError:
+    """The Butler's database or datastore failed: retry later."""
+    return as_exhausted(exc, "registry", f"Butler repository {repo}") or (
+        RegistryUnavailable(f"Butler repository {repo}: {type(exc).__name__}: {exc}")
+    )
 
 
 def _outage(exc: BaseException) -> bool:

@@ -246,19 +246,13 @@ class Registry(EngineQueries):
             if at_once is not None:
                 return at_once
             # the dataset exists: the transaction below compares its bytes (or finds it)
-        skipped = run in self._known_runs or not self._needs_exposure_upsert(exposure)
-
-        def attempt() -> Registration:
-            return self._tx(lambda c: self._with_outbox_row(c, self._register(c, record, exposure), announce))
-
         try:
-            try:
-                result = attempt()
-            except UnstorableInput:
-                if not skipped:
-                    raise
-                self._forget(run, exposure)  # rows it skipped may be gone (a restore): write them
-                result = attempt()
+            result = self._rows_written_if_gone(
+                lambda: self._tx(
+                    lambda c: self._with_outbox_row(c, self._register(c, record, exposure), announce)
+                ),
+                [(run, exposure)],
+            )
         except ChecksumConflict:
             # The transaction rolled back: the run row existed before (the conflicting dataset
             # references it), but this call's exposure fields may not have been written.
@@ -306,6 +300,20 @@ class Registry(EngineQueries):
                 self._known_exposures.clear()
             known = self._known_exposures.get(key, frozenset())
             self._known_exposures[key] = known | self._exposure_fields(record)
+
+    def _rows_written_if_gone(self, attempt: Callable[[], T], rows: list[tuple[str, ExposureRecord]]) -> T:
+        """``attempt()``; refused as unstorable input when it skipped dimension rows of ``rows``
+        this process committed (gone since: a restore), it forgets them and tries once more,
+        writing them; refused again, it is the input's fault."""
+        skipped = any(run in self._known_runs or not self._needs_exposure_upsert(e) for run, e in rows)
+        try:
+            return attempt()
+        except UnstorableInput:
+            if not skipped:
+                raise
+            for run, exposure in rows:
+                self._forget(run, exposure)
+            return attempt()
 
     def _forget(self, run: str, record: ExposureRecord) -> None:
         with self._known_lock:
