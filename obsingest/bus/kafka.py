@@ -75,7 +75,7 @@ class KafkaPublisher:
                 raise KafkaException(outcome["err"])
         except (KafkaException, BufferError) as exc:
             log_event(log, "kafka.publish_failed", logging.WARNING, topic=topic, error=str(exc))
-            if _fatal(exc):
+            if fatal_error(exc.args[0] if exc.args else None):
                 with self._lock:  # once, whichever publish met it first
                     if self.producer is producer:
                         self.producer = Producer(self._config)
@@ -90,10 +90,10 @@ class KafkaPublisher:
         self.producer.flush(self.timeout)
 
 
-def _fatal(exc: Exception) -> bool:
-    """librdkafka's fatal error: its delivery reports and ``produce`` say ``_FATAL`` (the
-    ``fatal()`` flag is set only on the error the error callback gets)."""
+def fatal_error(error: Any) -> bool:
+    """Whether ``error`` (a KafkaError) is librdkafka's fatal error, after which its producer can
+    never send again: its delivery reports and ``produce`` say ``_FATAL`` (the ``fatal()`` flag
+    is set only on the error the error callback gets)."""
     from confluent_kafka import KafkaError
 
-    error = exc.args[0] if exc.args else None
     return isinstance(error, KafkaError) and (error.fatal() or error.code() == KafkaError._FATAL)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
 from obsingest import defaults
+from obsingest.bus.kafka import fatal_error
 from obsingest.dataid import DataId
 from obsingest.errors import PermanentError, RetriableError
 from obsingest.exhaustion import exhausted, kafka_exhaustion
@@ -199,7 +200,7 @@ class KafkaChunkSender:
 
         message = f"{data_id.key}: chunk not delivered to {self.topic}: {err.str()}"
         log_event(log, "kafka.send_failed", logging.ERROR, data_id=data_id.key, error=err.str())
-        if err.fatal() or err.code() == KafkaError._FATAL:  # produce() after one: _FATAL, not fatal()
+        if fatal_error(err):
             with self._lock:
                 if self._producer is producer:
                     self._producer = NewProducer(producer_config(self.settings, self.producer_name))
