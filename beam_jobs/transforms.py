@@ -48,6 +48,9 @@ LATE = "late"
 
 MANIFEST = "m"
 ARRIVAL = "a"
+#: the exposure of a batch input's dead-letter element (``sources.bad_input``): its key's string
+#: is the dead-letter line, and the fold passes it to the ``bad`` output
+BAD_INPUT = -1
 
 NAMESPACE = "obsingest.beam"
 #: a manifest's exposure time beyond this (a night) is bad input: its deadline is no timestamp
@@ -131,10 +134,10 @@ class FoldExposure(beam.CombineFn):
         # Per detector the lowest (published_us, dataset_id, readout_us) counts; written out
         # here, not as a function: this runs once per event.
         kind, payload = element
-        if kind == MANIFEST:
-            if acc[0] is None or payload.published < acc[0].published:
+        if kind != ARRIVAL:
+            if kind == MANIFEST and (acc[0] is None or payload.published < acc[0].published):
                 acc[0] = payload
-            return acc
+            return acc  # bad input: its key says it all
         best: dict[int, tuple] = acc[1]
         detector = payload[3]
         current = best.get(detector)
@@ -166,6 +169,9 @@ class SummarizeGroupFn(beam.DoFn):
 
     def process(self, element: tuple[ExposureKey, list[Any]]) -> Iterator[Any]:
         key, (manifest, best) = element
+        if key[1] == BAD_INPUT:
+            yield beam.pvalue.TaggedOutput(BAD, key[0])
+            return
         arrivals = [Arrival(*payload) for payload in best.values()]
         summary = summarize_exposure(manifest, arrivals, self.config.budget, key=key, trigger=TRIGGER_BATCH)
         yield from _emit(summary, manifest, arrivals, self.unexpected)
@@ -338,8 +344,9 @@ class ExposureStateFn(beam.DoFn):
 
 
 class ExposureSummaries(beam.PTransform):
-    """Manifests and arrivals -> DoOutputsTuple with ``summaries``, ``alerts`` and ``late``
-    (streaming: (body, reason) of elements for an expired exposure). Input:
+    """Manifests and arrivals -> DoOutputsTuple with ``summaries``, ``alerts``, ``late``
+    (streaming: (body, reason) of elements for an expired exposure) and ``bad`` (batch: the
+    dead-letter lines of ``sources.bad_input``). Input:
     ``{"manifests": ..., "arrivals": ...}``, keyed and merged here, or one PCollection of
     :data:`KeyedElement` (``ReadExposureEvents``: a Flatten would re-encode every arrival)."""
 
@@ -363,4 +370,4 @@ class ExposureSummaries(beam.PTransform):
         else:
             fn = SummarizeGroupFn(self.config)
             grouped = keyed | "FoldByExposure" >> beam.CombinePerKey(FoldExposure())
-        return grouped | "Summarize" >> beam.ParDo(fn).with_outputs(ALERTS, LATE, main=SUMMARIES)
+        return grouped | "Summarize" >> beam.ParDo(fn).with_outputs(ALERTS, LATE, BAD, main=SUMMARIES)
