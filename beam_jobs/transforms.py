@@ -10,6 +10,7 @@ import json
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 import apache_beam as beam
@@ -55,6 +56,9 @@ BAD_INPUT = -1
 NAMESPACE = "obsingest.beam"
 #: a manifest's exposure time beyond this (a night) is bad input: its deadline is no timestamp
 LONGEST_EXPOSURE = 86_400.0
+#: an event time further than this after the element's publication (a readout after its CCD was
+#: announced, a shutter opening after its manifest) is bad input, not a deadline to wait for
+LONGEST_LEAD = 86_400.0
 #: how long an exposure whose state expired is remembered (one key, one int): what comes for it
 #: meanwhile is late, dead-lettered, not summarised again from nothing. A night: the longest outage
 #: whose backlog must still be told apart.
@@ -97,14 +101,19 @@ class DecodeMessages(beam.DoFn):
             if not isinstance(message, bytes):  # a Kafka record without a value
                 raise BadMessage(f"message body is {type(message).__name__}, not bytes")
             if self.contract == ArrivalEvent.SCHEMA:
-                element: Any = Arrival.from_event(ArrivalEvent.decode(message))
+                event = ArrivalEvent.decode(message)
+                what = f"ArrivalEvent {event.dataset_id} of exposure {event.exposure}"
+                _not_ahead(event.readout_time, event.published_time, f"{what}: readout_time")
+                element: Any = Arrival.from_event(event)
             else:
                 element = ExposureManifest.decode(message)
+                what = f"ExposureManifest of exposure {element.exposure}"
                 if not 0 <= element.exposure_time <= LONGEST_EXPOSURE:  # NaN too: no deadline
                     raise BadMessage(
-                        f"ExposureManifest of exposure {element.exposure}: exposure_time "
-                        f"{element.exposure_time!r} is not within 0..{LONGEST_EXPOSURE:g} s"
+                        f"{what}: exposure_time {element.exposure_time!r} is not within "
+                        f"0..{LONGEST_EXPOSURE:g} s"
                     )
+                _not_ahead(element.obs_start, element.published, f"{what}: obs_start")
         except BadMessage as exc:
             self.bad.inc()
             log_event(log, "bad_message", logging.WARNING, contract=self.contract, reason=str(exc))
@@ -112,6 +121,16 @@ class DecodeMessages(beam.DoFn):
             yield beam.pvalue.TaggedOutput(BAD, (body, f"{self.contract}: {exc}"))
             return
         yield with_event_time(element)
+
+
+def _not_ahead(event_time: datetime, published: datetime, what: str) -> None:
+    """BadMessage when an event time is more than :data:`LONGEST_LEAD` after the element's own
+    publication: its deadline would hold its exposure's state, unsummarised, until then."""
+    if event_time - published > timedelta(seconds=LONGEST_LEAD):
+        raise BadMessage(
+            f"{what} {event_time.isoformat()} is more than {LONGEST_LEAD:g} s after its "
+            f"publication ({published.isoformat()})"
+        )
 
 
 def key_manifest(manifest: ExposureManifest) -> tuple[ExposureKey, tuple[str, Any]]:
