@@ -81,6 +81,23 @@ class WriteSummaryFile(beam.PTransform):
         )
 
 
+class WriteDeadLetterFile(beam.PTransform):
+    """Batch: dead-letter lines (JSON, each naming a bad input and why), sorted, into ``path``
+    as WriteSummaryFile does (empty: nothing was bad)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path
+
+    def expand(self, lines: beam.PCollection) -> Any:
+        items = lines | "Order" >> beam.Map(lambda line: (line, line))
+        return (
+            lines.pipeline
+            | "Once" >> beam.Impulse()
+            | "WriteFile" >> beam.ParDo(_WriteOneFile(self.path), beam.pvalue.AsList(items))
+        )
+
+
 class _WriteOneFile(beam.DoFn):
     """Writes all (order, payload) items, sorted, to ``path`` via a temporary name."""
 

@@ -4,12 +4,14 @@
 removed, so ids and times read as the primitives ``Arrival`` wants (other writer schemas take
 ``Arrival.from_record``); and one ``ReadAllFiles`` read feeds the lifted CombinePerKey in one fused
 stage, where a ``Flatten`` of two reads would be materialized on the DirectRunner. A file of
-another contract or missing a needed field is an error naming both.
+another contract, not Avro, truncated or corrupt, or a record missing a needed field, is skipped
+as a dead-letter element naming the file and why; the rest is read.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
@@ -20,11 +22,13 @@ from apache_beam.io.filebasedsource import FileBasedSource, ReadAllFiles
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.iobase import RangeTracker
+from apache_beam.metrics import Metrics
 from fastavro.read import SYNC_SIZE
 
-from beam_jobs.core import Arrival
-from beam_jobs.transforms import ARRIVAL, key_arrival, key_manifest
+from beam_jobs.core import Arrival, ExposureKey
+from beam_jobs.transforms import ARRIVAL, BAD, BAD_INPUT, NAMESPACE, key_arrival, key_manifest
 from obsingest.errors import PermanentError
+from obsingest.logs import get_logger, log_event
 from obsingest.messages import ArrivalEvent, ExposureManifest
 
 #: ArrivalEvent fields the summary reads, with the (type, logicalType) the raw fast path needs.
@@ -38,6 +42,9 @@ _RAW_ARRIVAL_FIELDS: dict[str, tuple[set[str], str | None]] = {
     "published_time": ({"long"}, "timestamp-micros"),
 }
 
+log = get_logger("beam_jobs.sources")
+_BAD_INPUT_COUNTER = Metrics.counter(NAMESPACE, "bad_input_files")
+
 _DESIRED_BUNDLE_BYTES = 64 << 20
 _MIN_BUNDLE_BYTES = 1 << 20
 
@@ -45,6 +52,15 @@ _MIN_BUNDLE_BYTES = 1 << 20
 class BadInputFile(PermanentError, ValueError, reason="bad-input-file"):
     """An input file that is not an ArrivalEvent or ExposureManifest container, or whose records
     lack what the summary needs."""
+
+
+def bad_input(file_name: str, exc: BadInputFile) -> tuple[ExposureKey, tuple[str, None]]:
+    """The dead-letter element of a bad file, block or record: keyed (JSON line naming the file
+    and why, :data:`BAD_INPUT`), so it rides the fold to the batch job's ``bad`` output."""
+    _BAD_INPUT_COUNTER.inc()
+    log_event(log, "bad_input_file", logging.WARNING, path=file_name, error=str(exc))
+    line = json.dumps({"file": file_name, "reason": exc.reason, "error": str(exc)})
+    return ((line, BAD_INPUT), (BAD, None))
 
 
 def _primitive(field_type: Any) -> tuple[str | None, str | None]:
@@ -78,6 +94,14 @@ class ExposureEventFiles(FileBasedSource):
         super().__init__(file_pattern, compression_type=CompressionTypes.UNCOMPRESSED, validate=False)
 
     def read_records(self, file_name: str, range_tracker: RangeTracker) -> Iterator[Any]:
+        """The range's keyed elements; a bad file or block ends it with one :func:`bad_input`
+        element (what was read of it counts), a bad record ends its block with one."""
+        try:
+            yield from self._read(file_name, range_tracker)
+        except BadInputFile as exc:
+            yield bad_input(file_name, exc)
+
+    def _read(self, file_name: str, range_tracker: RangeTracker) -> Iterator[Any]:
         next_block_start = -1
 
         def split_points_unclaimed(stop_position: int) -> int | object:
@@ -107,7 +131,10 @@ class ExposureEventFiles(FileBasedSource):
                         f"{file_name}: unreadable Avro block at byte {next_block_start}: {exc!r}"
                     ) from exc
                 next_block_start = block.offset + block.size
-                yield from decode(block)
+                try:
+                    yield from decode(block)
+                except BadInputFile as exc:  # the next blocks are whole: they still count
+                    yield bad_input(file_name, exc)
 
     @staticmethod
     def _decoder(file_name: str, writer_schema: dict[str, Any]) -> Any:

@@ -16,7 +16,15 @@ from apache_beam.runners.runner import PipelineResult
 
 from beam_jobs.runner import pipeline_options
 from beam_jobs.sinks import BIGQUERY_SCHEMA, AppendSummariesToLocalFile
-from beam_jobs.transforms import ALERTS, BAD, SUMMARIES, DecodeMessages, ExposureSummaries, SummaryConfig
+from beam_jobs.transforms import (
+    ALERTS,
+    BAD,
+    LATE,
+    SUMMARIES,
+    DecodeMessages,
+    ExposureSummaries,
+    SummaryConfig,
+)
 from obsingest import defaults
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ArrivalEvent, ExposureManifest
@@ -33,7 +41,8 @@ class StreamingSettings:
     manifests_subscription: str | None = None
     summaries_topic: str | None = None
     alerts_topic: str | None = None
-    #: undecodable input messages go here, body unchanged, reason in attribute ``dlq_reason``
+    #: undecodable input messages go here, body unchanged, and elements for an expired exposure
+    #: (transforms.LATE), reason in attribute ``dlq_reason``
     dead_letter_topic: str | None = None
     #: local JSONL (or .avro) file of summaries / alerts (single-worker runners only)
     output: str | None = None
@@ -60,15 +69,20 @@ def _decode(
     pcoll: beam.PCollection, label: str, contract: str, settings: StreamingSettings
 ) -> beam.PCollection:
     decoded = pcoll | f"Decode{label}" >> beam.ParDo(DecodeMessages(contract)).with_outputs(BAD, main="ok")
+    _dead_letter(decoded[BAD], label, settings)
+    return decoded.ok
+
+
+def _dead_letter(bad: beam.PCollection, label: str, settings: StreamingSettings) -> None:
+    """(body, reason) pairs -> the dead-letter topic, reason in attribute ``dlq_reason``."""
     if settings.dead_letter_topic:
         _ = (
-            decoded[BAD]
+            bad
             | f"DeadLetter{label}"
             >> beam.Map(lambda bad: PubsubMessage(bad[0], {"dlq_reason": bad[1][:1000]}))
             | f"PublishDeadLetter{label}"
             >> beam.io.WriteToPubSub(settings.dead_letter_topic, with_attributes=True)
         )
-    return decoded.ok
 
 
 def _source(p: beam.Pipeline, settings: StreamingSettings, what: str) -> beam.PCollection:
@@ -103,6 +117,7 @@ def build_streaming(p: beam.Pipeline, settings: StreamingSettings) -> None:
     """Add the streaming job to ``p``."""
     inputs = {"arrivals": _source(p, settings, "Arrivals"), "manifests": _source(p, settings, "Manifests")}
     result = inputs | "ExposureSummaries" >> ExposureSummaries(settings.config, streaming=True)
+    _dead_letter(result[LATE], "Late", settings)
     for tag, topic, path in (
         (SUMMARIES, settings.summaries_topic, settings.output),
         (ALERTS, settings.alerts_topic, settings.alerts_output),

@@ -9,11 +9,12 @@ import logging
 import time
 
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 
 from beam_jobs.runner import pipeline_options
-from beam_jobs.sinks import WriteSummaryFile, read_summaries
+from beam_jobs.sinks import WriteDeadLetterFile, WriteSummaryFile, read_summaries
 from beam_jobs.sources import ReadExposureEvents
-from beam_jobs.transforms import ALERTS, SUMMARIES, ExposureSummaries, SummaryConfig
+from beam_jobs.transforms import ALERTS, BAD, SUMMARIES, ExposureSummaries, SummaryConfig
 from obsingest import defaults
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ExposureSummary
@@ -28,10 +29,14 @@ def run_batch(
     budget: float = defaults.BUDGET_SECONDS,
     pipeline_args: list[str] | None = None,
     alerts_output: str | None = None,
+    dead_letter_output: str | None = None,
 ) -> list[ExposureSummary]:
     """Run the batch job; write ``output`` and return its summaries sorted by (instrument,
-    exposure)."""
+    exposure). A bad input file, block or record is skipped, its file and reason written as a
+    JSON line to ``dead_letter_output`` (default ``OUTPUT.dead-letter.jsonl``; empty: nothing
+    was bad)."""
     started = time.monotonic()
+    dead_letter_output = dead_letter_output or f"{output}.dead-letter.jsonl"
     with beam.Pipeline(options=pipeline_options(pipeline_args or [])) as p:
         events = p | "ReadEvents" >> ReadExposureEvents([*arrivals, *manifests])
         result = events | "ExposureSummaries" >> ExposureSummaries(
@@ -40,7 +45,12 @@ def run_batch(
         _ = result[SUMMARIES] | "WriteSummaries" >> WriteSummaryFile(output)
         if alerts_output:
             _ = result[ALERTS] | "WriteAlerts" >> WriteSummaryFile(alerts_output)
+        _ = result[BAD] | "WriteDeadLetters" >> WriteDeadLetterFile(dead_letter_output)
     summaries = sorted(read_summaries(output), key=lambda s: (s.instrument, s.exposure))
+    with FileSystems.open(dead_letter_output) as fh:
+        dead = fh.read().decode("utf-8").splitlines()
+    if dead:
+        log_event(log, "batch_dead_letters", logging.WARNING, path=dead_letter_output, bad_inputs=len(dead))
     seconds = round(time.monotonic() - started, 3)
     log_event(log, "batch_done", logging.INFO, output=output, exposures=len(summaries), seconds=seconds)
     return summaries

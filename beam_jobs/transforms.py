@@ -6,9 +6,11 @@
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 import apache_beam as beam
@@ -43,13 +45,24 @@ log = get_logger("beam_jobs")
 SUMMARIES = "summaries"
 ALERTS = "alerts"
 BAD = "bad"
+LATE = "late"
 
 MANIFEST = "m"
 ARRIVAL = "a"
+#: the exposure of a batch input's dead-letter element (``sources.bad_input``): its key's string
+#: is the dead-letter line, and the fold passes it to the ``bad`` output
+BAD_INPUT = -1
 
 NAMESPACE = "obsingest.beam"
 #: a manifest's exposure time beyond this (a night) is bad input: its deadline is no timestamp
 LONGEST_EXPOSURE = 86_400.0
+#: an event time further than this after the element's publication (a readout after its CCD was
+#: announced, a shutter opening after its manifest) is bad input, not a deadline to wait for
+LONGEST_LEAD = 86_400.0
+#: how long an exposure whose state expired is remembered (one key, one int): what comes for it
+#: meanwhile is late, dead-lettered, not summarised again from nothing. A night: the longest outage
+#: whose backlog must still be told apart.
+EXPIRED_MEMORY = 86_400.0
 
 #: (instrument, exposure) -> (kind, payload); the type hint gives the stateful DoFn and the
 #: CombinePerKey a deterministic key coder.
@@ -88,14 +101,19 @@ class DecodeMessages(beam.DoFn):
             if not isinstance(message, bytes):  # a Kafka record without a value
                 raise BadMessage(f"message body is {type(message).__name__}, not bytes")
             if self.contract == ArrivalEvent.SCHEMA:
-                element: Any = Arrival.from_event(ArrivalEvent.decode(message))
+                event = ArrivalEvent.decode(message)
+                what = f"ArrivalEvent {event.dataset_id} of exposure {event.exposure}"
+                _not_ahead(event.readout_time, event.published_time, f"{what}: readout_time")
+                element: Any = Arrival.from_event(event)
             else:
                 element = ExposureManifest.decode(message)
+                what = f"ExposureManifest of exposure {element.exposure}"
                 if not 0 <= element.exposure_time <= LONGEST_EXPOSURE:  # NaN too: no deadline
                     raise BadMessage(
-                        f"ExposureManifest of exposure {element.exposure}: exposure_time "
-                        f"{element.exposure_time!r} is not within 0..{LONGEST_EXPOSURE:g} s"
+                        f"{what}: exposure_time {element.exposure_time!r} is not within "
+                        f"0..{LONGEST_EXPOSURE:g} s"
                     )
+                _not_ahead(element.obs_start, element.published, f"{what}: obs_start")
         except BadMessage as exc:
             self.bad.inc()
             log_event(log, "bad_message", logging.WARNING, contract=self.contract, reason=str(exc))
@@ -103,6 +121,16 @@ class DecodeMessages(beam.DoFn):
             yield beam.pvalue.TaggedOutput(BAD, (body, f"{self.contract}: {exc}"))
             return
         yield with_event_time(element)
+
+
+def _not_ahead(event_time: datetime, published: datetime, what: str) -> None:
+    """BadMessage when an event time is more than :data:`LONGEST_LEAD` after the element's own
+    publication: its deadline would hold its exposure's state, unsummarised, until then."""
+    if event_time - published > timedelta(seconds=LONGEST_LEAD):
+        raise BadMessage(
+            f"{what} {event_time.isoformat()} is more than {LONGEST_LEAD:g} s after its "
+            f"publication ({published.isoformat()})"
+        )
 
 
 def key_manifest(manifest: ExposureManifest) -> tuple[ExposureKey, tuple[str, Any]]:
@@ -125,10 +153,10 @@ class FoldExposure(beam.CombineFn):
         # Per detector the lowest (published_us, dataset_id, readout_us) counts; written out
         # here, not as a function: this runs once per event.
         kind, payload = element
-        if kind == MANIFEST:
-            if acc[0] is None or payload.published < acc[0].published:
+        if kind != ARRIVAL:
+            if kind == MANIFEST and (acc[0] is None or payload.published < acc[0].published):
                 acc[0] = payload
-            return acc
+            return acc  # bad input: its key says it all
         best: dict[int, tuple] = acc[1]
         detector = payload[3]
         current = best.get(detector)
@@ -160,6 +188,9 @@ class SummarizeGroupFn(beam.DoFn):
 
     def process(self, element: tuple[ExposureKey, list[Any]]) -> Iterator[Any]:
         key, (manifest, best) = element
+        if key[1] == BAD_INPUT:
+            yield beam.pvalue.TaggedOutput(BAD, key[0])
+            return
         arrivals = [Arrival(*payload) for payload in best.values()]
         summary = summarize_exposure(manifest, arrivals, self.config.budget, key=key, trigger=TRIGGER_BATCH)
         yield from _emit(summary, manifest, arrivals, self.unexpected)
@@ -202,12 +233,15 @@ def deadline_micros(manifest: ExposureManifest | None, arrivals: list[Arrival], 
 class ExposureStateFn(beam.DoFn):
     """Holds one exposure's manifest and arrivals (early arrivals too) until it can be
     summarized: revision 0 at ``all-arrived`` or ``deadline``, revision + 1 for each later change
-    (``late-arrival``), state dropped at deadline + allowed lateness (beam_jobs/README.md)."""
+    (``late-arrival``), state dropped at deadline + allowed lateness, the exposure remembered as
+    expired for :data:`EXPIRED_MEMORY` more, its elements meanwhile to ``late`` (beam_jobs/README.md)."""
 
     MANIFEST_STATE = ReadModifyWriteStateSpec("manifest", PickleCoder())
     ARRIVALS_STATE = BagStateSpec("arrivals", ARRIVAL_CODER)
     EMITTED_STATE = ReadModifyWriteStateSpec("emitted", PickleCoder())
     DEADLINE_STATE = ReadModifyWriteStateSpec("deadline", VarIntCoder())
+    #: (revision of its last summary, when it is forgotten) of an exposure whose state expired
+    EXPIRED_STATE = ReadModifyWriteStateSpec("expired", TupleCoder([VarIntCoder(), VarIntCoder()]))
     TIMER = TimerSpec("deadline", TimeDomain.WATERMARK)
 
     def __init__(self, config: SummaryConfig) -> None:
@@ -215,8 +249,10 @@ class ExposureStateFn(beam.DoFn):
         self.unexpected = Metrics.counter(NAMESPACE, "unexpected_detector_arrivals")
         self.revisions = Metrics.counter(NAMESPACE, "revisions")
         self.collected = Metrics.counter(NAMESPACE, "exposures_garbage_collected")
+        self.late = Metrics.counter(NAMESPACE, "late_events")
         self.summarize = functools.partial(summarize_exposure, budget=config.budget)
         self.lateness_us = round(config.allowed_lateness * 1e6)
+        self.memory_us = round(EXPIRED_MEMORY * 1e6)
 
     def process(
         self,
@@ -225,9 +261,14 @@ class ExposureStateFn(beam.DoFn):
         arrivals_state: Any = beam.DoFn.StateParam(ARRIVALS_STATE),
         emitted_state: Any = beam.DoFn.StateParam(EMITTED_STATE),
         deadline_state: Any = beam.DoFn.StateParam(DEADLINE_STATE),
+        expired_state: Any = beam.DoFn.StateParam(EXPIRED_STATE),
         timer: Any = beam.DoFn.TimerParam(TIMER),
     ) -> Iterator[Any]:
         key, (kind, payload) = element
+        expired = expired_state.read()
+        if expired is not None:
+            yield self._late(key, kind, payload, expired[0])
+            return
         if kind == MANIFEST:
             held = manifest_state.read()
             if held is not None and held.published <= payload.published:
@@ -267,11 +308,29 @@ class ExposureStateFn(beam.DoFn):
         arrivals_state: Any = beam.DoFn.StateParam(ARRIVALS_STATE),
         emitted_state: Any = beam.DoFn.StateParam(EMITTED_STATE),
         deadline_state: Any = beam.DoFn.StateParam(DEADLINE_STATE),
+        expired_state: Any = beam.DoFn.StateParam(EXPIRED_STATE),
         timer: Any = beam.DoFn.TimerParam(TIMER),
     ) -> Iterator[Any]:
-        if emitted_state.read() is not None:
+        # A runner may deliver a firing again after the timer was set anew (the DirectRunner
+        # does): one before what is due only sets the timer again.
+        expired = expired_state.read()
+        if expired is not None:
+            if fired.micros < expired[1]:
+                timer.set(Timestamp(micros=expired[1]))
+            else:
+                expired_state.clear()  # its memory ends: what comes now opens new state
+            return
+        emitted: ExposureSummary | None = emitted_state.read()
+        if emitted is not None:
+            collect_at = deadline_state.read() + self.lateness_us
+            if fired.micros < collect_at:
+                timer.set(Timestamp(micros=collect_at))
+                return
             for state in (manifest_state, arrivals_state, emitted_state, deadline_state):
                 state.clear()
+            forget_at = collect_at + self.memory_us
+            expired_state.write((emitted.revision, forget_at))
+            timer.set(Timestamp(micros=forget_at))
             self.collected.inc()
             log_event(log, "exposure_state_collected", instrument=key[0], exposure=key[1])
             return
@@ -284,9 +343,29 @@ class ExposureStateFn(beam.DoFn):
         timer.set(Timestamp(micros=fired.micros + self.lateness_us))
         yield from _emit(summary, manifest, arrivals, self.unexpected)
 
+    def _late(self, key: ExposureKey, kind: str, payload: Any, revision: int) -> Any:
+        """An element for an expired exposure -> ``late`` as (body, reason): a manifest's own
+        encoding, an arrival's fields as JSON (all the job keeps of it)."""
+        if kind == MANIFEST:
+            what, body = "ExposureManifest", payload.encode()
+        else:
+            arrival = Arrival(*payload)
+            what = f"ArrivalEvent {arrival.dataset_id} (detector {arrival.detector})"
+            body = json.dumps(arrival._asdict()).encode()
+        reason = (
+            f"late: {what} of {key[0]} exposure {key[1]} came after its summary (revision {revision}) "
+            f"expired at deadline + allowed lateness ({self.config.allowed_lateness:g} s): not "
+            "summarised again"
+        )
+        self.late.inc()
+        log_event(log, "late_event", logging.WARNING, instrument=key[0], exposure=key[1], reason=reason)
+        return beam.pvalue.TaggedOutput(LATE, (body, reason))
+
 
 class ExposureSummaries(beam.PTransform):
-    """Manifests and arrivals -> DoOutputsTuple with ``summaries`` and ``alerts``. Input:
+    """Manifests and arrivals -> DoOutputsTuple with ``summaries``, ``alerts``, ``late``
+    (streaming: (body, reason) of elements for an expired exposure) and ``bad`` (batch: the
+    dead-letter lines of ``sources.bad_input``). Input:
     ``{"manifests": ..., "arrivals": ...}``, keyed and merged here, or one PCollection of
     :data:`KeyedElement` (``ReadExposureEvents``: a Flatten would re-encode every arrival)."""
 
@@ -310,4 +389,4 @@ class ExposureSummaries(beam.PTransform):
         else:
             fn = SummarizeGroupFn(self.config)
             grouped = keyed | "FoldByExposure" >> beam.CombinePerKey(FoldExposure())
-        return grouped | "Summarize" >> beam.ParDo(fn).with_outputs(ALERTS, main=SUMMARIES)
+        return grouped | "Summarize" >> beam.ParDo(fn).with_outputs(ALERTS, LATE, BAD, main=SUMMARIES)

@@ -6,6 +6,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
@@ -13,7 +14,7 @@ from apache_beam.testing.test_stream import TestStream
 from apache_beam.utils.timestamp import Timestamp
 
 from beam_jobs.core import Arrival, to_micros
-from beam_jobs.transforms import ALERTS, SUMMARIES, ExposureSummaries, SummaryConfig, with_event_time
+from beam_jobs.transforms import ALERTS, LATE, SUMMARIES, ExposureSummaries, SummaryConfig, with_event_time
 from obsingest.dataid import DataId, dataset_id
 from obsingest.messages import ArrivalEvent, ExposureManifest, ExposureSummary
 
@@ -87,23 +88,23 @@ class Step:
 
 
 _LOCK = threading.Lock()
-_SINKS: dict[str, list[ExposureSummary]] = {}
+_SINKS: dict[str, list] = {}
 
 
 class _Collect(beam.DoFn):
     def __init__(self, name: str) -> None:
         self.name = name
 
-    def process(self, summary: ExposureSummary) -> None:
+    def process(self, item: Any) -> None:
         with _LOCK:
-            _SINKS[self.name].append(summary)
+            _SINKS[self.name].append(item)
 
 
 def run_stream(
-    steps: Sequence[Step], config: SummaryConfig | None = None
+    steps: Sequence[Step], config: SummaryConfig | None = None, late: list[tuple[bytes, str]] | None = None
 ) -> tuple[list[ExposureSummary], list[ExposureSummary]]:
     """Run the streaming ExposureSummaries over a TestStream; returns (summaries, alerts) in
-    emission order."""
+    emission order, and appends the ``late`` output's (body, reason) pairs to ``late``."""
     config = config or SummaryConfig(budget=5.0, grace=5.0, allowed_lateness=600.0)
     stream = TestStream()
     for step in steps:
@@ -121,6 +122,7 @@ def run_stream(
     with _LOCK:
         _SINKS[name + "s"] = []
         _SINKS[name + "a"] = []
+        _SINKS[name + "l"] = []
     options = PipelineOptions()
     options.view_as(StandardOptions).streaming = True
     with beam.Pipeline(options=options) as p:
@@ -132,5 +134,7 @@ def run_stream(
         out = inputs | ExposureSummaries(config, streaming=True)
         _ = out[SUMMARIES] | "S" >> beam.ParDo(_Collect(name + "s"))
         _ = out[ALERTS] | "L" >> beam.ParDo(_Collect(name + "a"))
+        _ = out[LATE] | "D" >> beam.ParDo(_Collect(name + "l"))
     with _LOCK:
+        (late if late is not None else []).extend(_SINKS.pop(name + "l"))
         return _SINKS.pop(name + "s"), _SINKS.pop(name + "a")

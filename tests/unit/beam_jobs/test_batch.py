@@ -110,6 +110,35 @@ def test_batch_jsonl_and_avro_outputs_and_equality_with_streaming(tmp_path: Path
     assert [content(s) for s in read_summaries(str(avro_out))] == [content(s) for s in batch]
 
 
+def test_bad_input_files_are_dead_letters_and_the_rest_is_summarised(tmp_path: Path) -> None:
+    arrivals_glob, manifests_path = write_inputs(tmp_path)
+    whole = (tmp_path / "arrivals-2.avro").read_bytes()
+    truncated = tmp_path / "arrivals-3.avro"  # a copy cut short: its arrivals are duplicates
+    truncated.write_bytes(whole[:-20])
+    garbage = tmp_path / "arrivals-4.avro"
+    garbage.write_bytes(b"not avro")
+    out = tmp_path / "summaries.jsonl"
+
+    batch = run_batch([arrivals_glob], [manifests_path], str(out), 5.0)
+
+    got = {
+        s.exposure - exposure_id(0): (s.status, s.arrived, s.missing_detectors, s.over_budget) for s in batch
+    }
+    assert got == expected_by_hand()
+    dead = [json.loads(line) for line in Path(f"{out}.dead-letter.jsonl").read_text().splitlines()]
+    assert [(d["file"], d["reason"]) for d in dead] == [
+        (str(truncated), "bad-input-file"),
+        (str(garbage), "bad-input-file"),
+    ]
+    assert dead[0]["error"].startswith(f"{truncated}: unreadable Avro block at byte ")
+    assert dead[1]["error"].startswith(f"{garbage}: not an Avro container")
+    # nothing bad: an empty dead-letter file
+    garbage.unlink()
+    truncated.unlink()
+    run_batch([arrivals_glob], [manifests_path], str(out), 5.0)
+    assert Path(f"{out}.dead-letter.jsonl").read_text() == ""
+
+
 def test_cli_summarize_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     arrivals_glob, manifests_path = write_inputs(tmp_path)
     out = tmp_path / "s.jsonl"

@@ -6,10 +6,12 @@ deadline at 25 s. Each test is one small pipeline (about a second on the DirectR
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from beam_jobs.transforms import SummaryConfig
-from obsingest.messages import SummaryStatus
+from beam_jobs.transforms import EXPIRED_MEMORY, SummaryConfig
+from obsingest.messages import ExposureManifest, SummaryStatus
 from tests.unit.beam_jobs.helpers import Step, arrival, exposure_id, manifest, run_stream
 
 pytestmark = pytest.mark.unit
@@ -109,17 +111,22 @@ def test_manifest_alone_times_out_from_nominal_readout() -> None:
 
 def test_unexpected_detector_does_not_count_and_state_is_collected_after_lateness() -> None:
     config = SummaryConfig(budget=5.0, grace=5.0, allowed_lateness=100.0)
+    late: list[tuple[bytes, str]] = []
     summaries, _ = run_stream(
         [
             Step([manifest(1, [0]), arrival(1, 7, 15, 1.0)], watermark=16),
             Step([arrival(1, 0, 15, 1.0)], watermark=20),
             Step([arrival(1, 0, 15, 0.5, run="rerun")], watermark=124),  # within lateness: revises
             Step(watermark=126),  # deadline 25 + lateness 100 passed: state dropped
-            # Policy: past allowed lateness an arrival opens a new state; without the manifest it is
-            # reported as NO_MANIFEST after its own deadline rather than silently lost.
+            # the exposure is remembered as expired: an arrival is late, not a new summary
             Step([arrival(1, 0, 15, 0.1, run="rerun2")], watermark=300),
+            # its memory (a night) ends too: an arrival opens new state and, lacking the manifest,
+            # is reported as NO_MANIFEST after its own deadline rather than silently lost
+            Step(watermark=126 + EXPIRED_MEMORY),
+            Step([arrival(1, 0, 15, 0.1, run="rerun3")], watermark=200 + EXPIRED_MEMORY),
         ],
         config,
+        late,
     )
     assert brief(summaries) == [
         (1, 0, "all-arrived", SummaryStatus.OK, 1, []),
@@ -127,3 +134,31 @@ def test_unexpected_detector_does_not_count_and_state_is_collected_after_latenes
         (1, 0, "deadline", SummaryStatus.NO_MANIFEST, 1, []),
     ]
     assert summaries[1].latency_max == pytest.approx(0.5)
+    assert [json.loads(body)["detector"] for body, _ in late] == [0]
+    assert "after its summary (revision 1) expired" in late[0][1]
+
+
+def test_manifest_after_the_state_expired_is_late_not_an_incomplete_alert() -> None:
+    # Every CCD came and was summarised without a manifest; the manifest comes after the
+    # exposure's state expired (deadline 25 + lateness 100): it must not summarise the exposure
+    # again from nothing, as INCOMPLETE with nothing arrived, with a budget alert.
+    config = SummaryConfig(budget=5.0, grace=5.0, allowed_lateness=100.0)
+    late: list[tuple[bytes, str]] = []
+    summaries, alerts = run_stream(
+        [
+            Step([arrival(1, 0, 15, 1.0), arrival(1, 1, 15, 2.0)], watermark=26),
+            Step(watermark=200),
+            Step([manifest(1, range(2))], watermark=300),
+        ],
+        config,
+        late,
+    )
+    assert brief(summaries) == [(1, 0, "deadline", SummaryStatus.NO_MANIFEST, 2, [])]
+    assert alerts == []
+    assert [(ExposureManifest.decode(body), reason) for body, reason in late] == [
+        (
+            manifest(1, range(2)),
+            f"late: ExposureManifest of LSSTComCam exposure {exposure_id(1)} came after its summary "
+            "(revision 0) expired at deadline + allowed lateness (100 s): not summarised again",
+        )
+    ]

@@ -4,8 +4,10 @@ the keyed and the dict input of ExposureSummaries give the same batch summaries.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import random
+from datetime import timedelta
 from typing import Any
 
 import apache_beam as beam
@@ -29,7 +31,7 @@ from beam_jobs.transforms import (
     key_manifest,
 )
 from obsingest.messages import ArrivalEvent, ExposureManifest
-from tests.unit.beam_jobs.helpers import arrival, exposure_id, manifest
+from tests.unit.beam_jobs.helpers import T0, arrival, exposure_id, manifest
 
 pytestmark = pytest.mark.unit
 
@@ -118,3 +120,31 @@ def test_a_manifest_without_a_plausible_exposure_time_is_dead_lettered_not_held(
     assert "exposure_time" in reason and str(exposure_id(1)) in reason
     good = list(DecodeMessages(ExposureManifest.SCHEMA).process(manifest(1, range(2)).encode()))
     assert [type(e) for e in good] == [TimestampedValue]
+
+
+YEARS = 10 * 365 * 86_400.0
+
+
+@pytest.mark.parametrize("contract", [ArrivalEvent.SCHEMA, ExposureManifest.SCHEMA])
+def test_an_event_time_far_after_its_publication_is_dead_lettered_not_held(contract: str) -> None:
+    """A readout (a shutter opening) years after its own publication decoded, and its deadline
+    (event time + budget + grace) held its exposure's streaming state, unsummarised, until then:
+    one more key kept for every such message, and its CCDs never reported."""
+    far: ArrivalEvent | ExposureManifest
+    near: ArrivalEvent | ExposureManifest
+    if contract == ArrivalEvent.SCHEMA:
+        far, near = arrival(1, 0, YEARS, -YEARS + 1.0), arrival(1, 0, 15.0, -60.0)  # clock skew
+        field = "readout_time"
+    else:
+        far = dataclasses.replace(manifest(1), published=T0 - timedelta(seconds=YEARS))
+        near = dataclasses.replace(manifest(1), published=T0 - timedelta(seconds=60))
+        field = "obs_start"
+    out = list(DecodeMessages(contract).process(far.encode()))
+    assert len(out) == 1 and isinstance(out[0], TaggedOutput) and out[0].tag == BAD
+    kept, reason = out[0].value
+    assert kept == far.encode()
+    assert (
+        f"exposure {exposure_id(1)}: {field}" in reason
+        and "more than 86400 s after its publication" in reason
+    )
+    assert [type(e) for e in DecodeMessages(contract).process(near.encode())] == [TimestampedValue]
