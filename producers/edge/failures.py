@@ -39,6 +39,10 @@ INPUT_FAULTS: tuple[type[ObsIngestError], ...] = (
     BadObjectName,
     ChecksumConflict,
 )
+#: the store refused this object's request (``obsingest.store.gcs.StoreRequestRefused``, a 400:
+#: its name, its metadata; by its reason, not to import the GCS client for every destination); a
+#: missing bucket or a denied permission, its subclasses with reasons of their own, is an outage
+OBJECT_REFUSED = "store-request-refused"
 #: retriable faults of the edge's own side (source, spool): that CCD alone backs off
 EDGE_SIDE = (SourceUnreadable, SpoolFull, SpoolUnavailable)
 
@@ -65,7 +69,9 @@ class Verdict:
 def judge(error: BaseException, destination: str = "") -> Verdict:
     """The verdict on one failed attempt (unwrapped from ``SendFailed``); ``destination``
     names where an exhausted resource is when the error does not say."""
-    if isinstance(error, INPUT_FAULTS):
+    if isinstance(error, INPUT_FAULTS) or (
+        isinstance(error, ObsIngestError) and error.reason == OBJECT_REFUSED
+    ):
         return Verdict("quarantine", error)
     if isinstance(error, EDGE_SIDE):
         return Verdict("retry", error)

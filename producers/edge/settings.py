@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from obsingest import defaults
@@ -41,3 +41,17 @@ class EdgeSettings(StoreLayout):
     budget_seconds: float = Field(default=defaults.BUDGET_SECONDS, gt=0)
     health_host: str = "127.0.0.1"
     health_port: int = Field(default=8089, ge=-1)
+
+    @model_validator(mode="after")
+    def _done_dir_not_watched(self) -> EdgeSettings:
+        """A --done-dir inside the hand-off directory is watched: each file moved there was found
+        again, a second file of a CCD whose first is gone, and quarantined as a checksum conflict.
+        HANDOFF/done (the default; ``handoff.DONE_DIR``) is the edge's own, never watched."""
+        if self.on_ack == "move" and self.handoff is not None and self.done_dir is not None:
+            handoff, done = self.handoff.resolve(), self.done_dir.resolve()
+            if done.is_relative_to(handoff) and done.relative_to(handoff).parts[:1] != ("done",):
+                raise ValueError(
+                    f"--done-dir {done} is inside the hand-off directory {handoff}, which the edge "
+                    f"watches: use {handoff / 'done'} (the default) or a directory outside it"
+                )
+        return self

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +104,62 @@ def test_a_directory_that_cannot_be_listed_is_an_error_naming_it(
     monkeypatch.setattr(os, "scandir", refusing)
     with pytest.raises(OSError, match=r"a/b.*Permission denied"):
         expand_sources([str(tree / "a")])
+
+
+@pytest.fixture
+def locked_tree() -> Iterator[Path]:
+    """top/a/{1.fz, ok/3.fz, locked/{2.fz, sub/4.fz}} with locked mode 000, in a directory anyone
+    may enter (a test's tmp_path is below one only its owner may)."""
+    top = Path(tempfile.mkdtemp(prefix="backfill-locked-"))
+    try:
+        top.chmod(0o755)
+        for rel in ("a/1.fz", "a/ok/3.fz", "a/locked/2.fz", "a/locked/sub/4.fz"):
+            (top / rel).parent.mkdir(parents=True, exist_ok=True)
+            (top / rel).write_bytes(b"x")
+        (top / "a" / "locked").chmod(0)
+        yield top
+    finally:
+        if (top / "a" / "locked").exists():
+            (top / "a" / "locked").chmod(0o755)
+        shutil.rmtree(top)
+
+
+def _error_as_nobody(sources: list[str]) -> str:
+    """expand_sources' OSError ('' for none), as a user the directory's mode refuses: root may list
+    any directory, so as root it runs in a child that gives root up."""
+    if os.geteuid() != 0:
+        try:
+            expand_sources(sources)
+        except OSError as exc:
+            return str(exc)
+        return ""
+    read, write = os.pipe()
+    if (pid := os.fork()) == 0:  # pragma: no cover (the child)
+        message = "no error"
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            expand_sources(sources)
+            message = ""
+        except OSError as exc:
+            message = str(exc)
+        finally:
+            os.write(write, message.encode())
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        message = pipe.read().decode()
+    os.waitpid(pid, 0)
+    return message
+
+
+@pytest.mark.parametrize("pattern", ["a", "a/**/*.fz", "a/*/*.fz", "*/locked/*.fz", "*/locked/sub/*.fz"])
+def test_a_glob_below_a_directory_it_cannot_list_is_an_error_naming_it(
+    locked_tree: Path, pattern: str
+) -> None:
+    """glob skips a directory it cannot list or look into (permission denied) without a word,
+    as os.walk did: the files below it were never sent, and the backfill exited 0. A glob now
+    stops the run naming the directory (exit 2), as a directory source does."""
+    error = _error_as_nobody([str(locked_tree / pattern)])
+    assert f"cannot list {locked_tree / 'a' / 'locked'}" in error and "Permission denied" in error
+    assert _error_as_nobody([str(locked_tree / "a" / "ok" / "*.fz")]) == ""  # only what it must list

@@ -68,3 +68,19 @@ def test_everything_else_as_before(error, action, destination_fault) -> None:
     verdict = judge(error)
     assert (verdict.action, verdict.destination_fault) == (action, destination_fault)
     assert verdict.exhausted is None  # a full spool is said by refusing new work
+
+
+def test_a_store_refusing_one_objects_request_quarantines_that_ccd_alone() -> None:
+    """A 400 for one object (its name, its metadata) was the destination's fault: the whole
+    edge backed off and probed for an outage that was not one, and the CCD was retried for
+    ever. A missing bucket or a denied permission still is the destination's."""
+    from obsingest.store.gcs import BucketMissing, StorePermissionDenied, StoreRequestRefused
+
+    verdict = judge(StoreRequestRefused("put 'raw/x.fits': refused with HTTP 400 (Invalid argument.)"))
+    assert (verdict.action, verdict.destination_fault, verdict.error.reason) == (
+        "quarantine",
+        False,
+        "store-request-refused",
+    )
+    for error in (BucketMissing("put: bucket 'b' not found"), StorePermissionDenied("put: denied")):
+        assert (judge(error).action, judge(error).destination_fault) == ("retry", True)
