@@ -24,6 +24,9 @@ log = get_logger("obsingest.provision")
 MAX_RECORD_BYTES = 16 * 1024 * 1024
 #: partitions of a chunks topic: room for several assembler instances
 CHUNK_TOPIC_PARTITIONS = 6
+#: where the streaming summary puts undecodable inputs (``obsingest summarize --streaming``'s
+#: ``--dead-letter-topic``; ``infra/terraform/pubsub.tf``), kept by its hold subscription
+EVENTS_DLQ_TOPIC = "exposure-events-dlq"
 
 
 @dataclass
@@ -263,8 +266,9 @@ def setup(
     relay: RelaySettings | None = None,
 ) -> SetupReport:
     """Everything the direct path needs: topics, the two relays' subscriptions (each with its
-    own DLQ), the dead-letter and parked holds, the bucket and its notifications, and Kafka's
-    topics with ``kafka_bootstrap``. Also reconcile's repair after an emulator lost its state."""
+    own DLQ), the dead-letter and parked holds (the streaming summary's dead letters' too), the
+    bucket and its notifications, and Kafka's topics with ``kafka_bootstrap``. Also reconcile's
+    repair after an emulator lost its state."""
     from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
 
     from infra.local.relay.settings import RelaySettings
@@ -288,6 +292,7 @@ def setup(
             bus.exposures_dlq_topic,
             bus.summaries_topic,
             bus.alerts_topic,
+            EVENTS_DLQ_TOPIC,
         )
         for topic in topics:
             ensure_topic(publisher, topic_path(project, topic), report)
@@ -298,6 +303,7 @@ def setup(
             (bus.objects_dlq_hold, bus.objects_dlq_topic, None),
             (hold_subscription(bus.exposures_dlq_topic), bus.exposures_dlq_topic, None),
             (hold_subscription(bus.objects_parked_topic), bus.objects_parked_topic, None),
+            (hold_subscription(EVENTS_DLQ_TOPIC), EVENTS_DLQ_TOPIC, None),
         )
         for name, topic, policy in subscriptions:
             path = subscription_path(project, name)
