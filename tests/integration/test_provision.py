@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
+from infra.local import provision
 from infra.local.provision import EVENTS_DLQ_TOPIC, setup, subscribe
 from obsingest.bus.pubsub import topic_path
 from obsingest.bus.pull import PubSubPullSource, subscription_path
+from obsingest.errors import ServiceUnavailable
 from obsingest.settings import BusSettings, hold_subscription
 from obsingest_cli.main import build_parser
 from tests.integration.fixtures.handles import GcsService, PubSubService, unique_name
@@ -53,3 +57,38 @@ def test_a_subscription_its_deleted_topic_left_detached_is_made_again(pubsub: Pu
     assert subscribe(pubsub.project_id, topic_id, name) == path  # the repair
     publisher.publish(topic, b"after the repair").result(timeout=10)
     assert _pull_one(pubsub.project_id, path) == [b"after the repair"]
+
+
+@pytest.mark.parametrize("silent", ["gcs", "kafka"])
+def test_setup_names_the_service_that_does_not_answer_in_one_error(
+    pubsub: PubSubService, gcs: GcsService, silent: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A GCS (or Kafka) that takes the connection and never answers: setup waited a minute (its
+    client's timeout; half a minute for Kafka's topics) and died with a bare ReadTimeout (or
+    TimeoutError) traceback. Now each call is bounded (ADMIN_TIMEOUT, 1 s here) and the error
+    is one ServiceUnavailable naming the service and its address (``obsingest setup``: one
+    line, exit 1)."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    monkeypatch.setattr(provision, "ADMIN_TIMEOUT", 1.0)
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)  # never accepted, never answered
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        store, kafka, where = gcs.client(), None, f"Kafka is not reachable at {address}"
+        if silent == "gcs":
+            options = {"api_endpoint": f"http://{address}"}
+            store = storage.Client("p", credentials=AnonymousCredentials(), client_options=options)
+            where = f"GCS at http://{address} did not answer"
+        else:
+            kafka = address
+        bucket = unique_name("setup")
+        gcs.buckets.append(bucket)
+        with pytest.raises(ServiceUnavailable, match=where):
+            setup(
+                bucket,
+                BusSettings(pubsub_project=unique_name("setup")),
+                storage_client=store,
+                kafka_bootstrap=kafka,
+            )
