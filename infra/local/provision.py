@@ -5,7 +5,10 @@ topics and databases (production: ``infra/terraform``), shared by the CLI, demo,
 from __future__ import annotations
 
 import functools
+import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +27,12 @@ log = get_logger("obsingest.provision")
 MAX_RECORD_BYTES = 16 * 1024 * 1024
 #: partitions of a chunks topic: room for several assembler instances
 CHUNK_TOPIC_PARTITIONS = 6
+#: where the streaming summary puts undecodable inputs (``obsingest summarize --streaming``'s
+#: ``--dead-letter-topic``; ``infra/terraform/pubsub.tf``), kept by its hold subscription
+EVENTS_DLQ_TOPIC = "exposure-events-dlq"
+#: seconds one Pub/Sub admin call (create, get, update, delete) may take, retries included: one
+#: that does not answer fails setup (and the facility's repair) in this, not in api_core's 600 s
+ADMIN_TIMEOUT = 30.0
 
 
 @dataclass
@@ -38,11 +47,38 @@ class SetupReport:
         log_event(log, "setup.created" if created else "setup.exists", resource=what)
 
 
+def bounded() -> dict[str, Any]:
+    """``retry`` and ``timeout`` of one Pub/Sub admin call: ADMIN_TIMEOUT s, retries included."""
+    from obsingest.retry import BUDGET, api_core_retry
+
+    return {"retry": api_core_retry(BUDGET, ADMIN_TIMEOUT), "timeout": ADMIN_TIMEOUT}
+
+
+def gcs_bounded() -> dict[str, Any]:
+    """The same for a storage call: its client's own retry, for ADMIN_TIMEOUT s in all."""
+    from google.cloud.storage.retry import DEFAULT_RETRY
+
+    return {"retry": DEFAULT_RETRY.with_timeout(ADMIN_TIMEOUT), "timeout": ADMIN_TIMEOUT}
+
+
+@contextmanager
+def answered(service: str, where: str, *silence: type[BaseException]) -> Iterator[None]:
+    """What ``service`` raises when it does not answer (``silence``) as one ServiceUnavailable
+    naming it: a line for the command line, not a traceback."""
+    try:
+        yield
+    except silence as exc:
+        raise ServiceUnavailable(
+            f"{service} at {where} did not answer within {ADMIN_TIMEOUT:g} s ({type(exc).__name__}); "
+            "run `obsingest stack up`"
+        ) from exc
+
+
 def ensure_topic(publisher: Any, path: str, report: SetupReport) -> None:
     from google.api_core import exceptions as api_exceptions
 
     try:
-        publisher.create_topic(request={"name": path})
+        publisher.create_topic(request={"name": path}, **bounded())
         report.note(path, True)
     except api_exceptions.AlreadyExists:
         report.note(path, False)
@@ -89,18 +125,19 @@ def ensure_subscription(
     fields = fields or {}
     request = {"name": path, "topic": topic, "ack_deadline_seconds": ack_deadline, **fields}
     try:
-        subscriber.create_subscription(request=request)
+        subscriber.create_subscription(request=request, **bounded())
         report.note(path, True)
     except api_exceptions.AlreadyExists:
-        if subscriber.get_subscription(request={"subscription": path}).topic == DELETED_TOPIC:
-            subscriber.delete_subscription(request={"subscription": path})
-            subscriber.create_subscription(request=request)
+        if subscriber.get_subscription(request={"subscription": path}, **bounded()).topic == DELETED_TOPIC:
+            subscriber.delete_subscription(request={"subscription": path}, **bounded())
+            subscriber.create_subscription(request=request, **bounded())
             report.note(path, True)
             return
         report.note(path, False)
         if fields:
             subscriber.update_subscription(
-                request={"subscription": {"name": path, **fields}, "update_mask": {"paths": list(fields)}}
+                request={"subscription": {"name": path, **fields}, "update_mask": {"paths": list(fields)}},
+                **bounded(),
             )
 
 
@@ -124,12 +161,12 @@ def subscribe(project: str, topic: str, subscription: str, ack_deadline: int = 1
 
 
 def ensure_bucket(client: Any, name: str, report: SetupReport) -> Any:
-    bucket = client.lookup_bucket(name)
+    bucket = client.lookup_bucket(name, **gcs_bounded())
     if bucket is None:
         from google.api_core import exceptions as api_exceptions
 
         try:
-            bucket = client.create_bucket(name)
+            bucket = client.create_bucket(name, **gcs_bounded())
             report.note(f"gs://{name}", True)
             return bucket
         except api_exceptions.Conflict:
@@ -144,7 +181,7 @@ def ensure_notification(bucket: Any, project: str, topic: str, prefix: str, repo
     from google.cloud.storage.notification import JSON_API_V1_PAYLOAD_FORMAT, OBJECT_FINALIZE_EVENT_TYPE
 
     label = f"notification gs://{bucket.name}/{prefix}* -> {topic}"
-    for existing in bucket.list_notifications():
+    for existing in bucket.list_notifications(**gcs_bounded()):
         if (
             existing.topic_name == topic
             and (existing.blob_name_prefix or "") == prefix
@@ -158,7 +195,7 @@ def ensure_notification(bucket: Any, project: str, topic: str, prefix: str, repo
         event_types=[OBJECT_FINALIZE_EVENT_TYPE],
         payload_format=JSON_API_V1_PAYLOAD_FORMAT,
         blob_name_prefix=prefix or None,
-    ).create()
+    ).create(**gcs_bounded())
     report.note(label, True)
 
 
@@ -263,8 +300,11 @@ def setup(
     relay: RelaySettings | None = None,
 ) -> SetupReport:
     """Everything the direct path needs: topics, the two relays' subscriptions (each with its
-    own DLQ), the dead-letter and parked holds, the bucket and its notifications, and Kafka's
-    topics with ``kafka_bootstrap``. Also reconcile's repair after an emulator lost its state."""
+    own DLQ), the dead-letter and parked holds (the streaming summary's dead letters' too), the
+    bucket and its notifications, and Kafka's topics with ``kafka_bootstrap``. Also reconcile's
+    repair after an emulator lost its state."""
+    import requests
+    from google.api_core import exceptions as api_exceptions
     from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
 
     from infra.local.relay.settings import RelaySettings
@@ -275,41 +315,48 @@ def setup(
     bus = bus or BusSettings()
     project = bus.pubsub_project
     report = SetupReport()
+    silent = (api_exceptions.RetryError, api_exceptions.DeadlineExceeded, api_exceptions.ServiceUnavailable)
+    pubsub_at = os.environ.get("PUBSUB_EMULATOR_HOST") or "pubsub.googleapis.com"
     publisher = pubsub_v1.PublisherClient()
     subscriber = pubsub_v1.SubscriberClient()
     try:
-        topics = (
-            bus.objects_topic,
-            bus.objects_dlq_topic,
-            bus.objects_parked_topic,
-            bus.arrivals_topic,
-            bus.exposures_ingested_topic,
-            bus.exposures_topic,
-            bus.exposures_dlq_topic,
-            bus.summaries_topic,
-            bus.alerts_topic,
-        )
-        for topic in topics:
-            ensure_topic(publisher, topic_path(project, topic), report)
-        relay_policy = functools.partial(relay_delivery_policy, bus, relay or RelaySettings())
-        subscriptions = (  # (subscription, its topic, its delivery policy)
-            (relay_subscription, bus.objects_topic, relay_policy(bus.objects_dlq_topic)),
-            (manifest_relay_subscription, bus.exposures_topic, relay_policy(bus.exposures_dlq_topic)),
-            (bus.objects_dlq_hold, bus.objects_dlq_topic, None),
-            (hold_subscription(bus.exposures_dlq_topic), bus.exposures_dlq_topic, None),
-            (hold_subscription(bus.objects_parked_topic), bus.objects_parked_topic, None),
-        )
-        for name, topic, policy in subscriptions:
-            path = subscription_path(project, name)
-            ensure_subscription(subscriber, path, topic_path(project, topic), report, fields=policy)
+        with answered("Pub/Sub", pubsub_at, *silent):
+            topics = (
+                bus.objects_topic,
+                bus.objects_dlq_topic,
+                bus.objects_parked_topic,
+                bus.arrivals_topic,
+                bus.exposures_ingested_topic,
+                bus.exposures_topic,
+                bus.exposures_dlq_topic,
+                bus.summaries_topic,
+                bus.alerts_topic,
+                EVENTS_DLQ_TOPIC,
+            )
+            for topic in topics:
+                ensure_topic(publisher, topic_path(project, topic), report)
+            relay_policy = functools.partial(relay_delivery_policy, bus, relay or RelaySettings())
+            subscriptions = (  # (subscription, its topic, its delivery policy)
+                (relay_subscription, bus.objects_topic, relay_policy(bus.objects_dlq_topic)),
+                (manifest_relay_subscription, bus.exposures_topic, relay_policy(bus.exposures_dlq_topic)),
+                (bus.objects_dlq_hold, bus.objects_dlq_topic, None),
+                (hold_subscription(bus.exposures_dlq_topic), bus.exposures_dlq_topic, None),
+                (hold_subscription(bus.objects_parked_topic), bus.objects_parked_topic, None),
+                (hold_subscription(EVENTS_DLQ_TOPIC), EVENTS_DLQ_TOPIC, None),
+            )
+            for name, topic, policy in subscriptions:
+                path = subscription_path(project, name)
+                ensure_subscription(subscriber, path, topic_path(project, topic), report, fields=policy)
     finally:
         subscriber.close()
         publisher.stop()
     client = storage_client or make_client(GcsSettings(project=project))
-    gcs_bucket = ensure_bucket(client, bucket, report)
-    for prefix in prefixes:
-        ensure_notification(gcs_bucket, project, bus.objects_topic, prefix, report)
+    with answered("GCS", client.api_endpoint, *silent, requests.ConnectionError, requests.Timeout):
+        gcs_bucket = ensure_bucket(client, bucket, report)
+        for prefix in prefixes:
+            ensure_notification(gcs_bucket, project, bus.objects_topic, prefix, report)
     if kafka_bootstrap:
+        require_kafka(kafka_bootstrap)
         kafka_topics = {bus.arrivals_topic: 6, bus.exposures_ingested_topic: 1}
         ensure_kafka_topics(kafka_bootstrap, kafka_topics, report)
     return report

@@ -227,9 +227,18 @@ class PresenceReader:
             )
             .order_by(page.c.exposure)
         )
-        latest = union(
-            *(select(col.table.c.instrument, col.label("exposure")) for col in (e.c.id, m.c.exposure))
-        ).subquery()
+        # the newest n of each instrument and table, by its key (a backward index scan of n
+        # rows): what status reads each refresh is bounded by what it shows, not by history
+        newest = [
+            select(col.table.c.instrument, col.label("exposure"))
+            .where(col.table.c.instrument == name)
+            .order_by(col.desc())
+            .limit(bindparam("n"))
+            .subquery()
+            for name in camera.INSTRUMENTS
+            for col in (e.c.id, m.c.exposure)
+        ]
+        latest = union(*(select(arm.c.instrument, arm.c.exposure) for arm in newest)).subquery()
         self._q_latest = (
             select(latest.c.instrument, latest.c.exposure)
             .order_by(latest.c.exposure.desc())

@@ -14,9 +14,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         help="create topics, subscriptions, the bucket and its notification configs (idempotent)",
         description=(
             "Create, if missing: Pub/Sub topics ccd-objects, ccd-objects-dlq, "
-            "ccd-objects-dlq-parked, ccd-arrivals, exposures, exposure-summaries, budget-alerts; "
-            "the relay's pull subscription (with the dead-letter and retry policy of "
-            "OBSINGEST_RELAY_*) and the ones keeping dead and parked letters; the bucket; "
+            "ccd-objects-dlq-parked, ccd-arrivals, exposures, exposures-dlq, exposures-ingested, "
+            "exposure-summaries, budget-alerts, exposure-events-dlq; the relays' pull "
+            "subscriptions (with the dead-letter and retry policy of OBSINGEST_RELAY_*) and the "
+            "ones keeping dead and parked letters; the bucket; "
             "OBJECT_FINALIZE notification configs for raw/, quarantine/ and canary/ to "
             "ccd-objects; Kafka topic ccd-arrivals when Kafka is a bus backend. Uses "
             "PUBSUB_EMULATOR_HOST / STORAGE_EMULATOR_HOST when set (`obsingest stack env`)."

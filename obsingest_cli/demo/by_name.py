@@ -17,8 +17,6 @@ def make_environment(
         from obsingest_cli.demo.embedded import EmbeddedEnvironment
 
         return EmbeddedEnvironment(workdir, registry_url)
-    if registry_url:
-        raise ValueError("--registry applies to the embedded stack only")
     from obsingest_cli.demo.local_stack import LocalStackEnvironment
 
     return LocalStackEnvironment(workdir, keep=keep)

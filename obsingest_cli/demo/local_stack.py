@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.local import provision
+from obsingest.errors import ServiceUnavailable
 from obsingest.logs import get_logger, log_event
 from obsingest.messages import ArrivalEvent, ExposureIngested, ExposureManifest
 from obsingest.registry import open_registry
@@ -37,8 +38,8 @@ MANIFESTS_SUBSCRIPTION = "exposures-register"
 INGESTED_FILE = "exposures-ingested.jsonl"
 
 
-class StackNotRunning(RuntimeError):
-    """The local stack is not up: the demo cannot run on it."""
+class StackNotRunning(ServiceUnavailable):
+    """The local stack is not up: the demo cannot run on it (one line, exit 1: no traceback)."""
 
 
 def use_stack_environment(services: tuple[str, ...] = STACK_SERVICES, check: bool = True) -> dict[str, str]:

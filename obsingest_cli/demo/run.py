@@ -99,13 +99,22 @@ class Progress:
         self.stream.flush()
 
 
+def check_options(config: DemoConfig) -> None:
+    """ValueError naming the option that cannot be run (as given, or with another)."""
+    if config.instrument not in INSTRUMENTS:
+        raise ValueError(f"--instrument {config.instrument!r}: one of {', '.join(INSTRUMENTS)}")
+    count = INSTRUMENTS[config.instrument]
+    if not 1 <= config.detectors <= count:
+        raise ValueError(f"--detectors must be 1..{count} for {config.instrument}")
+    if config.registry and config.stack != "embedded":
+        raise ValueError("--registry applies to the embedded stack only")
+
+
 class DemoPipeline:
     def __init__(self, config: DemoConfig, progress: Progress | None = None) -> None:
         self.config = config
         self.progress = progress or Progress()
-        count = INSTRUMENTS[config.instrument]
-        if not 1 <= config.detectors <= count:
-            raise ValueError(f"--detectors must be 1..{count} for {config.instrument}")
+        check_options(config)
         self.workdir = config.workdir.resolve()
         #: appended to by the environment's subscriber threads (list.append is atomic)
         self.arrivals: list[ArrivalEvent] = []
@@ -283,6 +292,11 @@ def run_demo(config: DemoConfig) -> int:
     from beam_jobs.core import LATENCY_SCALE
     from beam_jobs.report import format_summary_table
 
+    try:
+        check_options(config)
+    except ValueError as exc:  # a usage error, as argparse's
+        print(f"obsingest demo: {exc}", file=sys.stderr)
+        return 2
     try:
         result = DemoPipeline(config).run()
     except (OSError, MemoryError) as exc:  # the workdir's disk full: name it (exit 75)

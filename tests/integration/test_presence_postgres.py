@@ -5,20 +5,21 @@ either; the reader cannot write; manifests are recorded once on PostgreSQL too."
 import contextlib
 import math
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, insert, text
 from sqlalchemy.exc import DBAPIError
 
 from benchmarks.presence import Server, free_port
 from benchmarks.presence_night import write_night
-from obsingest.registry import Registry
+from obsingest.registry import Registry, tables
 from obsingest.registry.engine import psycopg_url
 from obsingest.registry.manifests import ManifestConflict, record_manifest
 from obsingest.registry.presence import PresenceReader
 from obsingest.settings import RegistrySettings
-from tests.unit.obsingest.registry.conftest import E1, manifest, register
+from tests.unit.obsingest.registry.conftest import E1, manifest, newest_and_its_sql, register
 
 pytestmark = pytest.mark.integration
 
@@ -146,3 +147,44 @@ def test_a_restarted_server_costs_no_request_an_error(postgres):
         assert reader.exposure("LSSTComCam", E1).registered == 1
     finally:
         reader.close()
+
+
+def _scans(node: dict[str, Any]):
+    yield node
+    for child in node.get("Plans", []):
+        yield from _scans(child)
+
+
+def test_the_status_views_newest_exposures_read_what_they_show_not_all_history(postgres):
+    """``obsingest status`` asks for the newest exposures at every refresh: PostgreSQL read every
+    exposure and manifest ever recorded (seconds after weeks of nights, at every refresh). Now
+    no table is read further than the exposures shown, however long the history."""
+    history, shown_n = 2000, 5
+    registry = Registry.open(RegistrySettings(url=postgres))
+    try:
+        recorded = datetime(2026, 11, 22, 3, tzinfo=UTC)
+        ids = [E1 + n for n in range(history)]
+        with registry.engine.begin() as conn:
+            exposures = [{"instrument": "LSSTComCam", "id": e, "day_obs": 20261122} for e in ids]
+            conn.execute(insert(tables.exposure), exposures)
+            row = {"instrument": "LSSTComCam", "day_obs": 20261122, "detectors": "0", "expected": 1}
+            row |= {"recorded_time": recorded, "digest": "d"}
+            conn.execute(insert(tables.exposure_manifest), [{**row, "exposure": e} for e in ids])
+            conn.execute(text("ANALYZE exposure"))
+            conn.execute(text("ANALYZE exposure_manifest"))
+    finally:
+        registry.close()
+    reader = PresenceReader.open(RegistrySettings(url=postgres), budget_seconds=5.0)
+    try:
+        newest, (sql, params) = newest_and_its_sql(reader, shown_n)
+        assert [e.exposure for e in newest] == ids[::-1][:shown_n]
+        with reader.engine.connect() as conn:
+            [[plan]] = conn.exec_driver_sql("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params).all()
+    finally:
+        reader.close()
+    read = [
+        (node["Node Type"], node["Relation Name"], node["Actual Rows"] * node["Actual Loops"])
+        for node in _scans(plan[0]["Plan"])
+        if node.get("Relation Name") in ("exposure", "exposure_manifest")
+    ]
+    assert read and all(rows <= shown_n for _, _, rows in read), read

@@ -6,11 +6,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import event
 
 from obsingest.dataid import DataId
 from obsingest.messages import ExposureManifest
 from obsingest.registry import FileRecord, Registry
 from obsingest.registry.manifests import record_manifest
+from obsingest.registry.presence import PresenceReader
 from obsingest.settings import RegistrySettings
 
 DAY_OBS = 20261122
@@ -44,6 +46,22 @@ def register(registry: Registry, exposure: int, detector: int, late_by: float) -
             readout_time=datetime.now(UTC) - timedelta(seconds=late_by),
         )
     )
+
+
+def newest_and_its_sql(reader: PresenceReader, n: int):
+    """``reader.latest(n)`` and the statement (with parameters) that chose its exposures."""
+    seen = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        seen.append((statement, parameters))
+
+    event.listen(reader.engine, "before_cursor_execute", record)
+    try:
+        newest = reader.latest(n)
+    finally:
+        event.remove(reader.engine, "before_cursor_execute", record)
+    [chosen] = [(s, p) for s, p in seen if "DESC" in s]
+    return newest, chosen
 
 
 @pytest.fixture

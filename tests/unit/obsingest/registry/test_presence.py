@@ -2,6 +2,7 @@
 dataset id, exposure answers (expected, missing, latencies, status), night pages, answers kept
 current as CCDs arrive, inputs refused with what is wrong, and a reader that cannot write."""
 
+import re
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -12,9 +13,10 @@ from sqlalchemy.exc import OperationalError
 from obsingest.dataid import DataId, dataset_id
 from obsingest.registry import Registry
 from obsingest.registry.engine import RegistryNotReadable
+from obsingest.registry.manifests import record_manifest
 from obsingest.registry.presence import PresenceReader, QueryRefused
 from obsingest.settings import RegistrySettings
-from tests.unit.obsingest.registry.conftest import DAY_OBS, E1, E2, E3, register
+from tests.unit.obsingest.registry.conftest import DAY_OBS, E1, E2, E3, manifest, newest_and_its_sql, register
 
 pytestmark = pytest.mark.unit
 
@@ -84,6 +86,24 @@ def test_a_night_is_listed_page_by_page_each_exposure_once(reader):
     assert [e.exposure for e in reader.latest(2)] == [E3, E2]
 
 
+def test_the_newest_exposures_are_read_from_each_key_not_from_all_history(night, reader):
+    """``obsingest status`` asks for the newest exposures at every refresh: it read, merged and
+    sorted every exposure and manifest ever recorded (a scan growing with every night). Now the
+    newest of each instrument and table by its key, merged across instruments."""
+    _, registry = night
+    record_manifest(registry, manifest(E3 + 1, [0], instrument="LATISS", flt="SDSSr_65mm~empty"))
+    newest, (sql, params) = newest_and_its_sql(reader, 3)
+    assert [(e.instrument, e.exposure) for e in newest] == [
+        ("LATISS", E3 + 1),
+        ("LSSTComCam", E3),
+        ("LSSTComCam", E2),
+    ]
+    with reader.engine.connect() as conn:
+        plan = " ".join(str(tuple(r)) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, params))
+    assert "SEARCH exposure USING" in plan and "SEARCH exposure_manifest USING" in plan, plan
+    assert not re.search(r"SCAN (exposure|exposure_manifest)\b", plan), plan
+
+
 def test_a_night_lists_its_offset_exposures_too(night, reader):
     """A CCS exposure before 2023-10-05 has the year raised by 1000 (obs_lsst's offset): it is
     of its own night, listed after the OCS's exposures, and its CCDs say their day."""
@@ -109,9 +129,6 @@ def test_answers_follow_new_registrations_and_manifests(night, reader):
     register(registry, E2, 8, 1.0)
     e = reader.exposure("LSSTComCam", E2)
     assert e.registered == 9 and e.missing == () and e.status == "over_budget"
-    from obsingest.registry.manifests import record_manifest
-    from tests.unit.obsingest.registry.conftest import manifest
-
     assert reader.exposure("LSSTComCam", E3).expected_source == "instrument"
     record_manifest(registry, manifest(E3, [0, 1, 2, 3, 4, 5, 6, 7]))
     e3 = reader.exposure("LSSTComCam", E3)

@@ -15,9 +15,10 @@ pytestmark = pytest.mark.unit
 
 class _Service:
     name = "postgres"
+    up = True
 
     def healthy(self) -> bool:
-        return True
+        return self.up
 
 
 class _Stack:
@@ -49,3 +50,21 @@ def test_unset_variables_are_exported(monkeypatch: Any) -> None:
     local_stack.use_stack_environment(("postgres",))
 
     assert local_stack.os.environ["OBSINGEST_REGISTRY_URL"] == "postgresql://stack/obsingest"
+
+
+def test_the_demo_on_a_stack_that_is_down_is_one_line_and_exit_1(monkeypatch: Any, tmp_path, capsys) -> None:
+    """``obsingest demo --stack local`` with the stack down said what to do (`obsingest stack
+    up`) at the bottom of a traceback: its error was a RuntimeError. Now one line, exit 1."""
+    import infra.local.stack
+    from obsingest import logs
+    from obsingest_cli.main import main
+
+    monkeypatch.setattr(infra.local.stack, "Stack", _Stack)
+    monkeypatch.setattr(_Service, "up", False)
+    monkeypatch.setattr(logs, "configure", lambda *args, **kwargs: None)
+    assert main(["demo", "--stack", "local", "--workdir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        "obsingest demo: error (service-unavailable): local stack service(s) not answering: "
+        "postgres. Start the stack first: `obsingest stack up`"
+    ]
