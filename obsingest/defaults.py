@@ -41,6 +41,8 @@ OBJECTS_DLQ_TOPIC = "ccd-objects-dlq"
 ARRIVALS_TOPIC = "ccd-arrivals"
 SUMMARIES_TOPIC = "exposure-summaries"
 ALERTS_TOPIC = "budget-alerts"
+#: The streaming summary's dead letters (undecodable or late inputs; ``infra/terraform/pubsub.tf``).
+EVENTS_DLQ_TOPIC = "exposure-events-dlq"
 #: One ExposureIngested per exposure, when the last CCD its manifest expects is registered.
 EXPOSURES_INGESTED_TOPIC = "exposures-ingested"
 #: The emulator push relay's pull subscription on OBJECTS_TOPIC.

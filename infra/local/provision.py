@@ -27,9 +27,6 @@ log = get_logger("obsingest.provision")
 MAX_RECORD_BYTES = 16 * 1024 * 1024
 #: partitions of a chunks topic: room for several assembler instances
 CHUNK_TOPIC_PARTITIONS = 6
-#: where the streaming summary puts undecodable inputs (``obsingest summarize --streaming``'s
-#: ``--dead-letter-topic``; ``infra/terraform/pubsub.tf``), kept by its hold subscription
-EVENTS_DLQ_TOPIC = "exposure-events-dlq"
 #: seconds one Pub/Sub admin call (create, get, update, delete) may take, retries included: one
 #: that does not answer fails setup (and the facility's repair) in this, not in api_core's 600 s
 ADMIN_TIMEOUT = 30.0
@@ -331,7 +328,7 @@ def setup(
                 bus.exposures_dlq_topic,
                 bus.summaries_topic,
                 bus.alerts_topic,
-                EVENTS_DLQ_TOPIC,
+                defaults.EVENTS_DLQ_TOPIC,
             )
             for topic in topics:
                 ensure_topic(publisher, topic_path(project, topic), report)
@@ -342,7 +339,7 @@ def setup(
                 (bus.objects_dlq_hold, bus.objects_dlq_topic, None),
                 (hold_subscription(bus.exposures_dlq_topic), bus.exposures_dlq_topic, None),
                 (hold_subscription(bus.objects_parked_topic), bus.objects_parked_topic, None),
-                (hold_subscription(EVENTS_DLQ_TOPIC), EVENTS_DLQ_TOPIC, None),
+                (hold_subscription(defaults.EVENTS_DLQ_TOPIC), defaults.EVENTS_DLQ_TOPIC, None),
             )
             for name, topic, policy in subscriptions:
                 path = subscription_path(project, name)

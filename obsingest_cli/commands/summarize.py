@@ -71,8 +71,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     stream.add_argument(
         "--dead-letter-topic",
-        default="exposure-events-dlq",
-        help="topic for undecodable input messages, reason in attribute dlq_reason ('' for none)",
+        default=defaults.EVENTS_DLQ_TOPIC,
+        help="topic for undecodable and late input messages, reason in attribute dlq_reason ('' for none)",
     )
     stream.add_argument("--kafka-bootstrap", help="also read from Kafka (needs Java expansion)")
     stream.add_argument("--bigquery-table", help="also write summaries to PROJECT:DATASET.TABLE")

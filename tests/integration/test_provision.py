@@ -7,9 +7,10 @@ import socket
 import pytest
 
 from infra.local import provision
-from infra.local.provision import EVENTS_DLQ_TOPIC, setup, subscribe
+from infra.local.provision import setup, subscribe
 from obsingest.bus.pubsub import topic_path
 from obsingest.bus.pull import PubSubPullSource, subscription_path
+from obsingest.defaults import EVENTS_DLQ_TOPIC
 from obsingest.errors import ServiceUnavailable
 from obsingest.settings import BusSettings, hold_subscription
 from obsingest_cli.main import build_parser
