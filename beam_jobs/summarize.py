@@ -22,6 +22,11 @@ from obsingest.messages import ExposureSummary
 log = get_logger("beam_jobs.summarize")
 
 
+def dead_letter_path(output: str, given: str | None = None) -> str:
+    """Where the batch job writes its dead letters: ``given``, else ``OUTPUT.dead-letter.jsonl``."""
+    return given or f"{output}.dead-letter.jsonl"
+
+
 def run_batch(
     arrivals: list[str],
     manifests: list[str],
@@ -36,7 +41,7 @@ def run_batch(
     JSON line to ``dead_letter_output`` (default ``OUTPUT.dead-letter.jsonl``; empty: nothing
     was bad)."""
     started = time.monotonic()
-    dead_letter_output = dead_letter_output or f"{output}.dead-letter.jsonl"
+    dead_letter_output = dead_letter_path(output, dead_letter_output)
     with beam.Pipeline(options=pipeline_options(pipeline_args or [])) as p:
         events = p | "ReadEvents" >> ReadExposureEvents([*arrivals, *manifests])
         result = events | "ExposureSummaries" >> ExposureSummaries(

@@ -45,6 +45,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--alerts-output", metavar="FILE", help="also write budget breaches (OVER_BUDGET/INCOMPLETE) here"
     )
+    parser.add_argument(
+        "--dead-letter-output",
+        metavar="FILE",
+        help="a JSON line per bad input file, block or record, naming it and why "
+        "(default OUTPUT.dead-letter.jsonl; empty when nothing was bad)",
+    )
     budget_option(parser, "per-CCD budget in seconds, readout -> published (default %(default)s)")
     stream = parser.add_argument_group("streaming")
     stream.add_argument("--streaming", action="store_true", help="run the streaming job instead of batch")

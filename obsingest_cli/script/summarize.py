@@ -40,10 +40,17 @@ def run_summarize(args: argparse.Namespace) -> int:
     if not args.arrivals or not args.output:
         print("summarize: batch mode needs --arrivals and --output", file=sys.stderr)
         return 2
+    from apache_beam.io.filesystems import FileSystems
+
     from beam_jobs.report import format_summary_table
-    from beam_jobs.summarize import run_batch
+    from beam_jobs.summarize import dead_letter_path, run_batch
 
     summaries = call_with_options(run_batch, args, pipeline_args=beam_args)
     print(format_summary_table(summaries))
     print(f"{len(summaries)} summaries -> {args.output}")
+    dead = dead_letter_path(args.output, args.dead_letter_output)
+    with FileSystems.open(dead) as fh:
+        bad = fh.read().count(b"\n")
+    if bad:
+        print(f"{bad} bad inputs skipped -> {dead}")
     return 0

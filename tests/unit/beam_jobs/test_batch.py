@@ -160,6 +160,14 @@ def test_cli_summarize_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert code == 0
     printed = capsys.readouterr().out
     assert "INCOMPLETE" in printed and "NO_MANIFEST" in printed and str(exposure_id(3)) in printed
+    assert "bad inputs" not in printed
+    (tmp_path / "arrivals-9.avro").write_bytes(b"not avro")
+    dead = tmp_path / "dead.jsonl"
+    args = ["summarize", "--arrivals", arrivals_glob, "--manifests", manifests_path, "--output", str(out)]
+    assert main([*args, "--dead-letter-output", str(dead), "--", "--runner=BundleBasedDirectRunner"]) == 0
+    assert f"1 bad inputs skipped -> {dead}" in capsys.readouterr().out
+    assert json.loads(dead.read_text())["file"] == str(tmp_path / "arrivals-9.avro")
+    (tmp_path / "arrivals-9.avro").unlink()
     report_dir = tmp_path / "report"
     code = main(
         [
