@@ -91,7 +91,9 @@ def _claim_statement(postgres: bool) -> Any:
     candidates = (
         select(o.c.id)
         .where(o.c.published_at.is_(None), _FREE)
-        .order_by(o.c.attempts, o.c.id)
+        # published_at (NULL in every candidate) first, as in ix_arrival_outbox_pending: so the
+        # planners (PostgreSQL's and SQLite's) read that index in order instead of sorting
+        .order_by(o.c.published_at, o.c.attempts, o.c.id)
         .limit(bindparam("limit"))
     )
     if postgres:
