@@ -283,7 +283,9 @@ class ArrivalOutbox(EngineQueries):
         old = (
             select(o.c.id)
             .where(o.c.published_at.is_not(None), o.c.published_at < now - older_than)
-            .order_by(o.c.id)
+            # in published order: each batch reads its rows from the published_at index and stops
+            # (in id order PostgreSQL read and sorted every row past the retention, each batch)
+            .order_by(o.c.published_at)
             .limit(batch)
         )
         stmt = delete(o).where(o.c.id.in_(old.scalar_subquery()))
