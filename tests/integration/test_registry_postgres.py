@@ -184,6 +184,32 @@ def test_pooled_connections_closed_by_the_server_are_replaced(postgres: str) -> 
         registry.close()
 
 
+def test_a_pool_of_stale_connections_is_replaced_in_one_attempt_on_the_one_statement_path(
+    postgres: str,
+) -> None:
+    """After a server restart every pooled connection is stale. The one-statement register path
+    (``prepared.autocommit_rows``) replaced one per attempt, each after a backoff: a pool larger
+    than the retry attempts failed the registration (RegistryUnavailable). Now one attempt."""
+    from tests.unit.obsingest.registry.outbox_contract import announce
+
+    registry = open_registry(postgres, pool_size=4, retry_attempts=2, retry_base_delay=0.01)
+    try:
+        registry.register(record(), announce=announce)  # the dimension rows: the full path
+        registry.register(record(DataId("LSSTComCam", DID.exposure, 4)), announce=announce)
+        held = [registry.engine.connect() for _ in range(4)]
+        for conn in held:
+            conn.close()  # four live connections in the pool
+        with psycopg.connect(conninfo(postgres), autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
+                "WHERE datname = %s AND pid <> pg_backend_pid()",
+                (make_url(postgres).database,),
+            )
+        assert registry.register(record(DataId("LSSTComCam", DID.exposure, 5)), announce=announce).created
+    finally:
+        registry.close()
+
+
 def test_migrations_from_two_processes_at_once(postgres: str) -> None:
     ctx = get_context("spawn")
     barrier = ctx.Manager().Barrier(2)
