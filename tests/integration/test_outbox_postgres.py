@@ -3,6 +3,8 @@ concurrent drains (``FOR UPDATE SKIP LOCKED`` claims) and a fresh database per t
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from obsingest.registry import Registry
@@ -117,11 +119,11 @@ def _fill(reg: Registry, rows: int, published: str = "NULL") -> None:
         conn.execution_options(isolation_level="AUTOCOMMIT").execute(text("ANALYZE arrival_outbox"))
 
 
-def _statement(reg: Registry, run) -> tuple[str, object]:
+def _statement(reg: Registry, run) -> tuple[str, Any]:
     """The outbox statement ``run`` executes, with its parameters."""
     from sqlalchemy import event
 
-    seen: list[tuple[str, object]] = []
+    seen: list[tuple[str, Any]] = []
 
     def record(conn, cursor, statement, parameters, context, executemany):
         seen.append((statement, parameters))
@@ -133,7 +135,7 @@ def _statement(reg: Registry, run) -> tuple[str, object]:
     return found
 
 
-def _rows_read(reg: Registry, sql: str, params: object, commit: bool = False) -> int:
+def _rows_read(reg: Registry, sql: str, params: Any, commit: bool = False) -> int:
     """How many rows PostgreSQL's scans of arrival_outbox read to run ``sql`` (EXPLAIN ANALYZE:
     it runs; rolled back unless ``commit``)."""
     total = 0
