@@ -38,7 +38,7 @@ from obsingest.registry.butler_reads import ButlerAudit, ButlerReads
 from obsingest.registry.butler_repo import ButlerSettings, default_companion_url, raw_formatter, repo_of
 from obsingest.registry.butler_setup import ButlerConflict, ButlerSetup
 from obsingest.registry.db_errors import RegistryUnavailable
-from obsingest.registry.engine import make_engine
+from obsingest.registry.engine import make_engine, open_butler
 from obsingest.registry.group_commit import GroupCommit, exposures_complete
 from obsingest.registry.migrations import migrate
 from obsingest.registry.outbox import insert_rows
@@ -97,14 +97,12 @@ class ButlerRegistry(ButlerReads, Registry):
 
     @classmethod
     def open(cls, settings: RegistrySettings, migrate_schema: bool = True) -> ButlerRegistry:
-        from lsst.daf.butler import Butler
-
         butler_settings = ButlerSettings()
         repo = repo_of(settings.url)
         companion = butler_settings.companion_url or default_companion_url(repo)
         companion_settings = settings.model_copy(update={"url": companion})
         try:
-            butler = Butler.from_config(repo, writeable=True)
+            butler = open_butler(repo, writeable=True)
         except Exception as exc:  # its database down at start: an outage (503), not a bug (500)
             if db_errors.classify(exc) is not db_errors.Verdict.TRANSIENT:
                 raise

@@ -15,6 +15,7 @@ from sqlalchemy import Connection, Engine, select
 
 from obsingest.registry import tables
 from obsingest.registry.audit import RegistryAudit, chunks
+from obsingest.registry.engine import open_butler
 from obsingest.registry.registry import jsonable
 from obsingest.settings import RegistrySettings, run_name
 
@@ -150,9 +151,7 @@ class ButlerConfirmation:
     is registered only if the Butler holds its dataset."""
 
     def __init__(self, repo: str) -> None:
-        from lsst.daf.butler import Butler
-
-        self.butler = Butler.from_config(repo)
+        self.butler = open_butler(repo)
         self._lock = threading.Lock()
 
     def __call__(self, ccd: Any) -> Any:

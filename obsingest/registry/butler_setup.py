@@ -21,6 +21,7 @@ from obsingest import camera
 from obsingest.errors import ObsIngestError, PermanentError
 from obsingest.logs import get_logger, log_event
 from obsingest.registry.butler_repo import RAW_DIMENSIONS, ButlerSettings, ensure_dataset_type, repo_of
+from obsingest.registry.engine import open_butler
 from obsingest.registry.registry import ExposureRecord
 from obsingest.retry import RetryPolicy, Transient, call_with_retries
 from obsingest.settings import run_name
@@ -223,10 +224,8 @@ def _sync(registry: Any, element: str, record: dict[str, Any]) -> None:
 def set_up_repository(settings: Any, instruments: Iterable[str]) -> dict[str, Any]:
     """``obsingest setup --registry butler:<repo>``: what the first registrations would set up
     (dataset type, runs, instruments and detectors), done up front."""
-    from lsst.daf.butler import Butler
-
     instruments = sorted(set(instruments))
-    butler = Butler.from_config(repo_of(settings.url), writeable=True)
+    butler = open_butler(repo_of(settings.url), writeable=True)
     try:
         setup = ButlerSetup(butler, settings.dataset_type, ButlerSettings().storage_class)
         return setup.prepare([run_name(settings.run, i) for i in instruments], instruments)

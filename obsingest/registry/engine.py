@@ -70,6 +70,21 @@ def postgres_connect_args(url: str, settings: RegistrySettings, *options: str) -
     return {**liveness, "options": " ".join(filter(None, (given, lock_timeout, *options)))}
 
 
+def open_butler(repo: str, writeable: bool = False) -> Any:
+    """A daf_butler Butler on ``repo``. daf_butler builds its own engine for a PostgreSQL registry,
+    without our bounds: they go into its URL as libpq parameters (``POSTGRES_LIVENESS``; a key the
+    URL sets is the URL's), else a server gone without a RST hangs an ingest for ~15 min."""
+    from lsst.daf.butler import Butler, ButlerConfig
+
+    config = ButlerConfig(repo)
+    db = config.get(("registry", "db"))
+    if isinstance(db, str) and db.startswith("postgresql"):
+        url = make_url(db)
+        bounds = {key: str(value) for key, value in POSTGRES_LIVENESS.items() if key not in url.query}
+        config["registry", "db"] = url.update_query_dict(bounds).render_as_string(hide_password=False)
+    return Butler.from_config(config, writeable=writeable)
+
+
 def make_engine(settings: RegistrySettings) -> Engine:
     url, pool = psycopg_url(settings.url), pool_options(settings)
     if url.startswith("sqlite"):

@@ -93,6 +93,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "exposure header warnings", lambda conn: _add_missing_columns(conn, tables.exposure)),
     Migration(8, "datastore record URI index", _create(tables.DATASTORE_URI_INDEX)),
     Migration(9, "datastore record stored-time index", _create(tables.DATASTORE_STORED_INDEX)),
+    Migration(10, "outbox pending-rows index", _create(facility_tables.OUTBOX_PENDING_INDEX)),
 )
 
 LATEST = MIGRATIONS[-1].version

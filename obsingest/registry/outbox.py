@@ -91,7 +91,9 @@ def _claim_statement(postgres: bool) -> Any:
     candidates = (
         select(o.c.id)
         .where(o.c.published_at.is_(None), _FREE)
-        .order_by(o.c.attempts, o.c.id)
+        # published_at (NULL in every candidate) first, as in ix_arrival_outbox_pending: so the
+        # planners (PostgreSQL's and SQLite's) read that index in order instead of sorting
+        .order_by(o.c.published_at, o.c.attempts, o.c.id)
         .limit(bindparam("limit"))
     )
     if postgres:
@@ -281,7 +283,9 @@ class ArrivalOutbox(EngineQueries):
         old = (
             select(o.c.id)
             .where(o.c.published_at.is_not(None), o.c.published_at < now - older_than)
-            .order_by(o.c.id)
+            # in published order: each batch reads its rows from the published_at index and stops
+            # (in id order PostgreSQL read and sorted every row past the retention, each batch)
+            .order_by(o.c.published_at)
             .limit(batch)
         )
         stmt = delete(o).where(o.c.id.in_(old.scalar_subquery()))

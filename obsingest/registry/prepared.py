@@ -36,8 +36,7 @@ class Prepared:
         self._defaults = {name: bind.effective_value for name, bind in compiled.binds.items()}
         self._order = tuple(compiled.positiontup or ()) if compiled.positional else None
         self._errors = engine.dialect.loaded_dbapi.Error
-        if not event.contains(engine, "checkin", _pooled):
-            event.listen(engine, "checkin", _pooled)
+        _mark_pooled(engine)
 
     def args(self, values: dict[str, Any]) -> tuple[Any, ...] | dict[str, Any]:
         merged = {**self._defaults, **values}
@@ -66,6 +65,12 @@ class Prepared:
                 conn.close()
 
 
+def _mark_pooled(engine: Engine) -> None:
+    """Mark ``engine``'s connections that go back to its pool (``_pooled``), once per engine."""
+    if not event.contains(engine, "checkin", _pooled):
+        event.listen(engine, "checkin", _pooled)
+
+
 def _pooled(dbapi_conn: Any, record: Any) -> None:
     """(pool checkin) Mark a connection that went back to the pool: it may be stale later."""
     if dbapi_conn is not None:
@@ -75,31 +80,32 @@ def _pooled(dbapi_conn: Any, record: Any) -> None:
 def autocommit_rows(engine: Engine, sql: str, params: Any) -> list[tuple[Any, ...]]:
     """Run ``sql`` (the driver's paramstyle) in autocommit on a pooled connection; its rows. A
     driver error is raised as SQLAlchemy's ``DBAPIError``, so ``db_errors.classify`` applies
-    (invalidated only when the connection broke: a value refused is the input's fault)."""
+    (invalidated only when the connection broke: a value refused is the input's fault). Pooled
+    connections the server closed since (a restart) are replaced at once, as ``Prepared.rows``
+    does: not one per retry, each after a backoff (a pool larger than the attempts failed)."""
     dbapi_error = engine.dialect.loaded_dbapi.Error
-    conn = engine.raw_connection()
-    driver: Any = conn.driver_connection
-    done = False
-    try:
-        driver.autocommit = True
-        cursor = driver.execute(sql, params)
-        rows = list(cursor.fetchall()) if cursor.description is not None else []
-        driver.autocommit = False
-        done = True
-        return rows
-    except dbapi_error as exc:
-        raise DBAPIError.instance(
-            sql,
-            params,
-            exc,
-            dbapi_error,
-            connection_invalidated=engine.dialect.is_disconnect(exc, driver, None),
-            dialect=engine.dialect,
-        ) from exc
-    finally:
-        if not done:
-            conn.invalidate()  # in an unknown state (autocommit on, or broken): never reused
-        conn.close()
+    _mark_pooled(engine)
+    while True:
+        conn = engine.raw_connection()
+        driver: Any = conn.driver_connection
+        done = False
+        try:
+            driver.autocommit = True
+            cursor = driver.execute(sql, params)
+            rows = list(cursor.fetchall()) if cursor.description is not None else []
+            driver.autocommit = False
+            done = True
+            return rows
+        except dbapi_error as exc:
+            broken = engine.dialect.is_disconnect(exc, driver, None)
+            if not (broken and conn.info.get("pooled")):  # stale: the next connection, below
+                raise DBAPIError.instance(
+                    sql, params, exc, dbapi_error, connection_invalidated=broken, dialect=engine.dialect
+                ) from exc
+        finally:
+            if not done:
+                conn.invalidate()  # in an unknown state (autocommit on, or broken): never reused
+            conn.close()
 
 
 @cache

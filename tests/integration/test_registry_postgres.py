@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from multiprocessing import get_context
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -21,9 +22,13 @@ from sqlalchemy.engine import make_url
 from obsingest.dataid import DataId
 from obsingest.registry import ExposureRecord, FileRecord, Registry, RegistryUnavailable
 from obsingest.registry import engine as engine_module
+from obsingest.registry import open_registry as open_any
+from obsingest.registry.butler_repo import make_repo
 from obsingest.registry.migrations import LATEST
 from obsingest.settings import RegistrySettings
 from tests.contracts.registry import RegistryContract
+from tests.integration.fixtures.butler import small_raw
+from tests.integration.fixtures.handles import PostgresServer
 
 pytestmark = pytest.mark.integration
 
@@ -179,6 +184,32 @@ def test_pooled_connections_closed_by_the_server_are_replaced(postgres: str) -> 
         registry.close()
 
 
+def test_a_pool_of_stale_connections_is_replaced_in_one_attempt_on_the_one_statement_path(
+    postgres: str,
+) -> None:
+    """After a server restart every pooled connection is stale. The one-statement register path
+    (``prepared.autocommit_rows``) replaced one per attempt, each after a backoff: a pool larger
+    than the retry attempts failed the registration (RegistryUnavailable). Now one attempt."""
+    from tests.unit.obsingest.registry.outbox_contract import announce
+
+    registry = open_registry(postgres, pool_size=4, retry_attempts=2, retry_base_delay=0.01)
+    try:
+        registry.register(record(), announce=announce)  # the dimension rows: the full path
+        registry.register(record(DataId("LSSTComCam", DID.exposure, 4)), announce=announce)
+        held = [registry.engine.connect() for _ in range(4)]
+        for conn in held:
+            conn.close()  # four live connections in the pool
+        with psycopg.connect(conninfo(postgres), autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity "
+                "WHERE datname = %s AND pid <> pg_backend_pid()",
+                (make_url(postgres).database,),
+            )
+        assert registry.register(record(DataId("LSSTComCam", DID.exposure, 5)), announce=announce).created
+    finally:
+        registry.close()
+
+
 def test_migrations_from_two_processes_at_once(postgres: str) -> None:
     ctx = get_context("spawn")
     barrier = ctx.Manager().Barrier(2)
@@ -329,3 +360,50 @@ def test_a_migration_waits_for_another_processs_migration_however_long(postgres:
     finally:
         release.join()
         holder.close()
+
+
+def test_a_butler_database_that_vanishes_fails_a_register_in_seconds_not_minutes(
+    postgres_server: PostgresServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """daf_butler builds its own engine for a repository's PostgreSQL registry, without libpq's
+    bounds: that server gone without a RST hung a register in the Butler's ingest for the
+    kernel's ~15 min. Its URL now carries POSTGRES_LIVENESS (shortened here): RegistryUnavailable."""
+    if os.geteuid() != 0 or shutil.which("iptables") is None:
+        pytest.fail("needs root and iptables to drop a port's packets (infra/local/system-deps.sh)")
+    for key, value in (("connect_timeout", 2), ("keepalives_idle", 1), ("keepalives_interval", 1)):
+        monkeypatch.setitem(engine_module.POSTGRES_LIVENESS, key, value)
+    monkeypatch.setitem(engine_module.POSTGRES_LIVENESS, "tcp_user_timeout", 2000)
+    butler_db, companion = (
+        postgres_server.create_database("butler"),
+        postgres_server.create_database("companion"),
+    )
+    forwarder = None
+    try:
+        with psycopg.connect(conninfo(butler_db), autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS btree_gist")
+        url = make_url(butler_db)
+        forwarder = _Forwarder(url.host or "127.0.0.1", url.port or 5432)
+        private = url.set(host="127.0.0.1", port=forwarder.port).render_as_string(hide_password=False)
+        monkeypatch.setenv("OBSINGEST_BUTLER_COMPANION_URL", companion)
+        registry = open_any(RegistrySettings(url=make_repo(tmp_path / "repo", registry_db=private)))
+        raws = {d: DataId("LSSTCam", 2026112200001, d) for d in (0, 1)}
+        records = {}
+        for d, did in raws.items():
+            (tmp_path / f"{d}.fits").write_bytes(small_raw(did.exposure, d))
+            records[d] = FileRecord(did, (tmp_path / f"{d}.fits").as_uri(), 1, "crc32c:0000abcd")
+        try:
+            registry.register(records[0])
+            with _vanished(forwarder.port):
+                thread, outcome = _in_thread(lambda: registry.register(records[1]))
+                thread.join(timeout=60)
+                assert not thread.is_alive(), "register still waiting for a Butler database that is gone"
+            [error] = outcome
+            assert isinstance(error, RegistryUnavailable), error
+            assert registry.register(records[1]).created
+        finally:
+            registry.close()
+    finally:
+        if forwarder is not None:
+            forwarder.close()
+        for db in (butler_db, companion):
+            postgres_server.drop_database(db)

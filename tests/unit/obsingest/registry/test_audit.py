@@ -37,7 +37,7 @@ def test_a_registry_made_before_the_index_gets_it_from_migration_9(registry):
 
     with registry.engine.begin() as conn:
         tables.DATASTORE_STORED_INDEX.drop(conn)
-        conn.execute(delete(tables.schema_version).where(tables.schema_version.c.version == 9))
-    assert migrations.migrate(registry.engine) == 1
+        conn.execute(delete(tables.schema_version).where(tables.schema_version.c.version >= 9))
+    assert migrations.migrate(registry.engine) == migrations.LATEST - 8
     indexes = {ix["name"] for ix in inspect(registry.engine).get_indexes("datastore_record")}
     assert tables.DATASTORE_STORED_INDEX.name in indexes

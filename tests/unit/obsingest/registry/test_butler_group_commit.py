@@ -262,13 +262,14 @@ def test_a_butler_database_down_at_start_is_an_outage_not_a_bug(tmp_path, monkey
     """Opening the Butler raised the driver's OperationalError as it was: a function started
     during a registry outage answered every delivery 500 (a bug), not 503 with Retry-After."""
     pytest.importorskip("lsst.daf.butler")
-    from lsst.daf.butler import Butler
     from sqlalchemy.exc import OperationalError
+
+    from obsingest.registry import butler
 
     def down(*args, **kwargs):
         raise OperationalError("connect", None, ConnectionRefusedError("connection refused"))
 
-    monkeypatch.setattr(Butler, "from_config", down)
+    monkeypatch.setattr(butler, "open_butler", down)
     monkeypatch.setenv("OBSINGEST_BUTLER_COMPANION_URL", f"sqlite:///{tmp_path / 'companion.sqlite3'}")
     with pytest.raises(RegistryUnavailable, match="connection refused"):
         ButlerRegistry.open(RegistrySettings(url=f"butler:{tmp_path / 'repo'}"))

@@ -41,3 +41,49 @@ def test_an_existing_registry_gains_the_outbox_by_migration(tmp_path):
     with old.engine.connect() as conn:
         assert migrations.current_version(conn) == LATEST
     old.close()
+
+
+def _plan(registry, run) -> str:
+    """SQLite's plan of the outbox statement ``run`` executes."""
+    from sqlalchemy import event
+
+    seen: list[tuple[str, object]] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        seen.append((statement, parameters))
+
+    event.listen(registry.engine, "before_cursor_execute", record)
+    run()
+    event.remove(registry.engine, "before_cursor_execute", record)
+    [(sql, params)] = [(s, p) for s, p in seen if "arrival_outbox" in s]
+    with registry.engine.connect() as conn:
+        return " ".join(str(tuple(r)) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, params))
+
+
+def test_a_claim_reads_the_pending_rows_in_order_from_an_index_not_all_of_them_sorted(tmp_path):
+    """A drain's claim of 100 sorted every pending row by (attempts, id) (64 ms at 100,000, for
+    each claim of a backlog after an outage); migration 10's partial index gives them in order."""
+    reg = Registry.open(RegistrySettings(url=f"sqlite:///{tmp_path / 'r.sqlite3'}"))
+    try:
+        plan = _plan(reg, lambda: reg.outbox.claim(limit=100))
+    finally:
+        reg.close()
+    assert "USING INDEX ix_arrival_outbox_pending" in plan and "TEMP B-TREE" not in plan, plan
+
+
+def test_a_registry_made_before_the_pending_index_gets_it_from_migration_10(tmp_path):
+    from sqlalchemy import delete, inspect
+
+    from obsingest.registry import migrations, tables
+    from obsingest.registry.facility_tables import OUTBOX_PENDING_INDEX
+
+    reg = Registry.open(RegistrySettings(url=f"sqlite:///{tmp_path / 'r.sqlite3'}"))
+    try:
+        with reg.engine.begin() as conn:
+            OUTBOX_PENDING_INDEX.drop(conn)
+            conn.execute(delete(tables.schema_version).where(tables.schema_version.c.version == 10))
+        assert migrations.migrate(reg.engine) == 1
+        indexes = {ix["name"] for ix in inspect(reg.engine).get_indexes("arrival_outbox")}
+        assert OUTBOX_PENDING_INDEX.name in indexes
+    finally:
+        reg.close()
