@@ -19,6 +19,9 @@ import requests
 from infra.containers.names import image
 from infra.containers.services import LOOPBACK, ContainerServices, free_port
 
+#: the components' restart policy: on a non-zero exit, with no limit
+RESTART = {"Name": "on-failure", "MaximumRetryCount": 0}
+
 
 @dataclass(frozen=True)
 class FacilityEndpoints:
@@ -141,12 +144,15 @@ class Facility:
         return registry_url
 
     def _component(self, name: str, command: list[str], env: dict[str, str], ready: Any) -> None:
+        """A component's container, started again by the engine whenever it exits with an error
+        (a crash, an OOM kill) once it was ready, as its platform restarts a service: each
+        resumes from what it holds durably. Docker's waits between restarts double to a minute."""
         from testcontainers.core.container import DockerContainer
 
         container = DockerContainer(image("obsingest"), env=env).with_command(command)
         key = f"{name}-{self.run_id}"
         self.names.append(key)
-        self.services.run(key, container, ready, self._timeout)
+        self.services.run(key, container, ready, self._timeout, restart_policy=RESTART)
 
     def _metered(self, name: str, command: list[str], env: dict[str, str]) -> None:
         """A component whose readiness is its Prometheus endpoint answering."""

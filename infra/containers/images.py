@@ -36,6 +36,8 @@ SERVICES = tuple(OFFICIAL)
 UV = str(Path(sys.executable).parent / "uv")
 #: the folder of ``images/`` holding a service's Dockerfile: its name, but for gcs
 DOCKERFILE_DIR = {service: service for service in SERVICES} | {"gcs": "fake-gcs-server"}
+#: the name (before its digest) of the container the deps image is committed from
+DEPS_BUILD = "obsingest-deps-build-"
 
 
 class ImageError(RuntimeError):
@@ -151,22 +153,25 @@ class Builder:
         only when requirements.lock or pyproject.toml change (the slow, 1 GB layer)."""
         digest = _folder_hash("obsingest-deps").hexdigest()[:16]
         tag = f"obsingest/obsingest-deps:{digest}"
-        if label_of(tag) == digest:
+        with artefact_lock(self.cache, "obsingest-deps"):
+            # a build killed before its `docker rm` left its container, 1 GB each, for good
+            if leftovers := docker("ps", "-aq", "--filter", f"name={DEPS_BUILD}").stdout.split():
+                docker("rm", "-f", *leftovers)
+            if label_of(tag) == digest:
+                return tag
+            venv = self._staged_deps(digest)
+            python_tag = "obsingest/obsingest-deps:python"
+            self.build("obsingest-python", python_tag, "obsingest-deps", digest, {})
+            # the 1 GB virtualenv goes in by a bind mount and `docker commit`: no build context
+            # (tarred, sent, unpacked and copied again by the classic builder), one copy only
+            started = time.monotonic()
+            name = f"{DEPS_BUILD}{digest}"
+            container = ["--name", name, "--network", "none", "-v", f"{venv}:/src:ro", python_tag]
+            docker("run", *container, "cp", "-a", "/src/.", "/opt/obsingest/")
+            docker("commit", "--change", f"LABEL {STAND_IN_LABEL}={digest}", name, tag)
+            docker("rm", name)
+            self.timings["obsingest-deps"] = time.monotonic() - started
             return tag
-        venv = self._staged_deps(digest)
-        python_tag = "obsingest/obsingest-deps:python"
-        self.build("obsingest-python", python_tag, "obsingest-deps", digest, {})
-        # the 1 GB virtualenv goes in by a bind mount and `docker commit`: no build context
-        # (tarred, sent, unpacked and copied again by the classic builder), one copy only
-        started = time.monotonic()
-        name = f"obsingest-deps-build-{digest}"
-        docker("rm", "-f", name, check=False)
-        container = ["--name", name, "--network", "none", "-v", f"{venv}:/src:ro", python_tag]
-        docker("run", *container, "cp", "-a", "/src/.", "/opt/obsingest/")
-        docker("commit", "--change", f"LABEL {STAND_IN_LABEL}={digest}", name, tag)
-        docker("rm", name)
-        self.timings["obsingest-deps"] = time.monotonic() - started
-        return tag
 
     def _staged_deps(self, digest: str) -> Path:
         """``.cache/images/obsingest-deps-<digest>/venv`` (older sets removed): a relocatable

@@ -60,11 +60,12 @@ class ContainerServices:
         self._futures: dict[str, Future[Any]] = {}
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="containers")
 
-    def run(self, name: str, container: Any, probe: Any, timeout: float = 120.0) -> Any:
-        """Start ``container`` on host networking with this session's labels, wait until
-        ``probe()`` passes; on failure remove it and raise."""
+    def run(self, name: str, container: Any, probe: Any, timeout: float = 120.0, **create: Any) -> Any:
+        """Start ``container`` on host networking with this session's labels (and ``create``,
+        more of docker's create arguments), wait until ``probe()`` passes; on failure (also an
+        exit and restart before that) remove it and raise."""
         container.ports.clear()  # host networking: no port bindings
-        self.containers[name] = container.with_kwargs(network="host", labels=labels(self.session))
+        self.containers[name] = container.with_kwargs(network="host", labels=labels(self.session), **create)
         last: Exception | None = None
         deadline = time.monotonic() + timeout
         try:
@@ -79,7 +80,7 @@ class ContainerServices:
                 last = exc
             wrapped = container.get_wrapped_container()
             wrapped.reload()
-            if wrapped.status in ("exited", "dead"):
+            if wrapped.status in ("exited", "dead") or wrapped.attrs.get("RestartCount"):
                 break
             time.sleep(0.25)
         logs = container_logs(container)

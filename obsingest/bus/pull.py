@@ -10,6 +10,7 @@ gRPC calls (``direct_rpc``); a deadline or cancel is an empty pull.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -21,6 +22,7 @@ from typing import Any, Protocol
 from obsingest.bus.direct_rpc import DirectRpcs
 from obsingest.errors import PermanentError
 from obsingest.logs import get_logger, log_event
+from obsingest.retry import RetryPolicy
 
 log = get_logger("obsingest.bus.pull")
 
@@ -174,12 +176,16 @@ class PubSubPullSource:
 #: deliveries of one message its callback failed on before ``SubscriberThread`` gives it up: its
 #: subscription (``provision.subscribe``) has no dead-letter policy to stop the redeliveries
 SUBSCRIBER_MAX_ATTEMPTS = 5
+#: ``SubscriberThread``'s waits after failed pulls in a row: 0.5 s, doubling up to 5 s
+SUBSCRIBER_BACKOFF = RetryPolicy(base_delay=0.5, max_delay=5.0, deadline=None, jitter=False)
 
 
 class SubscriberThread:
     """Pull a subscription in a background thread, hand each message to ``callback``, ack it.
     A callback that raises leaves the message unacked, redelivered after the ack deadline, up to
-    ``max_attempts`` deliveries; then it is acked and logged as dropped with the last error."""
+    ``max_attempts`` deliveries; then it is acked and logged as dropped with the last error.
+    Should the subscription be gone (an emulator restarted), it makes the topic and the
+    subscription again and goes on."""
 
     def __init__(
         self,
@@ -195,22 +201,37 @@ class SubscriberThread:
         self.max_attempts = max_attempts
         #: failed deliveries per message id, of messages not yet handled nor given up
         self._failures: dict[str, int] = {}
+        #: the request that makes the subscription again (read by ``start``)
+        self._again: dict[str, Any] = {}
         self._last = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> SubscriberThread:
+        found = self.source.client.get_subscription(request={"subscription": self.source.path})
+        self._again = {
+            "name": self.source.path,
+            "topic": found.topic,
+            "ack_deadline_seconds": found.ack_deadline_seconds,
+        }
         self._thread.start()
         return self
 
     def _run(self) -> None:
+        from google.api_core import exceptions as api_exceptions
+
+        failures = 0
         while not self._stop.is_set():
             try:
                 deliveries = self.source.pull(100, 2.0)
-            except Exception as exc:  # emulator hiccup: keep going
-                log_event(log, "subscriber.pull_failed", logging.WARNING, error=str(exc))
-                self._stop.wait(0.5)
+            except Exception as exc:  # an emulator restarting: keep going
+                failures += 1
+                log_event(log, "subscriber.pull_failed", logging.WARNING, error=str(exc), failures=failures)
+                if isinstance(exc, api_exceptions.NotFound):
+                    self._subscribe_again()
+                self._stop.wait(SUBSCRIBER_BACKOFF.backoff_cap(failures))
                 continue
+            failures = 0
             done = []
             for delivery in deliveries:
                 try:
@@ -246,6 +267,22 @@ class SubscriberThread:
                 self.source.ack(done)
             except Exception as exc:  # they come back after the ack deadline: keep running
                 log_event(log, "subscriber.ack_failed", logging.WARNING, error=str(exc))
+
+    def _subscribe_again(self) -> None:
+        """Make the topic and the subscription again: an emulator restarted forgot both."""
+        from google.api_core import exceptions as api_exceptions
+        from google.cloud import pubsub_v1  # type: ignore[attr-defined]  # untyped, namespace pkg
+
+        try:
+            with pubsub_v1.PublisherClient() as publisher, contextlib.suppress(api_exceptions.AlreadyExists):
+                publisher.create_topic(request={"name": self._again["topic"]})
+            with contextlib.suppress(api_exceptions.AlreadyExists):
+                self.source.client.create_subscription(request=self._again)
+        except Exception as exc:  # tried again after the next failed pull
+            log_event(log, "subscriber.subscribe_failed", logging.WARNING, error=str(exc))
+            return
+        again = {"subscription": self._again["name"], "topic": self._again["topic"]}
+        log_event(log, "subscriber.subscribed_again", logging.WARNING, **again)
 
     def idle_for(self) -> float:
         """Seconds since the last message arrived."""

@@ -173,3 +173,16 @@ def test_the_pubsub_emulator_forgets_what_it_delivered(monkeypatch: pytest.Monke
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_pubsub_emulator_keeps_an_unpulled_message_for_the_subscriptions_retention() -> None:
+    """pstest drops a message nobody pulled 10 minutes after its publishing (a constant), so a
+    subscriber down longer on the local stack lost its backlog, which Pub/Sub keeps for the
+    subscription's retention (7 days by default). pstest-server's Go test drives pstest's own
+    clock past the 10 minutes (nothing here can set the constant, nor wait that long)."""
+    from infra.local.stack.golang import run_go
+    from infra.local.stack.pubsub_emulator import PubSub
+    from infra.local.stack.settings import load_settings
+
+    emulator = PubSub(load_settings())
+    run_go(emulator.settings, emulator.name, ["test", "-count=1", "."], cwd=emulator.source_dir)

@@ -8,6 +8,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -49,7 +51,8 @@ func main() {
 	if err != nil {
 		log.Fatalf("listen on %s:%d: %v", *host, *port, err)
 	}
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(*maxBytes), grpc.MaxSendMsgSize(*maxBytes))
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(*maxBytes), grpc.MaxSendMsgSize(*maxBytes),
+		grpc.UnaryInterceptor(keepForRetention(&fake.GServer)))
 	pubsubpb.RegisterPublisherServer(srv, &fake.GServer)
 	pubsubpb.RegisterSubscriberServer(srv, &fake.GServer)
 	pubsubpb.RegisterSchemaServiceServer(srv, &fake.GServer)
@@ -76,8 +79,8 @@ func main() {
 // more than `age` ago. pstest keeps every message ever published (GServer.msgs and msgsByID,
 // for its in-process inspection API and Seek) and never forgets one: ~2.6 KB a message,
 // measured, so a long-running emulator grew by about a GB a night of CCDs. A subscription holds
-// its own reference to each message it has not had acked, so delivery is unaffected; pstest
-// itself drops a subscription's messages left unpulled for 10 minutes, hence the default.
+// its own reference to each message it has not had acked, so delivery is unaffected: the record
+// serves only pstest's in-process inspection and a Seek to a time, which nothing here uses.
 func forgetPublishedEvery(g *pstest.GServer, age time.Duration) {
 	interval := max(age/10, 100*time.Millisecond)
 	for range time.Tick(interval) {
@@ -117,4 +120,76 @@ func forgetPublished(g *pstest.GServer, cut time.Time) (int, error) {
 		*published = append([]*pstest.Message(nil), (*published)[n:]...)
 	}
 	return n, nil
+}
+
+// pstestDropsAfter is how long after its publishing pstest keeps a subscription's message that is
+// not out for delivery, whatever the subscription's retention (fake.go's retentionDuration).
+const pstestDropsAfter = 10 * time.Minute
+
+// keepForRetention makes each new subscription keep its messages for its
+// message_retention_duration (Pub/Sub's default, 7 days, when it names none), as Pub/Sub does:
+// pstest dropped them 10 minutes after publishing, so a subscriber down longer lost its backlog.
+// pstest compares the publish time with the subscription's own clock (its timeNowFunc, which
+// otherwise only sets and expires ack deadlines), so that clock is set back by the difference.
+// A later UpdateSubscription of the retention is not honoured.
+func keepForRetention(g *pstest.GServer) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		resp, err := handler(ctx, req)
+		sub, ok := resp.(*pubsubpb.Subscription)
+		if err == nil && ok && info.FullMethod == pubsubpb.Subscriber_CreateSubscription_FullMethodName {
+			back := sub.GetMessageRetentionDuration().AsDuration() - pstestDropsAfter
+			if err := setBackClock(g, sub, back); err != nil {
+				log.Printf("pstest-server: %s drops what is unpulled after 10 minutes: %v", sub.Name, err)
+			}
+		}
+		return resp, err
+	}
+}
+
+// setBackClock sets the clock of the subscription pstest made of `sub` `back` behind the
+// server's, under pstest's lock, with the ack deadlines of messages out for delivery (a publish
+// may have come first), which keep their meaning. The unexported fields are reached by
+// reflection, and checked, so a pstest that changed them is left alone.
+func setBackClock(g *pstest.GServer, sub *pubsubpb.Subscription, back time.Duration) error {
+	v := reflect.ValueOf(g).Elem()
+	mu, subs := v.FieldByName("mu"), v.FieldByName("subs")
+	if !mu.IsValid() || mu.Type() != reflect.TypeFor[sync.Mutex]() || !subs.IsValid() ||
+		subs.Kind() != reflect.Map || subs.Type().Key().Kind() != reflect.String {
+		return errors.New("pstest's GServer has no mu and subs of the expected types")
+	}
+	lock := (*sync.Mutex)(unsafe.Pointer(mu.UnsafeAddr()))
+	lock.Lock()
+	defer lock.Unlock()
+	s := subs.MapIndex(reflect.ValueOf(sub.Name))
+	if !s.IsValid() || s.Kind() != reflect.Pointer || s.Elem().Kind() != reflect.Struct {
+		return errors.New("no subscription of the expected type under that name")
+	}
+	s = s.Elem()
+	proto, clock, msgs := s.FieldByName("proto"), s.FieldByName("timeNowFunc"), s.FieldByName("msgs")
+	if !proto.IsValid() || proto.Type() != reflect.TypeFor[*pubsubpb.Subscription]() ||
+		!clock.IsValid() || clock.Type() != reflect.TypeFor[func() time.Time]() ||
+		!msgs.IsValid() || msgs.Kind() != reflect.Map || msgs.Type().Elem().Kind() != reflect.Pointer ||
+		msgs.Type().Elem().Elem().Kind() != reflect.Struct {
+		return errors.New("pstest's subscription has no proto, timeNowFunc and msgs of the expected types")
+	}
+	field, ok := msgs.Type().Elem().Elem().FieldByName("ackDeadline")
+	if !ok || field.Type != reflect.TypeFor[time.Time]() {
+		return errors.New("pstest's message has no ackDeadline of the expected type")
+	}
+	if *(**pubsubpb.Subscription)(unsafe.Pointer(proto.UnsafeAddr())) != sub {
+		return errors.New("the subscription was made again meanwhile")
+	}
+	if back <= 0 {
+		return nil
+	}
+	now := (*func() time.Time)(unsafe.Pointer(clock.UnsafeAddr()))
+	server := *now
+	*now = func() time.Time { return server().Add(-back) }
+	for it := msgs.MapRange(); it.Next(); {
+		deadline := (*time.Time)(unsafe.Pointer(it.Value().Elem().FieldByIndex(field.Index).UnsafeAddr()))
+		if !deadline.IsZero() {
+			*deadline = deadline.Add(-back)
+		}
+	}
+	return nil
 }

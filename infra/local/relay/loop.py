@@ -39,7 +39,7 @@ class DeadLetterSink(Protocol):
 COMPONENT = "relay"
 COUNTS = {"acked": "delivered", "nacked": "retried", "dead_lettered": "dead_lettered"}
 #: seconds after its backoff a failed message still not back is forgotten (an emulator restart
-#: or pstest's 10-minute retention dropped it, another consumer took it); should it come back,
+#: dropped it, another consumer took it); should it come back,
 #: Pub/Sub's ``delivery_attempt`` counts on
 FORGET_AFTER = 600.0
 

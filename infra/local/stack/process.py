@@ -139,15 +139,18 @@ def spawn(
     ports: Sequence[int] = (),
 ) -> PidRecord:
     """Start ``argv`` detached in a new session, output appended to ``log_path``; record its pid
-    and ``owner`` (token, pid, start ticks of the process that may stop it)."""
+    and ``owner`` (token, pid, start ticks of the process that may stop it). The process waits,
+    as a shell reading its stdin, for the record to be written before it execs ``argv``: killed
+    before that, we leave the shell an end of file, and it exits instead of running a service
+    no record knows (a second start failed on its port, or ran the service twice)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
         log.write(f"\n=== {stamp} starting: {' '.join(argv)}\n".encode())
         log.flush()
         proc = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
+            ["/bin/sh", "-c", 'read -r go && exec "$@" </dev/null', "sh", *argv],
+            stdin=subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},
@@ -170,6 +173,10 @@ def spawn(
         ports=list(ports),
     )
     write_pid_file(pid_path, record)
+    assert proc.stdin is not None
+    with contextlib.suppress(BrokenPipeError):  # it died: wait_healthy reports it
+        proc.stdin.write(b"go\n")
+        proc.stdin.close()
     return record
 
 

@@ -178,10 +178,10 @@ def test_pubsub_delivery_attempt_counts_when_higher_than_ours():
 
 
 def test_a_failed_message_that_never_comes_back_stops_counting_as_pending():
-    """After an emulator restart (or pstest's 10-minute retention) a nacked message never comes
-    back: its count was kept for good, so pending_retries never fell to 0 (``obsingest relay
-    --until-idle`` never ended, ``wait_idle`` always timed out) and the counts grew with every
-    such message. Long past its backoff it is forgotten."""
+    """After an emulator restart a nacked message never comes back: its count was kept for good,
+    so pending_retries never fell to 0 (``obsingest relay --until-idle`` never ended,
+    ``wait_idle`` always timed out) and the counts grew with every such message. Long past its
+    backoff it is forgotten."""
 
     class LosingSource(FakeSource):
         def nack(self, ack_ids: list[str], delay_seconds: int) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 import shlex
 import signal
 import subprocess
@@ -182,6 +183,45 @@ def test_pid_file_round_trip_and_recycled_pid(tmp_path: Path) -> None:
     path.write_text("not json")
     assert read_pid_file(path) is None
     assert read_pid_file(tmp_path / "missing.json") is None
+
+
+#: a start SIGKILLed right after spawn's Popen, before the pid file: prints the spawned pid
+_KILLED_BEFORE_PID_FILE = """
+import os, signal, sys
+from pathlib import Path
+from infra.local.stack import process
+
+def killed(path, record):
+    print(record.pid, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+process.write_pid_file = killed
+run = Path(sys.argv[1])
+process.spawn("dummy", [sys.executable, "-c", "import time; time.sleep(300)"],
+              log_path=run / "dummy.log", pid_path=run / "dummy.json")
+"""
+
+
+def test_a_start_killed_before_its_pid_file_leaves_no_service_running(tmp_path: Path) -> None:
+    """SIGKILLed between spawn's Popen and its pid file, a start left the service running with no
+    record of it: the next start failed on its port (or, before it listened, ran it twice).
+    The spawned process waits for the record, and exits when its writer is gone."""
+    env = {**os.environ, "PYTHONPATH": str(project_root())}
+    argv = [sys.executable, "-c", _KILLED_BEFORE_PID_FILE, str(tmp_path)]
+    starter = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+    assert starter.returncode == -signal.SIGKILL, starter.stderr
+    pid = int(starter.stdout)
+    try:
+        exited = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return  # gone already
+    try:
+        gone = select.select([exited], [], [], 30)[0]
+        if not gone:  # still the one spawned: stop it
+            os.killpg(pid, signal.SIGKILL)
+    finally:
+        os.close(exited)
+    assert gone, "the spawned service runs on, unrecorded"
 
 
 def test_spawn_and_stop_kill_the_whole_group(tmp_path: Path) -> None:

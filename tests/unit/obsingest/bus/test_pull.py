@@ -113,6 +113,11 @@ class RedeliveringSource:
     """A subscription without a dead-letter policy: what is not acked comes back at the next
     pull (its ack deadline passed), with a fresh ack id, until ``limit`` deliveries."""
 
+    path = "projects/p/subscriptions/s"
+    client = SimpleNamespace(
+        get_subscription=lambda request: SimpleNamespace(topic="t", ack_deadline_seconds=10)
+    )
+
     def __init__(self, *message_ids: str, limit: int = 50) -> None:
         self.pending = list(message_ids)
         self.deliveries: dict[str, int] = {}
