@@ -44,11 +44,11 @@ def run(args: argparse.Namespace) -> int:
     from obsingest.logs import get_logger, log_event
     from obsingest.metrics import get_metrics
     from obsingest.metrics_http import serve_metrics
-    from obsingest.retry import RetryPolicy, Transient, call_with_retries
+    from obsingest.retry import RetryPolicy
 
     #: a store or DLQ outage outlasting an instance's retries stops it without committing past
     #: what it could not write; a new instance resumes from the commit, for as long as it lasts
-    RESTART = RetryPolicy(max_attempts=sys.maxsize, base_delay=1.0, max_delay=30.0, deadline=None)
+    RESTART = RetryPolicy(base_delay=1.0, max_delay=30.0, deadline=None)
     log = get_logger("obsingest.assembler")
 
     logs.configure(args.log_level)
@@ -60,27 +60,26 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     metrics = get_metrics()  # started by the service
 
-    def pause(seconds: float) -> None:  # a SIGTERM ends a wait between instances
-        stop.wait(seconds)
-
     metrics_server = serve_metrics()  # /metrics on OBSINGEST_METRICS_PORT (0: off)
+    failed = 0  # instances stopped in a row without finishing a file: the outage's length
     try:
-        call_with_retries(
-            lambda _left: AssemblerService(settings, metrics=metrics).run(stop, idle_exit_s=args.idle_exit),
-            lambda exc: (
-                Transient("outage") if isinstance(exc, RetriableError) and not stop.is_set() else None
-            ),
-            RESTART,
-            what="assembler",
-            sleep=pause,
-            on_retry=lambda a: log_event(
-                log, "assembler.restarting", logging.ERROR, error=str(a.error), delay_s=round(a.delay, 1)
-            ),
-        )
+        while True:
+            service: AssemblerService | None = None
+            try:
+                service = AssemblerService(settings, metrics=metrics)
+                service.run(stop, idle_exit_s=args.idle_exit)
+                return 0
+            except RetriableError as exc:
+                if stop.is_set():
+                    raise
+                failed = 1 if service is not None and service.progressed else failed + 1
+                delay = RESTART.backoff(failed)
+                log_event(log, "assembler.restarting", logging.ERROR, error=str(exc), delay_s=round(delay, 1))
+                if stop.wait(delay):  # a SIGTERM ends the wait
+                    return 0
     finally:
         if metrics_server is not None:
             metrics_server.close()
-    return 0
 
 
 def command(bootstrap: str, topic: str, dlq_topic: str, group: str, store_url: str) -> list[str]:

@@ -32,6 +32,10 @@ Partition = tuple[str, int]
 COMPLETED_MEMORY = 4096
 #: missing chunk indices an incomplete file's report lists (the lowest; a record may claim any count)
 MISSING_LISTED = 1000
+#: copies open or held at once, all partitions: past it, the one whose data id opened first is
+#: dead-lettered incomplete. The memory limit counts payload only: a flood of first chunks (a
+#: writer gone wrong) grew their bookkeeping past any memory; a night's own are a few hundred
+MAX_OPEN_FILES = 10_000
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,7 @@ class Incomplete:
     received: int
     first_offset: int
     last_offset: int
-    cause: str  # "memory" | "timeout" | "revoked"
+    cause: str  # "memory" | "timeout" | "open-files-limit"
     final: bool
     file_checksum: str
 
@@ -162,6 +166,8 @@ class Reassembler:
     _partitions: dict[Partition, _PartitionState] = field(default_factory=dict, init=False)
     #: payload bytes currently held for incomplete files
     memory_bytes: int = field(default=0, init=False)
+    #: copies open or held
+    _copies: int = field(default=0, init=False)
     _seq: int = field(default=0, init=False)
 
     def open_files(self) -> list[str]:
@@ -267,7 +273,7 @@ class Reassembler:
         self.memory_bytes += len(chunk.payload)
         if len(current.parts) == current.chunk_count:
             return self._complete(partition, state, current)
-        return self._enforce_memory()
+        return self._enforce_limits()
 
     def _open(
         self, state: _PartitionState, chunk: CcdChunk, data_id: DataId, offset: int, now: float
@@ -287,6 +293,7 @@ class Reassembler:
             started=self._seq,
         )
         state.files.setdefault(data_id.key, []).append(new)
+        self._copies += 1
         return new
 
     def _forget(self, state: _PartitionState, f: _File) -> None:
@@ -296,7 +303,9 @@ class Reassembler:
         if f.parts is not None:
             f.parts = {}
         copies = state.files.get(key, [])
-        copies[:] = [c for c in copies if c is not f]
+        kept = [c for c in copies if c is not f]
+        self._copies -= len(copies) - len(kept)
+        copies[:] = kept
         if not copies:
             state.files.pop(key, None)
 
@@ -354,9 +363,14 @@ class Reassembler:
         while len(state.completed) > COMPLETED_MEMORY:
             state.completed.popitem(last=False)
 
-    def _enforce_memory(self) -> list[Verdict]:
-        """Over the limit: drop the youngest open copies' payloads (their offsets stay held)."""
+    def _enforce_limits(self) -> list[Verdict]:
+        """Over ``MAX_OPEN_FILES``: give up the copies whose data id opened first. Over the
+        memory limit: drop the youngest open copies' payloads (their offsets stay held)."""
         out: list[Verdict] = []
+        while self._copies > MAX_OPEN_FILES:
+            firsts = [(next(iter(s.files.values()))[0], p, s) for p, s in self._partitions.items() if s.files]
+            first, p, state = min(firsts, key=lambda c: c[0].started)
+            out.append(self._give_up(p, state, first, "open-files-limit"))
         while self.memory_bytes > self.memory_limit_bytes:
             candidates = [
                 (f.started, p, f)
@@ -389,14 +403,17 @@ class Reassembler:
             if settled is not None:
                 last = min(last, settled(partition) - self.incomplete_timeout_s)
             for f in [f for c in state.files.values() for f in c if f.last_seen <= last]:
-                key = f.data_id.key
-                self._forget(state, f)
-                if state.files.get(key):
-                    why = f"{f.partial('timed out')} while another copy is open"
-                    out.append(Ignored(partition, f.first_offset, key, why))
-                else:
-                    out.append(self._incomplete(partition, f, "timeout", final=True))
+                out.append(self._give_up(partition, state, f, "timeout"))
         return out
+
+    def _give_up(self, partition: Partition, state: _PartitionState, f: _File, cause: str) -> Verdict:
+        """Drop the unfinished copy ``f``: reported incomplete, quietly if another copy is open."""
+        key = f.data_id.key
+        self._forget(state, f)
+        if state.files.get(key):
+            what = "timed out" if cause == "timeout" else f"dropped ({cause})"
+            return Ignored(partition, f.first_offset, key, f"{f.partial(what)} while another copy is open")
+        return self._incomplete(partition, f, cause, final=True)
 
     def next_offset(self, partition: Partition) -> int:
         """The offset after the last record fed from ``partition`` (0: none yet)."""
@@ -412,6 +429,7 @@ class Reassembler:
             state = self._partitions.pop(partition, None)
             if state is not None:
                 self.memory_bytes -= sum(f.nbytes for c in state.files.values() for f in c)
+                self._copies -= sum(len(c) for c in state.files.values())
         return safe
 
     @staticmethod

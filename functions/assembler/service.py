@@ -46,6 +46,9 @@ COMPONENT = "assembler"
 GAUGE_SECONDS = 2.0
 #: seconds to wait for a partition's high watermark before an idle file's expiry
 WATERMARK_TIMEOUT_S = 2.0
+#: seconds before a partition whose watermark could not be had is asked again (each ask that
+#: fails holds the loop for the timeout; its idle files only wait a little longer)
+WATERMARK_RETRY_S = 30.0
 #: ``counts()`` name -> the outcome or count it reads
 COUNTS = {"existing": "duplicate", "conflicts": "quarantined", "poison": "dead_lettered"} | {
     name: name for name in ("stored", "ignored", "recovered", "records", "bytes")
@@ -97,6 +100,8 @@ class AssemblerService:
         #: per partition: (high watermark, when asked) not read to yet; the last such time read to
         self._marks: dict[TP, tuple[int, float]] = {}
         self._settled_at: dict[TP, float] = {}
+        #: per partition whose watermark query failed: when to ask again
+        self._ask_after: dict[TP, float] = {}
         self._committed: dict[TP, int] = {}
         self._lock = threading.Lock()
         self._subscribed = False
@@ -105,6 +110,8 @@ class AssemblerService:
         self._failed = False
         #: raised by the next poll
         self._store_error: BaseException | None = None
+        #: a file stored or dead-lettered: this instance got past what stopped the one before
+        self.progressed = False
         #: completed files being written: they hold their partition's commit back
         self._stores = ThreadPoolExecutor(settings.store_concurrency, thread_name_prefix="assembler-store")
         self._pending: dict[Future[None], Completed] = {}
@@ -225,13 +232,16 @@ class AssemblerService:
             self._settled_at[tp] = settled
         if mark is None:
             now = self.reassembler.clock()
+            if now < self._ask_after.get(tp, now):
+                return settled
             try:
                 _, high = self._consumer.get_watermark_offsets(
                     TopicPartition(*tp), timeout=WATERMARK_TIMEOUT_S
                 )
-            except KafkaException as exc:  # cannot tell: the file waits for the next poll
+            except KafkaException as exc:  # cannot tell: the file waits
                 log_event(log, "assembler.watermark_failed", logging.WARNING, partition=tp[1], error=str(exc))
                 self._marks.pop(tp, None)
+                self._ask_after[tp] = now + WATERMARK_RETRY_S
                 return settled
             if self.reassembler.next_offset(tp) >= high:
                 settled = self._settled_at[tp] = now
@@ -318,11 +328,13 @@ class AssemblerService:
         elif isinstance(verdict, Poison):
             self.dead_letters.poison(verdict, msg.key() if msg is not None else None)
             self.metrics.ccd(COMPONENT, "dead_lettered", reason=verdict.reason)
+            self.progressed = True
         elif isinstance(verdict, Incomplete) and not verdict.final:  # dropped for memory: offsets held
             log_event(log, "assembler.evicted", logging.WARNING, **verdict_fields(verdict))
         elif isinstance(verdict, Incomplete):
             self.dead_letters.incomplete(verdict)
             self.metrics.ccd(COMPONENT, "dead_lettered", reason=PoisonReason.INCOMPLETE)
+            self.progressed = True
         elif isinstance(verdict, Recover):  # re-read the dropped file; its verdicts are acted on here
             finished = reread(self.settings, verdict)
             self.metrics.add(COMPONENT, "recovered")
@@ -367,6 +379,7 @@ class AssemblerService:
                 _store_retry(gave_up.attempts, gave_up.last)
                 raise StoreUnavailable(f"{name}: {gave_up.last}") from gave_up.last
             self.metrics.ccd(COMPONENT, outcome, reason="checksum-conflict" if status == "conflict" else None)
+            self.progressed = True
             log_event(
                 log,
                 f"assembler.{status}",
@@ -416,7 +429,7 @@ class AssemblerService:
         safe = self.reassembler.revoke(revoked)
         for tp in revoked:
             self._assigned.discard(tp)
-            for kept in (self._committed, self._marks, self._settled_at):
+            for kept in (self._committed, self._marks, self._settled_at, self._ask_after):
                 kept.pop(tp, None)
         return revoked, safe
 

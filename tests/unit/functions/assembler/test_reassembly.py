@@ -8,6 +8,7 @@ import os
 import pytest
 
 from functions.assembler.reassembly import (
+    MAX_OPEN_FILES,
     Completed,
     Ignored,
     Incomplete,
@@ -293,6 +294,29 @@ def test_timeout_dead_letters_an_idle_file_with_missing_chunks_and_releases_its_
     assert r.memory_bytes == 4096
     feed(b[1], now=32)
     assert only(feed(b[2], now=33), Completed).data == data_b
+
+
+def test_a_flood_of_first_chunks_is_bounded_by_giving_up_the_file_opened_first():
+    # the memory limit counts payload only: first chunks of ever new CCDs (one byte each, a
+    # writer gone wrong) grew the per-file bookkeeping without bound until the process was
+    # killed for memory, and again after each restart (the commit held at the first of them)
+    r = Reassembler()
+    feed = Feeder(r)
+    _, _, records = ccd(0, size=2, chunk=1)
+    flood = [
+        reencode(records[0], instrument="LSSTCam", exposure=2026112200001 + i // 189, detector=i % 189)
+        for i in range(MAX_OPEN_FILES + 1)
+    ]
+    dropped = only([v for record in flood for v in feed(record)], Incomplete)
+    first = DataId("LSSTCam", 2026112200001, 0).key
+    assert (dropped.data_id, dropped.cause, dropped.final, dropped.missing) == (
+        first,
+        "open-files-limit",
+        True,
+        [1],
+    )
+    assert len(r.open_files()) == MAX_OPEN_FILES
+    assert r.safe_offset(P0) == 1  # released: reported, the commit passes it
 
 
 def test_duplicates_keep_an_open_file_alive():

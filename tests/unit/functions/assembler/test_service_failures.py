@@ -259,3 +259,50 @@ def test_under_steady_traffic_a_dead_partial_still_expires_once_what_was_there_i
     service.close()
     assert [dict(r["headers"])["dlq_reason"] for r in dlq.records] == [b"incomplete"]
     assert max(o for _, o in consumer.commits) == len(others) + 1
+
+
+class HiccupConsumer(FakeConsumer):
+    """A broker hiccup: the watermark query fails (after its timeout, 2 s on a real consumer)
+    until the test ends it."""
+
+    def __init__(self, messages: list[Msg]) -> None:
+        super().__init__(messages)
+        self.asked = 0
+        self.hiccup = True
+
+    def get_watermark_offsets(self, partition, timeout=None, cached=False):
+        from confluent_kafka import KafkaError, KafkaException
+
+        if cached:  # the lag gauge's: no round trip
+            return 0, 1
+        self.asked += 1
+        if self.hiccup:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+        return 0, 1
+
+
+def test_a_failing_watermark_query_is_not_asked_again_on_every_poll(tmp_path):
+    # while the high watermark could not be had, every poll asked again and waited its 2 s
+    # timeout (per partition with an idle file): the loop took a batch per 2 s, the Kafka path
+    # fell behind the night's rate for as long as the hiccup lasted
+    from functions.assembler.service import WATERMARK_RETRY_S
+
+    service, _ = _service(tmp_path, LocalDirStore(tmp_path / "store"))
+    when = datetime.now(UTC)
+    dead = next(iter_chunks(DataId("LSSTComCam", 2026112200001, 0), b"x" * 10000, when, None, "t", 4096))
+    consumer = HiccupConsumer([Msg(0, 0, encode_chunk(dead))])
+    service._consumer = cast(Any, consumer)
+    service.dead_letters._producer = dlq = cast(Any, RecordingProducer())
+    now = [0.0]
+    service.reassembler.clock = lambda: now[0]
+    service.poll_once(0)  # a partial whose producer died
+    now[0] += service.settings.incomplete_timeout_s
+    for _ in range(10):
+        service.poll_once(0)
+    assert consumer.asked == 1
+    consumer.hiccup = False
+    now[0] += WATERMARK_RETRY_S  # asked again: the partial expires
+    service.poll_once(0)
+    service.close()
+    assert consumer.asked == 2
+    assert [dict(r["headers"])["dlq_reason"] for r in dlq.records] == [b"incomplete"]
