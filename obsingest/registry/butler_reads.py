@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from sqlalchemy import Connection, Engine, select
@@ -18,6 +18,8 @@ from obsingest.registry.audit import RegistryAudit, chunks
 from obsingest.registry.engine import open_butler
 from obsingest.registry.registry import jsonable
 from obsingest.settings import RegistrySettings, run_name
+
+_EXPOSURES = 5  # a listing's batch: ~1,000 raws of a 189-CCD camera
 
 
 class ButlerReads:
@@ -63,23 +65,37 @@ class ButlerReads:
     def count_datasets(self) -> int:
         return len(self.refs())
 
-    def datasets(self, instrument: str | None = None, exposure: int | None = None) -> list[dict[str, Any]]:
-        """Rows as ``Registry.datasets`` gives them, the Butler's raws, in data id order."""
-        refs = self.refs(instrument, exposure)
+    def iter_datasets(
+        self, instrument: str | None = None, exposure: int | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Rows as ``Registry.datasets`` gives them, the Butler's raws, in data id order: read
+        ``_EXPOSURES`` exposures at a time, so memory stays flat with history."""
+        with self._butler_lock:
+            names = [r.name for r in self.butler.registry.queryDimensionRecords("instrument")]
+        for inst in sorted(n for n in names if not instrument or n == instrument):
+            ids = [exposure] if exposure else self._exposures(inst)
+            for exps in chunks(ids, _EXPOSURES):
+                where = "instrument = inst AND exposure IN (exps)"
+                refs = self._raws(run_name(self.settings.run, inst), where, {"inst": inst, "exps": exps})
+                yield from sorted(self._rows(refs), key=lambda r: (r["exposure"], r["detector"]))
+
+    def _exposures(self, instrument: str) -> list[int]:
+        with self._butler_lock:
+            found = self.butler.registry.queryDimensionRecords("exposure", instrument=instrument)
+            return sorted({r.id for r in found})
+
+    def _rows(self, refs: list[Any]) -> Iterator[dict[str, Any]]:
         uris = self.uris(refs)
         companion = self.companion({ref.id for ref in refs})
-        rows = []
         for ref in refs:
             mine = companion.get(ref.id, {})
-            rows.append(
+            yield (
                 {"id": str(ref.id), "dataset_type": ref.datasetType.name, "run": ref.run}
                 | {k: ref.dataId[k] for k in ("instrument", "exposure", "detector")}
                 | {"ingest_time": mine.get("ingest_time"), "uri": uris.get(ref.id, "")}
                 | {k: mine.get(k) for k in ("size", "checksum", "transport", "readout_time")}
                 | {"companion": bool(mine)}
             )
-        rows.sort(key=lambda r: (r["instrument"], r["exposure"], r["detector"]))
-        return rows
 
     def companion(self, ids: set[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
         """What the companion recorded of the datasets ``ids`` (JSON-ready), by dataset id."""

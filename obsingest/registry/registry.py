@@ -13,7 +13,7 @@ import json
 import math
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
@@ -37,6 +37,7 @@ from obsingest.settings import RegistrySettings, run_name
 from obsingest.timescales import as_utc
 
 T = TypeVar("T")
+_READ_BATCH = 1000  # rows a listing fetches at a time
 
 
 @dataclass(frozen=True)
@@ -409,6 +410,13 @@ class Registry(EngineQueries):
         self._tx(lambda c: c.execute(stmt))
 
     def datasets(self, instrument: str | None = None, exposure: int | None = None) -> list[dict[str, Any]]:
+        return list(self.iter_datasets(instrument, exposure))
+
+    def iter_datasets(
+        self, instrument: str | None = None, exposure: int | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """The registered datasets with their datastore records, in data id order, fetched in
+        batches (a server-side cursor on PostgreSQL): memory stays flat with history."""
         d, r = tables.dataset, tables.datastore_record
         query = select(d, r.c.uri, r.c.size, r.c.checksum, r.c.transport, r.c.readout_time).join(
             r, r.c.dataset_id == d.c.id
@@ -417,9 +425,13 @@ class Registry(EngineQueries):
             query = query.where(d.c.instrument == instrument)
         if exposure:
             query = query.where(d.c.exposure == exposure)
-        query = query.order_by(d.c.instrument, d.c.exposure, d.c.detector)
+        yield from self._stream(query.order_by(d.c.instrument, d.c.exposure, d.c.detector))
+
+    def _stream(self, query: Any) -> Iterator[dict[str, Any]]:
+        """The rows of ``query`` (JSON-ready), fetched ``_READ_BATCH`` at a time."""
         with self.engine.connect() as conn:
-            return [jsonable(dict(row)) for row in conn.execute(query).mappings()]
+            for row in conn.execution_options(yield_per=_READ_BATCH).execute(query).mappings():
+                yield jsonable(dict(row))
 
     def exposure(self, instrument: str, exposure: int) -> dict[str, Any] | None:
         """The exposure dimension record, or None when nothing of it is registered."""
@@ -430,9 +442,11 @@ class Registry(EngineQueries):
         return jsonable(dict(row)) if row is not None else None
 
     def quarantined(self) -> list[dict[str, Any]]:
-        with self.engine.connect() as conn:
-            rows = conn.execute(select(tables.quarantine).order_by(tables.quarantine.c.id)).mappings()
-            return [jsonable(dict(row)) for row in rows]
+        return list(self.iter_quarantined())
+
+    def iter_quarantined(self) -> Iterator[dict[str, Any]]:
+        """The refused inputs in the order they were first refused, fetched in batches."""
+        return self._stream(select(tables.quarantine).order_by(tables.quarantine.c.id))
 
     def count_datasets(self) -> int:
         with self.engine.connect() as conn:

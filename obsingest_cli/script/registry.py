@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import closing
 
 from obsingest.registry import Registry, open_registry
@@ -17,28 +17,42 @@ def _open(url: str | None) -> closing[Registry]:
 
 def list_datasets(registry: str | None, instrument: str | None, exposure: int | None, as_json: bool) -> int:
     """Registered datasets with their datastore records, as a table or JSON."""
-    with _open(registry) as db:
-        rows = db.datasets(instrument, exposure)
     head = f"{'instrument':<12} {'exposure':>14} {'det':>4} {'size':>10}  dataset id / uri"
     row = "{instrument:<12} {exposure:>14} {detector:>4} {size:>10}  {id}  {uri}"
-    return _print(rows, as_json, [head], row, "datasets")
+    with _open(registry) as db:
+        return _print(db.iter_datasets(instrument, exposure), as_json, [head], row, "datasets")
 
 
 def list_quarantine(registry: str | None, as_json: bool) -> int:
     """Refused inputs: object, reason, message, occurrences."""
+    row = "{reason:<20} x{occurrences:<3} {object_uri}\n    {message}"
     with _open(registry) as db:
-        rows = db.quarantined()
-    return _print(
-        rows, as_json, [], "{reason:<20} x{occurrences:<3} {object_uri}\n    {message}", "quarantined"
-    )
+        return _print(db.iter_quarantined(), as_json, [], row, "quarantined")
 
 
-def _print(rows: list[dict], as_json: bool, head: list[str], row: str, what: str) -> int:
-    """``rows`` as JSON, or ``head``, one ``row.format`` line each and the count ``what``."""
+def _print(rows: Iterable[dict], as_json: bool, head: list[str], row: str, what: str) -> int:
+    """``rows`` as a JSON array (``json.dumps(rows, indent=2)``'s text), or ``head``, one
+    ``row.format`` line each and the count ``what``; written row by row, so a night's history is
+    never held."""
+    count = 0
+    if not as_json:
+        for line in head:
+            print(line)
+    for r in rows:
+        if as_json:
+            print(
+                "[" if count == 0 else ",",
+                "  " + json.dumps(r, indent=2).replace("\n", "\n  "),
+                sep="\n",
+                end="",
+            )
+        else:
+            print(row.format(**r))
+        count += 1
     if as_json:
-        print(json.dumps(rows, indent=2))
+        print("\n]" if count else "[]")
     else:
-        print("\n".join([*head, *(row.format(**r) for r in rows), f"{len(rows)} {what}"]))
+        print(f"{count} {what}")
     return 0
 
 

@@ -205,3 +205,31 @@ def test_a_configured_dataset_type_is_registered_with_its_first_dataset(tmp_path
         assert registry.datasets()[0]["dataset_type"] == "raw_sim"
     finally:
         registry.close()
+
+
+def test_the_listings_fetch_their_rows_in_batches(registry):
+    """``registry list`` read every row into one list (and psycopg2's client-side cursor held the
+    whole result besides): ~640 MB for a night's 190,000 CCDs, growing with history. The listings
+    are now generators whose statement runs with ``stream_results``/``yield_per`` (a server-side
+    cursor on PostgreSQL), rows fetched a batch at a time."""
+    from sqlalchemy import event
+
+    from obsingest.registry import QuarantineEntry
+
+    assert registry.register(_file()).created
+    registry.quarantine(QuarantineEntry("file:///bad", "corrupt-file", "truncated", "crc32c:1", DID, 5))
+    options = []
+
+    def record(conn, cursor, statement, parameters, context, many):
+        if statement.lstrip().startswith("SELECT"):
+            options.append(context.execution_options)
+
+    event.listen(registry.engine, "before_cursor_execute", record)
+    for listing in (registry.iter_datasets(), registry.iter_quarantined()):
+        assert not options  # nothing is read before the first row is asked for
+        [row] = listing
+        assert row.get("uri") == "file:///a" or row.get("reason") == "corrupt-file"
+        [used] = options
+        assert used["stream_results"] and used["yield_per"] > 1
+        options.clear()
+    assert registry.datasets() == list(registry.iter_datasets())
