@@ -73,7 +73,7 @@ class ButlerReads:
         with self._butler_lock:
             names = [r.name for r in self.butler.registry.queryDimensionRecords("instrument")]
         for inst in sorted(n for n in names if not instrument or n == instrument):
-            ids = [exposure] if exposure else self._exposures(inst)
+            ids = [exposure] if exposure is not None else self._exposures(inst)
             for exps in chunks(ids, _EXPOSURES):
                 where = "instrument = inst AND exposure IN (exps)"
                 refs = self._raws(run_name(self.settings.run, inst), where, {"inst": inst, "exps": exps})
