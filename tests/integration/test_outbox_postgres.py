@@ -9,6 +9,7 @@ import pytest
 
 from obsingest.registry import Registry
 from obsingest.settings import RegistrySettings
+from tests.fixtures.sql import executed
 from tests.unit.obsingest.registry.outbox_contract import OutboxContract
 
 pytestmark = pytest.mark.integration
@@ -121,16 +122,8 @@ def _fill(reg: Registry, rows: int, published: str = "NULL") -> None:
 
 def _statement(reg: Registry, run) -> tuple[str, Any]:
     """The outbox statement ``run`` executes, with its parameters."""
-    from sqlalchemy import event
-
-    seen: list[tuple[str, Any]] = []
-
-    def record(conn, cursor, statement, parameters, context, executemany):
-        seen.append((statement, parameters))
-
-    event.listen(reg.engine, "before_cursor_execute", record)
-    run()
-    event.remove(reg.engine, "before_cursor_execute", record)
+    with executed(reg.engine) as seen:
+        run()
     [found] = [(s, p) for s, p in seen if "arrival_outbox" in s]
     return found
 

@@ -6,7 +6,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import event
 
 from obsingest.dataid import DataId
 from obsingest.messages import ExposureManifest
@@ -14,6 +13,7 @@ from obsingest.registry import FileRecord, Registry
 from obsingest.registry.manifests import record_manifest
 from obsingest.registry.presence import PresenceReader
 from obsingest.settings import RegistrySettings
+from tests.fixtures.sql import executed
 
 DAY_OBS = 20261122
 E1, E2, E3 = (DAY_OBS * 100_000 + n for n in (1, 2, 3))
@@ -50,16 +50,8 @@ def register(registry: Registry, exposure: int, detector: int, late_by: float) -
 
 def newest_and_its_sql(reader: PresenceReader, n: int):
     """``reader.latest(n)`` and the statement (with parameters) that chose its exposures."""
-    seen = []
-
-    def record(conn, cursor, statement, parameters, context, executemany):
-        seen.append((statement, parameters))
-
-    event.listen(reader.engine, "before_cursor_execute", record)
-    try:
+    with executed(reader.engine) as seen:
         newest = reader.latest(n)
-    finally:
-        event.remove(reader.engine, "before_cursor_execute", record)
     [chosen] = [(s, p) for s, p in seen if "DESC" in s]
     return newest, chosen
 

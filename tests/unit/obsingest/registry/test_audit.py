@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import event
+
+from tests.fixtures.sql import executed, sqlite_plan
 
 pytestmark = pytest.mark.unit
 
@@ -15,17 +16,10 @@ T0 = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 def test_the_full_sweeps_window_query_searches_an_index(registry):
     """``stored_between`` runs at every full sweep (every 30 min) over a window of hours; the
     datastore records are never purged (~190,000 a night): a scan would grow with all history."""
-    seen: list[tuple[str, object]] = []
-
-    def record(conn, cursor, statement, parameters, context, executemany):
-        seen.append((statement, parameters))
-
-    event.listen(registry.engine, "before_cursor_execute", record)
-    registry.audit.stored_between(T0, T0 + timedelta(hours=1), uri_prefix="gs://b/")
-    event.remove(registry.engine, "before_cursor_execute", record)
+    with executed(registry.engine) as seen:
+        registry.audit.stored_between(T0, T0 + timedelta(hours=1), uri_prefix="gs://b/")
     [(sql, params)] = [(s, p) for s, p in seen if "datastore_record" in s]
-    with registry.engine.connect() as conn:
-        plan = " ".join(str(tuple(r)) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, params))
+    plan = sqlite_plan(registry.engine, sql, params)
     assert "SEARCH datastore_record USING INDEX" in plan and "SCAN datastore_record" not in plan, plan
 
 

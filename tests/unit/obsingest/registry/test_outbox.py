@@ -7,6 +7,7 @@ import pytest
 from obsingest.registry import Registry
 from obsingest.registry.migrations import LATEST
 from obsingest.settings import RegistrySettings
+from tests.fixtures.sql import executed, sqlite_plan
 from tests.unit.obsingest.registry.outbox_contract import OutboxContract
 
 pytestmark = pytest.mark.unit
@@ -45,19 +46,10 @@ def test_an_existing_registry_gains_the_outbox_by_migration(tmp_path):
 
 def _plan(registry, run) -> str:
     """SQLite's plan of the outbox statement ``run`` executes."""
-    from sqlalchemy import event
-
-    seen: list[tuple[str, object]] = []
-
-    def record(conn, cursor, statement, parameters, context, executemany):
-        seen.append((statement, parameters))
-
-    event.listen(registry.engine, "before_cursor_execute", record)
-    run()
-    event.remove(registry.engine, "before_cursor_execute", record)
+    with executed(registry.engine) as seen:
+        run()
     [(sql, params)] = [(s, p) for s, p in seen if "arrival_outbox" in s]
-    with registry.engine.connect() as conn:
-        return " ".join(str(tuple(r)) for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, params))
+    return sqlite_plan(registry.engine, sql, params)
 
 
 def test_a_claim_reads_the_pending_rows_in_order_from_an_index_not_all_of_them_sorted(tmp_path):
